@@ -1,0 +1,64 @@
+"""Every name the SUNK spec fixes: annotations, labels, conditions, the taint key.
+
+One module, so that a typo is an import error rather than a silent mismatch with
+what dashboards, NHC tooling and operators already expect.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+DOMAIN: Final = "sunk.coreweave.com"
+
+# Pod-scheduler annotations (the seed's annotation table), read from user Pods.
+ANN_ACCOUNT: Final = f"{DOMAIN}/account"
+ANN_COMMENT: Final = f"{DOMAIN}/comment"
+ANN_CONSTRAINTS: Final = f"{DOMAIN}/constraints"
+ANN_EXCLUSIVE: Final = f"{DOMAIN}/exclusive"
+ANN_EXCLUDED_NODES: Final = f"{DOMAIN}/excluded-nodes"
+ANN_REQUIRED_NODES: Final = f"{DOMAIN}/required-nodes"
+ANN_PARTITION: Final = f"{DOMAIN}/partition"
+ANN_PREFER: Final = f"{DOMAIN}/prefer"
+ANN_PRIORITY: Final = f"{DOMAIN}/priority"
+ANN_QOS: Final = f"{DOMAIN}/qos"
+ANN_RESERVATION: Final = f"{DOMAIN}/reservation"
+ANN_USER_ID: Final = f"{DOMAIN}/user-id"
+ANN_GROUP_ID: Final = f"{DOMAIN}/group-id"
+ANN_CURRENT_WORKING_DIR: Final = f"{DOMAIN}/current-working-dir"
+ANN_TIMEOUT: Final = f"{DOMAIN}/timeout"
+
+# Written by sunk onto scheduled Pods.
+ANN_JOB_ID: Final = f"{DOMAIN}/job-id"
+ANN_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"
+
+# Node locking: the Node taint and the slurmd Pod annotation share one key.
+LOCK_KEY: Final = f"{DOMAIN}/lock"
+
+# slurmd Pod <-> Slurm node mapping.
+ANN_SLURM_NODE_NAME: Final = f"{DOMAIN}/slurm-node-name"
+
+# Labels the Syncer writes on slurmd Pods (for kube-state-metrics dashboards).
+LABEL_RUNNING: Final = f"{DOMAIN}/running"
+LABEL_DRAIN: Final = f"{DOMAIN}/drain"
+LABEL_NOT_RESPONDING: Final = f"{DOMAIN}/not_responding"
+
+# Pod conditions the Syncer writes, and the one NHC tooling writes.
+COND_SLURM_DRAIN: Final = "SlurmDrain"
+COND_SLURM_RUNNING: Final = "SlurmRunning"
+COND_SLURM_NOT_RESPONDING: Final = "SlurmNotResponding"
+COND_HPC_VERIFICATION: Final = "HPCVerification"
+
+# Node side: cordon condition and reason annotation (public SUNK hints).
+COND_SLURM_CORDON: Final = "SlurmCordon"
+ANN_CORDON_REASON: Final = "node.coreweave.cloud/cordonReason"
+
+# Drain reasons set from Kubernetes carry this prefix; only those are ever touched.
+K8S_DRAIN_PREFIX: Final = "k8s:"
+VERIFY_UNDRAIN: Final = "verify-undrain"
+
+# Reboot hook defaults.
+DEFAULT_REBOOT_CONDITION: Final = "PhaseState"
+DEFAULT_REBOOT_REASON: Final = "production-powerreset"
+
+# Placeholder job: the marker the script appends to the job's Extra once running.
+STARTED_MARKER: Final = ": started"

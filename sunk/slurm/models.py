@@ -1,0 +1,220 @@
+"""Slurm domain values, independent of how they were fetched (REST or pyslurm).
+
+Every class is a frozen attrs value: safe to share between threads, cheap to
+compare, so the cache can diff snapshots with ``==``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from attrs import field, frozen
+
+# Base node states as Slurm reports them; everything else in ``Node.state`` is a flag.
+NODE_BASE_STATES = frozenset(
+    {"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"}
+)
+
+# Base job states in which the job is not over yet. COMPLETING, CONFIGURING and
+# REQUEUED are flags on top of these, not states of their own.
+JOB_ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
+
+_GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
+
+
+def gpu_count(gres: str) -> int:
+    """Sum the GPUs in a GRES string such as ``gpu:h100:4(S:0-1),gpu:a100:2``."""
+    return sum(int(n) for n in _GPU_GRES.findall(gres or ""))
+
+
+def _states(value: object) -> frozenset[str]:
+    if isinstance(value, str):
+        value = value.replace("+", ",").split(",")
+    return frozenset(s.strip().upper() for s in value if s and s.strip())  # type: ignore[union-attr]
+
+
+@frozen
+class Node:
+    name: str
+    state: frozenset[str] = field(converter=_states, factory=frozenset)
+    reason: str = ""
+    reason_time: Optional[int] = None
+    reason_user: str = ""
+    extra: str = ""
+    comment: str = ""
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory: int = 0  # MB
+    alloc_memory: int = 0  # MB
+    gres: str = ""
+    gres_used: str = ""
+    partitions: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    features: tuple[str, ...] = field(converter=tuple, factory=tuple)
+
+    @property
+    def base_state(self) -> str:
+        base = self.state & NODE_BASE_STATES
+        return next(iter(base)) if len(base) == 1 else ("UNKNOWN" if not base else sorted(base)[0])
+
+    @property
+    def drained(self) -> bool:
+        """DRAIN flag set (Slurm shows DRAINING or DRAINED, both are this)."""
+        return "DRAIN" in self.state
+
+    @property
+    def down(self) -> bool:
+        return "DOWN" in self.state
+
+    @property
+    def not_responding(self) -> bool:
+        return "NOT_RESPONDING" in self.state
+
+    @property
+    def running_jobs(self) -> bool:
+        return self.base_state in ("ALLOCATED", "MIXED") or "COMPLETING" in self.state
+
+    @property
+    def gpus_total(self) -> int:
+        return gpu_count(self.gres)
+
+    @property
+    def gpus_alloc(self) -> int:
+        return gpu_count(self.gres_used)
+
+
+@frozen
+class JobAllocation:
+    """What one job holds on one node."""
+
+    node: str
+    cpus: int = 0
+    memory: int = 0  # MB
+    gpus: int = 0
+
+
+@frozen
+class Job:
+    id: int
+    name: str = ""
+    state: str = "PENDING"  # base state: PENDING, RUNNING, COMPLETED, CANCELLED, ...
+    state_flags: frozenset[str] = field(converter=frozenset, factory=frozenset)
+    state_reason: str = ""
+    nodes: str = ""  # hostlist expression as Slurm reports it, e.g. "node[1-2]"
+    allocations: tuple[JobAllocation, ...] = field(converter=tuple, factory=tuple)
+    extra: str = ""
+    comment: str = ""
+    user_name: str = ""
+    user_id: Optional[int] = None
+    group_id: Optional[int] = None
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    priority: int = 0
+    submit_time: Optional[int] = None
+    start_time: Optional[int] = None
+    end_time: Optional[int] = None
+    time_limit: Optional[int] = None  # minutes; None = infinite / unset
+    tres_req: str = ""
+    tres_alloc: str = ""
+    shared: str = ""  # none, oversubscribe, user, mcs, topo ("" = partition default)
+    working_directory: str = ""
+
+    @property
+    def active(self) -> bool:
+        """Pending, running or suspended: the job may still hold or get a node."""
+        return self.state in JOB_ACTIVE_STATES
+
+
+@frozen
+class JobRequest:
+    """A batch job to submit: the fields sunk needs, nothing more."""
+
+    name: str
+    script: str
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    reservation: Optional[str] = None
+    priority: Optional[int] = None
+    user_id: Optional[int] = None
+    group_id: Optional[int] = None
+    cpus_per_task: int = 1
+    memory_per_node: Optional[int] = None  # MB
+    gpus_per_node: int = 0
+    gpu_type: Optional[str] = None
+    constraints: Optional[str] = None
+    prefer: Optional[str] = None
+    excluded_nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    required_nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    shared: Optional[str] = None  # none, oversubscribe, user, mcs, topo
+    time_limit: Optional[int] = None  # minutes
+    comment: Optional[str] = None
+    extra: Optional[str] = None
+    working_directory: str = "/tmp"
+    environment: tuple[str, ...] = field(converter=tuple, default=("PATH=/usr/sbin:/usr/bin:/sbin:/bin",))
+    requeue: Optional[bool] = None
+
+    @property
+    def tres_per_node(self) -> Optional[str]:
+        if not self.gpus_per_node:
+            return None
+        kind = f"gpu:{self.gpu_type}" if self.gpu_type else "gpu"
+        return f"gres/{kind}:{self.gpus_per_node}"
+
+
+@frozen
+class NodeUpdate:
+    """A change to one node; ``None`` leaves that field alone."""
+
+    state: Optional[str] = None  # DRAIN, RESUME, DOWN, UNDRAIN, ...
+    reason: Optional[str] = None
+    extra: Optional[str] = None
+    comment: Optional[str] = None
+
+
+@frozen
+class Partition:
+    name: str
+    nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    state: str = "UP"
+    priority_tier: int = 1
+    total_cpus: int = 0
+    total_nodes: int = 0
+
+
+@frozen
+class RpcStat:
+    """Count and mean duration of one RPC message type."""
+
+    message_type: str
+    count: int
+    mean_seconds: float
+
+
+@frozen
+class SchedulerStats:
+    """The figures ``sdiag`` shows, as far as the metrics table needs them."""
+
+    server_thread_count: int = 0
+    agent_queue_size: int = 0
+    dbd_agent_queue_size: int = 0
+    schedule_queue_length: int = 0
+    jobs_submitted: int = 0
+    jobs_started: int = 0
+    jobs_completed: int = 0
+    jobs_canceled: int = 0
+    jobs_failed: int = 0
+    jobs_pending: int = 0
+    jobs_running: int = 0
+    schedule_cycle_last: float = 0.0  # seconds
+    schedule_cycle_mean: float = 0.0  # seconds
+    schedule_cycle_mean_depth: float = 0.0
+    schedule_cycle_per_minute: float = 0.0
+    bf_cycle_last: float = 0.0  # seconds
+    bf_cycle_mean: float = 0.0  # seconds
+    bf_depth_mean: float = 0.0
+    bf_backfilled_jobs: int = 0
+    bf_last_backfilled_jobs: int = 0
+    bf_backfilled_het_jobs: int = 0
+    rpcs: tuple[RpcStat, ...] = field(converter=tuple, factory=tuple)
