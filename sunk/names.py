@@ -34,9 +34,6 @@ ANN_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"
 # Node locking: the Node taint and the slurmd Pod annotation share one key.
 LOCK_KEY: Final = f"{DOMAIN}/lock"
 
-# slurmd Pod <-> Slurm node mapping.
-ANN_SLURM_NODE_NAME: Final = f"{DOMAIN}/slurm-node-name"
-
 # Labels the Syncer writes on slurmd Pods (for kube-state-metrics dashboards).
 LABEL_RUNNING: Final = f"{DOMAIN}/running"
 LABEL_DRAIN: Final = f"{DOMAIN}/drain"

@@ -54,10 +54,15 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
     )
     subprocess.run(["go", "mod", "tidy"], cwd=work, env=env, check=True, stdout=log, stderr=log)
     bin_dir.mkdir(parents=True, exist_ok=True)
+    major, minor = version.split(".")[:2]
+    stamp = " ".join(
+        f"-X k8s.io/component-base/version.{key}={value}"
+        for key, value in (("gitVersion", f"v{version}"), ("gitMajor", major), ("gitMinor", minor))
+    )
     for binary in missing:
         tmp = bin_dir / f".{binary}.tmp"
         subprocess.run(
-            ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), f"k8s.io/kubernetes/cmd/{binary}"],
+            ["go", "build", "-trimpath", f"-ldflags=-s -w {stamp}", "-o", str(tmp), f"k8s.io/kubernetes/cmd/{binary}"],
             cwd=work, env=env, check=True, stdout=log, stderr=log,
         )
         tmp.rename(bin_dir / binary)

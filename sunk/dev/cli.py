@@ -1,0 +1,66 @@
+"""``sunk-dev``: the local dev cluster (real Slurm 24.11 + real kube-apiserver)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Optional
+
+from .cluster import DevCluster, default_home
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="sunk-dev", description=__doc__)
+    parser.add_argument("--home", default=str(default_home()), help="cache and state dir (env SUNK_DEV_HOME)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="bring every component up (idempotent)")
+    up.add_argument("--nodes", type=int, default=int(os.environ.get("SUNK_DEV_NODES", "4")))
+    up.add_argument("--phantom-nodes", type=int, default=0, help="extra Slurm nodes with no slurmd (benchmarks)")
+    sub.add_parser("down", help="stop, by PID, everything `up` started")
+    sub.add_parser("status", help="every component, healthy or not")
+    sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
+    slurm = sub.add_parser("slurm", help="run a Slurm command inside the chroot, e.g. sunk-dev slurm sinfo")
+    slurm.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("demo", help="up, then show both sides")
+    args = parser.parse_args(argv)
+
+    from pathlib import Path
+
+    home = Path(args.home)
+    if args.command == "up":
+        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes).up()
+        return _print_status(DevCluster(home))
+    cluster = DevCluster(home)
+    if args.command == "down":
+        stopped = cluster.down()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+        return 0
+    if args.command == "status":
+        return _print_status(cluster)
+    if args.command == "env":
+        for key, value in cluster.env().items():
+            print(f"export {key}={shlex.quote(value)}")
+        return 0
+    if args.command == "slurm":
+        if not args.argv:
+            parser.error("slurm needs a command, e.g. sunk-dev slurm sinfo")
+        os.execvp("chroot", ["chroot", str(cluster.root), *args.argv])
+    if args.command == "demo":
+        from .demo import demo
+
+        return demo(cluster)
+    return 2
+
+
+def _print_status(cluster: DevCluster) -> int:
+    rows = cluster.status()
+    for row in rows:
+        mark = "ok " if row.healthy else "BAD"
+        print(f"{mark} {row.name:<16} pid={row.pid or '-':<8} {row.detail}")
+    return 0 if all(r.healthy for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,444 @@
+"""``DevCluster``: bring the whole local cluster up, idempotently, and describe it.
+
+Mapping (also in docs/development.md): Slurm node ``nodeN`` runs in slurmd Pod
+``slurm/nodeN``, which is bound to Kubernetes Node ``worker-N``. The Pod name is the
+Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import requests
+from attrs import frozen
+
+from . import chroot, kubebuild, kubeconf, slurmconf
+from .procs import Daemon, run, wait_until
+
+SLURM_NAMESPACE = "slurm"
+SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@frozen
+class SlurmRest:
+    url: str
+    token: str
+    user: str = "root"
+
+
+@frozen
+class ComponentStatus:
+    name: str
+    pid: Optional[int]
+    healthy: bool
+    detail: str = ""
+
+
+@frozen
+class Component:
+    daemon: Daemon
+    healthy: Callable[[], bool]
+    prepare: Optional[Callable[[], None]] = None
+    after: Optional[Callable[[], None]] = None
+    timeout: float = 60.0
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("SUNK_DEV_HOME") or Path.home() / ".cache" / "sunk-dev")
+
+
+class DevCluster:
+    def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, log=sys.stderr):
+        self.home = home
+        self.run_dir = home / "run"
+        self.kube_dir = self.run_dir / "kube"
+        self.log = log
+        self.layout = slurmconf.SlurmLayout(nodes=nodes, phantom_nodes=phantom_nodes)
+        saved = self._saved_layout()
+        if saved is not None and self._any_running():
+            # A running cluster keeps its shape; `down` first to change it.
+            self.layout = saved
+
+    @classmethod
+    def from_environment(cls) -> DevCluster:
+        return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")))
+
+    # -- facts -------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return chroot.chroot_dir(self.home)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.kube_dir / "admin.kubeconfig"
+
+    @property
+    def slurm_nodes(self) -> tuple[str, ...]:
+        return self.layout.node_names
+
+    @property
+    def jwt_file(self) -> Path:
+        return self.run_dir / "slurm.jwt"
+
+    @property
+    def slurm_rest(self) -> SlurmRest:
+        return SlurmRest(url=f"http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}", token=self.jwt_file.read_text().strip())
+
+    @staticmethod
+    def k8s_node_for(slurm_node: str) -> str:
+        return "worker-" + slurm_node.removeprefix("node")
+
+    def env(self) -> dict[str, str]:
+        rest = self.slurm_rest
+        return {
+            "KUBECONFIG": str(self.kubeconfig),
+            "SLURM_REST_URL": rest.url,
+            "SLURM_JWT": rest.token,
+            "SLURM_JWT_FILE": str(self.jwt_file),
+            "SLURM_USER": rest.user,
+            "SUNK_DEV_CHROOT": str(self.root),
+            "SUNK_DEV_HOME": str(self.home),
+        }
+
+    def slurm(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm command (scontrol, sbatch, sacctmgr, ...) inside the chroot."""
+        return run(["chroot", str(self.root), *args], check=check, timeout=timeout)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def up(self) -> None:
+        started = time.monotonic()
+        self._say(f"sunk-dev: cache {self.home}")
+        chroot.ensure_chroot(self.home, log=self.log)
+        bin_dir = kubebuild.build(self.home, log=self.log)
+        self._configure_chroot()
+        kubeconf.ensure_pki(self.kube_dir)
+        self._write_jwt()
+        self._save_layout()
+        for component in self._components(bin_dir):
+            self._ensure(component)
+        self._seed_kubernetes()
+        self._say(f"sunk-dev: up in {time.monotonic() - started:.1f}s")
+
+    def down(self) -> list[str]:
+        stopped = []
+        for component in reversed(self._components(kubebuild.kube_bin_dir(self.home))):
+            if component.daemon.stop():
+                stopped.append(component.daemon.name)
+        if self.root.exists():
+            chroot.unmount_all(self.root)
+        return stopped
+
+    def status(self) -> list[ComponentStatus]:
+        out = []
+        for component in self._components(kubebuild.kube_bin_dir(self.home)):
+            pid = component.daemon.pid()
+            healthy = False
+            detail = "not running"
+            if pid is not None:
+                try:
+                    healthy = bool(component.healthy())
+                    detail = "healthy" if healthy else "unhealthy"
+                except Exception as exc:  # noqa: BLE001 - status reports, never raises
+                    detail = f"unhealthy: {exc}"
+            out.append(ComponentStatus(component.daemon.name, pid, healthy, detail))
+        return out
+
+    def stop_component(self, name: str) -> None:
+        self._component(name).daemon.stop()
+
+    def start_component(self, name: str) -> None:
+        self._ensure(self._component(name))
+
+    # -- internals ---------------------------------------------------------------------------
+    def _component(self, name: str) -> Component:
+        for component in self._components(kubebuild.kube_bin_dir(self.home)):
+            if component.daemon.name == name:
+                return component
+        raise KeyError(f"no component {name!r}")
+
+    def _components(self, bin_dir: Path) -> list[Component]:
+        root = str(self.root)
+        in_root = ("chroot", root)
+
+        def daemon(name: str, *argv: str, env: Optional[dict[str, str]] = None) -> Daemon:
+            return Daemon(name=name, argv=tuple(argv), run_dir=self.run_dir, env=env)
+
+        comps = [
+            Component(daemon("munged", "chroot", "--userspec=munge:munge", root, "munged", "--foreground", "--force"),
+                      self._munge_ok, prepare=self._prepare_munge),
+            Component(daemon("mariadb", *in_root, "mariadbd", "--user=mysql", "--skip-networking",
+                             "--socket=/run/mysqld/mysqld.sock", "--innodb-flush-log-at-trx-commit=0"),
+                      self._mariadb_ok, after=self._bootstrap_db),
+            Component(daemon("slurmdbd", *in_root, "slurmdbd", "-D"), self._slurmdbd_ok,
+                      after=self._bootstrap_accounting),
+            Component(daemon("slurmctld", *in_root, "slurmctld", "-D", "-i"), self._slurmctld_ok),
+        ]
+        for node in self.layout.node_names:
+            comps.append(Component(daemon(f"slurmd-{node}", *in_root, "slurmd", "-D", "-N", node),
+                                   lambda node=node: self._slurmd_ok(node)))
+        comps += [
+            Component(daemon("slurmrestd", "chroot", "--userspec=slurmrestd:slurmrestd", root, "env", "SLURM_JWT=daemon",
+                             "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+                             f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
+                      self._slurmrestd_ok),
+            Component(daemon("etcd", *in_root, "etcd", "--data-dir=/var/lib/sunk-etcd", "--name=sunk-dev",
+                             f"--listen-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
+                             f"--advertise-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
+                             "--listen-peer-urls=http://127.0.0.1:2380", "--unsafe-no-fsync",
+                             "--quota-backend-bytes=4294967296", "--log-level=warn"),
+                      self._etcd_ok),
+            Component(daemon("kube-apiserver", *kubeconf.apiserver_argv(bin_dir / "kube-apiserver", self.kube_dir)),
+                      self._apiserver_ok, timeout=120),
+            Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
+                             "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
+                      self._kubelet_ok),
+        ]
+        return comps
+
+    def _ensure(self, component: Component) -> None:
+        name = component.daemon.name
+        if component.daemon.pid() is not None:
+            try:
+                wait_until(component.healthy, component.timeout, what=f"{name} to be healthy")
+            except TimeoutError:
+                raise RuntimeError(f"{name} is running but unhealthy; log tail:\n{component.daemon.tail()}") from None
+            return
+        if component.prepare:
+            component.prepare()
+        began = time.monotonic()
+        component.daemon.start()
+        try:
+            wait_until(lambda: component.daemon.pid() is not None and component.healthy(), component.timeout,
+                       what=f"{name} to be healthy")
+        except TimeoutError as exc:
+            raise RuntimeError(f"{exc}; log tail of {component.daemon.log_file}:\n{component.daemon.tail()}") from None
+        if component.after:
+            component.after()
+        self._say(f"  {name:<16} started ({time.monotonic() - began:.1f}s)")
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.log, flush=True)
+
+    def _saved_layout(self) -> Optional[slurmconf.SlurmLayout]:
+        try:
+            data = json.loads((self.run_dir / "layout.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return slurmconf.SlurmLayout(nodes=data["nodes"], phantom_nodes=data.get("phantom_nodes", 0))
+
+    def _save_layout(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "layout.json").write_text(
+            json.dumps({"nodes": self.layout.nodes, "phantom_nodes": self.layout.phantom_nodes}))
+
+    def _any_running(self) -> bool:
+        pids = self.run_dir / "pids"
+        return any(Daemon(p.stem, (), self.run_dir).pid() for p in pids.glob("*.pid")) if pids.exists() else False
+
+    # -- chroot configuration -------------------------------------------------------------------
+    def _configure_chroot(self) -> None:
+        root = self.root
+        chroot.mount_proc(root)
+        (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+        (root / "tmp").chmod(0o1777)
+        for user, uid in (("slurmrestd", 1999), ("kube", 1001)):
+            if run(["chroot", str(root), "id", user], check=False).returncode != 0:
+                run(["chroot", str(root), "useradd", "--uid", str(uid), "--user-group", "--no-create-home",
+                     "--shell", "/usr/sbin/nologin", user])
+        for i in range(slurmconf.NODE_GPUS):
+            dev = root / f"dev/fakegpu{i}"
+            if not dev.exists():
+                os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
+        dirs = {
+            "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
+            "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
+        }
+        for node in self.layout.node_names:
+            dirs[f"var/spool/slurmd/{node}"] = "root"
+        for rel, owner in dirs.items():
+            (root / rel).mkdir(parents=True, exist_ok=True)
+            shutil.chown(root / rel, *self._ids(owner))
+        etc = root / "etc/slurm"
+        (etc / "slurm.conf").write_text(slurmconf.slurm_conf(self.layout))
+        (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
+        (etc / "cgroup.conf").write_text(slurmconf.CGROUP_CONF)
+        for kind in ("prolog", "epilog"):
+            path = etc / f"{kind}.sh"
+            path.write_text(slurmconf.hook_runner(kind))
+            path.chmod(0o755)
+        jwt_key = etc / "jwt.key"
+        if not jwt_key.exists():
+            jwt_key.write_bytes(secrets.token_bytes(32))
+        jwt_key.chmod(0o600)
+        shutil.chown(jwt_key, *self._ids("slurm"))
+        db_pass_file = self.run_dir / "db.pass"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not db_pass_file.exists():
+            db_pass_file.write_text(secrets.token_hex(12))
+        dbd = etc / "slurmdbd.conf"
+        dbd.write_text(slurmconf.slurmdbd_conf(db_pass_file.read_text().strip()))
+        dbd.chmod(0o600)
+        shutil.chown(dbd, *self._ids("slurm"))
+
+    def _ids(self, user: str) -> tuple[int, int]:
+        for line in (self.root / "etc/passwd").read_text().splitlines():
+            fields = line.split(":")
+            if fields[0] == user:
+                return int(fields[2]), int(fields[3])
+        raise KeyError(f"no user {user} in the chroot")
+
+    def _write_jwt(self) -> None:
+        import jwt
+
+        key = (self.root / "etc/slurm/jwt.key").read_bytes()
+        now = int(time.time())
+        if self.jwt_file.exists():
+            try:
+                claims = jwt.decode(self.jwt_file.read_text().strip(), key, algorithms=["HS256"])
+                if claims.get("exp", 0) > now + 7 * 86400:
+                    return
+            except jwt.PyJWTError:
+                pass
+        token = jwt.encode({"sun": "root", "iat": now, "exp": now + 365 * 86400}, key, algorithm="HS256")
+        self.jwt_file.write_text(token + "\n")
+        self.jwt_file.chmod(0o600)
+
+    # -- health checks and bootstrap ----------------------------------------------------------------
+    def _prepare_munge(self) -> None:
+        key = self.root / "etc/munge/munge.key"
+        if not key.exists():
+            run(["chroot", str(self.root), "mungekey", "--create"])
+        shutil.chown(key, *self._ids("munge"))
+        key.chmod(0o400)
+
+    def _munge_ok(self) -> bool:
+        cred = self.slurm("munge", "-n", check=False, timeout=10)
+        return cred.returncode == 0 and run(["chroot", str(self.root), "unmunge"], input=cred.stdout,
+                                            check=False, timeout=10).returncode == 0
+
+    def _mariadb_ok(self) -> bool:
+        return self.slurm("mariadb-admin", "--socket=/run/mysqld/mysqld.sock", "ping", check=False,
+                          timeout=10).returncode == 0
+
+    def _bootstrap_db(self) -> None:
+        password = (self.run_dir / "db.pass").read_text().strip()
+        sql = (
+            f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}';"
+            f"ALTER USER 'slurm'@'localhost' IDENTIFIED BY '{password}';"
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+        )
+        self.slurm("mariadb", "--socket=/run/mysqld/mysqld.sock", "-e", sql)
+
+    def _slurmdbd_ok(self) -> bool:
+        return self.slurm("sacctmgr", "-n", "-P", "list", "cluster", check=False, timeout=15).returncode == 0
+
+    def _bootstrap_accounting(self) -> None:
+        """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both."""
+        sacctmgr = ("sacctmgr", "-i")
+        clusters = self.slurm("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
+        if slurmconf.CLUSTER_NAME not in clusters:
+            self.slurm(*sacctmgr, "add", "cluster", slurmconf.CLUSTER_NAME)
+        qos = self.slurm("sacctmgr", "-n", "-P", "list", "qos", "format=name").stdout.split()
+        if "high" not in qos:
+            self.slurm(*sacctmgr, "add", "qos", "high", "Priority=1000", "Preempt=normal", "PreemptMode=requeue")
+        self.slurm(*sacctmgr, "modify", "qos", "normal", "set", "Priority=10", check=False)
+        users = self.slurm("sacctmgr", "-n", "-P", "list", "user", "format=user").stdout.split()
+        if "kube" not in users:
+            self.slurm(*sacctmgr, "add", "user", "kube", "account=root")
+        self.slurm(*sacctmgr, "modify", "user", "where", "name=root,kube", "set", "qos=normal,high",
+                   "defaultqos=normal", check=False)
+
+    def _slurmctld_ok(self) -> bool:
+        out = self.slurm("scontrol", "ping", check=False, timeout=15).stdout
+        return "is UP" in out
+
+    def _node_states(self) -> dict[str, str]:
+        out = self.slurm("sinfo", "-h", "-N", "-o", "%N %T", check=False, timeout=15).stdout
+        return dict(line.split(None, 1) for line in out.splitlines() if " " in line)
+
+    def _slurmd_ok(self, node: str) -> bool:
+        state = self._node_states().get(node, "")
+        return bool(state) and not state.endswith("*") and not state.startswith(("down", "unknown", "future"))
+
+    def _slurmrestd_ok(self) -> bool:
+        rest = self.slurm_rest
+        resp = requests.get(f"{rest.url}/slurm/v0.0.42/ping", timeout=5,
+                            headers={"X-SLURM-USER-NAME": rest.user, "X-SLURM-USER-TOKEN": rest.token})
+        return resp.status_code == 200 and not resp.json().get("errors")
+
+    def _etcd_ok(self) -> bool:
+        return requests.get(f"http://127.0.0.1:{kubeconf.ETCD_PORT}/health", timeout=5).json().get("health") == "true"
+
+    def _apiserver_ok(self) -> bool:
+        resp = requests.get(f"https://127.0.0.1:{kubeconf.APISERVER_PORT}/readyz", timeout=5,
+                            verify=str(self.kube_dir / "ca.crt"))
+        return resp.status_code == 200
+
+    def _kube(self, method: str, path: str, body: Optional[dict] = None) -> requests.Response:
+        return requests.request(
+            method, f"https://127.0.0.1:{kubeconf.APISERVER_PORT}{path}", json=body, timeout=10,
+            verify=str(self.kube_dir / "ca.crt"),
+            headers={"Authorization": f"Bearer {kubeconf.admin_token(self.kube_dir)}"},
+        )
+
+    def _kubelet_ok(self) -> bool:
+        resp = self._kube("GET", "/api/v1/nodes?labelSelector=sunk.dev/fake-kubelet%3Dtrue")
+        if resp.status_code != 200:
+            return False
+        ready = {
+            node["metadata"]["name"]
+            for node in resp.json()["items"]
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
+        }
+        return all(self.k8s_node_for(n) in ready for n in self.layout.node_names)
+
+    def _seed_kubernetes(self) -> None:
+        """The slurmd Pods, one per Slurm node, bound straight to their Node (as a NodeSet would)."""
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SLURM_NAMESPACE}}
+        self._expect(self._kube("POST", "/api/v1/namespaces", ns), 201, 409)
+        for node in self.layout.node_names:
+            self._expect(self._kube("POST", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods", slurmd_pod(node)), 201, 409)
+        wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
+
+    def _slurmd_pods_ready(self) -> bool:
+        resp = self._kube("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3Dslurmd")
+        phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in resp.json()["items"]}
+        return all(phases.get(n) == "Running" for n in self.layout.node_names)
+
+    @staticmethod
+    def _expect(resp: requests.Response, *codes: int) -> None:
+        if resp.status_code not in codes:
+            raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:500]}")
+
+
+def slurmd_pod(slurm_node: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": slurm_node,
+            "namespace": SLURM_NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/component": "compute"},
+        },
+        "spec": {
+            "nodeName": DevCluster.k8s_node_for(slurm_node),
+            "hostname": slurm_node,
+            "terminationGracePeriodSeconds": 5,
+            "tolerations": [{"key": "sunk.coreweave.com/lock", "operator": "Exists"}],
+            "containers": [{
+                "name": "slurmd",
+                "image": "sunk-dev/slurmd:24.11",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            }],
+        },
+    }

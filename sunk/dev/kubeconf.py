@@ -1,0 +1,86 @@
+"""Certificates, tokens and kubeconfig for the dev kube-apiserver. Rendering + openssl only."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+
+APISERVER_PORT = 6443
+ETCD_PORT = 2379
+
+
+def ensure_pki(kube_dir: Path) -> None:
+    """CA, a serving cert for 127.0.0.1/localhost, a service-account key pair, an admin token."""
+    kube_dir.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_crt = kube_dir / "ca.key", kube_dir / "ca.crt"
+    if not ca_crt.exists():
+        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
+                 "-days", "3650", "-subj", "/CN=sunk-dev-ca")
+    srv_key, srv_crt = kube_dir / "apiserver.key", kube_dir / "apiserver.crt"
+    if not srv_crt.exists():
+        csr = kube_dir / "apiserver.csr"
+        ext = kube_dir / "apiserver.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", srv_key, "-out", csr, "-subj", "/CN=kube-apiserver")
+        _openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", srv_crt,
+                 "-days", "3650", "-extfile", ext)
+    sa_key, sa_pub = kube_dir / "sa.key", kube_dir / "sa.pub"
+    if not sa_pub.exists():
+        _openssl("genrsa", "-out", sa_key, "2048")
+        _openssl("rsa", "-in", sa_key, "-pubout", "-out", sa_pub)
+    tokens = kube_dir / "tokens.csv"
+    if not tokens.exists():
+        tokens.write_text(f'{secrets.token_hex(24)},admin,admin,"system:masters"\n')
+        tokens.chmod(0o600)
+    kubeconfig = kube_dir / "admin.kubeconfig"
+    token = admin_token(kube_dir)
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: sunk-dev
+  cluster:
+    server: https://127.0.0.1:{APISERVER_PORT}
+    certificate-authority: {ca_crt}
+users:
+- name: admin
+  user:
+    token: {token}
+contexts:
+- name: sunk-dev
+  context: {{cluster: sunk-dev, user: admin}}
+current-context: sunk-dev
+""")
+    kubeconfig.chmod(0o600)
+
+
+def admin_token(kube_dir: Path) -> str:
+    return (kube_dir / "tokens.csv").read_text().split(",", 1)[0]
+
+
+def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
+    return (
+        str(binary),
+        f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={APISERVER_PORT}",
+        f"--tls-cert-file={kube_dir / 'apiserver.crt'}",
+        f"--tls-private-key-file={kube_dir / 'apiserver.key'}",
+        f"--client-ca-file={kube_dir / 'ca.crt'}",
+        f"--token-auth-file={kube_dir / 'tokens.csv'}",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={kube_dir / 'sa.pub'}",
+        f"--service-account-signing-key-file={kube_dir / 'sa.key'}",
+        "--authorization-mode=RBAC",
+        # No kube-controller-manager here, so nobody creates "default" ServiceAccounts.
+        "--disable-admission-plugins=ServiceAccount",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=1",
+    )
+
+
+def _openssl(*args: object) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)

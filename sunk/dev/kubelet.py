@@ -1,0 +1,197 @@
+"""A stand-in kubelet for the dev cluster: Nodes Ready, bound Pods Running, deletions finished.
+
+It does what scheduling tests need from a kubelet and nothing else:
+- registers its Nodes with capacity that matches the Slurm nodes (32 CPU, 128Gi, 2 GPUs);
+- a Pod bound to one of its Nodes becomes Running and Ready once (it never fights a
+  test that later sets the Pod not Ready);
+- a Pod being deleted goes away after the container "exits": immediately, or after the
+  Pod's ``sunk.dev/termination-delay-seconds`` annotation, but never later than its
+  grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from kubernetes import client, config
+
+log = logging.getLogger("sunk.dev.kubelet")
+
+TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
+NODE_LABEL = "sunk.dev/fake-kubelet"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_object(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "2"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {NODE_LABEL: "true", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "gpu.nvidia.com/class": "FAKE_GPU"},
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+def ready_status(node_name: str) -> dict[str, Any]:
+    stamp = now()
+    return {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sunk-dev fake kubelet",
+         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
+    ], "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node_name}],
+        "nodeInfo": {"kubeletVersion": "sunk-dev", "architecture": "amd64", "operatingSystem": "linux",
+                     "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
+                     "containerRuntimeVersion": "", "kubeProxyVersion": ""}}}
+
+
+def running_status(pod: dict[str, Any]) -> dict[str, Any]:
+    stamp = now()
+    conditions = [{"type": t, "status": "True", "lastTransitionTime": stamp}
+                  for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
+    return {"status": {
+        "phase": "Running", "conditions": conditions, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+        "startTime": stamp,
+        "containerStatuses": [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
+             "started": True, "state": {"running": {"startedAt": stamp}}}
+            for c in pod["spec"].get("containers", [])
+        ],
+    }}
+
+
+class FakeKubelet:
+    def __init__(self, api: client.ApiClient, nodes: list[str]):
+        self.core = client.CoreV1Api(api)
+        self.nodes = set(nodes)
+        self.stopping = threading.Event()
+        self._deleting: set[str] = set()
+        self._lock = threading.Lock()
+
+    def register(self) -> None:
+        for name in sorted(self.nodes):
+            try:
+                self.core.create_node(node_object(name))
+            except client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+            self.core.patch_node_status(name, ready_status(name))
+
+    def run(self) -> None:
+        self.register()
+        while not self.stopping.is_set():
+            try:
+                version = self._sync_all()
+                self._watch(version)
+            except Exception as exc:  # noqa: BLE001 - reconnect on anything, like a kubelet does
+                log.warning("watch failed, relisting: %s", exc)
+                self.stopping.wait(1.0)
+
+    def _sync_all(self) -> str:
+        resp = self.core.list_pod_for_all_namespaces(_preload_content=False)
+        data = json.loads(resp.data)
+        for pod in data["items"]:
+            self._handle(pod)
+        return data["metadata"]["resourceVersion"]
+
+    def _watch(self, version: str) -> None:
+        resp = self.core.list_pod_for_all_namespaces(
+            watch=True, resource_version=version, allow_watch_bookmarks=True, timeout_seconds=300,
+            _preload_content=False, _request_timeout=(5, 330),
+        )
+        try:
+            for line in _lines(resp):
+                if self.stopping.is_set():
+                    return
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    raise RuntimeError(event["object"].get("message"))
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._handle(event["object"])
+        finally:
+            resp.release_conn()
+
+    def _handle(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        if spec.get("nodeName") not in self.nodes:
+            return
+        if meta.get("deletionTimestamp"):
+            self._finish_deletion(pod)
+            return
+        conditions = pod.get("status", {}).get("conditions", [])
+        if not any(c["type"] == "Ready" for c in conditions):
+            try:
+                self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], running_status(pod))
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    log.warning("could not mark %s/%s running: %s", meta["namespace"], meta["name"], exc.reason)
+
+    def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        with self._lock:
+            if uid in self._deleting:
+                return
+            self._deleting.add(uid)
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        try:
+            delay = float((meta.get("annotations") or {}).get(TERMINATION_DELAY, "0"))
+        except ValueError:
+            delay = 0.0
+        delay = max(0.0, min(delay, float(grace)))
+        timer = threading.Timer(delay, self._delete, args=(meta["namespace"], meta["name"], uid))
+        timer.daemon = True
+        timer.start()
+
+    def _delete(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace, body=client.V1DeleteOptions(
+                grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)))
+        except client.ApiException as exc:
+            if exc.status not in (404, 409):
+                log.warning("could not finish deleting %s/%s: %s", namespace, name, exc.reason)
+        finally:
+            with self._lock:
+                self._deleting.discard(uid)
+
+
+def _lines(resp: Any):
+    buffer = b""
+    for chunk in resp.stream(amt=65536, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--nodes", required=True, help="comma-separated Node names")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
+    kubelet = FakeKubelet(client.ApiClient(cfg), [n for n in args.nodes.split(",") if n])
+    signal.signal(signal.SIGTERM, lambda *_: kubelet.stopping.set())
+    threading.Thread(target=kubelet.run, daemon=True).start()
+    while not kubelet.stopping.wait(3600):
+        pass
+    time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Daemons started by ``sunk-dev``: started with setsid, tracked by PID file, stopped by PID.
+
+Never by name: other people's slurmctld or etcd on the same machine are not ours to stop.
+A PID file also records the process start time, so a reused PID is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from attrs import frozen
+
+
+@frozen
+class Daemon:
+    name: str
+    argv: tuple[str, ...]
+    run_dir: Path
+    env: Optional[Mapping[str, str]] = None
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "pids" / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / "logs" / f"{self.name}.log"
+
+    def pid(self) -> Optional[int]:
+        """Our live PID, or None (missing file, dead process, or PID reused by another)."""
+        try:
+            pid_s, start_s = self.pid_file.read_text().split()
+            pid = int(pid_s)
+        except (OSError, ValueError):
+            return None
+        return pid if _start_time(pid) == start_s else None
+
+    def start(self) -> int:
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(self.env) if self.env is not None else None,
+                close_fds=True,
+            )
+        start = None
+        for _ in range(50):
+            start = _start_time(proc.pid)
+            if start:
+                break
+            time.sleep(0.01)
+        self.pid_file.write_text(f"{proc.pid} {start or ''}\n")
+        return proc.pid
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """SIGTERM, wait, then SIGKILL. Returns True if something of ours was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _start_time(pid):
+            _reap(pid)
+            time.sleep(0.05)
+        if _start_time(pid):
+            _signal(pid, signal.SIGKILL)
+            while _start_time(pid):
+                _reap(pid)
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """Field 22 of /proc/PID/stat; None if gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        _reap(pid)
+        return None
+    return fields[19]
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def run(argv: Sequence[str], *, check: bool = True, env: Optional[Mapping[str, str]] = None,
+        timeout: float = 120, input: Optional[str] = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), check=check, capture_output=True, text=True, timeout=timeout,
+        env=dict(env) if env is not None else None, input=input,
+    )
+
+
+def wait_until(check, timeout: float, interval: float = 0.1, what: str = "condition") -> None:
+    """Poll ``check`` until it is truthy; only for bringing daemons up, never in product code."""
+    deadline = time.monotonic() + timeout
+    last: Optional[BaseException] = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as exc:  # noqa: BLE001 - a daemon coming up fails in many ways
+            last = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else ""))

@@ -1,0 +1,147 @@
+"""slurm.conf and friends for the dev cluster. Pure text rendering, no I/O.
+
+Settings worth knowing (and why):
+- ``SlurmdParameters=config_overrides`` lets each node declare 32 CPUs, 128 GiB and
+  two GPUs on a 2-core machine. The GPUs are character devices aliasing /dev/null.
+- Preemption is by QOS (``preempt/qos``): QOS ``high`` preempts ``normal``. QOS only
+  works with accounting, so slurmdbd + MariaDB run too, as in every real SUNK cluster.
+- ``KillWait=30``: the placeholder script's budget between SIGTERM and SIGKILL.
+- ``ReturnToService=2``: a DOWN node that talks again resumes by itself, which is why
+  the Syncer never resumes DOWN nodes.
+- ``PrologFlags=Alloc``: the prolog runs at allocation, before the batch script, on
+  every node; ``prolog.sh``/``epilog.sh`` run each executable in prolog.d/epilog.d.
+- High-throughput knobs from Slurm's guide: small ``MinJobAge``, ``max_rpc_cnt``,
+  ``bf_continue``, generous ``MaxJobCount``.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+CLUSTER_NAME = "dev"
+PARTITION = "batch"
+NODE_CPUS = 32
+NODE_MEMORY_MB = 131072
+NODE_GPUS = 2
+SLURMD_BASE_PORT = 17001
+SLURMCTLD_PORT = 6817
+SLURMDBD_PORT = 6819
+SLURMRESTD_PORT = 6820
+KILL_WAIT = 30
+
+
+@frozen
+class SlurmLayout:
+    nodes: int = 4
+    phantom_nodes: int = 0  # defined in slurm.conf but never started (benchmarks)
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(f"node{i}" for i in range(1, self.nodes + 1))
+
+    @property
+    def phantom_names(self) -> tuple[str, ...]:
+        return tuple(f"phantom{i}" for i in range(1, self.phantom_nodes + 1))
+
+
+def slurm_conf(layout: SlurmLayout) -> str:
+    last_port = SLURMD_BASE_PORT + layout.nodes - 1
+    lines = [
+        f"ClusterName={CLUSTER_NAME}",
+        "SlurmctldHost=localhost",
+        f"SlurmctldPort={SLURMCTLD_PORT}",
+        "SlurmUser=slurm",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "AuthAltTypes=auth/jwt",
+        "AuthAltParameters=jwt_key=/etc/slurm/jwt.key",
+        "StateSaveLocation=/var/spool/slurmctld",
+        "SlurmdSpoolDir=/var/spool/slurmd/%n",
+        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmdPidFile=/run/slurmd-%n.pid",
+        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
+        "SlurmdLogFile=/var/log/slurm/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "SlurmdParameters=config_overrides",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "MailProg=/bin/true",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "GresTypes=gpu",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=localhost",
+        f"AccountingStoragePort={SLURMDBD_PORT}",
+        "AccountingStorageEnforce=associations,limits,qos",
+        "AccountingStorageTRES=gres/gpu",
+        "PriorityType=priority/multifactor",
+        "PriorityWeightQOS=100000",
+        "PriorityWeightAge=0",
+        "PriorityWeightFairshare=0",
+        "PreemptType=preempt/qos",
+        "PreemptMode=REQUEUE",
+        "JobRequeue=1",
+        f"KillWait={KILL_WAIT}",
+        "ReturnToService=2",
+        "SlurmdTimeout=30",
+        "MessageTimeout=30",
+        "InactiveLimit=0",
+        "MinJobAge=60",
+        "MaxJobCount=200000",
+        f"MaxNodeCount={layout.nodes + layout.phantom_nodes + 16}",
+        "SchedulerParameters=max_rpc_cnt=150,bf_continue,bf_interval=5,default_queue_depth=1000",
+        "PrologFlags=Alloc",
+        "Prolog=/etc/slurm/prolog.sh",
+        "Epilog=/etc/slurm/epilog.sh",
+        "PrologEpilogTimeout=120",
+        f"NodeName=node[1-{layout.nodes}] NodeHostname=localhost Port={SLURMD_BASE_PORT}-{last_port} "
+        f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:{NODE_GPUS} State=UNKNOWN",
+        f"PartitionName={PARTITION} Nodes=node[1-{layout.nodes}] Default=YES MaxTime=INFINITE State=UP",
+    ]
+    if layout.phantom_nodes:
+        lines += [
+            f"NodeName=phantom[1-{layout.phantom_nodes}] NodeHostname=localhost Port=18999 "
+            f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN",
+            f"PartitionName=phantom Nodes=phantom[1-{layout.phantom_nodes}] Default=NO MaxTime=INFINITE State=UP",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gres_conf(layout: SlurmLayout) -> str:
+    last = NODE_GPUS - 1
+    return f"AutoDetect=off\nNodeName=node[1-{layout.nodes}] Name=gpu File=/dev/fakegpu[0-{last}]\n"
+
+
+CGROUP_CONF = "CgroupPlugin=disabled\n"
+
+
+def slurmdbd_conf(storage_pass: str) -> str:
+    return "\n".join([
+        "AuthType=auth/munge",
+        "DbdHost=localhost",
+        f"DbdPort={SLURMDBD_PORT}",
+        "SlurmUser=slurm",
+        "LogFile=/var/log/slurm/slurmdbd.log",
+        "PidFile=/run/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=localhost",
+        "StorageLoc=slurm_acct_db",
+        "StorageUser=slurm",
+        f"StoragePass={storage_pass}",
+        "",
+    ])
+
+
+def hook_runner(kind: str) -> str:
+    """prolog.sh / epilog.sh: run every executable in ``<kind>.d`` in order; any failure fails."""
+    return f"""#!/bin/bash
+# Hook point: sunk's {kind} (and any site {kind}) lives in /etc/slurm/{kind}.d.
+set -u
+for hook in /etc/slurm/{kind}.d/*; do
+    [ -x "$hook" ] || continue
+    "$hook" || {{ echo "{kind} hook $hook failed with $?" >&2; exit 1; }}
+done
+exit 0
+"""
