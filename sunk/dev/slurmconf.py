@@ -134,12 +134,12 @@ def slurmdbd_conf(storage_pass: str) -> str:
     ])
 
 
-def hook_runner(kind: str) -> str:
+def hook_runner(kind: str, base: str = "/etc/slurm") -> str:
     """prolog.sh / epilog.sh: run every executable in ``<kind>.d`` in order; any failure fails."""
     return f"""#!/bin/bash
-# Hook point: sunk's {kind} (and any site {kind}) lives in /etc/slurm/{kind}.d.
+# Hook point: sunk's {kind} (and any site {kind}) lives in {base}/{kind}.d.
 set -u
-for hook in /etc/slurm/{kind}.d/*; do
+for hook in {base}/{kind}.d/*; do
     [ -x "$hook" ] || continue
     "$hook" || {{ echo "{kind} hook $hook failed with $?" >&2; exit 1; }}
 done

@@ -1,0 +1,178 @@
+"""The dev cluster is real: Slurm through slurmrestd, Kubernetes through the apiserver."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import uuid
+
+import requests
+from kubernetes import client
+
+from sunk.dev.cluster import SLURM_NAMESPACE
+
+
+def _rest(slurm_rest, method, path, body=None):
+    return requests.request(
+        method, f"{slurm_rest.url}/slurm/v0.0.42/{path}", json=body, timeout=30,
+        headers={"X-SLURM-USER-NAME": slurm_rest.user, "X-SLURM-USER-TOKEN": slurm_rest.token},
+    )
+
+
+def _scontrol_job(dev_cluster, job_id: int) -> dict[str, str]:
+    out = dev_cluster.slurm("scontrol", "-o", "show", "job", str(job_id)).stdout
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_every_component_is_healthy(dev_cluster):
+    rows = dev_cluster.status()
+    assert {r.name for r in rows} >= {"munged", "slurmctld", "slurmrestd", "etcd", "kube-apiserver", "kubelet"}
+    assert [r.name for r in rows if not r.healthy] == []
+
+
+def test_up_is_idempotent(dev_cluster):
+    before = {r.name: r.pid for r in dev_cluster.status()}
+    dev_cluster.up()
+    assert {r.name: r.pid for r in dev_cluster.status()} == before
+
+
+def test_job_submitted_through_slurmrestd_is_read_back_from_slurm(dev_cluster, slurm_rest):
+    name = f"foundation-{uuid.uuid4().hex[:8]}"
+    resp = _rest(slurm_rest, "POST", "job/submit", {
+        "script": "#!/bin/bash\nsleep 300\n",
+        "job": {"name": name, "extra": "hello-extra", "comment": "hello-comment", "current_working_directory": "/tmp",
+                "environment": ["PATH=/usr/bin:/bin"], "partition": "batch"},
+    })
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["errors"] == []
+    job_id = body["job_id"]
+    try:
+        fields = _scontrol_job(dev_cluster, job_id)
+        assert fields["JobName"] == name
+        assert fields["Extra"] == "hello-extra"
+        assert fields["Comment"] == "hello-comment"
+        got = _rest(slurm_rest, "GET", f"job/{job_id}").json()
+        assert got["jobs"][0]["name"] == name
+    finally:
+        dev_cluster.slurm("scancel", str(job_id))
+
+
+def test_gpu_gres_without_gpus(dev_cluster):
+    """Fake GPU devices: Slurm hands out GRES and sets CUDA_VISIBLE_DEVICES."""
+    out = dev_cluster.slurm("srun", "--chdir=/tmp", "--gres=gpu:2", "-N1", "bash", "-c", "echo $CUDA_VISIBLE_DEVICES",
+                            timeout=60).stdout.strip()
+    assert out == "0,1"
+
+
+def test_qos_high_preempts_normal(dev_cluster):
+    node = dev_cluster.slurm_nodes[-1]
+    low = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=normal",
+                            "--wrap", "sleep 600").stdout.strip()
+    try:
+        _wait(lambda: _scontrol_job(dev_cluster, int(low))["JobState"] == "RUNNING", 30, "low job to run")
+        high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
+                                 "--wrap", "sleep 600").stdout.strip()
+        try:
+            _wait(lambda: _scontrol_job(dev_cluster, int(high))["JobState"] == "RUNNING", 60, "high job to run")
+            low_fields = _scontrol_job(dev_cluster, int(low))
+            assert low_fields["JobState"] in ("PENDING", "PREEMPTED", "REQUEUED"), low_fields["JobState"]
+            assert int(low_fields["Restarts"]) >= 1
+        finally:
+            dev_cluster.slurm("scancel", high)
+    finally:
+        dev_cluster.slurm("scancel", low)
+
+
+def _namespace(kube_api) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(kube_api).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def _pod(name: str, **spec) -> dict:
+    return {"metadata": {"name": name, "annotations": spec.pop("annotations", {})},
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+
+def test_pod_bound_through_binding_subresource_is_seen_by_a_watch(dev_cluster, kube_api):
+    core = client.CoreV1Api(kube_api)
+    ns = _namespace(kube_api)
+    pod = core.create_namespaced_pod(ns, _pod("bind-me"))
+    assert pod.spec.node_name is None
+    events: queue.Queue = queue.Queue()
+
+    def watch():
+        resp = core.list_namespaced_pod(ns, watch=True, resource_version=pod.metadata.resource_version,
+                                        timeout_seconds=30, _preload_content=False)
+        for line in resp:
+            event = json.loads(line)
+            events.put(event)
+            if event["object"]["spec"].get("nodeName"):
+                break
+        resp.release_conn()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    node = dev_cluster.k8s_node_for(dev_cluster.slurm_nodes[0])
+    core.create_namespaced_binding(
+        ns, {"metadata": {"name": "bind-me"}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
+        _preload_content=False,
+    )
+    deadline = time.monotonic() + 20
+    seen = None
+    while time.monotonic() < deadline and seen is None:
+        event = events.get(timeout=deadline - time.monotonic())
+        if event["type"] == "MODIFIED" and event["object"]["spec"].get("nodeName") == node:
+            seen = event
+    assert seen is not None
+    _wait(lambda: core.read_namespaced_pod("bind-me", ns).status.phase == "Running", 20, "kubelet to run the Pod")
+    core.delete_namespaced_pod("bind-me", ns, grace_period_seconds=0)
+
+
+def test_kubelet_honours_grace_period_on_deletion(dev_cluster, kube_api):
+    core = client.CoreV1Api(kube_api)
+    ns = _namespace(kube_api)
+    node = dev_cluster.k8s_node_for(dev_cluster.slurm_nodes[0])
+    # Container "exits" 2s after SIGTERM, well within its 20s grace period.
+    core.create_namespaced_pod(ns, _pod("quick", nodeName=node, terminationGracePeriodSeconds=20,
+                                        annotations={"sunk.dev/termination-delay-seconds": "2"}))
+    # Container ignores SIGTERM; only the 3s grace period ends it.
+    core.create_namespaced_pod(ns, _pod("stubborn", nodeName=node, terminationGracePeriodSeconds=3,
+                                        annotations={"sunk.dev/termination-delay-seconds": "600"}))
+    for name in ("quick", "stubborn"):
+        _wait(lambda name=name: core.read_namespaced_pod(name, ns).status.phase == "Running", 20, f"{name} running")
+
+    def gone(name):
+        try:
+            core.read_namespaced_pod(name, ns)
+            return False
+        except client.ApiException as exc:
+            return exc.status == 404
+
+    for name, low, high in (("quick", 1.5, 8), ("stubborn", 2.5, 10)):
+        began = time.monotonic()
+        core.delete_namespaced_pod(name, ns)
+        assert not gone(name), "a Pod on a Node must outlive its delete call until the kubelet confirms"
+        _wait(lambda name=name: gone(name), high, f"{name} to be deleted")
+        assert time.monotonic() - began >= low
+
+
+def test_slurmd_pods_map_to_nodes(dev_cluster, kube_api):
+    core = client.CoreV1Api(kube_api)
+    for slurm_node in dev_cluster.slurm_nodes:
+        pod = core.read_namespaced_pod(slurm_node, SLURM_NAMESPACE)
+        assert pod.spec.node_name == dev_cluster.k8s_node_for(slurm_node)
+        assert pod.status.phase == "Running"

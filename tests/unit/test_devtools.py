@@ -1,0 +1,81 @@
+"""Pure parts of sunk-dev: config rendering and PID-file discipline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sunk.dev import slurmconf
+from sunk.dev.procs import Daemon
+
+
+def _settings(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith(("NodeName",
+                                                                                                      "PartitionName")))
+
+
+def test_slurm_conf_carries_the_settings_the_product_relies_on():
+    conf = _settings(slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=3)))
+    assert conf["PreemptType"] == "preempt/qos"
+    assert conf["KillWait"] == "30"
+    assert conf["ReturnToService"] == "2"
+    assert conf["AuthAltTypes"] == "auth/jwt"
+    assert conf["SelectTypeParameters"] == "CR_Core_Memory"
+    assert conf["Prolog"] == "/etc/slurm/prolog.sh" and conf["Epilog"] == "/etc/slurm/epilog.sh"
+    assert conf["PrologFlags"] == "Alloc"
+
+
+def test_node_lines_follow_the_layout():
+    text = slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=3, phantom_nodes=5))
+    assert "NodeName=node[1-3] NodeHostname=localhost Port=17001-17003" in text
+    assert "NodeName=phantom[1-5]" in text
+    assert "PartitionName=batch Nodes=node[1-3] Default=YES" in text
+    assert "PartitionName=phantom Nodes=phantom[1-5] Default=NO" in text
+    assert slurmconf.SlurmLayout(nodes=2).node_names == ("node1", "node2")
+
+
+def test_no_phantom_partition_by_default():
+    assert "phantom" not in slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=4))
+
+
+def test_gres_conf_has_a_device_file_per_gpu():
+    assert "File=/dev/fakegpu[0-1]" in slurmconf.gres_conf(slurmconf.SlurmLayout(nodes=4))
+
+
+def _hook(path, body: str) -> None:
+    path.write_text("#!/bin/bash\n" + body + "\n")
+    path.chmod(0o755)
+
+
+def test_hook_runner_runs_every_hook_in_order_and_fails_when_one_fails(tmp_path):
+    runner = tmp_path / "prolog.sh"
+    _hook(runner, slurmconf.hook_runner("prolog", base=str(tmp_path)))
+    (tmp_path / "prolog.d").mkdir()
+    trace = tmp_path / "trace"
+    _hook(tmp_path / "prolog.d/10-first", f"echo first >> {trace}")
+    _hook(tmp_path / "prolog.d/20-second", f"echo second >> {trace}")
+    assert subprocess.run([str(runner)]).returncode == 0
+    assert trace.read_text().split() == ["first", "second"]
+    _hook(tmp_path / "prolog.d/15-broken", "exit 3")
+    failed = subprocess.run([str(runner)], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert "15-broken failed with 3" in failed.stderr
+
+
+def test_daemon_is_stopped_by_pid_and_forgets_it(tmp_path):
+    daemon = Daemon("sleeper", (sys.executable, "-c", "import time; time.sleep(60)"), tmp_path)
+    assert daemon.pid() is None
+    pid = daemon.start()
+    assert daemon.pid() == pid
+    assert daemon.stop(timeout=5) is True
+    assert daemon.pid() is None
+    assert daemon.stop() is False
+
+
+def test_a_reused_pid_is_not_ours(tmp_path):
+    daemon = Daemon("other", ("true",), tmp_path)
+    daemon.pid_file.parent.mkdir(parents=True)
+    # PID 1 exists, but with another start time than the one recorded.
+    daemon.pid_file.write_text("1 999999999\n")
+    assert daemon.pid() is None
+    assert daemon.stop() is False
