@@ -7,6 +7,7 @@ Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -14,8 +15,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import requests
 from attrs import frozen
@@ -146,7 +148,7 @@ class DevCluster:
                 try:
                     healthy = bool(component.healthy())
                     detail = "healthy" if healthy else "unhealthy"
-                except Exception as exc:  # noqa: BLE001 - status reports, never raises
+                except Exception as exc:
                     detail = f"unhealthy: {exc}"
             out.append(ComponentStatus(component.daemon.name, pid, healthy, detail))
         return out
@@ -183,10 +185,10 @@ class DevCluster:
         ]
         for node in self.layout.node_names:
             comps.append(Component(daemon(f"slurmd-{node}", *in_root, "slurmd", "-D", "-N", node),
-                                   lambda node=node: self._slurmd_ok(node)))
+                                   functools.partial(self._slurmd_ok, node)))
         comps += [
-            Component(daemon("slurmrestd", "chroot", "--userspec=slurmrestd:slurmrestd", root, "env", "SLURM_JWT=daemon",
-                             "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+            Component(daemon("slurmrestd", "chroot", "--userspec=slurmrestd:slurmrestd", root,
+                             "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
                              f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
                       self._slurmrestd_ok),
             Component(daemon("etcd", *in_root, "etcd", "--data-dir=/var/lib/sunk-etcd", "--name=sunk-dev",
@@ -384,7 +386,8 @@ class DevCluster:
                             verify=str(self.kube_dir / "ca.crt"))
         return resp.status_code == 200
 
-    def _kube(self, method: str, path: str, body: Optional[dict] = None) -> requests.Response:
+    def kube_request(self, method: str, path: str, body: Optional[dict] = None) -> requests.Response:
+        """One admin call to the apiserver: for bootstrapping and the demo, which need no client library."""
         return requests.request(
             method, f"https://127.0.0.1:{kubeconf.APISERVER_PORT}{path}", json=body, timeout=10,
             verify=str(self.kube_dir / "ca.crt"),
@@ -392,7 +395,7 @@ class DevCluster:
         )
 
     def _kubelet_ok(self) -> bool:
-        resp = self._kube("GET", "/api/v1/nodes?labelSelector=sunk.dev/fake-kubelet%3Dtrue")
+        resp = self.kube_request("GET", "/api/v1/nodes?labelSelector=sunk.dev/fake-kubelet%3Dtrue")
         if resp.status_code != 200:
             return False
         ready = {
@@ -405,13 +408,15 @@ class DevCluster:
     def _seed_kubernetes(self) -> None:
         """The slurmd Pods, one per Slurm node, bound straight to their Node (as a NodeSet would)."""
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SLURM_NAMESPACE}}
-        self._expect(self._kube("POST", "/api/v1/namespaces", ns), 201, 409)
+        self._expect(self.kube_request("POST", "/api/v1/namespaces", ns), 201, 409)
+        pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
         for node in self.layout.node_names:
-            self._expect(self._kube("POST", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods", slurmd_pod(node)), 201, 409)
+            self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
 
     def _slurmd_pods_ready(self) -> bool:
-        resp = self._kube("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3Dslurmd")
+        resp = self.kube_request(
+            "GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3Dslurmd")
         phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in resp.json()["items"]}
         return all(phases.get(n) == "Running" for n in self.layout.node_names)
 

@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional
 
 from kubernetes import client, config
@@ -29,7 +29,7 @@ NODE_LABEL = "sunk.dev/fake-kubelet"
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node_object(name: str) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class FakeKubelet:
     def register(self) -> None:
         for name in sorted(self.nodes):
             try:
-                self.core.create_node(node_object(name))
+                self.core.create_node(node_object(name))  # type: ignore[arg-type]  # wire dicts are accepted
             except client.ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -95,19 +95,19 @@ class FakeKubelet:
             try:
                 version = self._sync_all()
                 self._watch(version)
-            except Exception as exc:  # noqa: BLE001 - reconnect on anything, like a kubelet does
+            except Exception as exc:
                 log.warning("watch failed, relisting: %s", exc)
                 self.stopping.wait(1.0)
 
     def _sync_all(self) -> str:
-        resp = self.core.list_pod_for_all_namespaces(_preload_content=False)
+        resp: Any = self.core.list_pod_for_all_namespaces(_preload_content=False)
         data = json.loads(resp.data)
         for pod in data["items"]:
             self._handle(pod)
         return data["metadata"]["resourceVersion"]
 
     def _watch(self, version: str) -> None:
-        resp = self.core.list_pod_for_all_namespaces(
+        resp: Any = self.core.list_pod_for_all_namespaces(
             watch=True, resource_version=version, allow_watch_bookmarks=True, timeout_seconds=300,
             _preload_content=False, _request_timeout=(5, 330),
         )

@@ -10,8 +10,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from attrs import frozen
 
@@ -131,7 +132,7 @@ def wait_until(check, timeout: float, interval: float = 0.1, what: str = "condit
         try:
             if check():
                 return
-        except Exception as exc:  # noqa: BLE001 - a daemon coming up fails in many ways
+        except Exception as exc:
             last = exc
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else ""))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Optional, Protocol, runtime_checkable
 
 from attrs import frozen
 

@@ -7,6 +7,7 @@ compare, so the cache can diff snapshots with ``==``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Optional
 
 from attrs import field, frozen
@@ -28,10 +29,10 @@ def gpu_count(gres: str) -> int:
     return sum(int(n) for n in _GPU_GRES.findall(gres or ""))
 
 
-def _states(value: object) -> frozenset[str]:
-    if isinstance(value, str):
-        value = value.replace("+", ",").split(",")
-    return frozenset(s.strip().upper() for s in value if s and s.strip())  # type: ignore[union-attr]
+def _states(value: str | Iterable[str]) -> frozenset[str]:
+    """Accept Slurm's "IDLE+DRAIN" text, or REST's ["IDLE", "DRAIN"] list."""
+    words = value.replace("+", ",").split(",") if isinstance(value, str) else value
+    return frozenset(w.strip().upper() for w in words if w and w.strip())
 
 
 @frozen
