@@ -1,0 +1,286 @@
+"""Loading an ApiClient, and raw JSON requests through it.
+
+The official client supplies configuration, auth (certs, tokens, exec plugins,
+in-cluster token refresh) and the urllib3 pool. Requests go out as plain JSON and
+come back as wire-form dicts, so no generated model class is ever built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from sunk.kube.resources import Resource
+
+# (connect, read) seconds. Reads are small; a stuck apiserver must not hang a worker.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+# Watches, informers, workers and the elector share one pool; client default is cpu*5.
+DEFAULT_POOL_MAXSIZE = 32
+
+PatchType = Literal["merge", "strategic", "json", "apply"]
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+Timeout = float | tuple[float, float] | None
+Query = Mapping[str, str | int | bool | None] | Sequence[tuple[str, str]]
+
+
+class KubeError(Exception):
+    """Anything that went wrong talking to the apiserver."""
+
+
+class ConnectionFailed(KubeError):
+    """The apiserver could not be reached or the connection broke mid-request."""
+
+
+class ApiError(KubeError):
+    """The apiserver answered with a non-2xx status; ``body`` is its Status object when JSON."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None, method: str = "", path: str = ""):
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+        self.method = method
+        self.path = path
+        message = self.body.get("message") or reason
+        super().__init__(f"{method} {path}: {status} {message}")
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message") or self.reason)
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def too_many_requests(self) -> bool:
+        return self.status == 429
+
+
+def load_api_client(
+    kubeconfig: str | None = None,
+    *,
+    context: str | None = None,
+    pool_maxsize: int = DEFAULT_POOL_MAXSIZE,
+) -> k8s.ApiClient:
+    """An ApiClient from, in order: ``kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``.
+
+    This is controller-runtime's order, so ``--kubeconfig`` behaves as operators expect.
+    """
+    cfg = k8s.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    if path:
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    else:
+        default = Path.home() / ".kube" / "config"
+        if not default.exists():
+            raise KubeError("no kubeconfig given, not in a cluster, and ~/.kube/config does not exist")
+        k8s_config.load_kube_config(config_file=str(default), context=context, client_configuration=cfg)
+    cfg.connection_pool_maxsize = pool_maxsize
+    return k8s.ApiClient(cfg)
+
+
+def _url(path: str, query: Query | None) -> str:
+    if not query:
+        return path
+    pairs = query.items() if isinstance(query, Mapping) else query
+    encoded = [(k, _qvalue(v)) for k, v in pairs if v is not None]
+    return f"{path}?{urlencode(encoded)}" if encoded else path
+
+
+def _qvalue(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def open_request(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Query | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> urllib3.BaseHTTPResponse:
+    """Send a request and return the unread urllib3 response (status already checked).
+
+    The caller must read or close it. Used directly for watch streams.
+    """
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type or "application/json"
+    method, url, headers, _, _ = api.param_serialize(
+        method, _url(path, query), header_params=headers, auth_settings=["BearerToken"]
+    )
+    data: str | bytes | None = None
+    if body is not None:
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+    try:
+        resp = api.call_api(method, url, header_params=headers, body=data, _request_timeout=timeout).response
+    except ApiException as exc:  # the client only raises this itself for TLS failures
+        raise ConnectionFailed(f"{method} {path}: {exc.reason}") from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ConnectionFailed(f"{method} {path}: {exc}") from exc
+    if not 200 <= resp.status < 300:
+        try:
+            raw = resp.read()
+        except (urllib3.exceptions.HTTPError, OSError):
+            raw = b""
+        finally:
+            resp.release_conn()
+        raise ApiError(resp.status, resp.reason or "", _json_or_none(raw), method, path)
+    return resp
+
+
+def request(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Query | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """One JSON request; returns the decoded body ({} when empty)."""
+    resp = open_request(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+    try:
+        raw = resp.read()
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ConnectionFailed(f"{method} {path}: reading response: {exc}") from exc
+    finally:
+        resp.release_conn()
+    return _json_or_none(raw) or {}
+
+
+def _json_or_none(raw: bytes) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"message": raw[:500].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+# ---- thin CRUD over Resource ------------------------------------------------------------
+
+
+def get(
+    api: k8s.ApiClient, resource: Resource, name: str, namespace: str | None = None, *, subresource: str | None = None
+) -> dict[str, Any]:
+    return request(api, "GET", resource.path(namespace, name, subresource))
+
+
+def list_objects(
+    api: k8s.ApiClient,
+    resource: Resource,
+    namespace: str | None = None,
+    *,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+) -> list[dict[str, Any]]:
+    """Every object (all pages), each with ``kind``/``apiVersion`` filled in."""
+    items: list[dict[str, Any]] = []
+    cont: str | None = None
+    while True:
+        page = request(
+            api,
+            "GET",
+            resource.path(namespace),
+            query={"labelSelector": label_selector, "fieldSelector": field_selector, "limit": 500, "continue": cont},
+        )
+        items.extend(fill_type(page, resource))
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return items
+
+
+def fill_type(page: dict[str, Any], resource: Resource) -> list[dict[str, Any]]:
+    """List items come without kind/apiVersion; add them so they equal watched objects."""
+    kind = resource.kind or str(page.get("kind", "")).removesuffix("List")
+    api_version = page.get("apiVersion") or resource.api_version
+    items = page.get("items") or []
+    for item in items:
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", api_version)
+    return items
+
+
+def create(api: k8s.ApiClient, resource: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    ns = namespace or (obj.get("metadata") or {}).get("namespace")
+    return request(api, "POST", resource.path(ns), body=obj)
+
+
+def replace(
+    api: k8s.ApiClient, resource: Resource, obj: dict[str, Any], *, subresource: str | None = None
+) -> dict[str, Any]:
+    """PUT; carries ``metadata.resourceVersion``, so a stale object fails with 409."""
+    meta = obj["metadata"]
+    return request(api, "PUT", resource.path(meta.get("namespace"), meta["name"], subresource), body=obj)
+
+
+def patch(
+    api: k8s.ApiClient,
+    resource: Resource,
+    name: str,
+    body: Any,
+    namespace: str | None = None,
+    *,
+    patch_type: PatchType = "merge",
+    subresource: str | None = None,
+    field_manager: str | None = None,
+) -> dict[str, Any]:
+    query = {"fieldManager": field_manager} if field_manager else None
+    return request(
+        api,
+        "PATCH",
+        resource.path(namespace, name, subresource),
+        query=query,
+        body=body,
+        content_type=_PATCH_CONTENT_TYPES[patch_type],
+    )
+
+
+def delete(
+    api: k8s.ApiClient,
+    resource: Resource,
+    name: str,
+    namespace: str | None = None,
+    *,
+    grace_period_seconds: int | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    """DELETE; ``uid`` makes it a precondition, so a same-named successor is never deleted."""
+    opts: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    if grace_period_seconds is not None:
+        opts["gracePeriodSeconds"] = grace_period_seconds
+    if uid:
+        opts["preconditions"] = {"uid": uid}
+    return request(api, "DELETE", resource.path(namespace, name), body=opts)

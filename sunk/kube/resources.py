@@ -1,0 +1,83 @@
+"""API resources by (group, version, plural), and the REST paths that address them."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+
+
+@attrs.frozen
+class Resource:
+    """One REST resource, e.g. ``Resource("", "v1", "pods")``.
+
+    ``kind`` is only used to label objects that arrive without one (list items do).
+    ``namespaced`` matters for keys and for building paths of cluster-scoped objects.
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str = ""
+    namespaced: bool = True
+
+    @classmethod
+    def of(cls, value: Resource | tuple[str, str, str]) -> Resource:
+        """Accept a ``Resource`` or a bare ``(group, version, plural)`` tuple."""
+        if isinstance(value, Resource):
+            return value
+        group, version, plural = value
+        for known in KNOWN:
+            if (known.group, known.version, known.plural) == (group, version, plural):
+                return known
+        return cls(group, version, plural)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """``/api/v1/namespaces/ns/pods/name/status``; no namespace means all namespaces."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace and self.namespaced:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+EVENTS = Resource("", "v1", "events", "Event")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+
+KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS)
+
+
+def resource_for(obj: dict[str, Any]) -> Resource:
+    """The resource of a wire object, from its ``apiVersion`` and ``kind``."""
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    for known in KNOWN:
+        if known.kind == kind and known.api_version == api_version:
+            return known
+    raise ValueError(f"unknown resource for apiVersion={api_version!r} kind={kind!r}; pass it explicitly")
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    """client-go's MetaNamespaceKey: ``namespace/name``, or ``name`` when cluster-scoped."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    """Inverse of ``object_key``."""
+    ns, sep, name = key.partition("/")
+    return (ns, name) if sep else (None, ns)
