@@ -1,0 +1,1 @@
+"""sunk-scheduler: Kubernetes Pods placed by Slurm through placeholder jobs."""

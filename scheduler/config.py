@@ -1,0 +1,21 @@
+"""The scheduler's settings, from flags; one frozen value shared by every part."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from attrs import field, frozen
+
+
+@frozen
+class SchedulerConfig:
+    scheduler_name: str
+    hook_secret: bytes = field(repr=False)
+    hooks_url: str  # how placeholder jobs reach this scheduler's hook API
+    kill_wait_seconds: int = 30
+    namespaces: tuple[str, ...] = ()  # empty = whole cluster
+    slurmd_namespace: str = "slurm"
+    slurmd_selector: str = "app.kubernetes.io/name=slurmd"
+    submit_concurrency: int = 16
+    default_partition: Optional[str] = None
+    resync_seconds: float = 60.0

@@ -1,0 +1,157 @@
+"""What to do next for one Pod, given its placeholder job: a pure function.
+
+Both front ends share it: ``sunk-scheduler`` binds Pods itself, the extender lets
+kube-scheduler bind. Keeping the decision free of I/O makes every case a table row in
+tests/unit/test_scheduler_decide.py.
+
+Rules worth stating:
+- A bound Pod's job is cancelled only once the Pod is gone, never while it is still
+  terminating: Slurm must not hand the node to another job while containers still run
+  (a peer cancelled early, and another job landed on a busy node).
+- A job that ends for any reason deletes its Pod, bound or not, with the reason.
+- Never two jobs for one Pod: a submission is remembered (``expected_job_id``) until the
+  Slurm cache shows it, and on restart the cache is complete before anything is decided.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Union
+
+from attrs import frozen
+
+from sunk.slurm.models import Job
+
+
+@frozen
+class Nothing:
+    """Nothing to do until something changes (a watch or Slurm event requeues the Pod)."""
+
+    why: str = ""
+
+
+@frozen
+class Submit:
+    """Create the placeholder job."""
+
+
+@frozen
+class Invalid:
+    """The Pod cannot be scheduled as written; record it, and do not retry until it changes."""
+
+    problems: tuple[str, ...]
+
+
+@frozen
+class Bind:
+    job_id: int
+    slurm_node: str
+    k8s_node: str
+
+
+@frozen
+class Waiting:
+    """The job is queued or starting; report why, and wait for the next event."""
+
+    job_id: int
+    reason: str
+
+
+@frozen
+class DeletePod:
+    reason: str  # short CamelCase, for the Event
+    message: str
+
+
+@frozen
+class CancelJobs:
+    job_ids: tuple[int, ...]
+    message: str
+
+
+Action = Union[Nothing, Submit, Invalid, Bind, Waiting, DeletePod, CancelJobs]
+
+
+@frozen
+class PodFacts:
+    """What the decision needs from a Pod, extracted by the caller."""
+
+    uid: str
+    bound_node: Optional[str]  # spec.nodeName
+    deleting: bool
+    placed_by_us: bool  # carries our job-id annotation
+    problems: tuple[str, ...] = ()  # validation errors, already rendered
+
+
+def decide(
+    pod: Optional[PodFacts],
+    jobs: tuple[Job, ...],
+    *,
+    expected_job_id: Optional[int] = None,
+    recorded_job_id: Optional[int] = None,
+    node_of: Mapping[str, str] = {},
+    started: Mapping[int, bool] = {},
+) -> Action:
+    """Next step for one Pod. ``jobs`` are Slurm's jobs carrying this Pod's UID, any state.
+
+    ``expected_job_id`` is a submission this process made that the cache may not show yet;
+    ``recorded_job_id`` is the job id annotated on the Pod (it survives restarts).
+    ``node_of`` maps Slurm node name -> Kubernetes Node (through the slurmd Pods).
+    ``started[job_id]`` says whether the placeholder script has marked the job started.
+    """
+    active = tuple(j for j in jobs if j.active)
+    if pod is None:
+        if active:
+            return CancelJobs(tuple(j.id for j in active), "its Pod was deleted")
+        return Nothing("Pod and job are both gone")
+
+    if len(active) > 1:
+        # Should never happen; if it does, keep the oldest and cancel the rest.
+        keep = min(active, key=lambda j: j.id)
+        return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
+    job = active[0] if active else None
+
+    if pod.deleting:
+        if job is not None and pod.bound_node is None:
+            return CancelJobs((job.id,), "its Pod is being deleted before it was bound")
+        return Nothing("Pod is terminating; its job is cancelled once it is gone")
+
+    if pod.bound_node is not None:
+        if not pod.placed_by_us:
+            return Nothing("bound by someone else")
+        if job is None:
+            return DeletePod(*_ended(jobs, recorded_job_id))
+        if job.state == "PENDING":
+            return DeletePod("Preempted", f"Slurm requeued job {job.id} ({job.state_reason or 'preempted'})")
+        return Nothing("running")
+
+    # Not bound yet.
+    if pod.problems:
+        return Invalid(pod.problems)
+    if job is None:
+        if expected_job_id is not None and not any(j.id == expected_job_id for j in jobs):
+            return Waiting(expected_job_id, "submitted; waiting for Slurm to report the job")
+        if jobs or recorded_job_id is not None:
+            return DeletePod(*_ended(jobs, recorded_job_id))
+        return Submit()
+    if job.state != "RUNNING":
+        return Waiting(job.id, job.state_reason or job.state)
+    if not started.get(job.id, False):
+        return Waiting(job.id, "prolog and node lock in progress")
+    nodes = [a.node for a in job.allocations] or ([job.nodes] if job.nodes else [])
+    if len(nodes) != 1:
+        return CancelJobs((job.id,), f"a Pod needs exactly one node; Slurm allocated {job.nodes or 'none'}")
+    k8s_node = node_of.get(nodes[0])
+    if k8s_node is None:
+        return Waiting(job.id, f"no slurmd Pod found for Slurm node {nodes[0]}")
+    return Bind(job.id, nodes[0], k8s_node)
+
+
+def _ended(jobs: tuple[Job, ...], expected_job_id: Optional[int]) -> tuple[str, str]:
+    if not jobs:
+        which = f"job {expected_job_id}" if expected_job_id else "its job"
+        return "JobGone", f"Slurm no longer knows {which}"
+    last = max(jobs, key=lambda j: j.id)
+    reason = {"PREEMPTED": "Preempted", "TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeFail",
+              "CANCELLED": "JobCancelled"}.get(last.state, "JobEnded")
+    detail = f": {last.state_reason}" if last.state_reason and last.state_reason != "None" else ""
+    return reason, f"Slurm job {last.id} ended in state {last.state}{detail}"

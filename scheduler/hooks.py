@@ -1,0 +1,145 @@
+"""The scheduler's hook API, called by placeholder jobs as Slurm ends them.
+
+POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period applies)
+GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
+                                     long-polls up to S seconds (max 30) for the deletion
+POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node
+GET  /healthz
+
+Every /api call carries ``Authorization: Bearer HMAC(secret, pod UID)`` (see tokens.py),
+so a job can only act on its own Pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+from flask import Flask, jsonify, request
+
+from sunk.slurm.client import SlurmClient
+from sunk.slurm.errors import NotFound, SlurmError
+from sunk.slurm.models import NodeUpdate
+
+from .jobindex import JobIndex
+from .tokens import token_matches
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+MAX_WAIT = 30.0
+
+
+class PodGone:
+    """Wakes long-polls when a Pod disappears (fed by the Pod informer's delete events)."""
+
+    def __init__(self, lookup: Callable[[str], Optional[Obj]]):
+        self._lookup = lookup
+        self._cond = threading.Condition()
+
+    def notify(self, *_: object) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait(self, uid: str, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._lookup(uid) is None, timeout)
+
+
+def create_hooks_app(
+    *,
+    secret: bytes,
+    jobs: JobIndex,
+    parse_uid: Callable[[str], Optional[str]],
+    pod_by_uid: Callable[[str], Optional[Obj]],
+    delete_pod: Callable[[Obj, str], None],
+    slurm: SlurmClient,
+    gone: PodGone,
+) -> Flask:
+    app = Flask("sunk-scheduler-hooks")
+
+    def error(status: int, message: str):
+        return jsonify({"error": message}), status
+
+    def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
+        uid = jobs.uid_of(job_id)
+        if uid is None:
+            try:  # the cache may lag a just-started job by one refresh
+                uid = parse_uid(slurm.get_job(job_id).extra)
+            except NotFound:
+                return None, error(404, f"no Slurm job {job_id}")
+            except SlurmError as exc:
+                return None, error(503, f"Slurm is unavailable: {exc}")
+            if uid is None:
+                return None, error(404, f"Slurm job {job_id} is not a placeholder job")
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer ") or not token_matches(secret, uid, header[7:].strip()):
+            return None, error(401, "missing or wrong bearer token for this job")
+        return uid, None
+
+    @app.get("/healthz")
+    def healthz():
+        return jsonify({"ok": True})
+
+    @app.post("/api/v1/jobs/<int:job_id>/terminating")
+    def terminating(job_id: int):
+        uid, failure = authorised_uid(job_id)
+        if failure:
+            return failure
+        assert uid is not None
+        pod = pod_by_uid(uid)
+        if pod is None:
+            return error(404, "the Pod is already gone")
+        delete_pod(pod, f"Slurm is ending job {job_id}")
+        return jsonify({"pod": _name(pod), "deleting": True})
+
+    @app.get("/api/v1/jobs/<int:job_id>/pod")
+    def pod_state(job_id: int):
+        uid, failure = authorised_uid(job_id)
+        if failure:
+            return failure
+        assert uid is not None
+        try:
+            wait = min(max(float(request.args.get("wait", "0")), 0.0), MAX_WAIT)
+        except ValueError:
+            return error(400, "wait must be a number of seconds")
+        if gone.wait(uid, wait):
+            return error(404, "the Pod is gone")
+        pod = pod_by_uid(uid)
+        return jsonify({"pod": _name(pod) if pod else None, "exists": True})
+
+    @app.post("/api/v1/jobs/<int:job_id>/drain")
+    def drain(job_id: int):
+        uid, failure = authorised_uid(job_id)
+        if failure:
+            return failure
+        assert uid is not None
+        try:
+            job = slurm.get_job(job_id)
+        except SlurmError as exc:
+            return error(503, f"Slurm is unavailable: {exc}")
+        nodes = [a.node for a in job.allocations] or [n for n in job.nodes.split(",") if n]
+        pod = pod_by_uid(uid)
+        who = _name(pod) if pod else f"uid {uid}"
+        reason = f"sunk-scheduler: pod {who} outlived KillWait after job {job_id} ended"
+        for node in nodes:
+            try:
+                slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+            except SlurmError as exc:
+                return error(503, f"could not drain {node}: {exc}")
+        log.warning("drained %s: %s", ",".join(nodes), reason)
+        return jsonify({"drained": nodes, "reason": reason})
+
+    @app.errorhandler(404)
+    def not_found(_exc):
+        return error(404, "no such endpoint")
+
+    @app.errorhandler(405)
+    def bad_method(_exc):
+        return error(405, "method not allowed")
+
+    return app
+
+
+def _name(pod: Obj) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"

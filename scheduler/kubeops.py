@@ -1,0 +1,48 @@
+"""The few Kubernetes writes the scheduler makes, each one call, each safe to repeat."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kubernetes.client import ApiClient
+
+from sunk.kube import client as kube
+from sunk.kube.resources import Resource
+
+PODS = Resource("", "v1", "pods", kind="Pod")
+Obj = dict[str, Any]
+
+
+def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) -> None:
+    """POST pods/binding, as kube-scheduler does; the UID guards against a recreated Pod.
+
+    The binding's annotations are copied onto the Pod by the apiserver, so the job id
+    is recorded in the same call.
+    """
+    meta = pod["metadata"]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+                     "annotations": dict(annotations)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    kube.request(api, "POST", PODS.path(meta["namespace"], meta["name"], "binding"), body=body)
+
+
+def annotate(api: ApiClient, pod: Obj, annotations: Mapping[str, str]) -> None:
+    meta = pod["metadata"]
+    kube.patch(api, PODS, meta["name"], {"metadata": {"annotations": dict(annotations)}}, meta["namespace"])
+
+
+def delete_pod(api: ApiClient, pod: Obj) -> bool:
+    """Delete with the Pod's own grace period; False if it was already gone or replaced."""
+    meta = pod["metadata"]
+    try:
+        kube.request(api, "DELETE", PODS.path(meta["namespace"], meta["name"]),
+                     body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta["uid"]}})
+    except kube.ApiError as exc:
+        if exc.not_found or exc.conflict:
+            return False
+        raise
+    return True

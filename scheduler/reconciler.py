@@ -1,0 +1,246 @@
+"""The Pod scheduler's reconciler: one Pod UID in, one step towards "Pod bound where Slurm put its job".
+
+Keyed by Pod UID rather than namespace/name: a deleted Pod still has a UID in its
+job's Extra, so "Pod gone -> cancel job" needs no tombstones, and a Pod recreated under
+the same name is a different Pod with a different job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from importlib import resources
+from typing import Any, Callable, Optional
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk import names
+from sunk.controller.runtime import Result
+from sunk.kube.events import EventRecorder
+from sunk.slurm.client import SlurmClient
+from sunk.slurm.errors import NotFound, SlurmError
+from sunk.translate import podjob
+
+from . import kubeops
+from .config import SchedulerConfig
+from .decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
+from .jobindex import JobIndex
+from .tokens import hook_token
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
+
+# Safety net only: Slurm cache events and Pod watches drive every transition.
+WAITING_RESYNC = 30.0
+EXPECTATION_RECHECK = 2.0
+
+
+class PodIndex:
+    """Our Pods by UID, over one informer per namespace (or one cluster-wide)."""
+
+    def __init__(self, informers: list):
+        self.informers = informers
+        for informer in informers:
+            informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
+            informer.add_indexer("job-id", _job_id_index)
+
+    def by_uid(self, uid: str) -> Optional[Obj]:
+        for informer in self.informers:
+            found = informer.by_index("uid", uid)
+            if found:
+                return found[0]
+        return None
+
+    def by_job_id(self, job_id: int) -> Optional[Obj]:
+        for informer in self.informers:
+            found = informer.by_index("job-id", str(job_id))
+            if found:
+                return found[0]
+        return None
+
+    def uids(self) -> set[str]:
+        return {pod["metadata"]["uid"] for informer in self.informers for pod in informer.list()}
+
+
+def _job_id_index(pod: Obj) -> list[str]:
+    job_id = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID)
+    return [job_id] if job_id else []
+
+
+class SlurmdNodes:
+    """Slurm node name -> Kubernetes Node, read from the slurmd Pods (Pod name = Slurm node)."""
+
+    def __init__(self, informer):
+        self.informer = informer
+
+    def mapping(self) -> dict[str, str]:
+        return {
+            pod["metadata"]["name"]: pod["spec"]["nodeName"]
+            for pod in self.informer.list()
+            if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp")
+        }
+
+
+@attrs.define
+class PodScheduler:
+    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler)."""
+
+    api: ApiClient
+    slurm: SlurmClient
+    config: SchedulerConfig
+    jobs: JobIndex
+    pods: PodIndex
+    slurmd: SlurmdNodes
+    recorder: EventRecorder
+    on_bind: Optional[Callable[[Obj, Bind], None]] = None
+    _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
+    _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
+    _created: dict[str, float] = attrs.field(init=False, factory=dict)
+    bind_latency: Optional[Callable[[float], None]] = None
+
+    def __attrs_post_init__(self) -> None:
+        self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
+        if self.on_bind is None:
+            self.on_bind = self._bind_directly
+
+    # -- the reconcile loop ---------------------------------------------------------------
+    def reconcile(self, uid: str) -> Result:
+        pod = self.pods.by_uid(uid)
+        facts = self.facts(pod) if pod is not None else None
+        action = decide(
+            facts,
+            self.jobs.jobs_for(uid),
+            expected_job_id=self.jobs.expected(uid),
+            recorded_job_id=_annotated_job_id(pod),
+            node_of=self.slurmd.mapping(),
+            started={j.id: self.jobs.started(j.id) for j in self.jobs.jobs_for(uid)},
+        )
+        log.debug("pod %s: %s", uid, action)
+        return self._act(uid, pod, action)
+
+    def facts(self, pod: Obj) -> PodFacts:
+        meta, spec = pod["metadata"], pod["spec"]
+        problems: tuple[str, ...] = ()
+        if not spec.get("nodeName"):
+            problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
+        return PodFacts(
+            uid=meta["uid"],
+            bound_node=spec.get("nodeName"),
+            deleting=bool(meta.get("deletionTimestamp")),
+            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}),
+            problems=problems,
+        )
+
+    def _act(self, uid: str, pod: Optional[Obj], action: object) -> Result:
+        if isinstance(action, Nothing):
+            if pod is None:
+                self._forget(uid)
+            return Result()
+        if isinstance(action, CancelJobs):
+            for job_id in action.job_ids:
+                self._cancel(job_id, action.message)
+            return Result()
+        assert pod is not None
+        if isinstance(action, Invalid):
+            self._report(pod, "Warning", "FailedValidation", "; ".join(action.problems))
+            return Result()  # no retry until the Pod changes
+        if isinstance(action, Submit):
+            return self._submit(pod)
+        if isinstance(action, Waiting):
+            self._report(pod, "Normal", "WaitingForSlurm", f"Slurm job {action.job_id}: {action.reason}")
+            recheck = EXPECTATION_RECHECK if action.reason.startswith("submitted") else WAITING_RESYNC
+            return Result(requeue_after=recheck)
+        if isinstance(action, Bind):
+            assert self.on_bind is not None
+            self.on_bind(pod, action)
+            return Result()
+        if isinstance(action, DeletePod):
+            self._report(pod, "Warning" if action.reason != "JobEnded" else "Normal", action.reason, action.message)
+            kubeops.delete_pod(self.api, pod)
+            return Result()
+        raise TypeError(f"unknown action {action!r}")
+
+    # -- actions ------------------------------------------------------------------------------
+    def _submit(self, pod: Obj) -> Result:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        request = self.job_request(pod)
+        with self._submit_slots:
+            try:
+                job_id = self.slurm.submit_job(request)
+            except SlurmError as exc:
+                self._report(pod, "Warning", "FailedSubmit", f"Slurm refused the placeholder job: {exc}")
+                if exc.code is not None and exc.http_status is not None and exc.http_status < 500:
+                    return Result()  # Slurm said no (bad account, QOS, partition...): not retried
+                raise
+        self.jobs.expect(uid, job_id)
+        self._created.setdefault(uid, _created_at(pod))
+        log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
+        self._report(pod, "Normal", "Submitted", f"placeholder Slurm job {job_id} submitted")
+        kubeops.annotate(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
+        return Result(requeue_after=EXPECTATION_RECHECK)
+
+    def job_request(self, pod: Obj) -> Any:
+        meta = pod["metadata"]
+        request = podjob.pod_to_job(pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds)
+        if request.partition is None and self.config.default_partition:
+            request = attrs.evolve(request, partition=self.config.default_partition)
+        env = (
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"SUNK_HOOKS_URL={self.config.hooks_url}",
+            f"SUNK_HOOK_TOKEN={hook_token(self.config.hook_secret, meta['uid'])}",
+            f"SUNK_EXTRA={request.extra}",
+            f"SUNK_KILL_WAIT={self.config.kill_wait_seconds}",
+            f"SUNK_POD={meta['namespace']}/{meta['name']}",
+        )
+        return attrs.evolve(request, environment=env, requeue=False)
+
+    def _bind_directly(self, pod: Obj, bind: Bind) -> None:
+        meta = pod["metadata"]
+        kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
+                                                    names.ANN_SLURM_NODE: bind.slurm_node})
+        self._report(pod, "Normal", "Scheduled",
+                     f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+        created = self._created.pop(meta["uid"], None) or _created_at(pod)
+        if self.bind_latency is not None and created:
+            self.bind_latency(max(0.0, time.time() - created))
+        log.info("pod %s/%s: bound to %s (job %d on %s)", meta["namespace"], meta["name"], bind.k8s_node,
+                 bind.job_id, bind.slurm_node)
+
+    def _cancel(self, job_id: int, why: str) -> None:
+        try:
+            self.slurm.cancel_job(job_id)
+            log.info("cancelled job %d: %s", job_id, why)
+        except NotFound:
+            pass
+
+    def _report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        """One Event per change of situation, not one per reconcile."""
+        uid = pod["metadata"]["uid"]
+        if self._last_reported.get(uid) == f"{reason}:{message}":
+            return
+        self._last_reported[uid] = f"{reason}:{message}"
+        self.recorder.event(pod, type_, reason, message)  # type: ignore[arg-type]
+
+    def _forget(self, uid: str) -> None:
+        self._last_reported.pop(uid, None)
+        self._created.pop(uid, None)
+        self.jobs.forget(uid)
+
+
+def _annotated_job_id(pod: Optional[Obj]) -> Optional[int]:
+    if pod is None:
+        return None
+    value = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID, "")
+    return int(value) if value.isdigit() else None
+
+
+def _created_at(pod: Obj) -> float:
+    stamp = pod["metadata"].get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone

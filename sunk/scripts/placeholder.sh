@@ -1,0 +1,64 @@
+#!/bin/bash
+# sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod.
+#
+# The scheduler submits this script with the environment below. It marks the job
+# started (after the prolog, so after the node is strictly locked), then waits. When
+# Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
+# the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
+# the Pod still runs. If the Pod outlives KillWait, it has the node drained.
+#
+#   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
+#   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
+#   SUNK_EXTRA         the job's Extra as submitted; ": started" is appended to it
+#   SUNK_KILL_WAIT     Slurm's KillWait in seconds
+#   SUNK_POD           namespace/name, for messages
+set -u
+: "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_EXTRA:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
+DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
+
+log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_POD: $*" >&2; }
+
+# hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
+hook() {
+    curl -sS -o /dev/null -w '%{http_code}' -m "${3:-10}" -X "$1" \
+        -H "Authorization: Bearer $SUNK_HOOK_TOKEN" "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
+}
+
+on_term() {
+    trap '' TERM
+    local deadline=$(( $(date +%s) + SUNK_KILL_WAIT - DRAIN_MARGIN ))
+    log "job is ending; asking the scheduler to delete the Pod"
+    hook POST terminating >/dev/null
+    while (( $(date +%s) < deadline )); do
+        local left=$(( deadline - $(date +%s) ))
+        (( left > 5 )) && left=5
+        (( left < 1 )) && left=1
+        case "$(hook GET "pod?wait=$left" $(( left + 5 )))" in
+            404) log "Pod is gone"; exit 0 ;;
+            200) ;;
+            *) sleep 1 ;;
+        esac
+    done
+    log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
+    if [[ "$(hook POST drain)" != 200 ]]; then
+        scontrol update nodename="$SLURMD_NODENAME" state=drain \
+            reason="sunk: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
+            || log "could not drain $SLURMD_NODENAME"
+    fi
+    exit 1
+}
+trap on_term TERM
+
+started=false
+for attempt in 1 2 3 4 5; do
+    if scontrol update jobid="$SLURM_JOB_ID" extra="$SUNK_EXTRA: started"; then started=true; break; fi
+    log "marking started failed (attempt $attempt)"
+    sleep "$attempt"
+done
+# Without the marker the Pod is never bound; failing the job ends the Pod with a reason.
+$started || { log "could not mark the job started; giving up"; exit 1; }
+log "started"
+while :; do
+    sleep 3600 &
+    wait $!
+done

@@ -1,0 +1,78 @@
+"""Every branch of the Pod-scheduling decision, as a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
+from sunk.slurm.models import Job, JobAllocation
+
+UID = "uid-1"
+NODE_OF = {"node1": "worker-1", "node2": "worker-2"}
+
+
+def pod(bound=None, deleting=False, ours=False, problems=()):
+    return PodFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems))
+
+
+def job(id=7, state="RUNNING", node="node1", reason=""):
+    allocations = (JobAllocation(node=node, cpus=1),) if node and state == "RUNNING" else ()
+    return Job(id=id, state=state, nodes=node if state == "RUNNING" else "", allocations=allocations,
+               state_reason=reason)
+
+
+CASES = [
+    # (description, pod, jobs, kwargs, expected)
+    ("new pod, no job -> submit", pod(), (), {}, Submit()),
+    ("invalid pod -> invalid, never submitted", pod(problems=["bad"]), (), {}, Invalid(("bad",))),
+    ("submitted, not yet in cache -> wait, never resubmit", pod(), (), {"expected_job_id": 9},
+     Waiting(9, "submitted; waiting for Slurm to report the job")),
+    ("pending job -> waiting with Slurm's reason", pod(), (job(state="PENDING", reason="Priority"),), {},
+     Waiting(7, "Priority")),
+    ("running but not started -> wait for prolog", pod(), (job(),), {},
+     Waiting(7, "prolog and node lock in progress")),
+    ("running and started -> bind to the slurmd Pod's Node", pod(), (job(node="node2"),), {"started": {7: True}},
+     Bind(7, "node2", "worker-2")),
+    ("started on a node without slurmd Pod -> wait", pod(), (job(node="node9"),), {"started": {7: True}},
+     Waiting(7, "no slurmd Pod found for Slurm node node9")),
+    ("job cancelled while pending -> delete pod", pod(), (job(state="CANCELLED"),), {},
+     DeletePod("JobCancelled", "Slurm job 7 ended in state CANCELLED")),
+    ("bound pod, job running -> nothing", pod(bound="worker-1", ours=True), (job(),), {}, Nothing("running")),
+    ("bound pod, job timed out -> delete", pod(bound="worker-1", ours=True), (job(state="TIMEOUT"),), {},
+     DeletePod("TimeLimit", "Slurm job 7 ended in state TIMEOUT")),
+    ("bound pod, job preempted -> delete", pod(bound="worker-1", ours=True), (job(state="PREEMPTED"),), {},
+     DeletePod("Preempted", "Slurm job 7 ended in state PREEMPTED")),
+    ("bound pod, job requeued -> delete", pod(bound="worker-1", ours=True),
+     (job(state="PENDING", reason="BeginTime"),), {}, DeletePod("Preempted", "Slurm requeued job 7 (BeginTime)")),
+    ("bound pod, job gone from Slurm -> delete", pod(bound="worker-1", ours=True), (), {"recorded_job_id": 7},
+     DeletePod("JobGone", "Slurm no longer knows job 7")),
+    ("unbound pod whose recorded job aged out of Slurm -> delete, never resubmit", pod(), (),
+     {"recorded_job_id": 7}, DeletePod("JobGone", "Slurm no longer knows job 7")),
+    ("submission in flight wins over the annotation written after it", pod(), (),
+     {"expected_job_id": 7, "recorded_job_id": 7}, Waiting(7, "submitted; waiting for Slurm to report the job")),
+    ("bound by someone else -> leave it", pod(bound="worker-1"), (), {}, Nothing("bound by someone else")),
+    ("pod deleted -> cancel its active job", None, (job(), job(id=3, state="COMPLETED")), {},
+     CancelJobs((7,), "its Pod was deleted")),
+    ("pod deleted, job already over -> nothing", None, (job(state="CANCELLED"),), {},
+     Nothing("Pod and job are both gone")),
+    ("bound pod terminating -> job kept until the pod is gone", pod(bound="worker-1", ours=True, deleting=True),
+     (job(),), {}, Nothing("Pod is terminating; its job is cancelled once it is gone")),
+    ("unbound pod terminating -> cancel", pod(deleting=True), (job(state="PENDING"),), {},
+     CancelJobs((7,), "its Pod is being deleted before it was bound")),
+    ("two active jobs -> cancel the newer", pod(), (job(id=7), job(id=8, state="PENDING")), {},
+     CancelJobs((8,), "duplicate of job 7")),
+    ("multi-node allocation -> cancel", pod(), (Job(id=7, state="RUNNING", nodes="node[1-2]", allocations=(
+        JobAllocation("node1"), JobAllocation("node2"))),), {"started": {7: True}},
+     CancelJobs((7,), "a Pod needs exactly one node; Slurm allocated node[1-2]")),
+]
+
+
+@pytest.mark.parametrize(("description", "facts", "jobs", "kwargs", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_decide(description, facts, jobs, kwargs, expected):
+    assert decide(facts, jobs, node_of=NODE_OF, **kwargs) == expected
+
+
+def test_an_old_ended_job_does_not_block_a_new_submission_for_the_same_pod_forever():
+    # A Pod whose only job ended is deleted, not resubmitted: Slurm's "end" is final for a Pod.
+    action = decide(pod(), (job(state="COMPLETED"),), node_of=NODE_OF)
+    assert isinstance(action, DeletePod)
