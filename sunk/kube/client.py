@@ -138,11 +138,9 @@ def open_request(
     method, url, headers, _, _ = api.param_serialize(
         method, _url(path, query), header_params=headers, auth_settings=["BearerToken"]
     )
-    data: str | bytes | None = None
-    if body is not None:
-        data = body if isinstance(body, str | bytes) else json.dumps(body)
     try:
-        resp = api.call_api(method, url, header_params=headers, body=data, _request_timeout=timeout).response
+        # The client's REST layer JSON-encodes the body itself for every */*+json content type.
+        resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout).response
     except ApiException as exc:  # the client only raises this itself for TLS failures
         raise ConnectionFailed(f"{method} {path}: {exc.reason}") from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:

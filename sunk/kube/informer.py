@@ -398,6 +398,8 @@ class Informer:
                     self._handle_event(event)
                     if events == 1:
                         self._backoff.reset()
+                    if self._interrupted():
+                        break
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if not self._interrupted():
                 raise kc.ConnectionFailed(f"watch {self.name}: {exc}") from exc
