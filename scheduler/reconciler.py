@@ -25,7 +25,7 @@ from sunk.translate import podjob
 
 from . import kubeops
 from .config import SchedulerConfig
-from .decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
+from .decide import Action, Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
 from .jobindex import JobIndex
 from .tokens import hook_token
 
@@ -110,17 +110,21 @@ class PodScheduler:
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, uid: str) -> Result:
         pod = self.pods.by_uid(uid)
-        facts = self.facts(pod) if pod is not None else None
-        action = decide(
-            facts,
-            self.jobs.jobs_for(uid),
+        action = self.placement(pod, uid)
+        log.debug("pod %s: %s", uid, action)
+        return self._act(uid, pod, action)
+
+    def placement(self, pod: Optional[Obj], uid: str) -> Action:
+        """The decision for one Pod, from memory only: the extender's filter calls this too."""
+        jobs = self.jobs.jobs_for(uid)
+        return decide(
+            self.facts(pod) if pod is not None else None,
+            jobs,
             expected_job_id=self.jobs.expected(uid),
             recorded_job_id=_annotated_job_id(pod),
             node_of=self.slurmd.mapping(),
-            started={j.id: self.jobs.started(j.id) for j in self.jobs.jobs_for(uid)},
+            started={j.id: self.jobs.started(j.id) for j in jobs},
         )
-        log.debug("pod %s: %s", uid, action)
-        return self._act(uid, pod, action)
 
     def facts(self, pod: Obj) -> PodFacts:
         meta, spec = pod["metadata"], pod["spec"]

@@ -1,0 +1,1 @@
+"""sunk-extender: Slurm-made placement for a stock kube-scheduler, over its extender protocol."""

@@ -1,0 +1,60 @@
+"""Serve a flask app with gunicorn, in the same process as the controllers it talks to.
+
+The hook API and the extender answer from in-memory state (informer caches, the Slurm
+cache), so they must live where the controllers live. gunicorn forks its worker, and
+threads do not survive a fork, so ``build`` runs inside the worker: it starts the
+controllers and returns the WSGI app. The gunicorn master stays a thin supervisor that
+restarts a dead worker; since all state lives in Kubernetes and Slurm, a restart resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from gunicorn.app.base import BaseApplication
+
+log = logging.getLogger(__name__)
+
+
+def parse_bind(address: str) -> str:
+    """``:8000`` (Go style, as SUNK's flags take) -> ``0.0.0.0:8000``."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"bind address must look like HOST:PORT or :PORT, got {address!r}")
+    return f"{host or '0.0.0.0'}:{port}"
+
+
+class _App(BaseApplication):
+    def __init__(self, build: Callable[[], Any], options: dict[str, Any]):
+        self._build = build
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self._build()
+
+
+def serve(build: Callable[[], Any], bind: str, *, threads: int = 16, timeout: int = 60,
+          on_exit: Optional[Callable[[], None]] = None, certfile: str = "", keyfile: str = "") -> None:
+    """Run gunicorn with one threaded worker; returns when it shuts down."""
+    options: dict[str, Any] = {
+        "bind": [parse_bind(bind)],
+        "workers": 1,
+        "worker_class": "gthread",
+        "threads": threads,
+        "timeout": timeout,
+        "graceful_timeout": 30,
+        "preload_app": False,
+        "accesslog": None,
+        "loglevel": "warning",
+    }
+    if certfile:
+        options.update(certfile=certfile, keyfile=keyfile)
+    if on_exit is not None:
+        options["worker_exit"] = lambda _server, _worker: on_exit()
+    _App(build, options).run()
