@@ -1,0 +1,107 @@
+"""Tiny HTTP endpoints: ``/healthz`` and ``/readyz`` probes, and Prometheus ``/metrics``.
+
+Why stdlib: three fixed GET routes do not need a framework, and keeping them in a
+thread beside the controllers means a wedged worker does not silence the probes.
+Responses follow controller-runtime: 200 ``ok``, or 500 listing failed checks
+(``[-]informers failed``); ``?verbose`` lists every check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], bool]
+
+
+def parse_bind_address(address: str) -> tuple[str, int]:
+    """``":8081"`` -> ("0.0.0.0", 8081); ``"127.0.0.1:0"`` -> ("127.0.0.1", 0) (any free port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"bind address {address!r} must be HOST:PORT or :PORT")
+    return (host.strip("[]") or "0.0.0.0", int(port))
+
+
+def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:
+    ok, lines = True, []
+    for name, check in checks.items():
+        try:
+            passed = bool(check())
+        except Exception:
+            log.exception("check %s raised", name)
+            passed = False
+        ok = ok and passed
+        lines.append(f"[+]{name} ok" if passed else f"[-]{name} failed")
+    return ok, lines
+
+
+class HttpEndpoints:
+    """Serves health/readiness checks and, optionally, metrics, from one daemon thread."""
+
+    def __init__(
+        self,
+        bind_address: str,
+        *,
+        healthz: Mapping[str, Check] | None = None,
+        readyz: Mapping[str, Check] | None = None,
+        metrics: bool = False,
+    ):
+        self.healthz: dict[str, Check] = dict(healthz or {})
+        self.readyz: dict[str, Check] = dict(readyz or {})
+        self.metrics = metrics
+        endpoints = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                if url.path in ("/healthz", "/livez"):
+                    self._checks(endpoints.healthz, url.query)
+                elif url.path == "/readyz":
+                    self._checks(endpoints.readyz, url.query)
+                elif url.path == "/metrics" and endpoints.metrics:
+                    self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+                else:
+                    self._send(404, b"not found\n")
+
+            def _checks(self, checks: Mapping[str, Check], query: str) -> None:
+                ok, lines = run_checks(checks)
+                verbose = "verbose" in parse_qs(query, keep_blank_values=True)
+                if ok and not verbose:
+                    self._send(200, b"ok")
+                    return
+                shown = lines if verbose else [line for line in lines if line.startswith("[-]")]
+                tail = "check passed" if ok else "check failed"
+                self._send(200 if ok else 500, ("\n".join([*shown, tail]) + "\n").encode())
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: quiet
+                log.debug("%s %s", self.address_string(), format % args)
+
+        self._server = ThreadingHTTPServer(parse_bind_address(bind_address), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http-endpoints", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,295 @@
+"""Manager: owns informers, controllers, leader election, probes and signals for one process.
+
+The order of start-up, and why:
+1. Probes and metrics are served first, so a slow sync is visible rather than a dead pod.
+2. Informers (and runnables that do not need leadership, such as Slurm-side caches) start
+   on every replica. Standbys keep warm caches, so a failover does not begin with a full
+   relist.
+3. Once every informer has synced, the replica campaigns for the Lease. A replica that
+   cannot see the cluster must not hold the lease.
+4. When it leads (or at once, without leader election), the controllers' workers start.
+   Informers had already queued every key. So the first pass reconciles everything, and
+   no event from before leadership is lost.
+Losing the lease stops the controllers and ends ``run()`` with exit code 1. The process
+must exit: all state lives in Kubernetes and Slurm, and the next process relists.
+SIGTERM/SIGINT stop cleanly. In-flight reconciles finish and the lease is released.
+A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Protocol
+
+from kubernetes.client import ApiClient
+
+from sunk.controller.health import Check, HttpEndpoints, run_checks
+from sunk.controller.runtime import Controller
+from sunk.kube.leader import LeaderElectionConfig, LeaderElector
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_LOST_LEASE = 1
+EXIT_SYNC_FAILED = 2
+
+
+class Syncable(Protocol):
+    def start(self) -> None: ...
+    def stop(self, timeout: float | None = ...) -> None: ...
+    def has_synced(self) -> bool: ...
+    def wait_for_sync(self, timeout: float | None = ...) -> bool: ...
+
+
+class Runnable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> Any: ...
+
+
+class Manager:
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_client: ApiClient | None = None,
+        leader_election: LeaderElectionConfig | None = None,
+        health_bind_address: str | None = None,
+        metrics_bind_address: str | None = None,
+        sync_timeout: float | None = None,
+        shutdown_timeout: float = 30.0,
+    ):
+        if leader_election is not None and api_client is None:
+            raise ValueError("leader election needs an api_client")
+        self.name = name
+        self.api = api_client
+        self.leader_election = leader_election
+        self.sync_timeout = sync_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.informers: list[Syncable] = []
+        self.controllers: list[Controller] = []
+        self._runnables: list[tuple[Runnable, bool]] = []
+        self._healthz: dict[str, Check] = {}
+        self._readyz: dict[str, Check] = {"informers": self.synced}
+        self.elector: LeaderElector | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._synced = threading.Event()
+        self._leading_started = threading.Event()
+        self._lock = threading.Lock()
+        self._started = False
+        self.exit_code = EXIT_OK
+        self._health = (
+            HttpEndpoints(health_bind_address, healthz=self._healthz, readyz=self._readyz)
+            if (health_bind_address)
+            else None
+        )
+        self._metrics = HttpEndpoints(metrics_bind_address, metrics=True) if metrics_bind_address else None
+        self._healthz["ping"] = lambda: True
+        if leader_election is not None:
+            self._readyz["leader-election"] = self._elector_ok
+            self._healthz["leader-election"] = lambda: self.elector is None or self.elector.healthy()
+
+    # ---- assembly ---------------------------------------------------------------------
+
+    def add_informer(self, informer: Syncable) -> Syncable:
+        self._before_start()
+        self.informers.append(informer)
+        return informer
+
+    def add_controller(self, controller: Controller) -> Controller:
+        self._before_start()
+        self.controllers.append(controller)
+        return controller
+
+    def add_runnable(self, runnable: Runnable, *, needs_leader: bool = False) -> Runnable:
+        """Anything with start()/stop(): with ``needs_leader`` it runs only while leading."""
+        self._before_start()
+        self._runnables.append((runnable, needs_leader))
+        return runnable
+
+    def add_health_check(self, name: str, check: Check) -> None:
+        self._healthz[name] = check
+
+    def add_ready_check(self, name: str, check: Check) -> None:
+        self._readyz[name] = check
+
+    def _before_start(self) -> None:
+        if self._started:
+            raise RuntimeError("add components before the manager starts")
+
+    # ---- state --------------------------------------------------------------------------
+
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    def ready(self) -> bool:
+        return run_checks(self._readyz)[0]
+
+    def is_leader(self) -> bool:
+        """Controllers may write: elected, or running without leader election."""
+        if self.elector is not None:
+            return self.elector.is_leader()
+        return self.leader_election is None and self._leading_started.is_set()
+
+    def wait_leading(self, timeout: float | None = None) -> bool:
+        """Wait until controllers have been started (elected, or no election)."""
+        return self._leading_started.wait(timeout)
+
+    @property
+    def health_port(self) -> int | None:
+        return self._health.port if self._health else None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._metrics.port if self._metrics else None
+
+    def _elector_ok(self) -> bool:
+        """Ready while leading or standing by; not before campaigning, nor after losing."""
+        e = self.elector
+        return e is not None and not e.lost and not self._stop.is_set()
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start, block until stopped (signal, lost lease or stop()), return the exit code."""
+        restore = self._install_signal_handlers()
+        try:
+            self.start()
+            return self.wait()
+        finally:
+            restore()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise RuntimeError("manager already started")
+            self._started = True
+        for server in (self._health, self._metrics):
+            if server:
+                server.start()
+        for informer in self.informers:
+            informer.start()
+        for runnable, needs_leader in self._runnables:
+            if not needs_leader:
+                runnable.start()
+        threading.Thread(target=self._after_sync, name=f"{self.name}-manager", daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._done.wait(timeout)
+        return self.exit_code
+
+    def stop(self, exit_code: int | None = None) -> None:
+        """Ask everything to stop; safe from any thread and callbacks, idempotent."""
+        if exit_code is not None and self.exit_code == EXIT_OK:
+            self.exit_code = exit_code
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        threading.Thread(target=self._shutdown, name=f"{self.name}-shutdown", daemon=True).start()
+
+    def _after_sync(self) -> None:
+        started = time.monotonic()
+        for informer in self.informers:
+            # Short waits only so that stop() and the sync timeout are noticed promptly.
+            while not informer.wait_for_sync(0.1):
+                if self._stop.is_set():
+                    return
+                if self.sync_timeout is not None and time.monotonic() - started > self.sync_timeout:
+                    log.error("manager %s: informers did not sync within %.0fs", self.name, self.sync_timeout)
+                    self.stop(EXIT_SYNC_FAILED)
+                    return
+        if self._stop.is_set():
+            return
+        self._synced.set()
+        log.info("manager %s: informers synced in %.2fs", self.name, time.monotonic() - started)
+        if self.leader_election is None:
+            self._start_leading()
+            return
+        assert self.api is not None
+        self.elector = LeaderElector(
+            self.api,
+            self.leader_election,
+            on_started_leading=self._start_leading,
+            on_stopped_leading=self._stopped_leading,
+        )
+        self.elector.start()
+
+    def _start_leading(self) -> None:
+        with self._lock:
+            if self._stop.is_set() or self._leading_started.is_set():
+                return
+            for controller in self.controllers:
+                controller.start()
+            for runnable, needs_leader in self._runnables:
+                if needs_leader:
+                    runnable.start()
+            self._leading_started.set()
+        log.info("manager %s: controllers started", self.name)
+
+    def _stopped_leading(self) -> None:
+        if self.elector is not None and self.elector.lost:
+            log.error("manager %s: lost leadership; stopping so the process exits", self.name)
+            self.stop(EXIT_LOST_LEASE)
+
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + self.shutdown_timeout
+
+        def left() -> float:
+            return max(0.1, deadline - time.monotonic())
+
+        try:
+            with self._lock:  # wait out a _start_leading in progress; later ones see _stop and do nothing
+                pass
+            for controller in self.controllers:
+                if not controller.stop(left()):
+                    log.warning("controller %s: reconciles still running at shutdown", controller.name)
+            for runnable, _ in self._runnables:
+                _quietly(runnable.stop)
+            if self.elector is not None:
+                self.elector.stop(left())  # releases the lease if we held it
+            for informer in self.informers:
+                try:
+                    informer.stop(left())
+                except Exception:
+                    log.exception("error stopping an informer")
+            for server in (self._health, self._metrics):
+                if server:
+                    _quietly(server.stop)
+        finally:
+            log.info("manager %s: stopped (exit code %d)", self.name, self.exit_code)
+            self._done.set()
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = {s: signal.getsignal(s) for s in signals}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self._stop.is_set():
+                log.warning("second signal: exiting now")
+                os._exit(1)
+            log.info("manager %s: signal %d, shutting down", self.name, signum)
+            self.stop()
+
+        for s in signals:
+            signal.signal(s, handle)
+
+        def restore() -> None:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+        return restore
+
+
+def _quietly(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:
+        log.exception("error while stopping")

@@ -1,0 +1,164 @@
+"""Manager without a cluster: start order, probes, metrics, sync timeout, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from sunk.controller.health import parse_bind_address
+from sunk.controller.manager import EXIT_OK, EXIT_SYNC_FAILED, Manager
+from sunk.controller.runtime import Controller, Result
+
+
+class FakeInformer:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+        self.synced = threading.Event()
+
+    def start(self) -> None:
+        self.started.set()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.stopped.set()
+
+    def has_synced(self) -> bool:
+        return self.synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self.synced.wait(timeout)
+
+
+class Runnable:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        self.started.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+class Rec:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.event = threading.Event()
+
+    def reconcile(self, key: str) -> Result:
+        self.seen.append(key)
+        self.event.set()
+        return Result()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_parse_bind_address():
+    assert parse_bind_address(":8081") == ("0.0.0.0", 8081)
+    assert parse_bind_address("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_bind_address("[::1]:80") == ("::1", 80)
+    with pytest.raises(ValueError):
+        parse_bind_address("8080")
+
+
+def test_controllers_start_only_after_informers_sync_and_probes_follow():
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    inf_a, inf_b = FakeInformer(), FakeInformer()
+    rec = Rec()
+    ctl = Controller(name, rec, workers=2)
+    always, leader_only = Runnable(), Runnable()
+    mgr = Manager(name, health_bind_address="127.0.0.1:0", metrics_bind_address="127.0.0.1:0")
+    mgr.add_informer(inf_a)
+    mgr.add_informer(inf_b)
+    mgr.add_controller(ctl)
+    mgr.add_runnable(always)
+    mgr.add_runnable(leader_only, needs_leader=True)
+    mgr.start()
+    try:
+        assert inf_a.started.wait(2) and inf_b.started.wait(2) and always.started.wait(2)
+        ctl.enqueue("ns/pod")  # an informer handler would do this during the initial list
+        assert get(mgr.health_port, "/healthz") == (200, "ok")
+        code, body = get(mgr.health_port, "/readyz")
+        assert code == 500 and "[-]informers failed" in body
+        inf_a.synced.set()
+        assert not rec.event.wait(0.15), "reconciled before every informer synced"
+        assert not leader_only.started.is_set() and not mgr.is_leader()
+        inf_b.synced.set()
+        assert rec.event.wait(2) and rec.seen == ["ns/pod"]
+        assert leader_only.started.wait(2) and mgr.is_leader()
+        assert get(mgr.health_port, "/readyz") == (200, "ok")
+        code, body = get(mgr.health_port, "/readyz?verbose")
+        assert code == 200 and "[+]informers ok" in body
+        code, metrics = get(mgr.metrics_port, "/metrics")
+        assert code == 200 and f'sunk_reconcile_total{{controller="{name}",result="success"}} 1.0' in metrics
+        assert f'sunk_workqueue_depth{{name="{name}"}}' in metrics
+        assert get(mgr.health_port, "/nope")[0] == 404
+    finally:
+        mgr.stop()
+        assert mgr.wait(5) == EXIT_OK
+    assert inf_a.stopped.is_set() and inf_b.stopped.is_set()
+    assert always.stopped.is_set() and leader_only.stopped.is_set()
+    assert not ctl.running
+
+
+def test_sync_timeout_stops_with_exit_code():
+    mgr = Manager("m-timeout", sync_timeout=0.2)
+    inf = mgr.add_informer(FakeInformer())
+    ctl = mgr.add_controller(Controller(f"t-{uuid.uuid4().hex[:6]}", Rec()))
+    mgr.start()
+    assert mgr.wait(5) == EXIT_SYNC_FAILED
+    assert not ctl.running and inf.stopped.is_set()  # type: ignore[attr-defined]
+
+
+def test_cannot_add_after_start():
+    mgr = Manager("m-late")
+    mgr.start()
+    try:
+        with pytest.raises(RuntimeError):
+            mgr.add_informer(FakeInformer())
+    finally:
+        mgr.stop()
+        mgr.wait(5)
+
+
+def test_sigterm_stops_run_cleanly_and_restores_handlers():
+    assert threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM)
+    inf = FakeInformer()
+    inf.synced.set()
+    entered, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    class Slow:
+        def reconcile(self, key):
+            entered.set()
+            release.wait(5)
+            finished.append(key)
+
+    mgr = Manager("m-sig")
+    mgr.add_informer(inf)
+    ctl = mgr.add_controller(Controller(f"s-{uuid.uuid4().hex[:6]}", Slow()))
+    ctl.enqueue("k")
+
+    def kill_when_busy():
+        assert entered.wait(5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Timer(0.1, release.set).start()
+
+    threading.Thread(target=kill_when_busy, daemon=True).start()
+    assert mgr.run() == EXIT_OK
+    assert finished == ["k"], "the in-flight reconcile must finish before exit"
+    assert signal.getsignal(signal.SIGTERM) is before
