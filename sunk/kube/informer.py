@@ -372,21 +372,13 @@ class Informer:
             return
         rv, self._forced_rv = (self._forced_rv or self._rv), None
         started = time.monotonic()
-        resp = kc.open_request(
-            self.api,
-            "GET",
-            self.resource.path(self.namespace),
-            query={
-                "watch": True,
-                "resourceVersion": rv,
-                "allowWatchBookmarks": True,
-                "timeoutSeconds": self.watch_timeout_seconds,
-                "labelSelector": self.label_selector,
-                "fieldSelector": self.field_selector,
-            },
-            # No read may block longer than the server-side timeout plus slack.
-            timeout=(kc.DEFAULT_TIMEOUT[0], self.watch_timeout_seconds + 30),
-        )
+        try:
+            resp = self._open_watch(rv)
+        except kc.ApiError as exc:  # 410 or "too large" may come as an HTTP status, not an event
+            err = _status_error({**exc.body, "code": exc.status})
+            if isinstance(err, _Gone | _TooLarge):
+                raise err from exc
+            raise
         with self._resp_lock:
             self._resp = resp
         self.stats.watches += 1
@@ -411,6 +403,23 @@ class Informer:
         # A clean end is normally the server-side timeout. An instant empty end is suspicious.
         if events == 0 and time.monotonic() - started < 1.0 and not self._interrupted():
             raise _WatchFailed("watch closed immediately without events")
+
+    def _open_watch(self, rv: str | None) -> urllib3.BaseHTTPResponse:
+        return kc.open_request(
+            self.api,
+            "GET",
+            self.resource.path(self.namespace),
+            query={
+                "watch": True,
+                "resourceVersion": rv,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": self.watch_timeout_seconds,
+                "labelSelector": self.label_selector,
+                "fieldSelector": self.field_selector,
+            },
+            # No read may block longer than the server-side timeout plus slack.
+            timeout=(kc.DEFAULT_TIMEOUT[0], self.watch_timeout_seconds + 30),
+        )
 
     def _interrupted(self) -> bool:
         """Stopped, or a restart_watch() is pending: end the current watch quietly."""
