@@ -168,6 +168,7 @@ class Informer:
         self._resp: urllib3.BaseHTTPResponse | None = None
         self._resp_lock = threading.Lock()
         self._forced_rv: str | None = None
+        self._reconnecting = False  # the last attempt could not reach the apiserver
         self._thread: threading.Thread | None = None
 
     # ---- read side ------------------------------------------------------------------
@@ -278,9 +279,12 @@ class Informer:
         server_failures = 0
         while not self._stop.is_set():
             try:
+                if self._rv is not None and self._reconnecting:
+                    self._check_not_ahead()
                 if self._rv is None:
                     self._relist()
                     server_failures = 0
+                self._reconnecting = False
                 self._watch()
                 server_failures = 0
             except _Gone:
@@ -300,11 +304,35 @@ class Informer:
                 self._sleep_backoff(f"server error: {exc}")
             except kc.ConnectionFailed as exc:
                 self.stats.connection_errors += 1
+                self._reconnecting = True
                 self._sleep_backoff(f"connection failed: {exc}")
             except Exception:  # never let the informer thread die
                 self.stats.watch_errors += 1
                 log.exception("informer %s: unexpected error", self.name)
                 self._sleep_backoff("unexpected error")
+
+    def _check_not_ahead(self) -> None:
+        """After an outage, make sure the apiserver's store has not gone back in time.
+
+        A watch from a resourceVersion the store has not reached yet is not refused: the
+        apiserver silently holds it until the store catches up (measured on 1.34), and
+        every change until then would be missed. That happens when etcd was restored or
+        recreated while we were disconnected. One quick list of a single item tells us the
+        current resourceVersion. If ours is ahead of it, we relist.
+        """
+        page = kc.request(
+            self.api,
+            "GET",
+            self.resource.path(self.namespace),
+            query={"limit": 1, "labelSelector": self.label_selector, "fieldSelector": self.field_selector},
+        )
+        current = str((page.get("metadata") or {}).get("resourceVersion") or "")
+        try:
+            ahead = self._rv is not None and int(self._rv) > int(current)
+        except ValueError:  # resourceVersions are opaque; only etcd's integers can be compared
+            return
+        if ahead:
+            raise _TooLarge(f"our resourceVersion {self._rv} is ahead of the apiserver's {current}")
 
     def _sleep_backoff(self, why: str) -> None:
         if self._stop.is_set():

@@ -345,3 +345,41 @@ def test_cluster_wide_node_informer_keys_by_name(kube_api):
         assert inf.get("worker-1")["kind"] == "Node"
     finally:
         inf.stop()
+
+
+def test_informer_relists_when_the_apiserver_store_went_back_in_time(kube_api, namespace):
+    """etcd restored or recreated during an outage: our resourceVersion is now in the future.
+
+    The apiserver does not refuse such a watch; it silently holds it until its store
+    catches up, so every change until then would be lost. The informer checks the current
+    resourceVersion after reconnecting and relists instead.
+    """
+    hostport = kube_api.configuration.host.split("://", 1)[1]
+    proxy = TcpProxy((hostport.rsplit(":", 1)[0], int(hostport.rsplit(":", 1)[1])))
+    proxy.start()
+    cfg = copy.copy(kube_api.configuration)
+    cfg.host = f"https://127.0.0.1:{proxy.port}"
+    cfg.refresh_api_key_hook = None
+    via_proxy = k8s.ApiClient(cfg)
+    inf = Informer(via_proxy, PODS, namespace=namespace, backoff_initial=0.1, backoff_cap=0.5)
+    rec = Recorder()
+    inf.add_handler(rec)
+    inf.start()
+    try:
+        assert inf.wait_for_sync(WAIT)
+        proxy.cut()
+        deadline = time.monotonic() + WAIT
+        while inf.stats.connection_errors < 1:
+            assert time.monotonic() < deadline, inf.stats
+            time.sleep(0.05)
+        # What the informer would hold had etcd been reset to a lower revision meanwhile.
+        inf._rv = str(10**12)
+        kc.create(kube_api, PODS, pod("during"), namespace)
+        proxy.start()
+        rec.wait_for(lambda e: e[:2] == ("add", "during"))
+        assert inf.stats.relists_after_too_large == 1 and inf.stats.lists == 2, inf.stats
+        assert_store_matches_server(kube_api, inf, namespace)
+    finally:
+        inf.stop()
+        proxy.cut()
+        via_proxy.close()
