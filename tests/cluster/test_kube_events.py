@@ -5,20 +5,18 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
 
 from sunk.kube import client as kc
 from sunk.kube.events import EventRecorder
-from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
+from sunk.kube.resources import EVENTS, NODES, PODS
 
 
 @pytest.fixture
 def namespace(kube_api):
-    name = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    name = create_namespace(kube_api)
     yield name
-    for p in kc.list_objects(kube_api, PODS, name):
-        kc.delete(kube_api, PODS, p["metadata"]["name"], name, grace_period_seconds=0)
-    kc.delete(kube_api, NAMESPACES, name)
+    purge_namespace(kube_api, name)
 
 
 def make_pod(api, namespace: str, name: str) -> dict:

@@ -6,39 +6,24 @@ import copy
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
 from kubernetes import client as k8s
 
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer, MultiNamespaceInformer, pod_node_name
-from sunk.kube.resources import NAMESPACES, PODS
+from sunk.kube.resources import PODS
 
 WAIT = 15.0
 
 
 @pytest.fixture
 def namespace(kube_api):
-    name = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    name = create_namespace(kube_api)
     yield name
-    cleanup_namespace(kube_api, name)
-
-
-def cleanup_namespace(api, name: str) -> None:
-    """Delete our Pods at once; the namespace stays Terminating (no namespace controller here)."""
-    for pod in kc.list_objects(api, PODS, name):
-        try:
-            kc.delete(api, PODS, pod["metadata"]["name"], name, grace_period_seconds=0)
-        except kc.ApiError as exc:
-            if not exc.not_found:
-                raise
-    try:
-        kc.delete(api, NAMESPACES, name)
-    except kc.KubeError:
-        pass
+    purge_namespace(kube_api, name)
 
 
 def pod(name: str, node: str | None = None, labels: dict[str, str] | None = None) -> dict:
@@ -307,10 +292,8 @@ def test_informer_survives_apiserver_outage_and_resumes_without_relist(kube_api,
 
 
 def test_multi_namespace_informer(kube_api, namespace):
-    other = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
-    third = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": third}})
+    other = create_namespace(kube_api)
+    third = create_namespace(kube_api)
     try:
         kc.create(kube_api, PODS, pod("x"), namespace)
         kc.create(kube_api, PODS, pod("y"), other)
@@ -332,8 +315,8 @@ def test_multi_namespace_informer(kube_api, namespace):
         finally:
             multi.stop()
     finally:
-        cleanup_namespace(kube_api, other)
-        cleanup_namespace(kube_api, third)
+        purge_namespace(kube_api, other)
+        purge_namespace(kube_api, third)
 
 
 def test_cluster_wide_node_informer_keys_by_name(kube_api):

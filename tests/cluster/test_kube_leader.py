@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
 
 from sunk.kube import client as kc
 from sunk.kube.leader import LeaderElectionConfig, LeaderElector, micro_time
-from sunk.kube.resources import LEASES, NAMESPACES
+from sunk.kube.resources import LEASES
 
 # Short timings keep the tests quick; the ratios are client-go's (15/10/2).
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.4
@@ -18,12 +18,9 @@ LEASE, RENEW, RETRY = 3.0, 2.0, 0.4
 
 @pytest.fixture
 def namespace(kube_api):
-    name = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    name = create_namespace(kube_api)
     yield name
-    for lease in kc.list_objects(kube_api, LEASES, name):
-        kc.delete(kube_api, LEASES, lease["metadata"]["name"], name)
-    kc.delete(kube_api, NAMESPACES, name)
+    purge_namespace(kube_api, name)
 
 
 class Tracker:

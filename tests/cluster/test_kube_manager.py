@@ -9,25 +9,21 @@ import urllib.request
 import uuid
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
 
 from sunk.controller import Controller, EnqueueHandler, Manager, Result
 from sunk.controller.manager import EXIT_LOST_LEASE, EXIT_OK
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer
 from sunk.kube.leader import LeaderElectionConfig, micro_time
-from sunk.kube.resources import LEASES, NAMESPACES, PODS
+from sunk.kube.resources import LEASES, PODS
 
 
 @pytest.fixture
 def namespace(kube_api):
-    name = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    name = create_namespace(kube_api)
     yield name
-    for p in kc.list_objects(kube_api, PODS, name):
-        kc.delete(kube_api, PODS, p["metadata"]["name"], name, grace_period_seconds=0)
-    for lease in kc.list_objects(kube_api, LEASES, name):
-        kc.delete(kube_api, LEASES, lease["metadata"]["name"], name)
-    kc.delete(kube_api, NAMESPACES, name)
+    purge_namespace(kube_api, name)
 
 
 def make_pod(api, namespace: str, name: str) -> dict:

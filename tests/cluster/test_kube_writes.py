@@ -7,22 +7,18 @@ import time
 import uuid
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
 
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
-from sunk.kube.resources import NAMESPACES, NODES, PDBS, PODS
+from sunk.kube.resources import NODES, PDBS, PODS
 
 
 @pytest.fixture
 def namespace(kube_api):
-    name = f"kube-test-{uuid.uuid4().hex[:8]}"
-    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    name = create_namespace(kube_api)
     yield name
-    for p in kc.list_objects(kube_api, PODS, name):
-        kc.delete(kube_api, PODS, p["metadata"]["name"], name, grace_period_seconds=0)
-    for pdb in kc.list_objects(kube_api, PDBS, name):
-        kc.delete(kube_api, PDBS, pdb["metadata"]["name"], name)
-    kc.delete(kube_api, NAMESPACES, name)
+    purge_namespace(kube_api, name)
 
 
 @pytest.fixture
