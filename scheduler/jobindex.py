@@ -49,6 +49,10 @@ class JobIndex:
         with self._lock:
             return tuple(self._by_uid.get(uid, {}).values())
 
+    def uids(self) -> set[str]:
+        with self._lock:
+            return set(self._by_uid)
+
     def uid_of(self, job_id: int) -> Optional[str]:
         with self._lock:
             return self._uid_of.get(job_id)

@@ -40,30 +40,23 @@ EXPECTATION_RECHECK = 2.0
 
 
 class PodIndex:
-    """Our Pods by UID, over one informer per namespace (or one cluster-wide)."""
+    """Our Pods by UID and by job id, over the (possibly multi-namespace) Pod informer."""
 
-    def __init__(self, informers: list):
-        self.informers = informers
-        for informer in informers:
-            informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
-            informer.add_indexer("job-id", _job_id_index)
+    def __init__(self, informer: Any):
+        self.informer = informer
+        informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
+        informer.add_indexer("job-id", _job_id_index)
 
     def by_uid(self, uid: str) -> Optional[Obj]:
-        for informer in self.informers:
-            found = informer.by_index("uid", uid)
-            if found:
-                return found[0]
-        return None
+        found = self.informer.by_index("uid", uid)
+        return found[0] if found else None
 
     def by_job_id(self, job_id: int) -> Optional[Obj]:
-        for informer in self.informers:
-            found = informer.by_index("job-id", str(job_id))
-            if found:
-                return found[0]
-        return None
+        found = self.informer.by_index("job-id", str(job_id))
+        return found[0] if found else None
 
     def uids(self) -> set[str]:
-        return {pod["metadata"]["uid"] for informer in self.informers for pod in informer.list()}
+        return {pod["metadata"]["uid"] for pod in self.informer.list()}
 
 
 def _job_id_index(pod: Obj) -> list[str]:
@@ -74,7 +67,7 @@ def _job_id_index(pod: Obj) -> list[str]:
 class SlurmdNodes:
     """Slurm node name -> Kubernetes Node, read from the slurmd Pods (Pod name = Slurm node)."""
 
-    def __init__(self, informer):
+    def __init__(self, informer: Any):
         self.informer = informer
 
     def mapping(self) -> dict[str, str]:

@@ -64,6 +64,7 @@ class DevCluster:
         self.kube_dir = self.run_dir / "kube"
         self.log = log
         self.layout = slurmconf.SlurmLayout(nodes=nodes, phantom_nodes=phantom_nodes)
+        self._reconfigure = False  # set when `up` rewrote a slurm.conf that slurmctld already runs with
         saved = self._saved_layout()
         if saved is not None and self._any_running():
             # A running cluster keeps its shape; `down` first to change it.
@@ -120,12 +121,19 @@ class DevCluster:
         self._say(f"sunk-dev: cache {self.home}")
         chroot.ensure_chroot(self.home, log=self.log)
         bin_dir = kubebuild.build(self.home, log=self.log)
+        self._reconfigure = False
         self._configure_chroot()
         kubeconf.ensure_pki(self.kube_dir)
         self._write_jwt()
         self._save_layout()
         for component in self._components(bin_dir):
             self._ensure(component)
+        if self._reconfigure:
+            self._say("  slurm.conf changed: scontrol reconfigure")
+            self.slurm("scontrol", "reconfigure")
+            wait_until(self._slurmctld_ok, 60, what="slurmctld after reconfigure")
+            for node in self.layout.node_names:
+                wait_until(functools.partial(self._slurmd_ok, node), 60, what=f"{node} after reconfigure")
         self._seed_kubernetes()
         self._say(f"sunk-dev: up in {time.monotonic() - started:.1f}s")
 
@@ -270,7 +278,10 @@ class DevCluster:
             (root / rel).mkdir(parents=True, exist_ok=True)
             shutil.chown(root / rel, *self._ids(owner))
         etc = root / "etc/slurm"
-        (etc / "slurm.conf").write_text(slurmconf.slurm_conf(self.layout))
+        conf = slurmconf.slurm_conf(self.layout)
+        if (etc / "slurm.conf").exists() and (etc / "slurm.conf").read_text() != conf:
+            self._reconfigure = True
+        (etc / "slurm.conf").write_text(conf)
         (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
         (etc / "cgroup.conf").write_text(slurmconf.CGROUP_CONF)
         for kind in ("prolog", "epilog"):

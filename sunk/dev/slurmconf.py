@@ -23,6 +23,8 @@ PARTITION = "batch"
 NODE_CPUS = 32
 NODE_MEMORY_MB = 131072
 NODE_GPUS = 2
+# Matches the Nodes' gpu.nvidia.com/class label, so GPU-class affinity maps onto a Slurm constraint.
+NODE_FEATURES = "FAKE_GPU"
 SLURMD_BASE_PORT = 17001
 SLURMCTLD_PORT = 6817
 SLURMDBD_PORT = 6819
@@ -97,7 +99,7 @@ def slurm_conf(layout: SlurmLayout) -> str:
         "Epilog=/etc/slurm/epilog.sh",
         "PrologEpilogTimeout=120",
         f"NodeName=node[1-{layout.nodes}] NodeHostname=localhost Port={SLURMD_BASE_PORT}-{last_port} "
-        f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:{NODE_GPUS} State=UNKNOWN",
+        f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:{NODE_GPUS} Features={NODE_FEATURES} State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes=node[1-{layout.nodes}] Default=YES MaxTime=INFINITE State=UP",
     ]
     if layout.phantom_nodes:

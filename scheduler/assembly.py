@@ -1,0 +1,168 @@
+"""Wiring shared by both front ends (``sunk-scheduler`` and ``sunk-extender``).
+
+Everything here runs inside the gunicorn worker (see sunk/web.py): the informers, the
+Slurm cache, the reconciler's workers and the HTTP app share one process's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from typing import Any, Callable, Optional
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.manager import Manager
+from sunk.controller.runtime import Controller, Result
+from sunk.kube.events import EventRecorder
+from sunk.kube.informer import Informer, MultiNamespaceInformer
+from sunk.kube.leader import LeaderElectionConfig
+from sunk.slurm.client import SlurmClient
+from sunk.translate.podjob import PlaceholderIdentity
+
+from . import kubeops
+from .config import SchedulerConfig
+from .decide import Bind
+from .hooks import PodGone, create_hooks_app
+from .jobindex import JobIndex
+from .reconciler import PodIndex, PodScheduler, SlurmdNodes
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def parse_identity(extra: str) -> Optional[tuple[str, bool]]:
+    identity = PlaceholderIdentity.parse(extra or "")
+    return None if identity is None else (identity.uid, identity.started)
+
+
+@attrs.define
+class Assembly:
+    manager: Manager
+    scheduler: PodScheduler
+    controller: Controller
+    gone: PodGone
+
+    def hooks_app(self) -> Any:
+        index = self.scheduler.jobs
+        return create_hooks_app(
+            secret=self.scheduler.config.hook_secret,
+            jobs=index,
+            parse_uid=lambda extra: (parse_identity(extra) or (None, False))[0],
+            pod_by_uid=self.scheduler.pods.by_uid,
+            delete_pod=self._delete_for_hook,
+            slurm=self.scheduler.slurm,
+            gone=self.gone,
+        )
+
+    def _delete_for_hook(self, pod: Obj, why: str) -> None:
+        self.scheduler.recorder.event(pod, "Normal", "JobEnding", why)
+        kubeops.delete_pod(self.scheduler.api, pod)
+
+
+def assemble(
+    *,
+    name: str,
+    api: ApiClient,
+    slurm: SlurmClient,
+    slurm_cache: Any,
+    config: SchedulerConfig,
+    workers: int,
+    leader_election: Optional[LeaderElectionConfig],
+    health_bind_address: Optional[str],
+    metrics_bind_address: Optional[str],
+    on_bind: Optional[Callable[[Obj, Bind], None]] = None,
+) -> Assembly:
+    manager = Manager(name, api_client=api, leader_election=leader_election,
+                      health_bind_address=health_bind_address, metrics_bind_address=metrics_bind_address)
+    pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
+                                  field_selector=f"spec.schedulerName={config.scheduler_name}")
+    slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
+    index = JobIndex(parse_identity)
+    pod_index = PodIndex(pods)
+    recorder = EventRecorder(api, component=name)
+    scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
+                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind)
+    controller = Controller(name, scheduler, workers=workers)
+    gone = PodGone(pod_index.by_uid)
+
+    pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [pod["metadata"]["uid"]]))
+    pods.add_handler(on_delete=gone.notify)
+    # A slurmd Pod moving changes where Pods bind: look at every Pod still waiting.
+    slurmd.add_handler(on_add=lambda _p: _enqueue_unbound(pods, controller),
+                       on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
+                       on_delete=lambda _p: _enqueue_unbound(pods, controller))
+    attach_job_feed(slurm_cache, index, controller.queue.add)
+
+    manager.add_informer(pods)
+    manager.add_informer(slurmd)
+    manager.add_runnable(slurm_cache)
+    manager.add_ready_check("slurm-cache", lambda: bool(getattr(slurm_cache, "fresh", True)))
+    manager.add_controller(controller)
+    manager.add_runnable(Sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone)
+
+
+def _enqueue_unbound(pods: Any, controller: Controller) -> None:
+    for pod in pods.list():
+        if not pod["spec"].get("nodeName"):
+            controller.queue.add(pod["metadata"]["uid"])
+
+
+def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None]) -> None:
+    """Slurm cache job events -> the job index -> the affected Pod's key. Never a Slurm call."""
+
+    def on_event(event: Any) -> None:
+        if getattr(event, "kind", "job") != "job":
+            return
+        if event.new is not None:
+            uid = index.upsert(event.new)
+        else:
+            uid = index.remove(event.old.id)
+        if uid is not None:
+            enqueue(uid)
+
+    cache.subscribe(on_event)
+
+
+class Sweeper:
+    """The periodic level-based safety net: every Pod and every placeholder job is looked at.
+
+    It finds orphans either way (a job whose Pod is gone, a bound Pod whose job is gone)
+    even if an event was missed, from memory only.
+    """
+
+    def __init__(self, pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float):
+        self.pods, self.jobs, self.enqueue, self.interval = pods, jobs, enqueue, interval
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for uid in self.pods.uids() | self.jobs.uids():
+                self.enqueue(uid)
+
+
+def exit_when_done(manager: Manager) -> None:
+    """A lost lease ends the manager; end the gunicorn worker too, so it restarts clean."""
+
+    def watch() -> None:
+        code = manager.wait()
+        log.warning("manager stopped (exit code %s); restarting the worker", code)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-watch", daemon=True).start()
+
+
+__all__ = ["Assembly", "Result", "assemble", "exit_when_done", "parse_identity"]

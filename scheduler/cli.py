@@ -1,0 +1,144 @@
+"""``sunk-scheduler``: schedule Pods that name it in spec.schedulerName through Slurm.
+
+Flags follow SUNK's (``--slurm-kill-wait=30s``, ``--hooks-api-bind-address=:8000``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from sunk.flags import configure_logging, duration
+from sunk.kube.client import load_api_client
+from sunk.kube.leader import LeaderElectionConfig
+from sunk.web import serve
+
+from .config import SchedulerConfig
+
+log = logging.getLogger("sunk.scheduler")
+
+
+def own_namespace() -> str:
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    sa = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return sa.read_text().strip() if sa.exists() else "default"
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) -> None:
+    """Flags both front ends take."""
+    parser.add_argument("--scheduler-name", default=default_name, help="the spec.schedulerName Pods use")
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--scope", choices=("namespace", "cluster"), default="namespace",
+                        help="watch Pods in --watch-namespace (default: this Pod's namespace) or everywhere")
+    parser.add_argument("--watch-namespace", default="", help="comma-separated namespaces, for --scope=namespace")
+    parser.add_argument("--slurm-api-base", default=os.environ.get("SLURM_REST_URL", "http://127.0.0.1:6820"))
+    parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"))
+    parser.add_argument("--slurm-auth-token-file", default=None, help="re-read when it changes")
+    parser.add_argument("--slurm-user", default="root")
+    parser.add_argument("--slurm-poll-interval", type=duration, default=0.5,
+                        help="one Slurm list call per interval, whatever the number of Pods")
+    parser.add_argument("--slurm-kill-wait", type=duration, default=30.0, help="KillWait from slurm.conf, e.g. 30s")
+    parser.add_argument("--slurmd-namespace", default="slurm")
+    parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
+    parser.add_argument("--default-partition", default=None)
+    parser.add_argument("--hooks-api-bind-address", default=":8000")
+    parser.add_argument("--hooks-url", default=None,
+                        help="URL placeholder jobs use to reach the hook API (default http://127.0.0.1:<port>)")
+    parser.add_argument("--hook-secret-file", required=True, help="HMAC key for per-Pod hook tokens")
+    parser.add_argument("--metrics-bind-address", default=":8080")
+    parser.add_argument("--health-probe-bind-address", default=":8081")
+    parser.add_argument("--leader-elect", type=_boolean, default=True)
+    parser.add_argument("--leader-election-namespace", default=None)
+    parser.add_argument("--leader-election-id", default=None)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--submit-concurrency", type=int, default=16)
+    parser.add_argument("--zap-log-level", default="info")
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def config_from(args: argparse.Namespace) -> SchedulerConfig:
+    secret = Path(args.hook_secret_file).read_bytes().strip()
+    if len(secret) < 16:
+        raise SystemExit(f"{args.hook_secret_file}: the hook secret must be at least 16 bytes")
+    if args.scope == "cluster":
+        namespaces: tuple[str, ...] = ()
+    else:
+        namespaces = tuple(n for n in args.watch_namespace.split(",") if n) or (own_namespace(),)
+    port = args.hooks_api_bind_address.rpartition(":")[2]
+    return SchedulerConfig(
+        scheduler_name=args.scheduler_name,
+        hook_secret=secret,
+        hooks_url=args.hooks_url or f"http://127.0.0.1:{port}",
+        kill_wait_seconds=int(args.slurm_kill_wait),
+        namespaces=namespaces,
+        slurmd_namespace=args.slurmd_namespace,
+        slurmd_selector=args.slurmd_selector,
+        submit_concurrency=args.submit_concurrency,
+        default_partition=args.default_partition,
+    )
+
+
+def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional[Callable[[Any], Any]] = None):
+    """Everything that must live in the serving worker; returns the Assembly."""
+    from sunk.slurm import SlurmCache, connect
+
+    from .assembly import assemble, exit_when_done
+
+    config = config_from(args)
+    api = load_api_client(args.kubeconfig)
+    slurm = connect("rest", url=args.slurm_api_base, token=args.slurm_auth_token,
+                    token_file=args.slurm_auth_token_file, user=args.slurm_user)
+    cache = SlurmCache(slurm, interval=args.slurm_poll_interval)
+    election = None
+    if args.leader_elect:
+        election = LeaderElectionConfig(lease_name=args.leader_election_id or name,
+                                        namespace=args.leader_election_namespace or own_namespace())
+    assembly = assemble(
+        name=name, api=api, slurm=slurm, slurm_cache=cache, config=config, workers=args.workers,
+        leader_election=election, health_bind_address=args.health_probe_bind_address or None,
+        metrics_bind_address=args.metrics_bind_address or None,
+        on_bind=on_bind_factory(api) if on_bind_factory else None,
+    )
+    assembly.manager.start()
+    exit_when_done(assembly.manager)
+    log.info("%s: scheduling Pods with schedulerName=%s in %s", name, config.scheduler_name,
+             ",".join(config.namespaces) or "all namespaces")
+    return assembly
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="sunk-scheduler", description=__doc__)
+    add_common_arguments(parser, default_name="sunk-scheduler")
+    args = parser.parse_args(argv)
+    configure_logging(args.zap_log_level)
+    config_from(args)  # fail fast on bad flags, before forking a worker
+    running: dict[str, Any] = {}
+
+    def build():
+        running["assembly"] = build_runtime(args, "sunk-scheduler")
+        return running["assembly"].hooks_app()
+
+    def stop():
+        if "assembly" in running:
+            running["assembly"].manager.stop()
+            running["assembly"].manager.wait(30)
+
+    serve(build, args.hooks_api_bind_address, on_exit=stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Flag parsing shared by the entry points: Go-style durations and structured logging.
+
+SUNK's binaries are Go; operators copy their flags (``--slurm-kill-wait=30s``,
+``--zap-log-level=debug``) into our manifests, so we accept the same spellings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """``"30s"``, ``"1m30s"``, ``"500ms"`` or a bare number of seconds -> seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 1m30s, 500ms)")
+    return total
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, with the fields log pipelines index on."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, "warn": logging.WARNING,
+          "warning": logging.WARNING}
+
+
+def configure_logging(level: str = "info") -> None:
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(LEVELS[level])
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)

@@ -1,0 +1,371 @@
+"""sunk-scheduler against real Slurm and a real apiserver: every flow of issue 6."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from sunk import names
+from sunk.kube import client as kc
+from sunk.kube.resources import EVENTS, PODS
+
+from .kube_testns import create_namespace, purge_namespace
+from .procs import Process, secret_file
+
+SCHEDULER = "sunk-scheduler-test"
+PORTS = {"hooks": 18100, "metrics": 18180, "probes": 18181}
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def namespace(kube_api):
+    ns = create_namespace(kube_api)
+    yield ns
+    purge_namespace(kube_api, ns)
+
+
+def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler") -> Process:
+    env = dev_cluster.env()
+    return Process(
+        name, "scheduler.cli",
+        [
+            f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
+            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
+            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
+            f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
+            f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
+            f"--hook-secret-file={secret_file(tmp_dir, 'hook.secret')}",
+            f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
+            f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
+        ],
+        ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz",
+        log_dir=tmp_dir,
+    )
+
+
+@pytest.fixture(scope="module")
+def scheduler(dev_cluster, namespace, tmp_path_factory):
+    proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("scheduler"))
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def pod_manifest(name, *, annotations=None, cpu="1", memory="1Gi", gpus=0, grace=5, **spec):
+    resources = {"requests": {"cpu": cpu, "memory": memory}} if cpu or memory else {}
+    if resources and not cpu:
+        del resources["requests"]["cpu"]
+    if resources and not memory:
+        del resources["requests"]["memory"]
+    if gpus:
+        resources.setdefault("requests", {})["nvidia.com/gpu"] = str(gpus)
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": grace,
+                 "containers": [{"name": "main", "image": "busybox", "resources": resources}], **spec},
+    }
+
+
+def create_pod(api, namespace, name=None, **kwargs):
+    name = name or f"p-{uuid.uuid4().hex[:6]}"
+    return kc.create(api, PODS, pod_manifest(name, **kwargs), namespace)
+
+
+def get_pod(api, namespace, name):
+    try:
+        return kc.get(api, PODS, name, namespace)
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+def job_id_of(api, namespace, name, timeout=30) -> int:
+    def annotated():
+        pod = get_pod(api, namespace, name)
+        return pod and (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID)
+
+    return int(wait_for(annotated, timeout, f"{name} to get a job id"))
+
+
+def slurm_job(dev_cluster, job_id: int) -> dict[str, str]:
+    out = dev_cluster.slurm("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
+    fields: dict[str, str] = {}
+    for token in out.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def events_for(api, namespace, name) -> list[dict]:
+    return [e for e in kc.list_objects(api, EVENTS, namespace) if e["involvedObject"]["name"] == name]
+
+
+def event_reasons(api, namespace, name) -> set[str]:
+    return {e["reason"] for e in events_for(api, namespace, name)}
+
+
+def bound(api, namespace, name) -> str | None:
+    pod = get_pod(api, namespace, name)
+    return pod and pod["spec"].get("nodeName")
+
+
+def gone(api, namespace, name) -> bool:
+    return get_pod(api, namespace, name) is None
+
+
+def jobs_for_pod(dev_cluster, uid: str) -> list[str]:
+    out = dev_cluster.slurm("squeue", "-h", "-t", "all", "-o", "%i %T %Y", check=False).stdout
+    ids = []
+    for line in out.splitlines():
+        job_id = line.split()[0]
+        if uid in slurm_job(dev_cluster, int(job_id)).get("Extra", ""):
+            ids.append(job_id)
+    return ids
+
+
+# -- validation: one test per rule, each checked through the Event --------------------------------
+@pytest.mark.parametrize(("annotations", "spec", "needle"), [
+    ({names.ANN_PRIORITY: "high"}, {}, "priority"),
+    ({names.ANN_EXCLUSIVE: "sometimes"}, {}, "exclusive"),
+    ({names.ANN_TIMEOUT: "1h"}, {}, "timeout"),
+    ({}, {"cpu": None}, "cpu"),
+    ({}, {"memory": None}, "memory"),
+    ({}, {"grace": 30}, "terminationGracePeriodSeconds"),
+], ids=["priority-not-integer", "exclusive-unknown", "timeout-not-integer", "no-cpu", "no-memory", "grace-too-long"])
+def test_invalid_pod_gets_an_event_and_no_job(kube_api, dev_cluster, namespace, scheduler, annotations, spec, needle):
+    pod = create_pod(kube_api, namespace, annotations=annotations, **spec)
+    name = pod["metadata"]["name"]
+
+    def failed_event():
+        return [e for e in events_for(kube_api, namespace, name) if e["reason"] == "FailedValidation"]
+
+    event = wait_for(failed_event, 20, "a FailedValidation event")[0]
+    assert needle in event["message"]
+    assert event["type"] == "Warning"
+    time.sleep(2)  # give a wrong implementation the time to submit anyway
+    assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == []
+    assert names.ANN_JOB_ID not in (get_pod(kube_api, namespace, name)["metadata"].get("annotations") or {})
+
+
+# -- schedule, bind, and both unschedule flows -------------------------------------------------------
+def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace, cpu="2", memory="2Gi")
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job = slurm_job(dev_cluster, job_id)
+    assert job["JobState"] == "RUNNING"
+    assert job["Extra"].endswith(names.STARTED_MARKER)
+    assert node == dev_cluster.k8s_node_for(job["NodeList"])
+    annotations = get_pod(kube_api, namespace, name)["metadata"]["annotations"]
+    assert annotations[names.ANN_SLURM_NODE] == job["NodeList"]
+    assert "Scheduled" in event_reasons(kube_api, namespace, name)
+    assert job["NumCPUs"] == "2" and job["MinMemoryNode"] in ("2G", "2048M")
+
+
+def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace)
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") in ("CANCELLED", "COMPLETED", None), 30,
+             "the job to end")
+
+
+def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, namespace, scheduler):
+    # More CPUs than any node has: Slurm keeps the job pending.
+    pod = create_pod(kube_api, namespace, cpu="33")
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    assert slurm_job(dev_cluster, job_id)["JobState"] == "PENDING"
+    assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 10, "events")
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+
+
+def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace)
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    dev_cluster.slurm("scancel", str(job_id))
+    wait_for(lambda: gone(kube_api, namespace, name), 30, "the Pod to be deleted")
+    reasons = event_reasons(kube_api, namespace, name)
+    assert reasons & {"JobEnding", "JobCancelled"}, reasons
+    # The placeholder blocked until the Pod was gone, so the job ended well before KillWait.
+    job = wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED" and
+                   slurm_job(dev_cluster, job_id), 40, "the job to finish")
+    assert job["JobState"] == "CANCELLED"
+
+
+def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, namespace, scheduler):
+    # A finalizer keeps the Pod object after the kubelet is done: it "outlives" KillWait.
+    finalizer = "sunk.test/hold"
+    manifest = pod_manifest(f"p-{uuid.uuid4().hex[:6]}")
+    manifest["metadata"]["finalizers"] = [finalizer]
+    pod = kc.create(kube_api, PODS, manifest, namespace)
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    slurm_node = slurm_job(dev_cluster, job_id)["NodeList"]
+    try:
+        dev_cluster.slurm("scancel", str(job_id))
+
+        def drained():
+            out = dev_cluster.slurm("scontrol", "-o", "show", "node", slurm_node).stdout
+            return "DRAIN" in out and "outlived KillWait" in out and out
+
+        out = wait_for(drained, 45, "the node to be drained", interval=1)
+        assert f"job {job_id}" in out
+    finally:
+        kc.patch(kube_api, PODS, name, {"metadata": {"finalizers": None}}, namespace)
+        dev_cluster.slurm("scontrol", "update", f"nodename={slurm_node}", "state=resume", check=False)
+
+
+def test_time_limit_ends_the_pod(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_TIMEOUT: "60"})
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    assert slurm_job(dev_cluster, job_id)["TimeLimit"] == "00:01:00"
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    wait_for(lambda: gone(kube_api, namespace, name), 150, "the Pod to end at the time limit", interval=1)
+    assert slurm_job(dev_cluster, job_id).get("JobState") in ("TIMEOUT", None)
+
+
+def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace, cpu="33")  # stays pending in Slurm
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    job_id = job_id_of(kube_api, namespace, name)
+    scheduler.kill()
+    kc.patch(kube_api, PODS, name, {"metadata": {"labels": {"touched": "yes"}}}, namespace)
+    scheduler.start()
+    time.sleep(3)
+    assert jobs_for_pod(dev_cluster, uid) == [str(job_id)]
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+
+
+# -- translation: every annotation, as Slurm reports the job ---------------------------------------
+@pytest.fixture
+def reservation(dev_cluster):
+    name = f"sunk-test-{uuid.uuid4().hex[:6]}"
+    dev_cluster.slurm("scontrol", "create", "reservation", f"reservationname={name}", "nodes=node2",
+                      "users=root,kube", "starttime=now", "duration=60", "flags=ignore_jobs")
+    yield name
+    dev_cluster.slurm("scontrol", "delete", f"reservationname={name}", check=False)
+
+
+def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace, scheduler, reservation):
+    annotations = {
+        names.ANN_ACCOUNT: "root",
+        names.ANN_COMMENT: "A Kubernetes job",
+        names.ANN_CONSTRAINTS: "FAKE_GPU",
+        names.ANN_EXCLUSIVE: "user",
+        names.ANN_EXCLUDED_NODES: "node1,node3",
+        names.ANN_REQUIRED_NODES: "node2",
+        names.ANN_PARTITION: "batch",
+        names.ANN_PREFER: "FAKE_GPU",
+        names.ANN_PRIORITY: "4242",
+        names.ANN_QOS: "high",
+        names.ANN_RESERVATION: reservation,
+        names.ANN_USER_ID: "1001",
+        names.ANN_CURRENT_WORKING_DIR: "/tmp",
+        names.ANN_TIMEOUT: "150",
+    }
+    pod = create_pod(kube_api, namespace, annotations=annotations, cpu="1500m", memory="1500Mi", gpus=1)
+    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    assert job["Account"] == "root"
+    assert job["Comment"] == "A Kubernetes job"
+    assert job["Features"] == "FAKE_GPU"
+    assert job["OverSubscribe"] == "USER"
+    assert job["ExcNodeList"] == "node[1,3]"
+    assert job["ReqNodeList"] == "node2"
+    assert job["Partition"] == "batch"
+    assert job["Prefer"] == "FAKE_GPU"
+    assert job["Priority"] == "4242"
+    assert job["QOS"] == "high"
+    assert job["Reservation"] == reservation
+    assert job["UserId"] == "kube(1001)"
+    assert job["GroupId"] == "kube(1001)"  # user-id without group-id: group = user
+    assert job["WorkDir"] == "/tmp"
+    assert job["TimeLimit"] == "00:03:00"  # 150 s, rounded up to whole minutes
+    assert job["NumCPUs"] == "2"  # 1500m rounded up
+    assert job["MinMemoryNode"] == "1500M"
+    assert "gres/gpu:1" in job.get("TresPerNode", "") or "gpu:1" in job.get("TresPerNode", "")
+    wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == "worker-2", 30, "binding to worker-2")
+
+
+def test_defaults_run_as_root(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace)
+    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    assert job["UserId"].endswith("(0)") and job["GroupId"].endswith("(0)")
+    kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
+
+
+def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespace, scheduler):
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["FAKE_GPU"]}]}]}}}
+    pod = create_pod(kube_api, namespace, gpus=1, affinity=affinity)
+    name = pod["metadata"]["name"]
+    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, name))
+    assert "FAKE_GPU" in job["Features"]
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    kc.delete(kube_api, PODS, name, namespace)
+
+
+# -- preemption, both directions (QOS high preempts normal) -----------------------------------------
+def _node_idle(dev_cluster, node: str) -> bool:
+    return dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle"
+
+
+def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, scheduler):
+    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
+                                                       names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "normal"})
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=high",
+                             "--wrap", "sleep 300").stdout.strip()
+    try:
+        wait_for(lambda: gone(kube_api, namespace, name), 40, "the preempted Pod to be deleted")
+        assert "Preempted" in event_reasons(kube_api, namespace, name) or \
+            "JobEnding" in event_reasons(kube_api, namespace, name)
+        assert slurm_job(dev_cluster, job_id)["JobState"] == "PREEMPTED"
+        wait_for(lambda: slurm_job(dev_cluster, int(high))["JobState"] == "RUNNING", 40, "the batch job to run")
+    finally:
+        dev_cluster.slurm("scancel", high)
+
+
+def test_a_high_qos_pod_preempts_a_batch_job(kube_api, dev_cluster, namespace, scheduler):
+    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
+    low = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=normal",
+                            "--wrap", "sleep 600").stdout.strip()
+    try:
+        wait_for(lambda: slurm_job(dev_cluster, int(low))["JobState"] == "RUNNING", 30, "the batch job to run")
+        pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
+                                                           names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "high"})
+        name = pod["metadata"]["name"]
+        assert wait_for(lambda: bound(kube_api, namespace, name), 60, "binding") == "worker-4"
+        assert slurm_job(dev_cluster, int(low))["JobState"] in ("PENDING", "REQUEUED", "PREEMPTED")
+        kc.delete(kube_api, PODS, name, namespace)
+    finally:
+        dev_cluster.slurm("scancel", low)
