@@ -27,7 +27,7 @@ from sunk.translate.podjob import PlaceholderIdentity
 from . import kubeops
 from .config import SchedulerConfig
 from .decide import Bind
-from .hooks import PodGone, create_hooks_app
+from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
@@ -48,8 +48,11 @@ class Assembly:
     gone: PodGone
 
     def hooks_app(self) -> Any:
+        return create_hooks_app(self.hooks_blueprint())
+
+    def hooks_blueprint(self) -> Any:
         index = self.scheduler.jobs
-        return create_hooks_app(
+        return hooks_blueprint(
             secret=self.scheduler.config.hook_secret,
             jobs=index,
             parse_uid=lambda extra: (parse_identity(extra) or (None, False))[0],

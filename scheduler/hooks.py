@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
-from flask import Flask, jsonify, request
+from flask import Blueprint, Flask, jsonify, request
 
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
@@ -46,7 +46,7 @@ class PodGone:
             return self._cond.wait_for(lambda: self._lookup(uid) is None, timeout)
 
 
-def create_hooks_app(
+def hooks_blueprint(
     *,
     secret: bytes,
     jobs: JobIndex,
@@ -55,11 +55,8 @@ def create_hooks_app(
     delete_pod: Callable[[Obj, str], None],
     slurm: SlurmClient,
     gone: PodGone,
-) -> Flask:
-    app = Flask("sunk-scheduler-hooks")
-
-    def error(status: int, message: str):
-        return jsonify({"error": message}), status
+) -> Blueprint:
+    app = Blueprint("hooks", __name__)
 
     def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
         uid = jobs.uid_of(job_id)
@@ -76,10 +73,6 @@ def create_hooks_app(
         if not header.startswith("Bearer ") or not token_matches(secret, uid, header[7:].strip()):
             return None, error(401, "missing or wrong bearer token for this job")
         return uid, None
-
-    @app.get("/healthz")
-    def healthz():
-        return jsonify({"ok": True})
 
     @app.post("/api/v1/jobs/<int:job_id>/terminating")
     def terminating(job_id: int):
@@ -130,6 +123,18 @@ def create_hooks_app(
         log.warning("drained %s: %s", ",".join(nodes), reason)
         return jsonify({"drained": nodes, "reason": reason})
 
+    return app
+
+
+def create_hooks_app(hooks: Blueprint) -> Flask:
+    """The scheduler's own HTTP app: the hook routes, /healthz, and JSON for every error."""
+    app = Flask("sunk-scheduler")
+    app.register_blueprint(hooks)
+
+    @app.get("/healthz")
+    def healthz():
+        return jsonify({"ok": True})
+
     @app.errorhandler(404)
     def not_found(_exc):
         return error(404, "no such endpoint")
@@ -139,6 +144,10 @@ def create_hooks_app(
         return error(405, "method not allowed")
 
     return app
+
+
+def error(status: int, message: str):
+    return jsonify({"error": message}), status
 
 
 def _name(pod: Obj) -> str:

@@ -39,11 +39,16 @@ class _App(BaseApplication):
         return self._build()
 
 
-def serve(build: Callable[[], Any], bind: str, *, threads: int = 16, timeout: int = 60,
-          on_exit: Optional[Callable[[], None]] = None, certfile: str = "", keyfile: str = "") -> None:
-    """Run gunicorn with one threaded worker; returns when it shuts down."""
+def serve(build: Callable[[], Any], bind: str | list[str], *, threads: int = 16, timeout: int = 60,
+          on_exit: Optional[Callable[[], None]] = None, certfile: str = "", keyfile: str = "",
+          client_ca: str = "") -> None:
+    """Run gunicorn with one threaded worker; returns when it shuts down.
+
+    With ``client_ca``, callers must present a certificate it signed (mutual TLS).
+    """
+    binds = [bind] if isinstance(bind, str) else bind
     options: dict[str, Any] = {
-        "bind": [parse_bind(bind)],
+        "bind": list(dict.fromkeys(parse_bind(b) for b in binds)),
         "workers": 1,
         "worker_class": "gthread",
         "threads": threads,
@@ -55,6 +60,10 @@ def serve(build: Callable[[], Any], bind: str, *, threads: int = 16, timeout: in
     }
     if certfile:
         options.update(certfile=certfile, keyfile=keyfile)
+    if client_ca:
+        import ssl
+
+        options.update(ca_certs=client_ca, cert_reqs=ssl.CERT_REQUIRED)
     if on_exit is not None:
         options["worker_exit"] = lambda _server, _worker: on_exit()
     _App(build, options).run()

@@ -88,6 +88,10 @@ class DevCluster:
         return self.layout.node_names
 
     @property
+    def kube_scheduler_binary(self) -> Path:
+        return kubebuild.kube_bin_dir(self.home) / "kube-scheduler"
+
+    @property
     def jwt_file(self) -> Path:
         return self.run_dir / "slurm.jwt"
 

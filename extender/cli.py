@@ -1,0 +1,74 @@
+"""``sunk-extender``: the Slurm-made decision offered to a stock kube-scheduler.
+
+One process runs the shared reconciler (submits placeholder jobs, deletes Pods whose job
+ended, cancels jobs whose Pod is gone) and serves, from the same memory, the extender verbs
+and the hook API that placeholder jobs call. See docs/extender.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any, Optional
+
+from scheduler.cli import add_common_arguments, build_runtime, config_from
+from scheduler.decide import Bind
+from sunk import names
+from sunk.flags import configure_logging
+from sunk.kube.patch import set_annotations
+from sunk.web import serve
+
+from .app import create_app
+
+log = logging.getLogger("sunk.extender")
+
+
+def nudge(api: Any):
+    """The extender's bind step: mark the Pod, so kube-scheduler retries it now.
+
+    kube-scheduler parks a Pod that failed filtering until a relevant event. An update of
+    the Pod itself is one, so annotating it with its Slurm node requeues it at once
+    (within podMaxBackoffSeconds, set to 1 s in manifests/extender.yaml).
+    """
+
+    def on_bind(pod: dict, bind: Bind) -> None:
+        set_annotations(api, pod, {names.ANN_SLURM_NODE: bind.slurm_node, names.ANN_JOB_ID: str(bind.job_id)})
+
+    return on_bind
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="sunk-extender", description=__doc__)
+    add_common_arguments(parser, default_name="sunk-extender")
+    parser.add_argument("--bind-address", default=":8888", help="where kube-scheduler calls the extender verbs")
+    parser.add_argument("--tls-cert-file", default="")
+    parser.add_argument("--tls-key-file", default="")
+    parser.add_argument("--client-ca-file", default="", help="require kube-scheduler's client certificate")
+    args = parser.parse_args(argv)
+    configure_logging(args.zap_log_level)
+    config_from(args)
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        parser.error("--tls-cert-file and --tls-key-file go together")
+    running: dict[str, Any] = {}
+
+    def build():
+        assembly = build_runtime(args, "sunk-extender", on_bind_factory=nudge)
+        running["assembly"] = assembly
+        # One WSGI app for both listeners: extender verbs at the root, hooks under /api/v1.
+        app = create_app(assembly.scheduler, assembly.controller.queue.add)
+        app.register_blueprint(assembly.hooks_blueprint())
+        return app
+
+    def stop():
+        if "assembly" in running:
+            running["assembly"].manager.stop()
+            running["assembly"].manager.wait(30)
+
+    serve(build, [args.bind_address, args.hooks_api_bind_address], on_exit=stop,
+          certfile=args.tls_cert_file, keyfile=args.tls_key_file, client_ca=args.client_ca_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The real kube-scheduler, configured with sunk-extender, places Pods where Slurm put their jobs."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from sunk import names
+from sunk.kube import client as kc
+from sunk.kube.resources import PODS
+
+from .kube_testns import create_namespace, purge_namespace
+from .procs import Process, secret_file
+from .test_scheduler import bound, event_reasons, gone, job_id_of, pod_manifest, slurm_job, wait_for
+
+PROFILE = "sunk-extender-test"
+PORTS = {"verbs": 18888, "hooks": 18200, "metrics": 18280, "probes": 18281}
+
+
+@pytest.fixture(scope="module")
+def namespace(kube_api):
+    ns = create_namespace(kube_api)
+    yield ns
+    purge_namespace(kube_api, ns)
+
+
+@pytest.fixture(scope="module")
+def extender(dev_cluster, namespace, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("extender")
+    env = dev_cluster.env()
+    proc = Process(
+        "sunk-extender", "extender.cli",
+        [
+            f"--scheduler-name={PROFILE}", "--scope=namespace", f"--watch-namespace={namespace}",
+            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
+            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
+            f"--bind-address=127.0.0.1:{PORTS['verbs']}",
+            f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
+            f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
+            f"--hook-secret-file={secret_file(tmp, 'hook.secret')}",
+            f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
+            f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
+        ],
+        ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp,
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(dev_cluster, extender, tmp_path_factory):
+    """The stock kube-scheduler binary built by sunk-dev, with the extender wired in."""
+    tmp = tmp_path_factory.mktemp("kube-scheduler")
+    config = tmp / "config.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        clientConnection:
+          kubeconfig: {dev_cluster.kubeconfig}
+        leaderElection:
+          leaderElect: false
+        podInitialBackoffSeconds: 1
+        podMaxBackoffSeconds: 1
+        profiles:
+          - schedulerName: {PROFILE}
+        extenders:
+          - urlPrefix: http://127.0.0.1:{PORTS['verbs']}
+            filterVerb: filter
+            prioritizeVerb: prioritize
+            preemptVerb: preempt
+            bindVerb: bind
+            weight: 1
+            nodeCacheCapable: true
+            httpTimeout: 5s
+        """))
+    log = open(tmp / "kube-scheduler.log", "wb")
+    proc = subprocess.Popen([str(dev_cluster.kube_scheduler_binary), f"--config={config}", "--secure-port=0",
+                             "--v=2"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    time.sleep(2)
+    assert proc.poll() is None, (tmp / "kube-scheduler.log").read_text()[-3000:]
+    yield tmp / "kube-scheduler.log"
+    proc.terminate()
+    proc.wait(20)
+    log.close()
+
+
+def _create(api, namespace, **kwargs):
+    manifest = pod_manifest(f"x-{time.monotonic_ns() % 10**8}", **kwargs)
+    manifest["spec"]["schedulerName"] = PROFILE
+    return kc.create(api, PODS, manifest, namespace)
+
+
+def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, kube_scheduler):
+    pod = _create(kube_api, namespace, cpu="2", memory="1Gi")
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    node = wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod")
+    job = slurm_job(dev_cluster, job_id)
+    assert job["JobState"] == "RUNNING" and job["Extra"].endswith(names.STARTED_MARKER)
+    assert node == dev_cluster.k8s_node_for(job["NodeList"])
+    # The binding was made by kube-scheduler through the extender's bind verb.
+    assert f"{namespace}/{name}" in kube_scheduler.read_text() or "Scheduled" in event_reasons(kube_api, namespace,
+                                                                                                 name)
+
+
+def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_cluster, namespace, kube_scheduler):
+    pod = _create(kube_api, namespace, cpu="33")  # no node has 33 CPUs: Slurm keeps it pending
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+
+    def failed_scheduling():
+        pod_now = kc.get(kube_api, PODS, name, namespace)
+        conditions = pod_now.get("status", {}).get("conditions", [])
+        return next((c["message"] for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"),
+                    None)
+
+    message = wait_for(failed_scheduling, 30, "kube-scheduler to report the Pod unschedulable")
+    assert f"waiting for Slurm allocation of job {job_id}" in message
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+
+
+def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, dev_cluster, namespace,
+                                                                       kube_scheduler):
+    first = _create(kube_api, namespace)
+    second = _create(kube_api, namespace)
+    jobs = {}
+    for pod in (first, second):
+        name = pod["metadata"]["name"]
+        jobs[name] = job_id_of(kube_api, namespace, name)
+        wait_for(lambda name=name: bound(kube_api, namespace, name), 40, "binding")
+    kc.delete(kube_api, PODS, first["metadata"]["name"], namespace)
+    wait_for(lambda: slurm_job(dev_cluster, jobs[first["metadata"]["name"]]).get("JobState") == "CANCELLED", 30,
+             "the first job to be cancelled")
+    dev_cluster.slurm("scancel", str(jobs[second["metadata"]["name"]]))
+    wait_for(lambda: gone(kube_api, namespace, second["metadata"]["name"]), 30, "the second Pod to be deleted")
