@@ -27,7 +27,7 @@ def dev_cluster():
     """The running dev cluster, brought up (idempotently) if it is not."""
     from sunk.dev.cluster import DevCluster
 
-    cluster = DevCluster.from_environment()
+    cluster = DevCluster.for_tests()
     cluster.up()
     return cluster
 

@@ -18,6 +18,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     up = sub.add_parser("up", help="bring every component up (idempotent)")
     up.add_argument("--nodes", type=int, default=int(os.environ.get("SUNK_DEV_NODES", "4")))
     up.add_argument("--phantom-nodes", type=int, default=0, help="extra Slurm nodes with no slurmd (benchmarks)")
+    up.add_argument("--sunk", action="store_true", help="also run sunk-scheduler and sunk-syncer from this checkout")
     sub.add_parser("down", help="stop, by PID, everything `up` started")
     sub.add_parser("status", help="every component, healthy or not")
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
@@ -30,7 +31,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     home = Path(args.home)
     if args.command == "up":
-        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes).up()
+        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None).up()
         return _print_status(DevCluster(home))
     cluster = DevCluster(home)
     if args.command == "down":

@@ -26,6 +26,8 @@ from . import chroot, kubebuild, kubeconf, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
+DEMO_SCHEDULER = "sunk-scheduler"
+PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 
 
@@ -58,7 +60,8 @@ def default_home() -> Path:
 
 
 class DevCluster:
-    def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, log=sys.stderr):
+    def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, with_sunk: Optional[bool] = None,
+                 log=sys.stderr):
         self.home = home
         self.run_dir = home / "run"
         self.kube_dir = self.run_dir / "kube"
@@ -69,10 +72,12 @@ class DevCluster:
         if saved is not None and self._any_running():
             # A running cluster keeps its shape; `down` first to change it.
             self.layout = saved
+        self.with_sunk = self._saved_with_sunk() if with_sunk is None else with_sunk
 
     @classmethod
-    def from_environment(cls) -> DevCluster:
-        return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")))
+    def for_tests(cls) -> DevCluster:
+        """Tests run sunk's own processes themselves, so the cluster runs none of them."""
+        return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")), with_sunk=False)
 
     # -- facts -------------------------------------------------------------------------
     @property
@@ -130,6 +135,10 @@ class DevCluster:
         kubeconf.ensure_pki(self.kube_dir)
         self._write_jwt()
         self._save_layout()
+        if not self.with_sunk:
+            for component in self._sunk_components():
+                if component.daemon.stop():
+                    self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
         for component in self._components(bin_dir):
             self._ensure(component)
         if self._reconfigure:
@@ -143,7 +152,9 @@ class DevCluster:
 
     def down(self) -> list[str]:
         stopped = []
-        for component in reversed(self._components(kubebuild.kube_bin_dir(self.home))):
+        bin_dir = kubebuild.kube_bin_dir(self.home)
+        everything = self._components(bin_dir) + ([] if self.with_sunk else self._sunk_components())
+        for component in reversed(everything):
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
         if self.root.exists():
@@ -216,7 +227,24 @@ class DevCluster:
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
                       self._kubelet_ok),
         ]
-        return comps
+        return comps + self._sunk_components() if self.with_sunk else comps
+
+    def _sunk_components(self) -> list[Component]:
+        """sunk's own daemons, from this checkout: what production runs as Deployments."""
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        secret = self.run_dir / "scheduler-hook.secret"
+        common = [f"--kubeconfig={self.kubeconfig}", f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
+                  f"--slurm-auth-token-file={self.jwt_file}", "--leader-election-namespace=" + SLURM_NAMESPACE]
+        scheduler = Daemon("sunk-scheduler", (
+            sys.executable, "-m", "scheduler.cli", f"--scheduler-name={DEMO_SCHEDULER}", "--scope=cluster",
+            *common, f"--slurm-kill-wait={slurmconf.KILL_WAIT}s",
+            f"--hooks-api-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler']}",
+            f"--hooks-url=http://127.0.0.1:{PRODUCT_PORTS['scheduler']}", f"--hook-secret-file={secret}",
+            f"--metrics-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 80}",
+            f"--health-probe-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 81}",
+        ), self.run_dir, env)
+        return [Component(scheduler, functools.partial(_ready, PRODUCT_PORTS["scheduler"] + 81),
+                          prepare=functools.partial(_ensure_secret, secret))]
 
     def _ensure(self, component: Component) -> None:
         name = component.daemon.name
@@ -249,10 +277,16 @@ class DevCluster:
             return None
         return slurmconf.SlurmLayout(nodes=data["nodes"], phantom_nodes=data.get("phantom_nodes", 0))
 
+    def _saved_with_sunk(self) -> bool:
+        try:
+            return bool(json.loads((self.run_dir / "layout.json").read_text()).get("with_sunk", False))
+        except (OSError, ValueError):
+            return False
+
     def _save_layout(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "layout.json").write_text(
-            json.dumps({"nodes": self.layout.nodes, "phantom_nodes": self.layout.phantom_nodes}))
+        (self.run_dir / "layout.json").write_text(json.dumps(
+            {"nodes": self.layout.nodes, "phantom_nodes": self.layout.phantom_nodes, "with_sunk": self.with_sunk}))
 
     def _any_running(self) -> bool:
         pids = self.run_dir / "pids"
@@ -439,6 +473,17 @@ class DevCluster:
     def _expect(resp: requests.Response, *codes: int) -> None:
         if resp.status_code not in codes:
             raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:500]}")
+
+
+def _ready(probe_port: int) -> bool:
+    return requests.get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2).status_code == 200
+
+
+def _ensure_secret(path: Path) -> None:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
 
 
 def slurmd_pod(slurm_node: str) -> dict:
