@@ -9,7 +9,8 @@ submitted exactly once, by the reconciler's worker.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from flask import Flask, jsonify, request
 
@@ -79,7 +80,7 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
         try:
             kubeops.bind(scheduler.api, pod, args.node, {names.ANN_JOB_ID: str(action.job_id),
                                                          names.ANN_SLURM_NODE: action.slurm_node})
-        except Exception as exc:  # noqa: BLE001 - reported to kube-scheduler, never raised into its call path
+        except Exception as exc:
             log.warning("binding %s/%s failed: %s", args.pod_namespace, args.pod_name, exc)
             return jsonify({"Error": f"binding failed: {exc}"})
         return jsonify({"Error": ""})

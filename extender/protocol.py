@@ -8,7 +8,8 @@ answered with HTTP 400 and a JSON error, never an exception in the scheduler's c
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from attrs import frozen
 

@@ -10,10 +10,12 @@ import logging
 import os
 import signal
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import attrs
 from kubernetes.client import ApiClient
+from sunk.translate.podjob import PlaceholderIdentity
 
 from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.manager import Manager
@@ -22,7 +24,6 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.slurm.client import SlurmClient
-from sunk.translate.podjob import PlaceholderIdentity
 
 from . import kubeops
 from .config import SchedulerConfig

@@ -9,8 +9,9 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from sunk.flags import configure_logging, duration
 from sunk.kube.client import load_api_client

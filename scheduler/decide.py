@@ -15,7 +15,8 @@ Rules worth stating:
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Optional, Union
 
 from attrs import frozen
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from flask import Blueprint, Flask, jsonify, request
 

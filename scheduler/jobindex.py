@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Optional
 
 from sunk.slurm.models import Job
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import attrs
 from kubernetes.client import ApiClient

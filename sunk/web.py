@@ -10,7 +10,8 @@ restarts a dead worker; since all state lives in Kubernetes and Slurm, a restart
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from gunicorn.app.base import BaseApplication
 
