@@ -32,8 +32,10 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+CAPACITY = {"cpu": "64", "memory": "128Gi", "pods": "300", "nvidia.com/gpu": "2"}
+
+
 def node_object(name: str) -> dict[str, Any]:
-    capacity = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "2"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -42,13 +44,13 @@ def node_object(name: str) -> dict[str, Any]:
             "labels": {NODE_LABEL: "true", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "gpu.nvidia.com/class": "FAKE_GPU"},
         },
-        "status": {"capacity": capacity, "allocatable": capacity},
+        "status": {"capacity": CAPACITY, "allocatable": CAPACITY},
     }
 
 
 def ready_status(node_name: str) -> dict[str, Any]:
     stamp = now()
-    return {"status": {"conditions": [
+    return {"status": {"capacity": CAPACITY, "allocatable": CAPACITY, "conditions": [
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sunk-dev fake kubelet",
          "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
     ], "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node_name}],

@@ -20,7 +20,7 @@ from attrs import frozen
 
 CLUSTER_NAME = "dev"
 PARTITION = "batch"
-NODE_CPUS = 32
+NODE_CPUS = 64
 NODE_MEMORY_MB = 131072
 NODE_GPUS = 2
 # Matches the Nodes' gpu.nvidia.com/class label, so GPU-class affinity maps onto a Slurm constraint.

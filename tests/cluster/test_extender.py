@@ -14,7 +14,16 @@ from sunk.kube.resources import PODS
 
 from .kube_testns import create_namespace, purge_namespace
 from .procs import Process, secret_file
-from .test_scheduler import bound, event_reasons, gone, job_id_of, pod_manifest, slurm_job, wait_for
+from .test_scheduler import (
+    TOO_MANY_CPUS,
+    bound,
+    event_reasons,
+    gone,
+    job_id_of,
+    pod_manifest,
+    slurm_job,
+    wait_for,
+)
 
 PROFILE = "sunk-extender-test"
 PORTS = {"verbs": 18888, "hooks": 18200, "metrics": 18280, "probes": 18281}
@@ -109,7 +118,7 @@ def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_clus
 
 
 def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_cluster, namespace, kube_scheduler):
-    pod = _create(kube_api, namespace, cpu="33")  # no node has 33 CPUs: Slurm keeps it pending
+    pod = _create(kube_api, namespace, cpu=TOO_MANY_CPUS)  # more than any node has: Slurm keeps it pending
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
 

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from sunk import names
+from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS
 
@@ -15,6 +16,7 @@ from .kube_testns import create_namespace, purge_namespace
 from .procs import Process, secret_file
 
 SCHEDULER = "sunk-scheduler-test"
+TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
 PORTS = {"hooks": 18100, "metrics": 18180, "probes": 18181}
 
 
@@ -192,7 +194,7 @@ def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace
 
 def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, namespace, scheduler):
     # More CPUs than any node has: Slurm keeps the job pending.
-    pod = create_pod(kube_api, namespace, cpu="33")
+    pod = create_pod(kube_api, namespace, cpu=TOO_MANY_CPUS)
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
     assert slurm_job(dev_cluster, job_id)["JobState"] == "PENDING"
@@ -251,7 +253,7 @@ def test_time_limit_ends_the_pod(kube_api, dev_cluster, namespace, scheduler):
 
 
 def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster, namespace, scheduler):
-    pod = create_pod(kube_api, namespace, cpu="33")  # stays pending in Slurm
+    pod = create_pod(kube_api, namespace, cpu=TOO_MANY_CPUS)  # stays pending in Slurm
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     job_id = job_id_of(kube_api, namespace, name)
     scheduler.kill()
