@@ -7,10 +7,13 @@ compare, so the cache can diff snapshots with ``==``.
 from __future__ import annotations
 
 import re
+import signal as _signal
 from collections.abc import Iterable
-from typing import Optional
+from typing import Optional, Union
 
 from attrs import field, frozen
+
+from . import hostlist
 
 # Base node states as Slurm reports them; everything else in ``Node.state`` is a flag.
 NODE_BASE_STATES = frozenset(
@@ -27,6 +30,35 @@ _GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
 def gpu_count(gres: str) -> int:
     """Sum the GPUs in a GRES string such as ``gpu:h100:4(S:0-1),gpu:a100:2``."""
     return sum(int(n) for n in _GPU_GRES.findall(gres or ""))
+
+
+_GPU_TRES = re.compile(r"(?:^|,)gres/gpu(:[^=,]+)?=(\d+)")
+
+
+def tres_gpus(tres: str) -> int:
+    """GPUs in a TRES string (``cpu=4,gres/gpu=2,gres/gpu:h100=2``): the untyped total if present."""
+    found = _GPU_TRES.findall(tres or "")
+    untyped = [int(n) for typ, n in found if not typ]
+    return untyped[0] if untyped else sum(int(n) for _typ, n in found)
+
+
+def signal_name(sig: Union[str, int]) -> str:
+    """``15``, ``"TERM"`` or ``"sigterm"`` -> ``"SIGTERM"``; an unknown signal is a ValueError."""
+    try:
+        if isinstance(sig, int) or str(sig).isdigit():
+            return _signal.Signals(int(sig)).name
+        name = str(sig).strip().upper()
+        return _signal.Signals[name if name.startswith("SIG") else "SIG" + name].name
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown signal {sig!r}") from None
+
+
+def _strs(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(items)
+
+
+def _flags(items: Iterable[str]) -> frozenset[str]:
+    return frozenset(items)
 
 
 def _states(value: str | Iterable[str]) -> frozenset[str]:
@@ -50,8 +82,8 @@ class Node:
     alloc_memory: int = 0  # MB
     gres: str = ""
     gres_used: str = ""
-    partitions: tuple[str, ...] = field(converter=tuple, factory=tuple)
-    features: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    partitions: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    features: tuple[str, ...] = field(converter=_strs, factory=tuple)
 
     @property
     def base_state(self) -> str:
@@ -94,15 +126,19 @@ class JobAllocation:
     gpus: int = 0
 
 
+def _allocations(items: Iterable[JobAllocation]) -> tuple[JobAllocation, ...]:
+    return tuple(items)
+
+
 @frozen
 class Job:
     id: int
     name: str = ""
     state: str = "PENDING"  # base state: PENDING, RUNNING, COMPLETED, CANCELLED, ...
-    state_flags: frozenset[str] = field(converter=frozenset, factory=frozenset)
+    state_flags: frozenset[str] = field(converter=_flags, factory=frozenset)
     state_reason: str = ""
     nodes: str = ""  # hostlist expression as Slurm reports it, e.g. "node[1-2]"
-    allocations: tuple[JobAllocation, ...] = field(converter=tuple, factory=tuple)
+    allocations: tuple[JobAllocation, ...] = field(converter=_allocations, factory=tuple)
     extra: str = ""
     comment: str = ""
     user_name: str = ""
@@ -126,6 +162,18 @@ class Job:
         """Pending, running or suspended: the job may still hold or get a node."""
         return self.state in JOB_ACTIVE_STATES
 
+    @property
+    def node_list(self) -> tuple[str, ...]:
+        """Each allocated node's name: from the allocations, else the expanded ``nodes`` hostlist."""
+        if self.allocations:
+            return tuple(a.node for a in self.allocations)
+        return hostlist.expand(self.nodes)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs allocated (or, while pending, requested), from the TRES strings."""
+        return tres_gpus(self.tres_alloc or self.tres_req)
+
 
 @frozen
 class JobRequest:
@@ -146,14 +194,14 @@ class JobRequest:
     gpu_type: Optional[str] = None
     constraints: Optional[str] = None
     prefer: Optional[str] = None
-    excluded_nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
-    required_nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    excluded_nodes: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    required_nodes: tuple[str, ...] = field(converter=_strs, factory=tuple)
     shared: Optional[str] = None  # none, oversubscribe, user, mcs, topo
     time_limit: Optional[int] = None  # minutes
     comment: Optional[str] = None
     extra: Optional[str] = None
     working_directory: str = "/tmp"
-    environment: tuple[str, ...] = field(converter=tuple, default=("PATH=/usr/sbin:/usr/bin:/sbin:/bin",))
+    environment: tuple[str, ...] = field(converter=_strs, default=("PATH=/usr/sbin:/usr/bin:/sbin:/bin",))
     requeue: Optional[bool] = None
 
     @property
@@ -177,7 +225,7 @@ class NodeUpdate:
 @frozen
 class Partition:
     name: str
-    nodes: tuple[str, ...] = field(converter=tuple, factory=tuple)
+    nodes: tuple[str, ...] = field(converter=_strs, factory=tuple)
     state: str = "UP"
     priority_tier: int = 1
     total_cpus: int = 0
@@ -191,6 +239,11 @@ class RpcStat:
     message_type: str
     count: int
     mean_seconds: float
+    errors: int = 0  # calls that failed (client-side accounting only)
+
+
+def _rpcs(items: Iterable[RpcStat]) -> tuple[RpcStat, ...]:
+    return tuple(items)
 
 
 @frozen
@@ -218,4 +271,4 @@ class SchedulerStats:
     bf_backfilled_jobs: int = 0
     bf_last_backfilled_jobs: int = 0
     bf_backfilled_het_jobs: int = 0
-    rpcs: tuple[RpcStat, ...] = field(converter=tuple, factory=tuple)
+    rpcs: tuple[RpcStat, ...] = field(converter=_rpcs, factory=tuple)
