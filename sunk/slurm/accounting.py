@@ -1,0 +1,74 @@
+"""Per-message-type call counts and durations, for the ``slurm_controller_rpc_*`` metrics.
+
+Named after Slurm's own RPC message types (what ``sdiag`` lists), so the client's view
+and the controller's view of the same traffic line up in one dashboard.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from .errors import NotFound
+from .models import RpcStat
+
+REQUEST_PING = "REQUEST_PING"
+REQUEST_NODE_INFO = "REQUEST_NODE_INFO"
+REQUEST_NODE_INFO_SINGLE = "REQUEST_NODE_INFO_SINGLE"
+REQUEST_UPDATE_NODE = "REQUEST_UPDATE_NODE"
+REQUEST_DELETE_NODE = "REQUEST_DELETE_NODE"
+REQUEST_JOB_INFO = "REQUEST_JOB_INFO"
+REQUEST_JOB_INFO_SINGLE = "REQUEST_JOB_INFO_SINGLE"
+REQUEST_SUBMIT_BATCH_JOB = "REQUEST_SUBMIT_BATCH_JOB"
+REQUEST_UPDATE_JOB = "REQUEST_UPDATE_JOB"
+REQUEST_KILL_JOB = "REQUEST_KILL_JOB"
+REQUEST_PARTITION_INFO = "REQUEST_PARTITION_INFO"
+REQUEST_STATS_INFO = "REQUEST_STATS_INFO"
+
+
+class RpcAccounting:
+    """Thread-safe totals. A failed call counts too (and as an error): it cost a round trip.
+
+    NotFound is an answer, not a failure, so it is not an error here.
+    """
+
+    def __init__(self, clock=time.perf_counter):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._count: dict[str, int] = {}
+        self._errors: dict[str, int] = {}
+        self._seconds: dict[str, float] = {}
+
+    def record(self, message_type: str, seconds: float, *, error: bool = False) -> None:
+        with self._lock:
+            self._count[message_type] = self._count.get(message_type, 0) + 1
+            self._seconds[message_type] = self._seconds.get(message_type, 0.0) + seconds
+            if error:
+                self._errors[message_type] = self._errors.get(message_type, 0) + 1
+
+    @contextmanager
+    def measure(self, message_type: str) -> Iterator[None]:
+        started = self._clock()
+        try:
+            yield
+        except NotFound:
+            self.record(message_type, self._clock() - started)  # an answer, not a failure
+            raise
+        except BaseException:
+            self.record(message_type, self._clock() - started, error=True)
+            raise
+        self.record(message_type, self._clock() - started)
+
+    def snapshot(self) -> Mapping[str, RpcStat]:
+        with self._lock:
+            return {
+                name: RpcStat(message_type=name, count=count, mean_seconds=self._seconds[name] / count,
+                              errors=self._errors.get(name, 0))
+                for name, count in sorted(self._count.items())
+            }
+
+    def total_calls(self) -> int:
+        with self._lock:
+            return sum(self._count.values())
