@@ -1,0 +1,333 @@
+"""SlurmClient over slurmrestd (OpenAPI v0.0.42): transport, retries and error mapping.
+
+Errors. slurmrestd reports many failures with HTTP 200 and an ``errors`` array, and some
+successes with HTTP 404/500 next to a usable body, so the HTTP status alone proves
+nothing. Any answer with a non-empty ``errors`` array raises SlurmError carrying Slurm's
+``error_number`` and text, whatever the status. On top of that:
+- a missing job (ESLURM_INVALID_JOB_ID, 2017) or node (ESLURM_INVALID_NODE_NAME, 2018)
+  raises NotFound. 24.11 answers ``GET /node/NAME`` for an unknown name with HTTP 200 and
+  an error whose ``error_number`` is 0 ("Failure to query node NAME"): also NotFound;
+- ``DELETE /job/ID`` answers HTTP 200 with an empty ``errors`` array and puts the outcome
+  in ``status[]``; that is checked too. A cancel of a job that is done (2021) or gone
+  (2017) succeeds, as libslurm's cancel does;
+- slurmrestd unreachable, or slurmrestd unable to reach slurmctld, raises SlurmUnavailable.
+
+Retries and idempotency. Only connection errors are retried (with capped, jittered
+exponential backoff), never read timeouts or answers. A request is retried after it may
+have reached slurmrestd only if repeating it is harmless: reads, ``cancel_job`` (a repeat
+finds the job already done), ``update_job`` (sets absolute values), and ``update_node``
+with no state change or an absolute one (DRAIN, DOWN, FAIL). ``submit_job``,
+``delete_node`` and state transitions such as RESUME are retried only when the
+connection was never established (refused, connect timeout); if the request was sent and
+the answer was lost, SlurmUnavailable says the outcome is unknown. Callers that submit
+must then reconcile by their own identity (sunk puts the Pod UID in the job's ``extra``)
+instead of resubmitting blindly.
+
+``update_time``. ``list_nodes``/``list_jobs`` with ``updated_since`` pass Slurm's
+``update_time``; slurmctld answers "no change" when nothing changed since one second
+before it (so a change in the same second is never lost), else the full list. 24.11's
+answers differ per endpoint: nodes give HTTP 304 with no body; jobs give 200 with an
+empty list and ``last_update`` 0. And 24.11's ``/nodes`` also loads partitions with the
+same ``update_time``, so when nodes changed but partitions did not, it fails with HTTP
+500 "Unable to query partitions"; the client then relists without ``update_time``
+(two calls, both counted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+from urllib.parse import quote
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from . import v0042
+from .accounting import (
+    REQUEST_DELETE_NODE,
+    REQUEST_JOB_INFO,
+    REQUEST_JOB_INFO_SINGLE,
+    REQUEST_KILL_JOB,
+    REQUEST_NODE_INFO,
+    REQUEST_NODE_INFO_SINGLE,
+    REQUEST_PARTITION_INFO,
+    REQUEST_PING,
+    REQUEST_STATS_INFO,
+    REQUEST_SUBMIT_BATCH_JOB,
+    REQUEST_UPDATE_JOB,
+    REQUEST_UPDATE_NODE,
+    RpcAccounting,
+)
+from .auth import TokenSource
+from .client import Snapshot
+from .errors import NotFound, SlurmError, SlurmUnavailable
+from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
+
+log = logging.getLogger(__name__)
+
+ESLURM_INVALID_JOB_ID = 2017
+ESLURM_INVALID_NODE_NAME = 2018
+ESLURM_ALREADY_DONE = 2021
+NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
+# slurmrestd could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
+# SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
+UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
+# Node state changes that set an absolute state, so sending them twice is harmless.
+IDEMPOTENT_NODE_STATES = frozenset({"DRAIN", "DOWN", "FAIL"})
+
+Body = dict[str, Any]
+
+
+def _errors(body: Optional[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return list((body or {}).get("errors") or ())
+
+
+def _error_from(what: str, errors: list[Mapping[str, Any]], status: int) -> SlurmError:
+    codes = [int(e.get("error_number") or 0) for e in errors]
+    text = "; ".join(
+        f"{e.get('description') or e.get('error') or 'error'}"
+        + (f" ({e['error']})" if e.get("error") and e.get("description") and e["error"] != "No error" else "")
+        for e in errors
+    )
+    code = next((c for c in reversed(codes) if c), None)
+    message = f"{what}: {text}"
+    if any(c in NOT_FOUND_CODES for c in codes):
+        return NotFound(message, code=code, http_status=status)
+    if any(c in UNAVAILABLE_CODES for c in codes):
+        return SlurmUnavailable(message, code=code, http_status=status)
+    return SlurmError(message, code=code, http_status=status)
+
+
+def _never_sent(exc: requests.ConnectionError) -> bool:
+    """True when the connection itself failed, so slurmrestd cannot have seen the request."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = exc.args[0] if exc.args else None
+    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError wraps the cause
+    return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError))
+
+
+class RestClient:
+    """Thread-safe; one keep-alive ``requests.Session`` shared by all callers."""
+
+    def __init__(
+        self,
+        url: str,
+        tokens: TokenSource,
+        *,
+        user: str = "root",
+        connect_timeout: float = 3.0,
+        read_timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        with_allocations: bool = True,
+        session: Optional[requests.Session] = None,
+        accounting: Optional[RpcAccounting] = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.base = url.rstrip("/") + f"/slurm/{v0042.VERSION}/"
+        self.tokens = tokens
+        self.user = user
+        self.timeout = (connect_timeout, read_timeout)
+        self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        # Per-node allocations need slurmrestd's DETAIL flag (its default); without it the
+        # job list is about a third of the size, but Job.allocations stays empty.
+        self._job_list_params = {} if with_allocations else {"flags": "ALL"}
+        self.accounting = accounting or RpcAccounting()
+        self._sleep = sleep
+        if session is None:
+            session = requests.Session()
+            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=16, max_retries=0)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self.session = session
+
+    # -- SlurmClient ---------------------------------------------------------------------------
+    def ping(self) -> bool:
+        """Whether slurmctld answers through slurmrestd; False also when slurmrestd is unreachable."""
+        try:
+            _, body = self._call("GET", "ping/", REQUEST_PING, "ping")
+        except SlurmUnavailable as exc:
+            log.debug("ping: %s", exc)
+            return False
+        return any(p.get("responding") for p in body.get("pings") or ())
+
+    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot:
+        params = {"update_time": str(updated_since)} if updated_since else None
+        try:
+            status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes", params=params)
+        except SlurmError as exc:
+            if not params or "Unable to query partitions" not in exc.message:
+                raise
+            log.debug("list nodes: 24.11 update_time bug (%s); relisting in full", exc)
+            status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes")
+        if status == 304:
+            return Snapshot(items=None, last_update=updated_since or 0)
+        nodes = tuple(v0042.parse_node(n) for n in body.get("nodes") or ())
+        return Snapshot(items=nodes, last_update=v0042.integer(body.get("last_update")))
+
+    def get_node(self, name: str) -> Node:
+        _, body = self._call("GET", f"node/{quote(name, safe='')}", REQUEST_NODE_INFO_SINGLE, f"get node {name}",
+                             missing=f"no Slurm node {name!r}")
+        for n in body.get("nodes") or ():
+            if n.get("name") == name:
+                return v0042.parse_node(n)
+        raise NotFound(f"no Slurm node {name!r}")
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        body = v0042.node_update_body(update)
+        if "DRAIN" in body.get("state", ()) and not update.reason:
+            # scontrol refuses this; slurmrestd accepts it and leaves a drain nobody can attribute.
+            raise ValueError(f"draining {name} needs a reason")
+        if not body:
+            return
+        idempotent = set(body.get("state", ())) <= IDEMPOTENT_NODE_STATES
+        self._call("POST", f"node/{quote(name, safe='')}", REQUEST_UPDATE_NODE, f"update node {name}", body=body,
+                   idempotent=idempotent)
+
+    def delete_node(self, name: str) -> None:
+        self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
+                   idempotent=False)
+
+    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot:
+        params = dict(self._job_list_params)
+        if updated_since:
+            params["update_time"] = str(updated_since)
+        _, body = self._call("GET", "jobs/", REQUEST_JOB_INFO, "list jobs", params=params or None)
+        jobs, last_update = body.get("jobs") or (), v0042.integer(body.get("last_update"))
+        if updated_since and not jobs and not last_update:
+            return Snapshot(items=None, last_update=updated_since)  # "No job changes since update_time"
+        return Snapshot(items=tuple(v0042.parse_job(j) for j in jobs), last_update=last_update)
+
+    def get_job(self, job_id: int) -> Job:
+        _, body = self._call("GET", f"job/{int(job_id)}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}")
+        for j in body.get("jobs") or ():
+            if int(j.get("job_id", -1)) == int(job_id):
+                return v0042.parse_job(j)
+        raise NotFound(f"no Slurm job {job_id}")
+
+    def submit_job(self, request: JobRequest) -> int:
+        _, body = self._call("POST", "job/submit", REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}",
+                             body={"job": v0042.job_desc(request)}, idempotent=False)
+        job_id = v0042.number(body.get("job_id"))
+        if not job_id:
+            raise SlurmError(f"submit job {request.name}: slurmrestd returned no job id")
+        return int(job_id)
+
+    def update_job(self, job_id: int, *, extra: Optional[str] = None, comment: Optional[str] = None) -> None:
+        payload = v0042.job_update_body(extra, comment)
+        if not payload:
+            return
+        what = f"update job {job_id}"
+        _, body = self._call("POST", f"job/{int(job_id)}", REQUEST_UPDATE_JOB, what, body=payload)
+        failed = [r for r in body.get("results") or () if r.get("error_code")]
+        if failed:
+            raise _error_from(what, [{"error_number": r["error_code"], "description": r.get("why") or r.get("error"),
+                                      "error": r.get("error")} for r in failed], 200)
+
+    def cancel_job(self, job_id: int, *, signal: Optional[str] = None) -> None:
+        """Cancel (SIGKILL) by default, else deliver ``signal`` to the whole job, batch script included.
+
+        Cancelling is idempotent: a job that already ended, or is gone from slurmctld, is
+        a success (as libslurm's own cancel treats it). Another signal to an unknown job
+        raises NotFound.
+        """
+        sig = signal_name(signal) if signal is not None else "SIGKILL"
+        what = f"cancel job {job_id}" if sig == "SIGKILL" else f"signal job {job_id} with {sig}"
+        params = {"signal": sig} if signal is not None else None
+        _, body = self._call("DELETE", f"job/{int(job_id)}", REQUEST_KILL_JOB, what, params=params)
+        fine = {None, 0, ESLURM_ALREADY_DONE} | ({ESLURM_INVALID_JOB_ID} if sig == "SIGKILL" else set())
+        failed = [s["error"] for s in body.get("status") or () if (s.get("error") or {}).get("code") not in fine]
+        if failed:
+            raise _error_from(what, [{"error_number": e.get("code"), "description": e.get("message"),
+                                      "error": e.get("string")} for e in failed], 200)
+
+    def list_partitions(self) -> tuple[Partition, ...]:
+        _, body = self._call("GET", "partitions/", REQUEST_PARTITION_INFO, "list partitions")
+        return tuple(v0042.parse_partition(p) for p in body.get("partitions") or ())
+
+    def diag(self) -> SchedulerStats:
+        _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
+        return v0042.parse_stats(body.get("statistics") or {})
+
+    def rpc_stats(self) -> Mapping[str, RpcStat]:
+        return self.accounting.snapshot()
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> RestClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport --------------------------------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        return {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.tokens.token(),
+                "Accept": "application/json"}
+
+    def _call(self, method: str, path: str, message_type: str, what: str, *,
+              params: Optional[Mapping[str, str]] = None, body: Optional[Body] = None, idempotent: bool = True,
+              missing: Optional[str] = None) -> tuple[int, Body]:
+        with self.accounting.measure(message_type):
+            resp = self._send(method, path, what, params=params, body=body, idempotent=idempotent)
+            return resp.status_code, self._check(resp, what, missing)
+
+    def _send(self, method: str, path: str, what: str, *, params: Optional[Mapping[str, str]],
+              body: Optional[Body], idempotent: bool) -> requests.Response:
+        url = self.base + path
+        attempt = 0
+        while True:
+            try:
+                return self.session.request(method, url, params=params, json=body, headers=self._headers(),
+                                            timeout=self.timeout)
+            except requests.ConnectionError as exc:
+                unsent = _never_sent(exc)
+                if attempt < self.retries and (idempotent or unsent):
+                    delay = min(self.max_backoff, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
+                    log.debug("%s: %s; retry %d in %.2fs", what, exc, attempt + 1, delay)
+                    self._sleep(delay)
+                    attempt += 1
+                    continue
+                outcome = "" if unsent or idempotent else " (it may or may not have taken effect)"
+                raise SlurmUnavailable(f"{what}: cannot reach slurmrestd at {self.base}{outcome}: {exc}") from exc
+            except requests.Timeout as exc:
+                outcome = "" if idempotent else " (it may or may not have taken effect)"
+                raise SlurmUnavailable(f"{what}: slurmrestd did not answer within {self.timeout[1]}s{outcome}") \
+                    from exc
+            except requests.RequestException as exc:
+                raise SlurmError(f"{what}: {exc}") from exc
+
+    @staticmethod
+    def _check(resp: requests.Response, what: str, missing: Optional[str]) -> Body:
+        status = resp.status_code
+        if status == 304:
+            return {}
+        try:
+            body = json.loads(resp.content) if resp.content else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            text = resp.text[:200].strip()
+            if status in (502, 503, 504):
+                raise SlurmUnavailable(f"{what}: HTTP {status} {text}", http_status=status)
+            raise SlurmError(f"{what}: HTTP {status} {text or '(no body)'}", http_status=status)
+        errors = _errors(body)
+        if errors:
+            if missing and not any(e.get("error_number") for e in errors):
+                raise NotFound(missing, http_status=status)
+            raise _error_from(what, errors, status)
+        if status in (502, 503, 504):
+            raise SlurmUnavailable(f"{what}: HTTP {status} from slurmrestd or a proxy in front", http_status=status)
+        if status >= 400:
+            raise SlurmError(f"{what}: HTTP {status} without an error description", http_status=status)
+        for w in body.get("warnings") or ():
+            log.debug("%s: slurmrestd warning: %s", what, w.get("description"))
+        return body

@@ -1,0 +1,382 @@
+"""The REST backend against an in-process slurmrestd stand-in (sunk.slurm.fake)."""
+
+import json
+import os
+import time
+
+import jwt
+import pytest
+
+from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect
+from sunk.slurm.fake import FakeSlurmrestd, Fault, n
+
+
+class Clock:
+    def __init__(self, t=1_800_000_000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+    def tick(self, seconds=5):
+        self.t += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def fake(clock):
+    server = FakeSlurmrestd(token="tok", clock=clock)
+    server.put_partition("batch", "node[1-2]", 2, 64)
+    server.put_node("node1")
+    server.put_node("node2")
+    clock.tick()
+    with server:
+        yield server
+
+
+@pytest.fixture
+def sleeps():
+    return []
+
+
+@pytest.fixture
+def client(fake, sleeps):
+    c = connect("rest", url=fake.url, token="tok", retries=2, backoff=0.01, sleep=sleeps.append,
+                read_timeout=2.0)
+    yield c
+    c.close()
+
+
+def request(name="j", **kw):
+    return JobRequest(name=name, script="#!/bin/sh\nsleep 1\n", **kw)
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+
+def test_ping(client):
+    assert client.ping() is True
+
+
+def test_list_nodes_then_nothing_changed_is_one_304(client, fake):
+    first = client.list_nodes()
+    assert [node.name for node in first.items] == ["node1", "node2"]
+    assert first.last_update == fake.now()
+    calls = fake.calls("GET", "nodes/")
+    again = client.list_nodes(updated_since=first.last_update)
+    assert again.items is None and again.last_update == first.last_update
+    assert fake.calls("GET", "nodes/") == calls + 1
+
+
+def test_changed_nodes_work_around_the_24_11_partition_bug(client, fake, clock):
+    first = client.list_nodes()
+    clock.tick()
+    fake.put_node("node3")  # nodes changed, partitions did not: 24.11 answers 500
+    before = fake.calls("GET", "nodes/")
+    snap = client.list_nodes(updated_since=first.last_update)
+    assert [node.name for node in snap.items] == ["node1", "node2", "node3"]
+    assert fake.calls("GET", "nodes/") == before + 2  # the failed delta, then the full list
+    assert client.rpc_stats()["REQUEST_NODE_INFO"].count == 3
+
+
+def test_changed_nodes_need_one_call_without_the_bug(clock):
+    with FakeSlurmrestd(token="tok", clock=clock, partition_bug=False) as fake:
+        fake.put_node("node1")
+        client = connect("rest", url=fake.url, token="tok")
+        first = client.list_nodes()
+        clock.tick()
+        fake.put_node("node2")
+        snap = client.list_nodes(updated_since=first.last_update)
+        assert len(snap.items) == 2 and fake.calls("GET", "nodes/") == 2
+
+
+def test_a_change_in_the_same_second_as_the_last_list_is_not_missed(client, fake):
+    first = client.list_nodes()
+    fake.put_node("node9")  # same second as first.last_update
+    assert client.list_nodes(updated_since=first.last_update).items is not None
+
+
+def test_list_jobs_unchanged_and_changed(client, fake, clock):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    clock.tick()
+    first = client.list_jobs()
+    assert [j.id for j in first.items] == [5] and first.items[0].allocations[0].cpus == 2
+    clock.tick()
+    assert client.list_jobs(updated_since=first.last_update).items is None
+    fake.put_job(6)
+    snap = client.list_jobs(updated_since=first.last_update)
+    assert [j.id for j in snap.items] == [5, 6] and snap.last_update == fake.now()
+
+
+def test_job_list_without_allocations_asks_without_detail(fake):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    client = connect("rest", url=fake.url, token="tok", with_allocations=False)
+    job = client.list_jobs().items[0]
+    assert job.allocations == () and job.node_list == ("node1",)
+    assert fake.state.requests[-1][2] == "flags=ALL"
+
+
+def test_get_node_and_job(client, fake):
+    fake.put_job(8, name="x", extra="e", comment="c")
+    assert client.get_node("node2").name == "node2"
+    job = client.get_job(8)
+    assert (job.id, job.name, job.extra, job.comment) == (8, "x", "e", "c")
+
+
+def test_unknown_node_and_job_are_not_found(client):
+    with pytest.raises(NotFound) as node_err:
+        client.get_node("nosuch")  # 24.11: HTTP 200 and an error numbered 0
+    assert node_err.value.http_status == 200
+    with pytest.raises(NotFound) as job_err:
+        client.get_job(999)
+    assert job_err.value.code == 2017 and job_err.value.http_status == 404
+    with pytest.raises(NotFound):
+        client.update_job(999, comment="x")
+    with pytest.raises(NotFound) as upd:
+        client.update_node("nosuch", NodeUpdate(comment="x"))
+    assert upd.value.code == 2018
+    with pytest.raises(NotFound):
+        client.delete_node("nosuch")
+
+
+def test_partitions_and_diag(client):
+    (batch,) = client.list_partitions()
+    assert batch.name == "batch" and batch.nodes == ("node1", "node2") and batch.total_cpus == 64
+    stats = client.diag()
+    assert stats.server_thread_count == 1 and stats.schedule_cycle_last == pytest.approx(0.0015)
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+def test_submit_sends_the_request_and_returns_the_id(client, fake):
+    job_id = client.submit_job(request("train", extra="uid=1", comment="c", shared="none", time_limit=5,
+                                       gpus_per_node=2))
+    assert job_id == 1
+    (desc,) = fake.state.submitted
+    assert desc["name"] == "train" and desc["shared"] == ["none"] and desc["tres_per_node"] == "gres/gpu:2"
+    assert desc["time_limit"] == n(5)
+    assert client.get_job(job_id).extra == "uid=1"
+
+
+def test_submit_refused_by_slurm(client):
+    with pytest.raises(SlurmError) as err:
+        client.submit_job(request(partition="nope"))
+    assert err.value.code == 2000 and "Invalid partition name" in str(err.value)
+    assert not isinstance(err.value, (NotFound, SlurmUnavailable))
+
+
+def test_update_job(client, fake):
+    fake.put_job(3)
+    client.update_job(3, extra="e2", comment="c2")
+    job = client.get_job(3)
+    assert (job.extra, job.comment) == ("e2", "c2")
+
+
+def test_drain_with_reason_then_resume(client):
+    client.update_node("node1", NodeUpdate(state="DRAIN", reason="sunk: test", extra='{"k": 1}'))
+    node = client.get_node("node1")
+    assert node.drained and node.reason == "sunk: test" and node.extra == '{"k": 1}' and node.reason_time
+    client.update_node("node1", NodeUpdate(state="RESUME"))
+    assert not client.get_node("node1").drained
+
+
+def test_drain_without_reason_is_refused_before_sending(client, fake):
+    before = len(fake.state.requests)
+    with pytest.raises(ValueError, match="needs a reason"):
+        client.update_node("node1", NodeUpdate(state="DRAIN"))
+    assert len(fake.state.requests) == before
+
+
+def test_invalid_state_is_a_clear_error(client):
+    with pytest.raises(SlurmError) as err:
+        client.update_node("node1", NodeUpdate(state="BOGUS"))
+    assert err.value.code == 2028
+    assert 'Unknown flag "BOGUS"' in str(err.value) and "Invalid node state specified" in str(err.value)
+
+
+def test_errors_in_an_http_200_answer_raise(client, fake):
+    fake.add_fault(Fault("POST", r"node/node1", status=200, body={"errors": [
+        {"description": "Failure to update node node1", "error_number": 2072, "error": "Invalid generic resource",
+         "source": "_update_node"}]}))
+    with pytest.raises(SlurmError) as err:
+        client.update_node("node1", NodeUpdate(state="DRAIN", reason="r"))
+    assert err.value.code == 2072 and err.value.http_status == 200
+
+
+def test_cancel_is_idempotent_and_signals_reach_unknown_jobs_as_not_found(client, fake):
+    fake.put_job(4, state=("RUNNING",))
+    client.cancel_job(4)
+    assert client.get_job(4).state == "CANCELLED"
+    client.cancel_job(4)  # 2021 already done
+    client.cancel_job(999)  # 2017 gone: a cancel of nothing is done
+    with pytest.raises(NotFound):
+        client.cancel_job(999, signal="TERM")
+
+
+def test_signal_is_sent_by_name(client, fake):
+    fake.put_job(4, state=("RUNNING",))
+    client.cancel_job(4, signal=15)
+    assert fake.state.requests[-1] == ("DELETE", "job/4", "signal=SIGTERM")
+    with pytest.raises(ValueError):
+        client.cancel_job(4, signal="NOPE")
+
+
+def test_cancel_failure_in_status_raises(client, fake):
+    fake.add_fault(Fault("DELETE", r"job/4", status=200, body={"status": [
+        {"error": {"string": "Access/permission denied", "code": 2002, "message": "Access/permission denied"},
+         "step_id": "4", "job_id": n(4)}]}))
+    with pytest.raises(SlurmError) as err:
+        client.cancel_job(4)
+    assert err.value.code == 2002
+
+
+def test_delete_node(client, fake):
+    client.delete_node("node2")
+    assert "node2" not in fake.state.nodes
+
+
+# -- transport --------------------------------------------------------------------------------------------
+
+
+def test_connections_are_kept_alive(client, fake):
+    for _ in range(5):
+        client.list_nodes()
+        client.ping()
+    assert len(fake.state.peers) == 1
+
+
+def test_stopped_slurmrestd_is_unavailable_after_retries_then_recovers(client, fake, sleeps):
+    client.ping()
+    fake.stop()
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_nodes()
+    assert "cannot reach slurmrestd" in str(err.value)
+    assert len(sleeps) == 2  # retries=2, with backoff
+    assert client.ping() is False
+    fake.start()  # same port
+    assert [node.name for node in client.list_nodes().items] == ["node1", "node2"]
+
+
+def test_refused_submit_is_retried_because_it_was_never_sent(client, fake, sleeps):
+    fake.stop()
+    with pytest.raises(SlurmUnavailable) as err:
+        client.submit_job(request())
+    assert len(sleeps) == 2 and "may or may not" not in str(err.value)
+
+
+def test_submit_is_not_retried_once_sent(client, fake, sleeps):
+    client.ping()
+    fake.add_fault(Fault("POST", r"job/submit", drop=True))
+    with pytest.raises(SlurmUnavailable, match="may or may not have taken effect"):
+        client.submit_job(request())
+    assert fake.calls("POST", "job/submit") == 1 and sleeps == []
+
+
+def test_reads_are_retried_when_the_answer_is_lost(client, fake, sleeps):
+    fake.add_fault(Fault("GET", r"nodes/", drop=True))
+    assert len(client.list_nodes().items) == 2
+    assert fake.calls("GET", "nodes/") == 2 and len(sleeps) == 1
+
+
+def test_resume_is_not_retried_but_drain_is(client, fake, sleeps):
+    fake.add_fault(Fault("POST", r"node/node1", drop=True))
+    with pytest.raises(SlurmUnavailable):
+        client.update_node("node1", NodeUpdate(state="RESUME"))
+    assert fake.calls("POST", "node/node1") == 1
+    fake.add_fault(Fault("POST", r"node/node1", drop=True))
+    client.update_node("node1", NodeUpdate(state="DRAIN", reason="r"))
+    assert fake.calls("POST", "node/node1") == 3 and client.get_node("node1").drained
+
+
+def test_read_timeout_is_unavailable_and_not_retried(fake, sleeps):
+    client = connect("rest", url=fake.url, token="tok", read_timeout=0.2, sleep=sleeps.append)
+    fake.add_fault(Fault("GET", r"jobs/", delay=0.6))
+    with pytest.raises(SlurmUnavailable, match="did not answer"):
+        client.list_jobs()
+    assert sleeps == []
+
+
+def test_proxy_errors_without_json_are_unavailable(client, fake):
+    fake.add_fault(Fault("GET", r"jobs/", status=503))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_jobs()
+    assert err.value.http_status == 503
+
+
+def test_slurmctld_unreachable_behind_slurmrestd_is_unavailable(client, fake):
+    fake.add_fault(Fault("GET", r"jobs/", status=500, body={"errors": [
+        {"description": "Unable to query jobs", "error_number": 1001,
+         "error": "Unable to contact slurm controller (connect failure)", "source": "slurm_load_jobs()"}]}))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_jobs()
+    assert err.value.code == 1001
+
+
+def test_bad_token_is_an_error_with_the_http_status(fake):
+    client = connect("rest", url=fake.url, token="wrong")
+    with pytest.raises(SlurmError) as err:
+        client.list_nodes()
+    assert err.value.http_status == 401 and not isinstance(err.value, SlurmUnavailable)
+
+
+def test_token_file_is_reread_when_it_changes(fake, tmp_path):
+    path = tmp_path / "jwt"
+    path.write_text("tok\n")
+    client = connect("rest", url=fake.url, token_file=path)
+    client.ping()
+    fake.token = "rotated"
+    path.write_text("rotated\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))  # a new mtime even on coarse clocks
+    assert len(client.list_nodes().items) == 2
+
+
+def test_signed_tokens_carry_the_user(fake):
+    key = b"k" * 32
+    client = connect("rest", url=fake.url, jwt_key=key, user="slurm")
+    token = client.tokens.token()
+    fake.token = token
+    assert client.ping()
+    claims = jwt.decode(token, key, algorithms=["HS256"])
+    assert claims["sun"] == "slurm" and claims["exp"] > claims["iat"]
+    assert fake.state.requests[-1][0] == "GET"
+
+
+def test_rpc_accounting_per_message_type(client, fake):
+    client.list_nodes()
+    client.list_jobs()
+    client.list_jobs()
+    with pytest.raises(NotFound):
+        client.get_job(12345)
+    fake.stop()
+    with pytest.raises(SlurmUnavailable):
+        client.list_jobs()
+    stats = client.rpc_stats()
+    assert stats["REQUEST_NODE_INFO"].count == 1
+    assert (stats["REQUEST_JOB_INFO"].count, stats["REQUEST_JOB_INFO"].errors) == (3, 1)
+    assert (stats["REQUEST_JOB_INFO_SINGLE"].count, stats["REQUEST_JOB_INFO_SINGLE"].errors) == (1, 0)
+    assert all(s.mean_seconds > 0 for s in stats.values())
+
+
+def test_connect_validates_its_arguments():
+    with pytest.raises(ValueError, match="url"):
+        connect("rest", token="t")
+    with pytest.raises(ValueError, match="exactly one"):
+        connect("rest", url="http://x", token="t", token_file="/f")
+    with pytest.raises(ValueError, match="unknown Slurm backend"):
+        connect("slurmdb")
+
+
+def test_recorded_answer_shapes_parse_through_the_client(fake):
+    """The stand-in's items have the same keys as slurmrestd 24.11.5's recorded ones."""
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parent / "slurm_v0042" / "job_running_gpu.json").read_text())["jobs"][0]
+    fake.put_job(16, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 1000)])
+    assert set(fake.state.jobs[16]) == set(recorded)
+    recorded_node = json.loads((Path(__file__).parent / "slurm_v0042" / "nodes.json").read_text())["nodes"][0]
+    assert set(fake.state.nodes["node1"]) == set(recorded_node)
