@@ -1,0 +1,355 @@
+"""SlurmClient over pyslurm 25.11 (Slurm's C API, authenticated by munge like the CLIs).
+
+``import pyslurm`` happens when the backend is constructed, never at module import, so the
+package works where pyslurm is not installed (it builds only against Slurm 25.11 headers).
+
+Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it:
+- ``Nodes.load()``/``Jobs.load()`` always ask for everything (update_time 0), so
+  ``updated_since`` cannot be honoured: every list returns items, and ``last_update`` is
+  the local clock. The cache still emits only real changes, because it diffs.
+- ``Job.state`` is one word, and a flag hides the base state (COMPLETING, CONFIGURING,
+  REQUEUED, ...); it is mapped to the base state it implies (see ``_FLAG_BASE``).
+- TRES come parsed; they are written back as ``type[/name]=count`` text.
+- ``Job.cancel()`` ignores "already done" and "invalid job id": cancelling a job that is
+  gone is a success. The REST backend behaves the same.
+- ``JobSubmitDescription`` has no ``prefer`` (soft constraints): it is dropped, with a
+  warning; and no ``topo`` sharing mode: that raises SlurmError.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any, Optional
+
+from . import hostlist
+from .accounting import (
+    REQUEST_DELETE_NODE,
+    REQUEST_JOB_INFO,
+    REQUEST_JOB_INFO_SINGLE,
+    REQUEST_KILL_JOB,
+    REQUEST_NODE_INFO,
+    REQUEST_NODE_INFO_SINGLE,
+    REQUEST_PARTITION_INFO,
+    REQUEST_PING,
+    REQUEST_STATS_INFO,
+    REQUEST_SUBMIT_BATCH_JOB,
+    REQUEST_UPDATE_JOB,
+    REQUEST_UPDATE_NODE,
+    RpcAccounting,
+)
+from .client import Snapshot
+from .errors import NotFound, SlurmError, SlurmUnavailable
+from .models import (
+    Job,
+    JobAllocation,
+    JobRequest,
+    Node,
+    NodeUpdate,
+    Partition,
+    RpcStat,
+    SchedulerStats,
+    gpu_count,
+    signal_name,
+)
+from .rest import NOT_FOUND_CODES, UNAVAILABLE_CODES
+from .v0042 import JOB_BASE_STATES, check_shared
+
+log = logging.getLogger(__name__)
+
+# pyslurm's one-word job state when a flag wins over the base state.
+_FLAG_BASE = {
+    "CONFIGURING": "RUNNING", "RESIZING": "RUNNING", "SIGNALING": "RUNNING", "STOPPED": "RUNNING",
+    "POWER_UP_NODE": "RUNNING",
+    "REQUEUED": "PENDING", "REQUEUE_HOLD": "PENDING", "REQUEUE_FED": "PENDING", "SPECIAL_EXIT": "PENDING",
+    "RESV_DEL_HOLD": "PENDING",
+    "COMPLETING": "COMPLETED", "STAGE_OUT": "COMPLETED", "REVOKED": "CANCELLED",
+    "LAUNCH_FAILED": "FAILED", "RECONFIG_FAIL": "FAILED",
+}
+# Slurm's job_share_string() -> v0.0.42's ``shared`` words; "OK" means the partition's default.
+_SHARE_FROM_SLURM = {"NO": "none", "YES": "oversubscribe", "USER": "user", "MCS": "mcs", "TOPO": "topo", "OK": ""}
+_SHARE_TO_PYSLURM = {"none": "exclusive", "oversubscribe": "oversubscribe", "user": "user", "mcs": "mcs"}
+_TRES_SCALARS = ("cpu", "mem", "energy", "node", "billing", "vmem", "pages")
+
+
+def gres_text(gres: Any) -> str:
+    """pyslurm's GRES dict (``{"gpu:h100": 4}`` or ``{"gpu": {"count": 1, "indexes": "0"}}``) as text."""
+    if not gres:
+        return ""
+    if isinstance(gres, str):
+        return gres
+    parts = []
+    for name, value in gres.items():
+        count = value.get("count", 0) if isinstance(value, Mapping) else getattr(value, "count", value)
+        parts.append(f"{name}:{int(count or 0)}")
+    return ",".join(parts)
+
+
+def tres_text(tres: Any) -> str:
+    """pyslurm's TrackableResources as Slurm's ``cpu=1,mem=100M,gres/gpu=1`` text."""
+    if not tres:
+        return ""
+    if isinstance(tres, str):
+        return tres
+    parts = []
+    for kind in _TRES_SCALARS:
+        value = getattr(tres, kind, None)
+        count = getattr(value, "count", value)
+        if count is not None:
+            parts.append(f"{kind}={int(count)}M" if kind == "mem" else f"{kind}={int(count)}")
+    for name, value in (getattr(tres, "gres", None) or {}).items():
+        parts.append(f"gres/{name}={int(getattr(value, 'count', value))}")
+    return ",".join(parts)
+
+
+def _cpu_count(cpu_ids: Optional[str]) -> int:
+    """``"0-3,8"`` -> 5."""
+    total = 0
+    for span in (cpu_ids or "").split(","):
+        if not span:
+            continue
+        lo, _, hi = span.partition("-")
+        total += int(hi or lo) - int(lo) + 1
+    return total
+
+
+def node_from_pyslurm(n: Any) -> Node:
+    return Node(
+        name=n.name,
+        state=n.state or "",
+        reason=n.reason or "",
+        reason_time=n.reason_time or None,
+        reason_user=n.reason_user or "",
+        extra=n.extra or "",
+        comment=n.comment or "",
+        cpus=n.total_cpus or 0,
+        alloc_cpus=n.allocated_cpus or 0,
+        real_memory=n.real_memory or 0,
+        alloc_memory=n.allocated_memory or 0,
+        gres=gres_text(n.configured_gres),
+        gres_used=gres_text(n.allocated_gres),
+        partitions=n.partitions or (),
+        features=n.available_features or (),
+    )
+
+
+def job_from_pyslurm(j: Any) -> Job:
+    word = (j.state or "PENDING").upper()
+    state, flags = (word, frozenset()) if word in JOB_BASE_STATES else (_FLAG_BASE.get(word, word), frozenset({word}))
+    reason = j.state_reason or ""
+    try:
+        layout = j.get_resource_layout_per_node() or {}
+    except (ValueError, AttributeError):
+        layout = {}
+    allocations = tuple(
+        JobAllocation(node=node, cpus=_cpu_count(a.get("cpu_ids")), memory=int(a.get("memory") or 0),
+                      gpus=gpu_count(gres_text(a.get("gres"))))
+        for node, a in layout.items()
+    )
+    return Job(
+        id=int(j.id),
+        name=j.name or "",
+        state=state,
+        state_flags=flags,
+        state_reason="" if reason == "None" else reason,
+        nodes=j.allocated_nodes or "",
+        allocations=allocations,
+        extra=j.extra or "",
+        comment=j.comment or "",
+        user_name=j.user_name or "",
+        user_id=j.user_id,
+        group_id=j.group_id,
+        account=j.account or "",
+        partition=j.partition or "",
+        qos=j.qos or "",
+        priority=j.priority or 0,
+        submit_time=j.submit_time or None,
+        start_time=j.start_time or None,
+        end_time=j.end_time or None,
+        time_limit=j.time_limit,
+        tres_req=tres_text(j.requested_tres),
+        tres_alloc=tres_text(j.allocated_tres),
+        shared=_SHARE_FROM_SLURM.get((j.resource_sharing or "OK").upper(), ""),
+        working_directory=j.working_directory or "",
+    )
+
+
+def partition_from_pyslurm(p: Any) -> Partition:
+    return Partition(name=p.name, nodes=hostlist.expand(p.nodes or ""), state=p.state or "UNKNOWN",
+                     priority_tier=p.priority_tier or 1, total_cpus=p.total_cpus or 0,
+                     total_nodes=p.total_nodes or 0)
+
+
+def stats_from_pyslurm(s: Any) -> SchedulerStats:
+    def us(value: Any) -> float:
+        return (value or 0) / 1e6
+
+    rpcs = tuple(RpcStat(message_type=r.name, count=r.count or 0, mean_seconds=us(r.average_time))
+                 for r in (s.rpcs_by_type or {}).values())
+    return SchedulerStats(
+        server_thread_count=s.server_thread_count or 0,
+        agent_queue_size=s.agent_queue_size or 0,
+        dbd_agent_queue_size=s.dbd_agent_queue_size or 0,
+        schedule_queue_length=s.schedule_queue_length or 0,
+        jobs_submitted=s.jobs_submitted or 0,
+        jobs_started=s.jobs_started or 0,
+        jobs_completed=s.jobs_completed or 0,
+        jobs_canceled=s.jobs_canceled or 0,
+        jobs_failed=s.jobs_failed or 0,
+        jobs_pending=s.jobs_pending or 0,
+        jobs_running=s.jobs_running or 0,
+        schedule_cycle_last=us(s.schedule_cycle_last),
+        schedule_cycle_mean=us(s.schedule_cycle_mean),
+        schedule_cycle_mean_depth=float(s.schedule_cycle_mean_depth or 0),
+        schedule_cycle_per_minute=float(s.schedule_cycles_per_minute or 0),
+        bf_cycle_last=us(s.backfill_cycle_last),
+        bf_cycle_mean=us(s.backfill_cycle_mean),
+        bf_depth_mean=float(s.backfill_mean_depth or 0),
+        bf_backfilled_jobs=s.backfilled_jobs or 0,
+        bf_last_backfilled_jobs=s.last_backfilled_jobs or 0,
+        bf_backfilled_het_jobs=s.backfilled_het_jobs or 0,
+        rpcs=rpcs,
+    )
+
+
+def submit_kwargs(r: JobRequest) -> dict[str, Any]:
+    """A JobRequest as ``pyslurm.JobSubmitDescription`` keyword arguments."""
+    environment = dict(item.split("=", 1) for item in r.environment if "=" in item)
+    kw: dict[str, Any] = {"name": r.name, "script": r.script, "working_directory": r.working_directory,
+                          "environment": environment, "cpus_per_task": r.cpus_per_task}
+    optional = {"partitions": r.partition, "account": r.account, "qos": r.qos, "reservations": r.reservation,
+                "priority": r.priority, "user_id": r.user_id, "group_id": r.group_id,
+                "memory_per_node": r.memory_per_node, "constraints": r.constraints, "time_limit": r.time_limit,
+                "comment": r.comment, "extra": r.extra, "is_requeueable": r.requeue,
+                "excluded_nodes": list(r.excluded_nodes) or None, "required_nodes": list(r.required_nodes) or None}
+    kw.update({k: v for k, v in optional.items() if v is not None})
+    if r.gpus_per_node:
+        kw["gres_per_node"] = f"gpu:{r.gpu_type}:{r.gpus_per_node}" if r.gpu_type else f"gpu:{r.gpus_per_node}"
+    if check_shared(r.shared) is not None:
+        if r.shared not in _SHARE_TO_PYSLURM:
+            raise SlurmError(f"submit job {r.name}: pyslurm 25.11 cannot request shared={r.shared!r}")
+        kw["resource_sharing"] = _SHARE_TO_PYSLURM[r.shared]
+    if r.prefer:
+        log.warning("submit job %s: pyslurm 25.11 cannot pass prefer=%r; submitting without it", r.name, r.prefer)
+    return kw
+
+
+class PyslurmClient:
+    """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
+
+    def __init__(self, *, accounting: Optional[RpcAccounting] = None, module: Optional[ModuleType] = None,
+                 clock: Callable[[], float] = time.time):
+        try:
+            self.ps: Any = module or importlib.import_module("pyslurm")
+        except ImportError as exc:
+            raise SlurmError("the pyslurm backend needs pyslurm 25.11 (pip install 'sunk[pyslurm]'), "
+                             f"built against Slurm 25.11: {exc}") from exc
+        self.accounting = accounting or RpcAccounting()
+        self._clock = clock
+
+    # -- SlurmClient ---------------------------------------------------------------------------
+    def ping(self) -> bool:
+        try:
+            with self._rpc(REQUEST_PING, "ping"):
+                return bool(self.ps.slurmctld.ping_primary().is_responding)
+        except SlurmError as exc:
+            log.debug("ping: %s", exc)
+            return False
+
+    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot:
+        with self._rpc(REQUEST_NODE_INFO, "list nodes"):
+            nodes = self.ps.Nodes.load()
+        return Snapshot(items=tuple(node_from_pyslurm(n) for n in nodes.values()), last_update=int(self._clock()))
+
+    def get_node(self, name: str) -> Node:
+        with self._rpc(REQUEST_NODE_INFO_SINGLE, f"get node {name}"):
+            return node_from_pyslurm(self.ps.Node.load(name))
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        changes = {k: getattr(update, k) for k in ("state", "reason", "extra", "comment")
+                   if getattr(update, k) is not None}
+        if changes.get("state", "").upper() == "DRAIN" and not update.reason:
+            raise ValueError(f"draining {name} needs a reason")
+        if not changes:
+            return
+        with self._rpc(REQUEST_UPDATE_NODE, f"update node {name}"):
+            self.ps.Node(name).modify(self.ps.Node(**changes))
+
+    def delete_node(self, name: str) -> None:
+        with self._rpc(REQUEST_DELETE_NODE, f"delete node {name}"):
+            self.ps.Node(name).delete()
+
+    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot:
+        with self._rpc(REQUEST_JOB_INFO, "list jobs"):
+            jobs = self.ps.Jobs.load()
+        return Snapshot(items=tuple(job_from_pyslurm(j) for j in jobs.values()), last_update=int(self._clock()))
+
+    def get_job(self, job_id: int) -> Job:
+        with self._rpc(REQUEST_JOB_INFO_SINGLE, f"get job {job_id}"):
+            return job_from_pyslurm(self.ps.Job.load(int(job_id)))
+
+    def submit_job(self, request: JobRequest) -> int:
+        kwargs = submit_kwargs(request)
+        with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}"):
+            return int(self.ps.JobSubmitDescription(**kwargs).submit())
+
+    def update_job(self, job_id: int, *, extra: Optional[str] = None, comment: Optional[str] = None) -> None:
+        changes = {k: v for k, v in (("extra", extra), ("comment", comment)) if v is not None}
+        if not changes:
+            return
+        with self._rpc(REQUEST_UPDATE_JOB, f"update job {job_id}"):
+            self.ps.Job(int(job_id)).modify(self.ps.JobSubmitDescription(**changes))
+
+    def cancel_job(self, job_id: int, *, signal: Optional[str] = None) -> None:
+        with self._rpc(REQUEST_KILL_JOB, f"cancel job {job_id}"):
+            job = self.ps.Job(int(job_id))
+            if signal is None:
+                job.cancel()
+            else:
+                job.send_signal(signal_name(signal), steps="all")
+
+    def list_partitions(self) -> tuple[Partition, ...]:
+        with self._rpc(REQUEST_PARTITION_INFO, "list partitions"):
+            partitions = self.ps.Partitions.load()
+        return tuple(partition_from_pyslurm(p) for p in partitions.values())
+
+    def diag(self) -> SchedulerStats:
+        with self._rpc(REQUEST_STATS_INFO, "diag"):
+            return stats_from_pyslurm(self.ps.slurmctld.Statistics.load())
+
+    def rpc_stats(self) -> Mapping[str, RpcStat]:
+        return self.accounting.snapshot()
+
+    def close(self) -> None:
+        pass
+
+    # -- errors ----------------------------------------------------------------------------------
+    @contextmanager
+    def _rpc(self, message_type: str, what: str):
+        """Account the call and turn pyslurm's exceptions into ours."""
+        with self.accounting.measure(message_type):
+            try:
+                yield
+            except SlurmError:
+                raise
+            except self.ps.RPCError as exc:
+                raise self._error(what, exc) from exc
+            except self.ps.PyslurmError as exc:
+                raise SlurmError(f"{what}: {exc}") from exc
+            except ValueError as exc:  # pyslurm validates arguments (states, signals) before the RPC
+                raise SlurmError(f"{what}: {exc}") from exc
+
+    @staticmethod
+    def _error(what: str, exc: Any) -> SlurmError:
+        code = getattr(exc, "errno", None)
+        text = getattr(exc, "msg", None) or str(exc)
+        message = f"{what}: {text}"
+        if code in NOT_FOUND_CODES or "does not exist" in text:
+            return NotFound(message, code=code)
+        if code in UNAVAILABLE_CODES:
+            return SlurmUnavailable(message, code=code)
+        return SlurmError(message, code=code if code and code > 0 else None)

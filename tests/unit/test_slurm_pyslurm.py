@@ -1,0 +1,305 @@
+"""The pyslurm backend's mapping, with a stand-in ``pyslurm`` module shaped like pyslurm 25.11.2.
+
+pyslurm cannot be built here (it needs Slurm 25.11's headers), so the stand-in copies the
+attribute names, call signatures and error behaviour read from the 25.11.2 sdist.
+"""
+
+import sys
+import types
+
+import pytest
+
+from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmCache, SlurmError, SlurmUnavailable, connect
+from sunk.slurm.models import JobAllocation
+from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, tres_text
+
+
+class PyslurmError(Exception):
+    pass
+
+
+class RPCError(PyslurmError):
+    def __init__(self, errno=-1, msg=None):
+        self.errno, self.msg = errno, msg or f"error {errno}"
+        super().__init__(self.msg)
+
+
+class Tres:
+    def __init__(self, count):
+        self.count = count
+
+
+class TrackableResources:
+    def __init__(self, cpu=None, mem=None, node=None, gres=None):
+        self.cpu, self.mem, self.node = (Tres(x) if x is not None else None for x in (cpu, mem, node))
+        self.energy = self.billing = self.vmem = self.pages = None
+        self.gres = {k: Tres(v) for k, v in (gres or {}).items()}
+
+
+_NODE_STATES = {"DOWN", "DRAIN", "FAIL", "FUTURE", "RESUME", "UNDRAIN", "NORESP", "POWER_DOWN", "POWER_UP"}
+
+
+def make_pyslurm():
+    ps = types.ModuleType("pyslurm")
+    ps.PyslurmError, ps.RPCError = PyslurmError, RPCError
+    registry = {"nodes": {}, "jobs": {}, "modified": [], "submitted": [], "signals": [], "deleted": []}
+    ps.registry = registry
+
+    class Collection(dict):
+        pass
+
+    class Node:
+        def __init__(self, name=None, **kwargs):
+            self.name = name
+            for k, v in kwargs.items():
+                if k == "state" and v.upper() not in _NODE_STATES:
+                    raise ValueError(f"Invalid Node state: {v}")
+                setattr(self, k, v)
+
+        @staticmethod
+        def load(name):
+            if name not in registry["nodes"]:
+                raise RPCError(msg=f"Node '{name}' does not exist")
+            return registry["nodes"][name]
+
+        def modify(self, changes):
+            registry["modified"].append((self.name, {k: v for k, v in vars(changes).items() if k != "name"}))
+
+        def delete(self):
+            if self.name not in registry["nodes"]:
+                raise RPCError(errno=2018, msg="Invalid node name specified")
+            registry["deleted"].append(self.name)
+
+    class Nodes(Collection):
+        @staticmethod
+        def load(preload_passwd_info=False):
+            return Nodes(registry["nodes"])
+
+    class Job:
+        def __init__(self, job_id):
+            self.id = job_id
+
+        @staticmethod
+        def load(job_id):
+            if job_id not in registry["jobs"]:
+                raise RPCError(errno=2017, msg="Invalid job id specified")
+            return registry["jobs"][job_id]
+
+        def cancel(self):
+            self.send_signal(9)
+
+        def send_signal(self, signal, steps="children", hurry=False):
+            if signal != 9 and self.id not in registry["jobs"]:  # pyslurm ignores 2017 only for SIGKILL
+                raise RPCError(errno=2017, msg="Invalid job id specified")
+            registry["signals"].append((self.id, signal, steps))
+
+        def modify(self, changes):
+            registry["modified"].append((self.id, dict(changes.kwargs)))
+
+    class Jobs(Collection):
+        @staticmethod
+        def load(preload_passwd_info=False, frozen=False):
+            return Jobs(registry["jobs"])
+
+    class JobSubmitDescription:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+        def submit(self):
+            registry["submitted"].append(self.kwargs)
+            return 100 + len(registry["submitted"])
+
+    class Partitions(Collection):
+        @staticmethod
+        def load():
+            return Partitions({"batch": types.SimpleNamespace(name="batch", nodes="node[1-2]", state="UP",
+                                                              priority_tier=2, total_cpus=64, total_nodes=2)})
+
+    ps.Node, ps.Nodes, ps.Job, ps.Jobs = Node, Nodes, Job, Jobs
+    ps.JobSubmitDescription, ps.Partitions = JobSubmitDescription, Partitions
+    ps.slurmctld = types.SimpleNamespace(
+        ping_primary=lambda: types.SimpleNamespace(is_responding=True, hostname="ctld", latency=1.0),
+        Statistics=types.SimpleNamespace(load=lambda: types.SimpleNamespace(
+            server_thread_count=4, agent_queue_size=0, dbd_agent_queue_size=1, schedule_queue_length=2,
+            jobs_submitted=9, jobs_started=8, jobs_completed=7, jobs_canceled=1, jobs_failed=0, jobs_pending=1,
+            jobs_running=1, schedule_cycle_last=2000, schedule_cycle_mean=3000, schedule_cycle_mean_depth=5,
+            schedule_cycles_per_minute=6, backfill_cycle_last=100000, backfill_cycle_mean=200000,
+            backfill_mean_depth=3, backfilled_jobs=2, last_backfilled_jobs=1, backfilled_het_jobs=0,
+            rpcs_by_type={"REQUEST_JOB_INFO": types.SimpleNamespace(name="REQUEST_JOB_INFO", count=3,
+                                                                     average_time=150)})),
+    )
+    return ps
+
+
+def pyslurm_node(name, **kw):
+    base = dict(name=name, state="IDLE", reason=None, reason_time=None, reason_user=None, extra=None, comment=None,
+                total_cpus=32, allocated_cpus=0, real_memory=131072, allocated_memory=0,
+                configured_gres={"gpu": 2}, allocated_gres={}, partitions=["batch"], available_features=["FAKE_GPU"])
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def pyslurm_job(job_id, layout=None, **kw):
+    base = dict(id=job_id, name="j", state="PENDING", state_reason="None", allocated_nodes=None, extra=None,
+                comment=None, user_name="root", user_id=0, group_id=0, account="root", partition="batch",
+                qos="normal", priority=1000, submit_time=100, start_time=None, end_time=None, time_limit=None,
+                requested_tres=TrackableResources(cpu=1, mem=1000, node=1), allocated_tres=None,
+                resource_sharing="OK", working_directory="/tmp")
+    base.update(kw)
+    job = types.SimpleNamespace(**base)
+    job.get_resource_layout_per_node = lambda: layout or {}
+    return job
+
+
+@pytest.fixture
+def ps(monkeypatch):
+    module = make_pyslurm()
+    monkeypatch.setitem(sys.modules, "pyslurm", module)
+    return module
+
+
+@pytest.fixture
+def client(ps):
+    return connect("pyslurm")
+
+
+def test_pyslurm_is_imported_only_when_the_backend_is_built(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # makes ``import pyslurm`` fail
+    import sunk.slurm.pyslurm_backend  # noqa: F401  (importing the module must work)
+
+    with pytest.raises(SlurmError, match=r"pip install 'sunk\[pyslurm\]'"):
+        connect("pyslurm")
+
+
+def test_node_mapping(client, ps):
+    ps.registry["nodes"]["node1"] = pyslurm_node(
+        "node1", state="MIXED+DRAIN", reason="k8s: x", reason_time=1700000000, reason_user="root", extra="{}",
+        allocated_cpus=4, allocated_memory=1000, configured_gres={"gpu:h100": 4},
+        allocated_gres={"gpu:h100": 1})
+    node = client.get_node("node1")
+    assert node.state == {"MIXED", "DRAIN"} and node.drained
+    assert (node.reason, node.reason_time, node.reason_user, node.extra) == ("k8s: x", 1700000000, "root", "{}")
+    assert (node.gres, node.gres_used, node.gpus_total, node.gpus_alloc) == ("gpu:h100:4", "gpu:h100:1", 4, 1)
+    assert (node.alloc_cpus, node.alloc_memory, node.partitions, node.features) == (4, 1000, ("batch",),
+                                                                                     ("FAKE_GPU",))
+
+
+def test_running_job_mapping(client, ps):
+    ps.registry["jobs"][7] = pyslurm_job(
+        7, state="RUNNING", allocated_nodes="node[1-2]", extra="uid=1", comment="c", start_time=110, end_time=700,
+        time_limit=10, resource_sharing="USER",
+        allocated_tres=TrackableResources(cpu=6, mem=12000, node=2, gres={"gpu": 3}),
+        layout={"node1": {"cpu_ids": "0-3", "gres": {"gpu": {"count": 2, "indexes": "0-1"}}, "memory": 8000},
+                "node2": {"cpu_ids": "0,5", "gres": {"gpu": 1}, "memory": 4000}})
+    job = client.get_job(7)
+    assert (job.state, job.state_flags, job.state_reason) == ("RUNNING", frozenset(), "")
+    assert job.allocations == (JobAllocation("node1", 4, 8000, 2), JobAllocation("node2", 2, 4000, 1))
+    assert job.tres_alloc == "cpu=6,mem=12000M,node=2,gres/gpu=3" and job.gpus == 3
+    assert (job.shared, job.time_limit, job.extra, job.comment) == ("user", 10, "uid=1", "c")
+
+
+@pytest.mark.parametrize("word, state, flags", [
+    ("COMPLETING", "COMPLETED", {"COMPLETING"}),
+    ("CONFIGURING", "RUNNING", {"CONFIGURING"}),
+    ("REQUEUED", "PENDING", {"REQUEUED"}),
+    ("CANCELLED", "CANCELLED", set()),
+])
+def test_one_word_states(client, ps, word, state, flags):
+    ps.registry["jobs"][1] = pyslurm_job(1, state=word)
+    job = client.get_job(1)
+    assert (job.state, job.state_flags) == (state, flags)
+
+
+def test_lists_are_always_full_and_stamped_with_the_local_clock(ps):
+    ps.registry["nodes"]["node1"] = pyslurm_node("node1")
+    ps.registry["jobs"][1] = pyslurm_job(1)
+    client = PyslurmClient(clock=lambda: 1234.5)
+    assert client.list_nodes(updated_since=1000).last_update == 1234
+    assert [j.id for j in client.list_jobs(updated_since=1000).items] == [1]
+
+
+def test_submit_kwargs(client, ps):
+    job_id = client.submit_job(JobRequest(
+        name="j", script="#!/bin/sh\n", partition="batch", memory_per_node=100, gpus_per_node=2, gpu_type="h100",
+        shared="none", time_limit=30, extra="e", comment="c", excluded_nodes=("node3",), requeue=False,
+        environment=("PATH=/bin", "A=b=c")))
+    assert job_id == 101
+    (kw,) = ps.registry["submitted"]
+    assert kw["partitions"] == "batch" and kw["gres_per_node"] == "gpu:h100:2"
+    assert kw["resource_sharing"] == "exclusive" and kw["time_limit"] == 30 and kw["memory_per_node"] == 100
+    assert kw["environment"] == {"PATH": "/bin", "A": "b=c"} and kw["excluded_nodes"] == ["node3"]
+    assert kw["is_requeueable"] is False and "required_nodes" not in kw and "prefer" not in kw
+
+
+def test_submit_topo_is_refused_and_prefer_dropped_with_a_warning(client, ps, caplog):
+    with pytest.raises(SlurmError, match="topo"):
+        client.submit_job(JobRequest(name="j", script="s", shared="topo"))
+    client.submit_job(JobRequest(name="j", script="s", prefer="FAST"))
+    assert "cannot pass prefer" in caplog.text
+
+
+def test_updates_and_cancel(client, ps):
+    ps.registry["nodes"]["node1"] = pyslurm_node("node1")
+    ps.registry["jobs"][5] = pyslurm_job(5, state="RUNNING")
+    client.update_node("node1", NodeUpdate(state="DRAIN", reason="why", extra='{"a":1}'))
+    client.update_job(5, extra="x")
+    client.cancel_job(5)
+    client.cancel_job(5, signal="TERM")
+    client.cancel_job(999)  # gone: fine, as pyslurm's own cancel()
+    with pytest.raises(NotFound):
+        client.cancel_job(999, signal="USR1")
+    assert ps.registry["modified"] == [("node1", {"state": "DRAIN", "reason": "why", "extra": '{"a":1}'}),
+                                       (5, {"extra": "x"})]
+    assert ps.registry["signals"] == [(5, 9, "children"), (5, "SIGTERM", "all"), (999, 9, "children")]
+    with pytest.raises(ValueError, match="needs a reason"):
+        client.update_node("node1", NodeUpdate(state="DRAIN"))
+
+
+def test_errors(client, ps):
+    with pytest.raises(NotFound) as job_err:
+        client.get_job(404)
+    assert job_err.value.code == 2017
+    with pytest.raises(NotFound, match="does not exist"):
+        client.get_node("nosuch")
+    with pytest.raises(NotFound):
+        client.delete_node("nosuch")
+    ps.registry["nodes"]["node1"] = pyslurm_node("node1")
+    with pytest.raises(SlurmError, match="Invalid Node state: BOGUS"):
+        client.update_node("node1", NodeUpdate(state="BOGUS"))
+
+    def unreachable():
+        raise RPCError(errno=1001, msg="Unable to contact slurm controller (connect failure)")
+
+    ps.Jobs.load = staticmethod(unreachable)
+    with pytest.raises(SlurmUnavailable):
+        client.list_jobs()
+    assert client.rpc_stats()["REQUEST_JOB_INFO"].errors == 1
+
+
+def test_partitions_diag_ping(client):
+    (batch,) = client.list_partitions()
+    assert batch.nodes == ("node1", "node2") and batch.priority_tier == 2
+    stats = client.diag()
+    assert stats.schedule_cycle_last == pytest.approx(0.002) and stats.bf_cycle_mean == pytest.approx(0.2)
+    assert stats.rpcs[0].mean_seconds == pytest.approx(0.00015)
+    assert client.ping() is True
+
+
+def test_the_cache_still_emits_only_real_changes(client, ps):
+    ps.registry["nodes"]["node1"] = pyslurm_node("node1")
+    ps.registry["jobs"][1] = pyslurm_job(1)
+    cache = SlurmCache(client)
+    cache.refresh()
+    events = []
+    cache.subscribe(events.append, replay=False)
+    cache.refresh()
+    assert events == []
+    ps.registry["jobs"][1] = pyslurm_job(1, state="RUNNING", allocated_nodes="node1")
+    cache.refresh()
+    assert [(e.kind, e.type, e.key) for e in events] == [("job", "changed", 1)]
+
+
+def test_text_helpers():
+    assert gres_text({"gpu": 2, "gpu:a100": {"count": 1, "indexes": "0"}}) == "gpu:2,gpu:a100:1"
+    assert gres_text(None) == "" and gres_text("gpu:1") == "gpu:1"
+    assert tres_text(None) == "" and tres_text(TrackableResources(cpu=2)) == "cpu=2"
