@@ -1,0 +1,318 @@
+"""One shared, polled picture of Slurm's nodes and jobs, with change events.
+
+Everything that needs Slurm's state reads it from here, from memory. The cache makes one
+list call per kind per interval, whatever the number of readers: a burst of pending
+Pods never becomes a burst of Slurm calls (slurm-bridge listed every job on every
+scheduling attempt, and starved). It never makes a per-item call.
+
+- Each list passes ``updated_since`` (Slurm's ``update_time``), so an idle cluster costs
+  two "no change" answers per interval. Any answer with items is a full list; it is
+  diffed against the previous one, and subscribers get one event per added, changed or
+  removed item (with the old and the new value).
+- Slurm unreachable: the error is logged once per outage, the last snapshot is kept, the
+  cache reports itself not ``fresh``, and the next interval tries again. After an outage,
+  after ``last_update`` went backwards (a restarted or failed-over slurmctld whose clock
+  is behind), and every ``resync_every`` seconds, it relists without ``updated_since``,
+  so a missed "changed" answer can never leave it wrong for good.
+- Subscribers run on the refreshing thread, one refresh at a time, in order; they must be
+  quick and must not block on the cache. An exception in one is logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Optional, Union
+
+from attrs import frozen
+
+from .client import SlurmClient, Snapshot
+from .errors import SlurmError
+from .models import Job, Node
+
+log = logging.getLogger(__name__)
+
+NODE = "node"
+JOB = "job"
+ADDED, CHANGED, REMOVED = "added", "changed", "removed"
+
+Item = Union[Node, Job]
+
+
+@frozen
+class CacheEvent:
+    kind: str  # "node" or "job"
+    type: str  # "added", "changed" or "removed"
+    key: Hashable  # node name or job id
+    old: Optional[Any]  # None when added
+    new: Optional[Any]  # None when removed
+
+
+@frozen
+class RefreshResult:
+    ok: bool
+    calls: int
+    events: int
+    seconds: float
+    error: Optional[str] = None
+
+
+@frozen
+class CacheStats:
+    refreshes: int
+    failures: int
+    calls: int
+    events: int
+    last_refresh_seconds: float
+
+
+Subscriber = Callable[[CacheEvent], None]
+
+
+def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any]) -> list[CacheEvent]:
+    """Events turning ``old`` into ``new``: added, then changed, then removed, each by key."""
+    added = [CacheEvent(kind, ADDED, k, None, v) for k, v in new.items() if k not in old]
+    changed = [CacheEvent(kind, CHANGED, k, old[k], v) for k, v in new.items() if k in old and old[k] != v]
+    removed = [CacheEvent(kind, REMOVED, k, v, None) for k, v in old.items() if k not in new]
+    return added + changed + removed
+
+
+class _Kind:
+    """The state kept for one list (nodes or jobs)."""
+
+    def __init__(self, name: str, lister: Callable[..., Snapshot], key: Callable[[Any], Hashable]):
+        self.name, self.lister, self.key = name, lister, key
+        self.items: Mapping[Hashable, Any] = MappingProxyType({})
+        self.last_update = 0
+        self.synced = False
+        self.full_next = True
+        self.last_full = -math.inf
+        self.last_ok = -math.inf
+        self.failing: Optional[str] = None
+
+
+class SlurmCache:
+    def __init__(self, client: SlurmClient, *, interval: float = 1.0, resync_every: float = 60.0,
+                 stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
+                 min_nudge_interval: float = 0.1, clock: Callable[[], float] = time.monotonic):
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.client = client
+        self.interval = interval
+        self.resync_every = resync_every
+        self.stale_after = stale_after if stale_after is not None else max(5.0, 3 * interval)
+        self.min_nudge_interval = min_nudge_interval
+        self._clock = clock
+        known = {NODE: _Kind(NODE, client.list_nodes, lambda n: n.name),
+                 JOB: _Kind(JOB, client.list_jobs, lambda j: j.id)}
+        self._kinds = [known[k] for k in kinds]
+        self._refresh_lock = threading.RLock()  # one refresh (and its dispatch) at a time
+        self._changed = threading.Condition()  # notified after every refresh
+        self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._refreshes = self._failures = self._calls = self._events = 0
+        self._last_seconds = 0.0
+
+    # -- readers --------------------------------------------------------------------------------
+    def nodes(self) -> Mapping[str, Node]:
+        return self._kind(NODE).items  # type: ignore[return-value]
+
+    def jobs(self) -> Mapping[int, Job]:
+        return self._kind(JOB).items  # type: ignore[return-value]
+
+    def node(self, name: str) -> Optional[Node]:
+        return self.nodes().get(name)
+
+    def job(self, job_id: int) -> Optional[Job]:
+        return self.jobs().get(job_id)
+
+    @property
+    def synced(self) -> bool:
+        """Every kind has been listed at least once."""
+        return all(k.synced for k in self._kinds)
+
+    @property
+    def age(self) -> float:
+        """Seconds since the oldest kind was last refreshed successfully (inf before the first)."""
+        return self._clock() - min(k.last_ok for k in self._kinds)
+
+    @property
+    def fresh(self) -> bool:
+        """Synced, the last refresh of every kind worked, and none is older than ``stale_after``."""
+        return self.synced and not any(k.failing for k in self._kinds) and self.age <= self.stale_after
+
+    @property
+    def last_error(self) -> Optional[str]:
+        return next((k.failing for k in self._kinds if k.failing), None)
+
+    def stats(self) -> CacheStats:
+        with self._changed:
+            return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds)
+
+    # -- subscribers ----------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber, *, kinds: Optional[Sequence[str]] = None,
+                  replay: bool = True) -> Callable[[], None]:
+        """Call ``callback`` for every event; with ``replay``, first an "added" for each item held now.
+
+        Returns a function that unsubscribes.
+        """
+        wanted = frozenset(kinds or (k.name for k in self._kinds))
+        entry = (callback, wanted)
+        with self._refresh_lock:  # no refresh in between: nothing missed, nothing twice
+            self._subscribers.append(entry)
+            if replay:
+                for kind in self._kinds:
+                    if kind.name in wanted:
+                        self._dispatch(diff(kind.name, {}, kind.items), only=entry)
+
+        def unsubscribe() -> None:
+            with self._refresh_lock:
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
+
+        return unsubscribe
+
+    # -- refreshing -------------------------------------------------------------------------------
+    def refresh(self) -> RefreshResult:
+        """One list call per kind, diff, publish, notify. Never raises for Slurm errors."""
+        with self._refresh_lock:
+            started = self._clock()
+            calls = events = 0
+            errors = []
+            for kind in self._kinds:
+                calls += 1
+                try:
+                    found = self._refresh_kind(kind)
+                except SlurmError as exc:
+                    errors.append(f"{kind.name}s: {exc}")
+                    self._failed(kind, exc)
+                    continue
+                events += len(found)
+                self._dispatch(found)
+            seconds = self._clock() - started
+            with self._changed:
+                self._refreshes += 1
+                self._failures += bool(errors)
+                self._calls += calls
+                self._events += events
+                self._last_seconds = seconds
+                self._changed.notify_all()
+            return RefreshResult(ok=not errors, calls=calls, events=events, seconds=seconds,
+                                 error="; ".join(errors) or None)
+
+    def _refresh_kind(self, kind: _Kind) -> list[CacheEvent]:
+        now = self._clock()
+        full = kind.full_next or not kind.synced or now - kind.last_full >= self.resync_every
+        snapshot = kind.lister(updated_since=None if full else kind.last_update or None)
+        if kind.failing:
+            log.info("Slurm %s list works again", kind.name)
+        kind.failing = None
+        kind.last_ok = self._clock()
+        if snapshot.items is None:  # nothing changed since last_update
+            return []
+        new = {kind.key(item): item for item in snapshot.items}
+        found = diff(kind.name, kind.items, new)
+        kind.items = MappingProxyType(new)
+        if snapshot.last_update and snapshot.last_update < kind.last_update:
+            log.warning("Slurm's %s last_update went backwards (%d < %d): relisting in full next time",
+                        kind.name, snapshot.last_update, kind.last_update)
+            kind.full_next = True
+        else:
+            kind.full_next = False
+        kind.last_update = snapshot.last_update
+        kind.synced = True
+        if full:
+            kind.last_full = now
+        return found
+
+    def _failed(self, kind: _Kind, exc: SlurmError) -> None:
+        if kind.failing is None:
+            log.warning("Slurm %s list failed, keeping the last snapshot (%d items): %s",
+                        kind.name, len(kind.items), exc)
+        else:
+            log.debug("Slurm %s list still failing: %s", kind.name, exc)
+        kind.failing = str(exc)
+        kind.full_next = True  # whatever happened meanwhile, start again from a full list
+
+    def _dispatch(self, events: list[CacheEvent],
+                  only: Optional[tuple[Subscriber, frozenset[str]]] = None) -> None:
+        for event in events:
+            for callback, wanted in [only] if only else list(self._subscribers):
+                if event.kind not in wanted:
+                    continue
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception("Slurm cache subscriber %r failed on %s %s %s", callback, event.kind,
+                                  event.type, event.key)
+
+    def _kind(self, name: str) -> _Kind:
+        for kind in self._kinds:
+            if kind.name == name:
+                return kind
+        raise KeyError(f"this cache does not hold {name}s")
+
+    # -- background thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="slurm-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: Optional[float] = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+    def nudge(self) -> None:
+        """Refresh within ``min_nudge_interval`` instead of at the next interval.
+
+        A burst of nudges within that window is one refresh; a nudge during a refresh
+        gets another one after it, since the state may have changed meanwhile.
+        """
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()  # nudges until now are served by this refresh
+            started = self._clock()
+            try:
+                self.refresh()
+            except Exception:  # a bug, not Slurm: keep polling anyway
+                log.exception("Slurm cache refresh crashed")
+            nudged = self._wake.wait(max(0.0, self.interval - (self._clock() - started)))
+            if nudged and not self._stop.is_set():
+                self._stop.wait(self.min_nudge_interval)  # let the rest of a burst arrive
+
+    # -- waiting ---------------------------------------------------------------------------------------
+    def wait_for_sync(self, timeout: float) -> bool:
+        return self.wait_for(lambda: self.synced, timeout)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds after some refresh. Refreshes by itself if not started."""
+        deadline = self._clock() + timeout
+        running = self._thread is not None and self._thread.is_alive()
+        last_own = -math.inf
+        while True:
+            if predicate():
+                return True
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return False
+            if running:
+                with self._changed:
+                    self._changed.wait(min(remaining, self.interval))
+                continue
+            pause = min(remaining, self.interval - (self._clock() - last_own))
+            if pause > 0:
+                time.sleep(pause)
+            last_own = self._clock()
+            self.refresh()

@@ -1,0 +1,303 @@
+import threading
+import time
+
+import pytest
+
+from sunk.slurm import SlurmCache, connect
+from sunk.slurm.cache import ADDED, CHANGED, REMOVED, CacheEvent, diff
+from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.fake import FakeSlurmrestd
+from sunk.slurm.models import Job, Node
+
+
+class ScriptedSlurm:
+    """Lists what the test put there, with Slurm's update_time rule; refuses per-item calls."""
+
+    def __init__(self):
+        self.nodes: dict[str, Node] = {}
+        self.jobs: dict[int, Job] = {}
+        self.now = 1000
+        self.changed = {"node": 0, "job": 0}
+        self.calls: list[tuple[str, object]] = []
+        self.down = False
+
+    def set_node(self, node):
+        self.nodes[node.name] = node
+        self.changed["node"] = self.now
+
+    def set_job(self, job):
+        self.jobs[job.id] = job
+        self.changed["job"] = self.now
+
+    def drop_job(self, job_id):
+        del self.jobs[job_id]
+        self.changed["job"] = self.now
+
+    def _list(self, kind, items, updated_since):
+        self.calls.append((kind, updated_since))
+        if self.down:
+            raise SlurmUnavailable("slurmrestd is down")
+        if updated_since and updated_since - 1 >= self.changed[kind]:
+            return Snapshot(items=None, last_update=updated_since)
+        return Snapshot(items=tuple(items.values()), last_update=self.now)
+
+    def list_nodes(self, *, updated_since=None):
+        return self._list("node", self.nodes, updated_since)
+
+    def list_jobs(self, *, updated_since=None):
+        return self._list("job", self.jobs, updated_since)
+
+    def __getattr__(self, name):  # get_node, get_job, ...: the cache must never need them
+        raise AssertionError(f"the cache called {name}")
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def slurm():
+    s = ScriptedSlurm()
+    s.set_node(Node(name="node1", state="IDLE"))
+    s.set_job(Job(id=1, state="PENDING"))
+    s.now += 5
+    return s
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def cache(slurm, clock):
+    return SlurmCache(slurm, interval=1.0, clock=clock)
+
+
+def record(cache, **kw):
+    events = []
+    cache.subscribe(events.append, **kw)
+    return events
+
+
+def test_diff():
+    a, b = Node(name="a"), Node(name="b", state="IDLE")
+    b2 = Node(name="b", state="IDLE+DRAIN")
+    assert diff("node", {"a": a, "b": b}, {"b": b2, "c": a}) == [
+        CacheEvent("node", ADDED, "c", None, a),
+        CacheEvent("node", CHANGED, "b", b, b2),
+        CacheEvent("node", REMOVED, "a", a, None),
+    ]
+    assert diff("node", {"b": b}, {"b": Node(name="b", state="IDLE")}) == []
+
+
+def test_first_refresh_lists_everything_and_emits_added(cache, slurm):
+    events = record(cache)
+    result = cache.refresh()
+    assert result.ok and result.calls == 2 and result.events == 2
+    assert [(e.kind, e.type, e.key) for e in events] == [("node", ADDED, "node1"), ("job", ADDED, 1)]
+    assert slurm.calls == [("node", None), ("job", None)]
+    assert cache.node("node1").state == {"IDLE"} and cache.job(1).state == "PENDING"
+    assert cache.synced and cache.fresh
+
+
+def test_unchanged_cluster_costs_one_call_per_kind_and_no_event(cache, slurm, clock):
+    cache.refresh()
+    events = record(cache, replay=False)
+    slurm.calls.clear()
+    for _ in range(5):
+        clock.t += 1
+        slurm.now += 1
+        assert cache.refresh().events == 0
+    assert events == []
+    assert len(slurm.calls) == 10
+    assert all(since == 1005 for _, since in slurm.calls)  # always update_time
+
+
+def test_one_change_is_exactly_one_event(cache, slurm):
+    cache.refresh()
+    events = record(cache, replay=False)
+    slurm.now += 1
+    old = slurm.jobs[1]
+    slurm.set_job(Job(id=1, state="RUNNING", nodes="node1"))
+    cache.refresh()
+    assert events == [CacheEvent("job", CHANGED, 1, old, slurm.jobs[1])]
+
+
+def test_removed_job(cache, slurm):
+    cache.refresh()
+    events = record(cache, replay=False)
+    slurm.now += 1
+    gone = slurm.jobs[1]
+    slurm.drop_job(1)
+    cache.refresh()
+    assert events == [CacheEvent("job", REMOVED, 1, gone, None)]
+    assert cache.job(1) is None
+
+
+def test_many_readers_make_no_calls(cache, slurm):
+    cache.refresh()
+    slurm.calls.clear()
+    for _ in range(1000):
+        assert cache.job(1) is not None and cache.node("node1") is not None
+        assert len(cache.jobs()) == 1
+    assert slurm.calls == []
+
+
+def test_outage_keeps_the_snapshot_marks_stale_then_relists_in_full(cache, slurm, clock, caplog):
+    cache.refresh()
+    slurm.down = True
+    clock.t += 1
+    result = cache.refresh()
+    assert not result.ok and "down" in result.error
+    assert cache.job(1) is not None  # last snapshot kept
+    assert not cache.fresh and cache.last_error
+    clock.t += 1
+    cache.refresh()
+    assert sum("failed, keeping the last snapshot" in r.message for r in caplog.records) == 2  # once per kind
+    slurm.down = False
+    slurm.calls.clear()
+    clock.t += 1
+    assert cache.refresh().ok
+    assert slurm.calls == [("node", None), ("job", None)]  # full relist after the outage
+    assert cache.fresh
+
+
+def test_stale_when_refreshes_stop(cache, clock):
+    cache.refresh()
+    assert cache.fresh and cache.age == 0
+    clock.t += cache.stale_after + 1
+    assert not cache.fresh
+
+
+def test_a_controller_whose_clock_is_behind_is_followed(cache, slurm, clock, caplog):
+    """After a failover to a controller with a slower clock, update_time must follow its clock."""
+    cache.refresh()
+    slurm.down = True
+    clock.t += 1
+    cache.refresh()
+    slurm.down = False
+    slurm.now -= 100  # the new controller's clock
+    clock.t += 1
+    cache.refresh()  # full relist after the outage; last_update went backwards
+    assert any("went backwards" in r.message for r in caplog.records)
+    slurm.now += 1
+    slurm.set_job(Job(id=3))
+    clock.t += 1
+    cache.refresh()
+    assert cache.job(3) is not None
+
+
+def test_periodic_resync(slurm, clock):
+    cache = SlurmCache(slurm, interval=1.0, resync_every=10, clock=clock)
+    cache.refresh()
+    slurm.calls.clear()
+    clock.t += 5
+    cache.refresh()
+    clock.t += 6
+    cache.refresh()
+    assert slurm.calls == [("node", 1005), ("job", 1005), ("node", None), ("job", None)]
+
+
+def test_subscribe_replays_current_items_and_can_unsubscribe(cache, slurm):
+    cache.refresh()
+    events = []
+    unsubscribe = cache.subscribe(events.append, kinds=["job"])
+    assert [(e.kind, e.type, e.key) for e in events] == [("job", ADDED, 1)]
+    unsubscribe()
+    slurm.now += 1
+    slurm.set_job(Job(id=9))
+    cache.refresh()
+    assert len(events) == 1
+
+
+def test_a_failing_subscriber_does_not_stop_the_others(cache):
+    def broken(_event):
+        raise RuntimeError("boom")
+
+    cache.subscribe(broken)
+    events = record(cache)
+    assert cache.refresh().ok and len(events) == 2
+
+
+def test_only_the_kinds_asked_for(slurm):
+    cache = SlurmCache(slurm, kinds=["job"])
+    cache.refresh()
+    assert [k for k, _ in slurm.calls] == ["job"]
+    with pytest.raises(KeyError):
+        cache.nodes()
+
+
+def test_background_thread_nudge_and_wait_for():
+    slurm = ScriptedSlurm()
+    cache = SlurmCache(slurm, interval=30.0, min_nudge_interval=0.01)
+    cache.start()
+    try:
+        assert cache.wait_for_sync(5)
+        calls = len(slurm.calls)
+        slurm.now += 1
+        slurm.set_job(Job(id=5))
+        cache.nudge()
+        assert cache.wait_for(lambda: cache.job(5) is not None, 5)
+        assert len(slurm.calls) == calls + 2
+    finally:
+        cache.stop()
+    assert not cache._thread.is_alive()
+
+
+def test_a_burst_of_nudges_is_one_refresh():
+    slurm = ScriptedSlurm()
+    cache = SlurmCache(slurm, interval=30.0, min_nudge_interval=0.2)
+    cache.start()
+    try:
+        assert cache.wait_for_sync(5)
+        time.sleep(0.3)
+        before = cache.stats().refreshes
+        threads = [threading.Thread(target=cache.nudge) for _ in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(0.5)
+        assert cache.stats().refreshes - before == 1
+    finally:
+        cache.stop()
+
+
+def test_wait_for_refreshes_by_itself_when_not_started(slurm):
+    cache = SlurmCache(slurm, interval=0.05)
+    slurm.now += 1
+    slurm.set_job(Job(id=3))
+    assert cache.wait_for(lambda: cache.job(3) is not None, 2)
+    assert not cache.wait_for(lambda: cache.job(4) is not None, 0.2)
+
+
+def test_end_to_end_over_rest_one_change_one_event():
+    clock = {"t": 1_800_000_000}
+    with FakeSlurmrestd(token="t", clock=lambda: clock["t"]) as fake:
+        fake.put_partition("batch", "node[1-2]", 2, 64)
+        fake.put_node("node1")
+        fake.put_node("node2")
+        fake.put_job(1, name="a")
+        clock["t"] += 5
+        cache = SlurmCache(connect("rest", url=fake.url, token="t"), interval=1.0)
+        assert cache.refresh().ok
+        events = record(cache, replay=False)
+        before = len(fake.state.requests)
+        clock["t"] += 2
+        assert cache.refresh().events == 0
+        assert len(fake.state.requests) - before == 2  # one 304 + one "no job changes"
+        fake.put_job(1, name="a", state=("RUNNING",), nodes="node2", allocation=[("node2", 1, 100)])
+        clock["t"] += 1
+        cache.refresh()
+        assert [(e.kind, e.type, e.key) for e in events] == [("job", CHANGED, 1)]
+        assert events[0].new.node_list == ("node2",)
+        fake.put_node("node2", state=("IDLE", "DRAIN"), reason="r")
+        clock["t"] += 1
+        cache.refresh()
+        assert [(e.kind, e.type, e.key) for e in events[1:]] == [("node", CHANGED, "node2")]
