@@ -1,0 +1,234 @@
+"""Pod -> placeholder job: every annotation, every validation rule, quantities, identity."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sunk import names
+from sunk.translate.podjob import PlaceholderIdentity, constraint, gpu_features, pod_to_job, validate_pod
+from sunk.translate.quantity import cpus, megabytes, parse_quantity
+
+KILL_WAIT = 30
+
+
+def make_pod(annotations=None, cpu="1", memory="1Gi", gpus=None, grace=5, init=None, affinity=None):
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory), ("nvidia.com/gpu", gpus)) if v is not None}
+    spec = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    if init:
+        spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": affinity}}}
+    return {"metadata": {"name": "web", "namespace": "team", "uid": "uid-123", "annotations": annotations or {}},
+            "spec": spec}
+
+
+def job(**kwargs):
+    return pod_to_job(make_pod(**kwargs), script="#!/bin/bash\n", kill_wait_seconds=KILL_WAIT)
+
+
+# -- quantities ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "value"), [
+    ("1", Decimal(1)), ("500m", Decimal("0.5")), ("1.5", Decimal("1.5")), ("128Mi", Decimal(128 * 2**20)),
+    ("1G", Decimal(10**9)), ("1e3", Decimal(1000)), ("960Gi", Decimal(960 * 2**30)), ("2k", Decimal(2000)),
+    (".5", Decimal("0.5")), (3, Decimal(3)),
+])
+def test_quantities_parse_exactly(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "-1", "1Zi", "m"])
+def test_bad_quantities_are_refused(text):
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity(text)
+
+
+@given(st.integers(min_value=1, max_value=10**6))
+def test_millicores_round_up_to_whole_cpus(milli):
+    assert cpus(parse_quantity(f"{milli}m")) == -(-milli // 1000)
+
+
+@given(st.integers(min_value=1, max_value=2**45))
+def test_memory_rounds_up_to_mebibytes(nbytes):
+    mb = megabytes(parse_quantity(str(nbytes)))
+    assert (mb - 1) * 2**20 < nbytes <= mb * 2**20
+
+
+# -- validation: each rule ----------------------------------------------------------------------------
+@pytest.mark.parametrize("key", [names.ANN_PRIORITY, names.ANN_USER_ID, names.ANN_GROUP_ID, names.ANN_TIMEOUT])
+@pytest.mark.parametrize("value", ["high", "1.5", "", "12abc"])
+def test_integer_annotations_must_be_integers(key, value):
+    problems = validate_pod(make_pod(annotations={key: value}), KILL_WAIT)
+    assert [p.field for p in problems] == [key]
+    assert "must be an integer" in problems[0].message
+
+
+@pytest.mark.parametrize("value", ["none", "ok", "user", "mcs", "topo", "true", "false", "TRUE", " user "])
+def test_known_exclusive_modes_pass(value):
+    assert validate_pod(make_pod(annotations={names.ANN_EXCLUSIVE: value}), KILL_WAIT) == []
+
+
+@pytest.mark.parametrize("value", ["yes", "exclusive", "", "1"])
+def test_unknown_exclusive_modes_fail(value):
+    problems = validate_pod(make_pod(annotations={names.ANN_EXCLUSIVE: value}), KILL_WAIT)
+    assert [p.field for p in problems] == [names.ANN_EXCLUSIVE]
+
+
+@pytest.mark.parametrize("key", [names.ANN_EXCLUDED_NODES, names.ANN_REQUIRED_NODES])
+@pytest.mark.parametrize("value", ["", ",", "node 1", "-node"])
+def test_node_lists_must_be_node_names(key, value):
+    assert [p.field for p in validate_pod(make_pod(annotations={key: value}), KILL_WAIT)] == [key]
+
+
+@pytest.mark.parametrize(("cpu", "memory", "bad"), [
+    (None, "1Gi", "cpu"), ("0", "1Gi", "cpu"), ("1", None, "memory"), ("1", "0", "memory"), (None, None, "cpu"),
+])
+def test_cpu_and_memory_requests_must_be_non_zero(cpu, memory, bad):
+    fields = [p.field for p in validate_pod(make_pod(cpu=cpu, memory=memory), KILL_WAIT)]
+    assert f"resources.requests.{bad}" in fields
+
+
+def test_a_garbage_quantity_is_a_validation_error_not_a_crash():
+    problems = validate_pod(make_pod(cpu="lots"), KILL_WAIT)
+    assert "not a Kubernetes quantity" in problems[0].message
+
+
+@pytest.mark.parametrize(("grace", "ok"), [(24, True), (25, False), (5, True), (None, False), (0, True)])
+def test_grace_period_must_be_less_than_kill_wait_minus_5s(grace, ok):
+    """The default grace period (absent: 30 s) is too long for KillWait=30."""
+    problems = validate_pod(make_pod(grace=grace), KILL_WAIT)
+    assert (problems == []) is ok
+    if not ok:
+        assert problems[0].field == "spec.terminationGracePeriodSeconds"
+
+
+def test_all_problems_are_reported_at_once():
+    pod = make_pod(annotations={names.ANN_PRIORITY: "x", names.ANN_EXCLUSIVE: "y"}, cpu=None, grace=60)
+    assert len(validate_pod(pod, KILL_WAIT)) == 4
+
+
+def test_pod_to_job_refuses_an_invalid_pod():
+    with pytest.raises(ValueError, match="priority"):
+        job(annotations={names.ANN_PRIORITY: "x"})
+
+
+# -- translation: every annotation ----------------------------------------------------------------------
+def test_every_annotation_is_honoured():
+    request = job(annotations={
+        names.ANN_ACCOUNT: "research", names.ANN_COMMENT: "A Kubernetes job", names.ANN_CONSTRAINTS: "ib",
+        names.ANN_EXCLUSIVE: "user", names.ANN_EXCLUDED_NODES: "a100-092-01,a100-092-02",
+        names.ANN_REQUIRED_NODES: "a100-092-04", names.ANN_PARTITION: "gpu", names.ANN_PREFER: "fast",
+        names.ANN_PRIORITY: "100", names.ANN_QOS: "high", names.ANN_RESERVATION: "test",
+        names.ANN_USER_ID: "1001", names.ANN_GROUP_ID: "1002", names.ANN_CURRENT_WORKING_DIR: "/path/to/use",
+        names.ANN_TIMEOUT: "123",
+    })
+    assert (request.account, request.comment, request.constraints) == ("research", "A Kubernetes job", "ib")
+    assert request.shared == "user"
+    assert request.excluded_nodes == ("a100-092-01", "a100-092-02")
+    assert request.required_nodes == ("a100-092-04",)
+    assert (request.partition, request.prefer, request.priority, request.qos) == ("gpu", "fast", 100, "high")
+    assert request.reservation == "test"
+    assert (request.user_id, request.group_id) == (1001, 1002)
+    assert request.working_directory == "/path/to/use"
+    assert request.time_limit == 3  # 123 s -> 3 minutes, rounded up
+    assert request.requeue is False
+
+
+def test_defaults_are_root_and_no_limits():
+    request = job()
+    assert (request.user_id, request.group_id) == (0, 0)
+    assert request.time_limit is None and request.shared is None and request.partition is None
+    assert request.working_directory == "/tmp"
+
+
+def test_user_id_without_group_id_sets_the_group_to_the_user():
+    request = job(annotations={names.ANN_USER_ID: "1001"})
+    assert (request.user_id, request.group_id) == (1001, 1001)
+
+
+@pytest.mark.parametrize(("value", "shared"), [("none", "none"), ("ok", "oversubscribe"), ("user", "user"),
+                                                ("mcs", "mcs"), ("topo", "topo"), ("true", "none"),
+                                                ("false", None)])
+def test_exclusive_maps_onto_slurm_shared(value, shared):
+    assert job(annotations={names.ANN_EXCLUSIVE: value}).shared == shared
+
+
+def test_resources_become_cpus_megabytes_and_gpus():
+    request = job(cpu="1500m", memory="1500Mi", gpus="4")
+    assert (request.cpus_per_task, request.memory_per_node, request.gpus_per_node) == (2, 1500, 4)
+    assert request.tres_per_node == "gres/gpu:4"
+
+
+def test_init_containers_count_as_kube_scheduler_counts_them():
+    request = job(cpu="1", memory="1Gi", init={"cpu": "3", "memory": "512Mi"})
+    assert (request.cpus_per_task, request.memory_per_node) == (3, 1024)
+
+
+def test_hostlist_ranges_survive_the_comma_split():
+    assert job(annotations={names.ANN_EXCLUDED_NODES: "node[1,3],node5"}).excluded_nodes == ("node[1,3]", "node5")
+
+
+# -- GPU class affinity -> constraint ------------------------------------------------------------------
+def term(*expressions):
+    return {"matchExpressions": list(expressions)}
+
+
+def expr(key, operator, *values):
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+@pytest.mark.parametrize(("terms", "features"), [
+    ([term(expr("gpu.nvidia.com/class", "In", "A100_PCIE_80GB"))], ("A100_PCIE_80GB",)),
+    ([term(expr("gpu.nvidia.com/model", "In", "H100", "A100"))], ("H100", "A100")),
+    ([term(expr("gpu.nvidia.com/class", "NotIn", "A100"))], ()),
+    ([term(expr("kubernetes.io/hostname", "In", "x"))], ()),
+    ([term(expr("gpu.nvidia.com/class", "In", "A")), term(expr("gpu.nvidia.com/class", "In", "B"))], ()),
+])
+def test_gpu_affinity_features(terms, features):
+    assert gpu_features(make_pod(affinity=terms)) == features
+
+
+@pytest.mark.parametrize(("annotation", "features", "expected"), [
+    (None, (), None), ("ib", (), "ib"), (None, ("H100",), "H100"), ("ib", ("H100",), "ib&H100"),
+    (None, ("H100", "A100"), "[H100|A100]"), ("ib|eth", ("H100",), "(ib|eth)&H100"),
+])
+def test_constraint_combination(annotation, features, expected):
+    assert constraint(annotation, features) == expected
+
+
+def test_affinity_constraint_reaches_the_job():
+    request = job(annotations={names.ANN_CONSTRAINTS: "ib"},
+                  affinity=[term(expr("gpu.nvidia.com/class", "In", "A100_PCIE_80GB"))])
+    assert request.constraints == "ib&A100_PCIE_80GB"
+
+
+def test_a_feature_slurm_cannot_take_is_a_validation_error():
+    problems = validate_pod(make_pod(affinity=[term(expr("gpu.nvidia.com/class", "In", "bad name"))]), KILL_WAIT)
+    assert problems and problems[0].field == "spec.affinity.nodeAffinity"
+
+
+# -- identity in Extra ----------------------------------------------------------------------------------
+_token = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
+
+
+@given(_token, _token, _token, st.booleans())
+def test_identity_round_trips_with_and_without_the_started_marker(uid, namespace, name, started):
+    identity = PlaceholderIdentity(uid=uid, namespace=namespace, name=name)
+    text = identity.encode() + (names.STARTED_MARKER if started else "")
+    assert PlaceholderIdentity.parse(text) == PlaceholderIdentity(uid, namespace, name, started)
+
+
+@pytest.mark.parametrize("extra", ["", "hello", '{"a": 1}', "sunk-pod=x", "sunk-pod=a ns=b", ": started"])
+def test_other_jobs_are_not_placeholders(extra):
+    assert PlaceholderIdentity.parse(extra) is None
+
+
+def test_the_job_carries_the_pods_identity():
+    assert PlaceholderIdentity.parse(job().extra) == PlaceholderIdentity("uid-123", "team", "web")
+    assert job().name == "k8s:team/web"
