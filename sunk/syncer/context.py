@@ -1,0 +1,111 @@
+"""What the Syncer shares with the code that runs inside it: its caches, clients and queue.
+
+Why a context object: the Syncer's core (state sync) and its plugins (node locking with
+the hook API) run in one process over the same informers and the same Slurm cache, so a
+plugin never lists Pods or Slurm nodes a second time. A plugin is told about the process
+through ``SyncerContext`` and answers with ``PluginParts``; the CLI does the assembling.
+
+Keys: everything in the Syncer is keyed by the Slurm node name. A slurmd Pod names its
+Slurm node by ``spec.hostname`` (as slurmd registers with its hostname), or by its own
+name when no hostname is set, which is how the dev cluster names them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from flask import Blueprint
+    from kubernetes.client import ApiClient
+
+    from sunk.controller.manager import Manager, Runnable
+    from sunk.controller.runtime import Controller
+    from sunk.kube.events import EventRecorder
+    from sunk.kube.informer import Informer
+    from sunk.slurm.cache import SlurmCache
+    from sunk.slurm.client import SlurmClient
+
+Obj = dict[str, Any]
+
+# Index names the Syncer registers; plugins may query them.
+INDEX_SLURM_NODE = "slurm-node"  # slurmd Pods by Slurm node name
+INDEX_NODE = "node"  # Pods by spec.nodeName, on both Pod informers
+
+
+def slurm_node_name(pod: Obj) -> str:
+    """The Slurm node a slurmd Pod runs: its hostname, else its name."""
+    return str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
+
+
+def index_slurm_node(pod: Obj) -> list[str]:
+    return [slurm_node_name(pod)]
+
+
+@attrs.frozen
+class SyncerContext:
+    """The running Syncer, as its reconcilers and plugins see it. Read from caches; write through ``api``/``slurm``."""
+
+    api: ApiClient
+    slurm: SlurmClient
+    slurm_cache: SlurmCache
+    slurmd_pods: Informer  # slurmd Pods: --watch-namespace + --slurmd-selector; index INDEX_SLURM_NODE, INDEX_NODE
+    nodes: Informer  # Kubernetes Nodes, cluster-wide
+    all_pods: Informer  # every Pod cluster-wide; index INDEX_NODE (spec.nodeName)
+    recorder: EventRecorder
+    args: argparse.Namespace
+    enqueue_node: Callable[[str], None]  # wake the Syncer's reconcilers for one Slurm node
+    manager: Manager | None = None  # for add_ready_check / is_leader; None in unit tests
+
+    # ---- lookups, all from memory -------------------------------------------------------
+
+    def pod_for(self, slurm_node: str) -> Obj | None:
+        """The slurmd Pod of ``slurm_node`` (the newest, if a replacement overlaps the old one)."""
+        pods = self.slurmd_pods.by_index(INDEX_SLURM_NODE, slurm_node)
+        if not pods:
+            return None
+        return max(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
+
+    def k8s_node_for(self, slurm_node: str) -> Obj | None:
+        """The Kubernetes Node the slurmd Pod of ``slurm_node`` is bound to."""
+        pod = self.pod_for(slurm_node)
+        node_name = (pod or {}).get("spec", {}).get("nodeName")
+        return self.nodes.get(node_name) if node_name else None
+
+    def slurm_nodes_on(self, k8s_node: str) -> list[str]:
+        """Slurm node names whose slurmd Pods are bound to the Kubernetes Node ``k8s_node``."""
+        return sorted({slurm_node_name(p) for p in self.slurmd_pods.by_index(INDEX_NODE, k8s_node)})
+
+    def is_leader(self) -> bool:
+        return self.manager.is_leader() if self.manager is not None else True
+
+
+@attrs.frozen
+class PluginParts:
+    """What a plugin adds to the Syncer process.
+
+    - ``controllers`` run only on the leader, after every informer and the Slurm cache synced;
+    - ``blueprint`` is mounted on the hook API app, served by every replica;
+    - ``runnables`` start on every replica (``needs_leader=False``) or only the leader.
+    """
+
+    controllers: Sequence[Controller] = ()
+    blueprint: Blueprint | None = None
+    runnables: Sequence[tuple[Runnable, bool]] = ()  # (runnable, needs_leader)
+
+
+class Plugin(Protocol):
+    """A Syncer extension, found as ``PLUGIN`` in a module the CLI imports (e.g. ``sunk.locking.plugin``)."""
+
+    name: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the plugin's flags; called before parsing. A flag may redefine a core one."""
+        ...
+
+    def install(self, ctx: SyncerContext) -> PluginParts:
+        """Build the plugin's parts from the running Syncer; called once, after parsing."""
+        ...
