@@ -1,0 +1,102 @@
+"""The Syncer's hook API as a flask Blueprint (mounted on the syncer's gunicorn-served app).
+
+    POST /api/v1/nodes/<node>/pre-hook   {"job_id": 7, "strict": false, "job_extra": "", "timeout": 90}
+         lock the node for the job; blocks until locked (200) or the timeout (504)
+    POST /api/v1/nodes/<node>/post-hook  {"job_id": 7}
+         the job ended on the node: unlock if nothing else runs there (202)
+    POST /api/v1/nodes/<node>/reboot     {"message": "..."} (optional body)
+         set the reboot condition on the node's Kubernetes Node (200; 403 without node permissions)
+    GET  /healthz                         200 once the service can answer, else 503 (no token needed)
+
+Every /api call needs ``Authorization: Bearer <token>`` (the token file's content); without
+it, 401. Every error is JSON: ``{"error": ..., ...}``. ``<node>`` is the Slurm node name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from .auth import TokenFile, TokenUnavailable, bearer
+from .protocol import (
+    Body,
+    HookError,
+    HookService,
+    check_node,
+    parse_post_hook,
+    parse_pre_hook,
+    parse_reboot,
+)
+
+log = logging.getLogger(__name__)
+PREFIX = "/api/v1/nodes"
+
+
+def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk_hooks") -> Blueprint:
+    bp = Blueprint(name, __name__)
+
+    def handle(parse: Callable[[Any], Any], call: Callable[[str, Any], Body], node: str, ok: int) -> Response:
+        try:
+            authenticate(token)
+            check_node(node)
+            req = parse(_json_body())
+            result = call(node, req)
+        except HookError as exc:
+            return error_response(exc)
+        resp = jsonify(result)
+        resp.status_code = ok
+        return resp
+
+    @bp.post(f"{PREFIX}/<node>/pre-hook")
+    def pre_hook(node: str) -> Response:
+        return handle(parse_pre_hook, service.pre_hook, node, 200)
+
+    @bp.post(f"{PREFIX}/<node>/post-hook")
+    def post_hook(node: str) -> Response:
+        return handle(parse_post_hook, service.post_hook, node, 202)
+
+    @bp.post(f"{PREFIX}/<node>/reboot")
+    def reboot(node: str) -> Response:
+        return handle(parse_reboot, service.reboot, node, 200)
+
+    @bp.get("/healthz")
+    def healthz() -> Response:
+        ready = service.ready()
+        resp = jsonify({"ok": ready})
+        resp.status_code = 200 if ready else 503
+        return resp
+
+    return bp
+
+
+def authenticate(token: TokenFile) -> None:
+    presented = bearer(request.headers.get("Authorization"))
+    if presented is None:
+        raise HookError(401, "missing bearer token (Authorization: Bearer <token>)")
+    try:
+        ok = token.matches(presented)
+    except TokenUnavailable as exc:
+        log.error("hook API token unavailable: %s", exc)
+        raise HookError(503, "the hook API's token is not configured on the server") from None
+    if not ok:
+        raise HookError(401, "wrong bearer token")
+
+
+def _json_body() -> Any:
+    if not request.get_data(cache=True):
+        return None
+    body = request.get_json(force=True, silent=True)
+    if body is None:
+        raise HookError(400, "the body is not valid JSON")
+    return body
+
+
+def error_response(exc: HookError) -> Response:
+    resp = jsonify(exc.body())
+    resp.status_code = exc.status
+    if exc.status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="sunk-syncer hooks"'
+    return resp

@@ -1,0 +1,170 @@
+"""The hook API's HTTP contract: authentication, body validation, JSON errors, statuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from sunk.hooks.api import hooks_blueprint
+from sunk.hooks.app import create_app
+from sunk.hooks.auth import TokenFile
+from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
+
+TOKEN = "s3cret-token-0123456789"
+
+
+class FakeService:
+    def __init__(self):
+        self.calls: list[tuple[str, str, object]] = []
+        self.is_ready = True
+        self.fail: HookError | None = None
+
+    def _call(self, name, node, request):
+        self.calls.append((name, node, request))
+        if self.fail:
+            raise self.fail
+        return {"node": node, "called": name}
+
+    def pre_hook(self, node: str, request: PreHook):
+        return self._call("pre", node, request)
+
+    def post_hook(self, node: str, request: PostHook):
+        return self._call("post", node, request)
+
+    def reboot(self, node: str, request: Reboot):
+        return self._call("reboot", node, request)
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    return path
+
+
+@pytest.fixture
+def service():
+    return FakeService()
+
+
+@pytest.fixture
+def client(service, token_file):
+    app = create_app(hooks_blueprint(service, TokenFile(token_file)))
+    return app.test_client()
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize("path", ["pre-hook", "post-hook", "reboot"])
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"},
+                                     {"Authorization": "Bearer "}])
+def test_every_api_endpoint_needs_the_token(client, service, path, headers):
+    resp = client.post(f"/api/v1/nodes/node1/{path}", json={"job_id": 1}, headers=headers)
+    assert resp.status_code == 401
+    assert resp.is_json and "token" in resp.get_json()["error"]
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert service.calls == []
+
+
+def test_pre_hook_passes_the_validated_request(client, service):
+    body = {"job_id": 42, "strict": True, "job_extra": "x", "timeout": 12.5, "unknown": "ignored"}
+    resp = client.post("/api/v1/nodes/node3/pre-hook", json=body, headers=auth())
+    assert resp.status_code == 200, resp.get_json()
+    assert resp.get_json() == {"node": "node3", "called": "pre"}
+    assert service.calls == [("pre", "node3", PreHook(job_id=42, strict=True, job_extra="x", timeout=12.5))]
+
+
+def test_pre_hook_defaults_and_quoted_job_id(client, service):
+    resp = client.post("/api/v1/nodes/node3/pre-hook", json={"job_id": "7"}, headers=auth())
+    assert resp.status_code == 200
+    assert service.calls[-1][2] == PreHook(job_id=7, strict=False, job_extra="", timeout=None)
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({}, "job_id"),
+    ({"job_id": 0}, "job_id"),
+    ({"job_id": -3}, "job_id"),
+    ({"job_id": True}, "job_id"),
+    ({"job_id": "abc"}, "job_id"),
+    ({"job_id": 1.5}, "job_id"),
+    ({"job_id": 1, "strict": "yes"}, "strict"),
+    ({"job_id": 1, "timeout": "10"}, "timeout"),
+    ({"job_id": 1, "timeout": 0}, "timeout"),
+    ({"job_id": 1, "timeout": -1}, "timeout"),
+    ({"job_id": 1, "timeout": True}, "timeout"),
+    ({"job_id": 1, "job_extra": 5}, "job_extra"),
+    ([1, 2], "JSON object"),
+    ("job 1", "JSON object"),
+])
+def test_bad_pre_hook_bodies_get_400_json(client, service, body, fragment):
+    resp = client.post("/api/v1/nodes/node1/pre-hook", json=body, headers=auth())
+    assert resp.status_code == 400
+    assert fragment in resp.get_json()["error"]
+    assert service.calls == []
+
+
+def test_not_json_and_empty_bodies(client, service):
+    resp = client.post("/api/v1/nodes/node1/pre-hook", data="{job_id: 1", headers=auth())
+    assert resp.status_code == 400 and "not valid JSON" in resp.get_json()["error"]
+    resp = client.post("/api/v1/nodes/node1/pre-hook", headers=auth())
+    assert resp.status_code == 400 and "JSON object" in resp.get_json()["error"]
+    # reboot's body is optional
+    resp = client.post("/api/v1/nodes/node1/reboot", headers=auth())
+    assert resp.status_code == 200
+    assert service.calls == [("reboot", "node1", Reboot(message=""))]
+
+
+def test_bad_node_name_is_400(client, service):
+    resp = client.post("/api/v1/nodes/..evil/pre-hook", json={"job_id": 1}, headers=auth())
+    assert resp.status_code == 400 and "node name" in resp.get_json()["error"]
+    assert service.calls == []
+
+
+def test_service_errors_become_their_status_with_json_and_reason(client, service):
+    service.fail = HookError(504, "not locked", reason="lock timeout after 5s: 1 Pod(s)", state="pending",
+                             blocking_pods=[{"pod": "ns/p"}])
+    resp = client.post("/api/v1/nodes/node1/pre-hook", json={"job_id": 1}, headers=auth())
+    assert resp.status_code == 504
+    assert resp.get_json() == {"error": "not locked", "reason": "lock timeout after 5s: 1 Pod(s)", "state": "pending",
+                               "blocking_pods": [{"pod": "ns/p"}]}
+
+
+def test_post_hook_is_202_and_reboot_message_is_bounded(client, service):
+    resp = client.post("/api/v1/nodes/node2/post-hook", json={"job_id": 9}, headers=auth())
+    assert resp.status_code == 202
+    assert service.calls[-1] == ("post", "node2", PostHook(job_id=9))
+    resp = client.post("/api/v1/nodes/node2/reboot", json={"message": "x" * 2000}, headers=auth())
+    assert resp.status_code == 400 and "message" in resp.get_json()["error"]
+
+
+def test_healthz_needs_no_token_and_follows_readiness(client, service):
+    assert client.get("/healthz").status_code == 200
+    service.is_ready = False
+    resp = client.get("/healthz")
+    assert resp.status_code == 503 and resp.get_json() == {"ok": False}
+
+
+def test_routing_errors_are_json(client):
+    resp = client.get("/api/v1/nodes/node1/pre-hook", headers=auth())
+    assert resp.status_code == 405 and resp.is_json
+    resp = client.post("/api/v1/nodes/node1/nothing", headers=auth())
+    assert resp.status_code == 404 and resp.is_json
+
+
+def test_token_rotation_is_picked_up_and_missing_file_fails_closed(client, service, token_file):
+    token_file.write_text("rotated-token-abcdef\n")
+    assert client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth()).status_code == 401
+    assert client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1},
+                       headers=auth("rotated-token-abcdef")).status_code == 202
+    token_file.unlink()
+    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("rotated-token-abcdef"))
+    assert resp.status_code == 503 and resp.is_json
+    token_file.write_text("")
+    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth(""))
+    assert resp.status_code == 401  # no token presented at all
+    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("anything"))
+    assert resp.status_code == 503  # an empty token file authenticates nobody
