@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
         f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
         f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}", f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
-        f"--hook-secret-file={secret_file(tmp, 'hook.secret')}",
+        f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
         f"--leader-election-namespace={namespace}", "--zap-log-level=info",

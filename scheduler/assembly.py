@@ -36,9 +36,18 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def parse_identity(extra: str) -> Optional[tuple[str, bool]]:
-    identity = PlaceholderIdentity.parse(extra or "")
-    return None if identity is None else (identity.uid, identity.started)
+def identity_parser(config: SchedulerConfig) -> Callable[[str], Optional[tuple[str, bool]]]:
+    """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge."""
+
+    def parse(extra: str) -> Optional[tuple[str, bool]]:
+        identity = PlaceholderIdentity.parse(extra or "")
+        if identity is None or identity.scheduler != config.scheduler_name:
+            return None
+        if config.namespaces and identity.namespace not in config.namespaces:
+            return None
+        return identity.uid, identity.started
+
+    return parse
 
 
 @attrs.define
@@ -47,6 +56,7 @@ class Assembly:
     scheduler: PodScheduler
     controller: Controller
     gone: PodGone
+    parse: Callable[[str], Optional[tuple[str, bool]]]
 
     def hooks_app(self) -> Any:
         return create_hooks_app(self.hooks_blueprint())
@@ -56,7 +66,7 @@ class Assembly:
         return hooks_blueprint(
             secret=self.scheduler.config.hook_secret,
             jobs=index,
-            parse_uid=lambda extra: (parse_identity(extra) or (None, False))[0],
+            parse_uid=lambda extra: (self.parse(extra) or (None, False))[0],
             pod_by_uid=self.scheduler.pods.by_uid,
             delete_pod=self._delete_for_hook,
             slurm=self.scheduler.slurm,
@@ -86,11 +96,13 @@ def assemble(
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
-    index = JobIndex(parse_identity)
+    parse = identity_parser(config)
+    index = JobIndex(parse)
     pod_index = PodIndex(pods)
     recorder = EventRecorder(api, component=name)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
-                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind)
+                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind,
+                             nudge=slurm_cache.nudge)
     controller = Controller(name, scheduler, workers=workers)
     gone = PodGone(pod_index.by_uid)
 
@@ -104,11 +116,13 @@ def assemble(
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
-    manager.add_runnable(slurm_cache)
-    manager.add_ready_check("slurm-cache", lambda: bool(getattr(slurm_cache, "fresh", True)))
+    # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
+    # empty cache would submit a second job for every Pod after a restart.
+    manager.add_informer(SyncedCache(slurm_cache))
+    manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
     manager.add_runnable(Sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
-    return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone)
+    return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
 
 
 def _enqueue_unbound(pods: Any, controller: Controller) -> None:
@@ -131,6 +145,25 @@ def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None])
             enqueue(uid)
 
     cache.subscribe(on_event)
+
+
+class SyncedCache:
+    """The Slurm cache seen as an informer by the Manager (start, stop, has_synced)."""
+
+    def __init__(self, cache: Any):
+        self.cache = cache
+
+    def start(self) -> None:
+        self.cache.start()
+
+    def stop(self, timeout: Optional[float] = 5.0) -> None:
+        self.cache.stop(timeout)
+
+    def has_synced(self) -> bool:
+        return bool(self.cache.synced)
+
+    def wait_for_sync(self, timeout: Optional[float] = None) -> bool:
+        return bool(self.cache.wait_for_sync(timeout if timeout is not None else 3600.0))
 
 
 class Sweeper:
@@ -169,4 +202,4 @@ def exit_when_done(manager: Manager) -> None:
     threading.Thread(target=watch, name="exit-watch", daemon=True).start()
 
 
-__all__ = ["Assembly", "Result", "assemble", "exit_when_done", "parse_identity"]
+__all__ = ["Assembly", "Result", "assemble", "exit_when_done", "identity_parser"]

@@ -100,8 +100,9 @@ def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional
 
     config = config_from(args)
     api = load_api_client(args.kubeconfig)
-    slurm = connect("rest", url=args.slurm_api_base, token=args.slurm_auth_token,
-                    token_file=args.slurm_auth_token_file, user=args.slurm_user)
+    slurm = connect("rest", url=args.slurm_api_base, user=args.slurm_user,
+                    **({"token_file": args.slurm_auth_token_file} if args.slurm_auth_token_file
+                       else {"token": args.slurm_auth_token}))
     cache = SlurmCache(slurm, interval=args.slurm_poll_interval)
     election = None
     if args.leader_elect:

@@ -8,7 +8,9 @@ Rules worth stating:
 - A bound Pod's job is cancelled only once the Pod is gone, never while it is still
   terminating: Slurm must not hand the node to another job while containers still run
   (a peer cancelled early, and another job landed on a busy node).
-- A job that ends for any reason deletes its Pod, bound or not, with the reason.
+- A job that ends for any reason deletes its Pod, bound or not, with the reason; except a
+  job Slurm failed before the Pod was ever bound (it cannot run as asked): that Pod stays,
+  marked Unschedulable, so its owner does not recreate it in a loop.
 - Never two jobs for one Pod: a submission is remembered (``expected_job_id``) until the
   Slurm cache shows it, and on restart the cache is complete before anything is decided.
 """
@@ -58,6 +60,17 @@ class Waiting:
 
 
 @frozen
+class Unschedulable:
+    """Slurm will not run this Pod as written: say so on the Pod, keep it, do not resubmit.
+
+    kube-scheduler's convention (PodScheduled=False, reason Unschedulable): a Pod whose
+    owner would recreate it must not be deleted in a loop.
+    """
+
+    message: str
+
+
+@frozen
 class DeletePod:
     reason: str  # short CamelCase, for the Event
     message: str
@@ -69,7 +82,7 @@ class CancelJobs:
     message: str
 
 
-Action = Union[Nothing, Submit, Invalid, Bind, Waiting, DeletePod, CancelJobs]
+Action = Union[Nothing, Submit, Invalid, Bind, Waiting, Unschedulable, DeletePod, CancelJobs]
 
 
 @frozen
@@ -89,6 +102,7 @@ def decide(
     *,
     expected_job_id: Optional[int] = None,
     recorded_job_id: Optional[int] = None,
+    refused: Optional[str] = None,
     node_of: Mapping[str, str] = {},
     started: Mapping[int, bool] = {},
 ) -> Action:
@@ -96,6 +110,7 @@ def decide(
 
     ``expected_job_id`` is a submission this process made that the cache may not show yet;
     ``recorded_job_id`` is the job id annotated on the Pod (it survives restarts).
+    ``refused`` is Slurm's answer to a submission it refused, while that is remembered.
     ``node_of`` maps Slurm node name -> Kubernetes Node (through the slurmd Pods).
     ``started[job_id]`` says whether the placeholder script has marked the job started.
     """
@@ -131,8 +146,13 @@ def decide(
     if job is None:
         if expected_job_id is not None and not any(j.id == expected_job_id for j in jobs):
             return Waiting(expected_job_id, "submitted; waiting for Slurm to report the job")
+        if jobs and max(jobs, key=lambda j: j.id).state == "FAILED":
+            last = max(jobs, key=lambda j: j.id)
+            return Unschedulable(f"Slurm failed job {last.id} before it started: {last.state_reason or 'no reason'}")
         if jobs or recorded_job_id is not None:
             return DeletePod(*_ended(jobs, recorded_job_id))
+        if refused is not None:
+            return Unschedulable(refused)
         return Submit()
     if job.state != "RUNNING":
         return Waiting(job.id, job.state_reason or job.state)

@@ -2,7 +2,8 @@
 
 It also remembers submissions the cache has not shown yet ("expectations", as
 controller-runtime calls them), so a Pod reconciled twice between two cache refreshes
-is never submitted twice.
+is never submitted twice; and submissions Slurm refused, so a refused Pod is not
+resubmitted on its next update (the refusal expires after ``expectation_ttl``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class JobIndex:
         self._uid_of: dict[int, str] = {}
         self._started: dict[int, bool] = {}
         self._expected: dict[str, tuple[int, float]] = {}
+        self._refused: dict[str, tuple[str, float]] = {}
 
     def replace_all(self, jobs: Iterable[Job]) -> None:
         with self._lock:
@@ -77,9 +79,25 @@ class JobIndex:
                 return None
             return job_id
 
+    def refuse(self, uid: str, message: str) -> None:
+        """Slurm refused this Pod's job: do not submit again before the refusal expires."""
+        with self._lock:
+            self._refused[uid] = (message, time.monotonic())
+
+    def refused(self, uid: str) -> Optional[str]:
+        with self._lock:
+            entry = self._refused.get(uid)
+            if entry is None:
+                return None
+            if time.monotonic() - entry[1] > self._ttl:
+                del self._refused[uid]
+                return None
+            return entry[0]
+
     def forget(self, uid: str) -> None:
         with self._lock:
             self._expected.pop(uid, None)
+            self._refused.pop(uid, None)
 
     def _put(self, job: Job) -> Optional[str]:
         parsed = self._parse(job.extra)

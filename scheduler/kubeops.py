@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kube
+from sunk.kube.patch import set_pod_conditions
 from sunk.kube.resources import Resource
 
 PODS = Resource("", "v1", "pods", kind="Pod")
@@ -34,6 +35,12 @@ def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) ->
 def annotate(api: ApiClient, pod: Obj, annotations: Mapping[str, str]) -> None:
     meta = pod["metadata"]
     kube.patch(api, PODS, meta["name"], {"metadata": {"annotations": dict(annotations)}}, meta["namespace"])
+
+
+def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:
+    """PodScheduled=False/Unschedulable with the reason, as kube-scheduler reports it; only on change."""
+    return bool(set_pod_conditions(api, pod, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                               "message": message}]))
 
 
 def delete_pod(api: ApiClient, pod: Obj) -> bool:

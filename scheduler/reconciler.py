@@ -21,12 +21,24 @@ from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.errors import NotFound, SlurmError
+from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
 from sunk.translate import podjob
 
 from . import kubeops
 from .config import SchedulerConfig
-from .decide import Action, Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
+from .decide import (
+    Action,
+    Bind,
+    CancelJobs,
+    DeletePod,
+    Invalid,
+    Nothing,
+    PodFacts,
+    Submit,
+    Unschedulable,
+    Waiting,
+    decide,
+)
 from .jobindex import JobIndex
 from .tokens import hook_token
 
@@ -95,6 +107,7 @@ class PodScheduler:
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
     bind_latency: Optional[Callable[[float], None]] = None
+    nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
@@ -116,6 +129,7 @@ class PodScheduler:
             jobs,
             expected_job_id=self.jobs.expected(uid),
             recorded_job_id=_annotated_job_id(pod),
+            refused=self.jobs.refused(uid),
             node_of=self.slurmd.mapping(),
             started={j.id: self.jobs.started(j.id) for j in jobs},
         )
@@ -144,8 +158,14 @@ class PodScheduler:
             return Result()
         assert pod is not None
         if isinstance(action, Invalid):
-            self._report(pod, "Warning", "FailedValidation", "; ".join(action.problems))
+            message = "; ".join(action.problems)
+            self._report(pod, "Warning", "FailedValidation", message)
+            kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
             return Result()  # no retry until the Pod changes
+        if isinstance(action, Unschedulable):
+            self._report(pod, "Warning", "Unschedulable", action.message)
+            kubeops.mark_unschedulable(self.api, pod, action.message)
+            return Result()
         if isinstance(action, Submit):
             return self._submit(pod)
         if isinstance(action, Waiting):
@@ -170,12 +190,20 @@ class PodScheduler:
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
+            except SlurmUnavailable as exc:
+                self._report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
+                raise  # retried with backoff by the controller
             except SlurmError as exc:
-                self._report(pod, "Warning", "FailedSubmit", f"Slurm refused the placeholder job: {exc}")
-                if exc.code is not None and exc.http_status is not None and exc.http_status < 500:
-                    return Result()  # Slurm said no (bad account, QOS, partition...): not retried
-                raise
+                # Slurm answered and said no (unknown account, QOS or partition, a request no
+                # node can satisfy...): its answer will not change by asking again.
+                message = f"Slurm refused the placeholder job: {exc}"
+                self.jobs.refuse(uid, message)
+                self.nudge()  # Slurm may have recorded the job as FAILED: let the cache show it
+                self._report(pod, "Warning", "FailedSubmit", message)
+                kubeops.mark_unschedulable(self.api, pod, message)
+                return Result()
         self.jobs.expect(uid, job_id)
+        self.nudge()
         self._created.setdefault(uid, _created_at(pod))
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
         self._report(pod, "Normal", "Submitted", f"placeholder Slurm job {job_id} submitted")
@@ -184,7 +212,8 @@ class PodScheduler:
 
     def job_request(self, pod: Obj) -> Any:
         meta = pod["metadata"]
-        request = podjob.pod_to_job(pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds)
+        request = podjob.pod_to_job(pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
+                                    scheduler=self.config.scheduler_name)
         if request.partition is None and self.config.default_partition:
             request = attrs.evolve(request, partition=self.config.default_partition)
         env = (
@@ -215,6 +244,7 @@ class PodScheduler:
             log.info("cancelled job %d: %s", job_id, why)
         except NotFound:
             pass
+        self.nudge()
 
     def _report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
         """One Event per change of situation, not one per reconcile."""

@@ -64,12 +64,14 @@ class PlaceholderIdentity:
     uid: str
     namespace: str
     name: str
+    scheduler: str = ""  # which scheduler owns it: two schedulers never touch each other's jobs
     started: bool = False
 
-    _FORMAT = re.compile(r"^sunk-pod=(\S+) ns=(\S+) name=(\S+)$")
+    _FORMAT = re.compile(r"^sunk-pod=(\S+) ns=(\S+) name=(\S+)(?: sched=(\S+))?$")
 
     def encode(self) -> str:
-        return f"sunk-pod={self.uid} ns={self.namespace} name={self.name}"
+        text = f"sunk-pod={self.uid} ns={self.namespace} name={self.name}"
+        return f"{text} sched={self.scheduler}" if self.scheduler else text
 
     @classmethod
     def parse(cls, extra: str) -> Optional[PlaceholderIdentity]:
@@ -81,8 +83,8 @@ class PlaceholderIdentity:
         match = cls._FORMAT.match(text)
         if not match:
             return None
-        uid, namespace, name = match.groups()
-        return cls(uid=uid, namespace=namespace, name=name, started=started)
+        uid, namespace, name, scheduler = match.groups()
+        return cls(uid=uid, namespace=namespace, name=name, scheduler=scheduler or "", started=started)
 
 
 def annotations_of(pod: Obj) -> Mapping[str, str]:
@@ -178,7 +180,7 @@ def job_name(pod: Obj) -> str:
     return f"k8s:{meta['namespace']}/{meta['name']}"[:JOB_NAME_MAX]
 
 
-def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float) -> JobRequest:
+def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: str = "") -> JobRequest:
     """The placeholder job for a *valid* Pod (validate_pod first; this raises on garbage)."""
     problems = validate_pod(pod, kill_wait_seconds)
     if problems:
@@ -219,7 +221,8 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float) -> JobRequest
         shared=EXCLUSIVE_MODES[exclusive.strip().lower()] if exclusive is not None else None,
         time_limit=-(-timeout // 60) if timeout is not None else None,
         comment=text(names.ANN_COMMENT),
-        extra=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"]).encode(),
+        extra=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"],
+                                  scheduler=scheduler).encode(),
         working_directory=text(names.ANN_CURRENT_WORKING_DIR) or "/tmp",
         requeue=False,
     )

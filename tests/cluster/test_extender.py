@@ -12,16 +12,18 @@ from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 
-from .kube_testns import create_namespace, purge_namespace
-from .procs import Process, secret_file
-from .test_scheduler import (
-    TOO_MANY_CPUS,
+from kube_testns import create_namespace, purge_namespace
+from procs import Process, secret_file
+from test_scheduler import (
+    busy_node,  # noqa: F401 - a fixture
     bound,
+    end_pods,
     event_reasons,
     gone,
     job_id_of,
     pod_manifest,
     slurm_job,
+    state,
     wait_for,
 )
 
@@ -37,7 +39,7 @@ def namespace(kube_api):
 
 
 @pytest.fixture(scope="module")
-def extender(dev_cluster, namespace, tmp_path_factory):
+def extender(kube_api, dev_cluster, namespace, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("extender")
     env = dev_cluster.env()
     proc = Process(
@@ -49,7 +51,7 @@ def extender(dev_cluster, namespace, tmp_path_factory):
             f"--bind-address=127.0.0.1:{PORTS['verbs']}",
             f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
             f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
-            f"--hook-secret-file={secret_file(tmp, 'hook.secret')}",
+            f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
             f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
             f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
             f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
@@ -58,6 +60,7 @@ def extender(dev_cluster, namespace, tmp_path_factory):
     )
     proc.start()
     yield proc
+    end_pods(kube_api, dev_cluster, namespace)
     proc.stop()
 
 
@@ -110,15 +113,16 @@ def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_clus
     job_id = job_id_of(kube_api, namespace, name)
     node = wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod")
     job = slurm_job(dev_cluster, job_id)
-    assert job["JobState"] == "RUNNING" and job["Extra"].endswith(names.STARTED_MARKER)
-    assert node == dev_cluster.k8s_node_for(job["NodeList"])
+    assert state(job) == "RUNNING" and job["extra"].endswith(names.STARTED_MARKER)
+    assert node == dev_cluster.k8s_node_for(job["nodes"])
     # The binding was made by kube-scheduler through the extender's bind verb.
     assert f"{namespace}/{name}" in kube_scheduler.read_text() or "Scheduled" in event_reasons(kube_api, namespace,
                                                                                                  name)
 
 
-def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_cluster, namespace, kube_scheduler):
-    pod = _create(kube_api, namespace, cpu=TOO_MANY_CPUS)  # more than any node has: Slurm keeps it pending
+def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_cluster, namespace, kube_scheduler,
+                                                                busy_node):
+    pod = _create(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})  # pending in Slurm
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
 
@@ -131,7 +135,7 @@ def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_clu
     message = wait_for(failed_scheduling, 30, "kube-scheduler to report the Pod unschedulable")
     assert f"waiting for Slurm allocation of job {job_id}" in message
     kc.delete(kube_api, PODS, name, namespace)
-    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
 
 def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, dev_cluster, namespace,
@@ -144,7 +148,7 @@ def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, 
         jobs[name] = job_id_of(kube_api, namespace, name)
         wait_for(lambda name=name: bound(kube_api, namespace, name), 40, "binding")
     kc.delete(kube_api, PODS, first["metadata"]["name"], namespace)
-    wait_for(lambda: slurm_job(dev_cluster, jobs[first["metadata"]["name"]]).get("JobState") == "CANCELLED", 30,
+    wait_for(lambda: state(slurm_job(dev_cluster, jobs[first["metadata"]["name"]])) == "CANCELLED", 30,
              "the first job to be cancelled")
     dev_cluster.slurm("scancel", str(jobs[second["metadata"]["name"]]))
     wait_for(lambda: gone(kube_api, namespace, second["metadata"]["name"]), 30, "the second Pod to be deleted")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -12,8 +13,8 @@ from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS
 
-from .kube_testns import create_namespace, purge_namespace
-from .procs import Process, secret_file
+from kube_testns import create_namespace, purge_namespace
+from procs import Process, secret_file
 
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
@@ -48,7 +49,8 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler") ->
             f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
             f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
             f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
-            f"--hook-secret-file={secret_file(tmp_dir, 'hook.secret')}",
+            # Stable across runs, like the Secret in production: jobs outlive scheduler processes.
+            f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
             f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
             f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
             f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
@@ -59,11 +61,35 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler") ->
 
 
 @pytest.fixture(scope="module")
-def scheduler(dev_cluster, namespace, tmp_path_factory):
+def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
     proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("scheduler"))
     proc.start()
     yield proc
+    end_pods(kube_api, dev_cluster, namespace)
     proc.stop()
+
+
+def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
+    """Delete every Pod while the scheduler still runs, and wait for their jobs to end.
+
+    Stopping the scheduler first would leave running placeholder jobs behind.
+    """
+    for pod in kc.list_objects(api, PODS, namespace):
+        if pod["metadata"].get("finalizers"):
+            kc.patch(api, PODS, pod["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
+        try:
+            kc.delete(api, PODS, pod["metadata"]["name"], namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    def active_jobs():
+        out = dev_cluster.slurm("squeue", "-h", "-t", "PD,R,CG,S", "-o", "%i", check=False).stdout.split()
+        return [j for j in out if f"ns={namespace} " in slurm_job(dev_cluster, int(j)).get("extra", "")]
+
+    deadline = time.monotonic() + timeout
+    while active_jobs() and time.monotonic() < deadline:
+        time.sleep(1)
 
 
 def pod_manifest(name, *, annotations=None, cpu="1", memory="1Gi", gpus=0, grace=5, **spec):
@@ -105,14 +131,27 @@ def job_id_of(api, namespace, name, timeout=30) -> int:
     return int(wait_for(annotated, timeout, f"{name} to get a job id"))
 
 
-def slurm_job(dev_cluster, job_id: int) -> dict[str, str]:
-    out = dev_cluster.slurm("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
-    fields: dict[str, str] = {}
-    for token in out.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            fields[key] = value
-    return fields
+def slurm_job(dev_cluster, job_id: int) -> dict:
+    """The job as slurmctld reports it (``scontrol --json``, REST v0.0.42 fields); {} once it is gone."""
+    out = dev_cluster.slurm("scontrol", "--json", "show", "job", str(job_id), check=False).stdout
+    try:
+        jobs = json.loads(out).get("jobs") or []
+    except ValueError:
+        return {}
+    return jobs[0] if jobs else {}
+
+
+def state(job: dict):
+    return job["job_state"][0] if job.get("job_state") else None
+
+
+def number(job: dict, key: str):
+    value = job.get(key)
+    return value.get("number") if isinstance(value, dict) else value
+
+
+def _node_idle(dev_cluster, node: str) -> bool:
+    return dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle"
 
 
 def events_for(api, namespace, name) -> list[dict]:
@@ -137,7 +176,7 @@ def jobs_for_pod(dev_cluster, uid: str) -> list[str]:
     ids = []
     for line in out.splitlines():
         job_id = line.split()[0]
-        if uid in slurm_job(dev_cluster, int(job_id)).get("Extra", ""):
+        if uid in slurm_job(dev_cluster, int(job_id)).get("extra", ""):
             ids.append(job_id)
     return ids
 
@@ -163,6 +202,9 @@ def test_invalid_pod_gets_an_event_and_no_job(kube_api, dev_cluster, namespace, 
     assert event["type"] == "Warning"
     time.sleep(2)  # give a wrong implementation the time to submit anyway
     assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == []
+    conditions = get_pod(kube_api, namespace, name)["status"].get("conditions", [])
+    assert any(c["type"] == "PodScheduled" and c["reason"] == "Unschedulable" and needle in c["message"]
+               for c in conditions)
     assert names.ANN_JOB_ID not in (get_pod(kube_api, namespace, name)["metadata"].get("annotations") or {})
 
 
@@ -173,13 +215,13 @@ def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, 
     job_id = job_id_of(kube_api, namespace, name)
     node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     job = slurm_job(dev_cluster, job_id)
-    assert job["JobState"] == "RUNNING"
-    assert job["Extra"].endswith(names.STARTED_MARKER)
-    assert node == dev_cluster.k8s_node_for(job["NodeList"])
+    assert state(job) == "RUNNING"
+    assert job["extra"].endswith(names.STARTED_MARKER)
+    assert node == dev_cluster.k8s_node_for(job["nodes"])
     annotations = get_pod(kube_api, namespace, name)["metadata"]["annotations"]
-    assert annotations[names.ANN_SLURM_NODE] == job["NodeList"]
-    assert "Scheduled" in event_reasons(kube_api, namespace, name)
-    assert job["NumCPUs"] == "2" and job["MinMemoryNode"] in ("2G", "2048M")
+    assert annotations[names.ANN_SLURM_NODE] == job["nodes"]
+    assert "Scheduled" in wait_for(lambda: event_reasons(kube_api, namespace, name), 10, "events")
+    assert number(job, "cpus") == 2 and number(job, "memory_per_node") == 2048
 
 
 def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace, scheduler):
@@ -188,19 +230,46 @@ def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace
     job_id = job_id_of(kube_api, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     kc.delete(kube_api, PODS, name, namespace)
-    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") in ("CANCELLED", "COMPLETED", None), 30,
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
              "the job to end")
 
 
-def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, namespace, scheduler):
-    # More CPUs than any node has: Slurm keeps the job pending.
-    pod = create_pod(kube_api, namespace, cpu=TOO_MANY_CPUS)
+@pytest.fixture
+def busy_node(dev_cluster):
+    """node4 held by an exclusive batch job, so a Pod that requires node4 stays pending in Slurm."""
+    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
+    job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=high",
+                            "--wrap", "sleep 600").stdout.strip()
+    wait_for(lambda: state(slurm_job(dev_cluster, int(job))) == "RUNNING", 30, "the blocking job to run")
+    yield "node4"
+    dev_cluster.slurm("scancel", job)
+
+
+def test_slurm_refusing_the_job_is_an_event_not_a_retry_loop(kube_api, dev_cluster, namespace, scheduler):
+    pod = create_pod(kube_api, namespace, cpu=TOO_MANY_CPUS)  # more CPUs than any node has
+    name = pod["metadata"]["name"]
+    event = wait_for(lambda: [e for e in events_for(kube_api, namespace, name) if e["reason"] == "FailedSubmit"],
+                     20, "a FailedSubmit event")[0]
+    assert "Slurm refused the placeholder job" in event["message"]
+    time.sleep(3)
+    event = [e for e in events_for(kube_api, namespace, name) if e["reason"] == "FailedSubmit"][0]
+    assert event.get("count", 1) == 1  # said once, not retried in a loop
+    # Slurm records such a job as FAILED at once; the Pod stays, marked as kube-scheduler would.
+    current = get_pod(kube_api, namespace, name)
+    assert current is not None, "a Pod Slurm cannot run must not be deleted (its owner would recreate it)"
+    scheduled = [c for c in current["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert scheduled and scheduled[0]["status"] == "False" and scheduled[0]["reason"] == "Unschedulable"
+    assert len([j for j in jobs_for_pod(dev_cluster, pod["metadata"]["uid"])]) <= 1  # never resubmitted
+
+
+def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
-    assert slurm_job(dev_cluster, job_id)["JobState"] == "PENDING"
+    assert state(slurm_job(dev_cluster, job_id)) == "PENDING"
     assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 10, "events")
     kc.delete(kube_api, PODS, name, namespace)
-    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
 
 def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace, scheduler):
@@ -208,14 +277,16 @@ def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace,
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    cancelled_at = time.monotonic()
     dev_cluster.slurm("scancel", str(job_id))
     wait_for(lambda: gone(kube_api, namespace, name), 30, "the Pod to be deleted")
-    reasons = event_reasons(kube_api, namespace, name)
-    assert reasons & {"JobEnding", "JobCancelled"}, reasons
-    # The placeholder blocked until the Pod was gone, so the job ended well before KillWait.
-    job = wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED" and
-                   slurm_job(dev_cluster, job_id), 40, "the job to finish")
-    assert job["JobState"] == "CANCELLED"
+    reasons = wait_for(lambda: event_reasons(kube_api, namespace, name) & {"JobEnding", "JobCancelled"}, 10,
+                       "an Event saying why")
+    assert reasons
+    # The placeholder returned as soon as the Pod was gone: the job ends well before KillWait (30 s).
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED"
+             and "COMPLETING" not in slurm_job(dev_cluster, job_id)["job_state"], 40, "the job to finish")
+    assert time.monotonic() - cancelled_at < 20
 
 
 def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, namespace, scheduler):
@@ -227,7 +298,7 @@ def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, nam
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
-    slurm_node = slurm_job(dev_cluster, job_id)["NodeList"]
+    slurm_node = slurm_job(dev_cluster, job_id)["nodes"]
     try:
         dev_cluster.slurm("scancel", str(job_id))
 
@@ -246,14 +317,14 @@ def test_time_limit_ends_the_pod(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, annotations={names.ANN_TIMEOUT: "60"})
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
-    assert slurm_job(dev_cluster, job_id)["TimeLimit"] == "00:01:00"
+    assert number(slurm_job(dev_cluster, job_id), "time_limit") == 1
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     wait_for(lambda: gone(kube_api, namespace, name), 150, "the Pod to end at the time limit", interval=1)
-    assert slurm_job(dev_cluster, job_id).get("JobState") in ("TIMEOUT", None)
+    assert state(slurm_job(dev_cluster, job_id)) in ("TIMEOUT", None)
 
 
-def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster, namespace, scheduler):
-    pod = create_pod(kube_api, namespace, cpu=TOO_MANY_CPUS)  # stays pending in Slurm
+def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})  # stays pending
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     job_id = job_id_of(kube_api, namespace, name)
     scheduler.kill()
@@ -262,7 +333,7 @@ def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster,
     time.sleep(3)
     assert jobs_for_pod(dev_cluster, uid) == [str(job_id)]
     kc.delete(kube_api, PODS, name, namespace)
-    wait_for(lambda: slurm_job(dev_cluster, job_id).get("JobState") == "CANCELLED", 30, "the job to be cancelled")
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
 
 # -- translation: every annotation, as Slurm reports the job ---------------------------------------
@@ -284,7 +355,6 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
         names.ANN_EXCLUDED_NODES: "node1,node3",
         names.ANN_REQUIRED_NODES: "node2",
         names.ANN_PARTITION: "batch",
-        names.ANN_PREFER: "FAKE_GPU",
         names.ANN_PRIORITY: "4242",
         names.ANN_QOS: "high",
         names.ANN_RESERVATION: reservation,
@@ -294,31 +364,39 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
     }
     pod = create_pod(kube_api, namespace, annotations=annotations, cpu="1500m", memory="1500Mi", gpus=1)
     job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
-    assert job["Account"] == "root"
-    assert job["Comment"] == "A Kubernetes job"
-    assert job["Features"] == "FAKE_GPU"
-    assert job["OverSubscribe"] == "USER"
-    assert job["ExcNodeList"] == "node[1,3]"
-    assert job["ReqNodeList"] == "node2"
-    assert job["Partition"] == "batch"
-    assert job["Prefer"] == "FAKE_GPU"
-    assert job["Priority"] == "4242"
-    assert job["QOS"] == "high"
-    assert job["Reservation"] == reservation
-    assert job["UserId"] == "kube(1001)"
-    assert job["GroupId"] == "kube(1001)"  # user-id without group-id: group = user
-    assert job["WorkDir"] == "/tmp"
-    assert job["TimeLimit"] == "00:03:00"  # 150 s, rounded up to whole minutes
-    assert job["NumCPUs"] == "2"  # 1500m rounded up
-    assert job["MinMemoryNode"] == "1500M"
-    assert "gres/gpu:1" in job.get("TresPerNode", "") or "gpu:1" in job.get("TresPerNode", "")
+    assert job["account"] == "root"
+    assert job["comment"] == "A Kubernetes job"
+    assert job["features"] == "FAKE_GPU"
+    assert job["shared"] == ["user"]
+    assert job["excluded_nodes"] == "node[1,3]"
+    assert job["required_nodes"] == "node2"
+    assert job["partition"] == "batch"
+    assert number(job, "priority") == 4242
+    assert job["qos"] == "high"
+    assert job["resv_name"] == reservation
+    assert (job["user_id"], job["user_name"]) == (1001, "kube")
+    assert job["group_id"] == 1001  # user-id without group-id: group = user
+    assert job["current_working_directory"] == "/tmp"
+    assert number(job, "time_limit") == 3  # 150 s, rounded up to whole minutes
+    assert number(job, "cpus") == 2  # 1500m rounded up
+    assert number(job, "memory_per_node") == 1500
+    assert job["tres_per_node"] == "gres/gpu:1"
     wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == "worker-2", 30, "binding to worker-2")
+
+
+def test_prefer_reaches_the_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
+    """Checked while pending: once scheduled, Slurm 24.11 moves a met preference into features."""
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_PREFER: "FAKE_GPU",
+                                                       names.ANN_REQUIRED_NODES: busy_node})
+    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU"
+    kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 
 def test_defaults_run_as_root(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
-    assert job["UserId"].endswith("(0)") and job["GroupId"].endswith("(0)")
+    assert (job["user_id"], job["group_id"]) == (0, 0)
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 
@@ -328,16 +406,12 @@ def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespac
     pod = create_pod(kube_api, namespace, gpus=1, affinity=affinity)
     name = pod["metadata"]["name"]
     job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, name))
-    assert "FAKE_GPU" in job["Features"]
+    assert "FAKE_GPU" in job["features"]
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     kc.delete(kube_api, PODS, name, namespace)
 
 
 # -- preemption, both directions (QOS high preempts normal) -----------------------------------------
-def _node_idle(dev_cluster, node: str) -> bool:
-    return dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle"
-
-
 def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, scheduler):
     wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
@@ -351,8 +425,8 @@ def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, s
         wait_for(lambda: gone(kube_api, namespace, name), 40, "the preempted Pod to be deleted")
         assert "Preempted" in event_reasons(kube_api, namespace, name) or \
             "JobEnding" in event_reasons(kube_api, namespace, name)
-        assert slurm_job(dev_cluster, job_id)["JobState"] == "PREEMPTED"
-        wait_for(lambda: slurm_job(dev_cluster, int(high))["JobState"] == "RUNNING", 40, "the batch job to run")
+        assert state(slurm_job(dev_cluster, job_id)) == "PREEMPTED"
+        wait_for(lambda: state(slurm_job(dev_cluster, int(high))) == "RUNNING", 40, "the batch job to run")
     finally:
         dev_cluster.slurm("scancel", high)
 
@@ -362,12 +436,12 @@ def test_a_high_qos_pod_preempts_a_batch_job(kube_api, dev_cluster, namespace, s
     low = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=normal",
                             "--wrap", "sleep 600").stdout.strip()
     try:
-        wait_for(lambda: slurm_job(dev_cluster, int(low))["JobState"] == "RUNNING", 30, "the batch job to run")
+        wait_for(lambda: state(slurm_job(dev_cluster, int(low))) == "RUNNING", 30, "the batch job to run")
         pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
                                                            names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "high"})
         name = pod["metadata"]["name"]
         assert wait_for(lambda: bound(kube_api, namespace, name), 60, "binding") == "worker-4"
-        assert slurm_job(dev_cluster, int(low))["JobState"] in ("PENDING", "REQUEUED", "PREEMPTED")
+        assert state(slurm_job(dev_cluster, int(low))) in ("PENDING", "REQUEUED", "PREEMPTED")
         kc.delete(kube_api, PODS, name, namespace)
     finally:
         dev_cluster.slurm("scancel", low)

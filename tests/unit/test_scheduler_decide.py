@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, PodFacts, Submit, Waiting, decide
+from scheduler.decide import (
+    Bind,
+    CancelJobs,
+    DeletePod,
+    Invalid,
+    Nothing,
+    PodFacts,
+    Submit,
+    Unschedulable,
+    Waiting,
+    decide,
+)
 from sunk.slurm.models import Job, JobAllocation
 
 UID = "uid-1"
@@ -37,6 +48,11 @@ CASES = [
      Waiting(7, "no slurmd Pod found for Slurm node node9")),
     ("job cancelled while pending -> delete pod", pod(), (job(state="CANCELLED"),), {},
      DeletePod("JobCancelled", "Slurm job 7 ended in state CANCELLED")),
+    ("job failed by Slurm before binding -> unschedulable, pod kept", pod(),
+     (job(state="FAILED", reason="BadConstraints"),), {},
+     Unschedulable("Slurm failed job 7 before it started: BadConstraints")),
+    ("a refused submission is not retried on the next update", pod(), (), {"refused": "no such QOS"},
+     Unschedulable("no such QOS")),
     ("bound pod, job running -> nothing", pod(bound="worker-1", ours=True), (job(),), {}, Nothing("running")),
     ("bound pod, job timed out -> delete", pod(bound="worker-1", ours=True), (job(state="TIMEOUT"),), {},
      DeletePod("TimeLimit", "Slurm job 7 ended in state TIMEOUT")),

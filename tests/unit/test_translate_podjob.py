@@ -217,11 +217,11 @@ def test_a_feature_slurm_cannot_take_is_a_validation_error():
 _token = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
 
 
-@given(_token, _token, _token, st.booleans())
-def test_identity_round_trips_with_and_without_the_started_marker(uid, namespace, name, started):
-    identity = PlaceholderIdentity(uid=uid, namespace=namespace, name=name)
+@given(_token, _token, _token, st.one_of(st.just(""), _token), st.booleans())
+def test_identity_round_trips_with_and_without_the_started_marker(uid, namespace, name, scheduler, started):
+    identity = PlaceholderIdentity(uid=uid, namespace=namespace, name=name, scheduler=scheduler)
     text = identity.encode() + (names.STARTED_MARKER if started else "")
-    assert PlaceholderIdentity.parse(text) == PlaceholderIdentity(uid, namespace, name, started)
+    assert PlaceholderIdentity.parse(text) == PlaceholderIdentity(uid, namespace, name, scheduler, started)
 
 
 @pytest.mark.parametrize("extra", ["", "hello", '{"a": 1}', "sunk-pod=x", "sunk-pod=a ns=b", ": started"])
@@ -231,4 +231,6 @@ def test_other_jobs_are_not_placeholders(extra):
 
 def test_the_job_carries_the_pods_identity():
     assert PlaceholderIdentity.parse(job().extra) == PlaceholderIdentity("uid-123", "team", "web")
+    scoped = pod_to_job(make_pod(), script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
+    assert PlaceholderIdentity.parse(scoped.extra).scheduler == "sunk-a"
     assert job().name == "k8s:team/web"
