@@ -343,7 +343,10 @@ def reservation(dev_cluster):
     dev_cluster.slurm("scontrol", "create", "reservation", f"reservationname={name}", "nodes=node2",
                       "users=root,kube", "starttime=now", "duration=60", "flags=ignore_jobs")
     yield name
-    dev_cluster.slurm("scontrol", "delete", f"reservationname={name}", check=False)
+    # Slurm keeps a reservation that still has jobs: end them (their Pods go too), then delete it.
+    dev_cluster.slurm("scancel", f"--reservation={name}", check=False)
+    wait_for(lambda: dev_cluster.slurm("scontrol", "delete", f"reservationname={name}", check=False).returncode == 0,
+             60, f"reservation {name} to be deleted", interval=1)
 
 
 def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace, scheduler, reservation):
