@@ -33,7 +33,6 @@ from .accounting import (
     REQUEST_JOB_INFO_SINGLE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
-    REQUEST_NODE_INFO_SINGLE,
     REQUEST_PARTITION_INFO,
     REQUEST_PING,
     REQUEST_STATS_INFO,
@@ -266,8 +265,11 @@ class PyslurmClient:
         return Snapshot(items=tuple(node_from_pyslurm(n) for n in nodes.values()), last_update=int(self._clock()))
 
     def get_node(self, name: str) -> Node:
-        with self._rpc(REQUEST_NODE_INFO_SINGLE, f"get node {name}"):
-            return node_from_pyslurm(self.ps.Node.load(name))
+        """From ``Nodes.load()``: ``Node.load()`` is slurm_load_node_single, whose allocation is stale in 24.11."""
+        for node in self.list_nodes().items or ():
+            if node.name == name:
+                return node
+        raise NotFound(f"no Slurm node {name!r}")
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         changes = {k: getattr(update, k) for k in ("state", "reason", "extra", "comment")

@@ -259,7 +259,7 @@ def test_errors(client, ps):
     with pytest.raises(NotFound) as job_err:
         client.get_job(404)
     assert job_err.value.code == 2017
-    with pytest.raises(NotFound, match="does not exist"):
+    with pytest.raises(NotFound, match="no Slurm node"):
         client.get_node("nosuch")
     with pytest.raises(NotFound):
         client.delete_node("nosuch")
