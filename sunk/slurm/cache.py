@@ -14,6 +14,9 @@ scheduling attempt, and starved). It never makes a per-item call.
   after ``last_update`` went backwards (a restarted or failed-over slurmctld whose clock
   is behind), and every ``resync_every`` seconds, it relists without ``updated_since``,
   so a missed "changed" answer can never leave it wrong for good.
+- A refresh that takes long (a full list of 10,000 jobs takes slurmrestd seconds to
+  render) stretches the period so that the cache keeps Slurm busy at most ``max_busy``
+  of the time: at that size the refresh rate is Slurm's to set, not ours.
 - Subscribers run on the refreshing thread, one refresh at a time, in order; they must be
   quick and must not block on the cache. An exception in one is logged and swallowed.
 """
@@ -98,11 +101,12 @@ class _Kind:
 class SlurmCache:
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, resync_every: float = 60.0,
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
-                 min_nudge_interval: float = 0.1, clock: Callable[[], float] = time.monotonic):
-        if interval <= 0:
-            raise ValueError("interval must be positive")
+                 min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic):
+        if interval <= 0 or not 0 < max_busy <= 1:
+            raise ValueError("interval must be positive and max_busy in (0, 1]")
         self.client = client
         self.interval = interval
+        self.max_busy = max_busy
         self.resync_every = resync_every
         self.stale_after = stale_after if stale_after is not None else max(5.0, 3 * interval)
         self.min_nudge_interval = min_nudge_interval
@@ -288,9 +292,12 @@ class SlurmCache:
                 self.refresh()
             except Exception:  # a bug, not Slurm: keep polling anyway
                 log.exception("Slurm cache refresh crashed")
-            nudged = self._wake.wait(max(0.0, self.interval - (self._clock() - started)))
+            took = self._clock() - started
+            rest = took / self.max_busy - took  # leave slurmctld and slurmrestd room
+            nudged = self._wake.wait(max(self.interval - took, rest, 0.0))
             if nudged and not self._stop.is_set():
-                self._stop.wait(self.min_nudge_interval)  # let the rest of a burst arrive
+                # let the rest of a burst arrive, and still respect max_busy
+                self._stop.wait(max(self.min_nudge_interval, started + took + rest - self._clock()))
 
     # -- waiting ---------------------------------------------------------------------------------------
     def wait_for_sync(self, timeout: float) -> bool:

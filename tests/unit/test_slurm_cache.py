@@ -301,3 +301,20 @@ def test_end_to_end_over_rest_one_change_one_event():
         clock["t"] += 1
         cache.refresh()
         assert [(e.kind, e.type, e.key) for e in events[1:]] == [("node", CHANGED, "node2")]
+
+
+def test_slow_lists_stretch_the_period_to_keep_slurm_half_idle():
+    class Slow(ScriptedSlurm):
+        def _list(self, kind, items, updated_since):
+            time.sleep(0.2)
+            return super()._list(kind, items, None)
+
+    slurm = Slow()
+    cache = SlurmCache(slurm, interval=0.01, max_busy=0.5)
+    cache.start()
+    try:
+        time.sleep(2.0)
+    finally:
+        cache.stop()
+    # each refresh takes >= 0.4 s (two lists), so starts are >= 0.8 s apart: 0, 0.8, 1.6
+    assert 1 <= cache.stats().refreshes <= 3
