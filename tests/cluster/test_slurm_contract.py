@@ -1,0 +1,383 @@
+"""The SlurmClient contract, against the live dev cluster (Slurm 24.11.5), for every backend.
+
+Backends: ``rest`` always. ``pyslurm`` is added to the parametrisation only when ``import
+pyslurm`` works in this interpreter (pyslurm 25.11 builds only against Slurm 25.11, which
+no Debian suite ships, so on the dev machines it never does). When it cannot be imported
+the parameter is not generated at all: it neither passes nor skips, so a green run never
+claims pyslurm was exercised. For it to run, SLURM_CONF must point at the cluster's
+slurm.conf and munge must be reachable, as for the Slurm CLIs.
+
+What Slurm says is cross-checked through an independent path: ``scontrol --json`` run in
+the Slurm chroot (munge, straight to slurmctld), never through the client under test.
+
+Every test restores what it changed (jobs cancelled, nodes resumed, extra/comment put
+back) and assumes nothing about node states beyond "the nodes exist". Jobs get unique names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+import uuid
+
+import pytest
+
+from sunk.slurm import (
+    JobRequest,
+    NodeUpdate,
+    NotFound,
+    SlurmCache,
+    SlurmError,
+    SlurmUnavailable,
+    connect,
+)
+from sunk.slurm.cache import CHANGED
+
+BACKENDS = ["rest"] + (["pyslurm"] if importlib.util.find_spec("pyslurm") is not None else [])
+SCRIPT = "#!/bin/bash\nsleep 300\n"
+MISSING_JOB = 67_000_000  # below MaxJobId (67043328), never reached here
+
+
+def unique(prefix: str = "contract") -> str:
+    return f"sunk-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def scontrol_json(dev_cluster, kind: str, name: str) -> dict:
+    out = dev_cluster.slurm("scontrol", "--json", "show", kind, str(name), check=False)
+    key = "nodes" if kind == "node" else "jobs"
+    try:
+        items = json.loads(out.stdout).get(key) or []
+    except ValueError:
+        return {}
+    return items[0] if items else {}
+
+
+@pytest.fixture(params=BACKENDS)
+def slurm(request, slurm_rest, dev_cluster):
+    if request.param == "rest":
+        client = connect("rest", url=slurm_rest.url, token=slurm_rest.token, user=slurm_rest.user)
+    else:
+        os.environ.setdefault("SLURM_CONF", str(dev_cluster.root / "etc/slurm/slurm.conf"))
+        client = connect("pyslurm")
+    client.backend = request.param  # type: ignore[attr-defined]
+    yield client
+    client.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def jobs(dev_cluster):
+    """Job ids to cancel at the end, whatever happened."""
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:
+        dev_cluster.slurm("scancel", str(job_id), check=False)
+
+
+@pytest.fixture
+def node(dev_cluster):
+    """A node to change; its drain state, reason, extra and comment are put back afterwards."""
+    name = dev_cluster.slurm_nodes[-1]
+    before = scontrol_json(dev_cluster, "node", name)
+    yield name
+    was_drained = "DRAIN" in before.get("state", [])
+    now = scontrol_json(dev_cluster, "node", name)
+    if was_drained:
+        dev_cluster.slurm("scontrol", "update", f"nodename={name}", "state=drain",
+                          f"reason={before.get('reason') or 'restored by sunk tests'}", check=False)
+    elif "DRAIN" in now.get("state", []):
+        dev_cluster.slurm("scontrol", "update", f"nodename={name}", "state=resume", check=False)
+    dev_cluster.slurm("scontrol", "update", f"nodename={name}", f"extra={before.get('extra', '')}",
+                      f"comment={before.get('comment', '')}", check=False)
+
+
+def held_job(slurm, jobs, **kw) -> int:
+    """A job that stays PENDING (priority 0 holds it) and so never changes by itself."""
+    job_id = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, priority=0, **kw))
+    jobs.append(job_id)
+    return job_id
+
+
+# -- basics --------------------------------------------------------------------------------------------
+
+
+def test_ping(slurm):
+    assert slurm.ping() is True
+
+
+def test_list_nodes_has_every_configured_node(slurm, dev_cluster):
+    snapshot = slurm.list_nodes()
+    names = {n.name for n in snapshot.items}
+    assert set(dev_cluster.slurm_nodes) <= names
+    assert snapshot.last_update > 0
+    node = next(n for n in snapshot.items if n.name == dev_cluster.slurm_nodes[0])
+    cli = scontrol_json(dev_cluster, "node", node.name)
+    assert node.cpus == cli["cpus"] and node.real_memory == cli["real_memory"] and node.gres == cli["gres"]
+    assert node.gpus_total == 2 and "batch" in node.partitions
+
+
+def test_list_partitions(slurm, dev_cluster):
+    partitions = {p.name: p for p in slurm.list_partitions()}
+    assert set(dev_cluster.slurm_nodes) <= set(partitions["batch"].nodes)
+    assert partitions["batch"].state == "UP"
+
+
+def test_diag(slurm):
+    slurm.ping()
+    stats = slurm.diag()
+    assert stats.server_thread_count >= 1
+    assert "REQUEST_PING" in {r.message_type for r in stats.rpcs}
+
+
+# -- jobs ----------------------------------------------------------------------------------------------
+
+
+def test_submit_read_back_and_cancel(slurm, jobs, dev_cluster):
+    name = unique()
+    job_id = slurm.submit_job(JobRequest(name=name, script=SCRIPT, extra="sunk-extra", comment="sunk-comment",
+                                         shared="user", time_limit=7, memory_per_node=256))
+    jobs.append(job_id)
+    job = slurm.get_job(job_id)
+    assert (job.id, job.name, job.extra, job.comment, job.shared, job.time_limit) == (
+        job_id, name, "sunk-extra", "sunk-comment", "user", 7)
+    assert job.state in ("PENDING", "RUNNING") and job.active and job.partition == "batch"
+    assert job.user_name == "root" and job.submit_time
+    assert job_id in {j.id for j in slurm.list_jobs().items}
+    assert scontrol_json(dev_cluster, "job", job_id)["name"] == name
+
+    slurm.cancel_job(job_id)
+    wait_for(lambda: slurm.get_job(job_id).state == "CANCELLED", 30, "the job to be cancelled")
+    assert scontrol_json(dev_cluster, "job", job_id)["job_state"][0] == "CANCELLED"
+    slurm.cancel_job(job_id)  # cancelling again is fine
+
+
+def test_running_job_has_its_allocation(slurm, jobs, dev_cluster):
+    job_id = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, gpus_per_node=1, memory_per_node=512,
+                                         cpus_per_task=2))
+    jobs.append(job_id)
+    job = wait_for(lambda: (j := slurm.get_job(job_id)).state == "RUNNING" and j, 60, "the job to run")
+    (alloc,) = job.allocations
+    assert alloc.node == job.nodes and alloc.cpus == 2 and alloc.memory == 512 and alloc.gpus == 1
+    assert job.gpus == 1 and job.node_list == (job.nodes,)
+    node = slurm.get_node(job.nodes)
+    assert node.alloc_cpus >= 2 and node.gpus_alloc >= 1
+
+
+def test_job_extra_and_comment_round_trip(slurm, jobs, dev_cluster):
+    job_id = held_job(slurm, jobs)
+    extra = json.dumps({"pod": "ns/name", "uid": str(uuid.uuid4()), "note": "quotes \" and spaces"})
+    slurm.update_job(job_id, extra=extra, comment="comment with spaces")
+    job = slurm.get_job(job_id)
+    assert (job.extra, job.comment) == (extra, "comment with spaces")
+    cli = scontrol_json(dev_cluster, "job", job_id)
+    assert (cli["extra"], cli["comment"]) == (extra, "comment with spaces")
+    slurm.update_job(job_id, comment="second")
+    assert (slurm.get_job(job_id).extra, slurm.get_job(job_id).comment) == (extra, "second")
+
+
+@pytest.mark.parametrize("shared", ["none", "oversubscribe", "user", "mcs", "topo"])
+def test_every_shared_value_round_trips(slurm, jobs, shared):
+    if slurm.backend == "pyslurm" and shared == "topo":
+        with pytest.raises(SlurmError, match="topo"):
+            held_job(slurm, jobs, shared=shared)
+        return
+    assert slurm.get_job(held_job(slurm, jobs, shared=shared)).shared == shared
+
+
+def test_signal_reaches_the_batch_script(slurm, jobs):
+    job_id = slurm.submit_job(JobRequest(
+        name=unique(), script="#!/bin/bash\ntrap 'exit 7' TERM\nwhile true; do sleep 1; done\n"))
+    jobs.append(job_id)
+    wait_for(lambda: slurm.get_job(job_id).state == "RUNNING", 60, "the job to run")
+    time.sleep(1)  # let bash install its trap
+    slurm.cancel_job(job_id, signal="TERM")
+    job = wait_for(lambda: (j := slurm.get_job(job_id)).state != "RUNNING" and j, 30, "the job to end")
+    assert job.state == "FAILED"  # the trap's exit 7, so the script, not slurmctld, ended it
+
+
+# -- nodes ---------------------------------------------------------------------------------------------
+
+
+def test_drain_with_reason_then_resume(slurm, node, dev_cluster):
+    reason = f"sunk-contract: {uuid.uuid4().hex[:8]}"
+    slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+    drained = slurm.get_node(node)
+    assert drained.drained and drained.reason == reason
+    assert drained.reason_user == "root" and drained.reason_time and abs(drained.reason_time - time.time()) < 600
+    cli = scontrol_json(dev_cluster, "node", node)
+    assert "DRAIN" in cli["state"] and cli["reason"] == reason
+
+    slurm.update_node(node, NodeUpdate(state="RESUME"))
+    resumed = slurm.get_node(node)
+    assert not resumed.drained and resumed.reason == ""
+    assert "DRAIN" not in scontrol_json(dev_cluster, "node", node)["state"]
+
+
+def test_node_extra_json_round_trip(slurm, node, dev_cluster):
+    extra = json.dumps({"sunk.coreweave.com/pod": "slurm/node", "nested": {"a": [1, 2]}, "s": "x y"})
+    slurm.update_node(node, NodeUpdate(extra=extra, comment="sunk contract"))
+    got = slurm.get_node(node)
+    assert got.extra == extra and json.loads(got.extra)["nested"] == {"a": [1, 2]}
+    assert got.comment == "sunk contract"
+    assert scontrol_json(dev_cluster, "node", node)["extra"] == extra
+    slurm.update_node(node, NodeUpdate(extra=""))
+    assert slurm.get_node(node).extra == ""
+
+
+def test_delete_a_dynamic_node(slurm, dev_cluster):
+    """24.11 allows it: ``scontrol create`` a FUTURE node (MaxNodeCount leaves room), then delete it."""
+    name = unique("dyn").replace("-", "")
+    dev_cluster.slurm("scontrol", "create", f"nodename={name}", "state=future", "cpus=2", "realmemory=1000")
+    try:
+        listed = dev_cluster.slurm("scontrol", "--future", "show", "node", name, check=False).stdout
+        assert f"NodeName={name}" in listed
+        with pytest.raises(NotFound):  # FUTURE nodes are hidden from the default views, as in sinfo
+            slurm.get_node(name)
+        slurm.delete_node(name)
+        after = dev_cluster.slurm("scontrol", "--future", "show", "node", name, check=False)
+        assert f"NodeName={name}" not in after.stdout
+        with pytest.raises(NotFound):
+            slurm.delete_node(name)
+    finally:
+        dev_cluster.slurm("scontrol", "delete", f"nodename={name}", check=False)
+
+
+def test_deleting_a_node_from_slurm_conf_is_refused(slurm, dev_cluster):
+    with pytest.raises(SlurmError) as err:
+        slurm.delete_node(dev_cluster.slurm_nodes[0])
+    assert not isinstance(err.value, (NotFound, SlurmUnavailable))
+    assert dev_cluster.slurm_nodes[0] in {n.name for n in slurm.list_nodes().items}
+
+
+# -- errors --------------------------------------------------------------------------------------------
+
+
+def test_unknown_node_and_job_are_not_found(slurm):
+    with pytest.raises(NotFound):
+        slurm.get_node(unique("nonode"))
+    with pytest.raises(NotFound):
+        slurm.get_job(MISSING_JOB)
+    with pytest.raises(NotFound):
+        slurm.update_job(MISSING_JOB, comment="x")
+    with pytest.raises(NotFound):
+        slurm.update_node(unique("nonode"), NodeUpdate(comment="x"))
+    with pytest.raises(NotFound):
+        slurm.cancel_job(MISSING_JOB, signal="USR1")
+    slurm.cancel_job(MISSING_JOB)  # a cancel of nothing is done
+    slurm.cancel_job(2_000_000_000)  # beyond MaxJobId, rejected outright: still nothing to cancel
+
+
+def test_invalid_state_is_a_clear_error(slurm, node, dev_cluster):
+    before = scontrol_json(dev_cluster, "node", node)["state"]
+    with pytest.raises(SlurmError) as err:
+        slurm.update_node(node, NodeUpdate(state="BOGUS", reason="never applied"))
+    assert not isinstance(err.value, (NotFound, SlurmUnavailable))
+    assert "BOGUS" in str(err.value) and "state" in str(err.value).lower()
+    if slurm.backend == "rest":
+        assert err.value.code == 2028  # ESLURM_INVALID_NODE_STATE
+    assert scontrol_json(dev_cluster, "node", node)["state"] == before
+
+
+def test_resume_of_a_node_that_is_not_drained_is_refused(slurm, node, dev_cluster):
+    if "DRAIN" in scontrol_json(dev_cluster, "node", node)["state"]:
+        slurm.update_node(node, NodeUpdate(state="RESUME"))
+    with pytest.raises(SlurmError) as err:
+        slurm.update_node(node, NodeUpdate(state="RESUME"))
+    assert err.value.code == 2028 or "state" in str(err.value).lower()
+
+
+def test_submit_refused_by_slurm_is_a_slurm_error(slurm):
+    with pytest.raises(SlurmError) as err:
+        slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, partition="no-such-partition"))
+    assert err.value.code == 2000 and "partition" in str(err.value).lower()
+
+
+# -- the cache -----------------------------------------------------------------------------------------
+
+
+def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
+    job_id = held_job(slurm, jobs)
+    cache = SlurmCache(slurm, interval=0.2)
+    assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
+    for _ in range(3):  # quiet refreshes: nothing about our job
+        time.sleep(0.3)
+        assert cache.refresh().ok
+    assert events == []
+
+    calls_before = slurm.rpc_stats()["REQUEST_JOB_INFO"].count
+    dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=changed-by-scontrol")
+    assert cache.wait_for(lambda: bool(events), 20)
+    for _ in range(3):
+        time.sleep(0.3)
+        cache.refresh()
+    assert len(events) == 1
+    (event,) = events
+    assert (event.type, event.old.comment, event.new.comment) == (CHANGED, "", "changed-by-scontrol")
+    assert cache.job(job_id).comment == "changed-by-scontrol"
+    refreshes = slurm.rpc_stats()["REQUEST_JOB_INFO"].count - calls_before
+    assert refreshes >= 4  # one job list per refresh ...
+    assert "REQUEST_JOB_INFO_SINGLE" not in slurm.rpc_stats()  # ... and never a per-item call
+
+    dev_cluster.slurm("scancel", str(job_id))
+    assert cache.wait_for(lambda: len(events) == 2, 20)
+    assert events[1].new.state == "CANCELLED"
+
+
+def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):
+    cache = SlurmCache(slurm, interval=0.2)
+    assert cache.wait_for(lambda: cache.node(node) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.kind == "node" and e.key == node else None, replay=False)
+    reason = f"sunk-contract: {uuid.uuid4().hex[:8]}"
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+    assert cache.wait_for(lambda: any(e.new and e.new.reason == reason for e in events), 20)
+    drains = [e for e in events if e.new and e.new.drained and not e.old.drained]
+    assert len(drains) == 1 and drains[0].type == CHANGED
+
+
+# -- outage --------------------------------------------------------------------------------------------
+
+
+def test_stopped_slurmrestd_is_unavailable_then_recovers(slurm_rest, dev_cluster):
+    """REST only: pyslurm talks to slurmctld directly."""
+    client = connect("rest", url=slurm_rest.url, token=slurm_rest.token, retries=1, backoff=0.05)
+    cache = SlurmCache(client, interval=0.2)
+    assert cache.refresh().ok and cache.fresh
+    held = len(cache.nodes())
+    dev_cluster.stop_component("slurmrestd")
+    try:
+        with pytest.raises(SlurmUnavailable) as err:
+            client.list_nodes()
+        assert "cannot reach slurmrestd" in str(err.value)
+        assert client.ping() is False
+        result = cache.refresh()
+        assert not result.ok and not cache.fresh and len(cache.nodes()) == held
+    finally:
+        dev_cluster.start_component("slurmrestd")
+    assert client.ping() is True
+    assert cache.wait_for(lambda: cache.fresh, 20)
+    assert len(client.list_nodes().items) == held
+
+
+def test_signed_token_from_the_jwt_key(slurm_rest, dev_cluster):
+    client = connect("rest", url=slurm_rest.url, jwt_key_file=dev_cluster.root / "etc/slurm/jwt.key", user="root")
+    assert client.ping() and client.list_nodes().items
+
+
+def test_token_file(slurm_rest, dev_cluster):
+    client = connect("rest", url=slurm_rest.url, token_file=dev_cluster.jwt_file)
+    assert client.ping() and client.list_jobs().last_update > 0
