@@ -1,0 +1,299 @@
+"""Slurm client list and cache-refresh cost at 1000 nodes and 10,000 jobs.
+
+    python -m benchmarks.slurm_client --synthetic            # in-process slurmrestd stand-in
+    python -m benchmarks.slurm_client --spawn                # a separate real slurmctld + slurmrestd
+    python -m benchmarks.slurm_client --url URL --token JWT  # any slurmrestd already filled with work
+
+What is measured, per target:
+- a full ``list_nodes`` and ``list_jobs``: wall time (HTTP, JSON decoding, mapping to
+  models) and answer size, with the JSON-to-models share timed on its own;
+- ``SlurmCache.refresh()`` when nothing changed, when one job changed and when one node
+  changed since the previous refresh: wall time, Slurm calls and events per cycle.
+
+``--spawn`` starts, inside the sunk-dev chroot (``sunk-dev up`` made it), a second
+slurmctld (cluster "bench", port 6917, no accounting) whose slurm.conf declares 1000 nodes
+that have no slurmd, and its own slurmrestd (port 6920); it submits 10,000 held jobs (held
+so the scheduler does not churn them), measures, and stops both by PID. The dev cluster is
+not touched. Held jobs have no ``job_resources``; ``--synthetic`` serves a running/pending
+mix with per-node allocations, so both answer shapes are covered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import requests
+
+from sunk.slurm import JobRequest, NodeUpdate, SlurmCache, connect, v0042
+from sunk.slurm.fake import FakeSlurmrestd
+
+BENCH_CTLD_PORT = 6917
+BENCH_REST_PORT = 6920
+BENCH_DIR = "sunk-bench"  # /etc/<>, /var/spool/<> inside the chroot
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return times, result
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"median_s": round(statistics.median(ordered), 4),
+            "p90_s": round(ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))], 4),
+            "min_s": round(ordered[0], 4)}
+
+
+def measure(url: str, token: str, repeat: int, change_node: str, change_job: int) -> dict[str, Any]:
+    client = connect("rest", url=url, token=token, read_timeout=120)
+    headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
+    base = url.rstrip("/") + "/slurm/v0.0.42/"
+    out: dict[str, Any] = {}
+
+    client.list_nodes()  # warm the connection
+    session = requests.Session()
+    for kind, path, lister, parse in (("nodes", "nodes/", client.list_nodes, v0042.parse_node),
+                                      ("jobs", "jobs/", client.list_jobs, v0042.parse_job)):
+        times, snapshot = timed(lister, repeat)
+        # One more, by hand, to split the time: server (until the first byte), download, decode, mapping.
+        started = time.perf_counter()
+        raw = session.get(base + path, headers=headers, timeout=120, stream=True)
+        first = raw.raw.read(1)
+        served = time.perf_counter()
+        content = first + raw.raw.read()
+        downloaded = time.perf_counter()
+        body = json.loads(content)
+        decoded = time.perf_counter()
+        [parse(d) for d in body[kind]]
+        mapped = time.perf_counter()
+        out[f"list_{kind}"] = {
+            "items": len(snapshot.items), "bytes": len(content), **summary(times),
+            "split_s": {"server": round(served - started, 3), "download": round(downloaded - served, 3),
+                        "json_decode": round(decoded - downloaded, 3), "to_models": round(mapped - decoded, 3)}}
+
+    lean = connect("rest", url=url, token=token, read_timeout=120, with_allocations=False)
+    times, snapshot = timed(lean.list_jobs, repeat)
+    lean_raw = requests.get(base + "jobs/", params={"flags": "ALL"}, headers=headers, timeout=120)
+    out["list_jobs_without_allocations"] = {"items": len(snapshot.items), "bytes": len(lean_raw.content),
+                                            **summary(times)}
+
+    cache = SlurmCache(client, interval=1.0, resync_every=3600)
+    first = cache.refresh()
+    out["cache_first_refresh"] = {"seconds": round(first.seconds, 4), "calls": first.calls, "events": first.events}
+
+    def cycles(change: Optional[Callable[[], None]]) -> dict[str, Any]:
+        results, calls = [], []
+        for _ in range(repeat):
+            time.sleep(1.05)  # as the cache's 1 s interval would; update_time has one-second resolution
+            if change:
+                change()
+            before = sum(s.count for s in client.rpc_stats().values())
+            result = cache.refresh()
+            calls.append(sum(s.count for s in client.rpc_stats().values()) - before)
+            assert result.ok, result.error
+            results.append(result)
+        return {**summary([r.seconds for r in results]), "calls_per_cycle": statistics.mean(calls),
+                "events_per_cycle": statistics.mean(r.events for r in results)}
+
+    counter = iter(range(10**9))
+    out["refresh_unchanged"] = cycles(None)
+    out["refresh_one_job_changed"] = cycles(lambda: client.update_job(change_job, comment=f"bench {next(counter)}"))
+    out["refresh_one_node_changed"] = cycles(
+        lambda: client.update_node(change_node, NodeUpdate(comment=f"bench {next(counter)}")))
+    lookups_before = sum(s.count for s in client.rpc_stats().values())
+    for _ in range(10_000):
+        cache.job(change_job)
+        cache.node(change_node)
+    out["calls_for_20000_cache_reads"] = sum(s.count for s in client.rpc_stats().values()) - lookups_before
+    client.update_node(change_node, NodeUpdate(comment=""))
+    return out
+
+
+# -- targets ------------------------------------------------------------------------------------------------
+
+
+def _serve_synthetic(nodes: int, jobs: int, running_share: float, port: Any) -> None:
+    """Child process: fill the stand-in like a busy cluster and serve until killed."""
+    rng = random.Random(42)
+    fake = FakeSlurmrestd(token="bench", partition_bug=True)
+    names = [f"node{i:04d}" for i in range(1, nodes + 1)]
+    fake.put_partition("batch", f"node[0001-{nodes:04d}]", nodes, nodes * 64)
+    for name in names:
+        fake.put_node(name, cpus=64, state=("MIXED",), alloc_cpus=8, alloc_memory=16384, gres_used="gpu:1")
+    now = fake.now()
+    for job_id in range(1, jobs + 1):
+        if rng.random() < running_share:
+            hosts = rng.sample(names, 1 if rng.random() < 0.9 else 2)
+            fake.put_job(job_id, name=f"job-{job_id}", state=("RUNNING",), nodes=",".join(hosts),
+                         allocation=[(h, 8, 16384) for h in hosts], gres_detail=tuple("gpu:1(IDX:0)" for _ in hosts),
+                         extra=f'{{"pod": "ns/pod-{job_id}"}}', submit_time=now - 100, start_time=now - 50,
+                         end_time=now + 3600, time_limit=60, tres_alloc="cpu=8,mem=16G,node=1,billing=8,gres/gpu=1")
+        else:
+            fake.put_job(job_id, name=f"job-{job_id}", state_reason="Resources", submit_time=now - 10,
+                         time_limit=60, extra=f'{{"pod": "ns/pod-{job_id}"}}')
+    time.sleep(1.1)  # the fills happened "a second ago"
+    fake.start()
+    port.value = fake.port
+    while True:
+        time.sleep(3600)
+
+
+@contextmanager
+def synthetic(nodes: int, jobs: int, running_share: float) -> Iterator[tuple[str, str, str, int]]:
+    """The stand-in in its own process (so its JSON encoding does not share our GIL)."""
+    ctx = multiprocessing.get_context("fork")
+    port = ctx.Value("i", 0)
+    child = ctx.Process(target=_serve_synthetic, args=(nodes, jobs, running_share, port), daemon=True)
+    child.start()
+    try:
+        _wait(lambda: port.value, 300, "the synthetic slurmrestd")
+        yield f"http://127.0.0.1:{port.value}", "bench", "node0001", 1
+    finally:
+        child.terminate()
+        child.join(10)
+
+
+@contextmanager
+def given(url: str, token: str, node: str, job: int) -> Iterator[tuple[str, str, str, int]]:
+    yield url, token, node, job
+
+
+def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=True, text=True, capture_output=True, **kw)
+
+
+@contextmanager
+def spawned(nodes: int, jobs: int) -> Iterator[tuple[str, str, str, int]]:
+    """A second slurmctld + slurmrestd in the sunk-dev chroot; 1000 nodes without slurmd, N held jobs."""
+    from sunk.dev.cluster import DevCluster
+
+    cluster = DevCluster.for_tests()
+    root = cluster.root
+    if not (root / ".sunk-complete").exists():
+        raise SystemExit("no sunk-dev chroot: run `sunk-dev up` first")
+    etc, spool = root / "etc" / BENCH_DIR, root / "var/spool" / BENCH_DIR
+    shutil.rmtree(spool, ignore_errors=True)
+    etc.mkdir(exist_ok=True)
+    spool.mkdir(parents=True)
+    slurm_uid = _uid(root, "slurm")
+    os.chown(spool, slurm_uid, slurm_uid)
+    (etc / "slurm.conf").write_text("\n".join([
+        "ClusterName=bench", "SlurmctldHost=localhost", f"SlurmctldPort={BENCH_CTLD_PORT}", "SlurmUser=slurm",
+        "AuthType=auth/munge", "AuthAltTypes=auth/jwt", "AuthAltParameters=jwt_key=/etc/slurm/jwt.key",
+        f"StateSaveLocation=/var/spool/{BENCH_DIR}", f"SlurmctldPidFile=/run/{BENCH_DIR}-slurmctld.pid",
+        f"SlurmctldLogFile=/var/log/slurm/{BENCH_DIR}-slurmctld.log", "SlurmctldDebug=error",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none", "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory", "GresTypes=gpu", "MailProg=/bin/true", "MaxJobCount=200000",
+        "MinJobAge=600", "SlurmdTimeout=0", "ReturnToService=2",
+        f"NodeName=bench[0001-{nodes:04d}] NodeHostname=localhost Port=18998 CPUs=64 RealMemory=131072 "
+        "Gres=gpu:2 State=UNKNOWN",
+        "PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP", ""]))
+    (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+    (etc / "gres.conf").write_text("AutoDetect=off\n")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": f"/etc/{BENCH_DIR}/slurm.conf"}
+    procs = []
+    try:
+        procs.append(subprocess.Popen(["chroot", str(root), "slurmctld", "-D", "-i", "-f",
+                                       f"/etc/{BENCH_DIR}/slurm.conf"], env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait(lambda: _run(["chroot", str(root), "scontrol", "ping"], env=env).stdout.count("UP") > 0, 60,
+              "the bench slurmctld")
+        procs.append(subprocess.Popen(["chroot", "--userspec=slurmrestd:slurmrestd", str(root), "env",
+                                       f"SLURM_CONF=/etc/{BENCH_DIR}/slurm.conf", "SLURM_JWT=daemon", "slurmrestd",
+                                       "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+                                       f"127.0.0.1:{BENCH_REST_PORT}"], env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        url = f"http://127.0.0.1:{BENCH_REST_PORT}"
+        token = cluster.slurm_rest.token  # signed with the same key, which the bench slurmctld also trusts
+        client = connect("rest", url=url, token=token, read_timeout=120)
+        _wait(client.ping, 60, "the bench slurmrestd")
+        started = time.monotonic()
+        request = JobRequest(name="bench", script="#!/bin/bash\nsleep 3600\n", priority=0, time_limit=60)
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(lambda i: client.submit_job(request), range(jobs)))
+        print(f"submitted {len(ids)} held jobs in {time.monotonic() - started:.1f}s", file=sys.stderr)
+        time.sleep(1.1)
+        yield url, token, "bench0001", ids[0]
+    finally:
+        for proc in reversed(procs):
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+def _uid(root: Path, user: str) -> int:
+    for line in (root / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user:
+            return int(fields[2])
+    raise KeyError(user)
+
+
+def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{what} did not come up in {timeout}s")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--synthetic", action="store_true")
+    mode.add_argument("--spawn", action="store_true")
+    mode.add_argument("--url")
+    parser.add_argument("--token", help="JWT for --url")
+    parser.add_argument("--node", help="node to touch in --url mode", default="node1")
+    parser.add_argument("--job", type=int, help="job to touch in --url mode")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--running-share", type=float, default=0.6, help="--synthetic: share of running jobs")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    if args.url:
+        if not (args.token and args.job):
+            parser.error("--url needs --token and --job")
+        target: Any = given(args.url, args.token, args.node, args.job)
+    elif args.synthetic:
+        target = synthetic(args.nodes, args.jobs, args.running_share)
+    else:
+        target = spawned(args.nodes, args.jobs)
+    with target as (url, token, node, job):
+        result = measure(url, token, args.repeat, node, job)
+    mode_name = "synthetic" if args.synthetic else "spawn" if args.spawn else "url"
+    print(json.dumps({"mode": mode_name, "nodes": args.nodes, "jobs": args.jobs, "repeat": args.repeat,
+                      "cpus": os.cpu_count(), **result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
