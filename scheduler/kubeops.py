@@ -7,6 +7,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from sunk import names
 from sunk.kube import client as kube
 from sunk.kube.patch import set_pod_conditions
 from sunk.kube.resources import Resource
@@ -32,9 +33,23 @@ def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) ->
     kube.request(api, "POST", PODS.path(meta["namespace"], meta["name"], "binding"), body=body)
 
 
-def annotate(api: ApiClient, pod: Obj, annotations: Mapping[str, str]) -> None:
-    meta = pod["metadata"]
-    kube.patch(api, PODS, meta["name"], {"metadata": {"annotations": dict(annotations)}}, meta["namespace"])
+LOCK_TOLERATION = {"key": names.LOCK_KEY, "operator": "Exists"}
+
+
+def record_submission(api: ApiClient, pod: Obj, annotations: Mapping[str, str]) -> None:
+    """Annotate the job id and make the Pod tolerate the lock taint, in one patch.
+
+    The strict lock of the Pod's own placeholder job taints its Node before the Pod is
+    bound: without the toleration, kube-scheduler (extender mode) would filter that Node
+    out, and a NoExecute lock would evict the Pod. Adding a toleration to a live Pod is
+    one of the few spec changes Kubernetes allows.
+    """
+    meta, spec = pod["metadata"], pod["spec"]
+    body: Obj = {"metadata": {"annotations": dict(annotations)}}
+    tolerations = spec.get("tolerations") or []
+    if not any(t.get("key") == names.LOCK_KEY and t.get("operator") == "Exists" for t in tolerations):
+        body["spec"] = {"tolerations": [*tolerations, LOCK_TOLERATION]}
+    kube.patch(api, PODS, meta["name"], body, meta["namespace"])
 
 
 def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:

@@ -207,7 +207,7 @@ class PodScheduler:
         self._created.setdefault(uid, _created_at(pod))
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
         self._report(pod, "Normal", "Submitted", f"placeholder Slurm job {job_id} submitted")
-        kubeops.annotate(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
+        kubeops.record_submission(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=EXPECTATION_RECHECK)
 
     def job_request(self, pod: Obj) -> Any:

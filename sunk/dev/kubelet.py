@@ -1,7 +1,9 @@
 """A stand-in kubelet for the dev cluster: Nodes Ready, bound Pods Running, deletions finished.
 
 It does what scheduling tests need from a kubelet and nothing else:
-- registers its Nodes with capacity that matches the Slurm nodes (32 CPU, 128Gi, 2 GPUs);
+- registers its Nodes with capacity that matches the Slurm nodes (64 CPU, 128Gi, 2 GPUs),
+  and lifts the not-ready taint the apiserver puts on new Nodes, as the node-lifecycle
+  controller of kube-controller-manager (not run here) would;
 - a Pod bound to one of its Nodes becomes Running and Ready once (it never fights a
   test that later sets the Pod not Ready);
 - a Pod being deleted goes away after the container "exits": immediately, or after the
@@ -90,6 +92,15 @@ class FakeKubelet:
                 if exc.status != 409:
                     raise
             self.core.patch_node_status(name, ready_status(name))
+            self._clear_not_ready_taint(name)
+
+    def _clear_not_ready_taint(self, name: str) -> None:
+        """The apiserver taints new Nodes not-ready; the node-lifecycle controller (not run here) lifts it."""
+        node: Any = self.core.read_node(name, _preload_content=False)
+        taints = json.loads(node.data)["spec"].get("taints") or []
+        kept = [t for t in taints if t["key"] != "node.kubernetes.io/not-ready"]
+        if kept != taints:
+            self.core.patch_node(name, {"spec": {"taints": kept}})
 
     def run(self) -> None:
         self.register()

@@ -150,8 +150,15 @@ def number(job: dict, key: str):
     return value.get("number") if isinstance(value, dict) else value
 
 
-def _node_idle(dev_cluster, node: str) -> bool:
-    return dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle"
+def idle_node(dev_cluster, timeout: float = 90) -> str:
+    """Some node with nothing on it (the highest-numbered first: other tests fill from node1)."""
+
+    def find():
+        out = dev_cluster.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T").stdout.split("\n")
+        idle = sorted((line.split()[0] for line in out if line.endswith(" idle")), reverse=True)
+        return idle[0] if idle else None
+
+    return wait_for(find, timeout, "an idle node", interval=1)
 
 
 def events_for(api, namespace, name) -> list[dict]:
@@ -236,12 +243,12 @@ def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace
 
 @pytest.fixture
 def busy_node(dev_cluster):
-    """node4 held by an exclusive batch job, so a Pod that requires node4 stays pending in Slurm."""
-    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
-    job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=high",
+    """A node held by an exclusive batch job, so a Pod that requires it stays pending in Slurm."""
+    node = idle_node(dev_cluster)
+    job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
                             "--wrap", "sleep 600").stdout.strip()
     wait_for(lambda: state(slurm_job(dev_cluster, int(job))) == "RUNNING", 30, "the blocking job to run")
-    yield "node4"
+    yield node
     dev_cluster.slurm("scancel", job)
 
 
@@ -416,13 +423,13 @@ def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespac
 
 # -- preemption, both directions (QOS high preempts normal) -----------------------------------------
 def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, scheduler):
-    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
-    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
+    node = idle_node(dev_cluster)
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node,
                                                        names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "normal"})
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
-    high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=high",
+    high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
                              "--wrap", "sleep 300").stdout.strip()
     try:
         wait_for(lambda: gone(kube_api, namespace, name), 40, "the preempted Pod to be deleted")
@@ -435,15 +442,15 @@ def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, s
 
 
 def test_a_high_qos_pod_preempts_a_batch_job(kube_api, dev_cluster, namespace, scheduler):
-    wait_for(lambda: _node_idle(dev_cluster, "node4"), 60, "node4 to be idle")
-    low = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", "node4", "--exclusive", "--qos=normal",
+    node = idle_node(dev_cluster)
+    low = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=normal",
                             "--wrap", "sleep 600").stdout.strip()
     try:
         wait_for(lambda: state(slurm_job(dev_cluster, int(low))) == "RUNNING", 30, "the batch job to run")
-        pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: "node4",
+        pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node,
                                                            names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "high"})
         name = pod["metadata"]["name"]
-        assert wait_for(lambda: bound(kube_api, namespace, name), 60, "binding") == "worker-4"
+        assert wait_for(lambda: bound(kube_api, namespace, name), 60, "binding") == dev_cluster.k8s_node_for(node)
         assert state(slurm_job(dev_cluster, int(low))) in ("PENDING", "REQUEUED", "PREEMPTED")
         kc.delete(kube_api, PODS, name, namespace)
     finally:
