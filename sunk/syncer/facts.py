@@ -1,0 +1,47 @@
+"""Gathering, from memory, what the Kubernetes side says about one Slurm node.
+
+The reconcilers read only caches (informers, the Slurm cache); this module is the one
+place that turns "Slurm node name" into the Pod, the Node and the cordon marker, so the
+pure rules get one value to decide from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .context import SyncerContext
+from .podcordon import Cordon, pod_cordon
+
+Obj = dict[str, Any]
+
+
+@attrs.frozen
+class KubeFacts:
+    """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate."""
+
+    slurm_node: str
+    namespace: str  # where this Syncer's slurmd Pods live
+    pod: Obj | None
+    k8s_node: Obj | None
+    cordon: Cordon
+
+    @property
+    def pod_key(self) -> str | None:
+        if self.pod is None:
+            return None
+        return f"{self.pod['metadata'].get('namespace')}/{self.pod['metadata']['name']}"
+
+
+def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
+    pod = ctx.pod_for(slurm_node)
+    node_name = ((pod or {}).get("spec") or {}).get("nodeName")
+    k8s_node = ctx.nodes.get(node_name) if node_name else None
+    return KubeFacts(
+        slurm_node=slurm_node,
+        namespace=ctx.args.watch_namespace,
+        pod=pod,
+        k8s_node=k8s_node,
+        cordon=pod_cordon(pod),
+    )

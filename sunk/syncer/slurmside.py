@@ -1,0 +1,112 @@
+"""Kubernetes -> Slurm: drains with the ``k8s:`` prefix, verify-undrain, and the Extra field.
+
+One reconcile per Slurm node name, level-based. The decision is taken from memory (the
+Slurm cache, the informers) by the pure rules; this module only carries it out:
+
+- Nothing to change: no Slurm call at all.
+- Something to change: read Slurm's node list first (shared between workers, see
+  freshread.py), decide again from the fresh copy, and write only if the decision still
+  stands. The cache may be up to one poll
+  interval old; a person who drained the node by hand a moment ago, or added a key to
+  Extra, must not be overwritten from a stale picture. A drain, an undrain and a new
+  Extra go out as one ``update_node``.
+- Slurm unreachable (the cache is stale): no decision at all, retry shortly. Missing
+  information is never read as "node gone" or "node undrained".
+- A Slurm node the cache does not know: nothing to do (it may be mid-restart).
+After a write the cache is nudged, so the Kubernetes side shows the result at once
+rather than at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+
+from sunk.controller.runtime import Result
+from sunk.slurm.models import Node, NodeUpdate
+
+from . import metrics
+from .context import SyncerContext
+from .facts import KubeFacts, gather
+from .freshread import FreshNodes
+from .rules import DRAIN, NONE, RULES, UNDRAIN, Rules
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+@attrs.frozen
+class Plan:
+    """One node's pending Slurm write (``update`` None: nothing to do) and what it means."""
+
+    update: NodeUpdate | None
+    action: str = NONE
+    reason: str | None = None
+    why: str = ""
+    extra_changed: bool = False
+    replaced_invalid_extra: bool = False
+
+
+@attrs.define
+class SlurmSideReconciler:
+    ctx: SyncerContext
+    rules: Rules = RULES
+    stale_retry: float = 2.0
+    fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
+
+    def plan(self, facts: KubeFacts, node: Node) -> Plan:
+        drain = self.rules.drain(facts, node)
+        extra = self.rules.extra(facts, node)
+        if drain.action == NONE and extra.text is None:
+            return Plan(None)
+        state = {DRAIN: "DRAIN", UNDRAIN: "UNDRAIN"}.get(drain.action)
+        update = NodeUpdate(state=state, reason=drain.reason if drain.action == DRAIN else None, extra=extra.text)
+        return Plan(update, drain.action, drain.reason, drain.why, extra.text is not None, extra.replaced_invalid)
+
+    def reconcile(self, key: str) -> Result | None:
+        cache = self.ctx.slurm_cache
+        if not cache.fresh:
+            metrics.STALE_SKIPS.inc()
+            return Result(requeue_after=self.stale_retry)
+        node = cache.node(key)
+        if node is None:
+            return None
+        facts = gather(self.ctx, key)
+        if self.plan(facts, node).update is None:
+            return None
+        # Something to write: decide again from Slurm's current word on this one node.
+        metrics.SLURM_VERIFY_READS.inc()
+        current = self.fresh.node(key)
+        if current is None:
+            return None
+        node = current
+        plan = self.plan(facts, node)
+        if plan.update is None:
+            return None
+        self.ctx.slurm.update_node(key, plan.update)
+        self._record(facts, node, plan)
+        cache.nudge()
+        return None
+
+    def _record(self, facts: KubeFacts, node: Node, plan: Plan) -> None:
+        if plan.action != NONE:
+            metrics.SLURM_WRITES.labels(action=plan.action).inc()
+        if plan.extra_changed:
+            metrics.SLURM_WRITES.labels(action="extra").inc()
+        pod = facts.pod
+        if plan.action == DRAIN:
+            log.info("slurm node %s: drain %r (%s; was %r)", node.name, plan.reason, plan.why, node.reason)
+            if pod is not None:
+                self.ctx.recorder.normal(pod, "SlurmNodeDrained", f"drained {node.name} in Slurm: {plan.reason}")
+        elif plan.action == UNDRAIN:
+            log.info("slurm node %s: undrain (%s; reason was %r)", node.name, plan.why, node.reason)
+            if pod is not None:
+                self.ctx.recorder.normal(pod, "SlurmNodeUndrained", f"undrained {node.name} in Slurm: {plan.why}")
+        if plan.replaced_invalid_extra:
+            log.warning("slurm node %s: Extra was not valid JSON, replaced it (was %r)", node.name, node.extra[:200])
+            if pod is not None:
+                self.ctx.recorder.warning(pod, "InvalidSlurmExtra",
+                                          f"Extra of Slurm node {node.name} was not valid JSON; replaced it")

@@ -1,0 +1,122 @@
+"""Which events wake which Slurm node keys: slurmd Pods, Kubernetes Nodes, Slurm cache, resync.
+
+Level-based reconcilers only need to know *which* node to look at. Why the Node filter:
+a kubelet rewrites its Node's status every few seconds (heartbeats); waking every Slurm
+node on it for each heartbeat would cost nothing in writes but keep the queue busy for
+no reason, so only changes the Syncer reads are let through.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sunk import names
+from sunk.slurm.cache import NODE, CacheEvent
+
+from .context import SyncerContext, slurm_node_name
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Enqueue = Callable[[str], None]
+
+# Node conditions whose status the Syncer reads or writes (kubelet heartbeats only touch timestamps).
+_WATCHED_NODE_CONDITIONS = frozenset({"Ready", names.COND_SLURM_CORDON})
+
+
+def node_view(node: Obj | None) -> tuple[Any, ...]:
+    """The parts of a Kubernetes Node the Syncer's decisions depend on."""
+    if node is None:
+        return ()
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    conditions = tuple(
+        sorted(
+            (c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if c.get("type") in _WATCHED_NODE_CONDITIONS
+        )
+    )
+    return (
+        bool(spec.get("unschedulable")),
+        (meta.get("annotations") or {}).get(names.ANN_CORDON_REASON),
+        tuple(sorted((t.get("key", ""), t.get("effect", "")) for t in spec.get("taints") or ())),
+        conditions,
+        meta.get("deletionTimestamp"),
+    )
+
+
+class KeyHandler:
+    """An informer handler that enqueues the Slurm node keys ``mapper`` finds, optionally filtered."""
+
+    def __init__(
+        self,
+        enqueue: Enqueue,
+        mapper: Callable[[Obj], Iterable[str]],
+        changed: Callable[[Obj, Obj], bool] | None = None,
+    ):
+        self.enqueue, self.mapper, self.changed = enqueue, mapper, changed
+
+    def on_add(self, obj: Obj) -> None:
+        self._all(self.mapper(obj))
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if self.changed is None or self.changed(old, new):
+            self._all(set(self.mapper(old)) | set(self.mapper(new)))
+
+    def on_delete(self, obj: Obj) -> None:
+        self._all(self.mapper(obj))
+
+    def _all(self, keys: Iterable[str]) -> None:
+        for key in sorted(keys):
+            self.enqueue(key)
+
+
+def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
+    """Subscribe ``enqueue`` to every source of change the Syncer reacts to."""
+    ctx.slurmd_pods.add_handler(KeyHandler(enqueue, lambda pod: [slurm_node_name(pod)]))
+
+    def slurm_nodes_on(node: Obj) -> list[str]:
+        return ctx.slurm_nodes_on(node["metadata"]["name"])
+
+    ctx.nodes.add_handler(KeyHandler(enqueue, slurm_nodes_on, lambda old, new: node_view(old) != node_view(new)))
+
+    def on_slurm(event: CacheEvent) -> None:
+        if event.kind == NODE:
+            enqueue(str(event.key))
+
+    ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE])
+
+
+def all_keys(ctx: SyncerContext) -> set[str]:
+    """Every Slurm node the Syncer knows of, from either side."""
+    keys = set(ctx.slurm_cache.nodes())
+    keys.update(slurm_node_name(p) for p in ctx.slurmd_pods.list())
+    return keys
+
+
+class Resync:
+    """The slow safety net: every ``interval`` seconds, every key once. Events do the real work."""
+
+    def __init__(self, ctx: SyncerContext, enqueue: Enqueue, interval: float):
+        self.ctx, self.enqueue, self.interval = ctx, enqueue, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.interval <= 0:
+            return
+        self._thread = threading.Thread(target=self._run, name="syncer-resync", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            keys = all_keys(self.ctx)
+            log.debug("resync: %d Slurm nodes", len(keys))
+            for key in sorted(keys):
+                self.enqueue(key)

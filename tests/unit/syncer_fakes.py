@@ -1,0 +1,173 @@
+"""In-memory stand-ins for the Syncer's caches, clients and rules (unit tests only)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sunk.slurm.client import Snapshot
+from sunk.slurm.models import Node, NodeUpdate
+from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
+from sunk.syncer.facts import KubeFacts
+from sunk.syncer.rules import NONE, DrainDecision, ExtraDecision, PodStatus
+
+Obj = dict[str, Any]
+
+
+class FakeInformer:
+    def __init__(self, indexers: Mapping[str, Callable[[Obj], list[str]]] | None = None):
+        self.store: dict[str, Obj] = {}
+        self.indexers = dict(indexers or {})
+        self.handlers: list[Any] = []
+
+    @staticmethod
+    def key(obj: Obj) -> str:
+        meta = obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+    def put(self, obj: Obj) -> None:
+        old = self.store.get(self.key(obj))
+        self.store[self.key(obj)] = obj
+        for h in self.handlers:
+            h.on_add(obj) if old is None else h.on_update(old, obj)
+
+    def remove(self, obj: Obj) -> None:
+        self.store.pop(self.key(obj), None)
+        for h in self.handlers:
+            h.on_delete(obj)
+
+    def get(self, key: str) -> Obj | None:
+        return self.store.get(key)
+
+    def list(self) -> list[Obj]:
+        return list(self.store.values())
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        return [o for o in self.store.values() if value in self.indexers[name](o)]
+
+    def add_handler(self, handler: Any = None, **_: Any) -> Any:
+        self.handlers.append(handler)
+        for obj in self.store.values():
+            handler.on_add(obj)
+        return handler
+
+    def has_synced(self) -> bool:
+        return True
+
+
+class FakeCache:
+    def __init__(self, nodes: Sequence[Node] = ()):
+        self.items = {n.name: n for n in nodes}
+        self.fresh = True
+        self.synced = True
+        self.nudges = 0
+        self.subscribers: list[Callable[[Any], None]] = []
+
+    def nodes(self) -> Mapping[str, Node]:
+        return self.items
+
+    def node(self, name: str) -> Node | None:
+        return self.items.get(name)
+
+    def nudge(self) -> None:
+        self.nudges += 1
+
+    def subscribe(self, callback: Callable[[Any], None], **_: Any) -> Callable[[], None]:
+        self.subscribers.append(callback)
+        return lambda: None
+
+
+class FakeSlurm:
+    """Slurm's current truth (may differ from the cache), and every call made."""
+
+    def __init__(self, nodes: Sequence[Node] = ()):
+        self.items = {n.name: n for n in nodes}
+        self.calls: list[tuple[str, str, NodeUpdate | None]] = []
+
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+        self.calls.append(("list", "", None))
+        return Snapshot(items=tuple(self.items.values()), last_update=1)
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        self.calls.append(("update", name, update))
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def normal(self, obj: Obj, reason: str, message: str, **_: Any) -> None:
+        self.events.append(("Normal", reason, message))
+
+    def warning(self, obj: Obj, reason: str, message: str, **_: Any) -> None:
+        self.events.append(("Warning", reason, message))
+
+
+class FakeRules:
+    """Answers set per test; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.drain_answer: Callable[[KubeFacts, Node], DrainDecision] = lambda f, n: DrainDecision(NONE)
+        self.extra_answer: Callable[[KubeFacts, Node], ExtraDecision] = lambda f, n: ExtraDecision()
+        self.status_answer: Callable[[Node], PodStatus] = lambda n: PodStatus((), {})
+        self.node_answer: Callable[[Sequence[Node]], list[Mapping[str, Any]]] = lambda ns: []
+        self.asked: list[tuple[str, str]] = []
+
+    def drain(self, facts: KubeFacts, node: Node) -> DrainDecision:
+        self.asked.append(("drain", node.name))
+        return self.drain_answer(facts, node)
+
+    def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision:
+        self.asked.append(("extra", node.name))
+        return self.extra_answer(facts, node)
+
+    def pod_status(self, node: Node) -> PodStatus:
+        return self.status_answer(node)
+
+    def node_conditions(self, slurm_nodes: Sequence[Node]) -> list[Mapping[str, Any]]:
+        return self.node_answer(slurm_nodes)
+
+
+def pod(name: str, node: str = "worker-1", namespace: str = "slurm", *, rv: str = "1",
+        conditions: Sequence[Obj] = (), labels: Mapping[str, str] | None = None, deleting: bool = False) -> Obj:
+    meta: Obj = {"name": name, "namespace": namespace, "resourceVersion": rv, "uid": f"uid-{name}",
+                 "labels": dict(labels or {"app.kubernetes.io/name": "slurmd"}),
+                 "creationTimestamp": "2030-01-01T00:00:00Z"}
+    if deleting:
+        meta["deletionTimestamp"] = "2030-01-01T00:00:01Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": node, "hostname": name},
+            "status": {"conditions": [dict(c) for c in conditions]}}
+
+
+def k8s_node(name: str, *, cordoned: bool = False, reason: str | None = None, rv: str = "1") -> Obj:
+    meta: Obj = {"name": name, "resourceVersion": rv, "annotations": {}}
+    if reason:
+        meta["annotations"]["node.coreweave.cloud/cordonReason"] = reason
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+            "spec": {"unschedulable": True} if cordoned else {}, "status": {"conditions": []}}
+
+
+def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
+             enqueue: Callable[[str], None] | None = None) -> tuple[SyncerContext, FakeInformer, FakeInformer,
+                                                                  FakeCache, FakeSlurm, FakeRecorder]:
+    from sunk.kube.informer import pod_node_name
+
+    pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name})
+    k8s_nodes = FakeInformer()
+    cache = FakeCache(nodes)
+    slurm = slurm or FakeSlurm(nodes)
+    recorder = FakeRecorder()
+    ctx = SyncerContext(
+        api=object(),  # type: ignore[arg-type]
+        slurm=slurm,  # type: ignore[arg-type]
+        slurm_cache=cache,  # type: ignore[arg-type]
+        slurmd_pods=pods,  # type: ignore[arg-type]
+        nodes=k8s_nodes,  # type: ignore[arg-type]
+        all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
+        recorder=recorder,  # type: ignore[arg-type]
+        args=argparse.Namespace(watch_namespace="slurm"),
+        enqueue_node=enqueue or (lambda name: None),
+    )
+    return ctx, pods, k8s_nodes, cache, slurm, recorder

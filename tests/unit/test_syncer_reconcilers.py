@@ -1,0 +1,240 @@
+"""The Syncer's reconcilers with fakes: what they write, when they write nothing, and what they never do.
+
+The rules are faked (they are tested in the translate layer); these tests pin the I/O:
+one Slurm read only on the write path, one combined update, no writes from stale data,
+no apiserver call when nothing changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from syncer_fakes import FakeRules, FakeSlurm, k8s_node, make_ctx, pod
+
+from sunk.kube import client as kc
+from sunk.slurm.models import Node, NodeUpdate
+from sunk.syncer.kubeside import KubeSideReconciler
+from sunk.syncer.podcordon import COND_POD_CORDONED
+from sunk.syncer.rules import DRAIN, UNDRAIN, DrainDecision, ExtraDecision, PodStatus
+from sunk.syncer.slurmside import SlurmSideReconciler
+
+IDLE = Node("node1", state="IDLE")
+
+
+@pytest.fixture
+def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, Any, str | None]]:
+    """Every PATCH the reconcilers send, answered as the apiserver would (object with the patch applied)."""
+    calls: list[tuple[str, str | None, Any, str | None]] = []
+
+    def patch(api: Any, resource: Any, name: str, body: Any, namespace: str | None = None, *,
+              subresource: str | None = None, **_: Any) -> dict[str, Any]:
+        calls.append((resource.plural + "/" + name, namespace, body, subresource))
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "2"}, **body}
+
+    monkeypatch.setattr(kc, "patch", patch)
+    return calls
+
+
+# ---- Slurm side -------------------------------------------------------------------------------------
+
+
+def test_stale_cache_postpones_without_any_slurm_call():
+    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[IDLE])
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: pod not ready", "pod not ready")
+    cache.fresh = False
+    result = SlurmSideReconciler(ctx, rules, stale_retry=3.0).reconcile("node1")
+    assert result is not None and result.requeue_after == 3.0
+    assert slurm.calls == [] and rules.asked == []
+
+
+def test_node_unknown_to_slurm_is_left_alone():
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[])
+    pods.put(pod("node1"))
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: x", "x")
+    assert SlurmSideReconciler(ctx, rules).reconcile("node1") is None
+    assert slurm.calls == []
+
+
+def test_nothing_to_change_makes_no_slurm_call():
+    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[IDLE])
+    pods.put(pod("node1"))
+    SlurmSideReconciler(ctx, FakeRules()).reconcile("node1")
+    assert slurm.calls == [] and cache.nudges == 0
+
+
+def test_drain_and_extra_go_out_as_one_update_after_one_verify_read():
+    ctx, pods, _, cache, slurm, recorder = make_ctx(nodes=[IDLE])
+    pods.put(pod("node1"))
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: pod slurm/node1 not ready", "pod not ready")
+    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":"node1"}')
+    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    assert slurm.calls == [
+        ("list", "", None),
+        ("update", "node1",
+         NodeUpdate(state="DRAIN", reason="k8s: pod slurm/node1 not ready", extra='{"pod":"node1"}')),
+    ]
+    assert cache.nudges == 1
+    assert recorder.events == [("Normal", "SlurmNodeDrained", "drained node1 in Slurm: k8s: pod slurm/node1 not ready")]
+
+
+def test_undrain_sends_undrain_state_and_no_reason():
+    drained = Node("node1", state="IDLE+DRAIN", reason="k8s: pod not ready")
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[drained])
+    pods.put(pod("node1"))
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: DrainDecision(UNDRAIN, None, "pod ready again") if n.drained else DrainDecision()
+    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="UNDRAIN"))
+
+
+def test_decision_is_taken_again_from_slurm_truth_before_writing():
+    """The cache says "our k8s: drain, undrain it"; Slurm now says a person drained it: no write."""
+    cached = Node("node1", state="IDLE+DRAIN", reason="k8s: pod not ready")
+    truth = Node("node1", state="IDLE+DRAIN", reason="bad DIMM, ticket 42")
+    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[cached], slurm=FakeSlurm([truth]))
+    pods.put(pod("node1"))
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: (DrainDecision(UNDRAIN, None, "ready") if n.reason.startswith("k8s:")
+                                       else DrainDecision())
+    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    assert slurm.calls == [("list", "", None)]
+    assert cache.nudges == 0
+
+
+def test_invalid_extra_replacement_is_logged_and_recorded(caplog: pytest.LogCaptureFixture):
+    broken = Node("node1", state="IDLE", extra="{not json")
+    ctx, pods, _, _, slurm, recorder = make_ctx(nodes=[broken])
+    pods.put(pod("node1"))
+    rules = FakeRules()
+    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":"node1"}', replaced_invalid=True)
+    with caplog.at_level(logging.WARNING, logger="sunk.syncer.slurmside"):
+        SlurmSideReconciler(ctx, rules).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(extra='{"pod":"node1"}'))
+    assert any("not valid JSON" in r.getMessage() and "{not json" in r.getMessage() for r in caplog.records)
+    assert ("Warning", "InvalidSlurmExtra", "Extra of Slurm node node1 was not valid JSON; replaced it") in \
+        recorder.events
+
+
+def test_facts_given_to_the_rules_come_from_the_informers():
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[IDLE])
+    pods.put(pod("node1", node="worker-7", conditions=[{"type": COND_POD_CORDONED, "status": "True",
+                                                         "message": "disk failing"}]))
+    nodes.put(k8s_node("worker-7", cordoned=True, reason="disk failing"))
+    seen = []
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: seen.append(f) or DrainDecision()
+    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    (facts,) = seen
+    assert facts.pod_key == "slurm/node1" and facts.k8s_node["metadata"]["name"] == "worker-7"
+    assert facts.cordon.cordoned and facts.cordon.reason == "disk failing" and facts.namespace == "slurm"
+
+
+# ---- Kubernetes side ------------------------------------------------------------------------------------
+
+
+def _status(node: Node) -> PodStatus:
+    drained = "True" if node.drained else "False"
+    return PodStatus(({"type": "SlurmDrain", "status": drained, "reason": "Drain", "message": node.reason},),
+                     {"sunk.coreweave.com/drain": drained.lower()})
+
+
+def test_pod_conditions_and_labels_written_once_then_nothing(api_calls):
+    drained = Node("node1", state="IDLE+DRAIN", reason="bad DIMM")
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained])
+    ready = {"type": "Ready", "status": "True"}
+    pods.put(pod("node1", conditions=[ready]))
+    nodes.put(k8s_node("worker-1"))
+    rules = FakeRules()
+    rules.status_answer = _status
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    status_patch, label_patch = api_calls
+    assert status_patch[0] == "pods/node1" and status_patch[3] == "status"
+    conds = status_patch[2]["status"]["conditions"]
+    assert [c["type"] for c in conds] == ["Ready", "SlurmDrain"]  # the kubelet's Ready kept, ours once
+    assert status_patch[2]["metadata"]["resourceVersion"] == "1"
+    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}}}
+
+    # The informer now shows what we wrote: a second pass makes no call at all.
+    pods.put(pod("node1", rv="2", conditions=conds, labels={"app.kubernetes.io/name": "slurmd",
+                                                             "sunk.coreweave.com/drain": "true"}))
+    api_calls.clear()
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    assert api_calls == []
+
+
+def test_duplicate_conditions_are_collapsed_to_one(api_calls):
+    node = Node("node1", state="IDLE")
+    ctx, pods, _, _, _, _ = make_ctx(nodes=[node])
+    dup = {"type": "SlurmDrain", "status": "False", "reason": "Drain"}
+    pods.put(pod("node1", conditions=[dup, dict(dup), {"type": "Ready", "status": "True"}],
+                 labels={"sunk.coreweave.com/drain": "false"}))
+    rules = FakeRules()
+    rules.status_answer = _status
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    (status_patch,) = api_calls
+    assert [c["type"] for c in status_patch[2]["status"]["conditions"]] == ["SlurmDrain", "Ready"]
+
+
+def test_stale_slurm_cache_keeps_slurm_conditions_but_still_marks_cordon(api_calls):
+    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1", state="IDLE")])
+    pods.put(pod("node1", node="worker-1"))
+    nodes.put(k8s_node("worker-1", cordoned=True, reason="kernel upgrade"))
+    cache.fresh = False
+    rules = FakeRules()
+    rules.status_answer = _status
+    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "False"}]
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    (status_patch,) = api_calls  # no labels, no Node write: those need Slurm's word
+    (cond,) = status_patch[2]["status"]["conditions"]
+    assert cond["type"] == COND_POD_CORDONED and cond["status"] == "True" and cond["message"] == "kernel upgrade"
+
+
+def test_uncordon_flips_the_marker_to_false_and_never_cordoned_pods_get_none(api_calls):
+    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1", state="IDLE")])
+    marked = {"type": COND_POD_CORDONED, "status": "True", "reason": "NodeCordoned", "message": "x"}
+    pods.put(pod("node1", node="worker-1", conditions=[marked]))
+    nodes.put(k8s_node("worker-1"))
+    KubeSideReconciler(ctx, FakeRules()).reconcile("node1")
+    (status_patch,) = api_calls
+    (cond,) = status_patch[2]["status"]["conditions"]
+    assert cond["status"] == "False" and cond["reason"] == "NodeUncordoned"
+
+    api_calls.clear()
+    pods.put(pod("node2", node="worker-1"))
+    KubeSideReconciler(ctx, FakeRules()).reconcile("node2")
+    assert api_calls == []
+
+
+def test_node_condition_written_through_nodes_status_only_when_it_differs(api_calls):
+    drained = Node("node1", state="IDLE+DRAIN", reason="bad DIMM")
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained])
+    pods.put(pod("node1", node="worker-1"))
+    nodes.put(k8s_node("worker-1"))
+    rules = FakeRules()
+    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "True", "reason": "SlurmDrain",
+                                     "message": ns[0].reason}]
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    (node_patch,) = api_calls
+    assert node_patch[0] == "nodes/worker-1" and node_patch[3] == "status"
+    assert node_patch[2]["status"]["conditions"][0]["message"] == "bad DIMM"
+
+    written = k8s_node("worker-1", rv="2")
+    written["status"]["conditions"] = node_patch[2]["status"]["conditions"]
+    nodes.put(written)
+    api_calls.clear()
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    assert api_calls == []
+
+
+def test_terminating_pod_gets_no_status_writes(api_calls):
+    ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason="x")])
+    pods.put(pod("node1", deleting=True))
+    rules = FakeRules()
+    rules.status_answer = _status
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    assert api_calls == []

@@ -1,0 +1,187 @@
+"""The Syncer's wiring: event -> key mapping, the Node filter, resync, shared fresh reads, plugins, flags."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import types
+
+import pytest
+from syncer_fakes import k8s_node, make_ctx, pod
+
+from sunk.slurm.client import Snapshot
+from sunk.slurm.models import Node
+from sunk.syncer import cli, plugins, triggers
+from sunk.syncer.context import PluginParts, slurm_node_name
+from sunk.syncer.freshread import FreshNodes
+
+# ---- keys and triggers ----------------------------------------------------------------------------------
+
+
+def test_slurm_node_name_is_the_hostname_else_the_pod_name():
+    assert slurm_node_name(pod("node3")) == "node3"
+    p = pod("slurmd-10-2")
+    p["spec"]["hostname"] = "gpu-017"
+    assert slurm_node_name(p) == "gpu-017"
+    del p["spec"]["hostname"]
+    assert slurm_node_name(p) == "slurmd-10-2"
+
+
+def test_events_from_pods_nodes_and_slurm_become_slurm_node_keys():
+    keys: list[str] = []
+    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1"), Node("node2")])
+    pods.put(pod("node1", node="worker-1"))
+    pods.put(pod("node2", node="worker-1"))
+    nodes.put(k8s_node("worker-1"))
+    triggers.attach(ctx, keys.append)
+    assert sorted(set(keys)) == ["node1", "node2"]  # the informers replay what they hold (Pods and the Node)
+
+    keys.clear()
+    nodes.put(k8s_node("worker-1", cordoned=True))
+    assert keys == ["node1", "node2"]  # every Slurm node on that Node
+
+    keys.clear()
+    (callback,) = cache.subscribers
+    callback(types.SimpleNamespace(kind="node", key="node7"))
+    assert keys == ["node7"]
+
+
+def test_node_heartbeats_do_not_wake_anything_but_cordon_and_reason_do():
+    old = k8s_node("worker-1")
+    old["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}]
+    beat = k8s_node("worker-1", rv="2")
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t2"}]
+    assert triggers.node_view(old) == triggers.node_view(beat)
+    assert triggers.node_view(old) != triggers.node_view(k8s_node("worker-1", cordoned=True))
+    assert triggers.node_view(k8s_node("w", cordoned=True, reason="a")) != triggers.node_view(
+        k8s_node("w", cordoned=True, reason="b"))
+    notready = k8s_node("worker-1")
+    notready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert triggers.node_view(old) != triggers.node_view(notready)
+
+
+def test_resync_enqueues_every_node_known_to_either_side():
+    keys: list[str] = []
+    ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1"), Node("node2")])
+    pods.put(pod("node3"))
+    resync = triggers.Resync(ctx, keys.append, 0.05)
+    resync.start()
+    try:
+        deadline = time.monotonic() + 5
+        while len(keys) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        resync.stop()
+    assert set(keys[:3]) == {"node1", "node2", "node3"}
+
+
+# ---- shared fresh reads ------------------------------------------------------------------------------------
+
+
+class SlowSlurm:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.version = 0
+
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+        self.calls += 1
+        self.version += 1
+        version = self.version
+        self.started.set()
+        self.release.wait(5)
+        return Snapshot(items=(Node("node1", reason=f"v{version}"),), last_update=version)
+
+
+def test_fresh_read_waits_for_a_list_that_began_after_it_and_shares_it():
+    slurm = SlowSlurm()
+    fresh = FreshNodes(slurm)  # type: ignore[arg-type]
+    results: list[str] = []
+
+    def read() -> None:
+        results.append(fresh.node("node1").reason)  # type: ignore[union-attr]
+
+    first = threading.Thread(target=read)
+    first.start()
+    assert slurm.started.wait(5)  # list v1 is running
+    late = [threading.Thread(target=read) for _ in range(5)]
+    for t in late:
+        t.start()
+    time.sleep(0.1)
+    slurm.release.set()
+    for t in [first, *late]:
+        t.join(5)
+    assert results[0] == "v1"
+    assert sorted(results[1:]) == ["v2"] * 5  # the late ones did not take v1, which began before them
+    assert slurm.calls == 2 and fresh.lists == 2
+
+
+def test_fresh_read_hands_the_error_to_its_waiters():
+    class Broken:
+        def list_nodes(self, **_: object) -> Snapshot:
+            raise RuntimeError("slurmctld down")
+
+    with pytest.raises(RuntimeError, match="slurmctld down"):
+        FreshNodes(Broken()).node("node1")  # type: ignore[arg-type]
+
+
+# ---- plugins and flags ---------------------------------------------------------------------------------------
+
+
+class _Plugin:
+    name = "test-plugin"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--hooks-token-file", default="/plugin/default")
+        parser.add_argument("--plugin-flag", default="x")
+
+    def install(self, ctx: object) -> PluginParts:
+        return PluginParts()
+
+
+@pytest.fixture
+def fake_plugin_module(monkeypatch: pytest.MonkeyPatch) -> str:
+    module = types.ModuleType("sunk_test_syncer_plugin")
+    module.PLUGIN = _Plugin()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module.__name__
+
+
+def test_missing_plugin_module_is_skipped_but_a_broken_one_is_an_error(monkeypatch: pytest.MonkeyPatch):
+    assert plugins.load_plugin("sunk.no_such_plugin_module") is None
+    broken = types.ModuleType("sunk_test_broken_plugin")
+    monkeypatch.setitem(sys.modules, broken.__name__, broken)
+    with pytest.raises(TypeError, match="no PLUGIN"):
+        plugins.load_plugin(broken.__name__)
+    assert plugins.parse_plugin_list(" a, b:X ,,") == ["a", "b:X"]
+
+
+def test_flags_defaults_and_plugin_flags(fake_plugin_module: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    args, loaded = cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t"])
+    assert [p.name for p in loaded] == ["test-plugin"]
+    assert args.plugin_flag == "x" and args.hooks_token_file == "/plugin/default"  # the plugin's definition wins
+    assert (args.watch_namespace, args.slurmd_selector, args.slurm_user) == ("slurm", "app.kubernetes.io/name=slurmd",
+                                                                            "root")
+    assert (args.metrics_bind_address, args.health_probe_bind_address, args.hooks_api_bind_address) == (
+        ":8080", ":8081", ":8000")
+    assert args.leader_elect is True and args.slurm_poll_interval == 1.0 and args.zap_log_level == "info"
+
+
+def test_flag_values_go_style(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("POD_NAMESPACE", "slurm-a")
+    args, loaded = cli.parse_args(["--plugins=", "--slurm-auth-token-file=/t", "--leader-elect=false",
+                                   "--slurm-poll-interval=500ms", "--resync-period=10m", "--zap-log-level=debug",
+                                   "--workers=8"])
+    assert loaded == [] and args.watch_namespace == "slurm-a" and args.leader_elect is False
+    assert args.slurm_poll_interval == 0.5 and args.resync_period == 600.0 and args.workers == 8
+
+
+def test_flags_need_a_slurm_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.delenv("SLURM_JWT", raising=False)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--plugins="])
+    assert "--slurm-auth-token" in capsys.readouterr().err
