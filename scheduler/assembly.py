@@ -15,7 +15,6 @@ from typing import Any, Optional
 
 import attrs
 from kubernetes.client import ApiClient
-from sunk.translate.podjob import PlaceholderIdentity
 
 from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.manager import Manager
@@ -24,8 +23,9 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.slurm.client import SlurmClient
+from sunk.translate.podjob import PlaceholderIdentity
 
-from . import kubeops
+from . import kubeops, metrics
 from .config import SchedulerConfig
 from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
@@ -102,7 +102,8 @@ def assemble(
     recorder = EventRecorder(api, component=name)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind,
-                             nudge=slurm_cache.nudge)
+                             nudge=slurm_cache.nudge, bind_latency=metrics.BIND_LATENCY.observe)
+    metrics.register(slurm)
     controller = Controller(name, scheduler, workers=workers)
     gone = PodGone(pod_index.by_uid)
 
