@@ -99,8 +99,11 @@ def build(args: argparse.Namespace, plugins: Sequence[Any]) -> Any:
     from sunk.kube.client import load_api_client
 
     from .assembly import assemble, exit_when_done
+    from .metrics import register_slurm_requests
 
-    syncer = assemble(args, api=load_api_client(args.kubeconfig), slurm=connect_slurm(args), plugins=plugins)
+    slurm = connect_slurm(args)
+    register_slurm_requests(slurm.rpc_stats)
+    syncer = assemble(args, api=load_api_client(args.kubeconfig), slurm=slurm, plugins=plugins)
     syncer.manager.start()
     exit_when_done(syncer.manager)
     log.info(

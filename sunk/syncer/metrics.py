@@ -6,7 +6,12 @@ Slurm call a reconcile makes is a write, so these counters are the cost of synci
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import CounterMetricFamily
+
+from sunk.slurm.models import RpcStat
 
 KUBE_WRITES = Counter(
     "sunk_syncer_kube_writes_total",
@@ -26,3 +31,25 @@ STALE_SKIPS = Counter(
     "sunk_syncer_stale_skips_total",
     "Slurm-side reconciles postponed because the Slurm cache was stale (Slurm unreachable).",
 )
+
+
+class SlurmRequests:
+    """``sunk_syncer_slurm_requests_total{message_type}``: every call this process made to Slurm.
+
+    Read from the client's own accounting at scrape time, so the cache's lists, the fresh
+    reads and the writes are all counted, by Slurm message type.
+    """
+
+    def __init__(self, rpc_stats: Callable[[], Mapping[str, RpcStat]]):
+        self.rpc_stats = rpc_stats
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("sunk_syncer_slurm_requests", "Calls to Slurm by this process, by message type.",
+                                     labels=["message_type"])
+        for name, stat in self.rpc_stats().items():
+            family.add_metric([name], stat.count)
+        yield family
+
+
+def register_slurm_requests(rpc_stats: Callable[[], Mapping[str, RpcStat]]) -> None:
+    REGISTRY.register(SlurmRequests(rpc_stats))

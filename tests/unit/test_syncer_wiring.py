@@ -185,3 +185,59 @@ def test_flags_need_a_slurm_token(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     with pytest.raises(SystemExit):
         cli.parse_args(["--plugins="])
     assert "--slurm-auth-token" in capsys.readouterr().err
+
+
+class _MountedPlugin:
+    name = "mounted"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--mounted-flag", default="on")
+
+    def install(self, ctx: object) -> PluginParts:
+        from flask import Blueprint
+
+        from sunk.controller.runtime import Controller
+
+        bp = Blueprint("mounted", __name__)
+        bp.add_url_rule("/api/v1/nodes/<node>/pre-hook", "pre", lambda node: node, methods=["POST"])
+        self.ctx = ctx
+        return PluginParts(controllers=(Controller("node-lock", _NoopReconciler()),), blueprint=bp)
+
+
+class _NoopReconciler:
+    def reconcile(self, key: str) -> None:
+        return None
+
+
+def test_assembly_mounts_plugin_blueprints_and_manages_plugin_controllers(monkeypatch: pytest.MonkeyPatch):
+    from kubernetes.client import ApiClient
+
+    from sunk.syncer.assembly import assemble
+
+    module = types.ModuleType("sunk_test_mounted_plugin")
+    module.PLUGIN = _MountedPlugin()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    args, loaded = cli.parse_args([f"--plugins={module.__name__}", "--slurm-auth-token=t", "--metrics-bind-address=",
+                                   "--health-probe-bind-address="])
+    assert args.mounted_flag == "on"
+    syncer = assemble(args, api=ApiClient(), slurm=FakeSlurmForAssembly(), plugins=loaded)  # type: ignore[arg-type]
+    try:
+        assert [c.name for c in syncer.manager.controllers] == ["syncer-slurm", "syncer-kube", "node-lock"]
+        rules = {r.rule for r in syncer.app().url_map.iter_rules()}
+        assert "/api/v1/nodes/<node>/pre-hook" in rules
+        assert module.PLUGIN.ctx is syncer.ctx  # type: ignore[attr-defined]
+        keys: list[str] = []
+        monkeypatch.setattr(syncer.slurm_side.queue, "add", keys.append)
+        monkeypatch.setattr(syncer.kube_side.queue, "add", keys.append)
+        syncer.ctx.enqueue_node("node9")
+        assert keys == ["node9", "node9"]  # a plugin's nudge wakes both sync controllers
+    finally:
+        syncer.ctx.recorder.stop()
+
+
+class FakeSlurmForAssembly:
+    def list_nodes(self, **_: object) -> Snapshot:
+        return Snapshot(items=(), last_update=0)
+
+    def list_jobs(self, **_: object) -> Snapshot:
+        return Snapshot(items=(), last_update=0)
