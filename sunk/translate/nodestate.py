@@ -1,0 +1,166 @@
+"""Slurm node state <-> Kubernetes: Pod conditions and labels, the Node condition, drains.
+
+Kubernetes -> Slurm drains (``desired_drain``):
+- Drain, with a reason starting ``k8s:``, when the slurmd Pod is missing, being deleted,
+  not Ready, or its Node is cordoned (the Node's cordon reason is carried along).
+- Only ``k8s:`` reasons are ever updated or removed. A reason set by a person or by NHC is
+  never touched, even while a Kubernetes condition also holds.
+- When the condition clears, undrain; if someone undrains in Slurm while it still holds,
+  the next pass drains again (the rule is level-based).
+- A DOWN node is never drained or resumed: Slurm's ``ReturnToService=2`` resumes a DOWN node
+  as soon as its slurmd talks again, and a DOWN node runs nothing anyway. Draining it would
+  leave a drain behind that outlives the outage; resuming it would fight slurmctld's own
+  judgement that the node is unreachable.
+- NHC verify-undrain: a drain whose reason contains ``verify-undrain`` is removed once the
+  Pod's ``HPCVerification`` condition is ``True`` with a ``lastTransitionTime`` later than
+  the drain's own time, never before, and never while a Kubernetes condition holds.
+
+Slurm -> Kubernetes: conditions SlurmDrain (message: the drain reason), SlurmRunning,
+SlurmNotResponding and the matching labels on the slurmd Pod; and on the Node the
+condition ``SlurmCordon``, True while Slurm itself (not a ``k8s:`` reason) has a node on it
+drained, with "node: reason" as message. No taint: a drain keeps Slurm jobs off, and what
+Kubernetes does about it is the operator's policy (docs/syncer.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Optional, Protocol
+
+from attrs import frozen
+
+from sunk import names
+from sunk.slurm.models import Node
+
+Obj = Mapping[str, Any]
+NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
+
+
+class CordonFacts(Protocol):
+    cordoned: bool
+    reason: Optional[str]
+
+
+class PodSide(Protocol):
+    """What the Kubernetes side says about one Slurm node (the Syncer's KubeFacts)."""
+
+    slurm_node: str
+    namespace: str
+    pod: Optional[Obj]
+    k8s_node: Optional[Obj]
+    cordon: CordonFacts
+
+
+@frozen
+class DrainAction:
+    action: str = NONE  # NONE, DRAIN (set or update ``reason``) or UNDRAIN
+    reason: Optional[str] = None
+    why: str = ""
+
+
+def _condition(obj: Optional[Obj], ctype: str) -> Optional[Obj]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return cond
+    return None
+
+
+def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
+    """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node, or None."""
+    where = f"{facts.namespace}/{facts.slurm_node}"
+    pod = facts.pod
+    if pod is None:
+        return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} does not exist"
+    meta = pod.get("metadata") or {}
+    where = f"{meta.get('namespace', facts.namespace)}/{meta.get('name', facts.slurm_node)}"
+    if meta.get("deletionTimestamp"):
+        return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is being deleted"
+    if facts.cordon.cordoned:
+        node = ((pod.get("spec") or {}).get("nodeName")) or "its node"
+        because = f": {facts.cordon.reason}" if facts.cordon.reason else ""
+        return f"{names.K8S_DRAIN_PREFIX} node {node} is cordoned{because}"
+    ready = _condition(pod, "Ready")
+    if ready is None or ready.get("status") != "True":
+        return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is not ready"
+    return None
+
+
+def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:
+    cond = _condition(pod, names.COND_HPC_VERIFICATION)
+    if cond is None or cond.get("status") != "True" or drained_at is None:
+        return False
+    passed = _epoch(cond.get("lastTransitionTime"))
+    return passed is not None and passed > drained_at
+
+
+def desired_drain(facts: PodSide, node: Node) -> DrainAction:
+    if node.down:
+        return DrainAction(NONE, why="node is DOWN: ReturnToService decides")
+    wanted = kubernetes_drain_reason(facts)
+    current = node.reason if node.drained else ""
+    ours = current.startswith(names.K8S_DRAIN_PREFIX)
+    if wanted is not None:
+        if not node.drained:
+            return DrainAction(DRAIN, wanted, why=wanted)
+        if ours and current != wanted:
+            return DrainAction(DRAIN, wanted, why="the Kubernetes reason changed")
+        return DrainAction(NONE, why="already drained" if ours else "drained by someone else: left alone")
+    if node.drained and ours:
+        return DrainAction(UNDRAIN, why="the Kubernetes condition cleared")
+    if node.drained and names.VERIFY_UNDRAIN in current and verified_since_drain(facts.pod, node.reason_time):
+        return DrainAction(UNDRAIN, why="HPCVerification passed after the verify-undrain drain")
+    return DrainAction(NONE)
+
+
+def pod_conditions(node: Node) -> list[dict[str, str]]:
+    def cond(ctype: str, on: bool, reason_on: str, reason_off: str, message: str = "") -> dict[str, str]:
+        return {"type": ctype, "status": "True" if on else "False", "reason": reason_on if on else reason_off,
+                "message": message}
+
+    return [
+        cond(names.COND_SLURM_DRAIN, node.drained, "SlurmDrained", "SlurmNotDrained",
+             node.reason if node.drained else ""),
+        cond(names.COND_SLURM_RUNNING, node.running_jobs, "SlurmJobsRunning", "SlurmNoJobs"),
+        cond(names.COND_SLURM_NOT_RESPONDING, node.not_responding, "SlurmNotResponding", "SlurmResponding"),
+    ]
+
+
+def pod_labels(node: Node) -> dict[str, str]:
+    flag = {True: "true", False: "false"}
+    return {names.LABEL_RUNNING: flag[node.running_jobs], names.LABEL_DRAIN: flag[node.drained],
+            names.LABEL_NOT_RESPONDING: flag[node.not_responding]}
+
+
+def node_conditions(slurm_nodes: Sequence[Node]) -> list[dict[str, str]]:
+    """The Node's SlurmCordon condition, from the Slurm nodes it hosts (usually one)."""
+    drained = [n for n in slurm_nodes if n.drained and not n.reason.startswith(names.K8S_DRAIN_PREFIX)]
+    if drained:
+        message = "; ".join(f"{n.name}: {n.reason or 'no reason given'}" for n in drained)
+        return [{"type": names.COND_SLURM_CORDON, "status": "True", "reason": "SlurmDrained", "message": message}]
+    return [{"type": names.COND_SLURM_CORDON, "status": "False", "reason": "SlurmNotDrained", "message": ""}]
+
+
+def extra_facts(facts: PodSide) -> dict[str, Any]:
+    """The Syncer's keys in the node's Extra JSON: where the node runs, and what holds it back."""
+    pod = facts.pod
+    meta = (pod or {}).get("metadata") or {}
+    ready = _condition(pod, "Ready")
+    return {
+        "pod": meta.get("name"),
+        "namespace": meta.get("namespace", facts.namespace) if pod else None,
+        "node": ((pod or {}).get("spec") or {}).get("nodeName"),
+        "ready": bool(ready and ready.get("status") == "True"),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "cordoned": bool(facts.cordon.cordoned),
+        "cordon_reason": facts.cordon.reason,
+    }
+
+
+def _epoch(stamp: Optional[str]) -> Optional[float]:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
