@@ -38,18 +38,27 @@ NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
 
 
 class CordonFacts(Protocol):
-    cordoned: bool
-    reason: Optional[str]
+    @property
+    def cordoned(self) -> bool: ...
+
+    @property
+    def reason(self) -> Optional[str]: ...
 
 
 class PodSide(Protocol):
     """What the Kubernetes side says about one Slurm node (the Syncer's KubeFacts)."""
 
-    slurm_node: str
-    namespace: str
-    pod: Optional[Obj]
-    k8s_node: Optional[Obj]
-    cordon: CordonFacts
+    @property
+    def slurm_node(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def pod(self) -> Optional[Obj]: ...
+
+    @property
+    def cordon(self) -> CordonFacts: ...
 
 
 @frozen
