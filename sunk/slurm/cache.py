@@ -58,7 +58,7 @@ class CacheEvent:
 @frozen
 class RefreshResult:
     ok: bool
-    calls: int
+    calls: int  # list calls (one per kind); see the backend's rpc_stats() for HTTP requests
     events: int
     seconds: float
     error: Optional[str] = None
@@ -193,7 +193,9 @@ class SlurmCache:
                 calls += 1
                 try:
                     found = self._refresh_kind(kind)
-                except SlurmError as exc:
+                except Exception as exc:  # SlurmError, or an answer we could not map: stale either way
+                    if not isinstance(exc, SlurmError):
+                        log.exception("Slurm %s list could not be used", kind.name)
                     errors.append(f"{kind.name}s: {exc}")
                     self._failed(kind, exc)
                     continue
@@ -235,7 +237,7 @@ class SlurmCache:
             kind.last_full = now
         return found
 
-    def _failed(self, kind: _Kind, exc: SlurmError) -> None:
+    def _failed(self, kind: _Kind, exc: Exception) -> None:
         if kind.failing is None:
             log.warning("Slurm %s list failed, keeping the last snapshot (%d items): %s",
                         kind.name, len(kind.items), exc)

@@ -141,7 +141,7 @@ class RestClient:
         self.timeout = (connect_timeout, read_timeout)
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
         # Per-node allocations need slurmrestd's DETAIL flag (its default); without it the
-        # job list is about a third of the size, but Job.allocations stays empty.
+        # job list of running jobs is about half the size, but Job.allocations stays empty.
         self._job_list_params = {} if with_allocations else {"flags": "ALL"}
         self.accounting = accounting or RpcAccounting()
         self._sleep = sleep

@@ -318,3 +318,14 @@ def test_slow_lists_stretch_the_period_to_keep_slurm_half_idle():
         cache.stop()
     # each refresh takes >= 0.4 s (two lists), so starts are >= 0.8 s apart: 0, 0.8, 1.6
     assert 1 <= cache.stats().refreshes <= 3
+
+
+def test_an_answer_that_cannot_be_mapped_makes_the_cache_stale_not_dead(cache, slurm, clock):
+    cache.refresh()
+
+    slurm.now += 1
+    slurm.jobs[99] = "not a job"  # an answer the mapping cannot handle
+    slurm.changed["job"] = slurm.now
+    clock.t += 1
+    result = cache.refresh()
+    assert not result.ok and not cache.fresh and cache.job(1) is not None
