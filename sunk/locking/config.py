@@ -1,0 +1,90 @@
+"""Node-locking and hook API settings, and the sunk-syncer flags that set them."""
+
+from __future__ import annotations
+
+import argparse
+
+import attrs
+
+from sunk import names
+from sunk.flags import duration
+
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("must be positive")
+    return value
+
+
+@attrs.frozen
+class LockConfig:
+    token_file: str
+    node_permissions: bool = False
+    reboot_condition: str = names.DEFAULT_REBOOT_CONDITION
+    reboot_reason: str = names.DEFAULT_REBOOT_REASON
+    taint_effect: str = "NoSchedule"
+    default_timeout: float = 90.0  # a pre-hook that names no timeout
+    max_timeout: float = 600.0  # longer requests are cut to this
+    eviction_retry: float = 2.0  # seconds between attempts at a PDB-blocked eviction
+    request_grace: float = 60.0  # a lock request outlives an unseen job by this much
+    workers: int = 4
+
+    def __attrs_post_init__(self) -> None:
+        if self.taint_effect not in TAINT_EFFECTS:
+            raise ValueError(f"taint effect must be one of {', '.join(TAINT_EFFECTS)}")
+        for field in ("default_timeout", "max_timeout", "eviction_retry", "request_grace"):
+            _positive(getattr(self, field))
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+
+    def clamp_timeout(self, requested: float | None) -> float:
+        return min(requested if requested is not None else self.default_timeout, self.max_timeout)
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags this plugin adds to sunk-syncer (names after SUNK's chart options)."""
+    group = parser.add_argument_group("node locking and the hook API")
+    group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
+                       help="bearer token every hook API caller must present; re-read when it changes")
+    group.add_argument("--node-permissions-enabled", type=_boolean, nargs="?", const=True, default=False,
+                       help="allow the reboot hook to set a condition on Nodes (.syncer.nodePermissions.enabled)")
+    group.add_argument("--node-reboot-condition", default=names.DEFAULT_REBOOT_CONDITION,
+                       help="Node condition type the reboot hook sets (.syncer.hooksAPI.nodeRebootCondition)")
+    group.add_argument("--node-reboot-reason", default=names.DEFAULT_REBOOT_REASON,
+                       help="reason of that condition (.syncer.hooksAPI.nodeRebootReason)")
+    group.add_argument("--lock-taint-effect", choices=TAINT_EFFECTS, default="NoSchedule",
+                       help="effect of the sunk.coreweave.com/lock taint; NoExecute lets the taint manager "
+                            "delete non-tolerating Pods itself, bypassing PodDisruptionBudgets")
+    group.add_argument("--lock-default-timeout", type=duration, default=90.0,
+                       help="how long a pre-hook that names no timeout waits for the lock")
+    group.add_argument("--lock-max-timeout", type=duration, default=600.0, help="cap on any pre-hook's wait")
+    group.add_argument("--lock-eviction-retry", type=duration, default=2.0,
+                       help="pause between attempts at an eviction a PodDisruptionBudget refused")
+    group.add_argument("--lock-request-grace", type=duration, default=60.0,
+                       help="how long a lock request for a job the Slurm cache has not seen stays in force")
+    group.add_argument("--lock-workers", type=int, default=4, help="lock controller workers")
+
+
+def config_from(args: argparse.Namespace) -> LockConfig:
+    return LockConfig(
+        token_file=args.hooks_token_file,
+        node_permissions=args.node_permissions_enabled,
+        reboot_condition=args.node_reboot_condition,
+        reboot_reason=args.node_reboot_reason,
+        taint_effect=args.lock_taint_effect,
+        default_timeout=args.lock_default_timeout,
+        max_timeout=args.lock_max_timeout,
+        eviction_retry=args.lock_eviction_retry,
+        request_grace=args.lock_request_grace,
+        workers=args.lock_workers,
+    )

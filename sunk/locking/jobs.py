@@ -1,0 +1,69 @@
+"""Which jobs occupy each Slurm node, kept from the Slurm cache's events.
+
+Why an index: a reconcile of one node must not scan every job in the cluster, and a
+change to one job must wake exactly the nodes it runs (or ran) on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import attrs
+
+from sunk.slurm.cache import JOB, NODE, CacheEvent
+from sunk.slurm.models import Job
+
+# Base states in which a job holds its nodes; COMPLETING (a flag) holds them until the epilog ends.
+_HOLDING = frozenset({"RUNNING", "SUSPENDED"})
+
+
+def holds_nodes(job: Job) -> bool:
+    return job.state in _HOLDING or "COMPLETING" in job.state_flags
+
+
+@attrs.frozen
+class NodeJob:
+    job_id: int
+    placeholder: bool  # a SUNK Pod Scheduler placeholder job: strict locking
+
+
+class JobsByNode:
+    """node name -> the jobs holding it; ``on_change(node)`` is called for every node affected."""
+
+    def __init__(self, is_placeholder: Callable[[str], bool], on_change: Callable[[str], None]):
+        self._is_placeholder = is_placeholder
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._by_node: dict[str, dict[int, NodeJob]] = {}
+        self._nodes_of: dict[int, tuple[str, ...]] = {}
+
+    def jobs_on(self, node: str) -> dict[int, NodeJob]:
+        with self._lock:
+            return dict(self._by_node.get(node, {}))
+
+    def handle(self, event: CacheEvent) -> None:
+        """A SlurmCache subscriber."""
+        if event.kind == NODE:
+            self._on_change(str(event.key))
+            return
+        if event.kind != JOB:
+            return
+        job: Job | None = event.new
+        job_id = int(event.key)  # type: ignore[call-overload]
+        nodes = job.node_list if job is not None and holds_nodes(job) else ()
+        entry = NodeJob(job_id, self._is_placeholder(job.extra)) if job is not None else None
+        with self._lock:
+            before = self._nodes_of.pop(job_id, ())
+            for node in before:
+                jobs = self._by_node.get(node)
+                if jobs is not None:
+                    jobs.pop(job_id, None)
+                    if not jobs:
+                        del self._by_node[node]
+            if nodes and entry is not None:
+                self._nodes_of[job_id] = nodes
+                for node in nodes:
+                    self._by_node.setdefault(node, {})[job_id] = entry
+        for node in sorted(set(before) | set(nodes)):
+            self._on_change(node)

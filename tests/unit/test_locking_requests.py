@@ -1,0 +1,94 @@
+"""Lock requests on the slurmd Pod: encoding, tolerant parsing, expiry; and the jobs-by-node index."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sunk.locking.jobs import JobsByNode, NodeJob
+from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_requests, request_key
+from sunk.locking.waiter import ObjectWaiter
+from sunk.slurm.cache import CacheEvent
+from sunk.slurm.models import Job
+
+
+@given(st.integers(min_value=1, max_value=2**32), st.booleans(), st.floats(min_value=0, max_value=4e9))
+def test_request_round_trips(job_id, strict, at):
+    req = LockRequest(job_id, strict, round(at, 3))
+    parsed = parse_requests({req.key: req.value(), "other/annotation": "x"})
+    assert parsed.valid == (req,)
+    assert parsed.malformed == ()
+
+
+def test_malformed_requests_are_reported_for_removal_not_trusted():
+    annotations = {
+        request_key(1): '{"strict": true, "at": 5}',
+        f"{REQUEST_PREFIX}abc": '{"strict": true, "at": 5}',
+        request_key(2): "not json",
+        request_key(3): '{"strict": "yes", "at": 5}',
+        request_key(4): '{"strict": false}',
+        request_key(5): "[1]",
+        request_key(6): '{"strict": false, "at": true}',
+    }
+    parsed = parse_requests(annotations)
+    assert parsed.valid == (LockRequest(1, True, 5.0),)
+    assert set(parsed.malformed) == set(annotations) - {request_key(1)}
+    assert parse_requests(None).valid == ()
+
+
+def test_expiry_needs_both_an_inactive_job_and_the_grace_period():
+    reqs = [LockRequest(1, False, 100.0), LockRequest(2, True, 100.0), LockRequest(3, False, 195.0)]
+    # job 1 is active: kept however old; job 2 is old and inactive: gone; job 3 is young: kept
+    assert expired(reqs, active_jobs={1}, now=200.0, grace=60.0) == [request_key(2)]
+    assert expired(reqs, active_jobs=set(), now=150.0, grace=60.0) == []
+
+
+def _job(job_id, state="RUNNING", nodes="node1", extra="", flags=()):
+    return Job(id=job_id, state=state, nodes=nodes, extra=extra, state_flags=frozenset(flags))
+
+
+def _event(kind, typ, key, old, new):
+    return CacheEvent(kind, typ, key, old, new)
+
+
+def test_jobs_by_node_follows_job_events_and_wakes_every_affected_node():
+    woken: list[str] = []
+    index = JobsByNode(lambda extra: extra == "placeholder", woken.append)
+    index.handle(_event("job", "added", 7, None, _job(7, nodes="node[1-2]", extra="placeholder")))
+    assert index.jobs_on("node1") == {7: NodeJob(7, True)} == index.jobs_on("node2")
+    assert woken == ["node1", "node2"]
+    woken.clear()
+    # it shrinks to node2, then completes (COMPLETING still holds the node), then is gone
+    index.handle(_event("job", "changed", 7, None, _job(7, nodes="node2", extra="placeholder")))
+    assert index.jobs_on("node1") == {} and 7 in index.jobs_on("node2")
+    assert woken == ["node1", "node2"]
+    index.handle(_event("job", "changed", 7, None, _job(7, state="COMPLETED", nodes="node2", flags={"COMPLETING"})))
+    assert index.jobs_on("node2") == {7: NodeJob(7, False)}
+    index.handle(_event("job", "changed", 7, None, _job(7, state="COMPLETED", nodes="node2")))
+    assert index.jobs_on("node2") == {}
+    index.handle(_event("job", "added", 8, None, _job(8, state="PENDING", nodes="")))
+    index.handle(_event("job", "removed", 8, _job(8), None))
+    assert index.jobs_on("node1") == {} and index.jobs_on("node2") == {}
+    woken.clear()
+    index.handle(_event("node", "changed", "node4", None, None))
+    assert woken == ["node4"]
+
+
+def test_waiter_wakes_on_notify_and_times_out():
+    store: dict[str, dict] = {"ns/p": {"metadata": {"namespace": "ns", "name": "p", "annotations": {}}}}
+    waiter = ObjectWaiter(store.get)
+
+    def locked(obj):
+        return bool(obj) and obj["metadata"]["annotations"].get("k") == "locked"
+
+    assert waiter.wait("ns/p", locked, 0.05) == (False, store["ns/p"])
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(waiter.wait("ns/p", locked, 10)))
+    t.start()
+    new = {"metadata": {"namespace": "ns", "name": "p", "annotations": {"k": "locked"}}}
+    store["ns/p"] = new
+    waiter.on_update({}, new)
+    t.join(5)
+    assert result == [(True, new)]
