@@ -1,0 +1,88 @@
+"""Node locking, as a state machine over the slurmd Pod's ``sunk.coreweave.com/lock`` annotation.
+
+    false ──(a job wants the node)──► pending ──(no blocking Pod left)──► locked
+                                        │                               (normal: Slurm batch jobs)
+                                        └──(strict, no blocking Pod)──► locked_strict
+                                                                        (placeholder jobs)
+    any ──(the Slurm node runs no job and none is asked for)──► false
+
+Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slurmd Pod aside:
+- never Pods that tolerate the ``sunk.coreweave.com/lock`` taint (DaemonSets for logging,
+  monitoring, the device plugin), nor Pods that already finished (Succeeded/Failed);
+- never Pods placed by the SUNK Pod Scheduler (they carry a job-id): they are Slurm jobs
+  themselves, and Slurm already counted what they hold;
+- **normal**: every other Pod that is still running; once it is terminating it no longer
+  blocks (it was asked to go, and Slurm jobs share CPU and memory by cgroups anyway);
+- **strict**: the same Pods, but a terminating one blocks until it is gone: a placeholder's
+  Pod takes GPUs through the device plugin, and must never start while another Pod still
+  holds them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from sunk import names
+
+Obj = Mapping[str, Any]
+
+
+class LockState(enum.Enum):
+    FALSE = "false"
+    PENDING = "pending"
+    LOCKED = "locked"
+    LOCKED_STRICT = "locked_strict"
+
+
+def parse_state(value: Optional[str]) -> LockState:
+    """The annotation's value; absent or unknown text reads as unlocked (and is rewritten)."""
+    try:
+        return LockState((value or "false").strip().lower())
+    except ValueError:
+        return LockState.FALSE
+
+
+def tolerates_lock(pod: Obj) -> bool:
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if key == "" and operator == "Exists":
+            return True  # tolerates every taint
+        if key == names.LOCK_KEY and (operator == "Exists" or toleration.get("value") == "true"):
+            return True
+    return False
+
+
+def placed_by_sunk(pod: Obj) -> bool:
+    return names.ANN_JOB_ID in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def finished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pods_to_evict(pods: Sequence[Obj], *, strict: bool) -> list[Obj]:
+    """The Pods that keep the lock from being reached (terminating ones too, when strict)."""
+    blocking = []
+    for pod in pods:
+        if tolerates_lock(pod) or placed_by_sunk(pod) or finished(pod):
+            continue
+        if (pod.get("metadata") or {}).get("deletionTimestamp") and not strict:
+            continue
+        blocking.append(pod)
+    return blocking
+
+
+def next_state(*, strict: bool, blocking: bool) -> LockState:
+    if blocking:
+        return LockState.PENDING
+    return LockState.LOCKED_STRICT if strict else LockState.LOCKED
+
+
+def satisfies(state: LockState, *, strict: bool) -> bool:
+    """Whether ``state`` is enough for a job: a strict lock serves a normal job too, not the reverse."""
+    if strict:
+        return state is LockState.LOCKED_STRICT
+    return state in (LockState.LOCKED, LockState.LOCKED_STRICT)

@@ -1,0 +1,72 @@
+"""The lock state machine, over every combination of the inputs it reads."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from sunk import names
+from sunk.translate.lock import LockState, next_state, parse_state, pods_to_evict, satisfies, tolerates_lock
+
+
+def pod(name="p", tolerate=None, sunk=False, deleting=False, phase="Running"):
+    meta = {"name": name, "annotations": {names.ANN_JOB_ID: "7"} if sunk else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    return {"metadata": meta, "spec": {"tolerations": [tolerate] if tolerate else []}, "status": {"phase": phase}}
+
+
+TOLERATIONS = {
+    "none": None,
+    "exists": {"key": names.LOCK_KEY, "operator": "Exists"},
+    "equal-true": {"key": names.LOCK_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    "equal-false": {"key": names.LOCK_KEY, "operator": "Equal", "value": "false"},
+    "everything": {"operator": "Exists"},
+    "other-key": {"key": "example.com/other", "operator": "Exists"},
+}
+
+
+@pytest.mark.parametrize(("name", "tolerates"), [("none", False), ("exists", True), ("equal-true", True),
+                                                 ("equal-false", False), ("everything", True),
+                                                 ("other-key", False)])
+def test_toleration_matching(name, tolerates):
+    assert tolerates_lock(pod(tolerate=TOLERATIONS[name])) is tolerates
+
+
+@pytest.mark.parametrize(("tolerate", "sunk", "deleting", "phase", "strict"), list(itertools.product(
+    TOLERATIONS, (False, True), (False, True), ("Running", "Pending", "Succeeded", "Failed"), (False, True))))
+def test_which_pods_block_the_lock(tolerate, sunk, deleting, phase, strict):
+    candidate = pod(tolerate=TOLERATIONS[tolerate], sunk=sunk, deleting=deleting, phase=phase)
+    tolerated = tolerate in ("exists", "equal-true", "everything")
+    expected = not tolerated and not sunk and phase not in ("Succeeded", "Failed") and (strict or not deleting)
+    assert (pods_to_evict([candidate], strict=strict) == [candidate]) is expected
+
+
+def test_strict_waits_for_terminating_pods_normal_does_not():
+    leaving = pod(deleting=True)
+    assert pods_to_evict([leaving], strict=False) == []
+    assert pods_to_evict([leaving], strict=True) == [leaving]
+
+
+@pytest.mark.parametrize(("strict", "blocking", "state"), [
+    (False, True, LockState.PENDING), (True, True, LockState.PENDING),
+    (False, False, LockState.LOCKED), (True, False, LockState.LOCKED_STRICT)])
+def test_next_state(strict, blocking, state):
+    assert next_state(strict=strict, blocking=blocking) is state
+
+
+@pytest.mark.parametrize(("state", "strict", "ok"), [
+    (LockState.FALSE, False, False), (LockState.PENDING, False, False), (LockState.LOCKED, False, True),
+    (LockState.LOCKED_STRICT, False, True), (LockState.FALSE, True, False), (LockState.PENDING, True, False),
+    (LockState.LOCKED, True, False), (LockState.LOCKED_STRICT, True, True)])
+def test_a_strict_lock_serves_normal_jobs_but_not_the_reverse(state, strict, ok):
+    assert satisfies(state, strict=strict) is ok
+
+
+@pytest.mark.parametrize(("text", "state"), [(None, LockState.FALSE), ("", LockState.FALSE), ("false", LockState.FALSE),
+                                             ("pending", LockState.PENDING), ("locked", LockState.LOCKED),
+                                             ("locked_strict", LockState.LOCKED_STRICT),
+                                             (" Locked ", LockState.LOCKED), ("garbage", LockState.FALSE)])
+def test_annotation_values(text, state):
+    assert parse_state(text) is state
