@@ -5,7 +5,8 @@ pyslurm`` works in this interpreter (pyslurm 25.11 builds only against Slurm 25.
 no Debian suite ships, so on the dev machines it never does). When it cannot be imported
 the parameter is not generated at all: it neither passes nor skips, so a green run never
 claims pyslurm was exercised. For it to run, SLURM_CONF must point at the cluster's
-slurm.conf and munge must be reachable, as for the Slurm CLIs.
+slurm.conf and munge must be reachable, as for the Slurm CLIs (set SLURM_CONF before
+pytest starts: pyslurm reads it when imported).
 
 What Slurm says is cross-checked through an independent path: ``scontrol --json`` run in
 the Slurm chroot (munge, straight to slurmctld), never through the client under test.
@@ -16,9 +17,7 @@ back) and assumes nothing about node states beyond "the nodes exist". Jobs get u
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import time
 import uuid
 
@@ -35,7 +34,16 @@ from sunk.slurm import (
 )
 from sunk.slurm.cache import CHANGED
 
-BACKENDS = ["rest"] + (["pyslurm"] if importlib.util.find_spec("pyslurm") is not None else [])
+
+def _pyslurm_imports() -> bool:
+    try:
+        import pyslurm  # noqa: F401
+    except Exception:  # ImportError, or libslurm failing to load/initialise
+        return False
+    return True
+
+
+BACKENDS = ["rest"] + (["pyslurm"] if _pyslurm_imports() else [])
 SCRIPT = "#!/bin/bash\nsleep 300\n"
 MISSING_JOB = 67_000_000  # below MaxJobId (67043328), never reached here
 
@@ -70,7 +78,6 @@ def slurm(request, slurm_rest, dev_cluster):
     if request.param == "rest":
         client = connect("rest", url=slurm_rest.url, token=slurm_rest.token, user=slurm_rest.user)
     else:
-        os.environ.setdefault("SLURM_CONF", str(dev_cluster.root / "etc/slurm/slurm.conf"))
         client = connect("pyslurm")
     client.backend = request.param  # type: ignore[attr-defined]
     yield client
