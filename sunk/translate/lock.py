@@ -21,12 +21,12 @@ Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slur
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from sunk import names
 
-Obj = Mapping[str, Any]
+Obj = dict[str, Any]
 
 
 class LockState(enum.Enum):
