@@ -139,6 +139,7 @@ class DevCluster:
             for component in self._sunk_components():
                 if component.daemon.stop():
                     self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
+            self._remove_hooks()
         for component in self._components(bin_dir):
             self._ensure(component)
         if self._reconfigure:
@@ -157,6 +158,8 @@ class DevCluster:
         for component in reversed(everything):
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
+        if self.root.exists():
+            self._remove_hooks()
         if self.root.exists():
             chroot.unmount_all(self.root)
         return stopped
@@ -243,8 +246,40 @@ class DevCluster:
             f"--metrics-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 80}",
             f"--health-probe-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 81}",
         ), self.run_dir, env)
-        return [Component(scheduler, functools.partial(_ready, PRODUCT_PORTS["scheduler"] + 81),
-                          prepare=functools.partial(_ensure_secret, secret))]
+        token = self.run_dir / "syncer-hooks.token"
+        syncer = Daemon("sunk-syncer", (
+            sys.executable, "-m", "sunk.syncer.cli", *common, f"--watch-namespace={SLURM_NAMESPACE}",
+            f"--hooks-api-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer']}", f"--hooks-token-file={token}",
+            f"--metrics-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer'] + 80}",
+            f"--health-probe-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer'] + 81}",
+        ), self.run_dir, env)
+        return [
+            Component(syncer, functools.partial(_ready, PRODUCT_PORTS["syncer"] + 81),
+                      prepare=functools.partial(self._install_hooks, token)),
+            Component(scheduler, functools.partial(_ready, PRODUCT_PORTS["scheduler"] + 81),
+                      prepare=functools.partial(_ensure_secret, secret)),
+        ]
+
+    def _install_hooks(self, token: Path) -> None:
+        """The prolog/epilog that lock Nodes through the Syncer, as the slurmd Pods mount them."""
+        _ensure_secret(token)
+        sunk_etc = self.root / "etc/sunk"
+        sunk_etc.mkdir(parents=True, exist_ok=True)
+        (sunk_etc / "hooks.token").write_text(token.read_text())
+        (sunk_etc / "hooks.token").chmod(0o600)
+        (sunk_etc / "hooks.env").write_text(
+            f"SUNK_SYNCER_URL=http://127.0.0.1:{PRODUCT_PORTS['syncer']}\n"
+            "SUNK_HOOKS_TOKEN_FILE=/etc/sunk/hooks.token\nSUNK_LOCK_TIMEOUT=60\n")
+        for kind in ("prolog", "epilog"):
+            target = self.root / f"etc/slurm/{kind}.d/50-sunk-lock"
+            shutil.copyfile(SCRIPTS_DIR / f"{kind}.sh", target)
+            target.chmod(0o755)
+
+    def _remove_hooks(self) -> None:
+        """Without a Syncer the prolog must not call one: every job would fail and drain its node."""
+        (self.root / "etc/sunk/hooks.env").unlink(missing_ok=True)
+        for kind in ("prolog", "epilog"):
+            (self.root / f"etc/slurm/{kind}.d/50-sunk-lock").unlink(missing_ok=True)
 
     def _ensure(self, component: Component) -> None:
         name = component.daemon.name
