@@ -1,0 +1,149 @@
+"""prolog.sh and epilog.sh, run by bash against a stand-in hook API: what they send, when they fail.
+
+(Slurm itself running them, and draining, is in tests/cluster/test_locking_flows.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
+TOKEN = "tok-123456"
+
+
+class HookServer:
+    """Answers each call with the next queued (status, body); records what it was sent."""
+
+    def __init__(self):
+        self.replies: list[tuple[int, dict]] = []
+        self.calls: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                server.calls.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                                     "body": json.loads(self.rfile.read(length) or b"null")})
+                status, body = server.replies.pop(0) if server.replies else (200, {"state": "locked"})
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = HookServer()
+    yield s
+    s.close()
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: str = "", env_file: bool = True,
+        lock_timeout: str | None = None) -> subprocess.CompletedProcess[str]:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    hooks_env = tmp_path / "hooks.env"
+    if env_file:
+        hooks_env.write_text(f'SUNK_SYNCER_URL="{url}"\nSUNK_HOOKS_TOKEN_FILE={token_file}\n'
+                             f"SUNK_LOCK_TIMEOUT={lock_timeout or timeout}\n")
+    env = {"SUNK_HOOKS_ENV": str(hooks_env), "SLURMD_NODENAME": "node7", "SLURM_JOB_ID": "42",
+           "SLURM_JOB_EXTRA": extra, "PATH": os.environ["PATH"]}
+    return subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_without_hooks_env_both_scripts_do_nothing(tmp_path, server):
+    for script in ("prolog.sh", "epilog.sh"):
+        done = run(script, tmp_path, server.url, env_file=False)
+        assert done.returncode == 0 and done.stderr == ""
+    assert server.calls == []
+
+
+def test_prolog_sends_the_job_with_its_extra_escaped_and_succeeds_on_200(tmp_path, server):
+    extra = 'sunk-pod=u1 ns=a name=b "quoted" back\\slash\ttab\nline'
+    done = run("prolog.sh", tmp_path, server.url, timeout=30, extra=extra)
+    assert done.returncode == 0, done.stderr
+    (call,) = server.calls
+    assert call["path"] == "/api/v1/nodes/node7/pre-hook"
+    assert call["auth"] == f"Bearer {TOKEN}"
+    assert call["body"]["job_id"] == 42
+    assert call["body"]["job_extra"] == extra
+    assert 28 <= call["body"]["timeout"] <= 30
+
+
+def test_prolog_fails_with_the_servers_reason_on_a_lock_timeout(tmp_path, server):
+    server.replies.append((504, {"error": "not locked", "reason": "lock timeout after 5s: 1 Pod(s) still on Node w"}))
+    done = run("prolog.sh", tmp_path, server.url)
+    assert done.returncode == 1
+    assert "sunk-lock: job 42: lock timeout after 5s: 1 Pod(s) still on Node w" in done.stderr
+
+
+def test_prolog_fails_at_once_on_a_client_error_and_says_the_status(tmp_path, server):
+    server.replies.append((401, {"error": "missing bearer token"}))
+    started = time.monotonic()
+    done = run("prolog.sh", tmp_path, server.url, timeout=30)
+    assert done.returncode == 1 and time.monotonic() - started < 10
+    assert "pre-hook failed with HTTP 401" in done.stderr and "missing bearer token" in done.stderr
+    assert len(server.calls) == 1
+
+
+def test_prolog_retries_a_restarting_syncer_within_its_budget(tmp_path, server):
+    server.replies.append((503, {"error": "starting"}))
+    done = run("prolog.sh", tmp_path, server.url, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert len(server.calls) == 2
+    assert server.calls[1]["body"]["timeout"] <= server.calls[0]["body"]["timeout"] - 2  # one budget, not two
+
+
+def test_prolog_gives_up_when_the_syncer_never_answers(tmp_path):
+    started = time.monotonic()
+    done = run("prolog.sh", tmp_path, closed_port_url(), timeout=4)
+    assert done.returncode == 1
+    assert "did not answer" in done.stderr
+    assert 2 <= time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", ""])
+def test_prolog_rejects_a_bad_timeout(tmp_path, server, value):
+    done = run("prolog.sh", tmp_path, server.url, lock_timeout=value or '""')
+    assert done.returncode == 1 and "SUNK_LOCK_TIMEOUT" in done.stderr
+    assert server.calls == []
+
+
+def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
+    server.replies.append((202, {"state": "locked"}))
+    done = run("epilog.sh", tmp_path, server.url)
+    assert done.returncode == 0
+    assert server.calls == [{"path": "/api/v1/nodes/node7/post-hook", "auth": f"Bearer {TOKEN}",
+                             "body": {"job_id": 42}}]
+    server.replies.append((500, {"error": "bug"}))
+    assert run("epilog.sh", tmp_path, server.url).returncode == 0
+    done = run("epilog.sh", tmp_path, closed_port_url())
+    assert done.returncode == 0 and "unlocks on its own" in done.stderr
