@@ -45,6 +45,7 @@ def _pyslurm_imports() -> bool:
 
 BACKENDS = ["rest"] + (["pyslurm"] if _pyslurm_imports() else [])
 SCRIPT = "#!/bin/bash\nsleep 300\n"
+URGENT = 4_000_000  # jobs that must run jump the queue other tests may have filled
 MISSING_JOB = 67_000_000  # below MaxJobId (67043328), never reached here
 
 
@@ -172,9 +173,9 @@ def test_submit_read_back_and_cancel(slurm, jobs, dev_cluster):
 
 def test_running_job_has_its_allocation(slurm, jobs, dev_cluster):
     job_id = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, gpus_per_node=1, memory_per_node=512,
-                                         cpus_per_task=2))
+                                         cpus_per_task=2, priority=URGENT))
     jobs.append(job_id)
-    job = wait_for(lambda: (j := slurm.get_job(job_id)).state == "RUNNING" and j, 60, "the job to run")
+    job = wait_for(lambda: (j := slurm.get_job(job_id)).state == "RUNNING" and j, 120, "the job to run")
     (alloc,) = job.allocations
     assert alloc.node == job.nodes and alloc.cpus == 2 and alloc.memory == 512 and alloc.gpus == 1
     assert job.gpus == 1 and job.node_list == (job.nodes,)
@@ -205,9 +206,9 @@ def test_every_shared_value_round_trips(slurm, jobs, shared):
 
 def test_signal_reaches_the_batch_script(slurm, jobs):
     job_id = slurm.submit_job(JobRequest(
-        name=unique(), script="#!/bin/bash\ntrap 'exit 7' TERM\nwhile true; do sleep 1; done\n"))
+        name=unique(), script="#!/bin/bash\ntrap 'exit 7' TERM\nwhile true; do sleep 1; done\n", priority=URGENT))
     jobs.append(job_id)
-    wait_for(lambda: slurm.get_job(job_id).state == "RUNNING", 60, "the job to run")
+    wait_for(lambda: slurm.get_job(job_id).state == "RUNNING", 120, "the job to run")
     time.sleep(1)  # let bash install its trap
     slurm.cancel_job(job_id, signal="TERM")
     job = wait_for(lambda: (j := slurm.get_job(job_id)).state != "RUNNING" and j, 30, "the job to end")
