@@ -13,6 +13,7 @@ Slurm cache, the informers) by the pure rules; this module only carries it out:
 - Slurm unreachable (the cache is stale): no decision at all, retry shortly. Missing
   information is never read as "node gone" or "node undrained".
 - A Slurm node the cache does not know: nothing to do (it may be mid-restart).
+- A Slurm node that never had a slurmd Pod here: not ours, never touched (scope.py).
 After a write the cache is nudged, so the Kubernetes side shows the result at once
 rather than at the next poll.
 """
@@ -31,7 +32,8 @@ from . import metrics
 from .context import SyncerContext
 from .facts import KubeFacts, gather
 from .freshread import FreshNodes
-from .rules import DRAIN, NONE, RULES, UNDRAIN, Rules
+from .rules import DRAIN, NONE, RULES, UNDRAIN, ExtraDecision, Rules
+from .scope import owned
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,11 @@ class SlurmSideReconciler:
     fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
 
     def plan(self, facts: KubeFacts, node: Node) -> Plan:
+        if not owned(facts, node):
+            return Plan(None)  # never had a slurmd Pod here: not this Syncer's node
         drain = self.rules.drain(facts, node)
-        extra = self.rules.extra(facts, node)
+        # While the Pod is missing, the last facts in Extra stay: they are how the node is known as ours.
+        extra = self.rules.extra(facts, node) if facts.pod is not None else ExtraDecision()
         if drain.action == NONE and extra.text is None:
             return Plan(None)
         state = {DRAIN: "DRAIN", UNDRAIN: "UNDRAIN"}.get(drain.action)

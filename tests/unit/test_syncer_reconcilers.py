@@ -7,6 +7,7 @@ no apiserver call when nothing changed.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -238,3 +239,70 @@ def test_terminating_pod_gets_no_status_writes(api_calls):
     rules.status_answer = _status
     KubeSideReconciler(ctx, rules).reconcile("node1")
     assert api_calls == []
+
+
+# ---- scope: only nodes that have (or had) a slurmd Pod here --------------------------------------------------
+
+
+def _always_drain() -> FakeRules:
+    rules = FakeRules()
+    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: slurmd pod does not exist", "no pod")
+    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":null}')
+    return rules
+
+
+def test_node_that_never_had_a_pod_here_is_not_touched():
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("login1", state="IDLE"),
+                                             Node("other", state="IDLE", extra='{"namespace":"slurm-b","pod":"x"}')])
+    for name in ("login1", "other"):
+        SlurmSideReconciler(ctx, _always_drain()).reconcile(name)
+    assert slurm.calls == []
+
+
+def test_node_whose_pod_was_deleted_is_drained_and_its_extra_identity_kept():
+    had = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1","ready":true}')
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[had])
+    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist"))
+
+
+# ---- with the production rules (sunk.translate), end to end through the reconciler ------------------------------
+
+
+def test_production_rules_pod_not_ready_drains_with_k8s_reason_and_writes_extra():
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra='{"owner":"ml"}')])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "False"}]))
+    SlurmSideReconciler(ctx).reconcile("node1")
+    (_, (_, _, update)) = slurm.calls
+    assert update is not None and update.state == "DRAIN"
+    assert update.reason == "k8s: slurmd pod slurm/node1 is not ready"
+    extra = json.loads(update.extra or "")
+    assert extra["owner"] == "ml" and extra["pod"] == "node1" and extra["namespace"] == "slurm"
+
+
+def test_production_rules_manual_drain_and_down_node_are_left_alone():
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[
+        Node("node1", state="IDLE+DRAIN", reason="bad DIMM", extra='{"namespace":"slurm","pod":"node1"}'),
+        Node("node2", state="DOWN", extra='{"namespace":"slurm","pod":"node2"}')])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "False"}]))
+    pods.put(pod("node2", conditions=[{"type": "Ready", "status": "False"}]))
+    for name in ("node1", "node2"):
+        SlurmSideReconciler(ctx).reconcile(name)
+    updates = [c for c in slurm.calls if c[0] == "update"]
+    assert all(u.state is None and u.reason is None for _, _, u in updates if u is not None)  # Extra only
+
+
+def test_production_rules_status_conditions_and_labels(api_calls):
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[Node("node1", state="ALLOCATED+DRAIN", reason="bad DIMM")])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "True"}]))
+    nodes.put(k8s_node("worker-1"))
+    KubeSideReconciler(ctx).reconcile("node1")
+    by_path = {c[0] + (c[3] or ""): c[2] for c in api_calls}
+    conds = {c["type"]: c for c in by_path["pods/node1status"]["status"]["conditions"]}
+    assert conds["SlurmDrain"]["status"] == "True" and conds["SlurmDrain"]["message"] == "bad DIMM"
+    assert conds["SlurmRunning"]["status"] == "True" and conds["SlurmNotResponding"]["status"] == "False"
+    assert by_path["pods/node1"]["metadata"]["labels"] == {"sunk.coreweave.com/running": "true",
+                                                           "sunk.coreweave.com/drain": "true",
+                                                           "sunk.coreweave.com/not_responding": "false"}
+    node_cond = by_path["nodes/worker-1status"]["status"]["conditions"][0]
+    assert node_cond["type"] == "SlurmCordon" and node_cond["status"] == "True" and "bad DIMM" in node_cond["message"]
