@@ -46,6 +46,10 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
             result = call(node, req)
         except HookError as exc:
             return error_response(exc)
+        except Exception:  # a bug: still JSON, so the prolog's drain reason says something useful
+            log.exception("hook %s for node %s failed", request.path, node)
+            return error_response(HookError(500, "internal error in sunk-syncer (see its log)",
+                                            reason="internal error in the sunk-syncer hook API"))
         resp = jsonify(result)
         resp.status_code = ok
         return resp

@@ -1,0 +1,89 @@
+"""Wiring of node locking onto the Syncer's shared caches: controller, triggers, hook service.
+
+Kept apart from the plugin entry point so that tests and the benchmark can run the same
+assembly on a ``SyncerContext`` of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from flask import Blueprint
+
+from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.runtime import Controller
+from sunk.hooks.api import hooks_blueprint
+from sunk.hooks.auth import TokenFile
+from sunk.kube import client as kc
+from sunk.kube.resources import PODS
+from sunk.syncer.context import SyncerContext, slurm_node_name
+from sunk.translate.podjob import PlaceholderIdentity
+
+from .batcher import AnnotationBatcher
+from .config import LockConfig
+from .controller import LockReconciler
+from .evictions import EvictionLog
+from .jobs import JobsByNode
+from .service import LockService
+from .waiter import ObjectWaiter
+
+Obj = dict[str, Any]
+
+
+def is_placeholder(extra: str) -> bool:
+    """A SUNK Pod Scheduler placeholder job (its Extra names a Pod): it gets strict locking."""
+    return PlaceholderIdentity.parse(extra) is not None
+
+
+def taints_changed(old: Obj | None, new: Obj) -> bool:
+    """Node heartbeats (status every few seconds) must not wake the lock; its taint may."""
+    return old is None or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
+
+
+@attrs.frozen
+class Locking:
+    controller: Controller
+    service: LockService
+    blueprint: Blueprint
+    jobs: JobsByNode
+
+
+def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
+    """Build and subscribe everything; the caller starts the caches and, while leading, the controller."""
+    evictions = EvictionLog()
+    jobs = JobsByNode(is_placeholder, lambda node: controller.enqueue(node))  # first called by subscribe(), below
+    reconciler = LockReconciler(ctx=ctx, config=config, jobs_on=jobs.jobs_on, evictions=evictions)
+    controller = Controller("node-lock", reconciler, workers=config.workers)
+
+    def on_k8s_node(node: Obj) -> list[str]:
+        return ctx.slurm_nodes_on(node["metadata"]["name"])
+
+    def on_pod(pod: Obj) -> list[str]:
+        node = (pod.get("spec") or {}).get("nodeName")
+        return ctx.slurm_nodes_on(node) if node else []
+
+    waiter = ObjectWaiter(ctx.slurmd_pods.get)
+    ctx.slurmd_pods.add_handler(waiter)
+    ctx.slurmd_pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [slurm_node_name(pod)]))
+    ctx.nodes.add_handler(EnqueueHandler(controller.queue, mapper=on_k8s_node, predicate=taints_changed))
+    ctx.all_pods.add_handler(EnqueueHandler(controller.queue, mapper=on_pod))
+    ctx.slurm_cache.subscribe(jobs.handle)
+
+    def nudge(slurm_node: str) -> None:
+        controller.enqueue(slurm_node)
+        ctx.slurm_cache.nudge()
+
+    def ready() -> bool:
+        informers = (ctx.slurmd_pods, ctx.nodes, ctx.all_pods)
+        return all(i.has_synced() for i in informers) and ctx.slurm_cache.synced
+
+    def write_annotations(pod: Obj, annotations: dict[str, str | None]) -> None:
+        # No comparison with the cached Pod first: the informer may not show our own last write yet.
+        meta = pod["metadata"]
+        kc.patch(ctx.api, PODS, meta["name"], {"metadata": {"annotations": annotations}}, meta["namespace"])
+
+    service = LockService(ctx=ctx, config=config, waiter=waiter, batcher=AnnotationBatcher(write_annotations),
+                          evictions=evictions, is_placeholder=is_placeholder, nudge=nudge, ready=ready)
+    blueprint = hooks_blueprint(service, TokenFile(config.token_file))
+    return Locking(controller=controller, service=service, blueprint=blueprint, jobs=jobs)

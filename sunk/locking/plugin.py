@@ -1,0 +1,24 @@
+"""``PLUGIN``: node locking and the hook API, as a sunk-syncer plugin (loaded by its CLI)."""
+
+from __future__ import annotations
+
+import argparse
+
+from sunk.syncer.context import PluginParts, SyncerContext
+
+from .assembly import assemble
+from .config import add_flags, config_from
+
+
+class LockingPlugin:
+    name = "node-locking"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_flags(parser)
+
+    def install(self, ctx: SyncerContext) -> PluginParts:
+        locking = assemble(ctx, config_from(ctx.args))
+        return PluginParts(controllers=(locking.controller,), blueprint=locking.blueprint)
+
+
+PLUGIN = LockingPlugin()

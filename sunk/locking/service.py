@@ -1,0 +1,176 @@
+"""The hook API's work: pre-hook, post-hook and reboot, on any Syncer replica.
+
+The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
+(which starts the leader's lock controller at once, wherever that runs), then waits on
+the Pod informer until the lock annotation says the level is reached. It trusts only a
+view of the Pod that already holds its own request: the controller's unlock is written
+on a precondition, so such a view cannot show a lock that is about to be released.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from sunk import names
+from sunk.hooks.protocol import Body, HookError, PostHook, PreHook, Reboot
+from sunk.kube import client as kc
+from sunk.kube.resources import object_key
+from sunk.syncer.context import SyncerContext
+from sunk.translate import lock as machine
+
+from .batcher import AnnotationBatcher
+from .config import LockConfig
+from .controller import pods_on
+from .evictions import EvictionLog
+from .reboot import request_reboot
+from .requests import LockRequest, request_key
+from .waiter import ObjectWaiter
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+MAX_REASON = 230  # Slurm keeps drain reasons short; the prolog adds its own prefix
+
+
+@attrs.define
+class LockService:
+    ctx: SyncerContext
+    config: LockConfig
+    waiter: ObjectWaiter
+    batcher: AnnotationBatcher  # request writes, grouped per slurmd Pod
+    evictions: EvictionLog
+    is_placeholder: Callable[[str], bool]
+    nudge: Callable[[str], None]  # reconcile this Slurm node soon (and refresh the Slurm cache)
+    ready: Callable[[], bool]
+    clock: Callable[[], float] = time.time
+
+    # ---- pre-hook ----------------------------------------------------------------------------
+
+    def pre_hook(self, node: str, request: PreHook) -> Body:
+        self._require_ready()
+        pod = self._slurmd_pod(node)
+        strict = request.strict or self.is_placeholder(request.job_extra)
+        timeout = self.config.clamp_timeout(request.timeout)
+        started = time.monotonic()
+        lock_request = LockRequest(request.job_id, strict, self.clock())
+        self._patch(pod, {lock_request.key: lock_request.value()})
+        self.nudge(node)
+
+        def reached(current: Obj | None) -> bool:
+            if current is None:
+                return False
+            annotations = current["metadata"].get("annotations") or {}
+            return lock_request.key in annotations and machine.satisfies(
+                machine.parse_state(annotations.get(names.LOCK_KEY)), strict=strict)
+
+        ok, last = self.waiter.wait(object_key(pod), reached, timeout)
+        waited = round(time.monotonic() - started, 3)
+        level = "strict" if strict else "normal"
+        if ok:
+            assert last is not None
+            state = (last["metadata"].get("annotations") or {}).get(names.LOCK_KEY)
+            return {"node": node, "job_id": request.job_id, "level": level, "state": state, "waited_seconds": waited}
+        self._withdraw(last or pod, lock_request.key)
+        raise self._timed_out(node, request.job_id, strict, timeout, last)
+
+    def _timed_out(self, node: str, job_id: int, strict: bool, timeout: float, pod: Obj | None) -> HookError:
+        state = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(names.LOCK_KEY, "false")
+        k8s_node = ((pod or {}).get("spec") or {}).get("nodeName") or ""
+        blocking = []
+        for p in machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict):
+            key = object_key(p)
+            entry: dict[str, Any] = {"pod": key}
+            if p["metadata"].get("deletionTimestamp"):
+                entry["why"] = "still terminating"
+            elif (note := self.evictions.get(key)) is not None and note.outcome == "blocked":
+                entry["why"] = f"eviction refused: {note.message}"
+            elif note is not None and note.outcome == "error":
+                entry["why"] = f"eviction failed: {note.message}"
+            blocking.append(entry)
+        if blocking:
+            first = blocking[0]
+            detail = f"{len(blocking)} Pod(s) still on Node {k8s_node}: {first['pod']}"
+            if "why" in first:
+                detail += f" ({first['why']})"
+        else:
+            detail = f"lock state still {state}"
+        level = "strict " if strict else ""
+        error = f"Slurm node {node} not {level}locked for job {job_id} within {timeout:g}s"
+        return HookError(504, error, reason=_one_line(f"{level}lock timeout after {timeout:g}s: {detail}"),
+                         node=node, job_id=job_id, state=state, blocking_pods=blocking)
+
+    # ---- post-hook ---------------------------------------------------------------------------
+
+    def post_hook(self, node: str, request: PostHook) -> Body:
+        self._require_ready()
+        pod = self._slurmd_pod(node)
+        self._withdraw(pod, request_key(request.job_id))
+        self.nudge(node)
+        state = (pod["metadata"].get("annotations") or {}).get(names.LOCK_KEY, "false")
+        return {"node": node, "job_id": request.job_id, "state": state,
+                "unlock": "as soon as Slurm reports no job on the node"}
+
+    # ---- reboot ------------------------------------------------------------------------------
+
+    def reboot(self, node: str, request: Reboot) -> Body:
+        if not self.config.node_permissions:
+            raise HookError(403, "the reboot hook is disabled: sunk-syncer runs without --node-permissions-enabled")
+        self._require_ready()
+        pod = self._slurmd_pod(node)
+        k8s_name = (pod.get("spec") or {}).get("nodeName")
+        k8s_node = self.ctx.k8s_node_for(node)
+        if k8s_node is None:
+            raise HookError(404, f"Slurm node {node} has no Kubernetes Node (slurmd Pod {object_key(pod)} "
+                                 f"is not bound to a known Node)")
+        message = request.message or f"reboot requested through the sunk-syncer hook API for Slurm node {node}"
+        try:
+            condition = request_reboot(self.ctx.api, k8s_node, self.config.reboot_condition, self.config.reboot_reason,
+                                       message)
+        except kc.KubeError as exc:
+            raise HookError(502, f"could not set the reboot condition on Node {k8s_name}: {exc}") from None
+        self.ctx.recorder.normal(k8s_node, "RebootRequested", f"Slurm node {node}: {message}")
+        log.info("reboot requested for Node %s (Slurm node %s): %s", k8s_name, node, message)
+        return {"node": node, "k8s_node": k8s_name, "condition": condition}
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _require_ready(self) -> None:
+        if not self.ready():
+            raise HookError(503, "sunk-syncer is starting: its caches are not synced yet", reason="syncer not ready")
+
+    def _slurmd_pod(self, node: str) -> Obj:
+        pod = self.ctx.pod_for(node)
+        if pod is None:
+            raise HookError(404, f"unknown Slurm node {node}: no slurmd Pod runs it",
+                            reason=f"unknown Slurm node {node} (no slurmd Pod)")
+        return pod
+
+    def _patch(self, pod: Obj, annotations: dict[str, str | None]) -> None:
+        try:
+            self.batcher.patch(pod, annotations)
+        except kc.ApiError as exc:
+            if exc.not_found:
+                raise HookError(404, f"the slurmd Pod {object_key(pod)} is gone",
+                                reason="slurmd Pod gone") from None
+            raise HookError(502, f"could not record the lock request on {object_key(pod)}: {exc.message}",
+                            reason="could not record the lock request") from None
+        except kc.KubeError as exc:
+            raise HookError(502, f"the Kubernetes API is unreachable: {exc}", reason="Kubernetes API unreachable") \
+                from None
+
+    def _withdraw(self, pod: Obj, key: str) -> None:
+        """Drop a lock request; best effort (the controller expires it anyway)."""
+        try:
+            self._patch(pod, {key: None})
+        except HookError as exc:
+            log.warning("could not remove %s from %s: %s", key, object_key(pod), exc)
+
+
+def _one_line(text: str) -> str:
+    """Printable ASCII without quotes or backslashes: safe in a JSON string a shell script greps."""
+    cleaned = "".join(c if 32 <= ord(c) < 127 and c not in "\"\\" else " " for c in text)
+    return cleaned[:MAX_REASON]

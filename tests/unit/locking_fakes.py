@@ -1,0 +1,164 @@
+"""In-memory stand-ins for the Syncer's caches and the few API writes node locking makes."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from typing import Any
+
+from sunk import names
+from sunk.kube import patch as kp
+from sunk.kube.resources import object_key
+from sunk.locking.config import add_flags, config_from
+from sunk.slurm.models import Node
+from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
+
+Obj = dict[str, Any]
+
+
+class Store:
+    """Informer-shaped: get/list/by_index over wire dicts."""
+
+    def __init__(self, *objs: Obj):
+        self.objs: dict[str, Obj] = {object_key(o): o for o in objs}
+
+    def put(self, obj: Obj) -> None:
+        self.objs[object_key(obj)] = obj
+
+    def get(self, key: str) -> Obj | None:
+        return self.objs.get(key)
+
+    def list(self) -> list[Obj]:
+        return list(self.objs.values())
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        if index == INDEX_SLURM_NODE:
+            return [o for o in self.objs.values() if slurm_node_name(o) == value]
+        if index == INDEX_NODE:
+            return [o for o in self.objs.values() if (o.get("spec") or {}).get("nodeName") == value]
+        raise KeyError(index)
+
+    def has_synced(self) -> bool:
+        return True
+
+    def add_handler(self, handler: Any = None) -> Any:
+        return handler
+
+
+class Cache:
+    def __init__(self, nodes: dict[str, Node] | None = None, synced: bool = True):
+        self.nodes = nodes or {}
+        self.synced = synced
+        self.nudges = 0
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.get(name)
+
+    def nudge(self) -> None:
+        self.nudges += 1
+
+
+class Recorder:
+    def __init__(self):
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def normal(self, obj: Obj, reason: str, message: str, *, action: str | None = None) -> None:
+        self.events.append(("Normal", obj["metadata"]["name"], reason, message))
+
+    def warning(self, obj: Obj, reason: str, message: str, *, action: str | None = None) -> None:
+        self.events.append(("Warning", obj["metadata"]["name"], reason, message))
+
+    def reasons(self) -> list[str]:
+        return [e[2] for e in self.events]
+
+
+def slurmd_pod(node: str = "node3", k8s_node: str = "worker-3", annotations: dict[str, str] | None = None,
+               rv: str = "100") -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": node, "namespace": "slurm", "resourceVersion": rv, "uid": f"uid-{node}",
+                         "annotations": dict(annotations or {})},
+            "spec": {"nodeName": k8s_node, "tolerations": [{"key": names.LOCK_KEY, "operator": "Exists"}]}}
+
+
+def k8s_node(name: str = "worker-3", taints: list[Obj] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {"taints": taints or []}}
+
+
+def pod(name: str, node: str = "worker-3", *, tolerate: bool = False, sunk_job: str | None = None,
+        phase: str = "Running", terminating: bool = False) -> Obj:
+    meta: Obj = {"name": name, "namespace": "apps", "uid": f"uid-{name}", "resourceVersion": "1", "annotations": {}}
+    if sunk_job:
+        meta["annotations"][names.ANN_JOB_ID] = sunk_job
+    if terminating:
+        meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    spec: Obj = {"nodeName": node}
+    if tolerate:
+        spec["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def config(*flags: str):
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    return config_from(parser.parse_args(["--hooks-token-file=/dev/null", *flags]))
+
+
+class Api:
+    """Records the writes (monkeypatched over sunk.kube) in order; applies them to the stores."""
+
+    def __init__(self, slurmd: Store, nodes: Store):
+        self.slurmd, self.nodes = slurmd, nodes
+        self.calls: list[tuple] = []
+        self.conflict_next_patch = False
+        self.evict_outcome = kp.EvictionOutcome.EVICTED
+
+    def patch(self, _api, _res, name, body, namespace=None, **_kw):
+        meta = body["metadata"]
+        self.calls.append(("patch", name, copy.deepcopy(meta)))
+        if self.conflict_next_patch:
+            self.conflict_next_patch = False
+            from sunk.kube.client import ApiError
+
+            raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+        current = self.slurmd.get(f"{namespace}/{name}")
+        assert current is not None
+        new = copy.deepcopy(current)
+        for key, value in (meta.get("annotations") or {}).items():
+            if value is None:
+                new["metadata"]["annotations"].pop(key, None)
+            else:
+                new["metadata"]["annotations"][key] = value
+        new["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.slurmd.put(new)
+        return new
+
+    def ensure_taint(self, _api, node, key, value=None, effect="NoSchedule"):
+        self.calls.append(("ensure_taint", node["metadata"]["name"], key, value, effect))
+        return kp.PatchResult(True, node)
+
+    def remove_taint(self, _api, node, key, effect=None):
+        self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
+        return kp.PatchResult(kp.has_taint(node, key), node)
+
+    def evict(self, _api, obj, **_kw):
+        self.calls.append(("evict", object_key(obj)))
+        return kp.EvictionResult(self.evict_outcome, "budget says no" if self.evict_outcome.value == "blocked" else "")
+
+    def kinds(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def install(monkeypatch, api: Api) -> None:
+    from sunk.kube import client as kc
+
+    monkeypatch.setattr(kc, "patch", api.patch)
+    monkeypatch.setattr(kp, "ensure_taint", api.ensure_taint)
+    monkeypatch.setattr(kp, "remove_taint", api.remove_taint)
+    monkeypatch.setattr(kp, "evict", api.evict)
+
+
+def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder, args=None) -> SyncerContext:
+    return SyncerContext(api=object(), slurm=object(), slurm_cache=cache, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
+                         all_pods=pods, recorder=recorder, args=args or argparse.Namespace(),
+                         enqueue_node=lambda _n: None)

@@ -1,0 +1,187 @@
+"""The lock controller's reconcile against in-memory caches: what it writes, in which order, and when not."""
+
+from __future__ import annotations
+
+from locking_fakes import Api, Cache, Recorder, Store, config, context, install, k8s_node, pod, slurmd_pod
+
+from sunk import names
+from sunk.controller.runtime import Result
+from sunk.kube import patch as kp
+from sunk.locking.controller import LockReconciler
+from sunk.locking.evictions import EvictionLog
+from sunk.locking.jobs import NodeJob
+from sunk.locking.requests import LockRequest
+from sunk.slurm.models import Node
+
+NOW = 1_000_000.0
+
+
+class World:
+    def __init__(self, monkeypatch, *pods, annotations=None, slurm_state="IDLE", jobs=None, taints=None,
+                 synced=True, flags=()):
+        self.slurmd = Store(slurmd_pod(annotations=annotations))
+        self.nodes = Store(k8s_node(taints=taints))
+        self.pods = Store(self.slurmd.get("slurm/node3"), *pods)
+        self.cache = Cache({"node3": Node(name="node3", state=slurm_state)}, synced=synced)
+        self.recorder = Recorder()
+        self.api = Api(self.slurmd, self.nodes)
+        install(monkeypatch, self.api)
+        self.jobs: dict[int, NodeJob] = dict(jobs or {})
+        self.evictions = EvictionLog()
+        self.clock = NOW
+        self.reconciler = LockReconciler(
+            ctx=context(self.slurmd, self.nodes, self.pods, self.cache, self.recorder), config=config(*flags),
+            jobs_on=lambda _n: self.jobs, evictions=self.evictions, clock=lambda: self.clock)
+
+    def reconcile(self) -> Result | None:
+        return self.reconciler.reconcile("node3")
+
+    def lock(self) -> str | None:
+        return self.slurmd.get("slurm/node3")["metadata"]["annotations"].get(names.LOCK_KEY)
+
+    def state_writes(self) -> list[dict]:
+        return [c[2] for c in self.api.calls if c[0] == "patch"]
+
+
+def test_a_running_job_taints_first_then_evicts_then_writes_pending_on_the_version_it_saw(monkeypatch):
+    w = World(monkeypatch, pod("web"), pod("logger", tolerate=True), pod("done", phase="Succeeded"),
+              slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)})
+    result = w.reconcile()
+    assert w.api.kinds() == ["ensure_taint", "evict", "patch"]
+    assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoSchedule")
+    assert w.api.calls[1] == ("evict", "apps/web")  # not the tolerating Pod, not the finished one
+    assert w.state_writes() == [{"resourceVersion": "100", "annotations": {names.LOCK_KEY: "pending"}}]
+    assert result == Result(requeue_after=2.0)
+    assert "LockPending" in w.recorder.reasons() and "Evicted" in w.recorder.reasons()
+
+
+def test_once_the_pods_are_gone_the_lock_is_reached_and_nothing_is_evicted(monkeypatch):
+    w = World(monkeypatch, pod("logger", tolerate=True), annotations={names.LOCK_KEY: "pending"},
+              slurm_state="MIXED", jobs={7: NodeJob(7, False)})
+    assert w.reconcile() is None
+    assert w.api.kinds() == ["ensure_taint", "patch"]
+    assert w.lock() == "locked"
+    assert ("Normal", "node3", "Locked") == w.recorder.events[-1][:3]
+    w.api.calls.clear()
+    w.reconcile()  # level-based: nothing left to do
+    assert w.api.kinds() == ["ensure_taint"]  # (a no-op in the real helper when the taint is there)
+
+
+def test_terminating_pods_block_a_strict_lock_only_and_are_never_evicted_again(monkeypatch):
+    w = World(monkeypatch, pod("web", terminating=True), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    assert w.reconcile() == Result(requeue_after=2.0)
+    assert "evict" not in w.api.kinds()
+    assert w.lock() == "pending"
+    w = World(monkeypatch, pod("web", terminating=True), slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)})
+    assert w.reconcile() is None
+    assert "evict" not in w.api.kinds()
+    assert w.lock() == "locked"
+
+
+def test_pods_placed_by_the_sunk_scheduler_are_left_alone_even_when_strict(monkeypatch):
+    w = World(monkeypatch, pod("slurm-job-pod", sunk_job="12"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    assert w.reconcile() is None
+    assert "evict" not in w.api.kinds()
+    assert w.lock() == "locked_strict"
+
+
+def test_a_refused_eviction_is_retried_only_after_the_retry_interval(monkeypatch):
+    w = World(monkeypatch, pod("guarded"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)},
+              flags=["--lock-eviction-retry=5s"])
+    w.api.evict_outcome = kp.EvictionOutcome.BLOCKED
+    assert w.reconcile() == Result(requeue_after=5.0)
+    assert w.api.kinds().count("evict") == 1
+    assert w.recorder.events[0][:3] == ("Warning", "guarded", "EvictionBlocked")
+    w.clock += 1  # another event wakes the node early
+    w.reconcile()
+    assert w.api.kinds().count("evict") == 1
+    w.clock += 5
+    w.reconcile()
+    assert w.api.kinds().count("evict") == 2
+    assert w.evictions.get("apps/guarded").outcome == "blocked"
+
+
+def test_unlock_writes_false_before_removing_the_taint(monkeypatch):
+    taint = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
+    w = World(monkeypatch, pod("web"), annotations={names.LOCK_KEY: "locked"}, taints=[taint])
+    assert w.reconcile() is None
+    assert w.api.kinds() == ["patch", "remove_taint"]
+    assert w.state_writes() == [{"resourceVersion": "100", "annotations": {names.LOCK_KEY: "false"}}]
+    assert w.api.calls[1] == ("remove_taint", "worker-3", names.LOCK_KEY, "NoSchedule")
+    assert "Unlocked" in w.recorder.reasons()
+    assert "evict" not in w.api.kinds()
+
+
+def test_a_conflicting_unlock_leaves_the_taint_and_reconciles_again(monkeypatch):
+    taint = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
+    w = World(monkeypatch, annotations={names.LOCK_KEY: "locked"}, taints=[taint])
+    w.api.conflict_next_patch = True
+    assert w.reconcile() == Result(requeue=True)
+    assert w.api.kinds() == ["patch"]
+
+
+def test_unknown_lock_text_is_rewritten(monkeypatch):
+    w = World(monkeypatch, annotations={names.LOCK_KEY: "Locked!"})
+    w.reconcile()
+    assert w.lock() == "false"
+    w = World(monkeypatch, annotations={names.LOCK_KEY: "bogus"}, slurm_state="ALLOCATED")
+    w.reconcile()
+    assert w.lock() == "locked"
+
+
+def test_an_idle_unlocked_node_costs_no_write(monkeypatch):
+    w = World(monkeypatch, pod("web"))
+    assert w.reconcile() is None
+    assert w.api.kinds() == ["remove_taint"]  # (a no-op in the real helper without the taint)
+    assert w.recorder.events == []
+
+
+def test_a_fresh_lock_request_locks_before_slurm_shows_the_job(monkeypatch):
+    req = LockRequest(42, False, NOW - 1)
+    w = World(monkeypatch, annotations={req.key: req.value()})
+    w.reconcile()
+    assert w.lock() == "locked"
+
+
+def test_old_requests_of_ended_jobs_and_malformed_ones_are_removed_and_the_node_unlocked(monkeypatch):
+    old = LockRequest(42, True, NOW - 3600)
+    w = World(monkeypatch, annotations={names.LOCK_KEY: "locked_strict", old.key: old.value(),
+                                        "lock.sunk.coreweave.com/job-x": "junk"})
+    w.reconcile()
+    assert w.state_writes() == [{"resourceVersion": "100", "annotations": {
+        names.LOCK_KEY: "false", old.key: None, "lock.sunk.coreweave.com/job-x": None}}]
+
+
+def test_an_old_request_of_a_job_still_running_keeps_the_lock(monkeypatch):
+    old = LockRequest(42, False, NOW - 3600)
+    w = World(monkeypatch, annotations={names.LOCK_KEY: "locked", old.key: old.value()}, jobs={42: NodeJob(42, False)})
+    w.reconcile()
+    assert w.lock() == "locked" and old.key in w.slurmd.get("slurm/node3")["metadata"]["annotations"]
+
+
+def test_strict_demand_comes_from_a_placeholder_job_or_a_strict_request(monkeypatch):
+    w = World(monkeypatch, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    w.reconcile()
+    assert w.lock() == "locked_strict"
+    req = LockRequest(8, True, NOW)
+    w = World(monkeypatch, annotations={req.key: req.value()})
+    w.reconcile()
+    assert w.lock() == "locked_strict"
+
+
+def test_the_taint_effect_follows_the_flag(monkeypatch):
+    w = World(monkeypatch, slurm_state="ALLOCATED", flags=["--lock-taint-effect=NoExecute"])
+    w.reconcile()
+    assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoExecute")
+
+
+def test_nothing_happens_before_the_slurm_cache_synced(monkeypatch):
+    w = World(monkeypatch, pod("web"), slurm_state="ALLOCATED", synced=False)
+    assert w.reconcile() == Result(requeue_after=1.0)
+    assert w.api.calls == []
+
+
+def test_unknown_nodes_are_ignored(monkeypatch):
+    w = World(monkeypatch, slurm_state="ALLOCATED")
+    assert w.reconciler.reconcile("node9") is None
+    assert w.api.calls == []

@@ -1,0 +1,188 @@
+"""The hook service: pre-hook waits on its own request, times out with reasons, post-hook and reboot."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+
+import pytest
+from locking_fakes import Cache, Recorder, Store, config, context, k8s_node, pod, slurmd_pod
+
+from sunk import names
+from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
+from sunk.locking import service as service_module
+from sunk.locking.batcher import AnnotationBatcher
+from sunk.locking.evictions import EvictionLog
+from sunk.locking.requests import parse_requests, request_key
+from sunk.locking.service import LockService
+from sunk.locking.waiter import ObjectWaiter
+
+
+class World:
+    def __init__(self, *pods, annotations=None, flags=(), ready=True):
+        self.slurmd = Store(slurmd_pod(annotations=annotations))
+        self.nodes = Store(k8s_node())
+        self.pods = Store(*pods)
+        self.waiter = ObjectWaiter(self.slurmd.get)
+        self.written: list[dict] = []
+        self.nudged: list[str] = []
+        self.evictions = EvictionLog()
+        self.recorder = Recorder()
+        self.service = LockService(
+            ctx=context(self.slurmd, self.nodes, self.pods, Cache(), self.recorder), config=config(*flags),
+            waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
+            is_placeholder=lambda extra: extra.startswith("sunk-pod="), nudge=self.nudged.append,
+            ready=lambda: ready)
+
+    def _write(self, obj, annotations):
+        self.written.append(dict(annotations))
+        self.update(lambda a: [a.pop(k, None) if v is None else a.__setitem__(k, v) for k, v in annotations.items()])
+
+    def update(self, change) -> None:
+        """Change the slurmd Pod as the apiserver would, and deliver the watch event."""
+        new = copy.deepcopy(self.slurmd.get("slurm/node3"))
+        change(new["metadata"]["annotations"])
+        self.slurmd.put(new)
+        self.waiter.on_update({}, new)
+
+    def controller_sets(self, value: str, after: float = 0.05) -> threading.Thread:
+        def run():
+            time.sleep(after)
+            self.update(lambda a: a.__setitem__(names.LOCK_KEY, value))
+
+        t = threading.Thread(target=run)
+        t.start()
+        return t
+
+
+def test_pre_hook_records_its_request_then_answers_when_the_lock_is_reached():
+    w = World(annotations={names.LOCK_KEY: "false"})
+    t = w.controller_sets("locked")
+    body = w.service.pre_hook("node3", PreHook(job_id=5, timeout=5))
+    t.join()
+    assert body["state"] == "locked" and body["level"] == "normal" and body["job_id"] == 5
+    assert list(w.written[0]) == [request_key(5)]
+    assert parse_requests(w.written[0]).valid[0].strict is False
+    assert w.nudged == ["node3"]
+
+
+def test_a_lock_seen_without_our_own_request_is_not_trusted():
+    w = World(annotations={names.LOCK_KEY: "locked"})
+    w.service.batcher = AnnotationBatcher(lambda _obj, _ann: None)  # the write "happened", the watch lags
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=5, timeout=0.2))
+    assert exc.value.status == 504
+
+
+def test_strict_comes_from_the_flag_or_from_a_placeholder_extra():
+    for request in (PreHook(job_id=6, strict=True, timeout=5), PreHook(job_id=6, job_extra="sunk-pod=u ns=a name=b",
+                                                                        timeout=5)):
+        w = World(annotations={names.LOCK_KEY: "locked"})
+        t = w.controller_sets("locked_strict", after=0.2)
+        body = w.service.pre_hook("node3", request)
+        t.join()
+        assert body["level"] == "strict" and body["state"] == "locked_strict" and body["waited_seconds"] >= 0.15
+        assert parse_requests(w.written[0]).valid[0].strict is True
+
+
+def test_pre_hook_timeout_names_the_blocking_pods_and_withdraws_the_request():
+    w = World(pod("guarded"), pod("leaving", terminating=True), pod("logger", tolerate=True),
+              annotations={names.LOCK_KEY: "pending"})
+    w.evictions.record("apps/guarded", "blocked", "Cannot evict pod as it would violate the pod's disruption budget.",
+                       time.time())
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=9, strict=True, timeout=0.3))  # strict: terminating Pods block
+    err = exc.value
+    assert err.status == 504
+    body = err.body()
+    assert body["state"] == "pending"
+    assert body["blocking_pods"] == [
+        {"pod": "apps/guarded", "why": "eviction refused: Cannot evict pod as it would violate the pod's disruption "
+                                       "budget."},
+        {"pod": "apps/leaving", "why": "still terminating"}]
+    assert body["reason"].startswith("strict lock timeout after 0.3s: 2 Pod(s) still on Node worker-3: apps/guarded")
+    assert "not strict locked for job 9" in err.error
+    assert '"' not in body["reason"] and "\\" not in body["reason"] and len(body["reason"]) <= 230
+    assert w.written[-1] == {request_key(9): None}  # withdrawn
+    assert request_key(9) not in w.slurmd.get("slurm/node3")["metadata"]["annotations"]
+
+
+def test_timeouts_are_capped_and_defaulted():
+    w = World(flags=["--lock-default-timeout=0.2s", "--lock-max-timeout=0.3s"])
+    started = time.monotonic()
+    with pytest.raises(HookError):
+        w.service.pre_hook("node3", PreHook(job_id=1))
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=2, timeout=3600))
+    assert time.monotonic() - started < 1.5
+    assert "within 0.3s" in exc.value.error
+
+
+def test_unknown_node_is_404_and_not_ready_is_503():
+    w = World()
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node9", PreHook(job_id=1, timeout=1))
+    assert exc.value.status == 404 and "node9" in exc.value.error
+    w = World(ready=False)
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=1, timeout=1))
+    assert exc.value.status == 503
+    assert w.written == []
+
+
+def test_post_hook_withdraws_the_request_and_nudges():
+    w = World(annotations={names.LOCK_KEY: "locked", request_key(4): '{"strict":false,"at":1}'})
+    body = w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.written == [{request_key(4): None}] and w.nudged == ["node3"]
+    assert body["state"] == "locked"
+
+
+def test_reboot_is_refused_without_node_permissions():
+    w = World()
+    with pytest.raises(HookError) as exc:
+        w.service.reboot("node3", Reboot())
+    assert exc.value.status == 403
+
+
+def test_reboot_sets_the_configured_condition(monkeypatch):
+    calls = []
+
+    def fake(api, node, condition, reason, message):
+        calls.append((node["metadata"]["name"], condition, reason, message))
+        return {"type": condition, "status": "True", "reason": reason, "message": message}
+
+    monkeypatch.setattr(service_module, "request_reboot", fake)
+    w = World(flags=["--node-permissions-enabled", "--node-reboot-condition=Reboot", "--node-reboot-reason=r"])
+    body = w.service.reboot("node3", Reboot(message="please"))
+    assert calls == [("worker-3", "Reboot", "r", "please")]
+    assert body["k8s_node"] == "worker-3" and body["condition"]["type"] == "Reboot"
+    assert w.recorder.reasons() == ["RebootRequested"]
+    w = World(flags=["--node-permissions-enabled"])
+    w.service.reboot("node3", Reboot())
+    assert calls[-1][1:3] == ("PhaseState", "production-powerreset")
+
+
+def test_concurrent_pre_hooks_share_writes():
+    w = World(annotations={names.LOCK_KEY: "locked"})
+    gate = threading.Event()
+    slow = w._write
+
+    def write(obj, annotations):
+        gate.wait(1)  # hold the first write, so the others queue behind it
+        slow(obj, annotations)
+
+    w.service.batcher = AnnotationBatcher(write)
+    results: list = []
+    threads = [threading.Thread(target=lambda i=i: results.append(w.service.pre_hook("node3", PreHook(job_id=100 + i,
+                                                                                                       timeout=5))))
+               for i in range(20)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(results) == 20 and all(r["state"] == "locked" for r in results)
+    assert len(w.written) <= 3
+    assert len(parse_requests(w.slurmd.get("slurm/node3")["metadata"]["annotations"]).valid) == 20
