@@ -162,6 +162,7 @@ def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=8, help="the scheduler's --workers")
     args = parser.parse_args(argv)
     cluster = DevCluster.for_tests()
     cluster.up()
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-        f"--leader-election-namespace={namespace}", "--zap-log-level=info",
+        f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={args.workers}",
     ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp)
     try:
         raw = raw_path(cluster, args.pods)
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         scheduler.stop()
         purge_namespace(api, namespace)
-    result = {"pods": args.pods, "raw": raw, "pod_path": pods, "ratio": pods["total_s"] / raw["total_s"]}
+    result = {"pods": args.pods, "workers": args.workers, "raw": raw, "pod_path": pods, "ratio": pods["total_s"] / raw["total_s"]}
     print(json.dumps(result, indent=2))
     return 0
 

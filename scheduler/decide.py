@@ -158,7 +158,7 @@ def decide(
         return Waiting(job.id, job.state_reason or job.state)
     if not started.get(job.id, False):
         return Waiting(job.id, "prolog and node lock in progress")
-    nodes = [a.node for a in job.allocations] or ([job.nodes] if job.nodes else [])
+    nodes = job.node_list
     if len(nodes) != 1:
         return CancelJobs((job.id,), f"a Pod needs exactly one node; Slurm allocated {job.nodes or 'none'}")
     k8s_node = node_of.get(nodes[0])

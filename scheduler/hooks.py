@@ -112,7 +112,7 @@ def hooks_blueprint(
             job = slurm.get_job(job_id)
         except SlurmError as exc:
             return error(503, f"Slurm is unavailable: {exc}")
-        nodes = [a.node for a in job.allocations] or [n for n in job.nodes.split(",") if n]
+        nodes = list(job.node_list)
         pod = pod_by_uid(uid)
         who = _name(pod) if pod else f"uid {uid}"
         reason = f"sunk-scheduler: pod {who} outlived KillWait after job {job_id} ended"

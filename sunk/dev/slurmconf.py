@@ -122,6 +122,9 @@ CGROUP_CONF = "CgroupPlugin=disabled\n"
 def slurmdbd_conf(storage_pass: str) -> str:
     return "\n".join([
         "AuthType=auth/munge",
+        # slurmrestd forwards JWT-authenticated requests (e.g. GET /partitions) to slurmdbd.
+        "AuthAltTypes=auth/jwt",
+        "AuthAltParameters=jwt_key=/etc/slurm/jwt.key",
         "DbdHost=localhost",
         f"DbdPort={SLURMDBD_PORT}",
         "SlurmUser=slurm",

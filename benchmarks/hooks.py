@@ -1,0 +1,127 @@
+"""Pre-hook latency on an already-locked node, under 100 concurrent callers.
+
+    python -m benchmarks.hooks [--callers 100] [--rounds 10]
+
+What a prolog pays when its node is already locked (another job runs there): the
+pre-hook records its lock request on the slurmd Pod, then waits until the informer shows
+that request beside a satisfying lock. Each round, ``callers`` threads call pre-hook at the
+same instant (a barrier), each for its own job id; then (untimed) their post-hooks remove
+the requests. Latency is measured at the client, per call.
+
+It runs the real ``sunk-syncer`` (gunicorn, its default thread count), limited to the
+slurmd Pods of node3 and node4. Runs against the dev cluster (`sunk-dev up`), on node3; it locks node3 with a plain
+``sleep`` job (no prolog needed: the controller locks any node that runs a job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+from sunk.dev.cluster import DevCluster
+from sunk.kube import client as kc
+from sunk.kube.resources import PODS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"))  # the cluster tests' helpers
+from locking_harness import (
+    SyncerProcess,
+    label_slurmd_pods,
+    lock_value,
+    new_token,
+    wait_for,
+)
+
+NODE = "node3"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def run_rounds(url: str, token: str, callers: int, rounds: int) -> tuple[list[float], dict[int, int]]:
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+    barrier = threading.Barrier(callers)
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def caller(index: int) -> None:
+        session = requests.Session()
+        for r in range(rounds):
+            job_id = 90_000_000 + r * callers + index
+            barrier.wait()
+            started = time.perf_counter()
+            resp = session.post(f"{url}/api/v1/nodes/{NODE}/pre-hook", json={"job_id": job_id, "timeout": 30},
+                                headers=headers, timeout=60)
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+            barrier.wait()
+            session.post(f"{url}/api/v1/nodes/{NODE}/post-hook", json={"job_id": job_id}, headers=headers, timeout=60)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, statuses
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--callers", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args(argv)
+
+    cluster = DevCluster.for_tests()
+    cluster.up()
+    api = kc.load_api_client(str(cluster.kubeconfig))
+    work = Path(tempfile.mkdtemp(prefix="sunk-bench-hooks-"))
+    token = new_token()
+    token_file = work / "token"
+    token_file.write_text(token)
+    label_slurmd_pods(api, "true")
+    syncer = SyncerProcess(cluster, token_file, work, ["--zap-log-level=warning"], lease="sunk-syncer-bench")
+    url = syncer.url
+    job = None
+    try:
+        syncer.start()
+        out = cluster.slurm("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 900")
+        job = out.stdout.strip().split(";")[0]
+        wait_for(lambda: lock_value(kc.get(api, PODS, NODE, "slurm")) == "locked", 60, f"{NODE} locked")
+        run_rounds(url, token, min(args.callers, 20), 1)  # warm-up: connections, code paths
+        started = time.perf_counter()
+        latencies, statuses = run_rounds(url, token, args.callers, args.rounds)
+        wall = time.perf_counter() - started
+    finally:
+        if job:
+            cluster.slurm("scancel", job, check=False)
+        syncer.stop()
+        label_slurmd_pods(api, None)
+    result = {
+        "callers": args.callers,
+        "calls": len(latencies),
+        "statuses": statuses,
+        "p50_ms": round(percentile(latencies, 50) * 1000, 1),
+        "p90_ms": round(percentile(latencies, 90) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 99) * 1000, 1),
+        "max_ms": round(max(latencies) * 1000, 1),
+        "mean_ms": round(statistics.fmean(latencies) * 1000, 1),
+        "pre_hooks_per_s_incl_cleanup": round(len(latencies) / wall, 1),
+    }
+    print(json.dumps(result, indent=2))
+    return 0 if set(statuses) == {200} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,420 @@
+"""Syncer propagation latency, both ways, and what each change costs in Slurm and apiserver calls.
+
+    python -m benchmarks.syncer                      # the dev cluster's Slurm nodes (4; or 4 + phantoms)
+    python -m benchmarks.syncer --fake-slurm 200     # 200 nodes on an in-process slurmrestd stand-in
+
+Setup: a throwaway namespace with one stand-in slurmd Pod per Slurm node, each bound to a
+Node object of its own (``bench-<id>-<node>``, tainted NoSchedule so nothing else lands
+there); the benchmark marks those Pods Ready itself. A real ``sunk-syncer`` subprocess
+(production defaults: 1 s Slurm poll, 4 workers per controller) watches only them.
+
+Measured, one change at a time, at a random phase of the Slurm poll:
+- Slurm -> Kubernetes: drain a node in Slurm (client clock at the write's return) until
+  the Pod's SlurmDrain=True arrives on a watch; likewise for the undrain.
+- Kubernetes -> Slurm: set the Pod's Ready=False (clock at the patch's return) until
+  Slurm reports the ``k8s:`` drain (polled every 20 ms); likewise Ready=True -> undrained
+  (real Slurm only: the stand-in does not implement UNDRAIN). A Node cordon -> drain is
+  measured too: it takes one more hop (Node -> Pod cordon marker -> drain).
+- Burst: every Pod not Ready at once; time until every node is drained.
+- Cost: the syncer's /metrics before and after each phase: reconciles, apiserver writes,
+  Slurm calls by message type; and an idle window, where the only calls should be the
+  cache's two "anything changed?" lists per interval.
+
+Phantom nodes (``sunk-dev up --phantom-nodes 200``) are DOWN and NOT_RESPONDING: the
+Syncer never drains DOWN nodes, so with them only the Slurm -> Kubernetes direction is
+measured at scale (``--change`` picks the nodes that the Kubernetes -> Slurm samples use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from sunk import names
+from sunk.dev.cluster import DevCluster
+from sunk.kube import client as kc
+from sunk.kube import patch as kp
+from sunk.kube.client import load_api_client
+from sunk.kube.informer import Informer
+from sunk.kube.resources import NODES, PODS
+from sunk.slurm import NodeUpdate, connect
+from sunk.slurm.fake import FakeSlurmrestd
+from tests.cluster.kube_testns import create_namespace, purge_namespace
+from tests.cluster.procs import Process
+
+LABEL = "sunk.dev/syncer-bench"
+BENCH_REASON = "syncer-bench: drained from Slurm"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "p50_ms": round(percentile(values, 50) * 1000, 1),
+            "p99_ms": round(percentile(values, 99) * 1000, 1), "max_ms": round(max(values) * 1000, 1),
+            "mean_ms": round(statistics.fmean(values) * 1000, 1)}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> float:
+    """Seconds until ``predicate()`` held (monotonic clock)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic()
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s: {what}")
+
+
+# ---- the Slurm side: real slurmrestd, or the in-process stand-in -------------------------------------------
+
+
+class SlurmSide:
+    def __init__(self, url: str, token: str, fake: FakeSlurmrestd | None = None):
+        self.url, self.token, self.fake = url, token, fake
+        self.client = connect("rest", url=url, token=token)
+
+    def nodes(self) -> dict[str, Any]:
+        return {n.name: n for n in self.client.list_nodes().items or ()}
+
+    def drain(self, name: str, reason: str) -> None:
+        self.client.update_node(name, NodeUpdate(state="DRAIN", reason=reason))
+
+    def undrain(self, name: str) -> None:
+        self.client.update_node(name, NodeUpdate(state="UNDRAIN" if self.fake is None else "RESUME"))
+
+    def drained(self, name: str, prefix: str) -> bool:
+        if self.fake is not None:  # no HTTP: read the stand-in's state directly
+            with self.fake.lock:
+                node = self.fake.state.nodes[name]
+                return "DRAIN" in node["state"] and str(node["reason"]).startswith(prefix)
+        node = self.client.get_node(name)
+        return node.drained and node.reason.startswith(prefix)
+
+    def clear(self, name: str) -> None:
+        node = self.client.get_node(name)
+        if node.drained and node.reason.startswith((names.K8S_DRAIN_PREFIX, "syncer-bench")):
+            self.undrain(name)
+        if node.extra:
+            self.client.update_node(name, NodeUpdate(extra=""))
+
+
+# ---- the Kubernetes side --------------------------------------------------------------------------------------
+
+
+class KubeSide:
+    def __init__(self, api: Any, namespace: str, run_id: str):
+        self.api, self.namespace, self.run_id = api, namespace, run_id
+        self.drain_seen: dict[str, tuple[str, float]] = {}  # pod -> (SlurmDrain status, monotonic time seen)
+        self._lock = threading.Lock()
+        self.informer = Informer(api, PODS, namespace, label_selector=f"{LABEL}={run_id}", name="bench-pods")
+        self.informer.add_handler(on_add=self._seen, on_update=lambda _o, n: self._seen(n))
+
+    def k8s_node(self, slurm_node: str) -> str:
+        return f"bench-{self.run_id}-{slurm_node}"
+
+    def _seen(self, pod: dict[str, Any]) -> None:
+        cond = kp.get_condition(pod, names.COND_SLURM_DRAIN)
+        status = cond["status"] if cond else ""
+        with self._lock:
+            previous = self.drain_seen.get(pod["metadata"]["name"])
+            if previous is None or previous[0] != status:
+                self.drain_seen[pod["metadata"]["name"]] = (status, time.monotonic())
+
+    def drain_status(self, name: str) -> tuple[str, float]:
+        with self._lock:
+            return self.drain_seen.get(name, ("", 0.0))
+
+    def create(self, slurm_nodes: list[str]) -> None:
+        for name in slurm_nodes:
+            node = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": self.k8s_node(name), "labels": {LABEL: self.run_id}},
+                    "spec": {"taints": [{"key": LABEL, "value": "true", "effect": "NoSchedule"}]}}
+            kc.create(self.api, NODES, node)
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": self.namespace,
+                                "labels": {"app.kubernetes.io/name": "slurmd", LABEL: self.run_id}},
+                   "spec": {"nodeName": self.k8s_node(name), "hostname": name,
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:24.11"}]}}
+            created = kc.create(self.api, PODS, pod, self.namespace)
+            self.set_ready(created, True)
+
+    def set_ready(self, pod: dict[str, Any] | str, ready: bool) -> None:
+        if isinstance(pod, str):
+            pod = kc.get(self.api, PODS, pod, self.namespace)
+        status = "True" if ready else "False"
+        kp.set_pod_conditions(self.api, pod, [{"type": "Ready", "status": status, "reason": "Bench"}])
+
+    def cordon(self, slurm_node: str, on: bool) -> None:
+        node = kc.get(self.api, NODES, self.k8s_node(slurm_node))
+        kp.set_unschedulable(self.api, node, on)
+
+    def delete_nodes(self) -> None:
+        for node in kc.list_objects(self.api, NODES, label_selector=f"{LABEL}={self.run_id}"):
+            try:
+                kc.delete(self.api, NODES, node["metadata"]["name"])
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+# ---- the syncer's own counters ----------------------------------------------------------------------------------
+
+
+def scrape(url: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(requests.get(url, timeout=5).text):
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            if s.name.startswith(("sunk_syncer_", "sunk_reconcile_total")):
+                key = s.name + "".join(f"|{k}={v}" for k, v in sorted(s.labels.items()))
+                out[key] = s.value
+    return out
+
+
+def cost(before: dict[str, float], after: dict[str, float], changes: int) -> dict[str, Any]:
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+
+    def total(prefix: str) -> float:
+        return sum(v for k, v in delta.items() if k.startswith(prefix))
+
+    reconciles = total("sunk_reconcile_total|controller=syncer-")
+    slurm_calls = total("sunk_syncer_slurm_requests_total")
+    kube_writes = total("sunk_syncer_kube_writes_total")
+    by_type = {k.split("message_type=")[1]: v for k, v in delta.items()
+               if k.startswith("sunk_syncer_slurm_requests_total") and v}
+    return {
+        "changes": changes,
+        "reconciles": reconciles,
+        "slurm_calls": slurm_calls,
+        "slurm_calls_by_type": by_type,
+        "slurm_writes": total("sunk_syncer_slurm_writes_total"),
+        "apiserver_writes": kube_writes,
+        "slurm_calls_per_change": round(slurm_calls / changes, 2) if changes else None,
+        "apiserver_writes_per_change": round(kube_writes / changes, 2) if changes else None,
+        "slurm_calls_per_reconcile": round(slurm_calls / reconciles, 3) if reconciles else None,
+        "apiserver_writes_per_reconcile": round(kube_writes / reconciles, 3) if reconciles else None,
+    }
+
+
+# ---- phases -------------------------------------------------------------------------------------------------------
+
+
+def slurm_to_kube(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval: float) -> dict[str, Any]:
+    drains, undrains = [], []
+    for name in sample:
+        time.sleep(random.uniform(0, interval))  # a random phase of the poll
+        slurm.drain(name, BENCH_REASON)
+        t0 = time.monotonic()
+        wait_for(lambda n=name: kube.drain_status(n)[0] == "True", 30, f"SlurmDrain=True on {name}")
+        drains.append(kube.drain_status(name)[1] - t0)
+        time.sleep(random.uniform(0, interval))
+        slurm.undrain(name)
+        t0 = time.monotonic()
+        wait_for(lambda n=name: kube.drain_status(n)[0] == "False", 30, f"SlurmDrain=False on {name}")
+        undrains.append(kube.drain_status(name)[1] - t0)
+    return {"drain": summary(drains), "undrain": summary(undrains)}
+
+
+def kube_to_slurm(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval: float,
+                  undrain: bool) -> dict[str, Any]:
+    drains, undrains, cordons = [], [], []
+    for name in sample:
+        time.sleep(random.uniform(0, interval))
+        kube.set_ready(name, False)
+        t0 = time.monotonic()
+        drains.append(wait_for(lambda n=name: slurm.drained(n, names.K8S_DRAIN_PREFIX), 30, f"{name} drained") - t0)
+        kube.set_ready(name, True)
+        if not undrain:  # the stand-in ignores UNDRAIN: put the node back ourselves
+            slurm.undrain(name)
+            wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} back to idle")
+        else:
+            t0 = time.monotonic()
+            undrains.append(wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} undrained") - t0)
+            time.sleep(random.uniform(0, interval))
+            kube.cordon(name, True)
+            t0 = time.monotonic()
+            cordons.append(wait_for(lambda n=name: slurm.drained(n, names.K8S_DRAIN_PREFIX), 30,
+                                    f"{name} drained on cordon") - t0)
+            kube.cordon(name, False)
+            wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} undrained after uncordon")
+    return {"drain_on_not_ready": summary(drains), "undrain_on_ready": summary(undrains),
+            "drain_on_cordon": summary(cordons)}
+
+
+def burst(slurm: SlurmSide, kube: KubeSide, nodes: list[str]) -> dict[str, Any]:
+    t0 = time.monotonic()
+    for name in nodes:
+        kube.set_ready(name, False)
+    issued = time.monotonic() - t0
+    done: dict[str, float] = {}
+    deadline = time.monotonic() + 120
+    while len(done) < len(nodes) and time.monotonic() < deadline:
+        state = slurm.nodes() if slurm.fake is None else None
+        for name in nodes:
+            if name in done:
+                continue
+            ok = (state[name].drained and state[name].reason.startswith(names.K8S_DRAIN_PREFIX)) if state \
+                else slurm.drained(name, names.K8S_DRAIN_PREFIX)
+            if ok:
+                done[name] = time.monotonic() - t0
+        time.sleep(0.05)
+    for name in nodes:
+        kube.set_ready(name, True)
+    return {"nodes": len(nodes), "patches_issued_s": round(issued, 2), "drained": len(done),
+            "all_drained_s": round(max(done.values()), 2) if done else None,
+            "per_node": summary(list(done.values()))}
+
+
+# ---- orchestration -------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def fake_slurm(count: int) -> Iterator[SlurmSide]:
+    fake = FakeSlurmrestd(token="bench-token", pretty=True).start()
+    for i in range(1, count + 1):
+        fake.put_node(f"fake{i}")
+    try:
+        yield SlurmSide(fake.url, "bench-token", fake)
+    finally:
+        fake.stop()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cluster = DevCluster.for_tests()
+    env = cluster.env()
+    api = load_api_client(env["KUBECONFIG"])
+    run_id = uuid.uuid4().hex[:8]
+    namespace = create_namespace(api)
+    kube = KubeSide(api, namespace, run_id)
+    with (fake_slurm(args.fake_slurm) if args.fake_slurm else
+          _real_slurm(env)) as slurm:
+        all_nodes = sorted(slurm.nodes())
+        real = slurm.fake is None
+        change = [n for n in (args.change.split(",") if args.change else all_nodes) if n in all_nodes]
+        if real:
+            change = [n for n in change if not slurm.nodes()[n].down] or change
+        results: dict[str, Any] = {"slurm": "stand-in (in-process fake slurmrestd)" if not real else "dev cluster",
+                                   "slurm_nodes": len(all_nodes), "poll_interval_s": args.poll_interval}
+        syncer = None
+        try:
+            kube.create(all_nodes)
+            kube.informer.start()
+            kube.informer.wait_for_sync(30)
+            ports = {"health": free_port(), "metrics": free_port(), "hooks": free_port()}
+            flags = [f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={slurm.url}",
+                     f"--slurm-auth-token={slurm.token}", f"--watch-namespace={namespace}",
+                     f"--slurmd-selector=app.kubernetes.io/name=slurmd,{LABEL}={run_id}", "--leader-elect=false",
+                     f"--health-probe-bind-address=127.0.0.1:{ports['health']}",
+                     f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+                     f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", "--plugins=",
+                     f"--slurm-poll-interval={args.poll_interval}", "--zap-log-level=info"]
+            log_dir = Path(args.log_dir)
+            syncer = Process("syncer-bench", "sunk.syncer.cli", flags, f"http://127.0.0.1:{ports['health']}/readyz",
+                             log_dir)
+            started = time.monotonic()
+            syncer.start()
+            metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
+
+            def warm() -> bool:
+                state = slurm.nodes()
+                return all(json.loads(state[n].extra or "{}").get("pod") for n in all_nodes)
+
+            warmed = wait_for(warm, 300, "every node's Extra written", interval=0.2)
+            results["startup_to_all_extra_written_s"] = round(warmed - started, 2)
+            time.sleep(2 * args.poll_interval)
+
+            before = scrape(metrics)
+            time.sleep(args.idle)
+            after = scrape(metrics)
+            idle = cost(before, after, 0)
+            idle["seconds"] = args.idle
+            idle["slurm_calls_per_poll"] = round(idle["slurm_calls"] / (args.idle / args.poll_interval), 2)
+            results["idle"] = idle
+
+            rng = random.Random(args.seed)
+            s2k_sample = [rng.choice(all_nodes) for _ in range(args.samples)]
+            before = scrape(metrics)
+            results["slurm_to_kubernetes"] = slurm_to_kube(slurm, kube, s2k_sample, args.poll_interval)
+            results["slurm_to_kubernetes"]["cost"] = cost(before, scrape(metrics), 2 * len(s2k_sample))
+
+            k2s_sample = [rng.choice(change) for _ in range(args.samples)]
+            before = scrape(metrics)
+            results["kubernetes_to_slurm"] = kube_to_slurm(slurm, kube, k2s_sample, args.poll_interval, real)
+            changes = len(k2s_sample) * (4 if real else 2)
+            results["kubernetes_to_slurm"]["cost"] = cost(before, scrape(metrics), changes)
+
+            if args.burst:
+                targets = change if real else all_nodes
+                before = scrape(metrics)
+                results["burst_not_ready"] = burst(slurm, kube, targets)
+                results["burst_not_ready"]["cost"] = cost(before, scrape(metrics), len(targets))
+            results["syncer_alive"] = syncer.proc is not None and syncer.proc.poll() is None
+        finally:
+            if syncer is not None:
+                syncer.stop()
+            kube.informer.stop()
+            purge_namespace(api, namespace)
+            kube.delete_nodes()
+            if real:
+                for name in all_nodes:
+                    slurm.clear(name)
+    return results
+
+
+@contextmanager
+def _real_slurm(env: dict[str, str]) -> Iterator[SlurmSide]:
+    token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
+    yield SlurmSide(env["SLURM_REST_URL"], token)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fake-slurm", type=int, default=0, help="N nodes on an in-process slurmrestd stand-in")
+    parser.add_argument("--change", default="", help="nodes the Kubernetes -> Slurm samples may drain "
+                                                     "(default: all; on the dev cluster, give node3,node4 to "
+                                                     "leave node1/node2 to other work)")
+    parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="the syncer's --slurm-poll-interval")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle-cost window")
+    parser.add_argument("--burst", action="store_true", help="also: every node's Pod not Ready at once")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--log-dir", default="/tmp/sunk-bench-syncer")
+    parser.add_argument("--out", default="", help="also write the JSON here")
+    args = parser.parse_args(argv)
+    results = run(args)
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
