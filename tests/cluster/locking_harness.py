@@ -1,0 +1,129 @@
+"""Node-locking test fixtures: a syncer serving the hook API, and the prolog/epilog wired into Slurm.
+
+The syncer only sees the slurmd Pods labelled ``LABEL`` (node3 and node4 here), so it never
+locks the Nodes other tests use. The prolog and epilog are installed into the dev cluster's
+prolog.d/epilog.d behind a wrapper that only acts on jobs submitted by ``HookScripts.sbatch``
+(their comment carries a marker), and removed afterwards: a leftover prolog that calls a
+stopped syncer would fail every job on the cluster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+from procs import Process
+
+from sunk.kube import client as kc
+from sunk.kube.patch import set_labels
+from sunk.kube.resources import PODS
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
+LABEL = "sunk.dev/locking-test"
+NODES_UNDER_TEST = ("node3", "node4")
+SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def label_slurmd_pods(api, value: str | None) -> None:
+    for node in NODES_UNDER_TEST:
+        pod = kc.get(api, PODS, node, "slurm")
+        set_labels(api, pod, {LABEL: value})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class SyncerProcess(Process):
+    """The real ``sunk-syncer`` (gunicorn, leader election, state sync), limited to our slurmd Pods."""
+
+    def __init__(self, dev_cluster, token_file: Path, log_dir: Path, flags: list[str] | None = None,
+                 lease: str = "sunk-syncer-locktest"):
+        env = dev_cluster.env()
+        hooks, metrics, probes = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{hooks}"
+        args = [
+            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
+            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-poll-interval=0.5s",
+            "--watch-namespace=slurm", f"--slurmd-selector={SLURMD_SELECTOR}",
+            f"--hooks-api-bind-address=127.0.0.1:{hooks}", f"--hooks-token-file={token_file}",
+            f"--metrics-bind-address=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probes}",
+            f"--leader-election-id={lease}", "--zap-log-level=debug", *(flags or []),
+        ]
+        super().__init__(f"sunk-syncer-{hooks}", "sunk.syncer.cli", args, f"http://127.0.0.1:{probes}/readyz",
+                         log_dir)
+
+    def start(self, timeout: float = 60) -> None:
+        super().start(timeout)
+        wait_for(lambda: requests.get(f"{self.url}/healthz", timeout=2).status_code == 200, 30, "hooks healthz")
+
+
+class HookScripts:
+    """prolog.sh/epilog.sh with their hooks.env, installed in the dev cluster's chroot for our jobs only."""
+
+    def __init__(self, dev_cluster, syncer_url: str, token: str):
+        self.cluster = dev_cluster
+        self.root = Path(dev_cluster.root)
+        self.id = uuid.uuid4().hex[:8]
+        self.inner = f"/etc/sunk-locktest-{self.id}"  # as seen inside the chroot
+        self.dir = self.root / self.inner.lstrip("/")
+        self.url, self.token = syncer_url, token
+        self.marker = f"locktest-{self.id}"  # jobs carry it in their comment
+        self.wrappers = [self.root / f"etc/slurm/{kind}.d/50-sunk-locktest-{self.id}" for kind in ("prolog", "epilog")]
+
+    def install(self, lock_timeout: int = 30) -> None:
+        self.dir.mkdir(mode=0o700)
+        for script in ("prolog.sh", "epilog.sh"):
+            shutil.copy(SCRIPTS / script, self.dir / script)
+            (self.dir / script).chmod(0o755)
+        (self.dir / "token").write_text(self.token + "\n")
+        (self.dir / "token").chmod(0o600)
+        self.set_timeout(lock_timeout)
+        for wrapper, kind in zip(self.wrappers, ("prolog", "epilog"), strict=True):
+            wrapper.write_text(  # only this module's jobs: others sharing the cluster never call our syncer
+                "#!/bin/bash\n"
+                f'[[ "${{SLURM_JOB_COMMENT:-}}" == *{self.marker}* ]] || exit 0\n'
+                f"SUNK_HOOKS_ENV={self.inner}/hooks.env exec {self.inner}/{kind}.sh\n")
+            wrapper.chmod(0o755)
+
+    def set_timeout(self, seconds: int) -> None:
+        (self.dir / "hooks.env").write_text(
+            f"SUNK_SYNCER_URL={self.url}\nSUNK_HOOKS_TOKEN_FILE={self.inner}/token\nSUNK_LOCK_TIMEOUT={seconds}\n")
+
+    def sbatch(self, node: str, script: str, *flags: str) -> int:
+        """Submit a batch job to ``node`` that runs our prolog and epilog."""
+        out = self.cluster.slurm("sbatch", "--parsable", "-w", node, "-o", "/dev/null", f"--comment={self.marker}",
+                                 *flags, "--wrap", script)
+        return int(out.stdout.strip().split(";")[0])
+
+    def remove(self) -> None:
+        for wrapper in self.wrappers:  # first, so no job runs a half-removed script
+            wrapper.unlink(missing_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def new_token() -> str:
+    return secrets.token_hex(24)
+
+
+def lock_value(pod: dict[str, Any] | None) -> str | None:
+    return ((pod or {}).get("metadata", {}).get("annotations") or {}).get("sunk.coreweave.com/lock")

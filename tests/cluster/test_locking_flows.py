@@ -1,0 +1,353 @@
+"""Node locking end to end: real Slurm running the prolog/epilog, a real apiserver enforcing
+evictions and PodDisruptionBudgets, and the locking plugin serving the hook API.
+
+Only node3/node4 (Kubernetes Nodes worker-3/worker-4) are used; see locking_harness.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+from kube_testns import create_namespace, purge_namespace
+from locking_harness import HookScripts, SyncerProcess, label_slurmd_pods, lock_value, new_token, wait_for
+
+from sunk import names
+from sunk.kube import client as kc
+from sunk.kube import patch as kp
+from sunk.kube.informer import FuncHandler, Informer
+from sunk.kube.resources import EVENTS, LEASES, NODES, PDBS, PODS
+from sunk.locking.requests import REQUEST_PREFIX
+from sunk.translate.podjob import PlaceholderIdentity
+
+TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
+
+
+@pytest.fixture(scope="module")
+def token(tmp_path_factory):
+    value = new_token()
+    path = tmp_path_factory.mktemp("hooks") / "token"
+    path.write_text(value)
+    return value, path
+
+
+@pytest.fixture(scope="module")
+def lease():
+    return f"sunk-syncer-locktest-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def syncer(dev_cluster, kube_api, token, lease, tmp_path_factory):
+    """The real sunk-syncer, with node permissions, leading its own Lease."""
+    label_slurmd_pods(kube_api, "true")
+    proc = SyncerProcess(dev_cluster, token[1], tmp_path_factory.mktemp("syncer"),
+                         ["--node-permissions-enabled", "--lock-eviction-retry=1s"], lease=lease)
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+        label_slurmd_pods(kube_api, None)
+        for node in ("node3", "node4"):
+            pod = kc.get(kube_api, PODS, node, "slurm")
+            stale = {k: None for k in (pod["metadata"].get("annotations") or {})
+                     if k == names.LOCK_KEY or k.startswith(REQUEST_PREFIX)}
+            kp.set_annotations(kube_api, pod, stale)
+            kp.remove_taint(kube_api, kc.get(kube_api, NODES, dev_cluster.k8s_node_for(node)), names.LOCK_KEY)
+        try:
+            kc.delete(kube_api, LEASES, lease, "slurm")
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+@pytest.fixture(scope="module")
+def scripts(dev_cluster, syncer, token):
+    hooks = HookScripts(dev_cluster, syncer.url, token[0])
+    hooks.install(lock_timeout=30)
+    try:
+        yield hooks
+    finally:
+        hooks.remove()
+
+
+@pytest.fixture
+def namespace(kube_api):
+    ns = create_namespace(kube_api)
+    yield ns
+    purge_namespace(kube_api, ns)
+
+
+class History:
+    """Every value the lock annotation of one slurmd Pod took, and when Pods disappeared."""
+
+    def __init__(self, kube_api, slurm_node: str, namespace: str):
+        self.values: list[tuple[float, str | None]] = []
+        self.evicted: dict[str, float] = {}  # when the Pod got its deletionTimestamp
+        self.deleted: dict[str, float] = {}  # when it was gone
+        self._pods = Informer(kube_api, PODS, "slurm", field_selector=f"metadata.name={slurm_node}")
+        self._pods.add_handler(FuncHandler(add=self._seen, update=lambda _old, new: self._seen(new)))
+        self._ns = Informer(kube_api, PODS, namespace)
+        self._ns.add_handler(FuncHandler(update=self._terminating,
+                                         delete=lambda p: self.deleted.setdefault(p["metadata"]["name"], time.time())))
+
+    def _terminating(self, _old, new) -> None:
+        if new["metadata"].get("deletionTimestamp"):
+            self.evicted.setdefault(new["metadata"]["name"], time.time())
+
+    def _seen(self, pod) -> None:
+        value = lock_value(pod)
+        if not self.values or self.values[-1][1] != value:
+            self.values.append((time.time(), value))
+
+    def __enter__(self) -> History:
+        for informer in (self._pods, self._ns):
+            informer.start()
+            assert informer.wait_for_sync(10)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._pods.stop()
+        self._ns.stop()
+
+    def sequence(self) -> list[str | None]:
+        return [value for _, value in self.values]
+
+    def first(self, value: str) -> float:
+        return next(t for t, v in self.values if v == value)
+
+
+def make_pod(api, namespace, name, node, *, tolerate=False, labels=None, delay=0, annotations=None):
+    meta_annotations = {TERMINATION_DELAY: str(delay), **(annotations or {})} if delay else dict(annotations or {})
+    spec = {"nodeName": node, "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}
+    if tolerate:
+        spec["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists"}]
+    body = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": name, "labels": labels or {}, "annotations": meta_annotations}}
+    kc.create(api, PODS, body, namespace)
+    return wait_for(lambda: _running(api, namespace, name), 20, f"{name} Running")
+
+
+def _running(api, namespace, name):
+    pod = get_pod(api, namespace, name)
+    return pod if pod and (pod.get("status") or {}).get("phase") == "Running" else None
+
+
+def get_pod(api, namespace, name):
+    try:
+        return kc.get(api, PODS, name, namespace)
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+def slurmd_lock(api, node: str) -> str | None:
+    return lock_value(kc.get(api, PODS, node, "slurm"))
+
+
+def lock_taint(api, k8s_node: str) -> bool:
+    return kp.has_taint(kc.get(api, NODES, k8s_node), names.LOCK_KEY)
+
+
+def job_field(dev_cluster, job_id: int, field: str) -> str:
+    out = dev_cluster.slurm("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
+    for token in out.split():
+        key, _, value = token.partition("=")
+        if key == field:
+            return value
+    return ""
+
+
+def node_field(dev_cluster, node: str, field: str) -> str:
+    out = dev_cluster.slurm("scontrol", "show", "node", node).stdout
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith(f"{field}="):
+            return line.partition("=")[2]
+        for token in line.split():
+            key, _, value = token.partition("=")
+            if key == field:
+                return value
+    return ""
+
+
+def event_reasons(api, namespace, name) -> set[str]:
+    return {e["reason"] for e in kc.list_objects(api, EVENTS, namespace) if e["involvedObject"]["name"] == name}
+
+
+def chroot_file(dev_cluster, inner: str):
+    return dev_cluster.root / inner.lstrip("/")
+
+
+# ---- acceptance: lock before the job, tolerating Pods stay, unlock after ---------------------------------
+
+
+def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube_api, scripts, namespace):
+    """Normal lock (a Slurm batch job): evicted Pods may still be terminating when the job starts."""
+    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
+    make_pod(kube_api, namespace, "logger", "worker-3", tolerate=True)
+    marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
+    with History(kube_api, "node3", namespace) as history:
+        job = scripts.sbatch("node3", f"date +%s.%N > {marker}; sleep 3")
+        # While the job's script runs (RUNNING alone includes the prolog), the Node is tainted and locked.
+        wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
+        assert lock_taint(kube_api, "worker-3")
+        assert slurmd_lock(kube_api, "node3") == "locked"
+        wait_for(lambda: job_field(dev_cluster, job, "JobState") in ("COMPLETED", ""), 40, "the job to end")
+        # After it ended (epilog), the node is unlocked.
+        wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
+        wait_for(lambda: not lock_taint(kube_api, "worker-3"), 10, "taint removal")
+        wait_for(lambda: "web" in history.deleted, 10, "the evicted Pod to be gone")
+    started = float(chroot_file(dev_cluster, marker).read_text())
+    chroot_file(dev_cluster, marker).unlink()
+
+    seq = history.sequence()
+    assert "pending" in seq and "locked" in seq, seq
+    assert seq.index("pending") < seq.index("locked") < len(seq) - 1 and seq[-1] == "false", seq
+    # (two watches see the same change at about the same time: allow them 0.1 s of skew)
+    assert history.first("pending") - 0.1 < history.evicted["web"] < history.first("locked") + 0.1
+    assert history.evicted["web"] < started and history.first("locked") <= started
+    logger = get_pod(kube_api, namespace, "logger")
+    assert logger is not None and not logger["metadata"].get("deletionTimestamp"), "a tolerating Pod was evicted"
+    assert "Evicted" in wait_for(lambda: event_reasons(kube_api, namespace, "web"), 10, "eviction event")
+
+
+def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api, scripts, namespace):
+    """Strict lock (the job's Extra names a Pod): the job starts only once evicted Pods are gone,
+    and Pods placed by the SUNK Pod Scheduler stay."""
+    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
+    make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: "1"})
+    marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
+    identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+    with History(kube_api, "node3", namespace) as history:
+        submitted = time.time()
+        job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")
+        wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
+        wait_for(lambda: job_field(dev_cluster, job, "JobState") in ("COMPLETED", ""), 40, "the job to end")
+        wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
+    started = float(chroot_file(dev_cluster, marker).read_text())
+    chroot_file(dev_cluster, marker).unlink()
+
+    seq = history.sequence()
+    assert "pending" in seq and "locked_strict" in seq and "locked" not in seq, seq
+    assert history.evicted["web"] < history.deleted["web"] < started
+    assert history.deleted["web"] < history.first("locked_strict") + 0.1
+    assert started - submitted > 2.5, "the job did not wait for the evicted Pod's 3 s termination"
+    kept = get_pod(kube_api, namespace, "slurm-job-pod")
+    assert kept is not None and not kept["metadata"].get("deletionTimestamp"), "a SUNK-scheduled Pod was evicted"
+
+
+def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api, scripts, syncer, token):
+    job = scripts.sbatch("node3", "sleep 30")
+    try:
+        wait_for(lambda: job_field(dev_cluster, job, "JobState") == "RUNNING", 40, "the job to run")
+        started = time.monotonic()
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", json={"job_id": 999999, "timeout": 5},
+                             headers={"Authorization": f"Bearer {token[0]}"}, timeout=10)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["state"] == "locked" and resp.json()["level"] == "normal"
+        assert time.monotonic() - started < 2
+        requests.post(f"{syncer.url}/api/v1/nodes/node3/post-hook", json={"job_id": 999999},
+                      headers={"Authorization": f"Bearer {token[0]}"}, timeout=10)
+    finally:
+        dev_cluster.slurm("scancel", str(job))
+    wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 30, "unlock after scancel")
+
+
+# ---- acceptance: a PodDisruptionBudget blocks the lock: the job does not run, the node drains ---------
+
+
+def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube_api, scripts, namespace):
+    make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded"})
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}
+    kc.create(kube_api, PDBS, pdb, namespace)
+    marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.ran"
+    scripts.set_timeout(8)
+    job = None
+    try:
+        with History(kube_api, "node4", namespace) as history:
+            job = scripts.sbatch("node4", f"touch {marker}")
+            reason = wait_for(lambda: "sunk-lock" in (r := node_field(dev_cluster, "node4", "Reason")) and r, 40,
+                              "node4 drained by the prolog")
+            assert "DRAIN" in node_field(dev_cluster, "node4", "State")
+            assert f"job {job}" in reason and "lock timeout after 8s" in reason and "guarded" in reason, reason
+            # The job did not run; Slurm requeued it; the lock is released since nothing runs on node4.
+            wait_for(lambda: job_field(dev_cluster, job, "JobState") == "PENDING", 20, "the job to be requeued")
+            assert "launch_failed_requeued_held" in job_field(dev_cluster, job, "Reason")
+            assert not chroot_file(dev_cluster, marker).exists()
+            wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", 30, "unlock after the failed prolog")
+            wait_for(lambda: not lock_taint(kube_api, "worker-4"), 10, "taint removal")
+        assert "pending" in history.sequence() and "locked" not in history.sequence(), history.sequence()
+        assert get_pod(kube_api, namespace, "guarded") is not None
+        assert "EvictionBlocked" in event_reasons(kube_api, namespace, "guarded")
+    finally:
+        scripts.set_timeout(30)
+        if job is not None:
+            dev_cluster.slurm("scancel", str(job), check=False)
+        kc.delete(kube_api, PDBS, "guarded", namespace)
+        dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
+
+
+# ---- the hook API itself ------------------------------------------------------------------------------
+
+
+def test_calls_without_the_token_get_401(kube_api, syncer):
+    for path in ("pre-hook", "post-hook", "reboot"):
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5)
+        assert resp.status_code == 401 and "token" in resp.json()["error"]
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5,
+                             headers={"Authorization": "Bearer not-the-token"})
+        assert resp.status_code == 401
+    assert slurmd_lock(kube_api, "node3") in (None, "false")
+
+
+def test_unknown_nodes_and_bad_bodies_get_json_4xx(syncer, token):
+    auth = {"Authorization": f"Bearer {token[0]}"}
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node1/pre-hook", json={"job_id": 1}, headers=auth, timeout=5)
+    assert resp.status_code == 404 and "node1" in resp.json()["error"]  # not a node this syncer manages
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/nosuchnode/post-hook", json={"job_id": 1}, headers=auth,
+                         timeout=5)
+    assert resp.status_code == 404
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", data="job=1", headers=auth, timeout=5)
+    assert resp.status_code == 400 and resp.json()["error"]
+
+
+def test_reboot_sets_the_node_condition(kube_api, syncer, token):
+    auth = {"Authorization": f"Bearer {token[0]}"}
+    try:
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/reboot", json={"message": "test reboot"},
+                             headers=auth, timeout=10)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["k8s_node"] == "worker-4"
+        cond = kp.get_condition(kc.get(kube_api, NODES, "worker-4"), names.DEFAULT_REBOOT_CONDITION)
+        assert cond is not None
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", "production-powerreset", "test reboot")
+    finally:
+        _remove_node_condition(kube_api, "worker-4", names.DEFAULT_REBOOT_CONDITION)
+
+
+def test_reboot_is_refused_without_node_permissions(dev_cluster, kube_api, syncer, token, lease, tmp_path):
+    # A second replica without node permissions; it stands by on the same Lease, so it never reconciles.
+    other = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-reboot-condition=SunkTestReboot"], lease=lease)
+    try:
+        other.start()
+        resp = requests.post(f"{other.url}/api/v1/nodes/node4/reboot", headers={"Authorization": f"Bearer {token[0]}"},
+                             timeout=10)
+        assert resp.status_code == 403 and "node-permissions" in resp.json()["error"]
+        assert kp.get_condition(kc.get(kube_api, NODES, "worker-4"), "SunkTestReboot") is None
+    finally:
+        other.stop()
+
+
+def _remove_node_condition(api, node: str, ctype: str) -> None:
+    def mutate(current):
+        conds = (current.get("status") or {}).get("conditions") or []
+        kept = [c for c in conds if c.get("type") != ctype]
+        return None if len(kept) == len(conds) else {"status": {"conditions": kept}}
+
+    kp.update_with_retry(api, kc.get(api, NODES, node), mutate, resource=NODES, subresource="status")
