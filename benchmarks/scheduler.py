@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         scheduler.stop()
         purge_namespace(api, namespace)
-    result = {"pods": args.pods, "workers": args.workers, "raw": raw, "pod_path": pods, "ratio": pods["total_s"] / raw["total_s"]}
+    result = {"pods": args.pods, "workers": args.workers, "raw": raw, "pod_path": pods,
+              "ratio": pods["total_s"] / raw["total_s"]}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
+from procs import Process, secret_file
+from slurmtools import idle_node, number, slurm_job, state, wait_for
 
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS
 
-from kube_testns import create_namespace, purge_namespace
-from procs import Process, secret_file
-
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
 PORTS = {"hooks": 18100, "metrics": 18180, "probes": 18181}
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture(scope="module")
@@ -131,36 +119,6 @@ def job_id_of(api, namespace, name, timeout=30) -> int:
     return int(wait_for(annotated, timeout, f"{name} to get a job id"))
 
 
-def slurm_job(dev_cluster, job_id: int) -> dict:
-    """The job as slurmctld reports it (``scontrol --json``, REST v0.0.42 fields); {} once it is gone."""
-    out = dev_cluster.slurm("scontrol", "--json", "show", "job", str(job_id), check=False).stdout
-    try:
-        jobs = json.loads(out).get("jobs") or []
-    except ValueError:
-        return {}
-    return jobs[0] if jobs else {}
-
-
-def state(job: dict):
-    return job["job_state"][0] if job.get("job_state") else None
-
-
-def number(job: dict, key: str):
-    value = job.get(key)
-    return value.get("number") if isinstance(value, dict) else value
-
-
-def idle_node(dev_cluster, timeout: float = 90) -> str:
-    """Some node with nothing on it (the highest-numbered first: other tests fill from node1)."""
-
-    def find():
-        out = dev_cluster.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T").stdout.split("\n")
-        idle = sorted((line.split()[0] for line in out if line.endswith(" idle")), reverse=True)
-        return idle[0] if idle else None
-
-    return wait_for(find, timeout, "an idle node", interval=1)
-
-
 def events_for(api, namespace, name) -> list[dict]:
     return [e for e in kc.list_objects(api, EVENTS, namespace) if e["involvedObject"]["name"] == name]
 
@@ -239,17 +197,6 @@ def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
              "the job to end")
-
-
-@pytest.fixture
-def busy_node(dev_cluster):
-    """A node held by an exclusive batch job, so a Pod that requires it stays pending in Slurm."""
-    node = idle_node(dev_cluster)
-    job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
-                            "--wrap", "sleep 600").stdout.strip()
-    wait_for(lambda: state(slurm_job(dev_cluster, int(job))) == "RUNNING", 30, "the blocking job to run")
-    yield node
-    dev_cluster.slurm("scancel", job)
 
 
 def test_slurm_refusing_the_job_is_an_event_not_a_retry_loop(kube_api, dev_cluster, namespace, scheduler):

@@ -1,0 +1,47 @@
+"""Reading Slurm and waiting, for cluster tests: what slurmctld itself reports, via scontrol --json."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def slurm_job(dev_cluster, job_id: int) -> dict:
+    """The job as slurmctld reports it (``scontrol --json``, REST v0.0.42 fields); {} once it is gone."""
+    out = dev_cluster.slurm("scontrol", "--json", "show", "job", str(job_id), check=False).stdout
+    try:
+        jobs = json.loads(out).get("jobs") or []
+    except ValueError:
+        return {}
+    return jobs[0] if jobs else {}
+
+
+def state(job: dict):
+    return job["job_state"][0] if job.get("job_state") else None
+
+
+def number(job: dict, key: str):
+    value = job.get(key)
+    return value.get("number") if isinstance(value, dict) else value
+
+
+def idle_node(dev_cluster, timeout: float = 90) -> str:
+    """Some node with nothing on it (the highest-numbered first: other tests fill from node1)."""
+
+    def find():
+        out = dev_cluster.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T").stdout.split("\n")
+        idle = sorted((line.split()[0] for line in out if line.endswith(" idle")), reverse=True)
+        return idle[0] if idle else None
+
+    return wait_for(find, timeout, "an idle node", interval=1)
