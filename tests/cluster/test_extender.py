@@ -7,25 +7,14 @@ import textwrap
 import time
 
 import pytest
+from kube_testns import create_namespace, purge_namespace
+from procs import Process, secret_file
+from slurmtools import slurm_job, state, wait_for
+from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, pod_manifest
 
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
-
-from kube_testns import create_namespace, purge_namespace
-from procs import Process, secret_file
-from test_scheduler import (
-    busy_node,  # noqa: F401 - a fixture
-    bound,
-    end_pods,
-    event_reasons,
-    gone,
-    job_id_of,
-    pod_manifest,
-    slurm_job,
-    state,
-    wait_for,
-)
 
 PROFILE = "sunk-extender-test"
 PORTS = {"verbs": 18888, "hooks": 18200, "metrics": 18280, "probes": 18281}
