@@ -20,9 +20,11 @@ from typing import Any
 import requests
 from procs import Process
 
+from sunk import names
 from sunk.kube import client as kc
-from sunk.kube.patch import set_labels
-from sunk.kube.resources import PODS
+from sunk.kube.patch import remove_taint, set_annotations, set_labels
+from sunk.kube.resources import LEASES, NODES, PODS
+from sunk.locking.requests import REQUEST_PREFIX
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 LABEL = "sunk.dev/locking-test"
@@ -45,6 +47,21 @@ def label_slurmd_pods(api, value: str | None) -> None:
     for node in NODES_UNDER_TEST:
         pod = kc.get(api, PODS, node, "slurm")
         set_labels(api, pod, {LABEL: value})
+
+
+def clean_up(api, dev_cluster, lease: str) -> None:
+    """What a stopped test syncer may leave: lock annotations and requests, lock taints, its Lease."""
+    for node in NODES_UNDER_TEST:
+        pod = kc.get(api, PODS, node, "slurm")
+        stale = {k: None for k in (pod["metadata"].get("annotations") or {})
+                 if k == names.LOCK_KEY or k.startswith(REQUEST_PREFIX)}
+        set_annotations(api, pod, stale)
+        remove_taint(api, kc.get(api, NODES, dev_cluster.k8s_node_for(node)), names.LOCK_KEY)
+    try:
+        kc.delete(api, LEASES, lease, "slurm")
+    except kc.ApiError as exc:
+        if not exc.not_found:
+            raise
 
 
 def free_port() -> int:

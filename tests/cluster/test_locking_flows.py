@@ -12,14 +12,21 @@ import uuid
 import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
-from locking_harness import HookScripts, SyncerProcess, label_slurmd_pods, lock_value, new_token, wait_for
+from locking_harness import (
+    HookScripts,
+    SyncerProcess,
+    clean_up,
+    label_slurmd_pods,
+    lock_value,
+    new_token,
+    wait_for,
+)
 
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
-from sunk.kube.resources import EVENTS, LEASES, NODES, PDBS, PODS
-from sunk.locking.requests import REQUEST_PREFIX
+from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.translate.podjob import PlaceholderIdentity
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
@@ -50,17 +57,7 @@ def syncer(dev_cluster, kube_api, token, lease, tmp_path_factory):
     finally:
         proc.stop()
         label_slurmd_pods(kube_api, None)
-        for node in ("node3", "node4"):
-            pod = kc.get(kube_api, PODS, node, "slurm")
-            stale = {k: None for k in (pod["metadata"].get("annotations") or {})
-                     if k == names.LOCK_KEY or k.startswith(REQUEST_PREFIX)}
-            kp.set_annotations(kube_api, pod, stale)
-            kp.remove_taint(kube_api, kc.get(kube_api, NODES, dev_cluster.k8s_node_for(node)), names.LOCK_KEY)
-        try:
-            kc.delete(kube_api, LEASES, lease, "slurm")
-        except kc.ApiError as exc:
-            if not exc.not_found:
-                raise
+        clean_up(kube_api, dev_cluster, lease)
 
 
 @pytest.fixture(scope="module")
