@@ -12,13 +12,13 @@ from __future__ import annotations
 import secrets
 import shutil
 import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import requests
 from procs import Process
+from slurmtools import wait_for
 
 from sunk import names
 from sunk.kube import client as kc
@@ -30,17 +30,6 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 LABEL = "sunk.dev/locking-test"
 NODES_UNDER_TEST = ("node3", "node4")
 SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 def label_slurmd_pods(api, value: str | None) -> None:
@@ -127,9 +116,14 @@ class HookScripts:
             f"SUNK_SYNCER_URL={self.url}\nSUNK_HOOKS_TOKEN_FILE={self.inner}/token\nSUNK_LOCK_TIMEOUT={seconds}\n")
 
     def sbatch(self, node: str, script: str, *flags: str) -> int:
-        """Submit a batch job to ``node`` that runs our prolog and epilog."""
-        out = self.cluster.slurm("sbatch", "--parsable", "-w", node, "-o", "/dev/null", f"--comment={self.marker}",
-                                 *flags, "--wrap", script)
+        """Submit a batch job that runs our prolog and epilog, alone on ``node`` once other tests' jobs left it.
+
+        Alone (exclusive, on an idle node) so that the lock's history is this job's only.
+        """
+        wait_for(lambda: self.cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle", 120,
+                 f"{node} to be idle", interval=1)
+        out = self.cluster.slurm("sbatch", "--parsable", "-w", node, "--exclusive", "-o", "/dev/null",
+                                 f"--comment={self.marker}", *flags, "--wrap", script)
         return int(out.stdout.strip().split(";")[0])
 
     def remove(self) -> None:

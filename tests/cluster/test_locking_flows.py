@@ -19,8 +19,8 @@ from locking_harness import (
     label_slurmd_pods,
     lock_value,
     new_token,
-    wait_for,
 )
+from slurmtools import slurm_job, state, wait_for
 
 from sunk import names
 from sunk.kube import client as kc
@@ -146,17 +146,13 @@ def slurmd_lock(api, node: str) -> str | None:
     return lock_value(kc.get(api, PODS, node, "slurm"))
 
 
+def unlocked(api, node: str) -> None:
+    """Start from an unlocked node (another test's job may just have left it)."""
+    wait_for(lambda: slurmd_lock(api, node) in (None, "false"), 60, f"{node} unlocked")
+
+
 def lock_taint(api, k8s_node: str) -> bool:
     return kp.has_taint(kc.get(api, NODES, k8s_node), names.LOCK_KEY)
-
-
-def job_field(dev_cluster, job_id: int, field: str) -> str:
-    out = dev_cluster.slurm("scontrol", "-o", "show", "job", str(job_id), check=False).stdout
-    for token in out.split():
-        key, _, value = token.partition("=")
-        if key == field:
-            return value
-    return ""
 
 
 def node_field(dev_cluster, node: str, field: str) -> str:
@@ -188,13 +184,14 @@ def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube
     make_pod(kube_api, namespace, "web", "worker-3", delay=3)
     make_pod(kube_api, namespace, "logger", "worker-3", tolerate=True)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
+    unlocked(kube_api, "node3")
     with History(kube_api, "node3", namespace) as history:
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}; sleep 3")
         # While the job's script runs (RUNNING alone includes the prolog), the Node is tainted and locked.
         wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
         assert lock_taint(kube_api, "worker-3")
         assert slurmd_lock(kube_api, "node3") == "locked"
-        wait_for(lambda: job_field(dev_cluster, job, "JobState") in ("COMPLETED", ""), 40, "the job to end")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 40, "the job to end")
         # After it ended (epilog), the node is unlocked.
         wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
         wait_for(lambda: not lock_taint(kube_api, "worker-3"), 10, "taint removal")
@@ -220,11 +217,12 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: "1"})
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+    unlocked(kube_api, "node3")
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")
         wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
-        wait_for(lambda: job_field(dev_cluster, job, "JobState") in ("COMPLETED", ""), 40, "the job to end")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 40, "the job to end")
         wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
     started = float(chroot_file(dev_cluster, marker).read_text())
     chroot_file(dev_cluster, marker).unlink()
@@ -241,7 +239,7 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
 def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api, scripts, syncer, token):
     job = scripts.sbatch("node3", "sleep 30")
     try:
-        wait_for(lambda: job_field(dev_cluster, job, "JobState") == "RUNNING", 40, "the job to run")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
         started = time.monotonic()
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", json={"job_id": 999999, "timeout": 5},
                              headers={"Authorization": f"Bearer {token[0]}"}, timeout=10)
@@ -267,6 +265,7 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
     scripts.set_timeout(8)
     job = None
     try:
+        unlocked(kube_api, "node4")
         with History(kube_api, "node4", namespace) as history:
             job = scripts.sbatch("node4", f"touch {marker}")
             reason = wait_for(lambda: "sunk-lock" in (r := node_field(dev_cluster, "node4", "Reason")) and r, 40,
@@ -274,8 +273,8 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
             assert "DRAIN" in node_field(dev_cluster, "node4", "State")
             assert f"job {job}" in reason and "lock timeout after 8s" in reason and "guarded" in reason, reason
             # The job did not run; Slurm requeued it; the lock is released since nothing runs on node4.
-            wait_for(lambda: job_field(dev_cluster, job, "JobState") == "PENDING", 20, "the job to be requeued")
-            assert "launch_failed_requeued_held" in job_field(dev_cluster, job, "Reason")
+            wait_for(lambda: state(slurm_job(dev_cluster, job)) == "PENDING", 20, "the job to be requeued")
+            assert slurm_job(dev_cluster, job)["state_description"] == "launch failed requeued held"
             assert not chroot_file(dev_cluster, marker).exists()
             wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", 30, "unlock after the failed prolog")
             wait_for(lambda: not lock_taint(kube_api, "worker-4"), 10, "taint removal")
