@@ -1,12 +1,15 @@
-"""Lock requests on the slurmd Pod: encoding, tolerant parsing, expiry; and the jobs-by-node index."""
+"""Lock requests on the slurmd Pod (encoding, tolerant parsing, expiry), the jobs-by-node index, the waiter, flags."""
 
 from __future__ import annotations
 
+import argparse
 import threading
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sunk.locking.config import add_flags, config_from
 from sunk.locking.jobs import JobsByNode, NodeJob
 from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_requests, request_key
 from sunk.locking.waiter import ObjectWaiter
@@ -92,3 +95,24 @@ def test_waiter_wakes_on_notify_and_times_out():
     waiter.on_update({}, new)
     t.join(5)
     assert result == [(True, new)]
+
+
+@pytest.mark.parametrize("flag", ["--lock-default-timeout=-1s", "--lock-max-timeout=0", "--lock-eviction-retry=soon",
+                                  "--lock-request-grace=0s", "--lock-workers=0", "--lock-taint-effect=PreferNoSchedule",
+                                  "--node-permissions-enabled=maybe"])
+def test_bad_flags_are_argparse_errors(flag):
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([flag])
+
+
+def test_flags_defaults_follow_the_spec_names():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    config = config_from(parser.parse_args(["--lock-default-timeout=1m30s"]))
+    assert (config.reboot_condition, config.reboot_reason) == ("PhaseState", "production-powerreset")
+    assert config.node_permissions is False and config.taint_effect == "NoSchedule"
+    assert config.default_timeout == 90.0 and config.clamp_timeout(None) == 90.0
+    assert config.clamp_timeout(10_000) == config.max_timeout == 600.0
+    assert config_from(parser.parse_args(["--node-permissions-enabled"])).node_permissions is True
