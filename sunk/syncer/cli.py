@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
     parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
     parser.add_argument("--hooks-api-bind-address", default=":8000", help="hook API (served by every replica)")
+    parser.add_argument("--hooks-api-threads", type=int, default=256,
+                        help="hook API threads: a waiting pre-hook holds one, and a job's prologs call at once")
     parser.add_argument("--hooks-token-file", default=None, help="bearer token file of the hook API")
     parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
                         help="only the Lease holder reconciles")
@@ -131,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             syncer.manager.stop()
             syncer.manager.wait(30)
 
-    serve(build_app, args.hooks_api_bind_address, on_exit=stop)
+    serve(build_app, args.hooks_api_bind_address, on_exit=stop, threads=args.hooks_api_threads)
     return 0
 
 
