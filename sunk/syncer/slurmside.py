@@ -33,7 +33,7 @@ from .context import SyncerContext
 from .facts import KubeFacts, gather
 from .freshread import FreshNodes
 from .rules import DRAIN, NONE, RULES, UNDRAIN, ExtraDecision, Rules
-from .scope import owned
+from .scope import extra_identity, owned
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,12 @@ class SlurmSideReconciler:
             metrics.SLURM_WRITES.labels(action=plan.action).inc()
         if plan.extra_changed:
             metrics.SLURM_WRITES.labels(action="extra").inc()
+            log.debug("slurm node %s: Extra %s", node.name, plan.update.extra if plan.update else None)
+            previous = extra_identity(node.extra)
+            if previous is not None and previous[0] != facts.namespace:
+                # One Syncer per Slurm node: two would rewrite each other's Extra on every poll.
+                log.warning("slurm node %s: Extra named Pod %s/%s, another namespace; is a second Syncer "
+                            "managing this node?", node.name, previous[0], previous[1])
         pod = facts.pod
         if plan.action == DRAIN:
             log.info("slurm node %s: drain %r (%s; was %r)", node.name, plan.reason, plan.why, node.reason)
