@@ -1,20 +1,32 @@
-"""A Pod, as the placeholder Slurm job that reserves its place. Pure; shared by both front ends.
+"""A Pod, as the placeholder Slurm job that reserves its place. Pure; shared by scheduler and extender.
 
-Validation only checks that values can be passed to Slurm (integers are integers,
-``exclusive`` is a known mode); whether an account or partition *exists* is Slurm's to say
-at submission. Every problem is reported at once.
+Validation only checks that values can be handed to Slurm: integers are integers in Slurm's
+range, ``exclusive`` is a known mode, node lists are lists of node names. Whether an account,
+partition or node *exists* is for Slurm to say at submission. Every problem is reported at
+once, so a user fixes a Pod in one round. docs/translation.md has the full table.
 
-Rules (docs/translation.md has the table):
-- CPU: the Pod's effective request, max(sum of containers, largest init container), rounded
-  up to whole CPUs. Memory likewise, in MB (MiB) rounded up. ``nvidia.com/gpu`` -> GPUs per node.
-- A required node affinity on ``gpu.nvidia.com/class`` or ``gpu.nvidia.com/model`` with
-  operator ``In`` (single term) becomes a Slurm feature constraint: one value ``V``, several
-  ``[V1|V2]`` (every node of the job has the same one), ANDed with the constraints annotation.
-  Other operators and keys are Kubernetes' business and are ignored.
-- No user/group annotations: root (0/0). A user-id without a group-id: group = user.
-- ``timeout`` is seconds; Slurm's limit is in minutes, so it is rounded up.
-- ``exclusive``: none -> whole node, ok -> oversubscribe, user, mcs, topo; legacy "true" is
-  whole node, "false" is the partition's default.
+Rules:
+- Resources: the Pod's effective requests as kube-scheduler counts them (``resources.py``).
+  CPU rounds up to whole CPUs (``cpus_per_task``); memory to MB, i.e. MiB, rounded up
+  (``memory_per_node``); ``nvidia.com/gpu`` becomes GPUs per node and must be whole.
+  CPU and memory must be non-zero.
+- GPU class/model affinity: in a required node affinity with exactly one
+  ``nodeSelectorTerm``, each ``matchExpression`` on ``gpu.nvidia.com/class`` or
+  ``gpu.nvidia.com/model`` with operator ``In`` becomes a Slurm feature clause: ``V`` for one
+  value, ``(V1|V2)`` for several. Clauses are ANDed after the ``constraints`` annotation;
+  the annotation is parenthesised when it has an OR at its top level. Slurm (24.11 tested)
+  reads constraints strictly left to right and cannot nest groups, so an annotation whose
+  top-level OR sits beside its own groups cannot be combined and is a validation error.
+  Square brackets (Slurm's matching OR) are never generated: ``sbatch --test-only`` placed
+  ``[B200|H100]`` on a node with neither feature, while ``(B200|H100)`` chose right; a
+  placeholder is a one-node job, where the two mean the same. Other operators, other keys
+  and several ORed terms are left to Kubernetes (kube-scheduler never sees the Pod, but the
+  kubelet's admission does not check affinity either: see docs/translation.md).
+- User and group: root (0/0) without annotations; a user-id without a group-id gives
+  group = user.
+- ``timeout`` is seconds; Slurm's time limit is whole minutes, so it is rounded up.
+- ``exclusive``: none -> ``shared=none`` (whole node), ok -> oversubscribe, user, mcs, topo
+  as themselves; the legacy booleans: "true" -> none, "false" -> unset (partition default).
 - The job's Extra carries the Pod's identity (``PlaceholderIdentity``): the UID lets a
   restarted scheduler find the job instead of submitting a second one.
 """
@@ -24,32 +36,48 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import JobRequest
 
-from .quantity import cpus, megabytes, parse_quantity
+from .quantity import cpus, is_whole, megabytes
+from .resources import pod_requests
 
 Obj = Mapping[str, Any]
 
-EXCLUSIVE_MODES = {"none": "none", "ok": "oversubscribe", "user": "user", "mcs": "mcs", "topo": "topo",
-                   "true": "none", "false": None}
+EXCLUSIVE_MODES: Mapping[str, Optional[str]] = {
+    "none": "none", "ok": "oversubscribe", "user": "user", "mcs": "mcs", "topo": "topo",
+    "true": "none", "false": None,
+}
 INTEGER_ANNOTATIONS = (names.ANN_PRIORITY, names.ANN_USER_ID, names.ANN_GROUP_ID, names.ANN_TIMEOUT)
 NODE_LIST_ANNOTATIONS = (names.ANN_EXCLUDED_NODES, names.ANN_REQUIRED_NODES)
+TABLE_ANNOTATIONS = (
+    names.ANN_ACCOUNT, names.ANN_COMMENT, names.ANN_CONSTRAINTS, names.ANN_EXCLUSIVE, names.ANN_EXCLUDED_NODES,
+    names.ANN_REQUIRED_NODES, names.ANN_PARTITION, names.ANN_PREFER, names.ANN_PRIORITY, names.ANN_QOS,
+    names.ANN_RESERVATION, names.ANN_USER_ID, names.ANN_GROUP_ID, names.ANN_CURRENT_WORKING_DIR, names.ANN_TIMEOUT,
+)
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_AFFINITY_KEYS = ("gpu.nvidia.com/class", "gpu.nvidia.com/model")
-DEFAULT_GRACE_SECONDS = 30
+DEFAULT_GRACE_SECONDS = 30  # what the apiserver fills in when the Pod does not say
 KILL_WAIT_MARGIN = 5
 JOB_NAME_MAX = 128
-_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],]*$")
-_FEATURE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+DEFAULT_WORKING_DIRECTORY = "/tmp"
+# Slurm keeps 32-bit ids, priorities and minutes, and reserves the top two values
+# (NO_VAL 0xfffffffe and INFINITE 0xffffffff) as "unset" and "unlimited".
+SLURM_UINT32_MAX = 2**32 - 3
+
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*(?:\[[0-9,\-]+\][A-Za-z0-9._\-]*)*", re.ASCII)
+_FEATURE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
 
 
 @frozen
 class ValidationError:
+    """One problem with a Pod: ``field`` names where (an annotation key or a spec path)."""
+
     field: str
     message: str
 
@@ -59,28 +87,48 @@ class ValidationError:
 
 @frozen
 class PlaceholderIdentity:
-    """Which Pod a placeholder job holds a place for; lives in the job's Extra."""
+    """Which Pod a placeholder job holds a place for; lives in the job's Extra.
+
+    Format: ``sunk-pod=<uid> ns=<namespace> name=<name>[ sched=<scheduler>]``, plus
+    ``: started`` once the placeholder script ran (after the prolog and its strict lock).
+    Kubernetes names, namespaces and UIDs never hold spaces or ``=``, so the text splits
+    unambiguously, and the fixed ``sunk-pod=`` head with the exact field order makes it
+    unlikely to be met in a user's Extra by chance. ``scheduler`` scopes a job to the
+    scheduler that submitted it, so two schedulers sharing a Slurm cluster never adopt or
+    cancel each other's jobs.
+    """
 
     uid: str
     namespace: str
     name: str
-    scheduler: str = ""  # which scheduler owns it: two schedulers never touch each other's jobs
+    scheduler: str = ""
     started: bool = False
 
-    _FORMAT = re.compile(r"^sunk-pod=(\S+) ns=(\S+) name=(\S+)(?: sched=(\S+))?$")
+    _FORMAT: ClassVar[re.Pattern[str]] = re.compile(r"sunk-pod=(\S+) ns=(\S+) name=(\S+)(?: sched=(\S+))?")
 
     def encode(self) -> str:
+        """The Extra to submit (never with the started marker: only the running script adds it)."""
+        for label, value in (("uid", self.uid), ("namespace", self.namespace), ("name", self.name)):
+            if not value or re.search(r"\s", value):
+                raise ValueError(f"placeholder identity: {label} {value!r} must be one non-empty word")
+        if re.search(r"\s", self.scheduler):
+            raise ValueError(f"placeholder identity: scheduler {self.scheduler!r} must be one word")
         text = f"sunk-pod={self.uid} ns={self.namespace} name={self.name}"
         return f"{text} sched={self.scheduler}" if self.scheduler else text
 
     @classmethod
     def parse(cls, extra: str) -> Optional[PlaceholderIdentity]:
-        """None for any job that is not a placeholder; ``started`` once the script marked it."""
+        """None for any job that is not a placeholder; ``started`` once the script marked it.
+
+        A marker appended more than once (a script retried after its first write landed)
+        still reads as started, never as "not a placeholder": that would orphan the job.
+        """
         text = (extra or "").strip()
-        started = text.endswith(names.STARTED_MARKER)
-        if started:
-            text = text[: -len(names.STARTED_MARKER)]
-        match = cls._FORMAT.match(text)
+        started = False
+        while text.endswith(names.STARTED_MARKER):
+            started = True
+            text = text[: -len(names.STARTED_MARKER)].rstrip()
+        match = cls._FORMAT.fullmatch(text)
         if not match:
             return None
         uid, namespace, name, scheduler = match.groups()
@@ -91,111 +139,179 @@ def annotations_of(pod: Obj) -> Mapping[str, str]:
     return (pod.get("metadata") or {}).get("annotations") or {}
 
 
+def _integer(value: object) -> Optional[int]:
+    """The annotation as an integer, or None when it is not one (ASCII digits only: int() takes '٣')."""
+    text = str(value).strip()
+    return int(text) if _INTEGER.fullmatch(text) else None
+
+
+def _integer_problem(key: str, value: str) -> Optional[str]:
+    number = _integer(value)
+    if number is None:
+        return f"must be an integer, got {value!r}"
+    if key == names.ANN_TIMEOUT:
+        if number <= 0:
+            return f"must be a positive number of seconds, got {value!r}"
+        if _minutes(number) > SLURM_UINT32_MAX:
+            return f"is longer than Slurm can hold, got {value!r}"
+        return None
+    if not 0 <= number <= SLURM_UINT32_MAX:
+        return f"must be between 0 and {SLURM_UINT32_MAX}, got {value!r}"
+    return None
+
+
+def _minutes(seconds: int) -> int:
+    return -(-seconds // 60)
+
+
 def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
+    """Every reason this Pod cannot become a placeholder job; empty when it can."""
     problems: list[ValidationError] = []
     annotations = annotations_of(pod)
+
+    for key in TABLE_ANNOTATIONS:
+        if key in annotations and "\x00" in str(annotations[key]):
+            problems.append(ValidationError(key, "must not contain a NUL character"))
     for key in INTEGER_ANNOTATIONS:
-        if key in annotations and not _is_int(annotations[key]):
-            problems.append(ValidationError(key, f"must be an integer, got {annotations[key]!r}"))
-    if names.ANN_TIMEOUT in annotations and _is_int(annotations[names.ANN_TIMEOUT]) \
-            and int(annotations[names.ANN_TIMEOUT]) <= 0:
-        problems.append(ValidationError(names.ANN_TIMEOUT, "must be a positive number of seconds"))
+        if key in annotations and (message := _integer_problem(key, annotations[key])):
+            problems.append(ValidationError(key, message))
     if names.ANN_EXCLUSIVE in annotations and annotations[names.ANN_EXCLUSIVE].strip().lower() not in EXCLUSIVE_MODES:
         problems.append(ValidationError(
-            names.ANN_EXCLUSIVE, f"must be one of none, ok, user, mcs, topo (or true/false), "
-                                 f"got {annotations[names.ANN_EXCLUSIVE]!r}"))
+            names.ANN_EXCLUSIVE,
+            f"must be one of none, ok, user, mcs, topo (or the legacy true/false), "
+            f"got {annotations[names.ANN_EXCLUSIVE]!r}"))
     for key in NODE_LIST_ANNOTATIONS:
         if key in annotations:
-            nodes = _node_list(annotations[key])
-            if not nodes or not all(_NODE_NAME.match(n) for n in nodes):
-                problems.append(ValidationError(key, f"must be a comma-separated list of node names, "
-                                                     f"got {annotations[key]!r}"))
+            items = _split_node_list(annotations[key])
+            if not items or not all(_NODE_NAME.fullmatch(item) for item in items):
+                problems.append(ValidationError(
+                    key, f"must be a comma-separated list of Slurm node names, got {annotations[key]!r}"))
+    workdir = annotations.get(names.ANN_CURRENT_WORKING_DIR)
+    if workdir is not None and workdir.strip() and not workdir.strip().startswith("/"):
+        problems.append(ValidationError(names.ANN_CURRENT_WORKING_DIR,
+                                        f"must be an absolute path, got {workdir!r}"))
+
+    problems.extend(_resource_problems(pod))
+    problems.extend(_grace_problems(pod, kill_wait_seconds))
     try:
-        requests = effective_requests(pod)
+        clauses = gpu_clauses(pod)
     except ValueError as exc:
-        problems.append(ValidationError("spec.containers[].resources.requests", str(exc)))
+        problems.append(ValidationError("spec.affinity.nodeAffinity", str(exc)))
     else:
-        for resource in ("cpu", "memory"):
-            if requests.get(resource, Decimal(0)) <= 0:
-                problems.append(ValidationError(f"resources.requests.{resource}",
-                                                f"the Pod must request a non-zero amount of {resource}"))
-    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
-    limit = kill_wait_seconds - KILL_WAIT_MARGIN
-    if not isinstance(grace, int) or grace >= limit:
-        problems.append(ValidationError(
-            "spec.terminationGracePeriodSeconds",
-            f"must be less than the scheduler's KillWait minus {KILL_WAIT_MARGIN}s ({limit:g}), got {grace}"))
-    for feature in gpu_features(pod):
-        if not _FEATURE.match(feature):
-            problems.append(ValidationError("spec.affinity.nodeAffinity",
-                                            f"{feature!r} cannot be a Slurm feature name"))
+        try:
+            constraint(_text(annotations, names.ANN_CONSTRAINTS), clauses)
+        except ValueError as exc:
+            problems.append(ValidationError(names.ANN_CONSTRAINTS, str(exc)))
     return problems
 
 
-def effective_requests(pod: Obj) -> dict[str, Decimal]:
-    """What kube-scheduler would count: max(sum over containers, each init container)."""
-    spec = pod.get("spec") or {}
-
-    def requests(container: Obj) -> dict[str, Decimal]:
-        raw = ((container.get("resources") or {}).get("requests") or {})
-        return {key: parse_quantity(value) for key, value in raw.items()}
-
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for key, value in requests(container).items():
-            total[key] = total.get(key, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for key, value in requests(container).items():
-            total[key] = max(total.get(key, Decimal(0)), value)
-    return total
+def _resource_problems(pod: Obj) -> list[ValidationError]:
+    try:
+        requests = pod_requests(pod)
+    except ValueError as exc:
+        return [ValidationError("spec.containers[].resources", str(exc))]
+    problems = []
+    for resource in ("cpu", "memory"):
+        if requests.get(resource, Decimal(0)) <= 0:
+            problems.append(ValidationError(f"resources.requests.{resource}",
+                                            f"the Pod must request a non-zero amount of {resource}"))
+    if not is_whole(requests.get(GPU_RESOURCE, Decimal(0))):
+        problems.append(ValidationError(f"resources.requests.{GPU_RESOURCE}",
+                                        f"must be a whole number of GPUs, got {requests[GPU_RESOURCE]}"))
+    return problems
 
 
-def gpu_features(pod: Obj) -> tuple[str, ...]:
-    """Values of a single-term ``In`` node affinity on the GPU class/model labels."""
+def grace_seconds(pod: Obj) -> object:
+    """The Pod's grace period as the apiserver would store it (30 when unset)."""
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE_SECONDS if grace is None else grace
+
+
+def _grace_problems(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
+    grace = grace_seconds(pod)
+    limit = kill_wait_seconds - KILL_WAIT_MARGIN
+    field = "spec.terminationGracePeriodSeconds"
+    if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
+        return [ValidationError(field, f"must be a non-negative integer, got {grace!r}")]
+    if grace >= limit:
+        return [ValidationError(field, f"must be less than the scheduler's KillWait minus {KILL_WAIT_MARGIN}s "
+                                       f"({limit:g}), got {grace}")]
+    return []
+
+
+def gpu_clauses(pod: Obj) -> tuple[tuple[str, ...], ...]:
+    """One tuple of values per ``In`` expression on a GPU class/model key, in the single required term.
+
+    ValueError when a value cannot be a Slurm feature name.
+    """
     affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if len(terms) != 1:
-        return ()  # ORed terms have no faithful single Slurm constraint: left to Kubernetes
-    values: list[str] = []
+        return ()  # ORed terms have no faithful one-clause Slurm form: left to Kubernetes
+    clauses: list[tuple[str, ...]] = []
     for expression in terms[0].get("matchExpressions") or []:
-        if expression.get("key") in GPU_AFFINITY_KEYS and expression.get("operator") == "In":
-            values.extend(expression.get("values") or [])
-    return tuple(dict.fromkeys(values))
+        if expression.get("key") not in GPU_AFFINITY_KEYS or expression.get("operator") != "In":
+            continue
+        values = tuple(dict.fromkeys(str(v) for v in expression.get("values") or []))
+        for value in values:
+            if not _FEATURE.fullmatch(value):
+                raise ValueError(f"{expression.get('key')} value {value!r} cannot be a Slurm feature name")
+        if values and values not in clauses:
+            clauses.append(values)
+    return tuple(clauses)
 
 
-def constraint(annotation: Optional[str], features: tuple[str, ...]) -> Optional[str]:
-    parts = []
-    if annotation:
-        parts.append(f"({annotation})" if ("|" in annotation or "&" in annotation) and features else annotation)
-    if len(features) == 1:
-        parts.append(features[0])
-    elif features:
-        parts.append("[" + "|".join(features) + "]")
-    return "&".join(parts) or None
+def _top_level_or(text: str) -> bool:
+    depth = 0
+    for char in text:
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return True
+    return False
+
+
+def constraint(annotation: Optional[str], clauses: tuple[tuple[str, ...], ...]) -> Optional[str]:
+    """The job's feature constraint: the annotation, then each GPU clause, ANDed (module docstring)."""
+    gpu = ["(" + "|".join(c) + ")" if len(c) > 1 else c[0] for c in clauses]
+    if not annotation:
+        return "&".join(gpu) or None
+    if not gpu:
+        return annotation
+    if _top_level_or(annotation):
+        if any(char in annotation for char in "()[]"):
+            raise ValueError(f"{annotation!r} ORs groups at its top level, so it cannot be combined with the GPU "
+                             f"class/model affinity ({'&'.join(gpu)}); put the GPU feature into the annotation "
+                             f"instead")
+        annotation = f"({annotation})"
+    return "&".join([annotation, *gpu])
 
 
 def job_name(pod: Obj) -> str:
+    """``k8s:<namespace>/<name>``, cut to 128 characters: for people reading squeue, never for matching."""
     meta = pod["metadata"]
     return f"k8s:{meta['namespace']}/{meta['name']}"[:JOB_NAME_MAX]
 
 
+def _text(annotations: Mapping[str, str], key: str) -> Optional[str]:
+    value = str(annotations.get(key, "")).strip()
+    return value or None
+
+
 def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: str = "") -> JobRequest:
-    """The placeholder job for a *valid* Pod (validate_pod first; this raises on garbage)."""
+    """The placeholder job for a *valid* Pod; ValueError listing every problem otherwise."""
     problems = validate_pod(pod, kill_wait_seconds)
     if problems:
         raise ValueError("; ".join(map(str, problems)))
     meta = pod["metadata"]
     annotations = annotations_of(pod)
-    requests = effective_requests(pod)
-
-    def text(key: str) -> Optional[str]:
-        value = annotations.get(key, "").strip()
-        return value or None
+    requests = pod_requests(pod)
 
     def integer(key: str) -> Optional[int]:
-        value = annotations.get(key)
-        return int(value) if value is not None else None
+        return _integer(annotations[key]) if key in annotations else None
 
     user_id = integer(names.ANN_USER_ID)
     group_id = integer(names.ANN_GROUP_ID)
@@ -204,43 +320,39 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
     return JobRequest(
         name=job_name(pod),
         script=script,
-        partition=text(names.ANN_PARTITION),
-        account=text(names.ANN_ACCOUNT),
-        qos=text(names.ANN_QOS),
-        reservation=text(names.ANN_RESERVATION),
+        partition=_text(annotations, names.ANN_PARTITION),
+        account=_text(annotations, names.ANN_ACCOUNT),
+        qos=_text(annotations, names.ANN_QOS),
+        reservation=_text(annotations, names.ANN_RESERVATION),
         priority=integer(names.ANN_PRIORITY),
         user_id=user_id if user_id is not None else 0,
         group_id=group_id if group_id is not None else (user_id if user_id is not None else 0),
         cpus_per_task=cpus(requests["cpu"]),
         memory_per_node=megabytes(requests["memory"]),
         gpus_per_node=int(requests.get(GPU_RESOURCE, Decimal(0))),
-        constraints=constraint(text(names.ANN_CONSTRAINTS), gpu_features(pod)),
-        prefer=text(names.ANN_PREFER),
-        excluded_nodes=_node_list(annotations.get(names.ANN_EXCLUDED_NODES, "")),
-        required_nodes=_node_list(annotations.get(names.ANN_REQUIRED_NODES, "")),
+        constraints=constraint(_text(annotations, names.ANN_CONSTRAINTS), gpu_clauses(pod)),
+        prefer=_text(annotations, names.ANN_PREFER),
+        excluded_nodes=_split_node_list(annotations.get(names.ANN_EXCLUDED_NODES, "")),
+        required_nodes=_split_node_list(annotations.get(names.ANN_REQUIRED_NODES, "")),
         shared=EXCLUSIVE_MODES[exclusive.strip().lower()] if exclusive is not None else None,
-        time_limit=-(-timeout // 60) if timeout is not None else None,
-        comment=text(names.ANN_COMMENT),
+        time_limit=_minutes(timeout) if timeout is not None else None,
+        comment=_text(annotations, names.ANN_COMMENT),
         extra=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"],
                                   scheduler=scheduler).encode(),
-        working_directory=text(names.ANN_CURRENT_WORKING_DIR) or "/tmp",
+        working_directory=_text(annotations, names.ANN_CURRENT_WORKING_DIR) or DEFAULT_WORKING_DIRECTORY,
         requeue=False,
     )
 
 
-def _is_int(value: str) -> bool:
-    return bool(re.fullmatch(r"[+-]?\d+", (value or "").strip()))
-
-
-def _node_list(value: str) -> tuple[str, ...]:
-    """Comma-separated, but commas inside a hostlist range (node[1,3]) do not split."""
-    out, depth, current = [], 0, ""
-    for char in value:
+def _split_node_list(value: str) -> tuple[str, ...]:
+    """Split at commas outside hostlist brackets (``node[1,3],node5``); empty items are kept, as errors."""
+    items, depth, current = [], 0, ""
+    for char in str(value):
         if char == "," and depth == 0:
-            out.append(current.strip())
+            items.append(current.strip())
             current = ""
             continue
         depth += {"[": 1, "]": -1}.get(char, 0)
         current += char
-    out.append(current.strip())
-    return tuple(n for n in out if n)
+    items.append(current.strip())
+    return () if items == [""] else tuple(items)

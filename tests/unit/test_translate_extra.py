@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk.translate.extra import canonical, merge_extra
+from sunk.translate.extra import canonical, merge_extra, parse_object
 
 keys = st.text(min_size=1, max_size=8)
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -63,3 +64,25 @@ def test_empty_extra_is_not_invalid():
 def test_output_is_canonical_so_unchanged_means_no_write():
     assert merge_extra('{"b":1,"a":2}', {}).text == '{"a":2,"b":1}'
     assert merge_extra(canonical({"a": 2, "b": 1}), {}).changed is False
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1e999}', '[1]',
+                                  '"x"', "null", "{", '{"a":1} trailing'])
+def test_json_that_only_python_reads_is_invalid(text):
+    """Other tools (jq, Go, slurm's own JSON parser) refuse NaN and overflowing floats."""
+    assert parse_object(text) is None
+    result = merge_extra(text, {"pod": "p"})
+    assert result.replaced_invalid and json.loads(result.text) == {"pod": "p"}
+
+
+def test_blank_extra_is_empty_not_invalid():
+    result = merge_extra("   ", {"pod": "p"})
+    assert not result.replaced_invalid and result.text == '{"pod":"p"}'
+
+
+def test_non_ascii_is_kept_and_a_lone_surrogate_stays_escaped():
+    assert merge_extra("", {"note": "größe"}).text == '{"note":"größe"}'
+    text = merge_extra('{"u": "\\ud800"}', {}).text
+    text.encode("utf-8")  # always storable
+    assert json.loads(text) == {"u": "\ud800"}
+    assert merge_extra(text, {}).changed is False  # and stable

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sunk import names
-from sunk.translate.podjob import PlaceholderIdentity, constraint, gpu_features, pod_to_job, validate_pod
+from sunk.translate.podjob import PlaceholderIdentity, constraint, gpu_clauses, pod_to_job, validate_pod
 from sunk.translate.quantity import cpus, megabytes, parse_quantity
 
 KILL_WAIT = 30
@@ -43,7 +43,7 @@ def test_quantities_parse_exactly(text, value):
     assert parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "-1", "1Zi", "m"])
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1Zi", "m", "1e", "0x10", "1_000", "١"])
 def test_bad_quantities_are_refused(text):
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         parse_quantity(text)
@@ -106,6 +106,49 @@ def test_grace_period_must_be_less_than_kill_wait_minus_5s(grace, ok):
     assert (problems == []) is ok
     if not ok:
         assert problems[0].field == "spec.terminationGracePeriodSeconds"
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (names.ANN_PRIORITY, "-1"), (names.ANN_PRIORITY, str(2**32)), (names.ANN_USER_ID, "4294967295"),
+    (names.ANN_GROUP_ID, "-5"),
+])
+def test_integers_must_fit_slurms_32_bits(key, value):
+    """NO_VAL and INFINITE are Slurm's own sentinels: a user value must never become one."""
+    problems = validate_pod(make_pod(annotations={key: value}), KILL_WAIT)
+    assert [p.field for p in problems] == [key]
+    assert "between 0 and" in problems[0].message
+
+
+@pytest.mark.parametrize("value", ["0", "-60", str(60 * 2**32)])
+def test_timeout_must_be_positive_and_fit_slurms_minutes(value):
+    assert [p.field for p in validate_pod(make_pod(annotations={names.ANN_TIMEOUT: value}), KILL_WAIT)] \
+        == [names.ANN_TIMEOUT]
+
+
+@pytest.mark.parametrize("key", [names.ANN_ACCOUNT, names.ANN_COMMENT, names.ANN_PARTITION, names.ANN_QOS])
+def test_a_nul_character_is_refused_before_it_reaches_slurm(key):
+    problems = validate_pod(make_pod(annotations={key: "a\x00b"}), KILL_WAIT)
+    assert [p.field for p in problems] == [key]
+
+
+@pytest.mark.parametrize(("value", "ok"), [("/data/run", True), ("relative/dir", False), ("~/x", False),
+                                           ("", True)])
+def test_working_directory_must_be_absolute(value, ok):
+    problems = validate_pod(make_pod(annotations={names.ANN_CURRENT_WORKING_DIR: value}), KILL_WAIT)
+    assert (problems == []) is ok
+
+
+@pytest.mark.parametrize("gpus", ["500m", "1.5"])
+def test_gpus_must_be_whole(gpus):
+    fields = [p.field for p in validate_pod(make_pod(gpus=gpus), KILL_WAIT)]
+    assert fields == ["resources.requests.nvidia.com/gpu"]
+
+
+@pytest.mark.parametrize("grace", [-1, "5", 2.5, True])
+def test_grace_period_must_be_a_non_negative_integer(grace):
+    problems = validate_pod(make_pod(grace=grace), KILL_WAIT)
+    assert [p.field for p in problems] == ["spec.terminationGracePeriodSeconds"]
+    assert "non-negative integer" in problems[0].message
 
 
 def test_all_problems_are_reported_at_once():
@@ -183,23 +226,45 @@ def expr(key, operator, *values):
     return {"key": key, "operator": operator, "values": list(values)}
 
 
-@pytest.mark.parametrize(("terms", "features"), [
-    ([term(expr("gpu.nvidia.com/class", "In", "A100_PCIE_80GB"))], ("A100_PCIE_80GB",)),
-    ([term(expr("gpu.nvidia.com/model", "In", "H100", "A100"))], ("H100", "A100")),
+@pytest.mark.parametrize(("terms", "clauses"), [
+    ([term(expr("gpu.nvidia.com/class", "In", "A100_PCIE_80GB"))], (("A100_PCIE_80GB",),)),
+    ([term(expr("gpu.nvidia.com/model", "In", "H100", "A100", "H100"))], (("H100", "A100"),)),
     ([term(expr("gpu.nvidia.com/class", "NotIn", "A100"))], ()),
     ([term(expr("kubernetes.io/hostname", "In", "x"))], ()),
     ([term(expr("gpu.nvidia.com/class", "In", "A")), term(expr("gpu.nvidia.com/class", "In", "B"))], ()),
 ])
-def test_gpu_affinity_features(terms, features):
-    assert gpu_features(make_pod(affinity=terms)) == features
+def test_gpu_affinity_clauses(terms, clauses):
+    assert gpu_clauses(make_pod(affinity=terms)) == clauses
 
 
-@pytest.mark.parametrize(("annotation", "features", "expected"), [
-    (None, (), None), ("ib", (), "ib"), (None, ("H100",), "H100"), ("ib", ("H100",), "ib&H100"),
-    (None, ("H100", "A100"), "[H100|A100]"), ("ib|eth", ("H100",), "(ib|eth)&H100"),
+@pytest.mark.parametrize(("annotation", "clauses", "expected"), [
+    (None, (), None), ("ib", (), "ib"), (None, (("H100",),), "H100"), ("ib", (("H100",),), "ib&H100"),
+    (None, (("H100", "A100"),), "(H100|A100)"), ("ib|eth", (("H100",),), "(ib|eth)&H100"),
+    (None, (("H100",), ("NVL",)), "H100&NVL"), ("ib&fast", (("H100", "A100"),), "ib&fast&(H100|A100)"),
+    ("(ib|eth)&fast", (("H100",),), "(ib|eth)&fast&H100"), ("a|b", (), "a|b"),
 ])
-def test_constraint_combination(annotation, features, expected):
-    assert constraint(annotation, features) == expected
+def test_constraint_combination(annotation, clauses, expected):
+    assert constraint(annotation, clauses) == expected
+
+
+def test_square_brackets_are_never_generated():
+    """Slurm 24.11 placed ``[A|B]`` on a node with neither feature; ``(A|B)`` chose right."""
+    assert "[" not in (constraint("ib", (("H100", "A100", "B200"),)) or "")
+
+
+def test_an_annotation_that_ors_its_own_groups_cannot_take_a_gpu_clause():
+    """Slurm reads constraints left to right and cannot nest groups: refuse, never mis-place."""
+    with pytest.raises(ValueError, match="ORs groups at its top level"):
+        constraint("(a&b)|c", (("H100",),))
+    problems = validate_pod(make_pod(annotations={names.ANN_CONSTRAINTS: "(a&b)|c"},
+                                     affinity=[term(expr("gpu.nvidia.com/class", "In", "H100"))]), KILL_WAIT)
+    assert [p.field for p in problems] == [names.ANN_CONSTRAINTS]
+
+
+def test_one_clause_per_gpu_expression_in_the_job():
+    request = job(affinity=[term(expr("gpu.nvidia.com/class", "In", "H100", "A100"),
+                                 expr("gpu.nvidia.com/model", "In", "SXM"))])
+    assert request.constraints == "(H100|A100)&SXM"
 
 
 def test_affinity_constraint_reaches_the_job():
