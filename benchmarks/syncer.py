@@ -216,6 +216,8 @@ def cost(before: dict[str, float], after: dict[str, float], changes: int) -> dic
         "reconciles": reconciles,
         "slurm_calls": slurm_calls,
         "slurm_calls_by_type": by_type,
+        "slurm_update_calls": by_type.get("REQUEST_UPDATE_NODE", 0.0),
+        "slurm_verify_lists": total("sunk_syncer_slurm_verify_reads_total"),
         "slurm_writes": total("sunk_syncer_slurm_writes_total"),
         "apiserver_writes": kube_writes,
         "slurm_calls_per_change": round(slurm_calls / changes, 2) if changes else None,

@@ -26,13 +26,14 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.kube.resources import NODES, PODS
-from sunk.slurm.cache import JOB, NODE, SlurmCache
+from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
 
 from . import triggers
 from .context import INDEX_NODE, INDEX_SLURM_NODE, Plugin, PluginParts, SyncerContext, index_slurm_node
 from .kubeside import KubeSideReconciler
 from .slurmside import SlurmSideReconciler
+from .slurmstate import SplitSlurmCache
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ NAME = "sunk-syncer"
 class SyncedCache:
     """The Slurm cache as the Manager sees informers: start, stop, has_synced, wait_for_sync."""
 
-    def __init__(self, cache: SlurmCache):
+    def __init__(self, cache: SplitSlurmCache):
         self.cache = cache
 
     def start(self) -> None:
@@ -92,7 +93,7 @@ def assemble(
     api: ApiClient,
     slurm: SlurmClient,
     plugins: Sequence[Plugin] = (),
-    slurm_cache: SlurmCache | None = None,
+    slurm_cache: SplitSlurmCache | None = None,
 ) -> Syncer:
     """Build (not start) a Syncer from parsed flags; ``api`` and ``slurm`` are injected for tests."""
     manager = Manager(
@@ -102,7 +103,7 @@ def assemble(
         health_bind_address=args.health_probe_bind_address or None,
         metrics_bind_address=args.metrics_bind_address or None,
     )
-    cache = slurm_cache or SlurmCache(slurm, interval=args.slurm_poll_interval, kinds=(NODE, JOB))
+    cache = slurm_cache or SplitSlurmCache(slurm, interval=args.slurm_poll_interval, kinds=(NODE, JOB))
     slurmd_pods = Informer(api, PODS, args.watch_namespace, label_selector=args.slurmd_selector, name="slurmd-pods")
     slurmd_pods.add_indexer(INDEX_SLURM_NODE, index_slurm_node)
     slurmd_pods.add_indexer(INDEX_NODE, pod_node_name)

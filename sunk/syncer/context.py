@@ -13,7 +13,7 @@ name when no hostname is set, which is how the dev cluster names them.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from sunk.controller.runtime import Controller
     from sunk.kube.events import EventRecorder
     from sunk.kube.informer import Informer
-    from sunk.slurm.cache import SlurmCache
+    from sunk.slurm.cache import Subscriber
     from sunk.slurm.client import SlurmClient
+    from sunk.slurm.models import Job, Node
 
 Obj = dict[str, Any]
 
@@ -45,13 +46,30 @@ def index_slurm_node(pod: Obj) -> list[str]:
     return [slurm_node_name(pod)]
 
 
+class SlurmState(Protocol):
+    """Slurm's nodes and jobs from memory, with change events: a ``SlurmCache``, or the Syncer's
+    ``SplitSlurmCache`` (one cache per kind, so slow job lists never delay node state)."""
+
+    def nodes(self) -> Mapping[str, Node]: ...
+    def node(self, name: str) -> Node | None: ...
+    def jobs(self) -> Mapping[int, Job]: ...
+    def job(self, job_id: int) -> Job | None: ...
+    @property
+    def synced(self) -> bool: ...
+    @property
+    def fresh(self) -> bool: ...
+    def subscribe(self, callback: Subscriber, *, kinds: Sequence[str] | None = ...,
+                  replay: bool = ...) -> Callable[[], None]: ...
+    def nudge(self) -> None: ...
+
+
 @attrs.frozen
 class SyncerContext:
     """The running Syncer, as its reconcilers and plugins see it. Read from caches; write through ``api``/``slurm``."""
 
     api: ApiClient
     slurm: SlurmClient
-    slurm_cache: SlurmCache
+    slurm_cache: SlurmState
     slurmd_pods: Informer  # slurmd Pods: --watch-namespace + --slurmd-selector; index INDEX_SLURM_NODE, INDEX_NODE
     nodes: Informer  # Kubernetes Nodes, cluster-wide
     all_pods: Informer  # every Pod cluster-wide; index INDEX_NODE (spec.nodeName)
