@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from flask import Blueprint, Flask, jsonify, request
 
+from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import NodeUpdate
@@ -131,6 +132,7 @@ def create_hooks_app(hooks: Blueprint) -> Flask:
     """The scheduler's own HTTP app: the hook routes, /healthz, and JSON for every error."""
     app = Flask("sunk-scheduler")
     app.register_blueprint(hooks)
+    instrument(app)
 
     @app.get("/healthz")
     def healthz():

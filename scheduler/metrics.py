@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import Metric
 from prometheus_client.registry import REGISTRY, Collector
 
+from sunk.metrics.families import rpc_families
 from sunk.slurm.client import SlurmClient
 
 BIND_LATENCY = Histogram(
@@ -21,21 +22,21 @@ BIND_LATENCY = Histogram(
     buckets=(0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 300, 600),
 )
 
+PLACEHOLDER_SUBMISSIONS = Counter(
+    "sunk_scheduler_placeholder_submissions",
+    "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried).",
+    ["result"],
+)
+for _result in ("submitted", "refused", "unavailable"):
+    PLACEHOLDER_SUBMISSIONS.labels(_result)
+
 
 class SlurmRpcCollector(Collector):
     def __init__(self, client: SlurmClient):
         self.client = client
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        count = GaugeMetricFamily("slurm_controller_rpc_count", "RPC count per message type.",
-                                  labels=["message_type"])
-        mean = GaugeMetricFamily("slurm_controller_rpc_mean_duration_seconds",
-                                 "RPC mean duration per message type.", labels=["message_type"])
-        for message_type, stat in sorted(self.client.rpc_stats().items()):
-            count.add_metric([message_type], stat.count)
-            mean.add_metric([message_type], stat.mean_seconds)
-        yield count
-        yield mean
+    def collect(self) -> Iterator[Metric]:
+        return rpc_families(self.client.rpc_stats())
 
 
 def register(client: SlurmClient) -> None:

@@ -40,6 +40,7 @@ from .decide import (
     decide,
 )
 from .jobindex import JobIndex
+from .metrics import PLACEHOLDER_SUBMISSIONS
 from .tokens import hook_token
 
 log = logging.getLogger(__name__)
@@ -191,17 +192,20 @@ class PodScheduler:
             try:
                 job_id = self.slurm.submit_job(request)
             except SlurmUnavailable as exc:
+                PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
                 self._report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
                 raise  # retried with backoff by the controller
             except SlurmError as exc:
                 # Slurm answered and said no (unknown account, QOS or partition, a request no
                 # node can satisfy...): its answer will not change by asking again.
+                PLACEHOLDER_SUBMISSIONS.labels("refused").inc()
                 message = f"Slurm refused the placeholder job: {exc}"
                 self.jobs.refuse(uid, message)
                 self.nudge()  # Slurm may have recorded the job as FAILED: let the cache show it
                 self._report(pod, "Warning", "FailedSubmit", message)
                 kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
+        PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
         self.jobs.expect(uid, job_id)
         self.nudge()
         self._created.setdefault(uid, _created_at(pod))

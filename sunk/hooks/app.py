@@ -10,6 +10,7 @@ from flask import Blueprint, Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from .api import error_response
+from .metrics import instrument
 from .protocol import HookError
 
 
@@ -18,6 +19,7 @@ def create_app(*blueprints: Blueprint, name: str = "sunk-hooks") -> Flask:
     for bp in blueprints:
         app.register_blueprint(bp)
     json_errors(app)
+    instrument(app)
     return app
 
 

@@ -152,6 +152,11 @@ class SlurmCache:
         return self.synced and not any(k.failing for k in self._kinds) and self.age <= self.stale_after
 
     @property
+    def jobs_fresh(self) -> bool:
+        """As ``fresh``: one cache keeps its kinds equally current (``SplitSlurmCache`` tells them apart)."""
+        return self.fresh
+
+    @property
     def last_error(self) -> Optional[str]:
         return next((k.failing for k in self._kinds if k.failing), None)
 

@@ -16,7 +16,7 @@ from .context import Plugin
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PLUGINS: tuple[str, ...] = ("sunk.locking.plugin",)
+DEFAULT_PLUGINS: tuple[str, ...] = ("sunk.locking.plugin", "sunk.metrics.plugin")
 
 
 def load_plugin(spec: str) -> Plugin | None:

@@ -1,0 +1,1 @@
+"""Prometheus metrics of the Slurm cluster, rendered from cached state."""

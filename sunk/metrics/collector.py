@@ -1,0 +1,116 @@
+"""The Slurm metrics collector and the ``diag`` poller behind it.
+
+Why a collector, not gauges set in a loop: per-job series come and go with the jobs, and
+gauges kept by hand leak the series of jobs long gone. A collector renders the current
+snapshot on each scrape and nothing outlives it.
+
+Why ``diag`` has its own poller: it is one cheap call, but not a list the cache keeps, and
+a scrape must not call Slurm at all. Between two polls the last good answer is served; when
+Slurm cannot be reached the error is logged once per outage and ``sunk_slurm_snapshot_fresh``
+tells dashboards that the figures are old.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Optional
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sunk.slurm.errors import SlurmError
+from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
+
+from .families import SlurmSnapshot, rpc_families, slurm_families
+
+log = logging.getLogger(__name__)
+
+
+class DiagPoller:
+    """Keeps the last good ``diag`` answer, refreshed every ``interval`` seconds on its own thread."""
+
+    def __init__(self, diag: Callable[[], SchedulerStats], interval: float = 15.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._diag = diag
+        self.interval = interval
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._stats: Optional[SchedulerStats] = None
+        self._fetched_at: Optional[float] = None
+        self._failing = False
+
+    @property
+    def stats(self) -> Optional[SchedulerStats]:
+        return self._stats
+
+    @property
+    def fresh(self) -> bool:
+        """The last poll worked and is at most two intervals old."""
+        return (not self._failing and self._fetched_at is not None
+                and self._clock() - self._fetched_at <= 2 * self.interval)
+
+    def poll(self) -> None:
+        try:
+            stats = self._diag()
+        except (SlurmError, OSError) as exc:
+            if not self._failing:
+                log.warning("slurm diag failed; serving the last scheduler figures until it answers: %s", exc)
+            self._failing = True
+            return
+        if self._failing:
+            log.info("slurm diag answers again")
+        self._stats, self._fetched_at, self._failing = stats, self._clock(), False
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="slurm-diag", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+class SlurmCollector(Collector):
+    """Renders the Syncer metrics table from memory: cached nodes and jobs, the polled diag.
+
+    ``active`` gates the cluster-wide families: only the leader reports them, so two replicas
+    never double every series. ``rpc_stats`` (this process's own calls) is always reported.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: Callable[[], Mapping[str, Node]],
+        jobs: Callable[[], Mapping[int, Job]],
+        diag: DiagPoller,
+        rpc_stats: Callable[[], Mapping[str, RpcStat]],
+        freshness: Callable[[], Mapping[str, bool]],
+        active: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ):
+        self._nodes, self._jobs, self._diag = nodes, jobs, diag
+        self._rpc_stats, self._freshness, self._active, self._clock = rpc_stats, freshness, active, clock
+
+    def collect(self) -> Iterator[Metric]:
+        yield from rpc_families(self._rpc_stats())
+        if not self._active():
+            return
+        fresh = GaugeMetricFamily("sunk_slurm_snapshot_fresh",
+                                  "1 while the Slurm figures behind these metrics are current, by source.",
+                                  labels=["source"])
+        for source, ok in sorted({**self._freshness(), "diag": self._diag.fresh}.items()):
+            fresh.add_metric([source], 1 if ok else 0)
+        yield fresh
+        yield from slurm_families(SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats,
+                                                now=self._clock()))

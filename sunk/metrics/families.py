@@ -1,0 +1,270 @@
+"""The Syncer's Slurm metrics table, rendered from a snapshot: pure, no I/O, no clock.
+
+Why from a snapshot: a scrape must never cost slurmctld a list call (at 10,000 jobs one
+job list is tens of MB and seconds of slurmctld time). The Slurm cache lists once per
+interval for every reader, ``diag`` is refreshed on its own interval, and a scrape renders
+whatever they last saw. Names, labels and units are the spec's (docs/metrics.md).
+
+Counting rules, chosen to agree with Slurm's own tools:
+- ``slurm_node_state``'s ``state`` and the ``slurm_nodes_*`` counts use the one word sinfo
+  shows (``sunk.translate.slurmstates``), so IDLE+DRAIN counts as drain, not idle, and each
+  node is counted once; ``not_responding`` is a flag and counts on its own.
+- ``slurm_job_state``'s ``state`` and ``slurm_queue_*`` use the word squeue shows, so a job
+  whose epilog still runs is ``completing``, not ``completed``; ``pending_dependency`` is
+  the subset of pending jobs held by a dependency.
+- ``*_idle`` CPUs and GPUs are those a job could get now: a drained, down or failed node
+  has none idle (sinfo's ``%C`` calls them "other"), so idle + alloc may be below total.
+- Per-job series (``cpus``/``gpus_allocated``, ``uptime``) exist only for running jobs,
+  one per allocated node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Optional
+
+from attrs import frozen
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.translate.slurmstates import NODE_COUNT_BUCKETS, job_state_name, node_count_bucket, node_state_name
+
+JOB_LABELS = ["partition", "account", "user", "id", "name", "state"]
+JOB_NODE_LABELS = ["partition", "account", "user", "id", "node"]
+JOBS_LABELS = ["partition", "account", "user"]
+
+# slurm_queue_<suffix>: the squeue word it counts.
+QUEUE_STATES = {
+    "canceled": "CANCELLED", "completed": "COMPLETED", "completing": "COMPLETING", "configuring": "CONFIGURING",
+    "failed": "FAILED", "node_fail": "NODE_FAIL", "pending": "PENDING", "preempted": "PREEMPTED",
+    "running": "RUNNING", "suspended": "SUSPENDED", "timeout": "TIMEOUT",
+}
+_QUEUE_HELP = {
+    "canceled": "The number of canceled jobs in the Slurm cluster (only those still tracked by slurmctld).",
+    "completed": "The number of completed jobs in the Slurm cluster (only those still tracked by slurmctld).",
+    "completing": "The number of completing jobs in the Slurm cluster.",
+    "configuring": "The number of configuring jobs in the Slurm cluster.",
+    "failed": "The number of failed jobs in the Slurm cluster (only those still tracked by slurmctld).",
+    "node_fail": "The number of jobs stopped due to node failure (only those still tracked by slurmctld).",
+    "pending": "The number of pending jobs in the Slurm scheduler queue.",
+    "preempted": "The number of preempted jobs in the Slurm cluster (only those still tracked by slurmctld).",
+    "running": "The number of running jobs in the Slurm cluster.",
+    "suspended": "The number of suspended jobs in the Slurm cluster.",
+    "timeout": "The number of timed out jobs in the Slurm cluster (only those still tracked by slurmctld).",
+}
+_UNAVAILABLE = frozenset({"drained", "draining", "down", "fail", "failing", "inval", "maint", "reboot", "future",
+                          "unknown", "error"})
+_TRES_CPU = re.compile(r"(?:^|,)cpu=(\d+)")
+
+
+@frozen
+class SlurmSnapshot:
+    """What one scrape renders. ``stats`` is None until the first ``diag`` has worked."""
+
+    nodes: Mapping[str, Node]
+    jobs: Mapping[int, Job]
+    stats: Optional[SchedulerStats]
+    now: float  # epoch seconds, for job uptime
+
+
+def gauge(name: str, documentation: str, labels: Optional[list[str]] = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=labels)
+
+
+def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Metric]:
+    """Every family of the table, in the table's order (the scheduler's only once diag has answered)."""
+    yield from job_families(snapshot.jobs.values(), snapshot.now)
+    yield from node_families(snapshot.nodes.values())
+    yield from queue_families(snapshot.jobs.values())
+    if snapshot.stats is not None:
+        yield from scheduler_families(snapshot.stats)
+
+
+def rpc_families(stats: Mapping[str, RpcStat]) -> Iterator[Metric]:
+    """``slurm_controller_rpc_*``: this process's calls to Slurm, per message type."""
+    count = gauge("slurm_controller_rpc_count", "RPC count per message type.", ["message_type"])
+    mean = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
+                 ["message_type"])
+    for message_type, stat in sorted(stats.items()):
+        count.add_metric([message_type], stat.count)
+        mean.add_metric([message_type], stat.mean_seconds)
+    yield count
+    yield mean
+
+
+# -- jobs -------------------------------------------------------------------------------------------------
+def job_user(job: Job) -> str:
+    if job.user_name:
+        return job.user_name
+    return str(job.user_id) if job.user_id is not None else ""
+
+
+def per_node(job: Job) -> tuple[JobAllocation, ...]:
+    """What the job holds on each node: Slurm's own allocation when listed, else its TRES split evenly."""
+    if job.allocations:
+        return job.allocations
+    nodes = job.node_list
+    if not nodes:
+        return ()
+    found = _TRES_CPU.search(job.tres_alloc)
+    cpus, gpus = (int(found.group(1)) if found else 0), job.gpus
+    return tuple(JobAllocation(node, cpus=cpus // len(nodes), gpus=gpus // len(nodes)) for node in nodes)
+
+
+def job_families(jobs: Iterable[Job], now: float) -> Iterator[Metric]:
+    state = gauge("slurm_job_state", "Current state of the job represented in the state label.", JOB_LABELS)
+    cpus = gauge("slurm_job_cpus_allocated", "The number of CPUs allocated to a job by Slurm node.",
+                 JOB_NODE_LABELS)
+    gpus = gauge("slurm_job_gpus_allocated", "The number of GPUs allocated to a job by Slurm node.",
+                 JOB_NODE_LABELS)
+    uptime = gauge("slurm_job_uptime_seconds", "The number of seconds a job has been running.", JOB_NODE_LABELS)
+    counts: dict[str, Counter[tuple[str, str, str]]] = {s: Counter() for s in ("PENDING", "RUNNING", "SUSPENDED")}
+    for job in jobs:
+        user, job_id = job_user(job), str(job.id)
+        state.add_metric([job.partition, job.account, user, job_id, job.name, job_state_name(job)], 1)
+        if job.state in counts:
+            counts[job.state][(job.partition, job.account, user)] += 1
+        if job.state != "RUNNING":
+            continue
+        running_for = max(0.0, now - job.start_time) if job.start_time else 0.0
+        for allocation in per_node(job):
+            labels = [job.partition, job.account, user, job_id, allocation.node]
+            cpus.add_metric(labels, allocation.cpus)
+            gpus.add_metric(labels, allocation.gpus)
+            uptime.add_metric(labels, running_for)
+    yield from (state, cpus, gpus, uptime)
+    for base, help_text in (("PENDING", "The number of pending jobs in the Slurm cluster."),
+                            ("RUNNING", "The number of running jobs in the Slurm cluster."),
+                            ("SUSPENDED", "The number of suspended jobs in the Slurm cluster.")):
+        family = gauge(f"slurm_jobs_{base.lower()}", help_text, JOBS_LABELS)
+        for (partition, account, user), number in sorted(counts[base].items()):
+            family.add_metric([partition, account, user], number)
+        yield family
+
+
+# -- nodes and partitions ------------------------------------------------------------------------------------
+@frozen
+class _Usage:
+    cpu_alloc: int
+    cpu_idle: int
+    cpu_total: int
+    mem_alloc: int
+    mem_total: int
+    gpu_alloc: int
+    gpu_idle: int
+    gpu_total: int
+
+
+def node_usage(node: Node) -> _Usage:
+    """One node's figures; idle only where a job could start now (module docstring)."""
+    available = node_state_name(node.state) not in _UNAVAILABLE and not node.not_responding
+    gpu_total, gpu_alloc = node.gpus_total, node.gpus_alloc
+    return _Usage(
+        cpu_alloc=node.alloc_cpus, cpu_idle=max(0, node.cpus - node.alloc_cpus) if available else 0,
+        cpu_total=node.cpus, mem_alloc=node.alloc_memory, mem_total=node.real_memory,
+        gpu_alloc=gpu_alloc, gpu_idle=max(0, gpu_total - gpu_alloc) if available else 0, gpu_total=gpu_total,
+    )
+
+
+_NODE_FIGURES = (
+    ("cpu_alloc", "The number of CPUs allocated"), ("cpu_idle", "The number of CPUs idle"),
+    ("cpu_total", "The total number of CPUs"), ("mem_alloc", "The amount of allocated memory (MB)"),
+    ("mem_total", "The total amount of memory (MB)"), ("gpu_alloc", "The number of GPUs allocated"),
+    ("gpu_idle", "The number of GPUs idle"), ("gpu_total", "The total number of GPUs"),
+)
+
+
+def node_families(nodes: Iterable[Node]) -> Iterator[Metric]:
+    state = gauge("slurm_node_state", "Current state of the node represented in the state label.",
+                  ["node", "partition", "state"])
+    per_node_families = {f: gauge(f"slurm_node_{f}", f"{text} per node.", ["node"]) for f, text in _NODE_FIGURES}
+    per_partition: dict[str, Counter[str]] = {}
+    buckets: Counter[str] = Counter()
+    total = not_responding = 0
+    for node in sorted(nodes, key=lambda n: n.name):
+        name = node_state_name(node.state)
+        usage = node_usage(node)
+        for partition in node.partitions or ("",):
+            state.add_metric([node.name, partition, name], 1)
+        for figure, family in per_node_families.items():
+            family.add_metric([node.name], getattr(usage, figure))
+        for partition in node.partitions:
+            sums = per_partition.setdefault(partition, Counter())
+            for figure, _ in _NODE_FIGURES:
+                sums[figure] += getattr(usage, figure)
+        total += 1
+        not_responding += node.not_responding
+        bucket = node_count_bucket(node.state)
+        if bucket is not None:
+            buckets[bucket] += 1
+    yield state
+    yield from per_node_families.values()
+    for figure, text in _NODE_FIGURES:
+        family = gauge(f"slurm_partition_{figure}", f"{text} in a partition.", ["partition"])
+        for partition, sums in sorted(per_partition.items()):
+            family.add_metric([partition], sums[figure])
+        yield family
+    for bucket in NODE_COUNT_BUCKETS:
+        family = gauge(f"slurm_nodes_{bucket}", f"The number of nodes with state {bucket}.")
+        family.add_metric([], buckets[bucket])
+        yield family
+    family = gauge("slurm_nodes_total", "The total number of nodes.")
+    family.add_metric([], total)
+    yield family
+    family = gauge("slurm_nodes_not_responding", "The number of nodes with state not_responding.")
+    family.add_metric([], not_responding)
+    yield family
+
+
+# -- the queue and the scheduler -----------------------------------------------------------------------------
+def queue_families(jobs: Iterable[Job]) -> Iterator[Metric]:
+    counts: Counter[str] = Counter()
+    dependency = 0
+    for job in jobs:
+        counts[job_state_name(job)] += 1
+        dependency += job.state == "PENDING" and job.state_reason == "Dependency"
+    for suffix, word in QUEUE_STATES.items():
+        family = gauge(f"slurm_queue_{suffix}", _QUEUE_HELP[suffix])
+        family.add_metric([], counts[word])
+        yield family
+    family = gauge("slurm_queue_pending_dependency",
+                   "The number of pending jobs in the Slurm scheduler queue with unsatisfied dependencies.")
+    family.add_metric([], dependency)
+    yield family
+
+
+_SCHEDULER = (
+    ("slurm_scheduler_backfill_cycle_last_seconds", "bf_cycle_last", "The duration of the last backfill cycle."),
+    ("slurm_scheduler_backfill_cycle_mean_seconds", "bf_cycle_mean", "The mean duration of the backfill cycles."),
+    ("slurm_scheduler_backfill_depth_mean", "bf_depth_mean", "The mean depth of the scheduler backfill."),
+    ("slurm_scheduler_backfilled_jobs_total", "bf_backfilled_jobs",
+     "The number of jobs started due to backfilling since last Slurm start."),
+    ("slurm_scheduler_backfilled_jobs_cycle_total", "bf_last_backfilled_jobs",
+     "The number of jobs started due to backfilling since last time stats were reset."),
+    ("slurm_scheduler_backfilled_jobs_heterogeneous_total", "bf_backfilled_het_jobs",
+     "The number of heterogeneous jobs started due to backfilling since last Slurm start."),
+    ("slurm_scheduler_cycle_last_seconds", "schedule_cycle_last", "The duration of the last scheduler cycle."),
+    ("slurm_scheduler_cycle_mean_seconds", "schedule_cycle_mean", "The mean duration of the scheduler cycles."),
+    ("slurm_scheduler_cycles_per_minute", "schedule_cycle_per_minute", "The number of scheduler cycles per minute."),
+    ("slurm_scheduler_dbd_queue", "dbd_agent_queue_size", "The number of items in the scheduler dbd agent queue."),
+    ("slurm_scheduler_jobs_submitted", "jobs_submitted", "The number of submitted jobs reported by the scheduler."),
+    ("slurm_scheduler_jobs_started", "jobs_started", "The number of jobs started by the scheduler."),
+    ("slurm_scheduler_jobs_completed", "jobs_completed", "The number of jobs completed by the scheduler."),
+    ("slurm_scheduler_jobs_failed", "jobs_failed", "The number of jobs failed by the scheduler."),
+    ("slurm_scheduler_jobs_cancelled", "jobs_canceled", "The number of jobs canceled by the scheduler."),
+    ("slurm_scheduler_jobs_pending", "jobs_pending", "The number of jobs pending in the scheduler queue."),
+    ("slurm_scheduler_jobs_running", "jobs_running", "The number of jobs currently running in the scheduler."),
+    ("slurm_scheduler_queue", "agent_queue_size", "The number of items in the scheduler (agent) queue."),
+    ("slurm_scheduler_threads", "server_thread_count", "The number of scheduler threads."),
+    ("slurm_scheduler_cycle_mean_depth", "schedule_cycle_mean_depth", "The mean depth of the scheduler cycles."),
+)
+SCHEDULER_FAMILIES = tuple(name for name, _, _ in _SCHEDULER)
+
+
+def scheduler_families(stats: SchedulerStats) -> Iterator[Metric]:
+    for name, field, help_text in _SCHEDULER:
+        family = gauge(name, help_text)
+        family.add_metric([], getattr(stats, field))
+        yield family
