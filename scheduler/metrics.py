@@ -7,12 +7,9 @@ so "Slurm calls per Pod" can be read off a running scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from prometheus_client import Counter, Histogram
-from prometheus_client.core import Metric
-from prometheus_client.registry import REGISTRY, Collector
 
+from sunk.metrics.exposition import register_text, render
 from sunk.metrics.families import rpc_families
 from sunk.slurm.client import SlurmClient
 
@@ -31,13 +28,6 @@ for _result in ("submitted", "refused", "unavailable"):
     PLACEHOLDER_SUBMISSIONS.labels(_result)
 
 
-class SlurmRpcCollector(Collector):
-    def __init__(self, client: SlurmClient):
-        self.client = client
-
-    def collect(self) -> Iterator[Metric]:
-        return rpc_families(self.client.rpc_stats())
-
-
 def register(client: SlurmClient) -> None:
-    REGISTRY.register(SlurmRpcCollector(client))
+    """Serve ``slurm_controller_rpc_*`` for this process's client on /metrics."""
+    register_text("slurm-rpc", lambda: render(rpc_families(client.rpc_stats())))

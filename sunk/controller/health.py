@@ -16,6 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from sunk.metrics.exposition import render_sources
+
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
@@ -66,7 +68,8 @@ class HttpEndpoints:
                 elif url.path == "/readyz":
                     self._checks(endpoints.readyz, url.query)
                 elif url.path == "/metrics" and endpoints.metrics:
-                    self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+                    body = generate_latest(REGISTRY) + render_sources().encode()
+                    self._send(200, body, CONTENT_TYPE_LATEST)
                 else:
                     self._send(404, b"not found\n")
 

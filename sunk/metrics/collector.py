@@ -1,8 +1,8 @@
-"""The Slurm metrics collector and the ``diag`` poller behind it.
+"""The Slurm metrics source and the ``diag`` poller behind it.
 
-Why a collector, not gauges set in a loop: per-job series come and go with the jobs, and
-gauges kept by hand leak the series of jobs long gone. A collector renders the current
-snapshot on each scrape and nothing outlives it.
+Why rendered per scrape, not gauges set in a loop: per-job series come and go with the
+jobs, and gauges kept by hand leak the series of jobs long gone. Each scrape renders the
+current snapshot and nothing outlives it.
 
 Why ``diag`` has its own poller: it is one cheap call, but not a list the cache keeps, and
 a scrape must not call Slurm at all. Between two polls the last good answer is served; when
@@ -18,12 +18,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
 
+from .exposition import Family, render
 from .families import SlurmSnapshot, rpc_families, slurm_families
 
 log = logging.getLogger(__name__)
@@ -81,7 +79,7 @@ class DiagPoller:
             self._thread.join(5)
 
 
-class SlurmCollector(Collector):
+class SlurmMetrics:
     """Renders the Syncer metrics table from memory: cached nodes and jobs, the polled diag.
 
     ``active`` gates the cluster-wide families: only the leader reports them, so two replicas
@@ -102,15 +100,17 @@ class SlurmCollector(Collector):
         self._nodes, self._jobs, self._diag = nodes, jobs, diag
         self._rpc_stats, self._freshness, self._active, self._clock = rpc_stats, freshness, active, clock
 
-    def collect(self) -> Iterator[Metric]:
+    def families(self) -> Iterator[Family]:
         yield from rpc_families(self._rpc_stats())
         if not self._active():
             return
-        fresh = GaugeMetricFamily("sunk_slurm_snapshot_fresh",
-                                  "1 while the Slurm figures behind these metrics are current, by source.",
-                                  labels=["source"])
+        fresh = Family("sunk_slurm_snapshot_fresh",
+                       "1 while the Slurm figures behind these metrics are current, by source.", ("source",))
         for source, ok in sorted({**self._freshness(), "diag": self._diag.fresh}.items()):
-            fresh.add_metric([source], 1 if ok else 0)
+            fresh.add((source,), 1 if ok else 0)
         yield fresh
         yield from slurm_families(SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats,
                                                 now=self._clock()))
+
+    def render(self) -> str:
+        return render(self.families())

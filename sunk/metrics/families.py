@@ -26,14 +26,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Optional
 
 from attrs import frozen
-from prometheus_client.core import GaugeMetricFamily, Metric
 
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 from sunk.translate.slurmstates import NODE_COUNT_BUCKETS, job_state_name, node_count_bucket, node_state_name
 
-JOB_LABELS = ["partition", "account", "user", "id", "name", "state"]
-JOB_NODE_LABELS = ["partition", "account", "user", "id", "node"]
-JOBS_LABELS = ["partition", "account", "user"]
+from .exposition import Family, label_block
+
+JOB_LABELS = ("partition", "account", "user", "id", "name", "state")
+JOB_NODE_LABELS = ("partition", "account", "user", "id", "node")
+JOBS_LABELS = ("partition", "account", "user")
 
 # slurm_queue_<suffix>: the squeue word it counts.
 QUEUE_STATES = {
@@ -69,11 +70,17 @@ class SlurmSnapshot:
     now: float  # epoch seconds, for job uptime
 
 
-def gauge(name: str, documentation: str, labels: Optional[list[str]] = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=labels)
+def gauge(name: str, documentation: str, labels: tuple[str, ...] = ()) -> Family:
+    return Family(name, documentation, labels)
 
 
-def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Metric]:
+def single(name: str, documentation: str, value: float) -> Family:
+    family = gauge(name, documentation)
+    family.add((), value)
+    return family
+
+
+def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Family]:
     """Every family of the table, in the table's order (the scheduler's only once diag has answered)."""
     yield from job_families(snapshot.jobs.values(), snapshot.now)
     yield from node_families(snapshot.nodes.values())
@@ -82,14 +89,14 @@ def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Metric]:
         yield from scheduler_families(snapshot.stats)
 
 
-def rpc_families(stats: Mapping[str, RpcStat]) -> Iterator[Metric]:
+def rpc_families(stats: Mapping[str, RpcStat]) -> Iterator[Family]:
     """``slurm_controller_rpc_*``: this process's calls to Slurm, per message type."""
-    count = gauge("slurm_controller_rpc_count", "RPC count per message type.", ["message_type"])
+    count = gauge("slurm_controller_rpc_count", "RPC count per message type.", ("message_type",))
     mean = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
-                 ["message_type"])
+                 ("message_type",))
     for message_type, stat in sorted(stats.items()):
-        count.add_metric([message_type], stat.count)
-        mean.add_metric([message_type], stat.mean_seconds)
+        count.add((message_type,), stat.count)
+        mean.add((message_type,), stat.mean_seconds)
     yield count
     yield mean
 
@@ -113,7 +120,7 @@ def per_node(job: Job) -> tuple[JobAllocation, ...]:
     return tuple(JobAllocation(node, cpus=cpus // len(nodes), gpus=gpus // len(nodes)) for node in nodes)
 
 
-def job_families(jobs: Iterable[Job], now: float) -> Iterator[Metric]:
+def job_families(jobs: Iterable[Job], now: float) -> Iterator[Family]:
     state = gauge("slurm_job_state", "Current state of the job represented in the state label.", JOB_LABELS)
     cpus = gauge("slurm_job_cpus_allocated", "The number of CPUs allocated to a job by Slurm node.",
                  JOB_NODE_LABELS)
@@ -123,24 +130,24 @@ def job_families(jobs: Iterable[Job], now: float) -> Iterator[Metric]:
     counts: dict[str, Counter[tuple[str, str, str]]] = {s: Counter() for s in ("PENDING", "RUNNING", "SUSPENDED")}
     for job in jobs:
         user, job_id = job_user(job), str(job.id)
-        state.add_metric([job.partition, job.account, user, job_id, job.name, job_state_name(job)], 1)
+        state.add((job.partition, job.account, user, job_id, job.name, job_state_name(job)), 1)
         if job.state in counts:
             counts[job.state][(job.partition, job.account, user)] += 1
         if job.state != "RUNNING":
             continue
         running_for = max(0.0, now - job.start_time) if job.start_time else 0.0
         for allocation in per_node(job):
-            labels = [job.partition, job.account, user, job_id, allocation.node]
-            cpus.add_metric(labels, allocation.cpus)
-            gpus.add_metric(labels, allocation.gpus)
-            uptime.add_metric(labels, running_for)
+            block = label_block(JOB_NODE_LABELS, (job.partition, job.account, user, job_id, allocation.node))
+            cpus.add_block(block, allocation.cpus)
+            gpus.add_block(block, allocation.gpus)
+            uptime.add_block(block, running_for)
     yield from (state, cpus, gpus, uptime)
     for base, help_text in (("PENDING", "The number of pending jobs in the Slurm cluster."),
                             ("RUNNING", "The number of running jobs in the Slurm cluster."),
                             ("SUSPENDED", "The number of suspended jobs in the Slurm cluster.")):
         family = gauge(f"slurm_jobs_{base.lower()}", help_text, JOBS_LABELS)
-        for (partition, account, user), number in sorted(counts[base].items()):
-            family.add_metric([partition, account, user], number)
+        for owner, number in sorted(counts[base].items()):
+            family.add(owner, number)
         yield family
 
 
@@ -176,10 +183,10 @@ _NODE_FIGURES = (
 )
 
 
-def node_families(nodes: Iterable[Node]) -> Iterator[Metric]:
+def node_families(nodes: Iterable[Node]) -> Iterator[Family]:
     state = gauge("slurm_node_state", "Current state of the node represented in the state label.",
-                  ["node", "partition", "state"])
-    per_node_families = {f: gauge(f"slurm_node_{f}", f"{text} per node.", ["node"]) for f, text in _NODE_FIGURES}
+                  ("node", "partition", "state"))
+    per_node_families = {f: gauge(f"slurm_node_{f}", f"{text} per node.", ("node",)) for f, text in _NODE_FIGURES}
     per_partition: dict[str, Counter[str]] = {}
     buckets: Counter[str] = Counter()
     total = not_responding = 0
@@ -187,9 +194,10 @@ def node_families(nodes: Iterable[Node]) -> Iterator[Metric]:
         name = node_state_name(node.state)
         usage = node_usage(node)
         for partition in node.partitions or ("",):
-            state.add_metric([node.name, partition, name], 1)
+            state.add((node.name, partition, name), 1)
+        block = label_block(("node",), (node.name,))
         for figure, family in per_node_families.items():
-            family.add_metric([node.name], getattr(usage, figure))
+            family.add_block(block, getattr(usage, figure))
         for partition in node.partitions:
             sums = per_partition.setdefault(partition, Counter())
             for figure, _ in _NODE_FIGURES:
@@ -202,37 +210,27 @@ def node_families(nodes: Iterable[Node]) -> Iterator[Metric]:
     yield state
     yield from per_node_families.values()
     for figure, text in _NODE_FIGURES:
-        family = gauge(f"slurm_partition_{figure}", f"{text} in a partition.", ["partition"])
+        family = gauge(f"slurm_partition_{figure}", f"{text} in a partition.", ("partition",))
         for partition, sums in sorted(per_partition.items()):
-            family.add_metric([partition], sums[figure])
+            family.add((partition,), sums[figure])
         yield family
     for bucket in NODE_COUNT_BUCKETS:
-        family = gauge(f"slurm_nodes_{bucket}", f"The number of nodes with state {bucket}.")
-        family.add_metric([], buckets[bucket])
-        yield family
-    family = gauge("slurm_nodes_total", "The total number of nodes.")
-    family.add_metric([], total)
-    yield family
-    family = gauge("slurm_nodes_not_responding", "The number of nodes with state not_responding.")
-    family.add_metric([], not_responding)
-    yield family
+        yield single(f"slurm_nodes_{bucket}", f"The number of nodes with state {bucket}.", buckets[bucket])
+    yield single("slurm_nodes_total", "The total number of nodes.", total)
+    yield single("slurm_nodes_not_responding", "The number of nodes with state not_responding.", not_responding)
 
 
 # -- the queue and the scheduler -----------------------------------------------------------------------------
-def queue_families(jobs: Iterable[Job]) -> Iterator[Metric]:
+def queue_families(jobs: Iterable[Job]) -> Iterator[Family]:
     counts: Counter[str] = Counter()
     dependency = 0
     for job in jobs:
         counts[job_state_name(job)] += 1
         dependency += job.state == "PENDING" and job.state_reason == "Dependency"
     for suffix, word in QUEUE_STATES.items():
-        family = gauge(f"slurm_queue_{suffix}", _QUEUE_HELP[suffix])
-        family.add_metric([], counts[word])
-        yield family
-    family = gauge("slurm_queue_pending_dependency",
-                   "The number of pending jobs in the Slurm scheduler queue with unsatisfied dependencies.")
-    family.add_metric([], dependency)
-    yield family
+        yield single(f"slurm_queue_{suffix}", _QUEUE_HELP[suffix], counts[word])
+    yield single("slurm_queue_pending_dependency",
+                 "The number of pending jobs in the Slurm scheduler queue with unsatisfied dependencies.", dependency)
 
 
 _SCHEDULER = (
@@ -263,8 +261,6 @@ _SCHEDULER = (
 SCHEDULER_FAMILIES = tuple(name for name, _, _ in _SCHEDULER)
 
 
-def scheduler_families(stats: SchedulerStats) -> Iterator[Metric]:
+def scheduler_families(stats: SchedulerStats) -> Iterator[Family]:
     for name, field, help_text in _SCHEDULER:
-        family = gauge(name, help_text)
-        family.add_metric([], getattr(stats, field))
-        yield family
+        yield single(name, help_text, getattr(stats, field))

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from prometheus_client import REGISTRY
-
 from sunk.flags import duration
 from sunk.slurm.cache import JOB, NODE
 from sunk.syncer.context import PluginParts, SyncerContext
 
-from .collector import DiagPoller, SlurmCollector
-
-_installed: list[SlurmCollector] = []
-
-
-def register(collector: SlurmCollector) -> None:
-    """One Slurm collector per process: a re-assembled Syncer (tests) replaces the last one."""
-    while _installed:
-        REGISTRY.unregister(_installed.pop())
-    REGISTRY.register(collector)
-    _installed.append(collector)
+from .collector import DiagPoller, SlurmMetrics
+from .exposition import register_text
 
 
 class MetricsPlugin:
@@ -33,12 +22,12 @@ class MetricsPlugin:
     def install(self, ctx: SyncerContext) -> PluginParts:
         cache = ctx.slurm_cache
         diag = DiagPoller(ctx.slurm.diag, interval=ctx.args.slurm_diag_interval)
-        collector = SlurmCollector(
+        table = SlurmMetrics(
             nodes=cache.nodes, jobs=cache.jobs, diag=diag, rpc_stats=ctx.slurm.rpc_stats,
             freshness=lambda: {NODE: cache.fresh, JOB: cache.jobs_fresh},
             active=ctx.is_leader,
         )
-        register(collector)
+        register_text("slurm", table.render)  # one per process: a re-assembled Syncer replaces it
         return PluginParts(runnables=((diag, True),))
 
 

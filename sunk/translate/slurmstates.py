@@ -84,6 +84,8 @@ def node_count_bucket(state: Set[str]) -> str | None:
 
 def job_state_name(job: Job) -> str:
     """The one word squeue shows for a job: a transitional flag wins over the base state."""
+    if not job.state_flags:
+        return job.state
     for flag in _JOB_FLAG_PRECEDENCE:
         if flag in job.state_flags:
             return flag

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from sunk.metrics.collector import DiagPoller, SlurmCollector
+from sunk.metrics.collector import DiagPoller, SlurmMetrics
+from sunk.metrics.exposition import Family, escape_label, format_value, register_text, render, render_sources, \
+    unregister_text
 from sunk.metrics.families import QUEUE_STATES, SCHEDULER_FAMILIES, SlurmSnapshot, slurm_families
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
@@ -39,9 +41,9 @@ STATS = SchedulerStats(server_thread_count=3, agent_queue_size=2, dbd_agent_queu
 
 
 def samples(families):
-    """name -> {frozenset(labels.items()): value}"""
+    """name -> {frozenset(labels.items()): value}, read back through prometheus_client's own parser."""
     out: dict[str, dict[frozenset, float]] = {}
-    for family in families:
+    for family in text_string_to_metric_families(render(families)):
         out.setdefault(family.name, {})
         for s in family.samples:
             out[family.name][frozenset(s.labels.items())] = s.value
@@ -151,24 +153,23 @@ def test_no_scheduler_families_before_the_first_diag():
 def collector(active=True):
     diag = DiagPoller(lambda: STATS, interval=10)
     diag.poll()
-    return SlurmCollector(nodes=lambda: NODES, jobs=lambda: JOBS, diag=diag,
+    return SlurmMetrics(nodes=lambda: NODES, jobs=lambda: JOBS, diag=diag,
                           rpc_stats=lambda: {"REQUEST_NODE_INFO": RpcStat("REQUEST_NODE_INFO", 3, 0.01)},
                           freshness=lambda: {"node": True, "job": False}, active=lambda: active,
                           clock=lambda: NOW)
 
 
 def test_exposition_renders_and_reports_freshness():
-    registry = CollectorRegistry()
-    registry.register(collector())
-    text = generate_latest(registry).decode()
-    assert 'slurm_controller_rpc_count{message_type="REQUEST_NODE_INFO"} 3.0' in text
-    assert 'sunk_slurm_snapshot_fresh{source="job"} 0.0' in text
-    assert 'sunk_slurm_snapshot_fresh{source="diag"} 1.0' in text
-    assert "slurm_nodes_total 4.0" in text
+    text = collector().render()
+    assert 'slurm_controller_rpc_count{message_type="REQUEST_NODE_INFO"} 3\n' in text
+    assert 'sunk_slurm_snapshot_fresh{source="job"} 0\n' in text
+    assert 'sunk_slurm_snapshot_fresh{source="diag"} 1\n' in text
+    assert "\nslurm_nodes_total 4\n" in text
+    assert "# TYPE slurm_job_state gauge\n" in text
 
 
 def test_a_standby_reports_only_its_own_calls():
-    names = {f.name for f in collector(active=False).collect()}
+    names = {f.name for f in collector(active=False).families()}
     assert names == {"slurm_controller_rpc_count", "slurm_controller_rpc_mean_duration_seconds"}
 
 
@@ -187,3 +188,34 @@ def test_diag_failure_keeps_the_last_figures_and_turns_stale(caplog):
     poller.poll()
     assert not poller.fresh and poller.stats == STATS
     assert sum("slurm diag failed" in r.message for r in caplog.records) == 1  # once per outage
+
+
+# -- the text exposition ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ['plain', 'quo"te', "back\\slash", "new\nline", 'all"\\\n', "ünï", ""])
+def test_label_values_round_trip_through_the_parser(text):
+    family = Family("x_total_things", "help with \\ and\nnewline", ("a", "b"))
+    family.add((text, "2"), 1.5)
+    parsed = list(text_string_to_metric_families(render([family])))
+    assert parsed[0].samples[0].labels == {"a": text, "b": "2"} and parsed[0].samples[0].value == 1.5
+    assert escape_label("ok") == "ok"
+
+
+@pytest.mark.parametrize(("value", "text"), [(3, "3"), (3.0, "3"), (0.25, "0.25"), (float("nan"), "NaN"),
+                                             (float("inf"), "+Inf"), (-float("inf"), "-Inf"), (1e20, "1e+20")])
+def test_values(value, text):
+    assert format_value(value) == text
+
+
+def test_a_family_without_rows_still_has_help_and_type():
+    assert render([Family("empty", "nothing yet", ("a",))]) == "# HELP empty nothing yet\n# TYPE empty gauge\n"
+
+
+def test_a_failing_source_is_left_out_not_the_scrape(caplog):
+    register_text("test-good", lambda: "good 1\n")
+    register_text("test-bad", lambda: 1 / 0)  # type: ignore[arg-type,return-value]
+    try:
+        assert "good 1\n" in render_sources()
+        assert any("test-bad" in r.getMessage() for r in caplog.records)
+    finally:
+        unregister_text("test-good")
+        unregister_text("test-bad")
