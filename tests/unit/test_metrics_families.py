@@ -6,8 +6,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
-from sunk.metrics.exposition import Family, escape_label, format_value, register_text, render, render_sources, \
-    unregister_text
+from sunk.metrics.exposition import (
+    Family,
+    escape_label,
+    format_value,
+    register_text,
+    render,
+    render_sources,
+    unregister_text,
+)
 from sunk.metrics.families import QUEUE_STATES, SCHEDULER_FAMILIES, SlurmSnapshot, slurm_families
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
