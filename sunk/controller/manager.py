@@ -47,6 +47,9 @@ class Syncable(Protocol):
     def wait_for_sync(self, timeout: float | None = ...) -> bool: ...
 
 
+WAIT_SLICE = 0.2  # seconds; see Manager.wait
+
+
 class Runnable(Protocol):
     def start(self) -> None: ...
     def stop(self) -> Any: ...
@@ -181,7 +184,18 @@ class Manager:
         threading.Thread(target=self._after_sync, name=f"{self.name}-manager", daemon=True).start()
 
     def wait(self, timeout: float | None = None) -> int:
-        self._done.wait(timeout)
+        """Block until stopped (or ``timeout``), in short slices.
+
+        Why slices: CPython runs a signal handler only in the main thread, and a SIGTERM the
+        kernel delivers to another thread does not wake a main thread blocked on a lock
+        without a timeout, so a plain ``Event.wait()`` can sleep through a kubelet's SIGTERM.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done.is_set():
+            step = WAIT_SLICE if deadline is None else min(WAIT_SLICE, deadline - time.monotonic())
+            if step <= 0:
+                break
+            self._done.wait(step)
         return self.exit_code
 
     def stop(self, exit_code: int | None = None) -> None:
