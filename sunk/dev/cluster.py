@@ -7,6 +7,7 @@ Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -29,6 +30,7 @@ SLURM_NAMESPACE = "slurm"
 DEMO_SCHEDULER = "sunk-scheduler"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
+ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
 
 
 @frozen
@@ -222,7 +224,7 @@ class DevCluster:
                              f"--advertise-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
                              "--listen-peer-urls=http://127.0.0.1:2380", "--unsafe-no-fsync",
                              "--quota-backend-bytes=4294967296", "--log-level=warn"),
-                      self._etcd_ok),
+                      self._etcd_ok, after=self._age_etcd),
             Component(daemon("kube-apiserver", *kubeconf.apiserver_argv(bin_dir / "kube-apiserver", self.kube_dir)),
                       self._apiserver_ok, timeout=120),
             Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
@@ -464,6 +466,21 @@ class DevCluster:
 
     def _etcd_ok(self) -> bool:
         return requests.get(f"http://127.0.0.1:{kubeconf.ETCD_PORT}/health", timeout=5).json().get("health") == "true"
+
+    def _age_etcd(self) -> None:
+        """Give a new etcd some history before kube-apiserver first lists from it.
+
+        Why: the apiserver's watch cache serves every resourceVersion after the revision it
+        first listed at. On an empty etcd that is revision 1, so a watch from resourceVersion
+        "1" is replayed from history instead of answered 410 Gone, as it is on any cluster
+        that has lived a while. The dev cluster should behave like the lived-in kind.
+        """
+        url = f"http://127.0.0.1:{kubeconf.ETCD_PORT}/v3/kv"
+        key = base64.b64encode(b"/sunk-dev/revision-floor").decode()
+        revision = int(requests.post(f"{url}/range", json={"key": key}, timeout=5).json()["header"]["revision"])
+        for i in range(revision, ETCD_REVISION_FLOOR):
+            value = base64.b64encode(str(i).encode()).decode()
+            requests.post(f"{url}/put", json={"key": key, "value": value}, timeout=5).raise_for_status()
 
     def _apiserver_ok(self) -> bool:
         resp = requests.get(f"https://127.0.0.1:{kubeconf.APISERVER_PORT}/readyz", timeout=5,
