@@ -72,8 +72,8 @@ def scrape(syncer: SyncerUnderTest) -> dict[str, list[Any]]:
     return out
 
 
-def value(table: dict[str, list[Any]], name: str, **labels: str) -> float | None:
-    for sample in table.get(name, ()):
+def value(table: dict[str, list[Any]], family: str, **labels: str) -> float | None:
+    for sample in table.get(family, ()):
         if all(sample.labels.get(k) == v for k, v in labels.items()):
             return float(sample.value)
     return None
@@ -136,7 +136,10 @@ def settled(made, check, what: str) -> None:
             return False
         return True
 
-    wait_for(attempt, 30, f"{what} ({last[0] if last else ''})", interval=0.5)
+    try:
+        wait_for(attempt, 30, what, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last mismatch: {last[0] if last else None}") from None
 
 
 def test_every_family_of_the_table_with_its_exact_labels(made):
