@@ -135,7 +135,7 @@ def job_families(jobs: Iterable[Job], now: float) -> Iterator[Family]:
             counts[job.state][(job.partition, job.account, user)] += 1
         if job.state != "RUNNING":
             continue
-        running_for = max(0.0, now - job.start_time) if job.start_time else 0.0
+        running_for = max(0, int(now) - job.start_time) if job.start_time else 0  # whole seconds, as Slurm keeps time
         for allocation in per_node(job):
             block = label_block(JOB_NODE_LABELS, (job.partition, job.account, user, job_id, allocation.node))
             cpus.add_block(block, allocation.cpus)
