@@ -54,9 +54,11 @@ class DiagPoller:
     def poll(self) -> None:
         try:
             stats = self._diag()
-        except (SlurmError, OSError) as exc:
+        except Exception as exc:  # any failure, even an answer we cannot read: the poller must live on
             if not self._failing:
-                log.warning("slurm diag failed; serving the last scheduler figures until it answers: %s", exc)
+                expected = isinstance(exc, (SlurmError, OSError))
+                log.warning("slurm diag failed; serving the last scheduler figures until it answers: %s", exc,
+                            exc_info=not expected)
             self._failing = True
             return
         if self._failing:

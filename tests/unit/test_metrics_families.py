@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -226,3 +228,22 @@ def test_a_failing_source_is_left_out_not_the_scrape(caplog):
     finally:
         unregister_text("test-good")
         unregister_text("test-bad")
+
+
+def test_an_unreadable_diag_answer_does_not_end_the_poller():
+    answers: list[object] = [KeyError("statistics")]
+
+    def diag():
+        if answers:
+            raise answers.pop()  # type: ignore[misc]
+        return STATS
+
+    poller = DiagPoller(diag, interval=0.01)
+    poller.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not poller.fresh and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert poller.fresh and poller.stats == STATS  # it polled again after the bad answer
+    finally:
+        poller.stop()
