@@ -6,6 +6,7 @@ SUNK's binaries are Go; operators copy their flags (``--slurm-kill-wait=30s``,
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import re
@@ -32,6 +33,17 @@ def duration(text: str) -> float:
     if pos != len(text) or not text:
         raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 1m30s, 500ms)")
     return total
+
+
+def positive_duration(text: str) -> float:
+    """An argparse type: a duration above zero (a zero interval would turn a poller into a busy loop)."""
+    try:
+        value = duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
+    return value
 
 
 class JsonFormatter(logging.Formatter):

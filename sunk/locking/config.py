@@ -7,7 +7,7 @@ import argparse
 import attrs
 
 from sunk import names
-from sunk.flags import duration
+from sunk.flags import positive_duration
 
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -43,16 +43,6 @@ class LockConfig:
         return min(requested if requested is not None else self.default_timeout, self.max_timeout)
 
 
-def _positive_duration(text: str) -> float:
-    try:
-        value = duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
-    return value
-
-
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
@@ -81,12 +71,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lock-taint-effect", choices=TAINT_EFFECTS, default="NoSchedule",
                        help="effect of the sunk.coreweave.com/lock taint; NoExecute lets the taint manager "
                             "delete non-tolerating Pods itself, bypassing PodDisruptionBudgets")
-    group.add_argument("--lock-default-timeout", type=_positive_duration, default=90.0,
+    group.add_argument("--lock-default-timeout", type=positive_duration, default=90.0,
                        help="how long a pre-hook that names no timeout waits for the lock")
-    group.add_argument("--lock-max-timeout", type=_positive_duration, default=600.0, help="cap on any pre-hook's wait")
-    group.add_argument("--lock-eviction-retry", type=_positive_duration, default=2.0,
+    group.add_argument("--lock-max-timeout", type=positive_duration, default=600.0, help="cap on any pre-hook's wait")
+    group.add_argument("--lock-eviction-retry", type=positive_duration, default=2.0,
                        help="pause between attempts at an eviction a PodDisruptionBudget refused")
-    group.add_argument("--lock-request-grace", type=_positive_duration, default=60.0,
+    group.add_argument("--lock-request-grace", type=positive_duration, default=60.0,
                        help="how long a lock request for a job the Slurm cache has not seen stays in force")
     group.add_argument("--lock-workers", type=_positive_int, default=4, help="lock controller workers")
 

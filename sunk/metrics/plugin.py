@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sunk.flags import duration
+from sunk.flags import positive_duration
 from sunk.slurm.cache import JOB, NODE
 from sunk.syncer.context import PluginParts, SyncerContext
 
@@ -16,7 +16,7 @@ class MetricsPlugin:
     name = "slurm-metrics"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--slurm-diag-interval", type=duration, default=15.0,
+        parser.add_argument("--slurm-diag-interval", type=positive_duration, default=15.0,
                             help="how often the slurm_scheduler_* figures are fetched (one diag call)")
 
     def install(self, ctx: SyncerContext) -> PluginParts:

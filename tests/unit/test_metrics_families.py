@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from sunk.metrics.exposition import (
     unregister_text,
 )
 from sunk.metrics.families import QUEUE_STATES, SCHEDULER_FAMILIES, SlurmSnapshot, slurm_families
+from sunk.metrics.plugin import PLUGIN
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
@@ -247,3 +249,13 @@ def test_an_unreadable_diag_answer_does_not_end_the_poller():
         assert poller.fresh and poller.stats == STATS  # it polled again after the bad answer
     finally:
         poller.stop()
+
+
+@pytest.mark.parametrize("value", ["0s", "0", "-1s", "soon"])
+def test_the_diag_interval_flag_refuses_zero_negative_and_garbage(value, capsys):
+    parser = argparse.ArgumentParser()
+    PLUGIN.add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args([f"--slurm-diag-interval={value}"])
+    assert "--slurm-diag-interval" in capsys.readouterr().err
+    assert parser.parse_args(["--slurm-diag-interval=30s"]).slurm_diag_interval == 30
