@@ -22,7 +22,9 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.leader import LeaderElectionConfig
+from sunk.slurm.cache import JOB, CacheEvent
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
 
 from . import kubeops, metrics
@@ -71,7 +73,13 @@ class Assembly:
             delete_pod=self._delete_for_hook,
             slurm=self.scheduler.slurm,
             gone=self.gone,
+            observe=self._observe,
         )
+
+    def _observe(self, job: Job, observed_at: float) -> None:
+        uid = self.scheduler.jobs.upsert(job, observed_at)
+        if uid is not None:
+            self.controller.queue.add(uid)
 
     def _delete_for_hook(self, pod: Obj, why: str) -> None:
         self.scheduler.recorder.event(pod, "Normal", "JobEnding", why)
@@ -135,13 +143,15 @@ def _enqueue_unbound(pods: Any, controller: Controller) -> None:
 def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None]) -> None:
     """Slurm cache job events -> the job index -> the affected Pod's key. Never a Slurm call."""
 
-    def on_event(event: Any) -> None:
-        if getattr(event, "kind", "job") != "job":
+    def on_event(event: CacheEvent) -> None:
+        if event.kind != JOB:
             return
         if event.new is not None:
-            uid = index.upsert(event.new)
+            uid = index.upsert(event.new, event.observed_at)
+        elif event.old is not None:
+            uid = index.remove(event.old.id, event.observed_at)
         else:
-            uid = index.remove(event.old.id)
+            return
         if uid is not None:
             enqueue(uid)
 

@@ -1,5 +1,6 @@
 """The scheduler's hook API, called by placeholder jobs as Slurm ends them.
 
+POST /api/v1/jobs/<id>/started       the job is marked ": started": look now, not at the next list
 POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period applies)
 GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
                                      long-polls up to S seconds (max 30) for the deletion
@@ -8,12 +9,18 @@ GET  /healthz
 
 Every /api call carries ``Authorization: Bearer HMAC(secret, pod UID)`` (see tokens.py),
 so a job can only act on its own Pod.
+
+"started" exists for speed only: without it the Pod is bound once the Slurm cache's next
+job list shows the marker, which at a few hundred starting jobs is seconds later. The job
+is read back from Slurm rather than taken from the caller's word (a job's user holds the
+token, and must not be able to say where its Pod runs).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -22,7 +29,7 @@ from flask import Blueprint, Flask, jsonify, request
 from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import NodeUpdate
+from sunk.slurm.models import Job, NodeUpdate
 
 from .jobindex import JobIndex
 from .tokens import token_matches
@@ -57,24 +64,56 @@ def hooks_blueprint(
     delete_pod: Callable[[Obj, str], None],
     slurm: SlurmClient,
     gone: PodGone,
+    observe: Callable[[Job, float], None],
 ) -> Blueprint:
+    """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod."""
     app = Blueprint("hooks", __name__)
 
-    def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
+    def read_job(job_id: int) -> tuple[Optional[Job], float, Any]:
+        requested_at = time.monotonic()
+        try:
+            return slurm.get_job(job_id), requested_at, None
+        except NotFound:
+            return None, requested_at, error(404, f"no Slurm job {job_id}")
+        except SlurmError as exc:
+            return None, requested_at, error(503, f"Slurm is unavailable: {exc}")
+
+    def authorised(job_id: int) -> tuple[Optional[str], Optional[tuple[Job, float]], Any]:
+        """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
+        fetched: Optional[tuple[Job, float]] = None
         uid = jobs.uid_of(job_id)
-        if uid is None:
-            try:  # the cache may lag a just-started job by one refresh
-                uid = parse_uid(slurm.get_job(job_id).extra)
-            except NotFound:
-                return None, error(404, f"no Slurm job {job_id}")
-            except SlurmError as exc:
-                return None, error(503, f"Slurm is unavailable: {exc}")
+        if uid is None:  # the cache may lag a just-started job by one refresh
+            job, requested_at, failure = read_job(job_id)
+            if failure:
+                return None, None, failure
+            assert job is not None
+            fetched = (job, requested_at)
+            uid = parse_uid(job.extra)
             if uid is None:
-                return None, error(404, f"Slurm job {job_id} is not a placeholder job")
+                return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
         header = request.headers.get("Authorization", "")
         if not header.startswith("Bearer ") or not token_matches(secret, uid, header[7:].strip()):
-            return None, error(401, "missing or wrong bearer token for this job")
-        return uid, None
+            return None, None, error(401, "missing or wrong bearer token for this job")
+        return uid, fetched, None
+
+    def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
+        uid, _, failure = authorised(job_id)
+        return uid, failure
+
+    @app.post("/api/v1/jobs/<int:job_id>/started")
+    def started(job_id: int):
+        uid, fetched, failure = authorised(job_id)
+        if failure:
+            return failure
+        if fetched is None:
+            job, requested_at, failure = read_job(job_id)
+            if failure:
+                return failure
+            assert job is not None
+            fetched = (job, requested_at)
+        job, requested_at = fetched
+        observe(job, requested_at)
+        return jsonify({"job": job_id, "state": job.state, "pod_uid": uid})
 
     @app.post("/api/v1/jobs/<int:job_id>/terminating")
     def terminating(job_id: int):

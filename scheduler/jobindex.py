@@ -4,13 +4,19 @@ It also remembers submissions the cache has not shown yet ("expectations", as
 controller-runtime calls them), so a Pod reconciled twice between two cache refreshes
 is never submitted twice; and submissions Slurm refused, so a refused Pod is not
 resubmitted on its next update (the refusal expires after ``expectation_ttl``).
+
+A job is learnt two ways: from the Slurm cache's lists, and from the placeholder's own
+"started" call (one ``get_job``, seconds before the next job list shows it). Each record
+keeps the time its observation was requested, and an older one never replaces a newer
+one: a list that left before the job started must not turn a bound Pod's RUNNING job back
+into PENDING, which reads as "requeued by preemption" and deletes the Pod.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Optional
 
 from sunk.slurm.models import Job
@@ -27,25 +33,26 @@ class JobIndex:
         self._by_uid: dict[str, dict[int, Job]] = {}
         self._uid_of: dict[int, str] = {}
         self._started: dict[int, bool] = {}
+        self._observed_at: dict[int, float] = {}
         self._expected: dict[str, tuple[int, float]] = {}
+        self._expected_uid: dict[int, str] = {}  # job id -> uid, for expectations
         self._refused: dict[str, tuple[str, float]] = {}
 
-    def replace_all(self, jobs: Iterable[Job]) -> None:
-        with self._lock:
-            self._by_uid.clear()
-            self._uid_of.clear()
-            self._started.clear()
-            for job in jobs:
-                self._put(job)
+    def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
+        """Record a job seen at ``observed_at``; returns its Pod UID if it is a placeholder.
 
-    def upsert(self, job: Job) -> Optional[str]:
-        """Record a job; returns the Pod UID it belongs to, if it is a placeholder."""
+        None, too, when a later observation of the job is already held (it is kept).
+        """
         with self._lock:
+            if self._stale(job.id, observed_at):
+                return None
             self._drop(job.id)
-            return self._put(job)
+            return self._put(job, observed_at)
 
-    def remove(self, job_id: int) -> Optional[str]:
+    def remove(self, job_id: int, observed_at: float = 0.0) -> Optional[str]:
         with self._lock:
+            if self._stale(job_id, observed_at):
+                return None
             return self._drop(job_id)
 
     def jobs_for(self, uid: str) -> tuple[Job, ...]:
@@ -57,8 +64,9 @@ class JobIndex:
             return set(self._by_uid)
 
     def uid_of(self, job_id: int) -> Optional[str]:
+        """The Pod UID of a known job, or of one this process submitted that no list has shown yet."""
         with self._lock:
-            return self._uid_of.get(job_id)
+            return self._uid_of.get(job_id) or self._expected_uid.get(job_id)
 
     def started(self, job_id: int) -> bool:
         with self._lock:
@@ -66,7 +74,9 @@ class JobIndex:
 
     def expect(self, uid: str, job_id: int) -> None:
         with self._lock:
+            self._unexpect(uid)
             self._expected[uid] = (job_id, time.monotonic())
+            self._expected_uid[job_id] = uid
 
     def expected(self, uid: str) -> Optional[int]:
         with self._lock:
@@ -75,7 +85,7 @@ class JobIndex:
                 return None
             job_id, since = entry
             if job_id in self._uid_of or time.monotonic() - since > self._ttl:
-                del self._expected[uid]
+                self._unexpect(uid)
                 return None
             return job_id
 
@@ -96,10 +106,18 @@ class JobIndex:
 
     def forget(self, uid: str) -> None:
         with self._lock:
-            self._expected.pop(uid, None)
+            self._unexpect(uid)
             self._refused.pop(uid, None)
 
-    def _put(self, job: Job) -> Optional[str]:
+    def _unexpect(self, uid: str) -> None:
+        entry = self._expected.pop(uid, None)
+        if entry is not None:
+            self._expected_uid.pop(entry[0], None)
+
+    def _stale(self, job_id: int, observed_at: float) -> bool:
+        return job_id in self._observed_at and observed_at < self._observed_at[job_id]
+
+    def _put(self, job: Job, observed_at: float) -> Optional[str]:
         parsed = self._parse(job.extra)
         if parsed is None:
             return None
@@ -107,11 +125,13 @@ class JobIndex:
         self._by_uid.setdefault(uid, {})[job.id] = job
         self._uid_of[job.id] = uid
         self._started[job.id] = started
+        self._observed_at[job.id] = observed_at
         return uid
 
     def _drop(self, job_id: int) -> Optional[str]:
         uid = self._uid_of.pop(job_id, None)
         self._started.pop(job_id, None)
+        self._observed_at.pop(job_id, None)
         if uid is not None:
             jobs = self._by_uid.get(uid, {})
             jobs.pop(job_id, None)

@@ -2,7 +2,8 @@
 # sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod.
 #
 # The scheduler submits this script with the environment below. It marks the job
-# started (after the prolog, so after the node is strictly locked), then waits. When
+# started (after the prolog, so after the node is strictly locked), tells the scheduler,
+# then waits. When
 # Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
 # the Pod still runs. If the Pod outlives KillWait, it has the node drained.
@@ -58,6 +59,9 @@ done
 # Without the marker the Pod is never bound; failing the job ends the Pod with a reason.
 $started || { log "could not mark the job started; giving up"; exit 1; }
 log "started"
+# Tell the scheduler now rather than let it wait for its next job list; if this call is
+# lost, that list still shows the marker.
+hook POST started 3 >/dev/null
 while :; do
     sleep 3600 &
     wait $!

@@ -53,6 +53,9 @@ class CacheEvent:
     key: Hashable  # node name or job id
     old: Optional[Any]  # None when added
     new: Optional[Any]  # None when removed
+    # The cache clock when the list this came from was requested. A reader that also learns
+    # of an item another way (a job's own call to a hook) keeps whichever it saw later.
+    observed_at: float = 0.0
 
 
 @frozen
@@ -76,11 +79,13 @@ class CacheStats:
 Subscriber = Callable[[CacheEvent], None]
 
 
-def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any]) -> list[CacheEvent]:
+def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
+         observed_at: float = 0.0) -> list[CacheEvent]:
     """Events turning ``old`` into ``new``: added, then changed, then removed, each by key."""
-    added = [CacheEvent(kind, ADDED, k, None, v) for k, v in new.items() if k not in old]
-    changed = [CacheEvent(kind, CHANGED, k, old[k], v) for k, v in new.items() if k in old and old[k] != v]
-    removed = [CacheEvent(kind, REMOVED, k, v, None) for k, v in old.items() if k not in new]
+    added = [CacheEvent(kind, ADDED, k, None, v, observed_at) for k, v in new.items() if k not in old]
+    changed = [CacheEvent(kind, CHANGED, k, old[k], v, observed_at)
+               for k, v in new.items() if k in old and old[k] != v]
+    removed = [CacheEvent(kind, REMOVED, k, v, None, observed_at) for k, v in old.items() if k not in new]
     return added + changed + removed
 
 
@@ -90,6 +95,7 @@ class _Kind:
     def __init__(self, name: str, lister: Callable[..., Snapshot], key: Callable[[Any], Hashable]):
         self.name, self.lister, self.key = name, lister, key
         self.items: Mapping[Hashable, Any] = MappingProxyType({})
+        self.listed_at = 0.0  # clock when the list behind ``items`` was requested
         self.last_update = 0
         self.synced = False
         self.full_next = True
@@ -178,7 +184,7 @@ class SlurmCache:
             if replay:
                 for kind in self._kinds:
                     if kind.name in wanted:
-                        self._dispatch(diff(kind.name, {}, kind.items), only=entry)
+                        self._dispatch(diff(kind.name, {}, kind.items, kind.listed_at), only=entry)
 
         def unsubscribe() -> None:
             with self._refresh_lock:
@@ -228,8 +234,9 @@ class SlurmCache:
         if snapshot.items is None:  # nothing changed since last_update
             return []
         new = {kind.key(item): item for item in snapshot.items}
-        found = diff(kind.name, kind.items, new)
+        found = diff(kind.name, kind.items, new, now)
         kind.items = MappingProxyType(new)
+        kind.listed_at = now
         if snapshot.last_update and snapshot.last_update < kind.last_update:
             log.warning("Slurm's %s last_update went backwards (%d < %d): relisting in full next time",
                         kind.name, snapshot.last_update, kind.last_update)

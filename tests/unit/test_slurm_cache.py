@@ -119,25 +119,45 @@ def test_unchanged_cluster_costs_one_call_per_kind_and_no_event(cache, slurm, cl
     assert all(since == 1005 for _, since in slurm.calls)  # always update_time
 
 
-def test_one_change_is_exactly_one_event(cache, slurm):
+def test_one_change_is_exactly_one_event(cache, slurm, clock):
     cache.refresh()
     events = record(cache, replay=False)
     slurm.now += 1
+    clock.t += 1
     old = slurm.jobs[1]
     slurm.set_job(Job(id=1, state="RUNNING", nodes="node1"))
     cache.refresh()
-    assert events == [CacheEvent("job", CHANGED, 1, old, slurm.jobs[1])]
+    assert events == [CacheEvent("job", CHANGED, 1, old, slurm.jobs[1], observed_at=clock.t)]
 
 
-def test_removed_job(cache, slurm):
+def test_removed_job(cache, slurm, clock):
     cache.refresh()
     events = record(cache, replay=False)
     slurm.now += 1
     gone = slurm.jobs[1]
     slurm.drop_job(1)
     cache.refresh()
-    assert events == [CacheEvent("job", REMOVED, 1, gone, None)]
+    assert events == [CacheEvent("job", REMOVED, 1, gone, None, observed_at=clock.t)]
     assert cache.job(1) is None
+
+
+def test_events_carry_when_their_list_was_requested_and_replays_keep_it(cache, slurm, clock):
+    """A reader that also learns of a job elsewhere orders the two by this time."""
+    requested_at = clock.t
+    lister = slurm.list_jobs
+
+    def slow_list(**kw):  # the clock moves while Slurm renders the list
+        clock.t += 5
+        return lister(**kw)
+
+    slurm.list_jobs = slow_list
+    cache = SlurmCache(slurm, interval=1.0, clock=clock, kinds=("job",))
+    live = record(cache, replay=False)
+    cache.refresh()
+    assert [e.observed_at for e in live] == [requested_at]
+    clock.t += 30
+    replayed = record(cache)
+    assert [e.observed_at for e in replayed] == [requested_at]
 
 
 def test_many_readers_make_no_calls(cache, slurm):

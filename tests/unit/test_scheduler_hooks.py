@@ -1,0 +1,130 @@
+"""The scheduler's hook API (called by placeholder jobs): tokens, Slurm reads, JSON errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scheduler.hooks import PodGone, create_hooks_app, hooks_blueprint
+from scheduler.jobindex import JobIndex
+from scheduler.tokens import hook_token
+from sunk.slurm.errors import NotFound, SlurmUnavailable
+from sunk.slurm.models import Job
+
+SECRET = b"hook-secret"
+POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}}
+
+
+def parse(extra: str):
+    uid, _, rest = extra.partition(":")
+    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+
+
+class Slurm:
+    """get_job only: the hook API never lists."""
+
+    def __init__(self):
+        self.jobs: dict[int, Job] = {}
+        self.reads = 0
+        self.down = False
+
+    def get_job(self, job_id: int) -> Job:
+        self.reads += 1
+        if self.down:
+            raise SlurmUnavailable("connection refused")
+        if job_id not in self.jobs:
+            raise NotFound(f"job {job_id}")
+        return self.jobs[job_id]
+
+
+@pytest.fixture
+def world():
+    slurm = Slurm()
+    index = JobIndex(parse)
+    pods = {"uid-a": POD}
+    observed: list[tuple[Job, float]] = []
+    deleted: list[str] = []
+    app = create_hooks_app(hooks_blueprint(
+        secret=SECRET, jobs=index, parse_uid=lambda extra: (parse(extra) or (None, False))[0],
+        pod_by_uid=pods.get, delete_pod=lambda pod, why: deleted.append(why), slurm=slurm,
+        gone=PodGone(pods.get), observe=lambda job, at: observed.append((job, at))))
+    return app.test_client(), slurm, index, pods, observed, deleted
+
+
+def auth(uid="uid-a"):
+    return {"Authorization": f"Bearer {hook_token(SECRET, uid)}"}
+
+
+def test_started_reads_the_job_from_slurm_once_and_hands_it_over(world):
+    client, slurm, index, _, observed, _ = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    index.expect("uid-a", 7)  # submitted by this process, not listed yet
+    before = time.monotonic()
+    response = client.post("/api/v1/jobs/7/started", headers=auth())
+    after = time.monotonic()
+    assert response.status_code == 200
+    assert response.get_json() == {"job": 7, "state": "RUNNING", "pod_uid": "uid-a"}
+    assert slurm.reads == 1
+    assert [job for job, _ in observed] == [slurm.jobs[7]]
+    assert before <= observed[0][1] <= after  # when the read was requested: ordered against lists
+
+
+def test_started_for_a_job_no_one_knows_yet_still_costs_one_read(world):
+    """After a scheduler restart the index may not know the job: one get_job serves both needs."""
+    client, slurm, _, _, observed, _ = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    assert client.post("/api/v1/jobs/7/started", headers=auth()).status_code == 200
+    assert slurm.reads == 1 and len(observed) == 1
+
+
+def test_a_token_for_another_pod_is_refused_and_nothing_is_recorded(world):
+    client, slurm, index, _, observed, _ = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", extra="uid-a: started")
+    index.upsert(slurm.jobs[7])
+    for headers in (auth("uid-b"), {}, {"Authorization": "Basic x"}):
+        response = client.post("/api/v1/jobs/7/started", headers=headers)
+        assert response.status_code == 401 and "token" in response.get_json()["error"]
+    assert observed == [] and slurm.reads == 0
+
+
+@pytest.mark.parametrize("job, down, status, needle", [
+    (None, False, 404, "no Slurm job 7"),
+    (Job(id=7, extra="a user's own job"), False, 404, "not a placeholder"),
+    (None, True, 503, "unavailable"),
+])
+def test_started_errors_are_json(world, job, down, status, needle):
+    client, slurm, _, _, observed, _ = world
+    if job is not None:
+        slurm.jobs[7] = job
+    slurm.down = down
+    response = client.post("/api/v1/jobs/7/started", headers=auth())
+    assert response.status_code == status and needle in response.get_json()["error"]
+    assert observed == []
+
+
+def test_terminating_deletes_the_pod_and_says_so(world):
+    client, slurm, index, pods, _, deleted = world
+    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    response = client.post("/api/v1/jobs/7/terminating", headers=auth())
+    assert response.status_code == 200 and response.get_json() == {"pod": "ns/p", "deleting": True}
+    assert deleted == ["Slurm is ending job 7"] and slurm.reads == 0
+    pods.clear()
+    assert client.post("/api/v1/jobs/7/terminating", headers=auth()).status_code == 404
+
+
+def test_pod_wait_answers_404_once_the_pod_is_gone_and_rejects_a_bad_wait(world):
+    client, _, index, pods, _, _ = world
+    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    assert client.get("/api/v1/jobs/7/pod?wait=0", headers=auth()).status_code == 200
+    bad = client.get("/api/v1/jobs/7/pod?wait=soon", headers=auth())
+    assert bad.status_code == 400 and "wait" in bad.get_json()["error"]
+    pods.clear()
+    assert client.get("/api/v1/jobs/7/pod?wait=5", headers=auth()).status_code == 404
+
+
+def test_unknown_routes_and_methods_answer_json(world):
+    client = world[0]
+    assert client.get("/api/v1/nothing").get_json() == {"error": "no such endpoint"}
+    response = client.get("/api/v1/jobs/7/started")
+    assert response.status_code == 405 and response.get_json() == {"error": "method not allowed"}

@@ -1,0 +1,79 @@
+"""JobIndex: placeholder jobs by Pod UID, learnt from cache lists and from the "started" hook."""
+
+from __future__ import annotations
+
+from scheduler.jobindex import JobIndex
+from sunk.slurm.models import Job
+
+
+def parse(extra: str):
+    uid, _, rest = extra.partition(":")
+    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+
+
+def job(state="RUNNING", started=False, id=7, uid="uid-a"):
+    return Job(id=id, state=state, nodes="node1" if state == "RUNNING" else "",
+               extra=f"{uid}: started" if started else uid)
+
+
+def test_a_list_requested_before_the_hook_does_not_undo_what_the_hook_saw():
+    index = JobIndex(parse)
+    assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
+    # The cache's list left at t=15, before the job was marked started, and lands now.
+    assert index.upsert(job(state="PENDING"), observed_at=15.0) is None
+    assert [j.state for j in index.jobs_for("uid-a")] == ["RUNNING"]
+    assert index.started(7)
+
+
+def test_a_later_list_replaces_the_hook_observation():
+    index = JobIndex(parse)
+    index.upsert(job(started=True), observed_at=20.0)
+    assert index.upsert(job(state="COMPLETED", started=True), observed_at=21.0) == "uid-a"
+    assert [j.state for j in index.jobs_for("uid-a")] == ["COMPLETED"]
+
+
+def test_a_same_time_observation_replaces():
+    index = JobIndex(parse)
+    index.upsert(job(state="PENDING"), observed_at=20.0)
+    assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
+    assert index.started(7)
+
+
+def test_removal_from_an_older_list_is_ignored_and_from_a_newer_one_applies():
+    index = JobIndex(parse)
+    index.upsert(job(started=True), observed_at=20.0)
+    assert index.remove(7, observed_at=19.0) is None
+    assert index.uid_of(7) == "uid-a"
+    assert index.remove(7, observed_at=25.0) == "uid-a"
+    assert index.uid_of(7) is None and index.jobs_for("uid-a") == ()
+    # Once removed, nothing of the job is kept: a later add starts afresh.
+    assert index.upsert(job(), observed_at=1.0) == "uid-a"
+
+
+def test_jobs_that_are_not_placeholders_are_not_indexed():
+    index = JobIndex(parse)
+    assert index.upsert(Job(id=3, extra="someone else's"), observed_at=1.0) is None
+    assert index.uid_of(3) is None and index.uids() == set()
+
+
+def test_a_submission_is_known_by_job_id_before_any_list_shows_it():
+    """The placeholder may call its hook before the cache lists the job: it must be recognised."""
+    index = JobIndex(parse)
+    index.expect("uid-a", 7)
+    assert index.uid_of(7) == "uid-a" and index.expected("uid-a") == 7
+    index.expect("uid-a", 8)  # a newer expectation replaces the old one, both ways
+    assert index.uid_of(7) is None and index.uid_of(8) == "uid-a"
+    index.upsert(job(id=8), observed_at=1.0)
+    assert index.expected("uid-a") is None  # the list shows it: the expectation is met
+    assert index.uid_of(8) == "uid-a"
+    index.expect("uid-b", 9)
+    index.forget("uid-b")
+    assert index.uid_of(9) is None and index.expected("uid-b") is None
+
+
+def test_expectations_and_refusals_expire():
+    index = JobIndex(parse, expectation_ttl=0.0)
+    index.expect("uid-a", 7)
+    index.refuse("uid-b", "no such QOS")
+    assert index.expected("uid-a") is None and index.uid_of(7) is None
+    assert index.refused("uid-b") is None
