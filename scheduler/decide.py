@@ -53,10 +53,16 @@ class Bind:
 
 @frozen
 class Waiting:
-    """The job is queued or starting; report why, and wait for the next event."""
+    """The job is queued or starting; report why, and wait for the next event.
+
+    ``passing`` marks the steps every Pod goes through in a second or two (Slurm has not
+    listed the job yet, or has not given a reason, or the prolog is running): worth an
+    Event only if the Pod stays there, not for each of a few hundred Pods starting at once.
+    """
 
     job_id: int
     reason: str
+    passing: bool = False
 
 
 @frozen
@@ -145,7 +151,7 @@ def decide(
         return Invalid(pod.problems)
     if job is None:
         if expected_job_id is not None and not any(j.id == expected_job_id for j in jobs):
-            return Waiting(expected_job_id, "submitted; waiting for Slurm to report the job")
+            return Waiting(expected_job_id, "submitted; waiting for Slurm to report the job", passing=True)
         if jobs and max(jobs, key=lambda j: j.id).state == "FAILED":
             last = max(jobs, key=lambda j: j.id)
             return Unschedulable(f"Slurm failed job {last.id} before it started: {last.state_reason or 'no reason'}")
@@ -155,9 +161,10 @@ def decide(
             return Unschedulable(refused)
         return Submit()
     if job.state != "RUNNING":
-        return Waiting(job.id, job.state_reason or job.state)
+        reason = job.state_reason if job.state_reason not in ("", "None") else ""
+        return Waiting(job.id, reason or job.state, passing=not reason)
     if not started.get(job.id, False):
-        return Waiting(job.id, "prolog and node lock in progress")
+        return Waiting(job.id, "prolog and node lock in progress", passing=True)
     nodes = job.node_list
     if len(nodes) != 1:
         return CancelJobs((job.id,), f"a Pod needs exactly one node; Slurm allocated {job.nodes or 'none'}")

@@ -48,9 +48,11 @@ Obj = dict[str, Any]
 
 PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
 
-# Safety net only: Slurm cache events and Pod watches drive every transition.
+# Safety net only: Slurm cache events, the placeholder's "started" call and Pod watches
+# drive every transition.
 WAITING_RESYNC = 30.0
-EXPECTATION_RECHECK = 2.0
+# A passing wait (see decide.Waiting) becomes an Event once it has lasted this long.
+PASSING_WAIT_GRACE = 10.0
 
 
 class PodIndex:
@@ -107,6 +109,7 @@ class PodScheduler:
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
+    _waiting_since: dict[str, tuple[str, float]] = attrs.field(init=False, factory=dict)
     bind_latency: Optional[Callable[[float], None]] = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
 
@@ -170,9 +173,8 @@ class PodScheduler:
         if isinstance(action, Submit):
             return self._submit(pod)
         if isinstance(action, Waiting):
-            self._report(pod, "Normal", "WaitingForSlurm", f"Slurm job {action.job_id}: {action.reason}")
-            recheck = EXPECTATION_RECHECK if action.reason.startswith("submitted") else WAITING_RESYNC
-            return Result(requeue_after=recheck)
+            return self._wait(uid, pod, action)
+        self._waiting_since.pop(uid, None)
         if isinstance(action, Bind):
             assert self.on_bind is not None
             self.on_bind(pod, action)
@@ -184,6 +186,22 @@ class PodScheduler:
         raise TypeError(f"unknown action {action!r}")
 
     # -- actions ------------------------------------------------------------------------------
+    def _wait(self, uid: str, pod: Obj, waiting: Waiting) -> Result:
+        message = f"Slurm job {waiting.job_id}: {waiting.reason}"
+        if not waiting.passing:
+            self._waiting_since.pop(uid, None)
+            self._report(pod, "Normal", "WaitingForSlurm", message)
+            return Result(requeue_after=WAITING_RESYNC)
+        reason, since = self._waiting_since.get(uid, ("", 0.0))
+        if reason != waiting.reason:
+            since = time.monotonic()
+            self._waiting_since[uid] = (waiting.reason, since)
+        left = since + PASSING_WAIT_GRACE - time.monotonic()
+        if left > 0:
+            return Result(requeue_after=left)
+        self._report(pod, "Normal", "WaitingForSlurm", message)
+        return Result(requeue_after=WAITING_RESYNC)
+
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
         uid = meta["uid"]
@@ -212,7 +230,7 @@ class PodScheduler:
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
         self._report(pod, "Normal", "Submitted", f"placeholder Slurm job {job_id} submitted")
         kubeops.record_submission(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
-        return Result(requeue_after=EXPECTATION_RECHECK)
+        return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
     def job_request(self, pod: Obj) -> Any:
         meta = pod["metadata"]
@@ -261,6 +279,7 @@ class PodScheduler:
     def _forget(self, uid: str) -> None:
         self._last_reported.pop(uid, None)
         self._created.pop(uid, None)
+        self._waiting_since.pop(uid, None)
         self.jobs.forget(uid)
 
 

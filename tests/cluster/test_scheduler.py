@@ -6,6 +6,7 @@ import time
 import uuid
 
 import pytest
+import requests
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from slurmtools import idle_node, number, slurm_job, state, wait_for
@@ -27,7 +28,8 @@ def namespace(kube_api):
     purge_namespace(kube_api, ns)
 
 
-def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler") -> Process:
+def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", ports=PORTS,
+                      extra_args=()) -> Process:
     env = dev_cluster.env()
     return Process(
         name, "scheduler.cli",
@@ -35,15 +37,15 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler") ->
             f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
             f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
             f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
-            f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
-            f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
+            f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}",
+            f"--hooks-url=http://127.0.0.1:{ports['hooks']}",
             # Stable across runs, like the Secret in production: jobs outlive scheduler processes.
             f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
-            f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
-            f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-            f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
+            f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{ports['probes']}",
+            f"--leader-election-namespace={namespace}", "--zap-log-level=debug", *extra_args,
         ],
-        ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz",
+        ready_url=f"http://127.0.0.1:{ports['probes']}/readyz",
         log_dir=tmp_dir,
     )
 
@@ -221,7 +223,8 @@ def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, n
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, namespace, name)
     assert state(slurm_job(dev_cluster, job_id)) == "PENDING"
-    assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 10, "events")
+    # Slurm's reason (Resources, Priority...) is reported at once; with no reason yet, after a grace.
+    assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 20, "events")
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
@@ -288,6 +291,62 @@ def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster,
     assert jobs_for_pod(dev_cluster, uid) == [str(job_id)]
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
+
+
+def test_orphans_made_while_the_scheduler_was_down_are_cleaned_up(kube_api, dev_cluster, namespace, scheduler):
+    """A crash, then: a Pod deleted (its job must go) and a job cancelled (its Pod must go)."""
+    deleted, cancelled = create_pod(kube_api, namespace), create_pod(kube_api, namespace)
+    deleted_name, cancelled_name = deleted["metadata"]["name"], cancelled["metadata"]["name"]
+    orphan_job, cancelled_job = job_id_of(kube_api, namespace, deleted_name), job_id_of(kube_api, namespace,
+                                                                                         cancelled_name)
+    for name in (deleted_name, cancelled_name):
+        wait_for(lambda name=name: bound(kube_api, namespace, name), 30, f"{name} to be bound")
+    slurm_node = slurm_job(dev_cluster, cancelled_job)["nodes"]
+    scheduler.kill()
+    try:
+        kc.delete(kube_api, PODS, deleted_name, namespace)
+        wait_for(lambda: gone(kube_api, namespace, deleted_name), 30, "the Pod to be deleted while no one watches")
+        dev_cluster.slurm("scancel", str(cancelled_job))
+    finally:
+        scheduler.start()
+    # The old lease must expire (15 s) before the new process cancels anything.
+    wait_for(lambda: state(slurm_job(dev_cluster, orphan_job)) == "CANCELLED", 60, "the orphan job to be cancelled")
+    wait_for(lambda: gone(kube_api, namespace, cancelled_name), 30, "the orphan Pod to be deleted")
+    # Its placeholder was waiting for the Pod to go: it must end cleanly, without draining the node.
+    wait_for(lambda: state(slurm_job(dev_cluster, cancelled_job)) == "CANCELLED"
+             and "COMPLETING" not in slurm_job(dev_cluster, cancelled_job)["job_state"], 40, "the job to finish")
+    node = dev_cluster.slurm("scontrol", "-o", "show", "node", slurm_node).stdout
+    assert "DRAIN" not in node, node
+
+
+@pytest.fixture(scope="module")
+def slow_listing_scheduler(kube_api, dev_cluster, tmp_path_factory):
+    """Its Slurm cache lists jobs only every 5 minutes: whatever binds sooner came another way."""
+    namespace = create_namespace(kube_api)
+    proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("slow-scheduler"),
+                             ports={"hooks": 18200, "metrics": 18280, "probes": 18281},
+                             extra_args=("--slurm-poll-interval=5m",))
+    proc.start()
+    yield namespace, proc
+    end_pods(kube_api, dev_cluster, namespace)
+    proc.stop()
+    purge_namespace(kube_api, namespace)
+
+
+def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_api, dev_cluster,
+                                                                           slow_listing_scheduler):
+    namespace, _ = slow_listing_scheduler
+    pod = create_pod(kube_api, namespace)
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, namespace, name)
+    node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding well before the next job list")
+    job = slurm_job(dev_cluster, job_id)
+    assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
+    text = requests.get("http://127.0.0.1:18280/metrics", timeout=5).text
+    started_calls = [line for line in text.splitlines()
+                     if line.startswith("sunk_hooks_request_duration_seconds_count")
+                     and "/started" in line and 'code="200"' in line]
+    assert started_calls and float(started_calls[0].split()[-1]) >= 1
 
 
 # -- translation: every annotation, as Slurm reports the job ---------------------------------------
