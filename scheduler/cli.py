@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from sunk.flags import configure_logging, duration
+from sunk.flags import configure_logging, positive_duration, positive_int
 from sunk.kube.client import load_api_client
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.web import serve
@@ -42,9 +42,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"))
     parser.add_argument("--slurm-auth-token-file", default=None, help="re-read when it changes")
     parser.add_argument("--slurm-user", default="root")
-    parser.add_argument("--slurm-poll-interval", type=duration, default=0.5,
+    parser.add_argument("--slurm-poll-interval", type=positive_duration, default=0.5,
                         help="one Slurm list call per interval, whatever the number of Pods")
-    parser.add_argument("--slurm-kill-wait", type=duration, default=30.0, help="KillWait from slurm.conf, e.g. 30s")
+    parser.add_argument("--slurm-kill-wait", type=positive_duration, default=30.0,
+                        help="KillWait from slurm.conf, e.g. 30s")
     parser.add_argument("--slurmd-namespace", default="slurm")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
     parser.add_argument("--default-partition", default=None)
@@ -57,8 +58,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--leader-elect", type=_boolean, default=True)
     parser.add_argument("--leader-election-namespace", default=None)
     parser.add_argument("--leader-election-id", default=None)
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--submit-concurrency", type=int, default=16)
+    # Workers mostly wait on slurmrestd and the apiserver; 200 Pods at once queued behind 8
+    # (docs/benchmarks.md).
+    parser.add_argument("--workers", type=positive_int, default=16)
+    parser.add_argument("--submit-concurrency", type=positive_int, default=16,
+                        help="placeholder submissions in flight at once, across workers")
     parser.add_argument("--zap-log-level", default="info")
 
 

@@ -46,6 +46,17 @@ def positive_duration(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for counts of workers or threads: zero would start nothing and hang."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
+    return value
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, with the fields log pipelines index on."""
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sunk.flags import LEVELS, configure_logging, duration
+from sunk.flags import LEVELS, configure_logging, positive_duration, positive_int
 
 from .plugins import DEFAULT_PLUGINS, load_plugins, parse_plugin_list
 
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"), help="slurmrestd JWT")
     parser.add_argument("--slurm-auth-token-file", default=None, help="JWT file, re-read when it changes")
     parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for")
-    parser.add_argument("--slurm-poll-interval", type=duration, default=1.0,
+    parser.add_argument("--slurm-poll-interval", type=positive_duration, default=1.0,
                         help="one Slurm node list (and one job list) per interval, whatever the cluster size")
     parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of the slurmd Pods")
@@ -48,15 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
     parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
     parser.add_argument("--hooks-api-bind-address", default=":8000", help="hook API (served by every replica)")
-    parser.add_argument("--hooks-api-threads", type=int, default=256,
+    parser.add_argument("--hooks-api-threads", type=positive_int, default=256,
                         help="hook API threads: a waiting pre-hook holds one, and a job's prologs call at once")
     parser.add_argument("--hooks-token-file", default=None, help="bearer token file of the hook API")
     parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
                         help="only the Lease holder reconciles")
     parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
     parser.add_argument("--leader-election-id", default=None, help="Lease name (default sunk-syncer)")
-    parser.add_argument("--workers", type=int, default=4, help="workers per sync controller")
-    parser.add_argument("--resync-period", type=duration, default=600.0,
+    parser.add_argument("--workers", type=positive_int, default=4, help="workers per sync controller")
+    parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
     parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
 
