@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.runtime import Result
+from sunk.kube import client as kube
 from sunk.kube.events import EventRecorder
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
@@ -110,6 +111,9 @@ class PodScheduler:
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
     _waiting_since: dict[str, tuple[str, float]] = attrs.field(init=False, factory=dict)
+    # Pods this process bound that the Pod informer may not show bound yet (kube-scheduler's
+    # "assumed" Pods): a reconcile in between must not bind again (the apiserver says 409).
+    _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
     bind_latency: Optional[Callable[[float], None]] = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
 
@@ -140,14 +144,19 @@ class PodScheduler:
 
     def facts(self, pod: Obj) -> PodFacts:
         meta, spec = pod["metadata"], pod["spec"]
+        bound_node = spec.get("nodeName")
+        if bound_node:
+            self._assumed.pop(meta["uid"], None)  # the informer has caught up
+        else:
+            bound_node = self._assumed.get(meta["uid"])
         problems: tuple[str, ...] = ()
-        if not spec.get("nodeName"):
+        if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
         return PodFacts(
             uid=meta["uid"],
-            bound_node=spec.get("nodeName"),
+            bound_node=bound_node,
             deleting=bool(meta.get("deletionTimestamp")),
-            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}),
+            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or meta["uid"] in self._assumed,
             problems=problems,
         )
 
@@ -250,8 +259,17 @@ class PodScheduler:
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         meta = pod["metadata"]
-        kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
-                                                    names.ANN_SLURM_NODE: bind.slurm_node})
+        try:
+            kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
+                                                        names.ANN_SLURM_NODE: bind.slurm_node})
+        except kube.ApiError as exc:
+            if not exc.conflict:
+                raise
+            # Already bound (by us before a restart, or by someone else): the Pod watch
+            # brings the binding, and the next reconcile judges it.
+            log.info("pod %s/%s: not bound again: %s", meta["namespace"], meta["name"], exc.message)
+            return
+        self._assumed[meta["uid"]] = bind.k8s_node
         self._report(pod, "Normal", "Scheduled",
                      f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
         created = self._created.pop(meta["uid"], None) or _created_at(pod)
@@ -280,6 +298,7 @@ class PodScheduler:
         self._last_reported.pop(uid, None)
         self._created.pop(uid, None)
         self._waiting_since.pop(uid, None)
+        self._assumed.pop(uid, None)
         self.jobs.forget(uid)
 
 

@@ -1,0 +1,109 @@
+"""PodScheduler's own bookkeeping around the pure decision: binding once, waiting quietly."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler import kubeops, reconciler
+from scheduler.config import SchedulerConfig
+from scheduler.jobindex import JobIndex
+from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+from sunk import names
+from sunk.kube.client import ApiError
+from sunk.slurm.models import Job
+
+
+class Informer:
+    """A Pod informer's read side, from a dict the test edits."""
+
+    def __init__(self, objects):
+        self.objects = objects
+        self.indexers = {}
+
+    def add_indexer(self, name, fn):
+        self.indexers[name] = fn
+
+    def by_index(self, name, value):
+        return [o for o in self.objects if value in self.indexers[name](o)]
+
+    def list(self):
+        return list(self.objects)
+
+
+class Recorder:
+    def __init__(self):
+        self.events = []
+
+    def event(self, obj, type_, reason, message):
+        self.events.append((reason, message))
+
+
+def parse(extra):
+    uid, _, rest = extra.partition(":")
+    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+
+
+def pod(uid="uid-a", node=None):
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 5,
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
+@pytest.fixture
+def world(monkeypatch):
+    pods = [pod()]
+    slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
+    jobs = JobIndex(parse)
+    recorder = Recorder()
+    binds = []
+
+    def bind(api, obj, node, annotations):
+        binds.append((obj["metadata"]["uid"], node))
+        if len(binds) > 1:
+            raise ApiError(409, "Conflict", {"message": f"pod p is already assigned to node {node!r}"})
+
+    monkeypatch.setattr(kubeops, "bind", bind)
+    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"),
+                             jobs=jobs, pods=PodIndex(Informer(pods)), slurmd=SlurmdNodes(Informer(slurmd)),
+                             recorder=recorder)
+    return scheduler, pods, jobs, recorder, binds
+
+
+def test_a_pod_bound_but_not_yet_seen_bound_is_not_bound_twice(world):
+    scheduler, pods, jobs, recorder, binds = world
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")  # a cache event, before the Pod watch shows the binding
+    assert binds == [("uid-a", "worker-1")]
+    assert [reason for reason, _ in recorder.events] == ["Scheduled"]
+    pods[0] = pod(node="worker-1")  # the informer catches up
+    pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    scheduler.reconcile("uid-a")
+    assert binds == [("uid-a", "worker-1")]
+
+
+def test_a_conflict_on_binding_is_left_to_the_pod_watch(world):
+    scheduler, _, jobs, recorder, binds = world
+    binds.append(("someone", "else"))  # the next bind answers 409
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    assert scheduler.reconcile("uid-a").requeue_after is None
+    assert recorder.events == []  # no "Scheduled" for a binding that was not ours
+
+
+def test_passing_waits_are_quiet_until_they_last(world, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a"))  # prolog still running
+    result = scheduler.reconcile("uid-a")
+    assert recorder.events == [] and result.requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)
+    now[0] += reconciler.PASSING_WAIT_GRACE
+    scheduler.reconcile("uid-a")
+    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: prolog and node lock in progress")]
+
+
+def test_slurm_reasons_are_reported_at_once(world):
+    scheduler, _, jobs, recorder, _ = world
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
+    assert scheduler.reconcile("uid-a").requeue_after == reconciler.WAITING_RESYNC
+    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: Resources")]
