@@ -1,7 +1,7 @@
 """A stand-in kubelet for the dev cluster: Nodes Ready, bound Pods Running, deletions finished.
 
 It does what scheduling tests need from a kubelet and nothing else:
-- registers its Nodes with capacity that matches the Slurm nodes (64 CPU, 128Gi, 2 GPUs),
+- registers its Nodes with capacity that matches the Slurm nodes (CPUs, memory, GPUs of slurmconf),
   and lifts the not-ready taint the apiserver puts on new Nodes, as the node-lifecycle
   controller of kube-controller-manager (not run here) would;
 - a Pod bound to one of its Nodes becomes Running and Ready once (it never fights a
@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 from kubernetes import client, config
 
+from sunk.dev import slurmconf
+
 log = logging.getLogger("sunk.dev.kubelet")
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
@@ -34,7 +36,9 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-CAPACITY = {"cpu": "64", "memory": "128Gi", "pods": "300", "nvidia.com/gpu": "2"}
+# The Slurm node each Node hosts: kube-scheduler (extender mode) must see the same room Slurm does.
+CAPACITY = {"cpu": str(slurmconf.NODE_CPUS), "memory": f"{slurmconf.NODE_MEMORY_MB}Mi", "pods": "300",
+            "nvidia.com/gpu": str(slurmconf.NODE_GPUS)}
 
 
 def node_object(name: str) -> dict[str, Any]:
@@ -198,6 +202,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = client.Configuration()
     config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
+    # Deletions finish on timer threads, hundreds at once when a benchmark ends: past the
+    # default pool of cpu*5 each would open (and TLS-handshake) a connection of its own.
+    cfg.connection_pool_maxsize = 64
     kubelet = FakeKubelet(client.ApiClient(cfg), [n for n in args.nodes.split(",") if n])
     signal.signal(signal.SIGTERM, lambda *_: kubelet.stopping.set())
     threading.Thread(target=kubelet.run, daemon=True).start()

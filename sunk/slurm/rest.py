@@ -147,7 +147,9 @@ class RestClient:
         self._sleep = sleep
         if session is None:
             session = requests.Session()
-            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=16, max_retries=0)
+            # Kept connections: workers' submissions, hook threads' reads and the cache's lists
+            # share them (past the pool each request opened and dropped a connection of its own).
+            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=64, max_retries=0)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
         self.session = session
