@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from sunk import names
 from sunk.dev.cluster import DevCluster
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer
-from sunk.kube.resources import PODS
+from sunk.kube.resources import EVENTS, PODS
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 from tests.cluster.procs import Process, secret_file
 
@@ -55,15 +58,68 @@ def rpc_counts(metrics_url: str) -> dict[str, float]:
             if f.name == "slurm_controller_rpc_count" for s in f.samples}
 
 
-def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its live children (the gunicorn worker), from /proc."""
+    total, pending = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while pending:
+        current = pending.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+        pending.extend(int(c) for c in children)
+    return total
+
+
+def where_time_went(metrics_url: str) -> dict[str, float]:
+    """Means from the scheduler's own histograms: which step of the pipeline is slow."""
+    text = requests.get(metrics_url, timeout=5).text
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    wanted = {"sunk_reconcile_duration_seconds": "reconcile",
+              "sunk_workqueue_queue_duration_seconds": "queue_wait",
+              "sunk_hooks_request_duration_seconds": "hook"}
+    for family in text_string_to_metric_families(text):
+        if family.name == "slurm_controller_rpc_mean_duration_seconds":
+            for s in family.samples:
+                sums[f"slurm_{s.labels['message_type']}_mean_s"] = round(s.value, 4)
+        if family.name not in wanted:
+            continue
+        for s in family.samples:
+            label = wanted[family.name] + ("_" + s.labels["route"].rsplit("/", 1)[-1] if "route" in s.labels else "")
+            if s.name.endswith("_sum"):
+                sums[label] = sums.get(label, 0.0) + s.value
+            elif s.name.endswith("_count"):
+                counts[label] = counts.get(label, 0.0) + s.value
+    means = {f"{k}_mean_s": round(v / counts[k], 4) for k, v in sums.items() if counts.get(k)}
+    means.update({f"{k}_count": v for k, v in counts.items()})
+    means.update({k: v for k, v in sums.items() if k.startswith("slurm_")})
+    return dict(sorted(means.items()))
+
+
+def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str, scheduler_pid: int) -> dict:
     bound_at: dict[str, float] = {}
     created_at: dict[str, float] = {}
+    submitted_at: dict[str, float] = {}  # the job-id annotation, written right after the submission
     done = threading.Event()
     lock = threading.Lock()
+
+    lost: list[str] = []
+
+    def deleted(obj: dict) -> None:
+        if not obj["spec"].get("nodeName"):
+            lost.append(obj["metadata"]["name"])
+            done.set()
 
     def seen(obj: dict) -> None:
         name = obj["metadata"]["name"]
         with lock:
+            if names.ANN_JOB_ID in (obj["metadata"].get("annotations") or {}):
+                submitted_at.setdefault(name, time.time())
             if obj["spec"].get("nodeName") and name not in bound_at:
                 bound_at[name] = time.time()
                 if len(bound_at) == count:
@@ -72,11 +128,12 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     # The project's informer, not a bare watch: it survives a broken stream (a bare watch once
     # died silently under load and the run waited for bindings it had missed).
     informer = Informer(api, PODS, namespace=namespace, name="bench-pods")
-    informer.add_handler(on_add=seen, on_update=lambda _old, new: seen(new))
+    informer.add_handler(on_add=seen, on_update=lambda _old, new: seen(new), on_delete=deleted)
     informer.start()
     if not informer.wait_for_sync(30):
         raise SystemExit("the Pod informer did not sync in 30 s")
     before = rpc_counts(metrics_url)
+    cpu_before = cpu_seconds(scheduler_pid)
     names_ = [f"b-{i:04d}" for i in range(count)]
     began = time.time()
 
@@ -87,16 +144,31 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     try:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(create, names_))
+        all_created = time.time() - began
         if not done.wait(600):
             raise SystemExit(f"only {len(bound_at)} of {count} Pods bound in 600 s")
+        if lost:
+            raise SystemExit(f"{len(lost)} Pods were deleted before being bound (their jobs ended early); "
+                             "see the scheduler's log")
     finally:
         informer.stop()
+    events = Counter(e.get("reason", "") for e in kc.list_objects(api, EVENTS, namespace)
+                     if (e.get("source") or {}).get("component") == "sunk-scheduler"
+                     or e.get("reportingComponent") == "sunk-scheduler")
+    cpu = cpu_seconds(scheduler_pid) - cpu_before
     total = max(bound_at.values()) - began
     after = rpc_counts(metrics_url)
     latencies = [bound_at[n] - created_at[n] for n in names_]
+    to_submit = [submitted_at.get(n, bound_at[n]) - created_at[n] for n in names_]
+    to_bind = [bound_at[n] - submitted_at.get(n, bound_at[n]) for n in names_]
     calls = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
     return {"total_s": total, "p50_s": percentile(latencies, 50), "p99_s": percentile(latencies, 99),
-            "slurm_calls": calls, "slurm_calls_per_pod": sum(calls.values()) / count}
+            "create_to_submit_p50_s": percentile(to_submit, 50), "create_to_submit_p99_s": percentile(to_submit, 99),
+            "submit_to_bind_p50_s": percentile(to_bind, 50), "submit_to_bind_p99_s": percentile(to_bind, 99),
+            "all_created_s": all_created, "all_submitted_s": max(submitted_at.values(), default=began) - began,
+            "slurm_calls": calls, "slurm_calls_per_pod": sum(calls.values()) / count,
+            "scheduler_cpu_s": round(cpu, 2), "events_by_reason": dict(events),
+            "scheduler_profile": where_time_went(metrics_url)}
 
 
 # The placeholder's start, without its SIGTERM contract (there is no Pod to wait for):
@@ -126,6 +198,7 @@ def raw_path(cluster: DevCluster, count: int) -> dict:
 
     with ThreadPoolExecutor(16) as pool:
         ids = list(pool.map(submit, range(count)))
+    all_submitted = time.time() - began
     wanted = set(ids)
     while True:
         jobs = slurm.list_jobs().items or ()
@@ -133,40 +206,44 @@ def raw_path(cluster: DevCluster, count: int) -> dict:
                    and j.extra.endswith(names.STARTED_MARKER)}
         if started == wanted:
             break
+        ended = {j.id: j.state for j in jobs if j.id in wanted and not j.active}
+        if ended:
+            for job_id in ids:
+                slurm.cancel_job(job_id)
+            raise SystemExit(f"{len(ended)} raw jobs ended before starting ({set(ended.values())}); "
+                             "see slurmctld.log and the slurmd logs")
         if time.time() - began > 600:
             raise SystemExit(f"only {len(started)} of {count} raw jobs started in 600 s")
         time.sleep(0.1)
     total = time.time() - began
     for job_id in ids:
         slurm.cancel_job(job_id)
-    return {"total_s": total}
+    return {"total_s": total, "all_submitted_s": all_submitted}
+
+
+def wait_for_idle_slurm(cluster: DevCluster, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not cluster.slurm("squeue", "-h", "-t", "PD,R,CG", "-o", "%i").stdout.split():
+            return
+        time.sleep(1)
+    raise SystemExit(f"Slurm still has active jobs after {timeout:.0f} s")
 
 
 def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
     """Delete the Pods while the scheduler still runs, so it cancels their jobs."""
     for obj in kc.list_objects(api, PODS, namespace):
-        kc.delete(api, PODS, obj["metadata"]["name"], namespace)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if not cluster.slurm("squeue", "-h", "-t", "PD,R,CG", "-o", "%i").stdout.split():
-            return
-        time.sleep(1)
+        try:
+            kc.delete(api, PODS, obj["metadata"]["name"], namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+    wait_for_idle_slurm(cluster)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pods", type=int, default=200)
-    parser.add_argument("--workers", type=int, default=8, help="the scheduler's --workers")
-    args = parser.parse_args(argv)
-    cluster = DevCluster.for_tests()
-    cluster.up()
-    from sunk.kube.client import load_api_client
-
-    api = load_api_client(str(cluster.kubeconfig))
-    namespace = create_namespace(api)
-    tmp = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
+def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir: Path) -> Process:
     env = cluster.env()
-    scheduler = Process("sunk-scheduler", "scheduler.cli", [
+    return Process("sunk-scheduler", "scheduler.cli", [
         f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
         f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
         f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
@@ -174,23 +251,64 @@ def main(argv: list[str] | None = None) -> int:
         f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-        f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={args.workers}",
-    ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp)
+        f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}",
+    ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=log_dir)
+
+
+def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path) -> dict:
+    """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm."""
+    wait_for_idle_slurm(cluster)
+    raw = raw_path(cluster, pods)
+    wait_for_idle_slurm(cluster)
+    namespace = create_namespace(api)
+    scheduler = scheduler_process(cluster, namespace, workers, log_dir)
     try:
-        raw = raw_path(cluster, args.pods)
-        time.sleep(5)  # let the raw jobs' nodes drain of COMPLETING jobs
         scheduler.start()
-        pods = pod_path(cluster, api, namespace, args.pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics")
+        assert scheduler.proc is not None
+        pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
+                       scheduler.proc.pid)
     finally:
         # Always while the scheduler still runs: it cancels the jobs of deleted Pods. Stopped
         # first, each placeholder would wait for its Pod past KillWait and drain its node.
-        if scheduler.proc is not None:
-            drain_pods(cluster, api, namespace)
-        scheduler.stop()
-        purge_namespace(api, namespace)
-    result = {"pods": args.pods, "workers": args.workers, "raw": raw, "pod_path": pods,
-              "ratio": pods["total_s"] / raw["total_s"]}
-    print(json.dumps(result, indent=2))
+        try:
+            if scheduler.proc is not None:
+                drain_pods(cluster, api, namespace)
+        finally:
+            scheduler.stop()
+            purge_namespace(api, namespace)
+    return {"raw": raw, "pod_path": pod, "ratio": pod["total_s"] / raw["total_s"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=16, help="the scheduler's --workers (its default: 16)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="raw and Pod paths alternate this many times; medians are reported")
+    args = parser.parse_args(argv)
+    cluster = DevCluster.for_tests()
+    cluster.up()
+    from sunk.kube.client import load_api_client
+
+    api = load_api_client(str(cluster.kubeconfig))
+    log_dir = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
+    rounds = []
+    for number in range(args.rounds):
+        rounds.append(one_round(cluster, api, args.pods, args.workers, log_dir / f"round-{number}"))
+        print(json.dumps({"round": number, **rounds[-1]}, indent=2), flush=True)
+    raw_median = statistics.median(r["raw"]["total_s"] for r in rounds)
+    pod_median = statistics.median(r["pod_path"]["total_s"] for r in rounds)
+    summary = {
+        "pods": args.pods, "workers": args.workers, "rounds": args.rounds,
+        "raw_total_median_s": raw_median, "pod_total_median_s": pod_median,
+        "pod_p50_median_s": statistics.median(r["pod_path"]["p50_s"] for r in rounds),
+        "pod_p99_median_s": statistics.median(r["pod_path"]["p99_s"] for r in rounds),
+        "ratio_of_medians": pod_median / raw_median,
+        "ratios": [round(r["ratio"], 3) for r in rounds],
+        "slurm_calls_per_pod": max(r["pod_path"]["slurm_calls_per_pod"] for r in rounds),
+        "logs": str(log_dir),
+    }
+    print(json.dumps(summary, indent=2))
     return 0
 
 
