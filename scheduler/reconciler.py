@@ -236,8 +236,9 @@ class PodScheduler:
         self.jobs.expect(uid, job_id)
         self.nudge()
         self._created.setdefault(uid, _created_at(pod))
+        # No Event: the annotation below carries the job id, and "Scheduled" or
+        # "WaitingForSlurm" follow with it (200 Pods at once wrote 200 Events nobody read).
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
-        self._report(pod, "Normal", "Submitted", f"placeholder Slurm job {job_id} submitted")
         kubeops.record_submission(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
