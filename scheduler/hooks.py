@@ -112,6 +112,8 @@ def hooks_blueprint(
             assert job is not None
             fetched = (job, requested_at)
         job, requested_at = fetched
+        if parse_uid(job.extra) != uid:  # the Extra was rewritten since the job was submitted
+            return error(409, f"Slurm job {job_id} no longer names this job's Pod")
         observe(job, requested_at)
         return jsonify({"job": job_id, "state": job.state, "pod_uid": uid})
 

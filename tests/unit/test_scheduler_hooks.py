@@ -103,6 +103,16 @@ def test_started_errors_are_json(world, job, down, status, needle):
     assert observed == []
 
 
+def test_started_refuses_a_job_whose_extra_now_names_another_pod(world):
+    """The job's user can rewrite its Extra; the call must not re-home the job to another Pod."""
+    client, slurm, index, _, observed, _ = world
+    index.expect("uid-a", 7)
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-b: started")
+    response = client.post("/api/v1/jobs/7/started", headers=auth())
+    assert response.status_code == 409 and "no longer names" in response.get_json()["error"]
+    assert observed == []
+
+
 def test_terminating_deletes_the_pod_and_says_so(world):
     client, slurm, index, pods, _, deleted = world
     index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
