@@ -161,6 +161,10 @@ class PodScheduler:
         )
 
     def _act(self, uid: str, pod: Optional[Obj], action: object) -> Result:
+        if isinstance(action, Waiting):
+            assert pod is not None
+            return self._wait(uid, pod, action)
+        self._waiting_since.pop(uid, None)  # whatever it waited for is over
         if isinstance(action, Nothing):
             if pod is None:
                 self._forget(uid)
@@ -181,9 +185,6 @@ class PodScheduler:
             return Result()
         if isinstance(action, Submit):
             return self._submit(pod)
-        if isinstance(action, Waiting):
-            return self._wait(uid, pod, action)
-        self._waiting_since.pop(uid, None)
         if isinstance(action, Bind):
             assert self.on_bind is not None
             self.on_bind(pod, action)

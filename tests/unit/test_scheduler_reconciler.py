@@ -102,6 +102,20 @@ def test_passing_waits_are_quiet_until_they_last(world, monkeypatch):
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: prolog and node lock in progress")]
 
 
+def test_a_wait_that_ended_starts_its_grace_afresh_next_time(world, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=1.0)
+    scheduler.reconcile("uid-a")  # a passing wait begins
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="Priority", extra="uid-a"), observed_at=2.0)
+    scheduler.reconcile("uid-a")  # Slurm's reason: reported, the passing wait is over
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=3.0)
+    now[0] += reconciler.PASSING_WAIT_GRACE
+    scheduler.reconcile("uid-a")  # passing again: a new grace, no Event yet
+    assert [m for _, m in recorder.events] == ["Slurm job 7: Priority"]
+
+
 def test_slurm_reasons_are_reported_at_once(world):
     scheduler, _, jobs, recorder, _ = world
     jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
