@@ -347,6 +347,10 @@ def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_
                      if line.startswith("sunk_hooks_request_duration_seconds_count")
                      and "/started" in line and 'code="200"' in line]
     assert started_calls and float(started_calls[0].split()[-1]) >= 1
+    # Free the node now, not at module teardown: a later test needs node2 for a user-exclusive job.
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
+             "the job to end")
 
 
 # -- translation: every annotation, as Slurm reports the job ---------------------------------------
