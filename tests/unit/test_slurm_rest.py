@@ -384,3 +384,24 @@ def test_recorded_answer_shapes_parse_through_the_client(fake):
     assert set(fake.state.jobs[16]) == set(recorded)
     recorded_node = json.loads((Path(__file__).parent / "slurm_v0042" / "nodes.json").read_text())["nodes"][0]
     assert set(fake.state.nodes["node1"]) == set(recorded_node)
+
+
+def test_proxy_settings_are_read_once_at_construction(monkeypatch):
+    """Per-call environment scans cost CPU; the proxy and its exemptions still apply."""
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    proxied = connect("rest", url="http://slurmrestd.example:6820", token="tok")
+    monkeypatch.setenv("NO_PROXY", "slurmrestd.example")
+    exempt = connect("rest", url="http://slurmrestd.example:6820", token="tok")
+    try:
+        assert proxied.session.trust_env is False
+        assert proxied.session.proxies.get("http") == "http://proxy.example:3128"
+        assert "http" not in exempt.session.proxies
+    finally:
+        proxied.close()
+        exempt.close()
+
+
+def test_calls_go_through_without_rereading_the_environment(client, fake, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # set after construction: not used
+    assert client.ping()
