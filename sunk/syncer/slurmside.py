@@ -14,6 +14,8 @@ Slurm cache, the informers) by the pure rules; this module only carries it out:
   information is never read as "node gone" or "node undrained".
 - A Slurm node the cache does not know: nothing to do (it may be mid-restart).
 - A Slurm node that never had a slurmd Pod here: not ours, never touched (scope.py).
+  Nor one whose Extra names a Pod that still exists outside this Syncer's selector:
+  another Syncer's node, not a deleted Pod.
 After a write the cache is nudged, so the Kubernetes side shows the result at once
 rather than at the next poll.
 """
@@ -60,8 +62,8 @@ class SlurmSideReconciler:
     fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
 
     def plan(self, facts: KubeFacts, node: Node) -> Plan:
-        if not owned(facts, node):
-            return Plan(None)  # never had a slurmd Pod here: not this Syncer's node
+        if not owned(facts, node) or self._named_pod_outside_scope(facts, node):
+            return Plan(None)  # never had a slurmd Pod here, or has one we do not watch: not ours
         drain = self.rules.drain(facts, node)
         # While the Pod is missing, the last facts in Extra stay: they are how the node is known as ours.
         extra = self.rules.extra(facts, node) if facts.pod is not None else ExtraDecision()
@@ -70,6 +72,22 @@ class SlurmSideReconciler:
         state = {DRAIN: "DRAIN", UNDRAIN: "UNDRAIN"}.get(drain.action)
         update = NodeUpdate(state=state, reason=drain.reason if drain.action == DRAIN else None, extra=extra.text)
         return Plan(update, drain.action, drain.reason, drain.why, extra.text is not None, extra.replaced_invalid)
+
+    def _named_pod_outside_scope(self, facts: KubeFacts, node: Node) -> bool:
+        """The Pod named in Extra exists, but not among our slurmd Pods (another selector).
+
+        Extra says which Pod a node had, not which Syncer wrote it: a Syncer with a narrower
+        selector in the same namespace read another Syncer's Pods as deleted, and drained
+        their nodes. A Pod that exists has not been deleted. (If it is deleted later, the
+        cluster-wide Pod informer's event requeues the node: see triggers.attach.)
+        """
+        if facts.pod is not None:
+            return False
+        identity = extra_identity(node.extra)
+        if identity is None:
+            return False
+        key = f"{identity[0]}/{identity[1]}"
+        return self.ctx.all_pods.get(key) is not None and self.ctx.slurmd_pods.get(key) is None
 
     def reconcile(self, key: str) -> Result | None:
         cache = self.ctx.slurm_cache

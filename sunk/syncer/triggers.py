@@ -78,6 +78,14 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     """Subscribe ``enqueue`` to every source of change the Syncer reacts to."""
     ctx.slurmd_pods.add_handler(KeyHandler(enqueue, lambda pod: [slurm_node_name(pod)]))
 
+    def pod_gone(pod: Obj) -> None:
+        # A Pod outside the selector keeps its node out of scope while it exists (see
+        # SlurmSideReconciler); when it goes, the node is judged again.
+        if pod["metadata"].get("namespace") == ctx.args.watch_namespace:
+            enqueue(slurm_node_name(pod))
+
+    ctx.all_pods.add_handler(on_delete=pod_gone)
+
     def slurm_nodes_on(node: Obj) -> list[str]:
         return ctx.slurm_nodes_on(node["metadata"]["name"])
 

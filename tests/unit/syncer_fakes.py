@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,7 +47,12 @@ class FakeInformer:
     def by_index(self, name: str, value: str) -> list[Obj]:
         return [o for o in self.store.values() if value in self.indexers[name](o)]
 
-    def add_handler(self, handler: Any = None, **_: Any) -> Any:
+    def add_handler(self, handler: Any = None, *, on_add: Any = None, on_update: Any = None,
+                    on_delete: Any = None) -> Any:
+        if handler is None:  # the real informer's keyword form
+            handler = types.SimpleNamespace(on_add=on_add or (lambda _obj: None),
+                                            on_update=on_update or (lambda _old, _new: None),
+                                            on_delete=on_delete or (lambda _obj: None))
         self.handlers.append(handler)
         for obj in self.store.values():
             handler.on_add(obj)

@@ -266,6 +266,30 @@ def test_node_whose_pod_was_deleted_is_drained_and_its_extra_identity_kept():
     assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist"))
 
 
+def test_node_whose_pod_exists_outside_the_selector_is_another_syncers():
+    """A narrower Syncer in the same namespace must not read the other Syncer's Pods as deleted."""
+    theirs = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1","ready":true}')
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[theirs])
+    ctx.all_pods.put(pod("node1"))  # type: ignore[attr-defined]  # exists, but not among our slurmd Pods
+    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
+    assert slurm.calls == []
+    ctx.all_pods.remove(pod("node1"))  # type: ignore[attr-defined]  # now it is really gone
+    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist"))
+
+
+def test_our_pod_serving_another_slurm_node_does_not_make_this_node_foreign():
+    """The named Pod is ours (it now runs another hostname): this node lost its Pod, drain stands."""
+    had = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1"}')
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[had, Node("node9", state="IDLE")])
+    moved = pod("node1")
+    moved["spec"]["hostname"] = "node9"
+    pods.put(moved)
+    ctx.all_pods.put(moved)  # type: ignore[attr-defined]
+    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
+    assert ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist")) in slurm.calls
+
+
 # ---- with the production rules (sunk.translate), end to end through the reconciler ------------------------------
 
 

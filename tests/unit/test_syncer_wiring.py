@@ -47,6 +47,14 @@ def test_events_from_pods_nodes_and_slurm_become_slurm_node_keys():
     callback(types.SimpleNamespace(kind="node", key="node7"))
     assert keys == ["node7"]
 
+    keys.clear()  # a Pod outside the selector, deleted: its node may be ours to drain now
+    ctx.all_pods.put(pod("node3"))  # type: ignore[attr-defined]
+    ctx.all_pods.put(pod("web", namespace="default"))  # type: ignore[attr-defined]
+    assert keys == []
+    ctx.all_pods.remove(pod("web", namespace="default"))  # type: ignore[attr-defined]
+    ctx.all_pods.remove(pod("node3"))  # type: ignore[attr-defined]
+    assert keys == ["node3"]
+
 
 def test_node_heartbeats_do_not_wake_anything_but_cordon_and_reason_do():
     old = k8s_node("worker-1")
