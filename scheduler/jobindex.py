@@ -10,19 +10,36 @@ A job is learnt two ways: from the Slurm cache's lists, and from the placeholder
 keeps the time its observation was requested, and an older one never replaces a newer
 one: a list that left before the job started must not turn a bound Pod's RUNNING job back
 into PENDING, which reads as "requeued by preemption" and deletes the Pod.
+
+Readers take one ``view`` of a Pod, in one step: reading the jobs and then the
+expectation separately let a "started" call land in between (the job not in the first
+read, the expectation already met in the second), and the Pod was deleted as "its job is
+gone" while the job ran.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Optional
+
+from attrs import frozen
 
 from sunk.slurm.models import Job
 
 # Extra text -> (pod uid, started) or None when the job is not a placeholder.
 IdentityParser = Callable[[str], Optional[tuple[str, bool]]]
+
+
+@frozen
+class PodJobs:
+    """What the index knows of one Pod, as of one moment."""
+
+    jobs: tuple[Job, ...] = ()  # every job carrying the Pod's UID, any state
+    expected_job_id: Optional[int] = None  # submitted, not listed yet
+    refused: Optional[str] = None  # Slurm's answer to a refused submission, while remembered
+    started: Mapping[int, bool] = {}  # job id -> the placeholder marked it started
 
 
 class JobIndex:
@@ -55,9 +72,11 @@ class JobIndex:
                 return None
             return self._drop(job_id)
 
-    def jobs_for(self, uid: str) -> tuple[Job, ...]:
+    def view(self, uid: str) -> PodJobs:
         with self._lock:
-            return tuple(self._by_uid.get(uid, {}).values())
+            jobs = tuple(self._by_uid.get(uid, {}).values())
+            return PodJobs(jobs, self._expected_job(uid), self._refusal(uid),
+                           {j.id: self._started.get(j.id, False) for j in jobs})
 
     def uids(self) -> set[str]:
         with self._lock:
@@ -68,41 +87,35 @@ class JobIndex:
         with self._lock:
             return self._uid_of.get(job_id) or self._expected_uid.get(job_id)
 
-    def started(self, job_id: int) -> bool:
-        with self._lock:
-            return self._started.get(job_id, False)
-
     def expect(self, uid: str, job_id: int) -> None:
         with self._lock:
             self._unexpect(uid)
             self._expected[uid] = (job_id, time.monotonic())
             self._expected_uid[job_id] = uid
 
-    def expected(self, uid: str) -> Optional[int]:
-        with self._lock:
-            entry = self._expected.get(uid)
-            if entry is None:
-                return None
-            job_id, since = entry
-            if job_id in self._uid_of or time.monotonic() - since > self._ttl:
-                self._unexpect(uid)
-                return None
-            return job_id
+    def _expected_job(self, uid: str) -> Optional[int]:
+        entry = self._expected.get(uid)
+        if entry is None:
+            return None
+        job_id, since = entry
+        if job_id in self._uid_of or time.monotonic() - since > self._ttl:
+            self._unexpect(uid)  # met (the job is listed) or expired
+            return None
+        return job_id
 
     def refuse(self, uid: str, message: str) -> None:
         """Slurm refused this Pod's job: do not submit again before the refusal expires."""
         with self._lock:
             self._refused[uid] = (message, time.monotonic())
 
-    def refused(self, uid: str) -> Optional[str]:
-        with self._lock:
-            entry = self._refused.get(uid)
-            if entry is None:
-                return None
-            if time.monotonic() - entry[1] > self._ttl:
-                del self._refused[uid]
-                return None
-            return entry[0]
+    def _refusal(self, uid: str) -> Optional[str]:
+        entry = self._refused.get(uid)
+        if entry is None:
+            return None
+        if time.monotonic() - entry[1] > self._ttl:
+            del self._refused[uid]
+            return None
+        return entry[0]
 
     def forget(self, uid: str) -> None:
         with self._lock:

@@ -131,15 +131,15 @@ class PodScheduler:
 
     def placement(self, pod: Optional[Obj], uid: str) -> Action:
         """The decision for one Pod, from memory only: the extender's filter calls this too."""
-        jobs = self.jobs.jobs_for(uid)
+        known = self.jobs.view(uid)  # one read: see JobIndex
         return decide(
             self.facts(pod) if pod is not None else None,
-            jobs,
-            expected_job_id=self.jobs.expected(uid),
+            known.jobs,
+            expected_job_id=known.expected_job_id,
             recorded_job_id=_annotated_job_id(pod),
-            refused=self.jobs.refused(uid),
+            refused=known.refused,
             node_of=self.slurmd.mapping(),
-            started={j.id: self.jobs.started(j.id) for j in jobs},
+            started=known.started,
         )
 
     def facts(self, pod: Obj) -> PodFacts:
@@ -191,6 +191,8 @@ class PodScheduler:
             return Result()
         if isinstance(action, DeletePod):
             self._report(pod, "Warning" if action.reason != "JobEnded" else "Normal", action.reason, action.message)
+            log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                     action.reason, action.message)
             kubeops.delete_pod(self.api, pod)
             return Result()
         raise TypeError(f"unknown action {action!r}")

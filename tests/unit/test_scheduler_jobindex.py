@@ -21,22 +21,22 @@ def test_a_list_requested_before_the_hook_does_not_undo_what_the_hook_saw():
     assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
     # The cache's list left at t=15, before the job was marked started, and lands now.
     assert index.upsert(job(state="PENDING"), observed_at=15.0) is None
-    assert [j.state for j in index.jobs_for("uid-a")] == ["RUNNING"]
-    assert index.started(7)
+    assert [j.state for j in index.view("uid-a").jobs] == ["RUNNING"]
+    assert index.view("uid-a").started[7]
 
 
 def test_a_later_list_replaces_the_hook_observation():
     index = JobIndex(parse)
     index.upsert(job(started=True), observed_at=20.0)
     assert index.upsert(job(state="COMPLETED", started=True), observed_at=21.0) == "uid-a"
-    assert [j.state for j in index.jobs_for("uid-a")] == ["COMPLETED"]
+    assert [j.state for j in index.view("uid-a").jobs] == ["COMPLETED"]
 
 
 def test_a_same_time_observation_replaces():
     index = JobIndex(parse)
     index.upsert(job(state="PENDING"), observed_at=20.0)
     assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
-    assert index.started(7)
+    assert index.view("uid-a").started[7]
 
 
 def test_removal_from_an_older_list_is_ignored_and_from_a_newer_one_applies():
@@ -45,7 +45,7 @@ def test_removal_from_an_older_list_is_ignored_and_from_a_newer_one_applies():
     assert index.remove(7, observed_at=19.0) is None
     assert index.uid_of(7) == "uid-a"
     assert index.remove(7, observed_at=25.0) == "uid-a"
-    assert index.uid_of(7) is None and index.jobs_for("uid-a") == ()
+    assert index.uid_of(7) is None and index.view("uid-a").jobs == ()
     # Once removed, nothing of the job is kept: a later add starts afresh.
     assert index.upsert(job(), observed_at=1.0) == "uid-a"
 
@@ -60,20 +60,31 @@ def test_a_submission_is_known_by_job_id_before_any_list_shows_it():
     """The placeholder may call its hook before the cache lists the job: it must be recognised."""
     index = JobIndex(parse)
     index.expect("uid-a", 7)
-    assert index.uid_of(7) == "uid-a" and index.expected("uid-a") == 7
+    assert index.uid_of(7) == "uid-a" and index.view("uid-a").expected_job_id == 7
     index.expect("uid-a", 8)  # a newer expectation replaces the old one, both ways
     assert index.uid_of(7) is None and index.uid_of(8) == "uid-a"
     index.upsert(job(id=8), observed_at=1.0)
-    assert index.expected("uid-a") is None  # the list shows it: the expectation is met
+    assert index.view("uid-a").expected_job_id is None  # the list shows it: the expectation is met
     assert index.uid_of(8) == "uid-a"
     index.expect("uid-b", 9)
     index.forget("uid-b")
-    assert index.uid_of(9) is None and index.expected("uid-b") is None
+    assert index.uid_of(9) is None and index.view("uid-b").expected_job_id is None
 
 
 def test_expectations_and_refusals_expire():
     index = JobIndex(parse, expectation_ttl=0.0)
     index.expect("uid-a", 7)
     index.refuse("uid-b", "no such QOS")
-    assert index.expected("uid-a") is None and index.uid_of(7) is None
-    assert index.refused("uid-b") is None
+    assert index.view("uid-a").expected_job_id is None and index.uid_of(7) is None
+    assert index.view("uid-b").refused is None
+
+
+def test_a_view_is_one_moment_even_when_the_hook_lands_while_it_is_read():
+    """Jobs and expectation read apart let a Pod look jobless: it was deleted while its job ran."""
+    index = JobIndex(parse)
+    index.expect("uid-a", 7)
+    before = index.view("uid-a")
+    assert before.jobs == () and before.expected_job_id == 7
+    index.upsert(job(started=True), observed_at=1.0)  # the started call
+    after = index.view("uid-a")
+    assert [j.id for j in after.jobs] == [7] and after.expected_job_id is None and after.started == {7: True}
