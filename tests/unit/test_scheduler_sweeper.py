@@ -1,0 +1,69 @@
+"""The Sweeper: every Pod and every placeholder job looked at again, whatever events were missed."""
+
+from __future__ import annotations
+
+import threading
+
+from scheduler.assembly import Sweeper
+from scheduler.jobindex import JobIndex
+from scheduler.reconciler import PodIndex
+from sunk.slurm.models import Job
+
+
+class Pods:
+    """The Pod informer's read side, as PodIndex uses it."""
+
+    def __init__(self, *uids: str):
+        self.objs = [{"metadata": {"uid": uid, "namespace": "ns", "name": uid}} for uid in uids]
+
+    def add_indexer(self, *_: object) -> None:
+        pass
+
+    def list(self) -> list[dict]:
+        return list(self.objs)
+
+
+def parse(extra: str):
+    return (extra, False) if extra.startswith("uid-") else None
+
+
+def test_each_sweep_enqueues_every_pod_and_every_job_owner_including_orphans():
+    jobs = JobIndex(parse)
+    jobs.upsert(Job(id=1, state="RUNNING", extra="uid-bound"), observed_at=1.0)
+    jobs.upsert(Job(id=2, state="RUNNING", extra="uid-orphan-job"), observed_at=1.0)  # its Pod is gone
+    jobs.upsert(Job(id=3, state="RUNNING", extra="not ours"), observed_at=1.0)
+    pods = PodIndex(Pods("uid-bound", "uid-orphan-pod"))  # the second one's job is gone
+    sweeps: list[set[str]] = []
+    seen: set[str] = set()
+    swept = threading.Event()
+    wanted = {"uid-bound", "uid-orphan-job", "uid-orphan-pod"}
+
+    def enqueue(uid: str) -> None:
+        seen.add(uid)
+        if seen >= wanted:
+            sweeps.append(set(seen))
+            seen.clear()
+            if len(sweeps) == 2:
+                swept.set()
+
+    sweeper = Sweeper(pods, jobs, enqueue, interval=0.01)
+    sweeper.start()
+    try:
+        assert swept.wait(5), "two sweeps did not happen in 5 s"
+    finally:
+        sweeper.stop()
+    assert sweeps == [wanted, wanted]  # again and again, not once
+
+
+def test_a_stopped_sweeper_enqueues_nothing_more():
+    pods = PodIndex(Pods("uid-a"))
+    calls: list[str] = []
+    sweeper = Sweeper(pods, JobIndex(parse), calls.append, interval=0.01)
+    sweeper.start()
+    sweeper.stop()
+    assert sweeper._thread is not None
+    sweeper._thread.join(1)
+    assert not sweeper._thread.is_alive()
+    count = len(calls)
+    threading.Event().wait(0.05)
+    assert len(calls) == count
