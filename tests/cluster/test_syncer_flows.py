@@ -19,6 +19,7 @@ import pytest
 from kube_testns import create_namespace, purge_namespace
 from syncer_harness import (
     NODES_UNDER_TEST,
+    TEST_LABEL,
     Cluster,
     SyncerUnderTest,
     never,
@@ -181,6 +182,16 @@ def test_pod_terminating_then_deleted_drains_and_a_new_pod_undrains(cluster: Clu
     cluster.create_pod(B, env["run_id"])
     cluster.wait_pod_ready(B)
     wait_for(lambda: not cluster.node(B).drained, PROPAGATION, f"{B} undrained once its Pod is back")
+
+
+def test_pod_outside_the_selector_is_not_read_as_deleted(cluster: Cluster):
+    """A Pod that exists, seen by another Syncer's selector in the same namespace, is not a deleted Pod."""
+    kc.patch(cluster.api, PODS, B, {"metadata": {"labels": {TEST_LABEL: "another-syncer"}}}, cluster.namespace)
+    never(lambda: _k8s_drained(cluster, B), 3.0, f"{B} drained while its Pod still exists")
+    kc.delete(cluster.api, PODS, B, cluster.namespace, grace_period_seconds=0)
+    gone = wait_for(lambda: (r := _k8s_drained(cluster, B)) and "does not exist" in r and r, PROPAGATION,
+                    f"{B} drained once the Pod is really gone")
+    assert cluster.namespace in gone
 
 
 def test_k8s_drain_undone_in_slurm_is_reapplied(cluster: Cluster):
