@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -152,9 +153,10 @@ class RestClient:
             adapter = HTTPAdapter(pool_connections=1, pool_maxsize=64, max_retries=0)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
-            # The environment's proxy settings, read once: with trust_env, requests rescans
-            # os.environ (and ~/.netrc) on every call, about a tenth of the scheduler's CPU.
+            # The environment's proxy and CA settings, read once: with trust_env, requests
+            # rescans os.environ (and ~/.netrc) on every call, about a tenth of the scheduler's CPU.
             session.proxies.update(requests.utils.get_environ_proxies(self.base))
+            session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
             session.trust_env = False
         self.session = session
 

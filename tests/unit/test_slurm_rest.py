@@ -402,6 +402,24 @@ def test_proxy_settings_are_read_once_at_construction(monkeypatch):
         exempt.close()
 
 
+def test_a_ca_bundle_from_the_environment_still_applies(monkeypatch, tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    c = connect("rest", url="https://slurmrestd.example:6820", token="tok")
+    try:
+        assert c.session.verify == str(bundle)
+    finally:
+        c.close()
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    c = connect("rest", url="https://slurmrestd.example:6820", token="tok")
+    try:
+        assert c.session.verify is True
+    finally:
+        c.close()
+
+
 def test_calls_go_through_without_rereading_the_environment(client, fake, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # set after construction: not used
     assert client.ping()
