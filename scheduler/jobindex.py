@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Optional
 
-from attrs import frozen
+from attrs import field, frozen
 
 from sunk.slurm.models import Job
 
@@ -39,7 +39,7 @@ class PodJobs:
     jobs: tuple[Job, ...] = ()  # every job carrying the Pod's UID, any state
     expected_job_id: Optional[int] = None  # submitted, not listed yet
     refused: Optional[str] = None  # Slurm's answer to a refused submission, while remembered
-    started: Mapping[int, bool] = {}  # job id -> the placeholder marked it started
+    started: Mapping[int, bool] = field(factory=dict)  # job id -> the placeholder marked it started
 
 
 class JobIndex:
