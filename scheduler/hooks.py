@@ -8,7 +8,10 @@ POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's 
 GET  /healthz
 
 Every /api call carries ``Authorization: Bearer HMAC(secret, pod UID)`` (see tokens.py),
-so a job can only act on its own Pod.
+so a job can only act on its own Pod, and ``X-Sunk-Pod-UID`` naming that Pod. The header
+matters only for a job the scheduler does not know yet (its cache lags a just-started job
+by one list): the token is checked against the named Pod before Slurm is asked anything,
+so a caller without a token never costs a Slurm call.
 
 "started" exists for speed only: without it the Pod is bound once the Slurm cache's next
 job list shows the marker, which at a few hundred starting jobs is seconds later. The job
@@ -37,6 +40,7 @@ from .tokens import token_matches
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 MAX_WAIT = 30.0
+POD_UID_HEADER = "X-Sunk-Pod-UID"
 
 
 class PodGone:
@@ -80,21 +84,28 @@ def hooks_blueprint(
 
     def authorised(job_id: int) -> tuple[Optional[str], Optional[tuple[Job, float]], Any]:
         """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
-        fetched: Optional[tuple[Job, float]] = None
         uid = jobs.uid_of(job_id)
+        known = uid is not None
         if uid is None:  # the cache may lag a just-started job by one refresh
-            job, requested_at, failure = read_job(job_id)
-            if failure:
-                return None, None, failure
-            assert job is not None
-            fetched = (job, requested_at)
-            uid = parse_uid(job.extra)
-            if uid is None:
-                return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
+            uid = request.headers.get(POD_UID_HEADER, "").strip()
+            if not uid:
+                return None, None, error(401, f"Slurm job {job_id} is not known yet: name its Pod "
+                                              f"in the {POD_UID_HEADER} header")
         header = request.headers.get("Authorization", "")
         if not header.startswith("Bearer ") or not token_matches(secret, uid, header[7:].strip()):
             return None, None, error(401, "missing or wrong bearer token for this job")
-        return uid, fetched, None
+        if known:
+            return uid, None, None
+        job, requested_at, failure = read_job(job_id)
+        if failure:
+            return None, None, failure
+        assert job is not None
+        owner = parse_uid(job.extra)
+        if owner is None:
+            return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
+        if owner != uid:
+            return None, None, error(403, f"Slurm job {job_id} holds a place for another Pod")
+        return uid, (job, requested_at), None
 
     def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
         uid, _, failure = authorised(job_id)

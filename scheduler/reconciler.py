@@ -255,6 +255,7 @@ class PodScheduler:
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             f"SUNK_HOOKS_URL={self.config.hooks_url}",
             f"SUNK_HOOK_TOKEN={hook_token(self.config.hook_secret, meta['uid'])}",
+            f"SUNK_POD_UID={meta['uid']}",
             f"SUNK_EXTRA={request.extra}",
             f"SUNK_KILL_WAIT={self.config.kill_wait_seconds}",
             f"SUNK_POD={meta['namespace']}/{meta['name']}",

@@ -10,6 +10,7 @@
 #
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
+#   SUNK_POD_UID       that Pod's UID, sent with each call (X-Sunk-Pod-UID)
 #   SUNK_EXTRA         the job's Extra as submitted; ": started" is appended to it
 #   SUNK_KILL_WAIT     Slurm's KillWait in seconds
 #   SUNK_POD           namespace/name, for messages
@@ -22,7 +23,8 @@ log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_PO
 # hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
 hook() {
     curl -sS -o /dev/null -w '%{http_code}' -m "${3:-10}" -X "$1" \
-        -H "Authorization: Bearer $SUNK_HOOK_TOKEN" "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
+        -H "Authorization: Bearer $SUNK_HOOK_TOKEN" -H "X-Sunk-Pod-UID: ${SUNK_POD_UID:-}" \
+        "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
 }
 
 on_term() {

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scheduler.hooks import PodGone, create_hooks_app, hooks_blueprint
+from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, hooks_blueprint
 from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
 from sunk.slurm.errors import NotFound, SlurmUnavailable
@@ -53,7 +53,8 @@ def world():
 
 
 def auth(uid="uid-a"):
-    return {"Authorization": f"Bearer {hook_token(SECRET, uid)}"}
+    """What the placeholder sends: its Pod's token, and its Pod's UID."""
+    return {"Authorization": f"Bearer {hook_token(SECRET, uid)}", POD_UID_HEADER: uid}
 
 
 def test_started_reads_the_job_from_slurm_once_and_hands_it_over(world):
@@ -138,3 +139,23 @@ def test_unknown_routes_and_methods_answer_json(world):
     assert client.get("/api/v1/nothing").get_json() == {"error": "no such endpoint"}
     response = client.get("/api/v1/jobs/7/started")
     assert response.status_code == 405 and response.get_json() == {"error": "method not allowed"}
+
+
+def test_a_caller_without_a_token_for_the_named_pod_costs_no_slurm_call(world):
+    """For a job the index does not know, the token is checked before Slurm is asked."""
+    client, slurm, _, _, observed, _ = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    no_name = {"Authorization": auth()["Authorization"]}
+    wrong_token = {**auth("uid-b"), POD_UID_HEADER: "uid-a"}
+    for headers, needle in ((no_name, POD_UID_HEADER), (wrong_token, "token"), ({}, POD_UID_HEADER)):
+        response = client.post("/api/v1/jobs/7/started", headers=headers)
+        assert response.status_code == 401 and needle in response.get_json()["error"]
+    assert slurm.reads == 0 and observed == []
+
+
+def test_a_token_for_one_pod_does_not_open_another_pods_job(world):
+    client, slurm, _, _, observed, _ = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    response = client.post("/api/v1/jobs/7/started", headers=auth("uid-b"))  # a valid token, for uid-b
+    assert response.status_code == 403 and "another Pod" in response.get_json()["error"]
+    assert slurm.reads == 1 and observed == []
