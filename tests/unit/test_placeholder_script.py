@@ -1,0 +1,93 @@
+"""The placeholder job script, run by bash against a stand-in hook API and a stand-in scontrol.
+
+The real thing runs under slurmd in the cluster tests; here each call it makes is seen.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
+
+
+class HookAPI:
+    """Records each call; answers 404 to the Pod long-poll (the Pod is gone)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, str]]] = []
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                api.calls.append((self.command, self.path, dict(self.headers)))
+                self.send_response(404 if "/pod?" in self.path else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def paths(self) -> list[str]:
+        return [f"{method} {path}" for method, path, _ in self.calls]
+
+
+@pytest.fixture
+def hook_api():
+    api = HookAPI()
+    yield api
+    api.server.shutdown()
+    api.server.server_close()
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api, tmp_path: Path):
+    scontrol_log = tmp_path / "scontrol.args"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {scontrol_log}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1",
+           "SUNK_HOOKS_URL": hook_api.url, "SUNK_HOOK_TOKEN": "tok", "SUNK_POD_UID": "uid-a",
+           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": "30", "SUNK_POD": "ns/p"}
+    proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        assert scontrol_log.read_text().split("\n")[0] == "update jobid=42 extra=sunk-pod=uid-a ns=ns name=p: started"
+        _, _, headers = hook_api.calls[0]
+        assert headers["Authorization"] == "Bearer tok" and headers["X-Sunk-Pod-UID"] == "uid-a"
+
+        proc.send_signal(signal.SIGTERM)  # Slurm ends the job
+        assert proc.wait(10) == 0  # the Pod is gone (404): no drain
+        paths = hook_api.paths()
+        assert paths[1] == "POST /api/v1/jobs/42/terminating"
+        assert paths[2].startswith("GET /api/v1/jobs/42/pod?wait=")
+        assert all(h["X-Sunk-Pod-UID"] == "uid-a" for _, _, h in hook_api.calls)
+        assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the script's own sleep, if it is still there
+        except ProcessLookupError:
+            pass
+        proc.wait(5)
