@@ -175,6 +175,17 @@ def test_invalid_pod_gets_an_event_and_no_job(kube_api, dev_cluster, namespace, 
     assert names.ANN_JOB_ID not in (get_pod(kube_api, namespace, name)["metadata"].get("annotations") or {})
 
 
+def test_an_invalid_pod_fixed_by_its_owner_is_scheduled(kube_api, dev_cluster, namespace, scheduler):
+    """No retries while the Pod stays as it is; its owner's fix (an annotation update) is one."""
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_PRIORITY: "high"})
+    name = pod["metadata"]["name"]
+    wait_for(lambda: "FailedValidation" in event_reasons(kube_api, namespace, name), 20, "a FailedValidation event")
+    kc.patch(kube_api, PODS, name, {"metadata": {"annotations": {names.ANN_PRIORITY: "100"}}}, namespace)
+    job_id = job_id_of(kube_api, namespace, name)
+    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == [str(job_id)]
+
+
 # -- schedule, bind, and both unschedule flows -------------------------------------------------------
 def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, cpu="2", memory="2Gi")
