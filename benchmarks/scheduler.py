@@ -91,7 +91,11 @@ KUBE_DAEMONS = ("etcd", "kube-apiserver", "kubelet")
 
 def _set_affinity(pid: int, cpus: set[int]) -> None:
     """Every thread of the process; the processes it starts later inherit it."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:  # the daemon is gone
+        return
+    for task in tasks:
         try:
             os.sched_setaffinity(int(task.name), cpus)
         except (ProcessLookupError, PermissionError):
@@ -115,21 +119,18 @@ def pinned_cpus(cluster: DevCluster, enabled: bool) -> Iterator[dict]:
     if len(everything) < 2:
         raise SystemExit("--pin-cpus needs at least two CPUs")
     slurm_cpus, kube_cpus = {max(everything)}, everything - {max(everything)}
-    names_ = [path.stem for path in (cluster.run_dir / "pids").glob("*.pid")]
-    pids = {name: Daemon(name, (), cluster.run_dir).pid() for name in names_}
-    chosen = {name: (slurm_cpus if name.startswith(SLURM_DAEMONS) else kube_cpus)
-              for name, pid in pids.items() if pid and name.startswith(SLURM_DAEMONS + KUBE_DAEMONS)}
+    daemons = [Daemon(path.stem, (), cluster.run_dir) for path in (cluster.run_dir / "pids").glob("*.pid")]
+    running = {pid: (slurm_cpus if d.name.startswith(SLURM_DAEMONS) else kube_cpus)
+               for d in daemons if d.name.startswith(SLURM_DAEMONS + KUBE_DAEMONS) and (pid := d.pid())}
     try:
-        for name, cpus in chosen.items():
-            _set_affinity(pids[name], cpus)  # type: ignore[arg-type]
+        for pid, cpus in running.items():
+            _set_affinity(pid, cpus)
         os.sched_setaffinity(0, kube_cpus)  # this process and the scheduler it starts
         yield {"slurm_cpus": sorted(slurm_cpus), "kube_cpus": sorted(kube_cpus)}
     finally:
         os.sched_setaffinity(0, everything)
-        for name in chosen:
-            pid = Daemon(name, (), cluster.run_dir).pid()
-            if pid:
-                _set_affinity(pid, everything)
+        for pid in running:
+            _set_affinity(pid, everything)
 
 
 def where_time_went(metrics_url: str) -> dict[str, float]:
