@@ -150,7 +150,7 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     meta, spec = pod["metadata"], pod.get("spec") or {}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != names.ANN_JOB_ID}
     rest_of_spec = {k: v for k, v in spec.items() if k != "tolerations"}
-    return meta.get("uid"), meta.get("deletionTimestamp"), annotations, rest_of_spec
+    return meta.get("deletionTimestamp"), annotations, rest_of_spec
 
 
 def _enqueue_unbound(pods: Any, controller: Controller) -> None:
