@@ -143,7 +143,10 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_cap: float = 30.0,
         name: str | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
     ):
+        """``transform`` trims each object before it is stored (client-go's SetTransform): a
+        cache of a thousand Nodes needs their taints, not their images and conditions."""
         self.api = api_client
         self.resource = Resource.of(resource)
         self.namespace = namespace
@@ -153,6 +156,7 @@ class Informer:
         self.page_size = page_size
         self.name = name or f"{self.resource.plural}@{namespace or '*'}"
         self.stats = InformerStats()
+        self._transform = transform or (lambda obj: obj)
         self._backoff = _Backoff(backoff_initial, backoff_cap)
 
         self._lock = threading.RLock()  # guards store and indices; held briefly
@@ -363,7 +367,7 @@ class Informer:
                     items, cont = [], None
                     continue
                 raise
-            items.extend(kc.fill_type(page, self.resource))
+            items.extend(self._transform(obj) for obj in kc.fill_type(page, self.resource))
             meta = page.get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
             cont = meta.get("continue")
@@ -466,6 +470,7 @@ class Informer:
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: unknown watch event type %r", self.name, etype)
             return
+        obj = self._transform(obj)
         key = object_key(obj)
         with self._dispatch_lock:
             with self._lock:

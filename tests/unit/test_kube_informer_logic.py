@@ -89,3 +89,17 @@ class FakeResp:
 def test_json_lines_reassembles_events_split_across_chunks():
     chunks = [b'{"type":"ADDED","obj', b'ect":{}}\n{"type":"BOOK', b'MARK","object":{}}\n\n', b'{"type":"X"}']
     assert [e["type"] for e in _json_lines(FakeResp(chunks))] == ["ADDED", "BOOKMARK", "X"]  # type: ignore[arg-type]
+
+
+def test_transform_trims_what_is_stored_and_handed_to_handlers():
+    def trim(obj):
+        return {"kind": obj["kind"], "metadata": obj["metadata"]}
+
+    inf = Informer(k8s.ApiClient(k8s.Configuration()), ("", "v1", "pods"), "ns", transform=trim)
+    seen = []
+    inf.add_handler(on_add=seen.append, on_update=lambda _old, new: seen.append(new))
+    inf._replace([], "1")
+    inf._handle_event({"type": "ADDED", "object": pod("a", "2", "n1")})
+    inf._handle_event({"type": "MODIFIED", "object": pod("a", "3", "n2")})
+    assert inf.get("ns/a") == {"kind": "Pod", "metadata": {"namespace": "ns", "name": "a", "resourceVersion": "3"}}
+    assert [o.get("spec") for o in seen] == [None, None]
