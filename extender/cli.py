@@ -12,11 +12,11 @@ import logging
 import sys
 from typing import Any, Optional
 
+from scheduler import kubeops
 from scheduler.cli import add_common_arguments, build_runtime, config_from
 from scheduler.decide import Bind
 from sunk import names
 from sunk.flags import configure_logging
-from sunk.kube.patch import set_annotations
 from sunk.web import serve
 
 from .app import create_app
@@ -29,11 +29,14 @@ def nudge(api: Any):
 
     kube-scheduler parks a Pod that failed filtering until a relevant event. An update of
     the Pod itself is one, so annotating it with its Slurm node requeues it at once
-    (within podMaxBackoffSeconds, set to 1 s in manifests/extender.yaml).
+    (within podMaxBackoffSeconds, set to 1 s in manifests/extender.yaml). The same patch
+    adds the lock toleration: the placeholder's strict lock has tainted the Node by now,
+    and kube-scheduler's taint filter would drop the Node before asking the extender.
     """
 
     def on_bind(pod: dict, bind: Bind) -> None:
-        set_annotations(api, pod, {names.ANN_SLURM_NODE: bind.slurm_node, names.ANN_JOB_ID: str(bind.job_id)})
+        kubeops.record_job(api, pod, {names.ANN_SLURM_NODE: bind.slurm_node, names.ANN_JOB_ID: str(bind.job_id)},
+                           tolerate_lock=True)
 
     return on_bind
 

@@ -23,6 +23,7 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.leader import LeaderElectionConfig
+from sunk.kube.resources import NODES
 from sunk.slurm.cache import JOB, CacheEvent
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
@@ -33,6 +34,7 @@ from .config import SchedulerConfig
 from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
+from .locktaint import LockTaints, slim_node
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,10 @@ def assemble(
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
+    if on_bind is None:  # sunk-scheduler binds itself, past kube-scheduler's taint filter
+        nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+        scheduler.must_tolerate_lock = LockTaints(nodes).evicts
+        manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(SyncedCache(slurm_cache))
@@ -140,7 +146,7 @@ def changed_for_scheduling(old: Optional[Obj], new: Obj) -> bool:
     """Adds and deletes, and updates that change what the decision reads.
 
     Most of a Pod's updates are the kubelet's status and this scheduler's own job-id and
-    toleration patch; neither changes a decision, and each was a reconcile (four or five
+    toleration patches; neither changes a decision, and each was a reconcile (four or five
     per Pod, when the workers' queue was the longest wait in a 200-Pod burst).
     """
     return old is None or _scheduling_view(old) != _scheduling_view(new)

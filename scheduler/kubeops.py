@@ -9,8 +9,9 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.kube import client as kube
-from sunk.kube.patch import set_pod_conditions
+from sunk.kube.patch import metadata_diff, set_pod_conditions
 from sunk.kube.resources import Resource
+from sunk.translate.lock import tolerates_lock
 
 PODS = Resource("", "v1", "pods", kind="Pod")
 Obj = dict[str, Any]
@@ -36,20 +37,31 @@ def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) ->
 LOCK_TOLERATION = {"key": names.LOCK_KEY, "operator": "Exists"}
 
 
-def record_submission(api: ApiClient, pod: Obj, annotations: Mapping[str, str]) -> None:
-    """Annotate the job id and make the Pod tolerate the lock taint, in one patch.
+def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tolerate_lock: bool = False) -> bool:
+    """Annotate the Pod with its job and, if asked, make it tolerate the lock taint: one patch, or none.
 
-    The strict lock of the Pod's own placeholder job taints its Node before the Pod is
-    bound: without the toleration, kube-scheduler (extender mode) would filter that Node
-    out, and a NoExecute lock would evict the Pod. Adding a toleration to a live Pod is
-    one of the few spec changes Kubernetes allows.
+    Not written at submission (a patch per Pod is most of the Kubernetes-side cost of a burst,
+    docs/benchmarks.md) but when something needs it: a binding that must tolerate a NoExecute
+    lock (scheduler/locktaint.py), kube-scheduler's taint filter in extender mode, or a Pod
+    that waits long enough for an operator to ask which job it waits on. Adding a toleration
+    to a live Pod is one of the few spec changes Kubernetes allows. False if nothing was
+    written (already so, or the Pod is gone).
     """
     meta, spec = pod["metadata"], pod["spec"]
-    body: Obj = {"metadata": {"annotations": dict(annotations)}}
-    tolerations = spec.get("tolerations") or []
-    if not any(t.get("key") == names.LOCK_KEY and t.get("operator") == "Exists" for t in tolerations):
-        body["spec"] = {"tolerations": [*tolerations, LOCK_TOLERATION]}
-    kube.patch(api, PODS, meta["name"], body, meta["namespace"])
+    body: Obj = {}
+    if changed := metadata_diff(meta.get("annotations"), annotations):
+        body["metadata"] = {"annotations": changed}
+    if tolerate_lock and not tolerates_lock(pod):
+        body["spec"] = {"tolerations": [*(spec.get("tolerations") or []), LOCK_TOLERATION]}
+    if not body:
+        return False
+    try:
+        kube.patch(api, PODS, meta["name"], body, meta["namespace"])
+    except kube.ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
 
 
 def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:

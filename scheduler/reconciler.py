@@ -62,23 +62,13 @@ class PodIndex:
     def __init__(self, informer: Any):
         self.informer = informer
         informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
-        informer.add_indexer("job-id", _job_id_index)
 
     def by_uid(self, uid: str) -> Optional[Obj]:
         found = self.informer.by_index("uid", uid)
         return found[0] if found else None
 
-    def by_job_id(self, job_id: int) -> Optional[Obj]:
-        found = self.informer.by_index("job-id", str(job_id))
-        return found[0] if found else None
-
     def uids(self) -> set[str]:
         return {pod["metadata"]["uid"] for pod in self.informer.list()}
-
-
-def _job_id_index(pod: Obj) -> list[str]:
-    job_id = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID)
-    return [job_id] if job_id else []
 
 
 class SlurmdNodes:
@@ -97,7 +87,11 @@ class SlurmdNodes:
 
 @attrs.define
 class PodScheduler:
-    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler)."""
+    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler).
+
+    ``must_tolerate_lock(node)`` says whether a Pod bound straight to that Node needs the
+    lock toleration first (scheduler/locktaint.py); without a Node cache, always.
+    """
 
     api: ApiClient
     slurm: SlurmClient
@@ -116,6 +110,7 @@ class PodScheduler:
     _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
     bind_latency: Optional[Callable[[float], None]] = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
+    must_tolerate_lock: Callable[[str], bool] = lambda _node: True
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
@@ -202,7 +197,7 @@ class PodScheduler:
         message = f"Slurm job {waiting.job_id}: {waiting.reason}"
         if not waiting.passing:
             self._waiting_since.pop(uid, None)
-            self._report(pod, "Normal", "WaitingForSlurm", message)
+            self._report_wait(pod, waiting.job_id, message)
             return Result(requeue_after=WAITING_RESYNC)
         reason, since = self._waiting_since.get(uid, ("", 0.0))
         if reason != waiting.reason:
@@ -211,8 +206,17 @@ class PodScheduler:
         left = since + PASSING_WAIT_GRACE - time.monotonic()
         if left > 0:
             return Result(requeue_after=left)
-        self._report(pod, "Normal", "WaitingForSlurm", message)
+        self._report_wait(pod, waiting.job_id, message)
         return Result(requeue_after=WAITING_RESYNC)
+
+    def _report_wait(self, pod: Obj, job_id: int, message: str) -> None:
+        """A wait worth an Event is one an operator may look into: the Pod shows its job id from now on.
+
+        Pods that bind within the grace get the id from their binding instead, with no write
+        of their own. A restart in between loses nothing: the job carries the Pod's UID.
+        """
+        self._report(pod, "Normal", "WaitingForSlurm", message)
+        kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
 
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
@@ -239,10 +243,10 @@ class PodScheduler:
         self.jobs.expect(uid, job_id)
         self.nudge()
         self._created.setdefault(uid, _created_at(pod))
-        # No Event: the annotation below carries the job id, and "Scheduled" or
-        # "WaitingForSlurm" follow with it (200 Pods at once wrote 200 Events nobody read).
+        # No Event and no Pod write: "Scheduled" (with the binding) or "WaitingForSlurm" (with
+        # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
+        # a patch per Pod was a fifth of the burst's CPU.
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
-        kubeops.record_submission(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
     def job_request(self, pod: Obj) -> Any:
@@ -264,6 +268,8 @@ class PodScheduler:
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         meta = pod["metadata"]
+        if self.must_tolerate_lock(bind.k8s_node):
+            kubeops.record_job(self.api, pod, {}, tolerate_lock=True)
         try:
             kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
                                                         names.ANN_SLURM_NODE: bind.slurm_node})

@@ -27,6 +27,13 @@ def slurm_job(dev_cluster, job_id: int) -> dict:
     return jobs[0] if jobs else {}
 
 
+def jobs_carrying(dev_cluster, needle: str) -> list[int]:
+    """Ids of the jobs slurmctld still holds (any state) whose record mentions ``needle``, in one call."""
+    out = dev_cluster.slurm("scontrol", "-o", "show", "job", check=False).stdout
+    return sorted(int(line.split(None, 1)[0].removeprefix("JobId="))
+                  for line in out.splitlines() if line.startswith("JobId=") and needle in line)
+
+
 def state(job: dict):
     return job["job_state"][0] if job.get("job_state") else None
 

@@ -15,6 +15,7 @@ from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, pod_
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.translate.lock import tolerates_lock
 
 PROFILE = "sunk-extender-test"
 PORTS = {"verbs": 18888, "hooks": 18200, "metrics": 18280, "probes": 18281}
@@ -99,7 +100,7 @@ def _create(api, namespace, **kwargs):
 def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, kube_scheduler):
     pod = _create(kube_api, namespace, cpu="2", memory="1Gi")
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     node = wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod")
     job = slurm_job(dev_cluster, job_id)
     assert state(job) == "RUNNING" and job["extra"].endswith(names.STARTED_MARKER)
@@ -109,11 +110,25 @@ def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_clus
                                                                                                  name)
 
 
+def test_kube_scheduler_binds_onto_the_locked_node(kube_api, dev_cluster, namespace, kube_scheduler, lock_taint):
+    """The strict lock taints the Node before the job starts: the Pod must tolerate it by the time
+    kube-scheduler filters again, or its taint filter drops the one Node Slurm allows."""
+    slurm_node, k8s_node = lock_taint("NoSchedule")
+    pod = _create(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: slurm_node})
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
+    assert wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod") == k8s_node
+    placed = kc.get(kube_api, PODS, name, namespace)
+    assert tolerates_lock(placed) and placed["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
+
+
 def test_pod_waits_with_a_reason_while_slurm_has_not_allocated(kube_api, dev_cluster, namespace, kube_scheduler,
                                                                 busy_node):
     pod = _create(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})  # pending in Slurm
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
 
     def failed_scheduling():
         pod_now = kc.get(kube_api, PODS, name, namespace)
@@ -134,7 +149,7 @@ def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, 
     jobs = {}
     for pod in (first, second):
         name = pod["metadata"]["name"]
-        jobs[name] = job_id_of(kube_api, namespace, name)
+        jobs[name] = job_id_of(kube_api, dev_cluster, namespace, name)
         wait_for(lambda name=name: bound(kube_api, namespace, name), 40, "binding")
     kc.delete(kube_api, PODS, first["metadata"]["name"], namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, jobs[first["metadata"]["name"]])) == "CANCELLED", 30,

@@ -9,12 +9,13 @@ import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
-from slurmtools import idle_node, number, slurm_job, state, wait_for
+from slurmtools import idle_node, jobs_carrying, number, slurm_job, state, wait_for
 
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS
+from sunk.translate.lock import tolerates_lock
 
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
@@ -113,12 +114,16 @@ def get_pod(api, namespace, name):
         raise
 
 
-def job_id_of(api, namespace, name, timeout=30) -> int:
-    def annotated():
-        pod = get_pod(api, namespace, name)
-        return pod and (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID)
+def job_id_of(api, dev_cluster, namespace, name, timeout=30) -> int:
+    """The Pod's placeholder job, found the way the scheduler finds it: the Pod's UID in the job.
 
-    return int(wait_for(annotated, timeout, f"{name} to get a job id"))
+    Not the job-id annotation: a Pod gets that only once bound, or once it has waited long
+    enough to be reported waiting.
+    """
+    uid = get_pod(api, namespace, name)["metadata"]["uid"]
+    ids = wait_for(lambda: jobs_for_pod(dev_cluster, uid), timeout, f"a placeholder job for {name}")
+    assert len(ids) == 1, f"{name} has {len(ids)} placeholder jobs: {ids}"
+    return ids[0]
 
 
 def events_for(api, namespace, name) -> list[dict]:
@@ -138,14 +143,8 @@ def gone(api, namespace, name) -> bool:
     return get_pod(api, namespace, name) is None
 
 
-def jobs_for_pod(dev_cluster, uid: str) -> list[str]:
-    out = dev_cluster.slurm("squeue", "-h", "-t", "all", "-o", "%i %T %Y", check=False).stdout
-    ids = []
-    for line in out.splitlines():
-        job_id = line.split()[0]
-        if uid in slurm_job(dev_cluster, int(job_id)).get("extra", ""):
-            ids.append(job_id)
-    return ids
+def jobs_for_pod(dev_cluster, uid: str) -> list[int]:
+    return jobs_carrying(dev_cluster, uid)
 
 
 # -- validation: one test per rule, each checked through the Event --------------------------------
@@ -181,16 +180,16 @@ def test_an_invalid_pod_fixed_by_its_owner_is_scheduled(kube_api, dev_cluster, n
     name = pod["metadata"]["name"]
     wait_for(lambda: "FailedValidation" in event_reasons(kube_api, namespace, name), 20, "a FailedValidation event")
     kc.patch(kube_api, PODS, name, {"metadata": {"annotations": {names.ANN_PRIORITY: "100"}}}, namespace)
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
-    assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == [str(job_id)]
+    assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == [job_id]
 
 
 # -- schedule, bind, and both unschedule flows -------------------------------------------------------
 def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, cpu="2", memory="2Gi")
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     job = slurm_job(dev_cluster, job_id)
     assert state(job) == "RUNNING"
@@ -202,10 +201,26 @@ def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, 
     assert number(job, "cpus") == 2 and number(job, "memory_per_node") == 2048
 
 
+@pytest.mark.parametrize("effect", ["NoExecute", "NoSchedule"])
+def test_a_pod_tolerates_the_lock_only_where_the_lock_would_evict_it(kube_api, dev_cluster, namespace, scheduler,
+                                                                     lock_taint, effect):
+    """Binding skips the taint filter and the kubelet admits past NoSchedule: only NoExecute needs the write."""
+    slurm_node, k8s_node = lock_taint(effect)
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: slurm_node})
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
+    assert wait_for(lambda: bound(kube_api, namespace, name), 30, "binding") == k8s_node
+    placed = get_pod(kube_api, namespace, name)
+    assert tolerates_lock(placed) is (effect == "NoExecute")
+    assert placed["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
+
+
 def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
@@ -232,10 +247,13 @@ def test_slurm_refusing_the_job_is_an_event_not_a_retry_loop(kube_api, dev_clust
 def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     assert state(slurm_job(dev_cluster, job_id)) == "PENDING"
     # Slurm's reason (Resources, Priority...) is reported at once; with no reason yet, after a grace.
     assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 20, "events")
+    # A Pod reported waiting shows its job id (a Pod that binds at once gets it from its binding).
+    assert wait_for(lambda: (get_pod(kube_api, namespace, name)["metadata"].get("annotations") or {}).get(
+        names.ANN_JOB_ID), 10, "the job-id annotation") == str(job_id)
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
@@ -243,7 +261,7 @@ def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, n
 def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     cancelled_at = time.monotonic()
     dev_cluster.slurm("scancel", str(job_id))
@@ -264,7 +282,7 @@ def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, nam
     manifest["metadata"]["finalizers"] = [finalizer]
     pod = kc.create(kube_api, PODS, manifest, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     slurm_node = slurm_job(dev_cluster, job_id)["nodes"]
     try:
@@ -284,7 +302,7 @@ def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, nam
 def test_time_limit_ends_the_pod(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, annotations={names.ANN_TIMEOUT: "60"})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     assert number(slurm_job(dev_cluster, job_id), "time_limit") == 1
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     wait_for(lambda: gone(kube_api, namespace, name), 150, "the Pod to end at the time limit", interval=1)
@@ -294,12 +312,12 @@ def test_time_limit_ends_the_pod(kube_api, dev_cluster, namespace, scheduler):
 def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: busy_node})  # stays pending
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     scheduler.kill()
     kc.patch(kube_api, PODS, name, {"metadata": {"labels": {"touched": "yes"}}}, namespace)
     scheduler.start()
     time.sleep(3)
-    assert jobs_for_pod(dev_cluster, uid) == [str(job_id)]
+    assert jobs_for_pod(dev_cluster, uid) == [job_id]
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
@@ -308,8 +326,8 @@ def test_orphans_made_while_the_scheduler_was_down_are_cleaned_up(kube_api, dev_
     """A crash, then: a Pod deleted (its job must go) and a job cancelled (its Pod must go)."""
     deleted, cancelled = create_pod(kube_api, namespace), create_pod(kube_api, namespace)
     deleted_name, cancelled_name = deleted["metadata"]["name"], cancelled["metadata"]["name"]
-    orphan_job, cancelled_job = job_id_of(kube_api, namespace, deleted_name), job_id_of(kube_api, namespace,
-                                                                                         cancelled_name)
+    orphan_job = job_id_of(kube_api, dev_cluster, namespace, deleted_name)
+    cancelled_job = job_id_of(kube_api, dev_cluster, namespace, cancelled_name)
     for name in (deleted_name, cancelled_name):
         wait_for(lambda name=name: bound(kube_api, namespace, name), 30, f"{name} to be bound")
     slurm_node = slurm_job(dev_cluster, cancelled_job)["nodes"]
@@ -349,7 +367,7 @@ def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_
     namespace, _ = slow_listing_scheduler
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding well before the next job list")
     job = slurm_job(dev_cluster, job_id)
     assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
@@ -394,7 +412,7 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
         names.ANN_TIMEOUT: "150",
     }
     pod = create_pod(kube_api, namespace, annotations=annotations, cpu="1500m", memory="1500Mi", gpus=1)
-    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
     assert job["account"] == "root"
     assert job["comment"] == "A Kubernetes job"
     assert job["features"] == "FAKE_GPU"
@@ -419,14 +437,14 @@ def test_prefer_reaches_the_job(kube_api, dev_cluster, namespace, scheduler, bus
     """Checked while pending: once scheduled, Slurm 24.11 moves a met preference into features."""
     pod = create_pod(kube_api, namespace, annotations={names.ANN_PREFER: "FAKE_GPU",
                                                        names.ANN_REQUIRED_NODES: busy_node})
-    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
     assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU"
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 
 def test_defaults_run_as_root(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
-    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, pod["metadata"]["name"]))
+    job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
     assert (job["user_id"], job["group_id"]) == (0, 0)
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
@@ -436,7 +454,7 @@ def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespac
         {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["FAKE_GPU"]}]}]}}}
     pod = create_pod(kube_api, namespace, gpus=1, affinity=affinity)
     name = pod["metadata"]["name"]
-    job = slurm_job(dev_cluster, job_id_of(kube_api, namespace, name))
+    job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, name))
     assert "FAKE_GPU" in job["features"]
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     kc.delete(kube_api, PODS, name, namespace)
@@ -448,7 +466,7 @@ def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, s
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node,
                                                        names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "normal"})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
                              "--wrap", "sleep 300").stdout.strip()

@@ -1,4 +1,4 @@
-"""PodScheduler's own bookkeeping around the pure decision: binding once, waiting quietly."""
+"""PodScheduler's own bookkeeping around the pure decision: binding once, waiting quietly, writing little."""
 
 from __future__ import annotations
 
@@ -49,8 +49,25 @@ def pod(uid="uid-a", node=None):
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
 
 
+class Slurm:
+    """Accepts every submission."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit_job(self, request):
+        self.submitted.append(request)
+        return 7
+
+
 @pytest.fixture
-def world(monkeypatch):
+def writes():
+    """(what, uid, detail) for every Pod write the scheduler makes, in order."""
+    return []
+
+
+@pytest.fixture
+def world(monkeypatch, writes):
     pods = [pod()]
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
     jobs = JobIndex(parse)
@@ -58,14 +75,20 @@ def world(monkeypatch):
     binds = []
 
     def bind(api, obj, node, annotations):
+        writes.append(("bind", obj["metadata"]["uid"], node))
         binds.append((obj["metadata"]["uid"], node))
         if len(binds) > 1:
             raise ApiError(409, "Conflict", {"message": f"pod p is already assigned to node {node!r}"})
 
+    def record_job(api, obj, annotations, *, tolerate_lock=False):
+        writes.append(("record", obj["metadata"]["uid"], (dict(annotations), tolerate_lock)))
+        return True
+
     monkeypatch.setattr(kubeops, "bind", bind)
-    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"),
+    monkeypatch.setattr(kubeops, "record_job", record_job)
+    scheduler = PodScheduler(api=None, slurm=Slurm(), config=SchedulerConfig("s", b"x" * 16, "http://h"),
                              jobs=jobs, pods=PodIndex(Informer(pods)), slurmd=SlurmdNodes(Informer(slurmd)),
-                             recorder=recorder)
+                             recorder=recorder, must_tolerate_lock=lambda node: False)
     return scheduler, pods, jobs, recorder, binds
 
 
@@ -121,3 +144,51 @@ def test_slurm_reasons_are_reported_at_once(world):
     jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
     assert scheduler.reconcile("uid-a").requeue_after == reconciler.WAITING_RESYNC
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: Resources")]
+
+
+def test_a_submission_writes_nothing_to_the_pod(world, writes):
+    scheduler, _, jobs, recorder, _ = world
+    scheduler.reconcile("uid-a")
+    assert len(scheduler.slurm.submitted) == 1
+    assert writes == [] and recorder.events == []
+    assert jobs.view("uid-a").expected_job_id == 7
+
+
+def test_a_quick_binding_is_the_only_write(world, writes):
+    scheduler, _, jobs, _, _ = world
+    scheduler.reconcile("uid-a")
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    scheduler.reconcile("uid-a")
+    assert writes == [("bind", "uid-a", "worker-1")]
+
+
+def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"))
+    scheduler.reconcile("uid-a")  # passing: neither an Event nor a write yet
+    assert writes == []
+    now[0] += reconciler.PASSING_WAIT_GRACE
+    scheduler.reconcile("uid-a")
+    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: PENDING")]
+    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
+
+
+def test_a_slurm_reason_records_the_job_id_at_once(world, writes):
+    scheduler, _, jobs, _, _ = world
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
+    scheduler.reconcile("uid-a")
+    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
+
+
+@pytest.mark.parametrize("evicts", [True, False], ids=["noexecute-lock", "noschedule-lock"])
+def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts(world, writes, evicts):
+    scheduler, _, jobs, _, _ = world
+    asked = []
+    scheduler.must_tolerate_lock = lambda node: asked.append(node) or evicts
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    scheduler.reconcile("uid-a")
+    assert asked == ["worker-1"]
+    expected = [("record", "uid-a", ({}, True))] if evicts else []
+    assert writes == [*expected, ("bind", "uid-a", "worker-1")]

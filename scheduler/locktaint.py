@@ -1,0 +1,45 @@
+"""Whether a Pod bound straight to a Node must tolerate that Node's lock taint first.
+
+The Syncer taints a Node `sunk.coreweave.com/lock` before a placeholder job starts there
+(the strict lock), so a Pod always lands on a locked Node. Binding skips kube-scheduler's
+taint filter, and the kubelet admits past every taint but NoExecute
+(pkg/kubelet/lifecycle/predicate.go), so only a NoExecute lock (`--lock-taint-effect`)
+needs the toleration: without it the kubelet rejects the Pod, or the taint manager evicts
+it. Reading the taint on the Node, rather than a flag that must match the Syncer's, keeps
+the two components from disagreeing.
+
+Adding the toleration is a Pod patch: about 25 ms of apiserver, etcd and watcher CPU
+(docs/benchmarks.md), worth skipping for the common NoSchedule lock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sunk import names
+from sunk.kube.patch import has_taint
+
+Obj = dict[str, Any]
+
+
+def slim_node(node: Obj) -> Obj:
+    """What a Node informer needs to keep: name, version and taints (a Node is mostly status)."""
+    meta = node.get("metadata") or {}
+    return {
+        "apiVersion": node.get("apiVersion", "v1"),
+        "kind": node.get("kind", "Node"),
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
+    }
+
+
+class LockTaints:
+    """Reads a (slim) Node informer."""
+
+    def __init__(self, informer: Any):
+        self.informer = informer
+
+    def evicts(self, node_name: str) -> bool:
+        """True when a Pod bound to the Node must tolerate the lock; an unknown Node counts as True."""
+        node = self.informer.get(node_name)
+        return node is None or has_taint(node, names.LOCK_KEY, "NoExecute")
