@@ -58,6 +58,8 @@ class Waiting:
     ``passing`` marks the steps every Pod goes through in a second or two (Slurm has not
     listed the job yet, or has not given a reason, or the prolog is running): worth an
     Event only if the Pod stays there, not for each of a few hundred Pods starting at once.
+    ``Priority`` and ``Resources`` are among them: in a burst slurmctld gives one of them to
+    every job that waits for its next scheduling pass, for well under a second.
     """
 
     job_id: int
@@ -100,6 +102,11 @@ class PodFacts:
     deleting: bool
     placed_by_us: bool  # carries our job-id annotation
     problems: tuple[str, ...] = ()  # validation errors, already rendered
+
+
+# Slurm's reasons that a job in a busy queue shows for a moment on its way to running; a
+# limit, a hold, a dependency or an unavailable node says something that lasts.
+TRANSIENT_REASONS = frozenset({"", "Priority", "Resources"})
 
 
 def decide(
@@ -162,7 +169,7 @@ def decide(
         return Submit()
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""
-        return Waiting(job.id, reason or job.state, passing=not reason)
+        return Waiting(job.id, reason or job.state, passing=reason in TRANSIENT_REASONS)
     if not started.get(job.id, False):
         return Waiting(job.id, "prolog and node lock in progress", passing=True)
     nodes = job.node_list

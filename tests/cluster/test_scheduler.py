@@ -249,7 +249,8 @@ def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, n
     name = pod["metadata"]["name"]
     job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     assert state(slurm_job(dev_cluster, job_id)) == "PENDING"
-    # Slurm's reason (Resources, Priority...) is reported at once; with no reason yet, after a grace.
+    # A lasting reason (a limit, a hold, ReqNodeNotAvail) is reported at once; Priority, Resources
+    # or no reason yet, after a grace of 10 s.
     assert "WaitingForSlurm" in wait_for(lambda: event_reasons(kube_api, namespace, name), 20, "events")
     # A Pod reported waiting shows its job id (a Pod that binds at once gets it from its binding).
     assert wait_for(lambda: (get_pod(kube_api, namespace, name)["metadata"].get("annotations") or {}).get(

@@ -131,19 +131,19 @@ def test_a_wait_that_ended_starts_its_grace_afresh_next_time(world, monkeypatch)
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
     jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")  # a passing wait begins
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="Priority", extra="uid-a"), observed_at=2.0)
-    scheduler.reconcile("uid-a")  # Slurm's reason: reported, the passing wait is over
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="ReqNodeNotAvail", extra="uid-a"), observed_at=2.0)
+    scheduler.reconcile("uid-a")  # a lasting reason: reported, the passing wait is over
     jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=3.0)
     now[0] += reconciler.PASSING_WAIT_GRACE
     scheduler.reconcile("uid-a")  # passing again: a new grace, no Event yet
-    assert [m for _, m in recorder.events] == ["Slurm job 7: Priority"]
+    assert [m for _, m in recorder.events] == ["Slurm job 7: ReqNodeNotAvail"]
 
 
 def test_slurm_reasons_are_reported_at_once(world):
     scheduler, _, jobs, recorder, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="QOSMaxCpuPerUserLimit", extra="uid-a"))
     assert scheduler.reconcile("uid-a").requeue_after == reconciler.WAITING_RESYNC
-    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: Resources")]
+    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: QOSMaxCpuPerUserLimit")]
 
 
 def test_a_submission_writes_nothing_to_the_pod(world, writes):
@@ -177,9 +177,16 @@ def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatc
 
 def test_a_slurm_reason_records_the_job_id_at_once(world, writes):
     scheduler, _, jobs, _, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="Resources", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="JobHeldAdmin", extra="uid-a"))
     scheduler.reconcile("uid-a")
     assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
+
+
+def test_a_burst_waiting_for_the_next_scheduling_pass_writes_nothing(world, writes):
+    scheduler, _, jobs, recorder, _ = world
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="Priority", extra="uid-a"))
+    assert scheduler.reconcile("uid-a").requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)
+    assert writes == [] and recorder.events == []
 
 
 @pytest.mark.parametrize("evicts", [True, False], ids=["noexecute-lock", "noschedule-lock"])
