@@ -13,9 +13,11 @@ Runs against the dev cluster (`sunk-dev up`); needs nothing else running.
 from __future__ import annotations
 
 import argparse
+import calendar
 import http.server
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -159,10 +161,28 @@ def where_time_went(metrics_url: str) -> dict[str, float]:
     return dict(sorted(means.items()))
 
 
-def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str, scheduler_pid: int) -> dict:
+def submissions(log: Path) -> dict[str, float]:
+    """Pod name -> when the scheduler submitted its job, from its own log (no Pod write marks it)."""
+    at: dict[str, float] = {}
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        match = SUBMITTED.match(entry.get("msg", ""))
+        if match:
+            stamp, millis = entry["ts"].rstrip("Z").split(".")
+            at[match.group(1)] = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) + int(millis) / 1000
+    return at
+
+
+SUBMITTED = re.compile(r"pod [^/]+/(\S+): submitted placeholder job \d+")
+
+
+def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str, scheduler_pid: int,
+             scheduler_log: Path) -> dict:
     bound_at: dict[str, float] = {}
     created_at: dict[str, float] = {}
-    submitted_at: dict[str, float] = {}  # the job-id annotation, written right after the submission
     done = threading.Event()
     lock = threading.Lock()
 
@@ -176,8 +196,6 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     def seen(obj: dict) -> None:
         name = obj["metadata"]["name"]
         with lock:
-            if names.ANN_JOB_ID in (obj["metadata"].get("annotations") or {}):
-                submitted_at.setdefault(name, time.time())
             if obj["spec"].get("nodeName") and name not in bound_at:
                 bound_at[name] = time.time()
                 if len(bound_at) == count:
@@ -218,6 +236,7 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     cpu = cpu_seconds(scheduler_pid) - cpu_before
     total = max(bound_at.values()) - began
     after = rpc_counts(metrics_url)
+    submitted_at = submissions(scheduler_log)
     latencies = [bound_at[n] - created_at[n] for n in names_]
     to_submit = [submitted_at.get(n, bound_at[n]) - created_at[n] for n in names_]
     to_bind = [bound_at[n] - submitted_at.get(n, bound_at[n]) for n in names_]
@@ -369,7 +388,7 @@ def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path) 
         scheduler.start()
         assert scheduler.proc is not None
         pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
-                       scheduler.proc.pid)
+                       scheduler.proc.pid, scheduler.log)
     finally:
         # Always while the scheduler still runs: it cancels the jobs of deleted Pods. Stopped
         # first, each placeholder would wait for its Pod past KillWait and drain its node.
