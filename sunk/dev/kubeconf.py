@@ -33,25 +33,29 @@ def ensure_pki(kube_dir: Path) -> None:
     if not tokens.exists():
         tokens.write_text(f'{secrets.token_hex(24)},admin,admin,"system:masters"\n')
         tokens.chmod(0o600)
-    kubeconfig = kube_dir / "admin.kubeconfig"
-    token = admin_token(kube_dir)
-    kubeconfig.write_text(f"""apiVersion: v1
+    write_kubeconfig(kube_dir / "admin.kubeconfig", kube_dir, "admin", admin_token(kube_dir))
+
+
+def write_kubeconfig(path: Path, kube_dir: Path, user: str, token: str) -> Path:
+    """A kubeconfig for the dev apiserver that authenticates with a bearer token."""
+    path.write_text(f"""apiVersion: v1
 kind: Config
 clusters:
 - name: sunk-dev
   cluster:
     server: https://127.0.0.1:{APISERVER_PORT}
-    certificate-authority: {ca_crt}
+    certificate-authority: {kube_dir / "ca.crt"}
 users:
-- name: admin
+- name: {user}
   user:
     token: {token}
 contexts:
 - name: sunk-dev
-  context: {{cluster: sunk-dev, user: admin}}
+  context: {{cluster: sunk-dev, user: {user}}}
 current-context: sunk-dev
 """)
-    kubeconfig.chmod(0o600)
+    path.chmod(0o600)
+    return path
 
 
 def admin_token(kube_dir: Path) -> str:
