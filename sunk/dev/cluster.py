@@ -23,10 +23,12 @@ from typing import Optional
 import requests
 from attrs import frozen
 
-from . import chroot, kubebuild, kubeconf, slurmconf
+from . import chroot, kubebuild, kubeconf, kubelet, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
+SLURMD_SELECTOR = "app.kubernetes.io%2Fname%3Dslurmd"  # URL-encoded, as the list calls take it
+FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
@@ -496,7 +498,7 @@ class DevCluster:
         )
 
     def _kubelet_ok(self) -> bool:
-        resp = self.kube_request("GET", "/api/v1/nodes?labelSelector=sunk.dev/fake-kubelet%3Dtrue")
+        resp = self.kube_request("GET", f"/api/v1/nodes?labelSelector={FAKE_KUBELET_SELECTOR}")
         if resp.status_code != 200:
             return False
         ready = {
@@ -513,11 +515,32 @@ class DevCluster:
         pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
         for node in self.layout.node_names:
             self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
+        self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
 
+    def _prune_kubernetes(self) -> None:
+        """The slurmd Pods and Nodes of a larger layout (`up --nodes 8`, then `up --nodes 4`).
+
+        No slurmd and no kubelet serve them any more, yet a Syncer or scheduler would still
+        map Slurm nodes onto them. No kubelet finishes the Pods' deletion, so grace is 0.
+        """
+        wanted = set(self.layout.node_names)
+        pods = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
+        self._expect(pods, 200)
+        for pod in pods.json()["items"]:
+            if (name := pod["metadata"]["name"]) not in wanted:
+                self._say(f"  slurmd Pod {name}: not in this layout, deleted")
+                self._expect(self.kube_request("DELETE", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{name}",
+                                               {"gracePeriodSeconds": 0}), 200, 404)
+        nodes = self.kube_request("GET", f"/api/v1/nodes?labelSelector={FAKE_KUBELET_SELECTOR}")
+        self._expect(nodes, 200)
+        for node in nodes.json()["items"]:
+            if (name := node["metadata"]["name"]) not in {self.k8s_node_for(n) for n in wanted}:
+                self._say(f"  Node {name}: not in this layout, deleted")
+                self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{name}"), 200, 404)
+
     def _slurmd_pods_ready(self) -> bool:
-        resp = self.kube_request(
-            "GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector=app.kubernetes.io%2Fname%3Dslurmd")
+        resp = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in resp.json()["items"]}
         return all(phases.get(n) == "Running" for n in self.layout.node_names)
 

@@ -11,7 +11,8 @@ import uuid
 import requests
 from kubernetes import client
 
-from sunk.dev.cluster import SLURM_NAMESPACE
+from sunk.dev import kubelet
+from sunk.dev.cluster import SLURM_NAMESPACE, slurmd_pod
 
 
 def _rest(slurm_rest, method, path, body=None):
@@ -176,3 +177,19 @@ def test_slurmd_pods_map_to_nodes(dev_cluster, kube_api):
         pod = core.read_namespaced_pod(slurm_node, SLURM_NAMESPACE)
         assert pod.spec.node_name == dev_cluster.k8s_node_for(slurm_node)
         assert pod.status.phase == "Running"
+
+
+def test_up_prunes_the_slurmd_pods_and_nodes_of_a_larger_layout(dev_cluster, kube_api):
+    """`up --nodes 8` then `up --nodes 4`: node5..8 have no slurmd and no kubelet, so they go."""
+    core = client.CoreV1Api(kube_api)
+    stray = "node99"
+    k8s_node = dev_cluster.k8s_node_for(stray)
+    core.create_node({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": k8s_node, "labels": {kubelet.NODE_LABEL: "true"}}})
+    core.create_namespaced_pod(SLURM_NAMESPACE, slurmd_pod(stray))
+    dev_cluster.up()
+    left = {p.metadata.name for p in core.list_namespaced_pod(SLURM_NAMESPACE,
+                                                              label_selector="app.kubernetes.io/name=slurmd").items}
+    assert left == set(dev_cluster.slurm_nodes)
+    nodes = {n.metadata.name for n in core.list_node(label_selector=f"{kubelet.NODE_LABEL}=true").items}
+    assert nodes == {dev_cluster.k8s_node_for(n) for n in dev_cluster.slurm_nodes}
