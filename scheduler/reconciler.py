@@ -104,7 +104,7 @@ class PodScheduler:
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
-    _waiting_since: dict[str, tuple[str, float]] = attrs.field(init=False, factory=dict)
+    _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
     # Pods this process bound that the Pod informer may not show bound yet (kube-scheduler's
     # "assumed" Pods): a reconcile in between must not bind again (the apiserver says 409).
     _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
@@ -199,10 +199,9 @@ class PodScheduler:
             self._waiting_since.pop(uid, None)
             self._report_wait(pod, waiting.job_id, message)
             return Result(requeue_after=WAITING_RESYNC)
-        reason, since = self._waiting_since.get(uid, ("", 0.0))
-        if reason != waiting.reason:
-            since = time.monotonic()
-            self._waiting_since[uid] = (waiting.reason, since)
+        # One grace for the whole wait, whichever passing step it is in: a job that goes
+        # Priority -> Resources -> Priority in a full cluster is still reported.
+        since = self._waiting_since.setdefault(uid, time.monotonic())
         left = since + PASSING_WAIT_GRACE - time.monotonic()
         if left > 0:
             return Result(requeue_after=left)

@@ -139,6 +139,17 @@ def test_a_wait_that_ended_starts_its_grace_afresh_next_time(world, monkeypatch)
     assert [m for _, m in recorder.events] == ["Slurm job 7: ReqNodeNotAvail"]
 
 
+def test_a_wait_that_changes_passing_reasons_is_reported_after_one_grace(world, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    for step, reason in enumerate(["Priority", "Resources", "Priority"]):
+        jobs.upsert(Job(id=7, state="PENDING", state_reason=reason, extra="uid-a"), observed_at=float(step))
+        scheduler.reconcile("uid-a")
+        now[0] += reconciler.PASSING_WAIT_GRACE / 2
+    assert recorder.events == [("WaitingForSlurm", "Slurm job 7: Priority")]
+
+
 def test_slurm_reasons_are_reported_at_once(world):
     scheduler, _, jobs, recorder, _ = world
     jobs.upsert(Job(id=7, state="PENDING", state_reason="QOSMaxCpuPerUserLimit", extra="uid-a"))
