@@ -41,6 +41,21 @@ def nudge(api: Any):
     return on_bind
 
 
+def announce(api: Any):
+    """The extender's submission step: the job id (and the lock toleration) on the Pod at once.
+
+    The same patch is the event that brings a parked Pod back to kube-scheduler, whose
+    PodScheduled condition then names the job and Slurm's reason instead of "waiting for the
+    placeholder Slurm job to be submitted" for up to 5 minutes. sunk-scheduler has no such
+    reader and writes nothing at submission.
+    """
+
+    def on_submit(pod: dict, job_id: int) -> None:
+        kubeops.record_job(api, pod, {names.ANN_JOB_ID: str(job_id)}, tolerate_lock=True)
+
+    return on_submit
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sunk-extender", description=__doc__)
     add_common_arguments(parser, default_name="sunk-extender")
@@ -56,7 +71,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     running: dict[str, Any] = {}
 
     def build():
-        assembly = build_runtime(args, "sunk-extender", on_bind_factory=nudge)
+        assembly = build_runtime(args, "sunk-extender", on_bind_factory=nudge, on_submit_factory=announce)
         running["assembly"] = assembly
         # One WSGI app for both listeners: extender verbs at the root, hooks under /api/v1.
         app = create_app(assembly.scheduler, assembly.controller.queue.add)

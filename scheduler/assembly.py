@@ -101,6 +101,7 @@ def assemble(
     health_bind_address: Optional[str],
     metrics_bind_address: Optional[str],
     on_bind: Optional[Callable[[Obj, Bind], None]] = None,
+    on_submit: Optional[Callable[[Obj, int], None]] = None,
 ) -> Assembly:
     manager = Manager(name, api_client=api, leader_election=leader_election,
                       health_bind_address=health_bind_address, metrics_bind_address=metrics_bind_address)
@@ -112,7 +113,7 @@ def assemble(
     pod_index = PodIndex(pods)
     recorder = EventRecorder(api, component=name)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
-                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind,
+                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_cache.nudge, bind_latency=metrics.BIND_LATENCY.observe)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=workers)

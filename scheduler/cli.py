@@ -96,7 +96,8 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
     )
 
 
-def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional[Callable[[Any], Any]] = None):
+def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional[Callable[[Any], Any]] = None,
+                  on_submit_factory: Optional[Callable[[Any], Any]] = None):
     """Everything that must live in the serving worker; returns the Assembly."""
     from sunk.slurm import SlurmCache, connect
 
@@ -117,6 +118,7 @@ def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional
         leader_election=election, health_bind_address=args.health_probe_bind_address or None,
         metrics_bind_address=args.metrics_bind_address or None,
         on_bind=on_bind_factory(api) if on_bind_factory else None,
+        on_submit=on_submit_factory(api) if on_submit_factory else None,
     )
     assembly.manager.start()
     exit_when_done(assembly.manager)

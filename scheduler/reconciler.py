@@ -87,7 +87,8 @@ class SlurmdNodes:
 
 @attrs.define
 class PodScheduler:
-    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler).
+    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler);
+    ``on_submit(pod, job_id)``, if set, its word to the Pod once the job exists.
 
     ``must_tolerate_lock(node)`` says whether a Pod bound straight to that Node needs the
     lock toleration first (scheduler/locktaint.py); without a Node cache, always.
@@ -101,6 +102,7 @@ class PodScheduler:
     slurmd: SlurmdNodes
     recorder: EventRecorder
     on_bind: Optional[Callable[[Obj, Bind], None]] = None
+    on_submit: Optional[Callable[[Obj, int], None]] = None
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
@@ -246,6 +248,8 @@ class PodScheduler:
         # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
         # a patch per Pod was a fifth of the burst's CPU.
         log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
+        if self.on_submit is not None:
+            self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
     def job_request(self, pod: Obj) -> Any:

@@ -41,7 +41,10 @@ class Process:
             except requests.RequestException:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"{self.name} not ready after {timeout}s:\n{self.tail()}")
+        # Stop it: a fixture that raises here never reaches its teardown, and a process left
+        # running holds its ports and Lease into the next test run.
+        self.stop()
+        raise RuntimeError(f"{self.name} not ready after {timeout}s (stopped):\n{self.tail()}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
         """Signal the whole process group (gunicorn master and worker), then wait."""

@@ -210,3 +210,12 @@ def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts
     assert asked == ["worker-1"]
     expected = [("record", "uid-a", ({}, True))] if evicts else []
     assert writes == [*expected, ("bind", "uid-a", "worker-1")]
+
+
+def test_the_front_end_hears_of_each_submission(world, writes):
+    """The extender's hook: its patch is what re-queues the Pod in kube-scheduler."""
+    scheduler, _, _, _, _ = world
+    heard = []
+    scheduler.on_submit = lambda pod, job_id: heard.append((pod["metadata"]["uid"], job_id))
+    scheduler.reconcile("uid-a")
+    assert heard == [("uid-a", 7)] and writes == []
