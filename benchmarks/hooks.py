@@ -83,8 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--callers", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args(argv)
-
     cluster = DevCluster.for_tests()
+    with cluster.claimed("benchmarks/hooks.py"):
+        return run(cluster, args)
+
+
+def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     cluster.up()
     api = kc.load_api_client(str(cluster.kubeconfig))
     work = Path(tempfile.mkdtemp(prefix="sunk-bench-hooks-"))

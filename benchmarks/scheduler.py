@@ -426,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="Slurm's daemons on the last CPU, Kubernetes and sunk on the others (see pinned_cpus)")
     args = parser.parse_args(argv)
     cluster = DevCluster.for_tests()
+    with cluster.claimed("benchmarks/scheduler.py"):
+        return run(cluster, args)
+
+
+def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     cluster.up()
     from sunk.kube.client import load_api_client
 

@@ -55,7 +55,6 @@ from sunk.slurm import NodeUpdate, connect
 from sunk.slurm.fake import FakeSlurmrestd
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 from tests.cluster.procs import Process
-from tests.cluster.syncer_harness import nodes_lock
 
 LABEL = "sunk.dev/syncer-bench"
 BENCH_REASON = "syncer-bench: drained from Slurm"
@@ -398,9 +397,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextmanager
 def _real_slurm(cluster: DevCluster, env: dict[str, str]) -> Iterator[SlurmSide]:
-    """The dev cluster's Slurm, under the node3/node4 lock the syncer and locking suites take."""
+    """The dev cluster's Slurm, claimed so that no test session uses it meanwhile."""
     token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
-    with nodes_lock(cluster):
+    with cluster.claimed("benchmarks/syncer.py"):
         yield SlurmSide(env["SLURM_REST_URL"], token)
 
 

@@ -28,8 +28,9 @@ def dev_cluster():
     from sunk.dev.cluster import DevCluster
 
     cluster = DevCluster.for_tests()
-    cluster.up()
-    return cluster
+    with cluster.claimed("a pytest session"):  # another session on this machine would break this one's tests
+        cluster.up()
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from typing import Optional
 import requests
 from attrs import frozen
 
-from . import chroot, kubebuild, kubeconf, kubelet, slurmconf
+from . import chroot, claim, kubebuild, kubeconf, kubelet, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -82,6 +82,10 @@ class DevCluster:
     def for_tests(cls) -> DevCluster:
         """Tests run sunk's own processes themselves, so the cluster runs none of them."""
         return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")), with_sunk=False)
+
+    def claimed(self, who: str, timeout: float = 3600):
+        """Use the cluster alone (see ``sunk.dev.claim``): tests and benchmarks hold this."""
+        return claim.claimed(self.run_dir, who, timeout, log=self.log)
 
     # -- facts -------------------------------------------------------------------------
     @property

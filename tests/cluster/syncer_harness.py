@@ -9,18 +9,16 @@ Pods, so it never manages Slurm nodes that other tests use. It runs without plug
 Every helper that changes Slurm or a Node has an undo that the tests call in finally.
 
 The node-locking suite runs a state-syncing syncer on node3/node4 too; two syncers on
-the same Slurm nodes fight (each writes its own Pod into Extra). ``nodes_lock`` is an
-advisory file lock both suites can take to run one after the other.
+the same Slurm nodes fight (each writes its own Pod into Extra), so no two sessions may
+run at once: the ``dev_cluster`` fixture claims the cluster (``sunk.dev.claim``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,26 +39,6 @@ from sunk.slurm.models import Node
 NODES_UNDER_TEST = ("node3", "node4")
 TEST_LABEL = "sunk.dev/syncer-test"
 T = TypeVar("T")
-
-
-@contextmanager
-def nodes_lock(dev_cluster: Any, timeout: float = 900) -> Iterator[None]:
-    """Hold ``<sunk-dev home>/run/nodes-node3-node4.lock`` (flock) while the suite runs."""
-    path = Path(dev_cluster.home) / "run" / "nodes-node3-node4.lock"
-    with open(path, "a") as f:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} held for {timeout}s by another suite") from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ import requests
 from kube_testns import create_namespace, purge_namespace
 from prometheus_client.parser import text_string_to_metric_families
 from slurmtools import number, slurm_job, state, wait_for
-from syncer_harness import SyncerUnderTest, nodes_lock
+from syncer_harness import SyncerUnderTest
 
 from sunk.metrics.families import SCHEDULER_FAMILIES
 from sunk.translate.slurmstates import NODE_COUNT_BUCKET
@@ -93,35 +93,34 @@ def scontrol_nodes(dev_cluster) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def made(dev_cluster, kube_api) -> Iterator[dict[str, Any]]:
     """The known Slurm states, made for real, and a syncer serving metrics about them."""
-    with nodes_lock(dev_cluster):
-        namespace = create_namespace(kube_api)
-        name = f"metrics-{uuid.uuid4().hex[:6]}"
-        submitted: list[str] = []
+    namespace = create_namespace(kube_api)
+    name = f"metrics-{uuid.uuid4().hex[:6]}"
+    submitted: list[str] = []
 
-        def sbatch(*flags: str) -> int:
-            job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", f"--job-name={name}",
-                                    *flags, "--wrap", "sleep 600").stdout.strip()
-            submitted.append(job)
-            return int(job)
+    def sbatch(*flags: str) -> int:
+        job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", f"--job-name={name}",
+                                *flags, "--wrap", "sleep 600").stdout.strip()
+        submitted.append(job)
+        return int(job)
 
-        syncer = SyncerUnderTest(dev_cluster, namespace, name, LOG_DIR, name="metrics-syncer",
-                                 extra_flags=["--plugins=sunk.metrics.plugin", "--slurm-diag-interval=1s"])
-        try:
-            dev_cluster.slurm("scontrol", "update", f"nodename={DRAINED}", "state=drain", f"reason={REASON}")
-            running = sbatch("-n1", "--gres=gpu:1", "--qos=high", "-x", DRAINED)
-            held = sbatch("-n1", "--hold")
-            cancelled = sbatch("-n1", "--hold")
-            dev_cluster.slurm("scancel", str(cancelled))
-            wait_for(lambda: state(slurm_job(dev_cluster, running)) == "RUNNING", 60, "the GPU job to run")
-            wait_for(lambda: state(slurm_job(dev_cluster, cancelled)) == "CANCELLED", 30, "the cancel")
-            syncer.start()
-            yield {"syncer": syncer, "running": running, "held": held, "cancelled": cancelled, "name": name}
-        finally:
-            syncer.stop()
-            if submitted:
-                dev_cluster.slurm("scancel", *submitted, check=False)
-            dev_cluster.slurm("scontrol", "update", f"nodename={DRAINED}", "state=resume", check=False)
-            purge_namespace(kube_api, namespace)
+    syncer = SyncerUnderTest(dev_cluster, namespace, name, LOG_DIR, name="metrics-syncer",
+                             extra_flags=["--plugins=sunk.metrics.plugin", "--slurm-diag-interval=1s"])
+    try:
+        dev_cluster.slurm("scontrol", "update", f"nodename={DRAINED}", "state=drain", f"reason={REASON}")
+        running = sbatch("-n1", "--gres=gpu:1", "--qos=high", "-x", DRAINED)
+        held = sbatch("-n1", "--hold")
+        cancelled = sbatch("-n1", "--hold")
+        dev_cluster.slurm("scancel", str(cancelled))
+        wait_for(lambda: state(slurm_job(dev_cluster, running)) == "RUNNING", 60, "the GPU job to run")
+        wait_for(lambda: state(slurm_job(dev_cluster, cancelled)) == "CANCELLED", 30, "the cancel")
+        syncer.start()
+        yield {"syncer": syncer, "running": running, "held": held, "cancelled": cancelled, "name": name}
+    finally:
+        syncer.stop()
+        if submitted:
+            dev_cluster.slurm("scancel", *submitted, check=False)
+        dev_cluster.slurm("scontrol", "update", f"nodename={DRAINED}", "state=resume", check=False)
+        purge_namespace(kube_api, namespace)
 
 
 def settled(made, check, what: str) -> None:

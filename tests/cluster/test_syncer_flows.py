@@ -23,7 +23,6 @@ from syncer_harness import (
     Cluster,
     SyncerUnderTest,
     never,
-    nodes_lock,
     restore_slurm_node,
     wait_for,
 )
@@ -42,11 +41,6 @@ PROPAGATION = 10.0  # generous bound for one propagation on a loaded 2-core mach
 @pytest.fixture(scope="module")
 def env(dev_cluster, kube_api, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Namespace, stand-in Pods (Ready), clean Slurm nodes; removed afterwards."""
-    with nodes_lock(dev_cluster):
-        yield from _env(dev_cluster, kube_api, tmp_path_factory)
-
-
-def _env(dev_cluster, kube_api, tmp_path_factory) -> Iterator[dict[str, Any]]:
     namespace = create_namespace(kube_api)
     run_id = uuid.uuid4().hex[:8]
     cluster = Cluster(dev_cluster, kube_api, namespace)
