@@ -110,10 +110,14 @@ class LockReconciler:
         stale = expired(requests.valid, f.jobs, f.now, self.config.request_grace) + list(requests.malformed)
         live = [r for r in requests.valid if r.key not in stale]
         busy = f.slurm is not None and f.slurm.running_jobs
-        strict = any(r.strict for r in live) or any(j.placeholder for j in f.jobs.values())
-        wanted = bool(live or f.jobs or busy)
         written = annotations.get(names.LOCK_KEY)
         current = machine.parse_state(written)
+        strict = any(r.strict for r in live) or any(j.placeholder for j in f.jobs.values())
+        if busy and not live and not f.jobs:
+            # Held only by the node's state (a job's epilog, or a job the cache has yet to show):
+            # keep the level reached rather than weaken a strict lock for the last seconds.
+            strict = current is machine.LockState.LOCKED_STRICT
+        wanted = bool(live or f.jobs or busy)
         cleanup: dict[str, str | None] = dict.fromkeys(stale)
 
         if not wanted:
@@ -121,7 +125,7 @@ class LockReconciler:
             return None
 
         kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
-        to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict)
+        to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect)
         why = _jobs_text(live, f.jobs)
         for pod in to_evict:
             if not pod["metadata"].get("deletionTimestamp") and not self._refused_lately(pod, f.now):

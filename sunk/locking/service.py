@@ -81,7 +81,8 @@ class LockService:
         state = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(names.LOCK_KEY, "false")
         k8s_node = ((pod or {}).get("spec") or {}).get("nodeName") or ""
         blocking = []
-        for p in machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict):
+        for p in machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict,
+                                          effect=self.config.taint_effect):
             key = object_key(p)
             entry: dict[str, Any] = {"pod": key}
             if p["metadata"].get("deletionTimestamp"):

@@ -7,8 +7,8 @@
     any ──(the Slurm node runs no job and none is asked for)──► false
 
 Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slurmd Pod aside:
-- never Pods that tolerate the ``sunk.coreweave.com/lock`` taint (DaemonSets for logging,
-  monitoring, the device plugin), nor Pods that already finished (Succeeded/Failed);
+- never Pods that tolerate the ``sunk.coreweave.com/lock`` taint, with its effect (DaemonSets
+  for logging, monitoring, the device plugin), nor Pods that already finished;
 - never Pods placed by the SUNK Pod Scheduler (they carry a job-id): they are Slurm jobs
   themselves, and Slurm already counted what they hold;
 - **normal**: every other Pod that is still running; once it is terminating it no longer
@@ -44,8 +44,17 @@ def parse_state(value: Optional[str]) -> LockState:
         return LockState.FALSE
 
 
-def tolerates_lock(pod: Obj) -> bool:
+def tolerates_lock(pod: Obj, effect: Optional[str] = None) -> bool:
+    """Whether the Pod tolerates the lock taint ``sunk.coreweave.com/lock=true:<effect>``.
+
+    Kubernetes' own matching: a toleration that names an effect covers that effect only.
+    ``effect=None`` asks for every effect (the taint's effect is an operator's choice,
+    and a Pod given a toleration must keep it when that choice changes).
+    """
     for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        covers = toleration.get("effect") or ""
+        if covers and covers != effect:
+            continue
         key = toleration.get("key") or ""
         operator = toleration.get("operator") or "Equal"
         if key == "" and operator == "Exists":
@@ -63,11 +72,14 @@ def finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pods_to_evict(pods: Sequence[Obj], *, strict: bool) -> list[Obj]:
-    """The Pods that keep the lock from being reached (terminating ones too, when strict)."""
+def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str) -> list[Obj]:
+    """The Pods that keep the lock from being reached (terminating ones too, when strict).
+
+    ``effect`` is the lock taint's: a Pod tolerating it with another effect does not tolerate it.
+    """
     blocking = []
     for pod in pods:
-        if tolerates_lock(pod) or placed_by_sunk(pod) or finished(pod):
+        if tolerates_lock(pod, effect) or placed_by_sunk(pod) or finished(pod):
             continue
         if (pod.get("metadata") or {}).get("deletionTimestamp") and not strict:
             continue

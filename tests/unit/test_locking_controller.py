@@ -169,10 +169,33 @@ def test_strict_demand_comes_from_a_placeholder_job_or_a_strict_request(monkeypa
     assert w.lock() == "locked_strict"
 
 
+def test_a_node_busy_with_no_known_job_keeps_the_level_reached(monkeypatch):
+    """The placeholder job left the cache while its epilog still runs (COMPLETING): still strict."""
+    for written, expected in (("locked_strict", "locked_strict"), ("locked", "locked"), ("false", "locked")):
+        w = World(monkeypatch, annotations={names.LOCK_KEY: written}, slurm_state="IDLE+COMPLETING")
+        w.reconcile()
+        assert w.lock() == expected, written
+        assert "Locked" not in w.recorder.reasons() or written == "false"
+
+
 def test_the_taint_effect_follows_the_flag(monkeypatch):
     w = World(monkeypatch, slurm_state="ALLOCATED", flags=["--lock-taint-effect=NoExecute"])
     w.reconcile()
     assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoExecute")
+
+
+def test_a_toleration_of_another_effect_does_not_spare_a_pod(monkeypatch):
+    """Kubernetes' matching: tolerating the lock's NoSchedule taint does not tolerate its NoExecute one."""
+    spared = pod("logger", tolerate=True)
+    partial = pod("web")
+    partial["spec"]["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    w = World(monkeypatch, spared, partial, slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)},
+              flags=["--lock-taint-effect=NoExecute"])
+    w.reconcile()
+    assert [c for c in w.api.calls if c[0] == "evict"] == [("evict", "apps/web")]
+    w = World(monkeypatch, spared, partial, slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)})
+    w.reconcile()
+    assert "evict" not in w.api.kinds()
 
 
 def test_nothing_happens_before_the_slurm_cache_synced(monkeypatch):

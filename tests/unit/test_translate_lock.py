@@ -24,29 +24,42 @@ TOLERATIONS = {
     "equal-false": {"key": names.LOCK_KEY, "operator": "Equal", "value": "false"},
     "everything": {"operator": "Exists"},
     "other-key": {"key": "example.com/other", "operator": "Exists"},
+    "exists-noexecute": {"key": names.LOCK_KEY, "operator": "Exists", "effect": "NoExecute"},
+    "everything-noschedule": {"operator": "Exists", "effect": "NoSchedule"},
 }
+# Which effects of the lock taint each toleration covers (Kubernetes' ToleratesTaint).
+COVERS = {
+    "none": set(), "exists": {"NoSchedule", "PreferNoSchedule", "NoExecute"}, "equal-true": {"NoSchedule"},
+    "equal-false": set(), "everything": {"NoSchedule", "PreferNoSchedule", "NoExecute"}, "other-key": set(),
+    "exists-noexecute": {"NoExecute"}, "everything-noschedule": {"NoSchedule"},
+}
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-@pytest.mark.parametrize(("name", "tolerates"), [("none", False), ("exists", True), ("equal-true", True),
-                                                 ("equal-false", False), ("everything", True),
-                                                 ("other-key", False)])
-def test_toleration_matching(name, tolerates):
-    assert tolerates_lock(pod(tolerate=TOLERATIONS[name])) is tolerates
+@pytest.mark.parametrize(("name", "effect"), list(itertools.product(TOLERATIONS, EFFECTS)))
+def test_toleration_matching_per_effect(name, effect):
+    assert tolerates_lock(pod(tolerate=TOLERATIONS[name]), effect) is (effect in COVERS[name])
 
 
-@pytest.mark.parametrize(("tolerate", "sunk", "deleting", "phase", "strict"), list(itertools.product(
-    TOLERATIONS, (False, True), (False, True), ("Running", "Pending", "Succeeded", "Failed"), (False, True))))
-def test_which_pods_block_the_lock(tolerate, sunk, deleting, phase, strict):
+@pytest.mark.parametrize("name", TOLERATIONS)
+def test_tolerating_every_effect_needs_a_toleration_without_one(name):
+    assert tolerates_lock(pod(tolerate=TOLERATIONS[name])) is (COVERS[name] == set(EFFECTS))
+
+
+@pytest.mark.parametrize(("tolerate", "sunk", "deleting", "phase", "strict", "effect"), list(itertools.product(
+    TOLERATIONS, (False, True), (False, True), ("Running", "Pending", "Succeeded", "Failed"), (False, True),
+    ("NoSchedule", "NoExecute"))))
+def test_which_pods_block_the_lock(tolerate, sunk, deleting, phase, strict, effect):
     candidate = pod(tolerate=TOLERATIONS[tolerate], sunk=sunk, deleting=deleting, phase=phase)
-    tolerated = tolerate in ("exists", "equal-true", "everything")
+    tolerated = effect in COVERS[tolerate]
     expected = not tolerated and not sunk and phase not in ("Succeeded", "Failed") and (strict or not deleting)
-    assert (pods_to_evict([candidate], strict=strict) == [candidate]) is expected
+    assert (pods_to_evict([candidate], strict=strict, effect=effect) == [candidate]) is expected
 
 
 def test_strict_waits_for_terminating_pods_normal_does_not():
     leaving = pod(deleting=True)
-    assert pods_to_evict([leaving], strict=False) == []
-    assert pods_to_evict([leaving], strict=True) == [leaving]
+    assert pods_to_evict([leaving], strict=False, effect="NoSchedule") == []
+    assert pods_to_evict([leaving], strict=True, effect="NoSchedule") == [leaving]
 
 
 @pytest.mark.parametrize(("strict", "blocking", "state"), [
