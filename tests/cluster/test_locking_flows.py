@@ -146,9 +146,13 @@ def slurmd_lock(api, node: str) -> str | None:
     return lock_value(kc.get(api, PODS, node, "slurm"))
 
 
-def unlocked(api, node: str) -> None:
+def unlocked(api, dev_cluster, node: str) -> None:
     """Start from an unlocked node (another test's job may just have left it)."""
-    wait_for(lambda: slurmd_lock(api, node) in (None, "false"), 60, f"{node} unlocked")
+    try:
+        wait_for(lambda: slurmd_lock(api, node) in (None, "false"), 60, f"{node} unlocked")
+    except AssertionError as exc:
+        jobs = dev_cluster.slurm("squeue", "-h", "-w", node, "-o", "%i %T %j %k", check=False).stdout.strip()
+        raise AssertionError(f"{exc}; lock={slurmd_lock(api, node)!r}; jobs on {node}: {jobs or 'none'}") from None
 
 
 def lock_taint(api, k8s_node: str) -> bool:
@@ -184,7 +188,7 @@ def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube
     make_pod(kube_api, namespace, "web", "worker-3", delay=3)
     make_pod(kube_api, namespace, "logger", "worker-3", tolerate=True)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
-    unlocked(kube_api, "node3")
+    unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}; sleep 3")
         # While the job's script runs (RUNNING alone includes the prolog), the Node is tainted and locked.
@@ -200,10 +204,15 @@ def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube
     chroot_file(dev_cluster, marker).unlink()
 
     seq = history.sequence()
-    assert "pending" in seq and "locked" in seq, seq
-    assert seq.index("pending") < seq.index("locked") < len(seq) - 1 and seq[-1] == "false", seq
-    # (two watches see the same change at about the same time: allow them 0.1 s of skew)
-    assert history.first("pending") - 0.1 < history.evicted["web"] < history.first("locked") + 0.1
+    # `pending` may be skipped: a normal lock is not held up by a Pod that is already terminating,
+    # so a reconcile that runs after the eviction (say, after a write conflict) goes straight to locked.
+    assert "locked" in seq and seq[-1] == "false" and set(seq) <= {None, "false", "pending", "locked"}, seq
+    assert seq.index("locked") < len(seq) - 1, seq
+    if "pending" in seq:
+        assert seq.index("pending") < seq.index("locked"), seq
+        # (two watches see the same change at about the same time: allow them 0.1 s of skew)
+        assert history.first("pending") - 0.1 < history.evicted["web"], (history.values, history.evicted)
+    assert history.evicted["web"] < history.first("locked") + 0.1, (history.values, history.evicted)
     assert history.evicted["web"] < started and history.first("locked") <= started
     logger = get_pod(kube_api, namespace, "logger")
     assert logger is not None and not logger["metadata"].get("deletionTimestamp"), "a tolerating Pod was evicted"
@@ -217,7 +226,7 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: "1"})
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
-    unlocked(kube_api, "node3")
+    unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")
@@ -265,7 +274,7 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
     scripts.set_timeout(8)
     job = None
     try:
-        unlocked(kube_api, "node4")
+        unlocked(kube_api, dev_cluster, "node4")
         with History(kube_api, "node4", namespace) as history:
             job = scripts.sbatch("node4", f"touch {marker}")
             reason = wait_for(lambda: "sunk-lock" in (r := node_field(dev_cluster, "node4", "Reason")) and r, 40,

@@ -79,8 +79,10 @@ def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
         return [j for j in out if f"ns={namespace} " in slurm_job(dev_cluster, int(j)).get("extra", "")]
 
     deadline = time.monotonic() + timeout
-    while active_jobs() and time.monotonic() < deadline:
+    while (left := active_jobs()) and time.monotonic() < deadline:
         time.sleep(1)
+    # A job outliving its Pod this long is a leak, and it would hold its node through later modules.
+    assert not left, f"placeholder jobs of {namespace} still active {timeout:.0f}s after their Pods' deletion: {left}"
 
 
 def pod_manifest(name, *, annotations=None, cpu="1", memory="1Gi", gpus=0, grace=5, **spec):
