@@ -10,7 +10,7 @@ import pytest
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from slurmtools import slurm_job, state, wait_for
-from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, pod_manifest
+from test_scheduler import bound, event_reasons, gone, job_id_of, pod_manifest, serving
 
 from sunk import names
 from sunk.kube import client as kc
@@ -48,10 +48,8 @@ def extender(kube_api, dev_cluster, namespace, tmp_path_factory):
         ],
         ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp,
     )
-    proc.start()
-    yield proc
-    end_pods(kube_api, dev_cluster, namespace)
-    proc.stop()
+    with serving(kube_api, dev_cluster, proc, namespace, purge=False):  # (the namespace fixture purges)
+        yield proc
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import create_namespace
 from slurmtools import slurm_job, state, wait_for
 from test_manifests import MANIFESTS, PATHS
-from test_scheduler import bound, create_pod, end_pods, job_id_of, scheduler_process
+from test_scheduler import bound, create_pod, job_id_of, scheduler_process, serving
 
 from sunk.dev import kubeconf
 from sunk.kube import client as kc
@@ -57,11 +57,8 @@ def scheduler_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
     proc = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-rbac", ports=PORTS, extra_args=(
         f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
         "--leader-election-id=sunk-scheduler-rbac-test"))
-    proc.start()  # fails unless every informer could list and watch
-    yield namespace, proc
-    end_pods(kube_api, dev_cluster, namespace)
-    proc.stop()
-    purge_namespace(kube_api, namespace)
+    with serving(kube_api, dev_cluster, proc, namespace):  # (start fails unless every informer could list and watch)
+        yield namespace, proc
 
 
 def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube_api, dev_cluster,

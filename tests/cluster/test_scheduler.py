@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import requests
@@ -51,13 +53,27 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", po
     )
 
 
+@contextmanager
+def serving(kube_api, dev_cluster, proc: Process, namespace: str, *, purge: bool = True) -> Iterator[Process]:
+    """Run a scheduler (or extender) for ``namespace``; at the end its Pods go, and their jobs
+    end, while it still runs; then it stops and, if ``purge``, the namespace goes."""
+    proc.start()
+    try:
+        yield proc
+    finally:
+        try:
+            end_pods(kube_api, dev_cluster, namespace)
+        finally:
+            proc.stop()
+            if purge:
+                purge_namespace(kube_api, namespace)
+
+
 @pytest.fixture(scope="module")
 def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
     proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("scheduler"))
-    proc.start()
-    yield proc
-    end_pods(kube_api, dev_cluster, namespace)
-    proc.stop()
+    with serving(kube_api, dev_cluster, proc, namespace, purge=False):  # (the namespace fixture purges)
+        yield proc
 
 
 def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
@@ -358,11 +374,8 @@ def slow_listing_scheduler(kube_api, dev_cluster, tmp_path_factory):
     proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("slow-scheduler"),
                              ports={"hooks": 18200, "metrics": 18280, "probes": 18281},
                              extra_args=("--slurm-poll-interval=5m",))
-    proc.start()
-    yield namespace, proc
-    end_pods(kube_api, dev_cluster, namespace)
-    proc.stop()
-    purge_namespace(kube_api, namespace)
+    with serving(kube_api, dev_cluster, proc, namespace):
+        yield namespace, proc
 
 
 def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_api, dev_cluster,
