@@ -228,28 +228,44 @@ def has_taint(node: Obj, key: str, effect: str | None = None) -> bool:
 def ensure_taint(
     api: ApiClient, node: Obj, key: str, value: str | None = None, effect: str = "NoSchedule"
 ) -> PatchResult:
-    """Add (or fix the value of) taint ``key:effect``; other taints are kept."""
+    """Make ``key=value:effect`` the one taint with ``key``; other keys' taints are kept.
+
+    A taint of ``key`` with another effect goes: the key is ours, and one left over from an
+    earlier effect setting would outlive every unlock.
+    """
 
     def mutate(current: Obj) -> Obj | None:
         taints = list((current.get("spec") or {}).get("taints") or [])
         want: Obj = {"key": key, "effect": effect}
         if value is not None:
             want["value"] = value
-        for i, t in enumerate(taints):
-            if t.get("key") == key and t.get("effect") == effect:
-                if t.get("value") == value:
-                    return None
-                taints[i] = {**t, **want}
-                if value is None:
-                    taints[i].pop("value", None)
-                break
+        others = [t for t in taints if t.get("key") != key]
+        same = [t for t in taints if t.get("key") == key and t.get("effect") == effect]
+        if len(same) == 1 and len(others) == len(taints) - 1 and same[0].get("value") == value:
+            return None
+        if same:
+            kept = {**same[0], **want}
+            if value is None:
+                kept.pop("value", None)
         else:
+            kept = want
             if effect == "NoExecute":
-                want["timeAdded"] = rfc3339()  # what kubectl and the taint manager expect
-            taints.append(want)
-        return {"spec": {"taints": taints}}
+                kept["timeAdded"] = rfc3339()  # what kubectl and the taint manager expect
+        return {"spec": {"taints": [*others, kept]}}
 
     return update_with_retry(api, node, mutate, resource=NODES)
+
+
+def add_toleration(api: ApiClient, pod: Obj, toleration: Obj) -> PatchResult:
+    """Append ``toleration`` to a live Pod (one of the few spec changes Kubernetes allows)."""
+
+    def mutate(current: Obj) -> Obj | None:
+        tolerations = list((current.get("spec") or {}).get("tolerations") or [])
+        if toleration in tolerations:
+            return None
+        return {"spec": {"tolerations": [*tolerations, toleration]}}
+
+    return update_with_retry(api, pod, mutate, resource=PODS)
 
 
 def remove_taint(api: ApiClient, node: Obj, key: str, effect: str | None = None) -> PatchResult:

@@ -166,6 +166,14 @@ def test_taints_add_idempotent_conflict_and_remove(kube_api, node):
     assert [t["key"] for t in server["spec"]["taints"]].count(lock) == 1
     assert kp.has_taint(server, lock, "NoExecute")
 
+    # Another effect replaces ours (an operator changed the lock's effect): still one taint of the key.
+    switched = kp.ensure_taint(kube_api, server, lock, "true", "NoSchedule")
+    assert switched.wrote
+    assert [(t["key"], t["effect"]) for t in switched.obj["spec"]["taints"] if t["key"] == lock] == [
+        (lock, "NoSchedule")]
+    assert kp.has_taint(switched.obj, "example.com/other")
+    server = switched.obj
+
     gone = kp.remove_taint(kube_api, server, lock)
     assert gone.wrote and not kp.has_taint(gone.obj, lock)
     assert kp.has_taint(gone.obj, "example.com/other")
