@@ -7,11 +7,10 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.kube import client as kube
 from sunk.kube.patch import metadata_diff, set_pod_conditions
 from sunk.kube.resources import Resource
-from sunk.translate.lock import tolerates_lock
+from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
 
 PODS = Resource("", "v1", "pods", kind="Pod")
 Obj = dict[str, Any]
@@ -32,9 +31,6 @@ def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) ->
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
     kube.request(api, "POST", PODS.path(meta["namespace"], meta["name"], "binding"), body=body)
-
-
-LOCK_TOLERATION = {"key": names.LOCK_KEY, "operator": "Exists"}
 
 
 def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tolerate_lock: bool = False) -> bool:

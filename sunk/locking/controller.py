@@ -124,6 +124,7 @@ class LockReconciler:
             self._unlock(f, written not in (None, "false") or bool(cleanup), cleanup)
             return None
 
+        self._keep_sunk_pods(f)
         kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
         to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect)
         why = _jobs_text(live, f.jobs)
@@ -139,10 +140,22 @@ class LockReconciler:
             return Result(requeue_after=self.config.eviction_retry)
         return None
 
+    def _keep_sunk_pods(self, f: Facts) -> None:
+        """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it."""
+        for pod in machine.pods_to_tolerate(f.pods_on_node, self.config.taint_effect):
+            try:
+                kp.add_toleration(self.api, pod, machine.LOCK_TOLERATION)
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
+                continue
+            log.info("lock %s: %s now tolerates the NoExecute lock taint", f.slurm_node, object_key(pod))
+
     def _unlock(self, f: Facts, write: bool, cleanup: dict[str, str | None]) -> None:
         if write:
             self._write_state(f.pod, machine.LockState.FALSE, cleanup)
-        if kp.remove_taint(self.api, f.k8s_node, names.LOCK_KEY, self.config.taint_effect):
+        # Every effect: a lock taint left from an earlier --lock-taint-effect would never go otherwise.
+        if kp.remove_taint(self.api, f.k8s_node, names.LOCK_KEY):
             self.ctx.recorder.normal(f.pod, "Unlocked",
                                      f"Slurm node {f.slurm_node} runs no job: Node {_name(f.k8s_node)} unlocked")
             log.info("lock %s: unlocked Node %s", f.slurm_node, _name(f.k8s_node))

@@ -28,6 +28,10 @@ from sunk import names
 
 Obj = dict[str, Any]
 
+# What a Pod that must stay through locks carries: every effect, so an operator's change of
+# the taint's effect does not turn it into an eviction.
+LOCK_TOLERATION: Obj = {"key": names.LOCK_KEY, "operator": "Exists"}
+
 
 class LockState(enum.Enum):
     FALSE = "false"
@@ -85,6 +89,20 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str) -> list[Obj
             continue
         blocking.append(pod)
     return blocking
+
+
+def pods_to_tolerate(pods: Sequence[Obj], effect: str) -> list[Obj]:
+    """The Pods placed by the SUNK Pod Scheduler that a ``NoExecute`` lock taint would evict.
+
+    They stay through every lock, but with ``NoExecute`` it is Kubernetes' taint manager, not
+    the lock, that decides: they must tolerate the taint before it lands. The Pod scheduler
+    adds the toleration at binding when the Node's taint is ``NoExecute`` already; Pods bound
+    under another effect, before an operator switched to ``NoExecute``, need it now.
+    """
+    if effect != "NoExecute":
+        return []
+    return [p for p in pods if placed_by_sunk(p) and not finished(p) and not tolerates_lock(p, effect)
+            and not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 
 def next_state(*, strict: bool, blocking: bool) -> LockState:

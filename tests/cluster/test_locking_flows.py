@@ -27,6 +27,7 @@ from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
+from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
@@ -299,6 +300,39 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
 
 
 # ---- the hook API itself ------------------------------------------------------------------------------
+
+
+def lock_taints(api, k8s_node: str) -> list[str]:
+    return [t["effect"] for t in (kc.get(api, NODES, k8s_node)["spec"].get("taints") or [])
+            if t["key"] == names.LOCK_KEY]
+
+
+def test_switching_the_taint_effect_to_noexecute_keeps_the_pods_sunk_placed(dev_cluster, kube_api, syncer, token,
+                                                                          lease, namespace, tmp_path):
+    """Bound under a NoSchedule lock, a SUNK-placed Pod has no toleration; an operator then restarts
+    the Syncer with NoExecute. The Pod must tolerate the taint before it lands (Kubernetes' taint
+    manager would evict it), the old taint must not stay beside the new one, and unlock removes it."""
+    inference = make_pod(kube_api, namespace, "inference", "worker-4", annotations={names.ANN_JOB_ID: "1"})
+    assert not tolerates_lock(inference)  # (only the default not-ready/unreachable ones)
+    unlocked(kube_api, dev_cluster, "node4")
+    job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
+                            "--wrap", "sleep 120").stdout.strip()
+    switched = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-permissions-enabled",
+                                                               "--lock-taint-effect=NoExecute"], lease=lease)
+    try:
+        wait_for(lambda: lock_taints(kube_api, "worker-4") == ["NoSchedule"], 40, "the NoSchedule lock")
+        syncer.stop()
+        switched.start()
+        wait_for(lambda: lock_taints(kube_api, "worker-4") == ["NoExecute"], 40, "the NoExecute lock alone")
+        pod = get_pod(kube_api, namespace, "inference")
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+        assert tolerates_lock(pod, "NoExecute"), pod["spec"].get("tolerations")
+        dev_cluster.slurm("scancel", job)
+        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 40, "the lock taint to go at unlock")
+    finally:
+        dev_cluster.slurm("scancel", job, check=False)
+        switched.stop()
+        syncer.start()
 
 
 def test_calls_without_the_token_get_401(kube_api, syncer):

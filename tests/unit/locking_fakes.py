@@ -137,6 +137,10 @@ class Api:
         self.calls.append(("ensure_taint", node["metadata"]["name"], key, value, effect))
         return kp.PatchResult(True, node)
 
+    def add_toleration(self, _api, pod, toleration):
+        self.calls.append(("add_toleration", object_key(pod), toleration))
+        return kp.PatchResult(True, pod)
+
     def remove_taint(self, _api, node, key, effect=None):
         self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
         return kp.PatchResult(kp.has_taint(node, key), node)
@@ -155,6 +159,7 @@ def install(monkeypatch, api: Api) -> None:
     monkeypatch.setattr(kc, "patch", api.patch)
     monkeypatch.setattr(kp, "ensure_taint", api.ensure_taint)
     monkeypatch.setattr(kp, "remove_taint", api.remove_taint)
+    monkeypatch.setattr(kp, "add_toleration", api.add_toleration)
     monkeypatch.setattr(kp, "evict", api.evict)
 
 

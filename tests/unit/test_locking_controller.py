@@ -12,6 +12,7 @@ from sunk.locking.evictions import EvictionLog
 from sunk.locking.jobs import NodeJob
 from sunk.locking.requests import LockRequest
 from sunk.slurm.models import Node
+from sunk.translate.lock import LOCK_TOLERATION
 
 NOW = 1_000_000.0
 
@@ -107,7 +108,7 @@ def test_unlock_writes_false_before_removing_the_taint(monkeypatch):
     assert w.reconcile() is None
     assert w.api.kinds() == ["patch", "remove_taint"]
     assert w.state_writes() == [{"resourceVersion": "100", "annotations": {names.LOCK_KEY: "false"}}]
-    assert w.api.calls[1] == ("remove_taint", "worker-3", names.LOCK_KEY, "NoSchedule")
+    assert w.api.calls[1] == ("remove_taint", "worker-3", names.LOCK_KEY, None)  # (of every effect)
     assert "Unlocked" in w.recorder.reasons()
     assert "evict" not in w.api.kinds()
 
@@ -182,6 +183,21 @@ def test_the_taint_effect_follows_the_flag(monkeypatch):
     w = World(monkeypatch, slurm_state="ALLOCATED", flags=["--lock-taint-effect=NoExecute"])
     w.reconcile()
     assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoExecute")
+
+
+def test_a_noexecute_lock_first_makes_the_pods_placed_by_sunk_tolerate_it(monkeypatch):
+    """Bound under a NoSchedule lock, they carry no toleration; the taint manager would evict them."""
+    placed, tolerating = pod("inference", sunk_job="7"), pod("inference-2", sunk_job="8", tolerate=True)
+    leaving = pod("inference-3", sunk_job="9", terminating=True)
+    w = World(monkeypatch, placed, tolerating, leaving, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=["--lock-taint-effect=NoExecute"])
+    w.reconcile()
+    assert w.api.calls[0] == ("add_toleration", "apps/inference", LOCK_TOLERATION)
+    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]  # toleration first, then the taint
+    assert w.api.kinds().count("add_toleration") == 1
+    w = World(monkeypatch, placed, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})  # NoSchedule: no need
+    w.reconcile()
+    assert "add_toleration" not in w.api.kinds()
 
 
 def test_a_toleration_of_another_effect_does_not_spare_a_pod(monkeypatch):

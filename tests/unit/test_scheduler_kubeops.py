@@ -7,6 +7,7 @@ import pytest
 from scheduler import kubeops
 from sunk import names
 from sunk.kube.client import ApiError
+from sunk.translate.lock import LOCK_TOLERATION
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ OTHER = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
 def test_annotations_and_toleration_go_in_one_patch(patches):
     assert kubeops.record_job(None, pod(tolerations=[OTHER]), {names.ANN_JOB_ID: "7"}, tolerate_lock=True)
     assert patches == [("ns", "p", {"metadata": {"annotations": {names.ANN_JOB_ID: "7"}},
-                                    "spec": {"tolerations": [OTHER, kubeops.LOCK_TOLERATION]}})]
+                                    "spec": {"tolerations": [OTHER, LOCK_TOLERATION]}})]
 
 
 def test_only_what_differs_is_written(patches):

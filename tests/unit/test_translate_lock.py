@@ -7,7 +7,16 @@ import itertools
 import pytest
 
 from sunk import names
-from sunk.translate.lock import LockState, next_state, parse_state, pods_to_evict, satisfies, tolerates_lock
+from sunk.translate.lock import (
+    LOCK_TOLERATION,
+    LockState,
+    next_state,
+    parse_state,
+    pods_to_evict,
+    pods_to_tolerate,
+    satisfies,
+    tolerates_lock,
+)
 
 
 def pod(name="p", tolerate=None, sunk=False, deleting=False, phase="Running"):
@@ -54,6 +63,20 @@ def test_which_pods_block_the_lock(tolerate, sunk, deleting, phase, strict, effe
     tolerated = effect in COVERS[tolerate]
     expected = not tolerated and not sunk and phase not in ("Succeeded", "Failed") and (strict or not deleting)
     assert (pods_to_evict([candidate], strict=strict, effect=effect) == [candidate]) is expected
+
+
+@pytest.mark.parametrize(("tolerate", "sunk", "deleting", "phase", "effect"), list(itertools.product(
+    TOLERATIONS, (False, True), (False, True), ("Running", "Pending", "Succeeded"), EFFECTS)))
+def test_which_pods_must_tolerate_the_lock_before_it_lands(tolerate, sunk, deleting, phase, effect):
+    candidate = pod(tolerate=TOLERATIONS[tolerate], sunk=sunk, deleting=deleting, phase=phase)
+    expected = (effect == "NoExecute" and sunk and "NoExecute" not in COVERS[tolerate] and not deleting
+                and phase != "Succeeded")
+    assert (pods_to_tolerate([candidate], effect) == [candidate]) is expected
+
+
+def test_the_toleration_sunk_adds_covers_every_effect():
+    assert tolerates_lock(pod(tolerate=LOCK_TOLERATION))
+    assert all(tolerates_lock(pod(tolerate=LOCK_TOLERATION), effect) for effect in EFFECTS)
 
 
 def test_strict_waits_for_terminating_pods_normal_does_not():
