@@ -1,4 +1,4 @@
-"""The manifests' RBAC is enough: sunk-scheduler schedules a Pod as its own ServiceAccount.
+"""The manifests' RBAC is enough: sunk-scheduler and sunk-syncer do their work as their own ServiceAccounts.
 
 test_manifests.py proves each manifest's schema with a dry run; it cannot prove that the
 Roles cover every call the component makes. A missing verb leaves a real deployment
@@ -7,16 +7,22 @@ never ready (an informer that may not list never syncs) or failing one write in 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
-from kube_testns import create_namespace
+from kube_testns import create_namespace, purge_namespace
+from locking_harness import SyncerProcess, clean_up, label_slurmd_pods, lock_value, new_token
 from slurmtools import slurm_job, state, wait_for
 from test_manifests import MANIFESTS, PATHS
 from test_scheduler import bound, create_pod, job_id_of, scheduler_process, serving
 
+from sunk import names
 from sunk.dev import kubeconf
 from sunk.kube import client as kc
-from sunk.kube.resources import PODS
+from sunk.kube import patch as kp
+from sunk.kube.resources import NODES, PODS
+from sunk.translate.lock import tolerates_lock
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
 
@@ -42,15 +48,26 @@ def service_account_token(api, namespace: str, name: str) -> str:
     return answer["status"]["token"]
 
 
+def as_service_account(api, dev_cluster, manifest: str, tmp: Path) -> tuple[dict, Path]:
+    """Apply ``manifests/<manifest>``; return its ServiceAccount's metadata and a kubeconfig with its token."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
+    for doc in docs:
+        apply(api, doc)
+    account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
+    kubeconfig = kubeconf.write_kubeconfig(tmp / "kubeconfig", dev_cluster.kube_dir, account["name"],
+                                           service_account_token(api, account["namespace"], account["name"]))
+    return account, kubeconfig
+
+
+def assert_never_forbidden(proc) -> None:
+    log = proc.log.read_text()
+    assert "forbidden" not in log.lower(), log[-3000:]  # a 403's reason, and its message's "is forbidden"
+
+
 @pytest.fixture(scope="module")
 def scheduler_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / "scheduler-rbac.yaml").read_text()) if d]
-    for doc in docs:
-        apply(kube_api, doc)
-    account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
     tmp = tmp_path_factory.mktemp("rbac-scheduler")
-    kubeconfig = kubeconf.write_kubeconfig(tmp / "kubeconfig", dev_cluster.kube_dir, account["name"],
-                                           service_account_token(kube_api, account["namespace"], account["name"]))
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp)
     namespace = create_namespace(kube_api)
     # Cluster scope, as the ClusterRole is bound; the Lease in the manifests' namespace, under a
     # name of its own (the demo's scheduler may hold "sunk-scheduler").
@@ -70,5 +87,57 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")  # pods/binding, Events
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
-    log = proc.log.read_text()
-    assert "forbidden" not in log.lower(), log[-3000:]  # a 403's reason, and its message's "is forbidden"
+    assert_never_forbidden(proc)
+
+
+@pytest.fixture(scope="module")
+def syncer_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
+    """The Syncer with node locking and metrics, as the manifests' sunk-syncer, on node3/node4 only."""
+    tmp = tmp_path_factory.mktemp("rbac-syncer")
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp)
+    token_file = tmp / "hooks-token"
+    token_file.write_text(new_token())
+    lease = "sunk-syncer-rbac-test"
+    label_slurmd_pods(kube_api, "true")
+    # (argparse keeps the last --kubeconfig; the Lease goes where the Role allows it)
+    proc = SyncerProcess(dev_cluster, token_file, tmp, [
+        f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
+        "--node-permissions-enabled", "--lock-taint-effect=NoExecute", "--lock-eviction-retry=1s"],
+        lease=lease)  # (default plugins: node locking, metrics)
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+        label_slurmd_pods(kube_api, None)
+        clean_up(kube_api, dev_cluster, lease)
+
+
+def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_api, dev_cluster,
+                                                                       syncer_as_its_service_account):
+    """Every write of a lock: the taint, a toleration for a Pod sunk placed, an eviction, the
+    annotation, Events, Pod conditions; then the unlock."""
+    proc = syncer_as_its_service_account
+    namespace = create_namespace(kube_api)
+    job = None
+    try:
+        for name, annotations in (("web", {}), ("inference", {names.ANN_JOB_ID: "1"})):
+            kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "annotations": annotations}, "spec": {"nodeName": "worker-3", "containers": [
+                    {"name": "main", "image": "busybox"}]}}, namespace)
+        job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node3",
+                                "--wrap", "sleep 60").stdout.strip()
+        wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "locked", 40, "node3 locked")
+        assert kp.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY, "NoExecute")
+        assert tolerates_lock(kc.get(kube_api, PODS, "inference", namespace), "NoExecute")
+        # Evicted: terminating, or already gone (the fake kubelet honours a grace period of 0 at once).
+        web = next((p for p in kc.list_objects(kube_api, PODS, namespace) if p["metadata"]["name"] == "web"), None)
+        assert web is None or web["metadata"].get("deletionTimestamp"), web
+        dev_cluster.slurm("scancel", job)
+        wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "false", 40, "node3 unlocked")
+        wait_for(lambda: not kp.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY), 10, "taint removal")
+    finally:
+        if job:
+            dev_cluster.slurm("scancel", job, check=False)
+        purge_namespace(kube_api, namespace)
+    assert_never_forbidden(proc)
