@@ -9,6 +9,7 @@ import time
 import pytest
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
+from rbac_harness import apply_manifest, assert_never_forbidden, kubeconfig_for
 from slurmtools import slurm_job, state, wait_for
 from test_scheduler import bound, event_reasons, gone, job_id_of, pod_manifest, serving
 
@@ -29,14 +30,25 @@ def namespace(kube_api):
 
 
 @pytest.fixture(scope="module")
-def extender(kube_api, dev_cluster, namespace, tmp_path_factory):
+def service_accounts(kube_api):
+    """The extender's RBAC as deployed (it binds the scheduler's ClusterRole): the extender and its
+    kube-scheduler run as their own ServiceAccounts in every test here."""
+    apply_manifest(kube_api, "scheduler-rbac.yaml")
+    return {d["metadata"]["name"]: d["metadata"] for d in apply_manifest(kube_api, "extender-rbac.yaml")
+            if d["kind"] == "ServiceAccount"}
+
+
+@pytest.fixture(scope="module")
+def extender(kube_api, dev_cluster, namespace, service_accounts, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("extender")
     env = dev_cluster.env()
+    account = service_accounts["sunk-extender"]
+    kubeconfig = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
     proc = Process(
         "sunk-extender", "extender.cli",
         [
             f"--scheduler-name={PROFILE}", "--scope=namespace", f"--watch-namespace={namespace}",
-            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
+            f"--kubeconfig={kubeconfig}", f"--slurm-api-base={env['SLURM_REST_URL']}",
             f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
             f"--bind-address=127.0.0.1:{PORTS['verbs']}",
             f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
@@ -44,24 +56,29 @@ def extender(kube_api, dev_cluster, namespace, tmp_path_factory):
             f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
             f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
             f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-            f"--leader-election-namespace={namespace}", "--zap-log-level=debug",
+            # (the Lease where its Role allows, under a name of its own)
+            f"--leader-election-namespace={account['namespace']}", "--leader-election-id=sunk-extender-test",
+            "--zap-log-level=debug",
         ],
         ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp,
     )
     with serving(kube_api, dev_cluster, proc, namespace, purge=False):  # (the namespace fixture purges)
         yield proc
+    assert_never_forbidden(proc.log)
 
 
 @pytest.fixture(scope="module")
-def kube_scheduler(dev_cluster, extender, tmp_path_factory):
+def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, tmp_path_factory):
     """The stock kube-scheduler binary built by sunk-dev, with the extender wired in."""
     tmp = tmp_path_factory.mktemp("kube-scheduler")
+    account = service_accounts["sunk-kube-scheduler"]
+    kubeconfig = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
     config = tmp / "config.yaml"
     config.write_text(textwrap.dedent(f"""\
         apiVersion: kubescheduler.config.k8s.io/v1
         kind: KubeSchedulerConfiguration
         clientConnection:
-          kubeconfig: {dev_cluster.kubeconfig}
+          kubeconfig: {kubeconfig}
         leaderElection:
           leaderElect: false
         podInitialBackoffSeconds: 1
@@ -87,6 +104,7 @@ def kube_scheduler(dev_cluster, extender, tmp_path_factory):
     proc.terminate()
     proc.wait(20)
     log.close()
+    assert_never_forbidden(tmp / "kube-scheduler.log")
 
 
 def _create(api, namespace, **kwargs):

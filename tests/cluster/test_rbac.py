@@ -1,67 +1,22 @@
-"""The manifests' RBAC is enough: sunk-scheduler and sunk-syncer do their work as their own ServiceAccounts.
-
-test_manifests.py proves each manifest's schema with a dry run; it cannot prove that the
-Roles cover every call the component makes. A missing verb leaves a real deployment
-never ready (an informer that may not list never syncs) or failing one write in a hundred.
-"""
+"""The manifests' RBAC is enough: sunk-scheduler and sunk-syncer do their work as their own
+ServiceAccounts (the extender does in every test of test_extender.py). See rbac_harness.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import SyncerProcess, clean_up, label_slurmd_pods, lock_value, new_token
+from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import slurm_job, state, wait_for
-from test_manifests import MANIFESTS, PATHS
 from test_scheduler import bound, create_pod, job_id_of, scheduler_process, serving
 
 from sunk import names
-from sunk.dev import kubeconf
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PODS
 from sunk.translate.lock import tolerates_lock
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
-
-
-def apply(api, doc: dict) -> None:
-    """Create, or replace what is there (kubectl apply's effect for these small objects)."""
-    prefix, plural, namespaced = PATHS[doc["kind"]]
-    meta = doc["metadata"]
-    collection = f"{prefix}/namespaces/{meta['namespace']}/{plural}" if namespaced else f"{prefix}/{plural}"
-    try:
-        kc.request(api, "POST", collection, body=doc)
-    except kc.ApiError as exc:
-        if exc.status != 409:
-            raise
-        current = kc.request(api, "GET", f"{collection}/{meta['name']}")
-        replacement = {**doc, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
-        kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
-
-
-def service_account_token(api, namespace: str, name: str) -> str:
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    answer = kc.request(api, "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=request)
-    return answer["status"]["token"]
-
-
-def as_service_account(api, dev_cluster, manifest: str, tmp: Path) -> tuple[dict, Path]:
-    """Apply ``manifests/<manifest>``; return its ServiceAccount's metadata and a kubeconfig with its token."""
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
-    for doc in docs:
-        apply(api, doc)
-    account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
-    kubeconfig = kubeconf.write_kubeconfig(tmp / "kubeconfig", dev_cluster.kube_dir, account["name"],
-                                           service_account_token(api, account["namespace"], account["name"]))
-    return account, kubeconfig
-
-
-def assert_never_forbidden(proc) -> None:
-    log = proc.log.read_text()
-    assert "forbidden" not in log.lower(), log[-3000:]  # a 403's reason, and its message's "is forbidden"
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +42,7 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")  # pods/binding, Events
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
-    assert_never_forbidden(proc)
+    assert_never_forbidden(proc.log)
 
 
 @pytest.fixture(scope="module")
@@ -140,4 +95,4 @@ def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_ap
         if job:
             dev_cluster.slurm("scancel", job, check=False)
         purge_namespace(kube_api, namespace)
-    assert_never_forbidden(proc)
+    assert_never_forbidden(proc.log)

@@ -1,0 +1,62 @@
+"""Running sunk's components as the ServiceAccounts of ``manifests/``, with their RBAC applied for real.
+
+test_manifests.py proves each manifest's schema with a dry run; it cannot prove that the
+Roles cover every call a component makes. A missing verb leaves a real deployment never
+ready (an informer that may not list never syncs) or failing one write in a hundred.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from test_manifests import MANIFESTS, PATHS
+
+from sunk.dev import kubeconf
+from sunk.kube import client as kc
+
+
+def apply(api, doc: dict[str, Any]) -> None:
+    """Create, or replace what is there (kubectl apply's effect for these small objects)."""
+    prefix, plural, namespaced = PATHS[doc["kind"]]
+    meta = doc["metadata"]
+    collection = f"{prefix}/namespaces/{meta['namespace']}/{plural}" if namespaced else f"{prefix}/{plural}"
+    try:
+        kc.request(api, "POST", collection, body=doc)
+    except kc.ApiError as exc:
+        if exc.status != 409:
+            raise
+        current = kc.request(api, "GET", f"{collection}/{meta['name']}")
+        replacement = {**doc, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
+        kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
+
+
+def apply_manifest(api, manifest: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
+    for doc in docs:
+        apply(api, doc)
+    return docs
+
+
+def service_account_token(api, namespace: str, name: str) -> str:
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    answer = kc.request(api, "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=request)
+    return answer["status"]["token"]
+
+
+def kubeconfig_for(api, dev_cluster, namespace: str, name: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as ServiceAccount ``namespace/name`` (a TokenRequest token)."""
+    return kubeconf.write_kubeconfig(path, dev_cluster.kube_dir, name, service_account_token(api, namespace, name))
+
+
+def as_service_account(api, dev_cluster, manifest: str, tmp: Path) -> tuple[dict[str, Any], Path]:
+    """Apply ``manifests/<manifest>``; its (first) ServiceAccount's metadata, and a kubeconfig as it."""
+    docs = apply_manifest(api, manifest)
+    account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
+    return account, kubeconfig_for(api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
+
+
+def assert_never_forbidden(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    assert "forbidden" not in text.lower(), text[-3000:]  # a 403's reason, and its message's "is forbidden"
