@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from sunk.flags import configure_logging, positive_duration, positive_int
+from sunk.flags import boolean, configure_logging, positive_duration, positive_int
 from sunk.kube.client import load_api_client
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.web import serve
@@ -55,7 +55,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--hook-secret-file", required=True, help="HMAC key for per-Pod hook tokens")
     parser.add_argument("--metrics-bind-address", default=":8080")
     parser.add_argument("--health-probe-bind-address", default=":8081")
-    parser.add_argument("--leader-elect", type=_boolean, default=True)
+    parser.add_argument("--leader-elect", type=boolean, default=True)
     parser.add_argument("--leader-election-namespace", default=None)
     parser.add_argument("--leader-election-id", default=None)
     # Workers mostly wait on slurmrestd and the apiserver; 200 Pods at once queued behind 8
@@ -64,14 +64,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--submit-concurrency", type=positive_int, default=16,
                         help="placeholder submissions in flight at once, across workers")
     parser.add_argument("--zap-log-level", default="info")
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def config_from(args: argparse.Namespace) -> SchedulerConfig:

@@ -46,6 +46,15 @@ def positive_duration(text: str) -> float:
     return value
 
 
+def boolean(text: str) -> bool:
+    """An argparse type for switches given a value (``--leader-elect=false``, as Go's flag package takes them)."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def positive_int(text: str) -> int:
     """An argparse type for counts of workers or threads: zero would start nothing and hang."""
     try:

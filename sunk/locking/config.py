@@ -7,7 +7,7 @@ import argparse
 import attrs
 
 from sunk import names
-from sunk.flags import positive_duration
+from sunk.flags import boolean, positive_duration, positive_int
 
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -43,26 +43,12 @@ class LockConfig:
         return min(requested if requested is not None else self.default_timeout, self.max_timeout)
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return int(text)
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """The flags this plugin adds to sunk-syncer (names after SUNK's chart options)."""
     group = parser.add_argument_group("node locking and the hook API")
     group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
                        help="bearer token every hook API caller must present; re-read when it changes")
-    group.add_argument("--node-permissions-enabled", type=_boolean, nargs="?", const=True, default=False,
+    group.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=False,
                        help="allow the reboot hook to set a condition on Nodes (.syncer.nodePermissions.enabled)")
     group.add_argument("--node-reboot-condition", default=names.DEFAULT_REBOOT_CONDITION,
                        help="Node condition type the reboot hook sets (.syncer.hooksAPI.nodeRebootCondition)")
@@ -78,7 +64,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                        help="pause between attempts at an eviction a PodDisruptionBudget refused")
     group.add_argument("--lock-request-grace", type=positive_duration, default=60.0,
                        help="how long a lock request for a job the Slurm cache has not seen stays in force")
-    group.add_argument("--lock-workers", type=_positive_int, default=4, help="lock controller workers")
+    group.add_argument("--lock-workers", type=positive_int, default=4, help="lock controller workers")
 
 
 def config_from(args: argparse.Namespace) -> LockConfig:

@@ -14,19 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sunk.flags import LEVELS, configure_logging, positive_duration, positive_int
+from sunk.flags import LEVELS, boolean, configure_logging, positive_duration, positive_int
 
 from .plugins import DEFAULT_PLUGINS, load_plugins, parse_plugin_list
 
 log = logging.getLogger("sunk.syncer")
-
-
-def boolean(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
