@@ -430,8 +430,20 @@ def main(argv: list[str] | None = None) -> int:
         return run(cluster, args)
 
 
+def check_capacity(cluster: DevCluster, pods: int) -> None:
+    """Both paths hold every job at once (one CPU each): more than the nodes hold never finishes."""
+    out = cluster.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %c").stdout
+    rows = [line.split() for line in out.splitlines()]
+    cpus = sum(int(row[1]) for row in rows if len(row) == 2)
+    if pods > cpus:
+        raise SystemExit(f"--pods {pods} needs {pods} CPUs at once, one per Pod; the dev cluster's {len(rows)} nodes "
+                         f"have {cpus}. Bring up more nodes: `sunk-dev down`, then run this again with "
+                         f"SUNK_DEV_NODES={-(-pods // (cpus // max(len(rows), 1)))}.")
+
+
 def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     cluster.up()
+    check_capacity(cluster, args.pods)
     from sunk.kube.client import load_api_client
 
     api = load_api_client(str(cluster.kubeconfig))

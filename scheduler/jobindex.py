@@ -9,7 +9,9 @@ A job is learnt two ways: from the Slurm cache's lists, and from the placeholder
 "started" call (one ``get_job``, seconds before the next job list shows it). Each record
 keeps the time its observation was requested, and an older one never replaces a newer
 one: a list that left before the job started must not turn a bound Pod's RUNNING job back
-into PENDING, which reads as "requeued by preemption" and deletes the Pod.
+into PENDING, which reads as "requeued by preemption" and deletes the Pod. A removal keeps
+its time too, for ``expectation_ttl``: an observation older than the removal (a "started"
+read-back that was slow to return) must not bring a purged job back.
 
 Readers take one ``view`` of a Pod, in one step: reading the jobs and then the
 expectation separately let a "started" call land in between (the job not in the first
@@ -43,9 +45,11 @@ class PodJobs:
 
 
 class JobIndex:
-    def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0):
+    def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic):
         self._parse = parse
         self._ttl = expectation_ttl
+        self._clock = clock
         self._lock = threading.Lock()
         self._by_uid: dict[str, dict[int, Job]] = {}
         self._uid_of: dict[int, str] = {}
@@ -54,6 +58,8 @@ class JobIndex:
         self._expected: dict[str, tuple[int, float]] = {}
         self._expected_uid: dict[int, str] = {}  # job id -> uid, for expectations
         self._refused: dict[str, tuple[str, float]] = {}
+        # job id -> (observed_at of its removal, monotonic time of it), oldest first
+        self._removed: dict[int, tuple[float, float]] = {}
 
     def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
         """Record a job seen at ``observed_at``; returns its Pod UID if it is a placeholder.
@@ -70,7 +76,11 @@ class JobIndex:
         with self._lock:
             if self._stale(job_id, observed_at):
                 return None
-            return self._drop(job_id)
+            uid = self._drop(job_id)
+            self._removed.pop(job_id, None)  # (re-inserted at the end: the dict stays in time order)
+            self._removed[job_id] = (observed_at, self._clock())
+            self._expire_removals()
+            return uid
 
     def view(self, uid: str) -> PodJobs:
         with self._lock:
@@ -90,7 +100,7 @@ class JobIndex:
     def expect(self, uid: str, job_id: int) -> None:
         with self._lock:
             self._unexpect(uid)
-            self._expected[uid] = (job_id, time.monotonic())
+            self._expected[uid] = (job_id, self._clock())
             self._expected_uid[job_id] = uid
 
     def _expected_job(self, uid: str) -> Optional[int]:
@@ -98,7 +108,7 @@ class JobIndex:
         if entry is None:
             return None
         job_id, since = entry
-        if job_id in self._uid_of or time.monotonic() - since > self._ttl:
+        if job_id in self._uid_of or self._clock() - since > self._ttl:
             self._unexpect(uid)  # met (the job is listed) or expired
             return None
         return job_id
@@ -106,13 +116,13 @@ class JobIndex:
     def refuse(self, uid: str, message: str) -> None:
         """Slurm refused this Pod's job: do not submit again before the refusal expires."""
         with self._lock:
-            self._refused[uid] = (message, time.monotonic())
+            self._refused[uid] = (message, self._clock())
 
     def _refusal(self, uid: str) -> Optional[str]:
         entry = self._refused.get(uid)
         if entry is None:
             return None
-        if time.monotonic() - entry[1] > self._ttl:
+        if self._clock() - entry[1] > self._ttl:
             del self._refused[uid]
             return None
         return entry[0]
@@ -128,13 +138,25 @@ class JobIndex:
             self._expected_uid.pop(entry[0], None)
 
     def _stale(self, job_id: int, observed_at: float) -> bool:
-        return job_id in self._observed_at and observed_at < self._observed_at[job_id]
+        if job_id in self._observed_at:
+            return observed_at < self._observed_at[job_id]
+        removed = self._removed.get(job_id)
+        return removed is not None and observed_at < removed[0]
+
+    def _expire_removals(self) -> None:
+        horizon = self._clock() - self._ttl
+        while self._removed:
+            oldest = next(iter(self._removed))
+            if self._removed[oldest][1] >= horizon:
+                return
+            del self._removed[oldest]
 
     def _put(self, job: Job, observed_at: float) -> Optional[str]:
         parsed = self._parse(job.extra)
         if parsed is None:
             return None
         uid, started = parsed
+        self._removed.pop(job.id, None)
         self._by_uid.setdefault(uid, {})[job.id] = job
         self._uid_of[job.id] = uid
         self._started[job.id] = started

@@ -13,6 +13,8 @@ import secrets
 import shutil
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,21 @@ class SyncerProcess(Process):
     def start(self, timeout: float = 60) -> None:
         super().start(timeout)
         wait_for(lambda: requests.get(f"{self.url}/healthz", timeout=2).status_code == 200, 30, "hooks healthz")
+
+
+@contextmanager
+def running_syncer(api, dev_cluster, token_file: Path, log_dir: Path, flags: list[str],
+                   lease: str) -> Iterator[SyncerProcess]:
+    """A SyncerProcess on node3/node4 (their slurmd Pods labelled for it); undone afterwards."""
+    label_slurmd_pods(api, "true")
+    proc = SyncerProcess(dev_cluster, token_file, log_dir, flags, lease=lease)
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+        label_slurmd_pods(api, None)
+        clean_up(api, dev_cluster, lease)
 
 
 class HookScripts:

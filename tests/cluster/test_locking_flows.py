@@ -15,10 +15,9 @@ from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
     HookScripts,
     SyncerProcess,
-    clean_up,
-    label_slurmd_pods,
     lock_value,
     new_token,
+    running_syncer,
 )
 from slurmtools import slurm_job, state, wait_for
 
@@ -49,16 +48,9 @@ def lease():
 @pytest.fixture(scope="module")
 def syncer(dev_cluster, kube_api, token, lease, tmp_path_factory):
     """The real sunk-syncer, with node permissions, leading its own Lease."""
-    label_slurmd_pods(kube_api, "true")
-    proc = SyncerProcess(dev_cluster, token[1], tmp_path_factory.mktemp("syncer"),
-                         ["--node-permissions-enabled", "--lock-eviction-retry=1s"], lease=lease)
-    try:
-        proc.start()
+    with running_syncer(kube_api, dev_cluster, token[1], tmp_path_factory.mktemp("syncer"),
+                        ["--node-permissions-enabled", "--lock-eviction-retry=1s"], lease) as proc:
         yield proc
-    finally:
-        proc.stop()
-        label_slurmd_pods(kube_api, None)
-        clean_up(kube_api, dev_cluster, lease)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from kube_testns import create_namespace, purge_namespace
-from locking_harness import SyncerProcess, clean_up, label_slurmd_pods, lock_value, new_token
+from locking_harness import lock_value, new_token, running_syncer
 from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import slurm_job, state, wait_for
 from test_scheduler import bound, create_pod, job_id_of, scheduler_process, serving
@@ -52,20 +52,13 @@ def syncer_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp)
     token_file = tmp / "hooks-token"
     token_file.write_text(new_token())
-    lease = "sunk-syncer-rbac-test"
-    label_slurmd_pods(kube_api, "true")
-    # (argparse keeps the last --kubeconfig; the Lease goes where the Role allows it)
-    proc = SyncerProcess(dev_cluster, token_file, tmp, [
-        f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
-        "--node-permissions-enabled", "--lock-taint-effect=NoExecute", "--lock-eviction-retry=1s"],
-        lease=lease)  # (default plugins: node locking, metrics)
-    try:
-        proc.start()
+    # (argparse keeps the last --kubeconfig; the Lease goes where the Role allows it; the
+    # default plugins: node locking, metrics)
+    with running_syncer(kube_api, dev_cluster, token_file, tmp, [
+            f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
+            "--node-permissions-enabled", "--lock-taint-effect=NoExecute", "--lock-eviction-retry=1s"],
+            "sunk-syncer-rbac-test") as proc:
         yield proc
-    finally:
-        proc.stop()
-        label_slurmd_pods(kube_api, None)
-        clean_up(kube_api, dev_cluster, lease)
 
 
 def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_api, dev_cluster,

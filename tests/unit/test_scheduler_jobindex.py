@@ -46,8 +46,23 @@ def test_removal_from_an_older_list_is_ignored_and_from_a_newer_one_applies():
     assert index.uid_of(7) == "uid-a"
     assert index.remove(7, observed_at=25.0) == "uid-a"
     assert index.uid_of(7) is None and index.view("uid-a").jobs == ()
-    # Once removed, nothing of the job is kept: a later add starts afresh.
-    assert index.upsert(job(), observed_at=1.0) == "uid-a"
+    # An observation older than the removal does not bring the job back; a newer one does.
+    assert index.upsert(job(started=True), observed_at=24.0) is None
+    assert index.uid_of(7) is None
+    assert index.upsert(job(), observed_at=26.0) == "uid-a"
+
+
+def test_removals_are_remembered_for_the_ttl_only():
+    now = [1000.0]
+    index = JobIndex(parse, expectation_ttl=60.0, clock=lambda: now[0])
+    for job_id in (7, 8):
+        index.upsert(job(id=job_id), observed_at=20.0)
+        index.remove(job_id, observed_at=25.0)
+        now[0] += 40.0
+    assert index.upsert(job(id=8), observed_at=24.0) is None  # 40 s after its removal: still refused
+    index.remove(9, observed_at=30.0)  # (a removal is when old ones expire)
+    assert set(index._removed) == {8, 9}  # 7 was removed 80 s ago
+    assert index.upsert(job(id=7), observed_at=24.0) == "uid-a"  # forgotten: accepted again
 
 
 def test_jobs_that_are_not_placeholders_are_not_indexed():
