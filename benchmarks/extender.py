@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import statistics
 import time
+from typing import Any, cast
 
 import requests
 
@@ -42,7 +43,7 @@ class _Placement:
 
 
 def _serve(action) -> None:
-    serve(lambda: create_app(_Placement(action), lambda uid: None), f"127.0.0.1:{PORT}", threads=4)
+    serve(lambda: create_app(cast(Any, _Placement(action)), lambda uid: None), f"127.0.0.1:{PORT}", threads=4)
 
 
 def measure(action, nodes: int, calls: int) -> dict:

@@ -19,6 +19,7 @@ import resource
 import statistics
 import time
 import tracemalloc
+from typing import Any
 
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
@@ -43,8 +44,8 @@ def synthetic(n_nodes: int, n_jobs: int, running: float, seed: int = 7) -> tuple
     now = int(time.time())
     jobs = {}
     for job_id in range(1, n_jobs + 1):
-        common = dict(name=f"train-{job_id % 977}", user_name=f"user{job_id % 200}", account=f"acct{job_id % 40}",
-                      partition=rng.choice(("gpu", "gpu", "batch")))
+        common: dict[str, Any] = dict(name=f"train-{job_id % 977}", user_name=f"user{job_id % 200}",
+                                      account=f"acct{job_id % 40}", partition=rng.choice(("gpu", "gpu", "batch")))
         if rng.random() < running:
             hosts = rng.sample(names, rng.choice((1, 1, 1, 2)))
             jobs[job_id] = Job(job_id, state="RUNNING", nodes=",".join(hosts), start_time=now - rng.randrange(86400),

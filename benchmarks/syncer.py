@@ -113,8 +113,8 @@ class SlurmSide:
             with self.fake.lock:
                 node = self.fake.state.nodes[name]
                 return "DRAIN" in node["state"] and str(node["reason"]).startswith(prefix)
-        node = self.client.get_node(name)
-        return node.drained and node.reason.startswith(prefix)
+        slurm_node = self.client.get_node(name)
+        return slurm_node.drained and slurm_node.reason.startswith(prefix)
 
     def clear(self, name: str) -> None:
         node = self.client.get_node(name)
@@ -229,18 +229,26 @@ def cost(before: dict[str, float], after: dict[str, float], changes: int) -> dic
 # ---- phases -------------------------------------------------------------------------------------------------------
 
 
+def drain_status_is(kube: KubeSide, name: str, status: str) -> Callable[[], bool]:
+    return lambda: kube.drain_status(name)[0] == status
+
+
+def drained_is(slurm: SlurmSide, name: str, drained: bool, prefix: str = "") -> Callable[[], bool]:
+    return lambda: slurm.drained(name, prefix) is drained
+
+
 def slurm_to_kube(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval: float) -> dict[str, Any]:
     drains, undrains = [], []
     for name in sample:
         time.sleep(random.uniform(0, interval))  # a random phase of the poll
         slurm.drain(name, BENCH_REASON)
         t0 = time.monotonic()
-        wait_for(lambda n=name: kube.drain_status(n)[0] == "True", 30, f"SlurmDrain=True on {name}")
+        wait_for(drain_status_is(kube, name, "True"), 30, f"SlurmDrain=True on {name}")
         drains.append(kube.drain_status(name)[1] - t0)
         time.sleep(random.uniform(0, interval))
         slurm.undrain(name)
         t0 = time.monotonic()
-        wait_for(lambda n=name: kube.drain_status(n)[0] == "False", 30, f"SlurmDrain=False on {name}")
+        wait_for(drain_status_is(kube, name, "False"), 30, f"SlurmDrain=False on {name}")
         undrains.append(kube.drain_status(name)[1] - t0)
     return {"drain": summary(drains), "undrain": summary(undrains)}
 
@@ -252,21 +260,21 @@ def kube_to_slurm(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval:
         time.sleep(random.uniform(0, interval))
         kube.set_ready(name, False)
         t0 = time.monotonic()
-        drains.append(wait_for(lambda n=name: slurm.drained(n, names.K8S_DRAIN_PREFIX), 30, f"{name} drained") - t0)
+        drains.append(wait_for(drained_is(slurm, name, True, names.K8S_DRAIN_PREFIX), 30, f"{name} drained") - t0)
         kube.set_ready(name, True)
         if not undrain:  # the stand-in ignores UNDRAIN: put the node back ourselves
             slurm.undrain(name)
-            wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} back to idle")
+            wait_for(drained_is(slurm, name, False), 30, f"{name} back to idle")
         else:
             t0 = time.monotonic()
-            undrains.append(wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} undrained") - t0)
+            undrains.append(wait_for(drained_is(slurm, name, False), 30, f"{name} undrained") - t0)
             time.sleep(random.uniform(0, interval))
             kube.cordon(name, True)
             t0 = time.monotonic()
-            cordons.append(wait_for(lambda n=name: slurm.drained(n, names.K8S_DRAIN_PREFIX), 30,
+            cordons.append(wait_for(drained_is(slurm, name, True, names.K8S_DRAIN_PREFIX), 30,
                                     f"{name} drained on cordon") - t0)
             kube.cordon(name, False)
-            wait_for(lambda n=name: not slurm.drained(n, ""), 30, f"{name} undrained after uncordon")
+            wait_for(drained_is(slurm, name, False), 30, f"{name} undrained after uncordon")
     return {"drain_on_not_ready": summary(drains), "undrain_on_ready": summary(undrains),
             "drain_on_cordon": summary(cordons)}
 
