@@ -13,6 +13,11 @@ JOB_ID = "sunk.coreweave.com/job-id"
 
 
 def demo(cluster: DevCluster) -> int:
+    with cluster.claimed("sunk-dev demo"):  # (a test session meanwhile would stop the demo's daemons)
+        return _demo(cluster)
+
+
+def _demo(cluster: DevCluster) -> int:
     cluster.with_sunk = True
     cluster.up()
     show_both_sides(cluster)
