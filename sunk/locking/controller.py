@@ -136,9 +136,12 @@ class LockReconciler:
             self._write_state(f.pod, target, cleanup)
         if target != current:
             self._announce(f, current, target, to_evict, why)
+        # A request whose job Slurm does not show expires at a known time, and nothing else may
+        # happen on an idle node to reconcile it then (the resync is minutes away).
+        waits = [max(r.at + self.config.request_grace - f.now, 0.0) + 1.0 for r in live if r.job_id not in f.jobs]
         if to_evict:
-            return Result(requeue_after=self.config.eviction_retry)
-        return None
+            waits.append(self.config.eviction_retry)
+        return Result(requeue_after=min(waits)) if waits else None
 
     def _keep_sunk_pods(self, f: Facts) -> None:
         """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it."""

@@ -30,6 +30,7 @@ from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
+GRACE = 5  # --lock-request-grace: how long a lock request outlives a job Slurm does not show
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,8 @@ def lease():
 def syncer(dev_cluster, kube_api, token, lease, tmp_path_factory):
     """The real sunk-syncer, with node permissions, leading its own Lease."""
     with running_syncer(kube_api, dev_cluster, token[1], tmp_path_factory.mktemp("syncer"),
-                        ["--node-permissions-enabled", "--lock-eviction-retry=1s"], lease) as proc:
+                        ["--node-permissions-enabled", "--lock-eviction-retry=1s", f"--lock-request-grace={GRACE}s"],
+                        lease) as proc:
         yield proc
 
 
@@ -325,6 +327,20 @@ def test_switching_the_taint_effect_to_noexecute_keeps_the_pods_sunk_placed(dev_
         dev_cluster.slurm("scancel", job, check=False)
         switched.stop()
         syncer.start()
+
+
+def test_a_request_whose_job_never_shows_unlocks_when_it_expires(dev_cluster, kube_api, syncer, token):
+    """A pre-hook, then no post-hook (the job died in its prolog, or the epilog never ran): the
+    lock goes once the request expires, on an idle node where nothing else happens."""
+    unlocked(kube_api, dev_cluster, "node4")
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": 999998, "timeout": 10},
+                         headers={"Authorization": f"Bearer {token[0]}"}, timeout=15)
+    assert resp.status_code == 200, resp.text
+    locked_at = time.monotonic()
+    assert slurmd_lock(kube_api, "node4") == "locked"
+    wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", GRACE + 15, "unlock after the request expired")
+    assert time.monotonic() - locked_at > GRACE - 1, "unlocked before the request's grace"
+    wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 10, "the lock taint to go")
 
 
 def test_calls_without_the_token_get_401(kube_api, syncer):

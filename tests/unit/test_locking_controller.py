@@ -144,6 +144,21 @@ def test_a_fresh_lock_request_locks_before_slurm_shows_the_job(monkeypatch):
     assert w.lock() == "locked"
 
 
+def test_a_request_slurm_never_shows_a_job_for_is_reconciled_again_when_it_expires(monkeypatch):
+    """Its job ended unseen (no post-hook came): nothing else may wake an idle node in time."""
+    req = LockRequest(42, True, NOW - 20)
+    w = World(monkeypatch, annotations={req.key: req.value()})
+    assert w.reconcile() == Result(requeue_after=41.0)  # 60 s grace - 20 s + 1 s
+    assert w.lock() == "locked_strict"
+    w.clock = NOW + 41
+    w.api.calls.clear()
+    assert w.reconcile() is None
+    assert w.lock() == "false" and req.key not in w.slurmd.get("slurm/node3")["metadata"]["annotations"]
+    # A request backed by a job Slurm shows waits for the job, not for a time.
+    w = World(monkeypatch, annotations={req.key: req.value()}, slurm_state="ALLOCATED", jobs={42: NodeJob(42, True)})
+    assert w.reconcile() is None
+
+
 def test_old_requests_of_ended_jobs_and_malformed_ones_are_removed_and_the_node_unlocked(monkeypatch):
     old = LockRequest(42, True, NOW - 3600)
     w = World(monkeypatch, annotations={names.LOCK_KEY: "locked_strict", old.key: old.value(),
