@@ -23,6 +23,8 @@ from typing import Optional
 import requests
 from attrs import frozen
 
+from sunk import names
+
 from . import chroot, claim, kubebuild, kubeconf, kubelet, slurmconf
 from .procs import Daemon, run, wait_until
 
@@ -30,6 +32,7 @@ SLURM_NAMESPACE = "slurm"
 SLURMD_SELECTOR = "app.kubernetes.io%2Fname%3Dslurmd"  # URL-encoded, as the list calls take it
 FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
+DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
@@ -144,6 +147,8 @@ class DevCluster:
         self._write_jwt()
         self._save_layout()
         if not self.with_sunk:
+            if any(c.daemon.pid() for c in self._sunk_components()):
+                self._end_demo_pods()
             for component in self._sunk_components():
                 if component.daemon.stop():
                     self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
@@ -492,6 +497,35 @@ class DevCluster:
         resp = requests.get(f"https://127.0.0.1:{kubeconf.APISERVER_PORT}/readyz", timeout=5,
                             verify=str(self.kube_dir / "ca.crt"))
         return resp.status_code == 200
+
+    def _end_demo_pods(self) -> None:
+        """Delete the demo's Pods while its scheduler still runs, so their placeholder jobs end.
+
+        Stopped first, the scheduler would leave the jobs holding their CPUs and GPU for
+        ever, and cancelling them then would make each wait for its Pod until KillWait and
+        drain its node.
+        """
+        base = f"/api/v1/namespaces/{DEMO_NAMESPACE}/pods"
+        try:
+            pods = self.kube_request("GET", base).json().get("items") or []
+            for pod in pods:
+                self.kube_request("DELETE", f"{base}/{pod['metadata']['name']}")
+            if pods:
+                self._say(f"  demo Pods        deleted ({len(pods)}); waiting for their Slurm jobs to end")
+                wait_until(lambda: not self._demo_jobs(), 60, interval=0.5, what="the demo's Slurm jobs to end")
+                # ... and for the demo's Syncer to unlock their nodes (a lock taint would outlive it)
+                wait_until(lambda: not self._locked_nodes(), 30, interval=0.5, what="the demo's nodes to unlock")
+        except (requests.RequestException, ValueError, TimeoutError) as exc:
+            self._say(f"  demo Pods        not cleaned up: {exc}")
+
+    def _locked_nodes(self) -> list[str]:
+        nodes = self.kube_request("GET", f"/api/v1/nodes?labelSelector={FAKE_KUBELET_SELECTOR}").json()["items"]
+        return [n["metadata"]["name"] for n in nodes
+                if any(t.get("key") == names.LOCK_KEY for t in n.get("spec", {}).get("taints") or [])]
+
+    def _demo_jobs(self) -> list[str]:
+        names = self.slurm("squeue", "-h", "-o", "%j", check=False).stdout.split()
+        return [name for name in names if name.startswith(f"k8s:{DEMO_NAMESPACE}/")]
 
     def kube_request(self, method: str, path: str, body: Optional[dict] = None) -> requests.Response:
         """One admin call to the apiserver: for bootstrapping and the demo, which need no client library."""

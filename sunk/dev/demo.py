@@ -6,9 +6,8 @@ import json
 import time
 from typing import Any
 
-from .cluster import DEMO_SCHEDULER, SLURM_NAMESPACE, DevCluster
+from .cluster import DEMO_NAMESPACE, DEMO_SCHEDULER, SLURM_NAMESPACE, DevCluster
 
-DEMO_NAMESPACE = "demo"
 JOB_ID = "sunk.coreweave.com/job-id"
 
 

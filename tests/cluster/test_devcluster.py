@@ -193,3 +193,23 @@ def test_up_prunes_the_slurmd_pods_and_nodes_of_a_larger_layout(dev_cluster, kub
     assert left == set(dev_cluster.slurm_nodes)
     nodes = {n.metadata.name for n in core.list_node(label_selector=f"{kubelet.NODE_LABEL}=true").items}
     assert nodes == {dev_cluster.k8s_node_for(n) for n in dev_cluster.slurm_nodes}
+
+
+def test_the_demo_schedules_its_pods_through_slurm_and_the_tests_up_ends_them(dev_cluster, capsys):
+    """`make demo`, the README's first command, end to end; then `up` without sunk's daemons (what
+    every test session runs) deletes the demo's Pods while its scheduler still runs, so no
+    placeholder job and no lock taint outlives the demo."""
+    from sunk.dev.cluster import DevCluster
+    from sunk.dev.demo import _demo  # (demo() would wait for this session's own claim)
+
+    try:
+        assert _demo(DevCluster(dev_cluster.home)) == 0, capsys.readouterr().out
+        shown = capsys.readouterr().out
+        assert "inference-gpu" in shown and "CANCELLED" in shown, shown
+    finally:
+        dev_cluster.up()
+    assert dev_cluster._demo_jobs() == []
+    assert dev_cluster.kube_request("GET", "/api/v1/namespaces/demo/pods").json()["items"] == []
+    assert dev_cluster._locked_nodes() == []
+    idle = dev_cluster.slurm("sinfo", "-h", "-N", "-o", "%N %T").stdout
+    assert "drain" not in idle, idle
