@@ -11,7 +11,7 @@ from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import apply_manifest, assert_never_forbidden, kubeconfig_for
 from slurmtools import slurm_job, state, wait_for
-from test_scheduler import bound, event_reasons, gone, job_id_of, pod_manifest, serving
+from test_scheduler import bound, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
 from sunk import names
 from sunk.kube import client as kc
@@ -116,8 +116,7 @@ def _create(api, namespace, **kwargs):
 def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, kube_scheduler):
     pod = _create(kube_api, namespace, cpu="2", memory="1Gi")
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    node = wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod")
+    job_id, node = placed(kube_api, dev_cluster, namespace, name, timeout=40, what="kube-scheduler to bind the Pod")
     job = slurm_job(dev_cluster, job_id)
     assert state(job) == "RUNNING" and job["extra"].endswith(names.STARTED_MARKER)
     assert node == dev_cluster.k8s_node_for(job["nodes"])
@@ -132,10 +131,10 @@ def test_kube_scheduler_binds_onto_the_locked_node(kube_api, dev_cluster, namesp
     slurm_node, k8s_node = lock_taint("NoSchedule")
     pod = _create(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: slurm_node})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    assert wait_for(lambda: bound(kube_api, namespace, name), 40, "kube-scheduler to bind the Pod") == k8s_node
-    placed = kc.get(kube_api, PODS, name, namespace)
-    assert tolerates_lock(placed) and placed["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
+    job_id, node = placed(kube_api, dev_cluster, namespace, name, timeout=40, what="kube-scheduler to bind the Pod")
+    assert node == k8s_node
+    now = kc.get(kube_api, PODS, name, namespace)
+    assert tolerates_lock(now) and now["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
 

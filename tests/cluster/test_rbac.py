@@ -8,7 +8,7 @@ from kube_testns import create_namespace, purge_namespace
 from locking_harness import lock_value, new_token, running_syncer
 from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import slurm_job, state, wait_for
-from test_scheduler import bound, create_pod, job_id_of, scheduler_process, serving
+from test_scheduler import create_pod, placed, scheduler_process, serving
 
 from sunk import names
 from sunk.kube import client as kc
@@ -38,8 +38,7 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
     namespace, proc = scheduler_as_its_service_account
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")  # pods/binding, Events
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)  # pods/binding, Events
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
     assert_never_forbidden(proc.log)

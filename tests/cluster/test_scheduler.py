@@ -152,6 +152,12 @@ def event_reasons(api, namespace, name) -> set[str]:
     return {e["reason"] for e in events_for(api, namespace, name)}
 
 
+def placed(api, dev_cluster, namespace, name, timeout: float = 30, what: str = "binding") -> tuple[int, str]:
+    """The Pod's placeholder job, and the Node the Pod is bound to once it is."""
+    job_id = job_id_of(api, dev_cluster, namespace, name)
+    return job_id, wait_for(lambda: bound(api, namespace, name), timeout, what)
+
+
 def bound(api, namespace, name) -> str | None:
     pod = get_pod(api, namespace, name)
     return pod and pod["spec"].get("nodeName")
@@ -198,8 +204,7 @@ def test_an_invalid_pod_fixed_by_its_owner_is_scheduled(kube_api, dev_cluster, n
     name = pod["metadata"]["name"]
     wait_for(lambda: "FailedValidation" in event_reasons(kube_api, namespace, name), 20, "a FailedValidation event")
     kc.patch(kube_api, PODS, name, {"metadata": {"annotations": {names.ANN_PRIORITY: "100"}}}, namespace)
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
     assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == [job_id]
 
 
@@ -207,8 +212,7 @@ def test_an_invalid_pod_fixed_by_its_owner_is_scheduled(kube_api, dev_cluster, n
 def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, cpu="2", memory="2Gi")
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, node = placed(kube_api, dev_cluster, namespace, name)
     job = slurm_job(dev_cluster, job_id)
     assert state(job) == "RUNNING"
     assert job["extra"].endswith(names.STARTED_MARKER)
@@ -226,11 +230,11 @@ def test_a_pod_tolerates_the_lock_only_where_the_lock_would_evict_it(kube_api, d
     slurm_node, k8s_node = lock_taint(effect)
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: slurm_node})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    assert wait_for(lambda: bound(kube_api, namespace, name), 30, "binding") == k8s_node
-    placed = get_pod(kube_api, namespace, name)
-    assert tolerates_lock(placed) is (effect == "NoExecute")
-    assert placed["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
+    job_id, node = placed(kube_api, dev_cluster, namespace, name)
+    assert node == k8s_node
+    now = get_pod(kube_api, namespace, name)
+    assert tolerates_lock(now) is (effect == "NoExecute")
+    assert now["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
 
@@ -238,8 +242,7 @@ def test_a_pod_tolerates_the_lock_only_where_the_lock_would_evict_it(kube_api, d
 def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
              "the job to end")
@@ -280,8 +283,7 @@ def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, n
 def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
     cancelled_at = time.monotonic()
     dev_cluster.slurm("scancel", str(job_id))
     wait_for(lambda: gone(kube_api, namespace, name), 30, "the Pod to be deleted")
@@ -301,8 +303,7 @@ def test_a_pod_that_outlives_killwait_drains_the_node(kube_api, dev_cluster, nam
     manifest["metadata"]["finalizers"] = [finalizer]
     pod = kc.create(kube_api, PODS, manifest, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
     slurm_node = slurm_job(dev_cluster, job_id)["nodes"]
     try:
         dev_cluster.slurm("scancel", str(job_id))
@@ -383,8 +384,7 @@ def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_
     namespace, _ = slow_listing_scheduler
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding well before the next job list")
+    job_id, node = placed(kube_api, dev_cluster, namespace, name, what="binding well before the next job list")
     job = slurm_job(dev_cluster, job_id)
     assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
     text = requests.get("http://127.0.0.1:18280/metrics", timeout=5).text
@@ -482,8 +482,7 @@ def test_a_high_qos_batch_job_preempts_a_pod(kube_api, dev_cluster, namespace, s
     pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node,
                                                        names.ANN_EXCLUSIVE: "none", names.ANN_QOS: "normal"})
     name = pod["metadata"]["name"]
-    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
-    wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
     high = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
                              "--wrap", "sleep 300").stdout.strip()
     try:
