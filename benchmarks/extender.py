@@ -22,7 +22,7 @@ import requests
 
 from extender.app import create_app
 from scheduler.decide import Bind, Waiting
-from sunk.web import serve
+from sunk.web import Listener, serve
 
 PORT = 18998
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
@@ -43,7 +43,8 @@ class _Placement:
 
 
 def _serve(action) -> None:
-    serve(lambda: create_app(cast(Any, _Placement(action)), lambda uid: None), f"127.0.0.1:{PORT}", threads=4)
+    serve(lambda: {"extender": create_app(cast(Any, _Placement(action)), lambda uid: None)},
+          [Listener(f"127.0.0.1:{PORT}", "extender")], threads=4)
 
 
 def measure(action, nodes: int, calls: int) -> dict:

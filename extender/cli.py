@@ -13,11 +13,11 @@ import sys
 from typing import Any, Optional
 
 from scheduler import kubeops
-from scheduler.cli import add_common_arguments, build_runtime, config_from
+from scheduler.cli import add_common_arguments, build_runtime, config_from, hooks_listener
 from scheduler.decide import Bind
 from sunk import names
 from sunk.flags import configure_logging
-from sunk.web import serve
+from sunk.web import Listener, check_listeners, serve, tls_from_flags
 
 from .app import create_app
 
@@ -60,31 +60,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sunk-extender", description=__doc__)
     add_common_arguments(parser, default_name="sunk-extender")
     parser.add_argument("--bind-address", default=":8888", help="where kube-scheduler calls the extender verbs")
-    parser.add_argument("--tls-cert-file", default="")
+    parser.add_argument("--tls-cert-file", default="", help="serve the verbs over TLS (not the hook API)")
     parser.add_argument("--tls-key-file", default="")
     parser.add_argument("--client-ca-file", default="", help="require kube-scheduler's client certificate")
     args = parser.parse_args(argv)
     configure_logging(args.zap_log_level)
     config_from(args)
-    if bool(args.tls_cert_file) != bool(args.tls_key_file):
-        parser.error("--tls-cert-file and --tls-key-file go together")
+    try:
+        # Two ports, two apps, TLS each its own: kube-scheduler's verbs (mutual TLS in the
+        # manifests) and the hook API that placeholder jobs call as --hooks-url says.
+        listeners = [
+            Listener(args.bind_address, "extender", tls_from_flags(
+                args.tls_cert_file, args.tls_key_file, args.client_ca_file, what="the extender verbs")),
+            hooks_listener(args),
+        ]
+        check_listeners(listeners)
+    except ValueError as exc:
+        parser.error(str(exc))
     running: dict[str, Any] = {}
 
     def build():
         assembly = build_runtime(args, "sunk-extender", on_bind_factory=nudge, on_submit_factory=announce)
         running["assembly"] = assembly
-        # One WSGI app for both listeners: extender verbs at the root, hooks under /api/v1.
-        app = create_app(assembly.scheduler, assembly.controller.queue.add)
-        app.register_blueprint(assembly.hooks_blueprint())
-        return app
+        return {"extender": create_app(assembly.scheduler, assembly.controller.queue.add),
+                "hooks": assembly.hooks_app()}
 
     def stop():
         if "assembly" in running:
             running["assembly"].manager.stop()
             running["assembly"].manager.wait(30)
 
-    serve(build, [args.bind_address, args.hooks_api_bind_address], on_exit=stop,
-          certfile=args.tls_cert_file, keyfile=args.tls_key_file, client_ca=args.client_ca_file)
+    serve(build, listeners, on_exit=stop)
     return 0
 
 

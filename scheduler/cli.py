@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from sunk.flags import boolean, configure_logging, positive_duration, positive_int
+from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.kube.client import load_api_client
 from sunk.kube.leader import LeaderElectionConfig
-from sunk.web import serve
+from sunk.web import Listener, port_of, serve, tls_from_flags
 
 from .config import SchedulerConfig
 
@@ -52,6 +53,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--hooks-api-bind-address", default=":8000")
     parser.add_argument("--hooks-url", default=None,
                         help="URL placeholder jobs use to reach the hook API (default http://127.0.0.1:<port>)")
+    parser.add_argument("--hooks-tls-cert-file", default="", help="serve the hook API over TLS with this certificate")
+    parser.add_argument("--hooks-tls-key-file", default="", help="the key of --hooks-tls-cert-file")
+    parser.add_argument("--hooks-ca-file", default="",
+                        help="path, on the slurmd hosts, of the CA bundle placeholder jobs verify an https "
+                             "--hooks-url with")
     parser.add_argument("--hook-secret-file", required=True, help="HMAC key for per-Pod hook tokens")
     parser.add_argument("--metrics-bind-address", default=":8080")
     parser.add_argument("--health-probe-bind-address", default=":8081")
@@ -67,18 +73,25 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
 
 
 def config_from(args: argparse.Namespace) -> SchedulerConfig:
-    secret = Path(args.hook_secret_file).read_bytes().strip()
-    if len(secret) < 16:
-        raise SystemExit(f"{args.hook_secret_file}: the hook secret must be at least 16 bytes")
+    try:
+        secret = read_secret(args.hook_secret_file)
+    except TokenUnavailable as exc:
+        raise SystemExit(f"--hook-secret-file: {exc}") from None
     if args.scope == "cluster":
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = tuple(n for n in args.watch_namespace.split(",") if n) or (own_namespace(),)
-    port = args.hooks_api_bind_address.rpartition(":")[2]
+    hooks_url = args.hooks_url or f"http://127.0.0.1:{port_of(args.hooks_api_bind_address)}"
+    if hooks_url.startswith("https://") and not args.hooks_tls_cert_file:
+        raise SystemExit(f"--hooks-url {hooks_url} is https, but the hook API has no --hooks-tls-cert-file")
+    if hooks_url.startswith("http://") and args.hooks_tls_cert_file:
+        raise SystemExit(f"--hooks-url {hooks_url} is plain http, but the hook API serves TLS "
+                         f"(--hooks-tls-cert-file): placeholder jobs could not reach it")
     return SchedulerConfig(
         scheduler_name=args.scheduler_name,
         hook_secret=secret,
-        hooks_url=args.hooks_url or f"http://127.0.0.1:{port}",
+        hooks_url=hooks_url,
+        hooks_ca_file=args.hooks_ca_file,
         kill_wait_seconds=int(args.slurm_kill_wait),
         namespaces=namespaces,
         slurmd_namespace=args.slurmd_namespace,
@@ -119,24 +132,34 @@ def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional
     return assembly
 
 
+def hooks_listener(args: argparse.Namespace) -> Listener:
+    """The hook API's port, with TLS exactly when its own certificate flags say so."""
+    return Listener(args.hooks_api_bind_address, "hooks",
+                    tls_from_flags(args.hooks_tls_cert_file, args.hooks_tls_key_file, what="the hook API"))
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sunk-scheduler", description=__doc__)
     add_common_arguments(parser, default_name="sunk-scheduler")
     args = parser.parse_args(argv)
     configure_logging(args.zap_log_level)
     config_from(args)  # fail fast on bad flags, before forking a worker
+    try:
+        listeners = [hooks_listener(args)]
+    except ValueError as exc:
+        parser.error(str(exc))
     running: dict[str, Any] = {}
 
     def build():
         running["assembly"] = build_runtime(args, "sunk-scheduler")
-        return running["assembly"].hooks_app()
+        return {"hooks": running["assembly"].hooks_app()}
 
     def stop():
         if "assembly" in running:
             running["assembly"].manager.stop()
             running["assembly"].manager.wait(30)
 
-    serve(build, args.hooks_api_bind_address, on_exit=stop)
+    serve(build, listeners, on_exit=stop)
     return 0
 
 

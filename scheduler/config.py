@@ -12,6 +12,7 @@ class SchedulerConfig:
     scheduler_name: str
     hook_secret: bytes = field(repr=False)
     hooks_url: str  # how placeholder jobs reach this scheduler's hook API
+    hooks_ca_file: str = ""  # on the slurmd hosts: the CA bundle that verifies an https hooks_url
     kill_wait_seconds: int = 30
     namespaces: tuple[str, ...] = ()  # empty = whole cluster
     slurmd_namespace: str = "slurm"

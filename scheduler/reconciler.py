@@ -266,7 +266,7 @@ class PodScheduler:
             f"SUNK_EXTRA={request.extra}",
             f"SUNK_KILL_WAIT={self.config.kill_wait_seconds}",
             f"SUNK_POD={meta['namespace']}/{meta['name']}",
-        )
+        ) + ((f"SUNK_HOOKS_CA={self.config.hooks_ca_file}",) if self.config.hooks_ca_file else ())
         return attrs.evolve(request, environment=env, requeue=False)
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:

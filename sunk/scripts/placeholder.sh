@@ -14,6 +14,7 @@
 #   SUNK_EXTRA         the job's Extra as submitted; ": started" is appended to it
 #   SUNK_KILL_WAIT     Slurm's KillWait in seconds
 #   SUNK_POD           namespace/name, for messages
+#   SUNK_HOOKS_CA      (optional) CA bundle that verifies an https SUNK_HOOKS_URL
 set -u
 : "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_EXTRA:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
 DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
@@ -22,17 +23,23 @@ log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_PO
 
 # hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
 hook() {
-    curl -sS -o /dev/null -w '%{http_code}' -m "${3:-10}" -X "$1" \
+    curl -sS ${SUNK_HOOKS_CA:+--cacert "$SUNK_HOOKS_CA"} -o /dev/null -w '%{http_code}' -m "${3:-10}" -X "$1" \
         -H "Authorization: Bearer $SUNK_HOOK_TOKEN" -H "X-Sunk-Pod-UID: ${SUNK_POD_UID:-}" \
         "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
 }
 
 on_term() {
     trap '' TERM
-    local deadline=$(( $(date +%s) + SUNK_KILL_WAIT - DRAIN_MARGIN ))
+    local deadline=$(( $(date +%s) + SUNK_KILL_WAIT - DRAIN_MARGIN )) asked=false
     log "job is ending; asking the scheduler to delete the Pod"
-    hook POST terminating >/dev/null
     while (( $(date +%s) < deadline )); do
+        # Asked again until the scheduler has taken it (200) or the Pod is gone (404): a
+        # restarting scheduler answers 503 until its Pod cache is synced, or nothing at all.
+        if ! $asked; then
+            case "$(hook POST terminating)" in
+                200|404) asked=true ;;
+            esac
+        fi
         local left=$(( deadline - $(date +%s) ))
         (( left > 5 )) && left=5
         (( left < 1 )) && left=1

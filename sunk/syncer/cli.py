@@ -71,6 +71,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[Any
     known, _ = pre.parse_known_args(argv)
     parser, plugins = build_parser(parse_plugin_list(known.plugins))
     args = parser.parse_args(argv)
+    for plugin in plugins:
+        validate = getattr(plugin, "validate", None)
+        if validate is not None:
+            try:
+                validate(args)
+            except ValueError as exc:
+                parser.error(str(exc))
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     if args.slurm_poll_interval <= 0:
@@ -108,16 +115,40 @@ def build(args: argparse.Namespace, plugins: Sequence[Any]) -> Any:
     return syncer
 
 
+def hook_token(argv: Sequence[str]) -> int:
+    """``sunk-syncer hook-token --hooks-token-file FILE NODE...``: each node's hook token, one a line.
+
+    Each slurmd Pod mounts its own node's token (the prolog and epilog present it); the
+    Syncer derives the same from FILE's secret, so nothing else needs distributing.
+    """
+    from sunk.hooks.auth import TokenUnavailable, node_token, read_secret
+
+    parser = argparse.ArgumentParser(prog="sunk-syncer hook-token", description=hook_token.__doc__)
+    parser.add_argument("--hooks-token-file", required=True, help="the Syncer's secret")
+    parser.add_argument("nodes", nargs="+", metavar="NODE", help="Slurm node names")
+    args = parser.parse_args(argv)
+    try:
+        secret = read_secret(args.hooks_token_file)
+    except TokenUnavailable as exc:
+        parser.error(str(exc))
+    for node in args.nodes:
+        print(f"{node} {node_token(secret, node)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook-token"]:
+        return hook_token(argv[1:])
     args, plugins = parse_args(argv)
     configure_logging(args.zap_log_level)
-    from sunk.web import serve
+    from sunk.web import Listener, serve
 
     running: dict[str, Any] = {}
 
     def build_app() -> Any:
         running["syncer"] = build(args, plugins)
-        return running["syncer"].app()
+        return {"hooks": running["syncer"].app()}
 
     def stop() -> None:
         syncer = running.get("syncer")
@@ -125,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             syncer.manager.stop()
             syncer.manager.wait(30)
 
-    serve(build_app, args.hooks_api_bind_address, on_exit=stop, threads=args.hooks_api_threads)
+    serve(build_app, [Listener(args.hooks_api_bind_address, "hooks")], on_exit=stop, threads=args.hooks_api_threads)
     return 0
 
 

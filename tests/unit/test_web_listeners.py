@@ -1,0 +1,115 @@
+"""sunk/web.py: each listener its own TLS and its own app, in a real gunicorn.
+
+The extender's verbs port runs mutual TLS and its hook port plain HTTP (manifests/extender.yaml).
+gunicorn alone wraps every listener in the one TLS it is given: the hook port then answered
+nothing to the placeholders' plain-HTTP calls, and they drained their nodes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import ssl
+import time
+
+import pytest
+import requests
+from flask import Flask
+
+from sunk.dev.tls import issue, make_ca
+from sunk.web import TLS, Listener, check_listeners, gunicorn_options, serve, tls_from_flags
+
+VERBS, HOOKS = 18988, 18989
+
+
+def _app(name: str) -> Flask:
+    app = Flask(name)
+
+    @app.get("/who")
+    def who():
+        return {"app": name}
+
+    return app
+
+
+def _serve(listeners: list[Listener]) -> None:
+    serve(lambda: {"verbs": _app("verbs"), "hooks": _app("hooks")}, listeners, threads=2)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tls")
+    ca = make_ca(tmp)
+    return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True),
+            "stranger": issue(make_ca(tmp, "other-ca"), tmp, "stranger", client=True)}
+
+
+@pytest.fixture(scope="module")
+def server(certs):
+    server = certs["server"]
+    listeners = [Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(server.ca))),
+                 Listener(f"127.0.0.1:{HOOKS}", "hooks")]
+    proc = multiprocessing.get_context("fork").Process(target=_serve, args=(listeners,), daemon=True)
+    proc.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=1)
+            break
+        except requests.RequestException:
+            time.sleep(0.1)
+    yield
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.join(20)
+
+
+def test_the_plain_listener_answers_plain_http_with_its_own_app(server):
+    answer = requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=5)
+    assert answer.status_code == 200 and answer.json() == {"app": "hooks"}
+
+
+def test_the_tls_listener_answers_a_client_with_a_certificate_of_its_ca(server, certs):
+    client = certs["client"]
+    answer = requests.get(f"https://127.0.0.1:{VERBS}/who", timeout=5, verify=str(certs["ca"].cert),
+                          cert=(str(client.cert), str(client.key)))
+    assert answer.status_code == 200 and answer.json() == {"app": "verbs"}
+
+
+def test_the_tls_listener_refuses_clients_without_a_certificate_of_its_ca(server, certs):
+    stranger = certs["stranger"]
+    for cert in (None, (str(stranger.cert), str(stranger.key))):
+        with pytest.raises(requests.exceptions.RequestException):
+            requests.get(f"https://127.0.0.1:{VERBS}/who", timeout=5, verify=str(certs["ca"].cert), cert=cert)
+
+
+def test_the_tls_listener_does_not_speak_plain_http(server):
+    with pytest.raises(requests.exceptions.RequestException):
+        requests.get(f"http://127.0.0.1:{VERBS}/who", timeout=5)
+
+
+def test_a_bad_certificate_file_fails_at_start_naming_it(tmp_path):
+    missing = str(tmp_path / "missing.crt")
+    with pytest.raises((OSError, ssl.SSLError)):
+        gunicorn_options([Listener("127.0.0.1:1", "verbs", TLS(missing, missing))], threads=1, timeout=1)
+
+
+def test_listeners_must_differ_in_port_and_name_one():
+    with pytest.raises(ValueError, match="both listen on port 8000"):
+        check_listeners([Listener(":8000", "verbs"), Listener("127.0.0.1:8000", "hooks")])
+    with pytest.raises(ValueError, match="explicit port"):
+        check_listeners([Listener(":0", "hooks")])
+
+
+def test_tls_flags_go_together():
+    assert tls_from_flags("", "", what="x") is None
+    assert tls_from_flags("c", "k", "ca", what="x") == TLS("c", "k", "ca")
+    with pytest.raises(ValueError, match="go together"):
+        tls_from_flags("c", "", what="the hook API")
+    with pytest.raises(ValueError, match="needs TLS"):
+        tls_from_flags("", "", "ca", what="the extender verbs")
+
+
+def test_only_tls_listeners_make_gunicorn_use_tls():
+    assert "certfile" not in gunicorn_options([Listener(":8000", "hooks")], threads=1, timeout=1)
