@@ -77,7 +77,12 @@ class Assembly:
             slurm=self.scheduler.slurm,
             gone=self.gone,
             observe=self._observe,
+            ready=self.hooks_ready,
         )
+
+    def hooks_ready(self) -> bool:
+        """The hook API may answer: its Pod cache has synced and the process is not stopping."""
+        return bool(self.scheduler.pods.informer.has_synced()) and not self.manager.stopping()
 
     def _observe(self, job: Job, observed_at: float) -> None:
         uid = self.scheduler.jobs.upsert(job, observed_at)

@@ -4,8 +4,13 @@ POST /api/v1/jobs/<id>/started       the job is marked ": started": look now, no
 POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period applies)
 GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
                                      long-polls up to S seconds (max 30) for the deletion
-POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node
+POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node (only
+                                     while Slurm is ending the job)
 GET  /healthz
+
+Until the Pod informer has synced, and while the process stops, every /api call answers 503
+(the placeholder retries): an empty cache would say "Pod gone", the placeholder would exit,
+and Slurm would reuse the node while the Pod still runs.
 
 Every /api call carries ``Authorization: Bearer HMAC(secret, pod UID)`` (see tokens.py),
 so a job can only act on its own Pod, and ``X-Sunk-Pod-UID`` naming that Pod. The header
@@ -69,9 +74,17 @@ def hooks_blueprint(
     slurm: SlurmClient,
     gone: PodGone,
     observe: Callable[[Job, float], None],
+    ready: Callable[[], bool],
 ) -> Blueprint:
-    """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod."""
+    """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod;
+    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping)."""
     app = Blueprint("hooks", __name__)
+
+    @app.before_request
+    def not_before_sync():
+        if not ready():
+            return error(503, "sunk-scheduler is starting or stopping: its Pod cache cannot be trusted yet; retry")
+        return None
 
     def read_job(job_id: int) -> tuple[Optional[Job], float, Any]:
         requested_at = time.monotonic()
@@ -97,9 +110,8 @@ def hooks_blueprint(
         if known:
             return uid, None, None
         job, requested_at, failure = read_job(job_id)
-        if failure:
+        if job is None:
             return None, None, failure
-        assert job is not None
         owner = parse_uid(job.extra)
         if owner is None:
             return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
@@ -117,11 +129,10 @@ def hooks_blueprint(
         if failure:
             return failure
         if fetched is None:
-            job, requested_at, failure = read_job(job_id)
-            if failure:
+            read, requested_at, failure = read_job(job_id)
+            if read is None:
                 return failure
-            assert job is not None
-            fetched = (job, requested_at)
+            fetched = (read, requested_at)
         job, requested_at = fetched
         if parse_uid(job.extra) != uid:  # the Extra was rewritten since the job was submitted
             return error(409, f"Slurm job {job_id} no longer names this job's Pod")
@@ -131,9 +142,8 @@ def hooks_blueprint(
     @app.post("/api/v1/jobs/<int:job_id>/terminating")
     def terminating(job_id: int):
         uid, failure = authorised_uid(job_id)
-        if failure:
+        if uid is None:
             return failure
-        assert uid is not None
         pod = pod_by_uid(uid)
         if pod is None:
             return error(404, "the Pod is already gone")
@@ -143,9 +153,8 @@ def hooks_blueprint(
     @app.get("/api/v1/jobs/<int:job_id>/pod")
     def pod_state(job_id: int):
         uid, failure = authorised_uid(job_id)
-        if failure:
+        if uid is None:
             return failure
-        assert uid is not None
         try:
             wait = min(max(float(request.args.get("wait", "0")), 0.0), MAX_WAIT)
         except ValueError:
@@ -158,13 +167,13 @@ def hooks_blueprint(
     @app.post("/api/v1/jobs/<int:job_id>/drain")
     def drain(job_id: int):
         uid, failure = authorised_uid(job_id)
-        if failure:
+        if uid is None:
             return failure
-        assert uid is not None
-        try:
-            job = slurm.get_job(job_id)
-        except SlurmError as exc:
-            return error(503, f"Slurm is unavailable: {exc}")
+        job, _, failure = read_job(job_id)
+        if job is None:
+            return failure
+        if not ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
+            return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
         nodes = list(job.node_list)
         pod = pod_by_uid(uid)
         who = _name(pod) if pod else f"uid {uid}"
@@ -178,6 +187,11 @@ def hooks_blueprint(
         return jsonify({"drained": nodes, "reason": reason})
 
     return app
+
+
+def ending(job: Job) -> bool:
+    """Slurm is ending the job: it is over, or completing (KillWait runs), or requeued by preemption."""
+    return not job.active or "COMPLETING" in job.state_flags
 
 
 def create_hooks_app(hooks: Blueprint) -> Flask:

@@ -17,4 +17,6 @@ def hook_token(secret: bytes, pod_uid: str) -> str:
 
 
 def token_matches(secret: bytes, pod_uid: str, presented: str) -> bool:
-    return hmac.compare_digest(hook_token(secret, pod_uid), presented)
+    """Constant time; any header text (a non-ASCII one too) is compared as bytes, never raises."""
+    expected = hook_token(secret, pod_uid).encode()
+    return hmac.compare_digest(expected, presented.encode("utf-8", "surrogateescape"))

@@ -134,6 +134,10 @@ class Manager:
     def ready(self) -> bool:
         return run_checks(self._readyz)[0]
 
+    def stopping(self) -> bool:
+        """stop() was called (a signal, a lost lease): caches may no longer be current."""
+        return self._stop.is_set()
+
     def is_leader(self) -> bool:
         """Controllers may write: elected, or running without leader election."""
         if self.elector is not None:

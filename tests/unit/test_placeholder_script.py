@@ -20,16 +20,22 @@ SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
 
 
 class HookAPI:
-    """Records each call; answers 404 to the Pod long-poll (the Pod is gone)."""
+    """Records each call; answers 404 to the Pod long-poll (the Pod is gone), after ``unsynced``
+    answers of 503 (a scheduler whose Pod cache has not synced yet)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str]]] = []
+        self.unsynced = 0
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 api.calls.append((self.command, self.path, dict(self.headers)))
-                self.send_response(404 if "/pod?" in self.path else 200)
+                if api.unsynced and "/started" not in self.path:
+                    api.unsynced -= 1
+                    self.send_response(503)
+                else:
+                    self.send_response(404 if "/pod?" in self.path else 200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -61,7 +67,7 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api, tmp_path: Path):
+def run_placeholder(hook_api: HookAPI, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     scontrol_log = tmp_path / "scontrol.args"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -72,6 +78,19 @@ def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api
            "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": "30", "SUNK_POD": "ns/p"}
     proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, scontrol_log
+
+
+def stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the script's own sleep, if it is still there
+    except ProcessLookupError:
+        pass
+    proc.wait(5)
+
+
+def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api, tmp_path: Path):
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path)
     try:
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
         assert scontrol_log.read_text().split("\n")[0] == "update jobid=42 extra=sunk-pod=uid-a ns=ns name=p: started"
@@ -86,8 +105,20 @@ def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api
         assert all(h["X-Sunk-Pod-UID"] == "uid-a" for _, _, h in hook_api.calls)
         assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the script's own sleep, if it is still there
-        except ProcessLookupError:
-            pass
-        proc.wait(5)
+        stop(proc)
+
+
+def test_a_scheduler_not_synced_yet_is_asked_again_until_it_takes_the_deletion(hook_api, tmp_path: Path):
+    """503 (a restarting scheduler) is neither "deleting" nor "gone": ask again, never drain."""
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        hook_api.unsynced = 2  # the first terminating call and the first long-poll
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        paths = hook_api.paths()[1:]
+        terminating = [p for p in paths if p.endswith("/terminating")]
+        assert len(terminating) == 2, paths  # 503, then taken
+        assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
+    finally:
+        stop(proc)

@@ -22,12 +22,16 @@ def parse(extra: str):
 
 
 class Slurm:
-    """get_job only: the hook API never lists."""
+    """get_job and update_node only: the hook API never lists."""
 
     def __init__(self):
         self.jobs: dict[int, Job] = {}
         self.reads = 0
         self.down = False
+        self.drained: list[tuple[str, str]] = []
+
+    def update_node(self, name: str, update) -> None:
+        self.drained.append((name, update.reason))
 
     def get_job(self, job_id: int) -> Job:
         self.reads += 1
@@ -48,8 +52,12 @@ def world():
     app = create_hooks_app(hooks_blueprint(
         secret=SECRET, jobs=index, parse_uid=lambda extra: (parse(extra) or (None, False))[0],
         pod_by_uid=pods.get, delete_pod=lambda pod, why: deleted.append(why), slurm=slurm,
-        gone=PodGone(pods.get), observe=lambda job, at: observed.append((job, at))))
+        gone=PodGone(pods.get), observe=lambda job, at: observed.append((job, at)), ready=lambda: READY[0]))
+    READY[0] = True
     return app.test_client(), slurm, index, pods, observed, deleted
+
+
+READY = [True]
 
 
 def auth(uid="uid-a"):
@@ -159,3 +167,40 @@ def test_a_token_for_one_pod_does_not_open_another_pods_job(world):
     response = client.post("/api/v1/jobs/7/started", headers=auth("uid-b"))  # a valid token, for uid-b
     assert response.status_code == 403 and "another Pod" in response.get_json()["error"]
     assert slurm.reads == 1 and observed == []
+
+
+def test_every_call_answers_503_until_the_pod_cache_has_synced(world):
+    """An empty cache would answer "Pod gone": the placeholder would exit while its Pod runs."""
+    client, slurm, index, pods, observed, deleted = world
+    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    READY[0] = False
+    for method, path in (("GET", "pod?wait=0"), ("POST", "terminating"), ("POST", "started"), ("POST", "drain")):
+        response = client.open(f"/api/v1/jobs/7/{path}", method=method, headers=auth())
+        assert response.status_code == 503 and "retry" in response.get_json()["error"], path
+    assert (slurm.reads, observed, deleted, slurm.drained) == (0, [], [], [])
+    READY[0] = True
+    assert client.get("/api/v1/jobs/7/pod?wait=0", headers=auth()).status_code == 200
+
+
+@pytest.mark.parametrize("state, flags, status", [
+    ("RUNNING", (), 409),  # the job's user sent its placeholder a SIGTERM: not Slurm's end
+    ("CANCELLED", ("COMPLETING",), 200),
+    ("TIMEOUT", (), 200),
+    ("PENDING", ("COMPLETING", "REQUEUED"), 200),  # preempted and requeued
+])
+def test_drain_only_for_a_job_slurm_is_ending(world, state, flags, status):
+    client, slurm, index, _, _, _ = world
+    slurm.jobs[7] = Job(id=7, state=state, state_flags=flags, nodes="node1", extra="uid-a: started")
+    index.upsert(slurm.jobs[7])
+    response = client.post("/api/v1/jobs/7/drain", headers=auth())
+    assert response.status_code == status, response.get_json()
+    assert slurm.drained == ([("node1", response.get_json().get("reason"))] if status == 200 else [])
+
+
+@pytest.mark.parametrize("header", ["Bearer \u00e9\u00e9", "Bearer \x00", "Bearer " + "x" * 5000, "Bearer"])
+def test_a_garbage_bearer_header_is_a_json_401(world, header):
+    client, slurm, index, _, _, _ = world
+    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    response = client.post("/api/v1/jobs/7/terminating",
+                           headers={"Authorization": header, POD_UID_HEADER: "uid-\u00e9"})
+    assert response.status_code == 401 and "token" in response.get_json()["error"]
