@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Optional
 
@@ -24,6 +24,7 @@ import requests
 from attrs import frozen
 
 from sunk import names
+from sunk.hooks.auth import node_token
 
 from . import chroot, claim, kubebuild, kubeconf, kubelet, slurmconf
 from .procs import Daemon, run, wait_until
@@ -274,15 +275,15 @@ class DevCluster:
         ]
 
     def _install_hooks(self, token: Path) -> None:
-        """The prolog/epilog that lock Nodes through the Syncer, as the slurmd Pods mount them."""
+        """The prolog/epilog that lock Nodes through the Syncer, as the slurmd Pods mount them:
+        each Slurm node gets its own token (one file per node, since all share this chroot)."""
         _ensure_secret(token)
         sunk_etc = self.root / "etc/sunk"
-        sunk_etc.mkdir(parents=True, exist_ok=True)
-        (sunk_etc / "hooks.token").write_text(token.read_text())
-        (sunk_etc / "hooks.token").chmod(0o600)
+        write_node_tokens(sunk_etc / "hooks-tokens", token.read_bytes().strip(), self.layout.node_names)
+        (sunk_etc / "hooks.token").unlink(missing_ok=True)  # (the shared token of older versions)
         (sunk_etc / "hooks.env").write_text(
             f"SUNK_SYNCER_URL=http://127.0.0.1:{PRODUCT_PORTS['syncer']}\n"
-            "SUNK_HOOKS_TOKEN_FILE=/etc/sunk/hooks.token\nSUNK_LOCK_TIMEOUT=60\n")
+            "SUNK_HOOKS_TOKEN_FILE=/etc/sunk/hooks-tokens/%n\nSUNK_LOCK_TIMEOUT=60\n")
         for kind in ("prolog", "epilog"):
             target = self.root / f"etc/slurm/{kind}.d/50-sunk-lock"
             shutil.copyfile(SCRIPTS_DIR / f"{kind}.sh", target)
@@ -590,6 +591,15 @@ class DevCluster:
 
 def _ready(probe_port: int) -> bool:
     return requests.get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2).status_code == 200
+
+
+def write_node_tokens(directory: Path, secret: bytes, nodes: Iterable[str]) -> None:
+    """One hook token file per Slurm node (root only), as each slurmd Pod would mount its own."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for node in nodes:
+        path = directory / node
+        path.write_text(node_token(secret, node) + "\n")
+        path.chmod(0o600)
 
 
 def _ensure_secret(path: Path) -> None:

@@ -1,19 +1,22 @@
 """The Syncer's hook API as a flask Blueprint (mounted on the syncer's gunicorn-served app).
 
-    POST /api/v1/nodes/<node>/pre-hook   {"job_id": 7, "strict": false, "job_extra": "", "timeout": 90}
-         lock the node for the job; blocks until locked (200) or the timeout (504)
+    POST /api/v1/nodes/<node>/pre-hook   {"job_id": 7, "strict": false, "timeout": 90}
+         lock the node for the job; blocks until locked (200) or the timeout (504); 403 when
+         Slurm does not show the job holding the node, 409 when the job has already ended
     POST /api/v1/nodes/<node>/post-hook  {"job_id": 7}
          the job ended on the node: unlock if nothing else runs there (202)
     POST /api/v1/nodes/<node>/reboot     {"message": "..."} (optional body)
          set the reboot condition on the node's Kubernetes Node (200; 403 without node permissions)
     GET  /healthz                         200 once the service can answer, else 503 (no token needed)
 
-Every /api call needs ``Authorization: Bearer <token>`` (the token file's content); without
-it, 401. Every error is JSON: ``{"error": ..., ...}``. ``<node>`` is the Slurm node name.
+Every /api call needs ``Authorization: Bearer <token>``, the token of the node in its path
+(derived from the secret in the token file, see auth.py); without it, 401. Every error is
+JSON: ``{"error": ..., ...}``. ``<node>`` is the Slurm node name.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +43,8 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
 
     def handle(parse: Callable[[Any], Any], call: Callable[[str, Any], Body], node: str, ok: int) -> Response:
         try:
-            authenticate(token)
             check_node(node)
+            authenticate(token, node)
             req = parse(_json_body())
             result = call(node, req)
         except HookError as exc:
@@ -76,26 +79,29 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
     return bp
 
 
-def authenticate(token: TokenFile) -> None:
+def authenticate(token: TokenFile, node: str) -> None:
     presented = bearer(request.headers.get("Authorization"))
     if presented is None:
         raise HookError(401, "missing bearer token (Authorization: Bearer <token>)")
     try:
-        ok = token.matches(presented)
+        ok = token.matches(node, presented)
     except TokenUnavailable as exc:
         log.error("hook API token unavailable: %s", exc)
         raise HookError(503, "the hook API's token is not configured on the server") from None
     if not ok:
-        raise HookError(401, "wrong bearer token")
+        raise HookError(401, f"wrong bearer token for Slurm node {node}")
 
 
 def _json_body() -> Any:
-    if not request.get_data(cache=True):
+    """The body as JSON; bytes that are not UTF-8 are replaced, not refused (an older prolog
+    sends the job's Extra, which its user writes, and a 400 would drain the node)."""
+    data = request.get_data(cache=True)
+    if not data:
         return None
-    body = request.get_json(force=True, silent=True)
-    if body is None:
-        raise HookError(400, "the body is not valid JSON")
-    return body
+    try:
+        return json.loads(data.decode("utf-8", errors="replace"))
+    except ValueError:
+        raise HookError(400, "the body is not valid JSON") from None
 
 
 def error_response(exc: HookError) -> Response:

@@ -44,11 +44,15 @@ def bad_request(message: str) -> HookError:
 
 @attrs.frozen
 class PreHook:
-    """A prolog asks for the node to be locked before ``job_id`` starts on it."""
+    """A prolog asks for the node to be locked before ``job_id`` starts on it.
+
+    Nothing of the job comes from the caller: the Syncer reads the job from Slurm (is it on
+    this node? a placeholder, so strict?). A job's Extra is its user's to write, and a
+    field the hook API refused would fail the prolog and drain the node.
+    """
 
     job_id: int
     strict: bool = False
-    job_extra: str = ""  # SLURM_JOB_EXTRA: placeholder jobs are recognised by it
     timeout: float | None = None  # seconds; None: the server's default
 
 
@@ -125,10 +129,10 @@ def parse_pre_hook(body: Any) -> PreHook:
             raise bad_request("timeout must be a number of seconds")
         if timeout <= 0:
             raise bad_request("timeout must be more than 0 seconds")
+    # (``job_extra``, which older prologs send, is ignored whatever it holds)
     return PreHook(
         job_id=_job_id(obj),
         strict=_bool(obj, "strict"),
-        job_extra=_string(obj, "job_extra", 64 * 1024),
         timeout=None if timeout is None else float(timeout),
     )
 

@@ -47,7 +47,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """The flags this plugin adds to sunk-syncer (names after SUNK's chart options)."""
     group = parser.add_argument_group("node locking and the hook API")
     group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
-                       help="bearer token every hook API caller must present; re-read when it changes")
+                       help="secret (32+ bytes) the hook tokens of the nodes derive from; re-read when it "
+                            "changes (sunk-syncer hook-token prints a node's token)")
     group.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=False,
                        help="allow the reboot hook to set a condition on Nodes (.syncer.nodePermissions.enabled)")
     group.add_argument("--node-reboot-condition", default=names.DEFAULT_REBOOT_CONDITION,

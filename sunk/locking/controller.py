@@ -124,9 +124,13 @@ class LockReconciler:
             self._unlock(f, written not in (None, "false") or bool(cleanup), cleanup)
             return None
 
-        self._keep_sunk_pods(f)
+        # Only a job this node's facts name makes a job-id annotation believable (anybody who may
+        # edit a Pod can write one, to keep it on a node Slurm needs).
+        vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace)
+        self._keep_sunk_pods(f, vouched)
         kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
-        to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect)
+        to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect,
+                                         vouched=vouched)
         why = _jobs_text(live, f.jobs)
         for pod in to_evict:
             if not pod["metadata"].get("deletionTimestamp") and not self._refused_lately(pod, f.now):
@@ -143,9 +147,9 @@ class LockReconciler:
             waits.append(self.config.eviction_retry)
         return Result(requeue_after=min(waits)) if waits else None
 
-    def _keep_sunk_pods(self, f: Facts) -> None:
+    def _keep_sunk_pods(self, f: Facts, vouched: machine.Vouched) -> None:
         """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it."""
-        for pod in machine.pods_to_tolerate(f.pods_on_node, self.config.taint_effect):
+        for pod in machine.pods_to_tolerate(f.pods_on_node, self.config.taint_effect, vouched):
             try:
                 kp.add_toleration(self.api, pod, machine.LOCK_TOLERATION)
             except kc.ApiError as exc:

@@ -1,6 +1,9 @@
 """The hook API's work: pre-hook, post-hook and reboot, on any Syncer replica.
 
-The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
+The pre-hook first reads the job from Slurm: a request counts only for a job that Slurm
+shows holding that node right now (a token holder must not be able to taint a Node and
+evict its Pods by naming any job id), and the job's Extra, not the caller, says whether it
+is a placeholder (strict). The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
 (which starts the leader's lock controller at once, wherever that runs), then waits on
 the Pod informer until the lock annotation says the level is reached. It trusts only a
 view of the Pod that already holds its own request: the controller's unlock is written
@@ -20,6 +23,8 @@ from sunk import names
 from sunk.hooks.protocol import Body, HookError, PostHook, PreHook, Reboot
 from sunk.kube import client as kc
 from sunk.kube.resources import object_key
+from sunk.slurm.errors import NotFound, SlurmError
+from sunk.slurm.models import Job
 from sunk.syncer.context import SyncerContext
 from sunk.translate import lock as machine
 
@@ -53,7 +58,8 @@ class LockService:
     def pre_hook(self, node: str, request: PreHook) -> Body:
         self._require_ready()
         pod = self._slurmd_pod(node)
-        strict = request.strict or self.is_placeholder(request.job_extra)
+        job = self._job_holding(node, request.job_id)
+        strict = request.strict or self.is_placeholder(job.extra)
         timeout = self.config.clamp_timeout(request.timeout)
         started = time.monotonic()
         lock_request = LockRequest(request.job_id, strict, self.clock())
@@ -81,8 +87,9 @@ class LockService:
         state = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(names.LOCK_KEY, "false")
         k8s_node = ((pod or {}).get("spec") or {}).get("nodeName") or ""
         blocking = []
+        # (which Pods to name, not which to evict: the controller decides that with its own facts)
         for p in machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict,
-                                          effect=self.config.taint_effect):
+                                          effect=self.config.taint_effect, vouched=machine.Vouched.everything()):
             key = object_key(p)
             entry: dict[str, Any] = {"pod": key}
             if p["metadata"].get("deletionTimestamp"):
@@ -103,6 +110,24 @@ class LockService:
         error = f"Slurm node {node} not {level}locked for job {job_id} within {timeout:g}s"
         return HookError(504, error, reason=_one_line(f"{level}lock timeout after {timeout:g}s: {detail}"),
                          node=node, job_id=job_id, state=state, blocking_pods=blocking)
+
+    def _job_holding(self, node: str, job_id: int) -> Job:
+        """The job as Slurm shows it now (a fresh read, not the cache), if it holds ``node``."""
+        try:
+            job = self.ctx.slurm.get_job(job_id)
+        except NotFound:
+            raise HookError(403, f"Slurm shows no job {job_id}: nothing to lock Slurm node {node} for",
+                            reason=f"Slurm shows no job {job_id}") from None
+        except SlurmError as exc:
+            raise HookError(503, f"Slurm is unavailable, so job {job_id} cannot be checked: {exc}",
+                            reason="Slurm unavailable") from None
+        if not job.active:
+            raise HookError(409, f"Slurm job {job_id} has ended ({job.state}): nothing to lock",
+                            reason=f"job {job_id} ended", ended=True)
+        if node not in job.node_list:
+            raise HookError(403, f"Slurm job {job_id} does not hold Slurm node {node} (it holds "
+                                 f"{job.nodes or 'no node yet'})", reason=f"job {job_id} does not hold {node}")
+        return job
 
     # ---- post-hook ---------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-epilog node=$NODE job=$JOB: $*" >&2; }
 
-token=$(cat "$SUNK_HOOKS_TOKEN_FILE" 2>/dev/null)
+token=$(cat "${SUNK_HOOKS_TOKEN_FILE//%n/$NODE}" 2>/dev/null)
 if [ -z "$SUNK_SYNCER_URL" ] || [ -z "$token" ]; then
     log "hooks.env lacks SUNK_SYNCER_URL or a readable token file; the Syncer unlocks on its own"
     exit 0

@@ -9,7 +9,8 @@
 #
 # Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
 #   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
-#   SUNK_HOOKS_TOKEN_FILE  file holding the bearer token (a mounted Secret)
+#   SUNK_HOOKS_TOKEN_FILE  file holding this node's hook token (a mounted Secret); a %n in
+#                          the path is replaced by the Slurm node name
 #   SUNK_LOCK_TIMEOUT      seconds to wait for the lock (default 90; keep it below
 #                          slurm.conf's PrologEpilogTimeout)
 # Without that file the script does nothing and succeeds: Slurm without sunk is unaffected.
@@ -43,14 +44,9 @@ fail() {  # fail REASON: drain with a reason saying why, then fail the prolog
 [[ "$SUNK_LOCK_TIMEOUT" =~ ^[0-9]+$ ]] && (( SUNK_LOCK_TIMEOUT > 0 )) \
     || fail "SUNK_LOCK_TIMEOUT in $HOOKS_ENV is not a number of seconds"
 [ -n "$SUNK_SYNCER_URL" ] || fail "SUNK_SYNCER_URL is not set in $HOOKS_ENV"
+SUNK_HOOKS_TOKEN_FILE=${SUNK_HOOKS_TOKEN_FILE//%n/$NODE}
 token=$(cat "$SUNK_HOOKS_TOKEN_FILE" 2>/dev/null) && [ -n "$token" ] \
     || fail "cannot read the hook API token from '$SUNK_HOOKS_TOKEN_FILE'"
-
-json_string() {  # a JSON string literal for $1
-    local s=$1
-    s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\r'/\\r}; s=${s//$'\t'/\\t}
-    printf '"%s"' "${s//[$'\001'-$'\037']/}"
-}
 
 deadline=$(( $(date +%s) + SUNK_LOCK_TIMEOUT ))
 out=$(mktemp) || fail "mktemp failed"
@@ -59,13 +55,15 @@ attempt=0
 while :; do
     left=$(( deadline - $(date +%s) ))
     (( left < 1 )) && left=1
-    body="{\"job_id\": $JOB, \"job_extra\": $(json_string "${SLURM_JOB_EXTRA:-}"), \"timeout\": $left}"
+    # Nothing the job's user controls goes in the body: the Syncer reads the job from Slurm.
+    body="{\"job_id\": $JOB, \"timeout\": $left}"
     # The token goes through stdin, so it never shows in the process list.
     status=$(printf 'header = "Authorization: Bearer %s"\n' "$token" | curl -sS -o "$out" -w '%{http_code}' \
         -K - -m $(( left + 15 )) -X POST -H 'Content-Type: application/json' --data-binary "$body" \
         "$SUNK_SYNCER_URL/api/v1/nodes/$NODE/pre-hook" 2>/dev/null)
     case "$status" in
         200) log "locked: $(cat "$out")"; exit 0 ;;
+        409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
         000|502|503)  # the Syncer is restarting or unreachable: retry while time is left
             attempt=$(( attempt + 1 ))
             (( $(date +%s) + 2 < deadline )) || fail "the Syncer hook API did not answer (HTTP $status, $attempt attempts)"

@@ -9,8 +9,11 @@
 Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slurmd Pod aside:
 - never Pods that tolerate the ``sunk.coreweave.com/lock`` taint, with its effect (DaemonSets
   for logging, monitoring, the device plugin), nor Pods that already finished;
-- never Pods placed by the SUNK Pod Scheduler (they carry a job-id): they are Slurm jobs
-  themselves, and Slurm already counted what they hold;
+- never Pods placed by the SUNK Pod Scheduler: they are Slurm jobs themselves, and Slurm
+  already counted what they hold. Such a Pod carries a job-id annotation, but anybody who
+  may edit a Pod can write one, so it counts only when it names a job that Slurm shows on
+  the node or that a live lock request names (``Vouched``), or when the Pod was bound less
+  than a grace ago (the Slurm cache may not show its job yet);
 - **normal**: every other Pod that is still running; once it is terminating it no longer
   blocks (it was asked to go, and Slurm jobs share CPU and memory by cgroups anyway);
 - **strict**: the same Pods, but a terminating one blocks until it is gone: a placeholder's
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Optional
+
+import attrs
 
 from sunk import names
 
@@ -68,22 +74,72 @@ def tolerates_lock(pod: Obj, effect: Optional[str] = None) -> bool:
     return False
 
 
-def placed_by_sunk(pod: Obj) -> bool:
-    return names.ANN_JOB_ID in ((pod.get("metadata") or {}).get("annotations") or {})
+@attrs.frozen
+class Vouched:
+    """The job ids a node's own facts name (its Slurm jobs, its live lock requests), at ``now``.
+
+    A job-id annotation is believed only for these, or for a Pod bound within ``grace``
+    seconds of ``now``. ``everything()`` believes every annotation (reports, tests of other rules).
+    """
+
+    job_ids: frozenset[int] = frozenset()
+    now: float = 0.0
+    grace: float = 0.0
+    trust_all: bool = False
+
+    @classmethod
+    def everything(cls) -> Vouched:
+        return cls(trust_all=True)
+
+    def placed_by_sunk(self, pod: Obj) -> bool:
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_JOB_ID)
+        if text is None:
+            return False
+        if self.trust_all:
+            return True
+        job_id = _job_id(text)
+        if job_id is not None and job_id in self.job_ids:
+            return True
+        bound_at = bound_time(pod)
+        return bound_at is not None and self.now - bound_at < self.grace
+
+
+def bound_time(pod: Obj) -> Optional[float]:
+    """When the Pod was bound (its PodScheduled=True condition), else created; None if unknown."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            stamp = _epoch(condition.get("lastTransitionTime"))
+            if stamp is not None:
+                return stamp
+    return _epoch((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _job_id(text: str) -> Optional[int]:
+    text = text.strip()
+    return int(text) if text.isdigit() and len(text) < 20 else None
+
+
+def _epoch(stamp: object) -> Optional[float]:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str) -> list[Obj]:
+def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str, vouched: Vouched) -> list[Obj]:
     """The Pods that keep the lock from being reached (terminating ones too, when strict).
 
     ``effect`` is the lock taint's: a Pod tolerating it with another effect does not tolerate it.
     """
     blocking = []
     for pod in pods:
-        if tolerates_lock(pod, effect) or placed_by_sunk(pod) or finished(pod):
+        if tolerates_lock(pod, effect) or vouched.placed_by_sunk(pod) or finished(pod):
             continue
         if (pod.get("metadata") or {}).get("deletionTimestamp") and not strict:
             continue
@@ -91,7 +147,7 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str) -> list[Obj
     return blocking
 
 
-def pods_to_tolerate(pods: Sequence[Obj], effect: str) -> list[Obj]:
+def pods_to_tolerate(pods: Sequence[Obj], effect: str, vouched: Vouched) -> list[Obj]:
     """The Pods placed by the SUNK Pod Scheduler that a ``NoExecute`` lock taint would evict.
 
     They stay through every lock, but with ``NoExecute`` it is Kubernetes' taint manager, not
@@ -101,7 +157,7 @@ def pods_to_tolerate(pods: Sequence[Obj], effect: str) -> list[Obj]:
     """
     if effect != "NoExecute":
         return []
-    return [p for p in pods if placed_by_sunk(p) and not finished(p) and not tolerates_lock(p, effect)
+    return [p for p in pods if vouched.placed_by_sunk(p) and not finished(p) and not tolerates_lock(p, effect)
             and not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 

@@ -23,6 +23,7 @@ from procs import Process
 from slurmtools import wait_for
 
 from sunk import names
+from sunk.dev.cluster import write_node_tokens
 from sunk.kube import client as kc
 from sunk.kube.patch import remove_taint, set_annotations, set_labels
 from sunk.kube.resources import LEASES, NODES, PODS
@@ -118,8 +119,7 @@ class HookScripts:
         for script in ("prolog.sh", "epilog.sh"):
             shutil.copy(SCRIPTS / script, self.dir / script)
             (self.dir / script).chmod(0o755)
-        (self.dir / "token").write_text(self.token + "\n")
-        (self.dir / "token").chmod(0o600)
+        write_node_tokens(self.dir / "tokens", self.token.encode(), self.cluster.slurm_nodes)
         self.set_timeout(lock_timeout)
         for wrapper, kind in zip(self.wrappers, ("prolog", "epilog"), strict=True):
             wrapper.write_text(  # only this module's jobs: others sharing the cluster never call our syncer
@@ -130,7 +130,7 @@ class HookScripts:
 
     def set_timeout(self, seconds: int) -> None:
         (self.dir / "hooks.env").write_text(
-            f"SUNK_SYNCER_URL={self.url}\nSUNK_HOOKS_TOKEN_FILE={self.inner}/token\nSUNK_LOCK_TIMEOUT={seconds}\n")
+            f"SUNK_SYNCER_URL={self.url}\nSUNK_HOOKS_TOKEN_FILE={self.inner}/tokens/%n\nSUNK_LOCK_TIMEOUT={seconds}\n")
 
     def sbatch(self, node: str, script: str, *flags: str) -> int:
         """Submit a batch job that runs our prolog and epilog, alone on ``node`` once other tests' jobs left it.

@@ -22,15 +22,22 @@ from locking_harness import (
 from slurmtools import slurm_job, state, wait_for
 
 from sunk import names
+from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
+from sunk.locking.requests import REQUEST_PREFIX
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
 GRACE = 5  # --lock-request-grace: how long a lock request outlives a job Slurm does not show
+
+
+def node_auth(token: tuple[str, object], node: str) -> dict[str, str]:
+    """What node ``node``'s prolog presents: its own token, derived from the Syncer's secret."""
+    return {"Authorization": f"Bearer {node_token(token[0].encode(), node)}"}
 
 
 @pytest.fixture(scope="module")
@@ -245,13 +252,12 @@ def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api
     try:
         wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
         started = time.monotonic()
-        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", json={"job_id": 999999, "timeout": 5},
-                             headers={"Authorization": f"Bearer {token[0]}"}, timeout=10)
+        # (the job's own id again: a pre-hook counts only for a job Slurm shows holding the node)
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", json={"job_id": job, "timeout": 5},
+                             headers=node_auth(token, "node3"), timeout=10)
         assert resp.status_code == 200, resp.text
         assert resp.json()["state"] == "locked" and resp.json()["level"] == "normal"
         assert time.monotonic() - started < 2
-        requests.post(f"{syncer.url}/api/v1/nodes/node3/post-hook", json={"job_id": 999999},
-                      headers={"Authorization": f"Bearer {token[0]}"}, timeout=10)
     finally:
         dev_cluster.slurm("scancel", str(job))
     wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 30, "unlock after scancel")
@@ -329,43 +335,76 @@ def test_switching_the_taint_effect_to_noexecute_keeps_the_pods_sunk_placed(dev_
         syncer.start()
 
 
-def test_a_request_whose_job_never_shows_unlocks_when_it_expires(dev_cluster, kube_api, syncer, token):
-    """A pre-hook, then no post-hook (the job died in its prolog, or the epilog never ran): the
-    lock goes once the request expires, on an idle node where nothing else happens."""
+def test_a_request_whose_job_ended_without_a_post_hook_unlocks_when_it_expires(dev_cluster, kube_api, syncer,
+                                                                               token):
+    """A pre-hook, then no post-hook (the epilog never ran): once the job is gone, the lock goes when
+    the request expires, on an idle node where nothing else happens."""
     unlocked(kube_api, dev_cluster, "node4")
-    resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": 999998, "timeout": 10},
-                         headers={"Authorization": f"Bearer {token[0]}"}, timeout=15)
-    assert resp.status_code == 200, resp.text
-    locked_at = time.monotonic()
-    assert slurmd_lock(kube_api, "node4") == "locked"
+    job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
+                                "--wrap", "sleep 60").stdout.strip())
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 10},
+                             headers=node_auth(token, "node4"), timeout=15)
+        assert resp.status_code == 200, resp.text
+        requested_at = time.monotonic()
+    finally:
+        dev_cluster.slurm("scancel", str(job))
+    wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("CANCELLED", None)
+             and "COMPLETING" not in (slurm_job(dev_cluster, job) or {}).get("job_state", []), 40, "the job to end")
+    assert slurmd_lock(kube_api, "node4") in ("locked", "pending"), "the request must hold the lock until it expires"
     wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", GRACE + 15, "unlock after the request expired")
-    assert time.monotonic() - locked_at > GRACE - 1, "unlocked before the request's grace"
+    assert time.monotonic() - requested_at > GRACE - 1, "unlocked before the request's grace"
     wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 10, "the lock taint to go")
 
 
-def test_calls_without_the_token_get_401(kube_api, syncer):
+def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_locks_nothing(dev_cluster, kube_api, syncer, token):
+    """Measured before: a pre-hook naming a job id Slurm never had answered 200, set the lock
+    annotation and tainted the Node. A token holder must not be able to lock a Node at will."""
+    unlocked(kube_api, dev_cluster, "node4")
+    elsewhere = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node3",
+                                      "--wrap", "sleep 60").stdout.strip())
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, elsewhere)) == "RUNNING", 40, "the job to run on node3")
+        for job_id, status in ((999998, 403), (elsewhere, 403)):
+            resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job_id, "timeout": 5},
+                                 headers=node_auth(token, "node4"), timeout=15)
+            assert resp.status_code == status and resp.json()["error"], resp.text
+        time.sleep(2)
+        pod = kc.get(kube_api, PODS, "node4", "slurm")
+        assert not [k for k in pod["metadata"].get("annotations") or {} if k.startswith(REQUEST_PREFIX)]
+        assert slurmd_lock(kube_api, "node4") in (None, "false") and lock_taints(kube_api, "worker-4") == []
+    finally:
+        dev_cluster.slurm("scancel", str(elsewhere))
+
+
+def test_calls_without_the_nodes_own_token_get_401(kube_api, syncer, token):
+    """Not the secret itself, not another node's token: a leaked node token opens that node only."""
     for path in ("pre-hook", "post-hook", "reboot"):
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5)
         assert resp.status_code == 401 and "token" in resp.json()["error"]
-        resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5,
-                             headers={"Authorization": "Bearer not-the-token"})
-        assert resp.status_code == 401
+        for headers in ({"Authorization": "Bearer not-the-token"}, {"Authorization": f"Bearer {token[0]}"},
+                        node_auth(token, "node4")):
+            resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5,
+                                 headers=headers)
+            assert resp.status_code == 401, (headers, resp.text)
     assert slurmd_lock(kube_api, "node3") in (None, "false")
 
 
 def test_unknown_nodes_and_bad_bodies_get_json_4xx(syncer, token):
-    auth = {"Authorization": f"Bearer {token[0]}"}
-    resp = requests.post(f"{syncer.url}/api/v1/nodes/node1/pre-hook", json={"job_id": 1}, headers=auth, timeout=5)
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node1/pre-hook", json={"job_id": 1},
+                         headers=node_auth(token, "node1"), timeout=5)
     assert resp.status_code == 404 and "node1" in resp.json()["error"]  # not a node this syncer manages
-    resp = requests.post(f"{syncer.url}/api/v1/nodes/nosuchnode/post-hook", json={"job_id": 1}, headers=auth,
-                         timeout=5)
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/nosuchnode/post-hook", json={"job_id": 1},
+                         headers=node_auth(token, "nosuchnode"), timeout=5)
     assert resp.status_code == 404
-    resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", data="job=1", headers=auth, timeout=5)
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", data="job=1", headers=node_auth(token, "node3"),
+                         timeout=5)
     assert resp.status_code == 400 and resp.json()["error"]
 
 
 def test_reboot_sets_the_node_condition(kube_api, syncer, token):
-    auth = {"Authorization": f"Bearer {token[0]}"}
+    auth = node_auth(token, "node4")
     try:
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/reboot", json={"message": "test reboot"},
                              headers=auth, timeout=10)
@@ -383,8 +422,7 @@ def test_reboot_is_refused_without_node_permissions(dev_cluster, kube_api, synce
     other = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-reboot-condition=SunkTestReboot"], lease=lease)
     try:
         other.start()
-        resp = requests.post(f"{other.url}/api/v1/nodes/node4/reboot", headers={"Authorization": f"Bearer {token[0]}"},
-                             timeout=10)
+        resp = requests.post(f"{other.url}/api/v1/nodes/node4/reboot", headers=node_auth(token, "node4"), timeout=10)
         assert resp.status_code == 403 and "node-permissions" in resp.json()["error"]
         assert kp.get_condition(kc.get(kube_api, NODES, "worker-4"), "SunkTestReboot") is None
     finally:

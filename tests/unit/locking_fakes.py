@@ -163,7 +163,8 @@ def install(monkeypatch, api: Api) -> None:
     monkeypatch.setattr(kp, "evict", api.evict)
 
 
-def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder, args=None) -> SyncerContext:
-    return SyncerContext(api=object(), slurm=object(), slurm_cache=cache, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
+def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder, args=None,
+            slurm=None) -> SyncerContext:
+    return SyncerContext(api=object(), slurm=slurm or object(), slurm_cache=cache, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
                          all_pods=pods, recorder=recorder, args=args or argparse.Namespace(),
                          enqueue_node=lambda _n: None)

@@ -6,10 +6,10 @@ import pytest
 
 from sunk.hooks.api import hooks_blueprint
 from sunk.hooks.app import create_app
-from sunk.hooks.auth import TokenFile
+from sunk.hooks.auth import TokenFile, node_token
 from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
 
-TOKEN = "s3cret-token-0123456789"
+SECRET = "0f1e2d3c4b5a69788796a5b4c3d2e1f0-root-secret"
 
 
 class FakeService:
@@ -40,7 +40,7 @@ class FakeService:
 @pytest.fixture
 def token_file(tmp_path):
     path = tmp_path / "token"
-    path.write_text(TOKEN + "\n")
+    path.write_text(SECRET + "\n")
     return path
 
 
@@ -55,13 +55,17 @@ def client(service, token_file):
     return app.test_client()
 
 
-def auth(token: str = TOKEN) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+def auth(node: str = "node1", secret: str = SECRET) -> dict[str, str]:
+    """What node ``node``'s prolog sends: that node's token, derived from the secret."""
+    return {"Authorization": f"Bearer {node_token(secret.encode(), node)}"}
 
 
 @pytest.mark.parametrize("path", ["pre-hook", "post-hook", "reboot"])
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"},
-                                     {"Authorization": "Bearer "}])
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {SECRET}"},
+                                     {"Authorization": "Bearer "}, {"Authorization": f"Bearer {SECRET}"},
+                                     auth("node2"), {"Authorization": "Bearer \u00e9\u00e8"}],
+                         ids=["none", "wrong", "basic", "empty", "the-secret-itself", "another-nodes-token",
+                              "non-ascii"])
 def test_every_api_endpoint_needs_the_token(client, service, path, headers):
     resp = client.post(f"/api/v1/nodes/node1/{path}", json={"job_id": 1}, headers=headers)
     assert resp.status_code == 401
@@ -72,16 +76,32 @@ def test_every_api_endpoint_needs_the_token(client, service, path, headers):
 
 def test_pre_hook_passes_the_validated_request(client, service):
     body = {"job_id": 42, "strict": True, "job_extra": "x", "timeout": 12.5, "unknown": "ignored"}
-    resp = client.post("/api/v1/nodes/node3/pre-hook", json=body, headers=auth())
+    resp = client.post("/api/v1/nodes/node3/pre-hook", json=body, headers=auth("node3"))
     assert resp.status_code == 200, resp.get_json()
     assert resp.get_json() == {"node": "node3", "called": "pre"}
-    assert service.calls == [("pre", "node3", PreHook(job_id=42, strict=True, job_extra="x", timeout=12.5))]
+    assert service.calls == [("pre", "node3", PreHook(job_id=42, strict=True, timeout=12.5))]
+
+
+@pytest.mark.parametrize("extra", [5, None, {"a": 1}, "x" * 200_000])
+def test_whatever_an_older_prolog_sends_as_job_extra_is_ignored(client, service, extra):
+    """A job's Extra is its user's: a refusal would fail the prolog and drain the node."""
+    resp = client.post("/api/v1/nodes/node3/pre-hook", json={"job_id": 42, "job_extra": extra}, headers=auth("node3"))
+    assert resp.status_code == 200, resp.get_json()
+    assert service.calls == [("pre", "node3", PreHook(job_id=42))]
+
+
+def test_a_body_that_is_not_utf8_is_read_not_refused(client, service):
+    body = b'{"job_id": 42, "job_extra": "\xff\xfe\xc3 user bytes"}'
+    resp = client.post("/api/v1/nodes/node3/pre-hook", data=body, headers=auth("node3"),
+                       content_type="application/json")
+    assert resp.status_code == 200, resp.get_json()
+    assert service.calls == [("pre", "node3", PreHook(job_id=42))]
 
 
 def test_pre_hook_defaults_and_quoted_job_id(client, service):
-    resp = client.post("/api/v1/nodes/node3/pre-hook", json={"job_id": "7"}, headers=auth())
+    resp = client.post("/api/v1/nodes/node3/pre-hook", json={"job_id": "7"}, headers=auth("node3"))
     assert resp.status_code == 200
-    assert service.calls[-1][2] == PreHook(job_id=7, strict=False, job_extra="", timeout=None)
+    assert service.calls[-1][2] == PreHook(job_id=7, strict=False, timeout=None)
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -96,7 +116,6 @@ def test_pre_hook_defaults_and_quoted_job_id(client, service):
     ({"job_id": 1, "timeout": 0}, "timeout"),
     ({"job_id": 1, "timeout": -1}, "timeout"),
     ({"job_id": 1, "timeout": True}, "timeout"),
-    ({"job_id": 1, "job_extra": 5}, "job_extra"),
     ([1, 2], "JSON object"),
     ("job 1", "JSON object"),
 ])
@@ -134,10 +153,10 @@ def test_service_errors_become_their_status_with_json_and_reason(client, service
 
 
 def test_post_hook_is_202_and_reboot_message_is_bounded(client, service):
-    resp = client.post("/api/v1/nodes/node2/post-hook", json={"job_id": 9}, headers=auth())
+    resp = client.post("/api/v1/nodes/node2/post-hook", json={"job_id": 9}, headers=auth("node2"))
     assert resp.status_code == 202
     assert service.calls[-1] == ("post", "node2", PostHook(job_id=9))
-    resp = client.post("/api/v1/nodes/node2/reboot", json={"message": "x" * 2000}, headers=auth())
+    resp = client.post("/api/v1/nodes/node2/reboot", json={"message": "x" * 2000}, headers=auth("node2"))
     assert resp.status_code == 400 and "message" in resp.get_json()["error"]
 
 
@@ -155,16 +174,17 @@ def test_routing_errors_are_json(client):
     assert resp.status_code == 404 and resp.is_json
 
 
-def test_token_rotation_is_picked_up_and_missing_file_fails_closed(client, service, token_file):
-    token_file.write_text("rotated-token-abcdef\n")
-    assert client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth()).status_code == 401
+def test_token_rotation_is_picked_up_and_missing_weak_or_empty_files_fail_closed(client, service, token_file):
+    rotated = "a-rotated-root-secret-9876543210fedcba"
+    token_file.write_text(rotated + "\n")
+    assert client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("n")).status_code == 401
     assert client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1},
-                       headers=auth("rotated-token-abcdef")).status_code == 202
+                       headers=auth("n", rotated)).status_code == 202
     token_file.unlink()
-    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("rotated-token-abcdef"))
+    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("n", rotated))
     assert resp.status_code == 503 and resp.is_json
-    token_file.write_text("")
-    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth(""))
-    assert resp.status_code == 401  # no token presented at all
-    resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("anything"))
-    assert resp.status_code == 503  # an empty token file authenticates nobody
+    for weak in ("", "REPLACE-ME", "short-secret", "a" * 64):
+        token_file.write_text(weak)
+        resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("n", weak or "x"))
+        assert resp.status_code == 503, weak  # a weak secret authenticates nobody
+    assert len(service.calls) == 1

@@ -80,10 +80,20 @@ def test_terminating_pods_block_a_strict_lock_only_and_are_never_evicted_again(m
 
 
 def test_pods_placed_by_the_sunk_scheduler_are_left_alone_even_when_strict(monkeypatch):
-    w = World(monkeypatch, pod("slurm-job-pod", sunk_job="12"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    w = World(monkeypatch, pod("slurm-job-pod", sunk_job="12"), slurm_state="ALLOCATED",
+              jobs={7: NodeJob(7, True), 12: NodeJob(12, True)})
     assert w.reconcile() is None
     assert "evict" not in w.api.kinds()
     assert w.lock() == "locked_strict"
+
+
+def test_a_job_id_written_by_hand_does_not_keep_a_pod_on_a_node_slurm_needs(monkeypatch):
+    """Anybody who may edit a Pod can write the annotation: it counts only for a job of this node."""
+    request = LockRequest(8, True, NOW)
+    w = World(monkeypatch, pod("squatter", sunk_job="12"), pod("inference", sunk_job="8"),
+              annotations={request.key: request.value()}, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    w.reconcile()
+    assert [c for c in w.api.calls if c[0] == "evict"] == [("evict", "apps/squatter")]  # 8: a live request names it
 
 
 def test_a_refused_eviction_is_retried_only_after_the_retry_interval(monkeypatch):

@@ -66,16 +66,15 @@ def closed_port_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: str = "", env_file: bool = True,
-        lock_timeout: str | None = None) -> subprocess.CompletedProcess[str]:
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN + "\n")
+def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: bytes = b"",
+        env_file: bool = True, lock_timeout: str | None = None) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "token-node7").write_text(TOKEN + "\n")  # this node's token; %n names the node
     hooks_env = tmp_path / "hooks.env"
     if env_file:
-        hooks_env.write_text(f'SUNK_SYNCER_URL="{url}"\nSUNK_HOOKS_TOKEN_FILE={token_file}\n'
+        hooks_env.write_text(f'SUNK_SYNCER_URL="{url}"\nSUNK_HOOKS_TOKEN_FILE={tmp_path}/token-%n\n'
                              f"SUNK_LOCK_TIMEOUT={lock_timeout or timeout}\n")
-    env = {"SUNK_HOOKS_ENV": str(hooks_env), "SLURMD_NODENAME": "node7", "SLURM_JOB_ID": "42",
-           "SLURM_JOB_EXTRA": extra, "PATH": os.environ["PATH"]}
+    env = {b"SUNK_HOOKS_ENV": os.fsencode(hooks_env), b"SLURMD_NODENAME": b"node7", b"SLURM_JOB_ID": b"42",
+           b"SLURM_JOB_EXTRA": extra, b"PATH": os.fsencode(os.environ["PATH"])}
     return subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -86,16 +85,24 @@ def test_without_hooks_env_both_scripts_do_nothing(tmp_path, server):
     assert server.calls == []
 
 
-def test_prolog_sends_the_job_with_its_extra_escaped_and_succeeds_on_200(tmp_path, server):
-    extra = 'sunk-pod=u1 ns=a name=b "quoted" back\\slash\ttab\nline'
+@pytest.mark.parametrize("extra", [b"", b'sunk-pod=u1 ns=a "quoted" back\\slash\ttab\nline',
+                                   b"\xff\xfe not UTF-8 \xc3", b"x" * 100_000])
+def test_prolog_sends_the_job_id_and_nothing_its_user_controls(tmp_path, server, extra):
+    """The Syncer reads the job from Slurm; a user's Extra in the body could only get refused and drain."""
     done = run("prolog.sh", tmp_path, server.url, timeout=30, extra=extra)
     assert done.returncode == 0, done.stderr
     (call,) = server.calls
     assert call["path"] == "/api/v1/nodes/node7/pre-hook"
-    assert call["auth"] == f"Bearer {TOKEN}"
-    assert call["body"]["job_id"] == 42
-    assert call["body"]["job_extra"] == extra
+    assert call["auth"] == f"Bearer {TOKEN}"  # the token of node7, from the %n path
+    assert set(call["body"]) == {"job_id", "timeout"} and call["body"]["job_id"] == 42
     assert 28 <= call["body"]["timeout"] <= 30
+
+
+def test_prolog_succeeds_without_a_lock_for_a_job_that_already_ended(tmp_path, server):
+    server.replies.append((409, {"error": "Slurm job 42 has ended (CANCELLED): nothing to lock", "ended": True}))
+    done = run("prolog.sh", tmp_path, server.url)
+    assert done.returncode == 0 and "ended before it started" in done.stderr
+    assert "drain" not in done.stderr
 
 
 def test_prolog_fails_with_the_servers_reason_on_a_lock_timeout(tmp_path, server):

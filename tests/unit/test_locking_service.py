@@ -17,6 +17,25 @@ from sunk.locking.evictions import EvictionLog
 from sunk.locking.requests import parse_requests, request_key
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
+from sunk.slurm.errors import NotFound, SlurmUnavailable
+from sunk.slurm.models import Job
+
+
+class Slurm:
+    """get_job only (the pre-hook's fresh read): every job runs on node3 unless told otherwise."""
+
+    def __init__(self):
+        self.jobs: dict[int, Job] = {}
+        self.down = False
+
+    def get_job(self, job_id: int) -> Job:
+        if self.down:
+            raise SlurmUnavailable("connection refused")
+        if job_id in self.jobs:
+            return self.jobs[job_id]
+        if job_id >= 900:
+            raise NotFound(f"job {job_id}")
+        return Job(id=job_id, state="RUNNING", nodes="node3")
 
 
 class World:
@@ -29,8 +48,10 @@ class World:
         self.nudged: list[str] = []
         self.evictions = EvictionLog()
         self.recorder = Recorder()
+        self.slurm = Slurm()
         self.service = LockService(
-            ctx=context(self.slurmd, self.nodes, self.pods, Cache(), self.recorder), config=config(*flags),
+            ctx=context(self.slurmd, self.nodes, self.pods, Cache(), self.recorder, slurm=self.slurm),
+            config=config(*flags),
             waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
             is_placeholder=lambda extra: extra.startswith("sunk-pod="), nudge=self.nudged.append,
             ready=lambda: ready)
@@ -75,15 +96,35 @@ def test_a_lock_seen_without_our_own_request_is_not_trusted():
     assert exc.value.status == 504
 
 
-def test_strict_comes_from_the_flag_or_from_a_placeholder_extra():
-    for request in (PreHook(job_id=6, strict=True, timeout=5), PreHook(job_id=6, job_extra="sunk-pod=u ns=a name=b",
-                                                                        timeout=5)):
+def test_strict_comes_from_the_flag_or_from_the_extra_slurm_shows():
+    for request, extra in ((PreHook(job_id=6, strict=True, timeout=5), ""),
+                           (PreHook(job_id=6, timeout=5), "sunk-pod=u ns=a name=b")):
         w = World(annotations={names.LOCK_KEY: "locked"})
+        w.slurm.jobs[6] = Job(id=6, state="RUNNING", nodes="node3", extra=extra)
         t = w.controller_sets("locked_strict", after=0.2)
         body = w.service.pre_hook("node3", request)
         t.join()
         assert body["level"] == "strict" and body["state"] == "locked_strict" and body["waited_seconds"] >= 0.15
         assert parse_requests(w.written[0]).valid[0].strict is True
+
+
+@pytest.mark.parametrize("job, down, status", [
+    (None, False, 403),  # Slurm never had the job
+    (Job(id=950, state="RUNNING", nodes="node[1-2]"), False, 403),  # another node's job
+    (Job(id=950, state="PENDING"), False, 403),
+    (Job(id=950, state="CANCELLED", nodes="node3"), False, 409),  # ended: the prolog may go on, nothing runs
+    (None, True, 503),
+], ids=["no-such-job", "other-nodes", "pending", "ended", "slurm-down"])
+def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_records_nothing(job, down, status):
+    """A token holder must not be able to taint a Node and evict its Pods by naming any job id."""
+    w = World(annotations={names.LOCK_KEY: "false"})
+    if job is not None:
+        w.slurm.jobs[950] = job
+    w.slurm.down = down
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=950, timeout=5))
+    assert exc.value.status == status and exc.value.reason
+    assert w.written == [] and w.nudged == []
 
 
 def test_pre_hook_timeout_names_the_blocking_pods_and_withdraws_the_request():

@@ -29,3 +29,26 @@ def test_go_style_values_are_read():
     assert (args.workers, args.submit_concurrency) == (4, 2)
     assert args.slurm_poll_interval == 0.25 and args.slurm_kill_wait == 60
 
+
+
+@pytest.mark.parametrize("content", ["", "REPLACE-ME", "changeme", "0123456789abcdef", "a" * 64])
+def test_a_placeholder_or_short_hook_secret_refuses_to_start(tmp_path, content):
+    from scheduler.cli import config_from
+
+    secret = tmp_path / "secret"
+    secret.write_text(content)
+    with pytest.raises(SystemExit, match="--hook-secret-file"):
+        config_from(parse(f"--hook-secret-file={secret}"))
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--hooks-url=https://sched:8000"], "is https"),
+    (["--hooks-url=http://sched:8000", "--hooks-tls-cert-file=c", "--hooks-tls-key-file=k"], "plain http"),
+])
+def test_a_hooks_url_that_does_not_match_the_listener_refuses_to_start(tmp_path, flags, needle):
+    from scheduler.cli import config_from
+
+    secret = tmp_path / "secret"
+    secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    with pytest.raises(SystemExit, match=needle):
+        config_from(parse(f"--hook-secret-file={secret}", *flags))

@@ -10,6 +10,7 @@ from sunk import names
 from sunk.translate.lock import (
     LOCK_TOLERATION,
     LockState,
+    Vouched,
     next_state,
     parse_state,
     pods_to_evict,
@@ -43,6 +44,7 @@ COVERS = {
     "exists-noexecute": {"NoExecute"}, "everything-noschedule": {"NoSchedule"},
 }
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+JOB_7 = Vouched(frozenset({7}))  # the node's facts name job 7, the job-id of pod(sunk=True)
 
 
 @pytest.mark.parametrize(("name", "effect"), list(itertools.product(TOLERATIONS, EFFECTS)))
@@ -62,7 +64,7 @@ def test_which_pods_block_the_lock(tolerate, sunk, deleting, phase, strict, effe
     candidate = pod(tolerate=TOLERATIONS[tolerate], sunk=sunk, deleting=deleting, phase=phase)
     tolerated = effect in COVERS[tolerate]
     expected = not tolerated and not sunk and phase not in ("Succeeded", "Failed") and (strict or not deleting)
-    assert (pods_to_evict([candidate], strict=strict, effect=effect) == [candidate]) is expected
+    assert (pods_to_evict([candidate], strict=strict, effect=effect, vouched=JOB_7) == [candidate]) is expected
 
 
 @pytest.mark.parametrize(("tolerate", "sunk", "deleting", "phase", "effect"), list(itertools.product(
@@ -71,7 +73,7 @@ def test_which_pods_must_tolerate_the_lock_before_it_lands(tolerate, sunk, delet
     candidate = pod(tolerate=TOLERATIONS[tolerate], sunk=sunk, deleting=deleting, phase=phase)
     expected = (effect == "NoExecute" and sunk and "NoExecute" not in COVERS[tolerate] and not deleting
                 and phase != "Succeeded")
-    assert (pods_to_tolerate([candidate], effect) == [candidate]) is expected
+    assert (pods_to_tolerate([candidate], effect, JOB_7) == [candidate]) is expected
 
 
 def test_the_toleration_sunk_adds_covers_every_effect():
@@ -81,8 +83,39 @@ def test_the_toleration_sunk_adds_covers_every_effect():
 
 def test_strict_waits_for_terminating_pods_normal_does_not():
     leaving = pod(deleting=True)
-    assert pods_to_evict([leaving], strict=False, effect="NoSchedule") == []
-    assert pods_to_evict([leaving], strict=True, effect="NoSchedule") == [leaving]
+    assert pods_to_evict([leaving], strict=False, effect="NoSchedule", vouched=JOB_7) == []
+    assert pods_to_evict([leaving], strict=True, effect="NoSchedule", vouched=JOB_7) == [leaving]
+
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def stamped(job_id: str, bound_seconds_ago: float | None = None, created_seconds_ago: float = 3600) -> dict:
+    from sunk.kube.events import rfc3339
+
+    candidate = pod(sunk=True)
+    candidate["metadata"]["annotations"][names.ANN_JOB_ID] = job_id
+    candidate["metadata"]["creationTimestamp"] = rfc3339(NOW - created_seconds_ago)
+    if bound_seconds_ago is not None:
+        candidate["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                              "lastTransitionTime": rfc3339(NOW - bound_seconds_ago)}]
+    return candidate
+
+
+@pytest.mark.parametrize(("job_id", "bound_ago", "created_ago", "kept"), [
+    ("7", 3600, 3600, True),  # a job of this node (or of a live lock request)
+    ("8", 3600, 3600, False),  # written by hand: another job, long bound
+    ("8", 10, 3600, True),  # bound 10 s ago: the Slurm cache may not show its job yet
+    ("8", None, 10, True),  # unbound conditions, created 10 s ago
+    ("8", None, 3600, False),
+    ("seven", 3600, 3600, False),
+    ("7" * 30, 10_000, 10_000, False),
+], ids=["named", "other-job", "fresh-binding", "fresh-pod", "old-pod", "not-a-number", "absurd"])
+def test_a_job_id_annotation_keeps_a_pod_only_when_the_node_vouches_for_it(job_id, bound_ago, created_ago, kept):
+    candidate = stamped(job_id, bound_ago, created_ago)
+    vouched = Vouched(frozenset({7}), NOW, grace=60)
+    assert (pods_to_evict([candidate], strict=True, effect="NoSchedule", vouched=vouched) == []) is kept
+    assert (pods_to_tolerate([candidate], "NoExecute", vouched) == [candidate]) is kept
 
 
 @pytest.mark.parametrize(("strict", "blocking", "state"), [

@@ -1,0 +1,55 @@
+"""sunk-syncer's start-up refusals and its hook-token command."""
+
+from __future__ import annotations
+
+import pytest
+
+from sunk.hooks.auth import node_token
+from sunk.syncer.cli import main, parse_args
+
+SECRET = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+
+@pytest.mark.parametrize("content", ["", "REPLACE-ME", "replace-me\n", "short", "x" * 40])
+def test_a_placeholder_or_weak_hooks_secret_refuses_to_start(tmp_path, capsys, content):
+    token = tmp_path / "token"
+    token.write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"])
+    assert exc.value.code == 2
+    assert "--hooks-token-file" in capsys.readouterr().err
+
+
+def test_a_missing_hooks_secret_file_refuses_to_start(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--slurm-auth-token=t", f"--hooks-token-file={tmp_path / 'missing'}"])
+    assert "missing" in capsys.readouterr().err
+
+
+def test_a_good_secret_starts(tmp_path):
+    token = tmp_path / "token"
+    token.write_text(SECRET + "\n")
+    args, _ = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"])
+    assert args.hooks_token_file == str(token)
+
+
+def test_without_the_locking_plugin_no_secret_is_needed():
+    args, plugins = parse_args(["--plugins=", "--slurm-auth-token=t"])
+    assert plugins == []
+
+
+def test_hook_token_prints_each_nodes_own_token(tmp_path, capsys):
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    assert main(["hook-token", f"--hooks-token-file={token}", "node1", "gpu-12-7"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"node1 {node_token(SECRET.encode(), 'node1')}",
+                     f"gpu-12-7 {node_token(SECRET.encode(), 'gpu-12-7')}"]
+    assert node_token(SECRET.encode(), "node1") != node_token(SECRET.encode(), "node2")
+
+
+def test_hook_token_refuses_a_weak_secret(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("REPLACE-ME")
+    with pytest.raises(SystemExit):
+        main(["hook-token", f"--hooks-token-file={token}", "node1"])
