@@ -5,8 +5,10 @@
 What a prolog pays when its node is already locked (another job runs there): the
 pre-hook records its lock request on the slurmd Pod, then waits until the informer shows
 that request beside a satisfying lock. Each round, ``callers`` threads call pre-hook at the
-same instant (a barrier), each for its own job id; then (untimed) their post-hooks remove
-the requests. Latency is measured at the client, per call.
+same instant (a barrier); then (untimed) their post-hooks remove the requests. Latency is
+measured at the client, per call. A pre-hook counts only for a job that Slurm shows holding
+the node (the Syncer reads it, fresh, on every call), so the callers name real jobs: up to
+60 one-CPU ``sleep`` jobs on the node, shared round-robin when there are more callers.
 
 It runs the real ``sunk-syncer`` (gunicorn, its default thread count), limited to the
 slurmd Pods of node3 and node4. Runs against the dev cluster (`sunk-dev up`), on node3; it locks node3 with a plain
@@ -27,6 +29,7 @@ from pathlib import Path
 import requests
 
 from sunk.dev.cluster import DevCluster
+from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 
@@ -48,7 +51,8 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def run_rounds(url: str, token: str, callers: int, rounds: int) -> tuple[list[float], dict[int, int]]:
+def run_rounds(url: str, token: str, jobs: list[int], callers: int,
+               rounds: int) -> tuple[list[float], dict[int, int]]:
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     lock = threading.Lock()
@@ -57,8 +61,8 @@ def run_rounds(url: str, token: str, callers: int, rounds: int) -> tuple[list[fl
 
     def caller(index: int) -> None:
         session = requests.Session()
-        for r in range(rounds):
-            job_id = 90_000_000 + r * callers + index
+        job_id = jobs[index % len(jobs)]
+        for _ in range(rounds):
             barrier.wait()
             started = time.perf_counter()
             resp = session.post(f"{url}/api/v1/nodes/{NODE}/pre-hook", json={"job_id": job_id, "timeout": 30},
@@ -95,24 +99,29 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     token = new_token()
     token_file = work / "token"
     token_file.write_text(token)
+    node_token_ = node_token(token.encode(), NODE)  # what NODE's prolog presents
     label_slurmd_pods(api, "true")
     lease = "sunk-syncer-bench"
     syncer = SyncerProcess(cluster, token_file, work, ["--zap-log-level=warning"], lease=lease)
     url = syncer.url
-    job = None
+    jobs: list[int] = []
     try:
         syncer.start()
-        out = cluster.slurm("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 900")
-        job = out.stdout.strip().split(";")[0]
+        for _ in range(min(args.callers, 60)):
+            out = cluster.slurm("sbatch", "--parsable", "-w", NODE, "-c", "1", "--mem=64M", "-o", "/dev/null",
+                                "--wrap", "sleep 900")
+            jobs.append(int(out.stdout.strip().split(";")[0]))
+        wait_for(lambda: len(cluster.slurm("squeue", "-h", "-t", "R", "-w", NODE, "-o", "%i").stdout.split())
+                 >= len(jobs), 60, f"{len(jobs)} jobs running on {NODE}")
         wait_for(lambda: lock_value(kc.get(api, PODS, NODE, "slurm")) in ("locked", "locked_strict"), 60,
                  f"{NODE} locked")  # (strict if another test's placeholder job holds it: enough for these calls)
-        run_rounds(url, token, min(args.callers, 20), 1)  # warm-up: connections, code paths
+        run_rounds(url, node_token_, jobs, min(args.callers, 20), 1)  # warm-up: connections, code paths
         started = time.perf_counter()
-        latencies, statuses = run_rounds(url, token, args.callers, args.rounds)
+        latencies, statuses = run_rounds(url, node_token_, jobs, args.callers, args.rounds)
         wall = time.perf_counter() - started
     finally:
-        if job:
-            cluster.slurm("scancel", job, check=False)
+        if jobs:
+            cluster.slurm("scancel", *map(str, jobs), check=False)
         syncer.stop()
         label_slurmd_pods(api, None)
         clean_up(api, cluster, lease)

@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 from flask import Blueprint, Flask, jsonify, request
 
+from sunk.hooks.app import json_errors
 from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
@@ -194,23 +195,19 @@ def ending(job: Job) -> bool:
     return not job.active or "COMPLETING" in job.state_flags
 
 
+MAX_BODY = 64 * 1024  # the placeholder's calls carry no body at all
+
+
 def create_hooks_app(hooks: Blueprint) -> Flask:
     """The scheduler's own HTTP app: the hook routes, /healthz, and JSON for every error."""
     app = Flask("sunk-scheduler")
     app.register_blueprint(hooks)
     instrument(app)
+    json_errors(app, max_body=MAX_BODY)
 
     @app.get("/healthz")
     def healthz():
         return jsonify({"ok": True})
-
-    @app.errorhandler(404)
-    def not_found(_exc):
-        return error(404, "no such endpoint")
-
-    @app.errorhandler(405)
-    def bad_method(_exc):
-        return error(405, "method not allowed")
 
     return app
 

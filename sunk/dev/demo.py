@@ -37,12 +37,14 @@ def _demo(cluster: DevCluster) -> int:
         if resp.status_code != 201:
             print(f"could not create {name}: {resp.status_code} {resp.text[:300]}")
             return 1
-    bound = _wait(lambda: all(_pod(cluster, n)["spec"].get("nodeName") for n in pods), 90)
+    # (a Pod whose job Slurm ended is deleted: it then has no spec, and the wait ends unbound)
+    bound = _wait(lambda: all((_pod(cluster, n).get("spec") or {}).get("nodeName") for n in pods), 90)
     print(f"{'POD':<16} {'JOB':<6} {'SLURM NODE':<11} {'NODE':<10} {'PHASE':<8} JOB STATE")
     for name in pods:
         _row(cluster, name)
     if not bound:
-        print("not every Pod was bound within 90 s; see `sunk-dev status` and run/logs/sunk-scheduler.log")
+        print("not every Pod was bound within 90 s; see `sunk-dev status`, `sunk-dev slurm sinfo -R` and "
+              "run/logs/sunk-scheduler.log")
         return 1
     victim = "inference-cpu"
     job_id = _pod(cluster, victim)["metadata"]["annotations"][JOB_ID]
@@ -88,6 +90,9 @@ def _job_state(cluster: DevCluster, job_id: str) -> str:
 
 def _row(cluster: DevCluster, name: str) -> None:
     pod = _pod(cluster, name)
+    if "metadata" not in pod:
+        print(f"{name:<16} (deleted: its Slurm job ended; see `sunk-dev slurm sinfo -R`)")
+        return
     annotations = pod["metadata"].get("annotations") or {}
     job_id = annotations.get(JOB_ID, "-")
     print(f"{name:<16} {job_id:<6} {annotations.get('sunk.coreweave.com/slurm-node', '-'):<11} "

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 from .auth import TokenFile, TokenUnavailable, bearer
 from .protocol import (
@@ -49,6 +50,8 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
             result = call(node, req)
         except HookError as exc:
             return error_response(exc)
+        except HTTPException:  # (a body over the limit: 413, answered by the app)
+            raise
         except Exception:  # a bug: still JSON, so the prolog's drain reason says something useful
             log.exception("hook %s for node %s failed", request.path, node)
             return error_response(HookError(500, "internal error in sunk-syncer (see its log)",

@@ -6,26 +6,51 @@ The syncer mounts the Blueprint on its own app; this one serves tests and the be
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response
+import logging
+
+from flask import Blueprint, Flask, Response, abort, request
 from werkzeug.exceptions import HTTPException
 
 from .api import error_response
 from .metrics import instrument
 from .protocol import HookError
 
+log = logging.getLogger(__name__)
+
+# A hook call's body is a few fields. 1 MiB still takes an older prolog's body, which carried
+# the job's Extra (its user's to fill); a refusal would fail that prolog and drain the node.
+MAX_BODY = 1024 * 1024
+
 
 def create_app(*blueprints: Blueprint, name: str = "sunk-hooks") -> Flask:
     app = Flask(name)
     for bp in blueprints:
         app.register_blueprint(bp)
-    json_errors(app)
+    json_errors(app, max_body=MAX_BODY)
     instrument(app)
     return app
 
 
-def json_errors(app: Flask) -> None:
-    """404/405 from routing as ``{"error": ...}``, like every other hook API answer."""
+def json_errors(app: Flask, *, max_body: int) -> None:
+    """Every failure as ``{"error": ...}``, like every other hook API answer: routing (404,
+    405), a body over ``max_body`` (413), and a bug (500, logged with its traceback)."""
+    app.config["MAX_CONTENT_LENGTH"] = max_body  # (a body read past it: 413)
+
+    @app.before_request
+    def refuse_large_bodies() -> None:
+        """Before any handler, whether or not it reads the body."""
+        if (request.content_length or 0) > max_body:
+            abort(413)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        return error_response(HookError(exc.code or 500, exc.description or exc.name))
+        status = exc.code or 500
+        if status == 413:
+            log.warning("%s %s: body over %d bytes refused", request.method, request.path, max_body)
+            return error_response(HookError(413, f"the body is larger than {max_body} bytes"))
+        return error_response(HookError(status, exc.description or exc.name))
+
+    @app.errorhandler(Exception)
+    def bug(exc: Exception) -> Response:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(HookError(500, f"internal error in {app.name} (see its log)"))

@@ -188,3 +188,17 @@ def test_token_rotation_is_picked_up_and_missing_weak_or_empty_files_fail_closed
         resp = client.post("/api/v1/nodes/n/post-hook", json={"job_id": 1}, headers=auth("n", weak or "x"))
         assert resp.status_code == 503, weak  # a weak secret authenticates nobody
     assert len(service.calls) == 1
+
+
+def test_a_20_mib_body_is_a_json_413_and_reaches_no_service(client, service):
+    """Measured before: a 20 MiB pre-hook body answered 200."""
+    resp = client.post("/api/v1/nodes/node1/pre-hook", data=b'{"job_id": 1, "x": "' + b"x" * (20 << 20) + b'"}',
+                       headers=auth(), content_type="application/json")
+    assert resp.status_code == 413 and "larger than" in resp.get_json()["error"]
+    assert service.calls == []
+
+
+def test_a_bug_in_the_service_is_a_json_500(client, service):
+    service.fail = RuntimeError("boom")  # not a HookError: a bug
+    resp = client.post("/api/v1/nodes/node1/post-hook", json={"job_id": 1}, headers=auth())
+    assert resp.status_code == 500 and resp.is_json and "internal error" in resp.get_json()["error"]

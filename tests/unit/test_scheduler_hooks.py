@@ -144,9 +144,18 @@ def test_pod_wait_answers_404_once_the_pod_is_gone_and_rejects_a_bad_wait(world)
 
 def test_unknown_routes_and_methods_answer_json(world):
     client = world[0]
-    assert client.get("/api/v1/nothing").get_json() == {"error": "no such endpoint"}
+    missing = client.get("/api/v1/nothing")
+    assert missing.status_code == 404 and missing.get_json()["error"]
     response = client.get("/api/v1/jobs/7/started")
-    assert response.status_code == 405 and response.get_json() == {"error": "method not allowed"}
+    assert response.status_code == 405 and response.get_json()["error"]
+
+
+def test_a_body_over_the_limit_is_a_json_413(world):
+    client, _, index, _, _, deleted = world
+    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    response = client.post("/api/v1/jobs/7/terminating", data=b"x" * (20 * 1024 * 1024), headers=auth())
+    assert response.status_code == 413 and "larger than" in response.get_json()["error"]
+    assert deleted == []
 
 
 def test_a_caller_without_a_token_for_the_named_pod_costs_no_slurm_call(world):
