@@ -7,6 +7,7 @@ ready (an informer that may not list never syncs) or failing one write in a hund
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,37 @@ def apply(api, doc: dict[str, Any]) -> None:
         kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
 
 
-def apply_manifest(api, manifest: str) -> list[dict[str, Any]]:
+def apply_manifest(api, manifest: str, *, leases: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Apply ``manifests/<manifest>`` as shipped, but for ``leases``: Lease names the tests' processes
+    use (beside the demo's daemons, which hold the shipped names) added to each Lease rule's names."""
     docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
     for doc in docs:
-        apply(api, doc)
+        apply(api, with_leases(doc, leases))
     return docs
+
+
+def with_leases(doc: dict[str, Any], leases: Sequence[str]) -> dict[str, Any]:
+    if doc["kind"] != "Role" or not leases:
+        return doc
+    rules = [{**rule, "resourceNames": [*rule["resourceNames"], *leases]}
+             if "leases" in rule.get("resources", ()) and rule.get("resourceNames") else rule
+             for rule in doc.get("rules") or []]
+    return {**doc, "rules": rules}
+
+
+def deployment_args(manifest: str, deployment: str, overrides: Mapping[str, str]) -> list[str]:
+    """The container args of a Deployment in ``manifests/<manifest>``, as shipped, but with the values
+    of ``overrides``' flags (in-cluster addresses and paths) replaced. Overriding a flag the manifest
+    lacks fails: the test would no longer run what an operator deploys."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
+    (spec,) = [d["spec"]["template"]["spec"] for d in docs
+               if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment]
+    args: list[str] = list(spec["containers"][0]["args"])
+    shipped = {a.partition("=")[0] for a in args}
+    missing = set(overrides) - shipped
+    assert not missing, f"{manifest} no longer passes {sorted(missing)} to {deployment}"
+    return [f"{flag}={overrides[flag]}" if flag in overrides else arg
+            for arg in args for flag in [arg.partition("=")[0]]]
 
 
 def service_account_token(api, namespace: str, name: str) -> str:
@@ -50,9 +77,10 @@ def kubeconfig_for(api, dev_cluster, namespace: str, name: str, path: Path) -> P
     return kubeconf.write_kubeconfig(path, dev_cluster.kube_dir, name, service_account_token(api, namespace, name))
 
 
-def as_service_account(api, dev_cluster, manifest: str, tmp: Path) -> tuple[dict[str, Any], Path]:
+def as_service_account(api, dev_cluster, manifest: str, tmp: Path,
+                       leases: Sequence[str] = ()) -> tuple[dict[str, Any], Path]:
     """Apply ``manifests/<manifest>``; its (first) ServiceAccount's metadata, and a kubeconfig as it."""
-    docs = apply_manifest(api, manifest)
+    docs = apply_manifest(api, manifest, leases=leases)
     account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
     return account, kubeconfig_for(api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
 

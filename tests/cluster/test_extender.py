@@ -7,13 +7,16 @@ import textwrap
 import time
 
 import pytest
+import requests
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
-from rbac_harness import apply_manifest, assert_never_forbidden, kubeconfig_for
+from rbac_harness import apply_manifest, assert_never_forbidden, deployment_args, kubeconfig_for
 from slurmtools import slurm_job, state, wait_for
 from test_scheduler import bound, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
 from sunk import names
+from sunk.dev import slurmconf
+from sunk.dev.tls import issue, make_ca
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.translate.lock import tolerates_lock
@@ -29,37 +32,53 @@ def namespace(kube_api):
     purge_namespace(kube_api, ns)
 
 
+LEASE = "sunk-extender-test"
+
+
 @pytest.fixture(scope="module")
 def service_accounts(kube_api):
     """The extender's RBAC as deployed (it binds the scheduler's ClusterRole): the extender and its
     kube-scheduler run as their own ServiceAccounts in every test here."""
     apply_manifest(kube_api, "scheduler-rbac.yaml")
-    return {d["metadata"]["name"]: d["metadata"] for d in apply_manifest(kube_api, "extender-rbac.yaml")
+    return {d["metadata"]["name"]: d["metadata"] for d in apply_manifest(kube_api, "extender-rbac.yaml",
+                                                                          leases=[LEASE])
             if d["kind"] == "ServiceAccount"}
 
 
 @pytest.fixture(scope="module")
-def extender(kube_api, dev_cluster, namespace, service_accounts, tmp_path_factory):
+def certificates(tmp_path_factory):
+    """What the Secrets sunk-extender-tls and sunk-extender-client-tls hold: a CA, the extender's
+    serving certificate, and kube-scheduler's client certificate."""
+    tmp = tmp_path_factory.mktemp("extender-tls")
+    ca = make_ca(tmp)
+    return {"server": issue(ca, tmp, "sunk-extender"), "client": issue(ca, tmp, "sunk-kube-scheduler", client=True)}
+
+
+@pytest.fixture(scope="module")
+def extender(kube_api, dev_cluster, namespace, service_accounts, certificates, tmp_path_factory):
+    """sunk-extender with the flags of manifests/extender.yaml: mutual TLS on the verbs port, plain
+    HTTP on the hook port that placeholder jobs call; only addresses and paths are this machine's."""
     tmp = tmp_path_factory.mktemp("extender")
     env = dev_cluster.env()
     account = service_accounts["sunk-extender"]
     kubeconfig = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
+    server = certificates["server"]
+    args = deployment_args("extender.yaml", "sunk-extender", {
+        "--scheduler-name": PROFILE,
+        "--bind-address": f"127.0.0.1:{PORTS['verbs']}",
+        "--tls-cert-file": str(server.cert), "--tls-key-file": str(server.key), "--client-ca-file": str(server.ca),
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--slurm-kill-wait": f"{slurmconf.KILL_WAIT}s",
+        "--hooks-api-bind-address": f"127.0.0.1:{PORTS['hooks']}", "--hooks-url": f"http://127.0.0.1:{PORTS['hooks']}",
+        "--hook-secret-file": str(secret_file(dev_cluster.run_dir, "test-hook.secret")),
+        "--metrics-bind-address": f"127.0.0.1:{PORTS['metrics']}",
+        "--health-probe-bind-address": f"127.0.0.1:{PORTS['probes']}",
+    })
     proc = Process(
         "sunk-extender", "extender.cli",
-        [
-            f"--scheduler-name={PROFILE}", "--scope=namespace", f"--watch-namespace={namespace}",
-            f"--kubeconfig={kubeconfig}", f"--slurm-api-base={env['SLURM_REST_URL']}",
-            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
-            f"--bind-address=127.0.0.1:{PORTS['verbs']}",
-            f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}",
-            f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
-            f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
-            f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
-            f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-            # (the Lease where its Role allows, under a name of its own)
-            f"--leader-election-namespace={account['namespace']}", "--leader-election-id=sunk-extender-test",
-            "--zap-log-level=debug",
-        ],
+        # (the Lease where its Role allows, under a name of its own: the demo's may hold the shipped one)
+        [*args, f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
+         f"--leader-election-id={LEASE}", "--zap-log-level=debug"],
         ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=tmp,
     )
     with serving(kube_api, dev_cluster, proc, namespace, purge=False):  # (the namespace fixture purges)
@@ -68,11 +87,13 @@ def extender(kube_api, dev_cluster, namespace, service_accounts, tmp_path_factor
 
 
 @pytest.fixture(scope="module")
-def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, tmp_path_factory):
-    """The stock kube-scheduler binary built by sunk-dev, with the extender wired in."""
+def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, certificates, tmp_path_factory):
+    """The stock kube-scheduler binary built by sunk-dev, with the extender wired in as
+    manifests/extender.yaml wires it: https, presenting its client certificate."""
     tmp = tmp_path_factory.mktemp("kube-scheduler")
     account = service_accounts["sunk-kube-scheduler"]
     kubeconfig = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
+    client = certificates["client"]
     config = tmp / "config.yaml"
     config.write_text(textwrap.dedent(f"""\
         apiVersion: kubescheduler.config.k8s.io/v1
@@ -86,7 +107,7 @@ def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, tmp_path_f
         profiles:
           - schedulerName: {PROFILE}
         extenders:
-          - urlPrefix: http://127.0.0.1:{PORTS['verbs']}
+          - urlPrefix: https://127.0.0.1:{PORTS['verbs']}
             filterVerb: filter
             prioritizeVerb: prioritize
             preemptVerb: preempt
@@ -94,6 +115,11 @@ def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, tmp_path_f
             weight: 1
             nodeCacheCapable: true
             httpTimeout: 5s
+            enableHTTPS: true
+            tlsConfig:
+              certFile: {client.cert}
+              keyFile: {client.key}
+              caFile: {client.ca}
         """))
     log = open(tmp / "kube-scheduler.log", "wb")
     proc = subprocess.Popen([str(dev_cluster.kube_scheduler_binary), f"--config={config}", "--secure-port=0",
@@ -105,6 +131,17 @@ def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, tmp_path_f
     proc.wait(20)
     log.close()
     assert_never_forbidden(tmp / "kube-scheduler.log")
+
+
+def test_the_verbs_need_the_client_certificate_and_the_hooks_answer_plain_http(extender, certificates):
+    """As deployed: a caller without kube-scheduler's certificate gets no verb, and the hook port
+    answers plain HTTP (JSON) without serving the verbs."""
+    with pytest.raises(requests.exceptions.RequestException):
+        requests.post(f"https://127.0.0.1:{PORTS['verbs']}/filter", json={}, timeout=5,
+                      verify=str(certificates["server"].ca))
+    hooks = requests.get(f"http://127.0.0.1:{PORTS['hooks']}/api/v1/jobs/1/pod", timeout=5)
+    assert hooks.status_code == 401 and "error" in hooks.json()
+    assert requests.post(f"http://127.0.0.1:{PORTS['hooks']}/filter", json={}, timeout=5).status_code == 404
 
 
 def _create(api, namespace, **kwargs):
@@ -170,5 +207,14 @@ def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, 
     kc.delete(kube_api, PODS, first["metadata"]["name"], namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, jobs[first["metadata"]["name"]])) == "CANCELLED", 30,
              "the first job to be cancelled")
-    dev_cluster.slurm("scancel", str(jobs[second["metadata"]["name"]]))
+    second_job = jobs[second["metadata"]["name"]]
+    node = slurm_job(dev_cluster, second_job)["nodes"]
+    cancelled_at = time.monotonic()
+    dev_cluster.slurm("scancel", str(second_job))
     wait_for(lambda: gone(kube_api, namespace, second["metadata"]["name"]), 30, "the second Pod to be deleted")
+    # The placeholder reached the hook API as --hooks-url says (plain HTTP beside the TLS verbs): it
+    # asked for the deletion, saw the Pod go and ended well before KillWait, draining nothing.
+    wait_for(lambda: state(slurm_job(dev_cluster, second_job)) == "CANCELLED"
+             and "COMPLETING" not in slurm_job(dev_cluster, second_job)["job_state"], 40, "the job to finish")
+    assert time.monotonic() - cancelled_at < slurmconf.KILL_WAIT - 5
+    assert "DRAIN" not in dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.upper()

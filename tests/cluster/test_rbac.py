@@ -22,7 +22,8 @@ PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
 @pytest.fixture(scope="module")
 def scheduler_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rbac-scheduler")
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp)
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp,
+                                             leases=["sunk-scheduler-rbac-test"])
     namespace = create_namespace(kube_api)
     # Cluster scope, as the ClusterRole is bound; the Lease in the manifests' namespace, under a
     # name of its own (the demo's scheduler may hold "sunk-scheduler").
@@ -48,7 +49,8 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
 def syncer_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
     """The Syncer with node locking and metrics, as the manifests' sunk-syncer, on node3/node4 only."""
     tmp = tmp_path_factory.mktemp("rbac-syncer")
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp)
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp,
+                                             leases=["sunk-syncer-rbac-test"])
     token_file = tmp / "hooks-token"
     token_file.write_text(new_token())
     # (argparse keeps the last --kubeconfig; the Lease goes where the Role allows it; the

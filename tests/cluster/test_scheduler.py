@@ -11,6 +11,7 @@ import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
+from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import idle_node, jobs_carrying, number, slurm_job, state, wait_for
 
 from sunk import names
@@ -71,9 +72,18 @@ def serving(kube_api, dev_cluster, proc: Process, namespace: str, *, purge: bool
 
 @pytest.fixture(scope="module")
 def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
-    proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("scheduler"))
+    """sunk-scheduler as deployed: the manifests' ServiceAccount and RBAC. Every path that writes in
+    this module (bindings, Events, PodScheduled=False for an invalid or refused Pod, deleting a Pod
+    whose job ended or was preempted, the job-id annotation) runs as it, and a 403 fails the module."""
+    tmp = tmp_path_factory.mktemp("scheduler")
+    lease = "sunk-scheduler-test"
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[lease])
+    proc = scheduler_process(dev_cluster, namespace, tmp, extra_args=(
+        f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
+        f"--leader-election-id={lease}"))
     with serving(kube_api, dev_cluster, proc, namespace, purge=False):  # (the namespace fixture purges)
         yield proc
+    assert_never_forbidden(proc.log)
 
 
 def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
