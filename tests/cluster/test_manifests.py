@@ -23,6 +23,8 @@ PATHS = {
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
 }
 
 
@@ -32,6 +34,11 @@ def _documents():
         for doc in yaml.safe_load_all((MANIFESTS / name).read_text()):
             if doc:
                 yield pytest.param(doc, id=f"{name}:{doc['kind']}/{doc['metadata']['name']}")
+
+
+def test_every_kind_shipped_has_an_api_path():
+    kinds = {doc.values[0]["kind"] for doc in _documents()}
+    assert kinds <= set(PATHS), kinds - set(PATHS)
 
 
 def test_kustomization_lists_every_manifest():
