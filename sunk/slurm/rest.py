@@ -327,7 +327,9 @@ class RestClient:
         if status == 304:
             return {}
         try:
-            body = json.loads(resp.content) if resp.content else {}
+            # Bytes that are not UTF-8 replaced, not refused: slurmrestd passes a job's Extra,
+            # comment or name through as its user wrote them, and one such job made every list fail.
+            body = json.loads(resp.content.decode("utf-8", errors="replace")) if resp.content else {}
         except ValueError:
             body = None
         if not isinstance(body, dict):

@@ -6,6 +6,7 @@ Only node3/node4 (Kubernetes Nodes worker-3/worker-4) are used; see locking_harn
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -221,17 +222,32 @@ def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube
     assert "Evicted" in wait_for(lambda: event_reasons(kube_api, namespace, "web"), 10, "eviction event")
 
 
+def test_a_job_extra_its_user_wrote_never_drains_the_node(dev_cluster, kube_api, scripts):
+    """Not UTF-8, and as long as Slurm takes (the hook API once answered 400 to such an Extra, and
+    the prolog drained the node): the job runs under the sunk prolog and epilog, and the node stays
+    in service. (Slurm 24.11's sbatch refuses an Extra over 1024 bytes: "parameter too long".)"""
+    unlocked(kube_api, dev_cluster, "node3")
+    extra = os.fsdecode((b"\xff\xfe\xc3 a user's own bytes " + b"x" * 1024)[:1024])
+    job = scripts.sbatch("node3", "true", f"--extra={extra}")
+    wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to run and end")
+    assert "DRAIN" not in node_field(dev_cluster, "node3", "State"), node_field(dev_cluster, "node3", "Reason")
+    wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
+
+
 def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api, scripts, namespace):
-    """Strict lock (the job's Extra names a Pod): the job starts only once evicted Pods are gone,
-    and Pods placed by the SUNK Pod Scheduler stay."""
+    """Strict lock (the job's Extra names a Pod): the job starts only once evicted Pods are gone;
+    a Pod placed by the SUNK Pod Scheduler for a job of the node stays, and a job-id annotation
+    written by hand for a job the node does not run keeps nothing."""
     make_pod(kube_api, namespace, "web", "worker-3", delay=3)
-    make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: "1"})
+    make_pod(kube_api, namespace, "squatter", "worker-3", annotations={names.ANN_JOB_ID: "1"})
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
     unlocked(kube_api, dev_cluster, "node3")
+    time.sleep(GRACE)  # older than the grace a fresh binding gets
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")
+        make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: str(job)})
         wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
         wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 40, "the job to end")
         wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
@@ -245,6 +261,7 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     assert started - submitted > 2.5, "the job did not wait for the evicted Pod's 3 s termination"
     kept = get_pod(kube_api, namespace, "slurm-job-pod")
     assert kept is not None and not kept["metadata"].get("deletionTimestamp"), "a SUNK-scheduled Pod was evicted"
+    assert "squatter" in history.evicted, "a hand-written job-id kept a Pod on a node Slurm needed"
 
 
 def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api, scripts, syncer, token):
@@ -376,10 +393,12 @@ def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_locks_nothing(dev_clus
         assert slurmd_lock(kube_api, "node4") in (None, "false") and lock_taints(kube_api, "worker-4") == []
     finally:
         dev_cluster.slurm("scancel", str(elsewhere))
+        unlocked(kube_api, dev_cluster, "node3")
 
 
-def test_calls_without_the_nodes_own_token_get_401(kube_api, syncer, token):
+def test_calls_without_the_nodes_own_token_get_401(kube_api, dev_cluster, syncer, token):
     """Not the secret itself, not another node's token: a leaked node token opens that node only."""
+    unlocked(kube_api, dev_cluster, "node3")
     for path in ("pre-hook", "post-hook", "reboot"):
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/{path}", json={"job_id": 1}, timeout=5)
         assert resp.status_code == 401 and "token" in resp.json()["error"]

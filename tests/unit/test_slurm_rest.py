@@ -6,6 +6,7 @@ import time
 
 import jwt
 import pytest
+import requests
 
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect
 from sunk.slurm.fake import FakeSlurmrestd, Fault, n
@@ -423,3 +424,15 @@ def test_a_ca_bundle_from_the_environment_still_applies(monkeypatch, tmp_path):
 def test_calls_go_through_without_rereading_the_environment(client, fake, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # set after construction: not used
     assert client.ping()
+
+
+def test_a_job_field_that_is_not_utf8_does_not_fail_the_list():
+    """slurmrestd passes a job's Extra through as its user wrote it; one such job made every job
+    list fail, and the Syncer and scheduler never became ready (found on the real 24.11)."""
+    from sunk.slurm.rest import RestClient
+
+    resp = requests.Response()
+    resp.status_code = 200
+    resp._content = b'{"jobs": [{"job_id": 7, "extra": "\xff\xfe\xc3 user bytes"}], "errors": []}'
+    body = RestClient._check(resp, "list jobs")
+    assert body["jobs"][0]["job_id"] == 7 and body["jobs"][0]["extra"].endswith(" user bytes")
