@@ -118,8 +118,8 @@ def _reap(pid: int) -> None:
 
 def run(argv: Sequence[str], *, check: bool = True, env: Optional[Mapping[str, str]] = None,
         timeout: float = 120, input: Optional[str] = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(argv), check=check, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run(  # (errors="replace": a job's Extra, in scontrol's output, may be any bytes)
+        list(argv), check=check, capture_output=True, text=True, errors="replace", timeout=timeout,
         env=dict(env) if env is not None else None, input=input,
     )
 
