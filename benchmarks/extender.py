@@ -6,7 +6,9 @@ The app is the real one (extender/app.py) served by gunicorn (sunk/web.py) in a 
 process; placement is a stub answering from memory, as the real reconciler does, so the
 figure is the verb itself: parse ExtenderArgs, decide, build FailedNodes for every name.
 Two cases: still waiting for Slurm (every Node fails with a reason: the biggest answer),
-and allocated (one Node passes).
+and allocated (one Node passes). ``--tls`` serves the verbs as manifests/extender.yaml does
+(mutual TLS, certificates made for the run) and the client presents kube-scheduler's
+certificate over one kept-alive connection, as kube-scheduler does.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import argparse
 import json
 import multiprocessing
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, cast
 
 import requests
 
 from extender.app import create_app
 from scheduler.decide import Bind, Waiting
-from sunk.web import Listener, serve
+from sunk.dev.tls import CertFiles, issue, make_ca
+from sunk.web import TLS, Listener, serve
 
 PORT = 18998
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
@@ -42,20 +47,26 @@ class _Placement:
         return self.action
 
 
-def _serve(action) -> None:
+def _serve(action, tls: TLS | None) -> None:
     serve(lambda: {"extender": create_app(cast(Any, _Placement(action)), lambda uid: None)},
-          [Listener(f"127.0.0.1:{PORT}", "extender")], threads=4)
+          [Listener(f"127.0.0.1:{PORT}", "extender", tls)], threads=4)
 
 
-def measure(action, nodes: int, calls: int) -> dict:
-    proc = multiprocessing.Process(target=_serve, args=(action,), daemon=True)
+def measure(action, nodes: int, calls: int, certs: dict[str, CertFiles] | None) -> dict:
+    tls = TLS(str(certs["server"].cert), str(certs["server"].key), str(certs["server"].ca)) if certs else None
+    proc = multiprocessing.Process(target=_serve, args=(action, tls), daemon=True)
     proc.start()
     session = requests.Session()
+    scheme = "https" if certs else "http"
+    if certs:
+        session.trust_env = False  # (else $REQUESTS_CA_BUNDLE overrides session.verify)
+        session.verify = str(certs["server"].ca)
+        session.cert = (str(certs["client"].cert), str(certs["client"].key))
     body = json.dumps({"Pod": POD, "NodeNames": [f"worker-{i}" for i in range(nodes)]})
     deadline = time.monotonic() + 20
     while True:
         try:
-            session.get(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
+            session.get(f"{scheme}://127.0.0.1:{PORT}/healthz", timeout=1)
             break
         except requests.RequestException:
             if time.monotonic() > deadline:
@@ -65,7 +76,7 @@ def measure(action, nodes: int, calls: int) -> dict:
     try:
         for _ in range(calls):
             began = time.perf_counter()
-            resp = session.post(f"http://127.0.0.1:{PORT}/filter", data=body,
+            resp = session.post(f"{scheme}://127.0.0.1:{PORT}/filter", data=body,
                                 headers={"Content-Type": "application/json"}, timeout=10)
             latencies.append(time.perf_counter() - began)
             resp.raise_for_status()
@@ -83,12 +94,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--tls", action="store_true", help="mutual TLS, as the manifests serve the verbs")
     args = parser.parse_args()
+    certs = None
+    if args.tls:
+        tmp = Path(tempfile.mkdtemp(prefix="sunk-bench-extender-"))
+        ca = make_ca(tmp)
+        certs = {"server": issue(ca, tmp, "sunk-extender"), "client": issue(ca, tmp, "kube-scheduler", client=True)}
     results = {
-        "waiting (all Nodes fail)": measure(Waiting(42, "Priority"), args.nodes, args.calls),
-        "allocated (one Node passes)": measure(Bind(42, "node17", "worker-17"), args.nodes, args.calls),
+        "waiting (all Nodes fail)": measure(Waiting(42, "Priority"), args.nodes, args.calls, certs),
+        "allocated (one Node passes)": measure(Bind(42, "node17", "worker-17"), args.nodes, args.calls, certs),
     }
-    print(json.dumps({"nodes": args.nodes, "calls": args.calls, **results}, indent=2))
+    print(json.dumps({"nodes": args.nodes, "calls": args.calls, "tls": args.tls, **results}, indent=2))
 
 
 if __name__ == "__main__":

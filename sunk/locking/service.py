@@ -1,9 +1,11 @@
 """The hook API's work: pre-hook, post-hook and reboot, on any Syncer replica.
 
-The pre-hook first reads the job from Slurm: a request counts only for a job that Slurm
-shows holding that node right now (a token holder must not be able to taint a Node and
-evict its Pods by naming any job id), and the job's Extra, not the caller, says whether it
-is a placeholder (strict). The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
+The pre-hook first looks the job up: a request counts only for a job that Slurm shows
+holding that node (a token holder must not be able to taint a Node and evict its Pods by
+naming any job id), and the job's Extra, not the caller, says whether it is a placeholder
+(strict). The Slurm cache answers when it shows the job running there (that is Slurm's
+word, at most one poll old); anything else, typically a job allocated since the last poll,
+is read from Slurm there and then. A cache that has not seen a job never refuses it. The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
 (which starts the leader's lock controller at once, wherever that runs), then waits on
 the Pod informer until the lock annotation says the level is reached. It trusts only a
 view of the Pod that already holds its own request: the controller's unlock is written
@@ -112,7 +114,10 @@ class LockService:
                          node=node, job_id=job_id, state=state, blocking_pods=blocking)
 
     def _job_holding(self, node: str, job_id: int) -> Job:
-        """The job as Slurm shows it now (a fresh read, not the cache), if it holds ``node``."""
+        """The job, if Slurm shows it holding ``node``: from the cache when it says so, else read now."""
+        cached = self.ctx.slurm_cache.job(job_id)
+        if cached is not None and cached.active and node in cached.node_list:
+            return cached
         try:
             job = self.ctx.slurm.get_job(job_id)
         except NotFound:

@@ -10,7 +10,7 @@ from sunk import names
 from sunk.kube import patch as kp
 from sunk.kube.resources import object_key
 from sunk.locking.config import add_flags, config_from
-from sunk.slurm.models import Node
+from sunk.slurm.models import Job, Node
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
 
 Obj = dict[str, Any]
@@ -48,11 +48,15 @@ class Store:
 class Cache:
     def __init__(self, nodes: dict[str, Node] | None = None, synced: bool = True):
         self.nodes = nodes or {}
+        self.jobs: dict[int, Job] = {}
         self.synced = synced
         self.nudges = 0
 
     def node(self, name: str) -> Node | None:
         return self.nodes.get(name)
+
+    def job(self, job_id: int) -> Job | None:
+        return self.jobs.get(job_id)
 
     def nudge(self) -> None:
         self.nudges += 1

@@ -49,8 +49,9 @@ class World:
         self.evictions = EvictionLog()
         self.recorder = Recorder()
         self.slurm = Slurm()
+        self.cache = Cache()
         self.service = LockService(
-            ctx=context(self.slurmd, self.nodes, self.pods, Cache(), self.recorder, slurm=self.slurm),
+            ctx=context(self.slurmd, self.nodes, self.pods, self.cache, self.recorder, slurm=self.slurm),
             config=config(*flags),
             waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
             is_placeholder=lambda extra: extra.startswith("sunk-pod="), nudge=self.nudged.append,
@@ -125,6 +126,19 @@ def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_records_nothing(job, d
         w.service.pre_hook("node3", PreHook(job_id=950, timeout=5))
     assert exc.value.status == status and exc.value.reason
     assert w.written == [] and w.nudged == []
+
+
+def test_a_job_the_cache_shows_on_the_node_needs_no_slurm_read_and_others_get_one():
+    w = World(annotations={names.LOCK_KEY: "locked"})
+    w.slurm.down = True  # every read fails: only the cache can answer
+    w.cache.jobs[5] = Job(id=5, state="RUNNING", nodes="node[3-4]")
+    assert w.service.pre_hook("node3", PreHook(job_id=5, timeout=5))["state"] == "locked"
+    for cached in (None, Job(id=6, state="RUNNING", nodes="node4"), Job(id=6, state="COMPLETED", nodes="node3")):
+        if cached is not None:
+            w.cache.jobs[6] = cached
+        with pytest.raises(HookError) as exc:  # not shown holding node3 by the cache: Slurm is asked
+            w.service.pre_hook("node3", PreHook(job_id=6, timeout=5))
+        assert exc.value.status == 503
 
 
 def test_pre_hook_timeout_names_the_blocking_pods_and_withdraws_the_request():
