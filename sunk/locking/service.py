@@ -78,8 +78,7 @@ class LockService:
         ok, last = self.waiter.wait(object_key(pod), reached, timeout)
         waited = round(time.monotonic() - started, 3)
         level = "strict" if strict else "normal"
-        if ok:
-            assert last is not None
+        if ok and last is not None:  # (reached() is false for None: ok implies a Pod)
             state = (last["metadata"].get("annotations") or {}).get(names.LOCK_KEY)
             return {"node": node, "job_id": request.job_id, "level": level, "state": state, "waited_seconds": waited}
         self._withdraw(last or pod, lock_request.key)
