@@ -8,11 +8,15 @@ submitted exactly once, by the reconciler's worker.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any, Optional
 
 from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.wrappers import Response
 
 from scheduler import kubeops
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Submit, Waiting
@@ -24,27 +28,51 @@ from . import protocol
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
+# The largest body read. This extender runs nodeCacheCapable: true, so kube-scheduler sends
+# the Pod and NodeNames only: 5000 Node names of the longest legal length (253 characters,
+# quoted, comma-separated) are 1.3 MB, typical names a tenth of that, and a Pod is at most
+# about 1.5 MB (etcd's object limit); 8 MiB is twice the sum. Full NodeLists (nodeCacheCapable:
+# false, which this extender does not need) of thousands of Nodes would not fit and get a 413.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+LOGGED_CHARS = 200  # of any caller-controlled text in a log line
+
 
 def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask:
     app = Flask("sunk-extender")
-
-    def body() -> Any:
-        data = request.get_json(silent=True)
-        if data is None:
-            raise protocol.BadRequest("the body must be JSON (Content-Type: application/json)")
-        return data
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    # OPTIONS gets the JSON 405 like any other method a verb does not take (set before the routes).
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
 
     @app.errorhandler(protocol.BadRequest)
     def bad_request(exc: protocol.BadRequest):
-        return jsonify({"Error": f"bad request: {exc}"}), 400
+        message = str(exc)
+        log.warning("%s %s: 400 bad request: %s", request.method, _short(request.path), _short(message))
+        return jsonify({"Error": f"bad request: {message}"}), 400
 
-    @app.errorhandler(404)
-    def not_found(_exc):
-        return jsonify({"Error": "no such verb"}), 404
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        """Routing errors (404, 405), 413 and any other werkzeug error: JSON, with its headers (Allow)."""
+        code = exc.code or 500
+        if code == 404:
+            message = "no such verb"
+        elif code == 405:
+            allowed = sorted(getattr(exc, "valid_methods", None) or ())
+            message = "extender verbs take POST" if "POST" in allowed else f"this path takes {', '.join(allowed)}"
+        elif code == 413:
+            message = f"the body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
+        else:
+            message = f"{exc.name}: {exc.description}" if exc.description else exc.name
+        log.warning("%s %s: %d %s", request.method, _short(request.path), code, message)
+        response = exc.get_response()
+        response.set_data(json.dumps({"Error": message}))
+        response.content_type = "application/json"
+        return response
 
-    @app.errorhandler(405)
-    def bad_method(_exc):
-        return jsonify({"Error": "extender verbs take POST"}), 405
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception):
+        """A bug: the traceback goes to the log, kube-scheduler gets a JSON error."""
+        log.error("%s %s: unexpected error", request.method, _short(request.path), exc_info=exc)
+        return jsonify({"Error": f"internal error in sunk-extender: {type(exc).__name__} (see its log)"}), 500
 
     @app.get("/healthz")
     def healthz():
@@ -53,16 +81,14 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     @app.post("/filter")
     def filter_():
         args = protocol.parse_filter_args(body())
-        uid = args.pod["metadata"]["uid"]
-        enqueue(uid)
-        allowed, reason, final = _verdict(scheduler, args.pod, uid)
+        enqueue(args.uid)
+        allowed, reason, final = _verdict(scheduler, args.pod, args.uid)
         return jsonify(protocol.filter_result(args, allowed, reason, unresolvable=final))
 
     @app.post("/prioritize")
     def prioritize():
         args = protocol.parse_filter_args(body())
-        uid = args.pod["metadata"]["uid"]
-        allowed, _reason, _final = _verdict(scheduler, args.pod, uid)
+        allowed, _reason, _final = _verdict(scheduler, args.pod, args.uid)
         return jsonify(protocol.priorities(args.node_names, allowed))
 
     @app.post("/bind")
@@ -88,12 +114,47 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     @app.post("/preempt")
     def preempt():
         """Slurm owns preemption (QOS, partitions); kube-scheduler is offered no victims."""
-        data = body()
-        if not isinstance(data, dict) or "Pod" not in data:
-            raise protocol.BadRequest("ExtenderPreemptionArgs needs a Pod")
+        protocol.parse_preemption_args(body())
         return jsonify({"NodeNameToMetaVictims": {}})
 
     return app
+
+
+def body() -> Any:
+    """The request's JSON value: strict JSON (RFC 8259) in UTF-8, or a BadRequest.
+
+    Strict because answers echo parts of it (Node objects) and kube-scheduler's Go decoder
+    refuses NaN and Infinity, which Python's json would otherwise read and write back; and
+    a deeply nested body must be a 400, not the parser's RecursionError. Reading the body
+    raises werkzeug's 413 past MAX_CONTENT_LENGTH.
+    """
+    # First: an oversize body is a 413 whatever its type. werkzeug raises it for a Content-Length
+    # over the limit, but cuts a body without one (chunked) at the limit: refuse that here.
+    data = request.get_data(cache=False)
+    if request.content_length is None and len(data) >= MAX_BODY_BYTES:
+        raise RequestEntityTooLarge()
+    if not request.is_json:
+        raise protocol.BadRequest("the body must be JSON (Content-Type: application/json)")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+        raise protocol.BadRequest(f"the body is not valid JSON ({type(exc).__name__})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number out of range")
+    return value
+
+
+def _short(text: str) -> str:
+    """Caller-controlled text for a log line: quoted (no control characters) and cut."""
+    return repr(text[:LOGGED_CHARS])
 
 
 def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[Optional[str], str, bool]:

@@ -143,3 +143,126 @@ def test_bind_before_allocation_is_refused(enqueued):
     resp = client_for(Waiting(7, "Resources"), enqueued).post(
         "/bind", json={"PodName": "p", "PodNamespace": "ns", "PodUID": "u-1", "Node": "worker-1"})
     assert resp.get_json()["Error"].startswith("not bindable yet: waiting for Slurm allocation of job 7")
+
+
+# ---- every field read is checked; each of these was a 500 (an HTML page) or worse ----------------
+
+META = {"name": "p", "namespace": "ns", "uid": "u-2"}  # a Pod the informer has not seen: its own copy is read
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"Pod": {"metadata": META}, "NodeNames": ["w"]}, "Pod.spec must be an object, got null"),
+    ({"Pod": {"metadata": META, "spec": []}, "NodeNames": ["w"]}, "Pod.spec must be an object, got a list"),
+    ({"Pod": {"metadata": "x", "spec": {}}, "NodeNames": ["w"]}, "Pod.metadata must be an object"),
+    ({"Pod": {"metadata": {**META, "uid": 7}, "spec": {}}, "NodeNames": ["w"]}, "Pod.metadata.uid must be"),
+    ({"Pod": POD, "Nodes": {"items": [{"metadata": None}]}}, "Nodes.items[0].metadata must be an object"),
+    ({"Pod": POD, "Nodes": {"items": [{"metadata": "x"}]}}, "Nodes.items[0].metadata must be an object"),
+    ({"Pod": POD, "Nodes": {"items": ["worker-1"]}}, "Nodes.items[0] must be an object"),
+    ({"Pod": POD, "Nodes": {"items": None}}, "Nodes.items must be a list"),
+    ({"Pod": POD, "NodeNames": ["worker-1", None]}, "NodeNames[1] must be a non-empty string"),
+    ({"Pod": POD, "NodeNames": ["worker-1", ""]}, "NodeNames[1] must be a non-empty string"),
+    ({"Pod": {"metadata": {**META, "annotations": ["a"]}, "spec": {}}, "NodeNames": ["w"]},
+     "Pod.metadata.annotations must be an object"),
+    ({"Pod": {"metadata": {**META, "annotations": {"sunk.coreweave.com/exclusive": 1}}, "spec": {}},
+      "NodeNames": ["w"]}, "Pod.metadata.annotations['sunk.coreweave.com/exclusive'] must be a string"),
+    ({"Pod": {"metadata": {**META, "annotations": {"sunk.coreweave.com/job-id": "²"}}, "spec": {}},
+      "NodeNames": ["w"]}, "must be a Slurm job id"),
+    ({"Pod": {"metadata": {**META, "annotations": {"sunk.coreweave.com/priority": "7" * 5000}}, "spec": {}},
+      "NodeNames": ["w"]}, "is longer than 1000 characters"),
+    ({"Pod": {"metadata": META, "spec": {"nodeName": 3}}, "NodeNames": ["w"]}, "Pod.spec.nodeName must be a string"),
+    ({"Pod": {"metadata": META, "spec": {"containers": [1]}}, "NodeNames": ["w"]},
+     "Pod.spec.containers[0] must be an object"),
+    ({"Pod": {"metadata": META, "spec": {"containers": "ab"}}, "NodeNames": ["w"]},
+     "Pod.spec.containers must be a list"),
+    ({"Pod": {"metadata": META, "spec": {"initContainers": [{"resources": {"limits": ["1"]}}]}}, "NodeNames": ["w"]},
+     "Pod.spec.initContainers[0].resources.limits must be an object"),
+    ({"Pod": {"metadata": META, "spec": {"containers": [{"resources": {"requests": {"cpu": {}}}}]}},
+      "NodeNames": ["w"]}, "Pod.spec.containers[0].resources.requests['cpu'] must be a quantity"),
+    ({"Pod": {"metadata": META, "spec": {"overhead": {"cpu": "1" * 30_000 + "x"}}}, "NodeNames": ["w"]},
+     "Pod.spec.overhead['cpu'] is longer than 64 characters"),
+    ({"Pod": {"metadata": META, "spec": {"terminationGracePeriodSeconds": "30"}}, "NodeNames": ["w"]},
+     "Pod.spec.terminationGracePeriodSeconds must be an integer"),
+    ({"Pod": {"metadata": META, "spec": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": "a"}}}}}, "NodeNames": ["w"]},
+     "nodeSelectorTerms must be a list"),
+    ({"Pod": {"metadata": META, "spec": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": [1]}]}]}}}}},
+      "NodeNames": ["w"]}, "matchExpressions[0].values[0] must be a string"),
+], ids=lambda v: None if isinstance(v, dict) else v[:40])
+def test_every_field_the_placement_reads_is_checked_with_its_name(body, field, enqueued, caplog):
+    from scheduler.config import SchedulerConfig
+    from scheduler.jobindex import JobIndex
+    from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+
+    class Informer:
+        def __init__(self, objects):
+            self.objects, self.indexers = objects, {}
+
+        def add_indexer(self, name, fn):
+            self.indexers[name] = fn
+
+        def by_index(self, name, value):
+            return [o for o in self.objects if value in self.indexers[name](o)]
+
+        def list(self):
+            return list(self.objects)
+
+    real = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"),
+                        jobs=JobIndex(lambda extra: None), pods=PodIndex(Informer([])),
+                        slurmd=SlurmdNodes(Informer([])), recorder=None)
+    client = create_app(real, enqueued.append).test_client()
+    for verb in ("filter", "prioritize"):
+        with caplog.at_level("WARNING", logger="extender.app"):
+            resp = client.post(f"/{verb}", json=body)
+        assert resp.status_code == 400, resp.get_data()
+        assert field in resp.get_json()["Error"]
+        assert f"/{verb}" in caplog.text and field[:30] in caplog.text  # the log line: verb and message
+    assert enqueued == []
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"Pod": NaN}', b'{"Pod": 1e999}', b'{"x": ' + b"9" * 5000 + b"}",
+                                  b'\xff{"Pod": {}}', "{}".encode("utf-16")],
+                         ids=["nested", "nan", "infinity", "huge-int", "not-utf8", "utf16"])
+def test_bodies_that_are_not_strict_json_are_400(body, enqueued):
+    resp = client_for(Waiting(1, "x"), enqueued).post("/filter", data=body, content_type="application/json")
+    assert resp.status_code == 400
+    assert resp.get_json()["Error"].startswith("bad request: the body is not valid JSON")
+
+
+def test_node_objects_echoed_back_are_strict_json(enqueued):
+    deep: dict = {}
+    for _ in range(protocol.MAX_NODE_DEPTH + 1):
+        deep = {"x": deep}
+    nodes = {"items": [{"metadata": {"name": "worker-1"}, "status": deep}]}
+    resp = client_for(Bind(7, "node1", "worker-1"), enqueued).post("/filter", json={"Pod": POD, "Nodes": nodes})
+    assert resp.status_code == 400 and "nests deeper than" in resp.get_json()["Error"]
+
+
+def test_many_copies_of_the_allocated_node_are_answered_in_linear_time(enqueued):
+    nodes = {"items": [{"metadata": {"name": "worker-1"}}] * 50_000}
+    resp = client_for(Bind(7, "node1", "worker-1"), enqueued).post("/filter", json={"Pod": POD, "Nodes": nodes})
+    assert resp.status_code == 200 and len(resp.get_json()["Nodes"]["items"]) == 50_000
+
+
+def test_preempt_checks_the_pod_and_the_victim_maps(enqueued):
+    app = client_for(Waiting(1, "x"), enqueued)
+    for body, field in [({"Pod": {"metadata": {}}}, "Pod.metadata.name"),
+                        ({"Pod": POD, "NodeNameToMetaVictims": []}, "NodeNameToMetaVictims must be an object"),
+                        ({"Pod": POD, "NodeNameToVictims": "x"}, "NodeNameToVictims must be an object")]:
+        resp = app.post("/preempt", json=body)
+        assert resp.status_code == 400 and field in resp.get_json()["Error"]
+    resp = app.post("/preempt", json={"Pod": POD, "NodeNameToVictims": None, "NodeNameToMetaVictims": {"w": {}}})
+    assert resp.status_code == 200
+
+
+def test_werkzeug_errors_are_json_and_keep_their_headers(enqueued):
+    app = client_for(Waiting(1, "x"), enqueued)
+    resp = app.open("/filter", method="OPTIONS")
+    assert resp.status_code == 405 and resp.headers["Allow"] == "POST" and resp.is_json
+    resp = app.post("/healthz")
+    assert resp.status_code == 405 and resp.get_json() == {"Error": "this path takes GET, HEAD"}
+    resp = app.post("/filter", data=b" " * (8 * 1024 * 1024 + 1), content_type="application/json")
+    assert resp.status_code == 413 and resp.get_json() == {"Error": "the body is larger than 8 MiB"}
+    resp = app.post("/filter", data=b"{}", content_type="text/plain")
+    assert resp.status_code == 400 and "Content-Type: application/json" in resp.get_json()["Error"]
