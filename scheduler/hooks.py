@@ -27,6 +27,7 @@ token, and must not be able to say where its Pod runs).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -157,9 +158,12 @@ def hooks_blueprint(
         if uid is None:
             return failure
         try:
-            wait = min(max(float(request.args.get("wait", "0")), 0.0), MAX_WAIT)
+            wait = float(request.args.get("wait", "0"))
         except ValueError:
+            wait = math.nan
+        if not math.isfinite(wait):  # (a NaN passed min/max and made the long-poll spin for ever)
             return error(400, "wait must be a number of seconds")
+        wait = min(max(wait, 0.0), MAX_WAIT)
         if gone.wait(uid, wait):
             return error(404, "the Pod is gone")
         pod = pod_by_uid(uid)

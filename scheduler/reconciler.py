@@ -320,7 +320,8 @@ def _annotated_job_id(pod: Optional[Obj]) -> Optional[int]:
     if pod is None:
         return None
     value = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID, "")
-    return int(value) if value.isdigit() else None
+    # (anybody may write the annotation: "²" is a digit to isdigit() and not to int())
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20 else None
 
 
 def _created_at(pod: Obj) -> float:

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from .auth import TokenFile, TokenUnavailable, bearer
@@ -99,11 +99,14 @@ def _json_body() -> Any:
     """The body as JSON; bytes that are not UTF-8 are replaced, not refused (an older prolog
     sends the job's Extra, which its user writes, and a 400 would drain the node)."""
     data = request.get_data(cache=True)
+    limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    if limit and request.content_length is None and len(data) >= limit:  # (chunked: werkzeug cut it at the limit)
+        raise HookError(413, f"the body is larger than {limit} bytes")
     if not data:
         return None
     try:
         return json.loads(data.decode("utf-8", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # (a deeply nested body: the parser's recursion)
         raise HookError(400, "the body is not valid JSON") from None
 
 

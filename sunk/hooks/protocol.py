@@ -19,6 +19,7 @@ Body = dict[str, Any]
 # Slurm node names as slurm.conf allows them in practice (hostname-like).
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_MESSAGE = 1024
+MAX_JOB_ID_DIGITS = 20  # Slurm's job ids are 32-bit
 
 
 class HookError(Exception):
@@ -96,7 +97,9 @@ def _object(body: Any, *, optional: bool = False) -> Mapping[str, Any]:
 
 def _job_id(body: Mapping[str, Any]) -> int:
     value = body.get("job_id")
-    if isinstance(value, str) and value.isdigit():  # shell callers may quote it
+    # Shell callers may quote it. ASCII digits only, and few: int() takes "²" as a digit and
+    # refuses more than 4300 of them (each was a 500).
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= MAX_JOB_ID_DIGITS:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise bad_request("job_id must be a positive integer")

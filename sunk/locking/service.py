@@ -5,11 +5,13 @@ holding that node (a token holder must not be able to taint a Node and evict its
 naming any job id), and the job's Extra, not the caller, says whether it is a placeholder
 (strict). The Slurm cache answers when it shows the job running there (that is Slurm's
 word, at most one poll old); anything else, typically a job allocated since the last poll,
-is read from Slurm there and then. A cache that has not seen a job never refuses it. The pre-hook never locks anything itself. It records a lock request on the slurmd Pod
-(which starts the leader's lock controller at once, wherever that runs), then waits on
-the Pod informer until the lock annotation says the level is reached. It trusts only a
-view of the Pod that already holds its own request: the controller's unlock is written
-on a precondition, so such a view cannot show a lock that is about to be released.
+is read from Slurm there and then. A cache that has not seen a job never refuses it.
+
+The pre-hook never locks anything itself. It records a lock request on the slurmd Pod (which
+starts the leader's lock controller at once, wherever that runs), then waits on the Pod
+informer until the lock annotation says the level is reached. It trusts only a view of the
+Pod that already holds its own request: the controller's unlock is written on a
+precondition, so such a view cannot show a lock that is about to be released.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ DEFAULT_WORKING_DIRECTORY = "/tmp"
 SLURM_UINT32_MAX = 2**32 - 3
 
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+MAX_INTEGER_CHARS = 30
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*(?:\[[0-9,\-]+\][A-Za-z0-9._\-]*)*", re.ASCII)
 _FEATURE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
 
@@ -142,7 +143,8 @@ def annotations_of(pod: Obj) -> Mapping[str, str]:
 def _integer(value: object) -> Optional[int]:
     """The annotation as an integer, or None when it is not one (ASCII digits only: int() takes '٣')."""
     text = str(value).strip()
-    return int(text) if _INTEGER.fullmatch(text) else None
+    # (a bound first: int() refuses more than 4300 digits, and nothing here needs 30)
+    return int(text) if len(text) <= MAX_INTEGER_CHARS and _INTEGER.fullmatch(text) else None
 
 
 def _integer_problem(key: str, value: str) -> Optional[str]:

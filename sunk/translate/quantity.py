@@ -25,7 +25,7 @@ _SUFFIX = {
     "Ei": Decimal(2) ** 60,
 }
 _QUANTITY = re.compile(
-    r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?", re.ASCII)
+    r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?", re.ASCII)
 MIB = Decimal(2) ** 20
 MAX_QUANTITY = Decimal(2**63 - 1)  # the apiserver's own ceiling (int64)
 _MAX_EXPONENT = 40  # beyond this nothing fits under MAX_QUANTITY or above a nano-unit anyway
