@@ -1,4 +1,5 @@
-"""Build kube-apiserver and kube-scheduler from Go modules, cached by version.
+"""Build Kubernetes (apiserver, scheduler, controller-manager, kubelet, kubectl) and helm from
+Go modules, cached by version.
 
 k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces the staging
 modules with local paths. A throwaway module that requires it and points every
@@ -15,7 +16,8 @@ import sys
 from pathlib import Path
 
 KUBE_VERSION = "1.34.4"
-BINARIES = ("kube-apiserver", "kube-scheduler")
+BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kubelet")
+HELM_VERSION = "3.22.0"  # its own module: helm.sh/helm/v3
 _STAGING = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", re.M)
 
 
@@ -67,6 +69,19 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
         )
         tmp.rename(bin_dir / binary)
     return bin_dir
+
+
+def build_helm(cache: Path, version: str = HELM_VERSION, log=sys.stderr) -> Path:
+    """helm, pinned, from its module (``go install``: it has no replace directives); cached."""
+    bin_dir = cache / f"helm-v{version}" / "bin"
+    if (bin_dir / "helm").exists():
+        return bin_dir / "helm"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOBIN": str(bin_dir)}
+    stamp = f"-X helm.sh/helm/v3/internal/version.version=v{version}"
+    subprocess.run(["go", "install", "-trimpath", f"-ldflags=-s -w {stamp}", f"helm.sh/helm/v3/cmd/helm@v{version}"],
+                   env=env, check=True, stdout=log, stderr=log)
+    return bin_dir / "helm"
 
 
 if __name__ == "__main__":

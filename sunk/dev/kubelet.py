@@ -2,8 +2,11 @@
 
 It does what scheduling tests need from a kubelet and nothing else:
 - registers its Nodes with capacity that matches the Slurm nodes (CPUs, memory, GPUs of slurmconf),
-  and lifts the not-ready taint the apiserver puts on new Nodes, as the node-lifecycle
-  controller of kube-controller-manager (not run here) would;
+  and lifts the not-ready taint the apiserver puts on new Nodes (kube-controller-manager's
+  node-lifecycle controller would too, once it sees them Ready);
+- heartbeats as a kubelet does: renews each Node's Lease in ``kube-node-lease`` every
+  ``LEASE_RENEW`` seconds and its Ready condition every ``STATUS_EVERY``; a stopped stand-in
+  kubelet therefore makes its Nodes NotReady (and tainted unreachable) for real;
 - a Pod bound to one of its Nodes becomes Running and Ready once (it never fights a
   test that later sets the Pod not Ready);
 - a Pod being deleted goes away after the container "exits": immediately, or after the
@@ -30,6 +33,13 @@ log = logging.getLogger("sunk.dev.kubelet")
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
 NODE_LABEL = "sunk.dev/fake-kubelet"
+LEASE_DURATION = 40  # seconds, a kubelet's default
+LEASE_RENEW = 10.0  # a kubelet renews at a quarter of the duration
+STATUS_EVERY = 60.0  # and reports status at least this often (its nodeStatusReportFrequency is 5 min)
+
+
+def micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def now() -> str:
@@ -83,6 +93,7 @@ def running_status(pod: dict[str, Any]) -> dict[str, Any]:
 class FakeKubelet:
     def __init__(self, api: client.ApiClient, nodes: list[str]):
         self.core = client.CoreV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
         self.nodes = set(nodes)
         self.stopping = threading.Event()
         self._deleting: set[str] = set()
@@ -96,6 +107,7 @@ class FakeKubelet:
                 if exc.status != 409:
                     raise
             self.core.patch_node_status(name, ready_status(name))
+            self._renew_lease(name)
             self._clear_not_ready_taint(name)
 
     def _clear_not_ready_taint(self, name: str) -> None:
@@ -106,8 +118,39 @@ class FakeKubelet:
         if kept != taints:
             self.core.patch_node(name, {"spec": {"taints": kept}})
 
+    def heartbeat(self) -> None:
+        """Leases every LEASE_RENEW seconds, the Ready condition every STATUS_EVERY, for every Node."""
+        last_status = time.monotonic()
+        while not self.stopping.wait(LEASE_RENEW):
+            status_due = time.monotonic() - last_status >= STATUS_EVERY
+            for name in sorted(self.nodes):
+                try:
+                    self._renew_lease(name)
+                    if status_due:
+                        _discard(self.core.patch_node_status(name, ready_status(name), _preload_content=False))
+                except Exception as exc:  # the apiserver restarting: the next beat tries again
+                    log.warning("heartbeat of %s failed: %s", name, exc)
+            if status_due:
+                last_status = time.monotonic()
+
+    def _renew_lease(self, name: str) -> None:
+        body = {"spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION, "renewTime": micro_now()}}
+        try:
+            _discard(self.coordination.patch_namespaced_lease(name, "kube-node-lease", body, _preload_content=False))
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            node: Any = self.core.read_node(name, _preload_content=False)
+            uid = json.loads(node.data)["metadata"]["uid"]
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": name, "namespace": "kube-node-lease", "ownerReferences": [
+                         {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]}, **body}
+            _discard(self.coordination.create_namespaced_lease(
+                "kube-node-lease", lease, _preload_content=False))  # type: ignore[arg-type]  # wire dicts are accepted
+
     def run(self) -> None:
         self.register()
+        threading.Thread(target=self.heartbeat, name="heartbeat", daemon=True).start()
         while not self.stopping.is_set():
             try:
                 version = self._sync_all()
