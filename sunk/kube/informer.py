@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +28,7 @@ import attrs
 import urllib3
 from kubernetes.client import ApiClient
 
+from sunk.backoff import Backoff
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource, object_key
 
@@ -111,22 +111,6 @@ def resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-class _Backoff:
-    """Capped exponential backoff with jitter, so many informers do not reconnect in lockstep."""
-
-    def __init__(self, initial: float, cap: float):
-        self.initial, self.cap = initial, cap
-        self.current = initial
-
-    def next(self) -> float:
-        delay = self.current * random.uniform(0.8, 1.2)
-        self.current = min(self.cap, self.current * 2)
-        return min(delay, self.cap)
-
-    def reset(self) -> None:
-        self.current = self.initial
-
-
 class Informer:
     """Cache of one resource in one namespace (or cluster-wide), kept current by list+watch."""
 
@@ -157,7 +141,7 @@ class Informer:
         self.name = name or f"{self.resource.plural}@{namespace or '*'}"
         self.stats = InformerStats()
         self._transform = transform or (lambda obj: obj)
-        self._backoff = _Backoff(backoff_initial, backoff_cap)
+        self._backoff = Backoff(backoff_initial, backoff_cap)
 
         self._lock = threading.RLock()  # guards store and indices; held briefly
         self._dispatch_lock = threading.RLock()  # orders store changes with handler calls

@@ -53,6 +53,8 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from sunk.backoff import delay as retry_delay
+
 from . import v0042
 from .accounting import (
     REQUEST_DELETE_NODE,
@@ -307,7 +309,7 @@ class RestClient:
             except requests.ConnectionError as exc:
                 unsent = _never_sent(exc)
                 if attempt < self.retries and (idempotent or unsent):
-                    delay = min(self.max_backoff, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
+                    delay = retry_delay(attempt, self.backoff, self.max_backoff, random.random())
                     log.debug("%s: %s; retry %d in %.2fs", what, exc, attempt + 1, delay)
                     self._sleep(delay)
                     attempt += 1
