@@ -42,7 +42,7 @@ from .accounting import (
     RpcAccounting,
 )
 from .client import Snapshot
-from .errors import NotFound, SlurmError, SlurmUnavailable
+from .errors import NOT_FOUND_CODES, UNAVAILABLE_CODES, NotFound, SlurmError, SlurmUnavailable
 from .models import (
     Job,
     JobAllocation,
@@ -55,7 +55,6 @@ from .models import (
     gpu_count,
     signal_name,
 )
-from .rest import NOT_FOUND_CODES, UNAVAILABLE_CODES
 from .v0042 import JOB_BASE_STATES, check_shared
 
 log = logging.getLogger(__name__)

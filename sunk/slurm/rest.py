@@ -72,18 +72,19 @@ from .accounting import (
 )
 from .auth import TokenSource
 from .client import Snapshot
-from .errors import NotFound, SlurmError, SlurmUnavailable
+from .errors import (
+    ESLURM_ALREADY_DONE,
+    ESLURM_INVALID_JOB_ID,
+    NOT_FOUND_CODES,
+    UNAVAILABLE_CODES,
+    NotFound,
+    SlurmError,
+    SlurmUnavailable,
+)
 from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
 
 log = logging.getLogger(__name__)
 
-ESLURM_INVALID_JOB_ID = 2017
-ESLURM_INVALID_NODE_NAME = 2018
-ESLURM_ALREADY_DONE = 2021
-NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
-# slurmrestd could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
-# SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
-UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
 # Node state changes that set an absolute state, so sending them twice is harmless.
 IDEMPOTENT_NODE_STATES = frozenset({"DRAIN", "DOWN", "FAIL"})
 
