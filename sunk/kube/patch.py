@@ -24,8 +24,8 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.kube import client as kc
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
+from sunk.kube.times import rfc3339
 
 log = logging.getLogger(__name__)
 

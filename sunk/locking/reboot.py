@@ -12,8 +12,8 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from sunk.kube import patch as kp
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES
+from sunk.kube.times import rfc3339
 
 Obj = dict[str, Any]
 

@@ -24,8 +24,8 @@ import attrs
 
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES
+from sunk.kube.times import rfc3339
 from sunk.slurm.models import Node
 
 from . import metrics, podcordon
