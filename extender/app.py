@@ -18,11 +18,11 @@ from scheduler import kubeops
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk import names
+from sunk.types import Obj
 
 from . import protocol
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask:

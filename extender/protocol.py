@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 from attrs import frozen
 
-Obj = dict[str, Any]
+from sunk.types import Obj
+
 MAX_SCORE = 10
 
 

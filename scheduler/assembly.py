@@ -28,6 +28,7 @@ from sunk.slurm.cache import JOB, CacheEvent
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.types import Obj
 
 from . import kubeops, metrics
 from .config import SchedulerConfig
@@ -38,7 +39,6 @@ from .locktaint import LockTaints, slim_node
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 def identity_parser(config: SchedulerConfig) -> Callable[[str], Optional[tuple[str, bool]]]:

@@ -39,12 +39,12 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
+from sunk.types import Obj
 
 from .jobindex import JobIndex
 from .tokens import token_matches
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 MAX_WAIT = 30.0
 POD_UID_HEADER = "X-Sunk-Pod-UID"
 

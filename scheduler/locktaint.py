@@ -18,8 +18,7 @@ from typing import Any
 
 from sunk import names
 from sunk.kube.patch import has_taint
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 
 def slim_node(node: Obj) -> Obj:

@@ -24,6 +24,7 @@ from sunk.kube.events import EventRecorder
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
 from sunk.translate import podjob
+from sunk.types import Obj
 
 from . import kubeops
 from .config import SchedulerConfig
@@ -45,7 +46,6 @@ from .metrics import PLACEHOLDER_SUBMISSIONS
 from .tokens import hook_token
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
 

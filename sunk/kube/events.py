@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 from kubernetes.client import ApiClient
@@ -21,10 +21,10 @@ from kubernetes.client import ApiClient
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS
 from sunk.kube.times import rfc3339
+from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 NORMAL: EventType = "Normal"
 WARNING: EventType = "Warning"

@@ -31,10 +31,10 @@ from kubernetes.client import ApiClient
 from sunk.backoff import Backoff
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource, object_key
+from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
 AddFunc = Callable[[Obj], None]
 UpdateFunc = Callable[[Obj, Obj], None]

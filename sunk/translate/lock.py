@@ -26,13 +26,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Optional
+from typing import Optional
 
 import attrs
 
 from sunk import names
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
 # the taint's effect does not turn it into an eviction.
