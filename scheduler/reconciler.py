@@ -21,6 +21,7 @@ from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import client as kube
 from sunk.kube.events import EventRecorder
+from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
 from sunk.translate import podjob
@@ -74,7 +75,7 @@ class PodIndex:
 class SlurmdNodes:
     """Slurm node name -> Kubernetes Node, read from the slurmd Pods (Pod name = Slurm node)."""
 
-    def __init__(self, informer: Any):
+    def __init__(self, informer: Store):
         self.informer = informer
 
     def mapping(self) -> dict[str, str]:
