@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 from flask import Flask, jsonify, request
 
@@ -96,7 +96,7 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     return app
 
 
-def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[Optional[str], str, bool]:
+def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[str | None, str, bool]:
     """(the one Node that may pass or None, the reason the others fail, whether that is final)."""
     action = scheduler.placement(scheduler.pods.by_uid(uid) or pod, uid)
     if isinstance(action, Bind):

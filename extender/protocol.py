@@ -9,7 +9,7 @@ answered with HTTP 400 and a JSON error, never an exception in the scheduler's c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 from attrs import frozen
 
@@ -26,7 +26,7 @@ class BadRequest(ValueError):
 class FilterArgs:
     pod: Obj
     node_names: tuple[str, ...]
-    nodes: Optional[tuple[Obj, ...]]  # full Node objects when nodeCacheCapable is false
+    nodes: tuple[Obj, ...] | None  # full Node objects when nodeCacheCapable is false
 
 
 @frozen
@@ -86,7 +86,7 @@ def parse_binding_args(body: Any) -> BindingArgs:
                        str(fields["Node"]))
 
 
-def filter_result(args: FilterArgs, allowed: Optional[str], reason: str, *, unresolvable: bool = False) -> Obj:
+def filter_result(args: FilterArgs, allowed: str | None, reason: str, *, unresolvable: bool = False) -> Obj:
     """Pass ``allowed`` (if it is a candidate); every other candidate fails with ``reason``."""
     failed = {name: reason for name in args.node_names if name != allowed}
     passing = [name for name in args.node_names if name == allowed]
@@ -107,5 +107,5 @@ def filter_error(message: str) -> Obj:
     return {"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
 
 
-def priorities(node_names: tuple[str, ...], preferred: Optional[str]) -> list[Obj]:
+def priorities(node_names: tuple[str, ...], preferred: str | None) -> list[Obj]:
     return [{"Host": name, "Score": MAX_SCORE if name == preferred else 0} for name in node_names]

@@ -3,8 +3,6 @@ error numbers that map to them (shared by the REST and pyslurm backends)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 # Slurm error numbers (slurm_errno.h) that decide which exception a backend raises.
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_INVALID_NODE_NAME = 2018
@@ -18,7 +16,7 @@ UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *rang
 class SlurmError(Exception):
     """Slurm refused or failed a request. ``code`` is Slurm's errno, when it gave one."""
 
-    def __init__(self, message: str, *, code: Optional[int] = None, http_status: Optional[int] = None):
+    def __init__(self, message: str, *, code: int | None = None, http_status: int | None = None):
         super().__init__(message)
         self.message = message
         self.code = code
