@@ -12,7 +12,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -22,11 +22,11 @@ from scheduler import kubeops
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk import names
+from sunk.types import Obj
 
 from . import protocol
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 # The largest body read. This extender runs nodeCacheCapable: true, so kube-scheduler sends
 # the Pod and NodeNames only: 5000 Node names of the longest legal length (253 characters,
@@ -157,7 +157,7 @@ def _short(text: str) -> str:
     return repr(text[:LOGGED_CHARS])
 
 
-def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[Optional[str], str, bool]:
+def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[str | None, str, bool]:
     """(the one Node that may pass or None, the reason the others fail, whether that is final)."""
     action = scheduler.placement(scheduler.pods.by_uid(uid) or pod, uid)
     if isinstance(action, Bind):

@@ -19,14 +19,14 @@ value (at most a map key, quoted and cut), so they stay short and safe to log.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from attrs import frozen
 
 from sunk import names
 from sunk.translate.podjob import INTEGER_ANNOTATIONS
+from sunk.types import Obj
 
-Obj = dict[str, Any]
 MAX_SCORE = 10
 # Annotations the placement reads as integers: it parses digits with int(), which refuses more
 # than 4300 of them (ValueError, not a validation problem), and digits that are not ASCII.
@@ -48,7 +48,7 @@ class BadRequest(ValueError):
 class FilterArgs:
     pod: Obj
     node_names: tuple[str, ...]
-    nodes: Optional[tuple[Obj, ...]]  # full Node objects when nodeCacheCapable is false
+    nodes: tuple[Obj, ...] | None  # full Node objects when nodeCacheCapable is false
 
     @property
     def uid(self) -> str:
@@ -261,7 +261,7 @@ def parse_preemption_args(body: Any) -> PreemptionArgs:
 # ---- answers -----------------------------------------------------------------------------------
 
 
-def filter_result(args: FilterArgs, allowed: Optional[str], reason: str, *, unresolvable: bool = False) -> Obj:
+def filter_result(args: FilterArgs, allowed: str | None, reason: str, *, unresolvable: bool = False) -> Obj:
     """Pass ``allowed`` (if it is a candidate); every other candidate fails with ``reason``."""
     failed = {name: reason for name in args.node_names if name != allowed}
     passing = [name for name in args.node_names if name == allowed]
@@ -282,5 +282,5 @@ def filter_error(message: str) -> Obj:
     return {"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
 
 
-def priorities(node_names: tuple[str, ...], preferred: Optional[str]) -> list[Obj]:
+def priorities(node_names: tuple[str, ...], preferred: str | None) -> list[Obj]:
     return [{"Host": name, "Score": MAX_SCORE if name == preferred else 0} for name in node_names]

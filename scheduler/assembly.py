@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 from kubernetes.client import ApiClient
@@ -28,6 +28,7 @@ from sunk.slurm.cache import JOB, CacheEvent
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.types import Obj
 
 from . import kubeops, metrics
 from .config import SchedulerConfig
@@ -38,13 +39,12 @@ from .locktaint import LockTaints, slim_node
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
-def identity_parser(config: SchedulerConfig) -> Callable[[str], Optional[tuple[str, bool]]]:
+def identity_parser(config: SchedulerConfig) -> Callable[[str], tuple[str, bool] | None]:
     """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge."""
 
-    def parse(extra: str) -> Optional[tuple[str, bool]]:
+    def parse(extra: str) -> tuple[str, bool] | None:
         identity = PlaceholderIdentity.parse(extra or "")
         if identity is None or identity.scheduler != config.scheduler_name:
             return None
@@ -61,7 +61,7 @@ class Assembly:
     scheduler: PodScheduler
     controller: Controller
     gone: PodGone
-    parse: Callable[[str], Optional[tuple[str, bool]]]
+    parse: Callable[[str], tuple[str, bool] | None]
 
     def hooks_app(self) -> Any:
         return create_hooks_app(self.hooks_blueprint())
@@ -102,11 +102,11 @@ def assemble(
     slurm_cache: Any,
     config: SchedulerConfig,
     workers: int,
-    leader_election: Optional[LeaderElectionConfig],
-    health_bind_address: Optional[str],
-    metrics_bind_address: Optional[str],
-    on_bind: Optional[Callable[[Obj, Bind], None]] = None,
-    on_submit: Optional[Callable[[Obj, int], None]] = None,
+    leader_election: LeaderElectionConfig | None,
+    health_bind_address: str | None,
+    metrics_bind_address: str | None,
+    on_bind: Callable[[Obj, Bind], None] | None = None,
+    on_submit: Callable[[Obj, int], None] | None = None,
 ) -> Assembly:
     manager = Manager(name, api_client=api, leader_election=leader_election,
                       health_bind_address=health_bind_address, metrics_bind_address=metrics_bind_address)
@@ -148,7 +148,7 @@ def assemble(
     return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
 
 
-def changed_for_scheduling(old: Optional[Obj], new: Obj) -> bool:
+def changed_for_scheduling(old: Obj | None, new: Obj) -> bool:
     """Adds and deletes, and updates that change what the decision reads.
 
     Most of a Pod's updates are the kubelet's status and this scheduler's own job-id and
@@ -198,13 +198,13 @@ class SyncedCache:
     def start(self) -> None:
         self.cache.start()
 
-    def stop(self, timeout: Optional[float] = 5.0) -> None:
+    def stop(self, timeout: float | None = 5.0) -> None:
         self.cache.stop(timeout)
 
     def has_synced(self) -> bool:
         return bool(self.cache.synced)
 
-    def wait_for_sync(self, timeout: Optional[float] = None) -> bool:
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
         return bool(self.cache.wait_for_sync(timeout if timeout is not None else 3600.0))
 
 
@@ -218,7 +218,7 @@ class Sweeper:
     def __init__(self, pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float):
         self.pods, self.jobs, self.enqueue, self.interval = pods, jobs, enqueue, interval
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)

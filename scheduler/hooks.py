@@ -31,7 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 from flask import Blueprint, Flask, jsonify, request
 
@@ -40,12 +40,12 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
+from sunk.types import Obj
 
 from .jobindex import JobIndex
 from .tokens import token_matches
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 MAX_WAIT = 30.0
 POD_UID_HEADER = "X-Sunk-Pod-UID"
 
@@ -53,7 +53,7 @@ POD_UID_HEADER = "X-Sunk-Pod-UID"
 class PodGone:
     """Wakes long-polls when a Pod disappears (fed by the Pod informer's delete events)."""
 
-    def __init__(self, lookup: Callable[[str], Optional[Obj]]):
+    def __init__(self, lookup: Callable[[str], Obj | None]):
         self._lookup = lookup
         self._cond = threading.Condition()
 
@@ -70,8 +70,8 @@ def hooks_blueprint(
     *,
     secret: bytes,
     jobs: JobIndex,
-    parse_uid: Callable[[str], Optional[str]],
-    pod_by_uid: Callable[[str], Optional[Obj]],
+    parse_uid: Callable[[str], str | None],
+    pod_by_uid: Callable[[str], Obj | None],
     delete_pod: Callable[[Obj, str], None],
     slurm: SlurmClient,
     gone: PodGone,
@@ -88,7 +88,7 @@ def hooks_blueprint(
             return error(503, "sunk-scheduler is starting or stopping: its Pod cache cannot be trusted yet; retry")
         return None
 
-    def read_job(job_id: int) -> tuple[Optional[Job], float, Any]:
+    def read_job(job_id: int) -> tuple[Job | None, float, Any]:
         requested_at = time.monotonic()
         try:
             return slurm.get_job(job_id), requested_at, None
@@ -97,7 +97,7 @@ def hooks_blueprint(
         except SlurmError as exc:
             return None, requested_at, error(503, f"Slurm is unavailable: {exc}")
 
-    def authorised(job_id: int) -> tuple[Optional[str], Optional[tuple[Job, float]], Any]:
+    def authorised(job_id: int) -> tuple[str | None, tuple[Job, float] | None, Any]:
         """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
         uid = jobs.uid_of(job_id)
         known = uid is not None
@@ -121,7 +121,7 @@ def hooks_blueprint(
             return None, None, error(403, f"Slurm job {job_id} holds a place for another Pod")
         return uid, (job, requested_at), None
 
-    def authorised_uid(job_id: int) -> tuple[Optional[str], Any]:
+    def authorised_uid(job_id: int) -> tuple[str | None, Any]:
         uid, _, failure = authorised(job_id)
         return uid, failure
 

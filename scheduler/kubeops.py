@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from kubernetes.client import ApiClient
 
@@ -11,9 +10,9 @@ from sunk.kube import client as kube
 from sunk.kube.patch import metadata_diff, set_pod_conditions
 from sunk.kube.resources import Resource
 from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
+from sunk.types import Obj
 
 PODS = Resource("", "v1", "pods", kind="Pod")
-Obj = dict[str, Any]
 
 
 def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) -> None:

@@ -14,12 +14,10 @@ Adding the toleration is a Pod patch: about 25 ms of apiserver, etcd and watcher
 
 from __future__ import annotations
 
-from typing import Any
-
 from sunk import names
 from sunk.kube.patch import has_taint
-
-Obj = dict[str, Any]
+from sunk.kube.store import Store
+from sunk.types import Obj
 
 
 def slim_node(node: Obj) -> Obj:
@@ -36,7 +34,7 @@ def slim_node(node: Obj) -> Obj:
 class LockTaints:
     """Reads a (slim) Node informer."""
 
-    def __init__(self, informer: Any):
+    def __init__(self, informer: Store):
         self.informer = informer
 
     def evicts(self, node_name: str) -> bool:

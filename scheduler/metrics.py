@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from sunk.metrics.exposition import register_text, render
+from sunk.controller.textsources import register_text
+from sunk.metrics.exposition import render
 from sunk.metrics.families import rpc_families
 from sunk.slurm.client import SlurmClient
 

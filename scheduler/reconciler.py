@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 from kubernetes.client import ApiClient
@@ -21,9 +21,11 @@ from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import client as kube
 from sunk.kube.events import EventRecorder
+from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
 from sunk.translate import podjob
+from sunk.types import Obj
 
 from . import kubeops
 from .config import SchedulerConfig
@@ -45,7 +47,6 @@ from .metrics import PLACEHOLDER_SUBMISSIONS
 from .tokens import hook_token
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
 
@@ -63,7 +64,7 @@ class PodIndex:
         self.informer = informer
         informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
 
-    def by_uid(self, uid: str) -> Optional[Obj]:
+    def by_uid(self, uid: str) -> Obj | None:
         found = self.informer.by_index("uid", uid)
         return found[0] if found else None
 
@@ -74,7 +75,7 @@ class PodIndex:
 class SlurmdNodes:
     """Slurm node name -> Kubernetes Node, read from the slurmd Pods (Pod name = Slurm node)."""
 
-    def __init__(self, informer: Any):
+    def __init__(self, informer: Store):
         self.informer = informer
 
     def mapping(self) -> dict[str, str]:
@@ -101,8 +102,8 @@ class PodScheduler:
     pods: PodIndex
     slurmd: SlurmdNodes
     recorder: EventRecorder
-    on_bind: Optional[Callable[[Obj, Bind], None]] = None
-    on_submit: Optional[Callable[[Obj, int], None]] = None
+    on_bind: Callable[[Obj, Bind], None] | None = None
+    on_submit: Callable[[Obj, int], None] | None = None
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
     _created: dict[str, float] = attrs.field(init=False, factory=dict)
@@ -110,7 +111,7 @@ class PodScheduler:
     # Pods this process bound that the Pod informer may not show bound yet (kube-scheduler's
     # "assumed" Pods): a reconcile in between must not bind again (the apiserver says 409).
     _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
-    bind_latency: Optional[Callable[[float], None]] = None
+    bind_latency: Callable[[float], None] | None = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     must_tolerate_lock: Callable[[str], bool] = lambda _node: True
 
@@ -126,7 +127,7 @@ class PodScheduler:
         log.debug("pod %s: %s", uid, action)
         return self._act(uid, pod, action)
 
-    def placement(self, pod: Optional[Obj], uid: str) -> Action:
+    def placement(self, pod: Obj | None, uid: str) -> Action:
         """The decision for one Pod, from memory only: the extender's filter calls this too."""
         known = self.jobs.view(uid)  # one read: see JobIndex
         return decide(
@@ -157,7 +158,7 @@ class PodScheduler:
             problems=problems,
         )
 
-    def _act(self, uid: str, pod: Optional[Obj], action: object) -> Result:
+    def _act(self, uid: str, pod: Obj | None, action: object) -> Result:
         if isinstance(action, Waiting):
             assert pod is not None
             return self._wait(uid, pod, action)
@@ -316,7 +317,7 @@ class PodScheduler:
         self.jobs.forget(uid)
 
 
-def _annotated_job_id(pod: Optional[Obj]) -> Optional[int]:
+def _annotated_job_id(pod: Obj | None) -> int | None:
     if pod is None:
         return None
     value = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID, "")

@@ -8,13 +8,13 @@ On update both the old and the new object's keys are queued, so a change of mapp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 
 from sunk.kube.resources import object_key
+from sunk.types import Obj
 
-Obj = dict[str, Any]
 KeyMapper = Callable[[Obj], Iterable[str]]
 
 

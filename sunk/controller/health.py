@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from sunk.metrics.exposition import render_sources
+from sunk.controller.textsources import render_sources
 
 log = logging.getLogger(__name__)
 

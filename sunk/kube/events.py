@@ -13,27 +13,22 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS
+from sunk.kube.times import rfc3339
+from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 NORMAL: EventType = "Normal"
 WARNING: EventType = "Warning"
 MAX_MESSAGE = 1024  # the events API's note limit; longer messages are truncated
-
-
-def rfc3339(ts: float | None = None) -> str:
-    """Second-precision RFC 3339, as core/v1 Event timestamps are."""
-    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @attrs.frozen

@@ -25,17 +25,15 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import attrs
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kc
 from sunk.kube.resources import LEASES
+from sunk.types import Obj
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 def micro_time(ts: float | None = None) -> str:

@@ -24,12 +24,12 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.kube import client as kc
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
+from sunk.kube.times import rfc3339
+from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 DEFAULT_MAX_CONFLICTS = 5
 
 

@@ -6,8 +6,6 @@ assembly on a ``SyncerContext`` of their own.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 from flask import Blueprint
 
@@ -19,6 +17,7 @@ from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.syncer.context import SyncerContext, slurm_node_name
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.types import Obj
 
 from .batcher import AnnotationBatcher
 from .config import LockConfig
@@ -27,8 +26,6 @@ from .evictions import EvictionLog
 from .jobs import JobsByNode
 from .service import LockService
 from .waiter import ObjectWaiter
-
-Obj = dict[str, Any]
 
 
 def is_placeholder(extra: str) -> bool:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import attrs
 
 from sunk.kube.resources import object_key
+from sunk.types import Obj
 
-Obj = dict[str, Any]
 Annotations = Mapping[str, str | None]
 Write = Callable[[Obj, dict[str, str | None]], None]
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 from kubernetes.client import ApiClient
@@ -36,6 +35,7 @@ from sunk.kube.resources import PODS, object_key
 from sunk.slurm.models import Node
 from sunk.syncer.context import INDEX_NODE, SyncerContext
 from sunk.translate import lock as machine
+from sunk.types import Obj
 
 from .config import LockConfig
 from .evictions import EvictionLog
@@ -43,7 +43,6 @@ from .jobs import NodeJob
 from .requests import LockRequest, expired, parse_requests
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 
 
 @attrs.frozen

@@ -7,15 +7,12 @@ both are flags, so a site can point it at whatever its tooling watches.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes.client import ApiClient
 
 from sunk.kube import patch as kp
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES
-
-Obj = dict[str, Any]
+from sunk.kube.times import rfc3339
+from sunk.types import Obj
 
 
 def request_reboot(api: ApiClient, node: Obj, condition: str, reason: str, message: str) -> Obj:

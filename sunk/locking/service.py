@@ -31,6 +31,7 @@ from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job
 from sunk.syncer.context import SyncerContext
 from sunk.translate import lock as machine
+from sunk.types import Obj
 
 from .batcher import AnnotationBatcher
 from .config import LockConfig
@@ -41,7 +42,6 @@ from .requests import LockRequest, request_key
 from .waiter import ObjectWaiter
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 MAX_REASON = 230  # Slurm keeps drain reasons short; the prolog adds its own prefix
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sunk.kube.resources import object_key
+from sunk.types import Obj
 
-Obj = dict[str, Any]
 Lookup = Callable[[str], Obj | None]
 
 

@@ -5,22 +5,17 @@ about 200,000 series, and building a ``Sample`` per series and formatting it thr
 ``generate_latest`` took 5.5 s per scrape (docs/benchmarks.md). Rows of plain tuples,
 rendered through one format string per family, do the same in a fraction of that. The
 output is ordinary text exposition: tests parse it with prometheus_client's own parser.
-
-``register_text`` adds a source to what ``/metrics`` serves after the default registry
-(``sunk.controller.health``); sources must not reuse a registry family's name.
+Rendered tables reach ``/metrics`` through ``sunk.controller.textsources.register_text``.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Union
 
 from attrs import define, field
 
 Number = Union[int, float]
-log = logging.getLogger(__name__)
 
 
 def escape_label(value: str) -> str:
@@ -86,33 +81,4 @@ def render(families: Iterable[Family]) -> str:
         append(f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} gauge\n")
         for block, value in family.rows:
             append(f"{name}{block} {format_value(value)}\n")
-    return "".join(parts)
-
-
-TextSource = Callable[[], str]
-_sources: dict[str, TextSource] = {}
-_lock = threading.Lock()
-
-
-def register_text(name: str, source: TextSource) -> None:
-    """Serve ``source()`` on ``/metrics``; a second registration under ``name`` replaces the first."""
-    with _lock:
-        _sources[name] = source
-
-
-def unregister_text(name: str) -> None:
-    with _lock:
-        _sources.pop(name, None)
-
-
-def render_sources() -> str:
-    """Every source's text; one that raises is logged and left out, never the whole scrape."""
-    with _lock:
-        sources = list(_sources.items())
-    parts = []
-    for name, source in sources:
-        try:
-            parts.append(source())
-        except Exception:
-            log.exception("metrics source %s failed; left out of this scrape", name)
     return "".join(parts)

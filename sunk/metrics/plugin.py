@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from sunk.controller.textsources import register_text
 from sunk.flags import positive_duration
 from sunk.slurm.cache import JOB, NODE
 from sunk.syncer.context import PluginParts, SyncerContext
 
 from .collector import DiagPoller, SlurmMetrics
-from .exposition import register_text
 
 
 class MetricsPlugin:

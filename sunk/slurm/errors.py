@@ -1,14 +1,22 @@
-"""Errors every Slurm backend raises, so callers never see transport details."""
+"""Errors every Slurm backend raises, so callers never see transport details, and the Slurm
+error numbers that map to them (shared by the REST and pyslurm backends)."""
 
 from __future__ import annotations
 
-from typing import Optional
+# Slurm error numbers (slurm_errno.h) that decide which exception a backend raises.
+ESLURM_INVALID_JOB_ID = 2017
+ESLURM_INVALID_NODE_NAME = 2018
+ESLURM_ALREADY_DONE = 2021
+NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
+# Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
+# SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
+UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
 
 
 class SlurmError(Exception):
     """Slurm refused or failed a request. ``code`` is Slurm's errno, when it gave one."""
 
-    def __init__(self, message: str, *, code: Optional[int] = None, http_status: Optional[int] = None):
+    def __init__(self, message: str, *, code: int | None = None, http_status: int | None = None):
         super().__init__(message)
         self.message = message
         self.code = code

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 from . import hostlist
 from .accounting import (
@@ -42,7 +42,7 @@ from .accounting import (
     RpcAccounting,
 )
 from .client import Snapshot
-from .errors import NotFound, SlurmError, SlurmUnavailable
+from .errors import NOT_FOUND_CODES, UNAVAILABLE_CODES, NotFound, SlurmError, SlurmUnavailable
 from .models import (
     Job,
     JobAllocation,
@@ -55,7 +55,6 @@ from .models import (
     gpu_count,
     signal_name,
 )
-from .rest import NOT_FOUND_CODES, UNAVAILABLE_CODES
 from .v0042 import JOB_BASE_STATES, check_shared
 
 log = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ def tres_text(tres: Any) -> str:
     return ",".join(parts)
 
 
-def _cpu_count(cpu_ids: Optional[str]) -> int:
+def _cpu_count(cpu_ids: str | None) -> int:
     """``"0-3,8"`` -> 5."""
     total = 0
     for span in (cpu_ids or "").split(","):
@@ -240,7 +239,7 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
-    def __init__(self, *, accounting: Optional[RpcAccounting] = None, module: Optional[ModuleType] = None,
+    def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
                  clock: Callable[[], float] = time.time):
         try:
             self.ps: Any = module or importlib.import_module("pyslurm")
@@ -259,7 +258,7 @@ class PyslurmClient:
             log.debug("ping: %s", exc)
             return False
 
-    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot:
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         with self._rpc(REQUEST_NODE_INFO, "list nodes"):
             nodes = self.ps.Nodes.load()
         return Snapshot(items=tuple(node_from_pyslurm(n) for n in nodes.values()), last_update=int(self._clock()))
@@ -285,7 +284,7 @@ class PyslurmClient:
         with self._rpc(REQUEST_DELETE_NODE, f"delete node {name}"):
             self.ps.Node(name).delete()
 
-    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot:
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
         with self._rpc(REQUEST_JOB_INFO, "list jobs"):
             jobs = self.ps.Jobs.load()
         return Snapshot(items=tuple(job_from_pyslurm(j) for j in jobs.values()), last_update=int(self._clock()))
@@ -299,14 +298,14 @@ class PyslurmClient:
         with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}"):
             return int(self.ps.JobSubmitDescription(**kwargs).submit())
 
-    def update_job(self, job_id: int, *, extra: Optional[str] = None, comment: Optional[str] = None) -> None:
+    def update_job(self, job_id: int, *, extra: str | None = None, comment: str | None = None) -> None:
         changes = {k: v for k, v in (("extra", extra), ("comment", comment)) if v is not None}
         if not changes:
             return
         with self._rpc(REQUEST_UPDATE_JOB, f"update job {job_id}"):
             self.ps.Job(int(job_id)).modify(self.ps.JobSubmitDescription(**changes))
 
-    def cancel_job(self, job_id: int, *, signal: Optional[str] = None) -> None:
+    def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
         with self._rpc(REQUEST_KILL_JOB, f"cancel job {job_id}"):
             job = self.ps.Job(int(job_id))
             if signal is None:

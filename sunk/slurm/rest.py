@@ -46,12 +46,14 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+
+from sunk.backoff import delay as retry_delay
 
 from . import v0042
 from .accounting import (
@@ -70,25 +72,26 @@ from .accounting import (
 )
 from .auth import TokenSource
 from .client import Snapshot
-from .errors import NotFound, SlurmError, SlurmUnavailable
+from .errors import (
+    ESLURM_ALREADY_DONE,
+    ESLURM_INVALID_JOB_ID,
+    NOT_FOUND_CODES,
+    UNAVAILABLE_CODES,
+    NotFound,
+    SlurmError,
+    SlurmUnavailable,
+)
 from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
 
 log = logging.getLogger(__name__)
 
-ESLURM_INVALID_JOB_ID = 2017
-ESLURM_INVALID_NODE_NAME = 2018
-ESLURM_ALREADY_DONE = 2021
-NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
-# slurmrestd could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
-# SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
-UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
 # Node state changes that set an absolute state, so sending them twice is harmless.
 IDEMPOTENT_NODE_STATES = frozenset({"DRAIN", "DOWN", "FAIL"})
 
 Body = dict[str, Any]
 
 
-def _errors(body: Optional[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _errors(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((body or {}).get("errors") or ())
 
 
@@ -132,8 +135,8 @@ class RestClient:
         backoff: float = 0.1,
         max_backoff: float = 2.0,
         with_allocations: bool = True,
-        session: Optional[requests.Session] = None,
-        accounting: Optional[RpcAccounting] = None,
+        session: requests.Session | None = None,
+        accounting: RpcAccounting | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.base = url.rstrip("/") + f"/slurm/{v0042.VERSION}/"
@@ -170,7 +173,7 @@ class RestClient:
             return False
         return any(p.get("responding") for p in body.get("pings") or ())
 
-    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot:
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         params = {"update_time": str(updated_since)} if updated_since else None
         try:
             status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes", params=params)
@@ -206,7 +209,7 @@ class RestClient:
         self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
                    idempotent=False)
 
-    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot:
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
         params = dict(self._job_list_params)
         if updated_since:
             params["update_time"] = str(updated_since)
@@ -231,7 +234,7 @@ class RestClient:
             raise SlurmError(f"submit job {request.name}: slurmrestd returned no job id")
         return int(job_id)
 
-    def update_job(self, job_id: int, *, extra: Optional[str] = None, comment: Optional[str] = None) -> None:
+    def update_job(self, job_id: int, *, extra: str | None = None, comment: str | None = None) -> None:
         payload = v0042.job_update_body(extra, comment)
         if not payload:
             return
@@ -242,7 +245,7 @@ class RestClient:
             raise _error_from(what, [{"error_number": r["error_code"], "description": r.get("why") or r.get("error"),
                                       "error": r.get("error")} for r in failed], 200)
 
-    def cancel_job(self, job_id: int, *, signal: Optional[str] = None) -> None:
+    def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
         """Cancel (SIGKILL) by default, else deliver ``signal`` to the whole job, batch script included.
 
         Cancelling is idempotent: a job that already ended, or is gone from slurmctld, is
@@ -290,14 +293,14 @@ class RestClient:
                 "Accept": "application/json"}
 
     def _call(self, method: str, path: str, message_type: str, what: str, *,
-              params: Optional[Mapping[str, str]] = None, body: Optional[Body] = None,
+              params: Mapping[str, str] | None = None, body: Body | None = None,
               idempotent: bool = True) -> tuple[int, Body]:
         with self.accounting.measure(message_type):
             resp = self._send(method, path, what, params=params, body=body, idempotent=idempotent)
             return resp.status_code, self._check(resp, what)
 
-    def _send(self, method: str, path: str, what: str, *, params: Optional[Mapping[str, str]],
-              body: Optional[Body], idempotent: bool) -> requests.Response:
+    def _send(self, method: str, path: str, what: str, *, params: Mapping[str, str] | None,
+              body: Body | None, idempotent: bool) -> requests.Response:
         url = self.base + path
         attempt = 0
         while True:
@@ -307,7 +310,7 @@ class RestClient:
             except requests.ConnectionError as exc:
                 unsent = _never_sent(exc)
                 if attempt < self.retries and (idempotent or unsent):
-                    delay = min(self.max_backoff, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
+                    delay = retry_delay(attempt, self.backoff, self.max_backoff, random.random())
                     log.debug("%s: %s; retry %d in %.2fs", what, exc, attempt + 1, delay)
                     self._sleep(delay)
                     attempt += 1

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
+
+from sunk.types import Obj
 
 if TYPE_CHECKING:
     from flask import Blueprint
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from sunk.slurm.client import SlurmClient
     from sunk.slurm.models import Job, Node
 
-Obj = dict[str, Any]
 
 # Index names the Syncer registers; plugins may query them.
 INDEX_SLURM_NODE = "slurm-node"  # slurmd Pods by Slurm node name

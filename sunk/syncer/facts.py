@@ -7,14 +7,12 @@ pure rules get one value to decide from.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
+
+from sunk.types import Obj
 
 from .context import SyncerContext
 from .podcordon import Cordon, pod_cordon
-
-Obj = dict[str, Any]
 
 
 @attrs.frozen

@@ -24,9 +24,10 @@ import attrs
 
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import NODES
+from sunk.kube.times import rfc3339
 from sunk.slurm.models import Node
+from sunk.types import Obj
 
 from . import metrics, podcordon
 from .context import SyncerContext
@@ -34,8 +35,6 @@ from .facts import gather
 from .rules import RULES, Rules
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 @attrs.define

@@ -15,13 +15,10 @@ carry none, so the common case writes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from sunk.kube import patch as kp
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 COND_POD_CORDONED = "SlurmNodeCordoned"
 REASON_CORDONED = "NodeCordoned"

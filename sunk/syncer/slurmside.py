@@ -23,7 +23,6 @@ rather than at the next poll.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import attrs
 
@@ -38,8 +37,6 @@ from .rules import DRAIN, NONE, RULES, UNDRAIN, ExtraDecision, Rules
 from .scope import extra_identity, owned
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 @attrs.frozen

@@ -15,12 +15,12 @@ from typing import Any
 
 from sunk import names
 from sunk.slurm.cache import NODE, CacheEvent
+from sunk.types import Obj
 
 from .context import SyncerContext, slurm_node_name
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Enqueue = Callable[[str], None]
 
 # Node conditions whose status the Syncer reads or writes (kubelet heartbeats only touch timestamps).

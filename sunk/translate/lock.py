@@ -26,13 +26,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Optional
 
 import attrs
 
 from sunk import names
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
 # the taint's effect does not turn it into an eviction.
@@ -46,7 +44,7 @@ class LockState(enum.Enum):
     LOCKED_STRICT = "locked_strict"
 
 
-def parse_state(value: Optional[str]) -> LockState:
+def parse_state(value: str | None) -> LockState:
     """The annotation's value; absent or unknown text reads as unlocked (and is rewritten)."""
     try:
         return LockState((value or "false").strip().lower())
@@ -54,7 +52,7 @@ def parse_state(value: Optional[str]) -> LockState:
         return LockState.FALSE
 
 
-def tolerates_lock(pod: Obj, effect: Optional[str] = None) -> bool:
+def tolerates_lock(pod: Obj, effect: str | None = None) -> bool:
     """Whether the Pod tolerates the lock taint ``sunk.coreweave.com/lock=true:<effect>``.
 
     Kubernetes' own matching: a toleration that names an effect covers that effect only.
@@ -104,7 +102,7 @@ class Vouched:
         return bound_at is not None and self.now - bound_at < self.grace
 
 
-def bound_time(pod: Obj) -> Optional[float]:
+def bound_time(pod: Obj) -> float | None:
     """When the Pod was bound (its PodScheduled=True condition), else created; None if unknown."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
@@ -114,12 +112,12 @@ def bound_time(pod: Obj) -> Optional[float]:
     return _epoch((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
-def _job_id(text: str) -> Optional[int]:
+def _job_id(text: str) -> int | None:
     text = text.strip()
     return int(text) if text.isdigit() and len(text) < 20 else None
 
 
-def _epoch(stamp: object) -> Optional[float]:
+def _epoch(stamp: object) -> float | None:
     if not isinstance(stamp, str) or not stamp:
         return None
     try:

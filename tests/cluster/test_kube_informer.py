@@ -356,7 +356,7 @@ def test_informer_relists_when_the_apiserver_store_went_back_in_time(kube_api, n
             assert time.monotonic() < deadline, inf.stats
             time.sleep(0.05)
         # What the informer would hold had etcd been reset to a lower revision meanwhile.
-        inf._rv = str(10**12)
+        inf.reflector._rv = str(10**12)
         kc.create(kube_api, PODS, pod("during"), namespace)
         proxy.start()
         rec.wait_for(lambda e: e[:2] == ("add", "during"))

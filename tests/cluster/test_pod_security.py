@@ -13,7 +13,6 @@ import copy
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -21,10 +20,10 @@ from kube_testns import purge_namespace
 
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, PODS
+from sunk.types import Obj
 
 MANIFESTS = Path(__file__).parents[2] / "manifests"
 ENFORCE = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
-Obj = dict[str, Any]
 
 
 def _deployments() -> dict[str, Obj]:

@@ -30,8 +30,8 @@ from syncer_harness import (
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
-from sunk.kube.events import rfc3339
 from sunk.kube.resources import PODS
+from sunk.kube.times import rfc3339
 from sunk.syncer.podcordon import COND_POD_CORDONED
 
 A, B = NODES_UNDER_TEST  # node3, node4

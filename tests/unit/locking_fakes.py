@@ -12,8 +12,7 @@ from sunk.kube.resources import object_key
 from sunk.locking.config import add_flags, config_from
 from sunk.slurm.models import Job, Node
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 
 class Store:

@@ -12,8 +12,7 @@ from sunk.slurm.models import Node, NodeUpdate
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
 from sunk.syncer.facts import KubeFacts
 from sunk.syncer.rules import NONE, DrainDecision, ExtraDecision, PodStatus
-
-Obj = dict[str, Any]
+from sunk.types import Obj
 
 
 class FakeInformer:

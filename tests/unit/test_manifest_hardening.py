@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from sunk.types import Obj
+
 MANIFESTS = Path(__file__).parents[2] / "manifests"
 USER = 65532  # the Dockerfile's USER 65532:65532
-Obj = dict[str, Any]
 
 
 def _listed() -> list[str]:

@@ -9,15 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
-from sunk.metrics.exposition import (
-    Family,
-    escape_label,
-    format_value,
-    register_text,
-    render,
-    render_sources,
-    unregister_text,
-)
+from sunk.metrics.exposition import Family, escape_label, format_value, render
 from sunk.metrics.families import QUEUE_STATES, SCHEDULER_FAMILIES, SlurmSnapshot, slurm_families
 from sunk.metrics.plugin import PLUGIN
 from sunk.slurm.errors import SlurmUnavailable
@@ -219,17 +211,6 @@ def test_values(value, text):
 
 def test_a_family_without_rows_still_has_help_and_type():
     assert render([Family("empty", "nothing yet", ("a",))]) == "# HELP empty nothing yet\n# TYPE empty gauge\n"
-
-
-def test_a_failing_source_is_left_out_not_the_scrape(caplog):
-    register_text("test-good", lambda: "good 1\n")
-    register_text("test-bad", lambda: 1 / 0)  # type: ignore[arg-type,return-value]
-    try:
-        assert "good 1\n" in render_sources()
-        assert any("test-bad" in r.getMessage() for r in caplog.records)
-    finally:
-        unregister_text("test-good")
-        unregister_text("test-bad")
 
 
 def test_an_unreadable_diag_answer_does_not_end_the_poller():

@@ -1,0 +1,146 @@
+"""Thread-safe store of one resource's objects by key, with secondary indexes (client-go's
+ThreadSafeStore and Indexer).
+
+Why its own module: the reflector is its only writer, while the scheduler and the Syncer
+only read it, through ``Store``; their tests fake that read side with plain dicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from sunk.types import Obj
+
+log = logging.getLogger(__name__)
+
+IndexFunc = Callable[[Obj], Iterable[str]]
+# Aliases: the classes below define a method named ``list``, which shadows the builtin there.
+ObjList = list[Obj]
+StrList = list[str]
+
+
+class Store(Protocol):
+    """The read side of a cache of objects keyed ``namespace/name`` (or ``name``): all that the
+    scheduler and the Syncer read. Returned objects are shared: never mutate them."""
+
+    def get(self, key: str) -> Obj | None: ...
+    def list(self) -> ObjList: ...
+    def by_index(self, index_name: str, value: str) -> ObjList: ...
+
+
+def pod_node_name(pod: Obj) -> list[str]:
+    """Index function: pods by ``spec.nodeName`` (unbound pods are not indexed)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [node] if node else []
+
+
+class ThreadSafeStore:
+    """Objects by key, and for each named index, index value -> keys.
+
+    Every method holds one lock briefly, so readers always see an object and its index
+    entries consistently. An index function that raises on an object is logged and the
+    object is left out of that index, never out of the store.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._items: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+
+    # ---- read side ------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def list(self) -> ObjList:
+        with self._lock:
+            return list(self._items.values())
+
+    def keys(self) -> StrList:
+        with self._lock:
+            return list(self._items)
+
+    def by_index(self, index_name: str, value: str) -> ObjList:
+        """Objects whose ``index_name`` function yields ``value``; KeyError for an unknown index."""
+        with self._lock:
+            keys = self._indices[index_name].get(value, ())
+            return [self._items[k] for k in keys]
+
+    def index_keys(self, index_name: str, value: str) -> StrList:
+        with self._lock:
+            return sorted(self._indices[index_name].get(value, ()))
+
+    # ---- write side -----------------------------------------------------------------
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        """Add an index; objects already stored are indexed at once (here ``func`` may raise)."""
+        with self._lock:
+            if name in self._indexers:
+                raise ValueError(f"indexer {name!r} already exists")
+            self._indexers[name] = func
+            index: dict[str, set[str]] = {}
+            for key, obj in self._items.items():
+                for value in func(obj):
+                    index.setdefault(value, set()).add(key)
+            self._indices[name] = index
+
+    def add(self, key: str, obj: Obj) -> Obj | None:
+        """Store ``obj`` under ``key``; returns the object it replaced, if any."""
+        with self._lock:
+            old = self._items.get(key)
+            if old is not None:
+                self._index_remove(key, old)
+            self._items[key] = obj
+            self._index_add(key, obj)
+            return old
+
+    # Adding and updating are one operation, as in client-go; both names read well at call sites.
+    update = add
+
+    def delete(self, key: str) -> Obj | None:
+        """Remove ``key``; returns the object that was stored, if any."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._index_remove(key, old)
+            return old
+
+    def replace(self, items: Mapping[str, Obj]) -> dict[str, Obj]:
+        """Make the store exactly ``items`` (key -> object), reindexed; returns what it held before."""
+        with self._lock:
+            old, self._items = self._items, dict(items)
+            self._indices = {name: {} for name in self._indexers}
+            for key, obj in self._items.items():
+                self._index_add(key, obj)
+            return old
+
+    # ---- indices (callers hold the lock) -----------------------------------------------
+
+    def _index_add(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            index = self._indices[name]
+            for value in _safe_index(func, obj, name, key):
+                index.setdefault(value, set()).add(key)
+
+    def _index_remove(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            index = self._indices[name]
+            for value in _safe_index(func, obj, name, key):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+
+def _safe_index(func: IndexFunc, obj: Obj, name: str, key: str) -> StrList:
+    try:
+        return list(func(obj))
+    except Exception:
+        log.exception("indexer %s failed on %s", name, key)
+        return []

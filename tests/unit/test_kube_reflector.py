@@ -1,0 +1,334 @@
+"""Reflector without an apiserver: relist diffs, watch events, error mapping, and the list/watch
+loop driven through a scripted fake of the two requests it makes.
+
+The same paths against the real apiserver: tests/cluster/test_kube_informer.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client as k8s
+
+from sunk.backoff import Backoff
+from sunk.kube import client as kc
+from sunk.kube.reflector import (
+    Reflector,
+    _Gone,
+    _json_lines,
+    _status_error,
+    _TooLarge,
+    _WatchFailed,
+    report_relist,
+)
+from sunk.kube.resources import PODS
+from sunk.kube.store import ThreadSafeStore, pod_node_name
+
+WAIT = 5.0
+
+
+def pod(name: str, rv: str, node: str | None = None) -> dict:
+    spec = {"nodeName": node} if node else {}
+    return {"metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}, "spec": spec}
+
+
+def event(etype: str, obj: dict) -> dict:
+    return {"type": etype, "object": {"kind": "Pod", "apiVersion": "v1", **obj}}
+
+
+def bookmark(rv: str) -> dict:
+    return {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": rv}}}
+
+
+def page(rv: str, items: list[dict], cont: str | None = None) -> dict:
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items}
+
+
+class Recorder:
+    """A sink that records ("add", name), ("update", name, "old->new" resourceVersions), ("delete", name)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def on_add(self, obj: dict) -> None:
+        self.calls.append(("add", obj["metadata"]["name"]))
+
+    def on_update(self, old: dict, new: dict) -> None:
+        rvs = f"{old['metadata']['resourceVersion']}->{new['metadata']['resourceVersion']}"
+        self.calls.append(("update", new["metadata"]["name"], rvs))
+
+    def on_delete(self, obj: dict) -> None:
+        self.calls.append(("delete", obj["metadata"]["name"]))
+
+
+def reflector(transform: Callable[[dict], dict] | None = None) -> tuple[Reflector, ThreadSafeStore, Recorder]:
+    store, sink = ThreadSafeStore(), Recorder()
+    store.add_indexer("node", pod_node_name)
+    r = Reflector(k8s.ApiClient(k8s.Configuration()), PODS, "ns", None, None, store=store, sink=sink,
+                  transform=transform, backoff=Backoff(0.001, 0.002), name="test")
+    return r, store, sink
+
+
+# ---- the pure parts ----------------------------------------------------------------------------
+
+
+def test_report_relist_reports_adds_and_moved_updates_in_list_order_then_deletes():
+    old = {"ns/a": pod("a", "1"), "ns/b": pod("b", "1"), "ns/c": pod("c", "1")}
+    new = {"ns/d": pod("d", "4"), "ns/a": pod("a", "5"), "ns/c": pod("c", "1")}
+    sink = Recorder()
+    report_relist(old, new, sink)
+    assert sink.calls == [("add", "d"), ("update", "a", "1->5"), ("delete", "b")]
+
+
+def test_a_delete_seen_only_through_a_relist_carries_the_last_known_object():
+    last = pod("b", "7", node="n1")
+    seen: list[dict] = []
+    sink = Recorder()
+    sink.on_delete = seen.append  # type: ignore[method-assign]
+    report_relist({"ns/b": last}, {}, sink)
+    assert seen == [last]
+
+
+def test_apply_list_replaces_the_store_and_marks_synced():
+    r, store, sink = reflector()
+    assert not r.has_synced() and not r.wait_for_sync(0.01)
+    r.apply_list([pod("a", "1", "n1")], "10")
+    assert r.has_synced() and r.resource_version == "10"
+    assert store.index_keys("node", "n1") == ["ns/a"] and sink.calls == [("add", "a")]
+
+
+def test_apply_event_updates_store_rv_and_sink():
+    r, store, sink = reflector()
+    r.apply_list([], "1")
+    r.apply_event(event("ADDED", pod("a", "2", "n1")))
+    r.apply_event(event("MODIFIED", pod("a", "3", "n2")))
+    r.apply_event(bookmark("9"))
+    assert r.resource_version == "9" and r.stats.bookmarks == 1 and r.stats.events == 3
+    r.apply_event({"type": "SURPRISE", "object": {}})  # logged and skipped
+    r.apply_event(event("DELETED", pod("a", "10", "n2")))
+    assert store.get("ns/a") is None and store.index_keys("node", "n2") == [] and r.resource_version == "10"
+    assert sink.calls == [("add", "a"), ("update", "a", "2->3"), ("delete", "a")]
+    with pytest.raises(_Gone):
+        r.apply_event({"type": "ERROR", "object": {"code": 410, "reason": "Expired"}})
+
+
+def test_status_error_mapping():
+    assert isinstance(_status_error({"code": 410, "reason": "Expired"}), _Gone)
+    assert isinstance(_status_error({"code": 410}), _Gone)
+    too_large = {"code": 504, "reason": "Timeout", "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}}
+    assert isinstance(_status_error(too_large), _TooLarge)
+    assert isinstance(_status_error({"code": 500, "message": "Too large resource version: 5"}), _TooLarge)
+    assert isinstance(_status_error({"code": 500, "message": "etcd down"}), _WatchFailed)
+
+
+class ChunkResp:
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
+
+    def stream(self, amt=None):
+        yield from self.chunks
+
+
+def test_json_lines_reassembles_events_split_across_chunks():
+    chunks = [b'{"type":"ADDED","obj', b'ect":{}}\n{"type":"BOOK', b'MARK","object":{}}\n\n', b'{"type":"X"}']
+    assert [e["type"] for e in _json_lines(ChunkResp(chunks))] == ["ADDED", "BOOKMARK", "X"]  # type: ignore[arg-type]
+
+
+# ---- the loop, against a scripted apiserver ---------------------------------------------------------
+
+
+class WatchResp:
+    """A watch stream: the scripted events, then, if ``hold``, a read that blocks until shutdown()."""
+
+    def __init__(self, events: list[dict], hold: bool = False):
+        self.lines = [json.dumps(e).encode() + b"\n" for e in events]
+        self.hold = hold
+        self._shut = threading.Event()
+
+    def stream(self, amt=None) -> Iterator[bytes]:
+        yield from self.lines
+        if self.hold:
+            self._shut.wait(WAIT)
+            raise urllib3.exceptions.ProtocolError("connection shut down")
+
+    def shutdown(self) -> None:
+        self._shut.set()
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+class FakeApiserver:
+    """Answers the reflector's list pages, resourceVersion checks and watches from scripts.
+
+    When the watch script runs out, the watch it opens holds (like a quiet apiserver) and
+    ``idle`` is set: the test can look at the outcome.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.pages: list[dict | Exception] = []
+        self.watches: list[list[dict] | Exception] = []
+        self.current_rv = ""  # what the resourceVersion check after an outage answers
+        self.list_continues: list[str | None] = []
+        self.checks = 0
+        self.watch_rvs: list[str | None] = []
+        self.idle = threading.Event()
+        monkeypatch.setattr(kc, "request", self.request)
+        monkeypatch.setattr(kc, "open_request", self.open_request)
+
+    def request(self, api: Any, method: str, path: str, *, query: dict, **_: Any) -> dict:
+        assert (method, path) == ("GET", "/api/v1/namespaces/ns/pods")
+        if "continue" not in query:  # limit=1: the resourceVersion check after an outage
+            self.checks += 1
+            return {"metadata": {"resourceVersion": self.current_rv}, "items": []}
+        self.list_continues.append(query["continue"])
+        answer = self.pages.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return copy.deepcopy(answer)
+
+    def open_request(self, api: Any, method: str, path: str, *, query: dict, **_: Any) -> WatchResp:
+        assert query["watch"] is True and query["allowWatchBookmarks"] is True
+        self.watch_rvs.append(query["resourceVersion"])
+        if not self.watches:
+            self.idle.set()
+            return WatchResp([], hold=True)
+        answer = self.watches.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return WatchResp(answer)
+
+
+@pytest.fixture
+def apiserver(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
+    return FakeApiserver(monkeypatch)
+
+
+@contextmanager
+def running(r: Reflector, apiserver: FakeApiserver) -> Iterator[None]:
+    """Run the loop until the scripts are used up, then stop it (and prove it stops)."""
+    thread = threading.Thread(target=r.run, daemon=True)
+    thread.start()
+    try:
+        assert apiserver.idle.wait(WAIT), "the reflector did not get through the script"
+        yield
+    finally:
+        r.stop()
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+
+def gone() -> kc.ApiError:
+    return kc.ApiError(410, "Gone", {"kind": "Status", "code": 410, "reason": "Expired"})
+
+
+def test_lists_then_watches_from_the_lists_resource_version(apiserver):
+    apiserver.pages = [page("10", [pod("a", "5")])]
+    apiserver.watches = [[event("ADDED", pod("b", "11")), event("MODIFIED", pod("a", "12")), bookmark("15")]]
+    r, store, sink = reflector()
+    with running(r, apiserver):
+        assert sink.calls == [("add", "a"), ("add", "b"), ("update", "a", "5->12")]
+        assert apiserver.watch_rvs == ["10", "15"], "resumes from the bookmark after a clean end"
+        assert store.get("ns/a")["kind"] == "Pod", "list items get kind filled in"  # type: ignore[index]
+        assert r.stats.lists == 1 and r.stats.bookmarks == 1 and r.resource_version == "15"
+
+
+def test_a_410_on_opening_the_watch_relists_and_reports_only_the_difference(apiserver):
+    apiserver.pages = [page("10", [pod("a", "1"), pod("b", "1"), pod("c", "1")]),
+                       page("20", [pod("a", "1"), pod("b", "2"), pod("d", "3")])]
+    apiserver.watches = [gone()]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert sink.calls[3:] == [("update", "b", "1->2"), ("add", "d"), ("delete", "c")]
+        assert r.stats.relists_after_gone == 1 and r.stats.lists == 2
+        assert apiserver.watch_rvs == ["10", "20"]
+
+
+def test_a_410_error_event_in_the_stream_relists_too(apiserver):
+    apiserver.pages = [page("10", [pod("a", "1")]), page("20", [])]
+    apiserver.watches = [[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}]]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert sink.calls == [("add", "a"), ("delete", "a")]
+        assert r.stats.relists_after_gone == 1 and apiserver.watch_rvs == ["10", "20"]
+
+
+def test_a_lost_connection_resumes_the_watch_without_relisting(apiserver):
+    apiserver.pages = [page("10", [pod("a", "1")])]
+    apiserver.current_rv = "12"
+    apiserver.watches = [kc.ConnectionFailed("refused"), kc.ConnectionFailed("refused"),
+                         [event("ADDED", pod("b", "11"))]]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert r.stats.connection_errors == 2 and r.stats.lists == 1
+        assert apiserver.checks == 2, "each reconnect checks the apiserver has not gone back in time"
+        assert apiserver.watch_rvs == ["10", "10", "10", "11"]
+        assert sink.calls == [("add", "a"), ("add", "b")]
+
+
+def test_a_resource_version_ahead_of_the_apiserver_relists(apiserver):
+    apiserver.pages = [page("100", [pod("a", "100")]), page("7", [pod("a", "5")])]
+    apiserver.current_rv = "7"  # etcd was restored to an older revision while we were away
+    apiserver.watches = [kc.ConnectionFailed("refused")]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert r.stats.relists_after_too_large == 1 and r.stats.lists == 2
+        assert apiserver.watch_rvs == ["100", "7"]
+        assert sink.calls == [("add", "a"), ("update", "a", "100->5")]
+
+
+def test_repeated_server_side_watch_failures_fall_back_to_a_relist(apiserver):
+    apiserver.pages = [page("10", [pod("a", "1")]), page("30", [pod("a", "1")])]
+    apiserver.watches = [[], kc.ApiError(500, "Internal Server Error"), kc.ApiError(503, "Unavailable")]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert r.stats.watch_errors == 3 and r.stats.lists == 2 and r.stats.relists_after_gone == 0
+        assert apiserver.watch_rvs == ["10", "10", "10", "30"]
+        assert sink.calls == [("add", "a")], "an unchanged object is not reported again"
+
+
+def test_a_paged_list_whose_continue_token_expires_starts_over(apiserver):
+    apiserver.pages = [page("5", [pod("a", "1")], cont="c1"), gone(),
+                       page("9", [pod("a", "1"), pod("b", "2")], cont="c2"), page("9", [pod("c", "3")])]
+    r, store, sink = reflector()
+    with running(r, apiserver):
+        assert apiserver.list_continues == [None, "c1", None, "c2"]
+        assert sorted(store.keys()) == ["ns/a", "ns/b", "ns/c"] and r.stats.lists == 1
+        assert r.stats.watch_errors == 0, "started over at once, not as a failure with backoff"
+        assert sink.calls == [("add", "a"), ("add", "b"), ("add", "c")]
+        assert apiserver.watch_rvs == ["9"]
+
+
+def test_transform_applies_to_listed_and_watched_objects(apiserver):
+    apiserver.pages = [page("10", [pod("a", "1", "n1")])]
+    apiserver.watches = [[event("ADDED", pod("b", "11", "n1"))]]
+    r, store, _ = reflector(transform=lambda obj: {"kind": obj["kind"], "metadata": obj["metadata"]})
+    with running(r, apiserver):
+        assert [o.get("spec") for o in store.list()] == [None, None]
+        assert store.index_keys("node", "n1") == []
+
+
+def test_restart_watch_resumes_from_the_version_asked_for(apiserver):
+    apiserver.pages = [page("10", [])]
+    r, _, _ = reflector()
+    with running(r, apiserver):
+        r.restart_watch("3")
+        deadline = time.monotonic() + WAIT
+        while len(apiserver.watch_rvs) < 2:
+            assert time.monotonic() < deadline, apiserver.watch_rvs
+            time.sleep(0.01)
+        assert apiserver.watch_rvs == ["10", "3"] and r.stats.watch_errors == 0
