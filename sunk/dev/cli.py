@@ -24,6 +24,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
     slurm = sub.add_parser("slurm", help="run a Slurm command inside the chroot, e.g. sunk-dev slurm sinfo")
     slurm.add_argument("argv", nargs=argparse.REMAINDER)
+    for tool in ("kubectl", "helm"):
+        sub.add_parser(tool, help=f"{tool} of the dev cluster's version, against it").add_argument(
+            "argv", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="up, then show both sides")
     args = parser.parse_args(argv)
 
@@ -48,6 +51,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not args.argv:
             parser.error("slurm needs a command, e.g. sunk-dev slurm sinfo")
         os.execvp("chroot", ["chroot", str(cluster.root), *args.argv])
+    if args.command in ("kubectl", "helm"):
+        env = {**os.environ, **cluster.env()}
+        os.execvpe(args.command, [args.command, *args.argv], env)
     if args.command == "demo":
         from .demo import demo
 

@@ -130,6 +130,9 @@ class DevCluster:
             "SLURM_USER": rest.user,
             "SUNK_DEV_CHROOT": str(self.root),
             "SUNK_DEV_HOME": str(self.home),
+            # kubectl and helm of the dev cluster's version first
+            "PATH": os.pathsep.join([str(kubebuild.kube_bin_dir(self.home)), str(kubebuild.helm_bin_dir(self.home)),
+                                     os.environ.get("PATH", "")]),
         }
 
     def slurm(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -142,9 +145,14 @@ class DevCluster:
         self._say(f"sunk-dev: cache {self.home}")
         chroot.ensure_chroot(self.home, log=self.log)
         bin_dir = kubebuild.build(self.home, log=self.log)
+        kubebuild.build_helm(self.home, log=self.log)
         self._reconfigure = False
         self._configure_chroot()
+        tokens = self.kube_dir / "tokens.csv"
+        before = tokens.read_text() if tokens.exists() else None
         kubeconf.ensure_pki(self.kube_dir)
+        if before is not None and tokens.read_text() != before:  # read at start only
+            self._component("kube-apiserver").daemon.stop()
         self._write_jwt()
         self._save_layout()
         if not self.with_sunk:
@@ -239,6 +247,9 @@ class DevCluster:
                       self._etcd_ok, after=self._age_etcd),
             Component(daemon("kube-apiserver", *kubeconf.apiserver_argv(bin_dir / "kube-apiserver", self.kube_dir)),
                       self._apiserver_ok, timeout=120),
+            Component(daemon("kube-controller-manager",
+                             *kubeconf.controller_manager_argv(bin_dir / "kube-controller-manager", self.kube_dir)),
+                      self._controller_manager_ok, timeout=120),
             Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
@@ -493,6 +504,11 @@ class DevCluster:
         for i in range(revision, ETCD_REVISION_FLOOR):
             value = base64.b64encode(str(i).encode()).decode()
             requests.post(f"{url}/put", json={"key": key, "value": value}, timeout=5).raise_for_status()
+
+    def _controller_manager_ok(self) -> bool:
+        resp = requests.get(f"https://127.0.0.1:{kubeconf.CONTROLLER_MANAGER_PORT}/healthz", timeout=5,
+                            verify=str(self.kube_dir / "ca.crt"))
+        return resp.status_code == 200
 
     def _apiserver_ok(self) -> bool:
         resp = requests.get(f"https://127.0.0.1:{kubeconf.APISERVER_PORT}/readyz", timeout=5,

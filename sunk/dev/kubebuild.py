@@ -71,9 +71,13 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
     return bin_dir
 
 
+def helm_bin_dir(cache: Path, version: str = HELM_VERSION) -> Path:
+    return cache / f"helm-v{version}" / "bin"
+
+
 def build_helm(cache: Path, version: str = HELM_VERSION, log=sys.stderr) -> Path:
     """helm, pinned, from its module (``go install``: it has no replace directives); cached."""
-    bin_dir = cache / f"helm-v{version}" / "bin"
+    bin_dir = helm_bin_dir(cache, version)
     if (bin_dir / "helm").exists():
         return bin_dir / "helm"
     bin_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 APISERVER_PORT = 6443
 ETCD_PORT = 2379
+CONTROLLER_MANAGER_PORT = 10257
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"  # bound by the apiserver's bootstrap RBAC
 
 
 def ensure_pki(kube_dir: Path) -> None:
@@ -33,7 +35,12 @@ def ensure_pki(kube_dir: Path) -> None:
     if not tokens.exists():
         tokens.write_text(f'{secrets.token_hex(24)},admin,admin,"system:masters"\n')
         tokens.chmod(0o600)
+    if f",{CONTROLLER_MANAGER_USER}," not in tokens.read_text():  # (a cache made before it ran here)
+        with tokens.open("a") as out:
+            out.write(f"{secrets.token_hex(24)},{CONTROLLER_MANAGER_USER},{CONTROLLER_MANAGER_USER}\n")
     write_kubeconfig(kube_dir / "admin.kubeconfig", kube_dir, "admin", admin_token(kube_dir))
+    write_kubeconfig(kube_dir / "controller-manager.kubeconfig", kube_dir, CONTROLLER_MANAGER_USER,
+                     user_token(kube_dir, CONTROLLER_MANAGER_USER))
 
 
 def write_kubeconfig(path: Path, kube_dir: Path, user: str, token: str) -> Path:
@@ -60,6 +67,44 @@ current-context: sunk-dev
 
 def admin_token(kube_dir: Path) -> str:
     return (kube_dir / "tokens.csv").read_text().split(",", 1)[0]
+
+
+def user_token(kube_dir: Path, user: str) -> str:
+    for line in (kube_dir / "tokens.csv").read_text().splitlines():
+        token, name, *_ = line.split(",")
+        if name == user:
+            return token
+    raise KeyError(f"no token for {user} in {kube_dir / 'tokens.csv'}")
+
+
+def controller_manager_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
+    """kube-controller-manager as its own user, each controller with a ServiceAccount of its own.
+
+    Deployments, ReplicaSets, Jobs, garbage collection, namespace deletion and node lifecycle
+    (NotReady, then unreachable taints and taint-based eviction) are real. A Node is NotReady
+    20 s after its kubelet's last Lease renewal (50 s by default): tests wait less.
+    """
+    kubeconfig = kube_dir / "controller-manager.kubeconfig"
+    return (
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={CONTROLLER_MANAGER_PORT}",
+        # (the apiserver's serving certificate: it names 127.0.0.1, and sunk-dev trusts its CA)
+        f"--tls-cert-file={kube_dir / 'apiserver.crt'}",
+        f"--tls-private-key-file={kube_dir / 'apiserver.key'}",
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={kube_dir / 'sa.key'}",
+        f"--root-ca-file={kube_dir / 'ca.crt'}",
+        f"--cluster-signing-cert-file={kube_dir / 'ca.crt'}",
+        f"--cluster-signing-key-file={kube_dir / 'ca.key'}",
+        "--node-monitor-grace-period=20s",
+        "--leader-elect=false",
+        "--profiling=false",
+        "--v=1",
+    )
 
 
 def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from slurmtools import idle_node, jobs_carrying, number, slurm_job, state, wait_
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.kube import client as kc
-from sunk.kube.resources import EVENTS, PODS
+from sunk.kube.resources import EVENTS, PODS, Resource
 from sunk.translate.lock import tolerates_lock
 
 SCHEDULER = "sunk-scheduler-test"
@@ -519,3 +519,37 @@ def test_a_high_qos_pod_preempts_a_batch_job(kube_api, dev_cluster, namespace, s
         kc.delete(kube_api, PODS, name, namespace)
     finally:
         dev_cluster.slurm("scancel", low)
+
+
+# -- workloads: a Deployment's Pods, made by the real kube-controller-manager -------------------------
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+
+
+def test_a_deployment_is_scheduled_through_slurm_and_deleting_it_cancels_every_job(kube_api, dev_cluster, namespace,
+                                                                                   scheduler):
+    """Inference arrives as Deployments: the ReplicaSet controller makes the Pods, Slurm places them,
+    and deleting the Deployment (garbage collection, no sunk code special-cased) ends every job."""
+    app = f"inference-{uuid.uuid4().hex[:6]}"
+    template = pod_manifest(app)
+    template["metadata"] = {"labels": {"app": app}}
+    kc.create(kube_api, DEPLOYMENTS, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}}, "template": template}}, namespace)
+
+    def bound_pods():
+        pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"app={app}")
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = wait_for(bound_pods, 60, "both replicas bound")
+    jobs = [int(wait_for(lambda p=p: (get_pod(kube_api, namespace, p["metadata"]["name"])["metadata"].get(
+        "annotations") or {}).get(names.ANN_JOB_ID), 10, "the job-id")) for p in pods]
+    for pod, job_id in zip(pods, jobs, strict=True):
+        job = slurm_job(dev_cluster, job_id)
+        assert state(job) == "RUNNING" and pod["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["nodes"])
+    kc.request(kube_api, "DELETE", DEPLOYMENTS.path(namespace, app),
+               body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+    for job_id in jobs:
+        wait_for(lambda j=job_id: state(slurm_job(dev_cluster, j)) in ("CANCELLED", "COMPLETED", None), 60,
+                 f"job {job_id} to end after the Deployment's deletion")
+    wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace, label_selector=f"app={app}"), 60,
+             "the replicas to be gone")
