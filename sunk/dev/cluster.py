@@ -157,7 +157,7 @@ class DevCluster:
         self._save_layout()
         if not self.with_sunk:
             if any(c.daemon.pid() for c in self._sunk_components()):
-                self._end_demo_pods()
+                self.end_demo_workloads()
             for component in self._sunk_components():
                 if component.daemon.stop():
                     self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
@@ -515,19 +515,25 @@ class DevCluster:
                             verify=str(self.kube_dir / "ca.crt"))
         return resp.status_code == 200
 
-    def _end_demo_pods(self) -> None:
-        """Delete the demo's Pods while its scheduler still runs, so their placeholder jobs end.
+    def end_demo_workloads(self) -> None:
+        """Delete the demo's Deployments and Pods while its scheduler still runs, so their jobs end.
 
         Stopped first, the scheduler would leave the jobs holding their CPUs and GPU for
         ever, and cancelling them then would make each wait for its Pod until KillWait and
-        drain its node.
+        drain its node. The Deployments go first (their ReplicaSets would make new Pods).
         """
         base = f"/api/v1/namespaces/{DEMO_NAMESPACE}/pods"
+        deployments = f"/apis/apps/v1/namespaces/{DEMO_NAMESPACE}/deployments"
         try:
+            for deployment in self.kube_request("GET", deployments).json().get("items") or []:
+                self.kube_request("DELETE", f"{deployments}/{deployment['metadata']['name']}",
+                                  {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
+            wait_until(lambda: not self.kube_request("GET", deployments).json().get("items"), 60, interval=0.5,
+                       what="the demo's Deployments to go")
             pods = self.kube_request("GET", base).json().get("items") or []
             for pod in pods:
                 self.kube_request("DELETE", f"{base}/{pod['metadata']['name']}")
-            if pods:
+            if pods or self._demo_jobs():
                 self._say(f"  demo Pods        deleted ({len(pods)}); waiting for their Slurm jobs to end")
                 wait_until(lambda: not self._demo_jobs(), 60, interval=0.5, what="the demo's Slurm jobs to end")
                 # ... and for the demo's Syncer to unlock their nodes (a lock taint would outlive it)
@@ -544,13 +550,19 @@ class DevCluster:
         names = self.slurm("squeue", "-h", "-o", "%j", check=False).stdout.split()
         return [name for name in names if name.startswith(f"k8s:{DEMO_NAMESPACE}/")]
 
-    def kube_request(self, method: str, path: str, body: Optional[dict] = None) -> requests.Response:
+    def kube_request(self, method: str, path: str, body: Optional[dict] = None,
+                     content_type: str = "application/json") -> requests.Response:
         """One admin call to the apiserver: for bootstrapping and the demo, which need no client library."""
         return requests.request(
             method, f"https://127.0.0.1:{kubeconf.APISERVER_PORT}{path}", json=body, timeout=10,
             verify=str(self.kube_dir / "ca.crt"),
-            headers={"Authorization": f"Bearer {kubeconf.admin_token(self.kube_dir)}"},
+            headers={"Authorization": f"Bearer {kubeconf.admin_token(self.kube_dir)}", "Content-Type": content_type},
         )
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The dev cluster's kubectl, as its admin."""
+        kubectl = str(kubebuild.kube_bin_dir(self.home) / "kubectl")
+        return run([kubectl, f"--kubeconfig={self.kubeconfig}", *args], check=check)
 
     def _kubelet_ok(self) -> bool:
         resp = self.kube_request("GET", f"/api/v1/nodes?labelSelector={FAKE_KUBELET_SELECTOR}")

@@ -16,45 +16,84 @@ def demo(cluster: DevCluster) -> int:
         return _demo(cluster)
 
 
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{DEMO_NAMESPACE}/deployments"
+PODS = f"/api/v1/namespaces/{DEMO_NAMESPACE}/pods"
+# Inference as it arrives: Deployments. Two CPU replicas, and one replica with a GPU.
+WORKLOADS = {"inference": (2, {"cpu": "2", "memory": "4Gi"}),
+             "inference-gpu": (1, {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"})}
+
+
 def _demo(cluster: DevCluster) -> int:
     cluster.with_sunk = True
     cluster.up()
     show_both_sides(cluster)
-    print(f"\n== Pods scheduled through Slurm (schedulerName: {DEMO_SCHEDULER}) ==")
+    print(f"\n== Deployments scheduled through Slurm (schedulerName: {DEMO_SCHEDULER}) ==")
     cluster.kube_request("POST", "/api/v1/namespaces", {"metadata": {"name": DEMO_NAMESPACE}})
-    pods = {"inference-cpu": {"cpu": "2", "memory": "4Gi"},
-            "inference-gpu": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}
-    base = f"/api/v1/namespaces/{DEMO_NAMESPACE}/pods"
-    for name in pods:
-        cluster.kube_request("DELETE", f"{base}/{name}?gracePeriodSeconds=0")
-    _wait(lambda: all(cluster.kube_request("GET", f"{base}/{n}").status_code == 404 for n in pods), 60)
-    for name, requests in pods.items():
-        limits = {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}
-        resp = cluster.kube_request("POST", base, {"metadata": {"name": name}, "spec": {
-            "schedulerName": DEMO_SCHEDULER, "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
-                            "resources": {"requests": requests, "limits": limits}}]}})
+    cluster.end_demo_workloads()  # (an earlier demo's)
+    for name, (replicas, requests) in WORKLOADS.items():
+        resp = cluster.kube_request("POST", DEPLOYMENTS, deployment(name, replicas, requests))
         if resp.status_code != 201:
-            print(f"could not create {name}: {resp.status_code} {resp.text[:300]}")
+            print(f"could not create Deployment {name}: {resp.status_code} {resp.text[:300]}")
             return 1
-    # (a Pod whose job Slurm ended is deleted: it then has no spec, and the wait ends unbound)
-    bound = _wait(lambda: all((_pod(cluster, n).get("spec") or {}).get("nodeName") for n in pods), 90)
-    print(f"{'POD':<16} {'JOB':<6} {'SLURM NODE':<11} {'NODE':<10} {'PHASE':<8} JOB STATE")
-    for name in pods:
-        _row(cluster, name)
-    if not bound:
-        print("not every Pod was bound within 90 s; see `sunk-dev status`, `sunk-dev slurm sinfo -R` and "
+    if not _wait(lambda: _bound(cluster) == sum(r for r, _ in WORKLOADS.values()), 90):
+        _show(cluster)
+        print("not every replica was bound within 90 s; see `sunk-dev status`, `sunk-dev slurm sinfo -R` and "
               "run/logs/sunk-scheduler.log")
         return 1
-    victim = "inference-cpu"
-    job_id = _pod(cluster, victim)["metadata"]["annotations"][JOB_ID]
-    print(f"\n== kubectl delete pod {victim}: its Slurm job {job_id} is cancelled ==")
-    cluster.kube_request("DELETE", f"{base}/{victim}")
+    _show(cluster)
+
+    print("\n== kubectl scale deployment inference --replicas=3: Slurm places the new replica ==")
+    cluster.kube_request("PATCH", f"{DEPLOYMENTS}/inference/scale", {"spec": {"replicas": 3}},
+                         content_type="application/merge-patch+json")
+    if not _wait(lambda: _bound(cluster) == 4, 60):
+        print("the new replica was not bound within 60 s")
+        return 1
+    _show(cluster)
+
+    victim = next(p for p in _pods(cluster) if p["metadata"]["name"].startswith("inference-")
+                  and "gpu" not in p["metadata"]["name"])
+    name, job_id = victim["metadata"]["name"], (victim["metadata"].get("annotations") or {})[JOB_ID]
+    print(f"\n== kubectl delete pod {name}: its Slurm job {job_id} is cancelled, the ReplicaSet makes another ==")
+    cluster.kube_request("DELETE", f"{PODS}/{name}")
     _wait(lambda: _job_state(cluster, job_id) in ("CANCELLED", "COMPLETED"), 60)
     print(f"job {job_id}: {_job_state(cluster, job_id)}")
-    print(f"\nsqueue:\n{cluster.slurm('squeue', '-o', '%.6i %.20j %.10T %.8N').stdout}")
-    print('Try it: eval "$(sunk-dev env)"; sunk-dev slurm squeue; `sunk-dev down` stops everything.')
+    _wait(lambda: _bound(cluster) == 4 and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
+    _show(cluster)
+    print('\nTry it: eval "$(sunk-dev env)"; kubectl -n demo get pods -o wide; sunk-dev slurm squeue;\n'
+          "kubectl -n demo scale deployment inference --replicas=1; `sunk-dev down` stops everything.")
     return 0
+
+
+def deployment(name: str, replicas: int, requests: dict[str, str]) -> dict[str, Any]:
+    limits = {k: v for k, v in requests.items() if k == "nvidia.com/gpu"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {
+        "replicas": replicas, "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {
+            "schedulerName": DEMO_SCHEDULER, "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
+                            "resources": {"requests": requests, "limits": limits}}]}}}}
+
+
+def _pods(cluster: DevCluster) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.kube_request("GET", PODS).json().get("items") or []
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def _bound(cluster: DevCluster) -> int:
+    return sum(1 for p in _pods(cluster) if p["spec"].get("nodeName"))
+
+
+def _show(cluster: DevCluster) -> None:
+    """kubectl get pods -o wide beside squeue: the same workloads, seen from both sides."""
+    kubectl = cluster.kubectl("-n", DEMO_NAMESPACE, "get", "pods", "-o", "wide", check=False)
+    print("$ kubectl -n demo get pods -o wide\n" + (kubectl.stdout or kubectl.stderr), end="")
+    print("$ squeue\n" + cluster.slurm("squeue", "-o", "%.6i %.24j %.10T %.8N").stdout, end="")
+    print(f"{'POD':<28} {'JOB':<6} {'SLURM NODE':<11} {'NODE':<10} JOB STATE")
+    for pod in sorted(_pods(cluster), key=lambda p: p["metadata"]["name"]):
+        annotations = pod["metadata"].get("annotations") or {}
+        job_id = annotations.get(JOB_ID, "-")
+        print(f"{pod['metadata']['name']:<28} {job_id:<6} {annotations.get('sunk.coreweave.com/slurm-node', '-'):<11} "
+              f"{pod['spec'].get('nodeName') or '-':<10} {_job_state(cluster, job_id) if job_id != '-' else '-'}")
 
 
 def show_both_sides(cluster: DevCluster) -> None:
@@ -76,28 +115,12 @@ def show_both_sides(cluster: DevCluster) -> None:
         print(f"{name:<11} {SLURM_NAMESPACE + '/' + name:<16} {pod['spec']['nodeName']:<10} {pod['status']['phase']}")
 
 
-def _pod(cluster: DevCluster, name: str) -> dict[str, Any]:
-    return cluster.kube_request("GET", f"/api/v1/namespaces/{DEMO_NAMESPACE}/pods/{name}").json()
-
-
 def _job_state(cluster: DevCluster, job_id: str) -> str:
     out = cluster.slurm("scontrol", "--json", "show", "job", job_id, check=False).stdout
     try:
         return json.loads(out)["jobs"][0]["job_state"][0]
     except (ValueError, KeyError, IndexError):
         return "GONE"
-
-
-def _row(cluster: DevCluster, name: str) -> None:
-    pod = _pod(cluster, name)
-    if "metadata" not in pod:
-        print(f"{name:<16} (deleted: its Slurm job ended; see `sunk-dev slurm sinfo -R`)")
-        return
-    annotations = pod["metadata"].get("annotations") or {}
-    job_id = annotations.get(JOB_ID, "-")
-    print(f"{name:<16} {job_id:<6} {annotations.get('sunk.coreweave.com/slurm-node', '-'):<11} "
-          f"{pod['spec'].get('nodeName') or '-':<10} {pod.get('status', {}).get('phase', '-'):<8} "
-          f"{_job_state(cluster, job_id) if job_id != '-' else '-'}")
 
 
 def _wait(check, timeout: float) -> bool:
