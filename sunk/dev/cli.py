@@ -28,7 +28,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         sub.add_parser(tool, help=f"{tool} of the dev cluster's version, against it").add_argument(
             "argv", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="up, then show both sides")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    tool = next((i for i, a in enumerate(argv) if a in ("kubectl", "helm", "slurm")), None)
+    passed: list[str] = []
+    if tool is not None:  # everything after the tool is the tool's, options included (-n slurm)
+        argv, passed = argv[:tool + 1], argv[tool + 1:]
     args = parser.parse_args(argv)
+    if tool is not None:
+        args.argv = passed
 
     from pathlib import Path
 

@@ -8,7 +8,9 @@ It does what scheduling tests need from a kubelet and nothing else:
   ``LEASE_RENEW`` seconds and its Ready condition every ``STATUS_EVERY``; a stopped stand-in
   kubelet therefore makes its Nodes NotReady (and tainted unreachable) for real;
 - a Pod bound to one of its Nodes becomes Running and Ready once (it never fights a
-  test that later sets the Pod not Ready);
+  test that later sets the Pod not Ready: tests give a reason). When the Node was NotReady,
+  kube-controller-manager marked its Pods Ready=False, with no reason; a real kubelet's
+  status manager puts its own view back, and so does this one, at once;
 - a Pod being deleted goes away after the container "exits": immediately, or after the
   Pod's ``sunk.dev/termination-delay-seconds`` annotation, but never later than its
   grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to.
@@ -191,7 +193,8 @@ class FakeKubelet:
             self._finish_deletion(pod)
             return
         conditions = pod.get("status", {}).get("conditions", [])
-        if not any(c["type"] == "Ready" for c in conditions):
+        ready = next((c for c in conditions if c["type"] == "Ready"), None)
+        if ready is None or (ready.get("status") == "False" and not ready.get("reason")):
             try:
                 _discard(self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], running_status(pod),
                                                                _preload_content=False))

@@ -8,7 +8,7 @@ import time
 from slurmtools import wait_for
 
 from sunk.kube import client as kc
-from sunk.kube.resources import LEASES, NODES
+from sunk.kube.resources import LEASES, NODES, PODS
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
@@ -32,7 +32,13 @@ def test_a_node_whose_kubelet_stops_turns_notready_and_recovers(kube_api, dev_cl
         wait_for(lambda: ready(kc.get(kube_api, NODES, name)) == "Unknown", 60, f"{name} NotReady")
         assert time.monotonic() - stopped > 5, "NotReady before the grace period: the Lease was not renewed"
         wait_for(lambda: unreachable(kc.get(kube_api, NODES, name)), 30, f"{name} tainted unreachable")
+        wait_for(lambda: ready(kc.get(kube_api, PODS, dev_cluster.slurm_nodes[0], "slurm")) == "False", 30,
+                 "the controller to mark the Node's Pods not Ready")
     finally:
         dev_cluster.start_component("kubelet")
     wait_for(lambda: ready(kc.get(kube_api, NODES, name)) == "True", 60, f"{name} Ready again")
     wait_for(lambda: not unreachable(kc.get(kube_api, NODES, name)), 60, "the unreachable taints lifted")
+    # The controller marked the Node's Pods not Ready; the kubelet, back, reports its own view again
+    # (else every slurmd Pod would stay not Ready and a Syncer would drain its Slurm node).
+    slurmd = dev_cluster.slurm_nodes[0]
+    wait_for(lambda: ready(kc.get(kube_api, PODS, slurmd, "slurm")) == "True", 30, f"slurmd Pod {slurmd} Ready again")
