@@ -29,12 +29,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             "argv", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="up, then show both sides")
     argv = list(sys.argv[1:] if argv is None else argv)
-    tool = next((i for i, a in enumerate(argv) if a in ("kubectl", "helm", "slurm")), None)
+    at = next((i for i, a in enumerate(argv) if a in ("kubectl", "helm", "slurm")), None)
     passed: list[str] = []
-    if tool is not None:  # everything after the tool is the tool's, options included (-n slurm)
-        argv, passed = argv[:tool + 1], argv[tool + 1:]
+    if at is not None:  # everything after the tool's name is the tool's, options included (-n slurm)
+        argv, passed = argv[:at + 1], argv[at + 1:]
     args = parser.parse_args(argv)
-    if tool is not None:
+    if at is not None:
         args.argv = passed
 
     from pathlib import Path
