@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 from kubernetes.client import ApiClient
@@ -36,6 +36,7 @@ from .decide import (
     DeletePod,
     Invalid,
     Nothing,
+    PodAction,
     PodFacts,
     Submit,
     Unschedulable,
@@ -117,8 +118,6 @@ class PodScheduler:
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
-        if self.on_bind is None:
-            self.on_bind = self._bind_directly
 
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, uid: str) -> Result:
@@ -158,42 +157,54 @@ class PodScheduler:
             problems=problems,
         )
 
-    def _act(self, uid: str, pod: Obj | None, action: object) -> Result:
-        if isinstance(action, Waiting):
-            assert pod is not None
-            return self._wait(uid, pod, action)
-        self._waiting_since.pop(uid, None)  # whatever it waited for is over
-        if isinstance(action, Nothing):
-            if pod is None:
-                self._forget(uid)
-            return Result()
-        if isinstance(action, CancelJobs):
-            for job_id in action.job_ids:
-                self._cancel(job_id, action.message)
-            return Result()
-        assert pod is not None
-        if isinstance(action, Invalid):
-            message = "; ".join(action.problems)
-            self._report(pod, "Warning", "FailedValidation", message)
-            kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
-            return Result()  # no retry until the Pod changes
-        if isinstance(action, Unschedulable):
-            self._report(pod, "Warning", "Unschedulable", action.message)
-            kubeops.mark_unschedulable(self.api, pod, action.message)
-            return Result()
-        if isinstance(action, Submit):
-            return self._submit(pod)
-        if isinstance(action, Bind):
-            assert self.on_bind is not None
-            self.on_bind(pod, action)
-            return Result()
-        if isinstance(action, DeletePod):
-            self._report(pod, "Warning" if action.reason != "JobEnded" else "Normal", action.reason, action.message)
-            log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                     action.reason, action.message)
-            kubeops.delete_pod(self.api, pod)
-            return Result()
-        raise TypeError(f"unknown action {action!r}")
+    def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
+        if not isinstance(action, Waiting):
+            self._waiting_since.pop(uid, None)  # whatever it waited for is over
+        match action:
+            case Nothing():
+                if pod is None:
+                    self._forget(uid)
+                return Result()
+            case CancelJobs(job_ids=job_ids, message=message):
+                for job_id in job_ids:
+                    self._cancel(job_id, message)
+                return Result()
+            case Submit() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
+                if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
+                    raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
+                return self._act_on_pod(uid, pod, action)
+            case _:
+                assert_never(action)
+
+    def _act_on_pod(self, uid: str, pod: Obj, action: PodAction) -> Result:
+        match action:
+            case Waiting():
+                return self._wait(uid, pod, action)
+            case Invalid(problems=problems):
+                message = "; ".join(problems)
+                self._report(pod, "Warning", "FailedValidation", message)
+                kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
+                return Result()  # no retry until the Pod changes
+            case Unschedulable(message=message):
+                self._report(pod, "Warning", "Unschedulable", message)
+                kubeops.mark_unschedulable(self.api, pod, message)
+                return Result()
+            case Submit():
+                return self._submit(pod)
+            case Bind():
+                if self.on_bind is not None:
+                    self.on_bind(pod, action)  # the front end's own binding step
+                else:
+                    self._bind_directly(pod, action)
+                return Result()
+            case DeletePod(reason=reason, message=message):
+                self._report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                         reason, message)
+                kubeops.delete_pod(self.api, pod)
+                return Result()
+            case _:
+                assert_never(action)
 
     # -- actions ------------------------------------------------------------------------------
     def _wait(self, uid: str, pod: Obj, waiting: Waiting) -> Result:

@@ -6,6 +6,7 @@ import pytest
 
 from scheduler import kubeops, reconciler
 from scheduler.config import SchedulerConfig
+from scheduler.decide import Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from sunk import names
@@ -219,3 +220,13 @@ def test_the_front_end_hears_of_each_submission(world, writes):
     scheduler.on_submit = lambda pod, job_id: heard.append((pod["metadata"]["uid"], job_id))
     scheduler.reconcile("uid-a")
     assert heard == [("uid-a", 7)] and writes == []
+
+
+def test_an_action_on_a_pod_that_is_gone_is_an_error_not_an_assert(world, monkeypatch):
+    """decide() never asks for one; if it did, the reconcile fails loudly (and is retried), under python -O too."""
+    scheduler, pods, _, _, _ = world
+    pods.clear()
+    monkeypatch.setattr(reconciler, "decide", lambda *args, **kwargs: Submit())
+    with pytest.raises(RuntimeError, match="for a Pod that is gone"):
+        scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == []
