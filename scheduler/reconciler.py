@@ -24,7 +24,8 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
-from sunk.translate import podjob
+from sunk.slurm.models import JobRequest
+from sunk.translate import placeholder, podjob
 from sunk.types import Obj
 
 from . import kubeops
@@ -234,7 +235,7 @@ class PodScheduler:
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
         uid = meta["uid"]
-        request = self.job_request(pod)
+        request = self._job_request(pod)
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
@@ -264,22 +265,13 @@ class PodScheduler:
             self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
-    def job_request(self, pod: Obj) -> Any:
-        meta = pod["metadata"]
-        request = podjob.pod_to_job(pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
-                                    scheduler=self.config.scheduler_name)
-        if request.partition is None and self.config.default_partition:
-            request = attrs.evolve(request, partition=self.config.default_partition)
-        env = (
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            f"SUNK_HOOKS_URL={self.config.hooks_url}",
-            f"SUNK_HOOK_TOKEN={hook_token(self.config.hook_secret, meta['uid'])}",
-            f"SUNK_POD_UID={meta['uid']}",
-            f"SUNK_EXTRA={request.extra}",
-            f"SUNK_KILL_WAIT={self.config.kill_wait_seconds}",
-            f"SUNK_POD={meta['namespace']}/{meta['name']}",
-        ) + ((f"SUNK_HOOKS_CA={self.config.hooks_ca_file}",) if self.config.hooks_ca_file else ())
-        return attrs.evolve(request, environment=env, requeue=False)
+    def _job_request(self, pod: Obj) -> JobRequest:
+        """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
+        return placeholder.job_request(
+            pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
+            scheduler=self.config.scheduler_name, hooks_url=self.config.hooks_url,
+            hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]),
+            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         meta = pod["metadata"]

@@ -9,9 +9,11 @@ from scheduler.config import SchedulerConfig
 from scheduler.decide import Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+from scheduler.tokens import hook_token
 from sunk import names
 from sunk.kube.client import ApiError
 from sunk.slurm.models import Job
+from sunk.translate import placeholder
 
 
 class Informer:
@@ -230,3 +232,13 @@ def test_an_action_on_a_pod_that_is_gone_is_an_error_not_an_assert(world, monkey
     with pytest.raises(RuntimeError, match="for a Pod that is gone"):
         scheduler.reconcile("uid-a")
     assert scheduler.slurm.submitted == []
+
+
+def test_the_submission_is_the_placeholder_job_with_this_schedulers_settings(world):
+    scheduler, pods, _, _, _ = world
+    scheduler.reconcile("uid-a")
+    config = scheduler.config
+    assert scheduler.slurm.submitted == [placeholder.job_request(
+        pods[0], script=reconciler.PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds,
+        scheduler=config.scheduler_name, hooks_url=config.hooks_url, hook_token=hook_token(config.hook_secret, "uid-a"),
+        hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition)]
