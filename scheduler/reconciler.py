@@ -19,7 +19,6 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.runtime import Result
-from sunk.kube import client as kube
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
@@ -29,6 +28,7 @@ from sunk.translate import placeholder, podjob
 from sunk.types import Obj
 
 from . import kubeops
+from .binder import Binder
 from .config import SchedulerConfig
 from .decide import (
     Action,
@@ -90,11 +90,12 @@ class SlurmdNodes:
 
 @attrs.define
 class PodScheduler:
-    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler);
-    ``on_submit(pod, job_id)``, if set, its word to the Pod once the job exists.
+    """Reconciler: gathers a Pod's facts, asks decide(), carries out the action.
 
-    ``must_tolerate_lock(node)`` says whether a Pod bound straight to that Node needs the
-    lock toleration first (scheduler/locktaint.py); without a Node cache, always.
+    ``binder`` binds Pods and remembers those it bound until the Pod watch shows them;
+    ``on_bind``, if set, is the front end's own step where a Pod could bind (the extender's:
+    kube-scheduler binds, through the same Binder); ``on_submit(pod, job_id)``, if set, its
+    word to the Pod once the job exists.
     """
 
     api: ApiClient
@@ -108,14 +109,9 @@ class PodScheduler:
     on_submit: Callable[[Obj, int], None] | None = None
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
-    _created: dict[str, float] = attrs.field(init=False, factory=dict)
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
-    # Pods this process bound that the Pod informer may not show bound yet (kube-scheduler's
-    # "assumed" Pods): a reconcile in between must not bind again (the apiserver says 409).
-    _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
-    bind_latency: Callable[[float], None] | None = None
+    binder: Binder = attrs.field(default=attrs.Factory(lambda self: Binder(self.api), takes_self=True))
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
-    must_tolerate_lock: Callable[[str], bool] = lambda _node: True
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
@@ -123,12 +119,15 @@ class PodScheduler:
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, uid: str) -> Result:
         pod = self.pods.by_uid(uid)
+        if pod is not None and pod["spec"].get("nodeName"):
+            self.binder.forget(uid)  # the Pod watch shows the binding: no need to assume it any longer
         action = self.placement(pod, uid)
         log.debug("pod %s: %s", uid, action)
         return self._act(uid, pod, action)
 
     def placement(self, pod: Obj | None, uid: str) -> Action:
-        """The decision for one Pod, from memory only: the extender's filter calls this too."""
+        """The decision for one Pod, from memory only and with no side effect: the extender's
+        verbs call it too, from their HTTP threads."""
         known = self.jobs.view(uid)  # one read: see JobIndex
         return decide(
             self.facts(pod) if pod is not None else None,
@@ -141,12 +140,10 @@ class PodScheduler:
         )
 
     def facts(self, pod: Obj) -> PodFacts:
+        """What decide() reads of a Pod; one this process bound counts as bound until the watch shows it."""
         meta, spec = pod["metadata"], pod["spec"]
-        bound_node = spec.get("nodeName")
-        if bound_node:
-            self._assumed.pop(meta["uid"], None)  # the informer has caught up
-        else:
-            bound_node = self._assumed.get(meta["uid"])
+        assumed = None if spec.get("nodeName") else self.binder.assumed_node(meta["uid"])
+        bound_node = spec.get("nodeName") or assumed
         problems: tuple[str, ...] = ()
         if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
@@ -154,7 +151,7 @@ class PodScheduler:
             uid=meta["uid"],
             bound_node=bound_node,
             deleting=bool(meta.get("deletionTimestamp")),
-            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or meta["uid"] in self._assumed,
+            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
             problems=problems,
         )
 
@@ -256,7 +253,6 @@ class PodScheduler:
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
         self.jobs.expect(uid, job_id)
         self.nudge()
-        self._created.setdefault(uid, _created_at(pod))
         # No Event and no Pod write: "Scheduled" (with the binding) or "WaitingForSlurm" (with
         # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
         # a patch per Pod was a fifth of the burst's CPU.
@@ -274,27 +270,10 @@ class PodScheduler:
             hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
-        meta = pod["metadata"]
-        if self.must_tolerate_lock(bind.k8s_node):
-            kubeops.record_job(self.api, pod, {}, tolerate_lock=True)
-        try:
-            kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
-                                                        names.ANN_SLURM_NODE: bind.slurm_node})
-        except kube.ApiError as exc:
-            if not exc.conflict:
-                raise
-            # Already bound (by us before a restart, or by someone else): the Pod watch
-            # brings the binding, and the next reconcile judges it.
-            log.info("pod %s/%s: not bound again: %s", meta["namespace"], meta["name"], exc.message)
-            return
-        self._assumed[meta["uid"]] = bind.k8s_node
-        self._report(pod, "Normal", "Scheduled",
-                     f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
-        created = self._created.pop(meta["uid"], None) or _created_at(pod)
-        if self.bind_latency is not None and created:
-            self.bind_latency(max(0.0, time.time() - created))
-        log.info("pod %s/%s: bound to %s (job %d on %s)", meta["namespace"], meta["name"], bind.k8s_node,
-                 bind.job_id, bind.slurm_node)
+        """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
+        if self.binder.bind(pod, bind):
+            self._report(pod, "Normal", "Scheduled",
+                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
     def _cancel(self, job_id: int, why: str) -> None:
         try:
@@ -314,9 +293,8 @@ class PodScheduler:
 
     def _forget(self, uid: str) -> None:
         self._last_reported.pop(uid, None)
-        self._created.pop(uid, None)
         self._waiting_since.pop(uid, None)
-        self._assumed.pop(uid, None)
+        self.binder.forget(uid)
         self.jobs.forget(uid)
 
 
@@ -326,10 +304,3 @@ def _annotated_job_id(pod: Obj | None) -> int | None:
     value = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID, "")
     # (anybody may write the annotation: "²" is a digit to isdigit() and not to int())
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20 else None
-
-
-def _created_at(pod: Obj) -> float:
-    stamp = pod["metadata"].get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
