@@ -1,4 +1,4 @@
-"""The Binder: assume, bind, finish or forget; once per Pod."""
+"""The Binder: assume, bind, finish or forget; once per Pod; shared by sunk-scheduler and the extender's verb."""
 
 from __future__ import annotations
 
@@ -7,11 +7,16 @@ import time
 
 import pytest
 
+from extender.app import create_app
 from scheduler import kubeops
 from scheduler.binder import Binder
+from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind
+from scheduler.jobindex import JobIndex
+from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from sunk import names
 from sunk.kube.client import ApiError
+from sunk.slurm.models import Job
 
 BIND = Bind(job_id=7, slurm_node="node1", k8s_node="worker-1")
 CREATED = "2026-01-01T00:00:00Z"
@@ -195,3 +200,63 @@ def test_concurrent_binds_of_one_pod_make_one_binding(binder, api, monkeypatch):
     release.set()
     first.join(5)
     assert sorted(results) == [False, True] and len(api.calls) == 1
+
+
+# -- the extender's /bind verb, over the real reconciler and Binder ---------------------------------
+
+class Informer:
+    def __init__(self, objects):
+        self.objects, self.indexers = objects, {}
+
+    def add_indexer(self, name, fn):
+        self.indexers[name] = fn
+
+    def by_index(self, name, value):
+        return [o for o in self.objects if value in self.indexers[name](o)]
+
+    def list(self):
+        return list(self.objects)
+
+
+VALID_POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-a"},
+             "spec": {"terminationGracePeriodSeconds": 5,
+                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
+@pytest.fixture
+def extender(binder):
+    """The extender's app over a PodScheduler whose job 7 for uid-a runs on node1 (Node worker-1)."""
+    jobs = JobIndex(lambda extra: (extra.split(":")[0], True) if extra.startswith("uid-") else None)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
+    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
+                             pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)),
+                             recorder=None, binder=binder)
+    return create_app(scheduler, lambda uid: None).test_client()
+
+
+def bind_to(client, node):
+    return client.post("/bind", json={"PodName": "p", "PodNamespace": "ns", "PodUID": "uid-a", "Node": node}).get_json()
+
+
+def test_the_bind_verb_refuses_a_node_other_than_the_allocated_one(extender, binder, api):
+    answer = bind_to(extender, "worker-2")
+    assert answer["Error"] == "Slurm allocated Node worker-1 (Slurm node node1) for job 7, not worker-2"
+    assert api.calls == [] and binder.assumed_node("uid-a") is None
+
+
+def test_the_bind_verb_binds_through_the_binder_once(extender, binder, api):
+    assert bind_to(extender, "worker-1") == {"Error": ""}
+    assert api.calls == [("bind", "uid-a", "worker-1", {names.ANN_JOB_ID: "7", names.ANN_SLURM_NODE: "node1"})]
+    assert binder.assumed_node("uid-a") == "worker-1"
+    # kube-scheduler asking again before the Pod watch shows the binding: the Pod counts as bound
+    assert bind_to(extender, "worker-1")["Error"] == "not bindable yet: running"
+    assert len(api.calls) == 1
+
+
+def test_the_bind_verb_reports_a_failed_or_conflicting_binding(extender, binder, api):
+    api.fail = ApiError(500, "InternalError")
+    assert bind_to(extender, "worker-1")["Error"].startswith("binding failed: ")
+    api.fail = ApiError(409, "Conflict", {"message": "pod p is already assigned to node worker-1"})
+    assert bind_to(extender, "worker-1")["Error"] == "binding failed: pod ns/p is bound already"
+    assert binder.assumed_node("uid-a") is None
