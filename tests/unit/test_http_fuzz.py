@@ -72,6 +72,13 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=16,
 )
+# What a Go encoder can write: no NaN or Infinity (json.dumps writes them, strict JSON refuses them).
+finite_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=16),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=16,
+)
 
 
 def obj(required: Optional[dict[str, Any]] = None, **optional: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -156,7 +163,7 @@ def args_by_verb(annotation_value: st.SearchStrategy[str], part: Part) -> dict[s
     """ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, by verb, as kube-scheduler sends them,
     each named part passed through ``part`` (which may break it)."""
     pod = part("Pod", pod_strategy(annotation_value))
-    node = part("node", obj({"metadata": obj({"name": node_name})}, status=json_values))
+    node = part("node", obj({"metadata": obj({"name": node_name})}, status=finite_json_values))
     args = part("whole", obj({"Pod": pod, "NodeNames": part("NodeNames", st.lists(node_name, max_size=5))},
                              Nodes=st.none())
                 | obj({"Pod": pod, "Nodes": part("Nodes", obj({"items": st.lists(node, max_size=4)},
