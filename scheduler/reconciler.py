@@ -92,9 +92,10 @@ class SlurmdNodes:
 class PodScheduler:
     """Reconciler: gathers a Pod's facts, asks decide(), carries out the action.
 
-    ``binder`` binds Pods and remembers those it bound until the Pod watch shows them;
-    ``on_bind``, if set, is the front end's own step where a Pod could bind (the extender's:
-    kube-scheduler binds, through the same Binder); ``on_submit(pod, job_id)``, if set, its
+    ``binder`` binds Pods (scheduler/binder.py) and remembers those it bound until the Pod
+    watch shows them. ``on_bind``, if set, takes the place of binding where decide() says
+    Bind: the extender readies the Pod for kube-scheduler, whose call to its bind verb then
+    binds through the same Binder. ``on_submit(pod, job_id)``, if set, is the front end's
     word to the Pod once the job exists.
     """
 
@@ -105,13 +106,13 @@ class PodScheduler:
     pods: PodIndex
     slurmd: SlurmdNodes
     recorder: EventRecorder
+    binder: Binder = attrs.field(default=attrs.Factory(lambda self: Binder(self.api), takes_self=True))
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
-    _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
-    _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
-    _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
-    binder: Binder = attrs.field(default=attrs.Factory(lambda self: Binder(self.api), takes_self=True))
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
+    _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
+    _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
+    _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
