@@ -3,7 +3,9 @@
 Placement comes from the same reconciler as ``sunk-scheduler`` (scheduler/reconciler.py):
 the filter only reads the decision from memory and enqueues the Pod, so a burst of
 scheduling attempts never becomes a burst of Slurm calls, and the placeholder job is
-submitted exactly once, by the reconciler's worker.
+submitted exactly once, by the reconciler's worker. Binding goes through the reconciler's
+Binder (scheduler/binder.py), as ``sunk-scheduler``'s own does: the same annotations, and the
+Pod counts as bound until the Pod watch shows it.
 """
 
 from __future__ import annotations
@@ -18,10 +20,8 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
-from scheduler import kubeops
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
-from sunk import names
 from sunk.types import Obj
 
 from . import protocol
@@ -104,11 +104,12 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
             return jsonify({"Error": f"Slurm allocated Node {action.k8s_node} (Slurm node {action.slurm_node}) "
                                      f"for job {action.job_id}, not {args.node}"})
         try:
-            kubeops.bind(scheduler.api, pod, args.node, {names.ANN_JOB_ID: str(action.job_id),
-                                                         names.ANN_SLURM_NODE: action.slurm_node})
+            bound = scheduler.binder.bind(pod, action)  # the same Binder as sunk-scheduler's
         except Exception as exc:
             log.warning("binding %s/%s failed: %s", args.pod_namespace, args.pod_name, exc)
             return jsonify({"Error": f"binding failed: {exc}"})
+        if not bound:
+            return jsonify({"Error": f"binding failed: pod {args.pod_namespace}/{args.pod_name} is bound already"})
         return jsonify({"Error": ""})
 
     @app.post("/preempt")

@@ -31,6 +31,7 @@ from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
 from . import kubeops, metrics
+from .binder import Binder
 from .config import SchedulerConfig
 from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
@@ -117,9 +118,13 @@ def assemble(
     index = JobIndex(parse)
     pod_index = PodIndex(pods)
     recorder = EventRecorder(api, component=name)
+    # sunk-scheduler binds past kube-scheduler's taint filter, so it reads the lock taint off the
+    # Node; a Pod that kube-scheduler binds through the extender has passed that filter.
+    nodes = Informer(api, NODES, transform=slim_node, name="nodes") if on_bind is None else None
+    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if nodes is not None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
-                             nudge=slurm_cache.nudge, bind_latency=metrics.BIND_LATENCY.observe)
+                             nudge=slurm_cache.nudge, binder=binder)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=workers)
     gone = PodGone(pod_index.by_uid)
@@ -135,9 +140,7 @@ def assemble(
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
-    if on_bind is None:  # sunk-scheduler binds itself, past kube-scheduler's taint filter
-        nodes = Informer(api, NODES, transform=slim_node, name="nodes")
-        scheduler.must_tolerate_lock = LockTaints(nodes).evicts
+    if nodes is not None:
         manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.

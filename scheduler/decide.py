@@ -18,7 +18,7 @@ Rules worth stating:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional, Union
+from typing import Optional, TypeAlias, Union
 
 from attrs import frozen
 
@@ -90,7 +90,11 @@ class CancelJobs:
     message: str
 
 
-Action = Union[Nothing, Submit, Invalid, Bind, Waiting, Unschedulable, DeletePod, CancelJobs]
+# Every action decide() returns, as closed unions: a dispatcher that matches on them ends with
+# typing.assert_never, so mypy names any action it forgets.
+PodAction: TypeAlias = Union[Submit, Invalid, Bind, Waiting, Unschedulable, DeletePod]
+"""The actions on the Pod itself: decide() returns one only for a Pod that exists."""
+Action: TypeAlias = Union[Nothing, CancelJobs, PodAction]
 
 
 @frozen

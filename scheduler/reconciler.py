@@ -12,22 +12,23 @@ import threading
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.runtime import Result
-from sunk.kube import client as kube
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
-from sunk.translate import podjob
+from sunk.slurm.models import JobRequest
+from sunk.translate import placeholder, podjob
 from sunk.types import Obj
 
 from . import kubeops
+from .binder import Binder
 from .config import SchedulerConfig
 from .decide import (
     Action,
@@ -36,6 +37,7 @@ from .decide import (
     DeletePod,
     Invalid,
     Nothing,
+    PodAction,
     PodFacts,
     Submit,
     Unschedulable,
@@ -88,11 +90,13 @@ class SlurmdNodes:
 
 @attrs.define
 class PodScheduler:
-    """Reconciler. ``on_bind`` is the front end's binding step (direct, or via kube-scheduler);
-    ``on_submit(pod, job_id)``, if set, its word to the Pod once the job exists.
+    """Reconciler: gathers a Pod's facts, asks decide(), carries out the action.
 
-    ``must_tolerate_lock(node)`` says whether a Pod bound straight to that Node needs the
-    lock toleration first (scheduler/locktaint.py); without a Node cache, always.
+    ``binder`` binds Pods (scheduler/binder.py) and remembers those it bound until the Pod
+    watch shows them. ``on_bind``, if set, takes the place of binding where decide() says
+    Bind: the extender readies the Pod for kube-scheduler, whose call to its bind verb then
+    binds through the same Binder. ``on_submit(pod, job_id)``, if set, is the front end's
+    word to the Pod once the job exists.
     """
 
     api: ApiClient
@@ -102,33 +106,29 @@ class PodScheduler:
     pods: PodIndex
     slurmd: SlurmdNodes
     recorder: EventRecorder
+    binder: Binder = attrs.field(default=attrs.Factory(lambda self: Binder(self.api), takes_self=True))
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
-    _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
-    _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)
-    _created: dict[str, float] = attrs.field(init=False, factory=dict)
-    _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
-    # Pods this process bound that the Pod informer may not show bound yet (kube-scheduler's
-    # "assumed" Pods): a reconcile in between must not bind again (the apiserver says 409).
-    _assumed: dict[str, str] = attrs.field(init=False, factory=dict)
-    bind_latency: Callable[[float], None] | None = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
-    must_tolerate_lock: Callable[[str], bool] = lambda _node: True
+    _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
+    _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
+    _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
-        if self.on_bind is None:
-            self.on_bind = self._bind_directly
 
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, uid: str) -> Result:
         pod = self.pods.by_uid(uid)
+        if pod is not None and pod["spec"].get("nodeName"):
+            self.binder.forget(uid)  # the Pod watch shows the binding: no need to assume it any longer
         action = self.placement(pod, uid)
         log.debug("pod %s: %s", uid, action)
         return self._act(uid, pod, action)
 
     def placement(self, pod: Obj | None, uid: str) -> Action:
-        """The decision for one Pod, from memory only: the extender's filter calls this too."""
+        """The decision for one Pod, from memory only and with no side effect: the extender's
+        verbs call it too, from their HTTP threads."""
         known = self.jobs.view(uid)  # one read: see JobIndex
         return decide(
             self.facts(pod) if pod is not None else None,
@@ -141,12 +141,10 @@ class PodScheduler:
         )
 
     def facts(self, pod: Obj) -> PodFacts:
+        """What decide() reads of a Pod; one this process bound counts as bound until the watch shows it."""
         meta, spec = pod["metadata"], pod["spec"]
-        bound_node = spec.get("nodeName")
-        if bound_node:
-            self._assumed.pop(meta["uid"], None)  # the informer has caught up
-        else:
-            bound_node = self._assumed.get(meta["uid"])
+        assumed = None if spec.get("nodeName") else self.binder.assumed_node(meta["uid"])
+        bound_node = spec.get("nodeName") or assumed
         problems: tuple[str, ...] = ()
         if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
@@ -154,46 +152,58 @@ class PodScheduler:
             uid=meta["uid"],
             bound_node=bound_node,
             deleting=bool(meta.get("deletionTimestamp")),
-            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or meta["uid"] in self._assumed,
+            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
             problems=problems,
         )
 
-    def _act(self, uid: str, pod: Obj | None, action: object) -> Result:
-        if isinstance(action, Waiting):
-            assert pod is not None
-            return self._wait(uid, pod, action)
-        self._waiting_since.pop(uid, None)  # whatever it waited for is over
-        if isinstance(action, Nothing):
-            if pod is None:
-                self._forget(uid)
-            return Result()
-        if isinstance(action, CancelJobs):
-            for job_id in action.job_ids:
-                self._cancel(job_id, action.message)
-            return Result()
-        assert pod is not None
-        if isinstance(action, Invalid):
-            message = "; ".join(action.problems)
-            self._report(pod, "Warning", "FailedValidation", message)
-            kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
-            return Result()  # no retry until the Pod changes
-        if isinstance(action, Unschedulable):
-            self._report(pod, "Warning", "Unschedulable", action.message)
-            kubeops.mark_unschedulable(self.api, pod, action.message)
-            return Result()
-        if isinstance(action, Submit):
-            return self._submit(pod)
-        if isinstance(action, Bind):
-            assert self.on_bind is not None
-            self.on_bind(pod, action)
-            return Result()
-        if isinstance(action, DeletePod):
-            self._report(pod, "Warning" if action.reason != "JobEnded" else "Normal", action.reason, action.message)
-            log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                     action.reason, action.message)
-            kubeops.delete_pod(self.api, pod)
-            return Result()
-        raise TypeError(f"unknown action {action!r}")
+    def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
+        if not isinstance(action, Waiting):
+            self._waiting_since.pop(uid, None)  # whatever it waited for is over
+        match action:
+            case Nothing():
+                if pod is None:
+                    self._forget(uid)
+                return Result()
+            case CancelJobs(job_ids=job_ids, message=message):
+                for job_id in job_ids:
+                    self._cancel(job_id, message)
+                return Result()
+            case Submit() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
+                if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
+                    raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
+                return self._act_on_pod(uid, pod, action)
+            case _:
+                assert_never(action)
+
+    def _act_on_pod(self, uid: str, pod: Obj, action: PodAction) -> Result:
+        match action:
+            case Waiting():
+                return self._wait(uid, pod, action)
+            case Invalid(problems=problems):
+                message = "; ".join(problems)
+                self._report(pod, "Warning", "FailedValidation", message)
+                kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
+                return Result()  # no retry until the Pod changes
+            case Unschedulable(message=message):
+                self._report(pod, "Warning", "Unschedulable", message)
+                kubeops.mark_unschedulable(self.api, pod, message)
+                return Result()
+            case Submit():
+                return self._submit(pod)
+            case Bind():
+                if self.on_bind is not None:
+                    self.on_bind(pod, action)  # the front end's own binding step
+                else:
+                    self._bind_directly(pod, action)
+                return Result()
+            case DeletePod(reason=reason, message=message):
+                self._report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                         reason, message)
+                kubeops.delete_pod(self.api, pod)
+                return Result()
+            case _:
+                assert_never(action)
 
     # -- actions ------------------------------------------------------------------------------
     def _wait(self, uid: str, pod: Obj, waiting: Waiting) -> Result:
@@ -223,7 +233,7 @@ class PodScheduler:
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
         uid = meta["uid"]
-        request = self.job_request(pod)
+        request = self._job_request(pod)
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
@@ -244,7 +254,6 @@ class PodScheduler:
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
         self.jobs.expect(uid, job_id)
         self.nudge()
-        self._created.setdefault(uid, _created_at(pod))
         # No Event and no Pod write: "Scheduled" (with the binding) or "WaitingForSlurm" (with
         # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
         # a patch per Pod was a fifth of the burst's CPU.
@@ -253,45 +262,19 @@ class PodScheduler:
             self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
-    def job_request(self, pod: Obj) -> Any:
-        meta = pod["metadata"]
-        request = podjob.pod_to_job(pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
-                                    scheduler=self.config.scheduler_name)
-        if request.partition is None and self.config.default_partition:
-            request = attrs.evolve(request, partition=self.config.default_partition)
-        env = (
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            f"SUNK_HOOKS_URL={self.config.hooks_url}",
-            f"SUNK_HOOK_TOKEN={hook_token(self.config.hook_secret, meta['uid'])}",
-            f"SUNK_POD_UID={meta['uid']}",
-            f"SUNK_EXTRA={request.extra}",
-            f"SUNK_KILL_WAIT={self.config.kill_wait_seconds}",
-            f"SUNK_POD={meta['namespace']}/{meta['name']}",
-        ) + ((f"SUNK_HOOKS_CA={self.config.hooks_ca_file}",) if self.config.hooks_ca_file else ())
-        return attrs.evolve(request, environment=env, requeue=False)
+    def _job_request(self, pod: Obj) -> JobRequest:
+        """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
+        return placeholder.job_request(
+            pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
+            scheduler=self.config.scheduler_name, hooks_url=self.config.hooks_url,
+            hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]),
+            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
-        meta = pod["metadata"]
-        if self.must_tolerate_lock(bind.k8s_node):
-            kubeops.record_job(self.api, pod, {}, tolerate_lock=True)
-        try:
-            kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),
-                                                        names.ANN_SLURM_NODE: bind.slurm_node})
-        except kube.ApiError as exc:
-            if not exc.conflict:
-                raise
-            # Already bound (by us before a restart, or by someone else): the Pod watch
-            # brings the binding, and the next reconcile judges it.
-            log.info("pod %s/%s: not bound again: %s", meta["namespace"], meta["name"], exc.message)
-            return
-        self._assumed[meta["uid"]] = bind.k8s_node
-        self._report(pod, "Normal", "Scheduled",
-                     f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
-        created = self._created.pop(meta["uid"], None) or _created_at(pod)
-        if self.bind_latency is not None and created:
-            self.bind_latency(max(0.0, time.time() - created))
-        log.info("pod %s/%s: bound to %s (job %d on %s)", meta["namespace"], meta["name"], bind.k8s_node,
-                 bind.job_id, bind.slurm_node)
+        """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
+        if self.binder.bind(pod, bind):
+            self._report(pod, "Normal", "Scheduled",
+                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
     def _cancel(self, job_id: int, why: str) -> None:
         try:
@@ -311,9 +294,8 @@ class PodScheduler:
 
     def _forget(self, uid: str) -> None:
         self._last_reported.pop(uid, None)
-        self._created.pop(uid, None)
         self._waiting_since.pop(uid, None)
-        self._assumed.pop(uid, None)
+        self.binder.forget(uid)
         self.jobs.forget(uid)
 
 
@@ -323,10 +305,3 @@ def _annotated_job_id(pod: Obj | None) -> int | None:
     value = (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID, "")
     # (anybody may write the annotation: "²" is a digit to isdigit() and not to int())
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20 else None
-
-
-def _created_at(pod: Obj) -> float:
-    stamp = pod["metadata"].get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone

@@ -8,6 +8,7 @@ import pytest
 
 from extender import protocol
 from extender.app import create_app
+from scheduler.binder import Binder
 from scheduler.decide import Bind, Invalid, Waiting
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": {"containers": []}}
@@ -22,12 +23,12 @@ class FakePods:
 
 
 class FakeScheduler:
-    """Only what the app reads: placement(), pods.by_uid(), api."""
+    """Only what the app reads: placement(), pods.by_uid(), binder."""
 
     def __init__(self, action, pods=(POD,)):
         self.action = action
         self.pods = FakePods(pods)
-        self.api = None
+        self.binder = Binder(None, must_tolerate_lock=lambda node: False)
 
     def placement(self, pod, uid):
         return self.action

@@ -40,6 +40,7 @@ from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender import app as extender_app
 from scheduler import kubeops
+from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, Submit, Unschedulable, Waiting
 from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, create_hooks_app
@@ -68,6 +69,13 @@ METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=16)
 json_values = st.recursive(
     scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=16,
+)
+# What a Go encoder can write: no NaN or Infinity (json.dumps writes them, strict JSON refuses them).
+finite_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=16),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=16,
 )
@@ -155,7 +163,7 @@ def args_by_verb(annotation_value: st.SearchStrategy[str], part: Part) -> dict[s
     """ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs, by verb, as kube-scheduler sends them,
     each named part passed through ``part`` (which may break it)."""
     pod = part("Pod", pod_strategy(annotation_value))
-    node = part("node", obj({"metadata": obj({"name": node_name})}, status=json_values))
+    node = part("node", obj({"metadata": obj({"name": node_name})}, status=finite_json_values))
     args = part("whole", obj({"Pod": pod, "NodeNames": part("NodeNames", st.lists(node_name, max_size=5))},
                              Nodes=st.none())
                 | obj({"Pod": pod, "Nodes": part("Nodes", obj({"items": st.lists(node, max_size=4)},
@@ -273,12 +281,12 @@ class FakePods:
 
 
 class FakeScheduler:
-    """What the extender reads of a PodScheduler: placement(), pods.by_uid(), api."""
+    """What the extender reads of a PodScheduler: placement(), pods.by_uid(), binder."""
 
     def __init__(self, action: object):
         self.action = action
         self.pods = FakePods(VALID_POD)
-        self.api = None
+        self.binder = stateless_binder()
 
     def placement(self, pod: Any, uid: str) -> object:
         return self.action
@@ -306,20 +314,28 @@ def parse_extra(extra: str) -> Optional[tuple[str, bool]]:
     return (uid, rest.strip() == "started") if uid.startswith("u-") else None
 
 
+def stateless_binder() -> Binder:
+    """The extender's Binder (no lock toleration: kube-scheduler's taint filter ran), whose
+    assumptions expire at once: every example sees u-1 allocated, none sees it bound by an earlier one."""
+    return Binder(None, must_tolerate_lock=lambda node: False, observe_latency=lambda seconds: None, assumed_ttl=0.0)
+
+
 def real_scheduler() -> PodScheduler:
     """The reconciler itself on fakes: u-1 is known and allocated (worker-1), u-2 is in neither cache."""
     jobs = JobIndex(parse_extra)
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="u-1: started"))
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
     return PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
-                        pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)), recorder=None)
+                        pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)), recorder=None,
+                        binder=stateless_binder())
 
 
 def extender(scheduler: Any) -> Flask:
     return extender_app.create_app(scheduler, lambda uid: None)
 
 
-# One app per kind for all examples (placement keeps no state between calls; the fake's action is set per example).
+# One app per kind for all examples (placement keeps no state between calls, a binding is forgotten at once;
+# the fake's action is set per example).
 _FAKE = FakeScheduler(Submit())
 
 

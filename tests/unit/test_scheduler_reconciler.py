@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 
 from scheduler import kubeops, reconciler
+from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
+from scheduler.decide import DeletePod, Nothing, Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+from scheduler.tokens import hook_token
 from sunk import names
 from sunk.kube.client import ApiError
 from sunk.slurm.models import Job
+from sunk.translate import placeholder
 
 
 class Informer:
@@ -67,11 +71,11 @@ def writes():
 
 
 @pytest.fixture
-def world(monkeypatch, writes):
-    pods = [pod()]
-    slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-    jobs = JobIndex(parse)
-    recorder = Recorder()
+def build(monkeypatch, writes):
+    """build(**settings) -> (scheduler, pods, jobs, recorder, binds): one Pod, uid-a; Slurm node node1 on worker-1.
+
+    ``must_tolerate_lock`` goes to the scheduler's Binder, every other setting to PodScheduler.
+    """
     binds = []
 
     def bind(api, obj, node, annotations):
@@ -86,10 +90,24 @@ def world(monkeypatch, writes):
 
     monkeypatch.setattr(kubeops, "bind", bind)
     monkeypatch.setattr(kubeops, "record_job", record_job)
-    scheduler = PodScheduler(api=None, slurm=Slurm(), config=SchedulerConfig("s", b"x" * 16, "http://h"),
-                             jobs=jobs, pods=PodIndex(Informer(pods)), slurmd=SlurmdNodes(Informer(slurmd)),
-                             recorder=recorder, must_tolerate_lock=lambda node: False)
-    return scheduler, pods, jobs, recorder, binds
+
+    def make(must_tolerate_lock=lambda node: False, **settings):
+        pods = [pod()]
+        slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
+        jobs = JobIndex(parse)
+        recorder = Recorder()
+        binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
+        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), **settings}
+        scheduler = PodScheduler(api=None, slurm=Slurm(), jobs=jobs, pods=PodIndex(Informer(pods)),
+                                 slurmd=SlurmdNodes(Informer(slurmd)), recorder=recorder, binder=binder, **settings)
+        return scheduler, pods, jobs, recorder, binds
+
+    return make
+
+
+@pytest.fixture
+def world(build):
+    return build()
 
 
 def test_a_pod_bound_but_not_yet_seen_bound_is_not_bound_twice(world):
@@ -201,10 +219,9 @@ def test_a_burst_waiting_for_the_next_scheduling_pass_writes_nothing(world, writ
 
 
 @pytest.mark.parametrize("evicts", [True, False], ids=["noexecute-lock", "noschedule-lock"])
-def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts(world, writes, evicts):
-    scheduler, _, jobs, _, _ = world
+def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts(build, writes, evicts):
     asked = []
-    scheduler.must_tolerate_lock = lambda node: asked.append(node) or evicts
+    scheduler, _, jobs, _, _ = build(must_tolerate_lock=lambda node: asked.append(node) or evicts)
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
     scheduler.reconcile("uid-a")
     assert asked == ["worker-1"]
@@ -212,10 +229,84 @@ def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts
     assert writes == [*expected, ("bind", "uid-a", "worker-1")]
 
 
-def test_the_front_end_hears_of_each_submission(world, writes):
+def test_the_front_end_hears_of_each_submission(build, writes):
     """The extender's hook: its patch is what re-queues the Pod in kube-scheduler."""
-    scheduler, _, _, _, _ = world
     heard = []
-    scheduler.on_submit = lambda pod, job_id: heard.append((pod["metadata"]["uid"], job_id))
+    scheduler, _, _, _, _ = build(on_submit=lambda pod, job_id: heard.append((pod["metadata"]["uid"], job_id)))
     scheduler.reconcile("uid-a")
     assert heard == [("uid-a", 7)] and writes == []
+
+
+def test_an_action_on_a_pod_that_is_gone_is_an_error_not_an_assert(world, monkeypatch):
+    """decide() never asks for one; if it did, the reconcile fails loudly (and is retried), under python -O too."""
+    scheduler, pods, _, _, _ = world
+    pods.clear()
+    monkeypatch.setattr(reconciler, "decide", lambda *args, **kwargs: Submit())
+    with pytest.raises(RuntimeError, match="for a Pod that is gone"):
+        scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == []
+
+
+def test_the_submission_is_the_placeholder_job_with_this_schedulers_settings(build):
+    config = SchedulerConfig("sched", b"y" * 32, "https://hooks:8000", hooks_ca_file="/etc/ca.pem",
+                             kill_wait_seconds=60, default_partition="batch")
+    scheduler, pods, _, _, _ = build(config=config)
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == [placeholder.job_request(
+        pods[0], script=reconciler.PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds,
+        scheduler=config.scheduler_name, hooks_url=config.hooks_url, hook_token=hook_token(config.hook_secret, "uid-a"),
+        hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition)]
+    assert scheduler.slurm.submitted[0].partition == "batch"
+    assert "SUNK_HOOKS_CA=/etc/ca.pem" in scheduler.slurm.submitted[0].environment
+
+
+def test_placement_reads_without_forgetting_and_the_reconcile_forgets_once_the_watch_shows_the_binding(world):
+    """The extender's verbs call placement() from their HTTP threads: it must change nothing."""
+    scheduler, pods, jobs, _, binds = world
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    scheduler.reconcile("uid-a")
+    assert scheduler.binder.assumed_node("uid-a") == "worker-1"
+    pods[0] = pod(node="worker-1")
+    pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    assert scheduler.placement(pods[0], "uid-a") == Nothing("running")
+    assert scheduler.binder.assumed_node("uid-a") == "worker-1"  # a read, no side effect
+    scheduler.reconcile("uid-a")
+    assert scheduler.binder.assumed_node("uid-a") is None
+    assert binds == [("uid-a", "worker-1")]
+
+
+def test_a_pod_assumed_bound_is_judged_as_bound(world):
+    """Between the binding and the watch, a requeued job is a preemption, not a Pod to validate or bind."""
+    scheduler, pods, jobs, _, _ = world
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"), observed_at=1.0)
+    scheduler.reconcile("uid-a")
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="BeginTime", extra="uid-a"), observed_at=2.0)
+    assert scheduler.placement(pods[0], "uid-a") == DeletePod("Preempted", "Slurm requeued job 7 (BeginTime)")
+
+
+def test_a_failed_binding_is_tried_afresh(world, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    bind = kubeops.bind
+
+    def fails(*_args):
+        raise ApiError(500, "InternalError")
+
+    monkeypatch.setattr(kubeops, "bind", fails)
+    with pytest.raises(ApiError):
+        scheduler.reconcile("uid-a")  # (the controller retries it with backoff)
+    assert scheduler.binder.assumed_node("uid-a") is None and recorder.events == []
+    monkeypatch.setattr(kubeops, "bind", bind)
+    scheduler.reconcile("uid-a")
+    assert scheduler.binder.assumed_node("uid-a") == "worker-1"
+    assert [reason for reason, _ in recorder.events] == ["Scheduled"]
+
+
+def test_a_pod_that_is_gone_is_forgotten(world):
+    scheduler, pods, jobs, _, _ = world
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"), observed_at=1.0)
+    scheduler.reconcile("uid-a")
+    pods.clear()
+    jobs.remove(7, observed_at=2.0)
+    scheduler.reconcile("uid-a")  # Pod and job both gone
+    assert scheduler.binder.assumed_node("uid-a") is None
