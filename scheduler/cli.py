@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from sunk.flags import boolean, configure_logging, positive_duration, positive_int
+from sunk.flags import boolean, configure_logging, parse_bind_address, positive_duration, positive_int
 from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.kube.client import load_api_client
 from sunk.kube.leader import LeaderElectionConfig
-from sunk.web import Listener, port_of, serve, tls_from_flags
+from sunk.web import Listener, serve, tls_from_flags
 
 from .config import SchedulerConfig
 
@@ -81,7 +81,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = tuple(n for n in args.watch_namespace.split(",") if n) or (own_namespace(),)
-    hooks_url = args.hooks_url or f"http://127.0.0.1:{port_of(args.hooks_api_bind_address)}"
+    hooks_url = args.hooks_url or f"http://127.0.0.1:{parse_bind_address(args.hooks_api_bind_address)[1]}"
     if hooks_url.startswith("https://") and not args.hooks_tls_cert_file:
         raise SystemExit(f"--hooks-url {hooks_url} is https, but the hook API has no --hooks-tls-cert-file")
     if hooks_url.startswith("http://") and args.hooks_tls_cert_file:
