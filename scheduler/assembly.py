@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.manager import Manager
+from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
@@ -144,7 +145,7 @@ def assemble(
     manager.add_informer(SyncedCache(slurm_cache))
     manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
-    manager.add_runnable(Sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
     return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
 
 
@@ -208,29 +209,18 @@ class SyncedCache:
         return bool(self.cache.wait_for_sync(timeout if timeout is not None else 3600.0))
 
 
-class Sweeper:
+def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:
     """The periodic level-based safety net: every Pod and every placeholder job is looked at.
 
     It finds orphans either way (a job whose Pod is gone, a bound Pod whose job is gone)
     even if an event was missed, from memory only.
     """
 
-    def __init__(self, pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float):
-        self.pods, self.jobs, self.enqueue, self.interval = pods, jobs, enqueue, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    def sweep() -> None:
+        for uid in pods.uids() | jobs.uids():
+            enqueue(uid)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            for uid in self.pods.uids() | self.jobs.uids():
-                self.enqueue(uid)
+    return Periodic("sweeper", interval, sweep)
 
 
 def exit_when_done(manager: Manager) -> None:

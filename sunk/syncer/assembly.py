@@ -143,7 +143,7 @@ def assemble(
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     for controller in controllers.values():
         manager.add_controller(controller)
-    manager.add_runnable(triggers.Resync(ctx, enqueue, args.resync_period), needs_leader=True)
+    manager.add_runnable(triggers.resync(ctx, enqueue, args.resync_period), needs_leader=True)
     for part in parts:
         for controller in part.controllers:
             manager.add_controller(controller)

@@ -74,7 +74,7 @@ def test_resync_enqueues_every_node_known_to_either_side():
     keys: list[str] = []
     ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1"), Node("node2")])
     pods.put(pod("node3"))
-    resync = triggers.Resync(ctx, keys.append, 0.05)
+    resync = triggers.resync(ctx, keys.append, 0.05)
     resync.start()
     try:
         deadline = time.monotonic() + 5
