@@ -25,7 +25,7 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.kube.resources import NODES
-from sunk.slurm.cache import JOB, CacheEvent
+from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
@@ -100,7 +100,7 @@ def assemble(
     name: str,
     api: ApiClient,
     slurm: SlurmClient,
-    slurm_cache: Any,
+    slurm_cache: SlurmCache,
     config: SchedulerConfig,
     workers: int,
     leader_election: LeaderElectionConfig | None,
@@ -142,7 +142,7 @@ def assemble(
         manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
-    manager.add_informer(SyncedCache(slurm_cache))
+    manager.add_informer(slurm_cache)
     manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
@@ -188,25 +188,6 @@ def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None])
             enqueue(uid)
 
     cache.subscribe(on_event)
-
-
-class SyncedCache:
-    """The Slurm cache seen as an informer by the Manager (start, stop, has_synced)."""
-
-    def __init__(self, cache: Any):
-        self.cache = cache
-
-    def start(self) -> None:
-        self.cache.start()
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self.cache.stop(timeout)
-
-    def has_synced(self) -> bool:
-        return bool(self.cache.synced)
-
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return bool(self.cache.wait_for_sync(timeout if timeout is not None else 3600.0))
 
 
 def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:

@@ -40,25 +40,6 @@ log = logging.getLogger(__name__)
 NAME = "sunk-syncer"
 
 
-class SyncedCache:
-    """The Slurm cache as the Manager sees informers: start, stop, has_synced, wait_for_sync."""
-
-    def __init__(self, cache: SplitSlurmCache):
-        self.cache = cache
-
-    def start(self) -> None:
-        self.cache.start()
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self.cache.stop(timeout)
-
-    def has_synced(self) -> bool:
-        return self.cache.synced
-
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return self.cache.wait_for_sync(timeout if timeout is not None else 3600.0)
-
-
 @attrs.define
 class Syncer:
     manager: Manager
@@ -139,7 +120,7 @@ def assemble(
     for informer in (slurmd_pods, nodes, all_pods):
         manager.add_informer(informer)
     # The controllers wait for Slurm's first list too: "no such node" from an empty cache is not an answer.
-    manager.add_informer(SyncedCache(cache))
+    manager.add_informer(cache)
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     for controller in controllers.values():
         manager.add_controller(controller)
