@@ -81,7 +81,7 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     def pod_gone(pod: Obj) -> None:
         # A Pod outside the selector keeps its node out of scope while it exists (see
         # SlurmSideReconciler); when it goes, the node is judged again.
-        if pod["metadata"].get("namespace") == ctx.args.watch_namespace:
+        if pod["metadata"].get("namespace") == ctx.config.watch_namespace:
             enqueue(slurm_node_name(pod))
 
     ctx.all_pods.add_handler(on_delete=pod_gone)
