@@ -7,9 +7,6 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +20,8 @@ from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
-from sunk.kube.leader import LeaderElectionConfig
 from sunk.kube.resources import NODES
+from sunk.runner import DaemonConfig
 from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
@@ -96,21 +93,19 @@ class Assembly:
 
 
 def assemble(
+    daemon: DaemonConfig,
+    config: SchedulerConfig,
     *,
-    name: str,
     api: ApiClient,
     slurm: SlurmClient,
-    slurm_cache: SlurmCache,
-    config: SchedulerConfig,
-    workers: int,
-    leader_election: LeaderElectionConfig | None,
-    health_bind_address: str | None,
-    metrics_bind_address: str | None,
+    slurm_cache: SlurmCache | None = None,
     on_bind: Callable[[Obj, Bind], None] | None = None,
     on_submit: Callable[[Obj, int], None] | None = None,
 ) -> Assembly:
-    manager = Manager(name, api_client=api, leader_election=leader_election,
-                      health_bind_address=health_bind_address, metrics_bind_address=metrics_bind_address)
+    """Build (not start) the scheduler: ``on_bind``/``on_submit`` are the extender's, None for sunk-scheduler."""
+    name = daemon.name
+    manager = daemon.manager(api)
+    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval)
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
@@ -122,7 +117,7 @@ def assemble(
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_cache.nudge, bind_latency=metrics.BIND_LATENCY.observe)
     metrics.register(slurm)
-    controller = Controller(name, scheduler, workers=workers)
+    controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
 
     pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [pod["metadata"]["uid"]],
@@ -204,15 +199,4 @@ def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], inte
     return Periodic("sweeper", interval, sweep)
 
 
-def exit_when_done(manager: Manager) -> None:
-    """A lost lease ends the manager; end the gunicorn worker too, so it restarts clean."""
-
-    def watch() -> None:
-        code = manager.wait()
-        log.warning("manager stopped (exit code %s); restarting the worker", code)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="exit-watch", daemon=True).start()
-
-
-__all__ = ["Assembly", "Result", "assemble", "exit_when_done", "identity_parser"]
+__all__ = ["Assembly", "Result", "assemble", "identity_parser"]
