@@ -13,11 +13,11 @@ import sys
 from typing import Any, Optional
 
 from scheduler import kubeops
-from scheduler.cli import add_common_arguments, build_runtime, config_from, hooks_listener
+from scheduler.assembly import Assembly
+from scheduler.cli import add_common_arguments, hooks_listener, run_daemon
 from scheduler.decide import Bind
 from sunk import names
-from sunk.flags import configure_logging
-from sunk.web import Listener, check_listeners, serve, tls_from_flags
+from sunk.web import Listener, WSGIApp, tls_from_flags
 
 from .app import create_app
 
@@ -63,35 +63,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--tls-cert-file", default="", help="serve the verbs over TLS (not the hook API)")
     parser.add_argument("--tls-key-file", default="")
     parser.add_argument("--client-ca-file", default="", help="require kube-scheduler's client certificate")
-    args = parser.parse_args(argv)
-    configure_logging(args.zap_log_level)
-    config_from(args)
-    try:
+
+    def listeners(args: argparse.Namespace) -> list[Listener]:
         # Two ports, two apps, TLS each its own: kube-scheduler's verbs (mutual TLS in the
         # manifests) and the hook API that placeholder jobs call as --hooks-url says.
-        listeners = [
-            Listener(args.bind_address, "extender", tls_from_flags(
-                args.tls_cert_file, args.tls_key_file, args.client_ca_file, what="the extender verbs")),
-            hooks_listener(args),
-        ]
-        check_listeners(listeners)
-    except ValueError as exc:
-        parser.error(str(exc))
-    running: dict[str, Any] = {}
+        return [Listener(args.bind_address, "extender", tls_from_flags(
+                    args.tls_cert_file, args.tls_key_file, args.client_ca_file, what="the extender verbs")),
+                hooks_listener(args)]
 
-    def build():
-        assembly = build_runtime(args, "sunk-extender", on_bind_factory=nudge, on_submit_factory=announce)
-        running["assembly"] = assembly
+    def apps(assembly: Assembly) -> dict[str, WSGIApp]:
         return {"extender": create_app(assembly.scheduler, assembly.controller.queue.add),
                 "hooks": assembly.hooks_app()}
 
-    def stop():
-        if "assembly" in running:
-            running["assembly"].manager.stop()
-            running["assembly"].manager.wait(30)
-
-    serve(build, listeners, on_exit=stop)
-    return 0
+    return run_daemon(parser, argv, listeners=listeners, apps=apps, on_bind=nudge, on_submit=announce)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,6 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,12 +16,13 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.manager import Manager
+from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
-from sunk.kube.leader import LeaderElectionConfig
 from sunk.kube.resources import NODES
-from sunk.slurm.cache import JOB, CacheEvent
+from sunk.runner import DaemonConfig
+from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
@@ -96,21 +94,19 @@ class Assembly:
 
 
 def assemble(
+    daemon: DaemonConfig,
+    config: SchedulerConfig,
     *,
-    name: str,
     api: ApiClient,
     slurm: SlurmClient,
-    slurm_cache: Any,
-    config: SchedulerConfig,
-    workers: int,
-    leader_election: LeaderElectionConfig | None,
-    health_bind_address: str | None,
-    metrics_bind_address: str | None,
+    slurm_cache: SlurmCache | None = None,
     on_bind: Callable[[Obj, Bind], None] | None = None,
     on_submit: Callable[[Obj, int], None] | None = None,
 ) -> Assembly:
-    manager = Manager(name, api_client=api, leader_election=leader_election,
-                      health_bind_address=health_bind_address, metrics_bind_address=metrics_bind_address)
+    """Build (not start) the scheduler: ``on_bind``/``on_submit`` are the extender's, None for sunk-scheduler."""
+    name = daemon.name
+    manager = daemon.manager(api)
+    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval)
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
@@ -126,7 +122,7 @@ def assemble(
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_cache.nudge, binder=binder)
     metrics.register(slurm)
-    controller = Controller(name, scheduler, workers=workers)
+    controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
 
     pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [pod["metadata"]["uid"]],
@@ -144,10 +140,10 @@ def assemble(
         manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
-    manager.add_informer(SyncedCache(slurm_cache))
+    manager.add_informer(slurm_cache)
     manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
-    manager.add_runnable(Sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
     return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
 
 
@@ -192,59 +188,18 @@ def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None])
     cache.subscribe(on_event)
 
 
-class SyncedCache:
-    """The Slurm cache seen as an informer by the Manager (start, stop, has_synced)."""
-
-    def __init__(self, cache: Any):
-        self.cache = cache
-
-    def start(self) -> None:
-        self.cache.start()
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self.cache.stop(timeout)
-
-    def has_synced(self) -> bool:
-        return bool(self.cache.synced)
-
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return bool(self.cache.wait_for_sync(timeout if timeout is not None else 3600.0))
-
-
-class Sweeper:
+def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:
     """The periodic level-based safety net: every Pod and every placeholder job is looked at.
 
     It finds orphans either way (a job whose Pod is gone, a bound Pod whose job is gone)
     even if an event was missed, from memory only.
     """
 
-    def __init__(self, pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float):
-        self.pods, self.jobs, self.enqueue, self.interval = pods, jobs, enqueue, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    def sweep() -> None:
+        for uid in pods.uids() | jobs.uids():
+            enqueue(uid)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            for uid in self.pods.uids() | self.jobs.uids():
-                self.enqueue(uid)
+    return Periodic("sweeper", interval, sweep)
 
 
-def exit_when_done(manager: Manager) -> None:
-    """A lost lease ends the manager; end the gunicorn worker too, so it restarts clean."""
-
-    def watch() -> None:
-        code = manager.wait()
-        log.warning("manager stopped (exit code %s); restarting the worker", code)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="exit-watch", daemon=True).start()
-
-
-__all__ = ["Assembly", "Result", "assemble", "exit_when_done", "identity_parser"]
+__all__ = ["Assembly", "Result", "assemble", "identity_parser"]

@@ -9,17 +9,26 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from sunk.flags import boolean, configure_logging, positive_duration, positive_int
+from kubernetes.client import ApiClient
+
+from sunk.flags import boolean, configure_logging, parse_bind_address, positive_duration, positive_int
 from sunk.hooks.auth import TokenUnavailable, read_secret
-from sunk.kube.client import load_api_client
-from sunk.kube.leader import LeaderElectionConfig
-from sunk.web import Listener, port_of, serve, tls_from_flags
+from sunk.runner import Served, daemon_config, run
+from sunk.slurm import settings as slurm_settings
+from sunk.slurm.client import SlurmClient
+from sunk.types import Obj
+from sunk.web import Listener, WSGIApp, check_listeners, tls_from_flags
 
+from .assembly import Assembly, assemble
 from .config import SchedulerConfig
+from .decide import Bind
+
+OnBind = Callable[[Obj, Bind], None]
+OnSubmit = Callable[[Obj, int], None]
 
 log = logging.getLogger("sunk.scheduler")
 
@@ -39,12 +48,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--scope", choices=("namespace", "cluster"), default="namespace",
                         help="watch Pods in --watch-namespace (default: this Pod's namespace) or everywhere")
     parser.add_argument("--watch-namespace", default="", help="comma-separated namespaces, for --scope=namespace")
-    parser.add_argument("--slurm-api-base", default=os.environ.get("SLURM_REST_URL", "http://127.0.0.1:6820"))
-    parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"))
-    parser.add_argument("--slurm-auth-token-file", default=None, help="re-read when it changes")
-    parser.add_argument("--slurm-user", default="root")
-    parser.add_argument("--slurm-poll-interval", type=positive_duration, default=0.5,
-                        help="one Slurm list call per interval, whatever the number of Pods")
+    slurm_settings.add_arguments(parser, poll_interval=0.5,
+                                 poll_help="one Slurm list call per interval, whatever the number of Pods")
     parser.add_argument("--slurm-kill-wait", type=positive_duration, default=30.0,
                         help="KillWait from slurm.conf, e.g. 30s")
     parser.add_argument("--slurmd-namespace", default="slurm")
@@ -81,7 +86,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = tuple(n for n in args.watch_namespace.split(",") if n) or (own_namespace(),)
-    hooks_url = args.hooks_url or f"http://127.0.0.1:{port_of(args.hooks_api_bind_address)}"
+    hooks_url = args.hooks_url or f"http://127.0.0.1:{parse_bind_address(args.hooks_api_bind_address)[1]}"
     if hooks_url.startswith("https://") and not args.hooks_tls_cert_file:
         raise SystemExit(f"--hooks-url {hooks_url} is https, but the hook API has no --hooks-tls-cert-file")
     if hooks_url.startswith("http://") and args.hooks_tls_cert_file:
@@ -101,66 +106,43 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
     )
 
 
-def build_runtime(args: argparse.Namespace, name: str, on_bind_factory: Optional[Callable[[Any], Any]] = None,
-                  on_submit_factory: Optional[Callable[[Any], Any]] = None):
-    """Everything that must live in the serving worker; returns the Assembly."""
-    from sunk.slurm import SlurmCache, connect
-
-    from .assembly import assemble, exit_when_done
-
-    config = config_from(args)
-    api = load_api_client(args.kubeconfig)
-    slurm = connect("rest", url=args.slurm_api_base, user=args.slurm_user,
-                    **({"token_file": args.slurm_auth_token_file} if args.slurm_auth_token_file
-                       else {"token": args.slurm_auth_token}))
-    cache = SlurmCache(slurm, interval=args.slurm_poll_interval)
-    election = None
-    if args.leader_elect:
-        election = LeaderElectionConfig(lease_name=args.leader_election_id or name,
-                                        namespace=args.leader_election_namespace or own_namespace())
-    assembly = assemble(
-        name=name, api=api, slurm=slurm, slurm_cache=cache, config=config, workers=args.workers,
-        leader_election=election, health_bind_address=args.health_probe_bind_address or None,
-        metrics_bind_address=args.metrics_bind_address or None,
-        on_bind=on_bind_factory(api) if on_bind_factory else None,
-        on_submit=on_submit_factory(api) if on_submit_factory else None,
-    )
-    assembly.manager.start()
-    exit_when_done(assembly.manager)
-    log.info("%s: scheduling Pods with schedulerName=%s in %s", name, config.scheduler_name,
-             ",".join(config.namespaces) or "all namespaces")
-    return assembly
-
-
 def hooks_listener(args: argparse.Namespace) -> Listener:
     """The hook API's port, with TLS exactly when its own certificate flags say so."""
     return Listener(args.hooks_api_bind_address, "hooks",
                     tls_from_flags(args.hooks_tls_cert_file, args.hooks_tls_key_file, what="the hook API"))
 
 
+def run_daemon(parser: argparse.ArgumentParser, argv: Optional[list[str]], *,
+               listeners: Callable[[argparse.Namespace], list[Listener]],
+               apps: Callable[[Assembly], Mapping[str, WSGIApp]],
+               on_bind: Optional[Callable[[ApiClient], OnBind]] = None,
+               on_submit: Optional[Callable[[ApiClient], OnSubmit]] = None) -> int:
+    """What both front ends do with their flags: one assembly, served on their listeners."""
+    args = parser.parse_args(argv)
+    configure_logging(args.zap_log_level)
+    config = config_from(args)  # bad flags fail here, before a worker is forked
+    daemon = daemon_config(args, parser, name=parser.prog, lease_namespace=own_namespace())
+    try:
+        served = listeners(args)
+        check_listeners(served)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    def build(api: ApiClient, slurm: SlurmClient) -> Served:
+        assembly = assemble(daemon, config, api=api, slurm=slurm, on_bind=on_bind(api) if on_bind else None,
+                            on_submit=on_submit(api) if on_submit else None)
+        log.info("%s: scheduling Pods with schedulerName=%s in %s", daemon.name, config.scheduler_name,
+                 ",".join(config.namespaces) or "all namespaces")
+        return Served(assembly.manager, apps(assembly))
+
+    return run(daemon, build, served)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sunk-scheduler", description=__doc__)
     add_common_arguments(parser, default_name="sunk-scheduler")
-    args = parser.parse_args(argv)
-    configure_logging(args.zap_log_level)
-    config_from(args)  # fail fast on bad flags, before forking a worker
-    try:
-        listeners = [hooks_listener(args)]
-    except ValueError as exc:
-        parser.error(str(exc))
-    running: dict[str, Any] = {}
-
-    def build():
-        running["assembly"] = build_runtime(args, "sunk-scheduler")
-        return {"hooks": running["assembly"].hooks_app()}
-
-    def stop():
-        if "assembly" in running:
-            running["assembly"].manager.stop()
-            running["assembly"].manager.wait(30)
-
-    serve(build, listeners, on_exit=stop)
-    return 0
+    return run_daemon(parser, argv, listeners=lambda args: [hooks_listener(args)],
+                      apps=lambda assembly: {"hooks": assembly.hooks_app()})
 
 
 if __name__ == "__main__":

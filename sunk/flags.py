@@ -55,6 +55,15 @@ def boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def parse_bind_address(address: str) -> tuple[str, int]:
+    """A listen address as SUNK's Go flags take it: ``":8081"`` -> ("0.0.0.0", 8081),
+    ``"127.0.0.1:0"`` -> ("127.0.0.1", 0) (any free port), ``"[::1]:80"`` -> ("::1", 80)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"bind address must look like HOST:PORT or :PORT, got {address!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 def positive_int(text: str) -> int:
     """An argparse type for counts of workers or threads: zero would start nothing and hang."""
     try:

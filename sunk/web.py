@@ -25,21 +25,17 @@ from typing import Any, Optional
 import attrs
 from gunicorn.app.base import BaseApplication
 
+from sunk.flags import parse_bind_address
+
 log = logging.getLogger(__name__)
 
 WSGIApp = Callable[..., Any]
 
 
-def parse_bind(address: str) -> str:
-    """``:8000`` (Go style, as SUNK's flags take) -> ``0.0.0.0:8000``."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"bind address must look like HOST:PORT or :PORT, got {address!r}")
-    return f"{host or '0.0.0.0'}:{port}"
-
-
-def port_of(address: str) -> int:
-    return int(parse_bind(address).rpartition(":")[2])
+def gunicorn_bind(address: str) -> str:
+    """``:8000`` (Go style, as SUNK's flags take) -> ``0.0.0.0:8000``; an IPv6 host keeps its brackets."""
+    host, port = parse_bind_address(address)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @attrs.frozen
@@ -78,14 +74,13 @@ class Listener:
 
     @property
     def port(self) -> int:
-        return port_of(self.address)
+        return parse_bind_address(self.address)[1]
 
 
 def check_listeners(listeners: Sequence[Listener]) -> None:
     """Every port once: two listeners on one port could not be told apart by the router."""
     seen: dict[int, Listener] = {}
     for listener in listeners:
-        parse_bind(listener.address)
         if listener.port == 0:
             raise ValueError(f"{listener.app}: listen on an explicit port, not {listener.address!r}")
         other = seen.get(listener.port)
@@ -147,7 +142,7 @@ class _App(BaseApplication):
 def gunicorn_options(listeners: Sequence[Listener], *, threads: int, timeout: int) -> dict[str, Any]:
     check_listeners(listeners)
     options: dict[str, Any] = {
-        "bind": [parse_bind(listener.address) for listener in listeners],
+        "bind": [gunicorn_bind(listener.address) for listener in listeners],
         "workers": 1,
         "worker_class": "gthread",
         "threads": threads,

@@ -17,18 +17,11 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from sunk.controller.textsources import render_sources
+from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
-
-
-def parse_bind_address(address: str) -> tuple[str, int]:
-    """``":8081"`` -> ("0.0.0.0", 8081); ``"127.0.0.1:0"`` -> ("127.0.0.1", 0) (any free port)."""
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        raise ValueError(f"bind address {address!r} must be HOST:PORT or :PORT")
-    return (host.strip("[]") or "0.0.0.0", int(port))
 
 
 def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:

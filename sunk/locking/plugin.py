@@ -24,8 +24,8 @@ class LockingPlugin:
         except TokenUnavailable as exc:
             raise ValueError(f"--hooks-token-file: {exc}") from None
 
-    def install(self, ctx: SyncerContext) -> PluginParts:
-        locking = assemble(ctx, config_from(ctx.args))
+    def install(self, ctx: SyncerContext, args: argparse.Namespace) -> PluginParts:
+        locking = assemble(ctx, config_from(args))
         return PluginParts(controllers=(locking.controller,), blueprint=locking.blueprint)
 
 

@@ -13,11 +13,11 @@ tells dashboards that the figures are old.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
+from sunk.controller.periodic import Periodic
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
 
@@ -35,8 +35,7 @@ class DiagPoller:
         self._diag = diag
         self.interval = interval
         self._clock = clock
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._periodic = Periodic("slurm-diag", interval, self.poll, at_start=True)
         self._stats: Optional[SchedulerStats] = None
         self._fetched_at: Optional[float] = None
         self._failing = False
@@ -65,20 +64,11 @@ class DiagPoller:
             log.info("slurm diag answers again")
         self._stats, self._fetched_at, self._failing = stats, self._clock(), False
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.poll()
-            self._stop.wait(self.interval)
-
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="slurm-diag", daemon=True)
-        self._thread.start()
+        self._periodic.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        self._periodic.stop()
 
 
 class SlurmMetrics:

@@ -19,9 +19,9 @@ class MetricsPlugin:
         parser.add_argument("--slurm-diag-interval", type=positive_duration, default=15.0,
                             help="how often the slurm_scheduler_* figures are fetched (one diag call)")
 
-    def install(self, ctx: SyncerContext) -> PluginParts:
+    def install(self, ctx: SyncerContext, args: argparse.Namespace) -> PluginParts:
         cache = ctx.slurm_cache
-        diag = DiagPoller(ctx.slurm.diag, interval=ctx.args.slurm_diag_interval)
+        diag = DiagPoller(ctx.slurm.diag, interval=args.slurm_diag_interval)
         table = SlurmMetrics(
             nodes=cache.nodes, jobs=cache.jobs, diag=diag, rpc_stats=ctx.slurm.rpc_stats,
             freshness=lambda: {NODE: cache.fresh, JOB: cache.jobs_fresh},

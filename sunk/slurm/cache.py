@@ -313,13 +313,19 @@ class SlurmCache:
                 # let the rest of a burst arrive, and still respect max_busy
                 self._stop.wait(max(self.min_nudge_interval, started + took + rest - self._clock()))
 
-    # -- waiting ---------------------------------------------------------------------------------------
-    def wait_for_sync(self, timeout: float) -> bool:
+    # -- waiting (with start and stop, what a Manager asks of an informer) ----------------------------
+    def has_synced(self) -> bool:
+        return self.synced
+
+    def wait_for_sync(self, timeout: Optional[float] = None) -> bool:
         return self.wait_for(lambda: self.synced, timeout)
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``predicate()`` holds after some refresh. Refreshes by itself if not started."""
-        deadline = self._clock() + timeout
+    def wait_for(self, predicate: Callable[[], bool], timeout: Optional[float] = None) -> bool:
+        """Wait until ``predicate()`` holds after some refresh (``timeout`` None: for as long as it takes).
+
+        Refreshes by itself if not started.
+        """
+        deadline = self._clock() + (math.inf if timeout is None else timeout)
         running = self._thread is not None and self._thread.is_alive()
         last_own = -math.inf
         while True:

@@ -28,6 +28,7 @@ from typing import Any
 
 from . import hostlist
 from .accounting import (
+    REQUEST_BUILD_INFO,
     REQUEST_DELETE_NODE,
     REQUEST_JOB_INFO,
     REQUEST_JOB_INFO_SINGLE,
@@ -257,6 +258,14 @@ class PyslurmClient:
         except SlurmError as exc:
             log.debug("ping: %s", exc)
             return False
+
+    def release(self) -> str:
+        """slurmctld's release, from its configuration (``scontrol show config``'s SLURM_VERSION)."""
+        with self._rpc(REQUEST_BUILD_INFO, "load slurmctld's configuration"):
+            release = self.ps.slurmctld.Config.load().version
+        if not release:
+            raise SlurmError("slurmctld's configuration names no Slurm release")
+        return str(release)
 
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         with self._rpc(REQUEST_NODE_INFO, "list nodes"):

@@ -173,6 +173,14 @@ class RestClient:
             return False
         return any(p.get("responding") for p in body.get("pings") or ())
 
+    def release(self) -> str:
+        """slurmrestd's Slurm release, from ``meta.slurm.release`` of a ping answer (every answer carries it)."""
+        _, body = self._call("GET", "ping/", REQUEST_PING, "ping")
+        release = ((body.get("meta") or {}).get("slurm") or {}).get("release")
+        if not release:
+            raise SlurmError("ping: slurmrestd's answer names no Slurm release (meta.slurm.release)")
+        return str(release)
+
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         params = {"update_time": str(updated_since)} if updated_since else None
         try:

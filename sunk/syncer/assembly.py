@@ -9,11 +9,6 @@ so no decision is ever taken from an empty cache.
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
-import signal
-import threading
 from collections.abc import Sequence
 
 import attrs
@@ -24,39 +19,17 @@ from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
-from sunk.kube.leader import LeaderElectionConfig
 from sunk.kube.resources import NODES, PODS
+from sunk.runner import DaemonConfig
 from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
 
 from . import triggers
-from .context import INDEX_NODE, INDEX_SLURM_NODE, Plugin, PluginParts, SyncerContext, index_slurm_node
+from .config import NAME, SyncerConfig
+from .context import INDEX_NODE, INDEX_SLURM_NODE, Installer, PluginParts, SyncerContext, index_slurm_node
 from .kubeside import KubeSideReconciler
 from .slurmside import SlurmSideReconciler
 from .slurmstate import SplitSlurmCache
-
-log = logging.getLogger(__name__)
-
-NAME = "sunk-syncer"
-
-
-class SyncedCache:
-    """The Slurm cache as the Manager sees informers: start, stop, has_synced, wait_for_sync."""
-
-    def __init__(self, cache: SplitSlurmCache):
-        self.cache = cache
-
-    def start(self) -> None:
-        self.cache.start()
-
-    def stop(self, timeout: float | None = 5.0) -> None:
-        self.cache.stop(timeout)
-
-    def has_synced(self) -> bool:
-        return self.cache.synced
-
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return self.cache.wait_for_sync(timeout if timeout is not None else 3600.0)
 
 
 @attrs.define
@@ -78,33 +51,20 @@ class Syncer:
         return create_app(*(p.blueprint for p in self.plugin_parts if p.blueprint is not None), name=NAME)
 
 
-def leader_election(args: argparse.Namespace) -> LeaderElectionConfig | None:
-    if not args.leader_elect:
-        return None
-    return LeaderElectionConfig(
-        lease_name=args.leader_election_id or NAME,
-        namespace=args.leader_election_namespace or args.watch_namespace,
-    )
-
-
 def assemble(
-    args: argparse.Namespace,
+    config: SyncerConfig,
+    daemon: DaemonConfig,
     *,
     api: ApiClient,
     slurm: SlurmClient,
-    plugins: Sequence[Plugin] = (),
+    plugins: Sequence[Installer] = (),
     slurm_cache: SplitSlurmCache | None = None,
 ) -> Syncer:
-    """Build (not start) a Syncer from parsed flags; ``api`` and ``slurm`` are injected for tests."""
-    manager = Manager(
-        NAME,
-        api_client=api,
-        leader_election=leader_election(args),
-        health_bind_address=args.health_probe_bind_address or None,
-        metrics_bind_address=args.metrics_bind_address or None,
-    )
-    cache = slurm_cache or SplitSlurmCache(slurm, interval=args.slurm_poll_interval, kinds=(NODE, JOB))
-    slurmd_pods = Informer(api, PODS, args.watch_namespace, label_selector=args.slurmd_selector, name="slurmd-pods")
+    """Build (not start) a Syncer; ``plugins`` are installers (plugins.installers binds their flags)."""
+    manager = daemon.manager(api)
+    cache = slurm_cache or SplitSlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE, JOB))
+    slurmd_pods = Informer(api, PODS, config.watch_namespace, label_selector=config.slurmd_selector,
+                           name="slurmd-pods")
     slurmd_pods.add_indexer(INDEX_SLURM_NODE, index_slurm_node)
     slurmd_pods.add_indexer(INDEX_NODE, pod_node_name)
     nodes = Informer(api, NODES, name="nodes")
@@ -126,24 +86,24 @@ def assemble(
         nodes=nodes,
         all_pods=all_pods,
         recorder=recorder,
-        args=args,
+        config=config,
         enqueue_node=enqueue,
         manager=manager,
     )
-    controllers["slurm"] = Controller("syncer-slurm", SlurmSideReconciler(ctx), workers=args.workers)
-    controllers["kube"] = Controller("syncer-kube", KubeSideReconciler(ctx), workers=args.workers)
+    controllers["slurm"] = Controller("syncer-slurm", SlurmSideReconciler(ctx), workers=daemon.workers)
+    controllers["kube"] = Controller("syncer-kube", KubeSideReconciler(ctx), workers=daemon.workers)
     triggers.attach(ctx, enqueue)
 
-    parts = [plugin.install(ctx) for plugin in plugins]
+    parts = [install(ctx) for install in plugins]
 
     for informer in (slurmd_pods, nodes, all_pods):
         manager.add_informer(informer)
     # The controllers wait for Slurm's first list too: "no such node" from an empty cache is not an answer.
-    manager.add_informer(SyncedCache(cache))
+    manager.add_informer(cache)
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     for controller in controllers.values():
         manager.add_controller(controller)
-    manager.add_runnable(triggers.Resync(ctx, enqueue, args.resync_period), needs_leader=True)
+    manager.add_runnable(triggers.resync(ctx, enqueue, config.resync_period), needs_leader=True)
     for part in parts:
         for controller in part.controllers:
             manager.add_controller(controller)
@@ -151,16 +111,3 @@ def assemble(
             manager.add_runnable(runnable, needs_leader=needs_leader)
     return Syncer(manager=manager, ctx=ctx, slurm_side=controllers["slurm"], kube_side=controllers["kube"],
                   plugin_parts=parts)
-
-
-def exit_when_done(manager: Manager) -> None:
-    """A lost lease ends the manager; end the gunicorn worker too, so that it restarts clean."""
-
-    def watch() -> None:
-        code = manager.wait()
-        log.warning("manager stopped (exit code %s); ending the worker", code)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="syncer-exit-watch", daemon=True).start()
-
-

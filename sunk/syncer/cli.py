@@ -12,11 +12,22 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+import attrs
 
 from sunk.flags import LEVELS, boolean, configure_logging, positive_duration, positive_int
+from sunk.slurm import settings as slurm_settings
 
+from .config import NAME, SyncerConfig
+from .context import Plugin
 from .plugins import DEFAULT_PLUGINS, load_plugins, parse_plugin_list
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from sunk.runner import DaemonConfig
+    from sunk.slurm.client import SlurmClient
 
 log = logging.getLogger("sunk.syncer")
 
@@ -26,13 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS),
                         help="comma-separated plugin modules (module or module:ATTR); empty for none")
     parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
-    parser.add_argument("--slurm-api-base", default=os.environ.get("SLURM_REST_URL", "http://127.0.0.1:6820"),
-                        help="slurmrestd base URL")
-    parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"), help="slurmrestd JWT")
-    parser.add_argument("--slurm-auth-token-file", default=None, help="JWT file, re-read when it changes")
-    parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for")
-    parser.add_argument("--slurm-poll-interval", type=positive_duration, default=1.0,
-                        help="one Slurm node list (and one job list) per interval, whatever the cluster size")
+    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help="one Slurm node list (and one job list) per "
+                                 "interval, whatever the cluster size")
     parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of the slurmd Pods")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd",
@@ -53,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
 
 
-def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, list[Any]]:
+def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, list[Plugin]]:
     parser = argparse.ArgumentParser(prog="sunk-syncer", description=__doc__, conflict_handler="resolve")
     add_arguments(parser)
     plugins = load_plugins(plugin_specs)
@@ -64,8 +70,20 @@ def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, 
     return parser, plugins
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[Any]]:
+@attrs.frozen
+class Startup:
+    """The flags, parsed once: the core's typed settings, and the plugins with the flags they build theirs from."""
+
+    config: SyncerConfig
+    daemon: DaemonConfig
+    plugins: Sequence[Plugin]
+    args: argparse.Namespace  # for the plugins' install only
+
+
+def parse_args(argv: Sequence[str] | None) -> Startup:
     """Two passes: ``--plugins`` first (their flags must exist before the real parse)."""
+    from sunk.runner import daemon_config
+
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS))
     known, _ = pre.parse_known_args(argv)
@@ -78,41 +96,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[Any
                 validate(args)
             except ValueError as exc:
                 parser.error(str(exc))
-    if args.workers < 1:
-        parser.error("--workers must be at least 1")
-    if args.slurm_poll_interval <= 0:
-        parser.error("--slurm-poll-interval must be positive")
-    if not (args.slurm_auth_token or args.slurm_auth_token_file):
-        parser.error("give --slurm-auth-token (or $SLURM_JWT) or --slurm-auth-token-file")
-    return args, plugins
-
-
-def connect_slurm(args: argparse.Namespace) -> Any:
-    from sunk.slurm import connect
-
-    token_file = args.slurm_auth_token_file
-    auth = {"token_file": token_file} if token_file else {"token": args.slurm_auth_token}
-    return connect("rest", url=args.slurm_api_base, user=args.slurm_user, **auth)
-
-
-def build(args: argparse.Namespace, plugins: Sequence[Any]) -> Any:
-    """Inside the serving worker: connect, assemble, start; returns the Syncer."""
-    from sunk.kube.client import load_api_client
-
-    from .assembly import assemble, exit_when_done
-    from .metrics import register_slurm_requests
-
-    slurm = connect_slurm(args)
-    register_slurm_requests(slurm.rpc_stats)
-    syncer = assemble(args, api=load_api_client(args.kubeconfig), slurm=slurm, plugins=plugins)
-    syncer.manager.start()
-    exit_when_done(syncer.manager)
-    log.info(
-        "sunk-syncer: slurmd Pods in %s (%s), Slurm at %s, plugins: %s",
-        args.watch_namespace, args.slurmd_selector, args.slurm_api_base,
-        ", ".join(getattr(p, "name", type(p).__name__) for p in plugins) or "none",
-    )
-    return syncer
+    config = SyncerConfig(watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
+                          resync_period=args.resync_period, hooks_api_bind_address=args.hooks_api_bind_address,
+                          hooks_api_threads=args.hooks_api_threads)
+    daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
+    return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
 
 
 def hook_token(argv: Sequence[str]) -> int:
@@ -140,24 +128,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook-token"]:
         return hook_token(argv[1:])
-    args, plugins = parse_args(argv)
-    configure_logging(args.zap_log_level)
-    from sunk.web import Listener, serve
+    startup = parse_args(argv)
+    configure_logging(startup.args.zap_log_level)
+    from sunk.runner import Served, run
+    from sunk.web import Listener
 
-    running: dict[str, Any] = {}
+    from .assembly import assemble
+    from .metrics import register_slurm_requests
+    from .plugins import installers
 
-    def build_app() -> Any:
-        running["syncer"] = build(args, plugins)
-        return {"hooks": running["syncer"].app()}
+    config, plugins = startup.config, startup.plugins
 
-    def stop() -> None:
-        syncer = running.get("syncer")
-        if syncer is not None:
-            syncer.manager.stop()
-            syncer.manager.wait(30)
+    def build(api: ApiClient, slurm: SlurmClient) -> Served:
+        register_slurm_requests(slurm.rpc_stats)
+        syncer = assemble(config, startup.daemon, api=api, slurm=slurm, plugins=installers(plugins, startup.args))
+        log.info("%s: slurmd Pods in %s (%s), plugins: %s", NAME, config.watch_namespace, config.slurmd_selector,
+                 ", ".join(getattr(p, "name", type(p).__name__) for p in plugins) or "none")
+        return Served(syncer.manager, {"hooks": syncer.app()})
 
-    serve(build_app, [Listener(args.hooks_api_bind_address, "hooks")], on_exit=stop, threads=args.hooks_api_threads)
-    return 0
+    return run(startup.daemon, build, [Listener(config.hooks_api_bind_address, "hooks")],
+               threads=config.hooks_api_threads)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from sunk.slurm.client import SlurmClient
     from sunk.slurm.models import Job, Node
 
+    from .config import SyncerConfig
+
 
 # Index names the Syncer registers; plugins may query them.
 INDEX_SLURM_NODE = "slurm-node"  # slurmd Pods by Slurm node name
@@ -77,7 +79,7 @@ class SyncerContext:
     nodes: Informer  # Kubernetes Nodes, cluster-wide
     all_pods: Informer  # every Pod cluster-wide; index INDEX_NODE (spec.nodeName)
     recorder: EventRecorder
-    args: argparse.Namespace
+    config: SyncerConfig
     enqueue_node: Callable[[str], None]  # wake the Syncer's reconcilers for one Slurm node
     manager: Manager | None = None  # for add_ready_check / is_leader; None in unit tests
 
@@ -127,6 +129,13 @@ class Plugin(Protocol):
         """Add the plugin's flags; called before parsing. A flag may redefine a core one."""
         ...
 
-    def install(self, ctx: SyncerContext) -> PluginParts:
-        """Build the plugin's parts from the running Syncer; called once, after parsing."""
+    def install(self, ctx: SyncerContext, args: argparse.Namespace) -> PluginParts:
+        """Build the plugin's parts from the running Syncer; called once, in the serving worker.
+
+        ``args`` are the parsed flags, the plugin's own among them: the plugin builds its typed
+        settings from them here. The Syncer's core never reads them (it has ``ctx.config``).
+        """
         ...
+
+
+Installer = Callable[[SyncerContext], PluginParts]  # a plugin's install, its flags bound (plugins.installers)

@@ -38,7 +38,7 @@ def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
     k8s_node = ctx.nodes.get(node_name) if node_name else None
     return KubeFacts(
         slurm_node=slurm_node,
-        namespace=ctx.args.watch_namespace,
+        namespace=ctx.config.watch_namespace,
         pod=pod,
         k8s_node=k8s_node,
         cordon=pod_cordon(pod),

@@ -8,11 +8,13 @@ running without the hook API would leave prologs waiting on a port nobody serves
 
 from __future__ import annotations
 
+import argparse
+import functools
 import importlib
 import logging
 from collections.abc import Sequence
 
-from .context import Plugin
+from .context import Installer, Plugin
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +49,8 @@ def load_plugins(specs: Sequence[str]) -> list[Plugin]:
 def parse_plugin_list(text: str) -> list[str]:
     """``--plugins`` value: comma-separated specs; empty means none."""
     return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def installers(plugins: Sequence[Plugin], args: argparse.Namespace) -> list[Installer]:
+    """Each plugin's install with the parsed flags bound: the Namespace stops at the plugin boundary."""
+    return [functools.partial(plugin.install, args=args) for plugin in plugins]

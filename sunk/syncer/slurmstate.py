@@ -88,7 +88,12 @@ class SplitSlurmCache:
         for cache in self.caches.values():
             cache.nudge()
 
-    def wait_for_sync(self, timeout: float) -> bool:
+    def has_synced(self) -> bool:
+        return self.synced
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return all(cache.wait_for_sync() for cache in self.caches.values())
         deadline = time.monotonic() + timeout
         return all(cache.wait_for_sync(max(0.0, deadline - time.monotonic())) for cache in self.caches.values())
 

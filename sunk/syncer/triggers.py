@@ -9,11 +9,11 @@ no reason, so only changes the Syncer reads are let through.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from sunk import names
+from sunk.controller.periodic import Periodic
 from sunk.slurm.cache import NODE, CacheEvent
 from sunk.types import Obj
 
@@ -81,7 +81,7 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     def pod_gone(pod: Obj) -> None:
         # A Pod outside the selector keeps its node out of scope while it exists (see
         # SlurmSideReconciler); when it goes, the node is judged again.
-        if pod["metadata"].get("namespace") == ctx.args.watch_namespace:
+        if pod["metadata"].get("namespace") == ctx.config.watch_namespace:
             enqueue(slurm_node_name(pod))
 
     ctx.all_pods.add_handler(on_delete=pod_gone)
@@ -105,26 +105,13 @@ def all_keys(ctx: SyncerContext) -> set[str]:
     return keys
 
 
-class Resync:
+def resync(ctx: SyncerContext, enqueue: Enqueue, interval: float) -> Periodic:
     """The slow safety net: every ``interval`` seconds, every key once. Events do the real work."""
 
-    def __init__(self, ctx: SyncerContext, enqueue: Enqueue, interval: float):
-        self.ctx, self.enqueue, self.interval = ctx, enqueue, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    def every_key() -> None:
+        keys = all_keys(ctx)
+        log.debug("resync: %d Slurm nodes", len(keys))
+        for key in sorted(keys):
+            enqueue(key)
 
-    def start(self) -> None:
-        if self.interval <= 0:
-            return
-        self._thread = threading.Thread(target=self._run, name="syncer-resync", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            keys = all_keys(self.ctx)
-            log.debug("resync: %d Slurm nodes", len(keys))
-            for key in sorted(keys):
-                self.enqueue(key)
+    return Periodic("syncer-resync", interval, every_key)

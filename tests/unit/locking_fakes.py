@@ -11,6 +11,7 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import object_key
 from sunk.locking.config import add_flags, config_from
 from sunk.slurm.models import Job, Node
+from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
 from sunk.types import Obj
 
@@ -166,8 +167,8 @@ def install(monkeypatch, api: Api) -> None:
     monkeypatch.setattr(kp, "evict", api.evict)
 
 
-def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder, args=None,
+def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder,
             slurm=None) -> SyncerContext:
     return SyncerContext(api=object(), slurm=slurm or object(), slurm_cache=cache, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
-                         all_pods=pods, recorder=recorder, args=args or argparse.Namespace(),
+                         all_pods=pods, recorder=recorder, config=SyncerConfig(),
                          enqueue_node=lambda _n: None)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sunk.slurm.client import Snapshot
 from sunk.slurm.models import Node, NodeUpdate
+from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
 from sunk.syncer.facts import KubeFacts
 from sunk.syncer.rules import NONE, DrainDecision, ExtraDecision, PodStatus
@@ -172,7 +172,7 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         nodes=k8s_nodes,  # type: ignore[arg-type]
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
-        args=argparse.Namespace(watch_namespace="slurm"),
+        config=SyncerConfig(watch_namespace="slurm"),
         enqueue_node=enqueue or (lambda name: None),
     )
     return ctx, pods, k8s_nodes, cache, slurm, recorder

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from sunk.controller.health import parse_bind_address
 from sunk.controller.manager import EXIT_OK, EXIT_SYNC_FAILED, Manager
 from sunk.controller.runtime import Controller, Result
+from sunk.flags import parse_bind_address
 
 
 class FakeInformer:
@@ -70,8 +70,9 @@ def test_parse_bind_address():
     assert parse_bind_address(":8081") == ("0.0.0.0", 8081)
     assert parse_bind_address("127.0.0.1:0") == ("127.0.0.1", 0)
     assert parse_bind_address("[::1]:80") == ("::1", 80)
-    with pytest.raises(ValueError):
-        parse_bind_address("8080")
+    for bad in ("8080", "host:http"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_bind_address(bad)
 
 
 def test_controllers_start_only_after_informers_sync_and_probes_follow():

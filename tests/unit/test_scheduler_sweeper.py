@@ -1,10 +1,10 @@
-"""The Sweeper: every Pod and every placeholder job looked at again, whatever events were missed."""
+"""The sweeper: every Pod and every placeholder job looked at again, whatever events were missed."""
 
 from __future__ import annotations
 
 import threading
 
-from scheduler.assembly import Sweeper
+from scheduler.assembly import sweeper as make_sweeper
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex
 from sunk.slurm.models import Job
@@ -46,7 +46,7 @@ def test_each_sweep_enqueues_every_pod_and_every_job_owner_including_orphans():
             if len(sweeps) == 2:
                 swept.set()
 
-    sweeper = Sweeper(pods, jobs, enqueue, interval=0.01)
+    sweeper = make_sweeper(pods, jobs, enqueue, interval=0.01)
     sweeper.start()
     try:
         assert swept.wait(5), "two sweeps did not happen in 5 s"
@@ -58,12 +58,10 @@ def test_each_sweep_enqueues_every_pod_and_every_job_owner_including_orphans():
 def test_a_stopped_sweeper_enqueues_nothing_more():
     pods = PodIndex(Pods("uid-a"))
     calls: list[str] = []
-    sweeper = Sweeper(pods, JobIndex(parse), calls.append, interval=0.01)
+    sweeper = make_sweeper(pods, JobIndex(parse), calls.append, interval=0.01)
     sweeper.start()
     sweeper.stop()
-    assert sweeper._thread is not None
-    sweeper._thread.join(1)
-    assert not sweeper._thread.is_alive()
+    assert not sweeper.running
     count = len(calls)
     threading.Event().wait(0.05)
     assert len(calls) == count

@@ -349,3 +349,21 @@ def test_an_answer_that_cannot_be_mapped_makes_the_cache_stale_not_dead(cache, s
     clock.t += 1
     result = cache.refresh()
     assert not result.ok and not cache.fresh and cache.job(1) is not None
+
+
+def test_the_cache_is_what_a_manager_waits_for_as_an_informer():
+    from sunk.controller.manager import Manager
+
+    slurm = ScriptedSlurm()
+    cache = SlurmCache(slurm, interval=30.0)
+    manager = Manager("cache-as-informer")
+    manager.add_informer(cache)  # start, stop, has_synced, wait_for_sync: no adapter
+    assert not cache.has_synced() and not cache.wait_for_sync(0)
+    manager.start()
+    try:
+        assert cache.wait_for_sync() and cache.has_synced()  # no timeout: until the first list
+        assert manager.wait_leading(5)
+    finally:
+        manager.stop()
+        manager.wait(5)
+    assert not cache._thread.is_alive()

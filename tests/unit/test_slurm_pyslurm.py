@@ -119,6 +119,7 @@ def make_pyslurm():
     ps.JobSubmitDescription, ps.Partitions = JobSubmitDescription, Partitions
     ps.slurmctld = types.SimpleNamespace(
         ping_primary=lambda: types.SimpleNamespace(is_responding=True, hostname="ctld", latency=1.0),
+        Config=types.SimpleNamespace(load=lambda: types.SimpleNamespace(version="25.11.2")),
         Statistics=types.SimpleNamespace(load=lambda: types.SimpleNamespace(
             server_thread_count=4, agent_queue_size=0, dbd_agent_queue_size=1, schedule_queue_length=2,
             jobs_submitted=9, jobs_started=8, jobs_completed=7, jobs_canceled=1, jobs_failed=0, jobs_pending=1,
@@ -283,6 +284,7 @@ def test_partitions_diag_ping(client):
     assert stats.schedule_cycle_last == pytest.approx(0.002) and stats.bf_cycle_mean == pytest.approx(0.2)
     assert stats.rpcs[0].mean_seconds == pytest.approx(0.00015)
     assert client.ping() is True
+    assert client.release() == "25.11.2" and client.rpc_stats()["REQUEST_BUILD_INFO"].count == 1
 
 
 def test_the_cache_still_emits_only_real_changes(client, ps):

@@ -63,6 +63,12 @@ def test_ping(client):
     assert client.ping() is True
 
 
+def test_release_is_slurmrestds_from_one_ping(client, fake):
+    calls = fake.calls("GET", "ping/")
+    assert client.release() == "24.11.5"
+    assert fake.calls("GET", "ping/") == calls + 1
+
+
 def test_list_nodes_then_nothing_changed_is_one_304(client, fake):
     first = client.list_nodes()
     assert [node.name for node in first.items] == ["node1", "node2"]

@@ -29,13 +29,12 @@ def test_a_missing_hooks_secret_file_refuses_to_start(tmp_path, capsys):
 def test_a_good_secret_starts(tmp_path):
     token = tmp_path / "token"
     token.write_text(SECRET + "\n")
-    args, _ = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"])
-    assert args.hooks_token_file == str(token)
+    startup = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"])
+    assert startup.args.hooks_token_file == str(token)
 
 
 def test_without_the_locking_plugin_no_secret_is_needed():
-    args, plugins = parse_args(["--plugins=", "--slurm-auth-token=t"])
-    assert plugins == []
+    assert parse_args(["--plugins=", "--slurm-auth-token=t"]).plugins == []
 
 
 def test_hook_token_prints_each_nodes_own_token(tmp_path, capsys):

@@ -62,3 +62,13 @@ def test_subscribe_by_kind_and_unsubscribe():
     slurm.node_state = "DOWN"
     cache.refresh()
     assert kinds == ["node"]
+
+
+def test_the_split_cache_waits_for_every_kind_with_or_without_a_timeout():
+    cache = SplitSlurmCache(SlowJobsSlurm(), interval=0.1)  # type: ignore[arg-type]
+    assert not cache.has_synced()
+    cache.start()
+    try:
+        assert cache.wait_for_sync() and cache.has_synced() and cache.wait_for_sync(0)
+    finally:
+        cache.stop(5)

@@ -74,7 +74,7 @@ def test_resync_enqueues_every_node_known_to_either_side():
     keys: list[str] = []
     ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1"), Node("node2")])
     pods.put(pod("node3"))
-    resync = triggers.Resync(ctx, keys.append, 0.05)
+    resync = triggers.resync(ctx, keys.append, 0.05)
     resync.start()
     try:
         deadline = time.monotonic() + 5
@@ -146,7 +146,7 @@ class _Plugin:
         parser.add_argument("--hooks-token-file", default="/plugin/default")
         parser.add_argument("--plugin-flag", default="x")
 
-    def install(self, ctx: object) -> PluginParts:
+    def install(self, ctx: object, args: argparse.Namespace) -> PluginParts:
         return PluginParts()
 
 
@@ -169,23 +169,29 @@ def test_missing_plugin_module_is_skipped_but_a_broken_one_is_an_error(monkeypat
 
 def test_flags_defaults_and_plugin_flags(fake_plugin_module: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    args, loaded = cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t"])
-    assert [p.name for p in loaded] == ["test-plugin"]
+    startup = cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t"])
+    args, config, daemon = startup.args, startup.config, startup.daemon
+    assert [p.name for p in startup.plugins] == ["test-plugin"]
     assert args.plugin_flag == "x" and args.hooks_token_file == "/plugin/default"  # the plugin's definition wins
-    assert (args.watch_namespace, args.slurmd_selector, args.slurm_user) == ("slurm", "app.kubernetes.io/name=slurmd",
-                                                                            "root")
-    assert (args.metrics_bind_address, args.health_probe_bind_address, args.hooks_api_bind_address) == (
+    assert (config.watch_namespace, config.slurmd_selector, daemon.slurm.user) == (
+        "slurm", "app.kubernetes.io/name=slurmd", "root")
+    assert (daemon.metrics_bind_address, daemon.health_bind_address, config.hooks_api_bind_address) == (
         ":8080", ":8081", ":8000")
-    assert args.leader_elect is True and args.slurm_poll_interval == 1.0 and args.zap_log_level == "info"
+    assert daemon.leader_election is not None
+    assert (daemon.leader_election.lease_name, daemon.leader_election.namespace) == ("sunk-syncer", "slurm")
+    assert daemon.slurm.poll_interval == 1.0 and daemon.slurm.backend == "rest" and args.zap_log_level == "info"
+    assert (daemon.workers, config.resync_period, config.hooks_api_threads) == (4, 600.0, 256)
 
 
 def test_flag_values_go_style(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("POD_NAMESPACE", "slurm-a")
-    args, loaded = cli.parse_args(["--plugins=", "--slurm-auth-token-file=/t", "--leader-elect=false",
-                                   "--slurm-poll-interval=500ms", "--resync-period=10m", "--zap-log-level=debug",
-                                   "--workers=8"])
-    assert loaded == [] and args.watch_namespace == "slurm-a" and args.leader_elect is False
-    assert args.slurm_poll_interval == 0.5 and args.resync_period == 600.0 and args.workers == 8
+    startup = cli.parse_args(["--plugins=", "--slurm-auth-token-file=/t", "--leader-elect=false",
+                              "--slurm-poll-interval=500ms", "--resync-period=10m", "--zap-log-level=debug",
+                              "--workers=8", "--metrics-bind-address="])
+    config, daemon = startup.config, startup.daemon
+    assert startup.plugins == [] and config.watch_namespace == "slurm-a" and daemon.leader_election is None
+    assert daemon.slurm.poll_interval == 0.5 and config.resync_period == 600.0 and daemon.workers == 8
+    assert daemon.slurm.token_file == "/t" and daemon.metrics_bind_address is None
 
 
 def test_flags_need_a_slurm_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
@@ -201,14 +207,14 @@ class _MountedPlugin:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--mounted-flag", default="on")
 
-    def install(self, ctx: object) -> PluginParts:
+    def install(self, ctx: object, args: argparse.Namespace) -> PluginParts:
         from flask import Blueprint
 
         from sunk.controller.runtime import Controller
 
         bp = Blueprint("mounted", __name__)
         bp.add_url_rule("/api/v1/nodes/<node>/pre-hook", "pre", lambda node: node, methods=["POST"])
-        self.ctx = ctx
+        self.ctx, self.flag = ctx, args.mounted_flag
         return PluginParts(controllers=(Controller("node-lock", _NoopReconciler()),), blueprint=bp)
 
 
@@ -221,15 +227,18 @@ def test_assembly_mounts_plugin_blueprints_and_manages_plugin_controllers(monkey
     from kubernetes.client import ApiClient
 
     from sunk.syncer.assembly import assemble
+    from sunk.syncer.plugins import installers
 
     module = types.ModuleType("sunk_test_mounted_plugin")
     module.PLUGIN = _MountedPlugin()  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    args, loaded = cli.parse_args([f"--plugins={module.__name__}", "--slurm-auth-token=t", "--metrics-bind-address=",
-                                   "--health-probe-bind-address="])
-    assert args.mounted_flag == "on"
-    syncer = assemble(args, api=ApiClient(), slurm=FakeSlurmForAssembly(), plugins=loaded)  # type: ignore[arg-type]
+    startup = cli.parse_args([f"--plugins={module.__name__}", "--slurm-auth-token=t", "--metrics-bind-address=",
+                              "--health-probe-bind-address="])
+    syncer = assemble(startup.config, startup.daemon, api=ApiClient(), slurm=FakeSlurmForAssembly(),  # type: ignore[arg-type]
+                      plugins=installers(startup.plugins, startup.args))
     try:
+        assert module.PLUGIN.flag == "on"  # type: ignore[attr-defined]  (its flags reach its install)
+        assert syncer.ctx.config is startup.config
         assert [c.name for c in syncer.manager.controllers] == ["syncer-slurm", "syncer-kube", "node-lock"]
         rules = {r.rule for r in syncer.app().url_map.iter_rules()}
         assert "/api/v1/nodes/<node>/pre-hook" in rules

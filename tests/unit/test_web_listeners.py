@@ -113,3 +113,10 @@ def test_tls_flags_go_together():
 
 def test_only_tls_listeners_make_gunicorn_use_tls():
     assert "certfile" not in gunicorn_options([Listener(":8000", "hooks")], threads=1, timeout=1)
+
+
+def test_bind_addresses_are_go_style_and_ipv6_keeps_its_brackets():
+    options = gunicorn_options([Listener(":8000", "hooks"), Listener("[::1]:8001", "verbs")], threads=1, timeout=1)
+    assert options["bind"] == ["0.0.0.0:8000", "[::1]:8001"]
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        check_listeners([Listener("hooks:http", "hooks")])

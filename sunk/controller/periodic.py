@@ -1,0 +1,60 @@
+"""``Periodic``: a callable run every ``interval`` seconds on a thread of its own (a Manager runnable).
+
+The safety nets (the scheduler's sweep, the Syncer's resync) and the diag poller are all
+"call this now and then until stopped". Waiting on the stop event, not sleeping, is what
+lets a stop end the thread at once instead of after up to a whole interval; an exception
+in the callable is logged and the next interval comes anyway, since a safety net that died
+on one bad pass would be gone for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Periodic:
+    """``fn()`` every ``interval`` seconds (first after one interval, or at once with ``at_start``).
+
+    An ``interval`` of 0 or less never starts the thread: that periodic task is off.
+    ``stop()`` returns once a call in progress ends, or after ``join_timeout`` seconds.
+    """
+
+    def __init__(self, name: str, interval: float, fn: Callable[[], object], *, at_start: bool = False,
+                 join_timeout: float = 5.0):
+        self.name, self.interval, self.fn = name, interval, fn
+        self.at_start, self.join_timeout = at_start, join_timeout
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self.interval <= 0 or self.running:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self.join_timeout)
+
+    def _run(self) -> None:
+        if self.at_start:
+            self._call()
+        while not self._stop.wait(self.interval):
+            self._call()
+
+    def _call(self) -> None:
+        try:
+            self.fn()
+        except Exception:
+            log.exception("%s: periodic call failed; trying again in %.0fs", self.name, self.interval)

@@ -1,0 +1,120 @@
+"""One life cycle for every daemon (sunk-scheduler, sunk-extender, sunk-syncer).
+
+A CLI parses its flags into typed config and calls ``run``; the rest is the same for all:
+1. Before anything is forked, the Slurm backend is checked once (a pyslurm that cannot be
+   loaded ends the start with exit code 2), and the first log line names the backend and
+   the Slurm release it talks to.
+2. gunicorn (sunk/web.py) forks one worker. Threads do not survive a fork, so the
+   Kubernetes and Slurm clients, the controllers and the apps are built in that worker by
+   the daemon's ``build``, and its Manager is started there.
+3. When the Manager stops by itself (a lost lease), the worker ends, and gunicorn starts a
+   clean one, which resumes from Kubernetes and Slurm (as a standby, if another replica
+   leads by then).
+4. When the worker exits (gunicorn got SIGTERM or SIGINT, or 3.), the Manager is stopped:
+   reconciles in flight finish and a held Lease is released. gunicorn handles the signals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Optional
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk.controller.manager import Manager
+from sunk.kube.client import load_api_client
+from sunk.kube.leader import LeaderElectionConfig
+from sunk.slurm.client import SlurmClient
+from sunk.slurm.settings import SlurmSettings, SlurmStartError, check, settings_from
+from sunk.web import Listener, WSGIApp, serve
+
+log = logging.getLogger(__name__)
+
+STOP_SECONDS = 30.0  # what a stopping worker gives its Manager (gunicorn's graceful_timeout too)
+
+
+@attrs.frozen
+class DaemonConfig:
+    """What every daemon takes from its flags besides its own settings: where Kubernetes and
+    Slurm are, how many workers its controllers run, and what its Manager serves and leads."""
+
+    name: str
+    slurm: SlurmSettings
+    kubeconfig: Optional[str] = None
+    workers: int = 1
+    leader_election: Optional[LeaderElectionConfig] = None
+    health_bind_address: Optional[str] = None  # None: no /healthz, /readyz
+    metrics_bind_address: Optional[str] = None  # None: no /metrics
+
+    def manager(self, api: ApiClient) -> Manager:
+        return Manager(self.name, api_client=api, leader_election=self.leader_election,
+                       health_bind_address=self.health_bind_address, metrics_bind_address=self.metrics_bind_address)
+
+
+def daemon_config(args: argparse.Namespace, parser: argparse.ArgumentParser, *, name: str,
+                  lease_namespace: str) -> DaemonConfig:
+    """From the flags every daemon has (the Slurm ones, --kubeconfig, --workers, the probes', the Lease's)."""
+    election = None
+    if args.leader_elect:
+        election = LeaderElectionConfig(lease_name=args.leader_election_id or name,
+                                        namespace=args.leader_election_namespace or lease_namespace)
+    return DaemonConfig(name=name, slurm=settings_from(args, parser), kubeconfig=args.kubeconfig,
+                        workers=args.workers, leader_election=election,
+                        health_bind_address=args.health_probe_bind_address or None,
+                        metrics_bind_address=args.metrics_bind_address or None)
+
+
+@attrs.frozen
+class Served:
+    """What a daemon's ``build`` returns: its Manager (not started) and an app for each listener's name."""
+
+    manager: Manager
+    apps: Mapping[str, WSGIApp]
+
+
+Build = Callable[[ApiClient, SlurmClient], Served]
+
+
+def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, threads: int = 16) -> int:
+    """Check Slurm, then serve ``listeners`` until gunicorn stops; ``build`` runs in each worker."""
+    try:
+        release = check(daemon.slurm)
+    except SlurmStartError as exc:
+        print(f"{daemon.name}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    log.info("%s: Slurm backend %s, Slurm %s", daemon.name, daemon.slurm.describe(), release)
+    running: list[Manager] = []
+
+    def start() -> Mapping[str, WSGIApp]:
+        served = build(load_api_client(daemon.kubeconfig), daemon.slurm.connect())
+        running.append(served.manager)
+        served.manager.start()
+        exit_when_done(daemon.name, served.manager)
+        return served.apps
+
+    def stop() -> None:
+        for manager in running:
+            manager.stop()
+            manager.wait(STOP_SECONDS)
+
+    serve(start, listeners, threads=threads, on_exit=stop)
+    return 0
+
+
+def exit_when_done(name: str, manager: Manager) -> None:
+    """A Manager that stops by itself (a lost lease) ends the gunicorn worker, so that it restarts clean."""
+
+    def watch() -> None:
+        code = manager.wait()
+        log.warning("%s: manager stopped (exit code %s); ending the worker so that gunicorn starts a clean one",
+                    name, code)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-watch", daemon=True).start()

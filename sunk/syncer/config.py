@@ -1,0 +1,20 @@
+"""The Syncer's own settings, from its flags: one frozen value, read by its reconcilers as ``ctx.config``.
+
+Process-wide settings (Kubernetes, Slurm, workers, probes, the Lease) are the runner's
+``DaemonConfig``; plugins build their own typed settings from the flags they add.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+NAME = "sunk-syncer"
+
+
+@frozen
+class SyncerConfig:
+    watch_namespace: str = "slurm"  # the slurmd Pods' namespace
+    slurmd_selector: str = "app.kubernetes.io/name=slurmd"  # the slurmd Pods' labels
+    resync_period: float = 600.0  # seconds between safety-net passes over every node
+    hooks_api_bind_address: str = ":8000"  # the hook API (plugins' Blueprints), on every replica
+    hooks_api_threads: int = 256
