@@ -173,7 +173,7 @@ class RestClient:
             return False
         return any(p.get("responding") for p in body.get("pings") or ())
 
-    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
         params = {"update_time": str(updated_since)} if updated_since else None
         try:
             status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes", params=params)
@@ -209,7 +209,7 @@ class RestClient:
         self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
                    idempotent=False)
 
-    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         params = dict(self._job_list_params)
         if updated_since:
             params["update_time"] = str(updated_since)
