@@ -9,7 +9,6 @@ from attrs import frozen
 
 from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
-
 T = TypeVar("T")
 
 
