@@ -14,6 +14,7 @@ import attrs
 from kubernetes.client import ApiClient
 
 from sunk import names
+from sunk.controller.daemon import DaemonConfig
 from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.manager import Manager
 from sunk.controller.periodic import Periodic
@@ -21,7 +22,6 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import NODES
-from sunk.runner import DaemonConfig
 from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job

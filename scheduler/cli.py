@@ -15,9 +15,10 @@ from typing import Optional
 
 from kubernetes.client import ApiClient
 
+from sunk.controller.daemon import daemon_config
 from sunk.flags import boolean, configure_logging, parse_bind_address, positive_duration, positive_int
 from sunk.hooks.auth import TokenUnavailable, read_secret
-from sunk.runner import Served, daemon_config, run
+from sunk.runner import Served, run
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.client import SlurmClient
 from sunk.types import Obj

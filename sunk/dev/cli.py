@@ -24,8 +24,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
     slurm = sub.add_parser("slurm", help="run a Slurm command inside the chroot, e.g. sunk-dev slurm sinfo")
     slurm.add_argument("argv", nargs=argparse.REMAINDER)
-    for tool in ("kubectl", "helm"):
-        sub.add_parser(tool, help=f"{tool} of the dev cluster's version, against it").add_argument(
+    for program in ("kubectl", "helm"):
+        sub.add_parser(program, help=f"{program} of the dev cluster's version, against it").add_argument(
             "argv", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="up, then show both sides")
     argv = list(sys.argv[1:] if argv is None else argv)

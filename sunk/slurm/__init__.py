@@ -26,8 +26,8 @@ BACKENDS = ("rest", "pyslurm")
 
 
 def connect(backend: str = "rest", *, url: Optional[str] = None, token: Optional[str] = None,
-            token_file: Optional[Union[str, os.PathLike]] = None, jwt_key: Optional[bytes] = None,
-            jwt_key_file: Optional[Union[str, os.PathLike]] = None, user: str = "root",
+            token_file: Optional[Union[str, os.PathLike[str]]] = None, jwt_key: Optional[bytes] = None,
+            jwt_key_file: Optional[Union[str, os.PathLike[str]]] = None, user: str = "root",
             accounting: Optional[RpcAccounting] = None, **options: Any) -> SlurmClient:
     """A client for ``backend``.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from .errors import NotFound
@@ -34,7 +34,7 @@ class RpcAccounting:
     NotFound is an answer, not a failure, so it is not an error here.
     """
 
-    def __init__(self, clock=time.perf_counter):
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self._clock = clock
         self._lock = threading.Lock()
         self._count: dict[str, int] = {}

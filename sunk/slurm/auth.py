@@ -11,8 +11,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 import jwt
 
@@ -38,7 +39,7 @@ class StaticToken:
 class TokenFile:
     """Re-reads ``path`` when its mtime (or size) changes; keeps the last good token if a read fails."""
 
-    def __init__(self, path: Union[str, os.PathLike]):
+    def __init__(self, path: Union[str, os.PathLike[str]]):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._stamp: Optional[tuple[int, int]] = None
@@ -77,7 +78,7 @@ class SignedToken:
     """
 
     def __init__(self, key: bytes, user: str, *, lifespan: int = 3600, renew_fraction: float = 0.5,
-                 clock=time.time):
+                 clock: Callable[[], float] = time.time):
         if not key:
             raise ValueError("empty JWT signing key")
         self._key, self._user, self._lifespan = key, user, lifespan
@@ -88,7 +89,7 @@ class SignedToken:
         self._issued = 0.0
 
     @classmethod
-    def from_file(cls, path: Union[str, os.PathLike], user: str, **kwargs) -> SignedToken:
+    def from_file(cls, path: Union[str, os.PathLike[str]], user: str, **kwargs: Any) -> SignedToken:
         try:
             key = Path(path).read_bytes()
         except OSError as exc:
@@ -106,8 +107,8 @@ class SignedToken:
             return self._token
 
 
-def token_source(*, token: Optional[str] = None, token_file: Optional[Union[str, os.PathLike]] = None,
-                 jwt_key: Optional[bytes] = None, jwt_key_file: Optional[Union[str, os.PathLike]] = None,
+def token_source(*, token: Optional[str] = None, token_file: Optional[Union[str, os.PathLike[str]]] = None,
+                 jwt_key: Optional[bytes] = None, jwt_key_file: Optional[Union[str, os.PathLike[str]]] = None,
                  user: str = "root", lifespan: int = 3600) -> TokenSource:
     """Exactly one of token, token_file, jwt_key, jwt_key_file."""
     given = [name for name, value in (("token", token), ("token_file", token_file), ("jwt_key", jwt_key),

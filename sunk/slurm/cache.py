@@ -92,7 +92,7 @@ def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
 class _Kind:
     """The state kept for one list (nodes or jobs)."""
 
-    def __init__(self, name: str, lister: Callable[..., Snapshot], key: Callable[[Any], Hashable]):
+    def __init__(self, name: str, lister: Callable[..., Snapshot[Any]], key: Callable[[Any], Hashable]):
         self.name, self.lister, self.key = name, lister, key
         self.items: Mapping[Hashable, Any] = MappingProxyType({})
         self.listed_at = 0.0  # clock when the list behind ``items`` was requested

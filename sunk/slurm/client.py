@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional, Protocol, runtime_checkable
+from typing import Generic, Optional, Protocol, TypeVar, runtime_checkable
 
 from attrs import frozen
 
 from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
+T = TypeVar("T")
+
 
 @frozen
-class Snapshot:
+class Snapshot(Generic[T]):
     """A list call's answer. ``items`` is None when nothing changed since ``updated_since``."""
 
-    items: Optional[tuple]
+    items: Optional[tuple[T, ...]]
     last_update: int  # Slurm's own clock; pass back as ``updated_since`` next time
 
 
@@ -26,7 +28,7 @@ class SlurmClient(Protocol):
         """The Slurm release this client talks to, e.g. ``24.11.5`` (one call; SlurmError if it cannot tell)."""
         ...
 
-    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot: ...
+    def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot[Node]: ...
 
     def get_node(self, name: str) -> Node: ...
 
@@ -34,7 +36,7 @@ class SlurmClient(Protocol):
 
     def delete_node(self, name: str) -> None: ...
 
-    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot: ...
+    def list_jobs(self, *, updated_since: Optional[int] = None) -> Snapshot[Job]: ...
 
     def get_job(self, job_id: int) -> Job: ...
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -267,7 +267,7 @@ class PyslurmClient:
             raise SlurmError("slurmctld's configuration names no Slurm release")
         return str(release)
 
-    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
         with self._rpc(REQUEST_NODE_INFO, "list nodes"):
             nodes = self.ps.Nodes.load()
         return Snapshot(items=tuple(node_from_pyslurm(n) for n in nodes.values()), last_update=int(self._clock()))
@@ -293,7 +293,7 @@ class PyslurmClient:
         with self._rpc(REQUEST_DELETE_NODE, f"delete node {name}"):
             self.ps.Node(name).delete()
 
-    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         with self._rpc(REQUEST_JOB_INFO, "list jobs"):
             jobs = self.ps.Jobs.load()
         return Snapshot(items=tuple(job_from_pyslurm(j) for j in jobs.values()), last_update=int(self._clock()))
@@ -339,7 +339,7 @@ class PyslurmClient:
 
     # -- errors ----------------------------------------------------------------------------------
     @contextmanager
-    def _rpc(self, message_type: str, what: str):
+    def _rpc(self, message_type: str, what: str) -> Iterator[None]:
         """Account the call and turn pyslurm's exceptions into ours."""
         with self.accounting.measure(message_type):
             try:

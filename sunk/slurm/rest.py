@@ -181,7 +181,7 @@ class RestClient:
             raise SlurmError("ping: slurmrestd's answer names no Slurm release (meta.slurm.release)")
         return str(release)
 
-    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
         params = {"update_time": str(updated_since)} if updated_since else None
         try:
             status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes", params=params)
@@ -217,7 +217,7 @@ class RestClient:
         self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
                    idempotent=False)
 
-    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         params = dict(self._job_list_params)
         if updated_since:
             params["update_time"] = str(updated_since)

@@ -15,12 +15,12 @@ import attrs
 from flask import Flask
 from kubernetes.client import ApiClient
 
+from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
 from sunk.kube.resources import NODES, PODS
-from sunk.runner import DaemonConfig
 from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
 

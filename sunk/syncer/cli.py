@@ -26,7 +26,7 @@ from .plugins import DEFAULT_PLUGINS, load_plugins, parse_plugin_list
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from sunk.runner import DaemonConfig
+    from sunk.controller.daemon import DaemonConfig
     from sunk.slurm.client import SlurmClient
 
 log = logging.getLogger("sunk.syncer")
@@ -82,7 +82,7 @@ class Startup:
 
 def parse_args(argv: Sequence[str] | None) -> Startup:
     """Two passes: ``--plugins`` first (their flags must exist before the real parse)."""
-    from sunk.runner import daemon_config
+    from sunk.controller.daemon import daemon_config
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS))

@@ -69,7 +69,8 @@ class DrainAction:
 
 
 def _condition(obj: Optional[Obj], ctype: str) -> Optional[Obj]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+    conditions: list[Obj] = ((obj or {}).get("status") or {}).get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == ctype:
             return cond
     return None

@@ -238,12 +238,13 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     """Strict lock (the job's Extra names a Pod): the job starts only once evicted Pods are gone;
     a Pod placed by the SUNK Pod Scheduler for a job of the node stays, and a job-id annotation
     written by hand for a job the node does not run keeps nothing."""
-    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
+    unlocked(kube_api, dev_cluster, "node3")
     make_pod(kube_api, namespace, "squatter", "worker-3", annotations={names.ANN_JOB_ID: "1"})
+    time.sleep(GRACE)  # older than the grace a fresh binding gets
+    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
     unlocked(kube_api, dev_cluster, "node3")
-    time.sleep(GRACE)  # older than the grace a fresh binding gets
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")

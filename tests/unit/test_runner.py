@@ -27,8 +27,9 @@ from test_slurm_pyslurm import make_pyslurm
 
 from scheduler.cli import add_common_arguments
 from sunk import runner
+from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import EXIT_LOST_LEASE, Manager
-from sunk.runner import DaemonConfig, Served
+from sunk.runner import Served
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.settings import SlurmSettings, SlurmStartError, check, settings_from
