@@ -17,6 +17,7 @@ binding call is still in flight never expires.
 
 from __future__ import annotations
 
+import calendar
 import logging
 import threading
 import time
@@ -134,4 +135,5 @@ def _created_at(pod: Obj) -> float:
     stamp = pod["metadata"].get("creationTimestamp")
     if not stamp:
         return 0.0
-    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    # UTC ("Z"): calendar.timegm; mktime() - timezone was an hour off under daylight saving
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))

@@ -260,3 +260,19 @@ def test_the_bind_verb_reports_a_failed_or_conflicting_binding(extender, binder,
     api.fail = ApiError(409, "Conflict", {"message": "pod p is already assigned to node worker-1"})
     assert bind_to(extender, "worker-1")["Error"] == "binding failed: pod ns/p is bound already"
     assert binder.assumed_node("uid-a") is None
+
+
+def test_creation_time_is_read_as_utc_whatever_the_local_zone(monkeypatch):
+    """mktime() - timezone was an hour off while the local zone kept daylight saving time."""
+    import time as _time
+
+    from scheduler.binder import _created_at
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    _time.tzset()
+    try:
+        summer = _created_at({"metadata": {"creationTimestamp": "2026-07-01T12:00:00Z"}})
+        assert summer == 1782907200.0  # 2026-07-01T12:00:00Z
+    finally:
+        monkeypatch.delenv("TZ")
+        _time.tzset()
