@@ -106,7 +106,9 @@ def assemble(
     """Build (not start) the scheduler: ``on_bind``/``on_submit`` are the extender's, None for sunk-scheduler."""
     name = daemon.name
     manager = daemon.manager(api)
-    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval)
+    # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
+    # and 24.11 answers a node list with every partition even when nothing changed.
+    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)

@@ -36,7 +36,7 @@ log = logging.getLogger("sunk.dev.kubelet")
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
 NODE_LABEL = "sunk.dev/fake-kubelet"
 LEASE_DURATION = 40  # seconds, a kubelet's default
-LEASE_RENEW = 4.0  # five renewals per 20 s of grace: a renewal lost to an apiserver restart is no NotReady
+LEASE_RENEW = 10.0  # as a kubelet: a quarter of the duration, four renewals per 40 s of grace
 STATUS_EVERY = 60.0  # and reports status at least this often (its nodeStatusReportFrequency is 5 min)
 
 
