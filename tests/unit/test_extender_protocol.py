@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from informer_fakes import ListInformer
 
 from extender import protocol
 from extender.app import create_app
@@ -196,22 +197,9 @@ def test_every_field_the_placement_reads_is_checked_with_its_name(body, field, e
     from scheduler.jobindex import JobIndex
     from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 
-    class Informer:
-        def __init__(self, objects):
-            self.objects, self.indexers = objects, {}
-
-        def add_indexer(self, name, fn):
-            self.indexers[name] = fn
-
-        def by_index(self, name, value):
-            return [o for o in self.objects if value in self.indexers[name](o)]
-
-        def list(self):
-            return list(self.objects)
-
     real = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"),
-                        jobs=JobIndex(lambda extra: None), pods=PodIndex(Informer([])),
-                        slurmd=SlurmdNodes(Informer([])), recorder=None)
+                        jobs=JobIndex(lambda extra: None), pods=PodIndex(ListInformer([])),
+                        slurmd=SlurmdNodes(ListInformer([])), recorder=None)
     client = create_app(real, enqueued.append).test_client()
     for verb in ("filter", "prioritize"):
         with caplog.at_level("WARNING", logger="extender.app"):

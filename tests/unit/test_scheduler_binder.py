@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from informer_fakes import ListInformer
 
 from extender.app import create_app
 from scheduler import kubeops
@@ -204,20 +205,6 @@ def test_concurrent_binds_of_one_pod_make_one_binding(binder, api, monkeypatch):
 
 # -- the extender's /bind verb, over the real reconciler and Binder ---------------------------------
 
-class Informer:
-    def __init__(self, objects):
-        self.objects, self.indexers = objects, {}
-
-    def add_indexer(self, name, fn):
-        self.indexers[name] = fn
-
-    def by_index(self, name, value):
-        return [o for o in self.objects if value in self.indexers[name](o)]
-
-    def list(self):
-        return list(self.objects)
-
-
 VALID_POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-a"},
              "spec": {"terminationGracePeriodSeconds": 5,
                       "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
@@ -230,7 +217,7 @@ def extender(binder):
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
     scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
-                             pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)),
+                             pods=PodIndex(ListInformer([VALID_POD])), slurmd=SlurmdNodes(ListInformer(slurmd)),
                              recorder=None, binder=binder)
     return create_app(scheduler, lambda uid: None).test_client()
 

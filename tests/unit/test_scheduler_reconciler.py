@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from informer_fakes import ListInformer
 
 from scheduler import kubeops, reconciler
 from scheduler.binder import Binder
@@ -15,23 +16,6 @@ from sunk import names
 from sunk.kube.client import ApiError
 from sunk.slurm.models import Job
 from sunk.translate import placeholder
-
-
-class Informer:
-    """A Pod informer's read side, from a dict the test edits."""
-
-    def __init__(self, objects):
-        self.objects = objects
-        self.indexers = {}
-
-    def add_indexer(self, name, fn):
-        self.indexers[name] = fn
-
-    def by_index(self, name, value):
-        return [o for o in self.objects if value in self.indexers[name](o)]
-
-    def list(self):
-        return list(self.objects)
 
 
 class Recorder:
@@ -98,8 +82,8 @@ def build(monkeypatch, writes):
         recorder = Recorder()
         binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
         settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), **settings}
-        scheduler = PodScheduler(api=None, slurm=Slurm(), jobs=jobs, pods=PodIndex(Informer(pods)),
-                                 slurmd=SlurmdNodes(Informer(slurmd)), recorder=recorder, binder=binder, **settings)
+        scheduler = PodScheduler(api=None, slurm=Slurm(), jobs=jobs, pods=PodIndex(ListInformer(pods)),
+                                 slurmd=SlurmdNodes(ListInformer(slurmd)), recorder=recorder, binder=binder, **settings)
         return scheduler, pods, jobs, recorder, binds
 
     return make
