@@ -295,7 +295,9 @@ def test_invalid_state_is_a_clear_error(slurm, node, dev_cluster):
     assert "BOGUS" in str(err.value) and "state" in str(err.value).lower()
     if slurm.backend == "rest":
         assert err.value.code == 2028  # ESLURM_INVALID_NODE_STATE
-    assert scontrol_json(dev_cluster, "node", node)["state"] == before
+    # (NOT_RESPONDING is Slurm's own view of slurmd, and came and went under load in one CI run)
+    assert set(scontrol_json(dev_cluster, "node", node)["state"]) - {"NOT_RESPONDING"} == set(before) - {
+        "NOT_RESPONDING"}
 
 
 def test_resume_of_a_node_that_is_not_drained_is_refused(slurm, node, dev_cluster):
