@@ -536,7 +536,10 @@ class DevCluster:
             if pods or self._demo_jobs():
                 self._say(f"  demo Pods        deleted ({len(pods)}); waiting for their Slurm jobs to end")
                 wait_until(lambda: not self._demo_jobs(), 60, interval=0.5, what="the demo's Slurm jobs to end")
-                # ... and for the demo's Syncer to unlock their nodes (a lock taint would outlive it)
+            # ... and always for the demo's Syncer to unlock their nodes: the garbage collector may have
+            # deleted every Pod and the scheduler cancelled every job already, while the lock taints stay
+            # until the Syncer sees the jobs gone (stopped now, it would leave them for its next start).
+            if self._locked_nodes():
                 wait_until(lambda: not self._locked_nodes(), 30, interval=0.5, what="the demo's nodes to unlock")
         except (requests.RequestException, ValueError, TimeoutError) as exc:
             self._say(f"  demo Pods        not cleaned up: {exc}")
