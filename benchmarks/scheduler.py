@@ -385,7 +385,9 @@ def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
     wait_for_idle_slurm(cluster)
 
 
-def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir: Path) -> Process:
+def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir: Path,
+                      tree: Path | None = None) -> Process:
+    """sunk-scheduler for the Pod path; from ``tree`` (another checkout) instead of this one when given."""
     env = cluster.env()
     return Process("sunk-scheduler", "scheduler.cli", [
         f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
@@ -396,16 +398,22 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
         f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}",
-    ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=log_dir)
+    ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=log_dir,
+        env={"PYTHONPATH": str(tree)} if tree else None)
 
 
 def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path) -> dict:
     """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm."""
     wait_for_idle_slurm(cluster)
     raw = raw_path(cluster, pods)
+    pod = one_pod_path(cluster, api, pods, workers, log_dir)
+    return {"raw": raw, "pod_path": pod, "ratio": pod["total_s"] / raw["total_s"]}
+
+
+def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None) -> dict:
     wait_for_idle_slurm(cluster)
     namespace = create_namespace(api)
-    scheduler = scheduler_process(cluster, namespace, workers, log_dir)
+    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree)
     try:
         scheduler.start()
         assert scheduler.proc is not None
@@ -420,7 +428,7 @@ def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path) 
         finally:
             scheduler.stop()
             purge_namespace(api, namespace)
-    return {"raw": raw, "pod_path": pod, "ratio": pod["total_s"] / raw["total_s"]}
+    return pod
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -431,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="raw and Pod paths alternate this many times; medians are reported")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="Slurm's daemons on the last CPU, Kubernetes and sunk on the others (see pinned_cpus)")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="another checkout (e.g. a git worktree of an older commit): each round also runs "
+                             "the Pod path with its scheduler, so both are compared in one run")
     args = parser.parse_args(argv)
     cluster = DevCluster.for_tests()
     with cluster.claimed("benchmarks/scheduler.py"):
@@ -459,6 +470,10 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     with pinned_cpus(cluster, args.pin_cpus) as pinning:
         for number in range(args.rounds):
             rounds.append(one_round(cluster, api, args.pods, args.workers, log_dir / f"round-{number}"))
+            if args.baseline_tree:
+                base = one_pod_path(cluster, api, args.pods, args.workers, log_dir / f"round-{number}-baseline",
+                                    args.baseline_tree.resolve())
+                rounds[-1]["baseline"] = {**base, "ratio": base["total_s"] / rounds[-1]["raw"]["total_s"]}
             print(json.dumps({"round": number, **rounds[-1]}, indent=2), flush=True)
     raw_median = statistics.median(r["raw"]["total_s"] for r in rounds)
     pod_median = statistics.median(r["pod_path"]["total_s"] for r in rounds)
@@ -472,8 +487,18 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
         "slurm_calls_per_pod": max(r["pod_path"]["slurm_calls_per_pod"] for r in rounds),
         "raw_machine_cpu_median_s": statistics.median(r["raw"]["machine_cpu_s"] for r in rounds),
         "pod_machine_cpu_median_s": statistics.median(r["pod_path"]["machine_cpu_s"] for r in rounds),
+        "scheduler_cpu_median_s": statistics.median(r["pod_path"]["scheduler_cpu_s"] for r in rounds),
         "logs": str(log_dir),
     }
+    if args.baseline_tree:
+        base_median = statistics.median(r["baseline"]["total_s"] for r in rounds)
+        summary["baseline"] = {
+            "tree": str(args.baseline_tree), "pod_total_median_s": base_median,
+            "ratio_of_medians": base_median / raw_median,
+            "ratios": [round(r["baseline"]["ratio"], 3) for r in rounds],
+            "slurm_calls_per_pod": max(r["baseline"]["slurm_calls_per_pod"] for r in rounds),
+            "scheduler_cpu_median_s": statistics.median(r["baseline"]["scheduler_cpu_s"] for r in rounds),
+        }
     print(json.dumps(summary, indent=2))
     return 0
 
