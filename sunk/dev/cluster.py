@@ -26,7 +26,7 @@ from attrs import frozen
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, kubebuild, kubeconf, kubelet, slurmconf
+from . import chroot, claim, kubebuild, kubeconf, kubelet, realnode, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -101,6 +101,24 @@ class DevCluster:
         return self.kube_dir / "admin.kubeconfig"
 
     @property
+    def _applied_conf(self) -> Path:
+        return self.run_dir / "slurm.conf.applied"
+
+    @property
+    def real_node(self) -> bool:
+        """A real kubelet Node (containerd, runc) beside the stand-in ones: see ``sunk.dev.realnode``."""
+        return realnode.enabled()
+
+    @property
+    def real_paths(self) -> realnode.Paths:
+        return realnode.Paths(self.home)
+
+    @property
+    def hook_nodes(self) -> tuple[str, ...]:
+        """Every Slurm node whose slurmd runs sunk's prolog: the layout's and the real Node's."""
+        return self.layout.node_names + ((realnode.SLURM_NODE,) if self.real_node else ())
+
+    @property
     def slurm_nodes(self) -> tuple[str, ...]:
         return self.layout.node_names
 
@@ -118,6 +136,8 @@ class DevCluster:
 
     @staticmethod
     def k8s_node_for(slurm_node: str) -> str:
+        if slurm_node == realnode.SLURM_NODE:
+            return realnode.NODE_NAME
         return "worker-" + slurm_node.removeprefix("node")
 
     def env(self) -> dict[str, str]:
@@ -148,6 +168,9 @@ class DevCluster:
         kubebuild.build_helm(self.home, log=self.log)
         self._reconfigure = False
         self._configure_chroot()
+        if self.real_node:
+            realnode.ensure_packages(log=self.log)
+            realnode.write_config(self.real_paths)
         tokens = self.kube_dir / "tokens.csv"
         before = tokens.read_text() if tokens.exists() else None
         kubeconf.ensure_pki(self.kube_dir)
@@ -170,6 +193,7 @@ class DevCluster:
             wait_until(self._slurmctld_ok, 60, what="slurmctld after reconfigure")
             for node in self.layout.node_names:
                 wait_until(functools.partial(self._slurmd_ok, node), 60, what=f"{node} after reconfigure")
+        self._applied_conf.write_text((self.root / "etc/slurm/slurm.conf").read_text())
         self._seed_kubernetes()
         self._say(f"sunk-dev: up in {time.monotonic() - started:.1f}s")
 
@@ -178,6 +202,8 @@ class DevCluster:
         bin_dir = kubebuild.kube_bin_dir(self.home)
         everything = self._components(bin_dir) + ([] if self.with_sunk else self._sunk_components())
         for component in reversed(everything):
+            if component.daemon.name == "containerd":
+                realnode.clean_up_containers(self.real_paths)  # (the kubelet is stopped by now)
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
         if self.root.exists():
@@ -255,7 +281,29 @@ class DevCluster:
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
                       self._kubelet_ok),
         ]
+        if self.real_node:
+            paths = self.real_paths
+            comps += [
+                Component(daemon("containerd", *realnode.containerd_argv(paths)),
+                          functools.partial(realnode.containerd_ok, paths),
+                          after=functools.partial(self._import_images, paths)),
+                Component(daemon("kubelet-real", *realnode.kubelet_argv(bin_dir / "kubelet", paths, self.kubeconfig)),
+                          self._real_kubelet_ok, timeout=120),
+            ]
         return comps + self._sunk_components() if self.with_sunk else comps
+
+    def _import_images(self, paths: realnode.Paths) -> None:
+        if imported := realnode.ensure_images(paths):
+            self._say(f"  images           imported into containerd: {', '.join(imported)}")
+
+    def _real_kubelet_ok(self) -> bool:
+        try:
+            healthz = requests.get(f"http://127.0.0.1:{realnode.KUBELET_HEALTHZ_PORT}/healthz", timeout=2)
+        except requests.RequestException:
+            return False
+        node = self.kube_request("GET", f"/api/v1/nodes/{realnode.NODE_NAME}")
+        return healthz.status_code == 200 and node.status_code == 200 and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in node.json().get("status", {}).get("conditions", []))
 
     def _sunk_components(self) -> list[Component]:
         """sunk's own daemons, from this checkout: what production runs as Deployments."""
@@ -290,7 +338,7 @@ class DevCluster:
         each Slurm node gets its own token (one file per node, since all share this chroot)."""
         _ensure_secret(token)
         sunk_etc = self.root / "etc/sunk"
-        write_node_tokens(sunk_etc / "hooks-tokens", token.read_bytes().strip(), self.layout.node_names)
+        write_node_tokens(sunk_etc / "hooks-tokens", token.read_bytes().strip(), self.hook_nodes)
         (sunk_etc / "hooks.token").unlink(missing_ok=True)  # (the shared token of older versions)
         (sunk_etc / "hooks.env").write_text(
             f"SUNK_SYNCER_URL=http://127.0.0.1:{PRODUCT_PORTS['syncer']}\n"
@@ -370,14 +418,16 @@ class DevCluster:
             "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
             "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
         }
-        for node in self.layout.node_names:
+        for node in self.hook_nodes:
             dirs[f"var/spool/slurmd/{node}"] = "root"
         for rel, owner in dirs.items():
             (root / rel).mkdir(parents=True, exist_ok=True)
             shutil.chown(root / rel, *self._ids(owner))
         etc = root / "etc/slurm"
         conf = slurmconf.slurm_conf(self.layout)
-        if (etc / "slurm.conf").exists() and (etc / "slurm.conf").read_text() != conf:
+        # What slurmctld last read (an `up` that failed after writing slurm.conf never told it).
+        applied = self._applied_conf.read_text() if self._applied_conf.exists() else None
+        if (etc / "slurm.conf").exists() and (applied or (etc / "slurm.conf").read_text()) != conf:
             self._reconfigure = True
         (etc / "slurm.conf").write_text(conf)
         (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
@@ -585,8 +635,13 @@ class DevCluster:
         pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
         for node in self.layout.node_names:
             self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
+        if self.real_node:
+            self._expect(self.kube_request("POST", pods, realnode.slurmd_pod(self.root, SLURM_NAMESPACE)), 201, 409)
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
+        if self.real_node:
+            wait_until(self._real_slurmd_ok, 90, interval=0.5,
+                       what=f"slurmd in its container on {realnode.NODE_NAME} to register {realnode.SLURM_NODE}")
 
     def _prune_kubernetes(self) -> None:
         """The slurmd Pods and Nodes of a larger layout (`up --nodes 8`, then `up --nodes 4`).
@@ -594,7 +649,7 @@ class DevCluster:
         No slurmd and no kubelet serve them any more, yet a Syncer or scheduler would still
         map Slurm nodes onto them. No kubelet finishes the Pods' deletion, so grace is 0.
         """
-        wanted = set(self.layout.node_names)
+        wanted = set(self.hook_nodes)
         pods = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         self._expect(pods, 200)
         for pod in pods.json()["items"]:
@@ -605,7 +660,7 @@ class DevCluster:
         nodes = self.kube_request("GET", f"/api/v1/nodes?labelSelector={FAKE_KUBELET_SELECTOR}")
         self._expect(nodes, 200)
         for node in nodes.json()["items"]:
-            if (name := node["metadata"]["name"]) not in {self.k8s_node_for(n) for n in wanted}:
+            if (name := node["metadata"]["name"]) not in {self.k8s_node_for(n) for n in self.layout.node_names}:
                 self._say(f"  Node {name}: not in this layout, deleted")
                 self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{name}"), 200, 404)
 
@@ -613,6 +668,11 @@ class DevCluster:
         resp = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in resp.json()["items"]}
         return all(phases.get(n) == "Running" for n in self.layout.node_names)
+
+    def _real_slurmd_ok(self) -> bool:
+        """Registered and answering: Slurm shows the dynamic node, and not as NOT_RESPONDING."""
+        out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T", check=False).stdout.split()
+        return bool(out) and not any(state.endswith("*") or "down" in state for state in out)
 
     @staticmethod
     def _expect(resp: requests.Response, *codes: int) -> None:

@@ -30,6 +30,10 @@ SLURMCTLD_PORT = 6817
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 KILL_WAIT = 30
+# Dynamic nodes (`slurmd -Z`, the real kubelet Node's slurmd) with this feature join this partition
+# only: Pods land there only when they ask for it.
+DYNAMIC_FEATURE = "real"
+DYNAMIC_PARTITION = "real"
 
 
 @frozen
@@ -101,6 +105,8 @@ def slurm_conf(layout: SlurmLayout) -> str:
         f"NodeName=node[1-{layout.nodes}] NodeHostname=localhost Port={SLURMD_BASE_PORT}-{last_port} "
         f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:{NODE_GPUS} Features={NODE_FEATURES} State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes=node[1-{layout.nodes}] Default=YES MaxTime=INFINITE State=UP",
+        f"NodeSet=dynamic Feature={DYNAMIC_FEATURE}",
+        f"PartitionName={DYNAMIC_PARTITION} Nodes=dynamic Default=NO MaxTime=INFINITE State=UP",
     ]
     if layout.phantom_nodes:
         lines += [

@@ -1,0 +1,345 @@
+"""A real kubelet Node for the dev cluster: containerd, runc, bridge CNI and kubelet v1.34.
+
+The stand-in kubelet (``sunk.dev.kubelet``) only books Pods as running; this Node runs them.
+What it takes on this kind of VM (``../shared/ENVIRONMENT.md``):
+
+- containerd 1.6 from Debian with a configuration of its own (own root, state, socket and
+  CNI directories, so a system containerd is never touched), cgroupfs, runc;
+- a runc wrapper: the VM lacks CAP_SYS_RESOURCE, so no process may lower its
+  ``oom_score_adj``, and the kubelet asks -998 for every sandbox; the wrapper clamps a
+  negative ``process.oomScoreAdj`` in the bundle's config.json to 0, then execs runc;
+- images made here, since no registry is reachable: a pause image and a busybox image, both
+  one layer around Debian's static busybox, written as docker archives and imported;
+- kubelet with ``failCgroupV1: false``, its own ports and root directory, and a node IP
+  that is not loopback (the kubelet refuses 127.0.0.1).
+
+The Node's slurmd runs in a container too: a Pod on this Node whose busybox container
+chroots into the dev cluster's trixie root (mounted from the host) and runs ``slurmd -Z``,
+a dynamic Slurm node in a partition of its own, so that only Pods that ask for it land here.
+Deleting the Pod really stops slurmd.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import attrs
+
+from .slurmconf import DYNAMIC_FEATURE, DYNAMIC_PARTITION
+
+NODE_NAME = "real-1"
+SLURM_NODE = "realnode1"
+SLURM_PARTITION = DYNAMIC_PARTITION
+SLURM_FEATURE = DYNAMIC_FEATURE
+NODE_CPUS = 4
+NODE_MEMORY_MB = 4000
+NODE_LABEL = "sunk.dev/real-kubelet"
+KUBELET_PORT = 10350
+KUBELET_HEALTHZ_PORT = 10348
+POD_SUBNET = "10.88.7.0/24"
+BRIDGE = "sunkbr0"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
+PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static")
+CNI_BIN_DIR = "/usr/lib/cni"
+BUSYBOX = Path("/bin/busybox")
+# The applets the images link (busybox is one static binary; each name is a symlink to it).
+APPLETS = ("sh", "sleep", "httpd", "cat", "echo", "ls", "chroot", "wget", "hostname", "ip", "true", "env", "mkdir")
+
+
+@attrs.frozen
+class Paths:
+    """Where everything of the real Node lives: state under the run directory, images in the cache."""
+
+    home: Path
+
+    @property
+    def base(self) -> Path:
+        return self.home / "run" / "realnode"
+
+    @property
+    def containerd_root(self) -> Path:
+        return self.home / "containerd"  # images survive `down`, like the chroot
+
+    @property
+    def containerd_state(self) -> Path:
+        return Path("/run/sunk-dev-containerd")
+
+    @property
+    def socket(self) -> Path:
+        return self.containerd_state / "containerd.sock"
+
+    @property
+    def containerd_config(self) -> Path:
+        return self.base / "containerd.toml"
+
+    @property
+    def runc_wrapper(self) -> Path:
+        return self.base / "runc-wrapper"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        return self.base / "cni"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.base / "kubelet.yaml"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.home / "kubelet-real"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.home / "images"
+
+
+def enabled() -> bool:
+    """On unless ``SUNK_DEV_REAL_NODE=0`` (a machine that cannot run containers)."""
+    return os.environ.get("SUNK_DEV_REAL_NODE", "1") not in ("0", "false", "no")
+
+
+def ensure_packages(log=sys.stderr) -> None:
+    missing = [p for p in PACKAGES if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
+                                                      text=True).stdout != "install ok installed"]
+    if not missing:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=log, stderr=log, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, stdout=log, stderr=log, env=env)
+
+
+def node_ip() -> str:
+    """The host's first global IPv4 address: the kubelet refuses a loopback node IP."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                         check=False).stdout
+    for line in out.splitlines():  # "2: eth0    inet 192.0.2.2/24 brd ... scope global eth0"
+        fields = line.split()
+        if "inet" in fields and not fields[1].startswith(BRIDGE):
+            return fields[fields.index("inet") + 1].partition("/")[0]
+    raise RuntimeError("the real kubelet Node needs a non-loopback IPv4 address and `ip` shows none "
+                       "(set SUNK_DEV_REAL_NODE=0 to run without it)")
+
+
+# -- configuration files ---------------------------------------------------------------------------
+
+def containerd_config(paths: Paths) -> str:
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""version = 2
+root = "{paths.containerd_root}"
+state = "{paths.containerd_state}"
+
+[grpc]
+  address = "{paths.socket}"
+
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+
+[{cri}.containerd]
+  default_runtime_name = "runc"
+  snapshotter = "overlayfs"
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.containerd.runtimes.runc.options]
+  BinaryName = "{paths.runc_wrapper}"
+  SystemdCgroup = false
+
+[{cri}.cni]
+  bin_dir = "{CNI_BIN_DIR}"
+  conf_dir = "{paths.cni_conf_dir}"
+"""
+
+
+RUNC_WRAPPER = """#!/usr/bin/python3
+# runc, but a negative process.oomScoreAdj in the bundle becomes 0: this VM lacks
+# CAP_SYS_RESOURCE, and the kubelet asks -998 for every Pod sandbox (written by sunk-dev).
+import json, os, sys
+args = sys.argv[1:]
+for flag in ("--bundle", "-b"):
+    if flag in args[:-1]:
+        path = os.path.join(args[args.index(flag) + 1], "config.json")
+        try:
+            with open(path) as f:
+                config = json.load(f)
+            if config.get("process", {}).get("oomScoreAdj", 0) < 0:
+                config["process"]["oomScoreAdj"] = 0
+                with open(path, "w") as f:
+                    json.dump(config, f)
+        except FileNotFoundError:
+            pass
+os.execv("/usr/sbin/runc", ["runc", *args])
+"""
+
+
+def cni_conflist(paths: Paths) -> str:
+    return json.dumps({
+        "cniVersion": "1.0.0", "name": "sunk-dev",
+        "plugins": [
+            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}],
+                      "dataDir": str(paths.base / "cni-ipam")}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }, indent=2)
+
+
+def kubelet_config(paths: Paths) -> str:
+    return json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
+        "containerRuntimeEndpoint": f"unix://{paths.socket}",
+        "port": KUBELET_PORT, "healthzPort": KUBELET_HEALTHZ_PORT, "healthzBindAddress": "127.0.0.1",
+        "readOnlyPort": 0,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        # Images come from import only (no registry): never collect them, never evict for disk.
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "resolvConf": "/etc/resolv.conf",
+        "nodeStatusUpdateFrequency": "10s",
+        "registerNode": True,
+        "maxPods": 30,
+    }, indent=2)
+
+
+def write_config(paths: Paths) -> None:
+    paths.base.mkdir(parents=True, exist_ok=True)
+    paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+    paths.containerd_config.write_text(containerd_config(paths))
+    paths.runc_wrapper.write_text(RUNC_WRAPPER)
+    paths.runc_wrapper.chmod(0o755)
+    (paths.cni_conf_dir / "10-sunk-dev.conflist").write_text(cni_conflist(paths))
+    paths.kubelet_config.write_text(kubelet_config(paths))
+
+
+def containerd_argv(paths: Paths) -> list[str]:
+    return ["containerd", "--config", str(paths.containerd_config)]
+
+
+def kubelet_argv(kubelet: Path, paths: Paths, kubeconfig: Path) -> list[str]:
+    return [str(kubelet), f"--config={paths.kubelet_config}", f"--kubeconfig={kubeconfig}",
+            f"--root-dir={paths.kubelet_root}", f"--hostname-override={NODE_NAME}", f"--node-ip={node_ip()}",
+            f"--node-labels={NODE_LABEL}=true", "--v=1"]
+
+
+# -- images --------------------------------------------------------------------------------------
+
+def ctr(paths: Paths, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ctr", f"--address={paths.socket}", "-n", "k8s.io", *args], capture_output=True,
+                          text=True, check=check, timeout=120)
+
+
+def containerd_ok(paths: Paths) -> bool:
+    return ctr(paths, "version", check=False).returncode == 0
+
+
+def busybox_layer() -> bytes:
+    """One layer: static busybox at /bin/busybox and a symlink per applet."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for directory in ("bin", "tmp", "www", "etc", "proc", "sys", "dev"):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+            tar.addfile(info)
+        tar.add(str(BUSYBOX), arcname="bin/busybox")
+        for applet in APPLETS:
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+        page = b"hello from a container on the real kubelet Node\n"
+        info = tarfile.TarInfo("www/index.html")
+        info.size = len(page)
+        tar.addfile(info, io.BytesIO(page))
+    return out.getvalue()
+
+
+def docker_archive(name: str, layer: bytes, cmd: list[str]) -> bytes:
+    """A ``docker save`` archive of one layer: what ``ctr images import`` takes without a registry."""
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Cmd": cmd, "Env": ["PATH=/bin"], "WorkingDir": "/"},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [name], "Layers": [layer_name]}]).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for member, data in ((layer_name, layer), (config_name, config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def ensure_images(paths: Paths) -> list[str]:
+    """Import the pause and busybox images unless containerd has them; returns what was imported."""
+    have = set(ctr(paths, "images", "ls", "-q").stdout.split())
+    layer = busybox_layer()
+    wanted = {PAUSE_IMAGE: ["/bin/sleep", "infinity"], BUSYBOX_IMAGE: ["/bin/sh"]}
+    imported = []
+    paths.images_dir.mkdir(parents=True, exist_ok=True)
+    for name, cmd in wanted.items():
+        if name in have:
+            continue
+        archive = paths.images_dir / (name.replace("/", "_").replace(":", "_") + ".tar")
+        archive.write_bytes(docker_archive(name, layer, cmd))
+        ctr(paths, "images", "import", "--snapshotter=overlayfs", str(archive))
+        imported.append(name)
+    return imported
+
+
+# -- Kubernetes objects ----------------------------------------------------------------------------
+
+def slurmd_pod(chroot: Path, namespace: str) -> dict:
+    """The real Node's slurmd Pod: slurmd really runs in its container, as a dynamic Slurm node.
+
+    busybox chroots into the dev cluster's trixie root (slurmd's binaries, slurm.conf, the
+    munge socket); hostNetwork and hostPID. ``exec`` keeps slurmd PID 1 of the
+    container, so deleting the Pod stops it.
+    """
+    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE}"
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": SLURM_NODE, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/name": "slurmd", NODE_LABEL: "true"}},
+        "spec": {
+            # hostPID: slurmd's proctrack/linuxproc finds a job's processes in the chroot's /proc,
+            # which is the host's (with a PID namespace of its own it could kill no job).
+            "nodeName": NODE_NAME, "hostname": SLURM_NODE, "hostNetwork": True, "hostPID": True,
+            "terminationGracePeriodSeconds": 5,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{
+                "name": "slurmd", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["/bin/chroot", "/host", "/usr/sbin/slurmd", "-D", "-Z", "-N", SLURM_NODE, "--conf", conf],
+                "env": [{"name": "PATH", "value": "/usr/sbin:/usr/bin:/sbin:/bin"}],
+                "volumeMounts": [{"name": "root", "mountPath": "/host"}],
+                "readinessProbe": {"exec": {"command": ["/bin/chroot", "/host", "/usr/bin/scontrol", "show", "node",
+                                                         SLURM_NODE]},
+                                   "periodSeconds": 5},
+            }],
+            "volumes": [{"name": "root", "hostPath": {"path": str(chroot), "type": "Directory"}}],
+        },
+    }
+
+
+def clean_up_containers(paths: Paths) -> None:
+    """After the kubelet stops: kill what it left running (runc shims outlive containerd)."""
+    if not containerd_ok(paths):
+        return
+    for task in ctr(paths, "tasks", "ls", "-q", check=False).stdout.split():
+        ctr(paths, "tasks", "kill", "-s", "SIGKILL", task, check=False)
+    for task in ctr(paths, "tasks", "ls", "-q", check=False).stdout.split():
+        ctr(paths, "tasks", "rm", "-f", task, check=False)
+    for container in ctr(paths, "containers", "ls", "-q", check=False).stdout.split():
+        ctr(paths, "containers", "rm", container, check=False)
+    shutil.rmtree(paths.base / "cni-ipam", ignore_errors=True)  # (a restarted Node allocates afresh)
