@@ -12,7 +12,7 @@ import attrs
 from sunk.slurm.models import Job
 from sunk.types import Obj
 
-from .context import SyncerContext
+from .context import INDEX_NODE, SyncerContext
 from .podcordon import Cordon, pod_cordon
 
 
@@ -20,7 +20,7 @@ from .podcordon import Cordon, pod_cordon
 class KubeFacts:
     """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate.
 
-    ``pod_node`` and ``jobs_holding`` are looked up only when asked: the rules need them only
+    ``pod_node``, ``pods_on_node`` and ``jobs_holding`` are looked up only when asked: the rules need them only
     for a node under one of sunk's own drains (``sunk.translate.drains``), and the job scan
     is not worth making for every node on every event.
     """
@@ -44,6 +44,11 @@ class KubeFacts:
         if pod is None:
             return None
         return str((pod.get("spec") or {}).get("nodeName") or "")
+
+    def pods_on_node(self) -> list[Obj]:
+        """The Pods bound to the slurmd Pod's Node, from the all-Pods informer."""
+        node = ((self.pod or {}).get("spec") or {}).get("nodeName")
+        return self.ctx.all_pods.by_index(INDEX_NODE, node) if node else []
 
     def jobs_holding(self) -> tuple[Job, ...] | None:
         """The jobs holding this Slurm node in the Slurm cache; None while its job list is stale."""

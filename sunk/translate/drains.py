@@ -153,6 +153,10 @@ class CauseFacts(Protocol):
         """The jobs holding this Slurm node in Slurm's job list; None when that list is stale."""
         ...
 
+    def pods_on_node(self) -> Sequence[Obj]:
+        """The Pods bound to that Kubernetes Node (none when it is unknown)."""
+        ...
+
 
 @frozen
 class Cause:
@@ -180,21 +184,32 @@ def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
 
 
 def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
+    """Present while the Pod is on the node or a job of it holds the node; and while another Pod
+    sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node: when
+    several placeholders drain it at once, the reason names only the last of their Pods."""
     for job in jobs:
         identity = PlaceholderIdentity.parse(job.extra)
         if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.name)
                                       == (drain.namespace, drain.name)):
             return Cause(True, f"job {job.id} of Pod {drain.pod} holds {node.name}")
+    here = _node_name(facts.pod)
+    if here is None:
+        return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
     where = facts.pod_node(drain.pod)
+    if where == here:
+        return Cause(True, f"Pod {drain.pod} is still on Node {here}")
+    held = {job.id for job in jobs}
+    for pod in facts.pods_on_node():
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
+        if annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isdigit() and int(job_id) not in held:
+            meta = pod.get("metadata") or {}
+            return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
+                               f"{node.name}")
     if where is None:
         return Cause(False, f"Pod {drain.pod} is gone and no job of it holds {node.name}")
     if not where:
         return Cause(False, f"Pod {drain.pod} is on no Node and no job of it holds {node.name}")
-    here = _node_name(facts.pod)
-    if here is None:
-        return Cause(None, f"Pod {drain.pod} is on Node {where}; this node's own Node is unknown")
-    if where == here:
-        return Cause(True, f"Pod {drain.pod} is still on Node {here}")
     return Cause(False, f"Pod {drain.pod} is on Node {where} now, not {here}")
 
 

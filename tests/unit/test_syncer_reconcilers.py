@@ -376,6 +376,20 @@ def test_the_placeholders_drain_is_lifted_once_its_pod_is_gone_and_no_job_of_it_
     assert recorder.events[-1][1] == "SlurmNodeUndrained" and "team-a/train-0 is gone" in recorder.events[-1][2]
 
 
+def test_the_placeholders_drain_stays_while_any_pod_placed_there_outlives_its_job():
+    """Three placeholders drained at once; the reason names the last one's Pod only."""
+    ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
+    other = pod("train-1", namespace="team-a")
+    other["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "41", "sunk.coreweave.com/slurm-node": "node1"}
+    ctx.all_pods.put(other)  # type: ignore[attr-defined]  # its job 41 ended too; nobody deleted it yet
+    reconciler = SlurmSideReconciler(ctx)
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []
+    ctx.all_pods.remove(other)  # type: ignore[attr-defined]
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+
+
 def test_the_placeholders_drain_gives_way_to_a_kubernetes_condition_once_its_pod_is_gone():
     ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
     ctx.slurmd_pods.put(pod("node1", conditions=[{"type": "Ready", "status": "False"}]))  # type: ignore[attr-defined]

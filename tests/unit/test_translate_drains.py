@@ -104,6 +104,13 @@ def k8s_node(tainted: bool = False) -> dict:
     return {"metadata": {"name": "worker-1"}, "spec": {"taints": taints}}
 
 
+def sunk_pod(name: str, job_id: int | str | None, slurm_node: str = "node1") -> dict:
+    """A Pod sunk's scheduler bound to worker-1 for ``job_id`` on ``slurm_node``."""
+    annotations = {names.ANN_SLURM_NODE: slurm_node, **({names.ANN_JOB_ID: str(job_id)} if job_id else {})}
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
+            "spec": {"nodeName": "worker-1"}}
+
+
 @attrs.frozen
 class Facts:
     """The CauseFacts a test states outright."""
@@ -112,12 +119,16 @@ class Facts:
     k8s_node: dict | None = attrs.Factory(k8s_node)
     pods: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Node it is bound to ("" none)
     jobs: tuple[Job, ...] | None = ()
+    on_node: tuple[dict, ...] = ()  # the Pods bound to worker-1
 
     def pod_node(self, key: str) -> str | None:
         return self.pods.get(key)
 
     def jobs_holding(self) -> tuple[Job, ...] | None:
         return self.jobs
+
+    def pods_on_node(self) -> tuple[dict, ...]:
+        return self.on_node
 
 
 IDLE = Node("node1", state="IDLE+DRAIN")
@@ -136,11 +147,19 @@ def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> J
     (Facts(pods={"team-a/train-0": "worker-1"}), True),  # still on this node's Node
     (Facts(pods={"team-a/train-0": "worker-1"}, pod=None), None),  # this node's Node is unknown
     (Facts(pods={"team-a/train-0": "worker-2"}, pod=None), None),
-    (Facts(pod=None), False),  # gone is gone, wherever this node is
+    (Facts(pod=None), None),  # (other Pods that outlive their jobs there could not be seen)
+    (Facts(pod=slurmd_pod(node=None)), None),
     (Facts(jobs=(Job(id=42, state="CANCELLED", state_flags=["COMPLETING"], nodes="node1"),)), True),  # still ending
     (Facts(jobs=(placeholder_job(77),)), True),  # another job of the same Pod holds the node
     (Facts(jobs=(placeholder_job(77, name="train-1"), Job(id=78, state="RUNNING", nodes="node1"))), False),
     (Facts(jobs=(placeholder_job(77, ns="team-b"),)), False),
+    # Another Pod placed on node1 outlives its job there (several placeholders drained at once; the
+    # reason names only the last): the drain stays until it is gone too.
+    (Facts(on_node=(sunk_pod("train-1", 77),)), True),
+    (Facts(on_node=(sunk_pod("train-1", 77),), jobs=(placeholder_job(77, name="train-1"),)), False),  # job runs
+    (Facts(on_node=(sunk_pod("train-1", 77, slurm_node="node2"),)), False),  # placed on another Slurm node
+    (Facts(on_node=(sunk_pod("train-1", None),)), False),  # not placed by sunk
+    (Facts(on_node=(sunk_pod("train-1", "x7"),)), False),
 ])
 def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_holds_the_node(facts, present):
     assert cause(PLACEHOLDER, facts, IDLE).present is present
@@ -190,14 +209,19 @@ def test_a_lock_timeout_drain_lasts_while_a_pod_it_names_is_on_that_node():
 
 def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone():
     pods = ({}, {"team-a/train-0": "worker-1", "apps/guarded": "worker-1"}, {"team-a/train-0": "worker-2"})
-    for drain, pod, tainted, lock, jobs, seen, node in itertools.product(
+    for drain, pod, tainted, lock, jobs, seen, on_node, node in itertools.product(
             ALL, (True, False), (True, False, None), (None, "false", "pending", "locked", "locked_strict"),
-            (None, (), (placeholder_job(9),), (placeholder_job(42),)), pods, (IDLE, BUSY)):
-        facts = Facts(pod=slurmd_pod(lock) if pod else None,
-                      k8s_node=None if tainted is None else k8s_node(tainted), pods=seen, jobs=jobs)
+            (None, (), (placeholder_job(9),), (placeholder_job(42),)), pods, ((), (sunk_pod("train-1", 9),)),
+            (IDLE, BUSY)):
+        facts = Facts(pod=slurmd_pod(lock) if pod else None, k8s_node=None if tainted is None else k8s_node(tainted),
+                      pods=seen, jobs=jobs, on_node=on_node)
         verdict = cause(drain, facts, node)
         assert verdict.present in (True, False, None) and verdict.why
         if jobs is None:
             assert verdict.present is None
-        if verdict.present is False and not isinstance(drain, PlaceholderDrain):
-            assert pod and tainted is not None  # the lock was read
+        if verdict.present is False:
+            assert pod  # this node's Node was known
+            if isinstance(drain, PlaceholderDrain):
+                assert not on_node or jobs == (placeholder_job(9),)  # no Pod there outlives its job
+            else:
+                assert tainted is not None  # the lock was read

@@ -44,6 +44,9 @@ class Facts:
     def jobs_holding(self) -> tuple | None:
         return self.jobs
 
+    def pods_on_node(self) -> tuple:
+        return ()
+
 
 def slurmd_pod(ready=True, deleting=False, verified_at=None):
     conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
@@ -199,8 +202,8 @@ def test_sunk_drains_stay_while_their_cause_holds_and_go_when_it_is_gone(reason,
     pod = None if condition == "missing" else slurmd_pod(ready=condition != "not ready")
     facts = locked(pod, state, Facts(pod=pod, cordon=Cordon(condition == "cordoned"), **CAUSES[reason][cause]))
     action = desired_drain(facts, node(state, reason))
-    if reason == UNREACHABLE and condition == "missing":
-        assert action.action == NONE  # no slurmd Pod, no lock to read: the prolog's drain stays
+    if condition == "missing":
+        assert action.action == NONE  # no slurmd Pod: no lock to read, no Pods on its Node to see; the drain stays
     elif state.startswith("DOWN") or cause != "gone":
         assert action.action == NONE  # present, or no evidence: the drain stays as it is
     elif condition is None:
