@@ -202,7 +202,8 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     for pod in facts.pods_on_node():
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
-        if annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isdigit() and int(job_id) not in held:
+        if (annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isascii() and job_id.isdigit()
+                and len(job_id) < 20 and int(job_id) not in held):
             meta = pod.get("metadata") or {}
             return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
                                f"{node.name}")

@@ -160,6 +160,8 @@ def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> J
     (Facts(on_node=(sunk_pod("train-1", 77, slurm_node="node2"),)), False),  # placed on another Slurm node
     (Facts(on_node=(sunk_pod("train-1", None),)), False),  # not placed by sunk
     (Facts(on_node=(sunk_pod("train-1", "x7"),)), False),
+    (Facts(on_node=(sunk_pod("train-1", "\u0663"),)), False),  # (a digit, but not ASCII)
+    (Facts(on_node=(sunk_pod("train-1", "9" * 5000),)), False),  # (int() would refuse it)
 ])
 def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_holds_the_node(facts, present):
     assert cause(PLACEHOLDER, facts, IDLE).present is present
