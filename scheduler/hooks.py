@@ -5,7 +5,8 @@ POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period appl
 GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
                                      long-polls up to S seconds (max 30) for the deletion
 POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node (only
-                                     while Slurm is ending the job)
+                                     while Slurm is ending the job), with the reason the
+                                     Syncer lifts once the Pod is gone
 GET  /healthz
 
 Until the Pod informer has synced, and while the process stops, every /api call answers 503
@@ -40,6 +41,8 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
+from sunk.translate.drains import PlaceholderDrain
+from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
 from .jobindex import JobIndex
@@ -180,9 +183,7 @@ def hooks_blueprint(
         if not ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
         nodes = list(job.node_list)
-        pod = pod_by_uid(uid)
-        who = _name(pod) if pod else f"uid {uid}"
-        reason = f"sunk-scheduler: pod {who} outlived KillWait after job {job_id} ended"
+        reason = drain_reason(pod_by_uid(uid), job, uid)
         for node in nodes:
             try:
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
@@ -192,6 +193,18 @@ def hooks_blueprint(
         return jsonify({"drained": nodes, "reason": reason})
 
     return app
+
+
+def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
+    """The placeholder's drain reason, which the Syncer lifts once the Pod is gone
+    (``sunk.translate.drains``); the Pod is named from the cache, else from the job's Extra.
+    Without a name there is no Pod to watch go: a reason the Syncer leaves to an operator."""
+    identity = PlaceholderIdentity.parse(job.extra)
+    if pod is not None:
+        return PlaceholderDrain(pod["metadata"]["namespace"], pod["metadata"]["name"], job.id).reason()
+    if identity is not None:
+        return PlaceholderDrain(identity.namespace, identity.name, job.id).reason()
+    return f"sunk-scheduler: pod uid {uid} outlived KillWait after job {job.id} ended"
 
 
 def ending(job: Job) -> bool:

@@ -14,13 +14,6 @@ import attrs
 from sunk.slurm.cache import JOB, NODE, CacheEvent
 from sunk.slurm.models import Job
 
-# Base states in which a job holds its nodes; COMPLETING (a flag) holds them until the epilog ends.
-_HOLDING = frozenset({"RUNNING", "SUSPENDED"})
-
-
-def holds_nodes(job: Job) -> bool:
-    return job.state in _HOLDING or "COMPLETING" in job.state_flags
-
 
 @attrs.frozen
 class NodeJob:
@@ -51,7 +44,7 @@ class JobsByNode:
             return
         job: Job | None = event.new
         job_id = int(event.key)  # type: ignore[call-overload]
-        nodes = job.node_list if job is not None and holds_nodes(job) else ()
+        nodes = job.node_list if job is not None and job.holds_nodes else ()
         entry = NodeJob(job_id, self._is_placeholder(job.extra)) if job is not None else None
         with self._lock:
             before = self._nodes_of.pop(job_id, ())

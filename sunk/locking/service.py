@@ -30,6 +30,7 @@ from sunk.kube.resources import object_key
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job
 from sunk.syncer.context import SyncerContext
+from sunk.translate import drains
 from sunk.translate import lock as machine
 from sunk.types import Obj
 
@@ -111,8 +112,12 @@ class LockService:
             detail = f"lock state still {state}"
         level = "strict " if strict else ""
         error = f"Slurm node {node} not {level}locked for job {job_id} within {timeout:g}s"
+        # The reason the prolog drains with, if it can name the whole cause: the Syncer lifts it once gone.
+        drain_reason = drains.lock_timeout_reason(job_id, timeout, k8s_node, [b["pod"] for b in blocking], state,
+                                                  strict)
         return HookError(504, error, reason=_one_line(f"{level}lock timeout after {timeout:g}s: {detail}"),
-                         node=node, job_id=job_id, state=state, blocking_pods=blocking)
+                         node=node, job_id=job_id, state=state, blocking_pods=blocking,
+                         **({"drain_reason": drain_reason} if drain_reason else {}))
 
     def _job_holding(self, node: str, job_id: int) -> Job:
         """The job, if Slurm shows it holding ``node``: from the cache when it says so, else read now."""

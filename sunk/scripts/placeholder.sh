@@ -6,7 +6,9 @@
 # then waits. When
 # Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
-# the Pod still runs. If the Pod outlives KillWait, it has the node drained.
+# the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
+# the Syncer lifts once the Pod is gone from the node and no job of it holds the node
+# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py).
 #
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
@@ -51,8 +53,9 @@ on_term() {
     done
     log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
     if [[ "$(hook POST drain)" != 200 ]]; then
+        # The scheduler is unreachable: the same reason its drain hook writes.
         scontrol update nodename="$SLURMD_NODENAME" state=drain \
-            reason="sunk: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
+            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
             || log "could not drain $SLURMD_NODENAME"
     fi
     exit 1

@@ -6,6 +6,11 @@
 # node (Pods that do not tolerate sunk.coreweave.com/lock are evicted) and waits for it.
 # On an error or a timeout it drains the node with a reason that says why and exits
 # non-zero, so Slurm requeues the job instead of starting it beside Kubernetes workloads.
+# Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
+#   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered
+#   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
+# Every other failure (configuration, a refusal) drains with "sunk-lock: job N: ...", which
+# only an operator lifts.
 #
 # Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
 #   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
@@ -33,13 +38,14 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
 
-fail() {  # fail REASON: drain with a reason saying why, then fail the prolog
-    local reason="sunk-lock: job $JOB: $1"
-    log "$reason"
-    scontrol update nodename="$NODE" state=drain reason="${reason:0:250}" \
+drain() {  # drain REASON: drain the node with that reason, then fail the prolog
+    local reason="${1:0:250}"
+    log "drain: $reason"
+    scontrol update nodename="$NODE" state=drain reason="$reason" \
         || log "could not drain $NODE (Slurm drains it for the failed prolog anyway)"
     exit 1
 }
+fail() { drain "sunk-lock: job $JOB: $1"; }  # fail WHY: a cause the Syncer cannot see go; an operator resumes
 
 [[ "$SUNK_LOCK_TIMEOUT" =~ ^[0-9]+$ ]] && (( SUNK_LOCK_TIMEOUT > 0 )) \
     || fail "SUNK_LOCK_TIMEOUT in $HOOKS_ENV is not a number of seconds"
@@ -66,9 +72,13 @@ while :; do
         409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
         000|502|503)  # the Syncer is restarting or unreachable: retry while time is left
             attempt=$(( attempt + 1 ))
-            (( $(date +%s) + 2 < deadline )) || fail "the Syncer hook API did not answer (HTTP $status, $attempt attempts)"
+            (( $(date +%s) + 2 < deadline )) \
+                || drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)"
             sleep 2 ;;
         *)
+            # A lock timeout the service could state in full, with what the Syncer watches go.
+            drain_reason=$(sed -n 's/.*"drain_reason": *"\([^"]*\)".*/\1/p' "$out")
+            [[ "$status" == 504 && "$drain_reason" == "k8s: sunk-lock: job $JOB: "* ]] && drain "$drain_reason"
             reason=$(sed -n 's/.*"reason": *"\([^"]*\)".*/\1/p' "$out")
             [ -n "$reason" ] || reason="pre-hook failed with HTTP $status: $(head -c 200 "$out" | tr -d '\n')"
             fail "$reason" ;;

@@ -23,6 +23,8 @@ NODE_BASE_STATES = frozenset(
 # Base job states in which the job is not over yet. COMPLETING, CONFIGURING and
 # REQUEUED are flags on top of these, not states of their own.
 JOB_ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
+# Base states in which a job holds its nodes (COMPLETING, a flag, holds them too: see Job.holds_nodes).
+JOB_HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED"})
 
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
 
@@ -161,6 +163,11 @@ class Job:
     def active(self) -> bool:
         """Pending, running or suspended: the job may still hold or get a node."""
         return self.state in JOB_ACTIVE_STATES
+
+    @property
+    def holds_nodes(self) -> bool:
+        """Running or suspended, or completing (its nodes are held until the epilog ends)."""
+        return self.state in JOB_HOLDING_STATES or "COMPLETING" in self.state_flags
 
     @property
     def node_list(self) -> tuple[str, ...]:

@@ -9,27 +9,53 @@ from __future__ import annotations
 
 import attrs
 
+from sunk.slurm.models import Job
 from sunk.types import Obj
 
-from .context import SyncerContext
+from .context import INDEX_NODE, SyncerContext
 from .podcordon import Cordon, pod_cordon
 
 
 @attrs.frozen
 class KubeFacts:
-    """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate."""
+    """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate.
+
+    ``pod_node``, ``pods_on_node`` and ``jobs_holding`` are looked up only when asked: the rules need them only
+    for a node under one of sunk's own drains (``sunk.translate.drains``), and the job scan
+    is not worth making for every node on every event.
+    """
 
     slurm_node: str
     namespace: str  # where this Syncer's slurmd Pods live
     pod: Obj | None
     k8s_node: Obj | None
     cordon: Cordon
+    ctx: SyncerContext = attrs.field(eq=False, repr=False)
 
     @property
     def pod_key(self) -> str | None:
         if self.pod is None:
             return None
         return f"{self.pod['metadata'].get('namespace')}/{self.pod['metadata']['name']}"
+
+    def pod_node(self, key: str) -> str | None:
+        """Where the Pod ``namespace/name`` (any namespace) is bound, "" if nowhere; None if it does not exist."""
+        pod = self.ctx.all_pods.get(key)
+        if pod is None:
+            return None
+        return str((pod.get("spec") or {}).get("nodeName") or "")
+
+    def pods_on_node(self) -> list[Obj]:
+        """The Pods bound to the slurmd Pod's Node, from the all-Pods informer."""
+        node = ((self.pod or {}).get("spec") or {}).get("nodeName")
+        return self.ctx.all_pods.by_index(INDEX_NODE, node) if node else []
+
+    def jobs_holding(self) -> tuple[Job, ...] | None:
+        """The jobs holding this Slurm node in the Slurm cache; None while its job list is stale."""
+        cache = self.ctx.slurm_cache
+        if not cache.jobs_fresh:
+            return None
+        return tuple(job for job in cache.jobs().values() if job.holds_nodes and self.slurm_node in job.node_list)
 
 
 def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
@@ -42,4 +68,5 @@ def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
         pod=pod,
         k8s_node=k8s_node,
         cordon=pod_cordon(pod),
+        ctx=ctx,
     )

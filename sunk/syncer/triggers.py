@@ -4,6 +4,11 @@ Level-based reconcilers only need to know *which* node to look at. Why the Node 
 a kubelet rewrites its Node's status every few seconds (heartbeats); waking every Slurm
 node on it for each heartbeat would cost nothing in writes but keep the queue busy for
 no reason, so only changes the Syncer reads are let through.
+
+sunk's own drains (``sunk.translate.drains``) end with events nothing else here watches: a
+Pod deleted in any namespace (the placeholder's Pod, a Pod that blocked a lock) and a job
+that leaves the node. Those wake only the nodes under such a drain, so the cluster's job
+and Pod churn costs one cache lookup per node it touches, and no reconcile.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 from sunk import names
 from sunk.controller.periodic import Periodic
-from sunk.slurm.cache import NODE, CacheEvent
+from sunk.slurm.cache import JOB, NODE, CacheEvent
+from sunk.translate import drains
 from sunk.types import Obj
 
 from .context import SyncerContext, slurm_node_name
@@ -78,11 +84,17 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     """Subscribe ``enqueue`` to every source of change the Syncer reacts to."""
     ctx.slurmd_pods.add_handler(KeyHandler(enqueue, lambda pod: [slurm_node_name(pod)]))
 
+    def wake_sunk_drained(keys: Iterable[str]) -> None:
+        for key in sorted(set(keys)):
+            if sunk_drained(ctx, key):
+                enqueue(key)
+
     def pod_gone(pod: Obj) -> None:
         # A Pod outside the selector keeps its node out of scope while it exists (see
         # SlurmSideReconciler); when it goes, the node is judged again.
         if pod["metadata"].get("namespace") == ctx.config.watch_namespace:
             enqueue(slurm_node_name(pod))
+        wake_sunk_drained(slurm_nodes_of(ctx, pod))
 
     ctx.all_pods.add_handler(on_delete=pod_gone)
 
@@ -94,8 +106,23 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     def on_slurm(event: CacheEvent) -> None:
         if event.kind == NODE:
             enqueue(str(event.key))
+        elif event.kind == JOB:  # a job that leaves a node may be the last of a drain's cause
+            wake_sunk_drained(name for job in (event.old, event.new) if job is not None for name in job.node_list)
 
-    ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE])
+    ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE, JOB])
+
+
+def sunk_drained(ctx: SyncerContext, key: str) -> bool:
+    """The Slurm node is drained (as the cache shows it) by one of sunk's own drains."""
+    node = ctx.slurm_cache.node(key)
+    return node is not None and node.drained and drains.parse(node.reason) is not None
+
+
+def slurm_nodes_of(ctx: SyncerContext, pod: Obj) -> list[str]:
+    """The Slurm nodes a Pod ran beside: those on its Node, and the one sunk's scheduler placed it on."""
+    keys = ctx.slurm_nodes_on(node) if (node := (pod.get("spec") or {}).get("nodeName")) else []
+    placed = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_SLURM_NODE)
+    return keys + [placed] if placed else keys
 
 
 def all_keys(ctx: SyncerContext) -> set[str]:

@@ -14,6 +14,10 @@ Kubernetes -> Slurm drains (``desired_drain``):
 - NHC verify-undrain: a drain whose reason contains ``verify-undrain`` is removed once the
   Pod's ``HPCVerification`` condition is ``True`` with a ``lastTransitionTime`` later than
   the drain's own time, never before, and never while a Kubernetes condition holds.
+- sunk's own drains (``sunk.translate.drains``: the placeholder's, the prolog's) are ``k8s:``
+  reasons too, but a cleared Kubernetes condition does not lift them: each stays while its
+  own cause is present, or cannot be told, and is lifted (or replaced by the condition's
+  reason, if one holds) once that cause is gone.
 
 Slurm -> Kubernetes: conditions SlurmDrain (message: the drain reason), SlurmRunning,
 SlurmNotResponding and the matching labels on the slurmd Pod; and on the Node the
@@ -33,6 +37,8 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Node
 
+from . import drains
+
 Obj = Mapping[str, Any]
 NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
 
@@ -45,7 +51,7 @@ class CordonFacts(Protocol):
     def reason(self) -> Optional[str]: ...
 
 
-class PodSide(Protocol):
+class PodSide(drains.CauseFacts, Protocol):
     """What the Kubernetes side says about one Slurm node (the Syncer's KubeFacts)."""
 
     @property
@@ -109,6 +115,14 @@ def desired_drain(facts: PodSide, node: Node) -> DrainAction:
         return DrainAction(NONE, why="node is DOWN: ReturnToService decides")
     wanted = kubernetes_drain_reason(facts)
     current = node.reason if node.drained else ""
+    own = drains.parse(current) if node.drained else None
+    if own is not None:
+        cause = drains.cause(own, facts, node)
+        if cause.present is not False:
+            return DrainAction(NONE, why=f"sunk's drain stays: {cause.why}")
+        if wanted is not None:
+            return DrainAction(DRAIN, wanted, why=f"sunk's drain cause is gone ({cause.why}), but {wanted}")
+        return DrainAction(UNDRAIN, why=f"the cause of sunk's drain is gone: {cause.why}")
     ours = current.startswith(names.K8S_DRAIN_PREFIX)
     if wanted is not None:
         if not node.drained:

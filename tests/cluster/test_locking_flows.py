@@ -7,6 +7,7 @@ Only node3/node4 (Kubernetes Nodes worker-3/worker-4) are used; see locking_harn
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 
@@ -29,6 +30,7 @@ from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
+from sunk.translate import drains
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
@@ -312,11 +314,57 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
         assert "pending" in history.sequence() and "locked" not in history.sequence(), history.sequence()
         assert get_pod(kube_api, namespace, "guarded") is not None
         assert "EvictionBlocked" in event_reasons(kube_api, namespace, "guarded")
+        # sunk's own drain (issue 18): it names the Pod, stays while the Pod does, and goes with it.
+        drain = drains.parse(slurm_reason(reason))
+        assert isinstance(drain, drains.LockTimeoutDrain), reason
+        assert (drain.job_id, drain.k8s_node, drain.pods) == (job, "worker-4", (f"{namespace}/guarded",)), reason
+        time.sleep(3)
+        assert "DRAIN" in node_field(dev_cluster, "node4", "State"), "lifted while the guarded Pod is still there"
+        kc.delete(kube_api, PODS, "guarded", namespace, grace_period_seconds=0)  # (a deletion: no budget asked)
+        wait_for(lambda: get_pod(kube_api, namespace, "guarded") is None, 30, "the guarded Pod to be gone")
+        wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 15,
+                 "node4 undrained by the Syncer once the Pod that blocked the lock is gone")
     finally:
         scripts.set_timeout(30)
         if job is not None:
             dev_cluster.slurm("scancel", str(job), check=False)
         kc.delete(kube_api, PDBS, "guarded", namespace)
+        dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
+
+
+def slurm_reason(shown: str) -> str:
+    """The reason itself: scontrol shows it followed by " [user@time]"."""
+    return re.sub(r" \[[^\]]*\]$", "", shown)
+
+
+def test_a_prolog_drain_after_a_hook_api_outage_is_lifted_once_the_syncer_is_back(dev_cluster, kube_api, scripts,
+                                                                                   syncer):
+    """Issue 18: with the Syncer down, the prolog fails closed and drains; that drain used to stay for
+    ever. Once the Syncer is back and its lock agrees with Slurm (the refused job is requeued, held, and
+    nothing holds the node), it is lifted within seconds."""
+    scripts.set_timeout(6)
+    job = None
+    try:
+        unlocked(kube_api, dev_cluster, "node4")
+        syncer.stop()
+        try:
+            job = scripts.sbatch("node4", "true")
+            shown = wait_for(lambda: "sunk-lock" in (r := node_field(dev_cluster, "node4", "Reason")) and r, 40,
+                             "node4 drained by the prolog")
+            drain = drains.parse(slurm_reason(shown))
+            assert isinstance(drain, drains.HookUnreachableDrain) and drain.job_id == job, shown
+            wait_for(lambda: state(slurm_job(dev_cluster, job)) == "PENDING", 20, "the job to be requeued")
+        finally:
+            syncer.start()
+        back = time.monotonic()
+        wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 30,
+                 "node4 undrained by the Syncer once it is back", interval=0.5)
+        print(f"outage drain lifted {time.monotonic() - back:.1f}s after the Syncer was ready")
+        assert slurmd_lock(kube_api, "node4") in (None, "false") and not lock_taint(kube_api, "worker-4")
+    finally:
+        scripts.set_timeout(30)
+        if job is not None:
+            dev_cluster.slurm("scancel", str(job), check=False)
         dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
 
 

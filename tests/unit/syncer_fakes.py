@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sunk.slurm.client import Snapshot
-from sunk.slurm.models import Node, NodeUpdate
+from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
 from sunk.syncer.facts import KubeFacts
@@ -62,9 +62,11 @@ class FakeInformer:
 
 
 class FakeCache:
-    def __init__(self, nodes: Sequence[Node] = ()):
+    def __init__(self, nodes: Sequence[Node] = (), jobs: Sequence[Job] = ()):
         self.items = {n.name: n for n in nodes}
+        self.job_items = {j.id: j for j in jobs}
         self.fresh = True
+        self.jobs_fresh = True
         self.synced = True
         self.nudges = 0
         self.subscribers: list[Callable[[Any], None]] = []
@@ -74,6 +76,12 @@ class FakeCache:
 
     def node(self, name: str) -> Node | None:
         return self.items.get(name)
+
+    def jobs(self) -> Mapping[int, Job]:
+        return self.job_items
+
+    def job(self, job_id: int) -> Job | None:
+        return self.job_items.get(job_id)
 
     def nudge(self) -> None:
         self.nudges += 1

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, parse
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 TOKEN = "tok-123456"
 
@@ -129,12 +131,69 @@ def test_prolog_retries_a_restarting_syncer_within_its_budget(tmp_path, server):
     assert server.calls[1]["body"]["timeout"] <= server.calls[0]["body"]["timeout"] - 2  # one budget, not two
 
 
+def drained_with(done: subprocess.CompletedProcess[str]) -> str:
+    """The reason the prolog drained its node with, as it logs it (scontrol is not found here)."""
+    (line,) = [line for line in done.stderr.splitlines() if ": drain: " in line]
+    return line.split(": drain: ", 1)[1]
+
+
 def test_prolog_gives_up_when_the_syncer_never_answers(tmp_path):
     started = time.monotonic()
     done = run("prolog.sh", tmp_path, closed_port_url(), timeout=4)
     assert done.returncode == 1
-    assert "did not answer" in done.stderr
     assert 2 <= time.monotonic() - started < 15
+    # A hook API outage: a drain the Syncer lifts once the lock is consistent again.
+    drain = parse(drained_with(done))
+    assert isinstance(drain, HookUnreachableDrain) and drain.job_id == 42, done.stderr
+    assert drain.detail.startswith("HTTP 000, ")
+
+
+def test_prolog_drains_as_an_outage_when_the_syncer_answers_only_503_or_502(tmp_path, server):
+    server.replies.extend([(503, {"error": "starting"}), (502, {"error": "Kubernetes API unreachable"})] * 5)
+    done = run("prolog.sh", tmp_path, server.url, timeout=3)
+    assert done.returncode == 1
+    drain = parse(drained_with(done))
+    assert isinstance(drain, HookUnreachableDrain) and drain.job_id == 42
+    assert drain.detail in (f"HTTP {status}, {len(server.calls)} attempts" for status in (502, 503))
+
+
+def test_a_lock_timeout_drains_with_the_services_drain_reason_for_this_job(tmp_path, server):
+    reason = "k8s: sunk-lock: job 42: lock timeout after 5s: Pods on Node worker-7: apps/guarded"
+    server.replies.append((504, {"error": "not locked", "reason": "lock timeout after 5s: 1 Pod(s) still on Node "
+                                 "worker-7: apps/guarded (eviction refused)", "drain_reason": reason}))
+    done = run("prolog.sh", tmp_path, server.url)
+    assert done.returncode == 1
+    assert drained_with(done) == reason
+    assert parse(reason) == LockTimeoutDrain(42, 5, "worker-7", ("apps/guarded",))
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (504, {"error": "not locked", "reason": "lock timeout after 5s: 30 Pod(s) still on Node w"}),  # too many to name
+    (504, {"error": "x", "reason": "lock timeout", "drain_reason": "k8s: sunk-lock: job 7: lock timeout after 5s: "
+                                                                    "lock still pending"}),  # another job's
+    (500, {"error": "bug", "drain_reason": "k8s: sunk-lock: job 42: lock timeout after 5s: lock still pending"}),
+    (401, {"error": "missing bearer token"}),
+    (403, {"error": "no such job", "reason": "Slurm shows no job 42"}),
+    (404, {"error": "unknown node", "reason": "unknown Slurm node node7 (no slurmd Pod)"}),
+])
+def test_every_other_prolog_failure_drains_with_a_reason_the_syncer_never_lifts(tmp_path, server, status, body):
+    server.replies.append((status, body))
+    done = run("prolog.sh", tmp_path, server.url)
+    assert done.returncode == 1
+    reason = drained_with(done)
+    assert reason.startswith("sunk-lock: job 42: ") and parse(reason) is None
+
+
+@pytest.mark.parametrize("hooks_env", ["SUNK_LOCK_TIMEOUT=abc\n", "SUNK_SYNCER_URL=\n",
+                                       "SUNK_SYNCER_URL=http://x\nSUNK_HOOKS_TOKEN_FILE=/nonexistent\n"])
+def test_a_misconfigured_prolog_drains_with_a_reason_the_syncer_never_lifts(tmp_path, hooks_env):
+    path = tmp_path / "hooks.env"
+    path.write_text(hooks_env)
+    env = {"SUNK_HOOKS_ENV": str(path), "SLURMD_NODENAME": "node7", "SLURM_JOB_ID": "42", "PATH": os.environ["PATH"]}
+    done = subprocess.run(["bash", str(SCRIPTS / "prolog.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    reason = drained_with(done)
+    assert reason.startswith("sunk-lock: job 42: ") and parse(reason) is None
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", ""])

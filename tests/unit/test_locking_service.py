@@ -19,6 +19,7 @@ from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job
+from sunk.translate import drains
 
 
 class Slurm:
@@ -161,6 +162,31 @@ def test_pre_hook_timeout_names_the_blocking_pods_and_withdraws_the_request():
     assert '"' not in body["reason"] and "\\" not in body["reason"] and len(body["reason"]) <= 230
     assert w.written[-1] == {request_key(9): None}  # withdrawn
     assert request_key(9) not in w.slurmd.get("slurm/node3")["metadata"]["annotations"]
+
+
+def test_pre_hook_timeout_gives_the_prolog_a_drain_reason_naming_every_pod_it_waited_for():
+    """The prolog drains with it; the Syncer lifts that drain once these Pods have left the Node."""
+    w = World(pod("guarded"), pod("leaving", terminating=True), annotations={names.LOCK_KEY: "pending"})
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=9, strict=True, timeout=0.3))
+    reason = exc.value.body()["drain_reason"]
+    assert reason == "k8s: sunk-lock: job 9: strict lock timeout after 0s: Pods on Node worker-3: apps/guarded " \
+                     "apps/leaving"
+    assert drains.parse(reason) == drains.LockTimeoutDrain(9, 0, "worker-3", ("apps/guarded", "apps/leaving"),
+                                                           strict=True)
+
+    w = World(annotations={names.LOCK_KEY: "false"})  # nothing blocks, yet no lock came (no controller)
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=9, timeout=0.3))
+    assert drains.parse(exc.value.body()["drain_reason"]) == drains.LockTimeoutDrain(9, 0, state="false")
+
+
+def test_pre_hook_timeout_with_more_pods_than_a_reason_holds_gives_no_drain_reason():
+    w = World(*(pod(f"a-rather-long-pod-name-number-{i}") for i in range(12)), annotations={names.LOCK_KEY: "pending"})
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=9, timeout=0.3))
+    body = exc.value.body()
+    assert len(body["blocking_pods"]) == 12 and "drain_reason" not in body  # the prolog's own reason: never lifted
 
 
 def test_timeouts_are_capped_and_defaulted():

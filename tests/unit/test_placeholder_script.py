@@ -16,16 +16,21 @@ from pathlib import Path
 
 import pytest
 
+from sunk.translate.drains import PlaceholderDrain, parse
+
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
 
 
 class HookAPI:
     """Records each call; answers 404 to the Pod long-poll (the Pod is gone), after ``unsynced``
-    answers of 503 (a scheduler whose Pod cache has not synced yet)."""
+    answers of 503 (a scheduler whose Pod cache has not synced yet). With ``pod_stays`` the Pod
+    never goes, and the drain call gets ``drain_status``."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str]]] = []
         self.unsynced = 0
+        self.pod_stays = False
+        self.drain_status = 200
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -34,6 +39,11 @@ class HookAPI:
                 if api.unsynced and "/started" not in self.path:
                     api.unsynced -= 1
                     self.send_response(503)
+                elif api.pod_stays and "/pod?" in self.path:
+                    time.sleep(0.2)  # (a long-poll that ends with the Pod still there)
+                    self.send_response(200)
+                elif self.path.endswith("/drain"):
+                    self.send_response(api.drain_status)
                 else:
                     self.send_response(404 if "/pod?" in self.path else 200)
                 self.send_header("Content-Length", "0")
@@ -67,7 +77,7 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def run_placeholder(hook_api: HookAPI, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30) -> tuple[subprocess.Popen, Path]:
     scontrol_log = tmp_path / "scontrol.args"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -75,7 +85,7 @@ def run_placeholder(hook_api: HookAPI, tmp_path: Path) -> tuple[subprocess.Popen
     (bin_dir / "scontrol").chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1",
            "SUNK_HOOKS_URL": hook_api.url, "SUNK_HOOK_TOKEN": "tok", "SUNK_POD_UID": "uid-a",
-           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": "30", "SUNK_POD": "ns/p"}
+           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p"}
     proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, scontrol_log
@@ -120,5 +130,35 @@ def test_a_scheduler_not_synced_yet_is_asked_again_until_it_takes_the_deletion(h
         terminating = [p for p in paths if p.endswith("/terminating")]
         assert len(terminating) == 2, paths  # 503, then taken
         assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
+    finally:
+        stop(proc)
+
+
+def test_a_pod_that_outlives_killwait_has_the_node_drained_by_the_scheduler_with_sunks_reason(hook_api, tmp_path):
+    hook_api.pod_stays = True
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5)  # drains 3 s before KillWait: at 2 s
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 1
+        assert hook_api.paths()[-1] == "POST /api/v1/jobs/42/drain"
+        assert len(scontrol_log.read_text().splitlines()) == 1  # the scheduler drained: no scontrol of its own
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("status", [503, 404, 409])
+def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lifts(hook_api, tmp_path, status):
+    """The measured case: the scheduler is down (or refuses), the Pod stays; the drain must say whose it is."""
+    hook_api.pod_stays, hook_api.drain_status = True, status
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 1
+        drain = scontrol_log.read_text().splitlines()[-1]
+        assert drain.startswith("update nodename=node1 state=drain reason=")
+        reason = drain.split("reason=", 1)[1]
+        assert parse(reason) == PlaceholderDrain("ns", "p", 42), reason
     finally:
         stop(proc)

@@ -6,11 +6,13 @@ import time
 
 import pytest
 
-from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, hooks_blueprint
+from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, drain_reason, hooks_blueprint
 from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job
+from sunk.translate.drains import PlaceholderDrain
+from sunk.translate.drains import parse as parse_drain
 
 SECRET = b"hook-secret"
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}}
@@ -213,3 +215,16 @@ def test_a_garbage_bearer_header_is_a_json_401(world, header):
     response = client.post("/api/v1/jobs/7/terminating",
                            headers={"Authorization": header, POD_UID_HEADER: "uid-\u00e9"})
     assert response.status_code == 401 and "token" in response.get_json()["error"]
+
+
+def test_the_drain_names_the_pod_in_the_form_the_syncer_lifts_once_it_is_gone(world):
+    client, slurm, index, _, _, _ = world
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", extra="uid-a: started")
+    index.upsert(slurm.jobs[7])
+    response = client.post("/api/v1/jobs/7/drain", headers=auth())
+    assert response.status_code == 200
+    assert parse_drain(response.get_json()["reason"]) == PlaceholderDrain("ns", "p", 7)
+    # The Pod is no longer in the cache: named from the job's Extra; with no name, a reason no one lifts.
+    job = Job(id=8, extra="sunk-pod=uid-b ns=team-a name=train-0 sched=s: started")
+    assert parse_drain(drain_reason(None, job, "uid-b")) == PlaceholderDrain("team-a", "train-0", 8)
+    assert parse_drain(drain_reason(None, Job(id=9, extra="uid-c: started"), "uid-c")) is None

@@ -15,7 +15,7 @@ import pytest
 from syncer_fakes import FakeRules, FakeSlurm, k8s_node, make_ctx, pod
 
 from sunk.kube import client as kc
-from sunk.slurm.models import Node, NodeUpdate
+from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.kubeside import KubeSideReconciler
 from sunk.syncer.podcordon import COND_POD_CORDONED
 from sunk.syncer.rules import DRAIN, UNDRAIN, DrainDecision, ExtraDecision, PodStatus
@@ -330,3 +330,98 @@ def test_production_rules_status_conditions_and_labels(api_calls):
                                                            "sunk.coreweave.com/not_responding": "false"}
     node_cond = by_path["nodes/worker-1status"]["status"]["conditions"][0]
     assert node_cond["type"] == "SlurmCordon" and node_cond["status"] == "True" and "bad DIMM" in node_cond["message"]
+
+
+# ---- sunk's own drains (sunk.translate.drains), with the production rules --------------------------------------
+
+PLACEHOLDER_DRAIN = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
+OUTAGE_DRAIN = "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000, 3 attempts)"
+OURS = '{"namespace":"slurm","pod":"node1"}'
+
+
+def _drain_writes(slurm: FakeSlurm) -> list[tuple[str | None, str | None]]:
+    return [(u.state, u.reason) for kind, _, u in slurm.calls if kind == "update" and u is not None and u.state]
+
+
+def _sunk_drained(reason: str, *, lock: str = "false", tainted: bool = False):
+    drained = Node("node1", state="IDLE+DRAIN", reason=reason, extra=OURS)
+    ctx, pods, nodes, cache, slurm, recorder = make_ctx(nodes=[drained])
+    slurmd = pod("node1", conditions=[{"type": "Ready", "status": "True"}])
+    slurmd["metadata"]["annotations"] = {"sunk.coreweave.com/lock": lock}
+    pods.put(slurmd)
+    node = k8s_node("worker-1")
+    if tainted:
+        node["spec"]["taints"] = [{"key": "sunk.coreweave.com/lock", "value": "true", "effect": "NoSchedule"}]
+    nodes.put(node)
+    return ctx, cache, slurm, recorder
+
+
+def test_the_placeholders_drain_is_lifted_once_its_pod_is_gone_and_no_job_of_it_holds_the_node():
+    ctx, cache, slurm, recorder = _sunk_drained(PLACEHOLDER_DRAIN)
+    ctx.all_pods.put(pod("train-0", namespace="team-a"))  # type: ignore[attr-defined]  # on worker-1, as node1
+    cache.job_items[42] = Job(id=42, state="CANCELLED", state_flags=["COMPLETING"], nodes="node1")
+    reconciler = SlurmSideReconciler(ctx)
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # the Pod still runs there
+    ctx.all_pods.remove(pod("train-0", namespace="team-a"))  # type: ignore[attr-defined]
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # its job is still ending on the node
+    cache.jobs_fresh = False
+    cache.job_items.clear()
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # the job list is stale: no evidence that the job left
+    cache.jobs_fresh = True
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+    assert recorder.events[-1][1] == "SlurmNodeUndrained" and "team-a/train-0 is gone" in recorder.events[-1][2]
+
+
+def test_the_placeholders_drain_stays_while_any_pod_placed_there_outlives_its_job():
+    """Three placeholders drained at once; the reason names the last one's Pod only."""
+    ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
+    other = pod("train-1", namespace="team-a")
+    other["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "41", "sunk.coreweave.com/slurm-node": "node1"}
+    ctx.all_pods.put(other)  # type: ignore[attr-defined]  # its job 41 ended too; nobody deleted it yet
+    reconciler = SlurmSideReconciler(ctx)
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []
+    ctx.all_pods.remove(other)  # type: ignore[attr-defined]
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+
+
+def test_the_placeholders_drain_gives_way_to_a_kubernetes_condition_once_its_pod_is_gone():
+    ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
+    ctx.slurmd_pods.put(pod("node1", conditions=[{"type": "Ready", "status": "False"}]))  # type: ignore[attr-defined]
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == [("DRAIN", "k8s: slurmd pod slurm/node1 is not ready")]
+
+
+@pytest.mark.parametrize(("lock", "tainted", "lifted"), [
+    ("locked", True, False),  # the lock controller has not unlocked the idle node yet
+    ("false", True, False),  # half way: annotation written, taint not removed yet
+    ("pending", False, False),
+    ("false", False, True),  # consistent with Slurm: nothing runs, nothing is locked
+])
+def test_the_prologs_outage_drain_is_lifted_once_the_lock_is_consistent_with_slurm(lock, tainted, lifted):
+    ctx, cache, slurm, _ = _sunk_drained(OUTAGE_DRAIN, lock=lock, tainted=tainted)
+    cache.job_items[43] = Job(id=43, state="PENDING", state_reason="launch_failed_requeued_held")  # refused, held
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == ([("UNDRAIN", None)] if lifted else [])
+
+
+def test_the_prologs_outage_drain_stays_while_the_job_it_refused_holds_the_node():
+    ctx, cache, slurm, _ = _sunk_drained(OUTAGE_DRAIN, lock="locked", tainted=True)
+    cache.job_items[43] = Job(id=43, state="RUNNING", nodes="node1")
+    cache.items["node1"] = Node("node1", state="MIXED+DRAIN", reason=OUTAGE_DRAIN, extra=OURS)
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == []
+
+
+@pytest.mark.parametrize("reason", ["sunk: pod team-a/train-0 outlived KillWait after job 42",
+                                    "sunk-lock: job 43: SUNK_SYNCER_URL is not set in /etc/sunk/hooks.env",
+                                    "ops: " + PLACEHOLDER_DRAIN])
+def test_a_persons_drain_that_looks_like_sunks_is_never_lifted(reason):
+    ctx, _, slurm, _ = _sunk_drained(reason)
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == []

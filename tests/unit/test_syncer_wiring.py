@@ -11,8 +11,9 @@ import types
 import pytest
 from syncer_fakes import k8s_node, make_ctx, pod
 
+from sunk import names
 from sunk.slurm.client import Snapshot
-from sunk.slurm.models import Node
+from sunk.slurm.models import Job, Node
 from sunk.syncer import cli, plugins, triggers
 from sunk.syncer.context import PluginParts, slurm_node_name
 from sunk.syncer.freshread import FreshNodes
@@ -54,6 +55,46 @@ def test_events_from_pods_nodes_and_slurm_become_slurm_node_keys():
     ctx.all_pods.remove(pod("web", namespace="default"))  # type: ignore[attr-defined]
     ctx.all_pods.remove(pod("node3"))  # type: ignore[attr-defined]
     assert keys == ["node3"]
+
+
+def test_a_pod_deleted_or_a_job_leaving_wakes_only_the_nodes_under_sunks_own_drains():
+    """What ends a placeholder's or a prolog's drain: no other event would wake the node in time."""
+    keys: list[str] = []
+    placeholder = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
+    ctx, pods, _, cache, _, _ = make_ctx(nodes=[
+        Node("node1", state="IDLE+DRAIN", reason=placeholder),
+        Node("node2", state="IDLE+DRAIN", reason="k8s: sunk-lock: job 43: hook API unreachable"),
+        Node("node3", state="IDLE+DRAIN", reason="sunk: pod team-a/train-0 outlived KillWait after job 42"),
+        Node("node4", state="IDLE"),
+        Node("node5", state="IDLE", reason=placeholder)])  # (a reason left behind, no DRAIN flag)
+    for name, k8s in (("node1", "worker-1"), ("node2", "worker-2"), ("node3", "worker-1"), ("node4", "worker-1"),
+                      ("node5", "worker-1")):
+        pods.put(pod(name, node=k8s))
+    triggers.attach(ctx, keys.append)
+    (callback,) = cache.subscribers
+
+    keys.clear()
+    ctx.all_pods.remove(pod("train-0", node="worker-1", namespace="team-a"))  # type: ignore[attr-defined]
+    assert keys == ["node1"]
+    keys.clear()
+    placed = pod("web", node="", namespace="team-a")
+    placed["metadata"]["annotations"] = {names.ANN_SLURM_NODE: "node2"}
+    ctx.all_pods.remove(placed)  # type: ignore[attr-defined]
+    assert keys == ["node2"]
+    keys.clear()
+    ctx.all_pods.remove(pod("web", node="worker-9", namespace="team-a"))  # type: ignore[attr-defined]
+    assert keys == []
+
+    for old, new, woken in [
+        (Job(id=42, state="RUNNING", nodes="node[1-5]"), Job(id=42, state="COMPLETED", nodes="node[1-5]"),
+         ["node1", "node2"]),
+        (None, Job(id=43, state="RUNNING", nodes="node2"), ["node2"]),
+        (Job(id=44, state="RUNNING", nodes="node4"), None, []),
+        (None, Job(id=45, state="PENDING"), []),
+    ]:
+        keys.clear()
+        callback(types.SimpleNamespace(kind="job", key=(new or old).id, old=old, new=new))
+        assert keys == woken
 
 
 def test_node_heartbeats_do_not_wake_anything_but_cordon_and_reason_do():

@@ -8,13 +8,14 @@ import attrs
 import pytest
 
 from sunk import names
-from sunk.slurm.models import Node
+from sunk.slurm.models import Job, Node
 from sunk.translate.nodestate import (
     DRAIN,
     NONE,
     UNDRAIN,
     desired_drain,
     extra_facts,
+    kubernetes_drain_reason,
     node_conditions,
     pod_conditions,
     pod_labels,
@@ -33,7 +34,18 @@ class Facts:
     cordon: Cordon = Cordon()
     slurm_node: str = "node1"
     namespace: str = "slurm"
-    k8s_node: dict | None = None
+    k8s_node: dict | None = attrs.Factory(lambda: {"metadata": {"name": "worker-1"}, "spec": {}})
+    pods: dict = attrs.Factory(dict)  # "ns/name" -> Node, for sunk's own drains
+    jobs: tuple | None = ()
+
+    def pod_node(self, key: str) -> str | None:
+        return self.pods.get(key)
+
+    def jobs_holding(self) -> tuple | None:
+        return self.jobs
+
+    def pods_on_node(self) -> tuple:
+        return ()
 
 
 def slurmd_pod(ready=True, deleting=False, verified_at=None):
@@ -160,3 +172,58 @@ def test_every_pod_state_gives_exactly_one_decision():
             assert action.action == NONE
         if action.action == DRAIN:
             assert action.reason.startswith(K8S)
+
+
+# ---- sunk's own drains (sunk.translate.drains): lifted when their cause is gone, not when a condition clears ----
+
+PLACEHOLDER = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
+UNREACHABLE = "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000, 3 attempts)"
+CAUSES = {  # facts under which each drain's cause is present, gone, or cannot be told
+    PLACEHOLDER: {"present": {"pods": {"team-a/train-0": "worker-1"}}, "gone": {}, "unknown": {"jobs": None}},
+    UNREACHABLE: {"present": {"jobs": (Job(id=43, state="RUNNING", nodes="node1"),)}, "gone": {},
+                  "unknown": {"jobs": None}},
+}
+
+
+def locked(pod: dict | None, state: str, facts: Facts) -> Facts:
+    """The lock as the lock controller leaves it for ``state``: locked and tainted while jobs run."""
+    if pod is None or not state.startswith("MIXED"):
+        return facts
+    pod["metadata"]["annotations"] = {names.LOCK_KEY: "locked"}
+    taint = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
+    return attrs.evolve(facts, k8s_node={"metadata": {"name": "worker-1"}, "spec": {"taints": [taint]}})
+
+
+@pytest.mark.parametrize("reason", list(CAUSES))
+@pytest.mark.parametrize("cause", ["present", "gone", "unknown"])
+@pytest.mark.parametrize("condition", [None, "not ready", "cordoned", "missing"])
+@pytest.mark.parametrize("state", ["IDLE+DRAIN", "MIXED+DRAIN", "DOWN+DRAIN"])
+def test_sunk_drains_stay_while_their_cause_holds_and_go_when_it_is_gone(reason, cause, condition, state):
+    pod = None if condition == "missing" else slurmd_pod(ready=condition != "not ready")
+    facts = locked(pod, state, Facts(pod=pod, cordon=Cordon(condition == "cordoned"), **CAUSES[reason][cause]))
+    action = desired_drain(facts, node(state, reason))
+    if condition == "missing":
+        assert action.action == NONE  # no slurmd Pod: no lock to read, no Pods on its Node to see; the drain stays
+    elif state.startswith("DOWN") or cause != "gone":
+        assert action.action == NONE  # present, or no evidence: the drain stays as it is
+    elif condition is None:
+        assert action.action == UNDRAIN and "gone" in action.why
+    else:  # the cause is gone but a Kubernetes condition holds: its own reason replaces sunk's
+        assert action.action == DRAIN and action.reason == kubernetes_drain_reason(facts)
+
+
+def test_a_condition_that_clears_does_not_lift_a_sunk_drain_whose_cause_holds():
+    facts = Facts(pod=slurmd_pod(), pods={"team-a/train-0": "worker-1"})
+    assert desired_drain(facts, node("IDLE+DRAIN", PLACEHOLDER)).action == NONE
+    assert desired_drain(Facts(pod=slurmd_pod()), node("IDLE+DRAIN", PLACEHOLDER)).action == UNDRAIN
+
+
+@pytest.mark.parametrize("reason", [
+    "sunk: pod team-a/train-0 outlived KillWait after job 42",  # sunk's old form
+    "sunk-lock: job 43: cannot read the hook API token from '/etc/sunk/token'",  # a cause the Syncer cannot see
+    "sunk placeholder drained this, see ticket 7",
+    "checked by ops: k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+])
+def test_a_drain_that_only_looks_like_sunks_is_never_lifted(reason):
+    for facts in (Facts(pod=slurmd_pod()), Facts(pod=None), Facts(pod=slurmd_pod(ready=False))):
+        assert desired_drain(facts, node("IDLE+DRAIN", reason)).action == NONE

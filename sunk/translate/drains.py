@@ -1,0 +1,243 @@
+"""The drains sunk's own scripts set: their reasons, read back, and when each cause is gone.
+
+Why one module: the placeholder script, the scheduler's drain hook, the prolog and the
+lock service write these reasons; the Syncer reads them back to lift each drain once its
+cause is gone. One grammar, here, so that what a script writes is what the Syncer parses
+(the unit tests run the scripts and parse what they wrote).
+
+The reasons (each a full match: nothing before, nothing after):
+
+    k8s: sunk-placeholder: pod NS/NAME outlived KillWait after job N
+    k8s: sunk-lock: job N: hook API unreachable (DETAIL)
+    k8s: sunk-lock: job N: [strict ]lock timeout after Ss: Pods on Node NODE: NS/NAME[ NS/NAME...]
+    k8s: sunk-lock: job N: [strict ]lock timeout after Ss: lock still STATE
+
+Why ``k8s:``: SUNK's Syncer "only removes or updates drain reasons that are prefixed with
+k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, the
+hook API and its lock). The ``sunk-...`` word after it tells them from the Syncer's own
+condition drains, which it lifts as soon as the condition clears; these it lifts only once
+the cause named in the reason is gone (``cause``). A prolog failure whose cause the Syncer
+cannot see (its configuration, a refusal by the hook API) keeps the form ``sunk-lock: job
+N: ...`` without the prefix, and an operator resumes the node. A reason that merely
+resembles these (another prefix, text around it, a malformed Pod name) is not sunk's:
+``parse`` answers None, and the drain is treated like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Protocol, Union
+
+from attrs import frozen
+
+from sunk import names
+from sunk.slurm.models import Job, Node
+
+from .lock import LockState, parse_state, satisfies
+from .podjob import PlaceholderIdentity
+
+Obj = Mapping[str, Any]
+
+MAX_REASON = 250  # what the prolog cuts a reason to; a longer lock-timeout reason is not written in this form
+
+_P = names.K8S_DRAIN_PREFIX
+# Kubernetes names: DNS labels/subdomains (lower case, digits, '-', '.'); nothing else is a Pod here.
+_NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
+_POD = rf"{_NAME}/{_NAME}"
+_PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) "
+                          rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
+_UNREACHABLE = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): hook API unreachable"
+                          rf"(?: \((?P<detail>[^()]*)\))?")
+_TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<strict>strict )?lock timeout after "
+                      rf"(?P<seconds>[0-9]{{1,9}})s: (?:Pods on Node (?P<node>\S+): (?P<pods>{_POD}(?: {_POD})*)"
+                      rf"|lock still (?P<state>[a-z_]+))")
+
+
+@frozen
+class PlaceholderDrain:
+    """The placeholder's Pod outlived KillWait: Slurm ended job ``job_id``, the Pod still ran."""
+
+    namespace: str
+    name: str
+    job_id: int
+
+    @property
+    def pod(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def reason(self) -> str:
+        return f"{_P} sunk-placeholder: pod {self.pod} outlived KillWait after job {self.job_id}"
+
+
+@frozen
+class HookUnreachableDrain:
+    """The prolog of job ``job_id`` got no answer from the hook API (down, 502, 503) within its budget."""
+
+    job_id: int
+    detail: str = ""
+
+    def reason(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"{_P} sunk-lock: job {self.job_id}: hook API unreachable{detail}"
+
+
+@frozen
+class LockTimeoutDrain:
+    """The prolog of job ``job_id`` timed out waiting for the lock: ``pods`` were still on ``k8s_node``
+    (or, with no Pod to name, the lock stayed at ``state``)."""
+
+    job_id: int
+    seconds: int
+    k8s_node: str = ""
+    pods: tuple[str, ...] = ()
+    state: str = ""
+    strict: bool = False
+
+    def reason(self) -> str:
+        level = "strict " if self.strict else ""
+        detail = f"Pods on Node {self.k8s_node}: {' '.join(self.pods)}" if self.pods else f"lock still {self.state}"
+        return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
+
+
+SunkDrain = Union[PlaceholderDrain, HookUnreachableDrain, LockTimeoutDrain]
+
+
+def parse(reason: str) -> Optional[SunkDrain]:
+    """The sunk drain this reason states, or None for any other reason (a person's, NHC's, the Syncer's)."""
+    if not reason.startswith(_P):
+        return None
+    if m := _PLACEHOLDER.fullmatch(reason):
+        return PlaceholderDrain(m["ns"], m["name"], int(m["job"]))
+    if m := _UNREACHABLE.fullmatch(reason):
+        return HookUnreachableDrain(int(m["job"]), m["detail"] or "")
+    if m := _TIMEOUT.fullmatch(reason):
+        pods = tuple(m["pods"].split(" ")) if m["pods"] else ()
+        return LockTimeoutDrain(int(m["job"]), int(m["seconds"]), m["node"] or "", pods, m["state"] or "",
+                                bool(m["strict"]))
+    return None
+
+
+def lock_timeout_reason(job_id: int, seconds: float, k8s_node: str, pods: Sequence[str], state: str,
+                        strict: bool) -> Optional[str]:
+    """The lock service's drain reason for a timed-out pre-hook, or None when it cannot be stated in
+    full (a Pod name outside the grammar, or too many to fit): the prolog then drains with a reason
+    the Syncer never lifts, since a cause it cannot name it cannot see go."""
+    drain = LockTimeoutDrain(job_id, max(0, round(seconds)), k8s_node if pods else "", tuple(pods),
+                             "" if pods else state, strict)
+    reason = drain.reason()
+    return reason if len(reason) <= MAX_REASON and parse(reason) == drain else None
+
+
+# ---- when the cause is gone ------------------------------------------------------------------------
+
+
+class CauseFacts(Protocol):
+    """What the Syncer knows that a sunk drain's cause depends on (its KubeFacts)."""
+
+    @property
+    def pod(self) -> Optional[Obj]:
+        """The slurmd Pod of the Slurm node."""
+        ...
+
+    @property
+    def k8s_node(self) -> Optional[Obj]:
+        """The Kubernetes Node that slurmd Pod runs on."""
+        ...
+
+    def pod_node(self, key: str) -> Optional[str]:
+        """Where the Pod ``namespace/name`` is bound ("" not bound); None when no such Pod exists."""
+        ...
+
+    def jobs_holding(self) -> Optional[Sequence[Job]]:
+        """The jobs holding this Slurm node in Slurm's job list; None when that list is stale."""
+        ...
+
+    def pods_on_node(self) -> Sequence[Obj]:
+        """The Pods bound to that Kubernetes Node (none when it is unknown)."""
+        ...
+
+
+@frozen
+class Cause:
+    """``present``: True while the cause holds, False once it is gone, None when the facts cannot tell
+    (then the drain stays: missing information is never read as "gone")."""
+
+    present: Optional[bool]
+    why: str
+
+
+def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
+    jobs = facts.jobs_holding()
+    if jobs is None:
+        return Cause(None, "Slurm's job list is stale")
+    if isinstance(drain, PlaceholderDrain):
+        return _placeholder(drain, facts, node, jobs)
+    refused = next((j for j in jobs if j.id == drain.job_id), None)
+    if refused is not None:
+        return Cause(True, f"job {drain.job_id}, refused by the prolog, holds {node.name}")
+    if isinstance(drain, LockTimeoutDrain):
+        for key in drain.pods:
+            if facts.pod_node(key) == drain.k8s_node:
+                return Cause(True, f"Pod {key} is still on Node {drain.k8s_node}")
+    return _lock(facts, node, jobs)
+
+
+def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
+    """Present while the Pod is on the node or a job of it holds the node; and while another Pod
+    sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node: when
+    several placeholders drain it at once, the reason names only the last of their Pods."""
+    for job in jobs:
+        identity = PlaceholderIdentity.parse(job.extra)
+        if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.name)
+                                      == (drain.namespace, drain.name)):
+            return Cause(True, f"job {job.id} of Pod {drain.pod} holds {node.name}")
+    here = _node_name(facts.pod)
+    if here is None:
+        return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
+    where = facts.pod_node(drain.pod)
+    if where == here:
+        return Cause(True, f"Pod {drain.pod} is still on Node {here}")
+    held = {job.id for job in jobs}
+    for pod in facts.pods_on_node():
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
+        if (annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isascii() and job_id.isdigit()
+                and len(job_id) < 20 and int(job_id) not in held):
+            meta = pod.get("metadata") or {}
+            return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
+                               f"{node.name}")
+    if where is None:
+        return Cause(False, f"Pod {drain.pod} is gone and no job of it holds {node.name}")
+    if not where:
+        return Cause(False, f"Pod {drain.pod} is on no Node and no job of it holds {node.name}")
+    return Cause(False, f"Pod {drain.pod} is on Node {where} now, not {here}")
+
+
+def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
+    """Whether the lock (annotation and taint) says what Slurm's jobs on the node call for.
+
+    That is the hook API's state caught up with Slurm: the Syncer that serves it is back and
+    its lock controller has reconciled this node since the prolog gave up.
+    """
+    if facts.pod is None or facts.k8s_node is None:
+        return Cause(None, "no slurmd Pod on a known Node: the lock cannot be read")
+    annotations = (facts.pod.get("metadata") or {}).get("annotations") or {}
+    state = parse_state(annotations.get(names.LOCK_KEY))
+    tainted = any(t.get("key") == names.LOCK_KEY for t in (facts.k8s_node.get("spec") or {}).get("taints") or ())
+    busy = bool(jobs) or node.running_jobs
+    if busy:
+        strict = any(PlaceholderIdentity.parse(j.extra) is not None for j in jobs)
+        consistent = tainted and satisfies(state, strict=strict)
+    else:
+        consistent = state is LockState.FALSE and not tainted
+    taint = "tainted" if tainted else "untainted"
+    what = f"lock {state.value}, Node {taint}, {len(jobs)} job(s) holding {node.name}"
+    if not consistent:
+        return Cause(True, f"the lock is not consistent with Slurm yet ({what})")
+    return Cause(False, f"the hook API's lock is consistent with Slurm again ({what})")
+
+
+def _node_name(pod: Optional[Obj]) -> Optional[str]:
+    name = ((pod or {}).get("spec") or {}).get("nodeName")
+    return str(name) if name else None

@@ -1,0 +1,229 @@
+"""sunk's own drains: what their reasons say, what is not one of them, and when each cause is gone."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import attrs
+import pytest
+
+from sunk import names
+from sunk.slurm.models import Job, Node
+from sunk.translate import drains
+from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, PlaceholderDrain, cause, parse
+
+PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
+UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
+TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
+TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
+ALL = (PLACEHOLDER, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
+
+
+# ---- the reasons -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("drain", "text"), [
+    (PLACEHOLDER, "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"),
+    (UNREACHABLE, "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000, 44 attempts)"),
+    (HookUnreachableDrain(43), "k8s: sunk-lock: job 43: hook API unreachable"),
+    (TIMEOUT, "k8s: sunk-lock: job 44: strict lock timeout after 90s: Pods on Node worker-1: apps/guarded "
+              "apps/slow.one"),
+    (TIMEOUT_NO_POD, "k8s: sunk-lock: job 45: lock timeout after 30s: lock still pending"),
+])
+def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
+    assert drain.reason() == text
+    assert parse(text) == drain
+    assert text.startswith(names.K8S_DRAIN_PREFIX)  # the spec's mark of a drain the Syncer may lift
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "bad DIMM, ticket 42",
+    "NHC: nvidia-smi failed verify-undrain",
+    "k8s: slurmd pod slurm/node1 is not ready",  # the Syncer's own condition drain: lifted by its own rule
+    # what sunk wrote before (no k8s:), and a person's note that mentions sunk: never sunk's drains now
+    "sunk: pod team-a/train-0 outlived KillWait after job 42",
+    "sunk-scheduler: pod team-a/train-0 outlived KillWait after job 42 ended",
+    "sunk-lock: job 43: the Syncer hook API did not answer (HTTP 000, 44 attempts)",
+    "sunk-lock: job 44: lock timeout after 90s: 1 Pod(s) still on Node worker-1: apps/guarded",
+    "checking sunk-placeholder on this node, do not resume",
+    "sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+    # almost the form: text around it, other spacing or case, a job id or Pod name that is not one
+    "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42, resume after RMA",
+    "ops: k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+    " k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+    "k8s:sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+    "k8s: sunk-placeholder: pod  team-a/train-0 outlived KillWait after job 42",
+    "K8S: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42",
+    "k8s: sunk-placeholder: pod Team-A/train-0 outlived KillWait after job 42",
+    "k8s: sunk-placeholder: pod train-0 outlived KillWait after job 42",
+    "k8s: sunk-placeholder: pod team-a/train-0/x outlived KillWait after job 42",
+    "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 0",
+    "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 042",
+    "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job x",
+    "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000",
+    "k8s: sunk-lock: job 43: hook API unreachable (a) (b)",
+    "k8s: sunk-lock: job 43: hook API unreachable, resume by hand",
+    "k8s: sunk-lock: job 44: lock timeout after 90s: Pods on Node worker-1: ",
+    "k8s: sunk-lock: job 44: lock timeout after 90s: Pods on Node worker-1: apps/guarded ...",
+    "k8s: sunk-lock: job 44: lock timeout after 90s: Pods on Node worker-1: apps/guarded (eviction refused)",
+    "k8s: sunk-lock: job 44: lock timeout after 90s: lock still Pending",
+    "k8s: sunk-lock: job 44: lock timeout after 90s",
+    "k8s: sunk-lock: job 44: lock timeout after 1.5s: lock still pending",
+    "k8s: sunk-lock: job 44: config: SUNK_SYNCER_URL is not set",
+])
+def test_anything_else_is_not_a_sunk_drain(text):
+    assert parse(text) is None
+
+
+def test_lock_timeout_reason_names_every_pod_or_is_not_given():
+    reason = drains.lock_timeout_reason(7, 8.4, "worker-4", ["ns/a", "ns/b"], "pending", False)
+    assert reason == "k8s: sunk-lock: job 7: lock timeout after 8s: Pods on Node worker-4: ns/a ns/b"
+    assert parse(reason) == LockTimeoutDrain(7, 8, "worker-4", ("ns/a", "ns/b"))
+    assert drains.lock_timeout_reason(7, 0.3, "worker-4", [], "pending", True) == (
+        "k8s: sunk-lock: job 7: strict lock timeout after 0s: lock still pending")
+    many = [f"namespace-{i}/pod-with-a-long-name-{i}" for i in range(8)]
+    assert drains.lock_timeout_reason(7, 90, "worker-4", many, "pending", False) is None  # > 250 characters
+    assert drains.lock_timeout_reason(7, 90, "worker-4", many[:4], "pending", False) is not None
+    assert drains.lock_timeout_reason(7, 90, "worker-4", ["ns/Upper"], "pending", False) is None
+    assert drains.lock_timeout_reason(7, 90, "", [], "not a state", False) is None
+
+
+# ---- when the cause is gone ------------------------------------------------------------------------------
+
+
+def slurmd_pod(lock: str | None = None, node: str | None = "worker-1") -> dict:
+    annotations = {names.LOCK_KEY: lock} if lock is not None else {}
+    return {"metadata": {"name": "node1", "namespace": "slurm", "annotations": annotations},
+            "spec": {"nodeName": node} if node else {}}
+
+
+def k8s_node(tainted: bool = False) -> dict:
+    taints = [{"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}] if tainted else []
+    return {"metadata": {"name": "worker-1"}, "spec": {"taints": taints}}
+
+
+def sunk_pod(name: str, job_id: int | str | None, slurm_node: str = "node1") -> dict:
+    """A Pod sunk's scheduler bound to worker-1 for ``job_id`` on ``slurm_node``."""
+    annotations = {names.ANN_SLURM_NODE: slurm_node, **({names.ANN_JOB_ID: str(job_id)} if job_id else {})}
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
+            "spec": {"nodeName": "worker-1"}}
+
+
+@attrs.frozen
+class Facts:
+    """The CauseFacts a test states outright."""
+
+    pod: dict | None = attrs.Factory(slurmd_pod)
+    k8s_node: dict | None = attrs.Factory(k8s_node)
+    pods: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Node it is bound to ("" none)
+    jobs: tuple[Job, ...] | None = ()
+    on_node: tuple[dict, ...] = ()  # the Pods bound to worker-1
+
+    def pod_node(self, key: str) -> str | None:
+        return self.pods.get(key)
+
+    def jobs_holding(self) -> tuple[Job, ...] | None:
+        return self.jobs
+
+    def pods_on_node(self) -> tuple[dict, ...]:
+        return self.on_node
+
+
+IDLE = Node("node1", state="IDLE+DRAIN")
+BUSY = Node("node1", state="MIXED+DRAIN")
+
+
+def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> Job:
+    return Job(id=job_id, state="RUNNING", nodes="node1", extra=f"sunk-pod=uid-{job_id} ns={ns} name={name}: started")
+
+
+@pytest.mark.parametrize(("facts", "present"), [
+    (Facts(jobs=None), None),  # Slurm's job list is stale: cannot tell
+    (Facts(), False),  # the Pod is gone, and no job holds the node
+    (Facts(pods={"team-a/train-0": ""}), False),  # it exists but is bound nowhere
+    (Facts(pods={"team-a/train-0": "worker-2"}), False),  # a Pod of that name runs elsewhere
+    (Facts(pods={"team-a/train-0": "worker-1"}), True),  # still on this node's Node
+    (Facts(pods={"team-a/train-0": "worker-1"}, pod=None), None),  # this node's Node is unknown
+    (Facts(pods={"team-a/train-0": "worker-2"}, pod=None), None),
+    (Facts(pod=None), None),  # (other Pods that outlive their jobs there could not be seen)
+    (Facts(pod=slurmd_pod(node=None)), None),
+    (Facts(jobs=(Job(id=42, state="CANCELLED", state_flags=["COMPLETING"], nodes="node1"),)), True),  # still ending
+    (Facts(jobs=(placeholder_job(77),)), True),  # another job of the same Pod holds the node
+    (Facts(jobs=(placeholder_job(77, name="train-1"), Job(id=78, state="RUNNING", nodes="node1"))), False),
+    (Facts(jobs=(placeholder_job(77, ns="team-b"),)), False),
+    # Another Pod placed on node1 outlives its job there (several placeholders drained at once; the
+    # reason names only the last): the drain stays until it is gone too.
+    (Facts(on_node=(sunk_pod("train-1", 77),)), True),
+    (Facts(on_node=(sunk_pod("train-1", 77),), jobs=(placeholder_job(77, name="train-1"),)), False),  # job runs
+    (Facts(on_node=(sunk_pod("train-1", 77, slurm_node="node2"),)), False),  # placed on another Slurm node
+    (Facts(on_node=(sunk_pod("train-1", None),)), False),  # not placed by sunk
+    (Facts(on_node=(sunk_pod("train-1", "x7"),)), False),
+    (Facts(on_node=(sunk_pod("train-1", "\u0663"),)), False),  # (a digit, but not ASCII)
+    (Facts(on_node=(sunk_pod("train-1", "9" * 5000),)), False),  # (int() would refuse it)
+])
+def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_holds_the_node(facts, present):
+    assert cause(PLACEHOLDER, facts, IDLE).present is present
+
+
+LOCK_DRAINS = (UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
+
+
+@pytest.mark.parametrize("drain", LOCK_DRAINS)
+@pytest.mark.parametrize(("facts", "node", "present"), [
+    (Facts(jobs=None), IDLE, None),
+    (Facts(pod=None), IDLE, None),  # no slurmd Pod: the lock cannot be read
+    (Facts(k8s_node=None), IDLE, None),
+    (Facts(), IDLE, False),  # unlocked, untainted, nothing on the node: consistent
+    (Facts(pod=slurmd_pod("false")), IDLE, False),
+    (Facts(pod=slurmd_pod("false"), k8s_node=k8s_node(tainted=True)), IDLE, True),  # the unlock is not done
+    (Facts(pod=slurmd_pod("locked")), IDLE, True),  # locked for nothing: the controller has not caught up
+    (Facts(pod=slurmd_pod("pending"), k8s_node=k8s_node(True)), IDLE, True),
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True)), BUSY, False),  # a job whose epilog runs, locked
+    (Facts(pod=slurmd_pod("false")), BUSY, True),
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(Job(id=9, state="RUNNING", nodes="node1"),)),
+     BUSY, False),
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(placeholder_job(9),)), BUSY, True),  # not strict
+    (Facts(pod=slurmd_pod("locked_strict"), k8s_node=k8s_node(True), jobs=(placeholder_job(9),)), BUSY, False),
+    (Facts(pod=slurmd_pod("locked"), jobs=(Job(id=9, state="RUNNING", nodes="node1"),)), BUSY, True),  # no taint
+])
+def test_a_prolog_drain_lasts_until_the_lock_is_consistent_with_slurm(drain, facts, node, present):
+    assert cause(drain, facts, node).present is present
+
+
+@pytest.mark.parametrize("drain", LOCK_DRAINS)
+def test_a_prolog_drain_lasts_while_the_job_it_refused_holds_the_node(drain):
+    job = Job(id=drain.job_id, state="RUNNING", nodes="node1")
+    facts = Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(job,))
+    assert cause(drain, facts, BUSY).present is True
+    requeued = Job(id=drain.job_id, state="PENDING", state_reason="launch_failed_requeued_held")
+    assert cause(drain, Facts(jobs=()), IDLE).present is False and not requeued.holds_nodes
+
+
+def test_a_lock_timeout_drain_lasts_while_a_pod_it_names_is_on_that_node():
+    assert cause(TIMEOUT, Facts(pods={"apps/slow.one": "worker-1"}), IDLE).present is True
+    assert cause(TIMEOUT, Facts(pods={"apps/guarded": "worker-1", "apps/slow.one": ""}), IDLE).present is True
+    assert cause(TIMEOUT, Facts(pods={"apps/guarded": "worker-9", "apps/slow.one": ""}), IDLE).present is False
+    assert cause(TIMEOUT, Facts(pods={"apps/other": "worker-1"}), IDLE).present is False  # not named: not the cause
+    assert cause(TIMEOUT, Facts(pods={"apps/guarded": "worker-1"}, jobs=None), IDLE).present is None
+
+
+def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone():
+    pods = ({}, {"team-a/train-0": "worker-1", "apps/guarded": "worker-1"}, {"team-a/train-0": "worker-2"})
+    for drain, pod, tainted, lock, jobs, seen, on_node, node in itertools.product(
+            ALL, (True, False), (True, False, None), (None, "false", "pending", "locked", "locked_strict"),
+            (None, (), (placeholder_job(9),), (placeholder_job(42),)), pods, ((), (sunk_pod("train-1", 9),)),
+            (IDLE, BUSY)):
+        facts = Facts(pod=slurmd_pod(lock) if pod else None, k8s_node=None if tainted is None else k8s_node(tainted),
+                      pods=seen, jobs=jobs, on_node=on_node)
+        verdict = cause(drain, facts, node)
+        assert verdict.present in (True, False, None) and verdict.why
+        if jobs is None:
+            assert verdict.present is None
+        if verdict.present is False:
+            assert pod  # this node's Node was known
+            if isinstance(drain, PlaceholderDrain):
+                assert not on_node or jobs == (placeholder_job(9),)  # no Pod there outlives its job
+            else:
+                assert tainted is not None  # the lock was read
