@@ -24,7 +24,7 @@ from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
 from sunk.slurm.models import JobRequest
-from sunk.translate import placeholder, podjob
+from sunk.translate import placeholder, podjob, slurmd
 from sunk.types import Obj
 
 from . import kubeops
@@ -75,17 +75,14 @@ class PodIndex:
 
 
 class SlurmdNodes:
-    """Slurm node name -> Kubernetes Node, read from the slurmd Pods (Pod name = Slurm node)."""
+    """Slurm node name -> Kubernetes Node, read from the slurmd Pods by the one mapping every
+    component uses (``sunk.translate.slurmd``: the Pod's hostname, else its name)."""
 
     def __init__(self, informer: Store):
         self.informer = informer
 
     def mapping(self) -> dict[str, str]:
-        return {
-            pod["metadata"]["name"]: pod["spec"]["nodeName"]
-            for pod in self.informer.list()
-            if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp")
-        }
+        return slurmd.node_of(self.informer.list())
 
 
 @attrs.define

@@ -57,5 +57,18 @@ VERIFY_UNDRAIN: Final = "verify-undrain"
 DEFAULT_REBOOT_CONDITION: Final = "PhaseState"
 DEFAULT_REBOOT_REASON: Final = "production-powerreset"
 
+# NodeSet (sunk-operator): the CRDs' group and version, and what ties a slurmd Pod to its NodeSet.
+NODESET_VERSION: Final = "v1alpha1"
+NODESET_API_VERSION: Final = f"{DOMAIN}/{NODESET_VERSION}"
+# On slurmd Pods and NodeSlices: the name of the NodeSet that owns them (label values <= 63).
+LABEL_NODESET: Final = f"{DOMAIN}/nodeset"
+# On slurmd Pods: the hash of what the NodeSet puts into every Pod (a change means "outdated").
+ANN_TEMPLATE_HASH: Final = f"{DOMAIN}/template-hash"
+# On slurmd Pods the operator will delete once Slurm shows the node drained and idle: why.
+# The Syncer drains such a node with a ``k8s:`` reason (the seeds' "pending deletion").
+ANN_PENDING_DELETION: Final = f"{DOMAIN}/pending-deletion"
+# On NodeSets: held until every Pod of a deleted NodeSet has been drained and removed.
+FINALIZER_NODESET: Final = f"{DOMAIN}/nodeset"
+
 # Placeholder job: the marker the script appends to the job's Extra once running.
 STARTED_MARKER: Final = ": started"

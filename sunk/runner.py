@@ -1,4 +1,4 @@
-"""One life cycle for every daemon (sunk-scheduler, sunk-extender, sunk-syncer).
+"""One life cycle for every daemon (sunk-scheduler, sunk-extender, sunk-syncer; sunk-operator headless).
 
 A CLI parses its flags into typed config and calls ``run``; the rest is the same for all:
 1. Before anything is forked, the Slurm backend is checked once (a pyslurm that cannot be
@@ -12,6 +12,9 @@ A CLI parses its flags into typed config and calls ``run``; the rest is the same
    leads by then).
 4. When the worker exits (gunicorn got SIGTERM or SIGINT, or 3.), the Manager is stopped:
    reconciles in flight finish and a held Lease is released. gunicorn handles the signals.
+
+A daemon with no HTTP app of its own (sunk-operator) calls ``run_headless``: the same
+check, then its Manager in the process itself (probes, /metrics, signals, the Lease).
 """
 
 from __future__ import annotations
@@ -49,14 +52,19 @@ class Served:
 Build = Callable[[ApiClient, SlurmClient], Served]
 
 
-def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, threads: int = 16) -> int:
-    """Check Slurm, then serve ``listeners`` until gunicorn stops; ``build`` runs in each worker."""
+def check_slurm(daemon: DaemonConfig) -> None:
+    """Step 1: the backend can work (else exit code 2 and one line), and the first log line."""
     try:
         release = check(daemon.slurm)
     except SlurmStartError as exc:
         print(f"{daemon.name}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     log.info("%s: Slurm backend %s, Slurm %s", daemon.name, daemon.slurm.describe(), release)
+
+
+def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, threads: int = 16) -> int:
+    """Check Slurm, then serve ``listeners`` until gunicorn stops; ``build`` runs in each worker."""
+    check_slurm(daemon)
     running: list[Manager] = []
 
     def start() -> Mapping[str, WSGIApp]:
@@ -73,6 +81,19 @@ def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, th
 
     serve(start, listeners, threads=threads, on_exit=stop)
     return 0
+
+
+def run_headless(daemon: DaemonConfig, build: Callable[[ApiClient, SlurmClient], Manager]) -> int:
+    """For a daemon that serves no app of its own (sunk-operator): the same check, then its Manager
+    in this process until a signal or a lost lease; the exit code is the Manager's.
+
+    No gunicorn, so nothing is forked: the clients and threads are built here. The Manager
+    serves the probes and /metrics, handles SIGTERM and SIGINT, and releases a held Lease.
+    A lost lease ends the process (exit code 1), and the kubelet starts a clean one.
+    """
+    check_slurm(daemon)
+    manager = build(load_api_client(daemon.kubeconfig), daemon.slurm.connect())
+    return manager.run()
 
 
 def exit_when_done(name: str, manager: Manager) -> None:

@@ -57,8 +57,10 @@ EVENTS = Resource("", "v1", "events", "Event")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+NODESETS = Resource("sunk.coreweave.com", "v1alpha1", "nodesets", "NodeSet")
+NODESLICES = Resource("sunk.coreweave.com", "v1alpha1", "nodeslices", "NodeSlice")
 
-KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS)
+KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

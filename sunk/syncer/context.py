@@ -7,7 +7,8 @@ through ``SyncerContext`` and answers with ``PluginParts``; the CLI does the ass
 
 Keys: everything in the Syncer is keyed by the Slurm node name. A slurmd Pod names its
 Slurm node by ``spec.hostname`` (as slurmd registers with its hostname), or by its own
-name when no hostname is set, which is how the dev cluster names them.
+name when no hostname is set: the one mapping of ``sunk.translate.slurmd``, which the
+scheduler, the extender and the NodeSet operator use too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from sunk.translate import slurmd
 from sunk.types import Obj
 
 if TYPE_CHECKING:
@@ -41,8 +43,8 @@ INDEX_NODE = "node"  # Pods by spec.nodeName, on both Pod informers
 
 
 def slurm_node_name(pod: Obj) -> str:
-    """The Slurm node a slurmd Pod runs: its hostname, else its name."""
-    return str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
+    """The Slurm node a slurmd Pod runs: its hostname, else its name (``sunk.translate.slurmd``)."""
+    return slurmd.slurm_node_name(pod)
 
 
 def index_slurm_node(pod: Obj) -> list[str]:

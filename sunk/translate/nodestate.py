@@ -2,7 +2,10 @@
 
 Kubernetes -> Slurm drains (``desired_drain``):
 - Drain, with a reason starting ``k8s:``, when the slurmd Pod is missing, being deleted,
-  not Ready, or its Node is cordoned (the Node's cordon reason is carried along).
+  pending deletion (the NodeSet operator's annotation ``sunk.coreweave.com/pending-deletion``:
+  it deletes the Pod once the node is drained and idle), not Ready, or its Node is cordoned
+  (the Node's cordon reason is carried along). The operator drains with the same reason
+  (``pending_deletion_reason``), so the two never rewrite each other's.
 - Only ``k8s:`` reasons are ever updated or removed. A reason set by a person or by NHC is
   never touched, even while a Kubernetes condition also holds.
 - When the condition clears, undrain; if someone undrains in Slurm while it still holds,
@@ -92,6 +95,9 @@ def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
     where = f"{meta.get('namespace', facts.namespace)}/{meta.get('name', facts.slurm_node)}"
     if meta.get("deletionTimestamp"):
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is being deleted"
+    pending = (meta.get("annotations") or {}).get(names.ANN_PENDING_DELETION)
+    if pending is not None:
+        return pending_deletion_reason(where, str(pending))
     if facts.cordon.cordoned:
         node = ((pod.get("spec") or {}).get("nodeName")) or "its node"
         because = f": {facts.cordon.reason}" if facts.cordon.reason else ""
@@ -100,6 +106,16 @@ def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
     if ready is None or ready.get("status") != "True":
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is not ready"
     return None
+
+
+def pending_deletion_prefix(where: str) -> str:
+    """What every pending-deletion reason of the slurmd Pod ``namespace/name`` starts with."""
+    return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is pending deletion"
+
+
+def pending_deletion_reason(where: str, why: str) -> str:
+    """The drain reason of a slurmd Pod (``namespace/name``) the NodeSet operator will delete, and why."""
+    return f"{pending_deletion_prefix(where)}: {why}" if why else pending_deletion_prefix(where)
 
 
 def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:

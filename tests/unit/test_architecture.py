@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("reconcilers", (
         "sunk.syncer",
+        "sunk.nodeset",
         "sunk.locking",
         "sunk.metrics",
         "sunk.hooks",
@@ -64,6 +65,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("entry points", (
         "sunk.syncer.cli",
+        "sunk.nodeset.cli",
         "scheduler.cli",
         "extender.cli",
         "sunk.web",

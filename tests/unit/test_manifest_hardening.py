@@ -47,7 +47,7 @@ def one(kind: str, name: str) -> Obj:
 
 
 DEPLOYMENTS = of_kind("Deployment")
-EXPECTED_DEPLOYMENTS = {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler"}
+EXPECTED_DEPLOYMENTS = {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler", "sunk-operator"}
 
 
 def containers() -> Iterator[Any]:
@@ -399,3 +399,20 @@ def test_kustomize_leaves_each_objects_namespace_alone():
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert "kube-system" in namespaces
     assert "namespace" not in kustomization, "kustomize's namespace would move the kube-system RoleBinding"
+
+
+def test_the_operator_role_covers_each_feature_and_no_more():
+    account = ("slurm", "sunk-operator")
+    group = "sunk.coreweave.com"
+    for verb, resource, api_group in (
+            ("list", "nodes", ""), ("watch", "nodes", ""),
+            ("create", "pods", ""), ("patch", "pods", ""), ("delete", "pods", ""), ("watch", "pods", ""),
+            ("get", "nodesets", group), ("patch", "nodesets", group), ("patch", "nodesets/status", group),
+            ("create", "nodeslices", group), ("patch", "nodeslices", group), ("delete", "nodeslices", group),
+            ("create", "events", ""), ("patch", "events", "")):
+        assert allowed(account, verb, resource, group=api_group, namespace="slurm"), \
+            f"ServiceAccount sunk-operator: may not {verb} {resource}"
+    for verb, resource in (("patch", "nodes"), ("get", "pods"), ("create", "pods/eviction"), ("update", "nodesets")):
+        assert not allowed(account, verb, resource, group=group if "nodesets" in resource else ""), \
+            f"ServiceAccount sunk-operator: may {verb} {resource}, which no code of it sends"
+    assert not allowed(account, "create", "pods", namespace="default"), "sunk-operator may create Pods anywhere"

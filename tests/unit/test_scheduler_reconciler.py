@@ -294,3 +294,17 @@ def test_a_pod_that_is_gone_is_forgotten(world):
     jobs.remove(7, observed_at=2.0)
     scheduler.reconcile("uid-a")  # Pod and job both gone
     assert scheduler.binder.assumed_node("uid-a") is None
+
+
+def test_slurmd_nodes_map_by_hostname_as_the_syncer_does():
+    """A NodeSet names the slurmd Pod and its hostname alike; a hand-made Pod may differ: the hostname wins."""
+    from informer_fakes import ListInformer
+
+    from scheduler.reconciler import SlurmdNodes
+    from sunk.syncer.context import slurm_node_name
+
+    pods = [{"metadata": {"name": "slurmd-abc"}, "spec": {"nodeName": "worker-1", "hostname": "g-3-17"}},
+            {"metadata": {"name": "node2"}, "spec": {"nodeName": "worker-2"}},
+            {"metadata": {"name": "node3", "deletionTimestamp": "x"}, "spec": {"nodeName": "worker-3"}}]
+    assert SlurmdNodes(ListInformer(pods)).mapping() == {"g-3-17": "worker-1", "node2": "worker-2"}
+    assert [slurm_node_name(p) for p in pods[:2]] == ["g-3-17", "node2"]

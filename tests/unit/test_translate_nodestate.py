@@ -227,3 +227,39 @@ def test_a_condition_that_clears_does_not_lift_a_sunk_drain_whose_cause_holds():
 def test_a_drain_that_only_looks_like_sunks_is_never_lifted(reason):
     for facts in (Facts(pod=slurmd_pod()), Facts(pod=None), Facts(pod=slurmd_pod(ready=False))):
         assert desired_drain(facts, node("IDLE+DRAIN", reason)).action == NONE
+
+
+# ---- the NodeSet operator's pending deletion --------------------------------------------------------
+
+
+def pending_pod(why: str, *, ready: bool = True) -> dict:
+    pod = slurmd_pod(ready=ready)
+    pod["metadata"]["annotations"] = {names.ANN_PENDING_DELETION: why}
+    return pod
+
+
+def test_a_pod_pending_deletion_is_drained_with_the_operators_own_reason():
+    from sunk.translate.nodestate import pending_deletion_prefix, pending_deletion_reason
+
+    reason = pending_deletion_reason("slurm/node1", "update: the NodeSet's template changed")
+    assert reason == "k8s: slurmd pod slurm/node1 is pending deletion: update: the NodeSet's template changed"
+    assert reason.startswith(pending_deletion_prefix("slurm/node1"))
+    assert pending_deletion_reason("slurm/node1", "") == "k8s: slurmd pod slurm/node1 is pending deletion"
+    # The Syncer agrees on the reason, so neither rewrites the other's drain and neither lifts it.
+    assert desired_drain(Facts(pod=pending_pod("scale-in: x")), node()) == \
+        desired_drain(Facts(pod=pending_pod("scale-in: x")), node())
+    action = desired_drain(Facts(pod=pending_pod("scale-in: x")), node())
+    assert (action.action, action.reason) == (DRAIN, pending_deletion_reason("slurm/node1", "scale-in: x"))
+    kept = desired_drain(Facts(pod=pending_pod("scale-in: x", ready=False)),
+                         node("IDLE+DRAIN", pending_deletion_reason("slurm/node1", "scale-in: x")))
+    assert kept.action == NONE
+    person = desired_drain(Facts(pod=pending_pod("scale-in: x")), node("IDLE+DRAIN", "bad DIMM"))
+    assert person.action == NONE
+
+
+def test_the_mark_removed_lifts_the_drain_once_the_pod_is_ready():
+    from sunk.translate.nodestate import pending_deletion_reason
+
+    drained = node("IDLE+DRAIN", pending_deletion_reason("slurm/node1", "scale-in: x"))
+    assert desired_drain(Facts(pod=slurmd_pod()), drained).action == UNDRAIN
+    assert desired_drain(Facts(pod=slurmd_pod(ready=False)), drained).action == DRAIN  # now "not ready"

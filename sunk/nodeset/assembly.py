@@ -1,0 +1,147 @@
+"""Wiring one sunk-operator process: informers, the Slurm node cache, what wakes which NodeSet.
+
+Start-up and leadership come from the Manager: informers and the Slurm cache run on every
+replica; the controller runs on the leader only, once every informer and Slurm's first node
+list are in, so no Pod is created or deleted from an empty cache.
+
+What wakes a NodeSet (by events, never by a timer):
+- the NodeSet itself: a spec, deletion or finalizer change (its status is its own writing);
+- a Node added or deleted, or whose labels, addresses or deletion changed (not heartbeats):
+  every NodeSet, since any may select it;
+- one of its Pods: added, deleted, or its readiness, marks, hash or Node changed; a deleted
+  Pod wakes every NodeSet of its namespace too (one may wait for the name);
+- one of its NodeSlices;
+- a Slurm node of one of its Pods changing state or drain reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk import names
+from sunk.controller.daemon import DaemonConfig
+from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.manager import Manager
+from sunk.controller.runtime import Controller
+from sunk.kube.events import EventRecorder
+from sunk.kube.informer import Informer
+from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
+from sunk.slurm.cache import NODE, CacheEvent, SlurmCache
+from sunk.slurm.client import SlurmClient
+from sunk.translate.nodeset.pod import pending_deletion, pod_hash, ready
+from sunk.translate.slurmd import slurm_node_name
+from sunk.types import Obj
+
+from .config import NAME, OperatorConfig
+from .reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
+
+INDEX_SLURM_NODE = "slurm-node"  # the NodeSets' Pods by Slurm node name
+
+
+@attrs.define
+class Operator:
+    manager: Manager
+    controller: Controller
+    reconciler: NodeSetReconciler
+
+
+def slim_node(node: Obj) -> Obj:
+    """What the operator reads of a Node: its name, labels, deletion and addresses."""
+    meta = node.get("metadata") or {}
+    return {
+        "apiVersion": node.get("apiVersion", "v1"), "kind": node.get("kind", "Node"),
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels", "deletionTimestamp")
+                     if k in meta},
+        "status": {"addresses": (node.get("status") or {}).get("addresses") or []},
+    }
+
+
+def node_view(node: Obj) -> tuple[Any, ...]:
+    meta = node.get("metadata") or {}
+    addresses = (node.get("status") or {}).get("addresses") or []
+    return (meta.get("labels") or {}, meta.get("deletionTimestamp"), addresses)
+
+
+def pod_view(pod: Obj) -> tuple[Any, ...]:
+    """What the plan reads of a Pod; the kubelet's other status writes change none of it."""
+    meta = pod.get("metadata") or {}
+    return (meta.get("deletionTimestamp"), pending_deletion(pod), pod_hash(pod), ready(pod),
+            (pod.get("spec") or {}).get("nodeName"), (meta.get("labels") or {}).get(names.LABEL_NODESET))
+
+
+def nodeset_view(nodeset: Obj) -> tuple[Any, ...]:
+    meta = nodeset.get("metadata") or {}
+    return (meta.get("generation"), meta.get("deletionTimestamp"), tuple(meta.get("finalizers") or ()),
+            nodeset.get("spec"))
+
+
+def slurm_node_changed(event: CacheEvent) -> bool:
+    if event.old is None or event.new is None:
+        return True
+    return bool((event.old.state, event.old.reason) != (event.new.state, event.new.reason))
+
+
+def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, slurm: SlurmClient,
+             slurm_cache: SlurmCache | None = None) -> Operator:
+    """Build (not start) the operator."""
+    manager = daemon.manager(api)
+    cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE,))
+    nodesets = Informer(api, NODESETS, config.watch_namespace, name="nodesets")
+    slices = Informer(api, NODESLICES, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeslices")
+    slices.add_indexer(INDEX_NODESET, nodeset_key)
+    pods = Informer(api, PODS, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeset-pods")
+    pods.add_indexer(INDEX_NODESET, nodeset_key)
+    pods.add_indexer(INDEX_SLURM_NODE, lambda pod: [slurm_node_name(pod)])
+    nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+    recorder = EventRecorder(api, component=NAME)
+    reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
+                                   slurm_cache=cache, recorder=recorder, stale_retry=config.stale_retry)
+    controller = Controller("nodeset", reconciler, workers=daemon.workers)
+    attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
+    for informer in (nodesets, slices, pods, nodes):
+        manager.add_informer(informer)
+    manager.add_informer(cache)  # no decision before Slurm's first node list
+    manager.add_ready_check("slurm-cache", lambda: cache.synced)
+    manager.add_controller(controller)
+    return Operator(manager=manager, controller=controller, reconciler=reconciler)
+
+
+def attach(enqueue: Callable[[str], None], *, nodesets: Any, nodes: Any, pods: Any, slices: Any, cache: Any) -> None:
+    """Subscribe ``enqueue`` (NodeSet keys) to every change the plan reads (module docstring)."""
+
+    def every_nodeset(_obj: Obj | None = None, _new: Obj | None = None) -> None:
+        for ns in nodesets.list():
+            enqueue(object_key(ns))
+
+    def nodesets_of_namespace(pod: Obj) -> None:
+        namespace = pod["metadata"].get("namespace")
+        for ns in nodesets.list():
+            if ns["metadata"].get("namespace") == namespace:
+                enqueue(object_key(ns))
+
+    nodesets.add_handler(EnqueueHandler(_Adder(enqueue), predicate=lambda old, new: old is None
+                                        or nodeset_view(old) != nodeset_view(new)))
+    nodes.add_handler(on_add=every_nodeset, on_delete=every_nodeset,
+                      on_update=lambda old, new: every_nodeset() if node_view(old) != node_view(new) else None)
+    pods.add_handler(EnqueueHandler(_Adder(enqueue), mapper=nodeset_key,
+                                    predicate=lambda old, new: old is None or pod_view(old) != pod_view(new)))
+    pods.add_handler(on_delete=nodesets_of_namespace)
+    slices.add_handler(EnqueueHandler(_Adder(enqueue), mapper=nodeset_key))
+
+    def on_slurm(event: CacheEvent) -> None:
+        if event.kind != NODE or not slurm_node_changed(event):
+            return
+        for pod in pods.by_index(INDEX_SLURM_NODE, str(event.key)):
+            for key in nodeset_key(pod):
+                enqueue(key)
+
+    cache.subscribe(on_slurm)
+
+
+@attrs.define
+class _Adder:
+    add: Callable[[str], None]

@@ -1,0 +1,74 @@
+"""``sunk-operator``: NodeSets into slurmd Pods, one per matching Node, scaled and updated without
+killing a job (docs/nodeset.md).
+
+Flags follow the other daemons' (``--metrics-bind-address=:8080``, ``--zap-log-level``,
+durations such as ``1s``). It serves no API of its own: the Manager serves the probes and
+/metrics, and the process runs leader-elected (one Lease, ``sunk-operator``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from kubernetes.client import ApiClient
+
+from sunk.controller.daemon import DaemonConfig, daemon_config
+from sunk.controller.manager import Manager
+from sunk.flags import LEVELS, boolean, configure_logging, positive_duration, positive_int
+from sunk.slurm import settings as slurm_settings
+from sunk.slurm.client import SlurmClient
+
+from .config import NAME, OperatorConfig
+
+log = logging.getLogger("sunk.operator")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=NAME, description=__doc__)
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
+    slurm_settings.add_arguments(parser, poll_interval=1.0,
+                                 poll_help="one Slurm node list per interval, whatever the number of NodeSets")
+    parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of the NodeSets, their slurmd Pods and NodeSlices")
+    parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
+    parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
+    parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
+                        help="only the Lease holder reconciles")
+    parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
+    parser.add_argument("--leader-election-id", default=None, help=f"Lease name (default {NAME})")
+    parser.add_argument("--workers", type=positive_int, default=2, help="NodeSets reconciled at once")
+    parser.add_argument("--stale-retry", type=positive_duration, default=2.0,
+                        help="how soon a NodeSet is looked at again while Slurm cannot be read")
+    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig, argparse.Namespace]:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = OperatorConfig(watch_namespace=args.watch_namespace, stale_retry=args.stale_retry)
+    daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
+    return config, daemon, args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config, daemon, args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    configure_logging(args.zap_log_level)
+    from sunk.runner import run_headless
+
+    from .assembly import assemble
+
+    def build(api: ApiClient, slurm: SlurmClient) -> Manager:
+        operator = assemble(config, daemon, api=api, slurm=slurm)
+        log.info("%s: NodeSets in %s", NAME, config.watch_namespace)
+        return operator.manager
+
+    return run_headless(daemon, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

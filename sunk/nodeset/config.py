@@ -1,0 +1,13 @@
+"""The operator's own settings, from its flags (process-wide ones are the runner's ``DaemonConfig``)."""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+NAME = "sunk-operator"
+
+
+@frozen
+class OperatorConfig:
+    watch_namespace: str = "slurm"  # where the NodeSets (and so their Pods and NodeSlices) are
+    stale_retry: float = 2.0  # seconds before a NodeSet is looked at again while Slurm cannot be read

@@ -1,0 +1,132 @@
+"""The slurmd Pod a NodeSet wants on one Kubernetes Node, and the hash that says it is current.
+
+The Pod is the template, plus what ties it to its Node and Slurm node:
+- name and ``spec.hostname``: the Slurm node's name (slurmd registers under its hostname,
+  and ``sunk.translate.slurmd`` maps back the same way for every component);
+- ``spec.nodeName``: the Node, so the Pod is pinned there without a scheduler (a DaemonSet's
+  Pod is too, in effect);
+- the label ``sunk.coreweave.com/nodeset`` and an owner reference to the NodeSet (not
+  blocking the owner's deletion: the operator's finalizer does that, and drains first);
+- the annotation ``sunk.coreweave.com/template-hash``;
+- tolerations: the lock taint (``sunk.coreweave.com/lock``, set on the Node while Slurm
+  runs a job there: evicting slurmd then would kill the job), and NoExecute
+  ``not-ready``/``unreachable`` without a limit, as DaemonSet Pods have: a Pod evicted
+  from its Node would only come back to it;
+- in the ``slurmd`` container, environment variables with the Slurm node's name, features,
+  GRES and partitions, and ``SUNK_SLURMD_CONF`` for ``slurmd -Z --conf`` (docs/nodeset.md).
+
+The hash covers everything the NodeSet puts into every Pod (template, features, GRES,
+partitions) and nothing per Node, so one value says "current" for all its Pods. Kubernetes
+fills defaults into a created Pod; comparing hashes instead of specs keeps those from
+looking like changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sunk import names
+
+from .spec import SLURMD_CONTAINER, NodeSetSpec
+
+Obj = dict[str, Any]
+
+HASH_LENGTH = 10
+ENV_NODE_NAME = "SUNK_SLURM_NODE_NAME"
+ENV_FEATURES = "SUNK_SLURM_FEATURES"
+ENV_GRES = "SUNK_SLURM_GRES"
+ENV_PARTITIONS = "SUNK_SLURM_PARTITIONS"
+ENV_CONF = "SUNK_SLURMD_CONF"
+ENV_K8S_NODE = "SUNK_K8S_NODE_NAME"
+
+TOLERATIONS: tuple[Obj, ...] = (
+    {"key": names.LOCK_KEY, "operator": "Exists"},
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+)
+
+
+def template_hash(spec: NodeSetSpec) -> str:
+    """A short digest of what every Pod of the NodeSet gets (not of the per-Node fields)."""
+    body = {"template": spec.template, "features": list(spec.features), "gres": spec.gres,
+            "partitions": list(spec.partitions)}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def slurmd_conf(spec: NodeSetSpec) -> str:
+    """``slurmd -Z --conf`` text: the node's features and GRES (CPUs and memory slurmd finds itself)."""
+    parts = []
+    if spec.features:
+        parts.append("Feature=" + ",".join(spec.features))
+    if spec.gres:
+        parts.append("Gres=" + spec.gres)
+    return " ".join(parts)
+
+
+def _env(spec: NodeSetSpec, slurm_node: str, k8s_node: str) -> list[Obj]:
+    return [
+        {"name": ENV_NODE_NAME, "value": slurm_node},
+        {"name": ENV_K8S_NODE, "value": k8s_node},
+        {"name": ENV_FEATURES, "value": ",".join(spec.features)},
+        {"name": ENV_GRES, "value": spec.gres},
+        {"name": ENV_PARTITIONS, "value": ",".join(spec.partitions)},
+        {"name": ENV_CONF, "value": slurmd_conf(spec)},
+    ]
+
+
+def owner_reference(spec: NodeSetSpec) -> Obj:
+    return {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "name": spec.name, "uid": spec.uid,
+            "controller": True}
+
+
+def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str) -> Obj:
+    """The slurmd Pod for ``k8s_node`` as Slurm node ``slurm_node``; ``spec`` must have no problems."""
+    template = copy.deepcopy(dict(spec.template))
+    meta = template.get("metadata") or {}
+    pod_spec: Obj = template.get("spec") or {}
+    labels = {**(meta.get("labels") or {}), names.LABEL_NODESET: spec.name}
+    annotations = {**(meta.get("annotations") or {}), names.ANN_TEMPLATE_HASH: digest}
+    ours = {e["name"] for e in _env(spec, slurm_node, k8s_node)}
+    for container in pod_spec.get("containers") or []:
+        if container.get("name") == SLURMD_CONTAINER:
+            kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
+            container["env"] = kept + _env(spec, slurm_node, k8s_node)
+    tolerations = list(pod_spec.get("tolerations") or [])
+    tolerations.extend(t for t in TOLERATIONS if t not in tolerations)
+    pod_spec.update(nodeName=k8s_node, hostname=slurm_node, tolerations=tolerations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": slurm_node, "namespace": spec.namespace, "labels": labels, "annotations": annotations,
+                     "ownerReferences": [owner_reference(spec)]},
+        "spec": pod_spec,
+    }
+
+
+def pod_hash(pod: Mapping[str, Any]) -> str | None:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_TEMPLATE_HASH)
+
+
+def pending_deletion(pod: Mapping[str, Any]) -> str | None:
+    """Why the operator will delete this Pod once its Slurm node is drained and idle (None: it will not)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_PENDING_DELETION)
+    return None if value is None else str(value)
+
+
+def terminating(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def ready(pod: Mapping[str, Any]) -> bool:
+    """Running, Ready and not terminating."""
+    if terminating(pod):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False

@@ -1,0 +1,156 @@
+"""Which Kubernetes Nodes a ``nodeSelector`` and a required node affinity select, as kube-scheduler reads them.
+
+Why a matcher of our own: the NodeSet decides which Nodes get a slurmd Pod before any Pod
+exists, so nothing in Kubernetes answers the question for it. The semantics are the
+scheduler's (k8s.io/component-helpers/scheduling/corev1/nodeaffinity):
+
+- ``nodeSelector``: every key present with exactly that value.
+- ``nodeSelectorTerms``: ORed. Within a term, every ``matchExpressions`` and ``matchFields``
+  requirement must hold; a term with neither matches no Node.
+- Operators: ``In`` and ``NotIn`` (a missing label is "not in"), ``Exists``,
+  ``DoesNotExist``, ``Gt`` and ``Lt`` (the label must be there and an integer).
+  ``matchFields`` knows one field, ``metadata.name``, with ``In`` and ``NotIn``.
+
+``problems`` says what is wrong with a selector in words for a status condition; ``matches``
+expects one without problems (ValueError otherwise), so a bad selector selects nothing
+rather than something unintended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+FIELD_OPERATORS = ("In", "NotIn")
+NAME_FIELD = "metadata.name"
+TERMS_PATH = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+
+
+def _integer(text: object) -> int | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def requirement_problems(req: object, where: str, *, field: bool = False) -> list[str]:
+    """What is wrong with one ``matchExpressions``/``matchFields`` entry (empty: nothing)."""
+    if not isinstance(req, Mapping):
+        return [f"{where}: must be an object"]
+    key, op, values = req.get("key"), req.get("operator"), req.get("values")
+    problems: list[str] = []
+    if not isinstance(key, str) or not key:
+        problems.append(f"{where}.key: must be a non-empty string")
+    elif field and key != NAME_FIELD:
+        problems.append(f"{where}.key: only {NAME_FIELD} is supported, got {key!r}")
+    allowed = FIELD_OPERATORS if field else OPERATORS
+    if op not in allowed:
+        problems.append(f"{where}.operator: must be one of {', '.join(allowed)}, got {op!r}")
+        return problems
+    if values is not None and (not isinstance(values, list) or not all(isinstance(v, str) for v in values)):
+        return [*problems, f"{where}.values: must be a list of strings"]
+    count = len(values or [])
+    if op in ("In", "NotIn") and count == 0:
+        problems.append(f"{where}.values: {op} needs at least one value")
+    elif op in ("Exists", "DoesNotExist") and count:
+        problems.append(f"{where}.values: {op} takes no values")
+    elif op in ("Gt", "Lt") and (count != 1 or _integer((values or [""])[0]) is None):
+        problems.append(f"{where}.values: {op} takes exactly one integer")
+    return problems
+
+
+def term_problems(term: object, where: str) -> list[str]:
+    if not isinstance(term, Mapping):
+        return [f"{where}: must be an object"]
+    problems: list[str] = []
+    for name, field in (("matchExpressions", False), ("matchFields", True)):
+        reqs = term.get(name)
+        if reqs is None:
+            continue
+        if not isinstance(reqs, list):
+            problems.append(f"{where}.{name}: must be a list")
+            continue
+        for i, req in enumerate(reqs):
+            problems.extend(requirement_problems(req, f"{where}.{name}[{i}]", field=field))
+    return problems
+
+
+def problems(node_selector: object, affinity: object) -> list[str]:
+    """What is wrong with a NodeSet's ``nodeSelector`` and ``affinity`` (empty: both usable)."""
+    found: list[str] = []
+    if node_selector is not None:
+        if not isinstance(node_selector, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in node_selector.items()):
+            found.append("nodeSelector: must map label keys to string values")
+    terms = required_terms(affinity)
+    if terms is None:
+        found.append(f"{TERMS_PATH}: must be a non-empty list")
+        return found
+    for i, term in enumerate(terms):
+        found.extend(term_problems(term, f"{TERMS_PATH}[{i}]"))
+    return found
+
+
+def required_terms(affinity: object) -> Sequence[Any] | None:
+    """The required node affinity's terms: () when there is no required affinity, None when malformed."""
+    if affinity is None:
+        return ()
+    if not isinstance(affinity, Mapping):
+        return None
+    node_affinity = affinity.get("nodeAffinity")
+    if node_affinity is None:
+        return ()
+    if not isinstance(node_affinity, Mapping):
+        return None
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return ()
+    if not isinstance(required, Mapping):
+        return None
+    terms = required.get("nodeSelectorTerms")
+    if not isinstance(terms, list) or not terms:
+        return None
+    return terms
+
+
+def _requirement_holds(req: Obj, value: str | None) -> bool:
+    op, values = req["operator"], req.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    number, bound = _integer(value), _integer(values[0])
+    if number is None or bound is None:
+        return False
+    return number > bound if op == "Gt" else number < bound
+
+
+def _term_holds(term: Obj, name: str, labels: Mapping[str, str]) -> bool:
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    return (all(_requirement_holds(r, labels.get(r["key"])) for r in expressions)
+            and all(_requirement_holds(r, name) for r in fields))
+
+
+def matches(node: Obj, node_selector: Mapping[str, str] | None, affinity: object) -> bool:
+    """Whether the Kubernetes Node ``node`` is selected; ValueError for a selector with ``problems``."""
+    found = problems(node_selector, affinity)
+    if found:
+        raise ValueError("; ".join(found))
+    meta = node.get("metadata") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in (node_selector or {}).items()):
+        return False
+    terms = required_terms(affinity) or ()
+    return not terms or any(_term_holds(t, str(meta.get("name", "")), labels) for t in terms)

@@ -1,0 +1,305 @@
+"""The NodeSet reconciler against an apiserver and a Slurm in memory: what it writes, in which order,
+when it writes nothing, and the flows of docs/nodeset.md end to end (label, unlabel, update, delete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nodeset_fakes import FakeApiServer, FakeSlurm, NodeCacheFake, Recorder, node, nodeset
+from syncer_fakes import FakeInformer
+
+from sunk import names
+from sunk.nodeset.assembly import INDEX_SLURM_NODE
+from sunk.nodeset.reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
+from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.models import Node, NodeUpdate
+from sunk.translate.nodeset.plan import WHY_DELETED
+from sunk.translate.slurmd import slurm_node_name
+
+KEY = "slurm/gpu"
+
+
+def W(i: int, **labels: str) -> dict[str, Any]:
+    return node(f"worker-{i}", f"10.0.3.{i}", **labels)
+
+
+class World:
+    """An apiserver, Slurm, its cache, the informers over them, and the reconciler."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, nodes: list[dict[str, Any]], slurm: list[Node],
+                 *nodesets: dict[str, Any]):
+        self.api = FakeApiServer().install(monkeypatch)
+        for n in nodes:
+            self.api.put("nodes", n)
+        for ns in nodesets or (nodeset(),):
+            self.api.put("nodesets", ns)
+        self.slurm = FakeSlurm(*slurm)
+        self.cache = NodeCacheFake(self.slurm)
+        self.recorder = Recorder()
+        self.informers = {
+            "nodesets": FakeInformer(),
+            "nodes": FakeInformer(),
+            "pods": FakeInformer({INDEX_NODESET: nodeset_key, INDEX_SLURM_NODE: lambda p: [slurm_node_name(p)]}),
+            "nodeslices": FakeInformer({INDEX_NODESET: nodeset_key}),
+        }
+        self.reconciler = NodeSetReconciler(
+            api=None,  # type: ignore[arg-type]
+            slurm=self.slurm,  # type: ignore[arg-type]
+            nodesets=self.informers["nodesets"], nodes=self.informers["nodes"],  # type: ignore[arg-type]
+            pods=self.informers["pods"], slices=self.informers["nodeslices"],  # type: ignore[arg-type]
+            slurm_cache=self.cache, recorder=self.recorder,  # type: ignore[arg-type]
+        )
+
+    def sync(self) -> None:
+        for plural, informer in self.informers.items():
+            informer.store = {informer.key(o): o for o in self.api.of(plural)
+                              if plural != "pods" or names.LABEL_NODESET in (o["metadata"].get("labels") or {})}
+
+    def reconcile(self, key: str = KEY) -> Any:
+        self.sync()
+        self.api.calls.clear()
+        self.slurm.calls.clear()
+        result = self.reconciler.reconcile(key)
+        self.cache.refresh()
+        return result
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.api.of("pods")}
+
+    def entries(self) -> set[str]:
+        return {e["slurmNode"] for s in self.api.of("nodeslices") for e in s["spec"]["entries"]}
+
+    def status(self) -> dict[str, Any]:
+        found = self.api.one("nodesets", "gpu")
+        return (found or {}).get("status") or {}
+
+    def relabel(self, name: str, **labels: str) -> None:
+        obj = self.api.one("nodes", name, None)
+        assert obj is not None
+        obj["metadata"]["labels"] = labels
+        self.api.put("nodes", obj)
+
+
+def test_a_new_nodeset_gets_its_finalizer_pods_slices_and_status_then_nothing(monkeypatch):
+    w = World(monkeypatch, [W(1), W(2), W(3, pool="cpu")], [], nodeset(finalizer=False))
+    assert w.reconcile() is None
+    assert w.api.calls == [
+        ("patch", "nodesets", "gpu", ""),  # the finalizer first
+        ("create", "pods", "g-3-1"), ("create", "pods", "g-3-2"),
+        ("create", "nodeslices", "gpu-0"),
+        ("patch", "nodesets", "gpu", "status"),
+    ]
+    assert names.FINALIZER_NODESET in w.api.one("nodesets", "gpu")["metadata"]["finalizers"]
+    assert w.entries() == {"g-3-1", "g-3-2"}
+    assert w.status()["assigned"] == 2 and w.status()["replicas"] == 0
+    assert w.recorder.reasons() == ["CreatedPod", "CreatedPod"]
+    assert w.slurm.calls == []
+
+    w.reconcile()  # the Pods are listed now: replicas 2
+    assert w.api.calls == [("patch", "nodesets", "gpu", "status")]
+    w.api.set_ready()
+    w.reconcile()
+    assert w.status()["ready"] == 2
+    ready = {c["type"]: c for c in w.status()["conditions"]}["Ready"]
+    assert ready["status"] == "True" and ready["lastTransitionTime"]
+    w.reconcile()
+    assert w.api.calls == [] and w.slurm.calls == []  # settled: not one write
+
+
+def test_unlabel_drains_at_once_and_deletes_the_pod_only_after_the_job_ends(monkeypatch):
+    w = World(monkeypatch, [W(1), W(2)], [Node("g-3-1"), Node("g-3-2", state="ALLOCATED")])
+    w.reconcile()
+    w.api.set_ready()
+    w.reconcile()
+    w.relabel("worker-2", pool="cpu")
+
+    w.reconcile()  # marked and drained
+    why = "scale-in: Node worker-2 no longer matches the NodeSet"
+    assert w.pods()["g-3-2"]["metadata"]["annotations"][names.ANN_PENDING_DELETION] == why
+    assert w.slurm.writes() == [("update", "g-3-2", NodeUpdate(
+        state="DRAIN", reason=f"k8s: slurmd pod slurm/g-3-2 is pending deletion: {why}"))]
+    assert w.cache.nudges == 1
+    assert "MarkedPod" in w.recorder.reasons() and "DrainedSlurmNode" in w.recorder.reasons()
+
+    w.reconcile()  # drained, still running its job: nothing
+    assert ("delete", "pods", "g-3-2") not in w.api.calls and w.slurm.writes() == []
+    assert w.entries() == {"g-3-1", "g-3-2"}
+
+    w.slurm.nodes["g-3-2"] = Node("g-3-2", state="IDLE+DRAIN", reason=w.slurm.nodes["g-3-2"].reason)
+    w.cache.refresh()
+    w.reconcile()  # the job ended: one fresh read, then the delete with the uid as precondition
+    assert ("get", "g-3-2", None) in w.slurm.calls
+    assert ("delete", "pods", "g-3-2") in w.api.calls
+    assert w.pods()["g-3-2"]["metadata"].get("deletionTimestamp")
+    assert "DeletedPod" in w.recorder.reasons()
+    w.api.finish()
+    w.reconcile()
+    assert set(w.pods()) == {"g-3-1"} and w.entries() == {"g-3-1"}  # the Syncer may delete g-3-2 now
+    assert w.status()["assigned"] == 1 and w.status()["replicas"] == 1
+
+
+def test_the_fresh_read_has_the_last_word(monkeypatch):
+    ns = nodeset()
+    w = World(monkeypatch, [W(1, pool="cpu"), W(2)], [Node("g-3-1", state="IDLE+DRAIN", reason="x")], ns)
+    w.api.put("pods", _pod(ns, 1, pending="scale-in: x"))
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state="ALLOCATED+DRAIN", reason="x")  # a job, unseen by the cache
+    w.reconcile()
+    assert ("get", "g-3-1", None) in w.slurm.calls and ("delete", "pods", "g-3-1") not in w.api.calls
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state="IDLE+DRAIN", reason="x")
+    w.cache.refresh()
+    w.slurm.read_error = SlurmUnavailable("slurmrestd answered 200 with errors")
+    w.reconcile()  # a failed read deletes nothing and fails nothing
+    assert ("get", "g-3-1", None) in w.slurm.calls
+    assert ("delete", "pods", "g-3-1") not in w.api.calls
+    w.slurm.read_error = None
+    w.reconcile()
+    assert ("delete", "pods", "g-3-1") in w.api.calls
+
+
+def test_a_pod_replaced_meanwhile_is_not_deleted(monkeypatch):
+    ns = nodeset()
+    w = World(monkeypatch, [W(1, pool="cpu"), W(2)], [], ns)
+    w.api.put("pods", _pod(ns, 1, pending="scale-in: x"))
+    w.sync()
+    w.api.objects[("pods", "slurm", "g-3-1")]["metadata"]["uid"] = "a-successor"
+    w.api.calls.clear()
+    w.reconciler.reconcile(KEY)
+    assert ("delete", "pods", "g-3-1") in w.api.calls
+    assert not w.pods()["g-3-1"]["metadata"].get("deletionTimestamp")  # the precondition held it
+
+
+def test_a_rolling_update_replaces_idle_nodes_first_and_kills_no_job(monkeypatch):
+    w = World(monkeypatch, [W(i) for i in range(1, 5)],
+              [Node("g-3-1", state="ALLOCATED"), Node("g-3-2", state="ALLOCATED"), Node("g-3-3"), Node("g-3-4")])
+    w.reconcile()
+    w.api.set_ready()
+    w.reconcile()
+    new = nodeset(image="sunk/slurmd:26.05")
+    ns = w.api.one("nodesets", "gpu")
+    ns["spec"] = new["spec"]
+    w.api.put("nodesets", ns)
+
+    replaced: list[str] = []
+    for _ in range(40):
+        w.reconcile()
+        for _, _, name, *_ in [c for c in w.api.calls if c[0] == "delete"]:
+            replaced.append(name)
+            assert not w.slurm.nodes[name].running_jobs, f"{name} deleted while running a job"
+        w.api.finish()
+        w.api.set_ready()
+        unavailable = sum(1 for p in w.pods().values() if p["metadata"]["annotations"].get(
+            names.ANN_PENDING_DELETION)) + (4 - len(w.pods()))
+        assert unavailable <= 1
+        if replaced[:2] == ["g-3-3", "g-3-4"] and len(replaced) == 2:
+            for i in (1, 2):  # the jobs end
+                n = w.slurm.nodes[f"g-3-{i}"]
+                w.slurm.nodes[n.name] = Node(n.name, state=(n.state - {"ALLOCATED"}) | {"IDLE"}, reason=n.reason)
+        if w.status().get("updated") == 4 and not any(
+                p["metadata"]["annotations"].get(names.ANN_PENDING_DELETION) for p in w.pods().values()):
+            break
+    assert replaced[:2] == ["g-3-3", "g-3-4"] and sorted(replaced) == ["g-3-1", "g-3-2", "g-3-3", "g-3-4"]
+    assert all(p["spec"]["containers"][0]["image"] == "sunk/slurmd:26.05" for p in w.pods().values())
+    w.reconcile()
+    assert not any(n.drained for n in w.slurm.nodes.values())  # our drains lifted once each new Pod was Ready
+
+
+def test_a_persons_drain_survives_an_update(monkeypatch):
+    w = World(monkeypatch, [W(1)], [Node("g-3-1", state="IDLE+DRAIN", reason="bad DIMM")])
+    w.reconcile()
+    w.api.set_ready()
+    ns = w.api.one("nodesets", "gpu")
+    ns["spec"] = nodeset(image="new")["spec"]
+    w.api.put("nodesets", ns)
+    for _ in range(6):
+        w.reconcile()
+        w.api.finish()
+        w.api.set_ready()
+    assert w.pods()["g-3-1"]["spec"]["containers"][0]["image"] == "new"
+    assert w.slurm.nodes["g-3-1"].reason == "bad DIMM"
+    assert all(c[2] is None or c[2].state != "UNDRAIN" for c in w.slurm.calls)
+
+
+def test_deleting_the_nodeset_waits_for_the_jobs_then_lets_it_go(monkeypatch):
+    w = World(monkeypatch, [W(1), W(2)], [Node("g-3-1", state="ALLOCATED"), Node("g-3-2")])
+    w.reconcile()
+    w.api.set_ready()
+    w.reconcile()
+    w.api.delete(None, _Res("nodesets"), "gpu", "slurm")
+    for _ in range(3):
+        w.reconcile()
+        w.api.finish()
+    assert set(w.pods()) == {"g-3-1"}  # its job still runs
+    assert w.pods()["g-3-1"]["metadata"]["annotations"][names.ANN_PENDING_DELETION] == WHY_DELETED
+    assert w.api.one("nodesets", "gpu") is not None
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state="IDLE+DRAIN", reason=w.slurm.nodes["g-3-1"].reason)
+    for _ in range(3):
+        w.reconcile()
+        w.api.finish()
+    assert w.pods() == {} and w.api.one("nodesets", "gpu") is None and w.api.of("nodeslices") == []
+    assert w.reconcile() is None  # gone: nothing to do
+
+
+def test_a_name_someone_else_holds_is_an_event_not_a_failure(monkeypatch):
+    w = World(monkeypatch, [W(1), W(2)], [])
+    w.api.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g-3-1", "namespace": "slurm"},
+                       "spec": {}})  # hand-made: the informer (by label) does not see it
+    w.reconcile()
+    assert ("Warning", "NameTaken") in [(t, r) for t, r, _ in w.recorder.events]
+    assert "g-3-2" in w.pods()
+
+
+def test_a_stale_slurm_cache_is_retried_and_slurm_is_never_called(monkeypatch):
+    ns = nodeset()
+    w = World(monkeypatch, [W(1, pool="cpu"), W(2)], [Node("g-3-1")], ns)
+    w.api.put("pods", _pod(ns, 1, pending="scale-in: x"))
+    w.cache.fresh = False
+    result = w.reconcile()
+    assert result is not None and result.requeue_after == 2.0
+    assert w.slurm.calls == [] and ("delete", "pods", "g-3-1") not in w.api.calls
+    assert ("create", "pods", "g-3-2") in w.api.calls  # creating needs no Slurm
+
+
+def test_a_drain_of_a_node_slurm_forgot_is_skipped(monkeypatch):
+    ns = nodeset()
+    w = World(monkeypatch, [W(1, pool="cpu"), W(2)], [Node("g-3-1")], ns)
+    w.api.put("pods", _pod(ns, 1))
+    w.sync()
+    del w.slurm.nodes["g-3-1"]  # the cache still lists it
+    w.reconcile()
+    assert w.slurm.writes() == [("update", "g-3-1", w.slurm.writes()[0][2])]
+    assert "DrainedSlurmNode" not in w.recorder.reasons()
+
+
+def test_an_invalid_spec_is_a_condition_and_an_event_and_nothing_else(monkeypatch):
+    ns = nodeset(spec={"nodeSelector": {"pool": "gpu"}, "naming": {"prefix": "g"}, "template": {"spec": {}}})
+    w = World(monkeypatch, [W(1)], [], ns)
+    w.reconcile()
+    assert w.api.calls == [("patch", "nodesets", "gpu", "status")]
+    assert [(t, r) for t, r, _ in w.recorder.events] == [("Warning", "InvalidSpec")]
+    spec_valid = {c["type"]: c for c in w.status()["conditions"]}["SpecValid"]
+    assert spec_valid["status"] == "False" and "at least one container" in spec_valid["message"]
+    w.reconcile()
+    assert w.api.calls == [] and len(w.recorder.events) == 1
+
+
+def test_an_unexpected_api_error_fails_the_reconcile_for_a_retry(monkeypatch):
+    w = World(monkeypatch, [W(1)], [])
+    w.api.fail[("create", "g-3-1")] = 500
+    with pytest.raises(Exception, match="injected 500"):
+        w.reconcile()
+
+
+class _Res:
+    def __init__(self, plural: str):
+        self.plural = plural
+
+    def path(self, *_: Any) -> str:
+        return f"/{self.plural}"
+
+
+def _pod(ns: dict[str, Any], i: int, **kw: Any) -> dict[str, Any]:
+    from nodeset_fakes import pod_for
+
+    return pod_for(ns, f"worker-{i}", f"g-3-{i}", **kw)
+

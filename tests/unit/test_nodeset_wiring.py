@@ -1,0 +1,167 @@
+"""sunk-operator's wiring: which events wake which NodeSet (and which wake none), its flags, and
+that it assembles without touching a cluster."""
+
+from __future__ import annotations
+
+import copy
+import types
+
+from nodeset_fakes import node, nodeset, pod_for
+from syncer_fakes import FakeInformer
+
+from sunk import names
+from sunk.controller.daemon import DaemonConfig
+from sunk.nodeset import cli
+from sunk.nodeset.assembly import INDEX_SLURM_NODE, assemble, attach, slim_node
+from sunk.nodeset.config import OperatorConfig
+from sunk.nodeset.reconciler import INDEX_NODESET, nodeset_key
+from sunk.slurm.models import Node
+from sunk.slurm.settings import SlurmSettings
+from sunk.translate.slurmd import slurm_node_name
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.subscribers: list = []
+
+    def subscribe(self, callback, **_):
+        self.subscribers.append(callback)
+
+
+def wired():
+    keys: list[str] = []
+    informers = types.SimpleNamespace(
+        nodesets=FakeInformer(), nodes=FakeInformer(),
+        pods=FakeInformer({INDEX_NODESET: nodeset_key, INDEX_SLURM_NODE: lambda p: [slurm_node_name(p)]}),
+        slices=FakeInformer({INDEX_NODESET: nodeset_key}), cache=Cache())
+    informers.nodesets.put(nodeset("gpu"))
+    informers.nodesets.put(nodeset("cpu", prefix="c"))
+    attach(keys.append, **vars(informers))
+    keys.clear()
+    return keys, informers
+
+
+def test_nodes_wake_every_nodeset_but_not_for_heartbeats():
+    keys, inf = wired()
+    inf.nodes.put(node("worker-1", "10.0.3.1"))
+    assert sorted(keys) == ["slurm/cpu", "slurm/gpu"]
+    keys.clear()
+    beat = copy.deepcopy(node("worker-1", "10.0.3.1"))
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "now"}]
+    inf.nodes.put(beat)
+    assert keys == []
+    inf.nodes.put(node("worker-1", "10.0.3.1", pool="cpu"))  # a label
+    inf.nodes.put(node("worker-1", "10.0.4.1", pool="cpu"))  # an address
+    assert sorted(keys) == ["slurm/cpu", "slurm/cpu", "slurm/gpu", "slurm/gpu"]
+
+
+def test_a_pod_wakes_its_nodeset_when_what_the_plan_reads_changes():
+    keys, inf = wired()
+    ns = nodeset("gpu")
+    pod = pod_for(ns, "worker-1", "g-3-1")
+    inf.pods.put(pod)
+    assert keys == ["slurm/gpu"]
+    keys.clear()
+    other = copy.deepcopy(pod)
+    other["status"]["podIP"] = "10.9.9.9"  # the kubelet's other writes
+    other["metadata"]["resourceVersion"] = "6"
+    inf.pods.put(other)
+    assert keys == []
+    unready = copy.deepcopy(other)
+    unready["status"]["conditions"][0]["status"] = "False"
+    inf.pods.put(unready)
+    marked = copy.deepcopy(unready)
+    marked["metadata"]["annotations"][names.ANN_PENDING_DELETION] = "x"
+    inf.pods.put(marked)
+    assert keys == ["slurm/gpu", "slurm/gpu"]
+    keys.clear()
+    inf.pods.remove(marked)  # its name is free: every NodeSet of the namespace may want it
+    assert sorted(set(keys)) == ["slurm/cpu", "slurm/gpu"]
+
+
+def test_a_nodeset_wakes_itself_but_not_for_its_own_status():
+    keys, inf = wired()
+    ns = nodeset("gpu")
+    ns["status"] = {"ready": 3}
+    inf.nodesets.put(ns)
+    assert keys == []
+    changed = copy.deepcopy(ns)
+    changed["spec"]["replicas"] = 2
+    changed["metadata"]["generation"] = 4
+    inf.nodesets.put(changed)
+    assert keys == ["slurm/gpu"]
+
+
+def test_slurm_state_and_reason_changes_wake_the_nodeset_of_that_node_only():
+    keys, inf = wired()
+    inf.pods.put(pod_for(nodeset("gpu"), "worker-1", "g-3-1"))
+    keys.clear()
+    (callback,) = inf.cache.subscribers
+    event = types.SimpleNamespace
+    callback(event(kind="node", key="g-3-1", old=Node("g-3-1", state="IDLE"), new=Node("g-3-1", state="IDLE",
+                                                                                       alloc_cpus=4)))
+    assert keys == []
+    callback(event(kind="node", key="g-3-1", old=Node("g-3-1", state="IDLE"),
+                   new=Node("g-3-1", state="IDLE+DRAIN", reason="x")))
+    callback(event(kind="node", key="other", old=None, new=Node("other")))
+    callback(event(kind="job", key=7, old=None, new=None))
+    assert keys == ["slurm/gpu"]
+
+
+def test_slices_wake_their_nodeset():
+    keys, inf = wired()
+    inf.slices.put({"metadata": {"name": "gpu-0", "namespace": "slurm", "labels": {names.LABEL_NODESET: "gpu"}}})
+    assert keys == ["slurm/gpu"]
+
+
+def test_nodes_are_trimmed_to_what_the_plan_reads():
+    full = node("worker-1", "10.0.3.1")
+    full["status"].update(images=[{"names": ["x"] * 50}], conditions=[{"type": "Ready"}])
+    full["spec"] = {"taints": []}
+    slim = slim_node(full)
+    assert slim["status"] == {"addresses": full["status"]["addresses"]}
+    assert slim["metadata"]["labels"] == {"pool": "gpu"} and "spec" not in slim
+
+
+def test_flags_and_defaults(monkeypatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    config, daemon, _ = cli.parse_args(["--slurm-auth-token", "t"])
+    assert config == OperatorConfig(watch_namespace="slurm", stale_retry=2.0)
+    assert daemon.name == "sunk-operator" and daemon.workers == 2
+    election = daemon.leader_election
+    assert election is not None and (election.lease_name, election.namespace) == ("sunk-operator", "slurm")
+    assert (daemon.metrics_bind_address, daemon.health_bind_address) == (":8080", ":8081")
+    config, daemon, _ = cli.parse_args(["--slurm-auth-token", "t", "--watch-namespace", "hpc", "--leader-elect=false",
+                                        "--stale-retry", "5s"])
+    assert config.watch_namespace == "hpc" and config.stale_retry == 5.0 and daemon.leader_election is None
+
+
+def test_it_assembles_without_a_cluster():
+    daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
+    slurm = types.SimpleNamespace(list_nodes=None, list_jobs=None)
+    operator = assemble(OperatorConfig(), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
+    assert operator.controller.name == "nodeset"
+    assert len(operator.manager.informers) == 5  # nodesets, nodeslices, pods, nodes, and Slurm's nodes
+    operator.reconciler.recorder.stop(0.1)
+
+
+def test_run_headless_checks_slurm_then_runs_the_manager_in_this_process(monkeypatch):
+    from sunk import runner
+
+    checked: list[str] = []
+    monkeypatch.setattr(runner, "check", lambda settings: checked.append("check") or "25.11.8")
+    monkeypatch.setattr(runner, "load_api_client", lambda kubeconfig: "api")
+    monkeypatch.setattr(SlurmSettings, "connect", lambda self: "slurm")
+    built: list[tuple[str, str]] = []
+
+    class Manager:
+        def run(self) -> int:
+            return 1  # a lost lease
+
+    def build(api, slurm):
+        built.append((api, slurm))
+        return Manager()
+
+    daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
+    assert runner.run_headless(daemon, build) == 1
+    assert checked == ["check"] and built == [("api", "slurm")]

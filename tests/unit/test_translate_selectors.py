@@ -1,0 +1,92 @@
+"""Node selection as kube-scheduler reads nodeSelector and required node affinity (sunk/translate/selectors.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sunk.translate import selectors
+
+
+def node(name: str = "n1", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": dict(labels)}}
+
+
+def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": key, "operator": op}
+    if values:
+        out["values"] = list(values)
+    return out
+
+
+@pytest.mark.parametrize(("labels", "selector", "terms", "want"), [
+    ({}, None, None, True),  # nothing asked: every Node
+    ({"pool": "gpu"}, {"pool": "gpu"}, None, True),
+    ({"pool": "cpu"}, {"pool": "gpu"}, None, False),
+    ({}, {"pool": "gpu"}, None, False),
+    ({"pool": "gpu"}, None, [{"matchExpressions": [expr("pool", "In", "gpu", "x")]}], True),
+    ({"pool": "cpu"}, None, [{"matchExpressions": [expr("pool", "In", "gpu")]}], False),
+    ({}, None, [{"matchExpressions": [expr("pool", "In", "gpu")]}], False),
+    ({}, None, [{"matchExpressions": [expr("pool", "NotIn", "gpu")]}], True),  # missing label: not in
+    ({"pool": "gpu"}, None, [{"matchExpressions": [expr("pool", "NotIn", "gpu")]}], False),
+    ({"pool": "x"}, None, [{"matchExpressions": [expr("pool", "Exists")]}], True),
+    ({}, None, [{"matchExpressions": [expr("pool", "Exists")]}], False),
+    ({}, None, [{"matchExpressions": [expr("pool", "DoesNotExist")]}], True),
+    ({"pool": ""}, None, [{"matchExpressions": [expr("pool", "DoesNotExist")]}], False),
+    ({"gpus": "8"}, None, [{"matchExpressions": [expr("gpus", "Gt", "4")]}], True),
+    ({"gpus": "4"}, None, [{"matchExpressions": [expr("gpus", "Gt", "4")]}], False),
+    ({"gpus": "x"}, None, [{"matchExpressions": [expr("gpus", "Gt", "4")]}], False),
+    ({}, None, [{"matchExpressions": [expr("gpus", "Lt", "4")]}], False),
+    ({"gpus": "2"}, None, [{"matchExpressions": [expr("gpus", "Lt", "4")]}], True),
+    # within a term: AND; terms: OR
+    ({"a": "1"}, None, [{"matchExpressions": [expr("a", "Exists"), expr("b", "Exists")]}], False),
+    ({"a": "1"}, None, [{"matchExpressions": [expr("b", "Exists")]}, {"matchExpressions": [expr("a", "Exists")]}],
+     True),
+    # an empty term matches nothing
+    ({"a": "1"}, None, [{}], False),
+    ({"a": "1"}, None, [{}, {"matchExpressions": [expr("a", "Exists")]}], True),
+    # matchFields: metadata.name
+    ({}, None, [{"matchFields": [expr("metadata.name", "In", "n1")]}], True),
+    ({}, None, [{"matchFields": [expr("metadata.name", "NotIn", "n1")]}], False),
+    # nodeSelector and affinity both hold
+    ({"pool": "gpu"}, {"pool": "gpu"}, [{"matchExpressions": [expr("zone", "Exists")]}], False),
+])
+def test_matches(labels, selector, terms, want):
+    aff = affinity(*terms) if terms is not None else None
+    assert selectors.problems(selector, aff) == []
+    assert selectors.matches(node("n1", **labels), selector, aff) is want
+
+
+@pytest.mark.parametrize(("selector", "aff", "fragment"), [
+    ({"pool": 1}, None, "nodeSelector: must map"),
+    (None, "x", "nodeSelectorTerms: must be a non-empty list"),
+    (None, affinity(), "nodeSelectorTerms: must be a non-empty list"),
+    (None, affinity({"matchExpressions": [expr("a", "In")]}), "In needs at least one value"),
+    (None, affinity({"matchExpressions": [expr("a", "Exists", "x")]}), "Exists takes no values"),
+    (None, affinity({"matchExpressions": [expr("a", "Gt", "x")]}), "Gt takes exactly one integer"),
+    (None, affinity({"matchExpressions": [expr("a", "Gt", "1", "2")]}), "Gt takes exactly one integer"),
+    (None, affinity({"matchExpressions": [expr("a", "Like", "x")]}), "operator: must be one of"),
+    (None, affinity({"matchExpressions": [expr("", "Exists")]}), "key: must be a non-empty string"),
+    (None, affinity({"matchExpressions": ["a"]}), "must be an object"),
+    (None, affinity({"matchExpressions": {"a": 1}}), "matchExpressions: must be a list"),
+    (None, affinity({"matchFields": [expr("metadata.uid", "In", "x")]}), "only metadata.name"),
+    (None, affinity({"matchFields": [expr("metadata.name", "Exists")]}), "operator: must be one of In, NotIn"),
+    (None, affinity({"matchExpressions": [{"key": "a", "operator": "In", "values": [1]}]}), "list of strings"),
+])
+def test_problems_are_named_and_select_nothing(selector, aff, fragment):
+    found = selectors.problems(selector, aff)
+    assert any(fragment in p for p in found), found
+    with pytest.raises(ValueError):
+        selectors.matches(node(), selector, aff)
+
+
+def test_affinity_without_required_terms_selects_every_node():
+    preferred_only = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert selectors.problems(None, preferred_only) == []
+    assert selectors.matches(node(), None, preferred_only)
+    assert selectors.matches(node(), None, {"podAntiAffinity": {}})
