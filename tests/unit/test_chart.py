@@ -574,3 +574,17 @@ def test_cluster_wide_names_carry_the_namespace_so_releases_never_collide():
     names_two = {(d["kind"], d["metadata"]["name"]) for d in two if d["kind"] in cluster_wide}
     assert names_one and not names_one & names_two
     assert "slurm-sunk-syncer" in names(one, "Deployment")
+
+
+def test_a_changed_hook_secret_rolls_the_front_ends_and_nothing_else_does():
+    """The scheduler and the extender read their secret at start: a new one must restart them."""
+    def annotations(values: dict[str, Any]) -> dict[str, Any]:
+        docs = render(merged({"extender": {"enabled": True}}, values))
+        return {name: find(docs, "Deployment", name)["spec"]["template"]["metadata"].get("annotations")
+                for name in ("sunk-scheduler", "sunk-extender", "sunk-syncer")}
+
+    before = annotations({})
+    assert annotations({}) == before  # generated secrets do not change the templates by themselves
+    assert annotations({"hooks": {"keepOnUninstall": False}}) == before
+    after = annotations({"hooks": {"existingSecret": "my-hooks"}})
+    assert all(after[name] != before[name] for name in before)
