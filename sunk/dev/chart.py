@@ -8,7 +8,6 @@ into the dev cluster's cache the first time it is needed (``go install``) and re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,14 +34,11 @@ class RenderError(Exception):
     """helm refused the values (schema, or a check in templates/validate.yaml): its message."""
 
 
-def cache_dir() -> Path:
-    """The dev cluster's cache (SUNK_DEV_HOME, else ~/.cache/sunk-dev), where its helm lives."""
-    return Path(os.environ.get("SUNK_DEV_HOME") or Path.home() / ".cache" / "sunk-dev")
-
-
 def helm_binary(cache: Path | None = None) -> Path:
-    """helm of the pinned version: the dev cluster's, or built now into the same cache."""
-    return kubebuild.build_helm(cache or cache_dir(), log=sys.stderr)
+    """helm of the pinned version: the dev cluster's (in its cache, SUNK_DEV_HOME), or built now there."""
+    from sunk.dev.cluster import default_home
+
+    return kubebuild.build_helm(cache or default_home(), log=sys.stderr)
 
 
 def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,10 +22,11 @@ PATHS = {
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
 }
 
-# Every component, and the Grafana dashboard. (Not the PodMonitor nor NodeSets: the dev cluster has
-# neither the Prometheus Operator's CRDs nor, yet, the chart's.)
+# Every component, and the Grafana dashboard, and the CRDs (--include-crds). Not the PodMonitor: the
+# dev cluster has no Prometheus Operator; nor NodeSets, whose CRD a dry run does not install.
 EVERYTHING = {"extender": {"enabled": True}, "operator": {"enabled": True},
               "monitoring": {"dashboard": {"enabled": True}}}
 # scheduler.scope.type namespace: Roles and RoleBindings in namespaces the dev cluster has.
@@ -36,7 +37,7 @@ def _documents():
     helm = chart.helm_binary()
     for label, values, kinds in (("everything", EVERYTHING, None),
                                  ("namespace-scope", NAMESPACE_SCOPE, {"Role", "RoleBinding"})):
-        for doc in chart.render(values, helm=helm):
+        for doc in chart.render(values, helm=helm, extra_args=["--include-crds"]):
             if kinds is None or doc["kind"] in kinds:
                 meta = doc["metadata"]
                 yield pytest.param(doc, id=f"{label}:{doc['kind']}/{meta.get('namespace', '')}/{meta['name']}")

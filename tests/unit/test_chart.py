@@ -174,7 +174,7 @@ def test_every_switch_combination_renders_what_it_says(on):
                 <= names(docs, "Secret")) is on["extender"]
     # Budgets and policies follow the Deployments.
     assert names(docs, "PodDisruptionBudget") == expected
-    assert names(docs, "NetworkPolicy") == expected - {"sunk-kube-scheduler", "sunk-operator"}
+    assert names(docs, "NetworkPolicy") == expected - {"sunk-kube-scheduler"}
 
 
 # ---- the scheduler: name and scope -------------------------------------------------------------
@@ -256,11 +256,13 @@ def test_the_reboot_condition_and_reason():
 def test_slurm_node_clean_up():
     off = render()
     assert "slurm-node-clean-up" not in flags(chart.container_args(off, "sunk-syncer"))
-    assert not verbs(find(off, "ClusterRole", "slurm-sunk-syncer"), "nodeslices", "sunk.coreweave.com")
+    assert not [r for r in of_kind(off, "Role") + of_kind(off, "ClusterRole")
+                if verbs(r, "nodeslices", "sunk.coreweave.com")]
     on = render({"syncer": {"config": {"syncer": {"slurmNodeCleanUp": True}}}})
     assert flags(chart.container_args(on, "sunk-syncer"))["slurm-node-clean-up"] == "true"
-    assert verbs(find(on, "ClusterRole", "slurm-sunk-syncer"), "nodeslices", "sunk.coreweave.com") == {
-        "get", "list", "watch"}
+    role = find(on, "Role", "sunk-syncer-nodeslices", NS)  # NodeSlices live with the slurmd Pods
+    assert verbs(role, "nodeslices", "sunk.coreweave.com") == {"list", "watch"}
+    assert subjects(find(on, "RoleBinding", "sunk-syncer-nodeslices", NS)) == {(NS, "sunk-syncer")}
 
 
 def test_the_syncer_watches_the_slurmd_namespace_and_elects_in_its_own():
@@ -461,11 +463,18 @@ def test_hooks_over_tls():
 
 def test_the_operator_switch():
     assert "sunk-operator" not in names(render(), "Deployment")
-    docs = render({"operator": {"enabled": True}})
+    docs = render({"operator": {"enabled": True}, "slurmd": {"namespace": "slurmd-pods"}})
     args = flags(chart.container_args(docs, "sunk-operator"))
-    assert (args["leader-election-id"], args["watch-namespace"]) == ("sunk-operator", NS)
-    role = find(docs, "Role", "sunk-operator", NS)
-    assert verbs(role, "nodesets", "sunk.coreweave.com") and verbs(role, "nodeslices", "sunk.coreweave.com")
+    assert (args["leader-election-id"], args["leader-election-namespace"]) == ("sunk-operator", NS)
+    assert args["watch-namespace"] == "slurmd-pods" and args["slurm-auth-token-file"]
+    # Namespaced rights only where the NodeSets, their Pods and NodeSlices are; Nodes read cluster-wide.
+    role = find(docs, "Role", "sunk-operator", "slurmd-pods")
+    assert verbs(role, "nodesets", "sunk.coreweave.com") == {"get", "list", "watch", "patch"}
+    assert verbs(role, "nodesets/status", "sunk.coreweave.com") == {"patch"}
+    assert verbs(role, "nodeslices", "sunk.coreweave.com") == {"list", "watch", "create", "patch", "delete"}
+    assert verbs(role, "pods") == {"list", "watch", "create", "patch", "delete"}
+    assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
+    assert verbs(find(docs, "ClusterRole", "slurm-sunk-operator"), "nodes") == {"list", "watch"}
 
 
 # ---- monitoring --------------------------------------------------------------------------------
@@ -516,28 +525,38 @@ EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-fil
      "extender_hooks_tls": True},
     {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
     {"syncer": {"config": {"syncer": {"slurmNodeCleanUp": True}}}},
-], ids=["defaults", "every-flag", "jwt-key", "node-clean-up"])
+    {"operator": {"enabled": True}},
+], ids=["defaults", "every-flag", "jwt-key", "node-clean-up", "operator"])
 def test_the_daemons_accept_every_rendered_flag(values):
     values = dict(values)
     if values.pop("extender_hooks_tls", False):
         values = merged(values, {"extender": {"hooksTLS": {"enabled": True, "existingSecret": "t", "caFile": "/ca"}}})
     docs = render(values)
-    syncer, scheduling = syncer_parser(), scheduling_parser()
+    parsers = {"sunk-syncer": syncer_parser(), "sunk-scheduler": scheduling_parser(),
+               "sunk-extender": scheduling_parser()}
+    pending: set[str] = set()
+    try:
+        from sunk.nodeset.cli import build_parser as operator_parser  # (comes with the operator)
+        parsers["sunk-operator"] = operator_parser()
+    except ImportError:
+        pending.add("sunk-operator: sunk.nodeset.cli")
     rendered = {name: chart.container_args(docs, name) for name in names(docs, "Deployment")
-                if name != "sunk-kube-scheduler"}
-    missing = {f"{name}: {arg.partition('=')[0]}" for name, args in rendered.items() for arg in args
-               if arg.partition("=")[0] not in known_flags(syncer if name == "sunk-syncer" else scheduling)
+                if name in parsers or name == "sunk-operator"}
+    missing = {f"{name}: {arg.partition('=')[0]}" for name, args in rendered.items() if name in parsers
+               for arg in args if arg.partition("=")[0] not in known_flags(parsers[name])
                and not (name == "sunk-extender" and arg.partition("=")[0].removeprefix("--") in EXTENDER_ONLY)}
-    pending = {m for m in missing if m.endswith(("--slurm-jwt-key-file", "--slurm-node-clean-up"))}
-    if pending and pending == missing:
-        pytest.xfail(f"flags the chart renders that this tree's daemons do not have yet: {sorted(pending)}")
+    pending = {m for m in missing if m.endswith(("--slurm-jwt-key-file", "--slurm-node-clean-up"))} | (
+        pending if "sunk-operator" in rendered else set())
+    if pending and pending >= missing:
+        pytest.xfail(f"what the chart runs that this tree's daemons do not have yet: {sorted(pending)}")
     assert not missing
-    syncer.parse_args(rendered["sunk-syncer"])
-    for name in ("sunk-scheduler", "sunk-extender"):
-        if name in rendered:
-            args, unknown = scheduling.parse_known_args(rendered[name])
+    for name, args in rendered.items():
+        if name in ("sunk-scheduler", "sunk-extender"):
+            parsed, unknown = parsers[name].parse_known_args(args)
             assert {u.removeprefix("--").partition("=")[0] for u in unknown} <= EXTENDER_ONLY
-            assert args.slurm_kill_wait == 30.0
+            assert parsed.slurm_kill_wait == 30.0
+        else:
+            parsers[name].parse_args(args)
 
 
 # ---- what values.schema.json and templates/validate.yaml refuse --------------------------------

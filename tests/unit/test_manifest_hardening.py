@@ -402,3 +402,20 @@ def test_every_object_names_its_namespace_and_stays_in_the_release_namespace():
             # The one exception: kube-scheduler reads the authentication ConfigMap in kube-system.
             assert (doc["kind"], namespace) == ("RoleBinding", "kube-system"), _name(doc)
             assert doc["roleRef"]["name"] == "extension-apiserver-authentication-reader", _name(doc)
+
+
+def test_the_operator_role_covers_each_feature_and_no_more():
+    account = (NS, "sunk-operator")
+    group = "sunk.coreweave.com"
+    for verb, resource, api_group in (
+            ("list", "nodes", ""), ("watch", "nodes", ""),
+            ("create", "pods", ""), ("patch", "pods", ""), ("delete", "pods", ""), ("watch", "pods", ""),
+            ("get", "nodesets", group), ("patch", "nodesets", group), ("patch", "nodesets/status", group),
+            ("create", "nodeslices", group), ("patch", "nodeslices", group), ("delete", "nodeslices", group),
+            ("create", "events", ""), ("patch", "events", "")):
+        assert allowed(account, verb, resource, group=api_group, namespace=NS), \
+            f"ServiceAccount sunk-operator: may not {verb} {resource}"
+    for verb, resource in (("patch", "nodes"), ("get", "pods"), ("create", "pods/eviction"), ("update", "nodesets")):
+        assert not allowed(account, verb, resource, group=group if "nodesets" in resource else ""), \
+            f"ServiceAccount sunk-operator: may {verb} {resource}, which no code of it sends"
+    assert not allowed(account, "create", "pods", namespace="default"), "sunk-operator may create Pods anywhere"

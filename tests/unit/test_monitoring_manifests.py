@@ -46,7 +46,8 @@ def test_every_dashboard_query_names_an_exported_metric():
 
 
 def test_the_pod_monitor_scrapes_every_component_that_serves_metrics():
-    docs = chart.render({"extender": {"enabled": True}, "monitoring": {"podMonitor": {"enabled": True}}},
+    docs = chart.render({"extender": {"enabled": True}, "operator": {"enabled": True},
+                         "monitoring": {"podMonitor": {"enabled": True}}},
                         helm=chart.helm_binary())
     monitor = chart.find(docs, "PodMonitor", "sunk")
     scraped = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])

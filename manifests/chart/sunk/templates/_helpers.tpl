@@ -98,7 +98,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- define "sunk.slurmArgs" -}}
 - --slurm-api-base={{ .Values.slurm.api.url }}
 {{- if .Values.slurm.auth.jwtKey.enabled }}
-# TODO(lead): --slurm-jwt-key-file lands with the JWT-key change; align the flag name with it.
+# Signs short-lived tokens for --slurm-user with slurmctld's jwt_key (it can sign for any user).
 - --slurm-jwt-key-file=/var/run/sunk/slurm/jwt.key
 {{- else }}
 - --slurm-auth-token-file=/var/run/sunk/slurm/token
