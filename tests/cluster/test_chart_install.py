@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,13 +67,16 @@ class Release:
         values = self.tmp / "values.json"
         values.write_text(json.dumps(self.values))
         binary = kubebuild.helm_bin_dir(self.dev_cluster.home) / "helm"
-        done = subprocess.run([str(binary), *args, "--namespace", self.namespace], env=self.dev_cluster.env(),
+        done = subprocess.run([str(binary), *args, "--namespace", self.namespace],
+                              env={**os.environ, **self.dev_cluster.env()},  # (helm wants HOME for its cache)
                               capture_output=True, text=True, timeout=300, check=False)
         assert not check or done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
         return done
 
     def install(self) -> None:
-        self.helm("install", RELEASE, str(chart.CHART), "-f", str(self.tmp / "values.json"))
+        # (--skip-crds: Helm never deletes a CRD, and the shared dev cluster keeps what a test leaves;
+        # test_manifests.py has the apiserver check the CRDs)
+        self.helm("install", RELEASE, str(chart.CHART), "-f", str(self.tmp / "values.json"), "--skip-crds")
         self.installed = True
 
     def upgrade(self, *sets: str) -> None:
@@ -92,6 +97,7 @@ def release(kube_api, dev_cluster, tmp_path_factory) -> Iterator[Release]:
     name = f"chart-test-{uuid.uuid4().hex[:8]}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": name, "labels": ENFORCE}})
+    enforced(kube_api, name)
     installed = Release(dev_cluster, name, tmp_path_factory.mktemp("chart-install"))
     try:
         yield installed
@@ -100,6 +106,32 @@ def release(kube_api, dev_cluster, tmp_path_factory) -> Iterator[Release]:
             installed.helm("uninstall", RELEASE, "--wait", check=False)
         delete_if_present(kube_api, SECRETS, "sunk-hooks", name)  # kept by helm.sh/resource-policy
         purge_namespace(kube_api, name)
+
+
+def enforced(api, namespace: str, timeout: float = 15) -> None:
+    """Wait until Pod Security refuses a bare Pod in ``namespace``: it reads namespaces through a
+    cache, and a Pod admitted before it sees the labels would prove nothing (test_pod_security.py)."""
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pss-probe"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kc.request(api, "POST", PODS.path(namespace), query={"dryRun": "All"}, body=bare)
+        except kc.ApiError as exc:
+            if exc.status == 403:
+                return
+            raise
+        assert time.monotonic() < deadline, f"Pod Security never enforced {ENFORCE} in {namespace}"
+        time.sleep(0.5)
+
+
+def holder(api, lease: str, namespace: str) -> str | None:
+    try:
+        return (kc.get(api, LEASES, lease, namespace).get("spec") or {}).get("holderIdentity")
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
 
 
 def delete_if_present(api, resource: Resource, name: str, namespace: str | None = None) -> None:
@@ -201,8 +233,7 @@ def test_the_installed_scheduler_and_syncer_schedule_a_deployment_through_slurm(
         scheduler.start()
         # Each leads on the Lease its Role names, in the release's namespace.
         for lease in ("sunk-syncer", "sunk-scheduler"):
-            wait_for(lambda n=lease: (kc.get(kube_api, LEASES, n, namespace).get("spec") or {}).get("holderIdentity"),
-                     30, f"Lease {lease} held")
+            wait_for(lambda n=lease: holder(kube_api, n, namespace), 30, f"Lease {lease} held")
         kc.create(kube_api, DEPLOYMENTS, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}}, "template": {
