@@ -1,4 +1,4 @@
-# The image the manifests run (sunk-syncer, sunk-scheduler, sunk-extender).
+# The image the Helm chart runs (sunk-syncer, sunk-scheduler, sunk-extender; manifests/chart/sunk).
 # Not built in CI here (no container engine on these machines); `docker build -t sunk:0.1.0 .`
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends curl && rm -rf /var/lib/apt/lists/*

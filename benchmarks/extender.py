@@ -6,7 +6,7 @@ The app is the real one (extender/app.py) served by gunicorn (sunk/web.py) in a 
 process; placement is a stub answering from memory, as the real reconciler does, so the
 figure is the verb itself: parse ExtenderArgs, decide, build FailedNodes for every name.
 Two cases: still waiting for Slurm (every Node fails with a reason: the biggest answer),
-and allocated (one Node passes). ``--tls`` serves the verbs as manifests/extender.yaml does
+and allocated (one Node passes). ``--tls`` serves the verbs as the chart does
 (mutual TLS, certificates made for the run) and the client presents kube-scheduler's
 certificate over one kept-alive connection, as kube-scheduler does.
 """
@@ -94,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--tls", action="store_true", help="mutual TLS, as the manifests serve the verbs")
+    parser.add_argument("--tls", action="store_true", help="mutual TLS, as the chart serves the verbs")
     args = parser.parse_args()
     certs = None
     if args.tls:

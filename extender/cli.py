@@ -29,7 +29,7 @@ def nudge(api: Any):
 
     kube-scheduler parks a Pod that failed filtering until a relevant event. An update of
     the Pod itself is one, so annotating it with its Slurm node requeues it at once
-    (within podMaxBackoffSeconds, set to 1 s in manifests/extender.yaml). The same patch
+    (within podMaxBackoffSeconds, set to 1 s by the chart). The same patch
     adds the lock toleration: the placeholder's strict lock has tainted the Node by now,
     and kube-scheduler's taint filter would drop the Node before asking the extender.
     """
@@ -66,7 +66,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     def listeners(args: argparse.Namespace) -> list[Listener]:
         # Two ports, two apps, TLS each its own: kube-scheduler's verbs (mutual TLS in the
-        # manifests) and the hook API that placeholder jobs call as --hooks-url says.
+        # chart) and the hook API that placeholder jobs call as --hooks-url says.
         return [Listener(args.bind_address, "extender", tls_from_flags(
                     args.tls_cert_file, args.tls_key_file, args.client_ca_file, what="the extender verbs")),
                 hooks_listener(args)]

@@ -1,21 +1,38 @@
-"""Running sunk's components as the ServiceAccounts of ``manifests/``, with their RBAC applied for real.
+"""Running sunk's components as the chart's ServiceAccounts, with their RBAC applied for real.
 
-test_manifests.py proves each manifest's schema with a dry run; it cannot prove that the
+test_manifests.py proves each rendered object's schema with a dry run; it cannot prove that the
 Roles cover every call a component makes. A missing verb leaves a real deployment never
 ready (an informer that may not list never syncs) or failing one write in a hundred.
+
+The objects are the chart's (manifests/chart/sunk), rendered by ``helm template`` as release
+``sunk`` in namespace ``slurm`` with both front ends on: ``template`` names one file of the
+chart's templates/ (``scheduler-rbac.yaml``, ``extender.yaml``, ...).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-from test_manifests import MANIFESTS, PATHS
+from test_manifests import PATHS
 
-from sunk.dev import kubeconf
+from sunk.dev import chart, kubeconf
 from sunk.kube import client as kc
+
+# As deployed with both front ends (the extender binds the scheduler's Pod rules too).
+VALUES = {"extender": {"enabled": True}}
+
+
+@functools.cache
+def _rendered(template: str) -> tuple[dict[str, Any], ...]:
+    return tuple(chart.render(VALUES, helm=chart.helm_binary(), extra_args=["--show-only", f"templates/{template}"]))
+
+
+def rendered(template: str) -> list[dict[str, Any]]:
+    """The objects of the chart's ``templates/<template>``, as ``helm template`` renders them."""
+    return [dict(doc) for doc in _rendered(template)]
 
 
 def apply(api, doc: dict[str, Any]) -> None:
@@ -33,10 +50,10 @@ def apply(api, doc: dict[str, Any]) -> None:
         kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
 
 
-def apply_manifest(api, manifest: str, *, leases: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Apply ``manifests/<manifest>`` as shipped, but for ``leases``: Lease names the tests' processes
-    use (beside the demo's daemons, which hold the shipped names) added to each Lease rule's names."""
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
+def apply_manifest(api, template: str, *, leases: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Apply the chart's ``templates/<template>`` as rendered, but for ``leases``: Lease names the tests'
+    processes use (beside the demo's daemons, which hold the rendered names) added to each Lease rule's names."""
+    docs = rendered(template)
     for doc in docs:
         apply(api, with_leases(doc, leases))
     return docs
@@ -51,17 +68,15 @@ def with_leases(doc: dict[str, Any], leases: Sequence[str]) -> dict[str, Any]:
     return {**doc, "rules": rules}
 
 
-def deployment_args(manifest: str, deployment: str, overrides: Mapping[str, str]) -> list[str]:
-    """The container args of a Deployment in ``manifests/<manifest>``, as shipped, but with the values
-    of ``overrides``' flags (in-cluster addresses and paths) replaced. Overriding a flag the manifest
-    lacks fails: the test would no longer run what an operator deploys."""
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
-    (spec,) = [d["spec"]["template"]["spec"] for d in docs
-               if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment]
-    args: list[str] = list(spec["containers"][0]["args"])
+def deployment_args(template: str, deployment: str, overrides: Mapping[str, str],
+                    docs: Sequence[dict[str, Any]] | None = None) -> list[str]:
+    """The container args of a Deployment of the chart's ``templates/<template>`` (or of ``docs``), as
+    rendered, but with the values of ``overrides``' flags (in-cluster addresses and paths) replaced.
+    Overriding a flag the chart does not pass fails: the test would no longer run what an operator deploys."""
+    args = chart.container_args(list(docs) if docs is not None else rendered(template), deployment)
     shipped = {a.partition("=")[0] for a in args}
     missing = set(overrides) - shipped
-    assert not missing, f"{manifest} no longer passes {sorted(missing)} to {deployment}"
+    assert not missing, f"{template} no longer passes {sorted(missing)} to {deployment}"
     return [f"{flag}={overrides[flag]}" if flag in overrides else arg
             for arg in args for flag in [arg.partition("=")[0]]]
 
@@ -77,10 +92,10 @@ def kubeconfig_for(api, dev_cluster, namespace: str, name: str, path: Path) -> P
     return kubeconf.write_kubeconfig(path, dev_cluster.kube_dir, name, service_account_token(api, namespace, name))
 
 
-def as_service_account(api, dev_cluster, manifest: str, tmp: Path,
+def as_service_account(api, dev_cluster, template: str, tmp: Path,
                        leases: Sequence[str] = ()) -> tuple[dict[str, Any], Path]:
-    """Apply ``manifests/<manifest>``; its (first) ServiceAccount's metadata, and a kubeconfig as it."""
-    docs = apply_manifest(api, manifest, leases=leases)
+    """Apply the chart's ``templates/<template>``; its (first) ServiceAccount's metadata, and a kubeconfig as it."""
+    docs = apply_manifest(api, template, leases=leases)
     account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
     return account, kubeconfig_for(api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
 

@@ -56,7 +56,7 @@ def certificates(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def extender(kube_api, dev_cluster, namespace, service_accounts, certificates, tmp_path_factory):
-    """sunk-extender with the flags of manifests/extender.yaml: mutual TLS on the verbs port, plain
+    """sunk-extender with the flags the chart renders: mutual TLS on the verbs port, plain
     HTTP on the hook port that placeholder jobs call; only addresses and paths are this machine's."""
     tmp = tmp_path_factory.mktemp("extender")
     env = dev_cluster.env()
@@ -89,7 +89,7 @@ def extender(kube_api, dev_cluster, namespace, service_accounts, certificates, t
 @pytest.fixture(scope="module")
 def kube_scheduler(kube_api, dev_cluster, extender, service_accounts, certificates, tmp_path_factory):
     """The stock kube-scheduler binary built by sunk-dev, with the extender wired in as
-    manifests/extender.yaml wires it: https, presenting its client certificate."""
+    the chart wires it: https, presenting its client certificate."""
     tmp = tmp_path_factory.mktemp("kube-scheduler")
     account = service_accounts["sunk-kube-scheduler"]
     kubeconfig = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")

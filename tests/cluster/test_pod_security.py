@@ -1,4 +1,4 @@
-"""Pod Security `restricted` admits the Pod of every Deployment in manifests/, and refuses one
+"""Pod Security `restricted` admits the Pod of every Deployment the chart renders, and refuses one
 stripped of its securityContext.
 
 The apiserver's PodSecurity admission judges a Pod at admission, dry runs included, and answers
@@ -12,27 +12,21 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-import yaml
 from kube_testns import purge_namespace
 
+from sunk.dev import chart
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, PODS
 from sunk.types import Obj
 
-MANIFESTS = Path(__file__).parents[2] / "manifests"
 ENFORCE = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
 
 
 def _deployments() -> dict[str, Obj]:
-    found: dict[str, Obj] = {}
-    for name in yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"]:
-        for doc in yaml.safe_load_all((MANIFESTS / name).read_text()):
-            if doc and doc["kind"] == "Deployment":
-                found[doc["metadata"]["name"]] = doc
-    return found
+    docs = chart.render({"extender": {"enabled": True}, "operator": {"enabled": True}}, helm=chart.helm_binary())
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Deployment"}
 
 
 DEPLOYMENTS = _deployments()
@@ -94,7 +88,8 @@ def restricted_namespace(kube_api):
 
 
 def test_every_component_is_checked():
-    assert set(DEPLOYMENTS) == {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler"}
+    assert set(DEPLOYMENTS) == {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler",
+                                "sunk-operator"}
 
 
 @pytest.mark.parametrize("name", sorted(DEPLOYMENTS))

@@ -1,4 +1,4 @@
-"""The manifests' RBAC is enough: sunk-scheduler and sunk-syncer do their work as their own
+"""The chart's RBAC is enough: sunk-scheduler and sunk-syncer do their work as their own
 ServiceAccounts (the extender does in every test of test_extender.py). See rbac_harness.py."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def scheduler_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp,
                                              leases=["sunk-scheduler-rbac-test"])
     namespace = create_namespace(kube_api)
-    # Cluster scope, as the ClusterRole is bound; the Lease in the manifests' namespace, under a
+    # Cluster scope, as the ClusterRole is bound; the Lease in the chart's namespace, under a
     # name of its own (the demo's scheduler may hold "sunk-scheduler").
     proc = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-rbac", ports=PORTS, extra_args=(
         f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
@@ -47,7 +47,7 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
 
 @pytest.fixture(scope="module")
 def syncer_as_its_service_account(kube_api, dev_cluster, tmp_path_factory):
-    """The Syncer with node locking and metrics, as the manifests' sunk-syncer, on node3/node4 only."""
+    """The Syncer with node locking and metrics, as the chart's sunk-syncer, on node3/node4 only."""
     tmp = tmp_path_factory.mktemp("rbac-syncer")
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp,
                                              leases=["sunk-syncer-rbac-test"])

@@ -72,7 +72,7 @@ def serving(kube_api, dev_cluster, proc: Process, namespace: str, *, purge: bool
 
 @pytest.fixture(scope="module")
 def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
-    """sunk-scheduler as deployed: the manifests' ServiceAccount and RBAC. Every path that writes in
+    """sunk-scheduler as deployed: the chart's ServiceAccount and RBAC. Every path that writes in
     this module (bindings, Events, PodScheduled=False for an invalid or refused Pod, deleting a Pod
     whose job ended or was preempted, the job-id annotation) runs as it, and a 403 fails the module."""
     tmp = tmp_path_factory.mktemp("scheduler")

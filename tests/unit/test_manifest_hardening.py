@@ -1,34 +1,30 @@
-"""The shipped manifests are hardened: Pod security, budgets and spreading, least-privilege RBAC,
-no secret in the repository, and NetworkPolicies that admit what must connect and nothing else.
+"""The deployment is hardened: Pod security, budgets and spreading, least-privilege RBAC, no
+placeholder secret, and NetworkPolicies that admit what must connect and nothing else.
 
-Pure: reads manifests/ as `kubectl apply -k manifests/` would apply it (tests/cluster checks
-the apiserver accepts it, and test_pod_security.py that Pod Security `restricted` admits it).
+Reads the Helm chart as `helm template` renders it with every component on (sunk.dev.chart;
+tests/unit/test_chart.py checks each switch, tests/cluster that the apiserver accepts the
+objects and that Pod Security `restricted` admits every Pod).
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from sunk.dev import chart
+from sunk.hooks.auth import weakness
 from sunk.types import Obj
 
-MANIFESTS = Path(__file__).parents[2] / "manifests"
 USER = 65532  # the Dockerfile's USER 65532:65532
+NS = chart.NAMESPACE
+# Every component, in the chart's default (cluster) scope.
+EVERYTHING = {"extender": {"enabled": True}, "operator": {"enabled": True}}
 
-
-def _listed() -> list[str]:
-    return yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"]
-
-
-def _load() -> list[tuple[str, Obj]]:
-    return [(name, doc) for name in _listed() for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
-
-
-DOCS = _load()
+DOCS: list[Obj] = chart.render(EVERYTHING, helm=chart.helm_binary())
 
 
 def _name(doc: Obj) -> str:
@@ -37,12 +33,12 @@ def _name(doc: Obj) -> str:
 
 
 def of_kind(kind: str) -> list[Obj]:
-    return [doc for _, doc in DOCS if doc["kind"] == kind]
+    return [doc for doc in DOCS if doc["kind"] == kind]
 
 
 def one(kind: str, name: str) -> Obj:
     found = [doc for doc in of_kind(kind) if doc["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind} {name}: {len(found)} in manifests/"
+    assert len(found) == 1, f"{kind} {name}: {len(found)} rendered"
     return found[0]
 
 
@@ -205,7 +201,7 @@ def test_lease_rules_name_their_lease(role, rule):
 
 
 def granted(subject: tuple[str, str]) -> list[tuple[Obj, Obj]]:
-    """(binding, role) for every manifest Role/ClusterRole bound to ServiceAccount (namespace, name)."""
+    """(binding, role) for every rendered Role/ClusterRole bound to ServiceAccount (namespace, name)."""
     out = []
     for binding in of_kind("RoleBinding") + of_kind("ClusterRoleBinding"):
         if not any(s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == subject
@@ -279,24 +275,23 @@ def test_each_component_may_hold_its_own_lease_and_no_other(deployment):
 
 def test_the_scheduler_role_lets_it_report_unschedulable_pods():
     # scheduler/kubeops.py mark_unschedulable: PATCH pods/status (PodScheduled=False).
-    role = one("ClusterRole", "sunk-scheduler")
+    role = one("ClusterRole", f"{NS}-sunk-scheduler")
     assert any("" in r["apiGroups"] and "pods/status" in r["resources"] and "patch" in r["verbs"]
                for r in role["rules"]), f"{_name(role)}: no patch on pods/status"
-    for account in (("slurm", "sunk-scheduler"), ("slurm", "sunk-extender")):
+    for account in ((NS, "sunk-scheduler"), (NS, "sunk-extender")):
         assert allowed(account, "patch", "pods/status"), f"ServiceAccount {account}: no patch on pods/status"
         assert allowed(account, "create", "pods/binding"), f"ServiceAccount {account}: no pods/binding"
 
 
 def test_the_syncer_role_covers_each_feature():
-    account = ("slurm", "sunk-syncer")
+    account = (NS, "sunk-syncer")
     for verb, resource in (("patch", "nodes"), ("patch", "nodes/status"), ("patch", "pods/status"),
                            ("create", "pods/eviction"), ("patch", "pods"), ("list", "pods"), ("watch", "nodes"),
                            ("create", "events"), ("patch", "events")):
         assert allowed(account, verb, resource), f"ServiceAccount sunk-syncer: may not {verb} {resource}"
 
 
-@pytest.mark.parametrize("role", [r for r in ROLES if r["metadata"]["name"].startswith("sunk-")],
-                         ids=lambda r: r["metadata"]["name"])
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: f"{r['kind']}/{r['metadata']['name']}")
 def test_no_verb_the_code_never_sends(role):
     # Every write to Pods and Nodes is a patch (sunk/kube/patch.py, scheduler/kubeops.py); events
     # are core/v1 Events, created and patched (sunk/kube/events.py).
@@ -311,15 +306,17 @@ def test_no_verb_the_code_never_sends(role):
 # ---- secrets and hooks -------------------------------------------------------------------------
 
 
-def test_no_secret_value_is_shipped():
-    text = (MANIFESTS / "secrets.yaml").read_text()
-    assert "REPLACE" not in text.upper(), "secrets.yaml still holds a placeholder"
-    secrets = [doc for name, doc in DOCS if doc["kind"] == "Secret"]
-    assert secrets, "no Secret in manifests/"
+def test_no_weak_or_placeholder_secret_is_shipped():
+    """The hook secrets are generated (or refused when weak: test_chart.py); nothing waits to be filled in."""
+    secrets = of_kind("Secret")
+    assert secrets, "no Secret rendered"
     for secret in secrets:
-        for field in ("stringData", "data"):
-            for key, value in (secret.get(field) or {}).items():
-                assert value in ("", None), f"{_name(secret)}: {field}.{key} holds a value; ship it empty"
+        assert not secret.get("stringData"), f"{_name(secret)}: stringData"
+        for key, value in (secret.get("data") or {}).items():
+            raw = base64.b64decode(value)
+            assert raw.strip(), f"{_name(secret)}: {key} is empty"
+            if secret["metadata"]["name"] == "sunk-hooks":
+                assert weakness(raw) is None, f"{_name(secret)}: {key} {weakness(raw)}"
 
 
 def test_slurmd_hosts_hold_their_node_token_not_the_root_secret():
@@ -347,7 +344,7 @@ def test_the_hook_url_speaks_what_the_hook_listener_serves(name):
 SLURMD = {"app.kubernetes.io/name": "slurmd"}
 SLURMCTLD = {"app.kubernetes.io/component": "slurmctld"}
 PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
-KUBE_SCHEDULER = {"app.kubernetes.io/name": "sunk-kube-scheduler"}
+KUBE_SCHEDULER = {"app.kubernetes.io/name": "sunk-kube-scheduler", "app.kubernetes.io/instance": chart.RELEASE}
 
 
 def admitted(policies: list[Obj], port: int, labels: dict[str, str], namespace: str) -> bool:
@@ -390,19 +387,25 @@ def test_network_policies_admit_only_who_must_connect(name):
     if name == "sunk-extender":
         assert admitted(policies, 8888, KUBE_SCHEDULER, "slurm"), "kube-scheduler cannot reach the extender"
         assert not admitted(policies, 8888, SLURMD, "slurm"), "slurmd Pods can reach the extender verbs"
+        other_release = {**KUBE_SCHEDULER, "app.kubernetes.io/instance": "other"}
+        assert not admitted(policies, 8888, other_release, "slurm"), "another release's kube-scheduler gets in"
     ports = {p["containerPort"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports - {8081} <= {8000, 8080, 8888}, f"{name}: a port no policy was written for: {ports}"
 
 
-def test_kustomize_leaves_each_objects_namespace_alone():
-    namespaces = {doc["metadata"].get("namespace") for _, doc in DOCS} - {None}
-    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    assert "kube-system" in namespaces
-    assert "namespace" not in kustomization, "kustomize's namespace would move the kube-system RoleBinding"
+def test_every_object_names_its_namespace_and_stays_in_the_release_namespace():
+    cluster_wide = {"ClusterRole", "ClusterRoleBinding"}
+    for doc in DOCS:
+        namespace = doc["metadata"].get("namespace")
+        assert bool(namespace) == (doc["kind"] not in cluster_wide), _name(doc)
+        if namespace and namespace != NS:
+            # The one exception: kube-scheduler reads the authentication ConfigMap in kube-system.
+            assert (doc["kind"], namespace) == ("RoleBinding", "kube-system"), _name(doc)
+            assert doc["roleRef"]["name"] == "extension-apiserver-authentication-reader", _name(doc)
 
 
 def test_the_operator_role_covers_each_feature_and_no_more():
-    account = ("slurm", "sunk-operator")
+    account = (NS, "sunk-operator")
     group = "sunk.coreweave.com"
     for verb, resource, api_group in (
             ("list", "nodes", ""), ("watch", "nodes", ""),
@@ -410,7 +413,7 @@ def test_the_operator_role_covers_each_feature_and_no_more():
             ("get", "nodesets", group), ("patch", "nodesets", group), ("patch", "nodesets/status", group),
             ("create", "nodeslices", group), ("patch", "nodeslices", group), ("delete", "nodeslices", group),
             ("create", "events", ""), ("patch", "events", "")):
-        assert allowed(account, verb, resource, group=api_group, namespace="slurm"), \
+        assert allowed(account, verb, resource, group=api_group, namespace=NS), \
             f"ServiceAccount sunk-operator: may not {verb} {resource}"
     for verb, resource in (("patch", "nodes"), ("get", "pods"), ("create", "pods/eviction"), ("update", "nodesets")):
         assert not allowed(account, verb, resource, group=group if "nodesets" in resource else ""), \

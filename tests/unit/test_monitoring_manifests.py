@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-import yaml
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -14,10 +12,11 @@ import scheduler.metrics  # noqa: F401  (registers the scheduler's metrics)
 import sunk.controller.metrics
 import sunk.hooks.metrics
 import sunk.syncer.metrics
+from sunk.dev import chart
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
 
-MONITORING = Path(__file__).parents[2] / "manifests" / "monitoring"
+DASHBOARD = chart.CHART / "files" / "sunk-dashboard.json"  # the chart's ConfigMap (test_chart.py)
 
 
 def exported_names() -> set[str]:
@@ -39,16 +38,20 @@ def exported_names() -> set[str]:
 
 
 def test_every_dashboard_query_names_an_exported_metric():
-    dashboard = json.loads((MONITORING / "sunk-dashboard.json").read_text())
+    dashboard = json.loads(DASHBOARD.read_text())
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"([a-z_][a-z0-9_]*)\{", target["expr"])}
     assert queried, "the dashboard queries something"
     assert queried <= exported_names(), queried - exported_names()
 
 
-def test_kustomization_lists_the_monitoring_files():
-    kustomization = yaml.safe_load((MONITORING / "kustomization.yaml").read_text())
-    listed = set(kustomization["resources"]) | {f for g in kustomization["configMapGenerator"] for f in g["files"]}
-    assert listed == {p.name for p in MONITORING.iterdir()} - {"kustomization.yaml"}
-    monitor = yaml.safe_load((MONITORING / "podmonitor.yaml").read_text())
+def test_the_pod_monitor_scrapes_every_component_that_serves_metrics():
+    docs = chart.render({"extender": {"enabled": True}, "operator": {"enabled": True},
+                         "monitoring": {"podMonitor": {"enabled": True}}},
+                        helm=chart.helm_binary())
+    monitor = chart.find(docs, "PodMonitor", "sunk")
+    scraped = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
+    serving = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"
+               and any(p["name"] == "metrics" for p in d["spec"]["template"]["spec"]["containers"][0].get("ports", []))}
+    assert scraped == serving
     assert monitor["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["targetLabel"] == "slurm_cluster"

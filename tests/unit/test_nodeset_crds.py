@@ -22,7 +22,7 @@ from sunk.translate.nodeset.slices import slice_object
 from sunk.translate.nodeset.spec import read_spec
 
 ROOT = Path(__file__).parents[2]
-CRDS = ROOT / "manifests" / "crds"
+CRDS = ROOT / "manifests" / "chart" / "sunk" / "crds"
 JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
 TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 

@@ -1,6 +1,6 @@
 """sunk/web.py: each listener its own TLS and its own app, in a real gunicorn.
 
-The extender's verbs port runs mutual TLS and its hook port plain HTTP (manifests/extender.yaml).
+The extender's verbs port runs mutual TLS and its hook port plain HTTP (the chart's sunk-extender).
 gunicorn alone wraps every listener in the one TLS it is given: the hook port then answered
 nothing to the placeholders' plain-HTTP calls, and they drained their nodes.
 """

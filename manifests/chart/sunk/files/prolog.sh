@@ -1,0 +1,86 @@
+#!/bin/bash
+# sunk prolog: lock this node's Kubernetes Node before the job starts on it.
+#
+# Runs as root on the slurmd host (slurm.conf: Prolog, with PrologFlags=Alloc so it runs
+# at allocation on every node of the job). It asks the Syncer's hook API to lock the
+# node (Pods that do not tolerate sunk.coreweave.com/lock are evicted) and waits for it.
+# On an error or a timeout it drains the node with a reason that says why and exits
+# non-zero, so Slurm requeues the job instead of starting it beside Kubernetes workloads.
+# Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
+#   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered
+#   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
+# Every other failure (configuration, a refusal) drains with "sunk-lock: job N: ...", which
+# only an operator lifts.
+#
+# Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
+#   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
+#   SUNK_HOOKS_TOKEN_FILE  file holding this node's hook token (a mounted Secret); a %n in
+#                          the path is replaced by the Slurm node name
+#   SUNK_LOCK_TIMEOUT      seconds to wait for the lock (default 90; keep it below
+#                          slurm.conf's PrologEpilogTimeout)
+# Without that file the script does nothing and succeeds: Slurm without sunk is unaffected.
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
+[ -r "$HOOKS_ENV" ] || exit 0
+
+SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE="" SUNK_LOCK_TIMEOUT=90
+while IFS='=' read -r key value; do
+    value=${value%$'\r'}; value=${value#\"}; value=${value%\"}
+    case "$key" in
+        SUNK_SYNCER_URL) SUNK_SYNCER_URL=$value ;;
+        SUNK_HOOKS_TOKEN_FILE) SUNK_HOOKS_TOKEN_FILE=$value ;;
+        SUNK_LOCK_TIMEOUT) SUNK_LOCK_TIMEOUT=$value ;;
+    esac
+done < "$HOOKS_ENV"
+
+NODE=${SLURMD_NODENAME:-$(hostname -s)}
+JOB=${SLURM_JOB_ID:-0}
+log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
+
+drain() {  # drain REASON: drain the node with that reason, then fail the prolog
+    local reason="${1:0:250}"
+    log "drain: $reason"
+    scontrol update nodename="$NODE" state=drain reason="$reason" \
+        || log "could not drain $NODE (Slurm drains it for the failed prolog anyway)"
+    exit 1
+}
+fail() { drain "sunk-lock: job $JOB: $1"; }  # fail WHY: a cause the Syncer cannot see go; an operator resumes
+
+[[ "$SUNK_LOCK_TIMEOUT" =~ ^[0-9]+$ ]] && (( SUNK_LOCK_TIMEOUT > 0 )) \
+    || fail "SUNK_LOCK_TIMEOUT in $HOOKS_ENV is not a number of seconds"
+[ -n "$SUNK_SYNCER_URL" ] || fail "SUNK_SYNCER_URL is not set in $HOOKS_ENV"
+SUNK_HOOKS_TOKEN_FILE=${SUNK_HOOKS_TOKEN_FILE//%n/$NODE}
+token=$(cat "$SUNK_HOOKS_TOKEN_FILE" 2>/dev/null) && [ -n "$token" ] \
+    || fail "cannot read the hook API token from '$SUNK_HOOKS_TOKEN_FILE'"
+
+deadline=$(( $(date +%s) + SUNK_LOCK_TIMEOUT ))
+out=$(mktemp) || fail "mktemp failed"
+trap 'rm -f "$out"' EXIT
+attempt=0
+while :; do
+    left=$(( deadline - $(date +%s) ))
+    (( left < 1 )) && left=1
+    # Nothing the job's user controls goes in the body: the Syncer reads the job from Slurm.
+    body="{\"job_id\": $JOB, \"timeout\": $left}"
+    # The token goes through stdin, so it never shows in the process list.
+    status=$(printf 'header = "Authorization: Bearer %s"\n' "$token" | curl -sS -o "$out" -w '%{http_code}' \
+        -K - -m $(( left + 15 )) -X POST -H 'Content-Type: application/json' --data-binary "$body" \
+        "$SUNK_SYNCER_URL/api/v1/nodes/$NODE/pre-hook" 2>/dev/null)
+    case "$status" in
+        200) log "locked: $(cat "$out")"; exit 0 ;;
+        409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
+        000|502|503)  # the Syncer is restarting or unreachable: retry while time is left
+            attempt=$(( attempt + 1 ))
+            (( $(date +%s) + 2 < deadline )) \
+                || drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)"
+            sleep 2 ;;
+        *)
+            # A lock timeout the service could state in full, with what the Syncer watches go.
+            drain_reason=$(sed -n 's/.*"drain_reason": *"\([^"]*\)".*/\1/p' "$out")
+            [[ "$status" == 504 && "$drain_reason" == "k8s: sunk-lock: job $JOB: "* ]] && drain "$drain_reason"
+            reason=$(sed -n 's/.*"reason": *"\([^"]*\)".*/\1/p' "$out")
+            [ -n "$reason" ] || reason="pre-hook failed with HTTP $status: $(head -c 200 "$out" | tr -d '\n')"
+            fail "$reason" ;;
+    esac
+done

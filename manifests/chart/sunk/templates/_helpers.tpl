@@ -1,0 +1,302 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "sunk.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object's name: the release name when it contains the chart's name. */}}
+{{- define "sunk.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster-wide objects (ClusterRoles, ClusterRoleBindings, the RoleBinding in kube-system):
+     the namespace too, so that releases of the same name in two namespaces never collide. */}}
+{{- define "sunk.clusterPrefix" -}}
+{{- printf "%s-%s" .Release.Namespace (include "sunk.fullname" .) -}}
+{{- end -}}
+
+{{- define "sunk.slurmdNamespace" -}}
+{{- default .Release.Namespace .Values.slurmd.namespace -}}
+{{- end -}}
+
+{{/* SUNK's default scheduler name: <namespace>-<releaseName>. */}}
+{{- define "sunk.schedulerName" -}}
+{{- default (printf "%s-%s" .Release.Namespace .Release.Name) .Values.scheduler.name -}}
+{{- end -}}
+
+{{- define "sunk.extenderSchedulerName" -}}
+{{- default (printf "%s-%s-extender" .Release.Namespace .Release.Name) .Values.extender.schedulerName -}}
+{{- end -}}
+
+{{/* The namespaces the scheduler (and the extender) watch in scope "namespace", as a JSON list:
+     scheduler.scope.namespaces (a list, or a comma-separated string), else the release namespace. */}}
+{{- define "sunk.scopeNamespaces" -}}
+{{- $given := .Values.scheduler.scope.namespaces -}}
+{{- $list := list -}}
+{{- if kindIs "string" $given -}}
+{{- range splitList "," $given -}}
+{{- if trim . -}}{{- $list = append $list (trim .) -}}{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- range $given -}}{{- $list = append $list . -}}{{- end -}}
+{{- end -}}
+{{- if not $list -}}{{- $list = list .Release.Namespace -}}{{- end -}}
+{{- $list | uniq | toJson -}}
+{{- end -}}
+
+{{/* "k=v,k2=v2" from a map of labels (sorted keys): a label selector flag. */}}
+{{- define "sunk.selectorString" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := . -}}{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* Labels --------------------------------------------------------------------------------- */}}
+
+{{/* Besides the selector labels (name, instance). */}}
+{{- define "sunk.commonLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sunk
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* Labels of one component's objects; call with (dict "root" $ "component" "sunk-syncer"). */}}
+{{- define "sunk.labels" -}}
+{{ include "sunk.selectorLabels" . }}
+{{ include "sunk.commonLabels" .root }}
+{{- end -}}
+
+{{- define "sunk.selectorLabels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* Images and flags ------------------------------------------------------------------------ */}}
+
+{{/* (dict "root" $ "values" .Values.syncer) */}}
+{{- define "sunk.image" -}}
+{{- $repository := default .root.Values.image.repository .values.image.repository -}}
+{{- $tag := default (default .root.Chart.AppVersion .root.Values.image.tag) .values.image.tag -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+
+{{- define "sunk.logLevel" -}}
+{{- default .root.Values.logLevel .values.logLevel -}}
+{{- end -}}
+
+{{/* The Slurm flags every daemon takes, and where its credential is mounted. */}}
+{{- define "sunk.slurmArgs" -}}
+- --slurm-api-base={{ .Values.slurm.api.url }}
+{{- if .Values.slurm.auth.jwtKey.enabled }}
+# Signs short-lived tokens for --slurm-user with slurmctld's jwt_key (it can sign for any user).
+- --slurm-jwt-key-file=/var/run/sunk/slurm/jwt.key
+{{- else }}
+- --slurm-auth-token-file=/var/run/sunk/slurm/token
+{{- end }}
+{{- with .Values.slurm.api.user }}
+- --slurm-user={{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "sunk.slurmAuthSecret" -}}
+{{- if .Values.slurm.auth.jwtKey.enabled -}}
+{{- .Values.slurm.auth.jwtKey.existingSecret -}}
+{{- else -}}
+{{- default (printf "%s-slurm-token" (include "sunk.fullname" .)) .Values.slurm.auth.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sunk.slurmAuthVolume" -}}
+- name: slurm-auth
+  secret:
+    secretName: {{ include "sunk.slurmAuthSecret" . }}
+    items:
+{{- if .Values.slurm.auth.jwtKey.enabled }}
+      - {key: {{ .Values.slurm.auth.jwtKey.existingSecretKey | quote }}, path: jwt.key}
+{{- else if .Values.slurm.auth.existingSecret }}
+      - {key: {{ .Values.slurm.auth.existingSecretKey | quote }}, path: token}
+{{- else }}
+      - {key: token, path: token}
+{{- end }}
+{{- end -}}
+
+{{- define "sunk.hooksSecret" -}}
+{{- default (printf "%s-hooks" (include "sunk.fullname" .)) .Values.hooks.existingSecret -}}
+{{- end -}}
+
+{{/* Pods ----------------------------------------------------------------------------------- */}}
+
+{{/* Pod Security "restricted": the image's user 65532, no privilege, RuntimeDefault seccomp. */}}
+{{- define "sunk.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{- define "sunk.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: {drop: [ALL]}
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{/* Everything in a Pod spec that is the same for every component:
+     (dict "root" $ "component" "sunk-syncer"). */}}
+{{- define "sunk.podCommon" -}}
+{{- $root := .root -}}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- include "sunk.podSecurityContext" . | nindent 2 }}
+{{- with $root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+affinity:
+{{- if $root.Values.affinity }}
+  {{- toYaml $root.Values.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:  # the replicas on different machines, when there are enough
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "sunk.selectorLabels" . | nindent 14 }}
+{{- end }}
+{{- end -}}
+
+{{/* The Pod template's metadata: (dict "root" $ "component" "sunk-syncer" "values" .Values.syncer
+     "checksums" (dict ...)). */}}
+{{- define "sunk.podMetadata" -}}
+labels:
+  {{- include "sunk.selectorLabels" . | nindent 2 }}
+  app.kubernetes.io/part-of: sunk
+  {{- with .root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $annotations := merge (dict) (.values.podAnnotations | default dict) .root.Values.podAnnotations -}}
+{{- range $k, $v := (.checksums | default dict) }}{{- $_ := set $annotations (printf "checksum/%s" $k) ($v | sha256sum) -}}{{- end }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Probes and ports of the sunk daemons. */}}
+{{- define "sunk.probes" -}}
+readinessProbe:
+  httpGet: {path: /readyz, port: probes}
+livenessProbe:
+  httpGet: {path: /healthz, port: probes}
+  periodSeconds: 20
+{{- end -}}
+
+{{/* Leader election: the flags, naming the Lease its Role allows. (dict "root" $ "values" .Values.syncer
+     "lease" "<fullname>-syncer") */}}
+{{- define "sunk.leaderArgs" -}}
+{{- if .values.leaderElection.enabled }}
+- --leader-elect=true
+- --leader-election-id={{ .lease }}
+- --leader-election-namespace={{ .root.Release.Namespace }}
+{{- else }}
+- --leader-elect=false
+{{- end }}
+{{- end -}}
+
+{{/* A Role and RoleBinding for one Lease. (dict "root" $ "component" ... "lease" ... "account" ...) */}}
+{{- define "sunk.leaseRole" -}}
+# Leader election on the Lease "{{ .lease }}" (sunk/kube/leader.py: GET, POST if missing, PUT to
+# renew). A create cannot be limited to a name (the object has none yet), so it has a rule of its
+# own; everything else touches only this Lease.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .lease }}-lease
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "sunk.labels" . | nindent 4 }}
+rules:
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    verbs: [create]
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    resourceNames: [{{ .lease }}]
+    verbs: [get, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .lease }}-lease
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "sunk.labels" . | nindent 4 }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: {{ .lease }}-lease}
+subjects:
+  - {kind: ServiceAccount, name: {{ .account }}, namespace: {{ .root.Release.Namespace }}}
+{{- end -}}
+
+{{/* The Pod rules of sunk-scheduler and sunk-extender, in a ClusterRole or in a Role per namespace. */}}
+{{- define "sunk.schedulerPodRules" -}}
+# Pods that name the scheduler (informer: list, watch), and the slurmd Pods (where Pods bind).
+# get: a re-read after a 409 on a status write (sunk/kube/patch.py update_with_retry).
+# patch: the job-id annotation and the lock toleration (scheduler/kubeops.py record_job).
+# delete: a Pod whose Slurm job ended (kubeops.delete_pod, and the "terminating" hook).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, patch, delete]
+# PodScheduled=False/Unschedulable with Slurm's reason (kubeops.mark_unschedulable).
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+# Binding a Pod to the Node of its job's Slurm node (kubeops.bind; the extender's bind verb).
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+# Events on the Pods (core/v1 Events, in the Pod's namespace; repeats patch count): sunk/kube/events.py.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+
+{{/* Secrets -------------------------------------------------------------------------------- */}}
+
+{{/* Why a hook secret must not be used, or nothing: sunk/hooks/auth.py weakness(), which the
+     daemons apply at start (a weak secret given here would only fail there, later). */}}
+{{- define "sunk.weakness" -}}
+{{- $s := trim . -}}
+{{- $placeholders := list "replace-me" "replaceme" "changeme" "change-me" "secret" "password" "token" "todo" "xxx" "example" "default" "test" -}}
+{{- if or (has (lower $s) $placeholders) (contains "replace" (lower $s)) -}}
+is a placeholder, not a secret (make one with: openssl rand -hex 32)
+{{- else if lt (len $s) 32 -}}
+is {{ len $s }} bytes; a hook secret needs at least 32 (openssl rand -hex 32)
+{{- else if lt (len (uniq (splitList "" $s))) 8 -}}
+repeats too few distinct characters to be a secret (openssl rand -hex 32)
+{{- end -}}
+{{- end -}}
