@@ -6,6 +6,9 @@ import json
 import time
 from typing import Any
 
+import requests as http
+
+from . import realnode
 from .cluster import DEMO_NAMESPACE, DEMO_SCHEDULER, SLURM_NAMESPACE, DevCluster
 
 JOB_ID = "sunk.coreweave.com/job-id"
@@ -30,22 +33,29 @@ def _demo(cluster: DevCluster) -> int:
     print(f"\n== Deployments scheduled through Slurm (schedulerName: {DEMO_SCHEDULER}) ==")
     cluster.kube_request("POST", "/api/v1/namespaces", {"metadata": {"name": DEMO_NAMESPACE}})
     cluster.end_demo_workloads()  # (an earlier demo's)
-    for name, (replicas, requests) in WORKLOADS.items():
-        resp = cluster.kube_request("POST", DEPLOYMENTS, deployment(name, replicas, requests))
+    manifests = [deployment(name, replicas, requests) for name, (replicas, requests) in WORKLOADS.items()]
+    if cluster.real_node:
+        manifests.append(web_deployment())
+    for manifest in manifests:
+        resp = cluster.kube_request("POST", DEPLOYMENTS, manifest)
         if resp.status_code != 201:
-            print(f"could not create Deployment {name}: {resp.status_code} {resp.text[:300]}")
+            print(f"could not create Deployment {manifest['metadata']['name']}: {resp.status_code} {resp.text[:300]}")
             return 1
-    if not _wait(lambda: _bound(cluster) == sum(r for r, _ in WORKLOADS.values()), 90):
+    replicas = sum(m["spec"]["replicas"] for m in manifests)
+    if not _wait(lambda: _bound(cluster) == replicas, 90):
         _show(cluster)
         print("not every replica was bound within 90 s; see `sunk-dev status`, `sunk-dev slurm sinfo -R` and "
               "run/logs/sunk-scheduler.log")
         return 1
     _show(cluster)
+    if cluster.real_node and not _reach_web(cluster):
+        return 1
 
     print("\n== kubectl scale deployment inference --replicas=3: Slurm places the new replica ==")
     cluster.kube_request("PATCH", f"{DEPLOYMENTS}/inference/scale", {"spec": {"replicas": 3}},
                          content_type="application/merge-patch+json")
-    if not _wait(lambda: _bound(cluster) == 4, 60):
+    replicas += 1
+    if not _wait(lambda: _bound(cluster) == replicas, 60):
         print("the new replica was not bound within 60 s")
         return 1
     _show(cluster)
@@ -57,7 +67,7 @@ def _demo(cluster: DevCluster) -> int:
     cluster.kube_request("DELETE", f"{PODS}/{name}")
     _wait(lambda: _job_state(cluster, job_id) in ("CANCELLED", "COMPLETED"), 60)
     print(f"job {job_id}: {_job_state(cluster, job_id)}")
-    _wait(lambda: _bound(cluster) == 4 and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
+    _wait(lambda: _bound(cluster) == replicas and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
     _show(cluster)
     print('\nTry it: eval "$(sunk-dev env)"; kubectl -n demo get pods -o wide; sunk-dev slurm squeue;\n'
           "kubectl -n demo scale deployment inference --replicas=1; `sunk-dev down` stops everything.")
@@ -72,6 +82,49 @@ def deployment(name: str, replicas: int, requests: dict[str, str]) -> dict[str, 
             "schedulerName": DEMO_SCHEDULER, "terminationGracePeriodSeconds": 5,
             "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
                             "resources": {"requests": requests, "limits": limits}}]}}}}
+
+
+def web_deployment() -> dict[str, Any]:
+    """A web server Slurm places on the real kubelet Node (its partition), where it really runs."""
+    manifest = deployment("web", 1, {"cpu": "1", "memory": "64Mi"})
+    template = manifest["spec"]["template"]
+    template["metadata"]["annotations"] = {"sunk.coreweave.com/partition": realnode.SLURM_PARTITION}
+    template["spec"]["containers"][0].update(image=realnode.BUSYBOX_IMAGE, imagePullPolicy="Never",
+                                             command=["/bin/httpd", "-f", "-p", "8080", "-h", "/www"])
+    return manifest
+
+
+def _reach_web(cluster: DevCluster) -> bool:
+    """curl the web replica at its Pod IP: a container the real kubelet runs answers."""
+    print(f"\n== the web replica runs in a container on {realnode.NODE_NAME}: curl its Pod IP ==")
+
+    def ip() -> str | None:
+        for pod in _pods(cluster):
+            status = pod.get("status") or {}
+            if pod["metadata"]["name"].startswith("web-") and any(
+                    (c.get("state") or {}).get("running") for c in status.get("containerStatuses") or []):
+                return status.get("podIP")
+        return None
+
+    if not _wait(lambda: ip() is not None, 60):
+        print("the web replica's container did not start within 60 s; see run/logs/kubelet-real.log")
+        return False
+    url = f"http://{ip()}:8080/"
+    answer = None
+
+    def get() -> bool:
+        nonlocal answer
+        try:
+            answer = http.get(url, timeout=2).text.strip()
+        except http.RequestException:
+            return False
+        return True
+
+    if not _wait(get, 20):
+        print(f"$ curl {url}\n(no answer within 20 s)")
+        return False
+    print(f"$ curl {url}\n{answer}")
+    return True
 
 
 def _pods(cluster: DevCluster) -> list[dict[str, Any]]:
@@ -100,17 +153,17 @@ def show_both_sides(cluster: DevCluster) -> None:
     print("\n== Slurm nodes (sinfo) ==")
     print(cluster.slurm("sinfo", "-N", "-o", "%10N %10T %10G %6c %8m %P").stdout, end="")
     print("\n== Kubernetes Nodes ==")
-    print(f"{'NAME':<10} {'READY':<6} {'CPU':<4} {'MEMORY':<8} GPU")
-    nodes = cluster.kube_request("GET", "/api/v1/nodes?labelSelector=sunk.dev%2Ffake-kubelet%3Dtrue").json()["items"]
+    print(f"{'NAME':<10} {'READY':<6} {'CPU':<4} {'MEMORY':<12} GPU")
+    nodes = cluster.kube_request("GET", "/api/v1/nodes").json()["items"]
     for node in nodes:
         status = node["status"]
         ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), "?")
         cap = status["capacity"]
         gpus = cap.get("nvidia.com/gpu", 0)
-        print(f"{node['metadata']['name']:<10} {ready:<6} {cap['cpu']:<4} {cap['memory']:<8} {gpus}")
+        print(f"{node['metadata']['name']:<10} {ready:<6} {cap['cpu']:<4} {cap['memory']:<12} {gpus}")
     print("\n== slurmd Pods (Slurm node -> Pod -> Node) ==")
     print(f"{'SLURM NODE':<11} {'POD':<16} {'NODE':<10} PHASE")
-    for name in cluster.slurm_nodes:
+    for name in cluster.hook_nodes:
         pod = cluster.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{name}").json()
         print(f"{name:<11} {SLURM_NAMESPACE + '/' + name:<16} {pod['spec']['nodeName']:<10} {pod['status']['phase']}")
 
