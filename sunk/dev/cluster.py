@@ -114,8 +114,8 @@ class DevCluster:
         return realnode.Paths(self.home)
 
     @property
-    def hook_nodes(self) -> tuple[str, ...]:
-        """Every Slurm node whose slurmd runs sunk's prolog: the layout's and the real Node's."""
+    def slurmd_nodes(self) -> tuple[str, ...]:
+        """Every Slurm node with a slurmd Pod (and sunk's prolog): the layout's and the real Node's."""
         return self.layout.node_names + ((realnode.SLURM_NODE,) if self.real_node else ())
 
     @property
@@ -338,7 +338,7 @@ class DevCluster:
         each Slurm node gets its own token (one file per node, since all share this chroot)."""
         _ensure_secret(token)
         sunk_etc = self.root / "etc/sunk"
-        write_node_tokens(sunk_etc / "hooks-tokens", token.read_bytes().strip(), self.hook_nodes)
+        write_node_tokens(sunk_etc / "hooks-tokens", token.read_bytes().strip(), self.slurmd_nodes)
         (sunk_etc / "hooks.token").unlink(missing_ok=True)  # (the shared token of older versions)
         (sunk_etc / "hooks.env").write_text(
             f"SUNK_SYNCER_URL=http://127.0.0.1:{PRODUCT_PORTS['syncer']}\n"
@@ -418,7 +418,7 @@ class DevCluster:
             "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
             "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
         }
-        for node in self.hook_nodes:
+        for node in self.slurmd_nodes:
             dirs[f"var/spool/slurmd/{node}"] = "root"
         for rel, owner in dirs.items():
             (root / rel).mkdir(parents=True, exist_ok=True)
@@ -649,7 +649,7 @@ class DevCluster:
         No slurmd and no kubelet serve them any more, yet a Syncer or scheduler would still
         map Slurm nodes onto them. No kubelet finishes the Pods' deletion, so grace is 0.
         """
-        wanted = set(self.hook_nodes)
+        wanted = set(self.slurmd_nodes)
         pods = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         self._expect(pods, 200)
         for pod in pods.json()["items"]:

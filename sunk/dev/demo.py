@@ -163,7 +163,7 @@ def show_both_sides(cluster: DevCluster) -> None:
         print(f"{node['metadata']['name']:<10} {ready:<6} {cap['cpu']:<4} {cap['memory']:<12} {gpus}")
     print("\n== slurmd Pods (Slurm node -> Pod -> Node) ==")
     print(f"{'SLURM NODE':<11} {'POD':<16} {'NODE':<10} PHASE")
-    for name in cluster.hook_nodes:
+    for name in cluster.slurmd_nodes:
         pod = cluster.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{name}").json()
         print(f"{name:<11} {SLURM_NAMESPACE + '/' + name:<16} {pod['spec']['nodeName']:<10} {pod['status']['phase']}")
 

@@ -190,7 +190,7 @@ def test_up_prunes_the_slurmd_pods_and_nodes_of_a_larger_layout(dev_cluster, kub
     dev_cluster.up()
     left = {p.metadata.name for p in core.list_namespaced_pod(SLURM_NAMESPACE,
                                                               label_selector="app.kubernetes.io/name=slurmd").items}
-    assert left == set(dev_cluster.slurm_nodes)
+    assert left == set(dev_cluster.slurmd_nodes)
     nodes = {n.metadata.name for n in core.list_node(label_selector=f"{kubelet.NODE_LABEL}=true").items}
     assert nodes == {dev_cluster.k8s_node_for(n) for n in dev_cluster.slurm_nodes}
 
