@@ -8,6 +8,7 @@ Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import os
@@ -16,9 +17,9 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import IO, Optional
 
 import requests
 from attrs import frozen
@@ -163,13 +164,17 @@ class DevCluster:
     def up(self) -> None:
         started = time.monotonic()
         self._say(f"sunk-dev: cache {self.home}")
-        chroot.ensure_chroot(self.home, log=self.log)
-        bin_dir = kubebuild.build(self.home, log=self.log)
-        kubebuild.build_helm(self.home, log=self.log)
+        with self._phase("chroot") as log:
+            chroot.ensure_chroot(self.home, log=log)
+        with self._phase("kubernetes") as log:
+            bin_dir = kubebuild.build(self.home, log=log)
+        with self._phase("helm") as log:
+            kubebuild.build_helm(self.home, log=log)
         self._reconfigure = False
         self._configure_chroot()
         if self.real_node:
-            realnode.ensure_packages(log=self.log)
+            with self._phase("containerd") as log:
+                realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
         tokens = self.kube_dir / "tokens.csv"
         before = tokens.read_text() if tokens.exists() else None
@@ -377,6 +382,24 @@ class DevCluster:
 
     def _say(self, line: str) -> None:
         print(line, file=self.log, flush=True)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[IO[str]]:
+        """A set-up step whose tools talk a lot (debootstrap, apt, go): their output goes to
+        run/logs/setup.log, and the terminal gets one line with the time when it did any work,
+        or the log's path when it failed."""
+        path = self.run_dir / "logs" / "setup.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        with path.open("a") as log:
+            print(f"== {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})", file=log, flush=True)
+            try:
+                yield log
+            except BaseException:
+                self._say(f"  {name:<16} failed after {time.monotonic() - began:.0f}s; its output: {path}")
+                raise
+        if (took := time.monotonic() - began) >= 1:
+            self._say(f"  {name:<16} ready ({took:.0f}s; output in {path})")
 
     def _saved_layout(self) -> Optional[slurmconf.SlurmLayout]:
         try:
