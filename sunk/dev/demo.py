@@ -156,9 +156,10 @@ def show_both_sides(cluster: DevCluster) -> None:
     print(f"{'NAME':<10} {'READY':<6} {'CPU':<4} {'MEMORY':<12} GPU")
     nodes = cluster.kube_request("GET", "/api/v1/nodes").json()["items"]
     for node in nodes:
-        status = node["status"]
+        status = node.get("status") or {}
+        if not (cap := status.get("capacity")):
+            continue  # (a Node object no kubelet serves, e.g. one a test made)
         ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), "?")
-        cap = status["capacity"]
         gpus = cap.get("nvidia.com/gpu", 0)
         print(f"{node['metadata']['name']:<10} {ready:<6} {cap['cpu']:<4} {cap['memory']:<12} {gpus}")
     print("\n== slurmd Pods (Slurm node -> Pod -> Node) ==")
