@@ -405,9 +405,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextmanager
 def _real_slurm(cluster: DevCluster, env: dict[str, str]) -> Iterator[SlurmSide]:
-    """The dev cluster's Slurm, claimed so that no test session uses it meanwhile."""
+    """The dev cluster's Slurm, claimed so that no test session uses it meanwhile, and with no
+    other Syncer (the demo's would write every node's Extra back: two Syncers fighting)."""
     token = Path(env["SLURM_JWT_FILE"]).read_text().strip()
     with cluster.claimed("benchmarks/syncer.py"):
+        cluster.up()  # (for_tests: stops sunk's own daemons)
         yield SlurmSide(env["SLURM_REST_URL"], token)
 
 
