@@ -158,7 +158,7 @@ def test_pod_conditions_and_labels_written_once_then_nothing(api_calls):
     conds = status_patch[2]["status"]["conditions"]
     assert [c["type"] for c in conds] == ["Ready", "SlurmDrain"]  # the kubelet's Ready kept, ours once
     assert status_patch[2]["metadata"]["resourceVersion"] == "1"
-    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}}}
+    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}, "uid": "uid-node1"}}
 
     # The informer now shows what we wrote: a second pass makes no call at all.
     pods.put(pod("node1", rv="2", conditions=conds, labels={"app.kubernetes.io/name": "slurmd",
