@@ -143,10 +143,19 @@ def assemble(
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
-    manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
-    return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
+    assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
+    # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
+    # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
+    # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
+    kube_informers = [pods, slurmd, *([nodes] if nodes is not None else [])]
+    manager.set_readiness({
+        "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
+        "hook-api": assembly.hooks_ready,
+    })
+    metrics.watch_slurm_cache(slurm_cache)
+    return assembly
 
 
 def changed_for_scheduling(old: Obj | None, new: Obj) -> bool:

@@ -7,11 +7,12 @@ so "Slurm calls per Pod" can be read off a running scheduler.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from sunk.controller.textsources import register_text
 from sunk.metrics.exposition import render
 from sunk.metrics.families import rpc_families
+from sunk.slurm.cache import SlurmCache
 from sunk.slurm.client import SlurmClient
 
 BIND_LATENCY = Histogram(
@@ -27,6 +28,23 @@ PLACEHOLDER_SUBMISSIONS = Counter(
 )
 for _result in ("submitted", "refused", "unavailable"):
     PLACEHOLDER_SUBMISSIONS.labels(_result)
+
+
+SLURM_CACHE_FRESH = Gauge(
+    "sunk_scheduler_slurm_cache_fresh",
+    "1 while the Slurm job cache is current, 0 while Slurm cannot be listed (readiness does not depend on it: "
+    "the hook API needs Kubernetes only).",
+)
+SLURM_CACHE_AGE = Gauge(
+    "sunk_scheduler_slurm_cache_age_seconds",
+    "Seconds since the Slurm job cache last listed jobs successfully (+Inf before its first list).",
+)
+
+
+def watch_slurm_cache(cache: SlurmCache) -> None:
+    """Serve the cache's freshness and age on /metrics (read at scrape time)."""
+    SLURM_CACHE_FRESH.set_function(lambda: 1.0 if cache.fresh else 0.0)
+    SLURM_CACHE_AGE.set_function(lambda: cache.age)
 
 
 def register(client: SlurmClient) -> None:
