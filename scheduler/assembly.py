@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.handlers import EnqueueHandler
-from sunk.controller.manager import Manager
+from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
@@ -149,7 +149,7 @@ def assemble(
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
-    kube_informers = [pods, slurmd, *([nodes] if nodes is not None else [])]
+    kube_informers: list[Syncable] = [pods, slurmd, *([nodes] if nodes is not None else [])]
     manager.set_readiness({
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
