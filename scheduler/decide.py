@@ -12,7 +12,9 @@ Rules worth stating:
   job Slurm failed before the Pod was ever bound (it cannot run as asked): that Pod stays,
   marked Unschedulable, so its owner does not recreate it in a loop.
 - Never two jobs for one Pod: a submission is remembered (``expected_job_id``) until the
-  Slurm cache shows it, and on restart the cache is complete before anything is decided.
+  Slurm cache shows it, and on restart the cache is complete before anything is decided. A
+  submission whose answer was lost (``in_doubt``) may have made a job the cache does not show
+  yet: the Pod's job is looked up in Slurm (``FindJob``) before it is submitted again.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class Nothing:
 @frozen
 class Submit:
     """Create the placeholder job."""
+
+
+@frozen
+class FindJob:
+    """A submission's answer was lost: look for the Pod's job in a fresh read of Slurm before submitting again."""
 
 
 @frozen
@@ -92,7 +99,7 @@ class CancelJobs:
 
 # Every action decide() returns, as closed unions: a dispatcher that matches on them ends with
 # typing.assert_never, so mypy names any action it forgets.
-PodAction: TypeAlias = Union[Submit, Invalid, Bind, Waiting, Unschedulable, DeletePod]
+PodAction: TypeAlias = Union[Submit, FindJob, Invalid, Bind, Waiting, Unschedulable, DeletePod]
 """The actions on the Pod itself: decide() returns one only for a Pod that exists."""
 Action: TypeAlias = Union[Nothing, CancelJobs, PodAction]
 
@@ -122,6 +129,7 @@ def decide(
     refused: Optional[str] = None,
     node_of: Mapping[str, str] = {},
     started: Mapping[int, bool] = {},
+    in_doubt: bool = False,
 ) -> Action:
     """Next step for one Pod. ``jobs`` are Slurm's jobs carrying this Pod's UID, any state.
 
@@ -130,6 +138,7 @@ def decide(
     ``refused`` is Slurm's answer to a submission it refused, while that is remembered.
     ``node_of`` maps Slurm node name -> Kubernetes Node (through the slurmd Pods).
     ``started[job_id]`` says whether the placeholder script has marked the job started.
+    ``in_doubt``: a submission for this Pod was sent and its answer lost.
     """
     active = tuple(j for j in jobs if j.active)
     if pod is None:
@@ -170,6 +179,8 @@ def decide(
             return DeletePod(*_ended(jobs, recorded_job_id))
         if refused is not None:
             return Unschedulable(refused)
+        if in_doubt:
+            return FindJob()
         return Submit()
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""

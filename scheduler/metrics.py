@@ -23,10 +23,12 @@ BIND_LATENCY = Histogram(
 
 PLACEHOLDER_SUBMISSIONS = Counter(
     "sunk_scheduler_placeholder_submissions",
-    "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried).",
+    "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried), "
+    "unknown (the answer was lost: the job is looked up before another submission), adopted (a job "
+    "found by that lookup).",
     ["result"],
 )
-for _result in ("submitted", "refused", "unavailable"):
+for _result in ("submitted", "refused", "unavailable", "unknown", "adopted"):
     PLACEHOLDER_SUBMISSIONS.labels(_result)
 
 

@@ -22,8 +22,9 @@ from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
-from sunk.slurm.models import JobRequest
+from sunk.slurm.errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
+from sunk.slurm.freshread import FreshRead
+from sunk.slurm.models import Job, JobRequest
 from sunk.translate import placeholder, podjob
 from sunk.types import Obj
 
@@ -35,6 +36,7 @@ from .decide import (
     Bind,
     CancelJobs,
     DeletePod,
+    FindJob,
     Invalid,
     Nothing,
     PodAction,
@@ -57,6 +59,9 @@ PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").
 WAITING_RESYNC = 30.0
 # A passing wait (see decide.Waiting) becomes an Event once it has lasted this long.
 PASSING_WAIT_GRACE = 10.0
+# After a submission's answer was lost, the wait before the Pod's job is looked up in Slurm: a
+# connection that broke mid-request may leave the submission a moment more in slurmrestd.
+LOST_ANSWER_SETTLE = 2.0
 
 
 class PodIndex:
@@ -110,6 +115,9 @@ class PodScheduler:
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
+    # Slurm's jobs as of a list that began after the caller asked; lookups after lost answers share it.
+    fresh_jobs: FreshRead[tuple[Job, ...]] = attrs.field(default=attrs.Factory(
+        lambda self: FreshRead(lambda: self.slurm.list_jobs().items or ()), takes_self=True))
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
@@ -138,6 +146,7 @@ class PodScheduler:
             refused=known.refused,
             node_of=self.slurmd.mapping(),
             started=known.started,
+            in_doubt=known.in_doubt,
         )
 
     def facts(self, pod: Obj) -> PodFacts:
@@ -168,7 +177,7 @@ class PodScheduler:
                 for job_id in job_ids:
                     self._cancel(job_id, message)
                 return Result()
-            case Submit() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
+            case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
                 if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
                     raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
                 return self._act_on_pod(uid, pod, action)
@@ -190,6 +199,8 @@ class PodScheduler:
                 return Result()
             case Submit():
                 return self._submit(pod)
+            case FindJob():
+                return self._find_job(uid, pod)
             case Bind():
                 if self.on_bind is not None:
                     self.on_bind(pod, action)  # the front end's own binding step
@@ -237,6 +248,14 @@ class PodScheduler:
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
+            except OutcomeUnknown as exc:
+                # Slurm may have made the job: never submit again before looking for it (FindJob).
+                PLACEHOLDER_SUBMISSIONS.labels("unknown").inc()
+                self.jobs.doubt(uid)
+                self.nudge()
+                log.warning("pod %s/%s: the answer to its submission was lost; looking for its job in Slurm "
+                            "before submitting again: %s", meta["namespace"], meta["name"], exc)
+                return Result(requeue_after=LOST_ANSWER_SETTLE)
             except SlurmUnavailable as exc:
                 PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
                 self._report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
@@ -261,6 +280,21 @@ class PodScheduler:
         if self.on_submit is not None:
             self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
+
+    def _find_job(self, uid: str, pod: Obj) -> Result:
+        """Settle a lost submission from a fresh job list: adopt the Pod's job if Slurm made it, else
+        submit again. A list that fails leaves the doubt in place (retried with backoff)."""
+        meta = pod["metadata"]
+        jobs, requested_at = self.fresh_jobs.read_with_time()
+        found = self.jobs.settle(uid, jobs, requested_at)
+        if found:
+            PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
+            log.info("pod %s/%s: found job %s in Slurm, made by a submission whose answer was lost; adopted it",
+                     meta["namespace"], meta["name"], ",".join(map(str, found)))
+        else:
+            log.info("pod %s/%s: no job in Slurm from the submission whose answer was lost; submitting again",
+                     meta["namespace"], meta["name"])
+        return self._act(uid, pod, self.placement(pod, uid))  # decided again: the doubt is settled
 
     def _job_request(self, pod: Obj) -> JobRequest:
         """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""

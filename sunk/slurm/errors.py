@@ -11,6 +11,11 @@ NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
 # Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
 # SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
 UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
+# Of those, the ones that can come after the request reached slurmctld, so that a request which
+# is not safe to repeat (a submission) may have taken effect: SLURM_COMMUNICATIONS_SEND_ERROR,
+# _RECEIVE_ERROR, _SHUTDOWN_ERROR (1002-1004), _WRITE_TIMEOUT, _READ_TIMEOUT (1022, 1023), their
+# SLURMCTLD_COMMUNICATIONS_ twins (1801-1803), and a socket timeout (5004).
+UNCERTAIN_CODES = frozenset({1002, 1003, 1004, 1022, 1023, 1801, 1802, 1803, 5004})
 
 
 class SlurmError(Exception):
@@ -33,3 +38,9 @@ class NotFound(SlurmError):
 
 class SlurmUnavailable(SlurmError):
     """slurmctld or slurmrestd could not be reached at all; safe to retry later."""
+
+
+class OutcomeUnknown(SlurmUnavailable):
+    """A request that is not safe to repeat was sent, and its answer was lost (a read timeout, the
+    connection closed after sending, slurmctld timing out behind slurmrestd): it may have taken
+    effect. A caller that submits looks for its job by its own identity before submitting again."""

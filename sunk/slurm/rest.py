@@ -18,9 +18,10 @@ finds the job already done), ``update_job`` (sets absolute values), and ``update
 with no state change or an absolute one (DRAIN, DOWN, FAIL). ``submit_job``,
 ``delete_node`` and state transitions such as RESUME are retried only when the
 connection was never established (refused, connect timeout); if the request was sent and
-the answer was lost, SlurmUnavailable says the outcome is unknown. Callers that submit
-must then reconcile by their own identity (sunk puts the Pod UID in the job's ``extra``)
-instead of resubmitting blindly.
+the answer was lost (a read timeout, the connection closed after sending, slurmrestd's own
+timeout talking to slurmctld, a proxy's 502/504), OutcomeUnknown (a SlurmUnavailable) says
+the outcome is unknown. Callers that submit must then reconcile by their own identity (sunk
+puts the Pod UID in the job's ``extra``) instead of resubmitting blindly.
 
 ``update_time``. ``list_nodes``/``list_jobs`` with ``updated_since`` pass Slurm's
 ``update_time``; slurmctld answers "no change" when nothing changed since one second
@@ -77,7 +78,9 @@ from .errors import (
     ESLURM_INVALID_JOB_ID,
     NOT_FOUND_CODES,
     UNAVAILABLE_CODES,
+    UNCERTAIN_CODES,
     NotFound,
+    OutcomeUnknown,
     SlurmError,
     SlurmUnavailable,
 )
@@ -109,6 +112,12 @@ def _error_from(what: str, errors: list[Mapping[str, Any]], status: int) -> Slur
     if any(c in UNAVAILABLE_CODES for c in codes):
         return SlurmUnavailable(message, code=code, http_status=status)
     return SlurmError(message, code=code, http_status=status)
+
+
+def _maybe_done(exc: SlurmUnavailable) -> bool:
+    """An unavailable answer that may come after slurmctld acted: slurmrestd's own timeout talking to
+    it, or a proxy's 502/504 after it forwarded the request."""
+    return exc.code in UNCERTAIN_CODES or exc.http_status in (502, 504)
 
 
 def _never_sent(exc: requests.ConnectionError) -> bool:
@@ -305,7 +314,13 @@ class RestClient:
               idempotent: bool = True) -> tuple[int, Body]:
         with self.accounting.measure(message_type):
             resp = self._send(method, path, what, params=params, body=body, idempotent=idempotent)
-            return resp.status_code, self._check(resp, what)
+            try:
+                return resp.status_code, self._check(resp, what)
+            except SlurmUnavailable as exc:
+                if idempotent or isinstance(exc, OutcomeUnknown) or not _maybe_done(exc):
+                    raise
+                raise OutcomeUnknown(f"{exc.message} (it may or may not have taken effect)", code=exc.code,
+                                     http_status=exc.http_status) from exc
 
     def _send(self, method: str, path: str, what: str, *, params: Mapping[str, str] | None,
               body: Body | None, idempotent: bool) -> requests.Response:
@@ -323,12 +338,15 @@ class RestClient:
                     self._sleep(delay)
                     attempt += 1
                     continue
-                outcome = "" if unsent or idempotent else " (it may or may not have taken effect)"
-                raise SlurmUnavailable(f"{what}: cannot reach slurmrestd at {self.base}{outcome}: {exc}") from exc
+                if unsent or idempotent:
+                    raise SlurmUnavailable(f"{what}: cannot reach slurmrestd at {self.base}: {exc}") from exc
+                raise OutcomeUnknown(f"{what}: the connection to slurmrestd at {self.base} broke after the "
+                                     f"request was sent (it may or may not have taken effect): {exc}") from exc
             except requests.Timeout as exc:
-                outcome = "" if idempotent else " (it may or may not have taken effect)"
-                raise SlurmUnavailable(f"{what}: slurmrestd did not answer within {self.timeout[1]}s{outcome}") \
-                    from exc
+                if idempotent:
+                    raise SlurmUnavailable(f"{what}: slurmrestd did not answer within {self.timeout[1]}s") from exc
+                raise OutcomeUnknown(f"{what}: slurmrestd did not answer within {self.timeout[1]}s (it may or may "
+                                     f"not have taken effect)") from exc
             except requests.RequestException as exc:
                 raise SlurmError(f"{what}: {exc}") from exc
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
 from informer_fakes import ListInformer
 
@@ -14,6 +17,8 @@ from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
 from sunk.kube.client import ApiError
+from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import OutcomeUnknown, SlurmUnavailable
 from sunk.slurm.models import Job
 from sunk.translate import placeholder
 
@@ -78,11 +83,11 @@ def build(monkeypatch, writes):
     def make(must_tolerate_lock=lambda node: False, **settings):
         pods = [pod()]
         slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-        jobs = JobIndex(parse)
+        jobs = settings.pop("jobs", None) or JobIndex(parse)
         recorder = Recorder()
         binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
-        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), **settings}
-        scheduler = PodScheduler(api=None, slurm=Slurm(), jobs=jobs, pods=PodIndex(ListInformer(pods)),
+        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), "slurm": Slurm(), **settings}
+        scheduler = PodScheduler(api=None, jobs=jobs, pods=PodIndex(ListInformer(pods)),
                                  slurmd=SlurmdNodes(ListInformer(slurmd)), recorder=recorder, binder=binder, **settings)
         return scheduler, pods, jobs, recorder, binds
 
@@ -294,3 +299,88 @@ def test_a_pod_that_is_gone_is_forgotten(world):
     jobs.remove(7, observed_at=2.0)
     scheduler.reconcile("uid-a")  # Pod and job both gone
     assert scheduler.binder.assumed_node("uid-a") is None
+
+
+class LosingSlurm:
+    """slurmctld makes the job, and the answer never reaches the scheduler (a read timeout)."""
+
+    def __init__(self, lose: int = 1, make_job: bool = True):
+        self.lose, self.make_job = lose, make_job
+        self.submitted: list = []
+        self.jobs: list[Job] = []
+        self.lists = 0
+
+    def submit_job(self, request):
+        self.submitted.append(request)
+        job_id = 6 + len(self.submitted)
+        if self.make_job or self.lose == 0:
+            self.jobs.append(Job(id=job_id, state="PENDING", state_reason="Priority", extra="uid-a"))
+        if self.lose > 0:
+            self.lose -= 1
+            raise OutcomeUnknown(f"submit job {request.name}: slurmrestd did not answer within 30s")
+        return job_id
+
+    def list_jobs(self, **_kw):
+        self.lists += 1
+        return Snapshot(items=tuple(self.jobs), last_update=1)
+
+
+def test_a_submission_whose_answer_was_lost_is_found_not_made_twice(build):
+    """The job exists but the cache has not listed it yet: the retry looks it up in Slurm first."""
+    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm())
+    assert scheduler.reconcile("uid-a").requeue_after == reconciler.LOST_ANSWER_SETTLE
+    assert jobs.view("uid-a").in_doubt
+    result = scheduler.reconcile("uid-a")  # the retry, before any cache event
+    assert len(scheduler.slurm.submitted) == 1, "a second job for the Pod"
+    assert scheduler.slurm.lists == 1
+    view = jobs.view("uid-a")
+    assert [j.id for j in view.jobs] == [7] and not view.in_doubt
+    assert result.requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)  # waiting for Slurm, as usual
+
+
+def test_a_lost_submission_that_made_no_job_is_submitted_again(build):
+    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm(make_job=False))
+    scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")
+    assert len(scheduler.slurm.submitted) == 2 and scheduler.slurm.lists == 1
+    assert jobs.view("uid-a").expected_job_id == 8 and not jobs.view("uid-a").in_doubt
+
+
+def test_a_lookup_that_fails_keeps_the_doubt(build):
+    slurm = LosingSlurm()
+    scheduler, _, jobs, _, _ = build(slurm=slurm)
+    scheduler.reconcile("uid-a")
+
+    def down(**_kw):
+        raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+
+    slurm.list_jobs = down
+    with pytest.raises(SlurmUnavailable):
+        scheduler.reconcile("uid-a")  # (retried with backoff by the controller)
+    assert jobs.view("uid-a").in_doubt and len(slurm.submitted) == 1
+
+
+@pytest.mark.parametrize("fault", [
+    {"lose_answer": True},  # the connection closes after slurmctld made the job
+    {"delay": 0.6},  # slurmrestd answers after the client's read timeout
+], ids=["connection-closed-after-sending", "read-timeout"])
+def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
+    from scheduler.assembly import identity_parser
+    from sunk.slurm import connect
+    from sunk.slurm.fake import FakeSlurmrestd, Fault
+
+    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    with FakeSlurmrestd(token="tok") as fake:
+        slurm = connect("rest", url=fake.url, token="tok", read_timeout=0.3)
+        scheduler, _, _, _, _ = build(slurm=slurm, config=config, jobs=JobIndex(identity_parser(config)))
+        fake.add_fault(Fault("POST", r"job/submit", **fault))
+        with contextlib.suppress(SlurmUnavailable):  # (the controller would retry with backoff)
+            scheduler.reconcile("uid-a")  # the answer is lost
+        deadline = time.monotonic() + 5
+        while not fake.state.jobs and time.monotonic() < deadline:  # (slurmctld, slower than the client)
+            time.sleep(0.05)
+        scheduler.reconcile("uid-a")  # the retry: looks the job up, adopts it
+        scheduler.reconcile("uid-a")
+        assert len(fake.state.submitted) == 1 and list(fake.state.jobs) == [1]
+        assert [j.id for j in scheduler.jobs.view("uid-a").jobs] == [1]
+        slurm.close()

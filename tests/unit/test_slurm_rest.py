@@ -8,7 +8,7 @@ import jwt
 import pytest
 import requests
 
-from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect
+from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
 from sunk.slurm.fake import FakeSlurmrestd, Fault, n
 
 
@@ -286,6 +286,48 @@ def test_submit_is_not_retried_once_sent(client, fake, sleeps):
     with pytest.raises(SlurmUnavailable, match="may or may not have taken effect"):
         client.submit_job(request())
     assert fake.calls("POST", "job/submit") == 1 and sleeps == []
+
+
+def test_refused_submit_is_not_an_unknown_outcome(client, fake):
+    fake.stop()
+    with pytest.raises(SlurmUnavailable) as err:
+        client.submit_job(request())
+    assert not isinstance(err.value, OutcomeUnknown)
+
+
+def test_a_submission_whose_answer_is_lost_made_its_job_and_says_the_outcome_is_unknown(client, fake, sleeps):
+    """slurmctld made the job; the connection closed before the answer came back."""
+    client.ping()
+    fake.add_fault(Fault("POST", r"job/submit", lose_answer=True))
+    with pytest.raises(OutcomeUnknown, match="may or may not have taken effect"):
+        client.submit_job(request(extra="uid=1"))
+    assert [j.extra for j in client.list_jobs().items] == ["uid=1"] and sleeps == []
+
+
+def test_a_submission_that_times_out_is_an_unknown_outcome(fake, sleeps):
+    client = connect("rest", url=fake.url, token="tok", read_timeout=0.2, sleep=sleeps.append)
+    fake.add_fault(Fault("POST", r"job/submit", delay=0.6))
+    with pytest.raises(OutcomeUnknown, match="did not answer"):
+        client.submit_job(request())
+    assert sleeps == []
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (500, {"errors": [{"description": "Batch job submission failed", "error_number": 5004,
+                       "error": "Socket timed out on send/recv operation", "source": "slurm_submit_batch_job()"}]}),
+    (504, None),
+], ids=["slurmctld-timed-out-behind-slurmrestd", "proxy-gateway-timeout"])
+def test_a_submission_answered_with_a_timeout_behind_slurmrestd_is_an_unknown_outcome(client, fake, status, body):
+    fake.add_fault(Fault("POST", r"job/submit", status=status, body=body))
+    with pytest.raises(OutcomeUnknown):
+        client.submit_job(request())
+
+
+def test_the_same_timeout_on_a_read_is_only_unavailable(client, fake):
+    fake.add_fault(Fault("GET", r"jobs/", status=504))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_jobs()
+    assert not isinstance(err.value, OutcomeUnknown)
 
 
 def test_reads_are_retried_when_the_answer_is_lost(client, fake, sleeps):
