@@ -35,6 +35,7 @@ from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
 from .locktaint import LockTaints, slim_node
+from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,10 @@ def assemble(
     manager.add_informer(slurm_cache)
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
+    notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
+                          may_report=lambda: manager.is_leader() or not manager.synced())
+    manager.add_runnable(notice.runnable())
     assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need

@@ -25,10 +25,10 @@ PLACEHOLDER_SUBMISSIONS = Counter(
     "sunk_scheduler_placeholder_submissions",
     "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried), "
     "unknown (the answer was lost: the job is looked up before another submission), adopted (a job "
-    "found by that lookup).",
+    "found by that lookup), auth_failed (Slurm refused the token: an outage, retried).",
     ["result"],
 )
-for _result in ("submitted", "refused", "unavailable", "unknown", "adopted"):
+for _result in ("submitted", "refused", "unavailable", "unknown", "adopted", "auth_failed"):
     PLACEHOLDER_SUBMISSIONS.labels(_result)
 
 

@@ -22,7 +22,7 @@ from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import Store
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
+from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from sunk.slurm.freshread import FreshRead
 from sunk.slurm.models import Job, JobRequest
 from sunk.translate import placeholder, podjob
@@ -48,6 +48,7 @@ from .decide import (
 )
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS
+from .outage import outage_event
 from .tokens import hook_token
 
 log = logging.getLogger(__name__)
@@ -190,11 +191,11 @@ class PodScheduler:
                 return self._wait(uid, pod, action)
             case Invalid(problems=problems):
                 message = "; ".join(problems)
-                self._report(pod, "Warning", "FailedValidation", message)
+                self.report(pod, "Warning", "FailedValidation", message)
                 kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
                 return Result()  # no retry until the Pod changes
             case Unschedulable(message=message):
-                self._report(pod, "Warning", "Unschedulable", message)
+                self.report(pod, "Warning", "Unschedulable", message)
                 kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
             case Submit():
@@ -208,7 +209,7 @@ class PodScheduler:
                     self._bind_directly(pod, action)
                 return Result()
             case DeletePod(reason=reason, message=message):
-                self._report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                self.report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
                 log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
                          reason, message)
                 kubeops.delete_pod(self.api, pod)
@@ -238,7 +239,7 @@ class PodScheduler:
         Pods that bind within the grace get the id from their binding instead, with no write
         of their own. A restart in between loses nothing: the job carries the Pod's UID.
         """
-        self._report(pod, "Normal", "WaitingForSlurm", message)
+        self.report(pod, "Normal", "WaitingForSlurm", message)
         kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
 
     def _submit(self, pod: Obj) -> Result:
@@ -256,9 +257,15 @@ class PodScheduler:
                 log.warning("pod %s/%s: the answer to its submission was lost; looking for its job in Slurm "
                             "before submitting again: %s", meta["namespace"], meta["name"], exc)
                 return Result(requeue_after=LOST_ANSWER_SETTLE)
+            except AuthenticationFailed as exc:
+                # Slurm refused our token: an outage of ours, never a verdict on the Pod. The client
+                # logged it with the token's source; the controller retries with backoff.
+                PLACEHOLDER_SUBMISSIONS.labels("auth_failed").inc()
+                self.report(pod, "Warning", *outage_event(exc))
+                raise
             except SlurmUnavailable as exc:
                 PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
-                self._report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
+                self.report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
                 raise  # retried with backoff by the controller
             except SlurmError as exc:
                 # Slurm answered and said no (unknown account, QOS or partition, a request no
@@ -267,7 +274,7 @@ class PodScheduler:
                 message = f"Slurm refused the placeholder job: {exc}"
                 self.jobs.refuse(uid, message)
                 self.nudge()  # Slurm may have recorded the job as FAILED: let the cache show it
-                self._report(pod, "Warning", "FailedSubmit", message)
+                self.report(pod, "Warning", "FailedSubmit", message)
                 kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
@@ -307,7 +314,7 @@ class PodScheduler:
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
         if self.binder.bind(pod, bind):
-            self._report(pod, "Normal", "Scheduled",
+            self.report(pod, "Normal", "Scheduled",
                          f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
     def _cancel(self, job_id: int, why: str) -> None:
@@ -318,8 +325,8 @@ class PodScheduler:
             pass
         self.nudge()
 
-    def _report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
-        """One Event per change of situation, not one per reconcile."""
+    def report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        """One Event per change of situation, not one per reconcile (also the outage notice's way)."""
         uid = pod["metadata"]["uid"]
         if self._last_reported.get(uid) == f"{reason}:{message}":
             return

@@ -44,9 +44,11 @@ from .accounting import (
 )
 from .client import Snapshot
 from .errors import (
+    AUTH_CODES,
     NOT_FOUND_CODES,
     UNAVAILABLE_CODES,
     UNCERTAIN_CODES,
+    AuthenticationFailed,
     NotFound,
     OutcomeUnknown,
     SlurmError,
@@ -376,6 +378,8 @@ class PyslurmClient:
         message = f"{what}: {text}"
         if code in NOT_FOUND_CODES or "does not exist" in text:
             return NotFound(message, code=code)
+        if code in AUTH_CODES:
+            return AuthenticationFailed(message, code=code, token_source="munge")
         if code in UNAVAILABLE_CODES:
             return SlurmUnavailable(message, code=code)
         return SlurmError(message, code=code if code and code > 0 else None)

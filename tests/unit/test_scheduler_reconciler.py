@@ -384,3 +384,25 @@ def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
         assert len(fake.state.submitted) == 1 and list(fake.state.jobs) == [1]
         assert [j.id for j in scheduler.jobs.view("uid-a").jobs] == [1]
         slurm.close()
+
+
+def test_a_token_slurm_refuses_is_an_outage_not_a_verdict_on_the_pod(build, monkeypatch):
+    """Before: the 401 was "Slurm refused the placeholder job", the Pod Unschedulable and not retried."""
+    from sunk.slurm import connect
+    from sunk.slurm.fake import FakeSlurmrestd
+
+    marked = []
+    monkeypatch.setattr(kubeops, "mark_unschedulable", lambda api, pod, message: marked.append(message))
+    with FakeSlurmrestd(token="rotated") as fake:
+        slurm = connect("rest", url=fake.url, token="expired")
+        scheduler, _, jobs, recorder, _ = build(slurm=slurm)
+        for _ in range(2):  # retried by the controller, with backoff
+            with pytest.raises(SlurmUnavailable):
+                scheduler.reconcile("uid-a")
+        assert marked == [] and jobs.view("uid-a").refused is None
+        assert [reason for reason, _ in recorder.events] == ["SlurmAuthenticationFailed"]  # once
+        assert "the fixed token given at start" in recorder.events[0][1]
+        fake.token = "expired"  # a token Slurm accepts again
+        scheduler.reconcile("uid-a")
+        assert len(fake.state.submitted) == 1 and jobs.view("uid-a").expected_job_id == 1
+        slurm.close()

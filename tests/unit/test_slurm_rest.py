@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
+from sunk.slurm.errors import AuthenticationFailed
 from sunk.slurm.fake import FakeSlurmrestd, Fault, n
 
 
@@ -370,11 +371,51 @@ def test_slurmctld_unreachable_behind_slurmrestd_is_unavailable(client, fake):
     assert err.value.code == 1001
 
 
-def test_bad_token_is_an_error_with_the_http_status(fake):
+def test_a_refused_token_is_an_outage_that_names_its_source(fake):
     client = connect("rest", url=fake.url, token="wrong")
-    with pytest.raises(SlurmError) as err:
+    with pytest.raises(SlurmUnavailable) as err:
         client.list_nodes()
-    assert err.value.http_status == 401 and not isinstance(err.value, SlurmUnavailable)
+    assert isinstance(err.value, AuthenticationFailed) and err.value.http_status == 401
+    assert err.value.token_source == "the fixed token given at start" and "token from" in str(err.value)
+    assert client.auth_status().failures == 1 and client.auth_status().failing
+
+
+@pytest.mark.parametrize("code", [1007, 6001], ids=["protocol-authentication-error", "auth-expired"])
+def test_slurmctld_refusing_the_token_is_an_outage_even_for_a_submission(client, fake, code):
+    """slurmrestd passes the JWT on; slurmctld refuses an expired or wrongly signed one."""
+    refusal = {"errors": [{"description": "Batch job submission failed", "error_number": code,
+                           "error": "Protocol authentication error", "source": "slurm_submit_batch_job()"}]}
+    fake.add_fault(Fault("POST", r"job/submit", status=500, body=refusal))
+    with pytest.raises(AuthenticationFailed) as err:
+        client.submit_job(request())
+    assert err.value.code == code and not isinstance(err.value, OutcomeUnknown)  # refused: no job was made
+
+
+def test_a_rotated_token_file_is_read_again_after_a_refusal(fake, tmp_path, caplog):
+    """Rotation that the file's stat does not show (same inode, size and mtime) is still picked up."""
+    path = tmp_path / "jwt"
+    path.write_text("old")
+    client = connect("rest", url=fake.url, token_file=path)
+    fake.token = "old"
+    assert client.ping()
+    stat = path.stat()
+    fake.token = "new"  # rotated in Slurm; the file follows
+    with pytest.raises(AuthenticationFailed, match=f"token file {path}"):
+        client.list_jobs()
+    path.write_text("new")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with caplog.at_level("INFO", logger="sunk.slurm.rest"):
+        assert client.list_jobs().items == ()
+    assert not client.auth_status().failing and client.auth_status().failures == 1
+    assert any("accepts the token" in r.getMessage() for r in caplog.records)
+
+
+def test_the_token_expiry_is_known_to_the_client(fake):
+    token = jwt.encode({"iat": 1000, "exp": 2_000_000_000, "sun": "root"}, b"k" * 32, algorithm="HS256")
+    fake.token = token
+    client = connect("rest", url=fake.url, token=token)
+    assert client.ping()
+    assert client.auth_status().expires_at == 2_000_000_000
 
 
 def test_token_file_is_reread_when_it_changes(fake, tmp_path):
