@@ -26,6 +26,7 @@ from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
 
 from . import kubeops, metrics
@@ -34,7 +35,7 @@ from .config import SchedulerConfig
 from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
-from .locktaint import LockTaints, slim_node
+from .locktaint import LockTaints, NodeHealth, slim_node
 from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
@@ -78,6 +79,7 @@ class Assembly:
             gone=self.gone,
             observe=self._observe,
             ready=self.hooks_ready,
+            stuck_reason=self.scheduler.stuck_drain_reason,
         )
 
     def hooks_ready(self) -> bool:
@@ -117,13 +119,14 @@ def assemble(
     index = JobIndex(parse)
     pod_index = PodIndex(pods)
     recorder = EventRecorder(api, component=name)
-    # sunk-scheduler binds past kube-scheduler's taint filter, so it reads the lock taint off the
-    # Node; a Pod that kube-scheduler binds through the extender has passed that filter.
-    nodes = Informer(api, NODES, transform=slim_node, name="nodes") if on_bind is None else None
-    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if nodes is not None else lambda _node: False)
+    # Nodes, slim: whether a Pod terminating there may be stuck for good (its Node NotReady or gone),
+    # and, for sunk-scheduler, which binds past kube-scheduler's taint filter, the lock taint. A Pod
+    # that kube-scheduler binds through the extender has passed that filter.
+    nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
-                             nudge=slurm_cache.nudge, binder=binder)
+                             nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
@@ -136,11 +139,11 @@ def assemble(
                        on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
                        on_delete=lambda _p: _enqueue_unbound(pods, controller))
     attach_job_feed(slurm_cache, index, controller.queue.add)
+    attach_node_feed(nodes, pod_index, controller.queue.add)
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
-    if nodes is not None:
-        manager.add_informer(nodes)
+    manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
@@ -154,7 +157,7 @@ def assemble(
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
-    kube_informers: list[Syncable] = [pods, slurmd, *([nodes] if nodes is not None else [])]
+    kube_informers: list[Syncable] = [pods, slurmd, nodes]
     manager.set_readiness({
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
@@ -202,6 +205,25 @@ def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None])
             enqueue(uid)
 
     cache.subscribe(on_event)
+
+
+def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
+    """A Node turning NotReady, Ready again, or gone: look again at the Pods terminating on it.
+
+    Their decision depends on it (a Pod stuck on a lost Node lets its job go); the deadline itself
+    comes back as the reconcile's own requeue, so no timer polls.
+    """
+
+    def terminating_on(node: Obj) -> None:
+        for pod in pods.on_node(node["metadata"]["name"]):
+            if pod["metadata"].get("deletionTimestamp"):
+                enqueue(pod["metadata"]["uid"])
+
+    def changed(old: Obj, new: Obj) -> None:
+        if node_ready(old) != node_ready(new):
+            terminating_on(new)
+
+    nodes.add_handler(on_update=changed, on_delete=terminating_on)
 
 
 def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:

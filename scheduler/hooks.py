@@ -77,9 +77,12 @@ def hooks_blueprint(
     gone: PodGone,
     observe: Callable[[Job, float], None],
     ready: Callable[[], bool],
+    stuck_reason: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None,
 ) -> Blueprint:
     """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod;
-    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping)."""
+    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping);
+    ``stuck_reason(pod, job_id)`` is the drain reason for a Pod stuck terminating on a Node that
+    is NotReady or gone (the scheduler drained its node so already), else None."""
     app = Blueprint("hooks", __name__)
 
     @app.before_request
@@ -182,7 +185,9 @@ def hooks_blueprint(
         nodes = list(job.node_list)
         pod = pod_by_uid(uid)
         who = _name(pod) if pod else f"uid {uid}"
-        reason = f"sunk-scheduler: pod {who} outlived KillWait after job {job_id} ended"
+        # A Pod stuck on a lost Node keeps the drain the scheduler gave it (k8s:, lifted by the Syncer).
+        reason = (stuck_reason(pod, job_id) if pod else None) or \
+            f"sunk-scheduler: pod {who} outlived KillWait after job {job_id} ended"
         for node in nodes:
             try:
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))

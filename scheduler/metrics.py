@@ -32,6 +32,12 @@ for _result in ("submitted", "refused", "unavailable", "unknown", "adopted", "au
     PLACEHOLDER_SUBMISSIONS.labels(_result)
 
 
+STUCK_PODS_RELEASED = Counter(
+    "sunk_scheduler_stuck_pods_released",
+    "Jobs let go of Pods stuck terminating on a Node that is NotReady or gone (their nodes drained, the jobs "
+    "cancelled).",
+)
+
 SLURM_CACHE_FRESH = Gauge(
     "sunk_scheduler_slurm_cache_fresh",
     "1 while the Slurm job cache is current, 0 while Slurm cannot be listed (readiness does not depend on it: "

@@ -20,12 +20,13 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
-from sunk.kube.store import Store
+from sunk.kube.store import Store, pod_node_name
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from sunk.slurm.freshread import FreshRead
-from sunk.slurm.models import Job, JobRequest
+from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob
+from sunk.translate.stuckpod import StuckPod, grace_ends_at, should_drain
 from sunk.types import Obj
 
 from . import kubeops
@@ -41,13 +42,14 @@ from .decide import (
     Nothing,
     PodAction,
     PodFacts,
+    ReleaseStuckPod,
     Submit,
     Unschedulable,
     Waiting,
     decide,
 )
 from .jobindex import JobIndex
-from .metrics import PLACEHOLDER_SUBMISSIONS
+from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
 from .tokens import hook_token
 
@@ -66,15 +68,19 @@ LOST_ANSWER_SETTLE = 2.0
 
 
 class PodIndex:
-    """Our Pods by UID and by job id, over the (possibly multi-namespace) Pod informer."""
+    """Our Pods by UID and by the Node they are bound to, over the (possibly multi-namespace) Pod informer."""
 
     def __init__(self, informer: Any):
         self.informer = informer
         informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
+        informer.add_indexer("node", pod_node_name)
 
     def by_uid(self, uid: str) -> Obj | None:
         found = self.informer.by_index("uid", uid)
         return found[0] if found else None
+
+    def on_node(self, node: str) -> list[Obj]:
+        return list(self.informer.by_index("node", node))
 
     def uids(self) -> set[str]:
         return {pod["metadata"]["uid"] for pod in self.informer.list()}
@@ -116,6 +122,8 @@ class PodScheduler:
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
+    node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
+    clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
     # Slurm's jobs as of a list that began after the caller asked; lookups after lost answers share it.
     fresh_jobs: FreshRead[tuple[Job, ...]] = attrs.field(default=attrs.Factory(
         lambda self: FreshRead(lambda: self.slurm.list_jobs().items or ()), takes_self=True))
@@ -148,6 +156,8 @@ class PodScheduler:
             node_of=self.slurmd.mapping(),
             started=known.started,
             in_doubt=known.in_doubt,
+            now=self.clock(),
+            stuck_margin=self.config.stuck_pod_margin,
         )
 
     def facts(self, pod: Obj) -> PodFacts:
@@ -158,27 +168,31 @@ class PodScheduler:
         problems: tuple[str, ...] = ()
         if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
+        deleting = bool(meta.get("deletionTimestamp"))
         return PodFacts(
             uid=meta["uid"],
             bound_node=bound_node,
-            deleting=bool(meta.get("deletionTimestamp")),
+            deleting=deleting,
             placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
             problems=problems,
+            grace_ends_at=grace_ends_at(pod) if deleting else None,
+            node_lost=bool(deleting and bound_node and not self.node_ready(bound_node)),
         )
 
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
         if not isinstance(action, Waiting):
             self._waiting_since.pop(uid, None)  # whatever it waited for is over
         match action:
-            case Nothing():
+            case Nothing(recheck_after=recheck_after):
                 if pod is None:
                     self._forget(uid)
-                return Result()
+                return Result(requeue_after=recheck_after)
             case CancelJobs(job_ids=job_ids, message=message):
                 for job_id in job_ids:
                     self._cancel(job_id, message)
                 return Result()
-            case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
+            case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod() \
+                    | ReleaseStuckPod():
                 if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
                     raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
                 return self._act_on_pod(uid, pod, action)
@@ -202,6 +216,8 @@ class PodScheduler:
                 return self._submit(pod)
             case FindJob():
                 return self._find_job(uid, pod)
+            case ReleaseStuckPod():
+                return self._release_stuck(pod, action)
             case Bind():
                 if self.on_bind is not None:
                     self.on_bind(pod, action)  # the front end's own binding step
@@ -316,6 +332,49 @@ class PodScheduler:
         if self.binder.bind(pod, bind):
             self.report(pod, "Normal", "Scheduled",
                          f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+
+    def _release_stuck(self, pod: Obj, release: ReleaseStuckPod) -> Result:
+        """Let go of the job of a Pod stuck terminating on a NotReady or gone Node: drain its nodes (so
+        that Slurm starts nothing where containers may still run), then cancel it. The drain's
+        ``k8s:`` reason names the Pod; the Syncer lifts it once the Pod is gone and the Node Ready."""
+        meta = pod["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}"
+        stuck = StuckPod(meta["namespace"], meta["name"], meta["uid"], release.k8s_node)
+        reason = stuck.drain_reason([release.job_id])
+        for node in release.slurm_nodes:
+            self._drain(node, reason)
+        self._cancel(release.job_id, f"its Pod {where} is stuck terminating on Node {release.k8s_node}, "
+                                     f"which is NotReady or gone")
+        STUCK_PODS_RELEASED.inc()
+        nodes = ",".join(release.slurm_nodes) or "none"
+        self.report(pod, "Warning", "StuckTerminating",
+                    f"Node {release.k8s_node} is NotReady or gone and the Pod outlived its grace period: cancelled "
+                    f"Slurm job {release.job_id}; Slurm node {nodes} stays drained until the Pod is gone and the "
+                    f"Node Ready")
+        log.warning("pod %s: stuck terminating on Node %s (NotReady or gone) past its grace period and %.0fs: "
+                    "drained %s and cancelled job %d", where, release.k8s_node, self.config.stuck_pod_margin,
+                    nodes, release.job_id)
+        return Result()
+
+    def stuck_drain_reason(self, pod: Obj, job_id: int) -> str | None:
+        """The drain reason for a Pod terminating on a Node that is NotReady or gone, else None: the
+        hook API's drain (the Pod outlived KillWait) says the same as ``_release_stuck`` did."""
+        stuck = StuckPod.of(pod)
+        if stuck is None or not pod["metadata"].get("deletionTimestamp") or self.node_ready(stuck.node):
+            return None
+        return stuck.drain_reason([job_id])
+
+    def _drain(self, node: str, reason: str) -> None:
+        try:
+            current = self.slurm.get_node(node)  # a fresh read: a person's drain of a moment ago is kept
+        except NotFound:
+            return
+        if not should_drain(current.drained, current.reason, reason):
+            if current.reason != reason:
+                log.info("slurm node %s: drained already (%r); left as it is", node, current.reason)
+            return
+        self.slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+        log.info("slurm node %s: drained: %s", node, reason)
 
     def _cancel(self, job_id: int, why: str) -> None:
         try:

@@ -94,7 +94,7 @@ class SlurmSideReconciler:
         node = cache.node(key)
         if node is None:
             return None
-        facts = gather(self.ctx, key)
+        facts = gather(self.ctx, key, node.reason)
         if self.plan(facts, node).update is None:
             return None
         # Something to write: decide again from Slurm's current word on this one node.
@@ -103,6 +103,7 @@ class SlurmSideReconciler:
         if current is None:
             return None
         node = current
+        facts = gather(self.ctx, key, node.reason)
         plan = self.plan(facts, node)
         if plan.update is None:
             return None

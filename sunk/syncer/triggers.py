@@ -15,6 +15,7 @@ from typing import Any
 from sunk import names
 from sunk.controller.periodic import Periodic
 from sunk.slurm.cache import NODE, CacheEvent
+from sunk.translate.stuckpod import MARK, StuckPod
 from sunk.types import Obj
 
 from .context import SyncerContext, slurm_node_name
@@ -83,11 +84,16 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
         # SlurmSideReconciler); when it goes, the node is judged again.
         if pod["metadata"].get("namespace") == ctx.config.watch_namespace:
             enqueue(slurm_node_name(pod))
+        # A Pod stuck terminating holds the drain that names it; when it goes, the drain may go.
+        uid = pod["metadata"].get("uid")
+        for name in held_for(ctx, lambda stuck: stuck.uid == uid):
+            enqueue(name)
 
     ctx.all_pods.add_handler(on_delete=pod_gone)
 
     def slurm_nodes_on(node: Obj) -> list[str]:
-        return ctx.slurm_nodes_on(node["metadata"]["name"])
+        name = node["metadata"]["name"]
+        return [*ctx.slurm_nodes_on(name), *held_for(ctx, lambda stuck: stuck.node == name)]
 
     ctx.nodes.add_handler(KeyHandler(enqueue, slurm_nodes_on, lambda old, new: node_view(old) != node_view(new)))
 
@@ -96,6 +102,21 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
             enqueue(str(event.key))
 
     ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE])
+
+
+def held_for(ctx: SyncerContext, matches: Callable[[StuckPod], bool]) -> list[str]:
+    """Slurm nodes drained for a stuck Pod (sunk/translate/stuckpod.py) that ``matches``, from the cache.
+
+    A string test first: a Pod deleted or a Node changed costs a look at each drained node's
+    reason, and a parse only of those that name a stuck Pod.
+    """
+    found = []
+    for name, node in ctx.slurm_cache.nodes().items():
+        if node.drained and MARK in node.reason:
+            stuck = StuckPod.from_reason(node.reason)
+            if stuck is not None and matches(stuck):
+                found.append(name)
+    return found
 
 
 def all_keys(ctx: SyncerContext) -> set[str]:

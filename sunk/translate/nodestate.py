@@ -11,6 +11,9 @@ Kubernetes -> Slurm drains (``desired_drain``):
   as soon as its slurmd talks again, and a DOWN node runs nothing anyway. Draining it would
   leave a drain behind that outlives the outage; resuming it would fight slurmctld's own
   judgement that the node is unreachable.
+- A drain the scheduler set for a Pod stuck terminating on a lost Node (its reason names the
+  Pod: sunk/translate/stuckpod.py) is kept as it is while that Pod exists or its Node is not
+  Ready; then the rules above decide (undrain, or another ``k8s:`` reason that holds).
 - NHC verify-undrain: a drain whose reason contains ``verify-undrain`` is removed once the
   Pod's ``HPCVerification`` condition is ``True`` with a ``lastTransitionTime`` later than
   the drain's own time, never before, and never while a Kubernetes condition holds.
@@ -32,6 +35,8 @@ from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import Node
+
+from .stuckpod import Holders, held
 
 Obj = Mapping[str, Any]
 NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
@@ -59,6 +64,11 @@ class PodSide(Protocol):
 
     @property
     def cordon(self) -> CordonFacts: ...
+
+    @property
+    def stuck_pod(self) -> Optional[Holders]:
+        """For a drain held for a stuck Pod: whether its Pod and Node still hold it (else None)."""
+        ...
 
 
 @frozen
@@ -107,9 +117,11 @@ def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:
 def desired_drain(facts: PodSide, node: Node) -> DrainAction:
     if node.down:
         return DrainAction(NONE, why="node is DOWN: ReturnToService decides")
-    wanted = kubernetes_drain_reason(facts)
     current = node.reason if node.drained else ""
     ours = current.startswith(names.K8S_DRAIN_PREFIX)
+    if ours and facts.stuck_pod is not None and held(facts.stuck_pod):
+        return DrainAction(NONE, why="held for a Pod stuck terminating: until it is gone and its Node Ready")
+    wanted = kubernetes_drain_reason(facts)
     if wanted is not None:
         if not node.drained:
             return DrainAction(DRAIN, wanted, why=wanted)

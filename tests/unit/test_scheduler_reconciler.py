@@ -406,3 +406,97 @@ def test_a_token_slurm_refuses_is_an_outage_not_a_verdict_on_the_pod(build, monk
         scheduler.reconcile("uid-a")
         assert len(fake.state.submitted) == 1 and jobs.view("uid-a").expected_job_id == 1
         slurm.close()
+
+
+class NodeSlurm:
+    """Reads and writes of Slurm nodes, and cancellations, in the order they come."""
+
+    def __init__(self, drained_by=""):
+        from sunk.slurm.models import Node
+
+        self.node = Node("node1", state=("ALLOCATED", "DRAIN") if drained_by else ("ALLOCATED",), reason=drained_by)
+        self.calls: list[tuple] = []
+
+    def get_node(self, name):
+        self.calls.append(("get_node", name))
+        return self.node
+
+    def update_node(self, name, update):
+        self.calls.append(("drain", name, update.state, update.reason))
+
+    def cancel_job(self, job_id, signal=None):
+        self.calls.append(("cancel", job_id))
+
+
+def stuck_pod(deletion="2030-01-01T00:00:30Z"):
+    p = pod(node="worker-1")
+    p["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    p["metadata"]["deletionTimestamp"] = deletion
+    return p
+
+
+GRACE_END = 1893456030.0  # 2030-01-01T00:00:30Z
+
+
+@pytest.fixture
+def stuck(build):
+    """uid-a bound to worker-1, deleted, its job 7 running on node1; worker-1's kubelet is gone."""
+    now = [GRACE_END + 10]
+    ready = {"worker-1": False}
+
+    def make(**settings):
+        scheduler, pods, jobs, recorder, _ = build(slurm=settings.pop("slurm", NodeSlurm()),
+                                                   node_ready=lambda n: ready.get(n, False),
+                                                   clock=lambda: now[0], **settings)
+        pods[0] = stuck_pod()
+        jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+        return scheduler, recorder
+
+    return make, now, ready
+
+
+def test_a_pod_stuck_on_a_lost_node_lets_its_job_go_after_grace_and_margin(stuck):
+    make, now, _ = stuck
+    scheduler, recorder = make()
+    result = scheduler.reconcile("uid-a")
+    assert scheduler.slurm.calls == [] and result.requeue_after == pytest.approx(50.0)  # grace + 60 s, less 10 s
+    now[0] = GRACE_END + 60
+    scheduler.reconcile("uid-a")
+    (read, drain, cancel) = scheduler.slurm.calls
+    assert read == ("get_node", "node1") and cancel == ("cancel", 7)  # drained first: nothing starts there
+    assert drain[:3] == ("drain", "node1", "DRAIN")
+    assert drain[3].startswith(names.K8S_DRAIN_PREFIX) and "ns/p" in drain[3] and "uid=uid-a" in drain[3]
+    assert [reason for reason, _ in recorder.events] == ["StuckTerminating"]
+
+
+def test_the_margin_is_a_setting(stuck):
+    make, now, _ = stuck
+    scheduler, _ = make(config=SchedulerConfig("s", b"x" * 16, "http://h", stuck_pod_margin=5.0))
+    assert scheduler.reconcile("uid-a").requeue_after is None  # 10 s past the grace, 5 s of margin: let go
+    assert ("cancel", 7) in scheduler.slurm.calls
+
+
+def test_a_pod_terminating_on_a_ready_node_keeps_its_job(stuck):
+    make, now, ready = stuck
+    ready["worker-1"] = True
+    scheduler, _ = make()
+    now[0] = GRACE_END + 3600
+    assert scheduler.reconcile("uid-a").requeue_after is None
+    assert scheduler.slurm.calls == []
+
+
+def test_a_drain_someone_else_set_is_left_as_it_is(stuck):
+    make, now, _ = stuck
+    scheduler, _ = make(slurm=NodeSlurm(drained_by="bad GPU"))
+    now[0] = GRACE_END + 60
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.calls == [("get_node", "node1"), ("cancel", 7)]
+
+
+def test_the_hook_drain_of_a_stuck_pod_says_the_same(stuck):
+    make, _, ready = stuck
+    scheduler, _ = make()
+    reason = scheduler.stuck_drain_reason(stuck_pod(), 7)
+    assert reason is not None and reason.startswith(names.K8S_DRAIN_PREFIX) and "uid=uid-a" in reason
+    ready["worker-1"] = True
+    assert scheduler.stuck_drain_reason(stuck_pod(), 7) is None

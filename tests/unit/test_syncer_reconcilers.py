@@ -330,3 +330,50 @@ def test_production_rules_status_conditions_and_labels(api_calls):
                                                            "sunk.coreweave.com/not_responding": "false"}
     node_cond = by_path["nodes/worker-1status"]["status"]["conditions"][0]
     assert node_cond["type"] == "SlurmCordon" and node_cond["status"] == "True" and "bad DIMM" in node_cond["message"]
+
+
+# ---- a drain the scheduler set for a Pod stuck terminating on a lost Node (issue 18, item 1) ------------------
+
+
+def stuck_setup(*, pod_there: bool, node_ready: str, slurmd_ready: str = "True"):
+    from sunk.translate.stuckpod import StuckPod
+
+    reason = StuckPod("team-a", "trainer-0", "uid-t", "worker-1").drain_reason([12])
+    extra = '{"namespace":"slurm","pod":"node1"}'
+    ctx, pods, nodes, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason=reason, extra=extra)])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": slurmd_ready}]))
+    worker = k8s_node("worker-1")
+    worker["status"]["conditions"] = [{"type": "Ready", "status": node_ready}]
+    nodes.put(worker)
+    if pod_there:
+        ctx.all_pods.put({"metadata": {"name": "trainer-0", "namespace": "team-a", "uid": "uid-t",  # type: ignore[attr-defined]
+                                       "deletionTimestamp": "2030-01-01T00:00:00Z"},
+                          "spec": {"nodeName": "worker-1"}})
+    return ctx, slurm, reason
+
+
+@pytest.mark.parametrize(("pod_there", "node_ready", "slurmd_ready"), [
+    (True, "Unknown", "False"),  # the kubelet is gone: the Node controller marked the slurmd Pod not Ready
+    (True, "True", "True"),  # the kubelet is back, the Pod not finished yet
+    (False, "Unknown", "True"),  # the Pod force-deleted, the Node still lost (the slurmd Pod not marked yet)
+], ids=["pod-and-node-lost", "pod-still-there", "node-still-lost"])
+def test_production_rules_keep_a_stuck_pod_drain_while_its_cause_holds(pod_there, node_ready, slurmd_ready):
+    ctx, slurm, _ = stuck_setup(pod_there=pod_there, node_ready=node_ready, slurmd_ready=slurmd_ready)
+    SlurmSideReconciler(ctx).reconcile("node1")
+    drains = [c for c in slurm.calls if c[0] == "update" and c[2] is not None and (c[2].state or c[2].reason)]
+    assert drains == []  # (the Syncer's Extra facts may be written; the drain is not touched)
+
+
+def test_production_rules_lift_a_stuck_pod_drain_once_the_pod_is_gone_and_the_node_ready():
+    ctx, slurm, _ = stuck_setup(pod_there=False, node_ready="True")
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert [c[2].state for c in slurm.calls if c[0] == "update" and c[2] is not None] == ["UNDRAIN"]
+
+
+def test_a_pod_of_the_same_name_but_another_uid_does_not_hold_the_drain():
+    """A StatefulSet made the Pod again: the stuck one is gone."""
+    ctx, slurm, _ = stuck_setup(pod_there=False, node_ready="True")
+    ctx.all_pods.put({"metadata": {"name": "trainer-0", "namespace": "team-a", "uid": "uid-new"},  # type: ignore[attr-defined]
+                      "spec": {"nodeName": "worker-2"}})
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert [c[2].state for c in slurm.calls if c[0] == "update" and c[2] is not None] == ["UNDRAIN"]

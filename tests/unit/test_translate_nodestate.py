@@ -19,6 +19,7 @@ from sunk.translate.nodestate import (
     pod_conditions,
     pod_labels,
 )
+from sunk.translate.stuckpod import Holders, StuckPod
 
 
 @attrs.frozen
@@ -34,6 +35,7 @@ class Facts:
     slurm_node: str = "node1"
     namespace: str = "slurm"
     k8s_node: dict | None = None
+    stuck_pod: Holders | None = None
 
 
 def slurmd_pod(ready=True, deleting=False, verified_at=None):
@@ -160,3 +162,30 @@ def test_every_pod_state_gives_exactly_one_decision():
             assert action.action == NONE
         if action.action == DRAIN:
             assert action.reason.startswith(K8S)
+
+
+STUCK_REASON = StuckPod("team-a", "trainer-0", "uid-t", "worker-1").drain_reason([12])
+
+
+@pytest.mark.parametrize(("slurmd", "holders", "expected"), [
+    # The Node's kubelet is gone: the Node controller marked the slurmd Pod not Ready. The drain
+    # keeps naming the stuck Pod rather than turning into "slurmd pod is not ready".
+    (slurmd_pod(ready=False), Holders(pod_exists=True, node_ready=False), NONE),
+    # The kubelet is back (the slurmd Pod Ready), the stuck Pod not finished yet: still held.
+    (slurmd_pod(), Holders(pod_exists=True, node_ready=True), NONE),
+    # The Pod was force-deleted while the Node is still NotReady: still held (the containers may run).
+    (slurmd_pod(), Holders(pod_exists=False, node_ready=False), NONE),
+    # The Pod is gone and the Node Ready: lifted.
+    (slurmd_pod(), Holders(pod_exists=False, node_ready=True), UNDRAIN),
+    # Gone and Ready, but another Kubernetes reason holds now: that reason replaces it.
+    (slurmd_pod(ready=False), Holders(pod_exists=False, node_ready=True), DRAIN),
+], ids=["pod-and-node-down", "pod-still-there", "node-still-down", "both-clear", "another-cause"])
+def test_a_stuck_pod_drain_holds_until_the_pod_is_gone_and_its_node_ready(slurmd, holders, expected):
+    decision = desired_drain(Facts(pod=slurmd, stuck_pod=holders), node(state="IDLE+DRAIN", reason=STUCK_REASON))
+    assert decision.action == expected, decision
+
+
+def test_a_stuck_pod_drain_on_a_down_node_is_left_to_return_to_service():
+    decision = desired_drain(Facts(pod=slurmd_pod(), stuck_pod=Holders(pod_exists=False, node_ready=True)),
+                             node(state="DOWN+DRAIN", reason=STUCK_REASON))
+    assert decision.action == NONE
