@@ -151,7 +151,7 @@ def assemble(
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
     notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
-                          may_report=lambda: manager.is_leader() or not manager.synced())
+                          may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
     manager.add_runnable(notice.runnable())
     assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to

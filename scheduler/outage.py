@@ -9,6 +9,9 @@ Slurm refusing the token is reported at once (it does not pass by itself: someon
 the token); any other outage once it has lasted ``grace`` (slurmrestd restarts in seconds).
 Before the first job list no replica leads (campaigning waits for every cache), so each one
 that reports then does so once per Pod; afterwards only the leader does.
+
+When the outage ends, every waiting Pod is reconciled at once (``wake``): a submission retried
+with backoff through a long outage would otherwise wait out its last delay (up to minutes).
 """
 
 from __future__ import annotations
@@ -64,14 +67,21 @@ class OutageNotice:
     pods: Callable[[], Iterable[Obj]]  # every Pod of this scheduler
     report: Report
     may_report: Callable[[], bool]  # the leader, or anyone before the first sync
+    wake: Callable[[str], None] = lambda _uid: None  # reconcile a Pod now (the controller's queue)
     grace: float = GRACE
     _told: set[str] = attrs.field(init=False, factory=set)  # Pod UIDs told during this outage
+    _in_outage: bool = attrs.field(init=False, default=False)
 
     def check(self) -> None:
         error = self.cache.last_failure
         if error is None:
-            self._told.clear()  # over: the next outage is news again
+            if self._in_outage:  # over: what waited for Slurm goes now, not after its backoff
+                for pod in waiting(self.pods()):
+                    self.wake(pod["metadata"]["uid"])
+            self._in_outage = False
+            self._told.clear()  # the next outage is news again
             return
+        self._in_outage = True
         if not isinstance(error, AuthenticationFailed) and self.cache.failing_for < self.grace:
             return
         if not self.may_report():

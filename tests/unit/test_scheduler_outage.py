@@ -35,8 +35,12 @@ def world():
     told: list[tuple[str, str, str, str]] = []
     leader = [True]
     notice = OutageNotice(cache, lambda: pods, lambda p, t, r, m: told.append((p["metadata"]["uid"], t, r, m)),
-                          may_report=lambda: leader[0])
+                          may_report=lambda: leader[0], wake=WOKEN.append)
+    WOKEN.clear()
     return notice, cache, pods, told, leader
+
+
+WOKEN: list[str] = []
 
 
 def test_a_refused_token_is_told_at_once_to_every_waiting_pod_once(world):
@@ -71,6 +75,19 @@ def test_slurm_unreachable_is_told_only_once_it_lasts(world):
     cache.failing_for = GRACE
     notice.check()
     assert {reason for _, _, reason, _ in told} == {"SlurmUnavailable"}
+
+
+def test_when_the_outage_ends_every_waiting_pod_is_reconciled_at_once(world):
+    """Not after the backoff its failed submissions built up (minutes, in a long outage)."""
+    notice, cache, _, _, _ = world
+    notice.check()
+    assert WOKEN == []  # no outage, nothing to wake
+    cache.last_failure = REFUSED
+    notice.check()
+    cache.last_failure = None
+    notice.check()
+    notice.check()
+    assert WOKEN == ["waiting-1", "waiting-2"]
 
 
 def test_only_a_replica_that_may_report_does(world):
