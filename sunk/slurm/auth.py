@@ -251,15 +251,18 @@ class WatchedToken:
         iat, exp = self._times
         left = exp - self._clock()
         warn_before = (exp - iat) * self._warn_fraction if iat is not None and exp > iat else self._warn_seconds
-        when = datetime.fromtimestamp(exp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if left <= 0:
             log.error("the Slurm JWT from %s expired at %s: Slurm refuses it; rotate it (or sign tokens with "
-                      "--slurm-jwt-key-file)", self.describe(), when)
+                      "--slurm-jwt-key-file)", self.describe(), _when(exp))
             self._said = "expired"
         elif left <= warn_before and not self._said:
             log.warning("the Slurm JWT from %s expires in %.0f s (at %s): rotate it before then", self.describe(),
-                        left, when)
+                        left, _when(exp))
             self._said = "soon"
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def token_source(*, token: Optional[str] = None, token_file: Optional[PathLike] = None,
