@@ -331,7 +331,7 @@ class PodScheduler:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
         if self.binder.bind(pod, bind):
             self.report(pod, "Normal", "Scheduled",
-                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+                        f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
     def _release_stuck(self, pod: Obj, release: ReleaseStuckPod) -> Result:
         """Let go of the job of a Pod stuck terminating on a NotReady or gone Node: drain its nodes (so
