@@ -20,7 +20,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
-from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Submit, Waiting
+from scheduler.decide import Bind, CancelJobs, DeletePod, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk.types import Obj
 
@@ -175,6 +175,8 @@ def _describe(action: object) -> str:
         return f"waiting for Slurm allocation of job {action.job_id} ({action.reason})"
     if isinstance(action, Submit):
         return "waiting for the placeholder Slurm job to be submitted"
+    if isinstance(action, FindJob):
+        return "looking for the placeholder Slurm job in Slurm (the answer to its submission was lost)"
     if isinstance(action, DeletePod):
         return action.message
     if isinstance(action, CancelJobs):

@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.handlers import EnqueueHandler
-from sunk.controller.manager import Manager
+from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
@@ -26,6 +26,7 @@ from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
 
 from . import kubeops, metrics
@@ -34,7 +35,8 @@ from .config import SchedulerConfig
 from .decide import Bind
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
-from .locktaint import LockTaints, slim_node
+from .locktaint import LockTaints, NodeHealth, slim_node
+from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class Assembly:
             gone=self.gone,
             observe=self._observe,
             ready=self.hooks_ready,
+            stuck_reason=self.scheduler.stuck_drain_reason,
         )
 
     def hooks_ready(self) -> bool:
@@ -116,13 +119,14 @@ def assemble(
     index = JobIndex(parse)
     pod_index = PodIndex(pods)
     recorder = EventRecorder(api, component=name)
-    # sunk-scheduler binds past kube-scheduler's taint filter, so it reads the lock taint off the
-    # Node; a Pod that kube-scheduler binds through the extender has passed that filter.
-    nodes = Informer(api, NODES, transform=slim_node, name="nodes") if on_bind is None else None
-    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if nodes is not None else lambda _node: False)
+    # Nodes, slim: whether a Pod terminating there may be stuck for good (its Node NotReady or gone),
+    # and, for sunk-scheduler, which binds past kube-scheduler's taint filter, the lock taint. A Pod
+    # that kube-scheduler binds through the extender has passed that filter.
+    nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
-                             nudge=slurm_cache.nudge, binder=binder)
+                             nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
@@ -135,18 +139,31 @@ def assemble(
                        on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
                        on_delete=lambda _p: _enqueue_unbound(pods, controller))
     attach_job_feed(slurm_cache, index, controller.queue.add)
+    attach_node_feed(nodes, pod_index, controller.queue.add)
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
-    if nodes is not None:
-        manager.add_informer(nodes)
+    manager.add_informer(nodes)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
-    manager.add_ready_check("slurm-cache", lambda: bool(slurm_cache.fresh))
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
-    return Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
+    # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
+    notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
+                          may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
+    manager.add_runnable(notice.runnable())
+    assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
+    # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
+    # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
+    # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
+    kube_informers: list[Syncable] = [pods, slurmd, nodes]
+    manager.set_readiness({
+        "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
+        "hook-api": assembly.hooks_ready,
+    })
+    metrics.watch_slurm_cache(slurm_cache)
+    return assembly
 
 
 def changed_for_scheduling(old: Obj | None, new: Obj) -> bool:
@@ -188,6 +205,25 @@ def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None])
             enqueue(uid)
 
     cache.subscribe(on_event)
+
+
+def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
+    """A Node turning NotReady, Ready again, or gone: look again at the Pods terminating on it.
+
+    Their decision depends on it (a Pod stuck on a lost Node lets its job go); the deadline itself
+    comes back as the reconcile's own requeue, so no timer polls.
+    """
+
+    def terminating_on(node: Obj) -> None:
+        for pod in pods.on_node(node["metadata"]["name"]):
+            if pod["metadata"].get("deletionTimestamp"):
+                enqueue(pod["metadata"]["uid"])
+
+    def changed(old: Obj, new: Obj) -> None:
+        if node_ready(old) != node_ready(new):
+            terminating_on(new)
+
+    nodes.add_handler(on_update=changed, on_delete=terminating_on)
 
 
 def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:

@@ -53,6 +53,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                                  poll_help="one Slurm list call per interval, whatever the number of Pods")
     parser.add_argument("--slurm-kill-wait", type=positive_duration, default=30.0,
                         help="KillWait from slurm.conf, e.g. 30s")
+    parser.add_argument("--stuck-pod-margin", type=positive_duration, default=60.0,
+                        help="how long past its grace period a Pod terminating on a Node that is NotReady or gone "
+                             "keeps its Slurm job; then the job's node is drained and the job cancelled")
     parser.add_argument("--slurmd-namespace", default="slurm")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
     parser.add_argument("--default-partition", default=None)
@@ -104,6 +107,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         slurmd_selector=args.slurmd_selector,
         submit_concurrency=args.submit_concurrency,
         default_partition=args.default_partition,
+        stuck_pod_margin=args.stuck_pod_margin,
     )
 
 

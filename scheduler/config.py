@@ -20,3 +20,5 @@ class SchedulerConfig:
     submit_concurrency: int = 16
     default_partition: Optional[str] = None
     resync_seconds: float = 60.0
+    # Seconds past its grace period that a Pod terminating on a NotReady or gone Node keeps its job.
+    stuck_pod_margin: float = 60.0

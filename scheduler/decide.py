@@ -7,12 +7,18 @@ tests/unit/test_scheduler_decide.py.
 Rules worth stating:
 - A bound Pod's job is cancelled only once the Pod is gone, never while it is still
   terminating: Slurm must not hand the node to another job while containers still run
-  (a peer cancelled early, and another job landed on a busy node).
+  (a peer cancelled early, and another job landed on a busy node). Except when the Pod's
+  Node is NotReady or gone: its kubelet will never finish the Pod, and the job would be held
+  for ever. Once the grace period plus ``stuck_margin`` has passed, the job is let go
+  (``ReleaseStuckPod``): its node drained first (``k8s: sunk-stuck: ...``, sunk/translate/drains.py
+  and stuckpod.py), then cancelled.
 - A job that ends for any reason deletes its Pod, bound or not, with the reason; except a
   job Slurm failed before the Pod was ever bound (it cannot run as asked): that Pod stays,
   marked Unschedulable, so its owner does not recreate it in a loop.
 - Never two jobs for one Pod: a submission is remembered (``expected_job_id``) until the
-  Slurm cache shows it, and on restart the cache is complete before anything is decided.
+  Slurm cache shows it, and on restart the cache is complete before anything is decided. A
+  submission whose answer was lost (``in_doubt``) may have made a job the cache does not show
+  yet: the Pod's job is looked up in Slurm (``FindJob``) before it is submitted again.
 """
 
 from __future__ import annotations
@@ -27,14 +33,21 @@ from sunk.slurm.models import Job
 
 @frozen
 class Nothing:
-    """Nothing to do until something changes (a watch or Slurm event requeues the Pod)."""
+    """Nothing to do until something changes (a watch or Slurm event requeues the Pod), or until
+    ``recheck_after`` seconds have passed, when time alone changes the decision."""
 
     why: str = ""
+    recheck_after: Optional[float] = None
 
 
 @frozen
 class Submit:
     """Create the placeholder job."""
+
+
+@frozen
+class FindJob:
+    """A submission's answer was lost: look for the Pod's job in a fresh read of Slurm before submitting again."""
 
 
 @frozen
@@ -90,9 +103,18 @@ class CancelJobs:
     message: str
 
 
+@frozen
+class ReleaseStuckPod:
+    """The Pod is stuck terminating on a Node that is NotReady or gone: drain its job's nodes, then cancel it."""
+
+    job_id: int
+    slurm_nodes: tuple[str, ...]
+    k8s_node: str
+
+
 # Every action decide() returns, as closed unions: a dispatcher that matches on them ends with
 # typing.assert_never, so mypy names any action it forgets.
-PodAction: TypeAlias = Union[Submit, Invalid, Bind, Waiting, Unschedulable, DeletePod]
+PodAction: TypeAlias = Union[Submit, FindJob, Invalid, Bind, Waiting, Unschedulable, DeletePod, ReleaseStuckPod]
 """The actions on the Pod itself: decide() returns one only for a Pod that exists."""
 Action: TypeAlias = Union[Nothing, CancelJobs, PodAction]
 
@@ -106,6 +128,8 @@ class PodFacts:
     deleting: bool
     placed_by_us: bool  # carries our job-id annotation
     problems: tuple[str, ...] = ()  # validation errors, already rendered
+    grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
+    node_lost: bool = False  # its bound Node is NotReady (Ready False or Unknown) or gone
 
 
 # Slurm's reasons that a job in a busy queue shows for a moment on its way to running; a
@@ -122,6 +146,9 @@ def decide(
     refused: Optional[str] = None,
     node_of: Mapping[str, str] = {},
     started: Mapping[int, bool] = {},
+    in_doubt: bool = False,
+    now: float = 0.0,
+    stuck_margin: float = 60.0,
 ) -> Action:
     """Next step for one Pod. ``jobs`` are Slurm's jobs carrying this Pod's UID, any state.
 
@@ -130,6 +157,9 @@ def decide(
     ``refused`` is Slurm's answer to a submission it refused, while that is remembered.
     ``node_of`` maps Slurm node name -> Kubernetes Node (through the slurmd Pods).
     ``started[job_id]`` says whether the placeholder script has marked the job started.
+    ``in_doubt``: a submission for this Pod was sent and its answer lost.
+    ``now`` (Unix time) and ``stuck_margin`` (seconds past the grace period) judge a Pod stuck
+    terminating on a Node that is NotReady or gone.
     """
     active = tuple(j for j in jobs if j.active)
     if pod is None:
@@ -146,6 +176,13 @@ def decide(
     if pod.deleting:
         if job is not None and pod.bound_node is None:
             return CancelJobs((job.id,), "its Pod is being deleted before it was bound")
+        if (job is not None and pod.bound_node is not None and pod.placed_by_us and pod.node_lost
+                and pod.grace_ends_at is not None):
+            due = pod.grace_ends_at + stuck_margin
+            if now >= due:
+                return ReleaseStuckPod(job.id, job.node_list, pod.bound_node)
+            return Nothing("Pod is terminating on a Node that is NotReady or gone; its job is let go if it "
+                           "is still there after its grace period and the margin", recheck_after=due - now)
         return Nothing("Pod is terminating; its job is cancelled once it is gone")
 
     if pod.bound_node is not None:
@@ -170,6 +207,8 @@ def decide(
             return DeletePod(*_ended(jobs, recorded_job_id))
         if refused is not None:
             return Unschedulable(refused)
+        if in_doubt:
+            return FindJob()
         return Submit()
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""

@@ -6,7 +6,8 @@ GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is go
                                      long-polls up to S seconds (max 30) for the deletion
 POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node (only
                                      while Slurm is ending the job), with the reason the
-                                     Syncer lifts once the Pod is gone
+                                     Syncer lifts once the Pod is gone (and, for a Pod stuck
+                                     on a NotReady or gone Node, once that Node is Ready)
 GET  /healthz
 
 Until the Pod informer has synced, and while the process stops, every /api call answers 503
@@ -80,9 +81,13 @@ def hooks_blueprint(
     gone: PodGone,
     observe: Callable[[Job, float], None],
     ready: Callable[[], bool],
+    stuck_reason: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None,
 ) -> Blueprint:
     """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod;
-    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping)."""
+    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping);
+    ``stuck_reason(pod, job_id)`` is the drain reason for a Pod stuck terminating on a Node that
+    is NotReady or gone (the reason the scheduler drains with when it lets such a Pod's job go:
+    ``sunk.translate.drains.StuckPodDrain``), else None: then the placeholder's reason."""
     app = Blueprint("hooks", __name__)
 
     @app.before_request
@@ -183,7 +188,10 @@ def hooks_blueprint(
         if not ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
         nodes = list(job.node_list)
-        reason = drain_reason(pod_by_uid(uid), job, uid)
+        pod = pod_by_uid(uid)
+        # A Pod stuck on a lost Node keeps the stuck-Pod drain the scheduler gives it (k8s: sunk-stuck,
+        # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
+        reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
         for node in nodes:
             try:
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))

@@ -3,7 +3,9 @@
 It also remembers submissions the cache has not shown yet ("expectations", as
 controller-runtime calls them), so a Pod reconciled twice between two cache refreshes
 is never submitted twice; and submissions Slurm refused, so a refused Pod is not
-resubmitted on its next update (the refusal expires after ``expectation_ttl``).
+resubmitted on its next update (the refusal expires after ``expectation_ttl``). And
+submissions whose answer was lost ("in doubt": Slurm may or may not have made the job), so
+that the Pod's job is looked up in Slurm before it is submitted again (``settle``).
 
 A job is learnt two ways: from the Slurm cache's lists, and from the placeholder's own
 "started" call (one ``get_job``, seconds before the next job list shows it). Each record
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Optional
 
 from attrs import field, frozen
@@ -42,6 +44,7 @@ class PodJobs:
     expected_job_id: Optional[int] = None  # submitted, not listed yet
     refused: Optional[str] = None  # Slurm's answer to a refused submission, while remembered
     started: Mapping[int, bool] = field(factory=dict)  # job id -> the placeholder marked it started
+    in_doubt: bool = False  # a submission's answer was lost: look the job up before submitting again
 
 
 class JobIndex:
@@ -58,6 +61,7 @@ class JobIndex:
         self._expected: dict[str, tuple[int, float]] = {}
         self._expected_uid: dict[int, str] = {}  # job id -> uid, for expectations
         self._refused: dict[str, tuple[str, float]] = {}
+        self._doubted: set[str] = set()  # Pod UIDs whose last submission's outcome is unknown
         # job id -> (observed_at of its removal, monotonic time of it), oldest first
         self._removed: dict[int, tuple[float, float]] = {}
 
@@ -86,7 +90,7 @@ class JobIndex:
         with self._lock:
             jobs = tuple(self._by_uid.get(uid, {}).values())
             return PodJobs(jobs, self._expected_job(uid), self._refusal(uid),
-                           {j.id: self._started.get(j.id, False) for j in jobs})
+                           {j.id: self._started.get(j.id, False) for j in jobs}, uid in self._doubted)
 
     def uids(self) -> set[str]:
         with self._lock:
@@ -127,10 +131,33 @@ class JobIndex:
             return None
         return entry[0]
 
+    def doubt(self, uid: str) -> None:
+        """A submission for this Pod was sent and its answer lost: Slurm may have made the job."""
+        with self._lock:
+            self._doubted.add(uid)
+
+    def settle(self, uid: str, jobs: Iterable[Job], observed_at: float) -> tuple[int, ...]:
+        """Settle a doubt from a fresh read of Slurm's jobs (requested at ``observed_at``, after the
+        lost answer): the Pod's jobs found there are recorded, and their ids returned. None found
+        means the submission made no job, and the Pod may be submitted again."""
+        found = []
+        with self._lock:
+            self._doubted.discard(uid)
+            for job in jobs:
+                parsed = self._parse(job.extra)
+                if parsed is None or parsed[0] != uid:
+                    continue
+                if not self._stale(job.id, observed_at):  # (else a later observation is held already)
+                    self._drop(job.id)
+                    self._put(job, observed_at)
+                found.append(job.id)
+        return tuple(found)
+
     def forget(self, uid: str) -> None:
         with self._lock:
             self._unexpect(uid)
             self._refused.pop(uid, None)
+            self._doubted.discard(uid)
 
     def _unexpect(self, uid: str) -> None:
         entry = self._expected.pop(uid, None)
@@ -157,6 +184,7 @@ class JobIndex:
             return None
         uid, started = parsed
         self._removed.pop(job.id, None)
+        self._doubted.discard(uid)  # a job of this Pod is known: nothing left to look for
         self._by_uid.setdefault(uid, {})[job.id] = job
         self._uid_of[job.id] = uid
         self._started[job.id] = started

@@ -1,4 +1,8 @@
-"""The few Kubernetes writes the scheduler makes, each one call, each safe to repeat."""
+"""The few Kubernetes writes the scheduler makes, each one call, each safe to repeat.
+
+Each is meant for one Pod, and says which by its UID (a binding's, a deletion's precondition,
+a patch's ``metadata.uid``): a Pod recreated under the same name is another Pod.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Mapping
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kube
-from sunk.kube.patch import metadata_diff, set_pod_conditions
+from sunk.kube.patch import metadata_diff, patch_object, set_pod_conditions
 from sunk.kube.resources import Resource
 from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
 from sunk.types import Obj
@@ -40,7 +44,9 @@ def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tole
     lock (scheduler/locktaint.py), kube-scheduler's taint filter in extender mode, or a Pod
     that waits long enough for an operator to ask which job it waits on. Adding a toleration
     to a live Pod is one of the few spec changes Kubernetes allows. False if nothing was
-    written (already so, or the Pod is gone).
+    written (already so, or the Pod is gone). The patch carries the Pod's UID
+    (``sunk.kube.patch.patch_object``): a Pod recreated under the same name (a StatefulSet's)
+    never gets this one's job id, which would read as "its job is gone" and delete it.
     """
     meta, spec = pod["metadata"], pod["spec"]
     body: Obj = {}
@@ -50,13 +56,7 @@ def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tole
         body["spec"] = {"tolerations": [*(spec.get("tolerations") or []), LOCK_TOLERATION]}
     if not body:
         return False
-    try:
-        kube.patch(api, PODS, meta["name"], body, meta["namespace"])
-    except kube.ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
-    return True
+    return patch_object(api, pod, body, resource=PODS) is not None
 
 
 def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:

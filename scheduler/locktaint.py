@@ -17,17 +17,22 @@ from __future__ import annotations
 from sunk import names
 from sunk.kube.patch import has_taint
 from sunk.kube.store import Store
+from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
 
 
 def slim_node(node: Obj) -> Obj:
-    """What a Node informer needs to keep: name, version and taints (a Node is mostly status)."""
+    """What the scheduler's Node informer keeps: name, version, taints and the Ready condition's
+    status (a Node is mostly status; heartbeat times would only make copies)."""
     meta = node.get("metadata") or {}
+    ready = [{"type": "Ready", "status": c.get("status")}
+             for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"]
     return {
         "apiVersion": node.get("apiVersion", "v1"),
         "kind": node.get("kind", "Node"),
         "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
         "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
+        "status": {"conditions": ready[:1]},
     }
 
 
@@ -41,3 +46,15 @@ class LockTaints:
         """True when a Pod bound to the Node must tolerate the lock; an unknown Node counts as True."""
         node = self.informer.get(node_name)
         return node is None or has_taint(node, names.LOCK_KEY, "NoExecute")
+
+
+class NodeHealth:
+    """Whether a Node is Ready, from the same (slim) Node informer: a Pod terminating on a Node that
+    is not (its kubelet gone) may be stuck there for good (sunk/translate/stuckpod.py)."""
+
+    def __init__(self, informer: Store):
+        self.informer = informer
+
+    def ready(self, node_name: str) -> bool:
+        """False for a Node that is NotReady, Unknown, or gone."""
+        return node_ready(self.informer.get(node_name))

@@ -7,11 +7,12 @@ so "Slurm calls per Pod" can be read off a running scheduler.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from sunk.controller.textsources import register_text
 from sunk.metrics.exposition import render
 from sunk.metrics.families import rpc_families
+from sunk.slurm.cache import SlurmCache
 from sunk.slurm.client import SlurmClient
 
 BIND_LATENCY = Histogram(
@@ -22,11 +23,36 @@ BIND_LATENCY = Histogram(
 
 PLACEHOLDER_SUBMISSIONS = Counter(
     "sunk_scheduler_placeholder_submissions",
-    "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried).",
+    "Placeholder job submissions, by result: submitted, refused (Slurm said no), unavailable (retried), "
+    "unknown (the answer was lost: the job is looked up before another submission), adopted (a job "
+    "found by that lookup), auth_failed (Slurm refused the token: an outage, retried).",
     ["result"],
 )
-for _result in ("submitted", "refused", "unavailable"):
+for _result in ("submitted", "refused", "unavailable", "unknown", "adopted", "auth_failed"):
     PLACEHOLDER_SUBMISSIONS.labels(_result)
+
+
+STUCK_PODS_RELEASED = Counter(
+    "sunk_scheduler_stuck_pods_released",
+    "Jobs let go of Pods stuck terminating on a Node that is NotReady or gone (their nodes drained, the jobs "
+    "cancelled).",
+)
+
+SLURM_CACHE_FRESH = Gauge(
+    "sunk_scheduler_slurm_cache_fresh",
+    "1 while the Slurm job cache is current, 0 while Slurm cannot be listed (readiness does not depend on it: "
+    "the hook API needs Kubernetes only).",
+)
+SLURM_CACHE_AGE = Gauge(
+    "sunk_scheduler_slurm_cache_age_seconds",
+    "Seconds since the Slurm job cache last listed jobs successfully (+Inf before its first list).",
+)
+
+
+def watch_slurm_cache(cache: SlurmCache) -> None:
+    """Serve the cache's freshness and age on /metrics (read at scrape time)."""
+    SLURM_CACHE_FRESH.set_function(lambda: 1.0 if cache.fresh else 0.0)
+    SLURM_CACHE_AGE.set_function(lambda: cache.age)
 
 
 def register(client: SlurmClient) -> None:

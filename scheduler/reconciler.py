@@ -20,11 +20,14 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
-from sunk.kube.store import Store
+from sunk.kube.store import Store, pod_node_name
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
-from sunk.slurm.models import JobRequest
+from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
+from sunk.slurm.freshread import FreshRead
+from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
+from sunk.translate.drains import StuckPodDrain
+from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 from sunk.types import Obj
 
 from . import kubeops
@@ -35,17 +38,20 @@ from .decide import (
     Bind,
     CancelJobs,
     DeletePod,
+    FindJob,
     Invalid,
     Nothing,
     PodAction,
     PodFacts,
+    ReleaseStuckPod,
     Submit,
     Unschedulable,
     Waiting,
     decide,
 )
 from .jobindex import JobIndex
-from .metrics import PLACEHOLDER_SUBMISSIONS
+from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
+from .outage import outage_event
 from .tokens import hook_token
 
 log = logging.getLogger(__name__)
@@ -57,18 +63,25 @@ PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").
 WAITING_RESYNC = 30.0
 # A passing wait (see decide.Waiting) becomes an Event once it has lasted this long.
 PASSING_WAIT_GRACE = 10.0
+# After a submission's answer was lost, the wait before the Pod's job is looked up in Slurm: a
+# connection that broke mid-request may leave the submission a moment more in slurmrestd.
+LOST_ANSWER_SETTLE = 2.0
 
 
 class PodIndex:
-    """Our Pods by UID and by job id, over the (possibly multi-namespace) Pod informer."""
+    """Our Pods by UID and by the Node they are bound to, over the (possibly multi-namespace) Pod informer."""
 
     def __init__(self, informer: Any):
         self.informer = informer
         informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
+        informer.add_indexer("node", pod_node_name)
 
     def by_uid(self, uid: str) -> Obj | None:
         found = self.informer.by_index("uid", uid)
         return found[0] if found else None
+
+    def on_node(self, node: str) -> list[Obj]:
+        return list(self.informer.by_index("node", node))
 
     def uids(self) -> set[str]:
         return {pod["metadata"]["uid"] for pod in self.informer.list()}
@@ -107,6 +120,11 @@ class PodScheduler:
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
+    node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
+    clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
+    # Slurm's jobs as of a list that began after the caller asked; lookups after lost answers share it.
+    fresh_jobs: FreshRead[tuple[Job, ...]] = attrs.field(default=attrs.Factory(
+        lambda self: FreshRead(lambda: self.slurm.list_jobs().items or ()), takes_self=True))
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
@@ -135,6 +153,9 @@ class PodScheduler:
             refused=known.refused,
             node_of=self.slurmd.mapping(),
             started=known.started,
+            in_doubt=known.in_doubt,
+            now=self.clock(),
+            stuck_margin=self.config.stuck_pod_margin,
         )
 
     def facts(self, pod: Obj) -> PodFacts:
@@ -145,27 +166,31 @@ class PodScheduler:
         problems: tuple[str, ...] = ()
         if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
+        deleting = bool(meta.get("deletionTimestamp"))
         return PodFacts(
             uid=meta["uid"],
             bound_node=bound_node,
-            deleting=bool(meta.get("deletionTimestamp")),
+            deleting=deleting,
             placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
             problems=problems,
+            grace_ends_at=grace_ends_at(pod) if deleting else None,
+            node_lost=bool(deleting and bound_node and not self.node_ready(bound_node)),
         )
 
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
         if not isinstance(action, Waiting):
             self._waiting_since.pop(uid, None)  # whatever it waited for is over
         match action:
-            case Nothing():
+            case Nothing(recheck_after=recheck_after):
                 if pod is None:
                     self._forget(uid)
-                return Result()
+                return Result(requeue_after=recheck_after)
             case CancelJobs(job_ids=job_ids, message=message):
                 for job_id in job_ids:
                     self._cancel(job_id, message)
                 return Result()
-            case Submit() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod():
+            case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod() \
+                    | ReleaseStuckPod():
                 if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
                     raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
                 return self._act_on_pod(uid, pod, action)
@@ -178,15 +203,19 @@ class PodScheduler:
                 return self._wait(uid, pod, action)
             case Invalid(problems=problems):
                 message = "; ".join(problems)
-                self._report(pod, "Warning", "FailedValidation", message)
+                self.report(pod, "Warning", "FailedValidation", message)
                 kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
                 return Result()  # no retry until the Pod changes
             case Unschedulable(message=message):
-                self._report(pod, "Warning", "Unschedulable", message)
+                self.report(pod, "Warning", "Unschedulable", message)
                 kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
             case Submit():
                 return self._submit(pod)
+            case FindJob():
+                return self._find_job(uid, pod)
+            case ReleaseStuckPod():
+                return self._release_stuck(pod, action)
             case Bind():
                 if self.on_bind is not None:
                     self.on_bind(pod, action)  # the front end's own binding step
@@ -194,7 +223,7 @@ class PodScheduler:
                     self._bind_directly(pod, action)
                 return Result()
             case DeletePod(reason=reason, message=message):
-                self._report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                self.report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
                 log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
                          reason, message)
                 kubeops.delete_pod(self.api, pod)
@@ -224,7 +253,7 @@ class PodScheduler:
         Pods that bind within the grace get the id from their binding instead, with no write
         of their own. A restart in between loses nothing: the job carries the Pod's UID.
         """
-        self._report(pod, "Normal", "WaitingForSlurm", message)
+        self.report(pod, "Normal", "WaitingForSlurm", message)
         kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
 
     def _submit(self, pod: Obj) -> Result:
@@ -234,9 +263,23 @@ class PodScheduler:
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
+            except OutcomeUnknown as exc:
+                # Slurm may have made the job: never submit again before looking for it (FindJob).
+                PLACEHOLDER_SUBMISSIONS.labels("unknown").inc()
+                self.jobs.doubt(uid)
+                self.nudge()
+                log.warning("pod %s/%s: the answer to its submission was lost; looking for its job in Slurm "
+                            "before submitting again: %s", meta["namespace"], meta["name"], exc)
+                return Result(requeue_after=LOST_ANSWER_SETTLE)
+            except AuthenticationFailed as exc:
+                # Slurm refused our token: an outage of ours, never a verdict on the Pod. The client
+                # logged it with the token's source; the controller retries with backoff.
+                PLACEHOLDER_SUBMISSIONS.labels("auth_failed").inc()
+                self.report(pod, "Warning", *outage_event(exc))
+                raise
             except SlurmUnavailable as exc:
                 PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
-                self._report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
+                self.report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
                 raise  # retried with backoff by the controller
             except SlurmError as exc:
                 # Slurm answered and said no (unknown account, QOS or partition, a request no
@@ -245,7 +288,7 @@ class PodScheduler:
                 message = f"Slurm refused the placeholder job: {exc}"
                 self.jobs.refuse(uid, message)
                 self.nudge()  # Slurm may have recorded the job as FAILED: let the cache show it
-                self._report(pod, "Warning", "FailedSubmit", message)
+                self.report(pod, "Warning", "FailedSubmit", message)
                 kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
@@ -259,6 +302,21 @@ class PodScheduler:
             self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
+    def _find_job(self, uid: str, pod: Obj) -> Result:
+        """Settle a lost submission from a fresh job list: adopt the Pod's job if Slurm made it, else
+        submit again. A list that fails leaves the doubt in place (retried with backoff)."""
+        meta = pod["metadata"]
+        jobs, requested_at = self.fresh_jobs.read_with_time()
+        found = self.jobs.settle(uid, jobs, requested_at)
+        if found:
+            PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
+            log.info("pod %s/%s: found job %s in Slurm, made by a submission whose answer was lost; adopted it",
+                     meta["namespace"], meta["name"], ",".join(map(str, found)))
+        else:
+            log.info("pod %s/%s: no job in Slurm from the submission whose answer was lost; submitting again",
+                     meta["namespace"], meta["name"])
+        return self._act(uid, pod, self.placement(pod, uid))  # decided again: the doubt is settled
+
     def _job_request(self, pod: Obj) -> JobRequest:
         """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
         return placeholder.job_request(
@@ -270,8 +328,53 @@ class PodScheduler:
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
         if self.binder.bind(pod, bind):
-            self._report(pod, "Normal", "Scheduled",
-                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+            self.report(pod, "Normal", "Scheduled",
+                        f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+
+    def _release_stuck(self, pod: Obj, release: ReleaseStuckPod) -> Result:
+        """Let go of the job of a Pod stuck terminating on a NotReady or gone Node: drain its nodes (so
+        that Slurm starts nothing where containers may still run), then cancel it. The drain's
+        reason (``k8s: sunk-stuck: ...``, sunk.translate.drains) names the Pod, its UID and its Node; the
+        Syncer lifts it once no Pod with that UID exists and the Node is Ready."""
+        meta = pod["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}"
+        drain = StuckPodDrain(meta["namespace"], meta["name"], meta["uid"], release.k8s_node, release.job_id)
+        for node in release.slurm_nodes:
+            self._drain(node, drain)
+        self._cancel(release.job_id, f"its Pod {where} is stuck terminating on Node {release.k8s_node}, "
+                                     f"which is NotReady or gone")
+        STUCK_PODS_RELEASED.inc()
+        nodes = ",".join(release.slurm_nodes) or "none"
+        self.report(pod, "Warning", "StuckTerminating",
+                    f"Node {release.k8s_node} is NotReady or gone and the Pod outlived its grace period: cancelled "
+                    f"Slurm job {release.job_id}; Slurm node {nodes} stays drained until the Pod is gone and the "
+                    f"Node Ready")
+        log.warning("pod %s: stuck terminating on Node %s (NotReady or gone) past its grace period and %.0fs: "
+                    "drained %s and cancelled job %d", where, release.k8s_node, self.config.stuck_pod_margin,
+                    nodes, release.job_id)
+        return Result()
+
+    def stuck_drain_reason(self, pod: Obj, job_id: int) -> str | None:
+        """The drain reason for a Pod terminating on a Node that is NotReady or gone, else None: the
+        hook API's drain (the Pod outlived KillWait) says the same as ``_release_stuck`` does, so that
+        neither replaces the other's with a reason lifted sooner."""
+        drain = drain_for(pod, job_id)
+        if drain is None or not pod["metadata"].get("deletionTimestamp") or self.node_ready(drain.k8s_node):
+            return None
+        return drain.reason()
+
+    def _drain(self, node: str, drain: StuckPodDrain) -> None:
+        reason = drain.reason()
+        try:
+            current = self.slurm.get_node(node)  # a fresh read: a person's drain of a moment ago is kept
+        except NotFound:
+            return
+        if not should_drain(current.drained, current.reason, drain):
+            if current.reason != reason:
+                log.info("slurm node %s: drained already (%r); left as it is", node, current.reason)
+            return
+        self.slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+        log.info("slurm node %s: drained: %s", node, reason)
 
     def _cancel(self, job_id: int, why: str) -> None:
         try:
@@ -281,8 +384,8 @@ class PodScheduler:
             pass
         self.nudge()
 
-    def _report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
-        """One Event per change of situation, not one per reconcile."""
+    def report(self, pod: Obj, type_: str, reason: str, message: str) -> None:
+        """One Event per change of situation, not one per reconcile (also the outage notice's way)."""
         uid = pod["metadata"]["uid"]
         if self._last_reported.get(uid) == f"{reason}:{message}":
             return

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.controller import slurmauth
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import Manager
 from sunk.kube.client import load_api_client
@@ -68,7 +69,9 @@ def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, th
     running: list[Manager] = []
 
     def start() -> Mapping[str, WSGIApp]:
-        served = build(load_api_client(daemon.kubeconfig), daemon.slurm.connect())
+        slurm = daemon.slurm.connect()
+        slurmauth.watch(slurm)  # the token's expiry and refusals on /metrics
+        served = build(load_api_client(daemon.kubeconfig), slurm)
         running.append(served.manager)
         served.manager.start()
         exit_when_done(daemon.name, served.manager)

@@ -48,8 +48,9 @@ class HttpEndpoints:
         readyz: Mapping[str, Check] | None = None,
         metrics: bool = False,
     ):
-        self.healthz: dict[str, Check] = dict(healthz or {})
-        self.readyz: dict[str, Check] = dict(readyz or {})
+        # The caller's mappings themselves, not copies: a Manager adds checks after building these.
+        self.healthz: Mapping[str, Check] = healthz if healthz is not None else {}
+        self.readyz: Mapping[str, Check] = readyz if readyz is not None else {}
         self.metrics = metrics
         endpoints = self
 

@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any, Protocol
 
@@ -121,6 +121,16 @@ class Manager:
 
     def add_ready_check(self, name: str, check: Check) -> None:
         self._readyz[name] = check
+
+    def set_readiness(self, checks: Mapping[str, Check]) -> None:
+        """Replace the default readiness (every informer synced; leading or standing by) with ``checks``.
+
+        For a daemon whose Service carries what needs less than its controllers do: the
+        scheduler's hook API needs its Pod cache, not Slurm's jobs nor the Lease, and must keep
+        serving while Slurm is unreachable, when the placeholder jobs need it most.
+        """
+        self._readyz.clear()
+        self._readyz.update(checks)
 
     def _before_start(self) -> None:
         if self._started:

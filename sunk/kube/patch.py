@@ -87,9 +87,8 @@ def patch_metadata(
             patch["annotations"] = diff
     if not patch:
         return PatchResult(False, obj)
-    res = resource or resource_for(obj)
-    new = kc.patch(api, res, meta["name"], {"metadata": patch}, meta.get("namespace"))
-    return PatchResult(True, new)
+    new = patch_object(api, obj, {"metadata": patch}, resource=resource)
+    return PatchResult(new is not None, new)
 
 
 def set_labels(api: ApiClient, obj: Obj, labels: Mapping[str, str | None]) -> PatchResult:
@@ -98,6 +97,55 @@ def set_labels(api: ApiClient, obj: Obj, labels: Mapping[str, str | None]) -> Pa
 
 def set_annotations(api: ApiClient, obj: Obj, annotations: Mapping[str, str | None]) -> PatchResult:
     return patch_metadata(api, obj, annotations=annotations)
+
+
+# ---- writes meant for one object ------------------------------------------------------------------
+
+
+def with_uid(obj: Obj, body: Obj) -> Obj:
+    """``body`` carrying ``obj``'s ``metadata.uid``, when it has one.
+
+    Why: a write by name lands on whatever holds the name now, and a StatefulSet recreates a
+    Pod under the same name. An object's uid is immutable, so the apiserver refuses a patch that
+    would change it (422): the patch applies to ``obj`` itself or to nothing. The kubelet guards
+    its Pod status patches the same way (kubernetes#86320).
+    """
+    uid = _meta(obj).get("uid")
+    if not uid:
+        return body
+    return {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}}
+
+
+def replaced(api: ApiClient, obj: Obj, resource: Resource | None = None) -> bool:
+    """After a write to ``obj`` failed: True when it is gone, or another object now holds its name."""
+    meta = _meta(obj)
+    try:
+        live = kc.get(api, resource or resource_for(obj), meta["name"], meta.get("namespace"))
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return True
+        raise
+    return bool(meta.get("uid")) and _meta(live).get("uid") != meta["uid"]
+
+
+def patch_object(api: ApiClient, obj: Obj, body: Obj, *, resource: Resource | None = None,
+                 subresource: str | None = None) -> Obj | None:
+    """Merge-patch ``obj`` itself, never a successor with its name (``with_uid``).
+
+    Returns the patched object, or None when ``obj`` is gone or was replaced (nothing written).
+    """
+    res = resource or resource_for(obj)
+    meta = _meta(obj)
+    try:
+        return kc.patch(api, res, meta["name"], with_uid(obj, body), meta.get("namespace"), subresource=subresource)
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return None
+        if meta.get("uid") and exc.status in (409, 422) and replaced(api, obj, res):
+            log.debug("%s %s/%s was replaced by a newer object of that name: not written",
+                      res.plural, meta.get("namespace"), meta["name"])
+            return None
+        raise
 
 
 # ---- optimistic read-modify-write ------------------------------------------------------------
@@ -116,6 +164,8 @@ def update_with_retry(
 
     On 409 Conflict the object is reread and ``mutate`` asked again, up to ``max_conflicts``
     times, then the ApiError is raised. ``mutate`` returning None means "nothing to do".
+    The write is meant for ``obj`` itself: the patch carries its uid too, and when the reread
+    finds it gone or replaced by a newer object of the same name, nothing is written.
     """
     res = resource or resource_for(obj)
     meta = _meta(obj)
@@ -126,7 +176,7 @@ def update_with_retry(
         body = mutate(current)
         if body is None:
             return PatchResult(False, current, conflicts)
-        body = dict(body)
+        body = with_uid(obj, dict(body))
         body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": _meta(current)["resourceVersion"]}
         try:
             new = kc.patch(api, res, name, body, namespace, subresource=subresource)
@@ -136,7 +186,16 @@ def update_with_retry(
                 raise
             conflicts += 1
             log.debug("conflict writing %s %s/%s (attempt %d); rereading", res.plural, namespace, name, conflicts)
-            current = kc.get(api, res, name, namespace)
+            try:
+                current = kc.get(api, res, name, namespace)
+            except kc.ApiError as gone:
+                if gone.not_found:
+                    return PatchResult(False, None, conflicts)
+                raise
+            if _meta(obj).get("uid") and _meta(current).get("uid") != _meta(obj)["uid"]:
+                log.debug("%s %s/%s was replaced by a newer object of that name: not written", res.plural,
+                          namespace, name)
+                return PatchResult(False, None, conflicts)
 
 
 # ---- Pod conditions -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 from .accounting import RpcAccounting
 from .cache import CacheEvent, SlurmCache
 from .client import SlurmClient, Snapshot
-from .errors import NotFound, SlurmError, SlurmUnavailable
+from .errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from .models import Job, JobAllocation, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
 BACKENDS = ("rest", "pyslurm")
@@ -61,6 +61,7 @@ __all__ = [
     "Node",
     "NodeUpdate",
     "NotFound",
+    "OutcomeUnknown",
     "Partition",
     "RpcAccounting",
     "RpcStat",

@@ -102,6 +102,8 @@ class _Kind:
         self.last_full = -math.inf
         self.last_ok = -math.inf
         self.failing: Optional[str] = None
+        self.error: Optional[Exception] = None  # what the failing list raised
+        self.failing_since = 0.0  # clock when the current outage began
 
 
 class SlurmCache:
@@ -165,6 +167,18 @@ class SlurmCache:
     @property
     def last_error(self) -> Optional[str]:
         return next((k.failing for k in self._kinds if k.failing), None)
+
+    @property
+    def last_failure(self) -> Optional[Exception]:
+        """What the failing list raised, while one fails (a ``SlurmError``: ``AuthenticationFailed``
+        says Slurm refused the token); None once every kind lists again."""
+        return next((k.error for k in self._kinds if k.error is not None), None)
+
+    @property
+    def failing_for(self) -> float:
+        """Seconds since the current outage began; 0 when every kind lists."""
+        since = [k.failing_since for k in self._kinds if k.error is not None]
+        return self._clock() - min(since) if since else 0.0
 
     def stats(self) -> CacheStats:
         with self._changed:
@@ -230,6 +244,7 @@ class SlurmCache:
         if kind.failing:
             log.info("Slurm %s list works again", kind.name)
         kind.failing = None
+        kind.error = None
         kind.last_ok = self._clock()
         if snapshot.items is None:  # nothing changed since last_update
             return []
@@ -253,9 +268,11 @@ class SlurmCache:
         if kind.failing is None:
             log.warning("Slurm %s list failed, keeping the last snapshot (%d items): %s",
                         kind.name, len(kind.items), exc)
+            kind.failing_since = self._clock()
         else:
             log.debug("Slurm %s list still failing: %s", kind.name, exc)
         kind.failing = str(exc)
+        kind.error = exc
         kind.full_next = True  # whatever happened meanwhile, start again from a full list
 
     def _dispatch(self, events: list[CacheEvent],

@@ -11,6 +11,15 @@ NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
 # Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
 # SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
 UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
+# Slurm did not accept the request's credentials: SLURM_PROTOCOL_AUTHENTICATION_ERROR (1007,
+# slurmctld refusing an expired or wrongly signed JWT: "Protocol authentication error"), the
+# ESLURM_AUTH_* family (6000-6011) and ESLURM_REST_AUTH_FAIL (9008).
+AUTH_CODES = frozenset({1007, 6000, 6001, 6004, 6007, 6008, 6009, 6010, 6011, 9008})
+# Of those unavailable ones, the ones that can come after the request reached slurmctld, so that a request which
+# is not safe to repeat (a submission) may have taken effect: SLURM_COMMUNICATIONS_SEND_ERROR,
+# _RECEIVE_ERROR, _SHUTDOWN_ERROR (1002-1004), _WRITE_TIMEOUT, _READ_TIMEOUT (1022, 1023), their
+# SLURMCTLD_COMMUNICATIONS_ twins (1801-1803), and a socket timeout (5004).
+UNCERTAIN_CODES = frozenset({1002, 1003, 1004, 1022, 1023, 1801, 1802, 1803, 5004})
 
 
 class SlurmError(Exception):
@@ -33,3 +42,20 @@ class NotFound(SlurmError):
 
 class SlurmUnavailable(SlurmError):
     """slurmctld or slurmrestd could not be reached at all; safe to retry later."""
+
+
+class OutcomeUnknown(SlurmUnavailable):
+    """A request that is not safe to repeat was sent, and its answer was lost (a read timeout, the
+    connection closed after sending, slurmctld timing out behind slurmrestd): it may have taken
+    effect. A caller that submits looks for its job by its own identity before submitting again."""
+
+
+class AuthenticationFailed(SlurmUnavailable):
+    """Slurm refused our credentials (an expired, rotated or wrong token; munge on the pyslurm
+    backend): an outage of ours, not an answer about the request. Retry later; never read it
+    as a verdict on what was asked. ``token_source`` says where the token came from."""
+
+    def __init__(self, message: str, *, code: int | None = None, http_status: int | None = None,
+                 token_source: str = ""):
+        super().__init__(message, code=code, http_status=http_status)
+        self.token_source = token_source

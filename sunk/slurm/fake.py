@@ -159,6 +159,7 @@ class Fault:
     drop: bool = False
     delay: float = 0.0  # seconds before answering (normally, unless status/body/drop say otherwise)
     times: int = 1
+    lose_answer: bool = False  # handle the request (a submission creates its job), then close unanswered
 
 
 @define
@@ -454,11 +455,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        if fault and (fault.body is not None or not fault.delay):
+        if fault and not fault.lose_answer and (fault.body is not None or not fault.delay):
             self._reply(fault.status, copy.deepcopy(fault.body))
             return
         body = json.loads(raw) if raw else None
         status, answer = fake.handle(method, path, query, body, self.headers)
+        if fault and fault.lose_answer:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self._reply(status, answer)
 
     def _reply(self, status: int, body: Optional[Obj]) -> None:

@@ -43,7 +43,17 @@ from .accounting import (
     RpcAccounting,
 )
 from .client import Snapshot
-from .errors import NOT_FOUND_CODES, UNAVAILABLE_CODES, NotFound, SlurmError, SlurmUnavailable
+from .errors import (
+    AUTH_CODES,
+    NOT_FOUND_CODES,
+    UNAVAILABLE_CODES,
+    UNCERTAIN_CODES,
+    AuthenticationFailed,
+    NotFound,
+    OutcomeUnknown,
+    SlurmError,
+    SlurmUnavailable,
+)
 from .models import (
     Job,
     JobAllocation,
@@ -304,7 +314,7 @@ class PyslurmClient:
 
     def submit_job(self, request: JobRequest) -> int:
         kwargs = submit_kwargs(request)
-        with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}"):
+        with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}", repeatable=False):
             return int(self.ps.JobSubmitDescription(**kwargs).submit())
 
     def update_job(self, job_id: int, *, extra: str | None = None, comment: str | None = None) -> None:
@@ -339,15 +349,23 @@ class PyslurmClient:
 
     # -- errors ----------------------------------------------------------------------------------
     @contextmanager
-    def _rpc(self, message_type: str, what: str) -> Iterator[None]:
-        """Account the call and turn pyslurm's exceptions into ours."""
+    def _rpc(self, message_type: str, what: str, *, repeatable: bool = True) -> Iterator[None]:
+        """Account the call and turn pyslurm's exceptions into ours.
+
+        A call that is not ``repeatable`` (a submission) whose answer was lost after it reached
+        slurmctld raises OutcomeUnknown: it may have taken effect.
+        """
         with self.accounting.measure(message_type):
             try:
                 yield
             except SlurmError:
                 raise
             except self.ps.RPCError as exc:
-                raise self._error(what, exc) from exc
+                error = self._error(what, exc)
+                if not repeatable and isinstance(error, SlurmUnavailable) and error.code in UNCERTAIN_CODES:
+                    raise OutcomeUnknown(f"{error.message} (it may or may not have taken effect)",
+                                         code=error.code) from exc
+                raise error from exc
             except self.ps.PyslurmError as exc:
                 raise SlurmError(f"{what}: {exc}") from exc
             except ValueError as exc:  # pyslurm validates arguments (states, signals) before the RPC
@@ -360,6 +378,8 @@ class PyslurmClient:
         message = f"{what}: {text}"
         if code in NOT_FOUND_CODES or "does not exist" in text:
             return NotFound(message, code=code)
+        if code in AUTH_CODES:
+            return AuthenticationFailed(message, code=code, token_source="munge")
         if code in UNAVAILABLE_CODES:
             return SlurmUnavailable(message, code=code)
         return SlurmError(message, code=code if code and code > 0 else None)

@@ -9,7 +9,12 @@ nothing. Any answer with a non-empty ``errors`` array raises SlurmError carrying
 - ``DELETE /job/ID`` answers HTTP 200 with an empty ``errors`` array and puts the outcome
   in ``status[]``; that is checked too. A cancel of a job that is done (2021) or gone
   (2017) succeeds, as libslurm's cancel does;
-- slurmrestd unreachable, or slurmrestd unable to reach slurmctld, raises SlurmUnavailable.
+- slurmrestd unreachable, or slurmrestd unable to reach slurmctld, raises SlurmUnavailable;
+- our token refused (slurmrestd's HTTP 401; slurmctld's 1007 "Protocol authentication
+  error" for an expired or wrongly signed JWT; ESLURM_AUTH_*) raises AuthenticationFailed,
+  a SlurmUnavailable naming the token's source: an outage of ours, never an answer about
+  the request. It is counted and logged once per outage (``auth_status``), and the source
+  is looked at again before the next request (a rotated file, a new key).
 
 Retries and idempotency. Only connection errors are retried (with capped, jittered
 exponential backoff), never read timeouts or answers. A request is retried after it may
@@ -18,9 +23,10 @@ finds the job already done), ``update_job`` (sets absolute values), and ``update
 with no state change or an absolute one (DRAIN, DOWN, FAIL). ``submit_job``,
 ``delete_node`` and state transitions such as RESUME are retried only when the
 connection was never established (refused, connect timeout); if the request was sent and
-the answer was lost, SlurmUnavailable says the outcome is unknown. Callers that submit
-must then reconcile by their own identity (sunk puts the Pod UID in the job's ``extra``)
-instead of resubmitting blindly.
+the answer was lost (a read timeout, the connection closed after sending, slurmrestd's own
+timeout talking to slurmctld, a proxy's 502/504), OutcomeUnknown (a SlurmUnavailable) says
+the outcome is unknown. Callers that submit must then reconcile by their own identity (sunk
+puts the Pod UID in the job's ``extra``) instead of resubmitting blindly.
 
 ``update_time``. ``list_nodes``/``list_jobs`` with ``updated_since`` pass Slurm's
 ``update_time``; slurmctld answers "no change" when nothing changed since one second
@@ -44,6 +50,7 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -70,14 +77,18 @@ from .accounting import (
     REQUEST_UPDATE_NODE,
     RpcAccounting,
 )
-from .auth import TokenSource
+from .auth import AuthStatus, TokenSource, WatchedToken
 from .client import Snapshot
 from .errors import (
+    AUTH_CODES,
     ESLURM_ALREADY_DONE,
     ESLURM_INVALID_JOB_ID,
     NOT_FOUND_CODES,
     UNAVAILABLE_CODES,
+    UNCERTAIN_CODES,
+    AuthenticationFailed,
     NotFound,
+    OutcomeUnknown,
     SlurmError,
     SlurmUnavailable,
 )
@@ -106,9 +117,17 @@ def _error_from(what: str, errors: list[Mapping[str, Any]], status: int) -> Slur
     message = f"{what}: {text}"
     if any(c in NOT_FOUND_CODES for c in codes):
         return NotFound(message, code=code, http_status=status)
+    if any(c in AUTH_CODES for c in codes):
+        return AuthenticationFailed(message, code=next(c for c in codes if c in AUTH_CODES), http_status=status)
     if any(c in UNAVAILABLE_CODES for c in codes):
         return SlurmUnavailable(message, code=code, http_status=status)
     return SlurmError(message, code=code, http_status=status)
+
+
+def _maybe_done(exc: SlurmUnavailable) -> bool:
+    """An unavailable answer that may come after slurmctld acted: slurmrestd's own timeout talking to
+    it, or a proxy's 502/504 after it forwarded the request."""
+    return exc.code in UNCERTAIN_CODES or exc.http_status in (502, 504)
 
 
 def _never_sent(exc: requests.ConnectionError) -> bool:
@@ -140,7 +159,10 @@ class RestClient:
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.base = url.rstrip("/") + f"/slurm/{v0042.VERSION}/"
-        self.tokens = tokens
+        self.tokens = tokens if isinstance(tokens, WatchedToken) else WatchedToken(tokens)
+        self._auth_lock = threading.Lock()
+        self._auth_failures = 0
+        self._auth_failing = False
         self.user = user
         self.timeout = (connect_timeout, read_timeout)
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
@@ -286,6 +308,12 @@ class RestClient:
     def rpc_stats(self) -> Mapping[str, RpcStat]:
         return self.accounting.snapshot()
 
+    def auth_status(self) -> AuthStatus:
+        """The token's source and expiry, and how often slurmrestd or slurmctld refused it."""
+        with self._auth_lock:
+            return AuthStatus(self.tokens.describe(), self.tokens.expires_at(), self._auth_failures,
+                              self._auth_failing)
+
     def close(self) -> None:
         self.session.close()
 
@@ -305,7 +333,35 @@ class RestClient:
               idempotent: bool = True) -> tuple[int, Body]:
         with self.accounting.measure(message_type):
             resp = self._send(method, path, what, params=params, body=body, idempotent=idempotent)
-            return resp.status_code, self._check(resp, what)
+            try:
+                answer = resp.status_code, self._check(resp, what)
+            except AuthenticationFailed as exc:
+                raise self._refused(exc) from exc
+            except SlurmUnavailable as exc:
+                if idempotent or isinstance(exc, OutcomeUnknown) or not _maybe_done(exc):
+                    raise
+                raise OutcomeUnknown(f"{exc.message} (it may or may not have taken effect)", code=exc.code,
+                                     http_status=exc.http_status) from exc
+            if self._auth_failing:
+                with self._auth_lock:
+                    failing, self._auth_failing = self._auth_failing, False
+                if failing:
+                    log.info("Slurm accepts the token from %s again", self.tokens.describe())
+            return answer
+
+    def _refused(self, exc: AuthenticationFailed) -> AuthenticationFailed:
+        """Slurm refused our token: an outage (retried by the caller), counted, logged once per outage
+        with where the token comes from, whose origin is looked at again before the next request."""
+        source = self.tokens.describe()
+        with self._auth_lock:
+            self._auth_failures += 1
+            first, self._auth_failing = not self._auth_failing, True
+        self.tokens.invalidate()
+        if first:
+            log.warning("Slurm refused the token from %s (%s): requests wait and are retried until a token it "
+                        "accepts is there (the source is read again)", source, exc.message)
+        return AuthenticationFailed(f"{exc.message} (token from {source})", code=exc.code,
+                                    http_status=exc.http_status, token_source=source)
 
     def _send(self, method: str, path: str, what: str, *, params: Mapping[str, str] | None,
               body: Body | None, idempotent: bool) -> requests.Response:
@@ -323,12 +379,15 @@ class RestClient:
                     self._sleep(delay)
                     attempt += 1
                     continue
-                outcome = "" if unsent or idempotent else " (it may or may not have taken effect)"
-                raise SlurmUnavailable(f"{what}: cannot reach slurmrestd at {self.base}{outcome}: {exc}") from exc
+                if unsent or idempotent:
+                    raise SlurmUnavailable(f"{what}: cannot reach slurmrestd at {self.base}: {exc}") from exc
+                raise OutcomeUnknown(f"{what}: the connection to slurmrestd at {self.base} broke after the "
+                                     f"request was sent (it may or may not have taken effect): {exc}") from exc
             except requests.Timeout as exc:
-                outcome = "" if idempotent else " (it may or may not have taken effect)"
-                raise SlurmUnavailable(f"{what}: slurmrestd did not answer within {self.timeout[1]}s{outcome}") \
-                    from exc
+                if idempotent:
+                    raise SlurmUnavailable(f"{what}: slurmrestd did not answer within {self.timeout[1]}s") from exc
+                raise OutcomeUnknown(f"{what}: slurmrestd did not answer within {self.timeout[1]}s (it may or may "
+                                     f"not have taken effect)") from exc
             except requests.RequestException as exc:
                 raise SlurmError(f"{what}: {exc}") from exc
 
@@ -337,6 +396,9 @@ class RestClient:
         status = resp.status_code
         if status == 304:
             return {}
+        if status == 401:  # slurmrestd's answer to a request whose token it cannot use at all
+            text = resp.text[:200].strip() or "Authentication failure"
+            raise AuthenticationFailed(f"{what}: HTTP 401 {text}", http_status=status)
         try:
             # Bytes that are not UTF-8 replaced, not refused: slurmrestd passes a job's Extra,
             # comment or name through as its user wrote them, and one such job made every list fail.

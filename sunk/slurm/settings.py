@@ -1,7 +1,10 @@
 """How a daemon reaches Slurm: the flags every daemon takes, one way to connect, the start-up check.
 
 ``--slurm-backend=rest`` (the default) talks to slurmrestd at ``--slurm-api-base`` with a
-JWT. ``--slurm-backend=pyslurm`` uses Slurm's C API through pyslurm 25.11, which reads
+JWT: one given (``--slurm-auth-token``, ``$SLURM_JWT``), one read from a file that is read
+again when it changes (``--slurm-auth-token-file``), or short-lived ones the daemon signs
+itself with slurmctld's key (``--slurm-jwt-key-file``, renewed at half-life, so no token of
+a running daemon ever expires). ``--slurm-backend=pyslurm`` uses Slurm's C API through pyslurm 25.11, which reads
 slurm.conf from ``SLURM_CONF`` and authenticates with munge like the Slurm commands; the
 REST flags are then ignored.
 
@@ -43,19 +46,32 @@ class SlurmSettings:
     user: str = "root"
     token: Optional[str] = attrs.field(default=None, repr=False)
     token_file: Optional[str] = None
+    jwt_key_file: Optional[str] = None  # sign tokens ourselves (first choice, then token_file, then token)
     poll_interval: float = 1.0  # seconds between the cache's list calls
 
     def connect(self, **rest_options: Any) -> SlurmClient:
         """A client for this backend; ``rest_options`` (timeouts, retries) go to the REST client only."""
         if self.backend == "pyslurm":
             return connect("pyslurm")
-        auth = {"token_file": self.token_file} if self.token_file else {"token": self.token}
+        auth: dict[str, Any]
+        if self.jwt_key_file:
+            auth = {"jwt_key_file": self.jwt_key_file}
+        elif self.token_file:
+            auth = {"token_file": self.token_file}
+        else:
+            auth = {"token": self.token}
         return connect("rest", url=self.url, user=self.user, **auth, **rest_options)
 
     def describe(self) -> str:
         if self.backend == "pyslurm":
             return f"pyslurm (slurm.conf {os.environ.get('SLURM_CONF') or 'at libslurm default path'}, munge)"
-        return f"rest (slurmrestd at {self.url} as {self.user})"
+        if self.jwt_key_file:
+            auth = f"tokens it signs with key file {self.jwt_key_file}"
+        elif self.token_file:
+            auth = f"token file {self.token_file}"
+        else:
+            auth = "a fixed token"
+        return f"rest (slurmrestd at {self.url} as {self.user}, {auth})"
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll_help: str) -> None:
@@ -65,16 +81,22 @@ def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll
                         help="slurmrestd base URL (rest)")
     parser.add_argument("--slurm-auth-token", default=os.environ.get("SLURM_JWT"), help="slurmrestd JWT (rest)")
     parser.add_argument("--slurm-auth-token-file", default=None, help="JWT file, re-read when it changes (rest)")
+    parser.add_argument("--slurm-jwt-key-file", default=None,
+                        help="slurmctld's jwt_key (AuthAltParameters=jwt_key=...): sign short-lived tokens for "
+                             "--slurm-user here, renewed at half-life; read again when it changes (rest)")
     parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for (rest)")
     parser.add_argument("--slurm-poll-interval", type=positive_duration, default=poll_interval, help=poll_help)
 
 
 def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SlurmSettings:
-    if args.slurm_backend == "rest" and not (args.slurm_auth_token or args.slurm_auth_token_file):
-        parser.error("give --slurm-auth-token (or $SLURM_JWT) or --slurm-auth-token-file")
+    if args.slurm_backend == "rest" and not (args.slurm_auth_token or args.slurm_auth_token_file
+                                             or args.slurm_jwt_key_file):
+        parser.error("give --slurm-auth-token (or $SLURM_JWT), --slurm-auth-token-file or --slurm-jwt-key-file")
+    if args.slurm_auth_token_file and args.slurm_jwt_key_file:
+        parser.error("give --slurm-auth-token-file or --slurm-jwt-key-file, not both")
     return SlurmSettings(backend=args.slurm_backend, url=args.slurm_api_base, user=args.slurm_user,
                          token=args.slurm_auth_token, token_file=args.slurm_auth_token_file,
-                         poll_interval=args.slurm_poll_interval)
+                         jwt_key_file=args.slurm_jwt_key_file, poll_interval=args.slurm_poll_interval)
 
 
 def one_line(exc: BaseException) -> str:

@@ -20,9 +20,9 @@ from .podcordon import Cordon, pod_cordon
 class KubeFacts:
     """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate.
 
-    ``pod_node``, ``pods_on_node`` and ``jobs_holding`` are looked up only when asked: the rules need them only
-    for a node under one of sunk's own drains (``sunk.translate.drains``), and the job scan
-    is not worth making for every node on every event.
+    ``pod_node``, ``pod_uid``, ``node_named``, ``pods_on_node`` and ``jobs_holding`` are looked up only
+    when asked: the rules need them only for a node under one of sunk's own drains
+    (``sunk.translate.drains``), and the job scan is not worth making for every node on every event.
     """
 
     slurm_node: str
@@ -44,6 +44,17 @@ class KubeFacts:
         if pod is None:
             return None
         return str((pod.get("spec") or {}).get("nodeName") or "")
+
+    def pod_uid(self, key: str) -> str | None:
+        """The UID of the Pod ``namespace/name`` (any namespace); None if it does not exist."""
+        pod = self.ctx.all_pods.get(key)
+        if pod is None:
+            return None
+        return str((pod.get("metadata") or {}).get("uid") or "")
+
+    def node_named(self, name: str) -> Obj | None:
+        """The Kubernetes Node of that name, from the Node informer; None if there is none."""
+        return self.ctx.nodes.get(name)
 
     def pods_on_node(self) -> list[Obj]:
         """The Pods bound to the slurmd Pod's Node, from the all-Pods informer."""

@@ -6,9 +6,13 @@ node on it for each heartbeat would cost nothing in writes but keep the queue bu
 no reason, so only changes the Syncer reads are let through.
 
 sunk's own drains (``sunk.translate.drains``) end with events nothing else here watches: a
-Pod deleted in any namespace (the placeholder's Pod, a Pod that blocked a lock) and a job
-that leaves the node. Those wake only the nodes under such a drain, so the cluster's job
-and Pod churn costs one cache lookup per node it touches, and no reconcile.
+Pod deleted in any namespace (the placeholder's Pod, a Pod that blocked a lock, a Pod stuck
+terminating) and a job that leaves the node. Those wake only the nodes under such a drain,
+so the cluster's job and Pod churn costs one cache lookup per node it touches, and no
+reconcile. A stuck-Pod drain names its Pod's UID and Node, which may no longer map to the
+drained Slurm node (the slurmd Pod gone with its Node): the Pod's deletion and that Node's
+changes also wake every node drained for it, found by a string test on each drained
+node's reason in the cache.
 """
 
 from __future__ import annotations
@@ -94,12 +98,14 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
         # SlurmSideReconciler); when it goes, the node is judged again.
         if pod["metadata"].get("namespace") == ctx.config.watch_namespace:
             enqueue(slurm_node_name(pod))
-        wake_sunk_drained(slurm_nodes_of(ctx, pod))
+        uid = pod["metadata"].get("uid")
+        wake_sunk_drained([*slurm_nodes_of(ctx, pod), *stuck_drained(ctx, lambda stuck: stuck.uid == uid)])
 
     ctx.all_pods.add_handler(on_delete=pod_gone)
 
     def slurm_nodes_on(node: Obj) -> list[str]:
-        return ctx.slurm_nodes_on(node["metadata"]["name"])
+        name = node["metadata"]["name"]
+        return [*ctx.slurm_nodes_on(name), *stuck_drained(ctx, lambda stuck: stuck.k8s_node == name)]
 
     ctx.nodes.add_handler(KeyHandler(enqueue, slurm_nodes_on, lambda old, new: node_view(old) != node_view(new)))
 
@@ -123,6 +129,18 @@ def slurm_nodes_of(ctx: SyncerContext, pod: Obj) -> list[str]:
     keys = ctx.slurm_nodes_on(node) if (node := (pod.get("spec") or {}).get("nodeName")) else []
     placed = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_SLURM_NODE)
     return keys + [placed] if placed else keys
+
+
+def stuck_drained(ctx: SyncerContext, matches: Callable[[drains.StuckPodDrain], bool]) -> list[str]:
+    """Slurm nodes under a stuck-Pod drain that ``matches``, from the cache: a string test on each
+    drained node's reason first, a parse only of those that may be one."""
+    found = []
+    for name, node in ctx.slurm_cache.nodes().items():
+        if node.drained and node.reason.startswith(drains.STUCK_MARK):
+            stuck = drains.parse(node.reason)
+            if isinstance(stuck, drains.StuckPodDrain) and matches(stuck):
+                found.append(name)
+    return found
 
 
 def all_keys(ctx: SyncerContext) -> set[str]:

@@ -1,26 +1,46 @@
-"""The drains sunk's own scripts set: their reasons, read back, and when each cause is gone.
+"""The drains sunk sets on Slurm nodes: their reasons, read back, and when each cause is gone.
 
-Why one module: the placeholder script, the scheduler's drain hook, the prolog and the
-lock service write these reasons; the Syncer reads them back to lift each drain once its
-cause is gone. One grammar, here, so that what a script writes is what the Syncer parses
-(the unit tests run the scripts and parse what they wrote).
+Why one module: the placeholder script, the scheduler (its drain hook, and its release of a
+Pod stuck terminating), the prolog and the lock service write these reasons; the Syncer
+reads them back to lift each drain once its cause is gone. One grammar, here, so that what a
+writer writes is what the Syncer parses (the unit tests run the scripts and parse what they
+wrote). The Syncer's own condition drains (``sunk.translate.nodestate``: the slurmd Pod is
+missing, not ready, pending deletion, its Node cordoned) are not in it: they are lifted as
+soon as the condition clears.
 
 The reasons (each a full match: nothing before, nothing after):
 
     k8s: sunk-placeholder: pod NS/NAME outlived KillWait after job N
+    k8s: sunk-stuck: pod NS/NAME uid=UID stuck terminating on Node NODE (NotReady or gone) after job N
     k8s: sunk-lock: job N: hook API unreachable (DETAIL)
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: Pods on Node NODE: NS/NAME[ NS/NAME...]
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: lock still STATE
 
+When each is lifted (``cause``), and who writes it:
+
+    sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain, or the
+                      placeholder script's fallback): lifted once the Pod is off the node, no job of
+                      it holds the node, and no other Pod sunk placed there outlives its job
+    sunk-stuck        the scheduler let go of the job of a Pod stuck terminating on a Node that is
+                      NotReady or gone (``ReleaseStuckPod``; the /drain hook says the same for such
+                      a Pod): lifted once no Pod with that UID exists and that Node is Ready
+    sunk-lock         the prolog gave up on the hook API or its lock: lifted once the refused job
+                      holds the node no more, the named Pods have left the Node, and the lock is
+                      consistent with Slurm's jobs again
+
 Why ``k8s:``: SUNK's Syncer "only removes or updates drain reasons that are prefixed with
-k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, the
-hook API and its lock). The ``sunk-...`` word after it tells them from the Syncer's own
-condition drains, which it lifts as soon as the condition clears; these it lifts only once
-the cause named in the reason is gone (``cause``). A prolog failure whose cause the Syncer
+k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, a
+Node whose kubelet is gone, the hook API and its lock). The ``sunk-...`` word after it tells
+them from the Syncer's own condition drains, which it lifts as soon as the condition clears;
+these it lifts only once the cause named in the reason is gone (``cause``). A prolog failure whose cause the Syncer
 cannot see (its configuration, a refusal by the hook API) keeps the form ``sunk-lock: job
 N: ...`` without the prefix, and an operator resumes the node. A reason that merely
 resembles these (another prefix, text around it, a malformed Pod name) is not sunk's:
 ``parse`` answers None, and the drain is treated like any other.
+
+Slurm keeps one reason per node: a writer that finds the node drained already decides
+whether its reason may replace the one there (``sunk.translate.stuckpod.should_drain`` for
+the scheduler's stuck-Pod drain); a drain a person or NHC set is never replaced.
 """
 
 from __future__ import annotations
@@ -49,6 +69,11 @@ _PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: pod (?P<ns>{_NAME})/(?P<name
                           rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
 _UNREACHABLE = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): hook API unreachable"
                           rf"(?: \((?P<detail>[^()]*)\))?")
+# A Kubernetes UID: a UUID, as the apiserver makes them (lower-case hex and '-'); tests use short ones.
+_UID = r"[0-9a-z](?:[-0-9a-z]{0,62}[0-9a-z])?"
+_STUCK = re.compile(rf"{_P} sunk-stuck: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) uid=(?P<uid>{_UID}) stuck terminating "
+                    rf"on Node (?P<node>{_NAME}) \(NotReady or gone\) after job (?P<job>[1-9][0-9]{{0,18}})")
+STUCK_MARK = f"{_P} sunk-stuck: "  # what every stuck-Pod reason starts with: a cheap test before a parse
 _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<strict>strict )?lock timeout after "
                       rf"(?P<seconds>[0-9]{{1,9}})s: (?:Pods on Node (?P<node>\S+): (?P<pods>{_POD}(?: {_POD})*)"
                       rf"|lock still (?P<state>[a-z_]+))")
@@ -68,6 +93,26 @@ class PlaceholderDrain:
 
     def reason(self) -> str:
         return f"{_P} sunk-placeholder: pod {self.pod} outlived KillWait after job {self.job_id}"
+
+
+@frozen
+class StuckPodDrain:
+    """The scheduler let go of job ``job_id`` of the Pod ``namespace/name`` (``uid``), stuck terminating
+    on Node ``k8s_node``, which was NotReady or gone: its containers may still run there."""
+
+    namespace: str
+    name: str
+    uid: str
+    k8s_node: str
+    job_id: int
+
+    @property
+    def pod(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def reason(self) -> str:
+        return (f"{_P} sunk-stuck: pod {self.pod} uid={self.uid} stuck terminating on Node {self.k8s_node} "
+                f"(NotReady or gone) after job {self.job_id}")
 
 
 @frozen
@@ -100,7 +145,7 @@ class LockTimeoutDrain:
         return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
 
 
-SunkDrain = Union[PlaceholderDrain, HookUnreachableDrain, LockTimeoutDrain]
+SunkDrain = Union[PlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain]
 
 
 def parse(reason: str) -> Optional[SunkDrain]:
@@ -109,6 +154,8 @@ def parse(reason: str) -> Optional[SunkDrain]:
         return None
     if m := _PLACEHOLDER.fullmatch(reason):
         return PlaceholderDrain(m["ns"], m["name"], int(m["job"]))
+    if m := _STUCK.fullmatch(reason):
+        return StuckPodDrain(m["ns"], m["name"], m["uid"], m["node"], int(m["job"]))
     if m := _UNREACHABLE.fullmatch(reason):
         return HookUnreachableDrain(int(m["job"]), m["detail"] or "")
     if m := _TIMEOUT.fullmatch(reason):
@@ -157,6 +204,14 @@ class CauseFacts(Protocol):
         """The Pods bound to that Kubernetes Node (none when it is unknown)."""
         ...
 
+    def pod_uid(self, key: str) -> Optional[str]:
+        """The UID of the Pod ``namespace/name`` (any namespace); None when no such Pod exists."""
+        ...
+
+    def node_named(self, name: str) -> Optional[Obj]:
+        """The Kubernetes Node of that name; None when there is none."""
+        ...
+
 
 @frozen
 class Cause:
@@ -168,6 +223,8 @@ class Cause:
 
 
 def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
+    if isinstance(drain, StuckPodDrain):  # Slurm's jobs play no part: the job was let go
+        return _stuck(drain, facts)
     jobs = facts.jobs_holding()
     if jobs is None:
         return Cause(None, "Slurm's job list is stale")
@@ -212,6 +269,27 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     if not where:
         return Cause(False, f"Pod {drain.pod} is on no Node and no job of it holds {node.name}")
     return Cause(False, f"Pod {drain.pod} is on Node {where} now, not {here}")
+
+
+def _stuck(drain: StuckPodDrain, facts: CauseFacts) -> Cause:
+    """Present while a Pod with the drain's UID exists (a Pod made again under the name is another
+    one) or the Node it names is not Ready: until its kubelet is back, containers may still run
+    on a machine Kubernetes cannot see."""
+    if facts.pod_uid(drain.pod) == drain.uid:
+        return Cause(True, f"Pod {drain.pod} (uid {drain.uid}) still exists")
+    if not node_ready(facts.node_named(drain.k8s_node)):
+        return Cause(True, f"Node {drain.k8s_node} is NotReady or gone")
+    return Cause(False, f"Pod {drain.pod} (uid {drain.uid}) is gone and Node {drain.k8s_node} is Ready")
+
+
+def node_ready(node: Optional[Obj]) -> bool:
+    """The Node exists and its Ready condition is True (False and Unknown: its kubelet is gone or failing)."""
+    if node is None:
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False  # a Node that never reported Ready is not
 
 
 def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:

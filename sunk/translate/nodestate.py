@@ -17,10 +17,11 @@ Kubernetes -> Slurm drains (``desired_drain``):
 - NHC verify-undrain: a drain whose reason contains ``verify-undrain`` is removed once the
   Pod's ``HPCVerification`` condition is ``True`` with a ``lastTransitionTime`` later than
   the drain's own time, never before, and never while a Kubernetes condition holds.
-- sunk's own drains (``sunk.translate.drains``: the placeholder's, the prolog's) are ``k8s:``
-  reasons too, but a cleared Kubernetes condition does not lift them: each stays while its
-  own cause is present, or cannot be told, and is lifted (or replaced by the condition's
-  reason, if one holds) once that cause is gone.
+- sunk's own drains (``sunk.translate.drains``: the placeholder's, the scheduler's for a Pod
+  stuck terminating on a lost Node, the prolog's) are ``k8s:`` reasons too, but a cleared
+  Kubernetes condition does not lift them, nor does a condition that holds rewrite them: each
+  stays while its own cause is present, or cannot be told, and is lifted (or replaced by the
+  condition's reason, if one holds) once that cause is gone.
 
 Slurm -> Kubernetes: conditions SlurmDrain (message: the drain reason), SlurmRunning,
 SlurmNotResponding and the matching labels on the slurmd Pod; and on the Node the

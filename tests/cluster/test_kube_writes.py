@@ -225,3 +225,35 @@ def test_evict_outcomes(kube_api, namespace):
     assert res.not_found, res
     assert time.monotonic() - started < 2, "must not sit in the apiserver's 10 s conflict retry"
     assert kc.get(kube_api, PODS, "reborn", namespace)["metadata"]["uid"] == new["metadata"]["uid"]
+
+
+def test_writes_meant_for_one_pod_never_reach_its_successor(kube_api, namespace):
+    """A Pod deleted and made again under its name (a StatefulSet's): the patch carries the old
+    uid, which the apiserver refuses to change, and nothing lands on the new Pod (issue 18, item 5)."""
+    from scheduler import kubeops
+    from sunk import names
+
+    old = make_pod(kube_api, namespace, "same-name")
+    kc.delete(kube_api, PODS, "same-name", namespace, grace_period_seconds=0)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            kc.get(kube_api, PODS, "same-name", namespace)
+        except kc.ApiError as exc:
+            assert exc.not_found
+            break
+        assert time.monotonic() < deadline, "the old Pod never went"
+        time.sleep(0.2)
+    new = make_pod(kube_api, namespace, "same-name")
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert kubeops.record_job(kube_api, old, {names.ANN_JOB_ID: "7"}, tolerate_lock=True) is False
+    assert kp.set_labels(kube_api, old, {"stale": "yes"}).wrote is False
+    assert kubeops.mark_unschedulable(kube_api, old, "meant for the old Pod") is False
+    now = kc.get(kube_api, PODS, "same-name", namespace)
+    assert names.ANN_JOB_ID not in (now["metadata"].get("annotations") or {})
+    assert "stale" not in (now["metadata"].get("labels") or {})
+    assert not now["spec"].get("tolerations") or all(t.get("key") != names.LOCK_KEY for t in now["spec"]["tolerations"])
+    assert not [c for c in conditions(now) if c.get("message") == "meant for the old Pod"]
+    # The Pod's own view writes as before.
+    assert kubeops.record_job(kube_api, now, {names.ANN_JOB_ID: "8"}) is True
+    assert kc.get(kube_api, PODS, "same-name", namespace)["metadata"]["annotations"][names.ANN_JOB_ID] == "8"

@@ -149,6 +149,10 @@ class FakeApiServer:
         if obj is None:
             raise kc.ApiError(404, "NotFound", {}, "PATCH", resource.path(namespace, name))
         body = copy.deepcopy(body)
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid is not None and uid != obj["metadata"].get("uid"):  # (sunk.kube.patch.with_uid's guard)
+            raise kc.ApiError(422, "Invalid", {"message": f"{name!r} is invalid: metadata.uid: Invalid value: "
+                                                          f"{uid!r}: field is immutable"}, "PATCH", "")
         want_rv = (body.get("metadata") or {}).pop("resourceVersion", None)
         if want_rv is not None and want_rv != obj["metadata"]["resourceVersion"]:
             raise kc.ApiError(409, "Conflict", {"message": "the object has been modified"}, "PATCH", "")

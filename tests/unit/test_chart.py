@@ -212,8 +212,9 @@ def test_scope_namespace_is_a_role_and_binding_in_each_namespace(namespaces):
     # The slurmd Pods (in slurm, not watched): read only.
     slurmd = find(docs, "Role", "sunk-scheduler-slurmd", NS)
     assert [(r["resources"], r["verbs"]) for r in slurmd["rules"]] == [(["pods"], ["list", "watch"])]
-    # Nodes stay cluster-wide, for sunk-scheduler only (the extender has no Node informer).
-    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-nodes")) == {(NS, "sunk-scheduler")}
+    # Nodes stay cluster-wide, for both (their Ready condition: a Pod stuck terminating on a lost Node).
+    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-nodes")) == {
+        (NS, "sunk-scheduler"), (NS, "sunk-extender")}
     for deployment in ("sunk-scheduler", "sunk-extender"):
         args = flags(chart.container_args(docs, deployment))
         assert args["scope"] == "namespace" and args["watch-namespace"] == "team-a,team-b"
@@ -285,6 +286,19 @@ def test_one_kill_wait_feeds_slurm_conf_and_both_front_ends():
     assert [line for line in conf.splitlines() if line.startswith("KillWait")] == ["KillWait=45"]
     for deployment in ("sunk-scheduler", "sunk-extender"):
         assert flags(chart.container_args(docs, deployment))["slurm-kill-wait"] == "45s"
+
+
+def test_one_stuck_pod_margin_for_both_front_ends_and_their_node_reads():
+    docs = render({"extender": {"enabled": True}})
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        assert flags(chart.container_args(docs, deployment))["stuck-pod-margin"] == "60s"
+    docs = render({"scheduler": {"stuckPodMargin": "2m"}, "extender": {"enabled": True}})
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        assert flags(chart.container_args(docs, deployment))["stuck-pod-margin"] == "2m"
+    # Both read Nodes (their Ready condition), the extender also without sunk-scheduler.
+    docs = render({"scheduler": {"enabled": False}, "extender": {"enabled": True}})
+    assert verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-nodes"), "nodes") == {"list", "watch"}
+    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-nodes")) == {(NS, "sunk-extender")}
 
 
 def test_the_slurm_token_as_a_value_lands_in_a_secret_the_daemons_read():
@@ -468,7 +482,7 @@ def test_the_operator_switch():
     assert verbs(role, "nodesets", "sunk.coreweave.com") == {"get", "list", "watch", "patch"}
     assert verbs(role, "nodesets/status", "sunk.coreweave.com") == {"patch"}
     assert verbs(role, "nodeslices", "sunk.coreweave.com") == {"list", "watch", "create", "patch", "delete"}
-    assert verbs(role, "pods") == {"list", "watch", "create", "patch", "delete"}
+    assert verbs(role, "pods") == {"get", "list", "watch", "create", "patch", "delete"}
     assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
     assert verbs(find(docs, "ClusterRole", "slurm-sunk-operator"), "nodes") == {"list", "watch"}
 
@@ -522,7 +536,9 @@ EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-fil
     {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
     {"syncer": {"config": {"syncer": {"slurmNodeCleanUp": True}}}},
     {"operator": {"enabled": True}},
-], ids=["defaults", "every-flag", "jwt-key", "node-clean-up", "operator"])
+    {"operator": {"enabled": True}, "extender": {"enabled": True},
+     "slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
+], ids=["defaults", "every-flag", "jwt-key", "node-clean-up", "operator", "jwt-key-everywhere"])
 def test_the_daemons_accept_every_rendered_flag(values):
     values = dict(values)
     if values.pop("extender_hooks_tls", False):
@@ -538,7 +554,7 @@ def test_the_daemons_accept_every_rendered_flag(values):
     missing = {f"{name}: {arg.partition('=')[0]}" for name, args in rendered.items() if name in parsers
                for arg in args if arg.partition("=")[0] not in known_flags(parsers[name])
                and not (name == "sunk-extender" and arg.partition("=")[0].removeprefix("--") in EXTENDER_ONLY)}
-    pending = {m for m in missing if m.endswith(("--slurm-jwt-key-file", "--slurm-node-clean-up"))} | (
+    pending = {m for m in missing if m.endswith("--slurm-node-clean-up")} | (
         pending if "sunk-operator" in rendered else set())
     if pending and pending >= missing:
         pytest.xfail(f"what the chart runs that this tree's daemons do not have yet: {sorted(pending)}")
@@ -547,7 +563,7 @@ def test_the_daemons_accept_every_rendered_flag(values):
         if name in ("sunk-scheduler", "sunk-extender"):
             parsed, unknown = parsers[name].parse_known_args(args)
             assert {u.removeprefix("--").partition("=")[0] for u in unknown} <= EXTENDER_ONLY
-            assert parsed.slurm_kill_wait == 30.0
+            assert parsed.slurm_kill_wait == 30.0 and parsed.stuck_pod_margin == 60.0
         else:
             parsers[name].parse_args(args)
 
@@ -565,6 +581,8 @@ def test_the_daemons_accept_every_rendered_flag(values):
     ({"syncer": {"config": {"syncer": {"slurmNodeCleanup": True}}}},
      "additional properties 'slurmNodeCleanup' not allowed"),
     ({"scheduler": {"replicas": "2"}}, "at '/scheduler/replicas': got string, want integer"),
+    ({"scheduler": {"stuckPodMargin": "0s"}}, "at '/scheduler/stuckPodMargin'"),
+    ({"scheduler": {"stuckPodMargin": 60}}, "at '/scheduler/stuckPodMargin': got number, want string"),
     ({"scheduler": {"scope": {"type": "namespace", "namespaces": ["Team_A"]}}}, "/scheduler/scope/namespaces"),
     ({"syncer": {"lockTaintEffect": "PreferNoSchedule"}}, "at '/syncer/lockTaintEffect'"),
     ({"schedulr": {}}, "additional properties 'schedulr' not allowed"),

@@ -163,3 +163,43 @@ def test_sigterm_stops_run_cleanly_and_restores_handlers():
     assert mgr.run() == EXIT_OK
     assert finished == ["k"], "the in-flight reconcile must finish before exit"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_checks_added_after_the_manager_was_built_are_served():
+    """The scheduler and the Syncer add their checks once their assembly has the Manager."""
+    inf = FakeInformer()
+    inf.synced.set()
+    mgr = Manager("m-late-checks", health_bind_address="127.0.0.1:0")
+    mgr.add_informer(inf)
+    mgr.add_ready_check("never", lambda: False)
+    mgr.add_health_check("broken", lambda: False)
+    mgr.start()
+    try:
+        assert mgr.wait_leading(2)
+        code, body = get(mgr.health_port, "/readyz")
+        assert code == 500 and "[-]never failed" in body
+        code, body = get(mgr.health_port, "/healthz")
+        assert code == 500 and "[-]broken failed" in body
+    finally:
+        mgr.stop()
+        mgr.wait(5)
+
+
+def test_readiness_can_be_what_the_service_needs_not_what_the_controllers_need():
+    """An informer that never syncs (Slurm unreachable from the start) and no Lease campaign yet:
+    the default readiness says no; a daemon that set its own says what it checks."""
+    kube, slurm = FakeInformer(), FakeInformer()
+    mgr = Manager("m-readiness", health_bind_address="127.0.0.1:0")
+    mgr.add_informer(kube)
+    mgr.add_informer(slurm)
+    mgr.start()
+    try:
+        kube.synced.set()
+        assert get(mgr.health_port, "/readyz")[0] == 500
+        mgr.set_readiness({"kubernetes": kube.has_synced})
+        code, body = get(mgr.health_port, "/readyz?verbose")
+        assert code == 200 and "[+]kubernetes ok" in body and "informers" not in body
+        assert not mgr.synced()  # the controllers still wait for every informer
+    finally:
+        mgr.stop()
+        mgr.wait(5)

@@ -283,6 +283,15 @@ def test_the_scheduler_role_lets_it_report_unschedulable_pods():
         assert allowed(account, "create", "pods/binding"), f"ServiceAccount {account}: no pods/binding"
 
 
+def test_both_front_ends_read_nodes_for_their_readiness():
+    # scheduler/assembly.py: one Node informer for both (a Pod stuck terminating on a NotReady or
+    # gone Node lets its job go), and, for sunk-scheduler, the lock taint.
+    for account in ((NS, "sunk-scheduler"), (NS, "sunk-extender")):
+        for verb in ("list", "watch"):
+            assert allowed(account, verb, "nodes"), f"ServiceAccount {account}: may not {verb} nodes"
+        assert not allowed(account, "patch", "nodes"), f"ServiceAccount {account}: may patch nodes"
+
+
 def test_the_syncer_role_covers_each_feature():
     account = (NS, "sunk-syncer")
     for verb, resource in (("patch", "nodes"), ("patch", "nodes/status"), ("patch", "pods/status"),
@@ -410,12 +419,13 @@ def test_the_operator_role_covers_each_feature_and_no_more():
     for verb, resource, api_group in (
             ("list", "nodes", ""), ("watch", "nodes", ""),
             ("create", "pods", ""), ("patch", "pods", ""), ("delete", "pods", ""), ("watch", "pods", ""),
+            ("get", "pods", ""),  # after a refused uid-guarded patch: was the Pod replaced? (kp.patch_object)
             ("get", "nodesets", group), ("patch", "nodesets", group), ("patch", "nodesets/status", group),
             ("create", "nodeslices", group), ("patch", "nodeslices", group), ("delete", "nodeslices", group),
             ("create", "events", ""), ("patch", "events", "")):
         assert allowed(account, verb, resource, group=api_group, namespace=NS), \
             f"ServiceAccount sunk-operator: may not {verb} {resource}"
-    for verb, resource in (("patch", "nodes"), ("get", "pods"), ("create", "pods/eviction"), ("update", "nodesets")):
+    for verb, resource in (("patch", "nodes"), ("create", "pods/eviction"), ("update", "nodesets")):
         assert not allowed(account, verb, resource, group=group if "nodesets" in resource else ""), \
             f"ServiceAccount sunk-operator: may {verb} {resource}, which no code of it sends"
     assert not allowed(account, "create", "pods", namespace="default"), "sunk-operator may create Pods anywhere"

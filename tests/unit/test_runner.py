@@ -62,7 +62,7 @@ def test_rest_learns_the_release_in_one_call_and_says_so_first(slurmrestd, monke
     daemon = DaemonConfig(name="sunk-test", slurm=SlurmSettings(url=slurmrestd.url, token="t"))
     assert runner.run(daemon, no_build, [Listener(":8000", "hooks")]) == 0
     assert caplog.records[0].getMessage() == (
-        f"sunk-test: Slurm backend rest (slurmrestd at {slurmrestd.url} as root), Slurm 24.11.5")
+        f"sunk-test: Slurm backend rest (slurmrestd at {slurmrestd.url} as root, a fixed token), Slurm 24.11.5")
     assert slurmrestd.calls() == slurmrestd.calls("GET", "ping/") == 1
     assert len(served) == 1
 
@@ -133,6 +133,29 @@ def test_every_daemon_takes_slurm_backend(monkeypatch, capsys):
     assert (rest.backend, rest.token, rest.url) == ("rest", "t", os.environ.get("SLURM_REST_URL",
                                                                                  "http://127.0.0.1:6820"))
     assert "token=" not in repr(rest)  # the JWT stays out of logs
+
+
+def test_every_daemon_can_sign_its_own_tokens(monkeypatch, tmp_path, capsys):
+    import jwt
+
+    monkeypatch.delenv("SLURM_JWT", raising=False)
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"k" * 32)
+    parser, args = scheduler_flags(f"--slurm-jwt-key-file={key}", "--slurm-user=slurm")
+    settings = settings_from(args, parser)
+    assert settings.jwt_key_file == str(key) and f"key file {key}" in settings.describe()
+    client = settings.connect()
+    try:
+        claims = jwt.decode(client.tokens.token(), b"k" * 32, algorithms=["HS256"])  # type: ignore[attr-defined]
+        assert claims["sun"] == "slurm" and claims["exp"] - claims["iat"] <= 3600
+    finally:
+        client.close()
+    startup = syncer_cli.parse_args(["--plugins=", f"--slurm-jwt-key-file={key}"])
+    assert startup.daemon.slurm.jwt_key_file == str(key)
+    parser, args = scheduler_flags(f"--slurm-jwt-key-file={key}", "--slurm-auth-token-file=/t")
+    with pytest.raises(SystemExit):
+        settings_from(args, parser)
+    assert "not both" in capsys.readouterr().err
 
 
 # ---- the life cycle, in a real gunicorn -------------------------------------------------------------------

@@ -18,6 +18,7 @@ def parse(*flags: str) -> argparse.Namespace:
 @pytest.mark.parametrize("flag", [
     "--workers=0", "--workers=-2", "--workers=many", "--submit-concurrency=0",
     "--slurm-poll-interval=0", "--slurm-poll-interval=-1s", "--slurm-kill-wait=0s", "--slurm-kill-wait=soon",
+    "--stuck-pod-margin=0s", "--stuck-pod-margin=later",
 ])
 def test_values_that_would_hang_or_spin_are_refused(flag):
     with pytest.raises((SystemExit, argparse.ArgumentError)):
@@ -25,9 +26,19 @@ def test_values_that_would_hang_or_spin_are_refused(flag):
 
 
 def test_go_style_values_are_read():
-    args = parse("--workers=4", "--submit-concurrency=2", "--slurm-poll-interval=250ms", "--slurm-kill-wait=1m")
+    args = parse("--workers=4", "--submit-concurrency=2", "--slurm-poll-interval=250ms", "--slurm-kill-wait=1m",
+                 "--stuck-pod-margin=2m")
     assert (args.workers, args.submit_concurrency) == (4, 2)
-    assert args.slurm_poll_interval == 0.25 and args.slurm_kill_wait == 60
+    assert args.slurm_poll_interval == 0.25 and args.slurm_kill_wait == 60 and args.stuck_pod_margin == 120
+
+
+def test_the_stuck_pod_margin_reaches_the_config(tmp_path):
+    from scheduler.cli import config_from
+
+    secret = tmp_path / "secret"
+    secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    assert config_from(parse(f"--hook-secret-file={secret}")).stuck_pod_margin == 60.0
+    assert config_from(parse(f"--hook-secret-file={secret}", "--stuck-pod-margin=90s")).stuck_pod_margin == 90.0
 
 
 

@@ -8,9 +8,11 @@ from scheduler.decide import (
     Bind,
     CancelJobs,
     DeletePod,
+    FindJob,
     Invalid,
     Nothing,
     PodFacts,
+    ReleaseStuckPod,
     Submit,
     Unschedulable,
     Waiting,
@@ -22,8 +24,17 @@ UID = "uid-1"
 NODE_OF = {"node1": "worker-1", "node2": "worker-2"}
 
 
-def pod(bound=None, deleting=False, ours=False, problems=()):
-    return PodFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems))
+def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False):
+    return PodFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems),
+                    grace_ends_at=grace_ends_at, node_lost=node_lost)
+
+
+def stuck(node_lost=True, grace_ends_at=1000.0):
+    """A bound Pod of ours, terminating; its grace period ends at t=1000."""
+    return pod(bound="worker-1", ours=True, deleting=True, grace_ends_at=grace_ends_at, node_lost=node_lost)
+
+TERMINATING_ON_LOST_NODE = ("Pod is terminating on a Node that is NotReady or gone; its job is let go if it is still "
+                            "there after its grace period and the margin")
 
 
 def job(id=7, state="RUNNING", node="node1", reason=""):
@@ -61,6 +72,10 @@ CASES = [
      Unschedulable("Slurm failed job 7 before it started: BadConstraints")),
     ("a refused submission is not retried on the next update", pod(), (), {"refused": "no such QOS"},
      Unschedulable("no such QOS")),
+    ("a submission whose answer was lost -> look for its job, never submit blindly", pod(), (),
+     {"in_doubt": True}, FindJob()),
+    ("a lost submission whose job the cache shows -> that job", pod(),
+     (job(state="PENDING", reason="Priority"),), {"in_doubt": True}, Waiting(7, "Priority", passing=True)),
     ("bound pod, job running -> nothing", pod(bound="worker-1", ours=True), (job(),), {}, Nothing("running")),
     ("bound pod, job timed out -> delete", pod(bound="worker-1", ours=True), (job(state="TIMEOUT"),), {},
      DeletePod("TimeLimit", "Slurm job 7 ended in state TIMEOUT")),
@@ -82,6 +97,18 @@ CASES = [
      Nothing("Pod and job are both gone")),
     ("bound pod terminating -> job kept until the pod is gone", pod(bound="worker-1", ours=True, deleting=True),
      (job(),), {}, Nothing("Pod is terminating; its job is cancelled once it is gone")),
+    ("terminating on a lost Node, within grace and margin -> wait, and look again when they end", stuck(),
+     (job(),), {"now": 1010.0, "stuck_margin": 60.0}, Nothing(TERMINATING_ON_LOST_NODE, recheck_after=50.0)),
+    ("terminating on a lost Node past grace and margin -> drain and cancel", stuck(), (job(),),
+     {"now": 1060.0, "stuck_margin": 60.0}, ReleaseStuckPod(7, ("node1",), "worker-1")),
+    ("terminating on a Ready Node, long past its grace -> its kubelet will finish it: wait",
+     stuck(node_lost=False), (job(),), {"now": 9999.0},
+     Nothing("Pod is terminating; its job is cancelled once it is gone")),
+    ("stuck, its job already let go -> nothing", stuck(), (job(state="CANCELLED"),), {"now": 9999.0},
+     Nothing("Pod is terminating; its job is cancelled once it is gone")),
+    ("stuck, bound by someone else -> not ours", pod(bound="worker-1", deleting=True, grace_ends_at=1000.0,
+                                                     node_lost=True), (job(),), {"now": 9999.0},
+     Nothing("Pod is terminating; its job is cancelled once it is gone")),
     ("unbound pod terminating -> cancel", pod(deleting=True), (job(state="PENDING"),), {},
      CancelJobs((7,), "its Pod is being deleted before it was bound")),
     ("two active jobs -> cancel the newer", pod(), (job(id=7), job(id=8, state="PENDING")), {},

@@ -11,7 +11,7 @@ from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job
-from sunk.translate.drains import PlaceholderDrain
+from sunk.translate.drains import PlaceholderDrain, StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
 
 SECRET = b"hook-secret"
@@ -206,6 +206,23 @@ def test_drain_only_for_a_job_slurm_is_ending(world, state, flags, status):
     response = client.post("/api/v1/jobs/7/drain", headers=auth())
     assert response.status_code == status, response.get_json()
     assert slurm.drained == ([("node1", response.get_json().get("reason"))] if status == 200 else [])
+
+
+def test_the_drain_of_a_pod_stuck_on_a_lost_node_keeps_the_stuck_pod_reason():
+    """The scheduler drained the node with sunk's stuck-Pod reason when it let the stuck Pod's job go;
+    the placeholder's own drain after KillWait must not replace it with the placeholder's, which the
+    Syncer lifts without waiting for the Node to be Ready again."""
+    slurm, index = Slurm(), JobIndex(parse)
+    stuck = StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()
+    app = create_hooks_app(hooks_blueprint(
+        secret=SECRET, jobs=index, parse_uid=lambda extra: (parse(extra) or (None, False))[0],
+        pod_by_uid={"uid-a": POD}.get, delete_pod=lambda pod, why: None, slurm=slurm, gone=PodGone(lambda _u: POD),
+        observe=lambda job, at: None, ready=lambda: True,
+        stuck_reason=lambda pod, job_id: stuck if pod is POD and job_id == 7 else None))
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", extra="uid-a: started")
+    index.upsert(slurm.jobs[7])
+    response = app.test_client().post("/api/v1/jobs/7/drain", headers=auth())
+    assert response.status_code == 200 and slurm.drained == [("node1", stuck)]
 
 
 @pytest.mark.parametrize("header", ["Bearer \u00e9\u00e9", "Bearer \x00", "Bearer " + "x" * 5000, "Bearer"])

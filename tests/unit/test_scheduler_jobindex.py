@@ -103,3 +103,35 @@ def test_a_view_is_one_moment_even_when_the_hook_lands_while_it_is_read():
     index.upsert(job(started=True), observed_at=1.0)  # the started call
     after = index.view("uid-a")
     assert [j.id for j in after.jobs] == [7] and after.expected_job_id is None and after.started == {7: True}
+
+
+def test_a_lost_submission_is_in_doubt_until_settled_from_a_fresh_read():
+    index = JobIndex(parse)
+    index.doubt("uid-a")
+    assert index.view("uid-a").in_doubt
+    found = index.settle("uid-a", [job(id=3, uid="uid-b"), job(state="PENDING", id=9)], observed_at=5.0)
+    assert found == (9,) and not index.view("uid-a").in_doubt
+    assert [j.id for j in index.view("uid-a").jobs] == [9]
+    assert index.view("uid-b").jobs == ()  # another Pod's job is the cache's to record
+
+
+def test_a_fresh_read_without_the_pods_job_settles_the_doubt_too():
+    index = JobIndex(parse)
+    index.doubt("uid-a")
+    assert index.settle("uid-a", [], observed_at=5.0) == ()
+    assert not index.view("uid-a").in_doubt and index.view("uid-a").jobs == ()
+
+
+def test_the_cache_showing_the_job_settles_a_doubt():
+    index = JobIndex(parse)
+    index.doubt("uid-a")
+    index.upsert(job(state="PENDING"), observed_at=3.0)
+    assert not index.view("uid-a").in_doubt
+
+
+def test_settling_keeps_a_later_observation():
+    index = JobIndex(parse)
+    index.upsert(job(started=True), observed_at=20.0)
+    index.doubt("uid-a")
+    assert index.settle("uid-a", [job(state="PENDING")], observed_at=10.0) == (7,)
+    assert [j.state for j in index.view("uid-a").jobs] == ["RUNNING"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.locktaint import LockTaints, slim_node
+from scheduler.locktaint import LockTaints, NodeHealth, slim_node
 from sunk import names
 
 
@@ -43,5 +43,29 @@ def test_an_unknown_node_counts_as_evicting():
 def test_slim_node_keeps_what_the_decision_and_the_informer_read():
     slim = slim_node(node("w1", (names.LOCK_KEY, "NoExecute")))
     assert slim == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1", "uid": "u", "resourceVersion": "5"},
-                    "spec": {"taints": [{"key": names.LOCK_KEY, "effect": "NoExecute"}]}}
+                    "spec": {"taints": [{"key": names.LOCK_KEY, "effect": "NoExecute"}]},
+                    "status": {"conditions": [{"type": "Ready", "status": None}]}}
     assert slim_node({"metadata": {"name": "w2"}})["spec"] == {"taints": []}
+
+
+def ready(name, status, heartbeat="t1"):
+    n = node(name)
+    n["status"]["conditions"] = [{"type": "MemoryPressure", "status": "False"},
+                                 {"type": "Ready", "status": status, "lastHeartbeatTime": heartbeat}]
+    return n
+
+
+def test_slim_node_keeps_the_ready_status_but_not_its_heartbeats():
+    assert slim_node(ready("w1", "True", "t1")) == slim_node(ready("w1", "True", "t2"))
+    assert slim_node(ready("w1", "Unknown"))["status"] == {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+
+
+@pytest.mark.parametrize(("nodes", "expected"), [
+    ((ready("w1", "True"),), True),
+    ((ready("w1", "False"),), False),
+    ((ready("w1", "Unknown"),), False),  # the kubelet stopped heartbeating
+    ((), False),  # the Node is gone
+    ((node("w1"),), False),  # never reported Ready
+], ids=["ready", "notready", "unknown", "gone", "no-status"])
+def test_a_node_is_ready_only_when_it_says_so(nodes, expected):
+    assert NodeHealth(Nodes(*(slim_node(n) for n in nodes))).ready("w1") is expected

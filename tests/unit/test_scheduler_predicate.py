@@ -55,3 +55,38 @@ def test_what_the_decision_reads_counts():
 
     for change in (bound, deleting, fixed_annotation, new_grace):
         assert changed_for_scheduling(*updated(change)), change.__name__
+
+
+def test_a_node_turning_notready_or_going_wakes_the_pods_terminating_on_it():
+    """No timer polls a stuck Pod: the Node's change, and then the reconcile's own deadline, wake it."""
+    from informer_fakes import ListInformer
+
+    from scheduler.assembly import attach_node_feed
+    from scheduler.reconciler import PodIndex
+
+    def pod(uid, node, deleting):
+        meta = {"uid": uid, "namespace": "ns", "name": uid}
+        if deleting:
+            meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node}}
+
+    def node(name, status, beat="t1"):
+        return {"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Ready", "status": status, "lastHeartbeatTime": beat}]}}
+
+    handlers = {}
+
+    class Nodes:
+        def add_handler(self, on_update=None, on_delete=None):
+            handlers.update(update=on_update, delete=on_delete)
+
+    pods = PodIndex(ListInformer([pod("a", "w1", True), pod("b", "w1", False), pod("c", "w2", True)]))
+    woken: list[str] = []
+    attach_node_feed(Nodes(), pods, woken.append)
+    handlers["update"](node("w1", "True", "t1"), node("w1", "True", "t2"))  # a heartbeat
+    assert woken == []
+    handlers["update"](node("w1", "True"), node("w1", "Unknown"))
+    assert woken == ["a"]
+    handlers["update"](node("w1", "Unknown"), node("w1", "True"))
+    handlers["delete"](node("w2", "Unknown"))
+    assert woken == ["a", "a", "c"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
 from informer_fakes import ListInformer
 
@@ -14,8 +17,12 @@ from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
 from sunk.kube.client import ApiError
+from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import OutcomeUnknown, SlurmUnavailable
 from sunk.slurm.models import Job
 from sunk.translate import placeholder
+from sunk.translate.drains import StuckPodDrain
+from sunk.translate.drains import parse as parse_drain
 
 
 class Recorder:
@@ -78,11 +85,11 @@ def build(monkeypatch, writes):
     def make(must_tolerate_lock=lambda node: False, **settings):
         pods = [pod()]
         slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-        jobs = JobIndex(parse)
+        jobs = settings.pop("jobs", None) or JobIndex(parse)
         recorder = Recorder()
         binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
-        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), **settings}
-        scheduler = PodScheduler(api=None, slurm=Slurm(), jobs=jobs, pods=PodIndex(ListInformer(pods)),
+        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), "slurm": Slurm(), **settings}
+        scheduler = PodScheduler(api=None, jobs=jobs, pods=PodIndex(ListInformer(pods)),
                                  slurmd=SlurmdNodes(ListInformer(slurmd)), recorder=recorder, binder=binder, **settings)
         return scheduler, pods, jobs, recorder, binds
 
@@ -308,3 +315,222 @@ def test_slurmd_nodes_map_by_hostname_as_the_syncer_does():
             {"metadata": {"name": "node3", "deletionTimestamp": "x"}, "spec": {"nodeName": "worker-3"}}]
     assert SlurmdNodes(ListInformer(pods)).mapping() == {"g-3-17": "worker-1", "node2": "worker-2"}
     assert [slurm_node_name(p) for p in pods[:2]] == ["g-3-17", "node2"]
+
+
+class LosingSlurm:
+    """slurmctld makes the job, and the answer never reaches the scheduler (a read timeout)."""
+
+    def __init__(self, lose: int = 1, make_job: bool = True):
+        self.lose, self.make_job = lose, make_job
+        self.submitted: list = []
+        self.jobs: list[Job] = []
+        self.lists = 0
+
+    def submit_job(self, request):
+        self.submitted.append(request)
+        job_id = 6 + len(self.submitted)
+        if self.make_job or self.lose == 0:
+            self.jobs.append(Job(id=job_id, state="PENDING", state_reason="Priority", extra="uid-a"))
+        if self.lose > 0:
+            self.lose -= 1
+            raise OutcomeUnknown(f"submit job {request.name}: slurmrestd did not answer within 30s")
+        return job_id
+
+    def list_jobs(self, **_kw):
+        self.lists += 1
+        return Snapshot(items=tuple(self.jobs), last_update=1)
+
+
+def test_a_submission_whose_answer_was_lost_is_found_not_made_twice(build):
+    """The job exists but the cache has not listed it yet: the retry looks it up in Slurm first."""
+    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm())
+    assert scheduler.reconcile("uid-a").requeue_after == reconciler.LOST_ANSWER_SETTLE
+    assert jobs.view("uid-a").in_doubt
+    result = scheduler.reconcile("uid-a")  # the retry, before any cache event
+    assert len(scheduler.slurm.submitted) == 1, "a second job for the Pod"
+    assert scheduler.slurm.lists == 1
+    view = jobs.view("uid-a")
+    assert [j.id for j in view.jobs] == [7] and not view.in_doubt
+    assert result.requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)  # waiting for Slurm, as usual
+
+
+def test_a_lost_submission_that_made_no_job_is_submitted_again(build):
+    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm(make_job=False))
+    scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")
+    assert len(scheduler.slurm.submitted) == 2 and scheduler.slurm.lists == 1
+    assert jobs.view("uid-a").expected_job_id == 8 and not jobs.view("uid-a").in_doubt
+
+
+def test_a_lookup_that_fails_keeps_the_doubt(build):
+    slurm = LosingSlurm()
+    scheduler, _, jobs, _, _ = build(slurm=slurm)
+    scheduler.reconcile("uid-a")
+
+    def down(**_kw):
+        raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+
+    slurm.list_jobs = down
+    with pytest.raises(SlurmUnavailable):
+        scheduler.reconcile("uid-a")  # (retried with backoff by the controller)
+    assert jobs.view("uid-a").in_doubt and len(slurm.submitted) == 1
+
+
+@pytest.mark.parametrize("fault", [
+    {"lose_answer": True},  # the connection closes after slurmctld made the job
+    {"delay": 0.6},  # slurmrestd answers after the client's read timeout
+], ids=["connection-closed-after-sending", "read-timeout"])
+def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
+    from scheduler.assembly import identity_parser
+    from sunk.slurm import connect
+    from sunk.slurm.fake import FakeSlurmrestd, Fault
+
+    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    with FakeSlurmrestd(token="tok") as fake:
+        slurm = connect("rest", url=fake.url, token="tok", read_timeout=0.3)
+        scheduler, _, _, _, _ = build(slurm=slurm, config=config, jobs=JobIndex(identity_parser(config)))
+        fake.add_fault(Fault("POST", r"job/submit", **fault))
+        with contextlib.suppress(SlurmUnavailable):  # (the controller would retry with backoff)
+            scheduler.reconcile("uid-a")  # the answer is lost
+        deadline = time.monotonic() + 5
+        while not fake.state.jobs and time.monotonic() < deadline:  # (slurmctld, slower than the client)
+            time.sleep(0.05)
+        scheduler.reconcile("uid-a")  # the retry: looks the job up, adopts it
+        scheduler.reconcile("uid-a")
+        assert len(fake.state.submitted) == 1 and list(fake.state.jobs) == [1]
+        assert [j.id for j in scheduler.jobs.view("uid-a").jobs] == [1]
+        slurm.close()
+
+
+def test_a_token_slurm_refuses_is_an_outage_not_a_verdict_on_the_pod(build, monkeypatch):
+    """Before: the 401 was "Slurm refused the placeholder job", the Pod Unschedulable and not retried."""
+    from sunk.slurm import connect
+    from sunk.slurm.fake import FakeSlurmrestd
+
+    marked = []
+    monkeypatch.setattr(kubeops, "mark_unschedulable", lambda api, pod, message: marked.append(message))
+    with FakeSlurmrestd(token="rotated") as fake:
+        slurm = connect("rest", url=fake.url, token="expired")
+        scheduler, _, jobs, recorder, _ = build(slurm=slurm)
+        for _ in range(2):  # retried by the controller, with backoff
+            with pytest.raises(SlurmUnavailable):
+                scheduler.reconcile("uid-a")
+        assert marked == [] and jobs.view("uid-a").refused is None
+        assert [reason for reason, _ in recorder.events] == ["SlurmAuthenticationFailed"]  # once
+        assert "the fixed token given at start" in recorder.events[0][1]
+        fake.token = "expired"  # a token Slurm accepts again
+        scheduler.reconcile("uid-a")
+        assert len(fake.state.submitted) == 1 and jobs.view("uid-a").expected_job_id == 1
+        slurm.close()
+
+
+class NodeSlurm:
+    """Reads and writes of Slurm nodes, and cancellations, in the order they come."""
+
+    def __init__(self, drained_by=""):
+        from sunk.slurm.models import Node
+
+        self.node = Node("node1", state=("ALLOCATED", "DRAIN") if drained_by else ("ALLOCATED",), reason=drained_by)
+        self.calls: list[tuple] = []
+
+    def get_node(self, name):
+        self.calls.append(("get_node", name))
+        return self.node
+
+    def update_node(self, name, update):
+        self.calls.append(("drain", name, update.state, update.reason))
+
+    def cancel_job(self, job_id, signal=None):
+        self.calls.append(("cancel", job_id))
+
+
+def stuck_pod(deletion="2030-01-01T00:00:30Z"):
+    p = pod(node="worker-1")
+    p["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    p["metadata"]["deletionTimestamp"] = deletion
+    return p
+
+
+GRACE_END = 1893456030.0  # 2030-01-01T00:00:30Z
+
+
+@pytest.fixture
+def stuck(build):
+    """uid-a bound to worker-1, deleted, its job 7 running on node1; worker-1's kubelet is gone."""
+    now = [GRACE_END + 10]
+    ready = {"worker-1": False}
+
+    def make(**settings):
+        scheduler, pods, jobs, recorder, _ = build(slurm=settings.pop("slurm", NodeSlurm()),
+                                                   node_ready=lambda n: ready.get(n, False),
+                                                   clock=lambda: now[0], **settings)
+        pods[0] = stuck_pod()
+        jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+        return scheduler, recorder
+
+    return make, now, ready
+
+
+def test_a_pod_stuck_on_a_lost_node_lets_its_job_go_after_grace_and_margin(stuck):
+    make, now, _ = stuck
+    scheduler, recorder = make()
+    result = scheduler.reconcile("uid-a")
+    assert scheduler.slurm.calls == [] and result.requeue_after == pytest.approx(50.0)  # grace + 60 s, less 10 s
+    now[0] = GRACE_END + 60
+    scheduler.reconcile("uid-a")
+    (read, drain, cancel) = scheduler.slurm.calls
+    assert read == ("get_node", "node1") and cancel == ("cancel", 7)  # drained first: nothing starts there
+    assert drain[:3] == ("drain", "node1", "DRAIN")
+    assert parse_drain(drain[3]) == StuckPodDrain("ns", "p", "uid-a", "worker-1", 7)  # one of sunk's drains
+    assert [reason for reason, _ in recorder.events] == ["StuckTerminating"]
+
+
+def test_the_margin_is_a_setting(stuck):
+    make, now, _ = stuck
+    scheduler, _ = make(config=SchedulerConfig("s", b"x" * 16, "http://h", stuck_pod_margin=5.0))
+    assert scheduler.reconcile("uid-a").requeue_after is None  # 10 s past the grace, 5 s of margin: let go
+    assert ("cancel", 7) in scheduler.slurm.calls
+
+
+def test_a_pod_terminating_on_a_ready_node_keeps_its_job(stuck):
+    make, now, ready = stuck
+    ready["worker-1"] = True
+    scheduler, _ = make()
+    now[0] = GRACE_END + 3600
+    assert scheduler.reconcile("uid-a").requeue_after is None
+    assert scheduler.slurm.calls == []
+
+
+@pytest.mark.parametrize("drained_by", [
+    "bad GPU",  # a person's
+    "k8s: sunk-placeholder: pod ns/other outlived KillWait after job 6",  # another Pod's: its own cause
+    "k8s: sunk-lock: job 6: hook API unreachable",  # the prolog's
+])
+def test_a_drain_someone_else_set_is_left_as_it_is(stuck, drained_by):
+    make, now, _ = stuck
+    scheduler, _ = make(slurm=NodeSlurm(drained_by=drained_by))
+    now[0] = GRACE_END + 60
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.calls == [("get_node", "node1"), ("cancel", 7)]
+
+
+@pytest.mark.parametrize("drained_by", [
+    "k8s: slurmd pod slurm/node1 is not ready",  # the Syncer's condition: put back once this one is lifted
+    "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 7",  # this Pod's, lifted sooner
+])
+def test_the_stuck_pod_drain_replaces_a_condition_drain_or_this_pods_placeholder_drain(stuck, drained_by):
+    make, now, _ = stuck
+    scheduler, _ = make(slurm=NodeSlurm(drained_by=drained_by))
+    now[0] = GRACE_END + 60
+    scheduler.reconcile("uid-a")
+    reason = StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()
+    assert scheduler.slurm.calls == [("get_node", "node1"), ("drain", "node1", "DRAIN", reason), ("cancel", 7)]
+
+
+def test_the_hook_drain_of_a_stuck_pod_says_the_same(stuck):
+    make, _, ready = stuck
+    scheduler, _ = make()
+    reason = scheduler.stuck_drain_reason(stuck_pod(), 7)
+    assert reason == StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()  # what _release_stuck writes
+    ready["worker-1"] = True
+    assert scheduler.stuck_drain_reason(stuck_pod(), 7) is None

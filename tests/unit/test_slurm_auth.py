@@ -4,7 +4,7 @@ import time
 import jwt
 import pytest
 
-from sunk.slurm.auth import SignedToken, StaticToken, TokenFile, token_source
+from sunk.slurm.auth import SignedToken, StaticToken, TokenFile, WatchedToken, token_source, token_times
 from sunk.slurm.errors import SlurmError
 
 
@@ -83,3 +83,84 @@ def test_exactly_one_source():
         token_source()
     with pytest.raises(ValueError, match="exactly one"):
         token_source(token="a", jwt_key=b"k")
+
+
+def test_a_token_file_replaced_by_a_new_file_is_read_even_with_the_same_size_and_mtime(tmp_path):
+    """A Secret volume swaps in a new file: a new inode, perhaps in the same second and of the same size."""
+    path = tmp_path / "jwt"
+    path.write_text("one")
+    source = TokenFile(path)
+    assert source.token() == "one"
+    stat = path.stat()
+    new = tmp_path / "jwt.new"
+    new.write_text("two")
+    os.utime(new, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    keep = tmp_path / "jwt.old"
+    os.link(path, keep)  # (the old inode stays allocated, so the new file cannot reuse its number)
+    os.replace(new, path)
+    assert source.token() == "two"
+
+
+def test_a_rotated_signing_key_signs_at_once(tmp_path):
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"a" * 32)
+    source = token_source(jwt_key_file=key, user="root")
+    first = source.token()
+    jwt.decode(first, b"a" * 32, algorithms=["HS256"])
+    key.write_bytes(b"b" * 32)
+    bump_mtime(key, 5)
+    second = source.token()
+    assert jwt.decode(second, b"b" * 32, algorithms=["HS256"])["sun"] == "root"
+
+
+def test_a_signing_key_file_that_goes_keeps_the_last_key(tmp_path):
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"a" * 32)
+    source = token_source(jwt_key_file=key, user="root")
+    key.unlink()
+    source.invalidate()
+    jwt.decode(source.token(), b"a" * 32, algorithms=["HS256"])
+
+
+def test_sources_say_where_their_tokens_come_from_never_the_token(tmp_path):
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"a" * 32)
+    assert StaticToken("secret").describe() == "the fixed token given at start"
+    assert TokenFile(tmp_path / "jwt").describe() == f"token file {tmp_path / 'jwt'}"
+    assert token_source(jwt_key_file=key, user="slurm").describe() == f"tokens signed for slurm with key file {key}"
+
+
+def test_token_times_are_read_without_verifying():
+    token = jwt.encode({"iat": 100, "exp": 200}, b"k" * 32, algorithm="HS256")
+    assert token_times(token) == (100.0, 200.0)
+    assert token_times(jwt.encode({"sun": "root"}, b"k" * 32, algorithm="HS256")) is None  # no exp
+    assert token_times("not-a-jwt") is None
+
+
+def test_a_watched_token_warns_once_well_before_expiry_and_errors_once_after(caplog):
+    now = [1000.0]
+    token = jwt.encode({"iat": 0, "exp": 1000 + 1000, "sun": "root"}, b"k" * 32, algorithm="HS256")
+    watched = WatchedToken(StaticToken(token), clock=lambda: now[0])  # 2000 s of life, 1000 left: quiet
+    with caplog.at_level("WARNING", logger="sunk.slurm.auth"):
+        watched.token()
+        assert caplog.records == [] and watched.expires_at() == 2000.0
+        now[0] = 1700  # 300 s left: under a fifth of the token's life
+        watched.token()
+        watched.token()
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        assert "the fixed token given at start" in caplog.records[0].getMessage()
+        now[0] = 2001
+        watched.token()
+        watched.token()
+        assert [r.levelname for r in caplog.records] == ["WARNING", "ERROR"]
+
+
+def test_a_signed_token_renewed_at_half_life_never_warns(caplog):
+    now = [1000.0]
+    watched = WatchedToken(SignedToken(b"k" * 32, "root", lifespan=100, clock=lambda: now[0]),
+                           clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="sunk.slurm.auth"):
+        for _ in range(20):
+            watched.token()
+            now[0] += 10
+    assert caplog.records == []

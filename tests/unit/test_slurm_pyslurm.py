@@ -9,7 +9,16 @@ import types
 
 import pytest
 
-from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmCache, SlurmError, SlurmUnavailable, connect
+from sunk.slurm import (
+    JobRequest,
+    NodeUpdate,
+    NotFound,
+    OutcomeUnknown,
+    SlurmCache,
+    SlurmError,
+    SlurmUnavailable,
+    connect,
+)
 from sunk.slurm.models import JobAllocation
 from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, tres_text
 
@@ -275,6 +284,24 @@ def test_errors(client, ps):
     with pytest.raises(SlurmUnavailable):
         client.list_jobs()
     assert client.rpc_stats()["REQUEST_JOB_INFO"].errors == 1
+
+
+@pytest.mark.parametrize(("errno", "unknown"), [(5004, True), (1003, True), (1001, False)],
+                         ids=["socket-timeout", "receive-error", "connect-failure"])
+def test_a_submission_whose_answer_may_be_lost_says_so(client, ps, errno, unknown):
+    """After slurmctld may have taken it (a timeout, a receive error), not before (cannot connect)."""
+
+    def lost(self):
+        raise RPCError(errno=errno, msg="Socket timed out on send/recv operation")
+
+    ps.JobSubmitDescription.submit = lost
+    with pytest.raises(SlurmUnavailable) as err:
+        client.submit_job(JobRequest(name="j", script="#!/bin/sh\n"))
+    assert isinstance(err.value, OutcomeUnknown) is unknown
+    ps.Jobs.load = staticmethod(lambda **_kw: lost(None))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_jobs()
+    assert not isinstance(err.value, OutcomeUnknown)  # a read is only unavailable
 
 
 def test_partitions_diag_ping(client):

@@ -8,7 +8,8 @@ import jwt
 import pytest
 import requests
 
-from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect
+from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
+from sunk.slurm.errors import AuthenticationFailed
 from sunk.slurm.fake import FakeSlurmrestd, Fault, n
 
 
@@ -288,6 +289,48 @@ def test_submit_is_not_retried_once_sent(client, fake, sleeps):
     assert fake.calls("POST", "job/submit") == 1 and sleeps == []
 
 
+def test_refused_submit_is_not_an_unknown_outcome(client, fake):
+    fake.stop()
+    with pytest.raises(SlurmUnavailable) as err:
+        client.submit_job(request())
+    assert not isinstance(err.value, OutcomeUnknown)
+
+
+def test_a_submission_whose_answer_is_lost_made_its_job_and_says_the_outcome_is_unknown(client, fake, sleeps):
+    """slurmctld made the job; the connection closed before the answer came back."""
+    client.ping()
+    fake.add_fault(Fault("POST", r"job/submit", lose_answer=True))
+    with pytest.raises(OutcomeUnknown, match="may or may not have taken effect"):
+        client.submit_job(request(extra="uid=1"))
+    assert [j.extra for j in client.list_jobs().items] == ["uid=1"] and sleeps == []
+
+
+def test_a_submission_that_times_out_is_an_unknown_outcome(fake, sleeps):
+    client = connect("rest", url=fake.url, token="tok", read_timeout=0.2, sleep=sleeps.append)
+    fake.add_fault(Fault("POST", r"job/submit", delay=0.6))
+    with pytest.raises(OutcomeUnknown, match="did not answer"):
+        client.submit_job(request())
+    assert sleeps == []
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (500, {"errors": [{"description": "Batch job submission failed", "error_number": 5004,
+                       "error": "Socket timed out on send/recv operation", "source": "slurm_submit_batch_job()"}]}),
+    (504, None),
+], ids=["slurmctld-timed-out-behind-slurmrestd", "proxy-gateway-timeout"])
+def test_a_submission_answered_with_a_timeout_behind_slurmrestd_is_an_unknown_outcome(client, fake, status, body):
+    fake.add_fault(Fault("POST", r"job/submit", status=status, body=body))
+    with pytest.raises(OutcomeUnknown):
+        client.submit_job(request())
+
+
+def test_the_same_timeout_on_a_read_is_only_unavailable(client, fake):
+    fake.add_fault(Fault("GET", r"jobs/", status=504))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.list_jobs()
+    assert not isinstance(err.value, OutcomeUnknown)
+
+
 def test_reads_are_retried_when_the_answer_is_lost(client, fake, sleeps):
     fake.add_fault(Fault("GET", r"nodes/", drop=True))
     assert len(client.list_nodes().items) == 2
@@ -328,11 +371,51 @@ def test_slurmctld_unreachable_behind_slurmrestd_is_unavailable(client, fake):
     assert err.value.code == 1001
 
 
-def test_bad_token_is_an_error_with_the_http_status(fake):
+def test_a_refused_token_is_an_outage_that_names_its_source(fake):
     client = connect("rest", url=fake.url, token="wrong")
-    with pytest.raises(SlurmError) as err:
+    with pytest.raises(SlurmUnavailable) as err:
         client.list_nodes()
-    assert err.value.http_status == 401 and not isinstance(err.value, SlurmUnavailable)
+    assert isinstance(err.value, AuthenticationFailed) and err.value.http_status == 401
+    assert err.value.token_source == "the fixed token given at start" and "token from" in str(err.value)
+    assert client.auth_status().failures == 1 and client.auth_status().failing
+
+
+@pytest.mark.parametrize("code", [1007, 6001], ids=["protocol-authentication-error", "auth-expired"])
+def test_slurmctld_refusing_the_token_is_an_outage_even_for_a_submission(client, fake, code):
+    """slurmrestd passes the JWT on; slurmctld refuses an expired or wrongly signed one."""
+    refusal = {"errors": [{"description": "Batch job submission failed", "error_number": code,
+                           "error": "Protocol authentication error", "source": "slurm_submit_batch_job()"}]}
+    fake.add_fault(Fault("POST", r"job/submit", status=500, body=refusal))
+    with pytest.raises(AuthenticationFailed) as err:
+        client.submit_job(request())
+    assert err.value.code == code and not isinstance(err.value, OutcomeUnknown)  # refused: no job was made
+
+
+def test_a_rotated_token_file_is_read_again_after_a_refusal(fake, tmp_path, caplog):
+    """Rotation that the file's stat does not show (same inode, size and mtime) is still picked up."""
+    path = tmp_path / "jwt"
+    path.write_text("old")
+    client = connect("rest", url=fake.url, token_file=path)
+    fake.token = "old"
+    assert client.ping()
+    stat = path.stat()
+    fake.token = "new"  # rotated in Slurm; the file follows
+    with pytest.raises(AuthenticationFailed, match=f"token file {path}"):
+        client.list_jobs()
+    path.write_text("new")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with caplog.at_level("INFO", logger="sunk.slurm.rest"):
+        assert client.list_jobs().items == ()
+    assert not client.auth_status().failing and client.auth_status().failures == 1
+    assert any("accepts the token" in r.getMessage() for r in caplog.records)
+
+
+def test_the_token_expiry_is_known_to_the_client(fake):
+    token = jwt.encode({"iat": 1000, "exp": 2_000_000_000, "sun": "root"}, b"k" * 32, algorithm="HS256")
+    fake.token = token
+    client = connect("rest", url=fake.url, token=token)
+    assert client.ping()
+    assert client.auth_status().expires_at == 2_000_000_000
 
 
 def test_token_file_is_reread_when_it_changes(fake, tmp_path):

@@ -158,7 +158,7 @@ def test_pod_conditions_and_labels_written_once_then_nothing(api_calls):
     conds = status_patch[2]["status"]["conditions"]
     assert [c["type"] for c in conds] == ["Ready", "SlurmDrain"]  # the kubelet's Ready kept, ours once
     assert status_patch[2]["metadata"]["resourceVersion"] == "1"
-    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}}}
+    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}, "uid": "uid-node1"}}
 
     # The informer now shows what we wrote: a second pass makes no call at all.
     pods.put(pod("node1", rv="2", conditions=conds, labels={"app.kubernetes.io/name": "slurmd",
@@ -425,3 +425,50 @@ def test_a_persons_drain_that_looks_like_sunks_is_never_lifted(reason):
     ctx, _, slurm, _ = _sunk_drained(reason)
     SlurmSideReconciler(ctx).reconcile("node1")
     assert _drain_writes(slurm) == []
+
+
+# ---- a drain the scheduler set for a Pod stuck terminating on a lost Node (issue 18, item 1) ------------------
+
+
+def stuck_setup(*, pod_there: bool, node_ready: str, slurmd_ready: str = "True"):
+    from sunk.translate.drains import StuckPodDrain
+
+    reason = StuckPodDrain("team-a", "trainer-0", "uid-t", "worker-1", 12).reason()
+    extra = '{"namespace":"slurm","pod":"node1"}'
+    ctx, pods, nodes, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason=reason, extra=extra)])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": slurmd_ready}]))
+    worker = k8s_node("worker-1")
+    worker["status"]["conditions"] = [{"type": "Ready", "status": node_ready}]
+    nodes.put(worker)
+    if pod_there:
+        ctx.all_pods.put({"metadata": {"name": "trainer-0", "namespace": "team-a", "uid": "uid-t",  # type: ignore[attr-defined]
+                                       "deletionTimestamp": "2030-01-01T00:00:00Z"},
+                          "spec": {"nodeName": "worker-1"}})
+    return ctx, slurm, reason
+
+
+@pytest.mark.parametrize(("pod_there", "node_ready", "slurmd_ready"), [
+    (True, "Unknown", "False"),  # the kubelet is gone: the Node controller marked the slurmd Pod not Ready
+    (True, "True", "True"),  # the kubelet is back, the Pod not finished yet
+    (False, "Unknown", "True"),  # the Pod force-deleted, the Node still lost (the slurmd Pod not marked yet)
+], ids=["pod-and-node-lost", "pod-still-there", "node-still-lost"])
+def test_production_rules_keep_a_stuck_pod_drain_while_its_cause_holds(pod_there, node_ready, slurmd_ready):
+    ctx, slurm, _ = stuck_setup(pod_there=pod_there, node_ready=node_ready, slurmd_ready=slurmd_ready)
+    SlurmSideReconciler(ctx).reconcile("node1")
+    drains = [c for c in slurm.calls if c[0] == "update" and c[2] is not None and (c[2].state or c[2].reason)]
+    assert drains == []  # (the Syncer's Extra facts may be written; the drain is not touched)
+
+
+def test_production_rules_lift_a_stuck_pod_drain_once_the_pod_is_gone_and_the_node_ready():
+    ctx, slurm, _ = stuck_setup(pod_there=False, node_ready="True")
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert [c[2].state for c in slurm.calls if c[0] == "update" and c[2] is not None] == ["UNDRAIN"]
+
+
+def test_a_pod_of_the_same_name_but_another_uid_does_not_hold_the_drain():
+    """A StatefulSet made the Pod again: the stuck one is gone."""
+    ctx, slurm, _ = stuck_setup(pod_there=False, node_ready="True")
+    ctx.all_pods.put({"metadata": {"name": "trainer-0", "namespace": "team-a", "uid": "uid-new"},  # type: ignore[attr-defined]
+                      "spec": {"nodeName": "worker-2"}})
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert [c[2].state for c in slurm.calls if c[0] == "update" and c[2] is not None] == ["UNDRAIN"]

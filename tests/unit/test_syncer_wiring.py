@@ -97,6 +97,33 @@ def test_a_pod_deleted_or_a_job_leaving_wakes_only_the_nodes_under_sunks_own_dra
         assert keys == woken
 
 
+def test_a_stuck_pods_drain_is_looked_at_again_when_the_pod_goes_or_its_node_changes():
+    """The Pod is not a slurmd Pod and its node's slurmd Pod may be gone: the drain reason says which node."""
+    from sunk.translate.drains import StuckPodDrain
+
+    reason = StuckPodDrain("team-a", "trainer-0", "uid-t", "worker-3", 12).reason()
+    keys: list[str] = []
+    ctx, _, nodes, _, _, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason=reason),
+                                             Node("node2", state="IDLE+DRAIN", reason="bad GPU")])
+    triggers.attach(ctx, keys.append)
+    stuck = {"metadata": {"name": "trainer-0", "namespace": "team-a", "uid": "uid-t"}, "spec": {"nodeName": "worker-3"}}
+    other = {"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-w"}, "spec": {"nodeName": "worker-3"}}
+    ctx.all_pods.put(stuck)  # type: ignore[attr-defined]
+    ctx.all_pods.put(other)  # type: ignore[attr-defined]
+    keys.clear()
+    ctx.all_pods.remove(other)  # type: ignore[attr-defined]
+    assert keys == []
+    ctx.all_pods.remove(stuck)  # type: ignore[attr-defined]
+    assert keys == ["node1"]
+    keys.clear()
+    worker = k8s_node("worker-3")
+    nodes.put(worker)
+    ready = k8s_node("worker-3", rv="2")
+    ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    nodes.put(ready)
+    assert keys == ["node1", "node1"]  # (added, then Ready)
+
+
 def test_node_heartbeats_do_not_wake_anything_but_cordon_and_reason_do():
     old = k8s_node("worker-1")
     old["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}]

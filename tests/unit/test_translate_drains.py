@@ -11,12 +11,13 @@ import pytest
 from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.translate import drains
-from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, PlaceholderDrain, cause, parse
+from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, PlaceholderDrain, StuckPodDrain, cause, parse
 
 PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
 TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
 TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
+STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
 ALL = (PLACEHOLDER, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
 
 
@@ -30,6 +31,8 @@ ALL = (PLACEHOLDER, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
     (TIMEOUT, "k8s: sunk-lock: job 44: strict lock timeout after 90s: Pods on Node worker-1: apps/guarded "
               "apps/slow.one"),
     (TIMEOUT_NO_POD, "k8s: sunk-lock: job 45: lock timeout after 30s: lock still pending"),
+    (STUCK, "k8s: sunk-stuck: pod team-a/train-0 uid=1f2e3d4c-0000-4000-8000-000000000001 stuck terminating on "
+            "Node worker-1 (NotReady or gone) after job 46"),
 ])
 def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     assert drain.reason() == text
@@ -72,6 +75,17 @@ def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     "k8s: sunk-lock: job 44: lock timeout after 90s",
     "k8s: sunk-lock: job 44: lock timeout after 1.5s: lock still pending",
     "k8s: sunk-lock: job 44: config: SUNK_SYNCER_URL is not set",
+    # wt-faults' first form of the stuck-Pod reason (never released), and near misses of the grammar's
+    "k8s: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone); its Slurm job 46 was "
+    "cancelled, drained until the Pod is gone and the Node Ready",
+    "sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone) after job 46",
+    "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone) after job 46,"
+    " ticket 7",
+    "k8s: sunk-stuck: pod team-a/train-0 uid= stuck terminating on Node worker-1 (NotReady or gone) after job 46",
+    "k8s: sunk-stuck: pod team-a/train-0 uid=U-1 stuck terminating on Node worker-1 (NotReady or gone) after job 46",
+    "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node Worker-1 (NotReady or gone) after job 46",
+    "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 after job 46",
+    "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone) after job 0",
 ])
 def test_anything_else_is_not_a_sunk_drain(text):
     assert parse(text) is None
@@ -120,6 +134,14 @@ class Facts:
     pods: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Node it is bound to ("" none)
     jobs: tuple[Job, ...] | None = ()
     on_node: tuple[dict, ...] = ()  # the Pods bound to worker-1
+    uids: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Pod's UID
+    nodes: Mapping[str, dict] = attrs.Factory(dict)  # Node name -> the Node
+
+    def pod_uid(self, key: str) -> str | None:
+        return self.uids.get(key)
+
+    def node_named(self, name: str) -> dict | None:
+        return self.nodes.get(name)
 
     def pod_node(self, key: str) -> str | None:
         return self.pods.get(key)
@@ -227,3 +249,25 @@ def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone
                 assert not on_node or jobs == (placeholder_job(9),)  # no Pod there outlives its job
             else:
                 assert tainted is not None  # the lock was read
+
+
+def ready_node(status: str = "True") -> dict:
+    return {"metadata": {"name": "worker-1"}, "status": {"conditions": [{"type": "Ready", "status": status}]}}
+
+
+@pytest.mark.parametrize(("facts", "present"), [
+    (Facts(uids={"team-a/train-0": STUCK.uid}, nodes={"worker-1": ready_node()}), True),  # the Pod is still there
+    (Facts(uids={"team-a/train-0": STUCK.uid}, nodes={"worker-1": ready_node("Unknown")}), True),
+    (Facts(nodes={"worker-1": ready_node("Unknown")}), True),  # gone, but its Node's kubelet has not come back
+    (Facts(nodes={"worker-1": ready_node("False")}), True),
+    (Facts(), True),  # the Node is gone: nothing says its containers stopped
+    (Facts(nodes={"worker-1": ready_node()}), False),
+    (Facts(uids={"team-a/train-0": "uid-of-its-successor"}, nodes={"worker-1": ready_node()}), False),
+    # Slurm's job list, the slurmd Pod and its Node's lock play no part: the job was let go
+    (Facts(jobs=None, pod=None, k8s_node=None, nodes={"worker-1": ready_node()}), False),
+    (Facts(jobs=(Job(id=46, state="CANCELLED", state_flags=["COMPLETING"], nodes="node1"),),
+           nodes={"worker-1": ready_node()}), False),
+])
+def test_a_stuck_pod_drain_lasts_while_a_pod_with_its_uid_exists_or_its_node_is_not_ready(facts, present):
+    verdict = cause(STUCK, facts, IDLE)
+    assert verdict.present is present and verdict.why

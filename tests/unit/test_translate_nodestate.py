@@ -9,6 +9,7 @@ import pytest
 
 from sunk import names
 from sunk.slurm.models import Job, Node
+from sunk.translate.drains import StuckPodDrain
 from sunk.translate.nodestate import (
     DRAIN,
     NONE,
@@ -37,6 +38,8 @@ class Facts:
     k8s_node: dict | None = attrs.Factory(lambda: {"metadata": {"name": "worker-1"}, "spec": {}})
     pods: dict = attrs.Factory(dict)  # "ns/name" -> Node, for sunk's own drains
     jobs: tuple | None = ()
+    uids: dict = attrs.Factory(dict)  # "ns/name" -> the Pod's UID
+    nodes: dict = attrs.Factory(dict)  # Node name -> the Node, for a stuck-Pod drain
 
     def pod_node(self, key: str) -> str | None:
         return self.pods.get(key)
@@ -46,6 +49,12 @@ class Facts:
 
     def pods_on_node(self) -> tuple:
         return ()
+
+    def pod_uid(self, key: str) -> str | None:
+        return self.uids.get(key)
+
+    def node_named(self, name: str) -> dict | None:
+        return self.nodes.get(name)
 
 
 def slurmd_pod(ready=True, deleting=False, verified_at=None):
@@ -178,10 +187,23 @@ def test_every_pod_state_gives_exactly_one_decision():
 
 PLACEHOLDER = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
 UNREACHABLE = "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000, 3 attempts)"
+STUCK_REASON = StuckPodDrain("team-a", "trainer-0", "uid-t", "worker-1", 12).reason()
+
+
+def worker(ready: str | None) -> dict:
+    """Node worker-1 with its Ready condition (None: it reported none)."""
+    conditions = [{"type": "Ready", "status": ready}] if ready else []
+    return {"metadata": {"name": "worker-1"}, "spec": {}, "status": {"conditions": conditions}}
+
+
+THERE = {"team-a/trainer-0": "uid-t"}
 CAUSES = {  # facts under which each drain's cause is present, gone, or cannot be told
     PLACEHOLDER: {"present": {"pods": {"team-a/train-0": "worker-1"}}, "gone": {}, "unknown": {"jobs": None}},
     UNREACHABLE: {"present": {"jobs": (Job(id=43, state="RUNNING", nodes="node1"),)}, "gone": {},
                   "unknown": {"jobs": None}},
+    # (a Node the cache does not have is not Ready: its kubelet may be gone with containers still running)
+    STUCK_REASON: {"present": {"uids": THERE, "nodes": {"worker-1": worker("True")}},
+                   "gone": {"nodes": {"worker-1": worker("True")}}, "unknown": {}},
 }
 
 
@@ -202,7 +224,7 @@ def test_sunk_drains_stay_while_their_cause_holds_and_go_when_it_is_gone(reason,
     pod = None if condition == "missing" else slurmd_pod(ready=condition != "not ready")
     facts = locked(pod, state, Facts(pod=pod, cordon=Cordon(condition == "cordoned"), **CAUSES[reason][cause]))
     action = desired_drain(facts, node(state, reason))
-    if condition == "missing":
+    if condition == "missing" and reason != STUCK_REASON:
         assert action.action == NONE  # no slurmd Pod: no lock to read, no Pods on its Node to see; the drain stays
     elif state.startswith("DOWN") or cause != "gone":
         assert action.action == NONE  # present, or no evidence: the drain stays as it is
@@ -263,3 +285,44 @@ def test_the_mark_removed_lifts_the_drain_once_the_pod_is_ready():
     drained = node("IDLE+DRAIN", pending_deletion_reason("slurm/node1", "scale-in: x"))
     assert desired_drain(Facts(pod=slurmd_pod()), drained).action == UNDRAIN
     assert desired_drain(Facts(pod=slurmd_pod(ready=False)), drained).action == DRAIN  # now "not ready"
+
+
+# ---- the scheduler's drain for a Pod stuck terminating on a lost Node (issue 18, item 1) --------------------
+
+@pytest.mark.parametrize(("slurmd", "uids", "nodes", "expected"), [
+    # The Node's kubelet is gone: the Node controller marked the slurmd Pod not Ready. The drain
+    # keeps naming the stuck Pod rather than turning into "slurmd pod is not ready".
+    (slurmd_pod(ready=False), THERE, {"worker-1": worker("Unknown")}, NONE),
+    # The kubelet is back (the slurmd Pod Ready), the stuck Pod not finished yet: still held.
+    (slurmd_pod(), THERE, {"worker-1": worker("True")}, NONE),
+    # The Pod was force-deleted while the Node is still NotReady: still held (the containers may run).
+    (slurmd_pod(), {}, {"worker-1": worker("False")}, NONE),
+    # ... or the Node is gone, or never said it is Ready.
+    (slurmd_pod(), {}, {}, NONE),
+    (slurmd_pod(), {}, {"worker-1": worker(None)}, NONE),
+    # The Pod is gone and the Node Ready: lifted.
+    (slurmd_pod(), {}, {"worker-1": worker("True")}, UNDRAIN),
+    # A Pod of the same name with another UID (a StatefulSet's new one) is not the stuck Pod.
+    (slurmd_pod(), {"team-a/trainer-0": "uid-new"}, {"worker-1": worker("True")}, UNDRAIN),
+    # Gone and Ready, but another Kubernetes reason holds now: that reason replaces it.
+    (slurmd_pod(ready=False), {}, {"worker-1": worker("True")}, DRAIN),
+], ids=["pod-and-node-down", "pod-still-there", "node-still-down", "node-gone", "node-never-ready", "both-clear",
+        "another-uid", "another-cause"])
+def test_a_stuck_pod_drain_holds_until_the_pod_is_gone_and_its_node_ready(slurmd, uids, nodes, expected):
+    facts = Facts(pod=slurmd, uids=uids, nodes=nodes)
+    decision = desired_drain(facts, node(state="IDLE+DRAIN", reason=STUCK_REASON))
+    assert decision.action == expected, decision
+    if expected == DRAIN:
+        assert decision.reason == kubernetes_drain_reason(facts)
+
+
+def test_a_stuck_pod_drain_does_not_wait_for_slurms_job_list():
+    """The job was let go: a stale job list neither holds nor lifts it."""
+    facts = Facts(pod=slurmd_pod(), jobs=None, nodes={"worker-1": worker("True")})
+    assert desired_drain(facts, node(state="IDLE+DRAIN", reason=STUCK_REASON)).action == UNDRAIN
+
+
+def test_a_stuck_pod_drain_on_a_down_node_is_left_to_return_to_service():
+    decision = desired_drain(Facts(pod=slurmd_pod(), nodes={"worker-1": worker("True")}),
+                             node(state="DOWN+DRAIN", reason=STUCK_REASON))
+    assert decision.action == NONE

@@ -265,7 +265,8 @@ subjects:
 {{/* The Pod rules of sunk-scheduler and sunk-extender, in a ClusterRole or in a Role per namespace. */}}
 {{- define "sunk.schedulerPodRules" -}}
 # Pods that name the scheduler (informer: list, watch), and the slurmd Pods (where Pods bind).
-# get: a re-read after a 409 on a status write (sunk/kube/patch.py update_with_retry).
+# get: a re-read after a 409 on a status write (sunk/kube/patch.py update_with_retry), or after a
+#   patch refused because the Pod was replaced by one of the same name (patch_object).
 # patch: the job-id annotation and the lock toleration (scheduler/kubeops.py record_job).
 # delete: a Pod whose Slurm job ended (kubeops.delete_pod, and the "terminating" hook).
 - apiGroups: [""]

@@ -12,6 +12,8 @@
 - --slurmd-selector={{ include "sunk.selectorString" $root.Values.slurmd.labels }}
 {{ include "sunk.slurmArgs" $root }}
 - --slurm-kill-wait={{ $root.Values.slurm.killWait }}s  # slurm.killWait: also KillWait in the chart's sunk.conf
+# Past its grace period, a Pod terminating on a NotReady or gone Node lets its Slurm job go.
+- --stuck-pod-margin={{ $root.Values.scheduler.stuckPodMargin }}
 {{- with $root.Values.scheduler.defaultPartition }}
 - --default-partition={{ . }}
 {{- end }}

@@ -1,0 +1,119 @@
+"""Pods that wait through a Slurm outage are told why, once; a refused token is an outage (issue 18, item 3)."""
+
+from __future__ import annotations
+
+import types
+
+import attrs
+import pytest
+from kubernetes.client import ApiClient
+
+from scheduler.outage import GRACE, OutageNotice, outage_event
+from sunk.slurm.errors import AuthenticationFailed, SlurmUnavailable
+
+REFUSED = AuthenticationFailed("list jobs: Protocol authentication error", code=1007,
+                               token_source="token file /var/run/sunk/slurm/token")
+
+
+@attrs.define
+class Cache:
+    last_failure: Exception | None = None
+    failing_for: float = 0.0
+
+
+def pod(uid, node=None, deleting=False):
+    meta = {"name": uid, "namespace": "ns", "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}}
+
+
+@pytest.fixture
+def world():
+    cache = Cache()
+    pods = [pod("waiting-1"), pod("waiting-2"), pod("bound", node="worker-1"), pod("going", deleting=True)]
+    told: list[tuple[str, str, str, str]] = []
+    leader = [True]
+    notice = OutageNotice(cache, lambda: pods, lambda p, t, r, m: told.append((p["metadata"]["uid"], t, r, m)),
+                          may_report=lambda: leader[0], wake=WOKEN.append)
+    WOKEN.clear()
+    return notice, cache, pods, told, leader
+
+
+WOKEN: list[str] = []
+
+
+def test_a_refused_token_is_told_at_once_to_every_waiting_pod_once(world):
+    notice, cache, pods, told, _ = world
+    cache.last_failure = REFUSED
+    notice.check()
+    notice.check()
+    assert [(uid, type_, reason) for uid, type_, reason, _ in told] == [
+        ("waiting-1", "Warning", "SlurmAuthenticationFailed"), ("waiting-2", "Warning", "SlurmAuthenticationFailed")]
+    assert "token file /var/run/sunk/slurm/token" in told[0][3]
+    pods.append(pod("new"))
+    notice.check()
+    assert [uid for uid, *_ in told] == ["waiting-1", "waiting-2", "new"]
+
+
+def test_a_new_outage_is_news_again(world):
+    notice, cache, _, told, _ = world
+    cache.last_failure = REFUSED
+    notice.check()
+    cache.last_failure = None
+    notice.check()
+    cache.last_failure = REFUSED
+    notice.check()
+    assert len(told) == 4
+
+
+def test_slurm_unreachable_is_told_only_once_it_lasts(world):
+    notice, cache, _, told, _ = world
+    cache.last_failure, cache.failing_for = SlurmUnavailable("list jobs: cannot reach slurmrestd"), GRACE / 2
+    notice.check()
+    assert told == []
+    cache.failing_for = GRACE
+    notice.check()
+    assert {reason for _, _, reason, _ in told} == {"SlurmUnavailable"}
+
+
+def test_when_the_outage_ends_every_waiting_pod_is_reconciled_at_once(world):
+    """Not after the backoff its failed submissions built up (minutes, in a long outage)."""
+    notice, cache, _, _, _ = world
+    notice.check()
+    assert WOKEN == []  # no outage, nothing to wake
+    cache.last_failure = REFUSED
+    notice.check()
+    cache.last_failure = None
+    notice.check()
+    notice.check()
+    assert WOKEN == ["waiting-1", "waiting-2"]
+
+
+def test_only_a_replica_that_may_report_does(world):
+    notice, cache, _, told, leader = world
+    leader[0] = False
+    cache.last_failure = REFUSED
+    notice.check()
+    assert told == []
+
+
+def test_the_event_is_the_same_for_every_call():
+    assert outage_event(REFUSED) == outage_event(AuthenticationFailed("submit job p: HTTP 401", http_status=401,
+                                                                      token_source=REFUSED.token_source))
+
+
+def test_every_replica_runs_the_notice_before_anyone_leads():
+    from scheduler.assembly import assemble
+    from scheduler.config import SchedulerConfig
+    from sunk.controller.daemon import DaemonConfig
+    from sunk.slurm.settings import SlurmSettings
+
+    slurm = types.SimpleNamespace(list_jobs=None, list_nodes=None, rpc_stats=dict)
+    built = assemble(DaemonConfig(name="s", slurm=SlurmSettings(token="t")), SchedulerConfig("s", b"x" * 32, "http://h"),
+                     api=ApiClient(), slurm=slurm)  # type: ignore[arg-type]
+    try:
+        runnables = {getattr(r, "name", ""): leader for r, leader in built.manager._runnables}
+        assert runnables["slurm-outage-notice"] is False
+    finally:
+        built.scheduler.recorder.stop()

@@ -1,0 +1,71 @@
+"""The scheduler's readiness is the hook API's: Kubernetes synced, not Slurm reachable (issue 18, item 6)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client import ApiClient
+from prometheus_client import REGISTRY
+
+from scheduler.assembly import assemble
+from scheduler.config import SchedulerConfig
+from sunk.controller.daemon import DaemonConfig
+from sunk.slurm.cache import SlurmCache
+from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.settings import SlurmSettings
+
+
+class UnreachableSlurm:
+    """slurmrestd down: every list fails."""
+
+    def list_jobs(self, **_: object):
+        raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+
+    def list_nodes(self, **_: object):
+        raise SlurmUnavailable("list nodes: cannot reach slurmrestd")
+
+    def rpc_stats(self):
+        return {}
+
+
+@pytest.fixture
+def assembly():
+    daemon = DaemonConfig(name="sunk-scheduler-test", slurm=SlurmSettings(token="t"))
+    built = assemble(daemon, SchedulerConfig("s", b"x" * 32, "http://h"), api=ApiClient(),
+                     slurm=UnreachableSlurm())  # type: ignore[arg-type]
+    yield built
+    built.scheduler.recorder.stop()
+
+
+def synced(assembly, monkeypatch, *, kubernetes: bool) -> SlurmCache:
+    """Mark every Kubernetes informer synced (or not); the Slurm cache has never listed."""
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
+    for informer in assembly.manager.informers:
+        if informer is not cache:
+            monkeypatch.setattr(informer, "has_synced", lambda: kubernetes)
+    return cache
+
+
+def test_ready_while_slurm_is_unreachable_once_kubernetes_is_synced(assembly, monkeypatch):
+    cache = synced(assembly, monkeypatch, kubernetes=True)
+    assert not cache.refresh().ok and not cache.synced and not cache.fresh
+    assert assembly.manager.ready()
+    assert assembly.hooks_ready()  # and the hook API answers
+
+
+def test_not_ready_before_the_pod_cache_synced(assembly, monkeypatch):
+    synced(assembly, monkeypatch, kubernetes=False)
+    assert not assembly.manager.ready() and not assembly.hooks_ready()
+
+
+def test_not_ready_while_stopping(assembly, monkeypatch):
+    synced(assembly, monkeypatch, kubernetes=True)
+    assembly.manager.stop()
+    assembly.manager.wait(5)
+    assert not assembly.manager.ready()
+
+
+def test_slurm_staleness_shows_on_metrics(assembly, monkeypatch):
+    cache = synced(assembly, monkeypatch, kubernetes=True)
+    cache.refresh()
+    assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_fresh") == 0.0
+    assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_age_seconds") == float("inf")
