@@ -74,7 +74,10 @@ class JobIndex:
             if self._stale(job.id, observed_at):
                 return None
             self._drop(job.id)
-            return self._put(job, observed_at)
+            uid = self._put(job, observed_at)
+            if uid is not None:
+                self._doubted.discard(uid)  # the Pod's job is seen: a lost answer is settled
+            return uid
 
     def remove(self, job_id: int, observed_at: float = 0.0) -> Optional[str]:
         with self._lock:
