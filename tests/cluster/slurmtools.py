@@ -52,3 +52,18 @@ def idle_node(dev_cluster, timeout: float = 90) -> str:
         return idle[0] if idle else None
 
     return wait_for(find, timeout, "an idle node", interval=1)
+
+
+def all_jobs(dev_cluster, timeout: float = 20) -> list[dict]:
+    """Every job slurmctld holds, in any state (ended ones for MinJobAge), in one ``scontrol --json`` call.
+
+    Raises when slurmctld does not answer: here, unlike in ``slurm_job``, no answer is not "no job".
+    """
+    out = dev_cluster.slurm("scontrol", "--json", "show", "job", timeout=timeout).stdout
+    return json.loads(out).get("jobs") or []
+
+
+def all_nodes(dev_cluster, timeout: float = 20) -> dict[str, dict]:
+    """Every Slurm node by name, as ``scontrol --json show node`` reports it (raises when slurmctld does not answer)."""
+    out = dev_cluster.slurm("scontrol", "--json", "show", "node", timeout=timeout).stdout
+    return {node["name"]: node for node in json.loads(out).get("nodes") or []}

@@ -1,0 +1,159 @@
+"""The fault matrix's invariants (tests/cluster/invariants.py) on worlds made by hand: each one holds for a
+sound cluster and names the breach for a broken one, so that a green matrix means something. The Slurm
+objects start from what slurmctld 24.11 really answered (slurm_v0042/*.json)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "cluster"))  # (the cluster tests import it by name)
+
+from invariants import JobHistory, Scope, World, violations
+
+from sunk import names
+from sunk.translate.podjob import PlaceholderIdentity
+
+RECORDED = Path(__file__).parent / "slurm_v0042"
+NS = "matrix"
+SCOPE = Scope(NS, frozenset({"sunk-scheduler-test"}), ("node3", "node4"),
+              {f"node{i}": f"worker-{i}" for i in range(1, 5)})
+
+
+def job(job_id: int, uid: str | None = None, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
+        name: str = "p") -> dict[str, Any]:
+    recorded = json.loads((RECORDED / "job_running_gpu.json").read_text())["jobs"][0]
+    extra = PlaceholderIdentity(uid, NS, name, "sunk-scheduler-test").encode() + ": started" if uid else ""
+    return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "extra": extra}
+
+
+def slurm_node(name: str, state: tuple[str, ...] = ("IDLE",), reason: str = "") -> dict[str, Any]:
+    recorded = next(n for n in json.loads((RECORDED / "nodes.json").read_text())["nodes"] if n["name"] == name)
+    return {**copy.deepcopy(recorded), "state": list(state), "reason": reason}
+
+
+def pod(name: str, uid: str, node: str | None = None, *, namespace: str = NS, scheduler: str = "sunk-scheduler-test",
+        annotations: dict[str, str] | None = None, deleting: bool = False, ready: bool = True,
+        labels: dict[str, str] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations or {},
+                     "labels": labels or {}},
+        "spec": {"schedulerName": scheduler, **({"nodeName": node} if node else {})},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-24T06:00:00Z"
+    return obj
+
+
+def placed(name: str, uid: str, node: str, job_id: int) -> dict[str, Any]:
+    """A Pod sunk-scheduler bound: the binding's annotations name its job and Slurm node."""
+    return pod(name, uid, f"worker-{node[-1]}", annotations={names.ANN_JOB_ID: str(job_id), names.ANN_SLURM_NODE: node})
+
+
+def slurmd(name: str, lock: str = "false", ready: bool = True) -> dict[str, Any]:
+    obj = pod(name, f"slurmd-{name}", f"worker-{name[-1]}", namespace="slurm", scheduler="default-scheduler",
+              annotations={names.LOCK_KEY: lock}, ready=ready, labels={"app.kubernetes.io/name": "slurmd"})
+    obj["spec"]["hostname"] = name
+    return obj
+
+
+def k8s_node(name: str, *, tainted: bool = False, ready: bool = True) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"taints": [{"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}] if tainted else []},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}]}}
+
+
+def world(jobs=(), pods=(), events=(), *, node3=("IDLE",), reason3="", lock3="false", tainted3=False,
+          slurmd3_ready=True, worker3_ready=True) -> World:
+    return World(
+        jobs=tuple(jobs),
+        nodes={"node3": slurm_node("node3", node3, reason3), "node4": slurm_node("node4")},
+        pods=(slurmd("node3", lock3, slurmd3_ready), slurmd("node4"), *pods),
+        events=tuple(events),
+        k8s_nodes={"worker-3": k8s_node("worker-3", tainted=tainted3, ready=worker3_ready),
+                   "worker-4": k8s_node("worker-4")})
+
+
+def busy(jobs=(), pods=(), **kw) -> World:
+    """node3 running a placeholder, strictly locked, its Node tainted: as it should be."""
+    return world(jobs, pods, node3=kw.pop("node3", ("MIXED",)), lock3=kw.pop("lock3", "locked_strict"),
+                 tainted3=kw.pop("tainted3", True), **kw)
+
+
+SOUND = {
+    "idle": world(),
+    "a bound Pod whose job runs there": busy([job(1, "u1")], [placed("p", "u1", "node3", 1)]),
+    "a waiting Pod told why": world([job(1, "u1", ("PENDING",), "")], [pod("p", "u1")],
+                                    [{"reason": "WaitingForSlurm", "involvedObject": {"name": "p", "uid": "u1"}}]),
+    "a job that ended, its Pod gone": world([job(1, "u1", ("CANCELLED",))]),
+    "an evicted Pod still terminating on a locked node": busy(
+        [job(1, "u1")], [placed("p", "u1", "node3", 1), pod("web", "w", "worker-3", scheduler="default-scheduler",
+                                                             deleting=True)]),
+    "the placeholder's drain while its Pod is still there": busy(
+        [job(2, "u1")], [placed("p", "u1", "node3", 2)], node3=("MIXED", "DRAIN"),
+        reason3=f"k8s: sunk-placeholder: pod {NS}/p outlived KillWait after job 1"),
+    "the stuck-Pod drain while the Node is NotReady": world(
+        node3=("IDLE", "DRAIN"), worker3_ready=False,
+        reason3=f"k8s: sunk-stuck: pod {NS}/p uid=u1 stuck terminating on Node worker-3 (NotReady or gone) "
+                "after job 4"),
+    "the Syncer's drain while the slurmd Pod is not Ready": world(
+        node3=("IDLE", "DRAIN"), reason3="k8s: slurmd pod slurm/node3 is not ready", slurmd3_ready=False),
+}
+
+
+@pytest.mark.parametrize("name", SOUND)
+def test_a_sound_cluster_breaks_no_invariant(name):
+    assert violations(SOUND[name], SCOPE) == []
+
+
+BROKEN = {
+    "two jobs for one Pod": (busy([job(1, "u1"), job(2, "u1", ("CANCELLED",))], [placed("p", "u1", "node3", 1)]),
+                             "2 placeholder jobs"),
+    "a job whose Pod is gone": (world([job(1, "u9", ("PENDING",), "")]), "which is gone"),
+    "a Pod bound without its job": (world(pods=[placed("p", "u1", "node3", 1)]), "Slurm holds no job of it"),
+    "a Pod bound where its job does not run": (busy([job(1, "u1")], [placed("p", "u1", "node4", 1)]),
+                                               "bound to Node worker-4, but no job of it runs there"),
+    "a waiting Pod nobody told why": (world([job(1, "u1", ("PENDING",), "")], [pod("p", "u1")]), "no Event says why"),
+    "an idle node left locked": (world(lock3="locked", tainted3=True), "idle node"),
+    "a busy node not locked": (world([job(5)], node3=("MIXED",)), "wanted: locked, tainted"),
+    "a placeholder under a normal lock": (busy([job(1, "u1")], [placed("p", "u1", "node3", 1)], lock3="locked"),
+                                          "wanted: locked_strict"),
+    "a Pod the lock did not evict": (busy([job(1, "u1")], [placed("p", "u1", "node3", 1),
+                                                          pod("web", "w", "worker-3", scheduler="default-scheduler")]),
+                                     "should have evicted"),
+    "the placeholder's drain after its Pod went": (
+        world(node3=("IDLE", "DRAIN"), reason3=f"k8s: sunk-placeholder: pod {NS}/p outlived KillWait after job 1"),
+        "its cause is gone"),
+    "the prolog's outage drain once the lock agrees again": (
+        world(node3=("IDLE", "DRAIN"), reason3="k8s: sunk-lock: job 12: hook API unreachable (HTTP 000, 20 attempts)"),
+        "its cause is gone"),
+    "the stuck-Pod drain once the Pod is gone and the Node Ready": (
+        world(node3=("IDLE", "DRAIN"),
+              reason3=f"k8s: sunk-stuck: pod {NS}/p uid=u1 stuck terminating on Node worker-3 (NotReady or gone) "
+                      "after job 4"),
+        "its cause is gone"),
+    "the Syncer's drain once its slurmd Pod is Ready": (
+        world(node3=("IDLE", "DRAIN"), reason3="k8s: slurmd pod slurm/node3 is not ready"), "the condition is gone"),
+    "a prolog drain nothing lifts": (
+        world(node3=("IDLE", "DRAIN"), reason3="sunk-lock: job 3: pre-hook failed with HTTP 401"), "nothing lifts"),
+    "Slurm's own drain": (world(node3=("IDLE", "DRAIN"), reason3="Prolog error"), "not by sunk"),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_each_broken_invariant_is_named(name):
+    broken, needle = BROKEN[name]
+    found = violations(broken, SCOPE)
+    assert len(found) == 1 and needle in found[0], found
+
+
+def test_a_second_job_slurm_already_forgot_is_still_caught():
+    history = JobHistory(NS)
+    history.record([job(7, "u1", ("COMPLETED",))])  # seen earlier; purged since (MinJobAge)
+    found = violations(SOUND["a bound Pod whose job runs there"], SCOPE, history)
+    assert len(found) == 1 and "job 7 (COMPLETED on node3)" in found[0] and "job 1 (RUNNING on node3)" in found[0]
