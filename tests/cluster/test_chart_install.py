@@ -30,7 +30,7 @@ from locking_harness import SLURMD_SELECTOR, clean_up, free_port, label_slurmd_p
 from procs import Process
 from rbac_harness import assert_never_forbidden, deployment_args, kubeconfig_for
 from slurmtools import jobs_carrying, slurm_job, state, wait_for
-from test_scheduler import end_pods
+from test_scheduler import deployment_runs_through_slurm_until_deleted, end_pods
 
 from sunk import names
 from sunk.dev import chart, kubebuild, slurmconf
@@ -247,23 +247,7 @@ def test_the_installed_scheduler_and_syncer_schedule_a_deployment_through_slurm(
                     {"name": "main", "image": "busybox",
                      "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}, workloads)
 
-        def bound_pods():
-            pods = kc.list_objects(kube_api, PODS, workloads, label_selector=f"app={app}")
-            return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
-
-        pods = wait_for(bound_pods, 90, "both replicas bound through Slurm")
-        jobs = [int(wait_for(lambda p=p: (kc.get(kube_api, PODS, p["metadata"]["name"], workloads)["metadata"].get(
-            "annotations") or {}).get(names.ANN_JOB_ID), 10, "the job-id")) for p in pods]
-        for pod, job_id in zip(pods, jobs, strict=True):
-            job = slurm_job(dev_cluster, job_id)
-            assert state(job) == "RUNNING" and pod["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["nodes"])
-        kc.request(kube_api, "DELETE", DEPLOYMENTS.path(workloads, app),
-                   body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
-        for job_id in jobs:
-            wait_for(lambda j=job_id: state(slurm_job(dev_cluster, j)) in ("CANCELLED", "COMPLETED", None), 60,
-                     f"job {job_id} to end after the Deployment's deletion")
-        wait_for(lambda: not kc.list_objects(kube_api, PODS, workloads, label_selector=f"app={app}"), 60,
-                 "the replicas to be gone")
+        deployment_runs_through_slurm_until_deleted(kube_api, dev_cluster, workloads, app, replicas=2, timeout=90)
     finally:
         delete_if_present(kube_api, DEPLOYMENTS, app, workloads)
         try:

@@ -9,7 +9,7 @@ import uuid
 import pytest
 import requests
 from slurmtools import wait_for
-from test_scheduler import SCHEDULER, end_pods, get_pod, namespace, placed, scheduler  # noqa: F401 (fixtures)
+from test_scheduler import SCHEDULER, end_pods, get_pod, gone, namespace, placed, scheduler  # noqa: F401 (fixtures)
 
 from sunk import names
 from sunk.dev import realnode
@@ -60,7 +60,7 @@ def test_deleting_the_pod_terminates_its_container_within_its_grace_period(kube_
     wait_for(lambda: running_ip(kube_api, namespace, name), 60, "the container to run")
     began = time.monotonic()
     kc.delete(kube_api, PODS, name, namespace)
-    wait_for(lambda: _gone(kube_api, namespace, name), 60, "the Pod to be gone")
+    wait_for(lambda: gone(kube_api, namespace, name), 60, "the Pod to be gone")
     took = time.monotonic() - began
     assert 4 <= took < 20, f"the Pod went {took:.1f}s after its deletion with a 4 s grace period"
 
@@ -74,7 +74,7 @@ def test_deleting_the_real_nodes_slurmd_pod_stops_slurmd(kube_api, dev_cluster, 
     pod = realnode.SLURM_NODE
     try:
         kc.delete(kube_api, PODS, pod, "slurm")
-        wait_for(lambda: _gone(kube_api, "slurm", pod), 30, "the slurmd Pod to be gone")
+        wait_for(lambda: gone(kube_api, "slurm", pod), 30, "the slurmd Pod to be gone")
         wait_for(lambda: "*" in _sinfo_state(dev_cluster), 90, f"Slurm to find {pod} not responding")
     finally:
         dev_cluster.up()
@@ -83,16 +83,6 @@ def test_deleting_the_real_nodes_slurmd_pod_stops_slurmd(kube_api, dev_cluster, 
 
 def _sinfo_state(dev_cluster) -> str:
     return dev_cluster.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%t", check=False).stdout.strip()
-
-
-def _gone(api, namespace: str, name: str) -> bool:
-    try:
-        kc.get(api, PODS, name, namespace)
-    except kc.ApiError as exc:
-        if exc.not_found:
-            return True
-        raise
-    return False
 
 
 def _get(url: str) -> str | None:

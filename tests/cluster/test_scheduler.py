@@ -23,6 +23,7 @@ from sunk.translate.lock import tolerates_lock
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
 PORTS = {"hooks": 18100, "metrics": 18180, "probes": 18181}
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +176,30 @@ def bound(api, namespace, name) -> str | None:
 
 def gone(api, namespace, name) -> bool:
     return get_pod(api, namespace, name) is None
+
+
+def deployment_runs_through_slurm_until_deleted(api, dev_cluster, namespace: str, app: str, *, replicas: int,
+                                                timeout: float = 60) -> None:
+    """Deployment ``app``'s replicas are bound where their RUNNING jobs are; deleting the Deployment (garbage
+    collection, no sunk code special-cased) ends every job and every replica."""
+
+    def bound_pods():
+        pods = kc.list_objects(api, PODS, namespace, label_selector=f"app={app}")
+        return pods if len(pods) == replicas and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = wait_for(bound_pods, timeout, f"all {replicas} replicas bound through Slurm")
+    jobs = [int(wait_for(lambda p=p: (get_pod(api, namespace, p["metadata"]["name"])["metadata"].get(
+        "annotations") or {}).get(names.ANN_JOB_ID), 10, "the job-id")) for p in pods]
+    for pod, job_id in zip(pods, jobs, strict=True):
+        job = slurm_job(dev_cluster, job_id)
+        assert state(job) == "RUNNING" and pod["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["nodes"])
+    kc.request(api, "DELETE", DEPLOYMENTS.path(namespace, app),
+               body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+    for job_id in jobs:
+        wait_for(lambda j=job_id: state(slurm_job(dev_cluster, j)) in ("CANCELLED", "COMPLETED", None), 60,
+                 f"job {job_id} to end after the Deployment's deletion")
+    wait_for(lambda: not kc.list_objects(api, PODS, namespace, label_selector=f"app={app}"), 60,
+             "the replicas to be gone")
 
 
 def jobs_for_pod(dev_cluster, uid: str) -> list[int]:
@@ -522,7 +547,6 @@ def test_a_high_qos_pod_preempts_a_batch_job(kube_api, dev_cluster, namespace, s
 
 
 # -- workloads: a Deployment's Pods, made by the real kube-controller-manager -------------------------
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 
 
 def test_a_deployment_is_scheduled_through_slurm_and_deleting_it_cancels_every_job(kube_api, dev_cluster, namespace,
@@ -536,20 +560,4 @@ def test_a_deployment_is_scheduled_through_slurm_and_deleting_it_cancels_every_j
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}}, "template": template}}, namespace)
 
-    def bound_pods():
-        pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"app={app}")
-        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
-
-    pods = wait_for(bound_pods, 60, "both replicas bound")
-    jobs = [int(wait_for(lambda p=p: (get_pod(kube_api, namespace, p["metadata"]["name"])["metadata"].get(
-        "annotations") or {}).get(names.ANN_JOB_ID), 10, "the job-id")) for p in pods]
-    for pod, job_id in zip(pods, jobs, strict=True):
-        job = slurm_job(dev_cluster, job_id)
-        assert state(job) == "RUNNING" and pod["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["nodes"])
-    kc.request(kube_api, "DELETE", DEPLOYMENTS.path(namespace, app),
-               body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
-    for job_id in jobs:
-        wait_for(lambda j=job_id: state(slurm_job(dev_cluster, j)) in ("CANCELLED", "COMPLETED", None), 60,
-                 f"job {job_id} to end after the Deployment's deletion")
-    wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace, label_selector=f"app={app}"), 60,
-             "the replicas to be gone")
+    deployment_runs_through_slurm_until_deleted(kube_api, dev_cluster, namespace, app, replicas=2)
