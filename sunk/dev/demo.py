@@ -110,21 +110,18 @@ def _reach_web(cluster: DevCluster) -> bool:
         print("the web replica's container did not start within 60 s; see run/logs/kubelet-real.log")
         return False
     url = f"http://{ip()}:8080/"
-    answer = None
-
-    def get() -> bool:
-        nonlocal answer
-        try:
-            answer = http.get(url, timeout=2).text.strip()
-        except http.RequestException:
-            return False
-        return True
-
-    if not _wait(get, 20):
+    if not _wait(lambda: _answer(url) is not None, 20):
         print(f"$ curl {url}\n(no answer within 20 s)")
         return False
-    print(f"$ curl {url}\n{answer}")
+    print(f"$ curl {url}\n{_answer(url)}")
     return True
+
+
+def _answer(url: str) -> str | None:
+    try:
+        return http.get(url, timeout=2).text.strip()
+    except http.RequestException:
+        return None
 
 
 def _pods(cluster: DevCluster) -> list[dict[str, Any]]:
