@@ -206,16 +206,36 @@ def test_manual_drain_is_never_touched(cluster: Cluster):
 
 
 def test_down_node_is_neither_drained_nor_resumed(cluster: Cluster):
-    try:
-        cluster.scontrol(f"nodename={B}", "state=down", "reason=syncer-test: down by hand")
-        wait_for(lambda: cluster.node(B).down, 10, f"{B} DOWN")
-        cluster.set_pod_ready(B, False)
-        never(lambda: cluster.node(B).drained and cluster.node(B).reason, 3.0, "a DOWN node was drained")
-        assert cluster.node(B).down  # and not resumed
-    finally:
-        cluster.set_pod_ready(B, True)
-        if cluster.node(B).down:
-            cluster.scontrol(f"nodename={B}", "state=resume")
+    """A DOWN node whose Pod turns not Ready is left alone: no ``k8s:`` drain on top of DOWN, no resume.
+
+    The dev cluster runs ``ReturnToService=2``: when node4's slurmd re-registers (it flaps
+    under load), Slurm itself returns the DOWN node to service, and then draining it is
+    right. A drain on a node that is no longer DOWN is that case, not the bug; the scenario is
+    tried again. The bug is DOWN and DRAIN together with a ``k8s:`` reason.
+    """
+    for _attempt in range(3):
+        try:
+            cluster.scontrol(f"nodename={B}", "state=down", "reason=syncer-test: down by hand")
+            wait_for(lambda: cluster.node(B).down, 10, f"{B} DOWN")
+            cluster.set_pod_ready(B, False)
+            deadline = time.monotonic() + 3.0
+            returned = False
+            while time.monotonic() < deadline:
+                node = cluster.node(B)
+                assert not (node.down and node.drained), f"a DOWN node was drained: {node.reason!r}"
+                if not node.down:
+                    returned = True  # Slurm returned it to service (ReturnToService=2): not this test's case
+                    break
+                time.sleep(0.05)
+            if not returned:
+                assert cluster.node(B).reason == "syncer-test: down by hand"  # not resumed, reason untouched
+                return
+        finally:
+            cluster.set_pod_ready(B, True)
+            if cluster.node(B).down:
+                cluster.scontrol(f"nodename={B}", "state=resume")
+        wait_for(lambda: not cluster.node(B).drained, PROPAGATION, f"{B} undrained once its Pod is Ready")
+    pytest.fail(f"Slurm returned {B} to service within 3 s in each of 3 tries; the case was never observed")
 
 
 # ---- Slurm -> Kubernetes -----------------------------------------------------------------------------------
