@@ -4,8 +4,13 @@
 # Runs as root on the slurmd host (slurm.conf: Prolog, with PrologFlags=Alloc so it runs
 # at allocation on every node of the job). It asks the Syncer's hook API to lock the
 # node (Pods that do not tolerate sunk.coreweave.com/lock are evicted) and waits for it.
-# On an error or a timeout it drains the node with a reason that says why and exits
-# non-zero, so Slurm requeues the job instead of starting it beside Kubernetes workloads.
+# On an error or a timeout it drains the node with a reason that says why, and stops the
+# job as Slurm does after a failed prolog (requeued and held; cancelled if it cannot be
+# requeued), so it never starts beside Kubernetes workloads. It then exits 0: a failed
+# prolog makes slurmd report the failure again every 15 s until slurmctld forgets the job
+# (MinJobAge), and the first report that finds the node undrained drains it "Prolog error",
+# a reason nothing lifts. Only when it cannot drain or stop the job does it exit non-zero
+# and leave both to Slurm.
 # Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
 #   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered
 #   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
@@ -20,7 +25,7 @@
 #                          slurm.conf's PrologEpilogTimeout)
 # Without that file the script does nothing and succeeds: Slurm without sunk is unaffected.
 set -u
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd's, then the system's
 HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
@@ -38,11 +43,22 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
 
-drain() {  # drain REASON: drain the node with that reason, then fail the prolog
+stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, or cancel it
+    local why
+    why=$(scontrol requeuehold "$JOB" 2>&1) && { log "job $JOB requeued and held"; return 0; }
+    scancel "$JOB" && { log "job $JOB cannot be requeued (${why:0:120}): cancelled"; return 0; }
+    return 1
+}
+
+drain() {  # drain REASON: drain the node with that reason and stop the job; fail only if that cannot be done
     local reason="${1:0:250}"
     log "drain: $reason"
-    scontrol update nodename="$NODE" state=drain reason="$reason" \
-        || log "could not drain $NODE (Slurm drains it for the failed prolog anyway)"
+    if ! scontrol update nodename="$NODE" state=drain reason="$reason"; then
+        log "could not drain $NODE: the prolog fails and Slurm drains it ('Prolog error')"
+        exit 1
+    fi
+    stop_job && exit 0
+    log "could not requeue or cancel job $JOB: the prolog fails and Slurm stops it"
     exit 1
 }
 fail() { drain "sunk-lock: job $JOB: $1"; }  # fail WHY: a cause the Syncer cannot see go; an operator resumes

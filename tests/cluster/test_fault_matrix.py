@@ -374,7 +374,7 @@ class Matrix:
         self.load = Load(self, tag, tuple(sorted(self.scope.schedulers))).start()
         return self.load
 
-    def restore(self, fault: Fault | None = None) -> None:
+    def restore(self) -> None:
         """Every Pod and job of the load gone, and node3/node4 unlocked and undrained: whatever the test did."""
         if self.load is not None:
             self.load.join()
@@ -386,8 +386,6 @@ class Matrix:
         except AssertionError as exc:
             problems.append(str(exc))
         self.dev.slurm("scancel", "-n", self.batch_name, check=False)
-        if fault is not None and fault.known_issue:
-            self.undo_prolog_error_drains(fault)
         left = self._settle_clean(60)
         if left:
             problems.append(f"left behind after the fault: {left}")
@@ -399,14 +397,6 @@ class Matrix:
             problems.append(f"could not scale the scheduler back to one replica: {exc}")
         self.load = None
         assert not problems, "; ".join(problems)
-
-    def undo_prolog_error_drains(self, fault: Fault) -> None:
-        """The known wrong outcome of ``fault`` (``known_issue``), undone for the next row; said on stdout."""
-        for node in NODES:
-            reason = self.dev.slurm("sinfo", "-h", "-n", node, "-o", "%E", check=False).stdout.strip()
-            if reason == "Prolog error":
-                print(f"{fault.name}: known issue, {node} drained 'Prolog error': resumed by the test")
-                self.dev.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)
 
     def finish_missed_deletions(self) -> None:
         """Finish what the stand-in kubelet missed: a Pod whose deletion it could not complete while the apiserver
@@ -576,13 +566,12 @@ def matrix(dev_cluster, kube_api, namespace, syncer, scripts, schedulers, reques
 
 
 @pytest.fixture
-def rig(matrix, request):
-    fault = request.node.callspec.params.get("fault")
+def rig(matrix):
     try:
         matrix.prepare()
         yield matrix
     finally:
-        matrix.restore(fault)
+        matrix.restore()
 
 
 def report(config, results: list[dict[str, Any]]) -> None:
@@ -611,9 +600,6 @@ class Fault:
     prepare: Callable[[Matrix], None] = lambda m: None
     after: Callable[[Matrix], None] = lambda m: None
     extender: bool = False
-    # A wrong outcome this row finds today, kept in the matrix (run, reported as xfailed or XPASS)
-    # until it is fixed; the issue that tracks it says so. The row's clean-up then undoes it.
-    known_issue: str | None = None
 
 
 def held_for(seconds: float) -> Callable[[Matrix, Load], None]:
@@ -661,11 +647,6 @@ def kubelet_hold(m: Matrix, load: Load) -> None:
         m.during.append(f"{exc}; stuck Pods and their running jobs: {tolerant(m.stuck_pods)()}")
 
 
-PROLOG_ERROR_AFTER_LIFT = (
-    "issue 18, open: the prolog fails closed and drains with sunk's k8s: reason, the Syncer lifts that drain once "
-    "the hook API is back, and then slurmd's late report of the failed prolog makes slurmctld drain the node "
-    "'Prolog error', which nothing lifts (seen in the first run: node3 and node4)")
-
 FAULTS = (
     Fault("scheduler-kill", f"kill -9 sunk-scheduler (its one replica), restart after {RESTART_AFTER:.0f} s",
           down=lambda m: m.schedulers.kill_all(), hold=held_for(RESTART_AFTER),
@@ -690,8 +671,7 @@ FAULTS = (
           down=stop("kubelet"), hold=kubelet_hold, up=start("kubelet")),
     Fault("hook-api-down", f"stop sunk-syncer (it serves the hook API the prolog calls), start it "
                            f"{HOOK_API_DOWN:.0f} s later",
-          down=lambda m: m.syncer.stop(), hold=held_for(HOOK_API_DOWN), up=lambda m: m.start_syncer(),
-          known_issue=PROLOG_ERROR_AFTER_LIFT),
+          down=lambda m: m.syncer.stop(), hold=held_for(HOOK_API_DOWN), up=lambda m: m.start_syncer()),
     # Last: its fixtures (test_extender's) start kube-scheduler and sunk-extender for the rest of the module.
     Fault("extender-kill", f"kill -9 sunk-extender (its Pods beside the scheduler's), restart after "
                            f"{RESTART_AFTER:.0f} s",
@@ -700,8 +680,7 @@ FAULTS = (
 )
 
 
-@pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.xfail(reason=f.known_issue, strict=False))
-                                   if f.known_issue else f for f in FAULTS], ids=[f.name for f in FAULTS])
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_the_cluster_recovers_from(fault: Fault, rig: Matrix, request):
     if fault.extender:
         rig.use_extender(request)

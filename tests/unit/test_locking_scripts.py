@@ -69,7 +69,8 @@ def closed_port_url() -> str:
 
 
 def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: bytes = b"",
-        env_file: bool = True, lock_timeout: str | None = None) -> subprocess.CompletedProcess[str]:
+        env_file: bool = True, lock_timeout: str | None = None,
+        slurm_bin: Path | None = None) -> subprocess.CompletedProcess[str]:
     (tmp_path / "token-node7").write_text(TOKEN + "\n")  # this node's token; %n names the node
     hooks_env = tmp_path / "hooks.env"
     if env_file:
@@ -77,6 +78,8 @@ def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra
                              f"SUNK_LOCK_TIMEOUT={lock_timeout or timeout}\n")
     env = {b"SUNK_HOOKS_ENV": os.fsencode(hooks_env), b"SLURMD_NODENAME": b"node7", b"SLURM_JOB_ID": b"42",
            b"SLURM_JOB_EXTRA": extra, b"PATH": os.fsencode(os.environ["PATH"])}
+    if slurm_bin is not None:
+        env[b"PATH"] = os.fsencode(f"{slurm_bin}:{os.environ['PATH']}")
     return subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -213,3 +216,60 @@ def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
     assert run("epilog.sh", tmp_path, server.url).returncode == 0
     done = run("epilog.sh", tmp_path, closed_port_url())
     assert done.returncode == 0 and "unlocks on its own" in done.stderr
+
+
+# ---- how the prolog stops a job it refused --------------------------------------------------------------------
+
+
+def fake_slurm(tmp_path: Path, **exit_codes: int) -> tuple[Path, Path]:
+    """scontrol and scancel that record their arguments and exit with ``exit_codes`` (keyed
+    ``drain``, ``requeuehold``, ``scancel``; 0 when not given)."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    scontrol = (f'#!/bin/bash\necho "scontrol $*" >> {calls}\n'
+                f'case "$1" in update) exit {exit_codes.get("drain", 0)} ;; '
+                f'requeuehold) echo "Requested operation is presently disabled for job $2" >&2; '
+                f'exit {exit_codes.get("requeuehold", 0)} ;; esac\n')
+    scancel = f'#!/bin/bash\necho "scancel $*" >> {calls}\nexit {exit_codes.get("scancel", 0)}\n'
+    for name, text in (("scontrol", scontrol), ("scancel", scancel)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir, calls
+
+
+def slurm_calls(calls: Path) -> list[str]:
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_a_refused_job_is_requeued_held_and_the_prolog_succeeds(tmp_path):
+    """Exit 0 after drain and hold: a failed prolog would make slurmd report it until slurmctld forgets
+    the job, and the first report after the Syncer lifted sunk's drain would drain 'Prolog error'."""
+    bin_dir, calls = fake_slurm(tmp_path)
+    done = run("prolog.sh", tmp_path, closed_port_url(), timeout=3, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    drain, hold = slurm_calls(calls)
+    assert drain.startswith("scontrol update nodename=node7 state=drain reason=k8s: sunk-lock: job 42: hook API ")
+    assert hold == "scontrol requeuehold 42"
+    assert "job 42 requeued and held" in done.stderr
+
+
+def test_a_refused_job_that_cannot_be_requeued_is_cancelled(tmp_path, server):
+    server.replies.append((403, {"error": "no such job", "reason": "Slurm shows no job 42"}))
+    bin_dir, calls = fake_slurm(tmp_path, requeuehold=1)
+    done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls)[1:] == ["scontrol requeuehold 42", "scancel 42"]
+    assert "cannot be requeued (Requested operation is presently disabled for job 42): cancelled" in done.stderr
+    assert drained_with(done) == "sunk-lock: job 42: Slurm shows no job 42"
+
+
+@pytest.mark.parametrize(("codes", "expected_calls"), [
+    ({"drain": 1}, ["drain"]),  # a node it could not drain: Slurm drains it for the failed prolog
+    ({"requeuehold": 1, "scancel": 1}, ["drain", "scontrol requeuehold 42", "scancel 42"]),  # slurmctld unreachable
+])
+def test_the_prolog_fails_when_it_cannot_drain_or_stop_the_job(tmp_path, codes, expected_calls):
+    bin_dir, calls = fake_slurm(tmp_path, **codes)
+    done = run("prolog.sh", tmp_path, closed_port_url(), timeout=3, slurm_bin=bin_dir)
+    assert done.returncode == 1
+    made = ["drain" if c.startswith("scontrol update") else c for c in slurm_calls(calls)]
+    assert made == expected_calls
