@@ -16,3 +16,11 @@ PodUID = NewType("PodUID", str)
 
 SlurmNodeName = NewType("SlurmNodeName", str)
 """A Slurm node's name, as opposed to the Kubernetes Node that hosts it."""
+
+
+class Outage(Exception):
+    """A dependency of this process cannot serve it now (Slurm unreachable, our token refused).
+
+    Not a bug and not an answer about the request: the controller runtime retries the key
+    with backoff and logs one line, without a traceback, however long the outage lasts.
+    """

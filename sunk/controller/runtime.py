@@ -18,6 +18,7 @@ import attrs
 
 from sunk.controller import metrics
 from sunk.controller.workqueue import RateLimiter, WorkQueue
+from sunk.types import Outage
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,15 @@ class Controller:
         self._active.inc()
         try:
             result = self.reconciler.reconcile(key) or Result()
-        except Exception:
+        except Exception as exc:
             self._errors.inc()
             self._results["error"].inc()
-            log.exception("controller %s: reconcile %s failed (retry %d)", self.name, key, self.queue.num_requeues(key))
+            retry = self.queue.num_requeues(key)
+            if isinstance(exc, Outage):  # expected while a dependency is down: one line, no traceback
+                log.warning("controller %s: reconcile %s waits for an outage (retry %d): %s",
+                            self.name, key, retry, exc)
+            else:
+                log.exception("controller %s: reconcile %s failed (retry %d)", self.name, key, retry)
             self.queue.add_rate_limited(key)
             return
         finally:

@@ -3,6 +3,8 @@ error numbers that map to them (shared by the REST and pyslurm backends)."""
 
 from __future__ import annotations
 
+from sunk.types import Outage
+
 # Slurm error numbers (slurm_errno.h) that decide which exception a backend raises.
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_INVALID_NODE_NAME = 2018
@@ -40,7 +42,7 @@ class NotFound(SlurmError):
     """The node or job does not exist."""
 
 
-class SlurmUnavailable(SlurmError):
+class SlurmUnavailable(SlurmError, Outage):
     """slurmctld or slurmrestd could not be reached at all; safe to retry later."""
 
 

@@ -85,6 +85,31 @@ def test_exception_retries_with_growing_backoff_then_forgets_on_success():
         assert ctl.stop(5)
 
 
+def test_an_outage_is_retried_and_logged_in_one_line_without_a_traceback(caplog):
+    """A token Slurm refuses, or slurmrestd down for an hour: a warning per retry, not a traceback
+    at error level each time (an operator's log drowned in the same trace)."""
+    from sunk.slurm.errors import AuthenticationFailed
+
+    outage = AuthenticationFailed("Slurm refused the token", token_source="/etc/slurm/jwt")
+    bug = KeyError("job_id")
+    rec = Script(outage, bug, Result())
+    ctl = controller(rec)
+    ctl.start()
+    try:
+        with caplog.at_level("WARNING", logger="sunk.controller.runtime"):
+            ctl.enqueue("ns/p")
+            rec.wait_calls(3)
+            time.sleep(0.05)
+        records = [r for r in caplog.records if r.name == "sunk.controller.runtime"]
+        first, second = records
+        assert (first.levelname, first.exc_info) == ("WARNING", None)
+        assert "waits for an outage (retry 0): Slurm refused the token" in first.getMessage()
+        assert second.levelname == "ERROR" and second.exc_info is not None  # a bug keeps its traceback
+        assert sample("sunk_reconcile_total", controller=ctl.name, result="error") == 2
+    finally:
+        assert ctl.stop(5)
+
+
 def test_requeue_after_reruns_after_delay_and_resets_backoff():
     rec = Script(RuntimeError("x"), Result(requeue_after=0.1), Result())
     ctl = controller(rec, base=0.01)
