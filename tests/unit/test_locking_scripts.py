@@ -221,9 +221,10 @@ def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
 # ---- how the prolog stops a job it refused --------------------------------------------------------------------
 
 
-def fake_slurm(tmp_path: Path, **exit_codes: int) -> tuple[Path, Path]:
-    """scontrol and scancel that record their arguments and exit with ``exit_codes`` (keyed
-    ``drain``, ``requeuehold``, ``scancel``; 0 when not given)."""
+def fake_slurm(tmp_path: Path, active: bool = True, **exit_codes: int) -> tuple[Path, Path]:
+    """scontrol, squeue and scancel that record their arguments and exit with ``exit_codes`` (keyed
+    ``drain``, ``requeuehold``, ``squeue``, ``scancel``; 0 when not given). squeue lists the job as
+    configuring or running while ``active``."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     scontrol = (f'#!/bin/bash\necho "scontrol $*" >> {calls}\n'
@@ -231,7 +232,9 @@ def fake_slurm(tmp_path: Path, **exit_codes: int) -> tuple[Path, Path]:
                 f'requeuehold) echo "Requested operation is presently disabled for job $2" >&2; '
                 f'exit {exit_codes.get("requeuehold", 0)} ;; esac\n')
     scancel = f'#!/bin/bash\necho "scancel $*" >> {calls}\nexit {exit_codes.get("scancel", 0)}\n'
-    for name, text in (("scontrol", scontrol), ("scancel", scancel)):
+    squeue = (f'#!/bin/bash\necho "squeue $*" >> {calls}\n{"echo 42" if active else ""}\n'
+              f'exit {exit_codes.get("squeue", 0)}\n')
+    for name, text in (("scontrol", scontrol), ("scancel", scancel), ("squeue", squeue)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     return bin_dir, calls
@@ -239,6 +242,9 @@ def fake_slurm(tmp_path: Path, **exit_codes: int) -> tuple[Path, Path]:
 
 def slurm_calls(calls: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
+
+
+SQUEUE = "squeue -h -j 42 -t CONFIGURING,RUNNING -o %i"
 
 
 def test_a_refused_job_is_requeued_held_and_the_prolog_succeeds(tmp_path):
@@ -258,14 +264,15 @@ def test_a_refused_job_that_cannot_be_requeued_is_cancelled(tmp_path, server):
     bin_dir, calls = fake_slurm(tmp_path, requeuehold=1)
     done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
     assert done.returncode == 0, done.stderr
-    assert slurm_calls(calls)[1:] == ["scontrol requeuehold 42", "scancel 42"]
+    assert slurm_calls(calls)[1:] == ["scontrol requeuehold 42", SQUEUE, "scancel 42"]
     assert "cannot be requeued (Requested operation is presently disabled for job 42): cancelled" in done.stderr
     assert drained_with(done) == "sunk-lock: job 42: Slurm shows no job 42"
 
 
 @pytest.mark.parametrize(("codes", "expected_calls"), [
     ({"drain": 1}, ["drain"]),  # a node it could not drain: Slurm drains it for the failed prolog
-    ({"requeuehold": 1, "scancel": 1}, ["drain", "scontrol requeuehold 42", "scancel 42"]),  # slurmctld unreachable
+    ({"requeuehold": 1, "squeue": 1, "scancel": 1},
+     ["drain", "scontrol requeuehold 42", SQUEUE, "scancel 42"]),  # slurmctld unreachable
 ])
 def test_the_prolog_fails_when_it_cannot_drain_or_stop_the_job(tmp_path, codes, expected_calls):
     bin_dir, calls = fake_slurm(tmp_path, **codes)
@@ -273,3 +280,13 @@ def test_the_prolog_fails_when_it_cannot_drain_or_stop_the_job(tmp_path, codes, 
     assert done.returncode == 1
     made = ["drain" if c.startswith("scontrol update") else c for c in slurm_calls(calls)]
     assert made == expected_calls
+
+
+def test_a_job_another_nodes_prolog_stopped_is_left_alone(tmp_path):
+    """Two nodes of one job refuse it at once: the second finds it held (requeue refused: it is pending)
+    or cancelled already; cancelling a job the first requeued held would lose it."""
+    bin_dir, calls = fake_slurm(tmp_path, active=False, requeuehold=1)
+    done = run("prolog.sh", tmp_path, closed_port_url(), timeout=3, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls)[1:] == ["scontrol requeuehold 42", SQUEUE]
+    assert "no longer starting" in done.stderr
