@@ -54,6 +54,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Job, Node
 
+from .gang import is_placeholder
 from .lock import LockState, parse_state, satisfies
 from .podjob import PlaceholderIdentity
 
@@ -305,7 +306,7 @@ def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     tainted = any(t.get("key") == names.LOCK_KEY for t in (facts.k8s_node.get("spec") or {}).get("taints") or ())
     busy = bool(jobs) or node.running_jobs
     if busy:
-        strict = any(PlaceholderIdentity.parse(j.extra) is not None for j in jobs)
+        strict = any(is_placeholder(j.extra) for j in jobs)
         consistent = tainted and satisfies(state, strict=strict)
     else:
         consistent = state is LockState.FALSE and not tainted

@@ -59,6 +59,8 @@ TABLE_ANNOTATIONS = (
     names.ANN_REQUIRED_NODES, names.ANN_PARTITION, names.ANN_PREFER, names.ANN_PRIORITY, names.ANN_QOS,
     names.ANN_RESERVATION, names.ANN_USER_ID, names.ANN_GROUP_ID, names.ANN_CURRENT_WORKING_DIR, names.ANN_TIMEOUT,
 )
+# sunk.coreweave.com/gang (sunk/translate/gang.py): opt out, or how a JobSet gangs.
+GANG_MODES = ("none", "jobset", "replicated-job", "job")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_AFFINITY_KEYS = ("gpu.nvidia.com/class", "gpu.nvidia.com/model")
 DEFAULT_GRACE_SECONDS = 30  # what the apiserver fills in when the Pod does not say
@@ -188,6 +190,9 @@ def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
             if not items or not all(_NODE_NAME.fullmatch(item) for item in items):
                 problems.append(ValidationError(
                     key, f"must be a comma-separated list of Slurm node names, got {annotations[key]!r}"))
+    gang = annotations.get(names.ANN_GANG)
+    if gang is not None and str(gang).strip().lower() not in GANG_MODES:
+        problems.append(ValidationError(names.ANN_GANG, f"must be one of {', '.join(GANG_MODES)}, got {gang!r}"))
     workdir = annotations.get(names.ANN_CURRENT_WORKING_DIR)
     if workdir is not None and workdir.strip() and not workdir.strip().startswith("/"):
         problems.append(ValidationError(names.ANN_CURRENT_WORKING_DIR,
