@@ -56,6 +56,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--stuck-pod-margin", type=positive_duration, default=60.0,
                         help="how long past its grace period a Pod terminating on a Node that is NotReady or gone "
                              "keeps its Slurm job; then the job's node is drained and the job cancelled")
+    parser.add_argument("--gang-pod-groups", type=boolean, default=False,
+                        help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
+                             "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
+                             "gangs of the PodGroup's minMember")
     parser.add_argument("--slurmd-namespace", default="slurm")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
     parser.add_argument("--default-partition", default=None)
@@ -108,6 +112,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         submit_concurrency=args.submit_concurrency,
         default_partition=args.default_partition,
         stuck_pod_margin=args.stuck_pod_margin,
+        gang_pod_groups=args.gang_pod_groups,
     )
 
 

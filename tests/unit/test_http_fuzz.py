@@ -538,6 +538,9 @@ class Gone:
             raise ValueError(f"PodGone.wait({uid!r}, {timeout!r}): threading would spin or sleep on this")
         return False
 
+    def wait_for(self, done: object, timeout: float) -> bool:
+        return self.wait("a gang", timeout)
+
 
 def parse_extra_hooks(extra: str) -> Optional[tuple[str, bool]]:
     uid, _, rest = extra.partition(":")
