@@ -1,5 +1,7 @@
 #!/bin/bash
-# sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod.
+# sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod, or of a gang's
+# Pods (one node each: the script runs on the batch host only, and the hook API answers for the
+# whole gang; with PrologFlags=Alloc Slurm starts it once the prolog has locked every node).
 #
 # The scheduler submits this script with the environment below. It marks the job
 # started (after the prolog, so after the node is strictly locked), tells the scheduler,
@@ -17,6 +19,8 @@
 #   SUNK_KILL_WAIT     Slurm's KillWait in seconds
 #   SUNK_POD           namespace/name, for messages
 #   SUNK_HOOKS_CA      (optional) CA bundle that verifies an https SUNK_HOOKS_URL
+#   SUNK_GANG          (a gang's job) its size; SUNK_POD_UID is then the gang's owner and SUNK_POD
+#                      names the gang
 set -u
 : "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_EXTRA:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
 DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
@@ -53,10 +57,18 @@ on_term() {
     done
     log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
     if [[ "$(hook POST drain)" != 200 ]]; then
-        # The scheduler is unreachable: the same reason its drain hook writes.
-        scontrol update nodename="$SLURMD_NODENAME" state=drain \
-            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
-            || log "could not drain $SLURMD_NODENAME"
+        if [[ -n "${SUNK_GANG:-}" ]]; then
+            # Which member outlived KillWait, and on which node, is the scheduler's to say. Without it:
+            # every node of the allocation, with a reason no one lifts but an operator (no "k8s:").
+            scontrol update nodename="${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" state=drain \
+                reason="sunk-placeholder: gang $SUNK_POD outlived KillWait after job $SLURM_JOB_ID (scheduler unreachable)" \
+                || log "could not drain ${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}"
+        else
+            # The scheduler is unreachable: the same reason its drain hook writes.
+            scontrol update nodename="$SLURMD_NODENAME" state=drain \
+                reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
+                || log "could not drain $SLURMD_NODENAME"
+        fi
     fi
     exit 1
 }
