@@ -284,6 +284,14 @@ subjects:
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+# What gangs are sized by (scheduler/gangs.py, informers): a Job's running set, a JobSet's child Jobs;
+# with --gang-pod-groups, coscheduling PodGroups' minMember (scheduler-plugins' CRD).
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [list, watch]
+- apiGroups: [scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [list, watch]
 {{- end -}}
 
 {{/* Secrets -------------------------------------------------------------------------------- */}}
