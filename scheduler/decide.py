@@ -267,6 +267,7 @@ class GangFacts:
     expected: Optional[int] = None  # members the workload wants; None when not known (``why``)
     why: str = ""
     disagreements: tuple[str, ...] = ()  # the live members' (gang.disagreements), rendered
+    problems: tuple[str, ...] = ()  # the gang's own (larger than one Slurm job can name), rendered
 
 
 @frozen
@@ -406,6 +407,9 @@ def decide_gang(
         return GangWaiting(_uids(fresh), f"{gang.describe}: {gang.why}", passing=True)
     if gang.expected == 0:
         return Nothing(f"{gang.describe} wants no Pod running now")
+    if gang.problems:
+        message = "; ".join(gang.problems)
+        return GangInvalid(tuple((m.uid, message) for m in fresh))
     if len(fresh) < gang.expected:
         return GangWaiting(_uids(fresh), missing(gang.describe, len(fresh), gang.expected), passing=True)
     if gang.disagreements:

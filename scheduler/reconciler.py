@@ -34,12 +34,14 @@ from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.gang import (
+    EXTRA_MAX,
     Gang,
     disagreements,
     gang_of,
     is_deleting,
     is_gang_owner,
     is_terminal,
+    max_members,
     member_order,
 )
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
@@ -434,8 +436,13 @@ class PodScheduler:
         live = [p for p in members if not is_deleting(p) and not is_terminal(p)]
         expected = self.workloads.expected(gang, live)
         waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
+        problems: tuple[str, ...] = ()
+        if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
+            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's Extra "
+                        f"({EXTRA_MAX} bytes with a tag of each member): at most {most}",)
         return GangFacts(owner=owner, describe=gang.describe(), members=facts, expected=expected.size,
-                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)))
+                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
+                         problems=problems)
 
     def member_facts(self, pod: Obj, slurm_of: dict[str, str]) -> MemberFacts:
         """What decide_gang() reads of a member; one this process bound counts as bound until the watch shows it."""

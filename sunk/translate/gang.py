@@ -102,6 +102,8 @@ MODE_JOB = "job"
 
 OWNER_PREFIX = "gang:"
 MEMBER_TAG_CHARS = 8
+# Slurm 24.11 refuses a longer Extra ("parameter too long"); the placeholder appends ": started" to it.
+EXTRA_MAX = 1024
 JOB_NAME_MAX = 128
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a label value, a name, a UID
 _LAST = (1 << 62,)  # sorts after any index
@@ -447,6 +449,20 @@ class GangIdentity:
         key, namespace, size, members, scheduler = match.groups()
         return cls(key=key, namespace=namespace, size=int(size), members=tuple(members.split(",")),
                    scheduler=scheduler or "", started=started)
+
+
+def max_members(gang: Gang, scheduler: str) -> int:
+    """The largest gang whose job's Extra, with the started marker, fits Slurm's limit (``EXTRA_MAX``):
+    about 100 members for a Job's gang in a namespace of 10 characters."""
+    def length(size: int) -> int:
+        identity = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
+                                members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
+        return len(identity.encode()) + len(names.STARTED_MARKER)
+
+    size = max(1, (EXTRA_MAX - length(1)) // (MEMBER_TAG_CHARS + 1) + 1)
+    while size > 1 and length(size) > EXTRA_MAX:
+        size -= 1
+    return size if length(size) <= EXTRA_MAX else 0
 
 
 def is_placeholder(extra: str) -> bool:

@@ -35,9 +35,9 @@ def m(i, *, bound=None, slurm=None, job_id=None, deleting=False, terminal=False,
                        deleting=deleting, terminal=terminal, placed_by_us=ours, problems=tuple(problems))
 
 
-def facts(*members, expected=3, why="", disagreements=()):
+def facts(*members, expected=3, why="", disagreements=(), problems=()):
     return GangFacts(owner=OWNER, describe=DESCRIBE, members=tuple(members), expected=expected, why=why,
-                     disagreements=tuple(disagreements))
+                     disagreements=tuple(disagreements), problems=tuple(problems))
 
 
 def job(id=7, state="RUNNING", nodes=("node1", "node2", "node3"), reason="", members=(0, 1, 2)):
@@ -91,6 +91,9 @@ CASES = [
     ("members disagree -> an Event naming the annotation and Pods, no job",
      facts(m(0), m(1), m(2), disagreements=["sunk.coreweave.com/qos: the gang's Pods disagree: ..."]), (), {},
      GangInvalid(tuple((u, "sunk.coreweave.com/qos: the gang's Pods disagree: ...") for u in uids(0, 1, 2)))),
+    ("a gang larger than one job's Extra can name -> said at once, no job",
+     facts(m(0), expected=500, problems=["Job team/train: a gang of 500 members does not fit"]), (), {},
+     GangInvalid((("uid-0", "Job team/train: a gang of 500 members does not fit"),))),
     ("submitted, not listed yet -> wait, never submit again", facts(m(0), m(1), m(2)), (), {"expected_job_id": 9},
      GangWaiting(uids(0, 1, 2), "Slurm job 9: submitted; waiting for Slurm to report the job", 9, passing=True)),
     ("Slurm refused the job -> Unschedulable, not resubmitted", facts(m(0), m(1), m(2)), (),

@@ -484,3 +484,13 @@ def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypat
 def test_nothing_for_a_gang_with_no_member_and_no_job(world):
     assert world.scheduler.reconcile(OWNER).requeue_after is None
     assert isinstance(world.scheduler.gang_placement(OWNER)[1], Nothing)
+
+
+def test_a_gang_too_large_for_one_jobs_extra_is_told_so_at_once(world):
+    world.k8s_jobs[0] = batch_job(parallelism=500)
+    world.pods += [member(0)]
+    world.scheduler.reconcile(OWNER)
+    ((name, reason, message),) = world.recorder.events
+    assert (name, reason) == ("train-0", "FailedValidation")
+    assert "a gang of 500 members does not fit one Slurm job's Extra (1024 bytes" in message
+    assert world.slurm.submitted == []

@@ -432,3 +432,16 @@ def test_a_job_never_has_fewer_nodes_than_members():
         gang_request([pod("a"), pod("b")], size=1)
     with pytest.raises(ValueError):
         gang_request([])
+
+
+@pytest.mark.parametrize("namespace", ["t", "a" * 63])
+def test_the_largest_gang_is_the_one_whose_extra_slurm_still_takes(namespace):
+    gang = g.Gang(g.KIND_JOB, namespace, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
+    most = g.max_members(gang, "sunk-scheduler")
+    assert 90 <= most <= 110
+
+    def extra(size):
+        return g.GangIdentity(key=gang.key, namespace=namespace, size=size, members=("0" * 8,) * size,
+                              scheduler="sunk-scheduler").encode() + names.STARTED_MARKER
+
+    assert len(extra(most)) <= g.EXTRA_MAX < len(extra(most + 1))
