@@ -24,3 +24,5 @@ class SchedulerConfig:
     stuck_pod_margin: float = 60.0
     # Watch scheduler-plugins' PodGroups (their CRD must be installed) to gang Pods labelled with one.
     gang_pod_groups: bool = False
+    # --gpu-types: Node label value (gpu.nvidia.com/class or /model) -> Slurm GRES type, SUNK's gpuTypes.
+    gpu_types: tuple[tuple[str, str], ...] = ()

@@ -510,7 +510,8 @@ class PodScheduler:
             gang, members, size=len(members), script=PLACEHOLDER_SCRIPT,
             kill_wait_seconds=self.config.kill_wait_seconds, scheduler=self.config.scheduler_name,
             hooks_url=self.config.hooks_url, hook_token=hook_token(self.config.hook_secret, owner),
-            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
+            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition,
+            gpu_types=dict(self.config.gpu_types))
         return self._submit_request(owner, request, members, f"{gang.describe()} ({len(members)} members)")
 
     def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:

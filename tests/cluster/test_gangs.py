@@ -455,3 +455,57 @@ def test_a_scheduler_restarted_mid_gang_submits_no_second_job(kube_api, dev_clus
     pods = wait_for(lambda: all_bound(kube_api, namespace, "batch.kubernetes.io/job-name=restarted", 3), 90,
                     "bound after the restart")
     assert_one_member_per_node(dev_cluster, pods, job_id)
+
+
+# -- typed GPUs (--gpu-types) ---------------------------------------------------------------------------------
+def typed_gres(dev_cluster) -> dict[str, str]:
+    """Slurm node -> its GPU type, from slurmctld (``Gres=gpu:<type>:<n>``); empty when untyped."""
+    types = {}
+    for line in dev_cluster.slurm("scontrol", "-o", "show", "node").stdout.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        parts = fields.get("Gres", "").split(":")
+        if len(parts) >= 3 and parts[0] == "gpu" and not parts[1].isdigit():
+            types[fields["NodeName"]] = parts[1]
+    return types
+
+
+def test_a_pod_with_gpu_class_affinity_lands_only_on_a_node_of_that_gpu_type(kube_api, dev_cluster, namespace,
+                                                                             scheduler, tmp_path_factory):
+    """Needs two GPU types on different nodes (typed gres.conf lines, Gres=gpu:<type>:N in slurm.conf) and
+    the Nodes labelled gpu.nvidia.com/class accordingly; the dev cluster's sunk-dev declares them or
+    this test says what is missing."""
+    types = typed_gres(dev_cluster)
+    if len(set(types.values())) < 2:
+        pytest.skip(f"the dev cluster declares no two GPU types on different nodes (Gres: {types or 'untyped'})")
+    gres_type = sorted(set(types.values()))[0]
+    label_value = f"TYPE_{gres_type.upper()}"
+    proc = scheduler_process(dev_cluster, namespace, tmp_path_factory.mktemp("gpu-types"), name="sunk-scheduler-gpus",
+                             ports={"hooks": 18400, "metrics": 18480, "probes": 18481},
+                             extra_args=(f"--gpu-types={label_value}={gres_type}",
+                                         "--leader-election-id=sunk-scheduler-gpus"))
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": [label_value]}]}]}}}
+    scheduler_name = SCHEDULER  # (scheduler_process's: the module's own scheduler is stopped meanwhile)
+    scheduler.stop()
+    proc.start()
+    try:
+        for i in range(2):
+            spec = {**pod_spec(cpu="1"), "schedulerName": scheduler_name, "affinity": affinity}
+            spec["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                                                  "limits": {"nvidia.com/gpu": "1"}}
+            kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"typed-{i}",
+                                       "annotations": {names.ANN_GANG: "none"}}, "spec": spec}, namespace)
+        for i in range(2):
+            node = wait_for(lambda n=f"typed-{i}": (get_pod(kube_api, namespace, n) or {}).get("spec", {}).get(
+                "nodeName"), 60, f"typed-{i} bound")
+            slurm_node = get_pod(kube_api, namespace, f"typed-{i}")["metadata"]["annotations"][names.ANN_SLURM_NODE]
+            assert types[slurm_node] == gres_type and node == dev_cluster.k8s_node_for(slurm_node)
+            job = slurm_job(dev_cluster, int(get_pod(kube_api, namespace, f"typed-{i}")["metadata"]["annotations"][
+                names.ANN_JOB_ID]))
+            assert job["tres_per_node"] == f"gres/gpu:{gres_type}:1"
+    finally:
+        try:
+            end_pods(kube_api, dev_cluster, namespace)
+        finally:
+            proc.stop()
+            scheduler.start()

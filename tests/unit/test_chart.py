@@ -529,7 +529,8 @@ EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-fil
     {"extender": {"enabled": True}},
     {"extender": {"enabled": True}, "scheduler": {"scope": {"type": "namespace", "namespaces": "a,b"},
                                                   "defaultPartition": "batch", "leaderElection": {"enabled": False},
-                                                  "replicas": 1},
+                                                  "replicas": 1, "gangPodGroups": True,
+                                                  "gpuTypes": {"NVIDIA_L4": "l4", "H100_SXM": "h100"}},
      "syncer": {"nodePermissions": {"enabled": False}, "lockTaintEffect": "NoExecute"},
      "extender_hooks_tls": True},
     {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
@@ -557,6 +558,8 @@ def test_the_daemons_accept_every_rendered_flag(values):
             parsed, unknown = parsers[name].parse_known_args(args)
             assert {u.removeprefix("--").partition("=")[0] for u in unknown} <= EXTENDER_ONLY
             assert parsed.slurm_kill_wait == 30.0 and parsed.stuck_pod_margin == 60.0
+            if "gpuTypes" in values.get("scheduler", {}):
+                assert parsed.gpu_types == (("H100_SXM", "h100"), ("NVIDIA_L4", "l4")) and parsed.gang_pod_groups
         else:
             parsers[name].parse_args(args)
 

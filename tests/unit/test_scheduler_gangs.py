@@ -494,3 +494,20 @@ def test_a_gang_too_large_for_one_jobs_extra_is_told_so_at_once(world):
     assert (name, reason) == ("train-0", "FailedValidation")
     assert "a gang of 500 members does not fit one Slurm job's Extra (1024 bytes" in message
     assert world.slurm.submitted == []
+
+
+def test_the_schedulers_gpu_types_reach_the_request(monkeypatch):
+    import attrs
+
+    world = World(monkeypatch)
+    world.scheduler.config = attrs.evolve(CONFIG, gpu_types=(("NVIDIA_L4", "l4"),))
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["NVIDIA_L4"]}]}]}}}
+    for i in range(3):
+        pod = member(i)
+        pod["spec"]["affinity"] = affinity
+        pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+        world.pods.append(pod)
+    world.scheduler.reconcile(OWNER)
+    (request,) = world.slurm.submitted
+    assert request.tres_per_node == "gres/gpu:l4:2" and request.constraints is None

@@ -445,3 +445,14 @@ def test_the_largest_gang_is_the_one_whose_extra_slurm_still_takes(namespace):
                               scheduler="sunk-scheduler").encode() + names.STARTED_MARKER
 
     assert len(extra(most)) <= g.EXTRA_MAX < len(extra(most + 1))
+
+
+def test_a_gang_whose_leader_has_no_gpus_still_asks_for_the_typed_gres():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["NVIDIA_L4"]}]}]}}}
+    members = [pod("leader", affinity=affinity), pod("worker-1", gpus=4, affinity=affinity)]
+    request = gang_request(members, gpu_types={"NVIDIA_L4": "l4"})
+    assert (request.gpus_per_node, request.gpu_type, request.constraints) == (4, "l4", None)
+    assert request.tres_per_node == "gres/gpu:l4:4"
+    untyped = gang_request(members)
+    assert (untyped.gpu_type, untyped.constraints) == (None, "NVIDIA_L4")
