@@ -10,7 +10,7 @@
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
 # the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
 # the Syncer lifts once the Pod is gone from the node and no job of it holds the node
-# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py).
+# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py; a gang's: once no member is left there).
 #
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
@@ -59,9 +59,10 @@ on_term() {
     if [[ "$(hook POST drain)" != 200 ]]; then
         if [[ -n "${SUNK_GANG:-}" ]]; then
             # Which member outlived KillWait, and on which node, is the scheduler's to say. Without it:
-            # every node of the allocation, with a reason no one lifts but an operator (no "k8s:").
+            # every node of the allocation, naming the gang (SUNK_POD_UID is gang:NS/KEY); the Syncer
+            # lifts it on each node once no member of the gang is left there and no job of it holds it.
             scontrol update nodename="${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" state=drain \
-                reason="sunk-placeholder: gang $SUNK_POD outlived KillWait after job $SLURM_JOB_ID (scheduler unreachable)" \
+                reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID" \
                 || log "could not drain ${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}"
         else
             # The scheduler is unreachable: the same reason its drain hook writes.

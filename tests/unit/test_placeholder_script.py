@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sunk.translate.drains import PlaceholderDrain, parse
+from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
 
@@ -185,8 +185,9 @@ def test_a_gangs_placeholder_calls_in_for_the_gang_and_waits_for_every_member(ho
         stop(proc)
 
 
-def test_without_the_scheduler_a_gangs_script_drains_every_node_for_an_operator(hook_api, tmp_path):
-    """Which member outlived KillWait is the scheduler's to say; without it, the whole allocation, not lifted."""
+def test_without_the_scheduler_a_gangs_script_drains_every_node_with_the_reason_the_syncer_lifts(hook_api, tmp_path):
+    """Which member outlived KillWait is the scheduler's to say; without it, the whole allocation, each node
+    with sunk's gang drain, which the Syncer lifts node by node once no member of the gang is left there."""
     hook_api.pod_stays, hook_api.drain_status = True, 503
     proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, extra_env=GANG_ENV)
     try:
@@ -196,7 +197,7 @@ def test_without_the_scheduler_a_gangs_script_drains_every_node_for_an_operator(
         drain = scontrol_log.read_text().splitlines()[-1]
         assert drain.startswith("update nodename=node[1-3] state=drain reason=")
         reason = drain.split("reason=", 1)[1]
-        assert reason == "sunk-placeholder: gang Job ns/train outlived KillWait after job 42 (scheduler unreachable)"
-        assert parse(reason) is None  # not one of sunk's k8s: drains: no Syncer lifts it
+        assert reason == "k8s: sunk-placeholder: gang ns/job/u outlived KillWait after job 42"
+        assert parse(reason) == GangPlaceholderDrain("ns", "job/u", 42), reason
     finally:
         stop(proc)
