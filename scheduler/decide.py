@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Optional, TypeAlias, Union
 
+import attrs
 from attrs import frozen
 
 from sunk.slurm.models import Job
@@ -250,6 +251,8 @@ class MemberFacts:
     terminal: bool = False  # Succeeded or Failed: its containers are done
     placed_by_us: bool = False
     problems: tuple[str, ...] = ()  # validation errors, already rendered (unbound members only)
+    grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
+    node_lost: bool = False  # deleting, and its bound Node is NotReady (Ready False or Unknown) or gone
 
     @property
     def live(self) -> bool:
@@ -294,6 +297,7 @@ class GangWaiting:
     message: str
     job_id: Optional[int] = None
     passing: bool = False
+    recheck_after: Optional[float] = None  # time alone changes the decision then (a member stuck on a lost Node)
 
 
 @frozen
@@ -318,8 +322,21 @@ class DeleteMembers:
     message: str
 
 
+@frozen
+class ReleaseStuckMember:
+    """A member is stuck terminating on a Node that is NotReady or gone, past its grace period and the margin:
+    drain its Slurm node (``slurm_nodes``: all of the job's when its own is not known), then cancel the gang's
+    job (``ReleaseStuckPod``'s, for a gang). The job's end deletes the other members; their controller makes
+    them again, and they form the next gang."""
+
+    member: str  # its UID
+    job_id: int
+    slurm_nodes: tuple[str, ...]
+    k8s_node: str
+
+
 GangAction: TypeAlias = Union[Nothing, CancelJobs, FindJob, SubmitGang, BindGang, GangWaiting, GangInvalid,
-                              GangUnschedulable, DeleteMembers]
+                              GangUnschedulable, DeleteMembers, ReleaseStuckMember]
 
 
 def decide_gang(
@@ -331,6 +348,8 @@ def decide_gang(
     node_of: Mapping[str, str] = {},
     started: Mapping[int, bool] = {},
     in_doubt: bool = False,
+    now: float = 0.0,
+    stuck_margin: float = 60.0,
 ) -> GangAction:
     """Next step for one gang. ``jobs`` are Slurm's jobs carrying the gang's key, any state; the other
     arguments are ``decide``'s, for the gang's owner.
@@ -344,6 +363,9 @@ def decide_gang(
       and the member its controller makes again takes it.
     - The job is cancelled once no member runs or waits any more (the workload was deleted, or every
       member finished): members terminating on its nodes keep it until they are gone.
+    - Except a member stuck terminating on a Node that is NotReady or gone (as ``decide``'s Pod): once its
+      grace period and ``stuck_margin`` have passed, the job is let go (``ReleaseStuckMember``: its node
+      drained, the job cancelled), whatever the other members do; the gang is placed again, whole.
     - A job that ends deletes the members it was submitted for or bound (their owner makes new ones,
       which form the next gang), except when Slurm failed it before any was bound: those stay,
       Unschedulable. Members made after it ended are not its.
@@ -354,14 +376,6 @@ def decide_gang(
         return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
     job = active[0] if active else None
     members = gang.members
-    live = [m for m in members if m.live]
-    holding = [m for m in members if m.deleting and m.bound_node and m.placed_by_us]
-    if job is not None and not live and not holding:
-        why = "is gone" if not members else "has finished or is being deleted"
-        return CancelJobs((job.id,), f"every member of {gang.describe} {why}")
-    if not members:
-        return Nothing("gang and job are both gone")
-
     submitted_for = {j.id: identity.members for j in jobs if (identity := GangIdentity.parse(j.extra))}
 
     def job_of(member: MemberFacts) -> Optional[int]:
@@ -369,6 +383,41 @@ def decide_gang(
             return member.job_id
         tag = member_tag(member.uid)
         return max((job_id for job_id, tags in submitted_for.items() if tag in tags), default=None)
+
+    stuck_due: Optional[float] = None  # the earliest a member stuck on a lost Node lets the job go
+    if job is not None:
+        for m in members:
+            if (m.deleting and m.bound_node and m.placed_by_us and m.node_lost and m.grace_ends_at is not None
+                    and job_of(m) == job.id):
+                due = m.grace_ends_at + stuck_margin
+                if now >= due:
+                    nodes = (m.slurm_node,) if m.slurm_node in job.node_list else job.node_list
+                    return ReleaseStuckMember(m.uid, job.id, nodes, m.bound_node)
+                stuck_due = due if stuck_due is None else min(stuck_due, due)
+    action = _decide_gang(gang, jobs, job, job_of, expected_job_id=expected_job_id, refused=refused,
+                          node_of=node_of, started=started, in_doubt=in_doubt)
+    if stuck_due is not None and isinstance(action, (Nothing, GangWaiting)):
+        recheck = min(stuck_due - now, action.recheck_after or stuck_due - now)
+        if isinstance(action, GangWaiting):
+            return attrs.evolve(action, recheck_after=recheck)
+        return Nothing(f"{action.why}; a member is terminating on a Node that is NotReady or gone: the job is let "
+                       f"go if it is still there after its grace period and the margin", recheck_after=recheck)
+    return action
+
+
+def _decide_gang(gang: GangFacts, jobs: tuple[Job, ...], job: Optional[Job],
+                 job_of: Callable[[MemberFacts], Optional[int]], *, expected_job_id: Optional[int],
+                 refused: Optional[str], node_of: Mapping[str, str], started: Mapping[int, bool],
+                 in_doubt: bool) -> GangAction:
+    """``decide_gang`` past a member stuck on a lost Node: ``job`` is the gang's active job, if any."""
+    members = gang.members
+    live = [m for m in members if m.live]
+    holding = [m for m in members if m.deleting and m.bound_node and m.placed_by_us]
+    if job is not None and not live and not holding:
+        why = "is gone" if not members else "has finished or is being deleted"
+        return CancelJobs((job.id,), f"every member of {gang.describe} {why}")
+    if not members:
+        return Nothing("gang and job are both gone")
 
     # Members of jobs that have ended (newest first): deleted with the job's end, or kept Unschedulable.
     for ended in sorted((j for j in jobs if not j.active), key=lambda j: -j.id):

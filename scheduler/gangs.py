@@ -30,6 +30,8 @@ from .decide import (
     GangWaiting,
     Invalid,
     Nothing,
+    ReleaseStuckMember,
+    ReleaseStuckPod,
     Submit,
     SubmitGang,
     Unschedulable,
@@ -131,6 +133,9 @@ def member_action(action: GangAction, uid: str) -> Action:
             return Unschedulable(message) if uid in members else Nothing("")
         case DeleteMembers(members=members, reason=reason, message=message):
             return DeletePod(reason, message) if uid in members else Nothing("")
+        case ReleaseStuckMember(member=member, job_id=job_id, slurm_nodes=slurm_nodes, k8s_node=k8s_node):
+            return ReleaseStuckPod(job_id, slurm_nodes, k8s_node) if member == uid else Nothing(
+                f"the gang's job {job_id} is let go: a member is stuck terminating on Node {k8s_node}")
         case FindJob() | CancelJobs() | Nothing():
             return action
     raise AssertionError(f"unknown gang action {action!r}")  # (mypy: every GangAction is matched above)

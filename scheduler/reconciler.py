@@ -68,6 +68,7 @@ from .decide import (
     Nothing,
     PodAction,
     PodFacts,
+    ReleaseStuckMember,
     ReleaseStuckPod,
     Submit,
     SubmitGang,
@@ -424,7 +425,8 @@ class PodScheduler:
         facts = self.gang_facts(owner, gang, members, node_of)
         known = self.jobs.view(owner)  # one read: see JobIndex
         action = decide_gang(facts, known.jobs, expected_job_id=known.expected_job_id, refused=known.refused,
-                             node_of=node_of, started=known.started, in_doubt=known.in_doubt)
+                             node_of=node_of, started=known.started, in_doubt=known.in_doubt, now=self.clock(),
+                             stuck_margin=self.config.stuck_pod_margin)
         return members, action, gang
 
     def gang_facts(self, owner: str, gang: Optional[Gang], members: Sequence[Obj],
@@ -453,11 +455,14 @@ class PodScheduler:
         job_id = assumed.job_id if assumed is not None and assumed.job_id is not None else _annotated_job_id(pod)
         slurm_node = ((assumed.slurm_node if assumed is not None else "") or annotations.get(names.ANN_SLURM_NODE)
                       or (slurm_of.get(bound) if bound else None))
+        deleting = is_deleting(pod)
         return MemberFacts(
             uid=meta["uid"], name=f"{meta['namespace']}/{meta['name']}", bound_node=bound,
-            slurm_node=slurm_node or None, job_id=job_id, deleting=is_deleting(pod), terminal=is_terminal(pod),
+            slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, terminal=is_terminal(pod),
             placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
-            problems=() if bound else tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds)))
+            problems=() if bound else tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds)),
+            grace_ends_at=grace_ends_at(pod) if deleting else None,
+            node_lost=bool(deleting and bound and not self.node_ready(bound)))
 
     def _act_gang(self, owner: str, gang: Optional[Gang], members: list[Obj], action: GangAction) -> Result:
         by_uid = {p["metadata"]["uid"]: p for p in members}
@@ -494,6 +499,10 @@ class PodScheduler:
                     self.report(by_uid[uid], "Warning", "Unschedulable", message)
                     kubeops.mark_unschedulable(self.api, by_uid[uid], message)
                 return Result()
+            case ReleaseStuckMember(member=uid, job_id=job_id, slurm_nodes=slurm_nodes, k8s_node=k8s_node):
+                # As a single Pod's: its node drained (k8s: sunk-stuck, naming the member), the job cancelled;
+                # the job's end then deletes the other members, and the gang is placed again, whole.
+                return self._release_stuck(by_uid[uid], ReleaseStuckPod(job_id, slurm_nodes, k8s_node))
             case DeleteMembers(members=uids, reason=reason, message=message):
                 for uid in uids:
                     pod = by_uid[uid]
@@ -548,7 +557,7 @@ class PodScheduler:
             else:
                 self.report(pod, "Normal", "WaitingForSlurm", waiting.message)
                 kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
-        return Result(requeue_after=WAITING_RESYNC)
+        return Result(requeue_after=min(WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC))
 
     def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
         """The gang's members that may still run on job ``job_id``'s nodes: bound by it (its job-id

@@ -16,6 +16,7 @@ from scheduler.decide import (
     GangWaiting,
     MemberFacts,
     Nothing,
+    ReleaseStuckMember,
     SubmitGang,
     decide_gang,
 )
@@ -27,12 +28,14 @@ DESCRIBE = "Job team/train"
 NODE_OF = {f"node{i}": f"worker-{i}" for i in range(1, 5)}
 
 
-def m(i, *, bound=None, slurm=None, job_id=None, deleting=False, terminal=False, ours=None, problems=()):
+def m(i, *, bound=None, slurm=None, job_id=None, deleting=False, terminal=False, ours=None, problems=(),
+      grace_ends_at=None, node_lost=False):
     """Member train-<i> (uid-<i>); ``bound`` a Node, ``slurm`` the Slurm node it holds."""
     if ours is None:
         ours = bound is not None
     return MemberFacts(uid=f"uid-{i}", name=f"team/train-{i}", bound_node=bound, slurm_node=slurm, job_id=job_id,
-                       deleting=deleting, terminal=terminal, placed_by_us=ours, problems=tuple(problems))
+                       deleting=deleting, terminal=terminal, placed_by_us=ours, problems=tuple(problems),
+                       grace_ends_at=grace_ends_at, node_lost=node_lost)
 
 
 def facts(*members, expected=3, why="", disagreements=(), problems=()):
@@ -181,6 +184,36 @@ CASES = [
     ("a member whose recorded job Slurm no longer knows is deleted, never resubmitted",
      facts(m(0, job_id=5), m(1), m(2)), (), {},
      DeleteMembers(uids(0), "JobGone", "Slurm no longer knows job 5")),
+    # -- a member stuck terminating on a Node that is NotReady or gone (decide's ReleaseStuckPod, for a gang) ------
+    ("a member terminating on a lost Node, within its grace and the margin -> wait, rechecked when it is due",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=7, deleting=True, grace_ends_at=1000.0,
+                             node_lost=True)), (job(),), {**STARTED, "now": 1030.0, "stuck_margin": 60.0},
+     Nothing("running; a member is terminating on a Node that is NotReady or gone: the job is let go if it is still "
+             "there after its grace period and the margin", recheck_after=30.0)),
+    ("... its replacement waiting for a node meanwhile -> the wait, rechecked when it is due",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=7, deleting=True, grace_ends_at=1000.0,
+                             node_lost=True), m(3)), (job(),), {**STARTED, "now": 1030.0, "stuck_margin": 60.0},
+     GangWaiting(uids(3), "Slurm job 7: each of its 3 nodes holds a member of Job team/train; waiting for one to be "
+                          "freed", 7, recheck_after=30.0)),
+    ("past its grace and the margin -> its node drained and the gang's job let go, the others still running",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=7, deleting=True, grace_ends_at=1000.0,
+                             node_lost=True), m(3)), (job(),), {**STARTED, "now": 1060.0, "stuck_margin": 60.0},
+     ReleaseStuckMember("uid-2", 7, ("node3",), "worker-3")),
+    ("the workload deleted, one member stuck on a lost Node -> the job is let go all the same",
+     facts(m(0, bound="worker-1", slurm="node1", job_id=7, deleting=True, grace_ends_at=1000.0, node_lost=True)),
+     (job(),), {**STARTED, "now": 2000.0}, ReleaseStuckMember("uid-0", 7, ("node1",), "worker-1")),
+    ("its Slurm node not known -> every node of the job is drained",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", job_id=7, deleting=True, grace_ends_at=1000.0, node_lost=True)),
+     (job(),), {**STARTED, "now": 2000.0}, ReleaseStuckMember("uid-2", 7, ("node1", "node2", "node3"), "worker-3")),
+    ("a member terminating on a Ready Node keeps the job, however long",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=7, deleting=True, grace_ends_at=1000.0)),
+     (job(),), {**STARTED, "now": 9000.0}, Nothing("running")),
+    ("a stuck member placed by an earlier job of the gang: not this job's to let go",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=5, deleting=True, grace_ends_at=1000.0,
+                             node_lost=True)), (job(),), {**STARTED, "now": 9000.0}, Nothing("running")),
+    ("a stuck member someone else bound: not ours",
+     facts(*ALL_BOUND[:2], m(2, bound="worker-3", slurm="node3", job_id=7, deleting=True, grace_ends_at=1000.0,
+                             node_lost=True, ours=False)), (job(),), {**STARTED, "now": 9000.0}, Nothing("running")),
     ("two active jobs (never made, but if) -> keep the oldest",
      facts(m(0), m(1), m(2)), (job(id=8, state="PENDING"), job(id=7, state="PENDING")), {},
      CancelJobs((8,), "duplicate of job 7")),

@@ -19,9 +19,12 @@ from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
-from sunk.slurm.errors import NotFound
-from sunk.slurm.models import Job, JobAllocation
+from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown
+from sunk.slurm.models import Job, JobAllocation, Node
 from sunk.translate import gang as g
+from sunk.translate.drains import StuckPodDrain
+from sunk.translate.drains import parse as parse_drain
 from sunk.translate.podjob import PlaceholderIdentity
 
 NS = "team"
@@ -511,3 +514,160 @@ def test_the_schedulers_gpu_types_reach_the_request(monkeypatch):
     world.scheduler.reconcile(OWNER)
     (request,) = world.slurm.submitted
     assert request.tres_per_node == "gres/gpu:l4:2" and request.constraints is None
+
+
+# -- main's fault handling, for a gang's job ---------------------------------------------------------------------
+class LosingSlurm(Slurm):
+    """Each submission's answer is lost (OutcomeUnknown) while ``lose`` lasts; the job is made or not (``make``),
+    and a fresh list shows it."""
+
+    def __init__(self, *, lose=1, make=True):
+        super().__init__()
+        self.lose, self.make = lose, make
+        self.made: list[Job] = []
+        self.lists = 0
+
+    def submit_job(self, request):
+        job_id = super().submit_job(request)
+        if self.make:
+            self.made.append(Job(id=job_id, state="PENDING", state_reason="Priority", extra=request.extra))
+        if self.lose > 0:
+            self.lose -= 1
+            raise OutcomeUnknown(f"submit job {request.name}: slurmrestd did not answer within 30s")
+        return job_id
+
+    def list_jobs(self, **_kw):
+        self.lists += 1
+        return Snapshot(items=tuple(self.made), last_update=1)
+
+
+def losing_world(monkeypatch, slurm):
+    world = World(monkeypatch, slurm=slurm)
+    world.pods += [member(i) for i in range(3)]
+    return world
+
+
+def test_a_gangs_submission_whose_answer_was_lost_is_looked_up_by_the_gangs_identity_not_made_twice(monkeypatch):
+    """OutcomeUnknown: Slurm may have made the gang's job. The retry reads Slurm's jobs and adopts the one whose
+    Extra names the gang (its key, not any member's UID) before it would submit again."""
+    world = losing_world(monkeypatch, LosingSlurm())
+    assert world.scheduler.reconcile(OWNER).requeue_after == reconciler.LOST_ANSWER_SETTLE
+    assert world.index.view(OWNER).in_doubt and world.recorder.events == []
+    world.scheduler.reconcile("uid-1")  # the retry (any member's key is its gang's), before any cache event
+    assert len(world.slurm.submitted) == 1, "a second job for the gang"
+    assert world.slurm.lists == 1
+    view = world.index.view(OWNER)
+    assert [j.id for j in view.jobs] == [7] and not view.in_doubt
+    assert {e[1] for e in world.recorder.events} <= {"WaitingForSlurm"}
+
+
+def test_a_gangs_lost_submission_that_made_no_job_is_submitted_again_once(monkeypatch):
+    world = losing_world(monkeypatch, LosingSlurm(make=False))
+    world.scheduler.reconcile(OWNER)
+    world.scheduler.reconcile(OWNER)
+    assert len(world.slurm.submitted) == 2 and world.slurm.lists == 1
+    assert world.index.view(OWNER).expected_job_id == 8 and not world.index.view(OWNER).in_doubt
+    assert world.slurm.submitted[1].node_count == 3
+
+
+def test_the_gangs_job_seen_by_the_cache_settles_the_doubt_without_a_lookup(monkeypatch):
+    """Main's d90f8f7, for a gang: the cache's list shows the job first; no list of Slurm's jobs is needed."""
+    world = losing_world(monkeypatch, LosingSlurm())
+    world.scheduler.reconcile(OWNER)
+    (made,) = world.slurm.made
+    world.index.upsert(running(job_id=made.id), observed_at=1.0)
+    assert not world.index.view(OWNER).in_doubt
+    world.scheduler.reconcile(OWNER)
+    assert world.slurm.lists == 0 and len(world.slurm.submitted) == 1 and len(world.binds) == 3
+
+
+def test_slurm_refusing_the_token_tells_every_member_and_is_retried(monkeypatch):
+    """AuthenticationFailed is an outage of ours: every member hears why it waits, none is marked unschedulable,
+    and nothing is remembered as a refusal."""
+
+    class Refusing(Slurm):
+        def submit_job(self, request):
+            raise AuthenticationFailed("slurmrestd: 401", http_status=401, token_source="/var/run/token")
+
+    world = losing_world(monkeypatch, Refusing())
+    with pytest.raises(AuthenticationFailed):
+        world.scheduler.reconcile(OWNER)
+    assert world.recorder.reasons() == ["SlurmAuthenticationFailed"] * 3
+    assert world.writes == [] and world.index.view(OWNER).refused is None
+
+
+class NodeSlurm(Slurm):
+    """Records node reads and drains, and cancellations, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def get_node(self, name):
+        self.calls.append(("get_node", name))
+        return Node(name, state="ALLOCATED")
+
+    def update_node(self, name, update):
+        self.calls.append(("drain", name, update.state, update.reason))
+
+    def cancel_job(self, job_id, signal=None):
+        self.calls.append(("cancel", job_id))
+        super().cancel_job(job_id)
+
+
+GRACE_END = 1893456030.0  # 2030-01-01T00:00:30Z
+
+
+def test_a_member_stuck_on_a_lost_node_lets_the_gangs_job_go_after_grace_and_margin(monkeypatch):
+    """Main's stuck-Pod margin, for a gang: the member's Slurm node is drained (k8s: sunk-stuck, naming it), then the
+    gang's job cancelled; its end deletes the other members, and the gang is placed again, whole."""
+    now = [GRACE_END + 10]
+    ready = {"worker-1": True, "worker-2": False, "worker-3": True}
+    world = World(monkeypatch, slurm=NodeSlurm())
+    world.scheduler.clock = lambda: now[0]
+    world.scheduler.node_ready = lambda node: ready.get(node, False)
+    world.pods += [member(i) for i in range(3)]
+    world.index.upsert(running(), observed_at=1.0)
+    world.scheduler.reconcile(OWNER)
+    world.watch_shows_bindings()
+    world.pods[1]["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:30Z"  # on worker-2, whose kubelet is gone
+    result = world.scheduler.reconcile(OWNER)
+    assert world.slurm.calls == []  # within its grace period and the margin: held, as a single Pod's
+    assert result.requeue_after == pytest.approx(50.0)  # looked at again when it is due
+    world.pods.append(member(1, uid="uid-1b"))  # its controller makes it again: it waits for a freed node
+    assert world.scheduler.reconcile(OWNER).requeue_after == pytest.approx(reconciler.WAITING_RESYNC)
+    now[0] = GRACE_END + 55
+    assert world.scheduler.reconcile(OWNER).requeue_after == pytest.approx(5.0)  # due before the next resync
+    assert world.slurm.calls == []
+    now[0] = GRACE_END + 60
+    world.scheduler.reconcile(OWNER)
+    (read, drain, cancel) = world.slurm.calls
+    assert read == ("get_node", "node2") and cancel == ("cancel", 7)  # drained first: nothing starts there
+    assert drain[:3] == ("drain", "node2", "DRAIN")
+    assert parse_drain(drain[3]) == StuckPodDrain(NS, "train-1", "uid-1", "worker-2", 7)
+    assert [e[:2] for e in world.recorder.events if e[1] not in ("Scheduled", "WaitingForSlurm")] == [
+        ("train-1", "StuckTerminating")]
+    world.index.upsert(running(state="CANCELLED"), observed_at=2.0)
+    world.scheduler.reconcile(OWNER)
+    assert [w for w in world.writes if w[0] == "delete"] == [("delete", "train-0"), ("delete", "train-2")]
+
+
+def test_a_member_terminating_on_a_ready_node_keeps_the_gangs_job(monkeypatch):
+    world = World(monkeypatch, slurm=NodeSlurm())
+    world.scheduler.clock = lambda: GRACE_END + 3600
+    world.pods += [member(i) for i in range(3)]
+    world.index.upsert(running(), observed_at=1.0)
+    world.scheduler.reconcile(OWNER)
+    world.watch_shows_bindings()
+    world.pods[1]["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:30Z"
+    assert world.scheduler.reconcile(OWNER).requeue_after is None
+    assert world.slurm.calls == []
+
+
+def test_the_extender_sees_the_stuck_members_release_as_its_own_and_the_others_wait():
+    from scheduler.decide import ReleaseStuckMember, ReleaseStuckPod
+    from scheduler.gangs import member_action
+
+    release = ReleaseStuckMember("uid-1", 7, ("node2",), "worker-2")
+    assert member_action(release, "uid-1") == ReleaseStuckPod(7, ("node2",), "worker-2")
+    assert isinstance(member_action(release, "uid-0"), Nothing)
