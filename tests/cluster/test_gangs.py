@@ -88,11 +88,13 @@ def namespace(kube_api):
 
 @pytest.fixture(scope="module")
 def scheduler(kube_api, dev_cluster, namespace, podgroup_crd, tmp_path_factory):
-    """sunk-scheduler as deployed (the chart's ServiceAccount and RBAC: Jobs and PodGroups are read as it),
-    watching PodGroups; a 403 fails the module."""
+    """sunk-scheduler as deployed with scheduler.gangPodGroups (the chart's ServiceAccount and RBAC: Jobs and
+    PodGroups are read as it), watching PodGroups; a 403 fails the module. The chart grants PodGroups only
+    with that value, so the RBAC is rendered with it, as the flag is passed."""
     tmp = tmp_path_factory.mktemp("gangs")
     lease = "sunk-scheduler-gangs"
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[lease])
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[lease],
+                                             values={"scheduler": {"gangPodGroups": True}})
     proc: Process = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-gangs", ports=PORTS,
                                       extra_args=(f"--kubeconfig={kubeconfig}", "--gang-pod-groups=true",
                                                   f"--leader-election-namespace={account['namespace']}",
