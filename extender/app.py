@@ -42,6 +42,8 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     # OPTIONS gets the JSON 405 like any other method a verb does not take (set before the routes).
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    # A path with "//" is a JSON 404, not werkzeug's HTML 308 redirect to the merged path.
+    app.url_map.merge_slashes = False
 
     @app.errorhandler(protocol.BadRequest)
     def bad_request(exc: protocol.BadRequest):

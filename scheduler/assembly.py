@@ -21,10 +21,11 @@ from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
-from sunk.kube.resources import NODES
+from sunk.kube.resources import JOBS, NODES, PODGROUPS
 from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job
+from sunk.translate.gang import GangIdentity, gang_of, is_terminal, owner_of
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
@@ -33,6 +34,7 @@ from . import kubeops, metrics
 from .binder import Binder
 from .config import SchedulerConfig
 from .decide import Bind
+from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import JobIndex
 from .locktaint import LockTaints, NodeHealth, slim_node
@@ -43,17 +45,32 @@ log = logging.getLogger(__name__)
 
 
 def identity_parser(config: SchedulerConfig) -> Callable[[str], tuple[str, bool] | None]:
-    """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge."""
+    """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge. A single Pod's
+    job is its Pod's UID's, a gang's its owner's (``gang:<namespace>/<key>``)."""
 
     def parse(extra: str) -> tuple[str, bool] | None:
-        identity = PlaceholderIdentity.parse(extra or "")
+        identity: PlaceholderIdentity | GangIdentity | None = PlaceholderIdentity.parse(extra or "")
+        if identity is None:
+            identity = GangIdentity.parse(extra or "")
         if identity is None or identity.scheduler != config.scheduler_name:
             return None
         if config.namespaces and identity.namespace not in config.namespaces:
             return None
-        return identity.uid, identity.started
+        owner = identity.uid if isinstance(identity, PlaceholderIdentity) else identity.owner
+        return owner, identity.started
 
     return parse
+
+
+def slim_job(job: Obj) -> Obj:
+    """What a Job's gang is sized by (gang.job_size, its labels for JobSets): a Job's Pod template can be large."""
+    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
+    return {
+        "apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "labels", "resourceVersion") if k in meta},
+        "spec": {k: spec[k] for k in ("parallelism", "completions", "completionMode", "suspend") if k in spec},
+        "status": {k: v for k, v in (job.get("status") or {}).items() if k == "succeeded"},
+    }
 
 
 @attrs.define
@@ -80,6 +97,7 @@ class Assembly:
             observe=self._observe,
             ready=self.hooks_ready,
             stuck_reason=self.scheduler.stuck_drain_reason,
+            gang_holders=self.scheduler.gang_holders,
         )
 
     def hooks_ready(self) -> bool:
@@ -118,6 +136,12 @@ def assemble(
     parse = identity_parser(config)
     index = JobIndex(parse)
     pod_index = PodIndex(pods)
+    # What gangs are sized by: Jobs always (a cluster without gangs pays one watch of slim Jobs); PodGroups
+    # only when asked (their CRD must exist), and not among the informers the workers wait for.
+    jobs = MultiNamespaceInformer(api, JOBS, list(config.namespaces) or None, transform=slim_job)
+    pod_groups = MultiNamespaceInformer(api, PODGROUPS, list(config.namespaces) or None) \
+        if config.gang_pod_groups else None
+    workloads = Workloads(jobs, pod_groups)
     recorder = EventRecorder(api, component=name)
     # Nodes, slim: whether a Pod terminating there may be stuck for good (its Node NotReady or gone),
     # and, for sunk-scheduler, which binds past kube-scheduler's taint filter, the lock taint. A Pod
@@ -126,14 +150,20 @@ def assemble(
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
-                             nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready)
+                             nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
+                             workloads=workloads)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
 
-    pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [pod["metadata"]["uid"]],
+    # A Pod's work is its gang's when it has one (the whole gang is decided at once), else its own.
+    pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [owner_of(pod)],
                                     predicate=changed_for_scheduling))
-    pods.add_handler(on_delete=gone.notify)
+    # A gang member's UID is reconciled once it is gone, so that what was kept for it is forgotten.
+    pods.add_handler(on_delete=lambda pod: controller.queue.add(pod["metadata"]["uid"]) if gang_of(pod) else None)
+    pods.add_handler(on_delete=gone.notify,
+                     on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
+    attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
     # A slurmd Pod moving changes where Pods bind: look at every Pod still waiting.
     slurmd.add_handler(on_add=lambda _p: _enqueue_unbound(pods, controller),
                        on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
@@ -144,6 +174,9 @@ def assemble(
     manager.add_informer(pods)
     manager.add_informer(slurmd)
     manager.add_informer(nodes)
+    manager.add_informer(jobs)
+    if pod_groups is not None:
+        manager.add_runnable(pod_groups)  # (started with the informers, never waited for: see gangs.py)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
@@ -157,7 +190,7 @@ def assemble(
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
-    kube_informers: list[Syncable] = [pods, slurmd, nodes]
+    kube_informers: list[Syncable] = [pods, slurmd, nodes, jobs]
     manager.set_readiness({
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
@@ -180,13 +213,31 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     meta, spec = pod["metadata"], pod.get("spec") or {}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != names.ANN_JOB_ID}
     rest_of_spec = {k: v for k, v in spec.items() if k != "tolerations"}
-    return meta.get("deletionTimestamp"), annotations, rest_of_spec
+    # A member that finished frees its node of the gang's job (and the last one ends the job): of all the
+    # kubelet's status, only that.
+    return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
 
 
 def _enqueue_unbound(pods: Any, controller: Controller) -> None:
     for pod in pods.list():
         if not pod["spec"].get("nodeName"):
-            controller.queue.add(pod["metadata"]["uid"])
+            controller.queue.add(owner_of(pod))
+
+
+def attach_workload_feed(jobs: Any, pod_groups: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
+    """A Job or PodGroup that changes (appears, scales, completes one more Pod) resizes the gangs it
+    sizes: look again at them. Never a call; the Pods found through the Pod index's workload keys."""
+
+    def wake(keys: list[str]) -> None:
+        for owner in {owner_of(pod) for key in keys for pod in pods.of_workload(key)}:
+            enqueue(owner)
+
+    jobs.add_handler(on_add=lambda job: wake(keys_of_job(job)), on_update=lambda _old, job: wake(keys_of_job(job)),
+                     on_delete=lambda job: wake(keys_of_job(job)))
+    if pod_groups is not None:
+        pod_groups.add_handler(on_add=lambda pg: wake([key_of_pod_group(pg)]),
+                               on_update=lambda _old, pg: wake([key_of_pod_group(pg)]),
+                               on_delete=lambda pg: wake([key_of_pod_group(pg)]))
 
 
 def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None]) -> None:
@@ -234,8 +285,8 @@ def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], inte
     """
 
     def sweep() -> None:
-        for uid in pods.uids() | jobs.uids():
-            enqueue(uid)
+        for key in {owner_of(pod) for pod in pods.informer.list()} | jobs.uids():
+            enqueue(key)
 
     return Periodic("sweeper", interval, sweep)
 

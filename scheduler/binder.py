@@ -41,9 +41,11 @@ ASSUMED_TTL = 300.0  # seconds an assumption outlives its binding without the Po
 
 
 @attrs.frozen
-class _Assumed:
+class Assumed:
     node: str
     expires: Optional[float] = None  # None while the binding call is in flight
+    slurm_node: str = ""  # the binding's Slurm node and job (a gang's members hold one node each)
+    job_id: Optional[int] = None
 
 
 @attrs.define
@@ -61,7 +63,7 @@ class Binder:
     assumed_ttl: float = ASSUMED_TTL
     clock: Callable[[], float] = time.monotonic
     _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
-    _assumed: dict[str, _Assumed] = attrs.field(init=False, factory=dict)  # by Pod UID
+    _assumed: dict[str, Assumed] = attrs.field(init=False, factory=dict)  # by Pod UID
 
     def bind(self, pod: Obj, bind: Bind) -> bool:
         """Bind the Pod where Slurm runs its job; True if this call bound it.
@@ -73,7 +75,7 @@ class Binder:
         """
         meta = pod["metadata"]
         uid, where = meta["uid"], f"{meta['namespace']}/{meta['name']}"
-        if not self.assume(uid, bind.k8s_node):
+        if not self.assume(uid, bind.k8s_node, slurm_node=bind.slurm_node, job_id=bind.job_id):
             log.info("pod %s: not bound again: this process bound it to %s", where, self.assumed_node(uid))
             return False
         try:
@@ -94,13 +96,13 @@ class Binder:
         log.info("pod %s: bound to %s (job %d on %s)", where, bind.k8s_node, bind.job_id, bind.slurm_node)
         return True
 
-    def assume(self, uid: str, node: str) -> bool:
+    def assume(self, uid: str, node: str, *, slurm_node: str = "", job_id: Optional[int] = None) -> bool:
         """Count the Pod as bound to ``node`` from now on; False if it already is assumed somewhere."""
         with self._lock:
             self._expire()
             if uid in self._assumed:
                 return False
-            self._assumed[uid] = _Assumed(node)
+            self._assumed[uid] = Assumed(node, slurm_node=slurm_node, job_id=job_id)
             return True
 
     def finish_binding(self, uid: str) -> None:
@@ -116,9 +118,14 @@ class Binder:
 
     def assumed_node(self, uid: str) -> Optional[str]:
         """The Node this process bound (or is binding) the Pod to; a read, with no side effect."""
+        entry = self.assumed(uid)
+        return entry.node if entry is not None else None
+
+    def assumed(self, uid: str) -> Optional[Assumed]:
+        """The binding this process made (or is making) for the Pod, while assumed; a read."""
         with self._lock:
             entry = self._assumed.get(uid)
-            return entry.node if entry is not None and not self._expired(entry, self.clock()) else None
+            return entry if entry is not None and not self._expired(entry, self.clock()) else None
 
     def _expire(self) -> None:
         now = self.clock()
@@ -126,7 +133,7 @@ class Binder:
             del self._assumed[uid]
 
     @staticmethod
-    def _expired(entry: _Assumed, now: float) -> bool:
+    def _expired(entry: Assumed, now: float) -> bool:
         return entry.expires is not None and now >= entry.expires
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -56,6 +57,14 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--stuck-pod-margin", type=positive_duration, default=60.0,
                         help="how long past its grace period a Pod terminating on a Node that is NotReady or gone "
                              "keeps its Slurm job; then the job's node is drained and the job cancelled")
+    parser.add_argument("--gang-pod-groups", type=boolean, default=False,
+                        help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
+                             "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
+                             "gangs of the PodGroup's minMember")
+    parser.add_argument("--gpu-types", type=gpu_types, default=(),
+                        help="Node label values of gpu.nvidia.com/class or /model to Slurm GRES types, e.g. "
+                             "NVIDIA_L4=l4,H100_SXM=h100 (SUNK's gpuTypes): a Pod whose required GPU affinity "
+                             "names one asks Slurm for gres/gpu:<type>:N")
     parser.add_argument("--slurmd-namespace", default="slurm")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
     parser.add_argument("--default-partition", default=None)
@@ -79,6 +88,25 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--submit-concurrency", type=positive_int, default=16,
                         help="placeholder submissions in flight at once, across workers")
     parser.add_argument("--zap-log-level", default="info")
+
+
+GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
+
+
+def gpu_types(text: str) -> tuple[tuple[str, str], ...]:
+    """``NVIDIA_L4=l4,H100_SXM=h100`` (``:`` for ``=`` too, as SUNK's YAML writes it) -> pairs."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        label, sep, gres = item.replace(":", "=", 1).partition("=")
+        label, gres = label.strip(), gres.strip()
+        if not sep or not GRES_TYPE.fullmatch(label) or not GRES_TYPE.fullmatch(gres):
+            raise argparse.ArgumentTypeError(f"{item!r}: want LABEL_VALUE=gres_type, e.g. NVIDIA_L4=l4")
+        pairs.append((label, gres))
+    if len({label for label, _ in pairs}) != len(pairs):
+        raise argparse.ArgumentTypeError("a label value is mapped twice")
+    return tuple(pairs)
 
 
 def config_from(args: argparse.Namespace) -> SchedulerConfig:
@@ -108,6 +136,8 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         submit_concurrency=args.submit_concurrency,
         default_partition=args.default_partition,
         stuck_pod_margin=args.stuck_pod_margin,
+        gang_pod_groups=args.gang_pod_groups,
+        gpu_types=args.gpu_types,
     )
 
 

@@ -22,3 +22,7 @@ class SchedulerConfig:
     resync_seconds: float = 60.0
     # Seconds past its grace period that a Pod terminating on a NotReady or gone Node keeps its job.
     stuck_pod_margin: float = 60.0
+    # Watch scheduler-plugins' PodGroups (their CRD must be installed) to gang Pods labelled with one.
+    gang_pod_groups: bool = False
+    # --gpu-types: Node label value (gpu.nvidia.com/class or /model) -> Slurm GRES type, SUNK's gpuTypes.
+    gpu_types: tuple[tuple[str, str], ...] = ()

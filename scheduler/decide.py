@@ -23,12 +23,14 @@ Rules worth stating:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Optional, TypeAlias, Union
 
+import attrs
 from attrs import frozen
 
 from sunk.slurm.models import Job
+from sunk.translate.gang import GangIdentity, member_tag, missing
 
 
 @frozen
@@ -233,3 +235,275 @@ def _ended(jobs: tuple[Job, ...], expected_job_id: Optional[int]) -> tuple[str, 
               "CANCELLED": "JobCancelled"}.get(last.state, "JobEnded")
     detail = f": {last.state_reason}" if last.state_reason and last.state_reason != "None" else ""
     return reason, f"Slurm job {last.id} ended in state {last.state}{detail}"
+
+
+# -- gangs (sunk/translate/gang.py): one job for the whole workload ------------------------------------------
+@frozen
+class MemberFacts:
+    """What the gang's decision needs from one member Pod, extracted by the caller."""
+
+    uid: str
+    name: str  # namespace/name, for messages
+    bound_node: Optional[str] = None  # spec.nodeName, or the Node this process is binding it to
+    slurm_node: Optional[str] = None  # the Slurm node it holds (its slurm-node annotation, or its binding's)
+    job_id: Optional[int] = None  # the job that placed it (its job-id annotation, or its binding's)
+    deleting: bool = False
+    terminal: bool = False  # Succeeded or Failed: its containers are done
+    placed_by_us: bool = False
+    problems: tuple[str, ...] = ()  # validation errors, already rendered (unbound members only)
+    grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
+    node_lost: bool = False  # deleting, and its bound Node is NotReady (Ready False or Unknown) or gone
+
+    @property
+    def live(self) -> bool:
+        """Runs or waits to: not being deleted, not finished."""
+        return not self.deleting and not self.terminal
+
+
+@frozen
+class GangFacts:
+    """A gang as the caller sees it: its members in member order, how many it expects, whether they agree."""
+
+    owner: str
+    describe: str  # "Job ns/train", for messages
+    members: tuple[MemberFacts, ...] = ()
+    expected: Optional[int] = None  # members the workload wants; None when not known (``why``)
+    why: str = ""
+    disagreements: tuple[str, ...] = ()  # the live members' (gang.disagreements), rendered
+    problems: tuple[str, ...] = ()  # the gang's own (larger than one Slurm job can name), rendered
+
+
+@frozen
+class SubmitGang:
+    """Create the gang's one placeholder job, for these members (in member order): one node each."""
+
+    members: tuple[str, ...]
+
+
+@frozen
+class BindGang:
+    """Bind these members, each to its own node of the job, in one pass."""
+
+    job_id: int
+    binds: tuple[tuple[str, Bind], ...]  # (member UID, where)
+
+
+@frozen
+class GangWaiting:
+    """These members wait (for the rest of the gang, for Slurm, for a free node of the job); ``passing`` as
+    ``Waiting``'s."""
+
+    members: tuple[str, ...]
+    message: str
+    job_id: Optional[int] = None
+    passing: bool = False
+    recheck_after: Optional[float] = None  # time alone changes the decision then (a member stuck on a lost Node)
+
+
+@frozen
+class GangInvalid:
+    """The gang cannot be submitted as written: each member is told why, no retry until a member changes."""
+
+    problems: tuple[tuple[str, str], ...]  # (member UID, message)
+
+
+@frozen
+class GangUnschedulable:
+    members: tuple[str, ...]
+    message: str
+
+
+@frozen
+class DeleteMembers:
+    """Delete these members, with the reason (their job ended): their owner makes new ones, which gang again."""
+
+    members: tuple[str, ...]
+    reason: str
+    message: str
+
+
+@frozen
+class ReleaseStuckMember:
+    """A member is stuck terminating on a Node that is NotReady or gone, past its grace period and the margin:
+    drain its Slurm node (``slurm_nodes``: all of the job's when its own is not known), then cancel the gang's
+    job (``ReleaseStuckPod``'s, for a gang). The job's end deletes the other members; their controller makes
+    them again, and they form the next gang."""
+
+    member: str  # its UID
+    job_id: int
+    slurm_nodes: tuple[str, ...]
+    k8s_node: str
+
+
+GangAction: TypeAlias = Union[Nothing, CancelJobs, FindJob, SubmitGang, BindGang, GangWaiting, GangInvalid,
+                              GangUnschedulable, DeleteMembers, ReleaseStuckMember]
+
+
+def decide_gang(
+    gang: GangFacts,
+    jobs: tuple[Job, ...],
+    *,
+    expected_job_id: Optional[int] = None,
+    refused: Optional[str] = None,
+    node_of: Mapping[str, str] = {},
+    started: Mapping[int, bool] = {},
+    in_doubt: bool = False,
+    now: float = 0.0,
+    stuck_margin: float = 60.0,
+) -> GangAction:
+    """Next step for one gang. ``jobs`` are Slurm's jobs carrying the gang's key, any state; the other
+    arguments are ``decide``'s, for the gang's owner.
+
+    Rules, beyond a single Pod's:
+    - The job is submitted once the members the workload expects all exist, for exactly those
+      (the first ``expected`` live, unbound members that no job was submitted for): one node each.
+    - While it runs, each unbound live member takes a node of the job no member holds, in member
+      order and in Slurm's node order (the leader lands on the batch host first); all at once. A
+      member deleted or finished frees its node once it is gone or done, never while it terminates,
+      and the member its controller makes again takes it.
+    - The job is cancelled once no member runs or waits any more (the workload was deleted, or every
+      member finished): members terminating on its nodes keep it until they are gone.
+    - Except a member stuck terminating on a Node that is NotReady or gone (as ``decide``'s Pod): once its
+      grace period and ``stuck_margin`` have passed, the job is let go (``ReleaseStuckMember``: its node
+      drained, the job cancelled), whatever the other members do; the gang is placed again, whole.
+    - A job that ends deletes the members it was submitted for or bound (their owner makes new ones,
+      which form the next gang), except when Slurm failed it before any was bound: those stay,
+      Unschedulable. Members made after it ended are not its.
+    """
+    active = tuple(j for j in jobs if j.active)
+    if len(active) > 1:
+        keep = min(active, key=lambda j: j.id)
+        return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
+    job = active[0] if active else None
+    members = gang.members
+    submitted_for = {j.id: identity.members for j in jobs if (identity := GangIdentity.parse(j.extra))}
+
+    def job_of(member: MemberFacts) -> Optional[int]:
+        if member.job_id is not None:
+            return member.job_id
+        tag = member_tag(member.uid)
+        return max((job_id for job_id, tags in submitted_for.items() if tag in tags), default=None)
+
+    stuck_due: Optional[float] = None  # the earliest a member stuck on a lost Node lets the job go
+    if job is not None:
+        for m in members:
+            if (m.deleting and m.bound_node and m.placed_by_us and m.node_lost and m.grace_ends_at is not None
+                    and job_of(m) == job.id):
+                due = m.grace_ends_at + stuck_margin
+                if now >= due:
+                    nodes = (m.slurm_node,) if m.slurm_node in job.node_list else job.node_list
+                    return ReleaseStuckMember(m.uid, job.id, nodes, m.bound_node)
+                stuck_due = due if stuck_due is None else min(stuck_due, due)
+    action = _decide_gang(gang, jobs, job, job_of, expected_job_id=expected_job_id, refused=refused,
+                          node_of=node_of, started=started, in_doubt=in_doubt)
+    if stuck_due is not None and isinstance(action, (Nothing, GangWaiting)):
+        recheck = min(stuck_due - now, action.recheck_after or stuck_due - now)
+        if isinstance(action, GangWaiting):
+            return attrs.evolve(action, recheck_after=recheck)
+        return Nothing(f"{action.why}; a member is terminating on a Node that is NotReady or gone: the job is let "
+                       f"go if it is still there after its grace period and the margin", recheck_after=recheck)
+    return action
+
+
+def _decide_gang(gang: GangFacts, jobs: tuple[Job, ...], job: Optional[Job],
+                 job_of: Callable[[MemberFacts], Optional[int]], *, expected_job_id: Optional[int],
+                 refused: Optional[str], node_of: Mapping[str, str], started: Mapping[int, bool],
+                 in_doubt: bool) -> GangAction:
+    """``decide_gang`` past a member stuck on a lost Node: ``job`` is the gang's active job, if any."""
+    members = gang.members
+    live = [m for m in members if m.live]
+    holding = [m for m in members if m.deleting and m.bound_node and m.placed_by_us]
+    if job is not None and not live and not holding:
+        why = "is gone" if not members else "has finished or is being deleted"
+        return CancelJobs((job.id,), f"every member of {gang.describe} {why}")
+    if not members:
+        return Nothing("gang and job are both gone")
+
+    # Members of jobs that have ended (newest first): deleted with the job's end, or kept Unschedulable.
+    for ended in sorted((j for j in jobs if not j.active), key=lambda j: -j.id):
+        theirs = [m for m in live if job_of(m) == ended.id]
+        if not theirs:
+            continue
+        if ended.state == "FAILED" and not any(m.bound_node for m in members if job_of(m) == ended.id):
+            return GangUnschedulable(_uids(theirs), f"Slurm failed job {ended.id} of {gang.describe} before it "
+                                                    f"started: {ended.state_reason or 'no reason'}")
+        return DeleteMembers(_uids(theirs), *_ended((ended,), ended.id))
+    known = {j.id for j in jobs}
+    lost = [m for m in live if m.job_id is not None and m.job_id not in known and m.job_id != expected_job_id]
+    if lost:
+        return DeleteMembers(_uids(lost), *_ended((), lost[0].job_id))
+
+    waiting = [m for m in live if m.bound_node is None]
+    if job is not None:
+        return _running_gang(gang, job, members, waiting, job_of, node_of, started)
+
+    if expected_job_id is not None:
+        return GangWaiting(_uids(waiting), f"Slurm job {expected_job_id}: submitted; waiting for Slurm to report "
+                                           f"the job", expected_job_id, passing=True)
+    fresh = [m for m in waiting if job_of(m) is None]
+    if not fresh:
+        return Nothing("no member waits for a job")
+    if refused is not None:
+        return GangUnschedulable(_uids(fresh), refused)
+    if in_doubt:
+        return FindJob()
+    invalid = [m for m in fresh if m.problems]
+    if invalid:
+        named = ", ".join(m.name for m in invalid)
+        return GangInvalid(tuple((m.uid, "; ".join(m.problems) if m.problems else
+                                  f"{gang.describe} cannot be submitted: {named} is not valid") for m in fresh))
+    if gang.expected is None:
+        return GangWaiting(_uids(fresh), f"{gang.describe}: {gang.why}", passing=True)
+    if gang.expected == 0:
+        return Nothing(f"{gang.describe} wants no Pod running now")
+    if gang.problems:
+        message = "; ".join(gang.problems)
+        return GangInvalid(tuple((m.uid, message) for m in fresh))
+    if len(fresh) < gang.expected:
+        return GangWaiting(_uids(fresh), missing(gang.describe, len(fresh), gang.expected), passing=True)
+    if gang.disagreements:
+        message = "; ".join(gang.disagreements)
+        return GangInvalid(tuple((m.uid, message) for m in fresh))
+    return SubmitGang(_uids(fresh[:gang.expected]))
+
+
+def _running_gang(gang: GangFacts, job: Job, members: tuple[MemberFacts, ...], waiting: list[MemberFacts],
+                  job_of: Callable[[MemberFacts], Optional[int]], node_of: Mapping[str, str],
+                  started: Mapping[int, bool]) -> GangAction:
+    """The gang's job is pending or running: bind whoever waits to the nodes no member holds."""
+    bound = [m for m in members if m.live and m.bound_node and m.placed_by_us and job_of(m) == job.id]
+    if job.state == "PENDING" and bound:
+        return DeleteMembers(_uids(bound), "Preempted",
+                             f"Slurm requeued job {job.id} ({job.state_reason or 'preempted'})")
+    if not waiting:
+        return Nothing("running")
+    if job.state != "RUNNING":
+        reason = job.state_reason if job.state_reason not in ("", "None") else ""
+        return GangWaiting(_uids(waiting), f"Slurm job {job.id}: {reason or job.state}", job.id,
+                           passing=reason in TRANSIENT_REASONS)
+    if not started.get(job.id, False):
+        return GangWaiting(_uids(waiting), f"Slurm job {job.id}: prolog and node lock in progress", job.id,
+                           passing=True)
+    # Nodes held: by members bound by this job that still run or terminate there (a finished one holds none).
+    held = {m.slurm_node for m in members if m.bound_node and m.placed_by_us and not m.terminal
+            and job_of(m) == job.id}
+    free = [node for node in job.node_list if node not in held]
+    binds = []
+    unknown = []
+    for member, node in zip(waiting, free, strict=False):  # (more waiting than free nodes, or fewer)
+        k8s_node = node_of.get(node)
+        if k8s_node is None:
+            unknown.append(node)
+        else:
+            binds.append((member.uid, Bind(job.id, node, k8s_node)))
+    if binds:
+        return BindGang(job.id, tuple(binds))
+    if unknown:
+        return GangWaiting(_uids(waiting), f"Slurm job {job.id}: no slurmd Pod found for Slurm node "
+                                           f"{', '.join(unknown)}", job.id)
+    return GangWaiting(_uids(waiting), f"Slurm job {job.id}: each of its {len(job.node_list)} nodes holds a member "
+                                       f"of {gang.describe}; waiting for one to be freed", job.id)
+
+
+def _uids(members: Iterable[MemberFacts]) -> tuple[str, ...]:
+    return tuple(m.uid for m in members)

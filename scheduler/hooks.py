@@ -20,6 +20,12 @@ matters only for a job the scheduler does not know yet (its cache lags a just-st
 by one list): the token is checked against the named Pod before Slurm is asked anything,
 so a caller without a token never costs a Slurm call.
 
+A gang's job (sunk/translate/gang.py) is called for by its placeholder on the batch host, with the
+gang's token (HMAC of the secret and the gang's owner, ``gang:<namespace>/<key>``, which the header
+names): "terminating" deletes every member the job placed that has not finished, the long-poll waits
+until every one of them is gone or finished, and "drain" drains only the nodes whose member outlived
+KillWait.
+
 "started" exists for speed only: without it the Pod is bound once the Slurm cache's next
 job list shows the marker, which at a few hundred starting jobs is seconds later. The job
 is read back from Slurm rather than taken from the caller's word (a job's user holds the
@@ -37,12 +43,14 @@ from typing import Any
 
 from flask import Blueprint, Flask, jsonify, request
 
+from sunk import names
 from sunk.hooks.app import json_errors
 from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain
+from sunk.translate.gang import is_gang_owner
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
@@ -66,8 +74,12 @@ class PodGone:
             self._cond.notify_all()
 
     def wait(self, uid: str, timeout: float) -> bool:
+        return self.wait_for(lambda: self._lookup(uid) is None, timeout)
+
+    def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Until ``done()`` (re-checked at each notify: a Pod deleted, or one that finished), or the timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._lookup(uid) is None, timeout)
+            return self._cond.wait_for(done, timeout)
 
 
 def hooks_blueprint(
@@ -82,13 +94,22 @@ def hooks_blueprint(
     observe: Callable[[Job, float], None],
     ready: Callable[[], bool],
     stuck_reason: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None,
+    gang_holders: Callable[[str, int], list[Obj]] = lambda _owner, _job_id: [],
 ) -> Blueprint:
     """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod;
     ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping);
     ``stuck_reason(pod, job_id)`` is the drain reason for a Pod stuck terminating on a Node that
     is NotReady or gone (the reason the scheduler drains with when it lets such a Pod's job go:
-    ``sunk.translate.drains.StuckPodDrain``), else None: then the placeholder's reason."""
+    ``sunk.translate.drains.StuckPodDrain``), else None: then the placeholder's reason.
+    ``gang_holders(owner, job_id)`` are a gang's members that job placed and that have not finished."""
     app = Blueprint("hooks", __name__)
+
+    def holders(owner: str, job_id: int) -> list[Obj]:
+        """The Pods that may still run on the job's nodes: a gang's unfinished members, or the one Pod."""
+        if is_gang_owner(owner):
+            return gang_holders(owner, job_id)
+        pod = pod_by_uid(owner)
+        return [pod] if pod is not None else []
 
     @app.before_request
     def not_before_sync():
@@ -154,11 +175,15 @@ def hooks_blueprint(
         uid, failure = authorised_uid(job_id)
         if uid is None:
             return failure
-        pod = pod_by_uid(uid)
-        if pod is None:
-            return error(404, "the Pod is already gone")
-        delete_pod(pod, f"Slurm is ending job {job_id}")
-        return jsonify({"pod": _name(pod), "deleting": True})
+        pods = holders(uid, job_id)
+        if not pods:
+            return error(404, "the gang's members are already gone or finished" if is_gang_owner(uid)
+                         else "the Pod is already gone")
+        for pod in pods:
+            delete_pod(pod, f"Slurm is ending job {job_id}")
+        if is_gang_owner(uid):
+            return jsonify({"pods": [_name(pod) for pod in pods], "deleting": True})
+        return jsonify({"pod": _name(pods[0]), "deleting": True})
 
     @app.get("/api/v1/jobs/<int:job_id>/pod")
     def pod_state(job_id: int):
@@ -172,8 +197,15 @@ def hooks_blueprint(
         if not math.isfinite(wait):  # (a NaN passed min/max and made the long-poll spin for ever)
             return error(400, "wait must be a number of seconds")
         wait = min(max(wait, 0.0), MAX_WAIT)
-        if gone.wait(uid, wait):
-            return error(404, "the Pod is gone")
+        owner = uid
+        if is_gang_owner(uid):
+            done = gone.wait_for(lambda: not holders(owner, job_id), wait)
+        else:
+            done = gone.wait(uid, wait)
+        if done:
+            return error(404, "the gang's members are gone or finished" if is_gang_owner(uid) else "the Pod is gone")
+        if is_gang_owner(uid):
+            return jsonify({"pods": [_name(pod) for pod in holders(uid, job_id)], "exists": True})
         pod = pod_by_uid(uid)
         return jsonify({"pod": _name(pod) if pod else None, "exists": True})
 
@@ -187,18 +219,33 @@ def hooks_blueprint(
             return failure
         if not ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
-        nodes = list(job.node_list)
-        pod = pod_by_uid(uid)
-        # A Pod stuck on a lost Node keeps the stuck-Pod drain the scheduler gives it (k8s: sunk-stuck,
-        # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
-        reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
-        for node in nodes:
+        if is_gang_owner(uid):
+            drains = gang_drains(holders(uid, job_id), job)
+        else:
+            pod = pod_by_uid(uid)
+            # A Pod stuck on a lost Node keeps the stuck-Pod drain the scheduler gives it (k8s: sunk-stuck,
+            # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
+            reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
+            drains = [(node, reason) for node in job.node_list]
+        for node, reason in drains:
             try:
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
             except SlurmError as exc:
                 return error(503, f"could not drain {node}: {exc}")
-        log.warning("drained %s: %s", ",".join(nodes), reason)
-        return jsonify({"drained": nodes, "reason": reason})
+            log.warning("drained %s: %s", node, reason)
+        nodes = [node for node, _ in drains]
+        return jsonify({"drained": nodes, "reason": drains[0][1] if drains else ""})
+
+    def gang_drains(pods: list[Obj], job: Job) -> list[tuple[str, str]]:
+        """Only the nodes whose member outlived KillWait, each with its own member's reason; a member whose
+        Slurm node is not recorded (its binding not seen yet) drains every node of the job."""
+        drains: dict[str, str] = {}
+        for pod in pods:
+            reason = stuck_reason(pod, job.id) or drain_reason(pod, job, pod["metadata"]["uid"])
+            node = ((pod["metadata"].get("annotations") or {}).get(names.ANN_SLURM_NODE) or "").strip()
+            for each in ([node] if node in job.node_list else job.node_list):
+                drains.setdefault(each, reason)
+        return sorted(drains.items())
 
     return app
 

@@ -3,6 +3,11 @@
 Keyed by Pod UID rather than namespace/name: a deleted Pod still has a UID in its
 job's Extra, so "Pod gone -> cancel job" needs no tombstones, and a Pod recreated under
 the same name is a different Pod with a different job.
+
+A gang's members (sunk/translate/gang.py) are keyed by their gang's owner (``gang:<ns>/<key>``)
+instead, so the whole gang is decided in one reconcile (``reconcile_gang``): one job, every member
+bound in one pass. A member's UID that reaches the queue anyway is reconciled as its gang, under a
+lock per gang, so two workers never decide one gang at once.
 """
 
 from __future__ import annotations
@@ -10,9 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from importlib import resources
-from typing import Any, assert_never
+from typing import Any, Optional, assert_never
 
 import attrs
 from kubernetes.client import ApiClient
@@ -27,6 +33,17 @@ from sunk.slurm.freshread import FreshRead
 from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain
+from sunk.translate.gang import (
+    EXTRA_MAX,
+    Gang,
+    disagreements,
+    gang_of,
+    is_deleting,
+    is_gang_owner,
+    is_terminal,
+    max_members,
+    member_order,
+)
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 from sunk.types import Obj
 
@@ -36,19 +53,31 @@ from .config import SchedulerConfig
 from .decide import (
     Action,
     Bind,
+    BindGang,
     CancelJobs,
+    DeleteMembers,
     DeletePod,
     FindJob,
+    GangAction,
+    GangFacts,
+    GangInvalid,
+    GangUnschedulable,
+    GangWaiting,
     Invalid,
+    MemberFacts,
     Nothing,
     PodAction,
     PodFacts,
+    ReleaseStuckMember,
     ReleaseStuckPod,
     Submit,
+    SubmitGang,
     Unschedulable,
     Waiting,
     decide,
+    decide_gang,
 )
+from .gangs import Workloads, member_action, workload_keys
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
@@ -66,6 +95,8 @@ PASSING_WAIT_GRACE = 10.0
 # After a submission's answer was lost, the wait before the Pod's job is looked up in Slurm: a
 # connection that broke mid-request may leave the submission a moment more in slurmrestd.
 LOST_ANSWER_SETTLE = 2.0
+# Gangs are decided under one of these locks (by a hash of the gang's owner): bounded, never cleaned up.
+GANG_LOCK_STRIPES = 256
 
 
 class PodIndex:
@@ -75,6 +106,8 @@ class PodIndex:
         self.informer = informer
         informer.add_indexer("uid", lambda pod: [pod["metadata"]["uid"]])
         informer.add_indexer("node", pod_node_name)
+        informer.add_indexer("gang", lambda pod: [gang.owner] if (gang := gang_of(pod)) is not None else [])
+        informer.add_indexer("workload", workload_keys)
 
     def by_uid(self, uid: str) -> Obj | None:
         found = self.informer.by_index("uid", uid)
@@ -82,6 +115,14 @@ class PodIndex:
 
     def on_node(self, node: str) -> list[Obj]:
         return list(self.informer.by_index("node", node))
+
+    def in_gang(self, owner: str) -> list[Obj]:
+        """Every Pod of the gang (any state), in no particular order."""
+        return list(self.informer.by_index("gang", owner))
+
+    def of_workload(self, key: str) -> list[Obj]:
+        """The Pods a workload's change concerns (gangs.workload_keys)."""
+        return list(self.informer.by_index("workload", key))
 
     def uids(self) -> set[str]:
         return {pod["metadata"]["uid"] for pod in self.informer.list()}
@@ -119,6 +160,7 @@ class PodScheduler:
     binder: Binder = attrs.field(default=attrs.Factory(lambda self: Binder(self.api), takes_self=True))
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
+    workloads: Workloads = attrs.field(factory=Workloads)  # what gangs are sized by
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
     clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
@@ -128,22 +170,47 @@ class PodScheduler:
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
+    _gang_locks: tuple[threading.Lock, ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
+        self._gang_locks = tuple(threading.Lock() for _ in range(GANG_LOCK_STRIPES))
 
     # -- the reconcile loop ---------------------------------------------------------------
-    def reconcile(self, uid: str) -> Result:
-        pod = self.pods.by_uid(uid)
+    def reconcile(self, key: str) -> Result:
+        """One Pod (by UID) or one gang (by its owner, ``gang:<ns>/<key>``)."""
+        if is_gang_owner(key):
+            return self.reconcile_gang(key)
+        pod = self.pods.by_uid(key)
+        gang = self.gang_of(pod) if pod is not None else None
+        if gang is not None:
+            return self.reconcile_gang(gang.owner)
+        return self._reconcile_pod(key, pod)
+
+    def _reconcile_pod(self, uid: str, pod: Obj | None) -> Result:
         if pod is not None and pod["spec"].get("nodeName"):
             self.binder.forget(uid)  # the Pod watch shows the binding: no need to assume it any longer
         action = self.placement(pod, uid)
         log.debug("pod %s: %s", uid, action)
         return self._act(uid, pod, action)
 
+    def gang_of(self, pod: Obj) -> Optional[Gang]:
+        """The Pod's gang; None for a Pod placed alone, and for one that already has a job of its own
+        (placed before its workload ganged, by an older scheduler: it keeps that job)."""
+        gang = gang_of(pod)
+        if gang is None:
+            return None
+        own = self.jobs.view(pod["metadata"]["uid"])
+        if own.jobs or own.expected_job_id is not None or own.in_doubt:
+            return None
+        return gang
+
     def placement(self, pod: Obj | None, uid: str) -> Action:
         """The decision for one Pod, from memory only and with no side effect: the extender's
-        verbs call it too, from their HTTP threads."""
+        verbs call it too, from their HTTP threads. A gang's member gets its share of the gang's."""
+        gang = self.gang_of(pod) if pod is not None else None
+        if gang is not None:
+            return member_action(self.gang_placement(gang.owner)[1], uid)
         known = self.jobs.view(uid)  # one read: see JobIndex
         return decide(
             self.facts(pod) if pod is not None else None,
@@ -258,64 +325,74 @@ class PodScheduler:
 
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
-        uid = meta["uid"]
-        request = self._job_request(pod)
+        what = f"pod {meta['namespace']}/{meta['name']}"
+        return self._submit_request(meta["uid"], self._job_request(pod), [pod], what)
+
+    def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:
+        """Submit a placeholder job for ``owner`` (a Pod's UID, or a gang's owner) on behalf of ``pods``
+        (the Pod, or the gang's members): each of them hears of a failure."""
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
             except OutcomeUnknown as exc:
                 # Slurm may have made the job: never submit again before looking for it (FindJob).
                 PLACEHOLDER_SUBMISSIONS.labels("unknown").inc()
-                self.jobs.doubt(uid)
+                self.jobs.doubt(owner)
                 self.nudge()
-                log.warning("pod %s/%s: the answer to its submission was lost; looking for its job in Slurm "
-                            "before submitting again: %s", meta["namespace"], meta["name"], exc)
+                log.warning("%s: the answer to its submission was lost; looking for its job in Slurm "
+                            "before submitting again: %s", what, exc)
                 return Result(requeue_after=LOST_ANSWER_SETTLE)
             except AuthenticationFailed as exc:
                 # Slurm refused our token: an outage of ours, never a verdict on the Pod. The client
                 # logged it with the token's source; the controller retries with backoff.
                 PLACEHOLDER_SUBMISSIONS.labels("auth_failed").inc()
-                self.report(pod, "Warning", *outage_event(exc))
+                for pod in pods:
+                    self.report(pod, "Warning", *outage_event(exc))
                 raise
             except SlurmUnavailable as exc:
                 PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
-                self.report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
+                for pod in pods:
+                    self.report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
                 raise  # retried with backoff by the controller
             except SlurmError as exc:
                 # Slurm answered and said no (unknown account, QOS or partition, a request no
                 # node can satisfy...): its answer will not change by asking again.
                 PLACEHOLDER_SUBMISSIONS.labels("refused").inc()
                 message = f"Slurm refused the placeholder job: {exc}"
-                self.jobs.refuse(uid, message)
+                self.jobs.refuse(owner, message)
                 self.nudge()  # Slurm may have recorded the job as FAILED: let the cache show it
-                self.report(pod, "Warning", "FailedSubmit", message)
-                kubeops.mark_unschedulable(self.api, pod, message)
+                for pod in pods:
+                    self.report(pod, "Warning", "FailedSubmit", message)
+                    kubeops.mark_unschedulable(self.api, pod, message)
                 return Result()
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
-        self.jobs.expect(uid, job_id)
+        self.jobs.expect(owner, job_id)
         self.nudge()
         # No Event and no Pod write: "Scheduled" (with the binding) or "WaitingForSlurm" (with
         # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
         # a patch per Pod was a fifth of the burst's CPU.
-        log.info("pod %s/%s: submitted placeholder job %d", meta["namespace"], meta["name"], job_id)
+        log.info("%s: submitted placeholder job %d", what, job_id)
         if self.on_submit is not None:
-            self.on_submit(pod, job_id)
+            for pod in pods:
+                self.on_submit(pod, job_id)
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
     def _find_job(self, uid: str, pod: Obj) -> Result:
         """Settle a lost submission from a fresh job list: adopt the Pod's job if Slurm made it, else
         submit again. A list that fails leaves the doubt in place (retried with backoff)."""
         meta = pod["metadata"]
+        self._settle(uid, f"pod {meta['namespace']}/{meta['name']}")
+        return self._act(uid, pod, self.placement(pod, uid))  # decided again: the doubt is settled
+
+    def _settle(self, owner: str, what: str) -> None:
         jobs, requested_at = self.fresh_jobs.read_with_time()
-        found = self.jobs.settle(uid, jobs, requested_at)
+        found = self.jobs.settle(owner, jobs, requested_at)
         if found:
             PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
-            log.info("pod %s/%s: found job %s in Slurm, made by a submission whose answer was lost; adopted it",
-                     meta["namespace"], meta["name"], ",".join(map(str, found)))
+            log.info("%s: found job %s in Slurm, made by a submission whose answer was lost; adopted it",
+                     what, ",".join(map(str, found)))
         else:
-            log.info("pod %s/%s: no job in Slurm from the submission whose answer was lost; submitting again",
-                     meta["namespace"], meta["name"])
-        return self._act(uid, pod, self.placement(pod, uid))  # decided again: the doubt is settled
+            log.info("%s: no job in Slurm from the submission whose answer was lost; submitting again", what)
 
     def _job_request(self, pod: Obj) -> JobRequest:
         """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
@@ -324,6 +401,181 @@ class PodScheduler:
             scheduler=self.config.scheduler_name, hooks_url=self.config.hooks_url,
             hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]),
             hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
+
+    # -- gangs ------------------------------------------------------------------------------------
+    def reconcile_gang(self, owner: str) -> Result:
+        """One step for a whole gang: decided and carried out under the gang's lock."""
+        with self._gang_locks[zlib.crc32(owner.encode()) % GANG_LOCK_STRIPES]:
+            for pod in self.pods.in_gang(owner):
+                if self.gang_of(pod) is None:  # a member with a job of its own keeps it, alone
+                    self._reconcile_pod(pod["metadata"]["uid"], pod)
+            members, action, gang = self.gang_placement(owner)
+            for pod in members:
+                if pod["spec"].get("nodeName"):
+                    self.binder.forget(pod["metadata"]["uid"])  # the watch shows the binding
+            log.debug("gang %s: %s", owner, action)
+            return self._act_gang(owner, gang, members, action)
+
+    def gang_placement(self, owner: str) -> tuple[list[Obj], GangAction, Optional[Gang]]:
+        """The gang's members (in member order), its decision and its ``Gang``, from memory only, with no
+        side effect (the extender's verbs ask it for one member, from their HTTP threads)."""
+        members = sorted((p for p in self.pods.in_gang(owner) if self.gang_of(p) is not None), key=member_order)
+        gang = gang_of(members[0]) if members else None
+        node_of = self.slurmd.mapping()
+        facts = self.gang_facts(owner, gang, members, node_of)
+        known = self.jobs.view(owner)  # one read: see JobIndex
+        action = decide_gang(facts, known.jobs, expected_job_id=known.expected_job_id, refused=known.refused,
+                             node_of=node_of, started=known.started, in_doubt=known.in_doubt, now=self.clock(),
+                             stuck_margin=self.config.stuck_pod_margin)
+        return members, action, gang
+
+    def gang_facts(self, owner: str, gang: Optional[Gang], members: Sequence[Obj],
+                   node_of: dict[str, str]) -> GangFacts:
+        slurm_of = {k8s: slurm for slurm, k8s in node_of.items()}
+        facts = tuple(self.member_facts(pod, slurm_of) for pod in members)
+        if gang is None:
+            return GangFacts(owner=owner, describe=owner, members=facts)
+        live = [p for p in members if not is_deleting(p) and not is_terminal(p)]
+        expected = self.workloads.expected(gang, live)
+        waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
+        problems: tuple[str, ...] = ()
+        if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
+            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's Extra "
+                        f"({EXTRA_MAX} bytes with a tag of each member): at most {most}",)
+        return GangFacts(owner=owner, describe=gang.describe(), members=facts, expected=expected.size,
+                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
+                         problems=problems)
+
+    def member_facts(self, pod: Obj, slurm_of: dict[str, str]) -> MemberFacts:
+        """What decide_gang() reads of a member; one this process bound counts as bound until the watch shows it."""
+        meta, spec = pod["metadata"], pod["spec"]
+        annotations = meta.get("annotations") or {}
+        assumed = None if spec.get("nodeName") else self.binder.assumed(meta["uid"])
+        bound = spec.get("nodeName") or (assumed.node if assumed is not None else None)
+        job_id = assumed.job_id if assumed is not None and assumed.job_id is not None else _annotated_job_id(pod)
+        slurm_node = ((assumed.slurm_node if assumed is not None else "") or annotations.get(names.ANN_SLURM_NODE)
+                      or (slurm_of.get(bound) if bound else None))
+        deleting = is_deleting(pod)
+        return MemberFacts(
+            uid=meta["uid"], name=f"{meta['namespace']}/{meta['name']}", bound_node=bound,
+            slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, terminal=is_terminal(pod),
+            placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
+            problems=() if bound else tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds)),
+            grace_ends_at=grace_ends_at(pod) if deleting else None,
+            node_lost=bool(deleting and bound and not self.node_ready(bound)))
+
+    def _act_gang(self, owner: str, gang: Optional[Gang], members: list[Obj], action: GangAction) -> Result:
+        by_uid = {p["metadata"]["uid"]: p for p in members}
+        if not isinstance(action, GangWaiting):
+            self._waiting_since.pop(owner, None)  # whatever it waited for is over
+        match action:
+            case Nothing(recheck_after=recheck_after):
+                if not members:
+                    self._forget_gang(owner)
+                return Result(requeue_after=recheck_after)
+            case CancelJobs(job_ids=job_ids, message=message):
+                for job_id in job_ids:
+                    self._cancel(job_id, message)
+                return Result()
+            case SubmitGang(members=uids):
+                if gang is None:  # (decide_gang submits only for members, which have a gang)
+                    raise RuntimeError(f"gang {owner}: {action!r} without members")
+                return self._submit_gang(owner, gang, [by_uid[uid] for uid in uids])
+            case FindJob():
+                self._settle(owner, f"gang {owner}")
+                members, action, gang = self.gang_placement(owner)  # decided again: the doubt is settled
+                return self._act_gang(owner, gang, members, action)
+            case BindGang(binds=binds):
+                return self._bind_gang(by_uid, binds)
+            case GangWaiting():
+                return self._wait_gang(owner, [by_uid[uid] for uid in action.members], action)
+            case GangInvalid(problems=problems):
+                for uid, message in problems:
+                    self.report(by_uid[uid], "Warning", "FailedValidation", message)
+                    kubeops.mark_unschedulable(self.api, by_uid[uid], f"sunk: {message}")
+                return Result()  # no retry until a member changes
+            case GangUnschedulable(members=uids, message=message):
+                for uid in uids:
+                    self.report(by_uid[uid], "Warning", "Unschedulable", message)
+                    kubeops.mark_unschedulable(self.api, by_uid[uid], message)
+                return Result()
+            case ReleaseStuckMember(member=uid, job_id=job_id, slurm_nodes=slurm_nodes, k8s_node=k8s_node):
+                # As a single Pod's: its node drained (k8s: sunk-stuck, naming the member), the job cancelled;
+                # the job's end then deletes the other members, and the gang is placed again, whole.
+                return self._release_stuck(by_uid[uid], ReleaseStuckPod(job_id, slurm_nodes, k8s_node))
+            case DeleteMembers(members=uids, reason=reason, message=message):
+                for uid in uids:
+                    pod = by_uid[uid]
+                    self.report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                    log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"],
+                             pod["metadata"]["name"], reason, message)
+                    kubeops.delete_pod(self.api, pod)
+                return Result()
+            case _:
+                assert_never(action)
+
+    def _submit_gang(self, owner: str, gang: Gang, members: list[Obj]) -> Result:
+        request = placeholder.gang_job_request(
+            gang, members, size=len(members), script=PLACEHOLDER_SCRIPT,
+            kill_wait_seconds=self.config.kill_wait_seconds, scheduler=self.config.scheduler_name,
+            hooks_url=self.config.hooks_url, hook_token=hook_token(self.config.hook_secret, owner),
+            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition,
+            gpu_types=dict(self.config.gpu_types))
+        return self._submit_request(owner, request, members, f"{gang.describe()} ({len(members)} members)")
+
+    def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:
+        """Every member to its node, in one pass; a failure is raised once all were tried (and retried)."""
+        failure: Optional[Exception] = None
+        for uid, bind in binds:
+            pod = by_uid[uid]
+            try:
+                if self.on_bind is not None:
+                    self.on_bind(pod, bind)  # the front end's own binding step
+                else:
+                    self._bind_directly(pod, bind)
+            except Exception as exc:
+                log.warning("pod %s/%s: binding to %s failed: %s", pod["metadata"]["namespace"],
+                            pod["metadata"]["name"], bind.k8s_node, exc)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return Result()
+
+    def _wait_gang(self, owner: str, pods: list[Obj], waiting: GangWaiting) -> Result:
+        """As ``_wait``, with one grace for the gang; a wait for the gang's own members (no job yet) is a
+        ``WaitingForGang`` Event, one for Slurm ``WaitingForSlurm`` with the job id recorded."""
+        if waiting.passing:
+            since = self._waiting_since.setdefault(owner, time.monotonic())
+            left = since + PASSING_WAIT_GRACE - time.monotonic()
+            if left > 0:
+                return Result(requeue_after=left)
+        else:
+            self._waiting_since.pop(owner, None)
+        for pod in pods:
+            if waiting.job_id is None:
+                self.report(pod, "Normal", "WaitingForGang", waiting.message)
+            else:
+                self.report(pod, "Normal", "WaitingForSlurm", waiting.message)
+                kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
+        return Result(requeue_after=min(WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC))
+
+    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+        """The gang's members that may still run on job ``job_id``'s nodes: bound by it (its job-id
+        annotation, or this process's binding) and not finished. What the placeholder waits on as
+        its job ends, and the nodes it drains if one outlives KillWait."""
+        holders = []
+        for pod in self.pods.in_gang(owner):
+            meta = pod["metadata"]
+            assumed = None if pod["spec"].get("nodeName") else self.binder.assumed(meta["uid"])
+            placed_by = assumed.job_id if assumed is not None else _annotated_job_id(pod)
+            bound = pod["spec"].get("nodeName") or assumed is not None
+            if bound and placed_by == job_id and not is_terminal(pod):
+                holders.append(pod)
+        return holders
+
+    def _forget_gang(self, owner: str) -> None:
+        self._waiting_since.pop(owner, None)
+        self.jobs.forget(owner)
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""

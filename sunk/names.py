@@ -27,6 +27,11 @@ ANN_GROUP_ID: Final = f"{DOMAIN}/group-id"
 ANN_CURRENT_WORKING_DIR: Final = f"{DOMAIN}/current-working-dir"
 ANN_TIMEOUT: Final = f"{DOMAIN}/timeout"
 
+# Gang scheduling (issue 21), on a workload's Pods (its Pod template): ``none`` opts the Pods out
+# (each its own placeholder job); on a JobSet's Pods ``jobset`` (the default: one gang for the whole
+# JobSet), ``replicated-job`` (one gang per replicated Job) or ``job`` (one gang per child Job).
+ANN_GANG: Final = f"{DOMAIN}/gang"
+
 # Written by sunk onto scheduled Pods.
 ANN_JOB_ID: Final = f"{DOMAIN}/job-id"
 ANN_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"

@@ -35,6 +35,10 @@ def json_errors(app: Flask, *, max_body: int) -> None:
     """Every failure as ``{"error": ...}``, like every other hook API answer: routing (404,
     405), a body over ``max_body`` (413), and a bug (500, logged with its traceback)."""
     app.config["MAX_CONTENT_LENGTH"] = max_body  # (a body read past it: 413)
+    # No slash merging: werkzeug answers a path with "//" by a 308 redirect to the merged path, an HTML
+    # page no error handler sees (routing redirects bypass them). A hook path is never written with
+    # "//": it is a 404 like any other unknown path. (Read at match time: routes added before count.)
+    app.url_map.merge_slashes = False
 
     @app.before_request
     def refuse_large_bodies() -> None:

@@ -59,8 +59,12 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 NODESETS = Resource("sunk.coreweave.com", "v1alpha1", "nodesets", "NodeSet")
 NODESLICES = Resource("sunk.coreweave.com", "v1alpha1", "nodeslices", "NodeSlice")
+# What gangs are sized by (sunk/translate/gang.py): Jobs, and scheduler-plugins' coscheduling PodGroups.
+JOBS = Resource("batch", "v1", "jobs", "Job")
+PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
-KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES)
+KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
+                               PODGROUPS)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

@@ -1,5 +1,7 @@
 #!/bin/bash
-# sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod.
+# sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod, or of a gang's
+# Pods (one node each: the script runs on the batch host only, and the hook API answers for the
+# whole gang; with PrologFlags=Alloc Slurm starts it once the prolog has locked every node).
 #
 # The scheduler submits this script with the environment below. It marks the job
 # started (after the prolog, so after the node is strictly locked), tells the scheduler,
@@ -8,7 +10,7 @@
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
 # the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
 # the Syncer lifts once the Pod is gone from the node and no job of it holds the node
-# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py).
+# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py; a gang's: once no member is left there).
 #
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
@@ -17,6 +19,8 @@
 #   SUNK_KILL_WAIT     Slurm's KillWait in seconds
 #   SUNK_POD           namespace/name, for messages
 #   SUNK_HOOKS_CA      (optional) CA bundle that verifies an https SUNK_HOOKS_URL
+#   SUNK_GANG          (a gang's job) its size; SUNK_POD_UID is then the gang's owner and SUNK_POD
+#                      names the gang
 set -u
 : "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_EXTRA:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
 DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
@@ -53,10 +57,19 @@ on_term() {
     done
     log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
     if [[ "$(hook POST drain)" != 200 ]]; then
-        # The scheduler is unreachable: the same reason its drain hook writes.
-        scontrol update nodename="$SLURMD_NODENAME" state=drain \
-            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
-            || log "could not drain $SLURMD_NODENAME"
+        if [[ -n "${SUNK_GANG:-}" ]]; then
+            # Which member outlived KillWait, and on which node, is the scheduler's to say. Without it:
+            # every node of the allocation, naming the gang (SUNK_POD_UID is gang:NS/KEY); the Syncer
+            # lifts it on each node once no member of the gang is left there and no job of it holds it.
+            scontrol update nodename="${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" state=drain \
+                reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID" \
+                || log "could not drain ${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}"
+        else
+            # The scheduler is unreachable: the same reason its drain hook writes.
+            scontrol update nodename="$SLURMD_NODENAME" state=drain \
+                reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
+                || log "could not drain $SLURMD_NODENAME"
+        fi
     fi
     exit 1
 }

@@ -196,6 +196,9 @@ class JobRequest:
     user_id: Optional[int] = None
     group_id: Optional[int] = None
     cpus_per_task: int = 1
+    # Nodes, exactly (a gang's job: one node per Pod, one task per node, so every node gets
+    # cpus_per_task CPUs; the other per-node fields apply on each). 1: Slurm's default, left unsaid.
+    node_count: int = 1
     memory_per_node: Optional[int] = None  # MB
     gpus_per_node: int = 0
     gpu_type: Optional[str] = None

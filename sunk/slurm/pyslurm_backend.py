@@ -236,6 +236,8 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
                 "comment": r.comment, "extra": r.extra, "is_requeueable": r.requeue,
                 "excluded_nodes": list(r.excluded_nodes) or None, "required_nodes": list(r.required_nodes) or None}
     kw.update({k: v for k, v in optional.items() if v is not None})
+    if r.node_count != 1:  # a gang's job: exactly N nodes, one task on each (as v0042.job_desc)
+        kw.update({"nodes": str(r.node_count), "ntasks": r.node_count})
     if r.gpus_per_node:
         kw["gres_per_node"] = f"gpu:{r.gpu_type}:{r.gpus_per_node}" if r.gpu_type else f"gpu:{r.gpus_per_node}"
     if check_shared(r.shared) is not None:

@@ -226,6 +226,10 @@ def job_desc(r: JobRequest) -> dict[str, Any]:
         desc["user_id"] = str(r.user_id)
     if r.group_id is not None:
         desc["group_id"] = str(r.group_id)
+    if r.node_count != 1:
+        # Exactly N nodes and N tasks: Slurm gives each node at least one task, so one each, and
+        # cpus_per_task CPUs on every node. (A job of one node leaves all three to Slurm's defaults.)
+        desc.update({"minimum_nodes": r.node_count, "maximum_nodes": r.node_count, "tasks": r.node_count})
     if r.priority is not None:
         desc["priority"] = _set(r.priority)
     if r.memory_per_node is not None:

@@ -7,7 +7,8 @@ no reason, so only changes the Syncer reads are let through.
 
 sunk's own drains (``sunk.translate.drains``) end with events nothing else here watches: a
 Pod deleted in any namespace (the placeholder's Pod, a Pod that blocked a lock, a Pod stuck
-terminating) and a job that leaves the node. Those wake only the nodes under such a drain,
+terminating), a Pod that finished (a gang's member, which its Job keeps) and a job that leaves
+the node. Those wake only the nodes under such a drain,
 so the cluster's job and Pod churn costs one cache lookup per node it touches, and no
 reconcile. A stuck-Pod drain names its Pod's UID and Node, which may no longer map to the
 drained Slurm node (the slurmd Pod gone with its Node): the Pod's deletion and that Node's
@@ -25,6 +26,7 @@ from sunk import names
 from sunk.controller.periodic import Periodic
 from sunk.slurm.cache import JOB, NODE, CacheEvent
 from sunk.translate import drains
+from sunk.translate.gang import is_terminal
 from sunk.types import Obj
 
 from .context import SyncerContext, slurm_node_name
@@ -101,7 +103,13 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
         uid = pod["metadata"].get("uid")
         wake_sunk_drained([*slurm_nodes_of(ctx, pod), *stuck_drained(ctx, lambda stuck: stuck.uid == uid)])
 
-    ctx.all_pods.add_handler(on_delete=pod_gone)
+    def pod_finished(old: Obj, new: Obj) -> None:
+        # A Pod whose containers are done (Succeeded, Failed) runs nothing on its node any more, though its
+        # object stays (a Job keeps its finished Pods): a cause of sunk's placeholder drains that is gone.
+        if is_terminal(new) and not is_terminal(old):
+            wake_sunk_drained(slurm_nodes_of(ctx, new))
+
+    ctx.all_pods.add_handler(on_update=pod_finished, on_delete=pod_gone)
 
     def slurm_nodes_on(node: Obj) -> list[str]:
         name = node["metadata"]["name"]

@@ -11,6 +11,7 @@ soon as the condition clears.
 The reasons (each a full match: nothing before, nothing after):
 
     k8s: sunk-placeholder: pod NS/NAME outlived KillWait after job N
+    k8s: sunk-placeholder: gang NS/KEY outlived KillWait after job N
     k8s: sunk-stuck: pod NS/NAME uid=UID stuck terminating on Node NODE (NotReady or gone) after job N
     k8s: sunk-lock: job N: hook API unreachable (DETAIL)
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: Pods on Node NODE: NS/NAME[ NS/NAME...]
@@ -21,6 +22,10 @@ When each is lifted (``cause``), and who writes it:
     sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain, or the
                       placeholder script's fallback): lifted once the Pod is off the node, no job of
                       it holds the node, and no other Pod sunk placed there outlives its job
+                      (``gang NS/KEY``: a gang's placeholder that could not reach the scheduler
+                      drains every node of its job, not knowing which member stayed where: lifted
+                      on each node once no job of the gang holds it, no unfinished member of the
+                      gang is on its Node, and no Pod sunk placed there outlives its job)
     sunk-stuck        the scheduler let go of the job of a Pod stuck terminating on a Node that is
                       NotReady or gone (``ReleaseStuckPod``; the /drain hook says the same for such
                       a Pod): lifted once no Pod with that UID exists and that Node is Ready
@@ -54,6 +59,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Job, Node
 
+from .gang import GangIdentity, gang_of, is_placeholder, is_terminal, owner
 from .lock import LockState, parse_state, satisfies
 from .podjob import PlaceholderIdentity
 
@@ -67,6 +73,10 @@ _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
 _POD = rf"{_NAME}/{_NAME}"
 _PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) "
                           rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
+# A gang's key (sunk.translate.gang.Gang.key): its kind, then words of its workload's labels.
+_GANG_KEY = r"[a-z]+(?:/[A-Za-z0-9][A-Za-z0-9._-]*)+"
+_GANG_PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: gang (?P<ns>{_NAME})/(?P<key>{_GANG_KEY}) "
+                               rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
 _UNREACHABLE = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): hook API unreachable"
                           rf"(?: \((?P<detail>[^()]*)\))?")
 # A Kubernetes UID: a UUID, as the apiserver makes them (lower-case hex and '-'); tests use short ones.
@@ -93,6 +103,25 @@ class PlaceholderDrain:
 
     def reason(self) -> str:
         return f"{_P} sunk-placeholder: pod {self.pod} outlived KillWait after job {self.job_id}"
+
+
+@frozen
+class GangPlaceholderDrain:
+    """A gang's placeholder (job ``job_id``, the gang ``namespace``/``key``: sunk.translate.gang) found a
+    member still there when KillWait ran out and could not reach the scheduler, which alone knows which
+    member stayed on which node: every node of the job is drained, and each is lifted on its own."""
+
+    namespace: str
+    key: str
+    job_id: int
+
+    @property
+    def owner(self) -> str:
+        """The gang's owner (``gang:NS/KEY``), what its placeholder calls the hook API as (SUNK_POD_UID)."""
+        return owner(self.namespace, self.key)
+
+    def reason(self) -> str:
+        return f"{_P} sunk-placeholder: gang {self.namespace}/{self.key} outlived KillWait after job {self.job_id}"
 
 
 @frozen
@@ -145,7 +174,7 @@ class LockTimeoutDrain:
         return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
 
 
-SunkDrain = Union[PlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain]
+SunkDrain = Union[PlaceholderDrain, GangPlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain]
 
 
 def parse(reason: str) -> Optional[SunkDrain]:
@@ -154,6 +183,8 @@ def parse(reason: str) -> Optional[SunkDrain]:
         return None
     if m := _PLACEHOLDER.fullmatch(reason):
         return PlaceholderDrain(m["ns"], m["name"], int(m["job"]))
+    if m := _GANG_PLACEHOLDER.fullmatch(reason):
+        return GangPlaceholderDrain(m["ns"], m["key"], int(m["job"]))
     if m := _STUCK.fullmatch(reason):
         return StuckPodDrain(m["ns"], m["name"], m["uid"], m["node"], int(m["job"]))
     if m := _UNREACHABLE.fullmatch(reason):
@@ -230,6 +261,8 @@ def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
         return Cause(None, "Slurm's job list is stale")
     if isinstance(drain, PlaceholderDrain):
         return _placeholder(drain, facts, node, jobs)
+    if isinstance(drain, GangPlaceholderDrain):
+        return _gang_placeholder(drain, facts, node, jobs)
     refused = next((j for j in jobs if j.id == drain.job_id), None)
     if refused is not None:
         return Cause(True, f"job {drain.job_id}, refused by the prolog, holds {node.name}")
@@ -255,20 +288,56 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     where = facts.pod_node(drain.pod)
     if where == here:
         return Cause(True, f"Pod {drain.pod} is still on Node {here}")
-    held = {job.id for job in jobs}
-    for pod in facts.pods_on_node():
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
-        if (annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isascii() and job_id.isdigit()
-                and len(job_id) < 20 and int(job_id) not in held):
-            meta = pod.get("metadata") or {}
-            return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
-                               f"{node.name}")
+    outliving = _outliving(facts, node, jobs)
+    if outliving is not None:
+        return outliving
     if where is None:
         return Cause(False, f"Pod {drain.pod} is gone and no job of it holds {node.name}")
     if not where:
         return Cause(False, f"Pod {drain.pod} is on no Node and no job of it holds {node.name}")
     return Cause(False, f"Pod {drain.pod} is on Node {where} now, not {here}")
+
+
+def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
+    """Present while job N, or another job of the gang, holds the node; while an unfinished member of the
+    gang (its Pods' own labels say which: gang.gang_of) is on this node's Node; and while another Pod
+    sunk placed on this Slurm node outlives its job there. Each node of the job is judged on its own:
+    those the members left are lifted while the one a member would not leave stays drained."""
+    for job in jobs:
+        identity = GangIdentity.parse(job.extra)
+        if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.key)
+                                      == (drain.namespace, drain.key)):
+            return Cause(True, f"job {job.id} of gang {drain.namespace}/{drain.key} holds {node.name}")
+    here = _node_name(facts.pod)
+    if here is None:
+        return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
+    for pod in facts.pods_on_node():
+        gang = gang_of(pod)
+        if gang is not None and gang.owner == drain.owner and not is_terminal(pod):
+            meta = pod.get("metadata") or {}
+            return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} of gang {drain.namespace}/"
+                               f"{drain.key} is still on Node {here}")
+    outliving = _outliving(facts, node, jobs)
+    if outliving is not None:
+        return outliving
+    return Cause(False, f"no member of gang {drain.namespace}/{drain.key} is left on Node {here} and no job of it "
+                        f"holds {node.name}")
+
+
+def _outliving(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Optional[Cause]:
+    """A Pod sunk placed on this Slurm node (its slurm-node and job-id annotations) that is still on the
+    node's Node while its job holds the node no more; None when there is none. A Pod whose containers
+    are done (Succeeded or Failed: a gang's finished member, kept by its Job) runs nothing there."""
+    held = {job.id for job in jobs}
+    for pod in facts.pods_on_node():
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
+        if (annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isascii() and job_id.isdigit()
+                and len(job_id) < 20 and int(job_id) not in held and not is_terminal(pod)):
+            meta = pod.get("metadata") or {}
+            return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
+                               f"{node.name}")
+    return None
 
 
 def _stuck(drain: StuckPodDrain, facts: CauseFacts) -> Cause:
@@ -305,7 +374,7 @@ def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     tainted = any(t.get("key") == names.LOCK_KEY for t in (facts.k8s_node.get("spec") or {}).get("taints") or ())
     busy = bool(jobs) or node.running_jobs
     if busy:
-        strict = any(PlaceholderIdentity.parse(j.extra) is not None for j in jobs)
+        strict = any(is_placeholder(j.extra) for j in jobs)
         consistent = tainted and satisfies(state, strict=strict)
     else:
         consistent = state is LockState.FALSE and not tainted

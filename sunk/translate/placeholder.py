@@ -1,4 +1,5 @@
-"""The placeholder job as submitted: the Pod's job (``podjob.pod_to_job``) with what its script reads.
+"""The placeholder job as submitted: the Pod's job (``podjob.pod_to_job``), or a gang's
+(``gang_job_request``), with what its script reads.
 
 Pure, like the rest of sunk/translate: the caller reads the script and computes the Pod's
 hook token (HMAC of the scheduler's secret and the Pod UID, scheduler/tokens.py), so
@@ -9,13 +10,16 @@ which Pod it holds a place for, and how long Slurm's KillWait leaves it at the e
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import attrs
 
+from sunk import names
 from sunk.slurm.models import JobRequest
 
-from .podjob import Obj, pod_to_job
+from .gang import Gang, GangIdentity, disagreements, member_tag, per_node
+from .podjob import Obj, _text, annotations_of, constraint, gpu_clauses, gpu_type, pod_to_job
 
 # The script runs curl and date; the job's environment is only what the submission gives it.
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -31,6 +35,7 @@ def job_request(
     hook_token: str,
     hooks_ca_file: str = "",
     default_partition: Optional[str] = None,
+    gpu_types: Mapping[str, str] = {},
 ) -> JobRequest:
     """The placeholder job for a *valid* Pod (ValueError otherwise, as ``pod_to_job``).
 
@@ -38,7 +43,8 @@ def job_request(
     placeholder must end as PREEMPTED, so its Pod is deleted and its owner queues a new one.
     """
     meta = pod["metadata"]
-    request = pod_to_job(pod, script=script, kill_wait_seconds=kill_wait_seconds, scheduler=scheduler)
+    request = pod_to_job(pod, script=script, kill_wait_seconds=kill_wait_seconds, scheduler=scheduler,
+                         gpu_types=gpu_types)
     if request.partition is None and default_partition:
         request = attrs.evolve(request, partition=default_partition)
     environment = (
@@ -51,3 +57,57 @@ def job_request(
         f"SUNK_POD={meta['namespace']}/{meta['name']}",
     ) + ((f"SUNK_HOOKS_CA={hooks_ca_file}",) if hooks_ca_file else ())
     return attrs.evolve(request, environment=environment, requeue=False)
+
+
+def gang_job_request(
+    gang: Gang,
+    members: Sequence[Obj],
+    *,
+    size: int,
+    script: str,
+    kill_wait_seconds: int,
+    scheduler: str,
+    hooks_url: str,
+    hook_token: str,
+    hooks_ca_file: str = "",
+    default_partition: Optional[str] = None,
+    gpu_types: Mapping[str, str] = {},
+) -> JobRequest:
+    """The one placeholder job of a gang: ``size`` nodes, one per member, each with room for any member.
+
+    ``members`` are the Pods it is submitted for, in member order (sunk/translate/gang.py), each valid;
+    they must agree on every annotation of the seeds' table and on the GPU affinity (ValueError naming
+    the disagreement otherwise, as ``pod_to_job`` for an invalid Pod). The first member's Pod gives
+    those settings; per node the job asks each resource's largest request over the members
+    (``gang.per_node``). ``hook_token`` is the gang's (HMAC of the secret and ``gang.owner``): the
+    placeholder acts for every member.
+    """
+    if not members:
+        raise ValueError(f"{gang.describe()}: a gang's job needs members")
+    if size < len(members):
+        raise ValueError(f"{gang.describe()}: {len(members)} members for a job of {size} nodes")
+    found = disagreements(members)
+    if found:
+        raise ValueError("; ".join(map(str, found)))
+    request = job_request(members[0], script=script, kill_wait_seconds=kill_wait_seconds, scheduler=scheduler,
+                          hooks_url=hooks_url, hook_token=hook_token, hooks_ca_file=hooks_ca_file,
+                          default_partition=default_partition, gpu_types=gpu_types)
+    for pod in members[1:]:
+        pod_to_job(pod, script=script, kill_wait_seconds=kill_wait_seconds)  # (ValueError for an invalid one)
+    share = per_node(members)
+    extra = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
+                         members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
+                         scheduler=scheduler).encode()
+    environment = tuple(
+        f"SUNK_POD_UID={gang.owner}" if item.startswith("SUNK_POD_UID=")
+        else f"SUNK_EXTRA={extra}" if item.startswith("SUNK_EXTRA=")
+        else f"SUNK_POD={gang.describe()}" if item.startswith("SUNK_POD=")
+        else item
+        for item in request.environment) + (f"SUNK_GANG={size}",)
+    # The GPU affinity is every member's (they agree); a typed GRES request once any member asks for GPUs,
+    # even when the first (a leader without GPUs) does not.
+    typed, clauses = gpu_type(gpu_clauses(members[0]), gpu_types) if share.gpus else (None, gpu_clauses(members[0]))
+    constraints = constraint(_text(annotations_of(members[0]), names.ANN_CONSTRAINTS), clauses)
+    return attrs.evolve(request, name=gang.job_name(), extra=extra, node_count=size, cpus_per_task=share.cpus,
+                        memory_per_node=share.memory_mb, gpus_per_node=share.gpus, gpu_type=typed,
+                        constraints=constraints, environment=environment)

@@ -59,6 +59,8 @@ TABLE_ANNOTATIONS = (
     names.ANN_REQUIRED_NODES, names.ANN_PARTITION, names.ANN_PREFER, names.ANN_PRIORITY, names.ANN_QOS,
     names.ANN_RESERVATION, names.ANN_USER_ID, names.ANN_GROUP_ID, names.ANN_CURRENT_WORKING_DIR, names.ANN_TIMEOUT,
 )
+# sunk.coreweave.com/gang (sunk/translate/gang.py): opt out, or how a JobSet gangs.
+GANG_MODES = ("none", "jobset", "replicated-job", "job")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_AFFINITY_KEYS = ("gpu.nvidia.com/class", "gpu.nvidia.com/model")
 DEFAULT_GRACE_SECONDS = 30  # what the apiserver fills in when the Pod does not say
@@ -188,6 +190,9 @@ def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
             if not items or not all(_NODE_NAME.fullmatch(item) for item in items):
                 problems.append(ValidationError(
                     key, f"must be a comma-separated list of Slurm node names, got {annotations[key]!r}"))
+    gang = annotations.get(names.ANN_GANG)
+    if gang is not None and str(gang).strip().lower() not in GANG_MODES:
+        problems.append(ValidationError(names.ANN_GANG, f"must be one of {', '.join(GANG_MODES)}, got {gang!r}"))
     workdir = annotations.get(names.ANN_CURRENT_WORKING_DIR)
     if workdir is not None and workdir.strip() and not workdir.strip().startswith("/"):
         problems.append(ValidationError(names.ANN_CURRENT_WORKING_DIR,
@@ -264,6 +269,26 @@ def gpu_clauses(pod: Obj) -> tuple[tuple[str, ...], ...]:
     return tuple(clauses)
 
 
+def gpu_type(clauses: tuple[tuple[str, ...], ...], gpu_types: Mapping[str, str]) -> tuple[
+        Optional[str], tuple[tuple[str, ...], ...]]:
+    """The Slurm GRES type a GPU class/model affinity names through ``--gpu-types`` (Node label value ->
+    GRES type, SUNK's ``gpuTypes``: ``NVIDIA_L4: l4``), and the clauses left to Slurm features.
+
+    A clause whose every value maps to one type names that type, and is then the GRES request's, not a
+    feature's: the Pod asks ``gres/gpu:<type>:N`` and Slurm picks a node with that type. Clauses that
+    name no type, or several (``In [L4, H100]``: one request cannot OR GRES types), stay features. Two
+    clauses naming two different types cannot both hold: both stay features (and Slurm finds no node).
+    """
+    named: dict[tuple[str, ...], str] = {}
+    for clause in clauses:
+        types = {gpu_types.get(value) for value in clause}
+        if len(types) == 1 and None not in types:
+            named[clause] = next(iter(t for t in types if t is not None))
+    if len(set(named.values())) != 1:
+        return None, clauses
+    return next(iter(named.values())), tuple(c for c in clauses if c not in named)
+
+
 def _top_level_or(text: str) -> bool:
     depth = 0
     for char in text:
@@ -303,8 +328,10 @@ def _text(annotations: Mapping[str, str], key: str) -> Optional[str]:
     return value or None
 
 
-def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: str = "") -> JobRequest:
-    """The placeholder job for a *valid* Pod; ValueError listing every problem otherwise."""
+def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: str = "",
+               gpu_types: Mapping[str, str] = {}) -> JobRequest:
+    """The placeholder job for a *valid* Pod; ValueError listing every problem otherwise. ``gpu_types``
+    (``--gpu-types``) turns a GPU class/model affinity into a typed GRES request (``gpu_type``)."""
     problems = validate_pod(pod, kill_wait_seconds)
     if problems:
         raise ValueError("; ".join(map(str, problems)))
@@ -319,6 +346,9 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
     group_id = integer(names.ANN_GROUP_ID)
     timeout = integer(names.ANN_TIMEOUT)
     exclusive = annotations.get(names.ANN_EXCLUSIVE)
+    gpus = int(requests.get(GPU_RESOURCE, Decimal(0)))
+    clauses = gpu_clauses(pod)
+    typed, clauses = gpu_type(clauses, gpu_types) if gpus else (None, clauses)
     return JobRequest(
         name=job_name(pod),
         script=script,
@@ -331,8 +361,9 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
         group_id=group_id if group_id is not None else (user_id if user_id is not None else 0),
         cpus_per_task=cpus(requests["cpu"]),
         memory_per_node=megabytes(requests["memory"]),
-        gpus_per_node=int(requests.get(GPU_RESOURCE, Decimal(0))),
-        constraints=constraint(_text(annotations, names.ANN_CONSTRAINTS), gpu_clauses(pod)),
+        gpus_per_node=gpus,
+        gpu_type=typed,
+        constraints=constraint(_text(annotations, names.ANN_CONSTRAINTS), clauses),
         prefer=_text(annotations, names.ANN_PREFER),
         excluded_nodes=_split_node_list(annotations.get(names.ANN_EXCLUDED_NODES, "")),
         required_nodes=_split_node_list(annotations.get(names.ANN_REQUIRED_NODES, "")),

@@ -52,7 +52,8 @@ def should_drain(drained: bool, current_reason: str, drain: StuckPodDrain) -> bo
     - the Syncer's condition drain ("slurmd pod ... is not ready"): yes, this one outlasts it (the
       Syncer puts its own back, if the condition still holds, once this one is lifted);
     - sunk's placeholder drain, or an earlier stuck-Pod drain, of this same Pod: yes, this one says
-      more (the Pod's UID, its Node's readiness) and is lifted only later;
+      more (the Pod's UID, its Node's readiness) and is lifted only later; so for the drain a gang's
+      placeholder wrote for the same job (in the Pod's namespace): the Pod is the member it was about;
     - any other of sunk's drains (another Pod's, the prolog's): no, replacing it would lift it with
       this one's cause, while its own may still be there. The node is drained anyway.
     """
@@ -68,6 +69,8 @@ def should_drain(drained: bool, current_reason: str, drain: StuckPodDrain) -> bo
         return current.uid == drain.uid
     if isinstance(current, drains.PlaceholderDrain):
         return current.pod == drain.pod
+    if isinstance(current, drains.GangPlaceholderDrain):
+        return (current.namespace, current.job_id) == (drain.namespace, drain.job_id)
     return False
 
 

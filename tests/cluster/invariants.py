@@ -4,8 +4,8 @@ is wrong and where (an empty list: all hold); ``read_world`` takes the facts, ``
 
 1. No Pod with two placeholder jobs, ever (``JobHistory`` keeps the jobs seen earlier: Slurm forgets
    an ended job after MinJobAge).
-2. No active placeholder job without its Pod.
-3. No Pod bound without its job running on that Node.
+2. No active placeholder job without its Pod (a gang's job: without any Pod of its gang).
+3. No Pod bound without its job running on that Node (a gang's member: a job of its gang).
 4. No node drained by sunk without a present cause: sunk's own drains (sunk/translate/drains.py)
    and the Syncer's ``k8s:`` condition drains go once their cause is gone. A drain nothing lifts
    (sunk's prolog without ``k8s:``, Slurm's own "Prolog error") is a breach too: nobody drains a
@@ -17,8 +17,9 @@ is wrong and where (an empty list: all hold); ``read_world`` takes the facts, ``
 
 The causes are judged here from the raw objects, by the rules docs/syncer.md states ("sunk's own
 drains") and not with the Syncer's code, so that a bug in that code cannot hide itself. What is
-shared is only the contract: the grammar of sunk's drain reasons (``drains.parse``) and the
-placeholder's Extra (``PlaceholderIdentity``).
+shared is only the contract: the grammar of sunk's drain reasons (``drains.parse``), the
+placeholder's Extra (``PlaceholderIdentity``, a gang's ``GangIdentity``) and which gang a Pod's own
+labels put it in (``gang_of``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sunk.kube.resources import EVENTS, NODES, PODS
 from sunk.slurm import hostlist
 from sunk.slurm.v0042 import split_job_state
 from sunk.translate import drains
+from sunk.translate.gang import GangIdentity, gang_of, is_placeholder
 from sunk.translate.podjob import PlaceholderIdentity
 
 Obj = Mapping[str, Any]
@@ -132,6 +134,7 @@ def duplicate_jobs(world: World, scope: Scope, history: JobHistory | None = None
 
 def orphan_jobs(world: World, scope: Scope) -> list[str]:
     uids = {_uid(pod) for pod in world.pods}
+    gangs = {gang.owner for pod in world.pods if (gang := gang_of(pod)) is not None}
     out = []
     for job in world.jobs:
         identity = _identity(job)
@@ -139,6 +142,10 @@ def orphan_jobs(world: World, scope: Scope) -> list[str]:
                 identity.uid not in uids:
             out.append(f"{describe(job)} holds a place for Pod {identity.namespace}/{identity.name} (uid "
                        f"{identity.uid}), which is gone: the job should have been cancelled")
+        gang = GangIdentity.parse(job.get("extra") or "")
+        if gang is not None and gang.namespace == scope.namespace and is_active(job) and gang.owner not in gangs:
+            out.append(f"{describe(job)} holds nodes for gang {gang.namespace}/{gang.key}, whose Pods are all gone: "
+                       "the job should have been cancelled")
     return out
 
 
@@ -147,9 +154,9 @@ def bound_without_job(world: World, scope: Scope) -> list[str]:
     out = []
     for pod in _load_pods(world, scope):
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            continue
-        own = jobs.get(_uid(pod), [])
+        if not node or (_finished(pod) and gang_of(pod) is not None):
+            continue  # (a gang's finished member, kept by its Job, runs nothing: its gang's job may be over)
+        own = jobs.get(_uid(pod), []) + gang_jobs(world.jobs, pod)
         there = [j for j in own if job_state(j)[0] in RUNS and any(scope.k8s_node_of.get(n) == node
                                                                    for n in job_nodes(j))]
         if not there:
@@ -202,14 +209,25 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
                 return True, f"{describe(job)} of Pod {drain.pod} holds {name}"
         if any(_key(pod) == drain.pod and (pod.get("spec") or {}).get("nodeName") == k8s_node for pod in world.pods):
             return True, f"Pod {drain.pod} is still on Node {k8s_node}"
-        held = {int(j["job_id"]) for j in holding}
-        for pod in _pods_on(world, k8s_node):
-            annotations = _annotations(pod)
-            job_id = str(annotations.get(names.ANN_JOB_ID) or "")
-            if annotations.get(names.ANN_SLURM_NODE) == name and job_id.isdigit() and int(job_id) not in held:
-                return True, f"Pod {_key(pod)} outlives its job {job_id} on {name}"
+        outliving = _outliving(world, name, k8s_node, holding)
+        if outliving:
+            return True, outliving
         return False, f"Pod {drain.pod} is off Node {k8s_node}, no job of it holds {name}, no Pod sunk placed there " \
                       "outlives its job"
+    if isinstance(drain, drains.GangPlaceholderDrain):
+        gang = f"gang {drain.namespace}/{drain.key}"
+        for job in holding:
+            identity = GangIdentity.parse(job.get("extra") or "")
+            if int(job["job_id"]) == drain.job_id or (identity is not None and identity.owner == drain.owner):
+                return True, f"{describe(job)} of {gang} holds {name}"
+        for pod in _pods_on(world, k8s_node):
+            if (member := gang_of(pod)) is not None and member.owner == drain.owner and not _finished(pod):
+                return True, f"Pod {_key(pod)} of {gang} is still on Node {k8s_node}"
+        outliving = _outliving(world, name, k8s_node, holding)
+        if outliving:
+            return True, outliving
+        return False, f"no member of {gang} is left on Node {k8s_node}, no job of it holds {name}, no Pod sunk " \
+                      "placed there outlives its job"
     refused = next((j for j in holding if int(j["job_id"]) == drain.job_id), None)
     if refused is not None:
         return True, f"{describe(refused)}, refused by the prolog, holds {name}"
@@ -222,6 +240,19 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
     if problems:
         return True, f"the lock is not consistent with Slurm yet ({'; '.join(problems)})"
     return False, f"job {drain.job_id} holds {name} no more and the lock is consistent with Slurm"
+
+
+def _outliving(world: World, name: str, k8s_node: str, holding: list[Obj]) -> str:
+    """A Pod sunk placed on Slurm node ``name`` still running on its Node after its job left the node ("": none).
+    A finished Pod (a gang's member its Job keeps) runs nothing."""
+    held = {int(j["job_id"]) for j in holding}
+    for pod in _pods_on(world, k8s_node):
+        annotations = _annotations(pod)
+        job_id = str(annotations.get(names.ANN_JOB_ID) or "")
+        if annotations.get(names.ANN_SLURM_NODE) == name and job_id.isdigit() and int(job_id) not in held \
+                and not _finished(pod):
+            return f"Pod {_key(pod)} outlives its job {job_id} on {name}"
+    return ""
 
 
 def _condition_cause(name: str, world: World, scope: Scope) -> tuple[bool, str]:
@@ -279,7 +310,7 @@ def lock_problems(world: World, scope: Scope, name: str) -> list[str]:
         if value != "false" or tainted:
             return [f"no job holds it, yet its lock is {value!r} and {taint}: Kubernetes is kept off an idle node"]
         return []
-    strict = any(_identity(job) is not None for job in holding)
+    strict = any(is_placeholder(job.get("extra") or "") for job in holding)
     wanted = "locked_strict" if strict else "locked"
     held = f"Slurm shows {', '.join(describe(j) for j in holding)} holding it" if holding else \
         f"Slurm shows it {'+'.join(states)}"
@@ -351,6 +382,15 @@ def _identity(job: Obj) -> PlaceholderIdentity | None:
     return PlaceholderIdentity.parse(job.get("extra") or "")
 
 
+def gang_jobs(jobs: Iterable[Obj], pod: Obj) -> list[Obj]:
+    """The jobs of the Pod's gang (their Extra names its key), none for a Pod that is in no gang."""
+    gang = gang_of(pod)
+    if gang is None:
+        return []
+    return [job for job in jobs if (identity := GangIdentity.parse(job.get("extra") or "")) is not None
+            and identity.owner == gang.owner]
+
+
 def placeholder_jobs(jobs: Iterable[Obj], namespace: str) -> dict[str, list[Obj]]:
     """The placeholder jobs of the Pods of ``namespace``, by Pod UID (their Extra names the Pod)."""
     out: dict[str, list[Obj]] = {}
@@ -386,6 +426,10 @@ def _uid(pod: Obj) -> str:
 
 def _annotations(pod: Obj) -> Mapping[str, str]:
     return pod["metadata"].get("annotations") or {}
+
+
+def _finished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _terminating(pod: Obj) -> bool:

@@ -31,6 +31,7 @@ from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
 from sunk.translate import drains
+from sunk.translate.gang import GangIdentity, member_tag
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
@@ -268,6 +269,36 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     assert kept is not None and not kept["metadata"].get("deletionTimestamp"), "a SUNK-scheduled Pod was evicted"
     assert "slurm-job-pod" not in history.evicted or history.evicted["slurm-job-pod"] > started
     assert "squatter" in history.evicted, "a hand-written job-id kept a Pod on a node Slurm needed"
+
+
+def test_a_gangs_placeholder_locks_every_node_of_its_allocation_strictly(dev_cluster, kube_api, scripts, namespace):
+    """A gang's job (its Extra names a gang, sunk/translate/gang.py) holds two nodes: the prolog runs on both
+    (PrologFlags=Alloc), each is locked strictly, and the batch script starts only once both are."""
+    for node in ("node3", "node4"):
+        unlocked(kube_api, dev_cluster, node)
+        wait_for(lambda n=node: dev_cluster.slurm("sinfo", "-h", "-n", n, "-o", "%T").stdout.strip() == "idle", 120,
+                 f"{node} to be idle", interval=1)
+    identity = GangIdentity(key=f"job/{uuid.uuid4()}", namespace=namespace, size=2,
+                            members=(member_tag("a"), member_tag("b"))).encode()
+    marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
+    seen: dict[str, set] = {"node3": set(), "node4": set()}
+    out = dev_cluster.slurm("sbatch", "--parsable", "-N", "2", "-w", "node[3-4]", "--exclusive", "-o", "/dev/null",
+                            f"--comment={scripts.marker}", f"--extra={identity}", "--wrap",
+                            f"date +%s.%N > {marker}; sleep 5")
+    job = int(out.stdout.strip().split(";")[0])
+
+    def both_strict():
+        for node in seen:
+            seen[node].add(slurmd_lock(kube_api, node))
+        return all("locked_strict" in values for values in seen.values())
+
+    wait_for(both_strict, 40, "both nodes locked strictly")
+    wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the batch script to start")
+    assert all("locked" not in values for values in seen.values()), seen  # strict, never the plain lock
+    wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to end")
+    for node in ("node3", "node4"):
+        wait_for(lambda n=node: slurmd_lock(kube_api, n) == "false", 20, f"{node} unlocked")
+    chroot_file(dev_cluster, marker).unlink()
 
 
 def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api, scripts, syncer, token):

@@ -287,6 +287,42 @@ def test_one_kill_wait_feeds_slurm_conf_and_both_front_ends():
         assert flags(chart.container_args(docs, deployment))["slurm-kill-wait"] == "45s"
 
 
+def test_gangs_are_sized_by_jobs_always_and_by_podgroups_only_with_gang_pod_groups():
+    """Both front ends decide gangs (docs/scheduler.md): they list and watch Jobs (batch), and, with
+    scheduler.gangPodGroups, PodGroups (scheduling.x-k8s.io); in a ClusterRole or a Role per namespace."""
+    docs = render({"extender": {"enabled": True}})
+    role = find(docs, "ClusterRole", "slurm-sunk-scheduler")
+    assert verbs(role, "jobs", "batch") == {"list", "watch"}
+    assert not verbs(role, "podgroups", "scheduling.x-k8s.io")  # the informer runs only with the flag
+    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler")) == {
+        (NS, "sunk-scheduler"), (NS, "sunk-extender")}
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        args = flags(chart.container_args(docs, deployment))
+        assert "gang-pod-groups" not in args and "gpu-types" not in args
+    docs = render({"scheduler": {"gangPodGroups": True}, "extender": {"enabled": True}})
+    role = find(docs, "ClusterRole", "slurm-sunk-scheduler")
+    assert verbs(role, "podgroups", "scheduling.x-k8s.io") == {"list", "watch"}
+    assert verbs(role, "jobs", "batch") == {"list", "watch"}
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        assert flags(chart.container_args(docs, deployment))["gang-pod-groups"] == "true"
+    docs = render({"scheduler": {"gangPodGroups": True, "scope": {"type": "namespace", "namespaces": "team-a,team-b"}}})
+    for namespace in ("team-a", "team-b"):
+        role = find(docs, "Role", "sunk-scheduler", namespace)
+        assert verbs(role, "jobs", "batch") == {"list", "watch"}
+        assert verbs(role, "podgroups", "scheduling.x-k8s.io") == {"list", "watch"}
+    assert not [r for r in of_kind(docs, "ClusterRole") if verbs(r, "jobs", "batch")]
+
+
+def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
+    docs = render({"scheduler": {"gpuTypes": {"NVIDIA_L4": "l4", "H100_SXM": "h100", "A100-80GB": "a100"}},
+                   "extender": {"enabled": True}})
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        args = flags(chart.container_args(docs, deployment))
+        assert args["gpu-types"] == "A100-80GB=a100,H100_SXM=h100,NVIDIA_L4=l4"
+    parsed, _ = scheduling_parser().parse_known_args(chart.container_args(docs, "sunk-scheduler"))
+    assert parsed.gpu_types == (("A100-80GB", "a100"), ("H100_SXM", "h100"), ("NVIDIA_L4", "l4"))
+
+
 def test_one_stuck_pod_margin_for_both_front_ends_and_their_node_reads():
     docs = render({"extender": {"enabled": True}})
     for deployment in ("sunk-scheduler", "sunk-extender"):
@@ -529,7 +565,8 @@ EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-fil
     {"extender": {"enabled": True}},
     {"extender": {"enabled": True}, "scheduler": {"scope": {"type": "namespace", "namespaces": "a,b"},
                                                   "defaultPartition": "batch", "leaderElection": {"enabled": False},
-                                                  "replicas": 1},
+                                                  "replicas": 1, "gangPodGroups": True,
+                                                  "gpuTypes": {"NVIDIA_L4": "l4", "H100_SXM": "h100"}},
      "syncer": {"nodePermissions": {"enabled": False}, "lockTaintEffect": "NoExecute"},
      "extender_hooks_tls": True},
     {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
@@ -557,6 +594,8 @@ def test_the_daemons_accept_every_rendered_flag(values):
             parsed, unknown = parsers[name].parse_known_args(args)
             assert {u.removeprefix("--").partition("=")[0] for u in unknown} <= EXTENDER_ONLY
             assert parsed.slurm_kill_wait == 30.0 and parsed.stuck_pod_margin == 60.0
+            if "gpuTypes" in values.get("scheduler", {}):
+                assert parsed.gpu_types == (("H100_SXM", "h100"), ("NVIDIA_L4", "l4")) and parsed.gang_pod_groups
         else:
             parsers[name].parse_args(args)
 
@@ -576,6 +615,13 @@ def test_the_daemons_accept_every_rendered_flag(values):
     ({"scheduler": {"replicas": "2"}}, "at '/scheduler/replicas': got string, want integer"),
     ({"scheduler": {"stuckPodMargin": "0s"}}, "at '/scheduler/stuckPodMargin'"),
     ({"scheduler": {"stuckPodMargin": 60}}, "at '/scheduler/stuckPodMargin': got number, want string"),
+    ({"scheduler": {"gangPodGroups": "yes"}}, "at '/scheduler/gangPodGroups': got string, want boolean"),
+    ({"scheduler": {"gpuTypes": ["NVIDIA_L4=l4"]}}, "at '/scheduler/gpuTypes': got array, want object"),
+    # (a space would split the flag; helm names the wrong path for a property name, hence the message only)
+    ({"scheduler": {"gpuTypes": {"NVIDIA L4": "l4"}}}, "'NVIDIA L4' does not match pattern"),
+    ({"scheduler": {"gpuTypes": {"NVIDIA_L4": "l4,h100"}}}, "/scheduler/gpuTypes/NVIDIA_L4"),
+    ({"scheduler": {"gpuTypes": {"NVIDIA_L4": "a=b"}}}, "/scheduler/gpuTypes/NVIDIA_L4"),
+    ({"scheduler": {"gpuTypes": {"NVIDIA_L4": 4}}}, "at '/scheduler/gpuTypes/NVIDIA_L4': got number, want string"),
     ({"scheduler": {"scope": {"type": "namespace", "namespaces": ["Team_A"]}}}, "/scheduler/scope/namespaces"),
     ({"syncer": {"lockTaintEffect": "PreferNoSchedule"}}, "at '/syncer/lockTaintEffect'"),
     ({"schedulr": {}}, "additional properties 'schedulr' not allowed"),

@@ -79,6 +79,24 @@ def world(jobs=(), pods=(), events=(), *, node3=("IDLE",), reason3="", lock3="fa
                    "worker-4": k8s_node("worker-4")})
 
 
+GANG_LABELS = {"batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/controller-uid": "ju"}
+GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after job 9"
+
+
+def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3") -> dict[str, Any]:
+    """The placeholder job of a Job's gang (its Extra: sunk.translate.gang.GangIdentity)."""
+    return {**job(job_id, state=state, nodes=nodes),
+            "extra": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched=sunk-scheduler-test: started"}
+
+
+def member(name: str, uid: str, node: str | None, job_id: int | None = None, phase: str = "Running") -> dict[str, Any]:
+    """A Pod of that Job; bound by the gang's job ``job_id`` on Slurm node ``node`` when given."""
+    annotations = {names.ANN_JOB_ID: str(job_id), names.ANN_SLURM_NODE: node} if job_id and node else {}
+    obj = pod(name, uid, f"worker-{node[-1]}" if node else None, annotations=annotations, labels=GANG_LABELS)
+    obj["status"]["phase"] = phase
+    return obj
+
+
 def busy(jobs=(), pods=(), **kw) -> World:
     """node3 running a placeholder, strictly locked, its Node tainted: as it should be."""
     return world(jobs, pods, node3=kw.pop("node3", ("MIXED",)), lock3=kw.pop("lock3", "locked_strict"),
@@ -103,6 +121,14 @@ SOUND = {
                 "after job 4"),
     "the Syncer's drain while the slurmd Pod is not Ready": world(
         node3=("IDLE", "DRAIN"), reason3="k8s: slurmd pod slurm/node3 is not ready", slurmd3_ready=False),
+    "a gang's member bound where its job runs, another waiting": busy(
+        [gang_job(9)], [member("train-0", "m0", "node3", 9), member("train-1", "m1", None)],
+        events=[{"reason": "WaitingForSlurm", "involvedObject": {"name": "train-1", "uid": "m1"}}]),
+    "a gang's finished member kept by its Job, its job over": world(
+        [gang_job(9, ("COMPLETED",))], [member("train-0", "m0", "node3", 9, phase="Succeeded")]),
+    "the gang's drain while a job of the gang holds the node": busy(
+        [gang_job(9, ("CANCELLED",)), gang_job(10)], [member("train-0", "m0", "node3", 10)],
+        node3=("MIXED", "DRAIN"), reason3=GANG_DRAIN),
 }
 
 
@@ -142,6 +168,14 @@ BROKEN = {
     "a prolog drain nothing lifts": (
         world(node3=("IDLE", "DRAIN"), reason3="sunk-lock: job 3: pre-hook failed with HTTP 401"), "nothing lifts"),
     "Slurm's own drain": (world(node3=("IDLE", "DRAIN"), reason3="Prolog error"), "not by sunk"),
+    "a gang's job whose Pods are all gone": (busy([gang_job(9)]), "whose Pods are all gone"),
+    "a gang's member bound where no job of its gang runs": (
+        world([gang_job(9, ("COMPLETED",))], [member("train-0", "m0", "node3", 9)]), "no job of it runs there"),
+    "a gang's job under a normal lock": (
+        busy([gang_job(9)], [member("train-0", "m0", "node3", 9)], lock3="locked"), "wanted: locked_strict"),
+    "the gang's drain once its member finished": (
+        world([gang_job(9, ("CANCELLED",))], [member("train-0", "m0", "node3", 9, phase="Succeeded")],
+              node3=("IDLE", "DRAIN"), reason3=GANG_DRAIN), "its cause is gone"),
 }
 
 

@@ -438,6 +438,8 @@ def test_extender_answers_what_kube_scheduler_sends(request):
 
 
 @FUZZ
+@example(path="/filter//", method="POST", body=b"", content_type="application/json")
+@example(path="/healthz//x", method="GET", body=b"", content_type=None)
 @given(path=st.sampled_from([*VERBS, "/healthz"]) | st.text(max_size=16).map(lambda s: "/" + s),
        method=st.sampled_from([*METHODS, "OPTIONS"]), body=st.binary(max_size=64) | encoded(plausible["/filter"]),
        content_type=content_types)
@@ -538,6 +540,9 @@ class Gone:
             raise ValueError(f"PodGone.wait({uid!r}, {timeout!r}): threading would spin or sleep on this")
         return False
 
+    def wait_for(self, done: object, timeout: float) -> bool:
+        return self.wait("a gang", timeout)
+
 
 def parse_extra_hooks(extra: str) -> Optional[tuple[str, bool]]:
     uid, _, rest = extra.partition(":")
@@ -592,6 +597,7 @@ AUTHORISED_U_A = {"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}", POD_UI
 
 @FUZZ
 @example(call=("GET", "/api/v1/jobs/7/pod", AUTHORISED_U_A, {"wait": "nan"}), body=b"", ready=True)
+@example(call=("POST", "/api/v1/jobs/7//started", AUTHORISED_U_A, None), body=b"", ready=True)  # no 308 redirect
 @given(call=scheduler_calls(), body=encoded(json_values) | st.binary(max_size=32),
        ready=st.sampled_from([True, True, True, False]))
 def test_scheduler_hooks_answer_every_input_in_json(call, body, ready):
@@ -688,6 +694,8 @@ SYNCER_AUTH = {"Authorization": f"Bearer {node_token(ROOT_SECRET.encode(), 'node
          content_type="application/json")  # '²'.isdigit(), and int('²') raises
 @example(call=("POST", "/api/v1/nodes/node1/pre-hook", SYNCER_AUTH), body=b'{"job_id": "' + b"1" * 5000 + b'"}',
          content_type="application/json")  # int() refuses more than 4300 digits
+@example(call=("POST", "/api/v1/nodes/0//pre-hook", {}), body=b"", content_type="application/json")  # werkzeug
+# merged the slashes with an HTML 308 redirect that no error handler saw
 @given(call=syncer_calls(), content_type=content_types,
        body=encoded(hook_bodies) | encoded(json_values) | st.binary(max_size=32) | st.just(b""))
 def test_syncer_hooks_answer_every_input_in_json(token_path, call, body, content_type):

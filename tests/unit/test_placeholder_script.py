@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sunk.translate.drains import PlaceholderDrain, parse
+from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
 
@@ -77,7 +77,8 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30) -> tuple[subprocess.Popen, Path]:
+def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30,
+                    extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
     scontrol_log = tmp_path / "scontrol.args"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -85,7 +86,8 @@ def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30) -> t
     (bin_dir / "scontrol").chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1",
            "SUNK_HOOKS_URL": hook_api.url, "SUNK_HOOK_TOKEN": "tok", "SUNK_POD_UID": "uid-a",
-           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p"}
+           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p",
+           **(extra_env or {})}
     proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, scontrol_log
@@ -160,5 +162,42 @@ def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lift
         assert drain.startswith("update nodename=node1 state=drain reason=")
         reason = drain.split("reason=", 1)[1]
         assert parse(reason) == PlaceholderDrain("ns", "p", 42), reason
+    finally:
+        stop(proc)
+
+
+GANG_ENV = {"SUNK_GANG": "3", "SUNK_POD_UID": "gang:ns/job/u", "SUNK_POD": "Job ns/train",
+            "SUNK_EXTRA": "sunk-gang=job/u ns=ns size=3 members=aa,bb,cc", "SLURM_JOB_NODELIST": "node[1-3]"}
+
+
+def test_a_gangs_placeholder_calls_in_for_the_gang_and_waits_for_every_member(hook_api, tmp_path):
+    """The batch host's script speaks for the gang: its owner in the header; the hook API answers for every member."""
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, extra_env=GANG_ENV)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        assert scontrol_log.read_text().split("\n")[0] == \
+            "update jobid=42 extra=sunk-gang=job/u ns=ns size=3 members=aa,bb,cc: started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert all(h["X-Sunk-Pod-UID"] == "gang:ns/job/u" for _, _, h in hook_api.calls)
+        assert hook_api.paths()[1] == "POST /api/v1/jobs/42/terminating"
+    finally:
+        stop(proc)
+
+
+def test_without_the_scheduler_a_gangs_script_drains_every_node_with_the_reason_the_syncer_lifts(hook_api, tmp_path):
+    """Which member outlived KillWait is the scheduler's to say; without it, the whole allocation, each node
+    with sunk's gang drain, which the Syncer lifts node by node once no member of the gang is left there."""
+    hook_api.pod_stays, hook_api.drain_status = True, 503
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, extra_env=GANG_ENV)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 1
+        drain = scontrol_log.read_text().splitlines()[-1]
+        assert drain.startswith("update nodename=node[1-3] state=drain reason=")
+        reason = drain.split("reason=", 1)[1]
+        assert reason == "k8s: sunk-placeholder: gang ns/job/u outlived KillWait after job 42"
+        assert parse(reason) == GangPlaceholderDrain("ns", "job/u", 42), reason
     finally:
         stop(proc)

@@ -63,3 +63,18 @@ def test_a_hooks_url_that_does_not_match_the_listener_refuses_to_start(tmp_path,
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     with pytest.raises(SystemExit, match=needle):
         config_from(parse(f"--hook-secret-file={secret}", *flags))
+
+
+@pytest.mark.parametrize(("value", "pairs"), [
+    ("NVIDIA_L4=l4,H100_SXM=h100", (("NVIDIA_L4", "l4"), ("H100_SXM", "h100"))),
+    ("NVIDIA_L4: l4", (("NVIDIA_L4", "l4"),)),  # as SUNK's gpuTypes YAML writes it
+    ("", ()),
+])
+def test_gpu_types_are_read(value, pairs):
+    assert parse(f"--gpu-types={value}").gpu_types == pairs
+
+
+@pytest.mark.parametrize("value", ["NVIDIA_L4", "NVIDIA_L4=", "a b=c", "L4=l4,L4=l4x", "L4=l4;rm"])
+def test_bad_gpu_types_are_refused(value):
+    with pytest.raises((SystemExit, argparse.ArgumentError)):
+        parse(f"--gpu-types={value}")

@@ -241,6 +241,14 @@ def test_submit_kwargs(client, ps):
     assert kw["is_requeueable"] is False and "required_nodes" not in kw and "prefer" not in kw
 
 
+def test_a_gangs_job_asks_pyslurm_for_exactly_n_nodes_with_one_task_each(client, ps):
+    client.submit_job(JobRequest(name="j", script="s", node_count=4))
+    client.submit_job(JobRequest(name="j", script="s"))
+    gang, single = ps.registry["submitted"]
+    assert gang["nodes"] == "4" and gang["ntasks"] == 4
+    assert "nodes" not in single and "ntasks" not in single
+
+
 def test_submit_topo_is_refused_and_prefer_dropped_with_a_warning(client, ps, caplog):
     with pytest.raises(SlurmError, match="topo"):
         client.submit_job(JobRequest(name="j", script="s", shared="topo"))

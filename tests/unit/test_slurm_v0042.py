@@ -101,6 +101,13 @@ def test_job_desc_sets_only_what_was_asked():
                     "environment": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "cpus_per_task": 1}
 
 
+def test_a_gangs_job_asks_for_exactly_n_nodes_with_one_task_each():
+    desc = v0042.job_desc(JobRequest(name="j", script="s", node_count=3, cpus_per_task=40))
+    assert (desc["minimum_nodes"], desc["maximum_nodes"], desc["tasks"], desc["cpus_per_task"]) == (3, 3, 3, 40)
+    one = v0042.job_desc(JobRequest(name="j", script="s"))
+    assert not {"minimum_nodes", "maximum_nodes", "tasks"} & set(one)  # a single Pod's job: as before
+
+
 def test_job_desc_full():
     desc = v0042.job_desc(JobRequest(
         name="j", script="s", partition="batch", account="a", qos="high", reservation="r", priority=5, user_id=1001,

@@ -390,6 +390,31 @@ def test_the_placeholders_drain_stays_while_any_pod_placed_there_outlives_its_jo
     assert _drain_writes(slurm) == [("UNDRAIN", None)]
 
 
+def test_a_gangs_drain_is_lifted_once_no_unfinished_member_is_on_the_node_and_no_job_of_the_gang_holds_it():
+    """The gang's placeholder could not reach the scheduler and drained every node of its job (placeholder.sh):
+    this node's member finishing (its Job keeps the Pod) or going lifts it here."""
+    from sunk.translate.drains import GangPlaceholderDrain
+
+    ctx, cache, slurm, recorder = _sunk_drained(GangPlaceholderDrain("team-a", "job/u-train", 42).reason())
+    member = pod("train-0", namespace="team-a")  # on worker-1, as node1
+    member["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "train",
+                                    "batch.kubernetes.io/controller-uid": "u-train"}
+    member["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "42", "sunk.coreweave.com/slurm-node": "node1"}
+    ctx.all_pods.put(member)  # type: ignore[attr-defined]
+    cache.job_items[42] = Job(id=42, state="CANCELLED", state_flags=["COMPLETING"], nodes="node[1-3]",
+                              extra="sunk-gang=job/u-train ns=team-a size=3 members=aa,bb,cc: started")
+    reconciler = SlurmSideReconciler(ctx)
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # the job is still ending on the node
+    cache.job_items.clear()
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # the member still runs there
+    ctx.all_pods.put({**member, "status": {"phase": "Succeeded"}})  # type: ignore[attr-defined]
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+    assert recorder.events[-1][1] == "SlurmNodeUndrained" and "job/u-train" in recorder.events[-1][2]
+
+
 def test_the_placeholders_drain_gives_way_to_a_kubernetes_condition_once_its_pod_is_gone():
     ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
     ctx.slurmd_pods.put(pod("node1", conditions=[{"type": "Ready", "status": "False"}]))  # type: ignore[attr-defined]

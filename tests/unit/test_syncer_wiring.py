@@ -97,6 +97,31 @@ def test_a_pod_deleted_or_a_job_leaving_wakes_only_the_nodes_under_sunks_own_dra
         assert keys == woken
 
 
+def test_a_pod_that_finishes_wakes_the_nodes_under_sunks_own_drains_where_it_ran():
+    """A gang's member that finished stays (its Job keeps it) but runs nothing: the gang drain of its node
+    may be over. Only the transition wakes, and only a node under one of sunk's drains."""
+    from sunk.translate.drains import GangPlaceholderDrain
+
+    keys: list[str] = []
+    ctx, pods, _, _, _, _ = make_ctx(nodes=[
+        Node("node1", state="IDLE+DRAIN", reason=GangPlaceholderDrain("team-a", "job/u1", 42).reason()),
+        Node("node2", state="IDLE")])
+    for name in ("node1", "node2"):
+        pods.put(pod(name, node="worker-1"))
+    triggers.attach(ctx, keys.append)
+    member = pod("train-0", node="worker-1", namespace="team-a")
+    member["status"] = {"phase": "Running"}
+    ctx.all_pods.put(member)  # type: ignore[attr-defined]
+    keys.clear()
+    ctx.all_pods.put({**member, "status": {"phase": "Running", "podIP": "10.0.0.1"}})  # type: ignore[attr-defined]
+    assert keys == []
+    ctx.all_pods.put({**member, "status": {"phase": "Succeeded"}})  # type: ignore[attr-defined]
+    assert keys == ["node1"]
+    keys.clear()
+    ctx.all_pods.put({**member, "status": {"phase": "Succeeded", "reason": "again"}})  # type: ignore[attr-defined]
+    assert keys == []
+
+
 def test_a_stuck_pods_drain_is_looked_at_again_when_the_pod_goes_or_its_node_changes():
     """The Pod is not a slurmd Pod and its node's slurmd Pod may be gone: the drain reason says which node."""
     from sunk.translate.drains import StuckPodDrain

@@ -11,14 +11,23 @@ import pytest
 from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.translate import drains
-from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, PlaceholderDrain, StuckPodDrain, cause, parse
+from sunk.translate.drains import (
+    GangPlaceholderDrain,
+    HookUnreachableDrain,
+    LockTimeoutDrain,
+    PlaceholderDrain,
+    StuckPodDrain,
+    cause,
+    parse,
+)
 
 PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
 TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
 TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
 STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
-ALL = (PLACEHOLDER, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
+GANG = GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47)
+ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
 
 
 # ---- the reasons -------------------------------------------------------------------------------------
@@ -33,6 +42,12 @@ ALL = (PLACEHOLDER, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
     (TIMEOUT_NO_POD, "k8s: sunk-lock: job 45: lock timeout after 30s: lock still pending"),
     (STUCK, "k8s: sunk-stuck: pod team-a/train-0 uid=1f2e3d4c-0000-4000-8000-000000000001 stuck terminating on "
             "Node worker-1 (NotReady or gone) after job 46"),
+    (GANG, "k8s: sunk-placeholder: gang team-a/job/0f1e2d3c-0000-4000-8000-00000000000a outlived KillWait after "
+           "job 47"),
+    (GangPlaceholderDrain("team-a", "lws/llm/0", 8), "k8s: sunk-placeholder: gang team-a/lws/llm/0 outlived KillWait "
+                                                     "after job 8"),
+    (GangPlaceholderDrain("team-a", "jobset/js/1/Workers_2", 9),
+     "k8s: sunk-placeholder: gang team-a/jobset/js/1/Workers_2 outlived KillWait after job 9"),
 ])
 def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     assert drain.reason() == text
@@ -86,6 +101,15 @@ def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node Worker-1 (NotReady or gone) after job 46",
     "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 after job 46",
     "k8s: sunk-stuck: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone) after job 0",
+    # the gang's form: a namespace and a key of at least two words, nothing around it
+    "sunk-placeholder: gang Job team-a/train outlived KillWait after job 42 (scheduler unreachable)",  # (wt-gangs')
+    "k8s: sunk-placeholder: gang team-a/job outlived KillWait after job 42",
+    "k8s: sunk-placeholder: gang team-a/job/ outlived KillWait after job 42",
+    "k8s: sunk-placeholder: gang team-a/job//u outlived KillWait after job 42",
+    "k8s: sunk-placeholder: gang Team-A/job/u outlived KillWait after job 42",
+    "k8s: sunk-placeholder: gang team-a/job/u v outlived KillWait after job 42",
+    "k8s: sunk-placeholder: gang team-a/job/u outlived KillWait after job 42 (scheduler unreachable)",
+    "k8s: sunk-placeholder: gang gang:team-a/job/u outlived KillWait after job 42",
 ])
 def test_anything_else_is_not_a_sunk_drain(text):
     assert parse(text) is None
@@ -189,6 +213,46 @@ def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_h
     assert cause(PLACEHOLDER, facts, IDLE).present is present
 
 
+def gang_member(name: str, *, job_uid: str = GANG.key.split("/", 1)[1], phase: str = "Running",
+                job_id: int | None = None, slurm_node: str = "node1") -> dict:
+    """A Pod of a Job (its controller's labels) bound to worker-1; sunk's annotations when ``job_id``."""
+    annotations = {names.ANN_SLURM_NODE: slurm_node, names.ANN_JOB_ID: str(job_id)} if job_id else {}
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations,
+                         "labels": {"batch.kubernetes.io/job-name": "train",
+                                    "batch.kubernetes.io/controller-uid": job_uid}},
+            "spec": {"nodeName": "worker-1"}, "status": {"phase": phase}}
+
+
+def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
+    return Job(id=job_id, state="RUNNING", nodes=nodes, extra=f"sunk-gang={key} ns=team-a size=3 members=aa,bb,cc")
+
+
+@pytest.mark.parametrize(("facts", "present"), [
+    (Facts(jobs=None), None),  # Slurm's job list is stale: cannot tell
+    (Facts(), False),  # no member on this node's Node, no job of the gang holds the node
+    (Facts(jobs=(Job(id=47, state="CANCELLED", state_flags=["COMPLETING"], nodes="node[1-3]"),)), True),  # ending
+    (Facts(jobs=(gang_job(80),)), True),  # another job of the same gang holds the node
+    (Facts(jobs=(gang_job(80, key="job/other"), Job(id=81, state="RUNNING", nodes="node1"))), False),
+    (Facts(on_node=(gang_member("train-0"),)), True),  # a member is still on the node's Node
+    (Facts(on_node=(gang_member("train-0", job_id=47),)), True),  # (placed by job 47, which is over)
+    (Facts(on_node=(gang_member("train-0", phase="Succeeded"),)), False),  # finished: it runs nothing there
+    (Facts(on_node=(gang_member("train-0", phase="Failed", job_id=47),)), False),
+    (Facts(on_node=(gang_member("train-0", job_uid="another-job"),)), False),  # another gang's Pod
+    (Facts(on_node=(sunk_pod("web-1", 77),)), True),  # another Pod sunk placed there outlives its job
+    (Facts(on_node=(gang_member("train-0"),), pod=None), None),  # this node's Node is unknown
+    (Facts(pod=slurmd_pod(node=None)), None),
+])
+def test_a_gang_drain_lasts_while_a_job_of_the_gang_holds_the_node_or_a_member_is_on_it(facts, present):
+    assert cause(GANG, facts, IDLE).present is present
+
+
+def test_a_finished_pod_does_not_outlive_its_job():
+    """A gang's member that finished is kept by its Job, bound, with sunk's annotations: it runs nothing."""
+    done = {**sunk_pod("train-1", 77), "status": {"phase": "Succeeded"}}
+    assert cause(PLACEHOLDER, Facts(on_node=(done,)), IDLE).present is False
+    assert cause(PLACEHOLDER, Facts(on_node=(sunk_pod("train-1", 77),)), IDLE).present is True
+
+
 LOCK_DRAINS = (UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
 
 
@@ -245,7 +309,7 @@ def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone
             assert verdict.present is None
         if verdict.present is False:
             assert pod  # this node's Node was known
-            if isinstance(drain, PlaceholderDrain):
+            if isinstance(drain, (PlaceholderDrain, GangPlaceholderDrain)):
                 assert not on_node or jobs == (placeholder_job(9),)  # no Pod there outlives its job
             else:
                 assert tainted is not None  # the lock was read

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sunk import names
 from sunk.translate import placeholder
+from sunk.translate.gang import KIND_JOB, Gang
 from sunk.translate.podjob import PlaceholderIdentity, pod_to_job
 
 SCRIPT = "#!/bin/bash\n"
@@ -60,7 +61,12 @@ def test_every_variable_the_script_requires_is_set():
     required = set(re.findall(r'"\$\{(SUNK_[A-Z_]+):\?\}"', script))
     assert required == {"SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_EXTRA", "SUNK_KILL_WAIT", "SUNK_POD"}
     used = set(re.findall(r"SUNK_[A-Z_]+", script)) - {"SUNK_DRAIN_MARGIN"}  # (a test knob, with a default)
-    assert used <= set(env(request(hooks_ca_file="/ca.pem")))
+    assert used - {"SUNK_GANG"} <= set(env(request(hooks_ca_file="/ca.pem")))
+    gang = placeholder.gang_job_request(
+        Gang(KIND_JOB, "team", "train", "job/u", job_uid="u"), [make_pod()], size=1, script=SCRIPT,
+        kill_wait_seconds=KILL_WAIT, scheduler="sched", hooks_url="http://hooks:8000", hook_token="t",
+        hooks_ca_file="/ca.pem")
+    assert used <= set(env(gang))  # a gang's job sets every one of them
 
 
 def test_the_token_is_taken_as_given_never_recomputed():

@@ -299,3 +299,45 @@ def test_the_job_carries_the_pods_identity():
     scoped = pod_to_job(make_pod(), script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
     assert PlaceholderIdentity.parse(scoped.extra).scheduler == "sunk-a"
     assert job().name == "k8s:team/web"
+
+
+# -- typed GPUs (--gpu-types, SUNK's gpuTypes) -------------------------------------------------------------
+GPU_TYPES = {"NVIDIA_L4": "l4", "H100_SXM": "h100", "H100_PCIE": "h100"}
+
+
+def gpu_term(*expressions):
+    return [{"matchExpressions": [{"key": key, "operator": op, "values": list(values)}
+                                  for key, op, values in expressions]}]
+
+
+@pytest.mark.parametrize(("affinity", "gpus", "gpu_type", "constraints"), [
+    (gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"])), 2, "l4", None),  # a type, not a feature
+    (gpu_term(("gpu.nvidia.com/model", "In", ["H100_SXM"])), 1, "h100", None),
+    (gpu_term(("gpu.nvidia.com/model", "In", ["H100_SXM", "H100_PCIE"])), 1, "h100", None),  # both are h100
+    (gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4", "H100_SXM"])), 1, None, "(NVIDIA_L4|H100_SXM)"),
+    (gpu_term(("gpu.nvidia.com/class", "In", ["B200"])), 1, None, "B200"),  # not mapped: a feature, as before
+    (gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"]), ("gpu.nvidia.com/model", "In", ["B200"])), 1, "l4",
+     "B200"),
+    (gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"]), ("gpu.nvidia.com/model", "In", ["H100_SXM"])), 1,
+     None, "NVIDIA_L4&H100_SXM"),  # two types cannot both hold: left to features (no node has both)
+    (gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"])), None, None, "NVIDIA_L4"),  # no GPUs asked: a feature
+], ids=["class", "model", "two-models-one-type", "two-types", "unmapped", "typed-and-feature", "contradiction",
+        "no-gpus"])
+def test_gpu_affinity_names_a_gres_type_through_the_mapping(affinity, gpus, gpu_type, constraints):
+    request = pod_to_job(make_pod(gpus=str(gpus) if gpus else None, affinity=affinity), script="x",
+                         kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
+    assert (request.gpu_type, request.constraints) == (gpu_type, constraints)
+    if gpu_type:
+        assert request.tres_per_node == f"gres/gpu:{gpu_type}:{gpus}"
+
+
+def test_without_a_mapping_gpu_affinity_stays_a_feature():
+    request = job(gpus="1", affinity=gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"])))
+    assert (request.gpu_type, request.constraints, request.tres_per_node) == (None, "NVIDIA_L4", "gres/gpu:1")
+
+
+def test_the_typed_request_keeps_the_constraints_annotation():
+    request = pod_to_job(make_pod(gpus="1", annotations={names.ANN_CONSTRAINTS: "ib|eth"},
+                                  affinity=gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"]))),
+                         script="x", kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
+    assert (request.gpu_type, request.constraints) == ("l4", "ib|eth")

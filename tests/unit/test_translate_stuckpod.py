@@ -9,7 +9,13 @@ import pytest
 
 from sunk import names
 from sunk.translate import drains
-from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, PlaceholderDrain, StuckPodDrain
+from sunk.translate.drains import (
+    GangPlaceholderDrain,
+    HookUnreachableDrain,
+    LockTimeoutDrain,
+    PlaceholderDrain,
+    StuckPodDrain,
+)
 from sunk.translate.stuckpod import drain_for, grace_ends_at, node_ready, should_drain
 
 STUCK = StuckPodDrain("team-a", "trainer-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-3", 12)
@@ -43,8 +49,12 @@ def test_drain_for_a_pod_needs_it_bound():
     (True, StuckPodDrain("team-a", "trainer-0", "another-uid", "worker-3", 11).reason(), False),
     (True, HookUnreachableDrain(9).reason(), False),
     (True, LockTimeoutDrain(9, 30, state="pending").reason(), False),
+    # a gang's placeholder drained its job's every node: for the member stuck there, this one says more
+    (True, GangPlaceholderDrain("team-a", "job/u", 12).reason(), True),
+    (True, GangPlaceholderDrain("team-a", "job/u", 13).reason(), False),  # another job's
+    (True, GangPlaceholderDrain("team-b", "job/u", 12).reason(), False),  # (not the Pod's namespace)
 ], ids=["idle", "syncer-drain", "same", "person", "nhc", "own-placeholder", "own-stuck", "other-placeholder",
-        "other-stuck", "lock-outage", "lock-timeout"])
+        "other-stuck", "lock-outage", "lock-timeout", "own-gang", "other-gang-job", "other-gang-namespace"])
 def test_the_scheduler_drains_over_a_condition_drain_or_its_own_pods_drain_only(drained, current, expected):
     assert should_drain(drained, current, STUCK) is expected
 

@@ -284,6 +284,16 @@ subjects:
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+# What gangs are sized by (scheduler/gangs.py, informers): a Job's running set, a JobSet's child Jobs.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [list, watch]
+{{- if .Values.scheduler.gangPodGroups }}
+# scheduler.gangPodGroups (--gang-pod-groups): coscheduling PodGroups' minMember (scheduler-plugins' CRD).
+- apiGroups: [scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [list, watch]
+{{- end }}
 {{- end -}}
 
 {{/* Secrets -------------------------------------------------------------------------------- */}}

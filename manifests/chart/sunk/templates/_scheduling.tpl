@@ -17,6 +17,14 @@
 {{- with $root.Values.scheduler.defaultPartition }}
 - --default-partition={{ . }}
 {{- end }}
+{{- if $root.Values.scheduler.gangPodGroups }}
+# Pods labelled scheduling.x-k8s.io/pod-group gang by their PodGroup's minMember (its CRD must exist).
+- --gang-pod-groups=true
+{{- end }}
+{{- with $root.Values.scheduler.gpuTypes }}
+# Node label values of gpu.nvidia.com/class or /model -> Slurm GRES types.
+- --gpu-types={{ range $i, $label := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $label }}={{ get $root.Values.scheduler.gpuTypes $label }}{{ end }}
+{{- end }}
 # The hook API placeholder jobs call (each call carries a token scoped to its Pod).
 - --hooks-api-bind-address=:8000
 {{- if $values.hooksTLS.enabled }}

@@ -1,0 +1,458 @@
+"""Gangs, pure: who forms one, its key and size, its members' order, their agreement, the job's request."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sunk import names
+from sunk.translate import gang as g
+from sunk.translate import placeholder
+from sunk.translate.podjob import PlaceholderIdentity, validate_pod
+
+NS = "team"
+JOB_UID = "3f1c2d4e-0000-4000-8000-000000000001"
+
+
+def pod(name="p-0", *, uid=None, labels=None, annotations=None, cpu="1", memory="1Gi", gpus=0, owner=None,
+        phase=None, deleting=False, affinity=None):
+    requests = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    meta = {"name": name, "namespace": NS, "uid": uid or f"uid-{name}", "labels": labels or {},
+            "annotations": annotations or {}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    if deleting:
+        meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    spec = {"terminationGracePeriodSeconds": 5, "containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if affinity:
+        spec["affinity"] = affinity
+    out = {"metadata": meta, "spec": spec}
+    if phase:
+        out["status"] = {"phase": phase}
+    return out
+
+
+def job_labels(name="train", uid=JOB_UID, index=None):
+    labels = {"batch.kubernetes.io/job-name": name, "batch.kubernetes.io/controller-uid": uid}
+    if index is not None:
+        labels[g.JOB_COMPLETION_INDEX] = str(index)
+    return labels
+
+
+def lws_labels(name="llm", group=0, worker=0):
+    return {g.LWS_NAME: name, g.LWS_GROUP_INDEX: str(group), g.LWS_WORKER_INDEX: str(worker)}
+
+
+def jobset_labels(name="js", rjob="workers", job_index=0, global_index=0, attempt=0, job_uid=JOB_UID):
+    return {g.JOBSET_NAME: name, g.JOBSET_REPLICATED_JOB: rjob, g.JOBSET_JOB_INDEX: str(job_index),
+            g.JOBSET_JOB_GLOBAL_INDEX: str(global_index), g.JOBSET_RESTART_ATTEMPT: str(attempt),
+            **job_labels(f"{name}-{rjob}-{job_index}", job_uid)}
+
+
+# -- who forms a gang ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("labels", "annotations", "owner", "expected"), [
+    # batch/v1 Job: the controller-uid label (1.27+), the legacy one, or the owner reference
+    (job_labels(), {}, None, g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)),
+    ({"job-name": "train", "controller-uid": JOB_UID}, {}, None,
+     g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)),
+    ({}, {}, {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": JOB_UID, "controller": True},
+     g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)),
+    # a Job's opt-out
+    (job_labels(), {names.ANN_GANG: "none"}, None, None),
+    (job_labels(), {names.ANN_GANG: " None "}, None, None),
+    # LeaderWorkerSet: one gang per group
+    (lws_labels(group=2, worker=3), {g.LWS_SIZE: "4"}, None, g.Gang(g.KIND_LWS, NS, "llm", "lws/llm/2", part="2")),
+    (lws_labels(), {names.ANN_GANG: "none"}, None, None),
+    ({g.LWS_NAME: "llm"}, {}, None, None),  # no group index: not a group the LWS controller made
+    # coscheduling PodGroup, before anything else the Pod carries
+    ({g.POD_GROUP: "pg", **job_labels()}, {}, None, g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg")),
+    ({g.POD_GROUP: "pg", **lws_labels()}, {}, None, g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg")),
+    # JobSet: whole by default, per replicated Job, or per child Job (then a Job's gang)
+    (jobset_labels(attempt=1), {}, None, g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/1", restart_attempt="1")),
+    (jobset_labels(), {names.ANN_GANG: "jobset"}, None, g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0",
+                                                               restart_attempt="0")),
+    (jobset_labels(), {names.ANN_GANG: "replicated-job"}, None,
+     g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0/workers", part="workers", restart_attempt="0")),
+    (jobset_labels(job_index=1), {names.ANN_GANG: "job"}, None,
+     g.Gang(g.KIND_JOB, NS, "js-workers-1", f"job/{JOB_UID}", job_uid=JOB_UID)),
+    ({g.JOBSET_NAME: "js"}, {}, None, g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0", restart_attempt="0")),
+    (jobset_labels(), {names.ANN_GANG: "none"}, None, None),
+    # nothing that gangs: a bare Pod, a ReplicaSet's, a StatefulSet's
+    ({}, {}, None, None),
+    ({"app": "web"}, {}, {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u",
+                          "controller": True}, None),
+    # a value that could not be one word of the job's Extra (the apiserver never lets one through)
+    ({g.POD_GROUP: "has space"}, {}, None, None),
+], ids=["job", "job-legacy-labels", "job-owner-reference", "job-opted-out", "job-opted-out-spaces", "lws-group",
+        "lws-opted-out", "lws-without-group", "podgroup-over-job", "podgroup-over-lws", "jobset-whole",
+        "jobset-whole-explicit", "jobset-per-replicated-job", "jobset-per-child-job", "jobset-minimal-labels",
+        "jobset-opted-out", "bare-pod", "replicaset-pod", "not-one-word"])
+def test_who_forms_a_gang(labels, annotations, owner, expected):
+    assert g.gang_of(pod(labels=labels, annotations=annotations, owner=owner)) == expected
+
+
+def test_owners_are_keyed_by_namespace_and_key_and_never_look_like_a_uid():
+    gang = g.gang_of(pod(labels=job_labels()))
+    assert gang.owner == f"gang:{NS}/job/{JOB_UID}"
+    assert g.split_owner(gang.owner) == (NS, f"job/{JOB_UID}")
+    assert g.is_gang_owner(gang.owner) and not g.is_gang_owner(JOB_UID)
+    assert g.owner_of(pod(labels=job_labels())) == gang.owner
+    assert g.owner_of(pod(uid="u-1")) == "u-1"
+    with pytest.raises(ValueError):
+        g.split_owner("u-1")
+
+
+@pytest.mark.parametrize(("gang", "describe", "job_name"), [
+    (g.Gang(g.KIND_JOB, NS, "train", "job/u"), "Job team/train", "k8s:team/job/train"),
+    (g.Gang(g.KIND_LWS, NS, "llm", "lws/llm/2", part="2"), "LeaderWorkerSet team/llm group 2",
+     "k8s:team/leaderworkerset/llm/2"),
+    (g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg"), "PodGroup team/pg", "k8s:team/podgroup/pg"),
+    (g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0"), "JobSet team/js", "k8s:team/jobset/js"),
+    (g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0/w", part="w"), "JobSet team/js replicated Job w",
+     "k8s:team/jobset/js/w"),
+])
+def test_a_gang_is_named_for_people(gang, describe, job_name):
+    assert gang.describe() == describe and gang.job_name() == job_name
+
+
+def test_a_long_job_name_is_cut_to_what_slurm_keeps():
+    assert len(g.Gang(g.KIND_JOB, NS, "x" * 300, "job/u").job_name()) == 128
+
+
+# -- how many members --------------------------------------------------------------------------------
+def job(parallelism=None, completions=None, succeeded=None, suspend=None, mode=None):
+    spec = {k: v for k, v in (("parallelism", parallelism), ("completions", completions), ("suspend", suspend),
+                              ("completionMode", mode)) if v is not None}
+    return {"metadata": {"name": "train", "namespace": NS, "uid": JOB_UID}, "spec": spec,
+            "status": {"succeeded": succeeded} if succeeded is not None else {}}
+
+
+@pytest.mark.parametrize(("the_job", "size"), [
+    (job(), 1),  # parallelism defaults to 1: a gang of one
+    (job(parallelism=3), 3),  # a work queue: all of them at once
+    (job(parallelism=3, completions=3), 3),
+    (job(parallelism=4, completions=4, mode="Indexed"), 4),
+    (job(parallelism=8, completions=3, mode="Indexed"), 3),  # no more than the completions
+    (job(parallelism=2, completions=6), 2),  # waves: the first one is the gang
+    (job(parallelism=4, completions=4, succeeded=3, mode="Indexed"), 1),  # the last index, made again
+    (job(parallelism=4, completions=4, succeeded=4), 0),  # complete
+    (job(parallelism=3, suspend=True), 0),
+    (job(parallelism=0), 0),
+    ({"spec": {"parallelism": "3"}}, 3),  # (whatever a hand-made object says)
+], ids=["default", "work-queue", "fixed-count", "indexed", "indexed-fewer-completions", "waves",
+        "last-index-again", "complete", "suspended", "zero", "string"])
+def test_a_jobs_size_is_what_its_controller_keeps_running(the_job, size):
+    assert g.job_size(the_job) == size
+
+
+def child_job(rjob="workers", index=0, parallelism=2, replicas=2, global_replicas=3, attempt=0, name="js"):
+    labels = {g.JOBSET_NAME: name, g.JOBSET_REPLICATED_JOB: rjob, g.JOBSET_JOB_INDEX: str(index),
+              g.JOBSET_REPLICATED_JOB_REPLICAS: str(replicas), g.JOBSET_RESTART_ATTEMPT: str(attempt)}
+    if global_replicas is not None:
+        labels[g.JOBSET_GLOBAL_REPLICAS] = str(global_replicas)
+    return {"metadata": {"name": f"{name}-{rjob}-{index}", "namespace": NS, "labels": labels},
+            "spec": {"parallelism": parallelism, "completions": parallelism}}
+
+
+WHOLE = g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0", restart_attempt="0")
+WORKERS = g.Gang(g.KIND_JOBSET, NS, "js", "jobset/js/0/workers", part="workers", restart_attempt="0")
+JOBSET = [child_job("driver", 0, parallelism=1, replicas=1), child_job("workers", 0), child_job("workers", 1)]
+
+
+@pytest.mark.parametrize(("gang", "kwargs", "size", "why"), [
+    (g.Gang(g.KIND_JOB, NS, "train", "job/u"), {"job": job(parallelism=3)}, 3, ""),
+    (g.Gang(g.KIND_JOB, NS, "train", "job/u"), {}, None, "waiting for Job team/train to be known"),
+    (g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg"), {"pod_group": {"spec": {"minMember": 3}}}, 3, ""),
+    (g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg"), {}, None, "PodGroup team/pg not found"),
+    (g.Gang(g.KIND_POD_GROUP, NS, "pg", "podgroup/pg"), {"pod_group": {"spec": {}}}, None,
+     "PodGroup team/pg has no spec.minMember"),
+    (WHOLE, {"child_jobs": JOBSET}, 5, ""),  # 1 driver + 2 Jobs of 2 workers
+    (WORKERS, {"child_jobs": JOBSET}, 4, ""),
+    (WHOLE, {"child_jobs": JOBSET[:2]}, None, "JobSet team/js: 2 of its 3 Jobs exist"),
+    (WORKERS, {"child_jobs": JOBSET[1:2]}, None, "JobSet team/js replicated Job workers: 1 of its 2 Jobs exist"),
+    (WHOLE, {"child_jobs": [child_job("workers", i, global_replicas=None) for i in range(2)]}, None,
+     "its Jobs do not say how many there are (jobset.sigs.k8s.io/global-replicas"),
+    (WORKERS, {"child_jobs": [child_job("workers", i, global_replicas=None) for i in range(2)]}, 4, ""),
+    (WHOLE, {"child_jobs": [child_job("workers", i, attempt=1) for i in range(2)]}, None,
+     "waiting for the Jobs of JobSet team/js to be known"),  # another restart attempt's Jobs
+    (WHOLE, {"child_jobs": [child_job("workers", i, name="other") for i in range(2)]}, None, "waiting for the Jobs"),
+], ids=["job", "job-unknown", "podgroup", "podgroup-unknown", "podgroup-without-min", "jobset-whole",
+        "jobset-replicated-job", "jobset-missing-a-job", "replicated-job-missing-a-job",
+        "jobset-without-global-replicas", "replicated-job-without-global-replicas", "jobset-other-attempt",
+        "jobset-other-name"])
+def test_how_many_members_a_gang_expects(gang, kwargs, size, why):
+    found = g.expected(gang, [], **kwargs)
+    assert found.size == size
+    assert why in found.why and (size is None) == bool(found.why)
+
+
+LWS = g.Gang(g.KIND_LWS, NS, "llm", "lws/llm/0", part="0")
+
+
+@pytest.mark.parametrize(("sizes", "size", "why"), [
+    (["4", "4"], 4, ""),
+    ([], None, "carry no leaderworkerset.sigs.k8s.io/size"),
+    ([None], None, "carry no"),
+    (["4", "3"], None, "disagree on leaderworkerset.sigs.k8s.io/size (3, 4)"),
+    (["four"], None, "carry no"),
+    (["0"], None, "carry no"),
+])
+def test_a_leaderworkerset_group_takes_its_size_from_its_pods(sizes, size, why):
+    pods = [pod(f"llm-0-{i}", labels=lws_labels(worker=i), annotations={g.LWS_SIZE: s} if s else {})
+            for i, s in enumerate(sizes)]
+    found = g.expected(LWS, pods)
+    assert (found.size, why in found.why) == (size, True)
+
+
+def test_the_missing_members_wait_says_how_many_exist():
+    assert g.missing("Job team/train", 2, 3) == "Job team/train: 2 of 3 members exist"
+
+
+# -- members ---------------------------------------------------------------------------------------
+def names_in_order(pods):
+    return [p["metadata"]["name"] for p in sorted(pods, key=g.member_order)]
+
+
+def test_the_leader_comes_first_then_the_workers_by_index():
+    pods = [pod(f"llm-0-{w}", labels=lws_labels(worker=w)) for w in (3, 1, 0, 2)]
+    pods[2]["metadata"]["name"] = "zzz-leader"  # (names do not decide)
+    assert names_in_order(pods) == ["zzz-leader", "llm-0-1", "llm-0-2", "llm-0-3"]
+
+
+def test_indexed_job_members_go_by_completion_index_not_by_name():
+    pods = [pod(f"train-{i}-x", labels=job_labels(index=i)) for i in (10, 2, 1)]
+    assert names_in_order(pods) == ["train-1-x", "train-2-x", "train-10-x"]
+
+
+def test_the_completion_index_annotation_counts_when_the_label_is_missing():
+    pods = [pod(f"b-{i}", annotations={g.JOB_COMPLETION_INDEX: str(i)}) for i in (2, 0)]
+    assert names_in_order(pods) == ["b-0", "b-2"]
+
+
+def test_jobset_members_go_by_job_then_completion_index():
+    pods = [pod(f"w-{j}-{i}", labels={**jobset_labels(job_index=j, global_index=j + 1), g.JOB_COMPLETION_INDEX: str(i)})
+            for j in (1, 0) for i in (1, 0)]
+    pods.append(pod("driver-0-0", labels={**jobset_labels(rjob="driver", global_index=0)}))
+    assert names_in_order(pods) == ["driver-0-0", "w-0-0", "w-0-1", "w-1-0", "w-1-1"]
+
+
+def test_members_without_indexes_go_by_name_then_uid():
+    pods = [pod("b", uid="2"), pod("a", uid="9"), pod("b", uid="1")]
+    assert [(p["metadata"]["name"], p["metadata"]["uid"]) for p in sorted(pods, key=g.member_order)] == \
+        [("a", "9"), ("b", "1"), ("b", "2")]
+
+
+@pytest.mark.parametrize(("phase", "terminal"), [(None, False), ("Pending", False), ("Running", False),
+                                                 ("Succeeded", True), ("Failed", True), ("Unknown", False)])
+def test_a_finished_member_holds_no_node(phase, terminal):
+    assert g.is_terminal(pod(phase=phase)) is terminal
+
+
+def test_deleting():
+    assert g.is_deleting(pod(deleting=True)) and not g.is_deleting(pod())
+
+
+# -- what the one job asks for ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("requests", "share"), [
+    ([("1", "1Gi", 0)] * 3, g.PerNode(1, 1024, 0)),
+    ([("8", "64Gi", 0), ("40", "16Gi", 4), ("2", "100Gi", 8)], g.PerNode(40, 102400, 8)),  # each resource's max
+    ([("500m", "1", 0), ("1", "1Mi", 0)], g.PerNode(1, 1, 0)),  # rounded up first, as a single Pod's is
+    ([("1500m", "1500Mi", 1)], g.PerNode(2, 1500, 1)),
+], ids=["same", "leader-differs", "rounding", "one"])
+def test_every_node_has_room_for_whichever_member_lands_there(requests, share):
+    pods = [pod(f"p-{i}", cpu=c, memory=m, gpus=n) for i, (c, m, n) in enumerate(requests)]
+    assert g.per_node(pods) == share
+    for single in pods:  # never less than any member asked
+        own = g.per_node([single])
+        assert (own.cpus, own.memory_mb, own.gpus) <= (share.cpus, share.memory_mb, share.gpus)
+        assert own.cpus <= share.cpus and own.memory_mb <= share.memory_mb and own.gpus <= share.gpus
+
+
+def test_a_gang_of_nobody_has_no_share():
+    with pytest.raises(ValueError):
+        g.per_node([])
+
+
+@given(st.lists(st.tuples(st.integers(1, 128), st.integers(1, 1 << 20), st.integers(0, 8)), min_size=1, max_size=8))
+def test_the_share_is_each_resources_maximum(requests):
+    pods = [pod(f"p-{i}", cpu=str(c), memory=f"{m}Mi", gpus=n) for i, (c, m, n) in enumerate(requests)]
+    assert g.per_node(pods) == g.PerNode(max(c for c, _, _ in requests), max(m for _, m, _ in requests),
+                                         max(n for _, _, n in requests))
+
+
+GPU_L4 = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["L4"]}]}]}}}
+
+
+@pytest.mark.parametrize(("annotations", "affinities", "expected"), [
+    ([{}, {}], [None, None], []),
+    ([{names.ANN_QOS: "high"}] * 3, [None] * 3, []),
+    ([{names.ANN_QOS: "high"}, {names.ANN_QOS: " high "}], [None, None], []),  # as Slurm would get it
+    ([{names.ANN_QOS: "high"}, {names.ANN_QOS: "low"}, {}], [None] * 3,
+     ["sunk.coreweave.com/qos: the gang's Pods disagree: team/p-0 say 'high'; team/p-1 say 'low'; "
+      "team/p-2 say nothing"]),
+    ([{names.ANN_PARTITION: "a", names.ANN_ACCOUNT: "x"}, {names.ANN_PARTITION: "b", names.ANN_ACCOUNT: "x"}],
+     [None, None], ["sunk.coreweave.com/partition: the gang's Pods disagree: team/p-0 say 'a'; team/p-1 say 'b'"]),
+    ([{names.ANN_EXCLUSIVE: "none"}, {names.ANN_EXCLUSIVE: "none"}, {names.ANN_EXCLUSIVE: "user"}], [None] * 3,
+     ["sunk.coreweave.com/exclusive: the gang's Pods disagree: team/p-0, team/p-1 say 'none'; team/p-2 say 'user'"]),
+    ([{}, {}], [GPU_L4, None], [f"{g.GPU_AFFINITY_FIELD}: the gang's Pods disagree: team/p-0 say 'L4'; "
+                                f"team/p-1 say nothing"]),
+    ([{}, {}], [GPU_L4, GPU_L4], []),
+], ids=["none", "same", "same-once-stripped", "qos", "partition-only", "exclusive", "gpu-affinity", "gpu-same"])
+def test_members_must_agree_on_what_the_one_job_says(annotations, affinities, expected):
+    pairs = enumerate(zip(annotations, affinities, strict=True))
+    pods = [pod(f"p-{i}", annotations=a, affinity=aff) for i, (a, aff) in pairs]
+    assert [str(d) for d in g.disagreements(pods)] == expected
+
+
+def test_every_seed_annotation_is_compared():
+    from sunk.translate.podjob import TABLE_ANNOTATIONS
+
+    for key in TABLE_ANNOTATIONS:
+        pods = [pod("a", annotations={key: "1"}), pod("b", annotations={key: "2"})]
+        assert [d.field for d in g.disagreements(pods)] == [key]
+
+
+# -- the identity in the job's Extra ------------------------------------------------------------------------
+def test_the_identity_round_trips_and_tells_its_members():
+    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=3,
+                              members=tuple(g.member_tag(u) for u in ("a", "b", "c")), scheduler="sched")
+    text = identity.encode()
+    assert text == (f"sunk-gang=job/{JOB_UID} ns=team size=3 members={g.member_tag('a')},{g.member_tag('b')},"
+                    f"{g.member_tag('c')} sched=sched")
+    assert g.GangIdentity.parse(text) == identity
+    assert g.GangIdentity.parse(text + ": started") == g.GangIdentity(
+        key=identity.key, namespace=NS, size=3, members=identity.members, scheduler="sched", started=True)
+    assert g.GangIdentity.parse(text + ": started: started").started  # a retried marker still reads started
+    assert identity.includes("b") and not identity.includes("d")
+    assert identity.owner == f"gang:team/job/{JOB_UID}"
+
+
+@pytest.mark.parametrize("extra", [
+    "", "sunk-pod=uid ns=team name=p sched=s", "sunk-gang=job/u ns=team size=3 members=", "garbage",
+    "sunk-gang=job/u ns=team size=x members=ab12", "sunk-gang=job/u ns=team size=3 members=XYZ",
+])
+def test_anything_else_is_not_a_gangs_job(extra):
+    assert g.GangIdentity.parse(extra) is None
+
+
+def test_a_single_pods_job_and_a_gangs_job_are_both_placeholders():
+    single = PlaceholderIdentity(uid="u", namespace=NS, name="p", scheduler="s").encode()
+    gang = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd")).encode()
+    assert g.is_placeholder(single) and g.is_placeholder(gang) and g.is_placeholder(gang + ": started")
+    assert not g.is_placeholder("user text") and not g.is_placeholder("")
+    assert PlaceholderIdentity.parse(gang) is None  # neither reads as the other
+    assert g.GangIdentity.parse(single) is None
+
+
+@pytest.mark.parametrize("bad", [
+    {"key": ""}, {"key": "has space"}, {"namespace": ""}, {"scheduler": "two words"}, {"members": ()},
+    {"members": ("NOTHEX",)},
+])
+def test_an_identity_that_would_not_read_back_is_refused(bad):
+    fields = {"key": "job/u", "namespace": NS, "size": 1, "members": ("ab12",), **bad}
+    with pytest.raises(ValueError):
+        g.GangIdentity(**fields).encode()
+
+
+@given(st.lists(st.uuids().map(str), min_size=1, max_size=120, unique=True))
+def test_a_hundred_members_fit_a_kilobyte_and_are_all_told_apart(uids):
+    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace="a" * 63, size=len(uids),
+                              members=tuple(g.member_tag(u) for u in uids), scheduler="sunk-scheduler")
+    parsed = g.GangIdentity.parse(identity.encode())
+    assert parsed is not None and all(parsed.includes(u) for u in uids)
+    if len(uids) <= 100:
+        assert len(identity.encode()) < 1024 + 100
+
+
+# -- validation --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("value", "ok"), [("none", True), ("jobset", True), ("replicated-job", True), ("job", True),
+                                           ("NONE", True), ("off", False), ("", False)])
+def test_the_gang_annotation_takes_only_its_values(value, ok):
+    problems = [p for p in validate_pod(pod(annotations={names.ANN_GANG: value}), 30) if p.field == names.ANN_GANG]
+    assert (not problems) is ok
+
+
+# -- the job request ---------------------------------------------------------------------------------------
+GANG = g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
+
+
+def gang_request(members, size=None, **settings):
+    args = {"size": len(members) if size is None else size, "script": "#!/bin/bash\n", "kill_wait_seconds": 30,
+            "scheduler": "sched", "hooks_url": "http://hooks:8000", "hook_token": "token-of-the-gang", **settings}
+    return placeholder.gang_job_request(GANG, members, **args)
+
+
+def env(request):
+    return dict(item.split("=", 1) for item in request.environment)
+
+
+def test_a_gang_is_one_job_of_one_node_per_member_with_each_resources_maximum():
+    members = [pod("train-0", cpu="40", memory="8Gi", gpus=2, annotations={names.ANN_QOS: "high"}),
+               pod("train-1", cpu="8", memory="32Gi", annotations={names.ANN_QOS: "high"}),
+               pod("train-2", cpu="1", memory="1Gi", gpus=4, annotations={names.ANN_QOS: "high"})]
+    request = gang_request(members, default_partition="batch")
+    assert (request.node_count, request.cpus_per_task, request.memory_per_node, request.gpus_per_node) == \
+        (3, 40, 32768, 4)
+    assert request.tres_per_node == "gres/gpu:4"
+    assert request.qos == "high" and request.partition == "batch" and request.requeue is False
+    assert request.name == "k8s:team/job/train"
+    identity = g.GangIdentity.parse(request.extra)
+    assert identity == g.GangIdentity(key=GANG.key, namespace=NS, size=3,
+                                      members=tuple(g.member_tag(f"uid-train-{i}") for i in range(3)),
+                                      scheduler="sched")
+    variables = env(request)
+    assert variables["SUNK_POD_UID"] == GANG.owner and variables["SUNK_HOOK_TOKEN"] == "token-of-the-gang"
+    assert variables["SUNK_EXTRA"] == request.extra and variables["SUNK_GANG"] == "3"
+    assert variables["SUNK_POD"] == "Job team/train"
+
+
+def test_the_gangs_environment_has_every_variable_a_single_pods_has():
+    single = placeholder.job_request(pod(), script="x", kill_wait_seconds=30, scheduler="s", hooks_url="u",
+                                     hook_token="t")
+    assert set(env(single)) | {"SUNK_GANG"} == set(env(gang_request([pod()])))
+
+
+def test_members_that_disagree_get_no_job():
+    members = [pod("a", annotations={names.ANN_QOS: "high"}), pod("b")]
+    with pytest.raises(ValueError, match="sunk.coreweave.com/qos: the gang's Pods disagree: team/a say 'high'"):
+        gang_request(members)
+
+
+def test_an_invalid_member_gets_no_job():
+    with pytest.raises(ValueError, match="cpu"):
+        gang_request([pod("a"), pod("b", cpu="0")])
+
+
+def test_a_job_never_has_fewer_nodes_than_members():
+    with pytest.raises(ValueError):
+        gang_request([pod("a"), pod("b")], size=1)
+    with pytest.raises(ValueError):
+        gang_request([])
+
+
+@pytest.mark.parametrize("namespace", ["t", "a" * 63])
+def test_the_largest_gang_is_the_one_whose_extra_slurm_still_takes(namespace):
+    gang = g.Gang(g.KIND_JOB, namespace, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
+    most = g.max_members(gang, "sunk-scheduler")
+    assert 90 <= most <= 110
+
+    def extra(size):
+        return g.GangIdentity(key=gang.key, namespace=namespace, size=size, members=("0" * 8,) * size,
+                              scheduler="sunk-scheduler").encode() + names.STARTED_MARKER
+
+    assert len(extra(most)) <= g.EXTRA_MAX < len(extra(most + 1))
+
+
+def test_a_gang_whose_leader_has_no_gpus_still_asks_for_the_typed_gres():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["NVIDIA_L4"]}]}]}}}
+    members = [pod("leader", affinity=affinity), pod("worker-1", gpus=4, affinity=affinity)]
+    request = gang_request(members, gpu_types={"NVIDIA_L4": "l4"})
+    assert (request.gpus_per_node, request.gpu_type, request.constraints) == (4, "l4", None)
+    assert request.tres_per_node == "gres/gpu:l4:4"
+    untyped = gang_request(members)
+    assert (untyped.gpu_type, untyped.constraints) == (None, "NVIDIA_L4")
