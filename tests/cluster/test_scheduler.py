@@ -93,9 +93,9 @@ def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
     Stopping the scheduler first would leave running placeholder jobs behind.
     """
     for pod in kc.list_objects(api, PODS, namespace):
-        if pod["metadata"].get("finalizers"):
-            kc.patch(api, PODS, pod["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
-        try:
+        try:  # (a controller or the scheduler may delete a Pod between the list and these calls)
+            if pod["metadata"].get("finalizers"):
+                kc.patch(api, PODS, pod["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
             kc.delete(api, PODS, pod["metadata"]["name"], namespace)
         except kc.ApiError as exc:
             if not exc.not_found:
