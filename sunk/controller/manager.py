@@ -10,6 +10,8 @@ The order of start-up, and why:
 4. When it leads (or at once, without leader election), the controllers' workers start.
    Informers had already queued every key. So the first pass reconciles everything, and
    no event from before leadership is lost.
+An informer that reports the end of an outage (``on_recovered``: the Slurm cache) wakes every
+controller's keys that failed for it (``Controller.outage_over``), on every replica.
 Losing the lease stops the controllers and ends ``run()`` with exit code 1. The process
 must exit: all state lives in Kubernetes and Slurm, and the next process relists.
 SIGTERM/SIGINT stop cleanly. In-flight reconciles finish and the lease is released.
@@ -25,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kubernetes.client import ApiClient
 
@@ -48,6 +50,13 @@ class Syncable(Protocol):
 
 
 WAIT_SLICE = 0.2  # seconds; see Manager.wait
+
+
+@runtime_checkable
+class ReportsRecovery(Protocol):
+    """An informer that says when its source answers again after an outage (``SlurmCache``)."""
+
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 class Runnable(Protocol):
@@ -191,6 +200,8 @@ class Manager:
             if server:
                 server.start()
         for informer in self.informers:
+            if isinstance(informer, ReportsRecovery):
+                informer.on_recovered(self._outage_over)
             informer.start()
         for runnable, needs_leader in self._runnables:
             if not needs_leader:
@@ -247,6 +258,11 @@ class Manager:
             on_stopped_leading=self._stopped_leading,
         )
         self.elector.start()
+
+    def _outage_over(self) -> None:
+        """What failed for an outage is reconciled now, not after the backoff the outage built up."""
+        for controller in self.controllers:
+            controller.outage_over()
 
     def _start_leading(self) -> None:
         with self._lock:

@@ -5,6 +5,13 @@ controller-runtime's contract, so reconcilers written for it read the same here:
 - ``Result(requeue_after=s)`` -> failures forgotten, key re-added after ``s`` seconds;
 - ``Result(requeue=True)`` -> key re-added rate-limited;
 - otherwise -> failures forgotten.
+
+One addition: a key whose reconcile failed for an ``Outage`` (Slurm unreachable, our token
+refused) waits out its backoff only while the outage lasts. ``outage_over()`` (a Manager calls
+it when its Slurm cache lists again) re-adds every such key at once, with its failures
+forgotten: through a long outage the per-key backoff grows to minutes (5 ms doubling, 300 s
+cap), and a job whose Pod was deleted meanwhile would stay uncancelled that long after Slurm
+is back. The backoff retry stays scheduled too, for a process whose outage never ends in an event.
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ class Controller:
         self.queue = queue if queue is not None else WorkQueue(name, rate_limiter)
         self._threads: list[threading.Thread] = []
         self._started = False
+        self._outage_lock = threading.Lock()
+        self._outage_keys: set[str] = set()  # keys whose last reconcile failed for an Outage
+        self._outages_over = 0  # outage_over() calls so far: a reconcile that spans one retries at once
         self._duration = metrics.RECONCILE_DURATION.labels(controller=name)
         self._errors = metrics.RECONCILE_ERRORS.labels(controller=name)
         self._active = metrics.ACTIVE_WORKERS.labels(controller=name)
@@ -66,6 +76,36 @@ class Controller:
 
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
+
+    def outage_over(self) -> int:
+        """The outage is over: every key that failed for it is reconciled now, not after its backoff.
+
+        Its failures are forgotten (they were the outage's, not the key's). Returns how many keys
+        were woken. Safe from any thread; cheap (queue adds only).
+        """
+        with self._outage_lock:
+            keys, self._outage_keys = self._outage_keys, set()
+            self._outages_over += 1
+        for key in keys:
+            self.queue.forget(key)
+            self.queue.add(key)
+        if keys:
+            log.info("controller %s: the outage is over; reconciling the %d keys that waited for it now",
+                     self.name, len(keys))
+        return len(keys)
+
+    def _outage_failed(self, key: str, since: int) -> bool:
+        """Note ``key`` as waiting for the outage; True when the outage ended while it was reconciled."""
+        with self._outage_lock:
+            if self._outages_over != since:
+                return True
+            self._outage_keys.add(key)
+            return False
+
+    def _not_waiting(self, key: str) -> None:
+        if key in self._outage_keys:  # (read without the lock: the common case costs nothing)
+            with self._outage_lock:
+                self._outage_keys.discard(key)
 
     def start(self) -> None:
         if self._started:
@@ -98,6 +138,7 @@ class Controller:
     def process(self, key: str) -> None:
         """One reconcile of ``key`` and its requeue decision (the queue's done() is the caller's)."""
         started = time.perf_counter()
+        since = self._outages_over
         self._active.inc()
         try:
             result = self.reconciler.reconcile(key) or Result()
@@ -108,13 +149,19 @@ class Controller:
             if isinstance(exc, Outage):  # expected while a dependency is down: one line, no traceback
                 log.warning("controller %s: reconcile %s waits for an outage (retry %d): %s",
                             self.name, key, retry, exc)
+                if self._outage_failed(key, since):  # it ended meanwhile: no backoff to wait out
+                    self.queue.forget(key)
+                    self.queue.add(key)
+                    return
             else:
+                self._not_waiting(key)
                 log.exception("controller %s: reconcile %s failed (retry %d)", self.name, key, retry)
             self.queue.add_rate_limited(key)
             return
         finally:
             self._active.dec()
             self._duration.observe(time.perf_counter() - started)
+        self._not_waiting(key)
         if result.requeue_after is not None and result.requeue_after > 0:
             self._results["requeue_after"].inc()
             self.queue.forget(key)

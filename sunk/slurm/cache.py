@@ -19,6 +19,10 @@ scheduling attempt, and starved). It never makes a per-item call.
   of the time: at that size the refresh rate is Slurm's to set, not ours.
 - Subscribers run on the refreshing thread, one refresh at a time, in order; they must be
   quick and must not block on the cache. An exception in one is logged and swallowed.
+- The end of an outage is an event too (``on_recovered``): the first refresh in which every
+  kind lists again, after one failed, calls its listeners once the relist's own events are
+  out. A Manager wakes with it every reconcile that waits out a backoff for the outage,
+  which otherwise grew through the outage to minutes (the fault matrix's slurmrestd row).
 """
 
 from __future__ import annotations
@@ -125,6 +129,7 @@ class SlurmCache:
         self._refresh_lock = threading.RLock()  # one refresh (and its dispatch) at a time
         self._changed = threading.Condition()  # notified after every refresh
         self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
+        self._recovered: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -207,6 +212,20 @@ class SlurmCache:
 
         return unsubscribe
 
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` whenever an outage ends: the first refresh in which every kind lists
+        again after one failed (on the refreshing thread, after that refresh's events; quick, as a
+        subscriber). Returns a function that unsubscribes."""
+        with self._refresh_lock:
+            self._recovered.append(callback)
+
+        def unsubscribe() -> None:
+            with self._refresh_lock:
+                if callback in self._recovered:
+                    self._recovered.remove(callback)
+
+        return unsubscribe
+
     # -- refreshing -------------------------------------------------------------------------------
     def refresh(self) -> RefreshResult:
         """One list call per kind, diff, publish, notify. Never raises for Slurm errors."""
@@ -214,6 +233,7 @@ class SlurmCache:
             started = self._clock()
             calls = events = 0
             errors = []
+            in_outage = any(kind.error is not None for kind in self._kinds)
             for kind in self._kinds:
                 calls += 1
                 try:
@@ -234,8 +254,17 @@ class SlurmCache:
                 self._events += events
                 self._last_seconds = seconds
                 self._changed.notify_all()
+            if in_outage and not errors:
+                self._outage_over()
             return RefreshResult(ok=not errors, calls=calls, events=events, seconds=seconds,
                                  error="; ".join(errors) or None)
+
+    def _outage_over(self) -> None:
+        for callback in list(self._recovered):
+            try:
+                callback()
+            except Exception:
+                log.exception("Slurm cache recovery listener %r failed", callback)
 
     def _refresh_kind(self, kind: _Kind) -> list[CacheEvent]:
         now = self._clock()

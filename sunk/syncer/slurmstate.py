@@ -75,6 +75,16 @@ class SplitSlurmCache:
 
         return unsubscribe
 
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """``callback()`` whenever one kind's outage ends (``SlurmCache.on_recovered``), on that kind's thread."""
+        stops = [cache.on_recovered(callback) for cache in self.caches.values()]
+
+        def unsubscribe() -> None:
+            for stop in stops:
+                stop()
+
+        return unsubscribe
+
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
         for cache in self.caches.values():

@@ -203,3 +203,67 @@ def test_readiness_can_be_what_the_service_needs_not_what_the_controllers_need()
     finally:
         mgr.stop()
         mgr.wait(5)
+
+
+class RecoveringInformer(FakeInformer):
+    """An informer that says when its source answers again, as the Slurm cache does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list = []
+
+    def on_recovered(self, callback):
+        self.listeners.append(callback)
+        return lambda: self.listeners.remove(callback)
+
+    def recovered(self) -> None:
+        for callback in list(self.listeners):
+            callback()
+
+
+def test_the_end_of_an_outage_wakes_what_failed_for_it_in_every_controller():
+    from sunk.controller.workqueue import ItemExponentialRateLimiter, WorkQueue
+    from sunk.slurm.errors import SlurmUnavailable
+
+    class Down:
+        def __init__(self) -> None:
+            self.down = True
+            self.calls: list[str] = []
+            self.cond = threading.Condition()
+
+        def reconcile(self, key: str) -> Result:
+            with self.cond:
+                self.calls.append(key)
+                self.cond.notify_all()
+            if self.down:
+                raise SlurmUnavailable("cannot reach slurmrestd")
+            return Result()
+
+        def wait_calls(self, n: int) -> bool:
+            with self.cond:
+                return self.cond.wait_for(lambda: len(self.calls) >= n, 2)
+
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    informer = RecoveringInformer()
+    informer.synced.set()
+    recs = [Down(), Down()]
+    mgr = Manager(name)
+    mgr.add_informer(informer)
+    controllers = [Controller(f"{name}-{i}", rec, queue=WorkQueue(f"{name}-{i}", ItemExponentialRateLimiter(30, 300)))
+                   for i, rec in enumerate(recs)]
+    for ctl in controllers:
+        mgr.add_controller(ctl)
+    mgr.start()
+    try:
+        assert mgr.wait_leading(2)
+        for ctl, rec in zip(controllers, recs, strict=True):
+            ctl.enqueue("key")
+            assert rec.wait_calls(1)
+        for rec in recs:
+            rec.down = False
+        informer.recovered()
+        for rec in recs:
+            assert rec.wait_calls(2), "still waiting out a 30 s backoff"
+    finally:
+        mgr.stop()
+        assert mgr.wait(5) == EXIT_OK

@@ -229,3 +229,92 @@ def test_enqueue_handler_default_key_and_predicate():
     handler.on_add({"metadata": {"namespace": "ns", "name": "b"}})
     handler.on_add({"metadata": {"name": "node-1", "labels": {"app": "slurmd"}}})
     assert [wq.get(0), wq.get(0), wq.get(0.01)] == ["ns/a", "node-1", None]
+
+
+# ---- the end of an outage wakes what failed for it -------------------------------------------------------------
+OUTAGE_BACKOFF = 30.0  # what 13 failed retries build up (5 ms * 2**13 = 41 s): far beyond any wait below
+
+
+def slow_retries(rec) -> Controller:
+    """A controller whose first retry of a key comes after OUTAGE_BACKOFF seconds."""
+    name = unique("ctl")
+    return Controller(name, rec, queue=WorkQueue(name, ItemExponentialRateLimiter(OUTAGE_BACKOFF, 300.0)))
+
+
+def test_when_the_outage_is_over_every_key_that_failed_for_it_is_reconciled_at_once():
+    """The fault matrix's slurmrestd row: a deleted Pod's job could be cancelled only 34 s after slurmrestd was
+    back, when its key's backoff (grown through the 40 s outage) ran out."""
+    from sunk.slurm.errors import SlurmUnavailable
+
+    outage = SlurmUnavailable("cancel job 7: cannot reach slurmrestd")
+    rec = Script(outage, outage, Result())
+    ctl = slow_retries(rec)
+    ctl.start()
+    try:
+        ctl.enqueue("uid-a")
+        rec.wait_calls(1)
+        time.sleep(0.1)
+        assert len(rec.calls) == 1 and ctl.queue.num_requeues("uid-a") == 1  # waiting out 30 s
+        assert ctl.outage_over() == 1
+        rec.wait_calls(2, timeout=2)  # at once, not after 30 s
+        assert ctl.queue.num_requeues("uid-a") == 1, "the outage's failures are forgotten: this one is new"
+        assert ctl.outage_over() == 1  # it failed for the outage again (a flap): woken again
+        rec.wait_calls(3, timeout=2)
+        time.sleep(0.05)
+        assert ctl.queue.num_requeues("uid-a") == 0
+        assert ctl.outage_over() == 0  # it succeeded: nothing left to wake
+    finally:
+        assert ctl.stop(5)
+
+
+def test_a_key_that_failed_for_a_bug_keeps_its_backoff_when_an_outage_ends():
+    rec = Script(KeyError("job_id"), Result())
+    ctl = slow_retries(rec)
+    ctl.start()
+    try:
+        ctl.enqueue("uid-b")
+        rec.wait_calls(1)
+        time.sleep(0.05)
+        assert ctl.outage_over() == 0
+        time.sleep(0.2)
+        assert len(rec.calls) == 1 and ctl.queue.num_requeues("uid-b") == 1
+    finally:
+        assert ctl.stop(5)
+
+
+def test_a_key_whose_reconcile_spans_the_end_of_the_outage_is_retried_at_once():
+    """Its call failed before Slurm came back, its failure is handled after the wake: it must not be
+    the one key left to wait out its backoff."""
+    from sunk.slurm.errors import SlurmUnavailable
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Spanning:
+        def __init__(self):
+            self.calls = 0
+
+        def reconcile(self, key):
+            self.calls += 1
+            if self.calls == 1:
+                entered.set()
+                release.wait(5)
+                raise SlurmUnavailable("submit job: cannot reach slurmrestd")
+            return Result()
+
+    rec = Spanning()
+    ctl = slow_retries(rec)
+    ctl.start()
+    try:
+        ctl.enqueue("uid-c")
+        assert entered.wait(2)
+        assert ctl.outage_over() == 0  # nothing had failed yet
+        release.set()
+        deadline = time.monotonic() + 2
+        while rec.calls < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rec.calls == 2
+        time.sleep(0.05)
+        assert ctl.queue.num_requeues("uid-c") == 0
+    finally:
+        release.set()
+        assert ctl.stop(5)

@@ -367,3 +367,62 @@ def test_the_cache_is_what_a_manager_waits_for_as_an_informer():
         manager.stop()
         manager.wait(5)
     assert not cache._thread.is_alive()
+
+
+def test_the_end_of_an_outage_is_an_event_after_the_relists_own(cache, slurm, clock):
+    """What waited for Slurm is woken by this, once per outage, with the cache already current."""
+    seen = []
+    cache.subscribe(lambda e: seen.append(("event", e.kind, e.type)), replay=False)
+    stop = cache.on_recovered(lambda: seen.append(("recovered", cache.fresh, len(cache.jobs()))))
+    cache.refresh()
+    clock.t += 1
+    cache.refresh()
+    assert [s for s in seen if s[0] == "recovered"] == []  # no outage, nothing ends
+    slurm.down = True
+    for _ in range(3):
+        clock.t += 1
+        cache.refresh()
+    slurm.down = False
+    slurm.set_job(Job(id=2, state="PENDING"))  # made during the outage
+    seen.clear()
+    clock.t += 1
+    assert cache.refresh().ok
+    assert seen == [("event", "job", ADDED), ("recovered", True, 2)]
+    clock.t += 1
+    cache.refresh()
+    assert seen[-1] == ("recovered", True, 2) and len(seen) == 2  # once per outage
+    stop()
+    slurm.down = True
+    clock.t += 1
+    cache.refresh()
+    slurm.down = False
+    clock.t += 1
+    cache.refresh()
+    assert len(seen) == 2
+
+
+def test_the_outage_ends_only_when_every_kind_lists_again(cache, slurm, clock, monkeypatch):
+    ended = []
+    cache.on_recovered(lambda: ended.append(True))
+    cache.on_recovered(lambda: 1 / 0)  # a broken listener is logged, the others still hear
+    cache.on_recovered(lambda: ended.append(True))
+    cache.refresh()
+    slurm.down = True
+    clock.t += 1
+    cache.refresh()
+    slurm.down = False
+    real_list = slurm._list
+
+    def jobs_still_down(kind, items, updated_since):
+        if kind == "job":
+            raise SlurmUnavailable("list jobs: slurmctld is still starting")
+        return real_list(kind, items, updated_since)
+
+    monkeypatch.setattr(slurm, "_list", jobs_still_down)
+    clock.t += 1
+    assert not cache.refresh().ok and cache.node("node1") is not None
+    assert ended == []
+    monkeypatch.setattr(slurm, "_list", real_list)
+    clock.t += 1
+    assert cache.refresh().ok
+    assert ended == [True, True]

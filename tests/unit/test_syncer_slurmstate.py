@@ -72,3 +72,38 @@ def test_the_split_cache_waits_for_every_kind_with_or_without_a_timeout():
         assert cache.wait_for_sync() and cache.has_synced() and cache.wait_for_sync(0)
     finally:
         cache.stop(5)
+
+
+def test_each_kinds_recovery_is_reported():
+    """The Syncer's Manager wakes what failed for an outage when either of its caches lists again."""
+    from sunk.slurm.errors import SlurmUnavailable
+
+    class Flaky(SlowJobsSlurm):
+        down = False
+
+        def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+            if self.down:
+                raise SlurmUnavailable("list nodes: cannot reach slurmrestd")
+            return super().list_nodes(updated_since=updated_since)
+
+        def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+            if self.down:
+                raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+            return super().list_jobs(updated_since=updated_since)
+
+    slurm = Flaky()
+    cache = SplitSlurmCache(slurm, interval=60)  # type: ignore[arg-type]
+    ended: list[bool] = []
+    stop = cache.on_recovered(lambda: ended.append(True))
+    cache.refresh()
+    slurm.down = True
+    cache.refresh()
+    slurm.down = False
+    cache.refresh()
+    assert ended == [True, True]  # the node list's, then the job list's
+    stop()
+    slurm.down = True
+    cache.refresh()
+    slurm.down = False
+    cache.refresh()
+    assert ended == [True, True]
