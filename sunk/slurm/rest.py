@@ -52,7 +52,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -67,6 +67,7 @@ from .accounting import (
     REQUEST_DELETE_NODE,
     REQUEST_JOB_INFO,
     REQUEST_JOB_INFO_SINGLE,
+    REQUEST_JOB_STATE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
     REQUEST_PARTITION_INFO,
@@ -92,7 +93,7 @@ from .errors import (
     SlurmError,
     SlurmUnavailable,
 )
-from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
+from .models import Job, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,8 @@ def _never_sent(exc: requests.ConnectionError) -> bool:
 
 class RestClient:
     """Thread-safe; one keep-alive ``requests.Session`` shared by all callers."""
+
+    cheap_job_states = True  # GET /jobs/state: about 80 bytes a job, against 8 to 18 KB in /jobs
 
     def __init__(
         self,
@@ -255,6 +258,30 @@ class RestClient:
             if int(j.get("job_id", -1)) == int(job_id):
                 return v0042.parse_job(j)
         raise NotFound(f"no Slurm job {job_id}")
+
+    def list_job_states(self, job_ids: Iterable[int] | None = None) -> tuple[JobState, ...]:
+        """``GET /jobs/state``: every job's id and state (``job_id=1,2,3`` filters to those)."""
+        params = None
+        if job_ids is not None:
+            wanted = ",".join(str(int(i)) for i in dict.fromkeys(job_ids))
+            if not wanted:
+                return ()
+            params = {"job_id": wanted}
+        _, body = self._call("GET", "jobs/state/", REQUEST_JOB_STATE, "list job states", params=params)
+        return tuple(v0042.parse_job_state(j) for j in body.get("jobs") or ())
+
+    def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:
+        """``GET /job/{id}`` per id (v0.0.42 has no call for several), with the job list's flags, so a
+        record read here equals the same job's record in ``list_jobs``."""
+        found: list[Job] = []
+        for job_id in dict.fromkeys(int(i) for i in job_ids):
+            try:
+                _, body = self._call("GET", f"job/{job_id}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}",
+                                     params=self._job_list_params or None)
+            except NotFound:
+                continue
+            found.extend(v0042.parse_job(j) for j in body.get("jobs") or ())
+        return tuple(found)
 
     def submit_job(self, request: JobRequest) -> int:
         _, body = self._call("POST", "job/submit", REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}",
