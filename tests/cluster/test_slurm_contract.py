@@ -318,8 +318,9 @@ def test_submit_refused_by_slurm_is_a_slurm_error(slurm):
 
 
 def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
+    """Listing jobs in full (``update_time``): any field's change is one event."""
     job_id = held_job(slurm, jobs)
-    cache = SlurmCache(slurm, interval=0.2)
+    cache = SlurmCache(slurm, interval=0.2, job_states=False)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     events = []
     cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
@@ -345,6 +346,117 @@ def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
     dev_cluster.slurm("scancel", str(job_id))
     assert cache.wait_for(lambda: len(events) == 2, 20)
     assert events[1].new.state == "CANCELLED"
+
+
+# -- jobs by state list (GET /jobs/state) --------------------------------------------------------------------
+
+
+class ReadsRecorded:
+    """The client under test, with its read_jobs calls recorded and, per job id, something Slurm
+    is made to do just before that job's read (what a read that comes late can meet)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.reads: list[list[int]] = []
+        self.before_read: dict[int, object] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def read_jobs(self, job_ids):
+        ids = list(job_ids)
+        self.reads.append(ids)
+        for job_id in ids:
+            change = self.before_read.pop(job_id, None)
+            if change is not None:
+                change()
+        return self.client.read_jobs(ids)
+
+
+def test_job_states_match_the_full_records(slurm, jobs, dev_cluster):
+    """The state list's shape, as the live slurmrestd/slurmctld answers it: an entry per job, its id
+    as text, its state (flags included) as the record's; and the job_id filter."""
+    held = held_job(slurm, jobs)
+    running = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, priority=URGENT))
+    jobs.append(running)
+    wait_for(lambda: slurm.get_job(running).state == "RUNNING", 60, f"job {running} to run")
+    states = slurm.list_job_states()
+    records = {j.id: j for j in slurm.list_jobs().items or ()}
+    by_id = {s.job_id: s for s in states if s.job_id is not None}
+    assert by_id[held].key == str(held) and by_id[held].state == "PENDING"
+    assert by_id[running].state == "RUNNING"
+    for job_id in (held, running):
+        assert by_id[job_id].same_state(records[job_id]), (by_id[job_id], records[job_id].state_flags)
+    agree = [job_id for job_id, job in records.items() if job_id in by_id and by_id[job_id].same_state(job)]
+    assert len(agree) >= 0.9 * len([j for j in records if j in by_id])  # (others' jobs may move in between)
+    assert [s.job_id for s in slurm.list_job_states([held])] == [held]
+    if slurm.backend == "rest":
+        assert slurm.rpc_stats()["REQUEST_JOB_STATE"].count >= 2
+
+
+def test_cache_by_state_one_change_is_one_event_and_one_read(slurm, jobs, dev_cluster):
+    job_id = held_job(slurm, jobs)
+    client = ReadsRecorded(slurm)
+    cache = SlurmCache(client, interval=0.2, job_states=True)
+    assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
+    for _ in range(3):
+        time.sleep(0.3)
+        assert cache.refresh().ok
+    assert events == [] and [job_id] not in client.reads
+    lists_before = cache.stats().job_full_lists
+
+    dev_cluster.slurm("scancel", str(job_id))
+    assert cache.wait_for(lambda: bool(events), 20)
+    for _ in range(3):
+        time.sleep(0.3)
+        cache.refresh()
+    assert [(e.type, e.old.state, e.new.state) for e in events] == [(CHANGED, "PENDING", "CANCELLED")]
+    assert client.reads.count([job_id]) == 1  # one read, then the state list agrees with the record
+    assert cache.stats().job_full_lists == lists_before  # and no full list for it
+
+
+def test_cache_by_state_sees_a_comment_only_at_its_full_list(slurm, jobs, dev_cluster):
+    """The trade-off, on real Slurm: a change that is no change of state waits for the full list."""
+    job_id = held_job(slurm, jobs)
+    cache = SlurmCache(slurm, interval=0.2, job_states=True, job_full_every=4.0)
+    assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
+    lists_before = cache.stats().job_full_lists
+    dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=changed-by-scontrol")
+    for _ in range(3):
+        time.sleep(0.3)
+        cache.refresh()
+    if cache.stats().job_full_lists == lists_before:
+        assert cache.job(job_id).comment == ""
+    assert cache.wait_for(lambda: cache.job(job_id).comment == "changed-by-scontrol", 20)
+
+
+def test_cache_by_state_a_job_changed_between_the_state_list_and_its_read(slurm, jobs, dev_cluster):
+    """Never lost, never stale: the read is newer than the state list, and it is what the cache keeps."""
+    client = ReadsRecorded(slurm)
+    cache = SlurmCache(client, interval=0.2, job_states=True)
+    assert cache.refresh().ok
+    events = []
+    cache.subscribe(events.append, replay=False)
+
+    commented = held_job(slurm, jobs)  # new: the state list names it; this comment lands before its read
+    client.before_read[commented] = lambda: dev_cluster.slurm("scontrol", "update", f"jobid={commented}",
+                                                              "comment=between")
+    assert cache.wait_for(lambda: cache.job(commented) is not None, 20)
+    assert cache.job(commented).comment == "between"
+
+    cancelled = held_job(slurm, jobs)  # new and PENDING in the state list, CANCELLED by its read
+    client.before_read[cancelled] = lambda: dev_cluster.slurm("scancel", str(cancelled))
+    assert cache.wait_for(lambda: cache.job(cancelled) is not None, 20)
+    assert cache.job(cancelled).state == "CANCELLED"
+    mine = [e for e in events if e.key == cancelled]
+    for _ in range(3):  # the state list now agrees with the record: no read, no further event
+        time.sleep(0.3)
+        cache.refresh()
+    assert [e for e in events if e.key == cancelled] == mine and mine[-1].new.state == "CANCELLED"
+    assert client.reads.count([cancelled]) == 1
+    assert cache.job(commented).comment == "between"
 
 
 def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):
