@@ -32,8 +32,8 @@ refresh is instead:
    marked; an array whose listed tasks do not match its held records is marked whole;
 3. one ``read_jobs`` call per marked job or array (``GET /job/{id}``: v0.0.42 takes one id
    per call), each record stamped with the time its own read began; a job gone from the
-   state list is removed without a read. More than ``max_job_reads`` marks in one refresh:
-   a full list instead, which costs no more then;
+   state list is removed without a read. More than ``max_job_reads`` marks in one refresh
+   (64, or a twentieth of the jobs held): a full list instead, which costs no more then;
 4. every ``job_full_every`` seconds (and after an outage, or when the state list cannot be
    used) a full list, diffed as above: the safety net for what a state cannot show.
 
@@ -217,19 +217,21 @@ class SlurmCache:
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, resync_every: float = 60.0,
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
-                 job_states: Optional[bool] = None, job_full_every: float = 300.0, max_job_reads: int = 64,
-                 reread: Optional[Reread] = None):
+                 job_states: Optional[bool] = None, job_full_every: float = 300.0,
+                 max_job_reads: Optional[int] = None, reread: Optional[Reread] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
         in full every time, as with ``job_states=False``). ``max_job_reads``: more jobs and
-        arrays to read in one refresh than this, and it lists in full instead. ``reread(job)``:
+        arrays to read in one refresh than this, and it lists in full instead; None: 64, or a
+        twentieth of the jobs held if more (a read costs about what one job costs in the full
+        list, plus a round trip). ``reread(job)``:
         True for held jobs whose record is read on every refresh even when their state has not
         changed (a field a reader needs changes without a state change).
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
-        if job_full_every < 0 or max_job_reads < 0:
+        if job_full_every < 0 or (max_job_reads is not None and max_job_reads < 0):
             raise ValueError("job_full_every and max_job_reads must not be negative")
         self.client = client
         self.job_states = (_cheap_states(client) if job_states is None else job_states) and job_full_every > 0
@@ -432,7 +434,8 @@ class SlurmCache:
         plan = plan_job_reads(held, states, self.reread)
         if not (plan.jobs or plan.arrays or plan.gone):
             return []
-        if len(plan.jobs) + len(plan.arrays) > self.max_job_reads:
+        bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
+        if len(plan.jobs) + len(plan.arrays) > bound:
             log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
                       len(plan.jobs), len(plan.arrays))
             return self._list(kind, self._clock(), True, made)

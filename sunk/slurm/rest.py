@@ -37,6 +37,12 @@ same ``update_time``, so when nodes changed but partitions did not, it fails wit
 500 "Unable to query partitions"; the client then relists without ``update_time``
 (two calls, both counted).
 
+``list_job_states`` is ``GET /jobs/state``: every job's id and state, nothing else, about 80
+bytes a job where ``/jobs`` gives 8 to 18 KB (v0042.py has its shape). It has no
+``update_time``: an idle cluster still costs one such list per call. ``read_jobs`` is one
+``GET /job/{id}`` per id (v0.0.42 reads no list of ids), asked with the job list's flags so
+that a record read alone equals the same job's record in a list.
+
 ``get_node`` reads the full node list. slurmctld 24.11 answers a single-node query
 (``GET /node/NAME``, i.e. slurm_load_node_single) with the allocated CPUs and memory, and
 so IDLE/MIXED/ALLOCATED, as of the last time anyone listed all nodes: measured stale by

@@ -355,6 +355,22 @@ def test_more_changes_than_max_job_reads_is_one_full_list(fake, slurm_clock, clo
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
 
 
+def test_by_default_up_to_64_reads_or_a_twentieth_of_the_jobs(fake, slurm_clock, clock):
+    for job_id in range(1, 201):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
+    cache.refresh()
+    for count, full in ((64, False), (65, True)):
+        for job_id in range(1, count + 1):
+            fake.put_job(job_id, comment=str(count), state=("PENDING", "REQUEUED") if full else ("SUSPENDED",))
+        slurm_clock.tick()
+        clock.tick()
+        lists_before = cache.stats().job_full_lists
+        assert cache.refresh().events == count
+        assert cache.stats().job_full_lists - lists_before == int(full)
+
+
 def test_a_state_list_slurmrestd_refuses_falls_back_to_full_lists(fake, slurm_clock, clock, caplog):
     fake.put_job(5)
     slurm_clock.tick()
