@@ -34,8 +34,9 @@ refresh is instead:
    per call), each record stamped with the time its own read began; a job gone from the
    state list is removed without a read. More than ``max_job_reads`` marks in one refresh
    (64, or a twentieth of the jobs held): a full list instead, which costs no more then;
-4. every ``job_full_every`` seconds (and after an outage, or when the state list cannot be
-   used) a full list, diffed as above: the safety net for what a state cannot show.
+4. every ``job_full_every`` seconds (and after an outage) a full list, diffed as above: the
+   safety net for what a state cannot show. While the state list cannot be used, jobs are
+   listed as in the full-list mode (with ``update_time``).
 
 Events mean what they meant with full lists (added, changed with old and new, removed),
 and a read that finds the job changed again since the state list keeps the newer record:
@@ -50,8 +51,44 @@ fields while its state (and flags) stay the same: its Extra or comment (a placeh
 its pending reason or priority, its name, partition or limits (scontrol update), its nodes
 if it is resized. Its nodes as it starts, and its end, come with state changes
 (PENDING -> RUNNING, RUNNING -> COMPLETING/COMPLETED, requeue -> PENDING), so they are seen
-at once. An idle cluster now costs one state list per interval instead of a tiny
-"no change" answer: /jobs/state has no ``update_time``.
+at once.
+
+Jobs while idle (update_time checks). ``/jobs/state`` takes no ``update_time`` (24.11's
+handler parses ``job_id`` only) and its answer carries no time, so a state list costs the
+same whether or not anything changed (0.19 s and 0.8 MB at 10,000 jobs on 24.11, where the
+full-list mode's "no change" answer costs 4 ms). The only "did any job change?" question
+slurmrestd answers is ``GET /jobs?update_time=T``: slurmctld compares T with its own
+``last_job_update``, which it moves with its changes to the job table (a submission, a state
+change, an update, a purge: what the full-list mode always relied on), and answers "no change"
+when ``T - 1 >= last_job_update`` (a change in the same second as T counts as a change).
+But when a job did change, that same call answers with every job: the full list. So checks
+are worth it only while the cluster is idle, and the cache switches between the two:
+
+- after ``job_check_after`` refreshes in a row whose state list found nothing to read (by
+  default: once those state lists have taken, together, as long as the last full job list,
+  so that a switch that turns out wrong costs at most as much again: the ski-rental rule), the
+  next refresh first reads slurmctld's clock (``server_time``: ``GET /diag``'s ``req_time``),
+  then lists states; if that state list finds nothing to read either, the cache holds every
+  change up to the state list, which began after that time, and each following refresh is
+  one ``list_jobs(updated_since=that time)``: a "no change" answer, and nothing else;
+- the first check that meets a change gets every job, and that answer is used as a full list
+  (diffed, and its own ``last_update``, slurmctld's clock as it packed the list, is the new
+  T); the cache lists states again from the next refresh on. A change met while checking
+  thus costs a full list (seconds at 10,000 jobs) where a state list and a read would have
+  done; that is the price of the cheap idle refresh, and why checking waits for a stretch
+  of idle state lists;
+- a nudged refresh (a caller that expects a change, e.g. after a submission) lists states
+  instead of checking, so sunk's own changes never cost a full list;
+- while checking, every ``resync_every`` seconds one refresh reads slurmctld's clock and
+  lists states again: a clock that went backwards (a failover to a controller whose clock is
+  behind, which could answer "no change" wrongly) means a full list at once, and a state list
+  that does find something ends the checks; otherwise the checks go on with the same T (so
+  a change of any field since T still counts, where a state list shows only states). T is
+  always slurmctld's own time (from ``/diag`` or a job list), never the cache's clock.
+
+A job purged while checking moves ``last_job_update`` too (``purge_old_job``): the check
+answers with the full list, in which the job is missing, so it is removed. Where the clock cannot be read (an older
+client, ``PrivateData=usage`` refusing ``/diag``), idle refreshes keep listing states.
 """
 
 from __future__ import annotations
@@ -109,6 +146,7 @@ class CacheStats:
     last_refresh_seconds: float
     job_reads: int = 0  # read_jobs calls made for changed jobs (job-state mode)
     job_full_lists: int = 0  # full job lists (every one, in the full-list mode)
+    job_checks: int = 0  # update_time checks answered "no job changed" (job-state mode, while idle)
 
 
 Subscriber = Callable[[CacheEvent], None]
@@ -218,7 +256,8 @@ class SlurmCache:
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
-                 max_job_reads: Optional[int] = None, reread: Optional[Reread] = None):
+                 max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
+                 job_check_after: Optional[float] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
@@ -227,17 +266,24 @@ class SlurmCache:
         twentieth of the jobs held if more (a read costs about what one job costs in the full
         list, plus a round trip). ``reread(job)``:
         True for held jobs whose record is read on every refresh even when their state has not
-        changed (a field a reader needs changes without a state change).
+        changed (a field a reader needs changes without a state change). ``job_check_after``: after
+        this many refreshes in a row whose state list found nothing to read, the cache asks Slurm
+        whether any job changed at all (``update_time``) instead of listing states, until one did
+        (module notes); None (the default): once those state lists have taken, together, as long
+        as the last full job list; ``math.inf``: never.
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
         if job_full_every < 0 or (max_job_reads is not None and max_job_reads < 0):
             raise ValueError("job_full_every and max_job_reads must not be negative")
+        if job_check_after is not None and not job_check_after >= 1:
+            raise ValueError("job_check_after must be at least 1 (math.inf: never)")
         self.client = client
         self.job_states = (_cheap_states(client) if job_states is None else job_states) and job_full_every > 0
         self.job_full_every = job_full_every
         self.max_job_reads = max_job_reads
         self.reread = reread
+        self.job_check_after = job_check_after
         self.interval = interval
         self.max_busy = max_busy
         self.resync_every = resync_every
@@ -254,9 +300,18 @@ class SlurmCache:
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._refreshes = self._failures = self._calls = self._events = 0
-        self._job_reads = self._job_full_lists = 0
+        self._job_reads = self._job_full_lists = self._job_checks = 0
         self._last_seconds = 0.0
         self._states_unusable: Optional[str] = None  # why the last state list could not be used
+        # Job-state mode, idle (module notes): checking update_time instead of listing states.
+        self._checking = False
+        self._checked_at = -math.inf  # cache clock when a state list last confirmed the check's update_time
+        self._idle_lists = 0  # state lists in a row that found nothing to read
+        self._idle_seconds = 0.0  # and their time, together
+        self._full_seconds = 0.0  # the last full job list's time
+        self._stamp_unusable: Optional[str] = None  # why Slurm's clock could not be read (until the next full list)
+        self._stamp_warned = False
+        self._nudged = False  # someone expects a change: the next job refresh lists states, it does not check
 
     # -- readers --------------------------------------------------------------------------------
     def nodes(self) -> Mapping[str, Node]:
@@ -310,7 +365,7 @@ class SlurmCache:
     def stats(self) -> CacheStats:
         with self._changed:
             return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds,
-                              self._job_reads, self._job_full_lists)
+                              self._job_reads, self._job_full_lists, self._job_checks)
 
     # -- subscribers ----------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber, *, kinds: Optional[Sequence[str]] = None,
@@ -345,10 +400,11 @@ class SlurmCache:
             started = self._clock()
             calls = events = 0
             errors = []
+            expect, self._nudged = self._nudged, False
             for kind in self._kinds:
                 made = [0]
                 try:
-                    found = self._refresh_kind(kind, made)
+                    found = self._refresh_kind(kind, made, expect)
                 except Exception as exc:  # SlurmError, or an answer we could not map: stale either way
                     if not isinstance(exc, SlurmError):
                         log.exception("Slurm %s list could not be used", kind.name)
@@ -370,15 +426,81 @@ class SlurmCache:
             return RefreshResult(ok=not errors, calls=calls, events=events, seconds=seconds,
                                  error="; ".join(errors) or None)
 
-    def _refresh_kind(self, kind: _Kind, made: list[int]) -> list[CacheEvent]:
-        """One kind's refresh; ``made[0]`` counts the Slurm calls made, failed ones too."""
+    def _refresh_kind(self, kind: _Kind, made: list[int], expect: bool = False) -> list[CacheEvent]:
+        """One kind's refresh; ``made[0]`` counts the Slurm calls made, failed ones too. ``expect``: the
+        cache was nudged since the last refresh (someone expects a change)."""
         now = self._clock()
         if kind.name == JOB and self.job_states:
             if kind.full_next or not kind.synced or now - kind.last_full >= self.job_full_every:
-                return self._list(kind, now, True, made)
-            return self._refresh_job_states(kind, now, made)
+                return self._full_job_list(kind, now, made)
+            if self._checking and not expect and now - self._checked_at < self.resync_every:
+                return self._check_jobs(kind, now, made)
+            return self._refresh_job_states(kind, now, made, stamp=not expect and self._check_due(now))
         full = kind.full_next or not kind.synced or now - kind.last_full >= self.resync_every
         return self._list(kind, now, full, made)
+
+    # -- jobs while idle: update_time checks (module notes) ------------------------------------------------
+    def _check_due(self, now: float) -> bool:
+        """Whether this state list should begin (or, while checking, confirm) update_time checks."""
+        if self._checking:
+            return now - self._checked_at >= self.resync_every
+        if self.job_check_after is None:
+            return self._idle_lists >= 1 and self._idle_seconds >= self._full_seconds
+        return self._idle_lists >= self.job_check_after
+
+    def _stop_checking(self) -> None:
+        if self._checking:
+            log.debug("a job changed: listing job states again")
+        self._checking = False
+        self._idle_lists = 0
+        self._idle_seconds = 0.0
+
+    def _full_job_list(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+        started = self._clock()
+        found = self._list(kind, now, True, made)
+        self._full_seconds = self._clock() - started
+        self._stamp_unusable = None  # (try Slurm's clock again)
+        if found:
+            self._stop_checking()
+        elif self._checking:
+            self._checked_at = now  # still no change: the checks go on from this list's last_update
+        return found
+
+    def _check_jobs(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+        """One ``list_jobs(updated_since=...)``: "no change", or (any job changed) every job, used as a full list."""
+        made[0] += 1
+        started = self._clock()
+        snapshot = kind.lister(updated_since=kind.last_update)
+        self._listed(kind)
+        if snapshot.items is None:
+            with self._changed:
+                self._job_checks += 1
+            return []
+        with self._changed:
+            self._job_full_lists += 1
+        self._full_seconds = self._clock() - started
+        self._stop_checking()
+        return self._take(kind, now, snapshot, True)
+
+    def _server_stamp(self, made: list[int]) -> Optional[int]:
+        """slurmctld's clock now (the client's ``server_time``), or None where it cannot be read."""
+        read = _capability(self.client, "server_time")
+        if read is None or self._stamp_unusable is not None:
+            return None
+        made[0] += 1
+        try:
+            stamp = int(read())
+            if stamp <= 0:
+                raise SlurmError(f"slurmctld's clock read as {stamp}")
+        except SlurmUnavailable:
+            raise
+        except Exception as exc:  # refused (PrivateData=usage) or not understood: list states meanwhile
+            (log.debug if self._stamp_warned else log.warning)(
+                "Slurm's clock cannot be read, so idle job refreshes keep listing job states: %s", exc)
+            self._stamp_warned = True
+            self._stamp_unusable = str(exc)
+            return None
+        return stamp
 
     def _listed(self, kind: _Kind) -> None:
         """A call for ``kind`` was answered."""
@@ -397,6 +519,11 @@ class SlurmCache:
         self._listed(kind)
         if snapshot.items is None:  # nothing changed since last_update
             return []
+        return self._take(kind, now, snapshot, full)
+
+    def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> list[CacheEvent]:
+        """A list answered with items: diff it against the items held, and hold it."""
+        assert snapshot.items is not None
         new = {kind.key(item): item for item in snapshot.items}
         found = diff(kind.name, kind.items, new, now)
         kind.items = MappingProxyType(new)
@@ -414,8 +541,19 @@ class SlurmCache:
             kind.last_full = now
         return found
 
-    def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int]) -> list[CacheEvent]:
-        """Jobs from the state list plus reads of what changed: see the module notes."""
+    def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int],
+                            stamp: bool = False) -> list[CacheEvent]:
+        """Jobs from the state list plus reads of what changed: see the module notes. ``stamp``: read
+        slurmctld's clock first, and if the state list finds nothing to read, check update_time
+        from that time on."""
+        started = self._clock()
+        since = self._server_stamp(made) if stamp else None
+        if since is not None and since < kind.last_update:
+            log.warning("slurmctld's clock went backwards (%d < %d, a failover?): listing jobs in full",
+                        since, kind.last_update)
+            self._stop_checking()
+            kind.last_update = 0  # (this list's own last_update, on the clock that went back, is the next T)
+            return self._full_job_list(kind, self._clock(), made)
         made[0] += 1
         try:
             states = self.client.list_job_states()
@@ -425,7 +563,8 @@ class SlurmCache:
             if self._states_unusable is None:
                 log.warning("Slurm's job state list cannot be used, listing jobs in full until it can: %s", exc)
             self._states_unusable = str(exc)
-            return self._list(kind, self._clock(), True, made)
+            self._stop_checking()
+            return self._list(kind, self._clock(), False, made)  # with update_time: "no change" when none
         if self._states_unusable is not None:
             log.info("Slurm's job state list works again")
             self._states_unusable = None
@@ -433,12 +572,25 @@ class SlurmCache:
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
         plan = plan_job_reads(held, states, self.reread)
         if not (plan.jobs or plan.arrays or plan.gone):
+            self._idle_lists += 1
+            self._idle_seconds += self._clock() - started
+            if since is not None and self._checking:
+                # Confirmed: no state change the checks missed, and slurmctld's clock did not go back.
+                # The checks keep their time: a change since it, of any field, still counts.
+                self._checked_at = requested
+            elif since is not None:  # nothing changed up to the state list, which began after ``since``
+                log.debug("no job changed in %d state lists: checking update_time from %d instead",
+                          self._idle_lists, since)
+                kind.last_update = since
+                self._checking = True
+                self._checked_at = requested
             return []
+        self._stop_checking()
         bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
         if len(plan.jobs) + len(plan.arrays) > bound:
             log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
                       len(plan.jobs), len(plan.arrays))
-            return self._list(kind, self._clock(), True, made)
+            return self._full_job_list(kind, self._clock(), made)
         new: dict[Hashable, Job] = dict(kind.items)
         read_at = dict(kind.read_at)
         added: list[CacheEvent] = []
@@ -539,8 +691,12 @@ class SlurmCache:
         """Refresh within ``min_nudge_interval`` instead of at the next interval.
 
         A burst of nudges within that window is one refresh; a nudge during a refresh
-        gets another one after it, since the state may have changed meanwhile.
+        gets another one after it, since the state may have changed meanwhile. The caller
+        expects a change (it has just submitted or cancelled a job, say), so that refresh
+        lists job states even while idle refreshes only check update_time: its change is
+        then one state list and a read, not a full list.
         """
+        self._nudged = True
         self._wake.set()
 
     def _run(self) -> None:
@@ -588,6 +744,15 @@ class SlurmCache:
                 time.sleep(pause)
             last_own = self._clock()
             self.refresh()
+
+
+def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:
+    """``client.name`` if the client has such a method (a test double that refuses unknown attributes has not)."""
+    try:
+        found = getattr(client, name, None)
+    except Exception:
+        return None
+    return found if callable(found) else None
 
 
 def _cheap_states(client: Any) -> bool:

@@ -327,7 +327,8 @@ class FakeSlurmrestd:
             if path in ("partitions/", "partitions"):
                 return 200, {"partitions": list(s.partitions.values()), "last_update": n(s.part_update)}
             if path in ("diag/", "diag"):
-                return 200, {"statistics": {"server_thread_count": 1, "jobs_submitted": len(s.submitted),
+                return 200, {"statistics": {"req_time": n(self.now()), "req_time_start": n(0),
+                                            "server_thread_count": 1, "jobs_submitted": len(s.submitted),
                                             "schedule_cycle_last": 1500, "schedule_cycle_mean": 2500,
                                             "bf_cycle_last": 0, "rpcs_by_message_type": [
                                                 {"type_id": 2003, "message_type": "REQUEST_JOB_INFO",

@@ -338,6 +338,17 @@ class RestClient:
         _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
         return v0042.parse_stats(body.get("statistics") or {})
 
+    def server_time(self) -> int:
+        """slurmctld's clock as it answers: ``statistics.req_time`` of ``GET /diag`` (sdiag's "output at",
+        slurmctld's ``time(NULL)`` when it packs the answer). One call of a few KB. SlurmCache takes it
+        just before a job state list, as the ``update_time`` of its later checks: the state list's
+        answer carries no time, and the cache's own clock is not slurmctld's (module notes)."""
+        _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
+        stamp = v0042.integer((body.get("statistics") or {}).get("req_time"))
+        if stamp <= 0:
+            raise SlurmError("diag: slurmrestd's answer has no statistics.req_time")
+        return stamp
+
     def rpc_stats(self) -> Mapping[str, RpcStat]:
         return self.accounting.snapshot()
 

@@ -5,6 +5,7 @@ in 24.11's shape and counts the bytes of every answer.
 """
 
 import logging
+import math
 
 import pytest
 
@@ -424,6 +425,324 @@ def test_a_read_that_fails_fails_the_refresh_and_keeps_the_snapshot(fake, slurm_
     assert not result.ok and result.calls == 2 and events == [] and cache.job(5).state == "PENDING"
     clock.tick()
     assert cache.refresh().ok and [e.new.state for e in events] == ["RUNNING"]
+
+
+# -- while idle: update_time checks instead of state lists --------------------------------------------------
+
+
+def queries(fake, since):
+    return [(method, path, query) for method, path, query in fake.state.requests[since:]]
+
+
+def checking_cache(fake, slurm_clock, clock, **kw):
+    """A job cache that has listed, found two idle state lists, read slurmctld's clock and now checks."""
+    kw.setdefault("job_check_after", 2)
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, **kw)
+    assert cache.refresh().ok
+    for _ in range(2):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        assert cache.refresh().events == 0
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    stamp = fake.now()
+    result = cache.refresh()  # slurmctld's clock, then a state list that still finds nothing
+    assert result.ok and result.calls == 2 and result.events == 0
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/state/", "")]
+    return cache, stamp
+
+
+def test_an_idle_refresh_is_one_update_time_check_and_no_state_list(fake, slurm_clock, clock):
+    for job_id in range(1, 201):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    for _ in range(3):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before, sent_before = len(fake.state.requests), len(fake.state.sent)
+        result = cache.refresh()
+        assert result.ok and result.calls == 1 and result.events == 0
+        # slurmctld's clock as /diag gave it (not the cache's, which is 100-odd here)
+        assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+        assert sum(size for _m, _p, size in fake.state.sent[sent_before:]) < 2_000  # against 20 KB of states
+    assert cache.stats().job_checks == 3 and cache.stats().job_full_lists == 1 and len(cache.jobs()) == 200
+    assert cache.fresh
+
+
+def test_a_change_met_by_a_check_is_seen_from_its_full_answer_then_states_are_listed_again(
+        fake, slurm_clock, clock):
+    fake.put_job(5)
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.put_job(5, state=("RUNNING",), nodes="node1")
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    result = cache.refresh()
+    # 24.11 answers update_time with every job when one changed: that answer is the full list
+    assert result.ok and result.calls == 1 and calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert [(e.type, e.key, e.old.state, e.new.state) for e in events] == [(CHANGED, 5, "PENDING", "RUNNING")]
+    assert cache.stats().job_full_lists == 2
+    fake.put_job(6, state=("CANCELLED",))  # the next change: a state list and a read of that job alone
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "jobs/state/", ""), ("GET", "job/6", "")]
+    assert [(e.key, e.new.state) for e in events[1:]] == [(6, "CANCELLED")]
+
+
+def test_a_nudged_refresh_lists_states_and_reads_only_the_changed_jobs(fake, slurm_clock, clock):
+    for job_id in range(1, 11):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.put_job(11, extra="sunk-pod=u ns=d name=p")  # submitted by the caller, who nudges
+    fake.put_job(3, state=("CANCELLED",))
+    slurm_clock.tick()
+    clock.tick()
+    cache.nudge()
+    requests_before = len(fake.state.requests)
+    result = cache.refresh()
+    assert result.ok and calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 2}
+    assert sorted(path for _m, path, _q in fake.state.requests[requests_before + 1:]) == ["job/11", "job/3"]
+    assert sorted((e.type, e.key) for e in events) == [(ADDED, 11), (CHANGED, 3)]
+    assert cache.stats().job_full_lists == 1  # no full list for them
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # things moved: states are listed again (no check) until idle again
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_a_nudge_that_finds_nothing_keeps_checking_from_the_same_time(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    cache.nudge()
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+
+
+def test_a_job_purged_while_checking_is_removed(fake, slurm_clock, clock):
+    fake.put_job(5, state=("COMPLETED",))
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.remove_job(5)  # MinJobAge passed: slurmctld purges it (and moves last_job_update)
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().ok
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert [(e.type, e.key, e.old.state) for e in events] == [(REMOVED, 5, "COMPLETED")]
+    assert set(cache.jobs()) == {6}
+
+
+def test_a_nudged_refresh_removes_a_purged_job_without_a_read(fake, slurm_clock, clock):
+    fake.put_job(5, state=("COMPLETED",))
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.remove_job(5)
+    slurm_clock.tick()
+    clock.tick()
+    cache.nudge()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    assert [(e.type, e.key) for e in events] == [(REMOVED, 5)] and set(cache.jobs()) == {6}
+
+
+def test_a_change_in_the_second_of_the_clock_read_is_not_missed(fake, slurm_clock, clock):
+    """slurmctld answers "no change" only for T - 1 >= last_job_update: a change in the very second it
+    gave as T (before or after the state list) is a change. Here: an Extra the state list cannot show,
+    written in that second before the state list, and a cancel after it."""
+    fake.put_job(5, extra="before")
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1)
+    cache.refresh()
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()  # one idle state list
+    slurm_clock.tick()
+    clock.tick()
+    events = record(cache)
+
+    class ExtraBeforeTheStateList:
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_job_states(self, *args):
+            fake.put_job(5, extra="after")  # the same (fake) second as the clock read just before
+            return self.client.list_job_states(*args)
+
+    cache.client = ExtraBeforeTheStateList(cache.client)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before)[0] == ("GET", "diag/", "") and events == []
+    fake.put_job(6, state=("CANCELLED",))  # and one more in that second, after the state list
+    clock.tick()  # (slurmctld's clock has not moved)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert sorted((e.key, e.new.extra, e.new.state) for e in events) == [(5, "after", "PENDING"),
+                                                                       (6, "", "CANCELLED")]
+
+
+def test_checks_are_confirmed_by_a_state_list_every_resync_every(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock, resync_every=10)
+    for _ in range(4):
+        slurm_clock.tick()
+        clock.tick()  # 2 s each: 8 s since the state list that began the checks
+        requests_before = len(fake.state.requests)
+        cache.refresh()
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    fake.put_job(5, comment="no state change")  # after the last check: what a state list cannot show
+    slurm_clock.tick()
+    clock.tick()  # 10 s
+    events = record(cache)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/state/", "")]
+    assert events == []
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # the checks keep their time, so the comment is a change to them
+    assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+    assert [e.new.comment for e in events] == ["no state change"]
+
+
+def test_slurmctlds_clock_going_backwards_means_a_full_list(fake, slurm_clock, clock, caplog):
+    """A failover to a controller whose clock is behind could answer "no change" to a time it has not
+    reached yet: the confirming clock read sees it, and the cache lists in full."""
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock, resync_every=10)
+    events = record(cache)
+    slurm_clock.t -= 600  # the new controller's clock: ten minutes behind
+    fake.put_job(5, state=("RUNNING",), nodes="node1")  # last_job_update on that clock: before ``stamp``
+    clock.tick(10)
+    requests_before = len(fake.state.requests)
+    with caplog.at_level(logging.WARNING, logger="sunk.slurm.cache"):
+        assert cache.refresh().ok
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/", "")]
+    assert [(e.key, e.new.state) for e in events] == [(5, "RUNNING")]
+    assert any("clock went backwards" in r.getMessage() for r in caplog.records)
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_without_slurms_clock_idle_refreshes_keep_listing_states(fake, slurm_clock, clock, caplog):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1)
+    cache.refresh()
+    fake.add_fault(Fault("GET", r"diag/", status=403, times=10, body={"errors": [
+        {"description": "Access denied", "error_number": 2010, "error": "Access/permission denied",
+         "source": "fake"}]}))
+    with caplog.at_level(logging.DEBUG, logger="sunk.slurm.cache"):
+        for _ in range(4):
+            slurm_clock.tick()
+            clock.tick()
+            assert cache.refresh().ok
+    assert fake.calls("GET", r"diag/") == 1 and fake.calls("GET", r"jobs/") == 1  # the first full list only
+    assert fake.calls("GET", r"jobs/state/") == 4
+    assert sum(r.levelno == logging.WARNING and "clock cannot be read" in r.getMessage()
+               for r in caplog.records) == 1
+
+
+def test_checks_begin_once_idle_state_lists_took_as_long_as_a_full_list(fake, slurm_clock, clock):
+    """The default: rent state lists until they cost one full list, then check (a change met while
+    checking costs one full list, so an idle stretch never costs more than twice what it must)."""
+
+    class Timed:  # a full list takes 1 s, a state list 0.25 s, a clock read nothing
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_jobs(self, **kw):
+            clock.tick(1.0)
+            return self.client.list_jobs(**kw)
+
+        def list_job_states(self, *args):
+            clock.tick(0.25)
+            return self.client.list_job_states(*args)
+
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(Timed(rest(fake)), kinds=("job",), clock=clock)
+    cache.refresh()
+    refreshes_before_the_first_check = 0
+    while fake.calls("GET", r"diag/") == 0:
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+        refreshes_before_the_first_check += 1
+        assert refreshes_before_the_first_check < 20
+    assert refreshes_before_the_first_check == 5  # 4 idle state lists (1 s), then the clock and a 5th
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1} and cache.stats().job_checks == 1
+
+
+def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start,
+                       job_check_after=1)
+    cache.refresh()
+    for _ in range(3):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        cache.refresh()
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+
+
+def test_checks_can_be_turned_off(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=math.inf)
+    cache.refresh()
+    for _ in range(5):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert fake.calls("GET", r"jobs/state/") == 5 and fake.calls("GET", r"diag/") == 0
+    with pytest.raises(ValueError):
+        SlurmCache(rest(fake), job_check_after=0)
 
 
 # -- which mode ----------------------------------------------------------------------------------------------

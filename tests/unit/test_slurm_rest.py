@@ -120,6 +120,29 @@ def test_list_jobs_unchanged_and_changed(client, fake, clock):
     assert [j.id for j in snap.items] == [5, 6] and snap.last_update == fake.now()
 
 
+def test_server_time_is_slurmctlds_clock_and_an_update_time_that_sees_later_changes(client, fake, clock):
+    """``server_time`` is /diag's req_time (slurmctld's clock, not ours); "no change since it" holds until a
+    job changes, in the same second included."""
+    fake.put_job(5)
+    clock.tick()
+    stamp = client.server_time()
+    assert stamp == fake.now() and fake.state.requests[-1][:2] == ("GET", "diag/")
+    assert client.rpc_stats()["REQUEST_STATS_INFO"].count == 1
+    clock.tick()
+    assert client.list_jobs(updated_since=stamp).items is None
+    fake.put_job(6)  # (not the same second as the stamp: the rule below is what makes that one safe too)
+    assert [j.id for j in client.list_jobs(updated_since=stamp).items] == [5, 6]
+    same_second = client.server_time()
+    fake.put_job(7)  # in the second of the stamp
+    assert [j.id for j in client.list_jobs(updated_since=same_second).items] == [5, 6, 7]
+
+
+def test_server_time_without_req_time_is_an_error(client, fake):
+    fake.add_fault(Fault("GET", r"diag/", status=200, body={"statistics": {"server_thread_count": 1}}))
+    with pytest.raises(SlurmError, match="req_time"):
+        client.server_time()
+
+
 def test_job_list_without_allocations_asks_without_detail(fake):
     fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
     client = connect("rest", url=fake.url, token="tok", with_allocations=False)
