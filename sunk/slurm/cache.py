@@ -87,8 +87,9 @@ are worth it only while the cluster is idle, and the cache switches between the 
   always slurmctld's own time (from ``/diag`` or a job list), never the cache's clock.
 
 A job purged while checking moves ``last_job_update`` too (``purge_old_job``): the check
-answers with the full list, in which the job is missing, so it is removed. Where the clock cannot be read (an older
-client, ``PrivateData=usage`` refusing ``/diag``), idle refreshes keep listing states.
+answers with the full list, in which the job is missing, so it is removed. Where the clock
+cannot be read (a client without ``server_time``, ``PrivateData=usage`` refusing ``/diag``),
+idle refreshes keep listing states.
 """
 
 from __future__ import annotations

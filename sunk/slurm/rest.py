@@ -39,9 +39,14 @@ same ``update_time``, so when nodes changed but partitions did not, it fails wit
 
 ``list_job_states`` is ``GET /jobs/state``: every job's id and state, nothing else, about 80
 bytes a job where ``/jobs`` gives 8 to 18 KB (v0042.py has its shape). It has no
-``update_time``: an idle cluster still costs one such list per call. ``read_jobs`` is one
+``update_time`` (24.11's handler parses ``job_id`` only, and its answer's ``last_update`` is
+never set): it costs the same whether or not anything changed. ``read_jobs`` is one
 ``GET /job/{id}`` per id (v0.0.42 reads no list of ids), asked with the job list's flags so
-that a record read alone equals the same job's record in a list.
+that a record read alone equals the same job's record in a list. (``GET /job/{id}`` lists
+``update_time`` among its parameters, but the handler ignores it: slurm_load_job takes none.)
+``server_time`` is slurmctld's clock (``/diag``'s ``req_time``): SlurmCache's idle refreshes
+check ``list_jobs(updated_since=...)`` from it, since ``/jobs`` is the only call whose
+``update_time`` slurmctld honours, and it answers with every job once one changed.
 
 ``get_node`` reads the full node list. slurmctld 24.11 answers a single-node query
 (``GET /node/NAME``, i.e. slurm_load_node_single) with the allocated CPUs and memory, and
