@@ -18,6 +18,7 @@ back) and assumes nothing about node states beyond "the nodes exist". Jobs get u
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 
@@ -397,7 +398,7 @@ def test_job_states_match_the_full_records(slurm, jobs, dev_cluster):
 def test_cache_by_state_one_change_is_one_event_and_one_read(slurm, jobs, dev_cluster):
     job_id = held_job(slurm, jobs)
     client = ReadsRecorded(slurm)
-    cache = SlurmCache(client, interval=0.2, job_states=True)
+    cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)  # (state lists only)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     events = []
     cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
@@ -420,7 +421,7 @@ def test_cache_by_state_one_change_is_one_event_and_one_read(slurm, jobs, dev_cl
 def test_cache_by_state_sees_a_comment_only_at_its_full_list(slurm, jobs, dev_cluster):
     """The trade-off, on real Slurm: a change that is no change of state waits for the full list."""
     job_id = held_job(slurm, jobs)
-    cache = SlurmCache(slurm, interval=0.2, job_states=True, job_full_every=4.0)
+    cache = SlurmCache(slurm, interval=0.2, job_states=True, job_full_every=4.0, job_check_after=math.inf)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     lists_before = cache.stats().job_full_lists
     dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=changed-by-scontrol")
@@ -435,7 +436,7 @@ def test_cache_by_state_sees_a_comment_only_at_its_full_list(slurm, jobs, dev_cl
 def test_cache_by_state_a_job_changed_between_the_state_list_and_its_read(slurm, jobs, dev_cluster):
     """Never lost, never stale: the read is newer than the state list, and it is what the cache keeps."""
     client = ReadsRecorded(slurm)
-    cache = SlurmCache(client, interval=0.2, job_states=True)
+    cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)
     assert cache.refresh().ok
     events = []
     cache.subscribe(events.append, replay=False)
@@ -457,6 +458,106 @@ def test_cache_by_state_a_job_changed_between_the_state_list_and_its_read(slurm,
     assert [e for e in events if e.key == cancelled] == mine and mine[-1].new.state == "CANCELLED"
     assert client.reads.count([cancelled]) == 1
     assert cache.job(commented).comment == "between"
+
+
+# -- jobs while idle: update_time checks -----------------------------------------------------------------
+
+
+def rest_only(slurm):
+    if slurm.backend != "rest":
+        pytest.skip("slurmctld's clock (server_time) and the job state list are the REST backend's")
+
+
+def quiet_stamp(slurm, tries: int = 20) -> int:
+    """slurmctld's clock at a moment after which no job changed for a second (others may be busy)."""
+    for _ in range(tries):
+        stamp = slurm.server_time()
+        time.sleep(1.1)
+        if slurm.list_jobs(updated_since=stamp).items is None:
+            return stamp
+    raise AssertionError(f"some job changed in each of {tries} seconds: the cluster is not quiet enough here")
+
+
+def test_update_time_from_slurmctlds_clock(slurm, jobs, dev_cluster):
+    """What the cache's checks rest on, on real slurmctld: /diag's req_time is slurmctld's clock; with it
+    as update_time, /jobs says "no change" until a job changes (a comment, a cancel), the change in the
+    very second of the stamp included, and then answers with every job."""
+    rest_only(slurm)
+    job_id = held_job(slurm, jobs)
+    stamp = slurm.server_time()
+    assert abs(stamp - time.time()) < 5  # (the dev cluster's slurmctld runs on this machine's clock)
+    stamp = quiet_stamp(slurm)
+    dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=moved-last-job-update")
+    answer = slurm.list_jobs(updated_since=stamp).items
+    assert answer is not None and {j.id: j.comment for j in answer}[job_id] == "moved-last-job-update"
+    assert len(answer) == len(slurm.list_jobs().items or ())  # every job, not a delta
+
+    same_second = slurm.server_time()
+    dev_cluster.slurm("scancel", str(job_id))  # most often in the second of the stamp
+    answer = slurm.list_jobs(updated_since=same_second).items
+    assert answer is not None and {j.id: j.state for j in answer}[job_id] == "CANCELLED"
+
+
+class RpcCounts:
+    """This client's calls per message type since the last ``take()``."""
+
+    def __init__(self, client):
+        self.client, self.before = client, self._now()
+
+    def _now(self):
+        return {name: stat.count for name, stat in self.client.rpc_stats().items()}
+
+    def take(self):
+        now = self._now()
+        out = {name: count - self.before.get(name, 0) for name, count in now.items()
+               if count - self.before.get(name, 0)}
+        self.before = now
+        return out
+
+
+def wait_until_checking(cache, timeout: float = 60):
+    checks = cache.stats().job_checks
+    deadline = time.monotonic() + timeout
+    while cache.stats().job_checks == checks:
+        assert time.monotonic() < deadline, "the cache never went over to update_time checks"
+        time.sleep(0.3)
+        assert cache.refresh().ok
+
+
+def test_cache_idle_refresh_is_one_update_time_check(slurm, jobs, dev_cluster):
+    """Idle: one GET /jobs?update_time (a "no change"), no state list. A change met by a check comes
+    from its full answer; a nudged change is a state list and one read."""
+    rest_only(slurm)
+    held = held_job(slurm, jobs)
+    cache = SlurmCache(slurm, interval=0.2, kinds=("job",), job_check_after=1)
+    assert cache.wait_for(lambda: cache.job(held) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.key in jobs else None, replay=False)
+    wait_until_checking(cache)
+    counts = RpcCounts(slurm)
+    idle = []
+    for _ in range(10):  # (a job of someone else's may change meanwhile: look for idle refreshes)
+        time.sleep(0.3)
+        result = cache.refresh()
+        calls = counts.take()
+        if result.events == 0 and calls == {"REQUEST_JOB_INFO": 1}:
+            idle.append(result)
+    assert len(idle) >= 5 and all(r.calls == 1 for r in idle)
+
+    dev_cluster.slurm("scancel", str(held))  # not nudged: the next check meets it
+    assert cache.wait_for(lambda: cache.job(held).state == "CANCELLED", 20)
+    assert [(e.type, e.key, e.new.state) for e in events] == [(CHANGED, held, "CANCELLED")]
+
+    wait_until_checking(cache)
+    counts.take()
+    events.clear()
+    submitted = held_job(slurm, jobs)
+    cache.nudge()  # as sunk's scheduler does after a submission
+    assert cache.refresh().ok
+    calls = counts.take()
+    assert calls.get("REQUEST_JOB_STATE") == 1 and calls.get("REQUEST_JOB_INFO_SINGLE", 0) >= 1, calls
+    assert "REQUEST_JOB_INFO" not in calls  # no full list for it
+    assert [(e.type, e.key) for e in events] == [("added", submitted)]
 
 
 def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):
