@@ -15,7 +15,11 @@ What is measured, per target:
   (``job_states=True``, the default over REST): wall time, Slurm calls, bytes received and
   events per cycle, for a job submitted, a job cancelled (both state changes) and a comment
   changed (no state change: the state path shows it only at its next full list). The jobs
-  it submits are held (priority 0) and cancelled by the benchmark itself.
+  it submits are held (priority 0) and cancelled by the benchmark itself;
+- ``job_checks``: the state path once idle, when it checks ``update_time`` instead of listing
+  states (``job_check_after=1`` to get there at once): an idle refresh, the first change a
+  check meets (its answer is the full list), and a change after a nudge (a state list and a
+  read, as after sunk's own submissions).
 
 ``--spawn`` starts, inside the sunk-dev chroot (``sunk-dev up`` made it), a second
 slurmctld (cluster "bench", port 6917, no accounting) whose slurm.conf declares 1000 nodes
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -137,6 +142,7 @@ def measure(url: str, token: str, repeat: int, change_node: str, change_job: int
     client.update_node(change_node, NodeUpdate(comment=""))
     out["job_refresh"] = {name: job_refresh(url, token, repeat, states)
                           for name, states in (("full_lists", False), ("state_list", True))}
+    out["job_checks"] = job_checks(url, token, repeat)
     return out
 
 
@@ -156,7 +162,7 @@ def job_refresh(url: str, token: str, repeat: int, states: bool) -> dict[str, An
     client = connect("rest", url=url, token=token, read_timeout=120)
     received = received_bytes(client)
     cache = SlurmCache(client, kinds=("job",), interval=1.0, resync_every=3600, job_full_every=3600,
-                       job_states=states)
+                       job_states=states, job_check_after=math.inf)  # (job_checks below measures checks)
     first = cache.refresh()
     assert first.ok, first.error
     out: dict[str, Any] = {"first_refresh": {"seconds": round(first.seconds, 3), "calls": first.calls,
@@ -192,6 +198,62 @@ def job_refresh(url: str, token: str, repeat: int, states: bool) -> dict[str, An
         for job_id in [*submitted, commented]:
             client.cancel_job(job_id)
     out["job_reads"] = cache.stats().job_reads
+    out["full_job_lists"] = cache.stats().job_full_lists
+    return out
+
+
+def job_checks(url: str, token: str, repeat: int) -> dict[str, Any]:
+    """The state path while idle: update_time checks, and what a change costs then, nudged or not."""
+    client = connect("rest", url=url, token=token, read_timeout=120)
+    received = received_bytes(client)
+    cache = SlurmCache(client, kinds=("job",), interval=1.0, resync_every=3600, job_full_every=3600,
+                       job_states=True, job_check_after=1)
+    assert cache.refresh().ok
+    held = JobRequest(name="bench-check", script="#!/bin/bash\nsleep 3600\n", priority=0, time_limit=60)
+    submitted: list[int] = []
+
+    def settle() -> None:  # idle state lists until the cache checks (others' jobs may delay it)
+        checks = cache.stats().job_checks
+        for _ in range(60):
+            time.sleep(1.05)
+            assert cache.refresh().ok
+            if cache.stats().job_checks > checks:
+                return
+        raise SystemExit("job_checks: the cache never went over to update_time checks (jobs keep changing?)")
+
+    def cycle(change: Optional[Callable[[], None]], nudge: bool = False) -> tuple[float, int, int, int]:
+        time.sleep(1.05)  # update_time has one-second resolution
+        if change:
+            change()
+        if nudge:
+            cache.nudge()
+        calls_before, bytes_before = sum(s.count for s in client.rpc_stats().values()), received()
+        result = cache.refresh()
+        assert result.ok, result.error
+        return (result.seconds, sum(s.count for s in client.rpc_stats().values()) - calls_before,
+                received() - bytes_before, result.events)
+
+    def row(rows: list[tuple[float, int, int, int]]) -> dict[str, Any]:
+        return {**summary([r[0] for r in rows]), "calls_per_cycle": statistics.mean(r[1] for r in rows),
+                "bytes_per_cycle": round(statistics.mean(r[2] for r in rows)),
+                "events_per_cycle": statistics.mean(r[3] for r in rows)}
+
+    out: dict[str, Any] = {}
+    try:
+        settle()
+        out["unchanged"] = row([cycle(None) for _ in range(repeat)])
+        first, nudged = [], []
+        for _ in range(repeat):
+            settle()
+            first.append(cycle(lambda: submitted.append(client.submit_job(held))))
+            settle()
+            nudged.append(cycle(lambda: submitted.append(client.submit_job(held)), nudge=True))
+        out["first_change_met_by_a_check"] = row(first)
+        out["change_after_a_nudge"] = row(nudged)
+    finally:
+        for job_id in submitted:
+            client.cancel_job(job_id)
+    out["checks"] = cache.stats().job_checks
     out["full_job_lists"] = cache.stats().job_full_lists
     return out
 
