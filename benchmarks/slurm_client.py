@@ -8,7 +8,18 @@ What is measured, per target:
 - a full ``list_nodes`` and ``list_jobs``: wall time (HTTP, JSON decoding, mapping to
   models) and answer size, with the JSON-to-models share timed on its own;
 - ``SlurmCache.refresh()`` when nothing changed, when one job changed and when one node
-  changed since the previous refresh: wall time, Slurm calls and events per cycle.
+  changed since the previous refresh: wall time, Slurm calls and events per cycle (the cache
+  listing jobs in full, with ``update_time``);
+- a job refresh at that size with one job changed, both ways the cache can refresh jobs:
+  full lists (``job_states=False``) and the job state list with reads of what changed
+  (``job_states=True``, the default over REST): wall time, Slurm calls, bytes received and
+  events per cycle, for a job submitted, a job cancelled (both state changes) and a comment
+  changed (no state change: the state path shows it only at its next full list). The jobs
+  it submits are held (priority 0) and cancelled by the benchmark itself;
+- ``job_checks``: the state path once idle, when it checks ``update_time`` instead of listing
+  states (``job_check_after=1`` to get there at once): an idle refresh, the first change a
+  check meets (its answer is the full list), and a change after a nudge (a state list and a
+  read, as after sunk's own submissions).
 
 ``--spawn`` starts, inside the sunk-dev chroot (``sunk-dev up`` made it), a second
 slurmctld (cluster "bench", port 6917, no accounting) whose slurm.conf declares 1000 nodes
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -71,8 +83,10 @@ def measure(url: str, token: str, repeat: int, change_node: str, change_job: int
 
     client.list_nodes()  # warm the connection
     session = requests.Session()
-    for kind, path, lister, parse in (("nodes", "nodes/", client.list_nodes, v0042.parse_node),
-                                      ("jobs", "jobs/", client.list_jobs, v0042.parse_job)):
+    for kind, path, lister, parse, name in (
+            ("nodes", "nodes/", client.list_nodes, v0042.parse_node, "list_nodes"),
+            ("jobs", "jobs/", client.list_jobs, v0042.parse_job, "list_jobs"),
+            ("jobs", "jobs/state/", client.list_job_states, v0042.parse_job_state, "list_job_states")):
         times, snapshot = timed(lister, repeat)
         # One more, by hand, to split the time: server (until the first byte), download, decode, mapping.
         started = time.perf_counter()
@@ -85,8 +99,9 @@ def measure(url: str, token: str, repeat: int, change_node: str, change_job: int
         decoded = time.perf_counter()
         [parse(d) for d in body[kind]]
         mapped = time.perf_counter()
-        out[f"list_{kind}"] = {
-            "items": len(snapshot.items), "bytes": len(content), **summary(times),
+        items = snapshot if isinstance(snapshot, tuple) else snapshot.items
+        out[name] = {
+            "items": len(items), "bytes": len(content), **summary(times),
             "split_s": {"server": round(served - started, 3), "download": round(downloaded - served, 3),
                         "json_decode": round(decoded - downloaded, 3), "to_models": round(mapped - decoded, 3)}}
 
@@ -96,7 +111,7 @@ def measure(url: str, token: str, repeat: int, change_node: str, change_job: int
     out["list_jobs_without_allocations"] = {"items": len(snapshot.items), "bytes": len(lean_raw.content),
                                             **summary(times)}
 
-    cache = SlurmCache(client, interval=1.0, resync_every=3600)
+    cache = SlurmCache(client, interval=1.0, resync_every=3600, job_states=False)
     first = cache.refresh()
     out["cache_first_refresh"] = {"seconds": round(first.seconds, 4), "calls": first.calls, "events": first.events}
 
@@ -125,6 +140,121 @@ def measure(url: str, token: str, repeat: int, change_node: str, change_job: int
         cache.node(change_node)
     out["calls_for_20000_cache_reads"] = sum(s.count for s in client.rpc_stats().values()) - lookups_before
     client.update_node(change_node, NodeUpdate(comment=""))
+    out["job_refresh"] = {name: job_refresh(url, token, repeat, states)
+                          for name, states in (("full_lists", False), ("state_list", True))}
+    out["job_checks"] = job_checks(url, token, repeat)
+    return out
+
+
+def received_bytes(client: Any) -> Callable[[], int]:
+    """Count the body bytes of every answer the client's session receives; returns the running total."""
+    total = [0]
+
+    def hook(response: requests.Response, *_args: Any, **_kw: Any) -> None:
+        total[0] += len(response.content)
+
+    client.session.hooks["response"].append(hook)
+    return lambda: total[0]
+
+
+def job_refresh(url: str, token: str, repeat: int, states: bool) -> dict[str, Any]:
+    """A job-only cache refreshing one way (full lists, or the state list), one job changed per cycle."""
+    client = connect("rest", url=url, token=token, read_timeout=120)
+    received = received_bytes(client)
+    cache = SlurmCache(client, kinds=("job",), interval=1.0, resync_every=3600, job_full_every=3600,
+                       job_states=states, job_check_after=math.inf)  # (job_checks below measures checks)
+    first = cache.refresh()
+    assert first.ok, first.error
+    out: dict[str, Any] = {"first_refresh": {"seconds": round(first.seconds, 3), "calls": first.calls,
+                                             "bytes": received()}}
+    held = JobRequest(name="bench-change", script="#!/bin/bash\nsleep 3600\n", priority=0, time_limit=60)
+    commented = client.submit_job(held)  # a job of our own whose comment changes
+    submitted: list[int] = []
+
+    def cycles(change: Optional[Callable[[], None]]) -> dict[str, Any]:
+        rows = []
+        for _ in range(repeat):
+            time.sleep(1.05)  # as the cache's 1 s interval would; update_time has one-second resolution
+            if change:
+                change()
+            calls_before = sum(s.count for s in client.rpc_stats().values())
+            bytes_before = received()
+            result = cache.refresh()
+            assert result.ok, result.error
+            rows.append((result.seconds, sum(s.count for s in client.rpc_stats().values()) - calls_before,
+                         received() - bytes_before, result.events))
+        return {**summary([r[0] for r in rows]), "calls_per_cycle": statistics.mean(r[1] for r in rows),
+                "bytes_per_cycle": round(statistics.mean(r[2] for r in rows)),
+                "max_bytes": max(r[2] for r in rows), "events_per_cycle": statistics.mean(r[3] for r in rows)}
+
+    cache.refresh()  # (our own submission, so that the rows below each see exactly one change)
+    counter = iter(range(10**9))
+    try:
+        out["unchanged"] = cycles(None)
+        out["one_job_submitted"] = cycles(lambda: submitted.append(client.submit_job(held)))
+        out["one_job_cancelled"] = cycles(lambda: client.cancel_job(submitted.pop()))
+        out["one_comment_changed"] = cycles(lambda: client.update_job(commented, comment=f"bench {next(counter)}"))
+    finally:
+        for job_id in [*submitted, commented]:
+            client.cancel_job(job_id)
+    out["job_reads"] = cache.stats().job_reads
+    out["full_job_lists"] = cache.stats().job_full_lists
+    return out
+
+
+def job_checks(url: str, token: str, repeat: int) -> dict[str, Any]:
+    """The state path while idle: update_time checks, and what a change costs then, nudged or not."""
+    client = connect("rest", url=url, token=token, read_timeout=120)
+    received = received_bytes(client)
+    cache = SlurmCache(client, kinds=("job",), interval=1.0, resync_every=3600, job_full_every=3600,
+                       job_states=True, job_check_after=1)
+    assert cache.refresh().ok
+    held = JobRequest(name="bench-check", script="#!/bin/bash\nsleep 3600\n", priority=0, time_limit=60)
+    submitted: list[int] = []
+
+    def settle() -> None:  # idle state lists until the cache checks (others' jobs may delay it)
+        checks = cache.stats().job_checks
+        for _ in range(60):
+            time.sleep(1.05)
+            assert cache.refresh().ok
+            if cache.stats().job_checks > checks:
+                return
+        raise SystemExit("job_checks: the cache never went over to update_time checks (jobs keep changing?)")
+
+    def cycle(change: Optional[Callable[[], None]], nudge: bool = False) -> tuple[float, int, int, int]:
+        time.sleep(1.05)  # update_time has one-second resolution
+        if change:
+            change()
+        if nudge:
+            cache.nudge()
+        calls_before, bytes_before = sum(s.count for s in client.rpc_stats().values()), received()
+        result = cache.refresh()
+        assert result.ok, result.error
+        return (result.seconds, sum(s.count for s in client.rpc_stats().values()) - calls_before,
+                received() - bytes_before, result.events)
+
+    def row(rows: list[tuple[float, int, int, int]]) -> dict[str, Any]:
+        return {**summary([r[0] for r in rows]), "calls_per_cycle": statistics.mean(r[1] for r in rows),
+                "bytes_per_cycle": round(statistics.mean(r[2] for r in rows)),
+                "events_per_cycle": statistics.mean(r[3] for r in rows)}
+
+    out: dict[str, Any] = {}
+    try:
+        settle()
+        out["unchanged"] = row([cycle(None) for _ in range(repeat)])
+        first, nudged = [], []
+        for _ in range(repeat):
+            settle()
+            first.append(cycle(lambda: submitted.append(client.submit_job(held))))
+            settle()
+            nudged.append(cycle(lambda: submitted.append(client.submit_job(held)), nudge=True))
+        out["first_change_met_by_a_check"] = row(first)
+        out["change_after_a_nudge"] = row(nudged)
+    finally:
+        for job_id in submitted:
+            client.cancel_job(job_id)
+    out["checks"] = cache.stats().job_checks
+    out["full_job_lists"] = cache.stats().job_full_lists
     return out
 
 

@@ -73,6 +73,23 @@ def slim_job(job: Obj) -> Obj:
     }
 
 
+def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Callable[[Job], bool]:
+    """The Slurm cache's ``reread``: this scheduler's placeholders that Slurm runs and whose script has
+    not marked them started. The mark changes the job's Extra, not its state, so the job state list
+    cannot show it; the cache reads these jobs in full on every refresh (seconds each, usually: the
+    script marks the job as it starts), so a Pod binds even when the placeholder's started call
+    was lost, without waiting for the next full job list."""
+
+    def check(job: Job) -> bool:
+        extra = job.extra
+        if job.state != "RUNNING" or "sunk-pod=" not in extra or extra.rstrip().endswith(names.STARTED_MARKER):
+            return False
+        parsed = parse(extra)
+        return parsed is not None and not parsed[1]
+
+    return check
+
+
 @attrs.define
 class Assembly:
     manager: Manager
@@ -129,11 +146,13 @@ def assemble(
     manager = daemon.manager(api)
     # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
     # and 24.11 answers a node list with every partition even when nothing changed.
-    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,))
+    parse = identity_parser(config)
+    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,),
+                                            job_full_every=daemon.slurm.job_full_list_interval,
+                                            reread=awaiting_start_mark(parse))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
-    parse = identity_parser(config)
     index = JobIndex(parse)
     pod_index = PodIndex(pods)
     # What gangs are sized by: Jobs always (a cluster without gangs pays one watch of slim Jobs); PodGroups

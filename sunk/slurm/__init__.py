@@ -20,7 +20,7 @@ from .accounting import RpcAccounting
 from .cache import CacheEvent, SlurmCache
 from .client import SlurmClient, Snapshot
 from .errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
-from .models import Job, JobAllocation, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
+from .models import Job, JobAllocation, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
 BACKENDS = ("rest", "pyslurm")
 
@@ -58,6 +58,7 @@ __all__ = [
     "Job",
     "JobAllocation",
     "JobRequest",
+    "JobState",
     "Node",
     "NodeUpdate",
     "NotFound",

@@ -3,7 +3,8 @@
 Everything that needs Slurm's state reads it from here, from memory. The cache makes one
 list call per kind per interval, whatever the number of readers: a burst of pending
 Pods never becomes a burst of Slurm calls (slurm-bridge listed every job on every
-scheduling attempt, and starved). It never makes a per-item call.
+scheduling attempt, and starved). Reads of single jobs happen only in the job-state
+mode below, for the jobs that changed.
 
 - Each list passes ``updated_since`` (Slurm's ``update_time``), so an idle cluster costs
   two "no change" answers per interval. Any answer with items is a full list; it is
@@ -23,6 +24,76 @@ scheduling attempt, and starved). It never makes a per-item call.
   kind lists again, after one failed, calls its listeners once the relist's own events are
   out. A Manager wakes with it every reconcile that waits out a backoff for the outage,
   which otherwise grew through the outage to minutes (the fault matrix's slurmrestd row).
+
+Jobs, by state (``job_states``; on by default where the client's state list is cheap, i.e.
+slurmrestd's ``GET /jobs/state``). v0.0.42 has no job delta: with ``update_time`` any one
+changed job costs the full list (77 to 143 MB and 6 to 10 s at 10,000 jobs). So a job
+refresh is instead:
+
+1. one ``list_job_states()`` (about 80 bytes a job: ids and states only);
+2. each listed state compared with the state of the record held: a job that is new, whose
+   state (base state or flags) differs, that is gone, or that ``reread(job)`` asks for, is
+   marked; an array whose listed tasks do not match its held records is marked whole;
+3. one ``read_jobs`` call per marked job or array (``GET /job/{id}``: v0.0.42 takes one id
+   per call), each record stamped with the time its own read began; a job gone from the
+   state list is removed without a read. More than ``max_job_reads`` marks in one refresh
+   (64, or a twentieth of the jobs held): a full list instead, which costs no more then;
+4. every ``job_full_every`` seconds (and after an outage) a full list, diffed as above: the
+   safety net for what a state cannot show. While the state list cannot be used, jobs are
+   listed as in the full-list mode (with ``update_time``).
+
+Events mean what they meant with full lists (added, changed with old and new, removed),
+and a read that finds the job changed again since the state list keeps the newer record:
+the comparison is always with the record held, never with an earlier state list, so a job
+that changes between the state list and its read is never lost or shown stale (the next
+state list differs from the record, or matches it).
+
+What a state list cannot show, and so what readers see only at the next full list (up to
+``job_full_every``, 5 minutes by default) unless ``reread`` covers it: a change to a job's
+fields while its state (and flags) stay the same: its Extra or comment (a placeholder's
+``: started`` mark: the scheduler rereads running placeholders not yet marked, for this),
+its pending reason or priority, its name, partition or limits (scontrol update), its nodes
+if it is resized. Its nodes as it starts, and its end, come with state changes
+(PENDING -> RUNNING, RUNNING -> COMPLETING/COMPLETED, requeue -> PENDING), so they are seen
+at once.
+
+Jobs while idle (update_time checks). ``/jobs/state`` takes no ``update_time`` (24.11's
+handler parses ``job_id`` only) and its answer carries no time, so a state list costs the
+same whether or not anything changed (0.19 s and 0.8 MB at 10,000 jobs on 24.11, where the
+full-list mode's "no change" answer costs 4 ms). The only "did any job change?" question
+slurmrestd answers is ``GET /jobs?update_time=T``: slurmctld compares T with its own
+``last_job_update``, which it moves with its changes to the job table (a submission, a state
+change, an update, a purge: what the full-list mode always relied on), and answers "no change"
+when ``T - 1 >= last_job_update`` (a change in the same second as T counts as a change).
+But when a job did change, that same call answers with every job: the full list. So checks
+are worth it only while the cluster is idle, and the cache switches between the two:
+
+- after ``job_check_after`` refreshes in a row whose state list found nothing to read (by
+  default: once those state lists have taken, together, as long as the last full job list,
+  so that a switch that turns out wrong costs at most as much again: the ski-rental rule), the
+  next refresh first reads slurmctld's clock (``server_time``: ``GET /diag``'s ``req_time``),
+  then lists states; if that state list finds nothing to read either, the cache holds every
+  change up to the state list, which began after that time, and each following refresh is
+  one ``list_jobs(updated_since=that time)``: a "no change" answer, and nothing else;
+- the first check that meets a change gets every job, and that answer is used as a full list
+  (diffed, and its own ``last_update``, slurmctld's clock as it packed the list, is the new
+  T); the cache lists states again from the next refresh on. A change met while checking
+  thus costs a full list (seconds at 10,000 jobs) where a state list and a read would have
+  done; that is the price of the cheap idle refresh, and why checking waits for a stretch
+  of idle state lists;
+- a nudged refresh (a caller that expects a change, e.g. after a submission) lists states
+  instead of checking, so sunk's own changes never cost a full list;
+- while checking, every ``resync_every`` seconds one refresh reads slurmctld's clock and
+  lists states again: a clock that went backwards (a failover to a controller whose clock is
+  behind, which could answer "no change" wrongly) means a full list at once, and a state list
+  that does find something ends the checks; otherwise the checks go on with the same T (so
+  a change of any field since T still counts, where a state list shows only states). T is
+  always slurmctld's own time (from ``/diag`` or a job list), never the cache's clock.
+
+A job purged while checking moves ``last_job_update`` too (``purge_old_job``): the check
+answers with the full list, in which the job is missing, so it is removed. Where the clock
+cannot be read (a client without ``server_time``, ``PrivateData=usage`` refusing ``/diag``),
+idle refreshes keep listing states.
 """
 
 from __future__ import annotations
@@ -38,8 +109,8 @@ from typing import Any, Optional, Union
 from attrs import frozen
 
 from .client import SlurmClient, Snapshot
-from .errors import SlurmError
-from .models import Job, Node
+from .errors import SlurmError, SlurmUnavailable
+from .models import Job, JobState, Node
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +136,7 @@ class CacheEvent:
 @frozen
 class RefreshResult:
     ok: bool
-    calls: int  # list calls (one per kind); see the backend's rpc_stats() for HTTP requests
+    calls: int  # Slurm calls: a list per kind, plus in the job-state mode one read per changed job or array
     events: int
     seconds: float
     error: Optional[str] = None
@@ -78,9 +149,13 @@ class CacheStats:
     calls: int
     events: int
     last_refresh_seconds: float
+    job_reads: int = 0  # read_jobs calls made for changed jobs (job-state mode)
+    job_full_lists: int = 0  # full job lists (every one, in the full-list mode)
+    job_checks: int = 0  # update_time checks answered "no job changed" (job-state mode, while idle)
 
 
 Subscriber = Callable[[CacheEvent], None]
+Reread = Callable[[Job], bool]
 
 
 def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
@@ -93,6 +168,76 @@ def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
     return added + changed + removed
 
 
+@frozen
+class JobReads:
+    """What one state list says to read: see ``plan_job_reads``."""
+
+    jobs: tuple[int, ...] = ()  # job ids whose records to read
+    arrays: tuple[int, ...] = ()  # array job ids whose every record to read
+    gone: tuple[int, ...] = ()  # held job ids the state list no longer shows: removed without a read
+
+
+def plan_job_reads(held: Mapping[int, Job], states: Sequence[JobState],
+                   reread: Optional[Reread] = None) -> JobReads:
+    """Compare a state list with the records held; name what must be read again, and what is gone.
+
+    A job: read when new, when its state or flags differ from its record's, or when ``reread``
+    says so. An array (its entries name the array and a task, never the task's own job id): its
+    tasks with a record of their own are matched by (array, task), the tasks still pending by
+    the array's pending record; the whole array is read again when any entry matches no record
+    or shows another state, or when a record held (a task's, or the pending one) is no longer
+    spoken for by any entry.
+    """
+    tasks: dict[tuple[int, int], Job] = {}
+    pending: dict[int, Job] = {}
+    for job in held.values():
+        if job.array_job_id is None:
+            continue
+        if job.array_task_id is None:
+            pending[job.array_job_id] = job
+        else:
+            tasks[(job.array_job_id, job.array_task_id)] = job
+    read: dict[int, None] = {}
+    arrays: dict[int, None] = {}
+    listed: set[int] = set()
+    listed_arrays: set[int] = set()
+    listed_tasks: set[tuple[int, int]] = set()
+    pending_listed: set[int] = set()
+    for entry in states:
+        array = entry.array_job_id
+        if array is None:
+            if entry.job_id is None:
+                continue
+            listed.add(entry.job_id)
+            known = held.get(entry.job_id)
+            if known is None or known.array_job_id is not None or not entry.same_state(known) or \
+                    (reread is not None and reread(known)):
+                read[entry.job_id] = None
+            continue
+        listed_arrays.add(array)
+        record = None
+        if entry.array_task_id is not None:
+            record = tasks.get((array, entry.array_task_id))
+            if record is not None:
+                listed_tasks.add((array, entry.array_task_id))
+        if record is None:
+            record = pending.get(array)
+            pending_listed.add(array)
+        if array not in arrays and (record is None or not entry.same_state(record) or
+                                    (reread is not None and reread(record))):
+            arrays[array] = None
+    for array, task in tasks:
+        if array in listed_arrays and (array, task) not in listed_tasks:
+            arrays[array] = None  # a task's record is no longer listed: it ended and was purged
+    for array in pending:
+        if array in listed_arrays and array not in pending_listed:
+            arrays[array] = None  # no entry speaks for the array's pending record: it became a task, or went
+    gone = tuple(job_id for job_id, job in held.items()
+                 if (job.array_job_id is None and job_id not in listed)
+                 or (job.array_job_id is not None and job.array_job_id not in listed_arrays))
+    return JobReads(tuple(read), tuple(arrays), gone)
+
+
 class _Kind:
     """The state kept for one list (nodes or jobs)."""
 
@@ -100,6 +245,7 @@ class _Kind:
         self.name, self.lister, self.key = name, lister, key
         self.items: Mapping[Hashable, Any] = MappingProxyType({})
         self.listed_at = 0.0  # clock when the list behind ``items`` was requested
+        self.read_at: dict[Hashable, float] = {}  # items read one by one since that list: when their read began
         self.last_update = 0
         self.synced = False
         self.full_next = True
@@ -113,10 +259,36 @@ class _Kind:
 class SlurmCache:
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, resync_every: float = 60.0,
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
-                 min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic):
+                 min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
+                 job_states: Optional[bool] = None, job_full_every: float = 300.0,
+                 max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
+                 job_check_after: Optional[float] = None):
+        """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
+        on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
+        pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
+        in full every time, as with ``job_states=False``). ``max_job_reads``: more jobs and
+        arrays to read in one refresh than this, and it lists in full instead; None: 64, or a
+        twentieth of the jobs held if more (a read costs about what one job costs in the full
+        list, plus a round trip). ``reread(job)``:
+        True for held jobs whose record is read on every refresh even when their state has not
+        changed (a field a reader needs changes without a state change). ``job_check_after``: after
+        this many refreshes in a row whose state list found nothing to read, the cache asks Slurm
+        whether any job changed at all (``update_time``) instead of listing states, until one did
+        (module notes); None (the default): once those state lists have taken, together, as long
+        as the last full job list; ``math.inf``: never.
+        """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
+        if job_full_every < 0 or (max_job_reads is not None and max_job_reads < 0):
+            raise ValueError("job_full_every and max_job_reads must not be negative")
+        if job_check_after is not None and not job_check_after >= 1:
+            raise ValueError("job_check_after must be at least 1 (math.inf: never)")
         self.client = client
+        self.job_states = (_cheap_states(client) if job_states is None else job_states) and job_full_every > 0
+        self.job_full_every = job_full_every
+        self.max_job_reads = max_job_reads
+        self.reread = reread
+        self.job_check_after = job_check_after
         self.interval = interval
         self.max_busy = max_busy
         self.resync_every = resync_every
@@ -134,7 +306,18 @@ class SlurmCache:
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._refreshes = self._failures = self._calls = self._events = 0
+        self._job_reads = self._job_full_lists = self._job_checks = 0
         self._last_seconds = 0.0
+        self._states_unusable: Optional[str] = None  # why the last state list could not be used
+        # Job-state mode, idle (module notes): checking update_time instead of listing states.
+        self._checking = False
+        self._checked_at = -math.inf  # cache clock when a state list last confirmed the check's update_time
+        self._idle_lists = 0  # state lists in a row that found nothing to read
+        self._idle_seconds = 0.0  # and their time, together
+        self._full_seconds = 0.0  # the last full job list's time
+        self._stamp_unusable: Optional[str] = None  # why Slurm's clock could not be read (until the next full list)
+        self._stamp_warned = False
+        self._nudged = False  # someone expects a change: the next job refresh lists states, it does not check
 
     # -- readers --------------------------------------------------------------------------------
     def nodes(self) -> Mapping[str, Node]:
@@ -187,7 +370,8 @@ class SlurmCache:
 
     def stats(self) -> CacheStats:
         with self._changed:
-            return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds)
+            return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds,
+                              self._job_reads, self._job_full_lists, self._job_checks)
 
     # -- subscribers ----------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber, *, kinds: Optional[Sequence[str]] = None,
@@ -203,7 +387,9 @@ class SlurmCache:
             if replay:
                 for kind in self._kinds:
                     if kind.name in wanted:
-                        self._dispatch(diff(kind.name, {}, kind.items, kind.listed_at), only=entry)
+                        self._dispatch([CacheEvent(kind.name, ADDED, key, None, item,
+                                                   kind.read_at.get(key, kind.listed_at))
+                                        for key, item in kind.items.items()], only=entry)
 
         def unsubscribe() -> None:
             with self._refresh_lock:
@@ -228,22 +414,26 @@ class SlurmCache:
 
     # -- refreshing -------------------------------------------------------------------------------
     def refresh(self) -> RefreshResult:
-        """One list call per kind, diff, publish, notify. Never raises for Slurm errors."""
+        """One list call per kind (for jobs by state: the state list, and a read per changed job), diff,
+        publish, notify. Never raises for Slurm errors."""
         with self._refresh_lock:
             started = self._clock()
             calls = events = 0
             errors = []
             in_outage = any(kind.error is not None for kind in self._kinds)
+            expect, self._nudged = self._nudged, False
             for kind in self._kinds:
-                calls += 1
+                made = [0]
                 try:
-                    found = self._refresh_kind(kind)
+                    found = self._refresh_kind(kind, made, expect)
                 except Exception as exc:  # SlurmError, or an answer we could not map: stale either way
                     if not isinstance(exc, SlurmError):
                         log.exception("Slurm %s list could not be used", kind.name)
                     errors.append(f"{kind.name}s: {exc}")
                     self._failed(kind, exc)
                     continue
+                finally:
+                    calls += made[0]
                 events += len(found)
                 self._dispatch(found)
             seconds = self._clock() - started
@@ -266,21 +456,109 @@ class SlurmCache:
             except Exception:
                 log.exception("Slurm cache recovery listener %r failed", callback)
 
-    def _refresh_kind(self, kind: _Kind) -> list[CacheEvent]:
+    def _refresh_kind(self, kind: _Kind, made: list[int], expect: bool = False) -> list[CacheEvent]:
+        """One kind's refresh; ``made[0]`` counts the Slurm calls made, failed ones too. ``expect``: the
+        cache was nudged since the last refresh (someone expects a change)."""
         now = self._clock()
+        if kind.name == JOB and self.job_states:
+            if kind.full_next or not kind.synced or now - kind.last_full >= self.job_full_every:
+                return self._full_job_list(kind, now, made)
+            if self._checking and not expect and now - self._checked_at < self.resync_every:
+                return self._check_jobs(kind, now, made)
+            return self._refresh_job_states(kind, now, made, stamp=not expect and self._check_due(now))
         full = kind.full_next or not kind.synced or now - kind.last_full >= self.resync_every
-        snapshot = kind.lister(updated_since=None if full else kind.last_update or None)
+        return self._list(kind, now, full, made)
+
+    # -- jobs while idle: update_time checks (module notes) ------------------------------------------------
+    def _check_due(self, now: float) -> bool:
+        """Whether this state list should begin (or, while checking, confirm) update_time checks."""
+        if self._checking:
+            return now - self._checked_at >= self.resync_every
+        if self.job_check_after is None:
+            return self._idle_lists >= 1 and self._idle_seconds >= self._full_seconds
+        return self._idle_lists >= self.job_check_after
+
+    def _stop_checking(self) -> None:
+        if self._checking:
+            log.debug("a job changed: listing job states again")
+        self._checking = False
+        self._idle_lists = 0
+        self._idle_seconds = 0.0
+
+    def _full_job_list(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+        started = self._clock()
+        found = self._list(kind, now, True, made)
+        self._full_seconds = self._clock() - started
+        self._stamp_unusable = None  # (try Slurm's clock again)
+        if found:
+            self._stop_checking()
+        elif self._checking:
+            self._checked_at = now  # still no change: the checks go on from this list's last_update
+        return found
+
+    def _check_jobs(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+        """One ``list_jobs(updated_since=...)``: "no change", or (any job changed) every job, used as a full list."""
+        made[0] += 1
+        started = self._clock()
+        snapshot = kind.lister(updated_since=kind.last_update)
+        self._listed(kind)
+        if snapshot.items is None:
+            with self._changed:
+                self._job_checks += 1
+            return []
+        with self._changed:
+            self._job_full_lists += 1
+        self._full_seconds = self._clock() - started
+        self._stop_checking()
+        return self._take(kind, now, snapshot, True)
+
+    def _server_stamp(self, made: list[int]) -> Optional[int]:
+        """slurmctld's clock now (the client's ``server_time``), or None where it cannot be read."""
+        read = _capability(self.client, "server_time")
+        if read is None or self._stamp_unusable is not None:
+            return None
+        made[0] += 1
+        try:
+            stamp = int(read())
+            if stamp <= 0:
+                raise SlurmError(f"slurmctld's clock read as {stamp}")
+        except SlurmUnavailable:
+            raise
+        except Exception as exc:  # refused (PrivateData=usage) or not understood: list states meanwhile
+            (log.debug if self._stamp_warned else log.warning)(
+                "Slurm's clock cannot be read, so idle job refreshes keep listing job states: %s", exc)
+            self._stamp_warned = True
+            self._stamp_unusable = str(exc)
+            return None
+        return stamp
+
+    def _listed(self, kind: _Kind) -> None:
+        """A call for ``kind`` was answered."""
         if kind.failing:
             log.info("Slurm %s list works again", kind.name)
         kind.failing = None
         kind.error = None
         kind.last_ok = self._clock()
+
+    def _list(self, kind: _Kind, now: float, full: bool, made: list[int]) -> list[CacheEvent]:
+        made[0] += 1
+        if kind.name == JOB:
+            with self._changed:
+                self._job_full_lists += 1
+        snapshot = kind.lister(updated_since=None if full else kind.last_update or None)
+        self._listed(kind)
         if snapshot.items is None:  # nothing changed since last_update
             return []
+        return self._take(kind, now, snapshot, full)
+
+    def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> list[CacheEvent]:
+        """A list answered with items: diff it against the items held, and hold it."""
+        assert snapshot.items is not None
         new = {kind.key(item): item for item in snapshot.items}
         found = diff(kind.name, kind.items, new, now)
         kind.items = MappingProxyType(new)
         kind.listed_at = now
+        kind.read_at = {}
         if snapshot.last_update and snapshot.last_update < kind.last_update:
             log.warning("Slurm's %s last_update went backwards (%d < %d): relisting in full next time",
                         kind.name, snapshot.last_update, kind.last_update)
@@ -292,6 +570,109 @@ class SlurmCache:
         if full:
             kind.last_full = now
         return found
+
+    def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int],
+                            stamp: bool = False) -> list[CacheEvent]:
+        """Jobs from the state list plus reads of what changed: see the module notes. ``stamp``: read
+        slurmctld's clock first, and if the state list finds nothing to read, check update_time
+        from that time on."""
+        started = self._clock()
+        since = self._server_stamp(made) if stamp else None
+        if since is not None and since < kind.last_update:
+            log.warning("slurmctld's clock went backwards (%d < %d, a failover?): listing jobs in full",
+                        since, kind.last_update)
+            self._stop_checking()
+            kind.last_update = 0  # (this list's own last_update, on the clock that went back, is the next T)
+            return self._full_job_list(kind, self._clock(), made)
+        made[0] += 1
+        try:
+            states = self.client.list_job_states()
+        except SlurmUnavailable:
+            raise
+        except Exception as exc:  # refused or not understood (no /jobs/state, a shape we do not know): list in full
+            if self._states_unusable is None:
+                log.warning("Slurm's job state list cannot be used, listing jobs in full until it can: %s", exc)
+            self._states_unusable = str(exc)
+            self._stop_checking()
+            return self._list(kind, self._clock(), False, made)  # with update_time: "no change" when none
+        if self._states_unusable is not None:
+            log.info("Slurm's job state list works again")
+            self._states_unusable = None
+        self._listed(kind)
+        held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
+        plan = plan_job_reads(held, states, self.reread)
+        if not (plan.jobs or plan.arrays or plan.gone):
+            self._idle_lists += 1
+            self._idle_seconds += self._clock() - started
+            if since is not None and self._checking:
+                # Confirmed: no state change the checks missed, and slurmctld's clock did not go back.
+                # The checks keep their time: a change since it, of any field, still counts.
+                self._checked_at = requested
+            elif since is not None:  # nothing changed up to the state list, which began after ``since``
+                log.debug("no job changed in %d state lists: checking update_time from %d instead",
+                          self._idle_lists, since)
+                kind.last_update = since
+                self._checking = True
+                self._checked_at = requested
+            return []
+        self._stop_checking()
+        bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
+        if len(plan.jobs) + len(plan.arrays) > bound:
+            log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
+                      len(plan.jobs), len(plan.arrays))
+            return self._full_job_list(kind, self._clock(), made)
+        new: dict[Hashable, Job] = dict(kind.items)
+        read_at = dict(kind.read_at)
+        added: list[CacheEvent] = []
+        changed: list[CacheEvent] = []
+        removed: list[CacheEvent] = []
+
+        def put(job: Job, at: float) -> None:
+            old = new.get(job.id)
+            new[job.id] = job
+            read_at[job.id] = at
+            if old is None:
+                added.append(CacheEvent(JOB, ADDED, job.id, None, job, at))
+            elif old != job:
+                changed.append(CacheEvent(JOB, CHANGED, job.id, old, job, at))
+
+        def drop(job_id: Hashable, at: float) -> None:
+            old = new.pop(job_id, None)
+            read_at.pop(job_id, None)
+            if old is not None:
+                removed.append(CacheEvent(JOB, REMOVED, job_id, old, None, at))
+
+        members: dict[int, list[int]] = {}
+        if plan.arrays:
+            for key, job in held.items():
+                if job.array_job_id is not None:
+                    members.setdefault(job.array_job_id, []).append(key)
+        for job_id in plan.jobs:
+            at = self._clock()
+            made[0] += 1
+            record = next((j for j in self.client.read_jobs([job_id]) if j.id == job_id), None)
+            if record is None:  # gone since the state list
+                drop(job_id, at)
+            else:
+                put(record, at)
+        for array in plan.arrays:
+            at = self._clock()
+            made[0] += 1
+            records = [j for j in self.client.read_jobs([array]) if j.array_job_id == array]
+            fresh = {j.id for j in records}
+            for member in members.get(array, ()):
+                if member not in fresh:
+                    drop(member, at)
+            for record in records:
+                put(record, at)
+        for job_id in plan.gone:
+            drop(job_id, requested)
+        with self._changed:
+            self._job_reads += len(plan.jobs) + len(plan.arrays)
+        if added or changed or removed:
+            kind.items = MappingProxyType(new)
+        kind.read_at = read_at
+        return added + changed + removed
 
     def _failed(self, kind: _Kind, exc: Exception) -> None:
         if kind.failing is None:
@@ -340,8 +721,12 @@ class SlurmCache:
         """Refresh within ``min_nudge_interval`` instead of at the next interval.
 
         A burst of nudges within that window is one refresh; a nudge during a refresh
-        gets another one after it, since the state may have changed meanwhile.
+        gets another one after it, since the state may have changed meanwhile. The caller
+        expects a change (it has just submitted or cancelled a job, say), so that refresh
+        lists job states even while idle refreshes only check update_time: its change is
+        then one state list and a read, not a full list.
         """
+        self._nudged = True
         self._wake.set()
 
     def _run(self) -> None:
@@ -389,3 +774,20 @@ class SlurmCache:
                 time.sleep(pause)
             last_own = self._clock()
             self.refresh()
+
+
+def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:
+    """``client.name`` if the client has such a method (a test double that refuses unknown attributes has not)."""
+    try:
+        found = getattr(client, name, None)
+    except Exception:
+        return None
+    return found if callable(found) else None
+
+
+def _cheap_states(client: Any) -> bool:
+    """The client says its job state list is cheap (a test double that does not say so is not)."""
+    try:
+        return getattr(client, "cheap_job_states", False) is True
+    except Exception:  # doubles that refuse every unknown attribute
+        return False

@@ -88,10 +88,12 @@ def job_json(job_id: int, *, name: str = "job", state: tuple[str, ...] = ("PENDI
              user_id: int = 0, account: str = "root", partition: str = "batch", qos: str = "normal",
              priority: int = 1000, submit_time: int = 0, start_time: int = 0, end_time: int = 0,
              time_limit: Optional[int] = None, tres_req: str = "cpu=1,mem=1000M,node=1,billing=1",
-             tres_alloc: str = "", shared: tuple[str, ...] = (), working_directory: str = "/tmp") -> Obj:
+             tres_alloc: str = "", shared: tuple[str, ...] = (), working_directory: str = "/tmp",
+             array_job_id: int = 0, array_task_id: Optional[int] = None, array_task_string: str = "") -> Obj:
     return {
         "account": account, "accrue_time": n(submit_time), "admin_comment": "", "allocating_node": "localhost",
-        "array_job_id": n(0), "array_task_id": UNSET, "array_max_tasks": n(0), "array_task_string": "",
+        "array_job_id": n(array_job_id), "array_task_id": UNSET if array_task_id is None else n(array_task_id),
+        "array_max_tasks": n(0), "array_task_string": array_task_string,
         "association_id": 2, "batch_features": "", "batch_flag": True, "batch_host": nodes.split(",")[0],
         "flags": ["USING_DEFAULT_ACCOUNT", "USING_DEFAULT_QOS", "USING_DEFAULT_WCKEY", "PARTITION_ASSIGNED"],
         "burst_buffer": "", "burst_buffer_state": "", "cluster": "dev", "cluster_features": "", "command": "",
@@ -126,6 +128,32 @@ def job_json(job_id: int, *, name: str = "job", state: tuple[str, ...] = ("PENDI
         "tres_alloc_str": tres_alloc, "user_id": user_id, "user_name": user, "maximum_switch_wait_time": 0,
         "wckey": "", "current_working_directory": working_directory,
     }
+
+
+def array_tasks(text: str) -> list[int]:
+    """``"1-3,7%2"`` (an array's pending tasks, as a job record's ``array_task_string`` gives them) -> [1, 2, 3, 7]."""
+    tasks: list[int] = []
+    for part in text.split("%")[0].strip("[]").split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        tasks.extend(range(int(low), int(high or low) + 1))
+    return tasks
+
+
+def job_state_entries(job: Obj) -> list[Obj]:
+    """What 24.11's ``GET /jobs/state`` lists for one job record (data_parser v0.0.42's JOB_STATE_RESP_MSG):
+    ``{"job_id": "123", "state": [...]}``; an array task as ``"<array>_<task>"``, and a pending array's
+    remaining tasks one entry each, with the array's state."""
+    state = list(job["job_state"])
+    array = (job.get("array_job_id") or {}).get("number") or 0
+    if not array:
+        return [{"job_id": str(job["job_id"]), "state": state}]
+    task = job.get("array_task_id") or UNSET
+    if task.get("set"):
+        return [{"job_id": f"{array}_{task['number']}", "state": state}]
+    pending = array_tasks(job.get("array_task_string") or "")
+    return [{"job_id": f"{array}_{t}", "state": state} for t in pending] or [{"job_id": f"{array}_*", "state": state}]
 
 
 def partition_json(name: str, nodes: str, total_nodes: int, total_cpus: int, tier: int = 1) -> Obj:
@@ -173,6 +201,7 @@ class FakeState:
     next_job_id: int = 1
     submitted: list[Obj] = field(factory=list)
     requests: list[tuple[str, str, str]] = field(factory=list)
+    sent: list[tuple[str, str, int]] = field(factory=list)  # (method, path, bytes of the answer's body)
     peers: set[tuple[str, int]] = field(factory=set)  # client (host, port): one per TCP connection
     faults: list[Fault] = field(factory=list)
 
@@ -268,6 +297,12 @@ class FakeSlurmrestd:
         with self.lock:
             self.state.faults.append(fault)
 
+    def bytes_sent(self, method: Optional[str] = None, path: Optional[str] = None) -> int:
+        """Bytes of answer bodies sent for requests matching ``method`` and ``path`` (a regular expression)."""
+        with self.lock:
+            return sum(size for m, p, size in self.state.sent
+                       if (method is None or m == method) and (path is None or re.fullmatch(path, p)))
+
     def calls(self, method: Optional[str] = None, path: Optional[str] = None) -> int:
         with self.lock:
             return sum(1 for m, p, _ in self.state.requests
@@ -287,10 +322,13 @@ class FakeSlurmrestd:
                 return self._nodes(query)
             if path in ("jobs/", "jobs"):
                 return self._jobs(query)
+            if path in ("jobs/state/", "jobs/state"):
+                return self._job_states(query)
             if path in ("partitions/", "partitions"):
                 return 200, {"partitions": list(s.partitions.values()), "last_update": n(s.part_update)}
             if path in ("diag/", "diag"):
-                return 200, {"statistics": {"server_thread_count": 1, "jobs_submitted": len(s.submitted),
+                return 200, {"statistics": {"req_time": n(self.now()), "req_time_start": n(0),
+                                            "server_thread_count": 1, "jobs_submitted": len(s.submitted),
                                             "schedule_cycle_last": 1500, "schedule_cycle_mean": 2500,
                                             "bf_cycle_last": 0, "rpcs_by_message_type": [
                                                 {"type_id": 2003, "message_type": "REQUEST_JOB_INFO",
@@ -325,6 +363,14 @@ class FakeSlurmrestd:
         if query.get("flags") == "ALL":
             jobs = [{**j, "job_resources": None} for j in jobs]
         return 200, {"jobs": jobs, "last_backfill": n(0), "last_update": n(self.now())}
+
+    def _job_states(self, query: dict[str, str]) -> tuple[int, Optional[Obj]]:
+        """``GET /jobs/state``: ids and states only, no ``last_update``; ``job_id`` filters by a CSV list."""
+        jobs = list(self.state.jobs.values())
+        if query.get("job_id"):
+            wanted = {int(i) for i in query["job_id"].split(",") if i.isdigit()}
+            jobs = [j for j in jobs if j["job_id"] in wanted or (j["array_job_id"].get("number") or 0) in wanted]
+        return 200, {"jobs": [entry for j in jobs for entry in job_state_entries(j)]}
 
     def _node(self, method: str, name: str, body: Obj) -> tuple[int, Optional[Obj]]:
         s = self.state
@@ -372,10 +418,15 @@ class FakeSlurmrestd:
         job_id = int(raw_id)
         job = s.jobs.get(job_id)
         if method == "GET":
-            if job is None:
+            # slurm_load_job: an array's id gives every record of the array
+            found = [j for j in s.jobs.values() if (j["array_job_id"].get("number") or 0) == job_id] or \
+                ([job] if job is not None else [])
+            if not found:
                 return 404, {"jobs": [], "last_update": n(0), "errors": [
                     error(f"Unable to query JobId={job_id}", 2017, "Invalid job id specified", "_handle_job_get")]}
-            return 200, {"jobs": [job], "last_update": n(self.now())}
+            if query.get("flags") == "ALL":
+                found = [{**j, "job_resources": None} for j in found]
+            return 200, {"jobs": found, "last_update": n(self.now())}
         if method == "DELETE":
             if job is None:
                 code, text = 2017, "Invalid job id specified"
@@ -456,7 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         if fault and not fault.lose_answer and (fault.body is not None or not fault.delay):
-            self._reply(fault.status, copy.deepcopy(fault.body))
+            self._reply(fault.status, copy.deepcopy(fault.body), method, path)
             return
         body = json.loads(raw) if raw else None
         status, answer = fake.handle(method, path, query, body, self.headers)
@@ -464,9 +515,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        self._reply(status, answer)
+        self._reply(status, answer, method, path)
 
-    def _reply(self, status: int, body: Optional[Obj]) -> None:
+    def _reply(self, status: int, body: Optional[Obj], method: str = "", path: str = "") -> None:
         fake = self.server_fake
         if status == 401:
             data = b"Authentication failure"
@@ -477,6 +528,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = {**body, "meta": META, "errors": body.get("errors", []), "warnings": body.get("warnings", [])}
             data = json.dumps(body, indent=2 if fake.pretty else None).encode()
             content_type = "application/json"
+        with fake.lock:
+            fake.state.sent.append((method, path, len(data)))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))

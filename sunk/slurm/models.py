@@ -158,6 +158,10 @@ class Job:
     tres_alloc: str = ""
     shared: str = ""  # none, oversubscribe, user, mcs, topo ("" = partition default)
     working_directory: str = ""
+    # Job arrays: the array's id on the array's every record (its pending "meta" record, whose id is
+    # the array's, and each task that has a record of its own); the task's index on a task's record.
+    array_job_id: Optional[int] = None
+    array_task_id: Optional[int] = None
 
     @property
     def active(self) -> bool:
@@ -180,6 +184,50 @@ class Job:
     def gpus(self) -> int:
         """GPUs allocated (or, while pending, requested), from the TRES strings."""
         return tres_gpus(self.tres_alloc or self.tres_req)
+
+
+@frozen
+class JobState:
+    """One job as slurmrestd's ``/jobs/state`` shows it: which job, and its state. Nothing else.
+
+    Slurm names the job by text: ``"123"``; a heterogeneous job's component ``"124+1"`` (its own
+    id, then its offset); an array task ``"100_7"`` (the array's id and the task's index, never
+    the task's own job id: a task learns that only from its full record). A pending array's tasks
+    that have no record of their own yet are listed one by one, each with the array's state.
+    """
+
+    key: str  # Slurm's text for the job
+    state: str = "PENDING"  # base state, as Job.state
+    state_flags: frozenset[str] = field(converter=_flags, factory=frozenset)
+    job_id: Optional[int] = None  # the job's own id, when the key gives it (not for array tasks)
+    array_job_id: Optional[int] = None
+    array_task_id: Optional[int] = None  # None for an array entry without a task index ("100_*")
+
+    def same_state(self, job: Job) -> bool:
+        """Whether ``job`` (a full record) shows this state."""
+        return job.state == self.state and job.state_flags == self.state_flags
+
+
+def job_state_key(key: str) -> tuple[Optional[int], Optional[int], Optional[int]]:
+    """Slurm's job id text -> (job id, array job id, array task id); what the text does not say is None.
+
+    ``"123"`` -> (123, None, None); ``"124+1"`` -> (124, None, None); ``"100_7"`` -> (None, 100, 7);
+    ``"100_*"`` or ``"100_[3-9]"`` (a range, which 24.11 expands but older dumpers did not) -> (None,
+    100, None). Anything else raises ValueError.
+    """
+    text = key.strip()
+    if text.isdigit():
+        return int(text), None, None
+    head, plus, offset = text.partition("+")
+    if plus and head.isdigit() and offset.isdigit():
+        return int(head), None, None
+    array, underscore, task = text.partition("_")
+    if underscore and array.isdigit():
+        if task.isdigit():
+            return None, int(array), int(task)
+        if task == "*" or (task.startswith("[") and task.endswith("]")):
+            return None, int(array), None
+    raise ValueError(f"not a job id Slurm's job state list gives: {key!r}")
 
 
 @frozen

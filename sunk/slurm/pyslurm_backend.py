@@ -14,6 +14,11 @@ Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it
   gone is a success. The REST backend behaves the same.
 - ``JobSubmitDescription`` has no ``prefer`` (soft constraints): it is dropped, with a
   warning; and no ``topo`` sharing mode: that raises SlurmError.
+- pyslurm 25.11 wraps no ``slurm_load_job_state``, so ``list_job_states`` is a full
+  ``Jobs.load()`` reduced to ids and states: no cheaper than ``list_jobs``
+  (``cheap_job_states`` is False, and SlurmCache keeps listing jobs in full with this
+  backend). ``Job.load(id)`` keeps only the first record slurm_load_job returns, so
+  ``read_jobs`` reads an array's records from ``Jobs.load()``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -58,6 +63,7 @@ from .models import (
     Job,
     JobAllocation,
     JobRequest,
+    JobState,
     Node,
     NodeUpdate,
     Partition,
@@ -184,7 +190,18 @@ def job_from_pyslurm(j: Any) -> Job:
         tres_alloc=tres_text(j.allocated_tres),
         shared=_SHARE_FROM_SLURM.get((j.resource_sharing or "OK").upper(), ""),
         working_directory=j.working_directory or "",
+        array_job_id=getattr(j, "array_id", None) or None,
+        array_task_id=getattr(j, "array_task_id", None),
     )
+
+
+def job_state_of(job: Job) -> JobState:
+    """A full record reduced to what ``/jobs/state`` would say of it (one entry per record)."""
+    if job.array_job_id is None:
+        return JobState(key=str(job.id), state=job.state, state_flags=job.state_flags, job_id=job.id)
+    task = "*" if job.array_task_id is None else str(job.array_task_id)
+    return JobState(key=f"{job.array_job_id}_{task}", state=job.state, state_flags=job.state_flags,
+                    array_job_id=job.array_job_id, array_task_id=job.array_task_id)
 
 
 def partition_from_pyslurm(p: Any) -> Partition:
@@ -252,6 +269,8 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
+    cheap_job_states = False  # list_job_states is a full Jobs.load(): see the module notes
+
     def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
                  clock: Callable[[], float] = time.time):
         try:
@@ -313,6 +332,29 @@ class PyslurmClient:
     def get_job(self, job_id: int) -> Job:
         with self._rpc(REQUEST_JOB_INFO_SINGLE, f"get job {job_id}"):
             return job_from_pyslurm(self.ps.Job.load(int(job_id)))
+
+    def list_job_states(self, job_ids: Iterable[int] | None = None) -> tuple[JobState, ...]:
+        """From a full ``Jobs.load()``: pyslurm has no state-only call."""
+        wanted = None if job_ids is None else {int(i) for i in job_ids}
+        jobs = self.list_jobs().items or ()
+        return tuple(job_state_of(j) for j in jobs
+                     if wanted is None or j.id in wanted or (j.array_job_id in wanted))
+
+    def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:
+        found: list[Job] = []
+        everything: tuple[Job, ...] | None = None
+        for job_id in dict.fromkeys(int(i) for i in job_ids):
+            try:
+                job = self.get_job(job_id)
+            except NotFound:
+                continue
+            if job.array_job_id is None:
+                found.append(job)
+                continue
+            if everything is None:  # Job.load() kept one record of the array: read them all
+                everything = self.list_jobs().items or ()
+            found.extend(j for j in everything if j.array_job_id == job.array_job_id)
+        return tuple(found)
 
     def submit_job(self, request: JobRequest) -> int:
         kwargs = submit_kwargs(request)

@@ -37,6 +37,17 @@ same ``update_time``, so when nodes changed but partitions did not, it fails wit
 500 "Unable to query partitions"; the client then relists without ``update_time``
 (two calls, both counted).
 
+``list_job_states`` is ``GET /jobs/state``: every job's id and state, nothing else, about 80
+bytes a job where ``/jobs`` gives 8 to 18 KB (v0042.py has its shape). It has no
+``update_time`` (24.11's handler parses ``job_id`` only, and its answer's ``last_update`` is
+never set): it costs the same whether or not anything changed. ``read_jobs`` is one
+``GET /job/{id}`` per id (v0.0.42 reads no list of ids), asked with the job list's flags so
+that a record read alone equals the same job's record in a list. (``GET /job/{id}`` lists
+``update_time`` among its parameters, but the handler ignores it: slurm_load_job takes none.)
+``server_time`` is slurmctld's clock (``/diag``'s ``req_time``): SlurmCache's idle refreshes
+check ``list_jobs(updated_since=...)`` from it, since ``/jobs`` is the only call whose
+``update_time`` slurmctld honours, and it answers with every job once one changed.
+
 ``get_node`` reads the full node list. slurmctld 24.11 answers a single-node query
 (``GET /node/NAME``, i.e. slurm_load_node_single) with the allocated CPUs and memory, and
 so IDLE/MIXED/ALLOCATED, as of the last time anyone listed all nodes: measured stale by
@@ -52,7 +63,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -67,6 +78,7 @@ from .accounting import (
     REQUEST_DELETE_NODE,
     REQUEST_JOB_INFO,
     REQUEST_JOB_INFO_SINGLE,
+    REQUEST_JOB_STATE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
     REQUEST_PARTITION_INFO,
@@ -92,7 +104,7 @@ from .errors import (
     SlurmError,
     SlurmUnavailable,
 )
-from .models import Job, JobRequest, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
+from .models import Job, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +153,8 @@ def _never_sent(exc: requests.ConnectionError) -> bool:
 
 class RestClient:
     """Thread-safe; one keep-alive ``requests.Session`` shared by all callers."""
+
+    cheap_job_states = True  # GET /jobs/state: about 80 bytes a job, against 8 to 18 KB in /jobs
 
     def __init__(
         self,
@@ -256,6 +270,30 @@ class RestClient:
                 return v0042.parse_job(j)
         raise NotFound(f"no Slurm job {job_id}")
 
+    def list_job_states(self, job_ids: Iterable[int] | None = None) -> tuple[JobState, ...]:
+        """``GET /jobs/state``: every job's id and state (``job_id=1,2,3`` filters to those)."""
+        params = None
+        if job_ids is not None:
+            wanted = ",".join(str(int(i)) for i in dict.fromkeys(job_ids))
+            if not wanted:
+                return ()
+            params = {"job_id": wanted}
+        _, body = self._call("GET", "jobs/state/", REQUEST_JOB_STATE, "list job states", params=params)
+        return tuple(v0042.parse_job_state(j) for j in body.get("jobs") or ())
+
+    def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:
+        """``GET /job/{id}`` per id (v0.0.42 has no call for several), with the job list's flags, so a
+        record read here equals the same job's record in ``list_jobs``."""
+        found: list[Job] = []
+        for job_id in dict.fromkeys(int(i) for i in job_ids):
+            try:
+                _, body = self._call("GET", f"job/{job_id}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}",
+                                     params=self._job_list_params or None)
+            except NotFound:
+                continue
+            found.extend(v0042.parse_job(j) for j in body.get("jobs") or ())
+        return tuple(found)
+
     def submit_job(self, request: JobRequest) -> int:
         _, body = self._call("POST", "job/submit", REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}",
                              body={"job": v0042.job_desc(request)}, idempotent=False)
@@ -304,6 +342,17 @@ class RestClient:
     def diag(self) -> SchedulerStats:
         _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
         return v0042.parse_stats(body.get("statistics") or {})
+
+    def server_time(self) -> int:
+        """slurmctld's clock as it answers: ``statistics.req_time`` of ``GET /diag`` (sdiag's "output at",
+        slurmctld's ``time(NULL)`` when it packs the answer). One call of a few KB. SlurmCache takes it
+        just before a job state list, as the ``update_time`` of its later checks: the state list's
+        answer carries no time, and the cache's own clock is not slurmctld's (module notes)."""
+        _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
+        stamp = v0042.integer((body.get("statistics") or {}).get("req_time"))
+        if stamp <= 0:
+            raise SlurmError("diag: slurmrestd's answer has no statistics.req_time")
+        return stamp
 
     def rpc_stats(self) -> Mapping[str, RpcStat]:
         return self.accounting.snapshot()

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import attrs
 
-from sunk.flags import positive_duration
+from sunk.flags import duration, positive_duration
 
 from . import BACKENDS, connect
 from .client import SlurmClient
@@ -48,6 +48,9 @@ class SlurmSettings:
     token_file: Optional[str] = None
     jwt_key_file: Optional[str] = None  # sign tokens ourselves (first choice, then token_file, then token)
     poll_interval: float = 1.0  # seconds between the cache's list calls
+    # Seconds between full job lists when the job cache refreshes from Slurm's job state list
+    # (SlurmCache's job-state mode); 0 lists jobs in full on every refresh.
+    job_full_list_interval: float = 300.0
 
     def connect(self, **rest_options: Any) -> SlurmClient:
         """A client for this backend; ``rest_options`` (timeouts, retries) go to the REST client only."""
@@ -86,6 +89,21 @@ def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll
                              "--slurm-user here, renewed at half-life; read again when it changes (rest)")
     parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for (rest)")
     parser.add_argument("--slurm-poll-interval", type=positive_duration, default=poll_interval, help=poll_help)
+    parser.add_argument("--slurm-job-full-list-interval", type=_non_negative_duration, default=300.0,
+                        help="(rest) each poll reads Slurm's job state list (ids and states) and only the jobs "
+                             "that changed; a full job list, for fields that change without a state change "
+                             "(a pending job's reason, an Extra written by hand), comes this often. 0: a full "
+                             "job list on every poll that finds a change (default 5m)")
+
+
+def _non_negative_duration(text: str) -> float:
+    try:
+        value = duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
 
 
 def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SlurmSettings:
@@ -96,7 +114,8 @@ def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error("give --slurm-auth-token-file or --slurm-jwt-key-file, not both")
     return SlurmSettings(backend=args.slurm_backend, url=args.slurm_api_base, user=args.slurm_user,
                          token=args.slurm_auth_token, token_file=args.slurm_auth_token_file,
-                         jwt_key_file=args.slurm_jwt_key_file, poll_interval=args.slurm_poll_interval)
+                         jwt_key_file=args.slurm_jwt_key_file, poll_interval=args.slurm_poll_interval,
+                         job_full_list_interval=args.slurm_job_full_list_interval)
 
 
 def one_line(exc: BaseException) -> str:

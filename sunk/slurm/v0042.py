@@ -10,6 +10,17 @@ were checked against the OpenAPI document that 24.11.5's slurmrestd serves
 - times are epoch seconds, ``time_limit`` is minutes, memory is MB;
 - a job's per-node allocation is ``job_resources.nodes.allocation``; its GPUs per node are
   in ``gres_detail`` (one entry per allocated node, same order);
+- ``GET /jobs/state`` (24.11 and later) answers ``{"jobs": [{"job_id": "123", "state":
+  ["RUNNING"]}, ...]}`` plus meta/errors/warnings, and nothing else (no ``last_update``). The
+  id is text (``"123"``, ``"124+1"``, ``"100_7"``: models.JobState) and ``state`` the same
+  flag list as a job's ``job_state``. Its one query parameter is ``job_id``, a CSV list of
+  ids to filter by (documented in the OpenAPI since 24.11.4); it takes no ``update_time``.
+  The v0.0.42 OpenAPI document names ``v0.0.42_openapi_job_info_resp`` as its answer's
+  schema, but the handler dumps ``OPENAPI_JOB_STATE_RESP``, the shape above. Read from a
+  v0.0.42 OpenAPI document and Slurm's source (slurmrestd's ``op_handler_job_states``,
+  data_parser v0.0.42's ``JOB_STATE_RESP_JOB``), not yet from a live 24.11 answer.
+- ``GET /job/{id}`` takes one id, no list; for an array's id (or ``A_T``) it answers every
+  record of the array (slurm_load_job). ``/jobs`` has no id filter.
 - ``sdiag`` durations are microseconds.
 """
 
@@ -23,12 +34,14 @@ from .models import (
     Job,
     JobAllocation,
     JobRequest,
+    JobState,
     Node,
     NodeUpdate,
     Partition,
     RpcStat,
     SchedulerStats,
     gpu_count,
+    job_state_key,
 )
 
 VERSION = "v0.0.42"
@@ -99,8 +112,18 @@ def parse_node(d: Obj) -> Node:
 def split_job_state(words: Any) -> tuple[str, frozenset[str]]:
     """``["PENDING", "REQUEUED"]`` -> ("PENDING", {"REQUEUED"})."""
     listed = _words(words)
+    known = _SPLIT_STATES.get(listed)
+    if known is not None:
+        return known
     base = next((w for w in listed if w in JOB_BASE_STATES), listed[0] if listed else "PENDING")
-    return base, frozenset(w for w in listed if w != base)
+    split = base, frozenset(w for w in listed if w != base)
+    if len(_SPLIT_STATES) < 1024:  # a handful of combinations in practice; bounded all the same
+        _SPLIT_STATES[listed] = split
+    return split
+
+
+# State lists seen -> their split: a state list of 10,000 jobs repeats a few combinations.
+_SPLIT_STATES: dict[tuple[str, ...], tuple[str, frozenset[str]]] = {}
 
 
 def _allocations(d: Obj) -> tuple[JobAllocation, ...]:
@@ -147,7 +170,18 @@ def parse_job(d: Obj) -> Job:
         tres_alloc=d.get("tres_alloc_str") or "",
         shared=shared[0] if shared else "",
         working_directory=d.get("current_working_directory") or "",
+        array_job_id=integer(d.get("array_job_id")) or None,  # 0: not an array
+        array_task_id=number(d.get("array_task_id")),
     )
+
+
+def parse_job_state(d: Obj) -> JobState:
+    """One entry of ``GET /jobs/state``: ``{"job_id": "123", "state": ["RUNNING"]}`` (the id is text: see JobState)."""
+    key = str(d["job_id"])
+    job_id, array_job_id, array_task_id = job_state_key(key)
+    state, flags = split_job_state(d.get("state"))
+    return JobState(key=key, state=state, state_flags=flags, job_id=job_id, array_job_id=array_job_id,
+                    array_task_id=array_task_id)
 
 
 def parse_partition(d: Obj) -> Partition:

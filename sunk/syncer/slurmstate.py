@@ -23,8 +23,10 @@ from sunk.slurm.models import Job, Node
 
 
 class SplitSlurmCache:
-    def __init__(self, client: SlurmClient, *, interval: float = 1.0, kinds: Sequence[str] = (NODE, JOB)):
-        self.caches: dict[str, SlurmCache] = {kind: SlurmCache(client, interval=interval, kinds=(kind,))
+    def __init__(self, client: SlurmClient, *, interval: float = 1.0, kinds: Sequence[str] = (NODE, JOB),
+                 job_full_every: float = 300.0):
+        self.caches: dict[str, SlurmCache] = {kind: SlurmCache(client, interval=interval, kinds=(kind,),
+                                                               job_full_every=job_full_every)
                                               for kind in kinds}
 
     def _kind(self, kind: str) -> SlurmCache:

@@ -18,6 +18,7 @@ back) and assumes nothing about node states beyond "the nodes exist". Jobs get u
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 
@@ -318,8 +319,9 @@ def test_submit_refused_by_slurm_is_a_slurm_error(slurm):
 
 
 def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
+    """Listing jobs in full (``update_time``): any field's change is one event."""
     job_id = held_job(slurm, jobs)
-    cache = SlurmCache(slurm, interval=0.2)
+    cache = SlurmCache(slurm, interval=0.2, job_states=False)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     events = []
     cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
@@ -345,6 +347,217 @@ def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
     dev_cluster.slurm("scancel", str(job_id))
     assert cache.wait_for(lambda: len(events) == 2, 20)
     assert events[1].new.state == "CANCELLED"
+
+
+# -- jobs by state list (GET /jobs/state) --------------------------------------------------------------------
+
+
+class ReadsRecorded:
+    """The client under test, with its read_jobs calls recorded and, per job id, something Slurm
+    is made to do just before that job's read (what a read that comes late can meet)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.reads: list[list[int]] = []
+        self.before_read: dict[int, object] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def read_jobs(self, job_ids):
+        ids = list(job_ids)
+        self.reads.append(ids)
+        for job_id in ids:
+            change = self.before_read.pop(job_id, None)
+            if change is not None:
+                change()
+        return self.client.read_jobs(ids)
+
+
+def test_job_states_match_the_full_records(slurm, jobs, dev_cluster):
+    """The state list's shape, as the live slurmrestd/slurmctld answers it: an entry per job, its id
+    as text, its state (flags included) as the record's; and the job_id filter."""
+    held = held_job(slurm, jobs)
+    running = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, priority=URGENT))
+    jobs.append(running)
+    wait_for(lambda: slurm.get_job(running).state == "RUNNING", 60, f"job {running} to run")
+    states = slurm.list_job_states()
+    records = {j.id: j for j in slurm.list_jobs().items or ()}
+    by_id = {s.job_id: s for s in states if s.job_id is not None}
+    assert by_id[held].key == str(held) and by_id[held].state == "PENDING"
+    assert by_id[running].state == "RUNNING"
+    for job_id in (held, running):
+        assert by_id[job_id].same_state(records[job_id]), (by_id[job_id], records[job_id].state_flags)
+    agree = [job_id for job_id, job in records.items() if job_id in by_id and by_id[job_id].same_state(job)]
+    assert len(agree) >= 0.9 * len([j for j in records if j in by_id])  # (others' jobs may move in between)
+    assert [s.job_id for s in slurm.list_job_states([held])] == [held]
+    if slurm.backend == "rest":
+        assert slurm.rpc_stats()["REQUEST_JOB_STATE"].count >= 2
+
+
+def test_cache_by_state_one_change_is_one_event_and_one_read(slurm, jobs, dev_cluster):
+    job_id = held_job(slurm, jobs)
+    client = ReadsRecorded(slurm)
+    cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)  # (state lists only)
+    assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
+    for _ in range(3):
+        time.sleep(0.3)
+        assert cache.refresh().ok
+    assert events == [] and [job_id] not in client.reads
+    lists_before = cache.stats().job_full_lists
+
+    dev_cluster.slurm("scancel", str(job_id))
+    assert cache.wait_for(lambda: bool(events), 20)
+    for _ in range(3):
+        time.sleep(0.3)
+        cache.refresh()
+    assert [(e.type, e.old.state, e.new.state) for e in events] == [(CHANGED, "PENDING", "CANCELLED")]
+    assert client.reads.count([job_id]) == 1  # one read, then the state list agrees with the record
+    assert cache.stats().job_full_lists == lists_before  # and no full list for it
+
+
+def test_cache_by_state_sees_a_comment_only_at_its_full_list(slurm, jobs, dev_cluster):
+    """The trade-off, on real Slurm: a change that is no change of state waits for the full list."""
+    job_id = held_job(slurm, jobs)
+    cache = SlurmCache(slurm, interval=0.2, job_states=True, job_full_every=4.0, job_check_after=math.inf)
+    assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
+    lists_before = cache.stats().job_full_lists
+    dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=changed-by-scontrol")
+    for _ in range(3):
+        time.sleep(0.3)
+        cache.refresh()
+    if cache.stats().job_full_lists == lists_before:
+        assert cache.job(job_id).comment == ""
+    assert cache.wait_for(lambda: cache.job(job_id).comment == "changed-by-scontrol", 20)
+
+
+def test_cache_by_state_a_job_changed_between_the_state_list_and_its_read(slurm, jobs, dev_cluster):
+    """Never lost, never stale: the read is newer than the state list, and it is what the cache keeps."""
+    client = ReadsRecorded(slurm)
+    cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)
+    assert cache.refresh().ok
+    events = []
+    cache.subscribe(events.append, replay=False)
+
+    commented = held_job(slurm, jobs)  # new: the state list names it; this comment lands before its read
+    client.before_read[commented] = lambda: dev_cluster.slurm("scontrol", "update", f"jobid={commented}",
+                                                              "comment=between")
+    assert cache.wait_for(lambda: cache.job(commented) is not None, 20)
+    assert cache.job(commented).comment == "between"
+
+    cancelled = held_job(slurm, jobs)  # new and PENDING in the state list, CANCELLED by its read
+    client.before_read[cancelled] = lambda: dev_cluster.slurm("scancel", str(cancelled))
+    assert cache.wait_for(lambda: cache.job(cancelled) is not None, 20)
+    assert cache.job(cancelled).state == "CANCELLED"
+    mine = [e for e in events if e.key == cancelled]
+    for _ in range(3):  # the state list now agrees with the record: no read, no further event
+        time.sleep(0.3)
+        cache.refresh()
+    assert [e for e in events if e.key == cancelled] == mine and mine[-1].new.state == "CANCELLED"
+    assert client.reads.count([cancelled]) == 1
+    assert cache.job(commented).comment == "between"
+
+
+# -- jobs while idle: update_time checks -----------------------------------------------------------------
+
+
+def rest_only(slurm):
+    if slurm.backend != "rest":
+        pytest.skip("slurmctld's clock (server_time) and the job state list are the REST backend's")
+
+
+def quiet_stamp(slurm, tries: int = 20) -> int:
+    """slurmctld's clock at a moment after which no job changed for a second (others may be busy)."""
+    for _ in range(tries):
+        stamp = slurm.server_time()
+        time.sleep(1.1)
+        if slurm.list_jobs(updated_since=stamp).items is None:
+            return stamp
+    raise AssertionError(f"some job changed in each of {tries} seconds: the cluster is not quiet enough here")
+
+
+def test_update_time_from_slurmctlds_clock(slurm, jobs, dev_cluster):
+    """What the cache's checks rest on, on real slurmctld: /diag's req_time is slurmctld's clock; with it
+    as update_time, /jobs says "no change" until a job changes (a comment, a cancel), the change in the
+    very second of the stamp included, and then answers with every job."""
+    rest_only(slurm)
+    job_id = held_job(slurm, jobs)
+    stamp = slurm.server_time()
+    assert abs(stamp - time.time()) < 5  # (the dev cluster's slurmctld runs on this machine's clock)
+    stamp = quiet_stamp(slurm)
+    dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "comment=moved-last-job-update")
+    answer = slurm.list_jobs(updated_since=stamp).items
+    assert answer is not None and {j.id: j.comment for j in answer}[job_id] == "moved-last-job-update"
+    assert len(answer) == len(slurm.list_jobs().items or ())  # every job, not a delta
+
+    same_second = slurm.server_time()
+    dev_cluster.slurm("scancel", str(job_id))  # most often in the second of the stamp
+    answer = slurm.list_jobs(updated_since=same_second).items
+    assert answer is not None and {j.id: j.state for j in answer}[job_id] == "CANCELLED"
+
+
+class RpcCounts:
+    """This client's calls per message type since the last ``take()``."""
+
+    def __init__(self, client):
+        self.client, self.before = client, self._now()
+
+    def _now(self):
+        return {name: stat.count for name, stat in self.client.rpc_stats().items()}
+
+    def take(self):
+        now = self._now()
+        out = {name: count - self.before.get(name, 0) for name, count in now.items()
+               if count - self.before.get(name, 0)}
+        self.before = now
+        return out
+
+
+def wait_until_checking(cache, timeout: float = 60):
+    checks = cache.stats().job_checks
+    deadline = time.monotonic() + timeout
+    while cache.stats().job_checks == checks:
+        assert time.monotonic() < deadline, "the cache never went over to update_time checks"
+        time.sleep(0.3)
+        assert cache.refresh().ok
+
+
+def test_cache_idle_refresh_is_one_update_time_check(slurm, jobs, dev_cluster):
+    """Idle: one GET /jobs?update_time (a "no change"), no state list. A change met by a check comes
+    from its full answer; a nudged change is a state list and one read."""
+    rest_only(slurm)
+    held = held_job(slurm, jobs)
+    cache = SlurmCache(slurm, interval=0.2, kinds=("job",), job_check_after=1)
+    assert cache.wait_for(lambda: cache.job(held) is not None, 20)
+    events = []
+    cache.subscribe(lambda e: events.append(e) if e.key in jobs else None, replay=False)
+    wait_until_checking(cache)
+    counts = RpcCounts(slurm)
+    idle = []
+    for _ in range(10):  # (a job of someone else's may change meanwhile: look for idle refreshes)
+        time.sleep(0.3)
+        result = cache.refresh()
+        calls = counts.take()
+        if result.events == 0 and calls == {"REQUEST_JOB_INFO": 1}:
+            idle.append(result)
+    assert len(idle) >= 5 and all(r.calls == 1 for r in idle)
+
+    dev_cluster.slurm("scancel", str(held))  # not nudged: the next check meets it
+    assert cache.wait_for(lambda: cache.job(held).state == "CANCELLED", 20)
+    assert [(e.type, e.key, e.new.state) for e in events] == [(CHANGED, held, "CANCELLED")]
+
+    wait_until_checking(cache)
+    counts.take()
+    events.clear()
+    submitted = held_job(slurm, jobs)
+    cache.nudge()  # as sunk's scheduler does after a submission
+    assert cache.refresh().ok
+    calls = counts.take()
+    assert calls.get("REQUEST_JOB_STATE") == 1 and calls.get("REQUEST_JOB_INFO_SINGLE", 0) >= 1, calls
+    assert "REQUEST_JOB_INFO" not in calls  # no full list for it
+    assert [(e.type, e.key) for e in events] == [("added", submitted)]
 
 
 def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):

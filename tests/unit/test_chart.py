@@ -336,6 +336,16 @@ def test_one_stuck_pod_margin_for_both_front_ends_and_their_node_reads():
     assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-nodes")) == {(NS, "sunk-extender")}
 
 
+def test_one_job_full_list_interval_for_every_daemon_that_caches_jobs():
+    docs = render({"extender": {"enabled": True}, "operator": {"enabled": True}})
+    for deployment in ("sunk-syncer", "sunk-scheduler", "sunk-extender"):
+        assert flags(chart.container_args(docs, deployment))["slurm-job-full-list-interval"] == "5m"
+    assert "slurm-job-full-list-interval" not in flags(chart.container_args(docs, "sunk-operator"))  # nodes only
+    docs = render({"slurm": {"jobFullListInterval": "0"}, "extender": {"enabled": True}})
+    for deployment in ("sunk-syncer", "sunk-scheduler", "sunk-extender"):
+        assert flags(chart.container_args(docs, deployment))["slurm-job-full-list-interval"] == "0"
+
+
 def test_the_slurm_token_as_a_value_lands_in_a_secret_the_daemons_read():
     docs = render({"slurm": {"api": {"url": "http://rest.example:6820", "user": "slurm"}}})
     secret = find(docs, "Secret", "sunk-slurm-token", NS)
@@ -596,8 +606,11 @@ def test_the_daemons_accept_every_rendered_flag(values):
             assert parsed.slurm_kill_wait == 30.0 and parsed.stuck_pod_margin == 60.0
             if "gpuTypes" in values.get("scheduler", {}):
                 assert parsed.gpu_types == (("H100_SXM", "h100"), ("NVIDIA_L4", "l4")) and parsed.gang_pod_groups
+            assert parsed.slurm_job_full_list_interval == 300.0
         else:
-            parsers[name].parse_args(args)
+            parsed = parsers[name].parse_args(args)
+            if name == "sunk-syncer":
+                assert parsed.slurm_job_full_list_interval == 300.0
 
 
 # ---- what values.schema.json and templates/validate.yaml refuse --------------------------------
@@ -608,6 +621,8 @@ def test_the_daemons_accept_every_rendered_flag(values):
      "at '/scheduler/scope/type': value must be one of 'cluster', 'namespace'"),
     ({"slurm": {"killWait": "30s"}}, "at '/slurm/killWait': got string, want integer"),
     ({"slurm": {"killWait": 0}}, "at '/slurm/killWait'"),
+    ({"slurm": {"jobFullListInterval": "5 minutes"}}, "at '/slurm/jobFullListInterval'"),
+    ({"slurm": {"jobFullListInterval": 300}}, "at '/slurm/jobFullListInterval': got number, want string"),
     ({"syncer": {"nodePermissions": {"enabled": "yes"}}},
      "at '/syncer/nodePermissions/enabled': got string, want boolean"),
     ({"syncer": {"config": {"syncer": {"slurmNodeCleanup": True}}}},

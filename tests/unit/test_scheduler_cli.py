@@ -18,7 +18,8 @@ def parse(*flags: str) -> argparse.Namespace:
 @pytest.mark.parametrize("flag", [
     "--workers=0", "--workers=-2", "--workers=many", "--submit-concurrency=0",
     "--slurm-poll-interval=0", "--slurm-poll-interval=-1s", "--slurm-kill-wait=0s", "--slurm-kill-wait=soon",
-    "--stuck-pod-margin=0s", "--stuck-pod-margin=later",
+    "--stuck-pod-margin=0s", "--stuck-pod-margin=later", "--slurm-job-full-list-interval=-1s",
+    "--slurm-job-full-list-interval=often",
 ])
 def test_values_that_would_hang_or_spin_are_refused(flag):
     with pytest.raises((SystemExit, argparse.ArgumentError)):
@@ -30,6 +31,9 @@ def test_go_style_values_are_read():
                  "--stuck-pod-margin=2m")
     assert (args.workers, args.submit_concurrency) == (4, 2)
     assert args.slurm_poll_interval == 0.25 and args.slurm_kill_wait == 60 and args.stuck_pod_margin == 120
+    assert parse().slurm_job_full_list_interval == 300.0
+    assert parse("--slurm-job-full-list-interval=0").slurm_job_full_list_interval == 0.0  # full lists only
+    assert parse("--slurm-job-full-list-interval=1m").slurm_job_full_list_interval == 60.0
 
 
 def test_the_stuck_pod_margin_reaches_the_config(tmp_path):

@@ -69,3 +69,20 @@ def test_slurm_staleness_shows_on_metrics(assembly, monkeypatch):
     cache.refresh()
     assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_fresh") == 0.0
     assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_age_seconds") == float("inf")
+
+
+def test_the_job_cache_rereads_placeholders_until_they_are_marked_started(assembly):
+    """The mark is a change of Extra, not of state: the job state list cannot show it."""
+    from scheduler.assembly import awaiting_start_mark
+    from sunk.slurm.models import Job
+
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
+    reread = cache.reread
+    ours = "sunk-pod=u1 ns=default name=p sched=s"
+    assert reread(Job(id=1, state="RUNNING", extra=ours))
+    assert not reread(Job(id=1, state="RUNNING", extra=ours + ": started"))
+    assert not reread(Job(id=1, state="PENDING", extra=ours))  # starting changes the state: seen anyway
+    assert not reread(Job(id=1, state="RUNNING", extra="sunk-pod=u1 ns=default name=p sched=another"))
+    assert not reread(Job(id=1, state="RUNNING", extra="a user's own Extra"))
+    assert cache.job_full_every == 300.0
+    assert awaiting_start_mark(lambda extra: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))

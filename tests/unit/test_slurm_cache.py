@@ -311,7 +311,8 @@ def test_end_to_end_over_rest_one_change_one_event():
         before = len(fake.state.requests)
         clock["t"] += 2
         assert cache.refresh().events == 0
-        assert len(fake.state.requests) - before == 2  # one 304 + one "no job changes"
+        assert len(fake.state.requests) - before == 2  # one 304 + one job state list
+        assert [path for _m, path, _q in fake.state.requests[before:]] == ["nodes/", "jobs/state/"]
         fake.put_job(1, name="a", state=("RUNNING",), nodes="node2", allocation=[("node2", 1, 100)])
         clock["t"] += 1
         cache.refresh()
@@ -321,6 +322,22 @@ def test_end_to_end_over_rest_one_change_one_event():
         clock["t"] += 1
         cache.refresh()
         assert [(e.kind, e.type, e.key) for e in events[1:]] == [("node", CHANGED, "node2")]
+
+
+def test_end_to_end_over_rest_in_full_lists_idle_costs_no_change_answers():
+    clock = {"t": 1_800_000_000}
+    with FakeSlurmrestd(token="t", clock=lambda: clock["t"]) as fake:
+        fake.put_partition("batch", "node[1-2]", 2, 64)
+        fake.put_node("node1")
+        fake.put_job(1, name="a")
+        clock["t"] += 5
+        cache = SlurmCache(connect("rest", url=fake.url, token="t"), interval=1.0, job_states=False)
+        assert cache.refresh().ok
+        before = len(fake.state.requests)
+        clock["t"] += 2
+        assert cache.refresh().events == 0
+        assert [(path, query) for _m, path, query in fake.state.requests[before:]] == [
+            ("nodes/", f"update_time={clock['t'] - 2}"), ("jobs/", f"update_time={clock['t'] - 2}")]
 
 
 def test_slow_lists_stretch_the_period_to_keep_slurm_half_idle():

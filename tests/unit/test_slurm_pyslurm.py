@@ -340,3 +340,26 @@ def test_text_helpers():
     assert gres_text({"gpu": 2, "gpu:a100": {"count": 1, "indexes": "0"}}) == "gpu:2,gpu:a100:1"
     assert gres_text(None) == "" and gres_text("gpu:1") == "gpu:1"
     assert tres_text(None) == "" and tres_text(TrackableResources(cpu=2)) == "cpu=2"
+
+
+def test_job_states_come_from_a_full_list_and_the_cache_keeps_listing_in_full(client, ps):
+    ps.registry["jobs"][1] = pyslurm_job(1, state="RUNNING", allocated_nodes="node1")
+    ps.registry["jobs"][100] = pyslurm_job(100, array_id=100, array_task_id=None)
+    ps.registry["jobs"][101] = pyslurm_job(101, array_id=100, array_task_id=1, state="COMPLETING")
+    states = client.list_job_states()
+    assert [(s.key, s.job_id, s.array_job_id, s.array_task_id, s.state, s.state_flags) for s in states] == [
+        ("1", 1, None, None, "RUNNING", frozenset()),
+        ("100_*", None, 100, None, "PENDING", frozenset()),
+        ("100_1", None, 100, 1, "COMPLETED", frozenset({"COMPLETING"})),
+    ]
+    assert [s.key for s in client.list_job_states([1])] == ["1"]
+    assert client.rpc_stats()["REQUEST_JOB_INFO"].count == 2  # no cheaper call in pyslurm 25.11
+    assert client.cheap_job_states is False and not SlurmCache(client).job_states
+
+
+def test_read_jobs_reads_an_arrays_every_record(client, ps):
+    ps.registry["jobs"][1] = pyslurm_job(1)
+    ps.registry["jobs"][100] = pyslurm_job(100, array_id=100, array_task_id=None)
+    ps.registry["jobs"][101] = pyslurm_job(101, array_id=100, array_task_id=1, state="RUNNING")
+    assert [j.id for j in client.read_jobs([1, 999])] == [1]  # 999: not found, so nothing
+    assert sorted(j.id for j in client.read_jobs([100])) == [100, 101]  # Job.load keeps one record

@@ -120,12 +120,94 @@ def test_list_jobs_unchanged_and_changed(client, fake, clock):
     assert [j.id for j in snap.items] == [5, 6] and snap.last_update == fake.now()
 
 
+def test_server_time_is_slurmctlds_clock_and_an_update_time_that_sees_later_changes(client, fake, clock):
+    """``server_time`` is /diag's req_time (slurmctld's clock, not ours); "no change since it" holds until a
+    job changes, in the same second included."""
+    fake.put_job(5)
+    clock.tick()
+    stamp = client.server_time()
+    assert stamp == fake.now() and fake.state.requests[-1][:2] == ("GET", "diag/")
+    assert client.rpc_stats()["REQUEST_STATS_INFO"].count == 1
+    clock.tick()
+    assert client.list_jobs(updated_since=stamp).items is None
+    fake.put_job(6)  # (not the same second as the stamp: the rule below is what makes that one safe too)
+    assert [j.id for j in client.list_jobs(updated_since=stamp).items] == [5, 6]
+    same_second = client.server_time()
+    fake.put_job(7)  # in the second of the stamp
+    assert [j.id for j in client.list_jobs(updated_since=same_second).items] == [5, 6, 7]
+
+
+def test_server_time_without_req_time_is_an_error(client, fake):
+    fake.add_fault(Fault("GET", r"diag/", status=200, body={"statistics": {"server_thread_count": 1}}))
+    with pytest.raises(SlurmError, match="req_time"):
+        client.server_time()
+
+
 def test_job_list_without_allocations_asks_without_detail(fake):
     fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
     client = connect("rest", url=fake.url, token="tok", with_allocations=False)
     job = client.list_jobs().items[0]
     assert job.allocations == () and job.node_list == ("node1",)
     assert fake.state.requests[-1][2] == "flags=ALL"
+
+
+def test_job_states_are_ids_and_states_only(client, fake):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)], extra="e")
+    fake.put_job(6, state=("COMPLETED", "COMPLETING"))
+    fake.put_job(100, array_job_id=100, array_task_string="3-4")  # a pending array's remaining tasks
+    fake.put_job(101, array_job_id=100, array_task_id=1, state=("RUNNING",))  # a task with a record of its own
+    states = client.list_job_states()
+    assert [(s.key, s.job_id, s.array_job_id, s.array_task_id, s.state, s.state_flags) for s in states] == [
+        ("5", 5, None, None, "RUNNING", frozenset()),
+        ("6", 6, None, None, "COMPLETED", frozenset({"COMPLETING"})),
+        ("100_3", None, 100, 3, "PENDING", frozenset()),
+        ("100_4", None, 100, 4, "PENDING", frozenset()),
+        ("100_1", None, 100, 1, "RUNNING", frozenset()),
+    ]
+    assert fake.state.requests[-1] == ("GET", "jobs/state/", "")
+    assert client.rpc_stats()["REQUEST_JOB_STATE"].count == 1
+
+
+def test_job_states_of_some_jobs_ask_slurm_to_filter(client, fake):
+    fake.put_job(5)
+    fake.put_job(6)
+    assert [s.job_id for s in client.list_job_states([6, 6])] == [6]
+    assert fake.state.requests[-1] == ("GET", "jobs/state/", "job_id=6")
+    requests_before = len(fake.state.requests)
+    assert client.list_job_states([]) == ()  # nothing asked: no call
+    assert len(fake.state.requests) == requests_before
+
+
+def test_the_job_state_answer_is_small(fake, client):
+    for job_id in range(1, 1001):
+        fake.put_job(job_id, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    client.list_job_states()
+    client.list_jobs()
+    per_state = fake.bytes_sent("GET", "jobs/state/") / 1000
+    per_record = fake.bytes_sent("GET", "jobs/") / 1000
+    assert 60 < per_state < 120  # slurmrestd pretty-prints: measured 81 bytes a job on 25.11
+    assert per_record > 50 * per_state
+
+
+def test_read_jobs_reads_each_id_once_with_the_lists_flags(fake, client):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    fake.put_job(6, extra="x")
+    before = fake.calls("GET", r"job/\d+")
+    jobs = client.read_jobs([6, 5, 6, 999])  # 999: unknown (purged), so nothing
+    assert [(j.id, j.extra) for j in jobs] == [(6, "x"), (5, "")] and jobs[1].allocations
+    assert fake.calls("GET", r"job/\d+") - before == 3
+    assert client.rpc_stats()["REQUEST_JOB_INFO_SINGLE"].count == 3
+    lean = connect("rest", url=fake.url, token="tok", with_allocations=False)
+    (job,) = lean.read_jobs([5])  # as lean.list_jobs() shows it, so the two compare equal
+    assert job == lean.list_jobs().items[0] and job.allocations == ()
+    assert fake.state.requests[-2] == ("GET", "job/5", "flags=ALL")
+
+
+def test_read_jobs_of_an_array_gives_every_record_of_the_array(fake, client):
+    fake.put_job(100, array_job_id=100, array_task_string="2-5")
+    fake.put_job(101, array_job_id=100, array_task_id=1, state=("RUNNING",))
+    fake.put_job(7)
+    assert sorted((j.id, j.array_task_id) for j in client.read_jobs([100])) == [(100, None), (101, 1)]
 
 
 def test_get_node_and_job(client, fake):

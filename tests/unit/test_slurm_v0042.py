@@ -168,3 +168,47 @@ def test_recorded_nodes():
     assert [n.name for n in nodes] == ["node1", "node2", "node3", "node4"]
     assert all(n.gpus_total == 2 and n.features == ("FAKE_GPU",) and n.partitions == ("batch",) for n in nodes)
     assert v0042.integer(body["last_update"]) > 0
+
+
+# -- GET /jobs/state -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, ids", [
+    ("123", (123, None, None)),
+    ("124+1", (124, None, None)),  # a heterogeneous job's component: its own id, then its offset
+    ("100_7", (None, 100, 7)),  # an array task: the array's id and the task's index, not the task's job id
+    ("100_*", (None, 100, None)),
+    ("100_[3-9]", (None, 100, None)),
+])
+def test_job_state_ids(key, ids):
+    state = v0042.parse_job_state({"job_id": key, "state": ["RUNNING", "COMPLETING"]})
+    assert (state.job_id, state.array_job_id, state.array_task_id) == ids
+    assert (state.key, state.state, state.state_flags) == (key, "RUNNING", frozenset({"COMPLETING"}))
+
+
+@pytest.mark.parametrize("key", ["", "x", "12a", "1_2_3", "+1", "_4"])
+def test_job_state_ids_slurm_never_gives_are_refused(key):
+    with pytest.raises(ValueError):
+        v0042.parse_job_state({"job_id": key, "state": ["PENDING"]})
+
+
+def test_a_job_state_compares_with_a_record_by_state_and_flags():
+    state = v0042.parse_job_state({"job_id": "7", "state": ["PENDING", "REQUEUED"]})
+    assert state.same_state(v0042.parse_job(job_json(7, state=("PENDING", "REQUEUED"))))
+    assert not state.same_state(v0042.parse_job(job_json(7, state=("PENDING",))))
+    assert not state.same_state(v0042.parse_job(job_json(7, state=("RUNNING",))))
+
+
+def test_array_fields_of_a_record():
+    plain = v0042.parse_job(job_json(5))  # 24.11: array_job_id {"number": 0}, array_task_id unset
+    assert (plain.array_job_id, plain.array_task_id) == (None, None)
+    pending = v0042.parse_job(job_json(100, array_job_id=100, array_task_string="3-9"))
+    assert (pending.array_job_id, pending.array_task_id) == (100, None)
+    task = v0042.parse_job(job_json(102, array_job_id=100, array_task_id=2, state=("RUNNING",)))
+    assert (task.id, task.array_job_id, task.array_task_id) == (102, 100, 2)
+
+
+def test_recorded_plain_jobs_are_not_arrays():
+    for name in ("job_pending_held.json", "job_running_gpu.json"):
+        (job,) = [v0042.parse_job(j) for j in json.loads((RECORDED / name).read_text())["jobs"]]
+        assert (job.array_job_id, job.array_task_id) == (None, None)

@@ -273,6 +273,7 @@ def test_flags_defaults_and_plugin_flags(fake_plugin_module: str, monkeypatch: p
     assert daemon.leader_election is not None
     assert (daemon.leader_election.lease_name, daemon.leader_election.namespace) == ("sunk-syncer", "slurm")
     assert daemon.slurm.poll_interval == 1.0 and daemon.slurm.backend == "rest" and args.zap_log_level == "info"
+    assert daemon.slurm.job_full_list_interval == 300.0
     assert (daemon.workers, config.resync_period, config.hooks_api_threads) == (4, 600.0, 256)
 
 
@@ -280,11 +281,12 @@ def test_flag_values_go_style(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("POD_NAMESPACE", "slurm-a")
     startup = cli.parse_args(["--plugins=", "--slurm-auth-token-file=/t", "--leader-elect=false",
                               "--slurm-poll-interval=500ms", "--resync-period=10m", "--zap-log-level=debug",
-                              "--workers=8", "--metrics-bind-address="])
+                              "--workers=8", "--metrics-bind-address=", "--slurm-job-full-list-interval=10m"])
     config, daemon = startup.config, startup.daemon
     assert startup.plugins == [] and config.watch_namespace == "slurm-a" and daemon.leader_election is None
     assert daemon.slurm.poll_interval == 0.5 and config.resync_period == 600.0 and daemon.workers == 8
     assert daemon.slurm.token_file == "/t" and daemon.metrics_bind_address is None
+    assert daemon.slurm.job_full_list_interval == 600.0
 
 
 def test_flags_need_a_slurm_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):

@@ -108,6 +108,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 {{- end -}}
 
+{{/* The job cache's flags, for the daemons that cache jobs (the syncer, the scheduler, the extender). */}}
+{{- define "sunk.slurmJobArgs" -}}
+- --slurm-job-full-list-interval={{ .Values.slurm.jobFullListInterval }}
+{{- end -}}
+
 {{- define "sunk.slurmAuthSecret" -}}
 {{- if .Values.slurm.auth.jwtKey.enabled -}}
 {{- .Values.slurm.auth.jwtKey.existingSecret -}}

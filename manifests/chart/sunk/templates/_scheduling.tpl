@@ -11,6 +11,7 @@
 - --slurmd-namespace={{ include "sunk.slurmdNamespace" $root }}
 - --slurmd-selector={{ include "sunk.selectorString" $root.Values.slurmd.labels }}
 {{ include "sunk.slurmArgs" $root }}
+{{ include "sunk.slurmJobArgs" $root }}
 - --slurm-kill-wait={{ $root.Values.slurm.killWait }}s  # slurm.killWait: also KillWait in the chart's sunk.conf
 # Past its grace period, a Pod terminating on a NotReady or gone Node lets its Slurm job go.
 - --stuck-pod-margin={{ $root.Values.scheduler.stuckPodMargin }}

@@ -1,0 +1,802 @@
+"""SlurmCache's job-state mode: one state list per refresh, full reads only of what changed.
+
+Against the in-process slurmrestd stand-in (sunk.slurm.fake), which serves ``GET /jobs/state``
+in 24.11's shape and counts the bytes of every answer.
+"""
+
+import logging
+import math
+
+import pytest
+
+from sunk.slurm import SlurmCache, connect
+from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
+from sunk.slurm.fake import FakeSlurmrestd, Fault
+from sunk.slurm.models import Job, JobState
+
+
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+    def tick(self, seconds=2.0):
+        self.t += seconds
+
+
+@pytest.fixture
+def slurm_clock():
+    return Clock(1_800_000_000.0)
+
+
+@pytest.fixture
+def clock():
+    return Clock(100.0)
+
+
+@pytest.fixture
+def fake(slurm_clock):
+    server = FakeSlurmrestd(token="t", clock=slurm_clock)
+    server.put_partition("batch", "node[1-2]", 2, 64)
+    with server:
+        yield server
+
+
+def rest(fake):
+    return connect("rest", url=fake.url, token="t", read_timeout=60)
+
+
+def record(cache):
+    events = []
+    cache.subscribe(events.append, replay=False)
+    return events
+
+
+def brief(events):
+    return [(e.type, e.key, e.old, e.new) for e in events]
+
+
+def calls_by_path(fake, since):
+    out = {}
+    for method, path, _query in fake.state.requests[since:]:
+        kind = "job/ID" if path.startswith("job/") and path[4:].isdigit() else path
+        out[(method, kind)] = out.get((method, kind), 0) + 1
+    return out
+
+
+# -- the cost of one change --------------------------------------------------------------------------------
+
+
+def test_one_changed_job_among_10000_costs_one_state_list_and_one_read_under_2_mb(fake, slurm_clock, clock):
+    fake.pretty = False  # (only to fill the cache quickly; slurmrestd pretty-prints, as below)
+    for job_id in range(1, 10_001):
+        fake.put_job(job_id, name=f"job-{job_id}", extra=f"sunk-pod=uid-{job_id} ns=default name=pod-{job_id}")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
+    assert cache.job_states and cache.refresh().ok and len(cache.jobs()) == 10_000
+    events = record(cache)
+    fake.pretty = True
+
+    fake.put_job(4242, name="job-4242", state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 1000)],
+                 extra="sunk-pod=uid-4242 ns=default name=pod-4242")
+    slurm_clock.tick()
+    clock.tick()
+    requests_before, sent_before = len(fake.state.requests), len(fake.state.sent)
+    result = cache.refresh()
+
+    assert result.ok and result.calls == 2 and result.events == 1
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+    sent = sum(size for _m, _p, size in fake.state.sent[sent_before:])
+    assert sent < 2_000_000, sent
+    (event,) = events
+    assert (event.type, event.key, event.old.state, event.new.state) == (CHANGED, 4242, "PENDING", "RUNNING")
+    assert event.new.node_list == ("node1",) and cache.job(4242) == event.new
+
+    requests_before = len(fake.state.requests)
+    clock.tick()
+    assert cache.refresh().events == 0  # nothing changed: the state list only
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    assert cache.stats().job_reads == 1 and cache.stats().job_full_lists == 1
+
+
+# -- events mean what they meant with full lists --------------------------------------------------------------
+
+
+def placeholder_awaiting_start(job):
+    return job.state == "RUNNING" and job.extra.startswith("sunk-pod=") and not job.extra.endswith(": started")
+
+
+def test_events_are_those_of_full_lists_for_a_scripted_sequence(fake, slurm_clock, clock):
+    """Two caches on one stand-in, one listing in full with update_time, one by state: same events."""
+    by_state = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=True,
+                          reread=placeholder_awaiting_start)
+    in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False, resync_every=3600)
+    fake.put_job(1, extra="sunk-pod=a ns=default name=a")
+    fake.put_job(2)
+    slurm_clock.tick()
+    assert by_state.refresh().ok and in_full.refresh().ok
+    seen_by_state, seen_in_full = record(by_state), record(in_full)
+    extra_a = "sunk-pod=a ns=default name=a"
+    steps = {
+        "submit": lambda: fake.put_job(3, extra="sunk-pod=c ns=default name=c"),
+        "start": lambda: fake.put_job(1, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 100)],
+                                      extra=extra_a),
+        "placeholder marks itself started (Extra only)": lambda: fake.put_job(
+            1, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 100)], extra=extra_a + ": started"),
+        "cancel": lambda: rest(fake).cancel_job(2),
+        "complete, with COMPLETING": lambda: fake.put_job(1, state=("COMPLETED", "COMPLETING"), nodes="node1",
+                                                          extra=extra_a + ": started"),
+        "completed": lambda: fake.put_job(1, state=("COMPLETED",), nodes="node1", extra=extra_a + ": started"),
+        "requeue of another": lambda: fake.put_job(3, state=("PENDING", "REQUEUED"),
+                                                   extra="sunk-pod=c ns=default name=c"),
+        "purge": lambda: fake.remove_job(2),
+        "two at once": lambda: (fake.put_job(4), fake.remove_job(1)),
+    }
+    for name, change in steps.items():
+        change()
+        slurm_clock.tick()
+        clock.tick()
+        assert by_state.refresh().ok and in_full.refresh().ok
+        assert brief(seen_by_state) == brief(seen_in_full) and seen_in_full, name
+        assert [e.observed_at for e in seen_by_state] == [clock.t] * len(seen_by_state)  # (no clock moves here)
+        seen_by_state.clear()
+        seen_in_full.clear()
+    assert dict(by_state.jobs()) == dict(in_full.jobs())
+    assert by_state.stats().job_full_lists == 1  # never one since the first
+
+
+def test_a_field_change_without_a_state_change_waits_for_the_full_list(fake, slurm_clock, clock):
+    """The trade-off: a held job's Extra (or comment, reason, priority) written without a state change
+    is not in the state list; the periodic full list shows it, with the same event."""
+    fake.put_job(5, extra="before")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_full_every=300)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(5, extra="after", comment="c")
+    slurm_clock.tick()
+    for _ in range(3):
+        clock.tick(60)
+        cache.refresh()
+    assert events == [] and cache.job(5).extra == "before"
+    requests_before = len(fake.state.requests)
+    clock.tick(120)  # 300 s since the last full list
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert [(e.type, e.old.extra, e.new.extra, e.new.comment) for e in events] == [(CHANGED, "before", "after", "c")]
+
+
+def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
+    fake.put_job(6, state=("RUNNING",), nodes="node1", extra="not ours")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start)
+    cache.refresh()
+    events = record(cache)
+    requests_before = len(fake.state.requests)
+    clock.tick()
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+    assert fake.state.requests[-1][:2] == ("GET", "job/5") and events == []  # read, and unchanged: no event
+    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p: started")
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    assert [(e.type, e.new.extra) for e in events] == [(CHANGED, "sunk-pod=u ns=d name=p: started")]
+    requests_before = len(fake.state.requests)
+    clock.tick()
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # marked: no longer read
+
+
+# -- a job that changes between the state list and its read ------------------------------------------------
+
+
+class ChangesBeforeEachRead:
+    """A client whose every read_jobs first lets Slurm change the job (what a slow read can meet)."""
+
+    def __init__(self, client, change):
+        self.client, self.change = client, change
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def read_jobs(self, job_ids):
+        ids = list(job_ids)
+        self.change(ids)
+        return self.client.read_jobs(ids)
+
+
+def test_a_job_that_changes_again_before_its_read_is_neither_lost_nor_stale(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    changes = []
+    client = ChangesBeforeEachRead(rest(fake), lambda ids: [change() for change in changes])
+    cache = SlurmCache(client, kinds=("job",), clock=clock, job_states=True)
+    cache.refresh()
+    events = record(cache)
+
+    fake.put_job(5, state=("RUNNING",), nodes="node1")  # the state list shows RUNNING ...
+    changes.append(lambda: fake.put_job(5, state=("COMPLETED",), nodes="node1"))  # ... the read COMPLETED
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    changes.clear()
+    assert [(e.type, e.old.state, e.new.state) for e in events] == [(CHANGED, "PENDING", "COMPLETED")]
+    assert cache.job(5).state == "COMPLETED"  # the newer record kept
+    requests_before = len(fake.state.requests)
+    clock.tick()
+    cache.refresh()  # the state list now matches the record: nothing to read, no event
+    assert len(events) == 1 and calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+    # A change back to a state seen before (requeued): compared with the record, not an older list.
+    fake.put_job(5, state=("PENDING", "REQUEUED"))
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    assert [(e.old.state, e.new.state, e.new.state_flags) for e in events[1:]] == [
+        ("COMPLETED", "PENDING", frozenset({"REQUEUED"}))]
+
+
+def test_a_job_purged_before_its_read_is_removed(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    changes = []
+    client = ChangesBeforeEachRead(rest(fake), lambda ids: [change() for change in changes])
+    cache = SlurmCache(client, kinds=("job",), clock=clock, job_states=True)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(5, state=("CANCELLED",))
+    fake.put_job(6)  # new, and purged before its read too: never held, so no event for it
+    changes.extend([lambda: fake.state.jobs.pop(5, None), lambda: fake.state.jobs.pop(6, None)])
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    assert [(e.type, e.key, e.old.state) for e in events] == [(REMOVED, 5, "PENDING")]
+    assert dict(cache.jobs()) == {}
+
+
+def test_each_read_is_stamped_with_when_it_began(fake, slurm_clock, clock):
+    """A reader that also learns of a job another way (the scheduler's started call) keeps the later."""
+    fake.put_job(5)
+    fake.put_job(6)
+    slurm_clock.tick()
+    client = ChangesBeforeEachRead(rest(fake), lambda ids: clock.tick(1))  # each read starts a second later
+    cache = SlurmCache(client, kinds=("job",), clock=clock, job_states=True)
+    cache.refresh()
+    listed_at = clock.t
+    events = record(cache)
+    fake.put_job(5, state=("RUNNING",), nodes="node1")
+    fake.remove_job(6)
+    slurm_clock.tick()
+    clock.tick(10)
+    state_list_at = clock.t
+    cache.refresh()
+    assert [(e.type, e.key, e.observed_at) for e in events] == [(CHANGED, 5, state_list_at),
+                                                                 (REMOVED, 6, state_list_at)]
+    fake.put_job(5, state=("COMPLETED",), nodes="node1")
+    fake.put_job(7)
+    slurm_clock.tick()
+    clock.tick(10)
+    cache.refresh()
+    read_5, read_7 = events[2].observed_at, events[3].observed_at
+    assert [(e.type, e.key) for e in events[2:]] == [(ADDED, 7), (CHANGED, 5)] or \
+        [(e.type, e.key) for e in events[2:]] == [(CHANGED, 5), (ADDED, 7)]
+    assert read_5 != read_7
+    replayed = []
+    cache.subscribe(replayed.append)
+    assert {e.key: e.observed_at for e in replayed} == {e.key: e.observed_at for e in events[2:]}
+    assert listed_at < min(read_5, read_7)
+
+
+# -- arrays ----------------------------------------------------------------------------------------------------
+
+
+def test_array_tasks_are_followed_through_their_arrays_records(fake, slurm_clock, clock):
+    by_state = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=True)
+    in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False, resync_every=3600)
+    fake.put_job(100, array_job_id=100, array_task_string="1-3")
+    fake.put_job(7)
+    slurm_clock.tick()
+    by_state.refresh()
+    in_full.refresh()
+    seen_by_state, seen_in_full = record(by_state), record(in_full)
+    steps = {
+        "task 1 starts": lambda: (fake.put_job(100, array_job_id=100, array_task_string="2-3"),
+                                  fake.put_job(101, array_job_id=100, array_task_id=1, state=("RUNNING",),
+                                               nodes="node1")),
+        "task 1 ends": lambda: fake.put_job(101, array_job_id=100, array_task_id=1, state=("COMPLETED",),
+                                            nodes="node1"),
+        "task 1 purged, task 2 starts": lambda: (
+            fake.remove_job(101), fake.put_job(100, array_job_id=100, array_task_string="3"),
+            fake.put_job(102, array_job_id=100, array_task_id=2, state=("RUNNING",), nodes="node2")),
+        "the last task starts in the array's own record": lambda: (
+            fake.put_job(100, array_job_id=100, array_task_id=3, state=("RUNNING",), nodes="node1")),
+        "the array is purged": lambda: (fake.remove_job(100), fake.remove_job(102)),
+    }
+    for name, change in steps.items():
+        change()
+        slurm_clock.tick()
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        assert by_state.refresh().ok and in_full.refresh().ok
+        assert brief(seen_by_state) == brief(seen_in_full) and seen_in_full, name
+        paths = calls_by_path(fake, requests_before)
+        assert paths.get(("GET", "job/ID"), 0) <= 1, name  # the array's records: one read
+        seen_by_state.clear()
+        seen_in_full.clear()
+    assert dict(by_state.jobs()) == dict(in_full.jobs()) and set(by_state.jobs()) == {7}
+
+
+# -- bounds and failures -----------------------------------------------------------------------------------------
+
+
+def test_more_changes_than_max_job_reads_is_one_full_list(fake, slurm_clock, clock):
+    for job_id in range(1, 11):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, max_job_reads=3)
+    cache.refresh()
+    events = record(cache)
+    for job_id in range(1, 5):
+        fake.put_job(job_id, state=("CANCELLED",))
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    result = cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "jobs/"): 1}
+    assert result.calls == 2 and sorted(e.key for e in events) == [1, 2, 3, 4]
+    fake.put_job(5, state=("CANCELLED",))
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+
+
+def test_by_default_up_to_64_reads_or_a_twentieth_of_the_jobs(fake, slurm_clock, clock):
+    for job_id in range(1, 201):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
+    cache.refresh()
+    for count, full in ((64, False), (65, True)):
+        for job_id in range(1, count + 1):
+            fake.put_job(job_id, comment=str(count), state=("PENDING", "REQUEUED") if full else ("SUSPENDED",))
+        slurm_clock.tick()
+        clock.tick()
+        lists_before = cache.stats().job_full_lists
+        assert cache.refresh().events == count
+        assert cache.stats().job_full_lists - lists_before == int(full)
+
+
+def test_a_state_list_slurmrestd_refuses_falls_back_to_full_lists(fake, slurm_clock, clock, caplog):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
+    cache.refresh()
+    events = record(cache)
+    fake.add_fault(Fault("GET", r"jobs/state/", status=404, times=2,
+                         body={"errors": [{"description": "Unknown URL", "error_number": 9007,
+                                           "error": "Unknown URL method", "source": "fake"}]}))
+    fake.put_job(5, extra="seen anyway")
+    slurm_clock.tick()
+    with caplog.at_level(logging.INFO, logger="sunk.slurm.cache"):
+        for _ in range(2):
+            clock.tick()
+            assert cache.refresh().ok and cache.fresh
+        assert [e.new.extra for e in events] == ["seen anyway"]  # from the full list
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        assert cache.refresh().ok
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("cannot be used" in m for m in messages) == 1 and any("works again" in m for m in messages)
+
+
+def test_slurmrestd_down_keeps_the_snapshot_then_relists_in_full(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(connect("rest", url=fake.url, token="t", retries=0), kinds=("job",), clock=clock)
+    cache.refresh()
+    fake.add_fault(Fault("GET", r"jobs/state/", status=503))
+    clock.tick()
+    result = cache.refresh()
+    assert not result.ok and not cache.fresh and cache.job(5) is not None
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().ok and cache.fresh
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}  # whatever happened meanwhile
+
+
+def test_a_read_that_fails_fails_the_refresh_and_keeps_the_snapshot(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(connect("rest", url=fake.url, token="t", retries=0), kinds=("job",), clock=clock)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(5, state=("RUNNING",), nodes="node1")
+    fake.add_fault(Fault("GET", r"job/5", status=503))
+    slurm_clock.tick()
+    clock.tick()
+    result = cache.refresh()
+    assert not result.ok and result.calls == 2 and events == [] and cache.job(5).state == "PENDING"
+    clock.tick()
+    assert cache.refresh().ok and [e.new.state for e in events] == ["RUNNING"]
+
+
+# -- while idle: update_time checks instead of state lists --------------------------------------------------
+
+
+def queries(fake, since):
+    return [(method, path, query) for method, path, query in fake.state.requests[since:]]
+
+
+def checking_cache(fake, slurm_clock, clock, **kw):
+    """A job cache that has listed, found two idle state lists, read slurmctld's clock and now checks."""
+    kw.setdefault("job_check_after", 2)
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, **kw)
+    assert cache.refresh().ok
+    for _ in range(2):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        assert cache.refresh().events == 0
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    stamp = fake.now()
+    result = cache.refresh()  # slurmctld's clock, then a state list that still finds nothing
+    assert result.ok and result.calls == 2 and result.events == 0
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/state/", "")]
+    return cache, stamp
+
+
+def test_an_idle_refresh_is_one_update_time_check_and_no_state_list(fake, slurm_clock, clock):
+    for job_id in range(1, 201):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    for _ in range(3):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before, sent_before = len(fake.state.requests), len(fake.state.sent)
+        result = cache.refresh()
+        assert result.ok and result.calls == 1 and result.events == 0
+        # slurmctld's clock as /diag gave it (not the cache's, which is 100-odd here)
+        assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+        assert sum(size for _m, _p, size in fake.state.sent[sent_before:]) < 2_000  # against 20 KB of states
+    assert cache.stats().job_checks == 3 and cache.stats().job_full_lists == 1 and len(cache.jobs()) == 200
+    assert cache.fresh
+
+
+def test_a_change_met_by_a_check_is_seen_from_its_full_answer_then_states_are_listed_again(
+        fake, slurm_clock, clock):
+    fake.put_job(5)
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.put_job(5, state=("RUNNING",), nodes="node1")
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    result = cache.refresh()
+    # 24.11 answers update_time with every job when one changed: that answer is the full list
+    assert result.ok and result.calls == 1 and calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert [(e.type, e.key, e.old.state, e.new.state) for e in events] == [(CHANGED, 5, "PENDING", "RUNNING")]
+    assert cache.stats().job_full_lists == 2
+    fake.put_job(6, state=("CANCELLED",))  # the next change: a state list and a read of that job alone
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "jobs/state/", ""), ("GET", "job/6", "")]
+    assert [(e.key, e.new.state) for e in events[1:]] == [(6, "CANCELLED")]
+
+
+def test_a_nudged_refresh_lists_states_and_reads_only_the_changed_jobs(fake, slurm_clock, clock):
+    for job_id in range(1, 11):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.put_job(11, extra="sunk-pod=u ns=d name=p")  # submitted by the caller, who nudges
+    fake.put_job(3, state=("CANCELLED",))
+    slurm_clock.tick()
+    clock.tick()
+    cache.nudge()
+    requests_before = len(fake.state.requests)
+    result = cache.refresh()
+    assert result.ok and calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 2}
+    assert sorted(path for _m, path, _q in fake.state.requests[requests_before + 1:]) == ["job/11", "job/3"]
+    assert sorted((e.type, e.key) for e in events) == [(ADDED, 11), (CHANGED, 3)]
+    assert cache.stats().job_full_lists == 1  # no full list for them
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # things moved: states are listed again (no check) until idle again
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_a_nudge_that_finds_nothing_keeps_checking_from_the_same_time(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock)
+    cache.nudge()
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+
+
+def test_a_job_purged_while_checking_is_removed(fake, slurm_clock, clock):
+    fake.put_job(5, state=("COMPLETED",))
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.remove_job(5)  # MinJobAge passed: slurmctld purges it (and moves last_job_update)
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().ok
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert [(e.type, e.key, e.old.state) for e in events] == [(REMOVED, 5, "COMPLETED")]
+    assert set(cache.jobs()) == {6}
+
+
+def test_a_nudged_refresh_removes_a_purged_job_without_a_read(fake, slurm_clock, clock):
+    fake.put_job(5, state=("COMPLETED",))
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache, _stamp = checking_cache(fake, slurm_clock, clock)
+    events = record(cache)
+    fake.remove_job(5)
+    slurm_clock.tick()
+    clock.tick()
+    cache.nudge()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+    assert [(e.type, e.key) for e in events] == [(REMOVED, 5)] and set(cache.jobs()) == {6}
+
+
+def test_a_change_in_the_second_of_the_clock_read_is_not_missed(fake, slurm_clock, clock):
+    """slurmctld answers "no change" only for T - 1 >= last_job_update: a change in the very second it
+    gave as T (before or after the state list) is a change. Here: an Extra the state list cannot show,
+    written in that second before the state list, and a cancel after it."""
+    fake.put_job(5, extra="before")
+    fake.put_job(6)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1)
+    cache.refresh()
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()  # one idle state list
+    slurm_clock.tick()
+    clock.tick()
+    events = record(cache)
+
+    class ExtraBeforeTheStateList:
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_job_states(self, *args):
+            fake.put_job(5, extra="after")  # the same (fake) second as the clock read just before
+            return self.client.list_job_states(*args)
+
+    cache.client = ExtraBeforeTheStateList(cache.client)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before)[0] == ("GET", "diag/", "") and events == []
+    fake.put_job(6, state=("CANCELLED",))  # and one more in that second, after the state list
+    clock.tick()  # (slurmctld's clock has not moved)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert sorted((e.key, e.new.extra, e.new.state) for e in events) == [(5, "after", "PENDING"),
+                                                                       (6, "", "CANCELLED")]
+
+
+def test_checks_are_confirmed_by_a_state_list_every_resync_every(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock, resync_every=10)
+    for _ in range(4):
+        slurm_clock.tick()
+        clock.tick()  # 2 s each: 8 s since the state list that began the checks
+        requests_before = len(fake.state.requests)
+        cache.refresh()
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    fake.put_job(5, comment="no state change")  # after the last check: what a state list cannot show
+    slurm_clock.tick()
+    clock.tick()  # 10 s
+    events = record(cache)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/state/", "")]
+    assert events == []
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # the checks keep their time, so the comment is a change to them
+    assert queries(fake, requests_before) == [("GET", "jobs/", f"update_time={stamp}")]
+    assert [e.new.comment for e in events] == ["no state change"]
+
+
+def test_slurmctlds_clock_going_backwards_means_a_full_list(fake, slurm_clock, clock, caplog):
+    """A failover to a controller whose clock is behind could answer "no change" to a time it has not
+    reached yet: the confirming clock read sees it, and the cache lists in full."""
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache, stamp = checking_cache(fake, slurm_clock, clock, resync_every=10)
+    events = record(cache)
+    slurm_clock.t -= 600  # the new controller's clock: ten minutes behind
+    fake.put_job(5, state=("RUNNING",), nodes="node1")  # last_job_update on that clock: before ``stamp``
+    clock.tick(10)
+    requests_before = len(fake.state.requests)
+    with caplog.at_level(logging.WARNING, logger="sunk.slurm.cache"):
+        assert cache.refresh().ok
+    assert queries(fake, requests_before) == [("GET", "diag/", ""), ("GET", "jobs/", "")]
+    assert [(e.key, e.new.state) for e in events] == [(5, "RUNNING")]
+    assert any("clock went backwards" in r.getMessage() for r in caplog.records)
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_without_slurms_clock_idle_refreshes_keep_listing_states(fake, slurm_clock, clock, caplog):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1)
+    cache.refresh()
+    fake.add_fault(Fault("GET", r"diag/", status=403, times=10, body={"errors": [
+        {"description": "Access denied", "error_number": 2010, "error": "Access/permission denied",
+         "source": "fake"}]}))
+    with caplog.at_level(logging.DEBUG, logger="sunk.slurm.cache"):
+        for _ in range(4):
+            slurm_clock.tick()
+            clock.tick()
+            assert cache.refresh().ok
+    assert fake.calls("GET", r"diag/") == 1 and fake.calls("GET", r"jobs/") == 1  # the first full list only
+    assert fake.calls("GET", r"jobs/state/") == 4
+    assert sum(r.levelno == logging.WARNING and "clock cannot be read" in r.getMessage()
+               for r in caplog.records) == 1
+
+
+def test_checks_begin_once_idle_state_lists_took_as_long_as_a_full_list(fake, slurm_clock, clock):
+    """The default: rent state lists until they cost one full list, then check (a change met while
+    checking costs one full list, so an idle stretch never costs more than twice what it must)."""
+
+    class Timed:  # a full list takes 1 s, a state list 0.25 s, a clock read nothing
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_jobs(self, **kw):
+            clock.tick(1.0)
+            return self.client.list_jobs(**kw)
+
+        def list_job_states(self, *args):
+            clock.tick(0.25)
+            return self.client.list_job_states(*args)
+
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(Timed(rest(fake)), kinds=("job",), clock=clock)
+    cache.refresh()
+    refreshes_before_the_first_check = 0
+    while fake.calls("GET", r"diag/") == 0:
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+        refreshes_before_the_first_check += 1
+        assert refreshes_before_the_first_check < 20
+    assert refreshes_before_the_first_check == 5  # 4 idle state lists (1 s), then the clock and a 5th
+    slurm_clock.tick()
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1} and cache.stats().job_checks == 1
+
+
+def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
+    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start,
+                       job_check_after=1)
+    cache.refresh()
+    for _ in range(3):
+        slurm_clock.tick()
+        clock.tick()
+        requests_before = len(fake.state.requests)
+        cache.refresh()
+        assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+
+
+def test_checks_can_be_turned_off(fake, slurm_clock, clock):
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=math.inf)
+    cache.refresh()
+    for _ in range(5):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert fake.calls("GET", r"jobs/state/") == 5 and fake.calls("GET", r"diag/") == 0
+    with pytest.raises(ValueError):
+        SlurmCache(rest(fake), job_check_after=0)
+
+
+# -- which mode ----------------------------------------------------------------------------------------------
+
+
+def test_the_mode_follows_the_client_unless_told(fake):
+    class Plain:  # a client that does not say its state list is cheap, nor has one
+        def list_nodes(self, **_kw):
+            raise AssertionError("not called here")
+
+        list_jobs = list_nodes
+
+        def __getattr__(self, name):
+            raise AssertionError(f"asked for {name}")
+
+    assert SlurmCache(rest(fake)).job_states
+    assert not SlurmCache(rest(fake), job_states=False).job_states
+    assert not SlurmCache(rest(fake), job_full_every=0).job_states
+    assert not SlurmCache(Plain()).job_states
+    with pytest.raises(ValueError):
+        SlurmCache(rest(fake), max_job_reads=-1)
+
+
+# -- the plan, on its own -------------------------------------------------------------------------------------------
+
+
+def state(key, *words):
+    from sunk.slurm.v0042 import parse_job_state
+
+    return parse_job_state({"job_id": key, "state": list(words or ("PENDING",))})
+
+
+def test_plan_reads_the_new_the_changed_and_the_reread_and_drops_the_gone():
+    held = {1: Job(id=1), 2: Job(id=2, state="RUNNING"), 3: Job(id=3), 4: Job(id=4, state="RUNNING")}
+    states = [state("1"), state("2", "COMPLETED"), state("4", "RUNNING"), state("5")]
+    assert plan_job_reads(held, states) == JobReads(jobs=(2, 5), arrays=(), gone=(3,))
+    assert plan_job_reads(held, states, reread=lambda j: j.id == 4) == JobReads(jobs=(2, 4, 5), gone=(3,))
+    assert plan_job_reads(held, [state("1", "PENDING", "REQUEUED")] + states[1:]).jobs == (1, 2, 5)
+
+
+def test_plan_follows_arrays_by_task_index():
+    pending = Job(id=100, array_job_id=100)
+    task = Job(id=107, state="RUNNING", array_job_id=100, array_task_id=1)
+    held = {100: pending, 107: task}
+    listed = [state("100_2"), state("100_3"), state("100_1", "RUNNING")]
+    assert plan_job_reads(held, listed) == JobReads()
+    assert plan_job_reads(held, [state("100_2"), state("100_1", "COMPLETED")]).arrays == (100,)  # a task's state
+    assert plan_job_reads(held, [state("100_2"), state("100_3")]).arrays == (100,)  # a task's record went
+    assert plan_job_reads(held, listed + [state("100_4", "RUNNING")]).arrays == (100,)  # a task record is new
+    assert plan_job_reads(held, [state("100_1", "RUNNING")]).arrays == (100,)  # no entry for the pending record
+    assert plan_job_reads(held, [state("5")]) == JobReads(jobs=(5,), gone=(100, 107))  # the whole array went
+    assert plan_job_reads({}, [state("200_1"), state("200_2")]) == JobReads(arrays=(200,))
+    assert plan_job_reads(held, listed, reread=lambda j: j.id == 107).arrays == (100,)
+
+
+def test_a_job_state_is_only_ids_and_state():
+    assert JobState(key="5", state="RUNNING", job_id=5).same_state(Job(id=5, state="RUNNING"))
