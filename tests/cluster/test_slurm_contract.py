@@ -502,7 +502,8 @@ class RpcCounts:
     """This client's calls per message type since the last ``take()``."""
 
     def __init__(self, client):
-        self.client, self.before = client, self._now()
+        self.client = client
+        self.before = self._now()
 
     def _now(self):
         return {name: stat.count for name, stat in self.client.rpc_stats().items()}
