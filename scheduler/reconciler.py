@@ -400,7 +400,8 @@ class PodScheduler:
             pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
             scheduler=self.config.scheduler_name, hooks_url=self.config.hooks_url,
             hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]),
-            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition)
+            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition,
+            gpu_types=dict(self.config.gpu_types))
 
     # -- gangs ------------------------------------------------------------------------------------
     def reconcile_gang(self, owner: str) -> Result:

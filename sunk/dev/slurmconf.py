@@ -23,6 +23,9 @@ PARTITION = "batch"
 NODE_CPUS = 64
 NODE_MEMORY_MB = 131072
 NODE_GPUS = 2
+# Two GPU types, node by node in turn (node1 h100, node2 a100, ...), so a Pod can ask for one
+# (--gpu-types) while untyped requests (gres/gpu:N) still take either.
+GPU_TYPES = ("h100", "a100")
 # Matches the Nodes' gpu.nvidia.com/class label, so GPU-class affinity maps onto a Slurm constraint.
 NODE_FEATURES = "FAKE_GPU"
 SLURMD_BASE_PORT = 17001
@@ -51,7 +54,6 @@ class SlurmLayout:
 
 
 def slurm_conf(layout: SlurmLayout) -> str:
-    last_port = SLURMD_BASE_PORT + layout.nodes - 1
     lines = [
         f"ClusterName={CLUSTER_NAME}",
         "SlurmctldHost=localhost",
@@ -102,8 +104,9 @@ def slurm_conf(layout: SlurmLayout) -> str:
         "Prolog=/etc/slurm/prolog.sh",
         "Epilog=/etc/slurm/epilog.sh",
         "PrologEpilogTimeout=120",
-        f"NodeName=node[1-{layout.nodes}] NodeHostname=localhost Port={SLURMD_BASE_PORT}-{last_port} "
-        f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Gres=gpu:{NODE_GPUS} Features={NODE_FEATURES} State=UNKNOWN",
+        *(f"NodeName={name} NodeHostname=localhost Port={SLURMD_BASE_PORT + i} CPUs={NODE_CPUS} "
+          f"RealMemory={NODE_MEMORY_MB} Gres=gpu:{gpu_type(name)}:{NODE_GPUS} Features={NODE_FEATURES} State=UNKNOWN"
+          for i, name in enumerate(layout.node_names)),
         f"PartitionName={PARTITION} Nodes=node[1-{layout.nodes}] Default=YES MaxTime=INFINITE State=UP",
         f"NodeSet=dynamic Feature={DYNAMIC_FEATURE}",
         f"PartitionName={DYNAMIC_PARTITION} Nodes=dynamic Default=NO MaxTime=INFINITE State=UP",
@@ -117,9 +120,16 @@ def slurm_conf(layout: SlurmLayout) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_type(node: str) -> str:
+    """The GPU type of a dev node (``nodeN``): GPU_TYPES in turn."""
+    return GPU_TYPES[(int(node.removeprefix("node")) - 1) % len(GPU_TYPES)]
+
+
 def gres_conf(layout: SlurmLayout) -> str:
     last = NODE_GPUS - 1
-    return f"AutoDetect=off\nNodeName=node[1-{layout.nodes}] Name=gpu File=/dev/fakegpu[0-{last}]\n"
+    lines = [f"NodeName={name} Name=gpu Type={gpu_type(name)} File=/dev/fakegpu[0-{last}]"
+             for name in layout.node_names]
+    return "AutoDetect=off\n" + "\n".join(lines) + "\n"
 
 
 CGROUP_CONF = "CgroupPlugin=disabled\n"

@@ -27,7 +27,8 @@ def test_slurm_conf_carries_the_settings_the_product_relies_on():
 
 def test_node_lines_follow_the_layout():
     text = slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=3, phantom_nodes=5))
-    assert "NodeName=node[1-3] NodeHostname=localhost Port=17001-17003" in text
+    assert "NodeName=node1 NodeHostname=localhost Port=17001 " in text
+    assert "NodeName=node3 NodeHostname=localhost Port=17003 " in text
     assert "NodeName=phantom[1-5]" in text
     assert "PartitionName=batch Nodes=node[1-3] Default=YES" in text
     assert "PartitionName=phantom Nodes=phantom[1-5] Default=NO" in text
@@ -40,6 +41,16 @@ def test_no_phantom_partition_by_default():
 
 def test_gres_conf_has_a_device_file_per_gpu():
     assert "File=/dev/fakegpu[0-1]" in slurmconf.gres_conf(slurmconf.SlurmLayout(nodes=4))
+
+
+def test_the_dev_nodes_have_two_gpu_types_in_turn():
+    """So a Pod can ask for a type (--gpu-types) and land only on its nodes; both files agree."""
+    layout = slurmconf.SlurmLayout(nodes=4)
+    conf, gres = slurmconf.slurm_conf(layout), slurmconf.gres_conf(layout)
+    for node, gpu in (("node1", "h100"), ("node2", "a100"), ("node3", "h100"), ("node4", "a100")):
+        assert f"NodeName={node} Name=gpu Type={gpu} File=" in gres
+        assert any(line.startswith(f"NodeName={node} ") and f" Gres=gpu:{gpu}:2 " in line
+                   for line in conf.splitlines())
 
 
 def _hook(path, body: str) -> None:

@@ -516,6 +516,26 @@ def test_the_schedulers_gpu_types_reach_the_request(monkeypatch):
     assert request.tres_per_node == "gres/gpu:l4:2" and request.constraints is None
 
 
+
+def test_the_schedulers_gpu_types_reach_a_single_pods_request(monkeypatch):
+    """Not only a gang's: a Pod of its own (here a Job's Pod that opted out) asks for the typed GRES
+    too (the dev cluster's typed-GPU test found a single Pod's request still naming a feature)."""
+    import attrs
+
+    from sunk import names
+
+    world = World(monkeypatch)
+    world.scheduler.config = attrs.evolve(CONFIG, gpu_types=(("NVIDIA_L4", "l4"),))
+    pod = member(0, annotations={names.ANN_GANG: "none"})
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In",
+                                                     "values": ["NVIDIA_L4"]}]}]}}}
+    pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    world.pods.append(pod)
+    world.scheduler.reconcile(pod["metadata"]["uid"])
+    (request,) = world.slurm.submitted
+    assert request.tres_per_node == "gres/gpu:l4:1" and request.constraints is None
+
 # -- main's fault handling, for a gang's job ---------------------------------------------------------------------
 class LosingSlurm(Slurm):
     """Each submission's answer is lost (OutcomeUnknown) while ``lose`` lasts; the job is made or not (``make``),
