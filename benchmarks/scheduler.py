@@ -8,6 +8,9 @@ Raw path: N identical placeholder jobs POSTed to slurmrestd; time until all are 
 and marked ": started". The ratio of the two is sunk's overhead; Slurm calls per Pod are
 the scheduler's own calls, from its /metrics (slurm_controller_rpc_count).
 Runs against the dev cluster (`sunk-dev up`); needs nothing else running.
+
+benchmarks/gangs.py runs the same two paths with gangs (Jobs whose Pods Slurm places as one
+job of N nodes): the paths here take a Workload (what one unit is) and a node count per job.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,7 +44,7 @@ from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer
 from sunk.kube.resources import EVENTS, PODS
-from tests.cluster.kube_testns import create_namespace, purge_namespace
+from tests.cluster.kube_testns import create_namespace, delete_jobs, purge_namespace
 from tests.cluster.procs import Process, secret_file
 
 SCHEDULER = "sunk-bench"
@@ -56,6 +61,26 @@ def pod(name: str) -> dict:
             "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 2,
                      "containers": [{"name": "c", "image": "busybox",
                                      "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}}]}}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the Pod path creates: units, each done once its ``size`` Pods are all bound.
+
+    A unit is one bare Pod here; in benchmarks/gangs.py a batch/v1 Job whose Pods the Job
+    controller makes and the scheduler places as one gang. Each unit is timed from just
+    before its create call to the binding of its last Pod.
+    """
+
+    noun: str  # "pod", "gang": names the per-unit figures ("slurm_calls_per_pod")
+    size: int  # Pods per unit, and nodes per raw job
+    prefix: str  # unit names: f"{prefix}-0000", ...
+    create: Callable[[Any, str, str], object]  # (api, namespace, unit name)
+    unit_of: Callable[[dict], str | None]  # the unit a Pod belongs to; None: not the benchmark's
+
+
+SINGLE_PODS = Workload("pod", 1, "b", lambda api, namespace, name: kc.create(api, PODS, pod(name), namespace),
+                       lambda obj: obj["metadata"]["name"])
 
 
 def rpc_counts(metrics_url: str) -> dict[str, float]:
@@ -88,7 +113,7 @@ def machine_cpu_seconds() -> float:
 
 
 SLURM_DAEMONS = ("munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd", "slurmd-")
-KUBE_DAEMONS = ("etcd", "kube-apiserver", "kubelet")
+KUBE_DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubelet")
 
 
 def _set_affinity(pid: int, cpus: set[int]) -> None:
@@ -162,7 +187,8 @@ def where_time_went(metrics_url: str) -> dict[str, float]:
 
 
 def submissions(log: Path) -> dict[str, float]:
-    """Pod name -> when the scheduler submitted its job, from its own log (no Pod write marks it)."""
+    """Pod name (a gang's: its workload's name) -> when the scheduler submitted its job, from its own log
+    (no Pod write marks it)."""
     at: dict[str, float] = {}
     for line in log.read_text().splitlines():
         try:
@@ -176,7 +202,8 @@ def submissions(log: Path) -> dict[str, float]:
     return at
 
 
-SUBMITTED = re.compile(r"pod [^/]+/(\S+): submitted placeholder job \d+")
+# A Pod's ("pod ns/name: ...") or a gang's ("Job ns/name (4 members): ...", scheduler/reconciler.py).
+SUBMITTED = re.compile(r"(?:pod|Job) [^/\s]+/(\S+?)(?: \(\d+ members\))?: submitted placeholder job \d+")
 
 
 def settled_events(api, namespace: str, timeout: float = 60) -> Counter:
@@ -197,26 +224,41 @@ def settled_events(api, namespace: str, timeout: float = 60) -> Counter:
 
 
 def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str, scheduler_pid: int,
-             scheduler_log: Path) -> dict:
-    bound_at: dict[str, float] = {}
+             scheduler_log: Path, workload: Workload = SINGLE_PODS) -> dict:
+    """``count`` units of ``workload`` created at once; done once every unit's Pods are all bound."""
+    bound_at: dict[str, float] = {}  # per unit: when its last Pod was seen bound
+    seen_at: dict[str, float] = {}  # per unit: when its last Pod was first seen (a Job's: made by its controller)
     created_at: dict[str, float] = {}
+    pods_bound: dict[str, set[str]] = {}
+    pods_seen: dict[str, set[str]] = {}
     done = threading.Event()
     lock = threading.Lock()
 
     lost: list[str] = []
 
     def deleted(obj: dict) -> None:
-        if not obj["spec"].get("nodeName"):
+        if workload.unit_of(obj) is not None and not obj["spec"].get("nodeName"):
             lost.append(obj["metadata"]["name"])
             done.set()
 
     def seen(obj: dict) -> None:
-        name = obj["metadata"]["name"]
+        unit, name = workload.unit_of(obj), obj["metadata"]["name"]
+        if unit is None:
+            return
+        now = time.time()
         with lock:
-            if obj["spec"].get("nodeName") and name not in bound_at:
-                bound_at[name] = time.time()
-                if len(bound_at) == count:
-                    done.set()
+            members = pods_seen.setdefault(unit, set())
+            if name not in members:
+                members.add(name)
+                if len(members) == workload.size:
+                    seen_at[unit] = now
+            members = pods_bound.setdefault(unit, set())
+            if obj["spec"].get("nodeName") and name not in members:
+                members.add(name)
+                if len(members) == workload.size:
+                    bound_at[unit] = now
+                    if len(bound_at) == count:
+                        done.set()
 
     # The project's informer, not a bare watch: it survives a broken stream (a bare watch once
     # died silently under load and the run waited for bindings it had missed).
@@ -228,19 +270,19 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     before = rpc_counts(metrics_url)
     cpu_before = cpu_seconds(scheduler_pid)
     machine_before = machine_cpu_seconds()
-    names_ = [f"b-{i:04d}" for i in range(count)]
+    names_ = [f"{workload.prefix}-{i:04d}" for i in range(count)]
     began = time.time()
 
     def create(name: str) -> None:
         created_at[name] = time.time()
-        kc.create(api, PODS, pod(name), namespace)
+        workload.create(api, namespace, name)
 
     try:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(create, names_))
         all_created = time.time() - began
         if not done.wait(600):
-            raise SystemExit(f"only {len(bound_at)} of {count} Pods bound in 600 s")
+            raise SystemExit(f"only {len(bound_at)} of {count} {workload.noun}s bound in 600 s")
         machine_cpu = machine_cpu_seconds() - machine_before
         if lost:
             raise SystemExit(f"{len(lost)} Pods were deleted before being bound (their jobs ended early); "
@@ -256,14 +298,22 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     to_submit = [submitted_at.get(n, bound_at[n]) - created_at[n] for n in names_]
     to_bind = [bound_at[n] - submitted_at.get(n, bound_at[n]) for n in names_]
     calls = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
-    return {"total_s": total, "p50_s": percentile(latencies, 50), "p99_s": percentile(latencies, 99),
-            "create_to_submit_p50_s": percentile(to_submit, 50), "create_to_submit_p99_s": percentile(to_submit, 99),
-            "submit_to_bind_p50_s": percentile(to_bind, 50), "submit_to_bind_p99_s": percentile(to_bind, 99),
-            "all_created_s": all_created, "all_submitted_s": max(submitted_at.values(), default=began) - began,
-            "slurm_calls": calls, "slurm_calls_per_pod": sum(calls.values()) / count,
-            "scheduler_cpu_s": round(cpu, 2), "machine_cpu_s": round(machine_cpu, 1),
-            "events_by_reason": dict(events),
-            "scheduler_profile": where_time_went(metrics_url)}
+    result = {"total_s": total, "p50_s": percentile(latencies, 50), "p99_s": percentile(latencies, 99),
+              "create_to_submit_p50_s": percentile(to_submit, 50), "create_to_submit_p99_s": percentile(to_submit, 99),
+              "submit_to_bind_p50_s": percentile(to_bind, 50), "submit_to_bind_p99_s": percentile(to_bind, 99),
+              "all_created_s": all_created, "all_submitted_s": max(submitted_at.values(), default=began) - began,
+              "slurm_calls": calls, f"slurm_calls_per_{workload.noun}": sum(calls.values()) / count,
+              "scheduler_cpu_s": round(cpu, 2), "machine_cpu_s": round(machine_cpu, 1),
+              "events_by_reason": dict(events),
+              "scheduler_profile": where_time_went(metrics_url)}
+    if workload.size > 1:  # the workload's controller making every Pod of a unit, then the rest
+        to_seen = [seen_at[n] - created_at[n] for n in names_]
+        seen_to_bind = [bound_at[n] - seen_at[n] for n in names_]
+        result |= {"create_to_all_pods_p50_s": percentile(to_seen, 50),
+                   "create_to_all_pods_p99_s": percentile(to_seen, 99),
+                   "all_pods_to_bind_p50_s": percentile(seen_to_bind, 50),
+                   "all_pods_to_bind_p99_s": percentile(seen_to_bind, 99)}
+    return result
 
 
 # The placeholder's start, without its SIGTERM contract (there is no Pod to wait for):
@@ -317,8 +367,11 @@ class StartedCalls:
         self.server.server_close()
 
 
-def raw_path(cluster: DevCluster, count: int) -> dict:
-    """Identical placeholder jobs submitted straight to slurmrestd, until all run and are started."""
+def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
+    """Identical placeholder jobs of ``nodes`` nodes (one CPU and 256 MB on each, as a Pod of ``pod``
+    asks and a gang's job asks per member) submitted straight to slurmrestd, until all run and are
+    started. Each job is timed from just before its submission to its started call, which its
+    batch script makes from the first node of the allocation."""
     from sunk.slurm import connect
     from sunk.slurm.models import JobRequest
 
@@ -326,12 +379,17 @@ def raw_path(cluster: DevCluster, count: int) -> dict:
     slurm = connect("rest", url=rest.url, token=rest.token, user=rest.user)
     calls = StartedCalls()
     ids: list[int] = []
+    submitted_at: dict[int, float] = {}
 
     def submit(i: int) -> int:
         extra = f"bench-raw-{uuid.uuid4().hex}"
-        return slurm.submit_job(JobRequest(
-            name=f"raw-{i}", script=RAW_SCRIPT, cpus_per_task=1, memory_per_node=256, extra=extra, requeue=False,
+        at = time.time()
+        job_id = slurm.submit_job(JobRequest(
+            name=f"raw-{i}", script=RAW_SCRIPT, cpus_per_task=1, node_count=nodes, memory_per_node=256, extra=extra,
+            requeue=False,
             environment=("PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"SUNK_EXTRA={extra}", f"BENCH_URL={calls.url}")))
+        submitted_at[job_id] = at
+        return job_id
 
     try:
         machine_before = machine_cpu_seconds()
@@ -352,6 +410,7 @@ def raw_path(cluster: DevCluster, count: int) -> dict:
                 raise SystemExit(f"only {len(calls.at.keys() & wanted)} of {count} raw jobs called in within "
                                  f"600 s; Slurm shows {marked} marked started")
         total = max(calls.at[i] for i in wanted) - began
+        latencies = [calls.at[i] - submitted_at[i] for i in wanted]
         machine_cpu = machine_cpu_seconds() - machine_before
         # The calls are the jobs' word; Slurm's must agree (once, outside the timing).
         listed = {j.id: j for j in slurm.list_jobs().items or () if j.id in wanted}
@@ -362,7 +421,8 @@ def raw_path(cluster: DevCluster, count: int) -> dict:
         calls.close()
         for job_id in ids:
             slurm.cancel_job(job_id)
-    return {"total_s": total, "all_submitted_s": all_submitted, "machine_cpu_s": round(machine_cpu, 1)}
+    return {"total_s": total, "p50_s": percentile(latencies, 50), "p99_s": percentile(latencies, 99),
+            "all_submitted_s": all_submitted, "machine_cpu_s": round(machine_cpu, 1)}
 
 
 def wait_for_idle_slurm(cluster: DevCluster, timeout: float = 120) -> None:
@@ -375,9 +435,18 @@ def wait_for_idle_slurm(cluster: DevCluster, timeout: float = 120) -> None:
 
 
 def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
-    """Delete the Pods while the scheduler still runs, so it cancels their jobs."""
+    """Delete the Jobs, then the Pods, while the scheduler still runs, so it cancels their jobs.
+
+    Jobs first (benchmarks/gangs.py), or their controller makes their Pods again. A Job's Pods
+    carry its tracking finalizer, lifted here as tests/cluster/test_scheduler.py's end_pods does:
+    a Pod left terminating would keep its placeholder waiting past KillWait, and it would drain
+    its nodes for the next round.
+    """
+    delete_jobs(api, namespace)
     for obj in kc.list_objects(api, PODS, namespace):
         try:
+            if obj["metadata"].get("finalizers"):
+                kc.patch(api, PODS, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, namespace)
             kc.delete(api, PODS, obj["metadata"]["name"], namespace)
         except kc.ApiError as exc:
             if not exc.not_found:
@@ -402,15 +471,23 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
         env={"PYTHONPATH": str(tree)} if tree else None)
 
 
-def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path) -> dict:
-    """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm."""
+def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path,
+              workload: Workload = SINGLE_PODS) -> dict:
+    """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm.
+
+    ``ratio``: all bound against all started; ``p50_ratio``: the units' median latencies."""
     wait_for_idle_slurm(cluster)
-    raw = raw_path(cluster, pods)
-    pod = one_pod_path(cluster, api, pods, workers, log_dir)
-    return {"raw": raw, "pod_path": pod, "ratio": pod["total_s"] / raw["total_s"]}
+    raw = raw_path(cluster, pods, workload.size)
+    pod = one_pod_path(cluster, api, pods, workers, log_dir, workload=workload)
+    return {"raw": raw, "pod_path": pod, **ratios(pod, raw)}
 
 
-def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None) -> dict:
+def ratios(pod: dict, raw: dict) -> dict[str, float]:
+    return {"ratio": pod["total_s"] / raw["total_s"], "p50_ratio": pod["p50_s"] / raw["p50_s"]}
+
+
+def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
+                 workload: Workload = SINGLE_PODS) -> dict:
     wait_for_idle_slurm(cluster)
     namespace = create_namespace(api)
     scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree)
@@ -418,7 +495,7 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
         scheduler.start()
         assert scheduler.proc is not None
         pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
-                       scheduler.proc.pid, scheduler.log)
+                       scheduler.proc.pid, scheduler.log, workload)
     finally:
         # Always while the scheduler still runs: it cancels the jobs of deleted Pods. Stopped
         # first, each placeholder would wait for its Pod past KillWait and drain its node.
@@ -434,6 +511,15 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=200)
+    add_round_options(parser)
+    args = parser.parse_args(argv)
+    cluster = DevCluster.for_tests()
+    with cluster.claimed("benchmarks/scheduler.py"):
+        return run(cluster, args)
+
+
+def add_round_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run_rounds``, for this benchmark and benchmarks/gangs.py."""
     parser.add_argument("--workers", type=int, default=16, help="the scheduler's --workers (its default: 16)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="raw and Pod paths alternate this many times; medians are reported")
@@ -442,10 +528,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-tree", type=Path,
                         help="another checkout (e.g. a git worktree of an older commit): each round also runs "
                              "the Pod path with its scheduler, so both are compared in one run")
-    args = parser.parse_args(argv)
-    cluster = DevCluster.for_tests()
-    with cluster.claimed("benchmarks/scheduler.py"):
-        return run(cluster, args)
 
 
 def check_capacity(cluster: DevCluster, pods: int) -> None:
@@ -459,22 +541,30 @@ def check_capacity(cluster: DevCluster, pods: int) -> None:
                          f"SUNK_DEV_NODES={-(-pods // (cpus // max(len(rows), 1)))}.")
 
 
+def run_rounds(cluster: DevCluster, api, args: argparse.Namespace, count: int,
+               workload: Workload = SINGLE_PODS) -> tuple[list[dict], dict, Path]:
+    """``args.rounds`` rounds (``add_round_options``), each printed as it ends: the rounds, the
+    pinning, and the directory of the scheduler's logs."""
+    log_dir = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
+    rounds = []
+    with pinned_cpus(cluster, args.pin_cpus) as pinning:
+        for number in range(args.rounds):
+            rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload))
+            if args.baseline_tree:
+                base = one_pod_path(cluster, api, count, args.workers, log_dir / f"round-{number}-baseline",
+                                    args.baseline_tree.resolve(), workload)
+                rounds[-1]["baseline"] = {**base, **ratios(base, rounds[-1]["raw"])}
+            print(json.dumps({"round": number, **rounds[-1]}, indent=2), flush=True)
+    return rounds, pinning, log_dir
+
+
 def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     cluster.up()
     check_capacity(cluster, args.pods)
     from sunk.kube.client import load_api_client
 
     api = load_api_client(str(cluster.kubeconfig))
-    log_dir = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
-    rounds = []
-    with pinned_cpus(cluster, args.pin_cpus) as pinning:
-        for number in range(args.rounds):
-            rounds.append(one_round(cluster, api, args.pods, args.workers, log_dir / f"round-{number}"))
-            if args.baseline_tree:
-                base = one_pod_path(cluster, api, args.pods, args.workers, log_dir / f"round-{number}-baseline",
-                                    args.baseline_tree.resolve())
-                rounds[-1]["baseline"] = {**base, "ratio": base["total_s"] / rounds[-1]["raw"]["total_s"]}
-            print(json.dumps({"round": number, **rounds[-1]}, indent=2), flush=True)
+    rounds, pinning, log_dir = run_rounds(cluster, api, args, args.pods)
     raw_median = statistics.median(r["raw"]["total_s"] for r in rounds)
     pod_median = statistics.median(r["pod_path"]["total_s"] for r in rounds)
     summary = {

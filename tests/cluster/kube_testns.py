@@ -7,10 +7,11 @@ controller's job for the kinds these tests create, then finalizes the namespace.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from sunk.kube import client as kc
-from sunk.kube.resources import CONFIGMAPS, EVENTS, LEASES, NAMESPACES, PDBS, PODS, Resource
+from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, Resource
 
 KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS)
 
@@ -19,6 +20,23 @@ def create_namespace(api) -> str:
     name = f"kube-test-{uuid.uuid4().hex[:8]}"
     kc.create(api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
+
+
+def delete_jobs(api, namespace: str, timeout: float = 60) -> None:
+    """Delete the namespace's batch/v1 Jobs (their Pods left to the garbage collector) and wait until they
+    are gone: do it before deleting their Pods, or the Job controller makes them again."""
+    for job in kc.list_objects(api, JOBS, namespace):
+        try:
+            kc.request(api, "DELETE", JOBS.path(namespace, job["metadata"]["name"]),
+                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+    deadline = time.monotonic() + timeout
+    while kc.list_objects(api, JOBS, namespace):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Jobs of {namespace} are still there {timeout:.0f} s after their deletion")
+        time.sleep(1)
 
 
 def purge_namespace(api, name: str) -> None:

@@ -17,7 +17,7 @@ import calendar
 import time
 
 import pytest
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import create_namespace, delete_jobs, purge_namespace
 from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import jobs_carrying, number, slurm_job, state, wait_for
@@ -120,14 +120,7 @@ def one_test_at_a_time(kube_api, dev_cluster, namespace, scheduler):
 
 def finish(api, dev_cluster, namespace: str) -> None:
     """Jobs first (else their controller makes the Pods again), then every Pod, then their Slurm jobs end."""
-    for job in kc.list_objects(api, JOBS, namespace):
-        try:
-            kc.request(api, "DELETE", JOBS.path(namespace, job["metadata"]["name"]),
-                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
-        except kc.ApiError as exc:
-            if not exc.not_found:
-                raise
-    wait_for(lambda: not kc.list_objects(api, JOBS, namespace), 60, "the Jobs to be gone")
+    delete_jobs(api, namespace)
     end_pods(api, dev_cluster, namespace)
 
 
