@@ -45,10 +45,11 @@ log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
 
 stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, or cancel it
     local why active
-    why=$(scontrol requeuehold "$JOB" 2>&1) && { log "job $JOB requeued and held"; return 0; }
-    # A job of several nodes: another node's prolog may have stopped it a moment ago.
+    # Not a job that is no longer starting: another node's prolog (a job of several nodes) or its
+    # user stopped it a moment ago, and requeuehold would bring a cancelled job back, held.
     active=$(squeue -h -j "$JOB" -t CONFIGURING,RUNNING -o %i 2>/dev/null) && [ -z "$active" ] \
-        && { log "job $JOB is no longer starting (stopped on another node): nothing to stop"; return 0; }
+        && { log "job $JOB is no longer starting (stopped on another node, or cancelled): nothing to stop"; return 0; }
+    why=$(scontrol requeuehold "$JOB" 2>&1) && { log "job $JOB requeued and held"; return 0; }
     scancel "$JOB" && { log "job $JOB cannot be requeued (${why:0:120}): cancelled"; return 0; }
     return 1
 }
