@@ -486,6 +486,27 @@ def ratios(pod: dict, raw: dict) -> dict[str, float]:
     return {"ratio": pod["total_s"] / raw["total_s"], "p50_ratio": pod["p50_s"] / raw["p50_s"]}
 
 
+def wait_until_scheduling(metrics_url: str, timeout: float = 60) -> None:
+    """Until the scheduler has listed Slurm once. Ready (/readyz) needs only its Kubernetes caches,
+    so the hook API can answer; its workers start once the Slurm cache has synced too, and that
+    first full job list took 2.4 s after a gangs round: a clock started at readiness counted the
+    scheduler's own start-up against the Pod path."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(metrics_url, timeout=2) as resp:
+                text = resp.read().decode()
+        except OSError:
+            text = ""
+        age = re.search(r"^sunk_scheduler_slurm_cache_age_seconds (\S+)$", text, re.M)
+        if age and age.group(1) not in ("+Inf", "inf", "NaN"):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the scheduler listed no Slurm jobs within {timeout:.0f}s ({metrics_url})")
+
+
 def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
                  workload: Workload = SINGLE_PODS) -> dict:
     wait_for_idle_slurm(cluster)
@@ -494,6 +515,7 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
     try:
         scheduler.start()
         assert scheduler.proc is not None
+        wait_until_scheduling(f"http://127.0.0.1:{PORTS['metrics']}/metrics")
         pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
                        scheduler.proc.pid, scheduler.log, workload)
     finally:
