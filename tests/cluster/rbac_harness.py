@@ -5,13 +5,15 @@ Roles cover every call a component makes. A missing verb leaves a real deploymen
 ready (an informer that may not list never syncs) or failing one write in a hundred.
 
 The objects are the chart's (manifests/chart/sunk), rendered by ``helm template`` as release
-``sunk`` in namespace ``slurm`` with both front ends on: ``template`` names one file of the
-chart's templates/ (``scheduler-rbac.yaml``, ``extender.yaml``, ...).
+``sunk`` in namespace ``slurm`` with both front ends on (and ``values`` over that, where a test
+names some): ``template`` names one file of the chart's templates/ (``scheduler-rbac.yaml``,
+``extender.yaml``, ...).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,13 +28,15 @@ VALUES = {"extender": {"enabled": True}}
 
 
 @functools.cache
-def _rendered(template: str) -> tuple[dict[str, Any], ...]:
-    return tuple(chart.render(VALUES, helm=chart.helm_binary(), extra_args=["--show-only", f"templates/{template}"]))
+def _rendered(template: str, values: str) -> tuple[dict[str, Any], ...]:
+    return tuple(chart.render(chart.merged(VALUES, json.loads(values)), helm=chart.helm_binary(),
+                              extra_args=["--show-only", f"templates/{template}"]))
 
 
-def rendered(template: str) -> list[dict[str, Any]]:
-    """The objects of the chart's ``templates/<template>``, as ``helm template`` renders them."""
-    return [dict(doc) for doc in _rendered(template)]
+def rendered(template: str, values: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The objects of the chart's ``templates/<template>``, as ``helm template`` renders them (with ``values``
+    over VALUES)."""
+    return [dict(doc) for doc in _rendered(template, json.dumps(values or {}, sort_keys=True))]
 
 
 def apply(api, doc: dict[str, Any]) -> None:
@@ -50,10 +54,11 @@ def apply(api, doc: dict[str, Any]) -> None:
         kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
 
 
-def apply_manifest(api, template: str, *, leases: Sequence[str] = ()) -> list[dict[str, Any]]:
+def apply_manifest(api, template: str, *, leases: Sequence[str] = (),
+                   values: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Apply the chart's ``templates/<template>`` as rendered, but for ``leases``: Lease names the tests'
     processes use (beside the demo's daemons, which hold the rendered names) added to each Lease rule's names."""
-    docs = rendered(template)
+    docs = rendered(template, values)
     for doc in docs:
         apply(api, with_leases(doc, leases))
     return docs
@@ -92,10 +97,10 @@ def kubeconfig_for(api, dev_cluster, namespace: str, name: str, path: Path) -> P
     return kubeconf.write_kubeconfig(path, dev_cluster.kube_dir, name, service_account_token(api, namespace, name))
 
 
-def as_service_account(api, dev_cluster, template: str, tmp: Path,
-                       leases: Sequence[str] = ()) -> tuple[dict[str, Any], Path]:
+def as_service_account(api, dev_cluster, template: str, tmp: Path, leases: Sequence[str] = (),
+                       values: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], Path]:
     """Apply the chart's ``templates/<template>``; its (first) ServiceAccount's metadata, and a kubeconfig as it."""
-    docs = apply_manifest(api, template, leases=leases)
+    docs = apply_manifest(api, template, leases=leases, values=values)
     account = next(d["metadata"] for d in docs if d["kind"] == "ServiceAccount")
     return account, kubeconfig_for(api, dev_cluster, account["namespace"], account["name"], tmp / "kubeconfig")
 
