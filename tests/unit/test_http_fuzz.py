@@ -7,13 +7,17 @@ cannot say it, e.g. a body without Content-Length):
   placement, and over a real ``PodScheduler`` on fakes, whose placement reads the request's
   Pod (``validate_pod`` and all) when the informer has not seen the Pod yet;
 - the scheduler's hook app (scheduler/hooks.py), called by placeholder jobs;
-- the Syncer's hook app (sunk/hooks/), called by prologs and epilogs.
+- the Syncer's hook app (sunk/hooks/), called by prologs and epilogs;
+
+and the probe and metrics server of every daemon (sunk/controller/health.py, stdlib), over a
+real socket: any method, path and header, and request lines its parser refuses.
 
 The contract: every answer is below 500 (except a deliberate 503: Slurm or the service not
 ready), its body is strict JSON (no NaN), and a body over the app's limit gets 413. Every
 answer of 400 or more leaves exactly one log line naming its status (``logged_once``: a
 warning for the extender, info or warning for the hook apps), with the caller's text escaped
-and never its bearer token; a 500 leaves the traceback too.
+and never its bearer token; a 500 leaves the traceback too. The probe server answers in plain
+text (Prometheus text for /metrics), and its only 5xx is a failing check's 500.
 
 Headers are generated two ways: text a WSGI server could hand over (latin-1, as gunicorn
 decodes the bytes it receives) and any text the test client accepts (no newlines), since
@@ -28,6 +32,7 @@ import io
 import json
 import logging
 import math
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,6 +56,7 @@ from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
+from sunk.controller.health import HttpEndpoints
 from sunk.hooks.api import hooks_blueprint as syncer_hooks_blueprint
 from sunk.hooks.app import create_app as create_syncer_app
 from sunk.hooks.auth import TokenFile, node_token
@@ -821,3 +827,92 @@ def test_syncer_hooks_log_a_wrong_token_as_a_warning_without_the_token(token_pat
                            content_type="application/json", headers=other)
     assert "wrong bearer token" in body["error"]
     assert [r.levelno for r in log.records] == [logging.WARNING]
+
+
+# ---- the probe and metrics server (sunk/controller/health.py) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def probes() -> Iterator[HttpEndpoints]:
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True}, readyz={"informers": lambda: True},
+                           metrics=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+def exchange(port: int, request: bytes) -> bytes:
+    """One request on a fresh connection; everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of an HTTP/1.x answer, past any 100 Continue."""
+    while True:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        if status != 100:
+            break
+        raw = rest
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return status, headers, rest
+
+
+probe_methods = st.sampled_from(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE",
+                                 "CONNECT", "get", "BREW"]) | st.from_regex(r"\A[A-Za-z_.-]{1,12}\Z")
+probe_paths = st.sampled_from(["/healthz", "/livez", "/readyz", "/metrics", "/healthz?verbose", "/readyz?verbose=1&x",
+                               "/readyz?%zz", "//[", "http://[::1", "/%00", "*", "/", "/metrics/", "/x y"]) \
+    | latin1_text.map(lambda t: "/" + t)
+probe_versions = st.sampled_from(["HTTP/1.0", "HTTP/1.1", "HTTP/1.1", "HTTP/2.0", "HTTP/1.10", "HTTP/x", "FOO"])
+probe_headers = st.dictionaries(
+    st.sampled_from(["Host", "Connection", "Expect", "Content-Length", "Transfer-Encoding", "Accept"])
+    | st.from_regex(r"\AX-[A-Za-z0-9-]{1,10}\Z"), latin1_text, max_size=4)
+
+
+@FUZZ
+@example(method="GET", path="//[", version="HTTP/1.1", headers={})  # urlsplit: "Invalid IPv6 URL"
+@example(method="POST", path="/readyz", version="HTTP/1.1", headers={})  # the stdlib: 501, an HTML page
+@example(method="GET", path="/healthz", version="HTTP/1.1", headers={"Expect": "100-continue"})
+@given(method=probe_methods, path=probe_paths, version=probe_versions, headers=probe_headers)
+def test_the_probe_server_answers_every_request_in_plain_text_below_500(probes, method, path, version, headers):
+    """No failing check here, so no 5xx at all; every answer plain text (Prometheus text is too)."""
+    lines = [f"{method} {path} {version}", *(f"{k}: {v}" for k, v in headers.items())]
+    try:
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        reject()
+    raw = exchange(probes.port, request)
+    what = f"{request[:200]!r} answered {raw[:300]!r}"
+    assert raw.startswith(b"HTTP/"), what
+    status, got, body = parse_answer(raw)
+    assert 200 <= status < 500, what
+    assert got.get("content-type", "").startswith("text/plain"), what
+    assert b"<html" not in body.lower() and b"<!doctype" not in body.lower(), what
+    body.decode("utf-8")
+    if status == 405:
+        assert got.get("allow") == "GET", what
+    understood = len(lines[0].split()) == 3 and version in ("HTTP/1.0", "HTTP/1.1", "HTTP/1.10")
+    if method == "HEAD" and understood:  # (a request line refused before its method was read gets a body)
+        assert body == b"", what
+
+
+def test_the_probe_servers_only_5xx_is_a_failing_check_in_plain_text():
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True}, readyz={"informers": lambda: False})
+    server.start()
+    try:
+        status, headers, body = parse_answer(exchange(server.port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
+        assert (status, body) == (500, b"[-]informers failed\ncheck failed\n")
+        assert headers["content-type"].startswith("text/plain")
+        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"))
+        assert (status, body) == (200, b"ok")
+        status, _, body = parse_answer(exchange(server.port, b"GET /metrics HTTP/1.1\r\n\r\n"))
+        assert (status, body) == (404, b"not found\n")  # metrics off on this one
+    finally:
+        server.stop()
+
