@@ -281,10 +281,10 @@ HOOK_LEVELS = frozenset({logging.INFO, logging.WARNING})
 
 
 def logged_once(log: Records, response: Any, levels: frozenset[int], headers: Optional[dict[str, str]] = None,
-                what: str = "") -> None:
+                what: str = "", path: str = "") -> None:
     """The log half of the contract: an answer of 400 or more leaves exactly one line at ``levels`` that
     names its status; no line carries a line break (the caller's text is escaped: no forged lines) or
-    the bearer token the caller sent."""
+    the bearer token the caller sent (unless the caller also put it in the path, which is logged)."""
     messages = [r.getMessage() for r in log.records]
     status = response.status_code
     if status >= 400:
@@ -293,7 +293,7 @@ def logged_once(log: Records, response: Any, levels: frozenset[int], headers: Op
     for message in messages:
         assert "\n" not in message and "\r" not in message, f"{what}: a raw line break in {message!r}"
     token = bearer_of(headers or {})
-    if token and len(token) >= 8:
+    if token and len(token) >= 8 and token not in path:
         assert not any(token in m for m in messages), f"{what}: the bearer token was logged: {messages}"
 
 
@@ -310,7 +310,7 @@ def check_hooks(app: Flask, method: str, path: str, *, allow: frozenset[int] = f
     body = check(response, allow=allow, what=what or f"{method} {path}")
     if response.status_code >= 400:
         assert isinstance(body, dict) and body.get("error"), body
-    logged_once(log, response, HOOK_LEVELS, headers, what or f"{method} {path}")
+    logged_once(log, response, HOOK_LEVELS, headers, what or f"{method} {path}", path)
     return body
 
 
@@ -412,7 +412,7 @@ def check_extender(app: Flask, method: str, path: str, **request: Any) -> Any:
     if 400 <= response.status_code < 500:
         assert isinstance(body, dict) and body.get("Error"), body
     logged_once(log, response, frozenset({logging.WARNING, logging.ERROR}), request.get("headers"),
-                f"{method} {path}")
+                f"{method} {path}", path)
     return body
 
 
@@ -642,6 +642,7 @@ AUTHORISED_U_A = {"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}", POD_UI
 
 @FUZZ
 @example(call=("GET", "/api/v1/jobs/7/pod", AUTHORISED_U_A, {"wait": "nan"}), body=b"", ready=True)
+@example(call=("POST", "/api/v1/00000000", {"Authorization": "Bearer 00000000"}, None), body=b"", ready=True)
 @given(call=scheduler_calls(), body=encoded(json_values) | st.binary(max_size=32),
        ready=st.sampled_from([True, True, True, False]))
 def test_scheduler_hooks_answer_every_input_in_json(call, body, ready):
