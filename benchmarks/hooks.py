@@ -7,8 +7,12 @@ pre-hook records its lock request on the slurmd Pod, then waits until the inform
 that request beside a satisfying lock. Each round, ``callers`` threads call pre-hook at the
 same instant (a barrier); then (untimed) their post-hooks remove the requests. Latency is
 measured at the client, per call. A pre-hook counts only for a job that Slurm shows holding
-the node (the Syncer reads it, fresh, on every call), so the callers name real jobs: up to
-60 one-CPU ``sleep`` jobs on the node, shared round-robin when there are more callers.
+the node, so the callers name real jobs: up to 60 one-CPU ``sleep`` jobs on the node, shared
+round-robin when there are more callers. The Syncer checks the job cache-first: its Slurm
+cache answers when it shows the job on the node, and only a job it does not show there is
+read from Slurm at once. These jobs run before the rounds start, so the timed calls are
+answered from the cache and make no Slurm read (a real prolog's job, allocated a moment
+ago, usually costs one).
 
 It runs the real ``sunk-syncer`` (gunicorn, its default thread count), limited to the
 slurmd Pods of node3 and node4. Runs against the dev cluster (`sunk-dev up`), on node3; it locks node3 with a plain

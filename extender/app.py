@@ -22,6 +22,7 @@ from werkzeug.wrappers import Response
 
 from scheduler.decide import Bind, CancelJobs, DeletePod, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
+from sunk.flags import loggable
 from sunk.types import Obj
 
 from . import protocol
@@ -48,7 +49,7 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     @app.errorhandler(protocol.BadRequest)
     def bad_request(exc: protocol.BadRequest):
         message = str(exc)
-        log.warning("%s %s: 400 bad request: %s", request.method, _short(request.path), _short(message))
+        log.warning("%s %s: 400 bad request: %s", _short(request.method), _short(request.path), _short(message))
         return jsonify({"Error": f"bad request: {message}"}), 400
 
     @app.errorhandler(HTTPException)
@@ -64,7 +65,7 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
             message = f"the body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
         else:
             message = f"{exc.name}: {exc.description}" if exc.description else exc.name
-        log.warning("%s %s: %d %s", request.method, _short(request.path), code, message)
+        log.warning("%s %s: %d %s", _short(request.method), _short(request.path), code, message)
         response = exc.get_response()
         response.set_data(json.dumps({"Error": message}))
         response.content_type = "application/json"
@@ -73,7 +74,7 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
     @app.errorhandler(Exception)
     def internal_error(exc: Exception):
         """A bug: the traceback goes to the log, kube-scheduler gets a JSON error."""
-        log.error("%s %s: unexpected error", request.method, _short(request.path), exc_info=exc)
+        log.error("%s %s: 500 unexpected error", _short(request.method), _short(request.path), exc_info=exc)
         return jsonify({"Error": f"internal error in sunk-extender: {type(exc).__name__} (see its log)"}), 500
 
     @app.get("/healthz")
@@ -157,7 +158,7 @@ def _finite(text: str) -> float:
 
 def _short(text: str) -> str:
     """Caller-controlled text for a log line: quoted (no control characters) and cut."""
-    return repr(text[:LOGGED_CHARS])
+    return loggable(text, LOGGED_CHARS)
 
 
 def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[str | None, str, bool]:

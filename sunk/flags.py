@@ -94,6 +94,17 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, 
           "warning": logging.WARNING}
 
 
+LOGGED_CHARS = 200  # of any caller-controlled text in a log line
+
+
+def loggable(text: object, limit: int = LOGGED_CHARS) -> str:
+    """Caller-controlled text (a request's path, method, a reason naming it) for a log line: cut to
+    ``limit`` characters and quoted, every non-printable character escaped (``repr``), so that a
+    client can neither end a log line nor forge one, whatever the log's format."""
+    text = str(text)
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
 def configure_logging(level: str = "info") -> None:
     if level not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}")

@@ -3,7 +3,9 @@
 Why stdlib: three fixed GET routes do not need a framework, and keeping them in a
 thread beside the controllers means a wedged worker does not silence the probes.
 Responses follow controller-runtime: 200 ``ok``, or 500 listing failed checks
-(``[-]informers failed``); ``?verbose`` lists every check.
+(``[-]informers failed``); ``?verbose`` lists every check. That 500 is the only 5xx: every
+other method than GET is a 405, an unknown path a 404, a request the stdlib parser refuses
+its 4xx, each with a plain-text body (never the stdlib's HTML error page).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from sunk.controller.textsources import render_sources
-from sunk.flags import parse_bind_address
+from sunk.flags import loggable, parse_bind_address
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,35 @@ class HttpEndpoints:
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
+            # The parser's own refusals (400, 414, 431, ...): plain text like every other answer.
+            error_message_format = "%(code)d %(message)s\n"
+            error_content_type = "text/plain; charset=utf-8"
+
+            def __getattr__(self, name: str) -> Callable[[], None]:
+                """``do_<METHOD>`` for every method but GET: 405 (the stdlib answers 501 otherwise)."""
+                if name.startswith("do_"):
+                    return self._not_allowed
+                raise AttributeError(name)
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                """The stdlib parser's refusals: with a status line even when it refused the request line
+                before reading its version (it would answer HTTP/0.9, a bare body), and a version it
+                does not speak (its 505) is the caller's error, 400."""
+                if self.request_version == "HTTP/0.9" and len(self.requestline.split()) != 2:
+                    self.request_version = "HTTP/1.0"
+                if code == 505:
+                    code, message = 400, f"unsupported HTTP version ({message})"
+                super().send_error(code, message, explain)
+
+            def _not_allowed(self) -> None:
+                self._send(405, b"method not allowed: GET only\n", allow="GET")
+
             def do_GET(self) -> None:
-                url = urlsplit(self.path)
+                try:
+                    url = urlsplit(self.path)
+                except ValueError:  # e.g. "//[": an IPv6 host that does not close
+                    self._send(400, b"bad request path\n")
+                    return
                 if url.path in ("/healthz", "/livez"):
                     self._checks(endpoints.healthz, url.query)
                 elif url.path == "/readyz":
@@ -77,15 +106,19 @@ class HttpEndpoints:
                 tail = "check passed" if ok else "check failed"
                 self._send(200 if ok else 500, ("\n".join([*shown, tail]) + "\n").encode())
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
+                      allow: str | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                if allow:
+                    self.send_header("Allow", allow)
                 self.end_headers()
-                self.wfile.write(body)
+                if self.command != "HEAD":
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: quiet
-                log.debug("%s %s", self.address_string(), format % args)
+                log.debug("%s %s", self.address_string(), loggable(format % args, 400))
 
         self._server = ThreadingHTTPServer(parse_bind_address(bind_address), Handler)
         self._server.daemon_threads = True

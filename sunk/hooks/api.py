@@ -6,12 +6,13 @@
     POST /api/v1/nodes/<node>/post-hook  {"job_id": 7}
          the job ended on the node: unlock if nothing else runs there (202)
     POST /api/v1/nodes/<node>/reboot     {"message": "..."} (optional body)
-         set the reboot condition on the node's Kubernetes Node (200; 403 without node permissions)
+         set the reboot condition on the node's Kubernetes Node (200)
     GET  /healthz                         200 once the service can answer, else 503 (no token needed)
 
 Every /api call needs ``Authorization: Bearer <token>``, the token of the node in its path
 (derived from the secret in the token file, see auth.py); without it, 401. Every error is
-JSON: ``{"error": ..., ...}``. ``<node>`` is the Slurm node name.
+JSON: ``{"error": ..., ...}``, and leaves one log line (app.py ``log_refusal``). ``<node>`` is
+the Slurm node name.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
+
+from sunk.flags import loggable
 
 from .auth import TokenFile, TokenUnavailable, bearer
 from .protocol import (
@@ -53,7 +56,7 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
         except HTTPException:  # (a body over the limit: 413, answered by the app)
             raise
         except Exception:  # a bug: still JSON, so the prolog's drain reason says something useful
-            log.exception("hook %s for node %s failed", request.path, node)
+            log.exception("hook %s for node %s failed", loggable(request.path), loggable(node))
             return error_response(HookError(500, "internal error in sunk-syncer (see its log)",
                                             reason="internal error in the sunk-syncer hook API"))
         resp = jsonify(result)
@@ -74,9 +77,10 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
 
     @bp.get("/healthz")
     def healthz() -> Response:
-        ready = service.ready()
-        resp = jsonify({"ok": ready})
-        resp.status_code = 200 if ready else 503
+        if service.ready():
+            return jsonify({"ok": True})
+        resp = jsonify({"ok": False, "error": "not ready: the caches have not synced yet"})
+        resp.status_code = 503
         return resp
 
     return bp

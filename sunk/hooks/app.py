@@ -11,6 +11,8 @@ import logging
 from flask import Blueprint, Flask, Response, abort, request
 from werkzeug.exceptions import HTTPException
 
+from sunk.flags import loggable
+
 from .api import error_response
 from .metrics import instrument
 from .protocol import HookError
@@ -33,7 +35,8 @@ def create_app(*blueprints: Blueprint, name: str = "sunk-hooks") -> Flask:
 
 def json_errors(app: Flask, *, max_body: int) -> None:
     """Every failure as ``{"error": ...}``, like every other hook API answer: routing (404,
-    405), a body over ``max_body`` (413), and a bug (500, logged with its traceback)."""
+    405), a body over ``max_body`` (413), and a bug (500, logged with its traceback); and one
+    log line for every answer of 400 or more, whoever made it (``log_refusal``)."""
     app.config["MAX_CONTENT_LENGTH"] = max_body  # (a body read past it: 413)
     # No slash merging: werkzeug answers a path with "//" by a 308 redirect to the merged path, an HTML
     # page no error handler sees (routing redirects bypass them). A hook path is never written with
@@ -50,11 +53,29 @@ def json_errors(app: Flask, *, max_body: int) -> None:
     def http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
         if status == 413:
-            log.warning("%s %s: body over %d bytes refused", request.method, request.path, max_body)
             return error_response(HookError(413, f"the body is larger than {max_body} bytes"))
         return error_response(HookError(status, exc.description or exc.name))
 
     @app.errorhandler(Exception)
     def bug(exc: Exception) -> Response:
-        log.exception("%s %s failed", request.method, request.path)
+        log.exception("%s %s failed", loggable(request.method), loggable(request.path))
         return error_response(HookError(500, f"internal error in {app.name} (see its log)"))
+
+    app.after_request(log_refusal)
+
+
+def log_refusal(response: Response) -> Response:
+    """One line for an answer of 400 or more: method, path, status and the answer's ``error``, the
+    caller's text escaped and cut (sunk.flags.loggable); never a header (the bearer token) or the
+    body the caller sent. Warning for what an operator should look at (5xx; 401, 403, 413: a caller
+    without the right credential, or a broken one), info for the rest, among them the ordinary ends
+    of a protocol (a placeholder's long-poll ends on "404 the Pod is gone", a prolog's on "409 job
+    ended")."""
+    status = response.status_code
+    if status >= 400:
+        body = response.get_json(silent=True) if response.is_json else None
+        why = body.get("error") if isinstance(body, dict) else None
+        level = logging.WARNING if status >= 500 or status in (401, 403, 413) else logging.INFO
+        log.log(level, "%s %s: %d %s", loggable(request.method), loggable(request.path), status,
+                loggable(why if why is not None else response.status))
+    return response

@@ -47,7 +47,12 @@ class Locking:
 
 
 def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
-    """Build and subscribe everything; the caller starts the caches and, while leading, the controller."""
+    """Build and subscribe everything; the caller starts the caches and, while leading, the controller.
+
+    Refuses a Syncer that may not write Nodes: a lock is a taint (the CLI says so at start-up, plugin.py).
+    """
+    if not ctx.config.node_permissions:
+        raise ValueError("node locking needs --node-permissions-enabled: a lock is a taint on the Node")
     evictions = EvictionLog()
     jobs = JobsByNode(is_placeholder, lambda node: controller.enqueue(node))  # first called by subscribe(), below
     reconciler = LockReconciler(ctx=ctx, config=config, jobs_on=jobs.jobs_on, evictions=evictions)

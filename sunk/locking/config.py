@@ -7,7 +7,7 @@ import argparse
 import attrs
 
 from sunk import names
-from sunk.flags import boolean, positive_duration, positive_int
+from sunk.flags import positive_duration, positive_int
 
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -21,7 +21,6 @@ def _positive(value: float) -> float:
 @attrs.frozen
 class LockConfig:
     token_file: str
-    node_permissions: bool = False
     reboot_condition: str = names.DEFAULT_REBOOT_CONDITION
     reboot_reason: str = names.DEFAULT_REBOOT_REASON
     taint_effect: str = "NoSchedule"
@@ -49,8 +48,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
                        help="secret (32+ bytes) the hook tokens of the nodes derive from; re-read when it "
                             "changes (sunk-syncer hook-token prints a node's token)")
-    group.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=False,
-                       help="allow the reboot hook to set a condition on Nodes (.syncer.nodePermissions.enabled)")
     group.add_argument("--node-reboot-condition", default=names.DEFAULT_REBOOT_CONDITION,
                        help="Node condition type the reboot hook sets (.syncer.hooksAPI.nodeRebootCondition)")
     group.add_argument("--node-reboot-reason", default=names.DEFAULT_REBOOT_REASON,
@@ -71,7 +68,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> LockConfig:
     return LockConfig(
         token_file=args.hooks_token_file,
-        node_permissions=args.node_permissions_enabled,
         reboot_condition=args.node_reboot_condition,
         reboot_reason=args.node_reboot_reason,
         taint_effect=args.lock_taint_effect,

@@ -10,6 +10,11 @@ from sunk.syncer.context import PluginParts, SyncerContext
 from .assembly import assemble
 from .config import add_flags, config_from
 
+NEEDS_NODE_PERMISSIONS = (
+    "--node-permissions-enabled=false, but node locking (plugin sunk.locking.plugin) taints Nodes and sets the "
+    "reboot condition, so it needs them: grant the Node write rights (chart: syncer.nodePermissions.enabled=true), "
+    "or run without node locking (--plugins=sunk.metrics.plugin; chart: syncer.nodeLocking.enabled=false)")
+
 
 class LockingPlugin:
     name = "node-locking"
@@ -18,7 +23,10 @@ class LockingPlugin:
         add_flags(parser)
 
     def validate(self, args: argparse.Namespace) -> None:
-        """Refuse to start without a usable secret: a placeholder one would let anybody lock Nodes."""
+        """Refuse to start without a usable secret (a placeholder one would let anybody lock Nodes),
+        or without the right to taint Nodes (every lock would fail with 403, and every prolog drain)."""
+        if not args.node_permissions_enabled:
+            raise ValueError(NEEDS_NODE_PERMISSIONS)
         try:
             read_secret(args.hooks_token_file)
         except TokenUnavailable as exc:

@@ -154,8 +154,7 @@ class LockService:
     # ---- reboot ------------------------------------------------------------------------------
 
     def reboot(self, node: str, request: Reboot) -> Body:
-        if not self.config.node_permissions:
-            raise HookError(403, "the reboot hook is disabled: sunk-syncer runs without --node-permissions-enabled")
+        # (no check of --node-permissions-enabled: node locking does not start without it, assembly.py)
         self._require_ready()
         pod = self._slurmd_pod(node)
         k8s_name = (pod.get("spec") or {}).get("nodeName")

@@ -9,6 +9,7 @@ so no decision is ever taken from an empty cache.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import attrs
@@ -30,6 +31,8 @@ from .context import INDEX_NODE, INDEX_SLURM_NODE, Installer, PluginParts, Synce
 from .kubeside import KubeSideReconciler
 from .slurmside import SlurmSideReconciler
 from .slurmstate import SplitSlurmCache
+
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -93,6 +96,9 @@ def assemble(
     )
     controllers["slurm"] = Controller("syncer-slurm", SlurmSideReconciler(ctx), workers=daemon.workers)
     controllers["kube"] = Controller("syncer-kube", KubeSideReconciler(ctx), workers=daemon.workers)
+    if not config.node_permissions:
+        log.info("--node-permissions-enabled=false: no Node is written (a drain made in Slurm shows on its "
+                 "slurmd Pod only, not as a Node condition)")
     triggers.attach(ctx, enqueue)
 
     parts = [install(ctx) for install in plugins]

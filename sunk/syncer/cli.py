@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hooks-api-threads", type=positive_int, default=256,
                         help="hook API threads: a waiting pre-hook holds one, and a job's prologs call at once")
     parser.add_argument("--hooks-token-file", default=None, help="bearer token file of the hook API")
+    parser.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=True,
+                        help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
+                             ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
+                             "node locking's taint and reboot hook. false: no Node is written, and node locking "
+                             "(which cannot work without its taint) refuses to start")
     parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
                         help="only the Lease holder reconciles")
     parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
@@ -98,7 +103,8 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                 parser.error(str(exc))
     config = SyncerConfig(watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
                           resync_period=args.resync_period, hooks_api_bind_address=args.hooks_api_bind_address,
-                          hooks_api_threads=args.hooks_api_threads)
+                          hooks_api_threads=args.hooks_api_threads,
+                          node_permissions=args.node_permissions_enabled)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
 

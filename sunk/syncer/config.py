@@ -18,3 +18,6 @@ class SyncerConfig:
     resync_period: float = 600.0  # seconds between safety-net passes over every node
     hooks_api_bind_address: str = ":8000"  # the hook API (plugins' Blueprints), on every replica
     hooks_api_threads: int = 256
+    # --node-permissions-enabled: the ServiceAccount may write Nodes (patch nodes, nodes/status).
+    # Off, the Syncer writes no Node: no drain condition (kubeside), and node locking refuses to start.
+    node_permissions: bool = True

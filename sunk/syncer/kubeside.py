@@ -7,7 +7,9 @@ only what differs. Three writes at most, each skipped when nothing changed:
    marker) in one status patch, guarded by resourceVersion so the kubelet's Ready is never
    clobbered; each managed type appears exactly once;
 2. the Pod's dashboard labels, as a merge patch of only the keys that differ;
-3. the Node's condition for a drain made in Slurm (the Node controller), via nodes/status.
+3. the Node's condition for a drain made in Slurm (the Node controller), via nodes/status;
+   only with ``--node-permissions-enabled`` (without it the Syncer writes no Node, and says so once
+   at start, assembly.py).
 
 When the Slurm cache is stale (slurmctld or slurmrestd unreachable), the Slurm-derived
 conditions are left as they are: an outage is not news about the node. The cordon marker
@@ -49,7 +51,7 @@ class KubeSideReconciler:
         pod = facts.pod
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             self._sync_pod(pod, facts.k8s_node, slurm)
-        if facts.k8s_node is not None and cache.fresh:
+        if facts.k8s_node is not None and cache.fresh and self.ctx.config.node_permissions:
             self._sync_node(facts.k8s_node)
         return None
 

@@ -5,8 +5,9 @@ Roles cover every call a component makes. A missing verb leaves a real deploymen
 ready (an informer that may not list never syncs) or failing one write in a hundred.
 
 The objects are the chart's (manifests/chart/sunk), rendered by ``helm template`` as release
-``sunk`` in namespace ``slurm`` with both front ends on: ``template`` names one file of the
-chart's templates/ (``scheduler-rbac.yaml``, ``extender.yaml``, ...).
+``sunk`` in namespace ``slurm`` with both front ends on (and ``values`` over that, where a test
+names some): ``template`` names one file of the chart's templates/ (``scheduler-rbac.yaml``,
+``extender.yaml``, ...).
 """
 
 from __future__ import annotations

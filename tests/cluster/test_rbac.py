@@ -3,20 +3,29 @@ ServiceAccounts (the extender does in every test of test_extender.py). See rbac_
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+import requests
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import lock_value, new_token, running_syncer
-from rbac_harness import as_service_account, assert_never_forbidden
+from procs import Process
+from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
 from slurmtools import slurm_job, state, wait_for
+from syncer_harness import NODES_UNDER_TEST, TEST_LABEL, Cluster, free_port, restore_slurm_node
 from test_scheduler import create_pod, placed, scheduler_process, serving
 
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
-from sunk.kube.resources import NODES, PODS
+from sunk.kube.resources import EVENTS, LEASES, NODES, PODS
 from sunk.translate.lock import tolerates_lock
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
+# The Syncer without Node rights, under a fullname of its own: its ServiceAccount, ClusterRole and Lease
+# stand beside the chart's sunk-syncer, whose rights the other tests use.
+NO_NODE_RIGHTS = {"fullnameOverride": "sunk-nonode",
+                  "syncer": {"nodePermissions": {"enabled": False}, "nodeLocking": {"enabled": False}}}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +51,89 @@ def test_the_scheduler_runs_a_pod_through_slurm_with_only_its_manifest_rbac(kube
     job_id, _ = placed(kube_api, dev_cluster, namespace, name)  # pods/binding, Events
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
+    assert_never_forbidden(proc.log)
+
+
+@pytest.fixture
+def syncer_without_node_rights(kube_api, dev_cluster, tmp_path):
+    """The Syncer as the chart renders it with syncer.nodePermissions and syncer.nodeLocking off (state
+    sync and metrics only): its rendered flags, as its rendered ServiceAccount, on stand-in slurmd Pods
+    for node3/node4 (syncer_harness.py). Not module-scoped, and before the locking Syncer's fixture:
+    two Syncers on node3/node4 fight, and a module fixture lives until the module ends."""
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp_path,
+                                             values=NO_NODE_RIGHTS)
+    namespace = create_namespace(kube_api)
+    run_id = uuid.uuid4().hex[:8]
+    cluster = Cluster(dev_cluster, kube_api, namespace)
+    env = dev_cluster.env()
+    hooks, metrics, probes = free_port(), free_port(), free_port()
+    args = deployment_args("syncer.yaml", "sunk-nonode-syncer", {
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--watch-namespace": namespace, "--slurmd-selector": f"app.kubernetes.io/name=slurmd,{TEST_LABEL}={run_id}",
+        "--hooks-api-bind-address": f"127.0.0.1:{hooks}", "--metrics-bind-address": f"127.0.0.1:{metrics}",
+        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("syncer.yaml", NO_NODE_RIGHTS))
+    assert "--node-permissions-enabled=false" in args and "--plugins=sunk.metrics.plugin" in args, args
+    # (the Lease: the rendered sunk-nonode-syncer, in the namespace its Role is in)
+    proc = Process("sunk-syncer-nonode", "sunk.syncer.cli", [*args, f"--kubeconfig={kubeconfig}"],
+                   f"http://127.0.0.1:{probes}/readyz", tmp_path, env={"SLURM_JWT": ""})
+    for name in NODES_UNDER_TEST:
+        restore_slurm_node(cluster, name)
+    try:
+        for name in NODES_UNDER_TEST:
+            cluster.create_pod(name, run_id)
+        for name in NODES_UNDER_TEST:
+            cluster.wait_pod_ready(name)
+        proc.start()  # (start fails unless every informer could list and watch)
+        yield cluster, proc, f"http://127.0.0.1:{metrics}/metrics"
+    finally:
+        proc.stop()
+        purge_namespace(kube_api, namespace)
+        for name in NODES_UNDER_TEST:
+            restore_slurm_node(cluster, name)
+        try:
+            kc.delete(kube_api, LEASES, "sunk-nonode-syncer", account["namespace"])
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+def test_the_syncer_without_node_rights_syncs_state_with_only_its_manifest_rbac(kube_api,
+                                                                               syncer_without_node_rights):
+    """What such a Syncer still does: a slurmd Pod not Ready drains its Slurm node and Ready lifts it
+    (Events on the Pod); a drain made in Slurm shows on the slurmd Pod (conditions, labels); the Slurm
+    metrics. It never tries the Node condition of that drain (nodes/status is not granted): nothing it
+    sends is forbidden."""
+    cluster, proc, metrics_url = syncer_without_node_rights
+    a, b = NODES_UNDER_TEST
+
+    def k8s_drained(name: str) -> bool:
+        node = cluster.node(name)
+        return node.drained and node.reason.startswith(names.K8S_DRAIN_PREFIX)
+
+    cluster.set_pod_ready(a, False)
+    wait_for(lambda: k8s_drained(a), 10, f"k8s: drain of {a} (its Pod not Ready)")
+    cluster.set_pod_ready(a, True)
+    wait_for(lambda: not cluster.node(a).drained, 10, f"{a} undrained (its Pod Ready)")
+    reasons = {e["reason"] for e in kc.list_objects(kube_api, EVENTS, cluster.namespace)
+               if e["involvedObject"]["name"] == a}
+    assert {"SlurmNodeDrained", "SlurmNodeUndrained"} <= reasons, reasons
+
+    manual = "syncer-test: rbac, checking fans"
+    try:
+        cluster.drain(b, manual)
+        wait_for(lambda: (c := cluster.pod_condition(b, names.COND_SLURM_DRAIN)) and c["status"] == "True"
+                 and manual in (c.get("message") or ""), 10, "SlurmDrain=True with the reason on the Pod")
+        wait_for(lambda: (cluster.pod(b) or {})["metadata"]["labels"].get(names.LABEL_DRAIN) == "true", 10,
+                 "the drain label")
+    finally:
+        cluster.undrain(b)
+    wait_for(lambda: (c := cluster.pod_condition(b, names.COND_SLURM_DRAIN)) and c["status"] == "False", 10,
+             "SlurmDrain=False on the Pod")
+    wait_for(lambda: "slurm_node_state{" in requests.get(metrics_url, timeout=5).text, 30, "the Slurm metrics")
+    # It skipped the Node condition of that drain (the demo's Syncer may write one: no assertion on the
+    # Node), said so once at start, and so was never refused anything.
+    log = proc.log.read_text(errors="replace")
+    assert "--node-permissions-enabled=false: no Node is written" in log, log[-3000:]
     assert_never_forbidden(proc.log)
 
 

@@ -163,8 +163,9 @@ def k8s_node(name: str, *, cordoned: bool = False, reason: str | None = None, rv
 
 
 def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
-             enqueue: Callable[[str], None] | None = None) -> tuple[SyncerContext, FakeInformer, FakeInformer,
-                                                                  FakeCache, FakeSlurm, FakeRecorder]:
+             enqueue: Callable[[str], None] | None = None,
+             node_permissions: bool = True) -> tuple[SyncerContext, FakeInformer, FakeInformer,
+                                                     FakeCache, FakeSlurm, FakeRecorder]:
     from sunk.kube.informer import pod_node_name
 
     pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name})
@@ -180,7 +181,7 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         nodes=k8s_nodes,  # type: ignore[arg-type]
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
-        config=SyncerConfig(watch_namespace="slurm"),
+        config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions),
         enqueue_node=enqueue or (lambda name: None),
     )
     return ctx, pods, k8s_nodes, cache, slurm, recorder

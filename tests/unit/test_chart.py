@@ -125,7 +125,10 @@ def switched(on: dict[str, bool]) -> dict[str, Any]:
         "extender": {"enabled": on["extender"]},
         "operator": {"enabled": on["operator"]},
         "monitoring": {"podMonitor": {"enabled": on["monitoring"]}, "dashboard": {"enabled": on["monitoring"]}},
-        "syncer": {"nodePermissions": {"enabled": on["node_permissions"]}},
+        # (node locking needs the Node rights, so it is off with them here; every pair of the two
+        # is test_the_syncers_rbac_is_what_its_code_calls')
+        "syncer": {"nodePermissions": {"enabled": on["node_permissions"]},
+                   "nodeLocking": {"enabled": on["node_permissions"]}},
     }
 
 
@@ -231,15 +234,61 @@ def test_scope_namespace_defaults_to_the_release_namespace():
 # ---- the syncer --------------------------------------------------------------------------------
 
 
-def test_node_permissions_decide_the_node_writes_and_the_reboot_hook():
-    on = render()
-    role = find(on, "ClusterRole", "slurm-sunk-syncer")
-    assert verbs(role, "nodes") == {"get", "list", "watch", "patch"} and verbs(role, "nodes/status") == {"patch"}
-    assert flags(chart.container_args(on, "sunk-syncer"))["node-permissions-enabled"] == "true"
-    off = render({"syncer": {"nodePermissions": {"enabled": False}}})
-    role = find(off, "ClusterRole", "slurm-sunk-syncer")
-    assert verbs(role, "nodes") == {"list", "watch"} and not verbs(role, "nodes/status")
-    assert flags(chart.container_args(off, "sunk-syncer"))["node-permissions-enabled"] == "false"
+# What the Syncer's code calls (docs/permissions.md has the call behind each), by what its parsed
+# flags turn on. (resource, verb) pairs of the core API group.
+SYNCER_CORE = {  # state sync, always: informers, labels and conditions on slurmd Pods, Events
+    ("pods", "list"), ("pods", "watch"), ("pods", "get"), ("pods", "patch"), ("pods/status", "patch"),
+    ("nodes", "list"), ("nodes", "watch"), ("events", "create"), ("events", "patch")}
+SYNCER_NODE_WRITES = {  # --node-permissions-enabled: kubeside._sync_node (update_with_retry: get after a 409)
+    ("nodes/status", "patch"), ("nodes", "get")}
+SYNCER_LOCKING = {  # the node-locking plugin: the taint, evictions, the reboot condition
+    ("nodes", "patch"), ("nodes", "get"), ("pods/eviction", "create"), ("nodes/status", "patch")}
+GOOD_SECRET = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+
+def granted(role: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(resource, verb) for rule in role["rules"] if rule["apiGroups"] == [""]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def syncer_startup(args: list[str], tmp_path: Path) -> Any:
+    """The real sunk-syncer start-up on rendered args (its root secret read from a file of the test's)."""
+    from sunk.syncer.cli import parse_args
+
+    secret = tmp_path / "syncer-token"
+    secret.write_text(GOOD_SECRET)
+    return parse_args([*args, f"--hooks-token-file={secret}"])
+
+
+@pytest.mark.parametrize("permissions", [True, False], ids=["node-permissions", "no-node-permissions"])
+@pytest.mark.parametrize("locking", [True, False], ids=["node-locking", "no-node-locking"])
+def test_the_syncers_rbac_is_what_its_code_calls(locking, permissions, tmp_path, capsys):
+    """Every pair of syncer.nodeLocking and syncer.nodePermissions: the ClusterRole grants exactly what
+    the Syncer, started with the rendered flags, will call; the one pair that cannot work (a lock is a
+    taint) is refused by the chart, and by the Syncer when its flags say so."""
+    values = {"syncer": {"nodeLocking": {"enabled": locking}, "nodePermissions": {"enabled": permissions}}}
+    if locking and not permissions:
+        assert "syncer.nodePermissions.enabled is false, but node locking" in refusal(values)
+        args = chart.container_args(render(), "sunk-syncer")
+        args = [a.replace("--node-permissions-enabled=true", "--node-permissions-enabled=false") for a in args]
+        with pytest.raises(SystemExit) as exc:
+            syncer_startup(args, tmp_path)
+        assert exc.value.code == 2 and "node locking" in capsys.readouterr().err
+        return
+    docs = render(values)
+    startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
+    loaded = {getattr(p, "name", "") for p in startup.plugins}
+    assert ("node-locking" in loaded) is locking and "slurm-metrics" in loaded
+    assert startup.config.node_permissions is permissions
+    calls = SYNCER_CORE | (SYNCER_NODE_WRITES if startup.config.node_permissions else set()) \
+        | (SYNCER_LOCKING if "node-locking" in loaded else set())
+    assert granted(find(docs, "ClusterRole", "slurm-sunk-syncer")) == calls
+    # What Slurm mounts: the prolog, epilog and their hooks.env only where a hook API answers them.
+    config_map = find(docs, "ConfigMap", "sunk-slurm-hooks")
+    assert set(config_map["data"]) == ({"hooks.env", "prolog.sh", "epilog.sh", "sunk.conf"} if locking
+                                       else {"sunk.conf"})
+    volumes = {v["name"] for v in find(docs, "Deployment", "sunk-syncer")["spec"]["template"]["spec"]["volumes"]}
+    assert ("hooks" in volumes) is locking  # the root secret of the node tokens: only node locking reads it
 
 
 def test_the_reboot_condition_and_reason():
@@ -577,13 +626,14 @@ EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-fil
                                                   "defaultPartition": "batch", "leaderElection": {"enabled": False},
                                                   "replicas": 1, "gangPodGroups": True,
                                                   "gpuTypes": {"NVIDIA_L4": "l4", "H100_SXM": "h100"}},
-     "syncer": {"nodePermissions": {"enabled": False}, "lockTaintEffect": "NoExecute"},
+     "syncer": {"lockTaintEffect": "NoExecute"},
      "extender_hooks_tls": True},
+    {"syncer": {"nodePermissions": {"enabled": False}, "nodeLocking": {"enabled": False}}},
     {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
     {"operator": {"enabled": True}},
     {"operator": {"enabled": True}, "extender": {"enabled": True},
      "slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "k"}}}},
-], ids=["defaults", "every-flag", "jwt-key", "operator", "jwt-key-everywhere"])
+], ids=["defaults", "every-flag", "syncer-state-sync-only", "jwt-key", "operator", "jwt-key-everywhere"])
 def test_the_daemons_accept_every_rendered_flag(values):
     values = dict(values)
     if values.pop("extender_hooks_tls", False):
@@ -625,6 +675,9 @@ def test_the_daemons_accept_every_rendered_flag(values):
     ({"slurm": {"jobFullListInterval": 300}}, "at '/slurm/jobFullListInterval': got number, want string"),
     ({"syncer": {"nodePermissions": {"enabled": "yes"}}},
      "at '/syncer/nodePermissions/enabled': got string, want boolean"),
+    ({"syncer": {"nodeLocking": {"enabled": "no"}}}, "at '/syncer/nodeLocking/enabled': got string, want boolean"),
+    ({"syncer": {"nodePermissions": {"enabled": False}}},
+     "keep syncer.nodePermissions.enabled true, or set syncer.nodeLocking.enabled false too"),
     ({"syncer": {"config": {"syncer": {"slurmNodeCleanup": True}}}},
      "additional properties 'slurmNodeCleanup' not allowed"),
     ({"scheduler": {"replicas": "2"}}, "at '/scheduler/replicas': got string, want integer"),

@@ -241,6 +241,16 @@ def slow_retries(rec) -> Controller:
     return Controller(name, rec, queue=WorkQueue(name, ItemExponentialRateLimiter(OUTAGE_BACKOFF, 300.0)))
 
 
+def settles(condition, timeout: float = 2.0) -> bool:
+    """Whether ``condition`` holds within ``timeout`` (a worker thread finishing its bookkeeping)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def test_when_the_outage_is_over_every_key_that_failed_for_it_is_reconciled_at_once():
     """The fault matrix's slurmrestd row: a deleted Pod's job could be cancelled only 34 s after slurmrestd was
     back, when its key's backoff (grown through the 40 s outage) ran out."""
@@ -253,15 +263,14 @@ def test_when_the_outage_is_over_every_key_that_failed_for_it_is_reconciled_at_o
     try:
         ctl.enqueue("uid-a")
         rec.wait_calls(1)
-        time.sleep(0.1)
-        assert len(rec.calls) == 1 and ctl.queue.num_requeues("uid-a") == 1  # waiting out 30 s
+        assert settles(lambda: ctl.queue.num_requeues("uid-a") == 1) and len(rec.calls) == 1  # waiting out 30 s
         assert ctl.outage_over() == 1
         rec.wait_calls(2, timeout=2)  # at once, not after 30 s
-        assert ctl.queue.num_requeues("uid-a") == 1, "the outage's failures are forgotten: this one is new"
-        assert ctl.outage_over() == 1  # it failed for the outage again (a flap): woken again
+        # (wait_calls returns as the reconcile starts; the runtime records its failure just after)
+        assert settles(lambda: ctl.queue.num_requeues("uid-a") == 1), "the outage's failures are forgotten"
+        assert settles(lambda: ctl.outage_over() == 1)  # it failed for the outage again (a flap): woken again
         rec.wait_calls(3, timeout=2)
-        time.sleep(0.05)
-        assert ctl.queue.num_requeues("uid-a") == 0
+        assert settles(lambda: ctl.queue.num_requeues("uid-a") == 0)
         assert ctl.outage_over() == 0  # it succeeded: nothing left to wake
     finally:
         assert ctl.stop(5)
@@ -274,7 +283,7 @@ def test_a_key_that_failed_for_a_bug_keeps_its_backoff_when_an_outage_ends():
     try:
         ctl.enqueue("uid-b")
         rec.wait_calls(1)
-        time.sleep(0.05)
+        assert settles(lambda: ctl.queue.num_requeues("uid-b") == 1)  # its failure recorded, then the wake
         assert ctl.outage_over() == 0
         time.sleep(0.2)
         assert len(rec.calls) == 1 and ctl.queue.num_requeues("uid-b") == 1

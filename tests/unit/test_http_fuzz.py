@@ -7,11 +7,17 @@ cannot say it, e.g. a body without Content-Length):
   placement, and over a real ``PodScheduler`` on fakes, whose placement reads the request's
   Pod (``validate_pod`` and all) when the informer has not seen the Pod yet;
 - the scheduler's hook app (scheduler/hooks.py), called by placeholder jobs;
-- the Syncer's hook app (sunk/hooks/), called by prologs and epilogs.
+- the Syncer's hook app (sunk/hooks/), called by prologs and epilogs;
+
+and the probe and metrics server of every daemon (sunk/controller/health.py, stdlib), over a
+real socket: any method, path and header, and request lines its parser refuses.
 
 The contract: every answer is below 500 (except a deliberate 503: Slurm or the service not
-ready), its body is strict JSON (no NaN), and a body over the app's limit gets 413. A 4xx
-from the extender also leaves a warning in its log; a 500 leaves the traceback.
+ready), its body is strict JSON (no NaN), and a body over the app's limit gets 413. Every
+answer of 400 or more leaves exactly one log line naming its status (``logged_once``: a
+warning for the extender, info or warning for the hook apps), with the caller's text escaped
+and never its bearer token; a 500 leaves the traceback too. The probe server answers in plain
+text (Prometheus text for /metrics), and its only 5xx is a failing check's 500.
 
 Headers are generated two ways: text a WSGI server could hand over (latin-1, as gunicorn
 decodes the bytes it receives) and any text the test client accepts (no newlines), since
@@ -26,6 +32,7 @@ import io
 import json
 import logging
 import math
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +56,7 @@ from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
+from sunk.controller.health import HttpEndpoints
 from sunk.hooks.api import hooks_blueprint as syncer_hooks_blueprint
 from sunk.hooks.app import create_app as create_syncer_app
 from sunk.hooks.auth import TokenFile, node_token
@@ -258,11 +266,52 @@ class Records(logging.Handler):
 def logged(name: str) -> Iterator[Records]:
     records = Records()
     logger = logging.getLogger(name)
+    level = logger.level
     logger.addHandler(records)
+    logger.setLevel(logging.DEBUG)  # (info lines too, whatever the root logger's level)
     try:
         yield records
     finally:
         logger.removeHandler(records)
+        logger.setLevel(level)
+
+
+HOOK_LOG = "sunk.hooks.app"  # both hook apps' one line per refusal (log_refusal)
+HOOK_LEVELS = frozenset({logging.INFO, logging.WARNING})
+
+
+def logged_once(log: Records, response: Any, levels: frozenset[int], headers: Optional[dict[str, str]] = None,
+                what: str = "", path: str = "") -> None:
+    """The log half of the contract: an answer of 400 or more leaves exactly one line at ``levels`` that
+    names its status; no line carries a line break (the caller's text is escaped: no forged lines) or
+    the bearer token the caller sent (unless the caller also put it in the path, which is logged)."""
+    messages = [r.getMessage() for r in log.records]
+    status = response.status_code
+    if status >= 400:
+        lines = [m for r, m in zip(log.records, messages, strict=True) if r.levelno in levels and f": {status} " in m]
+        assert len(lines) == 1, f"{what}: {len(lines)} log lines for {status}: {messages}"
+    for message in messages:
+        assert "\n" not in message and "\r" not in message, f"{what}: a raw line break in {message!r}"
+    token = bearer_of(headers or {})
+    if token and len(token) >= 8 and token not in path:
+        assert not any(token in m for m in messages), f"{what}: the bearer token was logged: {messages}"
+
+
+def bearer_of(headers: dict[str, str]) -> Optional[str]:
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+    return value.split(None, 1)[-1].strip() if value and value.strip() else None
+
+
+def check_hooks(app: Flask, method: str, path: str, *, allow: frozenset[int] = frozenset(), what: str = "",
+                headers: Optional[dict[str, str]] = None, **request: Any) -> Any:
+    """One call of a hook app: the contract, and its one log line for a refusal."""
+    with logged(HOOK_LOG) as log:
+        response = send(app, method, path, headers=headers, **request)
+    body = check(response, allow=allow, what=what or f"{method} {path}")
+    if response.status_code >= 400:
+        assert isinstance(body, dict) and body.get("error"), body
+    logged_once(log, response, HOOK_LEVELS, headers, what or f"{method} {path}", path)
+    return body
 
 
 # ---- the extender -------------------------------------------------------------------------------
@@ -355,15 +404,15 @@ def real_extender() -> Flask:
 
 
 def check_extender(app: Flask, method: str, path: str, **request: Any) -> Any:
-    """One extender call: the contract, and a log line for each 4xx."""
+    """One extender call: the contract, and a warning for each 4xx."""
     # (/bind reaches kubeops.bind when the Node matches: there is no API server here)
     with logged("extender.app") as log, mock.patch.object(kubeops, "bind", lambda *args, **kwargs: None):
         response = send(app, method, path, **request)
     body = check(response, what=f"{method} {path}")
     if 400 <= response.status_code < 500:
         assert isinstance(body, dict) and body.get("Error"), body
-        assert any(r.levelno == logging.WARNING and str(response.status_code) in r.getMessage()
-                   for r in log.records), f"no log line for {response.status_code} {body}"
+    logged_once(log, response, frozenset({logging.WARNING, logging.ERROR}), request.get("headers"),
+                f"{method} {path}", path)
     return body
 
 
@@ -499,6 +548,7 @@ def test_an_unexpected_error_in_a_verb_is_a_json_500_with_the_traceback_logged()
     assert response.status_code == 500
     assert "internal error" in strict_json(response.get_data())["Error"]
     assert any(r.exc_info and r.levelno == logging.ERROR for r in log.records)
+    logged_once(log, response, frozenset({logging.ERROR}), what="a bug in /filter")
 
 
 # ---- the scheduler's hook app (scheduler/hooks.py) ----------------------------------------------
@@ -598,23 +648,48 @@ AUTHORISED_U_A = {"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}", POD_UI
 @FUZZ
 @example(call=("GET", "/api/v1/jobs/7/pod", AUTHORISED_U_A, {"wait": "nan"}), body=b"", ready=True)
 @example(call=("POST", "/api/v1/jobs/7//started", AUTHORISED_U_A, None), body=b"", ready=True)  # no 308 redirect
+@example(call=("POST", "/api/v1/00000000", {"Authorization": "Bearer 00000000"}, None), body=b"", ready=True)
 @given(call=scheduler_calls(), body=encoded(json_values) | st.binary(max_size=32),
        ready=st.sampled_from([True, True, True, False]))
 def test_scheduler_hooks_answer_every_input_in_json(call, body, ready):
     method, path, headers, query = call
-    response = send(scheduler_hooks(ready), method, path, data=body, content_type="application/json",
-                    headers=headers, query=query)
-    check(response, allow=frozenset({503}), what=f"{method} {path} query={query!r} headers={headers!r}")
+    check_hooks(scheduler_hooks(ready), method, path, data=body, content_type="application/json", headers=headers,
+                query=query, allow=frozenset({503}), what=f"{method} {path} query={query!r} headers={headers!r}")
 
 
 @pytest.mark.parametrize("verb", ["started", "terminating", "drain"])
 def test_scheduler_hooks_refuse_a_20_mib_body_with_413(verb):
     app = scheduler_hooks()
     assert app.config.get("MAX_CONTENT_LENGTH") is not None, "the scheduler's hook app sets no body limit"
-    response = send(app, "POST", f"/api/v1/jobs/7/{verb}", data=b"{" * BIG, content_type="application/json",
-                    headers={"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}"})
-    assert response.status_code == 413
-    check(response)
+    body = check_hooks(app, "POST", f"/api/v1/jobs/7/{verb}", data=b"{" * BIG, content_type="application/json",
+                       headers={"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}"})
+    assert "larger than" in body["error"]
+
+
+def test_scheduler_hooks_log_a_refusal_once_at_a_level_that_says_whether_to_look():
+    """A wrong token, or a job holding another Pod's place, is a warning; the Pod gone, a placeholder's
+    ordinary last answer, is info."""
+    app = scheduler_hooks()
+    wrong = {"Authorization": "Bearer " + "f" * 64, POD_UID_HEADER: "u-a"}
+    with logged(HOOK_LOG) as log:
+        assert send(app, "POST", "/api/v1/jobs/7/started", headers=wrong).status_code == 401
+        assert send(app, "GET", "/api/v1/jobs/8/pod", headers={
+            "Authorization": f"Bearer {hook_token(SECRET, 'u-c')}", POD_UID_HEADER: "u-c"}).status_code == 403
+    assert [r.levelno for r in log.records] == [logging.WARNING, logging.WARNING]
+    assert "f" * 64 not in log.records[0].getMessage()
+    class AlreadyGone(Gone):
+        def wait(self, uid: str, timeout: float) -> bool:
+            return True
+
+    app = create_hooks_app(scheduler_hooks_blueprint(
+        secret=SECRET, jobs=JobIndex(parse_extra_hooks), parse_uid=lambda e: (parse_extra_hooks(e) or (None, False))[0],
+        pod_by_uid=HOOK_PODS.get, delete_pod=lambda pod, why: None, slurm=HookSlurm(),  # type: ignore[arg-type]
+        gone=AlreadyGone(), observe=lambda job, at: None, ready=lambda: True))  # type: ignore[arg-type]
+    with logged(HOOK_LOG) as log:
+        response = send(app, "GET", "/api/v1/jobs/7/pod", headers=AUTHORISED_U_A)
+    assert response.status_code == 404
+    assert [(r.levelno, r.getMessage()) for r in log.records] == [
+        (logging.INFO, "'GET' '/api/v1/jobs/7/pod': 404 'the Pod is gone'")]
 
 
 # ---- the Syncer's hook app (sunk/hooks/) --------------------------------------------------------
@@ -700,27 +775,25 @@ SYNCER_AUTH = {"Authorization": f"Bearer {node_token(ROOT_SECRET.encode(), 'node
        body=encoded(hook_bodies) | encoded(json_values) | st.binary(max_size=32) | st.just(b""))
 def test_syncer_hooks_answer_every_input_in_json(token_path, call, body, content_type):
     method, path, headers = call
-    response = send(syncer_hooks(token_path), method, path, data=body, content_type=content_type, headers=headers)
-    check(response, allow=frozenset({503}), what=f"{method} {path} headers={headers!r} body={body[:80]!r}")
+    check_hooks(syncer_hooks(token_path), method, path, data=body, content_type=content_type, headers=headers,
+                allow=frozenset({503}), what=f"{method} {path} headers={headers!r} body={body[:80]!r}")
 
 
 @pytest.mark.parametrize("body", [b"[" * 100_000, b'{"job_id": 7, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"],
                          ids=["unclosed", "closed"])
 def test_syncer_hooks_deeply_nested_json_is_a_400(token_path, body):
-    response = send(syncer_hooks(token_path), "POST", "/api/v1/nodes/node1/post-hook", data=body,
-                    content_type="application/json", headers=node_auth())
-    check(response, what="deeply nested body")
-    assert response.status_code == 400
+    answer = check_hooks(syncer_hooks(token_path), "POST", "/api/v1/nodes/node1/post-hook", data=body,
+                         content_type="application/json", headers=node_auth(), what="deeply nested body")
+    assert answer["error"] == "the body is not valid JSON"
 
 
 @pytest.mark.parametrize("verb", ["pre-hook", "post-hook", "reboot"])
 def test_syncer_hooks_refuse_a_20_mib_body_with_413(token_path, verb):
     app = syncer_hooks(token_path)
     assert app.config.get("MAX_CONTENT_LENGTH") is not None, "the Syncer's hook app sets no body limit"
-    response = send(app, "POST", f"/api/v1/nodes/node1/{verb}", data=b" " * BIG, content_type="application/json",
-                    headers=node_auth())
-    assert response.status_code == 413
-    check(response)
+    body = check_hooks(app, "POST", f"/api/v1/nodes/node1/{verb}", data=b" " * BIG, content_type="application/json",
+                       headers=node_auth())
+    assert "larger than" in body["error"]
 
 
 def test_syncer_hooks_refuse_a_20_mib_body_without_content_length_with_413(token_path):
@@ -734,3 +807,121 @@ def test_syncer_hooks_refuse_a_20_mib_body_without_content_length_with_413(token
     assert status.startswith("413"), (status, body[:200])
     assert headers["Content-Type"] == "application/json"
     strict_json(body)
+
+
+@pytest.mark.parametrize(("path", "shown"), [
+    ("/api/v1/nodes/node1\n2026-01-01 INFO forged: 200/pre-hook", "node1\\n2026-01-01 INFO forged"),
+    ("/api/v1/nodes/node1\x1b[2J/post-hook", "node1\\x1b[2J"),
+    ("/api/v1/" + "x" * 5000, "x" * 150),
+], ids=["newline", "escape", "long"])
+def test_syncer_hooks_log_the_callers_path_escaped_and_cut(token_path, path, shown):
+    """As a WSGI server hands the path over (percent-decoded: %0A is a line break; the test client would
+    drop it, so straight through WSGI)."""
+    environ = EnvironBuilder(path="/", method="POST", data=b'{"job_id": 7}', content_type="application/json",
+                             headers=node_auth()).get_environ()
+    environ["PATH_INFO"] = path
+    with logged(HOOK_LOG) as log:
+        _, status, _ = run_wsgi_app(syncer_hooks(token_path), environ, buffered=True)
+    assert status.startswith(("400", "404")), status
+    (record,) = log.records
+    message = record.getMessage()
+    assert shown in message and "\n" not in message and "\x1b" not in message
+    assert len(message) < 600 and node_auth()["Authorization"].split()[1] not in message
+
+
+def test_syncer_hooks_log_a_wrong_token_as_a_warning_without_the_token(token_path):
+    other = {"Authorization": f"Bearer {node_token(ROOT_SECRET.encode(), 'node2')}"}
+    with logged(HOOK_LOG) as log:
+        body = check_hooks(syncer_hooks(token_path), "POST", "/api/v1/nodes/node1/pre-hook", data=b'{"job_id": 7}',
+                           content_type="application/json", headers=other)
+    assert "wrong bearer token" in body["error"]
+    assert [r.levelno for r in log.records] == [logging.WARNING]
+
+
+# ---- the probe and metrics server (sunk/controller/health.py) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def probes() -> Iterator[HttpEndpoints]:
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True}, readyz={"informers": lambda: True},
+                           metrics=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+def exchange(port: int, request: bytes) -> bytes:
+    """One request on a fresh connection; everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of an HTTP/1.x answer, past any 100 Continue."""
+    while True:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        if status != 100:
+            break
+        raw = rest
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return status, headers, rest
+
+
+probe_methods = st.sampled_from(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE",
+                                 "CONNECT", "get", "BREW"]) | st.from_regex(r"\A[A-Za-z_.-]{1,12}\Z")
+probe_paths = st.sampled_from(["/healthz", "/livez", "/readyz", "/metrics", "/healthz?verbose", "/readyz?verbose=1&x",
+                               "/readyz?%zz", "//[", "http://[::1", "/%00", "*", "/", "/metrics/", "/x y"]) \
+    | latin1_text.map(lambda t: "/" + t)
+probe_versions = st.sampled_from(["HTTP/1.0", "HTTP/1.1", "HTTP/1.1", "HTTP/2.0", "HTTP/1.10", "HTTP/x", "FOO"])
+probe_headers = st.dictionaries(
+    st.sampled_from(["Host", "Connection", "Expect", "Content-Length", "Transfer-Encoding", "Accept"])
+    | st.from_regex(r"\AX-[A-Za-z0-9-]{1,10}\Z"), latin1_text, max_size=4)
+
+
+@FUZZ
+@example(method="GET", path="//[", version="HTTP/1.1", headers={})  # urlsplit: "Invalid IPv6 URL"
+@example(method="POST", path="/readyz", version="HTTP/1.1", headers={})  # the stdlib: 501, an HTML page
+@example(method="GET", path="/healthz", version="HTTP/1.1", headers={"Expect": "100-continue"})
+@given(method=probe_methods, path=probe_paths, version=probe_versions, headers=probe_headers)
+def test_the_probe_server_answers_every_request_in_plain_text_below_500(probes, method, path, version, headers):
+    """No failing check here, so no 5xx at all; every answer plain text (Prometheus text is too)."""
+    lines = [f"{method} {path} {version}", *(f"{k}: {v}" for k, v in headers.items())]
+    try:
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    except UnicodeEncodeError:
+        reject()
+    raw = exchange(probes.port, request)
+    what = f"{request[:200]!r} answered {raw[:300]!r}"
+    assert raw.startswith(b"HTTP/"), what
+    status, got, body = parse_answer(raw)
+    assert 200 <= status < 500, what
+    assert got.get("content-type", "").startswith("text/plain"), what
+    assert b"<html" not in body.lower() and b"<!doctype" not in body.lower(), what
+    body.decode("utf-8")
+    if status == 405:
+        assert got.get("allow") == "GET", what
+    understood = len(lines[0].split()) == 3 and version in ("HTTP/1.0", "HTTP/1.1", "HTTP/1.10")
+    if method == "HEAD" and understood:  # (a request line refused before its method was read gets a body)
+        assert body == b"", what
+
+
+def test_the_probe_servers_only_5xx_is_a_failing_check_in_plain_text():
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True}, readyz={"informers": lambda: False})
+    server.start()
+    try:
+        status, headers, body = parse_answer(exchange(server.port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
+        assert (status, body) == (500, b"[-]informers failed\ncheck failed\n")
+        assert headers["content-type"].startswith("text/plain")
+        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"))
+        assert (status, body) == (200, b"ok")
+        status, _, body = parse_answer(exchange(server.port, b"GET /metrics HTTP/1.1\r\n\r\n"))
+        assert (status, body) == (404, b"not found\n")  # metrics off on this one
+    finally:
+        server.stop()
+

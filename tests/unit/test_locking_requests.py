@@ -98,8 +98,8 @@ def test_waiter_wakes_on_notify_and_times_out():
 
 
 @pytest.mark.parametrize("flag", ["--lock-default-timeout=-1s", "--lock-max-timeout=0", "--lock-eviction-retry=soon",
-                                  "--lock-request-grace=0s", "--lock-workers=0", "--lock-taint-effect=PreferNoSchedule",
-                                  "--node-permissions-enabled=maybe"])
+                                  "--lock-request-grace=0s", "--lock-workers=0",
+                                  "--lock-taint-effect=PreferNoSchedule"])
 def test_bad_flags_are_argparse_errors(flag):
     parser = argparse.ArgumentParser()
     add_flags(parser)
@@ -112,7 +112,6 @@ def test_flags_defaults_follow_the_spec_names():
     add_flags(parser)
     config = config_from(parser.parse_args(["--lock-default-timeout=1m30s"]))
     assert (config.reboot_condition, config.reboot_reason) == ("PhaseState", "production-powerreset")
-    assert config.node_permissions is False and config.taint_effect == "NoSchedule"
+    assert config.taint_effect == "NoSchedule"
     assert config.default_timeout == 90.0 and config.clamp_timeout(None) == 90.0
     assert config.clamp_timeout(10_000) == config.max_timeout == 600.0
-    assert config_from(parser.parse_args(["--node-permissions-enabled"])).node_permissions is True

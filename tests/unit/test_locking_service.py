@@ -219,13 +219,6 @@ def test_post_hook_withdraws_the_request_and_nudges():
     assert body["state"] == "locked"
 
 
-def test_reboot_is_refused_without_node_permissions():
-    w = World()
-    with pytest.raises(HookError) as exc:
-        w.service.reboot("node3", Reboot())
-    assert exc.value.status == 403
-
-
 def test_reboot_sets_the_configured_condition(monkeypatch):
     calls = []
 
@@ -234,12 +227,12 @@ def test_reboot_sets_the_configured_condition(monkeypatch):
         return {"type": condition, "status": "True", "reason": reason, "message": message}
 
     monkeypatch.setattr(service_module, "request_reboot", fake)
-    w = World(flags=["--node-permissions-enabled", "--node-reboot-condition=Reboot", "--node-reboot-reason=r"])
+    w = World(flags=["--node-reboot-condition=Reboot", "--node-reboot-reason=r"])
     body = w.service.reboot("node3", Reboot(message="please"))
     assert calls == [("worker-3", "Reboot", "r", "please")]
     assert body["k8s_node"] == "worker-3" and body["condition"]["type"] == "Reboot"
     assert w.recorder.reasons() == ["RebootRequested"]
-    w = World(flags=["--node-permissions-enabled"])
+    w = World()
     w.service.reboot("node3", Reboot())
     assert calls[-1][1:3] == ("PhaseState", "production-powerreset")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from sunk.hooks.auth import node_token
@@ -35,6 +36,37 @@ def test_a_good_secret_starts(tmp_path):
 
 def test_without_the_locking_plugin_no_secret_is_needed():
     assert parse_args(["--plugins=", "--slurm-auth-token=t"]).plugins == []
+
+
+def test_node_locking_without_node_permissions_refuses_to_start(tmp_path, capsys):
+    """A lock is a taint on the Node: without the right to write Nodes every lock would be a 403
+    retried forever and every prolog a drain. Refused at start, saying what to change."""
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}", "--node-permissions-enabled=false"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--node-permissions-enabled=false" in err and "--plugins=sunk.metrics.plugin" in err
+    assert "syncer.nodeLocking.enabled=false" in err
+
+
+@pytest.mark.parametrize(("flags", "expected"), [([], True), (["--node-permissions-enabled"], True),
+                                                 (["--node-permissions-enabled=false"], False)])
+def test_node_permissions_without_node_locking_are_the_syncers_to_use(flags, expected):
+    startup = parse_args(["--plugins=sunk.metrics.plugin", "--slurm-auth-token=t", *flags])
+    assert startup.config.node_permissions is expected
+
+
+def test_node_locking_cannot_be_assembled_without_node_permissions():
+    from locking_fakes import Cache, Recorder, Store, config, context
+
+    from sunk.locking.assembly import assemble
+
+    ctx = context(Store(), Store(), Store(), Cache(), Recorder())
+    denied = attrs.evolve(ctx, config=attrs.evolve(ctx.config, node_permissions=False))
+    with pytest.raises(ValueError, match="node-permissions"):
+        assemble(denied, config())
 
 
 def test_hook_token_prints_each_nodes_own_token(tmp_path, capsys):

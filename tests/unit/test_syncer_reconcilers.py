@@ -232,6 +232,22 @@ def test_node_condition_written_through_nodes_status_only_when_it_differs(api_ca
     assert api_calls == []
 
 
+def test_without_node_permissions_no_node_is_written_and_the_pod_still_is(api_calls):
+    """--node-permissions-enabled=false (the chart's RBAC then has no nodes/status patch): the drain shows
+    on the slurmd Pod, never as a Node condition, so the Syncer never sends a write it would get 403 for."""
+    drained = Node("node1", state="IDLE+DRAIN", reason="bad DIMM")
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained], node_permissions=False)
+    pods.put(pod("node1", node="worker-1"))
+    nodes.put(k8s_node("worker-1"))
+    rules = FakeRules()
+    rules.status_answer = _status
+    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "True", "reason": "SlurmDrain",
+                                     "message": ns[0].reason}]
+    KubeSideReconciler(ctx, rules).reconcile("node1")
+    assert ("pods/node1", "status") in [(c[0], c[3]) for c in api_calls]
+    assert not [c for c in api_calls if c[0].startswith("nodes/")]
+
+
 def test_terminating_pod_gets_no_status_writes(api_calls):
     ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason="x")])
     pods.put(pod("node1", deleting=True))
