@@ -142,6 +142,9 @@ class LockReconciler:
         # A request whose job Slurm does not show expires at a known time, and nothing else may
         # happen on an idle node to reconcile it then (the resync is minutes away).
         waits = [max(r.at + self.config.request_grace - f.now, 0.0) + 1.0 for r in live if r.job_id not in f.jobs]
+        # Likewise a Pod kept only because it was bound a moment ago (its job may not be cached yet):
+        # once that grace is over, it is judged like any other Pod.
+        waits += [until - f.now + 1.0 for pod in f.pods_on_node if (until := vouched.believed_until(pod)) is not None]
         if to_evict:
             waits.append(self.config.eviction_retry)
         return Result(requeue_after=min(waits)) if waits else None

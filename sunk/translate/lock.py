@@ -101,6 +101,18 @@ class Vouched:
         bound_at = bound_time(pod)
         return bound_at is not None and self.now - bound_at < self.grace
 
+    def believed_until(self, pod: Obj) -> float | None:
+        """When a Pod believed only for its recent binding stops being believed (None: not such a Pod).
+
+        Nothing else happens on a node when that time passes, so a lock must look again then."""
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_JOB_ID)
+        if text is None or self.trust_all or _job_id(text) in self.job_ids:
+            return None
+        bound_at = bound_time(pod)
+        if bound_at is None or self.now - bound_at >= self.grace:
+            return None
+        return bound_at + self.grace
+
 
 def bound_time(pod: Obj) -> float | None:
     """When the Pod was bound (its PodScheduled=True condition), else created; None if unknown."""
