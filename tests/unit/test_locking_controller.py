@@ -100,10 +100,10 @@ def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_en
     """A job-id annotation no job of the node names is believed for a Pod bound a moment ago (its job may
     not be cached yet); when that grace runs out nothing else may happen on the node, so the lock looks
     again then, and the squatter is evicted."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     squatter = pod("squatter", sunk_job="12")
-    bound = datetime.fromtimestamp(NOW - 20, timezone.utc).isoformat().replace("+00:00", "Z")
+    bound = datetime.fromtimestamp(NOW - 20, UTC).isoformat().replace("+00:00", "Z")
     squatter["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
     w = World(monkeypatch, squatter, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
     assert w.reconcile() == Result(requeue_after=41.0)  # 60 s grace - 20 s since its binding + 1 s
