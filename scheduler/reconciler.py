@@ -99,6 +99,14 @@ LOST_ANSWER_SETTLE = 2.0
 GANG_LOCK_STRIPES = 256
 
 
+def placeholder_settings(config: SchedulerConfig) -> placeholder.Settings:
+    """What this scheduler puts in every placeholder job, a Pod's or a gang's."""
+    return placeholder.Settings(
+        script=PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds, scheduler=config.scheduler_name,
+        hooks_url=config.hooks_url, hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition,
+        gpu_types=dict(config.gpu_types))
+
+
 class PodIndex:
     """Our Pods by UID and by the Node they are bound to, over the (possibly multi-namespace) Pod informer."""
 
@@ -396,12 +404,8 @@ class PodScheduler:
 
     def _job_request(self, pod: Obj) -> JobRequest:
         """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
-        return placeholder.job_request(
-            pod, script=PLACEHOLDER_SCRIPT, kill_wait_seconds=self.config.kill_wait_seconds,
-            scheduler=self.config.scheduler_name, hooks_url=self.config.hooks_url,
-            hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]),
-            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition,
-            gpu_types=dict(self.config.gpu_types))
+        return placeholder.job_request(pod, placeholder_settings(self.config),
+                                       hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]))
 
     # -- gangs ------------------------------------------------------------------------------------
     def reconcile_gang(self, owner: str) -> Result:
@@ -516,12 +520,8 @@ class PodScheduler:
                 assert_never(action)
 
     def _submit_gang(self, owner: str, gang: Gang, members: list[Obj]) -> Result:
-        request = placeholder.gang_job_request(
-            gang, members, size=len(members), script=PLACEHOLDER_SCRIPT,
-            kill_wait_seconds=self.config.kill_wait_seconds, scheduler=self.config.scheduler_name,
-            hooks_url=self.config.hooks_url, hook_token=hook_token(self.config.hook_secret, owner),
-            hooks_ca_file=self.config.hooks_ca_file, default_partition=self.config.default_partition,
-            gpu_types=dict(self.config.gpu_types))
+        request = placeholder.gang_job_request(gang, members, placeholder_settings(self.config), size=len(members),
+                                               hook_token=hook_token(self.config.hook_secret, owner))
         return self._submit_request(owner, request, members, f"{gang.describe()} ({len(members)} members)")
 
     def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:

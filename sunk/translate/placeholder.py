@@ -25,54 +25,49 @@ from .podjob import Obj, _text, annotations_of, constraint, gpu_clauses, gpu_typ
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def job_request(
-    pod: Obj,
-    *,
-    script: str,
-    kill_wait_seconds: int,
-    scheduler: str,
-    hooks_url: str,
-    hook_token: str,
-    hooks_ca_file: str = "",
-    default_partition: Optional[str] = None,
-    gpu_types: Mapping[str, str] = {},
-) -> JobRequest:
+@attrs.frozen
+class Settings:
+    """What one scheduler puts in every placeholder job it submits, a single Pod's and a gang's alike.
+
+    One value for both request functions: a setting added to one of them and not the other is
+    how ``--gpu-types`` once reached gangs' jobs only. ``gpu_types`` maps Node label values to
+    GRES types (``--gpu-types``); ``default_partition`` applies only when the Pod names none.
+    """
+
+    script: str
+    kill_wait_seconds: int
+    scheduler: str
+    hooks_url: str
+    hooks_ca_file: str = ""
+    default_partition: Optional[str] = None
+    gpu_types: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
     """The placeholder job for a *valid* Pod (ValueError otherwise, as ``pod_to_job``).
 
-    ``default_partition`` applies only when the Pod names none. Never requeued: a preempted
-    placeholder must end as PREEMPTED, so its Pod is deleted and its owner queues a new one.
+    Never requeued: a preempted placeholder must end as PREEMPTED, so its Pod is deleted and
+    its owner queues a new one.
     """
     meta = pod["metadata"]
-    request = pod_to_job(pod, script=script, kill_wait_seconds=kill_wait_seconds, scheduler=scheduler,
-                         gpu_types=gpu_types)
-    if request.partition is None and default_partition:
-        request = attrs.evolve(request, partition=default_partition)
+    request = pod_to_job(pod, script=settings.script, kill_wait_seconds=settings.kill_wait_seconds,
+                         scheduler=settings.scheduler, gpu_types=settings.gpu_types)
+    if request.partition is None and settings.default_partition:
+        request = attrs.evolve(request, partition=settings.default_partition)
     environment = (
         PATH,
-        f"SUNK_HOOKS_URL={hooks_url}",
+        f"SUNK_HOOKS_URL={settings.hooks_url}",
         f"SUNK_HOOK_TOKEN={hook_token}",
         f"SUNK_POD_UID={meta['uid']}",
         f"SUNK_EXTRA={request.extra}",
-        f"SUNK_KILL_WAIT={kill_wait_seconds}",
+        f"SUNK_KILL_WAIT={settings.kill_wait_seconds}",
         f"SUNK_POD={meta['namespace']}/{meta['name']}",
-    ) + ((f"SUNK_HOOKS_CA={hooks_ca_file}",) if hooks_ca_file else ())
+    ) + ((f"SUNK_HOOKS_CA={settings.hooks_ca_file}",) if settings.hooks_ca_file else ())
     return attrs.evolve(request, environment=environment, requeue=False)
 
 
-def gang_job_request(
-    gang: Gang,
-    members: Sequence[Obj],
-    *,
-    size: int,
-    script: str,
-    kill_wait_seconds: int,
-    scheduler: str,
-    hooks_url: str,
-    hook_token: str,
-    hooks_ca_file: str = "",
-    default_partition: Optional[str] = None,
-    gpu_types: Mapping[str, str] = {},
-) -> JobRequest:
+def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, size: int,
+                     hook_token: str) -> JobRequest:
     """The one placeholder job of a gang: ``size`` nodes, one per member, each with room for any member.
 
     ``members`` are the Pods it is submitted for, in member order (sunk/translate/gang.py), each valid;
@@ -89,15 +84,13 @@ def gang_job_request(
     found = disagreements(members)
     if found:
         raise ValueError("; ".join(map(str, found)))
-    request = job_request(members[0], script=script, kill_wait_seconds=kill_wait_seconds, scheduler=scheduler,
-                          hooks_url=hooks_url, hook_token=hook_token, hooks_ca_file=hooks_ca_file,
-                          default_partition=default_partition, gpu_types=gpu_types)
+    request = job_request(members[0], settings, hook_token=hook_token)
     for pod in members[1:]:
-        pod_to_job(pod, script=script, kill_wait_seconds=kill_wait_seconds)  # (ValueError for an invalid one)
+        pod_to_job(pod, script=settings.script, kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
     share = per_node(members)
     extra = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
                          members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
-                         scheduler=scheduler).encode()
+                         scheduler=settings.scheduler).encode()
     environment = tuple(
         f"SUNK_POD_UID={gang.owner}" if item.startswith("SUNK_POD_UID=")
         else f"SUNK_EXTRA={extra}" if item.startswith("SUNK_EXTRA=")
@@ -106,7 +99,8 @@ def gang_job_request(
         for item in request.environment) + (f"SUNK_GANG={size}",)
     # The GPU affinity is every member's (they agree); a typed GRES request once any member asks for GPUs,
     # even when the first (a leader without GPUs) does not.
-    typed, clauses = gpu_type(gpu_clauses(members[0]), gpu_types) if share.gpus else (None, gpu_clauses(members[0]))
+    clauses = gpu_clauses(members[0])
+    typed, clauses = gpu_type(clauses, settings.gpu_types) if share.gpus else (None, clauses)
     constraints = constraint(_text(annotations_of(members[0]), names.ANN_CONSTRAINTS), clauses)
     return attrs.evolve(request, name=gang.job_name(), extra=extra, node_count=size, cpus_per_task=share.cpus,
                         memory_per_node=share.memory_mb, gpus_per_node=share.gpus, gpu_type=typed,

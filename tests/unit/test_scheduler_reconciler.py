@@ -244,9 +244,10 @@ def test_the_submission_is_the_placeholder_job_with_this_schedulers_settings(bui
     scheduler, pods, _, _, _ = build(config=config)
     scheduler.reconcile("uid-a")
     assert scheduler.slurm.submitted == [placeholder.job_request(
-        pods[0], script=reconciler.PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds,
-        scheduler=config.scheduler_name, hooks_url=config.hooks_url, hook_token=hook_token(config.hook_secret, "uid-a"),
-        hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition)]
+        pods[0], placeholder.Settings(script=reconciler.PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds,
+                                      scheduler=config.scheduler_name, hooks_url=config.hooks_url,
+                                      hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition),
+        hook_token=hook_token(config.hook_secret, "uid-a"))]
     assert scheduler.slurm.submitted[0].partition == "batch"
     assert "SUNK_HOOKS_CA=/etc/ca.pem" in scheduler.slurm.submitted[0].environment
 

@@ -380,10 +380,11 @@ def test_the_gang_annotation_takes_only_its_values(value, ok):
 GANG = g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
 
 
-def gang_request(members, size=None, **settings):
-    args = {"size": len(members) if size is None else size, "script": "#!/bin/bash\n", "kill_wait_seconds": 30,
-            "scheduler": "sched", "hooks_url": "http://hooks:8000", "hook_token": "token-of-the-gang", **settings}
-    return placeholder.gang_job_request(GANG, members, **args)
+def gang_request(members, size=None, **changes):
+    settings = placeholder.Settings(**{"script": "#!/bin/bash\n", "kill_wait_seconds": 30, "scheduler": "sched",
+                                       "hooks_url": "http://hooks:8000", **changes})
+    return placeholder.gang_job_request(GANG, members, settings, size=len(members) if size is None else size,
+                                        hook_token="token-of-the-gang")
 
 
 def env(request):
@@ -411,8 +412,8 @@ def test_a_gang_is_one_job_of_one_node_per_member_with_each_resources_maximum():
 
 
 def test_the_gangs_environment_has_every_variable_a_single_pods_has():
-    single = placeholder.job_request(pod(), script="x", kill_wait_seconds=30, scheduler="s", hooks_url="u",
-                                     hook_token="t")
+    single = placeholder.job_request(pod(), placeholder.Settings(script="x", kill_wait_seconds=30, scheduler="s",
+                                                                 hooks_url="u"), hook_token="t")
     assert set(env(single)) | {"SUNK_GANG"} == set(env(gang_request([pod()])))
 
 

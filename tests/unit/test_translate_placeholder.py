@@ -25,10 +25,13 @@ def make_pod(annotations=None, grace=5, cpu="1"):
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}
 
 
-def request(pod=None, **settings):
-    args = {"script": SCRIPT, "kill_wait_seconds": KILL_WAIT, "scheduler": "sched", "hooks_url": "http://hooks:8000",
-            "hook_token": "token-of-uid-123", **settings}
-    return placeholder.job_request(make_pod() if pod is None else pod, **args)
+def settings(**changes):
+    return placeholder.Settings(**{"script": SCRIPT, "kill_wait_seconds": KILL_WAIT, "scheduler": "sched",
+                                   "hooks_url": "http://hooks:8000", **changes})
+
+
+def request(pod=None, hook_token="token-of-uid-123", **changes):
+    return placeholder.job_request(make_pod() if pod is None else pod, settings(**changes), hook_token=hook_token)
 
 
 def env(req):
@@ -62,10 +65,8 @@ def test_every_variable_the_script_requires_is_set():
     assert required == {"SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_EXTRA", "SUNK_KILL_WAIT", "SUNK_POD"}
     used = set(re.findall(r"SUNK_[A-Z_]+", script)) - {"SUNK_DRAIN_MARGIN"}  # (a test knob, with a default)
     assert used - {"SUNK_GANG"} <= set(env(request(hooks_ca_file="/ca.pem")))
-    gang = placeholder.gang_job_request(
-        Gang(KIND_JOB, "team", "train", "job/u", job_uid="u"), [make_pod()], size=1, script=SCRIPT,
-        kill_wait_seconds=KILL_WAIT, scheduler="sched", hooks_url="http://hooks:8000", hook_token="t",
-        hooks_ca_file="/ca.pem")
+    gang = placeholder.gang_job_request(Gang(KIND_JOB, "team", "train", "job/u", job_uid="u"), [make_pod()],
+                                        settings(hooks_ca_file="/ca.pem"), size=1, hook_token="t")
     assert used <= set(env(gang))  # a gang's job sets every one of them
 
 
