@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import Optional
 
 from sunk.controller.periodic import Periodic
@@ -117,12 +118,16 @@ class SlurmMetrics:
         yield self._fresh()
         yield from slurm_families(self._snapshot())
 
-    def render(self) -> str:
-        """The same text as ``render(self.families())``, rendering only the jobs and nodes that changed."""
-        parts = [render(rpc_families(self._rpc_stats()))]
+    def pieces(self) -> list[list[bytes]]:
+        """The bytes of ``render(self.families())`` as groups of pieces (what /metrics writes), rendering only
+        the jobs and nodes that changed since the last scrape."""
+        head = render(rpc_families(self._rpc_stats())).encode()
         with self._lock:
             if not self._active():
                 self.table.clear()  # a standby holds no table; it renders everything when it leads again
-                return parts[0]
-            parts.append(render([self._fresh()]))
-            return self.table.render(self._snapshot(), before=parts)
+                return [[head]]
+            return self.table.pieces(self._snapshot(), before=(head, render([self._fresh()]).encode()))
+
+    def render(self) -> str:
+        """The same text as ``render(self.families())``, whole."""
+        return b"".join(chain.from_iterable(self.pieces())).decode()
