@@ -9,8 +9,8 @@ on one or two nodes with per-node allocations (so each has cpus/gpus/uptime seri
 node), the rest pending or finished. It reads only memory, so this is the whole cost of a
 scrape; no Slurm is involved.
 
-Without ``--compare``: ``SlurmMetrics.render()`` and the encoding to bytes, on a snapshot
-that never changes (so every scrape after the first reuses every line it can).
+Without ``--compare``: the incremental renderer's bytes as /metrics takes them (below), on a
+snapshot that never changes (so every scrape after the first reuses every line it can).
 
 ``--compare`` measures the full renderer (``render(SlurmMetrics.families())``, every series
 every scrape: the renderer before issue 22) and the incremental one (``SlurmMetrics.pieces()``)
@@ -279,19 +279,22 @@ def main() -> None:
     diag = DiagPoller(lambda: SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs), interval=15)
     diag.poll()
     table = SlurmMetrics(nodes=lambda: nodes, jobs=lambda: jobs, diag=diag,
-                               rpc_stats=lambda: {"REQUEST_JOB_INFO": RpcStat("REQUEST_JOB_INFO", 10, 1.2)},
-                               freshness=lambda: {"node": True, "job": True})
+                         rpc_stats=lambda: {"REQUEST_JOB_INFO": RpcStat("REQUEST_JOB_INFO", 10, 1.2)},
+                         freshness=lambda: {"node": True, "job": True})
 
+    textsources.register_text("slurm", table.pieces)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     times, size = [], 0
     for _ in range(args.repeat):
         started = time.perf_counter()
-        body = table.render().encode()
+        size, chunks = textsources.body()  # what /metrics does; each chunk is written to the socket there
+        for chunk in chunks:
+            del chunk
         times.append(time.perf_counter() - started)
-        size = len(body)
-    series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+    series = sum(1 for line in table.render().splitlines() if line and not line.startswith("#"))
     tracemalloc.start()
-    table.render()
+    for chunk in textsources.body()[1]:
+        del chunk
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
