@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from itertools import chain
-from typing import Any
+from typing import Any, Optional
 
 from sunk.slurm.models import Job, Node
 from sunk.translate.slurmstates import job_state_name, node_count_bucket, node_state_name
@@ -69,12 +69,13 @@ _HEADERS = {name: header(name, text).encode() for name, text in (
     ("slurm_node_state", NODE_STATE_HELP))}
 _NODE_LABEL = ("node",)
 
-# A job's entry: (job, state line) for a job that is not running; a running one adds
-# (cpus lines, gpus lines, uptime template, its series count, start time), all lines in UTF-8.
+# A job's entry: [job, state line] for a job that is not running; a running one adds
+# [cpus lines, gpus lines, uptime template, its series count, start time], all lines in UTF-8.
 # The uptime template is the job's uptime lines with "%b" for the value (a "%" of a label doubled).
-_JobEntry = tuple[Any, ...]
-# A node's entry: (node, state lines, then one line per figure of _NODE_FIGURES).
-_NodeEntry = tuple[Any, ...]
+# A list: an equal object from a new list takes the old one's place in it.
+_JobEntry = list[Any]
+# A node's entry: [node, state lines, then one line per figure of _NODE_FIGURES].
+_NodeEntry = list[Any]
 
 
 def _sub(counter: Counter[Any], key: Any, by: int = 1) -> None:
@@ -129,36 +130,41 @@ class IncrementalTable:
         state = ("slurm_job_state" + label_block(
             JOB_LABELS, (job.partition, job.account, user, job_id, job.name, job_state_name(job))) + " 1\n").encode()
         if job.state != "RUNNING":
-            return (job, state)
+            return [job, state]
         cpus, gpus, uptime = [], [], []
         for allocation in per_node(job):
             block = label_block(JOB_NODE_LABELS, (job.partition, job.account, user, job_id, allocation.node))
             cpus.append(f"slurm_job_cpus_allocated{block} {format_value(allocation.cpus)}\n")
             gpus.append(f"slurm_job_gpus_allocated{block} {format_value(allocation.gpus)}\n")
             uptime.append(f"slurm_job_uptime_seconds{block.replace('%', '%%')} %b\n")
-        return (job, state, "".join(cpus).encode(), "".join(gpus).encode(), "".join(uptime).encode(), len(uptime),
-                job.start_time)
+        return [job, state, "".join(cpus).encode(), "".join(gpus).encode(), "".join(uptime).encode(), len(uptime),
+                job.start_time]
 
     def _job_parts(self, jobs: Iterable[tuple[Hashable, Job]]) -> tuple[list[bytes], list[_JobEntry]]:
         """Every job's state line in the snapshot's order, and the entries of the running ones."""
         entries = self._jobs
+        get = entries.get
         states: list[bytes] = []
         running: list[_JobEntry] = []
+        add_state, add_running = states.append, running.append  # the loop runs once per job: kept lean
         for key, job in jobs:
-            entry = entries.get(key)
+            entry = get(key)
             if entry is None or entry[0] is not job:
                 if entry is not None and entry[0] == job:
-                    entry = (job, *entry[1:])
+                    entry[0] = job  # equal: the same lines; the next scrape checks identity again
                 else:
-                    if entry is not None:
-                        self._count_job(entry[0], -1)
-                    entry = self._render_job(job)
-                    self._count_job(job, +1)
-                entries[key] = entry
-            states.append(entry[1])
+                    entries[key] = entry = self._job_entry(entry, job)
+            add_state(entry[1])
             if len(entry) > 2:
-                running.append(entry)
+                add_running(entry)
         return states, running
+
+    def _job_entry(self, entry: Optional[_JobEntry], job: Job) -> _JobEntry:
+        """The entry for a changed or new ``job``, whose key held ``entry`` (or nothing)."""
+        if entry is not None:
+            self._count_job(entry[0], -1)
+        self._count_job(job, +1)
+        return self._render_job(job)
 
     def _drop_gone(self, entries: dict[Hashable, Any], present: Any, count: Any) -> None:
         if len(entries) > len(present):  # every key of the snapshot has its entry by now
@@ -193,8 +199,8 @@ class IncrementalTable:
                         for partition in node.partitions or ("",))
         usage = node_usage(node)
         block = label_block(_NODE_LABEL, (node.name,))
-        return (node, state.encode(), *(f"slurm_node_{figure}{block} {format_value(getattr(usage, figure))}\n".encode()
-                                        for figure in _FIGURES))
+        return [node, state.encode(), *(f"slurm_node_{figure}{block} {format_value(getattr(usage, figure))}\n".encode()
+                                        for figure in _FIGURES)]
 
     def _node_order(self, nodes: Iterable[tuple[Hashable, Node]]) -> list[_NodeEntry]:
         entries = self._nodes
@@ -203,13 +209,12 @@ class IncrementalTable:
             entry = entries.get(key)
             if entry is None or entry[0] is not node:
                 if entry is not None and entry[0] == node:
-                    entry = (node, *entry[1:])
+                    entry[0] = node
                 else:
                     if entry is not None:
                         self._count_node(entry[0], -1)
-                    entry = self._render_node(node)
                     self._count_node(node, +1)
-                entries[key] = entry
+                    entries[key] = entry = self._render_node(node)
             order.append(entry)
         order.sort(key=lambda e: e[0].name)  # stable, as the full renderer's sorted()
         return order
