@@ -63,6 +63,7 @@ from .families import (
 GROUP = 4096  # pieces per group: about half a MB joined
 _FIGURES = tuple(figure for figure, _ in _NODE_FIGURES)
 _NODE_HEADERS = tuple(header(f"slurm_node_{figure}", f"{text} per node.").encode() for figure, text in _NODE_FIGURES)
+_JOB_FAMILIES = ("slurm_job_state", "slurm_job_cpus_allocated", "slurm_job_gpus_allocated", "slurm_job_uptime_seconds")
 _HEADERS = {name: header(name, text).encode() for name, text in (
     ("slurm_job_state", JOB_STATE_HELP), ("slurm_job_cpus_allocated", JOB_CPUS_HELP),
     ("slurm_job_gpus_allocated", JOB_GPUS_HELP), ("slurm_job_uptime_seconds", JOB_UPTIME_HELP),
@@ -140,13 +141,18 @@ class IncrementalTable:
         return [job, state, "".join(cpus).encode(), "".join(gpus).encode(), "".join(uptime).encode(), len(uptime),
                 job.start_time]
 
-    def _job_parts(self, jobs: Iterable[tuple[Hashable, Job]]) -> tuple[list[bytes], list[_JobEntry]]:
-        """Every job's state line in the snapshot's order, and the entries of the running ones."""
+    def _job_parts(self, jobs: Iterable[tuple[Hashable, Job]], now: int) -> tuple[list[bytes], ...]:
+        """The pieces of the four per-job families, in the snapshot's order of jobs.
+
+        One pass over the jobs, each entry read once: the loop runs once per job, so it is kept lean.
+        """
         entries = self._jobs
         get = entries.get
         states: list[bytes] = []
-        running: list[_JobEntry] = []
-        add_state, add_running = states.append, running.append  # the loop runs once per job: kept lean
+        cpus: list[bytes] = []
+        gpus: list[bytes] = []
+        uptimes: list[bytes] = []
+        add_state, add_cpus, add_gpus, add_uptime = states.append, cpus.append, gpus.append, uptimes.append
         for key, job in jobs:
             entry = get(key)
             if entry is None or entry[0] is not job:
@@ -156,8 +162,14 @@ class IncrementalTable:
                     entries[key] = entry = self._job_entry(entry, job)
             add_state(entry[1])
             if len(entry) > 2:
-                add_running(entry)
-        return states, running
+                add_cpus(entry[2])
+                add_gpus(entry[3])
+                if entry[5]:
+                    start = entry[6]
+                    value = now - start if start and now > start else 0  # whole seconds, never negative
+                    text = b"%d" % value if type(value) is int else format_value(value).encode()
+                    add_uptime(entry[4] % ((text,) * entry[5]))
+        return states, cpus, gpus, uptimes
 
     def _job_entry(self, entry: Optional[_JobEntry], job: Job) -> _JobEntry:
         """The entry for a changed or new ``job``, whose key held ``entry`` (or nothing)."""
@@ -226,25 +238,12 @@ class IncrementalTable:
         Never joined here: at 50,000 jobs the table is 20 MB, and ``/metrics`` joins one group at a time.
         """
         parts = list(before)
-        states, running = self._job_parts(snapshot.jobs.items())
+        families = self._job_parts(snapshot.jobs.items(), int(snapshot.now))
         self._drop_gone(self._jobs, snapshot.jobs, self._count_job)
-        parts.append(_HEADERS["slurm_job_state"])
-        parts += states
-        del states
-        parts.append(_HEADERS["slurm_job_cpus_allocated"])
-        parts += [entry[2] for entry in running]
-        parts.append(_HEADERS["slurm_job_gpus_allocated"])
-        parts += [entry[3] for entry in running]
-        parts.append(_HEADERS["slurm_job_uptime_seconds"])
-        now = int(snapshot.now)
-        append = parts.append
-        for entry in running:
-            template = entry[4]
-            if template:
-                start = entry[6]
-                value = now - start if start and now > start else 0  # whole seconds, never negative
-                text = b"%d" % value if type(value) is int else format_value(value).encode()
-                append(template % ((text,) * entry[5]))
+        for name, pieces in zip(_JOB_FAMILIES, families, strict=True):
+            parts.append(_HEADERS[name])
+            parts += pieces
+        del families
         parts.append(render(jobs_count_families(self._owners)).encode())
 
         nodes = self._node_order(snapshot.nodes.items())
