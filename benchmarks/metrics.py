@@ -32,7 +32,9 @@ Per renderer and scenario: the first scrape (the incremental one renders everyth
 p50 and max of the others; memory from tracemalloc (the peak above what the process held
 before its first scrape, and what the renderer still holds after the last one) and from
 the process's RSS (VmHWM after /proc/self/clear_refs: its peak growth during the scrapes).
-The snapshots are built before the processes fork, so neither renderer pays for them.
+Each scenario's snapshots are built in a process of its own before its renderers' processes
+fork from it, so neither renderer pays for them. RSS figures depend on what the heap had free
+at the fork; tracemalloc's are exact.
 """
 
 from __future__ import annotations
@@ -231,31 +233,39 @@ def _scrapes(renderer: str, snapshots: list[Snapshot], stats: SchedulerStats, tr
     return out
 
 
+def _same_bytes(snapshots: list[Snapshot], stats: SchedulerStats) -> dict[str, Any]:
+    """The first three scrapes of both renderers, on one clock (uptime), compared."""
+    current = [snapshots[0]]
+    full, incremental = _table(current, stats), _table(current, stats)
+    now = time.time()
+    full._clock = incremental._clock = lambda: now
+    for snapshot in snapshots[:3]:
+        current[0] = snapshot
+        if render(full.families()) != incremental.render():
+            return {"same_bytes": False}
+    return {"same_bytes": True}
+
+
+def _scenario(name: str, nodes: dict[str, Node], jobs: dict[int, Job], stats: SchedulerStats,
+              args: argparse.Namespace) -> dict[str, Any]:
+    """One scenario's figures: its snapshots built here, each renderer scraping them in a process of its own."""
+    snapshots = scenario(name, nodes, jobs, args.repeat + 1, args.changed_jobs, args.changed_nodes)
+    figures: dict[str, Any] = dict(_in_child(partial(_same_bytes, snapshots, stats)))
+    for renderer in ("full", "incremental"):
+        timed = _in_child(partial(_scrapes, renderer, snapshots, stats, traced=False))
+        traced = _in_child(partial(_scrapes, renderer, snapshots[:4], stats, traced=True))
+        figures[renderer] = {**timed, **traced}
+    return figures
+
+
 def compare(args: argparse.Namespace) -> None:
     nodes, jobs = synthetic(args.nodes, args.jobs, args.running)
     stats = SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs)
     results: dict[str, Any] = {"nodes": args.nodes, "jobs": args.jobs, "scrapes": args.repeat + 1,
                                "changed_jobs": args.changed_jobs, "changed_nodes": args.changed_nodes}
     for name in ("steady", "relisted", "all_changed"):
-        snapshots = scenario(name, nodes, jobs, args.repeat + 1, args.changed_jobs, args.changed_nodes)
-
-        def same_bytes(snapshots: list[Snapshot] = snapshots) -> dict[str, Any]:
-            current = [snapshots[0]]
-            full, incremental = _table(current, stats), _table(current, stats)
-            now = time.time()
-            full._clock = incremental._clock = lambda: now  # one clock for both (uptime)
-            for snapshot in snapshots[:3]:
-                current[0] = snapshot
-                if render(full.families()) != incremental.render():
-                    return {"same_bytes": False}
-            return {"same_bytes": True}
-
-        figures: dict[str, Any] = dict(_in_child(same_bytes))
-        for renderer in ("full", "incremental"):
-            timed = _in_child(partial(_scrapes, renderer, snapshots, stats, traced=False))
-            traced = _in_child(partial(_scrapes, renderer, snapshots[:4], stats, traced=True))
-            figures[renderer] = {**timed, **traced}
-        results[name] = figures
+        # In a process of its own, so no scenario starts with the memory another one freed.
+        results[name] = _in_child(partial(_scenario, name, nodes, jobs, stats, args))
     print(json.dumps(results, indent=2))
 
 

@@ -2,9 +2,15 @@
 
 Why: at 5000 nodes and 50,000 jobs the table is 214,000 series (20 MB of text), and rendering
 every series on every scrape took 0.25 to 0.73 s (docs/benchmarks.md), although between two
-scrapes only a few jobs and nodes change. ``IncrementalTable.render`` gives the same bytes
-as ``render(slurm_families(snapshot))`` (tests compare the two on random snapshots) while
-rendering only the objects that changed since its last scrape.
+scrapes only a few jobs and nodes change. ``IncrementalTable.pieces`` gives the bytes of
+``render(slurm_families(snapshot))`` (tests compare the two on random sequences of snapshots)
+while rendering only the objects that changed since its last scrape, and hands them to
+``/metrics`` as pieces, never joined whole (``sunk.controller.textsources``).
+
+Memory: the lines kept are most of the table's text, about 34 MB at 50,000 jobs, held between
+scrapes. A scrape then allocates a few MB (lists of pieces, the uptime lines, one group joined
+at a time), where the full renderer allocated 52 MB of rows and text per scrape and /metrics
+copied the 20 MB text twice more (encoded, then appended to the registry's bytes).
 
 What is kept, and when it is reused:
 - Per job: its ``slurm_job_state`` line and, while it runs, its ``slurm_job_cpus_allocated``
