@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional, Union
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from sunk.controller.textsources import render_sources
+from sunk.controller import textsources
 from sunk.flags import loggable, parse_bind_address
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class HttpEndpoints:
                 elif url.path == "/readyz":
                     self._checks(endpoints.readyz, url.query)
                 elif url.path == "/metrics" and endpoints.metrics:
-                    body = generate_latest(REGISTRY) + render_sources().encode()
-                    self._send(200, body, CONTENT_TYPE_LATEST)
+                    length, chunks = textsources.body(generate_latest(REGISTRY))
+                    self._send(200, chunks, CONTENT_TYPE_LATEST, length=length)
                 else:
                     self._send(404, b"not found\n")
 
@@ -106,16 +107,18 @@ class HttpEndpoints:
                 tail = "check passed" if ok else "check failed"
                 self._send(200 if ok else 500, ("\n".join([*shown, tail]) + "\n").encode())
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
-                      allow: str | None = None) -> None:
+            def _send(self, code: int, body: Union[bytes, Iterable[bytes]], ctype: str = "text/plain; charset=utf-8",
+                      allow: Optional[str] = None, length: Optional[int] = None) -> None:
+                """``body`` whole, or as chunks of ``length`` bytes in all (written one by one)."""
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(len(body) if isinstance(body, bytes) else length))
                 if allow:
                     self.send_header("Allow", allow)
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(body)
+                    for chunk in (body,) if isinstance(body, bytes) else body:
+                        self.wfile.write(chunk)
 
             def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: quiet
                 log.debug("%s %s", self.address_string(), loggable(format % args, 400))

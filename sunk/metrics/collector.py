@@ -2,7 +2,8 @@
 
 Why rendered per scrape, not gauges set in a loop: per-job series come and go with the
 jobs, and gauges kept by hand leak the series of jobs long gone. Each scrape renders the
-current snapshot and nothing outlives it.
+current snapshot; the lines of the jobs and nodes that did not change since the last scrape
+are reused (``sunk.metrics.incremental``), those of jobs and nodes that are gone are dropped.
 
 Why ``diag`` has its own poller: it is one cheap call, but not a list the cache keeps, and
 a scrape must not call Slurm at all. Between two polls the last good answer is served; when
@@ -13,8 +14,10 @@ tells dashboards that the figures are old.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import Optional
 
 from sunk.controller.periodic import Periodic
@@ -23,6 +26,7 @@ from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
 
 from .exposition import Family, render
 from .families import SlurmSnapshot, rpc_families, slurm_families
+from .incremental import IncrementalTable
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,8 @@ class SlurmMetrics:
 
     ``active`` gates the cluster-wide families: only the leader reports them, so two replicas
     never double every series. ``rpc_stats`` (this process's own calls) is always reported.
+    ``render`` keeps the table's lines between scrapes; ``families`` renders everything anew
+    (the reference ``render`` must match byte for byte).
     """
 
     def __init__(
@@ -91,18 +97,37 @@ class SlurmMetrics:
     ):
         self._nodes, self._jobs, self._diag = nodes, jobs, diag
         self._rpc_stats, self._freshness, self._active, self._clock = rpc_stats, freshness, active, clock
+        self.table = IncrementalTable()
+        self._lock = threading.Lock()  # scrapes may come on several threads; the table is one scrape's at a time
 
-    def families(self) -> Iterator[Family]:
-        yield from rpc_families(self._rpc_stats())
-        if not self._active():
-            return
+    def _fresh(self) -> Family:
         fresh = Family("sunk_slurm_snapshot_fresh",
                        "1 while the Slurm figures behind these metrics are current, by source.", ("source",))
         for source, ok in sorted({**self._freshness(), "diag": self._diag.fresh}.items()):
             fresh.add((source,), 1 if ok else 0)
-        yield fresh
-        yield from slurm_families(SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats,
-                                                now=self._clock()))
+        return fresh
+
+    def _snapshot(self) -> SlurmSnapshot:
+        return SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats, now=self._clock())
+
+    def families(self) -> Iterator[Family]:
+        """Every family rendered anew from the current snapshot."""
+        yield from rpc_families(self._rpc_stats())
+        if not self._active():
+            return
+        yield self._fresh()
+        yield from slurm_families(self._snapshot())
+
+    def pieces(self) -> list[list[bytes]]:
+        """The bytes of ``render(self.families())`` as groups of pieces (what /metrics writes), rendering only
+        the jobs and nodes that changed since the last scrape."""
+        head = render(rpc_families(self._rpc_stats())).encode()
+        with self._lock:
+            if not self._active():
+                self.table.clear()  # a standby holds no table; it renders everything when it leads again
+                return [[head]]
+            return self.table.pieces(self._snapshot(), before=(head, render([self._fresh()]).encode()))
 
     def render(self) -> str:
-        return render(self.families())
+        """The same text as ``render(self.families())``, whole."""
+        return b"".join(chain.from_iterable(self.pieces())).decode()

@@ -72,13 +72,18 @@ def format_value(value: Number) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
+def header(name: str, documentation: str) -> str:
+    """A gauge family's HELP and TYPE lines."""
+    return f"# HELP {name} {_escape_help(documentation)}\n# TYPE {name} gauge\n"
+
+
 def render(families: Iterable[Family]) -> str:
     """Text exposition of every family (a family without rows still states its HELP and TYPE)."""
     parts: list[str] = []
     append = parts.append
     for family in families:
         name = family.name
-        append(f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} gauge\n")
+        append(header(name, family.help))
         for block, value in family.rows:
             append(f"{name}{block} {format_value(value)}\n")
     return "".join(parts)

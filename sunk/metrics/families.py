@@ -120,14 +120,22 @@ def per_node(job: Job) -> tuple[JobAllocation, ...]:
     return tuple(JobAllocation(node, cpus=cpus // len(nodes), gpus=gpus // len(nodes)) for node in nodes)
 
 
+JOB_STATE_HELP = "Current state of the job represented in the state label."
+JOB_CPUS_HELP = "The number of CPUs allocated to a job by Slurm node."
+JOB_GPUS_HELP = "The number of GPUs allocated to a job by Slurm node."
+JOB_UPTIME_HELP = "The number of seconds a job has been running."
+# slurm_jobs_<base state, lower case>: jobs of that base state by partition, account and user.
+JOBS_COUNTS = (("PENDING", "The number of pending jobs in the Slurm cluster."),
+               ("RUNNING", "The number of running jobs in the Slurm cluster."),
+               ("SUSPENDED", "The number of suspended jobs in the Slurm cluster."))
+
+
 def job_families(jobs: Iterable[Job], now: float) -> Iterator[Family]:
-    state = gauge("slurm_job_state", "Current state of the job represented in the state label.", JOB_LABELS)
-    cpus = gauge("slurm_job_cpus_allocated", "The number of CPUs allocated to a job by Slurm node.",
-                 JOB_NODE_LABELS)
-    gpus = gauge("slurm_job_gpus_allocated", "The number of GPUs allocated to a job by Slurm node.",
-                 JOB_NODE_LABELS)
-    uptime = gauge("slurm_job_uptime_seconds", "The number of seconds a job has been running.", JOB_NODE_LABELS)
-    counts: dict[str, Counter[tuple[str, str, str]]] = {s: Counter() for s in ("PENDING", "RUNNING", "SUSPENDED")}
+    state = gauge("slurm_job_state", JOB_STATE_HELP, JOB_LABELS)
+    cpus = gauge("slurm_job_cpus_allocated", JOB_CPUS_HELP, JOB_NODE_LABELS)
+    gpus = gauge("slurm_job_gpus_allocated", JOB_GPUS_HELP, JOB_NODE_LABELS)
+    uptime = gauge("slurm_job_uptime_seconds", JOB_UPTIME_HELP, JOB_NODE_LABELS)
+    counts: dict[str, Counter[tuple[str, str, str]]] = {s: Counter() for s, _ in JOBS_COUNTS}
     for job in jobs:
         user, job_id = job_user(job), str(job.id)
         state.add((job.partition, job.account, user, job_id, job.name, job_state_name(job)), 1)
@@ -142,9 +150,12 @@ def job_families(jobs: Iterable[Job], now: float) -> Iterator[Family]:
             gpus.add_block(block, allocation.gpus)
             uptime.add_block(block, running_for)
     yield from (state, cpus, gpus, uptime)
-    for base, help_text in (("PENDING", "The number of pending jobs in the Slurm cluster."),
-                            ("RUNNING", "The number of running jobs in the Slurm cluster."),
-                            ("SUSPENDED", "The number of suspended jobs in the Slurm cluster.")):
+    yield from jobs_count_families(counts)
+
+
+def jobs_count_families(counts: Mapping[str, Mapping[tuple[str, str, str], int]]) -> Iterator[Family]:
+    """``slurm_jobs_*`` from the jobs counted per base state and (partition, account, user)."""
+    for base, help_text in JOBS_COUNTS:
         family = gauge(f"slurm_jobs_{base.lower()}", help_text, JOBS_LABELS)
         for owner, number in sorted(counts[base].items()):
             family.add(owner, number)
@@ -183,9 +194,12 @@ _NODE_FIGURES = (
 )
 
 
+NODE_STATE_HELP = "Current state of the node represented in the state label."
+NODE_STATE_LABELS = ("node", "partition", "state")
+
+
 def node_families(nodes: Iterable[Node]) -> Iterator[Family]:
-    state = gauge("slurm_node_state", "Current state of the node represented in the state label.",
-                  ("node", "partition", "state"))
+    state = gauge("slurm_node_state", NODE_STATE_HELP, NODE_STATE_LABELS)
     per_node_families = {f: gauge(f"slurm_node_{f}", f"{text} per node.", ("node",)) for f, text in _NODE_FIGURES}
     per_partition: dict[str, Counter[str]] = {}
     buckets: Counter[str] = Counter()
@@ -209,13 +223,19 @@ def node_families(nodes: Iterable[Node]) -> Iterator[Family]:
             buckets[bucket] += 1
     yield state
     yield from per_node_families.values()
+    yield from node_count_families(per_partition, buckets, total, not_responding)
+
+
+def node_count_families(per_partition: Mapping[str, Mapping[str, int]], buckets: Mapping[str, int], total: int,
+                        not_responding: int) -> Iterator[Family]:
+    """``slurm_partition_*`` from each partition's sums (by figure), then the ``slurm_nodes_*`` counts."""
     for figure, text in _NODE_FIGURES:
         family = gauge(f"slurm_partition_{figure}", f"{text} in a partition.", ("partition",))
         for partition, sums in sorted(per_partition.items()):
             family.add((partition,), sums[figure])
         yield family
     for bucket in NODE_COUNT_BUCKETS:
-        yield single(f"slurm_nodes_{bucket}", f"The number of nodes with state {bucket}.", buckets[bucket])
+        yield single(f"slurm_nodes_{bucket}", f"The number of nodes with state {bucket}.", buckets.get(bucket, 0))
     yield single("slurm_nodes_total", "The total number of nodes.", total)
     yield single("slurm_nodes_not_responding", "The number of nodes with state not_responding.", not_responding)
 
@@ -227,8 +247,13 @@ def queue_families(jobs: Iterable[Job]) -> Iterator[Family]:
     for job in jobs:
         counts[job_state_name(job)] += 1
         dependency += job.state == "PENDING" and job.state_reason == "Dependency"
+    yield from queue_count_families(counts, dependency)
+
+
+def queue_count_families(counts: Mapping[str, int], dependency: int) -> Iterator[Family]:
+    """``slurm_queue_*`` from the jobs counted per squeue word, and the pending ones held by a dependency."""
     for suffix, word in QUEUE_STATES.items():
-        yield single(f"slurm_queue_{suffix}", _QUEUE_HELP[suffix], counts[word])
+        yield single(f"slurm_queue_{suffix}", _QUEUE_HELP[suffix], counts.get(word, 0))
     yield single("slurm_queue_pending_dependency",
                  "The number of pending jobs in the Slurm scheduler queue with unsatisfied dependencies.", dependency)
 

@@ -27,7 +27,7 @@ class MetricsPlugin:
             freshness=lambda: {NODE: cache.fresh, JOB: cache.jobs_fresh},
             active=ctx.is_leader,
         )
-        register_text("slurm", table.render)  # one per process: a re-assembled Syncer replaces it
+        register_text("slurm", table.pieces)  # one per process: a re-assembled Syncer replaces it
         return PluginParts(runnables=((diag, True),))
 
 
