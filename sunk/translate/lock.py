@@ -106,12 +106,10 @@ class Vouched:
 
         Nothing else happens on a node when that time passes, so a lock must look again then."""
         text = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_JOB_ID)
-        if text is None or self.trust_all or _job_id(text) in self.job_ids:
+        if text is None or self.trust_all or _job_id(text) in self.job_ids or not self.placed_by_sunk(pod):
             return None
         bound_at = bound_time(pod)
-        if bound_at is None or self.now - bound_at >= self.grace:
-            return None
-        return bound_at + self.grace
+        return None if bound_at is None else bound_at + self.grace
 
 
 def bound_time(pod: Obj) -> float | None:
@@ -149,7 +147,13 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str, vouched: Vo
     """
     blocking = []
     for pod in pods:
-        if tolerates_lock(pod, effect) or vouched.placed_by_sunk(pod) or finished(pod):
+        if vouched.placed_by_sunk(pod) or finished(pod):
+            continue
+        # A toleration counts for Pods that do not claim a job. One that names a job no fact of this
+        # node backs may hold the toleration sunk gave it while it was believed (NoExecute locks):
+        # that toleration is sunk's, not its own, and keeps nothing once the claim is not believed.
+        if tolerates_lock(pod, effect) and names.ANN_JOB_ID not in ((pod.get("metadata") or {}).get("annotations")
+                                                                    or {}):
             continue
         if (pod.get("metadata") or {}).get("deletionTimestamp") and not strict:
             continue

@@ -142,7 +142,9 @@ class Api:
         return kp.PatchResult(True, node)
 
     def add_toleration(self, _api, pod, toleration):
+        """Kept on the Pod, as the real patch keeps it (the next reconcile must see it)."""
         self.calls.append(("add_toleration", object_key(pod), toleration))
+        pod.setdefault("spec", {}).setdefault("tolerations", []).append(toleration)
         return kp.PatchResult(True, pod)
 
     def remove_taint(self, _api, node, key, effect=None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from locking_fakes import Api, Cache, Recorder, Store, config, context, install, k8s_node, pod, slurmd_pod
 
 from sunk import names
@@ -96,7 +97,8 @@ def test_a_job_id_written_by_hand_does_not_keep_a_pod_on_a_node_slurm_needs(monk
     assert [c for c in w.api.calls if c[0] == "evict"] == [("evict", "apps/squatter")]  # 8: a live request names it
 
 
-def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_ends(monkeypatch):
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_ends(monkeypatch, effect):
     """A job-id annotation no job of the node names is believed for a Pod bound a moment ago (its job may
     not be cached yet); when that grace runs out nothing else may happen on the node, so the lock looks
     again then, and the squatter is evicted."""
@@ -105,9 +107,12 @@ def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_en
     squatter = pod("squatter", sunk_job="12")
     bound = datetime.fromtimestamp(NOW - 20, UTC).isoformat().replace("+00:00", "Z")
     squatter["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
-    w = World(monkeypatch, squatter, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    w = World(monkeypatch, squatter, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=(f"--lock-taint-effect={effect}",))
     assert w.reconcile() == Result(requeue_after=41.0)  # 60 s grace - 20 s since its binding + 1 s
     assert "evict" not in w.api.kinds()
+    # Under NoExecute it was given the toleration while believed; that must not keep it afterwards.
+    assert ("add_toleration" in w.api.kinds()) is (effect == "NoExecute")
     w.clock = NOW + 41
     w.reconcile()
     assert [c for c in w.api.calls if c[0] == "evict"] == [("evict", "apps/squatter")]

@@ -118,6 +118,23 @@ def test_a_job_id_annotation_keeps_a_pod_only_when_the_node_vouches_for_it(job_i
     assert (pods_to_tolerate([candidate], "NoExecute", vouched) == [candidate]) is kept
 
 
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_a_toleration_keeps_nothing_for_a_pod_whose_job_claim_is_not_believed(effect):
+    """Under NoExecute sunk gives its Pods the toleration, also to one believed for a fresh binding; once
+    the grace is over and no fact of the node names its job, that toleration keeps it no more."""
+    squatter = stamped("8", bound_seconds_ago=3600)
+    squatter["spec"]["tolerations"] = [LOCK_TOLERATION]
+    vouched = Vouched(frozenset({7}), NOW, grace=60)
+    assert pods_to_evict([squatter], strict=False, effect=effect, vouched=vouched) == [squatter]
+    assert vouched.believed_until(squatter) is None
+    fresh = stamped("8", bound_seconds_ago=10)
+    fresh["spec"]["tolerations"] = [LOCK_TOLERATION]
+    assert pods_to_evict([fresh], strict=False, effect=effect, vouched=vouched) == []
+    assert vouched.believed_until(fresh) == NOW + 50
+    agent = pod(tolerate=LOCK_TOLERATION)  # claims no job: its own toleration is its own
+    assert pods_to_evict([agent], strict=True, effect=effect, vouched=vouched) == []
+
+
 @pytest.mark.parametrize(("strict", "blocking", "state"), [
     (False, True, LockState.PENDING), (True, True, LockState.PENDING),
     (False, False, LockState.LOCKED), (True, False, LockState.LOCKED_STRICT)])
