@@ -12,7 +12,7 @@ HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
 SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE=""
-while IFS='=' read -r key value; do
+while IFS='=' read -r key value || [ -n "$key" ]; do  # (a last line without its newline too)
     value=${value%$'\r'}; value=${value#\"}; value=${value%\"}
     case "$key" in
         SUNK_SYNCER_URL) SUNK_SYNCER_URL=$value ;;

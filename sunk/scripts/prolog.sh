@@ -30,7 +30,7 @@ HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
 SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE="" SUNK_LOCK_TIMEOUT=90
-while IFS='=' read -r key value; do
+while IFS='=' read -r key value || [ -n "$key" ]; do  # (a last line without its newline too)
     value=${value%$'\r'}; value=${value#\"}; value=${value%\"}
     case "$key" in
         SUNK_SYNCER_URL) SUNK_SYNCER_URL=$value ;;
@@ -50,6 +50,10 @@ stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, o
     active=$(squeue -h -j "$JOB" -t CONFIGURING,RUNNING -o %i 2>/dev/null) && [ -z "$active" ] \
         && { log "job $JOB is no longer starting (stopped on another node, or cancelled): nothing to stop"; return 0; }
     why=$(scontrol requeuehold "$JOB" 2>&1) && { log "job $JOB requeued and held"; return 0; }
+    # Refused: it cannot be requeued, or another node's prolog requeued it held a moment ago
+    # (refused as pending): cancel only a job that is still starting.
+    active=$(squeue -h -j "$JOB" -t CONFIGURING,RUNNING -o %i 2>/dev/null) && [ -z "$active" ] \
+        && { log "job $JOB was stopped meanwhile (${why:0:120}): nothing to stop"; return 0; }
     scancel "$JOB" && { log "job $JOB cannot be requeued (${why:0:120}): cancelled"; return 0; }
     return 1
 }

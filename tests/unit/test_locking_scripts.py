@@ -221,7 +221,7 @@ def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
 # ---- how the prolog stops a job it refused --------------------------------------------------------------------
 
 
-def fake_slurm(tmp_path: Path, active: bool = True, **exit_codes: int) -> tuple[Path, Path]:
+def fake_slurm(tmp_path: Path, active: bool | str = True, **exit_codes: int) -> tuple[Path, Path]:
     """scontrol, squeue and scancel that record their arguments and exit with ``exit_codes`` (keyed
     ``drain``, ``requeuehold``, ``squeue``, ``scancel``; 0 when not given). squeue lists the job as
     configuring or running while ``active``."""
@@ -232,7 +232,10 @@ def fake_slurm(tmp_path: Path, active: bool = True, **exit_codes: int) -> tuple[
                 f'requeuehold) echo "Requested operation is presently disabled for job $2" >&2; '
                 f'exit {exit_codes.get("requeuehold", 0)} ;; esac\n')
     scancel = f'#!/bin/bash\necho "scancel $*" >> {calls}\nexit {exit_codes.get("scancel", 0)}\n'
-    squeue = (f'#!/bin/bash\necho "squeue $*" >> {calls}\n{"echo 42" if active else ""}\n'
+    # active: True, False, or "first" (starting at the first look, stopped at the next)
+    answer = {True: "echo 42", False: "",
+              "first": f'grep -q squeue {calls}.seen 2>/dev/null || {{ echo squeue > {calls}.seen; echo 42; }}'}[active]
+    squeue = (f'#!/bin/bash\necho "squeue $*" >> {calls}\n{answer}\n'
               f'exit {exit_codes.get("squeue", 0)}\n')
     for name, text in (("scontrol", scontrol), ("scancel", scancel), ("squeue", squeue)):
         (bin_dir / name).write_text(text)
@@ -265,7 +268,7 @@ def test_a_refused_job_that_cannot_be_requeued_is_cancelled(tmp_path, server):
     bin_dir, calls = fake_slurm(tmp_path, requeuehold=1)
     done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
     assert done.returncode == 0, done.stderr
-    assert slurm_calls(calls)[1:] == [SQUEUE, "scontrol requeuehold 42", "scancel 42"]
+    assert slurm_calls(calls)[1:] == [SQUEUE, "scontrol requeuehold 42", SQUEUE, "scancel 42"]
     assert "cannot be requeued (Requested operation is presently disabled for job 42): cancelled" in done.stderr
     assert drained_with(done) == "sunk-lock: job 42: Slurm shows no job 42"
 
@@ -273,7 +276,7 @@ def test_a_refused_job_that_cannot_be_requeued_is_cancelled(tmp_path, server):
 @pytest.mark.parametrize(("codes", "expected_calls"), [
     ({"drain": 1}, ["drain"]),  # a node it could not drain: Slurm drains it for the failed prolog
     ({"requeuehold": 1, "squeue": 1, "scancel": 1},
-     ["drain", SQUEUE, "scontrol requeuehold 42", "scancel 42"]),  # slurmctld unreachable
+     ["drain", SQUEUE, "scontrol requeuehold 42", SQUEUE, "scancel 42"]),  # slurmctld unreachable
 ])
 def test_the_prolog_fails_when_it_cannot_drain_or_stop_the_job(tmp_path, codes, expected_calls):
     bin_dir, calls = fake_slurm(tmp_path, **codes)
@@ -291,3 +294,26 @@ def test_a_job_another_nodes_prolog_stopped_is_left_alone(tmp_path):
     assert done.returncode == 0, done.stderr
     assert slurm_calls(calls)[1:] == [SQUEUE]
     assert "no longer starting" in done.stderr
+
+
+def test_a_job_held_by_another_nodes_prolog_at_the_same_moment_is_not_cancelled(tmp_path):
+    """Both nodes see the job starting; the other requeues it held first, so this requeuehold is refused
+    (the job is pending): cancelling it now would lose the hold."""
+    bin_dir, calls = fake_slurm(tmp_path, active="first", requeuehold=1)
+    done = run("prolog.sh", tmp_path, closed_port_url(), timeout=3, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls)[1:] == [SQUEUE, "scontrol requeuehold 42", SQUEUE]
+    assert "stopped meanwhile" in done.stderr
+
+
+def test_the_last_line_of_hooks_env_counts_without_its_newline(tmp_path, server):
+    """An operator's file ending in SUNK_SYNCER_URL=... without a newline: read, not a misconfiguration."""
+    (tmp_path / "token-node7").write_text(TOKEN)
+    hooks_env = tmp_path / "hooks.env"
+    hooks_env.write_text(f"SUNK_HOOKS_TOKEN_FILE={tmp_path}/token-%n\nSUNK_SYNCER_URL={server.url}")
+    env = {"SUNK_HOOKS_ENV": str(hooks_env), "SLURMD_NODENAME": "node7", "SLURM_JOB_ID": "42",
+           "PATH": os.environ["PATH"]}
+    for script in ("prolog.sh", "epilog.sh"):
+        done = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert [call["path"] for call in server.calls] == ["/api/v1/nodes/node7/pre-hook", "/api/v1/nodes/node7/post-hook"]
