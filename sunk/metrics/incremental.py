@@ -178,11 +178,13 @@ class IncrementalTable:
         return states, cpus, gpus, uptimes
 
     def _job_entry(self, entry: Optional[_JobEntry], job: Job) -> _JobEntry:
-        """The entry for a changed or new ``job``, whose key held ``entry`` (or nothing)."""
+        """The entry for a changed or new ``job``, whose key held ``entry`` (or nothing). Rendered before
+        the counts move: a render that raises leaves entry and counts as they were, in step."""
+        rendered = self._render_job(job)
         if entry is not None:
             self._count_job(entry[0], -1)
         self._count_job(job, +1)
-        return self._render_job(job)
+        return rendered
 
     def _drop_gone(self, entries: dict[Hashable, Any], present: Any, count: Any) -> None:
         if len(entries) > len(present):  # every key of the snapshot has its entry by now
@@ -229,10 +231,11 @@ class IncrementalTable:
                 if entry is not None and entry[0] == node:
                     entry[0] = node
                 else:
+                    rendered = self._render_node(node)  # (first: a render that raises moves no count)
                     if entry is not None:
                         self._count_node(entry[0], -1)
                     self._count_node(node, +1)
-                    entries[key] = entry = self._render_node(node)
+                    entries[key] = entry = rendered
             order.append(entry)
         order.sort(key=lambda e: e[0].name)  # stable, as the full renderer's sorted()
         return order

@@ -21,8 +21,10 @@
 #   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
 #   SUNK_HOOKS_TOKEN_FILE  file holding this node's hook token (a mounted Secret); a %n in
 #                          the path is replaced by the Slurm node name
-#   SUNK_LOCK_TIMEOUT      seconds to wait for the lock (default 90; keep it below
-#                          slurm.conf's PrologEpilogTimeout)
+#   SUNK_LOCK_TIMEOUT      seconds to wait for the lock (default 90). The prolog may take this, plus
+#                          15 s of curl's slack, plus up to five Slurm calls after it (drain, squeue,
+#                          requeuehold, squeue, scancel): keep it well below slurm.conf's
+#                          PrologEpilogTimeout, or slurmd kills the prolog and drains 'Prolog error'
 # Without that file the script does nothing and succeeds: Slurm without sunk is unaffected.
 set -u
 export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd's, then the system's

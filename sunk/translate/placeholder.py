@@ -40,7 +40,7 @@ class Settings:
     hooks_url: str
     hooks_ca_file: str = ""
     default_partition: Optional[str] = None
-    gpu_types: Mapping[str, str] = attrs.field(factory=dict)
+    gpu_types: Mapping[str, str] = attrs.field(factory=dict, hash=False)  # (a dict: equal, not hashed)
 
 
 def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
