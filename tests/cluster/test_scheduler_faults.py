@@ -201,15 +201,22 @@ def test_a_pod_stuck_on_a_lost_node_lets_its_job_go_and_a_syncer_lifts_the_drain
                 wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", None), 60,
                          "the stuck Pod's job to be let go", interval=1)
                 drained = cluster.node(slurm_node)
-                assert drained.drained and drains.parse(drained.reason) == drains.StuckPodDrain(
-                    namespace, name, uid, k8s_node, job_id), drained.reason
+                # Two writers drain node3 for the same cause at the same moment: the scheduler with the stuck
+                # Pod's reason, and the Syncer because the lost kubelet leaves its slurmd Pod not Ready. Slurm
+                # keeps one reason, and a Syncer whose fresh read began a few ms before the scheduler's write
+                # replaces it (seen in CI): either reason keeps the node out while the Node is NotReady.
+                condition = f"k8s: slurmd pod {cluster.namespace}/{slurm_node} is not ready"
+                stuck = drains.StuckPodDrain(namespace, name, uid, k8s_node, job_id)
+                assert drained.drained and (drains.parse(drained.reason) == stuck
+                                            or drained.reason == condition), drained.reason
+                assert f"drained {slurm_node}" in proc.log.read_text()  # the scheduler wrote its own
                 assert get_pod(kube_api, namespace, name) is not None  # still Terminating
                 assert "StuckTerminating" in event_reasons(kube_api, namespace, name)
                 # KillWait (30 s) later the placeholder has its node drained too (the scheduler's /drain hook
                 # gives a Pod stuck on a lost Node the same stuck-Pod reason, not the placeholder's), and the
-                # Syncer sees its slurmd Pod not Ready: neither changes the reason.
+                # Syncer still sees its slurmd Pod not Ready: the node stays drained.
                 time.sleep(35)
-                assert cluster.node(slurm_node).reason == drained.reason
+                assert cluster.node(slurm_node).drained, cluster.node(slurm_node).reason
             finally:
                 dev_cluster.start_component("kubelet")
             wait_for(lambda: gone(kube_api, namespace, name), 60, "the kubelet, back, to finish the Pod")
