@@ -7,7 +7,9 @@ order that keeps every intermediate state safe:
 1. the finalizer, before any Pod exists, so deleting the NodeSet always drains first;
 2. Pods created (a name already taken by a Pod we cannot see is an Event, not a failure);
 3. marks (the pending-deletion annotation) set or removed;
-4. drains and undrains through ``SlurmClient`` (a node Slurm does not know is skipped);
+4. drains and undrains through ``SlurmClient``, each after a fresh read of that node: the
+   plan's view of Slurm may be a second old, and a drain written over a person's drain would
+   replace their reason, and an undrain of it would lift it (a node Slurm does not know is skipped);
 5. deletions, each after one more read of that Slurm node (a failed read deletes nothing,
    Slinky's drain check failed open on an answer that carried errors), with the Pod's uid as
    precondition, so a successor with the same name is never deleted;
@@ -22,6 +24,7 @@ within a fraction of a second rather than a poll interval.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -40,8 +43,10 @@ from sunk.kube.times import rfc3339
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Node, NodeUpdate
-from sunk.translate.nodeset.plan import Facts, Plan, decide, safe_to_delete
+from sunk.translate import nodestate
+from sunk.translate.nodeset.plan import Facts, Plan, decide, drain_still_due, safe_to_delete, undrain_still_due
 from sunk.translate.nodeset.slices import slice_object
+from sunk.translate.slurmd import slurm_node_name
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)
@@ -120,9 +125,13 @@ class NodeSetReconciler:
                                                                f"drained and idle: {mark.why}")
         wrote_slurm = False
         for drain in plan.drain:
-            wrote_slurm |= self._update_node(nodeset, drain.slurm_node, NodeUpdate(state="DRAIN", reason=drain.reason))
+            wrote_slurm |= self._update_node(nodeset, drain.slurm_node, NodeUpdate(state="DRAIN", reason=drain.reason),
+                                             drain_still_due)
+        pod_of = {slurm_node_name(p): p["metadata"]["name"] for p in facts.pods}
         for slurm_node in plan.undrain:
-            wrote_slurm |= self._update_node(nodeset, slurm_node, NodeUpdate(state="UNDRAIN"))
+            ours = nodestate.pending_deletion_prefix(f"{namespace}/{pod_of.get(slurm_node, slurm_node)}")
+            wrote_slurm |= self._update_node(nodeset, slurm_node, NodeUpdate(state="UNDRAIN"),
+                                             functools.partial(undrain_still_due, our_prefix=ours))
         for delete in plan.delete:
             self._delete(nodeset, namespace, delete.pod, delete.uid, delete.slurm_node, delete.why)
         if wrote_slurm:
@@ -146,7 +155,17 @@ class NodeSetReconciler:
         self.recorder.normal(nodeset, "CreatedPod",
                              f"created slurmd Pod {meta['name']} on Node {pod['spec']['nodeName']}")
 
-    def _update_node(self, nodeset: Obj, name: str, update: NodeUpdate) -> bool:
+    def _update_node(self, nodeset: Obj, name: str, update: NodeUpdate,
+                     still_due: Callable[[Node | None], bool]) -> bool:
+        """Write ``update`` if a fresh read of the node still calls for it (a failed read raises: retried)."""
+        try:
+            fresh: Node | None = self.slurm.get_node(name)
+        except NotFound:
+            fresh = None
+        if not still_due(fresh):
+            log.info("nodeset %s: no %s of %s: Slurm now shows %s", nodeset["metadata"]["name"], update.state, name,
+                     f"{'+'.join(sorted(fresh.state))} ({fresh.reason or 'no reason'})" if fresh else "no such node")
+            return True  # (the cache was behind: have it list again)
         try:
             self.slurm.update_node(name, update)
         except NotFound:

@@ -267,8 +267,39 @@ def test_a_drain_of_a_node_slurm_forgot_is_skipped(monkeypatch):
     w.sync()
     del w.slurm.nodes["g-3-1"]  # the cache still lists it
     w.reconcile()
-    assert w.slurm.writes() == [("update", "g-3-1", w.slurm.writes()[0][2])]
+    assert ("get", "g-3-1", None) in w.slurm.calls and w.slurm.writes() == []  # the fresh read found none
     assert "DrainedSlurmNode" not in w.recorder.reasons()
+    assert w.cache.nudges  # (the cache was behind: it lists again)
+
+
+def test_a_drain_planned_from_a_stale_cache_never_replaces_a_persons_drain(monkeypatch):
+    """The cache shows the node idle; a person drained it a moment ago: the fresh read keeps their reason."""
+    ns = nodeset()
+    w = World(monkeypatch, [W(1, pool="cpu"), W(2)], [Node("g-3-1")], ns)
+    w.api.put("pods", _pod(ns, 1))
+    w.sync()
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state=frozenset({"IDLE", "DRAIN"}), reason="bad fan")
+    w.reconcile()
+    assert ("get", "g-3-1", None) in w.slurm.calls  # the drain was planned, and checked
+    assert w.slurm.writes() == [] and w.slurm.nodes["g-3-1"].reason == "bad fan"
+
+
+def test_an_undrain_planned_from_a_stale_cache_never_lifts_a_persons_drain(monkeypatch):
+    """The cache shows the operator's drain; a person replaced it with theirs: it is not lifted."""
+    ns = nodeset()
+    ours = "k8s: slurmd pod slurm/g-3-1 is pending deletion: scale-in: x"
+    w = World(monkeypatch, [W(1)], [Node("g-3-1", state=frozenset({"IDLE", "DRAIN"}), reason=ours)], ns)
+    w.api.put("pods", _pod(ns, 1))
+    w.sync()
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state=frozenset({"IDLE", "DRAIN"}), reason="bad fan")
+    w.reconcile()
+    assert ("get", "g-3-1", None) in w.slurm.calls  # the undrain was planned, and checked
+    assert w.slurm.writes() == [] and w.slurm.nodes["g-3-1"].reason == "bad fan"
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state=frozenset({"IDLE", "DRAIN"}), reason=ours)
+    w.cache.refresh()
+    w.reconcile()
+    assert [(c[0], c[1]) for c in w.slurm.writes()] == [("update", "g-3-1")]
+    assert w.slurm.nodes["g-3-1"].reason == ""  # its own drain: lifted
 
 
 def test_an_invalid_spec_is_a_condition_and_an_event_and_nothing_else(monkeypatch):

@@ -132,6 +132,17 @@ def safe_to_delete(node: Node | None) -> bool:
     return not node.running_jobs and (node.drained or node.down)
 
 
+def drain_still_due(fresh: Node | None) -> bool:
+    """A planned drain, checked against a fresh read: the plan's view of Slurm may be a second old,
+    and a drain written over a person's drain (or a DOWN) would replace their reason for good."""
+    return fresh is not None and not fresh.drained and not fresh.down
+
+
+def undrain_still_due(fresh: Node | None, our_prefix: str) -> bool:
+    """A planned undrain, checked against a fresh read: only the operator's own drain is ever lifted."""
+    return fresh is not None and fresh.drained and not fresh.down and fresh.reason.startswith(our_prefix)
+
+
 def _where(spec: NodeSetSpec, pod_name: str) -> str:
     return f"{spec.namespace}/{pod_name}"
 
