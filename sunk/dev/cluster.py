@@ -283,6 +283,7 @@ class DevCluster:
                       self._controller_manager_ok, timeout=120),
             Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
+                             "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
                       self._kubelet_ok),
         ]

@@ -13,7 +13,9 @@ It does what scheduling tests need from a kubelet and nothing else:
   status manager puts its own view back, and so does this one, at once;
 - a Pod being deleted goes away after the container "exits": immediately, or after the
   Pod's ``sunk.dev/termination-delay-seconds`` annotation, but never later than its
-  grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to.
+  grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to;
+- given ``--chroot``, a NodeSet's slurmd Pod gets a real ``slurmd -Z`` process
+  (``sunk.dev.standin_slurmd``), stopped when the Pod is deleted or this kubelet stops.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import signal
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Optional
 
 from kubernetes import client, config
 
 from sunk.dev import slurmconf
+from sunk.dev.standin_slurmd import StandInSlurmd, free_port, launch_of
 
 log = logging.getLogger("sunk.dev.kubelet")
 
@@ -93,13 +97,18 @@ def running_status(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 class FakeKubelet:
-    def __init__(self, api: client.ApiClient, nodes: list[str]):
+    def __init__(self, api: client.ApiClient, nodes: list[str], chroot: Path | None = None,
+                 log_dir: Path | None = None):
         self.core = client.CoreV1Api(api)
         self.coordination = client.CoordinationV1Api(api)
         self.nodes = set(nodes)
         self.stopping = threading.Event()
         self._deleting: set[str] = set()
         self._lock = threading.Lock()
+        self._chroot = chroot
+        self._log_dir = log_dir or Path(".")
+        self._slurmds: dict[str, StandInSlurmd] = {}  # by Pod UID
+        self._ports: dict[str, int] = {}  # by Slurm node
 
     def register(self) -> None:
         for name in sorted(self.nodes):
@@ -166,6 +175,11 @@ class FakeKubelet:
         data = json.loads(resp.data)
         for pod in data["items"]:
             self._handle(pod)
+        present = {pod["metadata"]["uid"] for pod in data["items"]}
+        with self._lock:
+            gone = [uid for uid in self._slurmds if uid not in present]
+        for uid in gone:  # deleted while the watch was down
+            self._stop_slurmd(uid, grace=0)
         return data["metadata"]["resourceVersion"]
 
     def _watch(self, version: str) -> None:
@@ -182,6 +196,8 @@ class FakeKubelet:
                     raise RuntimeError(event["object"].get("message"))
                 if event["type"] in ("ADDED", "MODIFIED"):
                     self._handle(event["object"])
+                elif event["type"] == "DELETED":  # (a forced deletion skips the graceful path)
+                    self._stop_slurmd(event["object"]["metadata"]["uid"], grace=0)
         finally:
             resp.release_conn()
 
@@ -192,6 +208,7 @@ class FakeKubelet:
         if meta.get("deletionTimestamp"):
             self._finish_deletion(pod)
             return
+        self._ensure_slurmd(pod)
         conditions = pod.get("status", {}).get("conditions", [])
         ready = next((c for c in conditions if c["type"] == "Ready"), None)
         if ready is None or (ready.get("status") == "False" and not ready.get("reason")):
@@ -201,6 +218,39 @@ class FakeKubelet:
             except client.ApiException as exc:
                 if exc.status != 404:
                     log.warning("could not mark %s/%s running: %s", meta["namespace"], meta["name"], exc.reason)
+
+    def _ensure_slurmd(self, pod: dict[str, Any]) -> None:
+        if self._chroot is None:
+            return
+        launch = launch_of(pod)
+        if launch is None:
+            return
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            if uid in self._slurmds or self.stopping.is_set():
+                return
+            port = self._ports.setdefault(launch.node, free_port())
+            slurmd = StandInSlurmd(launch, self._chroot, port, slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB,
+                                   self._log_dir)
+            self._slurmds[uid] = slurmd
+        log.info("starting slurmd of Slurm node %s for Pod %s/%s", launch.node, pod["metadata"]["namespace"],
+                 pod["metadata"]["name"])
+        slurmd.start()
+
+    def _stop_slurmd(self, uid: str, grace: float) -> None:
+        with self._lock:
+            slurmd = self._slurmds.pop(uid, None)
+        if slurmd is not None:
+            log.info("stopping slurmd of Slurm node %s", slurmd.launch.node)
+            slurmd.stop(grace)
+
+    def shutdown(self) -> None:
+        """Stop every slurmd this kubelet started (a dev tool's clean exit: no orphan slurmd)."""
+        self.stopping.set()
+        with self._lock:
+            uids = list(self._slurmds)
+        for uid in uids:
+            self._stop_slurmd(uid, grace=2.0)
 
     def _finish_deletion(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -215,11 +265,12 @@ class FakeKubelet:
         except ValueError:
             delay = 0.0
         delay = max(0.0, min(delay, float(grace)))
-        timer = threading.Timer(delay, self._delete, args=(meta["namespace"], meta["name"], uid))
+        timer = threading.Timer(delay, self._delete, args=(meta["namespace"], meta["name"], uid, float(grace) - delay))
         timer.daemon = True
         timer.start()
 
-    def _delete(self, namespace: str, name: str, uid: str) -> None:
+    def _delete(self, namespace: str, name: str, uid: str, grace: float = 0.0) -> None:
+        self._stop_slurmd(uid, grace)
         try:
             _discard(self.core.delete_namespaced_pod(name, namespace, body=client.V1DeleteOptions(
                 grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)), _preload_content=False))
@@ -255,6 +306,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", required=True, help="comma-separated Node names")
+    parser.add_argument("--chroot", type=Path, default=None,
+                        help="the dev cluster's Slurm root: run a real slurmd for each NodeSet slurmd Pod")
+    parser.add_argument("--log-dir", type=Path, default=None, help="where the slurmds' output goes")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = client.Configuration()
@@ -262,11 +316,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     # Deletions finish on timer threads, hundreds at once when a benchmark ends: past the
     # default pool of cpu*5 each would open (and TLS-handshake) a connection of its own.
     cfg.connection_pool_maxsize = 64
-    kubelet = FakeKubelet(client.ApiClient(cfg), [n for n in args.nodes.split(",") if n])
+    kubelet = FakeKubelet(client.ApiClient(cfg), [n for n in args.nodes.split(",") if n], chroot=args.chroot,
+                          log_dir=args.log_dir)
     signal.signal(signal.SIGTERM, lambda *_: kubelet.stopping.set())
     threading.Thread(target=kubelet.run, daemon=True).start()
     while not kubelet.stopping.wait(3600):
         pass
+    kubelet.shutdown()
     time.sleep(0.1)
 
 
