@@ -13,12 +13,16 @@ the ``slurmd`` container's environment, which the operator writes (docs/nodeset.
 (``--conf Port=``), since every stand-in slurmd shares the host's address; a Slurm node keeps its
 port for as long as the kubelet runs (slurmctld keeps a dynamic node's first port when it
 registers again, and would find a new Pod's slurmd not responding). A slurmd that
-exits is started again a second later (``restartPolicy: Always``).
+exits is started again a second later (``restartPolicy: Always``). Stopping a Pod's slurmd
+also kills its jobs' processes (slurmstepd and what it runs), as removing a container does:
+left behind, they would run on with no slurmd to report them, and their Slurm node could not
+be deleted.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -73,6 +77,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def job_sessions(node: str, proc: Path = Path("/proc")) -> set[int]:
+    """The sessions of the job processes of Slurm node ``node`` (slurmd sets ``SLURMD_NODENAME`` in every
+    job's environment; each slurmstepd runs its job in a session of its own, slurmstepd included)."""
+    needle = f"SLURMD_NODENAME={node}".encode()
+    found: set[int] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.add(os.getsid(int(entry.name)))
+        except (OSError, ProcessLookupError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+def kill_sessions(sessions: set[int], proc: Path = Path("/proc")) -> None:
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) in sessions:
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
+
+
 class StandInSlurmd:
     """One Pod's slurmd, kept running until ``stop``: a supervisor thread restarts it when it exits."""
 
@@ -107,11 +137,11 @@ class StandInSlurmd:
         with self._lock:
             self._stopping.set()
             proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=max(grace, 0.1))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=max(grace, 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        kill_sessions(job_sessions(self.launch.node))

@@ -11,52 +11,25 @@ no other test's job lands there.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
 
 import pytest
-import yaml
 from kube_testns import purge_namespace
-from procs import ROOT, Process
+from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
 from syncer_harness import free_port, never, wait_for
 
 from sunk import names
 from sunk.dev import slurmconf
+from sunk.dev.pool import StandInPool, apply_crds
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, LEASES, NAMESPACES, NODES, NODESETS, NODESLICES, PODS
 from sunk.slurm import connect
 
-CRDS = ROOT / "manifests" / "chart" / "sunk" / "crds"
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 POOL_LABEL = "sunk.dev/nodeset-test"
 NODES_IN_POOL = 4
-
-
-def apply_crds(api) -> None:
-    for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        try:
-            kc.request(api, "POST", CRD_PATH, body=crd)
-        except kc.ApiError as exc:
-            if exc.status != 409:
-                raise
-            current = kc.request(api, "GET", f"{CRD_PATH}/{crd['metadata']['name']}")
-            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            kc.request(api, "PUT", f"{CRD_PATH}/{crd['metadata']['name']}", body=crd)
-
-    def established() -> bool:
-        for path in CRDS.glob("*.yaml"):
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
-            conds = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
-            if not any(c["type"] == "Established" and c["status"] == "True" for c in conds):
-                return False
-        return True
-
-    wait_for(established, 30, "the NodeSet CRDs established", interval=0.2)
 
 
 class Pool:
@@ -155,11 +128,7 @@ def pool(kube_api, dev_cluster, tmp_path_factory):
     namespace = f"nodeset-{run_id}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     nodes = [f"ns{run_id}-{i}" for i in range(1, NODES_IN_POOL + 1)]
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    kubelet_log = (tmp / "kubelet.log").open("ab")
-    kubelet = subprocess.Popen([sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(dev_cluster.kubeconfig),
-                                "--nodes", ",".join(nodes), "--chroot", str(dev_cluster.root), "--log-dir", str(tmp)],
-                               stdout=kubelet_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    stand_ins = StandInPool(dev_cluster, kube_api, nodes, tmp)
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace}}
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
     slurm_env = dev_cluster.env()
@@ -173,10 +142,7 @@ def pool(kube_api, dev_cluster, tmp_path_factory):
     p = Pool(kube_api, dev_cluster, namespace, run_id, nodes)
     p.operator = operator
     try:
-        wait_for(lambda: all(any(c["type"] == "Ready" and c["status"] == "True"
-                                 for c in (kc.get(kube_api, NODES, n).get("status") or {}).get("conditions") or [])
-                             for n in nodes if _exists(kube_api, n)) and all(_exists(kube_api, n) for n in nodes),
-                 60, "the pool's stand-in Nodes Ready", interval=0.5)
+        stand_ins.start()
         operator.start()
         yield p
     finally:
@@ -188,31 +154,12 @@ def pool(kube_api, dev_cluster, tmp_path_factory):
         for job in dev_cluster.slurm("squeue", "-h", "-o", "%i %k", check=False).stdout.splitlines():
             if f"nodeset-test-{run_id}" in job:
                 dev_cluster.slurm("scancel", job.split()[0], check=False)
-        kubelet.terminate()  # (stops every slurmd it started)
-        try:
-            kubelet.wait(30)
-        except subprocess.TimeoutExpired:
-            kubelet.kill()
-            kubelet.wait()
-        kubelet_log.close()
-        for n in nodes:
-            _delete_quietly(kube_api, NODES, n)
-            dev_cluster.slurm("scontrol", "delete", f"nodename={n}", check=False)
+        stand_ins.stop()  # (its kubelet stops every slurmd it started; Nodes and Slurm nodes deleted)
         for obj in kc.list_objects(kube_api, NODESLICES, namespace):
             _delete_quietly(kube_api, NODESLICES, obj["metadata"]["name"], namespace)
         purge_namespace(kube_api, namespace)
         _delete_quietly(kube_api, LEASES, account["name"], account["namespace"])
         assert_never_forbidden(operator.log)
-
-
-def _exists(api, node: str) -> bool:
-    try:
-        kc.get(api, NODES, node)
-        return True
-    except kc.ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
 
 
 def _delete_quietly(api, resource, name: str, namespace: str | None = None) -> None:

@@ -38,3 +38,33 @@ def test_other_pods_run_nothing():
     no_env = {**pod, "spec": {**pod["spec"], "containers": [{"name": "slurmd", "image": "slurmd"}]}}
     assert launch_of(no_env) is None
     assert launch_of({"metadata": {"labels": {names.LABEL_NODESET: "x"}}}) is None
+
+
+def test_stopping_a_nodes_slurmd_kills_its_jobs_sessions_and_only_those():
+    """A job's processes (slurmstepd's session, SLURMD_NODENAME in the job's environment) die with the
+    Pod's slurmd, as with a container; another node's job lives on."""
+    import os
+    import subprocess
+    import sys
+
+    script = "import time; time.sleep(60)"
+    mine = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "SLURMD_NODENAME": "pool-9-9"},
+                            start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "SLURMD_NODENAME": "pool-9-90"},
+                             start_new_session=True)
+    try:
+        import time
+
+        from sunk.dev.standin_slurmd import job_sessions, kill_sessions
+        deadline = time.monotonic() + 10
+        while os.getsid(mine.pid) not in job_sessions("pool-9-9") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sessions = job_sessions("pool-9-9")
+        assert sessions == {os.getsid(mine.pid)}
+        kill_sessions(sessions)
+        assert mine.wait(10) == -9
+        assert other.poll() is None
+    finally:
+        for proc in (mine, other):
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,216 @@
+"""NodeSet at scale: 200 Nodes labelled at once until every Slurm node is IDLE, then a rolling update of
+200 with 50 busy (issue 19).
+
+    python -m benchmarks.nodeset --nodes 200 --busy 50
+
+Raw path: ``--nodes`` ``slurmd -Z`` processes started straight on this machine (what the stand-in
+kubelet would run, the same argv), timed from the first start to every Slurm node IDLE: what Slurm
+alone takes to register that many dynamic nodes here.
+NodeSet path: ``--nodes`` stand-in Nodes (a kubelet of the benchmark's own, ``sunk.dev.pool``),
+a NodeSet selecting a label, and sunk-operator; timed from just before the first label patch to
+every Slurm node IDLE. Its ratio to the raw path is the operator's and Kubernetes' cost.
+Rolling update: ``--busy`` nodes get a job, then the template changes (maxUnavailable
+``--max-unavailable``); timed until every idle node's Pod is replaced and its Slurm node IDLE
+again, then, once the jobs are cancelled, until every Pod is replaced. Jobs killed by the
+update (not RUNNING before their cancel) must be 0.
+
+Waiting is by ``sinfo`` every 0.2 s (one call for every node), the harness's own reading: the
+operator reacts to events, not to this poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sunk import names
+from sunk.dev import slurmconf
+from sunk.dev.cluster import DevCluster
+from sunk.dev.pool import StandInPool, apply_crds
+from sunk.dev.standin_slurmd import SlurmdLaunch, free_port
+from sunk.kube import client as kc
+from sunk.kube.resources import NAMESPACES, NODES, NODESETS, PODS
+
+LABEL = "sunk.dev/nodeset-bench"
+GOAL_READY_SECONDS = 60.0  # issue 19: 200 nodes ready within 60 s of the label
+
+
+def wait(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> float:
+    """Seconds until ``predicate`` holds (raises after ``timeout``)."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(interval)
+    return time.monotonic() - start
+
+
+def slurm_states(cluster: DevCluster, nodes: list[str]) -> dict[str, str]:
+    out = cluster.slurm("sinfo", "-h", "-N", "-p", slurmconf.DYNAMIC_PARTITION, "-o", "%N %T", check=False).stdout
+    wanted = set(nodes)
+    return {n: s for n, s in (line.split() for line in out.splitlines() if line.strip()) if n in wanted}
+
+
+def all_idle(cluster: DevCluster, nodes: list[str]) -> bool:
+    states = slurm_states(cluster, nodes)
+    return len(states) == len(nodes) and all(s == "idle" for s in states.values())
+
+
+def raw_path(cluster: DevCluster, nodes: list[str], log_dir: Path) -> float:
+    """Seconds for ``nodes`` slurmd -Z started at once to be IDLE; they are stopped and deleted after."""
+    procs: list[subprocess.Popen[bytes]] = []
+    start = time.monotonic()
+    try:
+        with (log_dir / "raw-slurmd.log").open("ab") as out:
+            for node in nodes:
+                argv = SlurmdLaunch(node, f"Feature={slurmconf.DYNAMIC_FEATURE}").argv(
+                    cluster.root, free_port(), slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB)
+                procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+        wait(lambda: all_idle(cluster, nodes), 300, "raw slurmds IDLE")
+        return time.monotonic() - start
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+        for i in range(0, len(nodes), 50):
+            cluster.slurm("scontrol", "delete", "nodename=" + ",".join(nodes[i:i + 50]), check=False)
+
+
+def nodeset_body(namespace: str, run_id: str, max_unavailable: int, image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet",
+        "metadata": {"name": "bench", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {LABEL: run_id}, "naming": {"scheme": "NodeName"},
+            "slurm": {"features": [slurmconf.DYNAMIC_FEATURE], "partitions": [slurmconf.DYNAMIC_PARTITION]},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable}},
+            "template": {"metadata": {"labels": {"app.kubernetes.io/name": "slurmd"}},
+                         "spec": {"terminationGracePeriodSeconds": 5,
+                                  "containers": [{"name": "slurmd", "image": image}]}},
+        },
+    }
+
+
+def pod_uids(api: Any, namespace: str) -> dict[str, str]:
+    """Live (not terminating) slurmd Pods of the NodeSet: name -> uid."""
+    return {p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in kc.list_objects(api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=bench")
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+def run(cluster: DevCluster, api: Any, count: int, busy: int, max_unavailable: int, log_dir: Path) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:6]
+    nodes = [f"nb{run_id}-{i}" for i in range(1, count + 1)]
+    result: dict[str, Any] = {"nodes": count, "busy": busy, "max_unavailable": max_unavailable}
+    result["raw_ready_s"] = raw_path(cluster, [f"nr{run_id}-{i}" for i in range(1, count + 1)], log_dir)
+    print(f"raw: {count} slurmd -Z IDLE in {result['raw_ready_s']:.1f} s", flush=True)
+
+    apply_crds(api)
+    namespace = f"nodeset-bench-{run_id}"
+    kc.create(api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    pool = StandInPool(cluster, api, nodes, log_dir)
+    env = cluster.env()
+    probes = free_port()
+    operator_log = (log_dir / "sunk-operator.log").open("ab")
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "sunk.nodeset.cli", f"--kubeconfig={cluster.kubeconfig}",
+         f"--slurm-api-base={env['SLURM_REST_URL']}", f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}",
+         f"--watch-namespace={namespace}", "--metrics-bind-address=", f"--health-probe-bind-address=127.0.0.1:{probes}",
+         "--leader-elect=false"],
+        stdout=operator_log, stderr=subprocess.STDOUT, env={**env, "SLURM_JWT": ""})
+    jobs: list[int] = []
+    try:
+        pool.start(timeout=300)
+        kc.create(api, NODESETS, nodeset_body(namespace, run_id, max_unavailable, "sunk-dev/slurmd:v1"), namespace)
+        start = time.monotonic()
+        for node in nodes:
+            kc.patch(api, NODES, node, {"metadata": {"labels": {LABEL: run_id}}})
+        result["label_s"] = time.monotonic() - start
+        wait(lambda: all_idle(cluster, nodes), 600, "every NodeSet Slurm node IDLE")
+        result["nodeset_ready_s"] = time.monotonic() - start
+        result["ratio"] = result["nodeset_ready_s"] / result["raw_ready_s"]
+        print(f"nodeset: {count} Nodes labelled ({result['label_s']:.1f} s of patches) to every Slurm node IDLE in "
+              f"{result['nodeset_ready_s']:.1f} s (ratio {result['ratio']:.2f} to raw)", flush=True)
+
+        busy_nodes, idle_nodes = nodes[:busy], nodes[busy:]
+        for node in busy_nodes:
+            out = cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-p",
+                                slurmconf.DYNAMIC_PARTITION, "-w", node, "-n1", "--mem=100M", "--wrap", "sleep 3600")
+            jobs.append(int(out.stdout.strip().split(";")[0]))
+
+        def running() -> int:
+            out = cluster.slurm("squeue", "-h", "-t", "RUNNING", "-o", "%i", check=False).stdout.split()
+            return len({int(j) for j in out} & set(jobs))
+
+        wait(lambda: running() == len(jobs), 120, "the busy nodes' jobs running")
+        wait(lambda: (kc.get(api, NODESETS, "bench", namespace).get("status") or {}).get("slurmAllocated") == busy,
+             60, "the operator seeing the jobs")
+        old = pod_uids(api, namespace)
+        start = time.monotonic()
+        kc.patch(api, NODESETS, "bench", {"spec": {"template": {"spec": {"containers": [
+            {"name": "slurmd", "image": "sunk-dev/slurmd:v2"}]}}}}, namespace)
+
+        def replaced(subset: list[str]) -> bool:
+            now = pod_uids(api, namespace)
+            return all(now.get(n) not in (None, old.get(n)) for n in subset)
+
+        wait(lambda: replaced(idle_nodes) and all_idle(cluster, idle_nodes), 900, "the idle nodes replaced")
+        result["update_idle_s"] = time.monotonic() - start
+        result["jobs_killed"] = len(jobs) - running()
+        result["busy_replaced_early"] = sum(pod_uids(api, namespace).get(n) != old.get(n) for n in busy_nodes)
+        print(f"rolling update: {len(idle_nodes)} idle nodes replaced and IDLE in {result['update_idle_s']:.1f} s; "
+              f"jobs killed {result['jobs_killed']}, busy Pods replaced early {result['busy_replaced_early']}",
+              flush=True)
+        for job in jobs:
+            cluster.slurm("scancel", str(job), check=False)
+        wait(lambda: replaced(nodes) and all_idle(cluster, nodes), 900, "every node replaced")
+        result["update_all_s"] = time.monotonic() - start
+        print(f"rolling update: all {count} replaced and IDLE {result['update_all_s']:.1f} s after the change",
+              flush=True)
+        return result
+    finally:
+        for job in jobs:
+            cluster.slurm("scancel", str(job), check=False)
+        try:
+            kc.delete(api, NODESETS, "bench", namespace)
+            wait(lambda: not kc.list_objects(api, NODESETS, namespace), 300, "the NodeSet deleted", interval=1)
+        except (kc.ApiError, TimeoutError) as exc:
+            print(f"clean-up: {exc}", file=sys.stderr)
+        operator.terminate()
+        operator.wait(30)
+        operator_log.close()
+        pool.stop()
+        try:
+            kc.delete(api, NAMESPACES, namespace)
+        except kc.ApiError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--busy", type=int, default=50)
+    parser.add_argument("--max-unavailable", type=int, default=20)
+    args = parser.parse_args(argv)
+    cluster = DevCluster.for_tests()
+    with cluster.claimed("benchmarks.nodeset"):
+        cluster.up()
+        api = kc.load_api_client(str(cluster.kubeconfig))
+        with tempfile.TemporaryDirectory(prefix="sunk-nodeset-bench-") as tmp:
+            result = run(cluster, api, args.nodes, args.busy, args.max_unavailable, Path(tmp))
+    result["goal_ready_s"] = GOAL_READY_SECONDS
+    print(json.dumps(result, sort_keys=True))
+    return 0 if result["jobs_killed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
