@@ -209,6 +209,7 @@ class DevCluster:
         for component in reversed(everything):
             if component.daemon.name == "containerd":
                 realnode.clean_up_containers(self.real_paths)  # (the kubelet is stopped by now)
+                realnode.remove_service_routes()
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
         if self.root.exists():
@@ -666,6 +667,9 @@ class DevCluster:
         if self.real_node:
             wait_until(self._real_slurmd_ok, 90, interval=0.5,
                        what=f"slurmd in its container on {realnode.NODE_NAME} to register {realnode.SLURM_NODE}")
+            # (after a Pod has run there: the bridge exists) what kube-proxy would do for Pods of the real Node
+            realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
+                                                                    slurmconf.SLURMRESTD_PORT))
 
     def _prune_kubernetes(self) -> None:
         """The slurmd Pods and Nodes of a larger layout (`up --nodes 8`, then `up --nodes 4`).

@@ -10,6 +10,10 @@ APISERVER_PORT = 6443
 ETCD_PORT = 2379
 CONTROLLER_MANAGER_PORT = 10257
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"  # bound by the apiserver's bootstrap RBAC
+SERVICE_CIDR = "10.96.0.0/16"
+# In-cluster clients (Pods on the real Node) reach the apiserver as the kubernetes Service, 10.96.0.1.
+APISERVER_SANS = ("subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+                  "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
 
 
 def ensure_pki(kube_dir: Path) -> None:
@@ -20,10 +24,10 @@ def ensure_pki(kube_dir: Path) -> None:
         _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_crt,
                  "-days", "3650", "-subj", "/CN=sunk-dev-ca")
     srv_key, srv_crt = kube_dir / "apiserver.key", kube_dir / "apiserver.crt"
-    if not srv_crt.exists():
+    ext = kube_dir / "apiserver.ext"
+    if not srv_crt.exists() or not ext.exists() or ext.read_text() != APISERVER_SANS:  # (a cache from before)
         csr = kube_dir / "apiserver.csr"
-        ext = kube_dir / "apiserver.ext"
-        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
+        ext.write_text(APISERVER_SANS)
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", srv_key, "-out", csr, "-subj", "/CN=kube-apiserver")
         _openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", srv_crt,
                  "-days", "3650", "-extfile", ext)
@@ -131,7 +135,7 @@ def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
         "--authorization-mode=RBAC",
         # No kube-controller-manager here, so nobody creates "default" ServiceAccounts.
         "--disable-admission-plugins=ServiceAccount",
-        "--service-cluster-ip-range=10.96.0.0/16",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--profiling=false",
         "--v=1",

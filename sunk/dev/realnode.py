@@ -298,6 +298,61 @@ def ensure_images(paths: Paths) -> list[str]:
     return imported
 
 
+# -- Services: the two addresses Pods need, without kube-proxy ----------------------------------------
+
+SERVICE_CHAIN = "SUNK-DEV-SERVICES"
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of the apiserver's --service-cluster-ip-range
+POD_GATEWAY = POD_SUBNET.rsplit(".", 1)[0] + ".1"  # the bridge's address: the host, seen from a Pod
+
+
+@attrs.frozen
+class ServiceRoute:
+    """A TCP address Pods use, led to a host port that listens on loopback only."""
+
+    address: str
+    port: int
+    target_port: int
+    what: str
+
+
+def service_routes(apiserver_port: int, slurmrestd_port: int) -> tuple[ServiceRoute, ...]:
+    """The ``kubernetes`` Service (in-cluster clients: ``KUBERNETES_SERVICE_HOST``), and slurmrestd at
+    the bridge's address (``http://POD_GATEWAY:<port>``, the chart's Slurm endpoint for Pods here)."""
+    return (ServiceRoute(KUBERNETES_SERVICE_IP, 443, apiserver_port, "kube-apiserver"),
+            ServiceRoute(POD_GATEWAY, slurmrestd_port, slurmrestd_port, "slurmrestd"))
+
+
+def service_nat_commands(routes: tuple[ServiceRoute, ...]) -> list[list[str]]:
+    """iptables commands (idempotent: a chain of sunk-dev's own, flushed and refilled) that DNAT each
+    route to 127.0.0.1, for Pods on the bridge (PREROUTING) and hostNetwork Pods (OUTPUT). A DNAT to
+    loopback from the bridge needs ``route_localnet`` on it (kube-proxy's localhost NodePorts do too)."""
+    nat = ["iptables", "-w", "-t", "nat"]
+    commands = [[*nat, "-N", SERVICE_CHAIN], [*nat, "-F", SERVICE_CHAIN]]
+    for route in routes:
+        commands.append([*nat, "-A", SERVICE_CHAIN, "-d", f"{route.address}/32", "-p", "tcp", "--dport",
+                         str(route.port), "-m", "comment", "--comment", f"sunk-dev {route.what}",
+                         "-j", "DNAT", "--to-destination", f"127.0.0.1:{route.target_port}"])
+    return commands
+
+
+def install_service_routes(routes: tuple[ServiceRoute, ...]) -> None:
+    """Apply ``service_nat_commands`` and jump to the chain from PREROUTING and OUTPUT (once each)."""
+    for command in service_nat_commands(routes):
+        subprocess.run(command, capture_output=True, text=True, check=command[4] != "-N")  # (-N: may exist)
+    for hook in ("PREROUTING", "OUTPUT"):
+        jump = [hook, "-j", SERVICE_CHAIN]
+        if subprocess.run(["iptables", "-w", "-t", "nat", "-C", *jump], capture_output=True).returncode != 0:
+            subprocess.run(["iptables", "-w", "-t", "nat", "-I", *jump], check=True, capture_output=True)
+    Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet").write_text("1\n")
+
+
+def remove_service_routes() -> None:
+    for hook in ("PREROUTING", "OUTPUT"):
+        subprocess.run(["iptables", "-w", "-t", "nat", "-D", hook, "-j", SERVICE_CHAIN], capture_output=True)
+    subprocess.run(["iptables", "-w", "-t", "nat", "-F", SERVICE_CHAIN], capture_output=True)
+    subprocess.run(["iptables", "-w", "-t", "nat", "-X", SERVICE_CHAIN], capture_output=True)
+
+
 # -- Kubernetes objects ----------------------------------------------------------------------------
 
 def slurmd_pod(chroot: Path, namespace: str) -> dict:

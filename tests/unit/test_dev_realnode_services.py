@@ -1,0 +1,28 @@
+"""What stands in for kube-proxy on the dev cluster's real Node: two DNATs to loopback, idempotent."""
+
+from __future__ import annotations
+
+from sunk.dev import kubeconf, realnode, slurmconf
+
+
+def test_pods_reach_the_apiserver_as_the_kubernetes_service_and_slurmrestd_at_the_gateway():
+    routes = realnode.service_routes(kubeconf.APISERVER_PORT, slurmconf.SLURMRESTD_PORT)
+    assert [(r.address, r.port, r.target_port) for r in routes] == [
+        ("10.96.0.1", 443, kubeconf.APISERVER_PORT),
+        ("10.88.7.1", slurmconf.SLURMRESTD_PORT, slurmconf.SLURMRESTD_PORT)]
+    # The kubernetes Service's address is the first of the apiserver's range, and its certificate names it.
+    assert kubeconf.SERVICE_CIDR.startswith("10.96.0.") and "IP:10.96.0.1" in kubeconf.APISERVER_SANS
+    assert realnode.POD_GATEWAY == "10.88.7.1" and realnode.POD_SUBNET.startswith("10.88.7.")
+
+
+def test_the_rules_live_in_a_chain_of_their_own_flushed_and_refilled():
+    routes = realnode.service_routes(6443, 6820)
+    commands = realnode.service_nat_commands(routes)
+    assert commands[0][-2:] == ["-N", realnode.SERVICE_CHAIN] and commands[1][-2:] == ["-F", realnode.SERVICE_CHAIN]
+    dnats = [c for c in commands if "DNAT" in c]
+    assert len(dnats) == 2
+    for command, route in zip(dnats, routes, strict=True):
+        assert command[command.index("-d") + 1] == f"{route.address}/32"
+        assert command[command.index("--dport") + 1] == str(route.port)
+        assert command[-1] == f"127.0.0.1:{route.target_port}"
+        assert command[:4] == ["iptables", "-w", "-t", "nat"] and command[4] == "-A"
