@@ -1,0 +1,190 @@
+"""The chart installed for real: sunk's components run as Pods, from sunk's own image, on the real Node.
+
+test_chart_install.py runs the installed Deployments' flags as processes (most of the dev
+cluster's Nodes run no container). Here the release's Pods really run: the image is the one
+sunk-dev builds from a Debian root and the project's wheel (``sunk.dev.images``), imported into
+the real Node's containerd; a stock kube-scheduler (the default scheduler, as every cluster
+has) binds the release's Pods, and ``nodeSelector`` keeps them on the real Node. In-cluster
+clients reach the apiserver as the ``kubernetes`` Service and slurmrestd at the bridge's address
+(``sunk.dev.realnode.service_routes``). The namespace enforces Pod Security ``restricted``.
+
+In order: install (every Pod Running and Ready as its ServiceAccount), a Deployment scheduled
+through Slurm by the Pod scheduler, ``helm upgrade`` with a changed value rolls the Pods,
+``helm uninstall`` leaves no job, lock taint or drain behind.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kube_testns import purge_namespace
+from slurmtools import jobs_carrying, slurm_job, wait_for
+from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release, enforced, replica_sets
+
+from sunk import names
+from sunk.dev import images, realnode
+from sunk.kube import client as kc
+from sunk.kube.resources import NAMESPACES, NODES, PODS
+
+POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
+
+
+def pods_of(api, namespace: str) -> list[dict[str, Any]]:
+    return kc.list_objects(api, PODS, namespace, label_selector=INSTANCE)
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+@pytest.fixture(scope="module")
+def default_scheduler(dev_cluster, tmp_path_factory) -> Iterator[None]:
+    """kube-scheduler as the default scheduler for this module (the dev cluster runs none)."""
+    tmp = tmp_path_factory.mktemp("default-scheduler")
+    config = tmp / "config.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        clientConnection:
+          kubeconfig: {dev_cluster.kubeconfig}
+        leaderElection:
+          leaderElect: false
+        podInitialBackoffSeconds: 1
+        podMaxBackoffSeconds: 2
+        """))
+    with (tmp / "kube-scheduler.log").open("wb") as log:
+        proc = subprocess.Popen([str(dev_cluster.kube_scheduler_binary), f"--config={config}", "--secure-port=0"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    time.sleep(1)
+    assert proc.poll() is None, (tmp / "kube-scheduler.log").read_text()[-3000:]
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def pod_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> Iterator[Release]:
+    name = f"chart-pods-{uuid.uuid4().hex[:8]}"
+    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": name, "labels": ENFORCE}})
+    enforced(kube_api, name)
+    release = Release(dev_cluster, name, tmp_path_factory.mktemp("chart-pods"))
+    image = images.SUNK_IMAGE
+    repository, _, tag = image.rpartition(":")
+    release.values.update({
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "nodeSelector": {realnode.NODE_LABEL: "true"},
+        "logLevel": "info",
+    })
+    release.values["slurm"]["api"]["url"] = POD_SLURM_URL
+    for component in ("syncer", "scheduler"):
+        release.values[component] = {"replicas": 1}
+    try:
+        yield release
+    finally:
+        if release.installed:
+            release.helm("uninstall", RELEASE, "--wait", check=False)
+        purge_namespace(kube_api, name)
+
+
+def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_release):
+    pod_release.install()
+    namespace = pod_release.namespace
+
+    def running() -> list[dict[str, Any]] | None:
+        pods = pods_of(kube_api, namespace)
+        return pods if len(pods) == 2 and all(ready(p) for p in pods) else None
+
+    try:
+        pods = wait_for(running, 180, "sunk-syncer's and sunk-scheduler's Pods Ready on the real Node", interval=1)
+    except AssertionError:
+        raise AssertionError(describe(kube_api, namespace)) from None
+    assert {p["spec"]["nodeName"] for p in pods} == {realnode.NODE_NAME}
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {images.SUNK_IMAGE}
+
+
+def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, pod_release):
+    namespace = pod_release.namespace
+    scheduler_name = f"{namespace}-{RELEASE}"
+    web = f"web-{uuid.uuid4().hex[:6]}"
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": web},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": web}},
+                 "template": {"metadata": {"labels": {"app": web}},
+                              "spec": {"schedulerName": scheduler_name, "terminationGracePeriodSeconds": 5,
+                                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                                           "seccompProfile": {"type": "RuntimeDefault"}},
+                                       "nodeSelector": {"sunk.dev/fake-kubelet": "true"},
+                                       "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                                       "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                                       "securityContext": {"allowPrivilegeEscalation": False,
+                                                                           "capabilities": {"drop": ["ALL"]}}}]}}},
+    }
+    kc.create(kube_api, DEPLOYMENTS, deployment, namespace)
+
+    def bound() -> list[dict[str, Any]] | None:
+        pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"app={web}")
+        placed = [p for p in pods if p["spec"].get("nodeName")]
+        return placed if len(placed) == 2 else None
+
+    pods = wait_for(bound, 60, "both replicas bound through Slurm", interval=0.5)
+    for pod in pods:
+        assert (pod["metadata"].get("annotations") or {}).get(names.ANN_JOB_ID), pod["metadata"]
+    assert len(jobs_carrying(pod_release.dev_cluster, web)) >= 2
+    # Deleted as a person would: the garbage collector deletes the ReplicaSet and its Pods, and the
+    # scheduler Pod cancels each Pod's job.
+    kc.delete(kube_api, DEPLOYMENTS, web, namespace)
+    dev = pod_release.dev_cluster
+
+    def active_jobs() -> list[str]:
+        out = dev.slurm("squeue", "-h", "-t", "PD,R,CG,S", "-o", "%i", check=False).stdout.split()
+        return [j for j in out if f"ns={namespace} " in slurm_job(dev, int(j)).get("extra", "")]
+
+    wait_for(lambda: not active_jobs(), 90, "every job of the deleted Deployment ended", interval=1)
+
+
+def test_helm_upgrade_with_a_changed_value_rolls_the_pods(kube_api, pod_release):
+    namespace = pod_release.namespace
+    before = set(replica_sets(kube_api, namespace, "sunk-scheduler"))
+    pod_release.values["logLevel"] = "debug"
+    pod_release.upgrade()
+
+    def rolled() -> bool:
+        pods = [p for p in pods_of(kube_api, namespace) if not p["metadata"].get("deletionTimestamp")]
+        hashes = {p["metadata"]["labels"].get("pod-template-hash") for p in pods
+                  if p["metadata"]["labels"].get("app.kubernetes.io/name") == "sunk-scheduler"}
+        return len(pods) == 2 and all(ready(p) for p in pods) and bool(hashes) and not hashes & before
+
+    wait_for(rolled, 180, "the Pods rolled to the new template and Ready", interval=1)
+    args = [a for p in pods_of(kube_api, namespace) for a in p["spec"]["containers"][0].get("args") or []]
+    assert "--zap-log-level=debug" in args
+
+
+def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
+    namespace = pod_release.namespace
+    pod_release.uninstall()
+    wait_for(lambda: not pods_of(kube_api, namespace), 60, "the release's Pods gone", interval=1)
+    assert not kc.list_objects(kube_api, DEPLOYMENTS, namespace)
+    for node in kc.list_objects(kube_api, NODES):
+        taints = (node.get("spec") or {}).get("taints") or []
+        assert not [t for t in taints if t["key"] == names.LOCK_KEY], node["metadata"]["name"]
+    out = pod_release.dev_cluster.slurm("sinfo", "-h", "-N", "-o", "%N|%E", check=False).stdout
+    assert not [line for line in out.splitlines() if "|k8s:" in line], out
+
+
+def describe(api, namespace: str) -> str:
+    """What a Pod that never got Ready says of itself (its status and the Events)."""
+    lines = []
+    for pod in kc.list_objects(api, PODS, namespace):
+        lines.append(f"{pod['metadata']['name']} on {pod['spec'].get('nodeName')}: {pod.get('status')}")
+    return "\n".join(lines)
