@@ -121,7 +121,7 @@ def test_the_slurmd_layer_leaves_out_secrets_and_state(name):
 
 @pytest.mark.parametrize("name", ["usr/sbin/slurmd", "usr/bin/scontrol", "usr/bin/curl", "etc/passwd", "etc/munge",
                                   "etc/slurm", "var/spool/slurmd", "run", "tmp", "usr/lib/x86_64-linux-gnu/slurm",
-                                  "bin", "lib64"])
+                                  "bin", "lib64", "dev", "proc", "sys"])
 def test_the_slurmd_layer_keeps_binaries_users_and_mount_points(name):
     assert not images.excluded(name, images.SLURMD_EMPTIED)
 
