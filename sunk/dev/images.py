@@ -358,11 +358,23 @@ def _chroot(root: Path, argv: Sequence[str], log: IO[str]) -> None:
     _run(["chroot", str(root), *argv], log, env=env)
 
 
+def _remove(directory: Path) -> None:
+    """rm -rf, after unmounting what a killed debootstrap left mounted in it (its /proc, /sys)."""
+    if not directory.exists():
+        return
+    inside = str(directory.resolve()) + "/"
+    with open("/proc/mounts") as mounts:
+        targets = [line.split()[1] for line in mounts if line.split()[1].startswith(inside)]
+    for target in sorted(targets, reverse=True):
+        subprocess.run(["umount", "-l", target], check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def _prune(directory: Path, prefix: str, keep: Path) -> None:
     """Layers of other keys: a dev cache keeps only the current one of each kind."""
     for old in directory.glob(prefix + "*"):
         if old != keep and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
 
 
 # -- I/O: the sunk image ---------------------------------------------------------------------------
@@ -402,7 +414,7 @@ def ensure_sunk_base(images: Path, project: Path, log: IO[str], mirror: str = de
     directory = images / f"sunk-base-{base_key(SUNK_SUITE, mirror, SUNK_PACKAGES, reqs, go_arch(machine))}"
     if (layer := _load_layer(directory)) is not None:
         return directory / "rootfs", layer
-    shutil.rmtree(directory, ignore_errors=True)
+    _remove(directory)
     directory.mkdir(parents=True)
     rootfs, wheelhouse = directory / "rootfs", directory / "wheels"
     _run(["debootstrap", "--variant=minbase", f"--include={','.join(SUNK_PACKAGES)}", SUNK_SUITE, str(rootfs),
@@ -444,7 +456,7 @@ def ensure_sunk_app(images: Path, project: Path, rootfs: Path, base: Layer, log:
     directory = images / f"sunk-app-{key}"
     if (layer := _load_layer(directory)) is not None:
         return layer
-    shutil.rmtree(directory, ignore_errors=True)
+    _remove(directory)
     directory.mkdir(parents=True)
     wheelhouse = rootfs.parent / "wheels"
     with tempfile.TemporaryDirectory(prefix="sunk-wheel-") as tmp:
@@ -506,7 +518,7 @@ def build_slurmd(images: Path, chroot_root: Path, phase: Phase) -> Built:
     directory = images / f"slurmd-{key}"
     with phase("image slurmd layer"):
         if (layer := _load_layer(directory)) is None:
-            shutil.rmtree(directory, ignore_errors=True)
+            _remove(directory)
             directory.mkdir(parents=True)
             layer = write_layer(directory / "layer.tar", walk(chroot_root, SLURMD_EMPTIED))
             _save_layer(directory, layer)
