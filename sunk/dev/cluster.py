@@ -24,10 +24,11 @@ from typing import IO, Optional
 import requests
 from attrs import frozen
 
+import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, kubebuild, kubeconf, kubelet, realnode, slurmconf
+from . import chroot, claim, images, kubebuild, kubeconf, kubelet, realnode, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -82,6 +83,7 @@ class DevCluster:
             # A running cluster keeps its shape; `down` first to change it.
             self.layout = saved
         self.with_sunk = self._saved_with_sunk() if with_sunk is None else with_sunk
+        self._built_images: list[images.Built] = []  # SUNK_DEV_IMAGES=1: what `up` built for the real Node
 
     @classmethod
     def for_tests(cls) -> DevCluster:
@@ -176,6 +178,9 @@ class DevCluster:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
+        if self.real_node and images.enabled():  # off unless SUNK_DEV_IMAGES=1 (sunk.dev.images)
+            self._built_images = images.build_images(self.home, Path(__file__).resolve().parents[2], self.root,
+                                                     sunk.__version__, self._phase)
         tokens = self.kube_dir / "tokens.csv"
         before = tokens.read_text() if tokens.exists() else None
         kubeconf.ensure_pki(self.kube_dir)
@@ -192,6 +197,11 @@ class DevCluster:
             self._remove_hooks()
         for component in self._components(bin_dir):
             self._ensure(component)
+        if self._built_images:  # (each `up`: containerd may have run already, with an older image)
+            with self._phase("images import"):
+                imported = images.import_missing(functools.partial(realnode.ctr, self.real_paths), self._built_images)
+            if imported:
+                self._say(f"  images           imported into containerd: {', '.join(imported)}")
         if self._reconfigure:
             self._say("  slurm.conf changed: scontrol reconfigure")
             self.slurm("scontrol", "reconfigure")
@@ -661,7 +671,9 @@ class DevCluster:
         for node in self.layout.node_names:
             self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
         if self.real_node:
-            self._expect(self.kube_request("POST", pods, realnode.slurmd_pod(self.root, SLURM_NAMESPACE)), 201, 409)
+            pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, images.SLURMD_IMAGE) if self._built_images
+                   else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
+            self._expect(self.kube_request("POST", pods, pod), 201, 409)
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
         if self.real_node:

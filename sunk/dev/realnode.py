@@ -387,6 +387,32 @@ def slurmd_pod(chroot: Path, namespace: str) -> dict:
     }
 
 
+def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
+    """The real Node's slurmd Pod, slurmd from its own image (``sunk.dev.images``, ``SUNK_DEV_IMAGES=1``).
+
+    What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge
+    socket (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's
+    node tokens and hooks.env (``/etc/sunk``); slurmd's spool and log are emptyDirs (slurmd
+    makes ``/var/spool/slurmd/<node>`` but not its parent). hostPID as in ``slurmd_pod``.
+    """
+    pod = slurmd_pod(chroot, namespace)
+    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE}"
+    host = {"/run/munge": "munge", "/etc/slurm": "slurm-etc", "/etc/sunk": "sunk-etc"}
+    pod["spec"]["containers"] = [{
+        "name": "slurmd", "image": image, "imagePullPolicy": "Never",
+        "command": ["/usr/sbin/slurmd", "-D", "-Z", "-N", SLURM_NODE, "--conf", conf],
+        "volumeMounts": [{"name": name, "mountPath": path, **({"readOnly": True} if path != "/run/munge" else {})}
+                         for path, name in host.items()]
+                        + [{"name": "spool", "mountPath": "/var/spool/slurmd"},
+                           {"name": "log", "mountPath": "/var/log/slurm"}],
+        "readinessProbe": {"exec": {"command": ["/usr/bin/scontrol", "show", "node", SLURM_NODE]}, "periodSeconds": 5},
+    }]
+    pod["spec"]["volumes"] = [{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")), "type": "Directory"}}
+                              for path, name in host.items()] + [{"name": "spool", "emptyDir": {}},
+                                                                 {"name": "log", "emptyDir": {}}]
+    return pod
+
+
 def clean_up_containers(paths: Paths) -> None:
     """After the kubelet stops: kill what it left running (runc shims outlive containerd)."""
     if not containerd_ok(paths):

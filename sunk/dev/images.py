@@ -1,0 +1,614 @@
+"""Container images for the real kubelet Node, built without a registry or a container engine.
+
+No registry is reachable from these machines and there is no Docker engine, so the images are
+written here as ``docker save`` archives that ``ctr images import`` takes:
+
+- **sunk** (``docker.io/library/sunk:<version>``, what the chart's ``image: sunk`` with the
+  chart's appVersion resolves to, so the chart needs no override): a Debian bookworm minbase
+  rootfs with python3 (3.11, what the project is tested with), a venv at ``/opt/sunk`` holding
+  the dependencies (layer 1, cached by a hash of what goes in), and the project's own wheel
+  installed into that venv (layer 2, rebuilt when a source file changes: seconds). It runs as
+  uid 65532, as the chart's Pod Security ``restricted`` Pods do.
+- **slurmd** (``docker.io/sunk-dev/slurmd:dev``): the dev cluster's trixie chroot taken as one
+  layer (the same Slurm binaries slurmctld runs), minus its runtime state and every secret:
+  the munge key, the JWT key and slurmdbd.conf (the munge socket and slurm.conf come from the
+  host by hostPath, as a SUNK slurmd Pod mounts them).
+
+Layers are written to files and streamed: a rootfs is hundreds of MB. Pure parts (keys,
+exclusions, configs, manifests) come first; the I/O after them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import fnmatch
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import IO, Optional
+
+import attrs
+
+from . import chroot as devchroot
+
+SUNK_REPOSITORY = "docker.io/library/sunk"  # the chart's default `image.repository: sunk`, normalized
+SLURMD_IMAGE = "docker.io/sunk-dev/slurmd:dev"
+SUNK_SUITE = "bookworm"  # python3.11, the version the project is tested with (trixie has 3.13)
+SUNK_PACKAGES = ("python3",)
+PYTHON = "3.11"
+VENV = "/opt/sunk"
+NONROOT_UID = 65532
+NONROOT_NAME = "nonroot"
+# The project's files that go into its wheel: their hash keys the app layer.
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "sunk", "scheduler", "extender")
+BUILD_REQUIREMENTS = ("setuptools>=64", "wheel")  # pyproject.toml's [build-system], from the wheelhouse
+# Bumped when how a layer is made changes, so that a cached layer made the old way is not reused.
+RECIPE = "1"
+
+# What no layer carries: kernel and runtime file systems, run state, apt's caches.
+# Each entry is a directory kept (empty) in the layer, with nothing under it.
+ROOTFS_EMPTIED = (
+    "proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt", "var/lib/apt/lists",
+    "usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
+)
+# And what the slurmd image leaves out of the dev chroot: secrets (the munge key and its seed,
+# the JWT key, slurmdbd.conf's database password: slurm.conf and the munge socket come from the
+# host by hostPath), and the dev cluster's state (Slurm's spools, MariaDB's and etcd's data,
+# jobs' output in /tmp, root's home).
+SLURMD_EMPTIED = ROOTFS_EMPTIED + (
+    "etc/munge", "etc/slurm", "var/lib/munge", "var/spool/slurmd", "var/spool/slurmctld", "var/lib/slurm",
+    "var/lib/mysql", "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
+    "etc/sunk", "etc/sunk-bench",  # the hook API's per-node tokens and hooks.env; a benchmark's slurm.conf
+)
+# The top of a rootfs: anything else there (a job's slurm-N.out in the chroot's /) stays out.
+ROOT_ENTRIES = ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt", "opt", "proc",
+                "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var")
+# Names that must never be in a layer, whatever the exclusions say: the build fails on one.
+SECRET_PATTERNS = ("*.key", "*.seed", "slurmdbd.conf", "id_rsa*", "id_ecdsa*", "id_ed25519*", "*.jwt", "*.token",
+                   "*/.ssh/*", "etc/ssl/private/*", "*/hooks-tokens/*", "hooks.env")
+
+Phase = Callable[[str], AbstractContextManager[IO[str]]]
+
+
+# -- pure: image configuration and archive manifest -------------------------------------------------
+
+@attrs.frozen
+class ImageSpec:
+    """What an image says besides its layers: its name, user, environment and command."""
+
+    name: str
+    user: str
+    env: tuple[str, ...]
+    cmd: tuple[str, ...]
+    entrypoint: tuple[str, ...] = ()
+    working_dir: str = "/"
+
+
+@attrs.frozen
+class Layer:
+    """A layer written to a file: its diff_id is the sha256 of the uncompressed tar."""
+
+    path: Path
+    diff_id: str
+    size: int
+
+
+def sunk_spec(version: str) -> ImageSpec:
+    """sunk's image: the venv first on PATH (the chart runs `command: [sunk-syncer]`), uid 65532.
+
+    No Entrypoint, so a Pod's ``command`` and ``args`` are all that run.
+    """
+    return ImageSpec(
+        name=f"{SUNK_REPOSITORY}:{version}",
+        user=f"{NONROOT_UID}:{NONROOT_UID}",
+        env=(f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"),
+        cmd=("sunk-syncer", "--help"),
+    )
+
+
+def slurmd_spec() -> ImageSpec:
+    """slurmd runs as root (it starts jobs as their users)."""
+    return ImageSpec(
+        name=SLURMD_IMAGE, user="0:0",
+        env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"),
+        cmd=("/usr/sbin/slurmd", "-D", "-Z"),
+    )
+
+
+def image_config(spec: ImageSpec, diff_ids: Sequence[str], arch: str) -> dict:
+    """The image's config blob: diff_ids bottom layer first, as the layers are applied."""
+    config: dict = {"User": spec.user, "Env": list(spec.env), "Cmd": list(spec.cmd), "WorkingDir": spec.working_dir}
+    if spec.entrypoint:
+        config["Entrypoint"] = list(spec.entrypoint)
+    return {
+        "architecture": arch, "os": "linux", "config": config,
+        "rootfs": {"type": "layers", "diff_ids": list(diff_ids)},
+        "history": [{"created_by": "sunk.dev.images"} for _ in diff_ids],
+    }
+
+
+def config_bytes(config: dict) -> bytes:
+    """Canonical JSON, so that the same image always has the same ID."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+
+
+def image_id(config: bytes) -> str:
+    return "sha256:" + hashlib.sha256(config).hexdigest()
+
+
+def layer_member(diff_id: str) -> str:
+    return diff_id.removeprefix("sha256:") + "/layer.tar"
+
+
+def archive_manifest(name: str, config_member: str, diff_ids: Sequence[str]) -> list[dict]:
+    """``manifest.json`` of a docker archive: one image, its tag, its layers in order."""
+    return [{"Config": config_member, "RepoTags": [name], "Layers": [layer_member(d) for d in diff_ids]}]
+
+
+def archive_metadata(spec: ImageSpec, diff_ids: Sequence[str], arch: str) -> tuple[str, bytes, bytes]:
+    """The config's member name (its digest, as ``docker save`` names it), the config, manifest.json."""
+    config = config_bytes(image_config(spec, diff_ids, arch))
+    member = image_id(config).removeprefix("sha256:") + ".json"
+    return member, config, json.dumps(archive_manifest(spec.name, member, diff_ids)).encode()
+
+
+def go_arch(machine: str) -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+# -- pure: cache keys ----------------------------------------------------------------------------
+
+def digest(*parts: str | bytes) -> str:
+    """A short hash of the parts, each length-prefixed (so that ("ab", "c") != ("a", "bc"))."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()[:12]
+
+
+def requirements(setup_cfg: str) -> tuple[str, ...]:
+    """install_requires of setup.cfg: what the base layer's venv holds."""
+    parser = configparser.ConfigParser()
+    parser.read_string(setup_cfg)
+    lines = parser.get("options", "install_requires", fallback="").splitlines()
+    return tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def base_key(suite: str, mirror: str, packages: Sequence[str], reqs: Sequence[str], arch: str) -> str:
+    """The sunk image's base layer (rootfs, python3, the venv with the dependencies)."""
+    return digest(RECIPE, suite, mirror, PYTHON, arch, VENV, str(NONROOT_UID), " ".join(sorted(packages)),
+                  "\n".join(sorted(reqs)), " ".join(BUILD_REQUIREMENTS), "\n".join(ROOTFS_EMPTIED),
+                  " ".join(ROOT_ENTRIES))
+
+
+def sources_key(files: Iterable[tuple[str, bytes]]) -> str:
+    """The project's files that make its wheel, by path and content (order does not matter)."""
+    return digest(*(part for name, data in sorted(files) for part in (name, data)))
+
+
+def app_key(base: str, sources: str) -> str:
+    return digest(RECIPE, base, sources)
+
+
+def slurmd_key(chroot_name: str, dpkg_status: bytes, passwd: bytes, group: bytes) -> str:
+    """The slurmd layer: the chroot's packages and users, and what is left out of it."""
+    return digest(RECIPE, chroot_name, dpkg_status, passwd, group, "\n".join(SLURMD_EMPTIED), " ".join(ROOT_ENTRIES))
+
+
+# -- pure: what goes into a layer ------------------------------------------------------------------
+
+def excluded(name: str, emptied: Sequence[str], top: Optional[Sequence[str]] = ROOT_ENTRIES) -> bool:
+    """Whether the path ``name`` (relative, no leading slash) stays out of the layer.
+
+    ``top``: the entries allowed at the top (None: any).
+    """
+    if top is not None and name.partition("/")[0] not in top:
+        return True
+    return any(name.startswith(directory + "/") for directory in emptied)
+
+
+def secrets_in(names: Iterable[str]) -> list[str]:
+    """The layer members that look like keys or passwords."""
+    found = []
+    for name in names:
+        base = name.rsplit("/", 1)[-1]
+        if any(fnmatch.fnmatch(base, p) or fnmatch.fnmatch(name, p) for p in SECRET_PATTERNS):
+            found.append(name)
+    return found
+
+
+def passwd_entry(existing: str) -> str:
+    """/etc/passwd with the image's non-root user appended (unless it is there)."""
+    line = f"{NONROOT_NAME}:x:{NONROOT_UID}:{NONROOT_UID}::/home/{NONROOT_NAME}:/usr/sbin/nologin\n"
+    if any(entry.split(":")[2:3] == [str(NONROOT_UID)] for entry in existing.splitlines()):
+        return existing
+    return existing + ("" if existing.endswith("\n") or not existing else "\n") + line
+
+
+def group_entry(existing: str) -> str:
+    line = f"{NONROOT_NAME}:x:{NONROOT_UID}:\n"
+    if any(entry.split(":")[2:3] == [str(NONROOT_UID)] for entry in existing.splitlines()):
+        return existing
+    return existing + ("" if existing.endswith("\n") or not existing else "\n") + line
+
+
+def download_argv(wheelhouse: Path, reqs: Sequence[str], machine: str) -> list[str]:
+    """pip download of the venv's wheels for the image's Python, whatever Python runs sunk-dev."""
+    platforms = [f"manylinux_2_{minor}_{machine}" for minor in (36, 34, 31, 28, 17)]
+    platforms += [f"manylinux2014_{machine}", f"manylinux2010_{machine}", f"manylinux1_{machine}"]
+    return [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+            "--dest", str(wheelhouse), "--only-binary=:all:", "--python-version", PYTHON,
+            "--implementation", "cp", "--abi", "cp" + PYTHON.replace(".", ""),
+            *(arg for p in platforms for arg in ("--platform", p)),
+            *reqs, "pip", *BUILD_REQUIREMENTS]
+
+
+# -- I/O: layers -------------------------------------------------------------------------------------
+
+def walk(root: Path, emptied: Sequence[str], top: Optional[Sequence[str]] = ROOT_ENTRIES,
+         ) -> Iterator[tuple[Path, str]]:
+    """Every path under ``root`` that goes into the layer, depth first in name order.
+
+    Stays on root's file system: a mount inside it (the chroot's /proc) is never read.
+    """
+    device = root.lstat().st_dev
+
+    def under(directory: Path, rel: str) -> Iterator[tuple[Path, str]]:
+        with os.scandir(directory) as it:
+            entries = sorted(((f"{rel}/{e.name}" if rel else e.name), e) for e in it)
+        for name, entry in entries:
+            if excluded(name, emptied, top):
+                continue
+            yield Path(entry.path), name
+            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_dev == device:
+                yield from under(Path(entry.path), name)
+
+    return under(root, "")
+
+
+def _anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uname = info.gname = ""  # the host's names for these ids mean nothing in the image
+    return info
+
+
+def write_layer(path: Path, members: Iterable[tuple[Path, str]]) -> Layer:
+    """Write the members (host path, name in the image) as an uncompressed tar, then hash it."""
+    partial = path.with_name(path.name + ".partial")
+    names = []
+    with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
+        for source, name in members:
+            tar.add(str(source), arcname=name, recursive=False, filter=_anonymous)
+            names.append(name)
+    if leaked := secrets_in(names):
+        partial.unlink()
+        raise RuntimeError(f"refusing to write layer {path}: it would hold secrets: {', '.join(leaked[:10])}")
+    partial.rename(path)
+    return Layer(path, "sha256:" + _sha256_file(path), path.stat().st_size)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _save_layer(directory: Path, layer: Layer) -> None:
+    (directory / "layer.json").write_text(json.dumps({"diff_id": layer.diff_id, "size": layer.size}))
+
+
+def _load_layer(directory: Path) -> Optional[Layer]:
+    """A layer cached by an earlier build (its record is written last: a crash leaves none)."""
+    try:
+        record = json.loads((directory / "layer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    path = directory / "layer.tar"
+    if not path.exists() or path.stat().st_size != record["size"]:
+        return None
+    return Layer(path, record["diff_id"], record["size"])
+
+
+def write_archive(path: Path, spec: ImageSpec, layers: Sequence[Layer], arch: str) -> str:
+    """A docker archive of the layers (streamed from their files); returns the image ID.
+
+    Skipped when ``path`` already holds this very image (its ID is recorded beside it).
+    """
+    config_member, config, manifest = archive_metadata(spec, [layer.diff_id for layer in layers], arch)
+    ident = image_id(config)
+    stamp = path.with_name(path.name + ".id")
+    if path.exists() and stamp.exists() and stamp.read_text() == ident:
+        return ident
+    partial = path.with_name(path.name + ".partial")
+    with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
+        for layer in layers:
+            tar.add(str(layer.path), arcname=layer_member(layer.diff_id), recursive=False, filter=_anonymous)
+        for member, data in ((config_member, config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(member)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    partial.rename(path)
+    stamp.write_text(ident)
+    return ident
+
+
+def _run(argv: Sequence[str], log: IO[str], **kwargs) -> None:
+    print("+ " + " ".join(argv), file=log, flush=True)
+    subprocess.run(list(argv), check=True, stdout=log, stderr=log, **kwargs)
+
+
+def _chroot(root: Path, argv: Sequence[str], log: IO[str]) -> None:
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+    _run(["chroot", str(root), *argv], log, env=env)
+
+
+def _remove(directory: Path) -> None:
+    """rm -rf, after unmounting what a killed debootstrap left mounted in it (its /proc, /sys)."""
+    if not directory.exists():
+        return
+    inside = str(directory.resolve()) + "/"
+    with open("/proc/mounts") as mounts:
+        targets = [line.split()[1] for line in mounts if line.split()[1].startswith(inside)]
+    for target in sorted(targets, reverse=True):
+        subprocess.run(["umount", "-l", target], check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _prune(directory: Path, prefix: str, keep: Path) -> None:
+    """Layers of other keys: a dev cache keeps only the current one of each kind."""
+    for old in directory.glob(prefix + "*"):
+        if old != keep and old.is_dir():
+            _remove(old)
+
+
+# -- I/O: the sunk image ---------------------------------------------------------------------------
+
+@attrs.frozen
+class Built:
+    """An image written as a docker archive, ready for ``ctr images import``."""
+
+    name: str
+    archive: Path
+    image_id: str
+    layers: tuple[Layer, ...]
+
+
+def project_files(project: Path) -> Iterator[tuple[str, Path]]:
+    """The files of ``SOURCES`` under the project (no bytecode, no build leftovers)."""
+    for top in SOURCES:
+        path = project / top
+        if path.is_file():
+            yield top, path
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.endswith(".egg-info"))
+            for filename in sorted(filenames):
+                if not filename.endswith((".pyc", ".pyo")):
+                    full = Path(dirpath) / filename
+                    yield str(full.relative_to(project)), full
+
+
+def ensure_sunk_base(images: Path, project: Path, log: IO[str], mirror: str = devchroot.MIRROR) -> tuple[Path, Layer]:
+    """The base rootfs (debootstrap, python3, the venv with the dependencies) and its layer.
+
+    The rootfs is kept beside the layer: the app layer is installed with its Python.
+    """
+    reqs = requirements((project / "setup.cfg").read_text())
+    machine = platform.machine()
+    directory = images / f"sunk-base-{base_key(SUNK_SUITE, mirror, SUNK_PACKAGES, reqs, go_arch(machine))}"
+    if (layer := _load_layer(directory)) is not None:
+        return directory / "rootfs", layer
+    _remove(directory)
+    directory.mkdir(parents=True)
+    rootfs, wheelhouse = directory / "rootfs", directory / "wheels"
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(SUNK_PACKAGES)}", SUNK_SUITE, str(rootfs),
+          mirror], log)
+    _run(download_argv(wheelhouse, reqs, machine), log)
+    (rootfs / "etc/passwd").write_text(passwd_entry((rootfs / "etc/passwd").read_text()))
+    (rootfs / "etc/group").write_text(group_entry((rootfs / "etc/group").read_text()))
+    home = rootfs / "home" / NONROOT_NAME
+    home.mkdir(parents=True, exist_ok=True)
+    os.chown(home, NONROOT_UID, NONROOT_UID)
+    inside = rootfs / "tmp/wheels"
+    shutil.copytree(wheelhouse, inside)
+    pip = _pip_in_image(wheelhouse)
+    try:
+        # Debian's python3 without python3-venv has no ensurepip: the venv gets no pip of its own,
+        # and pip runs from its wheel (so no pip is left in the image either).
+        _chroot(rootfs, ["python3", "-m", "venv", "--without-pip", VENV], log)
+        _chroot(rootfs, [f"{VENV}/bin/python", f"/tmp/wheels/{pip}/pip", "install", "--no-index", "--no-cache-dir",
+                         "--disable-pip-version-check", "--find-links", "/tmp/wheels", *reqs], log)
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+    layer = write_layer(directory / "layer.tar", walk(rootfs, ROOTFS_EMPTIED))
+    _save_layer(directory, layer)
+    _prune(images, "sunk-base-", directory)
+    return rootfs, layer
+
+
+def _pip_in_image(wheelhouse: Path) -> str:
+    wheels = sorted(wheelhouse.glob("pip-*.whl"))
+    if not wheels:
+        raise RuntimeError(f"no pip wheel in {wheelhouse}")
+    return wheels[-1].name
+
+
+def ensure_sunk_app(images: Path, project: Path, rootfs: Path, base: Layer, log: IO[str]) -> Layer:
+    """The project's wheel installed into the venv: a layer of its own, rebuilt when a source changes."""
+    files = list(project_files(project))
+    key = app_key(base.diff_id, sources_key((name, path.read_bytes()) for name, path in files))
+    directory = images / f"sunk-app-{key}"
+    if (layer := _load_layer(directory)) is not None:
+        return layer
+    _remove(directory)
+    directory.mkdir(parents=True)
+    wheelhouse = rootfs.parent / "wheels"
+    with tempfile.TemporaryDirectory(prefix="sunk-wheel-") as tmp:
+        source = Path(tmp) / "src"
+        for name, path in files:  # a copy: building in the checkout would leave build/ and egg-info in it
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
+        _run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-cache-dir", "--no-deps",
+              "--no-index", "--find-links", str(wheelhouse), "--wheel-dir", str(Path(tmp) / "dist"), str(source)],
+             log)
+        (wheel,) = (Path(tmp) / "dist").glob("*.whl")
+        stage = rootfs / "tmp/sunk-app"
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        try:
+            shutil.copy2(wheel, stage / wheel.name)
+            pip = _pip_in_image(wheelhouse)
+            shutil.copy2(wheelhouse / pip, stage / pip)
+            _chroot(rootfs, [f"{VENV}/bin/python", f"/tmp/sunk-app/{pip}/pip", "install", "--no-index", "--no-deps",
+                             "--no-cache-dir", "--disable-pip-version-check", "--target", "/tmp/sunk-app/target",
+                             f"/tmp/sunk-app/{wheel.name}"], log)
+            layer = write_layer(directory / "layer.tar", app_members(stage / "target"))
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    _save_layer(directory, layer)
+    _prune(images, "sunk-app-", directory)
+    return layer
+
+
+def app_members(target: Path) -> Iterator[tuple[Path, str]]:
+    """pip's ``--target`` tree, mapped into the venv: packages to site-packages, scripts to bin."""
+    site = f"{VENV.lstrip('/')}/lib/python{PYTHON}/site-packages"
+    for path, name in walk(target, (), top=None):
+        if name == "bin" or name.startswith("bin/"):
+            if name != "bin":
+                yield path, f"{VENV.lstrip('/')}/{name}"
+        else:
+            yield path, f"{site}/{name}"
+
+
+def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: str = devchroot.MIRROR) -> Built:
+    with phase("image sunk base") as log:
+        rootfs, base = ensure_sunk_base(images, project, log, mirror)
+    with phase("image sunk app") as log:
+        app = ensure_sunk_app(images, project, rootfs, base, log)
+    spec = sunk_spec(version)
+    archive = images / "sunk.tar"
+    with phase("image sunk archive"):
+        ident = write_archive(archive, spec, (base, app), go_arch(platform.machine()))
+    return Built(spec.name, archive, ident, (base, app))
+
+
+# -- I/O: the slurmd image -------------------------------------------------------------------------
+
+def build_slurmd(images: Path, chroot_root: Path, phase: Phase) -> Built:
+    """The dev chroot as one layer, without its state and secrets (see ``SLURMD_EMPTIED``)."""
+    key = slurmd_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(),
+                     (chroot_root / "etc/passwd").read_bytes(), (chroot_root / "etc/group").read_bytes())
+    directory = images / f"slurmd-{key}"
+    with phase("image slurmd layer"):
+        if (layer := _load_layer(directory)) is None:
+            _remove(directory)
+            directory.mkdir(parents=True)
+            layer = write_layer(directory / "layer.tar", walk(chroot_root, SLURMD_EMPTIED))
+            _save_layer(directory, layer)
+            _prune(images, "slurmd-", directory)
+    spec = slurmd_spec()
+    archive = images / "slurmd.tar"
+    with phase("image slurmd archive"):
+        ident = write_archive(archive, spec, (layer,), go_arch(platform.machine()))
+    return Built(spec.name, archive, ident, (layer,))
+
+
+# -- I/O: containerd -----------------------------------------------------------------------------
+
+def import_image(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Built) -> None:
+    """``ctr -n k8s.io images import`` (``ctr`` is ``realnode.ctr`` bound to the Node's socket)."""
+    ctr("images", "import", "--snapshotter=overlayfs", str(built.archive))
+    built.archive.with_name(built.archive.name + ".imported").write_text(built.image_id)
+
+
+def needs_import(have: Iterable[str], built: Built) -> bool:
+    """Absent from containerd, or imported before this build (the name now means another image)."""
+    stamp = built.archive.with_name(built.archive.name + ".imported")
+    return built.name not in set(have) or not stamp.exists() or stamp.read_text() != built.image_id
+
+
+def build_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase) -> list[Built]:
+    """Build (or find cached) sunk's image and the slurmd image under ``home/images``."""
+    images = home / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    return [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase)]
+
+
+def import_missing(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Iterable[Built]) -> list[str]:
+    """Import each image containerd lacks or holds an older build of; returns the names imported."""
+    have = ctr("images", "ls", "-q").stdout.split()
+    imported = []
+    for image in built:
+        if needs_import(have, image):
+            import_image(ctr, image)
+            imported.append(image.name)
+    return imported
+
+
+def ensure_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase,
+                  ctr: Callable[..., subprocess.CompletedProcess[str]]) -> list[str]:
+    """Build what is missing or outdated, import what containerd lacks; returns the names imported."""
+    built = build_images(home, project, chroot_root, version, phase)
+    with phase("images import"):
+        return import_missing(ctr, built)
+
+
+def enabled() -> bool:
+    """Off unless ``SUNK_DEV_IMAGES=1``: the real Node's slurmd from its own image, sunk's image imported."""
+    return os.environ.get("SUNK_DEV_IMAGES", "0") in ("1", "true", "yes")
+
+
+@contextlib.contextmanager
+def log_phase(name: str, log_path: Path, out: IO[str] = sys.stderr) -> Iterator[IO[str]]:
+    """A phase outside ``sunk-dev up``: one line with its time, the tools' output to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    with log_path.open("a") as log:
+        print(f"== {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})", file=log, flush=True)
+        try:
+            yield log
+        except BaseException:
+            print(f"  {name:<22} failed after {time.monotonic() - began:.0f}s; its output: {log_path}", file=out,
+                  flush=True)
+            raise
+    print(f"  {name:<22} {time.monotonic() - began:.1f}s", file=out, flush=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m sunk.dev.images HOME CHROOT``: build both images (no import), print the archives."""
+    import argparse
+
+    import sunk
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("home", type=Path)
+    parser.add_argument("chroot", type=Path)
+    args = parser.parse_args(argv)
+    project = Path(__file__).resolve().parents[2]
+    log_path = args.home / "run" / "logs" / "images.log"
+    for built in build_images(args.home, project, args.chroot, sunk.__version__,
+                              lambda name: log_phase(name, log_path)):
+        sizes = " + ".join(f"{layer.size / 1e6:.0f} MB" for layer in built.layers)
+        print(f"{built.name} {built.image_id[:19]} {built.archive} ({sizes})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

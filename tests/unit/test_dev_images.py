@@ -1,0 +1,212 @@
+"""sunk.dev.images: the docker archives the real kubelet Node imports, their keys and what they leave out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sunk.dev import images, realnode
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "manifests/chart/sunk"
+BASE = "sha256:" + "a" * 64
+APP = "sha256:" + "b" * 64
+
+
+# -- config and manifest ------------------------------------------------------------------------------
+
+def test_two_layer_manifest_lists_the_layers_bottom_first_and_names_the_config_by_its_digest():
+    spec = images.sunk_spec("0.1.0")
+    member, config, manifest = images.archive_metadata(spec, [BASE, APP], "amd64")
+    assert member == hashlib.sha256(config).hexdigest() + ".json"
+    assert json.loads(config)["rootfs"] == {"type": "layers", "diff_ids": [BASE, APP]}
+    (entry,) = json.loads(manifest)
+    assert entry == {"Config": member, "RepoTags": ["docker.io/library/sunk:0.1.0"],
+                     "Layers": ["a" * 64 + "/layer.tar", "b" * 64 + "/layer.tar"]}
+
+
+def test_the_image_id_follows_the_layers():
+    spec = images.sunk_spec("0.1.0")
+    one = images.archive_metadata(spec, [BASE, APP], "amd64")[1]
+    other = images.archive_metadata(spec, [BASE, "sha256:" + "c" * 64], "amd64")[1]
+    assert images.image_id(one) != images.image_id(other)
+    assert images.image_id(one) == images.image_id(images.archive_metadata(spec, [BASE, APP], "amd64")[1])
+
+
+def test_sunk_runs_as_65532_with_the_venv_first_on_path_and_no_entrypoint():
+    config = images.image_config(images.sunk_spec("0.1.0"), [BASE, APP], "amd64")["config"]
+    assert config["User"] == "65532:65532"
+    path = next(e for e in config["Env"] if e.startswith("PATH="))
+    assert path.removeprefix("PATH=").split(":")[0] == "/opt/sunk/bin"
+    assert "Entrypoint" not in config  # the chart's `command: [sunk-syncer]` is all that runs
+
+
+def test_the_sunk_image_is_what_the_charts_default_reference_resolves_to():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert values["image"]["repository"] == "sunk" and not values["image"]["tag"]
+    # containerd and the kubelet normalize `sunk:<appVersion>` to docker.io/library/sunk:<appVersion>
+    assert images.sunk_spec(chart["appVersion"]).name == f"docker.io/library/sunk:{chart['appVersion']}"
+
+
+def test_slurmd_runs_as_root():
+    config = images.image_config(images.slurmd_spec(), [BASE], "amd64")["config"]
+    assert config["User"] == "0:0" and config["Cmd"][0] == "/usr/sbin/slurmd"
+
+
+# -- cache keys ---------------------------------------------------------------------------------
+
+def test_requirements_are_setup_cfgs_install_requires():
+    reqs = images.requirements((ROOT / "setup.cfg").read_text())
+    assert "flask>=3.0" in reqs and any(r.startswith("kubernetes") for r in reqs)
+    assert not any(r.startswith("#") for r in reqs)
+
+
+def test_the_base_key_changes_with_packages_and_requirements_only():
+    key = images.base_key("bookworm", "http://m", ("python3",), ("flask>=3.0", "attrs"), "amd64")
+    assert key == images.base_key("bookworm", "http://m", ("python3",), ("attrs", "flask>=3.0"), "amd64")
+    assert key != images.base_key("bookworm", "http://m", ("python3", "curl"), ("attrs", "flask>=3.0"), "amd64")
+    assert key != images.base_key("bookworm", "http://m", ("python3",), ("attrs", "flask>=3.1"), "amd64")
+    assert key != images.base_key("trixie", "http://m", ("python3",), ("attrs", "flask>=3.0"), "amd64")
+
+
+def test_the_app_key_changes_with_any_source_file_and_with_the_base():
+    files = [("sunk/__init__.py", b"__version__ = '0.1.0'\n"), ("setup.cfg", b"[metadata]\n")]
+    sources = images.sources_key(files)
+    assert sources == images.sources_key(list(reversed(files)))
+    assert sources != images.sources_key([files[0], ("setup.cfg", b"[metadata]\nname = x\n")])
+    assert sources != images.sources_key([*files, ("sunk/new.py", b"")])
+    moved = [("sunk/__init__.py", b"__version__ = '0.1.0'\n"), ("setup.cf", b"g[metadata]\n")]
+    assert sources != images.sources_key(moved)  # the same bytes under another split
+    assert images.app_key(BASE, sources) != images.app_key(APP, sources)
+
+
+def test_the_slurmd_key_changes_with_the_chroots_packages_and_users():
+    key = images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.5-1\n", b"root:x:0:0\n", b"")
+    assert key != images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.6-1\n", b"root:x:0:0\n", b"")
+    assert key != images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.5-1\n",
+                                    b"root:x:0:0\nkube:x:1001:1001\n", b"")
+
+
+def test_the_download_is_for_the_images_python_whatever_runs_sunk_dev():
+    argv = images.download_argv(Path("/w"), ("flask>=3.0",), "x86_64")
+    assert argv[argv.index("--python-version") + 1] == "3.11"
+    assert "--only-binary=:all:" in argv and "flask>=3.0" in argv and "pip" in argv
+    assert "manylinux2014_x86_64" in argv
+
+
+# -- what a layer leaves out --------------------------------------------------------------------
+
+# What the dev chroot holds after `sunk-dev up` and the tests (checked on a used chroot).
+CHROOT_SECRETS = (
+    "etc/munge/munge.key", "etc/slurm/jwt.key", "etc/slurm/slurmdbd.conf", "var/lib/munge/munged.seed",
+    "etc/sunk/hooks-tokens/node1", "etc/sunk/hooks.env", "root/.ssh/authorized_keys", "etc/ssl/private/snakeoil.key",
+)
+CHROOT_STATE = (
+    "var/lib/mysql/ibdata1", "var/lib/sunk-etcd/member/snap/db", "var/spool/slurmctld/job_state",
+    "var/spool/slurmd/node1/cred_state", "var/log/slurm/slurmctld.log", "run/munge/munge.socket.2",
+    "tmp/slurm-100.out", "slurm-9933.out", "proc/1/environ", "dev/fakegpu0", "etc/sunk-bench/slurm.conf",
+)
+
+
+@pytest.mark.parametrize("name", CHROOT_SECRETS + CHROOT_STATE)
+def test_the_slurmd_layer_leaves_out_secrets_and_state(name):
+    assert images.excluded(name, images.SLURMD_EMPTIED)
+
+
+@pytest.mark.parametrize("name", ["usr/sbin/slurmd", "usr/bin/scontrol", "usr/bin/curl", "etc/passwd", "etc/munge",
+                                  "etc/slurm", "var/spool/slurmd", "run", "tmp", "usr/lib/x86_64-linux-gnu/slurm",
+                                  "bin", "lib64", "dev", "proc", "sys"])
+def test_the_slurmd_layer_keeps_binaries_users_and_mount_points(name):
+    assert not images.excluded(name, images.SLURMD_EMPTIED)
+
+
+def test_every_secret_of_the_chroot_is_flagged_and_no_binary_is():
+    assert images.secrets_in(CHROOT_SECRETS) == list(CHROOT_SECRETS)
+    assert images.secrets_in(["usr/sbin/slurmd", "etc/passwd", "usr/lib/systemd/systemd-random-seed",
+                              "opt/sunk/lib/python3.11/site-packages/certifi/cacert.pem"]) == []
+
+
+def test_the_sunk_base_leaves_out_apt_caches_but_keeps_the_venv():
+    assert images.excluded("var/cache/apt/archives/python3_3.11.deb", images.ROOTFS_EMPTIED)
+    assert images.excluded("var/lib/apt/lists/deb.debian.org_Packages", images.ROOTFS_EMPTIED)
+    assert not images.excluded("opt/sunk/bin/python", images.ROOTFS_EMPTIED)
+    assert not images.excluded("anything/at/all", (), top=None)
+
+
+def test_the_nonroot_user_is_added_once():
+    passwd = images.passwd_entry("root:x:0:0:root:/root:/bin/bash\n")
+    assert passwd.splitlines()[-1] == "nonroot:x:65532:65532::/home/nonroot:/usr/sbin/nologin"
+    assert images.passwd_entry(passwd) == passwd
+    group = images.group_entry("root:x:0:\n")
+    assert group.endswith("nonroot:x:65532:\n") and images.group_entry(group) == group
+
+
+# -- layers and archives on disk (small trees under tmp_path) -------------------------------------------
+
+def _tree(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+
+
+def test_a_layer_and_an_archive_round_trip(tmp_path):
+    rootfs = tmp_path / "rootfs"
+    _tree(rootfs, {"usr/sbin/slurmd": b"ELF", "etc/munge/munge.key": b"secret", "tmp/x": b"", "slurm-1.out": b""})
+    layer = images.write_layer(tmp_path / "base.tar", images.walk(rootfs, images.SLURMD_EMPTIED))
+    assert layer.diff_id == "sha256:" + hashlib.sha256((tmp_path / "base.tar").read_bytes()).hexdigest()
+    with tarfile.open(layer.path) as tar:
+        assert tar.getnames() == ["etc", "etc/munge", "tmp", "usr", "usr/sbin", "usr/sbin/slurmd"]
+        assert all(m.uname == "" for m in tar.getmembers())
+    _tree(tmp_path / "target", {"sunk/__init__.py": b"", "bin/sunk-syncer": b"#!/opt/sunk/bin/python\n"})
+    app = images.write_layer(tmp_path / "app.tar", images.app_members(tmp_path / "target"))
+    with tarfile.open(app.path) as tar:
+        assert tar.getnames() == ["opt/sunk/bin/sunk-syncer", "opt/sunk/lib/python3.11/site-packages/sunk",
+                                  "opt/sunk/lib/python3.11/site-packages/sunk/__init__.py"]
+
+    archive = tmp_path / "sunk.tar"
+    ident = images.write_archive(archive, images.sunk_spec("0.1.0"), (layer, app), "amd64")
+    with tarfile.open(archive) as tar:
+        (entry,) = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        config = tar.extractfile(entry["Config"]).read()  # type: ignore[union-attr]
+        assert images.image_id(config) == ident
+        for member, diff_id in zip(entry["Layers"], json.loads(config)["rootfs"]["diff_ids"], strict=True):
+            assert "sha256:" + hashlib.sha256(tar.extractfile(member).read()).hexdigest() == diff_id  # type: ignore[union-attr]
+    before = archive.stat().st_mtime_ns
+    assert images.write_archive(archive, images.sunk_spec("0.1.0"), (layer, app), "amd64") == ident
+    assert archive.stat().st_mtime_ns == before  # the same image is not written again
+
+
+def test_a_layer_with_a_secret_is_refused(tmp_path):
+    _tree(tmp_path / "rootfs", {"etc/munge/munge.key": b"secret"})
+    with pytest.raises(RuntimeError, match="munge.key"):
+        images.write_layer(tmp_path / "layer.tar", images.walk(tmp_path / "rootfs", ()))
+    assert not (tmp_path / "layer.tar").exists()
+
+
+def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
+    built = images.Built("docker.io/sunk-dev/slurmd:dev", tmp_path / "slurmd.tar", "sha256:1", ())
+    assert images.needs_import(["docker.io/sunk-dev/slurmd:dev"], built)  # never imported from here
+    calls = []
+    images.import_image(lambda *args: calls.append(args), built)  # type: ignore[arg-type,func-returns-value]
+    assert calls == [("images", "import", "--snapshotter=overlayfs", str(built.archive))]
+    assert not images.needs_import(["docker.io/sunk-dev/slurmd:dev"], built)
+    assert images.needs_import([], built)
+    rebuilt = images.Built(built.name, built.archive, "sha256:2", ())
+    assert images.needs_import(["docker.io/sunk-dev/slurmd:dev"], rebuilt)
+
+
+def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.SLURMD_IMAGE)
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == images.SLURMD_IMAGE and container["command"][0] == "/usr/sbin/slurmd"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm"}
+    host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
+    assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk"}  # never the whole chroot
+    assert pod["spec"]["hostNetwork"] and pod["spec"]["hostPID"]
