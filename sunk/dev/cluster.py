@@ -83,7 +83,7 @@ class DevCluster:
             # A running cluster keeps its shape; `down` first to change it.
             self.layout = saved
         self.with_sunk = self._saved_with_sunk() if with_sunk is None else with_sunk
-        self._built_images: list[images.Built] = []  # SUNK_DEV_IMAGES=1: what `up` built for the real Node
+        self._built_images: list[images.Built] = []  # what `up` built for the real Node (sunk.dev.images)
 
     @classmethod
     def for_tests(cls) -> DevCluster:
@@ -178,7 +178,7 @@ class DevCluster:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
-        if self.real_node and images.enabled():  # off unless SUNK_DEV_IMAGES=1 (sunk.dev.images)
+        if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk.dev.images)
             self._built_images = images.build_images(self.home, Path(__file__).resolve().parents[2], self.root,
                                                      sunk.__version__, self._phase)
         tokens = self.kube_dir / "tokens.csv"
@@ -673,6 +673,7 @@ class DevCluster:
         if self.real_node:
             pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, images.SLURMD_IMAGE) if self._built_images
                    else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
+            self._replace_if_other_image(f"{pods}/{realnode.SLURM_NODE}", pod)
             self._expect(self.kube_request("POST", pods, pod), 201, 409)
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
@@ -682,6 +683,19 @@ class DevCluster:
             # (after a Pod has run there: the bridge exists) what kube-proxy would do for Pods of the real Node
             realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
                                                                     slurmconf.SLURMRESTD_PORT))
+
+    def _replace_if_other_image(self, path: str, pod: dict) -> None:
+        """Delete the Pod at ``path`` if it runs another image than ``pod`` (a cache from before the
+        images were built: the busybox slurmd), and wait until it is gone, so ``pod`` can take its name."""
+        resp = self.kube_request("GET", path)
+        if resp.status_code != 200:
+            return
+        image = lambda p: [c.get("image") for c in p["spec"]["containers"]]  # noqa: E731
+        if image(resp.json()) == image(pod):
+            return
+        self._say(f"  {path.rsplit('/', 1)[-1]}: another image now, replaced")
+        self._expect(self.kube_request("DELETE", path), 200, 404)
+        wait_until(lambda: self.kube_request("GET", path).status_code == 404, 60, what=f"{path} deleted")
 
     def _prune_kubernetes(self) -> None:
         """The slurmd Pods and Nodes of a larger layout (`up --nodes 8`, then `up --nodes 4`).

@@ -534,7 +534,7 @@ def build_slurmd(images: Path, chroot_root: Path, phase: Phase) -> Built:
 
 def import_image(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Built) -> None:
     """``ctr -n k8s.io images import`` (``ctr`` is ``realnode.ctr`` bound to the Node's socket)."""
-    ctr("images", "import", "--snapshotter=overlayfs", str(built.archive))
+    ctr("images", "import", "--snapshotter=overlayfs", str(built.archive), timeout=900)  # (hundreds of MB)
     built.archive.with_name(built.archive.name + ".imported").write_text(built.image_id)
 
 
@@ -571,8 +571,8 @@ def ensure_images(home: Path, project: Path, chroot_root: Path, version: str, ph
 
 
 def enabled() -> bool:
-    """Off unless ``SUNK_DEV_IMAGES=1``: the real Node's slurmd from its own image, sunk's image imported."""
-    return os.environ.get("SUNK_DEV_IMAGES", "0") in ("1", "true", "yes")
+    """On unless ``SUNK_DEV_IMAGES=0``: the real Node's slurmd from its own image, sunk's image imported."""
+    return os.environ.get("SUNK_DEV_IMAGES", "1") not in ("0", "false", "no")
 
 
 @contextlib.contextmanager

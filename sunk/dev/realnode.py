@@ -234,9 +234,9 @@ def kubelet_argv(kubelet: Path, paths: Paths, kubeconfig: Path) -> list[str]:
 
 # -- images --------------------------------------------------------------------------------------
 
-def ctr(paths: Paths, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def ctr(paths: Paths, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ctr", f"--address={paths.socket}", "-n", "k8s.io", *args], capture_output=True,
-                          text=True, check=check, timeout=120)
+                          text=True, check=check, timeout=timeout)
 
 
 def containerd_ok(paths: Paths) -> bool:
@@ -388,7 +388,7 @@ def slurmd_pod(chroot: Path, namespace: str) -> dict:
 
 
 def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
-    """The real Node's slurmd Pod, slurmd from its own image (``sunk.dev.images``, ``SUNK_DEV_IMAGES=1``).
+    """The real Node's slurmd Pod, slurmd from its own image (``sunk.dev.images``).
 
     What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge
     socket (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's

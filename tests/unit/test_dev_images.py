@@ -193,7 +193,7 @@ def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
     built = images.Built("docker.io/sunk-dev/slurmd:dev", tmp_path / "slurmd.tar", "sha256:1", ())
     assert images.needs_import(["docker.io/sunk-dev/slurmd:dev"], built)  # never imported from here
     calls = []
-    images.import_image(lambda *args: calls.append(args), built)  # type: ignore[arg-type,func-returns-value]
+    images.import_image(lambda *args, **_: calls.append(args), built)  # type: ignore[arg-type,func-returns-value]
     assert calls == [("images", "import", "--snapshotter=overlayfs", str(built.archive))]
     assert not images.needs_import(["docker.io/sunk-dev/slurmd:dev"], built)
     assert images.needs_import([], built)
