@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import attrs
 from gunicorn.app.base import BaseApplication
+from gunicorn.config import KNOWN_SETTINGS
 
 from sunk.flags import parse_bind_address
 
@@ -139,6 +140,10 @@ class _App(BaseApplication):
         return self._load()
 
 
+CONTROL_SOCKET_DISABLE = "control_socket_disable"
+_GUNICORN_SETTINGS = frozenset(setting.name for setting in KNOWN_SETTINGS)
+
+
 def gunicorn_options(listeners: Sequence[Listener], *, threads: int, timeout: int) -> dict[str, Any]:
     check_listeners(listeners)
     options: dict[str, Any] = {
@@ -152,6 +157,10 @@ def gunicorn_options(listeners: Sequence[Listener], *, threads: int, timeout: in
         "accesslog": None,
         "loglevel": "warning",
     }
+    if CONTROL_SOCKET_DISABLE in _GUNICORN_SETTINGS:
+        # gunicorn 25+ opens a control socket in $HOME: on the chart's read-only root file system that
+        # is an error line at every start, and sunk has no use for it.
+        options[CONTROL_SOCKET_DISABLE] = True
     contexts = {listener.port: listener.tls.context() if listener.tls else None for listener in listeners}
     secured = [listener.tls for listener in listeners if listener.tls is not None]
     if secured:  # (the contexts above are built now: a bad file fails the start, with its name)

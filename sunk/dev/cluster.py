@@ -667,6 +667,11 @@ class DevCluster:
         """The slurmd Pods, one per Slurm node, bound straight to their Node (as a NodeSet would)."""
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SLURM_NAMESPACE}}
         self._expect(self.kube_request("POST", "/api/v1/namespaces", ns), 201, 409)
+        # The apiserver's ServiceAccount admission refuses Pods until kube-controller-manager has made
+        # the namespace's default ServiceAccount.
+        wait_until(lambda: self.kube_request(
+            "GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/serviceaccounts/default").status_code == 200, 60,
+            what=f"the default ServiceAccount of namespace {SLURM_NAMESPACE}")
         pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
         for node in self.layout.node_names:
             self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)

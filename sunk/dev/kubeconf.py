@@ -133,8 +133,6 @@ def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
         f"--service-account-key-file={kube_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={kube_dir / 'sa.key'}",
         "--authorization-mode=RBAC",
-        # No kube-controller-manager here, so nobody creates "default" ServiceAccounts.
-        "--disable-admission-plugins=ServiceAccount",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--profiling=false",

@@ -1,8 +1,7 @@
 """Throwaway namespaces for the kube cluster tests, purged completely afterwards.
 
-The dev cluster runs no kube-controller-manager, so a deleted namespace would stay
-Terminating for ever, with its objects. ``purge_namespace`` does the namespace
-controller's job for the kinds these tests create, then finalizes the namespace.
+``purge_namespace`` deletes the kinds these tests create at once and finalizes the
+namespace, rather than wait for kube-controller-manager's namespace controller.
 """
 
 from __future__ import annotations
@@ -13,13 +12,30 @@ import uuid
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, Resource
 
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+
 KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS)
 
 
 def create_namespace(api) -> str:
     name = f"kube-test-{uuid.uuid4().hex[:8]}"
     kc.create(api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_default_service_account(api, name)
     return name
+
+
+def wait_default_service_account(api, namespace: str, timeout: float = 30) -> None:
+    """Until kube-controller-manager has made the namespace's ``default`` ServiceAccount: the apiserver's
+    ServiceAccount admission refuses a Pod without one (a test's first Pod would race it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kc.get(api, SERVICE_ACCOUNTS, "default", namespace)
+            return
+        except kc.ApiError as exc:
+            if not exc.not_found or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
 
 
 def delete_jobs(api, namespace: str, timeout: float = 60) -> None:

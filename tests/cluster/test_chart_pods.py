@@ -19,6 +19,7 @@ import subprocess
 import textwrap
 import time
 import uuid
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from kube_testns import purge_namespace
 from slurmtools import jobs_carrying, slurm_job, wait_for
 from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release, enforced, replica_sets
 
+import sunk
 from sunk import names
 from sunk.dev import images, realnode
 from sunk.kube import client as kc
@@ -79,10 +81,9 @@ def pod_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> I
                                      "metadata": {"name": name, "labels": ENFORCE}})
     enforced(kube_api, name)
     release = Release(dev_cluster, name, tmp_path_factory.mktemp("chart-pods"))
-    image = images.SUNK_IMAGE
-    repository, _, tag = image.rpartition(":")
+    # The chart's default image (sunk:<appVersion>, docker.io/library/sunk as containerd names it) is the
+    # one sunk-dev built and imported: no image value at all.
     release.values.update({
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "nodeSelector": {realnode.NODE_LABEL: "true"},
         "logLevel": "info",
     })
@@ -103,6 +104,9 @@ def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_
 
     def running() -> list[dict[str, Any]] | None:
         pods = pods_of(kube_api, namespace)
+        crashed = [p for p in pods for s in (p.get("status") or {}).get("containerStatuses") or []
+                   if s.get("restartCount", 0) >= 2]
+        assert not crashed, describe(kube_api, namespace)  # (a crash loop: its output, at once)
         return pods if len(pods) == 2 and all(ready(p) for p in pods) else None
 
     try:
@@ -110,7 +114,9 @@ def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_
     except AssertionError:
         raise AssertionError(describe(kube_api, namespace)) from None
     assert {p["spec"]["nodeName"] for p in pods} == {realnode.NODE_NAME}
-    assert {p["spec"]["containers"][0]["image"] for p in pods} == {images.SUNK_IMAGE}
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {f"sunk:{sunk.__version__}"}
+    assert {s["imageID"].split("@")[0] if "@" in s["imageID"] else images.SUNK_REPOSITORY
+            for p in pods for s in p["status"]["containerStatuses"]} <= {images.SUNK_REPOSITORY, "sha256"}
 
 
 def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, pod_release):
@@ -183,8 +189,14 @@ def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
 
 
 def describe(api, namespace: str) -> str:
-    """What a Pod that never got Ready says of itself (its status and the Events)."""
+    """What a Pod that is not Ready says of itself: its containers' states and their output's last lines
+    (the real kubelet's log files; ``kubectl logs`` would need the apiserver to reach the kubelet)."""
     lines = []
     for pod in kc.list_objects(api, PODS, namespace):
-        lines.append(f"{pod['metadata']['name']} on {pod['spec'].get('nodeName')}: {pod.get('status')}")
+        meta = pod["metadata"]
+        states = [(s["name"], s.get("restartCount"), s.get("state"), s.get("lastState"))
+                  for s in (pod.get("status") or {}).get("containerStatuses") or []]
+        lines.append(f"{meta['name']} on {pod['spec'].get('nodeName')}: {states}")
+        for log in sorted(Path("/var/log/pods").glob(f"{namespace}_{meta['name']}_{meta['uid']}/*/*.log")):
+            lines += [f"  {line[:400]}" for line in log.read_text(errors="replace").splitlines()[-15:]]
     return "\n".join(lines)

@@ -120,3 +120,14 @@ def test_bind_addresses_are_go_style_and_ipv6_keeps_its_brackets():
     assert options["bind"] == ["0.0.0.0:8000", "[::1]:8001"]
     with pytest.raises(ValueError, match="HOST:PORT"):
         check_listeners([Listener("hooks:http", "hooks")])
+
+
+def test_gunicorns_control_socket_is_off_where_gunicorn_has_one():
+    """gunicorn 25+ opens a control socket in $HOME, which the chart's read-only root refuses at every start."""
+    from gunicorn.config import KNOWN_SETTINGS
+
+    options = gunicorn_options([Listener(":8000", "hooks")], threads=1, timeout=1)
+    if "control_socket_disable" in {s.name for s in KNOWN_SETTINGS}:
+        assert options["control_socket_disable"] is True
+    else:
+        assert "control_socket_disable" not in options  # (older gunicorn would refuse the unknown setting)
