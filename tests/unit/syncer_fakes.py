@@ -11,7 +11,8 @@ from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
 from sunk.syncer.facts import KubeFacts
-from sunk.syncer.rules import NONE, DrainDecision, ExtraDecision, PodStatus
+from sunk.slurm.errors import NotFound
+from sunk.syncer.rules import NONE, DownDecision, DrainDecision, ExtraDecision, PodStatus
 from sunk.types import Obj
 
 
@@ -97,6 +98,7 @@ class FakeSlurm:
     def __init__(self, nodes: Sequence[Node] = ()):
         self.items = {n.name: n for n in nodes}
         self.calls: list[tuple[str, str, NodeUpdate | None]] = []
+        self.delete_error: Exception | None = None  # what delete_node raises, if set
 
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         self.calls.append(("list", "", None))
@@ -104,6 +106,13 @@ class FakeSlurm:
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.calls.append(("update", name, update))
+
+    def delete_node(self, name: str) -> None:
+        self.calls.append(("delete", name, None))
+        if self.delete_error is not None:
+            raise self.delete_error
+        if self.items.pop(name, None) is None:
+            raise NotFound(f"no Slurm node {name!r}", code=2018)
 
 
 class FakeRecorder:
@@ -123,6 +132,7 @@ class FakeRules:
     def __init__(self) -> None:
         self.drain_answer: Callable[[KubeFacts, Node], DrainDecision] = lambda f, n: DrainDecision(NONE)
         self.extra_answer: Callable[[KubeFacts, Node], ExtraDecision] = lambda f, n: ExtraDecision()
+        self.down_answer: Callable[[KubeFacts, Node], DownDecision] = lambda f, n: DownDecision(NONE)
         self.status_answer: Callable[[Node], PodStatus] = lambda n: PodStatus((), {})
         self.node_answer: Callable[[Sequence[Node]], list[Mapping[str, Any]]] = lambda ns: []
         self.asked: list[tuple[str, str]] = []
@@ -134,6 +144,10 @@ class FakeRules:
     def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision:
         self.asked.append(("extra", node.name))
         return self.extra_answer(facts, node)
+
+    def down(self, facts: KubeFacts, node: Node) -> DownDecision:
+        self.asked.append(("down", node.name))
+        return self.down_answer(facts, node)
 
     def pod_status(self, node: Node) -> PodStatus:
         return self.status_answer(node)
