@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
-from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
+from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
 from sunk.syncer.facts import KubeFacts
-from sunk.slurm.errors import NotFound
 from sunk.syncer.rules import NONE, DownDecision, DrainDecision, ExtraDecision, PodStatus
 from sunk.types import Obj
 
@@ -178,8 +178,9 @@ def k8s_node(name: str, *, cordoned: bool = False, reason: str | None = None, rv
 
 def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
              enqueue: Callable[[str], None] | None = None,
-             node_permissions: bool = True) -> tuple[SyncerContext, FakeInformer, FakeInformer,
-                                                     FakeCache, FakeSlurm, FakeRecorder]:
+             node_permissions: bool = True,
+             clean_up: bool = False) -> tuple[SyncerContext, FakeInformer, FakeInformer,
+                                              FakeCache, FakeSlurm, FakeRecorder]:
     from sunk.kube.informer import pod_node_name
 
     pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name})
@@ -195,7 +196,18 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         nodes=k8s_nodes,  # type: ignore[arg-type]
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
-        config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions),
+        config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions,
+                            slurm_node_clean_up=clean_up),
         enqueue_node=enqueue or (lambda name: None),
+        # With --slurm-node-clean-up: the NodeSlices (nodeslice() below), by Slurm node.
+        nodeslices=FakeInformer({INDEX_SLURM_NODE: nodeslice_slurm_nodes}) if clean_up else None,  # type: ignore[arg-type]
     )
     return ctx, pods, k8s_nodes, cache, slurm, recorder
+
+
+def nodeslice(name: str, nodeset: str, *slurm_nodes: str, namespace: str = "slurm") -> Obj:
+    """A NodeSlice as the operator writes it (sunk.translate.nodeset.slices)."""
+    return {"apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSlice",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"sunk.coreweave.com/nodeset": nodeset}},
+            "spec": {"nodeSet": nodeset, "entries": [{"slurmNode": n, "pod": n, "node": f"k-{n}", "address": ""}
+                                                     for n in slurm_nodes]}}
