@@ -1,5 +1,8 @@
 """Wiring one Syncer process: informers, Slurm cache, the two sync controllers, plugins, hook app.
 
+With ``--slurm-node-clean-up`` a NodeSlice informer too (the clean-up is the Slurm-side
+reconciler's, cleanup.py); without it NodeSlices are not read, and not granted (the chart).
+
 Everything here runs inside the gunicorn worker (see sunk/web.py), so the hook API and
 the controllers share the same caches. Start-up order and leadership come from the
 Manager: informers and the Slurm cache run on every replica; the controllers (ours and
@@ -21,13 +24,21 @@ from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
-from sunk.kube.resources import NODES, PODS
+from sunk.kube.resources import NODES, NODESLICES, PODS
 from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
 
 from . import triggers
 from .config import NAME, SyncerConfig
-from .context import INDEX_NODE, INDEX_SLURM_NODE, Installer, PluginParts, SyncerContext, index_slurm_node
+from .context import (
+    INDEX_NODE,
+    INDEX_SLURM_NODE,
+    Installer,
+    PluginParts,
+    SyncerContext,
+    index_slurm_node,
+    nodeslice_slurm_nodes,
+)
 from .kubeside import KubeSideReconciler
 from .slurmside import SlurmSideReconciler
 from .slurmstate import SplitSlurmCache
@@ -74,6 +85,11 @@ def assemble(
     nodes = Informer(api, NODES, name="nodes")
     all_pods = Informer(api, PODS, name="all-pods")
     all_pods.add_indexer(INDEX_NODE, pod_node_name)
+    nodeslices = None
+    if config.slurm_node_clean_up:
+        # Every NodeSlice of the namespace, not only the operator's label: a slice missed is a node deleted.
+        nodeslices = Informer(api, NODESLICES, config.watch_namespace, name="nodeslices")
+        nodeslices.add_indexer(INDEX_SLURM_NODE, nodeslice_slurm_nodes)
     recorder = EventRecorder(api, component=NAME)
 
     controllers: dict[str, Controller] = {}
@@ -93,6 +109,7 @@ def assemble(
         config=config,
         enqueue_node=enqueue,
         manager=manager,
+        nodeslices=nodeslices,
     )
     controllers["slurm"] = Controller("syncer-slurm", SlurmSideReconciler(ctx), workers=daemon.workers)
     controllers["kube"] = Controller("syncer-kube", KubeSideReconciler(ctx), workers=daemon.workers)
@@ -103,7 +120,9 @@ def assemble(
 
     parts = [install(ctx) for install in plugins]
 
-    for informer in (slurmd_pods, nodes, all_pods):
+    if nodeslices is not None:
+        log.info("--slurm-node-clean-up: Slurm nodes whose NodeSlice entry is gone are deleted from Slurm once idle")
+    for informer in (slurmd_pods, nodes, all_pods, *([nodeslices] if nodeslices is not None else [])):
         manager.add_informer(informer)
     # The controllers wait for Slurm's first list too: "no such node" from an empty cache is not an answer.
     manager.add_informer(cache)

@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
                              "node locking's taint and reboot hook. false: no Node is written, and node locking "
                              "(which cannot work without its taint) refuses to start")
+    parser.add_argument("--slurm-node-clean-up", type=boolean, nargs="?", const=True, default=False,
+                        help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
+                             "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
+                             ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
     parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
                         help="only the Lease holder reconciles")
     parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
@@ -104,7 +108,8 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
     config = SyncerConfig(watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
                           resync_period=args.resync_period, hooks_api_bind_address=args.hooks_api_bind_address,
                           hooks_api_threads=args.hooks_api_threads,
-                          node_permissions=args.node_permissions_enabled)
+                          node_permissions=args.node_permissions_enabled,
+                          slurm_node_clean_up=args.slurm_node_clean_up)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
 

@@ -21,3 +21,6 @@ class SyncerConfig:
     # --node-permissions-enabled: the ServiceAccount may write Nodes (patch nodes, nodes/status).
     # Off, the Syncer writes no Node: no drain condition (kubeside), and node locking refuses to start.
     node_permissions: bool = True
+    # --slurm-node-clean-up (chart: syncer.config.syncer.slurmNodeCleanUp): watch NodeSlices, mark their nodes
+    # in Extra, and delete from Slurm a marked node no NodeSlice lists once it is idle (sunk.translate.nodecleanup).
+    slurm_node_clean_up: bool = False

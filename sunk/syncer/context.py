@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from sunk import names
 from sunk.translate import slurmd
+from sunk.translate.nodeset import slices
 from sunk.types import Obj
 
 if TYPE_CHECKING:
@@ -49,6 +51,18 @@ def slurm_node_name(pod: Obj) -> str:
 
 def index_slurm_node(pod: Obj) -> list[str]:
     return [slurm_node_name(pod)]
+
+
+def nodeslice_slurm_nodes(nodeslice: Obj) -> list[str]:
+    """The Slurm nodes a NodeSlice lists (its INDEX_SLURM_NODE)."""
+    return [entry.slurm_node for entry in slices.entries_of(nodeslice) if entry.slurm_node]
+
+
+def nodeslice_nodeset(nodeslice: Obj) -> str:
+    """The NodeSet a NodeSlice belongs to: ``spec.nodeSet``, else its label, else the slice's name."""
+    meta = nodeslice.get("metadata") or {}
+    return str((nodeslice.get("spec") or {}).get("nodeSet") or (meta.get("labels") or {}).get(names.LABEL_NODESET)
+               or meta.get("name") or "")
 
 
 class SlurmState(Protocol):
@@ -84,6 +98,8 @@ class SyncerContext:
     config: SyncerConfig
     enqueue_node: Callable[[str], None]  # wake the Syncer's reconcilers for one Slurm node
     manager: Manager | None = None  # for add_ready_check / is_leader; None in unit tests
+    # NodeSlices in --watch-namespace, index INDEX_SLURM_NODE; only with --slurm-node-clean-up (None without)
+    nodeslices: Informer | None = None
 
     # ---- lookups, all from memory -------------------------------------------------------
 
@@ -103,6 +119,14 @@ class SyncerContext:
     def slurm_nodes_on(self, k8s_node: str) -> list[str]:
         """Slurm node names whose slurmd Pods are bound to the Kubernetes Node ``k8s_node``."""
         return sorted({slurm_node_name(p) for p in self.slurmd_pods.by_index(INDEX_NODE, k8s_node)})
+
+    def nodeset_of(self, slurm_node: str) -> str | None:
+        """The NodeSet whose NodeSlice lists ``slurm_node`` (the first by slice name); None if none does,
+        or if NodeSlices are not watched."""
+        if self.nodeslices is None:
+            return None
+        found = sorted(self.nodeslices.by_index(INDEX_SLURM_NODE, slurm_node), key=lambda s: s["metadata"]["name"])
+        return nodeslice_nodeset(found[0]) if found else None
 
     def is_leader(self) -> bool:
         return self.manager.is_leader() if self.manager is not None else True

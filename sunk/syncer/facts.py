@@ -31,6 +31,7 @@ class KubeFacts:
     k8s_node: Obj | None
     cordon: Cordon
     ctx: SyncerContext = attrs.field(eq=False, repr=False)
+    nodeset: str | None = None  # the NodeSet whose NodeSlice lists this node (only with --slurm-node-clean-up)
 
     @property
     def pod_key(self) -> str | None:
@@ -68,6 +69,11 @@ class KubeFacts:
             return None
         return tuple(job for job in cache.jobs().values() if job.holds_nodes and self.slurm_node in job.node_list)
 
+    def jobs(self) -> tuple[Job, ...] | None:
+        """Every job in the Slurm cache (finished ones too, while slurmctld keeps them); None while stale."""
+        cache = self.ctx.slurm_cache
+        return tuple(cache.jobs().values()) if cache.jobs_fresh else None
+
 
 def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
     pod = ctx.pod_for(slurm_node)
@@ -80,4 +86,5 @@ def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:
         k8s_node=k8s_node,
         cordon=pod_cordon(pod),
         ctx=ctx,
+        nodeset=ctx.nodeset_of(slurm_node),
     )

@@ -20,8 +20,14 @@ KUBE_WRITES = Counter(
 )
 SLURM_WRITES = Counter(
     "sunk_syncer_slurm_writes_total",
-    "Node updates sent to Slurm by the sync controllers, by action (drain, undrain, reason, extra).",
+    "Node updates sent to Slurm by the sync controllers, by action (drain, undrain, down, extra).",
     ["action"],
+)
+NODE_DELETIONS = Counter(
+    "sunk_syncer_slurm_node_deletions_total",
+    "Slurm node clean-up (--slurm-node-clean-up): deletions sent, by outcome (deleted, gone: Slurm knew the "
+    "node no more, refused: Slurm said no, e.g. a node of slurm.conf).",
+    ["outcome"],
 )
 SLURM_VERIFY_READS = Counter(
     "sunk_syncer_slurm_verify_reads_total",

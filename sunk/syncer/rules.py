@@ -2,7 +2,7 @@
 
 Why an interface: the rules (what a drain reason says, when a DOWN node is left alone,
 when verify-undrain applies, how Extra is merged) live in ``sunk.translate`` and are tested
-there exhaustively. The reconcilers only need four questions answered; unit tests of the
+there exhaustively. The reconcilers only need a few questions answered; unit tests of the
 reconcilers answer them with fakes, so a wiring test never re-tests a rule.
 """
 
@@ -17,7 +17,7 @@ from sunk.slurm.models import Node
 
 from .facts import KubeFacts
 
-NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
+NONE, DRAIN, UNDRAIN, DOWN, MARK = "none", "drain", "undrain", "down", "mark"
 
 
 @attrs.frozen
@@ -45,6 +45,17 @@ class ExtraDecision:
     replaced_invalid: bool = False
 
 
+@attrs.frozen
+class DownDecision:
+    """A deleted slurmd Pod (``sunk.translate.poddown``): ``action`` NONE, DOWN (with ``reason``) or MARK
+    (record the deletion only); ``extra``: the Extra carrying the mark, for DOWN and MARK."""
+
+    action: str = NONE
+    reason: str | None = None
+    extra: str | None = None
+    why: str = ""
+
+
 class Rules(Protocol):
     def pod_status(self, node: Node) -> PodStatus: ...
 
@@ -53,6 +64,8 @@ class Rules(Protocol):
     def drain(self, facts: KubeFacts, node: Node) -> DrainDecision: ...
 
     def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision: ...
+
+    def down(self, facts: KubeFacts, node: Node) -> DownDecision: ...
 
 
 class TranslateRules:
@@ -75,10 +88,17 @@ class TranslateRules:
         return DrainDecision(action.action, action.reason, action.why)
 
     def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision:
-        from sunk.translate import extra, nodestate
+        from sunk.translate import extra, nodecleanup, nodestate
 
-        merged = extra.merge_extra(node.extra, nodestate.extra_facts(facts))
+        wanted = {**nodestate.extra_facts(facts), **nodecleanup.extra_mark(facts.nodeset)}
+        merged = extra.merge_extra(node.extra, wanted)
         return ExtraDecision(merged.text if merged.changed else None, merged.replaced_invalid)
+
+    def down(self, facts: KubeFacts, node: Node) -> DownDecision:
+        from sunk.translate import poddown
+
+        action = poddown.desired_down(node, namespace=facts.namespace, pod_exists=facts.pod is not None)
+        return DownDecision(action.action, action.reason, action.extra, action.why)
 
 
 RULES: Rules = TranslateRules()

@@ -16,6 +16,11 @@ Slurm cache, the informers) by the pure rules; this module only carries it out:
 - A Slurm node that never had a slurmd Pod here: not ours, never touched (scope.py).
   Nor one whose Extra names a Pod that still exists outside this Syncer's selector:
   another Syncer's node, not a deleted Pod.
+- The slurmd Pod this Syncer knew for the node (named in Extra) is gone: the node is set DOWN
+  once, and the deletion marked in Extra in the same write (``sunk.translate.poddown`` has
+  the rule, and when only the mark is written); the missing-Pod drain applies from then on.
+- Nothing else to write, and ``--slurm-node-clean-up``: the node is deleted from Slurm once
+  its NodeSlice entry is gone and it is idle (cleanup.py).
 After a write the cache is nudged, so the Kubernetes side shows the result at once
 rather than at the next poll.
 """
@@ -30,10 +35,11 @@ from sunk.controller.runtime import Result
 from sunk.slurm.models import Node, NodeUpdate
 
 from . import metrics
+from .cleanup import NodeCleanUp
 from .context import SyncerContext
 from .facts import KubeFacts, gather
 from .freshread import FreshNodes
-from .rules import DRAIN, NONE, RULES, UNDRAIN, ExtraDecision, Rules
+from .rules import DOWN, DRAIN, MARK, NONE, RULES, UNDRAIN, ExtraDecision, Rules
 from .scope import extra_identity, owned
 
 log = logging.getLogger(__name__)
@@ -57,13 +63,26 @@ class SlurmSideReconciler:
     rules: Rules = RULES
     stale_retry: float = 2.0
     fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
+    cleanup: NodeCleanUp | None = attrs.field(default=attrs.Factory(
+        lambda self: NodeCleanUp(self.ctx, self.fresh) if self.ctx.config.slurm_node_clean_up else None,
+        takes_self=True))
+
+    def ours(self, facts: KubeFacts, node: Node) -> bool:
+        """Not ours: never had a slurmd Pod here, or has one we do not watch (scope.py)."""
+        return owned(facts, node) and not self._named_pod_outside_scope(facts, node)
 
     def plan(self, facts: KubeFacts, node: Node) -> Plan:
-        if not owned(facts, node) or self._named_pod_outside_scope(facts, node):
-            return Plan(None)  # never had a slurmd Pod here, or has one we do not watch: not ours
+        if not self.ours(facts, node):
+            return Plan(None)
+        down = self.rules.down(facts, node) if facts.pod is None else None
+        if down is not None and down.action == DOWN:
+            return Plan(NodeUpdate(state="DOWN", reason=down.reason, extra=down.extra), DOWN, down.reason, down.why,
+                        extra_changed=True)
         drain = self.rules.drain(facts, node)
-        # While the Pod is missing, the last facts in Extra stay: they are how the node is known as ours.
-        extra = self.rules.extra(facts, node) if facts.pod is not None else ExtraDecision()
+        if facts.pod is not None:
+            extra = self.rules.extra(facts, node)
+        else:  # the last facts in Extra stay: they are how the node is known as ours (the mark aside, poddown)
+            extra = ExtraDecision(down.extra if down is not None and down.action == MARK else None)
         if drain.action == NONE and extra.text is None:
             return Plan(None)
         state = {DRAIN: "DRAIN", UNDRAIN: "UNDRAIN"}.get(drain.action)
@@ -96,6 +115,9 @@ class SlurmSideReconciler:
             return None
         facts = gather(self.ctx, key)
         if self.plan(facts, node).update is None:
+            # Nothing to write for the Pod's state: the one moment the clean-up may delete the node.
+            if self.cleanup is not None and self.ours(facts, node):
+                return self.cleanup.reconcile(facts, node)
             return None
         # Something to write: decide again from Slurm's current word on this one node.
         metrics.SLURM_VERIFY_READS.inc()
@@ -123,7 +145,10 @@ class SlurmSideReconciler:
                 log.warning("slurm node %s: Extra named Pod %s/%s, another namespace; is a second Syncer "
                             "managing this node?", node.name, previous[0], previous[1])
         pod = facts.pod
-        if plan.action == DRAIN:
+        if plan.action == DOWN:
+            log.info("slurm node %s: DOWN %r (%s; was %s %r)", node.name, plan.reason, plan.why,
+                     "+".join(sorted(node.state)), node.reason)
+        elif plan.action == DRAIN:
             log.info("slurm node %s: drain %r (%s; was %r)", node.name, plan.reason, plan.why, node.reason)
             if pod is not None:
                 self.ctx.recorder.normal(pod, "SlurmNodeDrained", f"drained {node.name} in Slurm: {plan.reason}")

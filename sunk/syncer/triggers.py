@@ -1,4 +1,4 @@
-"""Which events wake which Slurm node keys: slurmd Pods, Kubernetes Nodes, Slurm cache, resync.
+"""Which events wake which Slurm node keys: slurmd Pods, Kubernetes Nodes, Slurm cache, NodeSlices, resync.
 
 Level-based reconcilers only need to know *which* node to look at. Why the Node filter:
 a kubelet rewrites its Node's status every few seconds (heartbeats); waking every Slurm
@@ -29,7 +29,7 @@ from sunk.translate import drains
 from sunk.translate.gang import is_terminal
 from sunk.types import Obj
 
-from .context import SyncerContext, slurm_node_name
+from .context import SyncerContext, nodeslice_slurm_nodes, slurm_node_name
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,9 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
             wake_sunk_drained(name for job in (event.old, event.new) if job is not None for name in job.node_list)
 
     ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE, JOB])
+
+    if ctx.nodeslices is not None:  # --slurm-node-clean-up: an entry added (mark) or gone (delete)
+        ctx.nodeslices.add_handler(KeyHandler(enqueue, nodeslice_slurm_nodes))
 
 
 def sunk_drained(ctx: SyncerContext, key: str) -> bool:

@@ -10,6 +10,8 @@ Kubernetes -> Slurm drains (``desired_drain``):
   never touched, even while a Kubernetes condition also holds.
 - When the condition clears, undrain; if someone undrains in Slurm while it still holds,
   the next pass drains again (the rule is level-based).
+- A deleted slurmd Pod sets its node DOWN once (``sunk.translate.poddown``); after that the
+  missing Pod is a drain like the rest.
 - A DOWN node is never drained or resumed: Slurm's ``ReturnToService=2`` resumes a DOWN node
   as soon as its slurmd talks again, and a DOWN node runs nothing anyway. Draining it would
   leave a drain behind that outlives the outage; resuming it would fight slurmctld's own
@@ -41,7 +43,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Node
 
-from . import drains
+from . import drains, poddown
 
 Obj = Mapping[str, Any]
 NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
@@ -88,10 +90,9 @@ def _condition(obj: Optional[Obj], ctype: str) -> Optional[Obj]:
 
 def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
     """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node, or None."""
-    where = f"{facts.namespace}/{facts.slurm_node}"
     pod = facts.pod
     if pod is None:
-        return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} does not exist"
+        return poddown.missing_reason(facts.namespace, facts.slurm_node)
     meta = pod.get("metadata") or {}
     where = f"{meta.get('namespace', facts.namespace)}/{meta.get('name', facts.slurm_node)}"
     if meta.get("deletionTimestamp"):
@@ -195,6 +196,7 @@ def extra_facts(facts: PodSide) -> dict[str, Any]:
         "deleting": bool(meta.get("deletionTimestamp")),
         "cordoned": bool(facts.cordon.cordoned),
         "cordon_reason": facts.cordon.reason,
+        poddown.DELETED: False,  # this Pod is here: its deletion is news again (poddown)
     }
 
 

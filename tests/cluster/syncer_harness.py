@@ -231,8 +231,12 @@ class Cluster:
 
 
 def restore_slurm_node(cluster: Cluster, name: str, own_reasons: tuple[str, ...] = ("k8s:", "syncer-test")) -> None:
-    """Undo what these tests (or the syncer under test) did to a Slurm node: drains and Extra."""
+    """Undo what these tests (or the syncer under test) did to a Slurm node: drains, the DOWN of a deleted
+    slurmd Pod (``k8s: slurmd pod NS/NAME deleted``, if ReturnToService has not lifted it yet) and Extra."""
     node = cluster.node(name)
+    if node.down and node.reason.startswith(own_reasons):
+        cluster.scontrol(f"nodename={name}", "state=resume")
+        node = cluster.node(name)
     if node.drained and not node.down and node.reason.startswith(own_reasons):
         cluster.undrain(name)
     if node.extra:

@@ -36,6 +36,7 @@ from sunk.syncer.podcordon import COND_POD_CORDONED
 
 A, B = NODES_UNDER_TEST  # node3, node4
 PROPAGATION = 10.0  # generous bound for one propagation on a loaded 2-core machine (the benchmark measures it)
+RTS = 20.0  # slurmctld returning a DOWN node whose slurmd answers (ReturnToService=2): about 3 s in CI
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +157,17 @@ def test_pod_not_ready_drains_and_ready_undrains(cluster: Cluster):
     wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained")
 
 
-def test_pod_terminating_then_deleted_drains_and_a_new_pod_undrains(cluster: Cluster, env):
+def _downs(syncer: SyncerUnderTest, name: str) -> list[str]:
+    """The Syncer's log lines setting ``name`` DOWN (a deleted slurmd Pod, sunk.translate.poddown)."""
+    return [str(r.get("msg", "")) for r in syncer.log_lines() if str(r.get("msg", "")).startswith(
+        f"slurm node {name}: DOWN ")]
+
+
+def test_pod_terminating_then_deleted_drains_and_a_new_pod_undrains(cluster: Cluster, env, syncer):
+    """Terminating: drained. Gone: set DOWN once (``... deleted``); node4's slurmd runs on the host, so
+    ReturnToService=2 returns it within seconds, its DRAIN flag kept; then the drain for the missing Pod
+    holds until a Pod is back, with no second DOWN (the deletion is marked in Extra)."""
+    before = len(_downs(syncer, B))
     finalizer = "sunk.dev/syncer-test"
     pod = cluster.pod(B)
     assert pod is not None
@@ -168,23 +179,30 @@ def test_pod_terminating_then_deleted_drains_and_a_new_pod_undrains(cluster: Clu
     finally:  # the finalizer holds the Pod in Terminating until here
         kc.patch(cluster.api, PODS, B, {"metadata": {"finalizers": None}}, cluster.namespace)
     wait_for(lambda: cluster.pod(B) is None, 30, "the deletion to finish")
-    gone = wait_for(lambda: (r := _k8s_drained(cluster, B)) and "does not exist" in r and r, PROPAGATION,
-                    f"{B} drain reason to say the Pod is gone")
+    gone = wait_for(lambda: (r := _k8s_drained(cluster, B)) and "does not exist" in r and r, PROPAGATION + RTS,
+                    f"{B} drain reason to say the Pod is gone (after its DOWN, and ReturnToService)")
     assert cluster.namespace in gone
+    downs = _downs(syncer, B)[before:]
+    assert len(downs) == 1 and f"k8s: slurmd pod {cluster.namespace}/{B} deleted" in downs[0], downs
+    assert _syncer_extra(cluster, B).get("deleted") is True
     cluster.undrain(B)  # someone undrains by hand while the Pod is still missing: drained again
     wait_for(lambda: _k8s_drained(cluster, B), PROPAGATION, f"{B} drained again while its Pod is missing")
+    assert not cluster.node(B).down and len(_downs(syncer, B)) == before + 1  # drained, never DOWN again
     cluster.create_pod(B, env["run_id"])
     cluster.wait_pod_ready(B)
     wait_for(lambda: not cluster.node(B).drained, PROPAGATION, f"{B} undrained once its Pod is back")
+    assert _syncer_extra(cluster, B).get("deleted") is False  # a new Pod: its own deletion is news again
 
 
 def test_pod_outside_the_selector_is_not_read_as_deleted(cluster: Cluster):
-    """A Pod that exists, seen by another Syncer's selector in the same namespace, is not a deleted Pod."""
+    """A Pod that exists, seen by another Syncer's selector in the same namespace, is not a deleted Pod.
+    Once it is really gone, the node is set DOWN (ReturnToService=2 returns it: node4's slurmd runs on),
+    then drained for the missing Pod."""
     kc.patch(cluster.api, PODS, B, {"metadata": {"labels": {TEST_LABEL: "another-syncer"}}}, cluster.namespace)
     never(lambda: _k8s_drained(cluster, B), 3.0, f"{B} drained while its Pod still exists")
     kc.delete(cluster.api, PODS, B, cluster.namespace, grace_period_seconds=0)
-    gone = wait_for(lambda: (r := _k8s_drained(cluster, B)) and "does not exist" in r and r, PROPAGATION,
-                    f"{B} drained once the Pod is really gone")
+    gone = wait_for(lambda: (r := _k8s_drained(cluster, B)) and "does not exist" in r and r, PROPAGATION + RTS,
+                    f"{B} drained once the Pod is really gone (after its DOWN, and ReturnToService)")
     assert cluster.namespace in gone
 
 

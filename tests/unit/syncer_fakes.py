@@ -7,11 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
-from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node
+from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
 from sunk.syncer.facts import KubeFacts
-from sunk.syncer.rules import NONE, DrainDecision, ExtraDecision, PodStatus
+from sunk.syncer.rules import NONE, DownDecision, DrainDecision, ExtraDecision, PodStatus
 from sunk.types import Obj
 
 
@@ -97,6 +98,7 @@ class FakeSlurm:
     def __init__(self, nodes: Sequence[Node] = ()):
         self.items = {n.name: n for n in nodes}
         self.calls: list[tuple[str, str, NodeUpdate | None]] = []
+        self.delete_error: Exception | None = None  # what delete_node raises, if set
 
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
         self.calls.append(("list", "", None))
@@ -104,6 +106,13 @@ class FakeSlurm:
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.calls.append(("update", name, update))
+
+    def delete_node(self, name: str) -> None:
+        self.calls.append(("delete", name, None))
+        if self.delete_error is not None:
+            raise self.delete_error
+        if self.items.pop(name, None) is None:
+            raise NotFound(f"no Slurm node {name!r}", code=2018)
 
 
 class FakeRecorder:
@@ -123,6 +132,7 @@ class FakeRules:
     def __init__(self) -> None:
         self.drain_answer: Callable[[KubeFacts, Node], DrainDecision] = lambda f, n: DrainDecision(NONE)
         self.extra_answer: Callable[[KubeFacts, Node], ExtraDecision] = lambda f, n: ExtraDecision()
+        self.down_answer: Callable[[KubeFacts, Node], DownDecision] = lambda f, n: DownDecision(NONE)
         self.status_answer: Callable[[Node], PodStatus] = lambda n: PodStatus((), {})
         self.node_answer: Callable[[Sequence[Node]], list[Mapping[str, Any]]] = lambda ns: []
         self.asked: list[tuple[str, str]] = []
@@ -134,6 +144,10 @@ class FakeRules:
     def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision:
         self.asked.append(("extra", node.name))
         return self.extra_answer(facts, node)
+
+    def down(self, facts: KubeFacts, node: Node) -> DownDecision:
+        self.asked.append(("down", node.name))
+        return self.down_answer(facts, node)
 
     def pod_status(self, node: Node) -> PodStatus:
         return self.status_answer(node)
@@ -164,8 +178,9 @@ def k8s_node(name: str, *, cordoned: bool = False, reason: str | None = None, rv
 
 def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
              enqueue: Callable[[str], None] | None = None,
-             node_permissions: bool = True) -> tuple[SyncerContext, FakeInformer, FakeInformer,
-                                                     FakeCache, FakeSlurm, FakeRecorder]:
+             node_permissions: bool = True,
+             clean_up: bool = False) -> tuple[SyncerContext, FakeInformer, FakeInformer,
+                                              FakeCache, FakeSlurm, FakeRecorder]:
     from sunk.kube.informer import pod_node_name
 
     pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name})
@@ -181,7 +196,18 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         nodes=k8s_nodes,  # type: ignore[arg-type]
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
-        config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions),
+        config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions,
+                            slurm_node_clean_up=clean_up),
         enqueue_node=enqueue or (lambda name: None),
+        # With --slurm-node-clean-up: the NodeSlices (nodeslice() below), by Slurm node.
+        nodeslices=FakeInformer({INDEX_SLURM_NODE: nodeslice_slurm_nodes}) if clean_up else None,  # type: ignore[arg-type]
     )
     return ctx, pods, k8s_nodes, cache, slurm, recorder
+
+
+def nodeslice(name: str, nodeset: str, *slurm_nodes: str, namespace: str = "slurm") -> Obj:
+    """A NodeSlice as the operator writes it (sunk.translate.nodeset.slices)."""
+    return {"apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSlice",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"sunk.coreweave.com/nodeset": nodeset}},
+            "spec": {"nodeSet": nodeset, "entries": [{"slurmNode": n, "pod": n, "node": f"k-{n}", "address": ""}
+                                                     for n in slurm_nodes]}}

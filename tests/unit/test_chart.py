@@ -299,15 +299,27 @@ def test_the_reboot_condition_and_reason():
     assert (args["node-reboot-condition"], args["node-reboot-reason"]) == ("NeedsReboot", "sunk")
 
 
-def test_slurm_node_clean_up_is_refused_until_the_syncer_has_it():
-    """The seeds' value exists, but turning it on fails with what to do instead: rendering a flag the
-    Syncer does not know would crash-loop it."""
-    off = render()
-    assert not [r for r in of_kind(off, "Role") + of_kind(off, "ClusterRole")
-                if verbs(r, "nodeslices", "sunk.coreweave.com")]
-    assert "slurm-node-clean-up" not in flags(chart.container_args(off, "sunk-syncer"))
-    with pytest.raises(chart.RenderError, match="slurmNodeCleanUp: not in this release yet"):
-        render({"syncer": {"config": {"syncer": {"slurmNodeCleanUp": True}}}})
+@pytest.mark.parametrize("clean_up", [False, True], ids=["no-clean-up", "clean-up"])
+def test_slurm_node_clean_up_renders_the_flag_and_reads_nodeslices_only_when_on(clean_up, tmp_path):
+    """The seeds' value turns the Syncer's clean-up on; NodeSlices are read (list, watch: its informer) in the
+    slurmd namespace only then, which is where the Syncer, started with the rendered flags, watches them."""
+    docs = render({"syncer": {"config": {"syncer": {"slurmNodeCleanUp": clean_up}}},
+                   "slurmd": {"namespace": "slurmd-pods"}})
+    startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
+    assert startup.config.slurm_node_clean_up is clean_up
+    readers = [r for r in of_kind(docs, "Role") + of_kind(docs, "ClusterRole")
+               if verbs(r, "nodeslices", "sunk.coreweave.com")]
+    if not clean_up:
+        assert not readers
+        return
+    (role,) = readers
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == startup.config.watch_namespace == "slurmd-pods"
+    assert verbs(role, "nodeslices", "sunk.coreweave.com") == {"list", "watch"}
+    assert len(role["rules"]) == 1  # nothing else
+    binding = find(docs, "RoleBinding", role["metadata"]["name"], "slurmd-pods")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert subjects(binding) == {(NS, "sunk-syncer")}
 
 
 def test_the_syncer_watches_the_slurmd_namespace_and_elects_in_its_own():

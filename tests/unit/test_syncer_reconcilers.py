@@ -513,3 +513,191 @@ def test_a_pod_of_the_same_name_but_another_uid_does_not_hold_the_drain():
                       "spec": {"nodeName": "worker-2"}})
     SlurmSideReconciler(ctx).reconcile("node1")
     assert [c[2].state for c in slurm.calls if c[0] == "update" and c[2] is not None] == ["UNDRAIN"]
+
+
+# ---- a deleted slurmd Pod: DOWN once (sunk.translate.poddown), with the production rules ---------------------------
+
+HAD_POD = '{"namespace":"slurm","pod":"node1","ready":true}'
+
+
+def _as_slurm_shows(ctx: Any, slurm: FakeSlurm, node: Node) -> None:
+    """Slurm (and the cache) now show ``node``."""
+    slurm.items[node.name] = node
+    ctx.slurm_cache.items[node.name] = node
+
+
+def test_a_deleted_pod_sets_its_node_down_once_and_then_the_drain_holds():
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=HAD_POD)])
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert [c[0] for c in slurm.calls] == ["list", "update"]  # the verified write: a fresh read first
+    update = slurm.calls[-1][2]
+    assert update is not None and update.state == "DOWN" and update.reason == "k8s: slurmd pod slurm/node1 deleted"
+    assert json.loads(update.extra or "") == {"namespace": "slurm", "pod": "node1", "ready": True, "deleted": True}
+    # Slurm did it; ReturnToService=2 brought the node back, its slurmd (outside the Pod) answering.
+    _as_slurm_shows(ctx, slurm, Node("node1", state="IDLE", extra=update.extra or ""))
+    slurm.calls.clear()
+    SlurmSideReconciler(ctx).reconcile("node1")
+    (_, (_, _, drain)) = slurm.calls
+    assert drain == NodeUpdate(state="DRAIN", reason="k8s: slurmd pod slurm/node1 does not exist")  # no DOWN again
+    # A restarted Syncer (a new reconciler, nothing in memory) reads the same from Slurm.
+    _as_slurm_shows(ctx, slurm, Node("node1", state="IDLE+DRAIN", reason=drain.reason or "",
+                                     extra=update.extra or ""))
+    slurm.calls.clear()
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls == []
+
+
+def test_a_new_pod_clears_the_mark_so_its_own_deletion_is_news():
+    marked = '{"deleted":true,"namespace":"slurm","pod":"node1","ready":true}'
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=marked)])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "True"}]))
+    SlurmSideReconciler(ctx).reconcile("node1")
+    update = slurm.calls[-1][2]
+    assert update is not None and update.state is None and json.loads(update.extra or "")["deleted"] is False
+
+
+@pytest.mark.parametrize(("state", "reason"), [("DOWN", "syncer-test: down by hand"), ("IDLE+DRAIN", "bad DIMM"),
+                                                ("DOWN", "Not responding")])
+def test_a_persons_down_or_drain_is_never_replaced_only_the_deletion_marked(state, reason):
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state=state, reason=reason, extra=HAD_POD)])
+    SlurmSideReconciler(ctx).reconcile("node1")
+    update = slurm.calls[-1][2]
+    assert update is not None and update.state is None and update.reason is None
+    assert json.loads(update.extra or "")["deleted"] is True
+
+
+def test_the_down_is_decided_again_from_slurms_current_word():
+    """The cache says IDLE; Slurm says a person set it DOWN a moment ago: only the mark is written."""
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=HAD_POD)])
+    slurm.items["node1"] = Node("node1", state="DOWN", reason="maintenance", extra=HAD_POD)
+    SlurmSideReconciler(ctx).reconcile("node1")
+    update = slurm.calls[-1][2]
+    assert update is not None and update.state is None and json.loads(update.extra or "")["deleted"] is True
+
+
+def test_a_node_never_ours_is_never_set_down():
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra='{"owner":"ml"}'),
+                                             Node("node2", state="IDLE",
+                                                  extra='{"namespace":"elsewhere","pod":"node2"}')])
+    for name in ("node1", "node2"):
+        SlurmSideReconciler(ctx).reconcile(name)
+    assert slurm.calls == []
+
+
+# ---- Slurm node clean-up (--slurm-node-clean-up) -------------------------------------------------------------
+
+GONE = '{"deleted":true,"namespace":"slurm","nodeset":"gpu","pod":"g-1","ready":false}'
+GONE_REASON = "k8s: slurmd pod slurm/g-1 does not exist"
+
+
+def _gone(state: str = "IDLE+DRAIN", extra: str = GONE) -> Node:
+    """A NodeSet's node whose Pod was deleted, DOWN and back (ReturnToService), drained for the missing Pod."""
+    return Node("g-1", state=state, reason=GONE_REASON, extra=extra)
+
+
+def test_clean_up_deletes_a_marked_idle_node_no_nodeslice_lists():
+    ctx, _, _, cache, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    assert SlurmSideReconciler(ctx).reconcile("g-1") is None
+    assert [c[:2] for c in slurm.calls] == [("list", ""), ("delete", "g-1")]  # a fresh read, then the delete
+    assert cache.nudges == 1
+
+
+def test_clean_up_is_off_by_default():
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()])
+    SlurmSideReconciler(ctx).reconcile("g-1")
+    assert slurm.calls == []
+
+
+def test_clean_up_keeps_a_listed_node_and_marks_it_while_its_pod_is_there():
+    from syncer_fakes import nodeslice
+
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[Node("g-1", state="IDLE", extra=HAD_POD.replace("node1", "g-1"))],
+                                         clean_up=True)
+    ctx.nodeslices.put(nodeslice("gpu-0", "gpu", "g-1"))  # type: ignore[union-attr]
+    pods.put(pod("g-1", conditions=[{"type": "Ready", "status": "True"}]))
+    SlurmSideReconciler(ctx).reconcile("g-1")
+    update = slurm.calls[-1][2]
+    assert update is not None and json.loads(update.extra or "")["nodeset"] == "gpu"
+    assert not [c for c in slurm.calls if c[0] == "delete"]
+
+
+@pytest.mark.parametrize("extra", ['{"namespace":"slurm","pod":"node1","deleted":true}', ""])
+def test_clean_up_never_deletes_a_node_no_nodeslice_ever_listed(extra):
+    """The dev cluster's static nodes (node1..node4): in no NodeSlice, so never marked."""
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason=GONE_REASON, extra=extra)],
+                                      clean_up=True)
+    assert SlurmSideReconciler(ctx).reconcile("node1") is None
+    assert not [c for c in slurm.calls if c[0] == "delete"]
+
+
+def test_clean_up_never_deletes_another_syncers_node():
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone(extra=GONE.replace('"slurm"', '"elsewhere"'))], clean_up=True)
+    SlurmSideReconciler(ctx).reconcile("g-1")
+    assert slurm.calls == []
+
+
+@pytest.mark.parametrize(("state", "jobs"), [("ALLOCATED+DRAIN", ()), ("MIXED+DRAIN", ()),
+                                             ("IDLE+COMPLETING+DRAIN", ()),
+                                             ("IDLE+DRAIN", (Job(9, state="COMPLETED", nodes="g-[1-2]"),))])
+def test_clean_up_waits_while_the_node_has_jobs(state, jobs):
+    ctx, _, _, cache, slurm, _ = make_ctx(nodes=[_gone(state)], clean_up=True)
+    cache.job_items = {j.id: j for j in jobs}
+    result = SlurmSideReconciler(ctx).reconcile("g-1")
+    assert result is not None and result.requeue_after == 10.0
+    assert slurm.calls == []
+
+
+def test_clean_up_waits_for_a_fresh_job_list():
+    ctx, _, _, cache, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    cache.jobs_fresh = False
+    result = SlurmSideReconciler(ctx).reconcile("g-1")
+    assert result is not None and result.requeue_after and slurm.calls == []
+
+
+def test_clean_up_decides_again_from_slurms_current_word():
+    """The cache says idle; Slurm says a job started a moment ago: no delete."""
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    slurm.items["g-1"] = _gone("MIXED+DRAIN")
+    result = SlurmSideReconciler(ctx).reconcile("g-1")
+    assert [c[0] for c in slurm.calls] == ["list"] and result is not None and result.requeue_after
+
+
+def test_a_refused_deletion_is_logged_and_retried_later_with_growing_backoff(caplog: pytest.LogCaptureFixture):
+    from sunk.slurm.errors import SlurmError
+
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    slurm.delete_error = SlurmError("delete node g-1: Node g-1 is not dynamic", code=2030)
+    reconciler = SlurmSideReconciler(ctx)
+    assert reconciler.cleanup is not None
+    reconciler.cleanup.rand = lambda: 0.999
+    waits = []
+    with caplog.at_level(logging.WARNING, logger="sunk.syncer.cleanup"):
+        for _ in range(8):
+            result = reconciler.reconcile("g-1")
+            assert result is not None and result.requeue_after is not None
+            waits.append(result.requeue_after)
+    assert waits == sorted(waits) and waits[0] < 20 and waits[-1] == pytest.approx(600, rel=0.01)
+    assert "refused its deletion" in caplog.text and "not dynamic" in caplog.text
+    slurm.delete_error = None  # accepted at last: the backoff starts over next time
+    assert reconciler.reconcile("g-1") is None and "g-1" not in slurm.items
+
+
+def test_a_node_slurm_no_longer_knows_is_deleted_already():
+    from sunk.slurm.errors import NotFound
+
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    del slurm.items["g-1"]  # gone from Slurm, not yet from the cache
+    assert SlurmSideReconciler(ctx).reconcile("g-1") is None  # the fresh read finds no g-1: nothing sent
+    assert [c[0] for c in slurm.calls] == ["list"]
+    slurm.items["g-1"] = _gone()  # gone between the fresh read and the delete: done all the same
+    slurm.delete_error = NotFound("delete node g-1: Invalid node name specified", code=2018)
+    assert SlurmSideReconciler(ctx).reconcile("g-1") is None
+
+
+def test_an_outage_on_delete_is_raised_for_the_controller_to_wait_out():
+    from sunk.slurm.errors import SlurmUnavailable
+
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
+    slurm.delete_error = SlurmUnavailable("delete node g-1: cannot reach slurmrestd")
+    with pytest.raises(SlurmUnavailable):
+        SlurmSideReconciler(ctx).reconcile("g-1")

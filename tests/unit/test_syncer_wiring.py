@@ -353,3 +353,50 @@ class FakeSlurmForAssembly:
 
     def list_jobs(self, **_: object) -> Snapshot:
         return Snapshot(items=(), last_update=0)
+
+
+def test_a_nodeslice_wakes_the_slurm_nodes_it_lists_and_listed():
+    """--slurm-node-clean-up: an entry added (the mark) or gone (the delete) wakes its node."""
+    from syncer_fakes import nodeslice
+
+    keys: list[str] = []
+    ctx, _, _, _, _, _ = make_ctx(clean_up=True)
+    triggers.attach(ctx, keys.append)
+    slices = ctx.nodeslices
+    assert slices is not None
+    slices.put(nodeslice("gpu-0", "gpu", "g-1", "g-2"))
+    assert keys == ["g-1", "g-2"]
+    keys.clear()
+    slices.put(nodeslice("gpu-0", "gpu", "g-2"))
+    assert keys == ["g-1", "g-2"]  # the one that left, and the one that stayed
+    keys.clear()
+    slices.remove(nodeslice("gpu-0", "gpu", "g-2"))
+    assert keys == ["g-2"]
+    assert ctx.nodeset_of("g-2") is None
+    slices.put(nodeslice("gpu-1", "gpu", "g-2"))
+    assert ctx.nodeset_of("g-2") == "gpu" and ctx.nodeset_of("g-1") is None
+
+
+def test_the_clean_up_flag():
+    assert not cli.parse_args(["--slurm-auth-token=t", "--plugins="]).config.slurm_node_clean_up
+    for flag in ("--slurm-node-clean-up", "--slurm-node-clean-up=true"):
+        assert cli.parse_args(["--slurm-auth-token=t", "--plugins=", flag]).config.slurm_node_clean_up
+    assert not cli.parse_args(["--slurm-auth-token=t", "--plugins=", "--slurm-node-clean-up=false"]
+                              ).config.slurm_node_clean_up
+
+
+@pytest.mark.parametrize("clean_up", [False, True])
+def test_assembly_watches_nodeslices_only_with_clean_up(clean_up: bool):
+    from kubernetes.client import ApiClient
+
+    from sunk.syncer.assembly import assemble
+
+    startup = cli.parse_args(["--plugins=", "--slurm-auth-token=t", "--metrics-bind-address=",
+                              "--health-probe-bind-address=", f"--slurm-node-clean-up={str(clean_up).lower()}"])
+    syncer = assemble(startup.config, startup.daemon, api=ApiClient(), slurm=FakeSlurmForAssembly())  # type: ignore[arg-type]
+    try:
+        informers = [getattr(i, "name", "") for i in syncer.manager.informers]
+        assert ("nodeslices" in informers) is clean_up and (syncer.ctx.nodeslices is not None) is clean_up
+        assert (syncer.slurm_side.reconciler.cleanup is not None) is clean_up  # type: ignore[attr-defined]
+    finally:
+        syncer.ctx.recorder.stop()

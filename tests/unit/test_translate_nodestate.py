@@ -163,7 +163,7 @@ def test_the_node_shows_drains_made_in_slurm_but_not_our_own():
 def test_extra_facts_describe_the_kubernetes_side():
     facts = Facts(pod=slurmd_pod(), cordon=Cordon(True, "rma"))
     assert extra_facts(facts) == {"pod": "node1", "namespace": "slurm", "node": "worker-1", "ready": True,
-                                  "deleting": False, "cordoned": True, "cordon_reason": "rma"}
+                                  "deleting": False, "cordoned": True, "cordon_reason": "rma", "deleted": False}
     assert extra_facts(Facts(pod=None))["pod"] is None
 
 
