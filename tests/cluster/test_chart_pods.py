@@ -19,8 +19,8 @@ import subprocess
 import textwrap
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
