@@ -322,3 +322,66 @@ def test_a_nodeset_matching_nothing_says_so_and_touches_nothing(pool):
     for name in ("nomatch", "noslurmd"):
         kc.delete(pool.api, NODESETS, name, pool.namespace)
         wait_for(lambda name=name: pool.get_nodeset(name) is None, 30, f"{name} deleted")
+
+
+@pytest.fixture(params=[True, False], ids=["clean-up", "no-clean-up"])
+def pool_syncer(request, pool, kube_api, dev_cluster, tmp_path):
+    """sunk-syncer on the pool's namespace as the chart renders it with syncer.config.syncer.slurmNodeCleanUp
+    on or off (node rights and locking off: state sync only), as its rendered ServiceAccount."""
+    cleanup = request.param
+    values = {"fullnameOverride": "sunk-pool", "slurmd": {"namespace": pool.namespace},
+              "syncer": {"nodePermissions": {"enabled": False}, "nodeLocking": {"enabled": False},
+                         "config": {"syncer": {"slurmNodeCleanUp": cleanup}}}}
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp_path, values=values)
+    env = dev_cluster.env()
+    hooks, metrics, probes = free_port(), free_port(), free_port()
+    args = deployment_args("syncer.yaml", "sunk-pool-syncer", {
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--watch-namespace": pool.namespace, "--hooks-api-bind-address": f"127.0.0.1:{hooks}",
+        "--metrics-bind-address": f"127.0.0.1:{metrics}", "--health-probe-bind-address": f"127.0.0.1:{probes}"},
+        docs=rendered("syncer.yaml", values))
+    assert f"--slurm-node-clean-up={str(cleanup).lower()}" in args, args
+    proc = Process("sunk-syncer-pool", "sunk.syncer.cli", [*args, f"--kubeconfig={kubeconfig}"],
+                   f"http://127.0.0.1:{probes}/readyz", tmp_path, env={"SLURM_JWT": ""})
+    proc.start()
+    try:
+        yield cleanup, proc
+    finally:
+        proc.stop()
+        _delete_quietly(kube_api, LEASES, "sunk-pool-syncer", account["namespace"])
+        assert_never_forbidden(proc.log)
+
+
+def test_a_node_leaving_the_nodeset_goes_down_and_is_deleted_from_slurm_only_with_clean_up(pool, pool_syncer):
+    """Unlabel a Node while a job runs: drained, and once the job ends its Pod is deleted; the Syncer sets the
+    Slurm node DOWN (the Pod's deletion) and, with clean-up on, deletes it from Slurm once its NodeSlice entry
+    is gone; with clean-up off the node stays, DOWN. The other node of the set and the static nodes stay."""
+    cleanup, syncer = pool_syncer
+    a, b = pool.nodes[:2]
+    pool.label(a, True)
+    pool.label(b, True)
+    pool.nodeset("leave")
+    _wait_registered_idle(pool, [a, b])
+    if cleanup:  # the Syncer marks the nodes a NodeSlice lists: the only ones it may ever delete
+        wait_for(lambda: '"nodeset"' in pool.slurm.get_node(a).extra, 30, f"{a} marked as the NodeSet's in Extra")
+    job = pool.submit(a)
+    wait_for(lambda: pool.job_state(job) == "RUNNING", 30, f"job {job} running on {a}")
+    pool.label(a, False)
+    wait_for(lambda: "drain" in pool.state(a), 10, f"{a} draining")
+    pool.cancel(job)
+    wait_for(lambda: a not in pool.pods("leave"), 60, f"{a}'s Pod deleted once its job ended")
+    wait_for(lambda: pool.slices("leave") == [b], 30, "the NodeSlice lists only the remaining node")
+    if cleanup:
+        wait_for(lambda: pool.state(a) == "", 60, f"Slurm node {a} deleted by the Syncer's clean-up")
+    else:
+        wait_for(lambda: "down" in pool.state(a), 30, f"Slurm node {a} DOWN (its Pod deleted)")
+        never(lambda: pool.state(a) == "", 5, f"Slurm node {a} deleted with clean-up off")
+    log = syncer.log.read_text(errors="replace")
+    assert f"slurmd pod {pool.namespace}/{a} deleted" in log, log[-3000:]
+    assert pool.state(b) == "idle", f"{b}, still in the NodeSet, was touched: {pool.state(b)}"
+    static = pool.dev.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N", check=False).stdout.split()
+    assert len(static) == len(pool.dev.layout.node_names), static
+    kc.delete(pool.api, NODESETS, "leave", pool.namespace)
+    wait_for(lambda: pool.get_nodeset("leave") is None, 60, "the NodeSet deleted")
+    pool.label(b, False)
+    pool.dev.slurm("scontrol", "delete", f"nodename={a},{b}", check=False)
