@@ -34,7 +34,7 @@ from typing import Any
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.dev.cluster import DevCluster
-from sunk.dev.pool import StandInPool, apply_crds
+from sunk.dev.pool import StandInPool, apply_crds, wait_default_service_account
 from sunk.dev.standin_slurmd import SlurmdLaunch, free_port
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, NODES, NODESETS, PODS
@@ -80,7 +80,11 @@ def raw_path(cluster: DevCluster, nodes: list[str], log_dir: Path) -> float:
         for proc in procs:
             proc.terminate()
         for proc in procs:
-            proc.wait()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         for i in range(0, len(nodes), 50):
             cluster.slurm("scontrol", "delete", "nodename=" + ",".join(nodes[i:i + 50]), check=False)
 
@@ -117,6 +121,7 @@ def run(cluster: DevCluster, api: Any, count: int, busy: int, max_unavailable: i
     apply_crds(api)
     namespace = f"nodeset-bench-{run_id}"
     kc.create(api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_default_service_account(api, namespace)  # (or the operator's first Pods are refused, and retried)
     pool = StandInPool(cluster, api, nodes, log_dir)
     env = cluster.env()
     probes = free_port()
@@ -209,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             result = run(cluster, api, args.nodes, args.busy, args.max_unavailable, Path(tmp))
     result["goal_ready_s"] = GOAL_READY_SECONDS
     print(json.dumps(result, sort_keys=True))
-    return 0 if result["jobs_killed"] == 0 else 1
+    ok = (result["jobs_killed"] == 0 and result["busy_replaced_early"] == 0
+          and result["nodeset_ready_s"] <= GOAL_READY_SECONDS)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

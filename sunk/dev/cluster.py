@@ -126,6 +126,11 @@ class DevCluster:
         return self.layout.node_names
 
     @property
+    def built_images(self) -> dict[str, str]:
+        """The images ``up`` built for the real Node and imported: name -> image ID."""
+        return {built.name: built.image_id for built in self._built_images}
+
+    @property
     def kube_scheduler_binary(self) -> Path:
         return kubebuild.kube_bin_dir(self.home) / "kube-scheduler"
 
@@ -181,10 +186,12 @@ class DevCluster:
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk.dev.images)
             self._built_images = images.build_images(self.home, Path(__file__).resolve().parents[2], self.root,
                                                      sunk.__version__, self._phase)
-        tokens = self.kube_dir / "tokens.csv"
-        before = tokens.read_text() if tokens.exists() else None
+        # The apiserver reads its tokens at start only, and a running one would keep serving an older
+        # certificate (one without the kubernetes Service's address, from a cache made before).
+        read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt"]
+        before = [path.read_bytes() if path.exists() else None for path in read_at_start]
         kubeconf.ensure_pki(self.kube_dir)
-        if before is not None and tokens.read_text() != before:  # read at start only
+        if any(old is not None and path.read_bytes() != old for path, old in zip(read_at_start, before, strict=True)):
             self._component("kube-apiserver").daemon.stop()
         self._write_jwt()
         self._save_layout()

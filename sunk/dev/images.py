@@ -71,13 +71,14 @@ SLURMD_EMPTIED = ROOTFS_EMPTIED + (
     "etc/munge", "etc/slurm", "var/lib/munge", "var/spool/slurmd", "var/spool/slurmctld", "var/lib/slurm",
     "var/lib/mysql", "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
     "etc/sunk", "etc/sunk-bench",  # the hook API's per-node tokens and hooks.env; a benchmark's slurm.conf
+    "etc/mysql",  # MariaDB's client credentials (debian.cnf); slurmd needs no database
 )
 # The top of a rootfs: anything else there (a job's slurm-N.out in the chroot's /) stays out.
 ROOT_ENTRIES = ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt", "opt", "proc",
                 "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var")
 # Names that must never be in a layer, whatever the exclusions say: the build fails on one.
 SECRET_PATTERNS = ("*.key", "*.seed", "slurmdbd.conf", "id_rsa*", "id_ecdsa*", "id_ed25519*", "*.jwt", "*.token",
-                   "*/.ssh/*", "etc/ssl/private/*", "*/hooks-tokens/*", "hooks.env")
+                   "*/.ssh/*", "etc/ssl/private/*", "*/hooks-tokens/*", "hooks.env", "debian.cnf")
 
 Phase = Callable[[str], AbstractContextManager[IO[str]]]
 

@@ -173,13 +173,13 @@ class FakeKubelet:
     def _sync_all(self) -> str:
         resp: Any = self.core.list_pod_for_all_namespaces(_preload_content=False)
         data = json.loads(resp.data)
-        for pod in data["items"]:
-            self._handle(pod)
         present = {pod["metadata"]["uid"] for pod in data["items"]}
         with self._lock:
             gone = [uid for uid in self._slurmds if uid not in present]
-        for uid in gone:  # deleted while the watch was down
+        for uid in gone:  # deleted while the watch was down: stopped before a successor of the same name starts
             self._stop_slurmd(uid, grace=0)
+        for pod in data["items"]:
+            self._handle(pod)
         return data["metadata"]["resourceVersion"]
 
     def _watch(self, version: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from sunk.kube import client as kc
-from sunk.kube.resources import NODES
+from sunk.kube.resources import NODES, Resource
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "manifests" / "chart" / "sunk" / "crds"
@@ -48,6 +48,23 @@ def apply_crds(api: Any, timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the CRDs in {CRDS} not Established after {timeout:.0f} s")
         time.sleep(0.2)
+
+
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+
+
+def wait_default_service_account(api: Any, namespace: str, timeout: float = 30) -> None:
+    """Until kube-controller-manager has made the namespace's ``default`` ServiceAccount: the apiserver's
+    ServiceAccount admission refuses a Pod without one (a new namespace's first Pod would race it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kc.get(api, SERVICE_ACCOUNTS, "default", namespace)
+            return
+        except kc.ApiError as exc:
+            if not exc.not_found or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
 
 
 class StandInPool:

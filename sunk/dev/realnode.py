@@ -301,6 +301,7 @@ def ensure_images(paths: Paths) -> list[str]:
 # -- Services: the two addresses Pods need, without kube-proxy ----------------------------------------
 
 SERVICE_CHAIN = "SUNK-DEV-SERVICES"
+LOCALNET_CHAIN = "SUNK-DEV-LOCALNET"
 KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of the apiserver's --service-cluster-ip-range
 POD_GATEWAY = POD_SUBNET.rsplit(".", 1)[0] + ".1"  # the bridge's address: the host, seen from a Pod
 
@@ -335,22 +336,43 @@ def service_nat_commands(routes: tuple[ServiceRoute, ...]) -> list[list[str]]:
     return commands
 
 
+def localnet_guard_commands() -> list[list[str]]:
+    """What keeps ``route_localnet`` to the two routes: a Pod's packet to 127.0.0.0/8 that was not
+    DNATed is dropped (kube-proxy's rule against CVE-2020-8558), so no Pod reaches etcd,
+    slurmctld or MariaDB on loopback."""
+    base = ["iptables", "-w", "-t", "filter"]
+    return [[*base, "-N", LOCALNET_CHAIN], [*base, "-F", LOCALNET_CHAIN],
+            [*base, "-A", LOCALNET_CHAIN, "-i", BRIDGE, "-d", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate",
+             "DNAT", "-m", "comment", "--comment", "sunk-dev: only the service routes reach loopback", "-j", "DROP"]]
+
+
+def _jump(table: str, hook: str, chain: str) -> None:
+    jump = ["iptables", "-w", "-t", table]
+    if subprocess.run([*jump, "-C", hook, "-j", chain], capture_output=True).returncode != 0:
+        subprocess.run([*jump, "-I", hook, "-j", chain], check=True, capture_output=True)
+
+
 def install_service_routes(routes: tuple[ServiceRoute, ...]) -> None:
-    """Apply ``service_nat_commands`` and jump to the chain from PREROUTING and OUTPUT (once each)."""
-    for command in service_nat_commands(routes):
-        subprocess.run(command, capture_output=True, text=True, check=command[4] != "-N")  # (-N: may exist)
+    """Apply ``service_nat_commands`` (jumped to from PREROUTING and OUTPUT) and the loopback guard
+    (from INPUT), then turn ``route_localnet`` on for the bridge: the guard first."""
+    for command in localnet_guard_commands() + service_nat_commands(routes):
+        subprocess.run(command, capture_output=True, text=True, check="-N" not in command)  # (-N: may exist)
+    _jump("filter", "INPUT", LOCALNET_CHAIN)
     for hook in ("PREROUTING", "OUTPUT"):
-        jump = [hook, "-j", SERVICE_CHAIN]
-        if subprocess.run(["iptables", "-w", "-t", "nat", "-C", *jump], capture_output=True).returncode != 0:
-            subprocess.run(["iptables", "-w", "-t", "nat", "-I", *jump], check=True, capture_output=True)
+        _jump("nat", hook, SERVICE_CHAIN)
     Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet").write_text("1\n")
 
 
 def remove_service_routes() -> None:
-    for hook in ("PREROUTING", "OUTPUT"):
-        subprocess.run(["iptables", "-w", "-t", "nat", "-D", hook, "-j", SERVICE_CHAIN], capture_output=True)
-    subprocess.run(["iptables", "-w", "-t", "nat", "-F", SERVICE_CHAIN], capture_output=True)
-    subprocess.run(["iptables", "-w", "-t", "nat", "-X", SERVICE_CHAIN], capture_output=True)
+    localnet = Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet")
+    if localnet.exists():
+        localnet.write_text("0\n")
+    for table, hook, chain in (("nat", "PREROUTING", SERVICE_CHAIN), ("nat", "OUTPUT", SERVICE_CHAIN),
+                               ("filter", "INPUT", LOCALNET_CHAIN)):
+        subprocess.run(["iptables", "-w", "-t", table, "-D", hook, "-j", chain], capture_output=True)
+    for table, chain in (("nat", SERVICE_CHAIN), ("filter", LOCALNET_CHAIN)):
+        subprocess.run(["iptables", "-w", "-t", table, "-F", chain], capture_output=True)
+        subprocess.run(["iptables", "-w", "-t", table, "-X", chain], capture_output=True)
 
 
 # -- Kubernetes objects ----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ SLURMCTLD_PORT = 6817
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 KILL_WAIT = 30
+MIN_JOB_AGE = 60  # seconds slurmctld keeps a finished job's record
 # Dynamic nodes (`slurmd -Z`, the real kubelet Node's slurmd) with this feature join this partition
 # only: Pods land there only when they ask for it.
 DYNAMIC_FEATURE = "real"
@@ -98,7 +99,7 @@ def slurm_conf(layout: SlurmLayout) -> str:
         "SlurmdTimeout=30",
         "MessageTimeout=30",
         "InactiveLimit=0",
-        "MinJobAge=60",
+        f"MinJobAge={MIN_JOB_AGE}",
         "MaxJobCount=200000",
         f"MaxNodeCount={layout.nodes + layout.phantom_nodes + DYNAMIC_NODES}",
         "SchedulerParameters=max_rpc_cnt=150,bf_continue,bf_interval=5,default_queue_depth=1000",

@@ -94,6 +94,12 @@ def job_sessions(node: str, proc: Path = Path("/proc")) -> set[int]:
 
 
 def kill_sessions(sessions: set[int], proc: Path = Path("/proc")) -> None:
+    """SIGKILL every process of ``sessions``, but never of session 0 or 1 or this process's own (a
+    process slurmd runs itself, a prolog, shares slurmd's session: it is started in one of its own,
+    so that is never this kubelet's or its caller's)."""
+    sessions = sessions - {0, 1, os.getsid(0)}
+    if not sessions:
+        return
     for entry in proc.iterdir():
         if entry.name.isdigit():
             try:
@@ -125,7 +131,7 @@ class StandInSlurmd:
                     return
                 with self._log_path.open("ab") as out:
                     self._proc = subprocess.Popen(self._argv, stdout=out, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL)
+                                                  stdin=subprocess.DEVNULL, start_new_session=True)
                 proc = self._proc
             code = proc.wait()
             if not self._stopping.is_set():

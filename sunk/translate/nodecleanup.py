@@ -9,6 +9,10 @@ The rule (``decide``):
 - A node without the mark is never deleted: it never was a NodeSet's (the static nodes of
   slurm.conf, login nodes, a hand-made Pod's node, another Syncer's).
 - A marked node that a NodeSlice lists, or whose slurmd Pod still exists, is kept.
+- A marked node whose Pod's deletion is not recorded yet (``poddown``'s ``"deleted": true``, which
+  the Syncer writes before anything else once the Pod is gone, and resets when a new Pod comes)
+  waits: the caches of NodeSlices and Pods may be behind a node re-listed with a new Pod a moment
+  ago, and the fresh read of Slurm before the delete would not see that; Extra would.
 - A marked node no NodeSlice lists and whose Pod is gone is deleted, once it is idle: not
   allocated, mixed or completing, and no job in slurmctld's job list names it (a finished job
   stays there for ``MinJobAge``; slurmctld must never be left with a job naming a node it no
@@ -30,6 +34,7 @@ from attrs import frozen
 from sunk.slurm.models import Job, Node
 
 from .extra import parse_object
+from .poddown import DELETED
 
 NODESET = "nodeset"  # the Syncer's Extra key: the NodeSet whose NodeSlice listed this node
 NONE, WAIT, DELETE = "none", "wait", "delete"
@@ -61,6 +66,8 @@ def decide(node: Node, *, listed: bool, pod_exists: bool, jobs: Optional[Iterabl
         return CleanUpAction(NONE, f"a NodeSlice lists it (NodeSet {nodeset})")
     if pod_exists:
         return CleanUpAction(NONE, "its slurmd Pod exists")
+    if (parse_object(node.extra or "") or {}).get(DELETED) is not True:
+        return CleanUpAction(WAIT, "its slurmd Pod's deletion is not recorded in Extra yet")
     if node.running_jobs:
         return CleanUpAction(WAIT, f"no NodeSlice of {nodeset} lists it, but it runs jobs ({node.base_state})")
     if jobs is None:

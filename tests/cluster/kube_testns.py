@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 import uuid
 
+from sunk.dev.pool import wait_default_service_account
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, Resource
-
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 
 KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS)
 
@@ -22,20 +21,6 @@ def create_namespace(api) -> str:
     kc.create(api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     wait_default_service_account(api, name)
     return name
-
-
-def wait_default_service_account(api, namespace: str, timeout: float = 30) -> None:
-    """Until kube-controller-manager has made the namespace's ``default`` ServiceAccount: the apiserver's
-    ServiceAccount admission refuses a Pod without one (a test's first Pod would race it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            kc.get(api, SERVICE_ACCOUNTS, "default", namespace)
-            return
-        except kc.ApiError as exc:
-            if not exc.not_found or time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)
 
 
 def delete_jobs(api, namespace: str, timeout: float = 60) -> None:

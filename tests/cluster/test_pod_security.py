@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from kube_testns import purge_namespace
+from kube_testns import purge_namespace, wait_default_service_account
 
 from sunk.dev import chart
 from sunk.kube import client as kc
@@ -75,6 +75,7 @@ def restricted_namespace(kube_api):
     kc.request(kube_api, "POST", NAMESPACES.path(), body={
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": ENFORCE}})
     try:
+        wait_default_service_account(kube_api, name)  # (before it, every Pod is a 403 of another kind)
         # PodSecurity reads namespaces through a cache: wait until it refuses a bare Pod here, so
         # that a Pod admitted below is admitted by `restricted`, not by a namespace it has yet to see.
         probe = unhardened(pod_from(DEPLOYMENTS["sunk-syncer"], name, name="probe"))

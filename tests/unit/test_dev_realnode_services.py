@@ -26,3 +26,12 @@ def test_the_rules_live_in_a_chain_of_their_own_flushed_and_refilled():
         assert command[command.index("--dport") + 1] == str(route.port)
         assert command[-1] == f"127.0.0.1:{route.target_port}"
         assert command[:4] == ["iptables", "-w", "-t", "nat"] and command[4] == "-A"
+
+
+def test_loopback_is_reachable_from_the_bridge_only_through_the_routes():
+    """route_localnet alone would let a Pod reach every loopback service (etcd, slurmctld, MariaDB)."""
+    guard = realnode.localnet_guard_commands()
+    drop = guard[-1]
+    assert drop[drop.index("-i") + 1] == realnode.BRIDGE and drop[drop.index("-d") + 1] == "127.0.0.0/8"
+    assert drop[drop.index("--ctstate") - 1] == "!" and drop[drop.index("--ctstate") + 1] == "DNAT"
+    assert drop[-2:] == ["-j", "DROP"] and drop[:4] == ["iptables", "-w", "-t", "filter"]

@@ -68,3 +68,28 @@ def test_stopping_a_nodes_slurmd_kills_its_jobs_sessions_and_only_those():
         for proc in (mine, other):
             proc.kill()
             proc.wait()
+
+
+def test_the_callers_own_session_is_never_killed():
+    """A process slurmd runs itself (a prolog) shares slurmd's session; a match in this process's own session
+    (here: a child not in a session of its own) is never killed, nor is session 0 or 1."""
+    import os
+    import subprocess
+    import sys
+
+    from sunk.dev.standin_slurmd import job_sessions, kill_sessions
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**os.environ, "SLURMD_NODENAME": "pool-own-session"})
+    try:
+        import time
+        deadline = time.monotonic() + 10
+        while not job_sessions("pool-own-session") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job_sessions("pool-own-session") == {os.getsid(0)}
+        kill_sessions(job_sessions("pool-own-session") | {0, 1})
+        time.sleep(0.2)
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()

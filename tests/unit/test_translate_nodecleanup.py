@@ -10,7 +10,7 @@ import pytest
 from sunk.slurm.models import Job, Node
 from sunk.translate.nodecleanup import DELETE, NODESET, NONE, WAIT, decide, extra_mark, marked_nodeset
 
-MARKED = json.dumps({"namespace": "slurm", "pod": "g-3-17", NODESET: "gpu"})
+MARKED = json.dumps({"namespace": "slurm", "pod": "g-3-17", NODESET: "gpu", "deleted": True})
 STATES = ["IDLE", "IDLE+DRAIN", "DOWN", "DOWN+DRAIN", "ALLOCATED", "MIXED+DRAIN", "IDLE+COMPLETING"]
 BUSY = {"ALLOCATED", "MIXED+DRAIN", "IDLE+COMPLETING"}
 JOBS = {"none": (), "stale": None, "names it": (Job(5, state="COMPLETED", nodes="g-3-[16-17]"),),
@@ -42,3 +42,13 @@ def test_the_mark_is_written_only_from_a_listing_entry():
     assert extra_mark("gpu") == {NODESET: "gpu"}
     assert extra_mark(None) == {} and extra_mark("") == {}
     assert marked_nodeset(MARKED) == "gpu" and marked_nodeset("") is None
+
+
+@pytest.mark.parametrize("deleted", [None, False, "true", 1])
+def test_a_marked_node_whose_pods_deletion_is_not_recorded_waits(deleted):
+    """The caches may be behind a node re-listed with a new Pod a moment ago; Extra is read fresh."""
+    facts = {"namespace": "slurm", "pod": "g-3-17", NODESET: "gpu"}
+    if deleted is not None:
+        facts["deleted"] = deleted
+    action = decide(Node("g-3-17", state="IDLE", extra=json.dumps(facts)), listed=False, pod_exists=False, jobs=())
+    assert action.action == WAIT
