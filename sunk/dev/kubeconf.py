@@ -133,6 +133,9 @@ def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
         f"--service-account-key-file={kube_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={kube_dir / 'sa.key'}",
         "--authorization-mode=RBAC",
+        # Its address is loopback, which an Endpoints object may not hold: without this it logs the refusal
+        # every 10 s. (Pods reach it as the kubernetes Service by sunk-dev's DNAT: realnode.service_routes.)
+        "--endpoint-reconciler-type=none",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--profiling=false",

@@ -32,7 +32,7 @@ import sunk
 from sunk import names
 from sunk.dev import images, realnode
 from sunk.kube import client as kc
-from sunk.kube.resources import NAMESPACES, NODES, PODS
+from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
 
 POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
 
@@ -63,7 +63,8 @@ def default_scheduler(dev_cluster, tmp_path_factory) -> Iterator[None]:
         podMaxBackoffSeconds: 2
         """))
     with (tmp / "kube-scheduler.log").open("wb") as log:
-        proc = subprocess.Popen([str(dev_cluster.kube_scheduler_binary), f"--config={config}", "--secure-port=0"],
+        proc = subprocess.Popen([str(dev_cluster.kube_scheduler_binary), f"--config={config}", "--secure-port=0",
+                                 "--v=2"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     time.sleep(1)
     assert proc.poll() is None, (tmp / "kube-scheduler.log").read_text()[-3000:]
@@ -197,7 +198,11 @@ def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
 def describe(api, namespace: str) -> str:
     """What a Pod that is not Ready says of itself: its containers' states and their output's last lines
     (the real kubelet's log files; ``kubectl logs`` would need the apiserver to reach the kubelet)."""
-    lines = []
+    lines = [f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message')}"
+             for e in kc.list_objects(api, EVENTS, namespace) if e.get("type") == "Warning"]
+    node = kc.get(api, NODES, realnode.NODE_NAME)
+    lines.append(f"{realnode.NODE_NAME}: taints {node['spec'].get('taints')}, conditions "
+                 f"{[(c['type'], c['status']) for c in node['status'].get('conditions') or []]}")
     for pod in kc.list_objects(api, PODS, namespace):
         meta = pod["metadata"]
         states = [(s["name"], s.get("restartCount"), s.get("state"), s.get("lastState"))

@@ -420,3 +420,27 @@ def test_a_node_leaving_the_nodeset_goes_down_and_is_deleted_from_slurm_only_wit
     wait_for(lambda: pool.get_nodeset("leave") is None, 60, "the NodeSet deleted")
     pool.label(b, False)
     pool.dev.slurm("scontrol", "delete", f"nodename={a},{b}", check=False)
+
+
+def test_colliding_and_taken_names_say_so_and_delete_nothing(pool):
+    """Bad input, names: the stand-in Nodes all have the InternalIP 127.0.0.1, so the IPv4Octets scheme maps two
+    of them to one Slurm node name (NameCollision: neither gets it); a second NodeSet over a Node whose Slurm
+    node name a first one's Pod holds (NameTaken). A False NamesValid and an Event each; the first NodeSet's Pod
+    and Slurm node are untouched."""
+    a, b = pool.nodes[:2]
+    pool.label(a, True)
+    pool.label(b, True)
+    pool.nodeset("first")
+    _wait_registered_idle(pool, [a, b])
+    held = {n: p["metadata"]["uid"] for n, p in pool.pods("first").items()}
+    pool.nodeset("octets", naming={"scheme": "IPv4Octets", "prefix": "oct"})
+    wait_for(lambda: (c := pool.condition("octets", "NamesValid")).get("status") == "False"
+             and c.get("reason") == "NameCollision", 30, "NamesValid=False (NameCollision) on the IPv4Octets NodeSet")
+    pool.nodeset("second")
+    wait_for(lambda: (c := pool.condition("second", "NamesValid")).get("status") == "False"
+             and c.get("reason") == "NameTaken", 30, "NamesValid=False (NameTaken) on the second NodeSet")
+    wait_for(lambda: {"NameCollision"} <= pool.events("octets") and {"NameTaken"} <= pool.events("second"), 30,
+             "an Event on each")
+    never(lambda: pool.pods("octets") or pool.pods("second"), 3, "a Pod made under a colliding or taken name")
+    assert {n: p["metadata"]["uid"] for n, p in pool.pods("first").items()} == held, "the first NodeSet's Pods changed"
+    assert all(pool.state(n) == "idle" for n in (a, b)), {n: pool.state(n) for n in (a, b)}
