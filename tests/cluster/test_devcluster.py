@@ -7,8 +7,11 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
+import pytest
 import requests
+from kube_testns import create_namespace, purge_namespace
 from kubernetes import client
 
 from sunk.dev import kubelet
@@ -97,10 +100,14 @@ def test_qos_high_preempts_normal(dev_cluster):
         dev_cluster.slurm("scancel", low)
 
 
-def _namespace(kube_api) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(kube_api).create_namespace({"metadata": {"name": name}})
-    return name
+@pytest.fixture
+def ns(kube_api) -> Iterator[str]:
+    """A namespace of the test's own, purged afterwards (its Pods would stay on the shared Nodes)."""
+    name = create_namespace(kube_api)
+    try:
+        yield name
+    finally:
+        purge_namespace(kube_api, name)
 
 
 def _pod(name: str, **spec) -> dict:
@@ -108,9 +115,8 @@ def _pod(name: str, **spec) -> dict:
             "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}], **spec}}
 
 
-def test_pod_bound_through_binding_subresource_is_seen_by_a_watch(dev_cluster, kube_api):
+def test_pod_bound_through_binding_subresource_is_seen_by_a_watch(dev_cluster, kube_api, ns):
     core = client.CoreV1Api(kube_api)
-    ns = _namespace(kube_api)
     pod = core.create_namespaced_pod(ns, _pod("bind-me"))
     assert pod.spec.node_name is None
     events: queue.Queue = queue.Queue()
@@ -143,9 +149,8 @@ def test_pod_bound_through_binding_subresource_is_seen_by_a_watch(dev_cluster, k
     core.delete_namespaced_pod("bind-me", ns, grace_period_seconds=0)
 
 
-def test_kubelet_honours_grace_period_on_deletion(dev_cluster, kube_api):
+def test_kubelet_honours_grace_period_on_deletion(dev_cluster, kube_api, ns):
     core = client.CoreV1Api(kube_api)
-    ns = _namespace(kube_api)
     node = dev_cluster.k8s_node_for(dev_cluster.slurm_nodes[0])
     # Container "exits" 2s after SIGTERM, well within its 20s grace period.
     core.create_namespaced_pod(ns, _pod("quick", nodeName=node, terminationGracePeriodSeconds=20,
