@@ -69,6 +69,22 @@ def default_home() -> Path:
     return Path(os.environ.get("SUNK_DEV_HOME") or Path.home() / ".cache" / "sunk-dev")
 
 
+def chroot_directories(slurmd_nodes: Iterable[str]) -> dict[str, str]:
+    """The directories ``up`` makes in the chroot (relative path: owner), before any daemon starts.
+
+    ``/etc/sunk`` is among them although only the Syncer's hooks fill it: the real Node's slurmd
+    Pod mounts it as a hostPath ``Directory`` at once, and on a fresh machine it did not exist yet
+    (the Pod never started: "hostPath type check failed").
+    """
+    dirs = {
+        "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
+        "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root", "etc/sunk": "root",
+    }
+    for node in slurmd_nodes:
+        dirs[f"var/spool/slurmd/{node}"] = "root"
+    return dirs
+
+
 class DevCluster:
     def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, with_sunk: Optional[bool] = None,
                  log=sys.stderr):
@@ -456,13 +472,7 @@ class DevCluster:
             dev = root / f"dev/fakegpu{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
-        dirs = {
-            "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
-            "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
-        }
-        for node in self.slurmd_nodes:
-            dirs[f"var/spool/slurmd/{node}"] = "root"
-        for rel, owner in dirs.items():
+        for rel, owner in chroot_directories(self.slurmd_nodes).items():
             (root / rel).mkdir(parents=True, exist_ok=True)
             shutil.chown(root / rel, *self._ids(owner))
         etc = root / "etc/slurm"
@@ -690,8 +700,11 @@ class DevCluster:
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
         if self.real_node:
-            wait_until(self._real_slurmd_ok, 90, interval=0.5,
-                       what=f"slurmd in its container on {realnode.NODE_NAME} to register {realnode.SLURM_NODE}")
+            try:
+                wait_until(self._real_slurmd_ok, 90, interval=0.5,
+                           what=f"slurmd in its container on {realnode.NODE_NAME} to register {realnode.SLURM_NODE}")
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc}; {self._real_slurmd_pod_says()}") from None
             # (after a Pod has run there: the bridge exists) what kube-proxy would do for Pods of the real Node
             realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
                                                                     slurmconf.SLURMRESTD_PORT))
@@ -739,6 +752,16 @@ class DevCluster:
         """Registered and answering: Slurm shows the dynamic node, and not as NOT_RESPONDING."""
         out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T", check=False).stdout.split()
         return bool(out) and not any(state.endswith("*") or "down" in state for state in out)
+
+    def _real_slurmd_pod_says(self) -> str:
+        """Why the real Node's slurmd is not up, as its Pod and the kubelet's Warning Events tell it."""
+        base = f"/api/v1/namespaces/{SLURM_NAMESPACE}"
+        pod = self.kube_request("GET", f"{base}/pods/{realnode.SLURM_NODE}").json()
+        states = [s.get("state") for s in (pod.get("status") or {}).get("containerStatuses") or []]
+        events = self.kube_request("GET", f"{base}/events?fieldSelector=involvedObject.name%3D{realnode.SLURM_NODE}"
+                                          f",type%3DWarning").json().get("items") or []
+        said = [f"{e.get('reason')}: {e.get('message')}" for e in events[-3:]]
+        return f"Pod {realnode.SLURM_NODE}: containers {states}, Warning Events {said}"
 
     @staticmethod
     def _expect(resp: requests.Response, *codes: int) -> None:

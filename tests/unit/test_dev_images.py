@@ -210,3 +210,14 @@ def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
     host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
     assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk"}  # never the whole chroot
     assert pod["spec"]["hostNetwork"] and pod["spec"]["hostPID"]
+
+
+def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
+    """A hostPath ``Directory`` that does not exist keeps the Pod in ContainerCreating for good: each
+    one is made by ``up`` before any daemon starts, or comes with the Slurm packages (/etc/slurm)."""
+    from sunk.dev.cluster import chroot_directories
+
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.SLURMD_IMAGE)
+    wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]
+              if v.get("hostPath", {}).get("type") == "Directory"}
+    assert wanted - set(chroot_directories(["node1"])) == {"etc/slurm"}
