@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Optional
 
@@ -28,7 +28,7 @@ import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, images, kubebuild, kubeconf, kubelet, realnode, slurmconf
+from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -418,23 +418,9 @@ class DevCluster:
     def _say(self, line: str) -> None:
         print(line, file=self.log, flush=True)
 
-    @contextlib.contextmanager
-    def _phase(self, name: str) -> Iterator[IO[str]]:
-        """A set-up step whose tools talk a lot (debootstrap, apt, go): their output goes to
-        run/logs/setup.log, and the terminal gets one line with the time when it did any work,
-        or the log's path when it failed."""
-        path = self.run_dir / "logs" / "setup.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        began = time.monotonic()
-        with path.open("a") as log:
-            print(f"== {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})", file=log, flush=True)
-            try:
-                yield log
-            except BaseException:
-                self._say(f"  {name:<16} failed after {time.monotonic() - began:.0f}s; its output: {path}")
-                raise
-        if (took := time.monotonic() - began) >= 1:
-            self._say(f"  {name:<16} ready ({took:.0f}s; output in {path})")
+    def _phase(self, name: str) -> contextlib.AbstractContextManager[IO[str]]:
+        """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk.dev.phases``)."""
+        return phases.log_phase(name, self.run_dir / "logs" / "setup.log", self.log)
 
     def _saved_layout(self) -> Optional[slurmconf.SlurmLayout]:
         try:

@@ -21,7 +21,6 @@ exclusions, configs, manifests) come first; the I/O after them.
 from __future__ import annotations
 
 import configparser
-import contextlib
 import fnmatch
 import hashlib
 import io
@@ -42,6 +41,7 @@ from typing import IO, Optional
 import attrs
 
 from . import chroot as devchroot
+from . import phases
 
 SUNK_REPOSITORY = "docker.io/library/sunk"  # the chart's default `image.repository: sunk`, normalized
 SLURMD_IMAGE = "docker.io/sunk-dev/slurmd:dev"
@@ -576,22 +576,6 @@ def enabled() -> bool:
     return os.environ.get("SUNK_DEV_IMAGES", "1") not in ("0", "false", "no")
 
 
-@contextlib.contextmanager
-def log_phase(name: str, log_path: Path, out: IO[str] = sys.stderr) -> Iterator[IO[str]]:
-    """A phase outside ``sunk-dev up``: one line with its time, the tools' output to ``log_path``."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
-    with log_path.open("a") as log:
-        print(f"== {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})", file=log, flush=True)
-        try:
-            yield log
-        except BaseException:
-            print(f"  {name:<22} failed after {time.monotonic() - began:.0f}s; its output: {log_path}", file=out,
-                  flush=True)
-            raise
-    print(f"  {name:<22} {time.monotonic() - began:.1f}s", file=out, flush=True)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m sunk.dev.images HOME CHROOT``: build both images (no import), print the archives."""
     import argparse
@@ -605,7 +589,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     project = Path(__file__).resolve().parents[2]
     log_path = args.home / "run" / "logs" / "images.log"
     for built in build_images(args.home, project, args.chroot, sunk.__version__,
-                              lambda name: log_phase(name, log_path)):
+                              lambda name: phases.log_phase(name, log_path)):
         sizes = " + ".join(f"{layer.size / 1e6:.0f} MB" for layer in built.layers)
         print(f"{built.name} {built.image_id[:19]} {built.archive} ({sizes})")
     return 0
