@@ -26,18 +26,24 @@ CRDS = ROOT / "manifests" / "chart" / "sunk" / "crds"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
+def create_or_replace(api: Any, collection: str, doc: dict[str, Any]) -> None:
+    """``doc`` created in ``collection`` (an API path), or put over the object of its name (a test's
+    own fixtures, where the last writer is meant to win)."""
+    try:
+        kc.request(api, "POST", collection, body=doc)
+    except kc.ApiError as exc:
+        if exc.status != 409:
+            raise
+        path = f"{collection}/{doc['metadata']['name']}"
+        version = kc.request(api, "GET", path)["metadata"]["resourceVersion"]
+        kc.request(api, "PUT", path, body={**doc, "metadata": {**doc["metadata"], "resourceVersion": version}})
+
+
 def apply_crds(api: Any, timeout: float = 30) -> None:
     """The chart's CRDs (NodeSet, NodeSlice), created or replaced, and waited for until Established."""
     crds = [yaml.safe_load(path.read_text()) for path in sorted(CRDS.glob("*.yaml"))]
     for crd in crds:
-        try:
-            kc.request(api, "POST", CRD_PATH, body=crd)
-        except kc.ApiError as exc:
-            if exc.status != 409:
-                raise
-            current = kc.request(api, "GET", f"{CRD_PATH}/{crd['metadata']['name']}")
-            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            kc.request(api, "PUT", f"{CRD_PATH}/{crd['metadata']['name']}", body=crd)
+        create_or_replace(api, CRD_PATH, crd)
 
     def established(name: str) -> bool:
         conds = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []

@@ -21,6 +21,7 @@ from typing import Any
 from test_manifests import PATHS
 
 from sunk.dev import chart, kubeconf
+from sunk.dev.pool import create_or_replace
 from sunk.kube import client as kc
 
 # As deployed with both front ends (the extender binds the scheduler's Pod rules too).
@@ -44,14 +45,7 @@ def apply(api, doc: dict[str, Any]) -> None:
     prefix, plural, namespaced = PATHS[doc["kind"]]
     meta = doc["metadata"]
     collection = f"{prefix}/namespaces/{meta['namespace']}/{plural}" if namespaced else f"{prefix}/{plural}"
-    try:
-        kc.request(api, "POST", collection, body=doc)
-    except kc.ApiError as exc:
-        if exc.status != 409:
-            raise
-        current = kc.request(api, "GET", f"{collection}/{meta['name']}")
-        replacement = {**doc, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
-        kc.request(api, "PUT", f"{collection}/{meta['name']}", body=replacement)
+    create_or_replace(api, collection, doc)
 
 
 def apply_manifest(api, template: str, *, leases: Sequence[str] = (),
