@@ -245,6 +245,7 @@ class DevCluster:
                 realnode.remove_service_routes()
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
+        realnode.unmount_kubelet_root(self.real_paths)
         if self.root.exists():
             self._remove_hooks()
         if self.root.exists():

@@ -435,6 +435,22 @@ def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
     return pod
 
 
+def mounts_under(proc_mounts: str, root: Path) -> list[str]:
+    """The mount points at or under ``root`` in a ``/proc/mounts`` text, deepest first (the order to
+    unmount them in). Octal escapes (``\\040`` for a space) are decoded as the kernel writes them."""
+    prefix = str(root).rstrip("/")
+    points = {line.split()[1].encode().decode("unicode_escape") for line in proc_mounts.splitlines() if line.split()}
+    return sorted((p for p in points if p == prefix or p.startswith(prefix + "/")), key=lambda p: (-p.count("/"), p))
+
+
+def unmount_kubelet_root(paths: Paths) -> None:
+    """After the kubelet stops: what it mounted stays (its root bind-mounted onto itself, each Pod's
+    projected token as a tmpfs) until something unmounts it; left there, the cache cannot be removed
+    (``rm -rf``: "Device or resource busy") and a later kubelet finds stale volumes."""
+    for point in mounts_under(Path("/proc/mounts").read_text(), paths.kubelet_root):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 def clean_up_containers(paths: Paths) -> None:
     """After the kubelet stops: kill what it left running (runc shims outlive containerd)."""
     if not containerd_ok(paths):

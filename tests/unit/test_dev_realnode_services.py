@@ -35,3 +35,21 @@ def test_loopback_is_reachable_from_the_bridge_only_through_the_routes():
     assert drop[drop.index("-i") + 1] == realnode.BRIDGE and drop[drop.index("-d") + 1] == "127.0.0.0/8"
     assert drop[drop.index("--ctstate") - 1] == "!" and drop[drop.index("--ctstate") + 1] == "DNAT"
     assert drop[-2:] == ["-j", "DROP"] and drop[:4] == ["iptables", "-w", "-t", "filter"]
+
+
+def test_what_the_kubelet_mounted_under_its_root_is_unmounted_deepest_first():
+    from pathlib import Path
+
+    text = "\n".join([
+        "/dev/vda / ext4 rw 0 0",
+        "/dev/vda /c/kubelet-real ext4 rw 0 0",
+        "tmpfs /c/kubelet-real/pods/u1/volumes/kubernetes.io~projected/kube-api-access-a tmpfs rw 0 0",
+        "tmpfs /c/kubelet-real/pods/u2/volumes/my\\040vol tmpfs rw 0 0",
+        "/dev/vda /c/kubelet-realm ext4 rw 0 0",  # (another directory that shares the prefix)
+        "proc /c/chroot/proc proc rw 0 0",
+    ])
+    assert realnode.mounts_under(text, Path("/c/kubelet-real")) == [
+        "/c/kubelet-real/pods/u1/volumes/kubernetes.io~projected/kube-api-access-a",
+        "/c/kubelet-real/pods/u2/volumes/my vol",
+        "/c/kubelet-real",
+    ]
