@@ -1,4 +1,5 @@
-"""The SlurmClient contract, against the live dev cluster (Slurm 24.11.5), for every backend.
+"""The SlurmClient contract, against the live dev cluster (Slurm 24.11.5, and 26.05 in tox -e slurm2605), for
+every backend.
 
 Backends: ``rest`` always. ``pyslurm`` is added to the parametrisation only when ``import
 pyslurm`` works in this interpreter (pyslurm 25.11 builds only against Slurm 25.11, which
@@ -43,6 +44,8 @@ def _pyslurm_imports() -> bool:
         return False
     return True
 
+
+pytestmark = pytest.mark.every_release  # the contract, on every Slurm release the dev cluster runs
 
 BACKENDS = ["rest"] + (["pyslurm"] if _pyslurm_imports() else [])
 SCRIPT = "#!/bin/bash\nsleep 300\n"
