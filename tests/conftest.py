@@ -24,14 +24,14 @@ def pytest_report_header(config):
     return f"dev cluster Slurm release: {release.chosen().describe()} (${release.ENV})"
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
+    report = yield
     if report.failed and item.get_closest_marker("cluster"):
         from sunk.dev import release
 
         release.tag_failure(report, item.config.stash.get(SLURM_RELEASE, release.chosen().describe()))
+    return report
 
 
 def pytest_collection_modifyitems(config, items):

@@ -99,6 +99,7 @@ def tag_failure(report: Any, text: str) -> None:
     line) and a section of its own. Duck-typed on pytest's TestReport; a report without a crash
     line (a collection error) gets the section only."""
     report.sections.append(("Slurm release", f"failed against {text}"))
+    short = f"[{text.split(' (')[0]}]"  # "[Slurm 26.05.5]": a summary line is cut at the terminal's width
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-    if crash is not None and not str(crash.message).startswith(f"[{text}]"):
-        crash.message = f"[{text}] {crash.message}"
+    if crash is not None and not str(crash.message).startswith(short):
+        crash.message = f"{short} {crash.message}"

@@ -189,7 +189,7 @@ def test_a_failed_tests_summary_line_and_report_name_the_release():
     report = SimpleNamespace(sections=[], longrepr=SimpleNamespace(reprcrash=crash))
     text = SID.describe("26.05.5")
     release.tag_failure(report, text)
-    assert crash.message == "[Slurm 26.05.5 (Debian sid)] AssertionError: assert 'IDLE' == 'DRAIN'"
+    assert crash.message == "[Slurm 26.05.5] AssertionError: assert 'IDLE' == 'DRAIN'"
     assert report.sections == [("Slurm release", "failed against Slurm 26.05.5 (Debian sid)")]
     release.tag_failure(report, text)  # (a second phase of the same test: setup, then teardown)
     assert crash.message.count("[Slurm") == 1
