@@ -52,6 +52,33 @@ def slurm_version(root: Path) -> str:
     return debian_upstream(out.stdout) if out.returncode == 0 else ""
 
 
+DEFAULT_MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
+
+
+def mariadb_socket(cnf: str) -> str:
+    """The socket MariaDB's clients (slurmdbd's libmariadb too) use by default, from ``mariadb.cnf``'s
+    ``[client-server]`` or ``[client]`` group: trixie's ``/run/mysqld/mysqld.sock``, sid's
+    ``/run/mariadbd/mysqld.sock``. slurmdbd.conf names no socket (24.11 cannot), so mariadbd must
+    listen where the chroot's clients look."""
+    group = ""
+    for raw in cnf.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif group in ("client-server", "client") and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip() == "socket" and value.strip():
+                return value.strip()
+    return DEFAULT_MARIADB_SOCKET
+
+
+def chroot_mariadb_socket(root: Path) -> str:
+    try:
+        return mariadb_socket((root / "etc/mysql/mariadb.cnf").read_text())
+    except OSError:
+        return DEFAULT_MARIADB_SOCKET
+
+
 def mount_proc(root: Path) -> None:
     target = root / "proc"
     if not _mounted(target):

@@ -118,6 +118,11 @@ class DevCluster:
         return chroot.chroot_dir(self.home, self.release)
 
     @property
+    def mariadb_socket(self) -> str:
+        """Where this chroot's MariaDB clients (slurmdbd) look for the server (``chroot.mariadb_socket``)."""
+        return chroot.chroot_mariadb_socket(self.root)
+
+    @property
     def kube_root(self) -> Path:
         """etcd's chroot (and its data): the default release's, whichever Slurm runs."""
         return chroot.chroot_dir(self.home, release.DEFAULT)
@@ -335,7 +340,7 @@ class DevCluster:
             Component(daemon("munged", "chroot", "--userspec=munge:munge", root, "munged", "--foreground", "--force"),
                       self._munge_ok, prepare=self._prepare_munge),
             Component(daemon("mariadb", *in_root, "mariadbd", "--user=mysql", "--skip-networking",
-                             "--socket=/run/mysqld/mysqld.sock", "--innodb-flush-log-at-trx-commit=0"),
+                             f"--socket={self.mariadb_socket}", "--innodb-flush-log-at-trx-commit=0"),
                       self._mariadb_ok, after=self._bootstrap_db),
             Component(daemon("slurmdbd", *in_root, "slurmdbd", "-D"), self._slurmdbd_ok,
                       after=self._bootstrap_accounting),
@@ -527,7 +532,8 @@ class DevCluster:
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
         dirs = {
             "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
-            "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
+            self.mariadb_socket.lstrip("/").rsplit("/", 1)[0]: "mysql",
+            "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root",
         }
         for node in self.slurmd_nodes:
             dirs[f"var/spool/slurmd/{node}"] = "root"
@@ -598,7 +604,7 @@ class DevCluster:
                                             check=False, timeout=10).returncode == 0
 
     def _mariadb_ok(self) -> bool:
-        return self.slurm("mariadb-admin", "--socket=/run/mysqld/mysqld.sock", "ping", check=False,
+        return self.slurm("mariadb-admin", f"--socket={self.mariadb_socket}", "ping", check=False,
                           timeout=10).returncode == 0
 
     def _bootstrap_db(self) -> None:
@@ -609,7 +615,7 @@ class DevCluster:
             "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
         )
-        self.slurm("mariadb", "--socket=/run/mysqld/mysqld.sock", "-e", sql)
+        self.slurm("mariadb", f"--socket={self.mariadb_socket}", "-e", sql)
 
     def _slurmdbd_ok(self) -> bool:
         return self.slurm("sacctmgr", "-n", "-P", "list", "cluster", check=False, timeout=15).returncode == 0

@@ -71,7 +71,8 @@ ROOTFS_EMPTIED = (
 # jobs' output in /tmp, root's home).
 SLURMD_EMPTIED = ROOTFS_EMPTIED + (
     "etc/munge", "etc/slurm", "var/lib/munge", "var/spool/slurmd", "var/spool/slurmctld", "var/lib/slurm",
-    "var/lib/mysql", "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
+    "var/lib/mysql", "var/lib/mariadb",  # MariaDB's data (sid's MariaDB keeps it in var/lib/mariadb)
+    "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
     "etc/sunk", "etc/sunk-bench",  # the hook API's per-node tokens and hooks.env; a benchmark's slurm.conf
     "etc/mysql",  # MariaDB's client credentials (debian.cnf); slurmd needs no database
 )

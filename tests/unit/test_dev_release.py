@@ -199,3 +199,34 @@ def test_a_failure_without_a_crash_line_gets_the_section():
     report = SimpleNamespace(sections=[], longrepr="collection error")
     release.tag_failure(report, "Slurm 24.11 (Debian trixie)")
     assert report.sections == [("Slurm release", "failed against Slurm 24.11 (Debian trixie)")]
+
+
+# -- MariaDB: sid's is not where trixie's is ---------------------------------------------------------
+
+TRIXIE_CNF = "[client-server]\n# Port or socket location where to connect\nsocket = /run/mysqld/mysqld.sock\n"
+SID_CNF = "[client-server]\n# port = 3306\nsocket = /run/mariadbd/mysqld.sock\n\n!includedir /etc/mysql/conf.d/\n"
+
+
+@pytest.mark.parametrize("cnf, socket", [
+    (TRIXIE_CNF, "/run/mysqld/mysqld.sock"),
+    (SID_CNF, "/run/mariadbd/mysqld.sock"),
+    ("[client]\nsocket=/x/y.sock # here\n", "/x/y.sock"),
+    ("[mariadbd]\nsocket = /server/only.sock\n", chroot.DEFAULT_MARIADB_SOCKET),  # (a server's, not the clients')
+    ("# socket = /commented.sock\n", chroot.DEFAULT_MARIADB_SOCKET),
+])
+def test_mariadb_listens_where_the_chroots_clients_look(cnf, socket):
+    """slurmdbd connects to "localhost" through libmariadb's default socket, which sid moved to
+    /run/mariadbd: mariadbd is started on the chroot's own."""
+    assert chroot.mariadb_socket(cnf) == socket
+
+
+def test_the_socket_of_a_chroot_without_mariadb_cnf_is_the_default(tmp_path):
+    assert chroot.chroot_mariadb_socket(tmp_path) == chroot.DEFAULT_MARIADB_SOCKET
+    (tmp_path / "etc/mysql").mkdir(parents=True)
+    (tmp_path / "etc/mysql/mariadb.cnf").write_text(SID_CNF)
+    assert chroot.chroot_mariadb_socket(tmp_path) == "/run/mariadbd/mysqld.sock"
+
+
+def test_no_slurmd_image_carries_mariadbs_data_wherever_its_release_keeps_it():
+    for data in ("var/lib/mysql/mysql/global_priv.MAD", "var/lib/mariadb/mysql/global_priv.MAD"):
+        assert images.excluded(data, images.SLURMD_EMPTIED)
