@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sunk.slurm import NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect, v0042
+from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect, v0042
 from sunk.slurm.errors import UNCERTAIN_CODES, AuthenticationFailed
 from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.rest import _error_from
@@ -95,6 +95,13 @@ def test_the_request_fields_26_05_deprecates_are_never_sent():
     not the request's top-level ``script`` (deprecated in 24.11, not in 26.05: either way, unused)."""
     body = v0042.node_update_body(NodeUpdate(state="DRAIN", reason="k8s: cordoned", extra="{}"))
     assert set(body) == {"state", "reason", "extra"}
+    assert v0042.job_desc(JobRequest(name="j", script="#!/bin/sh\n"))["script"] == "#!/bin/sh\n"
+
+
+def test_a_submission_puts_the_script_in_job(client, fake):
+    client.submit_job(JobRequest(name="j", script="#!/bin/sh\ntrue\n"))
+    (submitted,) = fake.state.submitted
+    assert submitted.get("script") == "#!/bin/sh\ntrue\n"  # (the fake records the body's "job")
 
 
 @pytest.mark.parametrize("code, kind", [
