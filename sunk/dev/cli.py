@@ -8,7 +8,7 @@ import shlex
 import sys
 from typing import Optional
 
-from . import release
+from . import chroot, release
 from .cluster import DevCluster, default_home
 
 
@@ -78,7 +78,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _print_status(cluster: DevCluster) -> int:
-    print(f"    {'slurm release':<16} {cluster.release.describe()}")
+    version = chroot.slurm_version(cluster.root) if cluster.root.exists() else ""
+    print(f"    {'slurm release':<16} {cluster.release.describe(version)}")
     rows = cluster.status()
     for row in rows:
         mark = "ok " if row.healthy else "BAD"

@@ -289,11 +289,13 @@ class DevCluster:
         if self.real_node:
             with contextlib.suppress(requests.RequestException, RuntimeError, TimeoutError, OSError):
                 self._delete_pod_and_wait(f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
+        old_root = chroot.chroot_dir(self.home, running)
+        if old_root.exists() and Daemon("slurmctld", (), self.run_dir).pid():
+            self._end_jobs(old_root)
         slurmds = [f"slurmd-{node}" for node in self.layout.node_names]
         for name in (*slurmds, *reversed(SLURM_SIDE)):
             if Daemon(name, (), self.run_dir).stop():
                 self._say(f"  {name:<16} stopped ({running.describe()})")
-        old_root = chroot.chroot_dir(self.home, running)
         if old_root.exists():
             self._remove_hooks(old_root)
             if old_root != self.kube_root:
@@ -770,6 +772,22 @@ class DevCluster:
             # (after a Pod has run there: the bridge exists) what kube-proxy would do for Pods of the real Node
             realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
                                                                     slurmconf.SLURMRESTD_PORT))
+
+    def _end_jobs(self, root: Path, timeout: float = 20) -> None:
+        """Kill every job of the Slurm about to stop (its slurmstepds and scripts would outlive their
+        slurmd and slurmctld, in a chroot nothing runs any more), and wait a little for them to end."""
+        def ids() -> list[str]:
+            out = run(["chroot", str(root), "squeue", "-h", "-o", "%i"], check=False, timeout=15)
+            return out.stdout.split() if out.returncode == 0 else []
+
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            if not (jobs := ids()):
+                return
+            self._say(f"  slurm jobs       {len(jobs)} killed before the switch")
+            run(["chroot", str(root), "scancel", "--full", "--signal=KILL", *jobs], check=False, timeout=30)
+            run(["chroot", str(root), "scancel", *jobs], check=False, timeout=30)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: not ids(), timeout, interval=0.5, what="the jobs to end")
 
     def _replace_if_other(self, path: str, pod: dict) -> None:
         """Delete the Pod at ``path`` if it runs another image than ``pod`` (a cache from before the
