@@ -2,6 +2,10 @@
 
 Cluster tests never skip. If the dev cluster cannot come up, the session fails:
 a green run must mean the integration was really exercised.
+
+Slurm is the release ``SUNK_DEV_SLURM`` names (24.11 without it; see sunk/dev/release.py):
+``tox -e slurm2605`` runs the tests marked ``every_release`` against 26.05. A cluster test
+that fails says against which release, in its summary line and a section of its report.
 """
 
 from __future__ import annotations
@@ -11,6 +15,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent
+SLURM_RELEASE = pytest.StashKey[str]()  # "Slurm 26.05.5 (Debian sid)", once the dev cluster is up
+
+
+def pytest_report_header(config):
+    from sunk.dev import release
+
+    return f"dev cluster Slurm release: {release.chosen().describe()} (${release.ENV})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and item.get_closest_marker("cluster"):
+        from sunk.dev import release
+
+        release.tag_failure(report, item.config.stash.get(SLURM_RELEASE, release.chosen().describe()))
+    return report
 
 
 def pytest_collection_modifyitems(config, items):
@@ -23,13 +44,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def dev_cluster():
-    """The running dev cluster, brought up (idempotently) if it is not."""
+def dev_cluster(request):
+    """The running dev cluster, brought up (idempotently) if it is not, on the Slurm release asked for."""
+    from sunk.dev import chroot
     from sunk.dev.cluster import DevCluster
 
     cluster = DevCluster.for_tests()
     with cluster.claimed("a pytest session"):  # another session on this machine would break this one's tests
         cluster.up()
+        request.config.stash[SLURM_RELEASE] = cluster.release.describe(chroot.slurm_version(cluster.root))
         yield cluster
 
 

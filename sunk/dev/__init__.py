@@ -1,1 +1,1 @@
-"""The local dev cluster: real Slurm 24.11 in a trixie chroot, real etcd + kube-apiserver."""
+"""The local dev cluster: real Slurm (24.11 from trixie, or 26.05 from sid) in a chroot, real etcd + kube-apiserver."""

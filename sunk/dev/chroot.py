@@ -1,8 +1,9 @@
-"""The Debian trixie chroot that carries Slurm 24.11, MariaDB and etcd.
+"""The Debian chroots that carry Slurm (and MariaDB; the default one etcd too), one per release.
 
-bookworm's Slurm (22.05) lacks job Extra and REST v0.0.42; trixie's binaries need a
-newer glibc, hence a chroot. It is built once into the cache, keyed by its package
-list, and only ever configured (never rebuilt) by ``up``.
+bookworm's Slurm (22.05) lacks job Extra and REST v0.0.42; trixie's (24.11) and sid's (26.05)
+binaries need a newer glibc, hence a chroot each (``sunk.dev.release``). A chroot is built once
+into the cache, keyed by its suite and package list, and only ever configured (never rebuilt) by
+``up``. Each holds its release's state (Slurm's spool, MariaDB's data), so releases never share it.
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-SUITE = "trixie"
+from .procs import run
+from .release import DEFAULT, SlurmRelease, debian_upstream
+
 MIRROR = "http://deb.debian.org/debian"
-PACKAGES = (
-    "slurmctld", "slurmd", "slurmrestd", "slurm-client", "slurm-wlm-jwt-plugin", "slurmdbd",
-    "mariadb-server", "munge", "etcd-server", "curl", "procps", "iproute2",
-)
 
 
-def chroot_dir(cache: Path) -> Path:
-    key = hashlib.sha256(" ".join((SUITE, MIRROR, *PACKAGES)).encode()).hexdigest()[:12]
-    return cache / f"chroot-{SUITE}-{key}"
+def chroot_dir(cache: Path, release: SlurmRelease = DEFAULT) -> Path:
+    key = hashlib.sha256(" ".join((release.suite, MIRROR, *release.packages)).encode()).hexdigest()[:12]
+    return cache / f"chroot-{release.suite}-{key}"
 
 
-def ensure_chroot(cache: Path, log=sys.stderr) -> Path:
-    root = chroot_dir(cache)
+def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr) -> Path:
+    root = chroot_dir(cache, release)
     if (root / ".sunk-complete").exists():
         return root
     if shutil.which("debootstrap") is None:
@@ -38,12 +37,46 @@ def ensure_chroot(cache: Path, log=sys.stderr) -> Path:
         unmount_all(partial)
         shutil.rmtree(partial)
     subprocess.run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(partial), MIRROR],
+        ["debootstrap", "--variant=minbase", f"--include={','.join(release.packages)}", release.suite, str(partial),
+         MIRROR],
         check=True, stdout=log, stderr=log,
     )
     (partial / ".sunk-complete").write_text("ok\n")
     partial.rename(root)
     return root
+
+
+def slurm_version(root: Path) -> str:
+    """The Slurm release installed in the chroot (``26.05.5``), from dpkg: no Slurm binary runs."""
+    out = run(["chroot", str(root), "dpkg-query", "-W", "-f=${Version}", "slurmctld"], check=False, timeout=30)
+    return debian_upstream(out.stdout) if out.returncode == 0 else ""
+
+
+DEFAULT_MARIADB_SOCKET = "/run/mysqld/mysqld.sock"
+
+
+def mariadb_socket(cnf: str) -> str:
+    """The socket MariaDB's clients (slurmdbd's libmariadb too) use by default, from ``mariadb.cnf``'s
+    ``[client-server]`` or ``[client]`` group: trixie's ``/run/mysqld/mysqld.sock``, sid's
+    ``/run/mariadbd/mysqld.sock``. slurmdbd.conf names no socket (24.11 cannot), so mariadbd must
+    listen where the chroot's clients look."""
+    group = ""
+    for raw in cnf.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif group in ("client-server", "client") and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip() == "socket" and value.strip():
+                return value.strip()
+    return DEFAULT_MARIADB_SOCKET
+
+
+def chroot_mariadb_socket(root: Path) -> str:
+    try:
+        return mariadb_socket((root / "etc/mysql/mariadb.cnf").read_text())
+    except OSError:
+        return DEFAULT_MARIADB_SOCKET
 
 
 def mount_proc(root: Path) -> None:

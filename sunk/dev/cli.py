@@ -1,4 +1,4 @@
-"""``sunk-dev``: the local dev cluster (real Slurm 24.11 + real kube-apiserver)."""
+"""``sunk-dev``: the local dev cluster (real Slurm 24.11 or 26.05 + real kube-apiserver)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Optional
 
+from . import chroot, release
 from .cluster import DevCluster, default_home
 
 
@@ -19,6 +20,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     up.add_argument("--nodes", type=int, default=int(os.environ.get("SUNK_DEV_NODES", "4")))
     up.add_argument("--phantom-nodes", type=int, default=0, help="extra Slurm nodes with no slurmd (benchmarks)")
     up.add_argument("--sunk", action="store_true", help="also run sunk-scheduler and sunk-syncer from this checkout")
+    up.add_argument("--slurm", choices=tuple(release.RELEASES), default=None,
+                    help=f"the Slurm release (env {release.ENV}; default {release.DEFAULT.name}); another one "
+                         "running is stopped first, Kubernetes stays up")
     sub.add_parser("down", help="stop, by PID, everything `up` started")
     sub.add_parser("status", help="every component, healthy or not")
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
@@ -41,7 +45,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     home = Path(args.home)
     if args.command == "up":
-        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None).up()
+        try:
+            wanted = release.chosen(args.slurm)
+        except ValueError as exc:  # (SUNK_DEV_SLURM names no release)
+            parser.error(str(exc))
+        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None,
+                   slurm=wanted).up()
         return _print_status(DevCluster(home))
     cluster = DevCluster(home)
     if args.command == "down":
@@ -61,14 +70,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command in ("kubectl", "helm"):
         env = {**os.environ, **cluster.env()}
         os.execvpe(args.command, [args.command, *args.argv], env)
-    if args.command == "demo":
+    if args.command == "demo":  # (like `up`: the release SUNK_DEV_SLURM names, else the default)
         from .demo import demo
 
-        return demo(cluster)
+        return demo(DevCluster(home, slurm=release.chosen()))
     return 2
 
 
 def _print_status(cluster: DevCluster) -> int:
+    version = chroot.slurm_version(cluster.root) if cluster.root.exists() else ""
+    print(f"    {'slurm release':<16} {cluster.release.describe(version)}")
     rows = cluster.status()
     for row in rows:
         mark = "ok " if row.healthy else "BAD"

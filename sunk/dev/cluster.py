@@ -3,6 +3,11 @@
 Mapping (also in docs/development.md): Slurm node ``nodeN`` runs in slurmd Pod
 ``slurm/nodeN``, which is bound to Kubernetes Node ``worker-N``. The Pod name is the
 Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's name.
+
+Slurm runs from the chroot of the release asked for (``sunk.dev.release``); ``up`` asking for
+another release than the one running stops the Slurm side (and what runs Slurm's binaries or
+talks to it: the stand-in kubelet, sunk's daemons, the real Node's slurmd Pod) and starts it
+from the other chroot, whose state is its own. Kubernetes (etcd, the apiserver) stays up.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, slurmconf
+from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, release, slurmconf
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -39,6 +44,9 @@ DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
+# What runs Slurm's binaries or holds its credentials, besides the slurmd-<node> daemons: stopped when
+# `up` switches Slurm releases (the stand-in kubelet runs NodeSet Pods' slurmd from the chroot).
+SLURM_SIDE = ("munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd", "kubelet")
 
 
 @frozen
@@ -69,8 +77,9 @@ def default_home() -> Path:
     return Path(os.environ.get("SUNK_DEV_HOME") or Path.home() / ".cache" / "sunk-dev")
 
 
-def chroot_directories(slurmd_nodes: Iterable[str]) -> dict[str, str]:
-    """The directories ``up`` makes in the chroot (relative path: owner), before any daemon starts.
+def chroot_directories(slurmd_nodes: Iterable[str], mariadb_socket_dir: str = "run/mysqld") -> dict[str, str]:
+    """The directories ``up`` makes in the chroot (relative path: owner), before any daemon starts
+    (``mariadb_socket_dir``: where the chroot's MariaDB clients look for the server, by release).
 
     ``/etc/sunk`` is among them although only the Syncer's hooks fill it: the real Node's slurmd
     Pod mounts it as a hostPath ``Directory`` at once, and on a fresh machine it did not exist yet
@@ -78,7 +87,7 @@ def chroot_directories(slurmd_nodes: Iterable[str]) -> dict[str, str]:
     """
     dirs = {
         "var/spool/slurmctld": "slurm", "var/log/slurm": "slurm", "run/munge": "munge",
-        "run/mysqld": "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root", "etc/sunk": "root",
+        mariadb_socket_dir: "mysql", "etc/slurm/prolog.d": "root", "etc/slurm/epilog.d": "root", "etc/sunk": "root",
     }
     for node in slurmd_nodes:
         dirs[f"var/spool/slurmd/{node}"] = "root"
@@ -87,7 +96,9 @@ def chroot_directories(slurmd_nodes: Iterable[str]) -> dict[str, str]:
 
 class DevCluster:
     def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, with_sunk: Optional[bool] = None,
-                 log=sys.stderr):
+                 log=sys.stderr, slurm: Optional[release.SlurmRelease] = None):
+        """``slurm``: the release ``up`` brings up (switching from another one running); None (status,
+        env, down, ``sunk-dev slurm``) means the one recorded by the last ``up``."""
         self.home = home
         self.run_dir = home / "run"
         self.kube_dir = self.run_dir / "kube"
@@ -95,16 +106,23 @@ class DevCluster:
         self.layout = slurmconf.SlurmLayout(nodes=nodes, phantom_nodes=phantom_nodes)
         self._reconfigure = False  # set when `up` rewrote a slurm.conf that slurmctld already runs with
         saved = self._saved_layout()
-        if saved is not None and self._any_running():
+        running = self._any_running()
+        if saved is not None and running:
             # A running cluster keeps its shape; `down` first to change it.
             self.layout = saved
         self.with_sunk = self._saved_with_sunk() if with_sunk is None else with_sunk
+        recorded = release.saved(self._saved_data())
+        self.release = recorded if slurm is None else slurm
+        # The release whose daemons may still run: `up` stops them before starting this one's.
+        self._running_release = recorded if running else None
         self._built_images: list[images.Built] = []  # what `up` built for the real Node (sunk.dev.images)
 
     @classmethod
     def for_tests(cls) -> DevCluster:
-        """Tests run sunk's own processes themselves, so the cluster runs none of them."""
-        return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")), with_sunk=False)
+        """Tests run sunk's own processes themselves, so the cluster runs none of them; Slurm is the
+        release ``SUNK_DEV_SLURM`` names (the default one without it), never "whatever runs"."""
+        return cls(default_home(), nodes=int(os.environ.get("SUNK_DEV_NODES", "4")), with_sunk=False,
+                   slurm=release.chosen())
 
     def claimed(self, who: str, timeout: float = 3600):
         """Use the cluster alone (see ``sunk.dev.claim``): tests and benchmarks hold this."""
@@ -113,7 +131,22 @@ class DevCluster:
     # -- facts -------------------------------------------------------------------------
     @property
     def root(self) -> Path:
-        return chroot.chroot_dir(self.home)
+        """The Slurm release's chroot: Slurm's binaries, configuration and state."""
+        return chroot.chroot_dir(self.home, self.release)
+
+    @property
+    def mariadb_socket(self) -> str:
+        """Where this chroot's MariaDB clients (slurmdbd) look for the server (``chroot.mariadb_socket``)."""
+        return chroot.chroot_mariadb_socket(self.root)
+
+    @property
+    def kube_root(self) -> Path:
+        """etcd's chroot (and its data): the default release's, whichever Slurm runs."""
+        return chroot.chroot_dir(self.home, release.DEFAULT)
+
+    @property
+    def slurmd_image(self) -> str:
+        return images.slurmd_image(self.release.name)
 
     @property
     def kubeconfig(self) -> Path:
@@ -173,6 +206,7 @@ class DevCluster:
             "SLURM_JWT_FILE": str(self.jwt_file),
             "SLURM_USER": rest.user,
             "SUNK_DEV_CHROOT": str(self.root),
+            release.ENV: self.release.name,
             "SUNK_DEV_HOME": str(self.home),
             # kubectl and helm of the dev cluster's version first
             "PATH": os.pathsep.join([str(kubebuild.kube_bin_dir(self.home)), str(kubebuild.helm_bin_dir(self.home)),
@@ -187,8 +221,13 @@ class DevCluster:
     def up(self) -> None:
         started = time.monotonic()
         self._say(f"sunk-dev: cache {self.home}")
-        with self._phase("chroot") as log:
-            chroot.ensure_chroot(self.home, log=log)
+        for needed in dict.fromkeys((self.release, release.DEFAULT)):  # (etcd runs from the default's)
+            with self._phase(f"chroot {needed.suite}") as log:
+                chroot.ensure_chroot(self.home, needed, log=log)
+        version = release.check_version(self.release, chroot.slurm_version(self.root))
+        if self._running_release is not None and self._running_release != self.release:
+            self._switch_slurm(self._running_release)
+        self._say(f"  slurm release    {self.release.describe(version)}")
         with self._phase("kubernetes") as log:
             bin_dir = kubebuild.build(self.home, log=log)
         with self._phase("helm") as log:
@@ -201,7 +240,7 @@ class DevCluster:
             realnode.write_config(self.real_paths)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk.dev.images)
             self._built_images = images.build_images(self.home, Path(__file__).resolve().parents[2], self.root,
-                                                     sunk.__version__, self._phase)
+                                                     sunk.__version__, self._phase, self.release.name)
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before).
         read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt"]
@@ -248,9 +287,39 @@ class DevCluster:
         realnode.unmount_kubelet_root(self.real_paths)
         if self.root.exists():
             self._remove_hooks()
-        if self.root.exists():
-            chroot.unmount_all(self.root)
+        for root in {self.root, self.kube_root}:
+            if root.exists():
+                chroot.unmount_all(root)
         return stopped
+
+    def _switch_slurm(self, running: release.SlurmRelease) -> None:
+        """Stop the Slurm side of ``running`` so that ``up`` starts this release's: each release keeps its
+        own state in its own chroot (a newer slurmdbd upgrades MariaDB's schema, a newer slurmctld its
+        StateSaveLocation, and an older one refuses both), so nothing is carried over. Also stopped:
+        whatever runs Slurm's binaries or talks to slurmctld (the stand-in kubelet's NodeSet slurmds,
+        sunk's daemons, the real Node's slurmd Pod). etcd and the apiserver stay up."""
+        self._say(f"  slurm release    {running.describe()} runs: stopping its Slurm side for "
+                  f"{self.release.describe()}")
+        if any(c.daemon.pid() for c in self._sunk_components()):
+            self.end_demo_workloads()
+        for component in self._sunk_components():
+            component.daemon.stop()
+        if self.real_node:
+            with contextlib.suppress(requests.RequestException, RuntimeError, TimeoutError, OSError):
+                self._delete_pod_and_wait(f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
+        old_root = chroot.chroot_dir(self.home, running)
+        if old_root.exists() and Daemon("slurmctld", (), self.run_dir).pid():
+            self._end_jobs(old_root)
+        slurmds = [f"slurmd-{node}" for node in self.layout.node_names]
+        for name in (*slurmds, *reversed(SLURM_SIDE)):
+            if Daemon(name, (), self.run_dir).stop():
+                self._say(f"  {name:<16} stopped ({running.describe()})")
+        if old_root.exists():
+            self._remove_hooks(old_root)
+            if old_root != self.kube_root:
+                chroot.unmount_all(old_root)
+        self._applied_conf.unlink(missing_ok=True)  # (no slurmctld has read this release's slurm.conf yet)
+        self._running_release = None
 
     def status(self) -> list[ComponentStatus]:
         out = []
@@ -291,7 +360,7 @@ class DevCluster:
             Component(daemon("munged", "chroot", "--userspec=munge:munge", root, "munged", "--foreground", "--force"),
                       self._munge_ok, prepare=self._prepare_munge),
             Component(daemon("mariadb", *in_root, "mariadbd", "--user=mysql", "--skip-networking",
-                             "--socket=/run/mysqld/mysqld.sock", "--innodb-flush-log-at-trx-commit=0"),
+                             f"--socket={self.mariadb_socket}", "--innodb-flush-log-at-trx-commit=0"),
                       self._mariadb_ok, after=self._bootstrap_db),
             Component(daemon("slurmdbd", *in_root, "slurmdbd", "-D"), self._slurmdbd_ok,
                       after=self._bootstrap_accounting),
@@ -305,7 +374,8 @@ class DevCluster:
                              "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
                              f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
                       self._slurmrestd_ok),
-            Component(daemon("etcd", *in_root, "etcd", "--data-dir=/var/lib/sunk-etcd", "--name=sunk-dev",
+            Component(daemon("etcd", "chroot", str(self.kube_root), "etcd", "--data-dir=/var/lib/sunk-etcd",
+                             "--name=sunk-dev",
                              f"--listen-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
                              f"--advertise-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
                              "--listen-peer-urls=http://127.0.0.1:2380", "--unsafe-no-fsync",
@@ -389,11 +459,12 @@ class DevCluster:
             shutil.copyfile(SCRIPTS_DIR / f"{kind}.sh", target)
             target.chmod(0o755)
 
-    def _remove_hooks(self) -> None:
+    def _remove_hooks(self, root: Optional[Path] = None) -> None:
         """Without a Syncer the prolog must not call one: every job would fail and drain its node."""
-        (self.root / "etc/sunk/hooks.env").unlink(missing_ok=True)
+        root = self.root if root is None else root
+        (root / "etc/sunk/hooks.env").unlink(missing_ok=True)
         for kind in ("prolog", "epilog"):
-            (self.root / f"etc/slurm/{kind}.d/50-sunk-lock").unlink(missing_ok=True)
+            (root / f"etc/slurm/{kind}.d/50-sunk-lock").unlink(missing_ok=True)
 
     def _ensure(self, component: Component) -> None:
         name = component.daemon.name
@@ -423,23 +494,28 @@ class DevCluster:
         """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk.dev.phases``)."""
         return phases.log_phase(name, self.run_dir / "logs" / "setup.log", self.log)
 
-    def _saved_layout(self) -> Optional[slurmconf.SlurmLayout]:
+    def _saved_data(self) -> dict:
+        """What the last ``up`` recorded in run/layout.json ({} before any)."""
         try:
             data = json.loads((self.run_dir / "layout.json").read_text())
         except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _saved_layout(self) -> Optional[slurmconf.SlurmLayout]:
+        data = self._saved_data()
+        if "nodes" not in data:
             return None
         return slurmconf.SlurmLayout(nodes=data["nodes"], phantom_nodes=data.get("phantom_nodes", 0))
 
     def _saved_with_sunk(self) -> bool:
-        try:
-            return bool(json.loads((self.run_dir / "layout.json").read_text()).get("with_sunk", False))
-        except (OSError, ValueError):
-            return False
+        return bool(self._saved_data().get("with_sunk", False))
 
     def _save_layout(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "layout.json").write_text(json.dumps(
-            {"nodes": self.layout.nodes, "phantom_nodes": self.layout.phantom_nodes, "with_sunk": self.with_sunk}))
+            {"nodes": self.layout.nodes, "phantom_nodes": self.layout.phantom_nodes, "with_sunk": self.with_sunk,
+             "slurm": self.release.name}))
 
     def _any_running(self) -> bool:
         pids = self.run_dir / "pids"
@@ -448,9 +524,10 @@ class DevCluster:
     # -- chroot configuration -------------------------------------------------------------------
     def _configure_chroot(self) -> None:
         root = self.root
-        chroot.mount_proc(root)
-        (root / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
-        (root / "tmp").chmod(0o1777)
+        for each in {root, self.kube_root}:  # (etcd's, when Slurm runs from another release's)
+            chroot.mount_proc(each)
+            (each / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+            (each / "tmp").chmod(0o1777)
         for user, uid in (("slurmrestd", 1999), ("kube", 1001)):
             if run(["chroot", str(root), "id", user], check=False).returncode != 0:
                 run(["chroot", str(root), "useradd", "--uid", str(uid), "--user-group", "--no-create-home",
@@ -459,7 +536,8 @@ class DevCluster:
             dev = root / f"dev/fakegpu{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
-        for rel, owner in chroot_directories(self.slurmd_nodes).items():
+        socket_dir = self.mariadb_socket.lstrip("/").rsplit("/", 1)[0]
+        for rel, owner in chroot_directories(self.slurmd_nodes, socket_dir).items():
             (root / rel).mkdir(parents=True, exist_ok=True)
             shutil.chown(root / rel, *self._ids(owner))
         etc = root / "etc/slurm"
@@ -526,7 +604,7 @@ class DevCluster:
                                             check=False, timeout=10).returncode == 0
 
     def _mariadb_ok(self) -> bool:
-        return self.slurm("mariadb-admin", "--socket=/run/mysqld/mysqld.sock", "ping", check=False,
+        return self.slurm("mariadb-admin", f"--socket={self.mariadb_socket}", "ping", check=False,
                           timeout=10).returncode == 0
 
     def _bootstrap_db(self) -> None:
@@ -537,7 +615,7 @@ class DevCluster:
             "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
         )
-        self.slurm("mariadb", "--socket=/run/mysqld/mysqld.sock", "-e", sql)
+        self.slurm("mariadb", f"--socket={self.mariadb_socket}", "-e", sql)
 
     def _slurmdbd_ok(self) -> bool:
         return self.slurm("sacctmgr", "-n", "-P", "list", "cluster", check=False, timeout=15).returncode == 0
@@ -680,9 +758,9 @@ class DevCluster:
         for node in self.layout.node_names:
             self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
         if self.real_node:
-            pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, images.SLURMD_IMAGE) if self._built_images
+            pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, self.slurmd_image) if self._built_images
                    else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
-            self._replace_if_other_image(f"{pods}/{realnode.SLURM_NODE}", pod)
+            self._replace_if_other(f"{pods}/{realnode.SLURM_NODE}", pod)
             self._expect(self.kube_request("POST", pods, pod), 201, 409)
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
@@ -696,16 +774,33 @@ class DevCluster:
             realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
                                                                     slurmconf.SLURMRESTD_PORT))
 
-    def _replace_if_other_image(self, path: str, pod: dict) -> None:
+    def _end_jobs(self, root: Path, timeout: float = 20) -> None:
+        """Kill every job of the Slurm about to stop (its slurmstepds and scripts would outlive their
+        slurmd and slurmctld, in a chroot nothing runs any more), and wait a little for them to end."""
+        def ids() -> list[str]:
+            out = run(["chroot", str(root), "squeue", "-h", "-o", "%i"], check=False, timeout=15)
+            return out.stdout.split() if out.returncode == 0 else []
+
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            if not (jobs := ids()):
+                return
+            self._say(f"  slurm jobs       {len(jobs)} killed before the switch")
+            run(["chroot", str(root), "scancel", "--full", "--signal=KILL", *jobs], check=False, timeout=30)
+            run(["chroot", str(root), "scancel", *jobs], check=False, timeout=30)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: not ids(), timeout, interval=0.5, what="the jobs to end")
+
+    def _replace_if_other(self, path: str, pod: dict) -> None:
         """Delete the Pod at ``path`` if it runs another image than ``pod`` (a cache from before the
-        images were built: the busybox slurmd), and wait until it is gone, so ``pod`` can take its name."""
+        images were built: the busybox slurmd; another Slurm release's image) or mounts other host
+        paths (another release's chroot), and wait until it is gone, so ``pod`` can take its name."""
         resp = self.kube_request("GET", path)
-        if resp.status_code != 200:
+        if resp.status_code != 200 or pod_runs_as(resp.json()) == pod_runs_as(pod):
             return
-        image = lambda p: [c.get("image") for c in p["spec"]["containers"]]  # noqa: E731
-        if image(resp.json()) == image(pod):
-            return
-        self._say(f"  {path.rsplit('/', 1)[-1]}: another image now, replaced")
+        self._say(f"  {path.rsplit('/', 1)[-1]}: another image or chroot now, replaced")
+        self._delete_pod_and_wait(path)
+
+    def _delete_pod_and_wait(self, path: str) -> None:
         self._expect(self.kube_request("DELETE", path), 200, 404)
         wait_until(lambda: self.kube_request("GET", path).status_code == 404, 60, what=f"{path} deleted")
 
@@ -758,6 +853,13 @@ class DevCluster:
 
 def _ready(probe_port: int) -> bool:
     return requests.get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2).status_code == 200
+
+
+def pod_runs_as(pod: dict) -> tuple[list, list]:
+    """What a slurmd Pod runs: its containers' images and its hostPath volumes (which chroot)."""
+    spec = pod.get("spec") or {}
+    return ([c.get("image") for c in spec.get("containers") or ()],
+            sorted((v.get("hostPath") or {}).get("path", "") for v in spec.get("volumes") or () if v.get("hostPath")))
 
 
 def write_node_tokens(directory: Path, secret: bytes, nodes: Iterable[str]) -> None:

@@ -9,8 +9,9 @@ written here as ``docker save`` archives that ``ctr images import`` takes:
   the dependencies (layer 1, cached by a hash of what goes in), and the project's own wheel
   installed into that venv (layer 2, rebuilt when a source file changes: seconds). It runs as
   uid 65532, as the chart's Pod Security ``restricted`` Pods do.
-- **slurmd** (``docker.io/sunk-dev/slurmd:dev``): the dev cluster's trixie chroot taken as one
-  layer (the same Slurm binaries slurmctld runs), minus its runtime state and every secret:
+- **slurmd** (``docker.io/sunk-dev/slurmd:<release>``, e.g. ``:24.11``): the dev cluster's chroot of
+  that Slurm release taken as one layer (the same Slurm binaries slurmctld runs; one image per
+  release, so switching releases imports nothing twice), minus its runtime state and every secret:
   the munge key, the JWT key and slurmdbd.conf (the munge socket and slurm.conf come from the
   host by hostPath, as a SUNK slurmd Pod mounts them).
 
@@ -27,6 +28,7 @@ import io
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +46,7 @@ from . import chroot as devchroot
 from . import phases
 
 SUNK_REPOSITORY = "docker.io/library/sunk"  # the chart's default `image.repository: sunk`, normalized
-SLURMD_IMAGE = "docker.io/sunk-dev/slurmd:dev"
+SLURMD_REPOSITORY = "docker.io/sunk-dev/slurmd"
 SUNK_SUITE = "bookworm"  # python3.11, the version the project is tested with (trixie has 3.13)
 SUNK_PACKAGES = ("python3",)
 PYTHON = "3.11"
@@ -69,7 +71,8 @@ ROOTFS_EMPTIED = (
 # jobs' output in /tmp, root's home).
 SLURMD_EMPTIED = ROOTFS_EMPTIED + (
     "etc/munge", "etc/slurm", "var/lib/munge", "var/spool/slurmd", "var/spool/slurmctld", "var/lib/slurm",
-    "var/lib/mysql", "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
+    "var/lib/mysql", "var/lib/mariadb",  # MariaDB's data (sid's MariaDB keeps it in var/lib/mariadb)
+    "var/lib/etcd", "var/lib/sunk-etcd", "root", "home", "etc/ssl/private",
     "etc/sunk", "etc/sunk-bench",  # the hook API's per-node tokens and hooks.env; a benchmark's slurm.conf
     "etc/mysql",  # MariaDB's client credentials (debian.cnf); slurmd needs no database
 )
@@ -120,10 +123,15 @@ def sunk_spec(version: str) -> ImageSpec:
     )
 
 
-def slurmd_spec() -> ImageSpec:
+def slurmd_image(release: str) -> str:
+    """The slurmd image of a Slurm release (``sunk.dev.release``): ``docker.io/sunk-dev/slurmd:26.05``."""
+    return f"{SLURMD_REPOSITORY}:{release}"
+
+
+def slurmd_spec(release: str) -> ImageSpec:
     """slurmd runs as root (it starts jobs as their users)."""
     return ImageSpec(
-        name=SLURMD_IMAGE, user="0:0",
+        name=slurmd_image(release), user="0:0",
         env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"),
         cmd=("/usr/sbin/slurmd", "-D", "-Z"),
     )
@@ -371,6 +379,22 @@ def _remove(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def unversioned_slurmd(names: Iterable[str]) -> list[str]:
+    """The slurmd layer directories and archive made before there was one image per Slurm release
+    (``slurmd-<hash>``, ``slurmd.tar`` and its stamps): nothing uses them any more."""
+    old = re.compile(r"slurmd-[0-9a-f]{12}|slurmd\.tar(\.id|\.imported|\.partial)?")
+    return sorted(name for name in names if old.fullmatch(name))
+
+
+def _remove_unversioned_slurmd(images: Path) -> None:
+    for name in unversioned_slurmd(p.name for p in images.iterdir()):
+        path = images / name
+        if path.is_dir():
+            _remove(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def _prune(directory: Path, prefix: str, keep: Path) -> None:
     """Layers of other keys: a dev cache keeps only the current one of each kind."""
     for old in directory.glob(prefix + "*"):
@@ -512,21 +536,26 @@ def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: 
 
 # -- I/O: the slurmd image -------------------------------------------------------------------------
 
-def build_slurmd(images: Path, chroot_root: Path, phase: Phase) -> Built:
-    """The dev chroot as one layer, without its state and secrets (see ``SLURMD_EMPTIED``)."""
+def slurmd_paths(images: Path, release: str, key: str) -> tuple[Path, Path]:
+    """A release's layer directory and archive: each release keeps its own (a switch rebuilds nothing)."""
+    return images / f"slurmd-{release}-{key}", images / f"slurmd-{release}.tar"
+
+
+def build_slurmd(images: Path, chroot_root: Path, phase: Phase, release: str) -> Built:
+    """A release's dev chroot as one layer, without its state and secrets (see ``SLURMD_EMPTIED``)."""
     key = slurmd_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(),
                      (chroot_root / "etc/passwd").read_bytes(), (chroot_root / "etc/group").read_bytes())
-    directory = images / f"slurmd-{key}"
-    with phase("image slurmd layer"):
+    directory, archive = slurmd_paths(images, release, key)
+    with phase(f"image slurmd {release} layer"):
         if (layer := _load_layer(directory)) is None:
             _remove(directory)
             directory.mkdir(parents=True)
             layer = write_layer(directory / "layer.tar", walk(chroot_root, SLURMD_EMPTIED))
             _save_layer(directory, layer)
-            _prune(images, "slurmd-", directory)
-    spec = slurmd_spec()
-    archive = images / "slurmd.tar"
-    with phase("image slurmd archive"):
+            _prune(images, f"slurmd-{release}-", directory)
+    _remove_unversioned_slurmd(images)
+    spec = slurmd_spec(release)
+    with phase(f"image slurmd {release} archive"):
         ident = write_archive(archive, spec, (layer,), go_arch(platform.machine()))
     return Built(spec.name, archive, ident, (layer,))
 
@@ -545,11 +574,12 @@ def needs_import(have: Iterable[str], built: Built) -> bool:
     return built.name not in set(have) or not stamp.exists() or stamp.read_text() != built.image_id
 
 
-def build_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase) -> list[Built]:
-    """Build (or find cached) sunk's image and the slurmd image under ``home/images``."""
+def build_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase,
+                 release: str) -> list[Built]:
+    """Build (or find cached) sunk's image and the Slurm release's slurmd image under ``home/images``."""
     images = home / "images"
     images.mkdir(parents=True, exist_ok=True)
-    return [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase)]
+    return [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase, release)]
 
 
 def import_missing(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Iterable[Built]) -> list[str]:
@@ -564,9 +594,9 @@ def import_missing(ctr: Callable[..., subprocess.CompletedProcess[str]], built: 
 
 
 def ensure_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase,
-                  ctr: Callable[..., subprocess.CompletedProcess[str]]) -> list[str]:
+                  ctr: Callable[..., subprocess.CompletedProcess[str]], release: str) -> list[str]:
     """Build what is missing or outdated, import what containerd lacks; returns the names imported."""
-    built = build_images(home, project, chroot_root, version, phase)
+    built = build_images(home, project, chroot_root, version, phase, release)
     with phase("images import"):
         return import_missing(ctr, built)
 
@@ -577,19 +607,23 @@ def enabled() -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sunk.dev.images HOME CHROOT``: build both images (no import), print the archives."""
+    """``python -m sunk.dev.images HOME CHROOT [--slurm 26.05]``: build both images (no import), print the
+    archives. The release names the slurmd image (default: ``SUNK_DEV_SLURM``, else the default one)."""
     import argparse
 
     import sunk
 
+    from .release import chosen
+
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("home", type=Path)
     parser.add_argument("chroot", type=Path)
+    parser.add_argument("--slurm", default=None, help="the chroot's Slurm release (sunk.dev.release)")
     args = parser.parse_args(argv)
     project = Path(__file__).resolve().parents[2]
     log_path = args.home / "run" / "logs" / "images.log"
     for built in build_images(args.home, project, args.chroot, sunk.__version__,
-                              lambda name: phases.log_phase(name, log_path)):
+                              lambda name: phases.log_phase(name, log_path), chosen(args.slurm).name):
         sizes = " + ".join(f"{layer.size / 1e6:.0f} MB" for layer in built.layers)
         print(f"{built.name} {built.image_id[:19]} {built.archive} ({sizes})")
     return 0

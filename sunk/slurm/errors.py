@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from sunk.types import Outage
 
-# Slurm error numbers (slurm_errno.h) that decide which exception a backend raises.
+# Slurm error numbers (slurm_errno.h) that decide which exception a backend raises. Each means the
+# same in 24.11.5's and 26.05.5's slurm_errno.h (compared: docs/compatibility.md); 1019-1023,
+# 6010, 6011 and 9008 exist in 26.05 only (25.11 has them too), so 24.11 never sends them.
 ESLURM_INVALID_JOB_ID = 2017
 ESLURM_INVALID_NODE_NAME = 2018
 ESLURM_ALREADY_DONE = 2021
+ESLURM_INVALID_JOB_CREDENTIAL = 2026  # (a refusal, not an outage)
+ESLURM_IN_STANDBY_MODE = 2027
 NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
-# Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004, 1019-1025),
-# SLURMCTLD_COMMUNICATIONS_* (1800-1805), ESLURM_IN_STANDBY_MODE (2026), socket timeout (5004).
-UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1026), *range(1800, 1806), 2026, 5004})
+# Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004; 1019-1023 from 25.11: REJECTED,
+# QUIESCE_TIMEOUT, CONNECT_TIMEOUT, WRITE_TIMEOUT, READ_TIMEOUT), SLURMCTLD_COMMUNICATIONS_* (1800-1805),
+# ESLURM_IN_STANDBY_MODE (2027: a backup slurmctld not in control), socket timeout (5004).
+UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1024), *range(1800, 1806),
+                               ESLURM_IN_STANDBY_MODE, 5004})
 # Slurm did not accept the request's credentials: SLURM_PROTOCOL_AUTHENTICATION_ERROR (1007,
 # slurmctld refusing an expired or wrongly signed JWT: "Protocol authentication error"), the
 # ESLURM_AUTH_* family (6000-6011) and ESLURM_REST_AUTH_FAIL (9008).

@@ -1,10 +1,11 @@
-"""An in-process stand-in for slurmrestd 24.11 (v0.0.42 subset), for unit tests and benchmarks.
+"""An in-process stand-in for slurmrestd 24.11 or 26.05 (v0.0.42 subset), for unit tests and benchmarks.
 
 Its answers copy the live server's, including the odd ones the client must handle: HTTP
 304 for unchanged nodes, an empty job list with ``last_update`` 0 for unchanged jobs,
-"Unable to query partitions" when nodes changed but partitions did not, HTTP 200 with an
-error numbered 0 for an unknown node, and kill results in ``status[]``. Item shapes come
-from real 24.11.5 answers (same keys, same nesting), so parse costs are realistic.
+"Unable to query partitions" when nodes changed but partitions did not (24.11 only: see
+``RELEASES``), HTTP 200 with an error numbered 0 for an unknown node, and kill results in
+``status[]``. Item shapes come from real 24.11.5 answers (same keys, same nesting), so parse
+costs are realistic; 26.05.5 answers v0.0.42 with the same shapes (docs/compatibility.md).
 
 It is not a scheduler: jobs stay as tests set them.
 """
@@ -171,9 +172,20 @@ def error(description: str, number: int, text: str, source: str) -> Obj:
     return {"description": description, "error_number": number, "error": text, "source": source}
 
 
-META = {"plugin": {"type": "openapi/slurmctld", "name": "Slurm OpenAPI slurmctld",
-                   "data_parser": "data_parser/v0.0.42", "accounting_storage": "accounting_storage/slurmdbd"},
-        "slurm": {"version": {"major": "24", "micro": "5", "minor": "11"}, "release": "24.11.5", "cluster": "dev"}}
+def meta(release: str = "24.11.5") -> Obj:
+    """Every answer's ``meta``: the plugins, and the Slurm release (``RestClient.release()`` reads it)."""
+    major, minor, micro = release.split(".")
+    return {"plugin": {"type": "openapi/slurmctld", "name": "Slurm OpenAPI slurmctld",
+                       "data_parser": "data_parser/v0.0.42", "accounting_storage": "accounting_storage/slurmdbd"},
+            "slurm": {"version": {"major": major, "micro": micro, "minor": minor}, "release": release,
+                      "cluster": "dev"}}
+
+
+# Where the releases' v0.0.42 answers differ, by release (``major.minor``). partition_bug: /nodes with
+# update_time loads partitions with the same update_time, and fails (HTTP 500 "Unable to query
+# partitions") when nodes changed but partitions did not. 24.11.5's openapi_slurmctld.so passes
+# update_time to that slurm_load_partitions; 26.05.5's passes 0 (read from both builds' machine code).
+RELEASES = {"24.11": {"partition_bug": True}, "26.05": {"partition_bug": False}}
 
 
 @define
@@ -210,10 +222,15 @@ class FakeSlurmrestd:
     """``with FakeSlurmrestd(token="t") as fake: connect("rest", url=fake.url, token="t")``."""
 
     def __init__(self, *, token: str = "token", clock: Callable[[], float] = time.time,
-                 partition_bug: bool = True, pretty: bool = True):
+                 partition_bug: Optional[bool] = None, pretty: bool = True, release: str = "24.11.5"):
+        """``release``: which slurmrestd to be where releases differ (``RELEASES``); ``partition_bug``
+        overrides the release's."""
         self.token = token
         self.clock = clock
-        self.partition_bug = partition_bug
+        self.release = release
+        self.meta = meta(release)
+        quirks = RELEASES[release.rsplit(".", 1)[0]]
+        self.partition_bug = quirks["partition_bug"] if partition_bug is None else partition_bug
         self.pretty = pretty  # slurmrestd pretty-prints; the byte count matters for benchmarks
         self.state = FakeState()
         self.lock = threading.RLock()
@@ -525,7 +542,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif body is None:
             data, content_type = b"", "application/json"
         else:
-            body = {**body, "meta": META, "errors": body.get("errors", []), "warnings": body.get("warnings", [])}
+            body = {**body, "meta": fake.meta, "errors": body.get("errors", []), "warnings": body.get("warnings", [])}
             data = json.dumps(body, indent=2 if fake.pretty else None).encode()
             content_type = "application/json"
         with fake.lock:

@@ -189,6 +189,7 @@ def chroot_file(dev_cluster, inner: str):
 # ---- acceptance: lock before the job, tolerating Pods stay, unlock after ---------------------------------
 
 
+@pytest.mark.every_release
 def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube_api, scripts, namespace):
     """Normal lock (a Slurm batch job): evicted Pods may still be terminating when the job starts."""
     make_pod(kube_api, namespace, "web", "worker-3", delay=3)

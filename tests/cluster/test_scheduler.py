@@ -244,6 +244,7 @@ def test_an_invalid_pod_fixed_by_its_owner_is_scheduled(kube_api, dev_cluster, n
 
 
 # -- schedule, bind, and both unschedule flows -------------------------------------------------------
+@pytest.mark.every_release
 def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace, cpu="2", memory="2Gi")
     name = pod["metadata"]["name"]
@@ -274,6 +275,7 @@ def test_a_pod_tolerates_the_lock_only_where_the_lock_would_evict_it(kube_api, d
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30, "the job to end")
 
 
+@pytest.mark.every_release
 def test_deleting_a_running_pod_cancels_its_job(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]

@@ -149,6 +149,7 @@ def test_cordon_without_reason_still_drains_with_k8s_prefix(cluster: Cluster):
     wait_for(lambda: not cluster.node(B).drained, PROPAGATION, f"{B} undrained")
 
 
+@pytest.mark.every_release
 def test_pod_not_ready_drains_and_ready_undrains(cluster: Cluster):
     cluster.set_pod_ready(A, False)
     reason = wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"k8s: drain of {A}")
@@ -252,6 +253,7 @@ def test_down_node_is_neither_drained_nor_resumed(cluster: Cluster):
 # ---- Slurm -> Kubernetes -----------------------------------------------------------------------------------
 
 
+@pytest.mark.every_release
 def test_drain_in_slurm_shows_on_pod_conditions_labels_and_node(cluster: Cluster):
     manual = "syncer-test: checking fans"
     worker = cluster.dev.k8s_node_for(B)
@@ -395,6 +397,7 @@ def test_plain_manual_drain_is_not_undrained_by_a_verification_pass(cluster: Clu
 # ---- Extra ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.every_release
 def test_extra_keeps_user_keys_and_syncer_keys_win(cluster: Cluster):
     ours = _syncer_extra(cluster, A)
     assert ours, "the syncer writes its facts into Extra"

@@ -55,7 +55,7 @@ def test_the_sunk_image_is_what_the_charts_default_reference_resolves_to():
 
 
 def test_slurmd_runs_as_root():
-    config = images.image_config(images.slurmd_spec(), [BASE], "amd64")["config"]
+    config = images.image_config(images.slurmd_spec("24.11"), [BASE], "amd64")["config"]
     assert config["User"] == "0:0" and config["Cmd"][0] == "/usr/sbin/slurmd"
 
 
@@ -202,9 +202,9 @@ def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
 
 
 def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.SLURMD_IMAGE)
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.slurmd_image("24.11"))
     (container,) = pod["spec"]["containers"]
-    assert container["image"] == images.SLURMD_IMAGE and container["command"][0] == "/usr/sbin/slurmd"
+    assert container["image"] == "docker.io/sunk-dev/slurmd:24.11" and container["command"][0] == "/usr/sbin/slurmd"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm"}
     host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
@@ -217,7 +217,7 @@ def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
     one is made by ``up`` before any daemon starts, or comes with the Slurm packages (/etc/slurm)."""
     from sunk.dev.cluster import chroot_directories
 
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.SLURMD_IMAGE)
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.slurmd_image("24.11"))
     wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]
               if v.get("hostPath", {}).get("type") == "Directory"}
     assert wanted - set(chroot_directories(["node1"])) == {"etc/slurm"}

@@ -1,0 +1,232 @@
+"""The dev cluster's Slurm releases (sunk.dev.release): choice, chroots, images, the switch, failure reports."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sunk.dev import chroot, cli, images, release
+from sunk.dev.cluster import SLURM_SIDE, DevCluster, pod_runs_as
+from sunk.dev.procs import Daemon
+
+SID = release.RELEASES["26.05"]
+# What the trixie chroot was made of before there were two releases: its cache name must not move
+# (a new name debootstraps again and leaves etcd's and MariaDB's data behind in the old one).
+TRIXIE_PACKAGES_BEFORE = (
+    "slurmctld", "slurmd", "slurmrestd", "slurm-client", "slurm-wlm-jwt-plugin", "slurmdbd",
+    "mariadb-server", "munge", "etcd-server", "curl", "procps", "iproute2",
+)
+
+
+# -- choosing a release ----------------------------------------------------------------------------
+
+def test_the_default_is_24_11_from_trixie_and_26_05_comes_from_sid():
+    assert (release.DEFAULT.name, release.DEFAULT.suite) == ("24.11", "trixie")
+    assert (SID.name, SID.suite) == ("26.05", "sid")
+    assert set(release.RELEASES) == {"24.11", "26.05"}
+
+
+def test_the_flag_wins_over_the_environment_which_wins_over_the_default():
+    env = {release.ENV: "26.05"}
+    assert release.chosen("24.11", env) == release.DEFAULT
+    assert release.chosen(None, env) == SID
+    assert release.chosen(None, {}) == release.DEFAULT
+    assert release.chosen(None, {release.ENV: " "}) == release.DEFAULT
+
+
+def test_an_unknown_release_names_the_ones_there_are():
+    with pytest.raises(ValueError, match="24.11, 26.05"):
+        release.chosen(None, {release.ENV: "25.11"})
+
+
+def test_the_recorded_release_of_a_cache_made_before_there_were_two_is_the_default():
+    assert release.saved({}) == release.DEFAULT
+    assert release.saved({"nodes": 4}) == release.DEFAULT
+    assert release.saved({"slurm": "26.05"}) == SID
+
+
+def test_version_prefix_and_description():
+    assert SID.version_prefix == "26.05." and SID.matches("26.05.5") and not SID.matches("26.055")
+    assert SID.describe("26.05.5") == "Slurm 26.05.5 (Debian sid)"
+    assert release.DEFAULT.describe() == "Slurm 24.11 (Debian trixie)"
+
+
+@pytest.mark.parametrize("dpkg, upstream", [
+    ("24.11.5-4", "24.11.5"), ("26.05.5-1+b1", "26.05.5"), ("1:26.05.5-1", "26.05.5"), ("26.05.5", "26.05.5"),
+    ("", ""),
+])
+def test_dpkgs_version_is_read_as_slurms(dpkg, upstream):
+    assert release.debian_upstream(dpkg) == upstream
+
+
+def test_a_chroot_whose_suite_moved_on_is_refused_with_what_to_change():
+    assert release.check_version(SID, "26.05.5") == "26.05.5"
+    with pytest.raises(RuntimeError, match="sid chroot has Slurm 26.11.1, not 26.05.*sunk/dev/release.py"):
+        release.check_version(SID, "26.11.1")
+    with pytest.raises(RuntimeError, match=r"\(none\)"):
+        release.check_version(release.DEFAULT, "")
+
+
+# -- chroots and images: one per release -------------------------------------------------------------
+
+def test_the_trixie_chroot_keeps_its_cache_name():
+    key = hashlib.sha256(" ".join(("trixie", chroot.MIRROR, *TRIXIE_PACKAGES_BEFORE)).encode()).hexdigest()[:12]
+    assert release.DEFAULT.packages == TRIXIE_PACKAGES_BEFORE
+    assert chroot.chroot_dir(Path("/c")) == Path(f"/c/chroot-trixie-{key}")
+    assert chroot.chroot_dir(Path("/c"), release.DEFAULT) == chroot.chroot_dir(Path("/c"))
+
+
+def test_each_release_has_a_chroot_of_its_own_named_by_its_suite():
+    sid = chroot.chroot_dir(Path("/c"), SID)
+    assert sid.name.startswith("chroot-sid-") and sid != chroot.chroot_dir(Path("/c"))
+    # Slurm's daemons and MariaDB in both; etcd only in the default one (Kubernetes' store stays put).
+    assert set(release.SLURM_PACKAGES) <= set(SID.packages) and "etcd-server" not in SID.packages
+
+
+def test_each_release_has_its_own_slurmd_image_layer_and_archive(tmp_path):
+    assert images.slurmd_image("26.05") == "docker.io/sunk-dev/slurmd:26.05"
+    assert images.slurmd_spec("26.05").name == images.slurmd_image("26.05")
+    old_layer, old_archive = images.slurmd_paths(tmp_path, "24.11", "abc")
+    new_layer, new_archive = images.slurmd_paths(tmp_path, "26.05", "abc")
+    assert old_layer != new_layer and old_archive != new_archive
+    assert not new_layer.name.startswith(old_layer.name.rsplit("-", 1)[0] + "-")  # pruning one keeps the other
+
+
+def test_the_slurmd_cache_of_one_image_for_all_releases_is_what_goes():
+    names = ["slurmd-09221ecf4565", "slurmd.tar", "slurmd.tar.id", "slurmd.tar.imported", "slurmd-24.11-09221ecf4565",
+             "slurmd-24.11.tar", "slurmd-24.11.tar.id", "sunk.tar", "sunk-base-685aba83113f", "slurmd-26.05.tar"]
+    assert images.unversioned_slurmd(names) == ["slurmd-09221ecf4565", "slurmd.tar", "slurmd.tar.id",
+                                                "slurmd.tar.imported"]
+
+
+def test_a_slurmd_pod_of_another_chroot_or_image_is_another_pod():
+    from sunk.dev import realnode
+
+    trixie, sid = chroot.chroot_dir(Path("/c")), chroot.chroot_dir(Path("/c"), SID)
+
+    def runs_as(root: Path, name: str) -> tuple[list, list]:
+        return pod_runs_as(realnode.slurmd_pod_from_image(root, "slurm", images.slurmd_image(name)))
+
+    assert runs_as(trixie, "24.11") == runs_as(trixie, "24.11")
+    assert runs_as(trixie, "24.11") != runs_as(sid, "24.11")
+    assert runs_as(trixie, "24.11") != runs_as(trixie, "26.05")
+    # the busybox slurmd chroots into the whole root: another root is another Pod too
+    assert pod_runs_as(realnode.slurmd_pod(trixie, "slurm")) != pod_runs_as(realnode.slurmd_pod(sid, "slurm"))
+
+
+# -- DevCluster: which release, and the switch ------------------------------------------------------
+
+def _sleeper(run_dir: Path, name: str) -> Daemon:
+    daemon = Daemon(name, (sys.executable, "-c", "import time; time.sleep(60)"), run_dir)
+    daemon.start()
+    return daemon
+
+
+def test_without_a_release_the_cluster_is_the_one_the_last_up_recorded(tmp_path):
+    assert DevCluster(tmp_path).release == release.DEFAULT
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/layout.json").write_text(json.dumps({"nodes": 4, "slurm": "26.05"}))
+    cluster = DevCluster(tmp_path)
+    assert cluster.release == SID and cluster.root == chroot.chroot_dir(tmp_path, SID)
+    assert cluster.kube_root == chroot.chroot_dir(tmp_path)  # etcd's, whichever Slurm runs
+    assert DevCluster(tmp_path, slurm=release.DEFAULT).root == cluster.kube_root
+    assert cluster.slurmd_image == "docker.io/sunk-dev/slurmd:26.05"
+
+
+def test_tests_get_the_release_the_environment_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUNK_DEV_HOME", str(tmp_path))
+    monkeypatch.setenv(release.ENV, "26.05")
+    assert DevCluster.for_tests().release == SID
+    monkeypatch.delenv(release.ENV)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/layout.json").write_text(json.dumps({"nodes": 4, "slurm": "26.05"}))
+    assert DevCluster.for_tests().release == release.DEFAULT  # never "whatever runs"
+
+
+def test_switching_stops_the_slurm_side_and_leaves_kubernetes_running(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUNK_DEV_REAL_NODE", "0")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 2, "phantom_nodes": 0, "with_sunk": False}))
+    (run_dir / "slurm.conf.applied").write_text("what 24.11's slurmctld read\n")
+    slurm_side = [_sleeper(run_dir, name) for name in (*SLURM_SIDE, "slurmd-node1", "slurmd-node2")]
+    kube_side = [_sleeper(run_dir, name) for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    try:
+        cluster = DevCluster(tmp_path, slurm=SID, log=io.StringIO())
+        assert cluster._running_release == release.DEFAULT
+        cluster._switch_slurm(release.DEFAULT)
+        assert [d.name for d in slurm_side if d.pid()] == []
+        assert all(d.pid() for d in kube_side)
+        assert not (run_dir / "slurm.conf.applied").exists()
+        assert cluster._running_release is None
+    finally:
+        for daemon in slurm_side + kube_side:
+            daemon.stop(timeout=5)
+
+
+def test_the_release_is_recorded_with_the_layout(tmp_path):
+    DevCluster(tmp_path, slurm=SID)._save_layout()
+    assert json.loads((tmp_path / "run/layout.json").read_text())["slurm"] == "26.05"
+    assert DevCluster(tmp_path).release == SID
+
+
+def test_the_cli_refuses_a_release_it_does_not_have(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["up", "--slurm", "25.11"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+# -- failure reports -----------------------------------------------------------------------------------
+
+def test_a_failed_tests_summary_line_and_report_name_the_release():
+    crash = SimpleNamespace(message="AssertionError: assert 'IDLE' == 'DRAIN'")
+    report = SimpleNamespace(sections=[], longrepr=SimpleNamespace(reprcrash=crash))
+    text = SID.describe("26.05.5")
+    release.tag_failure(report, text)
+    assert crash.message == "[Slurm 26.05.5] AssertionError: assert 'IDLE' == 'DRAIN'"
+    assert report.sections == [("Slurm release", "failed against Slurm 26.05.5 (Debian sid)")]
+    release.tag_failure(report, text)  # (a second phase of the same test: setup, then teardown)
+    assert crash.message.count("[Slurm") == 1
+
+
+def test_a_failure_without_a_crash_line_gets_the_section():
+    report = SimpleNamespace(sections=[], longrepr="collection error")
+    release.tag_failure(report, "Slurm 24.11 (Debian trixie)")
+    assert report.sections == [("Slurm release", "failed against Slurm 24.11 (Debian trixie)")]
+
+
+# -- MariaDB: sid's is not where trixie's is ---------------------------------------------------------
+
+TRIXIE_CNF = "[client-server]\n# Port or socket location where to connect\nsocket = /run/mysqld/mysqld.sock\n"
+SID_CNF = "[client-server]\n# port = 3306\nsocket = /run/mariadbd/mysqld.sock\n\n!includedir /etc/mysql/conf.d/\n"
+
+
+@pytest.mark.parametrize("cnf, socket", [
+    (TRIXIE_CNF, "/run/mysqld/mysqld.sock"),
+    (SID_CNF, "/run/mariadbd/mysqld.sock"),
+    ("[client]\nsocket=/x/y.sock # here\n", "/x/y.sock"),
+    ("[mariadbd]\nsocket = /server/only.sock\n", chroot.DEFAULT_MARIADB_SOCKET),  # (a server's, not the clients')
+    ("# socket = /commented.sock\n", chroot.DEFAULT_MARIADB_SOCKET),
+])
+def test_mariadb_listens_where_the_chroots_clients_look(cnf, socket):
+    """slurmdbd connects to "localhost" through libmariadb's default socket, which sid moved to
+    /run/mariadbd: mariadbd is started on the chroot's own."""
+    assert chroot.mariadb_socket(cnf) == socket
+
+
+def test_the_socket_of_a_chroot_without_mariadb_cnf_is_the_default(tmp_path):
+    assert chroot.chroot_mariadb_socket(tmp_path) == chroot.DEFAULT_MARIADB_SOCKET
+    (tmp_path / "etc/mysql").mkdir(parents=True)
+    (tmp_path / "etc/mysql/mariadb.cnf").write_text(SID_CNF)
+    assert chroot.chroot_mariadb_socket(tmp_path) == "/run/mariadbd/mysqld.sock"
+
+
+def test_no_slurmd_image_carries_mariadbs_data_wherever_its_release_keeps_it():
+    for data in ("var/lib/mysql/mysql/global_priv.MAD", "var/lib/mariadb/mysql/global_priv.MAD"):
+        assert images.excluded(data, images.SLURMD_EMPTIED)
