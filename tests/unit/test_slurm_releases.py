@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_slurm_rest import Clock
 
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect, v0042
 from sunk.slurm.errors import UNCERTAIN_CODES, AuthenticationFailed
@@ -19,17 +20,6 @@ from sunk.slurm.rest import _error_from
 
 RECORDED = Path(__file__).parent / "slurm_v0042"
 RELEASES = ["24.11.5", "26.05.5"]
-
-
-class Clock:
-    def __init__(self, t=1_800_000_000.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-    def tick(self, seconds=5):
-        self.t += seconds
 
 
 @pytest.fixture
