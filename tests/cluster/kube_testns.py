@@ -1,7 +1,9 @@
 """Throwaway namespaces for the kube cluster tests, purged completely afterwards.
 
 ``purge_namespace`` deletes the kinds these tests create at once and finalizes the
-namespace, rather than wait for kube-controller-manager's namespace controller.
+namespace, rather than wait for kube-controller-manager's namespace controller. The Pods'
+controllers go first: a ReplicaSet left running would make its Pods again, and a namespace
+finalized around them leaves them in etcd for ever (listed, Pending, under no namespace).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from sunk.dev.pool import wait_default_service_account
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, Resource
 
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+CONTROLLERS: tuple[Resource, ...] = (DEPLOYMENTS, REPLICASETS)
 KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS)
 
 
@@ -41,7 +46,8 @@ def delete_jobs(api, namespace: str, timeout: float = 60) -> None:
 
 
 def purge_namespace(api, name: str) -> None:
-    for resource in KINDS:
+    delete_jobs(api, name)
+    for resource in (*CONTROLLERS, *KINDS):
         for obj in kc.list_objects(api, resource, name):
             try:
                 kc.delete(api, resource, obj["metadata"]["name"], name, grace_period_seconds=0)

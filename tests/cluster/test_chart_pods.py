@@ -32,6 +32,7 @@ import sunk
 from sunk import names
 from sunk.dev import images, realnode
 from sunk.kube import client as kc
+from sunk.kube import patch as kp
 from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
 
 POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
@@ -102,9 +103,19 @@ def pod_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> I
             if f"ns={name} " in slurm_job(dev, int(job)).get("extra", ""):
                 dev.slurm("scancel", job, check=False)
         purge_namespace(kube_api, name)
+        # (a test that failed before the release's Syncer lifted the lock planted on real-1: every
+        # later test that needs a Pod there would fail too)
+        kp.remove_taint(kube_api, kc.get(kube_api, NODES, realnode.NODE_NAME), names.LOCK_KEY)
+
+
+def lock_taint(api, node: str) -> list[dict[str, Any]]:
+    return [t for t in kc.get(api, NODES, node)["spec"].get("taints") or [] if t["key"] == names.LOCK_KEY]
 
 
 def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_release):
+    """... even when a Syncer that went away left real-1 locked (no job runs on realnode1): the
+    release's Pods tolerate sunk's lock, start there, and the new Syncer lifts it."""
+    kp.ensure_taint(kube_api, kc.get(kube_api, NODES, realnode.NODE_NAME), names.LOCK_KEY, "true", "NoSchedule")
     pod_release.install()
     namespace = pod_release.namespace
 
@@ -124,6 +135,7 @@ def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_
     # ... and that name is the image sunk-dev built from this tree and imported (not some older build).
     built = pod_release.dev_cluster.built_images[f"{images.SUNK_REPOSITORY}:{sunk.__version__}"]
     assert {s["imageID"] for p in pods for s in p["status"]["containerStatuses"]} == {built}
+    wait_for(lambda: not lock_taint(kube_api, realnode.NODE_NAME), 30, "the release's Syncer to lift the stale lock")
 
 
 def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, pod_release):

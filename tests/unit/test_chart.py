@@ -28,6 +28,7 @@ from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
 from sunk.syncer.cli import build_parser
 from sunk.syncer.plugins import DEFAULT_PLUGINS
+from sunk.translate.lock import tolerates_lock
 from sunk.web import TLS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -591,6 +592,24 @@ def test_the_operator_switch():
     assert verbs(role, "pods") == {"get", "list", "watch", "create", "patch", "delete"}
     assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
     assert verbs(find(docs, "ClusterRole", "slurm-sunk-operator"), "nodes") == {"list", "watch"}
+
+
+# ---- placement ---------------------------------------------------------------------------------
+
+
+def test_every_sunk_pod_tolerates_sunks_lock_taint_and_keeps_the_operators_tolerations():
+    """A lock left while sunk-syncer was gone (uninstalled, or its Node died) must not keep the one
+    component that lifts it from starting on that Node, whatever the lock's effect."""
+    mine = {"key": "dedicated", "operator": "Equal", "value": "sunk", "effect": "NoSchedule"}
+    docs = render({"extender": {"enabled": True}, "operator": {"enabled": True}, "tolerations": [mine]})
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} >= {"sunk-syncer", "sunk-scheduler", "sunk-extender",
+                                                             "sunk-operator"}
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]
+        for effect in (None, "NoSchedule", "NoExecute"):
+            assert tolerates_lock(pod, effect), (deployment["metadata"]["name"], effect)
+        assert mine in pod["spec"]["tolerations"], deployment["metadata"]["name"]
 
 
 # ---- monitoring --------------------------------------------------------------------------------

@@ -177,8 +177,12 @@ priorityClassName: {{ . }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $root.Values.tolerations }}
 tolerations:
+  # sunk's own lock taint (sunk.coreweave.com/lock, any effect): sunk-syncer is what lifts it and
+  # sunk-scheduler what ends the jobs behind it, so a lock left while they were gone must never
+  # keep them from starting on the only Nodes they may use. (The Syncer evicts no Pod that tolerates it.)
+  - {key: sunk.coreweave.com/lock, operator: Exists}
+{{- with $root.Values.tolerations }}
   {{- toYaml . | nindent 2 }}
 {{- end }}
 affinity:
