@@ -25,6 +25,11 @@ def chroot_dir(cache: Path, release: SlurmRelease = DEFAULT) -> Path:
     return cache / f"chroot-{release.suite}-{key}"
 
 
+def chroot_dirs(cache: Path) -> list[Path]:
+    """Every finished chroot in the cache, whatever release (this checkout's or another's) made it."""
+    return sorted(p for p in cache.glob("chroot-*") if p.is_dir() and not p.name.endswith(".partial"))
+
+
 def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr) -> Path:
     root = chroot_dir(cache, release)
     if (root / ".sunk-complete").exists():

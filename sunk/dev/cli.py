@@ -49,9 +49,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             wanted = release.chosen(args.slurm)
         except ValueError as exc:  # (SUNK_DEV_SLURM names no release)
             parser.error(str(exc))
-        DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None,
-                   slurm=wanted).up()
-        return _print_status(DevCluster(home))
+        cluster = DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None,
+                             slurm=wanted)
+        with cluster.claimed("sunk-dev up"):  # (a test session meanwhile would see its Slurm switched under it)
+            cluster.up()
+            return _print_status(DevCluster(home))
     cluster = DevCluster(home)
     if args.command == "down":
         stopped = cluster.down()

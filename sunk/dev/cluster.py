@@ -103,19 +103,40 @@ class DevCluster:
         self.run_dir = home / "run"
         self.kube_dir = self.run_dir / "kube"
         self.log = log
-        self.layout = slurmconf.SlurmLayout(nodes=nodes, phantom_nodes=phantom_nodes)
+        self._asked_layout = slurmconf.SlurmLayout(nodes=nodes, phantom_nodes=phantom_nodes)
+        self.layout = self._asked_layout
         self._reconfigure = False  # set when `up` rewrote a slurm.conf that slurmctld already runs with
-        saved = self._saved_layout()
-        running = self._any_running()
-        if saved is not None and running:
-            # A running cluster keeps its shape; `down` first to change it.
-            self.layout = saved
         self.with_sunk = self._saved_with_sunk() if with_sunk is None else with_sunk
-        recorded = release.saved(self._saved_data())
-        self.release = recorded if slurm is None else slurm
+        self._asked_release = slurm
         # The release whose daemons may still run: `up` stops them before starting this one's.
-        self._running_release = recorded if running else None
+        self._running_release: Optional[release.SlurmRelease] = None
+        recorded = self._observe()
+        self.release = recorded if slurm is None else slurm
         self._built_images: list[images.Built] = []  # what `up` built for the real Node (sunk.dev.images)
+
+    def _observe(self) -> release.SlurmRelease:
+        """Read what runs now from run/ (its layout, its Slurm release) and return the recorded release.
+
+        ``up`` reads it again once it holds the claim: another session may have switched releases or
+        changed the layout between this object's making and then."""
+        running = self._any_running()
+        saved = self._saved_layout()
+        # A running cluster keeps its shape; `down` first to change it.
+        self.layout = saved if saved is not None and running else self._asked_layout
+        recorded = self._recorded_release()
+        self._running_release = recorded if running else None
+        return recorded
+
+    def _recorded_release(self) -> release.SlurmRelease:
+        """The release the last ``up`` recorded; one this checkout does not know (a newer checkout's)
+        is taken for the default with a warning, so that ``down`` and ``status`` still work."""
+        data = self._saved_data()
+        try:
+            return release.saved(data)
+        except ValueError:
+            self._say(f"sunk-dev: run/layout.json names Slurm release {data.get('slurm')!r}, which this checkout "
+                      f"does not know: taken for {release.DEFAULT.name} (`down` stops its daemons by PID)")
+            return release.DEFAULT
 
     @classmethod
     def for_tests(cls) -> DevCluster:
@@ -206,7 +227,8 @@ class DevCluster:
             "SLURM_JWT_FILE": str(self.jwt_file),
             "SLURM_USER": rest.user,
             "SUNK_DEV_CHROOT": str(self.root),
-            release.ENV: self.release.name,
+            # (no SUNK_DEV_SLURM: exported, it would pin every later `make test` in that shell to
+            # the release running now; `sunk-dev status` says which one that is)
             "SUNK_DEV_HOME": str(self.home),
             # kubectl and helm of the dev cluster's version first
             "PATH": os.pathsep.join([str(kubebuild.kube_bin_dir(self.home)), str(kubebuild.helm_bin_dir(self.home)),
@@ -220,6 +242,9 @@ class DevCluster:
     # -- lifecycle -----------------------------------------------------------------------
     def up(self) -> None:
         started = time.monotonic()
+        recorded = self._observe()
+        if self._asked_release is None:
+            self.release = recorded
         self._say(f"sunk-dev: cache {self.home}")
         for needed in dict.fromkeys((self.release, release.DEFAULT)):  # (etcd runs from the default's)
             with self._phase(f"chroot {needed.suite}") as log:
@@ -227,6 +252,7 @@ class DevCluster:
         version = release.check_version(self.release, chroot.slurm_version(self.root))
         if self._running_release is not None and self._running_release != self.release:
             self._switch_slurm(self._running_release)
+            self._save_layout()  # (interrupted from here on, the next `up` knows the old release is gone)
         self._say(f"  slurm release    {self.release.describe(version)}")
         with self._phase("kubernetes") as log:
             bin_dir = kubebuild.build(self.home, log=log)
@@ -285,11 +311,11 @@ class DevCluster:
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
         realnode.unmount_kubelet_root(self.real_paths)
-        if self.root.exists():
-            self._remove_hooks()
-        for root in {self.root, self.kube_root}:
-            if root.exists():
-                chroot.unmount_all(root)
+        # Every release's chroot, not only the recorded one: a switch interrupted half-way leaves the
+        # other's /proc mounted (and its hooks, which would call a stopped Syncer).
+        for root in chroot.chroot_dirs(self.home):
+            self._remove_hooks(root)
+            chroot.unmount_all(root)
         return stopped
 
     def _switch_slurm(self, running: release.SlurmRelease) -> None:
@@ -300,24 +326,26 @@ class DevCluster:
         sunk's daemons, the real Node's slurmd Pod). etcd and the apiserver stay up."""
         self._say(f"  slurm release    {running.describe()} runs: stopping its Slurm side for "
                   f"{self.release.describe()}")
+        old_root = chroot.chroot_dir(self.home, running)
         if any(c.daemon.pid() for c in self._sunk_components()):
-            self.end_demo_workloads()
+            self.end_demo_workloads(old_root)  # (the running Slurm's clients: a newer one may not talk to it)
         for component in self._sunk_components():
             component.daemon.stop()
+        if old_root.exists():
+            # Before any job is killed: its epilog would call the Syncer just stopped, fail, and leave the
+            # node drained in that release's state, found again on switching back.
+            self._remove_hooks(old_root)
         if self.real_node:
             with contextlib.suppress(requests.RequestException, RuntimeError, TimeoutError, OSError):
                 self._delete_pod_and_wait(f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
-        old_root = chroot.chroot_dir(self.home, running)
         if old_root.exists() and Daemon("slurmctld", (), self.run_dir).pid():
             self._end_jobs(old_root)
         slurmds = [f"slurmd-{node}" for node in self.layout.node_names]
         for name in (*slurmds, *reversed(SLURM_SIDE)):
             if Daemon(name, (), self.run_dir).stop():
                 self._say(f"  {name:<16} stopped ({running.describe()})")
-        if old_root.exists():
-            self._remove_hooks(old_root)
-            if old_root != self.kube_root:
-                chroot.unmount_all(old_root)
+        if old_root.exists() and old_root != self.kube_root:
+            chroot.unmount_all(old_root)
         self._applied_conf.unlink(missing_ok=True)  # (no slurmctld has read this release's slurm.conf yet)
         self._running_release = None
 
@@ -682,8 +710,9 @@ class DevCluster:
                             verify=str(self.kube_dir / "ca.crt"))
         return resp.status_code == 200
 
-    def end_demo_workloads(self) -> None:
-        """Delete the demo's Deployments and Pods while its scheduler still runs, so their jobs end.
+    def end_demo_workloads(self, root: Optional[Path] = None) -> None:
+        """Delete the demo's Deployments and Pods while its scheduler still runs, so their jobs end
+        (``root``: the chroot whose Slurm runs, when it is not this release's).
 
         Stopped first, the scheduler would leave the jobs holding their CPUs and GPU for
         ever, and cancelling them then would make each wait for its Pod until KillWait and
@@ -700,9 +729,9 @@ class DevCluster:
             pods = self.kube_request("GET", base).json().get("items") or []
             for pod in pods:
                 self.kube_request("DELETE", f"{base}/{pod['metadata']['name']}")
-            if pods or self._demo_jobs():
+            if pods or self._demo_jobs(root):
                 self._say(f"  demo Pods        deleted ({len(pods)}); waiting for their Slurm jobs to end")
-                wait_until(lambda: not self._demo_jobs(), 60, interval=0.5, what="the demo's Slurm jobs to end")
+                wait_until(lambda: not self._demo_jobs(root), 60, interval=0.5, what="the demo's Slurm jobs to end")
             # ... and always for the demo's Syncer to unlock their nodes: the garbage collector may have
             # deleted every Pod and the scheduler cancelled every job already, while the lock taints stay
             # until the Syncer sees the jobs gone (stopped now, it would leave them for its next start).
@@ -718,8 +747,9 @@ class DevCluster:
         return [n["metadata"]["name"] for n in nodes
                 if any(t.get("key") == names.LOCK_KEY for t in n.get("spec", {}).get("taints") or [])]
 
-    def _demo_jobs(self) -> list[str]:
-        names = self.slurm("squeue", "-h", "-o", "%j", check=False).stdout.split()
+    def _demo_jobs(self, root: Optional[Path] = None) -> list[str]:
+        out = run(["chroot", str(root or self.root), "squeue", "-h", "-o", "%j"], check=False, timeout=120)
+        names = out.stdout.split()
         return [name for name in names if name.startswith(f"k8s:{DEMO_NAMESPACE}/")]
 
     def kube_request(self, method: str, path: str, body: Optional[dict] = None,

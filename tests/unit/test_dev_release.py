@@ -170,6 +170,62 @@ def test_switching_stops_the_slurm_side_and_leaves_kubernetes_running(tmp_path, 
             daemon.stop(timeout=5)
 
 
+def test_up_reads_what_runs_again_once_it_holds_the_claim(tmp_path):
+    """Made before the claim, the cluster must not act on what ran then: another session may have
+    switched releases since (``up`` calls ``_observe`` first)."""
+    run_dir = tmp_path / "run"
+    cluster = DevCluster(tmp_path, slurm=release.DEFAULT, log=io.StringIO())
+    assert cluster._running_release is None
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 2, "phantom_nodes": 0, "slurm": "26.05"}))
+    slurmctld = _sleeper(run_dir, "slurmctld")
+    try:
+        assert cluster._observe() == SID
+        assert cluster._running_release == SID and cluster.layout.nodes == 2
+        assert cluster.release == release.DEFAULT  # (what was asked for stays asked for)
+    finally:
+        slurmctld.stop(timeout=5)
+    assert cluster._observe() == SID and cluster._running_release is None and cluster.layout.nodes == 4
+
+
+def test_a_release_this_checkout_does_not_know_is_taken_for_the_default_with_a_warning(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/layout.json").write_text(json.dumps({"nodes": 4, "slurm": "27.05"}))
+    log = io.StringIO()
+    cluster = DevCluster(tmp_path, log=log)  # (`down` and `status` make one: they must not fail)
+    assert cluster.release == release.DEFAULT
+    assert "'27.05'" in log.getvalue() and "does not know" in log.getvalue()
+
+
+def test_the_switch_removes_the_old_releases_hooks_before_it_kills_its_jobs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUNK_DEV_REAL_NODE", "0")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 1, "phantom_nodes": 0, "slurm": "24.11"}))
+    old_root = chroot.chroot_dir(tmp_path, release.DEFAULT)
+    hooks = [old_root / f"etc/slurm/{kind}.d/50-sunk-lock" for kind in ("prolog", "epilog")]
+    for hook in hooks:
+        hook.parent.mkdir(parents=True)
+        hook.write_text("#!/bin/sh\n")
+    seen: list[bool] = []
+    monkeypatch.setattr(DevCluster, "_end_jobs", lambda self, root: seen.append(any(h.exists() for h in hooks)))
+    slurmctld = _sleeper(run_dir, "slurmctld")
+    try:
+        DevCluster(tmp_path, slurm=SID, log=io.StringIO())._switch_slurm(release.DEFAULT)
+    finally:
+        slurmctld.stop(timeout=5)
+    assert seen == [False]  # (an epilog calling the stopped Syncer would fail and drain its node)
+
+
+def test_every_finished_chroot_is_found_whatever_release_made_it(tmp_path):
+    made = [chroot.chroot_dir(tmp_path, r) for r in release.RELEASES.values()] + [tmp_path / "chroot-forky-0123"]
+    for root in made:
+        root.mkdir()
+    (tmp_path / "chroot-sid-4567.partial").mkdir()
+    (tmp_path / "chroot-notes").write_text("a file")
+    assert chroot.chroot_dirs(tmp_path) == sorted(made)
+
+
 def test_the_release_is_recorded_with_the_layout(tmp_path):
     DevCluster(tmp_path, slurm=SID)._save_layout()
     assert json.loads((tmp_path / "run/layout.json").read_text())["slurm"] == "26.05"
