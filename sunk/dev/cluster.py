@@ -44,11 +44,6 @@ DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
-# What runs Slurm's binaries or holds its credentials, besides the slurmd-<node> daemons: stopped when
-# `up` switches Slurm releases (the stand-in kubelet runs NodeSet Pods' slurmd from the chroot).
-SLURM_SIDE = ("munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd", "kubelet")
-
-
 @frozen
 class SlurmRest:
     url: str
@@ -71,6 +66,9 @@ class Component:
     prepare: Optional[Callable[[], None]] = None
     after: Optional[Callable[[], None]] = None
     timeout: float = 60.0
+    # Runs the release's Slurm binaries or holds its state and credentials (the stand-in kubelet runs
+    # NodeSet Pods' slurmd from the chroot): what `up` stops when it switches Slurm releases.
+    slurm_side: bool = False
 
 
 def default_home() -> Path:
@@ -340,10 +338,9 @@ class DevCluster:
                 self._delete_pod_and_wait(f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
         if old_root.exists() and Daemon("slurmctld", (), self.run_dir).pid():
             self._end_jobs(old_root)
-        slurmds = [f"slurmd-{node}" for node in self.layout.node_names]
-        for name in (*slurmds, *reversed(SLURM_SIDE)):
-            if Daemon(name, (), self.run_dir).stop():
-                self._say(f"  {name:<16} stopped ({running.describe()})")
+        for component in reversed(self.slurm_side()):
+            if component.daemon.stop():
+                self._say(f"  {component.daemon.name:<16} stopped ({running.describe()})")
         if old_root.exists() and old_root != self.kube_root:
             chroot.unmount_all(old_root)
         self._applied_conf.unlink(missing_ok=True)  # (no slurmctld has read this release's slurm.conf yet)
@@ -377,6 +374,10 @@ class DevCluster:
                 return component
         raise KeyError(f"no component {name!r}")
 
+    def slurm_side(self) -> list[Component]:
+        """The components of the Slurm release, in start order (``Component.slurm_side``)."""
+        return [c for c in self._components(kubebuild.kube_bin_dir(self.home)) if c.slurm_side]
+
     def _components(self, bin_dir: Path) -> list[Component]:
         root = str(self.root)
         in_root = ("chroot", root)
@@ -386,22 +387,23 @@ class DevCluster:
 
         comps = [
             Component(daemon("munged", "chroot", "--userspec=munge:munge", root, "munged", "--foreground", "--force"),
-                      self._munge_ok, prepare=self._prepare_munge),
+                      self._munge_ok, prepare=self._prepare_munge, slurm_side=True),
             Component(daemon("mariadb", *in_root, "mariadbd", "--user=mysql", "--skip-networking",
                              f"--socket={self.mariadb_socket}", "--innodb-flush-log-at-trx-commit=0"),
-                      self._mariadb_ok, after=self._bootstrap_db),
+                      self._mariadb_ok, after=self._bootstrap_db, slurm_side=True),
             Component(daemon("slurmdbd", *in_root, "slurmdbd", "-D"), self._slurmdbd_ok,
-                      after=self._bootstrap_accounting),
-            Component(daemon("slurmctld", *in_root, "slurmctld", "-D", "-i"), self._slurmctld_ok),
+                      after=self._bootstrap_accounting, slurm_side=True),
+            Component(daemon("slurmctld", *in_root, "slurmctld", "-D", "-i"), self._slurmctld_ok,
+                      slurm_side=True),
         ]
         for node in self.layout.node_names:
             comps.append(Component(daemon(f"slurmd-{node}", *in_root, "slurmd", "-D", "-N", node),
-                                   functools.partial(self._slurmd_ok, node)))
+                                   functools.partial(self._slurmd_ok, node), slurm_side=True))
         comps += [
             Component(daemon("slurmrestd", "chroot", "--userspec=slurmrestd:slurmrestd", root,
                              "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
                              f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
-                      self._slurmrestd_ok),
+                      self._slurmrestd_ok, slurm_side=True),
             Component(daemon("etcd", "chroot", str(self.kube_root), "etcd", "--data-dir=/var/lib/sunk-etcd",
                              "--name=sunk-dev",
                              f"--listen-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
@@ -418,7 +420,7 @@ class DevCluster:
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
-                      self._kubelet_ok),
+                      self._kubelet_ok, slurm_side=True),
         ]
         if self.real_node:
             paths = self.real_paths

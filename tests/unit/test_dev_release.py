@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from sunk.dev import chroot, cli, images, release
-from sunk.dev.cluster import SLURM_SIDE, DevCluster, pod_runs_as
+from sunk.dev.cluster import DevCluster, pod_runs_as
 from sunk.dev.procs import Daemon
 
 SID = release.RELEASES["26.05"]
@@ -155,7 +155,10 @@ def test_switching_stops_the_slurm_side_and_leaves_kubernetes_running(tmp_path, 
     run_dir.mkdir()
     (run_dir / "layout.json").write_text(json.dumps({"nodes": 2, "phantom_nodes": 0, "with_sunk": False}))
     (run_dir / "slurm.conf.applied").write_text("what 24.11's slurmctld read\n")
-    slurm_side = [_sleeper(run_dir, name) for name in (*SLURM_SIDE, "slurmd-node1", "slurmd-node2")]
+    names = [c.daemon.name for c in DevCluster(tmp_path, nodes=2, slurm=SID, log=io.StringIO()).slurm_side()]
+    assert sorted(names) == sorted(["munged", "mariadb", "slurmdbd", "slurmctld", "slurmd-node1", "slurmd-node2",
+                                    "slurmrestd", "kubelet"])
+    slurm_side = [_sleeper(run_dir, name) for name in names]
     kube_side = [_sleeper(run_dir, name) for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
     try:
         cluster = DevCluster(tmp_path, slurm=SID, log=io.StringIO())
