@@ -77,7 +77,8 @@ def assemble(
     """Build (not start) a Syncer; ``plugins`` are installers (plugins.installers binds their flags)."""
     manager = daemon.manager(api)
     cache = slurm_cache or SplitSlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE, JOB),
-                                           job_full_every=daemon.slurm.job_full_list_interval)
+                                           job_full_every=daemon.slurm.job_full_list_interval,
+                                           intervals={NODE: config.slurm_node_poll_interval})
     slurmd_pods = Informer(api, PODS, config.watch_namespace, label_selector=config.slurmd_selector,
                            name="slurmd-pods")
     slurmd_pods.add_indexer(INDEX_SLURM_NODE, index_slurm_node)

@@ -37,8 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS),
                         help="comma-separated plugin modules (module or module:ATTR); empty for none")
     parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
-    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help="one Slurm node list (and one job list) per "
-                                 "interval, whatever the cluster size")
+    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help="one Slurm job list per interval, whatever "
+                                 "the cluster size")
+    parser.add_argument("--slurm-node-poll-interval", type=positive_duration, default=0.25,
+                        help="one Slurm node list per interval (while idle, a \"no change since\" answer of a few "
+                             "hundred bytes): how late a drain made in Slurm may reach its Pod")
     parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of the slurmd Pods")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd",
@@ -109,7 +112,8 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                           resync_period=args.resync_period, hooks_api_bind_address=args.hooks_api_bind_address,
                           hooks_api_threads=args.hooks_api_threads,
                           node_permissions=args.node_permissions_enabled,
-                          slurm_node_clean_up=args.slurm_node_clean_up)
+                          slurm_node_clean_up=args.slurm_node_clean_up,
+                          slurm_node_poll_interval=args.slurm_node_poll_interval)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
 

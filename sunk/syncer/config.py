@@ -24,3 +24,7 @@ class SyncerConfig:
     # --slurm-node-clean-up (chart: syncer.config.syncer.slurmNodeCleanUp): watch NodeSlices, mark their nodes
     # in Extra, and delete from Slurm a marked node no NodeSlice lists once it is idle (sunk.translate.nodecleanup).
     slurm_node_clean_up: bool = False
+    # --slurm-node-poll-interval: the node cache's own period, shorter than --slurm-poll-interval (the
+    # jobs'): an idle node poll is one "no change since update_time" answer of a few hundred bytes, and
+    # this period bounds how late a drain made in Slurm reaches its Pod (slurmrestd has no watch).
+    slurm_node_poll_interval: float = 0.25

@@ -24,8 +24,11 @@ from sunk.slurm.models import Job, Node
 
 class SplitSlurmCache:
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, kinds: Sequence[str] = (NODE, JOB),
-                 job_full_every: float = 300.0):
-        self.caches: dict[str, SlurmCache] = {kind: SlurmCache(client, interval=interval, kinds=(kind,),
+                 job_full_every: float = 300.0, intervals: Mapping[str, float] | None = None):
+        """``intervals``: a kind's own period, where it differs from ``interval`` (the Syncer polls
+        nodes faster: an idle node poll is a few hundred bytes, and it bounds drain latency)."""
+        own = intervals or {}
+        self.caches: dict[str, SlurmCache] = {kind: SlurmCache(client, interval=own.get(kind, interval), kinds=(kind,),
                                                                job_full_every=job_full_every)
                                               for kind in kinds}
 

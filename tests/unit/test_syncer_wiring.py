@@ -275,6 +275,24 @@ def test_flags_defaults_and_plugin_flags(fake_plugin_module: str, monkeypatch: p
     assert daemon.slurm.poll_interval == 1.0 and daemon.slurm.backend == "rest" and args.zap_log_level == "info"
     assert daemon.slurm.job_full_list_interval == 300.0
     assert (daemon.workers, config.resync_period, config.hooks_api_threads) == (4, 600.0, 256)
+    assert config.slurm_node_poll_interval == 0.25  # nodes faster than jobs: the drain latency's bound
+
+
+def test_the_node_poll_interval_is_the_node_caches_and_the_job_cache_keeps_the_poll_interval():
+    from kubernetes.client import ApiClient
+
+    from sunk.syncer.assembly import assemble
+
+    startup = cli.parse_args(["--plugins=", "--slurm-auth-token=t", "--slurm-poll-interval=2s",
+                              "--slurm-node-poll-interval=100ms", "--metrics-bind-address=",
+                              "--health-probe-bind-address="])
+    assert startup.config.slurm_node_poll_interval == 0.1
+    syncer = assemble(startup.config, startup.daemon, api=ApiClient(), slurm=FakeSlurmForAssembly())  # type: ignore[arg-type]
+    try:
+        cache = syncer.ctx.slurm_cache
+        assert {kind: c.interval for kind, c in cache.caches.items()} == {"node": 0.1, "job": 2.0}
+    finally:
+        syncer.ctx.recorder.stop()
 
 
 def test_flag_values_go_style(monkeypatch: pytest.MonkeyPatch):
