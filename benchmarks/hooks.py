@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import requests
 
+from benchmarks.scheduler import cpu_seconds, machine_cpu_seconds
 from sunk.dev.cluster import DevCluster
 from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
@@ -120,9 +122,16 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
         wait_for(lambda: lock_value(kc.get(api, PODS, NODE, "slurm")) in ("locked", "locked_strict"), 60,
                  f"{NODE} locked")  # (strict if another test's placeholder job holds it: enough for these calls)
         run_rounds(url, node_token_, jobs, min(args.callers, 20), 1)  # warm-up: connections, code paths
+        assert syncer.proc is not None
+        server_cpu, client_cpu, machine_cpu = cpu_seconds(syncer.proc.pid), time.process_time(), machine_cpu_seconds()
         started = time.perf_counter()
         latencies, statuses = run_rounds(url, node_token_, jobs, args.callers, args.rounds)
         wall = time.perf_counter() - started
+        # What limits a burst on this machine: the CPU each call costs (pre-hook and its untimed
+        # post-hook, in the Syncer and in this client), against the cores there are.
+        server_cpu = cpu_seconds(syncer.proc.pid) - server_cpu
+        client_cpu = time.process_time() - client_cpu
+        machine_cpu = machine_cpu_seconds() - machine_cpu
     finally:
         if jobs:
             cluster.slurm("scancel", *map(str, jobs), check=False)
@@ -139,6 +148,11 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
         "max_ms": round(max(latencies) * 1000, 1),
         "mean_ms": round(statistics.fmean(latencies) * 1000, 1),
         "pre_hooks_per_s_incl_cleanup": round(len(latencies) / wall, 1),
+        # per pre-hook, its post-hook included
+        "syncer_cpu_ms_per_call": round(server_cpu / len(latencies) * 1000, 2),
+        "client_cpu_ms_per_call": round(client_cpu / len(latencies) * 1000, 2),
+        "machine_cpu_ms_per_call": round(machine_cpu / len(latencies) * 1000, 2),
+        "cores": os.cpu_count(),
     }
     print(json.dumps(result, indent=2))
     return 0 if set(statuses) == {200} else 1
