@@ -608,22 +608,28 @@ def enabled() -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m sunk.dev.images HOME CHROOT [--slurm 26.05]``: build both images (no import), print the
-    archives. The release names the slurmd image (default: ``SUNK_DEV_SLURM``, else the default one)."""
+    archives. The slurmd image is tagged with the release of the chroot's Slurm, not ``SUNK_DEV_SLURM``'s
+    (a chroot of another release would be tagged as this one); ``--slurm`` only checks that they agree."""
     import argparse
 
     import sunk
 
-    from .release import chosen
+    from .chroot import slurm_version
+    from .release import of_version
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("home", type=Path)
     parser.add_argument("chroot", type=Path)
-    parser.add_argument("--slurm", default=None, help="the chroot's Slurm release (sunk.dev.release)")
+    parser.add_argument("--slurm", default=None, help="the chroot's Slurm release (sunk.dev.release), checked")
     args = parser.parse_args(argv)
+    try:
+        release = of_version(slurm_version(args.chroot), args.slurm)
+    except ValueError as e:
+        parser.error(str(e))
     project = Path(__file__).resolve().parents[2]
     log_path = args.home / "run" / "logs" / "images.log"
     for built in build_images(args.home, project, args.chroot, sunk.__version__,
-                              lambda name: phases.log_phase(name, log_path), chosen(args.slurm).name):
+                              lambda name: phases.log_phase(name, log_path), release.name):
         sizes = " + ".join(f"{layer.size / 1e6:.0f} MB" for layer in built.layers)
         print(f"{built.name} {built.image_id[:19]} {built.archive} ({sizes})")
     return 0

@@ -25,10 +25,12 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
@@ -435,19 +437,73 @@ def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
     return pod
 
 
+_OCTAL_ESCAPE = re.compile(rb"\\([0-3][0-7]{2})")
+
+
+def unescape_mount_field(field: str) -> str:
+    """A /proc/mounts field as the path it names: the kernel writes space, tab, newline and backslash
+    as ``\\ooo`` and every other byte as is, so only those escapes are decoded, on the bytes, and the
+    result as UTF-8 (``unicode_escape`` would turn a non-ASCII path's UTF-8 bytes into Latin-1
+    characters). Bytes that are not UTF-8 survive as surrogates, which os functions encode back."""
+    raw = field.encode("utf-8", "surrogateescape")
+    return _OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw).decode("utf-8", "surrogateescape")
+
+
 def mounts_under(proc_mounts: str, root: Path) -> list[str]:
-    """The mount points at or under ``root`` in a ``/proc/mounts`` text, deepest first (the order to
-    unmount them in). Octal escapes (``\\040`` for a space) are decoded as the kernel writes them."""
+    """The mount points at or under ``root`` in a ``/proc/mounts`` text, one per mount, in the order to
+    unmount them in: deepest first and, for a point mounted more than once (stacked), the later mount
+    first (``/proc/mounts`` lists mounts in the order they were made), since each unmount takes off
+    only the top one."""
     prefix = str(root).rstrip("/")
-    points = {line.split()[1].encode().decode("unicode_escape") for line in proc_mounts.splitlines() if line.split()}
-    return sorted((p for p in points if p == prefix or p.startswith(prefix + "/")), key=lambda p: (-p.count("/"), p))
+    mounts = [(index, unescape_mount_field(fields[1]))
+              for index, fields in enumerate(line.split() for line in proc_mounts.splitlines()) if len(fields) > 1]
+    under = [(index, p) for index, p in mounts if p == prefix or p.startswith(prefix + "/")]
+    return [p for index, p in sorted(under, key=lambda m: (-m[1].count("/"), m[1], -m[0]))]
+
+
+def kubelet_uses_root(cmdlines: Iterable[list[str]], root: Path) -> bool:
+    """Whether any of these command lines (one argument list per process) is a kubelet's whose
+    ``--root-dir`` is ``root``, given as ``--root-dir=ROOT`` or as ``--root-dir ROOT``."""
+    for argv in cmdlines:
+        for i, arg in enumerate(argv):
+            if arg.startswith("--root-dir="):
+                value = arg.removeprefix("--root-dir=")
+            elif arg == "--root-dir" and i + 1 < len(argv):
+                value = argv[i + 1]
+            else:
+                continue
+            if value and Path(value) == root:
+                return True
+    return False
+
+
+def process_cmdlines() -> list[list[str]]:
+    """Every running process's argument list, from ``/proc/<pid>/cmdline`` (a process that exits
+    while being read, or that this user may not read, is left out)."""
+    cmdlines = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        cmdlines.append([arg.decode("utf-8", "surrogateescape") for arg in raw.removesuffix(b"\0").split(b"\0")])
+    return cmdlines
 
 
 def unmount_kubelet_root(paths: Paths) -> None:
     """After the kubelet stops: what it mounted stays (its root bind-mounted onto itself, each Pod's
     projected token as a tmpfs) until something unmounts it; left there, the cache cannot be removed
-    (``rm -rf``: "Device or resource busy") and a later kubelet finds stale volumes."""
-    for point in mounts_under(Path("/proc/mounts").read_text(), paths.kubelet_root):
+    (``rm -rf``: "Device or resource busy") and a later kubelet finds stale volumes.
+
+    Does nothing while a kubelet still runs on this root (some process's ``/proc/<pid>/cmdline`` holds
+    ``--root-dir=<kubelet_root>``): ``DevCluster.down()`` calls this even when the kubelet did not stop,
+    and unmounting under a running kubelet would pull its Pods' volumes away from under them."""
+    if kubelet_uses_root(process_cmdlines(), paths.kubelet_root):
+        return
+    text = Path("/proc/mounts").read_bytes().decode("utf-8", "surrogateescape")
+    for point in mounts_under(text, paths.kubelet_root):
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 

@@ -75,6 +75,23 @@ def chosen(flag: Optional[str] = None, environ: Mapping[str, str] = os.environ) 
     return by_name(name) if name else DEFAULT
 
 
+def of_version(version: str, flag: Optional[str] = None) -> SlurmRelease:
+    """The release a chroot with Slurm ``version`` holds, for naming what is built from it (the slurmd
+    image's tag): ``flag`` (``--slurm``) if given must agree, since a tag naming another release than
+    the binaries inside would pass for that release. ValueError says which of the two to change."""
+    match = next((r for r in RELEASES.values() if r.matches(version)), None)
+    if flag:
+        named = by_name(flag)
+        if match != named:
+            hint = f" (release {match.name}: drop --slurm or give that)" if match else ""
+            raise ValueError(f"--slurm {named.name} does not match the chroot's Slurm {version or '(none)'}{hint}")
+        return named
+    if match is None:
+        raise ValueError(f"the chroot has Slurm {version or '(none)'}, none of the dev cluster's releases "
+                         f"({', '.join(RELEASES)})")
+    return match
+
+
 def saved(data: Mapping[str, Any]) -> SlurmRelease:
     """The release recorded in ``run/layout.json`` (none recorded: written before there were two)."""
     name = data.get("slurm")

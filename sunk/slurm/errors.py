@@ -13,12 +13,17 @@ ESLURM_INVALID_NODE_NAME = 2018
 ESLURM_ALREADY_DONE = 2021
 ESLURM_INVALID_JOB_CREDENTIAL = 2026  # (a refusal, not an outage)
 ESLURM_IN_STANDBY_MODE = 2027
+# A slurmctld in standby (a backup not in control, or a primary that says it is) telling the client to
+# try another controller. 2131 in slurm/slurm_errno.h (ESLURM_PARTITION_ASSOC = 2130, then this);
+# 24.11.5's and 26.05.5's libslurmfull.so (slurm_errtab) both number it 2131.
+ESLURM_IN_STANDBY_USE_BACKUP = 2131
 NOT_FOUND_CODES = frozenset({ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME})
 # Slurm could not talk to slurmctld: SLURM_COMMUNICATIONS_* (1001-1004; 1019-1023 from 25.11: REJECTED,
 # QUIESCE_TIMEOUT, CONNECT_TIMEOUT, WRITE_TIMEOUT, READ_TIMEOUT), SLURMCTLD_COMMUNICATIONS_* (1800-1805),
-# ESLURM_IN_STANDBY_MODE (2027: a backup slurmctld not in control), socket timeout (5004).
+# ESLURM_IN_STANDBY_MODE (2027: a backup slurmctld not in control), ESLURM_IN_STANDBY_USE_BACKUP (2131:
+# a standby slurmctld pointing elsewhere), socket timeout (5004).
 UNAVAILABLE_CODES = frozenset({1001, 1002, 1003, 1004, *range(1019, 1024), *range(1800, 1806),
-                               ESLURM_IN_STANDBY_MODE, 5004})
+                               ESLURM_IN_STANDBY_MODE, ESLURM_IN_STANDBY_USE_BACKUP, 5004})
 # Slurm did not accept the request's credentials: SLURM_PROTOCOL_AUTHENTICATION_ERROR (1007,
 # slurmctld refusing an expired or wrongly signed JWT: "Protocol authentication error"), the
 # ESLURM_AUTH_* family (6000-6011) and ESLURM_REST_AUTH_FAIL (9008).

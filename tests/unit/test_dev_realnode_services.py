@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from sunk.dev import kubeconf, realnode, slurmconf
 
 
@@ -53,3 +55,70 @@ def test_what_the_kubelet_mounted_under_its_root_is_unmounted_deepest_first():
         "/c/kubelet-real/pods/u2/volumes/my vol",
         "/c/kubelet-real",
     ]
+
+
+def test_mount_points_are_decoded_as_the_kernel_escapes_them_utf8_and_all():
+    from pathlib import Path
+
+    root = Path("/c/kubelet-real")
+    text = "\n".join([
+        "tmpfs /c/kubelet-real/pods/u1/volumes/caf\u00e9 tmpfs rw 0 0",  # (UTF-8 as is: the kernel leaves it)
+        "tmpfs /c/kubelet-real/pods/u2/a\\040b\\011c\\134d tmpfs rw 0 0",
+    ])
+    assert realnode.mounts_under(text, root) == [
+        "/c/kubelet-real/pods/u1/volumes/caf\u00e9",
+        "/c/kubelet-real/pods/u2/a b\tc\\d",
+    ]
+    # Bytes that are not UTF-8 come back as the same bytes when the path is handed to the OS.
+    odd = b"tmpfs /c/kubelet-real/x\xff tmpfs rw 0 0".decode("utf-8", "surrogateescape")
+    assert [os.fsencode(p) for p in realnode.mounts_under(odd, root)] == [b"/c/kubelet-real/x\xff"]
+
+
+def test_a_stacked_mount_is_unmounted_once_per_mount_the_later_first():
+    from pathlib import Path
+
+    text = "\n".join([
+        "/dev/vda /c/kubelet-real ext4 rw 0 0",
+        "tmpfs /c/kubelet-real/pods/u1/vol tmpfs rw 0 0",
+        "/dev/vdb /c/kubelet-real/pods/u1/vol ext4 ro 0 0",
+        "/dev/vda /c/kubelet-real ext4 rw 0 0",
+    ])
+    assert realnode.mounts_under(text, Path("/c/kubelet-real")) == [
+        "/c/kubelet-real/pods/u1/vol", "/c/kubelet-real/pods/u1/vol", "/c/kubelet-real", "/c/kubelet-real"]
+
+
+def test_a_sibling_that_shares_the_prefix_is_not_under_the_root():
+    from pathlib import Path
+
+    text = "\n".join(["/dev/vda /a/bc ext4 rw 0 0", "/dev/vda /a/b/c ext4 rw 0 0", "/dev/vda /a/b ext4 rw 0 0"])
+    assert realnode.mounts_under(text, Path("/a/b")) == ["/a/b/c", "/a/b"]
+    assert realnode.mounts_under(text, Path("/a/b/")) == ["/a/b/c", "/a/b"]
+
+
+def test_the_kubelet_root_is_left_mounted_while_a_kubelet_runs_on_it():
+    from pathlib import Path
+
+    root = Path("/c/kubelet-real")
+    others = [["/sbin/init"], ["containerd", "--config", "/c/run/realnode/containerd.toml"], []]
+    kubelet = realnode.kubelet_argv(Path("/c/bin/kubelet"), realnode.Paths(Path("/c")), Path("/c/kubeconfig"))
+    assert realnode.kubelet_uses_root([*others, kubelet], root)
+    assert realnode.kubelet_uses_root([["kubelet", "--root-dir", "/c/kubelet-real/"]], root)
+    assert not realnode.kubelet_uses_root(others, root)
+    assert not realnode.kubelet_uses_root([["kubelet", "--root-dir=/c/kubelet-realm"]], root)
+    assert not realnode.kubelet_uses_root([["kubelet", "--root-dir=/var/lib/kubelet"]], root)
+    assert not realnode.kubelet_uses_root([["kubelet", "--root-dir"]], root)
+
+
+def test_unmounting_the_kubelet_root_does_nothing_while_its_kubelet_runs(monkeypatch):
+    from pathlib import Path
+
+    paths = realnode.Paths(Path("/c"))
+    unmounted: list[list[str]] = []
+    monkeypatch.setattr(realnode.subprocess, "run", lambda argv, **kw: unmounted.append(argv))
+    monkeypatch.setattr(realnode, "mounts_under", lambda text, root: [str(root)])
+    monkeypatch.setattr(realnode, "process_cmdlines", lambda: [["kubelet", f"--root-dir={paths.kubelet_root}"]])
+    realnode.unmount_kubelet_root(paths)
+    assert unmounted == []
+    monkeypatch.setattr(realnode, "process_cmdlines", lambda: [["kubelet", "--root-dir=/var/lib/kubelet"]])
+    realnode.unmount_kubelet_root(paths)
+    assert unmounted == [["umount", "-l", str(paths.kubelet_root)]]

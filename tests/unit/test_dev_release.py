@@ -73,6 +73,35 @@ def test_a_chroot_whose_suite_moved_on_is_refused_with_what_to_change():
         release.check_version(release.DEFAULT, "")
 
 
+def test_the_slurmd_image_is_named_for_the_release_the_chroot_holds():
+    assert release.of_version("26.05.5") == SID
+    assert release.of_version("24.11.5") == release.DEFAULT
+    assert release.of_version("26.05.5", "26.05") == SID
+    with pytest.raises(ValueError, match=r"--slurm 24.11 does not match the chroot's Slurm 26.05.5 \(release 26.05"):
+        release.of_version("26.05.5", "24.11")
+    with pytest.raises(ValueError, match="--slurm 26.05 does not match the chroot's Slurm 26.11.1$"):
+        release.of_version("26.11.1", "26.05")
+    with pytest.raises(ValueError, match=r"Slurm 26.11.1, none of the dev cluster's releases \(24.11, 26.05\)"):
+        release.of_version("26.11.1")
+    with pytest.raises(ValueError, match=r"Slurm \(none\)"):
+        release.of_version("")
+    with pytest.raises(ValueError, match="no Slurm release '25.11'"):
+        release.of_version("24.11.5", "25.11")
+
+
+def test_the_image_builder_tags_from_the_chroot_not_the_environment(monkeypatch, tmp_path, capsys):
+    built: list[str] = []
+    monkeypatch.setenv(release.ENV, "24.11")
+    monkeypatch.setattr(chroot, "slurm_version", lambda root: "26.05.5")
+    monkeypatch.setattr(images, "build_images", lambda *args: built.append(args[-1]) or [])
+    assert images.main([str(tmp_path), str(tmp_path / "chroot")]) == 0
+    assert built == ["26.05"]
+    with pytest.raises(SystemExit) as exited:
+        images.main([str(tmp_path), str(tmp_path / "chroot"), "--slurm", "24.11"])
+    assert exited.value.code == 2 and built == ["26.05"]
+    assert "--slurm 24.11 does not match the chroot's Slurm 26.05.5" in capsys.readouterr().err
+
+
 # -- chroots and images: one per release -------------------------------------------------------------
 
 def test_the_trixie_chroot_keeps_its_cache_name():

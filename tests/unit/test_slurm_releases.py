@@ -97,6 +97,8 @@ def test_a_submission_puts_the_script_in_job(client, fake):
 @pytest.mark.parametrize("code, kind", [
     (2017, NotFound), (2018, NotFound),  # ESLURM_INVALID_JOB_ID, ESLURM_INVALID_NODE_NAME
     (2027, SlurmUnavailable),  # ESLURM_IN_STANDBY_MODE (2027 in both releases' slurm_errno.h)
+    (2131, SlurmUnavailable),  # ESLURM_IN_STANDBY_USE_BACKUP: a standby slurmctld says to try another
+    (2130, SlurmError), (2132, SlurmError),  # ESLURM_PARTITION_ASSOC, ESLURM_BAD_THREAD_PER_CORE
     (2026, SlurmError),  # ESLURM_INVALID_JOB_CREDENTIAL: a refusal, not an outage (was read as standby)
     (2028, SlurmError),  # ESLURM_INVALID_NODE_STATE
     *((c, SlurmUnavailable) for c in (1001, 1002, 1003, 1004, 1800, 1805, 5004)),
@@ -115,4 +117,4 @@ def test_every_error_number_sunk_maps_means_the_same_in_both_releases(code, kind
 def test_the_uncertain_codes_are_the_communication_timeouts():
     """Of the outages, those after which a submission may have reached slurmctld (26.05's names)."""
     assert {1022, 1023} <= UNCERTAIN_CODES  # SLURM_COMMUNICATIONS_WRITE_TIMEOUT, _READ_TIMEOUT
-    assert not {1019, 1021, 2027} & UNCERTAIN_CODES  # refused, never connected, standby: nothing was done
+    assert not {1019, 1021, 2027, 2131} & UNCERTAIN_CODES  # refused, never connected, standby: nothing was done
