@@ -6,7 +6,8 @@
 Setup: a throwaway namespace with one stand-in slurmd Pod per Slurm node, each bound to a
 Node object of its own (``bench-<id>-<node>``, tainted NoSchedule so nothing else lands
 there); the benchmark marks those Pods Ready itself. A real ``sunk-syncer`` subprocess
-(production defaults: 1 s Slurm poll, 4 workers per controller) watches only them.
+(production defaults: jobs polled every 1 s, nodes every 250 ms, 4 workers per controller)
+watches only them.
 
 Measured, one change at a time, at a random phase of the Slurm poll:
 - Slurm -> Kubernetes: drain a node in Slurm (client clock at the write's return) until
@@ -44,8 +45,10 @@ from typing import Any
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.scheduler import cpu_seconds
 from sunk import names
 from sunk.dev.cluster import DevCluster
+from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.client import load_api_client
@@ -336,7 +339,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if real:
             change = [n for n in change if not slurm.nodes()[n].down] or change
         results: dict[str, Any] = {"slurm": "stand-in (in-process fake slurmrestd)" if not real else "dev cluster",
-                                   "slurm_nodes": len(all_nodes), "poll_interval_s": args.poll_interval}
+                                   "slurm_nodes": len(all_nodes), "poll_interval_s": args.poll_interval,
+                                   "node_poll_interval_s": args.node_poll_interval}
         syncer = None
         try:
             kube.create(all_nodes)
@@ -349,7 +353,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      f"--health-probe-bind-address=127.0.0.1:{ports['health']}",
                      f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
                      f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", "--plugins=",
-                     f"--slurm-poll-interval={args.poll_interval}", "--zap-log-level=info"]
+                     f"--slurm-poll-interval={args.poll_interval}",
+                     f"--slurm-node-poll-interval={args.node_poll_interval}", "--zap-log-level=info"]
             log_dir = Path(args.log_dir)
             syncer = Process("syncer-bench", "sunk.syncer.cli", flags, f"http://127.0.0.1:{ports['health']}/readyz",
                              log_dir)
@@ -366,17 +371,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(2 * args.poll_interval)
 
             before = scrape(metrics)
+            cpu_before = slurm_cpu(cluster) if real else {}
             time.sleep(args.idle)
             after = scrape(metrics)
             idle = cost(before, after, 0)
             idle["seconds"] = args.idle
-            idle["slurm_calls_per_poll"] = round(idle["slurm_calls"] / (args.idle / args.poll_interval), 2)
+            idle["slurm_calls_per_s"] = round(idle["slurm_calls"] / args.idle, 2)
+            if real:  # what sunk's polling costs Slurm while nothing changes
+                cpu_after = slurm_cpu(cluster)
+                idle["slurm_cpu_percent"] = {name: round((cpu_after[name] - cpu_before[name]) / args.idle * 100, 2)
+                                             for name in cpu_after if name in cpu_before}
             results["idle"] = idle
 
             rng = random.Random(args.seed)
             s2k_sample = [rng.choice(all_nodes) for _ in range(args.samples)]
             before = scrape(metrics)
-            results["slurm_to_kubernetes"] = slurm_to_kube(slurm, kube, s2k_sample, args.poll_interval)
+            results["slurm_to_kubernetes"] = slurm_to_kube(slurm, kube, s2k_sample, args.node_poll_interval)
             results["slurm_to_kubernetes"]["cost"] = cost(before, scrape(metrics), 2 * len(s2k_sample))
 
             k2s_sample = [rng.choice(change) for _ in range(args.samples)]
@@ -403,6 +413,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def slurm_cpu(cluster: DevCluster) -> dict[str, float]:
+    """CPU seconds so far of slurmctld and slurmrestd (the dev cluster's, by PID file)."""
+    out = {}
+    for name in ("slurmctld", "slurmrestd"):
+        pid = Daemon(name, (), cluster.run_dir).pid()
+        if pid is not None:
+            out[name] = cpu_seconds(pid)
+    return out
+
+
 @contextmanager
 def _real_slurm(cluster: DevCluster, env: dict[str, str]) -> Iterator[SlurmSide]:
     """The dev cluster's Slurm, claimed so that no test session uses it meanwhile, and with no
@@ -421,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "leave node1/node2 to other work)")
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--poll-interval", type=float, default=1.0, help="the syncer's --slurm-poll-interval")
+    parser.add_argument("--node-poll-interval", type=float, default=0.25,
+                        help="the syncer's --slurm-node-poll-interval (its default: 0.25)")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle-cost window")
     parser.add_argument("--burst", action="store_true", help="also: every node's Pod not Ready at once")
     parser.add_argument("--seed", type=int, default=1)
