@@ -58,27 +58,37 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def run_rounds(url: str, token: str, jobs: list[int], callers: int,
-               rounds: int) -> tuple[list[float], dict[int, int]]:
+               rounds: int) -> tuple[list[float], dict[int | str, int]]:
     latencies: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses: dict[int | str, int] = {}
     lock = threading.Lock()
     barrier = threading.Barrier(callers)
     headers = {"Authorization": f"Bearer {token}"}
 
     def caller(index: int) -> None:
-        session = requests.Session()
+        # A connection per call, as the prolog's curl makes: a kept-alive one would be closed by the
+        # server while this thread waits at the barrier (gunicorn's keep-alive is 2 s), and reused.
         job_id = jobs[index % len(jobs)]
         for _ in range(rounds):
             barrier.wait()
             started = time.perf_counter()
-            resp = session.post(f"{url}/api/v1/nodes/{NODE}/pre-hook", json={"job_id": job_id, "timeout": 30},
-                                headers=headers, timeout=60)
+            try:
+                resp = requests.post(f"{url}/api/v1/nodes/{NODE}/pre-hook", json={"job_id": job_id, "timeout": 30},
+                                     headers=headers, timeout=60)
+                status: int | str = resp.status_code
+            except requests.RequestException as exc:  # counted, not fatal: the barrier needs every caller
+                status = type(exc).__name__
             elapsed = time.perf_counter() - started
             with lock:
                 latencies.append(elapsed)
-                statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+                statuses[status] = statuses.get(status, 0) + 1
             barrier.wait()
-            session.post(f"{url}/api/v1/nodes/{NODE}/post-hook", json={"job_id": job_id}, headers=headers, timeout=60)
+            try:
+                requests.post(f"{url}/api/v1/nodes/{NODE}/post-hook", json={"job_id": job_id}, headers=headers,
+                              timeout=60)
+            except requests.RequestException:
+                with lock:
+                    statuses["post-hook failed"] = statuses.get("post-hook failed", 0) + 1
 
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
     for t in threads:
