@@ -238,6 +238,25 @@ def plan_job_reads(held: Mapping[int, Job], states: Sequence[JobState],
     return JobReads(tuple(read), tuple(arrays), gone)
 
 
+# slurmctld's update_time is in whole seconds: "no change" only once T - 1 >= its last update.
+UPDATE_TIME_RESOLUTION = 1.0
+
+
+def poll_wait(interval: float, took: float, max_busy: float, answered_with_nodes: bool) -> float:
+    """Seconds the background loop waits after a refresh that took ``took``.
+
+    The interval, stretched so that Slurm is busy with us at most ``max_busy`` of the time; and
+    after a node list answered with every node (a change), at least the rest of a second: until
+    then slurmctld would answer update_time=T in full again, so a node poll faster than a second
+    (the Syncer's 250 ms) would list every node several times per change. Nothing is missed: the
+    next call's update_time is that answer's last_update.
+    """
+    wait = max(interval - took, took / max_busy - took, 0.0)
+    if answered_with_nodes:
+        wait = max(wait, UPDATE_TIME_RESOLUTION - took)
+    return wait
+
+
 class _Kind:
     """The state kept for one list (nodes or jobs)."""
 
@@ -294,6 +313,7 @@ class SlurmCache:
         self.resync_every = resync_every
         self.stale_after = stale_after if stale_after is not None else max(5.0, 3 * interval)
         self.min_nudge_interval = min_nudge_interval
+        self._answered_with_nodes = False  # the last refresh's node list came back with items (poll_wait)
         self._clock = clock
         known = {NODE: _Kind(NODE, client.list_nodes, lambda n: n.name),
                  JOB: _Kind(JOB, client.list_jobs, lambda j: j.id)}
@@ -549,6 +569,8 @@ class SlurmCache:
         self._listed(kind)
         if snapshot.items is None:  # nothing changed since last_update
             return []
+        if kind.name == NODE:
+            self._answered_with_nodes = True
         return self._take(kind, now, snapshot, full)
 
     def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> list[CacheEvent]:
@@ -733,13 +755,14 @@ class SlurmCache:
         while not self._stop.is_set():
             self._wake.clear()  # nudges until now are served by this refresh
             started = self._clock()
+            self._answered_with_nodes = False
             try:
                 self.refresh()
             except Exception:  # a bug, not Slurm: keep polling anyway
                 log.exception("Slurm cache refresh crashed")
             took = self._clock() - started
             rest = took / self.max_busy - took  # leave slurmctld and slurmrestd room
-            nudged = self._wake.wait(max(self.interval - took, rest, 0.0))
+            nudged = self._wake.wait(poll_wait(self.interval, took, self.max_busy, self._answered_with_nodes))
             if nudged and not self._stop.is_set():
                 # let the rest of a burst arrive, and still respect max_busy
                 self._stop.wait(max(self.min_nudge_interval, started + took + rest - self._clock()))

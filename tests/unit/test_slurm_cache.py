@@ -4,7 +4,7 @@ import time
 import pytest
 
 from sunk.slurm import SlurmCache, connect
-from sunk.slurm.cache import ADDED, CHANGED, REMOVED, CacheEvent, diff
+from sunk.slurm.cache import ADDED, CHANGED, REMOVED, CacheEvent, diff, poll_wait
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.fake import FakeSlurmrestd
@@ -443,3 +443,40 @@ def test_the_outage_ends_only_when_every_kind_lists_again(cache, slurm, clock, m
     clock.t += 1
     assert cache.refresh().ok
     assert ended == [True, True]
+
+
+
+def test_after_an_answer_with_every_node_a_fast_poll_waits_out_the_second():
+    """slurmctld answers update_time=T with every node until T - 1 >= its last change: polling every
+    250 ms right after a change would list every node about four times. The loop waits out the
+    second after such an answer; idle polls keep their pace; Slurm's half-idle rule still holds."""
+    assert poll_wait(0.25, 0.01, 0.5, answered_with_nodes=False) == pytest.approx(0.24)
+    assert poll_wait(0.25, 0.01, 0.5, answered_with_nodes=True) == pytest.approx(0.99)
+    assert poll_wait(1.0, 0.01, 0.5, answered_with_nodes=True) == pytest.approx(0.99)  # (no change at 1 s)
+    assert poll_wait(0.25, 0.8, 0.5, answered_with_nodes=True) == pytest.approx(0.8)  # a slow list: max_busy
+    assert poll_wait(0.25, 1.5, 0.5, answered_with_nodes=False) == pytest.approx(1.5)
+
+
+def test_the_loop_polls_nodes_fast_while_idle_and_once_a_second_after_a_change():
+    """The background loop, on real time: a dozen no-change calls in 0.6 s while idle; after a
+    change, no node call until the second is out."""
+    slurm = ScriptedSlurm()
+    slurm.set_node(Node(name="node1", state="IDLE"))
+    slurm.now += 5
+    cache = SlurmCache(slurm, interval=0.05, kinds=("node",))
+    cache.start()
+    try:
+        assert cache.wait_for_sync(2)
+        time.sleep(1.1)  # (the first list answered with every node: the second after it waited out)
+        idle_from = len(slurm.calls)
+        time.sleep(0.6)
+        assert len(slurm.calls) - idle_from >= 5  # 0.05 s polls, "no change" each
+        slurm.now += 1  # a change in a later second than the last answer's
+        slurm.set_node(Node(name="node1", state="IDLE+DRAIN"))
+        assert cache.wait_for(lambda: cache.node("node1").drained, 2)
+        answered = len(slurm.calls)
+        time.sleep(0.5)
+        assert len(slurm.calls) == answered  # within the second: no call (it would list every node again)
+    finally:
+        cache.stop(5)
+

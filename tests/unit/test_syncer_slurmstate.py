@@ -39,6 +39,7 @@ def test_node_events_arrive_within_an_interval_while_job_lists_take_seconds():
     try:
         assert cache.wait_for_sync(5) and cache.synced and cache.fresh
         assert cache.node("node1") is not None and cache.job(1) is not None
+        time.sleep(1.0)  # (the first node list answered with every node: the node cache waits that second out)
         slurm.job_seconds = 2.0  # from now on every job list takes 2 s
         time.sleep(0.3)  # a slow job list is in progress
         changed = time.monotonic()
