@@ -597,19 +597,32 @@ def test_the_operator_switch():
 # ---- placement ---------------------------------------------------------------------------------
 
 
-def test_every_sunk_pod_tolerates_sunks_lock_taint_and_keeps_the_operators_tolerations():
+LOCK_TOLERANT = {"sunk-syncer", "sunk-scheduler"}
+
+
+@pytest.mark.parametrize("mine", [None, {"key": "dedicated", "operator": "Equal", "value": "sunk",
+                                         "effect": "NoSchedule"}])
+def test_the_syncer_and_scheduler_tolerate_sunks_lock_taint_and_the_operators_tolerations_stay(mine):
     """A lock left while sunk-syncer was gone (uninstalled, or its Node died) must not keep the one
-    component that lifts it from starting on that Node, whatever the lock's effect."""
-    mine = {"key": "dedicated", "operator": "Equal", "value": "sunk", "effect": "NoSchedule"}
-    docs = render({"extender": {"enabled": True}, "operator": {"enabled": True}, "tolerations": [mine]})
-    deployments = [d for d in docs if d["kind"] == "Deployment"]
-    assert {d["metadata"]["name"] for d in deployments} >= {"sunk-syncer", "sunk-scheduler", "sunk-extender",
-                                                             "sunk-operator"}
+    component that lifts it (nor the scheduler, which ends the jobs behind a lock) from starting on
+    that Node, whatever the lock's effect; the other components keep off locked Nodes."""
+    values: dict[str, Any] = {"extender": {"enabled": True}, "operator": {"enabled": True}}
+    if mine:
+        values["tolerations"] = [mine]
+    deployments = [d for d in render(values) if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} >= LOCK_TOLERANT | {"sunk-extender", "sunk-operator"}
     for deployment in deployments:
-        pod = deployment["spec"]["template"]
+        name, pod = deployment["metadata"]["name"], deployment["spec"]["template"]
         for effect in (None, "NoSchedule", "NoExecute"):
-            assert tolerates_lock(pod, effect), (deployment["metadata"]["name"], effect)
-        assert mine in pod["spec"]["tolerations"], deployment["metadata"]["name"]
+            assert tolerates_lock(pod, effect) is (name in LOCK_TOLERANT), (name, effect)
+        if mine:
+            assert mine in pod["spec"]["tolerations"], name
+
+
+def test_lock_toleration_false_leaves_only_the_operators_tolerations():
+    deployments = [d for d in render({"lockToleration": False}) if d["kind"] == "Deployment"]
+    assert deployments and not any(tolerates_lock(d["spec"]["template"]) for d in deployments)
+    assert not any("tolerations" in d["spec"]["template"]["spec"] for d in deployments)
 
 
 # ---- monitoring --------------------------------------------------------------------------------

@@ -177,13 +177,18 @@ priorityClassName: {{ . }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- /* sunk's own lock taint (sunk.coreweave.com/lock, any effect), for sunk-syncer, which lifts it, and
+     sunk-scheduler, which ends the placeholder jobs behind it: a lock left while they were gone must
+     never keep them from starting on the only Nodes they may use (values.yaml: lockToleration). */ -}}
+{{- $lock := and $root.Values.lockToleration (has .component (list "sunk-syncer" "sunk-scheduler")) }}
+{{- if or $lock $root.Values.tolerations }}
 tolerations:
-  # sunk's own lock taint (sunk.coreweave.com/lock, any effect): sunk-syncer is what lifts it and
-  # sunk-scheduler what ends the jobs behind it, so a lock left while they were gone must never
-  # keep them from starting on the only Nodes they may use. (The Syncer evicts no Pod that tolerates it.)
+{{- if $lock }}
   - {key: sunk.coreweave.com/lock, operator: Exists}
+{{- end }}
 {{- with $root.Values.tolerations }}
   {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 affinity:
 {{- if $root.Values.affinity }}
