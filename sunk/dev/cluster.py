@@ -129,9 +129,11 @@ class DevCluster:
         """The release the last ``up`` recorded; one this checkout does not know (a newer checkout's)
         is taken for the default with a warning, so that ``down`` and ``status`` still work."""
         data = self._saved_data()
+        self._unknown_release: Optional[str] = None
         try:
             return release.saved(data)
         except ValueError:
+            self._unknown_release = str(data.get("slurm"))
             self._say(f"sunk-dev: run/layout.json names Slurm release {data.get('slurm')!r}, which this checkout "
                       f"does not know: taken for {release.DEFAULT.name} (`down` stops its daemons by PID)")
             return release.DEFAULT
@@ -241,6 +243,11 @@ class DevCluster:
     def up(self) -> None:
         started = time.monotonic()
         recorded = self._observe()
+        if self._unknown_release is not None and self._running_release is not None:
+            # Its daemons run from a chroot this checkout cannot name: a switch would stop the wrong
+            # release's hooks and jobs, and no switch would keep the other Slurm under this one's name.
+            raise RuntimeError(f"Slurm release {self._unknown_release!r} (recorded in run/layout.json by another "
+                               "checkout) is running: `sunk-dev down` first")
         if self._asked_release is None:
             self.release = recorded
         self._say(f"sunk-dev: cache {self.home}")
@@ -743,11 +750,14 @@ class DevCluster:
             self._say(f"  demo Pods        not cleaned up: {exc}")
 
     def _locked_nodes(self) -> list[str]:
-        """Every Node with a lock taint: the stand-in kubelet's and the real Node (the demo's web Pod
-        and its job may land on realnode1, and its lock would then keep every Pod off real-1)."""
+        """Every Node of a slurmd Pod (what the demo's Syncer locks) with a lock taint: the stand-in
+        kubelet's and the real Node (the demo's web Pod and its job may land on realnode1, and its
+        lock would then keep every Pod off real-1)."""
+        pods = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
+        hosts = {p["spec"].get("nodeName") for p in pods.json()["items"]}  # (only what the demo's Syncer locks)
         nodes = self.kube_request("GET", "/api/v1/nodes").json()["items"]
-        return [n["metadata"]["name"] for n in nodes
-                if any(t.get("key") == names.LOCK_KEY for t in n.get("spec", {}).get("taints") or [])]
+        return [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] in hosts
+                and any(t.get("key") == names.LOCK_KEY for t in n.get("spec", {}).get("taints") or [])]
 
     def _demo_jobs(self, root: Optional[Path] = None) -> list[str]:
         out = run(["chroot", str(root or self.root), "squeue", "-h", "-o", "%j"], check=False, timeout=120)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sunk.dev import chroot, cli, images, release
+from sunk.dev import chroot, cli, images, kubebuild, release
 from sunk.dev.cluster import DevCluster, pod_runs_as
 from sunk.dev.procs import Daemon
 
@@ -218,6 +218,54 @@ def test_up_reads_what_runs_again_once_it_holds_the_claim(tmp_path):
     finally:
         slurmctld.stop(timeout=5)
     assert cluster._observe() == SID and cluster._running_release is None and cluster.layout.nodes == 4
+
+
+class _Switched(Exception):
+    pass
+
+
+def test_up_switches_from_what_runs_when_it_runs_not_when_the_cluster_was_made(tmp_path, monkeypatch):
+    """``up`` itself reads what runs: made before another session switched to 26.05, an ``up`` for
+    24.11 still switches back from 26.05."""
+    run_dir = tmp_path / "run"
+    cluster = DevCluster(tmp_path, slurm=release.DEFAULT, log=io.StringIO())
+    assert cluster._running_release is None
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 4, "phantom_nodes": 0, "slurm": "26.05"}))
+    monkeypatch.setenv("SUNK_DEV_REAL_NODE", "0")
+    monkeypatch.setattr(chroot, "ensure_chroot", lambda home, r, log=None: chroot.chroot_dir(home, r))
+    monkeypatch.setattr(chroot, "slurm_version", lambda root: "24.11.5")
+
+    def no_build(*_args, **_kwargs):
+        raise AssertionError("up went on without switching from the release that runs")
+
+    monkeypatch.setattr(kubebuild, "build", no_build)
+    switched: list[release.SlurmRelease] = []
+
+    def switch(self, running):
+        switched.append(running)
+        raise _Switched
+
+    monkeypatch.setattr(DevCluster, "_switch_slurm", switch)
+    slurmctld = _sleeper(run_dir, "slurmctld")
+    try:
+        with pytest.raises(_Switched):
+            cluster.up()
+    finally:
+        slurmctld.stop(timeout=5)
+    assert switched == [SID]
+
+
+def test_up_refuses_while_a_release_this_checkout_does_not_know_runs(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 4, "slurm": "27.05"}))
+    slurmctld = _sleeper(run_dir, "slurmctld")
+    try:
+        with pytest.raises(RuntimeError, match="'27.05'.*sunk-dev down"):
+            DevCluster(tmp_path, slurm=release.DEFAULT, log=io.StringIO()).up()
+    finally:
+        slurmctld.stop(timeout=5)
 
 
 def test_a_release_this_checkout_does_not_know_is_taken_for_the_default_with_a_warning(tmp_path):
