@@ -4,8 +4,9 @@ Why split: a full job list is the slow one (about 10 s for 10,000 jobs on slurmr
 docs/benchmarks.md), and one cache refreshes its kinds one after the other, stretching its
 period to stay under ``max_busy``. Node state would then reach Kubernetes only after each
 job list: tens of seconds on a busy cluster. With a cache per kind, node changes keep their
-one-interval latency whatever the job count, and Slurm still gets one node list and one
-job list per interval. The node-locking plugin reads jobs from the same object.
+one-interval latency whatever the job count, and Slurm still gets one node list per node
+interval (the Syncer's is shorter: ``--slurm-node-poll-interval``) and one job list per
+interval. The node-locking plugin reads jobs from the same object.
 
 It offers SlurmCache's reading interface. Differences, by design: events of different
 kinds may be delivered on different threads (each kind's stay in order), and ``fresh``

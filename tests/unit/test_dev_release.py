@@ -312,6 +312,27 @@ def test_the_release_is_recorded_with_the_layout(tmp_path):
     assert DevCluster(tmp_path).release == SID
 
 
+def test_the_clis_up_holds_the_clusters_claim(tmp_path, monkeypatch):
+    """A test session or benchmark holding the cluster must not see `sunk-dev up` switch Slurm under it."""
+    import fcntl
+
+    held: list[bool] = []
+
+    def up(self):
+        with open(self.run_dir / "cluster.claim", "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                held.append(False)
+
+    monkeypatch.setattr(DevCluster, "up", up)
+    monkeypatch.setattr(cli, "_print_status", lambda cluster: 0)
+    assert cli.main(["--home", str(tmp_path), "up"]) == 0
+    assert held == [True]
+
+
 def test_the_cli_refuses_a_release_it_does_not_have(capsys):
     with pytest.raises(SystemExit):
         cli.main(["up", "--slurm", "25.11"])
