@@ -80,7 +80,10 @@ are worth it only while the cluster is idle, and the cache switches between the 
   T); the cache lists states again from the next refresh on. A change met while checking
   thus costs a full list (seconds at 10,000 jobs) where a state list and a read would have
   done; that is the price of the cheap idle refresh, and why checking waits for a stretch
-  of idle state lists;
+  of idle state lists, and why by default it checks only while a full list takes at most one
+  refresh interval (``job_check_max_full``): at 10,000 jobs a full list takes seconds, so a
+  large cluster keeps listing states (0.19 s and 0.8 MB a refresh), and a change is never
+  seen seconds late for the sake of a cheaper idle refresh;
 - a nudged refresh (a caller that expects a change, e.g. after a submission) lists states
   instead of checking, so sunk's own changes never cost a full list;
 - while checking, every ``resync_every`` seconds one refresh reads slurmctld's clock and
@@ -281,7 +284,7 @@ class SlurmCache:
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
                  max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
-                 job_check_after: Optional[float] = None):
+                 job_check_after: Optional[float] = None, job_check_max_full: Optional[float] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
@@ -294,7 +297,10 @@ class SlurmCache:
         this many refreshes in a row whose state list found nothing to read, the cache asks Slurm
         whether any job changed at all (``update_time``) instead of listing states, until one did
         (module notes); None (the default): once those state lists have taken, together, as long
-        as the last full job list; ``math.inf``: never.
+        as the last full job list; ``math.inf``: never. ``job_check_max_full``: by that default rule,
+        checks begin only while the last full job list took at most this long (None: ``interval``),
+        because the first change a check meets costs a full list: at 10,000 jobs (6 to 10 s) that
+        would make one refresh take seconds, so large clusters keep listing states.
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
@@ -308,6 +314,7 @@ class SlurmCache:
         self.max_job_reads = max_job_reads
         self.reread = reread
         self.job_check_after = job_check_after
+        self.job_check_max_full = interval if job_check_max_full is None else job_check_max_full
         self.interval = interval
         self.max_busy = max_busy
         self.resync_every = resync_every
@@ -495,7 +502,8 @@ class SlurmCache:
         if self._checking:
             return now - self._checked_at >= self.resync_every
         if self.job_check_after is None:
-            return self._idle_lists >= 1 and self._idle_seconds >= self._full_seconds
+            return (self._idle_lists >= 1 and self._full_seconds <= self.job_check_max_full
+                    and self._idle_seconds >= self._full_seconds)
         return self._idle_lists >= self.job_check_after
 
     def _stop_checking(self) -> None:
@@ -510,8 +518,8 @@ class SlurmCache:
         found = self._list(kind, now, True, made)
         self._full_seconds = self._clock() - started
         self._stamp_unusable = None  # (try Slurm's clock again)
-        if found:
-            self._stop_checking()
+        if found or (self.job_check_after is None and self._full_seconds > self.job_check_max_full):
+            self._stop_checking()  # (or the cluster grew: its full list now costs more than checks may)
         elif self._checking:
             self._checked_at = now  # still no change: the checks go on from this list's last_update
         return found

@@ -717,6 +717,83 @@ def test_checks_begin_once_idle_state_lists_took_as_long_as_a_full_list(fake, sl
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1} and cache.stats().job_checks == 1
 
 
+def test_a_full_list_slower_than_the_interval_keeps_states_listed(fake, slurm_clock, clock):
+    """A change met while checking costs a full list: where that takes longer than a refresh
+    interval (seconds at 10,000 jobs), idle refreshes keep listing states, however long the idle."""
+
+    class Slow:  # a full list takes 1.5 s (the interval is 1 s), a state list 0.25 s
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_jobs(self, **kw):
+            clock.tick(1.5)
+            return self.client.list_jobs(**kw)
+
+        def list_job_states(self, *args):
+            clock.tick(0.25)
+            return self.client.list_job_states(*args)
+
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(Slow(rest(fake)), kinds=("job",), clock=clock)
+    cache.refresh()
+    for _ in range(30):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert fake.calls("GET", r"diag/") == 0 and cache.stats().job_checks == 0
+    assert fake.calls("GET", r"jobs/state/") == 30
+    # the bound is a setting: allowed 2 s, the same cache checks after its idle stretch
+    cache = SlurmCache(Slow(rest(fake)), kinds=("job",), clock=clock, job_check_max_full=2.0)
+    cache.refresh()
+    for _ in range(12):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert cache.stats().job_checks >= 1
+
+
+def test_checks_end_when_a_periodic_full_list_grew_slower_than_the_interval(fake, slurm_clock, clock):
+    cost = {"full": 0.5}
+
+    class Growing:  # the cluster grows while the cache checks: its full list becomes slow
+        def __init__(self, client):
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def list_jobs(self, **kw):
+            clock.tick(cost["full"])
+            return self.client.list_jobs(**kw)
+
+        def list_job_states(self, *args):
+            clock.tick(0.25)
+            return self.client.list_job_states(*args)
+
+    fake.put_job(5)
+    slurm_clock.tick()
+    cache = SlurmCache(Growing(rest(fake)), kinds=("job",), clock=clock, resync_every=1e6)
+    cache.refresh()
+    for _ in range(8):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert cache.stats().job_checks >= 1  # (checking)
+    cost["full"] = 3.0
+    clock.tick(cache.job_full_every)  # the periodic full list, still no change
+    cache.refresh()
+    checks, states = cache.stats().job_checks, fake.calls("GET", r"jobs/state/")
+    for _ in range(5):
+        slurm_clock.tick()
+        clock.tick()
+        cache.refresh()
+    assert cache.stats().job_checks == checks and fake.calls("GET", r"jobs/state/") == states + 5
+
+
 def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
     fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
     slurm_clock.tick()
