@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from sunk.controller.daemon import DaemonConfig
     from sunk.slurm.client import SlurmClient
 
+    from .release import ReleaseConfig
+
 log = logging.getLogger("sunk.syncer")
 
 
@@ -143,6 +145,32 @@ def hook_token(argv: Sequence[str]) -> int:
     return 0
 
 
+def release_parser() -> argparse.ArgumentParser:
+    """The flags of ``sunk-syncer release-nodes``: the Syncer's own for Kubernetes, Slurm and the slurmd Pods."""
+    parser = argparse.ArgumentParser(prog="sunk-syncer release-nodes", description=release_nodes.__doc__)
+    add_access_arguments(parser, poll_help="(not used here)")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of --syncer-deployment")
+    parser.add_argument("--syncer-deployment", default=None,
+                        help="the Syncer's Deployment, scaled to 0 first, so that nothing locks or drains again; "
+                             "leave it out when the Syncer is gone already")
+    parser.add_argument("--timeout", type=positive_duration, default=120.0,
+                        help="how long the Syncer's Pods may take to go (default 2m)")
+    parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
+                        help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
+                             "release of sunk may lock other Nodes of this cluster)")
+    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    return parser
+
+
+def release_config(args: argparse.Namespace) -> ReleaseConfig:
+    from .release import ReleaseConfig
+
+    return ReleaseConfig(namespace=args.namespace, syncer_deployment=args.syncer_deployment or None,
+                         watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
+                         all_nodes=args.all_nodes, timeout=args.timeout)
+
+
 def release_nodes(argv: Sequence[str]) -> int:
     """``sunk-syncer release-nodes``: at uninstall, stop the Syncer and take back what sunk left on the machines.
 
@@ -153,30 +181,14 @@ def release_nodes(argv: Sequence[str]) -> int:
     Exit 0 when all is released, 1 when something could not be (the Syncer is then scaled
     back), 2 on a usage error. Running it twice is harmless.
     """
-    parser = argparse.ArgumentParser(prog="sunk-syncer release-nodes", description=release_nodes.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_access_arguments(parser, poll_help="(not used here)")
-    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
-                        help="namespace of --syncer-deployment")
-    parser.add_argument("--syncer-deployment", default=None,
-                        help="the Syncer's Deployment, scaled to 0 first, so that nothing locks or drains again; "
-                             "leave it out when the Syncer is gone already")
-    parser.add_argument("--timeout", type=positive_duration, default=120.0,
-                        help="how long the Syncer's Pods may take to go")
-    parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
-                        help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
-                             "release of sunk may lock other Nodes of this cluster)")
-    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    parser = release_parser()
     args = parser.parse_args(argv)
     settings = slurm_settings.settings_from(args, parser)
     configure_logging(args.zap_log_level)
     from sunk.kube.client import load_api_client
 
-    from .release import Release, ReleaseConfig
+    from .release import Release
 
-    config = ReleaseConfig(namespace=args.namespace, syncer_deployment=args.syncer_deployment or None,
-                           watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
-                           all_nodes=args.all_nodes, timeout=args.timeout)
     try:
         api = load_api_client(args.kubeconfig)
         slurm = settings.connect()
@@ -184,7 +196,7 @@ def release_nodes(argv: Sequence[str]) -> int:
         log.error("release-nodes: failed: cannot reach Kubernetes or Slurm: %s", slurm_settings.one_line(exc))
         return 1
     try:
-        return 0 if Release(api, slurm, config).run().ok else 1
+        return 0 if Release(api, slurm, release_config(args)).run().ok else 1
     finally:
         slurm.close()
 

@@ -1,160 +1,49 @@
 """sunk-syncer release-nodes: the order of its steps, what it writes, its exit codes, with the apiserver and
-Slurm in memory (nodeset_fakes)."""
+Slurm in memory (release_fakes)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pytest
-from nodeset_fakes import FakeApiServer, FakeSlurm
+from release_fakes import (
+    LOCK,
+    OTHER_TAINT,
+    PERSONS,
+    PROLOGS,
+    SUNKS,
+    Clock,
+    Kube,
+    Obj,
+    Slurm,
+    drained_slurm,
+    uninstalled_release,
+)
 
 from sunk import names
 from sunk.kube import client as kc
-from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Node
 from sunk.slurm.settings import SlurmSettings
 from sunk.syncer.cli import main
 from sunk.syncer.release import Release, ReleaseConfig
 
-Obj = dict[str, Any]
-SYNCER = {"app.kubernetes.io/name": "sunk-syncer", "app.kubernetes.io/instance": "sunk"}
-LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
-OTHER_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-SUNKS = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
-PERSONS = "bad gpu, ticket 7"
-PROLOGS = "sunk-lock: job 9: the hook API refused: 403"
-
-
-class Kube(FakeApiServer):
-    """The apiserver, with lists by label selector (``k=v,...``), and the Deployment controller and kubelet
-    as one: a Deployment scaled to 0 loses one of its Pods per list, unless ``pods_stay``."""
-
-    pods_stay = False
-
-    def install(self, monkeypatch: Any) -> Kube:
-        super().install(monkeypatch)
-        monkeypatch.setattr(kc, "list_objects", self.list_objects)
-        return self
-
-    def list_objects(self, api: Any, resource: Any, namespace: str | None = None, *, label_selector: str | None = None,
-                     **_: Any) -> list[Obj]:
-        self.calls.append(("list", resource.plural, namespace or "", label_selector or ""))
-        self._check("list", resource.plural, resource.path(namespace))
-        wanted = dict(term.split("=", 1) for term in label_selector.split(",")) if label_selector else {}
-        if resource.plural == "pods" and not self.pods_stay:
-            self._stop_scaled_down()
-        return [copy.deepcopy(o) for (plural, ns, _), o in sorted(self.objects.items())
-                if plural == resource.plural and (namespace is None or ns == namespace)
-                and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())]
-
-    def _stop_scaled_down(self) -> None:
-        for deployment in self.of("deployments"):
-            if deployment["spec"]["replicas"] == 0:
-                for key, pod in sorted(self.objects.items()):
-                    if key[0] == "pods" and all(pod["metadata"]["labels"].get(k) == v
-                                                for k, v in deployment["spec"]["selector"]["matchLabels"].items()):
-                        del self.objects[key]
-                        return  # one per list: the wait polls
-
-    def writes(self) -> list[tuple[str, ...]]:
-        return [c for c in self.calls if c[0] == "patch"]
-
-
-class Slurm(FakeSlurm):
-    """Slurm's truth, listed; ``between(lists)`` runs before each list (a person at the keyboard)."""
-
-    def __init__(self, *nodes: Node) -> None:
-        super().__init__(*nodes)
-        self.between: Callable[[int], None] = lambda lists: None
-        self.lists = 0
-        self.closed = False
-
-    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
-        self.between(self.lists)
-        self.lists += 1
-        self.calls.append(("list", "", None))
-        if self.read_error is not None:
-            raise self.read_error
-        return Snapshot(items=tuple(self.nodes.values()), last_update=1)
-
-    def drain(self, name: str, reason: str) -> None:
-        self.nodes[name] = Node(name, state="IDLE+DRAIN", reason=reason)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def deployment(replicas: int = 2) -> Obj:
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "sunk-syncer", "namespace": "slurm", "labels": dict(SYNCER)},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": dict(SYNCER)}}}
-
-
-def pod(name: str, labels: dict[str, str], node: str = "", annotations: dict[str, str] | None = None,
-        namespace: str = "slurm") -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
-                         "annotations": dict(annotations or {})},
-            "spec": {"nodeName": node} if node else {}}
-
-
-def k8s_node(name: str, *taints: dict[str, str]) -> Obj:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": list(taints)}}
-
-
-SLURMD = {"app.kubernetes.io/name": "slurmd"}
-
 
 @pytest.fixture
 def kube(monkeypatch) -> Kube:
-    """A release as it stands when uninstalled: the Syncer (2 replicas) locked worker-1 for a job, a Node of
-    another Kubernetes tenant carries a lock too, and a slurmd Pod has a pre-hook's lock request."""
-    k = Kube().install(monkeypatch)
-    k.put("deployments", deployment())
-    k.put("pods", pod("sunk-syncer-a", SYNCER, "infra-1"))
-    k.put("pods", pod("sunk-syncer-b", SYNCER, "infra-2"))
-    k.put("pods", pod("node1", SLURMD, "worker-1", {names.LOCK_KEY: "locked_strict",
-                                                    f"{names.LOCK_REQUEST_PREFIX}42": '{"strict":true,"at":1.0}',
-                                                    "example.com/mine": "kept"}))
-    k.put("pods", pod("node2", SLURMD, "worker-2", {names.LOCK_KEY: "false"}))
-    k.put("pods", pod("node3", SLURMD, "worker-3"))
-    k.put("pods", pod("web", {"app": "web"}, "worker-1", {names.LOCK_KEY: "not a slurmd Pod: left alone"}))
-    k.put("nodes", k8s_node("worker-1", OTHER_TAINT, LOCK))
-    k.put("nodes", k8s_node("worker-2"))
-    k.put("nodes", k8s_node("worker-3", {**LOCK, "effect": "NoExecute"}))
-    k.put("nodes", k8s_node("other-tenant-1", LOCK))
-    return k
+    return uninstalled_release(monkeypatch)
 
 
 @pytest.fixture
 def slurm() -> Slurm:
-    return Slurm(Node("node1", state="ALLOCATED+DRAIN", reason=SUNKS),
-                 Node("node2", state="IDLE+DRAIN", reason=PERSONS),
-                 Node("node3", state="IDLE+DRAIN", reason="k8s: slurmd pod slurm/node3 is not ready"),
-                 Node("node4", state="IDLE+DRAIN", reason=PROLOGS),
-                 Node("node5", state="DOWN+DRAIN", reason="k8s: slurmd pod slurm/node5 deleted"),
-                 Node("node6", state="IDLE"))
+    return drained_slurm()
 
 
 CONFIG = ReleaseConfig(namespace="slurm", syncer_deployment="sunk-syncer", watch_namespace="slurm",
                        slurmd_selector="app.kubernetes.io/name=slurmd", timeout=10.0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def run(kube: Kube, slurm: Slurm, config: ReleaseConfig = CONFIG) -> Any:
@@ -278,6 +167,17 @@ def test_a_conflict_on_a_nodes_taints_is_read_again_and_retried(monkeypatch, kub
     assert outcome.ok and "worker-1" in outcome.unlocked
     assert [c for c in kube.writes() if c[2] == "worker-1"] == [("patch", "nodes", "worker-1", "")] * 2  # 409, again
     assert taints(kube, "worker-1") == [OTHER_TAINT, {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
+
+
+def test_a_slurmd_pod_whose_annotation_patch_is_refused_is_a_failure_and_the_rest_goes_on(kube, slurm):
+    """The annotations are merge-patched carrying the Pod's uid (kp.patch_metadata): a refusal is read again
+    (replaced by a newer Pod of that name? then nothing to do), else it fails."""
+    kube.fail[("patch", "node1")] = 409
+    outcome = run(kube, slurm)
+    assert outcome.failures == ["Pod slurm/node1: the lock annotations could not be removed: PATCH "
+                                "/api/v1/namespaces/slurm/pods/node1: 409 injected 409"]
+    assert outcome.cleared == ["slurm/node2"] and outcome.unlocked == ["worker-1", "worker-3"]
+    assert ("get", "", "pods", "slurm", "node1") in kube.requests
 
 
 def test_a_slurm_outage_fails_after_the_locks_are_released_and_scales_the_syncer_back(kube, slurm):
