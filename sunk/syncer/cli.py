@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -195,10 +196,19 @@ def release_nodes(argv: Sequence[str]) -> int:
     except Exception as exc:  # a kubeconfig that cannot be read, a pyslurm that cannot load: one line, no trace
         log.error("release-nodes: failed: cannot reach Kubernetes or Slurm: %s", slurm_settings.one_line(exc))
         return 1
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # the Job's deadline ends it as Ctrl-C does
     try:
         return 0 if Release(api, slurm, release_config(args)).run().ok else 1
+    except KeyboardInterrupt:
+        log.error("release-nodes: failed: interrupted before it was done (a Syncer it stopped is scaled back)")
+        return 1
     finally:
+        signal.signal(signal.SIGTERM, previous)
         slurm.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,10 +16,10 @@ In order:
    again from a fresh read (``FreshNodes``, as the Syncer does) just before its UNDRAIN.
 
 What cannot be done for one object is logged, and the rest go on; the outcome lists it
-(exit 1). When the Syncer was scaled down and anything failed, it is scaled back to the
-replicas it had: a release that is still installed (helm uninstall fails with its hook) keeps
-its Syncer, and the prologs their hook API. Running it twice is harmless: what was taken
-back is not found again.
+(exit 1). When the Syncer was scaled down and anything failed, or the run is interrupted
+(Ctrl-C; SIGTERM at the Job's deadline), it is scaled back to the replicas it had: a release
+that is still installed (helm uninstall fails with its hook) keeps its Syncer, and the
+prologs their hook API. Running it twice is harmless: what was taken back is not found again.
 """
 
 from __future__ import annotations
@@ -99,15 +99,19 @@ class Release:
     scaled_from: int = 0  # the Syncer's replicas before this run scaled it to 0
 
     def run(self) -> Outcome:
-        if self.config.syncer_deployment:
-            try:
-                self.stop_syncer(self.config.syncer_deployment)
-            except (Stuck, kc.KubeError, ValueError) as exc:
-                self.outcome.fail(f"the Syncer could not be stopped, so nothing was released: {exc}")
-                self.restore()
-                return self.finish()
-        self.unlock()
-        self.lift_drains()
+        try:
+            if self.config.syncer_deployment:
+                try:
+                    self.stop_syncer(self.config.syncer_deployment)
+                except (Stuck, kc.KubeError, ValueError) as exc:
+                    self.outcome.fail(f"the Syncer could not be stopped, so nothing was released: {exc}")
+                    self.restore()
+                    return self.finish()
+            self.unlock()
+            self.lift_drains()
+        except BaseException:  # interrupted (Ctrl-C; SIGTERM at the Job's deadline): the Syncer goes back first
+            self.restore()
+            raise
         if not self.outcome.ok:
             self.restore()
         return self.finish()

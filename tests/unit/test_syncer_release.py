@@ -188,6 +188,17 @@ def test_a_slurm_outage_fails_after_the_locks_are_released_and_scales_the_syncer
     assert kube.objects[("deployments", "slurm", "sunk-syncer")]["spec"]["replicas"] == 2
 
 
+def test_an_interrupted_release_scales_the_syncer_back_before_it_ends(kube, slurm):
+    """Ctrl-C, or SIGTERM at the Job's deadline (the command turns it into the same): a release still
+    installed must not be left without its Syncer, or every prolog would drain its node."""
+    def interrupted(lists: int) -> None:
+        raise KeyboardInterrupt
+    slurm.between = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        run(kube, slurm)
+    assert kube.objects[("deployments", "slurm", "sunk-syncer")]["spec"]["replicas"] == 2
+
+
 # ---- the command ---------------------------------------------------------------------------------------
 
 
@@ -227,6 +238,24 @@ def test_the_command_exits_1_with_what_failed(connected, kube, capsys):
     assert main(ARGS) == 1
     last = log_lines(capsys)[-1]
     assert last["level"] == "error" and last["msg"].startswith("release-nodes: failed (1): Node worker-3: ")
+
+
+def test_the_command_exits_1_when_interrupted_or_terminated(connected, kube, capsys):
+    import signal
+
+    from sunk.syncer import cli
+
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        cli._interrupt(signal.SIGTERM, None)
+
+    def terminated(lists: int) -> None:
+        cli._interrupt(signal.SIGTERM, None)
+    connected.between = terminated
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(ARGS) == 1
+    assert log_lines(capsys)[-1]["msg"].startswith("release-nodes: failed: interrupted")
+    assert kube.objects[("deployments", "slurm", "sunk-syncer")]["spec"]["replicas"] == 2
+    assert signal.getsignal(signal.SIGTERM) == before and connected.closed
 
 
 def test_the_command_exits_1_when_kubernetes_cannot_be_reached(monkeypatch, capsys):
