@@ -160,6 +160,9 @@ def release_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
                         help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
                              "release of sunk may lock other Nodes of this cluster)")
+    parser.add_argument("--release-locks", type=boolean, nargs="?", const=True, default=True,
+                        help="take back node locking's lock taints and annotations; false (node locking off, chart: "
+                             ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
     parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
     return parser
 
@@ -169,7 +172,7 @@ def release_config(args: argparse.Namespace) -> ReleaseConfig:
 
     return ReleaseConfig(namespace=args.namespace, syncer_deployment=args.syncer_deployment or None,
                          watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
-                         all_nodes=args.all_nodes, timeout=args.timeout)
+                         all_nodes=args.all_nodes, timeout=args.timeout, locks=args.release_locks)
 
 
 def release_nodes(argv: Sequence[str]) -> int:

@@ -54,6 +54,7 @@ class ReleaseConfig:
     watch_namespace: str = "slurm"  # the slurmd Pods'
     slurmd_selector: str = "app.kubernetes.io/name=slurmd"
     all_nodes: bool = False  # every Node's lock taint, not only the slurmd Pods' Nodes'
+    locks: bool = True  # node locking's marks; False (node locking off): no Node or slurmd Pod is read or written
     timeout: float = 120.0  # seconds the Syncer's Pods may take to go
     poll_interval: float = 1.0
 
@@ -107,7 +108,8 @@ class Release:
                     self.outcome.fail(f"the Syncer could not be stopped, so nothing was released: {exc}")
                     self.restore()
                     return self.finish()
-            self.unlock()
+            if self.config.locks:
+                self.unlock()
             self.lift_drains()
         except BaseException:  # interrupted (Ctrl-C; SIGTERM at the Job's deadline): the Syncer goes back first
             self.restore()

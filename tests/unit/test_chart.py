@@ -26,6 +26,7 @@ from scheduler.cli import add_common_arguments
 from sunk.dev import chart
 from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
+from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
 from sunk.syncer.cli import build_parser, release_config, release_parser
 from sunk.syncer.plugins import DEFAULT_PLUGINS
@@ -362,6 +363,10 @@ def hook_args(docs: list[dict[str, Any]]) -> list[str]:
 
 def test_the_uninstall_hook_is_rendered_with_the_syncer_and_its_value_only():
     assert {(d["kind"], d["metadata"]["name"]) for d in hooks(render())} == HOOK_OBJECTS
+    unlocked = render({"syncer": {"nodeLocking": {"enabled": False}, "nodePermissions": {"enabled": False}}})
+    assert {(d["kind"], d["metadata"]["name"]) for d in hooks(unlocked)} == {
+        ("ServiceAccount", HOOK), ("Role", HOOK), ("RoleBinding", HOOK), ("Job", HOOK)}
+    assert flags(hook_args(unlocked))["release-locks"] == "false"
     assert not hooks(render({"syncer": {"releaseNodesOnUninstall": False}}))
     assert not hooks(render({"syncer": {"enabled": False}}))
     assert "at '/syncer/releaseNodesOnUninstall': got string, want boolean" in refusal(
@@ -450,25 +455,33 @@ def covers(grant: tuple[str, str, str, str | None, str | None], call: tuple[str,
     return grant[:3] == call[:3] and grant[3] in (None, call[3]) and grant[4] in (None, call[4])
 
 
+@pytest.mark.parametrize("locking", [True, False], ids=["node-locking", "no-node-locking"])
 @pytest.mark.parametrize("slurmd_namespace", [NS, "slurmd-pods"])
-def test_the_hooks_rbac_is_exactly_what_release_nodes_calls(monkeypatch, slurmd_namespace):
+def test_the_hooks_rbac_is_exactly_what_release_nodes_calls(monkeypatch, slurmd_namespace, locking):
     """Run the release the rendered args ask for against an apiserver in memory that records every request as
     RBAC reads it, through each path (a conflict on a Node's taints, a refused Pod patch, the Syncer scaled
-    back): the hook's Roles allow each request, and grant nothing no request needed."""
+    back): the hook's Roles allow each request, and grant nothing no request needed. Without node locking
+    there is no lock to take back, and no Node or slurmd Pod right (syncer.nodePermissions may be off)."""
     from release_fakes import Clock, drained_slurm, uninstalled_release
 
     from sunk.syncer.release import Release
 
-    docs = render({"slurmd": {"namespace": slurmd_namespace}})
+    docs = render({"slurmd": {"namespace": slurmd_namespace},
+                   "syncer": {"nodeLocking": {"enabled": locking}, "nodePermissions": {"enabled": locking}}})
     config = release_config(release_parser().parse_args(hook_args(docs)[1:]))
+    assert config.locks is locking
     kube = uninstalled_release(monkeypatch, namespace=config.namespace, slurmd_namespace=config.watch_namespace)
     kube.fail[("patch", "worker-1")] = 409  # the taint list changed since the list: read again (get)
     kube.fail[("patch", "node1")] = 409  # a slurmd Pod patch refused: was it replaced (get)? then a failure ...
+    slurm = drained_slurm()
+    if not locking:
+        slurm.read_error = SlurmUnavailable("down")  # (... or, without locks, an outage: the Syncer scaled back)
     clock = Clock()
-    outcome = Release(object(), drained_slurm(), config, clock=clock, sleep=clock.sleep).run()  # type: ignore[arg-type]
-    assert outcome.unlocked and outcome.lifted and len(outcome.failures) == 1  # ... and the Syncer scaled back
+    outcome = Release(object(), slurm, config, clock=clock, sleep=clock.sleep).run()  # type: ignore[arg-type]
+    assert len(outcome.failures) == 1 and bool(outcome.unlocked and outcome.lifted) is locking
     calls, grants = set(kube.requests), hook_grants(docs)
-    assert ("patch", "apps", "deployments/scale", NS, "sunk-syncer") in calls
+    assert [(c[0], c[2]) for c in calls if c[2] == "deployments/scale"] == [("patch", "deployments/scale")]
+    assert len([c for c in kube.requests if c[2] == "deployments/scale"]) == 2  # to 0, and back
     refused = {call for call in calls if not any(covers(grant, call) for grant in grants)}
     assert not refused, f"the hook's RBAC refuses {refused}"
     unused = {grant for grant in grants if not any(covers(grant, call) for call in calls)}

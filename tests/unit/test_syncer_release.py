@@ -114,6 +114,15 @@ def test_all_nodes_also_unlocks_nodes_no_slurmd_pod_runs_on(kube, slurm):
     assert outcome.unlocked == ["other-tenant-1", "worker-1", "worker-3"]
 
 
+def test_without_node_locking_no_node_or_slurmd_pod_is_read_or_written(kube, slurm):
+    outcome = run(kube, slurm, attrs.evolve(CONFIG, locks=False))
+    assert outcome.ok and outcome.lifted == ["node1", "node3", "node5"] and not (outcome.unlocked or outcome.cleared)
+    # (the Syncer stopped, its Pods waited for: nothing else of Kubernetes)
+    assert {(c[0], c[2]) for c in kube.requests} == {("get", "deployments"), ("patch", "deployments/scale"),
+                                                     ("list", "pods")}
+    assert taints(kube, "worker-1") == [OTHER_TAINT, LOCK]
+
+
 def test_without_a_syncer_deployment_the_marks_are_released_and_no_deployment_is_touched(kube, slurm):
     outcome = run(kube, slurm, attrs.evolve(CONFIG, syncer_deployment=None))
     assert outcome.ok and outcome.lifted and outcome.unlocked
