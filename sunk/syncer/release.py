@@ -134,6 +134,8 @@ class Release:
             kc.patch(self.api, DEPLOYMENTS, name, {"spec": {"replicas": 0}}, namespace, subresource="scale")
             self.scaled_from = replicas
             log.info("%s: scaled from %d replica(s) to 0, so that nothing locks or drains again", where, replicas)
+        else:
+            log.info("%s: at 0 replicas already", where)
         deadline = self.clock() + self.config.timeout
         while pods := kc.list_objects(self.api, PODS, namespace, label_selector=query):
             if self.clock() >= deadline:
