@@ -38,6 +38,8 @@ ANN_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"
 
 # Node locking: the Node taint and the slurmd Pod annotation share one key.
 LOCK_KEY: Final = f"{DOMAIN}/lock"
+# Node locking: a pre-hook's lock request on the slurmd Pod, one annotation per job (``...job-<id>``).
+LOCK_REQUEST_PREFIX: Final = "lock.sunk.coreweave.com/job-"
 
 # Labels the Syncer writes on slurmd Pods (for kube-state-metrics dashboards).
 LABEL_RUNNING: Final = f"{DOMAIN}/running"

@@ -62,9 +62,11 @@ NODESLICES = Resource("sunk.coreweave.com", "v1alpha1", "nodeslices", "NodeSlice
 # What gangs are sized by (sunk/translate/gang.py): Jobs, and scheduler-plugins' coscheduling PodGroups.
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# The Syncer's own Deployment: scaled to 0 (its scale subresource) before sunk-syncer release-nodes lifts its marks.
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
-                               PODGROUPS)
+                               PODGROUPS, DEPLOYMENTS)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:
@@ -87,3 +89,28 @@ def split_key(key: str) -> tuple[str | None, str]:
     """Inverse of ``object_key``."""
     ns, sep, name = key.partition("/")
     return (ns, name) if sep else (None, ns)
+
+
+def label_selector(selector: dict[str, Any]) -> str:
+    """A LabelSelector (a Deployment's ``spec.selector``: ``matchLabels``, ``matchExpressions``) as the
+    ``labelSelector`` query of a list, in the apiserver's own syntax (``a=b,c in (d,e),!f``).
+
+    An empty selector is refused (ValueError): as a query it would list every object, where a
+    Deployment's selects none.
+    """
+    terms = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or ()
+        if operator == "In":
+            terms.append(f"{key} in ({','.join(values)})")
+        elif operator == "NotIn":
+            terms.append(f"{key} notin ({','.join(values)})")
+        elif operator == "Exists":
+            terms.append(key)
+        elif operator == "DoesNotExist":
+            terms.append(f"!{key}")
+        else:
+            raise ValueError(f"unknown label selector operator {operator!r}")
+    if not terms:
+        raise ValueError("an empty label selector selects nothing here (as a query it would select everything)")
+    return ",".join(terms)

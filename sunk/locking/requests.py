@@ -19,7 +19,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-REQUEST_PREFIX = "lock.sunk.coreweave.com/job-"
+from sunk import names
+
+REQUEST_PREFIX = names.LOCK_REQUEST_PREFIX
 
 
 @attrs.frozen

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -29,23 +30,29 @@ if TYPE_CHECKING:
     from sunk.controller.daemon import DaemonConfig
     from sunk.slurm.client import SlurmClient
 
+    from .release import ReleaseConfig
+
 log = logging.getLogger("sunk.syncer")
+
+
+def add_access_arguments(parser: argparse.ArgumentParser, *, poll_help: str) -> None:
+    """Where Kubernetes, Slurm and the slurmd Pods are: the flags the Syncer and ``release-nodes`` share."""
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
+    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help=poll_help)
+    parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of the slurmd Pods")
+    parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd",
+                        help="label selector of the slurmd Pods")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The Syncer's own flags. A plugin may redefine one (conflict_handler="resolve")."""
     parser.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS),
                         help="comma-separated plugin modules (module or module:ATTR); empty for none")
-    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
-    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help="one Slurm job list per interval, whatever "
-                                 "the cluster size")
+    add_access_arguments(parser, poll_help="one Slurm job list per interval, whatever the cluster size")
     parser.add_argument("--slurm-node-poll-interval", type=positive_duration, default=0.25,
                         help="one Slurm node list per interval (while idle, a \"no change since\" answer of a few "
                              "hundred bytes): how late a drain made in Slurm may reach its Pod")
-    parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
-                        help="namespace of the slurmd Pods")
-    parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd",
-                        help="label selector of the slurmd Pods")
     parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
     parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
     parser.add_argument("--hooks-api-bind-address", default=":8000", help="hook API (served by every replica)")
@@ -139,10 +146,80 @@ def hook_token(argv: Sequence[str]) -> int:
     return 0
 
 
+def release_parser() -> argparse.ArgumentParser:
+    """The flags of ``sunk-syncer release-nodes``: the Syncer's own for Kubernetes, Slurm and the slurmd Pods."""
+    parser = argparse.ArgumentParser(prog="sunk-syncer release-nodes", description=release_nodes.__doc__)
+    add_access_arguments(parser, poll_help="(not used here)")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of --syncer-deployment")
+    parser.add_argument("--syncer-deployment", default=None,
+                        help="the Syncer's Deployment, scaled to 0 first, so that nothing locks or drains again; "
+                             "leave it out when the Syncer is gone already")
+    parser.add_argument("--timeout", type=positive_duration, default=120.0,
+                        help="how long the Syncer's Pods may take to go (default 2m)")
+    parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
+                        help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
+                             "release of sunk may lock other Nodes of this cluster)")
+    parser.add_argument("--release-locks", type=boolean, nargs="?", const=True, default=True,
+                        help="take back node locking's lock taints and annotations; false (node locking off, chart: "
+                             ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
+    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    return parser
+
+
+def release_config(args: argparse.Namespace) -> ReleaseConfig:
+    from .release import ReleaseConfig
+
+    return ReleaseConfig(namespace=args.namespace, syncer_deployment=args.syncer_deployment or None,
+                         watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
+                         all_nodes=args.all_nodes, timeout=args.timeout, locks=args.release_locks)
+
+
+def release_nodes(argv: Sequence[str]) -> int:
+    """``sunk-syncer release-nodes``: at uninstall, stop the Syncer and take back what sunk left on the machines.
+
+    With --syncer-deployment, that Deployment is scaled to 0 and its Pods waited for; then
+    the lock annotations of the slurmd Pods and the lock taint of their Nodes go, and every
+    Slurm drain whose reason is sunk's (k8s:) is lifted, each checked again on a fresh read.
+    A person's drain, NHC's and the prolog's unprefixed sunk-lock: drains are never touched.
+    Exit 0 when all is released, 1 when something could not be (the Syncer is then scaled
+    back), 2 on a usage error. Running it twice is harmless.
+    """
+    parser = release_parser()
+    args = parser.parse_args(argv)
+    settings = slurm_settings.settings_from(args, parser)
+    configure_logging(args.zap_log_level)
+    from sunk.kube.client import load_api_client
+
+    from .release import Release
+
+    try:
+        api = load_api_client(args.kubeconfig)
+        slurm = settings.connect()
+    except Exception as exc:  # a kubeconfig that cannot be read, a pyslurm that cannot load: one line, no trace
+        log.error("release-nodes: failed: cannot reach Kubernetes or Slurm: %s", slurm_settings.one_line(exc))
+        return 1
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # the Job's deadline ends it as Ctrl-C does
+    try:
+        return 0 if Release(api, slurm, release_config(args)).run().ok else 1
+    except KeyboardInterrupt:
+        log.error("release-nodes: failed: interrupted before it was done (a Syncer it stopped is scaled back)")
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        slurm.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["hook-token"]:
         return hook_token(argv[1:])
+    if argv[:1] == ["release-nodes"]:
+        return release_nodes(argv[1:])
     startup = parse_args(argv)
     configure_logging(startup.args.zap_log_level)
     from sunk.runner import Served, run

@@ -177,6 +177,13 @@ class LockTimeoutDrain:
 SunkDrain = Union[PlaceholderDrain, GangPlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain]
 
 
+def is_sunks(reason: str) -> bool:
+    """Whether a drain reason is sunk's: every ``k8s:`` reason (the Syncer's condition drains and the ones
+    above). A person's or NHC's reason never is, nor the prolog's unprefixed ``sunk-lock: job N: ...``,
+    which waits for an operator. Only these may be lifted by sunk, by the Syncer or at uninstall."""
+    return reason.startswith(_P)
+
+
 def parse(reason: str) -> Optional[SunkDrain]:
     """The sunk drain this reason states, or None for any other reason (a person's, NHC's, the Syncer's)."""
     if not reason.startswith(_P):

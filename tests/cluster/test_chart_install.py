@@ -100,6 +100,9 @@ def release(kube_api, dev_cluster, tmp_path_factory) -> Iterator[Release]:
                                      "metadata": {"name": name, "labels": ENFORCE}})
     enforced(kube_api, name)
     installed = Release(dev_cluster, name, tmp_path_factory.mktemp("chart-install"))
+    # The release's Pods never run here (above), nor would its uninstall hook's Job, and helm uninstall would
+    # wait for it: the Syncer's processes lift what it locked and drained. test_chart_pods.py runs the hook.
+    installed.values["syncer"] = {"releaseNodesOnUninstall": False}
     try:
         yield installed
     finally:

@@ -10,7 +10,8 @@ clients reach the apiserver as the ``kubernetes`` Service and slurmrestd at the 
 
 In order: install (every Pod Running and Ready as its ServiceAccount), a Deployment scheduled
 through Slurm by the Pod scheduler, ``helm upgrade`` with a changed value rolls the Pods,
-``helm uninstall`` leaves no job, lock taint or drain behind.
+``helm uninstall`` leaves no job, lock taint or drain behind (its hook Job, ``sunk-syncer
+release-nodes``, runs as a Pod too), and a person's drain where it was.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 
 import pytest
 from kube_testns import purge_namespace
-from slurmtools import jobs_carrying, slurm_job, wait_for
+from locking_harness import lock_value
+from slurmtools import all_nodes, jobs_carrying, slurm_job, wait_for
 from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release, enforced, replica_sets
 
 import sunk
@@ -34,6 +36,8 @@ from sunk.dev import images, realnode
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
+from sunk.locking.requests import LockRequest
+from sunk.translate import drains, leftovers
 
 POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
 
@@ -202,13 +206,63 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_pods(kube_api, pod_release)
     assert "--zap-log-level=debug" in args
 
 
+PERSONS_DRAIN = "test_chart_pods: a person's drain"
+
+
 def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
-    namespace = pod_release.namespace
-    pod_release.uninstall()
-    wait_for(lambda: not pods_of(kube_api, namespace), 60, "the release's Pods gone", interval=1)
-    assert not kc.list_objects(kube_api, DEPLOYMENTS, namespace)
-    left = sunk_marks(kube_api, pod_release.dev_cluster)
-    assert not left, f"{left}\n{slurm_view(pod_release.dev_cluster)}"
+    """... not even what the release's Syncer keeps while it runs: the uninstall hook (sunk-syncer
+    release-nodes) stops it, then takes back the lock it holds for a pre-hook's request and a drain of
+    sunk's whose cause never goes (a Pod stuck on a Node that is gone). A person's drain stays."""
+    namespace, dev = pod_release.namespace, pod_release.dev_cluster
+    ours, persons = idle_stand_in_nodes(dev, 2)
+    worker = dev.k8s_node_for(ours)
+    stuck = drains.StuckPodDrain(namespace, "gone", "0f0f0f0f-0000-4000-8000-000000000001", "gone-node", 1).reason()
+    try:
+        ask_for_a_lock(kube_api, ours)
+        wait_for(lambda: lock_taint(kube_api, worker), 30, f"the release's Syncer to lock {worker}")
+        dev.slurm("scontrol", "update", f"nodename={ours}", "state=drain", f"reason={stuck}")
+        dev.slurm("scontrol", "update", f"nodename={persons}", "state=drain", f"reason={PERSONS_DRAIN}")
+        time.sleep(3)  # a dozen node polls: the Syncer keeps both drains (the Node named is gone; not sunk's)
+        assert drain_reason(dev, ours) == stuck and lock_taint(kube_api, worker)
+
+        pod_release.uninstall()
+        wait_for(lambda: not pods_of(kube_api, namespace), 60, "the release's Pods gone", interval=1)
+        assert not kc.list_objects(kube_api, DEPLOYMENTS, namespace)
+        left = sunk_marks(kube_api, dev)
+        assert not left, f"{left}\n{slurm_view(dev)}"
+        slurmd = kc.get(kube_api, PODS, ours, "slurm")
+        assert lock_value(slurmd) is None and not leftovers.lock_annotations(slurmd), slurmd["metadata"]
+        assert drain_reason(dev, persons) == PERSONS_DRAIN, slurm_view(dev)
+    finally:
+        dev.slurm("scontrol", "update", f"nodename={persons}", "state=resume", check=False)
+        # (should the uninstall have failed: what it was to take back, which later tests' nodes must not keep)
+        dev.slurm("scontrol", "update", f"nodename={ours}", "state=resume", check=False)
+        slurmd = kc.get(kube_api, PODS, ours, "slurm")
+        kp.set_annotations(kube_api, slurmd, dict.fromkeys(leftovers.lock_annotations(slurmd)))
+        kp.remove_taint(kube_api, kc.get(kube_api, NODES, worker), names.LOCK_KEY)
+
+
+def idle_stand_in_nodes(dev, count: int) -> list[str]:
+    """``count`` idle Slurm nodes of the stand-in kubelets (not realnode1, whose Node runs the release's Pods
+    and the demo's), the highest-numbered first (other tests fill from node1)."""
+    idle = [name for name, node in all_nodes(dev).items() if name.startswith("node") and node["state"] == ["IDLE"]]
+    chosen = sorted(idle, key=lambda name: int(name.removeprefix("node")), reverse=True)[:count]
+    assert len(chosen) == count, f"{count} idle nodes wanted: {slurm_view(dev)}"
+    return chosen
+
+
+def ask_for_a_lock(api, slurm_node: str) -> None:
+    """A pre-hook's lock request on the node's slurmd Pod, as the hook API writes it (sunk/locking/requests.py),
+    for a job Slurm does not show; made 10 minutes ahead, so that the Syncer keeps the lock however long the
+    uninstall takes to begin."""
+    request = LockRequest(job_id=999_999_001, strict=False, at=time.time() + 600)
+    kp.set_annotations(api, kc.get(api, PODS, slurm_node, "slurm"), {request.key: request.value()})
+
+
+def drain_reason(dev, slurm_node: str) -> str | None:
+    """The node's drain reason; None when it is not drained."""
+    node = all_nodes(dev)[slurm_node]
+    return node.get("reason") if "DRAIN" in node["state"] else None
 
 
 def sunk_marks(api, dev) -> list[str]:

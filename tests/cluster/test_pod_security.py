@@ -1,5 +1,5 @@
-"""Pod Security `restricted` admits the Pod of every Deployment the chart renders, and refuses one
-stripped of its securityContext.
+"""Pod Security `restricted` admits the Pod of every Deployment the chart renders (and of its uninstall hook's
+Job), and refuses one stripped of its securityContext.
 
 The apiserver's PodSecurity admission judges a Pod at admission, dry runs included, and answers
 403 naming each violation: a container that loses a hardened field fails here in the
@@ -25,15 +25,16 @@ ENFORCE = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kub
 
 
 def _deployments() -> dict[str, Obj]:
+    """Every object with a Pod template: the Deployments, and the uninstall hook's Job."""
     docs = chart.render({"extender": {"enabled": True}, "operator": {"enabled": True}}, helm=chart.helm_binary())
-    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Deployment"}
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] in ("Deployment", "Job")}
 
 
 DEPLOYMENTS = _deployments()
 
 
 def pod_from(deployment: Obj, namespace: str, name: str | None = None) -> Obj:
-    """The Pod the Deployment's ReplicaSet would create, in ``namespace``."""
+    """The Pod the Deployment's ReplicaSet (or the Job) would create, in ``namespace``."""
     template = copy.deepcopy(deployment["spec"]["template"])
     spec = template["spec"]
     # Its ServiceAccount lives in slurm, not in the test namespace, and Pod Security does not
@@ -90,7 +91,7 @@ def restricted_namespace(kube_api):
 
 def test_every_component_is_checked():
     assert set(DEPLOYMENTS) == {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler",
-                                "sunk-operator"}
+                                "sunk-operator", "sunk-release-nodes"}
 
 
 @pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
@@ -99,7 +100,7 @@ def test_pod_security_restricted_admits_the_pod_of(kube_api, restricted_namespac
     try:
         echoed = dry_run_create(kube_api, pod)
     except kc.ApiError as exc:  # 403: the message lists every violation
-        pytest.fail(f"Deployment {name}: Pod Security restricted refuses its Pod: {exc}")
+        pytest.fail(f"{DEPLOYMENTS[name]['kind']} {name}: Pod Security restricted refuses its Pod: {exc}")
     # A dry run answers with the Pod as it would have been stored.
     assert echoed["metadata"]["name"] == name and echoed["metadata"]["namespace"] == restricted_namespace
 

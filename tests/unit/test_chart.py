@@ -26,7 +26,9 @@ from scheduler.cli import add_common_arguments
 from sunk.dev import chart
 from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
-from sunk.syncer.cli import build_parser
+from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.settings import settings_from
+from sunk.syncer.cli import build_parser, release_config, release_parser
 from sunk.syncer.plugins import DEFAULT_PLUGINS
 from sunk.translate.lock import tolerates_lock
 from sunk.web import TLS
@@ -336,6 +338,154 @@ def test_the_syncer_watches_the_slurmd_namespace_and_elects_in_its_own():
     peer = policy["spec"]["ingress"][0]["from"][0]
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "slurmd-pods"}
     assert peer["podSelector"]["matchLabels"] == {"app": "slurmd", "tier": "compute"}
+
+
+# ---- the uninstall hook (syncer.releaseNodesOnUninstall) ------------------------------------------
+
+
+HOOK = "sunk-release-nodes"
+HOOK_OBJECTS = {("ServiceAccount", HOOK), ("ClusterRole", "slurm-sunk-release-nodes"),
+                ("ClusterRoleBinding", "slurm-sunk-release-nodes"), ("Role", HOOK), ("RoleBinding", HOOK),
+                ("Role", f"{HOOK}-slurmd"), ("RoleBinding", f"{HOOK}-slurmd"), ("Job", HOOK)}
+
+
+def hooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+
+
+def hook_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return find(docs, "Job", HOOK)["spec"]["template"]
+
+
+def hook_args(docs: list[dict[str, Any]]) -> list[str]:
+    return list(hook_pod(docs)["spec"]["containers"][0]["args"])
+
+
+def test_the_uninstall_hook_is_rendered_with_the_syncer_and_its_value_only():
+    assert {(d["kind"], d["metadata"]["name"]) for d in hooks(render())} == HOOK_OBJECTS
+    unlocked = render({"syncer": {"nodeLocking": {"enabled": False}, "nodePermissions": {"enabled": False}}})
+    assert {(d["kind"], d["metadata"]["name"]) for d in hooks(unlocked)} == {
+        ("ServiceAccount", HOOK), ("Role", HOOK), ("RoleBinding", HOOK), ("Job", HOOK)}
+    assert flags(hook_args(unlocked))["release-locks"] == "false"
+    assert not hooks(render({"syncer": {"releaseNodesOnUninstall": False}}))
+    assert not hooks(render({"syncer": {"enabled": False}}))
+    assert "at '/syncer/releaseNodesOnUninstall': got string, want boolean" in refusal(
+        {"syncer": {"releaseNodesOnUninstall": "yes"}})
+
+
+def test_the_hook_runs_before_anything_is_deleted_after_its_rbac_and_goes_once_it_succeeded():
+    docs = hooks(render())
+    weights = {(d["kind"], d["metadata"]["name"]): int(d["metadata"]["annotations"]["helm.sh/hook-weight"])
+               for d in docs}
+    for doc in docs:
+        annotations = doc["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-delete", doc["metadata"]["name"]
+        # a failed Job is replaced by the next try's, a succeeded one deleted with its ServiceAccount and rights
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    assert all(weight < weights[("Job", HOOK)] for key, weight in weights.items() if key != ("Job", HOOK))
+    job = find(docs, "Job", HOOK)["spec"]
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+    assert 0 <= job["backoffLimit"] <= 2 and job["ttlSecondsAfterFinished"] > 0
+    # Bounded, below helm's own --timeout (5m) that waits for it, and above the Syncer's wait in it.
+    parsed = release_parser().parse_args(hook_args(docs)[1:])
+    assert parsed.timeout < job["activeDeadlineSeconds"] < 300
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {"slurm": {"api": {"user": "slurm"}, "auth": {"token": "", "existingSecret": "my-jwt",
+                                                  "existingSecretKey": "jwt"}},
+     "slurmd": {"namespace": "slurmd-pods", "labels": {"app.kubernetes.io/name": None, "app": "slurmd"}},
+     "image": {"repository": "registry.example/sunk", "tag": "1.2.3"}, "logLevel": "debug"},
+    {"slurm": {"auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "slurm-jwt"}}},
+     "syncer": {"image": {"tag": "9.9.9"}}, "lockToleration": False},
+], ids=["defaults", "secret-of-yours-elsewhere", "jwt-key"])
+def test_the_hook_reaches_slurm_and_kubernetes_as_the_syncer_does(values):
+    """sunk's image (the Syncer's), the Syncer's Slurm credential and flags, its slurmd Pods, its Deployment
+    and its lock toleration, as `sunk-syncer release-nodes` parses the rendered args."""
+    docs = render(values)
+    syncer = find(docs, "Deployment", "sunk-syncer")["spec"]["template"]
+    pod = hook_pod(docs)
+    container, syncer_container = pod["spec"]["containers"][0], syncer["spec"]["containers"][0]
+    assert container["image"] == syncer_container["image"] and container["command"] == ["sunk-syncer"]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "slurm-auth")
+    assert volume == next(v for v in syncer["spec"]["volumes"] if v["name"] == "slurm-auth")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "slurm-auth")
+    assert mount == next(m for m in syncer_container["volumeMounts"] if m["name"] == "slurm-auth")
+    args, syncer_args = hook_args(docs), flags(chart.container_args(docs, "sunk-syncer"))
+    assert args[0] == "release-nodes"
+    for flag in ("slurm-api-base", "slurm-auth-token-file", "slurm-jwt-key-file", "slurm-user", "watch-namespace",
+                 "slurmd-selector", "zap-log-level"):
+        assert flags(args).get(flag) == syncer_args.get(flag), flag
+    parser = release_parser()
+    parsed = parser.parse_args(args[1:])
+    config = release_config(parsed)
+    assert (config.namespace, config.syncer_deployment) == (NS, "sunk-syncer")
+    assert not config.all_nodes  # another release's Nodes are its own
+    settings = settings_from(parsed, parser)
+    assert settings == settings_from(*_parsed_syncer(chart.container_args(docs, "sunk-syncer")))
+    for effect in (None, "NoSchedule", "NoExecute"):
+        assert tolerates_lock(pod, effect) is tolerates_lock(syncer, effect) is values.get("lockToleration", True)
+    assert pod["spec"]["serviceAccountName"] == HOOK != syncer["spec"]["serviceAccountName"]
+
+
+def _parsed_syncer(args: list[str]) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    parser = syncer_parser()
+    return parser.parse_args(args), parser
+
+
+def hook_grants(docs: list[dict[str, Any]]) -> set[tuple[str, str, str, str | None, str | None]]:
+    """What the hook's ServiceAccount may do: (verb, group, resource, namespace or None for anywhere, name or None
+    for any), from every Role and ClusterRole bound to it."""
+    out = set()
+    for binding in of_kind(docs, "RoleBinding") + of_kind(docs, "ClusterRoleBinding"):
+        if (NS, HOOK) not in subjects(binding):
+            continue
+        ref, where = binding["roleRef"], binding["metadata"].get("namespace")
+        role = find(docs, ref["kind"], ref["name"], where if ref["kind"] == "Role" else None)
+        for rule in role["rules"]:
+            for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
+                for name in rule.get("resourceNames") or [None]:
+                    out.add((verb, group, resource, where, name))
+    return out
+
+
+def covers(grant: tuple[str, str, str, str | None, str | None], call: tuple[str, str, str, str | None, str | None]
+           ) -> bool:
+    return grant[:3] == call[:3] and grant[3] in (None, call[3]) and grant[4] in (None, call[4])
+
+
+@pytest.mark.parametrize("locking", [True, False], ids=["node-locking", "no-node-locking"])
+@pytest.mark.parametrize("slurmd_namespace", [NS, "slurmd-pods"])
+def test_the_hooks_rbac_is_exactly_what_release_nodes_calls(monkeypatch, slurmd_namespace, locking):
+    """Run the release the rendered args ask for against an apiserver in memory that records every request as
+    RBAC reads it, through each path (a conflict on a Node's taints, a refused Pod patch, the Syncer scaled
+    back): the hook's Roles allow each request, and grant nothing no request needed. Without node locking
+    there is no lock to take back, and no Node or slurmd Pod right (syncer.nodePermissions may be off)."""
+    from release_fakes import Clock, drained_slurm, uninstalled_release
+
+    from sunk.syncer.release import Release
+
+    docs = render({"slurmd": {"namespace": slurmd_namespace},
+                   "syncer": {"nodeLocking": {"enabled": locking}, "nodePermissions": {"enabled": locking}}})
+    config = release_config(release_parser().parse_args(hook_args(docs)[1:]))
+    assert config.locks is locking
+    kube = uninstalled_release(monkeypatch, namespace=config.namespace, slurmd_namespace=config.watch_namespace)
+    kube.fail[("patch", "worker-1")] = 409  # the taint list changed since the list: read again (get)
+    kube.fail[("patch", "node1")] = 409  # a slurmd Pod patch refused: was it replaced (get)? then a failure ...
+    slurm = drained_slurm()
+    if not locking:
+        slurm.read_error = SlurmUnavailable("down")  # (... or, without locks, an outage: the Syncer scaled back)
+    clock = Clock()
+    outcome = Release(object(), slurm, config, clock=clock, sleep=clock.sleep).run()  # type: ignore[arg-type]
+    assert len(outcome.failures) == 1 and bool(outcome.unlocked and outcome.lifted) is locking
+    calls, grants = set(kube.requests), hook_grants(docs)
+    assert [(c[0], c[2]) for c in calls if c[2] == "deployments/scale"] == [("patch", "deployments/scale")]
+    assert len([c for c in kube.requests if c[2] == "deployments/scale"]) == 2  # to 0, and back
+    refused = {call for call in calls if not any(covers(grant, call) for grant in grants)}
+    assert not refused, f"the hook's RBAC refuses {refused}"
+    unused = {grant for grant in grants if not any(covers(grant, call) for call in calls)}
+    assert not unused, f"the hook's RBAC grants {unused}, which release-nodes never sends"
 
 
 # ---- Slurm: KillWait, endpoint and credential --------------------------------------------------

@@ -44,10 +44,12 @@ def one(kind: str, name: str) -> Obj:
 
 DEPLOYMENTS = of_kind("Deployment")
 EXPECTED_DEPLOYMENTS = {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler", "sunk-operator"}
+# Every object with a Pod template: the Deployments, and the uninstall hook's Job (sunk-syncer release-nodes).
+WORKLOADS = DEPLOYMENTS + of_kind("Job")
 
 
 def containers() -> Iterator[Any]:
-    for deployment in DEPLOYMENTS:
+    for deployment in WORKLOADS:
         spec = deployment["spec"]["template"]["spec"]
         for container in [*spec.get("initContainers", []), *spec["containers"]]:
             yield pytest.param(deployment, container, id=f"{deployment['metadata']['name']}/{container['name']}")
@@ -55,6 +57,7 @@ def containers() -> Iterator[Any]:
 
 def test_every_component_is_shipped():
     assert {d["metadata"]["name"] for d in DEPLOYMENTS} == EXPECTED_DEPLOYMENTS
+    assert {d["metadata"]["name"] for d in of_kind("Job")} == {"sunk-release-nodes"}
 
 
 # ---- Pod security ------------------------------------------------------------------------------
@@ -106,7 +109,7 @@ def test_every_container_has_requests_and_limits(deployment, container):
     assert "memory" in limits, f"{where}: no memory limit"
 
 
-@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["metadata"]["name"])
+@pytest.mark.parametrize("deployment", WORKLOADS, ids=lambda d: d["metadata"]["name"])
 def test_every_pod_runs_as_its_own_service_account_with_a_token(deployment):
     spec = deployment["spec"]["template"]["spec"]
     account = spec.get("serviceAccountName")
@@ -298,6 +301,22 @@ def test_the_syncer_role_covers_each_feature():
                            ("create", "pods/eviction"), ("patch", "pods"), ("list", "pods"), ("watch", "nodes"),
                            ("create", "events"), ("patch", "events")):
         assert allowed(account, verb, resource), f"ServiceAccount sunk-syncer: may not {verb} {resource}"
+
+
+def test_the_uninstall_hook_may_stop_the_syncer_and_nothing_else():
+    """sunk-syncer release-nodes scales the Syncer's Deployment to 0: by name, nothing else of apps; it
+    reads and patches Nodes and the slurmd Pods, and writes nothing else."""
+    account = (NS, "sunk-release-nodes")
+    assert allowed(account, "patch", "deployments/scale", group="apps", name="sunk-syncer", namespace=NS)
+    assert allowed(account, "get", "deployments", group="apps", name="sunk-syncer", namespace=NS)
+    for other in ("sunk-scheduler", "sunk-extender", "sunk-operator", "sunk-kube-scheduler"):
+        assert not allowed(account, "patch", "deployments/scale", group="apps", name=other, namespace=NS), other
+    for verb, resource, group in (("delete", "deployments", "apps"), ("patch", "deployments", "apps"),
+                                  ("update", "deployments/scale", "apps"), ("delete", "pods", ""),
+                                  ("create", "pods/eviction", ""), ("patch", "nodes/status", ""),
+                                  ("watch", "nodes", ""), ("create", "events", "")):
+        assert not allowed(account, verb, resource, group=group), f"sunk-release-nodes may {verb} {resource}"
+    assert not allowed(account, "patch", "pods", namespace="default"), "sunk-release-nodes patches Pods anywhere"
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: f"{r['kind']}/{r['metadata']['name']}")
