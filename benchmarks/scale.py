@@ -90,6 +90,7 @@ from sunk.slurm import JobRequest, NodeUpdate, v0042
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Node
 from sunk.slurm.rest import RestClient
+from sunk.slurm.settings import SlurmSettings
 from sunk.syncer.context import SyncerContext
 from sunk.syncer.facts import KubeFacts
 from sunk.syncer.podcordon import pod_cordon
@@ -446,11 +447,25 @@ def idle_mode(exchanges: Sequence[Exchange]) -> str | None:
     return MODES[cycles[-1][0].kind] if cycles else None
 
 
-def first_full_list(exchanges: Sequence[Exchange]) -> dict[str, float] | None:
-    """The first full job list a process made (at its start): bytes and seconds."""
+def refresh_modes(exchanges: Sequence[Exchange]) -> dict[str, int]:
+    """How many of a process's job cache refreshes were of each mode (an idle cache checks ``update_time``,
+    and lists states once a minute to confirm it: ``resync_every``)."""
+    modes: dict[str, int] = {}
+    for cycle in job_cycles(exchanges):
+        modes[MODES[cycle[0].kind]] = modes.get(MODES[cycle[0].kind], 0) + 1
+    return dict(sorted(modes.items(), key=lambda item: -item[1]))
+
+
+def first_full_list(exchanges: Sequence[Exchange], cycle_s: float) -> dict[str, float] | None:
+    """The first full job list a process made (at its start): bytes and seconds, and what the one every
+    ``--slurm-job-full-list-interval`` (the daemons' default) costs per cycle, amortized: an idle window
+    holds one or none of them."""
+    every = SlurmSettings().job_full_list_interval
     for exchange in exchanges:
         if exchange.kind == "job list" and exchange.ended is not None:
-            return {"bytes": exchange.received, "seconds": round(exchange.seconds, 3)}
+            return {"bytes": exchange.received, "seconds": round(exchange.seconds, 3), "every_s": every,
+                    "bytes_per_cycle": round(exchange.received * cycle_s / every),
+                    "seconds_per_cycle": round(exchange.seconds * cycle_s / every, 4)}
     return None
 
 
@@ -721,7 +736,8 @@ def run(args: argparse.Namespace, say: Say, results: dict[str, Any]) -> None:
         meter = Meter(cluster, pids, relays, syncer_metrics, scheduler_metrics)
         startup.update(settle(meter, kube, slurm, picked.used, args.settle_timeout, say))
         for p, relay in relays.items():
-            startup[p] = {"read": by_kind(relay.exchanges()), "first_full_job_list": first_full_list(relay.exchanges())}
+            traffic = relay.exchanges()
+            startup[p] = {"read": by_kind(traffic), "first_full_job_list": first_full_list(traffic, args.poll_interval)}
 
         say(f"idle: {args.cycles} cycles of {args.poll_interval} s")
         k0, c0 = meter.counts(), meter.clocks()
@@ -729,7 +745,7 @@ def run(args: argparse.Namespace, say: Say, results: dict[str, Any]) -> None:
         c1, k1 = meter.clocks(), meter.counts()
         idle = figures(c0, c1, k0, k1, meter.between(c0, c1), (c1.at - c0.at) / args.poll_interval)
         idle["syncer_writes"] = cost(k0.syncer, k1.syncer, 0)
-        idle["job_cache_modes"] = {p: idle_mode(relay.exchanges()) for p, relay in relays.items()}
+        idle["job_cache_refreshes"] = {p: refresh_modes(stretch) for p, stretch in meter.between(c0, c1).items()}
         idle["memory"] = {p: memory(pid) for p, pid in pids.items()}
         results["idle"] = idle
         results["scrape"] = scrape_figures(meter, pids["syncer"])
@@ -804,9 +820,11 @@ def render(results: Mapping[str, Any]) -> str:
     row("CPU", *(cpu(idle[p]) for p in PROCESSES))
     row("memory: PSS, peak RSS (end of run)",
         *(f"{results['memory'][p]['pss_mb']:g} MB, {results['memory'][p]['peak_rss_mb']:g} MB" for p in PROCESSES))
-    row("job cache while idle", *(str(idle["job_cache_modes"][p]) for p in PROCESSES))
-    row("a full job list (at start-up)", *(
-        f"{human_bytes(f['bytes'])}, {f['seconds']} s" if (f := startup[p]["first_full_job_list"]) else "—"
+    row("job cache refreshes while idle, by mode", *(
+        ", ".join(f"{mode} {n}" for mode, n in idle["job_cache_refreshes"][p].items()) for p in PROCESSES))
+    row("a full job list (the first; one comes every 5 min): its bytes and time, and per cycle", *(
+        f"{human_bytes(f['bytes'])}, {f['seconds']} s; {human_bytes(f['bytes_per_cycle'])}, "
+        f"{f['seconds_per_cycle'] * 1000:.0f} ms a cycle" if (f := startup[p]["first_full_job_list"]) else "—"
         for p in PROCESSES))
     row("one job cancelled, caches idle: the refresh that met it", *(refresh(change["while_idle"][p])
                                                                      for p in PROCESSES))

@@ -310,6 +310,9 @@ def test_job_cycles_open_with_a_list_and_take_the_reads_after_it():
     assert b.idle_mode(exchanges) == "full lists"
     assert b.idle_mode(exchanges[:-1]) == "update_time checks"
     assert b.idle_mode([]) is None
+    assert b.refresh_modes(exchanges) == {"state lists": 1, "update_time checks": 1, "full lists": 1}
+    assert list(b.refresh_modes([ex(CHECK, 1.0, 1400), ex(STATES, 2.0, 800_000), ex(CHECK, 3.0, 1400)])) == \
+        ["update_time checks", "state lists"]
 
 
 def test_the_refresh_that_met_a_change_and_when_it_is_over():
@@ -336,8 +339,9 @@ def test_a_state_list_and_a_read_make_one_refresh():
 
 def test_the_first_full_job_list():
     exchanges = [ex("nodes/", 0.5, 11_000_000), ex(FULL, 1.0, 76_000_000, seconds=8.2), ex(FULL, 300.0, 1)]
-    assert b.first_full_list(exchanges) == {"bytes": 76_000_000, "seconds": 8.2}
-    assert b.first_full_list([Exchange("GET", BASE + FULL, 1.0)]) is None  # no answer yet
+    assert b.first_full_list(exchanges, 1.0) == {"bytes": 76_000_000, "seconds": 8.2, "every_s": 300.0,
+                                                 "bytes_per_cycle": 253_333, "seconds_per_cycle": 0.0273}
+    assert b.first_full_list([Exchange("GET", BASE + FULL, 1.0)], 1.0) is None  # no answer yet
 
 
 def test_one_job_change_waits_for_both_caches_to_finish_the_refresh_that_met_it(monkeypatch):
@@ -452,7 +456,8 @@ def results() -> dict:
     idle = b.figures(clocks(100.0, 10.0, 5.0, 40.0), clocks(160.0, 10.6, 5.3, 40.9), counts(1000, 500, 200),
                      counts(1240, 560, 320), {"syncer": [ex("nodes/?update_time=1", 0.0, 180)] * 240,
                                               "scheduler": [ex(CHECK, 0.0, 1400)] * 120}, 60.0)
-    idle["job_cache_modes"] = {"syncer": "update_time checks", "scheduler": "update_time checks"}
+    idle["job_cache_refreshes"] = {"syncer": {"update_time checks": 59, "state lists": 1},
+                                   "scheduler": {"update_time checks": 120}}
     per_change = b.figures(clocks(0.0, 1.0, 1.0, 1.0), clocks(20.0, 3.0, 1.2, 5.0), counts(0, 0, 0),
                            counts(40, 0, 10), {"syncer": [ex("nodes/", 1.0, 12_000_000)] * 10, "scheduler": []}, 40)
     before, after = counts(0, 0, 0).syncer, {**counts(40, 0, 10).syncer, "sunk_syncer_kube_writes_total|kind=x": 120.0}
@@ -468,7 +473,7 @@ def results() -> dict:
         "sizes": {"slurm_nodes": 5005, "pods": 5000, "phantoms": 4995, "real": 5, "change_nodes": ["node3"],
                   "jobs": 10_000},
         "startup": {"processes_up_s": 20.1, "pod_conditions_s": 60.0, "quiet_s": 75.2, "job_caches_idle_s": 130.0,
-                    "syncer": {"first_full_job_list": {"bytes": 76_400_000, "seconds": 8.1}},
+                    "syncer": {"first_full_job_list": b.first_full_list([ex(FULL, 1.0, 76_400_000, 8.1)], 1.0)},
                     "scheduler": {"first_full_job_list": None}},
         "idle": idle,
         "scrape": {"first_s": 0.9, "first_bytes": 6_000_000, "p50_s": 0.08, "bytes": 6_000_000,
@@ -495,7 +500,10 @@ def test_the_table():
     assert rows["&nbsp;&nbsp;node poll: no change"].endswith("| 4 × 180 B, 10 ms each |  |")
     assert rows["CPU"] == "| CPU | 10.0 ms (1.0 % of a core) | 5.0 ms (0.5 % of a core) |"
     assert rows["memory: PSS, peak RSS (end of run)"].endswith("| 310 MB, 420.5 MB | 120 MB, 300 MB |")
-    assert rows["a full job list (at start-up)"] == "| a full job list (at start-up) | 76.4 MB, 8.1 s | — |"
+    assert rows["job cache refreshes while idle, by mode"] == \
+        "| job cache refreshes while idle, by mode | update_time checks 59, state lists 1 | update_time checks 120 |"
+    assert rows["a full job list (the first; one comes every 5 min): its bytes and time, and per cycle"].endswith(
+        "| 76.4 MB, 8.1 s; 254.7 KB, 27 ms a cycle | — |")
     assert "8.1 s, 76.4 MB (1 job check: every job); was on update_time checks" in \
         rows["one job cancelled, caches idle: the refresh that met it"]
     assert "0.21 s, 807.6 KB (1 job read, 1 job states); was on state lists" in \
