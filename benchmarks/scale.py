@@ -419,11 +419,14 @@ def job_cycles(exchanges: Sequence[Exchange]) -> list[list[Exchange]]:
 
 
 def change_cycle(cycles: Sequence[list[Exchange]], since: float) -> tuple[int | None, bool]:
-    """The index of the first refresh begun at or after ``since`` that met a change (it read a job or
-    got every job), and whether that refresh is over: a later one began (the relay does not see
-    where an answer ends, only its bytes)."""
+    """The index of the first refresh that met a change made at ``since`` (it read a job or got every
+    job), and whether that refresh is over: a later one began (the relay does not see where an answer
+    ends, only its bytes). A refresh begun just before ``since`` may have met it too (slurmctld may
+    take the change first); one whose answers had all arrived by then cannot have."""
     for index, cycle in enumerate(cycles):
-        if cycle[0].started >= since and any(exchange.kind in MET for exchange in cycle):
+        ends = [exchange.ended for exchange in cycle]
+        running = any(end is None or end >= since for end in ends)
+        if running and any(exchange.kind in MET for exchange in cycle):
             return index, index + 1 < len(cycles)
     return None, False
 

@@ -20,6 +20,8 @@ import requests
 from benchmarks import scale as b
 from benchmarks.slurmrelay import CountingRelay, Exchange, RequestHeads, by_kind, request_kind
 from benchmarks.syncer import BENCH_REASON, cost, counters, summary
+from sunk.slurm import SlurmCache, connect
+from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.models import Node
 from sunk.syncer.facts import KubeFacts
 from sunk.syncer.podcordon import pod_cordon
@@ -326,6 +328,12 @@ def test_the_refresh_that_met_a_change_and_when_it_is_over():
     assert figures == {"mode_before": "update_time checks", "requests": {"job check: every job": 1},
                        "bytes": 76_000_000, "refresh_s": 8.0, "seen_after_s": 9.5}
     assert b.change_cycle(b.job_cycles([ex(STATES, 11.0, 800_000)]), 10.5) == (None, False)
+    # Begun just before the change, answered after it with every job: slurmctld took the change first.
+    cycles = b.job_cycles([ex(CHECK, 10.4, 76_000_000, seconds=8.0), ex(CHECK, 19.0, 1400)])
+    assert b.change_cycle(cycles, 10.5) == (0, True)
+    # Answered entirely before the change: whatever it read, not this change.
+    assert b.change_cycle(b.job_cycles([ex(STATES, 9.0, 800_000), ex("job/3", 9.3, 7600), ex(CHECK, 11.0, 1400)]),
+                          10.5) == (None, False)
 
 
 def test_a_state_list_and_a_read_make_one_refresh():
@@ -372,6 +380,46 @@ def test_one_job_change_waits_for_both_caches_to_finish_the_refresh_that_met_it(
     assert out["syncer"]["requests"] == {"job check: every job": 1} and out["syncer"]["bytes"] == 76_000_000
     assert out["syncer"]["mode_before"] == "update_time checks"
     assert out["scheduler"]["refresh_s"] == pytest.approx(0.4) and out["cpu_s"] == {"slurmctld": 1.0}
+
+
+def test_sunks_own_job_cache_through_the_relay_refreshes_as_the_benchmark_reads_it():
+    """The real SlurmCache (jobs only, as the scheduler's) against the in-process slurmrestd stand-in:
+    the requests it makes are sorted into the refreshes and modes the benchmark reports."""
+    fake = FakeSlurmrestd(token="t").start()
+    try:
+        for job_id in range(1, 101):
+            fake.put_job(job_id, name="held", state_reason="JobHeldUser")
+        time.sleep(1.1)  # (update_time has one-second resolution: the fills are "a second ago")
+        with CountingRelay(fake.url, "scheduler") as relay:
+            cache = SlurmCache(connect("rest", url=relay.url, token="t"), kinds=("job",), interval=0.05,
+                               job_check_after=1)
+            cache.start()
+            try:
+                deadline = time.monotonic() + 20
+                while b.idle_mode(relay.exchanges()) != "update_time checks":
+                    assert time.monotonic() < deadline, b.refresh_modes(relay.exchanges())
+                    time.sleep(0.05)
+                direct = connect("rest", url=fake.url, token="t")
+                met = []
+                for job_id in (7, 8):  # while idle, then right after a change
+                    since, start = time.monotonic(), max(0, relay.count() - 10)
+                    direct.cancel_job(job_id)
+                    while True:
+                        cycles = b.job_cycles(relay.exchanges(start))
+                        index, over = b.change_cycle(cycles, since)
+                        if index is not None and over:
+                            break
+                        assert time.monotonic() < since + 20
+                        time.sleep(0.05)
+                    met.append(b.cycle_figures(cycles, index, since))
+            finally:
+                cache.stop()
+    finally:
+        fake.stop()
+    assert met[0]["mode_before"] == "update_time checks" and list(met[0]["requests"]) == ["job check: every job"]
+    assert met[1]["mode_before"] == "state lists" and met[1]["requests"] == {"job read": 1, "job states": 1}
+    assert met[0]["bytes"] > 10 * met[1]["bytes"]  # every job's record, against their states and one record
+    assert b.first_full_list(relay.exchanges(), 1.0) is not None
 
 
 # -- the per-cycle arithmetic --------------------------------------------------------------------------------
