@@ -106,7 +106,7 @@ PROGRESS_EVERY = 10.0  # seconds between progress lines of a long step
 QUIET_S = 10.0  # the Syncer counts as settled once its reconciles and writes stood still this long
 JOB_IDLE_WAIT = 300.0  # longest wait for the job caches to go over to update_time checks
 CHANGE_TIMEOUT = 300.0  # longest wait for both job caches to meet one job change
-LOOKBACK = 100  # exchanges before a job change, to tell the refresh mode it met the change in
+LOOKBACK = 100  # exchanges looked back at for a job cache's mode (100: 20 s of the Syncer's, 50 s of the scheduler's)
 # A job cache refresh opens with one of these requests (sunk/slurm/cache.py); single-job reads follow it.
 OPENERS = frozenset({"job states", "job check: no change", "job check: every job", "job list"})
 # A refresh that read a job, or got every job, met a change; one that did neither saw none.
@@ -305,13 +305,15 @@ def run_owns(node: Node, namespace: str, run_id: str) -> tuple[bool, bool]:
     return drained, extra.get("namespace") == namespace
 
 
-def reset_nodes(slurm: SlurmSide, used: Sequence[str], namespace: str, run_id: str, workers: int, say: Say) -> None:
-    """The used nodes as before the run (one list, then the writes on threads)."""
+def reset_nodes(slurm: SlurmSide, before: Mapping[str, Node], used: Sequence[str], namespace: str, run_id: str,
+                workers: int, say: Say) -> None:
+    """The used nodes as ``before`` the run: the run's drains lifted, an Extra naming its namespace put back
+    as it was (one list, then the writes on threads)."""
     listed = slurm.nodes()
     owned = {n: run_owns(listed[n], namespace, run_id) for n in used if n in listed}
     parallel(slurm.undrain, [n for n, (drained, _) in owned.items() if drained], workers, "lifting drains", say)
-    parallel(lambda n: slurm.client.update_node(n, NodeUpdate(extra="")),
-             [n for n, (_, extra) in owned.items() if extra], workers, "emptying Extra", say)
+    parallel(lambda n: slurm.client.update_node(n, NodeUpdate(extra=before[n].extra if n in before else "")),
+             [n for n, (_, extra) in owned.items() if extra], workers, "putting Extra back", say)
 
 
 # ---- readings ---------------------------------------------------------------------------------------------------
@@ -586,7 +588,7 @@ def idle_caches(relays: Mapping[str, CountingRelay], say: Say) -> dict[str, str 
     say("waiting for the job caches to go idle")
     deadline = time.monotonic() + JOB_IDLE_WAIT
     while True:
-        modes = {p: idle_mode(relay.exchanges()) for p, relay in relays.items()}
+        modes = {p: idle_mode(relay.exchanges(max(0, relay.count() - LOOKBACK))) for p, relay in relays.items()}
         if all(mode == "update_time checks" for mode in modes.values()):
             return modes
         if time.monotonic() > deadline:
@@ -693,7 +695,7 @@ def run(args: argparse.Namespace, say: Say, results: dict[str, Any]) -> None:
         kube = KubeSide(api, namespace, run_id)
         jobs = HeldJobs(slurm, f"scale-bench-{run_id}")
         # Undone in the reverse order: the processes, the relays, the Kubernetes objects, the jobs, the Slurm nodes.
-        stack.callback(reset_nodes, slurm, picked.used, namespace, run_id, args.workers, say)
+        stack.callback(reset_nodes, slurm, listed, picked.used, namespace, run_id, args.workers, say)
         stack.callback(jobs.cancel_all, cluster, args.workers, say)
         stack.callback(remove_kube_objects, api, kube, picked.used, args.workers, say)
         say(f"run {run_id}: {len(listed)} Slurm nodes, {len(picked.used)} with a stand-in Pod in {namespace} "

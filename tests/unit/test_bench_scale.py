@@ -182,18 +182,21 @@ def test_held_jobs_are_held_and_all_cancelled_by_id_then_by_name():
     assert ran == [(("scancel", "--name=scale-bench-r1"), False)]
 
 
-def test_reset_lifts_the_runs_drains_and_empties_its_extra():
+def test_reset_lifts_the_runs_drains_and_puts_extra_back():
     client = FakeClient()
+    before = {"node3": Node("node3", state=("IDLE",), extra='{"namespace": "slurm", "pod": "node3"}'),
+              "phantom1": Node("phantom1", state=("DOWN",))}
     listed = {"node3": Node("node3", state=("IDLE", "DRAIN"), reason="k8s: node bench-r1-node3 is cordoned",
                             extra='{"namespace": "ns"}'),
               "phantom1": Node("phantom1", state=("DOWN",), extra='{"namespace": "ns"}'),
               "node1": Node("node1", state=("IDLE",), extra='{"namespace": "slurm"}')}
     undrained: list[str] = []
     slurm = types.SimpleNamespace(client=client, nodes=lambda: listed, undrain=undrained.append)
-    b.reset_nodes(slurm, ["node1", "node3", "phantom1", "phantom2"], "ns", "r1", 2,  # type: ignore[arg-type]
+    b.reset_nodes(slurm, before, ["node1", "node3", "phantom1", "phantom2"], "ns", "r1", 2,  # type: ignore[arg-type]
                   lambda _line: None)
     assert undrained == ["node3"]
-    assert sorted(client.calls) == [("update", "node3", ""), ("update", "phantom1", "")]
+    assert sorted(client.calls) == [("update", "node3", '{"namespace": "slurm", "pod": "node3"}'),
+                                    ("update", "phantom1", "")]
 
 
 # -- the relay ---------------------------------------------------------------------------------------------
