@@ -455,18 +455,20 @@ def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
 
 
 def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir: Path,
-                      tree: Path | None = None) -> Process:
-    """sunk-scheduler for the Pod path; from ``tree`` (another checkout) instead of this one when given."""
+                      tree: Path | None = None, slurm_url: str | None = None,
+                      extra: tuple[str, ...] = ()) -> Process:
+    """sunk-scheduler for the Pod path; from ``tree`` (another checkout) instead of this one when given.
+    ``slurm_url``: slurmrestd's (default) or a relay's in front of it; ``extra``: more flags."""
     env = cluster.env()
     return Process("sunk-scheduler", "scheduler.cli", [
         f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
-        f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
+        f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={slurm_url or env['SLURM_REST_URL']}",
         f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
         f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}", f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
         f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
-        f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}",
+        f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}", *extra,
     ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=log_dir,
         env={"PYTHONPATH": str(tree)} if tree else None)
 

@@ -162,18 +162,22 @@ class KubeSide:
 
     def create(self, slurm_nodes: list[str]) -> None:
         for name in slurm_nodes:
-            node = {"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": self.k8s_node(name), "labels": {LABEL: self.run_id}},
-                    "spec": {"taints": [{"key": LABEL, "value": "true", "effect": "NoSchedule"}]}}
-            kc.create(self.api, NODES, node)
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": name, "namespace": self.namespace,
-                                "labels": {"app.kubernetes.io/name": "slurmd", LABEL: self.run_id}},
-                   "spec": {"nodeName": self.k8s_node(name), "hostname": name,
-                            "tolerations": [{"operator": "Exists"}],
-                            "containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:24.11"}]}}
-            created = kc.create(self.api, PODS, pod, self.namespace)
-            self.set_ready(created, True)
+            self.create_one(name)
+
+    def create_one(self, slurm_node: str) -> None:
+        """The Node of its own and the Ready stand-in slurmd Pod of one Slurm node."""
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.k8s_node(slurm_node), "labels": {LABEL: self.run_id}},
+                "spec": {"taints": [{"key": LABEL, "value": "true", "effect": "NoSchedule"}]}}
+        kc.create(self.api, NODES, node)
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": slurm_node, "namespace": self.namespace,
+                            "labels": {"app.kubernetes.io/name": "slurmd", LABEL: self.run_id}},
+               "spec": {"nodeName": self.k8s_node(slurm_node), "hostname": slurm_node,
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:24.11"}]}}
+        created = kc.create(self.api, PODS, pod, self.namespace)
+        self.set_ready(created, True)
 
     def set_ready(self, pod: dict[str, Any] | str, ready: bool) -> None:
         if isinstance(pod, str):
@@ -186,26 +190,61 @@ class KubeSide:
         kp.set_unschedulable(self.api, node, on)
 
     def delete_nodes(self) -> None:
-        for node in kc.list_objects(self.api, NODES, label_selector=f"{LABEL}={self.run_id}"):
-            try:
-                kc.delete(self.api, NODES, node["metadata"]["name"])
-            except kc.ApiError as exc:
-                if not exc.not_found:
-                    raise
+        for name in self.node_names():
+            self.delete_node(name)
+
+    def node_names(self) -> list[str]:
+        """This run's Node objects, as the apiserver lists them."""
+        listed = kc.list_objects(self.api, NODES, label_selector=f"{LABEL}={self.run_id}")
+        return [n["metadata"]["name"] for n in listed]
+
+    def delete_node(self, name: str) -> None:
+        try:
+            kc.delete(self.api, NODES, name)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    def delete_pod(self, name: str) -> None:
+        """At once (no kubelet serves these Nodes to finish a graceful deletion), as purge_namespace does."""
+        try:
+            kc.delete(self.api, PODS, name, self.namespace, grace_period_seconds=0)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
 
 
 # ---- the syncer's own counters ----------------------------------------------------------------------------------
 
 
+COUNTERS = ("sunk_syncer_", "sunk_reconcile_total")
+
+
 def scrape(url: str) -> dict[str, float]:
+    return counters(requests.get(url, timeout=5).text)
+
+
+def counters(text: str) -> dict[str, float]:
+    """The Syncer's own counters in a /metrics text, keyed ``name|label=value...``.
+
+    Lines of other families are dropped before parsing: with the metrics plugin the Slurm table
+    is tens of thousands of lines at scale (benchmarks/scale.py), and this parses in the benchmark's
+    process, on the CPUs it measures.
+    """
+    def wanted(line: str) -> bool:
+        if line.startswith("#"):  # "# HELP name ..." / "# TYPE name ..."
+            words = line.split(maxsplit=3)
+            return len(words) > 2 and words[2].startswith(COUNTERS)
+        return line.startswith(COUNTERS)
+
+    kept = "\n".join(line for line in text.splitlines() if wanted(line)) + "\n"
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(requests.get(url, timeout=5).text):
+    for family in text_string_to_metric_families(kept):
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            if s.name.startswith(("sunk_syncer_", "sunk_reconcile_total")):
-                key = s.name + "".join(f"|{k}={v}" for k, v in sorted(s.labels.items()))
-                out[key] = s.value
+            key = s.name + "".join(f"|{k}={v}" for k, v in sorted(s.labels.items()))
+            out[key] = s.value
     return out
 
 
@@ -353,21 +392,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             kube.create(all_nodes)
             kube.informer.start()
             kube.informer.wait_for_sync(30)
-            ports = {"health": free_port(), "metrics": free_port(), "hooks": free_port()}
-            flags = [f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={slurm.url}",
-                     f"--slurm-auth-token={slurm.token}", f"--watch-namespace={namespace}",
-                     f"--slurmd-selector=app.kubernetes.io/name=slurmd,{LABEL}={run_id}", "--leader-elect=false",
-                     f"--health-probe-bind-address=127.0.0.1:{ports['health']}",
-                     f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
-                     f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", "--plugins=",
-                     f"--slurm-poll-interval={args.poll_interval}",
-                     f"--slurm-node-poll-interval={args.node_poll_interval}", "--zap-log-level=info"]
-            log_dir = Path(args.log_dir)
-            syncer = Process("syncer-bench", "sunk.syncer.cli", flags, f"http://127.0.0.1:{ports['health']}/readyz",
-                             log_dir)
+            syncer, metrics = syncer_process(env["KUBECONFIG"], slurm.url, slurm.token, namespace, run_id,
+                                             Path(args.log_dir), args.poll_interval, args.node_poll_interval)
             started = time.monotonic()
             syncer.start()
-            metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
 
             def warm() -> bool:
                 state = slurm.nodes()
@@ -418,6 +446,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for name in all_nodes:
                     slurm.clear(name)
     return results
+
+
+def syncer_process(kubeconfig: str, slurm_url: str, token: str, namespace: str, run_id: str, log_dir: Path,
+                   poll_interval: float, node_poll_interval: float, plugins: str = "") -> tuple[Process, str]:
+    """A real sunk-syncer for the stand-in slurmd Pods of ``run_id`` (leader election off, ports of its own),
+    and its /metrics URL. ``plugins``: its --plugins (none by default: no hook API, no Slurm table)."""
+    ports = {"health": free_port(), "metrics": free_port(), "hooks": free_port()}
+    flags = [f"--kubeconfig={kubeconfig}", f"--slurm-api-base={slurm_url}",
+             f"--slurm-auth-token={token}", f"--watch-namespace={namespace}",
+             f"--slurmd-selector=app.kubernetes.io/name=slurmd,{LABEL}={run_id}", "--leader-elect=false",
+             f"--health-probe-bind-address=127.0.0.1:{ports['health']}",
+             f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+             f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", f"--plugins={plugins}",
+             f"--slurm-poll-interval={poll_interval}",
+             f"--slurm-node-poll-interval={node_poll_interval}", "--zap-log-level=info"]
+    process = Process("syncer-bench", "sunk.syncer.cli", flags, f"http://127.0.0.1:{ports['health']}/readyz", log_dir)
+    return process, f"http://127.0.0.1:{ports['metrics']}/metrics"
 
 
 def slurm_cpu(cluster: DevCluster) -> dict[str, float]:
