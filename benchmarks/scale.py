@@ -23,7 +23,8 @@ Measured. A cycle is the Syncer's job poll (``--poll-interval``, 1 s); within it
 nodes every ``--node-poll-interval`` (0.25 s) and the scheduler jobs every
 ``--scheduler-poll-interval`` (0.5 s).
 - Start-up: until the Syncer has written every Pod's conditions and gone quiet, then until
-  both job caches are idle (checking ``update_time`` instead of listing states); what each
+  both job caches are idle (checking ``update_time``, or steadily listing states where a full job
+  list is slower than their interval, as at 10,000 jobs); what each
   process read meanwhile, and what one full job list costs.
 - Idle, over ``--cycles`` cycles: per cycle, each process's Slurm calls by message type (its
   /metrics), the bytes of slurmrestd's answers by request kind (its relay) and its CPU; the CPU of
@@ -104,7 +105,9 @@ PHANTOM = re.compile(r"phantom(\d+)")  # sunk.dev.slurmconf.SlurmLayout.phantom_
 HELD_SCRIPT = "#!/bin/bash\nsleep 3600\n"
 PROGRESS_EVERY = 10.0  # seconds between progress lines of a long step
 QUIET_S = 10.0  # the Syncer counts as settled once its reconciles and writes stood still this long
-JOB_IDLE_WAIT = 300.0  # longest wait for the job caches to go over to update_time checks
+JOB_IDLE_WAIT = 300.0  # longest wait for the job caches to go idle (idle_caches)
+STEADY_LISTS = 10  # idle state lists in a row that make a cache that does not check idle
+STEADY_WAIT = 60.0  # ... once the wait has lasted this long (a cache that will check has gone over by then)
 CHANGE_TIMEOUT = 300.0  # longest wait for both job caches to meet one job change
 LOOKBACK = 100  # exchanges looked back at for a job cache's mode (100: 20 s of the Syncer's, 50 s of the scheduler's)
 # A job cache refresh opens with one of these requests (sunk/slurm/cache.py); single-job reads follow it.
@@ -583,18 +586,35 @@ def settle(meter: Meter, kube: KubeSide, slurm: SlurmSide, used: Sequence[str], 
 
 
 def idle_caches(relays: Mapping[str, CountingRelay], say: Say) -> dict[str, str | None]:
-    """Until every job cache checks ``update_time`` (idle: it goes over after a stretch of state lists
-    that found nothing), at most JOB_IDLE_WAIT; the run goes on either way, saying so. The modes."""
+    """Until every job cache refreshes as it does when idle, at most JOB_IDLE_WAIT (the run goes on
+    either way, saying so); the modes. Idle is ``update_time`` checks where a full job list is quick
+    (the cache goes over to them after a stretch of state lists that found nothing), and state lists
+    that read nothing where it is not (a full list slower than the cache's interval: the cache never
+    checks, ``job_check_max_full``): those count once STEADY_LISTS have come in a row for
+    STEADY_WAIT seconds, long enough for a cache that will check to have gone over."""
     say("waiting for the job caches to go idle")
-    deadline = time.monotonic() + JOB_IDLE_WAIT
+    began = time.monotonic()
+    deadline = began + JOB_IDLE_WAIT
     while True:
-        modes = {p: idle_mode(relay.exchanges(max(0, relay.count() - LOOKBACK))) for p, relay in relays.items()}
+        exchanges = {p: relay.exchanges(max(0, relay.count() - LOOKBACK)) for p, relay in relays.items()}
+        modes = {p: idle_mode(e) for p, e in exchanges.items()}
+        recent = {p: job_cycles(e) for p, e in exchanges.items()}
         if all(mode == "update_time checks" for mode in modes.values()):
+            return modes
+        if time.monotonic() - began >= STEADY_WAIT and all(steady_state_lists(c) for c in recent.values()):
             return modes
         if time.monotonic() > deadline:
             say(f"the job caches are not all idle after {JOB_IDLE_WAIT:.0f} s ({modes}); measuring anyway")
             return modes
         time.sleep(1)
+
+
+def steady_state_lists(cycles: Sequence[list[Exchange]]) -> bool:
+    """The last STEADY_LISTS job cache refreshes were all idle: a check with no change, or a state
+    list that read no job (nothing had changed)."""
+    last = cycles[-STEADY_LISTS:]
+    return len(last) == STEADY_LISTS and all(
+        len(cycle) == 1 and cycle[0].kind in ("job states", "job check: no change") for cycle in last)
 
 
 def one_job_change(meter: Meter, jobs: HeldJobs, job_id: int, say: Say) -> dict[str, Any]:

@@ -566,3 +566,15 @@ def test_the_table():
         "| 1 Slurm calls, 3.0 MB read, 3 apiserver writes; Syncer CPU 50 ms, slurmctld CPU 100 ms |")
     assert rows["set-up: submit_jobs, create_objects, write_extra"].endswith("| 41.0 s, 80.2 s, 30.5 s |")
     json.dumps(results())  # (the JSON document: plain data)
+
+
+def test_a_cache_that_never_checks_is_idle_after_steady_state_lists():
+    """At 10,000 jobs a full list is slower than the cache's interval, so it never checks: ten state
+    lists in a row that read nothing are its idle; one that read a job, or a full list, is not."""
+    idle = [[ex(STATES, float(i), 800_000)] for i in range(b.STEADY_LISTS)]
+    assert b.steady_state_lists(idle)
+    assert b.steady_state_lists([[ex(FULL, 0.0, 76_000_000)]] + idle)
+    assert not b.steady_state_lists(idle[1:])
+    assert not b.steady_state_lists(idle[:-1] + [[ex(STATES, 20.0, 800_000), ex("job/5", 20.3, 7600)]])
+    assert not b.steady_state_lists(idle[:-1] + [[ex(FULL, 20.0, 76_000_000)]])
+    assert b.steady_state_lists(idle[:-1] + [[ex(CHECK, 20.0, 1400)]])
