@@ -446,21 +446,32 @@ def test_the_outage_ends_only_when_every_kind_lists_again(cache, slurm, clock, m
 
 
 
-def test_after_an_answer_with_every_node_a_fast_poll_waits_out_the_second():
+def test_after_an_answer_with_every_node_relists_take_at_most_a_fifth_of_the_time():
     """slurmctld answers update_time=T with every node until T - 1 >= its last change: polling every
-    250 ms right after a change would list every node about four times. The loop waits out the
-    second after such an answer; idle polls keep their pace; Slurm's half-idle rule still holds."""
+    250 ms right after a change lists every node again each time. A cheap list keeps the pace (the
+    next change is seen as fast); a costly one waits until the relists take a fifth of the time, at
+    most the rest of the second; idle polls keep their pace; Slurm's half-idle rule still holds."""
     assert poll_wait(0.25, 0.01, 0.5, answered_with_nodes=False) == pytest.approx(0.24)
-    assert poll_wait(0.25, 0.01, 0.5, answered_with_nodes=True) == pytest.approx(0.99)
+    assert poll_wait(0.25, 0.01, 0.5, answered_with_nodes=True) == pytest.approx(0.24)  # 200 nodes: the pace
+    assert poll_wait(0.25, 0.1, 0.5, answered_with_nodes=True) == pytest.approx(0.4)  # 4 x the list's time
+    assert poll_wait(0.25, 0.3, 0.5, answered_with_nodes=True) == pytest.approx(0.7)  # the rest of the second
     assert poll_wait(1.0, 0.01, 0.5, answered_with_nodes=True) == pytest.approx(0.99)  # (no change at 1 s)
     assert poll_wait(0.25, 0.8, 0.5, answered_with_nodes=True) == pytest.approx(0.8)  # a slow list: max_busy
     assert poll_wait(0.25, 1.5, 0.5, answered_with_nodes=False) == pytest.approx(1.5)
 
 
-def test_the_loop_polls_nodes_fast_while_idle_and_once_a_second_after_a_change():
+def test_the_loop_polls_nodes_fast_while_idle_and_waits_after_a_costly_change():
     """The background loop, on real time: a dozen no-change calls in 0.6 s while idle; after a
-    change, no node call until the second is out."""
-    slurm = ScriptedSlurm()
+    change whose list took 0.25 s, no node call until the second is out."""
+
+    class Costly(ScriptedSlurm):  # a list answered with every node takes 0.25 s
+        def list_nodes(self, *, updated_since=None):
+            snapshot = super().list_nodes(updated_since=updated_since)
+            if snapshot.items is not None:
+                time.sleep(0.25)
+            return snapshot
+
+    slurm = Costly()
     slurm.set_node(Node(name="node1", state="IDLE"))
     slurm.now += 5
     cache = SlurmCache(slurm, interval=0.05, kinds=("node",))
