@@ -109,6 +109,7 @@ JOB_IDLE_WAIT = 300.0  # longest wait for the job caches to go idle (idle_caches
 STEADY_LISTS = 10  # idle state lists in a row that make a cache that does not check idle
 STEADY_WAIT = 60.0  # ... once the wait has lasted this long (a cache that will check has gone over by then)
 CHANGE_TIMEOUT = 300.0  # longest wait for both job caches to meet one job change
+FULL_LIST_MARGIN = 30.0  # a job change is made no closer than this to a cache's periodic full job list
 LOOKBACK = 100  # exchanges looked back at for a job cache's mode (100: 20 s of the Syncer's, 50 s of the scheduler's)
 # A job cache refresh opens with one of these requests (sunk/slurm/cache.py); single-job reads follow it.
 OPENERS = frozenset({"job states", "job check: no change", "job check: every job", "job list"})
@@ -617,8 +618,27 @@ def steady_state_lists(cycles: Sequence[list[Exchange]]) -> bool:
         len(cycle) == 1 and cycle[0].kind in ("job states", "job check: no change") for cycle in last)
 
 
+def full_list_due(exchanges: Sequence[Exchange], now: float, every: float, margin: float) -> bool:
+    """Whether a process's periodic full job list (one every ``every`` s since its last) comes within
+    ``margin`` s, or is under way: a change it met would be measured as that list, not as what one
+    changed job costs."""
+    full = [exchange for exchange in exchanges if exchange.kind == "job list"]
+    if not full:
+        return False
+    return full[-1].ended is None or now - full[-1].started > every - margin
+
+
 def one_job_change(meter: Meter, jobs: HeldJobs, job_id: int, say: Say) -> dict[str, Any]:
-    """Cancel one held job; each process's job cache refresh that met it, and the CPU meanwhile."""
+    """Cancel one held job, away from the caches' periodic full lists; each process's job cache refresh
+    that met it, and the CPU meanwhile."""
+    every, began = SlurmSettings().job_full_list_interval, time.monotonic()
+    while due := [p for p, relay in meter.relays.items()
+                  if full_list_due(relay.exchanges(), time.monotonic(), every, FULL_LIST_MARGIN)]:
+        if time.monotonic() - began > FULL_LIST_MARGIN + CHANGE_TIMEOUT:
+            raise SystemExit(f"the periodic full job list of {', '.join(due)} never came")
+        time.sleep(0.5)
+    if time.monotonic() - began > 1:
+        say(f"waited {time.monotonic() - began:.0f} s for the periodic full job list(s) to pass")
     c0 = meter.clocks()
     since = c0.at
     jobs.slurm.client.cancel_job(job_id)

@@ -578,3 +578,16 @@ def test_a_cache_that_never_checks_is_idle_after_steady_state_lists():
     assert not b.steady_state_lists(idle[:-1] + [[ex(STATES, 20.0, 800_000), ex("job/5", 20.3, 7600)]])
     assert not b.steady_state_lists(idle[:-1] + [[ex(FULL, 20.0, 76_000_000)]])
     assert b.steady_state_lists(idle[:-1] + [[ex(CHECK, 20.0, 1400)]])
+
+
+def test_a_job_change_waits_for_a_periodic_full_list_that_is_due():
+    """The one-job-change figure is what a changed job costs: it is not made just as a cache's
+    five-minute full list comes (the first 1000-node run measured that list)."""
+    exchanges = [ex(STATES, 1.0, 800_000), ex(FULL, 10.0, 15_000_000, seconds=1.7), ex(STATES, 20.0, 800_000)]
+    assert not b.full_list_due(exchanges, now=100.0, every=300.0, margin=30.0)
+    assert b.full_list_due(exchanges, now=285.0, every=300.0, margin=30.0)  # due at 310
+    assert b.full_list_due(exchanges + [Exchange("GET", BASE + FULL, 310.0, 100)], now=311.0, every=300.0,
+                           margin=30.0)  # under way
+    assert not b.full_list_due(exchanges + [ex(FULL, 310.0, 15_000_000, seconds=1.7)], now=313.0, every=300.0,
+                               margin=30.0)
+    assert not b.full_list_due([ex(STATES, 1.0, 800_000)], now=1000.0, every=300.0, margin=30.0)
