@@ -430,6 +430,24 @@ def test_a_read_that_fails_fails_the_refresh_and_keeps_the_snapshot(fake, slurm_
 # -- while idle: update_time checks instead of state lists --------------------------------------------------
 
 
+class Timed:
+    """A client whose full job list takes ``full`` seconds of the test clock, a state list ``states``."""
+
+    def __init__(self, client, clock, *, full: float, states: float = 0.25):
+        self.client, self.clock, self.full, self.states = client, clock, full, states
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def list_jobs(self, **kw):
+        self.clock.tick(self.full)
+        return self.client.list_jobs(**kw)
+
+    def list_job_states(self, *args):
+        self.clock.tick(self.states)
+        return self.client.list_job_states(*args)
+
+
 def queries(fake, since):
     return [(method, path, query) for method, path, query in fake.state.requests[since:]]
 
@@ -683,24 +701,9 @@ def test_checks_begin_once_idle_state_lists_took_as_long_as_a_full_list(fake, sl
     """The default: rent state lists until they cost one full list, then check (a change met while
     checking costs one full list, so an idle stretch never costs more than twice what it must)."""
 
-    class Timed:  # a full list takes 1 s, a state list 0.25 s, a clock read nothing
-        def __init__(self, client):
-            self.client = client
-
-        def __getattr__(self, name):
-            return getattr(self.client, name)
-
-        def list_jobs(self, **kw):
-            clock.tick(1.0)
-            return self.client.list_jobs(**kw)
-
-        def list_job_states(self, *args):
-            clock.tick(0.25)
-            return self.client.list_job_states(*args)
-
     fake.put_job(5)
     slurm_clock.tick()
-    cache = SlurmCache(Timed(rest(fake)), kinds=("job",), clock=clock)
+    cache = SlurmCache(Timed(rest(fake), clock, full=1.0), kinds=("job",), clock=clock)
     cache.refresh()
     refreshes_before_the_first_check = 0
     while fake.calls("GET", r"diag/") == 0:
@@ -721,24 +724,9 @@ def test_a_full_list_slower_than_the_interval_keeps_states_listed(fake, slurm_cl
     """A change met while checking costs a full list: where that takes longer than a refresh
     interval (seconds at 10,000 jobs), idle refreshes keep listing states, however long the idle."""
 
-    class Slow:  # a full list takes 1.5 s (the interval is 1 s), a state list 0.25 s
-        def __init__(self, client):
-            self.client = client
-
-        def __getattr__(self, name):
-            return getattr(self.client, name)
-
-        def list_jobs(self, **kw):
-            clock.tick(1.5)
-            return self.client.list_jobs(**kw)
-
-        def list_job_states(self, *args):
-            clock.tick(0.25)
-            return self.client.list_job_states(*args)
-
     fake.put_job(5)
     slurm_clock.tick()
-    cache = SlurmCache(Slow(rest(fake)), kinds=("job",), clock=clock)
+    cache = SlurmCache(Timed(rest(fake), clock, full=1.5), kinds=("job",), clock=clock)  # (the interval: 1 s)
     cache.refresh()
     for _ in range(30):
         slurm_clock.tick()
@@ -747,7 +735,7 @@ def test_a_full_list_slower_than_the_interval_keeps_states_listed(fake, slurm_cl
     assert fake.calls("GET", r"diag/") == 0 and cache.stats().job_checks == 0
     assert fake.calls("GET", r"jobs/state/") == 30
     # the bound is a setting: allowed 2 s, the same cache checks after its idle stretch
-    cache = SlurmCache(Slow(rest(fake)), kinds=("job",), clock=clock, job_check_max_full=2.0)
+    cache = SlurmCache(Timed(rest(fake), clock, full=1.5), kinds=("job",), clock=clock, job_check_max_full=2.0)
     cache.refresh()
     for _ in range(12):
         slurm_clock.tick()
@@ -757,33 +745,17 @@ def test_a_full_list_slower_than_the_interval_keeps_states_listed(fake, slurm_cl
 
 
 def test_checks_end_when_a_periodic_full_list_grew_slower_than_the_interval(fake, slurm_clock, clock):
-    cost = {"full": 0.5}
-
-    class Growing:  # the cluster grows while the cache checks: its full list becomes slow
-        def __init__(self, client):
-            self.client = client
-
-        def __getattr__(self, name):
-            return getattr(self.client, name)
-
-        def list_jobs(self, **kw):
-            clock.tick(cost["full"])
-            return self.client.list_jobs(**kw)
-
-        def list_job_states(self, *args):
-            clock.tick(0.25)
-            return self.client.list_job_states(*args)
-
+    client = Timed(rest(fake), clock, full=0.5)
     fake.put_job(5)
     slurm_clock.tick()
-    cache = SlurmCache(Growing(rest(fake)), kinds=("job",), clock=clock, resync_every=1e6)
+    cache = SlurmCache(client, kinds=("job",), clock=clock, resync_every=1e6)
     cache.refresh()
     for _ in range(8):
         slurm_clock.tick()
         clock.tick()
         cache.refresh()
     assert cache.stats().job_checks >= 1  # (checking)
-    cost["full"] = 3.0
+    client.full = 3.0  # the cluster grew while the cache checked: its full list is slow now
     clock.tick(cache.job_full_every)  # the periodic full list, still no change
     cache.refresh()
     checks, states = cache.stats().job_checks, fake.calls("GET", r"jobs/state/")
