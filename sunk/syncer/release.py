@@ -9,11 +9,16 @@ In order:
 1. ``--syncer-deployment``: scale it to 0 (its scale subresource) and wait until no Pod of it
    (its ``spec.selector``) is left, at most ``--timeout``: nothing locks or drains again
    behind what follows.
-2. The slurmd Pods (``--watch-namespace``, ``--slurmd-selector``): their lock annotations go
-   first, then the lock taint of their Nodes (``--all-nodes``: of every Node), in the lock
-   controller's order, so that no Pod says "locked" of a Node that is not.
-3. Slurm: sunk's drains, decided from one node list (``sunk.translate.leftovers``), each decided
-   again from a fresh read (``FreshNodes``, as the Syncer does) just before its UNDRAIN.
+   A Deployment that is not there is taken as gone (a second run, after an uninstall that
+   failed later on), with a warning.
+2. The slurmd Pods (``--watch-namespace``, ``--slurmd-selector``) and Slurm's node list are read
+   first: a Slurm outage fails the run before anything is unlocked.
+3. The slurmd Pods' lock annotations go, then the lock taint of their Nodes (``--all-nodes``: of
+   every Node), in the lock controller's order, so that no Pod says "locked" of a Node that is not.
+4. Slurm: on the Slurm nodes of those Pods (``--all-nodes``: every node), the drains of sunk's
+   lock are lifted, each decided again from a fresh read (``FreshNodes``, as the Syncer does) just
+   before its UNDRAIN; sunk's other drains stay, each named in the log
+   (``sunk.translate.leftovers``: why).
 
 What cannot be done for one object is logged, and the rest go on; the outcome lists it
 (exit 1). When the Syncer was scaled down and anything failed, or the run is interrupted
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 from kubernetes.client import ApiClient
@@ -42,6 +47,7 @@ from sunk.slurm.models import Node, NodeUpdate
 from sunk.translate import leftovers
 from sunk.types import Obj
 
+from .context import slurm_node_name
 from .freshread import FreshNodes
 
 log = logging.getLogger("sunk.syncer.release")
@@ -71,6 +77,7 @@ class Outcome:
     cleared: list[str] = attrs.Factory(list)  # slurmd Pods whose lock annotations were removed
     lifted: list[str] = attrs.Factory(list)  # Slurm nodes undrained
     kept: list[str] = attrs.Factory(list)  # Slurm nodes whose drain was no longer sunk's on the fresh read
+    standing: list[str] = attrs.Factory(list)  # Slurm nodes sunk drained for a cause that outlives it
     failures: list[str] = attrs.Factory(list)
 
     @property
@@ -83,7 +90,8 @@ class Outcome:
 
     def summary(self) -> str:
         done = (f"{len(self.unlocked)} Node(s) unlocked, {len(self.cleared)} slurmd Pod(s) cleared, "
-                f"{len(self.lifted)} Slurm drain(s) lifted, {len(self.kept)} left (no longer sunk's)")
+                f"{len(self.lifted)} Slurm drain(s) lifted, {len(self.kept)} left (no longer sunk's), "
+                f"{len(self.standing)} of sunk's left standing for their cause")
         if self.ok:
             return f"release-nodes: done: {done}"
         return f"release-nodes: failed ({len(self.failures)}): {'; '.join(self.failures)}; done: {done}"
@@ -108,9 +116,16 @@ class Release:
                     self.outcome.fail(f"the Syncer could not be stopped, so nothing was released: {exc}")
                     self.restore()
                     return self.finish()
+            pods = self.slurmd_pods()
+            try:
+                listed = self.slurm.list_nodes().items or ()
+            except SlurmError as exc:
+                self.outcome.fail(f"Slurm's nodes could not be listed, so nothing was released: {exc}")
+                self.restore()
+                return self.finish()
             if self.config.locks:
-                self.unlock()
-            self.lift_drains()
+                self.unlock(pods)
+            self.lift_drains(listed, pods)
         except BaseException:  # interrupted (Ctrl-C; SIGTERM at the Job's deadline): the Syncer goes back first
             self.restore()
             raise
@@ -127,7 +142,14 @@ class Release:
     def stop_syncer(self, name: str) -> None:
         namespace = self.config.namespace
         where = f"Deployment {namespace}/{name}"
-        deployment = kc.get(self.api, DEPLOYMENTS, name, namespace)
+        try:
+            deployment = kc.get(self.api, DEPLOYMENTS, name, namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+            log.warning("%s: not found: taken as gone already (a second run after an uninstall that failed "
+                        "later on; or a wrong --syncer-deployment, whose Syncer would lock again)", where)
+            return
         query = label_selector((deployment.get("spec") or {}).get("selector") or {})
         replicas = int((deployment.get("spec") or {}).get("replicas") or 0)
         if replicas:
@@ -162,13 +184,16 @@ class Release:
 
     # ---- 2. locks --------------------------------------------------------------------------------
 
-    def unlock(self) -> None:
+    def slurmd_pods(self) -> list[Obj] | None:
+        """The slurmd Pods (``--watch-namespace``, ``--slurmd-selector``); None when they cannot be listed."""
         namespace, selector = self.config.watch_namespace, self.config.slurmd_selector
         try:
-            pods: list[Obj] | None = kc.list_objects(self.api, PODS, namespace, label_selector=selector)
+            return kc.list_objects(self.api, PODS, namespace, label_selector=selector)
         except kc.KubeError as exc:
             self.outcome.fail(f"the slurmd Pods ({namespace}, {selector}) could not be listed: {exc}")
-            pods = None
+            return None
+
+    def unlock(self, pods: list[Obj] | None) -> None:
         for pod in pods or ():
             self.clear(pod)
         if pods is None and not self.config.all_nodes:
@@ -206,14 +231,16 @@ class Release:
 
     # ---- 3. drains -------------------------------------------------------------------------------
 
-    def lift_drains(self) -> None:
-        try:
-            listed = self.slurm.list_nodes().items or ()
-        except SlurmError as exc:
-            self.outcome.fail(f"Slurm's nodes could not be listed: {exc}")
-            return
+    def lift_drains(self, listed: Iterable[Node], pods: list[Obj] | None) -> None:
+        if pods is None and not self.config.all_nodes:
+            return  # which Slurm nodes are this release's cannot be told (said already)
+        among = None if self.config.all_nodes else {slurm_node_name(pod) for pod in pods or ()}
+        for node in leftovers.drains_kept(listed, among):
+            log.warning("slurm node %s: left drained, for a cause that outlives sunk (an operator, or a "
+                        "reinstalled Syncer once the cause is gone, lifts it): %s", node.name, loggable(node.reason))
+            self.outcome.standing.append(node.name)
         fresh = FreshNodes(self.slurm)
-        for node in leftovers.drains_to_lift(listed):
+        for node in leftovers.drains_to_lift(listed, among):
             try:
                 current = fresh.node(node.name)
                 if not leftovers.lifts(current):
@@ -235,4 +262,4 @@ def _changed(node: Node | None) -> str:
         return "the node is gone"
     if not node.drained:
         return "it is not drained any more"
-    return f"its reason is not sunk's any more ({loggable(node.reason)})"
+    return f"its reason is not a drain of sunk's lock any more ({loggable(node.reason)})"

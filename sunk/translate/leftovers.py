@@ -9,11 +9,16 @@ drains again behind it), takes back exactly what sunk put there:
   which are the Nodes the Syncer locks (``hosts``); on every Node only when asked, since
   another release's Syncer may lock other Nodes of the same Kubernetes cluster;
 - the lock annotation (same key) and the pre-hooks' lock requests on the slurmd Pods;
-- every Slurm drain whose reason is sunk's (``drains.is_sunks``: a ``k8s:`` reason), lifted
-  with UNDRAIN (a DOWN node stays DOWN: ReturnToService decides). Never a person's or NHC's
-  drain, nor the prolog's unprefixed ``sunk-lock:`` drain, which waits for an operator. The
-  decision is taken from one node list and taken again from a fresh read of each node just
-  before its undrain, so a person's drain written in between is never lifted.
+- the drains of sunk's lock (``k8s: sunk-lock: ...``: the hook API was unreachable, a lock
+  timed out), on the Slurm nodes of the slurmd Pods (``--all-nodes``: on every node), lifted
+  with UNDRAIN (a DOWN node stays DOWN: ReturnToService decides). They exist only for the lock,
+  which goes with sunk. sunk's other drains mirror a fact that outlives sunk (a cordoned Node,
+  a slurmd Pod not Ready, a Pod that may still run on the node: placeholder and stuck-Pod
+  drains) and stay, named in the log, for an operator or a reinstalled Syncer (which lifts
+  each once its cause is gone): lifting them would let Slurm start jobs on a machine taken out
+  of service or still in use. Never a person's or NHC's drain, nor the prolog's unprefixed
+  ``sunk-lock:`` drain, which waits for an operator. The decision is taken from one node list
+  and taken again from a fresh read of each node just before its undrain.
 
 Pure: the I/O is ``sunk.syncer.release``.
 """
@@ -26,7 +31,7 @@ from typing import Any, Optional
 from sunk import names
 from sunk.slurm.models import Node
 
-from .drains import is_sunks
+from .drains import HookUnreachableDrain, LockTimeoutDrain, is_sunks, parse
 
 Obj = Mapping[str, Any]
 
@@ -55,10 +60,26 @@ def lock_annotations(pod: Obj) -> list[str]:
 
 
 def lifts(node: Optional[Node]) -> bool:
-    """Whether this node's drain is lifted: it is drained, and its reason is sunk's."""
-    return node is not None and node.drained and is_sunks(node.reason)
+    """Whether this node's drain is lifted: it is drained, by sunk's lock."""
+    return node is not None and node.drained and isinstance(parse(node.reason), (HookUnreachableDrain,
+                                                                                  LockTimeoutDrain))
 
 
-def drains_to_lift(nodes: Iterable[Node]) -> list[Node]:
-    """The Slurm nodes whose drain is lifted, by name."""
-    return sorted((node for node in nodes if lifts(node)), key=lambda node: node.name)
+def keeps(node: Node) -> bool:
+    """Whether this node is drained by sunk for a cause that outlives sunk (not lifted; named in the log)."""
+    return node.drained and is_sunks(node.reason) and not lifts(node)
+
+
+def in_scope(nodes: Iterable[Node], among: Optional[Collection[str]]) -> list[Node]:
+    """The Slurm nodes ``among`` (None: every node), by name."""
+    return sorted((node for node in nodes if among is None or node.name in among), key=lambda node: node.name)
+
+
+def drains_to_lift(nodes: Iterable[Node], among: Optional[Collection[str]] = None) -> list[Node]:
+    """The Slurm nodes ``among`` (None: every node) whose drain is lifted, by name."""
+    return [node for node in in_scope(nodes, among) if lifts(node)]
+
+
+def drains_kept(nodes: Iterable[Node], among: Optional[Collection[str]] = None) -> list[Node]:
+    """The Slurm nodes ``among`` (None: every node) that sunk drained for a cause that outlives it, by name."""
+    return [node for node in in_scope(nodes, among) if keeps(node)]

@@ -211,32 +211,41 @@ PERSONS_DRAIN = "test_chart_pods: a person's drain"
 
 def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
     """... not even what the release's Syncer keeps while it runs: the uninstall hook (sunk-syncer
-    release-nodes) stops it, then takes back the lock it holds for a pre-hook's request and a drain of
-    sunk's whose cause never goes (a Pod stuck on a Node that is gone). A person's drain stays."""
+    release-nodes) stops it, then takes back the lock it holds for a pre-hook's request and a drain of its
+    lock whose cause holds (a Pod still on the Node). A drain of sunk's whose cause outlives sunk (a Pod
+    stuck on a Node that is gone: containers may still run there) stands; a person's drain stays."""
     namespace, dev = pod_release.namespace, pod_release.dev_cluster
-    ours, persons = idle_stand_in_nodes(dev, 2)
+    ours, standing, persons = idle_stand_in_nodes(dev, 3)
     worker = dev.k8s_node_for(ours)
+    lock_drain = drains.LockTimeoutDrain(999_999_002, 30, worker, (f"slurm/{ours}",)).reason()
     stuck = drains.StuckPodDrain(namespace, "gone", "0f0f0f0f-0000-4000-8000-000000000001", "gone-node", 1).reason()
     try:
         ask_for_a_lock(kube_api, ours)
         wait_for(lambda: lock_taint(kube_api, worker), 30, f"the release's Syncer to lock {worker}")
-        dev.slurm("scontrol", "update", f"nodename={ours}", "state=drain", f"reason={stuck}")
+        dev.slurm("scontrol", "update", f"nodename={ours}", "state=drain", f"reason={lock_drain}")
+        dev.slurm("scontrol", "update", f"nodename={standing}", "state=drain", f"reason={stuck}")
         dev.slurm("scontrol", "update", f"nodename={persons}", "state=drain", f"reason={PERSONS_DRAIN}")
-        time.sleep(3)  # a dozen node polls: the Syncer keeps both drains (the Node named is gone; not sunk's)
-        assert drain_reason(dev, ours) == stuck and lock_taint(kube_api, worker)
+        time.sleep(3)  # a dozen node polls: the Syncer keeps all three (their causes hold; not sunk's)
+        assert drain_reason(dev, ours) == lock_drain and drain_reason(dev, standing) == stuck
+        assert lock_taint(kube_api, worker)
 
         pod_release.uninstall()
         wait_for(lambda: not pods_of(kube_api, namespace), 60, "the release's Pods gone", interval=1)
         assert not kc.list_objects(kube_api, DEPLOYMENTS, namespace)
-        left = sunk_marks(kube_api, dev)
+        left = [mark for mark in sunk_marks(kube_api, dev) if not mark.startswith(f"{standing}|")]
         assert not left, f"{left}\n{slurm_view(dev)}"
         slurmd = kc.get(kube_api, PODS, ours, "slurm")
         assert lock_value(slurmd) is None and not leftovers.lock_annotations(slurmd), slurmd["metadata"]
+        assert drain_reason(dev, standing) == stuck, slurm_view(dev)
         assert drain_reason(dev, persons) == PERSONS_DRAIN, slurm_view(dev)
     finally:
-        dev.slurm("scontrol", "update", f"nodename={persons}", "state=resume", check=False)
-        # (should the uninstall have failed: what it was to take back, which later tests' nodes must not keep)
-        dev.slurm("scontrol", "update", f"nodename={ours}", "state=resume", check=False)
+        for node in (persons, standing, ours):
+            # (ours: should the uninstall have failed, what it was to take back, which later tests must not meet)
+            dev.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+        # 24.11 marks a node it resumes from a drain NOT_RESPONDING until its slurmd answers a ping (about a
+        # second): the next module's first test must find every slurmd healthy.
+        wait_for(lambda: not [n for n in (persons, standing, ours) if "NOT_RESPONDING" in all_nodes(dev)[n]["state"]],
+                 30, "the resumed nodes' slurmd to answer", interval=0.5)
         slurmd = kc.get(kube_api, PODS, ours, "slurm")
         kp.set_annotations(kube_api, slurmd, dict.fromkeys(leftovers.lock_annotations(slurmd)))
         kp.remove_taint(kube_api, kc.get(kube_api, NODES, worker), names.LOCK_KEY)

@@ -19,7 +19,8 @@ SYNCER = {"app.kubernetes.io/name": "sunk-syncer", "app.kubernetes.io/instance":
 SLURMD = {"app.kubernetes.io/name": "slurmd"}
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
 OTHER_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-SUNKS = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"
+SUNKS = "k8s: sunk-lock: job 42: hook API unreachable (HTTP 000, 3 attempts)"  # a drain of sunk's lock
+STANDING = "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 43"  # its cause outlives sunk
 PERSONS = "bad gpu, ticket 7"
 PROLOGS = "sunk-lock: job 9: the hook API refused: 403"
 
@@ -132,6 +133,8 @@ def uninstalled_release(monkeypatch: Any, namespace: str = "slurm", slurmd_names
                                                     "example.com/mine": "kept"}, namespace=slurmd_namespace))
     k.put("pods", pod("node2", SLURMD, "worker-2", {names.LOCK_KEY: "false"}, namespace=slurmd_namespace))
     k.put("pods", pod("node3", SLURMD, "worker-3", namespace=slurmd_namespace))
+    for name in ("node5", "node7", "node8"):  # (on Nodes without a lock)
+        k.put("pods", pod(name, SLURMD, f"worker-{name[-1]}", namespace=slurmd_namespace))
     k.put("pods", pod("web", {"app": "web"}, "worker-1", {names.LOCK_KEY: "not a slurmd Pod: left alone"},
                       namespace=slurmd_namespace))
     k.put("nodes", k8s_node("worker-1", OTHER_TAINT, LOCK))
@@ -142,13 +145,18 @@ def uninstalled_release(monkeypatch: Any, namespace: str = "slurm", slurmd_names
 
 
 def drained_slurm() -> Slurm:
-    """sunk's drains (a placeholder's; a condition drain; one on a DOWN node), a person's, the prolog's."""
+    """The drains of sunk's lock (one on a DOWN node), sunk's drains whose cause outlives it (node7, node8),
+    a person's, the prolog's; node9, drained by sunk's lock, runs no slurmd Pod of this release."""
     return Slurm(Node("node1", state="ALLOCATED+DRAIN", reason=SUNKS),
                  Node("node2", state="IDLE+DRAIN", reason=PERSONS),
-                 Node("node3", state="IDLE+DRAIN", reason="k8s: slurmd pod slurm/node3 is not ready"),
+                 Node("node3", state="IDLE+DRAIN", reason="k8s: sunk-lock: job 7: lock timeout after 30s: "
+                                                          "lock still pending"),
                  Node("node4", state="IDLE+DRAIN", reason=PROLOGS),
-                 Node("node5", state="DOWN+DRAIN", reason="k8s: slurmd pod slurm/node5 deleted"),
-                 Node("node6", state="IDLE"))
+                 Node("node5", state="DOWN+DRAIN", reason="k8s: sunk-lock: job 8: hook API unreachable"),
+                 Node("node6", state="IDLE"),
+                 Node("node7", state="IDLE+DRAIN", reason=STANDING),
+                 Node("node8", state="IDLE+DRAIN", reason="k8s: node worker-8 is cordoned: disk"),
+                 Node("node9", state="IDLE+DRAIN", reason="k8s: sunk-lock: job 9: hook API unreachable"))
 
 
 class Clock:

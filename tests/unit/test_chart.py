@@ -365,7 +365,11 @@ def test_the_uninstall_hook_is_rendered_with_the_syncer_and_its_value_only():
     assert {(d["kind"], d["metadata"]["name"]) for d in hooks(render())} == HOOK_OBJECTS
     unlocked = render({"syncer": {"nodeLocking": {"enabled": False}, "nodePermissions": {"enabled": False}}})
     assert {(d["kind"], d["metadata"]["name"]) for d in hooks(unlocked)} == {
-        ("ServiceAccount", HOOK), ("Role", HOOK), ("RoleBinding", HOOK), ("Job", HOOK)}
+        ("ServiceAccount", HOOK), ("Role", HOOK), ("RoleBinding", HOOK), ("Role", f"{HOOK}-slurmd"),
+        ("RoleBinding", f"{HOOK}-slurmd"), ("Job", HOOK)}
+    # without node locking: the slurmd Pods only listed (which Slurm nodes are the release's), no Node right
+    assert find(unlocked, "Role", f"{HOOK}-slurmd")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     assert flags(hook_args(unlocked))["release-locks"] == "false"
     assert not hooks(render({"syncer": {"releaseNodesOnUninstall": False}}))
     assert not hooks(render({"syncer": {"enabled": False}}))

@@ -9,15 +9,29 @@ import pytest
 from sunk import names
 from sunk.slurm.models import Node
 from sunk.translate import drains, nodestate, poddown
-from sunk.translate.leftovers import drains_to_lift, hosts, lifts, lock_annotations, lock_tainted, nodes_to_unlock
+from sunk.translate.leftovers import (
+    drains_kept,
+    drains_to_lift,
+    hosts,
+    keeps,
+    lifts,
+    lock_annotations,
+    lock_tainted,
+    nodes_to_unlock,
+)
 
-# Every reason sunk writes: sunk's own drains (drains.py) and the Syncer's condition drains.
-SUNKS = [
+# The drains of sunk's lock: they exist only for the lock, which goes with sunk.
+LOCKS = [
+    drains.HookUnreachableDrain(43, "HTTP 000, 44 attempts").reason(),
+    drains.LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded",), strict=True).reason(),
+    drains.LockTimeoutDrain(45, 30, "", (), state="pending").reason(),
+]
+# sunk's drains whose cause outlives it: a Pod that may still run on the node, a Node taken out of
+# service, a slurmd Pod not Ready or gone, a node pending deletion. They stand.
+STANDING = [
     drains.PlaceholderDrain("team-a", "train-0", 42).reason(),
     drains.GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47).reason(),
     drains.StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46).reason(),
-    drains.HookUnreachableDrain(43, "HTTP 000, 44 attempts").reason(),
-    drains.LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded",), strict=True).reason(),
     poddown.missing_reason("slurm", "node1"),
     nodestate.pending_deletion_reason("slurm/node1", "scale down"),
     "k8s: node worker-1 is cordoned: disk",
@@ -41,18 +55,25 @@ def slurm_node(name: str = "node1", state: str = "IDLE+DRAIN", reason: str = "")
     return Node(name, state=state, reason=reason)
 
 
-@pytest.mark.parametrize("reason", SUNKS)
-def test_every_reason_sunk_writes_is_lifted(reason):
+@pytest.mark.parametrize("reason", LOCKS)
+def test_the_drains_of_sunks_lock_are_lifted(reason):
     assert drains.is_sunks(reason)
-    assert lifts(slurm_node(reason=reason))
+    assert lifts(slurm_node(reason=reason)) and not keeps(slurm_node(reason=reason))
     assert lifts(slurm_node(state="ALLOCATED+DRAIN", reason=reason))  # draining: the running job keeps running
     assert lifts(slurm_node(state="DOWN+DRAIN", reason=reason))  # UNDRAIN: DOWN stays, ReturnToService decides
+
+
+@pytest.mark.parametrize("reason", STANDING)
+def test_sunks_drains_whose_cause_outlives_it_stand(reason):
+    """Lifting them would let Slurm start jobs on a machine taken out of service or still in use."""
+    assert drains.is_sunks(reason)
+    assert not lifts(slurm_node(reason=reason)) and keeps(slurm_node(reason=reason))
 
 
 @pytest.mark.parametrize("reason", OTHERS)
 def test_a_reason_sunk_did_not_write_is_never_lifted(reason):
     assert not drains.is_sunks(reason)
-    assert not lifts(slurm_node(reason=reason))
+    assert not lifts(slurm_node(reason=reason)) and not keeps(slurm_node(reason=reason))
 
 
 @pytest.mark.parametrize("state", ["IDLE", "DOWN", "ALLOCATED", "DOWN+NOT_RESPONDING"])
@@ -63,12 +84,14 @@ def test_a_node_that_is_not_drained_has_no_drain_to_lift(state):
     assert not lifts(None)  # gone since the decision
 
 
-def test_the_drains_to_lift_come_from_one_list_by_name():
-    nodes = [slurm_node("node3", reason=SUNKS[0]), slurm_node("node1", reason="bad gpu"),
-             slurm_node("node2", reason=SUNKS[-1]), slurm_node("node4", "IDLE", ""),
-             slurm_node("node5", reason="sunk-lock: job 7: refused")]
+def test_the_drains_to_lift_come_from_one_list_by_name_among_the_releases_nodes():
+    nodes = [slurm_node("node3", reason=LOCKS[0]), slurm_node("node1", reason="bad gpu"),
+             slurm_node("node2", reason=LOCKS[-1]), slurm_node("node4", "IDLE", ""),
+             slurm_node("node5", reason="sunk-lock: job 7: refused"), slurm_node("node6", reason=STANDING[0])]
     assert [n.name for n in drains_to_lift(nodes)] == ["node2", "node3"]
-    assert drains_to_lift([]) == []
+    assert [n.name for n in drains_to_lift(nodes, among={"node3", "node6"})] == ["node3"]
+    assert [n.name for n in drains_kept(nodes)] == ["node6"]
+    assert drains_kept(nodes, among={"node3"}) == [] and drains_to_lift([]) == []
 
 
 # ---- Kubernetes ------------------------------------------------------------------------------------
