@@ -5,7 +5,8 @@ lock annotation on the slurmd Pod, the Pods on the Kubernetes Node), asks the pu
 machine (``sunk.translate.lock``) what they mean, and carries it out:
 
 - demand (a job holds the Slurm node, or a pre-hook asked): taint the Node first, so no
-  new Pod lands; evict what the state machine says must go, through the Eviction API so
+  new Pod lands (under ``NoExecute``, only once the Pods that stay have tolerated it for
+  ``TOLERATION_SETTLE`` seconds); evict what the state machine says must go, through the Eviction API so
   PodDisruptionBudgets hold; write ``pending`` until those Pods are gone, then
   ``locked`` (or ``locked_strict``). A budget that refuses is retried every
   ``eviction_retry`` seconds until the demand ends.
@@ -44,6 +45,12 @@ from .requests import LockRequest, expired, parse_requests
 
 log = logging.getLogger(__name__)
 
+# How long a toleration the lock gave a Pod is left to reach every watcher before the NoExecute
+# taint lands. Kubernetes' taint-eviction controller judges a Pod from its own informer: a taint
+# that lands first evicts the Pod at once, its new toleration unseen (measured on the dev
+# cluster: the Pod deleted 4 ms after its toleration was written, the taint written between).
+TOLERATION_SETTLE = 2.0
+
 
 @attrs.frozen
 class Facts:
@@ -71,6 +78,9 @@ class LockReconciler:
     jobs_on: Callable[[str], dict[int, NodeJob]]
     evictions: EvictionLog
     clock: Callable[[], float] = time.time
+    # When this process last gave a Pod on a Slurm node the lock toleration (lost on a restart,
+    # which takes longer than the settle anyway).
+    _tolerated_at: dict[str, float] = attrs.field(factory=dict, init=False)
 
     @property
     def api(self) -> ApiClient:
@@ -126,7 +136,12 @@ class LockReconciler:
         # Only a job this node's facts name makes a job-id annotation believable (anybody who may
         # edit a Pod can write one, to keep it on a node Slurm needs).
         vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace)
-        self._keep_sunk_pods(f, vouched)
+        if self._keep_sunk_pods(f, vouched):
+            self._tolerated_at[f.slurm_node] = f.now
+        settled_at = self._tolerated_at.get(f.slurm_node, f.now - TOLERATION_SETTLE) + TOLERATION_SETTLE
+        if settled_at > f.now:
+            return Result(requeue_after=settled_at - f.now)
+        self._tolerated_at.pop(f.slurm_node, None)
         kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
         to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect,
                                          vouched=vouched)
@@ -149,16 +164,22 @@ class LockReconciler:
             waits.append(self.config.eviction_retry)
         return Result(requeue_after=min(waits)) if waits else None
 
-    def _keep_sunk_pods(self, f: Facts, vouched: machine.Vouched) -> None:
-        """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it."""
+    def _keep_sunk_pods(self, f: Facts, vouched: machine.Vouched) -> bool:
+        """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it.
+
+        Whether any Pod was given the toleration now (the taint must then wait for it to settle)."""
+        given = False
         for pod in machine.pods_to_tolerate(f.pods_on_node, self.config.taint_effect, vouched):
             try:
-                kp.add_toleration(self.api, pod, machine.LOCK_TOLERATION)
+                if not kp.add_toleration(self.api, pod, machine.LOCK_TOLERATION):
+                    continue  # it had it already (this cache is behind): nothing new to settle
             except kc.ApiError as exc:
                 if not exc.not_found:
                     raise
                 continue
+            given = True
             log.info("lock %s: %s now tolerates the NoExecute lock taint", f.slurm_node, object_key(pod))
+        return given
 
     def _unlock(self, f: Facts, write: bool, cleanup: dict[str, str | None]) -> None:
         if write:

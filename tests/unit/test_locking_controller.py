@@ -8,7 +8,7 @@ from locking_fakes import Api, Cache, Recorder, Store, config, context, install,
 from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
-from sunk.locking.controller import LockReconciler
+from sunk.locking.controller import TOLERATION_SETTLE, LockReconciler
 from sunk.locking.evictions import EvictionLog
 from sunk.locking.jobs import NodeJob
 from sunk.locking.requests import LockRequest
@@ -109,9 +109,12 @@ def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_en
     squatter["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}]
     w = World(monkeypatch, squatter, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
               flags=(f"--lock-taint-effect={effect}",))
-    assert w.reconcile() == Result(requeue_after=41.0)  # 60 s grace - 20 s since its binding + 1 s
+    if effect == "NoExecute":  # it is given the toleration while believed, and the taint waits for it to settle
+        assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
+        w.clock += TOLERATION_SETTLE
+    assert w.reconcile() == Result(requeue_after=41.0 - (w.clock - NOW))  # 60 s grace - 20 s since binding + 1 s
     assert "evict" not in w.api.kinds()
-    # Under NoExecute it was given the toleration while believed; that must not keep it afterwards.
+    # Under NoExecute that toleration must not keep it once it is no longer believed.
     assert ("add_toleration" in w.api.kinds()) is (effect == "NoExecute")
     w.clock = NOW + 41
     w.reconcile()
@@ -238,10 +241,20 @@ def test_a_noexecute_lock_first_makes_the_pods_placed_by_sunk_tolerate_it(monkey
     leaving = pod("inference-3", sunk_job="9", terminating=True)
     w = World(monkeypatch, placed, tolerating, leaving, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
               flags=["--lock-taint-effect=NoExecute"])
+    # Toleration first; the taint only once it has had time to reach Kubernetes' taint-eviction
+    # controller, which evicts from its own informer (the Pod was deleted when the taint came at once).
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
+    assert w.api.calls == [("add_toleration", "apps/inference", LOCK_TOLERATION)]
+    w.clock += TOLERATION_SETTLE / 2  # another event wakes the node early: still no taint
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE / 2)
+    assert w.api.kinds() == ["add_toleration"]
+    w.clock += TOLERATION_SETTLE / 2
     w.reconcile()
-    assert w.api.calls[0] == ("add_toleration", "apps/inference", LOCK_TOLERATION)
-    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]  # toleration first, then the taint
+    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]
     assert w.api.kinds().count("add_toleration") == 1
+    w.api.calls.clear()
+    w.reconcile()  # nothing new to tolerate: the taint is not held back again
+    assert w.api.kinds()[0] == "ensure_taint"
     w = World(monkeypatch, placed, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})  # NoSchedule: no need
     w.reconcile()
     assert "add_toleration" not in w.api.kinds()
