@@ -205,8 +205,13 @@ class Cluster:
         pod = self.pod(name)
         assert pod is not None
         status = "True" if ready else "False"
-        kp.set_pod_conditions(self.api, pod, [{"type": "Ready", "status": status, "reason": "SyncerTest"},
-                                              {"type": "ContainersReady", "status": status}])
+        # A reason on "not Ready" tells the stand-in kubelet a test set it (it restores only the
+        # reasonless one kube-controller-manager writes for a NotReady Node). None on Ready, as a
+        # kubelet writes it: that controller copies the condition when it flips it to False, and a
+        # reason left here made the stand-in leave that flip alone (a Syncer test drained a node
+        # for 50 s after the apiserver-restart test).
+        ready_condition = {"type": "Ready", "status": status, **({} if ready else {"reason": "SyncerTest"})}
+        kp.set_pod_conditions(self.api, pod, [ready_condition, {"type": "ContainersReady", "status": status}])
 
     def cordon(self, k8s_node: str, reason: str | None) -> None:
         node = self.k8s_node(k8s_node)
