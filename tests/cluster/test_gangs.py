@@ -4,9 +4,11 @@ The dev cluster's batch partition has four stand-in nodes (node1..4, Nodes worke
 each. Members ask for 40 CPUs, so two members never fit one node, and two gangs of three cannot
 both run (3 + 3 > 4): what the gangs here ask for, and what Slurm must refuse, is unambiguous.
 
-Jobs are made by the real Job controller. LeaderWorkerSet and JobSet controllers are not
-installed in the dev cluster: their gangs are Pods (and, for a JobSet, batch/v1 Jobs) labelled
-exactly as those controllers label them (sunk/translate/gang.py names each label). The
+Jobs are made by the real Job controller. The real LeaderWorkerSet and JobSet controllers
+(sunk/dev/workloads.py: built from their Go modules, their webhooks served) make the gangs of the
+tests named "real"; the other LWS and JobSet tests label Pods (and, for a JobSet, batch/v1 Jobs)
+as those controllers label them (sunk/translate/gang.py names each label), for the cases a
+controller never makes (a group whose members disagree, one that never fills up). The
 coscheduling PodGroup CRD (scheduler-plugins') is created by this module when absent, and removed
 after; PodGroups need no controller of their own for sunk (it reads only spec.minMember).
 """
@@ -24,6 +26,7 @@ from slurmtools import jobs_carrying, number, slurm_job, state, wait_for
 from test_scheduler import SCHEDULER, end_pods, event_reasons, events_for, get_pod, scheduler_process
 
 from sunk import names
+from sunk.dev import workloads
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODGROUPS, PODS, Resource
 from sunk.slurm import hostlist
@@ -79,8 +82,17 @@ def podgroup_crd(kube_api):
         kc.delete(kube_api, CRDS, PODGROUP_CRD_NAME)
 
 
+@pytest.fixture
+def workload_controllers(kube_api, dev_cluster):
+    """The real LeaderWorkerSet and JobSet controllers, serving their webhooks (built on first use), for
+    one test: their Pod webhooks would judge the Pods other tests label as those controllers do."""
+    with workloads.running(kube_api, dev_cluster.home, dev_cluster.run_dir / "workloads", dev_cluster.kubeconfig):
+        yield
+
+
 @pytest.fixture(scope="module")
 def namespace(kube_api):
+    workloads.remove_webhooks(kube_api)  # (left by a run killed mid-test, they would refuse labelled Pods)
     ns = create_namespace(kube_api)
     yield ns
     purge_namespace(kube_api, ns)
@@ -130,8 +142,8 @@ def idle_batch_nodes(dev_cluster) -> int:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
-def pod_spec(cpu: str = CPU, grace: int = 5) -> dict:
-    return {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": grace, "restartPolicy": "Never",
+def pod_spec(cpu: str = CPU, grace: int = 5, restart: str = "Never") -> dict:
+    return {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": grace, "restartPolicy": restart,
             "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"],
                             "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
 
@@ -422,6 +434,71 @@ def test_a_jobset_is_one_gang_across_its_child_jobs(kube_api, dev_cluster, names
     assert first["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["batch_host"])
     for pod in pods:  # (not a gang per child Job: one job for both)
         assert not gang_jobs(dev_cluster, f"job/{pod['metadata']['labels']['batch.kubernetes.io/controller-uid']}")
+
+
+LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+
+
+def delete_workload(api, resource: Resource, name: str, namespace: str, timeout: float = 60) -> None:
+    """Delete a workload in the foreground (gone only once its StatefulSets or Jobs are), so that nothing
+    makes its Pods again while the module's clean-up deletes them."""
+    try:
+        kc.request(api, "DELETE", resource.path(namespace, name),
+                   body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
+    except kc.ApiError as exc:
+        if not exc.not_found:
+            raise
+
+    def gone() -> bool:
+        try:
+            kc.get(api, resource, name, namespace)
+        except kc.ApiError as exc:
+            if exc.not_found:
+                return True
+            raise
+        return False
+
+    wait_for(gone, timeout, f"{resource.kind} {namespace}/{name} deleted")
+
+
+def test_a_real_leaderworkerset_is_one_gang_per_group(kube_api, dev_cluster, namespace, workload_controllers):
+    """The LWS controller makes a leader StatefulSet and, per group, a worker StatefulSet;
+    kube-controller-manager makes their Pods; its webhook labels and annotates them (size)."""
+    kc.create(kube_api, LEADERWORKERSETS, {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "real"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+            "spec": pod_spec(restart="Always")}}}}, namespace)
+    try:
+        for group in (0, 1):
+            selector = f"{g.LWS_NAME}=real,{g.LWS_GROUP_INDEX}={group}"
+            pods = wait_for(lambda s=selector: all_bound(kube_api, namespace, s, 2), 90, f"group {group} bound")
+            job = assert_one_member_per_node(dev_cluster, pods, the_gang_job(dev_cluster, f"lws/real/{group}"))
+            leader = next(p for p in pods if p["metadata"]["labels"][g.LWS_WORKER_INDEX] == "0")
+            assert leader["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["batch_host"])
+            assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"StatefulSet"}
+        # A worker's index label is written by the LWS Pod webhook alone: the apiserver called it.
+        assert {p["metadata"]["labels"][g.LWS_WORKER_INDEX] for p in pods} == {"0", "1"}
+    finally:
+        delete_workload(kube_api, LEADERWORKERSETS, "real", namespace)
+
+
+def test_a_real_jobset_is_one_gang_across_its_replicated_jobs(kube_api, dev_cluster, namespace, workload_controllers):
+    """The JobSet controller makes one batch/v1 Job per replica of each replicated Job, labelled
+    with the JobSet's global replica count: one gang of all three Pods, the first Job's on the batch host."""
+    job_spec = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {"spec": pod_spec()}}
+    kc.create(kube_api, JOBSETS, {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "real"},
+        "spec": {"replicatedJobs": [{"name": "driver", "replicas": 1, "template": {"spec": job_spec}},
+                                    {"name": "workers", "replicas": 2, "template": {"spec": job_spec}}]}}, namespace)
+    try:
+        pods = wait_for(lambda: all_bound(kube_api, namespace, f"{g.JOBSET_NAME}=real", 3), 90, "the JobSet bound")
+        job = assert_one_member_per_node(dev_cluster, pods, the_gang_job(dev_cluster, "jobset/real/0"))
+        driver = next(p for p in pods if p["metadata"]["labels"][g.JOBSET_REPLICATED_JOB] == "driver")
+        assert driver["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["batch_host"])
+        assert {p["metadata"]["labels"][g.JOBSET_GLOBAL_REPLICAS] for p in pods} == {"3"}
+    finally:
+        delete_workload(kube_api, JOBSETS, "real", namespace)
 
 
 def test_a_job_opted_out_is_scheduled_pod_by_pod(kube_api, dev_cluster, namespace):

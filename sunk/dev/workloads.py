@@ -1,0 +1,205 @@
+"""The real LeaderWorkerSet and JobSet controllers, for the tests of the gangs they make (issue 21).
+
+Built from their Go modules (``kubebuild.GoCommand``) and run as host processes with the dev
+cluster's admin kubeconfig. The dev cluster has no Pod network, so their admission webhooks
+are registered by URL (``https://127.0.0.1:<port>``) with a CA of this run's own, and their
+own certificate management and leader election are off: they have no flags for either, only a
+``Configuration`` file. They make StatefulSets (LWS) and Jobs (JobSet); kube-controller-manager
+makes the Pods, and the LWS and JobSet Pod webhooks label them, as in a real cluster.
+
+Both webhooks fail closed (``failurePolicy: Fail``, as upstream): while a controller is down,
+nothing it serves (its objects, Pods carrying its labels) can be written. So the webhook
+configurations exist only while the controllers run: registered once they serve, removed
+before they stop.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import ssl
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from sunk.dev import kubebuild, tls
+from sunk.dev.pool import create_or_replace
+from sunk.dev.procs import Daemon, wait_until
+from sunk.kube import client as kc
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+@attrs.frozen
+class Webhook:
+    """One upstream webhook (from the module's config/webhook manifests), served at ``path``."""
+
+    name: str
+    path: str
+    group: str
+    version: str
+    resource: str
+    operations: tuple[str, ...]
+    pods_labelled: str | None = None  # an objectSelector: only Pods with this label key
+
+    def entry(self, port: int, ca_bundle: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "name": self.name, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+            "clientConfig": {"url": f"https://127.0.0.1:{port}{self.path}", "caBundle": ca_bundle},
+            "rules": [{"apiGroups": [self.group], "apiVersions": [self.version],
+                       "operations": list(self.operations), "resources": [self.resource]}],
+        }
+        if self.pods_labelled:
+            entry["objectSelector"] = {"matchExpressions": [{"key": self.pods_labelled, "operator": "Exists"}]}
+        return entry
+
+
+@attrs.frozen
+class WorkloadController:
+    command: kubebuild.GoCommand
+    config_api_version: str
+    crd: str  # the CRD's file, inside the module
+    webhook_port: int
+    health_port: int
+    mutating: tuple[Webhook, ...]
+    validating: tuple[Webhook, ...]
+
+    @property
+    def name(self) -> str:
+        return self.command.name
+
+    def configuration(self, cert_dir: Path) -> dict[str, Any]:
+        return {"apiVersion": self.config_api_version, "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},  # (JobSet's needs an in-cluster namespace)
+                "internalCertManagement": {"enable": False},
+                "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(cert_dir)},
+                "metrics": {"bindAddress": "0"},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"}}
+
+    def webhook_configurations(self, ca_bundle: str) -> list[tuple[str, dict[str, Any]]]:
+        """(collection, object) for its mutating and validating configurations, URL-based."""
+        out = []
+        for collection, kind, hooks in ((MUTATING, "MutatingWebhookConfiguration", self.mutating),
+                                        (VALIDATING, "ValidatingWebhookConfiguration", self.validating)):
+            suffix = "mutating" if hooks is self.mutating else "validating"
+            out.append((collection, {
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                "metadata": {"name": f"{self.name}-{suffix}-webhook-configuration"},
+                "webhooks": [hook.entry(self.webhook_port, ca_bundle) for hook in hooks]}))
+        return out
+
+
+LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+LWS = WorkloadController(
+    command=kubebuild.GoCommand("lws", "sigs.k8s.io/lws", "0.7.0", "sigs.k8s.io/lws/cmd"),
+    config_api_version="config.lws.x-k8s.io/v1alpha1",
+    crd="config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    webhook_port=19443, health_port=19081,
+    mutating=(
+        Webhook("mleaderworkerset.kb.io", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", ("CREATE", "UPDATE")),
+        Webhook("mpod.kb.io", "/mutate--v1-pod", "", "v1", "pods", ("CREATE",), LWS_LABEL),
+    ),
+    validating=(
+        Webhook("vleaderworkerset.kb.io", "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+                "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", ("CREATE", "UPDATE")),
+        Webhook("vpod.kb.io", "/validate--v1-pod", "", "v1", "pods", ("CREATE", "UPDATE"), LWS_LABEL),
+    ),
+)
+JOBSET = WorkloadController(
+    command=kubebuild.GoCommand("jobset", "sigs.k8s.io/jobset", "0.10.1", "sigs.k8s.io/jobset"),
+    config_api_version="config.jobset.x-k8s.io/v1alpha1",
+    crd="config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+    webhook_port=19444, health_port=19082,
+    mutating=(
+        Webhook("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2",
+                "jobsets", ("CREATE",)),
+        Webhook("mpod.kb.io", "/mutate--v1-pod", "", "v1", "pods", ("CREATE",), JOBSET_LABEL),
+    ),
+    validating=(
+        Webhook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2",
+                "jobsets", ("CREATE", "UPDATE")),
+        Webhook("vpod.kb.io", "/validate--v1-pod", "", "v1", "pods", ("CREATE",), JOBSET_LABEL),
+    ),
+)
+CONTROLLERS = (LWS, JOBSET)
+
+
+@contextlib.contextmanager
+def running(api: Any, cache: Path, run_dir: Path, kubeconfig: Path,
+            controllers: Sequence[WorkloadController] = CONTROLLERS, log=sys.stderr) -> Iterator[None]:
+    """The controllers built (once per version), their CRDs applied, each serving its webhooks; on
+    exit the webhooks are removed, then the controllers stopped. The CRDs stay (deleting one
+    would delete every object of its kind, which is the test's to clean up, not this)."""
+    binaries = {c.name: kubebuild.build_go_command(cache, c.command, log=log) for c in controllers}
+    for controller in controllers:
+        apply_crd(api, controller.command.source() / controller.crd)
+    ca = tls.make_ca(run_dir / "ca", "sunk-dev-workloads-ca")
+    ca_bundle = base64.b64encode(ca.cert.read_bytes()).decode()
+    daemons: list[Daemon] = []
+    try:
+        for controller in controllers:
+            cert_dir = run_dir / controller.name
+            cert_dir.mkdir(parents=True, exist_ok=True)
+            tls.issue(ca, cert_dir, "tls")  # tls.crt and tls.key: the names controller-runtime reads
+            config = cert_dir / "config.yaml"
+            config.write_text(yaml.safe_dump(controller.configuration(cert_dir)))
+            daemon = Daemon(f"{controller.name}-controller", (
+                str(binaries[controller.name]), f"--kubeconfig={kubeconfig}", f"--config={config}",
+                "--zap-devel=false"), run_dir)
+            daemon.stop()  # one of an interrupted earlier run, recorded in this run dir
+            daemon.start()
+            daemons.append(daemon)
+        for controller, daemon in zip(controllers, daemons, strict=True):
+            wait_until(lambda c=controller, d=daemon: d.pid() is not None and _serves_tls(c.webhook_port, ca.cert),
+                       60, what=f"the {controller.name} controller's webhook server ({daemon.log_file})")
+            for collection, obj in controller.webhook_configurations(ca_bundle):
+                create_or_replace(api, collection, obj)
+        yield
+    finally:
+        remove_webhooks(api, controllers)
+        for daemon in daemons:
+            daemon.stop()
+
+
+def remove_webhooks(api: Any, controllers: Sequence[WorkloadController] = CONTROLLERS) -> None:
+    """Their webhook configurations gone (404 is fine): also what a run killed before its clean-up
+    needs, or the Pods a test labels as these controllers do would be refused."""
+    for controller in controllers:
+        for collection, obj in controller.webhook_configurations(""):
+            with contextlib.suppress(kc.ApiError):
+                kc.request(api, "DELETE", f"{collection}/{obj['metadata']['name']}")
+
+
+def apply_crd(api: Any, path: Path, timeout: float = 60) -> None:
+    """A CRD from a file, created or replaced (POST/PUT: the LWS one is too large for a client-side
+    apply's annotation), and waited for until Established."""
+    crd = yaml.safe_load(path.read_text())
+    create_or_replace(api, CRD_PATH, crd)
+
+    def established() -> bool:
+        conditions = kc.request(api, "GET", f"{CRD_PATH}/{crd['metadata']['name']}").get("status", {}).get(
+            "conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_until(established, timeout, what=f"the CRD {crd['metadata']['name']} to be Established")
+
+
+def _serves_tls(port: int, ca: Path) -> bool:
+    """Whether a TLS server on 127.0.0.1:port presents a certificate ``ca`` signed (what the apiserver checks)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1"):
+                return True
+    except OSError:
+        return False
