@@ -12,6 +12,11 @@ the per-node resources the gang's job asks: one CPU and 256 MB per member) submi
 Slurm, each marking itself started and calling this process from its batch host, as the scheduler
 benchmark's raw jobs do. A job is timed from just before its submission to that call.
 
+``--workload podgroup``: each gang is a PodGroup (``minMember`` = ``--size``) and its Pods, made by
+this process's client (no controller between it and the scheduler, as none is between the raw
+path's client and Slurm), and the scheduler runs with ``--gang-pod-groups=true``; the PodGroup
+CRD is made for the run when the cluster lacks it.
+
 Both paths reuse benchmarks/scheduler.py (its Pod path, raw path, rounds, --pin-cpus and
 --baseline-tree); what is new here is the unit (a Job of Pods), the node checks and the summary.
 Every job holds its nodes until the round ends, so every gang must fit at once: the benchmark
@@ -28,9 +33,10 @@ import sys
 from collections.abc import Sequence
 
 from benchmarks.scheduler import Workload, add_round_options, pod, run_rounds
+from sunk.dev import workloads
 from sunk.dev.cluster import DevCluster
 from sunk.kube import client as kc
-from sunk.kube.resources import JOBS
+from sunk.kube.resources import JOBS, PODGROUPS, PODS
 from sunk.translate import gang as g
 
 ISSUE_NODES = 16  # issue 21: "50 gangs of 4 on 16 nodes"
@@ -57,6 +63,28 @@ def job_name_of(obj: dict) -> str | None:
 def gangs_of(size: int) -> Workload:
     return Workload("gang", size, "g", lambda api, namespace, name: kc.create(api, JOBS, gang_job(name, size),
                                                                             namespace), job_name_of)
+
+
+def create_pod_group(api, namespace: str, name: str, size: int) -> None:
+    """A PodGroup of ``minMember`` ``size`` and its Pods, made by this process one after the other."""
+    kc.create(api, PODGROUPS, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                               "metadata": {"name": name}, "spec": {"minMember": size}}, namespace)
+    for index in range(size):
+        member = pod(f"{name}-{index}")
+        member["metadata"].setdefault("labels", {})[g.POD_GROUP] = name
+        kc.create(api, PODS, member, namespace)
+
+
+def pod_group_of(obj: dict) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(g.POD_GROUP)
+
+
+def pod_groups_of(size: int) -> Workload:
+    return Workload("gang", size, "p", lambda api, namespace, name: create_pod_group(api, namespace, name, size),
+                    pod_group_of, scheduler_flags=("--gang-pod-groups=true",))
+
+
+WORKLOADS = {"job": gangs_of, "podgroup": pod_groups_of}
 
 
 def check_args(gangs: int, size: int, rounds: int, nodes: int) -> str | None:
@@ -176,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=ISSUE_NODES,
                         help=f"usable batch nodes the run needs (issue 21's figure: {ISSUE_NODES}); fewer stops it "
                              "with how to bring up more")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="job",
+                        help="job: batch/v1 Jobs, their Pods made by kube-controller-manager's Job controller; "
+                             "podgroup: a PodGroup and its Pods, made by this process (no controller in the path)")
     add_round_options(parser)
     args = parser.parse_args(argv)
     if problem := check_args(args.gangs, args.size, args.rounds, args.nodes):
@@ -191,8 +222,14 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     from sunk.kube.client import load_api_client
 
     api = load_api_client(str(cluster.kubeconfig))
-    rounds, pinning, log_dir = run_rounds(cluster, api, args, args.gangs, gangs_of(args.size))
-    summary = {"gangs": args.gangs, "size": args.size, "batch_nodes": nodes, "workers": args.workers,
+    made_crd = args.workload == "podgroup" and workloads.ensure_podgroup_crd(api)
+    try:
+        rounds, pinning, log_dir = run_rounds(cluster, api, args, args.gangs, WORKLOADS[args.workload](args.size))
+    finally:
+        if made_crd:
+            kc.request(api, "DELETE", f"{workloads.CRD_PATH}/{workloads.PODGROUP_CRD_NAME}")
+    summary = {"gangs": args.gangs, "size": args.size, "workload": args.workload, "batch_nodes": nodes,
+               "workers": args.workers,
                "rounds": args.rounds, "pinned": pinning, **summarize(rounds, args.gangs), "logs": str(log_dir)}
     if args.baseline_tree:
         summary["baseline"]["tree"] = str(args.baseline_tree)

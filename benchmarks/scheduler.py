@@ -77,6 +77,7 @@ class Workload:
     prefix: str  # unit names: f"{prefix}-0000", ...
     create: Callable[[Any, str, str], object]  # (api, namespace, unit name)
     unit_of: Callable[[dict], str | None]  # the unit a Pod belongs to; None: not the benchmark's
+    scheduler_flags: tuple[str, ...] = ()  # what the scheduler needs for these units
 
 
 SINGLE_PODS = Workload("pod", 1, "b", lambda api, namespace, name: kc.create(api, PODS, pod(name), namespace),
@@ -203,7 +204,7 @@ def submissions(log: Path) -> dict[str, float]:
 
 
 # A Pod's ("pod ns/name: ...") or a gang's ("Job ns/name (4 members): ...", scheduler/reconciler.py).
-SUBMITTED = re.compile(r"(?:pod|Job) [^/\s]+/(\S+?)(?: \(\d+ members\))?: submitted placeholder job \d+")
+SUBMITTED = re.compile(r"(?:pod|Job|PodGroup) [^/\s]+/(\S+?)(?: \(\d+ members\))?: submitted placeholder job \d+")
 
 
 def settled_events(api, namespace: str, timeout: float = 60) -> Counter:
@@ -513,7 +514,7 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
                  workload: Workload = SINGLE_PODS) -> dict:
     wait_for_idle_slurm(cluster)
     namespace = create_namespace(api)
-    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree)
+    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags)
     try:
         scheduler.start()
         assert scheduler.proc is not None

@@ -1,4 +1,5 @@
-"""The real LeaderWorkerSet and JobSet controllers, for the tests of the gangs they make (issue 21).
+"""The real LeaderWorkerSet and JobSet controllers, and the PodGroup CRD, for the tests and the
+benchmark of the gangs they make (issue 21).
 
 Built from their Go modules (``kubebuild.GoCommand``) and run as host processes with the dev
 cluster's admin kubeconfig. The dev cluster has no Pod network, so their admission webhooks
@@ -134,6 +135,42 @@ JOBSET = WorkloadController(
 CONTROLLERS = (LWS, JOBSET)
 
 
+PODGROUP_CRD_NAME = "podgroups.scheduling.x-k8s.io"
+# scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1), the fields anyone reads here: PodGroups
+# need no controller for sunk, which reads only spec.minMember.
+PODGROUP_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": PODGROUP_CRD_NAME},
+    "spec": {
+        "group": "scheduling.x-k8s.io", "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList",
+                  "shortNames": ["pg", "pgs"]},
+        "versions": [{
+            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {
+                    "minMember": {"type": "integer", "format": "int32"},
+                    "minResources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "scheduleTimeoutSeconds": {"type": "integer", "format": "int32"}}},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+        }],
+    },
+}
+
+
+def ensure_podgroup_crd(api: Any) -> bool:
+    """The PodGroup CRD, made unless the cluster has one (then left as it is); whether it was made."""
+    try:
+        kc.request(api, "GET", f"{CRD_PATH}/{PODGROUP_CRD_NAME}")
+        return False
+    except kc.ApiError as exc:
+        if not exc.not_found:
+            raise
+    kc.request(api, "POST", CRD_PATH, body=PODGROUP_CRD)
+    wait_until(lambda: _established(api, PODGROUP_CRD_NAME), 60, what=f"the CRD {PODGROUP_CRD_NAME} to be Established")
+    return True
+
+
 @contextlib.contextmanager
 def running(api: Any, cache: Path, run_dir: Path, kubeconfig: Path,
             controllers: Sequence[WorkloadController] = CONTROLLERS, log=sys.stderr) -> Iterator[None]:
@@ -185,13 +222,13 @@ def apply_crd(api: Any, path: Path, timeout: float = 60) -> None:
     apply's annotation), and waited for until Established."""
     crd = yaml.safe_load(path.read_text())
     create_or_replace(api, CRD_PATH, crd)
+    name = crd["metadata"]["name"]
+    wait_until(lambda: _established(api, name), timeout, what=f"the CRD {name} to be Established")
 
-    def established() -> bool:
-        conditions = kc.request(api, "GET", f"{CRD_PATH}/{crd['metadata']['name']}").get("status", {}).get(
-            "conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    wait_until(established, timeout, what=f"the CRD {crd['metadata']['name']} to be Established")
+def _established(api: Any, name: str) -> bool:
+    conditions = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def _serves_tls(port: int, ca: Path) -> bool:

@@ -34,52 +34,14 @@ from sunk.translate import gang as g
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
 CPU = "40"  # of 64 per node: one member per node, whatever Slurm's packing
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                namespaced=False)
-PODGROUP_CRD_NAME = "podgroups.scheduling.x-k8s.io"
-# The fields of scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1) that anyone reads here.
-PODGROUP_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": PODGROUP_CRD_NAME},
-    "spec": {
-        "group": "scheduling.x-k8s.io", "scope": "Namespaced",
-        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList",
-                  "shortNames": ["pg", "pgs"]},
-        "versions": [{
-            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "properties": {
-                    "minMember": {"type": "integer", "format": "int32"},
-                    "minResources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    "scheduleTimeoutSeconds": {"type": "integer", "format": "int32"}}},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
-        }],
-    },
-}
-
-
 # -- fixtures ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def podgroup_crd(kube_api):
     """scheduler-plugins' PodGroup CRD, made here unless the cluster has it (then left as it is)."""
-    try:
-        kc.get(kube_api, CRDS, PODGROUP_CRD_NAME)
-        made = False
-    except kc.ApiError as exc:
-        if not exc.not_found:
-            raise
-        kc.create(kube_api, CRDS, PODGROUP_CRD)
-        made = True
-
-    def established():
-        crd = kc.get(kube_api, CRDS, PODGROUP_CRD_NAME)
-        return any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or ())
-
-    wait_for(established, 30, "the PodGroup CRD to be established")
+    made = workloads.ensure_podgroup_crd(kube_api)
     yield
     if made:
-        kc.delete(kube_api, CRDS, PODGROUP_CRD_NAME)
+        kc.request(kube_api, "DELETE", f"{workloads.CRD_PATH}/{workloads.PODGROUP_CRD_NAME}")
 
 
 @pytest.fixture
