@@ -102,6 +102,23 @@ def test_a_pod_belongs_to_the_job_its_controller_labels_it_with():
     assert (workload.noun, workload.size, workload.unit_of(member)) == ("gang", 4, "g-0007")
 
 
+def test_a_podgroup_gang_is_its_pod_group_and_members_made_by_the_client(monkeypatch):
+    made = []
+    monkeypatch.setattr(b.kc, "create", lambda _api, resource, obj, namespace: made.append((resource.kind, obj,
+                                                                                             namespace)))
+    workload = b.pod_groups_of(3)
+    assert (workload.noun, workload.size, workload.scheduler_flags) == ("gang", 3, ("--gang-pod-groups=true",))
+    workload.create(object(), "ns", "p-0001")
+    assert [(kind, obj["metadata"]["name"]) for kind, obj, _ns in made] == [
+        ("PodGroup", "p-0001"), ("Pod", "p-0001-0"), ("Pod", "p-0001-1"), ("Pod", "p-0001-2")]
+    assert made[0][1]["spec"] == {"minMember": 3}
+    for _kind, obj, namespace in made[1:]:
+        assert namespace == "ns" and workload.unit_of(obj) == "p-0001"
+        assert obj["metadata"]["labels"] == {g.POD_GROUP: "p-0001"} and obj["spec"]["schedulerName"] == "sunk-bench"
+    assert workload.unit_of({"metadata": {"name": "other"}}) is None
+    assert b.WORKLOADS["job"](4).scheduler_flags == ()
+
+
 def test_submissions_are_read_for_pods_and_gangs(tmp_path):
     log = tmp_path / "sunk-scheduler.log"
     log.write_text(
@@ -113,6 +130,7 @@ def test_submissions_are_read_for_pods_and_gangs(tmp_path):
     assert set(at) == {"b-0001", "g-0003"}
     assert at["g-0003"] - at["b-0001"] == pytest.approx(1.25)
     assert SUBMITTED.match("Job ns/g-0003 (4 members): submitted placeholder job 13").group(1) == "g-0003"
+    assert SUBMITTED.match("PodGroup ns/p-0003 (4 members): submitted placeholder job 14").group(1) == "p-0003"
 
 
 # -- the maths -----------------------------------------------------------------------------------------------
