@@ -27,6 +27,7 @@ SUNK_DEV_NODES=N). The issue's figure is 50 gangs of 4 on 16 nodes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -222,12 +223,8 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     from sunk.kube.client import load_api_client
 
     api = load_api_client(str(cluster.kubeconfig))
-    made_crd = args.workload == "podgroup" and workloads.ensure_podgroup_crd(api)
-    try:
+    with workloads.podgroup_crd(api) if args.workload == "podgroup" else contextlib.nullcontext():
         rounds, pinning, log_dir = run_rounds(cluster, api, args, args.gangs, WORKLOADS[args.workload](args.size))
-    finally:
-        if made_crd:
-            kc.request(api, "DELETE", f"{workloads.CRD_PATH}/{workloads.PODGROUP_CRD_NAME}")
     summary = {"gangs": args.gangs, "size": args.size, "workload": args.workload, "batch_nodes": nodes,
                "workers": args.workers,
                "rounds": args.rounds, "pinned": pinning, **summarize(rounds, args.gangs), "logs": str(log_dir)}

@@ -44,16 +44,16 @@ def apply_crds(api: Any, timeout: float = 30) -> None:
     crds = [yaml.safe_load(path.read_text()) for path in sorted(CRDS.glob("*.yaml"))]
     for crd in crds:
         create_or_replace(api, CRD_PATH, crd)
-
-    def established(name: str) -> bool:
-        conds = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
     deadline = time.monotonic() + timeout
-    while not all(established(crd["metadata"]["name"]) for crd in crds):
+    while not all(crd_established(api, crd["metadata"]["name"]) for crd in crds):
         if time.monotonic() > deadline:
             raise TimeoutError(f"the CRDs in {CRDS} not Established after {timeout:.0f} s")
         time.sleep(0.2)
+
+
+def crd_established(api: Any, name: str) -> bool:
+    conditions = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")

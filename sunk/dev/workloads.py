@@ -29,11 +29,10 @@ import attrs
 import yaml
 
 from sunk.dev import kubebuild, tls
-from sunk.dev.pool import create_or_replace
+from sunk.dev.pool import CRD_PATH, crd_established, create_or_replace
 from sunk.dev.procs import Daemon, wait_until
 from sunk.kube import client as kc
 
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
@@ -158,6 +157,17 @@ PODGROUP_CRD = {
 }
 
 
+@contextlib.contextmanager
+def podgroup_crd(api: Any) -> Iterator[None]:
+    """The PodGroup CRD for a while: made unless the cluster has one, then deleted (with its PodGroups)."""
+    made = ensure_podgroup_crd(api)
+    try:
+        yield
+    finally:
+        if made:
+            kc.request(api, "DELETE", f"{CRD_PATH}/{PODGROUP_CRD_NAME}")
+
+
 def ensure_podgroup_crd(api: Any) -> bool:
     """The PodGroup CRD, made unless the cluster has one (then left as it is); whether it was made."""
     try:
@@ -167,7 +177,8 @@ def ensure_podgroup_crd(api: Any) -> bool:
         if not exc.not_found:
             raise
     kc.request(api, "POST", CRD_PATH, body=PODGROUP_CRD)
-    wait_until(lambda: _established(api, PODGROUP_CRD_NAME), 60, what=f"the CRD {PODGROUP_CRD_NAME} to be Established")
+    wait_until(lambda: crd_established(api, PODGROUP_CRD_NAME), 60,
+               what=f"the CRD {PODGROUP_CRD_NAME} to be Established")
     return True
 
 
@@ -223,12 +234,7 @@ def apply_crd(api: Any, path: Path, timeout: float = 60) -> None:
     crd = yaml.safe_load(path.read_text())
     create_or_replace(api, CRD_PATH, crd)
     name = crd["metadata"]["name"]
-    wait_until(lambda: _established(api, name), timeout, what=f"the CRD {name} to be Established")
-
-
-def _established(api: Any, name: str) -> bool:
-    conditions = kc.request(api, "GET", f"{CRD_PATH}/{name}").get("status", {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    wait_until(lambda: crd_established(api, name), timeout, what=f"the CRD {name} to be Established")
 
 
 def _serves_tls(port: int, ca: Path) -> bool:

@@ -38,10 +38,8 @@ CPU = "40"  # of 64 per node: one member per node, whatever Slurm's packing
 @pytest.fixture(scope="module")
 def podgroup_crd(kube_api):
     """scheduler-plugins' PodGroup CRD, made here unless the cluster has it (then left as it is)."""
-    made = workloads.ensure_podgroup_crd(kube_api)
-    yield
-    if made:
-        kc.request(kube_api, "DELETE", f"{workloads.CRD_PATH}/{workloads.PODGROUP_CRD_NAME}")
+    with workloads.podgroup_crd(kube_api):
+        yield
 
 
 @pytest.fixture
