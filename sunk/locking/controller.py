@@ -6,7 +6,8 @@ machine (``sunk.translate.lock``) what they mean, and carries it out:
 
 - demand (a job holds the Slurm node, or a pre-hook asked): taint the Node first, so no
   new Pod lands (under ``NoExecute``, only once the Pods that stay have tolerated it for
-  ``TOLERATION_SETTLE`` seconds); evict what the state machine says must go, through the Eviction API so
+  ``TOLERATION_SETTLE`` seconds: Pods may still land in those seconds, and non-tolerating
+  ones are then evicted like any other); evict what the state machine says must go, through the Eviction API so
   PodDisruptionBudgets hold; write ``pending`` until those Pods are gone, then
   ``locked`` (or ``locked_strict``). A budget that refuses is retried every
   ``eviction_retry`` seconds until the demand ends.
@@ -78,8 +79,9 @@ class LockReconciler:
     jobs_on: Callable[[str], dict[int, NodeJob]]
     evictions: EvictionLog
     clock: Callable[[], float] = time.time
-    # When this process last gave a Pod on a Slurm node the lock toleration (lost on a restart,
-    # which takes longer than the settle anyway).
+    # When this process last gave a Pod on a Kubernetes Node the lock toleration (lost on a
+    # restart, which takes longer than the settle anyway). Kept through an unlock on purpose: if
+    # demand comes back within the settle, the toleration still has to reach the taint manager.
     _tolerated_at: dict[str, float] = attrs.field(factory=dict, init=False)
 
     @property
@@ -136,12 +138,12 @@ class LockReconciler:
         # Only a job this node's facts name makes a job-id annotation believable (anybody who may
         # edit a Pod can write one, to keep it on a node Slurm needs).
         vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace)
-        if self._keep_sunk_pods(f, vouched):
-            self._tolerated_at[f.slurm_node] = f.now
-        settled_at = self._tolerated_at.get(f.slurm_node, f.now - TOLERATION_SETTLE) + TOLERATION_SETTLE
-        if settled_at > f.now:
-            return Result(requeue_after=settled_at - f.now)
-        self._tolerated_at.pop(f.slurm_node, None)
+        self._keep_sunk_pods(f, vouched)
+        node = _name(f.k8s_node)
+        settled_at = self._tolerated_at.get(node, f.now - TOLERATION_SETTLE) + TOLERATION_SETTLE
+        if settled_at > f.now:  # (capped: a wall clock stepped back must not hold the taint back longer)
+            return Result(requeue_after=min(settled_at - f.now, TOLERATION_SETTLE))
+        self._tolerated_at.pop(node, None)
         kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
         to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect,
                                          vouched=vouched)
@@ -164,11 +166,11 @@ class LockReconciler:
             waits.append(self.config.eviction_retry)
         return Result(requeue_after=min(waits)) if waits else None
 
-    def _keep_sunk_pods(self, f: Facts, vouched: machine.Vouched) -> bool:
+    def _keep_sunk_pods(self, f: Facts, vouched: machine.Vouched) -> None:
         """Before a ``NoExecute`` lock taint lands, the Pods that must stay get to tolerate it.
 
-        Whether any Pod was given the toleration now (the taint must then wait for it to settle)."""
-        given = False
+        Each toleration written restarts the Node's settle (``TOLERATION_SETTLE``), at once: a
+        later Pod's failure raises, and the retry must still find the earlier one settling."""
         for pod in machine.pods_to_tolerate(f.pods_on_node, self.config.taint_effect, vouched):
             try:
                 if not kp.add_toleration(self.api, pod, machine.LOCK_TOLERATION):
@@ -177,9 +179,9 @@ class LockReconciler:
                 if not exc.not_found:
                     raise
                 continue
-            given = True
-            log.info("lock %s: %s now tolerates the NoExecute lock taint", f.slurm_node, object_key(pod))
-        return given
+            self._tolerated_at[_name(f.k8s_node)] = self.clock()
+            log.info("lock %s: %s now tolerates the NoExecute lock taint; the taint waits %.0f s for it to settle",
+                     f.slurm_node, object_key(pod), TOLERATION_SETTLE)
 
     def _unlock(self, f: Facts, write: bool, cleanup: dict[str, str | None]) -> None:
         if write:

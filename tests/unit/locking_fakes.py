@@ -116,6 +116,9 @@ class Api:
         self.calls: list[tuple] = []
         self.conflict_next_patch = False
         self.evict_outcome = kp.EvictionOutcome.EVICTED
+        # By Pod name: "failed" raises a 500; "already" answers as for a Pod that tolerates the
+        # taint already while the cache shows it without (nothing written, the cache left as it is).
+        self.toleration_outcome: dict[str, str] = {}
 
     def patch(self, _api, _res, name, body, namespace=None, **_kw):
         meta = body["metadata"]
@@ -144,6 +147,13 @@ class Api:
     def add_toleration(self, _api, pod, toleration):
         """Kept on the Pod, as the real patch keeps it (the next reconcile must see it)."""
         self.calls.append(("add_toleration", object_key(pod), toleration))
+        outcome = self.toleration_outcome.get(pod["metadata"]["name"])
+        if outcome == "failed":
+            from sunk.kube.client import ApiError
+
+            raise ApiError(500, "Internal Server Error", {"message": "etcdserver: request timed out"})
+        if outcome == "already":
+            return kp.PatchResult(False, pod)
         pod.setdefault("spec", {}).setdefault("tolerations", []).append(toleration)
         return kp.PatchResult(True, pod)
 

@@ -7,6 +7,7 @@ from locking_fakes import Api, Cache, Recorder, Store, config, context, install,
 
 from sunk import names
 from sunk.controller.runtime import Result
+from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.locking.controller import TOLERATION_SETTLE, LockReconciler
 from sunk.locking.evictions import EvictionLog
@@ -258,6 +259,55 @@ def test_a_noexecute_lock_first_makes_the_pods_placed_by_sunk_tolerate_it(monkey
     w = World(monkeypatch, placed, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})  # NoSchedule: no need
     w.reconcile()
     assert "add_toleration" not in w.api.kinds()
+
+
+def test_a_toleration_written_before_a_failure_still_holds_the_taint_back(monkeypatch):
+    """The second Pod's patch fails (and had landed): the retry finds nothing new to tolerate, and must
+    still wait for the first Pod's toleration to settle (tainting at once is the race the wait exists for)."""
+    first, second = pod("inference", sunk_job="7"), pod("inference-2", sunk_job="7")
+    w = World(monkeypatch, first, second, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=["--lock-taint-effect=NoExecute"])
+    w.api.toleration_outcome["inference-2"] = "failed"
+    with pytest.raises(kc.ApiError):
+        w.reconcile()
+    w.api.toleration_outcome["inference-2"] = "already"  # (the failed patch had landed after all)
+    w.clock += 0.5
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE - 0.5)  # the first Pod's settle
+    assert "ensure_taint" not in w.api.kinds()
+    w.clock += TOLERATION_SETTLE
+    w.reconcile()
+    assert "ensure_taint" in w.api.kinds()
+
+
+def test_a_toleration_the_cache_has_yet_to_show_does_not_hold_the_taint_back(monkeypatch):
+    """The patch finds the toleration there already (this Syncer's cache is behind): nothing was written
+    now, so nothing new has to reach the taint manager."""
+    w = World(monkeypatch, pod("inference", sunk_job="7"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=["--lock-taint-effect=NoExecute"])
+    w.api.toleration_outcome["inference"] = "already"
+    w.reconcile()
+    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]
+
+
+def test_each_toleration_given_restarts_the_settle(monkeypatch):
+    placed = pod("inference", sunk_job="7")
+    w = World(monkeypatch, placed, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=["--lock-taint-effect=NoExecute"])
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
+    w.clock += 1.5  # a second Pod of the job is bound, without the toleration, before the taint
+    w.pods.put(pod("inference-2", sunk_job="7"))
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
+    w.clock += 1.5
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE - 1.5)
+    assert "ensure_taint" not in w.api.kinds()
+
+
+def test_a_clock_stepped_back_holds_the_taint_back_no_longer_than_the_settle(monkeypatch):
+    w = World(monkeypatch, pod("inference", sunk_job="7"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)},
+              flags=["--lock-taint-effect=NoExecute"])
+    w.reconcile()
+    w.clock -= 3600
+    assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
 
 
 def test_a_toleration_of_another_effect_does_not_spare_a_pod(monkeypatch):
