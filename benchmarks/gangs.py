@@ -14,8 +14,9 @@ benchmark's raw jobs do. A job is timed from just before its submission to that 
 
 ``--workload podgroup``: each gang is a PodGroup (``minMember`` = ``--size``) and its Pods, made by
 this process's client (no controller between it and the scheduler, as none is between the raw
-path's client and Slurm), and the scheduler runs with ``--gang-pod-groups=true``; the PodGroup
-CRD is made for the run when the cluster lacks it.
+path's client and Slurm), and the scheduler runs with ``--gang-pod-groups=true`` (a
+``--baseline-tree`` checkout older than that flag cannot run this workload); the PodGroup CRD is
+made for the run when the cluster lacks it, and deleted after.
 
 Both paths reuse benchmarks/scheduler.py (its Pod path, raw path, rounds, --pin-cpus and
 --baseline-tree); what is new here is the unit (a Job of Pods), the node checks and the summary.
@@ -82,7 +83,7 @@ def pod_group_of(obj: dict) -> str | None:
 
 def pod_groups_of(size: int) -> Workload:
     return Workload("gang", size, "p", lambda api, namespace, name: create_pod_group(api, namespace, name, size),
-                    pod_group_of, scheduler_flags=("--gang-pod-groups=true",))
+                    pod_group_of, scheduler_flags=("--gang-pod-groups=true",), custom_kinds=(PODGROUPS,))
 
 
 WORKLOADS = {"job": gangs_of, "podgroup": pod_groups_of}
@@ -175,7 +176,8 @@ def summarize(rounds: Sequence[dict], gangs: int) -> dict:
         "raw_total_median_s": raw_total, "pod_total_median_s": pod_total,
         "total_ratio_of_medians": pod_total / raw_total,
         "total_ratios": [round(r["ratio"], 3) for r in rounds],
-        # Where a Pod-path gang's time went: the Job controller making its Pods, then sunk and Slurm.
+        # Where a Pod-path gang's time went: its Pods being made (by the Job controller, or for PodGroups
+        # by this process's client), then sunk and Slurm.
         "pod_create_to_all_pods_p50_median_s": median_of(rounds, "pod_path", "create_to_all_pods_p50_s"),
         "pod_all_pods_to_bind_p50_median_s": median_of(rounds, "pod_path", "all_pods_to_bind_p50_s"),
         "pod_create_to_submit_p50_median_s": median_of(rounds, "pod_path", "create_to_submit_p50_s"),

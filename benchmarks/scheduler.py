@@ -43,7 +43,7 @@ from sunk.dev.cluster import DevCluster
 from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer
-from sunk.kube.resources import EVENTS, PODS
+from sunk.kube.resources import EVENTS, PODS, Resource
 from tests.cluster.kube_testns import create_namespace, delete_jobs, purge_namespace
 from tests.cluster.procs import Process, secret_file
 
@@ -78,6 +78,7 @@ class Workload:
     create: Callable[[Any, str, str], object]  # (api, namespace, unit name)
     unit_of: Callable[[dict], str | None]  # the unit a Pod belongs to; None: not the benchmark's
     scheduler_flags: tuple[str, ...] = ()  # what the scheduler needs for these units
+    custom_kinds: tuple[Resource, ...] = ()  # custom resources the units make: deleted before the namespace
 
 
 SINGLE_PODS = Workload("pod", 1, "b", lambda api, namespace, name: kc.create(api, PODS, pod(name), namespace),
@@ -529,7 +530,7 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
                 drain_pods(cluster, api, namespace)
         finally:
             scheduler.stop()
-            purge_namespace(api, namespace)
+            purge_namespace(api, namespace, workloads=workload.custom_kinds)
     return pod
 
 

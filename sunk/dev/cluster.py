@@ -33,7 +33,7 @@ import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, release, slurmconf
+from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, release, slurmconf, workloads
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -307,6 +307,12 @@ class DevCluster:
 
     def down(self) -> list[str]:
         stopped = []
+        # The workload controllers a killed gang test left running (their webhooks go with etcd's
+        # data only if it is wiped; test_gangs removes them before it starts).
+        for controller in workloads.CONTROLLERS:
+            daemon = workloads.controller_daemon(controller, self.run_dir / "workloads")
+            if daemon.stop():
+                stopped.append(daemon.name)
         bin_dir = kubebuild.kube_bin_dir(self.home)
         everything = self._components(bin_dir) + ([] if self.with_sunk else self._sunk_components())
         for component in reversed(everything):

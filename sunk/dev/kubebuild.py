@@ -107,9 +107,15 @@ class GoCommand:
     def binary(self, cache: Path) -> Path:
         return cache / f"{self.name}-v{self.version}" / "bin" / self.name
 
-    def source(self) -> Path:
-        """The module's files in Go's module cache (downloaded if needed): CRDs, config."""
-        return Path(_download(self.module, self.version, Path.cwd())["Dir"])
+    def work_dir(self, cache: Path) -> Path:
+        return cache / f"{self.name}-v{self.version}" / "module"
+
+
+def module_source(cache: Path, command: GoCommand) -> Path:
+    """The command's module files in Go's module cache (downloaded if needed): its CRDs, its config."""
+    work = command.work_dir(cache)
+    work.mkdir(parents=True, exist_ok=True)
+    return Path(_download(command.module, command.version, work)["Dir"])
 
 
 def build_go_command(cache: Path, command: GoCommand, log=sys.stderr) -> Path:
@@ -117,7 +123,7 @@ def build_go_command(cache: Path, command: GoCommand, log=sys.stderr) -> Path:
     binary = command.binary(cache)
     if binary.exists():
         return binary
-    work = binary.parent.parent / "module"
+    work = command.work_dir(cache)
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(f"module sunkdev/{command.name}build\n\ngo 1.24.0\n\n"
                                  f"require {command.module} v{command.version}\n")

@@ -21,6 +21,7 @@ import contextlib
 import socket
 import ssl
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ LWS = WorkloadController(
     mutating=(
         Webhook("mleaderworkerset.kb.io", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
                 "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", ("CREATE", "UPDATE")),
-        Webhook("mpod.kb.io", "/mutate--v1-pod", "", "v1", "pods", ("CREATE",), LWS_LABEL),
+        Webhook("mpod.kb.io", "/mutate--v1-pod", "", "v1", "pods", ("CREATE", "UPDATE"), LWS_LABEL),
     ),
     validating=(
         Webhook("vleaderworkerset.kb.io", "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
@@ -166,16 +167,20 @@ def podgroup_crd(api: Any) -> Iterator[None]:
     finally:
         if made:
             kc.request(api, "DELETE", f"{CRD_PATH}/{PODGROUP_CRD_NAME}")
+            wait_until(lambda: _crd(api, PODGROUP_CRD_NAME) is None, 60,
+                       what=f"the CRD {PODGROUP_CRD_NAME} to be deleted")
 
 
 def ensure_podgroup_crd(api: Any) -> bool:
-    """The PodGroup CRD, made unless the cluster has one (then left as it is); whether it was made."""
-    try:
-        kc.request(api, "GET", f"{CRD_PATH}/{PODGROUP_CRD_NAME}")
+    """The PodGroup CRD, made unless the cluster has one (then left as it is); whether it was made.
+
+    One being deleted (a run that just ended) is waited out and made again: it would vanish mid-run."""
+    found = _crd(api, PODGROUP_CRD_NAME)
+    if found is not None and not found["metadata"].get("deletionTimestamp"):
         return False
-    except kc.ApiError as exc:
-        if not exc.not_found:
-            raise
+    if found is not None:
+        wait_until(lambda: _crd(api, PODGROUP_CRD_NAME) is None, 60,
+                   what=f"the CRD {PODGROUP_CRD_NAME}, being deleted, to be gone")
     kc.request(api, "POST", CRD_PATH, body=PODGROUP_CRD)
     wait_until(lambda: crd_established(api, PODGROUP_CRD_NAME), 60,
                what=f"the CRD {PODGROUP_CRD_NAME} to be Established")
@@ -190,7 +195,7 @@ def running(api: Any, cache: Path, run_dir: Path, kubeconfig: Path,
     would delete every object of its kind, which is the test's to clean up, not this)."""
     binaries = {c.name: kubebuild.build_go_command(cache, c.command, log=log) for c in controllers}
     for controller in controllers:
-        apply_crd(api, controller.command.source() / controller.crd)
+        apply_crd(api, kubebuild.module_source(cache, controller.command) / controller.crd)
     ca = tls.make_ca(run_dir / "ca", "sunk-dev-workloads-ca")
     ca_bundle = base64.b64encode(ca.cert.read_bytes()).decode()
     daemons: list[Daemon] = []
@@ -201,31 +206,63 @@ def running(api: Any, cache: Path, run_dir: Path, kubeconfig: Path,
             tls.issue(ca, cert_dir, "tls")  # tls.crt and tls.key: the names controller-runtime reads
             config = cert_dir / "config.yaml"
             config.write_text(yaml.safe_dump(controller.configuration(cert_dir)))
-            daemon = Daemon(f"{controller.name}-controller", (
-                str(binaries[controller.name]), f"--kubeconfig={kubeconfig}", f"--config={config}",
-                "--zap-devel=false"), run_dir)
+            daemon = controller_daemon(controller, run_dir,
+                                       (str(binaries[controller.name]), f"--kubeconfig={kubeconfig}",
+                                        f"--config={config}", "--zap-devel=false"))
             daemon.stop()  # one of an interrupted earlier run, recorded in this run dir
             daemon.start()
             daemons.append(daemon)
         for controller, daemon in zip(controllers, daemons, strict=True):
-            wait_until(lambda c=controller, d=daemon: d.pid() is not None and _serves_tls(c.webhook_port, ca.cert),
-                       60, what=f"the {controller.name} controller's webhook server ({daemon.log_file})")
+            _wait_serving(controller, daemon, ca.cert)
             for collection, obj in controller.webhook_configurations(ca_bundle):
                 create_or_replace(api, collection, obj)
         yield
     finally:
+        try:
+            remove_webhooks(api, controllers)
+        finally:
+            for daemon in daemons:
+                daemon.stop()
+
+
+def controller_daemon(controller: WorkloadController, run_dir: Path, argv: tuple[str, ...] = ()) -> Daemon:
+    """Its process, by PID file in ``run_dir`` (the argv matters only to start it)."""
+    return Daemon(f"{controller.name}-controller", argv, run_dir)
+
+
+def clean_up(api: Any, run_dir: Path, controllers: Sequence[WorkloadController] = CONTROLLERS) -> None:
+    """What a run killed before its own clean-up left: the webhook configurations (they would refuse the
+    Pods a test labels as these controllers do), then the controllers' processes."""
+    try:
         remove_webhooks(api, controllers)
-        for daemon in daemons:
-            daemon.stop()
+    finally:
+        for controller in controllers:
+            controller_daemon(controller, run_dir).stop()
 
 
 def remove_webhooks(api: Any, controllers: Sequence[WorkloadController] = CONTROLLERS) -> None:
-    """Their webhook configurations gone (404 is fine): also what a run killed before its clean-up
-    needs, or the Pods a test labels as these controllers do would be refused."""
+    """Their webhook configurations gone (404 is fine; any other failure raises, as one left behind
+    fails closed)."""
     for controller in controllers:
         for collection, obj in controller.webhook_configurations(""):
-            with contextlib.suppress(kc.ApiError):
+            try:
                 kc.request(api, "DELETE", f"{collection}/{obj['metadata']['name']}")
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+def _wait_serving(controller: WorkloadController, daemon: Daemon, ca: Path, timeout: float = 60) -> None:
+    """Until its webhook server presents our certificate; a controller that exits fails at once, with its log."""
+    deadline = time.monotonic() + timeout
+    while not _serves_tls(controller.webhook_port, ca):
+        if daemon.pid() is None:
+            raise RuntimeError(f"the {controller.name} controller exited; the end of {daemon.log_file}:\n"
+                               f"{daemon.tail()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the {controller.name} controller's webhook server not serving after {timeout:.0f} s "
+                               f"({daemon.log_file})")
+        time.sleep(0.2)
 
 
 def apply_crd(api: Any, path: Path, timeout: float = 60) -> None:
@@ -235,6 +272,15 @@ def apply_crd(api: Any, path: Path, timeout: float = 60) -> None:
     create_or_replace(api, CRD_PATH, crd)
     name = crd["metadata"]["name"]
     wait_until(lambda: crd_established(api, name), timeout, what=f"the CRD {name} to be Established")
+
+
+def _crd(api: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return kc.request(api, "GET", f"{CRD_PATH}/{name}")
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
 
 
 def _serves_tls(port: int, ca: Path) -> bool:

@@ -17,8 +17,10 @@ from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PD
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
-CONTROLLERS: tuple[Resource, ...] = (DEPLOYMENTS, REPLICASETS)
-KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
+SERVICES = Resource("", "v1", "services", "Service")
+CONTROLLERS: tuple[Resource, ...] = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
+KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS, SERVICES)
 
 
 def create_namespace(api) -> str:
@@ -45,7 +47,22 @@ def delete_jobs(api, namespace: str, timeout: float = 60) -> None:
         time.sleep(1)
 
 
-def purge_namespace(api, name: str) -> None:
+def purge_namespace(api, name: str, workloads: tuple[Resource, ...] = ()) -> None:
+    """``workloads``: custom resources that make the controllers' objects (LeaderWorkerSets, JobSets),
+    deleted first; a kind whose CRD is gone is skipped."""
+    for resource in workloads:
+        try:
+            objs = kc.list_objects(api, resource, name)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+            continue
+        for obj in objs:
+            try:
+                kc.delete(api, resource, obj["metadata"]["name"], name)
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
     delete_jobs(api, name)
     for resource in (*CONTROLLERS, *KINDS):
         for obj in kc.list_objects(api, resource, name):

@@ -33,6 +33,8 @@ from sunk.slurm import hostlist
 from sunk.translate import gang as g
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
+LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 CPU = "40"  # of 64 per node: one member per node, whatever Slurm's packing
 # -- fixtures ----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -51,11 +53,11 @@ def workload_controllers(kube_api, dev_cluster):
 
 
 @pytest.fixture(scope="module")
-def namespace(kube_api):
-    workloads.remove_webhooks(kube_api)  # (left by a run killed mid-test, they would refuse labelled Pods)
+def namespace(kube_api, dev_cluster):
+    workloads.clean_up(kube_api, dev_cluster.run_dir / "workloads")  # what a run killed mid-test left
     ns = create_namespace(kube_api)
     yield ns
-    purge_namespace(kube_api, ns)
+    purge_namespace(kube_api, ns, workloads=(LEADERWORKERSETS, JOBSETS))
 
 
 @pytest.fixture(scope="module")
@@ -396,10 +398,6 @@ def test_a_jobset_is_one_gang_across_its_child_jobs(kube_api, dev_cluster, names
         assert not gang_jobs(dev_cluster, f"job/{pod['metadata']['labels']['batch.kubernetes.io/controller-uid']}")
 
 
-LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-
-
 def delete_workload(api, resource: Resource, name: str, namespace: str, timeout: float = 60) -> None:
     """Delete a workload in the foreground (gone only once its StatefulSets or Jobs are), so that nothing
     makes its Pods again while the module's clean-up deletes them."""
@@ -437,8 +435,8 @@ def test_a_real_leaderworkerset_is_one_gang_per_group(kube_api, dev_cluster, nam
             leader = next(p for p in pods if p["metadata"]["labels"][g.LWS_WORKER_INDEX] == "0")
             assert leader["spec"]["nodeName"] == dev_cluster.k8s_node_for(job["batch_host"])
             assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"StatefulSet"}
-        # A worker's index label is written by the LWS Pod webhook alone: the apiserver called it.
-        assert {p["metadata"]["labels"][g.LWS_WORKER_INDEX] for p in pods} == {"0", "1"}
+            # A worker's index label is written by the LWS Pod webhook alone: the apiserver called it.
+            assert {p["metadata"]["labels"][g.LWS_WORKER_INDEX] for p in pods} == {"0", "1"}
     finally:
         delete_workload(kube_api, LEADERWORKERSETS, "real", namespace)
 
