@@ -35,14 +35,8 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
         return bin_dir
     work = cache / f"kubernetes-v{version}" / "module"
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    info = json.loads(
-        subprocess.run(
-            ["go", "mod", "download", "-json", f"k8s.io/kubernetes@v{version}"],
-            cwd=work, env=env, check=True, capture_output=True, text=True,
-        ).stdout
-    )
-    upstream_mod = Path(info["GoMod"]).read_text()
+    env = _go_env()
+    upstream_mod = Path(_download("k8s.io/kubernetes", version, work)["GoMod"]).read_text()
     staging_version = "v0." + version.split(".", 1)[1]
     replaces = "\n".join(
         f"\t{name} => {name} {staging_version}" for name in sorted(set(_STAGING.findall(upstream_mod)))
