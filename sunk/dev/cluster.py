@@ -820,7 +820,7 @@ class DevCluster:
                            what=f"slurmd in its container on {realnode.NODE_NAME} to register {realnode.SLURM_NODE}")
             except TimeoutError as exc:
                 raise TimeoutError(f"{exc}; {self._real_slurmd_pod_says()}") from None
-            # (after a Pod has run there: the bridge exists) what kube-proxy would do for Pods of the real Node
+            # what kube-proxy would do for Pods of the real Node (the bridge made if no Pod made it yet)
             realnode.install_service_routes(realnode.service_routes(kubeconf.APISERVER_PORT,
                                                                     slurmconf.SLURMRESTD_PORT))
 

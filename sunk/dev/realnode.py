@@ -362,7 +362,20 @@ def install_service_routes(routes: tuple[ServiceRoute, ...]) -> None:
     _jump("filter", "INPUT", LOCALNET_CHAIN)
     for hook in ("PREROUTING", "OUTPUT"):
         _jump("nat", hook, SERVICE_CHAIN)
+    ensure_bridge()
     Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet").write_text("1\n")
+
+
+def ensure_bridge() -> None:
+    """Make the CNI's bridge if no Pod made it yet (on a fresh machine only hostNetwork Pods have run: the
+    bridge plugin makes it at the first Pod with a network of its own, and takes one that exists as its
+    own, adding the gateway address), so that ``route_localnet`` can be set before any such Pod starts."""
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        return
+    made = subprocess.run(["ip", "link", "add", "name", BRIDGE, "type", "bridge"], capture_output=True, text=True)
+    if made.returncode != 0 and not Path(f"/sys/class/net/{BRIDGE}").exists():  # (not made by a Pod meanwhile)
+        raise RuntimeError(f"cannot make the bridge {BRIDGE}: {made.stderr.strip()}")
+    subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True, capture_output=True)
 
 
 def remove_service_routes() -> None:
