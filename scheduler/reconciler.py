@@ -17,6 +17,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Optional, assert_never
 
@@ -97,6 +98,8 @@ PASSING_WAIT_GRACE = 10.0
 LOST_ANSWER_SETTLE = 2.0
 # Gangs are decided under one of these locks (by a hash of the gang's owner): bounded, never cleaned up.
 GANG_LOCK_STRIPES = 256
+# A gang's bindings in flight at once (sunk-scheduler's: a toleration patch and a Binding each).
+GANG_BIND_CONCURRENCY = 16
 
 
 def placeholder_settings(config: SchedulerConfig) -> placeholder.Settings:
@@ -525,20 +528,31 @@ class PodScheduler:
         return self._submit_request(owner, request, members, f"{gang.describe()} ({len(members)} members)")
 
     def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:
-        """Every member to its node, in one pass; a failure is raised once all were tried (and retried)."""
-        failure: Optional[Exception] = None
-        for uid, bind in binds:
+        """Every member to its node, at once: each binding is a round trip or two (the lock toleration, the
+        Binding), and one after the other a gang of 64 took longer than Slurm took to start it. Every
+        member is tried; the first failure is raised then (the reconcile is retried, the bound skipped)."""
+
+        def bind(item: tuple[str, Bind]) -> Optional[Exception]:
+            uid, placement = item
             pod = by_uid[uid]
             try:
                 if self.on_bind is not None:
-                    self.on_bind(pod, bind)  # the front end's own binding step
+                    self.on_bind(pod, placement)  # the front end's own binding step
                 else:
-                    self._bind_directly(pod, bind)
+                    self._bind_directly(pod, placement)
             except Exception as exc:
                 log.warning("pod %s/%s: binding to %s failed: %s", pod["metadata"]["namespace"],
-                            pod["metadata"]["name"], bind.k8s_node, exc)
-                failure = failure or exc
-        if failure is not None:
+                            pod["metadata"]["name"], placement.k8s_node, exc)
+                return exc
+            return None
+
+        if len(binds) == 1:
+            failures = [bind(binds[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(binds), GANG_BIND_CONCURRENCY),
+                                    thread_name_prefix="bind-gang") as pool:
+                failures = list(pool.map(bind, binds))
+        if failure := next((f for f in failures if f is not None), None):
             raise failure
         return Result()
 

@@ -3,6 +3,7 @@ replaced members, the end of the job, restarts, the hook API, and the job as slu
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -18,7 +19,7 @@ from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, hooks_blu
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
-from sunk import names
+from sunk import kube, names
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown
 from sunk.slurm.models import Job, JobAllocation, Node
@@ -161,9 +162,10 @@ def test_once_slurm_starts_the_job_every_member_is_bound_in_one_pass_to_its_own_
     assert world.binds == []  # running, but the prolog has not locked every node yet
     world.index.upsert(running(nodes=("node2", "node3", "node4")), observed_at=2.0)
     world.scheduler.reconcile("uid-2")
-    assert [(name, node) for name, node, _ in world.binds] == [
+    assert sorted((name, node) for name, node, _ in world.binds) == [  # (bound at once: in any order)
         ("train-0", "worker-2"), ("train-1", "worker-3"), ("train-2", "worker-4")]  # leader on the batch host
-    assert world.binds[0][2] == {names.ANN_JOB_ID: "7", names.ANN_SLURM_NODE: "node2"}
+    leader = next(written for name, _, written in world.binds if name == "train-0")
+    assert leader == {names.ANN_JOB_ID: "7", names.ANN_SLURM_NODE: "node2"}
     assert world.recorder.reasons() == ["Scheduled"] * 3
     world.scheduler.reconcile(OWNER)  # before the watch shows them: not bound again
     assert len(world.binds) == 3
@@ -273,7 +275,7 @@ def test_a_restarted_scheduler_finds_the_gangs_job_and_binds_without_submitting(
     restarted.index.upsert(Job(id=7, state="RUNNING", nodes="node[1-3]", extra=request.extra + ": started"))
     restarted.scheduler.reconcile("uid-1")
     assert restarted.slurm.submitted == []
-    assert [(n, node) for n, node, _ in restarted.binds] == [("train-0", "worker-1"), ("train-1", "worker-2"),
+    assert sorted((n, node) for n, node, _ in restarted.binds) == [("train-0", "worker-1"), ("train-1", "worker-2"),
                                                              ("train-2", "worker-3")]
 
 
@@ -307,8 +309,41 @@ def test_on_bind_takes_the_place_of_binding_for_every_member(monkeypatch):
     world.pods += [member(i) for i in range(3)]
     world.index.upsert(running(), observed_at=1.0)
     world.scheduler.reconcile(OWNER)
-    assert heard == [("train-0", "worker-1"), ("train-1", "worker-2"), ("train-2", "worker-3")]
+    assert sorted(heard) == [("train-0", "worker-1"), ("train-1", "worker-2"), ("train-2", "worker-3")]
     assert world.binds == []
+
+
+def test_a_gangs_members_are_bound_at_once_not_one_after_the_other(monkeypatch):
+    world = World(monkeypatch)
+    together = threading.Barrier(3, timeout=5)  # each binding waits for the other two: one by one would break it
+    monkeypatch.setattr(kubeops, "bind", lambda api, pod, node, annotations: (together.wait(), world._bind(
+        api, pod, node, annotations)))
+    world.pods += [member(i) for i in range(3)]
+    world.index.upsert(running(), observed_at=1.0)
+    world.scheduler.reconcile(OWNER)
+    assert sorted((name, node) for name, node, _ in world.binds) == [
+        ("train-0", "worker-1"), ("train-1", "worker-2"), ("train-2", "worker-3")]
+
+
+def test_a_failed_binding_leaves_the_others_bound_fails_the_reconcile_and_is_retried_alone(monkeypatch):
+    world = World(monkeypatch)
+    refuse = {"train-1"}
+
+    def bind(api, pod, node, annotations):
+        if pod["metadata"]["name"] in refuse:
+            raise kube.ApiError(500, "Internal Server Error", method="POST", path="binding")
+        world._bind(api, pod, node, annotations)
+
+    monkeypatch.setattr(kubeops, "bind", bind)
+    world.pods += [member(i) for i in range(3)]
+    world.index.upsert(running(), observed_at=1.0)
+    with pytest.raises(kube.ApiError):
+        world.scheduler.reconcile(OWNER)
+    assert sorted(name for name, _, _ in world.binds) == ["train-0", "train-2"]
+    refuse.clear()
+    world.scheduler.reconcile(OWNER)  # the controller's retry: the two bound are not bound again
+    assert sorted((name, node) for name, node, _ in world.binds) == [
+        ("train-0", "worker-1"), ("train-1", "worker-2"), ("train-2", "worker-3")]
 
 
 def test_a_gang_whose_members_are_all_gone_is_forgotten(world):
@@ -478,7 +513,7 @@ def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypat
         job = slurm.get_job(job_id)
         assert world.index.upsert(job, observed_at=time.monotonic()) == OWNER
         world.scheduler.reconcile(OWNER)
-        assert [(n, node) for n, node, _ in world.binds] == [("train-0", "worker-2"), ("train-1", "worker-3"),
+        assert sorted((n, node) for n, node, _ in world.binds) == [("train-0", "worker-2"), ("train-1", "worker-3"),
                                                              ("train-2", "worker-4")]
         assert len(fake.state.submitted) == 1
         slurm.close()
