@@ -160,6 +160,25 @@ def median_of(rounds: Sequence[dict], path: str, key: str) -> float:
     return statistics.median(r[path][key] for r in rounds)
 
 
+def queue_summary(rounds: Sequence[dict]) -> dict:
+    """Slurm's queue wait (submission to allocation) of each path, and each gang's time without it: the
+    median over rounds of the p50s, their ratio, and the jobs backfill started. Slurm takes a batch job
+    only at a whole-second tick of its background loop, at most every ``batch_sched_delay`` (3 s) after its
+    last pass: a wait of 0 to 3 s whose phase differs by path and round and moves ``ratio_of_medians``
+    more than sunk does. Empty when slurmctld's log was not readable."""
+    if not all("slurm_queue_p50_s" in r[path] for r in rounds for path in ("raw", "pod_path")):
+        return {}
+    raw_outside, pod_outside = (median_of(rounds, path, "outside_queue_p50_s") for path in ("raw", "pod_path"))
+    return {
+        "raw_slurm_queue_p50_median_s": median_of(rounds, "raw", "slurm_queue_p50_s"),
+        "pod_slurm_queue_p50_median_s": median_of(rounds, "pod_path", "slurm_queue_p50_s"),
+        "raw_outside_queue_p50_median_s": raw_outside, "pod_outside_queue_p50_median_s": pod_outside,
+        "outside_queue_ratio_of_medians": pod_outside / raw_outside,
+        "slurm_queue_p50s": [[round(r[path]["slurm_queue_p50_s"], 2) for path in ("raw", "pod_path")] for r in rounds],
+        "started_by_backfill": [[r[path]["started_by_backfill"] for path in ("raw", "pod_path")] for r in rounds],
+    }
+
+
 def summarize(rounds: Sequence[dict], gangs: int) -> dict:
     """The rounds' medians. The headline: the median gang's latency, Pod path over raw path, each the
     median over rounds of the round's p50 (``ratio_of_medians``, issue 21's goal: <= 1.10 pinned); the
@@ -182,6 +201,8 @@ def summarize(rounds: Sequence[dict], gangs: int) -> dict:
         "pod_all_pods_to_bind_p50_median_s": median_of(rounds, "pod_path", "all_pods_to_bind_p50_s"),
         "pod_create_to_submit_p50_median_s": median_of(rounds, "pod_path", "create_to_submit_p50_s"),
         "pod_submit_to_bind_p50_median_s": median_of(rounds, "pod_path", "submit_to_bind_p50_s"),
+        # Slurm's queue (submission to allocation, slurmctld's log): the phase of its passes, per round and path.
+        **queue_summary(rounds),
         "slurm_calls_per_gang": busiest["slurm_calls_per_gang"],
         "slurm_calls_per_gang_by_type": {k: round(v / gangs, 3) for k, v in sorted(busiest["slurm_calls"].items())},
         "raw_machine_cpu_median_s": median_of(rounds, "raw", "machine_cpu_s"),

@@ -188,10 +188,8 @@ def where_time_went(metrics_url: str) -> dict[str, float]:
     return dict(sorted(means.items()))
 
 
-def submissions(log: Path) -> dict[str, float]:
-    """Pod name (a gang's: its workload's name) -> when the scheduler submitted its job, from its own log
-    (no Pod write marks it)."""
-    at: dict[str, float] = {}
+def _submitted(log: Path) -> Iterator[tuple[str, float, int]]:
+    """(unit name, when, job id) for each submission in the scheduler's log (no Pod write marks it)."""
     for line in log.read_text().splitlines():
         try:
             entry = json.loads(line)
@@ -200,12 +198,83 @@ def submissions(log: Path) -> dict[str, float]:
         match = SUBMITTED.match(entry.get("msg", ""))
         if match:
             stamp, millis = entry["ts"].rstrip("Z").split(".")
-            at[match.group(1)] = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) + int(millis) / 1000
-    return at
+            yield (match.group(1), calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) + int(millis) / 1000,
+                   int(match.group(2)))
+
+
+def submissions(log: Path) -> dict[str, float]:
+    """Pod name (a gang's: its workload's name) -> when the scheduler submitted its job."""
+    return {unit: at for unit, at, _job in _submitted(log)}
+
+
+def submitted_jobs(log: Path) -> dict[str, int]:
+    """Pod name (a gang's: its workload's name) -> the job the scheduler submitted for it (the last one)."""
+    return {unit: job for unit, _at, job in _submitted(log)}
 
 
 # A Pod's ("pod ns/name: ...") or a gang's ("Job ns/name (4 members): ...", scheduler/reconciler.py).
-SUBMITTED = re.compile(r"(?:pod|Job|PodGroup) [^/\s]+/(\S+?)(?: \(\d+ members\))?: submitted placeholder job \d+")
+SUBMITTED = re.compile(r"(?:pod|Job|PodGroup) [^/\s]+/(\S+?)(?: \(\d+ members\))?: submitted placeholder job (\d+)")
+
+
+# slurmctld's log (SlurmctldDebug=info): a submission, and the allocation by the main scheduler or by backfill.
+_CTLD_LINE = re.compile(r"^\[(?P<ts>[0-9T:.-]+)\] (?:_slurm_rpc_submit_batch_job: JobId=(?P<submitted>\d+) "
+                        r"|sched: Allocate JobId=(?P<allocated>\d+) "
+                        r"|.*backfill: _start_job: Started JobId=(?P<backfilled>\d+) )")
+
+
+def slurm_waits(log_text: str) -> tuple[dict[int, float], set[int]]:
+    """How long each job submitted in ``log_text`` (a stretch of slurmctld's log) waited for Slurm to allocate
+    it, by job id, and the jobs backfill started. slurmctld does not try a batch job as it is submitted: its
+    main scheduler takes queued jobs at a tick of its background loop, at most every ``batch_sched_delay``
+    (3 s) after its last pass, and backfill every ``bf_interval``. That wait is Slurm's, the same for both
+    paths in kind, but its phase differs per round and per path."""
+    submitted: dict[int, float] = {}
+    allocated: dict[int, float] = {}
+    backfilled: set[int] = set()
+    for line in log_text.splitlines():
+        if not (match := _CTLD_LINE.match(line)):
+            continue
+        stamp, _, fraction = match["ts"].partition(".")
+        at = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) + float(f"0.{fraction or 0}")
+        if match["submitted"]:
+            submitted[int(match["submitted"])] = at
+        elif job := match["allocated"] or match["backfilled"]:
+            allocated.setdefault(int(job), at)
+            if match["backfilled"]:
+                backfilled.add(int(job))
+    waits = {job: allocated[job] - at for job, at in submitted.items() if job in allocated}
+    return waits, backfilled & submitted.keys()
+
+
+def queue_figures(latencies: dict[int, float], waits: dict[int, float], backfilled: set[int]) -> dict[str, float]:
+    """Slurm's queue wait of the path's jobs (``latencies``: per job id, the unit's whole time), and the rest
+    of each unit's time without it: what the path itself took, whatever the phase of Slurm's passes."""
+    jobs = [job for job in latencies if job in waits]
+    if not jobs:
+        return {}
+    queued = [waits[job] for job in jobs]
+    outside = [latencies[job] - waits[job] for job in jobs]
+    return {"slurm_queue_p50_s": percentile(queued, 50), "slurm_queue_p99_s": percentile(queued, 99),
+            "outside_queue_p50_s": percentile(outside, 50), "outside_queue_p99_s": percentile(outside, 99),
+            "started_by_backfill": len(backfilled & set(jobs))}
+
+
+class SlurmctldLog:
+    """The stretch of slurmctld's log written while a path ran (``mark`` before, ``since_mark`` after)."""
+
+    def __init__(self, cluster: DevCluster):
+        self.path = cluster.root / "var/log/slurm/slurmctld.log"
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def since_mark(self) -> str:
+        if not self.path.exists():
+            return ""
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            return log.read().decode(errors="replace")
 
 
 def settled_events(api, namespace: str, timeout: float = 60) -> Counter:
@@ -269,6 +338,8 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     informer.start()
     if not informer.wait_for_sync(30):
         raise SystemExit("the Pod informer did not sync in 30 s")
+    ctld = SlurmctldLog(cluster)
+    ctld.mark()
     before = rpc_counts(metrics_url)
     cpu_before = cpu_seconds(scheduler_pid)
     machine_before = machine_cpu_seconds()
@@ -296,6 +367,7 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     after = rpc_counts(metrics_url)
     events = settled_events(api, namespace)  # after the counts: settling takes seconds of idle polls
     submitted_at = submissions(scheduler_log)
+    job_of = submitted_jobs(scheduler_log)
     latencies = [bound_at[n] - created_at[n] for n in names_]
     to_submit = [submitted_at.get(n, bound_at[n]) - created_at[n] for n in names_]
     to_bind = [bound_at[n] - submitted_at.get(n, bound_at[n]) for n in names_]
@@ -307,7 +379,9 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
               "slurm_calls": calls, f"slurm_calls_per_{workload.noun}": sum(calls.values()) / count,
               "scheduler_cpu_s": round(cpu, 2), "machine_cpu_s": round(machine_cpu, 1),
               "events_by_reason": dict(events),
-              "scheduler_profile": where_time_went(metrics_url)}
+              "scheduler_profile": where_time_went(metrics_url),
+              **queue_figures({job_of[n]: bound_at[n] - created_at[n] for n in names_ if n in job_of},
+                              *slurm_waits(ctld.since_mark()))}
     if workload.size > 1:  # the workload's controller making every Pod of a unit, then the rest
         to_seen = [seen_at[n] - created_at[n] for n in names_]
         seen_to_bind = [bound_at[n] - seen_at[n] for n in names_]
@@ -393,7 +467,9 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
         submitted_at[job_id] = at
         return job_id
 
+    ctld = SlurmctldLog(cluster)
     try:
+        ctld.mark()
         machine_before = machine_cpu_seconds()
         began = time.time()
         with ThreadPoolExecutor(16) as pool:
@@ -419,12 +495,14 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
         unmarked = [i for i in wanted if i not in listed or not listed[i].extra.endswith(names.STARTED_MARKER)]
         if unmarked:
             raise SystemExit(f"{len(unmarked)} raw jobs called in but Slurm does not show them started")
+        queued = ctld.since_mark()
     finally:
         calls.close()
         for job_id in ids:
             slurm.cancel_job(job_id)
     return {"total_s": total, "p50_s": percentile(latencies, 50), "p99_s": percentile(latencies, 99),
-            "all_submitted_s": all_submitted, "machine_cpu_s": round(machine_cpu, 1)}
+            "all_submitted_s": all_submitted, "machine_cpu_s": round(machine_cpu, 1),
+            **queue_figures({i: calls.at[i] - submitted_at[i] for i in wanted}, *slurm_waits(queued))}
 
 
 def wait_for_idle_slurm(cluster: DevCluster, timeout: float = 120) -> None:

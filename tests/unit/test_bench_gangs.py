@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import gangs as b
-from benchmarks.scheduler import SUBMITTED, percentile, ratios, submissions
+from benchmarks.scheduler import (
+    SUBMITTED,
+    percentile,
+    queue_figures,
+    ratios,
+    slurm_waits,
+    submissions,
+    submitted_jobs,
+)
 from sunk.translate import gang as g
 
 
@@ -133,6 +141,45 @@ def test_submissions_are_read_for_pods_and_gangs(tmp_path):
     assert SUBMITTED.match("PodGroup ns/p-0003 (4 members): submitted placeholder job 14").group(1) == "p-0003"
 
 
+def test_submitted_jobs_name_each_units_last_job(tmp_path):
+    log = tmp_path / "sunk-scheduler.log"
+    log.write_text(
+        '{"ts": "2026-11-24T10:00:01.250Z", "msg": "pod ns/b-0001: submitted placeholder job 12"}\n'
+        '{"ts": "2026-11-24T10:00:02.500Z", "msg": "PodGroup ns/p-0003 (4 members): submitted placeholder job 13"}\n'
+        '{"ts": "2026-11-24T10:00:04.000Z", "msg": "PodGroup ns/p-0003 (4 members): submitted placeholder job 15"}\n')
+    assert submitted_jobs(log) == {"b-0001": 12, "p-0003": 15}
+
+
+CTLD_LOG = """\
+[2026-11-25T04:23:19.920] _slurm_rpc_submit_batch_job: JobId=155 InitPrio=1000 usec=846
+[2026-11-25T04:23:20.547] _slurm_rpc_submit_batch_job: JobId=156 InitPrio=1000 usec=400
+[2026-11-25T04:23:20.600] _slurm_rpc_submit_batch_job: JobId=157 InitPrio=1000 usec=400
+[2026-11-25T04:23:20.700] _slurm_rpc_submit_batch_job: JobId=158 InitPrio=1000 usec=400
+[2026-11-25T04:23:22.007] sched: Allocate JobId=155 NodeList=node[1-4] #CPUs=4 Partition=batch
+[2026-11-25T04:23:22.008] sched: Allocate JobId=99 NodeList=node[1-4] #CPUs=4 Partition=batch
+[2026-11-25T04:23:25.500] sched/backfill: _start_job: Started JobId=156 in batch on node[1-4]
+[2026-11-25T04:23:25.600] _update_job: setting extra to x: started for JobId=155
+[2026-11-25T04:23:26.000] sched: Allocate JobId=157 NodeList=node[1-4] #CPUs=4 Partition=batch
+"""
+
+
+def test_slurm_waits_time_each_submitted_job_to_its_allocation_by_either_scheduler():
+    waits, backfilled = slurm_waits(CTLD_LOG)
+    assert set(waits) == {155, 156, 157}  # 158 never allocated, 99 not submitted in this stretch
+    assert waits[155] == pytest.approx(2.087) and waits[156] == pytest.approx(4.953)
+    assert waits[157] == pytest.approx(5.4) and backfilled == {156}
+
+
+def test_queue_figures_take_slurms_wait_out_of_each_units_time():
+    waits, backfilled = slurm_waits(CTLD_LOG)
+    figures = queue_figures({155: 3.0, 156: 6.0, 200: 1.0}, waits, backfilled)
+    assert figures["slurm_queue_p50_s"] == pytest.approx(2.087) and figures["slurm_queue_p99_s"] == pytest.approx(4.953)
+    assert figures["outside_queue_p50_s"] == pytest.approx(0.913)  # 3.0 - 2.087 and 6.0 - 4.953 (nearest rank)
+    assert figures["outside_queue_p99_s"] == pytest.approx(1.047)
+    assert figures["started_by_backfill"] == 1
+    assert queue_figures({200: 1.0}, waits, backfilled) == {}  # no job of the path in the log: no figure
+
+
 # -- the maths -----------------------------------------------------------------------------------------------
 def test_percentile_is_the_nearest_rank():
     values = [float(v) for v in range(1, 101)]
@@ -163,6 +210,23 @@ def test_the_summary_is_the_ratio_of_the_rounds_medians():
     assert summary["slurm_calls_per_gang"] == pytest.approx(1.8)  # the busiest round's
     assert summary["slurm_calls_per_gang_by_type"] == {"LIST": 0.8, "SUBMIT": 1.0}
     assert summary["scheduler_cpu_median_s"] == 1.5 and "baseline" not in summary
+
+
+def test_the_summary_takes_slurms_queue_out_of_each_path_when_slurmctlds_log_was_read():
+    rounds = [round_of(2.0, 2.2, 5.0, 6.0, {"SUBMIT": 50}), round_of(4.0, 4.0, 9.0, 9.0, {"SUBMIT": 50}),
+              round_of(3.0, 3.6, 6.0, 7.5, {"SUBMIT": 50})]
+    assert "outside_queue_ratio_of_medians" not in b.summarize(rounds, 50)  # no log: no figure, no failure
+    for r, (raw_queue, pod_queue) in zip(rounds, ((0.5, 0.4), (2.5, 0.5), (1.0, 1.5)), strict=True):
+        r["raw"] |= {"slurm_queue_p50_s": raw_queue, "outside_queue_p50_s": r["raw"]["p50_s"] - raw_queue,
+                     "started_by_backfill": 0}
+        r["pod_path"] |= {"slurm_queue_p50_s": pod_queue, "outside_queue_p50_s": r["pod_path"]["p50_s"] - pod_queue,
+                          "started_by_backfill": 2}
+    summary = b.summarize(rounds, 50)
+    assert summary["raw_slurm_queue_p50_median_s"] == 1.0 and summary["pod_slurm_queue_p50_median_s"] == 0.5
+    # outside the queue: raw 1.5, 1.5, 2.0 (median 1.5); Pod path 1.8, 3.5, 2.1 (median 2.1)
+    assert summary["outside_queue_ratio_of_medians"] == pytest.approx(2.1 / 1.5)
+    assert summary["slurm_queue_p50s"] == [[0.5, 0.4], [2.5, 0.5], [1.0, 1.5]]
+    assert summary["started_by_backfill"] == [[0, 2]] * 3
 
 
 def test_the_summary_compares_a_baseline_with_the_same_raw_path():
