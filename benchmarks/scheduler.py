@@ -295,7 +295,7 @@ def settled_events(api, namespace: str, timeout: float = 60) -> Counter:
 
 
 def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: str, scheduler_pid: int,
-             scheduler_log: Path, workload: Workload = SINGLE_PODS) -> dict:
+             scheduler_log: Path, workload: Workload = SINGLE_PODS, phase: float | None = None) -> dict:
     """``count`` units of ``workload`` created at once; done once every unit's Pods are all bound."""
     bound_at: dict[str, float] = {}  # per unit: when its last Pod was seen bound
     seen_at: dict[str, float] = {}  # per unit: when its last Pod was first seen (a Job's: made by its controller)
@@ -344,6 +344,7 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
     cpu_before = cpu_seconds(scheduler_pid)
     machine_before = machine_cpu_seconds()
     names_ = [f"{workload.prefix}-{i:04d}" for i in range(count)]
+    start_at_phase(phase)
     began = time.time()
 
     def create(name: str) -> None:
@@ -443,7 +444,7 @@ class StartedCalls:
         self.server.server_close()
 
 
-def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
+def raw_path(cluster: DevCluster, count: int, nodes: int = 1, phase: float | None = None) -> dict:
     """Identical placeholder jobs of ``nodes`` nodes (one CPU and 256 MB on each, as a Pod of ``pod``
     asks and a gang's job asks per member) submitted straight to slurmrestd, until all run and are
     started. Each job is timed from just before its submission to its started call, which its
@@ -471,6 +472,7 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
     try:
         ctld.mark()
         machine_before = machine_cpu_seconds()
+        start_at_phase(phase)
         began = time.time()
         with ThreadPoolExecutor(16) as pool:
             ids = list(pool.map(submit, range(count)))
@@ -505,13 +507,38 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1) -> dict:
             **queue_figures({i: calls.at[i] - submitted_at[i] for i in wanted}, *slurm_waits(queued))}
 
 
+# slurmctld takes queued batch jobs only at a tick of its background loop, at whole seconds of the wall
+# clock, and at most every batch_sched_delay (3 s, the default) after that loop's last pass: a path that
+# begins just before a tick has its jobs allocated at once, one that straddles a pass waits 3 s more.
+BATCH_SCHED_DELAY = 3.0
+
+
 def wait_for_idle_slurm(cluster: DevCluster, timeout: float = 120) -> None:
+    """Until Slurm has no active job, then ``BATCH_SCHED_DELAY`` more: the last pass for the jobs that ended
+    no longer holds back the next path's first submissions."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not cluster.slurm("squeue", "-h", "-t", "PD,R,CG", "-o", "%i").stdout.split():
+            time.sleep(BATCH_SCHED_DELAY + 0.5)
             return
         time.sleep(1)
     raise SystemExit(f"Slurm still has active jobs after {timeout:.0f} s")
+
+
+def start_at_phase(phase: float | None) -> None:
+    """Sleep until the wall clock's second reaches ``phase`` (0 <= phase < 1; None: at once).
+
+    Each round starts both paths at the same phase of Slurm's tick, and the rounds spread over the
+    second (``round_phase``): a path no longer owes its ratio to where in the second it happened to begin.
+    Unaligned, the raw path began at .84 to .99 of a second in each of seven rounds (right after the
+    idle check, which the tick paces) and its jobs waited 0.04 to 0.18 s; the Pod path's, 0.3 to 2.2 s."""
+    if phase is not None:
+        time.sleep((phase - time.time()) % 1.0)
+
+
+def round_phase(number: int, rounds: int) -> float:
+    """Round ``number``'s phase of the second: the rounds spread evenly over it."""
+    return (number % rounds) / rounds
 
 
 def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
@@ -554,13 +581,13 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
 
 
 def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path,
-              workload: Workload = SINGLE_PODS) -> dict:
+              workload: Workload = SINGLE_PODS, phase: float | None = None) -> dict:
     """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm.
 
     ``ratio``: all bound against all started; ``p50_ratio``: the units' median latencies."""
     wait_for_idle_slurm(cluster)
-    raw = raw_path(cluster, pods, workload.size)
-    pod = one_pod_path(cluster, api, pods, workers, log_dir, workload=workload)
+    raw = raw_path(cluster, pods, workload.size, phase=phase)
+    pod = one_pod_path(cluster, api, pods, workers, log_dir, workload=workload, phase=phase)
     return {"raw": raw, "pod_path": pod, **ratios(pod, raw)}
 
 
@@ -590,7 +617,7 @@ def wait_until_scheduling(metrics_url: str, timeout: float = 60) -> None:
 
 
 def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
-                 workload: Workload = SINGLE_PODS) -> dict:
+                 workload: Workload = SINGLE_PODS, phase: float | None = None) -> dict:
     wait_for_idle_slurm(cluster)
     namespace = create_namespace(api)
     scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags)
@@ -599,7 +626,7 @@ def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Pat
         assert scheduler.proc is not None
         wait_until_scheduling(f"http://127.0.0.1:{PORTS['metrics']}/metrics")
         pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
-                       scheduler.proc.pid, scheduler.log, workload)
+                       scheduler.proc.pid, scheduler.log, workload, phase)
     finally:
         # Always while the scheduler still runs: it cancels the jobs of deleted Pods. Stopped
         # first, each placeholder would wait for its Pod past KillWait and drain its node.
@@ -653,12 +680,13 @@ def run_rounds(cluster: DevCluster, api, args: argparse.Namespace, count: int,
     rounds = []
     with pinned_cpus(cluster, args.pin_cpus) as pinning:
         for number in range(args.rounds):
-            rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload))
+            phase = round_phase(number, args.rounds)
+            rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload, phase))
             if args.baseline_tree:
                 base = one_pod_path(cluster, api, count, args.workers, log_dir / f"round-{number}-baseline",
-                                    args.baseline_tree.resolve(), workload)
+                                    args.baseline_tree.resolve(), workload, phase)
                 rounds[-1]["baseline"] = {**base, **ratios(base, rounds[-1]["raw"])}
-            print(json.dumps({"round": number, **rounds[-1]}, indent=2), flush=True)
+            print(json.dumps({"round": number, "phase": phase, **rounds[-1]}, indent=2), flush=True)
     return rounds, pinning, log_dir
 
 

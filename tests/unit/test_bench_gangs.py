@@ -237,3 +237,16 @@ def test_the_summary_compares_a_baseline_with_the_same_raw_path():
     baseline = b.summarize(rounds, 50)["baseline"]
     assert baseline["ratio_of_medians"] == pytest.approx(4.0 / 3.0)
     assert baseline["p50_ratios"] == [1.5, 1.25] and baseline["slurm_calls_per_gang"] == 1.5
+
+
+def test_each_round_starts_both_paths_at_one_phase_of_slurms_tick_and_the_rounds_cover_the_second(monkeypatch):
+    from benchmarks import scheduler as bench
+
+    assert [bench.round_phase(n, 4) for n in range(4)] == [0.0, 0.25, 0.5, 0.75]
+    slept = []
+    monkeypatch.setattr(bench.time, "sleep", slept.append)
+    for now, phase in ((100.30, 0.25), (100.10, 0.25), (100.25, 0.25), (100.90, 0.0)):
+        monkeypatch.setattr(bench.time, "time", lambda now=now: now)
+        bench.start_at_phase(phase)
+    bench.start_at_phase(None)  # no phase: at once
+    assert slept == pytest.approx([0.95, 0.15, 0.0, 0.10])
