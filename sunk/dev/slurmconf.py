@@ -12,6 +12,10 @@ Settings worth knowing (and why):
   every node; ``prolog.sh``/``epilog.sh`` run each executable in prolog.d/epilog.d.
 - High-throughput knobs from Slurm's guide: small ``MinJobAge``, ``max_rpc_cnt``,
   ``bf_continue``, generous ``MaxJobCount``.
+- ``batch_sched_delay=0``: slurmctld allocates a queued batch job only at a whole-second tick of its
+  background loop, by default at most every 3 s after its last pass; with 0, at the next tick. A
+  placeholder's Pod waits for that (docs/scheduler.md), and the default's 0 to 3 s moved the
+  benchmarks' rounds more than sunk did (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ def slurm_conf(layout: SlurmLayout) -> str:
         f"MinJobAge={MIN_JOB_AGE}",
         "MaxJobCount=200000",
         f"MaxNodeCount={layout.nodes + layout.phantom_nodes + DYNAMIC_NODES}",
-        "SchedulerParameters=max_rpc_cnt=150,bf_continue,bf_interval=5,default_queue_depth=1000",
+        "SchedulerParameters=batch_sched_delay=0,max_rpc_cnt=150,bf_continue,bf_interval=5,default_queue_depth=1000",
         "PrologFlags=Alloc",
         "Prolog=/etc/slurm/prolog.sh",
         "Epilog=/etc/slurm/epilog.sh",
