@@ -98,7 +98,8 @@ PASSING_WAIT_GRACE = 10.0
 LOST_ANSWER_SETTLE = 2.0
 # Gangs are decided under one of these locks (by a hash of the gang's owner): bounded, never cleaned up.
 GANG_LOCK_STRIPES = 256
-# A gang's bindings in flight at once (sunk-scheduler's: a toleration patch and a Binding each).
+# Gang members' bindings in flight at once, in the whole process (sunk-scheduler's: a toleration patch and a
+# Binding each): one pool for every worker, so a burst of gangs never opens more connections than this.
 GANG_BIND_CONCURRENCY = 16
 
 
@@ -182,10 +183,12 @@ class PodScheduler:
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
     _gang_locks: tuple[threading.Lock, ...] = attrs.field(init=False)
+    _binding_pool: ThreadPoolExecutor = attrs.field(init=False)  # its threads start at the first gang
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
         self._gang_locks = tuple(threading.Lock() for _ in range(GANG_LOCK_STRIPES))
+        self._binding_pool = ThreadPoolExecutor(max_workers=GANG_BIND_CONCURRENCY, thread_name_prefix="bind-gang")
 
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, key: str) -> Result:
@@ -530,11 +533,12 @@ class PodScheduler:
     def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:
         """Every member to its node, at once: each binding is a round trip or two (the lock toleration, the
         Binding), and one after the other a gang of 64 took longer than Slurm took to start it. Every
-        member is tried; the first failure is raised then (the reconcile is retried, the bound skipped)."""
+        member is tried (every worker's gangs share ``GANG_BIND_CONCURRENCY`` bindings in flight); the first
+        failure is raised then (the reconcile is retried, the bound skipped)."""
 
         def bind(item: tuple[str, Bind]) -> Optional[Exception]:
             uid, placement = item
-            pod = by_uid[uid]
+            pod = by_uid[uid]  # (decide_gang binds only members it was given)
             try:
                 if self.on_bind is not None:
                     self.on_bind(pod, placement)  # the front end's own binding step
@@ -546,12 +550,7 @@ class PodScheduler:
                 return exc
             return None
 
-        if len(binds) == 1:
-            failures = [bind(binds[0])]
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(binds), GANG_BIND_CONCURRENCY),
-                                    thread_name_prefix="bind-gang") as pool:
-                failures = list(pool.map(bind, binds))
+        failures = [bind(binds[0])] if len(binds) == 1 else list(self._binding_pool.map(bind, binds))
         if failure := next((f for f in failures if f is not None), None):
             raise failure
         return Result()

@@ -5,6 +5,8 @@ The benchmark itself needs the dev cluster (the lead runs it); nothing here does
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from benchmarks import gangs as b
@@ -244,9 +246,28 @@ def test_each_round_starts_both_paths_at_one_phase_of_slurms_tick_and_the_rounds
 
     assert [bench.round_phase(n, 4) for n in range(4)] == [0.0, 0.25, 0.5, 0.75]
     slept = []
-    monkeypatch.setattr(bench.time, "sleep", slept.append)
     for now, phase in ((100.30, 0.25), (100.10, 0.25), (100.25, 0.25), (100.90, 0.0)):
-        monkeypatch.setattr(bench.time, "time", lambda now=now: now)
+        monkeypatch.setattr(bench, "time", SimpleNamespace(time=lambda now=now: now, sleep=slept.append))
         bench.start_at_phase(phase)
     bench.start_at_phase(None)  # no phase: at once
     assert slept == pytest.approx([0.95, 0.15, 0.0, 0.10])
+
+
+def test_the_slurmctld_log_is_read_from_the_mark_from_its_start_if_begun_anew_and_never_fails(tmp_path):
+    from benchmarks import scheduler as bench
+
+    root = tmp_path / "chroot"
+    log_file = root / "var/log/slurm/slurmctld.log"
+    ctld = bench.SlurmctldLog(SimpleNamespace(root=root))
+    ctld.mark()  # no log yet
+    assert ctld.since_mark() == ""
+    log_file.parent.mkdir(parents=True)
+    log_file.write_text("[2026-11-25T04:23:19.920] old\n")
+    ctld.mark()
+    with log_file.open("a") as log:
+        log.write("[2026-11-25T04:23:20.000] new\n")
+    assert ctld.since_mark() == "[2026-11-25T04:23:20.000] new\n"
+    log_file.write_text("[x] restarted\n")  # shorter than the mark: a new log
+    assert ctld.since_mark() == "[x] restarted\n"
+    assert bench.utc_seconds("2026-11-25T04:23:20.5Z") - bench.utc_seconds("2026-11-25T04:23:19.920") == (
+        pytest.approx(0.58))

@@ -325,6 +325,27 @@ def test_a_gangs_members_are_bound_at_once_not_one_after_the_other(monkeypatch):
         ("train-0", "worker-1"), ("train-1", "worker-2"), ("train-2", "worker-3")]
 
 
+def test_bindings_in_flight_never_exceed_the_process_wide_limit(monkeypatch):
+    monkeypatch.setattr(reconciler, "GANG_BIND_CONCURRENCY", 2)
+    world = World(monkeypatch)
+    lock, in_flight, most = threading.Lock(), [0], [0]
+
+    def bind(api, pod, node, annotations):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+        world._bind(api, pod, node, annotations)
+
+    monkeypatch.setattr(kubeops, "bind", bind)
+    world.pods += [member(i) for i in range(3)]
+    world.index.upsert(running(), observed_at=1.0)
+    world.scheduler.reconcile(OWNER)
+    assert len(world.binds) == 3 and most[0] == 2
+
+
 def test_a_failed_binding_leaves_the_others_bound_fails_the_reconcile_and_is_retried_alone(monkeypatch):
     world = World(monkeypatch)
     refuse = {"train-1"}
