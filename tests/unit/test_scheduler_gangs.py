@@ -328,13 +328,12 @@ def test_a_gangs_members_are_bound_at_once_not_one_after_the_other(monkeypatch):
 def test_bindings_in_flight_never_exceed_the_process_wide_limit(monkeypatch):
     monkeypatch.setattr(reconciler, "GANG_BIND_CONCURRENCY", 2)
     world = World(monkeypatch)
-    lock, in_flight, most = threading.Lock(), [0], [0]
+    lock, in_flight, go = threading.Lock(), [0], threading.Event()
 
     def bind(api, pod, node, annotations):
         with lock:
             in_flight[0] += 1
-            most[0] = max(most[0], in_flight[0])
-        time.sleep(0.05)
+        assert go.wait(5)  # held until the test has looked
         with lock:
             in_flight[0] -= 1
         world._bind(api, pod, node, annotations)
@@ -342,8 +341,16 @@ def test_bindings_in_flight_never_exceed_the_process_wide_limit(monkeypatch):
     monkeypatch.setattr(kubeops, "bind", bind)
     world.pods += [member(i) for i in range(3)]
     world.index.upsert(running(), observed_at=1.0)
-    world.scheduler.reconcile(OWNER)
-    assert len(world.binds) == 3 and most[0] == 2
+    reconcile = threading.Thread(target=world.scheduler.reconcile, args=(OWNER,))
+    reconcile.start()
+    deadline = time.monotonic() + 5
+    while in_flight[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # a third binding, were the limit not kept, would have begun by now
+    assert in_flight[0] == 2
+    go.set()
+    reconcile.join(5)
+    assert len(world.binds) == 3
 
 
 def test_a_failed_binding_leaves_the_others_bound_fails_the_reconcile_and_is_retried_alone(monkeypatch):
