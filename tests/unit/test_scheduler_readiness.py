@@ -86,3 +86,25 @@ def test_the_job_cache_rereads_placeholders_until_they_are_marked_started(assemb
     assert not reread(Job(id=1, state="RUNNING", extra="a user's own Extra"))
     assert cache.job_full_every == 300.0
     assert awaiting_start_mark(lambda extra: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
+
+
+def test_a_gangs_placeholder_is_reread_too_once_it_has_run_unmarked_for_the_grace():
+    """A gang's job (``sunk-gang=``) whose started call was lost binds its members at a refresh, not at the next
+    full job list; within the grace the started call (which reads the job itself) is left to come first."""
+    from scheduler.assembly import START_MARK_GRACE, awaiting_start_mark, identity_parser
+    from scheduler.config import SchedulerConfig
+    from sunk.slurm.models import Job
+    from sunk.translate.gang import GangIdentity
+
+    now = 1_000_000.0
+    reread = awaiting_start_mark(identity_parser(SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")), clock=lambda: now)
+    gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
+    started_at = int(now - START_MARK_GRACE)
+    assert reread(Job(id=1, state="RUNNING", extra=gang, start_time=started_at))
+    assert not reread(Job(id=1, state="RUNNING", extra=gang + ": started", start_time=started_at))
+    assert not reread(Job(id=1, state="RUNNING", extra=gang, start_time=int(now) - 1))  # its started call comes first
+    assert not reread(Job(id=1, state="PENDING", extra=gang, start_time=started_at))
+    # Clocks apart: a start time far ahead of this clock is no reason to wait.
+    assert reread(Job(id=1, state="RUNNING", extra=gang, start_time=int(now + 3600)))
+    other = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="another").encode()
+    assert not reread(Job(id=1, state="RUNNING", extra=other, start_time=started_at))
