@@ -8,17 +8,18 @@ import time
 
 import pytest
 import requests
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import create_namespace, delete_jobs, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import apply_manifest, assert_never_forbidden, deployment_args, kubeconfig_for
 from slurmtools import slurm_job, state, wait_for
-from test_scheduler import bound, event_reasons, gone, job_id_of, placed, pod_manifest, serving
+from test_gangs import all_bound, assert_one_member_per_node, gang_jobs, idle_batch_nodes, pod_spec
+from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.dev.tls import issue, make_ca
 from sunk.kube import client as kc
-from sunk.kube.resources import PODS
+from sunk.kube.resources import JOBS, PODS
 from sunk.translate.lock import tolerates_lock
 
 PROFILE = "sunk-extender-test"
@@ -218,3 +219,30 @@ def test_deleting_the_pod_cancels_the_job_and_scancel_deletes_the_pod(kube_api, 
              and "COMPLETING" not in slurm_job(dev_cluster, second_job)["job_state"], 40, "the job to finish")
     assert time.monotonic() - cancelled_at < slurmconf.KILL_WAIT - 5
     assert "DRAIN" not in dev_cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.upper()
+
+
+def test_kube_scheduler_binds_a_jobs_gang_each_member_to_its_own_node_of_one_slurm_job(kube_api, dev_cluster,
+                                                                                     namespace, kube_scheduler):
+    """Issue 21's gangs through the extender: the real Job controller makes 3 Pods for kube-scheduler; the
+    extender makes them one Slurm job of 3 nodes and passes each member on its own allocated node only,
+    so kube-scheduler binds them to 3 distinct Nodes of that one job; deleting the Job cancels it."""
+    end_pods(kube_api, dev_cluster, namespace)  # the earlier tests' Pods hold CPUs of their nodes
+    wait_for(lambda: idle_batch_nodes(dev_cluster) == 4, 60, "the four batch nodes to be idle", interval=1)
+    spec = {"parallelism": 3, "completions": 3, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": {"spec": {**pod_spec(), "schedulerName": PROFILE}}}
+    job = kc.create(kube_api, JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gang"},
+                                     "spec": spec}, namespace)
+    uid = job["metadata"]["uid"]
+    try:
+        pods = wait_for(lambda: all_bound(kube_api, namespace, "batch.kubernetes.io/job-name=gang", 3), 60,
+                        "kube-scheduler to bind the 3 members")
+        (job_id,) = gang_jobs(dev_cluster, f"job/{uid}")
+        slurm = assert_one_member_per_node(dev_cluster, pods, job_id)
+        assert state(slurm) == "RUNNING" and slurm["extra"].endswith(names.STARTED_MARKER)
+        for pod in pods:  # bound by kube-scheduler through the bind verb, each after its own filter
+            assert "Scheduled" in event_reasons(kube_api, namespace, pod["metadata"]["name"])
+    finally:
+        delete_jobs(kube_api, namespace)
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 60,
+             "the gang's job to end once its Job is gone")
+    end_pods(kube_api, dev_cluster, namespace)
