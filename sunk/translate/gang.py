@@ -57,6 +57,7 @@ the job's nodes in Slurm's order, so the leader lands on the batch host.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -453,9 +454,16 @@ class GangIdentity:
 
 def max_members(gang: Gang, scheduler: str) -> int:
     """The largest gang whose job's Extra, with the started marker, fits Slurm's limit (``EXTRA_MAX``):
-    about 100 members for a Job's gang in a namespace of 10 characters."""
+    about 100 members for a Job's gang in a namespace of 10 characters. Asked at every reconcile of a gang
+    and the same for all of them: encoding trial identities of ~100 members each time was a tenth of the
+    scheduler's CPU in a burst of gangs, so the answer is kept per (key, namespace, scheduler)."""
+    return _max_members(gang.key, gang.namespace, scheduler)
+
+
+@functools.lru_cache(maxsize=4096)
+def _max_members(key: str, namespace: str, scheduler: str) -> int:
     def length(size: int) -> int:
-        identity = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
+        identity = GangIdentity(key=key, namespace=namespace, size=size,
                                 members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
         return len(identity.encode()) + len(names.STARTED_MARKER)
 
