@@ -5,8 +5,13 @@ processing once (dedup); a key must never be reconciled by two workers at once, 
 change that arrives while it is being reconciled must not be lost (dirty/processing);
 failures back off per key so one bad object cannot hot-loop while others proceed.
 
-Everything waits on one condition variable: no polling. Delayed keys live in a heap that
-``get`` promotes when due, sleeping exactly until the earliest one.
+Workers wait on one condition variable: no polling. Delayed keys live in a heap that
+``get`` promotes when due, sleeping exactly until the earliest one. A change wakes one waiter,
+never all: every reconcile that asks to be looked at again adds a delayed key, and waking every
+idle worker for each (16 threads to find nothing and sleep again) was, with the wake-ups of an
+idle queue, a tenth of the scheduler's CPU in a burst of gangs. One waiting worker at a time
+keeps the earliest timer: whoever sleeps past a new earliest deadline is woken, and a worker that
+takes a key hands that duty on to another. ``shutdown(drain=True)`` waits on a condition of its own.
 """
 
 from __future__ import annotations
@@ -133,7 +138,9 @@ class WorkQueue:
         self.name = name
         self.rate_limiter = rate_limiter if rate_limiter is not None else default_rate_limiter()
         self._clock = clock
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # workers: a key to hand out, or an earlier deadline
+        self._drained = threading.Condition(self._lock)  # shutdown(drain=True): nothing in processing
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
@@ -165,8 +172,10 @@ class WorkQueue:
             if current is not None and current <= ready:
                 return
             self._waiting[key] = ready
-            heapq.heappush(self._heap, (ready, next(self._seq), key))
-            self._cond.notify_all()  # a sleeping get() may need to wake earlier
+            seq = next(self._seq)
+            heapq.heappush(self._heap, (ready, seq, key))
+            if self._heap[0][1] == seq:  # the new earliest deadline: a sleeping get() must wake for it
+                self._cond.notify()
 
     def add_rate_limited(self, key: str) -> None:
         self._retries.inc()
@@ -187,6 +196,7 @@ class WorkQueue:
         Every key returned must be passed to ``done`` afterwards.
         """
         deadline = None if timeout is None else self._clock() + timeout
+        timed = False  # this worker slept until a delayed key's deadline: it may keep the earliest timer
         with self._cond:
             while True:
                 if self._shutting_down:
@@ -196,12 +206,17 @@ class WorkQueue:
                 if self._queue:
                     break
                 wait = self._heap[0][0] - now if self._heap else None
+                timed = wait is not None
                 if deadline is not None:
                     if now >= deadline:
+                        if timed:
+                            self._cond.notify()  # the timer passes to another waiter
                         return None
                     wait = deadline - now if wait is None else min(wait, deadline - now)
                 self._cond.wait(wait)
             key = self._queue.popleft()
+            if timed and self._heap:
+                self._cond.notify()  # this worker goes to work: the timer passes to another waiter
             self._processing.add(key)
             self._dirty.discard(key)
             self._depth.set(len(self._queue))
@@ -220,7 +235,7 @@ class WorkQueue:
                 self._depth.set(len(self._queue))
                 self._cond.notify()
             if not self._processing:
-                self._cond.notify_all()  # shutdown(drain=True) may be waiting
+                self._drained.notify_all()
 
     # ---- lifecycle and introspection ------------------------------------------------------
 
@@ -238,7 +253,7 @@ class WorkQueue:
             self._depth.set(0)
             self._cond.notify_all()
             if drain:
-                return self._cond.wait_for(lambda: not self._processing, timeout)
+                return self._drained.wait_for(lambda: not self._processing, timeout)
         return True
 
     @property

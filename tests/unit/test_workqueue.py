@@ -115,6 +115,37 @@ def test_add_after_wakes_a_blocked_get_at_the_right_time():
     assert 0.09 <= got[0][1] < 1.0
 
 
+def test_a_delayed_key_is_handed_out_on_time_while_the_other_workers_are_busy():
+    """Only one waiter wakes for a new earliest deadline; if that worker then takes a key that keeps it busy,
+    the timer passes to a waiter still idle, and the delayed key is not left for the busy ones to finish."""
+    for _ in range(5):  # which waiter the OS wakes first varies: the bad order must come up
+        wq = q()
+        got: dict[str, float] = {}
+        t0 = time.monotonic()
+
+        def worker():
+            while (key := wq.get()) is not None:
+                got[key] = time.monotonic() - t0
+                if key.startswith("slow"):
+                    time.sleep(1.5)
+                wq.done(key)
+
+        workers = [threading.Thread(target=worker) for _ in range(4)]
+        for th in workers:
+            th.start()
+        time.sleep(0.05)  # all four blocked, nothing queued or delayed
+        wq.add_after("late", 0.2)
+        for i in range(3):
+            wq.add(f"slow-{i}")
+        deadline = time.monotonic() + 5
+        while "late" not in got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        wq.shutdown()
+        for th in workers:
+            th.join(5)
+        assert 0.19 <= got["late"] < 1.0, got
+
+
 def test_blocked_get_wakes_on_add_without_polling():
     wq = q()
     got = []
