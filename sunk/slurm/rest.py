@@ -264,7 +264,8 @@ class RestClient:
         return Snapshot(items=tuple(v0042.parse_job(j) for j in jobs), last_update=last_update)
 
     def get_job(self, job_id: int) -> Job:
-        _, body = self._call("GET", f"job/{int(job_id)}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}")
+        _, body = self._call("GET", f"job/{int(job_id)}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}",
+                             params=self._job_list_params or None)
         for j in body.get("jobs") or ():
             if int(j.get("job_id", -1)) == int(job_id):
                 return v0042.parse_job(j)

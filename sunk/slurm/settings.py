@@ -51,6 +51,10 @@ class SlurmSettings:
     # Seconds between full job lists when the job cache refreshes from Slurm's job state list
     # (SlurmCache's job-state mode); 0 lists jobs in full on every refresh.
     job_full_list_interval: float = 300.0
+    # Jobs with their per-node allocations (slurmrestd's DETAIL): only the Syncer's metrics read them.
+    # Without, a job read is about a third of the bytes (8.5 KB against 28 KB on 24.11), and so is the
+    # JSON a daemon decodes for each.
+    job_allocations: bool = True
 
     def connect(self, **rest_options: Any) -> SlurmClient:
         """A client for this backend; ``rest_options`` (timeouts, retries) go to the REST client only."""
@@ -63,7 +67,8 @@ class SlurmSettings:
             auth = {"token_file": self.token_file}
         else:
             auth = {"token": self.token}
-        return connect("rest", url=self.url, user=self.user, **auth, **rest_options)
+        return connect("rest", url=self.url, user=self.user, **auth,
+                       **{"with_allocations": self.job_allocations, **rest_options})
 
     def describe(self) -> str:
         if self.backend == "pyslurm":

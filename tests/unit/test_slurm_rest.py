@@ -203,6 +203,23 @@ def test_read_jobs_reads_each_id_once_with_the_lists_flags(fake, client):
     assert fake.state.requests[-2] == ("GET", "job/5", "flags=ALL")
 
 
+def test_get_job_reads_with_the_lists_flags_too(fake, client):
+    """The scheduler's hook reads one job (get_job) as its cache reads them: without allocations, no DETAIL."""
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    assert client.get_job(5).allocations and fake.state.requests[-1] == ("GET", "job/5", "")
+    lean = connect("rest", url=fake.url, token="tok", with_allocations=False)
+    job = lean.get_job(5)
+    assert job.allocations == () and job.node_list == ("node1",) and job == lean.list_jobs().items[0]
+    assert fake.state.requests[-2] == ("GET", "job/5", "flags=ALL")
+
+
+def test_settings_connect_with_or_without_allocations():
+    from sunk.slurm.settings import SlurmSettings
+
+    assert SlurmSettings(token="t", job_allocations=False).connect()._job_list_params == {"flags": "ALL"}
+    assert SlurmSettings(token="t").connect()._job_list_params == {}  # the Syncer's metrics read allocations
+
+
 def test_read_jobs_of_an_array_gives_every_record_of_the_array(fake, client):
     fake.put_job(100, array_job_id=100, array_task_string="2-5")
     fake.put_job(101, array_job_id=100, array_task_id=1, state=("RUNNING",))
