@@ -350,7 +350,9 @@ class Reflector:
                         self._backoff.reset()
                     if self._interrupted():
                         break
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            # ValueError: a line that is not JSON (or not UTF-8), as a read cut short by stop() can leave
+            # behind; a broken stream like any other, resumed from the last resourceVersion.
             if not self._interrupted():
                 raise kc.ConnectionFailed(f"watch {self.name}: {exc}") from exc
         finally:
@@ -410,4 +412,10 @@ def _json_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[Obj]:
             if line.strip():
                 yield json.loads(line)
     if buf.strip():
-        yield json.loads(buf)
+        try:
+            event = json.loads(buf)
+        except ValueError:  # (UnicodeDecodeError too) the stream was cut mid-event: stopped, or broken
+            log.debug("watch stream ended inside an event (%d bytes); the watch resumes from the last "
+                      "resourceVersion, so it comes again", len(buf))
+            return
+        yield event

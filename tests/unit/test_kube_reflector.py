@@ -145,14 +145,24 @@ def test_json_lines_reassembles_events_split_across_chunks():
     assert [e["type"] for e in _json_lines(ChunkResp(chunks))] == ["ADDED", "BOOKMARK", "X"]  # type: ignore[arg-type]
 
 
+def test_json_lines_drops_an_event_the_stream_ended_inside():
+    """A read woken by stop() (or a broken connection) ends the stream mid-event, even mid-character: no error,
+    the complete events before it, and the watch resumes from the last resourceVersion, so it comes again."""
+    event = '{"type":"MODIFIED","object":{"metadata":{"name":"pé"}}}'.encode()
+    cut = event.index(b"\xc3") + 1  # inside the two bytes of the accented letter
+    for tail in (event[:cut], event[:-5], b'{"type":'):
+        chunks = [b'{"type":"ADDED","object":{}}\n', tail]
+        assert [e["type"] for e in _json_lines(ChunkResp(chunks))] == ["ADDED"]  # type: ignore[arg-type]
+
+
 # ---- the loop, against a scripted apiserver ---------------------------------------------------------
 
 
 class WatchResp:
     """A watch stream: the scripted events, then, if ``hold``, a read that blocks until shutdown()."""
 
-    def __init__(self, events: list[dict], hold: bool = False):
-        self.lines = [json.dumps(e).encode() + b"\n" for e in events]
+    def __init__(self, events: list[dict | bytes], hold: bool = False):
+        self.lines = [e if isinstance(e, bytes) else json.dumps(e).encode() + b"\n" for e in events]  # bytes: as is
         self.hold = hold
         self._shut = threading.Event()
 
@@ -181,7 +191,7 @@ class FakeApiserver:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.pages: list[dict | Exception] = []
-        self.watches: list[list[dict] | Exception] = []
+        self.watches: list[list[dict | bytes] | Exception] = []
         self.current_rv = ""  # what the resourceVersion check after an outage answers
         self.list_continues: list[str | None] = []
         self.checks = 0
@@ -278,6 +288,21 @@ def test_a_lost_connection_resumes_the_watch_without_relisting(apiserver):
         assert apiserver.checks == 2, "each reconnect checks the apiserver has not gone back in time"
         assert apiserver.watch_rvs == ["10", "10", "10", "11"]
         assert sink.calls == [("add", "a"), ("add", "b")]
+
+
+def test_a_garbled_line_in_the_stream_is_a_broken_connection_resumed_from_the_last_version(apiserver):
+    """Bytes that are not JSON (or not UTF-8) in a watch stream: the events before them count, and the watch
+    resumes from the last resourceVersion like after any broken connection, with no relist."""
+    apiserver.pages = [page("10", [pod("a", "1")])]
+    apiserver.current_rv = "12"
+    apiserver.watches = [[event("ADDED", pod("b", "11")), b'{"type":"MODIFIED","object":{"x":"\xbe\xef"}}\n',
+                          event("ADDED", pod("never", "13"))],
+                         [event("ADDED", pod("c", "12"))]]
+    r, _, sink = reflector()
+    with running(r, apiserver):
+        assert sink.calls == [("add", "a"), ("add", "b"), ("add", "c")]
+        assert r.stats.connection_errors == 1 and r.stats.lists == 1 and r.stats.watch_errors == 0
+        assert apiserver.watch_rvs == ["10", "11", "12"]
 
 
 def test_a_resource_version_ahead_of_the_apiserver_relists(apiserver):
