@@ -97,7 +97,8 @@ def test_a_gangs_placeholder_is_reread_too_once_it_has_run_unmarked_for_the_grac
     from sunk.translate.gang import GangIdentity
 
     now = 1_000_000.0
-    reread = awaiting_start_mark(identity_parser(SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")), clock=lambda: now)
+    config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")
+    reread = awaiting_start_mark(identity_parser(config), clock=lambda: now)
     gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
     started_at = int(now - START_MARK_GRACE)
     assert reread(Job(id=1, state="RUNNING", extra=gang, start_time=started_at))

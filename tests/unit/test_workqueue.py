@@ -123,7 +123,7 @@ def test_a_delayed_key_is_handed_out_on_time_while_the_other_workers_are_busy():
         got: dict[str, float] = {}
         t0 = time.monotonic()
 
-        def worker():
+        def worker(wq: WorkQueue = wq, got: dict[str, float] = got, t0: float = t0) -> None:
             while (key := wq.get()) is not None:
                 got[key] = time.monotonic() - t0
                 if key.startswith("slow"):
