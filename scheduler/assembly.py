@@ -7,7 +7,6 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -74,29 +73,21 @@ def slim_job(job: Obj) -> Obj:
     }
 
 
-# How long a placeholder may run unmarked before the cache reads it on every refresh: its script marks it
-# and calls the started hook within a second or so of starting, and that hook reads the job anyway.
-START_MARK_GRACE = 3.0
-
-
-def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None], *,
-                        clock: Callable[[], float] = time.time) -> Callable[[Job], bool]:
-    """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm has run for
-    ``START_MARK_GRACE`` without their script marking them started. The mark changes the job's Extra, not its
-    state, so the job state list cannot show it; the cache reads these jobs in full on every refresh, so the
-    Pods bind even when the placeholder's started call was lost, without waiting for the next full job list.
-    Not sooner: the started call reads the job itself, and while a burst of jobs starts every read is one
-    more on slurmctld. A start time ahead of this clock by more than the grace (clocks apart) waits for none."""
+def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Callable[[Job], bool]:
+    """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs and whose
+    script has not marked them started. The mark changes the job's Extra, not its state, so the job state list
+    cannot show it; the cache reads these jobs in full on every refresh (seconds each, usually: the script marks
+    the job as it starts), so the Pods bind even when the placeholder's started call was lost, without waiting
+    for the next full job list. (Not after a grace: a state list that reads nothing counts towards the cache's
+    idle checks, which would then miss the mark for a minute.)"""
 
     def check(job: Job) -> bool:
         extra = job.extra
-        if job.state != "RUNNING" or extra.rstrip().endswith(names.STARTED_MARKER):
+        if job.state != "RUNNING" or ("sunk-pod=" not in extra and "sunk-gang=" not in extra) \
+                or extra.rstrip().endswith(names.STARTED_MARKER):
             return False
         parsed = parse(extra)
-        if parsed is None or parsed[1]:
-            return False
-        ran = clock() - job.start_time if job.start_time else START_MARK_GRACE
-        return ran >= START_MARK_GRACE or ran < -START_MARK_GRACE
+        return parsed is not None and not parsed[1]
 
     return check
 

@@ -88,24 +88,19 @@ def test_the_job_cache_rereads_placeholders_until_they_are_marked_started(assemb
     assert awaiting_start_mark(lambda extra: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
 
 
-def test_a_gangs_placeholder_is_reread_too_once_it_has_run_unmarked_for_the_grace():
+def test_a_gangs_placeholder_is_reread_too_until_it_is_marked_started():
     """A gang's job (``sunk-gang=``) whose started call was lost binds its members at a refresh, not at the next
-    full job list; within the grace the started call (which reads the job itself) is left to come first."""
-    from scheduler.assembly import START_MARK_GRACE, awaiting_start_mark, identity_parser
+    full job list (it was never reread: its Extra has no ``sunk-pod=``)."""
+    from scheduler.assembly import awaiting_start_mark, identity_parser
     from scheduler.config import SchedulerConfig
     from sunk.slurm.models import Job
     from sunk.translate.gang import GangIdentity
 
-    now = 1_000_000.0
     config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")
-    reread = awaiting_start_mark(identity_parser(config), clock=lambda: now)
+    reread = awaiting_start_mark(identity_parser(config))
     gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
-    started_at = int(now - START_MARK_GRACE)
-    assert reread(Job(id=1, state="RUNNING", extra=gang, start_time=started_at))
-    assert not reread(Job(id=1, state="RUNNING", extra=gang + ": started", start_time=started_at))
-    assert not reread(Job(id=1, state="RUNNING", extra=gang, start_time=int(now) - 1))  # its started call comes first
-    assert not reread(Job(id=1, state="PENDING", extra=gang, start_time=started_at))
-    # Clocks apart: a start time far ahead of this clock is no reason to wait.
-    assert reread(Job(id=1, state="RUNNING", extra=gang, start_time=int(now + 3600)))
+    assert reread(Job(id=1, state="RUNNING", extra=gang))
+    assert not reread(Job(id=1, state="RUNNING", extra=gang + ": started"))
+    assert not reread(Job(id=1, state="PENDING", extra=gang))
     other = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="another").encode()
-    assert not reread(Job(id=1, state="RUNNING", extra=other, start_time=started_at))
+    assert not reread(Job(id=1, state="RUNNING", extra=other))
