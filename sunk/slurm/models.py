@@ -140,6 +140,7 @@ class Job:
     state_flags: frozenset[str] = field(converter=_flags, factory=frozenset)
     state_reason: str = ""
     nodes: str = ""  # hostlist expression as Slurm reports it, e.g. "node[1-2]"
+    batch_host: str = ""  # the node the batch script runs on: the first of the allocation
     allocations: tuple[JobAllocation, ...] = field(converter=_allocations, factory=tuple)
     extra: str = ""
     comment: str = ""
@@ -175,10 +176,15 @@ class Job:
 
     @property
     def node_list(self) -> tuple[str, ...]:
-        """Each allocated node's name: from the allocations, else the expanded ``nodes`` hostlist."""
+        """Each allocated node's name, the batch host first: from the allocations (Slurm's own order, which
+        starts with it), else the expanded ``nodes`` hostlist, which Slurm sorts by name: the batch host is
+        then moved to the front (a gang's leader is bound there)."""
         if self.allocations:
             return tuple(a.node for a in self.allocations)
-        return hostlist.expand(self.nodes)
+        nodes = hostlist.expand(self.nodes)
+        if self.batch_host in nodes[1:]:
+            return (self.batch_host, *(n for n in nodes if n != self.batch_host))
+        return nodes
 
     @property
     def gpus(self) -> int:

@@ -152,6 +152,7 @@ def parse_job(d: Obj) -> Job:
         state_flags=flags,
         state_reason=_reason(d.get("state_reason")),
         nodes=d.get("nodes") or "",
+        batch_host=d.get("batch_host") or "",
         allocations=_allocations(d),
         extra=d.get("extra") or "",
         comment=d.get("comment") or "",

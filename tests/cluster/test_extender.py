@@ -20,6 +20,7 @@ from sunk.dev import slurmconf
 from sunk.dev.tls import issue, make_ca
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODS
+from sunk.translate import gang as g
 from sunk.translate.lock import tolerates_lock
 
 PROFILE = "sunk-extender-test"
@@ -225,7 +226,8 @@ def test_kube_scheduler_binds_a_jobs_gang_each_member_to_its_own_node_of_one_slu
                                                                                      namespace, kube_scheduler):
     """Issue 21's gangs through the extender: the real Job controller makes 3 Pods for kube-scheduler; the
     extender makes them one Slurm job of 3 nodes and passes each member on its own allocated node only,
-    so kube-scheduler binds them to 3 distinct Nodes of that one job; deleting the Job cancels it."""
+    so kube-scheduler binds them to 3 distinct Nodes of that one job, the leader on the batch host; once the Job
+    is deleted the job ends."""
     end_pods(kube_api, dev_cluster, namespace)  # the earlier tests' Pods hold CPUs of their nodes
     wait_for(lambda: idle_batch_nodes(dev_cluster) == 4, 60, "the four batch nodes to be idle", interval=1)
     spec = {"parallelism": 3, "completions": 3, "completionMode": "Indexed", "backoffLimit": 0,
@@ -239,8 +241,11 @@ def test_kube_scheduler_binds_a_jobs_gang_each_member_to_its_own_node_of_one_slu
         (job_id,) = gang_jobs(dev_cluster, f"job/{uid}")
         slurm = assert_one_member_per_node(dev_cluster, pods, job_id)
         assert state(slurm) == "RUNNING" and slurm["extra"].endswith(names.STARTED_MARKER)
-        for pod in pods:  # bound by kube-scheduler through the bind verb, each after its own filter
-            assert "Scheduled" in event_reasons(kube_api, namespace, pod["metadata"]["name"])
+        leader = next(p for p in pods if p["metadata"]["labels"][g.JOB_COMPLETION_INDEX] == "0")
+        assert leader["spec"]["nodeName"] == dev_cluster.k8s_node_for(slurm["batch_host"])  # on the batch host
+        for pod in pods:  # bound by kube-scheduler through the bind verb (its Events are sent asynchronously)
+            wait_for(lambda pod=pod: "Scheduled" in event_reasons(kube_api, namespace, pod["metadata"]["name"]), 20,
+                     "kube-scheduler's Scheduled Event")
     finally:
         delete_jobs(kube_api, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 60,

@@ -37,6 +37,20 @@ def test_node_without_reason_has_no_reason_time():
     assert v0042.parse_node(node_json("node1")).reason_time is None
 
 
+def test_without_allocations_the_batch_host_leads_the_node_list():
+    """Read without DETAIL (the scheduler's lean reads), a job's nodes come as a hostlist Slurm sorts by name; its
+    batch host (where a gang's leader is bound) is the allocation's first node, whatever its name."""
+    d = job_json(43, state=("RUNNING",), nodes="node[1-3]")
+    d["batch_host"] = "node3"
+    job = v0042.parse_job(d)
+    assert job.allocations == () and job.batch_host == "node3"
+    assert job.node_list == ("node3", "node1", "node2")
+    d["batch_host"] = "node1"
+    assert v0042.parse_job(d).node_list == ("node1", "node2", "node3")
+    d["batch_host"] = ""  # pending: no batch host yet
+    assert v0042.parse_job({**d, "nodes": ""}).node_list == ()
+
+
 def test_running_job_mapping_with_allocation_and_gpus_per_node():
     d = job_json(42, name="train", state=("RUNNING",), nodes="node[1-2]",
                  allocation=[("node1", 4, 8000), ("node2", 2, 4000)], gres_detail=("gpu:2(IDX:0-1)", "gpu:1(IDX:0)"),
