@@ -9,9 +9,10 @@ Workers wait on one condition variable: no polling. Delayed keys live in a heap 
 ``get`` promotes when due, sleeping exactly until the earliest one. A change wakes one waiter,
 never all: every reconcile that asks to be looked at again adds a delayed key, and waking every
 idle worker for each (16 threads to find nothing and sleep again) was, with the wake-ups of an
-idle queue, a tenth of the scheduler's CPU in a burst of gangs. One waiting worker at a time
-keeps the earliest timer: whoever sleeps past a new earliest deadline is woken, and a worker that
-takes a key hands that duty on to another. ``shutdown(drain=True)`` waits on a condition of its own.
+idle queue, a tenth of the scheduler's CPU in a burst of gangs. A worker that goes to sleep while
+a delayed key heads the heap sleeps until its deadline; a new earliest deadline wakes one waiter,
+and a worker that slept on a deadline hands it on to another waiter when it takes a key or times
+out. ``shutdown(drain=True)`` waits on a condition of its own.
 """
 
 from __future__ import annotations
