@@ -158,7 +158,8 @@ def run_daemon(parser: argparse.ArgumentParser, argv: Optional[list[str]], *,
     configure_logging(args.zap_log_level)
     config = config_from(args)  # bad flags fail here, before a worker is forked
     daemon = daemon_config(args, parser, name=parser.prog, lease_namespace=own_namespace())
-    # Placement reads a job's nodes, state and Extra, never its per-node allocation: a third of the bytes per read.
+    # Placement reads a job's nodes (batch host first), state and Extra, never its per-node allocation: a third
+    # of the bytes per read.
     daemon = attrs.evolve(daemon, slurm=attrs.evolve(daemon.slurm, job_allocations=False))
     try:
         served = listeners(args)
