@@ -213,11 +213,15 @@ def test_get_job_reads_with_the_lists_flags_too(fake, client):
     assert fake.state.requests[-2] == ("GET", "job/5", "flags=ALL")
 
 
-def test_settings_connect_with_or_without_allocations():
+def test_settings_connect_with_or_without_allocations(fake):
+    """What SlurmSettings.job_allocations asks slurmrestd for: the placement daemons' lean reads, the Syncer's full."""
     from sunk.slurm.settings import SlurmSettings
 
-    assert SlurmSettings(token="t", job_allocations=False).connect()._job_list_params == {"flags": "ALL"}
-    assert SlurmSettings(token="t").connect()._job_list_params == {}  # the Syncer's metrics read allocations
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)])
+    assert SlurmSettings(url=fake.url, token="tok", job_allocations=False).connect().get_job(5).allocations == ()
+    assert fake.state.requests[-1] == ("GET", "job/5", "flags=ALL")
+    assert SlurmSettings(url=fake.url, token="tok").connect().get_job(5).allocations  # the Syncer's metrics read them
+    assert fake.state.requests[-1] == ("GET", "job/5", "")
 
 
 def test_read_jobs_of_an_array_gives_every_record_of_the_array(fake, client):
