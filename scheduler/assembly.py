@@ -22,9 +22,9 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
-from sunk.slurm.cache import JOB, CacheEvent, SlurmCache
+from sunk.slurm.cache import JOB, CacheEvent, Patience, SlurmCache
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import GangIdentity, gang_of, is_terminal, owner_of
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.translate.stuckpod import node_ready
@@ -76,10 +76,10 @@ def slim_job(job: Obj) -> Obj:
 def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Callable[[Job], bool]:
     """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs and whose
     script has not marked them started. The mark changes the job's Extra, not its state, so the job state list
-    cannot show it; the cache reads these jobs in full on every refresh (seconds each, usually: the script marks
-    the job as it starts), so the Pods bind even when the placeholder's started call was lost, without waiting
-    for the next full job list. (Not after a grace: a state list that reads nothing counts towards the cache's
-    idle checks, which would then miss the mark for a minute.)"""
+    cannot show it; the cache reads these jobs in full (every ``STARTED_CALL_PATIENCE``: ``awaiting_started_call``
+    asks it to wait that long for the started call's own read), so the Pods bind even when the placeholder's
+    started call was lost, without waiting for the next full job list. (A read that waits keeps the cache
+    listing states: were it counted as idle, its checks of ``update_time`` would miss the mark for a minute.)"""
 
     def check(job: Job) -> bool:
         extra = job.extra
@@ -92,6 +92,35 @@ def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Call
     return check
 
 
+# How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
+# reads it), before it reads the job itself: a new placeholder, and one that Slurm starts. The call
+# comes once the prolog has locked every node of the allocation, 1 to 3 s after the start with 50 gangs
+# starting at once on the dev cluster. A call that never comes (lost, a scheduler that restarted) delays
+# the Pods' binding by this much.
+STARTED_CALL_PATIENCE = 3.0
+
+
+def awaiting_started_call(parse: Callable[[str], tuple[str, bool] | None], expected: Callable[[int], bool],
+                          patience: float = STARTED_CALL_PATIENCE) -> Patience:
+    """The Slurm cache's ``patience``: ``patience`` seconds for this scheduler's placeholders on their way to
+    the started call, whose read the hook API hands to the cache (SlurmCache.observe), so that Slurm is read
+    once for them where it was read three times. New jobs count when this process submitted them
+    (``expected(job_id)``); held ones while their script has not marked them started. Anything else, and
+    any move but PENDING to RUNNING (an end, a requeue), is read at once."""
+
+    def wait(job_id: int, held: Job | None, listed: JobState) -> float:
+        if listed.state not in ("PENDING", "RUNNING"):
+            return 0.0
+        if held is None:
+            return patience if expected(job_id) else 0.0
+        if held.state not in ("PENDING", "RUNNING") or (held.state == "RUNNING" and listed.state == "PENDING"):
+            return 0.0
+        parsed = parse(held.extra)
+        return patience if parsed is not None and not parsed[1] else 0.0
+
+    return wait
+
+
 @attrs.define
 class Assembly:
     manager: Manager
@@ -99,6 +128,7 @@ class Assembly:
     controller: Controller
     gone: PodGone
     parse: Callable[[str], tuple[str, bool] | None]
+    slurm_cache: SlurmCache
 
     def hooks_app(self) -> Any:
         return create_hooks_app(self.hooks_blueprint())
@@ -124,6 +154,7 @@ class Assembly:
         return bool(self.scheduler.pods.informer.has_synced()) and not self.manager.stopping()
 
     def _observe(self, job: Job, observed_at: float) -> None:
+        self.slurm_cache.observe(job, observed_at)  # (its own read of the job, then, is one it need not make)
         uid = self.scheduler.jobs.upsert(job, observed_at)
         if uid is not None:
             self.controller.queue.add(uid)
@@ -149,13 +180,14 @@ def assemble(
     # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
     # and 24.11 answers a node list with every partition even when nothing changed.
     parse = identity_parser(config)
-    slurm_cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,),
-                                            job_full_every=daemon.slurm.job_full_list_interval,
-                                            reread=awaiting_start_mark(parse))
+    index = JobIndex(parse)
+    slurm_cache = slurm_cache or SlurmCache(
+        slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,), job_full_every=daemon.slurm.job_full_list_interval,
+        reread=awaiting_start_mark(parse),
+        patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
-    index = JobIndex(parse)
     pod_index = PodIndex(pods)
     # What gangs are sized by: Jobs always (a cluster without gangs pays one watch of slim Jobs); PodGroups
     # only when asked (their CRD must exist), and not among the informers the workers wait for.
@@ -207,7 +239,8 @@ def assemble(
     notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
     manager.add_runnable(notice.runnable())
-    assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse)
+    assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse,
+                        slurm_cache=slurm_cache)
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.

@@ -68,10 +68,11 @@ class JobIndex:
     def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
         """Record a job seen at ``observed_at``; returns its Pod UID if it is a placeholder.
 
-        None, too, when a later observation of the job is already held (it is kept).
+        None, too, when a later observation of the job is already held (it is kept), or this same one (the
+        Slurm cache's event for a record the hook API read and gave it: nothing new to reconcile).
         """
         with self._lock:
-            if self._stale(job.id, observed_at):
+            if self._stale(job.id, observed_at) or self._holds(job, observed_at):
                 return None
             self._drop(job.id)
             uid = self._put(job, observed_at)
@@ -172,6 +173,11 @@ class JobIndex:
             return observed_at < self._observed_at[job_id]
         removed = self._removed.get(job_id)
         return removed is not None and observed_at < removed[0]
+
+    def _holds(self, job: Job, observed_at: float) -> bool:
+        uid = self._uid_of.get(job.id)
+        return uid is not None and self._observed_at.get(job.id) == observed_at and \
+            self._by_uid.get(uid, {}).get(job.id) == job
 
     def _expire_removals(self) -> None:
         horizon = self._clock() - self._ttl

@@ -42,6 +42,18 @@ refresh is instead:
    safety net for what a state cannot show. While the state list cannot be used, jobs are
    listed as in the full-list mode (with ``update_time``).
 
+Reads made elsewhere, and reads that may wait (``observe``, ``patience``). A reader that reads a job
+from Slurm itself (the scheduler's hook API reads a placeholder as its script calls, seconds before a
+state list would show the change) hands the record to the cache; the next state list takes it for the
+job's read when it shows the same state, and no later read of the job is held. ``patience(job, held,
+listed)`` lets a read the state list asks for wait that many seconds for such a record: the scheduler's
+new placeholders and starting ones, whose own call brings the record, are then read by nobody else (a
+placeholder cost three reads of the same job as it started, every one of them on slurmctld's busiest
+seconds). A read that waits counts as a change, not as an idle state list: the cache keeps listing
+states meanwhile, since the job may change in ways a check of ``update_time`` begun later would not
+see. Once the patience is out the cache reads the job itself, so a call that never comes costs only
+that delay.
+
 Events mean what they meant with full lists (added, changed with old and new, removed),
 and a read that finds the job changed again since the state list keeps the newer record:
 the comparison is always with the record held, never with an earlier state list, so a job
@@ -155,10 +167,14 @@ class CacheStats:
     job_reads: int = 0  # read_jobs calls made for changed jobs (job-state mode)
     job_full_lists: int = 0  # full job lists (every one, in the full-list mode)
     job_checks: int = 0  # update_time checks answered "no job changed" (job-state mode, while idle)
+    job_reads_taken: int = 0  # job reads a record observed elsewhere stood in for (``observe``)
 
 
 Subscriber = Callable[[CacheEvent], None]
 Reread = Callable[[Job], bool]
+# (job id, the record held or None, the state listed) -> seconds the cache may wait for another's read of
+# the job (``observe``) before it reads the job itself; 0: read it now.
+Patience = Callable[[int, Optional[Job], JobState], float]
 
 
 def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
@@ -290,7 +306,8 @@ class SlurmCache:
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
                  max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
-                 job_check_after: Optional[float] = None, job_check_max_full: Optional[float] = None):
+                 job_check_after: Optional[float] = None, job_check_max_full: Optional[float] = None,
+                 patience: Optional[Patience] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
@@ -306,7 +323,9 @@ class SlurmCache:
         as the last full job list; ``math.inf``: never. ``job_check_max_full``: by that default rule,
         checks begin only while the last full job list took at most this long (None: ``interval``),
         because the first change a check meets costs a full list: at 10,000 jobs (6 to 10 s) that
-        would make one refresh take seconds, so large clusters keep listing states.
+        would make one refresh take seconds, so large clusters keep listing states. ``patience(job_id,
+        held, listed)``: seconds a read the state list asks for may wait for someone else's read of that
+        job (``observe``) before the cache makes it (module notes); None: never waits.
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
@@ -319,6 +338,7 @@ class SlurmCache:
         self.job_full_every = job_full_every
         self.max_job_reads = max_job_reads
         self.reread = reread
+        self.patience = patience
         self.job_check_after = job_check_after
         self.job_check_max_full = interval if job_check_max_full is None else job_check_max_full
         self.interval = interval
@@ -339,7 +359,7 @@ class SlurmCache:
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._refreshes = self._failures = self._calls = self._events = 0
-        self._job_reads = self._job_full_lists = self._job_checks = 0
+        self._job_reads = self._job_full_lists = self._job_checks = self._job_reads_taken = 0
         self._last_seconds = 0.0
         self._states_unusable: Optional[str] = None  # why the last state list could not be used
         # Job-state mode, idle (module notes): checking update_time instead of listing states.
@@ -351,6 +371,9 @@ class SlurmCache:
         self._stamp_unusable: Optional[str] = None  # why Slurm's clock could not be read (until the next full list)
         self._stamp_warned = False
         self._nudged = False  # someone expects a change: the next job refresh lists states, it does not check
+        self._observed: dict[int, tuple[Job, float]] = {}  # job id -> (a record read elsewhere, when) (observe)
+        self._observed_lock = threading.Lock()
+        self._waiting: dict[int, float] = {}  # job id -> when a state list first asked for its read, while deferred
 
     # -- readers --------------------------------------------------------------------------------
     def nodes(self) -> Mapping[str, Node]:
@@ -404,7 +427,7 @@ class SlurmCache:
     def stats(self) -> CacheStats:
         with self._changed:
             return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds,
-                              self._job_reads, self._job_full_lists, self._job_checks)
+                              self._job_reads, self._job_full_lists, self._job_checks, self._job_reads_taken)
 
     # -- subscribers ----------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber, *, kinds: Optional[Sequence[str]] = None,
@@ -637,7 +660,8 @@ class SlurmCache:
         self._listed(kind)
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
         plan = plan_job_reads(held, states, self.reread)
-        if not (plan.jobs or plan.arrays or plan.gone):
+        taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested)
+        if not (to_read or plan.arrays or plan.gone or taken or deferred):
             self._idle_lists += 1
             self._idle_seconds += self._clock() - started
             if since is not None and self._checking:
@@ -651,11 +675,11 @@ class SlurmCache:
                 self._checking = True
                 self._checked_at = requested
             return []
-        self._stop_checking()
+        self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
         bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
-        if len(plan.jobs) + len(plan.arrays) > bound:
+        if len(to_read) + len(plan.arrays) > bound:
             log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
-                      len(plan.jobs), len(plan.arrays))
+                      len(to_read), len(plan.arrays))
             return self._full_job_list(kind, self._clock(), made)
         new: dict[Hashable, Job] = dict(kind.items)
         read_at = dict(kind.read_at)
@@ -683,7 +707,9 @@ class SlurmCache:
             for key, job in held.items():
                 if job.array_job_id is not None:
                     members.setdefault(job.array_job_id, []).append(key)
-        for job_id in plan.jobs:
+        for observed, seen_at in taken.values():
+            put(observed, seen_at)
+        for job_id in to_read:
             at = self._clock()
             made[0] += 1
             record = next((j for j in self.client.read_jobs([job_id]) if j.id == job_id), None)
@@ -704,11 +730,58 @@ class SlurmCache:
         for job_id in plan.gone:
             drop(job_id, requested)
         with self._changed:
-            self._job_reads += len(plan.jobs) + len(plan.arrays)
+            self._job_reads += len(to_read) + len(plan.arrays)
+            self._job_reads_taken += len(taken)
         if added or changed or removed:
             kind.items = MappingProxyType(new)
         kind.read_at = read_at
         return added + changed + removed
+
+    def _sort_reads(self, kind: _Kind, held: Mapping[int, Job], states: Sequence[JobState], plan: JobReads,
+                    requested: float) -> tuple[dict[int, tuple[Job, float]], list[int], list[int]]:
+        """The plan's job reads, sorted: records observed elsewhere that stand in for a read, reads to make
+        now, and reads deferred by ``patience``.
+
+        An observed record stands in (for a read the plan asks for, or for the record held) when the state
+        list shows the same state and no later read of the job is held. One that does not agree is kept
+        for the next state list if it was read after this one began (the list may be the older), and
+        dropped otherwise.
+        """
+        with self._observed_lock:
+            observed, self._observed = self._observed, {}
+        wanted = set(plan.jobs)
+        listed = {entry.job_id: entry for entry in states
+                  if entry.job_id is not None and (entry.job_id in wanted or entry.job_id in observed)}
+        taken: dict[int, tuple[Job, float]] = {}
+        later: dict[int, tuple[Job, float]] = {}
+        for job_id, (record, at) in observed.items():
+            entry = listed.get(job_id)
+            newer = job_id not in held or at > kind.read_at.get(job_id, kind.listed_at)
+            if entry is not None and newer and entry.same_state(record) and held.get(job_id) != record:
+                taken[job_id] = (record, at)
+            elif entry is not None and newer and at > requested and held.get(job_id) != record:
+                later[job_id] = (record, at)
+        if later:
+            with self._observed_lock:
+                for job_id, item in later.items():
+                    if job_id not in self._observed or self._observed[job_id][1] < item[1]:
+                        self._observed[job_id] = item
+        to_read: list[int] = []
+        deferred: list[int] = []
+        now = self._clock()
+        waiting: dict[int, float] = {}
+        for job_id in plan.jobs:
+            if job_id in taken:
+                continue
+            wait = self.patience(job_id, held.get(job_id), listed[job_id]) if self.patience is not None else 0.0
+            since = self._waiting.get(job_id, now)
+            if wait > 0 and now - since < wait:
+                deferred.append(job_id)
+                waiting[job_id] = since
+            else:
+                to_read.append(job_id)
+        self._waiting = waiting
+        return taken, to_read, deferred
 
     def _failed(self, kind: _Kind, exc: Exception) -> None:
         if kind.failing is None:
@@ -764,6 +837,17 @@ class SlurmCache:
         """
         self._nudged = True
         self._wake.set()
+
+    def observe(self, job: Job, requested_at: float) -> None:
+        """A record of ``job`` that a reader read from Slurm itself, its read begun at ``requested_at`` (this
+        cache's clock): the next state list takes it for the job's own read when it shows the same state
+        (module notes). Never a call, never blocks on a refresh; ignored outside the job-state mode."""
+        if not self.job_states or job.array_job_id is not None:
+            return
+        with self._observed_lock:
+            held = self._observed.get(job.id)
+            if held is None or held[1] <= requested_at:
+                self._observed[job.id] = (job, requested_at)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -39,6 +39,15 @@ def test_a_same_time_observation_replaces():
     assert index.view("uid-a").started[7]
 
 
+def test_the_same_observation_again_is_nothing_new():
+    """The Slurm cache's event for the record the started hook read and handed it (SlurmCache.observe): the
+    Pod was reconciled for it already."""
+    index = JobIndex(parse)
+    assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
+    assert index.upsert(job(started=True), observed_at=20.0) is None
+    assert index.upsert(job(state="COMPLETED", started=True), observed_at=20.0) == "uid-a"  # (same time, changed)
+
+
 def test_removal_from_an_older_list_is_ignored_and_from_a_newer_one_applies():
     index = JobIndex(parse)
     index.upsert(job(started=True), observed_at=20.0)

@@ -104,3 +104,27 @@ def test_a_gangs_placeholder_is_reread_too_until_it_is_marked_started():
     assert not reread(Job(id=1, state="PENDING", extra=gang))
     other = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="another").encode()
     assert not reread(Job(id=1, state="RUNNING", extra=other))
+
+
+def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_it(assembly):
+    """New jobs this process submitted, and its placeholders going from PENDING to RUNNING unmarked, wait for
+    the started call's read (SlurmCache.observe); ends, requeues, others' jobs and marked ones are read at once."""
+    from scheduler.assembly import STARTED_CALL_PATIENCE
+    from sunk.slurm.models import Job, JobState
+
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
+    wait = cache.patience
+    ours = "sunk-pod=u1 ns=default name=p sched=s"
+    pending, running = JobState("5"), JobState("5", "RUNNING")
+    assembly.scheduler.jobs.expect("u1", 5)
+    assert wait(5, None, pending) == STARTED_CALL_PATIENCE  # submitted by this process, not read yet
+    assert wait(5, None, running) == STARTED_CALL_PATIENCE
+    assert wait(6, None, pending) == 0.0  # not this process's submission
+    assert wait(5, None, JobState("5", "CANCELLED")) == 0.0
+    assert wait(5, Job(id=5, extra=ours), running) == STARTED_CALL_PATIENCE  # its start
+    assert wait(5, Job(id=5, state="RUNNING", extra=ours), running) == STARTED_CALL_PATIENCE  # its mark (reread)
+    assert wait(5, Job(id=5, state="RUNNING", extra=ours + ": started"), running) == 0.0
+    assert wait(5, Job(id=5, state="RUNNING", extra=ours), pending) == 0.0  # requeued
+    assert wait(5, Job(id=5, state="RUNNING", extra=ours), JobState("5", "COMPLETED")) == 0.0
+    assert wait(5, Job(id=5, extra="sunk-pod=u1 ns=default name=p sched=another"), running) == 0.0
+    assert wait(5, Job(id=5, state="COMPLETED", extra=ours), running) == 0.0

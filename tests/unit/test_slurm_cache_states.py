@@ -11,6 +11,7 @@ import pytest
 
 from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
+from sunk.slurm.client import Snapshot
 from sunk.slurm.fake import FakeSlurmrestd, Fault
 from sunk.slurm.models import Job, JobState
 
@@ -778,6 +779,161 @@ def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
         requests_before = len(fake.state.requests)
         cache.refresh()
         assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+
+
+# -- reads made elsewhere (observe) and reads that may wait (patience) ----------------------------------------
+
+PLACEHOLDER = "sunk-pod=u ns=d name=p"
+
+
+def placeholder_patience(seconds):
+    """A placeholder on its way to its started call may wait; any end is read at once."""
+
+    def wait(_job_id, held, listed):
+        if listed.state not in ("PENDING", "RUNNING"):
+            return 0.0
+        return seconds if held is None or not held.extra.endswith(": started") else 0.0
+
+    return wait
+
+
+def read_of(fake, job_id):
+    """The record a reader outside the cache reads (what the scheduler's hook API does)."""
+    return rest(fake).get_job(job_id)
+
+
+def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(fake, slurm_clock, clock):
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
+                       reread=placeholder_awaiting_start)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(7, extra=PLACEHOLDER)
+    slurm_clock.tick()
+    clock.tick(0.5)
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().events == 0  # new, and patient: not read yet
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1} and cache.job(7) is None
+    fake.put_job(7, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    slurm_clock.tick()
+    clock.tick(0.5)
+    observed_at = clock.t
+    cache.observe(read_of(fake, 7), observed_at)
+    clock.tick(0.5)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # the observed record, not a read
+    assert [(e.type, e.key, e.new.state, e.new.extra, e.observed_at) for e in events] == [
+        (ADDED, 7, "RUNNING", PLACEHOLDER + ": started", observed_at)]
+    assert cache.job(7).node_list == ("node1",)
+    assert cache.stats().job_reads == 0 and cache.stats().job_reads_taken == 1
+    clock.tick()
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().events == 0  # held and marked: nothing more to read
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_out(fake, slurm_clock, clock):
+    fake.put_job(8, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
+                       reread=placeholder_awaiting_start, job_check_after=1)
+    cache.refresh()  # (the first refresh is a full list)
+    events = record(cache)
+    fake.put_job(8, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")  # the mark: no state change
+    slurm_clock.tick()
+    reads = []
+    for _ in range(5):
+        clock.tick(1.0)
+        requests_before = len(fake.state.requests)
+        cache.refresh()
+        calls = calls_by_path(fake, requests_before)
+        assert ("GET", "diag/") not in calls and ("GET", "jobs/") not in calls, calls  # never idle meanwhile
+        reads.append(calls.get(("GET", "job/ID"), 0))
+    assert reads == [0, 0, 0, 1, 0]  # first asked for at the first refresh, read 3 s later, then marked
+    assert [(e.type, e.new.extra) for e in events] == [(CHANGED, PLACEHOLDER + ": started")]
+
+
+def test_an_end_is_read_at_once_whatever_the_patience(fake, slurm_clock, clock):
+    fake.put_job(9, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(9, state=("CANCELLED",), nodes="node1", extra=PLACEHOLDER + ": started")
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    assert [(e.type, e.new.state) for e in events] == [(CHANGED, "CANCELLED")]
+
+
+def test_an_observed_record_that_the_state_list_contradicts_is_never_taken(fake, slurm_clock, clock):
+    """Older than the state list: dropped (the job moved on); newer: kept for the next state list; older
+    than the record held: ignored."""
+    fake.put_job(10, extra=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    cache.refresh()
+    events = record(cache)
+    stale = read_of(fake, 10)  # PENDING
+    fake.put_job(10, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    slurm_clock.tick()
+    cache.observe(stale, clock.t + 0.5)  # read after the held list, before this state list: contradicted
+    clock.tick()
+    cache.refresh()
+    assert events == [] and cache.job(10).state == "PENDING"  # not taken; the start's read waits
+    running = read_of(fake, 10)
+    cache.observe(running, clock.t)
+    clock.tick()
+    cache.refresh()
+    assert [(e.type, e.new.state, e.observed_at) for e in events] == [(CHANGED, "RUNNING", clock.t - 2.0)]
+    events.clear()
+    cache.observe(stale, clock.t - 1.0)  # older than the record held now
+    clock.tick()
+    cache.refresh()
+    assert events == [] and cache.job(10).state == "RUNNING"
+
+
+def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_one():
+    """A state list already on its way when the record was read may show the older state."""
+    listed = [state("11", "PENDING")]
+
+    class Client:
+        cheap_job_states = True
+
+        def list_job_states(self):
+            return list(listed)
+
+        def list_jobs(self, updated_since=None):
+            return Snapshot([Job(id=11, extra=PLACEHOLDER)], 0)
+
+        list_nodes = list_jobs
+
+        def read_jobs(self, ids):
+            raise AssertionError("never read here")
+
+    clock = Clock(100.0)
+    cache = SlurmCache(Client(), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
+                       job_check_after=math.inf)
+    cache.refresh()
+    events = record(cache)
+    cache.observe(Job(id=11, state="RUNNING", extra=PLACEHOLDER + ": started"), clock.t + 0.5)  # later than the list
+    cache.refresh()  # (the clock stands still: this state list began before that read)
+    assert events == []
+    listed[:] = [state("11", "RUNNING")]
+    clock.tick()
+    cache.refresh()
+    assert [(e.type, e.new.state) for e in events] == [(CHANGED, "RUNNING")]
+
+
+def test_observe_is_ignored_when_jobs_are_listed_in_full(fake, slurm_clock, clock):
+    fake.put_job(12, extra=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False)
+    cache.refresh()
+    cache.observe(Job(id=12, state="RUNNING"), clock.t + 1)
+    clock.tick()
+    cache.refresh()
+    assert cache.job(12).state == "PENDING"
 
 
 def test_checks_can_be_turned_off(fake, slurm_clock, clock):
