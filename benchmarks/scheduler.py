@@ -588,7 +588,7 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
         f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}", *extra,
     ], ready_url=f"http://127.0.0.1:{PORTS['probes']}/readyz", log_dir=log_dir,
-        env={"PYTHONPATH": str(tree)} if tree else None)
+        env={"PYTHONPATH": str(tree)} if tree else None, cwd=tree)  # (cwd: else ``-m`` finds this checkout first)
 
 
 def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path,
@@ -692,10 +692,15 @@ def run_rounds(cluster: DevCluster, api, args: argparse.Namespace, count: int,
     with pinned_cpus(cluster, args.pin_cpus) as pinning:
         for number in range(args.rounds):
             phase = round_phase(number, args.rounds)
+
+            baseline = (cluster, api, count, args.workers, log_dir / f"round-{number}-baseline",
+                        args.baseline_tree.resolve(), workload, phase) if args.baseline_tree else None
+            # The baseline's Pod path runs after this checkout's in even rounds and before it in odd ones, so that
+            # neither code always meets Slurm and the apiserver just after the raw path's, or the other's, clean-up.
+            base = one_pod_path(*baseline) if baseline and number % 2 else None
             rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload, phase))
-            if args.baseline_tree:
-                base = one_pod_path(cluster, api, count, args.workers, log_dir / f"round-{number}-baseline",
-                                    args.baseline_tree.resolve(), workload, phase)
+            if baseline:
+                base = base or one_pod_path(*baseline)
                 rounds[-1]["baseline"] = {**base, **ratios(base, rounds[-1]["raw"])}
             print(json.dumps({"round": number, "phase": phase, **rounds[-1]}, indent=2), flush=True)
     return rounds, pinning, log_dir

@@ -17,20 +17,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Process:
-    """One ``python -m module`` with flags; readiness is its /readyz answering 200."""
+    """One ``python -m module`` with flags; readiness is its /readyz answering 200.
+
+    ``cwd``: where it runs, and so whose code it runs: ``python -m`` puts its working directory
+    first on ``sys.path``, before PYTHONPATH, so another checkout's code needs its own ``cwd``.
+    """
 
     def __init__(self, name: str, module: str, args: list[str], ready_url: str, log_dir: Path,
-                 env: Optional[dict[str, str]] = None):
+                 env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None):
         self.name, self.module, self.args, self.ready_url = name, module, args, ready_url
         self.log = log_dir / f"{name}.log"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        self.cwd = cwd
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 60) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args], stdout=out,
-                                         stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                                         stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
