@@ -19,14 +19,16 @@ class DropProxy:
 
     The first ``times`` requests matching ``method`` and ``path`` reach slurmrestd and get its
     answer, which the proxy then throws away, closing the client's connection. ``dropped``
-    counts them; every other request is passed through as it is.
+    counts them; every other request is passed through as it is. With ``forward=False`` they are
+    lost on the way instead: never forwarded, the connection closed (a call that never arrived).
     """
 
-    def __init__(self, upstream: str, *, method: str, path: str, times: int = 1):
+    def __init__(self, upstream: str, *, method: str, path: str, times: int = 1, forward: bool = True):
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.method, self.path = method, re.compile(path)
         self.left = times
+        self.forward = forward
         self.dropped = 0
         self.forwarded = 0
         self._lock = threading.Lock()
@@ -42,6 +44,16 @@ class DropProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+                if not proxy.forward:
+                    with proxy._lock:
+                        lose = proxy.left > 0 and self.command == proxy.method and bool(proxy.path.fullmatch(self.path))
+                        if lose:
+                            proxy.left -= 1
+                            proxy.dropped += 1
+                    if lose:  # the call never arrives; the caller sees its connection closed
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=headers)

@@ -9,10 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 import requests
+from dropproxy import DropProxy
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import idle_node, jobs_carrying, number, slurm_job, state, wait_for
+from syncer_harness import free_port
 
 from sunk import names
 from sunk.dev import slurmconf
@@ -23,6 +25,7 @@ from sunk.translate.lock import tolerates_lock
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
 PORTS = {"hooks": 18100, "metrics": 18180, "probes": 18181}
+LEASE = "sunk-scheduler-test"  # the module's scheduler's; the chart's Role names every Lease its account may hold
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 
 
@@ -77,7 +80,7 @@ def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
     this module (bindings, Events, PodScheduled=False for an invalid or refused Pod, deleting a Pod
     whose job ended or was preempted, the job-id annotation) runs as it, and a 403 fails the module."""
     tmp = tmp_path_factory.mktemp("scheduler")
-    lease = "sunk-scheduler-test"
+    lease = LEASE
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[lease])
     proc = scheduler_process(dev_cluster, namespace, tmp, extra_args=(
         f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
@@ -416,14 +419,25 @@ def slow_listing_scheduler(kube_api, dev_cluster, tmp_path_factory):
         yield namespace, proc
 
 
+def slurm_calls(metrics_url: str, message_type: str) -> float:
+    """A scheduler's own calls to Slurm of one type so far (its ``slurm_controller_rpc_count``)."""
+    text = requests.get(metrics_url, timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("slurm_controller_rpc_count{") and f'message_type="{message_type}"' in line)
+
+
 def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_api, dev_cluster,
                                                                            slow_listing_scheduler):
+    """And its read of the job is the only one: the Slurm cache's state list after the submission found the new
+    job, and waited for the started call's record (SlurmCache.observe) instead of reading it too."""
     namespace, _ = slow_listing_scheduler
+    reads_before = slurm_calls("http://127.0.0.1:18280/metrics", "REQUEST_JOB_INFO_SINGLE")
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
     job_id, node = placed(kube_api, dev_cluster, namespace, name, what="binding well before the next job list")
     job = slurm_job(dev_cluster, job_id)
     assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
+    assert slurm_calls("http://127.0.0.1:18280/metrics", "REQUEST_JOB_INFO_SINGLE") - reads_before == 1
     text = requests.get("http://127.0.0.1:18280/metrics", timeout=5).text
     started_calls = [line for line in text.splitlines()
                      if line.startswith("sunk_hooks_request_duration_seconds_count")
@@ -432,6 +446,42 @@ def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_
     # Free the node now, not at module teardown: a later test needs node2 for a user-exclusive job.
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 30,
+             "the job to end")
+
+
+@pytest.fixture(scope="module")
+def lost_started_calls(kube_api, dev_cluster, tmp_path_factory):
+    """sunk-scheduler as deployed (the chart's ServiceAccount and RBAC) behind a hook URL that loses every
+    placeholder's started call on the way (the other calls pass)."""
+    namespace = create_namespace(kube_api)
+    tmp = tmp_path_factory.mktemp("lost-started")
+    ports = {"hooks": free_port(), "metrics": free_port(), "probes": free_port()}
+    lease = "sunk-scheduler-lost-started"
+    # (the module's Lease too: the Role is the one the module's scheduler runs as, applied again)
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[LEASE, lease])
+    with DropProxy(f"http://127.0.0.1:{ports['hooks']}", method="POST", path=r"/api/v1/jobs/\d+/started",
+                   times=1_000, forward=False) as proxy:
+        proc = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-lost-started", ports=ports,
+                                 extra_args=(f"--kubeconfig={kubeconfig}",
+                                             f"--leader-election-namespace={account['namespace']}",
+                                             f"--leader-election-id={lease}", f"--hooks-url={proxy.url}"))
+        with serving(kube_api, dev_cluster, proc, namespace):
+            yield namespace, proxy
+        assert_never_forbidden(proc.log)
+
+
+def test_a_lost_started_call_binds_at_the_slurm_caches_own_read(kube_api, dev_cluster, lost_started_calls):
+    """The cache waits STARTED_CALL_PATIENCE for the call's record, then reads the job itself (and again, as
+    long as it runs unmarked), so the Pod binds seconds late, not at the next full job list (5 minutes)."""
+    namespace, proxy = lost_started_calls
+    pod = create_pod(kube_api, namespace)
+    name = pod["metadata"]["name"]
+    job_id, node = placed(kube_api, dev_cluster, namespace, name, timeout=60, what="binding without the started call")
+    job = slurm_job(dev_cluster, job_id)
+    assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
+    assert proxy.dropped >= 1
+    kc.delete(kube_api, PODS, name, namespace)  # (its job's end still reaches the hook API: only "started" is lost)
+    wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 60,
              "the job to end")
 
 
