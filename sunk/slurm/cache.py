@@ -743,9 +743,9 @@ class SlurmCache:
         now, and reads deferred by ``patience``.
 
         An observed record stands in (for a read the plan asks for, or for the record held) when the state
-        list shows the same state and no later read of the job is held. One that does not agree is kept
-        for the next state list if it was read after this one began (the list may be the older), and
-        dropped otherwise.
+        list shows the same state and no later read of the job is held. One that does not agree, or whose
+        job the list does not show, is kept for the next state list if it was read after this one began
+        (the list may be the older, or predate the job), and dropped otherwise.
         """
         with self._observed_lock:
             observed, self._observed = self._observed, {}
@@ -759,8 +759,8 @@ class SlurmCache:
             newer = job_id not in held or at > kind.read_at.get(job_id, kind.listed_at)
             if entry is not None and newer and entry.same_state(record) and held.get(job_id) != record:
                 taken[job_id] = (record, at)
-            elif entry is not None and newer and at > requested and held.get(job_id) != record:
-                later[job_id] = (record, at)
+            elif newer and at > requested and held.get(job_id) != record:
+                later[job_id] = (record, at)  # (this list may even predate the job)
         if later:
             with self._observed_lock:
                 for job_id, item in later.items():

@@ -894,7 +894,8 @@ def test_an_observed_record_that_the_state_list_contradicts_is_never_taken(fake,
 
 
 def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_one():
-    """A state list already on its way when the record was read may show the older state."""
+    """A state list already on its way when the record was read may show the older state, or not show the job
+    at all (a job submitted since it began)."""
     listed = [state("11", "PENDING")]
 
     class Client:
@@ -917,12 +918,13 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
     cache.refresh()
     events = record(cache)
     cache.observe(Job(id=11, state="RUNNING", extra=PLACEHOLDER + ": started"), clock.t + 0.5)  # later than the list
-    cache.refresh()  # (the clock stands still: this state list began before that read)
+    cache.observe(Job(id=12, state="RUNNING", extra=PLACEHOLDER + ": started"), clock.t + 0.5)  # and not in it
+    cache.refresh()  # (the clock stands still: this state list began before those reads)
     assert events == []
-    listed[:] = [state("11", "RUNNING")]
+    listed[:] = [state("11", "RUNNING"), state("12", "RUNNING")]
     clock.tick()
     cache.refresh()
-    assert [(e.type, e.new.state) for e in events] == [(CHANGED, "RUNNING")]
+    assert [(e.type, e.key, e.new.state) for e in events] == [(ADDED, 12, "RUNNING"), (CHANGED, 11, "RUNNING")]
 
 
 def test_observe_is_ignored_when_jobs_are_listed_in_full(fake, slurm_clock, clock):
