@@ -592,14 +592,24 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
 
 
 def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path,
-              workload: Workload = SINGLE_PODS, phase: float | None = None) -> dict:
-    """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm.
+              workload: Workload = SINGLE_PODS, phase: float | None = None, baseline_tree: Path | None = None,
+              baseline_first: bool = False) -> dict:
+    """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm; with
+    ``baseline_tree``, also the Pod path with that checkout's scheduler, after this checkout's or (with
+    ``baseline_first``) before it, both after the raw path.
 
     ``ratio``: all bound against all started; ``p50_ratio``: the units' median latencies."""
     wait_for_idle_slurm(cluster)
     raw = raw_path(cluster, pods, workload.size, phase=phase)
-    pod = one_pod_path(cluster, api, pods, workers, log_dir, workload=workload, phase=phase)
-    return {"raw": raw, "pod_path": pod, **ratios(pod, raw)}
+    trees: list[tuple[str, Path | None]] = [("pod_path", None)]
+    if baseline_tree is not None:
+        trees.insert(0 if baseline_first else 1, ("baseline", baseline_tree))
+    result: dict = {"raw": raw}
+    for key, tree in trees:
+        path = one_pod_path(cluster, api, pods, workers, log_dir if tree is None else log_dir.with_name(
+            f"{log_dir.name}-baseline"), tree, workload, phase)
+        result[key] = {**path, **ratios(path, raw)} if key == "baseline" else path
+    return {**result, **ratios(result["pod_path"], raw)}
 
 
 def ratios(pod: dict, raw: dict) -> dict[str, float]:
@@ -693,15 +703,11 @@ def run_rounds(cluster: DevCluster, api, args: argparse.Namespace, count: int,
         for number in range(args.rounds):
             phase = round_phase(number, args.rounds)
 
-            baseline = (cluster, api, count, args.workers, log_dir / f"round-{number}-baseline",
-                        args.baseline_tree.resolve(), workload, phase) if args.baseline_tree else None
             # The baseline's Pod path runs after this checkout's in even rounds and before it in odd ones, so that
             # neither code always meets Slurm and the apiserver just after the raw path's, or the other's, clean-up.
-            base = one_pod_path(*baseline) if baseline and number % 2 else None
-            rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload, phase))
-            if baseline:
-                base = base or one_pod_path(*baseline)
-                rounds[-1]["baseline"] = {**base, **ratios(base, rounds[-1]["raw"])}
+            rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload, phase,
+                                    baseline_tree=args.baseline_tree.resolve() if args.baseline_tree else None,
+                                    baseline_first=number % 2 == 1))
             print(json.dumps({"round": number, "phase": phase, **rounds[-1]}, indent=2), flush=True)
     return rounds, pinning, log_dir
 
