@@ -617,6 +617,9 @@ class SlurmCache:
         found = diff(kind.name, kind.items, new, now)
         kind.items = MappingProxyType(new)
         kind.listed_at = now
+        if kind.name == JOB:
+            with self._observed_lock:  # (records read before this list are older than what it holds)
+                self._observed = {job_id: seen for job_id, seen in self._observed.items() if seen[1] > now}
         kind.read_at = {}
         if snapshot.last_update and snapshot.last_update < kind.last_update:
             log.warning("Slurm's %s last_update went backwards (%d < %d): relisting in full next time",
@@ -841,8 +844,9 @@ class SlurmCache:
     def observe(self, job: Job, requested_at: float) -> None:
         """A record of ``job`` that a reader read from Slurm itself, its read begun at ``requested_at`` (this
         cache's clock): the next state list takes it for the job's own read when it shows the same state
-        (module notes). Never a call, never blocks on a refresh; ignored outside the job-state mode."""
-        if not self.job_states or job.array_job_id is not None:
+        (module notes). Never a call, never blocks on a refresh; ignored outside the job-state mode, and
+        while the state list cannot be used (nothing would take it)."""
+        if not self.job_states or self._states_unusable is not None or job.array_job_id is not None:
             return
         with self._observed_lock:
             held = self._observed.get(job.id)

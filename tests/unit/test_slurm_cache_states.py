@@ -12,6 +12,7 @@ import pytest
 from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
 from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import SlurmError
 from sunk.slurm.fake import FakeSlurmrestd, Fault
 from sunk.slurm.models import Job, JobState
 
@@ -927,15 +928,74 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
     assert [(e.type, e.key, e.new.state) for e in events] == [(ADDED, 12, "RUNNING"), (CHANGED, 11, "RUNNING")]
 
 
-def test_observe_is_ignored_when_jobs_are_listed_in_full(fake, slurm_clock, clock):
-    fake.put_job(12, extra=PLACEHOLDER)
+def test_an_observed_record_older_than_the_record_held_never_replaces_it(fake, slurm_clock, clock):
+    """Same state, but read before the cache's own read: the held record (marked) stays."""
+    fake.put_job(13, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False)
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    unmarked = read_of(fake, 13)
+    read_at = clock.t - 1.0  # read before the full list below began
+    fake.put_job(13, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    slurm_clock.tick()
     cache.refresh()
-    cache.observe(Job(id=12, state="RUNNING"), clock.t + 1)
+    events = record(cache)
+    cache.observe(unmarked, read_at)
     clock.tick()
     cache.refresh()
-    assert cache.job(12).state == "PENDING"
+    assert events == [] and cache.job(13).extra == PLACEHOLDER + ": started"
+
+
+def test_an_observed_record_older_than_a_state_list_that_contradicts_it_is_dropped(fake, slurm_clock, clock):
+    """Not kept for a later list: a job requeued and started again elsewhere would be shown on its old node."""
+    fake.put_job(14, extra=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(0.0))
+    cache.refresh()
+    fake.put_job(14, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    first_start = read_of(fake, 14)
+    read_at = clock.t + 0.5
+    fake.put_job(14, extra=PLACEHOLDER)  # requeued before any state list saw it run
+    slurm_clock.tick()
+    clock.tick()
+    cache.observe(first_start, read_at)  # older than the next state list, which shows PENDING
+    cache.refresh()
+    assert cache.job(14).state == "PENDING"
+    fake.put_job(14, state=("RUNNING",), nodes="node2", extra=PLACEHOLDER)  # started again, elsewhere
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()
+    assert cache.job(14).node_list == ("node2",)  # read, not the first start's record
+
+
+def test_observe_keeps_nothing_where_no_state_list_would_take_it(fake, slurm_clock, clock):
+    """Jobs listed in full, or a state list Slurm refuses: observed records would only pile up."""
+    fake.put_job(12, extra=PLACEHOLDER)
+    slurm_clock.tick()
+    in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False)
+    in_full.refresh()
+    in_full.observe(Job(id=12, state="RUNNING"), clock.t + 1)
+    clock.tick()
+    in_full.refresh()
+    assert in_full.job(12).state == "PENDING" and in_full._observed == {}
+
+    class NoStates:
+        cheap_job_states = True
+
+        def list_job_states(self):
+            raise SlurmError("404 /jobs/state")
+
+        def list_jobs(self, updated_since=None):
+            return Snapshot([Job(id=12, extra=PLACEHOLDER)], 0)
+
+        list_nodes = list_jobs
+
+    refused = SlurmCache(NoStates(), kinds=("job",), clock=clock)
+    refused.refresh()  # (a full list)
+    clock.tick()
+    refused.refresh()  # the state list is refused: listed in full with update_time until it works
+    for n in range(100):
+        refused.observe(Job(id=1000 + n, state="RUNNING"), clock.t + 1)
+    assert refused._observed == {}
 
 
 def test_checks_can_be_turned_off(fake, slurm_clock, clock):
