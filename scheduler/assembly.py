@@ -32,7 +32,7 @@ from sunk.types import Obj
 
 from . import kubeops, metrics
 from .binder import Binder
-from .config import SchedulerConfig
+from .config import STARTED_CALL_PATIENCE, SchedulerConfig
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
@@ -76,10 +76,11 @@ def slim_job(job: Obj) -> Obj:
 def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Callable[[Job], bool]:
     """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs and whose
     script has not marked them started. The mark changes the job's Extra, not its state, so the job state list
-    cannot show it; the cache reads these jobs in full (every ``STARTED_CALL_PATIENCE``: ``awaiting_started_call``
-    asks it to wait that long for the started call's own read), so the Pods bind even when the placeholder's
-    started call was lost, without waiting for the next full job list. (A read that waits keeps the cache
-    listing states: were it counted as idle, its checks of ``update_time`` would miss the mark for a minute.)"""
+    cannot show it; the cache reads these jobs in full (at every refresh, or every ``--started-call-patience``:
+    ``awaiting_started_call`` asks it to wait that long for the started call's own read), so the Pods bind even
+    when the placeholder's started call was lost, without waiting for the next full job list. (A read that waits
+    keeps the cache listing states: were it counted as idle, its checks of ``update_time`` would miss the mark
+    for a minute.)"""
 
     def check(job: Job) -> bool:
         extra = job.extra
@@ -92,21 +93,15 @@ def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Call
     return check
 
 
-# How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
-# reads it), before it reads the job itself: a new placeholder, and one that Slurm starts. The call
-# comes once the prolog has locked every node of the allocation, 1 to 3 s after the start with 50 gangs
-# starting at once on the dev cluster. A call that never comes (lost, a scheduler that restarted) delays
-# the Pods' binding by this much.
-STARTED_CALL_PATIENCE = 3.0
-
-
 def awaiting_started_call(parse: Callable[[str], tuple[str, bool] | None], expected: Callable[[int], bool],
-                          patience: float = STARTED_CALL_PATIENCE) -> Patience:
+                          patience: float = STARTED_CALL_PATIENCE) -> Patience | None:
     """The Slurm cache's ``patience``: ``patience`` seconds for this scheduler's placeholders on their way to
     the started call, whose read the hook API hands to the cache (SlurmCache.observe), so that Slurm is read
     once for them where it was read three times. New jobs count when this process submitted them
     (``expected(job_id)``); held ones while their script has not marked them started. Anything else, and
-    any move but PENDING to RUNNING (an end, a requeue), is read at once."""
+    any move but PENDING to RUNNING (an end, a requeue), is read at once. None when ``patience`` is 0."""
+    if patience <= 0:
+        return None
 
     def wait(job_id: int, held: Job | None, listed: JobState) -> float:
         if listed.state not in ("PENDING", "RUNNING"):
@@ -184,7 +179,8 @@ def assemble(
     slurm_cache = slurm_cache or SlurmCache(
         slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,), job_full_every=daemon.slurm.job_full_list_interval,
         reread=awaiting_start_mark(parse),
-        patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None))
+        patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
+                                       patience=config.started_call_patience))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)

@@ -18,7 +18,14 @@ import attrs
 from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import daemon_config
-from sunk.flags import boolean, configure_logging, parse_bind_address, positive_duration, positive_int
+from sunk.flags import (
+    boolean,
+    configure_logging,
+    non_negative_duration,
+    parse_bind_address,
+    positive_duration,
+    positive_int,
+)
 from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.runner import Served, run
 from sunk.slurm import settings as slurm_settings
@@ -27,7 +34,7 @@ from sunk.types import Obj
 from sunk.web import Listener, WSGIApp, check_listeners, tls_from_flags
 
 from .assembly import Assembly, assemble
-from .config import SchedulerConfig
+from .config import STARTED_CALL_PATIENCE, SchedulerConfig
 from .decide import Bind
 
 OnBind = Callable[[Obj, Bind], None]
@@ -58,6 +65,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--stuck-pod-margin", type=positive_duration, default=60.0,
                         help="how long past its grace period a Pod terminating on a Node that is NotReady or gone "
                              "keeps its Slurm job; then the job's node is drained and the job cancelled")
+    parser.add_argument("--started-call-patience", type=non_negative_duration, default=STARTED_CALL_PATIENCE,
+                        help="how long the Slurm cache waits for a placeholder's started call to bring its job's "
+                             "record before it reads the job itself; 0s: never waits. Worth it only when the "
+                             "calls reach this process: with several replicas behind the hook API's Service, "
+                             "most reach another, so the chart sets 0s then")
     parser.add_argument("--gang-pod-groups", type=boolean, default=False,
                         help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
                              "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
@@ -137,6 +149,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         submit_concurrency=args.submit_concurrency,
         default_partition=args.default_partition,
         stuck_pod_margin=args.stuck_pod_margin,
+        started_call_patience=args.started_call_patience,
         gang_pod_groups=args.gang_pod_groups,
         gpu_types=args.gpu_types,
     )

@@ -6,6 +6,13 @@ from typing import Optional
 
 from attrs import field, frozen
 
+# How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
+# reads it), before it reads the job itself: a new placeholder, and one that Slurm starts. The call
+# comes once the prolog has locked every node of the allocation, 1 to 3 s after the start with 50 gangs
+# starting at once on the dev cluster. A call that never comes (lost, or taken by another replica) delays
+# the Pods' binding by up to this much.
+STARTED_CALL_PATIENCE = 3.0
+
 
 @frozen
 class SchedulerConfig:
@@ -22,6 +29,8 @@ class SchedulerConfig:
     resync_seconds: float = 60.0
     # Seconds past its grace period that a Pod terminating on a NotReady or gone Node keeps its job.
     stuck_pod_margin: float = 60.0
+    # Seconds the Slurm cache waits for a placeholder's started call to bring its job's record (0: never).
+    started_call_patience: float = STARTED_CALL_PATIENCE
     # Watch scheduler-plugins' PodGroups (their CRD must be installed) to gang Pods labelled with one.
     gang_pod_groups: bool = False
     # --gpu-types: Node label value (gpu.nvidia.com/class or /model) -> Slurm GRES type, SUNK's gpuTypes.

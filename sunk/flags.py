@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import re
 import sys
 import time
@@ -43,6 +44,17 @@ def positive_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
+    return value
+
+
+def non_negative_duration(text: str) -> float:
+    """An argparse type: a finite duration of zero or more (zero: off)."""
+    try:
+        value = duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a duration of 0 or more, got {text!r}")
     return value
 
 

@@ -539,6 +539,23 @@ def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
     assert parsed.gpu_types == (("A100-80GB", "a100"), ("H100_SXM", "h100"), ("NVIDIA_L4", "l4"))
 
 
+def test_several_replicas_never_wait_for_a_started_call_that_reaches_another():
+    """Every replica serves the hook API and only the leader reconciles: with more than one, the leader's Slurm cache
+    must not wait for started calls (most reach another replica); with one, it does (the flag's default)."""
+    docs = render({"extender": {"enabled": True}})
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        args = chart.container_args(docs, deployment)
+        assert flags(args)["started-call-patience"] == "0s"
+        parsed, _ = scheduling_parser().parse_known_args(args)
+        assert parsed.started_call_patience == 0.0
+    docs = render({"scheduler": {"replicas": 1}, "extender": {"enabled": True, "replicas": 1}})
+    for deployment in ("sunk-scheduler", "sunk-extender"):
+        args = chart.container_args(docs, deployment)
+        assert "started-call-patience" not in flags(args)
+        parsed, _ = scheduling_parser().parse_known_args(args)
+        assert parsed.started_call_patience == 3.0
+
+
 def test_one_stuck_pod_margin_for_both_front_ends_and_their_node_reads():
     docs = render({"extender": {"enabled": True}})
     for deployment in ("sunk-scheduler", "sunk-extender"):

@@ -19,7 +19,8 @@ def parse(*flags: str) -> argparse.Namespace:
     "--workers=0", "--workers=-2", "--workers=many", "--submit-concurrency=0",
     "--slurm-poll-interval=0", "--slurm-poll-interval=-1s", "--slurm-kill-wait=0s", "--slurm-kill-wait=soon",
     "--stuck-pod-margin=0s", "--stuck-pod-margin=later", "--slurm-job-full-list-interval=-1s",
-    "--slurm-job-full-list-interval=often",
+    "--slurm-job-full-list-interval=often", "--started-call-patience=-1s", "--started-call-patience=nan",
+    "--started-call-patience=inf", "--started-call-patience=later",
 ])
 def test_values_that_would_hang_or_spin_are_refused(flag):
     with pytest.raises((SystemExit, argparse.ArgumentError)):
@@ -43,6 +44,16 @@ def test_the_stuck_pod_margin_reaches_the_config(tmp_path):
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     assert config_from(parse(f"--hook-secret-file={secret}")).stuck_pod_margin == 60.0
     assert config_from(parse(f"--hook-secret-file={secret}", "--stuck-pod-margin=90s")).stuck_pod_margin == 90.0
+
+
+def test_the_started_call_patience_reaches_the_config_and_zero_turns_it_off(tmp_path):
+    from scheduler.cli import config_from
+
+    secret = tmp_path / "secret"
+    secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    assert config_from(parse(f"--hook-secret-file={secret}")).started_call_patience == 3.0
+    assert config_from(parse(f"--hook-secret-file={secret}", "--started-call-patience=0s")).started_call_patience == 0
+    assert config_from(parse(f"--hook-secret-file={secret}", "--started-call-patience=5s")).started_call_patience == 5
 
 
 

@@ -109,7 +109,7 @@ def test_a_gangs_placeholder_is_reread_too_until_it_is_marked_started():
 def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_it(assembly):
     """New jobs this process submitted, and its placeholders going from PENDING to RUNNING unmarked, wait for
     the started call's read (SlurmCache.observe); ends, requeues, others' jobs and marked ones are read at once."""
-    from scheduler.assembly import STARTED_CALL_PATIENCE
+    from scheduler.config import STARTED_CALL_PATIENCE
     from sunk.slurm.models import Job, JobState
 
     (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
@@ -128,3 +128,10 @@ def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_
     assert wait(5, Job(id=5, state="RUNNING", extra=ours), JobState("5", "COMPLETED")) == 0.0
     assert wait(5, Job(id=5, extra="sunk-pod=u1 ns=default name=p sched=another"), running) == 0.0
     assert wait(5, Job(id=5, state="COMPLETED", extra=ours), running) == 0.0
+
+
+def test_no_patience_at_zero():
+    """--started-call-patience=0s: the cache reads every job the state list asks for at once, as before."""
+    from scheduler.assembly import awaiting_started_call
+
+    assert awaiting_started_call(lambda extra: ("u1", False), expected=lambda _job_id: True, patience=0.0) is None

@@ -26,6 +26,11 @@
 # Node label values of gpu.nvidia.com/class or /model -> Slurm GRES types.
 - --gpu-types={{ range $i, $label := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $label }}={{ get $root.Values.scheduler.gpuTypes $label }}{{ end }}
 {{- end }}
+{{- if gt (int $values.replicas) 1 }}
+# Every replica serves the hook API and only the leader reconciles, so a placeholder's started call (and its
+# read of the job) reaches the leader for one job in {{ $values.replicas }}: its Slurm cache reads starting jobs at once.
+- --started-call-patience=0s
+{{- end }}
 # The hook API placeholder jobs call (each call carries a token scoped to its Pod).
 - --hooks-api-bind-address=:8000
 {{- if $values.hooksTLS.enabled }}
