@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 class Process:
     """One ``python -m module`` with flags; readiness is its /readyz answering 200.
 
-    ``cwd``: where it runs, and so whose code it runs: ``python -m`` puts its working directory
-    first on ``sys.path``, before PYTHONPATH, so another checkout's code needs its own ``cwd``.
+    ``cwd``: where it runs (this checkout by default), and so whose code it runs: ``python -m`` puts
+    its working directory first on ``sys.path``, before PYTHONPATH, so another checkout's code needs
+    its own ``cwd``.
     """
 
     def __init__(self, name: str, module: str, args: list[str], ready_url: str, log_dir: Path,
@@ -28,7 +29,7 @@ class Process:
         self.name, self.module, self.args, self.ready_url = name, module, args, ready_url
         self.log = log_dir / f"{name}.log"
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-        self.cwd = cwd
+        self.cwd = cwd or ROOT
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 60) -> None:
