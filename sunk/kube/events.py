@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient
 
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS
-from sunk.kube.times import rfc3339
+from sunk.times import rfc3339
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)

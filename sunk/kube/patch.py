@@ -25,7 +25,7 @@ from kubernetes.client import ApiClient
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
-from sunk.kube.times import rfc3339
+from sunk.times import rfc3339
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)

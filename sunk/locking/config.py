@@ -8,8 +8,7 @@ import attrs
 
 from sunk import names
 from sunk.flags import positive_duration, positive_int
-
-TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+from sunk.translate.lock import TAINT_EFFECTS
 
 
 def _positive(value: float) -> float:

@@ -11,7 +11,7 @@ from kubernetes.client import ApiClient
 
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
-from sunk.kube.times import rfc3339
+from sunk.times import rfc3339
 from sunk.types import Obj
 
 

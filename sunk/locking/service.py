@@ -92,8 +92,9 @@ class LockService:
         k8s_node = ((pod or {}).get("spec") or {}).get("nodeName") or ""
         blocking = []
         # (which Pods to name, not which to evict: the controller decides that with its own facts)
-        for p in machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict,
-                                          effect=self.config.taint_effect, vouched=machine.Vouched.everything()):
+        blockers = machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict,
+                                         effect=self.config.taint_effect, vouched=machine.Vouched.everything())
+        for p in blockers:
             key = object_key(p)
             entry: dict[str, Any] = {"pod": key}
             if p["metadata"].get("deletionTimestamp"):
@@ -113,8 +114,7 @@ class LockService:
         level = "strict " if strict else ""
         error = f"Slurm node {node} not {level}locked for job {job_id} within {timeout:g}s"
         # The reason the prolog drains with, if it can name the whole cause: the Syncer lifts it once gone.
-        drain_reason = drains.lock_timeout_reason(job_id, timeout, k8s_node, [b["pod"] for b in blocking], state,
-                                                  strict)
+        drain_reason = drains.lock_timeout_reason(job_id, timeout, k8s_node, blockers, state, strict)
         return HookError(504, error, reason=_one_line(f"{level}lock timeout after {timeout:g}s: {detail}"),
                          node=node, job_id=job_id, state=state, blocking_pods=blocking,
                          **({"drain_reason": drain_reason} if drain_reason else {}))

@@ -39,10 +39,10 @@ from sunk.kube import patch as kp
 from sunk.kube.events import EventRecorder
 from sunk.kube.resources import NODESETS, NODESLICES, PODS
 from sunk.kube.store import Store
-from sunk.kube.times import rfc3339
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Node, NodeUpdate
+from sunk.times import rfc3339
 from sunk.translate import nodestate
 from sunk.translate.nodeset.plan import Facts, Plan, decide, drain_still_due, safe_to_delete, undrain_still_due
 from sunk.translate.nodeset.slices import slice_object

@@ -27,8 +27,8 @@ import attrs
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
-from sunk.kube.times import rfc3339
 from sunk.slurm.models import Node
+from sunk.times import rfc3339
 from sunk.types import Obj
 
 from . import metrics, podcordon

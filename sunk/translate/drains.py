@@ -15,6 +15,7 @@ The reasons (each a full match: nothing before, nothing after):
     k8s: sunk-stuck: pod NS/NAME uid=UID stuck terminating on Node NODE (NotReady or gone) after job N
     k8s: sunk-lock: job N: hook API unreachable (DETAIL)
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: Pods on Node NODE: NS/NAME[ NS/NAME...]
+    k8s: sunk-lock: job N: [strict ]lock timeout after Ss: K Pods bound to Node NODE by YYYY-MM-DDTHH:MM:SSZ
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: lock still STATE
 
 When each is lifted (``cause``), and who writes it:
@@ -31,7 +32,10 @@ When each is lifted (``cause``), and who writes it:
                       a Pod): lifted once no Pod with that UID exists and that Node is Ready
     sunk-lock         the prolog gave up on the hook API or its lock: lifted once the refused job
                       holds the node no more, the named Pods have left the Node, and the lock is
-                      consistent with Slurm's jobs again
+                      consistent with Slurm's jobs again (``K Pods ... by T``: more Pods blocked
+                      than a reason can name; instead of the named ones, no Pod bound to the Node
+                      by T, the latest of their bindings, may block a lock any more: Pods bound
+                      later came once the lock was given up, and are not what refused the job)
 
 Why ``k8s:``: SUNK's Syncer "only removes or updates drain reasons that are prefixed with
 k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, a
@@ -50,6 +54,7 @@ the scheduler's stuck-Pod drain); a drain a person or NHC set is never replaced.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol, Union
@@ -58,9 +63,10 @@ from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import Job, Node
+from sunk.times import epoch, rfc3339
 
 from .gang import GangIdentity, gang_of, is_placeholder, is_terminal, owner
-from .lock import LockState, parse_state, satisfies
+from .lock import LockState, blocks_every_lock, bound_time, parse_state, satisfies
 from .podjob import PlaceholderIdentity
 
 Obj = Mapping[str, Any]
@@ -84,8 +90,11 @@ _UID = r"[0-9a-z](?:[-0-9a-z]{0,62}[0-9a-z])?"
 _STUCK = re.compile(rf"{_P} sunk-stuck: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) uid=(?P<uid>{_UID}) stuck terminating "
                     rf"on Node (?P<node>{_NAME}) \(NotReady or gone\) after job (?P<job>[1-9][0-9]{{0,18}})")
 STUCK_MARK = f"{_P} sunk-stuck: "  # what every stuck-Pod reason starts with: a cheap test before a parse
+_STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"  # what Kubernetes writes its times as
 _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<strict>strict )?lock timeout after "
                       rf"(?P<seconds>[0-9]{{1,9}})s: (?:Pods on Node (?P<node>\S+): (?P<pods>{_POD}(?: {_POD})*)"
+                      rf"|(?P<count>[1-9][0-9]{{0,5}}) Pods bound to Node (?P<bound_node>{_NAME}) by "
+                      rf"(?P<bound_by>{_STAMP})"
                       rf"|lock still (?P<state>[a-z_]+))")
 
 
@@ -158,8 +167,9 @@ class HookUnreachableDrain:
 
 @frozen
 class LockTimeoutDrain:
-    """The prolog of job ``job_id`` timed out waiting for the lock: ``pods`` were still on ``k8s_node``
-    (or, with no Pod to name, the lock stayed at ``state``)."""
+    """The prolog of job ``job_id`` timed out waiting for the lock: ``pods`` were still on ``k8s_node``;
+    or ``count`` Pods, too many to name, bound to it by ``bound_by`` (a Kubernetes time); or, with no
+    Pod to name, the lock stayed at ``state``."""
 
     job_id: int
     seconds: int
@@ -167,10 +177,17 @@ class LockTimeoutDrain:
     pods: tuple[str, ...] = ()
     state: str = ""
     strict: bool = False
+    count: int = 0
+    bound_by: str = ""
 
     def reason(self) -> str:
         level = "strict " if self.strict else ""
-        detail = f"Pods on Node {self.k8s_node}: {' '.join(self.pods)}" if self.pods else f"lock still {self.state}"
+        if self.pods:
+            detail = f"Pods on Node {self.k8s_node}: {' '.join(self.pods)}"
+        elif self.bound_by:
+            detail = f"{self.count} Pods bound to Node {self.k8s_node} by {self.bound_by}"
+        else:
+            detail = f"lock still {self.state}"
         return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
 
 
@@ -198,20 +215,39 @@ def parse(reason: str) -> Optional[SunkDrain]:
         return HookUnreachableDrain(int(m["job"]), m["detail"] or "")
     if m := _TIMEOUT.fullmatch(reason):
         pods = tuple(m["pods"].split(" ")) if m["pods"] else ()
-        return LockTimeoutDrain(int(m["job"]), int(m["seconds"]), m["node"] or "", pods, m["state"] or "",
-                                bool(m["strict"]))
+        return LockTimeoutDrain(int(m["job"]), int(m["seconds"]), m["node"] or m["bound_node"] or "", pods,
+                                m["state"] or "", bool(m["strict"]), int(m["count"] or 0), m["bound_by"] or "")
     return None
 
 
-def lock_timeout_reason(job_id: int, seconds: float, k8s_node: str, pods: Sequence[str], state: str,
+def lock_timeout_reason(job_id: int, seconds: float, k8s_node: str, pods: Sequence[Obj], state: str,
                         strict: bool) -> Optional[str]:
-    """The lock service's drain reason for a timed-out pre-hook, or None when it cannot be stated in
-    full (a Pod name outside the grammar, or too many to fit): the prolog then drains with a reason
-    the Syncer never lifts, since a cause it cannot name it cannot see go."""
-    drain = LockTimeoutDrain(job_id, max(0, round(seconds)), k8s_node if pods else "", tuple(pods),
-                             "" if pods else state, strict)
+    """The lock service's drain reason for a timed-out pre-hook: ``pods``, the Pods that blocked, by
+    name; by their number and latest binding when the names do not fit. None when it cannot be
+    stated in the grammar (a Pod with no known binding time, a node name outside it): the prolog then
+    drains with a reason the Syncer never lifts, since a cause it cannot name it cannot see go."""
+    waited = max(0, round(seconds))
+    if not pods:
+        return _stated(LockTimeoutDrain(job_id, waited, state=state, strict=strict))
+    named = _stated(LockTimeoutDrain(job_id, waited, k8s_node, tuple(_key(p) for p in pods), strict=strict))
+    if named is not None:
+        return named
+    bound = [bound_time(p) for p in pods]
+    if any(t is None for t in bound):
+        return None
+    by = rfc3339(math.ceil(max(t for t in bound if t is not None)))
+    return _stated(LockTimeoutDrain(job_id, waited, k8s_node, strict=strict, count=len(pods), bound_by=by))
+
+
+def _stated(drain: LockTimeoutDrain) -> Optional[str]:
+    """The drain's reason, if it fits and reads back as itself."""
     reason = drain.reason()
     return reason if len(reason) <= MAX_REASON and parse(reason) == drain else None
+
+
+def _key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 # ---- when the cause is gone ------------------------------------------------------------------------
@@ -274,10 +310,34 @@ def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
     if refused is not None:
         return Cause(True, f"job {drain.job_id}, refused by the prolog, holds {node.name}")
     if isinstance(drain, LockTimeoutDrain):
-        for key in drain.pods:
-            if facts.pod_node(key) == drain.k8s_node:
-                return Cause(True, f"Pod {key} is still on Node {drain.k8s_node}")
+        blocking = _lock_blockers(drain, facts)
+        if blocking is not None:
+            return blocking
     return _lock(facts, node, jobs)
+
+
+def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause]:
+    """Present while a Pod that kept the lock from being reached is still on the Node; None once none is."""
+    for key in drain.pods:
+        if facts.pod_node(key) == drain.k8s_node:
+            return Cause(True, f"Pod {key} is still on Node {drain.k8s_node}")
+    if not drain.bound_by:
+        return None
+    here = _node_name(facts.pod)
+    if here is None:
+        return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
+    if here != drain.k8s_node:  # the Slurm node runs on another machine now: those Pods hold nothing of it
+        return None
+    by = epoch(drain.bound_by)
+    own = _key(facts.pod or {})
+    for pod in facts.pods_on_node():
+        if _key(pod) == own or not blocks_every_lock(dict(pod), strict=drain.strict):
+            continue
+        bound = bound_time(pod)
+        if bound is None or by is None or bound <= by:  # (not knowing when: taken as one of them)
+            return Cause(True, f"Pod {_key(pod)}, bound to Node {here} by {drain.bound_by}, would still block "
+                               f"the {'strict ' if drain.strict else ''}lock")
+    return None
 
 
 def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:

@@ -24,17 +24,20 @@ Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slur
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from sunk import names
+from sunk.times import epoch
 from sunk.types import Obj
 
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
 # the taint's effect does not turn it into an eviction.
 LOCK_TOLERATION: Obj = {"key": names.LOCK_KEY, "operator": "Exists"}
+
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")  # what --lock-taint-effect may choose
 
 
 class LockState(enum.Enum):
@@ -112,28 +115,19 @@ class Vouched:
         return None if bound_at is None else bound_at + self.grace
 
 
-def bound_time(pod: Obj) -> float | None:
+def bound_time(pod: Mapping[str, Any]) -> float | None:
     """When the Pod was bound (its PodScheduled=True condition), else created; None if unknown."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            stamp = _epoch(condition.get("lastTransitionTime"))
+            stamp = epoch(condition.get("lastTransitionTime"))
             if stamp is not None:
                 return stamp
-    return _epoch((pod.get("metadata") or {}).get("creationTimestamp"))
+    return epoch((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _job_id(text: str) -> int | None:
     text = text.strip()
     return int(text) if text.isdigit() and len(text) < 20 else None
-
-
-def _epoch(stamp: object) -> float | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def finished(pod: Obj) -> bool:
@@ -159,6 +153,17 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str, vouched: Vo
             continue
         blocking.append(pod)
     return blocking
+
+
+def blocks_every_lock(pod: Obj, *, strict: bool) -> bool:
+    """Whether the Pod would keep a lock from being reached whichever effect the taint has.
+
+    For a reader who does not know the effect (the Syncer, judging a lock-timeout drain): a Pod
+    that tolerates the taint under one effect only is taken as not blocking. If it did block, the
+    next lock evicts it; the opposite mistake would keep a node drained for good.
+    """
+    return all(pods_to_evict([pod], strict=strict, effect=effect, vouched=Vouched.everything())
+               for effect in TAINT_EFFECTS)
 
 
 def pods_to_tolerate(pods: Sequence[Obj], effect: str, vouched: Vouched) -> list[Obj]:

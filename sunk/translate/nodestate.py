@@ -35,13 +35,13 @@ Kubernetes does about it is the operator's policy (docs/syncer.md).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any, Optional, Protocol
 
 from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import Node
+from sunk.times import epoch
 
 from . import drains, poddown
 
@@ -124,7 +124,7 @@ def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:
     cond = _condition(pod, names.COND_HPC_VERIFICATION)
     if cond is None or cond.get("status") != "True" or drained_at is None:
         return False
-    passed = _epoch(cond.get("lastTransitionTime"))
+    passed = epoch(cond.get("lastTransitionTime"))
     return passed is not None and passed > drained_at
 
 
@@ -199,11 +199,3 @@ def extra_facts(facts: PodSide) -> dict[str, Any]:
         poddown.DELETED: False,  # this Pod is here: its deletion is news again (poddown)
     }
 
-
-def _epoch(stamp: Optional[str]) -> Optional[float]:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

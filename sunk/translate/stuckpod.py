@@ -19,10 +19,10 @@ Pure: timestamps are read, never taken from a clock.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Optional
 
 from sunk import names
+from sunk.times import epoch
 
 from . import drains
 from .drains import StuckPodDrain, node_ready
@@ -77,10 +77,4 @@ def should_drain(drained: bool, current_reason: str, drain: StuckPodDrain) -> bo
 def grace_ends_at(pod: Obj) -> Optional[float]:
     """When the Pod's grace period ends, as a Unix time: its ``deletionTimestamp`` (the apiserver sets it
     to the deletion's time plus the grace period). None when the Pod is not being deleted."""
-    stamp = (pod.get("metadata") or {}).get("deletionTimestamp")
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return epoch((pod.get("metadata") or {}).get("deletionTimestamp"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from slurmtools import all_jobs, all_nodes
@@ -236,6 +237,14 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
             if any(_key(pod) == key and (pod.get("spec") or {}).get("nodeName") == drain.k8s_node
                    for pod in world.pods):
                 return True, f"Pod {key} is still on Node {drain.k8s_node}"
+        if drain.bound_by and drain.k8s_node == k8s_node:  # too many Pods to name: those bound by then
+            by = _when(drain.bound_by)
+            own = slurmd_pod(world, scope, name)
+            for pod in _pods_on(world, k8s_node):
+                bound = _bound_at(pod)
+                if (own is None or _uid(pod) != _uid(own)) and _blocks(pod, strict=drain.strict) and (
+                        bound is None or by is None or bound <= by):
+                    return True, f"Pod {_key(pod)}, bound to Node {k8s_node} by {drain.bound_by}, still blocks a lock"
     problems = lock_problems(world, scope, name)
     if problems:
         return True, f"the lock is not consistent with Slurm yet ({'; '.join(problems)})"
@@ -327,7 +336,13 @@ def lock_problems(world: World, scope: Scope, name: str) -> list[str]:
 
 def _must_leave(pod: Obj) -> bool:
     """Running, not terminating, not tolerating the lock, carrying no job id: what every lock evicts."""
-    if _terminating(pod) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    return _blocks(pod, strict=False)
+
+
+def _blocks(pod: Obj, *, strict: bool) -> bool:
+    """Not finished, not tolerating the lock (any effect), carrying no job id; not terminating unless ``strict``:
+    what keeps a lock from being reached."""
+    if (_terminating(pod) and not strict) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     if names.ANN_JOB_ID in _annotations(pod):
         return False  # (whether its job id is vouched for, the Syncer judges; a leftover is invariant 3's)
@@ -430,6 +445,22 @@ def _annotations(pod: Obj) -> Mapping[str, str]:
 
 def _finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _bound_at(pod: Obj) -> datetime | None:
+    """When the Pod was bound (PodScheduled), else created."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True" and \
+                condition.get("lastTransitionTime"):
+            return _when(condition["lastTransitionTime"])
+    return _when(pod["metadata"].get("creationTimestamp"))
+
+
+def _when(stamp: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+    except ValueError:
+        return None
 
 
 def _terminating(pod: Obj) -> bool:

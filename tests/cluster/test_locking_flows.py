@@ -365,6 +365,45 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
         dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
 
 
+def test_a_lock_timeout_with_more_blocking_pods_than_a_reason_names_is_lifted_once_they_are_gone(
+        dev_cluster, kube_api, scripts, namespace):
+    """The CI run of 2026-11-28: five Pods did not fit in the reason, and node4 stayed drained for good."""
+    blockers = [f"a-pod-name-long-enough-that-six-cannot-be-named-{i}" for i in range(6)]
+    for name in blockers:
+        make_pod(kube_api, namespace, name, "worker-4", labels={"app": "guarded"})
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}
+    kc.create(kube_api, PDBS, pdb, namespace)
+    scripts.set_timeout(8)
+    job = None
+    try:
+        unlocked(kube_api, dev_cluster, "node4")
+        job = scripts.sbatch("node4", "true")
+        shown = wait_for(lambda: "sunk-lock" in (r := node_field(dev_cluster, "node4", "Reason")) and r, 40,
+                         "node4 drained by the prolog")
+        drain = drains.parse(slurm_reason(shown))
+        assert isinstance(drain, drains.LockTimeoutDrain), shown
+        assert (drain.job_id, drain.k8s_node, drain.pods, drain.count) == (job, "worker-4", (), 6), shown
+        wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", 30, "unlock after the failed prolog")
+        # A Pod that comes once the lock is given up is not what refused the job: it does not keep the drain.
+        time.sleep(1.1)  # (bound in a later second than the last of the six)
+        make_pod(kube_api, namespace, "came-after", "worker-4")
+        for name in blockers[:-1]:
+            kc.delete(kube_api, PODS, name, namespace, grace_period_seconds=0)
+        time.sleep(3)
+        assert "DRAIN" in node_field(dev_cluster, "node4", "State"), "lifted while a Pod that blocked is still there"
+        kc.delete(kube_api, PODS, blockers[-1], namespace, grace_period_seconds=0)
+        wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 30,
+                 "node4 undrained by the Syncer once the Pods that blocked the lock are gone")
+        assert get_pod(kube_api, namespace, "came-after") is not None
+    finally:
+        scripts.set_timeout(30)
+        if job is not None:
+            dev_cluster.slurm("scancel", str(job), check=False)
+        kc.delete(kube_api, PDBS, "guarded", namespace)
+        dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
+
+
 def slurm_reason(shown: str) -> str:
     """The reason itself: scontrol shows it followed by " [user@time]"."""
     return re.sub(r" \[[^\]]*\]$", "", shown)

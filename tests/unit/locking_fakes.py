@@ -90,7 +90,8 @@ def k8s_node(name: str = "worker-3", taints: list[Obj] | None = None) -> Obj:
 
 
 def pod(name: str, node: str = "worker-3", *, tolerate: bool = False, sunk_job: str | None = None,
-        phase: str = "Running", terminating: bool = False) -> Obj:
+        phase: str = "Running", terminating: bool = False, bound_at: str | None = None) -> Obj:
+    """A Pod on ``node``; ``bound_at``: the time of its PodScheduled condition (none by default)."""
     meta: Obj = {"name": name, "namespace": "apps", "uid": f"uid-{name}", "resourceVersion": "1", "annotations": {}}
     if sunk_job:
         meta["annotations"][names.ANN_JOB_ID] = sunk_job
@@ -99,7 +100,10 @@ def pod(name: str, node: str = "worker-3", *, tolerate: bool = False, sunk_job: 
     spec: Obj = {"nodeName": node}
     if tolerate:
         spec["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+    status: Obj = {"phase": phase}
+    if bound_at is not None:
+        status["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
 def config(*flags: str):

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "sunk.types",
         "sunk.backoff",
         "sunk.flags",
+        "sunk.times",
         "sunk.translate",
         # Slurm's domain values (frozen attrs classes) and the hostlist grammar they use:
         # no I/O, and what translation reads. The client that fetches them is a layer out.

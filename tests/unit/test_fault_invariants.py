@@ -79,6 +79,17 @@ def world(jobs=(), pods=(), events=(), *, node3=("IDLE",), reason3="", lock3="fa
                    "worker-4": k8s_node("worker-4")})
 
 
+MANY_DRAIN = "k8s: sunk-lock: job 12138: strict lock timeout after 45s: 5 Pods bound to Node worker-3 by " \
+             "2026-11-24T06:00:00Z"
+
+
+def stuck(name: str, bound_at: str) -> dict[str, Any]:
+    """A Pod of another scheduler bound to worker-3 at ``bound_at``, terminating (its kubelet gone, say)."""
+    obj = pod(name, f"uid-{name}", "worker-3", scheduler="default-scheduler", deleting=True)
+    obj["status"]["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at})
+    return obj
+
+
 GANG_LABELS = {"batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/controller-uid": "ju"}
 GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after job 9"
 
@@ -129,6 +140,8 @@ SOUND = {
     "the gang's drain while a job of the gang holds the node": busy(
         [gang_job(9, ("CANCELLED",)), gang_job(10)], [member("train-0", "m0", "node3", 10)],
         node3=("MIXED", "DRAIN"), reason3=GANG_DRAIN),
+    "a drain that counts the Pods while one bound by its time still terminates": world(
+        [], [stuck("web-0", "2026-11-24T05:59:59Z")], node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
 }
 
 
@@ -167,6 +180,9 @@ BROKEN = {
         world(node3=("IDLE", "DRAIN"), reason3="k8s: slurmd pod slurm/node3 is not ready"), "the condition is gone"),
     "a prolog drain nothing lifts": (
         world(node3=("IDLE", "DRAIN"), reason3="sunk-lock: job 3: pre-hook failed with HTTP 401"), "nothing lifts"),
+    "a drain that counts the Pods once those bound by its time are gone": (
+        world([], [stuck("web-9", "2026-11-24T06:00:01Z")], node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
+        "its cause is gone"),
     "Slurm's own drain": (world(node3=("IDLE", "DRAIN"), reason3="Prolog error"), "not by sunk"),
     "a gang's job whose Pods are all gone": (busy([gang_job(9)]), "whose Pods are all gone"),
     "a gang's member bound where no job of its gang runs": (

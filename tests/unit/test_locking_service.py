@@ -181,7 +181,20 @@ def test_pre_hook_timeout_gives_the_prolog_a_drain_reason_naming_every_pod_it_wa
     assert drains.parse(exc.value.body()["drain_reason"]) == drains.LockTimeoutDrain(9, 0, state="false")
 
 
-def test_pre_hook_timeout_with_more_pods_than_a_reason_holds_gives_no_drain_reason():
+def test_pre_hook_timeout_with_more_pods_than_a_reason_names_counts_them_and_gives_their_last_binding():
+    """CI run of 2026-11-28: five Pods stuck terminating did not fit, and the node stayed drained for good."""
+    pods = [pod(f"a-rather-long-pod-name-number-{i}", bound_at=f"2026-11-28T09:00:{i:02d}Z") for i in range(12)]
+    w = World(*pods, pod("logger", tolerate=True, bound_at="2026-11-28T10:00:00Z"),
+              annotations={names.LOCK_KEY: "pending"})
+    with pytest.raises(HookError) as exc:
+        w.service.pre_hook("node3", PreHook(job_id=9, timeout=0.3))
+    body = exc.value.body()
+    assert len(body["blocking_pods"]) == 12
+    assert body["drain_reason"] == ("k8s: sunk-lock: job 9: lock timeout after 0s: 12 Pods bound to Node worker-3 "
+                                    "by 2026-11-28T09:00:11Z")  # (the logger tolerates the lock: not one of them)
+
+
+def test_pre_hook_timeout_with_more_pods_than_a_reason_names_and_no_binding_time_gives_no_drain_reason():
     w = World(*(pod(f"a-rather-long-pod-name-number-{i}") for i in range(12)), annotations={names.LOCK_KEY: "pending"})
     with pytest.raises(HookError) as exc:
         w.service.pre_hook("node3", PreHook(job_id=9, timeout=0.3))

@@ -25,9 +25,10 @@ PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
 TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
 TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
+TIMEOUT_MANY = LockTimeoutDrain(48, 45, "worker-1", strict=True, count=12, bound_by="2026-11-28T09:00:11Z")
 STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
 GANG = GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47)
-ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
+ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
 
 
 # ---- the reasons -------------------------------------------------------------------------------------
@@ -40,6 +41,8 @@ ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
     (TIMEOUT, "k8s: sunk-lock: job 44: strict lock timeout after 90s: Pods on Node worker-1: apps/guarded "
               "apps/slow.one"),
     (TIMEOUT_NO_POD, "k8s: sunk-lock: job 45: lock timeout after 30s: lock still pending"),
+    (TIMEOUT_MANY, "k8s: sunk-lock: job 48: strict lock timeout after 45s: 12 Pods bound to Node worker-1 by "
+                   "2026-11-28T09:00:11Z"),
     (STUCK, "k8s: sunk-stuck: pod team-a/train-0 uid=1f2e3d4c-0000-4000-8000-000000000001 stuck terminating on "
             "Node worker-1 (NotReady or gone) after job 46"),
     (GANG, "k8s: sunk-placeholder: gang team-a/job/0f1e2d3c-0000-4000-8000-00000000000a outlived KillWait after "
@@ -90,6 +93,13 @@ def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     "k8s: sunk-lock: job 44: lock timeout after 90s",
     "k8s: sunk-lock: job 44: lock timeout after 1.5s: lock still pending",
     "k8s: sunk-lock: job 44: config: SUNK_SYNCER_URL is not set",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 0 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11.5Z",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by yesterday",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node Worker-1 by 2026-11-28T09:00:11Z",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods on Node worker-1: apps/guarded",
     # wt-faults' first form of the stuck-Pod reason (never released), and near misses of the grammar's
     "k8s: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone); its Slurm job 46 was "
     "cancelled, drained until the Pod is gone and the Node Ready",
@@ -115,17 +125,46 @@ def test_anything_else_is_not_a_sunk_drain(text):
     assert parse(text) is None
 
 
-def test_lock_timeout_reason_names_every_pod_or_is_not_given():
-    reason = drains.lock_timeout_reason(7, 8.4, "worker-4", ["ns/a", "ns/b"], "pending", False)
+def blocker(key: str, bound_at: str | None = "2026-11-28T09:00:00Z", node: str = "worker-1", *,
+            created: str | None = None, tolerations: tuple[dict, ...] = (), terminating: bool = False) -> dict:
+    """A Pod bound to ``node`` at ``bound_at`` (its PodScheduled condition), that no lock tolerates by default."""
+    ns, name = key.split("/")
+    meta: dict = {"name": name, "namespace": ns, **({"creationTimestamp": created} if created else {})}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-11-28T09:05:00Z"
+    conditions = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at}] if bound_at else []
+    return {"metadata": meta, "spec": {"nodeName": node, "tolerations": list(tolerations)},
+            "status": {"phase": "Running", "conditions": conditions}}
+
+
+def test_lock_timeout_reason_names_every_pod_it_can():
+    reason = drains.lock_timeout_reason(7, 8.4, "worker-4", [blocker("ns/a"), blocker("ns/b")], "pending", False)
     assert reason == "k8s: sunk-lock: job 7: lock timeout after 8s: Pods on Node worker-4: ns/a ns/b"
     assert parse(reason) == LockTimeoutDrain(7, 8, "worker-4", ("ns/a", "ns/b"))
     assert drains.lock_timeout_reason(7, 0.3, "worker-4", [], "pending", True) == (
         "k8s: sunk-lock: job 7: strict lock timeout after 0s: lock still pending")
-    many = [f"namespace-{i}/pod-with-a-long-name-{i}" for i in range(8)]
-    assert drains.lock_timeout_reason(7, 90, "worker-4", many, "pending", False) is None  # > 250 characters
-    assert drains.lock_timeout_reason(7, 90, "worker-4", many[:4], "pending", False) is not None
-    assert drains.lock_timeout_reason(7, 90, "worker-4", ["ns/Upper"], "pending", False) is None
+    many = [blocker(f"namespace-{i}/pod-with-a-long-name-{i}") for i in range(4)]
+    assert parse(drains.lock_timeout_reason(7, 90, "worker-4", many, "pending", False) or "").pods == tuple(
+        f"namespace-{i}/pod-with-a-long-name-{i}" for i in range(4))
     assert drains.lock_timeout_reason(7, 90, "", [], "not a state", False) is None
+
+
+def test_lock_timeout_reason_counts_the_pods_it_cannot_name_and_gives_their_latest_binding():
+    """The CI run of 2026-11-28: five Pods stuck terminating (a kubelet gone) did not fit in a reason, the
+    prolog drained with its own, and the node stayed drained after they were gone."""
+    many = [blocker(f"kube-test-82c73c26/kubelet-gone-by-{i}", f"2026-11-28T09:0{i}:00Z") for i in range(5)]
+    many.append(blocker("ns/created-only", None, created="2026-11-28T09:07:30Z"))  # (no PodScheduled yet)
+    many.append(blocker("ns/fraction", "2026-11-28T09:07:30.250Z"))  # a time with a fraction: the next second
+    reason = drains.lock_timeout_reason(12138, 45, "worker-4", many, "pending", True)
+    assert reason == ("k8s: sunk-lock: job 12138: strict lock timeout after 45s: 7 Pods bound to Node worker-4 by "
+                      "2026-11-28T09:07:31Z")
+    assert parse(reason) == LockTimeoutDrain(12138, 45, "worker-4", strict=True, count=7,
+                                             bound_by="2026-11-28T09:07:31Z")
+    assert len(reason) <= drains.MAX_REASON
+    upper = [blocker("ns/Upper")]  # not a Kubernetes name: it cannot be named, nor is it a real Pod
+    assert parse(drains.lock_timeout_reason(7, 90, "worker-4", upper, "pending", False) or "").count == 1
+    unknown = [*many, blocker("ns/when-unknown", None)]  # no binding, no creation time: its cause cannot be stated
+    assert drains.lock_timeout_reason(7, 90, "worker-4", unknown, "pending", False) is None
 
 
 # ---- when the cause is gone ------------------------------------------------------------------------------
@@ -293,6 +332,40 @@ def test_a_lock_timeout_drain_lasts_while_a_pod_it_names_is_on_that_node():
     assert cause(TIMEOUT, Facts(pods={"apps/guarded": "worker-9", "apps/slow.one": ""}), IDLE).present is False
     assert cause(TIMEOUT, Facts(pods={"apps/other": "worker-1"}), IDLE).present is False  # not named: not the cause
     assert cause(TIMEOUT, Facts(pods={"apps/guarded": "worker-1"}, jobs=None), IDLE).present is None
+
+
+def test_a_drain_that_counts_the_pods_lasts_while_a_pod_bound_by_its_time_would_block_a_lock():
+    early, late = "2026-11-28T09:00:11Z", "2026-11-28T09:00:12Z"
+    drain = TIMEOUT_MANY  # strict, worker-1, by 09:00:11
+
+    def present(*on_node: dict, pod: dict | None = None) -> bool | None:
+        return cause(drain, Facts(on_node=on_node, pod=pod or slurmd_pod()), IDLE).present
+
+    assert present() is False  # every Pod gone, the lock consistent
+    assert present(blocker("apps/a", early)) is True
+    assert present(blocker("apps/a", "2026-11-28T08:00:00Z")) is True
+    assert present(blocker("apps/a", early, terminating=True)) is True  # strict: terminating Pods block
+    assert cause(attrs.evolve(drain, strict=False), Facts(on_node=(blocker("apps/a", early, terminating=True),)),
+                 IDLE).present is False  # not strict: it does not
+    assert present(blocker("apps/a", late)) is False  # bound once the lock was given up: not what refused the job
+    assert present(blocker("apps/a", None, created=late)) is False
+    assert present(blocker("apps/a", None)) is True  # when it came cannot be told: taken as one of them
+    # Pods no lock waits for: tolerating it (under either effect), placed by sunk, finished, the slurmd Pod itself
+    for effect in ("", "NoSchedule", "NoExecute"):
+        toleration = {"key": names.LOCK_KEY, "operator": "Exists", **({"effect": effect} if effect else {})}
+        assert present(blocker("apps/a", early, tolerations=(toleration,))) is False, effect
+    assert present(blocker("apps/a", early, tolerations=({"key": "other", "operator": "Exists"},))) is True
+    placed = blocker("apps/a", early)
+    placed["metadata"]["annotations"] = {names.ANN_JOB_ID: "9"}
+    assert present(placed) is False
+    done = blocker("apps/a", early)
+    done["status"]["phase"] = "Succeeded"
+    assert present(done) is False
+    assert present(blocker("slurm/node1", early)) is False  # (slurmd_pod()'s key)
+    # the slurmd Pod on another Node: the Pods of worker-1 hold nothing of this Slurm node now
+    assert present(blocker("apps/a", early), pod=slurmd_pod(node="worker-2")) is False
+    assert cause(drain, Facts(pod=slurmd_pod(node=None)), IDLE).present is None
+    assert cause(drain, Facts(on_node=(blocker("apps/a", late),), jobs=None), IDLE).present is None
 
 
 def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone():
