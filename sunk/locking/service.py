@@ -114,7 +114,8 @@ class LockService:
         level = "strict " if strict else ""
         error = f"Slurm node {node} not {level}locked for job {job_id} within {timeout:g}s"
         # The reason the prolog drains with, if it can name the whole cause: the Syncer lifts it once gone.
-        drain_reason = drains.lock_timeout_reason(job_id, timeout, k8s_node, blockers, state, strict)
+        drain_reason = drains.lock_timeout_reason(job_id, timeout, k8s_node, blockers, state, strict,
+                                                  self.config.taint_effect)
         return HookError(504, error, reason=_one_line(f"{level}lock timeout after {timeout:g}s: {detail}"),
                          node=node, job_id=job_id, state=state, blocking_pods=blocking,
                          **({"drain_reason": drain_reason} if drain_reason else {}))

@@ -15,7 +15,8 @@ The reasons (each a full match: nothing before, nothing after):
     k8s: sunk-stuck: pod NS/NAME uid=UID stuck terminating on Node NODE (NotReady or gone) after job N
     k8s: sunk-lock: job N: hook API unreachable (DETAIL)
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: Pods on Node NODE: NS/NAME[ NS/NAME...]
-    k8s: sunk-lock: job N: [strict ]lock timeout after Ss: K Pods bound to Node NODE by YYYY-MM-DDTHH:MM:SSZ
+    k8s: sunk-lock: job N: [strict ]lock timeout after Ss: K Pods bound to Node NODE by YYYY-MM-DDTHH:MM:SSZ,
+        taint effect EFFECT
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: lock still STATE
 
 When each is lifted (``cause``), and who writes it:
@@ -34,8 +35,9 @@ When each is lifted (``cause``), and who writes it:
                       holds the node no more, the named Pods have left the Node, and the lock is
                       consistent with Slurm's jobs again (``K Pods ... by T``: more Pods blocked
                       than a reason can name; instead of the named ones, no Pod bound to the Node
-                      by T, the latest of their bindings, may block a lock any more: Pods bound
-                      later came once the lock was given up, and are not what refused the job)
+                      by T, the latest of their bindings, may block a lock with that taint effect
+                      any more: Pods bound later came once the lock was given up, and are not
+                      what refused the job)
 
 Why ``k8s:``: SUNK's Syncer "only removes or updates drain reasons that are prefixed with
 k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, a
@@ -66,7 +68,7 @@ from sunk.slurm.models import Job, Node
 from sunk.times import epoch, rfc3339
 
 from .gang import GangIdentity, gang_of, is_placeholder, is_terminal, owner
-from .lock import LockState, blocks_every_lock, bound_time, parse_state, satisfies
+from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
 from .podjob import PlaceholderIdentity
 
 Obj = Mapping[str, Any]
@@ -94,7 +96,7 @@ _STAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"  # what Kuber
 _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<strict>strict )?lock timeout after "
                       rf"(?P<seconds>[0-9]{{1,9}})s: (?:Pods on Node (?P<node>\S+): (?P<pods>{_POD}(?: {_POD})*)"
                       rf"|(?P<count>[1-9][0-9]{{0,5}}) Pods bound to Node (?P<bound_node>{_NAME}) by "
-                      rf"(?P<bound_by>{_STAMP})"
+                      rf"(?P<bound_by>{_STAMP}), taint effect (?P<effect>{'|'.join(TAINT_EFFECTS)})"
                       rf"|lock still (?P<state>[a-z_]+))")
 
 
@@ -168,8 +170,8 @@ class HookUnreachableDrain:
 @frozen
 class LockTimeoutDrain:
     """The prolog of job ``job_id`` timed out waiting for the lock: ``pods`` were still on ``k8s_node``;
-    or ``count`` Pods, too many to name, bound to it by ``bound_by`` (a Kubernetes time); or, with no
-    Pod to name, the lock stayed at ``state``."""
+    or ``count`` Pods, too many to name, bound to it by ``bound_by`` (a Kubernetes time), blocking a
+    lock whose taint had ``effect``; or, with no Pod to name, the lock stayed at ``state``."""
 
     job_id: int
     seconds: int
@@ -179,13 +181,15 @@ class LockTimeoutDrain:
     strict: bool = False
     count: int = 0
     bound_by: str = ""
+    effect: str = ""
 
     def reason(self) -> str:
         level = "strict " if self.strict else ""
         if self.pods:
             detail = f"Pods on Node {self.k8s_node}: {' '.join(self.pods)}"
         elif self.bound_by:
-            detail = f"{self.count} Pods bound to Node {self.k8s_node} by {self.bound_by}"
+            detail = (f"{self.count} Pods bound to Node {self.k8s_node} by {self.bound_by}, "
+                      f"taint effect {self.effect}")
         else:
             detail = f"lock still {self.state}"
         return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
@@ -214,18 +218,26 @@ def parse(reason: str) -> Optional[SunkDrain]:
     if m := _UNREACHABLE.fullmatch(reason):
         return HookUnreachableDrain(int(m["job"]), m["detail"] or "")
     if m := _TIMEOUT.fullmatch(reason):
+        if m["bound_by"] and epoch(m["bound_by"]) is None:  # (the form of a time, but none: 2026-13-45...)
+            return None
         pods = tuple(m["pods"].split(" ")) if m["pods"] else ()
         return LockTimeoutDrain(int(m["job"]), int(m["seconds"]), m["node"] or m["bound_node"] or "", pods,
-                                m["state"] or "", bool(m["strict"]), int(m["count"] or 0), m["bound_by"] or "")
+                                m["state"] or "", bool(m["strict"]), int(m["count"] or 0), m["bound_by"] or "",
+                                m["effect"] or "")
     return None
 
 
 def lock_timeout_reason(job_id: int, seconds: float, k8s_node: str, pods: Sequence[Obj], state: str,
-                        strict: bool) -> Optional[str]:
-    """The lock service's drain reason for a timed-out pre-hook: ``pods``, the Pods that blocked, by
-    name; by their number and latest binding when the names do not fit. None when it cannot be
-    stated in the grammar (a Pod with no known binding time, a node name outside it): the prolog then
-    drains with a reason the Syncer never lifts, since a cause it cannot name it cannot see go."""
+                        strict: bool, effect: str) -> Optional[str]:
+    """The lock service's drain reason for a timed-out pre-hook: ``pods``, the Pods that blocked a
+    lock whose taint has ``effect``, by name; by their number and latest binding when the names do
+    not fit. None when it cannot be stated in the grammar (a Pod with no known binding time, a node
+    name too long or outside it): the prolog then drains with a reason the Syncer never lifts, since
+    a cause it cannot name it cannot see go.
+
+    The binding time is the PodScheduled condition's (the apiserver's clock when a scheduler bound
+    the Pod; the kubelet's for a Pod made with its node already set), else the creation time.
+    """
     waited = max(0, round(seconds))
     if not pods:
         return _stated(LockTimeoutDrain(job_id, waited, state=state, strict=strict))
@@ -236,7 +248,8 @@ def lock_timeout_reason(job_id: int, seconds: float, k8s_node: str, pods: Sequen
     if any(t is None for t in bound):
         return None
     by = rfc3339(math.ceil(max(t for t in bound if t is not None)))
-    return _stated(LockTimeoutDrain(job_id, waited, k8s_node, strict=strict, count=len(pods), bound_by=by))
+    return _stated(LockTimeoutDrain(job_id, waited, k8s_node, strict=strict, count=len(pods), bound_by=by,
+                                    effect=effect))
 
 
 def _stated(drain: LockTimeoutDrain) -> Optional[str]:
@@ -331,12 +344,13 @@ def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause
     by = epoch(drain.bound_by)
     own = _key(facts.pod or {})
     for pod in facts.pods_on_node():
-        if _key(pod) == own or not blocks_every_lock(dict(pod), strict=drain.strict):
+        if _key(pod) == own or not pods_to_evict([dict(pod)], strict=drain.strict, effect=drain.effect,
+                                                 vouched=Vouched.everything()):
             continue
         bound = bound_time(pod)
         if bound is None or by is None or bound <= by:  # (not knowing when: taken as one of them)
             return Cause(True, f"Pod {_key(pod)}, bound to Node {here} by {drain.bound_by}, would still block "
-                               f"the {'strict ' if drain.strict else ''}lock")
+                               f"a {'strict ' if drain.strict else ''}lock")
     return None
 
 

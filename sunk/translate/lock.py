@@ -155,17 +155,6 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str, vouched: Vo
     return blocking
 
 
-def blocks_every_lock(pod: Obj, *, strict: bool) -> bool:
-    """Whether the Pod would keep a lock from being reached whichever effect the taint has.
-
-    For a reader who does not know the effect (the Syncer, judging a lock-timeout drain): a Pod
-    that tolerates the taint under one effect only is taken as not blocking. If it did block, the
-    next lock evicts it; the opposite mistake would keep a node drained for good.
-    """
-    return all(pods_to_evict([pod], strict=strict, effect=effect, vouched=Vouched.everything())
-               for effect in TAINT_EFFECTS)
-
-
 def pods_to_tolerate(pods: Sequence[Obj], effect: str, vouched: Vouched) -> list[Obj]:
     """The Pods placed by the SUNK Pod Scheduler that a ``NoExecute`` lock taint would evict.
 

@@ -242,7 +242,8 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
             own = slurmd_pod(world, scope, name)
             for pod in _pods_on(world, k8s_node):
                 bound = _bound_at(pod)
-                if (own is None or _uid(pod) != _uid(own)) and _blocks(pod, strict=drain.strict) and (
+                if (own is None or _uid(pod) != _uid(own)) and _blocks(pod, strict=drain.strict,
+                                                                       effect=drain.effect) and (
                         bound is None or by is None or bound <= by):
                     return True, f"Pod {_key(pod)}, bound to Node {k8s_node} by {drain.bound_by}, still blocks a lock"
     problems = lock_problems(world, scope, name)
@@ -339,16 +340,19 @@ def _must_leave(pod: Obj) -> bool:
     return _blocks(pod, strict=False)
 
 
-def _blocks(pod: Obj, *, strict: bool) -> bool:
-    """Not finished, not tolerating the lock (any effect), carrying no job id; not terminating unless ``strict``:
-    what keeps a lock from being reached."""
+def _blocks(pod: Obj, *, strict: bool, effect: str | None = None) -> bool:
+    """Not finished, not tolerating the lock (with ``effect``; None: with any), carrying no job id; not terminating
+    unless ``strict``: what keeps a lock from being reached."""
     if (_terminating(pod) and not strict) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
     if names.ANN_JOB_ID in _annotations(pod):
         return False  # (whether its job id is vouched for, the Syncer judges; a leftover is invariant 3's)
     for toleration in (pod.get("spec") or {}).get("tolerations") or []:
         key, operator = toleration.get("key") or "", toleration.get("operator") or "Equal"
-        if (key == "" and operator == "Exists") or key == names.LOCK_KEY:
+        if effect is not None and toleration.get("effect") not in (None, "", effect):
+            continue
+        if (key == "" and operator == "Exists") or (key == names.LOCK_KEY and (
+                effect is None or operator == "Exists" or toleration.get("value") == "true")):
             return False
     return True
 
@@ -451,8 +455,8 @@ def _bound_at(pod: Obj) -> datetime | None:
     """When the Pod was bound (PodScheduled), else created."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True" and \
-                condition.get("lastTransitionTime"):
-            return _when(condition["lastTransitionTime"])
+                (when := _when(condition.get("lastTransitionTime"))) is not None:
+            return when
     return _when(pod["metadata"].get("creationTimestamp"))
 
 

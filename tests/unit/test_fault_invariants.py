@@ -80,13 +80,14 @@ def world(jobs=(), pods=(), events=(), *, node3=("IDLE",), reason3="", lock3="fa
 
 
 MANY_DRAIN = "k8s: sunk-lock: job 12138: strict lock timeout after 45s: 5 Pods bound to Node worker-3 by " \
-             "2026-11-24T06:00:00Z"
+             "2026-11-24T06:00:00Z, taint effect NoSchedule"
 
 
-def stuck(name: str, bound_at: str) -> dict[str, Any]:
+def stuck(name: str, bound_at: str, *tolerations: dict[str, str]) -> dict[str, Any]:
     """A Pod of another scheduler bound to worker-3 at ``bound_at``, terminating (its kubelet gone, say)."""
     obj = pod(name, f"uid-{name}", "worker-3", scheduler="default-scheduler", deleting=True)
     obj["status"]["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": bound_at})
+    obj["spec"]["tolerations"] = list(tolerations)
     return obj
 
 
@@ -142,6 +143,10 @@ SOUND = {
         node3=("MIXED", "DRAIN"), reason3=GANG_DRAIN),
     "a drain that counts the Pods while one bound by its time still terminates": world(
         [], [stuck("web-0", "2026-11-24T05:59:59Z")], node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
+    "a drain that counts the Pods while one tolerating another effect than its taint's is there": world(
+        [], [stuck("web-0", "2026-11-24T05:59:59Z", {"key": names.LOCK_KEY, "operator": "Exists",
+                                                     "effect": "NoExecute"})],
+        node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
 }
 
 
@@ -182,6 +187,11 @@ BROKEN = {
         world(node3=("IDLE", "DRAIN"), reason3="sunk-lock: job 3: pre-hook failed with HTTP 401"), "nothing lifts"),
     "a drain that counts the Pods once those bound by its time are gone": (
         world([], [stuck("web-9", "2026-11-24T06:00:01Z")], node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
+        "its cause is gone"),
+    "a drain that counts the Pods once only Pods tolerating its taint are left": (
+        world([], [stuck("log-0", "2026-11-24T05:59:59Z", {"key": names.LOCK_KEY, "operator": "Exists",
+                                                           "effect": "NoSchedule"})],
+              node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
         "its cause is gone"),
     "Slurm's own drain": (world(node3=("IDLE", "DRAIN"), reason3="Prolog error"), "not by sunk"),
     "a gang's job whose Pods are all gone": (busy([gang_job(9)]), "whose Pods are all gone"),

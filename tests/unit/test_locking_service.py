@@ -191,7 +191,7 @@ def test_pre_hook_timeout_with_more_pods_than_a_reason_names_counts_them_and_giv
     body = exc.value.body()
     assert len(body["blocking_pods"]) == 12
     assert body["drain_reason"] == ("k8s: sunk-lock: job 9: lock timeout after 0s: 12 Pods bound to Node worker-3 "
-                                    "by 2026-11-28T09:00:11Z")  # (the logger tolerates the lock: not one of them)
+                                    "by 2026-11-28T09:00:11Z, taint effect NoSchedule")  # (the logger tolerates)
 
 
 def test_pre_hook_timeout_with_more_pods_than_a_reason_names_and_no_binding_time_gives_no_drain_reason():

@@ -25,7 +25,8 @@ PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
 TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
 TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
-TIMEOUT_MANY = LockTimeoutDrain(48, 45, "worker-1", strict=True, count=12, bound_by="2026-11-28T09:00:11Z")
+TIMEOUT_MANY = LockTimeoutDrain(48, 45, "worker-1", strict=True, count=12, bound_by="2026-11-28T09:00:11Z",
+                                effect="NoSchedule")
 STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
 GANG = GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47)
 ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
@@ -42,7 +43,10 @@ ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
               "apps/slow.one"),
     (TIMEOUT_NO_POD, "k8s: sunk-lock: job 45: lock timeout after 30s: lock still pending"),
     (TIMEOUT_MANY, "k8s: sunk-lock: job 48: strict lock timeout after 45s: 12 Pods bound to Node worker-1 by "
-                   "2026-11-28T09:00:11Z"),
+                   "2026-11-28T09:00:11Z, taint effect NoSchedule"),
+    (attrs.evolve(TIMEOUT_MANY, effect="NoExecute", strict=False),
+     "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z, taint "
+     "effect NoExecute"),
     (STUCK, "k8s: sunk-stuck: pod team-a/train-0 uid=1f2e3d4c-0000-4000-8000-000000000001 stuck terminating on "
             "Node worker-1 (NotReady or gone) after job 46"),
     (GANG, "k8s: sunk-placeholder: gang team-a/job/0f1e2d3c-0000-4000-8000-00000000000a outlived KillWait after "
@@ -93,12 +97,22 @@ def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     "k8s: sunk-lock: job 44: lock timeout after 90s",
     "k8s: sunk-lock: job 44: lock timeout after 1.5s: lock still pending",
     "k8s: sunk-lock: job 44: config: SUNK_SYNCER_URL is not set",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 0 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11.5Z",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by yesterday",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node Worker-1 by 2026-11-28T09:00:11Z",
-    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 0 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z, taint "
+    "effect NoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11, taint "
+    "effect NoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11.5Z, taint "
+    "effect NoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-13-45T99:99:99Z, taint "
+    "effect NoSchedule",  # the form of a time, but not one
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by yesterday, taint effect "
+    "NoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node Worker-1 by 2026-11-28T09:00:11Z, taint "
+    "effect NoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1 by 2026-11-28T09:00:11Z, taint "
+    "effect PreferNoSchedule",
+    "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods bound to Node worker-1, taint effect NoSchedule",
     "k8s: sunk-lock: job 48: lock timeout after 45s: 12 Pods on Node worker-1: apps/guarded",
     # wt-faults' first form of the stuck-Pod reason (never released), and near misses of the grammar's
     "k8s: pod team-a/train-0 uid=u-1 stuck terminating on Node worker-1 (NotReady or gone); its Slurm job 46 was "
@@ -138,15 +152,17 @@ def blocker(key: str, bound_at: str | None = "2026-11-28T09:00:00Z", node: str =
 
 
 def test_lock_timeout_reason_names_every_pod_it_can():
-    reason = drains.lock_timeout_reason(7, 8.4, "worker-4", [blocker("ns/a"), blocker("ns/b")], "pending", False)
+    reason = drains.lock_timeout_reason(7, 8.4, "worker-4", [blocker("ns/a"), blocker("ns/b")], "pending", False,
+                                        "NoSchedule")
     assert reason == "k8s: sunk-lock: job 7: lock timeout after 8s: Pods on Node worker-4: ns/a ns/b"
     assert parse(reason) == LockTimeoutDrain(7, 8, "worker-4", ("ns/a", "ns/b"))
-    assert drains.lock_timeout_reason(7, 0.3, "worker-4", [], "pending", True) == (
+    assert drains.lock_timeout_reason(7, 0.3, "worker-4", [], "pending", True, "NoSchedule") == (
         "k8s: sunk-lock: job 7: strict lock timeout after 0s: lock still pending")
     many = [blocker(f"namespace-{i}/pod-with-a-long-name-{i}") for i in range(4)]
-    assert parse(drains.lock_timeout_reason(7, 90, "worker-4", many, "pending", False) or "").pods == tuple(
-        f"namespace-{i}/pod-with-a-long-name-{i}" for i in range(4))
-    assert drains.lock_timeout_reason(7, 90, "", [], "not a state", False) is None
+    named = parse(drains.lock_timeout_reason(7, 90, "worker-4", many, "pending", False, "NoSchedule") or "")
+    assert named == LockTimeoutDrain(7, 90, "worker-4", tuple(f"namespace-{i}/pod-with-a-long-name-{i}"
+                                                               for i in range(4)))
+    assert drains.lock_timeout_reason(7, 90, "", [], "not a state", False, "NoSchedule") is None
 
 
 def test_lock_timeout_reason_counts_the_pods_it_cannot_name_and_gives_their_latest_binding():
@@ -155,16 +171,17 @@ def test_lock_timeout_reason_counts_the_pods_it_cannot_name_and_gives_their_late
     many = [blocker(f"kube-test-82c73c26/kubelet-gone-by-{i}", f"2026-11-28T09:0{i}:00Z") for i in range(5)]
     many.append(blocker("ns/created-only", None, created="2026-11-28T09:07:30Z"))  # (no PodScheduled yet)
     many.append(blocker("ns/fraction", "2026-11-28T09:07:30.250Z"))  # a time with a fraction: the next second
-    reason = drains.lock_timeout_reason(12138, 45, "worker-4", many, "pending", True)
+    reason = drains.lock_timeout_reason(12138, 45, "worker-4", many, "pending", True, "NoExecute")
     assert reason == ("k8s: sunk-lock: job 12138: strict lock timeout after 45s: 7 Pods bound to Node worker-4 by "
-                      "2026-11-28T09:07:31Z")
+                      "2026-11-28T09:07:31Z, taint effect NoExecute")
     assert parse(reason) == LockTimeoutDrain(12138, 45, "worker-4", strict=True, count=7,
-                                             bound_by="2026-11-28T09:07:31Z")
+                                             bound_by="2026-11-28T09:07:31Z", effect="NoExecute")
     assert len(reason) <= drains.MAX_REASON
     upper = [blocker("ns/Upper")]  # not a Kubernetes name: it cannot be named, nor is it a real Pod
-    assert parse(drains.lock_timeout_reason(7, 90, "worker-4", upper, "pending", False) or "").count == 1
+    counted = parse(drains.lock_timeout_reason(7, 90, "worker-4", upper, "pending", False, "NoSchedule") or "")
+    assert isinstance(counted, LockTimeoutDrain) and counted.count == 1
     unknown = [*many, blocker("ns/when-unknown", None)]  # no binding, no creation time: its cause cannot be stated
-    assert drains.lock_timeout_reason(7, 90, "worker-4", unknown, "pending", False) is None
+    assert drains.lock_timeout_reason(7, 90, "worker-4", unknown, "pending", False, "NoSchedule") is None
 
 
 # ---- when the cause is gone ------------------------------------------------------------------------------
@@ -350,11 +367,15 @@ def test_a_drain_that_counts_the_pods_lasts_while_a_pod_bound_by_its_time_would_
     assert present(blocker("apps/a", late)) is False  # bound once the lock was given up: not what refused the job
     assert present(blocker("apps/a", None, created=late)) is False
     assert present(blocker("apps/a", None)) is True  # when it came cannot be told: taken as one of them
-    # Pods no lock waits for: tolerating it (under either effect), placed by sunk, finished, the slurmd Pod itself
-    for effect in ("", "NoSchedule", "NoExecute"):
+    # Pods no lock waits for: tolerating it (with the taint's effect), placed by sunk, finished, the slurmd Pod
+    for effect, tolerates in (("", True), ("NoSchedule", True), ("NoExecute", False)):
         toleration = {"key": names.LOCK_KEY, "operator": "Exists", **({"effect": effect} if effect else {})}
-        assert present(blocker("apps/a", early, tolerations=(toleration,))) is False, effect
+        assert present(blocker("apps/a", early, tolerations=(toleration,))) is not tolerates, effect
+        assert cause(attrs.evolve(drain, effect="NoExecute"),
+                     Facts(on_node=(blocker("apps/a", early, tolerations=(toleration,)),)),
+                     IDLE).present is (effect == "NoSchedule"), effect
     assert present(blocker("apps/a", early, tolerations=({"key": "other", "operator": "Exists"},))) is True
+    assert present(blocker("apps/a", early, tolerations=({"key": names.LOCK_KEY, "value": "no"},))) is True
     placed = blocker("apps/a", early)
     placed["metadata"]["annotations"] = {names.ANN_JOB_ID: "9"}
     assert present(placed) is False
@@ -372,8 +393,8 @@ def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone
     pods = ({}, {"team-a/train-0": "worker-1", "apps/guarded": "worker-1"}, {"team-a/train-0": "worker-2"})
     for drain, pod, tainted, lock, jobs, seen, on_node, node in itertools.product(
             ALL, (True, False), (True, False, None), (None, "false", "pending", "locked", "locked_strict"),
-            (None, (), (placeholder_job(9),), (placeholder_job(42),)), pods, ((), (sunk_pod("train-1", 9),)),
-            (IDLE, BUSY)):
+            (None, (), (placeholder_job(9),), (placeholder_job(42),)), pods,
+            ((), (sunk_pod("train-1", 9),), (blocker("apps/web-0"),)), (IDLE, BUSY)):
         facts = Facts(pod=slurmd_pod(lock) if pod else None, k8s_node=None if tainted is None else k8s_node(tainted),
                       pods=seen, jobs=jobs, on_node=on_node)
         verdict = cause(drain, facts, node)
@@ -383,9 +404,12 @@ def test_every_combination_gives_one_answer_and_unknown_facts_never_read_as_gone
         if verdict.present is False:
             assert pod  # this node's Node was known
             if isinstance(drain, (PlaceholderDrain, GangPlaceholderDrain)):
-                assert not on_node or jobs == (placeholder_job(9),)  # no Pod there outlives its job
+                outliving = any(names.ANN_JOB_ID in (p["metadata"].get("annotations") or {}) for p in on_node)
+                assert not outliving or jobs == (placeholder_job(9),)  # no Pod there outlives its job
             else:
                 assert tainted is not None  # the lock was read
+            if drain is TIMEOUT_MANY:
+                assert not any(p["metadata"]["name"] == "web-0" for p in on_node)  # bound by T, it blocks a lock
 
 
 def ready_node(status: str = "True") -> dict:
