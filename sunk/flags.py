@@ -19,12 +19,16 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(text: str) -> float:
-    """``"30s"``, ``"1m30s"``, ``"500ms"`` or a bare number of seconds -> seconds."""
+    """``"30s"``, ``"1m30s"``, ``"500ms"`` or a bare number of seconds -> seconds (never nan or inf)."""
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(value):
+            raise ValueError(f"not a duration: {text!r} (a finite number of seconds, or e.g. 30s)")
+        return value
     pos, total = 0, 0.0
     for match in _DURATION.finditer(text):
         if match.start() != pos:
@@ -38,23 +42,21 @@ def duration(text: str) -> float:
 
 def positive_duration(text: str) -> float:
     """An argparse type: a duration above zero (a zero interval would turn a poller into a busy loop)."""
-    try:
-        value = duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
-    return value
+    return _duration_from(text, zero=False)
 
 
 def non_negative_duration(text: str) -> float:
-    """An argparse type: a finite duration of zero or more (zero: off)."""
+    """An argparse type: a duration of zero or more (zero: off)."""
+    return _duration_from(text, zero=True)
+
+
+def _duration_from(text: str, *, zero: bool) -> float:
     try:
         value = duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a duration of 0 or more, got {text!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'more than 0'}, got {text!r}")
     return value
 
 
