@@ -44,16 +44,9 @@ class DropProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-                if not proxy.forward:
-                    with proxy._lock:
-                        lose = proxy.left > 0 and self.command == proxy.method and bool(proxy.path.fullmatch(self.path))
-                        if lose:
-                            proxy.left -= 1
-                            proxy.dropped += 1
-                    if lose:  # the call never arrives; the caller sees its connection closed
-                        self.close_connection = True
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                        return
+                if not proxy.forward and proxy._claim(self.command, self.path):
+                    self._hang_up()  # the call never arrives; the caller sees its connection closed
+                    return
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=headers)
@@ -63,13 +56,8 @@ class DropProxy:
                     upstream.close()
                 with proxy._lock:
                     proxy.forwarded += 1
-                    drop = proxy.left > 0 and self.command == proxy.method and bool(proxy.path.fullmatch(self.path))
-                    if drop:
-                        proxy.left -= 1
-                        proxy.dropped += 1
-                if drop:  # Slurm has acted on it; the client never hears
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                if proxy.forward and proxy._claim(self.command, self.path):
+                    self._hang_up()  # Slurm has acted on it; the client never hears
                     return
                 self.send_response(answer.status, answer.reason)
                 for key, value in answer.getheaders():
@@ -79,11 +67,24 @@ class DropProxy:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _hang_up(self) -> None:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
             do_GET = do_POST = do_DELETE = _relay
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="drop-proxy", daemon=True)
+
+    def _claim(self, method: str, path: str) -> bool:
+        """Whether this request is one of the ``times`` to lose (counted in ``dropped``)."""
+        with self._lock:
+            if self.left > 0 and method == self.method and self.path.fullmatch(path):
+                self.left -= 1
+                self.dropped += 1
+                return True
+            return False
 
     @property
     def url(self) -> str:
