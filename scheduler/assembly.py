@@ -282,12 +282,33 @@ def attach_workload_feed(jobs: Any, pod_groups: Any, pods: PodIndex, enqueue: Ca
         for owner in {owner_of(pod) for key in keys for pod in pods.of_workload(key)}:
             enqueue(owner)
 
-    jobs.add_handler(on_add=lambda job: wake(keys_of_job(job)), on_update=lambda _old, job: wake(keys_of_job(job)),
+    def job_resized(old: Obj, new: Obj) -> None:
+        if _sizing_view(old) != _sizing_view(new):
+            wake(keys_of_job(new))
+
+    def pod_group_resized(old: Obj, new: Obj) -> None:
+        if _pod_group_view(old) != _pod_group_view(new):
+            wake([key_of_pod_group(new)])
+
+    jobs.add_handler(on_add=lambda job: wake(keys_of_job(job)), on_update=job_resized,
                      on_delete=lambda job: wake(keys_of_job(job)))
     if pod_groups is not None:
-        pod_groups.add_handler(on_add=lambda pg: wake([key_of_pod_group(pg)]),
-                               on_update=lambda _old, pg: wake([key_of_pod_group(pg)]),
+        pod_groups.add_handler(on_add=lambda pg: wake([key_of_pod_group(pg)]), on_update=pod_group_resized,
                                on_delete=lambda pg: wake([key_of_pod_group(pg)]))
+
+
+def _sizing_view(job: Obj) -> Obj:
+    """What of a Job sizes its gangs (slim_job's fields): not its status counts of active and ready Pods,
+    which the Job controller rewrites as its Pods are made and start (several updates per Job, each a
+    reconcile of its gang that decided nothing new)."""
+    view = slim_job(job)
+    view["metadata"].pop("resourceVersion", None)
+    return view
+
+
+def _pod_group_view(pod_group: Obj) -> tuple[Any, ...]:
+    """What of a PodGroup sizes its gang: its spec (minMember) and labels, not the status its controller writes."""
+    return pod_group.get("spec"), (pod_group.get("metadata") or {}).get("labels")
 
 
 def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None]) -> None:

@@ -259,6 +259,45 @@ def test_the_job_size_comes_from_the_job_object_and_its_change_wakes_the_gang(wo
     assert queued == [OWNER]
 
 
+def test_a_job_status_the_job_controller_rewrites_wakes_no_gang(world):
+    """Its counts of active and ready Pods change several times per Job as its Pods are made and start."""
+    world.k8s_jobs[0] = batch_job(parallelism=2)
+    world.pods += [member(0), member(1)]
+    queued, handlers = [], {}
+    jobs = ListInformer(world.k8s_jobs)
+    jobs.add_handler = lambda **kw: handlers.update(kw)
+    attach_workload_feed(jobs, None, world.scheduler.pods, queued.append)
+    before = slim_job(batch_job(2))
+    after = {**before, "metadata": {**before["metadata"], "resourceVersion": "99"}}
+    full = {**batch_job(2), "status": {"active": 2, "ready": 1, "uncountedTerminatedPods": {}}}
+    handlers["on_update"](before, after)
+    handlers["on_update"](batch_job(2), full)
+    assert queued == []
+    handlers["on_update"](full, {**full, "status": {**full["status"], "succeeded": 1}})  # one Pod done: resized
+    handlers["on_update"](after, {**after, "spec": {**after["spec"], "suspend": True}})
+    assert queued == [OWNER, OWNER]
+
+
+def test_a_pod_group_status_wakes_no_gang_its_min_member_does():
+    looked: list[str] = []
+
+    class Pods:  # (attach_workload_feed asks the Pod index only for a workload's Pods)
+        def of_workload(self, key: str) -> list:
+            looked.append(key)
+            return []
+
+    handlers: dict = {}
+    groups, jobs = ListInformer([]), ListInformer([])
+    groups.add_handler = lambda **kw: handlers.update(kw)
+    jobs.add_handler = lambda **kw: None
+    attach_workload_feed(jobs, groups, Pods(), lambda key: None)
+    pg = {"metadata": {"name": "pg", "namespace": NS, "labels": {}}, "spec": {"minMember": 3}}
+    handlers["on_update"](pg, {**pg, "status": {"phase": "Running", "running": 3}})
+    assert looked == []
+    handlers["on_update"](pg, {**pg, "spec": {"minMember": 4}})
+    assert len(looked) == 1
+
+
 def test_a_job_not_known_yet_keeps_its_members_waiting(monkeypatch):
     world = World(monkeypatch, workloads=Workloads(ListInformer([])))
     world.pods += [member(i) for i in range(3)]
