@@ -284,7 +284,7 @@ def attach_workload_feed(jobs: Any, pod_groups: Any, pods: PodIndex, enqueue: Ca
 
     def job_resized(old: Obj, new: Obj) -> None:
         if _sizing_view(old) != _sizing_view(new):
-            wake(keys_of_job(new))
+            wake(keys_of_job(old) + keys_of_job(new))  # (a relist may show a Job made again as an update)
 
     def pod_group_resized(old: Obj, new: Obj) -> None:
         if _pod_group_view(old) != _pod_group_view(new):

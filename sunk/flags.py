@@ -37,6 +37,8 @@ def duration(text: str) -> float:
         pos = match.end()
     if pos != len(text) or not text:
         raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 1m30s, 500ms)")
+    if not math.isfinite(total):
+        raise ValueError(f"not a duration: {text!r} (too long)")
     return total
 
 

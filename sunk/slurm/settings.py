@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import attrs
 
-from sunk.flags import duration, positive_duration
+from sunk.flags import non_negative_duration, positive_duration
 
 from . import BACKENDS, connect
 from .client import SlurmClient
@@ -94,21 +94,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll
                              "--slurm-user here, renewed at half-life; read again when it changes (rest)")
     parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for (rest)")
     parser.add_argument("--slurm-poll-interval", type=positive_duration, default=poll_interval, help=poll_help)
-    parser.add_argument("--slurm-job-full-list-interval", type=_non_negative_duration, default=300.0,
+    parser.add_argument("--slurm-job-full-list-interval", type=non_negative_duration, default=300.0,
                         help="(rest) each poll reads Slurm's job state list (ids and states) and only the jobs "
                              "that changed; a full job list, for fields that change without a state change "
                              "(a pending job's reason, an Extra written by hand), comes this often. 0: a full "
                              "job list on every poll that finds a change (default 5m)")
-
-
-def _non_negative_duration(text: str) -> float:
-    try:
-        value = duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
 
 
 def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SlurmSettings:

@@ -273,9 +273,11 @@ def test_a_job_status_the_job_controller_rewrites_wakes_no_gang(world):
     handlers["on_update"](before, after)
     handlers["on_update"](batch_job(2), full)
     assert queued == []
-    handlers["on_update"](full, {**full, "status": {**full["status"], "succeeded": 1}})  # one Pod done: resized
+    handlers["on_update"](full, {**full, "status": {**full["status"], "succeeded": 1}})  # (sizes a Job of completions)
     handlers["on_update"](after, {**after, "spec": {**after["spec"], "suspend": True}})
-    assert queued == [OWNER, OWNER]
+    relabelled = {**after, "metadata": {**after["metadata"], "labels": {g.JOBSET_NAME: "js"}}}  # (a JobSet's child)
+    handlers["on_update"](after, relabelled)
+    assert queued == [OWNER, OWNER, OWNER]
 
 
 def test_a_pod_group_status_wakes_no_gang_its_min_member_does():
