@@ -38,7 +38,6 @@ from typing import Any
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from sunk import names
 from sunk.dev.cluster import DevCluster
 from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
@@ -404,12 +403,11 @@ def pod_path(cluster: DevCluster, api, namespace: str, count: int, metrics_url: 
 
 
 # The placeholder's start, without its SIGTERM contract (there is no Pod to wait for):
-# the same submission, the same "started" marking, then the same kind of call out (curl,
-# 3 s timeout) to say so, here to this process rather than to the scheduler. The two
+# the same submission, then the same kind of call out (curl, 3 s timeout) to say it
+# started, here to this process rather than to the scheduler. The two
 # paths then differ only by sunk, and the raw path is timed by those calls, not by
 # polling job lists (which loaded slurmrestd and slurmctld with one list every 0.1 s).
 RAW_SCRIPT = """#!/bin/bash
-scontrol update jobid="$SLURM_JOB_ID" extra="$SUNK_EXTRA: started" || exit 1
 curl -sS -o /dev/null -m 3 -X POST "$BENCH_URL/$SLURM_JOB_ID" 2>/dev/null
 exec sleep 3600
 """
@@ -474,7 +472,7 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1, phase: float | Non
         job_id = slurm.submit_job(JobRequest(
             name=f"raw-{i}", script=RAW_SCRIPT, cpus_per_task=1, node_count=nodes, memory_per_node=256, extra=extra,
             requeue=False,
-            environment=("PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"SUNK_EXTRA={extra}", f"BENCH_URL={calls.url}")))
+            environment=("PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"BENCH_URL={calls.url}")))
         submitted_at[job_id] = at
         return job_id
 
@@ -496,15 +494,15 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1, phase: float | Non
                 raise SystemExit(f"{len(ended)} raw jobs ended before starting ({set(ended.values())}); "
                                  "see slurmctld.log and the slurmd logs")
             if time.time() - began > 600:
-                marked = sum(j.extra.endswith(names.STARTED_MARKER) for j in jobs)
+                running = sum(j.state == "RUNNING" for j in jobs)
                 raise SystemExit(f"only {len(calls.at.keys() & wanted)} of {count} raw jobs called in within "
-                                 f"600 s; Slurm shows {marked} marked started")
+                                 f"600 s; Slurm shows {running} running")
         total = max(calls.at[i] for i in wanted) - began
         latencies = [calls.at[i] - submitted_at[i] for i in wanted]
         machine_cpu = machine_cpu_seconds() - machine_before
         # The calls are the jobs' word; Slurm's must agree (once, outside the timing).
         listed = {j.id: j for j in slurm.list_jobs().items or () if j.id in wanted}
-        unmarked = [i for i in wanted if i not in listed or not listed[i].extra.endswith(names.STARTED_MARKER)]
+        unmarked = [i for i in wanted if i not in listed or listed[i].state != "RUNNING"]
         if unmarked:
             raise SystemExit(f"{len(unmarked)} raw jobs called in but Slurm does not show them started")
         queued = ctld.since_mark()

@@ -25,7 +25,7 @@ from sunk.kube.resources import JOBS, NODES, PODGROUPS
 from sunk.slurm.cache import JOB, CacheEvent, Patience, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job, JobState
-from sunk.translate.gang import GangIdentity, gang_of, is_terminal, owner_of
+from sunk.translate.gang import gang_of, has_started, identity_of, is_terminal, owner_of
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
@@ -36,7 +36,7 @@ from .config import STARTED_CALL_PATIENCE, SchedulerConfig
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
-from .jobindex import JobIndex
+from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, slim_node
 from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
@@ -44,20 +44,19 @@ from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 log = logging.getLogger(__name__)
 
 
-def identity_parser(config: SchedulerConfig) -> Callable[[str], tuple[str, bool] | None]:
+def identity_parser(config: SchedulerConfig) -> IdentityParser:
     """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge. A single Pod's
-    job is its Pod's UID's, a gang's its owner's (``gang:<namespace>/<key>``)."""
+    job is its Pod's UID's, a gang's its owner's (``gang:<namespace>/<key>``); started is Slurm's word
+    (``gang.has_started``), never the placeholder's."""
 
-    def parse(extra: str) -> tuple[str, bool] | None:
-        identity: PlaceholderIdentity | GangIdentity | None = PlaceholderIdentity.parse(extra or "")
-        if identity is None:
-            identity = GangIdentity.parse(extra or "")
+    def parse(job: Job) -> tuple[str, bool] | None:
+        identity = identity_of(job)
         if identity is None or identity.scheduler != config.scheduler_name:
             return None
         if config.namespaces and identity.namespace not in config.namespaces:
             return None
         owner = identity.uid if isinstance(identity, PlaceholderIdentity) else identity.owner
-        return owner, identity.started
+        return owner, has_started(job)
 
     return parse
 
@@ -73,32 +72,30 @@ def slim_job(job: Obj) -> Obj:
     }
 
 
-def awaiting_start_mark(parse: Callable[[str], tuple[str, bool] | None]) -> Callable[[Job], bool]:
-    """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs and whose
-    script has not marked them started. The mark changes the job's Extra, not its state, so the job state list
-    cannot show it; the cache reads these jobs in full (at every refresh, or every ``--started-call-patience``:
-    ``awaiting_started_call`` asks it to wait that long for the started call's own read), so the Pods bind even
-    when the placeholder's started call was lost, without waiting for the next full job list. (A read that waits
-    keeps the cache listing states: were it counted as idle, its checks of ``update_time`` would miss the mark
-    for a minute.)"""
+def awaiting_start(parse: IdentityParser) -> Callable[[Job], bool]:
+    """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs but
+    has not shown started yet (their prolog, which locks the node, still runs). The prolog's end changes the
+    job's reason, not its state, so the job state list cannot show it; the cache reads these jobs in full (at
+    every refresh, or every ``--started-call-patience``: ``awaiting_started_call`` asks it to wait that long for
+    the started call's own read), so the Pods bind even when the placeholder's started call was lost, without
+    waiting for the next full job list. (A read that waits keeps the cache listing states: were it counted as
+    idle, its checks of ``update_time`` would miss the prolog's end for a minute.)"""
 
     def check(job: Job) -> bool:
-        extra = job.extra
-        if job.state != "RUNNING" or ("sunk-pod=" not in extra and "sunk-gang=" not in extra) \
-                or extra.rstrip().endswith(names.STARTED_MARKER):
+        if job.state != "RUNNING" or not job.admin_comment:
             return False
-        parsed = parse(extra)
+        parsed = parse(job)
         return parsed is not None and not parsed[1]
 
     return check
 
 
-def awaiting_started_call(parse: Callable[[str], tuple[str, bool] | None], expected: Callable[[int], bool],
+def awaiting_started_call(parse: IdentityParser, expected: Callable[[int], bool],
                           patience: float = STARTED_CALL_PATIENCE) -> Patience | None:
     """The Slurm cache's ``patience``: ``patience`` seconds for this scheduler's placeholders on their way to
     the started call, whose read the hook API hands to the cache (SlurmCache.observe), so that Slurm is read
     once for them where it was read three times. New jobs count when this process submitted them
-    (``expected(job_id)``); held ones while their script has not marked them started. Anything else, and
+    (``expected(job_id)``); held ones while Slurm has not shown them started. Anything else, and
     any move but PENDING to RUNNING (an end, a requeue), is read at once. None when ``patience`` is 0."""
     if patience <= 0:
         return None
@@ -110,7 +107,7 @@ def awaiting_started_call(parse: Callable[[str], tuple[str, bool] | None], expec
             return patience if expected(job_id) else 0.0
         if held.state not in ("PENDING", "RUNNING") or (held.state == "RUNNING" and listed.state == "PENDING"):
             return 0.0
-        parsed = parse(held.extra)
+        parsed = parse(held)
         return patience if parsed is not None and not parsed[1] else 0.0
 
     return wait
@@ -122,7 +119,7 @@ class Assembly:
     scheduler: PodScheduler
     controller: Controller
     gone: PodGone
-    parse: Callable[[str], tuple[str, bool] | None]
+    parse: IdentityParser
     slurm_cache: SlurmCache
 
     def hooks_app(self) -> Any:
@@ -133,7 +130,7 @@ class Assembly:
         return hooks_blueprint(
             secret=self.scheduler.config.hook_secret,
             jobs=index,
-            parse_uid=lambda extra: (self.parse(extra) or (None, False))[0],
+            parse_uid=lambda job: (self.parse(job) or (None, False))[0],
             pod_by_uid=self.scheduler.pods.by_uid,
             delete_pod=self._delete_for_hook,
             slurm=self.scheduler.slurm,
@@ -178,7 +175,7 @@ def assemble(
     index = JobIndex(parse)
     slurm_cache = slurm_cache or SlurmCache(
         slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,), job_full_every=daemon.slurm.job_full_list_interval,
-        reread=awaiting_start_mark(parse),
+        reread=awaiting_start(parse),
         patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
                                        patience=config.started_call_patience))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,

@@ -158,7 +158,7 @@ def decide(
     ``recorded_job_id`` is the job id annotated on the Pod (it survives restarts).
     ``refused`` is Slurm's answer to a submission it refused, while that is remembered.
     ``node_of`` maps Slurm node name -> Kubernetes Node (through the slurmd Pods).
-    ``started[job_id]`` says whether the placeholder script has marked the job started.
+    ``started[job_id]`` says whether Slurm shows the job started: running, its prolog (the lock) done.
     ``in_doubt``: a submission for this Pod was sent and its answer lost.
     ``now`` (Unix time) and ``stuck_margin`` (seconds past the grace period) judge a Pod stuck
     terminating on a Node that is NotReady or gone.
@@ -376,7 +376,7 @@ def decide_gang(
         return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
     job = active[0] if active else None
     members = gang.members
-    submitted_for = {j.id: identity.members for j in jobs if (identity := GangIdentity.parse(j.extra))}
+    submitted_for = {j.id: identity.members for j in jobs if (identity := GangIdentity.parse(j.admin_comment))}
 
     def job_of(member: MemberFacts) -> Optional[int]:
         if member.job_id is not None:

@@ -1,6 +1,6 @@
 """The scheduler's hook API, called by placeholder jobs as Slurm ends them.
 
-POST /api/v1/jobs/<id>/started       the job is marked ": started": look now, not at the next list
+POST /api/v1/jobs/<id>/started       the job's script runs (so its prolog ended): look now, not at the next list
 POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period applies)
 GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
                                      long-polls up to S seconds (max 30) for the deletion
@@ -26,10 +26,11 @@ names): "terminating" deletes every member the job placed that has not finished,
 until every one of them is gone or finished, and "drain" drains only the nodes whose member outlived
 KillWait.
 
-"started" exists for speed only: without it the Pod is bound once the Slurm cache's next
-job list shows the marker, which at a few hundred starting jobs is seconds later. The job
-is read back from Slurm rather than taken from the caller's word (a job's user holds the
-token, and must not be able to say where its Pod runs).
+"started" exists for speed only: without it the Pod is bound once the Slurm cache rereads the
+running job and finds its prolog over, which at a few hundred starting jobs is seconds later. The
+job is read back from Slurm rather than taken from the caller's word (a job's user holds the
+token, and must not be able to say where its Pod runs, nor that it started: only Slurm's state
+and reason say that, ``gang.has_started``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def hooks_blueprint(
     *,
     secret: bytes,
     jobs: JobIndex,
-    parse_uid: Callable[[str], str | None],
+    parse_uid: Callable[[Job], str | None],
     pod_by_uid: Callable[[str], Obj | None],
     delete_pod: Callable[[Obj, str], None],
     slurm: SlurmClient,
@@ -143,7 +144,7 @@ def hooks_blueprint(
         job, requested_at, failure = read_job(job_id)
         if job is None:
             return None, None, failure
-        owner = parse_uid(job.extra)
+        owner = parse_uid(job)
         if owner is None:
             return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
         if owner != uid:
@@ -165,7 +166,7 @@ def hooks_blueprint(
                 return failure
             fetched = (read, requested_at)
         job, requested_at = fetched
-        if parse_uid(job.extra) != uid:  # the Extra was rewritten since the job was submitted
+        if parse_uid(job) != uid:  # (an operator rewrote its AdminComment since the job was submitted)
             return error(409, f"Slurm job {job_id} no longer names this job's Pod")
         observe(job, requested_at)
         return jsonify({"job": job_id, "state": job.state, "pod_uid": uid})
@@ -252,9 +253,9 @@ def hooks_blueprint(
 
 def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
     """The placeholder's drain reason, which the Syncer lifts once the Pod is gone
-    (``sunk.translate.drains``); the Pod is named from the cache, else from the job's Extra.
+    (``sunk.translate.drains``); the Pod is named from the cache, else from the job's identity.
     Without a name there is no Pod to watch go: a reason the Syncer leaves to an operator."""
-    identity = PlaceholderIdentity.parse(job.extra)
+    identity = PlaceholderIdentity.parse(job.admin_comment)
     if pod is not None:
         return PlaceholderDrain(pod["metadata"]["namespace"], pod["metadata"]["name"], job.id).reason()
     if identity is not None:

@@ -32,8 +32,9 @@ from attrs import field, frozen
 
 from sunk.slurm.models import Job
 
-# Extra text -> (pod uid, started) or None when the job is not a placeholder.
-IdentityParser = Callable[[str], Optional[tuple[str, bool]]]
+# A job -> (its Pod UID or gang owner, started) from its AdminComment and Slurm's state; None when the
+# job is not one of this scheduler's placeholders.
+IdentityParser = Callable[[Job], Optional[tuple[str, bool]]]
 
 
 @frozen
@@ -43,7 +44,7 @@ class PodJobs:
     jobs: tuple[Job, ...] = ()  # every job carrying the Pod's UID, any state
     expected_job_id: Optional[int] = None  # submitted, not listed yet
     refused: Optional[str] = None  # Slurm's answer to a refused submission, while remembered
-    started: Mapping[int, bool] = field(factory=dict)  # job id -> the placeholder marked it started
+    started: Mapping[int, bool] = field(factory=dict)  # job id -> Slurm shows it started (gang.has_started)
     in_doubt: bool = False  # a submission's answer was lost: look the job up before submitting again
 
 
@@ -148,7 +149,7 @@ class JobIndex:
         with self._lock:
             self._doubted.discard(uid)
             for job in jobs:
-                parsed = self._parse(job.extra)
+                parsed = self._parse(job)
                 if parsed is None or parsed[0] != uid:
                     continue
                 if not self._stale(job.id, observed_at):  # (else a later observation is held already)
@@ -188,7 +189,7 @@ class JobIndex:
             del self._removed[oldest]
 
     def _put(self, job: Job, observed_at: float) -> Optional[str]:
-        parsed = self._parse(job.extra)
+        parsed = self._parse(job)
         if parsed is None:
             return None
         uid, started = parsed

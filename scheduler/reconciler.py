@@ -35,7 +35,7 @@ from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.gang import (
-    EXTRA_MAX,
+    IDENTITY_MAX,
     Gang,
     disagreements,
     gang_of,
@@ -451,8 +451,8 @@ class PodScheduler:
         waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
         problems: tuple[str, ...] = ()
         if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
-            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's Extra "
-                        f"({EXTRA_MAX} bytes with a tag of each member): at most {most}",)
+            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's identity "
+                        f"({IDENTITY_MAX} bytes with a tag of each member): at most {most}",)
         return GangFacts(owner=owner, describe=gang.describe(), members=facts, expected=expected.size,
                          why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
                          problems=problems)

@@ -76,6 +76,3 @@ ANN_TEMPLATE_HASH: Final = f"{DOMAIN}/template-hash"
 ANN_PENDING_DELETION: Final = f"{DOMAIN}/pending-deletion"
 # On NodeSets: held until every Pod of a deleted NodeSet has been drained and removed.
 FINALIZER_NODESET: Final = f"{DOMAIN}/nodeset"
-
-# Placeholder job: the marker the script appends to the job's Extra once running.
-STARTED_MARKER: Final = ": started"

@@ -16,7 +16,7 @@ from sunk.hooks.auth import TokenFile
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.syncer.context import SyncerContext, slurm_node_name
-from sunk.translate.gang import is_placeholder as _is_placeholder
+from sunk.translate.gang import is_placeholder
 from sunk.types import Obj
 
 from .batcher import AnnotationBatcher
@@ -26,11 +26,6 @@ from .evictions import EvictionLog
 from .jobs import JobsByNode
 from .service import LockService
 from .waiter import ObjectWaiter
-
-
-def is_placeholder(extra: str) -> bool:
-    """A SUNK Pod Scheduler placeholder job (its Extra names a Pod, or a gang): strict locking on every node."""
-    return _is_placeholder(extra)
 
 
 def taints_changed(old: Obj | None, new: Obj) -> bool:

@@ -24,7 +24,7 @@ class NodeJob:
 class JobsByNode:
     """node name -> the jobs holding it; ``on_change(node)`` is called for every node affected."""
 
-    def __init__(self, is_placeholder: Callable[[str], bool], on_change: Callable[[str], None]):
+    def __init__(self, is_placeholder: Callable[[Job], bool], on_change: Callable[[str], None]):
         self._is_placeholder = is_placeholder
         self._on_change = on_change
         self._lock = threading.Lock()
@@ -45,7 +45,7 @@ class JobsByNode:
         job: Job | None = event.new
         job_id = int(event.key)  # type: ignore[call-overload]
         nodes = job.node_list if job is not None and job.holds_nodes else ()
-        entry = NodeJob(job_id, self._is_placeholder(job.extra)) if job is not None else None
+        entry = NodeJob(job_id, self._is_placeholder(job)) if job is not None else None
         with self._lock:
             before = self._nodes_of.pop(job_id, ())
             for node in before:

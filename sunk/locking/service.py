@@ -53,7 +53,7 @@ class LockService:
     waiter: ObjectWaiter
     batcher: AnnotationBatcher  # request writes, grouped per slurmd Pod
     evictions: EvictionLog
-    is_placeholder: Callable[[str], bool]
+    is_placeholder: Callable[[Job], bool]
     nudge: Callable[[str], None]  # reconcile this Slurm node soon (and refresh the Slurm cache)
     ready: Callable[[], bool]
     clock: Callable[[], float] = time.time
@@ -64,7 +64,7 @@ class LockService:
         self._require_ready()
         pod = self._slurmd_pod(node)
         job = self._job_holding(node, request.job_id)
-        strict = request.strict or self.is_placeholder(job.extra)
+        strict = request.strict or self.is_placeholder(job)
         timeout = self.config.clamp_timeout(request.timeout)
         started = time.monotonic()
         lock_request = LockRequest(request.job_id, strict, self.clock())

@@ -3,9 +3,10 @@
 # Pods (one node each: the script runs on the batch host only, and the hook API answers for the
 # whole gang; with PrologFlags=Alloc Slurm starts it once the prolog has locked every node).
 #
-# The scheduler submits this script with the environment below. It marks the job
-# started (after the prolog, so after the node is strictly locked), tells the scheduler,
-# then waits. When
+# The scheduler submits this script with the environment below. Slurm starts it after the
+# prolog, so after the node is strictly locked; it tells the scheduler to look now (Slurm's
+# state, not this call, says the job started: the job's user could make the call), then
+# waits. When
 # Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
 # the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
@@ -15,23 +16,24 @@
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
 #   SUNK_POD_UID       that Pod's UID, sent with each call (X-Sunk-Pod-UID)
-#   SUNK_EXTRA         the job's Extra as submitted; ": started" is appended to it
 #   SUNK_KILL_WAIT     Slurm's KillWait in seconds
 #   SUNK_POD           namespace/name, for messages
 #   SUNK_HOOKS_CA      (optional) CA bundle that verifies an https SUNK_HOOKS_URL
 #   SUNK_GANG          (a gang's job) its size; SUNK_POD_UID is then the gang's owner and SUNK_POD
 #                      names the gang
 set -u
-: "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_EXTRA:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
+: "${SUNK_HOOKS_URL:?}" "${SUNK_HOOK_TOKEN:?}" "${SUNK_KILL_WAIT:?}" "${SUNK_POD:?}"
 DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
 
 log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_POD: $*" >&2; }
 
 # hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
+# The token goes through curl's stdin (printf is a shell builtin), so it never shows in the
+# process list, which every user of the node can read.
 hook() {
-    curl -sS ${SUNK_HOOKS_CA:+--cacert "$SUNK_HOOKS_CA"} -o /dev/null -w '%{http_code}' -m "${3:-10}" -X "$1" \
-        -H "Authorization: Bearer $SUNK_HOOK_TOKEN" -H "X-Sunk-Pod-UID: ${SUNK_POD_UID:-}" \
-        "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
+    printf 'header = "Authorization: Bearer %s"\n' "$SUNK_HOOK_TOKEN" | \
+        curl -sS -K - ${SUNK_HOOKS_CA:+--cacert "$SUNK_HOOKS_CA"} -o /dev/null -w '%{http_code}' -m "${3:-10}" \
+        -X "$1" -H "X-Sunk-Pod-UID: ${SUNK_POD_UID:-}" "$SUNK_HOOKS_URL/api/v1/jobs/$SLURM_JOB_ID/$2" 2>/dev/null
 }
 
 on_term() {
@@ -75,17 +77,9 @@ on_term() {
 }
 trap on_term TERM
 
-started=false
-for attempt in 1 2 3 4 5; do
-    if scontrol update jobid="$SLURM_JOB_ID" extra="$SUNK_EXTRA: started"; then started=true; break; fi
-    log "marking started failed (attempt $attempt)"
-    sleep "$attempt"
-done
-# Without the marker the Pod is never bound; failing the job ends the Pod with a reason.
-$started || { log "could not mark the job started; giving up"; exit 1; }
 log "started"
-# Tell the scheduler now rather than let it wait for its next job list; if this call is
-# lost, that list still shows the marker.
+# Tell the scheduler now rather than let it wait for its Slurm cache to reread the job; if
+# this call is lost, that reread still shows the job started.
 hook POST started 3 >/dev/null
 while :; do
     sleep 3600 &

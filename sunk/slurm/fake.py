@@ -85,14 +85,16 @@ def job_resources(nodes: list[tuple[str, int, int]], sockets: int = 32) -> Obj:
 
 def job_json(job_id: int, *, name: str = "job", state: tuple[str, ...] = ("PENDING",), state_reason: str = "None",
              nodes: str = "", allocation: Optional[list[tuple[str, int, int]]] = None,
-             gres_detail: tuple[str, ...] = (), extra: str = "", comment: str = "", user: str = "root",
+             gres_detail: tuple[str, ...] = (), extra: str = "", comment: str = "", admin_comment: str = "",
+             user: str = "root",
              user_id: int = 0, account: str = "root", partition: str = "batch", qos: str = "normal",
              priority: int = 1000, submit_time: int = 0, start_time: int = 0, end_time: int = 0,
              time_limit: Optional[int] = None, tres_req: str = "cpu=1,mem=1000M,node=1,billing=1",
              tres_alloc: str = "", shared: tuple[str, ...] = (), working_directory: str = "/tmp",
              array_job_id: int = 0, array_task_id: Optional[int] = None, array_task_string: str = "") -> Obj:
     return {
-        "account": account, "accrue_time": n(submit_time), "admin_comment": "", "allocating_node": "localhost",
+        "account": account, "accrue_time": n(submit_time), "admin_comment": admin_comment,
+        "allocating_node": "localhost",
         "array_job_id": n(array_job_id), "array_task_id": UNSET if array_task_id is None else n(array_task_id),
         "array_max_tasks": n(0), "array_task_string": array_task_string,
         "association_id": 2, "batch_features": "", "batch_flag": True, "batch_host": nodes.split(",")[0],
@@ -458,7 +460,7 @@ class FakeSlurmrestd:
         if job is None:
             return 404, {"results": None, "errors": [
                 error("Job update requested failed", 2017, "Invalid job id specified", "slurm_update_job2()")]}
-        for key in ("extra", "comment"):
+        for key in ("extra", "comment", "admin_comment"):
             if key in body:
                 job[key] = body[key]
         s.job_update = self.now()
@@ -475,8 +477,8 @@ class FakeSlurmrestd:
         job_id = s.next_job_id
         s.submitted.append(desc)
         limit = (desc.get("time_limit") or {}).get("number")
-        self.put_job(job_id, name=desc.get("name", ""), extra=desc.get("extra", ""),
-                     comment=desc.get("comment", ""), partition=partition, submit_time=self.now(),
+        self.put_job(job_id, name=desc.get("name", ""), extra=desc.get("extra", ""), comment=desc.get("comment", ""),
+                     admin_comment=desc.get("admin_comment", ""), partition=partition, submit_time=self.now(),
                      time_limit=limit, shared=tuple(desc.get("shared") or ()),
                      working_directory=desc.get("current_working_directory", ""))
         return 200, {"job_id": job_id, "step_id": "batch", "job_submit_user_msg": ""}

@@ -144,6 +144,9 @@ class Job:
     allocations: tuple[JobAllocation, ...] = field(converter=_allocations, factory=tuple)
     extra: str = ""
     comment: str = ""
+    # Written only by Slurm's super users (root, SlurmUser, AdminLevel=Admin): where sunk keeps a
+    # placeholder's identity, which the job's own user must not be able to forge.
+    admin_comment: str = ""
     user_name: str = ""
     user_id: Optional[int] = None
     group_id: Optional[int] = None
@@ -264,6 +267,7 @@ class JobRequest:
     time_limit: Optional[int] = None  # minutes
     comment: Optional[str] = None
     extra: Optional[str] = None
+    admin_comment: Optional[str] = None  # Slurm refuses it unless the submitter is a super user
     working_directory: str = "/tmp"
     environment: tuple[str, ...] = field(converter=_strs, default=("PATH=/usr/sbin:/usr/bin:/sbin:/bin",))
     requeue: Optional[bool] = None

@@ -175,6 +175,7 @@ def job_from_pyslurm(j: Any) -> Job:
         allocations=allocations,
         extra=j.extra or "",
         comment=j.comment or "",
+        admin_comment=getattr(j, "admin_comment", None) or "",
         user_name=j.user_name or "",
         user_id=j.user_id,
         group_id=j.group_id,
@@ -250,7 +251,8 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
     optional = {"partitions": r.partition, "account": r.account, "qos": r.qos, "reservations": r.reservation,
                 "priority": r.priority, "user_id": r.user_id, "group_id": r.group_id,
                 "memory_per_node": r.memory_per_node, "constraints": r.constraints, "time_limit": r.time_limit,
-                "comment": r.comment, "extra": r.extra, "is_requeueable": r.requeue,
+                "comment": r.comment, "extra": r.extra, "admin_comment": r.admin_comment,
+                "is_requeueable": r.requeue,
                 "excluded_nodes": list(r.excluded_nodes) or None, "required_nodes": list(r.required_nodes) or None}
     kw.update({k: v for k, v in optional.items() if v is not None})
     if r.node_count != 1:  # a gang's job: exactly N nodes, one task on each (as v0042.job_desc)

@@ -156,6 +156,7 @@ def parse_job(d: Obj) -> Job:
         allocations=_allocations(d),
         extra=d.get("extra") or "",
         comment=d.get("comment") or "",
+        admin_comment=d.get("admin_comment") or "",
         user_name=d.get("user_name") or "",
         user_id=number(d.get("user_id")),
         group_id=number(d.get("group_id")),
@@ -255,7 +256,7 @@ def job_desc(r: JobRequest) -> dict[str, Any]:
     }
     optional_text = {"partition": r.partition, "account": r.account, "qos": r.qos, "reservation": r.reservation,
                      "constraints": r.constraints, "prefer": r.prefer, "comment": r.comment, "extra": r.extra,
-                     "tres_per_node": r.tres_per_node}
+                     "admin_comment": r.admin_comment, "tres_per_node": r.tres_per_node}
     desc.update({k: v for k, v in optional_text.items() if v is not None})
     if r.user_id is not None:
         desc["user_id"] = str(r.user_id)

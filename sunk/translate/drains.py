@@ -359,7 +359,7 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node: when
     several placeholders drain it at once, the reason names only the last of their Pods."""
     for job in jobs:
-        identity = PlaceholderIdentity.parse(job.extra)
+        identity = PlaceholderIdentity.parse(job.admin_comment)
         if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.name)
                                       == (drain.namespace, drain.name)):
             return Cause(True, f"job {job.id} of Pod {drain.pod} holds {node.name}")
@@ -385,7 +385,7 @@ def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node
     sunk placed on this Slurm node outlives its job there. Each node of the job is judged on its own:
     those the members left are lifted while the one a member would not leave stays drained."""
     for job in jobs:
-        identity = GangIdentity.parse(job.extra)
+        identity = GangIdentity.parse(job.admin_comment)
         if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.key)
                                       == (drain.namespace, drain.key)):
             return Cause(True, f"job {job.id} of gang {drain.namespace}/{drain.key} holds {node.name}")
@@ -455,7 +455,7 @@ def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     tainted = any(t.get("key") == names.LOCK_KEY for t in (facts.k8s_node.get("spec") or {}).get("taints") or ())
     busy = bool(jobs) or node.running_jobs
     if busy:
-        strict = any(is_placeholder(j.extra) for j in jobs)
+        strict = any(is_placeholder(j) for j in jobs)
         consistent = tainted and satisfies(state, strict=strict)
     else:
         consistent = state is LockState.FALSE and not tainted

@@ -41,8 +41,8 @@ labels, so every member and every watch event of a member maps to it without rea
 what the scheduler keys its work queue, its job index and the hook tokens by, where a single Pod's is
 its UID (UIDs never start with ``gang:``).
 
-The placeholder job's Extra (``GangIdentity``) carries the key, the size and a short tag of each
-member's UID (``member_tag``: 8 hex digits of a SHA-256, so a 100-member gang's Extra stays under a
+The placeholder job's AdminComment (``GangIdentity``) carries the key, the size and a short tag of each
+member's UID (``member_tag``: 8 hex digits of a SHA-256, so a 100-member gang's identity stays under a
 kilobyte): a restarted scheduler finds the gang's job by its key, and tells the members the job was
 submitted for (deleted with it when it ends) from members made later (which form the next gang).
 
@@ -67,6 +67,7 @@ from typing import Any, ClassVar, Optional
 from attrs import frozen
 
 from sunk import names
+from sunk.slurm.models import Job
 
 from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, PlaceholderIdentity, annotations_of, gpu_clauses
 from .quantity import cpus, megabytes
@@ -103,8 +104,10 @@ MODE_JOB = "job"
 
 OWNER_PREFIX = "gang:"
 MEMBER_TAG_CHARS = 8
-# Slurm 24.11 refuses a longer Extra ("parameter too long"); the placeholder appends ": started" to it.
-EXTRA_MAX = 1024
+PROLOG_REASON = "Prolog"  # a running job's reason while its prolog runs (PrologFlags=Alloc)
+# The identity's longest text: Slurm (24.11 to 26.05) refuses an Extra or Comment over 1024 characters;
+# AdminComment has no such check, but the identity is held to the same bound (one job record stays small).
+IDENTITY_MAX = 1024
 JOB_NAME_MAX = 128
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a label value, a name, a UID
 _LAST = (1 << 62,)  # sorts after any index
@@ -396,16 +399,16 @@ def per_node(pods: Sequence[Obj]) -> PerNode:
 
 # -- the placeholder job's identity ---------------------------------------------------------------
 def member_tag(uid: str) -> str:
-    """A member's UID as the job's Extra keeps it: 8 hex digits of its SHA-256."""
+    """A member's UID as the job's identity keeps it: 8 hex digits of its SHA-256."""
     return hashlib.sha256(uid.encode()).hexdigest()[:MEMBER_TAG_CHARS]
 
 
 @frozen
 class GangIdentity:
-    """Which gang a placeholder job holds nodes for; lives in the job's Extra.
+    """Which gang a placeholder job holds nodes for; lives in the job's AdminComment, where only Slurm's
+    super users write (podjob.PlaceholderIdentity says why).
 
-    ``sunk-gang=<key> ns=<namespace> size=<N> members=<tag>,<tag>...[ sched=<scheduler>]`` plus
-    ``: started`` once the placeholder script ran (after the prolog locked every node). Keys,
+    ``sunk-gang=<key> ns=<namespace> size=<N> members=<tag>,<tag>...[ sched=<scheduler>]``. Keys,
     namespaces and tags hold no spaces and no ``=``; the fixed head tells it from a single Pod's
     (``sunk-pod=``, podjob.PlaceholderIdentity).
     """
@@ -415,7 +418,6 @@ class GangIdentity:
     size: int
     members: tuple[str, ...]  # member_tag() of each member the job was submitted for
     scheduler: str = ""
-    started: bool = False
 
     _FORMAT: ClassVar[re.Pattern[str]] = re.compile(
         r"sunk-gang=(\S+) ns=(\S+) size=([0-9]{1,9}) members=([0-9a-f]+(?:,[0-9a-f]+)*)(?: sched=(\S+))?")
@@ -437,23 +439,18 @@ class GangIdentity:
         return f"{text} sched={self.scheduler}" if self.scheduler else text
 
     @classmethod
-    def parse(cls, extra: str) -> Optional[GangIdentity]:
-        """None for any job that is not a gang's placeholder; ``started`` once the script marked it."""
-        text = (extra or "").strip()
-        started = False
-        while text.endswith(names.STARTED_MARKER):
-            started = True
-            text = text[: -len(names.STARTED_MARKER)].rstrip()
-        match = cls._FORMAT.fullmatch(text)
+    def parse(cls, admin_comment: str) -> Optional[GangIdentity]:
+        """None for any job that is not a gang's placeholder: the whole text must be an identity."""
+        match = cls._FORMAT.fullmatch((admin_comment or "").strip())
         if not match:
             return None
         key, namespace, size, members, scheduler = match.groups()
         return cls(key=key, namespace=namespace, size=int(size), members=tuple(members.split(",")),
-                   scheduler=scheduler or "", started=started)
+                   scheduler=scheduler or "")
 
 
 def max_members(gang: Gang, scheduler: str) -> int:
-    """The largest gang whose job's Extra, with the started marker, fits Slurm's limit (``EXTRA_MAX``):
+    """The largest gang whose job's identity fits ``IDENTITY_MAX``:
     about 100 members for a Job's gang in a namespace of 10 characters. Asked at every reconcile of a gang
     and the same for all of them: encoding trial identities of ~100 members each time was a tenth of the
     scheduler's CPU in a burst of gangs, so the answer is kept per (key, namespace, scheduler)."""
@@ -465,14 +462,38 @@ def _max_members(key: str, namespace: str, scheduler: str) -> int:
     def length(size: int) -> int:
         identity = GangIdentity(key=key, namespace=namespace, size=size,
                                 members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
-        return len(identity.encode()) + len(names.STARTED_MARKER)
+        return len(identity.encode())
 
-    size = max(1, (EXTRA_MAX - length(1)) // (MEMBER_TAG_CHARS + 1) + 1)
-    while size > 1 and length(size) > EXTRA_MAX:
+    size = max(1, (IDENTITY_MAX - length(1)) // (MEMBER_TAG_CHARS + 1) + 1)
+    while size > 1 and length(size) > IDENTITY_MAX:
         size -= 1
-    return size if length(size) <= EXTRA_MAX else 0
+    return size if length(size) <= IDENTITY_MAX else 0
 
 
-def is_placeholder(extra: str) -> bool:
+def identity_of(job: Job) -> PlaceholderIdentity | GangIdentity | None:
+    """The placeholder identity in a job's AdminComment (a single Pod's or a gang's), or None: a job that
+    is not a placeholder. Nothing the job's user can write (Extra, Comment, name) is ever read for it."""
+    text = job.admin_comment
+    if "sunk-pod=" in text:
+        return PlaceholderIdentity.parse(text)
+    if "sunk-gang=" in text:
+        return GangIdentity.parse(text)
+    return None
+
+
+def is_placeholder(job: Job) -> bool:
     """A SUNK placeholder job, for one Pod or for a gang: strict locking on every node it holds."""
-    return PlaceholderIdentity.parse(extra) is not None or GangIdentity.parse(extra) is not None
+    return identity_of(job) is not None
+
+
+def has_started(job: Job) -> bool:
+    """The placeholder has started: Slurm runs it and every node's prolog has finished.
+
+    Only slurmctld writes what this reads. With ``PrologFlags=Alloc`` the job's reason is ``Prolog``
+    from its allocation until the last node's prolog completes (slurmctld itself relies on that to
+    hold back the batch script and job steps); sunk's prolog returns only once the Syncer has
+    strictly locked the node, and stops the job (requeued, held) when it cannot, so a RUNNING job
+    past its prolog holds locked nodes. ``CONFIGURING`` (nodes booting, or PrologSlurmctld running)
+    comes before that. The placeholder's started call only says "look now": it is no evidence.
+    """
+    return job.state == "RUNNING" and "CONFIGURING" not in job.state_flags and job.state_reason != PROLOG_REASON

@@ -59,7 +59,6 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
         f"SUNK_HOOKS_URL={settings.hooks_url}",
         f"SUNK_HOOK_TOKEN={hook_token}",
         f"SUNK_POD_UID={meta['uid']}",
-        f"SUNK_EXTRA={request.extra}",
         f"SUNK_KILL_WAIT={settings.kill_wait_seconds}",
         f"SUNK_POD={meta['namespace']}/{meta['name']}",
     ) + ((f"SUNK_HOOKS_CA={settings.hooks_ca_file}",) if settings.hooks_ca_file else ())
@@ -88,12 +87,11 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     for pod in members[1:]:
         pod_to_job(pod, script=settings.script, kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
     share = per_node(members)
-    extra = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
+    identity = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
                          members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
                          scheduler=settings.scheduler).encode()
     environment = tuple(
         f"SUNK_POD_UID={gang.owner}" if item.startswith("SUNK_POD_UID=")
-        else f"SUNK_EXTRA={extra}" if item.startswith("SUNK_EXTRA=")
         else f"SUNK_POD={gang.describe()}" if item.startswith("SUNK_POD=")
         else item
         for item in request.environment) + (f"SUNK_GANG={size}",)
@@ -102,6 +100,6 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     clauses = gpu_clauses(members[0])
     typed, clauses = gpu_type(clauses, settings.gpu_types) if share.gpus else (None, clauses)
     constraints = constraint(_text(annotations_of(members[0]), names.ANN_CONSTRAINTS), clauses)
-    return attrs.evolve(request, name=gang.job_name(), extra=extra, node_count=size, cpus_per_task=share.cpus,
-                        memory_per_node=share.memory_mb, gpus_per_node=share.gpus, gpu_type=typed,
-                        constraints=constraints, environment=environment)
+    return attrs.evolve(request, name=gang.job_name(), admin_comment=identity, node_count=size,
+                        cpus_per_task=share.cpus, memory_per_node=share.memory_mb, gpus_per_node=share.gpus,
+                        gpu_type=typed, constraints=constraints, environment=environment)

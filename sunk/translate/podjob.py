@@ -27,8 +27,9 @@ Rules:
 - ``timeout`` is seconds; Slurm's time limit is whole minutes, so it is rounded up.
 - ``exclusive``: none -> ``shared=none`` (whole node), ok -> oversubscribe, user, mcs, topo
   as themselves; the legacy booleans: "true" -> none, "false" -> unset (partition default).
-- The job's Extra carries the Pod's identity (``PlaceholderIdentity``): the UID lets a
-  restarted scheduler find the job instead of submitting a second one.
+- The job's AdminComment carries the Pod's identity (``PlaceholderIdentity``): the UID lets a
+  restarted scheduler find the job instead of submitting a second one. The job's Extra is left
+  to its user: nothing sunk reads is kept where the job's user can write.
 """
 
 from __future__ import annotations
@@ -90,27 +91,28 @@ class ValidationError:
 
 @frozen
 class PlaceholderIdentity:
-    """Which Pod a placeholder job holds a place for; lives in the job's Extra.
+    """Which Pod a placeholder job holds a place for; lives in the job's AdminComment.
 
-    Format: ``sunk-pod=<uid> ns=<namespace> name=<name>[ sched=<scheduler>]``, plus
-    ``: started`` once the placeholder script ran (after the prolog and its strict lock).
-    Kubernetes names, namespaces and UIDs never hold spaces or ``=``, so the text splits
-    unambiguously, and the fixed ``sunk-pod=`` head with the exact field order makes it
-    unlikely to be met in a user's Extra by chance. ``scheduler`` scopes a job to the
-    scheduler that submitted it, so two schedulers sharing a Slurm cluster never adopt or
-    cancel each other's jobs.
+    Format: ``sunk-pod=<uid> ns=<namespace> name=<name>[ sched=<scheduler>]``. Kubernetes
+    names, namespaces and UIDs never hold spaces or ``=``, so the text splits unambiguously.
+    ``scheduler`` scopes a job to the scheduler that submitted it, so two schedulers sharing
+    a Slurm cluster never adopt or cancel each other's jobs.
+
+    Why AdminComment: Slurm lets only its super users (root, SlurmUser, AdminLevel=Admin) write
+    it, at submission, in an update and in a cancel request alike, while the job's Extra,
+    Comment and name are its user's to rewrite. An identity a tenant could write would let
+    them make the scheduler cancel another tenant's job and delete its Pod (docs/security.md).
     """
 
     uid: str
     namespace: str
     name: str
     scheduler: str = ""
-    started: bool = False
 
     _FORMAT: ClassVar[re.Pattern[str]] = re.compile(r"sunk-pod=(\S+) ns=(\S+) name=(\S+)(?: sched=(\S+))?")
 
     def encode(self) -> str:
-        """The Extra to submit (never with the started marker: only the running script adds it)."""
+        """The AdminComment to submit."""
         for label, value in (("uid", self.uid), ("namespace", self.namespace), ("name", self.name)):
             if not value or re.search(r"\s", value):
                 raise ValueError(f"placeholder identity: {label} {value!r} must be one non-empty word")
@@ -120,22 +122,13 @@ class PlaceholderIdentity:
         return f"{text} sched={self.scheduler}" if self.scheduler else text
 
     @classmethod
-    def parse(cls, extra: str) -> Optional[PlaceholderIdentity]:
-        """None for any job that is not a placeholder; ``started`` once the script marked it.
-
-        A marker appended more than once (a script retried after its first write landed)
-        still reads as started, never as "not a placeholder": that would orphan the job.
-        """
-        text = (extra or "").strip()
-        started = False
-        while text.endswith(names.STARTED_MARKER):
-            started = True
-            text = text[: -len(names.STARTED_MARKER)].rstrip()
-        match = cls._FORMAT.fullmatch(text)
+    def parse(cls, admin_comment: str) -> Optional[PlaceholderIdentity]:
+        """None for any job that is not a single Pod's placeholder: the whole text must be an identity."""
+        match = cls._FORMAT.fullmatch((admin_comment or "").strip())
         if not match:
             return None
         uid, namespace, name, scheduler = match.groups()
-        return cls(uid=uid, namespace=namespace, name=name, scheduler=scheduler or "", started=started)
+        return cls(uid=uid, namespace=namespace, name=name, scheduler=scheduler or "")
 
 
 def annotations_of(pod: Obj) -> Mapping[str, str]:
@@ -370,8 +363,8 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
         shared=EXCLUSIVE_MODES[exclusive.strip().lower()] if exclusive is not None else None,
         time_limit=_minutes(timeout) if timeout is not None else None,
         comment=_text(annotations, names.ANN_COMMENT),
-        extra=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"],
-                                  scheduler=scheduler).encode(),
+        admin_comment=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"],
+                                          scheduler=scheduler).encode(),
         working_directory=_text(annotations, names.ANN_CURRENT_WORKING_DIR) or DEFAULT_WORKING_DIRECTORY,
         requeue=False,
     )

@@ -18,7 +18,7 @@ is wrong and where (an empty list: all hold); ``read_world`` takes the facts, ``
 The causes are judged here from the raw objects, by the rules docs/syncer.md states ("sunk's own
 drains") and not with the Syncer's code, so that a bug in that code cannot hide itself. What is
 shared is only the contract: the grammar of sunk's drain reasons (``drains.parse``), the
-placeholder's Extra (``PlaceholderIdentity``, a gang's ``GangIdentity``) and which gang a Pod's own
+placeholder's AdminComment (``PlaceholderIdentity``, a gang's ``GangIdentity``) and which gang a Pod's own
 labels put it in (``gang_of``).
 """
 
@@ -36,7 +36,7 @@ from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, NODES, PODS
 from sunk.slurm import hostlist
-from sunk.slurm.v0042 import split_job_state
+from sunk.slurm.v0042 import parse_job, split_job_state
 from sunk.translate import drains
 from sunk.translate.gang import GangIdentity, gang_of, is_placeholder
 from sunk.translate.podjob import PlaceholderIdentity
@@ -143,7 +143,7 @@ def orphan_jobs(world: World, scope: Scope) -> list[str]:
                 identity.uid not in uids:
             out.append(f"{describe(job)} holds a place for Pod {identity.namespace}/{identity.name} (uid "
                        f"{identity.uid}), which is gone: the job should have been cancelled")
-        gang = GangIdentity.parse(job.get("extra") or "")
+        gang = GangIdentity.parse(job.get("admin_comment") or "")
         if gang is not None and gang.namespace == scope.namespace and is_active(job) and gang.owner not in gangs:
             out.append(f"{describe(job)} holds nodes for gang {gang.namespace}/{gang.key}, whose Pods are all gone: "
                        "the job should have been cancelled")
@@ -218,7 +218,7 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
     if isinstance(drain, drains.GangPlaceholderDrain):
         gang = f"gang {drain.namespace}/{drain.key}"
         for job in holding:
-            identity = GangIdentity.parse(job.get("extra") or "")
+            identity = GangIdentity.parse(job.get("admin_comment") or "")
             if int(job["job_id"]) == drain.job_id or (identity is not None and identity.owner == drain.owner):
                 return True, f"{describe(job)} of {gang} holds {name}"
         for pod in _pods_on(world, k8s_node):
@@ -320,7 +320,7 @@ def lock_problems(world: World, scope: Scope, name: str) -> list[str]:
         if value != "false" or tainted:
             return [f"no job holds it, yet its lock is {value!r} and {taint}: Kubernetes is kept off an idle node"]
         return []
-    strict = any(is_placeholder(job.get("extra") or "") for job in holding)
+    strict = any(is_placeholder(parse_job(job)) for job in holding)
     wanted = "locked_strict" if strict else "locked"
     held = f"Slurm shows {', '.join(describe(j) for j in holding)} holding it" if holding else \
         f"Slurm shows it {'+'.join(states)}"
@@ -398,7 +398,7 @@ def slurmd_pod(world: World, scope: Scope, name: str) -> Obj | None:
 
 
 def _identity(job: Obj) -> PlaceholderIdentity | None:
-    return PlaceholderIdentity.parse(job.get("extra") or "")
+    return PlaceholderIdentity.parse(job.get("admin_comment") or "")
 
 
 def gang_jobs(jobs: Iterable[Obj], pod: Obj) -> list[Obj]:
@@ -406,7 +406,7 @@ def gang_jobs(jobs: Iterable[Obj], pod: Obj) -> list[Obj]:
     gang = gang_of(pod)
     if gang is None:
         return []
-    return [job for job in jobs if (identity := GangIdentity.parse(job.get("extra") or "")) is not None
+    return [job for job in jobs if (identity := GangIdentity.parse(job.get("admin_comment") or "")) is not None
             and identity.owner == gang.owner]
 
 
