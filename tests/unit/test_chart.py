@@ -340,6 +340,75 @@ def test_the_syncer_watches_the_slurmd_namespace_and_elects_in_its_own():
     assert peer["podSelector"]["matchLabels"] == {"app": "slurmd", "tier": "compute"}
 
 
+# ---- the metrics port: Prometheus's Pods, in Prometheus's namespace (networkPolicy.prometheus) --------
+
+EVERY_POLICY = {"extender": {"enabled": True}, "operator": {"enabled": True}}
+METRICS_POLICIES = {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-operator"}
+
+
+def metrics_peers(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each NetworkPolicy's ``from`` peers of every rule naming port 8080, by policy name."""
+    return {policy["metadata"]["name"]: [peer for rule in policy["spec"]["ingress"]
+                                         if 8080 in [p["port"] for p in rule.get("ports") or []]
+                                         for peer in rule.get("from") or []]
+            for policy in of_kind(docs, "NetworkPolicy")}
+
+
+def test_the_metrics_port_admits_the_prometheus_pods_of_the_monitoring_namespace_only():
+    peers = metrics_peers(render(EVERY_POLICY))
+    assert set(peers) == METRICS_POLICIES
+    for name, found in peers.items():
+        # One peer naming both: a Pod must match the podSelector AND sit in the namespace.
+        assert found == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}], name
+
+
+@pytest.mark.parametrize(("prometheus", "namespace_labels", "pod_labels"), [
+    ({"namespace": "observability"}, {"kubernetes.io/metadata.name": "observability"},
+     {"app.kubernetes.io/name": "prometheus"}),
+    # (helm merges maps with the defaults: null drops the default label)
+    ({"podLabels": {"app.kubernetes.io/name": None, "app": "prometheus", "release": "kps"}},
+     {"kubernetes.io/metadata.name": "monitoring"}, {"app": "prometheus", "release": "kps"}),
+    ({"namespace": "ignored", "namespaceLabels": {"team": "observability", "tier": "platform"}},
+     {"team": "observability", "tier": "platform"}, {"app.kubernetes.io/name": "prometheus"}),
+], ids=["namespace", "podLabels", "namespaceLabels"])
+def test_the_metrics_peer_follows_network_policy_prometheus(prometheus, namespace_labels, pod_labels):
+    peers = metrics_peers(render({**EVERY_POLICY, "networkPolicy": {"prometheus": prometheus}}))
+    assert set(peers) == METRICS_POLICIES
+    for name, found in peers.items():
+        assert found == [{"namespaceSelector": {"matchLabels": namespace_labels},
+                          "podSelector": {"matchLabels": pod_labels}}], name
+
+
+@pytest.mark.parametrize("values", [
+    {}, {"networkPolicy": {"prometheus": {"namespace": "observability"}}},
+    {"networkPolicy": {"prometheus": {"namespaceLabels": {"team": "observability"}}}},
+    {"scheduler": {"scope": {"type": "namespace"}}},
+], ids=["defaults", "namespace", "namespaceLabels", "namespace-scope"])
+def test_no_metrics_peer_is_a_pod_of_any_namespace(values):
+    # A podSelector alone admits the policy's own namespace, and beside `namespaceSelector: {}`
+    # every namespace: a tenant's Pod labelled like Prometheus would read every tenant's jobs.
+    peers = metrics_peers(render({**EVERY_POLICY, **values}))
+    assert set(peers) == METRICS_POLICIES
+    for name, found in peers.items():
+        assert found, f"{name}: no metrics peer"
+        for peer in found:
+            assert "ipBlock" not in peer, f"{name}: {peer}"
+            assert peer.get("podSelector", {}).get("matchLabels"), f"{name}: every Pod of a namespace: {peer}"
+            assert peer.get("namespaceSelector", {}).get("matchLabels"), f"{name}: any namespace: {peer}"
+            assert set(peer) == {"namespaceSelector", "podSelector"}, f"{name}: {peer}"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_removed_prometheus_labels_value_fails_and_names_the_new_keys(enabled):
+    message = refusal({"networkPolicy": {"enabled": enabled,
+                                         "prometheusLabels": {"app.kubernetes.io/name": "prometheus"}}})
+    assert "networkPolicy.prometheusLabels is gone" in message
+    for key in ("networkPolicy.prometheus.podLabels", "networkPolicy.prometheus.namespace",
+                "networkPolicy.prometheus.namespaceLabels"):
+        assert key in message
+
+
 # ---- the uninstall hook (syncer.releaseNodesOnUninstall) ------------------------------------------
 
 
@@ -910,6 +979,16 @@ def test_the_daemons_accept_every_rendered_flag(values):
     ({"schedulr": {}}, "additional properties 'schedulr' not allowed"),
     ({"syncer": {"leaderElection": {"enabled": False}}},
      "syncer.replicas is 2 with syncer.leaderElection.enabled false"),
+    ({"networkPolicy": {"prometheusLabels": {"app": "prometheus"}}}, "networkPolicy.prometheusLabels is gone"),
+    ({"networkPolicy": {"prometheus": {"namespace": ""}}},
+     "networkPolicy.prometheus: set namespace (the namespace Prometheus runs in) or namespaceLabels"),
+    ({"networkPolicy": {"prometheus": {"namespace": "Monitoring"}}}, "at '/networkPolicy/prometheus/namespace'"),
+    ({"networkPolicy": {"prometheus": {"podLabels": {"app.kubernetes.io/name": None}}}},
+     "at '/networkPolicy/prometheus/podLabels': minProperties: got 0, want 1"),
+    ({"networkPolicy": {"prometheus": {"namespaceLabels": {"team": 1}}}},
+     "at '/networkPolicy/prometheus/namespaceLabels/team': got number, want string"),
+    ({"networkPolicy": {"prometheus": {"podLabel": {"app": "prometheus"}}}},
+     "additional properties 'podLabel' not allowed"),
 ])
 def test_wrong_values_fail_with_a_clear_message(values, message):
     assert message in refusal(values)

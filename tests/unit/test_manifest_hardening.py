@@ -410,6 +410,9 @@ def test_network_policies_admit_only_who_must_connect(name):
     assert not admitted(policies, 8000, SLURMD, "default"), f"{name}: slurmd-labelled Pods of any namespace get in"
     assert not admitted(policies, 8000, PROMETHEUS, "monitoring"), f"{name}: the hooks are open to Prometheus"
     assert admitted(policies, 8080, PROMETHEUS, "monitoring"), f"{name}: Prometheus cannot scrape"
+    assert not admitted(policies, 8080, PROMETHEUS, "slurm"), f"{name}: metrics open to a Prometheus-labelled Pod"
+    assert not admitted(policies, 8080, PROMETHEUS, "tenant-a"), f"{name}: a tenant's Prometheus-labelled Pod scrapes"
+    assert not admitted(policies, 8080, {"app": "other"}, "monitoring"), f"{name}: metrics open to any monitoring Pod"
     assert not admitted(policies, 8080, {"app": "other"}, "slurm"), f"{name}: metrics open to any Pod"
     assert not admitted(policies, 8888, {"app": "other"}, "slurm"), f"{name}: 8888 open to any Pod"
     if name == "sunk-extender":
@@ -419,6 +422,15 @@ def test_network_policies_admit_only_who_must_connect(name):
         assert not admitted(policies, 8888, other_release, "slurm"), "another release's kube-scheduler gets in"
     ports = {p["containerPort"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert ports - {8081} <= {8000, 8080, 8888}, f"{name}: a port no policy was written for: {ports}"
+
+
+def test_the_operator_admits_only_prometheus_in_its_namespace():
+    policy = one("NetworkPolicy", "sunk-operator")
+    pod_labels = one("Deployment", "sunk-operator")["spec"]["template"]["metadata"]["labels"]
+    assert selects(policy["spec"]["podSelector"], pod_labels)
+    assert admitted([policy], 8080, PROMETHEUS, "monitoring"), "Prometheus cannot scrape the operator"
+    for labels, namespace in ((PROMETHEUS, "tenant-a"), (PROMETHEUS, NS), ({"app": "other"}, "monitoring")):
+        assert not admitted([policy], 8080, labels, namespace), f"operator metrics open to {labels} in {namespace}"
 
 
 def test_every_object_names_its_namespace_and_stays_in_the_release_namespace():
