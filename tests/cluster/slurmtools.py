@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import time
 
+from sunk.slurm.v0042 import parse_job
+from sunk.translate.gang import has_started, identity_of
+
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
@@ -36,6 +39,17 @@ def jobs_carrying(dev_cluster, needle: str) -> list[int]:
 
 def state(job: dict):
     return job["job_state"][0] if job.get("job_state") else None
+
+
+def started_placeholder(job: dict, owner: str) -> bool:
+    """Slurm shows the job started (running, its prolog over) and its AdminComment names ``owner`` (a Pod's
+    UID, or a gang's ``gang:<ns>/<key>``), with nothing of sunk's in the Extra its user may write."""
+    if not job:
+        return False
+    parsed = parse_job(job)
+    identity = identity_of(parsed)
+    found = None if identity is None else getattr(identity, "uid", None) or getattr(identity, "owner", None)
+    return has_started(parsed) and found == owner and "sunk-" not in parsed.extra
 
 
 def number(job: dict, key: str):

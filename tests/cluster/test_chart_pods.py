@@ -104,7 +104,7 @@ def pod_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> I
         # (a test that failed with the scheduler Pod gone leaves its Pods' jobs: cancel them)
         dev = release.dev_cluster
         for job in dev.slurm("squeue", "-h", "-o", "%i", check=False).stdout.split():
-            if f"ns={name} " in slurm_job(dev, int(job)).get("extra", ""):
+            if f"ns={name} " in slurm_job(dev, int(job)).get("admin_comment", ""):
                 dev.slurm("scancel", job, check=False)
         purge_namespace(kube_api, name)
         # (a test that failed before the release's Syncer lifted the lock planted on real-1: every
@@ -177,7 +177,7 @@ def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, 
 
     def active_jobs() -> list[str]:
         out = dev.slurm("squeue", "-h", "-t", "PD,R,CG,S", "-o", "%i", check=False).stdout.split()
-        return [j for j in out if f"ns={namespace} " in slurm_job(dev, int(j)).get("extra", "")]
+        return [j for j in out if f"ns={namespace} " in slurm_job(dev, int(j)).get("admin_comment", "")]
 
     wait_for(lambda: not active_jobs(), 90, "every job of the deleted Deployment ended", interval=1)
     # ... and the Syncer Pod unlocks their Nodes and lifts what it drained, while the release runs

@@ -11,7 +11,7 @@ import requests
 from kube_testns import create_namespace, delete_jobs, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import apply_manifest, assert_never_forbidden, deployment_args, kubeconfig_for
-from slurmtools import slurm_job, state, wait_for
+from slurmtools import slurm_job, started_placeholder, state, wait_for
 from test_gangs import all_bound, assert_one_member_per_node, gang_jobs, idle_batch_nodes, pod_spec
 from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
@@ -157,7 +157,7 @@ def test_kube_scheduler_binds_the_pod_to_the_node_slurm_chose(kube_api, dev_clus
     name = pod["metadata"]["name"]
     job_id, node = placed(kube_api, dev_cluster, namespace, name, timeout=40, what="kube-scheduler to bind the Pod")
     job = slurm_job(dev_cluster, job_id)
-    assert state(job) == "RUNNING" and job["extra"].endswith(names.STARTED_MARKER)
+    assert state(job) == "RUNNING" and started_placeholder(job, pod["metadata"]["uid"])
     assert node == dev_cluster.k8s_node_for(job["nodes"])
     # The binding was made by kube-scheduler through the extender's bind verb.
     assert f"{namespace}/{name}" in kube_scheduler.read_text() or "Scheduled" in event_reasons(kube_api, namespace,
@@ -240,7 +240,7 @@ def test_kube_scheduler_binds_a_jobs_gang_each_member_to_its_own_node_of_one_slu
                         "kube-scheduler to bind the 3 members")
         (job_id,) = gang_jobs(dev_cluster, f"job/{uid}")
         slurm = assert_one_member_per_node(dev_cluster, pods, job_id)
-        assert state(slurm) == "RUNNING" and slurm["extra"].endswith(names.STARTED_MARKER)
+        assert state(slurm) == "RUNNING" and started_placeholder(slurm, g.owner(namespace, f"job/{uid}"))
         leader = next(p for p in pods if p["metadata"]["labels"][g.JOB_COMPLETION_INDEX] == "0")
         assert leader["spec"]["nodeName"] == dev_cluster.k8s_node_for(slurm["batch_host"])  # on the batch host
         for pod in pods:  # bound by kube-scheduler through the bind verb (its Events are sent asynchronously)

@@ -22,7 +22,7 @@ import pytest
 from kube_testns import create_namespace, delete_jobs, purge_namespace
 from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden
-from slurmtools import jobs_carrying, number, slurm_job, state, wait_for
+from slurmtools import jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
 from test_scheduler import SCHEDULER, end_pods, event_reasons, events_for, get_pod, scheduler_process
 
 from sunk import names
@@ -188,7 +188,7 @@ def test_a_job_of_three_pods_is_one_slurm_job_of_three_nodes(kube_api, dev_clust
                     "the 3 members bound")
     job_id = the_gang_job(dev_cluster, f"job/{uid}")
     job = assert_one_member_per_node(dev_cluster, pods, job_id)
-    assert state(job) == "RUNNING" and job["extra"].endswith(names.STARTED_MARKER)
+    assert state(job) == "RUNNING" and started_placeholder(job, g.owner(namespace, f"job/{uid}"))
     assert number(job, "node_count") == 3 and number(job, "cpus_per_task") == int(CPU)
     assert job["name"] == f"k8s:{namespace}/job/train"
     leader = next(p for p in pods if p["metadata"]["labels"][g.JOB_COMPLETION_INDEX] == "0")

@@ -13,7 +13,7 @@ from dropproxy import DropProxy
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import as_service_account, assert_never_forbidden
-from slurmtools import idle_node, jobs_carrying, number, slurm_job, state, wait_for
+from slurmtools import idle_node, jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
 from syncer_harness import free_port
 
 from sunk import names
@@ -106,7 +106,7 @@ def end_pods(api, dev_cluster, namespace: str, timeout: float = 90) -> None:
 
     def active_jobs():
         out = dev_cluster.slurm("squeue", "-h", "-t", "PD,R,CG,S", "-o", "%i", check=False).stdout.split()
-        return [j for j in out if f"ns={namespace} " in slurm_job(dev_cluster, int(j)).get("extra", "")]
+        return [j for j in out if f"ns={namespace} " in slurm_job(dev_cluster, int(j)).get("admin_comment", "")]
 
     deadline = time.monotonic() + timeout
     while (left := active_jobs()) and time.monotonic() < deadline:
@@ -254,7 +254,7 @@ def test_pod_is_bound_to_the_node_slurm_chose(kube_api, dev_cluster, namespace, 
     job_id, node = placed(kube_api, dev_cluster, namespace, name)
     job = slurm_job(dev_cluster, job_id)
     assert state(job) == "RUNNING"
-    assert job["extra"].endswith(names.STARTED_MARKER)
+    assert started_placeholder(job, pod["metadata"]["uid"])
     assert node == dev_cluster.k8s_node_for(job["nodes"])
     annotations = get_pod(kube_api, namespace, name)["metadata"]["annotations"]
     assert annotations[names.ANN_SLURM_NODE] == job["nodes"]
@@ -436,7 +436,7 @@ def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_
     name = pod["metadata"]["name"]
     job_id, node = placed(kube_api, dev_cluster, namespace, name, what="binding well before the next job list")
     job = slurm_job(dev_cluster, job_id)
-    assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
+    assert started_placeholder(job, pod["metadata"]["uid"]) and node == dev_cluster.k8s_node_for(job["nodes"])
     assert slurm_calls("http://127.0.0.1:18280/metrics", "REQUEST_JOB_INFO_SINGLE") - reads_before == 1
     text = requests.get("http://127.0.0.1:18280/metrics", timeout=5).text
     started_calls = [line for line in text.splitlines()
@@ -478,7 +478,7 @@ def test_a_lost_started_call_binds_at_the_slurm_caches_own_read(kube_api, dev_cl
     name = pod["metadata"]["name"]
     job_id, node = placed(kube_api, dev_cluster, namespace, name, timeout=60, what="binding without the started call")
     job = slurm_job(dev_cluster, job_id)
-    assert job["extra"].endswith(names.STARTED_MARKER) and node == dev_cluster.k8s_node_for(job["nodes"])
+    assert started_placeholder(job, pod["metadata"]["uid"]) and node == dev_cluster.k8s_node_for(job["nodes"])
     assert proxy.dropped >= 1
     kc.delete(kube_api, PODS, name, namespace)  # (its job's end still reaches the hook API: only "started" is lost)
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 60,

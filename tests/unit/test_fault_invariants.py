@@ -27,9 +27,15 @@ SCOPE = Scope(NS, frozenset({"sunk-scheduler-test"}), ("node3", "node4"),
 
 def job(job_id: int, uid: str | None = None, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
         name: str = "p") -> dict[str, Any]:
+    """A job as slurmrestd shows it; a placeholder's identity in its AdminComment (its Extra stays the user's)."""
     recorded = json.loads((RECORDED / "job_running_gpu.json").read_text())["jobs"][0]
-    extra = PlaceholderIdentity(uid, NS, name, "sunk-scheduler-test").encode() + ": started" if uid else ""
-    return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "extra": extra}
+    identity = PlaceholderIdentity(uid, NS, name, "sunk-scheduler-test").encode() if uid else ""
+    return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "admin_comment": identity}
+
+
+def forged(job_id: int, uid: str, nodes: str = "node3") -> dict[str, Any]:
+    """A tenant's job whose Extra (theirs to write) copies a placeholder's identity; its AdminComment is empty."""
+    return {**job(job_id, nodes=nodes), "extra": PlaceholderIdentity(uid, NS, "p", "sunk-scheduler-test").encode()}
 
 
 def slurm_node(name: str, state: tuple[str, ...] = ("IDLE",), reason: str = "") -> dict[str, Any]:
@@ -96,9 +102,9 @@ GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after j
 
 
 def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3") -> dict[str, Any]:
-    """The placeholder job of a Job's gang (its Extra: sunk.translate.gang.GangIdentity)."""
+    """The placeholder job of a Job's gang (its AdminComment: sunk.translate.gang.GangIdentity)."""
     return {**job(job_id, state=state, nodes=nodes),
-            "extra": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched=sunk-scheduler-test: started"}
+            "admin_comment": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched=sunk-scheduler-test"}
 
 
 def member(name: str, uid: str, node: str | None, job_id: int | None = None, phase: str = "Running") -> dict[str, Any]:
@@ -147,6 +153,12 @@ SOUND = {
         [], [stuck("web-0", "2026-11-24T05:59:59Z", {"key": names.LOCK_KEY, "operator": "Exists",
                                                      "effect": "NoExecute"})],
         node3=("IDLE", "DRAIN"), reason3=MANY_DRAIN),
+    # Extra is the tenant's: an identity copied there makes no placeholder (no orphan, no strict lock owed) ...
+    "a tenant's job with a gone Pod's identity in its Extra, under a normal lock": world(
+        [forged(5, "u9")], node3=("MIXED",), lock3="locked", tainted3=True),
+    # ... and no second job of the Pod it names.
+    "a tenant's job with a bound Pod's identity in its Extra beside that Pod's job": busy(
+        [job(1, "u1"), forged(5, "u1")], [placed("p", "u1", "node3", 1)]),
 }
 
 

@@ -15,6 +15,7 @@ from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_re
 from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.cache import CacheEvent
 from sunk.slurm.models import Job
+from sunk.translate.gang import is_placeholder
 
 
 @given(st.integers(min_value=1, max_value=2**32), st.booleans(), st.floats(min_value=0, max_value=4e9))
@@ -48,8 +49,12 @@ def test_expiry_needs_both_an_inactive_job_and_the_grace_period():
     assert expired(reqs, active_jobs=set(), now=150.0, grace=60.0) == []
 
 
-def _job(job_id, state="RUNNING", nodes="node1", extra="", flags=()):
-    return Job(id=job_id, state=state, nodes=nodes, extra=extra, state_flags=frozenset(flags))
+IDENTITY = "sunk-pod=u ns=a name=b"  # a placeholder's, as the scheduler submits it (AdminComment)
+
+
+def _job(job_id, state="RUNNING", nodes="node1", admin_comment="", flags=(), extra=""):
+    return Job(id=job_id, state=state, nodes=nodes, admin_comment=admin_comment, extra=extra,
+               state_flags=frozenset(flags))
 
 
 def _event(kind, typ, key, old, new):
@@ -58,13 +63,13 @@ def _event(kind, typ, key, old, new):
 
 def test_jobs_by_node_follows_job_events_and_wakes_every_affected_node():
     woken: list[str] = []
-    index = JobsByNode(lambda extra: extra == "placeholder", woken.append)
-    index.handle(_event("job", "added", 7, None, _job(7, nodes="node[1-2]", extra="placeholder")))
+    index = JobsByNode(is_placeholder, woken.append)
+    index.handle(_event("job", "added", 7, None, _job(7, nodes="node[1-2]", admin_comment=IDENTITY)))
     assert index.jobs_on("node1") == {7: NodeJob(7, True)} == index.jobs_on("node2")
     assert woken == ["node1", "node2"]
     woken.clear()
     # it shrinks to node2, then completes (COMPLETING still holds the node), then is gone
-    index.handle(_event("job", "changed", 7, None, _job(7, nodes="node2", extra="placeholder")))
+    index.handle(_event("job", "changed", 7, None, _job(7, nodes="node2", admin_comment=IDENTITY)))
     assert index.jobs_on("node1") == {} and 7 in index.jobs_on("node2")
     assert woken == ["node1", "node2"]
     index.handle(_event("job", "changed", 7, None, _job(7, state="COMPLETED", nodes="node2", flags={"COMPLETING"})))
@@ -77,6 +82,14 @@ def test_jobs_by_node_follows_job_events_and_wakes_every_affected_node():
     woken.clear()
     index.handle(_event("node", "changed", "node4", None, None))
     assert woken == ["node4"]
+
+
+def test_jobs_by_node_reads_a_placeholder_from_its_admin_comment_never_its_extra():
+    """The job's user writes its Extra: an identity copied there must not make the node's lock strict."""
+    index = JobsByNode(is_placeholder, lambda _node: None)
+    index.handle(_event("job", "added", 7, None, _job(7, extra=IDENTITY)))
+    index.handle(_event("job", "added", 8, None, _job(8, admin_comment=IDENTITY)))
+    assert index.jobs_on("node1") == {7: NodeJob(7, False), 8: NodeJob(8, True)}
 
 
 def test_waiter_wakes_on_notify_and_times_out():

@@ -20,6 +20,7 @@ from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job
 from sunk.translate import drains
+from sunk.translate.gang import is_placeholder
 
 
 class Slurm:
@@ -55,7 +56,7 @@ class World:
             ctx=context(self.slurmd, self.nodes, self.pods, self.cache, self.recorder, slurm=self.slurm),
             config=config(*flags),
             waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
-            is_placeholder=lambda extra: extra.startswith("sunk-pod="), nudge=self.nudged.append,
+            is_placeholder=is_placeholder, nudge=self.nudged.append,
             ready=lambda: ready)
 
     def _write(self, obj, annotations):
@@ -98,16 +99,41 @@ def test_a_lock_seen_without_our_own_request_is_not_trusted():
     assert exc.value.status == 504
 
 
-def test_strict_comes_from_the_flag_or_from_the_extra_slurm_shows():
-    for request, extra in ((PreHook(job_id=6, strict=True, timeout=5), ""),
-                           (PreHook(job_id=6, timeout=5), "sunk-pod=u ns=a name=b")):
+GANG_IDENTITY = "sunk-gang=job/ju ns=a size=2 members=aaaaaaaa,bbbbbbbb sched=s"
+
+
+def test_strict_comes_from_the_flag_or_from_the_admin_comment_slurm_shows():
+    """A placeholder (a Pod's or a gang's identity in its AdminComment) gets a strict lock without asking."""
+    for request, admin_comment in ((PreHook(job_id=6, strict=True, timeout=5), ""),
+                                   (PreHook(job_id=6, timeout=5), "sunk-pod=u ns=a name=b"),
+                                   (PreHook(job_id=6, timeout=5), GANG_IDENTITY)):
         w = World(annotations={names.LOCK_KEY: "locked"})
-        w.slurm.jobs[6] = Job(id=6, state="RUNNING", nodes="node3", extra=extra)
+        w.slurm.jobs[6] = Job(id=6, state="RUNNING", nodes="node3", admin_comment=admin_comment)
         t = w.controller_sets("locked_strict", after=0.2)
         body = w.service.pre_hook("node3", request)
         t.join()
         assert body["level"] == "strict" and body["state"] == "locked_strict" and body["waited_seconds"] >= 0.15
         assert parse_requests(w.written[0]).valid[0].strict is True
+
+
+def test_a_placeholder_identity_in_extra_takes_no_strict_lock():
+    """The job's user writes its Extra, only Slurm's super users its AdminComment: a tenant who copies a
+    placeholder's identity into Extra must not make their own job evict every Pod from the node."""
+    for extra in ("sunk-pod=u ns=a name=b", GANG_IDENTITY):
+        w = World(annotations={names.LOCK_KEY: "locked"})
+        w.slurm.jobs[6] = Job(id=6, state="RUNNING", nodes="node3", extra=extra)
+        body = w.service.pre_hook("node3", PreHook(job_id=6, timeout=5))
+        assert body["level"] == "normal" and body["state"] == "locked"
+        assert parse_requests(w.written[0]).valid[0].strict is False
+
+    w = World(annotations={names.LOCK_KEY: "locked"})  # the same identity in AdminComment: strict
+    w.slurm.jobs[6] = Job(id=6, state="RUNNING", nodes="node3", extra="sunk-pod=u ns=a name=b",
+                          admin_comment="sunk-pod=u ns=a name=b")
+    t = w.controller_sets("locked_strict", after=0.2)
+    body = w.service.pre_hook("node3", PreHook(job_id=6, timeout=5))
+    t.join()
+    assert body["level"] == "strict" and body["state"] == "locked_strict"
+    assert parse_requests(w.written[0]).valid[0].strict is True
 
 
 @pytest.mark.parametrize("job, down, status", [

@@ -18,6 +18,7 @@ from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from sunk import names
 from sunk.kube.client import ApiError
 from sunk.slurm.models import Job
+from sunk.translate.gang import has_started
 
 BIND = Bind(job_id=7, slurm_node="node1", k8s_node="worker-1")
 CREATED = "2026-01-01T00:00:00Z"
@@ -213,8 +214,8 @@ VALID_POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-a"},
 @pytest.fixture
 def extender(binder):
     """The extender's app over a PodScheduler whose job 7 for uid-a runs on node1 (Node worker-1)."""
-    jobs = JobIndex(lambda extra: (extra.split(":")[0], True) if extra.startswith("uid-") else None)
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs = JobIndex(lambda job: (job.admin_comment, has_started(job)) if job.admin_comment.startswith("uid-") else None)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))  # (its prolog ended)
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
     scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
                              pods=PodIndex(ListInformer([VALID_POD])), slurmd=SlurmdNodes(ListInformer(slurmd)),

@@ -43,11 +43,13 @@ def facts(*members, expected=3, why="", disagreements=(), problems=()):
                      disagreements=tuple(disagreements), problems=tuple(problems))
 
 
-def job(id=7, state="RUNNING", nodes=("node1", "node2", "node3"), reason="", members=(0, 1, 2)):
+def job(id=7, state="RUNNING", nodes=("node1", "node2", "node3"), reason="", members=(0, 1, 2),
+        field="admin_comment"):
+    """The gang's job, its identity in ``field`` (the AdminComment, where sunk puts it, unless told)."""
     running = state == "RUNNING"
-    extra = GangIdentity(key="job/u", namespace="team", size=len(nodes),
-                         members=tuple(member_tag(f"uid-{i}") for i in members), scheduler="s").encode()
-    return Job(id=id, state=state, state_reason=reason, extra=extra,
+    identity = GangIdentity(key="job/u", namespace="team", size=len(nodes),
+                            members=tuple(member_tag(f"uid-{i}") for i in members), scheduler="s").encode()
+    return Job(id=id, state=state, state_reason=reason, **{field: identity},
                nodes=",".join(nodes) if running else "",
                allocations=tuple(JobAllocation(node=n) for n in nodes) if running else ())
 
@@ -165,6 +167,8 @@ CASES = [
     ("scancel while pending -> the members it was submitted for are deleted",
      facts(m(0), m(1), m(2)), (job(state="CANCELLED"),), {},
      DeleteMembers(uids(0, 1, 2), "JobCancelled", "Slurm job 7 ended in state CANCELLED")),
+    ("an identity in the job's Extra (its user's to write) names no member: they form the next gang",
+     facts(m(0), m(1), m(2)), (job(state="CANCELLED", field="extra"),), {}, SubmitGang(uids(0, 1, 2))),
     ("members made after the job ended are not its: they form the next gang",
      facts(m(3), m(4), m(5)), (job(state="CANCELLED"),), {}, SubmitGang(uids(3, 4, 5))),
     ("a replacement bound to the ended job is deleted too",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import attrs
 import pytest
 from informer_fakes import ListInformer
 
@@ -122,11 +123,14 @@ def world(monkeypatch):
 
 def running(job_id=7, nodes=("node1", "node2", "node3"), uids=("uid-0", "uid-1", "uid-2"), started=True,
             state="RUNNING"):
-    extra = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=len(nodes),
-                           members=tuple(g.member_tag(u) for u in uids), scheduler="sched").encode()
-    return Job(id=job_id, state=state, nodes=",".join(nodes) if state == "RUNNING" else "",
+    """The gang's job as Slurm shows it, its identity in its AdminComment; running and ``started=False``:
+    its prolog (which locks the nodes) still runs, so Slurm gives the reason Prolog."""
+    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=len(nodes),
+                              members=tuple(g.member_tag(u) for u in uids), scheduler="sched").encode()
+    return Job(id=job_id, state=state, state_reason="Prolog" if state == "RUNNING" and not started else "",
+               nodes=",".join(nodes) if state == "RUNNING" else "",
                allocations=tuple(JobAllocation(node=n) for n in nodes) if state == "RUNNING" else (),
-               extra=extra + (": started" if started else ""))
+               admin_comment=identity)
 
 
 def test_members_wait_unbound_until_all_exist_then_one_job_asks_for_one_node_each(world, monkeypatch):
@@ -145,7 +149,8 @@ def test_members_wait_unbound_until_all_exist_then_one_job_asks_for_one_node_eac
     world.scheduler.reconcile("uid-1")  # again, before Slurm lists the job: never a second one
     (request,) = world.slurm.submitted
     assert (request.node_count, request.cpus_per_task, request.partition) == (3, 40, "batch")
-    identity = g.GangIdentity.parse(request.extra)
+    assert request.extra is None  # the job's user's: the identity is in the AdminComment
+    identity = g.GangIdentity.parse(request.admin_comment)
     assert identity.owner == OWNER and identity.size == 3
     assert all(identity.includes(f"uid-{i}") for i in range(3))
     env = dict(item.split("=", 1) for item in request.environment)
@@ -160,6 +165,10 @@ def test_once_slurm_starts_the_job_every_member_is_bound_in_one_pass_to_its_own_
     world.index.upsert(running(nodes=("node2", "node3", "node4"), started=False), observed_at=1.0)
     world.scheduler.reconcile(OWNER)
     assert world.binds == []  # running, but the prolog has not locked every node yet
+    configuring = attrs.evolve(running(nodes=("node2", "node3", "node4")), state_flags=("CONFIGURING",))
+    world.index.upsert(configuring, observed_at=1.5)
+    world.scheduler.reconcile(OWNER)
+    assert world.binds == []  # nodes still booting, or PrologSlurmctld still running: not started either
     world.index.upsert(running(nodes=("node2", "node3", "node4")), observed_at=2.0)
     world.scheduler.reconcile("uid-2")
     assert sorted((name, node) for name, node, _ in world.binds) == [  # (bound at once: in any order)
@@ -312,8 +321,10 @@ def test_a_restarted_scheduler_finds_the_gangs_job_and_binds_without_submitting(
     world.scheduler.reconcile(OWNER)
     (request,) = world.slurm.submitted
     restarted = World(monkeypatch, pods=world.pods)
-    # The cache's first list, before any reconcile: the job as Slurm keeps it (its Extra as submitted).
-    restarted.index.upsert(Job(id=7, state="RUNNING", nodes="node[1-3]", extra=request.extra + ": started"))
+    # The cache's first list, before any reconcile: the job as Slurm keeps it (its AdminComment as submitted),
+    # running past its prolog.
+    restarted.index.upsert(Job(id=7, state="RUNNING", state_reason="None", nodes="node[1-3]",
+                               admin_comment=request.admin_comment))
     restarted.scheduler.reconcile("uid-1")
     assert restarted.slurm.submitted == []
     assert sorted((n, node) for n, node, _ in restarted.binds) == [("train-0", "worker-1"), ("train-1", "worker-2"),
@@ -326,7 +337,7 @@ def test_a_pod_with_a_job_of_its_own_keeps_it(world):
     world.pods[0]["spec"]["nodeName"] = "worker-1"
     world.pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "5"}
     single = PlaceholderIdentity(uid="uid-0", namespace=NS, name="train-0", scheduler="sched").encode()
-    world.index.upsert(Job(id=5, state="RUNNING", nodes="node1", extra=single + ": started"))
+    world.index.upsert(Job(id=5, state="RUNNING", nodes="node1", admin_comment=single))
     assert world.scheduler.gang_of(world.pods[0]) is None
     world.scheduler.reconcile(OWNER)
     world.scheduler.reconcile("uid-0")
@@ -427,12 +438,50 @@ def test_a_gang_whose_members_are_all_gone_is_forgotten(world):
 # -- the wiring ---------------------------------------------------------------------------------------------
 def test_the_identity_parser_reads_a_gangs_job_in_scope_only():
     parse = identity_parser(CONFIG)
-    extra = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
-    assert parse(extra) == (f"gang:{NS}/podgroup/pg", False)
-    assert parse(extra + ": started") == (f"gang:{NS}/podgroup/pg", True)
+    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    owner = f"gang:{NS}/podgroup/pg"
+    assert parse(Job(id=7, state="PENDING", state_reason="Priority", admin_comment=text)) == (owner, False)
+    assert parse(Job(id=7, state="RUNNING", state_reason="None", admin_comment=text)) == (owner, True)
     other_ns = g.GangIdentity(key="podgroup/pg", namespace="x", size=2, members=("ab",), scheduler="sched").encode()
     other_scheduler = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab",), scheduler="s2").encode()
-    assert parse(other_ns) is None and parse(other_scheduler) is None
+    assert parse(Job(id=7, admin_comment=other_ns)) is None and parse(Job(id=7, admin_comment=other_scheduler)) is None
+
+
+@pytest.mark.parametrize(("state", "flags", "reason", "started"), [
+    ("RUNNING", (), "", True),
+    ("RUNNING", (), "None", True),
+    ("RUNNING", (), "Prolog", False),  # the prolog, which locks every node, still runs
+    ("RUNNING", ("CONFIGURING",), "", False),  # nodes booting, or PrologSlurmctld: before the prolog
+    ("PENDING", (), "Priority", False),
+])
+def test_the_identity_parser_takes_started_from_slurms_state_alone(state, flags, reason, started):
+    """The job's user may write its Extra and Comment (and make the started call): none of it says started."""
+    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    job = Job(id=7, state=state, state_flags=flags, state_reason=reason, admin_comment=text,
+              extra=text + ": started", comment=": started")
+    assert identity_parser(CONFIG)(job) == (f"gang:{NS}/podgroup/pg", started)
+
+
+def test_the_identity_parser_never_reads_what_the_jobs_user_can_write():
+    """A valid gang identity in the Extra or Comment of a job with no AdminComment names nothing: else a
+    tenant could make the scheduler adopt, cancel or delete for another tenant's gang."""
+    parse = identity_parser(CONFIG)
+    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    assert parse(Job(id=7, state="RUNNING", extra=text)) is None
+    assert parse(Job(id=7, state="RUNNING", comment=text)) is None
+    assert parse(Job(id=7, state="RUNNING", extra=text, comment=text, admin_comment="")) is None
+
+
+def test_a_job_whose_extra_names_the_gang_is_not_the_gangs(world):
+    """The index keeps no forged job for the gang: its members get a job of their own, which names them where
+    only Slurm's super users write."""
+    world.pods += [member(i) for i in range(3)]
+    forged = attrs.evolve(running(job_id=5), admin_comment="", extra=running().admin_comment)
+    assert world.index.upsert(forged, observed_at=1.0) is None
+    world.scheduler.reconcile(OWNER)
+    assert world.binds == [] and world.slurm.cancelled == []
+    (request,) = world.slurm.submitted
+    assert g.GangIdentity.parse(request.admin_comment).owner == OWNER
 
 
 def test_a_member_finishing_wakes_its_gang_and_the_kubelets_other_status_does_not():
@@ -499,7 +548,7 @@ def hooks(world):
     gone = world.gone = PodGone(world.scheduler.pods.by_uid)
     app = create_hooks_app(hooks_blueprint(
         secret=CONFIG.hook_secret, jobs=world.index,
-        parse_uid=lambda extra: (identity_parser(CONFIG)(extra) or (None, False))[0],
+        parse_uid=lambda job: (identity_parser(CONFIG)(job) or (None, False))[0],
         pod_by_uid=world.scheduler.pods.by_uid, delete_pod=lambda pod, why: deleted.append(pod["metadata"]["name"]),
         slurm=slurm, gone=gone, observe=lambda job, at: observed.append(job), ready=lambda: True,
         gang_holders=world.scheduler.gang_holders))
@@ -533,7 +582,7 @@ def test_as_the_job_ends_every_member_it_placed_is_deleted_and_waited_for(hooks)
 
 def test_only_the_nodes_whose_member_outlived_killwait_are_drained(hooks):
     client, world, slurm, _, _ = hooks
-    slurm.jobs[7] = Job(id=7, state="CANCELLED", nodes="node[1-3]", extra=slurm.jobs[7].extra)
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", nodes="node[1-3]", admin_comment=slurm.jobs[7].admin_comment)
     world.pods[1]["status"]["phase"] = "Succeeded"  # train-1 finished
     del world.pods[0]  # train-0 is gone; train-2 outlived KillWait
     response = client.post("/api/v1/jobs/7/drain", headers=GANG_AUTH)
@@ -576,8 +625,9 @@ def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypat
         assert (desc["minimum_nodes"], desc["maximum_nodes"], desc["tasks"], desc["cpus_per_task"]) == (3, 3, 3, 40)
         assert desc["name"] == "k8s:team/job/train" and desc["partition"] == "batch"
         job_id = world.index.view(OWNER).expected_job_id
-        # Slurm allocates three nodes and the placeholder marks the job started.
-        fake.put_job(job_id, state=("RUNNING",), nodes="node[2-4]", extra=desc["extra"] + ": started",
+        assert "extra" not in desc and g.GangIdentity.parse(desc["admin_comment"]).owner == OWNER
+        # Slurm allocates three nodes and runs the job past its prolog (its reason "None").
+        fake.put_job(job_id, state=("RUNNING",), nodes="node[2-4]", admin_comment=desc["admin_comment"],
                      allocation=[(f"node{i}", 40, 1024) for i in (2, 3, 4)])
         job = slurm.get_job(job_id)
         assert world.index.upsert(job, observed_at=time.monotonic()) == OWNER
@@ -593,13 +643,13 @@ def test_nothing_for_a_gang_with_no_member_and_no_job(world):
     assert isinstance(world.scheduler.gang_placement(OWNER)[1], Nothing)
 
 
-def test_a_gang_too_large_for_one_jobs_extra_is_told_so_at_once(world):
+def test_a_gang_too_large_for_one_jobs_identity_is_told_so_at_once(world):
     world.k8s_jobs[0] = batch_job(parallelism=500)
     world.pods += [member(0)]
     world.scheduler.reconcile(OWNER)
     ((name, reason, message),) = world.recorder.events
     assert (name, reason) == ("train-0", "FailedValidation")
-    assert "a gang of 500 members does not fit one Slurm job's Extra (1024 bytes" in message
+    assert "a gang of 500 members does not fit one Slurm job's identity (1024 bytes" in message
     assert world.slurm.submitted == []
 
 
@@ -654,7 +704,8 @@ class LosingSlurm(Slurm):
     def submit_job(self, request):
         job_id = super().submit_job(request)
         if self.make:
-            self.made.append(Job(id=job_id, state="PENDING", state_reason="Priority", extra=request.extra))
+            self.made.append(Job(id=job_id, state="PENDING", state_reason="Priority",
+                                 admin_comment=request.admin_comment))
         if self.lose > 0:
             self.lose -= 1
             raise OutcomeUnknown(f"submit job {request.name}: slurmrestd did not answer within 30s")
@@ -673,7 +724,7 @@ def losing_world(monkeypatch, slurm):
 
 def test_a_gangs_submission_whose_answer_was_lost_is_looked_up_by_the_gangs_identity_not_made_twice(monkeypatch):
     """OutcomeUnknown: Slurm may have made the gang's job. The retry reads Slurm's jobs and adopts the one whose
-    Extra names the gang (its key, not any member's UID) before it would submit again."""
+    AdminComment names the gang (its key, not any member's UID) before it would submit again."""
     world = losing_world(monkeypatch, LosingSlurm())
     assert world.scheduler.reconcile(OWNER).requeue_after == reconciler.LOST_ANSWER_SETTLE
     assert world.index.view(OWNER).in_doubt and world.recorder.events == []

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from scheduler.jobindex import JobIndex
 from sunk.slurm.models import Job
+from sunk.translate.gang import has_started
 
 
-def parse(extra: str):
-    uid, _, rest = extra.partition(":")
-    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+def parse(job: Job):
+    """The owner from the AdminComment (a short stand-in for an identity), started from Slurm's state."""
+    uid = job.admin_comment
+    return (uid, has_started(job)) if uid.startswith("uid-") else None
 
 
 def job(state="RUNNING", started=False, id=7, uid="uid-a"):
-    return Job(id=id, state=state, nodes="node1" if state == "RUNNING" else "",
-               extra=f"{uid}: started" if started else uid)
+    """A RUNNING job not started yet is still in its prolog."""
+    return Job(id=id, state=state, nodes="node1" if state == "RUNNING" else "", admin_comment=uid,
+               state_reason="Prolog" if state == "RUNNING" and not started else "")
 
 
 def test_a_list_requested_before_the_hook_does_not_undo_what_the_hook_saw():
     index = JobIndex(parse)
     assert index.upsert(job(started=True), observed_at=20.0) == "uid-a"
-    # The cache's list left at t=15, before the job was marked started, and lands now.
+    # The cache's list left at t=15, before Slurm started the job, and lands now.
     assert index.upsert(job(state="PENDING"), observed_at=15.0) is None
     assert [j.state for j in index.view("uid-a").jobs] == ["RUNNING"]
     assert index.view("uid-a").started[7]
@@ -76,7 +79,7 @@ def test_removals_are_remembered_for_the_ttl_only():
 
 def test_jobs_that_are_not_placeholders_are_not_indexed():
     index = JobIndex(parse)
-    assert index.upsert(Job(id=3, extra="someone else's"), observed_at=1.0) is None
+    assert index.upsert(Job(id=3, admin_comment="someone else's"), observed_at=1.0) is None
     assert index.uid_of(3) is None and index.uids() == set()
 
 
@@ -144,3 +147,45 @@ def test_settling_keeps_a_later_observation():
     index.doubt("uid-a")
     assert index.settle("uid-a", [job(state="PENDING")], observed_at=10.0) == (7,)
     assert [j.state for j in index.view("uid-a").jobs] == ["RUNNING"]
+
+
+# -- with the scheduler's own parser (scheduler.assembly.identity_parser) -------------------------------------
+
+def real_index():
+    from scheduler.assembly import identity_parser
+    from scheduler.config import SchedulerConfig
+
+    return JobIndex(identity_parser(SchedulerConfig("s", b"x" * 16, "http://h")))
+
+
+def identity(uid="uid-a"):
+    from sunk.translate.podjob import PlaceholderIdentity
+
+    return PlaceholderIdentity(uid=uid, namespace="ns", name="p", scheduler="s").encode()
+
+
+def test_an_identity_in_a_jobs_extra_is_no_identity():
+    """A tenant who copies a placeholder's Extra onto an older held job of theirs must not make it a second job
+    of the Pod (the scheduler would cancel the real one as a duplicate, or delete the Pod): Extra is the
+    job's user's to write, only AdminComment is read."""
+    index = real_index()
+    forged = Job(id=5, state="PENDING", state_reason="JobHeldUser", extra=identity())
+    assert index.upsert(forged, observed_at=1.0) is None
+    assert index.uid_of(5) is None and index.uids() == set()
+    index.doubt("uid-a")
+    assert index.settle("uid-a", [forged], observed_at=2.0) == ()  # not found by a lookup either
+    assert index.upsert(Job(id=7, state="PENDING", admin_comment=identity()), observed_at=3.0) == "uid-a"
+    assert [j.id for j in index.view("uid-a").jobs] == [7]
+
+
+def test_started_is_slurms_word_not_the_jobs():
+    """Running is not started while the prolog (which locks the node) runs, whatever the job's Extra says."""
+    index = real_index()
+    steps = [
+        (Job(id=7, state="RUNNING", state_flags=("CONFIGURING",), admin_comment=identity()), False),
+        (Job(id=7, state="RUNNING", state_reason="Prolog", admin_comment=identity(), extra=": started"), False),
+        (Job(id=7, state="RUNNING", admin_comment=identity()), True),  # the prolog ended
+    ]
+    for observed_at, (running, started) in enumerate(steps, start=1):
+        assert index.upsert(running, observed_at=float(observed_at)) == "uid-a"
+        assert index.view("uid-a").started == {7: started}, running

@@ -128,7 +128,7 @@ class CancelSlurm:
         from sunk.slurm.models import Job
 
         self.down = False
-        self.job = Job(id=7, state="RUNNING", nodes="node1", extra="uid-gone: started")
+        self.job = Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-gone")
         self.cancelled = threading.Event()
 
     def _reachable(self, what: str) -> None:
@@ -164,10 +164,10 @@ def test_a_job_whose_pod_was_deleted_during_the_outage_is_cancelled_as_soon_as_s
     from sunk.controller.runtime import Controller
     from sunk.controller.workqueue import ItemExponentialRateLimiter, WorkQueue
     from sunk.slurm.cache import JOB, SlurmCache
+    from sunk.translate.gang import has_started
 
-    def parse(extra):
-        uid, _, rest = extra.partition(":")
-        return uid, rest.strip() == "started"
+    def parse(job):  # (the AdminComment a short stand-in for an identity)
+        return job.admin_comment, has_started(job)
 
     slurm = CancelSlurm()
     cache = SlurmCache(slurm, interval=0.05, kinds=(JOB,))  # type: ignore[arg-type]

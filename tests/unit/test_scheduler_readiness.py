@@ -71,44 +71,50 @@ def test_slurm_staleness_shows_on_metrics(assembly, monkeypatch):
     assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_age_seconds") == float("inf")
 
 
-def test_the_job_cache_rereads_placeholders_until_they_are_marked_started(assembly):
-    """The mark is a change of Extra, not of state: the job state list cannot show it."""
-    from scheduler.assembly import awaiting_start_mark
+def test_the_job_cache_rereads_placeholders_until_slurm_shows_them_started(assembly):
+    """The prolog's end changes the job's reason, not its state: the job state list cannot show it."""
+    from scheduler.assembly import awaiting_start
     from sunk.slurm.models import Job
 
     (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
     reread = cache.reread
     ours = "sunk-pod=u1 ns=default name=p sched=s"
-    assert reread(Job(id=1, state="RUNNING", extra=ours))
-    assert not reread(Job(id=1, state="RUNNING", extra=ours + ": started"))
-    assert not reread(Job(id=1, state="PENDING", extra=ours))  # starting changes the state: seen anyway
-    assert not reread(Job(id=1, state="RUNNING", extra="sunk-pod=u1 ns=default name=p sched=another"))
-    assert not reread(Job(id=1, state="RUNNING", extra="a user's own Extra"))
+    assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=ours))
+    assert reread(Job(id=1, state="RUNNING", state_flags=("CONFIGURING",), admin_comment=ours))  # nodes booting
+    assert not reread(Job(id=1, state="RUNNING", admin_comment=ours))  # the prolog ended: started
+    assert not reread(Job(id=1, state="PENDING", admin_comment=ours))  # starting changes the state: seen anyway
+    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog",
+                          admin_comment="sunk-pod=u1 ns=default name=p sched=another"))
+    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=ours))  # a user's Extra names no Pod
+    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="an operator's note"))
     assert cache.job_full_every == 300.0
-    assert awaiting_start_mark(lambda extra: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
+    assert awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", admin_comment="sunk-pod=x"))
+    assert not awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
 
 
-def test_a_gangs_placeholder_is_reread_too_until_it_is_marked_started():
+def test_a_gangs_placeholder_is_reread_too_until_slurm_shows_it_started():
     """A gang's job (``sunk-gang=``) whose started call was lost binds its members at a refresh, not at the next
-    full job list (it was never reread: its Extra has no ``sunk-pod=``)."""
-    from scheduler.assembly import awaiting_start_mark, identity_parser
+    full job list (it was never reread: its identity has no ``sunk-pod=``)."""
+    from scheduler.assembly import awaiting_start, identity_parser
     from scheduler.config import SchedulerConfig
     from sunk.slurm.models import Job
     from sunk.translate.gang import GangIdentity
 
     config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")
-    reread = awaiting_start_mark(identity_parser(config))
+    reread = awaiting_start(identity_parser(config))
     gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
-    assert reread(Job(id=1, state="RUNNING", extra=gang))
-    assert not reread(Job(id=1, state="RUNNING", extra=gang + ": started"))
-    assert not reread(Job(id=1, state="PENDING", extra=gang))
+    assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=gang))
+    assert not reread(Job(id=1, state="RUNNING", admin_comment=gang))
+    assert not reread(Job(id=1, state="PENDING", admin_comment=gang))
     other = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="another").encode()
-    assert not reread(Job(id=1, state="RUNNING", extra=other))
+    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=other))
+    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=gang))
 
 
 def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_it(assembly):
-    """New jobs this process submitted, and its placeholders going from PENDING to RUNNING unmarked, wait for
-    the started call's read (SlurmCache.observe); ends, requeues, others' jobs and marked ones are read at once."""
+    """New jobs this process submitted, and its placeholders going from PENDING to RUNNING or still in their
+    prolog, wait for the started call's read (SlurmCache.observe); ends, requeues, others' jobs and started ones
+    are read at once."""
     from scheduler.config import STARTED_CALL_PATIENCE
     from sunk.slurm.models import Job, JobState
 
@@ -121,17 +127,19 @@ def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_
     assert wait(5, None, running) == STARTED_CALL_PATIENCE
     assert wait(6, None, pending) == 0.0  # not this process's submission
     assert wait(5, None, JobState("5", "CANCELLED")) == 0.0
-    assert wait(5, Job(id=5, extra=ours), running) == STARTED_CALL_PATIENCE  # its start
-    assert wait(5, Job(id=5, state="RUNNING", extra=ours), running) == STARTED_CALL_PATIENCE  # its mark (reread)
-    assert wait(5, Job(id=5, state="RUNNING", extra=ours + ": started"), running) == 0.0
-    assert wait(5, Job(id=5, state="RUNNING", extra=ours), pending) == 0.0  # requeued
-    assert wait(5, Job(id=5, state="RUNNING", extra=ours), JobState("5", "COMPLETED")) == 0.0
-    assert wait(5, Job(id=5, extra="sunk-pod=u1 ns=default name=p sched=another"), running) == 0.0
-    assert wait(5, Job(id=5, state="COMPLETED", extra=ours), running) == 0.0
+    assert wait(5, Job(id=5, admin_comment=ours), running) == STARTED_CALL_PATIENCE  # its start
+    prolog = Job(id=5, state="RUNNING", state_reason="Prolog", admin_comment=ours)
+    assert wait(5, prolog, running) == STARTED_CALL_PATIENCE  # its prolog's end (reread)
+    assert wait(5, Job(id=5, state="RUNNING", admin_comment=ours), running) == 0.0  # started
+    assert wait(5, prolog, pending) == 0.0  # requeued
+    assert wait(5, prolog, JobState("5", "COMPLETED")) == 0.0
+    assert wait(5, Job(id=5, admin_comment="sunk-pod=u1 ns=default name=p sched=another"), running) == 0.0
+    assert wait(5, Job(id=5, extra=ours), running) == 0.0  # an identity in Extra is none
+    assert wait(5, Job(id=5, state="COMPLETED", admin_comment=ours), running) == 0.0
 
 
 def test_no_patience_at_zero():
     """--started-call-patience=0s: the cache reads every job the state list asks for at once, as before."""
     from scheduler.assembly import awaiting_started_call
 
-    assert awaiting_started_call(lambda extra: ("u1", False), expected=lambda _job_id: True, patience=0.0) is None
+    assert awaiting_started_call(lambda job: ("u1", False), expected=lambda _job_id: True, patience=0.0) is None

@@ -23,6 +23,7 @@ from sunk.slurm.models import Job
 from sunk.translate import placeholder
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
+from sunk.translate.gang import has_started
 
 
 class Recorder:
@@ -33,9 +34,10 @@ class Recorder:
         self.events.append((reason, message))
 
 
-def parse(extra):
-    uid, _, rest = extra.partition(":")
-    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+def parse(job):
+    """The owner from the AdminComment (a short stand-in for an identity), started from Slurm's state."""
+    uid = job.admin_comment
+    return (uid, has_started(job)) if uid.startswith("uid-") else None
 
 
 def pod(uid="uid-a", node=None):
@@ -103,7 +105,7 @@ def world(build):
 
 def test_a_pod_bound_but_not_yet_seen_bound_is_not_bound_twice(world):
     scheduler, pods, jobs, recorder, binds = world
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
     scheduler.reconcile("uid-a")  # a cache event, before the Pod watch shows the binding
     assert binds == [("uid-a", "worker-1")]
@@ -117,7 +119,7 @@ def test_a_pod_bound_but_not_yet_seen_bound_is_not_bound_twice(world):
 def test_a_conflict_on_binding_is_left_to_the_pod_watch(world):
     scheduler, _, jobs, recorder, binds = world
     binds.append(("someone", "else"))  # the next bind answers 409
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     assert scheduler.reconcile("uid-a").requeue_after is None
     assert recorder.events == []  # no "Scheduled" for a binding that was not ours
 
@@ -126,7 +128,8 @@ def test_passing_waits_are_quiet_until_they_last(world, monkeypatch):
     scheduler, _, jobs, recorder, _ = world
     now = [1000.0]
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a"))  # prolog still running
+    # Running, its prolog (the node's lock) still in progress
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", state_reason="Prolog", admin_comment="uid-a"))
     result = scheduler.reconcile("uid-a")
     assert recorder.events == [] and result.requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)
     now[0] += reconciler.PASSING_WAIT_GRACE
@@ -138,11 +141,11 @@ def test_a_wait_that_ended_starts_its_grace_afresh_next_time(world, monkeypatch)
     scheduler, _, jobs, recorder, _ = world
     now = [1000.0]
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=1.0)
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", admin_comment="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")  # a passing wait begins
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="ReqNodeNotAvail", extra="uid-a"), observed_at=2.0)
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="ReqNodeNotAvail", admin_comment="uid-a"), observed_at=2.0)
     scheduler.reconcile("uid-a")  # a lasting reason: reported, the passing wait is over
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"), observed_at=3.0)
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", admin_comment="uid-a"), observed_at=3.0)
     now[0] += reconciler.PASSING_WAIT_GRACE
     scheduler.reconcile("uid-a")  # passing again: a new grace, no Event yet
     assert [m for _, m in recorder.events] == ["Slurm job 7: ReqNodeNotAvail"]
@@ -153,7 +156,7 @@ def test_a_wait_that_changes_passing_reasons_is_reported_after_one_grace(world, 
     now = [1000.0]
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
     for step, reason in enumerate(["Priority", "Resources", "Priority"]):
-        jobs.upsert(Job(id=7, state="PENDING", state_reason=reason, extra="uid-a"), observed_at=float(step))
+        jobs.upsert(Job(id=7, state="PENDING", state_reason=reason, admin_comment="uid-a"), observed_at=float(step))
         scheduler.reconcile("uid-a")
         now[0] += reconciler.PASSING_WAIT_GRACE / 2
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: Priority")]
@@ -161,7 +164,7 @@ def test_a_wait_that_changes_passing_reasons_is_reported_after_one_grace(world, 
 
 def test_slurm_reasons_are_reported_at_once(world):
     scheduler, _, jobs, recorder, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="QOSMaxCpuPerUserLimit", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="QOSMaxCpuPerUserLimit", admin_comment="uid-a"))
     assert scheduler.reconcile("uid-a").requeue_after == reconciler.WAITING_RESYNC
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: QOSMaxCpuPerUserLimit")]
 
@@ -177,7 +180,7 @@ def test_a_submission_writes_nothing_to_the_pod(world, writes):
 def test_a_quick_binding_is_the_only_write(world, writes):
     scheduler, _, jobs, _, _ = world
     scheduler.reconcile("uid-a")
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
     assert writes == [("bind", "uid-a", "worker-1")]
 
@@ -186,7 +189,7 @@ def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatc
     scheduler, _, jobs, recorder, _ = world
     now = [1000.0]
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="None", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")  # passing: neither an Event nor a write yet
     assert writes == []
     now[0] += reconciler.PASSING_WAIT_GRACE
@@ -197,14 +200,14 @@ def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatc
 
 def test_a_slurm_reason_records_the_job_id_at_once(world, writes):
     scheduler, _, jobs, _, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="JobHeldAdmin", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="JobHeldAdmin", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
     assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
 
 
 def test_a_burst_waiting_for_the_next_scheduling_pass_writes_nothing(world, writes):
     scheduler, _, jobs, recorder, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="Priority", extra="uid-a"))
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="Priority", admin_comment="uid-a"))
     assert scheduler.reconcile("uid-a").requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)
     assert writes == [] and recorder.events == []
 
@@ -213,7 +216,7 @@ def test_a_burst_waiting_for_the_next_scheduling_pass_writes_nothing(world, writ
 def test_the_lock_toleration_comes_before_the_binding_only_where_the_lock_evicts(build, writes, evicts):
     asked = []
     scheduler, _, jobs, _, _ = build(must_tolerate_lock=lambda node: asked.append(node) or evicts)
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
     assert asked == ["worker-1"]
     expected = [("record", "uid-a", ({}, True))] if evicts else []
@@ -255,7 +258,7 @@ def test_the_submission_is_the_placeholder_job_with_this_schedulers_settings(bui
 def test_placement_reads_without_forgetting_and_the_reconcile_forgets_once_the_watch_shows_the_binding(world):
     """The extender's verbs call placement() from their HTTP threads: it must change nothing."""
     scheduler, pods, jobs, _, binds = world
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
     assert scheduler.binder.assumed_node("uid-a") == "worker-1"
     pods[0] = pod(node="worker-1")
@@ -270,15 +273,15 @@ def test_placement_reads_without_forgetting_and_the_reconcile_forgets_once_the_w
 def test_a_pod_assumed_bound_is_judged_as_bound(world):
     """Between the binding and the watch, a requeued job is a preemption, not a Pod to validate or bind."""
     scheduler, pods, jobs, _, _ = world
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"), observed_at=1.0)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="BeginTime", extra="uid-a"), observed_at=2.0)
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="BeginTime", admin_comment="uid-a"), observed_at=2.0)
     assert scheduler.placement(pods[0], "uid-a") == DeletePod("Preempted", "Slurm requeued job 7 (BeginTime)")
 
 
 def test_a_failed_binding_is_tried_afresh(world, monkeypatch):
     scheduler, _, jobs, recorder, _ = world
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     bind = kubeops.bind
 
     def fails(*_args):
@@ -296,12 +299,73 @@ def test_a_failed_binding_is_tried_afresh(world, monkeypatch):
 
 def test_a_pod_that_is_gone_is_forgotten(world):
     scheduler, pods, jobs, _, _ = world
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"), observed_at=1.0)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")
     pods.clear()
     jobs.remove(7, observed_at=2.0)
     scheduler.reconcile("uid-a")  # Pod and job both gone
     assert scheduler.binder.assumed_node("uid-a") is None
+
+
+class CancelRecorder(Slurm):
+    """Accepts every submission and records every cancellation."""
+
+    def __init__(self):
+        super().__init__()
+        self.cancelled = []
+
+    def cancel_job(self, job_id, signal=None):
+        self.cancelled.append(job_id)
+
+
+def identity_parsed(config):
+    """(the scheduler's own identity parser, uid-a's placeholder identity as it submits it)."""
+    from scheduler.assembly import identity_parser
+    from sunk.translate.podjob import PlaceholderIdentity
+
+    text = PlaceholderIdentity(uid="uid-a", namespace="ns", name="p", scheduler=config.scheduler_name).encode()
+    return identity_parser(config), text
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["bound-pod", "pod-waiting-to-bind"])
+def test_an_identity_forged_in_a_held_jobs_extra_is_ignored(build, writes, monkeypatch, bound):
+    """A tenant copies a placeholder's Extra onto an older job of theirs, held: were it read, that job would be
+    the Pod's oldest, the real placeholder cancelled as its duplicate and the Pod deleted as requeued. Extra is
+    the job's user's; only AdminComment (written by Slurm's admins alone) names a Pod."""
+    monkeypatch.setattr(kubeops, "delete_pod", lambda api, obj: writes.append(("delete", obj["metadata"]["uid"], None)))
+    monkeypatch.setattr(kubeops, "mark_unschedulable",
+                        lambda api, obj, message: writes.append(("unschedulable", obj["metadata"]["uid"], message)))
+    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    parse, identity = identity_parsed(config)
+    scheduler, pods, jobs, recorder, binds = build(config=config, slurm=CancelRecorder(), jobs=JobIndex(parse))
+    if bound:
+        pods[0] = pod(node="worker-1")
+        pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    forged = Job(id=5, state="PENDING", state_reason="JobHeldUser", extra=identity)
+    assert parse(Job(id=5, state="PENDING", admin_comment=identity)) == ("uid-a", False)  # (the same text, read)
+    assert jobs.upsert(forged, observed_at=1.0) is None
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity), observed_at=1.0)
+    scheduler.reconcile("uid-a")
+    assert [j.id for j in jobs.view("uid-a").jobs] == [7]
+    assert scheduler.slurm.cancelled == [] and scheduler.slurm.submitted == []
+    assert writes == ([] if bound else [("bind", "uid-a", "worker-1")])  # neither deleted nor marked
+    assert [reason for reason, _ in recorder.events] == ([] if bound else ["Scheduled"])
+
+
+def test_a_running_job_is_bound_only_once_slurm_ends_its_prolog(build, writes):
+    """Running is not started: the prolog locks the node first. The job's reason says when it is over (Slurm's
+    word, which the job's user cannot write), not a mark the placeholder left."""
+    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    parse, identity = identity_parsed(config)
+    scheduler, _, jobs, _, binds = build(config=config, jobs=JobIndex(parse))
+    prolog = Job(id=7, state="RUNNING", nodes="node1", state_reason="Prolog", admin_comment=identity,
+                 extra=f"{identity}: started")  # (a mark in Extra is no evidence)
+    assert jobs.upsert(prolog, observed_at=1.0) == "uid-a"
+    scheduler.reconcile("uid-a")
+    assert binds == [] and writes == [] and jobs.view("uid-a").started == {7: False}
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity), observed_at=2.0)  # the prolog ended
+    scheduler.reconcile("uid-a")
+    assert binds == [("uid-a", "worker-1")]
 
 
 def test_slurmd_nodes_map_by_hostname_as_the_syncer_does():
@@ -331,7 +395,7 @@ class LosingSlurm:
         self.submitted.append(request)
         job_id = 6 + len(self.submitted)
         if self.make_job or self.lose == 0:
-            self.jobs.append(Job(id=job_id, state="PENDING", state_reason="Priority", extra="uid-a"))
+            self.jobs.append(Job(id=job_id, state="PENDING", state_reason="Priority", admin_comment="uid-a"))
         if self.lose > 0:
             self.lose -= 1
             raise OutcomeUnknown(f"submit job {request.name}: slurmrestd did not answer within 30s")
@@ -466,7 +530,7 @@ def stuck(build):
                                                    node_ready=lambda n: ready.get(n, False),
                                                    clock=lambda: now[0], **settings)
         pods[0] = stuck_pod()
-        jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started"))
+        jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
         return scheduler, recorder
 
     return make, now, ready

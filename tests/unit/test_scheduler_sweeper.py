@@ -23,15 +23,16 @@ class Pods:
         return list(self.objs)
 
 
-def parse(extra: str):
-    return (extra, False) if extra.startswith("uid-") else None
+def parse(job: Job):
+    """The owner from the AdminComment (a short stand-in for an identity)."""
+    return (job.admin_comment, False) if job.admin_comment.startswith("uid-") else None
 
 
 def test_each_sweep_enqueues_every_pod_and_every_job_owner_including_orphans():
     jobs = JobIndex(parse)
-    jobs.upsert(Job(id=1, state="RUNNING", extra="uid-bound"), observed_at=1.0)
-    jobs.upsert(Job(id=2, state="RUNNING", extra="uid-orphan-job"), observed_at=1.0)  # its Pod is gone
-    jobs.upsert(Job(id=3, state="RUNNING", extra="not ours"), observed_at=1.0)
+    jobs.upsert(Job(id=1, state="RUNNING", admin_comment="uid-bound"), observed_at=1.0)
+    jobs.upsert(Job(id=2, state="RUNNING", admin_comment="uid-orphan-job"), observed_at=1.0)  # its Pod is gone
+    jobs.upsert(Job(id=3, state="RUNNING", admin_comment="not ours"), observed_at=1.0)
     pods = PodIndex(Pods("uid-bound", "uid-orphan-pod"))  # the second one's job is gone
     sweeps: list[set[str]] = []
     seen: set[str] = set()

@@ -15,6 +15,7 @@ from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.fake import FakeSlurmrestd, Fault
 from sunk.slurm.models import Job, JobState
+from sunk.translate.gang import has_started
 
 
 class Clock:
@@ -74,7 +75,7 @@ def calls_by_path(fake, since):
 def test_one_changed_job_among_10000_costs_one_state_list_and_one_read_under_2_mb(fake, slurm_clock, clock):
     fake.pretty = False  # (only to fill the cache quickly; slurmrestd pretty-prints, as below)
     for job_id in range(1, 10_001):
-        fake.put_job(job_id, name=f"job-{job_id}", extra=f"sunk-pod=uid-{job_id} ns=default name=pod-{job_id}")
+        fake.put_job(job_id, name=f"job-{job_id}", admin_comment=f"sunk-pod=uid-{job_id} ns=default name=pod-{job_id}")
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
     assert cache.job_states and cache.refresh().ok and len(cache.jobs()) == 10_000
@@ -82,7 +83,7 @@ def test_one_changed_job_among_10000_costs_one_state_list_and_one_read_under_2_m
     fake.pretty = True
 
     fake.put_job(4242, name="job-4242", state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 1000)],
-                 extra="sunk-pod=uid-4242 ns=default name=pod-4242")
+                 admin_comment="sunk-pod=uid-4242 ns=default name=pod-4242")
     slurm_clock.tick()
     clock.tick()
     requests_before, sent_before = len(fake.state.requests), len(fake.state.sent)
@@ -107,7 +108,9 @@ def test_one_changed_job_among_10000_costs_one_state_list_and_one_read_under_2_m
 
 
 def placeholder_awaiting_start(job):
-    return job.state == "RUNNING" and job.extra.startswith("sunk-pod=") and not job.extra.endswith(": started")
+    """The scheduler's reread (scheduler.assembly.awaiting_start): a placeholder (its identity in AdminComment)
+    that Slurm runs and has not shown started (its prolog still runs): the end changes no state."""
+    return job.state == "RUNNING" and job.admin_comment.startswith("sunk-pod=") and not has_started(job)
 
 
 def test_events_are_those_of_full_lists_for_a_scripted_sequence(fake, slurm_clock, clock):
@@ -115,24 +118,24 @@ def test_events_are_those_of_full_lists_for_a_scripted_sequence(fake, slurm_cloc
     by_state = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=True,
                           reread=placeholder_awaiting_start)
     in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False, resync_every=3600)
-    fake.put_job(1, extra="sunk-pod=a ns=default name=a")
+    fake.put_job(1, admin_comment="sunk-pod=a ns=default name=a")
     fake.put_job(2)
     slurm_clock.tick()
     assert by_state.refresh().ok and in_full.refresh().ok
     seen_by_state, seen_in_full = record(by_state), record(in_full)
-    extra_a = "sunk-pod=a ns=default name=a"
+    identity_a = "sunk-pod=a ns=default name=a"
     steps = {
-        "submit": lambda: fake.put_job(3, extra="sunk-pod=c ns=default name=c"),
-        "start": lambda: fake.put_job(1, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 100)],
-                                      extra=extra_a),
-        "placeholder marks itself started (Extra only)": lambda: fake.put_job(
-            1, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 100)], extra=extra_a + ": started"),
+        "submit": lambda: fake.put_job(3, admin_comment="sunk-pod=c ns=default name=c"),
+        "start, in its prolog": lambda: fake.put_job(1, state=("RUNNING",), state_reason="Prolog", nodes="node1",
+                                                     allocation=[("node1", 1, 100)], admin_comment=identity_a),
+        "the prolog ends (the reason only)": lambda: fake.put_job(
+            1, state=("RUNNING",), nodes="node1", allocation=[("node1", 1, 100)], admin_comment=identity_a),
         "cancel": lambda: rest(fake).cancel_job(2),
         "complete, with COMPLETING": lambda: fake.put_job(1, state=("COMPLETED", "COMPLETING"), nodes="node1",
-                                                          extra=extra_a + ": started"),
-        "completed": lambda: fake.put_job(1, state=("COMPLETED",), nodes="node1", extra=extra_a + ": started"),
+                                                          admin_comment=identity_a),
+        "completed": lambda: fake.put_job(1, state=("COMPLETED",), nodes="node1", admin_comment=identity_a),
         "requeue of another": lambda: fake.put_job(3, state=("PENDING", "REQUEUED"),
-                                                   extra="sunk-pod=c ns=default name=c"),
+                                                   admin_comment="sunk-pod=c ns=default name=c"),
         "purge": lambda: fake.remove_job(2),
         "two at once": lambda: (fake.put_job(4), fake.remove_job(1)),
     }
@@ -171,8 +174,9 @@ def test_a_field_change_without_a_state_change_waits_for_the_full_list(fake, slu
 
 
 def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
-    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
-    fake.put_job(6, state=("RUNNING",), nodes="node1", extra="not ours")
+    fake.put_job(5, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment="sunk-pod=u ns=d name=p")
+    # An identity in a job's Extra (its user's to write) names no Pod: not a placeholder's, never reread
+    fake.put_job(6, state=("RUNNING",), state_reason="Prolog", nodes="node1", extra="sunk-pod=u ns=d name=p")
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start)
     cache.refresh()
@@ -182,15 +186,15 @@ def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
     cache.refresh()
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
     assert fake.state.requests[-1][:2] == ("GET", "job/5") and events == []  # read, and unchanged: no event
-    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p: started")
+    fake.put_job(5, state=("RUNNING",), nodes="node1", admin_comment="sunk-pod=u ns=d name=p")  # the prolog ended
     slurm_clock.tick()
     clock.tick()
     cache.refresh()
-    assert [(e.type, e.new.extra) for e in events] == [(CHANGED, "sunk-pod=u ns=d name=p: started")]
+    assert [(e.type, e.old.state_reason, e.new.state_reason) for e in events] == [(CHANGED, "Prolog", "")]
     requests_before = len(fake.state.requests)
     clock.tick()
     cache.refresh()
-    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # marked: no longer read
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # started: no longer read
 
 
 # -- a job that changes between the state list and its read ------------------------------------------------
@@ -524,7 +528,7 @@ def test_a_nudged_refresh_lists_states_and_reads_only_the_changed_jobs(fake, slu
     slurm_clock.tick()
     cache, stamp = checking_cache(fake, slurm_clock, clock)
     events = record(cache)
-    fake.put_job(11, extra="sunk-pod=u ns=d name=p")  # submitted by the caller, who nudges
+    fake.put_job(11, admin_comment="sunk-pod=u ns=d name=p")  # submitted by the caller, who nudges
     fake.put_job(3, state=("CANCELLED",))
     slurm_clock.tick()
     clock.tick()
@@ -769,7 +773,7 @@ def test_checks_end_when_a_periodic_full_list_grew_slower_than_the_interval(fake
 
 
 def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
-    fake.put_job(5, state=("RUNNING",), nodes="node1", extra="sunk-pod=u ns=d name=p")
+    fake.put_job(5, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment="sunk-pod=u ns=d name=p")
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start,
                        job_check_after=1)
@@ -793,7 +797,7 @@ def placeholder_patience(seconds):
     def wait(_job_id, held, listed):
         if listed.state not in ("PENDING", "RUNNING"):
             return 0.0
-        return seconds if held is None or not held.extra.endswith(": started") else 0.0
+        return seconds if held is None or not has_started(held) else 0.0
 
     return wait
 
@@ -808,13 +812,13 @@ def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(
                        reread=placeholder_awaiting_start)
     cache.refresh()
     events = record(cache)
-    fake.put_job(7, extra=PLACEHOLDER)
+    fake.put_job(7, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     clock.tick(0.5)
     requests_before = len(fake.state.requests)
     assert cache.refresh().events == 0  # new, and patient: not read yet
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1} and cache.job(7) is None
-    fake.put_job(7, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    fake.put_job(7, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)  # its prolog ended
     slurm_clock.tick()
     clock.tick(0.5)
     observed_at = clock.t
@@ -823,24 +827,24 @@ def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(
     requests_before = len(fake.state.requests)
     cache.refresh()
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # the observed record, not a read
-    assert [(e.type, e.key, e.new.state, e.new.extra, e.observed_at) for e in events] == [
-        (ADDED, 7, "RUNNING", PLACEHOLDER + ": started", observed_at)]
+    assert [(e.type, e.key, e.new.state, e.new.state_reason, e.new.admin_comment, e.observed_at) for e in events] == [
+        (ADDED, 7, "RUNNING", "", PLACEHOLDER, observed_at)]
     assert cache.job(7).node_list == ("node1",)
     assert cache.stats().job_reads == 0 and cache.stats().job_reads_taken == 1
     clock.tick()
     requests_before = len(fake.state.requests)
-    assert cache.refresh().events == 0  # held and marked: nothing more to read
+    assert cache.refresh().events == 0  # held and started: nothing more to read
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
 
 
 def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_out(fake, slurm_clock, clock):
-    fake.put_job(8, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    fake.put_job(8, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
                        reread=placeholder_awaiting_start, job_check_after=1)
     cache.refresh()  # (the first refresh is a full list)
     events = record(cache)
-    fake.put_job(8, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")  # the mark: no state change
+    fake.put_job(8, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)  # the prolog ends: no state change
     slurm_clock.tick()
     reads = []
     for _ in range(5):
@@ -850,17 +854,17 @@ def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_
         calls = calls_by_path(fake, requests_before)
         assert ("GET", "diag/") not in calls and ("GET", "jobs/") not in calls, calls  # never idle meanwhile
         reads.append(calls.get(("GET", "job/ID"), 0))
-    assert reads == [0, 0, 0, 1, 0]  # first asked for at the first refresh, read 3 s later, then marked
-    assert [(e.type, e.new.extra) for e in events] == [(CHANGED, PLACEHOLDER + ": started")]
+    assert reads == [0, 0, 0, 1, 0]  # first asked for at the first refresh, read 3 s later, then started
+    assert [(e.type, e.old.state_reason, e.new.state_reason) for e in events] == [(CHANGED, "Prolog", "")]
 
 
 def test_an_end_is_read_at_once_whatever_the_patience(fake, slurm_clock, clock):
-    fake.put_job(9, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    fake.put_job(9, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
     cache.refresh()
     events = record(cache)
-    fake.put_job(9, state=("CANCELLED",), nodes="node1", extra=PLACEHOLDER + ": started")
+    fake.put_job(9, state=("CANCELLED",), nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     clock.tick()
     cache.refresh()
@@ -870,13 +874,13 @@ def test_an_end_is_read_at_once_whatever_the_patience(fake, slurm_clock, clock):
 def test_an_observed_record_that_the_state_list_contradicts_is_never_taken(fake, slurm_clock, clock):
     """Older than the state list: dropped (the job moved on); newer: kept for the next state list; older
     than the record held: ignored."""
-    fake.put_job(10, extra=PLACEHOLDER)
+    fake.put_job(10, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
     cache.refresh()
     events = record(cache)
     stale = read_of(fake, 10)  # PENDING
-    fake.put_job(10, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    fake.put_job(10, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache.observe(stale, clock.t + 0.5)  # read after the held list, before this state list: contradicted
     clock.tick()
@@ -906,7 +910,7 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
             return list(listed)
 
         def list_jobs(self, updated_since=None):
-            return Snapshot([Job(id=11, extra=PLACEHOLDER)], 0)
+            return Snapshot([Job(id=11, admin_comment=PLACEHOLDER)], 0)
 
         list_nodes = list_jobs
 
@@ -918,8 +922,8 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
                        job_check_after=math.inf)
     cache.refresh()
     events = record(cache)
-    cache.observe(Job(id=11, state="RUNNING", extra=PLACEHOLDER + ": started"), clock.t + 0.5)  # later than the list
-    cache.observe(Job(id=12, state="RUNNING", extra=PLACEHOLDER + ": started"), clock.t + 0.5)  # and not in it
+    cache.observe(Job(id=11, state="RUNNING", admin_comment=PLACEHOLDER), clock.t + 0.5)  # later than the list
+    cache.observe(Job(id=12, state="RUNNING", admin_comment=PLACEHOLDER), clock.t + 0.5)  # and not in it
     cache.refresh()  # (the clock stands still: this state list began before those reads)
     assert events == []
     listed[:] = [state("11", "RUNNING"), state("12", "RUNNING")]
@@ -929,38 +933,38 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
 
 
 def test_an_observed_record_older_than_the_record_held_never_replaces_it(fake, slurm_clock, clock):
-    """Same state, but read before the cache's own read: the held record (marked) stays."""
-    fake.put_job(13, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    """Same state, but read before the cache's own read: the held record (started) stays."""
+    fake.put_job(13, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
-    unmarked = read_of(fake, 13)
+    in_prolog = read_of(fake, 13)
     read_at = clock.t - 1.0  # read before the full list below began
-    fake.put_job(13, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER + ": started")
+    fake.put_job(13, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)  # the prolog ended
     slurm_clock.tick()
     cache.refresh()
     events = record(cache)
-    cache.observe(unmarked, read_at)
+    cache.observe(in_prolog, read_at)
     clock.tick()
     cache.refresh()
-    assert events == [] and cache.job(13).extra == PLACEHOLDER + ": started"
+    assert events == [] and has_started(cache.job(13))
 
 
 def test_an_observed_record_older_than_a_state_list_that_contradicts_it_is_dropped(fake, slurm_clock, clock):
     """Not kept for a later list: a job requeued and started again elsewhere would be shown on its old node."""
-    fake.put_job(14, extra=PLACEHOLDER)
+    fake.put_job(14, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(0.0))
     cache.refresh()
-    fake.put_job(14, state=("RUNNING",), nodes="node1", extra=PLACEHOLDER)
+    fake.put_job(14, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
     first_start = read_of(fake, 14)
     read_at = clock.t + 0.5
-    fake.put_job(14, extra=PLACEHOLDER)  # requeued before any state list saw it run
+    fake.put_job(14, admin_comment=PLACEHOLDER)  # requeued before any state list saw it run
     slurm_clock.tick()
     clock.tick()
     cache.observe(first_start, read_at)  # older than the next state list, which shows PENDING
     cache.refresh()
     assert cache.job(14).state == "PENDING"
-    fake.put_job(14, state=("RUNNING",), nodes="node2", extra=PLACEHOLDER)  # started again, elsewhere
+    fake.put_job(14, state=("RUNNING",), nodes="node2", admin_comment=PLACEHOLDER)  # started again, elsewhere
     slurm_clock.tick()
     clock.tick()
     cache.refresh()
@@ -969,7 +973,7 @@ def test_an_observed_record_older_than_a_state_list_that_contradicts_it_is_dropp
 
 def test_observe_keeps_nothing_where_no_state_list_would_take_it(fake, slurm_clock, clock):
     """Jobs listed in full, or a state list Slurm refuses: observed records would only pile up."""
-    fake.put_job(12, extra=PLACEHOLDER)
+    fake.put_job(12, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
     in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False)
     in_full.refresh()
@@ -985,7 +989,7 @@ def test_observe_keeps_nothing_where_no_state_list_would_take_it(fake, slurm_clo
             raise SlurmError("404 /jobs/state")
 
         def list_jobs(self, updated_since=None):
-            return Snapshot([Job(id=12, extra=PLACEHOLDER)], 0)
+            return Snapshot([Job(id=12, admin_comment=PLACEHOLDER)], 0)
 
         list_nodes = list_jobs
 

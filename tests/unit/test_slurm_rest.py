@@ -274,6 +274,17 @@ def test_submit_sends_the_request_and_returns_the_id(client, fake):
     assert client.get_job(job_id).extra == "uid=1"
 
 
+def test_submit_sends_admin_comment_and_the_job_shows_it(client, fake):
+    """The scheduler's identity of a placeholder travels in AdminComment and comes back there, not in Extra."""
+    job_id = client.submit_job(request(admin_comment="sunk-pod=u ns=a name=b"))
+    (desc,) = fake.state.submitted
+    assert desc["admin_comment"] == "sunk-pod=u ns=a name=b" and "extra" not in desc
+    job = client.get_job(job_id)
+    assert (job.admin_comment, job.extra) == ("sunk-pod=u ns=a name=b", "")
+    client.submit_job(request())
+    assert "admin_comment" not in fake.state.submitted[-1]
+
+
 def test_submit_refused_by_slurm(client):
     with pytest.raises(SlurmError) as err:
         client.submit_job(request(partition="nope"))

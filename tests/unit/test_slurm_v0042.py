@@ -72,6 +72,15 @@ def test_running_job_mapping_with_allocation_and_gpus_per_node():
     assert job.active
 
 
+def test_a_jobs_admin_comment_is_read_apart_from_its_extra():
+    """Identity is read from AdminComment alone: Extra, its user's to write, must not bleed into it."""
+    d = job_json(5, extra="sunk-pod=forged ns=a name=b", admin_comment="sunk-pod=u ns=a name=b sched=s")
+    job = v0042.parse_job(d)
+    assert (job.admin_comment, job.extra) == ("sunk-pod=u ns=a name=b sched=s", "sunk-pod=forged ns=a name=b")
+    assert v0042.parse_job({**d, "admin_comment": None}).admin_comment == ""
+    assert v0042.parse_job({k: v for k, v in d.items() if k != "admin_comment"}).admin_comment == ""
+
+
 def test_pending_job_flags_infinite_limit_and_no_allocation():
     job = v0042.parse_job(job_json(7, state=("PENDING", "REQUEUED"), state_reason="JobHeldUser", time_limit=None))
     assert job.state == "PENDING" and job.state_flags == {"REQUEUED"}
@@ -115,6 +124,14 @@ def test_job_desc_sets_only_what_was_asked():
                     "environment": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "cpus_per_task": 1}
 
 
+def test_job_desc_sends_admin_comment_only_when_set():
+    """A placeholder's identity goes to AdminComment (only a super user may submit one): never to Extra."""
+    identity = "sunk-pod=u ns=a name=b sched=s"
+    desc = v0042.job_desc(JobRequest(name="j", script="s", admin_comment=identity))
+    assert desc["admin_comment"] == identity and "extra" not in desc and "comment" not in desc
+    assert "admin_comment" not in v0042.job_desc(JobRequest(name="j", script="s"))  # None: left to Slurm
+
+
 def test_a_gangs_job_asks_for_exactly_n_nodes_with_one_task_each():
     desc = v0042.job_desc(JobRequest(name="j", script="s", node_count=3, cpus_per_task=40))
     assert (desc["minimum_nodes"], desc["maximum_nodes"], desc["tasks"], desc["cpus_per_task"]) == (3, 3, 3, 40)
@@ -127,7 +144,8 @@ def test_job_desc_full():
         name="j", script="s", partition="batch", account="a", qos="high", reservation="r", priority=5, user_id=1001,
         group_id=1001, cpus_per_task=2, memory_per_node=100, gpus_per_node=2, gpu_type="h100", constraints="X",
         prefer="Y", excluded_nodes=("node3",), required_nodes=("node1",), shared="none", time_limit=30,
-        comment="c", extra="e", requeue=False))
+        comment="c", extra="e", admin_comment="a", requeue=False))
+    assert (desc["comment"], desc["extra"], desc["admin_comment"]) == ("c", "e", "a")
     assert desc["tres_per_node"] == "gres/gpu:h100:2"
     assert desc["shared"] == ["none"]
     assert desc["priority"] == n(5) and desc["memory_per_node"] == n(100) and desc["time_limit"] == n(30)
@@ -166,6 +184,7 @@ def test_recorded_running_job_with_a_gpu():
     assert (job.id, job.name, job.state, job.nodes) == (16, "probe-1", "RUNNING", "node1")
     assert job.allocations == (JobAllocation("node1", cpus=1, memory=1000, gpus=1),)
     assert (job.extra, job.comment, job.shared, job.time_limit) == ("x=1", "c1", "user", 10)
+    assert job.admin_comment == ""  # (slurmctld's answer: an empty AdminComment, not a placeholder)
     assert job.tres_req == "cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1" and job.gpus == 1
     assert job.start_time and job.end_time == job.start_time + 600
 

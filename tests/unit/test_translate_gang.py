@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sunk import names
+from sunk.slurm.models import Job
 from sunk.translate import gang as g
 from sunk.translate import placeholder
 from sunk.translate.podjob import PlaceholderIdentity, validate_pod
@@ -84,7 +85,7 @@ def jobset_labels(name="js", rjob="workers", job_index=0, global_index=0, attemp
     ({}, {}, None, None),
     ({"app": "web"}, {}, {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u",
                           "controller": True}, None),
-    # a value that could not be one word of the job's Extra (the apiserver never lets one through)
+    # a value that could not be one word of the job's identity (the apiserver never lets one through)
     ({g.POD_GROUP: "has space"}, {}, None, None),
 ], ids=["job", "job-legacy-labels", "job-owner-reference", "job-opted-out", "job-opted-out-spaces", "lws-group",
         "lws-opted-out", "lws-without-group", "podgroup-over-job", "podgroup-over-lws", "jobset-whole",
@@ -316,7 +317,7 @@ def test_every_seed_annotation_is_compared():
         assert [d.field for d in g.disagreements(pods)] == [key]
 
 
-# -- the identity in the job's Extra ------------------------------------------------------------------------
+# -- the identity in the job's AdminComment ---------------------------------------------------------------
 def test_the_identity_round_trips_and_tells_its_members():
     identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=3,
                               members=tuple(g.member_tag(u) for u in ("a", "b", "c")), scheduler="sched")
@@ -324,28 +325,68 @@ def test_the_identity_round_trips_and_tells_its_members():
     assert text == (f"sunk-gang=job/{JOB_UID} ns=team size=3 members={g.member_tag('a')},{g.member_tag('b')},"
                     f"{g.member_tag('c')} sched=sched")
     assert g.GangIdentity.parse(text) == identity
-    assert g.GangIdentity.parse(text + ": started") == g.GangIdentity(
-        key=identity.key, namespace=NS, size=3, members=identity.members, scheduler="sched", started=True)
-    assert g.GangIdentity.parse(text + ": started: started").started  # a retried marker still reads started
+    assert g.GangIdentity.parse(f"  {text}\n") == identity  # (surrounding blanks are not part of it)
+    assert g.GangIdentity.parse(text + ": started") is None  # the old marker is no part of the format
     assert identity.includes("b") and not identity.includes("d")
     assert identity.owner == f"gang:team/job/{JOB_UID}"
 
 
-@pytest.mark.parametrize("extra", [
+@pytest.mark.parametrize("admin_comment", [
     "", "sunk-pod=uid ns=team name=p sched=s", "sunk-gang=job/u ns=team size=3 members=", "garbage",
     "sunk-gang=job/u ns=team size=x members=ab12", "sunk-gang=job/u ns=team size=3 members=XYZ",
 ])
-def test_anything_else_is_not_a_gangs_job(extra):
-    assert g.GangIdentity.parse(extra) is None
+def test_anything_else_is_not_a_gangs_job(admin_comment):
+    assert g.GangIdentity.parse(admin_comment) is None
 
 
 def test_a_single_pods_job_and_a_gangs_job_are_both_placeholders():
     single = PlaceholderIdentity(uid="u", namespace=NS, name="p", scheduler="s").encode()
     gang = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd")).encode()
-    assert g.is_placeholder(single) and g.is_placeholder(gang) and g.is_placeholder(gang + ": started")
-    assert not g.is_placeholder("user text") and not g.is_placeholder("")
+    assert g.is_placeholder(Job(id=1, admin_comment=single)) and g.is_placeholder(Job(id=2, admin_comment=gang))
+    assert g.identity_of(Job(id=1, admin_comment=single)) == PlaceholderIdentity.parse(single)
+    assert g.identity_of(Job(id=2, admin_comment=gang)) == g.GangIdentity.parse(gang)
+    assert not g.is_placeholder(Job(id=3, admin_comment="user text")) and not g.is_placeholder(Job(id=4))
     assert PlaceholderIdentity.parse(gang) is None  # neither reads as the other
     assert g.GangIdentity.parse(single) is None
+
+
+@pytest.mark.parametrize("field", ["extra", "comment"])
+def test_an_identity_the_jobs_user_could_write_makes_no_placeholder(field):
+    """Extra and Comment are the job's user's to rewrite: an identity there, however valid, is never read."""
+    single = PlaceholderIdentity(uid="u", namespace=NS, name="p", scheduler="s").encode()
+    gang = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="s").encode()
+    for text in (single, gang):
+        forged = Job(id=1, state="RUNNING", admin_comment="", **{field: text})
+        assert g.identity_of(forged) is None
+        assert not g.is_placeholder(forged)
+        assert g.is_placeholder(Job(id=1, state="RUNNING", admin_comment=text))  # (the same text where it counts)
+
+
+# -- started: Slurm's word, not the placeholder's ----------------------------------------------------------
+@pytest.mark.parametrize(("state", "flags", "reason", "started"), [
+    ("RUNNING", (), "", True),
+    ("RUNNING", (), "None", True),  # (what slurmrestd shows for no reason)
+    ("RUNNING", (), "Prolog", False),  # the prolog, which locks the node, still runs
+    ("RUNNING", ("CONFIGURING",), "", False),  # nodes booting or PrologSlurmctld running: before the prolog
+    ("RUNNING", ("CONFIGURING",), "Prolog", False),
+    ("PENDING", (), "Priority", False),
+    ("PENDING", (), "", False),
+    ("SUSPENDED", (), "", False),
+    ("COMPLETED", (), "", False),
+    ("CANCELLED", (), "", False),
+])
+def test_a_job_has_started_once_slurm_runs_it_past_its_prolog(state, flags, reason, started):
+    assert g.has_started(Job(id=7, state=state, state_flags=flags, state_reason=reason)) is started
+
+
+def test_nothing_the_jobs_user_writes_says_it_started():
+    """The old ': started' marker, written by the job's user or its script, is no evidence either way."""
+    identity = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="s").encode()
+    for text in (identity + ": started", ": started"):
+        assert not g.has_started(Job(id=7, state="RUNNING", state_reason="Prolog", admin_comment=identity,
+                                     extra=text, comment=text))
+        assert g.has_started(Job(id=7, state="RUNNING", state_reason="None", admin_comment=identity, extra=text))
+    assert g.has_started(Job(id=7, state="RUNNING", admin_comment=identity))  # (no marker needed)
 
 
 @pytest.mark.parametrize("bad", [
@@ -401,13 +442,14 @@ def test_a_gang_is_one_job_of_one_node_per_member_with_each_resources_maximum():
     assert request.tres_per_node == "gres/gpu:4"
     assert request.qos == "high" and request.partition == "batch" and request.requeue is False
     assert request.name == "k8s:team/job/train"
-    identity = g.GangIdentity.parse(request.extra)
+    assert request.extra is None  # (the user's: the identity is in the AdminComment)
+    identity = g.GangIdentity.parse(request.admin_comment)
     assert identity == g.GangIdentity(key=GANG.key, namespace=NS, size=3,
                                       members=tuple(g.member_tag(f"uid-train-{i}") for i in range(3)),
                                       scheduler="sched")
     variables = env(request)
     assert variables["SUNK_POD_UID"] == GANG.owner and variables["SUNK_HOOK_TOKEN"] == "token-of-the-gang"
-    assert variables["SUNK_EXTRA"] == request.extra and variables["SUNK_GANG"] == "3"
+    assert variables["SUNK_GANG"] == "3" and "SUNK_EXTRA" not in variables
     assert variables["SUNK_POD"] == "Job team/train"
 
 
@@ -436,16 +478,16 @@ def test_a_job_never_has_fewer_nodes_than_members():
 
 
 @pytest.mark.parametrize("namespace", ["t", "a" * 63])
-def test_the_largest_gang_is_the_one_whose_extra_slurm_still_takes(namespace):
+def test_the_largest_gang_is_the_one_whose_identity_still_fits(namespace):
     gang = g.Gang(g.KIND_JOB, namespace, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
     most = g.max_members(gang, "sunk-scheduler")
     assert 90 <= most <= 110
 
-    def extra(size):
+    def identity(size):
         return g.GangIdentity(key=gang.key, namespace=namespace, size=size, members=("0" * 8,) * size,
-                              scheduler="sunk-scheduler").encode() + names.STARTED_MARKER
+                              scheduler="sunk-scheduler").encode()
 
-    assert len(extra(most)) <= g.EXTRA_MAX < len(extra(most + 1))
+    assert len(identity(most)) <= g.IDENTITY_MAX < len(identity(most + 1))
 
 
 def test_a_gang_whose_leader_has_no_gpus_still_asks_for_the_typed_gres():

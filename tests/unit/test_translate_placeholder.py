@@ -39,13 +39,11 @@ def env(req):
 
 
 def test_the_environment_is_exactly_what_the_script_reads_in_order():
-    extra = PlaceholderIdentity(uid="uid-123", namespace="team", name="web", scheduler="sched").encode()
     assert request().environment == (
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "SUNK_HOOKS_URL=http://hooks:8000",
         "SUNK_HOOK_TOKEN=token-of-uid-123",
         "SUNK_POD_UID=uid-123",
-        f"SUNK_EXTRA={extra}",
         f"SUNK_KILL_WAIT={KILL_WAIT}",
         "SUNK_POD=team/web",
     )
@@ -62,7 +60,7 @@ def test_the_hooks_ca_is_set_only_when_given():
 def test_every_variable_the_script_requires_is_set():
     script = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
     required = set(re.findall(r'"\$\{(SUNK_[A-Z_]+):\?\}"', script))
-    assert required == {"SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_EXTRA", "SUNK_KILL_WAIT", "SUNK_POD"}
+    assert required == {"SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_KILL_WAIT", "SUNK_POD"}
     used = set(re.findall(r"SUNK_[A-Z_]+", script)) - {"SUNK_DRAIN_MARGIN"}  # (a test knob, with a default)
     assert used - {"SUNK_GANG"} <= set(env(request(hooks_ca_file="/ca.pem")))
     gang = placeholder.gang_job_request(Gang(KIND_JOB, "team", "train", "job/u", job_uid="u"), [make_pod()],
@@ -74,11 +72,13 @@ def test_the_token_is_taken_as_given_never_recomputed():
     assert env(request(hook_token="abc"))["SUNK_HOOK_TOKEN"] == "abc"
 
 
-def test_the_extra_in_the_environment_is_the_jobs_extra_with_the_scheduler_named():
+def test_the_identity_is_the_jobs_admin_comment_with_the_scheduler_named_and_never_in_its_extra():
+    """The script no longer marks the job started, so it needs no copy of the identity; Extra stays the user's."""
     req = request(scheduler="other-sched")
-    assert env(req)["SUNK_EXTRA"] == req.extra
-    identity = PlaceholderIdentity.parse(req.extra)
+    identity = PlaceholderIdentity.parse(req.admin_comment)
     assert identity == PlaceholderIdentity(uid="uid-123", namespace="team", name="web", scheduler="other-sched")
+    assert req.extra is None
+    assert "SUNK_EXTRA" not in env(req)
 
 
 def test_the_kill_wait_is_the_one_validated_against():

@@ -9,6 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sunk import names
+from sunk.slurm.models import Job
+from sunk.translate.gang import identity_of, is_placeholder
 from sunk.translate.podjob import PlaceholderIdentity, constraint, gpu_clauses, pod_to_job, validate_pod
 from sunk.translate.quantity import cpus, megabytes, parse_quantity
 
@@ -278,27 +280,45 @@ def test_a_feature_slurm_cannot_take_is_a_validation_error():
     assert problems and problems[0].field == "spec.affinity.nodeAffinity"
 
 
-# -- identity in Extra ----------------------------------------------------------------------------------
+# -- identity in AdminComment --------------------------------------------------------------------------
 _token = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
 
 
-@given(_token, _token, _token, st.one_of(st.just(""), _token), st.booleans())
-def test_identity_round_trips_with_and_without_the_started_marker(uid, namespace, name, scheduler, started):
+@given(_token, _token, _token, st.one_of(st.just(""), _token))
+def test_identity_round_trips(uid, namespace, name, scheduler):
     identity = PlaceholderIdentity(uid=uid, namespace=namespace, name=name, scheduler=scheduler)
-    text = identity.encode() + (names.STARTED_MARKER if started else "")
-    assert PlaceholderIdentity.parse(text) == PlaceholderIdentity(uid, namespace, name, scheduler, started)
+    assert PlaceholderIdentity.parse(identity.encode()) == PlaceholderIdentity(uid, namespace, name, scheduler)
 
 
-@pytest.mark.parametrize("extra", ["", "hello", '{"a": 1}', "sunk-pod=x", "sunk-pod=a ns=b", ": started"])
-def test_other_jobs_are_not_placeholders(extra):
-    assert PlaceholderIdentity.parse(extra) is None
+@pytest.mark.parametrize("admin_comment", [
+    "", "hello", '{"a": 1}', "sunk-pod=x", "sunk-pod=a ns=b", ": started",
+    "sunk-pod=a ns=b name=c: started",  # the old marker is no part of the format: the whole text must be one
+    "sunk-pod=a ns=b name=c sched=s: started",
+])
+def test_other_jobs_are_not_placeholders(admin_comment):
+    assert PlaceholderIdentity.parse(admin_comment) is None
 
 
-def test_the_job_carries_the_pods_identity():
-    assert PlaceholderIdentity.parse(job().extra) == PlaceholderIdentity("uid-123", "team", "web")
+def test_the_job_carries_the_pods_identity_in_its_admin_comment_and_leaves_its_extra_alone():
+    """AdminComment is written by Slurm's super users only; Extra is the job's user's to rewrite."""
+    request = job()
+    assert PlaceholderIdentity.parse(request.admin_comment) == PlaceholderIdentity("uid-123", "team", "web")
+    assert request.extra is None
     scoped = pod_to_job(make_pod(), script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
-    assert PlaceholderIdentity.parse(scoped.extra).scheduler == "sunk-a"
+    assert PlaceholderIdentity.parse(scoped.admin_comment).scheduler == "sunk-a"
+    assert scoped.extra is None
     assert job().name == "k8s:team/web"
+
+
+def test_a_job_with_a_valid_identity_in_its_extra_or_comment_only_is_not_a_placeholder():
+    """Its user could write either: a Pod's identity there must neither adopt nor cancel anything."""
+    text = PlaceholderIdentity(uid="uid-123", namespace="team", name="web", scheduler="sunk-a").encode()
+    for forged in (Job(id=1, state="RUNNING", extra=text), Job(id=1, state="RUNNING", comment=text),
+                   Job(id=1, state="RUNNING", extra=text, comment=text, admin_comment="")):
+        assert identity_of(forged) is None
+        assert not is_placeholder(forged)
+    assert identity_of(Job(id=1, state="RUNNING", admin_comment=text)) == PlaceholderIdentity.parse(text)
+    assert is_placeholder(Job(id=1, admin_comment=text))
 
 
 # -- typed GPUs (--gpu-types, SUNK's gpuTypes) -------------------------------------------------------------
