@@ -7,7 +7,9 @@ GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is go
 POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node (only
                                      while Slurm is ending the job), with the reason the
                                      Syncer lifts once the Pod is gone (and, for a Pod stuck
-                                     on a NotReady or gone Node, once that Node is Ready)
+                                     on a NotReady or gone Node, once that Node is Ready); a
+                                     node already out of service for a reason sunk did not
+                                     write is left as it is ("kept")
 GET  /healthz
 
 Until the Pod informer has synced, and while the process stops, every /api call answers 503
@@ -50,7 +52,7 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
-from sunk.translate.drains import PlaceholderDrain
+from sunk.translate.drains import PlaceholderDrain, held_by_another
 from sunk.translate.gang import is_gang_owner
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
@@ -228,14 +230,23 @@ def hooks_blueprint(
             # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
             reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
             drains = [(node, reason) for node in job.node_list]
+        kept: list[str] = []
         for node, reason in drains:
             try:
+                current = slurm.get_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
+                if held_by_another(current.drained, current.down, current.reason):
+                    log.warning("left %s as it is (%r), not drained for job %d: %s", node, current.reason, job_id,
+                                reason)
+                    kept.append(node)
+                    continue
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+            except NotFound:
+                continue
             except SlurmError as exc:
                 return error(503, f"could not drain {node}: {exc}")
             log.warning("drained %s: %s", node, reason)
-        nodes = [node for node, _ in drains]
-        return jsonify({"drained": nodes, "reason": drains[0][1] if drains else ""})
+        nodes = [node for node, _ in drains if node not in kept]
+        return jsonify({"drained": nodes, "kept": kept, "reason": drains[0][1] if drains else ""})
 
     def gang_drains(pods: list[Obj], job: Job) -> list[tuple[str, str]]:
         """Only the nodes whose member outlived KillWait, each with its own member's reason; a member whose

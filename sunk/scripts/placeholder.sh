@@ -59,21 +59,37 @@ on_term() {
     done
     log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
     if [[ "$(hook POST drain)" != 200 ]]; then
+        local reason node
         if [[ -n "${SUNK_GANG:-}" ]]; then
             # Which member outlived KillWait, and on which node, is the scheduler's to say. Without it:
             # every node of the allocation, naming the gang (SUNK_POD_UID is gang:NS/KEY); the Syncer
             # lifts it on each node once no member of the gang is left there and no job of it holds it.
-            scontrol update nodename="${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" state=drain \
-                reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID" \
-                || log "could not drain ${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}"
+            reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID"
         else
             # The scheduler is unreachable: the same reason its drain hook writes.
-            scontrol update nodename="$SLURMD_NODENAME" state=drain \
-                reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID" \
-                || log "could not drain $SLURMD_NODENAME"
+            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID"
         fi
+        for node in $(scontrol show hostnames "${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" 2>/dev/null \
+                      || echo "$SLURMD_NODENAME"); do
+            if foreign_drain "$node"; then
+                log "$node is out of service for a reason sunk did not write: left as it is"
+            else
+                scontrol update nodename="$node" state=drain reason="$reason" || log "could not drain $node"
+            fi
+        done
     fi
     exit 1
+}
+
+# foreign_drain NODE: the node is out of service (drained or down) for a reason sunk did not write (a
+# person's, NHC's, Slurm's own): it is left as it is, never given a "k8s:" reason the Syncer would lift
+# (sunk/translate/drains.py, held_by_another).
+foreign_drain() {
+    local line state reason
+    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
+    state=${line%%|*} reason=${line#*|}
+    case "$state" in drain*|down*) ;; *) return 1 ;; esac
+    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
 }
 trap on_term TERM
 

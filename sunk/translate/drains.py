@@ -205,6 +205,16 @@ def is_sunks(reason: str) -> bool:
     return reason.startswith(_P)
 
 
+def held_by_another(drained: bool, down: bool, reason: str) -> bool:
+    """Whether a node is out of service for a reason sunk did not write (a person's, NHC's, Slurm's own
+    ``Not responding``, the prolog's unprefixed one): then sunk leaves it as it is and writes no drain of
+    its own over it. Slurm keeps one reason per node, and a ``k8s:`` one written over an operator's
+    would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service. The
+    node keeps Slurm's jobs off it anyway. The same rule is written in bash in the placeholder script
+    and the prolog (``foreign_drain``)."""
+    return (drained or down) and bool(reason.strip()) and not is_sunks(reason)
+
+
 def parse(reason: str) -> Optional[SunkDrain]:
     """The sunk drain this reason states, or None for any other reason (a person's, NHC's, the Syncer's)."""
     if not reason.startswith(_P):

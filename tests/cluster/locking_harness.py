@@ -132,21 +132,33 @@ class HookScripts:
         (self.dir / "hooks.env").write_text(
             f"SUNK_SYNCER_URL={self.url}\nSUNK_HOOKS_TOKEN_FILE={self.inner}/tokens/%n\nSUNK_LOCK_TIMEOUT={seconds}\n")
 
-    def sbatch(self, node: str, script: str, *flags: str) -> int:
+    def sbatch(self, node: str, script: str, *flags: str, admin_comment: str | None = None) -> int:
         """Submit a batch job that runs our prolog and epilog, alone on ``node`` once other tests' jobs left it.
 
-        Alone (exclusive, on an idle node) so that the lock's history is this job's only.
+        Alone (exclusive, on an idle node) so that the lock's history is this job's only. ``admin_comment``
+        (where a placeholder's identity lives; sbatch has no option for it): submitted held, given it as root,
+        then released, so that it starts with it.
         """
         wait_for(lambda: self.cluster.slurm("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle", 120,
                  f"{node} to be idle", interval=1)
+        held = ("--hold",) if admin_comment is not None else ()
         out = self.cluster.slurm("sbatch", "--parsable", "-w", node, "--exclusive", "-o", "/dev/null",
-                                 f"--comment={self.marker}", *flags, "--wrap", script)
-        return int(out.stdout.strip().split(";")[0])
+                                 f"--comment={self.marker}", *held, *flags, "--wrap", script)
+        job = int(out.stdout.strip().split(";")[0])
+        if admin_comment is not None:
+            admin_hold(self.cluster, job, admin_comment)
+        return job
 
     def remove(self) -> None:
         for wrapper in self.wrappers:  # first, so no job runs a half-removed script
             wrapper.unlink(missing_ok=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def admin_hold(cluster: Any, job: int, admin_comment: str) -> None:
+    """Give a held job its AdminComment (as root, a Slurm super user) and release it."""
+    cluster.slurm("scontrol", "update", f"jobid={job}", f"AdminComment={admin_comment}")
+    cluster.slurm("scontrol", "release", str(job))
 
 
 def new_token() -> str:

@@ -17,6 +17,7 @@ from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
     HookScripts,
     SyncerProcess,
+    admin_hold,
     lock_value,
     new_token,
     running_syncer,
@@ -30,8 +31,9 @@ from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
+from sunk.slurm.v0042 import parse_job
 from sunk.translate import drains
-from sunk.translate.gang import GangIdentity, member_tag
+from sunk.translate.gang import GangIdentity, has_started, member_tag
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
 
@@ -238,8 +240,22 @@ def test_a_job_extra_its_user_wrote_never_drains_the_node(dev_cluster, kube_api,
     wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
 
 
+def test_a_placeholders_identity_in_a_jobs_extra_takes_the_normal_lock(dev_cluster, kube_api, scripts, namespace):
+    """Extra is the job's user's: a job whose Extra reads as a placeholder's identity (copied from a real one)
+    is an ordinary job to the lock service and the Syncer. It takes the normal lock, never the strict one that
+    only a placeholder (its identity in AdminComment, which only Slurm's super users write) may ask for."""
+    unlocked(kube_api, dev_cluster, "node3")
+    identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+    with History(kube_api, "node3", namespace) as history:
+        job = scripts.sbatch("node3", "sleep 3", f"--extra={identity}")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to run and end")
+        wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
+    seq = history.sequence()
+    assert "locked" in seq and "locked_strict" not in seq, seq
+
+
 def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api, scripts, namespace):
-    """Strict lock (the job's Extra names a Pod): the job starts only once evicted Pods are gone;
+    """Strict lock (the job's AdminComment names a Pod): the job starts only once evicted Pods are gone;
     a Pod placed by the SUNK Pod Scheduler for a job of the node stays, and a job-id annotation
     written by hand for a job the node does not run keeps nothing."""
     unlocked(kube_api, dev_cluster, "node3")
@@ -251,9 +267,16 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
-        job = scripts.sbatch("node3", f"date +%s.%N > {marker}", f"--extra={identity}")
+        job = scripts.sbatch("node3", f"date +%s.%N > {marker}", admin_comment=identity)
         make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: str(job)})
-        wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
+        seen: list[tuple[str, str, bool]] = []  # (state, reason, has_started) while the prolog holds the job
+
+        def script_started() -> bool:
+            record = parse_job(slurm_job(dev_cluster, job))
+            seen.append((record.state, record.state_reason, has_started(record)))
+            return chroot_file(dev_cluster, marker).exists()
+
+        wait_for(script_started, 40, "the job's script to start")
         # (checked while its job runs: once the job ended, its Pod is no longer vouched for; the
         # scheduler deletes a placeholder's Pod with its job anyway)
         kept = get_pod(kube_api, namespace, "slurm-job-pod")
@@ -270,10 +293,13 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     assert kept is not None and not kept["metadata"].get("deletionTimestamp"), "a SUNK-scheduled Pod was evicted"
     assert "slurm-job-pod" not in history.evicted or history.evicted["slurm-job-pod"] > started
     assert "squatter" in history.evicted, "a hand-written job-id kept a Pod on a node Slurm needed"
+    # What the scheduler binds by (gang.has_started): Slurm runs the job during its prolog, with reason Prolog,
+    # and shows it started only once the prolog, so the strict lock, is done.
+    assert ("RUNNING", "Prolog", False) in seen, seen
 
 
 def test_a_gangs_placeholder_locks_every_node_of_its_allocation_strictly(dev_cluster, kube_api, scripts, namespace):
-    """A gang's job (its Extra names a gang, sunk/translate/gang.py) holds two nodes: the prolog runs on both
+    """A gang's job (its AdminComment names a gang, sunk/translate/gang.py) holds two nodes: the prolog runs on both
     (PrologFlags=Alloc), each is locked strictly, and the batch script starts only once both are."""
     for node in ("node3", "node4"):
         unlocked(kube_api, dev_cluster, node)
@@ -284,9 +310,9 @@ def test_a_gangs_placeholder_locks_every_node_of_its_allocation_strictly(dev_clu
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     seen: dict[str, set] = {"node3": set(), "node4": set()}
     out = dev_cluster.slurm("sbatch", "--parsable", "-N", "2", "-w", "node[3-4]", "--exclusive", "-o", "/dev/null",
-                            f"--comment={scripts.marker}", f"--extra={identity}", "--wrap",
-                            f"date +%s.%N > {marker}; sleep 5")
+                            f"--comment={scripts.marker}", "--hold", "--wrap", f"date +%s.%N > {marker}; sleep 5")
     job = int(out.stdout.strip().split(";")[0])
+    admin_hold(dev_cluster, job, identity)
 
     def both_strict():
         for node in seen:
@@ -362,6 +388,36 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
         if job is not None:
             dev_cluster.slurm("scancel", str(job), check=False)
         kc.delete(kube_api, PDBS, "guarded", namespace)
+        dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
+
+
+def test_an_operators_drain_survives_a_failed_prolog_and_the_syncer(dev_cluster, kube_api, scripts, namespace):
+    """An operator drains the node ("hardware: fan") while the prolog waits for a lock it will not get. Slurm keeps
+    one reason per node: the prolog used to write its own ``k8s:`` one over it, which the Syncer then lifted,
+    returning a faulty node to service. Now the prolog stops the job and leaves the operator's reason."""
+    make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded-fan"})
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded-fan"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded-fan"}}}}
+    kc.create(kube_api, PDBS, pdb, namespace)
+    scripts.set_timeout(8)
+    job = None
+    try:
+        unlocked(kube_api, dev_cluster, "node4")
+        job = scripts.sbatch("node4", "true")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 20, "the prolog to start")
+        dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=drain", "reason=hardware: fan")
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "PENDING", 40, "the job requeued by the prolog")
+        assert slurm_job(dev_cluster, job)["state_description"] == "job requeued in held state"
+        time.sleep(5)  # the Syncer's turn: it lifts only the drains it can read as sunk's
+        assert node_field(dev_cluster, "node4", "Reason").startswith("hardware: fan"), \
+            node_field(dev_cluster, "node4", "Reason")
+        assert "DRAIN" in node_field(dev_cluster, "node4", "State")
+    finally:
+        scripts.set_timeout(30)
+        if job is not None:
+            dev_cluster.slurm("scancel", str(job), check=False)
+        kc.delete(kube_api, PDBS, "guarded-fan", namespace)
+        kc.delete(kube_api, PODS, "guarded", namespace, grace_period_seconds=0)
         dev_cluster.slurm("scontrol", "update", "nodename=node4", "state=resume", check=False)
 
 

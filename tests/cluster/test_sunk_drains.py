@@ -25,14 +25,17 @@ import pytest
 from kube_testns import create_namespace, purge_namespace
 from slurmtools import slurm_job, state
 from syncer_harness import NODES_UNDER_TEST, Cluster, SyncerUnderTest, never, restore_slurm_node, wait_for
-from test_scheduler import create_pod, gone, placed, scheduler_process, serving
+from test_scheduler import create_pod, gone, placed, pod_manifest, scheduler_process, serving
 
 from sunk import names
+from sunk.kube import client as kc
+from sunk.kube.resources import PODS
 from sunk.translate import drains
 
 NODE = NODES_UNDER_TEST[0]  # node3
 KILL_WAIT = 12  # what the placeholder is told; grace (5 s) must stay within KillWait - 5
 PORTS = {"hooks": 18400, "metrics": 18480, "probes": 18481}
+FINALIZER = "sunk.test/outlive"
 LIFTED_WITHIN = 10.0  # "within seconds": one Pod event, one reconcile, one fresh read, one write
 
 
@@ -123,4 +126,52 @@ def test_a_persons_drain_that_looks_like_sunks_is_never_lifted(dev_cluster, kube
         never(lambda: not cluster.node(NODE).drained, 5, f"{NODE} undrained by the Syncer", interval=0.5)
         assert cluster.node(NODE).reason == reason
     finally:
+        cluster.undrain(NODE)
+
+
+def _outliving_pod(kube_api, dev_cluster, namespace: str) -> tuple[str, int]:
+    """A Pod placed on NODE that outlives its job's KillWait (a finalizer keeps it), and its job."""
+    wait_for(lambda: dev_cluster.slurm("sinfo", "-h", "-n", NODE, "-o", "%T").stdout.strip() == "idle", 120,
+             f"{NODE} to be idle", interval=1)
+    manifest = pod_manifest(f"p-{uuid.uuid4().hex[:6]}", annotations={names.ANN_REQUIRED_NODES: NODE})
+    manifest["metadata"]["finalizers"] = [FINALIZER]
+    name = kc.create(kube_api, PODS, manifest, namespace)["metadata"]["name"]
+    return name, placed(kube_api, dev_cluster, namespace, name, timeout=60)[0]
+
+
+@pytest.mark.parametrize("path", ["hook", "fallback"])
+def test_an_operators_drain_survives_the_placeholders_drain(dev_cluster, kube_api, syncer, scheduler, path):
+    """An operator drains the node ("hardware: fan") while a placeholder's Pod outlives KillWait. Slurm keeps one
+    reason per node: the scheduler's drain hook, or the placeholder's own fallback when the scheduler is down,
+    used to write a ``k8s:`` reason over it, which the Syncer lifted once the Pod was gone: a faulty node back
+    in service. Both now leave it, and so does the Syncer."""
+    cluster, _ = syncer
+    namespace, scheduler_proc = scheduler
+    name, job_id = _outliving_pod(kube_api, dev_cluster, namespace)
+    try:
+        if path == "fallback":
+            scheduler_proc.kill()  # the placeholder's calls then fail: it drains by itself
+        dev_cluster.slurm("scancel", str(job_id))
+        cluster.drain(NODE, "hardware: fan")
+        wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", None)
+                 and "COMPLETING" not in slurm_job(dev_cluster, job_id).get("job_state", []), KILL_WAIT + 40,
+                 "the placeholder to give up on its Pod after KillWait", interval=0.5)
+        assert cluster.node(NODE).reason == "hardware: fan", cluster.node(NODE).reason
+        if path == "hook":
+            assert f"left {NODE} as it is" in scheduler_proc.log.read_text()
+        else:
+            scheduler_proc.start()  # (it deletes the Pod whose job ended, once the old Lease expired)
+        kc.patch(kube_api, PODS, name, {"metadata": {"finalizers": None}}, namespace)
+        wait_for(lambda: gone(kube_api, namespace, name), 90, "the Pod to be gone", interval=0.5)
+        never(lambda: cluster.node(NODE).reason != "hardware: fan", 5, "the operator's reason replaced or lifted",
+              interval=0.5)
+        assert cluster.node(NODE).drained
+    finally:
+        if scheduler_proc.proc is None or scheduler_proc.proc.poll() is not None:
+            scheduler_proc.start()
+        try:
+            kc.patch(kube_api, PODS, name, {"metadata": {"finalizers": None}}, namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
         cluster.undrain(NODE)

@@ -238,7 +238,13 @@ BUSY = Node("node1", state="MIXED+DRAIN")
 
 
 def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> Job:
-    return Job(id=job_id, state="RUNNING", nodes="node1", extra=f"sunk-pod=uid-{job_id} ns={ns} name={name}: started")
+    """A placeholder job: its identity in AdminComment, which only Slurm's super users write."""
+    return Job(id=job_id, state="RUNNING", nodes="node1", admin_comment=f"sunk-pod=uid-{job_id} ns={ns} name={name}")
+
+
+def forged(job: Job) -> Job:
+    """The same identity where the job's own user can write it (Extra), AdminComment left empty: no placeholder."""
+    return attrs.evolve(job, extra=job.admin_comment, admin_comment="")
 
 
 @pytest.mark.parametrize(("facts", "present"), [
@@ -255,6 +261,7 @@ def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> J
     (Facts(jobs=(placeholder_job(77),)), True),  # another job of the same Pod holds the node
     (Facts(jobs=(placeholder_job(77, name="train-1"), Job(id=78, state="RUNNING", nodes="node1"))), False),
     (Facts(jobs=(placeholder_job(77, ns="team-b"),)), False),
+    (Facts(jobs=(forged(placeholder_job(77)),)), False),  # a tenant's job naming the Pod in its Extra: not of it
     # Another Pod placed on node1 outlives its job there (several placeholders drained at once; the
     # reason names only the last): the drain stays until it is gone too.
     (Facts(on_node=(sunk_pod("train-1", 77),)), True),
@@ -280,7 +287,8 @@ def gang_member(name: str, *, job_uid: str = GANG.key.split("/", 1)[1], phase: s
 
 
 def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
-    return Job(id=job_id, state="RUNNING", nodes=nodes, extra=f"sunk-gang={key} ns=team-a size=3 members=aa,bb,cc")
+    return Job(id=job_id, state="RUNNING", nodes=nodes,
+               admin_comment=f"sunk-gang={key} ns=team-a size=3 members=aa,bb,cc")
 
 
 @pytest.mark.parametrize(("facts", "present"), [
@@ -289,6 +297,7 @@ def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
     (Facts(jobs=(Job(id=47, state="CANCELLED", state_flags=["COMPLETING"], nodes="node[1-3]"),)), True),  # ending
     (Facts(jobs=(gang_job(80),)), True),  # another job of the same gang holds the node
     (Facts(jobs=(gang_job(80, key="job/other"), Job(id=81, state="RUNNING", nodes="node1"))), False),
+    (Facts(jobs=(forged(gang_job(80)),)), False),  # the gang's identity in a tenant's Extra: not of the gang
     (Facts(on_node=(gang_member("train-0"),)), True),  # a member is still on the node's Node
     (Facts(on_node=(gang_member("train-0", job_id=47),)), True),  # (placed by job 47, which is over)
     (Facts(on_node=(gang_member("train-0", phase="Succeeded"),)), False),  # finished: it runs nothing there
@@ -328,6 +337,11 @@ LOCK_DRAINS = (UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD)
      BUSY, False),
     (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(placeholder_job(9),)), BUSY, True),  # not strict
     (Facts(pod=slurmd_pod("locked_strict"), k8s_node=k8s_node(True), jobs=(placeholder_job(9),)), BUSY, False),
+    # an identity in Extra is the tenant's word: a normal lock is consistent with their job
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(forged(placeholder_job(9)),)), BUSY, False),
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(forged(gang_job(9, nodes="node1")),)), BUSY,
+     False),
+    (Facts(pod=slurmd_pod("locked"), k8s_node=k8s_node(True), jobs=(gang_job(9, nodes="node1"),)), BUSY, True),
     (Facts(pod=slurmd_pod("locked"), jobs=(Job(id=9, state="RUNNING", nodes="node1"),)), BUSY, True),  # no taint
 ])
 def test_a_prolog_drain_lasts_until_the_lock_is_consistent_with_slurm(drain, facts, node, present):

@@ -12,10 +12,12 @@
 # a reason nothing lifts. Only when it cannot drain or stop the job does it exit non-zero
 # and leave both to Slurm.
 # Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
-#   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered
+#   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered, or answered
+#                                                            401, 404 or 5xx until the time was up
 #   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
 # Every other failure (configuration, a refusal) drains with "sunk-lock: job N: ...", which
-# only an operator lifts.
+# only an operator lifts. A node already out of service for a reason sunk did not write (an
+# operator's "hardware: fan", NHC's) keeps it: the job is stopped, the reason left alone.
 #
 # Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
 #   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
@@ -60,12 +62,27 @@ stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, o
     return 1
 }
 
+# foreign_drain NODE: the node is out of service (drained or down) for a reason sunk did not write (a
+# person's, NHC's, Slurm's own): it is left as it is, never given a "k8s:" reason the Syncer would lift
+# (sunk/translate/drains.py, held_by_another).
+foreign_drain() {
+    local line state reason
+    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
+    state=${line%%|*} reason=${line#*|}
+    case "$state" in drain*|down*) ;; *) return 1 ;; esac
+    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
+}
+
 drain() {  # drain REASON: drain the node with that reason and stop the job; fail only if that cannot be done
     local reason="${1:0:250}"
-    log "drain: $reason"
-    if ! scontrol update nodename="$NODE" state=drain reason="$reason"; then
-        log "could not drain $NODE: the prolog fails and Slurm drains it ('Prolog error')"
-        exit 1
+    if foreign_drain "$NODE"; then
+        log "$NODE is out of service for a reason sunk did not write: left as it is (would have drained: $reason)"
+    else
+        log "drain: $reason"
+        if ! scontrol update nodename="$NODE" state=drain reason="$reason"; then
+            log "could not drain $NODE: the prolog fails and Slurm drains it ('Prolog error')"
+            exit 1
+        fi
     fi
     stop_job && exit 0
     log "could not requeue or cancel job $JOB: the prolog fails and Slurm stops it"
@@ -96,7 +113,10 @@ while :; do
     case "$status" in
         200) log "locked: $(cat "$out")"; exit 0 ;;
         409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
-        000|502|503)  # the Syncer is restarting or unreachable: retry while time is left
+        000|401|404|500|502|503)
+            # The Syncer is restarting, unreachable, failing, or does not know this node or its token yet
+            # (a rotation, a node just made): retry while time is left, then drain with a reason the
+            # Syncer lifts once it locks the node again, never one that waits for an operator.
             attempt=$(( attempt + 1 ))
             (( $(date +%s) + 2 < deadline )) \
                 || drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)"
