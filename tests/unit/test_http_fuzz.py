@@ -62,8 +62,9 @@ from sunk.hooks.app import create_app as create_syncer_app
 from sunk.hooks.auth import TokenFile, node_token
 from sunk.hooks.protocol import PostHook, PreHook, Reboot
 from sunk.slurm.errors import NotFound
-from sunk.slurm.models import Job, NodeUpdate
+from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import podjob
+from sunk.translate.gang import has_started
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.data_too_large])
@@ -358,9 +359,10 @@ class Informer:
         return list(self.objects)
 
 
-def parse_extra(extra: str) -> Optional[tuple[str, bool]]:
-    uid, _, rest = extra.partition(":")
-    return (uid, rest.strip() == "started") if uid.startswith("u-") else None
+def parse_identity(job: Job) -> Optional[tuple[str, bool]]:
+    """The scheduler's parser, reduced: the Pod's UID is the job's AdminComment, started is Slurm's state."""
+    uid = job.admin_comment
+    return (uid, has_started(job)) if uid.startswith("u-") else None
 
 
 def stateless_binder() -> Binder:
@@ -371,8 +373,8 @@ def stateless_binder() -> Binder:
 
 def real_scheduler() -> PodScheduler:
     """The reconciler itself on fakes: u-1 is known and allocated (worker-1), u-2 is in neither cache."""
-    jobs = JobIndex(parse_extra)
-    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", extra="u-1: started"))
+    jobs = JobIndex(parse_identity)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="u-1"))
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
     return PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
                         pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)), recorder=None,
@@ -558,18 +560,21 @@ HOOK_PODS = {uid: {"metadata": {"namespace": "ns", "name": uid, "uid": uid}} for
 
 
 class HookSlurm:
-    """get_job and update_node. u-a's jobs 7 (running) and 11 (ended) are in the index; u-b's 8 is
-    not yet (its caller names the Pod in a header); 9 is no placeholder."""
+    """get_job, get_node and update_node. u-a's jobs 7 (running) and 11 (ended) are in the index; u-b's 8 is
+    not yet (its caller names the Pod in a header); 9 is no placeholder (its user wrote u-b in its Extra)."""
 
-    jobs = {7: Job(id=7, state="RUNNING", nodes="node1", extra="u-a: started"),
-            8: Job(id=8, state="RUNNING", nodes="node2", extra="u-b: started"),
-            9: Job(id=9, state="RUNNING", nodes="node3", extra="someone else's"),
-            11: Job(id=11, state="COMPLETED", nodes="node1", extra="u-a: started")}
+    jobs = {7: Job(id=7, state="RUNNING", nodes="node1", admin_comment="u-a"),
+            8: Job(id=8, state="RUNNING", nodes="node2", admin_comment="u-b"),
+            9: Job(id=9, state="RUNNING", nodes="node3", extra="u-b"),
+            11: Job(id=11, state="COMPLETED", nodes="node1", admin_comment="u-a")}
 
     def get_job(self, job_id: int) -> Job:
         if job_id not in self.jobs:
             raise NotFound(f"job {job_id}")
         return self.jobs[job_id]
+
+    def get_node(self, name: str) -> Node:
+        return Node(name=name, state=("ALLOCATED",))  # in service: the placeholder's drain is sunk's to write
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         pass
@@ -594,18 +599,18 @@ class Gone:
         return self.wait("a gang", timeout)
 
 
-def parse_extra_hooks(extra: str) -> Optional[tuple[str, bool]]:
-    uid, _, rest = extra.partition(":")
-    return (uid, rest.strip() == "started") if uid.startswith("u-") else None
+def parse_identity_hooks(job: Job) -> Optional[tuple[str, bool]]:
+    uid = job.admin_comment  # (never the Extra: the job's user writes that)
+    return (uid, has_started(job)) if uid.startswith("u-") else None
 
 
 @functools.cache
 def scheduler_hooks(ready: bool = True) -> Flask:
-    jobs = JobIndex(parse_extra_hooks)
+    jobs = JobIndex(parse_identity_hooks)
     jobs.upsert(HookSlurm.jobs[7])
     jobs.upsert(HookSlurm.jobs[11])
     return create_hooks_app(scheduler_hooks_blueprint(
-        secret=SECRET, jobs=jobs, parse_uid=lambda extra: (parse_extra_hooks(extra) or (None, False))[0],
+        secret=SECRET, jobs=jobs, parse_uid=lambda job: (parse_identity_hooks(job) or (None, False))[0],
         pod_by_uid=HOOK_PODS.get, delete_pod=lambda pod, why: None, slurm=HookSlurm(),  # type: ignore[arg-type]
         gone=Gone(), observe=lambda job, at: None, ready=lambda: ready))  # type: ignore[arg-type]
 
@@ -648,6 +653,7 @@ AUTHORISED_U_A = {"Authorization": f"Bearer {hook_token(SECRET, 'u-a')}", POD_UI
 @FUZZ
 @example(call=("GET", "/api/v1/jobs/7/pod", AUTHORISED_U_A, {"wait": "nan"}), body=b"", ready=True)
 @example(call=("POST", "/api/v1/jobs/7//started", AUTHORISED_U_A, None), body=b"", ready=True)  # no 308 redirect
+@example(call=("POST", "/api/v1/jobs/11/drain", AUTHORISED_U_A, None), body=b"", ready=True)  # Slurm is written
 @example(call=("POST", "/api/v1/00000000", {"Authorization": "Bearer 00000000"}, None), body=b"", ready=True)
 @given(call=scheduler_calls(), body=encoded(json_values) | st.binary(max_size=32),
        ready=st.sampled_from([True, True, True, False]))
@@ -682,7 +688,8 @@ def test_scheduler_hooks_log_a_refusal_once_at_a_level_that_says_whether_to_look
             return True
 
     app = create_hooks_app(scheduler_hooks_blueprint(
-        secret=SECRET, jobs=JobIndex(parse_extra_hooks), parse_uid=lambda e: (parse_extra_hooks(e) or (None, False))[0],
+        secret=SECRET, jobs=JobIndex(parse_identity_hooks),
+        parse_uid=lambda job: (parse_identity_hooks(job) or (None, False))[0],
         pod_by_uid=HOOK_PODS.get, delete_pod=lambda pod, why: None, slurm=HookSlurm(),  # type: ignore[arg-type]
         gone=AlreadyGone(), observe=lambda job, at: None, ready=lambda: True))  # type: ignore[arg-type]
     with logged(HOOK_LOG) as log:

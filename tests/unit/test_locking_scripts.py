@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import threading
@@ -118,11 +119,12 @@ def test_prolog_fails_with_the_servers_reason_on_a_lock_timeout(tmp_path, server
 
 
 def test_prolog_fails_at_once_on_a_client_error_and_says_the_status(tmp_path, server):
-    server.replies.append((401, {"error": "missing bearer token"}))
+    """A request the Syncer will never accept: retrying it only delays the drain."""
+    server.replies.append((400, {"error": "the body is not valid JSON"}))
     started = time.monotonic()
     done = run("prolog.sh", tmp_path, server.url, timeout=30)
     assert done.returncode == 1 and time.monotonic() - started < 10
-    assert "pre-hook failed with HTTP 401" in done.stderr and "missing bearer token" in done.stderr
+    assert "pre-hook failed with HTTP 400" in done.stderr and "the body is not valid JSON" in done.stderr
     assert len(server.calls) == 1
 
 
@@ -160,6 +162,37 @@ def test_prolog_drains_as_an_outage_when_the_syncer_answers_only_503_or_502(tmp_
     assert drain.detail in (f"HTTP {status}, {len(server.calls)} attempts" for status in (502, 503))
 
 
+TRANSIENT = [
+    (401, {"error": "wrong bearer token for Slurm node node7"}),  # a token rotation not yet seen by both sides
+    (404, {"error": "unknown node", "reason": "unknown Slurm node node7 (no slurmd Pod)"}),  # a node just made
+    # A bug or a failing Syncer: its drain_reason is no lock timeout (only a 504 states one).
+    (500, {"error": "bug", "drain_reason": "k8s: sunk-lock: job 42: lock timeout after 5s: lock still pending"}),
+]
+
+
+@pytest.mark.parametrize(("status", "body"), TRANSIENT)
+def test_prolog_retries_401_404_and_500_and_drains_with_a_reason_the_syncer_lifts(tmp_path, server, status, body):
+    """A token or node the Syncer does not know yet, or a failing Syncer, passes: the drain it ends in must be
+    one the Syncer lifts, not one that waits for an operator."""
+    server.replies.extend([(status, body)] * 10)
+    done = run("prolog.sh", tmp_path, server.url, timeout=3)
+    assert done.returncode == 1
+    assert len(server.calls) >= 2  # retried, not failed at once
+    drain = parse(drained_with(done))
+    assert isinstance(drain, HookUnreachableDrain) and drain.job_id == 42, done.stderr
+    assert drain.detail == f"HTTP {status}, {len(server.calls)} attempts"
+
+
+@pytest.mark.parametrize(("status", "body"), TRANSIENT)
+def test_prolog_locks_once_a_401_404_or_500_passes(tmp_path, server, status, body):
+    """Retried within the one budget: the answer after the transient one decides."""
+    server.replies.append((status, body))
+    done = run("prolog.sh", tmp_path, server.url, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert len(server.calls) == 2 and "drain" not in done.stderr
+    assert server.calls[1]["body"]["timeout"] <= server.calls[0]["body"]["timeout"] - 2
+
+
 def test_a_lock_timeout_drains_with_the_services_drain_reason_for_this_job(tmp_path, server):
     reason = "k8s: sunk-lock: job 42: lock timeout after 5s: Pods on Node worker-7: apps/guarded"
     server.replies.append((504, {"error": "not locked", "reason": "lock timeout after 5s: 1 Pod(s) still on Node "
@@ -174,10 +207,10 @@ def test_a_lock_timeout_drains_with_the_services_drain_reason_for_this_job(tmp_p
     (504, {"error": "not locked", "reason": "lock timeout after 5s: 30 Pod(s) still on Node w"}),  # too many to name
     (504, {"error": "x", "reason": "lock timeout", "drain_reason": "k8s: sunk-lock: job 7: lock timeout after 5s: "
                                                                     "lock still pending"}),  # another job's
-    (500, {"error": "bug", "drain_reason": "k8s: sunk-lock: job 42: lock timeout after 5s: lock still pending"}),
-    (401, {"error": "missing bearer token"}),
+    (400, {"error": "the body is not valid JSON"}),
     (403, {"error": "no such job", "reason": "Slurm shows no job 42"}),
-    (404, {"error": "unknown node", "reason": "unknown Slurm node node7 (no slurmd Pod)"}),
+    (413, {"error": "the body is larger than 4096 bytes"}),
+    (422, {"error": "unprocessable"}),
 ])
 def test_every_other_prolog_failure_drains_with_a_reason_the_syncer_never_lifts(tmp_path, server, status, body):
     server.replies.append((status, body))
@@ -221,10 +254,12 @@ def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
 # ---- how the prolog stops a job it refused --------------------------------------------------------------------
 
 
-def fake_slurm(tmp_path: Path, active: bool | str = True, **exit_codes: int) -> tuple[Path, Path]:
-    """scontrol, squeue and scancel that record their arguments and exit with ``exit_codes`` (keyed
-    ``drain``, ``requeuehold``, ``squeue``, ``scancel``; 0 when not given). squeue lists the job as
-    configuring or running while ``active``."""
+def fake_slurm(tmp_path: Path, active: bool | str = True, node_state: str | None = "idle|none",
+               **exit_codes: int) -> tuple[Path, Path]:
+    """scontrol, squeue, scancel and sinfo that record their arguments and exit with ``exit_codes`` (keyed
+    ``drain``, ``requeuehold``, ``squeue``, ``scancel``, ``sinfo``; 0 when not given). squeue lists the job as
+    configuring or running while ``active``. sinfo prints ``node_state`` ("STATE|REASON", as ``-o '%T|%E'``;
+    nothing when None) and records its calls apart, in ``sinfo_calls``."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     scontrol = (f'#!/bin/bash\necho "scontrol $*" >> {calls}\n'
@@ -237,7 +272,10 @@ def fake_slurm(tmp_path: Path, active: bool | str = True, **exit_codes: int) -> 
               "first": f'grep -q squeue {calls}.seen 2>/dev/null || {{ echo squeue > {calls}.seen; echo 42; }}'}[active]
     squeue = (f'#!/bin/bash\necho "squeue $*" >> {calls}\n{answer}\n'
               f'exit {exit_codes.get("squeue", 0)}\n')
-    for name, text in (("scontrol", scontrol), ("scancel", scancel), ("squeue", squeue)):
+    state = "" if node_state is None else f"printf '%s\\n' {shlex.quote(node_state)}\n"
+    failed = 'echo "sinfo: error: Unable to contact slurm controller" >&2\n' if exit_codes.get("sinfo") else ""
+    sinfo = f'#!/bin/bash\necho "sinfo $*" >> {calls}.sinfo\n{state}{failed}exit {exit_codes.get("sinfo", 0)}\n'
+    for name, text in (("scontrol", scontrol), ("scancel", scancel), ("squeue", squeue), ("sinfo", sinfo)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     return bin_dir, calls
@@ -247,7 +285,12 @@ def slurm_calls(calls: Path) -> list[str]:
     return calls.read_text().splitlines() if calls.exists() else []
 
 
+def sinfo_calls(calls: Path) -> list[str]:
+    return slurm_calls(calls.with_name(calls.name + ".sinfo"))
+
+
 SQUEUE = "squeue -h -j 42 -t CONFIGURING,RUNNING -o %i"
+SINFO = "sinfo -h -N -n node7 -o %T|%E"
 
 
 def test_a_refused_job_is_requeued_held_and_the_prolog_succeeds(tmp_path):
@@ -317,3 +360,66 @@ def test_the_last_line_of_hooks_env_counts_without_its_newline(tmp_path, server)
         done = subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
     assert [call["path"] for call in server.calls] == ["/api/v1/nodes/node7/pre-hook", "/api/v1/nodes/node7/post-hook"]
+
+
+# ---- a node already out of service for a reason sunk did not write ------------------------------------------
+
+FAILURES = {  # a prolog failure: the hook API's answer, and the reason the prolog would drain with
+    "lock timeout": ((504, {"error": "not locked", "reason": "lock timeout after 5s",
+                            "drain_reason": "k8s: sunk-lock: job 42: lock timeout after 5s: lock still pending"}),
+                     "k8s: sunk-lock: job 42: lock timeout after 5s: lock still pending"),
+    "refusal": ((403, {"error": "no such job", "reason": "Slurm shows no job 42"}),
+                "sunk-lock: job 42: Slurm shows no job 42"),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+@pytest.mark.parametrize("node_state", ["drained|hardware: fan", "down*|Not responding", "draining|NHC: gpu xid 79"])
+def test_an_operators_drain_survives_a_prolog_failure(tmp_path, server, failure, node_state):
+    """Slurm keeps one reason per node: a drain written over an operator's (or NHC's, or Slurm's own) would
+    lose it, and a k8s: one would let the Syncer resume a broken node. The job is still stopped."""
+    reply, would_drain = FAILURES[failure]
+    server.replies.append(reply)
+    bin_dir, calls = fake_slurm(tmp_path, node_state=node_state)
+    done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls) == [SQUEUE, "scontrol requeuehold 42"]  # no scontrol update: no drain
+    assert sinfo_calls(calls) == [SINFO]
+    assert f"left as it is (would have drained: {would_drain})" in done.stderr
+    assert ": drain: " not in done.stderr and "job 42 requeued and held" in done.stderr
+
+
+@pytest.mark.parametrize("node_state", [
+    "idle|none",
+    "allocated|none",
+    "mixed|hardware: fan",  # a reason left on a node still in service: not out of service
+    "drained|none",
+    "drained|k8s: sunk-lock: job 41: hook API unreachable (HTTP 000, 3 attempts)",  # sunk's own: the Syncer's
+    "down*|k8s: sunk-stuck: pod a/b uid=u1 stuck terminating on Node w (NotReady or gone) after job 40",
+])
+def test_a_node_in_service_or_drained_by_sunk_is_drained_with_the_prologs_reason(tmp_path, server, node_state):
+    """Only a reason sunk did not write is kept; sunk's own is replaced by this job's, which says why now."""
+    reply, reason = FAILURES["lock timeout"]
+    server.replies.append(reply)
+    bin_dir, calls = fake_slurm(tmp_path, node_state=node_state)
+    done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls) == [f"scontrol update nodename=node7 state=drain reason={reason}", SQUEUE,
+                                  "scontrol requeuehold 42"]
+    assert sinfo_calls(calls) == [SINFO]
+    assert drained_with(done) == reason
+
+
+@pytest.mark.parametrize("sinfo_exit", [1, 0])
+def test_a_node_whose_state_sinfo_does_not_tell_is_drained_as_before(tmp_path, server, sinfo_exit):
+    """slurmctld unreachable, or a node sinfo does not list: nothing shows another reason to keep, and an
+    undrained node would start the next job beside Kubernetes workloads."""
+    reply, reason = FAILURES["refusal"]
+    server.replies.append(reply)
+    bin_dir, calls = fake_slurm(tmp_path, node_state=None, sinfo=sinfo_exit)
+    done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls) == [f"scontrol update nodename=node7 state=drain reason={reason}", SQUEUE,
+                                  "scontrol requeuehold 42"]
+    assert sinfo_calls(calls) == [SINFO]
+    assert drained_with(done) == reason

@@ -1,14 +1,20 @@
-"""The placeholder job script, run by bash against a stand-in hook API and a stand-in scontrol.
+"""The placeholder job script, run by bash against a stand-in hook API and stand-in commands.
 
-The real thing runs under slurmd in the cluster tests; here each call it makes is seen.
+The real thing runs under slurmd in the cluster tests; here each call it makes is seen. Its PATH
+starts with stand-ins that record their argv (what every user of the node can read in ps): scontrol
+and sinfo (a cluster whose nodes are all in service), and curl, date and sleep, which then run the
+real thing.
 """
 
 from __future__ import annotations
 
 import http.server
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from importlib import resources
@@ -16,9 +22,15 @@ from pathlib import Path
 
 import pytest
 
+from sunk.slurm.hostlist import expand
 from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
+REPO = Path(__file__).resolve().parents[2]
+REAL = {name: shutil.which(name) for name in ("curl", "date", "sleep", "tee")}
+US = "\x1f"  # between the arguments of one recorded argv
+# What `scontrol show hostnames LIST` prints: one node a line.
+HOSTNAMES = "import sys; from sunk.slurm.hostlist import expand; print(*expand(sys.argv[1]), sep=chr(10))"
 
 
 class HookAPI:
@@ -77,20 +89,81 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def stand_in(bin_dir: Path, name: str, then: str) -> None:
+    """A command on the script's PATH that appends its argv to argv.log (one line, arguments split by US),
+    then does ``then``."""
+    record = (f'line={name}; for arg in "$@"; do line="$line$(printf \'\\037\')$arg"; done\n'
+              f'printf \'%s\\n\' "$line" >> {bin_dir.parent / "argv.log"}\n')
+    (bin_dir / name).write_text(f"#!/bin/sh\n{record}{then}\n")
+    (bin_dir / name).chmod(0o755)
+
+
+def recorded_argv(tmp_path: Path) -> list[list[str]]:
+    """Every argv the stand-ins recorded, in order: the command's name, then its arguments."""
+    log = tmp_path / "argv.log"
+    return [line.split(US) for line in log.read_text().splitlines()] if log.exists() else []
+
+
 def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30,
                     extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
     scontrol_log = tmp_path / "scontrol.args"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {scontrol_log}\n')
-    (bin_dir / "scontrol").chmod(0o755)
+    stand_in(bin_dir, "scontrol", f'echo "$@" >> {scontrol_log}\n'
+                                  f'[ "$1 $2" = "show hostnames" ] || exit 0\n'
+                                  f'PYTHONPATH={REPO} exec {sys.executable} -c "{HOSTNAMES}" "$3"')
+    stand_in(bin_dir, "sinfo", "exit 0")  # (no node is out of service)
+    # curl's stdin (its -K config) is kept in curl.stdin on its way through.
+    stand_in(bin_dir, "curl", f'{REAL["tee"]} -a {tmp_path / "curl.stdin"} | {REAL["curl"]} "$@"')
+    for name in ("date", "sleep"):
+        stand_in(bin_dir, name, f'exec {REAL[name]} "$@"')
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1",
            "SUNK_HOOKS_URL": hook_api.url, "SUNK_HOOK_TOKEN": "tok", "SUNK_POD_UID": "uid-a",
-           "SUNK_EXTRA": "sunk-pod=uid-a ns=ns name=p", "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p",
-           **(extra_env or {})}
-    proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True,
+           "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p", **(extra_env or {})}
+    proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, scontrol_log
+
+
+def drains(scontrol_log: Path) -> list[tuple[str, str]]:
+    """(node, reason) of each drain the script wrote with scontrol, its node list expanded; its only other
+    scontrol calls may be reads (``show``), never another write."""
+    found: list[tuple[str, str]] = []
+    for line in scontrol_log.read_text().splitlines() if scontrol_log.exists() else []:
+        drain = re.fullmatch(r"update nodename=(\S+) state=drain reason=(.+)", line)
+        assert drain or line.startswith("show "), line
+        found += [(node, drain[2]) for node in expand(drain[1])] if drain else []
+    return found
+
+
+class SessionArgv:
+    """The argv of every process in the script's session, as ps shows it to every user of the node: /proc,
+    sampled every 2 ms while the script runs (a process that lives less may be missed)."""
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self.seen: set[tuple[str, ...]] = set()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            for entry in os.scandir("/proc"):
+                try:
+                    stat = Path(entry.path, "stat").read_text() if entry.name.isdigit() else ""
+                    if not stat or int(stat.rsplit(")", 1)[1].split()[3]) != self.sid:
+                        continue
+                    argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+                except (OSError, ValueError, IndexError):
+                    continue  # (gone since the listing)
+                self.seen.add(tuple(arg.decode(errors="replace") for arg in argv if arg))
+            time.sleep(0.002)
+
+    def stop(self) -> set[tuple[str, ...]]:
+        self._done.set()
+        self._thread.join(5)
+        return self.seen
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -101,13 +174,17 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(5)
 
 
-def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api, tmp_path: Path):
+def test_calls_in_started_once_then_on_sigterm_waits_for_the_pod_to_go(hook_api, tmp_path: Path):
+    """Slurm's state says the job started, not the script: it writes nothing to Slurm (no scontrol), and only
+    asks the scheduler to look now, once, with a short timeout (a lost call costs the cache's next reread)."""
     proc, scontrol_log = run_placeholder(hook_api, tmp_path)
     try:
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
-        assert scontrol_log.read_text().split("\n")[0] == "update jobid=42 extra=sunk-pod=uid-a ns=ns name=p: started"
         _, _, headers = hook_api.calls[0]
         assert headers["Authorization"] == "Bearer tok" and headers["X-Sunk-Pod-UID"] == "uid-a"
+        started = [argv for argv in recorded_argv(tmp_path) if argv[0] == "curl"]
+        assert len(started) == 1 and started[0][-1] == f"{hook_api.url}/api/v1/jobs/42/started"
+        assert started[0][started[0].index("-m") + 1] == "3"
 
         proc.send_signal(signal.SIGTERM)  # Slurm ends the job
         assert proc.wait(10) == 0  # the Pod is gone (404): no drain
@@ -115,7 +192,8 @@ def test_marks_started_calls_in_then_on_sigterm_waits_for_the_pod_to_go(hook_api
         assert paths[1] == "POST /api/v1/jobs/42/terminating"
         assert paths[2].startswith("GET /api/v1/jobs/42/pod?wait=")
         assert all(h["X-Sunk-Pod-UID"] == "uid-a" for _, _, h in hook_api.calls)
-        assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
+        assert "drain" not in " ".join(paths) and not scontrol_log.exists()  # no scontrol call at all
+        assert "scontrol" not in {argv[0] for argv in recorded_argv(tmp_path)}
     finally:
         stop(proc)
 
@@ -131,7 +209,7 @@ def test_a_scheduler_not_synced_yet_is_asked_again_until_it_takes_the_deletion(h
         paths = hook_api.paths()[1:]
         terminating = [p for p in paths if p.endswith("/terminating")]
         assert len(terminating) == 2, paths  # 503, then taken
-        assert "drain" not in " ".join(paths) and len(scontrol_log.read_text().splitlines()) == 1
+        assert "drain" not in " ".join(paths) and not scontrol_log.exists()
     finally:
         stop(proc)
 
@@ -144,7 +222,7 @@ def test_a_pod_that_outlives_killwait_has_the_node_drained_by_the_scheduler_with
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
         assert hook_api.paths()[-1] == "POST /api/v1/jobs/42/drain"
-        assert len(scontrol_log.read_text().splitlines()) == 1  # the scheduler drained: no scontrol of its own
+        assert not scontrol_log.exists()  # the scheduler drained: no scontrol of its own
     finally:
         stop(proc)
 
@@ -158,16 +236,26 @@ def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lift
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
-        drain = scontrol_log.read_text().splitlines()[-1]
-        assert drain.startswith("update nodename=node1 state=drain reason=")
-        reason = drain.split("reason=", 1)[1]
-        assert parse(reason) == PlaceholderDrain("ns", "p", 42), reason
+        [(node, reason)] = drains(scontrol_log)  # its only write to Slurm
+        assert node == "node1" and parse(reason) == PlaceholderDrain("ns", "p", 42), reason
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("name", ["SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_KILL_WAIT", "SUNK_POD"])
+def test_without_its_environment_the_script_fails_before_calling_anyone(hook_api, tmp_path, name):
+    """What the scheduler submits it with (no SUNK_EXTRA any more: every run here goes without it)."""
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, extra_env={name: ""})
+    try:
+        assert proc.wait(10) != 0
+        assert name in proc.stderr.read().decode()
+        assert hook_api.calls == [] and not scontrol_log.exists()
     finally:
         stop(proc)
 
 
 GANG_ENV = {"SUNK_GANG": "3", "SUNK_POD_UID": "gang:ns/job/u", "SUNK_POD": "Job ns/train",
-            "SUNK_EXTRA": "sunk-gang=job/u ns=ns size=3 members=aa,bb,cc", "SLURM_JOB_NODELIST": "node[1-3]"}
+            "SLURM_JOB_NODELIST": "node[1-3]"}
 
 
 def test_a_gangs_placeholder_calls_in_for_the_gang_and_waits_for_every_member(hook_api, tmp_path):
@@ -175,10 +263,9 @@ def test_a_gangs_placeholder_calls_in_for_the_gang_and_waits_for_every_member(ho
     proc, scontrol_log = run_placeholder(hook_api, tmp_path, extra_env=GANG_ENV)
     try:
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
-        assert scontrol_log.read_text().split("\n")[0] == \
-            "update jobid=42 extra=sunk-gang=job/u ns=ns size=3 members=aa,bb,cc: started"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
+        assert not scontrol_log.exists()  # every member gone: nothing written to Slurm
         assert all(h["X-Sunk-Pod-UID"] == "gang:ns/job/u" for _, _, h in hook_api.calls)
         assert hook_api.paths()[1] == "POST /api/v1/jobs/42/terminating"
     finally:
@@ -194,10 +281,39 @@ def test_without_the_scheduler_a_gangs_script_drains_every_node_with_the_reason_
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
-        drain = scontrol_log.read_text().splitlines()[-1]
-        assert drain.startswith("update nodename=node[1-3] state=drain reason=")
-        reason = drain.split("reason=", 1)[1]
-        assert reason == "k8s: sunk-placeholder: gang ns/job/u outlived KillWait after job 42"
+        reason = "k8s: sunk-placeholder: gang ns/job/u outlived KillWait after job 42"
+        assert sorted(drains(scontrol_log)) == [("node1", reason), ("node2", reason), ("node3", reason)]
         assert parse(reason) == GangPlaceholderDrain("ns", "job/u", 42), reason
     finally:
+        stop(proc)
+
+
+def test_the_bearer_token_is_on_no_command_line_only_in_curls_stdin(hook_api, tmp_path):
+    """Every user of the node can read every process's argv (ps, /proc): the token reaches curl through its
+    stdin as a -K config, written by printf, a bash builtin. Seen through every call (started, terminating,
+    the long-poll, the drain, then scontrol's own drain) both in the argv each stand-in records and in what
+    /proc shows of every process of the script's session meanwhile."""
+    token = "tok-5e1f0c9a73d24b68"
+    hook_api.pod_stays, hook_api.drain_status = True, 503  # the scheduler refuses the drain: scontrol drains
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, extra_env={"SUNK_HOOK_TOKEN": token})
+    watch = SessionArgv(proc.pid)  # (its own session: start_new_session)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 1
+        seen = watch.stop()
+        argvs = recorded_argv(tmp_path)
+        assert {"curl", "scontrol", "date"} <= {argv[0] for argv in argvs}, argvs
+        assert [argv for argv in [proc.args, *argvs, *seen] if any(token in arg for arg in argv)] == []
+        # The sampling saw curl itself at work (each long-poll holds it 0.2 s): it looked where the token would be.
+        assert any(argv[0] == REAL["curl"] and "-K" in argv for argv in seen), seen
+        curls = [argv for argv in argvs if argv[0] == "curl"]
+        verbs = [path.rsplit("/", 1)[1].split("?")[0] for path in hook_api.paths()]
+        assert {"started", "terminating", "pod", "drain"} <= set(verbs) and len(curls) == len(verbs)
+        assert all(argv[argv.index("-K") + 1] == "-" for argv in curls)  # its config from stdin
+        assert (tmp_path / "curl.stdin").read_text() == f'header = "Authorization: Bearer {token}"\n' * len(curls)
+        assert [h["Authorization"] for _, _, h in hook_api.calls] == [f"Bearer {token}"] * len(verbs)
+        assert drains(scontrol_log) == [("node1", "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 42")]
+    finally:
+        watch.stop()
         stop(proc)

@@ -530,6 +530,9 @@ class HookSlurm:
             raise NotFound(f"job {job_id}")
         return self.jobs[job_id]
 
+    def get_node(self, name):
+        return Node(name=name, state=frozenset({"ALLOCATED"}))  # (in service: sunk may drain it)
+
     def update_node(self, name, update):
         self.drained.append((name, update.reason))
 

@@ -6,34 +6,43 @@ import time
 
 import pytest
 
+from scheduler.assembly import identity_parser
+from scheduler.config import SchedulerConfig
 from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, drain_reason, hooks_blueprint
 from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, Node
 from sunk.translate.drains import PlaceholderDrain, StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
+from sunk.translate.podjob import PlaceholderIdentity
 
 SECRET = b"hook-secret"
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}}
+# The scheduler's own parser: whose job from its AdminComment, started from Slurm's state, never the Extra.
+parse = identity_parser(SchedulerConfig("s", SECRET, "http://h"))
 
 
-def parse(extra: str):
-    uid, _, rest = extra.partition(":")
-    return (uid, rest.strip() == "started") if uid.startswith("uid-") else None
+def identity(uid: str = "uid-a", namespace: str = "ns", name: str = "p") -> str:
+    """The AdminComment the scheduler submits a Pod's placeholder with (only Slurm's super users write it)."""
+    return PlaceholderIdentity(uid=uid, namespace=namespace, name=name, scheduler="s").encode()
 
 
 class Slurm:
-    """get_job and update_node only: the hook API never lists."""
+    """get_job, get_node and update_node only: the hook API never lists. Every node is in service."""
 
     def __init__(self):
         self.jobs: dict[int, Job] = {}
         self.reads = 0
         self.down = False
         self.drained: list[tuple[str, str]] = []
+        self.nodes: dict[str, Node] = {}
 
     def update_node(self, name: str, update) -> None:
         self.drained.append((name, update.reason))
+
+    def get_node(self, name: str) -> Node:
+        return self.nodes.get(name) or Node(name=name, state=("ALLOCATED",))
 
     def get_job(self, job_id: int) -> Job:
         self.reads += 1
@@ -52,7 +61,7 @@ def world():
     observed: list[tuple[Job, float]] = []
     deleted: list[str] = []
     app = create_hooks_app(hooks_blueprint(
-        secret=SECRET, jobs=index, parse_uid=lambda extra: (parse(extra) or (None, False))[0],
+        secret=SECRET, jobs=index, parse_uid=lambda job: (parse(job) or (None, False))[0],
         pod_by_uid=pods.get, delete_pod=lambda pod, why: deleted.append(why), slurm=slurm,
         gone=PodGone(pods.get), observe=lambda job, at: observed.append((job, at)), ready=lambda: READY[0]))
     READY[0] = True
@@ -69,7 +78,7 @@ def auth(uid="uid-a"):
 
 def test_started_reads_the_job_from_slurm_once_and_hands_it_over(world):
     client, slurm, index, _, observed, _ = world
-    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity())
     index.expect("uid-a", 7)  # submitted by this process, not listed yet
     before = time.monotonic()
     response = client.post("/api/v1/jobs/7/started", headers=auth())
@@ -84,14 +93,14 @@ def test_started_reads_the_job_from_slurm_once_and_hands_it_over(world):
 def test_started_for_a_job_no_one_knows_yet_still_costs_one_read(world):
     """After a scheduler restart the index may not know the job: one get_job serves both needs."""
     client, slurm, _, _, observed, _ = world
-    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity())
     assert client.post("/api/v1/jobs/7/started", headers=auth()).status_code == 200
     assert slurm.reads == 1 and len(observed) == 1
 
 
 def test_a_token_for_another_pod_is_refused_and_nothing_is_recorded(world):
     client, slurm, index, _, observed, _ = world
-    slurm.jobs[7] = Job(id=7, state="RUNNING", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", admin_comment=identity())
     index.upsert(slurm.jobs[7])
     for headers in (auth("uid-b"), {}, {"Authorization": "Basic x"}):
         response = client.post("/api/v1/jobs/7/started", headers=headers)
@@ -114,19 +123,50 @@ def test_started_errors_are_json(world, job, down, status, needle):
     assert observed == []
 
 
-def test_started_refuses_a_job_whose_extra_now_names_another_pod(world):
-    """The job's user can rewrite its Extra; the call must not re-home the job to another Pod."""
+def test_started_refuses_a_job_whose_admin_comment_now_names_another_pod(world):
+    """Should an operator rewrite the job's AdminComment since it was submitted, the call must not re-home
+    the job to another Pod."""
     client, slurm, index, _, observed, _ = world
     index.expect("uid-a", 7)
-    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-b: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity("uid-b"))
     response = client.post("/api/v1/jobs/7/started", headers=auth())
     assert response.status_code == 409 and "no longer names" in response.get_json()["error"]
     assert observed == []
 
 
+def test_started_ignores_an_extra_its_user_rewrote_to_name_another_pod(world):
+    """The job's user can rewrite its Extra (not its AdminComment): that names no Pod, so nothing changes."""
+    client, slurm, index, _, observed, _ = world
+    index.expect("uid-a", 7)
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity(), extra=identity("uid-b"))
+    response = client.post("/api/v1/jobs/7/started", headers=auth())
+    assert response.status_code == 200 and response.get_json()["pod_uid"] == "uid-a"
+    assert [job for job, _ in observed] == [slurm.jobs[7]]
+
+
+@pytest.mark.parametrize("verb, state, flags", [
+    ("started", "RUNNING", ()),
+    ("terminating", "RUNNING", ()),
+    ("drain", "CANCELLED", ("COMPLETING",)),
+])
+def test_a_job_whose_extra_alone_names_the_callers_pod_is_not_a_placeholder(world, verb, state, flags):
+    """A Pod's token is in its placeholder's environment, so its user holds it; were the Extra read, they could
+    submit a job of their own naming that Pod and have it bound to their job's nodes (never locked), or
+    deleted, or the nodes drained. Only the AdminComment, which Slurm lets only its super users write, counts."""
+    client, slurm, _, _, observed, deleted = world
+    slurm.jobs[7] = Job(id=7, state=state, state_flags=flags, nodes="node1", extra=identity())
+    response = client.post(f"/api/v1/jobs/7/{verb}", headers=auth())  # not known yet: named by X-Sunk-Pod-UID
+    assert response.status_code == 404 and "not a placeholder" in response.get_json()["error"], response.get_json()
+    assert (slurm.reads, observed, deleted, slurm.drained) == (1, [], [], [])
+    # The same job with the identity where the scheduler submits it: the same call is taken.
+    slurm.jobs[7] = Job(id=7, state=state, state_flags=flags, nodes="node1", admin_comment=identity())
+    assert client.post(f"/api/v1/jobs/7/{verb}", headers=auth()).status_code == 200
+    assert len(observed) + len(deleted) + len(slurm.drained) == 1
+
+
 def test_terminating_deletes_the_pod_and_says_so(world):
     client, slurm, index, pods, _, deleted = world
-    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    index.upsert(Job(id=7, state="RUNNING", admin_comment=identity()))
     response = client.post("/api/v1/jobs/7/terminating", headers=auth())
     assert response.status_code == 200 and response.get_json() == {"pod": "ns/p", "deleting": True}
     assert deleted == ["Slurm is ending job 7"] and slurm.reads == 0
@@ -136,7 +176,7 @@ def test_terminating_deletes_the_pod_and_says_so(world):
 
 def test_pod_wait_answers_404_once_the_pod_is_gone_and_rejects_a_bad_wait(world):
     client, _, index, pods, _, _ = world
-    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    index.upsert(Job(id=7, state="RUNNING", admin_comment=identity()))
     assert client.get("/api/v1/jobs/7/pod?wait=0", headers=auth()).status_code == 200
     bad = client.get("/api/v1/jobs/7/pod?wait=soon", headers=auth())
     assert bad.status_code == 400 and "wait" in bad.get_json()["error"]
@@ -154,7 +194,7 @@ def test_unknown_routes_and_methods_answer_json(world):
 
 def test_a_body_over_the_limit_is_a_json_413(world):
     client, _, index, _, _, deleted = world
-    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    index.upsert(Job(id=7, state="RUNNING", admin_comment=identity()))
     response = client.post("/api/v1/jobs/7/terminating", data=b"x" * (20 * 1024 * 1024), headers=auth())
     assert response.status_code == 413 and "larger than" in response.get_json()["error"]
     assert deleted == []
@@ -163,7 +203,7 @@ def test_a_body_over_the_limit_is_a_json_413(world):
 def test_a_caller_without_a_token_for_the_named_pod_costs_no_slurm_call(world):
     """For a job the index does not know, the token is checked before Slurm is asked."""
     client, slurm, _, _, observed, _ = world
-    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity())
     no_name = {"Authorization": auth()["Authorization"]}
     wrong_token = {**auth("uid-b"), POD_UID_HEADER: "uid-a"}
     for headers, needle in ((no_name, POD_UID_HEADER), (wrong_token, "token"), ({}, POD_UID_HEADER)):
@@ -174,7 +214,7 @@ def test_a_caller_without_a_token_for_the_named_pod_costs_no_slurm_call(world):
 
 def test_a_token_for_one_pod_does_not_open_another_pods_job(world):
     client, slurm, _, _, observed, _ = world
-    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity())
     response = client.post("/api/v1/jobs/7/started", headers=auth("uid-b"))  # a valid token, for uid-b
     assert response.status_code == 403 and "another Pod" in response.get_json()["error"]
     assert slurm.reads == 1 and observed == []
@@ -183,7 +223,7 @@ def test_a_token_for_one_pod_does_not_open_another_pods_job(world):
 def test_every_call_answers_503_until_the_pod_cache_has_synced(world):
     """An empty cache would answer "Pod gone": the placeholder would exit while its Pod runs."""
     client, slurm, index, pods, observed, deleted = world
-    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    index.upsert(Job(id=7, state="RUNNING", admin_comment=identity()))
     READY[0] = False
     for method, path in (("GET", "pod?wait=0"), ("POST", "terminating"), ("POST", "started"), ("POST", "drain")):
         response = client.open(f"/api/v1/jobs/7/{path}", method=method, headers=auth())
@@ -201,11 +241,33 @@ def test_every_call_answers_503_until_the_pod_cache_has_synced(world):
 ])
 def test_drain_only_for_a_job_slurm_is_ending(world, state, flags, status):
     client, slurm, index, _, _, _ = world
-    slurm.jobs[7] = Job(id=7, state=state, state_flags=flags, nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state=state, state_flags=flags, nodes="node1", admin_comment=identity())
     index.upsert(slurm.jobs[7])
     response = client.post("/api/v1/jobs/7/drain", headers=auth())
     assert response.status_code == status, response.get_json()
     assert slurm.drained == ([("node1", response.get_json().get("reason"))] if status == 200 else [])
+
+
+@pytest.mark.parametrize("state, reason, kept", [
+    (("IDLE", "DRAIN"), "hardware: fan", True),  # an operator's
+    (("DOWN", "NOT_RESPONDING"), "Not responding", True),  # Slurm's own
+    (("MIXED", "DRAIN"), "NHC: gpu xid 79", True),  # NHC's, while jobs finish
+    (("MIXED", "DRAIN"), "k8s: slurmd pod slurm/node1 is not ready", False),  # sunk's: its own to replace
+    (("MIXED",), "", False),  # in service
+    (("IDLE", "DRAIN"), "", False),  # drained with no reason: nobody's to keep
+])
+def test_the_drain_leaves_a_node_out_of_service_for_a_reason_sunk_did_not_write(world, state, reason, kept):
+    """Slurm keeps one reason per node; a k8s: one written over an operator's would be lifted by the Syncer
+    once the Pod is gone, and a faulty node would return to service. The answer is still 200: the node keeps
+    Slurm's jobs off it, which is all the placeholder asks (it must not fall back to draining by itself)."""
+    client, slurm, index, _, _, _ = world
+    slurm.nodes["node1"] = Node(name="node1", state=state, reason=reason)
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity())
+    index.upsert(slurm.jobs[7])
+    response = client.post("/api/v1/jobs/7/drain", headers=auth())
+    assert response.status_code == 200, response.get_json()
+    assert slurm.drained == ([] if kept else [("node1", response.get_json()["reason"])])
+    assert response.get_json()["kept"] == (["node1"] if kept else [])
 
 
 def test_the_drain_of_a_pod_stuck_on_a_lost_node_keeps_the_stuck_pod_reason():
@@ -215,11 +277,11 @@ def test_the_drain_of_a_pod_stuck_on_a_lost_node_keeps_the_stuck_pod_reason():
     slurm, index = Slurm(), JobIndex(parse)
     stuck = StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()
     app = create_hooks_app(hooks_blueprint(
-        secret=SECRET, jobs=index, parse_uid=lambda extra: (parse(extra) or (None, False))[0],
+        secret=SECRET, jobs=index, parse_uid=lambda job: (parse(job) or (None, False))[0],
         pod_by_uid={"uid-a": POD}.get, delete_pod=lambda pod, why: None, slurm=slurm, gone=PodGone(lambda _u: POD),
         observe=lambda job, at: None, ready=lambda: True,
         stuck_reason=lambda pod, job_id: stuck if pod is POD and job_id == 7 else None))
-    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity())
     index.upsert(slurm.jobs[7])
     response = app.test_client().post("/api/v1/jobs/7/drain", headers=auth())
     assert response.status_code == 200 and slurm.drained == [("node1", stuck)]
@@ -228,7 +290,7 @@ def test_the_drain_of_a_pod_stuck_on_a_lost_node_keeps_the_stuck_pod_reason():
 @pytest.mark.parametrize("header", ["Bearer \u00e9\u00e9", "Bearer \x00", "Bearer " + "x" * 5000, "Bearer"])
 def test_a_garbage_bearer_header_is_a_json_401(world, header):
     client, slurm, index, _, _, _ = world
-    index.upsert(Job(id=7, state="RUNNING", extra="uid-a: started"))
+    index.upsert(Job(id=7, state="RUNNING", admin_comment=identity()))
     response = client.post("/api/v1/jobs/7/terminating",
                            headers={"Authorization": header, POD_UID_HEADER: "uid-\u00e9"})
     assert response.status_code == 401 and "token" in response.get_json()["error"]
@@ -236,12 +298,15 @@ def test_a_garbage_bearer_header_is_a_json_401(world, header):
 
 def test_the_drain_names_the_pod_in_the_form_the_syncer_lifts_once_it_is_gone(world):
     client, slurm, index, _, _, _ = world
-    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", extra="uid-a: started")
+    slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity())
     index.upsert(slurm.jobs[7])
     response = client.post("/api/v1/jobs/7/drain", headers=auth())
     assert response.status_code == 200
     assert parse_drain(response.get_json()["reason"]) == PlaceholderDrain("ns", "p", 7)
-    # The Pod is no longer in the cache: named from the job's Extra; with no name, a reason no one lifts.
-    job = Job(id=8, extra="sunk-pod=uid-b ns=team-a name=train-0 sched=s: started")
+    # The Pod is no longer in the cache: named from the job's AdminComment; with no name, a reason no one lifts.
+    job = Job(id=8, admin_comment=identity("uid-b", "team-a", "train-0"))
     assert parse_drain(drain_reason(None, job, "uid-b")) == PlaceholderDrain("team-a", "train-0", 8)
-    assert parse_drain(drain_reason(None, Job(id=9, extra="uid-c: started"), "uid-c")) is None
+    assert parse_drain(drain_reason(None, Job(id=9), "uid-c")) is None
+    # An identity in the Extra, which the job's user writes, names no Pod: a reason no one lifts either.
+    forged = Job(id=10, extra=identity("uid-c", "team-a", "train-0"))
+    assert parse_drain(drain_reason(None, forged, "uid-c")) is None

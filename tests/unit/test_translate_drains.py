@@ -18,6 +18,7 @@ from sunk.translate.drains import (
     PlaceholderDrain,
     StuckPodDrain,
     cause,
+    held_by_another,
     parse,
 )
 
@@ -446,3 +447,19 @@ def ready_node(status: str = "True") -> dict:
 def test_a_stuck_pod_drain_lasts_while_a_pod_with_its_uid_exists_or_its_node_is_not_ready(facts, present):
     verdict = cause(STUCK, facts, IDLE)
     assert verdict.present is present and verdict.why
+
+
+@pytest.mark.parametrize("drained, down, reason, held", [
+    (True, False, "hardware: fan", True),  # an operator's
+    (True, False, "NHC: gpu xid 79", True),  # a health check's
+    (False, True, "Not responding", True),  # Slurm's own
+    (True, False, "sunk-lock: job 7: SUNK_SYNCER_URL is not set", True),  # the prolog's, which waits for a person
+    (True, False, "ops: k8s: looks like sunk's", True),  # only the prefix makes a reason sunk's
+    (True, False, "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 7", False),  # sunk's own
+    (True, True, "k8s: slurmd pod slurm/node1 is not ready", False),
+    (True, False, "", False),  # no reason: nothing to keep
+    (True, False, "   ", False),
+    (False, False, "hardware: fan", False),  # in service: a stale reason holds nothing
+])
+def test_a_node_held_by_another_is_out_of_service_for_a_reason_sunk_did_not_write(drained, down, reason, held):
+    assert held_by_another(drained, down, reason) is held
