@@ -114,9 +114,19 @@ class ReleaseStuckPod:
     k8s_node: str
 
 
+@frozen
+class ReleaseJob:
+    """The Pod finished (Succeeded, or Failed: a kubelet's rejection too): end its job, so the node is free at
+    once; say so on the Pod. The Pod itself is left as it is, for its owner (a Job counts it)."""
+
+    job_id: int
+    phase: str
+
+
 # Every action decide() returns, as closed unions: a dispatcher that matches on them ends with
 # typing.assert_never, so mypy names any action it forgets.
-PodAction: TypeAlias = Union[Submit, FindJob, Invalid, Bind, Waiting, Unschedulable, DeletePod, ReleaseStuckPod]
+PodAction: TypeAlias = Union[Submit, FindJob, Invalid, Bind, Waiting, Unschedulable, DeletePod, ReleaseStuckPod,
+                             ReleaseJob]
 """The actions on the Pod itself: decide() returns one only for a Pod that exists."""
 Action: TypeAlias = Union[Nothing, CancelJobs, PodAction]
 
@@ -132,6 +142,7 @@ class PodFacts:
     problems: tuple[str, ...] = ()  # validation errors, already rendered
     grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
     node_lost: bool = False  # its bound Node is NotReady (Ready False or Unknown) or gone
+    finished: str = ""  # its phase once its containers are done: Succeeded, or Failed (a kubelet's rejection too)
 
 
 # Slurm's reasons that a job in a busy queue shows for a moment on its way to running; a
@@ -175,6 +186,14 @@ def decide(
         return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
     job = active[0] if active else None
 
+    if pod.finished:
+        # It holds nothing any more: its job, its strict lock and its GPUs are freed now, not when
+        # somebody deletes the Pod. (What a Job or a user keeps the Pod for, its logs and its count,
+        # stays.)
+        if job is not None:
+            return ReleaseJob(job.id, pod.finished)
+        return Nothing(f"the Pod {pod.finished.lower()}; it holds no job")
+
     if pod.deleting:
         if job is not None and pod.bound_node is None:
             return CancelJobs((job.id,), "its Pod is being deleted before it was bound")
@@ -196,9 +215,9 @@ def decide(
             return DeletePod("Preempted", f"Slurm requeued job {job.id} ({job.state_reason or 'preempted'})")
         return Nothing("running")
 
-    # Not bound yet.
-    if pod.problems:
-        return Invalid(pod.problems)
+    # Not bound yet. A submitted job decides before the Pod's annotations are judged: they were read at
+    # submission, and an edit since changes nothing of the job (the seeds' rule), so it is bound as Slurm
+    # placed it, or ends with the Pod. Only a Pod about to be submitted is validated.
     if job is None:
         if expected_job_id is not None and not any(j.id == expected_job_id for j in jobs):
             return Waiting(expected_job_id, "submitted; waiting for Slurm to report the job", passing=True)
@@ -207,10 +226,12 @@ def decide(
             return Unschedulable(f"Slurm failed job {last.id} before it started: {last.state_reason or 'no reason'}")
         if jobs or recorded_job_id is not None:
             return DeletePod(*_ended(jobs, recorded_job_id))
-        if refused is not None:
-            return Unschedulable(refused)
         if in_doubt:
             return FindJob()
+        if pod.problems:
+            return Invalid(pod.problems)
+        if refused is not None:
+            return Unschedulable(refused)
         return Submit()
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""

@@ -2,7 +2,7 @@
 
 POST /api/v1/jobs/<id>/started       the job's script runs (so its prolog ended): look now, not at the next list
 POST /api/v1/jobs/<id>/terminating   delete the job's Pod (its grace period applies)
-GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod exists, 404 once it is gone;
+GET  /api/v1/jobs/<id>/pod?wait=S    200 while the Pod runs, 404 once it is gone or finished;
                                      long-polls up to S seconds (max 30) for the deletion
 POST /api/v1/jobs/<id>/drain         the Pod outlived KillWait: drain the job's node (only
                                      while Slurm is ending the job), with the reason the
@@ -53,7 +53,7 @@ from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, held_by_another
-from sunk.translate.gang import is_gang_owner
+from sunk.translate.gang import is_gang_owner, is_terminal
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
@@ -77,7 +77,13 @@ class PodGone:
             self._cond.notify_all()
 
     def wait(self, uid: str, timeout: float) -> bool:
-        return self.wait_for(lambda: self._lookup(uid) is None, timeout)
+        """Until the Pod is gone or finished (its containers are done: nothing of it runs on the node)."""
+
+        def done() -> bool:
+            pod = self._lookup(uid)
+            return pod is None or is_terminal(pod)
+
+        return self.wait_for(done, timeout)
 
     def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
         """Until ``done()`` (re-checked at each notify: a Pod deleted, or one that finished), or the timeout."""
@@ -112,7 +118,7 @@ def hooks_blueprint(
         if is_gang_owner(owner):
             return gang_holders(owner, job_id)
         pod = pod_by_uid(owner)
-        return [pod] if pod is not None else []
+        return [pod] if pod is not None and not is_terminal(pod) else []
 
     @app.before_request
     def not_before_sync():
@@ -181,7 +187,7 @@ def hooks_blueprint(
         pods = holders(uid, job_id)
         if not pods:
             return error(404, "the gang's members are already gone or finished" if is_gang_owner(uid)
-                         else "the Pod is already gone")
+                         else "the Pod is already gone or finished")
         for pod in pods:
             delete_pod(pod, f"Slurm is ending job {job_id}")
         if is_gang_owner(uid):
@@ -206,7 +212,8 @@ def hooks_blueprint(
         else:
             done = gone.wait(uid, wait)
         if done:
-            return error(404, "the gang's members are gone or finished" if is_gang_owner(uid) else "the Pod is gone")
+            return error(404, "the gang's members are gone or finished" if is_gang_owner(uid)
+                         else "the Pod is gone or finished")
         if is_gang_owner(uid):
             return jsonify({"pods": [_name(pod) for pod in holders(uid, job_id)], "exists": True})
         pod = pod_by_uid(uid)

@@ -69,6 +69,7 @@ from .decide import (
     Nothing,
     PodAction,
     PodFacts,
+    ReleaseJob,
     ReleaseStuckMember,
     ReleaseStuckPod,
     Submit,
@@ -256,6 +257,7 @@ class PodScheduler:
             problems=problems,
             grace_ends_at=grace_ends_at(pod) if deleting else None,
             node_lost=bool(deleting and bound_node and not self.node_ready(bound_node)),
+            finished=str((pod.get("status") or {}).get("phase")) if is_terminal(pod) else "",
         )
 
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
@@ -271,7 +273,7 @@ class PodScheduler:
                     self._cancel(job_id, message)
                 return Result()
             case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod() \
-                    | ReleaseStuckPod():
+                    | ReleaseStuckPod() | ReleaseJob():
                 if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
                     raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
                 return self._act_on_pod(uid, pod, action)
@@ -297,6 +299,11 @@ class PodScheduler:
                 return self._find_job(uid, pod)
             case ReleaseStuckPod():
                 return self._release_stuck(pod, action)
+            case ReleaseJob(job_id=job_id, phase=phase):
+                self._cancel(job_id, f"its Pod {phase.lower()}")
+                self.report(pod, "Normal", "SlurmJobReleased",
+                            f"the Pod {phase.lower()}: Slurm job {job_id} ended, its node is free for the next job")
+                return Result()
             case Bind():
                 if self.on_bind is not None:
                     self.on_bind(pod, action)  # the front end's own binding step

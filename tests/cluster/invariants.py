@@ -155,8 +155,8 @@ def bound_without_job(world: World, scope: Scope) -> list[str]:
     out = []
     for pod in _load_pods(world, scope):
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (_finished(pod) and gang_of(pod) is not None):
-            continue  # (a gang's finished member, kept by its Job, runs nothing: its gang's job may be over)
+        if not node or _finished(pod):
+            continue  # (a finished Pod, a gang's member or not, runs nothing: its job is released)
         own = jobs.get(_uid(pod), []) + gang_jobs(world.jobs, pod)
         there = [j for j in own if job_state(j)[0] in RUNS and any(scope.k8s_node_of.get(n) == node
                                                                    for n in job_nodes(j))]

@@ -696,7 +696,7 @@ def test_scheduler_hooks_log_a_refusal_once_at_a_level_that_says_whether_to_look
         response = send(app, "GET", "/api/v1/jobs/7/pod", headers=AUTHORISED_U_A)
     assert response.status_code == 404
     assert [(r.levelno, r.getMessage()) for r in log.records] == [
-        (logging.INFO, "'GET' '/api/v1/jobs/7/pod': 404 'the Pod is gone'")]
+        (logging.INFO, "'GET' '/api/v1/jobs/7/pod': 404 'the Pod is gone or finished'")]
 
 
 # ---- the Syncer's hook app (sunk/hooks/) --------------------------------------------------------

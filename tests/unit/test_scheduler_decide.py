@@ -12,6 +12,7 @@ from scheduler.decide import (
     Invalid,
     Nothing,
     PodFacts,
+    ReleaseJob,
     ReleaseStuckPod,
     Submit,
     Unschedulable,
@@ -24,9 +25,9 @@ UID = "uid-1"
 NODE_OF = {"node1": "worker-1", "node2": "worker-2"}
 
 
-def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False):
+def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False, finished=""):
     return PodFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems),
-                    grace_ends_at=grace_ends_at, node_lost=node_lost)
+                    grace_ends_at=grace_ends_at, node_lost=node_lost, finished=finished)
 
 
 def stuck(node_lost=True, grace_ends_at=1000.0):
@@ -113,6 +114,32 @@ CASES = [
      CancelJobs((7,), "its Pod is being deleted before it was bound")),
     ("two active jobs -> cancel the newer", pod(), (job(id=7), job(id=8, state="PENDING")), {},
      CancelJobs((8,), "duplicate of job 7")),
+    # A finished Pod holds nothing: its job ends at once, the Pod stays for its owner.
+    ("bound pod succeeded -> its job released at once", pod(bound="worker-1", ours=True, finished="Succeeded"),
+     (job(),), {}, ReleaseJob(7, "Succeeded")),
+    ("bound pod failed (or rejected by its kubelet) -> its job released",
+     pod(bound="worker-1", ours=True, finished="Failed"), (job(),), {}, ReleaseJob(7, "Failed")),
+    ("finished pod being deleted -> its job released now, not when it is gone",
+     pod(bound="worker-1", ours=True, deleting=True, finished="Succeeded"), (job(),), {},
+     ReleaseJob(7, "Succeeded")),
+    ("finished pod whose job ended -> kept, never deleted for the job's end",
+     pod(bound="worker-1", ours=True, finished="Succeeded"), (job(state="CANCELLED"),), {},
+     Nothing("the Pod succeeded; it holds no job")),
+    ("finished pod, its job gone from Slurm -> kept", pod(bound="worker-1", ours=True, finished="Failed"), (),
+     {"recorded_job_id": 7}, Nothing("the Pod failed; it holds no job")),
+    # A submitted job decides before validation: an annotation edited since changes nothing of the job.
+    ("made invalid while its job runs -> bound as Slurm placed it", pod(problems=["bad"]), (job(node="node2"),),
+     {"started": {7: True}}, Bind(7, "node2", "worker-2")),
+    ("made invalid while its job waits -> keeps waiting", pod(problems=["bad"]),
+     (job(state="PENDING", reason="Priority"),), {}, Waiting(7, "Priority", passing=True)),
+    ("made invalid while its submission is in flight -> waits for it", pod(problems=["bad"]), (),
+     {"expected_job_id": 9}, Waiting(9, "submitted; waiting for Slurm to report the job", passing=True)),
+    ("made invalid after a lost submission -> its job looked for first", pod(problems=["bad"]), (),
+     {"in_doubt": True}, FindJob()),
+    ("invalid pod whose job ended -> deleted for the job's end", pod(problems=["bad"]), (job(state="CANCELLED"),),
+     {}, DeletePod("JobCancelled", "Slurm job 7 ended in state CANCELLED")),
+    ("invalid and once refused -> invalid: the Pod as it is now", pod(problems=["bad"]), (),
+     {"refused": "no such QOS"}, Invalid(("bad",))),
     ("multi-node allocation -> cancel", pod(), (Job(id=7, state="RUNNING", nodes="node[1-2]", allocations=(
         JobAllocation("node1"), JobAllocation("node2"))),), {"started": {7: True}},
      CancelJobs((7,), "a Pod needs exactly one node; Slurm allocated node[1-2]")),

@@ -310,3 +310,26 @@ def test_the_drain_names_the_pod_in_the_form_the_syncer_lifts_once_it_is_gone(wo
     # An identity in the Extra, which the job's user writes, names no Pod: a reason no one lifts either.
     forged = Job(id=10, extra=identity("uid-c", "team-a", "train-0"))
     assert parse_drain(drain_reason(None, forged, "uid-c")) is None
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_pod_is_not_deleted_and_lets_its_placeholder_end(world, phase):
+    """The scheduler ended the job of a Pod that finished (its containers are done): the placeholder's SIGTERM
+    path must neither delete the Pod (its Job counts it, its user reads its logs) nor wait for it to go."""
+    client, slurm, index, pods, _, deleted = world
+    pods["uid-a"] = {**POD, "status": {"phase": phase}}
+    index.upsert(Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity()))
+    terminating = client.post("/api/v1/jobs/7/terminating", headers=auth())
+    assert terminating.status_code == 404 and deleted == []
+    waited = client.get("/api/v1/jobs/7/pod?wait=5", headers=auth())
+    assert waited.status_code == 404 and "finished" in waited.get_json()["error"]
+
+
+def test_the_long_poll_ends_when_the_pod_finishes(world):
+    client, slurm, index, pods, _, _ = world
+    index.upsert(Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity()))
+    gone = PodGone(pods.get)
+    pods["uid-a"] = {**POD, "status": {"phase": "Running"}}
+    assert not gone.wait("uid-a", 0.05)
+    pods["uid-a"] = {**POD, "status": {"phase": "Succeeded"}}
+    assert gone.wait("uid-a", 0.05)

@@ -368,6 +368,26 @@ def test_a_running_job_is_bound_only_once_slurm_ends_its_prolog(build, writes):
     assert binds == [("uid-a", "worker-1")]
 
 
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_pod_releases_its_job_at_once_and_is_kept(build, writes, monkeypatch, phase):
+    """Its containers are done: the job (its strict lock, its GPUs) ends now, not when somebody deletes the Pod;
+    the Pod itself stays, for its owner (a Job counts it) and its logs. One Event names the job."""
+    monkeypatch.setattr(kubeops, "delete_pod", lambda api, obj: writes.append(("delete", obj["metadata"]["uid"], None)))
+    scheduler, pods, jobs, recorder, _ = build(slurm=CancelRecorder())
+    pods[0] = pod(node="worker-1")
+    pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    pods[0]["status"] = {"phase": phase}
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
+    scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")  # (the cache has not shown the cancellation yet: cancelling again is harmless)
+    assert scheduler.slurm.cancelled == [7, 7]
+    assert recorder.events == [("SlurmJobReleased",
+                                f"the Pod {phase.lower()}: Slurm job 7 ended, its node is free for the next job")]
+    jobs.upsert(Job(id=7, state="CANCELLED", nodes="node1", admin_comment="uid-a"), observed_at=2.0)
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.cancelled == [7, 7] and writes == []  # the Pod is never deleted for its job's end
+
+
 def test_slurmd_nodes_map_by_hostname_as_the_syncer_does():
     """A NodeSet names the slurmd Pod and its hostname alike; a hand-made Pod may differ: the hostname wins."""
     from informer_fakes import ListInformer
