@@ -382,6 +382,29 @@ def test_scheduler_restart_mid_flow_submits_no_second_job(kube_api, dev_cluster,
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
 
+def test_an_annotation_made_invalid_while_the_job_waits_changes_nothing(kube_api, dev_cluster, namespace, scheduler):
+    """Issue 32: annotations are read once, at submission. A Pod edited into an invalid one while its job waits
+    keeps that job, and is bound where Slurm runs it (it used to be judged invalid and stranded its job)."""
+    node = idle_node(dev_cluster)
+    blocker = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-w", node, "--exclusive", "--qos=high",
+                                "--wrap", "sleep 600").stdout.strip()
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, int(blocker))) == "RUNNING", 30, "the blocking job to run")
+        pod = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node})
+        name = pod["metadata"]["name"]
+        job_id = job_id_of(kube_api, dev_cluster, namespace, name)
+        kc.patch(kube_api, PODS, name, {"metadata": {"annotations": {names.ANN_PRIORITY: "not a number"}}},
+                 namespace)
+        time.sleep(2)
+        assert state(slurm_job(dev_cluster, job_id)) == "PENDING" and not bound(kube_api, namespace, name)
+        dev_cluster.slurm("scancel", blocker)
+        job_id_bound, k8s_node = placed(kube_api, dev_cluster, namespace, name, timeout=60)
+        assert job_id_bound == job_id and k8s_node == dev_cluster.k8s_node_for(node)
+        assert "FailedValidation" not in event_reasons(kube_api, namespace, name)
+    finally:
+        dev_cluster.slurm("scancel", blocker, check=False)
+
+
 def test_orphans_made_while_the_scheduler_was_down_are_cleaned_up(kube_api, dev_cluster, namespace, scheduler):
     """A crash, then: a Pod deleted (its job must go) and a job cancelled (its Pod must go)."""
     deleted, cancelled = create_pod(kube_api, namespace), create_pod(kube_api, namespace)
