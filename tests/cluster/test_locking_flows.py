@@ -154,6 +154,12 @@ def slurmd_lock(api, node: str) -> str | None:
     return lock_value(kc.get(api, PODS, node, "slurm"))
 
 
+def budget(api, namespace: str, app: str, **spec) -> None:
+    """A PodDisruptionBudget named ``app`` over the Pods labelled ``app=<app>``, so that their eviction is refused."""
+    kc.create(api, PDBS, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": app},
+                          "spec": {**spec, "selector": {"matchLabels": {"app": app}}}}, namespace)
+
+
 def unlocked(api, dev_cluster, node: str) -> None:
     """Start from an unlocked node (another test's job may just have left it)."""
     try:
@@ -349,9 +355,7 @@ def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api
 
 def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube_api, scripts, namespace):
     make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded"})
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
-           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}
-    kc.create(kube_api, PDBS, pdb, namespace)
+    budget(kube_api, namespace, "guarded", minAvailable=1)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.ran"
     scripts.set_timeout(8)
     job = None
@@ -396,9 +400,7 @@ def test_an_operators_drain_survives_a_failed_prolog_and_the_syncer(dev_cluster,
     one reason per node: the prolog used to write its own ``k8s:`` one over it, which the Syncer then lifted,
     returning a faulty node to service. Now the prolog stops the job and leaves the operator's reason."""
     make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded-fan"})
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded-fan"},
-           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded-fan"}}}}
-    kc.create(kube_api, PDBS, pdb, namespace)
+    budget(kube_api, namespace, "guarded-fan", minAvailable=1)
     scripts.set_timeout(8)
     job = None
     try:
@@ -427,9 +429,7 @@ def test_a_lock_timeout_with_more_blocking_pods_than_a_reason_names_is_lifted_on
     blockers = [f"a-pod-name-long-enough-that-six-cannot-be-named-{i}" for i in range(6)]
     for name in blockers:
         make_pod(kube_api, namespace, name, "worker-4", labels={"app": "guarded"})
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
-           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}
-    kc.create(kube_api, PDBS, pdb, namespace)
+    budget(kube_api, namespace, "guarded", maxUnavailable=0)
     scripts.set_timeout(8)
     job = None
     try:
