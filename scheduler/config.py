@@ -8,7 +8,7 @@ from attrs import field, frozen
 
 # How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
 # reads it), before it reads the job itself: a new placeholder, and one that Slurm starts. The call
-# comes once the prolog has locked every node of the allocation, 1 to 3 s after the start with 50 gangs
+# comes once the batch host's prolog has locked its node, 1 to 3 s after the start with 50 gangs
 # starting at once on the dev cluster. A call that never comes (lost, or taken by another replica) delays
 # the Pods' binding by up to this much.
 STARTED_CALL_PATIENCE = 3.0

@@ -141,7 +141,7 @@ class PodFacts:
     placed_by_us: bool  # carries our job-id annotation
     problems: tuple[str, ...] = ()  # validation errors, already rendered
     grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
-    node_lost: bool = False  # its bound Node is NotReady (Ready False or Unknown) or gone
+    node_lost: bool = False  # deleting or finished, and its bound Node is NotReady (Ready False or Unknown) or gone
     finished: str = ""  # its phase once its containers are done: Succeeded, or Failed (a kubelet's rejection too)
 
 
@@ -186,10 +186,11 @@ def decide(
         return CancelJobs(tuple(j.id for j in active if j.id != keep.id), f"duplicate of job {keep.id}")
     job = active[0] if active else None
 
-    if pod.finished:
+    if pod.finished and not pod.node_lost:
         # It holds nothing any more: its job, its strict lock and its GPUs are freed now, not when
         # somebody deletes the Pod. (What a Job or a user keeps the Pod for, its logs and its count,
-        # stays.)
+        # stays.) Not on a Node that is NotReady or gone: a Pod marked Failed there (by the Pod
+        # garbage collector) may still run, and is let go as a stuck one once deleted.
         if job is not None:
             return ReleaseJob(job.id, pod.finished)
         return Nothing(f"the Pod {pod.finished.lower()}; it holds no job")

@@ -237,23 +237,24 @@ def hooks_blueprint(
             # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
             reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
             drains = [(node, reason) for node in job.node_list]
+        drained: list[str] = []
         kept: list[str] = []
         for node, reason in drains:
             try:
                 current = slurm.get_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
-                if held_by_another(current.drained, current.down, current.reason):
+                if held_by_another(current):
                     log.warning("left %s as it is (%r), not drained for job %d: %s", node, current.reason, job_id,
                                 reason)
                     kept.append(node)
                     continue
                 slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
             except NotFound:
-                continue
+                continue  # (a node gone from Slurm holds no job)
             except SlurmError as exc:
                 return error(503, f"could not drain {node}: {exc}")
             log.warning("drained %s: %s", node, reason)
-        nodes = [node for node, _ in drains if node not in kept]
-        return jsonify({"drained": nodes, "kept": kept, "reason": drains[0][1] if drains else ""})
+            drained.append(node)
+        return jsonify({"drained": drained, "kept": kept, "reason": drains[0][1] if drains else ""})
 
     def gang_drains(pods: list[Obj], job: Job) -> list[tuple[str, str]]:
         """Only the nodes whose member outlived KillWait, each with its own member's reason; a member whose

@@ -33,7 +33,7 @@ from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, Sl
 from sunk.slurm.freshread import FreshRead
 from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
-from sunk.translate.drains import StuckPodDrain
+from sunk.translate.drains import StuckPodDrain, held_by_another
 from sunk.translate.gang import (
     IDENTITY_MAX,
     Gang,
@@ -249,6 +249,7 @@ class PodScheduler:
         if not bound_node:
             problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
         deleting = bool(meta.get("deletionTimestamp"))
+        finished = str((pod.get("status") or {}).get("phase")) if is_terminal(pod) else ""
         return PodFacts(
             uid=meta["uid"],
             bound_node=bound_node,
@@ -256,8 +257,8 @@ class PodScheduler:
             placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
             problems=problems,
             grace_ends_at=grace_ends_at(pod) if deleting else None,
-            node_lost=bool(deleting and bound_node and not self.node_ready(bound_node)),
-            finished=str((pod.get("status") or {}).get("phase")) if is_terminal(pod) else "",
+            node_lost=bool((deleting or finished) and bound_node and not self.node_ready(bound_node)),
+            finished=finished,
         )
 
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
@@ -642,7 +643,7 @@ class PodScheduler:
             current = self.slurm.get_node(node)  # a fresh read: a person's drain of a moment ago is kept
         except NotFound:
             return
-        if not should_drain(current.drained, current.reason, drain):
+        if held_by_another(current) or not should_drain(current.drained, current.reason, drain):
             if current.reason != reason:
                 log.info("slurm node %s: drained already (%r); left as it is", node, current.reason)
             return

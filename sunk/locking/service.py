@@ -2,10 +2,10 @@
 
 The pre-hook first looks the job up: a request counts only for a job that Slurm shows
 holding that node (a token holder must not be able to taint a Node and evict its Pods by
-naming any job id), and the job's Extra, not the caller, says whether it is a placeholder
-(strict). The Slurm cache answers when it shows the job running there (that is Slurm's
-word, at most one poll old); anything else, typically a job allocated since the last poll,
-is read from Slurm there and then. A cache that has not seen a job never refuses it.
+naming any job id), and the job's AdminComment (which only Slurm's super users write), not the
+caller, says whether it is a placeholder (strict). The Slurm cache answers when it shows the job
+running there (that is Slurm's word, at most one poll old); anything else, typically a job
+allocated since the last poll, is read from Slurm there and then. A cache that has not seen a job never refuses it.
 
 The pre-hook never locks anything itself. It records a lock request on the slurmd Pod (which
 starts the leader's lock controller at once, wherever that runs), then waits on the Pod

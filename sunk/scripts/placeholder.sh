@@ -1,12 +1,12 @@
 #!/bin/bash
 # sunk placeholder job: holds a Slurm allocation on behalf of one Kubernetes Pod, or of a gang's
 # Pods (one node each: the script runs on the batch host only, and the hook API answers for the
-# whole gang; with PrologFlags=Alloc Slurm starts it once the prolog has locked every node).
+# whole gang).
 #
-# The scheduler submits this script with the environment below. Slurm starts it after the
-# prolog, so after the node is strictly locked; it tells the scheduler to look now (Slurm's
-# state, not this call, says the job started: the job's user could make the call), then
-# waits. When
+# The scheduler submits this script with the environment below. Slurm starts it after the batch
+# host's prolog (with PrologFlags=DeferBatch, after every node's); it tells the scheduler to look
+# now (Slurm's state says the job started, once every node's prolog, so every lock, is done; this
+# call is no evidence: the job's user could make it), then waits. When
 # Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
 # the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
@@ -81,14 +81,14 @@ on_term() {
     exit 1
 }
 
-# foreign_drain NODE: the node is out of service (drained or down) for a reason sunk did not write (a
-# person's, NHC's, Slurm's own): it is left as it is, never given a "k8s:" reason the Syncer would lift
-# (sunk/translate/drains.py, held_by_another).
+# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
+# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
+# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
 foreign_drain() {
     local line state reason
     line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
     state=${line%%|*} reason=${line#*|}
-    case "$state" in drain*|down*) ;; *) return 1 ;; esac
+    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
     [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
 }
 trap on_term TERM

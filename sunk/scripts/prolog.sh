@@ -13,11 +13,13 @@
 # and leave both to Slurm.
 # Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
 #   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered, or answered
-#                                                            401, 404 or 5xx until the time was up
+#                                                            5xx, until the time was up
 #   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
-# Every other failure (configuration, a refusal) drains with "sunk-lock: job N: ...", which
-# only an operator lifts. A node already out of service for a reason sunk did not write (an
-# operator's "hardware: fan", NHC's) keeps it: the job is stopped, the reason left alone.
+# Every other failure (configuration, a refusal, and a 401 or 404 that lasted the whole lock
+# timeout: retried until then, as a rotation or a new node may need) drains with
+# "sunk-lock: job N: ...", which only an operator lifts. A node already out of service for a
+# reason sunk did not write (an operator's "hardware: fan", NHC's, Slurm's own) keeps it: the
+# job is stopped, the reason left alone.
 #
 # Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
 #   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
@@ -62,14 +64,14 @@ stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, o
     return 1
 }
 
-# foreign_drain NODE: the node is out of service (drained or down) for a reason sunk did not write (a
-# person's, NHC's, Slurm's own): it is left as it is, never given a "k8s:" reason the Syncer would lift
-# (sunk/translate/drains.py, held_by_another).
+# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
+# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
+# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
 foreign_drain() {
     local line state reason
     line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
     state=${line%%|*} reason=${line#*|}
-    case "$state" in drain*|down*) ;; *) return 1 ;; esac
+    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
     [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
 }
 
@@ -114,12 +116,20 @@ while :; do
         200) log "locked: $(cat "$out")"; exit 0 ;;
         409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
         000|401|404|500|502|503)
-            # The Syncer is restarting, unreachable, failing, or does not know this node or its token yet
-            # (a rotation, a node just made): retry while time is left, then drain with a reason the
-            # Syncer lifts once it locks the node again, never one that waits for an operator.
+            # The Syncer is restarting, unreachable or failing (a cause it sees go: a drain it lifts), or
+            # does not know this node or its token yet (a rotation the kubelet has not carried here, a
+            # node just made): retry while time is left. A token or node still refused when it is up is
+            # a configuration only an operator mends: lifting that drain would send every next job into
+            # the same failure, each requeued and held.
             attempt=$(( attempt + 1 ))
-            (( $(date +%s) + 2 < deadline )) \
-                || drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)"
+            if (( $(date +%s) + 2 >= deadline )); then
+                case "$status" in
+                    401|404)
+                        refused="the hook API refused this node for ${SUNK_LOCK_TIMEOUT}s"
+                        fail "$refused (HTTP $status, $attempt attempts): $(head -c 150 "$out" | tr -d '\n')" ;;
+                    *) drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)" ;;
+                esac
+            fi
             sleep 2 ;;
         *)
             # A lock timeout the service could state in full, with what the Syncer watches go.

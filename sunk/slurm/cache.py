@@ -62,9 +62,9 @@ state list differs from the record, or matches it).
 
 What a state list cannot show, and so what readers see only at the next full list (up to
 ``job_full_every``, 5 minutes by default) unless ``reread`` covers it: a change to a job's
-fields while its state (and flags) stay the same: its Extra or comment (a placeholder's
-``: started`` mark: the scheduler rereads running placeholders not yet marked, for this),
-its pending reason or priority, its name, partition or limits (scontrol update), its nodes
+fields while its state (and flags) stay the same: its Extra or comment, its reason (a
+placeholder's ``Prolog`` clearing as it starts: the scheduler rereads its running placeholders
+not started yet, for this), its priority, its name, partition or limits (scontrol update), its nodes
 if it is resized. Its nodes as it starts, and its end, come with state changes
 (PENDING -> RUNNING, RUNNING -> COMPLETING/COMPLETED, requeue -> PENDING), so they are seen
 at once.

@@ -157,7 +157,7 @@ class StuckPodDrain:
 
 @frozen
 class HookUnreachableDrain:
-    """The prolog of job ``job_id`` got no answer from the hook API (down, 502, 503) within its budget."""
+    """The prolog of job ``job_id`` got no answer from the hook API (down, or a 5xx) within its budget."""
 
     job_id: int
     detail: str = ""
@@ -205,14 +205,19 @@ def is_sunks(reason: str) -> bool:
     return reason.startswith(_P)
 
 
-def held_by_another(drained: bool, down: bool, reason: str) -> bool:
+# Node states that keep Slurm's jobs off a node (base states and flags, as slurmrestd names them).
+OUT_OF_SERVICE = frozenset({"DRAIN", "DOWN", "FAIL", "ERROR", "FUTURE", "INVALID", "INVALID_REG", "UNKNOWN"})
+
+
+def held_by_another(node: Node) -> bool:
     """Whether a node is out of service for a reason sunk did not write (a person's, NHC's, Slurm's own
     ``Not responding``, the prolog's unprefixed one): then sunk leaves it as it is and writes no drain of
     its own over it. Slurm keeps one reason per node, and a ``k8s:`` one written over an operator's
-    would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service. The
-    node keeps Slurm's jobs off it anyway. The same rule is written in bash in the placeholder script
-    and the prolog (``foreign_drain``)."""
-    return (drained or down) and bool(reason.strip()) and not is_sunks(reason)
+    would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service (and
+    the operator's reason, which says what to mend, would be lost). The node keeps Slurm's jobs off it
+    anyway. The same rule is written in bash in the placeholder script and the prolog
+    (``foreign_drain``)."""
+    return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
 
 
 def parse(reason: str) -> Optional[SunkDrain]:
@@ -365,7 +370,8 @@ def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause
 
 
 def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
-    """Present while the Pod is on the node or a job of it holds the node; and while another Pod
+    """Present while the Pod runs on the node (bound there, not finished) or a job of it holds the node; and
+    while another Pod
     sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node: when
     several placeholders drain it at once, the reason names only the last of their Pods."""
     for job in jobs:
@@ -377,11 +383,14 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     if here is None:
         return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
     where = facts.pod_node(drain.pod)
-    if where == here:
+    finished = where == here and any(_key(p) == drain.pod and is_terminal(p) for p in facts.pods_on_node())
+    if where == here and not finished:  # (a finished Pod runs nothing: the scheduler keeps it for its owner)
         return Cause(True, f"Pod {drain.pod} is still on Node {here}")
     outliving = _outliving(facts, node, jobs)
     if outliving is not None:
         return outliving
+    if finished:
+        return Cause(False, f"Pod {drain.pod} finished on Node {here} and no job of it holds {node.name}")
     if where is None:
         return Cause(False, f"Pod {drain.pod} is gone and no job of it holds {node.name}")
     if not where:

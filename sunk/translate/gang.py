@@ -490,8 +490,9 @@ def has_started(job: Job) -> bool:
     """The placeholder has started: Slurm runs it and every node's prolog has finished.
 
     Only slurmctld writes what this reads. With ``PrologFlags=Alloc`` the job's reason is ``Prolog``
-    from its allocation until the last node's prolog completes (slurmctld itself relies on that to
-    hold back the batch script and job steps); sunk's prolog returns only once the Syncer has
+    from its allocation until the last node's prolog has reported completion (slurmctld itself relies
+    on that to hold back job steps, and the batch script with ``DeferBatch``); sunk's prolog returns
+    only once the Syncer has
     strictly locked the node, and stops the job (requeued, held) when it cannot, so a RUNNING job
     past its prolog holds locked nodes. ``CONFIGURING`` (nodes booting, or PrologSlurmctld running)
     comes before that. The placeholder's started call only says "look now": it is no evidence.

@@ -243,6 +243,12 @@ def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> J
     return Job(id=job_id, state="RUNNING", nodes="node1", admin_comment=f"sunk-pod=uid-{job_id} ns={ns} name={name}")
 
 
+def finished_pod(name: str, phase: str) -> dict:
+    """A Pod of team-a bound to worker-1, in ``phase``."""
+    return {"metadata": {"namespace": "team-a", "name": name}, "spec": {"nodeName": "worker-1"},
+            "status": {"phase": phase}}
+
+
 def forged(job: Job) -> Job:
     """The same identity where the job's own user can write it (Extra), AdminComment left empty: no placeholder."""
     return attrs.evolve(job, extra=job.admin_comment, admin_comment="")
@@ -254,6 +260,10 @@ def forged(job: Job) -> Job:
     (Facts(pods={"team-a/train-0": ""}), False),  # it exists but is bound nowhere
     (Facts(pods={"team-a/train-0": "worker-2"}), False),  # a Pod of that name runs elsewhere
     (Facts(pods={"team-a/train-0": "worker-1"}), True),  # still on this node's Node
+    # On this node's Node, but finished (the scheduler keeps a finished Pod for its owner): it runs nothing.
+    (Facts(pods={"team-a/train-0": "worker-1"}, on_node=(finished_pod("train-0", "Succeeded"),)), False),
+    (Facts(pods={"team-a/train-0": "worker-1"}, on_node=(finished_pod("train-0", "Failed"),)), False),
+    (Facts(pods={"team-a/train-0": "worker-1"}, on_node=(finished_pod("train-0", "Running"),)), True),
     (Facts(pods={"team-a/train-0": "worker-1"}, pod=None), None),  # this node's Node is unknown
     (Facts(pods={"team-a/train-0": "worker-2"}, pod=None), None),
     (Facts(pod=None), None),  # (other Pods that outlive their jobs there could not be seen)
@@ -449,17 +459,21 @@ def test_a_stuck_pod_drain_lasts_while_a_pod_with_its_uid_exists_or_its_node_is_
     assert verdict.present is present and verdict.why
 
 
-@pytest.mark.parametrize("drained, down, reason, held", [
-    (True, False, "hardware: fan", True),  # an operator's
-    (True, False, "NHC: gpu xid 79", True),  # a health check's
-    (False, True, "Not responding", True),  # Slurm's own
-    (True, False, "sunk-lock: job 7: SUNK_SYNCER_URL is not set", True),  # the prolog's, which waits for a person
-    (True, False, "ops: k8s: looks like sunk's", True),  # only the prefix makes a reason sunk's
-    (True, False, "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 7", False),  # sunk's own
-    (True, True, "k8s: slurmd pod slurm/node1 is not ready", False),
-    (True, False, "", False),  # no reason: nothing to keep
-    (True, False, "   ", False),
-    (False, False, "hardware: fan", False),  # in service: a stale reason holds nothing
+@pytest.mark.parametrize("state, reason, held", [
+    ({"IDLE", "DRAIN"}, "hardware: fan", True),  # an operator's
+    ({"MIXED", "DRAIN"}, "NHC: gpu xid 79", True),  # a health check's, while jobs finish
+    ({"DOWN", "NOT_RESPONDING"}, "Not responding", True),  # Slurm's own
+    ({"IDLE", "FAIL"}, "failing DIMM", True),  # scontrol update state=fail
+    ({"IDLE", "INVALID_REG"}, "Low RealMemory", True),  # a node that registered wrong
+    ({"FUTURE"}, "not built yet", True),
+    ({"IDLE", "DRAIN"}, "sunk-lock: job 7: SUNK_SYNCER_URL is not set", True),  # the prolog's, for a person
+    ({"IDLE", "DRAIN"}, "ops: k8s: looks like sunk's", True),  # only the prefix makes a reason sunk's
+    ({"IDLE", "DRAIN"}, "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 7", False),  # sunk's own
+    ({"DOWN", "DRAIN"}, "k8s: slurmd pod slurm/node1 is not ready", False),
+    ({"IDLE", "DRAIN"}, "", False),  # no reason: nothing to keep
+    ({"IDLE", "DRAIN"}, "   ", False),
+    ({"IDLE"}, "hardware: fan", False),  # in service: a stale reason holds nothing
+    ({"MIXED", "COMPLETING"}, "anything", False),
 ])
-def test_a_node_held_by_another_is_out_of_service_for_a_reason_sunk_did_not_write(drained, down, reason, held):
-    assert held_by_another(drained, down, reason) is held
+def test_a_node_held_by_another_is_out_of_service_for_a_reason_sunk_did_not_write(state, reason, held):
+    assert held_by_another(Node(name="node1", state=frozenset(state), reason=reason)) is held
