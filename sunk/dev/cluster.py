@@ -307,6 +307,11 @@ class DevCluster:
 
     def down(self) -> list[str]:
         stopped = []
+        # The demo's workloads end first, while its scheduler still runs (end_demo_workloads says why). Left
+        # behind, its Deployments outlived `down`: the next `up` without --sunk (make test) found their Pods
+        # on the real Node, where the chart's own Pods then had no room.
+        if any(c.daemon.pid() for c in self._sunk_components()):
+            self.end_demo_workloads()
         # The workload controllers a killed gang test left running (their webhooks go with etcd's
         # data only if it is wiped; test_gangs removes them before it starts).
         for controller in workloads.CONTROLLERS:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sunk.dev import chroot, cli, images, kubebuild, release
+from sunk.dev import chroot, cli, images, kubebuild, realnode, release
 from sunk.dev.cluster import DevCluster, pod_runs_as
 from sunk.dev.procs import Daemon
 
@@ -387,3 +387,29 @@ def test_the_socket_of_a_chroot_without_mariadb_cnf_is_the_default(tmp_path):
 def test_no_slurmd_image_carries_mariadbs_data_wherever_its_release_keeps_it():
     for data in ("var/lib/mysql/mysql/global_priv.MAD", "var/lib/mariadb/mysql/global_priv.MAD"):
         assert images.excluded(data, images.SLURMD_EMPTIED)
+
+
+@pytest.mark.parametrize("sunk_runs", [True, False])
+def test_down_ends_the_demos_workloads_first_while_its_scheduler_runs(tmp_path, monkeypatch, sunk_runs):
+    """`make demo`, `sunk-dev down`, `make test`: the demo's Deployments outlived `down`, and their Pods took the
+    real Node from the chart's own. They end first, while the scheduler that would end their jobs still runs;
+    without sunk's daemons there is nothing to end them with (and nothing of the demo's to end)."""
+    monkeypatch.setenv("SUNK_DEV_REAL_NODE", "0")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "layout.json").write_text(json.dumps({"nodes": 1, "phantom_nodes": 0, "with_sunk": True}))
+    cluster = DevCluster(tmp_path, log=io.StringIO())
+    sunk = [_sleeper(run_dir, c.daemon.name) for c in cluster._sunk_components()] if sunk_runs else []
+    order: list[str] = []
+    monkeypatch.setattr(DevCluster, "end_demo_workloads",
+                        lambda self, root=None: order.append("demo ended, sunk " +
+                                                             ("running" if all(d.pid() for d in sunk) else "stopped")))
+    monkeypatch.setattr(chroot, "chroot_dirs", lambda home: [])
+    monkeypatch.setattr(realnode, "unmount_kubelet_root", lambda paths: None)
+    try:
+        stopped = cluster.down()
+    finally:
+        for daemon in sunk:
+            daemon.stop(timeout=5)
+    assert order == (["demo ended, sunk running"] if sunk_runs else [])
+    assert set(d.name for d in sunk) <= set(stopped)
