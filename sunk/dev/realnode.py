@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import ipaddress
 import json
 import os
 import re
@@ -530,4 +531,31 @@ def clean_up_containers(paths: Paths) -> None:
         ctr(paths, "tasks", "rm", "-f", task, check=False)
     for container in ctr(paths, "containers", "ls", "-q", check=False).stdout.split():
         ctr(paths, "containers", "rm", container, check=False)
+    remove_pod_network_namespaces()
     shutil.rmtree(paths.base / "cni-ipam", ignore_errors=True)  # (a restarted Node allocates afresh)
+
+
+def remove_pod_network_namespaces() -> list[str]:
+    """Delete the network namespaces of the sandboxes removed above (their addresses in POD_SUBNET).
+
+    Removed through ctr, bypassing the kubelet, a sandbox's CNI teardown never runs: its namespace
+    kept its address on the bridge while the IPAM state went, so the next Pod given that address
+    shared it with the dead one (the demo's curl of its web Pod then got no answer). Only
+    namespaces holding an address of this Node's Pod subnet are touched."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    removed = []
+    subnet = ipaddress.ip_network(POD_SUBNET)
+    for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        shown = subprocess.run(["ip", "-n", name, "-4", "-o", "addr"], capture_output=True, text=True, check=False)
+        addresses = [field.split("/")[0] for line in shown.stdout.splitlines() for field in line.split()[3:4]]
+        if any(_in(address, subnet) for address in addresses):
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
+            removed.append(name)
+    return removed
+
+
+def _in(address: str, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        return ipaddress.ip_address(address) in subnet
+    except ValueError:
+        return False

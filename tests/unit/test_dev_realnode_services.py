@@ -122,3 +122,23 @@ def test_unmounting_the_kubelet_root_does_nothing_while_its_kubelet_runs(monkeyp
     monkeypatch.setattr(realnode, "process_cmdlines", lambda: [["kubelet", "--root-dir=/var/lib/kubelet"]])
     realnode.unmount_kubelet_root(paths)
     assert unmounted == [["umount", "-l", str(paths.kubelet_root)]]
+
+
+def test_the_network_namespaces_of_removed_sandboxes_go_and_no_other(tmp_path):
+    """A sandbox removed through ctr keeps its namespace and its Pod address (no CNI teardown); the next Pod
+    given that address shared it with the dead one. Only namespaces holding an address of the Pod subnet go."""
+    import subprocess
+    import uuid
+
+    pod_ns, other_ns = f"cni-test-{uuid.uuid4().hex[:8]}", f"other-test-{uuid.uuid4().hex[:8]}"
+    try:
+        for name, address in ((pod_ns, "10.88.7.250/24"), (other_ns, "10.99.0.1/24")):
+            subprocess.run(["ip", "netns", "add", name], check=True)
+            subprocess.run(["ip", "-n", name, "addr", "add", address, "dev", "lo"], check=True)
+        removed = realnode.remove_pod_network_namespaces()
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        assert pod_ns in removed and other_ns not in removed
+        assert pod_ns not in listed and other_ns in listed
+    finally:
+        for name in (pod_ns, other_ns):
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
