@@ -416,24 +416,22 @@ def test_an_operators_drain_survives_a_prolog_failure(tmp_path, server, failure,
 ])
 def test_a_node_in_service_or_drained_by_sunk_is_drained_with_the_prologs_reason(tmp_path, server, node_state):
     """Only a reason sunk did not write is kept; sunk's own is replaced by this job's, which says why now."""
-    reply, reason = FAILURES["lock timeout"]
-    server.replies.append(reply)
-    bin_dir, calls = fake_slurm(tmp_path, node_state=node_state)
-    done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
-    assert done.returncode == 0, done.stderr
-    assert slurm_calls(calls) == [f"scontrol update nodename=node7 state=drain reason={reason}", SQUEUE,
-                                  "scontrol requeuehold 42"]
-    assert sinfo_calls(calls) == [SINFO]
-    assert drained_with(done) == reason
+    assert_drained_as_before(tmp_path, server, "lock timeout", node_state=node_state)
 
 
 @pytest.mark.parametrize("sinfo_exit", [1, 0])
 def test_a_node_whose_state_sinfo_does_not_tell_is_drained_as_before(tmp_path, server, sinfo_exit):
     """slurmctld unreachable, or a node sinfo does not list: nothing shows another reason to keep, and an
     undrained node would start the next job beside Kubernetes workloads."""
-    reply, reason = FAILURES["refusal"]
+    assert_drained_as_before(tmp_path, server, "refusal", node_state=None, sinfo=sinfo_exit)
+
+
+def assert_drained_as_before(tmp_path, server, failure: str, **slurm) -> None:
+    """The prolog meets ``failure`` on a node whose sinfo answer ``slurm`` sets: it asks sinfo once, drains with
+    the failure's reason, and stops the job (requeued, held)."""
+    reply, reason = FAILURES[failure]
     server.replies.append(reply)
-    bin_dir, calls = fake_slurm(tmp_path, node_state=None, sinfo=sinfo_exit)
+    bin_dir, calls = fake_slurm(tmp_path, **slurm)
     done = run("prolog.sh", tmp_path, server.url, slurm_bin=bin_dir)
     assert done.returncode == 0, done.stderr
     assert slurm_calls(calls) == [f"scontrol update nodename=node7 state=drain reason={reason}", SQUEUE,
