@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 import attrs
+import yaml
 from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import daemon_config
@@ -30,6 +31,7 @@ from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.runner import Served, run
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.client import SlurmClient
+from sunk.translate.policy import BUILTIN, IdentityPolicy, parse_policy
 from sunk.types import Obj
 from sunk.web import Listener, WSGIApp, check_listeners, tls_from_flags
 
@@ -78,6 +80,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                         help="Node label values of gpu.nvidia.com/class or /model to Slurm GRES types, e.g. "
                              "NVIDIA_L4=l4,H100_SXM=h100 (SUNK's gpuTypes): a Pod whose required GPU affinity "
                              "names one asks Slurm for gres/gpu:<type>:N")
+    parser.add_argument("--identity-policy", default="",
+                        help="YAML or JSON file of the operator's Slurm identity policy: per namespace, the users, "
+                             "groups, accounts, partitions, QOS, reservations, priorities and exclusive modes Pods "
+                             "may ask for, and the identity of a Pod that asks none (docs/security.md). Without "
+                             "it: any user but root, no default identity, no priority")
     parser.add_argument("--slurmd-namespace", default="slurm")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd")
     parser.add_argument("--default-partition", default=None)
@@ -122,11 +129,22 @@ def gpu_types(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def identity_policy(path: str) -> IdentityPolicy:
+    """The ``--identity-policy`` file's policy (BUILTIN without one); SystemExit naming what is wrong."""
+    if not path:
+        return BUILTIN
+    try:
+        return parse_policy(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise SystemExit(f"--identity-policy {path}: {exc}") from None
+
+
 def config_from(args: argparse.Namespace) -> SchedulerConfig:
     try:
         secret = read_secret(args.hook_secret_file)
     except TokenUnavailable as exc:
         raise SystemExit(f"--hook-secret-file: {exc}") from None
+    policy = identity_policy(args.identity_policy)
     if args.scope == "cluster":
         namespaces: tuple[str, ...] = ()
     else:
@@ -152,6 +170,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         started_call_patience=args.started_call_patience,
         gang_pod_groups=args.gang_pod_groups,
         gpu_types=args.gpu_types,
+        identity_policy=policy,
     )
 
 

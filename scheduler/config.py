@@ -6,6 +6,8 @@ from typing import Optional
 
 from attrs import field, frozen
 
+from sunk.translate.policy import BUILTIN, IdentityPolicy
+
 # How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
 # reads it), before it reads the job itself: a new placeholder, and one that Slurm starts. The call
 # comes once the batch host's prolog has locked its node, 1 to 3 s after the start with 50 gangs
@@ -35,3 +37,5 @@ class SchedulerConfig:
     gang_pod_groups: bool = False
     # --gpu-types: Node label value (gpu.nvidia.com/class or /model) -> Slurm GRES type, SUNK's gpuTypes.
     gpu_types: tuple[tuple[str, str], ...] = ()
+    # --identity-policy: who each Pod's job may run as in Slurm; BUILTIN when the operator wrote none.
+    identity_policy: IdentityPolicy = BUILTIN

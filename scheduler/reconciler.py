@@ -109,7 +109,7 @@ def placeholder_settings(config: SchedulerConfig) -> placeholder.Settings:
     return placeholder.Settings(
         script=PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds, scheduler=config.scheduler_name,
         hooks_url=config.hooks_url, hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition,
-        gpu_types=dict(config.gpu_types))
+        gpu_types=dict(config.gpu_types), policy=config.identity_policy)
 
 
 class PodIndex:
@@ -245,9 +245,7 @@ class PodScheduler:
         meta, spec = pod["metadata"], pod["spec"]
         assumed = None if spec.get("nodeName") else self.binder.assumed_node(meta["uid"])
         bound_node = spec.get("nodeName") or assumed
-        problems: tuple[str, ...] = ()
-        if not bound_node:
-            problems = tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds))
+        problems = () if bound_node else self.problems(pod)
         deleting = bool(meta.get("deletionTimestamp"))
         finished = str((pod.get("status") or {}).get("phase")) if is_terminal(pod) else ""
         return PodFacts(
@@ -260,6 +258,11 @@ class PodScheduler:
             node_lost=bool((deleting or finished) and bound_node and not self.node_ready(bound_node)),
             finished=finished,
         )
+
+    def problems(self, pod: Obj) -> tuple[str, ...]:
+        """Why this Pod cannot have a placeholder job: its annotations' form, then its identity policy."""
+        return tuple(str(p) for p in (*podjob.validate_pod(pod, self.config.kill_wait_seconds),
+                                      *self.config.identity_policy.problems(pod)))
 
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
         if not isinstance(action, Waiting):
@@ -479,7 +482,7 @@ class PodScheduler:
             uid=meta["uid"], name=f"{meta['namespace']}/{meta['name']}", bound_node=bound,
             slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, terminal=is_terminal(pod),
             placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
-            problems=() if bound else tuple(str(p) for p in podjob.validate_pod(pod, self.config.kill_wait_seconds)),
+            problems=() if bound else self.problems(pod),
             grace_ends_at=grace_ends_at(pod) if deleting else None,
             node_lost=bool(deleting and bound and not self.node_ready(bound)))
 

@@ -20,6 +20,7 @@ from sunk.slurm.models import JobRequest
 
 from .gang import Gang, GangIdentity, disagreements, member_tag, per_node
 from .podjob import Obj, _text, annotations_of, constraint, gpu_clauses, gpu_type, pod_to_job
+from .policy import IdentityPolicy
 
 # The script runs curl and date; the job's environment is only what the submission gives it.
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -31,7 +32,8 @@ class Settings:
 
     One value for both request functions: a setting added to one of them and not the other is
     how ``--gpu-types`` once reached gangs' jobs only. ``gpu_types`` maps Node label values to
-    GRES types (``--gpu-types``); ``default_partition`` applies only when the Pod names none.
+    GRES types (``--gpu-types``); ``default_partition`` applies only when the Pod names none;
+    ``policy`` decides who each job runs as (``--identity-policy``).
     """
 
     script: str
@@ -41,16 +43,18 @@ class Settings:
     hooks_ca_file: str = ""
     default_partition: Optional[str] = None
     gpu_types: Mapping[str, str] = attrs.field(factory=dict, hash=False)  # (a dict: equal, not hashed)
+    policy: IdentityPolicy = attrs.field(kw_only=True)
 
 
 def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
-    """The placeholder job for a *valid* Pod (ValueError otherwise, as ``pod_to_job``).
+    """The placeholder job for a *valid* Pod its namespace's identity policy allows (ValueError otherwise,
+    as ``pod_to_job``).
 
     Never requeued: a preempted placeholder must end as PREEMPTED, so its Pod is deleted and
     its owner queues a new one.
     """
     meta = pod["metadata"]
-    request = pod_to_job(pod, script=settings.script, kill_wait_seconds=settings.kill_wait_seconds,
+    request = pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script, kill_wait_seconds=settings.kill_wait_seconds,
                          scheduler=settings.scheduler, gpu_types=settings.gpu_types)
     if request.partition is None and settings.default_partition:
         request = attrs.evolve(request, partition=settings.default_partition)
@@ -85,7 +89,8 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
         raise ValueError("; ".join(map(str, found)))
     request = job_request(members[0], settings, hook_token=hook_token)
     for pod in members[1:]:
-        pod_to_job(pod, script=settings.script, kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
+        pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
+                   kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
     share = per_node(members)
     identity = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
                          members=tuple(member_tag(p["metadata"]["uid"]) for p in members),

@@ -22,8 +22,9 @@ Rules:
   placeholder is a one-node job, where the two mean the same. Other operators, other keys
   and several ORed terms are left to Kubernetes (kube-scheduler never sees the Pod, but the
   kubelet's admission does not check affinity either: see docs/translation.md).
-- User and group: root (0/0) without annotations; a user-id without a group-id gives
-  group = user.
+- User, group and default account: the ``Identity`` the operator's policy gives the Pod
+  (``policy.py``: what the Pod asked for, if allowed, else its namespace's default identity;
+  a user-id without a group-id asks group = user). Never root by default.
 - ``timeout`` is seconds; Slurm's time limit is whole minutes, so it is rounded up.
 - ``exclusive``: none -> ``shared=none`` (whole node), ok -> oversubscribe, user, mcs, topo
   as themselves; the legacy booleans: "true" -> none, "false" -> unset (partition default).
@@ -87,6 +88,15 @@ class ValidationError:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
+
+
+@frozen
+class Identity:
+    """Who a placeholder job runs as in Slurm, as ``policy.IdentityPolicy`` decides for its Pod."""
+
+    user_id: int
+    group_id: int
+    account: Optional[str] = None
 
 
 @frozen
@@ -321,10 +331,11 @@ def _text(annotations: Mapping[str, str], key: str) -> Optional[str]:
     return value or None
 
 
-def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: str = "",
+def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: float, scheduler: str = "",
                gpu_types: Mapping[str, str] = {}) -> JobRequest:
-    """The placeholder job for a *valid* Pod; ValueError listing every problem otherwise. ``gpu_types``
-    (``--gpu-types``) turns a GPU class/model affinity into a typed GRES request (``gpu_type``)."""
+    """The placeholder job for a *valid* Pod, run as ``identity`` (the policy's, never read here from the
+    Pod); ValueError listing every problem otherwise. ``gpu_types`` (``--gpu-types``) turns a GPU
+    class/model affinity into a typed GRES request (``gpu_type``)."""
     problems = validate_pod(pod, kill_wait_seconds)
     if problems:
         raise ValueError("; ".join(map(str, problems)))
@@ -335,8 +346,6 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
     def integer(key: str) -> Optional[int]:
         return _integer(annotations[key]) if key in annotations else None
 
-    user_id = integer(names.ANN_USER_ID)
-    group_id = integer(names.ANN_GROUP_ID)
     timeout = integer(names.ANN_TIMEOUT)
     exclusive = annotations.get(names.ANN_EXCLUSIVE)
     gpus = int(requests.get(GPU_RESOURCE, Decimal(0)))
@@ -346,12 +355,12 @@ def pod_to_job(pod: Obj, *, script: str, kill_wait_seconds: float, scheduler: st
         name=job_name(pod),
         script=script,
         partition=_text(annotations, names.ANN_PARTITION),
-        account=_text(annotations, names.ANN_ACCOUNT),
+        account=identity.account,
         qos=_text(annotations, names.ANN_QOS),
         reservation=_text(annotations, names.ANN_RESERVATION),
         priority=integer(names.ANN_PRIORITY),
-        user_id=user_id if user_id is not None else 0,
-        group_id=group_id if group_id is not None else (user_id if user_id is not None else 0),
+        user_id=identity.user_id,
+        group_id=identity.group_id,
         cpus_per_task=cpus(requests["cpu"]),
         memory_per_node=megabytes(requests["memory"]),
         gpus_per_node=gpus,

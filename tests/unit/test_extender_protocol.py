@@ -6,6 +6,7 @@ import json
 
 import pytest
 from informer_fakes import ListInformer
+from policy_fakes import TEST_POLICY
 
 from extender import protocol
 from extender.app import create_app
@@ -197,7 +198,8 @@ def test_every_field_the_placement_reads_is_checked_with_its_name(body, field, e
     from scheduler.jobindex import JobIndex
     from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 
-    real = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"),
+    real = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h",
+                                                                     identity_policy=TEST_POLICY),
                         jobs=JobIndex(lambda extra: None), pods=PodIndex(ListInformer([])),
                         slurmd=SlurmdNodes(ListInformer([])), recorder=None)
     client = create_app(real, enqueued.append).test_client()

@@ -43,6 +43,7 @@ import pytest
 from flask import Flask
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
+from policy_fakes import TEST_POLICY
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender import app as extender_app
@@ -376,7 +377,8 @@ def real_scheduler() -> PodScheduler:
     jobs = JobIndex(parse_identity)
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="u-1"))
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-    return PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
+    return PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h",
+                                                                     identity_policy=TEST_POLICY), jobs=jobs,
                         pods=PodIndex(Informer([VALID_POD])), slurmd=SlurmdNodes(Informer(slurmd)), recorder=None,
                         binder=stateless_binder())
 

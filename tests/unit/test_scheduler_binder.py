@@ -7,6 +7,7 @@ import time
 
 import pytest
 from informer_fakes import ListInformer
+from policy_fakes import TEST_POLICY
 
 from extender.app import create_app
 from scheduler import kubeops
@@ -217,7 +218,8 @@ def extender(binder):
     jobs = JobIndex(lambda job: (job.admin_comment, has_started(job)) if job.admin_comment.startswith("uid-") else None)
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))  # (its prolog ended)
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h"), jobs=jobs,
+    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h",
+                                                                          identity_policy=TEST_POLICY), jobs=jobs,
                              pods=PodIndex(ListInformer([VALID_POD])), slurmd=SlurmdNodes(ListInformer(slurmd)),
                              recorder=None, binder=binder)
     return create_app(scheduler, lambda uid: None).test_client()

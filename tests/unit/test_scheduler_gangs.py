@@ -9,6 +9,7 @@ import time
 import attrs
 import pytest
 from informer_fakes import ListInformer
+from policy_fakes import TEST_POLICY
 
 from scheduler import kubeops, reconciler
 from scheduler.assembly import attach_workload_feed, changed_for_scheduling, identity_parser, slim_job
@@ -32,7 +33,8 @@ from sunk.translate.podjob import PlaceholderIdentity
 NS = "team"
 JOB_UID = "0c5a0000-0000-4000-8000-00000000c0de"
 OWNER = f"gang:{NS}/job/{JOB_UID}"
-CONFIG = SchedulerConfig("sched", b"s" * 32, "http://hooks:8000", namespaces=(NS,), default_partition="batch")
+CONFIG = SchedulerConfig("sched", b"s" * 32, "http://hooks:8000", namespaces=(NS,), default_partition="batch",
+                         identity_policy=TEST_POLICY)
 
 
 def member(i, *, cpu="40", memory="1Gi", annotations=None, labels=None, uid=None):

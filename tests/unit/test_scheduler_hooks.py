@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from policy_fakes import TEST_POLICY
 
 from scheduler.assembly import identity_parser
 from scheduler.config import SchedulerConfig
@@ -20,7 +21,7 @@ from sunk.translate.podjob import PlaceholderIdentity
 SECRET = b"hook-secret"
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}}
 # The scheduler's own parser: whose job from its AdminComment, started from Slurm's state, never the Extra.
-parse = identity_parser(SchedulerConfig("s", SECRET, "http://h"))
+parse = identity_parser(SchedulerConfig("s", SECRET, "http://h", identity_policy=TEST_POLICY))
 
 
 def identity(uid: str = "uid-a", namespace: str = "ns", name: str = "p") -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from policy_fakes import TEST_POLICY
+
 from scheduler.jobindex import JobIndex
 from sunk.slurm.models import Job
 from sunk.translate.gang import has_started
@@ -155,7 +157,7 @@ def real_index():
     from scheduler.assembly import identity_parser
     from scheduler.config import SchedulerConfig
 
-    return JobIndex(identity_parser(SchedulerConfig("s", b"x" * 16, "http://h")))
+    return JobIndex(identity_parser(SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)))
 
 
 def identity(uid="uid-a"):

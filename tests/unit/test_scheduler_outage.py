@@ -9,6 +9,7 @@ import types
 import attrs
 import pytest
 from kubernetes.client import ApiClient
+from policy_fakes import TEST_POLICY
 
 from scheduler.outage import GRACE, OutageNotice, outage_event
 from sunk.slurm.errors import AuthenticationFailed, SlurmUnavailable
@@ -112,7 +113,8 @@ def test_every_replica_runs_the_notice_before_anyone_leads():
     from sunk.slurm.settings import SlurmSettings
 
     slurm = types.SimpleNamespace(list_jobs=None, list_nodes=None, rpc_stats=dict)
-    built = assemble(DaemonConfig(name="s", slurm=SlurmSettings(token="t")), SchedulerConfig("s", b"x" * 32, "http://h"),
+    built = assemble(DaemonConfig(name="s", slurm=SlurmSettings(token="t")), SchedulerConfig("s", b"x" * 32, "http://h",
+                                                                                             identity_policy=TEST_POLICY),
                      api=ApiClient(), slurm=slurm)  # type: ignore[arg-type]
     try:
         runnables = {getattr(r, "name", ""): leader for r, leader in built.manager._runnables}
@@ -172,7 +174,8 @@ def test_a_job_whose_pod_was_deleted_during_the_outage_is_cancelled_as_soon_as_s
     slurm = CancelSlurm()
     cache = SlurmCache(slurm, interval=0.05, kinds=(JOB,))  # type: ignore[arg-type]
     index = JobIndex(parse)
-    scheduler = PodScheduler(api=None, slurm=slurm, config=SchedulerConfig("s", b"x" * 32, "http://h"),  # type: ignore[arg-type]
+    scheduler = PodScheduler(api=None, slurm=slurm, config=SchedulerConfig("s", b"x" * 32, "http://h",
+                                                                           identity_policy=TEST_POLICY),  # type: ignore[arg-type]
                              jobs=index, pods=PodIndex(ListInformer([])), slurmd=SlurmdNodes(ListInformer([])),
                              recorder=types.SimpleNamespace(event=lambda *a: None),  # type: ignore[arg-type]
                              binder=Binder(None, must_tolerate_lock=lambda n: False, observe_latency=lambda s: None))  # type: ignore[arg-type]

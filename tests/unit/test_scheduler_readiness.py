@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kubernetes.client import ApiClient
+from policy_fakes import TEST_POLICY
 from prometheus_client import REGISTRY
 
 from scheduler.assembly import assemble
@@ -30,7 +31,7 @@ class UnreachableSlurm:
 @pytest.fixture
 def assembly():
     daemon = DaemonConfig(name="sunk-scheduler-test", slurm=SlurmSettings(token="t"))
-    built = assemble(daemon, SchedulerConfig("s", b"x" * 32, "http://h"), api=ApiClient(),
+    built = assemble(daemon, SchedulerConfig("s", b"x" * 32, "http://h", identity_policy=TEST_POLICY), api=ApiClient(),
                      slurm=UnreachableSlurm())  # type: ignore[arg-type]
     yield built
     built.scheduler.recorder.stop()
@@ -100,7 +101,7 @@ def test_a_gangs_placeholder_is_reread_too_until_slurm_shows_it_started():
     from sunk.slurm.models import Job
     from sunk.translate.gang import GangIdentity
 
-    config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h")
+    config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h", identity_policy=TEST_POLICY)
     reread = awaiting_start(identity_parser(config))
     gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
     assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=gang))

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from informer_fakes import ListInformer
+from policy_fakes import TEST_POLICY
 
 from scheduler import kubeops, reconciler
 from scheduler.binder import Binder
@@ -90,7 +91,8 @@ def build(monkeypatch, writes):
         jobs = settings.pop("jobs", None) or JobIndex(parse)
         recorder = Recorder()
         binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
-        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h"), "slurm": Slurm(), **settings}
+        settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h",
+                                              identity_policy=TEST_POLICY), "slurm": Slurm(), **settings}
         scheduler = PodScheduler(api=None, jobs=jobs, pods=PodIndex(ListInformer(pods)),
                                  slurmd=SlurmdNodes(ListInformer(slurmd)), recorder=recorder, binder=binder, **settings)
         return scheduler, pods, jobs, recorder, binds
@@ -243,13 +245,14 @@ def test_an_action_on_a_pod_that_is_gone_is_an_error_not_an_assert(world, monkey
 
 def test_the_submission_is_the_placeholder_job_with_this_schedulers_settings(build):
     config = SchedulerConfig("sched", b"y" * 32, "https://hooks:8000", hooks_ca_file="/etc/ca.pem",
-                             kill_wait_seconds=60, default_partition="batch")
+                             kill_wait_seconds=60, default_partition="batch", identity_policy=TEST_POLICY)
     scheduler, pods, _, _, _ = build(config=config)
     scheduler.reconcile("uid-a")
     assert scheduler.slurm.submitted == [placeholder.job_request(
         pods[0], placeholder.Settings(script=reconciler.PLACEHOLDER_SCRIPT, kill_wait_seconds=config.kill_wait_seconds,
                                       scheduler=config.scheduler_name, hooks_url=config.hooks_url,
-                                      hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition),
+                                      hooks_ca_file=config.hooks_ca_file, default_partition=config.default_partition,
+                                      policy=config.identity_policy),
         hook_token=hook_token(config.hook_secret, "uid-a"))]
     assert scheduler.slurm.submitted[0].partition == "batch"
     assert "SUNK_HOOKS_CA=/etc/ca.pem" in scheduler.slurm.submitted[0].environment
@@ -335,7 +338,7 @@ def test_an_identity_forged_in_a_held_jobs_extra_is_ignored(build, writes, monke
     monkeypatch.setattr(kubeops, "delete_pod", lambda api, obj: writes.append(("delete", obj["metadata"]["uid"], None)))
     monkeypatch.setattr(kubeops, "mark_unschedulable",
                         lambda api, obj, message: writes.append(("unschedulable", obj["metadata"]["uid"], message)))
-    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
     parse, identity = identity_parsed(config)
     scheduler, pods, jobs, recorder, binds = build(config=config, slurm=CancelRecorder(), jobs=JobIndex(parse))
     if bound:
@@ -355,7 +358,7 @@ def test_an_identity_forged_in_a_held_jobs_extra_is_ignored(build, writes, monke
 def test_a_running_job_is_bound_only_once_slurm_ends_its_prolog(build, writes):
     """Running is not started: the prolog locks the node first. The job's reason says when it is over (Slurm's
     word, which the job's user cannot write), not a mark the placeholder left."""
-    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
     parse, identity = identity_parsed(config)
     scheduler, _, jobs, _, binds = build(config=config, jobs=JobIndex(parse))
     prolog = Job(id=7, state="RUNNING", nodes="node1", state_reason="Prolog", admin_comment=identity,
@@ -470,7 +473,7 @@ def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
     from sunk.slurm import connect
     from sunk.slurm.fake import FakeSlurmrestd, Fault
 
-    config = SchedulerConfig("s", b"x" * 16, "http://h")
+    config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
     with FakeSlurmrestd(token="tok") as fake:
         slurm = connect("rest", url=fake.url, token="tok", read_timeout=0.3)
         scheduler, _, _, _, _ = build(slurm=slurm, config=config, jobs=JobIndex(identity_parser(config)))
@@ -572,7 +575,8 @@ def test_a_pod_stuck_on_a_lost_node_lets_its_job_go_after_grace_and_margin(stuck
 
 def test_the_margin_is_a_setting(stuck):
     make, now, _ = stuck
-    scheduler, _ = make(config=SchedulerConfig("s", b"x" * 16, "http://h", stuck_pod_margin=5.0))
+    scheduler, _ = make(config=SchedulerConfig("s", b"x" * 16, "http://h", stuck_pod_margin=5.0,
+                                               identity_policy=TEST_POLICY))
     assert scheduler.reconcile("uid-a").requeue_after is None  # 10 s past the grace, 5 s of margin: let go
     assert ("cancel", 7) in scheduler.slurm.calls
 

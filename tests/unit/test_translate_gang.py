@@ -10,9 +10,11 @@ from sunk import names
 from sunk.slurm.models import Job
 from sunk.translate import gang as g
 from sunk.translate import placeholder
-from sunk.translate.podjob import PlaceholderIdentity, validate_pod
+from sunk.translate.podjob import Identity, PlaceholderIdentity, validate_pod
+from sunk.translate.policy import IdentityPolicy, NamespaceRule
 
 NS = "team"
+POLICY = IdentityPolicy(default=NamespaceRule(identity=Identity(1001, 1001)))
 JOB_UID = "3f1c2d4e-0000-4000-8000-000000000001"
 
 
@@ -423,7 +425,7 @@ GANG = g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
 
 def gang_request(members, size=None, **changes):
     settings = placeholder.Settings(**{"script": "#!/bin/bash\n", "kill_wait_seconds": 30, "scheduler": "sched",
-                                       "hooks_url": "http://hooks:8000", **changes})
+                                       "hooks_url": "http://hooks:8000", "policy": POLICY, **changes})
     return placeholder.gang_job_request(GANG, members, settings, size=len(members) if size is None else size,
                                         hook_token="token-of-the-gang")
 
@@ -455,7 +457,7 @@ def test_a_gang_is_one_job_of_one_node_per_member_with_each_resources_maximum():
 
 def test_the_gangs_environment_has_every_variable_a_single_pods_has():
     single = placeholder.job_request(pod(), placeholder.Settings(script="x", kill_wait_seconds=30, scheduler="s",
-                                                                 hooks_url="u"), hook_token="t")
+                                                                 hooks_url="u", policy=POLICY), hook_token="t")
     assert set(env(single)) | {"SUNK_GANG"} == set(env(gang_request([pod()])))
 
 

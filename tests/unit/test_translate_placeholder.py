@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from sunk import names
 from sunk.translate import placeholder
 from sunk.translate.gang import KIND_JOB, Gang
-from sunk.translate.podjob import PlaceholderIdentity, pod_to_job
+from sunk.translate.podjob import Identity, PlaceholderIdentity, pod_to_job
+from sunk.translate.policy import IdentityPolicy, NamespaceRule
 
 SCRIPT = "#!/bin/bash\n"
+POLICY = IdentityPolicy(default=NamespaceRule(identity=Identity(1001, 1001)))
 KILL_WAIT = 30
 
 
@@ -27,7 +29,7 @@ def make_pod(annotations=None, grace=5, cpu="1"):
 
 def settings(**changes):
     return placeholder.Settings(**{"script": SCRIPT, "kill_wait_seconds": KILL_WAIT, "scheduler": "sched",
-                                   "hooks_url": "http://hooks:8000", **changes})
+                                   "hooks_url": "http://hooks:8000", "policy": POLICY, **changes})
 
 
 def request(pod=None, hook_token="token-of-uid-123", **changes):
@@ -90,7 +92,8 @@ def test_the_kill_wait_is_the_one_validated_against():
 
 def test_everything_else_is_the_pods_job():
     pod = make_pod({names.ANN_ACCOUNT: "acct", names.ANN_QOS: "high", names.ANN_TIMEOUT: "90"})
-    expected = pod_to_job(pod, script=SCRIPT, kill_wait_seconds=KILL_WAIT, scheduler="sched")
+    expected = pod_to_job(pod, identity=Identity(1001, 1001, "acct"), script=SCRIPT, kill_wait_seconds=KILL_WAIT,
+                          scheduler="sched")
     req = request(pod)
     assert attrs.evolve(req, environment=expected.environment) == expected
     assert req.script == SCRIPT and req.requeue is False

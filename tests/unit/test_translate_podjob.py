@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sunk import names
 from sunk.slurm.models import Job
 from sunk.translate.gang import identity_of, is_placeholder
-from sunk.translate.podjob import PlaceholderIdentity, constraint, gpu_clauses, pod_to_job, validate_pod
+from sunk.translate.podjob import Identity, PlaceholderIdentity, constraint, gpu_clauses, pod_to_job, validate_pod
 from sunk.translate.quantity import cpus, megabytes, parse_quantity
 
 KILL_WAIT = 30
@@ -31,8 +31,11 @@ def make_pod(annotations=None, cpu="1", memory="1Gi", gpus=None, grace=5, init=N
             "spec": spec}
 
 
-def job(**kwargs):
-    return pod_to_job(make_pod(**kwargs), script="#!/bin/bash\n", kill_wait_seconds=KILL_WAIT)
+TENANT = Identity(user_id=1001, group_id=1002, account="research")
+
+
+def job(identity=TENANT, **kwargs):
+    return pod_to_job(make_pod(**kwargs), identity=identity, script="#!/bin/bash\n", kill_wait_seconds=KILL_WAIT)
 
 
 # -- quantities ---------------------------------------------------------------------------------------
@@ -170,7 +173,7 @@ def test_every_annotation_is_honoured():
         names.ANN_EXCLUSIVE: "user", names.ANN_EXCLUDED_NODES: "a100-092-01,a100-092-02",
         names.ANN_REQUIRED_NODES: "a100-092-04", names.ANN_PARTITION: "gpu", names.ANN_PREFER: "fast",
         names.ANN_PRIORITY: "100", names.ANN_QOS: "high", names.ANN_RESERVATION: "test",
-        names.ANN_USER_ID: "1001", names.ANN_GROUP_ID: "1002", names.ANN_CURRENT_WORKING_DIR: "/path/to/use",
+        names.ANN_CURRENT_WORKING_DIR: "/path/to/use",
         names.ANN_TIMEOUT: "123",
     })
     assert (request.account, request.comment, request.constraints) == ("research", "A Kubernetes job", "ib")
@@ -185,16 +188,18 @@ def test_every_annotation_is_honoured():
     assert request.requeue is False
 
 
-def test_defaults_are_root_and_no_limits():
+def test_defaults_are_no_limits():
     request = job()
-    assert (request.user_id, request.group_id) == (0, 0)
     assert request.time_limit is None and request.shared is None and request.partition is None
     assert request.working_directory == "/tmp"
 
 
-def test_user_id_without_group_id_sets_the_group_to_the_user():
-    request = job(annotations={names.ANN_USER_ID: "1001"})
-    assert (request.user_id, request.group_id) == (1001, 1001)
+def test_who_the_job_runs_as_is_the_identity_given_never_the_annotations():
+    """The identity policy (test_translate_policy.py) reads user-id, group-id and account; pod_to_job takes its
+    answer, so no caller can submit what a Pod asked for without the policy's word."""
+    request = job(identity=Identity(user_id=2000, group_id=2001), annotations={
+        names.ANN_USER_ID: "0", names.ANN_GROUP_ID: "0", names.ANN_ACCOUNT: "root"})
+    assert (request.user_id, request.group_id, request.account) == (2000, 2001, None)
 
 
 @pytest.mark.parametrize(("value", "shared"), [("none", "none"), ("ok", "oversubscribe"), ("user", "user"),
@@ -304,7 +309,7 @@ def test_the_job_carries_the_pods_identity_in_its_admin_comment_and_leaves_its_e
     request = job()
     assert PlaceholderIdentity.parse(request.admin_comment) == PlaceholderIdentity("uid-123", "team", "web")
     assert request.extra is None
-    scoped = pod_to_job(make_pod(), script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
+    scoped = pod_to_job(make_pod(), identity=TENANT, script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
     assert PlaceholderIdentity.parse(scoped.admin_comment).scheduler == "sunk-a"
     assert scoped.extra is None
     assert job().name == "k8s:team/web"
@@ -344,7 +349,7 @@ def gpu_term(*expressions):
 ], ids=["class", "model", "two-models-one-type", "two-types", "unmapped", "typed-and-feature", "contradiction",
         "no-gpus"])
 def test_gpu_affinity_names_a_gres_type_through_the_mapping(affinity, gpus, gpu_type, constraints):
-    request = pod_to_job(make_pod(gpus=str(gpus) if gpus else None, affinity=affinity), script="x",
+    request = pod_to_job(make_pod(gpus=str(gpus) if gpus else None, affinity=affinity), identity=TENANT, script="x",
                          kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
     assert (request.gpu_type, request.constraints) == (gpu_type, constraints)
     if gpu_type:
@@ -359,5 +364,5 @@ def test_without_a_mapping_gpu_affinity_stays_a_feature():
 def test_the_typed_request_keeps_the_constraints_annotation():
     request = pod_to_job(make_pod(gpus="1", annotations={names.ANN_CONSTRAINTS: "ib|eth"},
                                   affinity=gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"]))),
-                         script="x", kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
+                         identity=TENANT, script="x", kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
     assert (request.gpu_type, request.constraints) == ("l4", "ib|eth")
