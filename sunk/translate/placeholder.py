@@ -54,7 +54,8 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
     its owner queues a new one.
     """
     meta = pod["metadata"]
-    request = pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script, kill_wait_seconds=settings.kill_wait_seconds,
+    request = pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
+                         kill_wait_seconds=settings.kill_wait_seconds,
                          scheduler=settings.scheduler, gpu_types=settings.gpu_types)
     if request.partition is None and settings.default_partition:
         request = attrs.evolve(request, partition=settings.default_partition)
