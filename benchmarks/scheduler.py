@@ -582,6 +582,7 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
         f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
         f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}", f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
         f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
+        f"--identity-policy={cluster.identity_policy_file()}",
         f"--metrics-bind-address=127.0.0.1:{PORTS['metrics']}",
         f"--health-probe-bind-address=127.0.0.1:{PORTS['probes']}",
         f"--leader-election-namespace={namespace}", "--zap-log-level=info", f"--workers={workers}", *extra,

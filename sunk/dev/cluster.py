@@ -44,6 +44,12 @@ DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
 SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
+# The dev cluster's Slurm identity policy (--identity-policy), as its operator chose it: every Pod author is
+# trusted, any user (root included, and the default) and any priority, because the tests of everything else
+# name the users and priorities they need. tests/cluster/test_identity_policy.py tests policies with teeth,
+# and the chart's own default (a non-root identity).
+DEV_IDENTITY_POLICY = {"default": {"identity": {"userId": 0, "groupId": 0}, "userIds": ["0-4294967293"],
+                                   "priority": {"min": 0, "max": 4294967293}}}
 @frozen
 class SlurmRest:
     url: str
@@ -234,6 +240,15 @@ class DevCluster:
             "PATH": os.pathsep.join([str(kubebuild.kube_bin_dir(self.home)), str(kubebuild.helm_bin_dir(self.home)),
                                      os.environ.get("PATH", "")]),
         }
+
+    def identity_policy_file(self) -> Path:
+        """DEV_IDENTITY_POLICY as the file the dev cluster's schedulers read."""
+        path = self.run_dir / "identity-policy.json"
+        text = json.dumps(DEV_IDENTITY_POLICY)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return path
 
     def slurm(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command (scontrol, sbatch, sacctmgr, ...) inside the chroot."""
@@ -475,6 +490,7 @@ class DevCluster:
             *common, f"--slurm-kill-wait={slurmconf.KILL_WAIT}s",
             f"--hooks-api-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler']}",
             f"--hooks-url=http://127.0.0.1:{PRODUCT_PORTS['scheduler']}", f"--hook-secret-file={secret}",
+            f"--identity-policy={self.identity_policy_file()}",
             f"--metrics-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 80}",
             f"--health-probe-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler'] + 81}",
         ), self.run_dir, env)
@@ -669,7 +685,8 @@ class DevCluster:
         return self.slurm("sacctmgr", "-n", "-P", "list", "cluster", check=False, timeout=15).returncode == 0
 
     def _bootstrap_accounting(self) -> None:
-        """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both."""
+        """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both. nobody (65534) is the
+        chart's default Slurm identity for Pods (identityPolicy): its operator gives it an association."""
         sacctmgr = ("sacctmgr", "-i")
         clusters = self.slurm("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
         if slurmconf.CLUSTER_NAME not in clusters:
@@ -679,8 +696,9 @@ class DevCluster:
             self.slurm(*sacctmgr, "add", "qos", "high", "Priority=1000", "Preempt=normal", "PreemptMode=requeue")
         self.slurm(*sacctmgr, "modify", "qos", "normal", "set", "Priority=10", check=False)
         users = self.slurm("sacctmgr", "-n", "-P", "list", "user", "format=user").stdout.split()
-        if "kube" not in users:
-            self.slurm(*sacctmgr, "add", "user", "kube", "account=root")
+        for user in ("kube", "nobody"):
+            if user not in users:
+                self.slurm(*sacctmgr, "add", "user", user, "account=root")
         self.slurm(*sacctmgr, "modify", "user", "where", "name=root,kube", "set", "qos=normal,high",
                    "defaultqos=normal", check=False)
 

@@ -36,7 +36,7 @@ from sunk import names
 from sunk.dev import chart, kubebuild, slurmconf
 from sunk.hooks.auth import weakness
 from sunk.kube import client as kc
-from sunk.kube.resources import LEASES, NAMESPACES, NODES, PODS, Resource
+from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, Resource
 
 RELEASE = "sunk"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -223,6 +223,9 @@ def test_the_installed_scheduler_and_syncer_schedule_a_deployment_through_slurm(
     scheduler = process(release, kube_api, "scheduler", "scheduler.cli", {
         "--slurm-auth-token-file": token,
         "--hook-secret-file": secret_file(files, "scheduler-hook-secret", hooks["scheduler-hook-secret"]),
+        # (the chart's identity policy, as its ConfigMap mounts it: Pods asking nothing run as its non-root identity)
+        "--identity-policy": secret_file(files, "identity-policy.json", kc.get(
+            kube_api, CONFIGMAPS, "sunk-identity-policy", namespace)["data"]["policy.json"].encode()),
         "--hooks-api-bind-address": f"127.0.0.1:{hooks_port}", "--hooks-url": f"http://127.0.0.1:{hooks_port}",
     }, docs)
     syncer = process(release, kube_api, "syncer", "sunk.syncer.cli", {

@@ -73,6 +73,7 @@ def extender(kube_api, dev_cluster, namespace, service_accounts, certificates, t
         "--slurm-kill-wait": f"{slurmconf.KILL_WAIT}s",
         "--hooks-api-bind-address": f"127.0.0.1:{PORTS['hooks']}", "--hooks-url": f"http://127.0.0.1:{PORTS['hooks']}",
         "--hook-secret-file": str(secret_file(dev_cluster.run_dir, "test-hook.secret")),
+        "--identity-policy": str(dev_cluster.identity_policy_file()),
         "--metrics-bind-address": f"127.0.0.1:{PORTS['metrics']}",
         "--health-probe-bind-address": f"127.0.0.1:{PORTS['probes']}",
     })

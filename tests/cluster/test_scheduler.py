@@ -49,6 +49,7 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", po
             f"--hooks-url=http://127.0.0.1:{ports['hooks']}",
             # Stable across runs, like the Secret in production: jobs outlive scheduler processes.
             f"--hook-secret-file={secret_file(dev_cluster.run_dir, 'test-hook.secret')}",
+            f"--identity-policy={dev_cluster.identity_policy_file()}",
             f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
             f"--health-probe-bind-address=127.0.0.1:{ports['probes']}",
             f"--leader-election-namespace={namespace}", "--zap-log-level=debug", *extra_args,
@@ -568,7 +569,9 @@ def test_prefer_reaches_the_job(kube_api, dev_cluster, namespace, scheduler, bus
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 
-def test_defaults_run_as_root(kube_api, dev_cluster, namespace, scheduler):
+def test_a_pod_asking_no_user_runs_as_its_policys_identity(kube_api, dev_cluster, namespace, scheduler):
+    """The dev cluster's operator made root the default (DEV_IDENTITY_POLICY): the policy's word, not the Pod's.
+    test_identity_policy.py has the chart's own default, a non-root identity."""
     pod = create_pod(kube_api, namespace)
     job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
     assert (job["user_id"], job["group_id"]) == (0, 0)

@@ -42,6 +42,8 @@
 - --hooks-url=http://{{ .service }}.{{ $root.Release.Namespace }}.svc:8000
 {{- end }}
 - --hook-secret-file=/var/run/sunk/hooks/scheduler-hook-secret
+# Who each Pod's job may run as in Slurm (identityPolicy).
+- --identity-policy=/etc/sunk/identity-policy/policy.json
 - --metrics-bind-address=:8080
 - --health-probe-bind-address=:8081
 {{ include "sunk.leaderArgs" (dict "root" $root "values" $values "lease" .service) | trim }}
@@ -55,6 +57,7 @@
 - {name: slurm-auth, mountPath: /var/run/sunk/slurm, readOnly: true}
 - {name: hooks, mountPath: /var/run/sunk/hooks, readOnly: true}
 - {name: tmp, mountPath: /tmp}  # gunicorn's worker heartbeat file; the root filesystem is read-only
+- {name: identity-policy, mountPath: /etc/sunk/identity-policy, readOnly: true}
 {{- if .values.hooksTLS.enabled }}
 - {name: hooks-tls, mountPath: /etc/sunk/hooks-tls, readOnly: true}
 {{- end }}
@@ -68,6 +71,8 @@
     items: [{key: scheduler-hook-secret, path: scheduler-hook-secret}]
 - name: tmp
   emptyDir: {sizeLimit: 64Mi}
+- name: identity-policy
+  configMap: {name: {{ include "sunk.fullname" .root }}-identity-policy}
 {{- if .values.hooksTLS.enabled }}
 - name: hooks-tls
   secret: {secretName: {{ .values.hooksTLS.existingSecret }}}
@@ -114,4 +119,68 @@ extenders:
       certFile: /etc/sunk/extender-client/tls.crt
       keyFile: /etc/sunk/extender-client/tls.key
       caFile: /etc/sunk/extender-client/ca.crt
+{{- end -}}
+
+{{/* The identity policy's rule as CEL validations: (dict "rule" <rule> "when" "<CEL: the rule applies>"
+     "what" "<the rule, for messages>"). Each check as sunk/translate/policy.py makes it. */}}
+{{- define "sunk.identityRuleValidations" -}}
+{{- $rule := .rule -}}
+{{- $when := .when -}}
+{{- $key := "sunk.coreweave.com/" -}}
+{{- $users := include "sunk.celIdRanges" (dict "ranges" ($rule.userIds | default list)) -}}
+{{- $groups := $users -}}
+{{- if hasKey $rule "groupIds" }}{{ $groups = include "sunk.celIdRanges" (dict "ranges" ($rule.groupIds | default list)) }}{{ end -}}
+{{- $ownUser := "" -}}{{- $ownGroup := "" -}}
+{{- with $rule.identity }}
+{{- $ownUser = printf " || x == %d" (int64 .userId) }}
+{{- $ownGroup = printf " || x == %d" (int64 (hasKey . "groupId" | ternary .groupId .userId)) }}
+{{- end }}
+{{- $uid := printf "variables.a[%s]" (toJson (print $key "user-id")) }}
+{{- $gid := printf "variables.a[%s]" (toJson (print $key "group-id")) }}
+{{- $isId := "matches('^[0-9]{1,10}$')" }}
+    - expression: {{ printf "!(%s) || (%s in variables.a ? (%s.trim().%s && [int(%s.trim())].all(x, false%s%s)) : %t)" $when (toJson (print $key "user-id")) $uid $isId $uid $ownUser $users (not (empty $rule.identity)) | quote }}
+      message: {{ printf "sunk: %suser-id is not a user %s of sunk's Slurm identity policy allows (docs/security.md)" $key .what | quote }}
+      reason: Forbidden
+    - expression: {{ printf "!(%s) || (%s in variables.a ? (%s.trim().%s && [int(%s.trim())].all(x, false%s%s)) : (%s in variables.a ? (%s.trim().%s && [int(%s.trim())].all(x, false%s%s)) : true))" $when (toJson (print $key "group-id")) $gid $isId $gid $ownGroup $groups (toJson (print $key "user-id")) $uid $isId $uid $ownGroup $groups | quote }}
+      message: {{ printf "sunk: the group (%sgroup-id, or user-id alone, which asks group = user) is not one %s of sunk's Slurm identity policy allows" $key .what | quote }}
+      reason: Forbidden
+{{- range $field := list "accounts" "partitions" "qos" "reservations" }}
+{{- if hasKey $rule $field }}
+{{- $allowed := $rule | dig $field list }}
+{{- if and (eq $field "accounts") $rule.identity }}{{ with $rule.identity.account }}{{ $allowed = append $allowed . | uniq }}{{ end }}{{ end }}
+{{- $annotation := print $key (get (dict "accounts" "account" "partitions" "partition" "qos" "qos" "reservations" "reservation") $field) }}
+    - expression: {{ printf "!(%s) || !(%s in variables.a) || variables.a[%s].trim() == '' || variables.a[%s].trim() in %s" $when (toJson $annotation) (toJson $annotation) (toJson $annotation) (toJson $allowed) | quote }}
+      message: {{ printf "sunk: %s is not one %s of sunk's Slurm identity policy allows (allowed: %s)" $annotation $.what (join ", " $allowed | default "none") | quote }}
+      reason: Forbidden
+{{- end }}
+{{- end }}
+{{- $priority := print $key "priority" }}
+{{- if $rule.priority }}
+    - expression: {{ printf "!(%s) || !(%s in variables.a) || (variables.a[%s].trim().%s && int(variables.a[%s].trim()) >= %d && int(variables.a[%s].trim()) <= %d)" $when (toJson $priority) (toJson $priority) $isId (toJson $priority) (int64 ($rule.priority.min | default 0)) (toJson $priority) (int64 (hasKey $rule.priority "max" | ternary $rule.priority.max 4294967293)) | quote }}
+      message: {{ printf "sunk: %s is outside the range %s of sunk's Slurm identity policy allows" $priority .what | quote }}
+      reason: Forbidden
+{{- else }}
+    - expression: {{ printf "!(%s) || !(%s in variables.a)" $when (toJson $priority) | quote }}
+      message: {{ printf "sunk: %s may not be set: %s of sunk's Slurm identity policy allows no priority (only Slurm operators may set one, and sunk submits as one)" $priority .what | quote }}
+      reason: Forbidden
+{{- end }}
+{{- if hasKey $rule "exclusive" }}
+{{- $modes := $rule.exclusive | default list }}
+{{- $spellings := concat $modes (list "false") }}
+{{- if has "none" $modes }}{{ $spellings = append $spellings "true" }}{{ end }}
+{{- $exclusive := print $key "exclusive" }}
+    - expression: {{ printf "!(%s) || !(%s in variables.a) || variables.a[%s].trim().lowerAscii() in %s" $when (toJson $exclusive) (toJson $exclusive) (toJson $spellings) | quote }}
+      message: {{ printf "sunk: %s is not a mode %s of sunk's Slurm identity policy allows (allowed: %s)" $exclusive .what (join ", " $modes | default "none") | quote }}
+      reason: Forbidden
+{{- end }}
+{{- end -}}
+
+{{/* ids as CEL alternatives on x: (dict "ranges" (list 1001 "1000-1999")) -> " || (x >= 1000 && x <= 1999)". */}}
+{{- define "sunk.celIdRanges" -}}
+{{- range $item := .ranges -}}
+{{- $parts := splitList "-" (toString (kindIs "string" $item | ternary $item (int64 $item))) -}}
+{{- $low := int64 (trim (first $parts)) -}}
+{{- $high := int64 (trim (last $parts)) -}}
+{{- printf " || (x >= %d && x <= %d)" $low $high -}}
+{{- end -}}
 {{- end -}}
