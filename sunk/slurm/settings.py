@@ -98,7 +98,7 @@ def base_url(text: str, *, default_scheme: str = "http") -> str:
     ``--slurm-api-base=slurm-controller:6817``) gets ``default_scheme``; a URL keeps its own.
     Only http and https; no query or fragment (paths are appended to it). No port is added or
     changed: a URL without one means the scheme's (80, 443)."""
-    text = text.strip().rstrip("/")
+    text = text.strip()
     url = text if "://" in text else f"{default_scheme}://{text}"
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https"):
@@ -109,7 +109,7 @@ def base_url(text: str, *, default_scheme: str = "http") -> str:
         raise ValueError(f"{text!r}: the port is not a number from 0 to 65535") from None
     if not parts.hostname or parts.query or parts.fragment or any(c.isspace() for c in url):
         raise ValueError(f"{text!r}: want http://HOST:PORT, https://HOST:PORT or HOST:PORT (http)")
-    return url
+    return url.rstrip("/")
 
 
 def base_url_flag(text: str) -> str:
@@ -124,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll
     parser.add_argument("--slurm-backend", choices=BACKENDS, default="rest",
                         help="rest: slurmrestd; pyslurm: Slurm's C API (pyslurm 25.11, $SLURM_CONF, munge)")
     parser.add_argument("--slurm-api-base", type=base_url_flag,
-                        default=os.environ.get("SLURM_REST_URL", f"http://127.0.0.1:{SLURMRESTD_PORT}"),
+                        default=os.environ.get("SLURM_REST_URL") or f"http://127.0.0.1:{SLURMRESTD_PORT}",
                         help="slurmrestd base URL; HOST:PORT without a scheme means http://HOST:PORT (rest)")
     parser.add_argument("--slurm-auth-token", default=None,
                         help="slurmrestd JWT (rest; default $SLURM_JWT). $(VAR) is read from the environment as "
