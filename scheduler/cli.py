@@ -1,6 +1,8 @@
 """``sunk-scheduler``: schedule Pods that name it in spec.schedulerName through Slurm.
 
-Flags follow SUNK's (``--slurm-kill-wait=30s``, ``--hooks-api-bind-address=:8000``, ...).
+Flags follow SUNK's (``--slurm-kill-wait=30s``, ``--hooks-api-bind-address=:8000``, ...): the
+argument list SUNK's docs show for its scheduler starts this one unchanged (docs/scheduler.md,
+"The seed's command line").
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import logging
 import os
 import re
+import secrets
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,8 +23,10 @@ from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import daemon_config
 from sunk.flags import (
+    add_logging_arguments,
     boolean,
-    configure_logging,
+    components_flag,
+    configure_logging_from,
     non_negative_duration,
     parse_bind_address,
     positive_duration,
@@ -43,6 +48,19 @@ OnBind = Callable[[Obj, Bind], None]
 OnSubmit = Callable[[Obj, int], None]
 
 log = logging.getLogger("sunk.scheduler")
+
+# SUNK's --components: the parts of SUNK a process runs. Each sunk daemon runs one; these run elsewhere.
+COMPONENTS_ELSEWHERE = {"syncer": "sunk-syncer", "extender": "sunk-extender", "operator": "sunk-operator",
+                        "nodeset": "sunk-operator"}
+
+NO_SECRET_FILE_WARNING = (
+    "no --hook-secret-file: placeholder jobs' hook tokens are signed with a key made at this start, which "
+    "only this process knows. The hook API refuses (401) the calls of a job submitted before a restart or "
+    "by another replica: its start is seen at the next Slurm list instead of at once, and when Slurm ends "
+    "it, it can neither ask for its Pod's deletion nor see the Pod go (the scheduler deletes the Pod itself "
+    "once Slurm lists the job as ended), so it keeps its node until KillWait and then drains it (the Syncer "
+    "lifts that drain once the Pod is gone). Give --hook-secret-file (a Secret, the same on every replica; "
+    "the chart does) to run more than one replica or to restart without this")
 
 
 def own_namespace() -> str:
@@ -96,7 +114,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--hooks-ca-file", default="",
                         help="path, on the slurmd hosts, of the CA bundle placeholder jobs verify an https "
                              "--hooks-url with")
-    parser.add_argument("--hook-secret-file", required=True, help="HMAC key for per-Pod hook tokens")
+    parser.add_argument("--hook-secret-file", default="",
+                        help="HMAC key for per-Pod hook tokens, the same on every replica; without it, a key made "
+                             "at start, which the jobs of an earlier process or another replica do not have")
     parser.add_argument("--metrics-bind-address", default=":8080")
     parser.add_argument("--health-probe-bind-address", default=":8081")
     parser.add_argument("--leader-elect", type=boolean, default=True)
@@ -107,7 +127,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--workers", type=positive_int, default=16)
     parser.add_argument("--submit-concurrency", type=positive_int, default=16,
                         help="placeholder submissions in flight at once, across workers")
-    parser.add_argument("--zap-log-level", default="info")
+    add_logging_arguments(parser)
 
 
 GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
@@ -139,17 +159,31 @@ def identity_policy(path: str) -> IdentityPolicy:
         raise SystemExit(f"--identity-policy {path}: {exc}") from None
 
 
-def config_from(args: argparse.Namespace) -> SchedulerConfig:
+def hook_secret(path: str) -> bytes:
+    """The hook tokens' key: the file's, or one made now (with the warning of what that costs)."""
+    if not path:
+        log.warning("%s", NO_SECRET_FILE_WARNING)
+        return secrets.token_hex(32).encode()
     try:
-        secret = read_secret(args.hook_secret_file)
+        return read_secret(path)
     except TokenUnavailable as exc:
         raise SystemExit(f"--hook-secret-file: {exc}") from None
+
+
+def config_from(args: argparse.Namespace) -> SchedulerConfig:
+    secret = hook_secret(args.hook_secret_file)
     policy = identity_policy(args.identity_policy)
     if args.scope == "cluster":
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = tuple(n for n in args.watch_namespace.split(",") if n) or (own_namespace(),)
     hooks_url = args.hooks_url or f"http://127.0.0.1:{parse_bind_address(args.hooks_api_bind_address)[1]}"
+    if not args.hooks_url and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        log.warning("no --hooks-url: placeholder jobs are told to call the hook API at %s, which from a slurmd "
+                    "Pod is that Pod itself: their calls fail, so Pods are bound at the next Slurm list and a "
+                    "job that Slurm ends keeps its node until KillWait. Give --hooks-url=http://<this "
+                    "scheduler's Service>.<namespace>.svc:%d (the chart does)", hooks_url,
+                    parse_bind_address(args.hooks_api_bind_address)[1])
     if hooks_url.startswith("https://") and not args.hooks_tls_cert_file:
         raise SystemExit(f"--hooks-url {hooks_url} is https, but the hook API has no --hooks-tls-cert-file")
     if hooks_url.startswith("http://") and args.hooks_tls_cert_file:
@@ -187,7 +221,7 @@ def run_daemon(parser: argparse.ArgumentParser, argv: Optional[list[str]], *,
                on_submit: Optional[Callable[[ApiClient], OnSubmit]] = None) -> int:
     """What both front ends do with their flags: one assembly, served on their listeners."""
     args = parser.parse_args(argv)
-    configure_logging(args.zap_log_level)
+    configure_logging_from(args)
     config = config_from(args)  # bad flags fail here, before a worker is forked
     daemon = daemon_config(args, parser, name=parser.prog, lease_namespace=own_namespace())
     # Placement reads a job's nodes (batch host first), state and Extra, never its per-node allocation: a third
@@ -209,10 +243,18 @@ def run_daemon(parser: argparse.ArgumentParser, argv: Optional[list[str]], *,
     return run(daemon, build, served)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sunk-scheduler", description=__doc__)
     add_common_arguments(parser, default_name="sunk-scheduler")
-    return run_daemon(parser, argv, listeners=lambda args: [hooks_listener(args)],
+    parser.add_argument("--components", action="append", default=None,
+                        type=components_flag("scheduler", COMPONENTS_ELSEWHERE),
+                        help="SUNK's: the components this process runs; sunk-scheduler runs only 'scheduler' "
+                             "(the default), and stops at start for any other")
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return run_daemon(build_parser(), argv, listeners=lambda args: [hooks_listener(args)],
                       apps=lambda assembly: {"hooks": assembly.hooks_app()})
 
 

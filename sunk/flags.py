@@ -1,7 +1,8 @@
-"""Flag parsing shared by the entry points: Go-style durations and structured logging.
+"""Flag parsing shared by the entry points: Go-style durations, components and logging.
 
 SUNK's binaries are Go; operators copy their flags (``--slurm-kill-wait=30s``,
-``--zap-log-level=debug``) into our manifests, so we accept the same spellings.
+``--zap-log-level=debug``, ``--components scheduler``) into
+our manifests, so we accept the same spellings, with the meaning SUNK's docs give them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Callable, Mapping
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -91,6 +93,54 @@ def positive_int(text: str) -> int:
     return value
 
 
+_REFERENCE = re.compile(r"\$\$|\$\(([^)]*)\)")
+
+
+def expand_references(text: str, environ: Mapping[str, str]) -> str:
+    """``$(NAME)`` replaced by ``environ[NAME]``, as the kubelet expands a container's args from its env
+    (``$$`` is a literal ``$``; a reference to a variable not in ``environ`` stays as it is)."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return environ.get(name, match.group(0))
+
+    return _REFERENCE.sub(one, text)
+
+
+def unexpanded_reference(text: str) -> str | None:
+    """The first ``$(NAME)`` in ``text`` (after expansion: a variable that was not defined)."""
+    match = re.search(r"\$\(([^)]*)\)", text)
+    return match.group(0) if match else None
+
+
+def components_flag(runs: str, elsewhere: Mapping[str, str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type for SUNK's ``--components``: which parts of SUNK this process runs.
+
+    One sunk daemon runs one component (``runs``); a component another daemon runs (``elsewhere``:
+    component -> daemon) or an unknown name stops the start, naming what to do: silently running
+    less than the flag asks would leave that part of SUNK missing. Commas separate names, and the
+    flag may be given more than once (as a Go string slice)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+        if not names:
+            raise argparse.ArgumentTypeError(f"no component named: this process runs {runs!r}")
+        for name in names:
+            if name in elsewhere:
+                raise argparse.ArgumentTypeError(
+                    f"component {name!r} is run by {elsewhere[name]}, not by this process (which runs {runs!r}): "
+                    f"start {elsewhere[name]} for it (the chart does)")
+            if name != runs:
+                raise argparse.ArgumentTypeError(
+                    f"unknown component {loggable(name)}: this process runs {runs!r}; "
+                    f"{', '.join(f'{c!r} is {d}' for c, d in sorted(elsewhere.items()))}")
+        return names
+
+    return parse
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, with the fields log pipelines index on."""
 
@@ -107,7 +157,51 @@ class JsonFormatter(logging.Formatter):
 
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR, "warn": logging.WARNING,
-          "warning": logging.WARNING}
+          "warning": logging.WARNING, "dpanic": logging.CRITICAL, "panic": logging.CRITICAL,
+          "fatal": logging.CRITICAL}
+
+
+def log_level(text: str) -> int:
+    """``--zap-log-level`` as controller-runtime's zap flags take it: a level's name (any case), or a
+    whole number above 0, zap's verbosity beyond debug (Python has no finer level: debug)."""
+    name = text.strip().lower()
+    if name in LEVELS:
+        return LEVELS[name]
+    if name.isdigit() and int(name) > 0:
+        return logging.DEBUG
+    raise ValueError(f"log level must be one of {', '.join(LEVELS)} or a whole number above 0, got {text!r}")
+
+
+def log_level_flag(text: str) -> str:
+    """``log_level`` as an argparse type; the flag keeps its text (configure_logging reads it)."""
+    try:
+        log_level(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+class ConsoleFormatter(logging.Formatter):
+    """``--zap-encoder=console``: one tab-separated line for a person, as zap's console encoder writes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        line = f"{when}\t{record.levelname.upper()}\t{record.name}\t{record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+ENCODERS: dict[str, Callable[[], logging.Formatter]] = {"json": lambda: JsonFormatter(),
+                                                        "console": lambda: ConsoleFormatter()}
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    """The zap flags SUNK's daemons take (controller-runtime's), for every entry point."""
+    parser.add_argument("--zap-log-level", type=log_level_flag, default="info",
+                        help="debug, info, warn, error, panic, or a whole number above 0 (debug)")
+    parser.add_argument("--zap-encoder", choices=sorted(ENCODERS), default="json",
+                        help="json: one JSON object per line (for log pipelines); console: lines for a person")
 
 
 LOGGED_CHARS = 200  # of any caller-controlled text in a log line
@@ -121,13 +215,16 @@ def loggable(text: object, limit: int = LOGGED_CHARS) -> str:
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
-def configure_logging(level: str = "info") -> None:
-    if level not in LEVELS:
-        raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
+def configure_logging(level: str = "info", encoder: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(ENCODERS[encoder]())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(LEVELS[level])
+    root.setLevel(log_level(level))
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+def configure_logging_from(args: argparse.Namespace) -> None:
+    """Logging as ``add_logging_arguments``' flags say."""
+    configure_logging(args.zap_log_level, getattr(args, "zap_encoder", "json"))

@@ -18,7 +18,7 @@ from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import DaemonConfig, daemon_config
 from sunk.controller.manager import Manager
-from sunk.flags import LEVELS, boolean, configure_logging, positive_duration, positive_int
+from sunk.flags import add_logging_arguments, boolean, configure_logging_from, positive_duration, positive_int
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.client import SlurmClient
 
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=positive_int, default=2, help="NodeSets reconciled at once")
     parser.add_argument("--stale-retry", type=positive_duration, default=2.0,
                         help="how soon a NodeSet is looked at again while Slurm cannot be read")
-    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    add_logging_arguments(parser)
     return parser
 
 
@@ -57,7 +57,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
 
 def main(argv: Sequence[str] | None = None) -> int:
     config, daemon, args = parse_args(list(sys.argv[1:] if argv is None else argv))
-    configure_logging(args.zap_log_level)
+    configure_logging_from(args)
     from sunk.runner import run_headless
 
     from .assembly import assemble

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from sunk.flags import LEVELS, boolean, configure_logging, positive_duration, positive_int
+from sunk.flags import add_logging_arguments, boolean, configure_logging_from, positive_duration, positive_int
 from sunk.slurm import settings as slurm_settings
 
 from .config import NAME, SyncerConfig
@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=4, help="workers per sync controller")
     parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
-    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    add_logging_arguments(parser)
 
 
 def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, list[Plugin]]:
@@ -163,7 +163,7 @@ def release_parser() -> argparse.ArgumentParser:
     parser.add_argument("--release-locks", type=boolean, nargs="?", const=True, default=True,
                         help="take back node locking's lock taints and annotations; false (node locking off, chart: "
                              ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
-    parser.add_argument("--zap-log-level", choices=sorted(LEVELS), default="info", help="log verbosity")
+    add_logging_arguments(parser)
     return parser
 
 
@@ -188,7 +188,7 @@ def release_nodes(argv: Sequence[str]) -> int:
     parser = release_parser()
     args = parser.parse_args(argv)
     settings = slurm_settings.settings_from(args, parser)
-    configure_logging(args.zap_log_level)
+    configure_logging_from(args)
     from sunk.kube.client import load_api_client
 
     from .release import Release
@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["release-nodes"]:
         return release_nodes(argv[1:])
     startup = parse_args(argv)
-    configure_logging(startup.args.zap_log_level)
+    configure_logging_from(startup.args)
     from sunk.runner import Served, run
     from sunk.web import Listener
 
