@@ -20,6 +20,7 @@ from slurmtools import slurm_job, started_placeholder, state, wait_for
 from syncer_harness import free_port
 from test_scheduler import event_reasons, gone, placed, pod_manifest, serving
 
+from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 
@@ -81,7 +82,9 @@ def seed_scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
 
 
 def create_seed_pod(api, namespace: str) -> dict:
-    manifest = pod_manifest(f"seed-{uuid.uuid4().hex[:6]}")
+    # The seed gives no --identity-policy: sunk's built-in policy has no default identity and refuses root, so
+    # the Pod names its Slurm user (the dev cluster's tenant, kube).
+    manifest = pod_manifest(f"seed-{uuid.uuid4().hex[:6]}", annotations={names.ANN_USER_ID: "1001"})
     manifest["spec"]["schedulerName"] = SCHEDULER_NAME
     return kc.create(api, PODS, manifest, namespace)
 
