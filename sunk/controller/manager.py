@@ -11,8 +11,13 @@ The order of start-up, and why:
    Informers had already queued every key. So the first pass reconciles everything, and
    no event from before leadership is lost.
 An informer that reports the end of an outage (``on_recovered``: the Slurm cache) wakes every
-controller's keys that failed for it (``Controller.outage_over``), on every replica.
-Losing the lease stops the controllers and ends ``run()`` with exit code 1. The process
+controller's keys that failed for it (``Controller.outage_over``), on every replica. For the
+apiserver, whose informers report no such event, a ``RecoveryProbe`` asks ``/readyz`` each
+second while keys wait for Kubernetes and wakes them once it answers again.
+With leader election, every controller and leader-only ``Periodic`` writes behind one
+``LeaseFence`` (``sunk.fence``) that the elector renews: no write leaves after the renew
+deadline, even from a reconcile that began while leading. Losing the lease stops the
+controllers and ends ``run()`` with exit code 1. The process
 must exit: all state lives in Kubernetes and Slurm, and the next process relists.
 SIGTERM/SIGINT stop cleanly. In-flight reconciles finish and the lease is released.
 A second signal exits at once.
@@ -20,6 +25,7 @@ A second signal exits at once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -32,7 +38,11 @@ from typing import Any, Protocol, runtime_checkable
 from kubernetes.client import ApiClient
 
 from sunk.controller.health import Check, HttpEndpoints, run_checks
+from sunk.controller.periodic import Periodic
+from sunk.controller.recovery import RecoveryProbe
 from sunk.controller.runtime import Controller
+from sunk.fence import LeaseFence
+from sunk.kube import client as kc
 from sunk.kube.leader import LeaderElectionConfig, LeaderElector
 
 log = logging.getLogger(__name__)
@@ -57,6 +67,18 @@ class ReportsRecovery(Protocol):
     """An informer that says when its source answers again after an outage (``SlurmCache``)."""
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+KUBERNETES = "kubernetes"  # the Outage.dependency of the apiserver's outages (sunk.kube.client)
+
+
+def apiserver_ready(api: ApiClient) -> bool:
+    """The apiserver answers ``/readyz`` (readable by every authenticated client; fails while etcd does)."""
+    try:
+        kc.request(api, "GET", "/readyz", timeout=(1.0, 2.0))
+    except kc.KubeError:
+        return False
+    return True
 
 
 class Runnable(Protocol):
@@ -89,6 +111,13 @@ class Manager:
         self._healthz: dict[str, Check] = {}
         self._readyz: dict[str, Check] = {"informers": self.synced}
         self.elector: LeaderElector | None = None
+        # Every leader-only writer asks it before each write (None without leader election).
+        self.fence = LeaseFence(leader_election.renew_deadline) if leader_election is not None else None
+        self._kube_recovery = (
+            RecoveryProbe(f"{name}-apiserver", waiting=self._waiting_for_kubernetes,
+                          probe=lambda: apiserver_ready(api_client), wake=lambda: self._outage_over(KUBERNETES))
+            if api_client is not None else None
+        )
         self._stop = threading.Event()
         self._done = threading.Event()
         self._synced = threading.Event()
@@ -116,12 +145,15 @@ class Manager:
 
     def add_controller(self, controller: Controller) -> Controller:
         self._before_start()
+        controller.fence = self.fence
         self.controllers.append(controller)
         return controller
 
     def add_runnable(self, runnable: Runnable, *, needs_leader: bool = False) -> Runnable:
         """Anything with start()/stop(): with ``needs_leader`` it runs only while leading."""
         self._before_start()
+        if needs_leader and isinstance(runnable, Periodic):
+            runnable.fence = self.fence
         self._runnables.append((runnable, needs_leader))
         return runnable
 
@@ -201,8 +233,11 @@ class Manager:
                 server.start()
         for informer in self.informers:
             if isinstance(informer, ReportsRecovery):
-                informer.on_recovered(self._outage_over)
+                dependency: str | None = getattr(informer, "outage_dependency", None)
+                informer.on_recovered(functools.partial(self._outage_over, dependency))
             informer.start()
+        if self._kube_recovery is not None:
+            self._kube_recovery.start()
         for runnable, needs_leader in self._runnables:
             if not needs_leader:
                 runnable.start()
@@ -256,13 +291,17 @@ class Manager:
             self.leader_election,
             on_started_leading=self._start_leading,
             on_stopped_leading=self._stopped_leading,
+            fence=self.fence,
         )
         self.elector.start()
 
-    def _outage_over(self) -> None:
-        """What failed for an outage is reconciled now, not after the backoff the outage built up."""
+    def _outage_over(self, dependency: str | None = None) -> None:
+        """What failed for ``dependency``'s outage (None: any) is reconciled now, not after the backoff it built up."""
         for controller in self.controllers:
-            controller.outage_over()
+            controller.outage_over(dependency)
+
+    def _waiting_for_kubernetes(self) -> bool:
+        return any(controller.waiting_for(KUBERNETES) for controller in self.controllers)
 
     def _start_leading(self) -> None:
         with self._lock:
@@ -295,6 +334,8 @@ class Manager:
                     log.warning("controller %s: reconciles still running at shutdown", controller.name)
             for runnable, _ in self._runnables:
                 _quietly(runnable.stop)
+            if self._kube_recovery is not None:
+                _quietly(self._kube_recovery.stop)
             if self.elector is not None:
                 self.elector.stop(left())  # releases the lease if we held it
             for informer in self.informers:

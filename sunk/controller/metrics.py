@@ -24,6 +24,12 @@ RECONCILE_ERRORS = Counter(
     "Reconciles that raised, by controller.",
     ["controller"],
 )
+RECONCILE_TERMINAL_ERRORS = Counter(
+    "sunk_reconcile_terminal_errors_total",
+    "Reconciles that ended in an error retrying cannot mend (RBAC 403, 422 Invalid, 404 on a write), "
+    "by controller; their keys are not requeued until their objects change.",
+    ["controller"],
+)
 ACTIVE_WORKERS = Gauge(
     "sunk_controller_active_workers",
     "Workers currently inside reconcile, by controller.",

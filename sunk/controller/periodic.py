@@ -4,7 +4,8 @@ The safety nets (the scheduler's sweep, the Syncer's resync) and the diag poller
 "call this now and then until stopped". Waiting on the stop event, not sleeping, is what
 lets a stop end the thread at once instead of after up to a whole interval; an exception
 in the callable is logged and the next interval comes anyway, since a safety net that died
-on one bad pass would be gone for good.
+on one bad pass would be gone for good. An ``Outage`` (Slurm or the apiserver down) is one
+warning line, not a traceback. A leader-only one writes behind the Manager's Lease ``fence``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+
+from sunk import fence as fencing
+from sunk.fence import Fenced, LeaseFence
+from sunk.types import Outage
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +32,7 @@ class Periodic:
                  join_timeout: float = 5.0):
         self.name, self.interval, self.fn = name, interval, fn
         self.at_start, self.join_timeout = at_start, join_timeout
+        self.fence: LeaseFence | None = None  # set by a Manager for a leader-only one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -55,6 +61,9 @@ class Periodic:
 
     def _call(self) -> None:
         try:
-            self.fn()
+            with fencing.fenced(self.fence):
+                self.fn()
+        except (Outage, Fenced) as exc:
+            log.warning("%s: periodic call failed; trying again in %.0fs: %s", self.name, self.interval, exc)
         except Exception:
             log.exception("%s: periodic call failed; trying again in %.0fs", self.name, self.interval)

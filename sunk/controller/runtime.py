@@ -12,6 +12,17 @@ it when its Slurm cache lists again) re-adds every such key at once, with its fa
 forgotten: through a long outage the per-key backoff grows to minutes (5 ms doubling, 300 s
 cap), and a job whose Pod was deleted meanwhile would stay uncancelled that long after Slurm
 is back. The backoff retry stays scheduled too, for a process whose outage never ends in an event.
+Keys wait per dependency (``Outage.dependency``: "slurm", "kubernetes"): the end of the
+apiserver's outage wakes the keys that failed for it, not those waiting for Slurm. An outage
+that says how long to wait (a 429's Retry-After) is retried after that long instead.
+
+Two more, after controller-runtime:
+- a ``TerminalError`` (RBAC refused a write, the object is invalid) -> logged once with what
+  to fix, counted (``sunk_reconcile_terminal_errors_total``), key not requeued: retrying cannot
+  mend it, and the next change to its object enqueues it again;
+- with a Lease ``fence`` (a leader-only controller), each reconcile runs fenced
+  (``sunk.fence``): a write after the renew deadline is never sent but raises ``Fenced``,
+  logged in one line and not requeued (the Manager is stopping the process).
 """
 
 from __future__ import annotations
@@ -23,9 +34,11 @@ from typing import Protocol
 
 import attrs
 
+from sunk import fence as fencing
 from sunk.controller import metrics
 from sunk.controller.workqueue import RateLimiter, WorkQueue
-from sunk.types import Outage
+from sunk.fence import Fenced, LeaseFence
+from sunk.types import Outage, TerminalError
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +76,13 @@ class Controller:
         self.queue = queue if queue is not None else WorkQueue(name, rate_limiter)
         self._threads: list[threading.Thread] = []
         self._started = False
+        self.fence: LeaseFence | None = None  # set by a Manager with leader election: writes ask it first
         self._outage_lock = threading.Lock()
-        self._outage_keys: set[str] = set()  # keys whose last reconcile failed for an Outage
+        self._outage_keys: dict[str, set[str]] = {}  # by dependency: keys whose last reconcile failed for it
         self._outages_over = 0  # outage_over() calls so far: a reconcile that spans one retries at once
         self._duration = metrics.RECONCILE_DURATION.labels(controller=name)
         self._errors = metrics.RECONCILE_ERRORS.labels(controller=name)
+        self._terminal = metrics.RECONCILE_TERMINAL_ERRORS.labels(controller=name)
         self._active = metrics.ACTIVE_WORKERS.labels(controller=name)
         self._results = {
             r: metrics.RECONCILE_TOTAL.labels(controller=name, result=r)
@@ -77,35 +92,51 @@ class Controller:
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
 
-    def outage_over(self) -> int:
-        """The outage is over: every key that failed for it is reconciled now, not after its backoff.
+    def outage_over(self, dependency: str | None = None) -> int:
+        """``dependency``'s outage is over (None: every one's): its keys are reconciled now, not after their backoff.
 
-        Its failures are forgotten (they were the outage's, not the key's). Returns how many keys
+        Their failures are forgotten (they were the outage's, not the key's). Returns how many keys
         were woken. Safe from any thread; cheap (queue adds only).
         """
         with self._outage_lock:
-            keys, self._outage_keys = self._outage_keys, set()
+            if dependency is None:
+                waiting, self._outage_keys = self._outage_keys, {}
+                keys = set().union(*waiting.values())
+            else:
+                keys = self._outage_keys.pop(dependency, set())
             self._outages_over += 1
         for key in keys:
             self.queue.forget(key)
             self.queue.add(key)
         if keys:
-            log.info("controller %s: the outage is over; reconciling the %d keys that waited for it now",
-                     self.name, len(keys))
+            log.info("controller %s: the %s outage is over; reconciling the %d keys that waited for it now",
+                     self.name, dependency or "", len(keys))
         return len(keys)
 
-    def _outage_failed(self, key: str, since: int) -> bool:
-        """Note ``key`` as waiting for the outage; True when the outage ended while it was reconciled."""
+    def waiting_for(self, dependency: str) -> int:
+        """How many keys wait for ``dependency``'s outage to end (the Manager probes only while some do)."""
+        with self._outage_lock:
+            return len(self._outage_keys.get(dependency, ()))
+
+    def _outage_failed(self, key: str, dependency: str, since: int) -> bool:
+        """Note ``key`` as waiting for the outage; True when an outage ended while it was reconciled."""
         with self._outage_lock:
             if self._outages_over != since:
                 return True
-            self._outage_keys.add(key)
+            for other in [d for d, keys in self._outage_keys.items() if d != dependency and key in keys]:
+                self._outage_keys[other].discard(key)
+                if not self._outage_keys[other]:
+                    del self._outage_keys[other]
+            self._outage_keys.setdefault(dependency, set()).add(key)
             return False
 
     def _not_waiting(self, key: str) -> None:
-        if key in self._outage_keys:  # (read without the lock: the common case costs nothing)
+        if self._outage_keys:  # (read without the lock: the common case costs nothing)
             with self._outage_lock:
-                self._outage_keys.discard(key)
+                for dependency in [d for d, keys in self._outage_keys.items() if key in keys]:
+                    self._outage_keys[dependency].discard(key)
+                    if not self._outage_keys[dependency]:
+                        del self._outage_keys[dependency]
 
     def start(self) -> None:
         if self._started:
@@ -135,28 +166,51 @@ class Controller:
             finally:
                 self.queue.done(key)
 
+    def _failed(self, key: str, exc: Exception, since: int) -> None:
+        """Log a failed reconcile as its kind asks, and decide when ``key`` is tried again."""
+        retry = self.queue.num_requeues(key)
+        if isinstance(exc, Fenced):  # the Lease is lost and the Manager stops us: the next leader takes over
+            self._not_waiting(key)
+            self.queue.forget(key)
+            log.warning("controller %s: reconcile %s stopped: %s", self.name, key, exc)
+            return
+        if isinstance(exc, TerminalError):
+            self._not_waiting(key)
+            self._terminal.inc()
+            self.queue.forget(key)
+            log.error("controller %s: reconcile %s failed, not retried until its object changes: %s%s",
+                      self.name, key, exc, f" (to fix: {exc.fix})" if exc.fix else "")
+            return
+        if isinstance(exc, Outage):  # expected while a dependency is down: one line, no traceback
+            if exc.retry_after is not None and exc.retry_after > 0:  # it said when: ask again then, not before
+                self._not_waiting(key)
+                log.warning("controller %s: reconcile %s retried in %gs as asked (retry %d): %s",
+                            self.name, key, exc.retry_after, retry, exc)
+                self.queue.add_after(key, exc.retry_after)
+                return
+            log.warning("controller %s: reconcile %s waits for an outage (retry %d): %s",
+                        self.name, key, retry, exc)
+            if self._outage_failed(key, exc.dependency, since):  # one ended meanwhile: no backoff to wait out
+                self.queue.forget(key)
+                self.queue.add(key)
+                return
+        else:
+            self._not_waiting(key)
+            log.exception("controller %s: reconcile %s failed (retry %d)", self.name, key, retry)
+        self.queue.add_rate_limited(key)
+
     def process(self, key: str) -> None:
         """One reconcile of ``key`` and its requeue decision (the queue's done() is the caller's)."""
         started = time.perf_counter()
         since = self._outages_over
         self._active.inc()
         try:
-            result = self.reconciler.reconcile(key) or Result()
+            with fencing.fenced(self.fence):
+                result = self.reconciler.reconcile(key) or Result()
         except Exception as exc:
             self._errors.inc()
             self._results["error"].inc()
-            retry = self.queue.num_requeues(key)
-            if isinstance(exc, Outage):  # expected while a dependency is down: one line, no traceback
-                log.warning("controller %s: reconcile %s waits for an outage (retry %d): %s",
-                            self.name, key, retry, exc)
-                if self._outage_failed(key, since):  # it ended meanwhile: no backoff to wait out
-                    self.queue.forget(key)
-                    self.queue.add(key)
-                    return
-            else:
-                self._not_waiting(key)
-                log.exception("controller %s: reconcile %s failed (retry %d)", self.name, key, retry)
-            self.queue.add_rate_limited(key)
+            self._failed(key, exc, since)
             return
         finally:
             self._active.dec()

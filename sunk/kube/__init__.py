@@ -5,7 +5,7 @@ cheaper than the generated model classes at thousands of objects and trivially
 comparable. The official client is used only for configuration, auth and HTTP.
 """
 
-from sunk.kube.client import ApiError, ConnectionFailed, KubeError, load_api_client
+from sunk.kube.client import ApiError, ApiRefused, ApiUnavailable, ConnectionFailed, KubeError, load_api_client
 from sunk.kube.informer import Informer, MultiNamespaceInformer, pod_node_name
 from sunk.kube.resources import LEASES, NODES, PODS, Resource, object_key, split_key
 
@@ -14,6 +14,8 @@ __all__ = [
     "NODES",
     "PODS",
     "ApiError",
+    "ApiRefused",
+    "ApiUnavailable",
     "ConnectionFailed",
     "Informer",
     "KubeError",

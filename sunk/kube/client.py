@@ -19,7 +19,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from sunk import fence
 from sunk.kube.resources import Resource
+from sunk.types import Outage, TerminalError
 
 # (connect, read) seconds. Reads are small; a stuck apiserver must not hang a worker.
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
@@ -42,8 +44,10 @@ class KubeError(Exception):
     """Anything that went wrong talking to the apiserver."""
 
 
-class ConnectionFailed(KubeError):
-    """The apiserver could not be reached or the connection broke mid-request."""
+class ConnectionFailed(KubeError, Outage):
+    """The apiserver could not be reached or the connection broke mid-request: an outage."""
+
+    dependency = "kubernetes"
 
 
 class ApiError(KubeError):
@@ -77,6 +81,69 @@ class ApiError(KubeError):
     @property
     def too_many_requests(self) -> bool:
         return self.status == 429
+
+
+class ApiUnavailable(ApiError, Outage):
+    """The apiserver is there but cannot serve us now (401, 429, 5xx): an outage, retried.
+
+    401: our token was refused (expired, rotated), which the client's token refresh mends.
+    429 carries the apiserver's Retry-After in ``retry_after``. Still an ``ApiError``, so a
+    caller that handles a status itself (429 from an eviction: a PodDisruptionBudget) still can.
+    """
+
+    dependency = "kubernetes"
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None, method: str = "",
+                 path: str = "", retry_after: float | None = None):
+        super().__init__(status, reason, body, method, path)
+        self.retry_after = retry_after
+
+
+class ApiRefused(ApiError, TerminalError):
+    """A refusal that asking again cannot change (403; 422; 404 on a create, update or patch).
+
+    A caller that expects the status (404: the object is gone; 422: it was replaced) catches
+    ``ApiError`` as before; one that reaches the controller runtime is terminal for its key.
+    """
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None, method: str = "",
+                 path: str = ""):
+        super().__init__(status, reason, body, method, path)
+        self.fix = _FIXES.get(status, "")
+
+
+# Why each terminal status happens, and what a person changes so that the write succeeds.
+_FIXES: dict[int, str] = {
+    403: "grant this verb on this resource to the daemon's ServiceAccount (the chart's Role/ClusterRole), "
+         "or the namespace is being deleted",
+    404: "the object written to, its namespace or its resource type (a CRD not installed) does not exist",
+    422: "the apiserver or an admission policy found the object invalid: read the message",
+}
+_WRITES = frozenset({"POST", "PUT", "PATCH"})  # (a 404 on DELETE means done: never terminal)
+
+
+def api_error(status: int, reason: str, body: dict[str, Any] | None = None, method: str = "", path: str = "",
+              retry_after: float | None = None) -> ApiError:
+    """The ``ApiError`` for a non-2xx answer, of the class that says what to do about it.
+
+    401, 429 and 5xx are outages (``ApiUnavailable``); 403, 422, and 404 on a create, update or
+    patch are terminal (``ApiRefused``); the rest (404 on a read or delete, 409, 410, other 4xx)
+    are plain ``ApiError``s that callers decide about, retried with backoff when they do not.
+    """
+    if status in (401, 429) or status >= 500:
+        return ApiUnavailable(status, reason, body, method, path, retry_after=retry_after)
+    if status in (403, 422) or (status == 404 and method.upper() in _WRITES):
+        return ApiRefused(status, reason, body, method, path)
+    return ApiError(status, reason, body, method, path)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """An HTTP Retry-After given in seconds (what the apiserver sends); None when absent or a date."""
+    try:
+        seconds = float(value) if value else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < float("inf") else None
 
 
 def load_api_client(
@@ -130,8 +197,12 @@ def open_request(
 ) -> urllib3.BaseHTTPResponse:
     """Send a request and return the unread urllib3 response (status already checked).
 
-    The caller must read or close it. Used directly for watch streams.
+    The caller must read or close it. Used directly for watch streams. A write (any method
+    but GET) first asks this thread's Lease fence (``sunk.fence``), so a leader-only
+    controller that may have lost its Lease sends nothing.
     """
+    if method.upper() != "GET":
+        fence.check(f"{method} {path}")
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type or "application/json"
@@ -152,7 +223,8 @@ def open_request(
             raw = b""
         finally:
             resp.release_conn()
-        raise ApiError(resp.status, resp.reason or "", _json_or_none(raw), method, path)
+        raise api_error(resp.status, resp.reason or "", _json_or_none(raw), method, path,
+                        retry_after=retry_after_seconds(resp.headers.get("Retry-After")))
     return resp
 
 

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.fence import LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.resources import LEASES
 from sunk.types import Obj
@@ -78,12 +79,14 @@ class LeaderElector:
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         on_new_leader: Callable[[str], None] | None = None,
+        fence: LeaseFence | None = None,
     ):
         self.api = api_client
         self.config = config
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
         self.on_new_leader = on_new_leader
+        self.fence = fence  # renewed with each acquire or renewal, revoked when leadership ends
         self._stop = threading.Event()
         self._leading = threading.Event()
         self._done = threading.Event()
@@ -142,6 +145,8 @@ class LeaderElector:
             if self._acquire():
                 self._renew_loop()
         finally:
+            if self.fence is not None:
+                self.fence.revoke()
             was_leading = self._leading.is_set()
             self._leading.clear()
             if was_leading:
@@ -163,8 +168,9 @@ class LeaderElector:
         cfg = self.config
         log.info("leader election: %s campaigning for %s/%s", cfg.identity, cfg.namespace, cfg.lease_name)
         while not self._stop.is_set():
+            attempt = time.monotonic()
             if self._try_acquire_or_renew(timeout=cfg.renew_deadline / 2):
-                self._last_renew = time.monotonic()
+                self._renewed(attempt)
                 self._leading.set()
                 log.info("leader election: %s acquired %s/%s", cfg.identity, cfg.namespace, cfg.lease_name)
                 if self.on_started_leading:
@@ -183,13 +189,20 @@ class LeaderElector:
     def _renew_loop(self) -> None:
         cfg = self.config
         while not self._stop.wait(cfg.retry_period):
-            left = cfg.renew_deadline - (time.monotonic() - self._last_renew)
+            attempt = time.monotonic()
+            left = cfg.renew_deadline - (attempt - self._last_renew)
             if left > 0 and self._try_acquire_or_renew(timeout=max(0.2, min(left, cfg.renew_deadline / 2))):
-                self._last_renew = time.monotonic()
+                self._renewed(attempt)
                 continue
             if time.monotonic() - self._last_renew >= cfg.renew_deadline:
                 log.error("leader election: %s failed to renew within %.1fs", cfg.identity, cfg.renew_deadline)
                 return
+
+    def _renewed(self, attempt: float) -> None:
+        """A write of ours holding the Lease succeeded; ``attempt``: when it began (monotonic)."""
+        self._last_renew = time.monotonic()
+        if self.fence is not None:
+            self.fence.renewed(attempt)
 
     # ---- one attempt --------------------------------------------------------------------
 

@@ -301,6 +301,8 @@ class _Kind:
 
 
 class SlurmCache:
+    outage_dependency = "slurm"  # its on_recovered wakes the keys that waited for Slurm (the Manager)
+
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, resync_every: float = 60.0,
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,

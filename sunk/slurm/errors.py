@@ -56,6 +56,8 @@ class NotFound(SlurmError):
 class SlurmUnavailable(SlurmError, Outage):
     """slurmctld or slurmrestd could not be reached at all; safe to retry later."""
 
+    dependency = "slurm"
+
 
 class OutcomeUnknown(SlurmUnavailable):
     """A request that is not safe to repeat was sent, and its answer was lost (a read timeout, the

@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from sunk import fence
+
 from . import hostlist
 from .accounting import (
     REQUEST_BUILD_INFO,
@@ -45,6 +47,7 @@ from .accounting import (
     REQUEST_SUBMIT_BATCH_JOB,
     REQUEST_UPDATE_JOB,
     REQUEST_UPDATE_NODE,
+    WRITES,
     RpcAccounting,
 )
 from .client import Snapshot
@@ -399,8 +402,11 @@ class PyslurmClient:
         """Account the call and turn pyslurm's exceptions into ours.
 
         A call that is not ``repeatable`` (a submission) whose answer was lost after it reached
-        slurmctld raises OutcomeUnknown: it may have taken effect.
+        slurmctld raises OutcomeUnknown: it may have taken effect. A write first asks this
+        thread's Lease fence (``sunk.fence``).
         """
+        if message_type in WRITES:
+            fence.check(what)
         with self.accounting.measure(message_type):
             try:
                 yield

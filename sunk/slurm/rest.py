@@ -71,6 +71,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from sunk import fence
 from sunk.backoff import delay as retry_delay
 
 from . import v0042
@@ -87,6 +88,7 @@ from .accounting import (
     REQUEST_SUBMIT_BATCH_JOB,
     REQUEST_UPDATE_JOB,
     REQUEST_UPDATE_NODE,
+    WRITES,
     RpcAccounting,
 )
 from .auth import AuthStatus, TokenSource, WatchedToken
@@ -381,6 +383,8 @@ class RestClient:
     def _call(self, method: str, path: str, message_type: str, what: str, *,
               params: Mapping[str, str] | None = None, body: Body | None = None,
               idempotent: bool = True) -> tuple[int, Body]:
+        if message_type in WRITES:  # a leader-only controller that may have lost its Lease sends nothing
+            fence.check(what)
         with self.accounting.measure(message_type):
             resp = self._send(method, path, what, params=params, body=body, idempotent=idempotent)
             try:

@@ -24,6 +24,8 @@ from sunk.slurm.models import Job, Node
 
 
 class SplitSlurmCache:
+    outage_dependency = "slurm"  # its on_recovered wakes the keys that waited for Slurm (the Manager)
+
     def __init__(self, client: SlurmClient, *, interval: float = 1.0, kinds: Sequence[str] = (NODE, JOB),
                  job_full_every: float = 300.0, intervals: Mapping[str, float] | None = None):
         """``intervals``: a kind's own period, where it differs from ``interval`` (the Syncer polls

@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "sunk.names",
         "sunk.types",
         "sunk.backoff",
+        "sunk.fence",
         "sunk.flags",
         "sunk.times",
         "sunk.translate",

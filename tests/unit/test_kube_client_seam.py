@@ -17,14 +17,18 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import time
 from typing import Any
 
 import pytest
 import urllib3
 from kubernetes import client as k8s
 
+from sunk import fence
+from sunk.fence import Fenced, LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource
+from sunk.types import Outage, TerminalError
 
 SERVER = "http://apiserver.invalid:6443"
 TOKEN = "s3cr3t-token"
@@ -38,10 +42,12 @@ class FakePool:
         self.sent: list[dict[str, Any]] = []
         self.answers: list[urllib3.HTTPResponse | Exception] = []
 
-    def answer(self, status: int = 200, body: Any = None, reason: str = "OK") -> urllib3.HTTPResponse:
+    def answer(self, status: int = 200, body: Any = None, reason: str = "OK",
+               headers: dict[str, str] | None = None) -> urllib3.HTTPResponse:
         raw = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         resp = urllib3.HTTPResponse(body=io.BytesIO(raw), status=status, reason=reason,
-                                    headers={"Content-Type": "application/json"}, preload_content=False)
+                                    headers={"Content-Type": "application/json", **(headers or {})},
+                                    preload_content=False)
         self.answers.append(resp)
         return resp
 
@@ -194,3 +200,85 @@ def test_a_tls_failure_becomes_connection_failed(api):
     pool.answers.append(urllib3.exceptions.SSLError("certificate verify failed"))
     with pytest.raises(kc.ConnectionFailed, match="certificate verify failed"):
         kc.request(api, "GET", PODS.path())
+
+
+# -- what each failure means to the controller runtime (issue 32 item 4) ----------------------------
+
+
+@pytest.mark.parametrize(("status", "method"), [
+    (401, "GET"), (429, "PATCH"), (500, "POST"), (503, "GET"), (504, "DELETE"),
+])
+def test_an_apiserver_that_cannot_serve_now_is_an_outage_of_kubernetes(status, method):
+    error = kc.api_error(status, "x", None, method, "/p")
+    assert isinstance(error, kc.ApiUnavailable) and isinstance(error, Outage) and not isinstance(error, TerminalError)
+    assert error.dependency == "kubernetes" and error.status == status
+
+
+@pytest.mark.parametrize(("status", "method", "fix"), [
+    (403, "PATCH", "Role/ClusterRole"), (403, "GET", "Role/ClusterRole"), (422, "PUT", "invalid"),
+    (404, "POST", "does not exist"), (404, "PUT", "does not exist"), (404, "PATCH", "does not exist"),
+])
+def test_a_refusal_asking_again_cannot_change_is_terminal_and_says_what_to_fix(status, method, fix):
+    error = kc.api_error(status, "x", {"message": "m"}, method, "/p")
+    assert isinstance(error, kc.ApiRefused) and isinstance(error, TerminalError) and not isinstance(error, Outage)
+    assert fix in error.fix and error.message == "m"
+
+
+@pytest.mark.parametrize(("status", "method"), [
+    (404, "GET"), (404, "DELETE"), (409, "PUT"), (410, "GET"), (400, "POST"),
+])
+def test_answers_callers_decide_about_stay_plain_api_errors(status, method):
+    """404 on a read or a delete (gone: done), 409 (reread and retry), 410 (relist): never terminal, never outage."""
+    error = kc.api_error(status, "x", None, method, "/p")
+    assert type(error) is kc.ApiError
+
+
+def test_a_connection_failure_is_an_outage_of_kubernetes():
+    assert issubclass(kc.ConnectionFailed, Outage) and kc.ConnectionFailed.dependency == "kubernetes"
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("3", 3.0), ("0.5", 0.5), ("", None), (None, None), ("Wed, 21 Oct 2015 07:28:00 GMT", None), ("-1", None),
+    ("inf", None), ("nan", None),
+])
+def test_retry_after_is_read_in_seconds_only(header, seconds):
+    assert kc.retry_after_seconds(header) == seconds
+
+
+def test_a_429_keeps_the_apiservers_retry_after(api):
+    pool = api.rest_client.pool_manager
+    pool.answer(429, {"kind": "Status", "message": "too many requests"}, reason="Too Many Requests",
+                headers={"Retry-After": "2"})
+    with pytest.raises(kc.ApiUnavailable) as caught:
+        kc.request(api, "PATCH", PODS.path("ns", "p"), body={})
+    assert caught.value.retry_after == 2.0 and caught.value.too_many_requests
+
+
+def test_a_403_on_a_write_is_refused_for_good(api):
+    pool = api.rest_client.pool_manager
+    pool.answer(403, {"kind": "Status", "message": 'pods "p" is forbidden', "reason": "Forbidden"}, reason="Forbidden")
+    with pytest.raises(kc.ApiRefused, match=r"PATCH /api/v1/namespaces/ns/pods/p: 403 pods \"p\" is forbidden"):
+        kc.request(api, "PATCH", PODS.path("ns", "p"), body={})
+
+
+# -- the Lease fence (issue 32 item 6) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_a_fenced_thread_whose_lease_is_gone_sends_no_write(api, method):
+    pool = api.rest_client.pool_manager
+    with fence.fenced(LeaseFence(10.0)), pytest.raises(Fenced):  # never renewed: not held
+        kc.request(api, method, PODS.path("ns", "p"), body={})
+    assert pool.sent == []
+
+
+def test_a_fenced_thread_still_reads_and_writes_while_the_lease_is_held(api):
+    pool = api.rest_client.pool_manager
+    held = LeaseFence(10.0)
+    held.renewed(time.monotonic())
+    lost = LeaseFence(10.0)
+    with fence.fenced(lost):
+        kc.request(api, "GET", PODS.path("ns", "p"))
+    with fence.fenced(held):
+        kc.request(api, "PATCH", PODS.path("ns", "p"), body={})
+    assert [s["method"] for s in pool.sent] == ["GET", "PATCH"]

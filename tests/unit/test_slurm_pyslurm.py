@@ -9,6 +9,8 @@ import types
 
 import pytest
 
+from sunk import fence
+from sunk.fence import Fenced, LeaseFence
 from sunk.slurm import (
     JobRequest,
     NodeUpdate,
@@ -363,3 +365,20 @@ def test_read_jobs_reads_an_arrays_every_record(client, ps):
     ps.registry["jobs"][101] = pyslurm_job(101, array_id=100, array_task_id=1, state="RUNNING")
     assert [j.id for j in client.read_jobs([1, 999])] == [1]  # 999: not found, so nothing
     assert sorted(j.id for j in client.read_jobs([100])) == [100, 101]  # Job.load keeps one record
+
+
+def test_a_fenced_thread_whose_lease_is_gone_sends_no_slurm_write(client, ps):
+    ps.registry["jobs"][7] = pyslurm_job(7, state="RUNNING")
+    writes = [
+        lambda: client.submit_job(JobRequest(name="j", script="s")),
+        lambda: client.update_job(7, comment="c"),
+        lambda: client.cancel_job(7),
+        lambda: client.update_node("node1", NodeUpdate(comment="x")),
+        lambda: client.delete_node("node1"),
+    ]
+    with fence.fenced(LeaseFence(10.0)):  # never renewed: not held
+        for write in writes:
+            with pytest.raises(Fenced):
+                write()
+        assert client.get_job(7).id == 7
+    assert all(not ps.registry[k] for k in ("modified", "submitted", "signals", "deleted"))

@@ -8,6 +8,8 @@ import jwt
 import pytest
 import requests
 
+from sunk import fence
+from sunk.fence import Fenced, LeaseFence
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
 from sunk.slurm.errors import AuthenticationFailed
 from sunk.slurm.fake import FakeSlurmrestd, Fault, n
@@ -639,3 +641,23 @@ def test_a_job_field_that_is_not_utf8_does_not_fail_the_list():
     resp._content = b'{"jobs": [{"job_id": 7, "extra": "\xff\xfe\xc3 user bytes"}], "errors": []}'
     body = RestClient._check(resp, "list jobs")
     assert body["jobs"][0]["job_id"] == 7 and body["jobs"][0]["extra"].endswith(" user bytes")
+
+
+# -- the Lease fence (issue 32 item 6) ----------------------------------------------------------------
+
+
+def test_a_fenced_thread_whose_lease_is_gone_sends_no_slurm_write_but_still_reads(client, fake):
+    writes = [
+        lambda: client.submit_job(request()),
+        lambda: client.update_job(4, comment="c"),
+        lambda: client.cancel_job(4),
+        lambda: client.update_node("node1", NodeUpdate(comment="x")),
+        lambda: client.delete_node("node1"),
+    ]
+    with fence.fenced(LeaseFence(10.0)):  # never renewed: not held
+        for write in writes:
+            with pytest.raises(Fenced):
+                write()
+        assert {n.name for n in client.list_nodes().items} == {"node1", "node2"}
+    assert set(client.accounting.snapshot()) == {"REQUEST_NODE_INFO"}  # not one write went out
+    assert client.list_jobs().items == ()
