@@ -89,16 +89,25 @@ def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Family]:
         yield from scheduler_families(snapshot.stats)
 
 
-def rpc_families(stats: Mapping[str, RpcStat]) -> Iterator[Family]:
-    """``slurm_controller_rpc_*``: this process's calls to Slurm, per message type."""
-    count = gauge("slurm_controller_rpc_count", "RPC count per message type.", ("message_type",))
-    mean = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
-                 ("message_type",))
-    for message_type, stat in sorted(stats.items()):
-        count.add((message_type,), stat.count)
-        mean.add((message_type,), stat.mean_seconds)
-    yield count
-    yield mean
+RPC_LABELS = ("message_type",)
+
+
+def rpc_families(rpcs: Iterable[RpcStat]) -> Iterator[Family]:
+    """``slurm_controller_rpc_*``: slurmctld's own RPC statistics (sdiag's "Remote Procedure Call statistics by
+    message type"), every client's calls, not this process's. A message type listed twice (not seen from
+    slurmctld, but one duplicate series would fail the whole scrape) is summed, its mean weighted."""
+    totals: dict[str, tuple[int, float]] = {}
+    for rpc in rpcs:
+        count, seconds = totals.get(rpc.message_type, (0, 0.0))
+        totals[rpc.message_type] = (count + rpc.count, seconds + rpc.count * rpc.mean_seconds)
+    count_family = gauge("slurm_controller_rpc_count", "RPC count per message type.", RPC_LABELS)
+    mean_family = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
+                        RPC_LABELS)
+    for message_type, (count, seconds) in sorted(totals.items()):
+        count_family.add((message_type,), count)
+        mean_family.add((message_type,), seconds / count if count else 0.0)
+    yield count_family
+    yield mean_family
 
 
 # -- jobs -------------------------------------------------------------------------------------------------
@@ -284,8 +293,11 @@ _SCHEDULER = (
     ("slurm_scheduler_cycle_mean_depth", "schedule_cycle_mean_depth", "The mean depth of the scheduler cycles."),
 )
 SCHEDULER_FAMILIES = tuple(name for name, _, _ in _SCHEDULER)
+RPC_FAMILIES = ("slurm_controller_rpc_count", "slurm_controller_rpc_mean_duration_seconds")
 
 
 def scheduler_families(stats: SchedulerStats) -> Iterator[Family]:
+    """Every family from one ``diag`` answer: the scheduler figures, then slurmctld's RPC statistics."""
     for name, field, help_text in _SCHEDULER:
         yield single(name, help_text, getattr(stats, field))
+    yield from rpc_families(stats.rpcs)

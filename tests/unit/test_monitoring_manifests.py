@@ -20,10 +20,10 @@ DASHBOARD = chart.CHART / "files" / "sunk-dashboard.json"  # the chart's ConfigM
 
 
 def exported_names() -> set[str]:
-    diag = DiagPoller(SchedulerStats, interval=15)
+    diag = DiagPoller(lambda: SchedulerStats(rpcs=(RpcStat("REQUEST_PING", 1, 0.1),)), interval=15)
     diag.poll()
     table = SlurmMetrics(nodes=lambda: {"n": Node("n", state="IDLE", partitions=("p",))},
-                         jobs=lambda: {1: Job(1, state="RUNNING", nodes="n")}, diag=diag, rpc_stats=dict,
+                         jobs=lambda: {1: Job(1, state="RUNNING", nodes="n")}, diag=diag,
                          freshness=lambda: {"node": True})
     names = {family.name for family in text_string_to_metric_families(table.render())}
     rpc = {"REQUEST_PING": RpcStat("REQUEST_PING", 1, 0.1)}
