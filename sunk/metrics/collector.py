@@ -25,7 +25,7 @@ from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Job, Node, SchedulerStats
 
 from .exposition import Family, render
-from .families import SlurmSnapshot, slurm_families
+from .families import SlurmSnapshot, slurm_families, sunk_drain_age
 from .incremental import IncrementalTable
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,11 @@ class SlurmMetrics:
             fresh.add((source,), 1 if ok else 0)
         return fresh
 
+    def _head(self, snapshot: SlurmSnapshot) -> list[Family]:
+        """What every scrape renders anew before the table: freshness, and sunk's drains' ages (they follow the
+        clock, and are few)."""
+        return [self._fresh(), sunk_drain_age(snapshot.nodes.values(), snapshot.now)]
+
     def _snapshot(self) -> SlurmSnapshot:
         return SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats, now=self._clock())
 
@@ -114,8 +119,9 @@ class SlurmMetrics:
         """Every family rendered anew from the current snapshot."""
         if not self._active():
             return
-        yield self._fresh()
-        yield from slurm_families(self._snapshot())
+        snapshot = self._snapshot()
+        yield from self._head(snapshot)
+        yield from slurm_families(snapshot)
 
     def pieces(self) -> list[list[bytes]]:
         """The bytes of ``render(self.families())`` as groups of pieces (what /metrics writes), rendering only
@@ -124,7 +130,8 @@ class SlurmMetrics:
             if not self._active():
                 self.table.clear()  # a standby holds no table; it renders everything when it leads again
                 return []
-            return self.table.pieces(self._snapshot(), before=(render([self._fresh()]).encode(),))
+            snapshot = self._snapshot()
+            return self.table.pieces(snapshot, before=(render(self._head(snapshot)).encode(),))
 
     def render(self) -> str:
         """The same text as ``render(self.families())``, whole."""

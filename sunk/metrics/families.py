@@ -28,6 +28,7 @@ from typing import Optional
 from attrs import frozen
 
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.translate.drains import is_sunks
 from sunk.translate.slurmstates import NODE_COUNT_BUCKETS, job_state_name, node_count_bucket, node_state_name
 
 from .exposition import Family, label_block
@@ -108,6 +109,22 @@ def rpc_families(rpcs: Iterable[RpcStat]) -> Iterator[Family]:
         mean_family.add((message_type,), seconds / count if count else 0.0)
     yield count_family
     yield mean_family
+
+
+SUNK_DRAIN_AGE = "sunk_slurm_drain_age_seconds"
+
+
+def sunk_drain_age(nodes: Iterable[Node], now: float) -> Family:
+    """``sunk_slurm_drain_age_seconds{node}``: how long each node has been out of service (drained or down) for a
+    reason sunk wrote (``k8s:``), from Slurm's reason time. Why: such a drain is lifted by sunk once its cause is
+    gone; one that stays for long means a cause sunk cannot clear (or a bug), which an operator must look at. A
+    node without a reason time (never seen from slurmctld) has no series: no age is better than a made-up one."""
+    family = gauge(SUNK_DRAIN_AGE, "Seconds since Slurm recorded the reason of a node that sunk drained or downed "
+                                   "(reason starting k8s:), by node.", ("node",))
+    for node in sorted(nodes, key=lambda n: n.name):
+        if (node.drained or node.down) and is_sunks(node.reason) and node.reason_time:
+            family.add((node.name,), max(0, int(now) - node.reason_time))
+    return family
 
 
 # -- jobs -------------------------------------------------------------------------------------------------

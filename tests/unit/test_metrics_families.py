@@ -17,6 +17,7 @@ from sunk.metrics.families import (
     SlurmSnapshot,
     rpc_families,
     slurm_families,
+    sunk_drain_age,
 )
 from sunk.metrics.plugin import PLUGIN
 from sunk.slurm.errors import SlurmUnavailable
@@ -199,6 +200,31 @@ def test_exposition_renders_and_reports_freshness():
     assert 'sunk_slurm_snapshot_fresh{source="diag"} 1\n' in text
     assert "\nslurm_nodes_total 4\n" in text
     assert "# TYPE slurm_job_state gauge\n" in text
+
+
+def test_the_age_of_sunks_drains_only():
+    nodes = [Node("a", state="IDLE+DRAIN", reason="k8s: sunk-stuck: pod ns/p uid=u stuck terminating",
+                  reason_time=int(NOW) - 600),
+             Node("b", state="DOWN", reason="k8s: NodeNotReady", reason_time=int(NOW) - 30),
+             Node("c", state="IDLE+DRAIN", reason="nhc: bad GPU", reason_time=int(NOW) - 900),  # an operator's
+             Node("d", state="IDLE", reason="k8s: lifted since", reason_time=int(NOW) - 900),  # back in service
+             Node("e", state="IDLE+DRAIN", reason="k8s: no reason time"),
+             Node("f", state="IDLE+DRAIN", reason=" k8s: not at the start", reason_time=int(NOW) - 5),
+             Node("g", state="IDLE+DRAIN", reason="k8s: clock skew", reason_time=int(NOW) + 50)]
+    table = samples([sunk_drain_age(nodes, NOW)])
+    assert table["sunk_slurm_drain_age_seconds"] == {
+        frozenset({("node", "a")}): 600, frozenset({("node", "b")}): 30, frozenset({("node", "g")}): 0}
+
+
+def test_the_collector_serves_drain_ages_on_every_scrape_as_the_clock_moves():
+    clock = [NOW]
+    nodes = {"a": Node("a", state="IDLE+DRAIN", reason="k8s: x", reason_time=int(NOW) - 60)}
+    diag = DiagPoller(lambda: STATS, interval=10)
+    metrics = SlurmMetrics(nodes=lambda: nodes, jobs=dict, diag=diag, freshness=dict, clock=lambda: clock[0])
+    assert 'sunk_slurm_drain_age_seconds{node="a"} 60\n' in metrics.render()
+    clock[0] += 120
+    assert 'sunk_slurm_drain_age_seconds{node="a"} 180\n' in metrics.render()
+    assert metrics.render() == render(metrics.families())
 
 
 def test_a_standby_reports_nothing_not_even_slurmctlds_rpc_statistics():
