@@ -58,6 +58,8 @@ from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.metrics.exposition import render
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
+RPCS = (RpcStat("REQUEST_JOB_INFO", 10, 1.2),)  # slurmctld's RPC statistics, as diag lists them
+
 STATES = ("PENDING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT")
 
 
@@ -178,7 +180,6 @@ def _table(current: list[Snapshot], stats: SchedulerStats) -> SlurmMetrics:
     diag = DiagPoller(lambda: stats, interval=15)
     diag.poll()
     return SlurmMetrics(nodes=lambda: current[0][0], jobs=lambda: current[0][1], diag=diag,
-                        rpc_stats=lambda: {"REQUEST_JOB_INFO": RpcStat("REQUEST_JOB_INFO", 10, 1.2)},
                         freshness=lambda: {"node": True, "job": True})
 
 
@@ -260,7 +261,7 @@ def _scenario(name: str, nodes: dict[str, Node], jobs: dict[int, Job], stats: Sc
 
 def compare(args: argparse.Namespace) -> None:
     nodes, jobs = synthetic(args.nodes, args.jobs, args.running)
-    stats = SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs)
+    stats = SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs, rpcs=RPCS)
     results: dict[str, Any] = {"nodes": args.nodes, "jobs": args.jobs, "scrapes": args.repeat + 1,
                                "changed_jobs": args.changed_jobs, "changed_nodes": args.changed_nodes}
     for name in ("steady", "relisted", "all_changed"):
@@ -286,10 +287,9 @@ def main() -> None:
         return
 
     nodes, jobs = synthetic(args.nodes, args.jobs, args.running)
-    diag = DiagPoller(lambda: SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs), interval=15)
+    diag = DiagPoller(lambda: SchedulerStats(server_thread_count=3, jobs_submitted=args.jobs, rpcs=RPCS), interval=15)
     diag.poll()
     table = SlurmMetrics(nodes=lambda: nodes, jobs=lambda: jobs, diag=diag,
-                         rpc_stats=lambda: {"REQUEST_JOB_INFO": RpcStat("REQUEST_JOB_INFO", 10, 1.2)},
                          freshness=lambda: {"node": True, "job": True})
 
     textsources.register_text("slurm", table.pieces)

@@ -6,7 +6,7 @@ Pod path: N Pods created at once; time until all are bound, and each Pod's
 creation-to-binding latency (client clock at create, watch event at binding).
 Raw path: N identical placeholder jobs POSTed to slurmrestd; time until all are RUNNING
 and marked ": started". The ratio of the two is sunk's overhead; Slurm calls per Pod are
-the scheduler's own calls, from its /metrics (slurm_controller_rpc_count).
+the scheduler's own calls, from its /metrics (sunk_scheduler_slurm_requests_total).
 Runs against the dev cluster (`sunk-dev up`); needs nothing else running.
 
 benchmarks/gangs.py runs the same two paths with gangs (Jobs whose Pods Slurm places as one
@@ -87,7 +87,7 @@ SINGLE_PODS = Workload("pod", 1, "b", lambda api, namespace, name: kc.create(api
 def rpc_counts(metrics_url: str) -> dict[str, float]:
     text = requests.get(metrics_url, timeout=5).text
     return {s.labels["message_type"]: s.value for f in text_string_to_metric_families(text)
-            if f.name == "slurm_controller_rpc_count" for s in f.samples}
+            for s in f.samples if s.name == "sunk_scheduler_slurm_requests_total"}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -170,7 +170,7 @@ def where_time_went(metrics_url: str) -> dict[str, float]:
               "sunk_workqueue_queue_duration_seconds": "queue_wait",
               "sunk_hooks_request_duration_seconds": "hook"}
     for family in text_string_to_metric_families(text):
-        if family.name == "slurm_controller_rpc_mean_duration_seconds":
+        if family.name == "sunk_scheduler_slurm_request_mean_duration_seconds":
             for s in family.samples:
                 sums[f"slurm_{s.labels['message_type']}_mean_s"] = round(s.value, 4)
         if family.name not in wanted:

@@ -1,19 +1,21 @@
 """The scheduler's own Prometheus metrics: Slurm calls it makes, and how long Pods wait.
 
-``slurm_controller_rpc_count`` / ``slurm_controller_rpc_mean_duration_seconds`` use the
-Syncer table's names and meaning (RPCs per message type), here for this process's client,
-so "Slurm calls per Pod" can be read off a running scheduler.
+``sunk_scheduler_slurm_requests_total`` / ``sunk_scheduler_slurm_request_mean_duration_seconds``
+count this process's own calls to Slurm by message type, so "Slurm calls per Pod" can be read
+off a running scheduler. They are not ``slurm_controller_rpc_*``: those are slurmctld's
+statistics of every client's calls, which the Syncer's leader reports (``sunk.metrics``).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Callable, Iterator, Mapping
 
-from sunk.controller.textsources import register_text
-from sunk.metrics.exposition import render
-from sunk.metrics.families import rpc_families
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from sunk.slurm.cache import SlurmCache
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.models import RpcStat
 
 BIND_LATENCY = Histogram(
     "sunk_scheduler_pod_bind_latency_seconds",
@@ -55,6 +57,38 @@ def watch_slurm_cache(cache: SlurmCache) -> None:
     SLURM_CACHE_AGE.set_function(lambda: cache.age)
 
 
+def _no_calls() -> Mapping[str, RpcStat]:
+    return {}
+
+
+class SlurmRequests:
+    """This process's calls to Slurm, read from its client's accounting at scrape time.
+
+    Registered once at import; ``register`` points it at the client of the scheduler last
+    assembled (tests assemble several in one process, the registry takes a name only once).
+    """
+
+    def __init__(self) -> None:
+        self.rpc_stats: Callable[[], Mapping[str, RpcStat]] = _no_calls
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        stats = self.rpc_stats()
+        calls = CounterMetricFamily("sunk_scheduler_slurm_requests",
+                                    "Calls to Slurm by this process, by message type.", labels=["message_type"])
+        mean = GaugeMetricFamily("sunk_scheduler_slurm_request_mean_duration_seconds",
+                                 "Mean duration of this process's calls to Slurm, by message type.",
+                                 labels=["message_type"])
+        for name, stat in sorted(stats.items()):
+            calls.add_metric([name], stat.count)
+            mean.add_metric([name], stat.mean_seconds)
+        yield calls
+        yield mean
+
+
+SLURM_REQUESTS = SlurmRequests()
+REGISTRY.register(SLURM_REQUESTS)
+
+
 def register(client: SlurmClient) -> None:
-    """Serve ``slurm_controller_rpc_*`` for this process's client on /metrics."""
-    register_text("slurm-rpc", lambda: render(rpc_families(client.rpc_stats())))
+    """Serve this process's calls to Slurm (``client``'s accounting) on /metrics."""
+    SLURM_REQUESTS.rpc_stats = client.rpc_stats

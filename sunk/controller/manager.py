@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 from kubernetes.client import ApiClient
 
 from sunk.controller.health import Check, HttpEndpoints, run_checks
+from sunk.controller.metrics import LEADER
 from sunk.controller.periodic import Periodic
 from sunk.controller.recovery import RecoveryProbe
 from sunk.controller.runtime import Controller
@@ -132,6 +133,7 @@ class Manager:
         )
         self._metrics = HttpEndpoints(metrics_bind_address, metrics=True) if metrics_bind_address else None
         self._healthz["ping"] = lambda: True
+        LEADER.labels(name).set_function(lambda: 1.0 if self.is_leader() else 0.0)  # read at scrape time
         if leader_election is not None:
             self._readyz["leader-election"] = self._elector_ok
             self._healthz["leader-election"] = lambda: self.elector is None or self.elector.healthy()

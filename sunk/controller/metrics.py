@@ -45,3 +45,10 @@ WORKQUEUE_QUEUE_DURATION = Histogram(
     ["name"],
     buckets=(0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60),
 )
+
+LEADER = Gauge(
+    "sunk_leader",
+    "1 while this replica leads its component (its controllers run), else 0; by component (the daemon's name). "
+    "No replica at 1 for long: nothing reconciles.",
+    ["component"],
+)

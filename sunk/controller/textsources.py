@@ -1,6 +1,6 @@
 """Text sources that ``/metrics`` serves after the default prometheus_client registry.
 
-Why: some tables (the Syncer's Slurm metrics, the scheduler's RPC counts) are rendered
+Why: some tables (the Syncer's Slurm metrics) are rendered
 straight to text exposition, far cheaper than prometheus_client objects at their size
 (``sunk/metrics/exposition.py``). They register here; ``sunk.controller.health`` serves
 them. A leaf of the controller layer, so the endpoint never imports a feature package.

@@ -22,10 +22,10 @@ from typing import Optional
 
 from sunk.controller.periodic import Periodic
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
+from sunk.slurm.models import Job, Node, SchedulerStats
 
 from .exposition import Family, render
-from .families import SlurmSnapshot, rpc_families, slurm_families
+from .families import SlurmSnapshot, slurm_families, sunk_drain_age
 from .incremental import IncrementalTable
 
 log = logging.getLogger(__name__)
@@ -78,8 +78,9 @@ class DiagPoller:
 class SlurmMetrics:
     """Renders the Syncer metrics table from memory: cached nodes and jobs, the polled diag.
 
-    ``active`` gates the cluster-wide families: only the leader reports them, so two replicas
-    never double every series. ``rpc_stats`` (this process's own calls) is always reported.
+    ``active`` gates every family here, all cluster-wide (slurmctld's RPC statistics too, from
+    ``diag``): only the leader reports them, so two replicas never double every series. This
+    process's own calls are ``sunk_syncer_slurm_requests_total`` (``sunk.syncer.metrics``).
     ``render`` keeps the table's lines between scrapes; ``families`` renders everything anew
     (the reference ``render`` must match byte for byte).
     """
@@ -90,13 +91,12 @@ class SlurmMetrics:
         nodes: Callable[[], Mapping[str, Node]],
         jobs: Callable[[], Mapping[int, Job]],
         diag: DiagPoller,
-        rpc_stats: Callable[[], Mapping[str, RpcStat]],
         freshness: Callable[[], Mapping[str, bool]],
         active: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
     ):
         self._nodes, self._jobs, self._diag = nodes, jobs, diag
-        self._rpc_stats, self._freshness, self._active, self._clock = rpc_stats, freshness, active, clock
+        self._freshness, self._active, self._clock = freshness, active, clock
         self.table = IncrementalTable()
         self._lock = threading.Lock()  # scrapes may come on several threads; the table is one scrape's at a time
 
@@ -107,26 +107,31 @@ class SlurmMetrics:
             fresh.add((source,), 1 if ok else 0)
         return fresh
 
+    def _head(self, snapshot: SlurmSnapshot) -> list[Family]:
+        """What every scrape renders anew before the table: freshness, and sunk's drains' ages (they follow the
+        clock, and are few)."""
+        return [self._fresh(), sunk_drain_age(snapshot.nodes.values(), snapshot.now)]
+
     def _snapshot(self) -> SlurmSnapshot:
         return SlurmSnapshot(nodes=self._nodes(), jobs=self._jobs(), stats=self._diag.stats, now=self._clock())
 
     def families(self) -> Iterator[Family]:
         """Every family rendered anew from the current snapshot."""
-        yield from rpc_families(self._rpc_stats())
         if not self._active():
             return
-        yield self._fresh()
-        yield from slurm_families(self._snapshot())
+        snapshot = self._snapshot()
+        yield from self._head(snapshot)
+        yield from slurm_families(snapshot)
 
     def pieces(self) -> list[list[bytes]]:
         """The bytes of ``render(self.families())`` as groups of pieces (what /metrics writes), rendering only
         the jobs and nodes that changed since the last scrape."""
-        head = render(rpc_families(self._rpc_stats())).encode()
         with self._lock:
             if not self._active():
                 self.table.clear()  # a standby holds no table; it renders everything when it leads again
-                return [[head]]
-            return self.table.pieces(self._snapshot(), before=(head, render([self._fresh()]).encode()))
+                return []
+            snapshot = self._snapshot()
+            return self.table.pieces(snapshot, before=(render(self._head(snapshot)).encode(),))
 
     def render(self) -> str:
         """The same text as ``render(self.families())``, whole."""

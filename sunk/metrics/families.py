@@ -28,6 +28,7 @@ from typing import Optional
 from attrs import frozen
 
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.translate.drains import is_sunks
 from sunk.translate.slurmstates import NODE_COUNT_BUCKETS, job_state_name, node_count_bucket, node_state_name
 
 from .exposition import Family, label_block
@@ -89,16 +90,41 @@ def slurm_families(snapshot: SlurmSnapshot) -> Iterator[Family]:
         yield from scheduler_families(snapshot.stats)
 
 
-def rpc_families(stats: Mapping[str, RpcStat]) -> Iterator[Family]:
-    """``slurm_controller_rpc_*``: this process's calls to Slurm, per message type."""
-    count = gauge("slurm_controller_rpc_count", "RPC count per message type.", ("message_type",))
-    mean = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
-                 ("message_type",))
-    for message_type, stat in sorted(stats.items()):
-        count.add((message_type,), stat.count)
-        mean.add((message_type,), stat.mean_seconds)
-    yield count
-    yield mean
+RPC_LABELS = ("message_type",)
+
+
+def rpc_families(rpcs: Iterable[RpcStat]) -> Iterator[Family]:
+    """``slurm_controller_rpc_*``: slurmctld's own RPC statistics (sdiag's "Remote Procedure Call statistics by
+    message type"), every client's calls, not this process's. A message type listed twice (not seen from
+    slurmctld, but one duplicate series would fail the whole scrape) is summed, its mean weighted."""
+    totals: dict[str, tuple[int, float]] = {}
+    for rpc in rpcs:
+        count, seconds = totals.get(rpc.message_type, (0, 0.0))
+        totals[rpc.message_type] = (count + rpc.count, seconds + rpc.count * rpc.mean_seconds)
+    count_family = gauge("slurm_controller_rpc_count", "RPC count per message type.", RPC_LABELS)
+    mean_family = gauge("slurm_controller_rpc_mean_duration_seconds", "RPC mean duration per message type.",
+                        RPC_LABELS)
+    for message_type, (count, seconds) in sorted(totals.items()):
+        count_family.add((message_type,), count)
+        mean_family.add((message_type,), seconds / count if count else 0.0)
+    yield count_family
+    yield mean_family
+
+
+SUNK_DRAIN_AGE = "sunk_slurm_drain_age_seconds"
+
+
+def sunk_drain_age(nodes: Iterable[Node], now: float) -> Family:
+    """``sunk_slurm_drain_age_seconds{node}``: how long each node has been out of service (drained or down) for a
+    reason sunk wrote (``k8s:``), from Slurm's reason time. Why: such a drain is lifted by sunk once its cause is
+    gone; one that stays for long means a cause sunk cannot clear (or a bug), which an operator must look at. A
+    node without a reason time (never seen from slurmctld) has no series: no age is better than a made-up one."""
+    family = gauge(SUNK_DRAIN_AGE, "Seconds since Slurm recorded the reason of a node that sunk drained or downed "
+                                   "(reason starting k8s:), by node.", ("node",))
+    for node in sorted(nodes, key=lambda n: n.name):
+        if (node.drained or node.down) and is_sunks(node.reason) and node.reason_time:
+            family.add((node.name,), max(0, int(now) - node.reason_time))
+    return family
 
 
 # -- jobs -------------------------------------------------------------------------------------------------
@@ -284,8 +310,11 @@ _SCHEDULER = (
     ("slurm_scheduler_cycle_mean_depth", "schedule_cycle_mean_depth", "The mean depth of the scheduler cycles."),
 )
 SCHEDULER_FAMILIES = tuple(name for name, _, _ in _SCHEDULER)
+RPC_FAMILIES = ("slurm_controller_rpc_count", "slurm_controller_rpc_mean_duration_seconds")
 
 
 def scheduler_families(stats: SchedulerStats) -> Iterator[Family]:
+    """Every family from one ``diag`` answer: the scheduler figures, then slurmctld's RPC statistics."""
     for name, field, help_text in _SCHEDULER:
         yield single(name, help_text, getattr(stats, field))
+    yield from rpc_families(stats.rpcs)

@@ -23,7 +23,7 @@ class MetricsPlugin:
         cache = ctx.slurm_cache
         diag = DiagPoller(ctx.slurm.diag, interval=args.slurm_diag_interval)
         table = SlurmMetrics(
-            nodes=cache.nodes, jobs=cache.jobs, diag=diag, rpc_stats=ctx.slurm.rpc_stats,
+            nodes=cache.nodes, jobs=cache.jobs, diag=diag,
             freshness=lambda: {NODE: cache.fresh, JOB: cache.jobs_fresh},
             active=ctx.is_leader,
         )

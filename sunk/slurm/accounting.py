@@ -1,7 +1,8 @@
-"""Per-message-type call counts and durations, for the ``slurm_controller_rpc_*`` metrics.
+"""Per-message-type call counts and durations of this process's client (``sunk_syncer_slurm_requests_total``,
+``sunk_scheduler_slurm_requests_total``).
 
-Named after Slurm's own RPC message types (what ``sdiag`` lists), so the client's view
-and the controller's view of the same traffic line up in one dashboard.
+Named after Slurm's own RPC message types (what ``sdiag`` lists, and ``slurm_controller_rpc_*``
+reports from it), so a daemon's own calls and slurmctld's view of all traffic line up in one dashboard.
 """
 
 from __future__ import annotations

@@ -203,12 +203,19 @@ def _seconds(microseconds: Any) -> float:
     return integer(microseconds) / 1e6
 
 
+def parse_rpc(r: Obj) -> RpcStat:
+    """One row of ``rpcs_by_message_type``. The mean is ``total_time / count`` (both plain integers, µs): exact,
+    where ``average_time`` is slurmctld's rounded one and may be unset (then it is the fallback)."""
+    count = integer(r.get("count"))
+    total = number(r.get("total_time"))
+    mean = integer(total) / count / 1e6 if total is not None and count > 0 else _seconds(r.get("average_time"))
+    name = r.get("message_type")
+    return RpcStat(message_type=name if isinstance(name, str) and name else f"type_{integer(r.get('type_id'))}",
+                   count=count, mean_seconds=mean)
+
+
 def parse_stats(d: Obj) -> SchedulerStats:
-    rpcs = tuple(
-        RpcStat(message_type=r.get("message_type", str(r.get("type_id"))), count=integer(r.get("count")),
-                mean_seconds=_seconds(r.get("average_time")))
-        for r in d.get("rpcs_by_message_type") or ()
-    )
+    rpcs = tuple(parse_rpc(r) for r in d.get("rpcs_by_message_type") or () if isinstance(r, Mapping))
     return SchedulerStats(
         server_thread_count=integer(d.get("server_thread_count")),
         agent_queue_size=integer(d.get("agent_queue_size")),

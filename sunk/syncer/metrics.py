@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import REGISTRY, Counter
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from sunk.slurm.models import RpcStat
 
@@ -40,21 +40,28 @@ STALE_SKIPS = Counter(
 
 
 class SlurmRequests:
-    """``sunk_syncer_slurm_requests_total{message_type}``: every call this process made to Slurm.
+    """``sunk_syncer_slurm_requests_total{message_type}``: every call this process made to Slurm,
+    and ``sunk_syncer_slurm_request_mean_duration_seconds{message_type}``, their mean duration.
 
     Read from the client's own accounting at scrape time, so the cache's lists, the fresh
-    reads and the writes are all counted, by Slurm message type.
+    reads and the writes are all counted, by Slurm message type. Not ``slurm_controller_rpc_*``:
+    those are slurmctld's statistics of every client's calls (``sunk.metrics``).
     """
 
     def __init__(self, rpc_stats: Callable[[], Mapping[str, RpcStat]]):
         self.rpc_stats = rpc_stats
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         family = CounterMetricFamily("sunk_syncer_slurm_requests", "Calls to Slurm by this process, by message type.",
                                      labels=["message_type"])
-        for name, stat in self.rpc_stats().items():
+        mean = GaugeMetricFamily("sunk_syncer_slurm_request_mean_duration_seconds",
+                                 "Mean duration of this process's calls to Slurm, by message type.",
+                                 labels=["message_type"])
+        for name, stat in sorted(self.rpc_stats().items()):
             family.add_metric([name], stat.count)
+            mean.add_metric([name], stat.mean_seconds)
         yield family
+        yield mean
 
 
 def register_slurm_requests(rpc_stats: Callable[[], Mapping[str, RpcStat]]) -> None:

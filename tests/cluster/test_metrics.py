@@ -235,10 +235,37 @@ def test_scheduler_figures_come_from_diag(made, dev_cluster):
     settled(made, check, "scheduler figures")
 
 
+def test_rpc_metrics_are_slurmctlds_statistics_by_message_type(made, dev_cluster):
+    """``slurm_controller_rpc_*`` is what sdiag shows (every client's RPCs, by message type), not the Syncer's own
+    calls: types the Syncer never sends are there, and a count grows when someone else (here sinfo) calls."""
+
+    def rpcs(table) -> dict[str, float]:
+        return {s.labels["message_type"]: float(s.value) for s in table.get("slurm_controller_rpc_count", ())}
+
+    before = wait_for(lambda: rpcs(scrape(made["syncer"])), 30, "the first diag")
+    assert all(re.fullmatch(r"[A-Z0-9_]+", t) for t in before), before  # Slurm's names, not type_<id>
+    assert {"REQUEST_NODE_INFO", "REQUEST_STATS_INFO"} <= set(before), before
+    # sbatch in the fixture: slurmctld counted it; the Syncer itself never submits a batch job.
+    assert before.get("REQUEST_SUBMIT_BATCH_JOB", 0) >= 3, before
+    own = {s.labels["message_type"] for s in scrape(made["syncer"]).get("sunk_syncer_slurm_requests_total", ())}
+    assert "REQUEST_SUBMIT_BATCH_JOB" not in own
+    means = {s.labels["message_type"] for s in scrape(made["syncer"])["slurm_controller_rpc_mean_duration_seconds"]}
+    assert means == set(before)
+    for _ in range(5):
+        dev_cluster.slurm("sinfo", "-h")  # REQUEST_PARTITION_INFO and REQUEST_NODE_INFO from outside sunk
+
+    def grew(table):
+        after = rpcs(table)
+        assert after.get("REQUEST_PARTITION_INFO", 0) >= before.get("REQUEST_PARTITION_INFO", 0) + 5, after
+        assert after.get("REQUEST_STATS_INFO", 0) > before.get("REQUEST_STATS_INFO", 0), after  # the diag polls
+
+    settled(made, grew, "slurmctld's RPC counts to grow")
+
+
 def test_a_scrape_makes_no_slurm_call(dev_cluster, kube_api):
     """With the caches and diag on hour-long intervals, twenty scrapes leave the call counts (this process's
-    own calls) as they were. (The node poll has its own interval since issue 22: left at 250 ms, a poll
-    landing between two scrapes made this fail now and then.)"""
+    own calls, ``sunk_syncer_slurm_requests_total``) as they were. (The node poll has its own interval since
+    issue 22: left at 250 ms, a poll landing between two scrapes made this fail now and then.)"""
     namespace = create_namespace(kube_api)
     syncer = SyncerUnderTest(dev_cluster, namespace, "metrics-calls", LOG_DIR, name="metrics-calls-syncer",
                              extra_flags=["--plugins=sunk.metrics.plugin", "--slurm-diag-interval=1h",
@@ -247,7 +274,7 @@ def test_a_scrape_makes_no_slurm_call(dev_cluster, kube_api):
         syncer.start()
 
         def calls() -> dict[str, float]:
-            return {s.labels["message_type"]: s.value for s in scrape(syncer)["slurm_controller_rpc_count"]}
+            return {s.labels["message_type"]: s.value for s in scrape(syncer)["sunk_syncer_slurm_requests_total"]}
 
         before = wait_for(lambda: (c := calls()).get("REQUEST_STATS_INFO") and c, 30, "the first diag")
         assert before.get("REQUEST_NODE_INFO") and before.get("REQUEST_JOB_INFO"), before

@@ -444,10 +444,10 @@ def slow_listing_scheduler(kube_api, dev_cluster, tmp_path_factory):
 
 
 def slurm_calls(metrics_url: str, message_type: str) -> float:
-    """A scheduler's own calls to Slurm of one type so far (its ``slurm_controller_rpc_count``)."""
+    """A scheduler's own calls to Slurm of one type so far (its ``sunk_scheduler_slurm_requests_total``)."""
     text = requests.get(metrics_url, timeout=5).text
     return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("slurm_controller_rpc_count{") and f'message_type="{message_type}"' in line)
+               if line.startswith("sunk_scheduler_slurm_requests_total{") and f'message_type="{message_type}"' in line)
 
 
 def test_the_placeholder_started_call_binds_without_waiting_for_a_job_list(kube_api, dev_cluster,

@@ -97,6 +97,7 @@ def test_controllers_start_only_after_informers_sync_and_probes_follow():
         inf_a.synced.set()
         assert not rec.event.wait(0.15), "reconciled before every informer synced"
         assert not leader_only.started.is_set() and not mgr.is_leader()
+        assert f'sunk_leader{{component="{name}"}} 0.0' in get(mgr.metrics_port, "/metrics")[1]
         inf_b.synced.set()
         assert rec.event.wait(2) and rec.seen == ["ns/pod"]
         assert leader_only.started.wait(2) and mgr.is_leader()
@@ -106,6 +107,7 @@ def test_controllers_start_only_after_informers_sync_and_probes_follow():
         code, metrics = get(mgr.metrics_port, "/metrics")
         assert code == 200 and f'sunk_reconcile_total{{controller="{name}",result="success"}} 1.0' in metrics
         assert f'sunk_workqueue_depth{{name="{name}"}}' in metrics
+        assert f'sunk_leader{{component="{name}"}} 1.0' in metrics  # leads: no election, controllers started
         assert get(mgr.health_port, "/nope")[0] == 404
     finally:
         mgr.stop()

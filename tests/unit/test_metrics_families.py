@@ -10,7 +10,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.metrics.exposition import Family, escape_label, format_value, render
-from sunk.metrics.families import QUEUE_STATES, SCHEDULER_FAMILIES, SlurmSnapshot, slurm_families
+from sunk.metrics.families import (
+    QUEUE_STATES,
+    RPC_FAMILIES,
+    SCHEDULER_FAMILIES,
+    SlurmSnapshot,
+    rpc_families,
+    slurm_families,
+    sunk_drain_age,
+)
 from sunk.metrics.plugin import PLUGIN
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
@@ -40,7 +48,8 @@ STATS = SchedulerStats(server_thread_count=3, agent_queue_size=2, dbd_agent_queu
                        jobs_running=2, schedule_cycle_last=0.0015, schedule_cycle_mean=0.0025,
                        schedule_cycle_mean_depth=4, schedule_cycle_per_minute=6, bf_cycle_last=0.5,
                        bf_cycle_mean=0.25, bf_depth_mean=3, bf_backfilled_jobs=9, bf_last_backfilled_jobs=1,
-                       bf_backfilled_het_jobs=0)
+                       bf_backfilled_het_jobs=0,
+                       rpcs=(RpcStat("REQUEST_NODE_INFO", 40, 0.0002), RpcStat("REQUEST_JOB_INFO", 7, 0.001)))
 
 
 def samples(families):
@@ -146,9 +155,32 @@ def test_scheduler_figures_from_diag(table):
     assert values["slurm_scheduler_jobs_cancelled"] == 2
 
 
+def test_slurmctld_rpc_statistics_by_message_type_from_diag(table):
+    """slurmctld's counts of every client's RPCs (sdiag), not this process's calls."""
+    assert table["slurm_controller_rpc_count"] == {
+        frozenset({("message_type", "REQUEST_JOB_INFO")}): 7, frozenset({("message_type", "REQUEST_NODE_INFO")}): 40}
+    assert one(table, "slurm_controller_rpc_mean_duration_seconds", message_type="REQUEST_NODE_INFO") == 0.0002
+
+
+def test_a_message_type_listed_twice_is_one_series_with_the_weighted_mean():
+    """One duplicate series would fail the whole scrape in Prometheus."""
+    text = render(rpc_families([RpcStat("REQUEST_PING", 1, 0.004), RpcStat("REQUEST_PING", 3, 0.0),
+                                RpcStat("REQUEST_NEVER", 0, 0.0)]))
+    table = {f.name: {s.labels["message_type"]: s.value for s in f.samples}
+             for f in text_string_to_metric_families(text)}
+    assert table["slurm_controller_rpc_count"] == {"REQUEST_PING": 4, "REQUEST_NEVER": 0}
+    assert table["slurm_controller_rpc_mean_duration_seconds"] == {"REQUEST_PING": 0.001, "REQUEST_NEVER": 0}
+
+
+def test_a_message_type_slurm_did_not_name_is_an_escaped_label_value():
+    text = render(rpc_families([RpcStat('REQ"}\n', 2, 0.1)]))
+    family = next(text_string_to_metric_families(text))
+    assert [(s.labels, s.value) for s in family.samples] == [({"message_type": 'REQ"}\n'}, 2)]
+
+
 def test_no_scheduler_families_before_the_first_diag():
     names = samples(slurm_families(SlurmSnapshot(nodes={}, jobs={}, stats=None, now=NOW)))
-    assert not set(SCHEDULER_FAMILIES) & set(names)
+    assert not (set(SCHEDULER_FAMILIES) | set(RPC_FAMILIES)) & set(names)
     assert "slurm_nodes_total" in names
 
 
@@ -157,23 +189,48 @@ def collector(active=True):
     diag = DiagPoller(lambda: STATS, interval=10)
     diag.poll()
     return SlurmMetrics(nodes=lambda: NODES, jobs=lambda: JOBS, diag=diag,
-                          rpc_stats=lambda: {"REQUEST_NODE_INFO": RpcStat("REQUEST_NODE_INFO", 3, 0.01)},
                           freshness=lambda: {"node": True, "job": False}, active=lambda: active,
                           clock=lambda: NOW)
 
 
 def test_exposition_renders_and_reports_freshness():
     text = collector().render()
-    assert 'slurm_controller_rpc_count{message_type="REQUEST_NODE_INFO"} 3\n' in text
+    assert 'slurm_controller_rpc_count{message_type="REQUEST_NODE_INFO"} 40\n' in text
     assert 'sunk_slurm_snapshot_fresh{source="job"} 0\n' in text
     assert 'sunk_slurm_snapshot_fresh{source="diag"} 1\n' in text
     assert "\nslurm_nodes_total 4\n" in text
     assert "# TYPE slurm_job_state gauge\n" in text
 
 
-def test_a_standby_reports_only_its_own_calls():
-    names = {f.name for f in collector(active=False).families()}
-    assert names == {"slurm_controller_rpc_count", "slurm_controller_rpc_mean_duration_seconds"}
+def test_the_age_of_sunks_drains_only():
+    nodes = [Node("a", state="IDLE+DRAIN", reason="k8s: sunk-stuck: pod ns/p uid=u stuck terminating",
+                  reason_time=int(NOW) - 600),
+             Node("b", state="DOWN", reason="k8s: NodeNotReady", reason_time=int(NOW) - 30),
+             Node("c", state="IDLE+DRAIN", reason="nhc: bad GPU", reason_time=int(NOW) - 900),  # an operator's
+             Node("d", state="IDLE", reason="k8s: lifted since", reason_time=int(NOW) - 900),  # back in service
+             Node("e", state="IDLE+DRAIN", reason="k8s: no reason time"),
+             Node("f", state="IDLE+DRAIN", reason=" k8s: not at the start", reason_time=int(NOW) - 5),
+             Node("g", state="IDLE+DRAIN", reason="k8s: clock skew", reason_time=int(NOW) + 50)]
+    table = samples([sunk_drain_age(nodes, NOW)])
+    assert table["sunk_slurm_drain_age_seconds"] == {
+        frozenset({("node", "a")}): 600, frozenset({("node", "b")}): 30, frozenset({("node", "g")}): 0}
+
+
+def test_the_collector_serves_drain_ages_on_every_scrape_as_the_clock_moves():
+    clock = [NOW]
+    nodes = {"a": Node("a", state="IDLE+DRAIN", reason="k8s: x", reason_time=int(NOW) - 60)}
+    diag = DiagPoller(lambda: STATS, interval=10)
+    metrics = SlurmMetrics(nodes=lambda: nodes, jobs=dict, diag=diag, freshness=dict, clock=lambda: clock[0])
+    assert 'sunk_slurm_drain_age_seconds{node="a"} 60\n' in metrics.render()
+    clock[0] += 120
+    assert 'sunk_slurm_drain_age_seconds{node="a"} 180\n' in metrics.render()
+    assert metrics.render() == render(metrics.families())
+
+
+def test_a_standby_reports_nothing_not_even_slurmctlds_rpc_statistics():
+    """They are cluster-wide: two replicas would double every series."""
+    standby = collector(active=False)
+    assert list(standby.families()) == [] and standby.render() == ""
 
 
 def test_diag_failure_keeps_the_last_figures_and_turns_stale(caplog):

@@ -13,7 +13,8 @@ from sunk.metrics.incremental import IncrementalTable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
 NOW = 1_000_000.0
-STATS = SchedulerStats(server_thread_count=3, jobs_submitted=10, schedule_cycle_last=0.0015)
+STATS = SchedulerStats(server_thread_count=3, jobs_submitted=10, schedule_cycle_last=0.0015,
+                       rpcs=(RpcStat("REQUEST_NODE_INFO", 3, 0.01),))
 
 # Label values that need escaping, and "%", "{" that a template could trip on.
 texts = st.sampled_from(["", "a", "gpu", "b c", 'q"t', "back\\slash", "new\nline", "50%", "%s", "{0}", "ünï"])
@@ -167,7 +168,6 @@ def collector(jobs, active):
     diag = DiagPoller(lambda: STATS, interval=10)
     diag.poll()
     return SlurmMetrics(nodes=lambda: NODES, jobs=lambda: {j.id: j for j in jobs}, diag=diag,
-                        rpc_stats=lambda: {"REQUEST_NODE_INFO": RpcStat("REQUEST_NODE_INFO", 3, 0.01)},
                         freshness=lambda: {"node": True, "job": False}, active=lambda: active[0],
                         clock=lambda: NOW)
 

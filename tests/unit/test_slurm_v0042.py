@@ -245,3 +245,24 @@ def test_recorded_plain_jobs_are_not_arrays():
     for name in ("job_pending_held.json", "job_running_gpu.json"):
         (job,) = [v0042.parse_job(j) for j in json.loads((RECORDED / name).read_text())["jobs"]]
         assert (job.array_job_id, job.array_task_id) == (None, None)
+
+
+def test_diag_rpc_statistics_by_message_type():
+    """``diag.json`` is not recorded: it is shaped as data_parser v0.0.42 dumps STATS_MSG_RPC_TYPE (every field of
+    Slurm's parsers.c, µs as slurmctld counts them), with a made-up cluster's figures."""
+    stats = v0042.parse_stats(recorded("diag.json")["statistics"])
+    rpcs = {r.message_type: r for r in stats.rpcs}
+    assert set(rpcs) == {"REQUEST_PARTITION_INFO", "REQUEST_NODE_INFO", "REQUEST_JOB_INFO",
+                         "REQUEST_SUBMIT_BATCH_JOB", "REQUEST_STATS_INFO", "REQUEST_PING"}
+    assert rpcs["REQUEST_NODE_INFO"].count == 14392
+    assert rpcs["REQUEST_NODE_INFO"].mean_seconds == pytest.approx(3253012 / 14392 / 1e6)  # total / count, exact
+    assert (rpcs["REQUEST_PING"].count, rpcs["REQUEST_PING"].mean_seconds) == (0, 0.0)
+    assert (stats.server_thread_count, stats.jobs_submitted) == (3, 57)
+
+
+def test_an_rpc_row_without_total_time_falls_back_to_average_time_and_one_without_a_name_is_its_type_id():
+    row = v0042.parse_rpc({"type_id": 2003, "count": 4, "average_time": n(250)})
+    assert (row.message_type, row.count, row.mean_seconds) == ("type_2003", 4, pytest.approx(0.00025))
+    assert v0042.parse_rpc({"message_type": "REQUEST_PING", "count": 0, "total_time": 0}).mean_seconds == 0.0
+    stats = v0042.parse_stats({"rpcs_by_message_type": [None, "x", {"message_type": "REQUEST_PING", "count": 1}]})
+    assert [r.message_type for r in stats.rpcs] == ["REQUEST_PING"]  # rows that are not objects are skipped
