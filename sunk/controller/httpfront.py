@@ -80,6 +80,12 @@ def parse_status(status: str) -> tuple[int, str]:
     return int(code), reason
 
 
+def head_size(request: h11.Request) -> int:
+    """About the bytes of a request's head as sent: its line and each header line."""
+    return len(request.method) + len(request.target) + 12 + sum(
+        len(name) + len(value) + 4 for name, value in request.headers.raw_items())
+
+
 def environ_for(request: h11.Request, body: bytes, *, port: int, scheme: str,
                 peer: Optional[tuple[Any, ...]]) -> dict[str, Any]:
     """PEP 3333's environ for a whole request. ``SERVER_PORT`` is the listener's (routing reads it).
@@ -106,10 +112,11 @@ def environ_for(request: h11.Request, body: bytes, *, port: int, scheme: str,
         "wsgi.multithread": True,
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
+        "wsgi.input_terminated": True,
     }
     for raw_name, raw_value in request.headers:
         name = raw_name.decode("latin-1")
-        if "_" in name:
+        if "_" in name or name == "transfer-encoding":  # the body is whole: the app sees its length
             continue
         value = raw_value.decode("latin-1")
         if name == "content-type":
@@ -119,7 +126,7 @@ def environ_for(request: h11.Request, body: bytes, *, port: int, scheme: str,
         else:
             key = "HTTP_" + name.upper().replace("-", "_")
             environ[key] = f"{environ[key]},{value}" if key in environ else value
-    if body and "CONTENT_LENGTH" not in environ:  # chunked: the app sees the length it was given
+    if body:
         environ["CONTENT_LENGTH"] = str(len(body))
     return environ
 
@@ -308,6 +315,10 @@ class ListenerFront:
                 return
             if not isinstance(request, h11.Request):
                 return  # the client closed between requests
+            if head_size(request) > limits.max_head_bytes:  # (h11 bounds only a head still incomplete)
+                await self._refuse(writer, error_answer(431, "Request Header Fields Too Large",
+                                                        f"request head over {limits.max_head_bytes} bytes"))
+                return
             body = await self._body(conn, reader, writer, request)
             self._waiting[task] = None
             environ = environ_for(request, body, port=self.port, scheme=scheme, peer=peer)
