@@ -35,7 +35,7 @@ from sunk.controller.manager import Manager
 from sunk.kube.client import load_api_client
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.settings import SlurmStartError, check
-from sunk.web import Listener, WSGIApp, serve
+from sunk.web import Listener, WSGIApp, listener_health, serve
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,8 @@ def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, th
         slurmauth.watch(slurm)  # the token's expiry and refusals on /metrics
         served = build(load_api_client(daemon.kubeconfig), slurm)
         running.append(served.manager)
+        # /healthz fails when a listener's loop stops or its pool stops finishing requests.
+        served.manager.add_health_check("listeners", listener_health)
         served.manager.start()
         exit_when_done(daemon.name, served.manager)
         return served.apps

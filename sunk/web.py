@@ -1,31 +1,41 @@
-"""Serve flask apps with gunicorn, in the same process as the controllers they talk to.
+"""Serve flask apps in the same process as the controllers they talk to, safe from hostile clients.
 
 The hook API and the extender answer from in-memory state (informer caches, the Slurm
 cache), so they must live where the controllers live. gunicorn forks its worker, and
 threads do not survive a fork, so ``build`` runs inside the worker: it starts the
 controllers and returns the WSGI apps. The gunicorn master stays a thin supervisor that
-restarts a dead worker; since all state lives in Kubernetes and Slurm, a restart resumes.
+restarts a dead worker (or one whose loop stops beating for ``timeout``); since all state
+lives in Kubernetes and Slurm, a restart resumes.
 
-Each listener serves one app with a TLS setting of its own. gunicorn has one TLS setting
-for all its listeners, so the extender's mutual-TLS verbs port turned its plain-HTTP hook
-port into TLS too, and placeholder jobs calling ``http://...:8000`` got no answer. Here
-gunicorn's documented ``ssl_context`` hook hands it a context that picks, per accepted
-connection, the listener's own TLS or none, and a router sends each request to the app of
-the port it came in on (so the plain hook port never serves the extender's verbs).
+The worker is ``FrontWorker``: an asyncio loop (sunk/controller/httpfront.py) owns every
+connection and reads each request whole, under deadlines and size limits, before a thread
+of the listener's own pool runs the app. gunicorn's gthread worker gave a thread to any
+connection that had sent one byte: 16 such connections stalled the scheduler's hook API and
+256 the Syncer's (issue 31). So an idle, slow or half-sent connection costs a file
+descriptor, never a thread, and the extender's verbs and its hooks have separate pools.
+
+Each listener serves one app with a TLS setting of its own: the extender's mutual-TLS verbs
+port and its plain-HTTP hook port (placeholder jobs call ``http://...:8000``) side by side.
+The contexts are built before the fork, so a bad certificate file fails the start with its
+name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import socket
+import os
+import resource
 import ssl
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import attrs
 from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
+from gunicorn.workers.base import Worker
 
+from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, tick_forever
 from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
@@ -67,11 +77,16 @@ def tls_from_flags(cert_file: str, key_file: str, client_ca_file: str = "", *, w
 
 @attrs.frozen
 class Listener:
-    """One port: the app it serves (a key of what ``build`` returns), and its TLS or none."""
+    """One port: the app it serves (a key of what ``build`` returns), its TLS or none, and what it
+    allows a client (``limits.threads`` None: the ``threads`` that ``serve`` is given)."""
 
     address: str
     app: str
     tls: Optional[TLS] = None
+    limits: Optional[Limits] = None
+
+    def limits_with(self, threads: int) -> Limits:
+        return self.limits if self.limits is not None else Limits(threads=threads)
 
     @property
     def port(self) -> int:
@@ -88,42 +103,6 @@ def check_listeners(listeners: Sequence[Listener]) -> None:
         if other is not None:
             raise ValueError(f"{listener.app} and {other.app} both listen on port {listener.port}")
         seen[listener.port] = listener
-
-
-class PerListenerTLS:
-    """Stands in for gunicorn's SSLContext: wraps a connection in its listener's TLS, or not at all.
-
-    gunicorn calls ``wrap_socket`` on every accepted connection; the local port says which
-    listener accepted it. A plain listener gets its socket back unwrapped (gunicorn then
-    parses plain HTTP; it treats a non-SSL socket as "no ALPN").
-    """
-
-    def __init__(self, contexts: Mapping[int, Optional[ssl.SSLContext]]):
-        self._contexts = dict(contexts)
-
-    def wrap_socket(self, sock: socket.socket, **kwargs: Any) -> socket.socket:
-        context = self._contexts.get(sock.getsockname()[1])
-        if context is None:
-            return sock
-        kwargs["do_handshake_on_connect"] = True  # a plain socket has no handshake to finish later
-        return context.wrap_socket(sock, **kwargs)
-
-
-def router(listeners: Sequence[Listener], apps: Mapping[str, WSGIApp]) -> WSGIApp:
-    """One WSGI app for gunicorn: each request goes to the app of the port it arrived on."""
-    missing = {listener.app for listener in listeners} - set(apps)
-    if missing:
-        raise ValueError(f"no app built for listener(s) {sorted(missing)}")
-    by_port = {str(listener.port): apps[listener.app] for listener in listeners}
-
-    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        app = by_port.get(str(environ.get("SERVER_PORT")))
-        if app is None:  # cannot happen: gunicorn accepts only on the listeners' ports
-            start_response("404 Not Found", [("Content-Type", "application/json")])
-            return [b'{"error": "no app on this port"}']
-        return app(environ, start_response)
-
-    return route
 
 
 class _App(BaseApplication):
@@ -143,40 +122,118 @@ class _App(BaseApplication):
 CONTROL_SOCKET_DISABLE = "control_socket_disable"
 _GUNICORN_SETTINGS = frozenset(setting.name for setting in KNOWN_SETTINGS)
 
+# The liveness of every listener of this process: the worker adds its fronts, a daemon's Manager
+# serves it on /healthz (sunk/runner.py). Empty (healthy) before the worker serves.
+listener_health = FrontHealth()
+
+
+@attrs.frozen
+class Routes:
+    """What the worker serves, per port: its listener, its app and its TLS context (built before the fork)."""
+
+    by_port: Mapping[int, tuple[Listener, WSGIApp, Optional[ssl.SSLContext], Limits]]
+
+
+def tls_contexts(listeners: Sequence[Listener]) -> dict[int, Optional[ssl.SSLContext]]:
+    """Each listener's context, built now: a bad file fails the start, with its name."""
+    return {listener.port: listener.tls.context() if listener.tls else None for listener in listeners}
+
 
 def gunicorn_options(listeners: Sequence[Listener], *, threads: int, timeout: int) -> dict[str, Any]:
     check_listeners(listeners)
+    tls_contexts(listeners)
     options: dict[str, Any] = {
         "bind": [gunicorn_bind(listener.address) for listener in listeners],
         "workers": 1,
-        "worker_class": "gthread",
+        "worker_class": FrontWorker,
         "threads": threads,
         "timeout": timeout,
         "graceful_timeout": 30,
         "preload_app": False,
         "accesslog": None,
         "loglevel": "warning",
+        "backlog": 2048,
     }
     if CONTROL_SOCKET_DISABLE in _GUNICORN_SETTINGS:
         # gunicorn 25+ opens a control socket in $HOME: on the chart's read-only root file system that
         # is an error line at every start, and sunk has no use for it.
         options[CONTROL_SOCKET_DISABLE] = True
-    contexts = {listener.port: listener.tls.context() if listener.tls else None for listener in listeners}
-    secured = [listener.tls for listener in listeners if listener.tls is not None]
-    if secured:  # (the contexts above are built now: a bad file fails the start, with its name)
-        # Any certificate makes gunicorn call the ssl_context hook; the hook then decides per listener.
-        options.update(certfile=secured[0].cert_file, keyfile=secured[0].key_file, do_handshake_on_connect=True,
-                       ssl_context=lambda _conf, _default: PerListenerTLS(contexts))
     return options
+
+
+class FrontWorker(Worker):
+    """gunicorn's worker, serving its listening sockets with sunk's asyncio front (no thread per connection).
+
+    It beats to the master once a second from the loop, so a wedged loop gets the worker
+    restarted after gunicorn's ``timeout``; /healthz fails sooner (``listener_health``).
+    """
+
+    def run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        routes: Routes = self.wsgi
+        fronts = []
+        for sock in self.sockets:
+            listener, app, context, limits = routes.by_port[sock.getsockname()[1]]
+            fronts.append(ListenerFront(listener.app, sock.sock, app, context=context, limits=limits))
+        for front in fronts:
+            await front.start()
+        listener_health.fronts[:] = fronts
+        ticker = asyncio.create_task(tick_forever(fronts))
+        try:
+            while self.alive:
+                self.notify()
+                if self.ppid != os.getppid():
+                    log.warning("gunicorn master gone: the worker stops")
+                    break
+                await asyncio.sleep(1.0)
+        finally:
+            ticker.cancel()
+            await asyncio.gather(*(front.stop(self.cfg.graceful_timeout) for front in fronts))
+
+
+def nofile_soft_limit(soft: int, hard: int, needed: int) -> int:
+    """The soft RLIMIT_NOFILE to run with: the hard limit (capped when unlimited), never below today's."""
+    ceiling = hard if hard != resource.RLIM_INFINITY else max(needed, 1 << 20)
+    return max(soft, ceiling) if soft != resource.RLIM_INFINITY else soft
+
+
+def raise_open_files(listeners: Sequence[Listener], *, threads: int) -> None:
+    """Every held connection is a file descriptor: lift the soft limit to the hard one, and say so."""
+    needed = sum(listener.limits_with(threads).max_connections for listener in listeners) + 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = nofile_soft_limit(soft, hard, needed)
+    if target != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open files: could not raise the soft limit from %d to %d: %s", soft, target, exc)
+            target = soft
+    level = logging.WARNING if target < needed else logging.INFO
+    log.log(level, "open files: limit %d (hard %s); the listeners' connection caps need up to %d",
+            target, "unlimited" if hard == resource.RLIM_INFINITY else hard, needed)
 
 
 def serve(build: Callable[[], Mapping[str, WSGIApp]], listeners: Sequence[Listener], *, threads: int = 16,
           timeout: int = 60, on_exit: Optional[Callable[[], None]] = None) -> None:
-    """Run gunicorn with one threaded worker; returns when it shuts down.
+    """Run gunicorn with one ``FrontWorker``; returns when it shuts down.
 
-    ``build`` runs in the worker and returns one app per name the listeners use.
+    ``build`` runs in the worker and returns one app per name the listeners use. ``threads``
+    is each listener's pool unless its ``limits`` say otherwise: the listeners share none.
     """
     options = gunicorn_options(listeners, threads=threads, timeout=timeout)
+    contexts = tls_contexts(listeners)
+    raise_open_files(listeners, threads=threads)
     if on_exit is not None:
         options["worker_exit"] = lambda _server, _worker: on_exit()
-    _App(lambda: router(listeners, build()), options).run()
+
+    def load() -> Routes:
+        apps = build()
+        missing = {listener.app for listener in listeners} - set(apps)
+        if missing:
+            raise ValueError(f"no app built for listener(s) {sorted(missing)}")
+        return Routes({listener.port: (listener, apps[listener.app], contexts[listener.port],
+                                       listener.limits_with(threads)) for listener in listeners})
+
+    _App(load, options).run()

@@ -1,0 +1,447 @@
+"""An HTTP/1.1 front for WSGI apps that idle, slow or half-sent connections cannot starve.
+
+Why: gunicorn's gthread worker gives each connection a thread as soon as it sends a byte,
+and keeps it until the request is whole. 16 connections that sent one byte each stalled the
+scheduler's hook API, 256 the Syncer's (every prolog failed, nodes drained). Here an asyncio
+loop owns every connection: it reads a request's head and body under deadlines and size
+limits, parsed by h11 (a well-kept sans-I/O HTTP/1.1 parser), and only a whole request takes
+a thread, from its listener's own pool. A waiting connection costs a file descriptor and a
+few KB, never a thread.
+
+Per listener (``Limits``): its TLS context (the handshake runs inside the head deadline and
+the connection cap), its pool, its connection cap. At the cap, the connection that has
+waited longest for its request head is closed to make room (it holds no thread); only when
+every open connection is being answered is a new one refused. Both are logged, at most once
+per ``LOG_EVERY`` seconds per listener.
+
+Liveness (``FrontHealth.wedged``): a listener is wedged when its loop has not ticked for
+``stall_seconds``, or when requests have been waiting for a thread while none finished for
+``stall_seconds`` (longer than any call waits by design).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+from urllib.parse import unquote_to_bytes
+
+import attrs
+import h11
+
+log = logging.getLogger(__name__)
+
+WSGIApp = Callable[..., Any]
+LOG_EVERY = 10.0
+
+
+@attrs.frozen
+class Limits:
+    """What one listener allows a client. The defaults hold 1000 idle connections with room to spare."""
+
+    threads: int = 16  # requests answered at once; a long-polling call holds one for its wait
+    head_seconds: float = 10.0  # from accept (or the previous answer) to a whole request head, TLS included
+    body_seconds: float = 10.0  # from the head to the whole body
+    write_seconds: float = 10.0  # to hand an answer to a client that does not read it
+    max_head_bytes: int = 16 * 1024  # request line and headers
+    max_body_bytes: int = 8 * 1024 * 1024  # kube-scheduler's ExtenderArgs name every candidate node
+    max_connections: int = 4096
+    stall_seconds: float = 120.0  # liveness: > the longest wait by design (the Syncer's pre-hook, 90 s)
+
+
+@attrs.frozen
+class Answer:
+    """A whole HTTP answer, as the WSGI app gave it or as the front refuses a request."""
+
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+def error_answer(status: int, reason: str, message: str) -> Answer:
+    """The front's own refusals: JSON like the apps' errors, and the connection closes."""
+    body = ('{"error": "' + message.replace("\\", "\\\\").replace('"', '\\"') + '"}').encode()
+    return Answer(status, reason, (("Content-Type", "application/json"), ("Connection", "close")), body)
+
+
+def parse_status(status: str) -> tuple[int, str]:
+    """WSGI's ``"200 OK"`` -> ``(200, "OK")``; a malformed status is the app's bug, a ValueError."""
+    code, _, reason = status.partition(" ")
+    if len(code) != 3 or not code.isdigit():
+        raise ValueError(f"bad WSGI status {status!r}")
+    return int(code), reason
+
+
+def head_size(request: h11.Request) -> int:
+    """About the bytes of a request's head as sent: its line and each header line."""
+    return len(request.method) + len(request.target) + 12 + sum(
+        len(name) + len(value) + 4 for name, value in request.headers.raw_items())
+
+
+def environ_for(request: h11.Request, body: bytes, *, port: int, scheme: str,
+                peer: Optional[tuple[Any, ...]]) -> dict[str, Any]:
+    """PEP 3333's environ for a whole request. ``SERVER_PORT`` is the listener's (routing reads it).
+
+    Headers with ``_`` in their name are dropped, as gunicorn and nginx do: ``X_Token`` and
+    ``X-Token`` would both become ``HTTP_X_TOKEN``, and a caller could shadow a header.
+    """
+    target = request.target
+    path, _, query = target.partition(b"?")
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method.decode("ascii"),
+        "SCRIPT_NAME": "",
+        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": str(port),
+        "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
+        "REMOTE_ADDR": str(peer[0]) if peer else "",
+        "REMOTE_PORT": str(peer[1]) if peer and len(peer) > 1 else "",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "wsgi.input_terminated": True,
+    }
+    for raw_name, raw_value in request.headers:
+        name = raw_name.decode("latin-1")
+        if "_" in name or name == "transfer-encoding":  # the body is whole: the app sees its length
+            continue
+        value = raw_value.decode("latin-1")
+        if name == "content-type":
+            environ["CONTENT_TYPE"] = value
+        elif name == "content-length":
+            environ["CONTENT_LENGTH"] = value
+        else:
+            key = "HTTP_" + name.upper().replace("-", "_")
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+    if body:
+        environ["CONTENT_LENGTH"] = str(len(body))
+    return environ
+
+
+def call_app(app: WSGIApp, environ: dict[str, Any]) -> Answer:
+    """Run a WSGI app to the end of its answer (in a pool thread); an app's exception is a JSON 500."""
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None and started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        started[:] = [status, headers]
+        return chunks.append
+
+    try:
+        result = app(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        if not started:
+            raise ValueError("the app returned without calling start_response")
+        code, reason = parse_status(started[0])
+        headers = tuple((str(name), str(value)) for name, value in started[1])
+    except Exception:
+        log.exception("%s %s: the app failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+        return error_answer(500, "Internal Server Error", "internal error")
+    return Answer(code, reason, headers, b"".join(chunks))
+
+
+def pick_eviction(waiting_since: Mapping[Any, Optional[float]]) -> Any:
+    """The connection to close for a new one at the cap: the one waiting longest for its request
+    (``None`` marks one being answered, never closed); None when every connection is being answered."""
+    candidates = [(since, n, conn) for n, (conn, since) in enumerate(waiting_since.items()) if since is not None]
+    return min(candidates)[2] if candidates else None
+
+
+@attrs.frozen
+class PoolSnapshot:
+    """What liveness reads of one listener: its loop's last tick, requests queued or running, the last finish."""
+
+    loop_tick: float
+    in_pool: int
+    threads: int
+    last_finish: float
+
+
+def wedged(snapshot: PoolSnapshot, now: float, stall_seconds: float) -> Optional[str]:
+    """Why a listener is wedged, or None. A full pool is not wedged while its calls keep finishing."""
+    if now - snapshot.loop_tick > stall_seconds:
+        return f"its event loop has not run for {now - snapshot.loop_tick:.0f} s"
+    if snapshot.in_pool > snapshot.threads and now - snapshot.last_finish > stall_seconds:
+        return (f"{snapshot.in_pool - snapshot.threads} request(s) waited for a thread while none of "
+                f"{snapshot.threads} finished for {now - snapshot.last_finish:.0f} s")
+    return None
+
+
+class _RateLimitedLog:
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._suppressed = 0
+
+    def warning(self, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < LOG_EVERY:
+            self._suppressed += 1
+            return
+        more = f" ({self._suppressed} more like it since the last line)" if self._suppressed else ""
+        log.warning(message + more, *args)
+        self._last, self._suppressed = now, 0
+
+
+class _Closed(Exception):
+    """The client closed, sent what h11 refuses, or an answer was already written: end the connection."""
+
+
+class ListenerFront:
+    """One listening socket served on the running loop: connections, deadlines, cap, its pool."""
+
+    def __init__(self, name: str, sock: Any, app: WSGIApp, *, context: Optional[ssl.SSLContext] = None,
+                 limits: Limits = Limits()):
+        self.name = name
+        self.sock = sock
+        self.port = int(sock.getsockname()[1])
+        self.app = app
+        self.context = context
+        self.limits = limits
+        self.pool = ThreadPoolExecutor(max_workers=limits.threads, thread_name_prefix=f"http-{name}")
+        self._waiting: dict[asyncio.Task[Any], Optional[float]] = {}  # open connections; None: being answered
+        self._server: Optional[asyncio.AbstractServer] = None
+        self._cap_log = _RateLimitedLog()
+        self._lock = threading.Lock()
+        self._in_pool = 0
+        now = time.monotonic()
+        self._loop_tick = now
+        self._last_finish = now
+
+    # ---- what liveness reads (from another thread) ------------------------------------------
+
+    def snapshot(self) -> PoolSnapshot:
+        with self._lock:
+            return PoolSnapshot(self._loop_tick, self._in_pool, self.limits.threads, self._last_finish)
+
+    def tick(self) -> None:
+        with self._lock:
+            self._loop_tick = time.monotonic()
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._waiting)
+
+    # ---- serving ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._connection, sock=self.sock, backlog=1024,
+                                                  limit=self.limits.max_head_bytes)
+
+    async def stop(self, grace: float) -> None:
+        """Stop accepting, close the connections that wait, give those being answered ``grace`` seconds."""
+        if self._server is not None:
+            self._server.close()
+        for task, since in list(self._waiting.items()):
+            if since is not None:
+                task.cancel()
+        busy = [task for task, since in self._waiting.items() if since is None]
+        if busy:
+            await asyncio.wait(busy, timeout=grace)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._admit(task):
+            writer.transport.abort()
+            return
+        try:
+            await self._serve(reader, writer, task)
+        except (_Closed, ConnectionError, TimeoutError, ssl.SSLError, OSError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("%s: a connection failed", self.name)
+        finally:
+            self._waiting.pop(task, None)
+            writer.transport.abort()
+
+    def _admit(self, task: asyncio.Task[Any]) -> bool:
+        if len(self._waiting) >= self.limits.max_connections:
+            victim = pick_eviction(self._waiting)
+            if victim is None:
+                self._cap_log.warning("%s: %d connections open (the cap), every one being answered: "
+                                      "refusing a new one", self.name, len(self._waiting))
+                return False
+            self._cap_log.warning("%s: %d connections open (the cap): closing the one that waited longest "
+                                  "for its request to make room", self.name, len(self._waiting))
+            self._waiting.pop(victim)
+            victim.cancel()
+        self._waiting[task] = time.monotonic()
+        return True
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     task: asyncio.Task[Any]) -> None:
+        limits = self.limits
+        if self.context is not None:
+            await writer.start_tls(self.context, ssl_handshake_timeout=limits.head_seconds)
+        peer = writer.get_extra_info("peername")
+        scheme = "https" if self.context is not None else "http"
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_head_bytes)
+        while True:
+            self._waiting[task] = time.monotonic()
+            try:
+                async with asyncio.timeout(limits.head_seconds):
+                    request = await self._next(conn, reader)
+            except TimeoutError:
+                if conn.their_state is h11.IDLE and not conn.trailing_data[0]:
+                    return  # an idle connection: close it quietly
+                await self._refuse(writer, error_answer(408, "Request Timeout",
+                                                        f"request head not whole within {limits.head_seconds:g} s"))
+                return
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint
+                reason = "Request Header Fields Too Large" if status == 431 else "Bad Request"
+                await self._refuse(writer, error_answer(status, reason, f"malformed request: {exc}"))
+                return
+            if not isinstance(request, h11.Request):
+                return  # the client closed between requests
+            if head_size(request) > limits.max_head_bytes:  # (h11 bounds only a head still incomplete)
+                await self._refuse(writer, error_answer(431, "Request Header Fields Too Large",
+                                                        f"request head over {limits.max_head_bytes} bytes"))
+                return
+            body = await self._body(conn, reader, writer, request)
+            self._waiting[task] = None
+            environ = environ_for(request, body, port=self.port, scheme=scheme, peer=peer)
+            answer = await self._run(environ)
+            await self._answer(conn, writer, request, answer)
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is not h11.DONE:
+                return
+            conn.start_next_cycle()
+
+    async def _next(self, conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(65536)
+                conn.receive_data(data)
+                if not data and conn.their_state is h11.IDLE:
+                    return h11.ConnectionClosed()
+                continue
+            return event
+
+    async def _body(self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    request: h11.Request) -> bytes:
+        limits = self.limits
+        length = dict(request.headers).get(b"content-length")
+        if length is not None and int(length) > limits.max_body_bytes:
+            await self._refuse(writer, error_answer(413, "Content Too Large",
+                                                    f"request body over {limits.max_body_bytes} bytes"))
+            raise _Closed()
+        if conn.they_are_waiting_for_100_continue:
+            writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(limits.body_seconds):
+                while True:
+                    event = await self._next(conn, reader)
+                    if isinstance(event, h11.Data):
+                        size += len(event.data)
+                        if size > limits.max_body_bytes:
+                            await self._refuse(writer, error_answer(
+                                413, "Content Too Large", f"request body over {limits.max_body_bytes} bytes"))
+                            raise _Closed()
+                        parts.append(bytes(event.data))
+                    elif isinstance(event, h11.EndOfMessage):
+                        return b"".join(parts)
+                    else:
+                        raise _Closed()
+        except TimeoutError:
+            await self._refuse(writer, error_answer(408, "Request Timeout",
+                                                    f"request body not whole within {limits.body_seconds:g} s"))
+            raise _Closed() from None
+        except h11.RemoteProtocolError as exc:
+            await self._refuse(writer, error_answer(400, "Bad Request", f"malformed request body: {exc}"))
+            raise _Closed() from None
+
+    async def _run(self, environ: dict[str, Any]) -> Answer:
+        with self._lock:
+            self._in_pool += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, call_app, self.app, environ)
+        finally:
+            with self._lock:
+                self._in_pool -= 1
+                self._last_finish = time.monotonic()
+
+    async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
+                      answer: Answer) -> None:
+        headers = [(name, value) for name, value in answer.headers if name.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(answer.body))))
+        try:
+            data = conn.send(h11.Response(status_code=answer.status, reason=answer.reason, headers=headers))
+        except h11.LocalProtocolError:
+            log.exception("%s %s: the app's answer is not valid HTTP", request.method, request.target)
+            await self._refuse(writer, error_answer(500, "Internal Server Error", "internal error"))
+            raise _Closed() from None
+        out = [data or b""]
+        if request.method != b"HEAD" and answer.body:
+            out.append(conn.send(h11.Data(data=answer.body)) or b"")
+        out.append(conn.send(h11.EndOfMessage()) or b"")
+        await self._write(writer, b"".join(out))
+
+    async def _refuse(self, writer: asyncio.StreamWriter, answer: Answer) -> None:
+        """Write one of the front's own refusals, outside h11 (which may be in its error state)."""
+        head = [f"HTTP/1.1 {answer.status} {answer.reason}"]
+        head += [f"{name}: {value}" for name, value in answer.headers]
+        head.append(f"Content-Length: {len(answer.body)}")
+        try:
+            await self._write(writer, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + answer.body)
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+
+    async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(data)
+        async with asyncio.timeout(self.limits.write_seconds):
+            await writer.drain()
+
+
+class FrontHealth:
+    """Liveness of every listener of this process: fails naming the wedged ones."""
+
+    def __init__(self, fronts: Iterable[ListenerFront] = ()):
+        self.fronts = list(fronts)
+
+    def problems(self, now: Optional[float] = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        found = []
+        for front in self.fronts:
+            why = wedged(front.snapshot(), now, front.limits.stall_seconds)
+            if why:
+                found.append(f"{front.name} (port {front.port}): {why}")
+        return found
+
+    def __call__(self) -> bool:
+        problems = self.problems()
+        for problem in problems:
+            log.error("listener wedged: %s", problem)
+        return not problems
+
+
+async def tick_forever(fronts: Iterable[ListenerFront], every: float = 1.0) -> None:
+    """Marks the loop alive for liveness; a loop that stops running stops marking."""
+    fronts = list(fronts)
+    while True:
+        for front in fronts:
+            front.tick()
+        await asyncio.sleep(every)

@@ -1,0 +1,233 @@
+"""sunk/controller/httpfront.py: its limits, its connection cap and its liveness, served in this process.
+
+The whole server under 1000 hostile connections per listener is tests/unit/test_web_hostile.py;
+here one ListenerFront runs on a loop in a thread, with small limits, so that each rule shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import h11
+import pytest
+import requests
+from flask import Flask, request
+
+from sunk.controller.httpfront import (
+    FrontHealth,
+    Limits,
+    ListenerFront,
+    PoolSnapshot,
+    call_app,
+    environ_for,
+    error_answer,
+    parse_status,
+    pick_eviction,
+    tick_forever,
+    wedged,
+)
+from sunk.web import nofile_soft_limit
+
+PATIENCE = 30.0
+
+
+def _app(release: threading.Event) -> Flask:
+    app = Flask("t")
+
+    @app.post("/echo")
+    def echo():
+        return {"got": len(request.get_data())}
+
+    @app.get("/block")
+    def block():
+        release.wait(PATIENCE)
+        return {"released": True}
+
+    @app.get("/who")
+    def who():
+        return {"app": "t"}
+
+    return app
+
+
+@pytest.fixture
+def front_on() -> Iterator[Callable[[Limits], tuple[ListenerFront, threading.Event]]]:
+    started: list[tuple[asyncio.AbstractEventLoop, ListenerFront, threading.Event, list[asyncio.Task[None]]]] = []
+
+    def start(limits: Limits) -> tuple[ListenerFront, threading.Event]:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        release = threading.Event()
+        front = ListenerFront("test", sock, _app(release), limits=limits)
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        ticks: list[asyncio.Task[None]] = []
+
+        async def main() -> None:
+            await front.start()
+            ticks.append(asyncio.get_running_loop().create_task(tick_forever([front], every=0.1)))
+            ready.set()
+
+        threading.Thread(target=lambda: (loop.run_until_complete(main()), loop.run_forever()), daemon=True).start()
+        assert ready.wait(PATIENCE)
+        started.append((loop, front, release, ticks))
+        return front, release
+
+    yield start
+    for loop, front, release, ticks in started:
+        release.set()
+        loop.call_soon_threadsafe(ticks[0].cancel)
+        asyncio.run_coroutine_threadsafe(front.stop(1.0), loop).result(PATIENCE)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def _url(front: ListenerFront, path: str) -> str:
+    return f"http://127.0.0.1:{front.port}{path}"
+
+
+def _raw(front: ListenerFront, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_body_over_the_limit_is_a_json_413(front_on):
+    front, _ = front_on(Limits(max_body_bytes=1000))
+    assert requests.post(_url(front, "/echo"), data=b"x" * 1000, timeout=PATIENCE).json() == {"got": 1000}
+    answer = requests.post(_url(front, "/echo"), data=b"x" * 1001, timeout=PATIENCE)
+    assert answer.status_code == 413 and "over 1000 bytes" in answer.json()["error"]
+
+
+def test_a_chunked_body_over_the_limit_is_a_413_too(front_on):
+    front, _ = front_on(Limits(max_body_bytes=1000))
+    assert requests.post(_url(front, "/echo"), data=iter([b"x" * 600]), timeout=PATIENCE).json() == {"got": 600}
+    answer = _raw(front, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"258\r\n" + b"x" * 600 + b"\r\n258\r\n" + b"x" * 600 + b"\r\n0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 413 ")
+
+
+def test_a_head_over_the_limit_is_a_json_431(front_on):
+    front, _ = front_on(Limits(max_head_bytes=2048))
+    answer = _raw(front, b"GET /who HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"error": "request head over 2048 bytes"}
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as sock:  # one that never ends
+        sock.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n" + b"X-Big: a\r\n" * 1000)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 431 ")
+
+
+def test_garbage_is_a_json_400(front_on):
+    front, _ = front_on(Limits())
+    answer = _raw(front, b"\x00\x01 nonsense\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'"error"' in answer
+
+
+def test_a_body_that_stops_coming_is_a_408(front_on):
+    front, _ = front_on(Limits(body_seconds=1.0))
+    answer = _raw(front, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"request body not whole within 1 s" in answer
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(front_on):
+    front, _ = front_on(Limits())
+    with requests.Session() as session:
+        for _ in range(3):
+            assert session.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}
+
+
+def test_at_the_cap_the_longest_waiting_connection_makes_room(front_on, caplog):
+    front, _ = front_on(Limits(max_connections=20, head_seconds=PATIENCE))
+    idle = [socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) for _ in range(40)]
+    try:
+        assert requests.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}
+        assert idle[0].recv(10) == b""  # the oldest was closed for the newer ones
+        assert front.open_connections <= 20
+    finally:
+        for sock in idle:
+            sock.close()
+    assert any("connections open (the cap)" in record.getMessage() for record in caplog.records)
+
+
+def test_a_pool_that_stops_finishing_is_wedged_and_a_busy_one_is_not(front_on):
+    front, release = front_on(Limits(threads=1, stall_seconds=1.0))
+    health = FrontHealth([front])
+    results: list[Any] = []
+    callers = [threading.Thread(target=lambda: results.append(requests.get(_url(front, "/block"), timeout=PATIENCE)))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + PATIENCE
+    while health() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not health() and "waited for a thread" in health.problems()[0]
+    release.set()
+    for caller in callers:
+        caller.join(PATIENCE)
+    assert [r.json() for r in results] == [{"released": True}] * 2
+    assert health()
+
+
+def test_wedged_reads_the_loop_tick_and_the_pools_progress():
+    assert wedged(PoolSnapshot(loop_tick=100, in_pool=0, threads=4, last_finish=0), 150, 60) is None
+    assert "event loop" in (wedged(PoolSnapshot(loop_tick=0, in_pool=0, threads=4, last_finish=0), 61, 60) or "")
+    full_but_moving = PoolSnapshot(loop_tick=100, in_pool=9, threads=4, last_finish=90)
+    assert wedged(full_but_moving, 100, 60) is None
+    full_and_stuck = PoolSnapshot(loop_tick=100, in_pool=9, threads=4, last_finish=30)
+    assert "5 request(s) waited" in (wedged(full_and_stuck, 100, 60) or "")
+    busy_not_queued = PoolSnapshot(loop_tick=100, in_pool=4, threads=4, last_finish=0)  # long polls, by design
+    assert wedged(busy_not_queued, 100, 60) is None
+
+
+def test_pick_eviction_takes_the_longest_waiting_never_one_being_answered():
+    assert pick_eviction({"a": None, "b": 5.0, "c": 2.0}) == "c"
+    assert pick_eviction({"a": None, "b": None}) is None
+    assert pick_eviction({}) is None
+
+
+def test_environ_routes_by_port_and_drops_headers_with_underscores():
+    req = h11.Request(method="POST", target="/api/v1/jobs/7%2F8/started?wait=5",
+                      headers=[("Host", "x"), ("X-Token", "good"), ("X_Token", "spoof"), ("Content-Type", "a/b"),
+                               ("Accept", "1"), ("Accept", "2")])
+    environ = environ_for(req, b"body", port=8000, scheme="http", peer=("10.0.0.1", 5555))
+    assert environ["PATH_INFO"] == "/api/v1/jobs/7/8/started" and environ["QUERY_STRING"] == "wait=5"
+    assert environ["SERVER_PORT"] == "8000" and environ["HTTP_X_TOKEN"] == "good"
+    assert environ["CONTENT_TYPE"] == "a/b" and environ["CONTENT_LENGTH"] == "4"
+    assert environ["HTTP_ACCEPT"] == "1,2" and environ["wsgi.input"].read() == b"body"
+    assert environ["REMOTE_ADDR"] == "10.0.0.1"
+
+
+def test_an_app_that_raises_or_misbehaves_is_a_json_500():
+    def raises(environ, start_response):
+        raise RuntimeError("boom")
+
+    def never_starts(environ, start_response):
+        return [b"x"]
+
+    for app in (raises, never_starts):
+        answer = call_app(app, {})
+        assert answer.status == 500 and json.loads(answer.body) == {"error": "internal error"}
+
+
+def test_parse_status_and_error_answer():
+    assert parse_status("404 NOT FOUND") == (404, "NOT FOUND")
+    with pytest.raises(ValueError):
+        parse_status("OK")
+    assert json.loads(error_answer(400, "Bad Request", 'say "hi" \\').body) == {"error": 'say "hi" \\'}
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one():
+    import resource
+
+    assert nofile_soft_limit(1024, 524288, 9000) == 524288
+    assert nofile_soft_limit(4096, 4096, 9000) == 4096  # cannot go above the hard limit (then a warning)
+    assert nofile_soft_limit(1024, resource.RLIM_INFINITY, 9000) == 1 << 20

@@ -1,0 +1,183 @@
+"""sunk/web.py under hostile clients, in a real gunicorn on localhost (issue 31 item 3).
+
+gthread gave any connection that sent one byte a thread until its request was whole: 16
+stalled the scheduler's hook API, 256 the Syncer's. Here each listener holds 1000 idle and
+1000 one-byte connections, and a slow-loris, while a real caller still gets its answer; the
+slow-loris is cut off by the server. Deadlines are short (3 s) so that the test is quick; the
+assertions wait generously and assert what happens, never how fast.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import signal
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+from flask import Flask
+
+from sunk.controller.httpfront import Limits
+from sunk.dev.tls import issue, make_ca
+from sunk.web import TLS, Listener, serve
+
+VERBS, HOOKS = 18990, 18991
+LIMITS = Limits(threads=4, head_seconds=3.0, body_seconds=3.0)
+HOSTILE = 1000
+PATIENCE = 60.0  # generous: what a real caller would wait at most
+
+
+def _app(name: str) -> Flask:
+    app = Flask(name)
+
+    @app.get("/who")
+    def who():
+        return {"app": name}
+
+    return app
+
+
+def _serve(listeners: list[Listener]) -> None:
+    serve(lambda: {"verbs": _app("verbs"), "hooks": _app("hooks")}, listeners, threads=4)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tls")
+    ca = make_ca(tmp)
+    return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True)}
+
+
+@pytest.fixture(scope="module")
+def server(certs) -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 4 * HOSTILE + 512  # this process holds the clients' ends
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"needs {needed} open files, the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    server = certs["server"]
+    listeners = [Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(server.ca)),
+                          limits=LIMITS),
+                 Listener(f"127.0.0.1:{HOOKS}", "hooks", limits=LIMITS)]
+    proc = multiprocessing.get_context("fork").Process(target=_serve, args=(listeners,), daemon=True)
+    proc.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=1)
+            break
+        except requests.RequestException:
+            time.sleep(0.1)
+    yield
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.join(30)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _real_call(port: int, certs) -> dict:
+    if port == HOOKS:
+        return requests.get(f"http://127.0.0.1:{port}/who", timeout=PATIENCE).json()
+    client = certs["client"]
+    return requests.get(f"https://127.0.0.1:{port}/who", timeout=PATIENCE, verify=str(certs["ca"].cert),
+                        cert=(str(client.cert), str(client.key))).json()
+
+
+def _client_hello() -> bytes:
+    """A real TLS ClientHello, to drip into the TLS listener a byte at a time."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    with pytest.raises(ssl.SSLWantReadError):
+        context.wrap_bio(incoming, outgoing).do_handshake()
+    return outgoing.read()
+
+
+def _open(port: int, count: int, first: bytes = b"") -> list[socket.socket]:
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
+        if first:
+            sock.sendall(first)
+        opened.append(sock)
+    return opened
+
+
+def _closed_by_server(sock: socket.socket, *, drip: bytes, within: float) -> bool:
+    """Send ``drip`` a byte every 0.2 s until the server closes (or answers and closes)."""
+    deadline = time.monotonic() + within
+    sock.settimeout(0.2)
+    sent = 0
+    while time.monotonic() < deadline:
+        try:
+            sock.recv(4096)  # the server's 408 or its close (b""): either way it ended the request
+            return True
+        except TimeoutError:
+            pass
+        except OSError:
+            return True
+        try:
+            sock.sendall(drip[sent % len(drip):sent % len(drip) + 1])
+            sent += 1
+        except OSError:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("port,app", [(HOOKS, "hooks"), (VERBS, "verbs")])
+def test_a_real_caller_is_answered_past_1000_idle_and_1000_one_byte_connections(server, certs, port, app):
+    held = []
+    try:
+        held += _open(port, HOSTILE)
+        held += _open(port, HOSTILE, first=b"G" if port == HOOKS else b"\x16")
+        assert _real_call(port, certs) == {"app": app}
+        assert _real_call(HOOKS if port == VERBS else VERBS, certs)  # the other listener too
+    finally:
+        for sock in held:
+            sock.close()
+
+
+@pytest.mark.parametrize("port", [HOOKS, VERBS])
+def test_a_slow_loris_is_cut_off_by_the_server_while_others_are_answered(server, certs, port):
+    drip = b"GET /who HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 10_000 if port == HOOKS else _client_hello()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
+    try:
+        assert _real_call(port, certs)
+        assert _closed_by_server(sock, drip=drip, within=PATIENCE)
+    finally:
+        sock.close()
+
+
+def test_a_half_sent_request_gets_a_json_408_then_the_close(server):
+    sock = socket.create_connection(("127.0.0.1", HOOKS), timeout=PATIENCE)
+    try:
+        sock.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answer.endswith(b'{"error": "request head not whole within 3 s"}')
+
+
+def test_an_idle_connection_is_closed_quietly(server):
+    sock = socket.create_connection(("127.0.0.1", HOOKS), timeout=PATIENCE)
+    try:
+        assert sock.recv(4096) == b""
+    finally:
+        sock.close()
+
+
+def test_tls_and_mutual_tls_stay_per_listener(server, certs):
+    assert _real_call(HOOKS, certs) == {"app": "hooks"}
+    assert _real_call(VERBS, certs) == {"app": "verbs"}
+    with pytest.raises(requests.RequestException):  # the verbs port still wants a client certificate
+        requests.get(f"https://127.0.0.1:{VERBS}/who", timeout=PATIENCE, verify=str(certs["ca"].cert))
+    with pytest.raises(requests.RequestException):  # and the hook port stays plain
+        requests.get(f"https://127.0.0.1:{HOOKS}/who", timeout=PATIENCE, verify=str(certs["ca"].cert))
