@@ -243,6 +243,7 @@ def assemble(
         "hook-api": assembly.hooks_ready,
     })
     metrics.watch_slurm_cache(slurm_cache)
+    metrics.watch_waiting(scheduler.waiting_exposition)
     return assembly
 
 

@@ -7,6 +7,8 @@ so "Slurm calls per Pod" can be read off a running scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from sunk.controller.textsources import register_text
@@ -53,6 +55,11 @@ def watch_slurm_cache(cache: SlurmCache) -> None:
     """Serve the cache's freshness and age on /metrics (read at scrape time)."""
     SLURM_CACHE_FRESH.set_function(lambda: 1.0 if cache.fresh else 0.0)
     SLURM_CACHE_AGE.set_function(lambda: cache.age)
+
+
+def watch_waiting(exposition: Callable[[], str]) -> None:
+    """Serve ``sunk_pods_waiting{reason}`` on /metrics, counted at scrape time (``PodScheduler.waiting_exposition``)."""
+    register_text("pods-waiting", exposition)
 
 
 def register(client: SlurmClient) -> None:
