@@ -149,8 +149,7 @@ def get_pod(api, namespace, name):
 def job_id_of(api, dev_cluster, namespace, name, timeout=30) -> int:
     """The Pod's placeholder job, found the way the scheduler finds it: the Pod's UID in the job.
 
-    Not the job-id annotation: a Pod gets that only once bound, or once it has waited long
-    enough to be reported waiting.
+    Not the job-id annotation: that is the scheduler's word for it, written just after the submission.
     """
     uid = get_pod(api, namespace, name)["metadata"]["uid"]
     ids = wait_for(lambda: jobs_for_pod(dev_cluster, uid), timeout, f"a placeholder job for {name}")
