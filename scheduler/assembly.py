@@ -22,7 +22,7 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
-from sunk.slurm.cache import JOB, CacheEvent, Patience, SlurmCache
+from sunk.slurm.cache import JOB, CacheEvent, Patience, RereadAfter, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import gang_of, has_started, identity_of, is_terminal, owner_of
@@ -32,7 +32,7 @@ from sunk.types import Obj
 
 from . import kubeops, metrics
 from .binder import Binder
-from .config import STARTED_CALL_PATIENCE, SchedulerConfig
+from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, UNREASONED_PENDING_INTERVAL, SchedulerConfig
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
@@ -90,6 +90,24 @@ def awaiting_start(parse: IdentityParser) -> Callable[[Job], bool]:
     return check
 
 
+def awaiting_reason(parse: IdentityParser, every: float = PENDING_REASON_INTERVAL,
+                    unreasoned_every: float = UNREASONED_PENDING_INTERVAL) -> RereadAfter | None:
+    """The Slurm cache's ``reread_after``: this scheduler's pending placeholders, every ``every`` seconds (sooner,
+    ``unreasoned_every``, while Slurm shows no reason yet). A change of the pending reason alone (PENDING both
+    times) is no change of state, so the job state list cannot show it; the read makes it a cache event like any
+    other, which requeues the job's Pod (or gang) through the job index: no call per Pod from the reconciler, no
+    walk of the Pods. None when ``every`` is 0 (the reason is then seen at the full job lists only)."""
+    if every <= 0:
+        return None
+
+    def after(job: Job) -> float | None:
+        if job.state != "PENDING" or not job.admin_comment or parse(job) is None:
+            return None
+        return min(every, unreasoned_every) if job.state_reason in ("", "None") else every
+
+    return after
+
+
 def awaiting_started_call(parse: IdentityParser, expected: Callable[[int], bool],
                           patience: float = STARTED_CALL_PATIENCE) -> Patience | None:
     """The Slurm cache's ``patience``: ``patience`` seconds for this scheduler's placeholders on their way to
@@ -107,6 +125,8 @@ def awaiting_started_call(parse: IdentityParser, expected: Callable[[int], bool]
             return patience if expected(job_id) else 0.0
         if held.state not in ("PENDING", "RUNNING") or (held.state == "RUNNING" and listed.state == "PENDING"):
             return 0.0
+        if held.state == listed.state == "PENDING":
+            return 0.0  # a read for its reason (awaiting_reason): no started call comes while it is pending
         parsed = parse(held)
         return patience if parsed is not None and not parsed[1] else 0.0
 
@@ -175,7 +195,7 @@ def assemble(
     index = JobIndex(parse)
     slurm_cache = slurm_cache or SlurmCache(
         slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,), job_full_every=daemon.slurm.job_full_list_interval,
-        reread=awaiting_start(parse),
+        reread=awaiting_start(parse), reread_after=awaiting_reason(parse, config.pending_reason_interval),
         patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
                                        patience=config.started_call_patience))
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
@@ -243,6 +263,7 @@ def assemble(
         "hook-api": assembly.hooks_ready,
     })
     metrics.watch_slurm_cache(slurm_cache)
+    metrics.watch_waiting(scheduler.waiting_exposition)
     return assembly
 
 

@@ -41,7 +41,7 @@ from sunk.types import Obj
 from sunk.web import Listener, WSGIApp, check_listeners, tls_from_flags
 
 from .assembly import Assembly, assemble
-from .config import STARTED_CALL_PATIENCE, SchedulerConfig
+from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, SchedulerConfig
 from .decide import Bind
 
 OnBind = Callable[[Obj, Bind], None]
@@ -90,6 +90,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                              "record before it reads the job itself; 0s: never waits. Worth it only when the "
                              "calls reach this process: with several replicas behind the hook API's Service, "
                              "most reach another, so the chart sets 0s then")
+    parser.add_argument("--pending-reason-interval", type=non_negative_duration, default=PENDING_REASON_INTERVAL,
+                        help="how often the Slurm cache reads a pending placeholder again for Slurm's pending "
+                             "reason, which the waiting Pod's PodScheduled condition shows (sooner while Slurm "
+                             "gives none); 0s: only at the full job lists")
     parser.add_argument("--gang-pod-groups", type=boolean, default=False,
                         help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
                              "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
@@ -202,6 +206,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         default_partition=args.default_partition,
         stuck_pod_margin=args.stuck_pod_margin,
         started_call_patience=args.started_call_patience,
+        pending_reason_interval=args.pending_reason_interval,
         gang_pod_groups=args.gang_pod_groups,
         gpu_types=args.gpu_types,
         identity_policy=policy,

@@ -14,6 +14,12 @@ from sunk.translate.policy import BUILTIN, IdentityPolicy
 # starting at once on the dev cluster. A call that never comes (lost, or taken by another replica) delays
 # the Pods' binding by up to this much.
 STARTED_CALL_PATIENCE = 3.0
+# How often the Slurm cache reads a pending placeholder again for its reason (Resources, ReqNodeNotAvail, ...),
+# which Slurm's job state list does not show: the waiting Pod's PodScheduled condition names it. A job Slurm has
+# given no reason yet (it has not looked at it) is read again sooner. One read of the job each time; many at
+# once are one full job list instead (the cache's max_job_reads).
+PENDING_REASON_INTERVAL = 10.0
+UNREASONED_PENDING_INTERVAL = 2.0
 
 
 @frozen
@@ -33,6 +39,8 @@ class SchedulerConfig:
     stuck_pod_margin: float = 60.0
     # Seconds the Slurm cache waits for a placeholder's started call to bring its job's record (0: never).
     started_call_patience: float = STARTED_CALL_PATIENCE
+    # Seconds between the Slurm cache's reads of a pending placeholder for its reason (0: only the full lists).
+    pending_reason_interval: float = PENDING_REASON_INTERVAL
     # Watch scheduler-plugins' PodGroups (their CRD must be installed) to gang Pods labelled with one.
     gang_pod_groups: bool = False
     # --gpu-types: Node label value (gpu.nvidia.com/class or /model) -> Slurm GRES type, SUNK's gpuTypes.

@@ -80,6 +80,8 @@ class Waiting:
     job_id: int
     reason: str
     passing: bool = False
+    partition: str = ""  # the job's, as Slurm shows it ("" before Slurm lists the job)
+    slurm_reason: str = ""  # Slurm's own pending reason ("" when Slurm gave none, or the wait is sunk's own step)
 
 
 @frozen
@@ -236,15 +238,17 @@ def decide(
         return Submit()
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""
-        return Waiting(job.id, reason or job.state, passing=reason in TRANSIENT_REASONS)
+        return Waiting(job.id, reason or job.state, passing=reason in TRANSIENT_REASONS, partition=job.partition,
+                       slurm_reason=reason)
     if not started.get(job.id, False):
-        return Waiting(job.id, "prolog and node lock in progress", passing=True)
+        return Waiting(job.id, "prolog and node lock in progress", passing=True, partition=job.partition,
+                       slurm_reason="Prolog")
     nodes = job.node_list
     if len(nodes) != 1:
         return CancelJobs((job.id,), f"a Pod needs exactly one node; Slurm allocated {job.nodes or 'none'}")
     k8s_node = node_of.get(nodes[0])
     if k8s_node is None:
-        return Waiting(job.id, f"no slurmd Pod found for Slurm node {nodes[0]}")
+        return Waiting(job.id, f"no slurmd Pod found for Slurm node {nodes[0]}", partition=job.partition)
     return Bind(job.id, nodes[0], k8s_node)
 
 
@@ -320,6 +324,8 @@ class GangWaiting:
     job_id: Optional[int] = None
     passing: bool = False
     recheck_after: Optional[float] = None  # time alone changes the decision then (a member stuck on a lost Node)
+    partition: str = ""  # the gang's job's, as ``Waiting``'s
+    slurm_reason: str = ""  # Slurm's own pending reason for the gang's job, as ``Waiting``'s
 
 
 @frozen
@@ -502,10 +508,10 @@ def _running_gang(gang: GangFacts, job: Job, members: tuple[MemberFacts, ...], w
     if job.state != "RUNNING":
         reason = job.state_reason if job.state_reason not in ("", "None") else ""
         return GangWaiting(_uids(waiting), f"Slurm job {job.id}: {reason or job.state}", job.id,
-                           passing=reason in TRANSIENT_REASONS)
+                           passing=reason in TRANSIENT_REASONS, partition=job.partition, slurm_reason=reason)
     if not started.get(job.id, False):
         return GangWaiting(_uids(waiting), f"Slurm job {job.id}: prolog and node lock in progress", job.id,
-                           passing=True)
+                           passing=True, partition=job.partition, slurm_reason="Prolog")
     # Nodes held: by members bound by this job that still run or terminate there (a finished one holds none).
     held = {m.slurm_node for m in members if m.bound_node and m.placed_by_us and not m.terminal
             and job_of(m) == job.id}
@@ -522,9 +528,10 @@ def _running_gang(gang: GangFacts, job: Job, members: tuple[MemberFacts, ...], w
         return BindGang(job.id, tuple(binds))
     if unknown:
         return GangWaiting(_uids(waiting), f"Slurm job {job.id}: no slurmd Pod found for Slurm node "
-                                           f"{', '.join(unknown)}", job.id)
+                                           f"{', '.join(unknown)}", job.id, partition=job.partition)
     return GangWaiting(_uids(waiting), f"Slurm job {job.id}: each of its {len(job.node_list)} nodes holds a member "
-                                       f"of {gang.describe}; waiting for one to be freed", job.id)
+                                       f"of {gang.describe}; waiting for one to be freed", job.id,
+                       partition=job.partition)
 
 
 def _uids(members: Iterable[MemberFacts]) -> tuple[str, ...]:

@@ -122,7 +122,8 @@ def member_action(action: GangAction, uid: str) -> Action:
             return mine if mine is not None else Nothing("the gang's other members are being bound")
         case GangWaiting(members=members, message=message, job_id=job_id, passing=passing):
             if uid in members and job_id is not None:
-                return Waiting(job_id, message.removeprefix(f"Slurm job {job_id}: "), passing=passing)
+                return Waiting(job_id, message.removeprefix(f"Slurm job {job_id}: "), passing=passing,
+                               partition=action.partition, slurm_reason=action.slurm_reason)
             return Nothing(message if uid in members else "")
         case SubmitGang(members=members):
             return Submit() if uid in members else Nothing("waiting for a node of the gang's job to be freed")

@@ -39,10 +39,10 @@ def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) ->
 def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tolerate_lock: bool = False) -> bool:
     """Annotate the Pod with its job and, if asked, make it tolerate the lock taint: one patch, or none.
 
-    Not written at submission (a patch per Pod is most of the Kubernetes-side cost of a burst,
-    docs/benchmarks.md) but when something needs it: a binding that must tolerate a NoExecute
-    lock (scheduler/locktaint.py), kube-scheduler's taint filter in extender mode, or a Pod
-    that waits long enough for an operator to ask which job it waits on. Adding a toleration
+    Written at submission, so that the Pod names its job from the start (``kubectl describe``
+    answers "which job?" at once; a patch per Pod, docs/benchmarks.md), and again where something
+    else needs it: a binding that must tolerate a NoExecute lock (scheduler/locktaint.py),
+    kube-scheduler's taint filter in extender mode. Adding a toleration
     to a live Pod is one of the few spec changes Kubernetes allows. False if nothing was
     written (already so, or the Pod is gone). The patch carries the Pod's UID
     (``sunk.kube.patch.patch_object``): a Pod recreated under the same name (a StatefulSet's)
@@ -63,6 +63,11 @@ def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:
     """PodScheduled=False/Unschedulable with the reason, as kube-scheduler reports it; only on change."""
     return bool(set_pod_conditions(api, pod, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": message}]))
+
+
+def show_waiting(api: ApiClient, pod: Obj, condition: Mapping[str, str]) -> bool:
+    """PodScheduled=False with why the Pod waits (``scheduler/waiting.py``); only on change."""
+    return bool(set_pod_conditions(api, pod, [condition]))
 
 
 def delete_pod(api: ApiClient, pod: Obj) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from sunk.controller.textsources import register_text
 from sunk.slurm.cache import SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import RpcStat
@@ -92,3 +93,8 @@ REGISTRY.register(SLURM_REQUESTS)
 def register(client: SlurmClient) -> None:
     """Serve this process's calls to Slurm (``client``'s accounting) on /metrics."""
     SLURM_REQUESTS.rpc_stats = client.rpc_stats
+
+
+def watch_waiting(exposition: Callable[[], str]) -> None:
+    """Serve ``sunk_pods_waiting{reason}`` on /metrics, counted at scrape time (``PodScheduler.waiting_exposition``)."""
+    register_text("pods-waiting", exposition)

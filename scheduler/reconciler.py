@@ -84,6 +84,7 @@ from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
 from .tokens import hook_token
+from .waiting import WaitCondition, current_condition, wait_condition, waiting_exposition, write_due
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,10 @@ class PodScheduler:
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
+    # Pod UID -> when this process last wrote its waiting condition (time.monotonic): the writes' rate limit.
+    _condition_written: dict[str, float] = attrs.field(init=False, factory=dict)
+    # Pod UID -> Slurm's pending reason for its job ("" for none), while it waits: sunk_pods_waiting.
+    _waiting_reason: dict[str, str] = attrs.field(init=False, factory=dict)
     _gang_locks: tuple[threading.Lock, ...] = attrs.field(init=False)
     _binding_pool: ThreadPoolExecutor = attrs.field(init=False)  # its threads start at the first gang
 
@@ -267,6 +272,7 @@ class PodScheduler:
     def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
         if not isinstance(action, Waiting):
             self._waiting_since.pop(uid, None)  # whatever it waited for is over
+            self._waiting_reason.pop(uid, None)
         match action:
             case Nothing(recheck_after=recheck_after):
                 if pod is None:
@@ -325,28 +331,45 @@ class PodScheduler:
 
     # -- actions ------------------------------------------------------------------------------
     def _wait(self, uid: str, pod: Obj, waiting: Waiting) -> Result:
-        message = f"Slurm job {waiting.job_id}: {waiting.reason}"
+        self._waiting_reason[uid] = waiting.slurm_reason
         if not waiting.passing:
             self._waiting_since.pop(uid, None)
-            self._report_wait(pod, waiting.job_id, message)
+        else:
+            # One grace for the whole wait, whichever passing step it is in: a job that goes
+            # Priority -> Resources -> Priority in a full cluster is still reported.
+            since = self._waiting_since.setdefault(uid, time.monotonic())
+            left = since + PASSING_WAIT_GRACE - time.monotonic()
+            if left > 0:
+                return Result(requeue_after=left)
+        # (written at submission; again only if that write was lost: no write when the Pod shows it)
+        kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
+        return self._show_wait(pod, wait_condition(waiting.job_id, waiting.partition, waiting.reason))
+
+    def _show_wait(self, pod: Obj, condition: WaitCondition) -> Result:
+        """PodScheduled=False saying why the Pod waits, and a ``WaitingForSlurm`` Event with each new message
+        (scheduler/waiting.py): nothing when the Pod shows it already, at most one write per Pod every
+        ``CONDITION_MIN_INTERVAL``; a write held back is made when the requeue comes, with the reason then.
+
+        Pods that bind within the passing grace get neither: their binding sets PodScheduled=True. A restart
+        writes nothing the Pod already shows.
+        """
+        uid = pod["metadata"]["uid"]
+        now = time.monotonic()
+        due = write_due(current_condition(pod), condition, self._condition_written.get(uid), now)
+        if due is None:
             return Result(requeue_after=WAITING_RESYNC)
-        # One grace for the whole wait, whichever passing step it is in: a job that goes
-        # Priority -> Resources -> Priority in a full cluster is still reported.
-        since = self._waiting_since.setdefault(uid, time.monotonic())
-        left = since + PASSING_WAIT_GRACE - time.monotonic()
-        if left > 0:
-            return Result(requeue_after=left)
-        self._report_wait(pod, waiting.job_id, message)
+        if due > 0:
+            return Result(requeue_after=due)
+        if kubeops.show_waiting(self.api, pod, condition.as_condition()):
+            self._condition_written[uid] = now
+            self.report(pod, "Normal", condition.reason, condition.message)
+        else:  # the Pod already said it (our informer's copy was behind) or is gone: no write, no Event
+            self._condition_written.setdefault(uid, now)
         return Result(requeue_after=WAITING_RESYNC)
 
-    def _report_wait(self, pod: Obj, job_id: int, message: str) -> None:
-        """A wait worth an Event is one an operator may look into: the Pod shows its job id from now on.
-
-        Pods that bind within the grace get the id from their binding instead, with no write
-        of their own. A restart in between loses nothing: the job carries the Pod's UID.
-        """
-        self.report(pod, "Normal", "WaitingForSlurm", message)
-        kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
+    def waiting_exposition(self) -> str:
+        """``sunk_pods_waiting{reason}`` now (read at scrape time; a copy, the workers write meanwhile)."""
+        return waiting_exposition(list(self._waiting_reason.values()))
 
     def _submit(self, pod: Obj) -> Result:
         meta = pod["metadata"]
@@ -393,13 +416,15 @@ class PodScheduler:
         PLACEHOLDER_SUBMISSIONS.labels("submitted").inc()
         self.jobs.expect(owner, job_id)
         self.nudge()
-        # No Event and no Pod write: "Scheduled" (with the binding) or "WaitingForSlurm" (with
-        # the job-id annotation) follow. 200 Pods at once wrote 200 Events nobody read, and
-        # a patch per Pod was a fifth of the burst's CPU.
+        # The job id on the Pod at once (docs/scheduler.md: what a user sees), and no Event: "Scheduled"
+        # (with the binding) or "WaitingForSlurm" (with the waiting condition) follow. 200 Pods at once
+        # wrote 200 Events nobody read.
         log.info("%s: submitted placeholder job %d", what, job_id)
-        if self.on_submit is not None:
-            for pod in pods:
-                self.on_submit(pod, job_id)
+        for pod in pods:
+            if self.on_submit is not None:
+                self.on_submit(pod, job_id)  # (the extender's writes the job id, with the lock toleration)
+            else:
+                kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
     def _find_job(self, uid: str, pod: Obj) -> Result:
@@ -490,6 +515,9 @@ class PodScheduler:
         by_uid = {p["metadata"]["uid"]: p for p in members}
         if not isinstance(action, GangWaiting):
             self._waiting_since.pop(owner, None)  # whatever it waited for is over
+        waiting = set(action.members) if isinstance(action, GangWaiting) and action.job_id is not None else set()
+        for uid in by_uid.keys() - waiting:
+            self._waiting_reason.pop(uid, None)
         match action:
             case Nothing(recheck_after=recheck_after):
                 if not members:
@@ -568,7 +596,11 @@ class PodScheduler:
 
     def _wait_gang(self, owner: str, pods: list[Obj], waiting: GangWaiting) -> Result:
         """As ``_wait``, with one grace for the gang; a wait for the gang's own members (no job yet) is a
-        ``WaitingForGang`` Event, one for Slurm ``WaitingForSlurm`` with the job id recorded."""
+        ``WaitingForGang`` Event, one for Slurm shows on every waiting member as a single Pod's does: the
+        gang's job, its partition and Slurm's reason, and the job id recorded."""
+        if waiting.job_id is not None:
+            for pod in pods:
+                self._waiting_reason[pod["metadata"]["uid"]] = waiting.slurm_reason
         if waiting.passing:
             since = self._waiting_since.setdefault(owner, time.monotonic())
             left = since + PASSING_WAIT_GRACE - time.monotonic()
@@ -576,13 +608,17 @@ class PodScheduler:
                 return Result(requeue_after=left)
         else:
             self._waiting_since.pop(owner, None)
+        results = []
         for pod in pods:
             if waiting.job_id is None:
                 self.report(pod, "Normal", "WaitingForGang", waiting.message)
             else:
-                self.report(pod, "Normal", "WaitingForSlurm", waiting.message)
                 kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
-        return Result(requeue_after=min(WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC))
+                why = waiting.message.removeprefix(f"Slurm job {waiting.job_id}: ")
+                results.append(self._show_wait(pod, wait_condition(waiting.job_id, waiting.partition, why)))
+        after = min([WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC,
+                     *(r.requeue_after for r in results if r.requeue_after is not None)])
+        return Result(requeue_after=after)
 
     def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
         """The gang's members that may still run on job ``job_id``'s nodes: bound by it (its job-id
@@ -672,6 +708,8 @@ class PodScheduler:
     def _forget(self, uid: str) -> None:
         self._last_reported.pop(uid, None)
         self._waiting_since.pop(uid, None)
+        self._condition_written.pop(uid, None)
+        self._waiting_reason.pop(uid, None)
         self.binder.forget(uid)
         self.jobs.forget(uid)
 

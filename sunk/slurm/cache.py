@@ -64,7 +64,9 @@ What a state list cannot show, and so what readers see only at the next full lis
 ``job_full_every``, 5 minutes by default) unless ``reread`` covers it: a change to a job's
 fields while its state (and flags) stay the same: its Extra or comment, its reason (a
 placeholder's ``Prolog`` clearing as it starts: the scheduler rereads its running placeholders
-not started yet, for this), its priority, its name, partition or limits (scontrol update), its nodes
+not started yet, for this; a pending job's reason: the scheduler rereads its pending placeholders
+every few seconds, ``reread_after``, to show Slurm's reason on their Pods), its priority, its
+name, partition or limits (scontrol update), its nodes
 if it is resized. Its nodes as it starts, and its end, come with state changes
 (PENDING -> RUNNING, RUNNING -> COMPLETING/COMPLETED, requeue -> PENDING), so they are seen
 at once.
@@ -172,6 +174,8 @@ class CacheStats:
 
 Subscriber = Callable[[CacheEvent], None]
 Reread = Callable[[Job], bool]
+# A held job -> seconds after its last read that it is read again though its state has not changed; None: never.
+RereadAfter = Callable[[Job], Optional[float]]
 # (job id, the record held or None, the state listed) -> seconds the cache may wait for another's read of
 # the job (``observe``) before it reads the job itself; 0: read it now.
 Patience = Callable[[int, Optional[Job], JobState], float]
@@ -309,7 +313,7 @@ class SlurmCache:
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
                  max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
                  job_check_after: Optional[float] = None, job_check_max_full: Optional[float] = None,
-                 patience: Optional[Patience] = None):
+                 patience: Optional[Patience] = None, reread_after: Optional[RereadAfter] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
@@ -327,7 +331,10 @@ class SlurmCache:
         because the first change a check meets costs a full list: at 10,000 jobs (6 to 10 s) that
         would make one refresh take seconds, so large clusters keep listing states. ``patience(job_id,
         held, listed)``: seconds a read the state list asks for may wait for someone else's read of that
-        job (``observe``) before the cache makes it (module notes); None: never waits.
+        job (``observe``) before the cache makes it (module notes); None: never waits. ``reread_after(job)``:
+        seconds after its last read (or the full list that held it) that a held job is read again though its
+        state has not changed (a PENDING placeholder's reason: the scheduler shows it on the Pod); None: never.
+        While such a read is due the cache lists states rather than checking ``update_time``.
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
@@ -340,6 +347,7 @@ class SlurmCache:
         self.job_full_every = job_full_every
         self.max_job_reads = max_job_reads
         self.reread = reread
+        self.reread_after = reread_after
         self.patience = patience
         self.job_check_after = job_check_after
         self.job_check_max_full = interval if job_check_max_full is None else job_check_max_full
@@ -521,11 +529,33 @@ class SlurmCache:
         if kind.name == JOB and self.job_states:
             if kind.full_next or not kind.synced or now - kind.last_full >= self.job_full_every:
                 return self._full_job_list(kind, now, made)
-            if self._checking and not expect and now - self._checked_at < self.resync_every:
+            if self._checking and not expect and now - self._checked_at < self.resync_every \
+                    and not self._reread_due(kind, now):
                 return self._check_jobs(kind, now, made)
             return self._refresh_job_states(kind, now, made, stamp=not expect and self._check_due(now))
         full = kind.full_next or not kind.synced or now - kind.last_full >= self.resync_every
         return self._list(kind, now, full, made)
+
+    def _rereads(self, kind: _Kind, now: float) -> Optional[Reread]:
+        """``reread``, and the held jobs whose ``reread_after`` has passed since their last read."""
+        if self.reread_after is None:
+            return self.reread
+        every, always, read_at, listed_at = self.reread_after, self.reread, kind.read_at, kind.listed_at
+
+        def due(job: Job) -> bool:
+            if always is not None and always(job):
+                return True
+            after = every(job)
+            return after is not None and now - read_at.get(job.id, listed_at) >= after
+
+        return due
+
+    def _reread_due(self, kind: _Kind, now: float) -> bool:
+        """Some held job's ``reread_after`` has passed: the next refresh must list states to read it."""
+        if self.reread_after is None:
+            return False
+        due = self._rereads(kind, now)
+        return due is not None and any(due(job) for job in kind.items.values())
 
     # -- jobs while idle: update_time checks (module notes) ------------------------------------------------
     def _check_due(self, now: float) -> bool:
@@ -664,7 +694,7 @@ class SlurmCache:
             self._states_unusable = None
         self._listed(kind)
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
-        plan = plan_job_reads(held, states, self.reread)
+        plan = plan_job_reads(held, states, self._rereads(kind, self._clock()))
         taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested)
         if not (to_read or plan.arrays or plan.gone or taken or deferred):
             self._idle_lists += 1

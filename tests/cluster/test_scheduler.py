@@ -150,8 +150,7 @@ def get_pod(api, namespace, name):
 def job_id_of(api, dev_cluster, namespace, name, timeout=30) -> int:
     """The Pod's placeholder job, found the way the scheduler finds it: the Pod's UID in the job.
 
-    Not the job-id annotation: a Pod gets that only once bound, or once it has waited long
-    enough to be reported waiting.
+    Not the job-id annotation: that is the scheduler's word for it, written just after the submission.
     """
     uid = get_pod(api, namespace, name)["metadata"]["uid"]
     ids = wait_for(lambda: jobs_for_pod(dev_cluster, uid), timeout, f"a placeholder job for {name}")
@@ -639,3 +638,65 @@ def test_a_deployment_is_scheduled_through_slurm_and_deleting_it_cancels_every_j
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}}, "template": template}}, namespace)
 
     deployment_runs_through_slurm_until_deleted(kube_api, dev_cluster, namespace, app, replicas=2)
+
+
+# -- what a waiting Pod shows (issue 32 item 3; docs/scheduler.md "What a user sees") --------------------------
+def pod_scheduled(pod: dict | None) -> dict | None:
+    """The Pod's PodScheduled condition: what ``kubectl describe pod`` shows under Conditions."""
+    return next((c for c in ((pod or {}).get("status") or {}).get("conditions") or []
+                 if c.get("type") == "PodScheduled"), None)
+
+
+def waiting_metric(reason: str) -> float:
+    text = requests.get(f"http://127.0.0.1:{PORTS['metrics']}/metrics", timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(f'sunk_pods_waiting{{reason="{reason}"}}'))
+
+
+def test_a_pod_waiting_on_a_drained_node_shows_slurms_reason_and_follows_it(kube_api, dev_cluster, namespace,
+                                                                            scheduler):
+    node = idle_node(dev_cluster)
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=sunk-test: pod waits")
+    try:
+        created = time.monotonic()
+        name = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node})["metadata"]["name"]
+        job_id = job_id_of(kube_api, dev_cluster, namespace, name, timeout=5)
+
+        def shows_slurms_reason():
+            job = slurm_job(dev_cluster, job_id)
+            reason, condition = job.get("state_reason"), pod_scheduled(get_pod(kube_api, namespace, name))
+            if state(job) != "PENDING" or not reason or reason == "None" or condition is None:
+                return None
+            message = condition.get("message", "")
+            return condition if (condition["status"] == "False" and condition.get("reason") == "WaitingForSlurm"
+                                 and message.endswith(f": {reason}") and f"Slurm job {job_id}" in message
+                                 and f"partition {job['partition']}" in message) else None
+
+        # Within 5 s of the Pod's creation: the job, its partition and Slurm's reason, whatever 24.11 names it.
+        condition = wait_for(shows_slurms_reason, max(0.1, created + 5 - time.monotonic()),
+                             "PodScheduled=False/WaitingForSlurm naming Slurm's reason", interval=0.2)
+        first = condition["message"]
+        pod = get_pod(kube_api, namespace, name)
+        assert pod["metadata"]["annotations"][names.ANN_JOB_ID] == str(job_id)  # named from the submission
+        assert pod["spec"].get("nodeName") is None
+        assert waiting_metric(first.rsplit(": ", 1)[1]) >= 1 or waiting_metric("Other") >= 1
+
+        # Slurm's reason changes (held, still PENDING: no state change): the condition follows, one Event each.
+        dev_cluster.slurm("scontrol", "hold", str(job_id))
+        held = wait_for(lambda: (r := slurm_job(dev_cluster, job_id).get("state_reason")) not in (None, "", "None")
+                        and f": {r}" not in first and r, 10, "Slurm's reason to change")
+        condition = wait_for(shows_slurms_reason, 30, f"the condition to name {held}", interval=0.5)
+        assert condition["message"] != first
+        messages = [e["message"] for e in events_for(kube_api, namespace, name) if e["reason"] == "WaitingForSlurm"]
+        assert first in messages and condition["message"] in messages
+        waits = [e for e in events_for(kube_api, namespace, name) if e["reason"] == "WaitingForSlurm"]
+        assert len(messages) == len(set(messages)) and all((e.get("count") or 1) == 1 for e in waits)  # not per poll
+
+        # Released and undrained: Slurm runs it, and the binding sets PodScheduled=True.
+        dev_cluster.slurm("scontrol", "release", str(job_id))
+        dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume")
+        wait_for(lambda: bound(kube_api, namespace, name), 60, "the binding")
+        assert wait_for(lambda: (c := pod_scheduled(get_pod(kube_api, namespace, name))) and c["status"] == "True",
+                        10, "PodScheduled=True")
+    finally:
+        dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)

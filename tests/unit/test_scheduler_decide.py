@@ -38,10 +38,10 @@ TERMINATING_ON_LOST_NODE = ("Pod is terminating on a Node that is NotReady or go
                             "there after its grace period and the margin")
 
 
-def job(id=7, state="RUNNING", node="node1", reason=""):
+def job(id=7, state="RUNNING", node="node1", reason="", partition=""):
     allocations = (JobAllocation(node=node, cpus=1),) if node and state == "RUNNING" else ()
     return Job(id=id, state=state, nodes=node if state == "RUNNING" else "", allocations=allocations,
-               state_reason=reason)
+               state_reason=reason, partition=partition)
 
 
 CASES = [
@@ -51,17 +51,25 @@ CASES = [
     ("submitted, not yet in cache -> wait, never resubmit", pod(), (), {"expected_job_id": 9},
      Waiting(9, "submitted; waiting for Slurm to report the job", passing=True)),
     ("pending job -> waiting with Slurm's reason", pod(), (job(state="PENDING", reason="QOSMaxCpuPerUserLimit"),),
-     {}, Waiting(7, "QOSMaxCpuPerUserLimit")),
+     {}, Waiting(7, "QOSMaxCpuPerUserLimit", slurm_reason="QOSMaxCpuPerUserLimit")),
     ("pending behind the next scheduling pass -> a passing wait", pod(), (job(state="PENDING", reason="Priority"),),
-     {}, Waiting(7, "Priority", passing=True)),
+     {}, Waiting(7, "Priority", passing=True, slurm_reason="Priority")),
     ("pending for resources -> a passing wait", pod(), (job(state="PENDING", reason="Resources"),), {},
-     Waiting(7, "Resources", passing=True)),
+     Waiting(7, "Resources", passing=True, slurm_reason="Resources")),
     ("held job -> reported at once", pod(), (job(state="PENDING", reason="JobHeldUser"),), {},
-     Waiting(7, "JobHeldUser")),
+     Waiting(7, "JobHeldUser", slurm_reason="JobHeldUser")),
     ("pending job Slurm has not looked at yet -> a passing wait", pod(), (job(state="PENDING", reason="None"),), {},
      Waiting(7, "PENDING", passing=True)),
+    # What the Pod's condition names: the job's partition and Slurm's own reason, apart from the message.
+    ("pending behind a drained required node -> its partition and Slurm's reason, at once", pod(),
+     (job(state="PENDING", reason="ReqNodeNotAvail", partition="gpu"),), {},
+     Waiting(7, "ReqNodeNotAvail", partition="gpu", slurm_reason="ReqNodeNotAvail")),
+    ("prolog running -> its partition too", pod(), (job(partition="gpu"),), {},
+     Waiting(7, "prolog and node lock in progress", passing=True, partition="gpu", slurm_reason="Prolog")),
+    ("no slurmd Pod for its node -> its partition, no Slurm reason", pod(), (job(node="node9", partition="gpu"),),
+     {"started": {7: True}}, Waiting(7, "no slurmd Pod found for Slurm node node9", partition="gpu")),
     ("running but not started -> wait for prolog", pod(), (job(),), {},
-     Waiting(7, "prolog and node lock in progress", passing=True)),
+     Waiting(7, "prolog and node lock in progress", passing=True, slurm_reason="Prolog")),
     ("running and started -> bind to the slurmd Pod's Node", pod(), (job(node="node2"),), {"started": {7: True}},
      Bind(7, "node2", "worker-2")),
     ("started on a node without slurmd Pod -> wait", pod(), (job(node="node9"),), {"started": {7: True}},
@@ -76,7 +84,8 @@ CASES = [
     ("a submission whose answer was lost -> look for its job, never submit blindly", pod(), (),
      {"in_doubt": True}, FindJob()),
     ("a lost submission whose job the cache shows -> that job", pod(),
-     (job(state="PENDING", reason="Priority"),), {"in_doubt": True}, Waiting(7, "Priority", passing=True)),
+     (job(state="PENDING", reason="Priority"),), {"in_doubt": True},
+     Waiting(7, "Priority", passing=True, slurm_reason="Priority")),
     ("bound pod, job running -> nothing", pod(bound="worker-1", ours=True), (job(),), {}, Nothing("running")),
     ("bound pod, job timed out -> delete", pod(bound="worker-1", ours=True), (job(state="TIMEOUT"),), {},
      DeletePod("TimeLimit", "Slurm job 7 ended in state TIMEOUT")),
@@ -136,7 +145,7 @@ CASES = [
     ("made invalid while its job runs -> bound as Slurm placed it", pod(problems=["bad"]), (job(node="node2"),),
      {"started": {7: True}}, Bind(7, "node2", "worker-2")),
     ("made invalid while its job waits -> keeps waiting", pod(problems=["bad"]),
-     (job(state="PENDING", reason="Priority"),), {}, Waiting(7, "Priority", passing=True)),
+     (job(state="PENDING", reason="Priority"),), {}, Waiting(7, "Priority", passing=True, slurm_reason="Priority")),
     ("made invalid while its submission is in flight -> waits for it", pod(problems=["bad"]), (),
      {"expected_job_id": 9}, Waiting(9, "submitted; waiting for Slurm to report the job", passing=True)),
     ("made invalid after a lost submission -> its job looked for first", pod(problems=["bad"]), (),

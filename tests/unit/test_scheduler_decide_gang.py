@@ -109,12 +109,14 @@ CASES = [
     # -- waiting for Slurm, whole -----------------------------------------------------------------------------
     ("pending with a lasting reason -> reported at once", facts(m(0), m(1), m(2)),
      (job(state="PENDING", reason="QOSMaxNodePerUserLimit"),), {},
-     GangWaiting(uids(0, 1, 2), "Slurm job 7: QOSMaxNodePerUserLimit", 7)),
+     GangWaiting(uids(0, 1, 2), "Slurm job 7: QOSMaxNodePerUserLimit", 7,
+                 slurm_reason="QOSMaxNodePerUserLimit")),
     ("pending for resources -> a passing wait, nothing bound", facts(m(0), m(1), m(2)),
      (job(state="PENDING", reason="Resources"),), {}, GangWaiting(uids(0, 1, 2), "Slurm job 7: Resources", 7,
-                                                                  passing=True)),
+                                                                  passing=True, slurm_reason="Resources")),
     ("running, prolog still locking the nodes -> wait", facts(m(0), m(1), m(2)), (job(),), {},
-     GangWaiting(uids(0, 1, 2), "Slurm job 7: prolog and node lock in progress", 7, passing=True)),
+     GangWaiting(uids(0, 1, 2), "Slurm job 7: prolog and node lock in progress", 7, passing=True,
+                 slurm_reason="Prolog")),
     # -- bound, all at once ---------------------------------------------------------------------------------------
     ("started -> every member to its own node, leader on the first (the batch host)", facts(m(0), m(1), m(2)),
      (job(),), STARTED, BindGang(7, (bind(0, 1), bind(1, 2), bind(2, 3)))),
@@ -146,7 +148,7 @@ CASES = [
                           "freed", 7)),
     ("a replacement while the job is pending waits with the others", facts(m(0), m(1), m(3)),
      (job(state="PENDING", reason="Priority"),), {},
-     GangWaiting(uids(0, 1, 3), "Slurm job 7: Priority", 7, passing=True)),
+     GangWaiting(uids(0, 1, 3), "Slurm job 7: Priority", 7, passing=True, slurm_reason="Priority")),
     # -- the end --------------------------------------------------------------------------------------------------
     ("every member gone (the workload deleted) -> the job is cancelled", facts(), (job(),), {},
      CancelJobs((7,), "every member of Job team/train is gone")),

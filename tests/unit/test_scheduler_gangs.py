@@ -94,6 +94,7 @@ class World:
             ("delete", pod["metadata"]["name"])) or True)
         monkeypatch.setattr(kubeops, "mark_unschedulable", lambda api, pod, message: self.writes.append(
             ("unschedulable", pod["metadata"]["name"], message)) or True)
+        monkeypatch.setattr(kubeops, "show_waiting", self._show_waiting)
         self.slurmd = [{"metadata": {"name": f"node{i}"}, "spec": {"nodeName": f"worker-{i}"}} for i in range(1, 5)]
         self.recorder = Recorder()
         self.index = jobs or JobIndex(identity_parser(CONFIG))
@@ -102,6 +103,12 @@ class World:
             slurmd=SlurmdNodes(ListInformer(self.slurmd)), recorder=self.recorder,
             binder=Binder(None, must_tolerate_lock=lambda node: False, observe_latency=lambda s: None),
             workloads=workloads or Workloads(ListInformer(self.k8s_jobs)))
+
+    def _show_waiting(self, api, pod, condition):
+        """Written, and shown at once by the (fake) watch."""
+        self.writes.append(("waiting", pod["metadata"]["name"], condition["reason"], condition["message"]))
+        pod.setdefault("status", {})["conditions"] = [condition]
+        return True
 
     def _bind(self, api, pod, node, annotations):
         self.binds.append((pod["metadata"]["name"], node, dict(annotations)))
@@ -158,7 +165,8 @@ def test_members_wait_unbound_until_all_exist_then_one_job_asks_for_one_node_eac
     env = dict(item.split("=", 1) for item in request.environment)
     assert env["SUNK_HOOK_TOKEN"] == hook_token(CONFIG.hook_secret, OWNER) and env["SUNK_POD_UID"] == OWNER
     assert world.index.view(OWNER).expected_job_id == 7
-    assert world.writes == []  # a submission writes nothing to the Pods
+    # The submission names the job on every member at once, and nothing else.
+    assert world.writes == [("record", f"train-{i}", {names.ANN_JOB_ID: "7"}) for i in range(3)]
 
 
 def test_once_slurm_starts_the_job_every_member_is_bound_in_one_pass_to_its_own_node(world):
@@ -851,3 +859,20 @@ def test_the_extender_sees_the_stuck_members_release_as_its_own_and_the_others_w
     release = ReleaseStuckMember("uid-1", 7, ("node2",), "worker-2")
     assert member_action(release, "uid-1") == ReleaseStuckPod(7, ("node2",), "worker-2")
     assert isinstance(member_action(release, "uid-0"), Nothing)
+
+
+def test_every_waiting_member_shows_the_gangs_job_its_partition_and_slurms_reason(world):
+    world.pods += [member(i) for i in range(3)]
+    job = attrs.evolve(running(state="PENDING"), state_reason="ReqNodeNotAvail", partition="batch")
+    world.index.upsert(job, observed_at=1.0)
+    world.scheduler.reconcile(OWNER)
+    world.scheduler.reconcile(OWNER)  # a poll later: nothing new to say
+    message = "Slurm job 7 (partition batch): ReqNodeNotAvail"
+    assert [w for w in world.writes if w[0] == "waiting"] == [("waiting", f"train-{i}", "WaitingForSlurm", message)
+                                                              for i in range(3)]
+    assert world.recorder.reasons() == ["WaitingForSlurm"] * 3
+    assert 'sunk_pods_waiting{reason="ReqNodeNotAvail"} 3' in world.scheduler.waiting_exposition()
+    world.index.upsert(attrs.evolve(job, state_reason="JobHeldUser"), observed_at=2.0)
+    world.scheduler.reconcile(OWNER)  # within the rate limit of the first write: held back, requeued
+    assert len([w for w in world.writes if w[0] == "waiting"]) == 3
+    assert 'sunk_pods_waiting{reason="JobHeldUser"} 3' in world.scheduler.waiting_exposition()

@@ -12,6 +12,7 @@ from scheduler.config import SchedulerConfig
 from sunk.controller.daemon import DaemonConfig
 from sunk.slurm.cache import SlurmCache
 from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.models import Job, JobState
 from sunk.slurm.settings import SlurmSettings
 
 
@@ -144,3 +145,34 @@ def test_no_patience_at_zero():
     from scheduler.assembly import awaiting_started_call
 
     assert awaiting_started_call(lambda job: ("u1", False), expected=lambda _job_id: True, patience=0.0) is None
+
+
+@pytest.mark.parametrize("job, expected", [
+    (Job(id=1, state="PENDING", state_reason="ReqNodeNotAvail", admin_comment="ours"), 10.0),
+    (Job(id=1, state="PENDING", state_reason="None", admin_comment="ours"), 2.0),  # Slurm has not looked yet: sooner
+    (Job(id=1, state="PENDING", state_reason="", admin_comment="ours"), 2.0),
+    (Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="ours"), None),  # awaiting_start's
+    (Job(id=1, state="PENDING", state_reason="Priority", admin_comment="theirs"), None),  # not this scheduler's
+    (Job(id=1, state="PENDING", state_reason="Priority"), None),
+])
+def test_the_cache_rereads_this_schedulers_pending_placeholders_for_their_reason(job, expected):
+    from scheduler.assembly import awaiting_reason
+
+    after = awaiting_reason(lambda j: ("u1", False) if j.admin_comment == "ours" else None, every=10.0,
+                            unreasoned_every=2.0)
+    assert after is not None and after(job) == expected
+
+
+def test_no_reason_rereads_when_turned_off():
+    from scheduler.assembly import awaiting_reason
+
+    assert awaiting_reason(lambda j: ("u1", False), every=0.0) is None
+
+
+def test_a_reread_for_the_reason_does_not_wait_for_a_started_call():
+    from scheduler.assembly import awaiting_started_call
+
+    wait = awaiting_started_call(lambda j: ("u1", False), expected=lambda job_id: True, patience=3.0)
+    held = Job(id=1, state="PENDING", state_reason="Priority", admin_comment="ours")
+    assert wait(1, held, JobState("1", "PENDING", job_id=1)) == 0.0
+    assert wait(1, held, JobState("1", "RUNNING", job_id=1)) == 3.0  # on its way to its started call

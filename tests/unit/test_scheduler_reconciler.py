@@ -9,7 +9,7 @@ import pytest
 from informer_fakes import ListInformer
 from policy_fakes import TEST_POLICY
 
-from scheduler import kubeops, reconciler
+from scheduler import kubeops, reconciler, waiting
 from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
 from scheduler.decide import DeletePod, Nothing, Submit
@@ -82,8 +82,22 @@ def build(monkeypatch, writes):
         writes.append(("record", obj["metadata"]["uid"], (dict(annotations), tolerate_lock)))
         return True
 
+    def show_waiting(api, obj, condition):
+        """Written, and shown at once by the (fake) watch: the Pod in the informer is this object."""
+        if (obj.get("status") or {}).get("conditions") == [condition]:
+            return False
+        writes.append(("condition", obj["metadata"]["uid"], condition["reason"], condition["message"]))
+        obj.setdefault("status", {})["conditions"] = [condition]
+        return True
+
+    def mark_unschedulable(api, obj, message):
+        writes.append(("unschedulable", obj["metadata"]["uid"], message))
+        return True
+
     monkeypatch.setattr(kubeops, "bind", bind)
     monkeypatch.setattr(kubeops, "record_job", record_job)
+    monkeypatch.setattr(kubeops, "show_waiting", show_waiting)
+    monkeypatch.setattr(kubeops, "mark_unschedulable", mark_unschedulable)
 
     def make(must_tolerate_lock=lambda node: False, **settings):
         pods = [pod()]
@@ -171,23 +185,23 @@ def test_slurm_reasons_are_reported_at_once(world):
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: QOSMaxCpuPerUserLimit")]
 
 
-def test_a_submission_writes_nothing_to_the_pod(world, writes):
+def test_a_submission_names_its_job_on_the_pod_at_once_and_nothing_else(world, writes):
     scheduler, _, jobs, recorder, _ = world
     scheduler.reconcile("uid-a")
     assert len(scheduler.slurm.submitted) == 1
-    assert writes == [] and recorder.events == []
+    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))] and recorder.events == []
     assert jobs.view("uid-a").expected_job_id == 7
 
 
-def test_a_quick_binding_is_the_only_write(world, writes):
+def test_a_quick_binding_writes_the_job_id_and_the_binding_only(world, writes):
     scheduler, _, jobs, _, _ = world
     scheduler.reconcile("uid-a")
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
-    assert writes == [("bind", "uid-a", "worker-1")]
+    assert [w[0] for w in writes] == ["record", "bind"]
 
 
-def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatch):
+def test_a_reported_wait_shows_on_the_pod_after_the_grace(world, writes, monkeypatch):
     scheduler, _, jobs, recorder, _ = world
     now = [1000.0]
     monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
@@ -197,14 +211,20 @@ def test_a_reported_wait_records_the_job_id_on_the_pod(world, writes, monkeypatc
     now[0] += reconciler.PASSING_WAIT_GRACE
     scheduler.reconcile("uid-a")
     assert recorder.events == [("WaitingForSlurm", "Slurm job 7: PENDING")]
-    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
+    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False)),
+                      ("condition", "uid-a", "WaitingForSlurm", "Slurm job 7: PENDING")]
 
 
-def test_a_slurm_reason_records_the_job_id_at_once(world, writes):
-    scheduler, _, jobs, _, _ = world
-    jobs.upsert(Job(id=7, state="PENDING", state_reason="JobHeldAdmin", admin_comment="uid-a"))
+def test_a_slurm_reason_shows_on_the_pod_at_once_naming_job_partition_and_reason(world, writes):
+    scheduler, pods, jobs, recorder, _ = world
+    jobs.upsert(Job(id=7, state="PENDING", state_reason="ReqNodeNotAvail", partition="gpu", admin_comment="uid-a"))
     scheduler.reconcile("uid-a")
-    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False))]
+    message = "Slurm job 7 (partition gpu): ReqNodeNotAvail"
+    assert writes == [("record", "uid-a", ({names.ANN_JOB_ID: "7"}, False)),
+                      ("condition", "uid-a", "WaitingForSlurm", message)]
+    assert pods[0]["status"]["conditions"] == [{"type": "PodScheduled", "status": "False",
+                                                "reason": "WaitingForSlurm", "message": message}]
+    assert recorder.events == [("WaitingForSlurm", message)]
 
 
 def test_a_burst_waiting_for_the_next_scheduling_pass_writes_nothing(world, writes):
@@ -623,3 +643,105 @@ def test_the_hook_drain_of_a_stuck_pod_says_the_same(stuck):
     assert reason == StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()  # what _release_stuck writes
     ready["worker-1"] = True
     assert scheduler.stuck_drain_reason(stuck_pod(), 7) is None
+
+
+# -- what a waiting Pod shows (scheduler/waiting.py): PodScheduled=False, an Event per change, rate-limited ----
+def pending(reason, at, partition="gpu"):
+    return Job(id=7, state="PENDING", state_reason=reason, partition=partition, admin_comment="uid-a"), float(at)
+
+
+def conditions_written(writes):
+    return [w[3] for w in writes if w[0] == "condition"]
+
+
+def test_the_condition_follows_slurms_reason_with_one_event_per_change_not_per_poll(world, writes, monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    jobs.upsert(*pending("ReqNodeNotAvail", 1))
+    for _ in range(3):  # a poll after another, the reason unchanged
+        assert scheduler.reconcile("uid-a").requeue_after == reconciler.WAITING_RESYNC
+    now[0] += 60
+    jobs.upsert(*pending("JobHeldUser", 2))  # the node undrained, the job held
+    scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")
+    expected = ["Slurm job 7 (partition gpu): ReqNodeNotAvail", "Slurm job 7 (partition gpu): JobHeldUser"]
+    assert conditions_written(writes) == expected
+    assert recorder.events == [("WaitingForSlurm", m) for m in expected]
+
+
+def test_a_reason_that_flaps_writes_at_most_once_per_interval_and_the_last_reason_in_the_end(world, writes,
+                                                                                               monkeypatch):
+    scheduler, _, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    results = []
+    for step, reason in enumerate(["ReqNodeNotAvail", "JobHeldUser", "ReqNodeNotAvail", "JobHeldUser"]):
+        jobs.upsert(*pending(reason, step))
+        results.append(scheduler.reconcile("uid-a").requeue_after)
+        now[0] += 1.0  # one poll
+    assert conditions_written(writes) == ["Slurm job 7 (partition gpu): ReqNodeNotAvail"]
+    # held back, and looked at again when the interval is out
+    # held back and looked at again when the interval is out; back to what the Pod shows: nothing to write
+    assert results[1:] == [pytest.approx(waiting.CONDITION_MIN_INTERVAL - 1.0), reconciler.WAITING_RESYNC,
+                           pytest.approx(waiting.CONDITION_MIN_INTERVAL - 3.0)]
+    now[0] = 1000.0 + waiting.CONDITION_MIN_INTERVAL
+    scheduler.reconcile("uid-a")  # the requeue: the reason as it is now
+    assert conditions_written(writes) == ["Slurm job 7 (partition gpu): ReqNodeNotAvail",
+                                          "Slurm job 7 (partition gpu): JobHeldUser"]
+    assert len(recorder.events) == 2
+
+
+def test_a_restarted_scheduler_writes_nothing_the_pod_already_shows(build, writes):
+    scheduler, pods, jobs, recorder, _ = build()
+    jobs.upsert(*pending("ReqNodeNotAvail", 1))
+    scheduler.reconcile("uid-a")
+    shown = pods[0]["status"]
+    writes.clear()
+    again, pods, jobs, recorder, _ = build()  # a new process: nothing in memory
+    pods[0]["status"] = shown
+    pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "7"}
+    jobs.upsert(*pending("ReqNodeNotAvail", 1))
+    again.reconcile("uid-a")
+    assert [w for w in writes if w[0] == "condition"] == [] and recorder.events == []
+
+
+def test_a_pod_copy_behind_its_own_write_is_not_written_again_within_the_interval(world, writes, monkeypatch):
+    scheduler, pods, jobs, recorder, _ = world
+    now = [1000.0]
+    monkeypatch.setattr(reconciler.time, "monotonic", lambda: now[0])
+    jobs.upsert(*pending("ReqNodeNotAvail", 1))
+    scheduler.reconcile("uid-a")
+    del pods[0]["status"]  # the informer has not shown the write yet
+    assert scheduler.reconcile("uid-a").requeue_after == pytest.approx(waiting.CONDITION_MIN_INTERVAL)
+    assert len(conditions_written(writes)) == 1 and len(recorder.events) == 1
+
+
+def test_an_invalid_pod_shows_podscheduled_false_with_the_refusal(build, writes):
+    scheduler, pods, _, recorder, _ = build()
+    pods[0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    scheduler.reconcile("uid-a")
+    (write,) = writes
+    assert write[0] == "unschedulable" and write[2].startswith("sunk: ")
+    assert [reason for reason, _ in recorder.events] == ["FailedValidation"]
+    assert scheduler.slurm.submitted == []
+
+
+def test_sunk_pods_waiting_counts_the_waiting_pods_by_slurms_reason_until_they_bind(world):
+    scheduler, pods, jobs, _, _ = world
+
+    def count(reason):
+        line = next((ln for ln in scheduler.waiting_exposition().splitlines()
+                     if ln.startswith(f'sunk_pods_waiting{{reason="{reason}"}}')), None)
+        return None if line is None else int(line.split()[-1])
+
+    assert count("None") == 0
+    jobs.upsert(*pending("ReqNodeNotAvail", 1))
+    scheduler.reconcile("uid-a")
+    assert count("ReqNodeNotAvail") == 1
+    jobs.upsert(*pending("something a site patched in", 2))
+    scheduler.reconcile("uid-a")
+    assert count("ReqNodeNotAvail") is None and count("Other") == 1
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=3.0)
+    scheduler.reconcile("uid-a")  # bound
+    assert count("Other") is None and count("None") == 0

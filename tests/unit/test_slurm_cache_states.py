@@ -197,6 +197,57 @@ def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}  # started: no longer read
 
 
+def pending_placeholder_every(seconds):
+    """reread_after: pending placeholders every ``seconds``, nothing else."""
+    return lambda job: seconds if job.state == "PENDING" and job.admin_comment else None
+
+
+def test_a_pending_reason_that_changes_alone_is_an_event_once_its_reread_is_due(fake, slurm_clock, clock):
+    """The state list shows PENDING both times: the reason's change is seen by the job's read, due after
+    ``reread_after`` seconds, one read of that job only (not of every job, not at every refresh)."""
+    fake.put_job(5, state=("PENDING",), state_reason="ReqNodeNotAvail", admin_comment=PLACEHOLDER)
+    fake.put_job(6, state=("PENDING",), state_reason="Priority")  # someone else's: never reread
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread_after=pending_placeholder_every(10.0),
+                       job_check_after=math.inf)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(5, state=("PENDING",), state_reason="JobHeldUser", admin_comment=PLACEHOLDER)
+    slurm_clock.tick()
+    clock.tick(4.0)
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # 4 s since the full list: not due
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1} and events == []
+    clock.tick(6.0)
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # 10 s: due
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
+    assert fake.state.requests[-1][:2] == ("GET", "job/5")
+    assert [(e.type, e.old.state_reason, e.new.state_reason) for e in events] == [
+        (CHANGED, "ReqNodeNotAvail", "JobHeldUser")]
+    clock.tick(4.0)
+    requests_before = len(fake.state.requests)
+    cache.refresh()  # read 4 s ago: not due again yet
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
+
+
+def test_a_due_reread_ends_update_time_checks(fake, slurm_clock, clock):
+    fake.put_job(5, state=("PENDING",), state_reason="ReqNodeNotAvail", admin_comment=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread_after=pending_placeholder_every(10.0),
+                       job_check_after=1)
+    cache.refresh()
+    for _ in range(3):  # idle state lists, then checks
+        slurm_clock.tick()
+        clock.tick(1.0)
+        cache.refresh()
+    assert cache.stats().job_checks >= 1
+    clock.tick(10.0)
+    requests_before = len(fake.state.requests)
+    cache.refresh()
+    assert calls_by_path(fake, requests_before).get(("GET", "job/ID")) == 1
+
+
 # -- a job that changes between the state list and its read ------------------------------------------------
 
 
