@@ -52,6 +52,9 @@ class Limits:
     write_seconds: float = 10.0  # to hand an answer to a client that does not read it
     max_head_bytes: int = 16 * 1024  # request line and headers
     max_body_bytes: int = 8 * 1024 * 1024  # kube-scheduler's ExtenderArgs name every candidate node
+    # Bytes of request bodies held at once, across the listener's connections (being read, or waiting
+    # for their answer): 4096 connections each sending 8 MiB must not take 32 GiB and the process with it.
+    max_buffered_bytes: int = 64 * 1024 * 1024
     max_connections: int = 4096
     stall_seconds: float = 120.0  # liveness: > the longest wait by design (the Syncer's pre-hook, 90 s)
 
@@ -223,6 +226,7 @@ class ListenerFront:
         self._cap_log = _RateLimitedLog()
         self._lock = threading.Lock()
         self._in_pool = 0
+        self._buffered = 0  # bytes of request bodies held now (Limits.max_buffered_bytes); the loop's only
         now = time.monotonic()
         self._loop_tick = now
         self._last_finish = now
@@ -320,10 +324,13 @@ class ListenerFront:
                                                         f"request head over {limits.max_head_bytes} bytes"))
                 return
             body = await self._body(conn, reader, writer, request)
-            self._waiting[task] = None
-            environ = environ_for(request, body, port=self.port, scheme=scheme, peer=peer)
-            answer = await self._run(environ)
-            await self._answer(conn, writer, request, answer)
+            try:
+                self._waiting[task] = None
+                environ = environ_for(request, body, port=self.port, scheme=scheme, peer=peer)
+                answer = await self._run(environ)
+                await self._answer(conn, writer, request, answer)
+            finally:
+                self._buffered -= len(body)
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
@@ -351,18 +358,27 @@ class ListenerFront:
             writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
         parts: list[bytes] = []
         size = 0
+        whole = False
         try:
             async with asyncio.timeout(limits.body_seconds):
                 while True:
                     event = await self._next(conn, reader)
                     if isinstance(event, h11.Data):
                         size += len(event.data)
+                        self._buffered += len(event.data)
                         if size > limits.max_body_bytes:
                             await self._refuse(writer, error_answer(
                                 413, "Content Too Large", f"request body over {limits.max_body_bytes} bytes"))
                             raise _Closed()
+                        if self._buffered > limits.max_buffered_bytes:
+                            self._cap_log.warning("%s: %d bytes of request bodies held at once (the cap): "
+                                                  "refusing one", self.name, self._buffered)
+                            await self._refuse(writer, error_answer(
+                                503, "Service Unavailable", "too many request bodies in flight: try again"))
+                            raise _Closed()
                         parts.append(bytes(event.data))
                     elif isinstance(event, h11.EndOfMessage):
+                        whole = True
                         return b"".join(parts)
                     else:
                         raise _Closed()
@@ -373,6 +389,9 @@ class ListenerFront:
         except h11.RemoteProtocolError as exc:
             await self._refuse(writer, error_answer(400, "Bad Request", f"malformed request body: {exc}"))
             raise _Closed() from None
+        finally:
+            if not whole:  # (a whole body stays counted until its answer is written: _serve)
+                self._buffered -= size
 
     async def _run(self, environ: dict[str, Any]) -> Answer:
         with self._lock:

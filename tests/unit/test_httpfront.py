@@ -116,6 +116,21 @@ def test_a_chunked_body_over_the_limit_is_a_413_too(front_on):
     assert answer.startswith(b"HTTP/1.1 413 ")
 
 
+def test_bodies_held_at_once_are_capped_across_connections_and_the_count_returns(front_on):
+    """Many connections each sending a body under the per-request limit must not add up to the process's memory."""
+    front, _ = front_on(Limits(max_body_bytes=1000, max_buffered_bytes=1500))
+    head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as holding:
+        holding.sendall(head + b"x" * 900)  # 900 bytes held, the body not whole
+        time.sleep(0.3)
+        answer = _raw(front, head + b"x" * 1000)  # 900 + 1000 > 1500
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"in flight" in answer
+        holding.sendall(b"x" * 100)
+        assert b'"got":1000' in holding.recv(65536).replace(b" ", b"")
+    # Every byte counted was given back: a whole body fits again.
+    assert requests.post(_url(front, "/echo"), data=b"x" * 1000, timeout=PATIENCE).json() == {"got": 1000}
+
+
 def test_a_head_over_the_limit_is_a_json_431(front_on):
     front, _ = front_on(Limits(max_head_bytes=2048))
     answer = _raw(front, b"GET /who HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n")
