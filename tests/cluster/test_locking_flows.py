@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import resource
+import socket
 import time
 import uuid
 
@@ -348,6 +350,37 @@ def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api
     finally:
         dev_cluster.slurm("scancel", str(job))
     wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 30, "unlock after scancel")
+
+
+def test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api(dev_cluster, kube_api, scripts, syncer,
+                                                                          namespace):
+    """Issue 31 item 3: 1000 idle connections and 1000 that sent one byte of a request, held open to the Syncer's
+    hook API (any Slurm user on a node can open them), do not stop a placeholder's strict lock: the real prolog's
+    pre-hook evicts, locks and answers, the job runs and ends, the node unlocks, nothing is drained."""
+    port = int(syncer.url.rsplit(":", 1)[1])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 2000 + 1024)), hard))
+    held: list[socket.socket] = []
+    unlocked(kube_api, dev_cluster, "node3")
+    make_pod(kube_api, namespace, "web-hostile", "worker-3")
+    try:
+        for n in range(2000):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            if n % 2:
+                sock.sendall(b"P")
+            held.append(sock)
+        identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+        with History(kube_api, "node3", namespace) as history:
+            job = scripts.sbatch("node3", "true", admin_comment=identity)
+            wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to run and end")
+            wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 30, "unlock")
+        assert "locked_strict" in history.sequence(), history.sequence()
+        assert "web-hostile" in history.evicted
+        assert "DRAIN" not in node_field(dev_cluster, "node3", "State"), node_field(dev_cluster, "node3", "Reason")
+    finally:
+        for sock in held:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 # ---- acceptance: a PodDisruptionBudget blocks the lock: the job does not run, the node drains ---------
