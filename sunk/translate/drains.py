@@ -61,13 +61,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol, Union
 
-from attrs import frozen
+from attrs import field, frozen
 
 from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.times import epoch, rfc3339
 
-from .gang import GangIdentity, gang_of, is_placeholder, is_terminal, owner
+from .gang import GangIdentity, gang_of, identity_of, is_placeholder, is_terminal, owner
 from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
 from .podjob import PlaceholderIdentity
 
@@ -218,6 +218,74 @@ def held_by_another(node: Node) -> bool:
     anyway. The same rule is written in bash in the placeholder script and the prolog
     (``foreign_drain``)."""
     return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
+
+
+def job_ending(job: Job) -> bool:
+    """Slurm is ending the job: it is over, or completing (KillWait runs, the epilogs run), or requeued by
+    preemption. Only Slurm's end may drain for a placeholder: its user can signal its script at any time."""
+    return not job.active or "COMPLETING" in job.state_flags
+
+
+@frozen
+class Outlived:
+    """A placeholder's Pod still on the node's Node as Slurm ends its job: ``drain`` names it, ``pod`` is it."""
+
+    drain: PlaceholderDrain
+    pod: Obj = field(eq=False, repr=False)
+
+
+def outlived(job: Job, pods_on_node: Sequence[Obj]) -> Optional[Outlived]:
+    """The Pod job ``job`` held a place for that is still among ``pods_on_node`` (the Pods bound to the Slurm
+    node's Kubernetes Node) and not finished, with the drain the scheduler's /drain hook writes for it; None
+    when the job is no placeholder or nothing of it is left there.
+
+    Which Pod is the job's comes only from its AdminComment (``gang.identity_of``: Slurm's super users write
+    it, the job's user cannot) and the apiserver's UIDs: a single Pod's identity names its UID, a gang's the
+    namespace and a tag of each member's UID (a member made later, for the next gang, is not this job's).
+    Nothing the Pod's author writes (labels, annotations) decides it. A gang's first such member (by name)
+    is named: the Syncer lifts the drain on each node only once no Pod sunk placed there outlives its job.
+    """
+    identity = identity_of(job)
+    if identity is None:
+        return None
+    found = []
+    for pod in pods_on_node:
+        meta = pod.get("metadata") or {}
+        uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
+        if not uid or namespace != identity.namespace or is_terminal(pod):
+            continue
+        ours = uid == identity.uid if isinstance(identity, PlaceholderIdentity) else identity.includes(uid)
+        if ours:
+            found.append(pod)
+    if not found:
+        return None
+    pod = min(found, key=_key)
+    meta = pod["metadata"]
+    return Outlived(PlaceholderDrain(meta["namespace"], meta["name"], job.id), pod)
+
+
+def may_drain_over(node: Node, drain: PlaceholderDrain) -> bool:
+    """Whether the Syncer writes a placeholder's drain over what the node has (Slurm keeps one reason):
+
+    - a reason sunk did not write on a node out of service (``held_by_another``): no, never replaced;
+    - drained already with this very reason (the scheduler's /drain hook was first, or a retried call): no;
+    - drained already for this Pod as stuck on a lost Node (``sunk-stuck``: lifted only once that Node is
+      Ready too), or for this job's gang (lifted once no member is left on the node): no, those say as much;
+    - anything else (in service, the Syncer's condition drains, another of sunk's): yes. A placeholder
+      drain is lifted only once no Pod sunk placed on the node outlives its job, whichever Pod it names.
+    """
+    if held_by_another(node):
+        return False
+    if "DRAIN" not in node.state:
+        return True
+    if node.reason == drain.reason():
+        return False
+    current = parse(node.reason)
+    if isinstance(current, StuckPodDrain):
+        return current.pod != drain.pod
+    if isinstance(current, GangPlaceholderDrain):
+        return (current.namespace, current.job_id) != (drain.namespace, drain.job_id)
+    return True
 
 
 def parse(reason: str) -> Optional[SunkDrain]:
