@@ -1,7 +1,7 @@
 """The drains sunk sets on Slurm nodes: their reasons, read back, and when each cause is gone.
 
-Why one module: the placeholder script, the scheduler (its drain hook, and its release of a
-Pod stuck terminating), the prolog and the lock service write these reasons; the Syncer
+Why one module: the scheduler (its drain hook, and its release of a Pod stuck terminating), the
+Syncer's post-hook, the prolog, the epilog and the lock service write these reasons; the Syncer
 reads them back to lift each drain once its cause is gone. One grammar, here, so that what a
 writer writes is what the Syncer parses (the unit tests run the scripts and parse what they
 wrote). The Syncer's own condition drains (``sunk.translate.nodestate``: the slurmd Pod is
@@ -21,11 +21,13 @@ The reasons (each a full match: nothing before, nothing after):
 
 When each is lifted (``cause``), and who writes it:
 
-    sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain, or the
-                      placeholder script's fallback): lifted once the Pod is off the node, no job of
-                      it holds the node, and no other Pod sunk placed there outlives its job
-                      (``gang NS/KEY``: a gang's placeholder that could not reach the scheduler
-                      drains every node of its job, not knowing which member stayed where: lifted
+    sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain), or was
+                      still on the node as the job's epilog ran (the Syncer's post-hook,
+                      ``outlived``; the epilog itself when the Syncer cannot be reached): lifted
+                      once the Pod is off the node, no job of it holds the node, and no other Pod
+                      sunk placed there outlives its job (``gang NS/KEY``: the epilog of a gang's
+                      job that could not reach the Syncer drains its node, not knowing which member
+                      stayed where: lifted
                       on each node once no job of the gang holds it, no unfinished member of the
                       gang is on its Node, and no Pod sunk placed there outlives its job)
     sunk-stuck        the scheduler let go of the job of a Pod stuck terminating on a Node that is
@@ -118,9 +120,9 @@ class PlaceholderDrain:
 
 @frozen
 class GangPlaceholderDrain:
-    """A gang's placeholder (job ``job_id``, the gang ``namespace``/``key``: sunk.translate.gang) found a
-    member still there when KillWait ran out and could not reach the scheduler, which alone knows which
-    member stayed on which node: every node of the job is drained, and each is lifted on its own."""
+    """A gang's placeholder job ``job_id`` (the gang ``namespace``/``key``: sunk.translate.gang) ended while
+    its epilog could not reach the Syncer, which alone knows which member stayed on which node: the epilog
+    of every node of the job drains its node, and each is lifted on its own."""
 
     namespace: str
     key: str
@@ -215,8 +217,7 @@ def held_by_another(node: Node) -> bool:
     its own over it. Slurm keeps one reason per node, and a ``k8s:`` one written over an operator's
     would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service (and
     the operator's reason, which says what to mend, would be lost). The node keeps Slurm's jobs off it
-    anyway. The same rule is written in bash in the placeholder script and the prolog
-    (``foreign_drain``)."""
+    anyway. The same rule is written in bash in the prolog and the epilog (``foreign_drain``)."""
     return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
 
 
