@@ -52,7 +52,7 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
-from sunk.translate.drains import PlaceholderDrain, held_by_another
+from sunk.translate.drains import PlaceholderDrain, held_by_another, job_ending
 from sunk.translate.gang import is_gang_owner, is_terminal
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
@@ -227,7 +227,7 @@ def hooks_blueprint(
         job, _, failure = read_job(job_id)
         if job is None:
             return failure
-        if not ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
+        if not job_ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
         if is_gang_owner(uid):
             drains = gang_drains(holders(uid, job_id), job)
@@ -280,11 +280,6 @@ def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
     if identity is not None:
         return PlaceholderDrain(identity.namespace, identity.name, job.id).reason()
     return f"sunk-scheduler: pod uid {uid} outlived KillWait after job {job.id} ended"
-
-
-def ending(job: Job) -> bool:
-    """Slurm is ending the job: it is over, or completing (KillWait runs), or requeued by preemption."""
-    return not job.active or "COMPLETING" in job.state_flags
 
 
 MAX_BODY = 64 * 1024  # the placeholder's calls carry no body at all

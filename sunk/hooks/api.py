@@ -4,7 +4,9 @@
          lock the node for the job; blocks until locked (200) or the timeout (504); 403 when
          Slurm does not show the job holding the node, 409 when the job has already ended
     POST /api/v1/nodes/<node>/post-hook  {"job_id": 7}
-         the job ended on the node: unlock if nothing else runs there (202)
+         the job ended on the node: unlock if nothing else runs there (202); a placeholder job's
+         Pod still on the node's Kubernetes Node drains the node (its reason in "drained"); 503 when
+         that cannot be checked or written (Slurm unreachable): the epilog then drains by itself
     POST /api/v1/nodes/<node>/reboot     {"message": "..."} (optional body)
          set the reboot condition on the node's Kubernetes Node (200)
     GET  /healthz                         200 once the service can answer, else 503 (no token needed)

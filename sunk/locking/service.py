@@ -28,7 +28,7 @@ from sunk.hooks.protocol import Body, HookError, PostHook, PreHook, Reboot
 from sunk.kube import client as kc
 from sunk.kube.resources import object_key
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, NodeUpdate
 from sunk.syncer.context import SyncerContext
 from sunk.translate import drains
 from sunk.translate import lock as machine
@@ -149,8 +149,66 @@ class LockService:
         self._withdraw(pod, request_key(request.job_id))
         self.nudge(node)
         state = (pod["metadata"].get("annotations") or {}).get(names.LOCK_KEY, "false")
-        return {"node": node, "job_id": request.job_id, "state": state,
-                "unlock": "as soon as Slurm reports no job on the node"}
+        body: Body = {"node": node, "job_id": request.job_id, "state": state,
+                      "unlock": "as soon as Slurm reports no job on the node"}
+        drained = self._drain_if_outlived(node, pod, request.job_id)
+        if drained is not None:
+            body["drained"] = drained
+        return body
+
+    def _drain_if_outlived(self, node: str, slurmd_pod: Obj, job_id: int) -> str | None:
+        """Drain ``node`` if job ``job_id`` is a placeholder Slurm is ending while its Pod is still on the node's
+        Kubernetes Node; the reason written, else None.
+
+        Why here: the epilog runs as root on every node of the job once its processes are gone and before Slurm
+        gives the node to another job, whoever the job ran as; the placeholder, which runs as its tenant, can
+        only ask the scheduler. So a Pod that outlives its job never shares its node with the next Slurm job,
+        even with the scheduler down. A call the Syncer cannot decide (Slurm unreachable) is a 503: the epilog
+        then drains by itself. Cheap for every other job: the cache answers for a job that is no placeholder,
+        or whose Pod is gone; only a Pod still there costs a read of that one job and of the node.
+        """
+        k8s_node = (slurmd_pod.get("spec") or {}).get("nodeName")
+        if not k8s_node:
+            return None  # (no Node: the Syncer's own condition drain keeps jobs off the node)
+        pods = pods_on(self.ctx, k8s_node, slurmd_pod)
+        cached = self.ctx.slurm_cache.job(job_id)
+        if cached is not None and drains.outlived(cached, pods) is None:
+            return None  # no placeholder, or nothing of it left on the Node
+        job = cached if cached is not None and drains.job_ending(cached) else self._read_job(job_id)
+        found = drains.outlived(job, pods) if job is not None else None
+        if job is None or found is None:
+            return None
+        if not drains.job_ending(job):  # (a token holder's call for a running job: only Slurm's end may drain)
+            log.warning("post-hook for placeholder job %d on %s while Slurm shows it %s, not ending: no drain",
+                        job_id, node, job.state)
+            return None
+        reason = found.drain.reason()
+        try:
+            current = self.ctx.slurm.get_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
+            if not drains.may_drain_over(current, found.drain):
+                log.info("%s not drained for job %d (%s): it stays %r", node, job_id, reason, current.reason)
+                return None
+            self.ctx.slurm.update_node(node, NodeUpdate(state="DRAIN", reason=reason))
+        except NotFound:
+            return None  # (a node gone from Slurm runs no next job)
+        except SlurmError as exc:
+            raise HookError(503, f"could not drain Slurm node {node} for Pod {found.drain.pod}, which outlived "
+                                 f"job {job_id}: {exc}", reason="Slurm unavailable") from None
+        log.warning("drained %s: %s", node, reason)
+        self.ctx.recorder.warning(dict(found.pod), "PodOutlivedSlurmJob",
+                                  f"Slurm ended job {job_id} while this Pod still ran on Slurm node {node} "
+                                  f"(Node {k8s_node}): drained it until the Pod is gone ({reason})")
+        return reason
+
+    def _read_job(self, job_id: int) -> Job | None:
+        """One job, read from Slurm now; None if Slurm no longer knows it (it holds no node then)."""
+        try:
+            return self.ctx.slurm.get_job(job_id)
+        except NotFound:
+            return None
+        except SlurmError as exc:
+            raise HookError(503, f"Slurm is unavailable, so whether job {job_id}'s Pod outlived it cannot be "
+                                 f"checked: {exc}", reason="Slurm unavailable") from None
 
     # ---- reboot ------------------------------------------------------------------------------
 

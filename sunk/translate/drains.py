@@ -1,7 +1,7 @@
 """The drains sunk sets on Slurm nodes: their reasons, read back, and when each cause is gone.
 
-Why one module: the placeholder script, the scheduler (its drain hook, and its release of a
-Pod stuck terminating), the prolog and the lock service write these reasons; the Syncer
+Why one module: the scheduler (its drain hook, and its release of a Pod stuck terminating), the
+Syncer's post-hook, the prolog, the epilog and the lock service write these reasons; the Syncer
 reads them back to lift each drain once its cause is gone. One grammar, here, so that what a
 writer writes is what the Syncer parses (the unit tests run the scripts and parse what they
 wrote). The Syncer's own condition drains (``sunk.translate.nodestate``: the slurmd Pod is
@@ -21,11 +21,13 @@ The reasons (each a full match: nothing before, nothing after):
 
 When each is lifted (``cause``), and who writes it:
 
-    sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain, or the
-                      placeholder script's fallback): lifted once the Pod is off the node, no job of
-                      it holds the node, and no other Pod sunk placed there outlives its job
-                      (``gang NS/KEY``: a gang's placeholder that could not reach the scheduler
-                      drains every node of its job, not knowing which member stayed where: lifted
+    sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain), or was
+                      still on the node as the job's epilog ran (the Syncer's post-hook,
+                      ``outlived``; the epilog itself when the Syncer cannot be reached): lifted
+                      once the Pod is off the node, no job of it holds the node, and no other Pod
+                      sunk placed there outlives its job (``gang NS/KEY``: the epilog of a gang's
+                      job that could not reach the Syncer drains its node, not knowing which member
+                      stayed where: lifted
                       on each node once no job of the gang holds it, no unfinished member of the
                       gang is on its Node, and no Pod sunk placed there outlives its job)
     sunk-stuck        the scheduler let go of the job of a Pod stuck terminating on a Node that is
@@ -61,13 +63,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol, Union
 
-from attrs import frozen
+from attrs import field, frozen
 
 from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.times import epoch, rfc3339
 
-from .gang import GangIdentity, gang_of, is_placeholder, is_terminal, owner
+from .gang import GangIdentity, gang_of, identity_of, is_placeholder, is_terminal, owner
 from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
 from .podjob import PlaceholderIdentity
 
@@ -118,9 +120,9 @@ class PlaceholderDrain:
 
 @frozen
 class GangPlaceholderDrain:
-    """A gang's placeholder (job ``job_id``, the gang ``namespace``/``key``: sunk.translate.gang) found a
-    member still there when KillWait ran out and could not reach the scheduler, which alone knows which
-    member stayed on which node: every node of the job is drained, and each is lifted on its own."""
+    """A gang's placeholder job ``job_id`` (the gang ``namespace``/``key``: sunk.translate.gang) ended while
+    its epilog could not reach the Syncer, which alone knows which member stayed on which node: the epilog
+    of every node of the job drains its node, and each is lifted on its own."""
 
     namespace: str
     key: str
@@ -215,9 +217,76 @@ def held_by_another(node: Node) -> bool:
     its own over it. Slurm keeps one reason per node, and a ``k8s:`` one written over an operator's
     would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service (and
     the operator's reason, which says what to mend, would be lost). The node keeps Slurm's jobs off it
-    anyway. The same rule is written in bash in the placeholder script and the prolog
-    (``foreign_drain``)."""
+    anyway. The same rule is written in bash in the prolog and the epilog (``foreign_drain``)."""
     return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
+
+
+def job_ending(job: Job) -> bool:
+    """Slurm is ending the job: it is over, or completing (KillWait runs, the epilogs run), or requeued by
+    preemption. Only Slurm's end may drain for a placeholder: its user can signal its script at any time."""
+    return not job.active or "COMPLETING" in job.state_flags
+
+
+@frozen
+class Outlived:
+    """A placeholder's Pod still on the node's Node as Slurm ends its job: ``drain`` names it, ``pod`` is it."""
+
+    drain: PlaceholderDrain
+    pod: Obj = field(eq=False, repr=False)
+
+
+def outlived(job: Job, pods_on_node: Sequence[Obj]) -> Optional[Outlived]:
+    """The Pod job ``job`` held a place for that is still among ``pods_on_node`` (the Pods bound to the Slurm
+    node's Kubernetes Node) and not finished, with the drain the scheduler's /drain hook writes for it; None
+    when the job is no placeholder or nothing of it is left there.
+
+    Which Pod is the job's comes only from its AdminComment (``gang.identity_of``: Slurm's super users write
+    it, the job's user cannot) and the apiserver's UIDs: a single Pod's identity names its UID, a gang's the
+    namespace and a tag of each member's UID (a member made later, for the next gang, is not this job's).
+    Nothing the Pod's author writes (labels, annotations) decides it. A gang's first such member (by name)
+    is named: the Syncer lifts the drain on each node only once no Pod sunk placed there outlives its job.
+    """
+    identity = identity_of(job)
+    if identity is None:
+        return None
+    found = []
+    for pod in pods_on_node:
+        meta = pod.get("metadata") or {}
+        uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
+        if not uid or namespace != identity.namespace or is_terminal(pod):
+            continue
+        ours = uid == identity.uid if isinstance(identity, PlaceholderIdentity) else identity.includes(uid)
+        if ours:
+            found.append(pod)
+    if not found:
+        return None
+    pod = min(found, key=_key)
+    meta = pod["metadata"]
+    return Outlived(PlaceholderDrain(meta["namespace"], meta["name"], job.id), pod)
+
+
+def may_drain_over(node: Node, drain: PlaceholderDrain) -> bool:
+    """Whether the Syncer writes a placeholder's drain over what the node has (Slurm keeps one reason):
+
+    - a reason sunk did not write on a node out of service (``held_by_another``): no, never replaced;
+    - drained already with this very reason (the scheduler's /drain hook was first, or a retried call): no;
+    - drained already for this Pod as stuck on a lost Node (``sunk-stuck``: lifted only once that Node is
+      Ready too), or for this job's gang (lifted once no member is left on the node): no, those say as much;
+    - anything else (in service, the Syncer's condition drains, another of sunk's): yes. A placeholder
+      drain is lifted only once no Pod sunk placed on the node outlives its job, whichever Pod it names.
+    """
+    if held_by_another(node):
+        return False
+    if "DRAIN" not in node.state:
+        return True
+    if node.reason == drain.reason():
+        return False
+    current = parse(node.reason)
+    if isinstance(current, StuckPodDrain):
+        return current.pod != drain.pod
+    if isinstance(current, GangPlaceholderDrain):
+        return (current.namespace, current.job_id) != (drain.namespace, drain.job_id)
+    return True
 
 
 def parse(reason: str) -> Optional[SunkDrain]:

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from sunk.translate.drains import HookUnreachableDrain, LockTimeoutDrain, parse
+from sunk.translate.drains import (
+    GangPlaceholderDrain,
+    HookUnreachableDrain,
+    LockTimeoutDrain,
+    PlaceholderDrain,
+    parse,
+)
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 TOKEN = "tok-123456"
@@ -262,6 +268,109 @@ def test_epilog_reports_the_job_and_never_fails(tmp_path, server):
     assert run("epilog.sh", tmp_path, server.url).returncode == 0
     done = run("epilog.sh", tmp_path, closed_port_url())
     assert done.returncode == 0 and "unlocks on its own" in done.stderr
+
+
+# ---- the epilog drains for a placeholder when the Syncer cannot be asked -----------------------------------------
+
+POD_IDENTITY = "sunk-pod=0f1e-uid ns=team-a name=train-0 sched=sunk-scheduler"
+GANG_IDENTITY = "sunk-gang=job/0f1e2d3c-0000-4000-8000-00000000000a ns=team-a size=2 members=0a1b2c3d,4e5f6a7b"
+
+
+def epilog_slurm(tmp_path: Path, admin_comment: str = "", comment: str = "", name: str = "job",
+                 node_state: str = "mixed|none", drain_exit: int = 0) -> tuple[Path, Path]:
+    """squeue, scontrol and sinfo as Slurm would answer the epilog about job 42, recording their calls. squeue
+    prints only the fields it is asked for (-O), padded as squeue pads them; scontrol show job prints the whole
+    record, where the user's Comment and name come before the AdminComment and may hold its text."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    fields = {"admin_comment": admin_comment or "(null)", "comment": comment or "(null)", "name": name}
+    squeue = (f'#!/bin/bash\necho "squeue $*" >> {calls}\nfor a in "$@"; do case "$a" in\n'
+              + "".join(f"  {key}:*) printf '%-1100s\\n' {shlex.quote(value)} ;;\n" for key, value in fields.items())
+              + "esac; done\n")
+    record = (f"JobId=42 JobName={name} UserId=kube(1001) JobState=COMPLETING Comment={comment or '(null)'} "
+              f"AdminComment={admin_comment or '(null)'} NodeList=node7")
+    scontrol = (f'#!/bin/bash\necho "scontrol $*" >> {calls}\n'
+                f'case "$1" in show) printf "%s\\n" {shlex.quote(record)} ;; update) exit {drain_exit} ;; esac\n')
+    sinfo = f"#!/bin/bash\necho \"sinfo $*\" >> {calls}\nprintf '%s\\n' {shlex.quote(node_state)}\n"
+    for tool, text in (("squeue", squeue), ("scontrol", scontrol), ("sinfo", sinfo)):
+        (bin_dir / tool).write_text(text)
+        (bin_dir / tool).chmod(0o755)
+    return bin_dir, calls
+
+
+EPILOG_SQUEUE = "squeue -h -t all -j 42 -O admin_comment:1100"
+
+
+def epilog_drains(calls: Path) -> list[str]:
+    return [c.removeprefix("scontrol update nodename=node7 state=drain reason=") for c in slurm_calls(calls)
+            if c.startswith("scontrol update")]
+
+
+@pytest.mark.parametrize(("admin_comment", "drain"), [
+    (POD_IDENTITY, PlaceholderDrain("team-a", "train-0", 42)),
+    (GANG_IDENTITY, GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 42)),
+])
+def test_the_epilog_drains_for_a_placeholder_with_a_reason_the_syncer_lifts_when_it_cannot_be_asked(
+        tmp_path, server, admin_comment, drain):
+    server.replies.append((500, {"error": "bug"}))
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=admin_comment)
+    done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls) == [EPILOG_SQUEUE, SINFO, f"scontrol update nodename=node7 state=drain "
+                                                        f"reason={drain.reason()}"]
+    (reason,) = epilog_drains(calls)
+    assert parse(reason) == drain  # the Syncer's grammar: lifted once no Pod of the job is left on the node
+
+
+def test_the_epilog_drains_for_a_placeholder_when_the_syncer_never_answers(tmp_path):
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY)
+    done = run("epilog.sh", tmp_path, closed_port_url(), slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert epilog_drains(calls) == [PlaceholderDrain("team-a", "train-0", 42).reason()]
+
+
+@pytest.mark.parametrize("reply", [(202, {"state": "locked"}), (401, {"error": "wrong token"}),
+                                   (404, {"error": "unknown Slurm node node7"})])
+def test_the_epilog_leaves_the_drain_to_the_syncer_once_it_answered(tmp_path, server, reply):
+    """202: the Syncer drained if the Pod was there; a 4xx is a misconfiguration no retry mends (the prolog
+    refuses every job of such a node anyway)."""
+    server.replies.append(reply)
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY)
+    assert run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir).returncode == 0
+    assert slurm_calls(calls) == []
+
+
+@pytest.mark.parametrize(("admin_comment", "comment", "name"), [
+    ("", "", "job"),  # no placeholder
+    ("", f"AdminComment={POD_IDENTITY}", "job"),  # its user's Comment forges the identity
+    ("", "x", f"AdminComment={GANG_IDENTITY}"),  # its name
+    ("site accounting tag", "", "job"),  # an AdminComment that is no identity
+    (f"site: {POD_IDENTITY}", "", "job"),  # only a whole identity is one (as the Syncer reads it)
+    ("sunk-pod=u ns=Team_A name=x", "", "job"),  # nor one naming no Kubernetes namespace
+])
+def test_the_epilog_drains_for_nothing_but_an_identity_in_the_admin_comment(tmp_path, server, admin_comment,
+                                                                           comment, name):
+    server.replies.append((500, {"error": "bug"}))
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=admin_comment, comment=comment, name=name)
+    done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert slurm_calls(calls) == [EPILOG_SQUEUE]  # no scontrol: no drain
+
+
+@pytest.mark.parametrize("node_state", ["draining|hardware: fan", "drained|NHC: gpu xid 79", "down*|Not responding"])
+def test_the_epilogs_drain_leaves_an_operators_alone(tmp_path, server, node_state):
+    server.replies.append((500, {"error": "bug"}))
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY, node_state=node_state)
+    done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0 and epilog_drains(calls) == []
+    assert "left as it is" in done.stderr
+
+
+def test_the_epilog_never_fails_even_when_it_cannot_drain(tmp_path, server):
+    server.replies.append((500, {"error": "bug"}))
+    bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY, drain_exit=1)
+    done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
+    assert done.returncode == 0 and "could not drain node7" in done.stderr
 
 
 # ---- how the prolog stops a job it refused --------------------------------------------------------------------

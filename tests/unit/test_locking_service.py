@@ -18,19 +18,33 @@ from sunk.locking.requests import parse_requests, request_key
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
 from sunk.translate.gang import is_placeholder
 
 
 class Slurm:
-    """get_job only (the pre-hook's fresh read): every job runs on node3 unless told otherwise."""
+    """get_job (the hooks' fresh read: every job runs on node3 unless told otherwise), get_node and update_node
+    (the post-hook's drain: node3 idle unless told otherwise)."""
 
     def __init__(self):
         self.jobs: dict[int, Job] = {}
         self.down = False
+        self.reads: list[int] = []
+        self.node = Node(name="node3", state=frozenset({"IDLE"}))
+        self.updates: list[tuple[str, NodeUpdate]] = []
+
+    def get_node(self, name: str) -> Node:
+        if self.down:
+            raise SlurmUnavailable("connection refused")
+        return self.node
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        self.updates.append((name, update))
+        self.node = Node(name=name, state=self.node.state | {"DRAIN"}, reason=update.reason or "")
 
     def get_job(self, job_id: int) -> Job:
+        self.reads.append(job_id)
         if self.down:
             raise SlurmUnavailable("connection refused")
         if job_id in self.jobs:
@@ -299,3 +313,115 @@ def test_concurrent_pre_hooks_share_writes():
     assert len(results) == 20 and all(r["state"] == "locked" for r in results)
     assert len(w.written) <= 3
     assert len(parse_requests(w.slurmd.get("slurm/node3")["metadata"]["annotations"]).valid) == 20
+
+
+# ---- the post-hook drains a node a placeholder's Pod outlived its job on --------------------------------------
+
+POD_IDENTITY = "sunk-pod=uid-train ns=apps name=train sched=sunk"
+
+
+def ending(admin_comment: str = POD_IDENTITY, job_id: int = 4, **fields) -> Job:
+    return Job(id=job_id, state="CANCELLED", state_flags=frozenset({"COMPLETING"}), nodes="node3",
+               admin_comment=admin_comment, **fields)
+
+
+def outlived_world(*pods, job: Job | None = None, cached: bool = False) -> World:
+    w = World(*pods, annotations={names.LOCK_KEY: "locked_strict"})
+    if job is not None:
+        (w.cache.jobs if cached else w.slurm.jobs)[job.id] = job
+    return w
+
+
+PLACEHOLDER_REASON = "k8s: sunk-placeholder: pod apps/train outlived KillWait after job 4"
+
+
+def test_a_placeholders_pod_still_on_the_node_drains_it_with_the_schedulers_reason():
+    w = outlived_world(pod("train"), pod("web"), job=ending())
+    body = w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == [("node3", NodeUpdate(state="DRAIN", reason=PLACEHOLDER_REASON))]
+    assert body["drained"] == PLACEHOLDER_REASON
+    assert drains.parse(PLACEHOLDER_REASON) == drains.PlaceholderDrain("apps", "train", 4)  # lifted once gone
+    assert [(e[0], e[1], e[2]) for e in w.recorder.events] == [("Warning", "train", "PodOutlivedSlurmJob")]
+    assert w.written == [{request_key(4): None}] and w.nudged == ["node3"]  # the unlock goes on as before
+
+
+def test_a_second_post_hook_for_the_same_job_writes_nothing_more():
+    w = outlived_world(pod("train"), job=ending())
+    w.service.post_hook("node3", PostHook(job_id=4))
+    body = w.service.post_hook("node3", PostHook(job_id=4))
+    assert len(w.slurm.updates) == 1 and len(w.recorder.events) == 1 and "drained" not in body
+
+
+@pytest.mark.parametrize("job", [
+    ending(admin_comment=""),  # no placeholder
+    ending(admin_comment="", comment=POD_IDENTITY),  # its user's fields forge an identity: never read
+    ending(admin_comment="", extra=POD_IDENTITY),
+    ending(admin_comment="", name=POD_IDENTITY),
+])
+def test_a_job_that_is_no_placeholder_drains_nothing_whatever_its_user_wrote(job):
+    w = outlived_world(pod("train"), job=job)
+    body = w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == [] and w.recorder.events == [] and "drained" not in body
+
+
+@pytest.mark.parametrize("pods", [
+    (),  # the Pod is gone
+    (pod("train", phase="Succeeded"),), (pod("train", phase="Failed"),),  # finished: runs nothing there
+    (pod("train", node="worker-9"),),  # on another Node
+])
+def test_a_placeholder_whose_pod_is_gone_finished_or_elsewhere_drains_nothing(pods):
+    w = outlived_world(*pods, job=ending())
+    w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == [] and w.recorder.events == []
+
+
+def test_a_node_an_operator_drained_is_left_alone():
+    w = outlived_world(pod("train"), job=ending())
+    w.slurm.node = Node(name="node3", state=frozenset({"MIXED", "DRAIN", "COMPLETING"}), reason="hardware: fan")
+    body = w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == [] and "drained" not in body and w.slurm.node.reason == "hardware: fan"
+
+
+def test_a_gangs_member_still_on_this_node_drains_it_with_that_members_reason():
+    from sunk.translate.gang import member_tag
+
+    identity = f"sunk-gang=job/j1 ns=apps size=2 members={member_tag('uid-w-0')},{member_tag('uid-w-1')}"
+    w = outlived_world(pod("w-1"), pod("w-7"), job=ending(admin_comment=identity))
+    w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == [("node3", NodeUpdate(state="DRAIN",
+                                                    reason="k8s: sunk-placeholder: pod apps/w-1 outlived KillWait "
+                                                           "after job 4"))]
+
+
+def test_a_job_slurm_does_not_show_ending_drains_nothing():
+    """A node's token holder calling the post-hook while the placeholder runs: only Slurm's end may drain."""
+    w = outlived_world(pod("train"), job=Job(id=4, state="RUNNING", nodes="node3", admin_comment=POD_IDENTITY))
+    w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.updates == []
+
+
+def test_the_cache_spares_slurm_a_read_for_a_job_that_is_no_placeholder_or_whose_pod_is_gone():
+    for job, pods in ((ending(admin_comment=""), (pod("train"),)), (ending(), ())):
+        w = outlived_world(*pods, job=job, cached=True)
+        w.service.post_hook("node3", PostHook(job_id=4))
+        assert w.slurm.reads == [] and w.slurm.updates == []
+    w = outlived_world(pod("train"), job=ending(), cached=True)  # the cache shows it ending: no read either
+    w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.reads == [] and len(w.slurm.updates) == 1
+
+
+def test_a_cached_placeholder_not_yet_seen_ending_is_read_from_slurm_now():
+    w = outlived_world(pod("train"), job=Job(id=4, state="RUNNING", nodes="node3", admin_comment=POD_IDENTITY),
+                       cached=True)
+    w.slurm.jobs[4] = ending()
+    w.service.post_hook("node3", PostHook(job_id=4))
+    assert w.slurm.reads == [4] and len(w.slurm.updates) == 1
+
+
+def test_slurm_unreachable_is_a_503_so_the_epilog_drains_by_itself():
+    w = outlived_world(pod("train"), job=ending())
+    w.slurm.down = True
+    with pytest.raises(HookError) as exc:
+        w.service.post_hook("node3", PostHook(job_id=4))
+    assert exc.value.status == 503
+    assert w.written == [{request_key(4): None}]  # (the lock request is dropped all the same)

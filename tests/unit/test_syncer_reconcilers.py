@@ -407,7 +407,7 @@ def test_the_placeholders_drain_stays_while_any_pod_placed_there_outlives_its_jo
 
 
 def test_a_gangs_drain_is_lifted_once_no_unfinished_member_is_on_the_node_and_no_job_of_the_gang_holds_it():
-    """The gang's placeholder could not reach the scheduler and drained every node of its job (placeholder.sh):
+    """The gang's job ended while its epilog could not reach the Syncer, and every node's epilog drained (epilog.sh):
     this node's member finishing (its Job keeps the Pod) or going lifts it here."""
     from sunk.translate.drains import GangPlaceholderDrain
 

@@ -21,6 +21,7 @@ from sunk.translate.drains import (
     held_by_another,
     parse,
 )
+from sunk.translate.gang import member_tag
 
 PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
@@ -477,3 +478,96 @@ def test_a_stuck_pod_drain_lasts_while_a_pod_with_its_uid_exists_or_its_node_is_
 ])
 def test_a_node_held_by_another_is_out_of_service_for_a_reason_sunk_did_not_write(state, reason, held):
     assert held_by_another(Node(name="node1", state=frozenset(state), reason=reason)) is held
+
+
+# ---- a placeholder's Pod still on the node as Slurm ends its job (the Syncer's post-hook) -------------------
+
+POD_UID = "1f2e3d4c-0000-4000-8000-000000000001"
+
+
+def placed_pod(name: str = "train-0", uid: str = POD_UID, namespace: str = "team-a", phase: str = "Running",
+               **annotations: str) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations)},
+            "spec": {"nodeName": "worker-1"}, "status": {"phase": phase}}
+
+
+def member_uid(i: int) -> str:
+    return f"0a0b0c0d-0000-4000-8000-00000000000{i}"
+
+
+POD_IDENTITY = f"sunk-pod={POD_UID} ns=team-a name=train-0 sched=sunk"
+GANG_IDENTITY = (f"sunk-gang=job/j1 ns=team-a size=2 members="
+                 f"{member_tag(member_uid(1))},{member_tag(member_uid(2))} sched=sunk")
+
+
+def test_the_pod_a_placeholder_held_a_place_for_outlives_it_with_the_schedulers_reason():
+    job = Job(id=42, state="COMPLETED", admin_comment=POD_IDENTITY)
+    found = drains.outlived(job, [placed_pod("other", uid="u-other"), placed_pod()])
+    assert found is not None and found.pod["metadata"]["name"] == "train-0"
+    assert found.drain == PLACEHOLDER
+    assert parse(found.drain.reason()) == PLACEHOLDER  # (the reason the Syncer lifts once the Pod is gone)
+
+
+@pytest.mark.parametrize("pods", [
+    [],  # gone from the Node
+    [placed_pod(phase="Succeeded")], [placed_pod(phase="Failed")],  # finished: runs nothing there
+    [placed_pod(uid="another-uid")],  # made again under its name: another Pod, not this job's
+    [placed_pod(namespace="team-b")],
+])
+def test_a_placeholder_whose_pod_is_gone_finished_or_another_outlives_nothing(pods):
+    assert drains.outlived(Job(id=42, state="COMPLETED", admin_comment=POD_IDENTITY), pods) is None
+
+
+@pytest.mark.parametrize("job", [
+    Job(id=42, state="COMPLETED"),  # no placeholder
+    Job(id=42, state="COMPLETED", comment=POD_IDENTITY),  # its user's fields: never read for an identity
+    Job(id=42, state="COMPLETED", extra=POD_IDENTITY),
+    Job(id=42, state="COMPLETED", name=POD_IDENTITY),
+    Job(id=42, state="COMPLETED", admin_comment=f"site: {POD_IDENTITY}"),  # not a whole identity
+])
+def test_a_job_that_is_no_placeholder_outlives_nothing_whatever_its_user_wrote(job):
+    assert drains.outlived(job, [placed_pod()]) is None
+
+
+def test_a_gangs_member_still_on_the_node_is_named_and_a_later_member_is_not_this_jobs():
+    job = Job(id=47, state="CANCELLED", admin_comment=GANG_IDENTITY)
+    later = placed_pod("w-9", uid=member_uid(9))  # made for the next gang: not this job's
+    done = placed_pod("w-1", uid=member_uid(1), phase="Succeeded")
+    assert drains.outlived(job, [later, done]) is None
+    found = drains.outlived(job, [later, done, placed_pod("w-2", uid=member_uid(2))])
+    assert found is not None and found.drain == PlaceholderDrain("team-a", "w-2", 47)
+
+
+def test_a_pod_annotated_as_placed_by_a_job_is_not_that_jobs_unless_its_identity_says_so():
+    """Annotations are the Pod author's to write: only the job's AdminComment and the apiserver's UID count."""
+    pod = placed_pod("mine", uid="u-mine", **{names.ANN_JOB_ID: "42", names.ANN_SLURM_NODE: "node1"})
+    assert drains.outlived(Job(id=42, state="COMPLETED", admin_comment=POD_IDENTITY), [pod]) is None
+
+
+@pytest.mark.parametrize(("state", "reason", "writes"), [
+    ({"IDLE"}, "", True),
+    ({"MIXED", "COMPLETING"}, "", True),
+    ({"IDLE", "DRAIN"}, PLACEHOLDER.reason(), False),  # the scheduler's /drain hook was first: nothing to do
+    ({"IDLE", "DRAIN"}, "hardware: fan", False),  # an operator's: never replaced
+    ({"DOWN"}, "Not responding", False),
+    ({"IDLE", "DRAIN"}, STUCK.reason(), False),  # the same Pod, stuck on a lost Node: that says more
+    ({"IDLE", "DRAIN"}, StuckPodDrain("team-a", "other", "u9", "worker-1", 40).reason(), True),
+    ({"IDLE", "DRAIN"}, GangPlaceholderDrain("team-a", "job/j1", 42).reason(), False),  # this job's gang
+    ({"IDLE", "DRAIN"}, GangPlaceholderDrain("team-a", "job/j0", 41).reason(), True),
+    ({"IDLE", "DRAIN"}, PlaceholderDrain("team-a", "other", 41).reason(), True),
+    ({"IDLE", "DRAIN"}, UNREACHABLE.reason(), True),
+    ({"DOWN", "DRAIN"}, "k8s: slurmd pod slurm/node1 is not ready", True),
+    ({"IDLE", "DRAIN"}, "", True),
+])
+def test_a_placeholders_drain_replaces_only_what_says_less_and_never_an_operators(state, reason, writes):
+    node = Node(name="node1", state=frozenset(state), reason=reason)
+    assert drains.may_drain_over(node, PLACEHOLDER) is writes
+
+
+@pytest.mark.parametrize(("state", "flags", "ending"), [
+    ("RUNNING", (), False), ("PENDING", (), False), ("SUSPENDED", (), False),
+    ("RUNNING", ("COMPLETING",), True), ("COMPLETED", (), True), ("CANCELLED", ("COMPLETING",), True),
+    ("PENDING", ("REQUEUED", "COMPLETING"), True), ("TIMEOUT", (), True), ("PREEMPTED", (), True),
+])
+def test_only_slurms_end_of_a_job_counts_as_ending(state, flags, ending):
+    assert drains.job_ending(Job(id=1, state=state, state_flags=frozenset(flags))) is ending

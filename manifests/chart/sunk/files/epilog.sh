@@ -1,13 +1,24 @@
 #!/bin/bash
-# sunk epilog: tell the Syncer the job ended here, so the node is unlocked promptly.
+# sunk epilog: tell the Syncer the job ended here, so the node is unlocked promptly, and so that
+# a placeholder job's Pod that is still on the node keeps the next Slurm job off it.
 #
-# Runs as root on the slurmd host (slurm.conf: Epilog). Unlocking is level-based (the
-# Syncer unlocks once Slurm reports no job on the node), so this call only makes it
-# prompt and drops the job's lock request. It therefore never fails: a failing epilog
-# would drain the node for no reason. Configuration as for prolog.sh (hooks.env);
-# without that file it does nothing.
+# Runs as root on the slurmd host (slurm.conf: Epilog), on every node of the job, once the job's
+# processes are gone and before Slurm gives the node to another job. Unlocking is level-based (the
+# Syncer unlocks once Slurm reports no job on the node), so this call only makes it prompt and
+# drops the job's lock request. The Syncer's post-hook also drains the node when the job is a sunk
+# placeholder whose Pod outlived it there (sunk/locking/service.py); the placeholder itself runs as
+# its tenant and can only ask the scheduler. When the post-hook cannot be reached (no answer, or a
+# 5xx, after its retries), this script drains the node itself for a placeholder job, with the
+# reason the Syncer lifts once no Pod of the job is left on the node (sunk/translate/drains.py):
+# it cannot see Kubernetes, so it assumes the Pod may still be there. Whether the job is a
+# placeholder is read from its AdminComment alone, which only Slurm's super users write (squeue
+# prints that one field; the job's Comment, Extra and name, its user's to write, never show), never
+# from anything the job or its user wrote (environment, files, exit code).
+#
+# It never fails: a failing epilog would drain the node for no reason. Configuration as for
+# prolog.sh (hooks.env); without that file it does nothing.
 set -u
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd's, then the system's
 HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
@@ -29,6 +40,48 @@ if [ -z "$SUNK_SYNCER_URL" ] || [ -z "$token" ]; then
     log "hooks.env lacks SUNK_SYNCER_URL or a readable token file; the Syncer unlocks on its own"
     exit 0
 fi
+
+# placeholder_reason: the drain reason for this job if its AdminComment is a sunk placeholder's identity
+# (sunk/translate/podjob.py PlaceholderIdentity, gang.py GangIdentity: the whole text, as the Syncer reads
+# it), else nothing. The reason is the one the scheduler's drain hook writes for a Pod, or for a gang the
+# one naming it; the Syncer lifts either once no Pod of the job is left on the node.
+placeholder_reason() {
+    local text name='[a-z0-9][-a-z0-9.]*'
+    text=$(squeue -h -t all -j "$JOB" -O 'admin_comment:1100' 2>/dev/null | head -n 1)
+    text=${text%"${text##*[! ]}"} text=${text#"${text%%[! ]*}"}  # (squeue pads the field with spaces)
+    if [[ $text =~ ^sunk-pod=[^\ ]+\ ns=($name)\ name=($name)(\ sched=[^\ ]+)?$ ]]; then
+        echo "k8s: sunk-placeholder: pod ${BASH_REMATCH[1]}/${BASH_REMATCH[2]} outlived KillWait after job $JOB"
+    elif [[ $text =~ ^sunk-gang=([a-z]+(/[A-Za-z0-9][A-Za-z0-9._-]*)+)\ ns=($name)\ size=[0-9]+\ members=[0-9a-f,]+(\ sched=[^\ ]+)?$ ]]; then
+        echo "k8s: sunk-placeholder: gang ${BASH_REMATCH[3]}/${BASH_REMATCH[1]} outlived KillWait after job $JOB"
+    fi
+}
+
+# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
+# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
+# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
+foreign_drain() {
+    local line state reason
+    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
+    state=${line%%|*} reason=${line#*|}
+    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
+    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
+}
+
+# drain_for_placeholder: the Syncer could not be asked whether a placeholder's Pod outlived the job here;
+# drain the node for a placeholder job, unless it is out of service for a reason sunk did not write.
+drain_for_placeholder() {
+    local reason
+    reason=$(placeholder_reason)
+    [ -n "$reason" ] || return 0
+    if foreign_drain "$NODE"; then
+        log "$NODE is out of service for a reason sunk did not write: left as it is (would have drained: $reason)"
+    elif scontrol update nodename="$NODE" state=drain reason="$reason"; then
+        log "drain: $reason"
+    else
+        log "could not drain $NODE: $reason"
+    fi
+}
+
 for attempt in 1 2 3; do
     status=$(printf 'header = "Authorization: Bearer %s"\n' "$token" | curl -sS -o /dev/null -w '%{http_code}' \
         -K - -m 10 -X POST -H 'Content-Type: application/json' --data-binary "{\"job_id\": $JOB}" \
@@ -40,4 +93,7 @@ for attempt in 1 2 3; do
     esac
 done
 log "post-hook answered HTTP $status; the Syncer unlocks on its own once Slurm reports the node idle"
+case "$status" in
+    000|5??) drain_for_placeholder ;;
+esac
 exit 0
