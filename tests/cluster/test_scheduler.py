@@ -632,10 +632,11 @@ def test_gpu_model_affinity_becomes_a_constraint(kube_api, dev_cluster, namespac
         {"matchExpressions": [{"key": "gpu.nvidia.com/model", "operator": "In", "values": ["FAKE_GPU"]}]}]}}}
     pod = create_pod(kube_api, namespace, gpus=1, affinity=affinity)
     name = pod["metadata"]["name"]
-    job_id, k8s_node = placed(kube_api, dev_cluster, namespace, name)
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
     job = slurm_job(dev_cluster, job_id)
     assert job["features"] == "FAKE_GPU" and job["tres_per_node"] == "gres/gpu:1"
-    assert k8s_node == dev_cluster.k8s_node_for(job["nodes"])
+    k8s_node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    assert k8s_node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
     kc.delete(kube_api, PODS, name, namespace)
     wait_for(lambda: ended(dev_cluster, job_id), 30, "the job to end")
 
