@@ -649,6 +649,38 @@ def test_reboot_sets_the_node_condition(kube_api, syncer, token):
         _remove_node_condition(kube_api, "worker-4", names.DEFAULT_REBOOT_CONDITION)
 
 
+def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, dev_cluster, syncer, token, lease,
+                                                                    tmp_path):
+    """.syncer.hooksAPI.nodeRebootCondition / nodeRebootReason (--node-reboot-condition / --node-reboot-reason):
+    the Node gets that condition, with that reason, and not the default PhaseState. Served by a second replica
+    (the module's Lease: it never leads, so it syncs nothing), since the hook API answers on every replica."""
+    condition, reason = "NeedsReboot", "sunk-test-powercycle"
+    replica = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-permissions-enabled",
+                                                              f"--node-reboot-condition={condition}",
+                                                              f"--node-reboot-reason={reason}"], lease=lease)
+    _remove_node_condition(kube_api, "worker-4", names.DEFAULT_REBOOT_CONDITION)
+    try:
+        replica.start()
+
+        def reboot() -> list[requests.Response] | None:  # (503 until the replica's caches are synced)
+            answer = requests.post(f"{replica.url}/api/v1/nodes/node4/reboot", json={},
+                                   headers=node_auth(token, "node4"), timeout=10)
+            return None if answer.status_code == 503 else [answer]
+
+        resp = wait_for(reboot, 30, "the replica's hook API to answer")[0]
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["k8s_node"] == "worker-4" and resp.json()["condition"]["type"] == condition
+        node = kc.get(kube_api, NODES, "worker-4")
+        cond = kp.get_condition(node, condition)
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("True", reason)
+        assert "node4" in cond["message"]  # no message asked: the default one names the Slurm node
+        assert kp.get_condition(node, names.DEFAULT_REBOOT_CONDITION) is None
+    finally:
+        replica.stop()
+        _remove_node_condition(kube_api, "worker-4", condition)
+
+
 def _remove_node_condition(api, node: str, ctype: str) -> None:
     def mutate(current):
         conds = (current.get("status") or {}).get("conditions") or []

@@ -22,7 +22,7 @@ import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
 from prometheus_client.parser import text_string_to_metric_families
-from slurmtools import number, slurm_job, state, wait_for
+from slurmtools import all_jobs, number, slurm_job, state, wait_for
 from syncer_harness import SyncerUnderTest
 
 from sunk.metrics.families import SCHEDULER_FAMILIES
@@ -184,6 +184,33 @@ def test_pending_and_cancelled_jobs_have_their_state_and_no_per_node_series(made
         assert (value(table, "slurm_queue_canceled") or 0) >= 1
 
     settled(made, check, "pending and cancelled jobs")
+
+
+def test_a_suspended_job_is_counted_by_partition_account_and_user(made, dev_cluster):
+    """slurm_jobs_suspended, with the seeds' labels (partition, account, user), counts what Slurm shows suspended;
+    the fixture has no suspended job, so one is suspended here (``scontrol suspend``) and cancelled after."""
+    job_id = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null",
+                                   f"--job-name={made['name']}", "-n1", "-x", DRAINED, "--wrap", "sleep 600").stdout)
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "RUNNING", 60, "the job to run")
+        dev_cluster.slurm("scontrol", "suspend", str(job_id))
+        wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "SUSPENDED", 30, "the job to be suspended")
+        job = slurm_job(dev_cluster, job_id)
+        owner = {"partition": job["partition"], "account": job["account"], "user": job["user_name"]}
+
+        def check(table):
+            samples = table.get("slurm_jobs_suspended", [])
+            assert samples and all(set(s.labels) == JOBS_LABELS for s in samples), samples
+            suspended = [j for j in all_jobs(dev_cluster) if state(j) == "SUSPENDED"]
+            assert value(table, "slurm_jobs_suspended", **owner) == sum(
+                1 for j in suspended if (j["partition"], j["account"], j["user_name"]) == tuple(owner.values()))
+            assert sum(s.value for s in samples) == len(suspended)
+            assert value(table, "slurm_job_state", **owner, id=str(job_id), name=made["name"], state="SUSPENDED") == 1
+            assert (value(table, "slurm_queue_suspended") or 0) >= 1
+
+        settled(made, check, "the suspended job counted")
+    finally:
+        dev_cluster.slurm("scancel", str(job_id), check=False)
 
 
 def test_node_states_and_counts_agree_with_sinfo(made, dev_cluster):

@@ -13,13 +13,14 @@ from dropproxy import DropProxy
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import as_service_account, assert_never_forbidden
-from slurmtools import idle_node, jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
+from slurmtools import all_nodes, idle_node, jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
 from syncer_harness import free_port
 
 from sunk import names
 from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS, Resource
+from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
 
 SCHEDULER = "sunk-scheduler-test"
@@ -217,7 +218,11 @@ def jobs_for_pod(dev_cluster, uid: str) -> list[int]:
     ({}, {"cpu": None}, "cpu"),
     ({}, {"memory": None}, "memory"),
     ({}, {"grace": 30}, "terminationGracePeriodSeconds"),
-], ids=["priority-not-integer", "exclusive-unknown", "timeout-not-integer", "no-cpu", "no-memory", "grace-too-long"])
+    # The seeds type user-id and group-id as integers: a user or group *name* is refused, not looked up.
+    ({names.ANN_USER_ID: "kube"}, {}, f"{names.ANN_USER_ID}: must be an integer"),
+    ({names.ANN_GROUP_ID: "kube"}, {}, f"{names.ANN_GROUP_ID}: must be an integer"),
+], ids=["priority-not-integer", "exclusive-unknown", "timeout-not-integer", "no-cpu", "no-memory", "grace-too-long",
+        "user-id-not-integer", "group-id-not-integer"])
 def test_invalid_pod_gets_an_event_and_no_job(kube_api, dev_cluster, namespace, scheduler, annotations, spec, needle):
     pod = create_pod(kube_api, namespace, annotations=annotations, **spec)
     name = pod["metadata"]["name"]
@@ -577,6 +582,38 @@ def test_a_pod_asking_no_user_runs_as_its_policys_identity(kube_api, dev_cluster
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 
+def ended(dev_cluster, job_id: int) -> bool:
+    return state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None)
+
+
+def test_an_explicit_group_id_is_the_group_slurm_runs_the_job_as(kube_api, dev_cluster, namespace, scheduler):
+    """The seeds' group-id, asked alone: the group is the one asked for, not the user's (root, the dev policy's
+    default user) nor the policy's default group (0); and Slurm runs the job so (its placeholder starts)."""
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_GROUP_ID: "1001"})
+    name = pod["metadata"]["name"]
+    job_id, _ = placed(kube_api, dev_cluster, namespace, name)
+    job = slurm_job(dev_cluster, job_id)
+    assert (job["user_id"], job["group_id"]) == (0, 1001)
+    assert started_placeholder(job, pod["metadata"]["uid"])
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: ended(dev_cluster, job_id), 30, "the job to end")
+
+
+def test_the_legacy_exclusive_true_takes_the_whole_node(kube_api, dev_cluster, namespace, scheduler):
+    """Before SUNK v5.7.0 exclusive was a boolean; "true" still means no sharing (Slurm's shared=none, sbatch
+    --exclusive): the job holds every CPU of its node though its Pod asks for one, so no other job fits there."""
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_EXCLUSIVE: "true"}, cpu="1")
+    name = pod["metadata"]["name"]
+    job_id, k8s_node = placed(kube_api, dev_cluster, namespace, name, timeout=60)
+    job = slurm_job(dev_cluster, job_id)
+    assert parse_job(job).shared == "none"
+    assert k8s_node == dev_cluster.k8s_node_for(job["nodes"])
+    node = all_nodes(dev_cluster)[job["nodes"]]
+    assert number(job, "cpus") == node["cpus"] == node["alloc_cpus"], (number(job, "cpus"), node["alloc_cpus"])
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: ended(dev_cluster, job_id), 30, "the job to end")
+
+
 def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespace, scheduler):
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["FAKE_GPU"]}]}]}}}
@@ -586,6 +623,89 @@ def test_gpu_class_affinity_becomes_a_constraint(kube_api, dev_cluster, namespac
     assert "FAKE_GPU" in job["features"]
     wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
     kc.delete(kube_api, PODS, name, namespace)
+
+
+def test_gpu_model_affinity_becomes_a_constraint(kube_api, dev_cluster, namespace, scheduler):
+    """The seeds' example pins gpu.nvidia.com/model (H100_NVLINK_80GB on CoreWeave's Nodes); the dev cluster's
+    GPU nodes carry the feature FAKE_GPU, so the model affinity names that."""
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/model", "operator": "In", "values": ["FAKE_GPU"]}]}]}}}
+    pod = create_pod(kube_api, namespace, gpus=1, affinity=affinity)
+    name = pod["metadata"]["name"]
+    job_id = job_id_of(kube_api, dev_cluster, namespace, name)
+    job = slurm_job(dev_cluster, job_id)
+    assert job["features"] == "FAKE_GPU" and job["tres_per_node"] == "gres/gpu:1"
+    k8s_node = wait_for(lambda: bound(kube_api, namespace, name), 30, "binding")
+    assert k8s_node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: ended(dev_cluster, job_id), 30, "the job to end")
+
+
+# -- scope: the namespaces a scheduler watches (the seeds' scheduler.scope) ----------------------------------------
+SCOPED_SCHEDULER = "sunk-scheduler-scope-test"  # its own name: the module's scheduler never sees these Pods
+
+
+@pytest.fixture
+def three_namespaces(kube_api):
+    made = tuple(create_namespace(kube_api) for _ in range(3))
+    yield made
+    for namespace in made:
+        purge_namespace(kube_api, namespace)
+
+
+@contextmanager
+def scoped_scheduler(kube_api, dev_cluster, tmp_dir, *, own: str, watch: str,
+                     namespaces: tuple[str, ...]) -> Iterator[Process]:
+    """A scheduler deployed in ``own`` (POD_NAMESPACE, as the chart's Deployment sets it) with
+    ``--watch-namespace=<watch>`` ("" for the flag left blank); at the end the Pods of ``namespaces`` go
+    while it still runs, then it stops."""
+    ports = {"hooks": free_port(), "metrics": free_port(), "probes": free_port()}
+    proc = scheduler_process(dev_cluster, own, tmp_dir, name="sunk-scheduler-scope", ports=ports, extra_args=(
+        f"--scheduler-name={SCOPED_SCHEDULER}", f"--watch-namespace={watch}",
+        f"--leader-election-id={SCOPED_SCHEDULER}"))
+    proc.env["POD_NAMESPACE"] = own
+    proc.start()
+    try:
+        yield proc
+    finally:
+        try:
+            for namespace in namespaces:
+                end_pods(kube_api, dev_cluster, namespace)
+        finally:
+            proc.stop()
+
+
+def not_scheduled(api, dev_cluster, namespace: str, pod: dict) -> None:
+    """No job and no binding: the Pod is not the scheduler's (the caller waited for one of its own to bind)."""
+    time.sleep(2)  # give a wrong implementation the time to submit anyway
+    assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == []
+    assert not bound(api, namespace, pod["metadata"]["name"])
+
+
+def test_a_scheduler_given_no_namespace_schedules_its_own_namespace_only(kube_api, dev_cluster, three_namespaces,
+                                                                         tmp_path):
+    own, other, _ = three_namespaces
+    with scoped_scheduler(kube_api, dev_cluster, tmp_path, own=own, watch="", namespaces=(own, other)):
+        elsewhere = create_pod(kube_api, other, schedulerName=SCOPED_SCHEDULER)
+        mine = create_pod(kube_api, own, schedulerName=SCOPED_SCHEDULER)
+        job_id, k8s_node = placed(kube_api, dev_cluster, own, mine["metadata"]["name"])
+        assert k8s_node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
+        not_scheduled(kube_api, dev_cluster, other, elsewhere)
+
+
+def test_a_scheduler_schedules_every_namespace_it_is_given_and_no_other(kube_api, dev_cluster, three_namespaces,
+                                                                        tmp_path):
+    """The list replaces the default: the scheduler's own namespace, not in it, is not watched."""
+    first, second, own = three_namespaces
+    with scoped_scheduler(kube_api, dev_cluster, tmp_path, own=own, watch=f"{first},{second}",
+                          namespaces=three_namespaces):
+        at_home = create_pod(kube_api, own, schedulerName=SCOPED_SCHEDULER)
+        pods = {namespace: create_pod(kube_api, namespace, schedulerName=SCOPED_SCHEDULER)
+                for namespace in (first, second)}
+        for namespace, pod in pods.items():
+            job_id, k8s_node = placed(kube_api, dev_cluster, namespace, pod["metadata"]["name"])
+            assert k8s_node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
+        not_scheduled(kube_api, dev_cluster, own, at_home)
 
 
 # -- preemption, both directions (QOS high preempts normal) -----------------------------------------

@@ -33,10 +33,14 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import PODS
 from sunk.syncer.podcordon import COND_POD_CORDONED
 from sunk.times import rfc3339
+from sunk.translate.nodestate import pending_deletion_reason
 
 A, B = NODES_UNDER_TEST  # node3, node4
 PROPAGATION = 10.0  # generous bound for one propagation on a loaded 2-core machine (the benchmark measures it)
 RTS = 20.0  # slurmctld returning a DOWN node whose slurmd answers (ReturnToService=2): about 3 s in CI
+# slurmctld pings every slurmd each SlurmdTimeout/3 (slurmconf: SlurmdTimeout=30) and marks one that does not
+# answer NOT_RESPONDING at once: within 10 s of its stop, 20 s with a ping in flight; the rest is load.
+NOT_RESPONDING_AFTER = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +211,34 @@ def test_pod_outside_the_selector_is_not_read_as_deleted(cluster: Cluster):
     assert cluster.namespace in gone
 
 
+def test_a_slurmd_pod_pending_deletion_is_drained_by_the_syncer_itself(cluster: Cluster):
+    """The seeds' "pending deletion" drain, with no NodeSet operator in the namespace: the Syncer drains with the
+    operator's own reason (so neither rewrites the other's), keeps it while the Pod also turns not Ready, never
+    deletes the Pod (that is the operator's), and lifts the drain once the mark is gone and the Pod Ready."""
+    why = "syncer-test: scale-in"
+    expected = pending_deletion_reason(f"{cluster.namespace}/{A}", why)
+    pod = cluster.pod(A)
+    assert pod is not None
+    try:
+        kp.set_annotations(cluster.api, pod, {names.ANN_PENDING_DELETION: why})
+        assert wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"{A} drained for its pending deletion") \
+            == expected
+        assert not cluster.node(B).drained  # only the marked Pod's Slurm node
+        cond = wait_for(lambda: (c := cluster.pod_condition(A, names.COND_SLURM_DRAIN)) and c["status"] == "True"
+                        and c, PROPAGATION, "SlurmDrain=True on the marked Pod")
+        assert cond.get("message") == expected
+        cluster.set_pod_ready(A, False)  # a second Kubernetes cause: the pending deletion's reason stays
+        never(lambda: not ((n := cluster.node(A)).drained and n.reason == expected) and (n.state, n.reason), 3.0,
+              "the pending-deletion drain lifted or its reason replaced")
+        cluster.set_pod_ready(A, True)
+        assert cluster.pod(A) is not None and not cluster.pod(A)["metadata"].get("deletionTimestamp")
+        kp.set_annotations(cluster.api, cluster.pod(A), {names.ANN_PENDING_DELETION: None})
+        wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained once the mark is gone")
+    finally:
+        if (current := cluster.pod(A)) is not None:
+            kp.set_annotations(cluster.api, current, {names.ANN_PENDING_DELETION: None})
+
+
 def test_k8s_drain_undone_in_slurm_is_reapplied(cluster: Cluster):
     cluster.set_pod_ready(A, False)
     reason = wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"k8s: drain of {A}")
@@ -295,6 +327,34 @@ def test_drain_in_slurm_shows_on_pod_conditions_labels_and_node(cluster: Cluster
     finally:
         if cluster.node(B).reason == manual:
             cluster.undrain(B)
+
+
+def _shows_responding(c: Cluster, name: str, responding: bool) -> bool:
+    """The slurmd Pod's SlurmNotResponding condition (status and reason) and not_responding label, as the seeds
+    name them, say ``responding``."""
+    pod = c.pod(name)
+    cond = kp.get_condition(pod, names.COND_SLURM_NOT_RESPONDING) if pod else None
+    want = ("False", "SlurmResponding") if responding else ("True", "SlurmNotResponding")
+    return bool(pod and cond and (cond["status"], cond.get("reason")) == want
+                and pod["metadata"]["labels"].get(names.LABEL_NOT_RESPONDING) == want[0].lower())
+
+
+def test_a_slurmd_that_stops_answering_shows_as_slurm_not_responding(cluster: Cluster):
+    """node4's slurmd is stopped for real: slurmctld's own pings find it silent and flag the node NOT_RESPONDING
+    (later DOWN, which the Syncer leaves alone); the Pod says so, and says so no longer once slurmd is back."""
+    slurmd = f"slurmd-{B}"
+    wait_for(lambda: not cluster.node(B).not_responding, RTS, f"{B}'s slurmd answering before the test")
+    wait_for(lambda: _shows_responding(cluster, B, True), PROPAGATION, f"{B}'s Pod showing it responding")
+    cluster.dev.stop_component(slurmd)
+    try:
+        wait_for(lambda: cluster.node(B).not_responding, NOT_RESPONDING_AFTER, f"slurmctld to flag {B} NOT_RESPONDING",
+                 interval=0.5)
+        wait_for(lambda: _shows_responding(cluster, B, False), PROPAGATION, f"SlurmNotResponding=True on {B}'s Pod")
+    finally:
+        cluster.dev.start_component(slurmd)  # (waits for slurmctld to see it answer: ReturnToService=2 lifts a DOWN)
+    wait_for(lambda: not cluster.node(B).not_responding and not cluster.node(B).down, RTS, f"{B} answering again")
+    wait_for(lambda: _shows_responding(cluster, B, True), PROPAGATION, f"SlurmNotResponding=False on {B}'s Pod")
+    assert not cluster.node(B).drained, f"{B} drained by its outage: {cluster.node(B).reason}"
 
 
 def test_running_job_shows_as_slurm_running(cluster: Cluster):
