@@ -11,8 +11,11 @@
          set the reboot condition on the node's Kubernetes Node (200)
     GET  /healthz                         200 once the service can answer, else 503 (no token needed)
 
-Every /api call needs ``Authorization: Bearer <token>``, the token of the node in its path
-(derived from the secret in the token file, see auth.py); without it, 401. Every error is
+Every /api call needs ``Authorization: Bearer <token>`` of the node in its path: a
+ServiceAccount token bound to that node's slurmd Pod (checked with TokenReview, see
+nodeauth.py), or the node's legacy HMAC token (derived from the secret in the token file,
+see auth.py); without one, 401; a valid token of another node's Pod, 403; a TokenReview
+that cannot be made, 503. Every error is
 JSON: ``{"error": ..., ...}``, and leaves one log line (app.py ``log_refusal``). ``<node>`` is
 the Slurm node name.
 """
@@ -29,7 +32,8 @@ from werkzeug.exceptions import HTTPException
 
 from sunk.flags import loggable
 
-from .auth import TokenFile, TokenUnavailable, bearer
+from .auth import TokenFile, bearer
+from .nodeauth import NodeAuthenticator
 from .protocol import (
     Body,
     HookError,
@@ -44,13 +48,16 @@ log = logging.getLogger(__name__)
 PREFIX = "/api/v1/nodes"
 
 
-def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk_hooks") -> Blueprint:
+def hooks_blueprint(service: HookService, token: TokenFile | NodeAuthenticator, *,
+                    name: str = "sunk_hooks") -> Blueprint:
+    """``token``: a NodeAuthenticator, or a TokenFile alone (HMAC node tokens only)."""
     bp = Blueprint(name, __name__)
+    authenticator = token if isinstance(token, NodeAuthenticator) else NodeAuthenticator(token)
 
     def handle(parse: Callable[[Any], Any], call: Callable[[str, Any], Body], node: str, ok: int) -> Response:
         try:
             check_node(node)
-            authenticate(token, node)
+            authenticate(authenticator, node)
             req = parse(_json_body())
             result = call(node, req)
         except HookError as exc:
@@ -88,17 +95,11 @@ def hooks_blueprint(service: HookService, token: TokenFile, *, name: str = "sunk
     return bp
 
 
-def authenticate(token: TokenFile, node: str) -> None:
+def authenticate(authenticator: NodeAuthenticator, node: str) -> None:
     presented = bearer(request.headers.get("Authorization"))
     if presented is None:
         raise HookError(401, "missing bearer token (Authorization: Bearer <token>)")
-    try:
-        ok = token.matches(node, presented)
-    except TokenUnavailable as exc:
-        log.error("hook API token unavailable: %s", exc)
-        raise HookError(503, "the hook API's token is not configured on the server") from None
-    if not ok:
-        raise HookError(401, f"wrong bearer token for Slurm node {node}")
+    authenticator.check(node, presented)
 
 
 def _json_body() -> Any:

@@ -64,9 +64,11 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 # The Syncer's own Deployment: scaled to 0 (its scale subresource) before sunk-syncer release-nodes lifts its marks.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+# The Syncer's hook API asks the apiserver who a slurmd Pod's ServiceAccount token belongs to (create only).
+TOKENREVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
-                               PODGROUPS, DEPLOYMENTS)
+                               PODGROUPS, DEPLOYMENTS, TOKENREVIEWS)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

@@ -13,6 +13,7 @@ from sunk.controller.handlers import EnqueueHandler
 from sunk.controller.runtime import Controller
 from sunk.hooks.api import hooks_blueprint
 from sunk.hooks.auth import TokenFile
+from sunk.hooks.nodeauth import KubeTokenReviewer, NodeAuthenticator, PodTokenAuthenticator
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.syncer.context import SyncerContext, slurm_node_name
@@ -39,6 +40,16 @@ class Locking:
     service: LockService
     blueprint: Blueprint
     jobs: JobsByNode
+
+
+def node_authenticator(ctx: SyncerContext, config: LockConfig) -> NodeAuthenticator:
+    """Legacy HMAC node tokens, and (with an audience) the slurmd Pods' own ServiceAccount tokens,
+    checked against the Syncer's slurmd informer: its namespace and selector say what a slurmd Pod is."""
+    pod_tokens = None
+    if config.token_audience:
+        pod_tokens = PodTokenAuthenticator(KubeTokenReviewer(ctx.api), audience=config.token_audience,
+                                           slurmd_namespace=ctx.config.watch_namespace, slurmd_pod=ctx.slurmd_pods.get)
+    return NodeAuthenticator(TokenFile(config.token_file), pod_tokens)
 
 
 def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
@@ -82,5 +93,5 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
 
     service = LockService(ctx=ctx, config=config, waiter=waiter, batcher=AnnotationBatcher(write_annotations),
                           evictions=evictions, is_placeholder=is_placeholder, nudge=nudge, ready=ready)
-    blueprint = hooks_blueprint(service, TokenFile(config.token_file))
+    blueprint = hooks_blueprint(service, node_authenticator(ctx, config))
     return Locking(controller=controller, service=service, blueprint=blueprint, jobs=jobs)

@@ -9,6 +9,7 @@ import attrs
 from sunk import names
 from sunk.flags import positive_duration, positive_int
 from sunk.translate.lock import TAINT_EFFECTS
+from sunk.translate.podtoken import DEFAULT_AUDIENCE
 
 
 def _positive(value: float) -> float:
@@ -20,6 +21,9 @@ def _positive(value: float) -> float:
 @attrs.frozen
 class LockConfig:
     token_file: str
+    # Pod-bound ServiceAccount tokens of slurmd Pods with this audience open their node's hooks
+    # (TokenReview); empty: only the legacy HMAC node tokens do.
+    token_audience: str = DEFAULT_AUDIENCE
     reboot_condition: str = names.DEFAULT_REBOOT_CONDITION
     reboot_reason: str = names.DEFAULT_REBOOT_REASON
     taint_effect: str = "NoSchedule"
@@ -46,7 +50,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("node locking and the hook API")
     group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
                        help="secret (32+ bytes) the hook tokens of the nodes derive from; re-read when it "
-                            "changes (sunk-syncer hook-token prints a node's token)")
+                            "changes (sunk-syncer hook-token prints a node's legacy HMAC token)")
+    group.add_argument("--hooks-token-audience", default=DEFAULT_AUDIENCE,
+                       help="audience of the projected ServiceAccount tokens slurmd Pods prove their node with "
+                            "(checked with TokenReview: create tokenreviews); empty: HMAC node tokens only")
     group.add_argument("--node-reboot-condition", default=names.DEFAULT_REBOOT_CONDITION,
                        help="Node condition type the reboot hook sets (.syncer.hooksAPI.nodeRebootCondition)")
     group.add_argument("--node-reboot-reason", default=names.DEFAULT_REBOOT_REASON,
@@ -67,6 +74,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> LockConfig:
     return LockConfig(
         token_file=args.hooks_token_file,
+        token_audience=args.hooks_token_audience,
         reboot_condition=args.node_reboot_condition,
         reboot_reason=args.node_reboot_reason,
         taint_effect=args.lock_taint_effect,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from sunk.controller.daemon import DaemonConfig
     from sunk.slurm.client import SlurmClient
+    from sunk.web import Listener
 
     from .release import ReleaseConfig
 
@@ -59,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hooks-api-threads", type=positive_int, default=256,
                         help="hook API threads: a waiting pre-hook holds one, and a job's prologs call at once")
     parser.add_argument("--hooks-token-file", default=None, help="bearer token file of the hook API")
+    parser.add_argument("--hooks-tls-cert-file", default="",
+                        help="serve the hook API over TLS with this certificate (the prolog verifies it with "
+                             "hooks.env's SUNK_HOOKS_CA); re-read only at start")
+    parser.add_argument("--hooks-tls-key-file", default="", help="the key of --hooks-tls-cert-file")
     parser.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=True,
                         help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
                              ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
@@ -115,9 +120,16 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                 validate(args)
             except ValueError as exc:
                 parser.error(str(exc))
+    from sunk.web import tls_from_flags
+
+    try:
+        tls_from_flags(args.hooks_tls_cert_file, args.hooks_tls_key_file, what="the hook API")
+    except ValueError as exc:
+        parser.error(str(exc))
     config = SyncerConfig(watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
                           resync_period=args.resync_period, hooks_api_bind_address=args.hooks_api_bind_address,
                           hooks_api_threads=args.hooks_api_threads,
+                          hooks_tls_cert_file=args.hooks_tls_cert_file, hooks_tls_key_file=args.hooks_tls_key_file,
                           node_permissions=args.node_permissions_enabled,
                           slurm_node_clean_up=args.slurm_node_clean_up,
                           slurm_node_poll_interval=args.slurm_node_poll_interval)
@@ -223,7 +235,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     startup = parse_args(argv)
     configure_logging_from(startup.args)
     from sunk.runner import Served, run
-    from sunk.web import Listener
 
     from .assembly import assemble
     from .metrics import register_slurm_requests
@@ -238,8 +249,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                  ", ".join(getattr(p, "name", type(p).__name__) for p in plugins) or "none")
         return Served(syncer.manager, {"hooks": syncer.app()})
 
-    return run(startup.daemon, build, [Listener(config.hooks_api_bind_address, "hooks")],
-               threads=config.hooks_api_threads)
+    return run(startup.daemon, build, [hooks_listener(config)], threads=config.hooks_api_threads)
+
+
+def hooks_listener(config: SyncerConfig) -> Listener:
+    """The hook API's port, over TLS exactly when its certificate flags say so (checked in parse_args)."""
+    from sunk.web import Listener, tls_from_flags
+
+    return Listener(config.hooks_api_bind_address, "hooks",
+                    tls_from_flags(config.hooks_tls_cert_file, config.hooks_tls_key_file, what="the hook API"))
 
 
 if __name__ == "__main__":

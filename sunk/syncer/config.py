@@ -18,6 +18,9 @@ class SyncerConfig:
     resync_period: float = 600.0  # seconds between safety-net passes over every node
     hooks_api_bind_address: str = ":8000"  # the hook API (plugins' Blueprints), on every replica
     hooks_api_threads: int = 256
+    # --hooks-tls-cert-file/--hooks-tls-key-file: the hook API over TLS (both, or neither: plain HTTP)
+    hooks_tls_cert_file: str = ""
+    hooks_tls_key_file: str = ""
     # --node-permissions-enabled: the ServiceAccount may write Nodes (patch nodes, nodes/status).
     # Off, the Syncer writes no Node: no drain condition (kubeside), and node locking refuses to start.
     node_permissions: bool = True

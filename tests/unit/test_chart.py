@@ -1019,3 +1019,56 @@ def test_a_changed_hook_secret_rolls_the_front_ends_and_nothing_else_does():
     assert annotations({"hooks": {"keepOnUninstall": False}}) == before
     after = annotations({"hooks": {"existingSecret": "my-hooks"}})
     assert all(after[name] != before[name] for name in before)
+
+
+# ---- how slurmd hosts prove their node to the Syncer's hook API -------------------------------------------------
+
+
+def hooks_env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    text = find(docs, "ConfigMap", "sunk-slurm-hooks")["data"]["hooks.env"]
+    return dict(line.split("=", 1) for line in text.splitlines() if line)
+
+
+@pytest.mark.parametrize("locking", [True, False])
+def test_the_syncer_may_review_tokens_exactly_with_node_locking(locking):
+    docs = render({"syncer": {"nodeLocking": {"enabled": locking}}})
+    role = find(docs, "ClusterRole", "slurm-sunk-syncer")
+    assert verbs(role, "tokenreviews", "authentication.k8s.io") == ({"create"} if locking else set())
+
+
+def test_a_new_install_names_the_pods_projected_token_with_the_audience_the_syncer_checks(tmp_path):
+    from sunk.locking.config import config_from
+    from sunk.translate.nodeset import pod as nodeset_pod
+
+    docs = render()
+    env = hooks_env(docs)
+    assert env["SUNK_HOOKS_NODE_AUTH"] == "serviceAccountToken"
+    assert env["SUNK_HOOKS_TOKEN_FILE"] == nodeset_pod.HOOKS_TOKEN_FILE  # where every NodeSet Pod mounts it
+    assert env["SUNK_SYNCER_URL"].startswith("http://") and "SUNK_HOOKS_CA" not in env
+    startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
+    (source,) = nodeset_pod.hooks_token_volume()["projected"]["sources"]
+    assert config_from(startup.args).token_audience == source["serviceAccountToken"]["audience"]
+
+
+def test_hmac_node_auth_names_the_per_node_secret():
+    env = hooks_env(render({"hooks": {"nodeAuth": "hmac"}, "slurmd": {"hooksEnv": {"tokenFile": "/t/%n"}}}))
+    assert (env["SUNK_HOOKS_NODE_AUTH"], env["SUNK_HOOKS_TOKEN_FILE"]) == ("hmac", "/t/%n")
+
+
+def test_an_unknown_node_auth_is_refused():
+    assert "nodeAuth" in refusal({"hooks": {"nodeAuth": "jwt"}})
+
+
+def test_syncer_hooks_tls_serves_https_and_tells_the_prolog_its_ca(tmp_path):
+    from sunk.syncer.cli import hooks_listener
+
+    docs = render({"syncer": {"hooksTLS": {"enabled": True, "existingSecret": "syncer-tls", "caFile": "/etc/ca.pem"}}})
+    env = hooks_env(docs)
+    assert env["SUNK_SYNCER_URL"] == "https://sunk-syncer.slurm.svc:8000" and env["SUNK_HOOKS_CA"] == "/etc/ca.pem"
+    listener = hooks_listener(syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path).config)
+    assert listener.tls == TLS("/etc/sunk/hooks-tls/tls.crt", "/etc/sunk/hooks-tls/tls.key")
+    pod = find(docs, "Deployment", "sunk-syncer")["spec"]["template"]["spec"]
+    assert {"name": "hooks-tls", "secret": {"secretName": "syncer-tls"}} in pod["volumes"]
+    assert {"name": "hooks-tls", "mountPath": "/etc/sunk/hooks-tls", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    assert "syncer.hooksTLS.enabled: set" in refusal({"syncer": {"hooksTLS": {"enabled": True}}})

@@ -77,12 +77,12 @@ def closed_port_url() -> str:
 
 def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: bytes = b"",
         env_file: bool = True, lock_timeout: str | None = None,
-        slurm_bin: Path | None = None) -> subprocess.CompletedProcess[str]:
+        slurm_bin: Path | None = None, env_lines: str = "") -> subprocess.CompletedProcess[str]:
     (tmp_path / "token-node7").write_text(TOKEN + "\n")  # this node's token; %n names the node
     hooks_env = tmp_path / "hooks.env"
     if env_file:
         hooks_env.write_text(f'SUNK_SYNCER_URL="{url}"\nSUNK_HOOKS_TOKEN_FILE={tmp_path}/token-%n\n'
-                             f"SUNK_LOCK_TIMEOUT={lock_timeout or timeout}\n")
+                             f"SUNK_LOCK_TIMEOUT={lock_timeout or timeout}\n{env_lines}")
     env = {b"SUNK_HOOKS_ENV": os.fsencode(hooks_env), b"SLURMD_NODENAME": b"node7", b"SLURM_JOB_ID": b"42",
            b"SLURM_JOB_EXTRA": extra, b"PATH": os.fsencode(os.environ["PATH"])}
     if slurm_bin is not None:
@@ -371,6 +371,49 @@ def test_the_epilog_never_fails_even_when_it_cannot_drain(tmp_path, server):
     bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY, drain_exit=1)
     done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
     assert done.returncode == 0 and "could not drain node7" in done.stderr
+# ---- TLS, and the token kept off the command line ------------------------------------------------------------
+
+
+def stub_curl(tmp_path: Path, status: str = "200") -> tuple[Path, Path]:
+    """A curl that records its argv (what ps shows) and its stdin apart, answers ``status`` with ``{}``."""
+    bin_dir, record = tmp_path / "curlbin", tmp_path / "curl-argv"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "curl").write_text(
+        '#!/bin/bash\nprintf "%s\\n" "$@" >> ' + str(record) + '\ncat > ' + str(record) + '.stdin\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && { echo "{}" > "$2"; shift; }; shift; done\n'
+        f'printf {status}\n')
+    (bin_dir / "curl").chmod(0o755)
+    return bin_dir, record
+
+
+@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh"])
+def test_a_ca_bundle_in_hooks_env_is_passed_to_curl_and_the_token_never_on_its_command_line(tmp_path, script):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    bin_dir, record = stub_curl(tmp_path, "202" if script == "epilog.sh" else "200")
+    done = run(script, tmp_path, "https://syncer.example:8000", slurm_bin=bin_dir, env_lines=f"SUNK_HOOKS_CA={ca}\n")
+    assert done.returncode == 0, done.stderr
+    argv = record.read_text().splitlines()
+    assert argv[argv.index("--cacert") + 1] == str(ca)
+    assert "https://syncer.example:8000/api/v1/nodes/node7/" in " ".join(argv)
+    assert TOKEN not in record.read_text()  # what ps shows
+    assert f"Bearer {TOKEN}" in (tmp_path / "curl-argv.stdin").read_text()
+
+
+@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh"])
+def test_without_a_ca_bundle_curl_uses_the_systems(tmp_path, script):
+    bin_dir, record = stub_curl(tmp_path, "202" if script == "epilog.sh" else "200")
+    assert run(script, tmp_path, "http://syncer:8000", slurm_bin=bin_dir).returncode == 0
+    assert "--cacert" not in record.read_text().splitlines()
+
+
+def test_an_unreadable_ca_bundle_drains_for_an_operator(tmp_path):
+    slurm_bin, calls = fake_slurm(tmp_path)
+    done = run("prolog.sh", tmp_path, "https://syncer:8000", slurm_bin=slurm_bin,
+               env_lines=f"SUNK_HOOKS_CA={tmp_path}/missing.crt\n")
+    assert done.returncode == 0, done.stderr
+    drain = next(c for c in slurm_calls(calls) if c.startswith("scontrol update"))
+    assert "reason=sunk-lock: job 42: cannot read the hook API's CA bundle" in drain
 
 
 # ---- how the prolog stops a job it refused --------------------------------------------------------------------

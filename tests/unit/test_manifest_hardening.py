@@ -352,7 +352,8 @@ def test_slurmd_hosts_hold_their_node_token_not_the_root_secret():
                one("ConfigMap", "sunk-slurm-hooks")["data"]["hooks.env"].splitlines() if "=" in line)
     syncer = one("Deployment", "sunk-syncer")["spec"]["template"]["spec"]["containers"][0]
     root = next(a.split("=", 1)[1] for a in syncer["args"] if a.startswith("--hooks-token-file="))
-    assert env["SUNK_HOOKS_TOKEN_FILE"] == "/var/run/sunk/hooks/node-token"
+    # the slurmd Pod's own projected ServiceAccount token (a new install's default, hooks.nodeAuth)
+    assert env["SUNK_HOOKS_TOKEN_FILE"] == "/var/run/secrets/sunk/hooks-token/token"
     assert env["SUNK_HOOKS_TOKEN_FILE"] != root
 
 

@@ -84,3 +84,35 @@ def test_hook_token_refuses_a_weak_secret(tmp_path):
     token.write_text("REPLACE-ME")
     with pytest.raises(SystemExit):
         main(["hook-token", f"--hooks-token-file={token}", "node1"])
+
+
+def test_the_hook_api_serves_tls_with_both_files(tmp_path):
+    from sunk.syncer.cli import hooks_listener
+
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    startup = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}", "--hooks-tls-cert-file=/c.pem",
+                          "--hooks-tls-key-file=/k.pem"])
+    listener = hooks_listener(startup.config)
+    assert listener.tls is not None and (listener.tls.cert_file, listener.tls.key_file) == ("/c.pem", "/k.pem")
+    plain = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"])
+    assert hooks_listener(plain.config).tls is None
+
+
+def test_a_certificate_without_its_key_refuses_to_start(tmp_path, capsys):
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    with pytest.raises(SystemExit):
+        parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}", "--hooks-tls-cert-file=/c.pem"])
+    assert "certificate and its key" in capsys.readouterr().err
+
+
+def test_the_pod_token_audience_reaches_node_locking(tmp_path):
+    from sunk.locking.config import config_from
+
+    token = tmp_path / "token"
+    token.write_text(SECRET)
+    assert config_from(parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}"]).args).token_audience \
+        == "sunk-syncer"
+    startup = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}", "--hooks-token-audience="])
+    assert config_from(startup.args).token_audience == ""

@@ -186,6 +186,31 @@ def test_the_template_is_not_changed_and_its_own_env_and_tolerations_stay():
     assert len(pod["spec"]["tolerations"]) == 4  # no duplicate of the lock toleration
 
 
+def test_the_slurmd_container_mounts_a_pod_bound_token_for_the_hook_api():
+    pod = podlib.desired_pod(read_spec(nodeset()).spec, "worker-1", "g-3-17", "h")
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == podlib.HOOKS_TOKEN_VOLUME]
+    assert volume["projected"]["sources"] == [{"serviceAccountToken": {
+        "audience": "sunk-syncer", "expirationSeconds": 3600, "path": "token"}}]
+    slurmd = pod["spec"]["containers"][0]
+    assert {"name": podlib.HOOKS_TOKEN_VOLUME, "mountPath": "/var/run/secrets/sunk/hooks-token",
+            "readOnly": True} in slurmd["volumeMounts"]
+    assert podlib.HOOKS_TOKEN_FILE == "/var/run/secrets/sunk/hooks-token/token"
+
+
+def test_a_template_with_its_own_hooks_token_keeps_it_and_other_containers_get_none():
+    ns = nodeset()
+    tspec = ns["spec"]["template"]["spec"]
+    mine = {"name": podlib.HOOKS_TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": {
+        "audience": "mine", "path": "token"}}]}}
+    tspec["volumes"] = [{"name": "data", "emptyDir": {}}, mine]
+    tspec["containers"][0]["volumeMounts"] = [{"name": "other", "mountPath": podlib.HOOKS_TOKEN_DIR}]
+    tspec["containers"].append({"name": "munged", "image": "m"})
+    pod = podlib.desired_pod(read_spec(ns).spec, "worker-1", "g-3-17", "h")
+    assert pod["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}, mine]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "other", "mountPath": podlib.HOOKS_TOKEN_DIR}]
+    assert "volumeMounts" not in pod["spec"]["containers"][1]
+
+
 def test_the_hash_covers_what_every_pod_gets_and_nothing_per_node():
     base = podlib.template_hash(read_spec(nodeset()).spec)
     assert podlib.template_hash(read_spec(nodeset()).spec) == base

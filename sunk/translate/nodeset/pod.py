@@ -13,7 +13,12 @@ The Pod is the template, plus what ties it to its Node and Slurm node:
   ``not-ready``/``unreachable`` without a limit, as DaemonSet Pods have: a Pod evicted
   from its Node would only come back to it;
 - in the ``slurmd`` container, environment variables with the Slurm node's name, features,
-  GRES and partitions, and ``SUNK_SLURMD_CONF`` for ``slurmd -Z --conf`` (docs/nodeset.md).
+  GRES and partitions, and ``SUNK_SLURMD_CONF`` for ``slurmd -Z --conf`` (docs/nodeset.md);
+- the node's hook credential: a projected ServiceAccount token bound to the Pod, audience
+  ``sunk-syncer``, one hour, rotated by the kubelet, mounted in the ``slurmd`` container at
+  ``HOOKS_TOKEN_FILE`` (what the chart's hooks.env names). The prolog presents it to the
+  Syncer's hook API, which asks the apiserver whose it is (``sunk.translate.podtoken``). A
+  template that has a volume of that name, or a mount at that path, keeps its own.
 
 The hash covers everything the NodeSet puts into every Pod (template, features, GRES,
 partitions) and nothing per Node, so one value says "current" for all its Pods. Kubernetes
@@ -31,6 +36,7 @@ from typing import Any
 
 from sunk import names
 
+from ..podtoken import DEFAULT_AUDIENCE
 from .spec import SLURMD_CONTAINER, NodeSetSpec
 
 Obj = dict[str, Any]
@@ -42,6 +48,11 @@ ENV_GRES = "SUNK_SLURM_GRES"
 ENV_PARTITIONS = "SUNK_SLURM_PARTITIONS"
 ENV_CONF = "SUNK_SLURMD_CONF"
 ENV_K8S_NODE = "SUNK_K8S_NODE_NAME"
+
+HOOKS_TOKEN_VOLUME = "sunk-hooks-token"
+HOOKS_TOKEN_DIR = "/var/run/secrets/sunk/hooks-token"
+HOOKS_TOKEN_FILE = f"{HOOKS_TOKEN_DIR}/token"
+HOOKS_TOKEN_SECONDS = 3600  # the kubelet renews it at 80% of this; the Syncer caches a review 5 min at most
 
 TOLERATIONS: tuple[Obj, ...] = (
     {"key": names.LOCK_KEY, "operator": "Exists"},
@@ -79,6 +90,22 @@ def _env(spec: NodeSetSpec, slurm_node: str, k8s_node: str) -> list[Obj]:
     ]
 
 
+def hooks_token_volume() -> Obj:
+    return {"name": HOOKS_TOKEN_VOLUME, "projected": {"defaultMode": 0o400, "sources": [{"serviceAccountToken": {
+        "audience": DEFAULT_AUDIENCE, "expirationSeconds": HOOKS_TOKEN_SECONDS, "path": "token"}}]}}
+
+
+def _with_hooks_token(pod_spec: Obj, container: Obj) -> None:
+    """The projected token volume and its mount, unless the template already has either."""
+    volumes = list(pod_spec.get("volumes") or [])
+    if not any(v.get("name") == HOOKS_TOKEN_VOLUME for v in volumes):
+        pod_spec["volumes"] = [*volumes, hooks_token_volume()]
+    mounts = list(container.get("volumeMounts") or [])
+    if not any(m.get("mountPath") == HOOKS_TOKEN_DIR for m in mounts):
+        container["volumeMounts"] = [*mounts, {"name": HOOKS_TOKEN_VOLUME, "mountPath": HOOKS_TOKEN_DIR,
+                                               "readOnly": True}]
+
+
 def owner_reference(spec: NodeSetSpec) -> Obj:
     return {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "name": spec.name, "uid": spec.uid,
             "controller": True}
@@ -96,6 +123,7 @@ def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str) 
         if container.get("name") == SLURMD_CONTAINER:
             kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
             container["env"] = kept + _env(spec, slurm_node, k8s_node)
+            _with_hooks_token(pod_spec, container)
     tolerations = list(pod_spec.get("tolerations") or [])
     tolerations.extend(t for t in TOLERATIONS if t not in tolerations)
     pod_spec.update(nodeName=k8s_node, hostname=slurm_node, tolerations=tolerations)

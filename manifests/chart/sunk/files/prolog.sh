@@ -22,9 +22,13 @@
 # job is stopped, the reason left alone.
 #
 # Configuration: /etc/sunk/hooks.env (another path in SUNK_HOOKS_ENV), KEY=VALUE lines:
-#   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000
-#   SUNK_HOOKS_TOKEN_FILE  file holding this node's hook token (a mounted Secret); a %n in
-#                          the path is replaced by the Slurm node name
+#   SUNK_SYNCER_URL        the hook API, e.g. http://sunk-syncer.slurm.svc:8000 (https:// with TLS)
+#   SUNK_HOOKS_TOKEN_FILE  file holding this node's credential, read at every call: the slurmd Pod's
+#                          projected ServiceAccount token (the kubelet rotates it in place), or a
+#                          legacy per-node HMAC token (a mounted Secret); a %n in the path is
+#                          replaced by the Slurm node name
+#   SUNK_HOOKS_CA          CA bundle that verifies an https SUNK_SYNCER_URL (curl --cacert); empty:
+#                          the system's CAs
 #   SUNK_LOCK_TIMEOUT      seconds to wait for the lock (default 90). The prolog may take this, plus
 #                          15 s of curl's slack, plus up to five Slurm calls after it (drain, squeue,
 #                          requeuehold, squeue, scancel): keep it well below slurm.conf's
@@ -35,12 +39,13 @@ export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
 HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
-SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE="" SUNK_LOCK_TIMEOUT=90
+SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE="" SUNK_HOOKS_CA="" SUNK_LOCK_TIMEOUT=90
 while IFS='=' read -r key value || [ -n "$key" ]; do  # (a last line without its newline too)
     value=${value%$'\r'}; value=${value#\"}; value=${value%\"}
     case "$key" in
         SUNK_SYNCER_URL) SUNK_SYNCER_URL=$value ;;
         SUNK_HOOKS_TOKEN_FILE) SUNK_HOOKS_TOKEN_FILE=$value ;;
+        SUNK_HOOKS_CA) SUNK_HOOKS_CA=$value ;;
         SUNK_LOCK_TIMEOUT) SUNK_LOCK_TIMEOUT=$value ;;
     esac
 done < "$HOOKS_ENV"
@@ -98,6 +103,11 @@ fail() { drain "sunk-lock: job $JOB: $1"; }  # fail WHY: a cause the Syncer cann
 SUNK_HOOKS_TOKEN_FILE=${SUNK_HOOKS_TOKEN_FILE//%n/$NODE}
 token=$(cat "$SUNK_HOOKS_TOKEN_FILE" 2>/dev/null) && [ -n "$token" ] \
     || fail "cannot read the hook API token from '$SUNK_HOOKS_TOKEN_FILE'"
+tls=()
+if [ -n "$SUNK_HOOKS_CA" ]; then
+    [ -r "$SUNK_HOOKS_CA" ] || fail "cannot read the hook API's CA bundle '$SUNK_HOOKS_CA' (SUNK_HOOKS_CA)"
+    tls=(--cacert "$SUNK_HOOKS_CA")
+fi
 
 deadline=$(( $(date +%s) + SUNK_LOCK_TIMEOUT ))
 out=$(mktemp) || fail "mktemp failed"
@@ -110,7 +120,7 @@ while :; do
     body="{\"job_id\": $JOB, \"timeout\": $left}"
     # The token goes through stdin, so it never shows in the process list.
     status=$(printf 'header = "Authorization: Bearer %s"\n' "$token" | curl -sS -o "$out" -w '%{http_code}' \
-        -K - -m $(( left + 15 )) -X POST -H 'Content-Type: application/json' --data-binary "$body" \
+        -K - ${tls[@]+"${tls[@]}"} -m $(( left + 15 )) -X POST -H 'Content-Type: application/json' --data-binary "$body" \
         "$SUNK_SYNCER_URL/api/v1/nodes/$NODE/pre-hook" 2>/dev/null)
     case "$status" in
         200) log "locked: $(cat "$out")"; exit 0 ;;

@@ -139,6 +139,19 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- default (printf "%s-hooks" (include "sunk.fullname" .)) .Values.hooks.existingSecret -}}
 {{- end -}}
 
+{{/* hooks.nodeAuth, resolved: the value when given; else what the installed hooks.env says (a
+release from before the value has no SUNK_HOOKS_NODE_AUTH line: its nodes hold per-node HMAC
+Secrets, so hmac), else (a new install, or helm template) serviceAccountToken. */}}
+{{- define "sunk.nodeAuth" -}}
+{{- if .Values.hooks.nodeAuth -}}
+{{- .Values.hooks.nodeAuth -}}
+{{- else -}}
+{{- $installed := lookup "v1" "ConfigMap" (include "sunk.slurmdNamespace" .) (printf "%s-slurm-hooks" (include "sunk.fullname" .)) -}}
+{{- $env := dig "data" "hooks.env" "" ($installed | default dict) -}}
+{{- if and $env (not (contains "SUNK_HOOKS_NODE_AUTH=serviceAccountToken" $env)) -}}hmac{{- else -}}serviceAccountToken{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Pods ----------------------------------------------------------------------------------- */}}
 
 {{/* Pod Security "restricted": the image's user 65532, no privilege, RuntimeDefault seccomp. */}}
