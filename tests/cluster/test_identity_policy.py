@@ -17,7 +17,6 @@ import pytest
 from kube_testns import create_namespace, purge_namespace
 from slurmtools import slurm_job, wait_for
 from test_scheduler import (
-    end_pods,
     events_for,
     get_pod,
     job_id_of,
@@ -25,6 +24,7 @@ from test_scheduler import (
     placed,
     pod_manifest,
     scheduler_process,
+    serving,
 )
 
 from sunk import names
@@ -89,15 +89,8 @@ def scheduler(kube_api, dev_cluster, namespaces, policy, tmp_path_factory):
     proc = scheduler_process(dev_cluster, namespaces[0], tmp, name="sunk-scheduler-identity", ports=PORTS,
                              extra_args=(f"--scheduler-name={SCHEDULER}", f"--watch-namespace={','.join(namespaces)}",
                                          f"--identity-policy={policy_file}"))
-    proc.start()
-    try:
+    with serving(kube_api, dev_cluster, proc, namespaces, purge=False):  # (the namespaces fixture purges)
         yield proc
-    finally:
-        try:
-            for namespace in namespaces:
-                end_pods(kube_api, dev_cluster, namespace)
-        finally:
-            proc.stop()
 
 
 def create(kube_api, namespace, scheduler_name, **annotations):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pytest
@@ -61,19 +61,23 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", po
 
 
 @contextmanager
-def serving(kube_api, dev_cluster, proc: Process, namespace: str, *, purge: bool = True) -> Iterator[Process]:
-    """Run a scheduler (or extender) for ``namespace``; at the end its Pods go, and their jobs
-    end, while it still runs; then it stops and, if ``purge``, the namespace goes."""
+def serving(kube_api, dev_cluster, proc: Process, namespaces: str | Sequence[str], *,
+            purge: bool = True) -> Iterator[Process]:
+    """Run a scheduler (or extender) for ``namespaces`` (one, or several); at the end their Pods go, and
+    their jobs end, while it still runs; then it stops and, if ``purge``, the namespaces go."""
+    spaces = (namespaces,) if isinstance(namespaces, str) else tuple(namespaces)
     proc.start()
     try:
         yield proc
     finally:
         try:
-            end_pods(kube_api, dev_cluster, namespace)
+            for namespace in spaces:
+                end_pods(kube_api, dev_cluster, namespace)
         finally:
             proc.stop()
             if purge:
-                purge_namespace(kube_api, namespace)
+                for namespace in spaces:
+                    purge_namespace(kube_api, namespace)
 
 
 @pytest.fixture(scope="module")
@@ -664,15 +668,8 @@ def scoped_scheduler(kube_api, dev_cluster, tmp_dir, *, own: str, watch: str,
         f"--scheduler-name={SCOPED_SCHEDULER}", f"--watch-namespace={watch}",
         f"--leader-election-id={SCOPED_SCHEDULER}"))
     proc.env["POD_NAMESPACE"] = own
-    proc.start()
-    try:
+    with serving(kube_api, dev_cluster, proc, namespaces, purge=False):  # (three_namespaces purges)
         yield proc
-    finally:
-        try:
-            for namespace in namespaces:
-                end_pods(kube_api, dev_cluster, namespace)
-        finally:
-            proc.stop()
 
 
 def not_scheduled(api, dev_cluster, namespace: str, pod: dict) -> None:
