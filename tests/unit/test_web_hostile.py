@@ -20,11 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from flask import Flask
+from web_fakes import certificates, serve_verbs_and_hooks
 
 from sunk.controller.httpfront import Limits
-from sunk.dev.tls import issue, make_ca
-from sunk.web import TLS, Listener, serve
+from sunk.web import TLS, Listener
 
 VERBS, HOOKS = 18990, 18991
 LIMITS = Limits(threads=4, head_seconds=3.0, body_seconds=3.0)
@@ -32,25 +31,13 @@ HOSTILE = 1000
 PATIENCE = 60.0  # generous: what a real caller would wait at most
 
 
-def _app(name: str) -> Flask:
-    app = Flask(name)
-
-    @app.get("/who")
-    def who():
-        return {"app": name}
-
-    return app
-
-
 def _serve(listeners: list[Listener]) -> None:
-    serve(lambda: {"verbs": _app("verbs"), "hooks": _app("hooks")}, listeners, threads=4)
+    serve_verbs_and_hooks(listeners, threads=4)
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tls")
-    ca = make_ca(tmp)
-    return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True)}
+    return certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

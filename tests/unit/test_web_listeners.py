@@ -15,34 +15,20 @@ import time
 
 import pytest
 import requests
-from flask import Flask
+from web_fakes import certificates, serve_verbs_and_hooks
 
-from sunk.dev.tls import issue, make_ca
-from sunk.web import TLS, Listener, check_listeners, gunicorn_options, serve, tls_from_flags
+from sunk.web import TLS, Listener, check_listeners, gunicorn_options, tls_from_flags
 
 VERBS, HOOKS = 18988, 18989
 
 
-def _app(name: str) -> Flask:
-    app = Flask(name)
-
-    @app.get("/who")
-    def who():
-        return {"app": name}
-
-    return app
-
-
 def _serve(listeners: list[Listener]) -> None:
-    serve(lambda: {"verbs": _app("verbs"), "hooks": _app("hooks")}, listeners, threads=2)
+    serve_verbs_and_hooks(listeners, threads=2)
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tls")
-    ca = make_ca(tmp)
-    return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True),
-            "stranger": issue(make_ca(tmp, "other-ca"), tmp, "stranger", client=True)}
+    return certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

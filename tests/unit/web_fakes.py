@@ -1,0 +1,33 @@
+"""Two trivial apps, "verbs" and "hooks", served the way the daemons serve theirs (sunk.web.serve), and their
+certificates: what the listener tests (test_web_listeners.py, test_web_hostile.py) run against."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Flask
+
+from sunk.dev.tls import issue, make_ca
+from sunk.web import Listener, serve
+
+
+def who_app(name: str) -> Flask:
+    """An app that answers ``{"app": name}`` on GET /who: which app a port reached."""
+    app = Flask(name)
+
+    @app.get("/who")
+    def who():
+        return {"app": name}
+
+    return app
+
+
+def serve_verbs_and_hooks(listeners: list[Listener], threads: int) -> None:
+    serve(lambda: {"verbs": who_app("verbs"), "hooks": who_app("hooks")}, listeners, threads=threads)
+
+
+def certificates(tmp: Path) -> dict:
+    """A CA, a server certificate and a client certificate it signed, and a client of another CA."""
+    ca = make_ca(tmp)
+    return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True),
+            "stranger": issue(make_ca(tmp, "other-ca"), tmp, "stranger", client=True)}
