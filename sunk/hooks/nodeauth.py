@@ -6,8 +6,12 @@ Pod it is bound to exists with that UID and is Slurm node N's slurmd Pod. The in
 runs on every call; only the apiserver's answer is cached, by the token's SHA-256 (never the
 token), for min(its expiry, 5 minutes) when it vouched and 10 seconds when it refused, in an
 LRU of bounded size. So a prolog storm costs one TokenReview per node per period, and a storm
-of bad tokens one per distinct token per 10 s. Concurrent first calls with one token share
-one review.
+of bad tokens none at all: a token is reviewed only when its own (unverified) claims already
+name, for the sunk audience and unexpired, the live slurmd Pod of the node in the path
+(``claimed_binding``), which made-up tokens do not. Reviews in flight are bounded
+(``MAX_REVIEWS``; more wait briefly, then 503), refusals are cached apart from the vouched
+tokens (so refusals never push a node's binding out), and concurrent first calls with one
+token share one review.
 
 A TokenReview that cannot be made (apiserver down, the Syncer not allowed to) is a 503: the
 prolog retries it and, at worst, drains with a reason the Syncer lifts; never a 401, which
@@ -32,7 +36,15 @@ from kubernetes.client import ApiClient
 
 from sunk.kube import client as kc
 from sunk.kube.resources import TOKENREVIEWS
-from sunk.translate.podtoken import PodBinding, Refusal, binding_from_review, looks_like_jwt, pod_refusal, token_expiry
+from sunk.translate.podtoken import (
+    PodBinding,
+    Refusal,
+    binding_from_review,
+    claimed_binding,
+    looks_like_jwt,
+    pod_refusal,
+    token_expiry,
+)
 
 from .auth import TokenFile, TokenUnavailable
 from .protocol import HookError
@@ -41,6 +53,9 @@ log = logging.getLogger(__name__)
 
 Obj = Mapping[str, Any]
 REVIEW_TIMEOUT = (3.0, 10.0)  # connect, read: the prolog retries a 503 within its own deadline
+MAX_REVIEWS = 8  # TokenReviews in flight at once; one per node per 5 minutes is the steady state
+REVIEW_SLOT_WAIT = 2.0  # seconds a call waits for a review slot before its 503
+LOG_EVERY = 30.0
 
 
 class ReviewUnavailable(Exception):
@@ -116,28 +131,41 @@ class PodTokenAuthenticator:
     """Node N's hooks open to a token bound to N's slurmd Pod (module docstring)."""
 
     def __init__(self, reviewer: TokenReviewer, *, audience: str, slurmd_namespace: str,
-                 slurmd_pod: Callable[[str], Obj | None], cache: ReviewCache | None = None):
+                 slurmd_pod: Callable[[str], Obj | None], cache: ReviewCache | None = None,
+                 refusals: ReviewCache | None = None, clock: Callable[[], float] = time.time):
         self.reviewer, self.audience, self.slurmd_namespace = reviewer, audience, slurmd_namespace
         self.slurmd_pod = slurmd_pod  # "namespace/name" -> the slurmd informer's Pod, or None
         self.cache = cache if cache is not None else ReviewCache()
+        self.refusals = refusals if refusals is not None else ReviewCache(max_entries=1024)
+        self.clock = clock
         self._inflight: dict[str, threading.Lock] = {}
         self._inflight_lock = threading.Lock()
+        self._review_slots = threading.BoundedSemaphore(MAX_REVIEWS)
+        self._logged_at = -LOG_EVERY
 
     def binding(self, token: str) -> PodBinding | Refusal:
         """The apiserver's verdict on ``token``, from the cache or one review shared by concurrent callers."""
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
-        cached = self.cache.get(digest)
+        cached = self.cache.get(digest) or self.refusals.get(digest)
         if cached is not None:
             return cached
         with self._inflight_lock:
             lock = self._inflight.setdefault(digest, threading.Lock())
         try:
             with lock:
-                cached = self.cache.get(digest)  # (a concurrent caller reviewed it while this one waited)
+                cached = self.cache.get(digest) or self.refusals.get(digest)  # (a concurrent caller reviewed it)
                 if cached is not None:
                     return cached
-                outcome = binding_from_review(self.reviewer.review(token, self.audience), self.audience)
-                self.cache.put(digest, outcome, token_expiry(token) if isinstance(outcome, PodBinding) else None)
+                if not self._review_slots.acquire(timeout=REVIEW_SLOT_WAIT):
+                    raise ReviewUnavailable(f"{MAX_REVIEWS} TokenReviews already in flight")
+                try:
+                    outcome = binding_from_review(self.reviewer.review(token, self.audience), self.audience)
+                finally:
+                    self._review_slots.release()
+                if isinstance(outcome, PodBinding):
+                    self.cache.put(digest, outcome, token_expiry(token))
+                else:
+                    self.refusals.put(digest, outcome, None)
                 return outcome
         finally:
             with self._inflight_lock:
@@ -146,10 +174,19 @@ class PodTokenAuthenticator:
 
     def check(self, node: str, token: str) -> None:
         """Return when ``token`` may act for Slurm node ``node``; HookError (401, 403, 503) when not."""
+        claimed = claimed_binding(token, self.audience, self.clock())
+        if isinstance(claimed, PodBinding):
+            claimed = pod_refusal(claimed, self.slurmd_pod(f"{claimed.namespace}/{claimed.pod_name}"), node,
+                                  self.slurmd_namespace) or claimed
+        if isinstance(claimed, Refusal):  # (no review: the token does not even claim to be this node's)
+            raise HookError(claimed.status, f"bearer token refused for Slurm node {node}: {claimed.why}")
         try:
             outcome = self.binding(token)
         except ReviewUnavailable as exc:
-            log.error("TokenReview failed, hook calls with ServiceAccount tokens wait for it: %s", exc)
+            now = time.monotonic()
+            if now - self._logged_at >= LOG_EVERY:
+                self._logged_at = now
+                log.error("TokenReview failed, hook calls with ServiceAccount tokens wait for it: %s", exc)
             raise HookError(503, "cannot check the token now: the Kubernetes TokenReview failed",
                             reason="hook API cannot reach the Kubernetes apiserver (TokenReview)") from None
         if isinstance(outcome, PodBinding):

@@ -59,16 +59,47 @@ def looks_like_jwt(token: str) -> bool:
             and all(c.isascii() and (c.isalnum() or c in "-_=") for c in token.replace(".", "")))
 
 
-def token_expiry(token: str) -> float | None:
-    """The ``exp`` claim of a JWT, read without checking its signature: only once the apiserver
-    accepted the token (so its claims are the apiserver's own), and only to bound a cache."""
+def unverified_claims(token: str) -> Obj:
+    """A JWT's claims, read without checking its signature ({} when they cannot be read): never a
+    credential, only a filter (``claimed_binding``) or, once the apiserver vouched, a cache bound."""
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (IndexError, ValueError, TypeError, RecursionError):
-        return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def token_expiry(token: str) -> float | None:
+    """The ``exp`` claim of a JWT, read without checking its signature: only once the apiserver
+    accepted the token (so its claims are the apiserver's own), and only to bound a cache."""
+    exp = unverified_claims(token).get("exp")
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+def claimed_binding(token: str, audience: str, now: float) -> PodBinding | Refusal:
+    """What a token *claims* (unverified): the Pod a projected ServiceAccount token names in its
+    ``kubernetes.io`` claims, for the audience, not expired. Only a token whose claims already name
+    a live slurmd Pod of the node (``pod_refusal``) is worth a TokenReview: without this filter any
+    caller could make the Syncer review one made-up token after another (each an apiserver call,
+    each a hook-API thread for seconds) and starve every node's prolog."""
+    claims = unverified_claims(token)
+    aud = claims.get("aud")
+    audiences = aud if isinstance(aud, list) else [aud]
+    if audience not in audiences:
+        return Refusal(401, f"the token is not meant for audience {audience}")
+    exp = claims.get("exp")
+    if not isinstance(exp, int | float) or isinstance(exp, bool) or exp <= now:
+        return Refusal(401, "the token has expired (or says no expiry)")
+    kubernetes = _mapping(claims.get("kubernetes.io"))
+    pod = _mapping(kubernetes.get("pod"))
+    namespace, name, uid = kubernetes.get("namespace"), pod.get("name"), pod.get("uid")
+    account = _mapping(kubernetes.get("serviceaccount")).get("name")
+    if not all(isinstance(v, str) and v for v in (namespace, name, uid)):
+        return Refusal(401, "the token is not bound to a Pod (mount a projected serviceAccountToken)")
+    node = _mapping(kubernetes.get("node")).get("name")
+    return PodBinding(namespace=str(namespace), service_account=str(account or ""), pod_name=str(name),
+                      pod_uid=str(uid), node_name=str(node) if isinstance(node, str) and node else None)
 
 
 def _mapping(value: object) -> Obj:

@@ -225,6 +225,9 @@ def parse_policy(data: object) -> IdentityPolicy:
     namespaces = data.get("namespaces") or {}
     if not isinstance(namespaces, Mapping):
         raise ValueError("identity policy: namespaces: want a mapping of namespace to rule")
+    for name in namespaces:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"identity policy: namespaces: {name!r} is not a namespace name (quote it in YAML)")
     return IdentityPolicy(
         default=parse_rule(data.get("default") or {}, "default"),
         namespaces={str(name): parse_rule(rule or {}, f"namespaces.{name}") for name, rule in namespaces.items()})

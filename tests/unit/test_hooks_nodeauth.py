@@ -29,11 +29,17 @@ AUDIENCE = "sunk-syncer"
 NOW = 1_700_000_000.0
 
 
-def jwt(subject: str, exp: float | None = NOW + 3600) -> str:
-    """A token shaped like a projected one (the signature is the apiserver's business, faked here)."""
+def jwt(pod_name: str = "node1", pod_uid: str = "uid-1", *, exp: float | None = NOW + 3600, namespace: str = "slurm",
+        audience: str = AUDIENCE, node: str | None = "k8s-a", nonce: str = "") -> str:
+    """A token with a projected one's claims (the signature is the apiserver's business, faked here);
+    ``nonce`` tells apart tokens that claim the same."""
     def seg(obj: object) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
-    claims = {"sub": subject, **({} if exp is None else {"exp": exp})}
+    kubernetes = {"namespace": namespace, "pod": {"name": pod_name, "uid": pod_uid},
+                  "serviceaccount": {"name": "slurmd", "uid": "sa-uid"},
+                  **({"node": {"name": node, "uid": "node-uid"}} if node else {})}
+    claims = {"aud": [audience], "sub": f"system:serviceaccount:{namespace}:slurmd", "kubernetes.io": kubernetes,
+              "jti": nonce, **({} if exp is None else {"exp": exp})}
     return f"{seg({'alg': 'RS256'})}.{seg(claims)}.c2lnbmF0dXJl"
 
 
@@ -84,7 +90,7 @@ def world(tmp_path):
     pods = {"slurm/node1": pod("node1", "uid-1"), "slurm/node2": pod("node2", "uid-2", node="k8s-b")}
     reviewer, clock, service = FakeReviewer(), Clock(), FakeService()
     pod_tokens = PodTokenAuthenticator(reviewer, audience=AUDIENCE, slurmd_namespace="slurm", slurmd_pod=pods.get,
-                                       cache=ReviewCache(clock=clock))
+                                       cache=ReviewCache(clock=clock), refusals=ReviewCache(clock=clock), clock=clock)
     app = create_app(hooks_blueprint(service, NodeAuthenticator(TokenFile(token_file), pod_tokens)))
 
     class World:
@@ -92,9 +98,9 @@ def world(tmp_path):
 
     w = World()
     w.pods, w.reviewer, w.clock, w.service, w.client = pods, reviewer, clock, service, app.test_client()
-    w.token1 = jwt("node1")
+    w.token1 = jwt("node1", "uid-1")
     reviewer.verdicts[w.token1] = authenticated("node1", "uid-1")
-    w.token2 = jwt("node2")
+    w.token2 = jwt("node2", "uid-2", node="k8s-b")
     reviewer.verdicts[w.token2] = authenticated("node2", "uid-2", node_name="k8s-b")
 
     def call(node: str, token: str, path: str = "post-hook"):
@@ -115,11 +121,58 @@ def test_a_token_of_another_nodes_pod_is_forbidden(world):
     resp = world.call("node1", world.token2)
     assert resp.status_code == 403 and resp.is_json
     assert "slurmd Pod of Slurm node node2, not of node1" in resp.get_json()["error"]
-    assert world.service.calls == []
+    assert world.service.calls == [] and world.reviewer.calls == []  # (its own claims said so: no review)
+
+
+def test_made_up_tokens_never_reach_the_apiserver(world):
+    """Any caller may send tokens by the thousand: only one whose own claims name this node's live slurmd Pod,
+    for the sunk audience and unexpired, is worth a TokenReview."""
+    made_up = [jwt("node1", "uid-guess", nonce=str(n)) for n in range(50)]  # the right Pod name, a wrong UID
+    made_up += [jwt("node1", "uid-1", audience="other", nonce=str(n)) for n in range(50)]
+    made_up += [jwt("node1", "uid-1", exp=NOW - 1, nonce=str(n)) for n in range(50)]
+    made_up += [jwt("web-0", "uid-w", nonce=str(n)) for n in range(50)]
+    made_up += ["a.b." + "c" * n for n in range(1, 51)]  # JWT-shaped, no claims at all
+    for token in made_up:
+        assert world.call("node1", token).status_code == 401
+    assert world.reviewer.calls == []
+    assert world.call("node1", world.token1).status_code == 202  # the node's own still opens it
+
+
+def test_reviews_in_flight_are_bounded(world, monkeypatch):
+    monkeypatch.setattr("sunk.hooks.nodeauth.REVIEW_SLOT_WAIT", 0.2)
+    gate, entered = threading.Event(), []
+    real = world.reviewer.review
+
+    def slow(token, audience):
+        entered.append(token)
+        gate.wait(5)
+        return real(token, audience)
+    world.reviewer.review = slow
+    tokens = [jwt("node1", "uid-1", nonce=str(n)) for n in range(9)]
+    for token in tokens:
+        world.reviewer.verdicts[token] = authenticated("node1", "uid-1")
+    results: list[int] = []
+    app = world.client.application
+
+    def one(token):
+        results.append(app.test_client().post("/api/v1/nodes/node1/post-hook", json={"job_id": 7},
+                                              headers={"Authorization": f"Bearer {token}"}).status_code)
+    threads = [threading.Thread(target=one, args=(token,)) for token in tokens]
+    for t in threads[:8]:
+        t.start()
+    while len(entered) < 8:
+        threading.Event().wait(0.01)
+    threads[8].start()
+    threads[8].join(5)
+    assert results == [503]  # the ninth: every slot taken
+    gate.set()
+    for t in threads[:8]:
+        t.join(10)
+    assert sorted(results) == [202] * 8 + [503]
 
 
 def test_a_token_for_another_audience_is_refused(world):
-    token = jwt("other")
+    token = jwt("node1", "uid-1", audience="https://kubernetes.default.svc")
     world.reviewer.verdicts[token] = authenticated("node1", "uid-1", audiences=("https://kubernetes.default.svc",))
     resp = world.call("node1", token)
     assert resp.status_code == 401 and "audience" in resp.get_json()["error"]
@@ -127,13 +180,13 @@ def test_a_token_for_another_audience_is_refused(world):
 
 
 def test_a_token_the_apiserver_refuses_is_401(world):
-    resp = world.call("node1", jwt("forged"))
+    resp = world.call("node1", jwt("node1", "uid-1", nonce="forged"))
     assert resp.status_code == 401 and "refused by the apiserver" in resp.get_json()["error"]
     assert world.service.calls == []
 
 
 def test_a_pod_the_informer_does_not_know_is_401_so_the_prolog_retries(world):
-    token = jwt("stranger")
+    token = jwt("web-0", "uid-w")
     world.reviewer.verdicts[token] = authenticated("web-0", "uid-w")
     resp = world.call("node1", token)
     assert resp.status_code == 401 and "not a slurmd Pod the Syncer knows" in resp.get_json()["error"]
@@ -153,7 +206,7 @@ def test_a_deleted_pod_loses_its_node_at_once_despite_the_cached_review(world):
 
 
 def test_a_pod_outside_the_slurmd_namespace_is_forbidden(world):
-    token = jwt("elsewhere")
+    token = jwt("node1", "uid-1", namespace="tenant")
     world.reviewer.verdicts[token] = authenticated("node1", "uid-1", namespace="tenant")
     world.pods["tenant/node1"] = pod("node1", "uid-1", namespace="tenant")
     resp = world.call("node1", token)
@@ -162,14 +215,14 @@ def test_a_pod_outside_the_slurmd_namespace_is_forbidden(world):
 
 def test_the_slurm_node_is_the_pods_hostname_not_its_name(world):
     world.pods["slurm/ns-abc12"] = pod("ns-abc12", "uid-h", hostname="gpu-7")
-    token = jwt("hostname")
+    token = jwt("ns-abc12", "uid-h")
     world.reviewer.verdicts[token] = authenticated("ns-abc12", "uid-h")
     assert world.call("gpu-7", token).status_code == 202
     assert world.call("ns-abc12", token).status_code == 403
 
 
 def test_a_token_issued_on_another_kubernetes_node_is_forbidden(world):
-    token = jwt("moved")
+    token = jwt("node1", "uid-1", node="k8s-z")
     world.reviewer.verdicts[token] = authenticated("node1", "uid-1", node_name="k8s-z")
     assert world.call("node1", token).status_code == 403
 
@@ -216,17 +269,17 @@ def test_a_cached_review_expires_after_five_minutes(world):
 
 
 def test_a_cached_review_ends_with_the_token(world):
-    token = jwt("short", exp=NOW + 60)
+    token = jwt("node1", "uid-1", exp=NOW + 60, nonce="short")
     world.reviewer.verdicts[token] = authenticated("node1", "uid-1")
     assert world.call("node1", token).status_code == 202
     world.clock.now += 61
-    world.reviewer.verdicts[token] = {"authenticated": False, "error": "token has expired"}
-    assert world.call("node1", token).status_code == 401
-    assert len(world.reviewer.calls) == 2
+    resp = world.call("node1", token)
+    assert resp.status_code == 401 and "expired" in resp.get_json()["error"]
+    assert len(world.reviewer.calls) == 1  # (its own exp says so: no review)
 
 
 def test_refusals_are_cached_briefly(world):
-    bad = jwt("bad")
+    bad = jwt("node1", "uid-1", nonce="bad")
     for _ in range(5):
         assert world.call("node1", bad).status_code == 401
     assert len(world.reviewer.calls) == 1
@@ -255,7 +308,7 @@ def test_without_pod_tokens_a_jwt_is_just_a_wrong_token(tmp_path):
     token_file.write_text(SECRET)
     app = create_app(hooks_blueprint(FakeService(), NodeAuthenticator(TokenFile(token_file))))
     resp = app.test_client().post("/api/v1/nodes/node1/post-hook", json={"job_id": 7},
-                                  headers={"Authorization": f"Bearer {jwt('x')}"})
+                                  headers={"Authorization": f"Bearer {jwt(nonce='x')}"})
     assert resp.status_code == 401
 
 
@@ -311,7 +364,7 @@ def test_a_pod_of_its_own_node_is_no_refusal():
 
 
 @pytest.mark.parametrize("token, expected", [
-    (jwt("x"), True), (node_token(SECRET.encode(), "n"), False), ("a.b", False), ("a..c", False),
+    (jwt(nonce="x"), True), (node_token(SECRET.encode(), "n"), False), ("a.b", False), ("a..c", False),
     ("a.b.c d", False), ("é.b.c", False), ("a.b.c" + "x" * 20000, False),
 ])
 def test_what_counts_as_a_service_account_token(token, expected):
@@ -319,7 +372,7 @@ def test_what_counts_as_a_service_account_token(token, expected):
 
 
 @pytest.mark.parametrize("token, expected", [
-    (jwt("x", exp=NOW + 5), NOW + 5), (jwt("x", exp=None), None), ("a.!!!.c", None), ("nodots", None),
+    (jwt(exp=NOW + 5), NOW + 5), (jwt(exp=None), None), ("a.!!!.c", None), ("nodots", None),
     ("a." + base64.urlsafe_b64encode(b'{"exp": true}').decode() + ".c", None),
     ("a." + base64.urlsafe_b64encode(b'[1]').decode() + ".c", None),
 ])

@@ -170,6 +170,7 @@ def test_any_annotations_give_problems_or_an_identity_never_an_exception(annotat
     ({"default": {"priority": {"min": 5, "max": 1}}}, "not a range"),
     ({"default": {"accounts": [""]}}, "list of names"),
     ({"namespaces": ["a"]}, "mapping of namespace"),
+    ({"namespaces": {False: {}}}, "not a namespace name"),  # YAML's `no:` unquoted
     ([], "want a mapping"),
 ])
 def test_a_bad_policy_file_names_its_fault(data, message):
