@@ -3,12 +3,15 @@ retry, no traceback, the waiting keys go as soon as it is back), and a write RBA
 once and counted, not retried in a loop.
 
 sunk-scheduler runs as the chart's ServiceAccount (rbac_harness) for a namespace of its own, with
-leader election on (its Lease's renew deadline, 10 s, is longer than the restart takes).
+leader election on (its Lease's renew deadline, 10 s, is longer than the restart takes); a sunk-syncer
+(node3/node4, node permissions on: its Node and Pod writes and informers) runs through the restart too,
+so "no traceback in any daemon's log" covers both.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
+from locking_harness import new_token, running_syncer
 from rbac_harness import apply, apply_manifest, kubeconfig_for, rendered
 from slurmtools import wait_for
 from test_scheduler import bound, create_pod, end_pods, get_pod, scheduler_process
@@ -88,9 +92,20 @@ def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
             proc.stop()
 
 
+@pytest.fixture(scope="module")
+def syncer(kube_api, dev_cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kubeerrors-syncer")
+    token = tmp / "token"
+    token.write_text(new_token())
+    with running_syncer(kube_api, dev_cluster, token, tmp, ["--node-permissions-enabled"],
+                        f"sunk-syncer-kubeerrors-{uuid.uuid4().hex[:6]}") as proc:
+        yield proc
+
+
 def test_a_kube_apiserver_restart_is_an_outage_without_tracebacks_and_keys_go_on_its_return(
-        kube_api, dev_cluster, namespace, scheduler):
+        kube_api, dev_cluster, namespace, scheduler, syncer):
     since = scheduler.log.stat().st_size
+    syncer_since = syncer.log.stat().st_size
     before = create_pod(kube_api, namespace)["metadata"]["name"]  # its job starts while the apiserver is down
     dev_cluster.stop_component("kube-apiserver")
     try:
@@ -110,6 +125,9 @@ def test_a_kube_apiserver_restart_is_an_outage_without_tracebacks_and_keys_go_on
     # its job may take a few seconds to start (the prolog), so the bound is the wake's 5 s plus that.
     assert waited_before < WAKE_WITHIN + 10, (waited_before, text[-3000:])
     assert get_pod(kube_api, namespace, after)["spec"].get("nodeName")
+    syncer_text = new_log(syncer.log, syncer_since)
+    assert "Traceback" not in syncer_text, syncer_text[-5000:]
+    assert syncer.proc is not None and syncer.proc.poll() is None, syncer.tail()  # (still running: no crash)
 
 
 def test_a_write_rbac_refuses_is_logged_once_and_counted_not_retried_in_a_loop(
