@@ -71,6 +71,12 @@ def fenced(fence: LeaseFence | None) -> Iterator[None]:
         _current.fence = previous
 
 
+def current() -> LeaseFence | None:
+    """This thread's fence (None: unfenced): for work handed to another thread that must stay fenced,
+    such as the Event a reconcile records and the recorder's thread sends."""
+    return getattr(_current, "fence", None)
+
+
 def check(what: str) -> None:
     """Before a write: raise ``Fenced`` if this thread's fence is no longer held. Free when unfenced."""
     fence: LeaseFence | None = getattr(_current, "fence", None)

@@ -18,6 +18,8 @@ from typing import Literal
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.fence import LeaseFence, fenced
+from sunk.fence import current as current_fence
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS
 from sunk.times import rfc3339
@@ -39,6 +41,7 @@ class _Pending:
     message: str
     action: str | None
     at: float
+    fence: LeaseFence | None = None  # the recording thread's: a reconcile's Event is a leader's write too
 
 
 @attrs.define
@@ -83,7 +86,8 @@ class EventRecorder:
 
     def event(self, obj: Obj, type: EventType, reason: str, message: str, *, action: str | None = None) -> None:
         try:
-            pending = _Pending(_reference(obj), type, reason, message[:MAX_MESSAGE], action, time.time())
+            pending = _Pending(_reference(obj), type, reason, message[:MAX_MESSAGE], action, time.time(),
+                               current_fence())
             self._queue.put_nowait(pending)
         except queue.Full:
             self.dropped += 1
@@ -120,7 +124,8 @@ class EventRecorder:
             try:
                 if pending is None:
                     return
-                self._send(pending)
+                with fenced(pending.fence):  # (sent later, on this thread: a lost Lease still stops it)
+                    self._send(pending)
             except Exception as exc:  # logged, never raised: events are best effort
                 self.errors += 1
                 reason = pending.reason if pending else ""
