@@ -31,6 +31,7 @@ from sunk.slurm.settings import settings_from
 from sunk.syncer.cli import build_parser, release_config, release_parser
 from sunk.syncer.plugins import DEFAULT_PLUGINS
 from sunk.translate.lock import tolerates_lock
+from sunk.translate.policy import parse_policy
 from sunk.web import TLS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1072,3 +1073,50 @@ def test_syncer_hooks_tls_serves_https_and_tells_the_prolog_its_ca(tmp_path):
     assert {"name": "hooks-tls", "mountPath": "/etc/sunk/hooks-tls", "readOnly": True} in \
         pod["containers"][0]["volumeMounts"]
     assert "syncer.hooksTLS.enabled: set" in refusal({"syncer": {"hooksTLS": {"enabled": True}}})
+
+
+# ---- the identity policy: the ConfigMap the daemons read, and the same rules at admission ----------------
+WITH_VAP = ("--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+
+
+def parse_policy_text(text: str):
+    return parse_policy(yaml.safe_load(text))
+
+
+def identity_policy_docs(values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    docs = chart.render(values, helm=HELM, extra_args=WITH_VAP)
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-identity-policy"))
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    return config, policy["spec"]["validations"]
+
+
+@pytest.mark.parametrize("rule", [
+    {},  # the chart's default rule alone
+    {"identity": {"userId": 1000}, "userIds": ["1000-1999", 2500], "accounts": ["a"], "partitions": [],
+     "qos": ["normal"], "reservations": ["r"], "priority": {"min": 0, "max": 10}, "exclusive": ["none"]},
+    {"identity": {"userId": 1000, "groupId": 50, "account": "a"}, "groupIds": [50], "priority": {}},
+])
+def test_the_identity_policy_renders_for_the_daemons_and_at_admission_from_the_same_values(rule):
+    values = {"identityPolicy": {"namespaces": {"team-a": rule}} if rule else {}}
+    config, validations = identity_policy_docs(values)
+    policy = parse_policy_text(config["data"]["policy.json"])
+    assert ("team-a" in policy.namespaces) is bool(rule)
+    assert policy.default.identity is not None and policy.default.identity.user_id == 65534
+    for validation in validations:
+        assert validation["expression"] and validation["message"].startswith("sunk: ")
+        assert " in null" not in validation["expression"], validation["expression"]
+    user_checks = [v for v in validations if "user-id is not a user" in v["message"]]
+    assert len(user_checks) == (2 if rule else 1)  # one per rule
+    priority = [v["expression"] for v in validations if "priority" in v["message"] and "team-a" in v["expression"]]
+    if rule.get("priority") == {}:
+        assert priority and "<= 4294967293" in priority[0]  # {}: any priority, as policy.py reads it
+    elif rule.get("priority"):
+        assert priority and "<= 10" in priority[0]
+
+
+def test_without_the_admission_api_the_chart_still_ships_the_policy_the_daemons_read():
+    docs = chart.render({}, helm=HELM)
+    assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-identity-policy")]
+    args = flags(chart.container_args(docs, "sunk-scheduler"))
+    assert args["identity-policy"] == "/etc/sunk/identity-policy/policy.json"

@@ -129,7 +129,7 @@ extenders:
 {{- $key := "sunk.coreweave.com/" -}}
 {{- $users := include "sunk.celIdRanges" (dict "ranges" ($rule.userIds | default list)) -}}
 {{- $groups := $users -}}
-{{- if not (kindIs "invalid" (get $rule "groupIds")) }}{{ $groups = include "sunk.celIdRanges" (dict "ranges" ($rule.groupIds | default list)) }}{{ end -}}
+{{- if not (kindIs "invalid" (index $rule "groupIds")) }}{{ $groups = include "sunk.celIdRanges" (dict "ranges" ($rule.groupIds | default list)) }}{{ end -}}
 {{- $ownUser := "" -}}{{- $ownGroup := "" -}}
 {{- with $rule.identity }}
 {{- $ownUser = printf " || x == %d" (int64 .userId) }}
@@ -145,7 +145,7 @@ extenders:
       message: {{ printf "sunk: the group (%sgroup-id, or user-id alone, which asks group = user) is not one %s of sunk's Slurm identity policy allows" $key .what | quote }}
       reason: Forbidden
 {{- range $field := list "accounts" "partitions" "qos" "reservations" }}
-{{- if not (kindIs "invalid" (get $rule $field)) }}{{/* (absent and null alike: Slurm decides, as policy.py reads it) */}}
+{{- if not (kindIs "invalid" (index $rule $field)) }}{{/* (absent and null alike: Slurm decides, as policy.py reads it) */}}
 {{- $allowed := $rule | dig $field list }}
 {{- if and (eq $field "accounts") $rule.identity }}{{ with $rule.identity.account }}{{ $allowed = append $allowed . | uniq }}{{ end }}{{ end }}
 {{- $annotation := print $key (get (dict "accounts" "account" "partitions" "partition" "qos" "qos" "reservations" "reservation") $field) }}
@@ -155,7 +155,7 @@ extenders:
 {{- end }}
 {{- end }}
 {{- $priority := print $key "priority" }}
-{{- if not (kindIs "invalid" (get $rule "priority")) }}{{/* ({} too: any priority, as policy.py reads it) */}}
+{{- if not (kindIs "invalid" (index $rule "priority")) }}{{/* ({} too: any priority, as policy.py reads it) */}}
     - expression: {{ printf "!(%s) || !(%s in variables.a) || (variables.a[%s].trim().%s && int(variables.a[%s].trim()) >= %d && int(variables.a[%s].trim()) <= %d)" $when (toJson $priority) (toJson $priority) $isId (toJson $priority) (int64 ($rule.priority.min | default 0)) (toJson $priority) (int64 (hasKey $rule.priority "max" | ternary $rule.priority.max 4294967293)) | quote }}
       message: {{ printf "sunk: %s is outside the range %s of sunk's Slurm identity policy allows" $priority .what | quote }}
       reason: Forbidden
@@ -164,7 +164,7 @@ extenders:
       message: {{ printf "sunk: %s may not be set: %s of sunk's Slurm identity policy allows no priority (only Slurm operators may set one, and sunk submits as one)" $priority .what | quote }}
       reason: Forbidden
 {{- end }}
-{{- if not (kindIs "invalid" (get $rule "exclusive")) }}
+{{- if not (kindIs "invalid" (index $rule "exclusive")) }}
 {{- $modes := $rule.exclusive | default list }}
 {{- $spellings := concat $modes (list "false") }}
 {{- if has "none" $modes }}{{ $spellings = append $spellings "true" }}{{ end }}
