@@ -24,6 +24,7 @@ from sunk.controller.httpfront import (
     Limits,
     ListenerFront,
     PoolSnapshot,
+    biggest_reader,
     call_app,
     environ_for,
     error_answer,
@@ -203,10 +204,57 @@ def test_wedged_reads_the_loop_tick_and_the_pools_progress():
     assert wedged(busy_not_queued, 100, 60) is None
 
 
-def test_pick_eviction_takes_the_longest_waiting_never_one_being_answered():
-    assert pick_eviction({"a": None, "b": 5.0, "c": 2.0}) == "c"
-    assert pick_eviction({"a": None, "b": None}) is None
+def test_pick_eviction_takes_the_longest_waiting_in_constant_time():
+    """``waiting`` holds only the connections waiting for a request, in the order their waits began."""
+    assert pick_eviction({"c": 2.0, "b": 5.0}) == "c"
     assert pick_eviction({}) is None
+
+
+def test_the_biggest_unfinished_body_is_the_one_closed():
+    assert biggest_reader({"small": 200, "stalled": 8 << 20, "mid": 5000}) == "stalled"
+    assert biggest_reader({}) is None
+
+
+def test_over_the_bodies_cap_the_connection_holding_the_most_is_closed_not_a_small_request(front_on):
+    """A few stalled near-limit bodies must not refuse every small one (the Syncer's pre-hooks are small)."""
+    front, _ = front_on(Limits(max_body_bytes=1000, max_buffered_bytes=1000))
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as hog:
+        hog.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"x" * 900)  # stalls
+        time.sleep(0.3)
+        assert requests.post(_url(front, "/echo"), data=b"x" * 200, timeout=PATIENCE).json() == {"got": 200}
+        assert hog.recv(65536) in (b"",) or b"503" in hog.recv(65536)  # closed
+    assert requests.post(_url(front, "/echo"), data=b"x" * 1000, timeout=PATIENCE).json() == {"got": 1000}
+
+
+def test_a_body_in_tiny_chunks_is_refused_before_it_costs_the_loop(front_on):
+    front, _ = front_on(Limits())
+    chunks = b"".join(b"2\r\nxx\r\n" for _ in range(200)) + b"0\r\n\r\n"
+    answer = _raw(front, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"larger chunks" in answer
+    whole = b"".join(b"400\r\n" + b"y" * 1024 + b"\r\n" for _ in range(100)) + b"0\r\n\r\n"  # 100 KiB, 1 KiB chunks
+    answer = _raw(front, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + whole)
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"got":102400' in answer.replace(b" ", b"")
+
+
+def test_a_storm_after_an_idle_spell_is_not_read_as_wedged(front_on):
+    """No finish for longer than the stall while idle, then more requests than threads (a prolog storm whose
+    pre-hooks wait by design): the stall is counted from when requests began to wait, not from the last
+    finish before the idle spell."""
+    front, release = front_on(Limits(threads=2, stall_seconds=2.0))
+    health = FrontHealth([front])
+    time.sleep(2.5)  # idle past the stall
+    callers = [threading.Thread(target=lambda: requests.get(_url(front, "/block"), timeout=PATIENCE))
+               for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + PATIENCE
+    while front.snapshot().in_pool < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert health(), health.problems()  # queued for 0.3 s: not wedged
+    release.set()
+    for caller in callers:
+        caller.join(PATIENCE)
 
 
 def test_environ_routes_by_port_and_drops_headers_with_underscores():
@@ -217,6 +265,8 @@ def test_environ_routes_by_port_and_drops_headers_with_underscores():
     assert environ["PATH_INFO"] == "/api/v1/jobs/7/8/started" and environ["QUERY_STRING"] == "wait=5"
     assert environ["SERVER_PORT"] == "8000" and environ["HTTP_X_TOKEN"] == "good"
     assert environ["CONTENT_TYPE"] == "a/b" and environ["CONTENT_LENGTH"] == "4"
+    lying = h11.Request(method="POST", target="/", headers=[("Host", "x"), ("Content-Length", "50")])
+    assert environ_for(lying, b"", port=1, scheme="http", peer=None)["CONTENT_LENGTH"] == "0"  # the body's own
     assert environ["HTTP_ACCEPT"] == "1,2" and environ["wsgi.input"].read() == b"body"
     assert environ["REMOTE_ADDR"] == "10.0.0.1"
 
