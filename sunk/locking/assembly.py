@@ -43,13 +43,14 @@ class Locking:
 
 
 def node_authenticator(ctx: SyncerContext, config: LockConfig) -> NodeAuthenticator:
-    """Legacy HMAC node tokens, and (with an audience) the slurmd Pods' own ServiceAccount tokens,
+    """Legacy HMAC node tokens (with a secret: without one, no HMAC token opens a node, so the secret is no
+    master key), and (with an audience) the slurmd Pods' own ServiceAccount tokens,
     checked against the Syncer's slurmd informer: its namespace and selector say what a slurmd Pod is."""
     pod_tokens = None
     if config.token_audience:
         pod_tokens = PodTokenAuthenticator(KubeTokenReviewer(ctx.api), audience=config.token_audience,
                                            slurmd_namespace=ctx.config.watch_namespace, slurmd_pod=ctx.slurmd_pods.get)
-    return NodeAuthenticator(TokenFile(config.token_file), pod_tokens)
+    return NodeAuthenticator(TokenFile(config.token_file) if config.token_file else None, pod_tokens)
 
 
 def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:

@@ -20,7 +20,7 @@ def _positive(value: float) -> float:
 
 @attrs.frozen
 class LockConfig:
-    token_file: str
+    token_file: str | None  # the legacy HMAC node tokens' secret; None: only Pod-bound tokens open a node
     # Pod-bound ServiceAccount tokens of slurmd Pods with this audience open their node's hooks
     # (TokenReview); empty: only the legacy HMAC node tokens do.
     token_audience: str = DEFAULT_AUDIENCE
@@ -50,7 +50,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("node locking and the hook API")
     group.add_argument("--hooks-token-file", default="/var/run/sunk/hooks/syncer-token",
                        help="secret (32+ bytes) the hook tokens of the nodes derive from; re-read when it "
-                            "changes (sunk-syncer hook-token prints a node's legacy HMAC token)")
+                            "changes (sunk-syncer hook-token prints a node's legacy HMAC token); empty: no HMAC "
+                            "node token opens a node (only --hooks-token-audience's Pod tokens do)")
     group.add_argument("--hooks-token-audience", default=DEFAULT_AUDIENCE,
                        help="audience of the projected ServiceAccount tokens slurmd Pods prove their node with "
                             "(checked with TokenReview: create tokenreviews); empty: HMAC node tokens only")
@@ -73,7 +74,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def config_from(args: argparse.Namespace) -> LockConfig:
     return LockConfig(
-        token_file=args.hooks_token_file,
+        token_file=args.hooks_token_file or None,
         token_audience=args.hooks_token_audience,
         reboot_condition=args.node_reboot_condition,
         reboot_reason=args.node_reboot_reason,

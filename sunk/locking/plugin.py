@@ -27,6 +27,11 @@ class LockingPlugin:
         or without the right to taint Nodes (every lock would fail with 403, and every prolog drain)."""
         if not args.node_permissions_enabled:
             raise ValueError(NEEDS_NODE_PERMISSIONS)
+        if not args.hooks_token_file:
+            if not args.hooks_token_audience:
+                raise ValueError("node locking needs a way to know nodes: --hooks-token-audience (their slurmd Pods' "
+                                 "ServiceAccount tokens), --hooks-token-file (legacy HMAC node tokens), or both")
+            return
         try:
             read_secret(args.hooks_token_file)
         except TokenUnavailable as exc:

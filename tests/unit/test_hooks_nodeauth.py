@@ -13,6 +13,7 @@ from sunk.hooks.api import hooks_blueprint
 from sunk.hooks.app import create_app
 from sunk.hooks.auth import TokenFile, node_token
 from sunk.hooks.nodeauth import NodeAuthenticator, PodTokenAuthenticator, ReviewCache, ReviewUnavailable
+from sunk.hooks.protocol import HookError
 from sunk.translate.podtoken import (
     EXTRA_NODE_NAME,
     EXTRA_POD_NAME,
@@ -378,3 +379,13 @@ def test_what_counts_as_a_service_account_token(token, expected):
 ])
 def test_token_expiry(token, expected):
     assert token_expiry(token) == expected
+
+
+def test_without_a_secret_no_hmac_token_opens_a_node(world):
+    pod_only = NodeAuthenticator(None, PodTokenAuthenticator(world.reviewer, audience=AUDIENCE,
+                                                             slurmd_namespace="slurm", slurmd_pod=world.pods.get,
+                                                             clock=world.clock))
+    with pytest.raises(HookError) as refused:
+        pod_only.check("node1", node_token(SECRET.encode(), "node1"))
+    assert refused.value.status == 401
+    pod_only.check("node1", world.token1)  # the node's own Pod token still opens it

@@ -116,3 +116,13 @@ def test_the_pod_token_audience_reaches_node_locking(tmp_path):
         == "sunk-syncer"
     startup = parse_args(["--slurm-auth-token=t", f"--hooks-token-file={token}", "--hooks-token-audience="])
     assert config_from(startup.args).token_audience == ""
+
+
+def test_without_a_hooks_secret_only_pod_tokens_open_nodes(tmp_path, capsys):
+    """With only the slurmd Pods' ServiceAccount tokens, the Syncer starts with no HMAC secret at all (so none
+    can be a master key for every node); with neither way to know a node, it refuses to start."""
+    startup = parse_args(["--slurm-auth-token=t", "--hooks-token-file=", "--hooks-token-audience=sunk-syncer"])
+    assert not startup.args.hooks_token_file
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--slurm-auth-token=t", "--hooks-token-file=", "--hooks-token-audience="])
+    assert exc.value.code == 2 and "--hooks-token-audience" in capsys.readouterr().err
