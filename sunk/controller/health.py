@@ -25,6 +25,9 @@ from sunk.flags import loggable, parse_bind_address
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
+# Seconds a connection may take to send its request (or sit idle between requests) before it is closed:
+# each connection holds a thread of this server while it is open, so a silent or slow one must not keep it.
+READ_SECONDS = 10.0
 
 
 def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:
@@ -58,6 +61,7 @@ class HttpEndpoints:
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = READ_SECONDS  # (the socket's timeout: a read that waits longer ends the connection)
             # The parser's own refusals (400, 414, 431, ...): plain text like every other answer.
             error_message_format = "%(code)d %(message)s\n"
             error_content_type = "text/plain; charset=utf-8"

@@ -934,3 +934,23 @@ def test_the_probe_servers_only_5xx_is_a_failing_check_in_plain_text():
     finally:
         server.stop()
 
+
+
+def test_a_silent_or_half_sent_connection_to_the_probes_is_closed_by_the_server(monkeypatch):
+    """Each connection holds one of this server's threads while open: one that sends nothing, or half a request,
+    is closed after READ_SECONDS instead of holding it for as long as the client likes."""
+    monkeypatch.setattr("sunk.controller.health.READ_SECONDS", 0.5)
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True})
+    server.start()
+    try:
+        silent = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        half = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        half.sendall(b"GET /healthz HTTP/1.1\r\nHost:")
+        for sock in (silent, half):
+            with sock:  # (without the server's close, recv times out after 10 s and the test fails)
+                while sock.recv(65536):  # (whatever it answers first), then its close
+                    pass
+        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"))
+        assert (status, body) == (200, b"ok")
+    finally:
+        server.stop()
