@@ -9,15 +9,14 @@
 # call is no evidence: the job's user could make it), then waits. When
 # Slurm ends the job (scancel, time limit, preemption), it asks the scheduler to delete
 # the Pod and blocks until the Pod is gone, so that Slurm never starts another job while
-# the Pod still runs. If the Pod outlives KillWait, it asks the scheduler to drain the node,
-# with a reason the Syncer lifts once the Pod is gone from the node and no job of it holds
-# the node ("k8s: sunk-placeholder: ...", sunk/translate/drains.py).
-#
-# It writes nothing to Slurm itself: it runs as the job's user (a tenant, not root), and what it
-# does is that user's to change, so nothing trusted depends on it. A scheduler that cannot be
-# reached is covered by the epilog (sunk/scripts/epilog.sh, root, on every node of the job, before
-# Slurm reuses it): the Syncer's post-hook drains a node the Pod is still on, and the epilog drains
-# by itself, for a placeholder job, when the Syncer cannot be reached either.
+# the Pod still runs. If the Pod outlives KillWait, it has the node drained, with a reason
+# the Syncer lifts once the Pod is gone from the node and no job of it holds the node
+# ("k8s: sunk-placeholder: ...", sunk/translate/drains.py; a gang's: once no member is left there).
+# It asks the scheduler's drain hook; when that cannot be reached it drains with scontrol itself,
+# which Slurm allows only a job running as an operator (root, where the identity policy names it).
+# A job running as a tenant (the chart's default identity) cannot: there the epilog (root, on every
+# node of the job, before Slurm reuses it) and the Syncer's post-hook drain a node the Pod is still
+# on, and the epilog drains by itself when the Syncer cannot be reached either (sunk/scripts/epilog.sh).
 #
 #   SUNK_HOOKS_URL     the scheduler's hook API, e.g. http://sunk-scheduler:8000
 #   SUNK_HOOK_TOKEN    bearer token scoped to this job's Pod
@@ -63,14 +62,40 @@ on_term() {
             *) sleep 1 ;;
         esac
     done
-    log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; asking the scheduler to drain the node"
-    local status
-    status=$(hook POST drain)
-    # Not drained here otherwise: the epilog, with the Syncer, drains a node the Pod is still on (above).
-    [[ "$status" == 200 ]] || log "the scheduler's drain hook answered HTTP $status; the epilog drains the node"
+    log "Pod still exists ${SUNK_KILL_WAIT}s after the job ended; draining the node"
+    if [[ "$(hook POST drain)" != 200 ]]; then
+        local reason node
+        if [[ -n "${SUNK_GANG:-}" ]]; then
+            # Which member outlived KillWait, and on which node, is the scheduler's to say. Without it:
+            # every node of the allocation, naming the gang (SUNK_POD_UID is gang:NS/KEY); the Syncer
+            # lifts it on each node once no member of the gang is left there and no job of it holds it.
+            reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID"
+        else
+            # The scheduler is unreachable: the same reason its drain hook writes.
+            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID"
+        fi
+        for node in $(scontrol show hostnames "${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" 2>/dev/null \
+                      || echo "$SLURMD_NODENAME"); do
+            if foreign_drain "$node"; then
+                log "$node is out of service for a reason sunk did not write: left as it is"
+            else
+                scontrol update nodename="$node" state=drain reason="$reason" || log "could not drain $node"
+            fi
+        done
+    fi
     exit 1
 }
 
+# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
+# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
+# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
+foreign_drain() {
+    local line state reason
+    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
+    state=${line%%|*} reason=${line#*|}
+    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
+    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
+}
 trap on_term TERM
 
 log "started"

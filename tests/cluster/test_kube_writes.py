@@ -157,7 +157,9 @@ def test_taints_add_idempotent_conflict_and_remove(kube_api, node):
     other = kp.ensure_taint(kube_api, res.obj, "example.com/other", None, "NoSchedule")
     assert other.wrote
     changed = kp.ensure_taint(kube_api, res.obj, lock, "false", "NoExecute")  # res.obj is stale now
-    assert changed.wrote and changed.conflicts == 1
+    # (at least our own stale write's 409: kube-controller-manager's node lifecycle may write this Node's taints
+    # too, a second one, as it did once after the apiserver restart of test_kube_errors.py)
+    assert changed.wrote and changed.conflicts >= 1
     server = kc.get(kube_api, NODES, name)
     assert {(t["key"], t.get("value")) for t in server["spec"]["taints"]} >= {
         (lock, "false"),

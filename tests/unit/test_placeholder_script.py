@@ -2,8 +2,8 @@
 
 The real thing runs under slurmd in the cluster tests; here each call it makes is seen. Its PATH
 starts with stand-ins that record their argv (what every user of the node can read in ps): scontrol
-and sinfo (which it must never call: it runs as the job's user, and the epilog drains), and curl,
-date and sleep, which then run the real thing.
+and sinfo (a cluster whose nodes are all in service), and curl, date and sleep, which then run the
+real thing.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from sunk.slurm.hostlist import expand
+from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
 REPO = Path(__file__).resolve().parents[2]
@@ -227,20 +228,16 @@ def test_a_pod_that_outlives_killwait_has_the_node_drained_by_the_scheduler_with
 
 
 @pytest.mark.parametrize("status", [503, 404, 409])
-def test_without_the_scheduler_the_script_writes_nothing_to_slurm_and_leaves_the_drain_to_the_epilog(
-        hook_api, tmp_path, status):
-    """The script runs as the job's user (a tenant): it cannot drain, and nothing trusted may hang on what it
-    does. The scheduler down (or refusing), the Pod staying: the epilog and the Syncer drain (root, trusted)."""
+def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lifts(hook_api, tmp_path, status):
+    """The measured case: the scheduler is down (or refuses), the Pod stays; the drain must say whose it is."""
     hook_api.pod_stays, hook_api.drain_status = True, status
     proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5)
     try:
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
-        assert hook_api.paths()[-1] == "POST /api/v1/jobs/42/drain"
-        assert not scontrol_log.exists() and {"scontrol", "sinfo"}.isdisjoint(a[0] for a in recorded_argv(tmp_path))
-        stop(proc)  # (its sleep holds stderr open)
-        assert f"drain hook answered HTTP {status}; the epilog drains the node" in proc.stderr.read().decode()
+        [(node, reason)] = drains(scontrol_log)  # its only write to Slurm
+        assert node == "node1" and parse(reason) == PlaceholderDrain("ns", "p", 42), reason
     finally:
         stop(proc)
 
@@ -275,17 +272,18 @@ def test_a_gangs_placeholder_calls_in_for_the_gang_and_waits_for_every_member(ho
         stop(proc)
 
 
-def test_without_the_scheduler_a_gangs_script_writes_nothing_to_slurm_either(hook_api, tmp_path):
-    """Which member outlived KillWait is the scheduler's to say; without it, each node's epilog drains its own
-    node, with the gang's reason, which the Syncer lifts node by node once no member is left there."""
+def test_without_the_scheduler_a_gangs_script_drains_every_node_with_the_reason_the_syncer_lifts(hook_api, tmp_path):
+    """Which member outlived KillWait is the scheduler's to say; without it, the whole allocation, each node
+    with sunk's gang drain, which the Syncer lifts node by node once no member of the gang is left there."""
     hook_api.pod_stays, hook_api.drain_status = True, 503
     proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, extra_env=GANG_ENV)
     try:
         wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
-        assert hook_api.paths()[-1] == "POST /api/v1/jobs/42/drain"
-        assert not scontrol_log.exists()
+        reason = "k8s: sunk-placeholder: gang ns/job/u outlived KillWait after job 42"
+        assert sorted(drains(scontrol_log)) == [("node1", reason), ("node2", reason), ("node3", reason)]
+        assert parse(reason) == GangPlaceholderDrain("ns", "job/u", 42), reason
     finally:
         stop(proc)
 
@@ -293,10 +291,10 @@ def test_without_the_scheduler_a_gangs_script_writes_nothing_to_slurm_either(hoo
 def test_the_bearer_token_is_on_no_command_line_only_in_curls_stdin(hook_api, tmp_path):
     """Every user of the node can read every process's argv (ps, /proc): the token reaches curl through its
     stdin as a -K config, written by printf, a bash builtin. Seen through every call (started, terminating,
-    the long-poll, the drain) both in the argv each stand-in records and in what /proc shows of every process
-    of the script's session meanwhile."""
+    the long-poll, the drain, then scontrol's own drain) both in the argv each stand-in records and in what
+    /proc shows of every process of the script's session meanwhile."""
     token = "tok-5e1f0c9a73d24b68"
-    hook_api.pod_stays, hook_api.drain_status = True, 503  # the scheduler refuses the drain: every call made
+    hook_api.pod_stays, hook_api.drain_status = True, 503  # the scheduler refuses the drain: scontrol drains
     proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, extra_env={"SUNK_HOOK_TOKEN": token})
     watch = SessionArgv(proc.pid)  # (its own session: start_new_session)
     try:
@@ -305,7 +303,7 @@ def test_the_bearer_token_is_on_no_command_line_only_in_curls_stdin(hook_api, tm
         assert proc.wait(15) == 1
         seen = watch.stop()
         argvs = recorded_argv(tmp_path)
-        assert {"curl", "date"} <= {argv[0] for argv in argvs}, argvs
+        assert {"curl", "scontrol", "date"} <= {argv[0] for argv in argvs}, argvs
         assert [argv for argv in [proc.args, *argvs, *seen] if any(token in arg for arg in argv)] == []
         # The sampling saw curl itself at work (each long-poll holds it 0.2 s): it looked where the token would be.
         assert any(argv[0] == REAL["curl"] and "-K" in argv for argv in seen), seen
@@ -315,7 +313,7 @@ def test_the_bearer_token_is_on_no_command_line_only_in_curls_stdin(hook_api, tm
         assert all(argv[argv.index("-K") + 1] == "-" for argv in curls)  # its config from stdin
         assert (tmp_path / "curl.stdin").read_text() == f'header = "Authorization: Bearer {token}"\n' * len(curls)
         assert [h["Authorization"] for _, _, h in hook_api.calls] == [f"Bearer {token}"] * len(verbs)
-        assert drains(scontrol_log) == []
+        assert drains(scontrol_log) == [("node1", "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 42")]
     finally:
         watch.stop()
         stop(proc)
