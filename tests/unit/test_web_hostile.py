@@ -9,10 +9,7 @@ assertions wait generously and assert what happens, never how fast.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import resource
-import signal
 import socket
 import ssl
 import time
@@ -20,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from web_fakes import certificates, serve_verbs_and_hooks
+from web_fakes import certificates, served_in_a_child
 
 from sunk.controller.httpfront import Limits
 from sunk.web import TLS, Listener
@@ -29,10 +26,6 @@ VERBS, HOOKS = 18990, 18991
 LIMITS = Limits(threads=4, head_seconds=3.0, body_seconds=3.0)
 HOSTILE = 1000
 PATIENCE = 60.0  # generous: what a real caller would wait at most
-
-
-def _serve(listeners: list[Listener]) -> None:
-    serve_verbs_and_hooks(listeners, threads=4)
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +44,8 @@ def server(certs) -> Iterator[None]:
     listeners = [Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(server.ca)),
                           limits=LIMITS),
                  Listener(f"127.0.0.1:{HOOKS}", "hooks", limits=LIMITS)]
-    proc = multiprocessing.get_context("fork").Process(target=_serve, args=(listeners,), daemon=True)
-    proc.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=1)
-            break
-        except requests.RequestException:
-            time.sleep(0.1)
-    yield
-    assert proc.pid is not None
-    os.kill(proc.pid, signal.SIGTERM)
-    proc.join(30)
+    with served_in_a_child(listeners, 4, ready_port=HOOKS):
+        yield
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 

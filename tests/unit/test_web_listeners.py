@@ -7,23 +7,15 @@ nothing to the placeholders' plain-HTTP calls, and they drained their nodes.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 import ssl
-import time
 
 import pytest
 import requests
-from web_fakes import certificates, serve_verbs_and_hooks
+from web_fakes import certificates, served_in_a_child
 
 from sunk.web import TLS, Listener, check_listeners, gunicorn_options, tls_from_flags
 
 VERBS, HOOKS = 18988, 18989
-
-
-def _serve(listeners: list[Listener]) -> None:
-    serve_verbs_and_hooks(listeners, threads=2)
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +28,8 @@ def server(certs):
     server = certs["server"]
     listeners = [Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(server.ca))),
                  Listener(f"127.0.0.1:{HOOKS}", "hooks")]
-    proc = multiprocessing.get_context("fork").Process(target=_serve, args=(listeners,), daemon=True)
-    proc.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=1)
-            break
-        except requests.RequestException:
-            time.sleep(0.1)
-    yield
-    assert proc.pid is not None
-    os.kill(proc.pid, signal.SIGTERM)
-    proc.join(20)
+    with served_in_a_child(listeners, 2, ready_port=HOOKS):
+        yield
 
 
 def test_the_plain_listener_answers_plain_http_with_its_own_app(server):

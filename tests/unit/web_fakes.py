@@ -3,8 +3,15 @@ certificates: what the listener tests (test_web_listeners.py, test_web_hostile.p
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import requests
 from flask import Flask
 
 from sunk.dev.tls import issue, make_ca
@@ -31,3 +38,25 @@ def certificates(tmp: Path) -> dict:
     ca = make_ca(tmp)
     return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True),
             "stranger": issue(make_ca(tmp, "other-ca"), tmp, "stranger", client=True)}
+
+
+@contextmanager
+def served_in_a_child(listeners: list[Listener], threads: int, *, ready_port: int) -> Iterator[None]:
+    """``serve_verbs_and_hooks`` in a forked process (gunicorn's master wants the main thread), until the plain
+    port ``ready_port`` answers; SIGTERM at the end."""
+    proc = multiprocessing.get_context("fork").Process(target=serve_verbs_and_hooks, args=(listeners, threads),
+                                                       daemon=True)
+    proc.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{ready_port}/who", timeout=1)
+            break
+        except requests.RequestException:
+            time.sleep(0.1)
+    try:
+        yield
+    finally:
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.join(30)
