@@ -234,8 +234,9 @@ def ensure_secrets_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-secrets", type=_tls_names, default=None, metavar="SERVER,CLIENT",
                         help="the extender's serving Secret and kube-scheduler's client Secret (tls.crt, tls.key, "
                              "ca.crt), from one CA")
-    parser.add_argument("--tls-service", default="", help="the extender's Service: the serving certificate names "
-                                                          "<svc>, <svc>.<ns>, <svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local")
+    parser.add_argument("--tls-service", default="",
+                        help="the extender's Service: the serving certificate names <svc>, <svc>.<ns>, "
+                             "<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local")
     parser.add_argument("--tls-client-cn", default="", help="kube-scheduler's client certificate's common name")
     parser.add_argument("--tls-validity-days", type=positive_int, default=3650)
     parser.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
@@ -281,7 +282,8 @@ def ensure_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if args.tls_secrets:
         if not args.delete and not (args.tls_service and args.tls_client_cn):
             parser.error("--tls-secrets needs --tls-service and --tls-client-cn")
-        specs.append(TLSPair(*args.tls_secrets, service=args.tls_service, namespace=args.namespace,
+        server, client = args.tls_secrets
+        specs.append(TLSPair(server, client, service=args.tls_service, namespace=args.namespace,
                              client_cn=args.tls_client_cn, validity_days=args.tls_validity_days))
     if not specs:
         parser.error("name at least one Secret (--token-secret, --tls-secrets)")

@@ -65,8 +65,8 @@ def secret_body(config: EnsureConfig, name: str, data: Mapping[str, bytes]) -> d
 class Ensure:
     api: ApiClient
     config: EnsureConfig
-    now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
-    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
+    sleep: Callable[[float], None] = attrs.field(factory=lambda: time.sleep)  # looked up at each run's start
     token: cs.Token = cs.new_token
     weakness: Callable[[bytes], str | None] | None = None
 

@@ -17,7 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sunk.hooks.auth import weakness
 from sunk.translate import chartsecrets as cs
 
-NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 HOOKS = cs.TokenSecret("sunk-hooks", ("syncer-token", "scheduler-hook-secret"))
 PAIR = cs.TLSPair("sunk-extender-tls", "sunk-extender-client-tls", "sunk-extender", "slurm", "sunk-kube-scheduler", 30)
 _counter = itertools.count()
@@ -142,7 +142,7 @@ def test_validity_is_the_values_days_from_a_little_before_now():
 
 def test_the_made_pair_completes_a_mutual_tls_handshake_in_python_ssl():
     """What the extender (gunicorn's ssl) and kube-scheduler load: both contexts accept the files."""
-    server, client = cs.new_tls_pair(PAIR, datetime.datetime.now(datetime.timezone.utc))
+    server, client = cs.new_tls_pair(PAIR, datetime.datetime.now(datetime.UTC))
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
         for who, data in (("server", server), ("client", client)):
@@ -249,7 +249,8 @@ def test_a_serving_certificate_for_another_service_is_reported():
     there = pair_secrets(pair=cs.TLSPair(PAIR.server, PAIR.client, "other", "slurm", "x", 30))
     plan = cs.plan([PAIR], there, NOW)
     (problem,) = plan.problems
-    assert (problem.secret, problem.key) == (PAIR.server, "tls.crt") and "does not name sunk-extender," in problem.reason
+    assert (problem.secret, problem.key) == (PAIR.server, "tls.crt")
+    assert "does not name sunk-extender," in problem.reason
 
 
 # ---- Helm's ownership --------------------------------------------------------------------------
