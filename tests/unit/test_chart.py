@@ -875,7 +875,7 @@ def test_the_extender_certificates_the_hook_job_makes_complete_a_mutual_tls_hand
     docs = render({"extender": {"enabled": True}})
     pair = ensure_config_of(docs, "sunk-ensure-secrets").specs[1]
     assert isinstance(pair, cs.TLSPair)
-    server, client = cs.new_tls_pair(pair, datetime.datetime.now(datetime.timezone.utc))  # as the hook Job makes them
+    server, client = cs.new_tls_pair(pair, datetime.datetime.now(datetime.UTC))  # as the hook Job makes them
     config = yaml.safe_load(find(docs, "ConfigMap", "sunk-kube-scheduler-config")["data"]["config.yaml"])
     host = config["extenders"][0]["urlPrefix"].removeprefix("https://").rpartition(":")[0]
     assert host == f"sunk-extender.{NS}.svc"
