@@ -762,6 +762,10 @@ def test_the_secrets_hook_runs_before_install_and_upgrade_after_its_rbac_and_goe
         assert (int(annotations["helm.sh/hook-weight"]) < 0) is (doc["kind"] != "Job")
     job = find(docs, "Job", "sunk-ensure-secrets")["spec"]
     assert job["template"]["spec"]["serviceAccountName"] == "sunk-ensure-secrets"
+    # The Syncer waits for its Secret: a stale lock on the only Nodes it may use must not keep the Job off them.
+    assert tolerates_lock(job["template"], "NoExecute")
+    assert not tolerates_lock(find(hooks(render({"lockToleration": False}), SECRETS_HOOK), "Job",
+                                   "sunk-ensure-secrets")["spec"]["template"])
     assert job["activeDeadlineSeconds"] < 300 and job["template"]["spec"]["restartPolicy"] == "Never"
     binding = find(docs, "RoleBinding", "sunk-ensure-secrets")
     assert binding["roleRef"]["name"] == "sunk-ensure-secrets" and subjects(binding) == {(NS, "sunk-ensure-secrets")}
