@@ -66,9 +66,11 @@ PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 # The Syncer's hook API asks the apiserver who a slurmd Pod's ServiceAccount token belongs to (create only).
 TOKENREVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+# The chart's generated Secrets (sunk-syncer ensure-secrets: created when missing, never overwritten).
+SECRETS = Resource("", "v1", "secrets", "Secret")
 
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
-                               PODGROUPS, DEPLOYMENTS, TOKENREVIEWS)
+                               PODGROUPS, DEPLOYMENTS, TOKENREVIEWS, SECRETS)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

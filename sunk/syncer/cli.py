@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sunk.slurm.client import SlurmClient
     from sunk.web import Listener
 
+    from .ensuresecrets import EnsureConfig
     from .release import ReleaseConfig
 
 log = logging.getLogger("sunk.syncer")
@@ -222,6 +223,111 @@ def release_nodes(argv: Sequence[str]) -> int:
         slurm.close()
 
 
+def ensure_secrets_parser() -> argparse.ArgumentParser:
+    """The flags of ``sunk-syncer ensure-secrets``: which Secrets, with which keys, in which namespace."""
+    parser = argparse.ArgumentParser(prog="sunk-syncer ensure-secrets", description=ensure_secrets.__doc__)
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of the Secrets")
+    parser.add_argument("--token-secret", action="append", default=[], type=_token_secret, metavar="NAME=KEY[,KEY]",
+                        help="a Secret of random tokens (64 characters), one per key; repeatable")
+    parser.add_argument("--tls-secrets", type=_tls_names, default=None, metavar="SERVER,CLIENT",
+                        help="the extender's serving Secret and kube-scheduler's client Secret (tls.crt, tls.key, "
+                             "ca.crt), from one CA")
+    parser.add_argument("--tls-service", default="",
+                        help="the extender's Service: the serving certificate names <svc>, <svc>.<ns>, "
+                             "<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local")
+    parser.add_argument("--tls-client-cn", default="", help="kube-scheduler's client certificate's common name")
+    parser.add_argument("--tls-validity-days", type=positive_int, default=3650)
+    parser.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
+                        help="a label of the Secrets created; repeatable")
+    parser.add_argument("--repair", type=boolean, nargs="?", const=True, default=False,
+                        help="make again what is unusable (a token key missing or weak, a pair that does not verify): "
+                             "rotates it under the components that hold it. Default: report it and fail")
+    parser.add_argument("--delete", type=boolean, nargs="?", const=True, default=False,
+                        help="delete the Secrets instead (the chart's post-delete hook, hooks.keepOnUninstall=false)")
+    add_logging_arguments(parser)
+    return parser
+
+
+def _token_secret(text: str) -> tuple[str, tuple[str, ...]]:
+    name, _, keys = text.partition("=")
+    parts = tuple(k for k in keys.split(",") if k)
+    if not name or not parts:
+        raise argparse.ArgumentTypeError(f"{text!r}: want NAME=KEY[,KEY...]")
+    return name, parts
+
+
+def _tls_names(text: str) -> tuple[str, str]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: want SERVER,CLIENT (two Secret names)")
+    return parts[0], parts[1]
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not key or not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: want KEY=VALUE")
+    return key, value
+
+
+def ensure_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EnsureConfig:
+    """Flags into the config; a usage error (exit 2) when they name nothing or an incomplete pair."""
+    from sunk.translate.chartsecrets import Spec, TLSPair, TokenSecret
+
+    from .ensuresecrets import EnsureConfig
+
+    specs: list[Spec] = [TokenSecret(name, keys) for name, keys in args.token_secret]
+    if args.tls_secrets:
+        if not args.delete and not (args.tls_service and args.tls_client_cn):
+            parser.error("--tls-secrets needs --tls-service and --tls-client-cn")
+        server, client = args.tls_secrets
+        specs.append(TLSPair(server, client, service=args.tls_service, namespace=args.namespace,
+                             client_cn=args.tls_client_cn, validity_days=args.tls_validity_days))
+    if not specs:
+        parser.error("name at least one Secret (--token-secret, --tls-secrets)")
+    config = EnsureConfig(args.namespace, tuple(specs), dict(args.label), repair=args.repair)
+    if len(set(config.names)) != len(config.names):
+        parser.error(f"a Secret is named twice: {', '.join(config.names)}")
+    return config
+
+
+def ensure_secrets(argv: Sequence[str]) -> int:
+    """``sunk-syncer ensure-secrets``: create the Secrets that are missing, never overwrite one that exists.
+
+    Each --token-secret gets a random 64-character token per key; --tls-secrets gets a new CA and
+    the extender's serving and kube-scheduler's client certificates. An existing Secret is left as it
+    is (a Secret Helm made gets helm.sh/resource-policy: keep, so that helm upgrade keeps it); one that
+    is unusable fails the run with a message naming it and its key (--repair makes it again instead).
+    Exit 0 when all exist and are usable, 1 when not, 2 on a usage error.
+    """
+    parser = ensure_secrets_parser()
+    args = parser.parse_args(argv)
+    config = ensure_config(args, parser)
+    configure_logging_from(args)
+    from sunk.hooks.auth import weakness
+    from sunk.kube.client import KubeError, load_api_client
+
+    from .ensuresecrets import Ensure, delete
+
+    try:
+        api = load_api_client(args.kubeconfig)
+        if args.delete:
+            delete(api, config.namespace, config.names)
+            return 0
+        problems = Ensure(api, config, weakness=weakness).run()
+    except (KubeError, OSError, ValueError) as exc:  # a kubeconfig that cannot be read, an apiserver that refuses
+        log.error("ensure-secrets: failed: %s", slurm_settings.one_line(exc))
+        return 1
+    for problem in problems:
+        log.error("ensure-secrets: %s", problem)
+    if problems:
+        log.error("ensure-secrets: failed: %d problem(s), nothing was overwritten (--repair makes them again, which "
+                  "rotates them under the components that hold them)", len(problems))
+    return 1 if problems else 0
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
@@ -232,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hook_token(argv[1:])
     if argv[:1] == ["release-nodes"]:
         return release_nodes(argv[1:])
+    if argv[:1] == ["ensure-secrets"]:
+        return ensure_secrets(argv[1:])
     startup = parse_args(argv)
     configure_logging_from(startup.args)
     from sunk.runner import Served, run

@@ -5,7 +5,7 @@ Slurm endpoint and token (and where the dev cluster's slurmd Pods are). The dev 
 kube-scheduler for sunk's own Pods and a stand-in kubelet that runs no container, so the
 Deployments' Pods are created (Pod Security admitted them) but stay Pending. sunk-syncer and
 sunk-scheduler then run as processes with the installed Deployments' flags (``helm get
-manifest``), the Secrets the chart generated, and their ServiceAccounts' tokens; only addresses
+manifest``), the Secrets the chart rendered, and their ServiceAccounts' tokens; only addresses
 and in-Pod paths are this machine's. They schedule a Deployment through Slurm.
 
 The tests of this module run in order: install, schedule, upgrade, uninstall.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import subprocess
 import time
 import uuid
@@ -103,6 +104,9 @@ def release(kube_api, dev_cluster, tmp_path_factory) -> Iterator[Release]:
     # The release's Pods never run here (above), nor would its uninstall hook's Job, and helm uninstall would
     # wait for it: the Syncer's processes lift what it locked and drained. test_chart_pods.py runs the hook.
     installed.values["syncer"] = {"releaseNodesOnUninstall": False}
+    # Nor would the install hook's Job that makes the hooks Secret (sunk-syncer ensure-secrets), and helm install
+    # would wait for it: the hook secrets as values, which the chart renders itself. test_chart_secrets.py runs it.
+    installed.values["hooks"] = {"syncerToken": secrets.token_hex(32), "schedulerHookSecret": secrets.token_hex(32)}
     try:
         yield installed
     finally:
@@ -177,7 +181,7 @@ def test_install_into_a_namespace_enforcing_pod_security_restricted(kube_api, re
 
     pods = wait_for(created, 60, "the 4 Pods of sunk-syncer and sunk-scheduler")
     assert {p["metadata"]["labels"]["app.kubernetes.io/name"] for p in pods} == {"sunk-syncer", "sunk-scheduler"}
-    # The hook secrets were generated, strong; the token is the one given.
+    # The hook secrets are the values', strong; the token is the one given.
     for key, value in secret_data(kube_api, namespace, "sunk-hooks").items():
         assert weakness(value) is None, f"sunk-hooks/{key}: {weakness(value)}"
     assert secret_data(kube_api, namespace, "sunk-slurm-token")["token"].decode() == release.values["slurm"]["auth"][
@@ -288,7 +292,7 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_pods_and_keeps_the_secrets(
     wait_for(rolled, 60, "a new ReplicaSet of sunk-scheduler with Pods")
     assert set(replica_sets(kube_api, namespace, "sunk-syncer")) == before["sunk-syncer"], \
         "sunk-syncer rolled, though nothing of its own changed"
-    # lookup kept the generated secrets: node tokens made from the old ones stay valid.
+    # The hooks Secret is the values' (rendered the same every time): node tokens made from it stay valid.
     assert secret_data(kube_api, namespace, "sunk-hooks") == hooks
 
 

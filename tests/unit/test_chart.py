@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import itertools
+import re
 import socket
 import ssl
 import tempfile
@@ -28,8 +30,10 @@ from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
-from sunk.syncer.cli import build_parser, release_config, release_parser
+from sunk.syncer.cli import build_parser, ensure_config, ensure_secrets_parser, release_config, release_parser
+from sunk.syncer.ensuresecrets import EnsureConfig
 from sunk.syncer.plugins import DEFAULT_PLUGINS
+from sunk.translate import chartsecrets as cs
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.policy import parse_policy
 from sunk.web import TLS
@@ -173,8 +177,8 @@ def test_every_switch_combination_renders_what_it_says(on):
     assert bool(verbs(syncer_role, "nodes/status")) is on["node_permissions"]
     assert ({"PodMonitor"} <= {d["kind"] for d in docs}) is on["monitoring"]
     assert ("sunk-grafana-dashboard" in names(docs, "ConfigMap")) is on["monitoring"]
-    assert bool(of_kind(docs, "Secret") and {"sunk-extender-tls", "sunk-extender-client-tls"}
-                <= names(docs, "Secret")) is on["extender"]
+    ensured = ensure_config_of(docs, "sunk-ensure-secrets")
+    assert ({"sunk-extender-tls", "sunk-extender-client-tls"} <= set(ensured.names)) is on["extender"]
     # Budgets and policies follow the Deployments.
     assert names(docs, "PodDisruptionBudget") == expected
     assert names(docs, "NetworkPolicy") == expected - {"sunk-kube-scheduler"}
@@ -419,8 +423,10 @@ HOOK_OBJECTS = {("ServiceAccount", HOOK), ("ClusterRole", "slurm-sunk-release-no
                 ("Role", f"{HOOK}-slurmd"), ("RoleBinding", f"{HOOK}-slurmd"), ("Job", HOOK)}
 
 
-def hooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+def hooks(docs: list[dict[str, Any]], component: str = HOOK) -> list[dict[str, Any]]:
+    """The objects of one hook (by default the uninstall's, sunk-syncer release-nodes)."""
+    return [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})
+            and d["metadata"]["labels"]["app.kubernetes.io/name"] == component]
 
 
 def hook_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -695,18 +701,135 @@ def hook_secrets(docs: list[dict[str, Any]]) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in find(docs, "Secret", "sunk-hooks", NS)["data"].items()}
 
 
-def test_hook_secrets_are_generated_strong_and_kept_on_uninstall():
-    docs = render()
-    secrets = hook_secrets(docs)
-    assert set(secrets) == {"syncer-token", "scheduler-hook-secret"}
-    for key, value in secrets.items():
-        assert weakness(value) is None, f"{key}: {weakness(value)}"
-    assert secrets["syncer-token"] != secrets["scheduler-hook-secret"]
-    assert hook_secrets(render()) != secrets  # random per fresh install (an upgrade reuses them: lookup)
-    secret = find(docs, "Secret", "sunk-hooks", NS)
+SECRETS_HOOK = "sunk-secrets"  # the component of the ensure-secrets and drop-secrets hooks
+MADE = ("sunk-hooks", "sunk-extender-tls", "sunk-extender-client-tls")
+
+
+def ensure_config_of(docs: list[dict[str, Any]], job: str) -> EnsureConfig:
+    """The Job's flags as sunk-syncer ensure-secrets reads them."""
+    args = find(docs, "Job", job, NS)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "ensure-secrets"
+    parser = ensure_secrets_parser()
+    return ensure_config(parser.parse_args(args[1:]), parser)
+
+
+def test_no_generated_secret_is_rendered_and_two_renders_are_byte_identical():
+    """No lookup, no randAlphaNum or genCA: helm template, Argo CD and Flux render the same every time."""
+    for values in ({}, {"extender": {"enabled": True}, "hooks": {"keepOnUninstall": False}}):
+        text = chart.render_text(values, helm=HELM)
+        assert text == chart.render_text(values, helm=HELM)
+        docs = [d for d in yaml.safe_load_all(text) if d]
+        assert not set(MADE) & names(docs, "Secret")
+    # A call, with its first argument (the hooks.nodeAuth default's lookup of a ConfigMap is no secret's memory).
+    called = re.compile(r"\b(lookup\s+\"v1\"\s+\"Secret\"|(randAlphaNum|randAlpha|randAscii|genCA|genSignedCert|"
+                        r"genSelfSignedCert|genPrivateKey)\s+[(\"$0-9])")
+    templates = (ROOT / "manifests/chart/sunk/templates").glob("*")
+    assert not [p.name for p in templates if called.search(p.read_text())]
+
+
+def test_the_hook_job_makes_the_hooks_secret_and_the_extenders_pair_the_pods_mount():
+    docs = render({"extender": {"enabled": True}})
+    config = ensure_config_of(docs, "sunk-ensure-secrets")
+    assert config.namespace == NS and not config.repair
+    hooks_secret, pair = config.specs
+    assert hooks_secret == cs.TokenSecret("sunk-hooks", ("syncer-token", "scheduler-hook-secret"))
+    assert pair == cs.TLSPair("sunk-extender-tls", "sunk-extender-client-tls", "sunk-extender", NS,
+                              "sunk-kube-scheduler", 3650)
+    find(docs, "Service", pair.service, NS)
+    # Not Helm's: a next run must not take them for an earlier release's and annotate them.
+    assert not cs.helm_owned({"metadata": {"labels": config.labels}})
+    assert config.labels["app.kubernetes.io/instance"] == "sunk"
+    mounted = {v["secret"]["secretName"] for d in of_kind(docs, "Deployment")
+               for v in d["spec"]["template"]["spec"].get("volumes") or [] if "secret" in v}
+    assert set(MADE) <= mounted
+    # Non-optional volumes: a Pod waits for its Secret rather than start without it.
+    assert not [v for d in of_kind(docs, "Deployment") for v in d["spec"]["template"]["spec"].get("volumes") or []
+                if v.get("secret", {}).get("secretName") in MADE and v["secret"].get("optional")]
+    assert flags(find(docs, "Job", "sunk-ensure-secrets", NS)["spec"]["template"]["spec"]["containers"][0]["args"]
+                 )["tls-validity-days"] == "3650"
+    days = render({"extender": {"enabled": True, "tls": {"validityDays": 90}}})
+    assert ensure_config_of(days, "sunk-ensure-secrets").specs[1].validity_days == 90
+
+
+def test_the_secrets_hook_runs_before_install_and_upgrade_after_its_rbac_and_goes_once_it_succeeded():
+    docs = hooks(render({"extender": {"enabled": True}}), SECRETS_HOOK)
+    ensure = [d for d in docs if d["metadata"]["name"] == "sunk-ensure-secrets"]
+    assert {d["kind"] for d in ensure} == {"ServiceAccount", "Role", "RoleBinding", "Job"}
+    for doc in ensure:
+        annotations = doc["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+        assert (int(annotations["helm.sh/hook-weight"]) < 0) is (doc["kind"] != "Job")
+    job = find(docs, "Job", "sunk-ensure-secrets")["spec"]
+    assert job["template"]["spec"]["serviceAccountName"] == "sunk-ensure-secrets"
+    # The Syncer waits for its Secret: a stale lock on the only Nodes it may use must not keep the Job off them.
+    assert tolerates_lock(job["template"], "NoExecute")
+    assert not tolerates_lock(find(hooks(render({"lockToleration": False}), SECRETS_HOOK), "Job",
+                                   "sunk-ensure-secrets")["spec"]["template"])
+    assert job["activeDeadlineSeconds"] < 300 and job["template"]["spec"]["restartPolicy"] == "Never"
+    binding = find(docs, "RoleBinding", "sunk-ensure-secrets")
+    assert binding["roleRef"]["name"] == "sunk-ensure-secrets" and subjects(binding) == {(NS, "sunk-ensure-secrets")}
+
+
+def test_the_secrets_hook_may_create_secrets_and_read_and_annotate_only_its_own():
+    role = find(render({"extender": {"enabled": True}}), "Role", "sunk-ensure-secrets", NS)
+    assert sorted((tuple(r["verbs"]), tuple(r.get("resourceNames") or ())) for r in role["rules"]) == [
+        (("create",), ()), (("get", "patch"), MADE)]
+    assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in role["rules"])
+    without_extender = find(render(), "Role", "sunk-ensure-secrets", NS)
+    assert without_extender["rules"][1]["resourceNames"] == ["sunk-hooks"]
+
+
+@pytest.mark.parametrize("values, ensured", [
+    ({}, ("sunk-hooks",)),
+    ({"extender": {"enabled": True}}, MADE),
+    ({"hooks": {"existingSecret": "mine"}}, ()),
+    ({"hooks": {"existingSecret": "mine"}, "extender": {"enabled": True, "tls": {
+        "existingSecret": "a", "clientExistingSecret": "b"}}}, ()),
+    ({"hooks": {"syncerToken": "a" * 16 + "0123456789abcdef" * 2, "schedulerHookSecret": "b" * 8 + "fedcba98" * 4},
+      "extender": {"enabled": True}}, MADE[1:]),
+], ids=["defaults", "extender", "hooks-of-yours", "all-of-yours", "hooks-as-values"])
+def test_the_hook_job_makes_only_what_the_values_do_not_give(values, ensured):
+    docs = render(values)
+    if ensured:
+        assert ensure_config_of(docs, "sunk-ensure-secrets").names == ensured
+    else:
+        assert not hooks(docs, SECRETS_HOOK)
+
+
+@pytest.mark.parametrize("keep, extender, dropped", [
+    (True, False, ()),
+    (True, True, MADE[1:]),
+    (False, False, ("sunk-hooks",)),
+    (False, True, MADE),
+])
+def test_uninstall_deletes_the_extenders_pair_and_the_hooks_secret_unless_kept(keep, extender, dropped):
+    docs = render({"hooks": {"keepOnUninstall": keep}, "extender": {"enabled": extender}})
+    if not dropped:
+        assert "sunk-drop-secrets" not in names(docs, "Job")
+        return
+    config = ensure_config_of(docs, "sunk-drop-secrets")
+    job = find(docs, "Job", "sunk-drop-secrets", NS)
+    assert "--delete" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-delete"
+    assert config.names == dropped
+    role = find(docs, "Role", "sunk-drop-secrets", NS)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": list(dropped),
+                              "verbs": ["delete"]}]
+
+
+def test_given_hook_secrets_are_kept_on_uninstall_unless_told():
+    given = {"syncerToken": "a" * 16 + "0123456789abcdef" * 2, "schedulerHookSecret": "b" * 8 + "fedcba98" * 4}
+    secret = find(render({"hooks": given}), "Secret", "sunk-hooks", NS)
     assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    dropped = find(render({"hooks": {"keepOnUninstall": False}}), "Secret", "sunk-hooks", NS)
+    dropped = find(render({"hooks": {**given, "keepOnUninstall": False}}), "Secret", "sunk-hooks", NS)
     assert "annotations" not in dropped["metadata"]
+
+
+@pytest.mark.parametrize("given", ["syncerToken", "schedulerHookSecret"])
+def test_one_hook_secret_without_the_other_is_refused(given):
+    message = refusal({"hooks": {given: "c" * 8 + "0123456789abcdef" * 2}})
+    assert "hooks: give both syncerToken and schedulerHookSecret, or neither" in message
 
 
 def test_given_hook_secrets_are_used():
@@ -750,12 +873,13 @@ def decoded(secret: dict[str, Any]) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in secret["data"].items()}
 
 
-def test_the_generated_extender_certificates_complete_a_mutual_tls_handshake():
+def test_the_extender_certificates_the_hook_job_makes_complete_a_mutual_tls_handshake():
     """The extender's verbs as it serves them (sunk.web.TLS: its certificate, callers' CA required),
     called as kube-scheduler calls them (its client certificate, the CA, the Service's host name)."""
     docs = render({"extender": {"enabled": True}})
-    server, client = (decoded(find(docs, "Secret", name, NS)) for name in
-                      ("sunk-extender-tls", "sunk-extender-client-tls"))
+    pair = ensure_config_of(docs, "sunk-ensure-secrets").specs[1]
+    assert isinstance(pair, cs.TLSPair)
+    server, client = cs.new_tls_pair(pair, datetime.datetime.now(datetime.UTC))  # as the hook Job makes them
     config = yaml.safe_load(find(docs, "ConfigMap", "sunk-kube-scheduler-config")["data"]["config.yaml"])
     host = config["extenders"][0]["urlPrefix"].removeprefix("https://").rpartition(":")[0]
     assert host == f"sunk-extender.{NS}.svc"

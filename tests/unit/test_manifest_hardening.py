@@ -44,7 +44,7 @@ def one(kind: str, name: str) -> Obj:
 
 DEPLOYMENTS = of_kind("Deployment")
 EXPECTED_DEPLOYMENTS = {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler", "sunk-operator"}
-# Every object with a Pod template: the Deployments, and the uninstall hook's Job (sunk-syncer release-nodes).
+# Every object with a Pod template: the Deployments, and the hooks' Jobs (sunk-syncer release-nodes, ensure-secrets).
 WORKLOADS = DEPLOYMENTS + of_kind("Job")
 
 
@@ -57,7 +57,8 @@ def containers() -> Iterator[Any]:
 
 def test_every_component_is_shipped():
     assert {d["metadata"]["name"] for d in DEPLOYMENTS} == EXPECTED_DEPLOYMENTS
-    assert {d["metadata"]["name"] for d in of_kind("Job")} == {"sunk-release-nodes"}
+    assert {d["metadata"]["name"] for d in of_kind("Job")} == {"sunk-release-nodes", "sunk-ensure-secrets",
+                                                                "sunk-drop-secrets"}
 
 
 # ---- Pod security ------------------------------------------------------------------------------
