@@ -70,6 +70,7 @@ class SyncerProcess(Process):
         env = dev_cluster.env()
         hooks, metrics, probes = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{hooks}"
+        self.ports = (hooks, metrics, probes)
         args = [
             f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
             f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-poll-interval=0.5s",
