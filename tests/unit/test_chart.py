@@ -1180,6 +1180,23 @@ def test_hmac_node_auth_names_the_per_node_secret():
     assert (env["SUNK_HOOKS_NODE_AUTH"], env["SUNK_HOOKS_TOKEN_FILE"]) == ("hmac", "/t/%n")
 
 
+@pytest.mark.parametrize(("hooks", "takes_hmac"), [
+    ({}, False), ({"nodeAuth": "serviceAccountToken"}, False), ({"acceptHmacTokens": True}, True),
+    ({"nodeAuth": "hmac"}, True), ({"nodeAuth": "hmac", "acceptHmacTokens": False}, True)])
+def test_the_syncer_takes_hmac_node_tokens_only_under_hmac_or_while_moving_from_it(hooks, takes_hmac, tmp_path):
+    """A node token made once (and perhaps copied off a node) opens nothing once every node uses its Pod's token."""
+    from sunk.locking.config import config_from
+    from sunk.syncer.cli import parse_args
+
+    secret = tmp_path / "syncer-token"
+    secret.write_text(GOOD_SECRET)
+    args = [a.replace("/var/run/sunk/hooks/syncer-token", str(secret))
+            for a in chart.container_args(render({"hooks": hooks}), "sunk-syncer")]
+    config = config_from(parse_args(args).args)
+    assert (config.token_file == str(secret)) is takes_hmac and (config.token_file is None) is not takes_hmac
+    assert config.token_audience == "sunk-syncer"
+
+
 def test_an_unknown_node_auth_is_refused():
     assert "nodeAuth" in refusal({"hooks": {"nodeAuth": "jwt"}})
 
