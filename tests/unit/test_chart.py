@@ -1086,7 +1086,8 @@ def parse_policy_text(text: str):
 def identity_policy_docs(values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     docs = chart.render(values, helm=HELM, extra_args=WITH_VAP)
     config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-identity-policy"))
-    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                  and d["metadata"]["name"].endswith("-identity-policy"))
     return config, policy["spec"]["validations"]
 
 
