@@ -271,14 +271,15 @@ def hooks_blueprint(
 
 
 def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
-    """The placeholder's drain reason, which the Syncer lifts once the Pod is gone
+    """The placeholder's drain reason, which the Syncer lifts once the Pod (that UID) is gone
     (``sunk.translate.drains``); the Pod is named from the cache, else from the job's identity.
     Without a name there is no Pod to watch go: a reason the Syncer leaves to an operator."""
     identity = PlaceholderIdentity.parse(job.admin_comment)
     if pod is not None:
-        return PlaceholderDrain(pod["metadata"]["namespace"], pod["metadata"]["name"], job.id).reason()
+        meta = pod["metadata"]
+        return PlaceholderDrain(meta["namespace"], meta["name"], job.id, str(meta.get("uid") or uid)).reason()
     if identity is not None:
-        return PlaceholderDrain(identity.namespace, identity.name, job.id).reason()
+        return PlaceholderDrain(identity.namespace, identity.name, job.id, identity.uid).reason()
     return f"sunk-scheduler: pod uid {uid} outlived KillWait after job {job.id} ended"
 
 

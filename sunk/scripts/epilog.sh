@@ -44,14 +44,15 @@ fi
 
 # placeholder_reason: the drain reason for this job if its AdminComment is a sunk placeholder's identity
 # (sunk/translate/podjob.py PlaceholderIdentity, gang.py GangIdentity: the whole text, as the Syncer reads
-# it), else nothing. The reason is the one the scheduler's drain hook writes for a Pod, or for a gang the
-# one naming it; the Syncer lifts either once no Pod of the job is left on the node.
+# it), else nothing. The reason is the one the scheduler's drain hook writes for a Pod (naming its UID: only
+# that very Pod holds it), or for a gang the one naming it; the Syncer lifts either once no Pod of the job is
+# left on the node.
 placeholder_reason() {
-    local text name='[a-z0-9][-a-z0-9.]*'
+    local text name='[a-z0-9][-a-z0-9.]*' uid='[0-9a-z]([-0-9a-z]{0,62}[0-9a-z])?'
     text=$(squeue -h -t all -j "$JOB" -O 'admin_comment:1100' 2>/dev/null | head -n 1)
     text=${text%"${text##*[! ]}"} text=${text#"${text%%[! ]*}"}  # (squeue pads the field with spaces)
-    if [[ $text =~ ^sunk-pod=[^\ ]+\ ns=($name)\ name=($name)(\ sched=[^\ ]+)?$ ]]; then
-        echo "k8s: sunk-placeholder: pod ${BASH_REMATCH[1]}/${BASH_REMATCH[2]} outlived KillWait after job $JOB"
+    if [[ $text =~ ^sunk-pod=($uid)\ ns=($name)\ name=($name)(\ sched=[^\ ]+)?$ ]]; then
+        echo "k8s: sunk-placeholder: pod ${BASH_REMATCH[3]}/${BASH_REMATCH[4]} uid=${BASH_REMATCH[1]} outlived KillWait after job $JOB"
     elif [[ $text =~ ^sunk-gang=([a-z]+(/[A-Za-z0-9][A-Za-z0-9._-]*)+)\ ns=($name)\ size=[0-9]+\ members=[0-9a-f,]+(\ sched=[^\ ]+)?$ ]]; then
         echo "k8s: sunk-placeholder: gang ${BASH_REMATCH[3]}/${BASH_REMATCH[1]} outlived KillWait after job $JOB"
     fi

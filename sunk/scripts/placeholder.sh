@@ -71,8 +71,9 @@ on_term() {
             # lifts it on each node once no member of the gang is left there and no job of it holds it.
             reason="k8s: sunk-placeholder: gang ${SUNK_POD_UID#gang:} outlived KillWait after job $SLURM_JOB_ID"
         else
-            # The scheduler is unreachable: the same reason its drain hook writes.
-            reason="k8s: sunk-placeholder: pod $SUNK_POD outlived KillWait after job $SLURM_JOB_ID"
+            # The scheduler is unreachable: the same reason its drain hook writes (the UID: only that very Pod
+            # holds the drain, not one made again under its name).
+            reason="k8s: sunk-placeholder: pod $SUNK_POD${SUNK_POD_UID:+ uid=$SUNK_POD_UID} outlived KillWait after job $SLURM_JOB_ID"
         fi
         for node in $(scontrol show hostnames "${SLURM_JOB_NODELIST:-$SLURMD_NODENAME}" 2>/dev/null \
                       || echo "$SLURMD_NODENAME"); do

@@ -74,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
                              "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
                              ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
+    parser.add_argument("--scheduler-names", default="sunk-scheduler",
+                        help="comma-separated spec.schedulerName of sunk's scheduler and extender (chart: both, "
+                             "when enabled): only their Pods count as placed by sunk, whose job-id and slurm-node "
+                             "annotations keep a placeholder's drain while they outlive their job; empty: none")
     parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
                         help="only the Lease holder reconciles")
     parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
@@ -82,6 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
     add_logging_arguments(parser)
+
+
+def scheduler_names(flag: str) -> frozenset[str]:
+    """--scheduler-names: the names, without blanks; none at all is allowed (no Pod is then sunk's)."""
+    return frozenset(name.strip() for name in flag.split(",") if name.strip())
 
 
 def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, list[Plugin]]:
@@ -133,7 +142,8 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                           hooks_tls_cert_file=args.hooks_tls_cert_file, hooks_tls_key_file=args.hooks_tls_key_file,
                           node_permissions=args.node_permissions_enabled,
                           slurm_node_clean_up=args.slurm_node_clean_up,
-                          slurm_node_poll_interval=args.slurm_node_poll_interval)
+                          slurm_node_poll_interval=args.slurm_node_poll_interval,
+                          scheduler_names=scheduler_names(args.scheduler_names))
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
 

@@ -31,3 +31,7 @@ class SyncerConfig:
     # jobs'): an idle node poll is one "no change since update_time" answer of a few hundred bytes, and
     # this period bounds how late a drain made in Slurm reaches its Pod (slurmrestd has no watch).
     slurm_node_poll_interval: float = 0.25
+    # --scheduler-names: the spec.schedulerName of sunk's scheduler and extender. Only a Pod of theirs can be
+    # one sunk placed (its job-id and slurm-node annotations keep a placeholder's drain while it outlives its
+    # job: sunk.translate.drains.placed_job); on other Pods those annotations are their author's word.
+    scheduler_names: frozenset[str] = frozenset({"sunk-scheduler"})

@@ -53,6 +53,11 @@ class KubeFacts:
             return None
         return str((pod.get("metadata") or {}).get("uid") or "")
 
+    @property
+    def scheduler_names(self) -> frozenset[str]:
+        """The spec.schedulerName of sunk's scheduler and extender (--scheduler-names)."""
+        return self.ctx.config.scheduler_names
+
     def node_named(self, name: str) -> Obj | None:
         """The Kubernetes Node of that name, from the Node informer; None if there is none."""
         return self.ctx.nodes.get(name)

@@ -10,7 +10,8 @@ soon as the condition clears.
 
 The reasons (each a full match: nothing before, nothing after):
 
-    k8s: sunk-placeholder: pod NS/NAME outlived KillWait after job N
+    k8s: sunk-placeholder: pod NS/NAME uid=UID outlived KillWait after job N
+        (an earlier version's, without ``uid=UID``: still read, and judged by the Pod's name alone)
     k8s: sunk-placeholder: gang NS/KEY outlived KillWait after job N
     k8s: sunk-stuck: pod NS/NAME uid=UID stuck terminating on Node NODE (NotReady or gone) after job N
     k8s: sunk-lock: job N: hook API unreachable (DETAIL)
@@ -24,8 +25,9 @@ When each is lifted (``cause``), and who writes it:
     sunk-placeholder  the placeholder's Pod outlived KillWait (scheduler/hooks.py's /drain), or was
                       still on the node as the job's epilog ran (the Syncer's post-hook,
                       ``outlived``; the epilog itself when the Syncer cannot be reached): lifted
-                      once the Pod is off the node, no job of it holds the node, and no other Pod
-                      sunk placed there outlives its job (``gang NS/KEY``: the epilog of a gang's
+                      once the Pod with that UID is off the node (a Pod made again under its name
+                      is another one), no job of it holds the node, and no other Pod sunk placed
+                      there outlives its job (``gang NS/KEY``: the epilog of a gang's
                       job that could not reach the Syncer drains its node, not knowing which member
                       stayed where: lifted
                       on each node once no job of the gang holds it, no unfinished member of the
@@ -60,7 +62,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Optional, Protocol, Union
 
 from attrs import field, frozen
@@ -81,7 +83,10 @@ _P = names.K8S_DRAIN_PREFIX
 # Kubernetes names: DNS labels/subdomains (lower case, digits, '-', '.'); nothing else is a Pod here.
 _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
 _POD = rf"{_NAME}/{_NAME}"
-_PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) "
+# A Kubernetes UID: a UUID, as the apiserver makes them (lower-case hex and '-'); tests use short ones.
+_UID = r"[0-9a-z](?:[-0-9a-z]{0,62}[0-9a-z])?"
+# (``uid=``: since the UID is recorded; a reason without it, an earlier version's, is still sunk's.)
+_PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: pod (?P<ns>{_NAME})/(?P<name>{_NAME})(?: uid=(?P<uid>{_UID}))? "
                           rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
 # A gang's key (sunk.translate.gang.Gang.key): its kind, then words of its workload's labels.
 _GANG_KEY = r"[a-z]+(?:/[A-Za-z0-9][A-Za-z0-9._-]*)+"
@@ -89,8 +94,6 @@ _GANG_PLACEHOLDER = re.compile(rf"{_P} sunk-placeholder: gang (?P<ns>{_NAME})/(?
                                rf"outlived KillWait after job (?P<job>[1-9][0-9]{{0,18}})")
 _UNREACHABLE = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): hook API unreachable"
                           rf"(?: \((?P<detail>[^()]*)\))?")
-# A Kubernetes UID: a UUID, as the apiserver makes them (lower-case hex and '-'); tests use short ones.
-_UID = r"[0-9a-z](?:[-0-9a-z]{0,62}[0-9a-z])?"
 _STUCK = re.compile(rf"{_P} sunk-stuck: pod (?P<ns>{_NAME})/(?P<name>{_NAME}) uid=(?P<uid>{_UID}) stuck terminating "
                     rf"on Node (?P<node>{_NAME}) \(NotReady or gone\) after job (?P<job>[1-9][0-9]{{0,18}})")
 STUCK_MARK = f"{_P} sunk-stuck: "  # what every stuck-Pod reason starts with: a cheap test before a parse
@@ -104,18 +107,24 @@ _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<st
 
 @frozen
 class PlaceholderDrain:
-    """The placeholder's Pod outlived KillWait: Slurm ended job ``job_id``, the Pod still ran."""
+    """The placeholder's Pod outlived KillWait: Slurm ended job ``job_id``, the Pod still ran.
+
+    ``uid``: that Pod's UID, so that only that very Pod holds the drain; a Pod deleted and made
+    again under its name (by its author) is another one. "" for a reason an earlier version
+    wrote, without it: judged by the name alone, as that version did."""
 
     namespace: str
     name: str
     job_id: int
+    uid: str = ""
 
     @property
     def pod(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def reason(self) -> str:
-        return f"{_P} sunk-placeholder: pod {self.pod} outlived KillWait after job {self.job_id}"
+        uid = f" uid={self.uid}" if self.uid else ""
+        return f"{_P} sunk-placeholder: pod {self.pod}{uid} outlived KillWait after job {self.job_id}"
 
 
 @frozen
@@ -262,7 +271,7 @@ def outlived(job: Job, pods_on_node: Sequence[Obj]) -> Optional[Outlived]:
         return None
     pod = min(found, key=_key)
     meta = pod["metadata"]
-    return Outlived(PlaceholderDrain(meta["namespace"], meta["name"], job.id), pod)
+    return Outlived(PlaceholderDrain(meta["namespace"], meta["name"], job.id, str(meta["uid"])), pod)
 
 
 def may_drain_over(node: Node, drain: PlaceholderDrain) -> bool:
@@ -294,7 +303,7 @@ def parse(reason: str) -> Optional[SunkDrain]:
     if not reason.startswith(_P):
         return None
     if m := _PLACEHOLDER.fullmatch(reason):
-        return PlaceholderDrain(m["ns"], m["name"], int(m["job"]))
+        return PlaceholderDrain(m["ns"], m["name"], int(m["job"]), m["uid"] or "")
     if m := _GANG_PLACEHOLDER.fullmatch(reason):
         return GangPlaceholderDrain(m["ns"], m["key"], int(m["job"]))
     if m := _STUCK.fullmatch(reason):
@@ -383,6 +392,11 @@ class CauseFacts(Protocol):
         """The Kubernetes Node of that name; None when there is none."""
         ...
 
+    @property
+    def scheduler_names(self) -> Collection[str]:
+        """The ``spec.schedulerName`` of sunk's schedulers: only their Pods can be ones sunk placed."""
+        ...
+
 
 @frozen
 class Cause:
@@ -440,31 +454,48 @@ def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause
 
 def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     """Present while the Pod runs on the node (bound there, not finished) or a job of it holds the node; and
-    while another Pod
-    sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node: when
-    several placeholders drain it at once, the reason names only the last of their Pods."""
+    while another Pod sunk placed on this Slurm node outlives its job there. Slurm keeps one reason per node:
+    when several placeholders drain it at once, the reason names only the last of their Pods.
+
+    "The Pod" is the one with the drain's UID: a Pod its author deletes and makes again under the name is
+    another, which holds nothing (else a tenant could keep sunk's drain of a node for as long as they like).
+    A reason without a UID (an earlier version's) is judged by the name, as that version did."""
     for job in jobs:
         identity = PlaceholderIdentity.parse(job.admin_comment)
-        if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.name)
-                                      == (drain.namespace, drain.name)):
+        if job.id == drain.job_id or (identity is not None and _same_pod(drain, identity)):
             return Cause(True, f"job {job.id} of Pod {drain.pod} holds {node.name}")
     here = _node_name(facts.pod)
     if here is None:
         return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
     where = facts.pod_node(drain.pod)
+    uid = facts.pod_uid(drain.pod) if where is not None else None
+    if where is not None and drain.uid and uid != drain.uid:
+        where = None  # (another Pod under the name: the drained one is gone)
     finished = where == here and any(_key(p) == drain.pod and is_terminal(p) for p in facts.pods_on_node())
     if where == here and not finished:  # (a finished Pod runs nothing: the scheduler keeps it for its owner)
-        return Cause(True, f"Pod {drain.pod} is still on Node {here}")
+        return Cause(True, f"Pod {drain.pod}{_uid_note(drain)} is still on Node {here}")
     outliving = _outliving(facts, node, jobs)
     if outliving is not None:
         return outliving
     if finished:
         return Cause(False, f"Pod {drain.pod} finished on Node {here} and no job of it holds {node.name}")
     if where is None:
-        return Cause(False, f"Pod {drain.pod} is gone and no job of it holds {node.name}")
+        remade = f" (the Pod of that name now has uid {uid})" if uid and drain.uid and uid != drain.uid else ""
+        return Cause(False, f"Pod {drain.pod}{_uid_note(drain)} is gone{remade} and no job of it holds {node.name}")
     if not where:
         return Cause(False, f"Pod {drain.pod} is on no Node and no job of it holds {node.name}")
     return Cause(False, f"Pod {drain.pod} is on Node {where} now, not {here}")
+
+
+def _same_pod(drain: PlaceholderDrain, identity: PlaceholderIdentity) -> bool:
+    """Whether a job's identity names the drain's Pod: by UID, or by name for a reason without one."""
+    if drain.uid:
+        return identity.uid == drain.uid
+    return (identity.namespace, identity.name) == (drain.namespace, drain.name)
+
+
+def _uid_note(drain: PlaceholderDrain) -> str:
+    return f" (uid {drain.uid})" if drain.uid else ""
 
 
 def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
@@ -494,19 +525,39 @@ def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node
 
 
 def _outliving(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Optional[Cause]:
-    """A Pod sunk placed on this Slurm node (its slurm-node and job-id annotations) that is still on the
-    node's Node while its job holds the node no more; None when there is none. A Pod whose containers
-    are done (Succeeded or Failed: a gang's finished member, kept by its Job) runs nothing there."""
+    """A Pod sunk placed on this Slurm node (``placed_job``) that is still on the node's Node while its job
+    holds the node no more; None when there is none."""
     held = {job.id for job in jobs}
+    schedulers = facts.scheduler_names
     for pod in facts.pods_on_node():
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
-        if (annotations.get(names.ANN_SLURM_NODE) == node.name and job_id.isascii() and job_id.isdigit()
-                and len(job_id) < 20 and int(job_id) not in held and not is_terminal(pod)):
+        job_id = placed_job(pod, node.name, schedulers)
+        if job_id is not None and job_id not in held:
             meta = pod.get("metadata") or {}
             return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} outlives its job {job_id} on "
                                f"{node.name}")
     return None
+
+
+def placed_job(pod: Obj, slurm_node: str, scheduler_names: Collection[str]) -> Optional[int]:
+    """The job sunk placed this Pod on ``slurm_node`` for, if it did and the Pod still runs; else None.
+
+    Evidence a tenant cannot forge: the slurm-node and job-id annotations, which sunk's scheduler and
+    extender write when they place a Pod, on a Pod whose ``spec.schedulerName`` is one of theirs
+    (``scheduler_names``). The chart's ValidatingAdmissionPolicy (``podAnnotations.admission``) refuses
+    those annotations on such a Pod from anyone but sunk's ServiceAccounts and cluster admins, and a
+    Pod's schedulerName never changes after its creation; a Pod of another scheduler (made with its
+    ``spec.nodeName`` set, say) may carry what it likes and counts for nothing. A Pod whose containers
+    are done (Succeeded or Failed: a gang's finished member, kept by its Job) runs nothing there.
+    """
+    if str((pod.get("spec") or {}).get("schedulerName") or "") not in scheduler_names or is_terminal(pod):
+        return None
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(names.ANN_SLURM_NODE) != slurm_node:
+        return None
+    job_id = str(annotations.get(names.ANN_JOB_ID) or "").strip()
+    if not (job_id.isascii() and job_id.isdigit() and len(job_id) < 20):
+        return None
+    return int(job_id)
 
 
 def _stuck(drain: StuckPodDrain, facts: CauseFacts) -> Cause:

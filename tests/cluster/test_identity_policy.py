@@ -71,7 +71,7 @@ def admission(kube_api, policy):
     suffix = uuid.uuid4().hex[:6]
     made = []
     for resource in (POLICIES, BINDINGS):
-        doc = next(d for d in docs if d["kind"] == resource.kind)
+        doc = next(d for d in docs if d["kind"] == resource.kind and d["metadata"]["name"].endswith("-identity-policy"))
         doc["metadata"]["name"] += f"-{suffix}"
         if resource is BINDINGS:
             doc["spec"]["policyName"] += f"-{suffix}"

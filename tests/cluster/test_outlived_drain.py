@@ -4,8 +4,8 @@ The placeholder runs as a tenant (the Pod's user-id 1001: user ``kube``), so it 
 and nothing it does may decide one. Its node is drained by trusted components only: the job's epilog
 (root, before Slurm reuses the node) calls the Syncer's post-hook, which drains the node while the
 Pod is still on its Node; with the Syncer unreachable too, the epilog drains by itself. Either
-drain is ``k8s: sunk-placeholder: pod NS/NAME outlived KillWait after job J``, and a Syncer lifts
-it once the Pod is gone.
+drain is ``k8s: sunk-placeholder: pod NS/NAME uid=UID outlived KillWait after job J``, and a Syncer
+lifts it once the Pod (that UID) is gone.
 
 Each test runs a Syncer serving the hook API for node3/node4 (locking_harness.py) with sunk's prolog
 and epilog wired in for jobs whose Comment carries the harness's marker (the Pod's
@@ -85,7 +85,7 @@ def tenant_pod_outlives_its_job(kube_api, dev_cluster, namespace, scripts, tmp_p
     proc = scheduler_process(dev_cluster, namespace, tmp_path, ports=ports)
     proc.start()  # (not test_scheduler.serving: its end deletes the Pods, which must outlive their job here)
     try:
-        kc.create(kube_api, PODS, manifest, namespace)
+        uid = kc.create(kube_api, PODS, manifest, namespace)["metadata"]["uid"]
         job_id, _ = placed(kube_api, dev_cluster, namespace, name, timeout=60)
         job = slurm_job(dev_cluster, job_id)
         assert job["user_id"] == TENANT_UID, job.get("user_id")  # the placeholder runs as the tenant
@@ -93,7 +93,7 @@ def tenant_pod_outlives_its_job(kube_api, dev_cluster, namespace, scripts, tmp_p
         proc.kill()  # the scheduler is gone: nobody deletes the Pod, the placeholder cannot reach its hooks
     before_cancel()
     dev_cluster.slurm("scancel", str(job_id))
-    return name, job_id, drains.PlaceholderDrain(namespace, name, job_id)
+    return name, job_id, drains.PlaceholderDrain(namespace, name, job_id, uid)
 
 
 def release(kube_api, dev_cluster, namespace: str, name: str) -> None:

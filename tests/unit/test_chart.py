@@ -1227,7 +1227,8 @@ def parse_policy_text(text: str):
 def identity_policy_docs(values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     docs = chart.render(values, helm=HELM, extra_args=WITH_VAP)
     config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-identity-policy"))
-    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                  and d["metadata"]["name"].endswith("-identity-policy"))
     return config, policy["spec"]["validations"]
 
 
@@ -1261,3 +1262,79 @@ def test_without_the_admission_api_the_chart_still_ships_the_policy_the_daemons_
     assert [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-identity-policy")]
     args = flags(chart.container_args(docs, "sunk-scheduler"))
     assert args["identity-policy"] == "/etc/sunk/identity-policy/policy.json"
+
+
+# ---- sunk's own annotations on Pods: written by sunk only (annotationPolicy) ---------------------------------
+GUARDED = ["sunk.coreweave.com/job-id", "sunk.coreweave.com/slurm-node"]
+
+
+def annotation_policy(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The annotation policy and its binding, or None when the chart renders neither."""
+    policies = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")
+                and d["metadata"]["name"].endswith("-sunk-annotations")]
+    if not policies:
+        return None
+    policy, binding = (next(d for d in policies if d["kind"] == kind)
+                       for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))
+    return policy, binding
+
+
+@pytest.mark.parametrize(("values", "schedulers", "writers"), [
+    ({}, ["slurm-sunk"], ["sunk-scheduler"]),
+    ({"extender": {"enabled": True}}, ["slurm-sunk", "slurm-sunk-extender"], ["sunk-scheduler", "sunk-extender"]),
+    ({"scheduler": {"enabled": False, "name": "x"}, "extender": {"enabled": True, "schedulerName": "ext"}}, ["ext"],
+     ["sunk-extender"]),
+])
+def test_sunks_annotations_are_refused_at_admission_to_all_but_its_schedulers_accounts(values, schedulers, writers):
+    """Pods of sunk's schedulers only (a Pod's schedulerName never changes), any write of the Pod or a subresource,
+    a test of the annotations before anything else, every other writer refused, failing closed."""
+    docs = render(values, extra_args=WITH_VAP)
+    found = annotation_policy(docs)
+    assert found is not None
+    policy, binding = found
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods", "pods/*"]}]
+    conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+    assert conditions["pod-of-sunks-schedulers"].endswith(f"object.spec.schedulerName in {json_list(schedulers)}")
+    changed = conditions["sunks-annotations-set-or-changed"]
+    assert changed.startswith(json_list(GUARDED) + ".exists(k, ")
+    assert "request.operation == 'UPDATE'" in changed and "oldObject.metadata.annotations" in changed
+    accounts = json_list([f"system:serviceaccount:{NS}:{account}" for account in writers])
+    assert conditions["not-sunks-writers"] == (f"!(request.userInfo.username in {accounts}) && "
+                                               f"!(has(request.userInfo.groups) && 'system:masters' in "
+                                               f"request.userInfo.groups)")
+    assert spec["validations"] == [{"expression": "false", "reason": "Forbidden", "message": spec["validations"][0][
+        "message"]}] and all(key in spec["validations"][0]["message"] for key in GUARDED)
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    # The accounts are the ones the daemons run as; the names, the ones the Syncer counts as sunk's.
+    for writer in writers:
+        assert find(docs, "ServiceAccount", writer)
+        assert find(docs, "Deployment", writer)["spec"]["template"]["spec"]["serviceAccountName"] == writer
+    assert flags(chart.container_args(docs, "sunk-syncer"))["scheduler-names"] == ",".join(schedulers)
+
+
+def json_list(items: list[str]) -> str:
+    """A list as the chart writes it into CEL (helm's toJson)."""
+    return "[" + ",".join(f'"{item}"' for item in items) + "]"
+
+
+@pytest.mark.parametrize(("values", "extra_args"), [
+    ({"annotationPolicy": {"admission": False}}, WITH_VAP),  # turned off
+    ({}, ()),  # an apiserver without ValidatingAdmissionPolicy (before 1.30)
+    ({"scheduler": {"enabled": False}}, WITH_VAP),  # no scheduler of sunk's: no Pod of theirs to guard
+])
+def test_the_annotation_policy_can_be_turned_off_and_needs_the_admission_api(values, extra_args):
+    docs = render(values, extra_args=extra_args)
+    assert annotation_policy(docs) is None
+
+
+def test_without_a_scheduler_the_syncer_counts_no_pod_as_sunks():
+    docs = render({"scheduler": {"enabled": False}})
+    assert flags(chart.container_args(docs, "sunk-syncer"))["scheduler-names"] == ""
+
+
+def test_the_annotation_policy_value_is_a_boolean():
+    assert "annotationPolicy" in refusal({"annotationPolicy": {"admission": "yes"}})
+    assert "annotationPolicy" in refusal({"annotationPolicy": {"webhook": True}})

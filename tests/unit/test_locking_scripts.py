@@ -307,7 +307,7 @@ def epilog_drains(calls: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("admin_comment", "drain"), [
-    (POD_IDENTITY, PlaceholderDrain("team-a", "train-0", 42)),
+    (POD_IDENTITY, PlaceholderDrain("team-a", "train-0", 42, "0f1e-uid")),  # its UID: only that Pod holds it
     (GANG_IDENTITY, GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 42)),
 ])
 def test_the_epilog_drains_for_a_placeholder_with_a_reason_the_syncer_lifts_when_it_cannot_be_asked(
@@ -326,7 +326,7 @@ def test_the_epilog_drains_for_a_placeholder_when_the_syncer_never_answers(tmp_p
     bin_dir, calls = epilog_slurm(tmp_path, admin_comment=POD_IDENTITY)
     done = run("epilog.sh", tmp_path, closed_port_url(), slurm_bin=bin_dir)
     assert done.returncode == 0, done.stderr
-    assert epilog_drains(calls) == [PlaceholderDrain("team-a", "train-0", 42).reason()]
+    assert epilog_drains(calls) == [PlaceholderDrain("team-a", "train-0", 42, "0f1e-uid").reason()]
 
 
 @pytest.mark.parametrize("reply", [(202, {"state": "locked"}), (401, {"error": "wrong token"}),
@@ -347,6 +347,8 @@ def test_the_epilog_leaves_the_drain_to_the_syncer_once_it_answered(tmp_path, se
     ("site accounting tag", "", "job"),  # an AdminComment that is no identity
     (f"site: {POD_IDENTITY}", "", "job"),  # only a whole identity is one (as the Syncer reads it)
     ("sunk-pod=u ns=Team_A name=x", "", "job"),  # nor one naming no Kubernetes namespace
+    ("sunk-pod=U_1 ns=team-a name=x", "", "job"),  # nor a UID the Syncer's grammar would not read back
+    (f"sunk-pod={'a' * 65} ns=team-a name=x", "", "job"),
 ])
 def test_the_epilog_drains_for_nothing_but_an_identity_in_the_admin_comment(tmp_path, server, admin_comment,
                                                                            comment, name):

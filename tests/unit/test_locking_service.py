@@ -332,7 +332,7 @@ def outlived_world(*pods, job: Job | None = None, cached: bool = False) -> World
     return w
 
 
-PLACEHOLDER_REASON = "k8s: sunk-placeholder: pod apps/train outlived KillWait after job 4"
+PLACEHOLDER_REASON = "k8s: sunk-placeholder: pod apps/train uid=uid-train outlived KillWait after job 4"
 
 
 def test_a_placeholders_pod_still_on_the_node_drains_it_with_the_schedulers_reason():
@@ -340,7 +340,8 @@ def test_a_placeholders_pod_still_on_the_node_drains_it_with_the_schedulers_reas
     body = w.service.post_hook("node3", PostHook(job_id=4))
     assert w.slurm.updates == [("node3", NodeUpdate(state="DRAIN", reason=PLACEHOLDER_REASON))]
     assert body["drained"] == PLACEHOLDER_REASON
-    assert drains.parse(PLACEHOLDER_REASON) == drains.PlaceholderDrain("apps", "train", 4)  # lifted once gone
+    # lifted once gone:
+    assert drains.parse(PLACEHOLDER_REASON) == drains.PlaceholderDrain("apps", "train", 4, "uid-train")
     assert [(e[0], e[1], e[2]) for e in w.recorder.events] == [("Warning", "train", "PodOutlivedSlurmJob")]
     assert w.written == [{request_key(4): None}] and w.nudged == ["node3"]  # the unlock goes on as before
 
@@ -389,8 +390,8 @@ def test_a_gangs_member_still_on_this_node_drains_it_with_that_members_reason():
     w = outlived_world(pod("w-1"), pod("w-7"), job=ending(admin_comment=identity))
     w.service.post_hook("node3", PostHook(job_id=4))
     assert w.slurm.updates == [("node3", NodeUpdate(state="DRAIN",
-                                                    reason="k8s: sunk-placeholder: pod apps/w-1 outlived KillWait "
-                                                           "after job 4"))]
+                                                    reason="k8s: sunk-placeholder: pod apps/w-1 uid=uid-w-1 "
+                                                           "outlived KillWait after job 4"))]
 
 
 def test_a_job_slurm_does_not_show_ending_drains_nothing():

@@ -237,7 +237,7 @@ def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lift
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 1
         [(node, reason)] = drains(scontrol_log)  # its only write to Slurm
-        assert node == "node1" and parse(reason) == PlaceholderDrain("ns", "p", 42), reason
+        assert node == "node1" and parse(reason) == PlaceholderDrain("ns", "p", 42, "uid-a"), reason  # its Pod's UID
     finally:
         stop(proc)
 
@@ -313,7 +313,8 @@ def test_the_bearer_token_is_on_no_command_line_only_in_curls_stdin(hook_api, tm
         assert all(argv[argv.index("-K") + 1] == "-" for argv in curls)  # its config from stdin
         assert (tmp_path / "curl.stdin").read_text() == f'header = "Authorization: Bearer {token}"\n' * len(curls)
         assert [h["Authorization"] for _, _, h in hook_api.calls] == [f"Bearer {token}"] * len(verbs)
-        assert drains(scontrol_log) == [("node1", "k8s: sunk-placeholder: pod ns/p outlived KillWait after job 42")]
+        assert drains(scontrol_log) == [("node1", "k8s: sunk-placeholder: pod ns/p uid=uid-a outlived KillWait after "
+                                                  "job 42")]
     finally:
         watch.stop()
         stop(proc)

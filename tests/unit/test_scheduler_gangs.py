@@ -600,7 +600,8 @@ def test_only_the_nodes_whose_member_outlived_killwait_are_drained(hooks):
     del world.pods[0]  # train-0 is gone; train-2 outlived KillWait
     response = client.post("/api/v1/jobs/7/drain", headers=GANG_AUTH)
     assert response.status_code == 200
-    assert slurm.drained == [("node3", "k8s: sunk-placeholder: pod team/train-2 outlived KillWait after job 7")]
+    assert slurm.drained == [("node3", "k8s: sunk-placeholder: pod team/train-2 uid=uid-2 outlived KillWait after "
+                                       "job 7")]
 
 
 def test_a_long_poll_wakes_when_the_last_member_finishes(hooks):

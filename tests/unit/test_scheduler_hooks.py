@@ -303,10 +303,10 @@ def test_the_drain_names_the_pod_in_the_form_the_syncer_lifts_once_it_is_gone(wo
     index.upsert(slurm.jobs[7])
     response = client.post("/api/v1/jobs/7/drain", headers=auth())
     assert response.status_code == 200
-    assert parse_drain(response.get_json()["reason"]) == PlaceholderDrain("ns", "p", 7)
+    assert parse_drain(response.get_json()["reason"]) == PlaceholderDrain("ns", "p", 7, "uid-a")  # (POD's UID)
     # The Pod is no longer in the cache: named from the job's AdminComment; with no name, a reason no one lifts.
     job = Job(id=8, admin_comment=identity("uid-b", "team-a", "train-0"))
-    assert parse_drain(drain_reason(None, job, "uid-b")) == PlaceholderDrain("team-a", "train-0", 8)
+    assert parse_drain(drain_reason(None, job, "uid-b")) == PlaceholderDrain("team-a", "train-0", 8, "uid-b")
     assert parse_drain(drain_reason(None, Job(id=9), "uid-c")) is None
     # An identity in the Extra, which the job's user writes, names no Pod: a reason no one lifts either.
     forged = Job(id=10, extra=identity("uid-c", "team-a", "train-0"))

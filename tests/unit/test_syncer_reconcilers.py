@@ -397,12 +397,25 @@ def test_the_placeholders_drain_stays_while_any_pod_placed_there_outlives_its_jo
     ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
     other = pod("train-1", namespace="team-a")
     other["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "41", "sunk.coreweave.com/slurm-node": "node1"}
+    other["spec"]["schedulerName"] = "sunk-scheduler"  # (the Syncer's --scheduler-names default)
     ctx.all_pods.put(other)  # type: ignore[attr-defined]  # its job 41 ended too; nobody deleted it yet
     reconciler = SlurmSideReconciler(ctx)
     reconciler.reconcile("node1")
     assert _drain_writes(slurm) == []
     ctx.all_pods.remove(other)  # type: ignore[attr-defined]
     reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+
+
+def test_a_pod_of_another_scheduler_with_sunks_annotations_does_not_keep_the_placeholders_drain():
+    """A tenant's Pod made with spec.nodeName on the Node (no scheduler), annotated as if sunk had placed it
+    for an ended job on this Slurm node: its author's word, not sunk's; the drain is lifted all the same."""
+    ctx, _, slurm, _ = _sunk_drained(PLACEHOLDER_DRAIN)
+    forged = pod("squatter", namespace="team-a")
+    forged["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "41", "sunk.coreweave.com/slurm-node": "node1"}
+    forged["spec"]["schedulerName"] = "default-scheduler"
+    ctx.all_pods.put(forged)  # type: ignore[attr-defined]
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert _drain_writes(slurm) == [("UNDRAIN", None)]
 
 

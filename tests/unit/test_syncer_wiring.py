@@ -8,6 +8,7 @@ import threading
 import time
 import types
 
+import attrs
 import pytest
 from syncer_fakes import k8s_node, make_ctx, pod
 
@@ -418,3 +419,21 @@ def test_assembly_watches_nodeslices_only_with_clean_up(clean_up: bool):
         assert (syncer.slurm_side.reconciler.cleanup is not None) is clean_up  # type: ignore[attr-defined]
     finally:
         syncer.ctx.recorder.stop()
+
+
+def test_the_scheduler_names_flag():
+    """Only Pods of these schedulers can be ones sunk placed (sunk.translate.drains.placed_job)."""
+    def names_of(*flags: str) -> frozenset[str]:
+        return cli.parse_args(["--slurm-auth-token=t", "--plugins=", *flags]).config.scheduler_names
+
+    assert names_of() == {"sunk-scheduler"}
+    assert names_of("--scheduler-names=slurm-sunk, slurm-sunk-extender,") == {"slurm-sunk", "slurm-sunk-extender"}
+    assert names_of("--scheduler-names=") == frozenset()
+
+
+def test_the_facts_name_the_configured_schedulers():
+    from sunk.syncer.facts import gather
+
+    ctx, *_ = make_ctx(nodes=[Node("node1", state="IDLE")])
+    ctx = attrs.evolve(ctx, config=attrs.evolve(ctx.config, scheduler_names=frozenset({"a", "b"})))
+    assert gather(ctx, "node1").scheduler_names == {"a", "b"}

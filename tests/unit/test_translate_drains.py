@@ -23,7 +23,9 @@ from sunk.translate.drains import (
 )
 from sunk.translate.gang import member_tag
 
-PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)
+POD_UID = "1f2e3d4c-0000-4000-8000-000000000001"
+PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42, POD_UID)
+OLD_PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42)  # an earlier version's reason: no UID
 UNREACHABLE = HookUnreachableDrain(43, "HTTP 000, 44 attempts")
 TIMEOUT = LockTimeoutDrain(44, 90, "worker-1", ("apps/guarded", "apps/slow.one"), strict=True)
 TIMEOUT_NO_POD = LockTimeoutDrain(45, 30, state="pending")
@@ -31,14 +33,16 @@ TIMEOUT_MANY = LockTimeoutDrain(48, 45, "worker-1", strict=True, count=12, bound
                                 effect="NoSchedule")
 STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
 GANG = GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47)
-ALL = (PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
+ALL = (PLACEHOLDER, OLD_PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
 
 
 # ---- the reasons -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("drain", "text"), [
-    (PLACEHOLDER, "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"),
+    (PLACEHOLDER, "k8s: sunk-placeholder: pod team-a/train-0 uid=1f2e3d4c-0000-4000-8000-000000000001 outlived "
+                  "KillWait after job 42"),
+    (OLD_PLACEHOLDER, "k8s: sunk-placeholder: pod team-a/train-0 outlived KillWait after job 42"),
     (UNREACHABLE, "k8s: sunk-lock: job 43: hook API unreachable (HTTP 000, 44 attempts)"),
     (HookUnreachableDrain(43), "k8s: sunk-lock: job 43: hook API unreachable"),
     (TIMEOUT, "k8s: sunk-lock: job 44: strict lock timeout after 90s: Pods on Node worker-1: apps/guarded "
@@ -200,11 +204,16 @@ def k8s_node(tainted: bool = False) -> dict:
     return {"metadata": {"name": "worker-1"}, "spec": {"taints": taints}}
 
 
-def sunk_pod(name: str, job_id: int | str | None, slurm_node: str = "node1") -> dict:
+SCHEDULER = "sunk-scheduler"  # the schedulerName of sunk's scheduler, as the Syncer is told it
+
+
+def sunk_pod(name: str, job_id: int | str | None, slurm_node: str = "node1",
+             scheduler: str | None = SCHEDULER) -> dict:
     """A Pod sunk's scheduler bound to worker-1 for ``job_id`` on ``slurm_node``."""
     annotations = {names.ANN_SLURM_NODE: slurm_node, **({names.ANN_JOB_ID: str(job_id)} if job_id else {})}
+    spec = {"nodeName": "worker-1", **({"schedulerName": scheduler} if scheduler is not None else {})}
     return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
-            "spec": {"nodeName": "worker-1"}}
+            "spec": spec}
 
 
 @attrs.frozen
@@ -218,6 +227,7 @@ class Facts:
     on_node: tuple[dict, ...] = ()  # the Pods bound to worker-1
     uids: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Pod's UID
     nodes: Mapping[str, dict] = attrs.Factory(dict)  # Node name -> the Node
+    scheduler_names: frozenset[str] = frozenset({SCHEDULER, "sunk-extender"})
 
     def pod_uid(self, key: str) -> str | None:
         return self.uids.get(key)
@@ -239,9 +249,11 @@ IDLE = Node("node1", state="IDLE+DRAIN")
 BUSY = Node("node1", state="MIXED+DRAIN")
 
 
-def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0") -> Job:
-    """A placeholder job: its identity in AdminComment, which only Slurm's super users write."""
-    return Job(id=job_id, state="RUNNING", nodes="node1", admin_comment=f"sunk-pod=uid-{job_id} ns={ns} name={name}")
+def placeholder_job(job_id: int, ns: str = "team-a", name: str = "train-0", uid: str | None = None) -> Job:
+    """A placeholder job: its identity in AdminComment, which only Slurm's super users write. The Pod
+    team-a/train-0 is the drained one (POD_UID) unless ``uid`` says otherwise."""
+    uid = uid or (POD_UID if (ns, name) == ("team-a", "train-0") else f"uid-{job_id}")
+    return Job(id=job_id, state="RUNNING", nodes="node1", admin_comment=f"sunk-pod={uid} ns={ns} name={name}")
 
 
 def finished_pod(name: str, phase: str) -> dict:
@@ -284,8 +296,81 @@ def forged(job: Job) -> Job:
     (Facts(on_node=(sunk_pod("train-1", "\u0663"),)), False),  # (a digit, but not ASCII)
     (Facts(on_node=(sunk_pod("train-1", "9" * 5000),)), False),  # (int() would refuse it)
 ])
-def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_holds_the_node(facts, present):
+@pytest.mark.parametrize("drain", [PLACEHOLDER, OLD_PLACEHOLDER])
+def test_a_placeholder_drain_lasts_while_its_pod_is_on_the_node_or_a_job_of_it_holds_the_node(facts, present, drain):
+    """(The Pods named in ``pods`` are the drained one, its UID POD_UID: the same answer, either format.)"""
+    facts = attrs.evolve(facts, uids={key: POD_UID for key in facts.pods})
+    assert cause(drain, facts, IDLE).present is present
+
+
+REMADE = "9e8d7c6b-0000-4000-8000-000000000002"  # the UID of a Pod deleted and made again as team-a/train-0
+
+
+@pytest.mark.parametrize(("facts", "present"), [
+    (Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": POD_UID}), True),  # the drained Pod
+    (Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": REMADE}), False),  # made again: another
+    (Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": ""}), False),
+    (Facts(pods={"team-a/train-0": "worker-1"}), False),  # (no UID known: not the drained Pod)
+    (Facts(jobs=(placeholder_job(77, uid=REMADE),)), False),  # the job of the Pod made again: not the drained one's
+    (Facts(jobs=(placeholder_job(77, uid=POD_UID, name="renamed"),)), True),  # the UID decides, not the name
+    (Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": REMADE}, pod=None), None),
+])
+def test_a_placeholder_drain_is_held_only_by_the_pod_with_its_uid(facts, present):
+    """A tenant who deletes their Pod and makes it again under the name (on the same Node, with
+    spec.nodeName) does not keep sunk's drain: the reason carries the drained Pod's UID."""
     assert cause(PLACEHOLDER, facts, IDLE).present is present
+
+
+@pytest.mark.parametrize(("facts", "present"), [
+    (Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": REMADE}), True),
+    (Facts(jobs=(placeholder_job(77, uid=REMADE),)), True),
+    (Facts(jobs=(placeholder_job(77, uid=POD_UID, name="renamed"),)), False),
+])
+def test_an_earlier_versions_placeholder_drain_is_judged_by_the_pods_name_as_that_version_did(facts, present):
+    assert cause(OLD_PLACEHOLDER, facts, IDLE).present is present
+
+
+def test_the_reason_says_the_pod_was_made_again():
+    facts = Facts(pods={"team-a/train-0": "worker-1"}, uids={"team-a/train-0": REMADE})
+    assert REMADE in cause(PLACEHOLDER, facts, IDLE).why
+
+
+@pytest.mark.parametrize(("pod", "job_id"), [
+    (sunk_pod("train-1", 77), 77),
+    (sunk_pod("train-1", 77, scheduler="sunk-extender"), 77),  # the extender's kube-scheduler placed it
+    # Made by anyone with spec.nodeName set (no scheduler at all) and sunk's annotations written by its
+    # author: the chart's admission policy guards those annotations only on Pods of sunk's schedulers.
+    (sunk_pod("train-1", 77, scheduler="default-scheduler"), None),
+    (sunk_pod("train-1", 77, scheduler=None), None),  # (the apiserver fills in default-scheduler)
+    (sunk_pod("train-1", 77, scheduler=""), None),
+    (sunk_pod("train-1", 77, scheduler="SUNK-SCHEDULER"), None),
+    (sunk_pod("train-1", 77, slurm_node="node2"), None),  # placed on another Slurm node
+    (sunk_pod("train-1", None), None),
+    (sunk_pod("train-1", " 77 "), 77),
+    (sunk_pod("train-1", "x7"), None),
+    (sunk_pod("train-1", "-7"), None),
+    (sunk_pod("train-1", "\u0663"), None),
+    (sunk_pod("train-1", "9" * 20), None),
+    ({**sunk_pod("train-1", 77), "status": {"phase": "Failed"}}, None),  # runs nothing
+    ({"metadata": {}, "spec": {"schedulerName": SCHEDULER}}, None),
+    ({}, None),
+])
+def test_only_a_pod_of_sunks_schedulers_with_its_annotations_counts_as_placed_by_sunk(pod, job_id):
+    assert drains.placed_job(pod, "node1", frozenset({SCHEDULER, "sunk-extender"})) == job_id
+
+
+def test_no_pod_counts_as_placed_by_sunk_when_no_scheduler_of_sunks_is_known():
+    assert drains.placed_job(sunk_pod("train-1", 77), "node1", frozenset()) is None
+
+
+@pytest.mark.parametrize("drain", [PLACEHOLDER, OLD_PLACEHOLDER, GANG])
+def test_a_forged_pod_of_another_scheduler_does_not_keep_sunks_drain(drain):
+    """A tenant's Pod made with spec.nodeName on the drained Node, with the job-id and slurm-node
+    annotations of a job that ended: it outlives nothing sunk placed, so the drain is lifted."""
+    forged_pod = sunk_pod("squatter", 77, scheduler="default-scheduler")
+    assert cause(drain, Facts(on_node=(forged_pod,)), IDLE).present is False
+    real = sunk_pod("train-1", 77)  # the same, placed by sunk's scheduler: it does outlive its job there
+    assert cause(drain, Facts(on_node=(forged_pod, real)), IDLE).present is True
 
 
 def gang_member(name: str, *, job_uid: str = GANG.key.split("/", 1)[1], phase: str = "Running",
@@ -295,7 +380,7 @@ def gang_member(name: str, *, job_uid: str = GANG.key.split("/", 1)[1], phase: s
     return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations,
                          "labels": {"batch.kubernetes.io/job-name": "train",
                                     "batch.kubernetes.io/controller-uid": job_uid}},
-            "spec": {"nodeName": "worker-1"}, "status": {"phase": phase}}
+            "spec": {"nodeName": "worker-1", "schedulerName": SCHEDULER}, "status": {"phase": phase}}
 
 
 def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
@@ -482,8 +567,6 @@ def test_a_node_held_by_another_is_out_of_service_for_a_reason_sunk_did_not_writ
 
 # ---- a placeholder's Pod still on the node as Slurm ends its job (the Syncer's post-hook) -------------------
 
-POD_UID = "1f2e3d4c-0000-4000-8000-000000000001"
-
 
 def placed_pod(name: str = "train-0", uid: str = POD_UID, namespace: str = "team-a", phase: str = "Running",
                **annotations: str) -> dict:
@@ -535,7 +618,7 @@ def test_a_gangs_member_still_on_the_node_is_named_and_a_later_member_is_not_thi
     done = placed_pod("w-1", uid=member_uid(1), phase="Succeeded")
     assert drains.outlived(job, [later, done]) is None
     found = drains.outlived(job, [later, done, placed_pod("w-2", uid=member_uid(2))])
-    assert found is not None and found.drain == PlaceholderDrain("team-a", "w-2", 47)
+    assert found is not None and found.drain == PlaceholderDrain("team-a", "w-2", 47, member_uid(2))
 
 
 def test_a_pod_annotated_as_placed_by_a_job_is_not_that_jobs_unless_its_identity_says_so():

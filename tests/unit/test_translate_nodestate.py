@@ -40,6 +40,7 @@ class Facts:
     jobs: tuple | None = ()
     uids: dict = attrs.Factory(dict)  # "ns/name" -> the Pod's UID
     nodes: dict = attrs.Factory(dict)  # Node name -> the Node, for a stuck-Pod drain
+    scheduler_names: frozenset = frozenset({"sunk-scheduler"})
 
     def pod_node(self, key: str) -> str | None:
         return self.pods.get(key)

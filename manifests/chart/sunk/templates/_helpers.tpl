@@ -28,6 +28,14 @@
 {{- default .Release.Namespace .Values.slurmd.namespace -}}
 {{- end -}}
 
+{{/* The spec.schedulerName of sunk's enabled schedulers, comma-separated (the Syncer's --scheduler-names). */}}
+{{- define "sunk.sunkSchedulerNames" -}}
+{{- $names := list -}}
+{{- if .Values.scheduler.enabled }}{{ $names = append $names (include "sunk.schedulerName" .) }}{{ end -}}
+{{- if .Values.extender.enabled }}{{ $names = append $names (include "sunk.extenderSchedulerName" .) }}{{ end -}}
+{{- join "," $names -}}
+{{- end -}}
+
 {{/* SUNK's default scheduler name: <namespace>-<releaseName>. */}}
 {{- define "sunk.schedulerName" -}}
 {{- default (printf "%s-%s" .Release.Namespace .Release.Name) .Values.scheduler.name -}}
