@@ -20,7 +20,8 @@ apps' language: JSON by default (``error_answer``), plain text on the probe and 
 (h11's 501 for a transfer coding it does not know is answered 400): a 5xx means the server.
 
 An app may answer a long body as ``Streamed``, its length and its chunks: each chunk is made on
-a thread of the pool and written by the loop, so a slow reader of a 20 MB scrape holds no thread.
+a thread of the pool when the last one is written, so a 20 MB scrape is never whole in memory,
+and a slow reader holds back only its own chunks (any answer is written by the loop, no thread).
 
 Outside gunicorn (the probe and metrics port of every daemon), ``FrontThread`` serves fronts
 on a loop of their own in one daemon thread.
@@ -78,9 +79,8 @@ class Limits:
 
 class Streamed:
     """A WSGI answer body of a known length, in chunks made one at a time: the front asks for each chunk on a
-    thread of the pool and writes it from the loop, so no thread waits on a slow reader and the body is never
-    whole in memory. Any other iterable an app returns is joined whole on its thread. Still a plain WSGI
-    iterable for any other server."""
+    thread of the pool once the one before is written, so the body is never whole in memory. Any other
+    iterable an app returns is joined whole on its thread. Still a plain WSGI iterable for any other server."""
 
     def __init__(self, length: int, chunks: Iterable[bytes]):
         self.length = length
