@@ -35,6 +35,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
 from gunicorn.workers.base import Worker
 
+from sunk.controller.health import PROBE_LIMITS
 from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, serving
 from sunk.flags import parse_bind_address
 
@@ -195,7 +196,9 @@ def nofile_soft_limit(soft: int, hard: int, needed: int) -> int:
 
 def raise_open_files(listeners: Sequence[Listener], *, threads: int) -> None:
     """Every held connection is a file descriptor: lift the soft limit to the hard one, and say so."""
-    needed = sum(listener.limits_with(threads).max_connections for listener in listeners) + 1024
+    # (+ the probe and metrics ports' caps: every daemon serves both, on the front too)
+    needed = sum(listener.limits_with(threads).max_connections for listener in listeners) + 1024 \
+        + 2 * PROBE_LIMITS.max_connections
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = nofile_soft_limit(soft, hard, needed)
     if target != soft:

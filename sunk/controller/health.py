@@ -106,6 +106,11 @@ class HttpEndpoints:
     def port(self) -> int:
         return self._front.port
 
+    @property
+    def open_connections(self) -> int:
+        """Connections the server holds now (each a file descriptor, never a thread)."""
+        return self._front.open_connections
+
     def start(self) -> None:
         self._thread.start()
 
