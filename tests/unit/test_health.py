@@ -10,7 +10,7 @@ import requests
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from sunk.controller.health import HttpEndpoints, Reply, checks_reply
-from sunk.controller.httpfront import Limits, Streamed
+from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, Streamed
 from sunk.controller.textsources import register_text, unregister_text
 
 PATIENCE = 30.0
@@ -129,3 +129,18 @@ def test_stop_frees_the_port_started_or_not():
 
 def test_streamed_is_a_plain_wsgi_iterable():
     assert b"".join(Streamed(3, iter([b"a", b"bc"]))) == b"abc"
+
+
+def test_a_wedged_app_listener_fails_healthz_served_from_the_probe_front():
+    """The runner adds the apps' FrontHealth as a healthz check: the probe port, on a loop of its own, still
+    answers, and says which listener is wedged (here one whose loop never ran within its stall_seconds)."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    app_front = ListenerFront("hooks", sock, lambda environ, start_response: [], limits=Limits(stall_seconds=0.0))
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True, "listeners": FrontHealth([app_front])})
+    server.start()
+    try:
+        answer = _get(server, "/healthz")
+        assert (answer.status_code, answer.text) == (500, "[-]listeners failed\ncheck failed\n")
+    finally:
+        server.stop()
+        sock.close()
