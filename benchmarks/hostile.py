@@ -3,7 +3,8 @@
     python -m benchmarks.hostile [--hostile 1000] [--rounds 10] [--calls 50] [--kind idle|one-byte]
 
 Serves two listeners the way sunk-extender does (sunk/web.py, one gunicorn worker): a plain
-"hooks" port and a mutual-TLS "verbs" port, each a trivial flask app. Each round times
+"hooks" port and a mutual-TLS "verbs" port, each a trivial flask app; and, in a process of its
+own, a probe port the way every daemon serves it (sunk/controller/health.py, /healthz). Each round times
 ``calls`` requests per listener (a new connection each, as the placeholder's curl makes)
 with no hostile connection open, then again with ``hostile`` connections held open on each
 listener (``idle``: connected, nothing sent; ``one-byte``: one byte of a request or of a
@@ -23,16 +24,18 @@ import signal
 import socket
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import requests
 from flask import Flask
 
+from sunk.controller.health import HttpEndpoints
 from sunk.dev.tls import issue, make_ca
 from sunk.web import TLS, Listener, serve
 
-HOOKS, VERBS = 18992, 18993
+HOOKS, VERBS, PROBES = 18992, 18993, 18994
 
 
 def _app(name: str) -> Flask:
@@ -47,6 +50,12 @@ def _app(name: str) -> Flask:
 
 def _serve(listeners: list[Listener]) -> None:
     serve(lambda: {"hooks": _app("hooks"), "verbs": _app("verbs")}, listeners)
+
+
+def _serve_probes() -> None:
+    endpoints = HttpEndpoints(f"127.0.0.1:{PROBES}", healthz={"ping": lambda: True})
+    endpoints.start()
+    threading.Event().wait()
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -91,16 +100,20 @@ def main() -> int:
                  Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(ca.cert)))]
     proc = multiprocessing.get_context("fork").Process(target=_serve, args=(listeners,), daemon=True)
     proc.start()
+    probes = multiprocessing.get_context("fork").Process(target=_serve_probes, daemon=True)
+    probes.start()
     targets = {
         "hooks (plain)": (HOOKS, f"http://127.0.0.1:{HOOKS}/who", {}, b"G"),
         "verbs (mTLS)": (VERBS, f"https://127.0.0.1:{VERBS}/who",
                          {"verify": str(ca.cert), "cert": (str(client.cert), str(client.key))}, b"\x16"),
+        "probes (plain)": (PROBES, f"http://127.0.0.1:{PROBES}/healthz", {}, b"G"),
     }
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
                 requests.get(f"http://127.0.0.1:{HOOKS}/who", timeout=1)
+                requests.get(f"http://127.0.0.1:{PROBES}/healthz", timeout=1)
                 break
             except requests.RequestException:
                 if time.monotonic() > deadline:
@@ -136,6 +149,8 @@ def main() -> int:
         if proc.pid is not None:
             os.kill(proc.pid, signal.SIGTERM)
         proc.join(30)
+        probes.terminate()
+        probes.join(30)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     return 0
 

@@ -35,7 +35,7 @@ from sunk.controller.manager import Manager
 from sunk.kube.client import load_api_client
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.settings import SlurmStartError, check
-from sunk.web import Listener, WSGIApp, listener_health, serve
+from sunk.web import Listener, WSGIApp, listener_health, raise_open_files, serve
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ def run_headless(daemon: DaemonConfig, build: Callable[[ApiClient, SlurmClient],
     A lost lease ends the process (exit code 1), and the kubelet starts a clean one.
     """
     check_slurm(daemon)
+    raise_open_files([], threads=1)  # (its probe and metrics ports hold their idle connections as files)
     manager = build(load_api_client(daemon.kubeconfig), daemon.slurm.connect())
     return manager.run()
 

@@ -35,7 +35,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
 from gunicorn.workers.base import Worker
 
-from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, tick_forever
+from sunk.controller.health import PROBE_LIMITS
+from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, serving
 from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
@@ -177,20 +178,14 @@ class FrontWorker(Worker):
         for sock in self.sockets:
             listener, app, context, limits = routes.by_port[sock.getsockname()[1]]
             fronts.append(ListenerFront(listener.app, sock.sock, app, context=context, limits=limits))
-        for front in fronts:
-            await front.start()
-        listener_health.fronts[:] = fronts
-        ticker = asyncio.create_task(tick_forever(fronts))
-        try:
+        async with serving(fronts, self.cfg.graceful_timeout):
+            listener_health.fronts[:] = fronts
             while self.alive:
                 self.notify()
                 if self.ppid != os.getppid():
                     log.warning("gunicorn master gone: the worker stops")
                     break
                 await asyncio.sleep(1.0)
-        finally:
-            ticker.cancel()
-            await asyncio.gather(*(front.stop(self.cfg.graceful_timeout) for front in fronts))
 
 
 def nofile_soft_limit(soft: int, hard: int, needed: int) -> int:
@@ -201,7 +196,9 @@ def nofile_soft_limit(soft: int, hard: int, needed: int) -> int:
 
 def raise_open_files(listeners: Sequence[Listener], *, threads: int) -> None:
     """Every held connection is a file descriptor: lift the soft limit to the hard one, and say so."""
-    needed = sum(listener.limits_with(threads).max_connections for listener in listeners) + 1024
+    # (+ the probe and metrics ports' caps: every daemon serves both, on the front too)
+    needed = sum(listener.limits_with(threads).max_connections for listener in listeners) + 1024 \
+        + 2 * PROBE_LIMITS.max_connections
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = nofile_soft_limit(soft, hard, needed)
     if target != soft:

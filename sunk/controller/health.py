@@ -1,33 +1,40 @@
 """Tiny HTTP endpoints: ``/healthz`` and ``/readyz`` probes, and Prometheus ``/metrics``.
 
-Why stdlib: three fixed GET routes do not need a framework, and keeping them in a
-thread beside the controllers means a wedged worker does not silence the probes.
+Served by the hostile-client front (``sunk/controller/httpfront.py``) on a loop of its own in
+one daemon thread beside the controllers: an idle, slow or half-sent connection costs a file
+descriptor, never a thread (the stdlib server gave each a thread), and a wedged app listener
+does not silence the probes. The routes are a tiny WSGI app; its pool is ``PROBE_LIMITS.threads``.
+
 Responses follow controller-runtime: 200 ``ok``, or 500 listing failed checks
 (``[-]informers failed``); ``?verbose`` lists every check. That 500 is the only 5xx: every
-other method than GET is a 405, an unknown path a 404, a request the stdlib parser refuses
-its 4xx, each with a plain-text body (never the stdlib's HTML error page).
+other method than GET and HEAD is a 405 (``Allow: GET, HEAD``), an unknown path a 404, a
+request the front refuses its 4xx, each with a plain-text body (the front's refusals on this
+port are plain text too: ``text_error_answer``).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import socket
 from collections.abc import Callable, Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional, Union
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
+from urllib.parse import parse_qs
 
+import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from sunk.controller import textsources
-from sunk.flags import loggable, parse_bind_address
+from sunk.controller.httpfront import FrontThread, Limits, ListenerFront, Streamed, text_error_answer
+from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
-# Seconds a connection may take to send its request (or sit idle between requests) before it is closed:
-# each connection holds a thread of this server while it is open, so a silent or slow one must not keep it.
-READ_SECONDS = 10.0
+TEXT = "text/plain; charset=utf-8"
+# A probe port has few real callers (the kubelet, Prometheus): a small pool, small bodies, and a connection cap
+# that holds 1000 idle connections with room; deadlines as every listener's.
+PROBE_LIMITS = Limits(threads=4, max_body_bytes=64 * 1024, max_buffered_bytes=4 * 1024 * 1024,
+                      max_connections=2048)
 
 
 def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:
@@ -43,8 +50,35 @@ def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:
     return ok, lines
 
 
+@attrs.frozen
+class Reply:
+    """One answer of the probe app: status, content type, body (``Streamed`` for a scrape), extra headers."""
+
+    status: str
+    body: bytes | Streamed
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def checks_reply(checks: Mapping[str, Check], query: str) -> Reply:
+    """controller-runtime's answer to a health or readiness probe."""
+    ok, lines = run_checks(checks)
+    verbose = "verbose" in parse_qs(query, keep_blank_values=True)
+    if ok and not verbose:
+        return Reply("200 OK", b"ok")
+    shown = lines if verbose else [line for line in lines if line.startswith("[-]")]
+    tail = "check passed" if ok else "check failed"
+    return Reply("200 OK" if ok else "500 Internal Server Error", ("\n".join([*shown, tail]) + "\n").encode())
+
+
+def metrics_reply() -> Reply:
+    """The default registry, then every text source, streamed group by group (never whole in memory)."""
+    length, chunks = textsources.body(generate_latest(REGISTRY))
+    return Reply("200 OK", Streamed(length, chunks), CONTENT_TYPE_LATEST)
+
+
 class HttpEndpoints:
-    """Serves health/readiness checks and, optionally, metrics, from one daemon thread."""
+    """Serves health/readiness checks and, optionally, metrics, from one daemon thread (and its small pool)."""
 
     def __init__(
         self,
@@ -53,92 +87,53 @@ class HttpEndpoints:
         healthz: Mapping[str, Check] | None = None,
         readyz: Mapping[str, Check] | None = None,
         metrics: bool = False,
+        limits: Limits = PROBE_LIMITS,
     ):
         # The caller's mappings themselves, not copies: a Manager adds checks after building these.
         self.healthz: Mapping[str, Check] = healthz if healthz is not None else {}
         self.readyz: Mapping[str, Check] = readyz if readyz is not None else {}
         self.metrics = metrics
-        endpoints = self
-
-        class Handler(BaseHTTPRequestHandler):
-            timeout = READ_SECONDS  # (the socket's timeout: a read that waits longer ends the connection)
-            # The parser's own refusals (400, 414, 431, ...): plain text like every other answer.
-            error_message_format = "%(code)d %(message)s\n"
-            error_content_type = "text/plain; charset=utf-8"
-
-            def __getattr__(self, name: str) -> Callable[[], None]:
-                """``do_<METHOD>`` for every method but GET: 405 (the stdlib answers 501 otherwise)."""
-                if name.startswith("do_"):
-                    return self._not_allowed
-                raise AttributeError(name)
-
-            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-                """The stdlib parser's refusals: with a status line even when it refused the request line
-                before reading its version (it would answer HTTP/0.9, a bare body), and a version it
-                does not speak (its 505) is the caller's error, 400."""
-                if self.request_version == "HTTP/0.9" and len(self.requestline.split()) != 2:
-                    self.request_version = "HTTP/1.0"
-                if code == 505:
-                    code, message = 400, f"unsupported HTTP version ({message})"
-                super().send_error(code, message, explain)
-
-            def _not_allowed(self) -> None:
-                self._send(405, b"method not allowed: GET only\n", allow="GET")
-
-            def do_GET(self) -> None:
-                try:
-                    url = urlsplit(self.path)
-                except ValueError:  # e.g. "//[": an IPv6 host that does not close
-                    self._send(400, b"bad request path\n")
-                    return
-                if url.path in ("/healthz", "/livez"):
-                    self._checks(endpoints.healthz, url.query)
-                elif url.path == "/readyz":
-                    self._checks(endpoints.readyz, url.query)
-                elif url.path == "/metrics" and endpoints.metrics:
-                    length, chunks = textsources.body(generate_latest(REGISTRY))
-                    self._send(200, chunks, CONTENT_TYPE_LATEST, length=length)
-                else:
-                    self._send(404, b"not found\n")
-
-            def _checks(self, checks: Mapping[str, Check], query: str) -> None:
-                ok, lines = run_checks(checks)
-                verbose = "verbose" in parse_qs(query, keep_blank_values=True)
-                if ok and not verbose:
-                    self._send(200, b"ok")
-                    return
-                shown = lines if verbose else [line for line in lines if line.startswith("[-]")]
-                tail = "check passed" if ok else "check failed"
-                self._send(200 if ok else 500, ("\n".join([*shown, tail]) + "\n").encode())
-
-            def _send(self, code: int, body: Union[bytes, Iterable[bytes]], ctype: str = "text/plain; charset=utf-8",
-                      allow: Optional[str] = None, length: Optional[int] = None) -> None:
-                """``body`` whole, or as chunks of ``length`` bytes in all (written one by one)."""
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body) if isinstance(body, bytes) else length))
-                if allow:
-                    self.send_header("Allow", allow)
-                self.end_headers()
-                if self.command != "HEAD":
-                    for chunk in (body,) if isinstance(body, bytes) else body:
-                        self.wfile.write(chunk)
-
-            def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: quiet
-                log.debug("%s %s", self.address_string(), loggable(format % args, 400))
-
-        self._server = ThreadingHTTPServer(parse_bind_address(bind_address), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http-endpoints", daemon=True)
+        host, port = parse_bind_address(bind_address)
+        # Bound and listening now, as the stdlib server was: a taken port fails the constructor, and ``port`` is known.
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                    backlog=1024)
+        front = ListenerFront("probes" if not metrics else "metrics", sock, self.app, limits=limits,
+                              refusal=text_error_answer)
+        self._front = front
+        self._thread = FrontThread("http-endpoints", [front])
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return self._front.port
+
+    @property
+    def open_connections(self) -> int:
+        """Connections the server holds now (each a file descriptor, never a thread)."""
+        return self._front.open_connections
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
+        self._thread.stop()
+
+    def reply(self, method: str, path: str, query: str) -> Reply:
+        """The route's answer; HEAD is answered as GET (the front sends no body)."""
+        if method not in ("GET", "HEAD"):
+            return Reply("405 Method Not Allowed", b"method not allowed: GET or HEAD only\n",
+                         headers=(("Allow", "GET, HEAD"),))
+        if path in ("/healthz", "/livez"):
+            return checks_reply(self.healthz, query)
+        if path == "/readyz":
+            return checks_reply(self.readyz, query)
+        if path == "/metrics" and self.metrics:
+            return metrics_reply()
+        return Reply("404 Not Found", b"not found\n")
+
+    def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI face of ``reply``."""
+        reply = self.reply(environ["REQUEST_METHOD"], environ["PATH_INFO"], environ.get("QUERY_STRING", ""))
+        length = reply.body.length if isinstance(reply.body, Streamed) else len(reply.body)
+        start_response(reply.status, [("Content-Type", reply.content_type), ("Content-Length", str(length)),
+                                      *reply.headers])
+        return reply.body if isinstance(reply.body, Streamed) else [reply.body]

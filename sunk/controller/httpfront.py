@@ -14,6 +14,18 @@ waited longest for its request head is closed to make room (it holds no thread);
 every open connection is being answered is a new one refused. Both are logged, at most once
 per ``LOG_EVERY`` seconds per listener.
 
+A listener's own refusals (408, 413, 431, a malformed request's 400, a bug's 500) speak its
+apps' language: JSON by default (``error_answer``), plain text on the probe and metrics port
+(``text_error_answer``). A request the front cannot parse is the caller's error, always a 4xx
+(h11's 501 for a transfer coding it does not know is answered 400): a 5xx means the server.
+
+An app may answer a long body as ``Streamed``, its length and its chunks: each chunk is made on
+a thread of the pool when the last one is written, so a 20 MB scrape is never whole in memory,
+and a slow reader holds back only its own chunks (any answer is written by the loop, no thread).
+
+Outside gunicorn (the probe and metrics port of every daemon), ``FrontThread`` serves fronts
+on a loop of their own in one daemon thread.
+
 Liveness (``FrontHealth.wedged``): a listener is wedged when its loop has not ticked for
 ``stall_seconds``, or when requests have been waiting for a thread while none finished for
 ``stall_seconds`` (longer than any call waits by design).
@@ -22,15 +34,17 @@ Liveness (``FrontHealth.wedged``): a listener is wedged when its loop has not ti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional
+from http import HTTPStatus
+from typing import Any, Optional, TypeVar
 from urllib.parse import unquote_to_bytes
 
 import attrs
@@ -39,6 +53,7 @@ import h11
 log = logging.getLogger(__name__)
 
 WSGIApp = Callable[..., Any]
+T = TypeVar("T")
 LOG_EVERY = 10.0
 # A body may come in pieces (chunks, or reads) of MIN_PIECE_BYTES on average, past its first MIN_PIECES.
 MIN_PIECES = 64
@@ -62,20 +77,55 @@ class Limits:
     stall_seconds: float = 120.0  # liveness: > the longest wait by design (the Syncer's pre-hook, 90 s)
 
 
+class Streamed:
+    """A WSGI answer body of a known length, in chunks made one at a time: the front asks for each chunk on a
+    thread of the pool once the one before is written, so the body is never whole in memory. Any other
+    iterable an app returns is joined whole on its thread. Still a plain WSGI iterable for any other server."""
+
+    def __init__(self, length: int, chunks: Iterable[bytes]):
+        self.length = length
+        self.chunks = iter(chunks)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks
+
+
 @attrs.frozen
 class Answer:
-    """A whole HTTP answer, as the WSGI app gave it or as the front refuses a request."""
+    """A whole HTTP answer, as the WSGI app gave it or as the front refuses a request; ``stream``: the rest of
+    its body, ``Streamed`` (``body`` then empty)."""
 
     status: int
     reason: str
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    stream: Optional[Streamed] = None
+
+    @property
+    def length(self) -> int:
+        return self.stream.length if self.stream is not None else len(self.body)
+
+
+Refusal = Callable[[int, str, str], Answer]  # (status, reason, message) -> one of the front's own answers
 
 
 def error_answer(status: int, reason: str, message: str) -> Answer:
-    """The front's own refusals: JSON like the apps' errors, and the connection closes."""
+    """The front's own refusals, by default: JSON like the apps' errors, and the connection closes."""
     body = ('{"error": "' + message.replace("\\", "\\\\").replace('"', '\\"') + '"}').encode()
     return Answer(status, reason, (("Content-Type", "application/json"), ("Connection", "close")), body)
+
+
+def text_error_answer(status: int, reason: str, message: str) -> Answer:
+    """The front's own refusals in plain text (the probe and metrics port, whose answers are all text)."""
+    return Answer(status, reason, (("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")),
+                  (message + "\n").encode())
+
+
+def refusal_status(hint: int) -> tuple[int, str]:
+    """The status of a request h11 could not parse, and its reason: always a 4xx, the caller's error (h11 hints
+    501 for a transfer coding it does not know; a 5xx would read as the server's fault)."""
+    status = hint if 400 <= hint < 500 else 400
+    return status, HTTPStatus(status).phrase
 
 
 def parse_status(status: str) -> tuple[int, str]:
@@ -136,8 +186,9 @@ def environ_for(request: h11.Request, body: bytes, *, port: int, scheme: str,
     return environ
 
 
-def call_app(app: WSGIApp, environ: dict[str, Any]) -> Answer:
-    """Run a WSGI app to the end of its answer (in a pool thread); an app's exception is a JSON 500."""
+def call_app(app: WSGIApp, environ: dict[str, Any], refusal: Refusal = error_answer) -> Answer:
+    """Run a WSGI app to the end of its answer (in a pool thread), or to its ``Streamed`` body; an app's
+    exception is a 500 (``refusal``'s)."""
     started: list[Any] = []
     chunks: list[bytes] = []
 
@@ -147,22 +198,26 @@ def call_app(app: WSGIApp, environ: dict[str, Any]) -> Answer:
         started[:] = [status, headers]
         return chunks.append
 
+    stream: Optional[Streamed] = None
     try:
         result = app(environ, start_response)
-        try:
-            chunks.extend(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
+        if isinstance(result, Streamed):
+            stream = result
+        else:
+            try:
+                chunks.extend(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
         if not started:
             raise ValueError("the app returned without calling start_response")
         code, reason = parse_status(started[0])
         headers = tuple((str(name), str(value)) for name, value in started[1])
     except Exception:
         log.exception("%s %s: the app failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
-        return error_answer(500, "Internal Server Error", "internal error")
-    return Answer(code, reason, headers, b"".join(chunks))
+        return refusal(500, "Internal Server Error", "internal error")
+    return Answer(code, reason, headers, b"".join(chunks), stream)
 
 
 def pick_eviction(waiting: Mapping[Any, float]) -> Any:
@@ -223,8 +278,9 @@ class ListenerFront:
     """One listening socket served on the running loop: connections, deadlines, cap, its pool."""
 
     def __init__(self, name: str, sock: Any, app: WSGIApp, *, context: Optional[ssl.SSLContext] = None,
-                 limits: Limits = Limits()):
+                 limits: Limits = Limits(), refusal: Refusal = error_answer):
         self.name = name
+        self.refusal = refusal
         self.sock = sock
         self.port = int(sock.getsockname()[1])
         self.app = app
@@ -332,18 +388,17 @@ class ListenerFront:
             except TimeoutError:
                 if conn.their_state is h11.IDLE and not conn.trailing_data[0]:
                     return  # an idle connection: close it quietly
-                await self._refuse(writer, error_answer(408, "Request Timeout",
+                await self._refuse(writer, self.refusal(408, "Request Timeout",
                                                         f"request head not whole within {limits.head_seconds:g} s"))
                 return
             except h11.RemoteProtocolError as exc:
-                status = exc.error_status_hint
-                reason = "Request Header Fields Too Large" if status == 431 else "Bad Request"
-                await self._refuse(writer, error_answer(status, reason, f"malformed request: {exc}"))
+                status, reason = refusal_status(exc.error_status_hint)
+                await self._refuse(writer, self.refusal(status, reason, f"malformed request: {exc}"))
                 return
             if not isinstance(request, h11.Request):
                 return  # the client closed between requests
             if head_size(request) > limits.max_head_bytes:  # (h11 bounds only a head still incomplete)
-                await self._refuse(writer, error_answer(431, "Request Header Fields Too Large",
+                await self._refuse(writer, self.refusal(431, "Request Header Fields Too Large",
                                                         f"request head over {limits.max_head_bytes} bytes"))
                 return
             first = False
@@ -375,7 +430,7 @@ class ListenerFront:
         limits = self.limits
         length = dict(request.headers).get(b"content-length")
         if length is not None and int(length) > limits.max_body_bytes:
-            await self._refuse(writer, error_answer(413, "Content Too Large",
+            await self._refuse(writer, self.refusal(413, "Content Too Large",
                                                     f"request body over {limits.max_body_bytes} bytes"))
             raise _Closed()
         if conn.they_are_waiting_for_100_continue:
@@ -393,13 +448,13 @@ class ListenerFront:
                         self._buffered += len(event.data)
                         self._reading[task] = len(body)
                         if len(body) > limits.max_body_bytes:
-                            await self._refuse(writer, error_answer(
+                            await self._refuse(writer, self.refusal(
                                 413, "Content Too Large", f"request body over {limits.max_body_bytes} bytes"))
                             raise _Closed()
                         if pieces > MIN_PIECES and len(body) < pieces * MIN_PIECE_BYTES:
                             # Each piece is an h11 event on the loop every listener shares: a body sent in
                             # 2-byte chunks cost 22 s of loop time per 8 MiB.
-                            await self._refuse(writer, error_answer(
+                            await self._refuse(writer, self.refusal(
                                 400, "Bad Request", f"request body in pieces under {MIN_PIECE_BYTES} bytes on "
                                                     f"average: send it whole, or in larger chunks"))
                             raise _Closed()
@@ -409,7 +464,7 @@ class ListenerFront:
                                                   "closing the connection holding the most", self.name,
                                                   self._buffered)
                             if victim is task:
-                                await self._refuse(writer, error_answer(
+                                await self._refuse(writer, self.refusal(
                                     503, "Service Unavailable", "too many request bodies in flight: try again"))
                                 raise _Closed()
                             self._reading.pop(victim, None)
@@ -420,11 +475,11 @@ class ListenerFront:
                     else:
                         raise _Closed()
         except TimeoutError:
-            await self._refuse(writer, error_answer(408, "Request Timeout",
+            await self._refuse(writer, self.refusal(408, "Request Timeout",
                                                     f"request body not whole within {limits.body_seconds:g} s"))
             raise _Closed() from None
         except h11.RemoteProtocolError as exc:
-            await self._refuse(writer, error_answer(400, "Bad Request", f"malformed request body: {exc}"))
+            await self._refuse(writer, self.refusal(400, "Bad Request", f"malformed request body: {exc}"))
             raise _Closed() from None
         finally:
             self._reading.pop(task, None)
@@ -432,6 +487,10 @@ class ListenerFront:
                 self._buffered -= len(body)
 
     async def _run(self, environ: dict[str, Any]) -> Answer:
+        return await self._in_pool_thread(call_app, self.app, environ, self.refusal)
+
+    async def _in_pool_thread(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)`` on a thread of the pool, counted for liveness."""
         with self._lock:
             self._in_pool += 1
             if self._in_pool == self.limits.threads + 1:
@@ -439,7 +498,7 @@ class ListenerFront:
                 # before an idle spell (which would read as wedged the moment a storm fills the pool).
                 self._last_finish = max(self._last_finish, time.monotonic())
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, call_app, self.app, environ)
+            return await asyncio.get_running_loop().run_in_executor(self.pool, work, *args)
         finally:
             with self._lock:
                 self._in_pool -= 1
@@ -448,17 +507,34 @@ class ListenerFront:
     async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
                       answer: Answer) -> None:
         headers = [(name, value) for name, value in answer.headers if name.lower() != "content-length"]
-        headers.append(("Content-Length", str(len(answer.body))))
+        headers.append(("Content-Length", str(answer.length)))
         try:
             data = conn.send(h11.Response(status_code=answer.status, reason=answer.reason, headers=headers))
         except h11.LocalProtocolError:
             log.exception("%s %s: the app's answer is not valid HTTP", request.method, request.target)
-            await self._refuse(writer, error_answer(500, "Internal Server Error", "internal error"))
+            await self._refuse(writer, self.refusal(500, "Internal Server Error", "internal error"))
             raise _Closed() from None
         out = [data or b""]
         if request.method != b"HEAD" and answer.body:
             out.append(conn.send(h11.Data(data=answer.body)) or b"")
-        out.append(conn.send(h11.EndOfMessage()) or b"")
+        if request.method != b"HEAD" and answer.stream is not None:
+            await self._write(writer, b"".join(out))
+            out = []
+            while (chunk := await self._in_pool_thread(next, answer.stream.chunks, None)) is not None:
+                if not chunk:
+                    continue
+                try:
+                    data = conn.send(h11.Data(data=chunk))
+                except h11.LocalProtocolError:  # more than its length: the head is sent, only the close is left
+                    log.error("%s %s: the app's streamed body is longer than its length %d", request.method,
+                              request.target, answer.stream.length)
+                    raise _Closed() from None
+                await self._write(writer, data or b"")
+        try:
+            out.append(conn.send(h11.EndOfMessage()) or b"")
+        except h11.LocalProtocolError:  # (a stream shorter than its length)
+            log.error("%s %s: the app's streamed body is shorter than its length", request.method, request.target)
+            raise _Closed() from None
         await self._write(writer, b"".join(out))
 
     async def _refuse(self, writer: asyncio.StreamWriter, answer: Answer) -> None:
@@ -506,3 +582,62 @@ async def tick_forever(fronts: Iterable[ListenerFront], every: float = 1.0) -> N
         for front in fronts:
             front.tick()
         await asyncio.sleep(every)
+
+
+@contextlib.asynccontextmanager
+async def serving(fronts: Sequence[ListenerFront], grace: float) -> AsyncIterator[None]:
+    """``fronts`` served on the running loop, marked alive every second, for the ``async with``; then stopped
+    (those being answered get ``grace`` seconds). One way to run fronts, in gunicorn's worker or a thread."""
+    for front in fronts:
+        await front.start()
+    ticker = asyncio.create_task(tick_forever(fronts))
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        await asyncio.gather(*(front.stop(grace) for front in fronts))
+
+
+class FrontThread:
+    """Fronts served on an asyncio loop of their own, in one daemon thread: a listener outside gunicorn's worker
+    (each daemon's probe and metrics ports), beside the controllers and apart from the apps' loop, so a wedged
+    app listener does not silence its probes. The thread and the fronts' pools are all the threads it holds."""
+
+    def __init__(self, name: str, fronts: Sequence[ListenerFront], *, grace: float = 1.0):
+        self.fronts = list(fronts)
+        self.grace = grace
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._ready = threading.Event()
+        self._failed: Optional[BaseException] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._stop: Optional[asyncio.Event] = None
+
+    def start(self) -> None:
+        """Returns once every front accepts connections; a front that cannot start raises here."""
+        self._thread.start()
+        self._ready.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def stop(self) -> None:
+        """Stop serving and close the listening sockets (also when never started)."""
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(self.grace + 10.0)
+        for front in self.fronts:
+            front.sock.close()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # (start() raises it in the caller's thread)
+            self._failed = exc
+        finally:
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with serving(self.fronts, self.grace):
+            self._ready.set()
+            await self._stop.wait()

@@ -58,6 +58,7 @@ from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk import names
 from sunk.controller.health import HttpEndpoints
+from sunk.controller.httpfront import Limits
 from sunk.hooks.api import hooks_blueprint as syncer_hooks_blueprint
 from sunk.hooks.app import create_app as create_syncer_app
 from sunk.hooks.auth import TokenFile, node_token
@@ -860,13 +861,33 @@ def probes() -> Iterator[HttpEndpoints]:
 
 
 def exchange(port: int, request: bytes) -> bytes:
-    """One request on a fresh connection; everything the server sends until it closes."""
+    """One request on a fresh connection; what the server sends until its answer is whole (by its Content-Length:
+    the server may keep the connection open for the next request) or it closes."""
+    head_only = request.startswith(b"HEAD ")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
-        chunks = []
+        raw = b""
         while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+            raw += chunk
+            if answer_is_whole(raw, head_only):
+                break
+    return raw
+
+
+def answer_is_whole(raw: bytes, head_only: bool) -> bool:
+    """Whether ``raw`` holds a whole answer past any 100 Continue: its head, and its Content-Length of body."""
+    while True:
+        head, sep, rest = raw.partition(b"\r\n\r\n")
+        if not sep:
+            return False
+        if b" 100 " not in head.split(b"\r\n", 1)[0]:
+            break
+        raw = rest
+    lengths = [line.split(b":", 1)[1] for line in head.split(b"\r\n")[1:]
+               if line.lower().startswith(b"content-length:")]
+    if head_only or not lengths:
+        return head_only
+    return len(rest) >= int(lengths[0])
 
 
 def parse_answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -897,9 +918,12 @@ probe_headers = st.dictionaries(
 @example(method="GET", path="//[", version="HTTP/1.1", headers={})  # urlsplit: "Invalid IPv6 URL"
 @example(method="POST", path="/readyz", version="HTTP/1.1", headers={})  # the stdlib: 501, an HTML page
 @example(method="GET", path="/healthz", version="HTTP/1.1", headers={"Expect": "100-continue"})
+@example(method="GET", path="/healthz", version="HTTP/1.1", headers={"Transfer-Encoding": "gzip"})  # h11: 501
+@example(method="HEAD", path="/metrics", version="HTTP/1.1", headers={})
 @given(method=probe_methods, path=probe_paths, version=probe_versions, headers=probe_headers)
 def test_the_probe_server_answers_every_request_in_plain_text_below_500(probes, method, path, version, headers):
-    """No failing check here, so no 5xx at all; every answer plain text (Prometheus text is too)."""
+    """No failing check here, so no 5xx at all; every answer plain text (Prometheus text is too), the front's
+    own refusals included."""
     lines = [f"{method} {path} {version}", *(f"{k}: {v}" for k, v in headers.items())]
     try:
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -914,9 +938,9 @@ def test_the_probe_server_answers_every_request_in_plain_text_below_500(probes, 
     assert b"<html" not in body.lower() and b"<!doctype" not in body.lower(), what
     body.decode("utf-8")
     if status == 405:
-        assert got.get("allow") == "GET", what
-    understood = len(lines[0].split()) == 3 and version in ("HTTP/1.0", "HTTP/1.1", "HTTP/1.10")
-    if method == "HEAD" and understood:  # (a request line refused before its method was read gets a body)
+        assert got.get("allow") == "GET, HEAD", what
+    understood = len(lines[0].split()) == 3 and version in ("HTTP/1.0", "HTTP/1.1")
+    if method == "HEAD" and understood and status != 400:  # (a request the front refused gets its body)
         assert body == b"", what
 
 
@@ -927,30 +951,36 @@ def test_the_probe_servers_only_5xx_is_a_failing_check_in_plain_text():
         status, headers, body = parse_answer(exchange(server.port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
         assert (status, body) == (500, b"[-]informers failed\ncheck failed\n")
         assert headers["content-type"].startswith("text/plain")
-        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"))
+        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
         assert (status, body) == (200, b"ok")
-        status, _, body = parse_answer(exchange(server.port, b"GET /metrics HTTP/1.1\r\n\r\n"))
+        status, _, body = parse_answer(exchange(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
         assert (status, body) == (404, b"not found\n")  # metrics off on this one
     finally:
         server.stop()
 
 
 
-def test_a_silent_or_half_sent_connection_to_the_probes_is_closed_by_the_server(monkeypatch):
-    """Each connection holds one of this server's threads while open: one that sends nothing, or half a request,
-    is closed after READ_SECONDS instead of holding it for as long as the client likes."""
-    monkeypatch.setattr("sunk.controller.health.READ_SECONDS", 0.5)
-    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True})
+def test_a_silent_or_half_sent_connection_to_the_probes_is_closed_by_the_server():
+    """One that sends nothing is closed quietly, one that sends half a request gets a plain-text 408 then the
+    close, after the head deadline, instead of staying open for as long as the client likes."""
+    server = HttpEndpoints("127.0.0.1:0", healthz={"ping": lambda: True}, limits=Limits(head_seconds=0.5))
     server.start()
     try:
         silent = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         half = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         half.sendall(b"GET /healthz HTTP/1.1\r\nHost:")
+        answers = []
         for sock in (silent, half):
             with sock:  # (without the server's close, recv times out after 10 s and the test fails)
-                while sock.recv(65536):  # (whatever it answers first), then its close
-                    pass
-        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n"))
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                answers.append(answer)
+        assert answers[0] == b""
+        status, headers, body = parse_answer(answers[1])
+        assert (status, body) == (408, b"request head not whole within 0.5 s\n")
+        assert headers["content-type"].startswith("text/plain")
+        status, _, body = parse_answer(exchange(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
         assert (status, body) == (200, b"ok")
     finally:
         server.stop()

@@ -21,15 +21,19 @@ from flask import Flask, request
 
 from sunk.controller.httpfront import (
     FrontHealth,
+    FrontThread,
     Limits,
     ListenerFront,
     PoolSnapshot,
+    Streamed,
     biggest_reader,
     call_app,
     environ_for,
     error_answer,
     parse_status,
     pick_eviction,
+    refusal_status,
+    text_error_answer,
     tick_forever,
     wedged,
 )
@@ -296,3 +300,101 @@ def test_the_open_files_limit_is_raised_to_the_hard_one():
     assert nofile_soft_limit(1024, 524288, 9000) == 524288
     assert nofile_soft_limit(4096, 4096, 9000) == 4096  # cannot go above the hard limit (then a warning)
     assert nofile_soft_limit(1024, resource.RLIM_INFINITY, 9000) == 1 << 20
+
+
+def test_the_fronts_refusal_of_a_request_h11_cannot_parse_is_always_a_4xx():
+    assert refusal_status(400) == (400, "Bad Request")
+    assert refusal_status(431) == (431, "Request Header Fields Too Large")
+    assert refusal_status(501) == (400, "Bad Request")  # h11: a transfer coding it does not know
+    answer = text_error_answer(408, "Request Timeout", "too slow")
+    assert answer.body == b"too slow\n" and ("Content-Type", "text/plain; charset=utf-8") in answer.headers
+
+
+CHUNK = b"x" * (1 << 20)
+
+
+class _Chunks:
+    """A streamed body of ``count`` 1 MiB chunks (or ``short`` fewer than it says), counting those made."""
+
+    def __init__(self, count: int, short: int = 0):
+        self.count, self.short, self.made = count, short, 0
+
+    def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ["PATH_INFO"] == "/small":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"small"]
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return Streamed(self.count * len(CHUNK), self._make())
+
+    def _make(self) -> Iterator[bytes]:
+        for _ in range(self.count - self.short):
+            self.made += 1
+            yield CHUNK
+
+
+@pytest.fixture
+def threaded() -> Iterator[Callable[[Any, Limits], ListenerFront]]:
+    running: list[FrontThread] = []
+
+    def start(app: Any, limits: Limits) -> ListenerFront:
+        sock = socket.create_server(("127.0.0.1", 0))
+        front = ListenerFront("test", sock, app, limits=limits)
+        thread = FrontThread("test-front", [front])
+        thread.start()
+        running.append(thread)
+        return front
+
+    yield start
+    for thread in running:
+        thread.stop()
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    answer = b""
+    while chunk := sock.recv(1 << 20):
+        answer += chunk
+    return answer
+
+
+def test_a_streamed_answer_is_made_chunk_by_chunk_as_it_is_written(threaded):
+    """32 MiB for a client that reads none: only what the socket buffers take (a few MiB) is made, the pool's
+    one thread stays free for the next request; then the client reads the whole body, of the app's length."""
+    chunks = _Chunks(32)
+    front = threaded(chunks.app, Limits(threads=1, write_seconds=600.0))
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as stalled:
+        stalled.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        deadline = time.monotonic() + PATIENCE
+        while chunks.made == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert requests.get(_url(front, "/small"), timeout=PATIENCE).text == "small"
+        assert 0 < chunks.made < 32  # (joined whole, all 32 would be made before the small request ran)
+        head, _, body = _read_all(stalled).partition(b"\r\n\r\n")
+    assert b"content-length: %d" % (32 * len(CHUNK)) in head.lower()
+    assert body == CHUNK * 32 and chunks.made == 32
+
+
+def test_a_streamed_answer_to_head_makes_no_chunk(threaded):
+    chunks = _Chunks(4)
+    front = threaded(chunks.app, Limits(threads=1))
+    answer = requests.head(_url(front, "/big"), timeout=PATIENCE)
+    assert answer.headers["Content-Length"] == str(4 * len(CHUNK)) and answer.content == b""
+    assert chunks.made == 0
+
+
+def test_a_stream_shorter_than_its_length_ends_the_connection(threaded):
+    front = threaded(_Chunks(4, short=1).app, Limits(threads=1))
+    with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as sock:
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")  # (kept alive: only the server's close ends it)
+        _, _, body = _read_all(sock).partition(b"\r\n\r\n")
+    assert body == CHUNK * 3
+    assert requests.get(_url(front, "/small"), timeout=PATIENCE).text == "small"
+
+
+def test_a_front_thread_that_cannot_start_says_so_in_start():
+    sock = socket.create_server(("127.0.0.1", 0))
+    front = ListenerFront("broken", sock, lambda environ, start_response: [], limits=Limits())
+    sock.close()  # (after the front read its port: serving it fails)
+    thread = FrontThread("test-broken", [front])
+    with pytest.raises(OSError):
+        thread.start()
+    thread.stop()
