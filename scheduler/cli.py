@@ -23,7 +23,7 @@ from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import add_daemon_arguments, daemon_config
 from sunk.flags import (
-    boolean,
+    add_switch,
     components_flag,
     configure_logging_from,
     non_negative_duration,
@@ -94,10 +94,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                         help="how often the Slurm cache reads a pending placeholder again for Slurm's pending "
                              "reason, which the waiting Pod's PodScheduled condition shows (sooner while Slurm "
                              "gives none); 0s: only at the full job lists")
-    parser.add_argument("--gang-pod-groups", type=boolean, default=False,
-                        help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
-                             "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
-                             "gangs of the PodGroup's minMember")
+    add_switch(parser, "--gang-pod-groups", default=False,
+               help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
+                    "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
+                    "gangs of the PodGroup's minMember")
     parser.add_argument("--gpu-types", type=gpu_types, default=(),
                         help="Node label values of gpu.nvidia.com/class or /model to Slurm GRES types, e.g. "
                              "NVIDIA_L4=l4,H100_SXM=h100 (SUNK's gpuTypes): a Pod whose required GPU affinity "

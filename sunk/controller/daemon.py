@@ -14,7 +14,7 @@ import attrs
 from kubernetes.client import ApiClient
 
 from sunk.controller.manager import Manager
-from sunk.flags import add_logging_arguments, boolean, positive_int
+from sunk.flags import add_logging_arguments, add_switch, positive_int
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.settings import SlurmSettings, settings_from
@@ -54,8 +54,8 @@ def add_daemon_arguments(parser: argparse.ArgumentParser, *, poll_interval: floa
     add_cluster_arguments(parser, poll_interval=poll_interval, poll_help=poll_help)
     parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
     parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
-    parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
-                        help="only the Lease holder reconciles")
+    add_switch(parser, "--leader-elect", default=True,
+               help="only the Lease holder reconciles")
     parser.add_argument("--leader-election-namespace", default=None, help=f"default: {lease_namespace_help}")
     parser.add_argument("--leader-election-id", default=None, help="Lease name (default: the program's name)")
     parser.add_argument("--workers", type=positive_int, default=workers, help=workers_help)

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from sunk.controller.daemon import DaemonConfig, add_cluster_arguments, add_daemon_arguments, daemon_config
-from sunk.flags import add_logging_arguments, boolean, configure_logging_from, positive_duration, positive_int
+from sunk.flags import (
+    add_logging_arguments,
+    add_switch,
+    configure_logging_from,
+    positive_duration,
+    positive_int,
+)
 from sunk.locking import config as lock_flags
 from sunk.locking.config import LockConfig
 from sunk.metrics import config as metrics_flags
@@ -28,7 +34,7 @@ from sunk.slurm import settings as slurm_settings
 
 from .config import NAME, SyncerConfig
 from .context import Plugin
-from .plugins import choose_parts, load_plugins, plugin_arguments
+from .plugins import NODE_LOCKING, SLURM_METRICS, choose_parts, load_plugins, plugin_arguments
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -56,12 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "cluster size", workers=4, workers_help="workers per sync controller",
                          lease_namespace_help="--watch-namespace")
     add_slurmd_arguments(parser)
-    parser.add_argument("--node-locking", type=boolean, nargs="?", const=True, default=None,
-                        help="node locking and its hook API (default: on, unless --plugins leaves out "
-                             "sunk.locking.plugin); chart: syncer.nodeLocking.enabled")
-    parser.add_argument("--slurm-metrics", type=boolean, nargs="?", const=True, default=None,
-                        help="the Slurm metrics table on /metrics (default: on, unless --plugins leaves out "
-                             "sunk.metrics.plugin)")
+    for flag, part, module in (
+            ("--node-locking", "node locking and its hook API (chart: syncer.nodeLocking.enabled)", NODE_LOCKING),
+            ("--slurm-metrics", "the Slurm metrics table on /metrics", SLURM_METRICS)):
+        add_switch(parser, flag, default=None, help=f"{part}; default: on, unless --plugins leaves out {module}")
     parser.add_argument("--plugins", default=None,
                         help="comma-separated: sunk.locking.plugin and sunk.metrics.plugin (the in-tree parts, on "
                              "when named, off when not, unless --node-locking/--slurm-metrics say) and third-party "
@@ -76,15 +80,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve the hook API over TLS with this certificate (the prolog verifies it with "
                              "hooks.env's SUNK_HOOKS_CA); re-read only at start")
     parser.add_argument("--hooks-tls-key-file", default="", help="the key of --hooks-tls-cert-file")
-    parser.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=True,
-                        help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
-                             ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
-                             "node locking's taint and reboot hook. false: no Node is written, and node locking "
-                             "(which cannot work without its taint) refuses to start")
-    parser.add_argument("--slurm-node-clean-up", type=boolean, nargs="?", const=True, default=False,
-                        help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
-                             "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
-                             ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
+    add_switch(parser, "--node-permissions-enabled", default=True,
+               help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
+                    ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
+                    "node locking's taint and reboot hook. false: no Node is written, and node locking "
+                    "(which cannot work without its taint) refuses to start")
+    add_switch(parser, "--slurm-node-clean-up", default=False,
+               help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
+                    "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
+                    ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
     parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
     lock_flags.add_flags(parser)
@@ -174,12 +178,12 @@ def release_parser() -> argparse.ArgumentParser:
                              "leave it out when the Syncer is gone already")
     parser.add_argument("--timeout", type=positive_duration, default=120.0,
                         help="how long the Syncer's Pods may take to go (default 2m)")
-    parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
-                        help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
-                             "release of sunk may lock other Nodes of this cluster)")
-    parser.add_argument("--release-locks", type=boolean, nargs="?", const=True, default=True,
-                        help="take back node locking's lock taints and annotations; false (node locking off, chart: "
-                             ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
+    add_switch(parser, "--all-nodes", default=False,
+               help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
+                    "release of sunk may lock other Nodes of this cluster)")
+    add_switch(parser, "--release-locks", default=True,
+               help="take back node locking's lock taints and annotations; false (node locking off, chart: "
+                    ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
     add_logging_arguments(parser)
     return parser
 
@@ -245,11 +249,11 @@ def ensure_secrets_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-validity-days", type=positive_int, default=3650)
     parser.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
                         help="a label of the Secrets created; repeatable")
-    parser.add_argument("--repair", type=boolean, nargs="?", const=True, default=False,
-                        help="make again what is unusable (a token key missing or weak, a pair that does not verify): "
-                             "rotates it under the components that hold it. Default: report it and fail")
-    parser.add_argument("--delete", type=boolean, nargs="?", const=True, default=False,
-                        help="delete the Secrets instead (the chart's post-delete hook, hooks.keepOnUninstall=false)")
+    add_switch(parser, "--repair", default=False,
+               help="make again what is unusable (a token key missing or weak, a pair that does not verify): "
+                    "rotates it under the components that hold it. Default: report it and fail")
+    add_switch(parser, "--delete", default=False,
+               help="delete the Secrets instead (the chart's post-delete hook, hooks.keepOnUninstall=false)")
     add_logging_arguments(parser)
     return parser
 

@@ -82,3 +82,14 @@ def test_the_lease_takes_the_daemons_name_and_namespace_unless_told():
     off = daemon_config(parser.parse_args(["--slurm-auth-token=t", "--leader-elect", "false"]), parser,
                         name="sunk-operator", lease_namespace="hpc")
     assert off.leader_election is None
+
+
+@pytest.mark.parametrize(("argv", "value"), [([], None), (["--on"], True), (["--on=no"], False), (["--on", "1"], True),
+                                             (["--on", "--other=x"], True)])
+def test_a_switch_reads_gos_forms_and_tells_absent_from_false(argv: list[str], value: bool | None):
+    from sunk.flags import add_switch
+
+    parser = argparse.ArgumentParser()
+    add_switch(parser, "--on", default=None, help="")
+    parser.add_argument("--other")
+    assert parser.parse_args(argv).on is value
