@@ -21,10 +21,9 @@ import attrs
 import yaml
 from kubernetes.client import ApiClient
 
-from sunk.controller.daemon import daemon_config
+from sunk.controller.daemon import add_daemon_arguments, daemon_config
 from sunk.flags import (
-    add_logging_arguments,
-    boolean,
+    add_switch,
     components_flag,
     configure_logging_from,
     non_negative_duration,
@@ -34,7 +33,6 @@ from sunk.flags import (
 )
 from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.runner import Served, run
-from sunk.slurm import settings as slurm_settings
 from sunk.slurm.client import SlurmClient
 from sunk.translate.policy import BUILTIN, IdentityPolicy, parse_policy
 from sunk.types import Obj
@@ -72,14 +70,16 @@ def own_namespace() -> str:
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) -> None:
-    """Flags both front ends take."""
+    """Flags both front ends take: every daemon's (``add_daemon_arguments``) and the scheduling ones."""
     parser.add_argument("--scheduler-name", default=default_name, help="the spec.schedulerName Pods use")
-    parser.add_argument("--kubeconfig", default=None)
     parser.add_argument("--scope", choices=("namespace", "cluster"), default="namespace",
                         help="watch Pods in --watch-namespace (default: this Pod's namespace) or everywhere")
     parser.add_argument("--watch-namespace", default="", help="comma-separated namespaces, for --scope=namespace")
-    slurm_settings.add_arguments(parser, poll_interval=0.5,
-                                 poll_help="one Slurm list call per interval, whatever the number of Pods")
+    # Workers mostly wait on slurmrestd and the apiserver; 200 Pods at once queued behind 8
+    # (docs/benchmarks.md).
+    add_daemon_arguments(parser, poll_interval=0.5, poll_help="one Slurm list call per interval, whatever the number "
+                         "of Pods", workers=16, workers_help="Pods reconciled at once",
+                         lease_namespace_help="this Pod's namespace")
     parser.add_argument("--slurm-kill-wait", type=positive_duration, default=30.0,
                         help="KillWait from slurm.conf, e.g. 30s")
     parser.add_argument("--stuck-pod-margin", type=positive_duration, default=60.0,
@@ -94,10 +94,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                         help="how often the Slurm cache reads a pending placeholder again for Slurm's pending "
                              "reason, which the waiting Pod's PodScheduled condition shows (sooner while Slurm "
                              "gives none); 0s: only at the full job lists")
-    parser.add_argument("--gang-pod-groups", type=boolean, default=False,
-                        help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
-                             "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
-                             "gangs of the PodGroup's minMember")
+    add_switch(parser, "--gang-pod-groups", default=False,
+               help="watch coscheduling PodGroups (scheduling.x-k8s.io/v1alpha1, scheduler-plugins' CRD, "
+                    "which must be installed) so that Pods labelled scheduling.x-k8s.io/pod-group form "
+                    "gangs of the PodGroup's minMember")
     parser.add_argument("--gpu-types", type=gpu_types, default=(),
                         help="Node label values of gpu.nvidia.com/class or /model to Slurm GRES types, e.g. "
                              "NVIDIA_L4=l4,H100_SXM=h100 (SUNK's gpuTypes): a Pod whose required GPU affinity "
@@ -121,17 +121,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--hook-secret-file", default="",
                         help="HMAC key for per-Pod hook tokens, the same on every replica; without it, a key made "
                              "at start, which the jobs of an earlier process or another replica do not have")
-    parser.add_argument("--metrics-bind-address", default=":8080")
-    parser.add_argument("--health-probe-bind-address", default=":8081")
-    parser.add_argument("--leader-elect", type=boolean, default=True)
-    parser.add_argument("--leader-election-namespace", default=None)
-    parser.add_argument("--leader-election-id", default=None)
-    # Workers mostly wait on slurmrestd and the apiserver; 200 Pods at once queued behind 8
-    # (docs/benchmarks.md).
-    parser.add_argument("--workers", type=positive_int, default=16)
     parser.add_argument("--submit-concurrency", type=positive_int, default=16,
                         help="placeholder submissions in flight at once, across workers")
-    add_logging_arguments(parser)
 
 
 GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)

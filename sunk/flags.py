@@ -73,6 +73,13 @@ def boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def add_switch(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, *, default: bool | None,
+               help: str) -> None:
+    """A switch as Go's flag package takes it, the same in every daemon: ``--flag``, ``--flag=false``,
+    ``--flag false`` (true/false, 1/0, yes/no). ``default=None``: absent reads as None (not given)."""
+    parser.add_argument(flag, type=boolean, nargs="?", const=True, default=default, help=help)
+
+
 def parse_bind_address(address: str) -> tuple[str, int]:
     """A listen address as SUNK's Go flags take it: ``":8081"`` -> ("0.0.0.0", 8081),
     ``"127.0.0.1:0"`` -> ("127.0.0.1", 0) (any free port), ``"[::1]:80"`` -> ("::1", 80)."""

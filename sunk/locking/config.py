@@ -8,6 +8,7 @@ import attrs
 
 from sunk import names
 from sunk.flags import positive_duration, positive_int
+from sunk.hooks.auth import TokenUnavailable, read_secret
 from sunk.translate.lock import TAINT_EFFECTS
 from sunk.translate.podtoken import DEFAULT_AUDIENCE
 
@@ -85,3 +86,26 @@ def config_from(args: argparse.Namespace) -> LockConfig:
         request_grace=args.lock_request_grace,
         workers=args.lock_workers,
     )
+
+
+NEEDS_NODE_PERMISSIONS = (
+    "--node-permissions-enabled=false, but node locking taints Nodes and sets the reboot condition, so it needs "
+    "them: grant the Node write rights (chart: syncer.nodePermissions.enabled=true), or run without node locking "
+    "(--node-locking=false, or --plugins=sunk.metrics.plugin; chart: syncer.nodeLocking.enabled=false)")
+
+
+def check(config: LockConfig, *, node_permissions: bool) -> None:
+    """ValueError, naming the way out, for a start that could only fail later: without a usable secret (a
+    placeholder one would let anybody lock Nodes), or without the right to taint Nodes (every lock a 403,
+    every prolog a drain)."""
+    if not node_permissions:
+        raise ValueError(NEEDS_NODE_PERMISSIONS)
+    if not config.token_file:
+        if not config.token_audience:
+            raise ValueError("node locking needs a way to know nodes: --hooks-token-audience (their slurmd Pods' "
+                             "ServiceAccount tokens), --hooks-token-file (legacy HMAC node tokens), or both")
+        return
+    try:
+        read_secret(config.token_file)
+    except TokenUnavailable as exc:
+        raise ValueError(f"--hooks-token-file: {exc}") from None

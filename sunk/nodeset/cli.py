@@ -16,10 +16,9 @@ from collections.abc import Sequence
 
 from kubernetes.client import ApiClient
 
-from sunk.controller.daemon import DaemonConfig, daemon_config
+from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_config
 from sunk.controller.manager import Manager
-from sunk.flags import add_logging_arguments, boolean, configure_logging_from, positive_duration, positive_int
-from sunk.slurm import settings as slurm_settings
+from sunk.flags import configure_logging_from, positive_duration
 from sunk.slurm.client import SlurmClient
 
 from .config import NAME, OperatorConfig
@@ -29,21 +28,14 @@ log = logging.getLogger("sunk.operator")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=NAME, description=__doc__)
-    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
-    slurm_settings.add_arguments(parser, poll_interval=1.0,
-                                 poll_help="one Slurm node list per interval, whatever the number of NodeSets")
+    add_daemon_arguments(parser, poll_interval=1.0,
+                         poll_help="one Slurm node list per interval, whatever the number of NodeSets",
+                         workers=2, workers_help="NodeSets reconciled at once",
+                         lease_namespace_help="--watch-namespace")
     parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of the NodeSets, their slurmd Pods and NodeSlices")
-    parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
-    parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
-    parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
-                        help="only the Lease holder reconciles")
-    parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
-    parser.add_argument("--leader-election-id", default=None, help=f"Lease name (default {NAME})")
-    parser.add_argument("--workers", type=positive_int, default=2, help="NodeSets reconciled at once")
     parser.add_argument("--stale-retry", type=positive_duration, default=2.0,
                         help="how soon a NodeSet is looked at again while Slurm cannot be read")
-    add_logging_arguments(parser)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Wiring one Syncer process: informers, Slurm cache, the two sync controllers, plugins, hook app.
+"""Wiring one Syncer process: informers, Slurm cache, the two sync controllers, node locking and the
+Slurm metrics (each composed in by its ``setup``, when on), third-party plugins, hook app.
 
 With ``--slurm-node-clean-up`` a NodeSlice informer too (the clean-up is the Slurm-side
 reconciler's, cleanup.py); without it NodeSlices are not read, and not granted (the chart).
@@ -25,6 +26,10 @@ from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
 from sunk.kube.resources import NODES, NODESLICES, PODS
+from sunk.locking import setup as locking
+from sunk.locking.config import LockConfig
+from sunk.metrics import setup as slurm_metrics_table
+from sunk.metrics.config import MetricsConfig
 from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
 
@@ -71,10 +76,13 @@ def assemble(
     *,
     api: ApiClient,
     slurm: SlurmClient,
+    node_locking: LockConfig | None = None,
+    slurm_metrics: MetricsConfig | None = None,
     plugins: Sequence[Installer] = (),
     slurm_cache: SplitSlurmCache | None = None,
 ) -> Syncer:
-    """Build (not start) a Syncer; ``plugins`` are installers (plugins.installers binds their flags)."""
+    """Build (not start) a Syncer: node locking and the Slurm metrics when given their config (None: off),
+    then third-party ``plugins``, installers (plugins.installers binds their flags)."""
     manager = daemon.manager(api)
     cache = slurm_cache or SplitSlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE, JOB),
                                            job_full_every=daemon.slurm.job_full_list_interval,
@@ -119,7 +127,9 @@ def assemble(
                  "slurmd Pod only, not as a Node condition)")
     triggers.attach(ctx, enqueue)
 
-    parts = [install(ctx) for install in plugins]
+    parts = [*([locking.setup(ctx, node_locking)] if node_locking is not None else []),
+             *([slurm_metrics_table.setup(ctx, slurm_metrics)] if slurm_metrics is not None else []),
+             *(install(ctx) for install in plugins)]
 
     if nodeslices is not None:
         log.info("--slurm-node-clean-up: Slurm nodes whose NodeSlice entry is gone are deleted from Slurm once idle")

@@ -1,8 +1,9 @@
 """``sunk-syncer``: two-way state sync between Slurm nodes and their slurmd Pods and Nodes.
 
 Flags follow SUNK's Go binaries (``--metrics-bind-address=:8080``, ``--zap-log-level``,
-durations such as ``1s``). Plugins (by default node locking and its hook API, when
-installed) add their own flags; ``--plugins`` picks them and is read before the rest.
+durations such as ``1s``). Node locking (with its hook API) and the Slurm metrics are
+composed in directly, switched by ``--node-locking`` and ``--slurm-metrics`` (or the older
+``--plugins`` list); third-party plugins named in ``--plugins`` take the flags left over.
 """
 
 from __future__ import annotations
@@ -17,17 +18,27 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from sunk.flags import add_logging_arguments, boolean, configure_logging_from, positive_duration, positive_int
+from sunk.controller.daemon import DaemonConfig, add_cluster_arguments, add_daemon_arguments, daemon_config
+from sunk.flags import (
+    add_logging_arguments,
+    add_switch,
+    configure_logging_from,
+    positive_duration,
+    positive_int,
+)
+from sunk.locking import config as lock_flags
+from sunk.locking.config import LockConfig
+from sunk.metrics import config as metrics_flags
+from sunk.metrics.config import MetricsConfig
 from sunk.slurm import settings as slurm_settings
 
 from .config import NAME, SyncerConfig
 from .context import Plugin
-from .plugins import DEFAULT_PLUGINS, load_plugins, parse_plugin_list
+from .plugins import NODE_LOCKING, SLURM_METRICS, choose_parts, load_plugins, plugin_arguments
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from sunk.controller.daemon import DaemonConfig
     from sunk.slurm.client import SlurmClient
     from sunk.web import Listener
 
@@ -37,10 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sunk.syncer")
 
 
-def add_access_arguments(parser: argparse.ArgumentParser, *, poll_help: str) -> None:
-    """Where Kubernetes, Slurm and the slurmd Pods are: the flags the Syncer and ``release-nodes`` share."""
-    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
-    slurm_settings.add_arguments(parser, poll_interval=1.0, poll_help=poll_help)
+def add_slurmd_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the slurmd Pods are: the flags the Syncer and ``release-nodes`` share."""
     parser.add_argument("--watch-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of the slurmd Pods")
     parser.add_argument("--slurmd-selector", default="app.kubernetes.io/name=slurmd",
@@ -48,44 +57,46 @@ def add_access_arguments(parser: argparse.ArgumentParser, *, poll_help: str) -> 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The Syncer's own flags. A plugin may redefine one (conflict_handler="resolve")."""
-    parser.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS),
-                        help="comma-separated plugin modules (module or module:ATTR); empty for none")
-    add_access_arguments(parser, poll_help="one Slurm job list per interval, whatever the cluster size")
+    """Every flag of the Syncer and its in-tree parts (third-party plugins' are parsed from what is left)."""
+    add_daemon_arguments(parser, poll_interval=1.0, poll_help="one Slurm job list per interval, whatever the "
+                         "cluster size", workers=4, workers_help="workers per sync controller",
+                         lease_namespace_help="--watch-namespace")
+    add_slurmd_arguments(parser)
+    for flag, part, module in (
+            ("--node-locking", "node locking and its hook API (chart: syncer.nodeLocking.enabled)", NODE_LOCKING),
+            ("--slurm-metrics", "the Slurm metrics table on /metrics", SLURM_METRICS)):
+        add_switch(parser, flag, default=None, help=f"{part}; default: on, unless --plugins leaves out {module}")
+    parser.add_argument("--plugins", default=None,
+                        help="comma-separated: sunk.locking.plugin and sunk.metrics.plugin (the in-tree parts, on "
+                             "when named, off when not, unless --node-locking/--slurm-metrics say) and third-party "
+                             "plugin modules (module or module:ATTR); empty for none")
     parser.add_argument("--slurm-node-poll-interval", type=positive_duration, default=0.25,
                         help="one Slurm node list per interval (while idle, a \"no change since\" answer of a few "
                              "hundred bytes): how late a drain made in Slurm may reach its Pod")
-    parser.add_argument("--metrics-bind-address", default=":8080", help="Prometheus /metrics; empty disables")
-    parser.add_argument("--health-probe-bind-address", default=":8081", help="/healthz and /readyz; empty disables")
     parser.add_argument("--hooks-api-bind-address", default=":8000", help="hook API (served by every replica)")
     parser.add_argument("--hooks-api-threads", type=positive_int, default=256,
                         help="hook API threads: a waiting pre-hook holds one, and a job's prologs call at once")
-    parser.add_argument("--hooks-token-file", default=None, help="bearer token file of the hook API")
     parser.add_argument("--hooks-tls-cert-file", default="",
                         help="serve the hook API over TLS with this certificate (the prolog verifies it with "
                              "hooks.env's SUNK_HOOKS_CA); re-read only at start")
     parser.add_argument("--hooks-tls-key-file", default="", help="the key of --hooks-tls-cert-file")
-    parser.add_argument("--node-permissions-enabled", type=boolean, nargs="?", const=True, default=True,
-                        help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
-                             ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
-                             "node locking's taint and reboot hook. false: no Node is written, and node locking "
-                             "(which cannot work without its taint) refuses to start")
-    parser.add_argument("--slurm-node-clean-up", type=boolean, nargs="?", const=True, default=False,
-                        help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
-                             "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
-                             ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
+    add_switch(parser, "--node-permissions-enabled", default=True,
+               help="the ServiceAccount may write Nodes (patch nodes, nodes/status; chart: "
+                    ".syncer.nodePermissions.enabled): the Node condition of a drain made in Slurm, and "
+                    "node locking's taint and reboot hook. false: no Node is written, and node locking "
+                    "(which cannot work without its taint) refuses to start")
+    add_switch(parser, "--slurm-node-clean-up", default=False,
+               help="watch NodeSlices (sunk.coreweave.com, list and watch) and delete from Slurm the "
+                    "dynamic nodes whose NodeSlice entry is gone, once idle (chart: "
+                    ".syncer.config.syncer.slurmNodeCleanUp); only nodes a NodeSlice once listed")
     parser.add_argument("--scheduler-names", default="sunk-scheduler",
                         help="comma-separated spec.schedulerName of sunk's scheduler and extender (chart: both, "
                              "when enabled): only their Pods count as placed by sunk, whose job-id and slurm-node "
                              "annotations keep a placeholder's drain while they outlive their job; empty: none")
-    parser.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
-                        help="only the Lease holder reconciles")
-    parser.add_argument("--leader-election-namespace", default=None, help="default: --watch-namespace")
-    parser.add_argument("--leader-election-id", default=None, help="Lease name (default sunk-syncer)")
-    parser.add_argument("--workers", type=positive_int, default=4, help="workers per sync controller")
     parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
-    add_logging_arguments(parser)
+    lock_flags.add_flags(parser)
+    metrics_flags.add_flags(parser)
 
 
 def scheduler_names(flag: str) -> frozenset[str]:
@@ -93,46 +104,40 @@ def scheduler_names(flag: str) -> frozenset[str]:
     return frozenset(name.strip() for name in flag.split(",") if name.strip())
 
 
-def build_parser(plugin_specs: Sequence[str]) -> tuple[argparse.ArgumentParser, list[Plugin]]:
-    parser = argparse.ArgumentParser(prog="sunk-syncer", description=__doc__, conflict_handler="resolve")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=NAME, description=__doc__)
     add_arguments(parser)
-    plugins = load_plugins(plugin_specs)
-    for plugin in plugins:
-        add = getattr(plugin, "add_arguments", None)
-        if add is not None:
-            add(parser)
-    return parser, plugins
+    return parser
 
 
 @attrs.frozen
 class Startup:
-    """The flags, parsed once: the core's typed settings, and the plugins with the flags they build theirs from."""
+    """The flags, parsed once: the core's and the in-tree parts' typed settings (None: that part is off),
+    and the third-party plugins with the flags they build theirs from."""
 
     config: SyncerConfig
     daemon: DaemonConfig
+    node_locking: LockConfig | None
+    slurm_metrics: MetricsConfig | None
     plugins: Sequence[Plugin]
-    args: argparse.Namespace  # for the plugins' install only
+    args: argparse.Namespace  # every flag, the plugins' among them: for their install only
 
 
 def parse_args(argv: Sequence[str] | None) -> Startup:
-    """Two passes: ``--plugins`` first (their flags must exist before the real parse)."""
-    from sunk.controller.daemon import daemon_config
-
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--plugins", default=",".join(DEFAULT_PLUGINS))
-    known, _ = pre.parse_known_args(argv)
-    parser, plugins = build_parser(parse_plugin_list(known.plugins))
-    args = parser.parse_args(argv)
-    for plugin in plugins:
-        validate = getattr(plugin, "validate", None)
-        if validate is not None:
-            try:
-                validate(args)
-            except ValueError as exc:
-                parser.error(str(exc))
+    """One parse of every flag the Syncer knows; what is left goes to the third-party plugins ``--plugins``
+    names. A start that could only fail later (node locking without a usable secret or Node rights, half a
+    TLS pair) is a usage error here (exit 2)."""
+    parser = build_parser()
+    known, rest = parser.parse_known_args(argv)
+    parts = choose_parts(known.plugins, node_locking=known.node_locking, slurm_metrics=known.slurm_metrics)
+    plugins = load_plugins(parts.plugins)
+    args = argparse.Namespace(**vars(known), **vars(plugin_arguments(plugins, rest, parser)))
     from sunk.web import tls_from_flags
 
     try:
+        node_locking = lock_flags.config_from(args) if parts.node_locking else None
+        if node_locking is not None:
+            lock_flags.check(node_locking, node_permissions=args.node_permissions_enabled)
         tls_from_flags(args.hooks_tls_cert_file, args.hooks_tls_key_file, what="the hook API")
     except ValueError as exc:
         parser.error(str(exc))
@@ -145,7 +150,9 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                           slurm_node_poll_interval=args.slurm_node_poll_interval,
                           scheduler_names=scheduler_names(args.scheduler_names))
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
-    return Startup(config=config, daemon=daemon, plugins=plugins, args=args)
+    return Startup(config=config, daemon=daemon, node_locking=node_locking,
+                   slurm_metrics=metrics_flags.config_from(args) if parts.slurm_metrics else None,
+                   plugins=plugins, args=args)
 
 
 def hook_token(argv: Sequence[str]) -> int:
@@ -172,7 +179,8 @@ def hook_token(argv: Sequence[str]) -> int:
 def release_parser() -> argparse.ArgumentParser:
     """The flags of ``sunk-syncer release-nodes``: the Syncer's own for Kubernetes, Slurm and the slurmd Pods."""
     parser = argparse.ArgumentParser(prog="sunk-syncer release-nodes", description=release_nodes.__doc__)
-    add_access_arguments(parser, poll_help="(not used here)")
+    add_cluster_arguments(parser, poll_interval=1.0, poll_help="(not used here)")
+    add_slurmd_arguments(parser)
     parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
                         help="namespace of --syncer-deployment")
     parser.add_argument("--syncer-deployment", default=None,
@@ -180,12 +188,12 @@ def release_parser() -> argparse.ArgumentParser:
                              "leave it out when the Syncer is gone already")
     parser.add_argument("--timeout", type=positive_duration, default=120.0,
                         help="how long the Syncer's Pods may take to go (default 2m)")
-    parser.add_argument("--all-nodes", type=boolean, nargs="?", const=True, default=False,
-                        help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
-                             "release of sunk may lock other Nodes of this cluster)")
-    parser.add_argument("--release-locks", type=boolean, nargs="?", const=True, default=True,
-                        help="take back node locking's lock taints and annotations; false (node locking off, chart: "
-                             ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
+    add_switch(parser, "--all-nodes", default=False,
+               help="remove the lock taint from every Node, not only from the slurmd Pods' Nodes (another "
+                    "release of sunk may lock other Nodes of this cluster)")
+    add_switch(parser, "--release-locks", default=True,
+               help="take back node locking's lock taints and annotations; false (node locking off, chart: "
+                    ".syncer.nodeLocking.enabled false): no Node or slurmd Pod is read or written")
     add_logging_arguments(parser)
     return parser
 
@@ -251,11 +259,11 @@ def ensure_secrets_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-validity-days", type=positive_int, default=3650)
     parser.add_argument("--label", action="append", default=[], type=_label, metavar="KEY=VALUE",
                         help="a label of the Secrets created; repeatable")
-    parser.add_argument("--repair", type=boolean, nargs="?", const=True, default=False,
-                        help="make again what is unusable (a token key missing or weak, a pair that does not verify): "
-                             "rotates it under the components that hold it. Default: report it and fail")
-    parser.add_argument("--delete", type=boolean, nargs="?", const=True, default=False,
-                        help="delete the Secrets instead (the chart's post-delete hook, hooks.keepOnUninstall=false)")
+    add_switch(parser, "--repair", default=False,
+               help="make again what is unusable (a token key missing or weak, a pair that does not verify): "
+                    "rotates it under the components that hold it. Default: report it and fail")
+    add_switch(parser, "--delete", default=False,
+               help="delete the Secrets instead (the chart's post-delete hook, hooks.keepOnUninstall=false)")
     add_logging_arguments(parser)
     return parser
 
@@ -362,9 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def build(api: ApiClient, slurm: SlurmClient) -> Served:
         register_slurm_requests(slurm.rpc_stats)
-        syncer = assemble(config, startup.daemon, api=api, slurm=slurm, plugins=installers(plugins, startup.args))
-        log.info("%s: slurmd Pods in %s (%s), plugins: %s", NAME, config.watch_namespace, config.slurmd_selector,
-                 ", ".join(getattr(p, "name", type(p).__name__) for p in plugins) or "none")
+        syncer = assemble(config, startup.daemon, api=api, slurm=slurm, node_locking=startup.node_locking,
+                          slurm_metrics=startup.slurm_metrics, plugins=installers(plugins, startup.args))
+        parts = [name for name, on in (("node-locking", startup.node_locking), ("slurm-metrics",
+                                                                                startup.slurm_metrics)) if on]
+        log.info("%s: slurmd Pods in %s (%s), parts: %s", NAME, config.watch_namespace, config.slurmd_selector,
+                 ", ".join([*parts, *(getattr(p, "name", type(p).__name__) for p in plugins)]) or "none")
         return Served(syncer.manager, {"hooks": syncer.app()})
 
     return run(startup.daemon, build, [hooks_listener(config)], threads=config.hooks_api_threads)

@@ -32,7 +32,6 @@ from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
 from sunk.syncer.cli import build_parser, ensure_config, ensure_secrets_parser, release_config, release_parser
 from sunk.syncer.ensuresecrets import EnsureConfig
-from sunk.syncer.plugins import DEFAULT_PLUGINS
 from sunk.translate import chartsecrets as cs
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.policy import parse_policy
@@ -285,11 +284,10 @@ def test_the_syncers_rbac_is_what_its_code_calls(locking, permissions, tmp_path,
         return
     docs = render(values)
     startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
-    loaded = {getattr(p, "name", "") for p in startup.plugins}
-    assert ("node-locking" in loaded) is locking and "slurm-metrics" in loaded
+    assert (startup.node_locking is not None) is locking and startup.slurm_metrics is not None
     assert startup.config.node_permissions is permissions
     calls = SYNCER_CORE | (SYNCER_NODE_WRITES if startup.config.node_permissions else set()) \
-        | (SYNCER_LOCKING if "node-locking" in loaded else set())
+        | (SYNCER_LOCKING if startup.node_locking is not None else set())
     assert granted(find(docs, "ClusterRole", "slurm-sunk-syncer")) == calls
     # What Slurm mounts: the prolog, epilog and their hooks.env only where a hook API answers them.
     config_map = find(docs, "ConfigMap", "sunk-slurm-hooks")
@@ -1017,7 +1015,7 @@ def known_flags(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def syncer_parser() -> argparse.ArgumentParser:
-    return build_parser(list(DEFAULT_PLUGINS))[0]
+    return build_parser()
 
 
 def scheduling_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
+from sunk.metrics.config import add_flags
 from sunk.metrics.exposition import Family, escape_label, format_value, render
 from sunk.metrics.families import (
     QUEUE_STATES,
@@ -19,7 +20,6 @@ from sunk.metrics.families import (
     slurm_families,
     sunk_drain_age,
 )
-from sunk.metrics.plugin import PLUGIN
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
@@ -292,7 +292,7 @@ def test_an_unreadable_diag_answer_does_not_end_the_poller():
 @pytest.mark.parametrize("value", ["0s", "0", "-1s", "soon"])
 def test_the_diag_interval_flag_refuses_zero_negative_and_garbage(value, capsys):
     parser = argparse.ArgumentParser()
-    PLUGIN.add_arguments(parser)
+    add_flags(parser)
     with pytest.raises(SystemExit):
         parser.parse_args([f"--slurm-diag-interval={value}"])
     assert "--slurm-diag-interval" in capsys.readouterr().err

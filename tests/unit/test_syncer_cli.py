@@ -34,8 +34,10 @@ def test_a_good_secret_starts(tmp_path):
     assert startup.args.hooks_token_file == str(token)
 
 
-def test_without_the_locking_plugin_no_secret_is_needed():
-    assert parse_args(["--plugins=", "--slurm-auth-token=t"]).plugins == []
+def test_without_node_locking_no_secret_is_needed(tmp_path):
+    missing = f"--hooks-token-file={tmp_path / 'missing'}"
+    assert parse_args(["--plugins=", "--slurm-auth-token=t", missing]).node_locking is None
+    assert parse_args(["--node-locking=false", "--slurm-auth-token=t", missing]).node_locking is None
 
 
 def test_node_locking_without_node_permissions_refuses_to_start(tmp_path, capsys):

@@ -18,6 +18,7 @@ from sunk.slurm.models import Job, Node
 from sunk.syncer import cli, plugins, triggers
 from sunk.syncer.context import PluginParts, slurm_node_name
 from sunk.syncer.freshread import FreshNodes
+from sunk.syncer.plugins import Parts, choose_parts
 
 # ---- keys and triggers ----------------------------------------------------------------------------------
 
@@ -237,7 +238,6 @@ class _Plugin:
     name = "test-plugin"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--hooks-token-file", default="/plugin/default")
         parser.add_argument("--plugin-flag", default="x")
 
     def install(self, ctx: object, args: argparse.Namespace) -> PluginParts:
@@ -261,12 +261,73 @@ def test_missing_plugin_module_is_skipped_but_a_broken_one_is_an_error(monkeypat
     assert plugins.parse_plugin_list(" a, b:X ,,") == ["a", "b:X"]
 
 
+NONE = Parts(node_locking=False, slurm_metrics=False)
+
+
+@pytest.mark.parametrize(("given", "locking", "metrics", "expected"), [
+    (None, None, None, Parts(node_locking=True, slurm_metrics=True)),  # no flag: both
+    ("", None, None, NONE),  # --plugins= : none
+    ("sunk.metrics.plugin", None, None, Parts(node_locking=False, slurm_metrics=True)),  # the chart, locking off
+    ("sunk.locking.plugin:PLUGIN, sunk.metrics.plugin", None, None, Parts(node_locking=True, slurm_metrics=True)),
+    ("sunk.metrics.plugin,acme.plugin", None, None, Parts(node_locking=False, slurm_metrics=True,
+                                                          plugins=("acme.plugin",))),
+    (None, False, None, Parts(node_locking=False, slurm_metrics=True)),
+    (None, None, False, Parts(node_locking=True, slurm_metrics=False)),
+    ("", True, None, Parts(node_locking=True, slurm_metrics=False)),  # an explicit switch wins over the list
+    ("sunk.locking.plugin", False, True, Parts(node_locking=False, slurm_metrics=True)),
+])
+def test_which_parts_run(given: str | None, locking: bool | None, metrics: bool | None, expected: Parts):
+    assert choose_parts(given, node_locking=locking, slurm_metrics=metrics) == expected
+
+
+@pytest.mark.parametrize("flags", [["--node-locking=false"], ["--node-locking", "false"],
+                                   ["--plugins=sunk.metrics.plugin"]])
+def test_node_locking_off_by_any_of_its_spellings(flags: list[str]):
+    startup = cli.parse_args(["--slurm-auth-token=t", *flags])
+    assert startup.node_locking is None and startup.slurm_metrics is not None
+
+
+def test_the_in_tree_parts_take_their_flags_without_a_plugin_list(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    startup = cli.parse_args(["--slurm-auth-token=t", f"--hooks-token-file={secret}", "--lock-workers=7",
+                              "--slurm-diag-interval=1m"])
+    assert startup.node_locking is not None and startup.node_locking.workers == 7
+    assert startup.slurm_metrics is not None and startup.slurm_metrics.diag_interval == 60.0
+    assert startup.plugins == []
+
+
+def test_a_flag_nobody_takes_is_refused(capsys: pytest.CaptureFixture[str], fake_plugin_module: str):
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(["--plugins=", "--slurm-auth-token=t", "--plugin-flag=y"])
+    assert exc.value.code == 2 and "unrecognized arguments: --plugin-flag=y" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t", "--no-such-flag"])
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+def test_a_plugin_may_not_declare_a_flag_the_syncer_has(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch):
+    class Clashing(_Plugin):
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+            parser.add_argument("--hooks-token-file", default="/plugin/default")
+
+    module = types.ModuleType("sunk_test_clashing_plugin")
+    module.PLUGIN = Clashing()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args([f"--plugins={module.__name__}", "--slurm-auth-token=t"])
+    assert exc.value.code == 2 and "--hooks-token-file" in capsys.readouterr().err
+
+
 def test_flags_defaults_and_plugin_flags(fake_plugin_module: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    startup = cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t"])
+    startup = cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t", "--plugin-flag", "y"])
     args, config, daemon = startup.args, startup.config, startup.daemon
     assert [p.name for p in startup.plugins] == ["test-plugin"]
-    assert args.plugin_flag == "x" and args.hooks_token_file == "/plugin/default"  # the plugin's definition wins
+    assert startup.node_locking is None and startup.slurm_metrics is None  # the list names neither
+    assert args.plugin_flag == "y" and args.watch_namespace == "slurm"  # the plugin sees every flag
+    assert cli.parse_args([f"--plugins={fake_plugin_module}", "--slurm-auth-token=t"]).args.plugin_flag == "x"
     assert (config.watch_namespace, config.slurmd_selector, daemon.slurm.user) == (
         "slurm", "app.kubernetes.io/name=slurmd", "root")
     assert (daemon.metrics_bind_address, daemon.health_bind_address, config.hooks_api_bind_address) == (
