@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from sunk.kube import patch as kp
+from sunk.translate import objects
 from sunk.types import Obj
 
 COND_POD_CORDONED = "SlurmNodeCordoned"
@@ -36,14 +36,14 @@ class Cordon:
 
 def desired_condition(pod: Obj, k8s_node: Obj | None) -> dict[str, str] | None:
     """The cordon condition the Pod should carry, or None when it should carry none (never cordoned)."""
-    has = kp.get_condition(pod, COND_POD_CORDONED) is not None
+    has = objects.get_condition(pod, COND_POD_CORDONED) is not None
     if k8s_node is None:
         # An unbound Pod, or its Node is unknown: keep whatever we said last (no evidence either way).
         return None
-    if kp.is_cordoned(k8s_node):
+    if objects.is_cordoned(k8s_node):
         # The message is the operator's reason verbatim (empty without one), so it reads back exactly.
         return {"type": COND_POD_CORDONED, "status": "True", "reason": REASON_CORDONED,
-                "message": kp.cordon_reason(k8s_node) or ""}
+                "message": objects.cordon_reason(k8s_node) or ""}
     if has:
         return {"type": COND_POD_CORDONED, "status": "False", "reason": REASON_UNCORDONED, "message": ""}
     return None
@@ -51,7 +51,7 @@ def desired_condition(pod: Obj, k8s_node: Obj | None) -> dict[str, str] | None:
 
 def pod_cordon(pod: Obj | None) -> Cordon:
     """Read the marker back: what the Slurm side drains on."""
-    cond = kp.get_condition(pod or {}, COND_POD_CORDONED)
+    cond = objects.get_condition(pod or {}, COND_POD_CORDONED)
     if not cond or cond.get("status") != "True":
         return Cordon(False)
     return Cordon(True, reason=str(cond.get("message") or "") or None,

@@ -144,17 +144,3 @@ def pending_deletion(pod: Mapping[str, Any]) -> str | None:
     """Why the operator will delete this Pod once its Slurm node is drained and idle (None: it will not)."""
     value = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_PENDING_DELETION)
     return None if value is None else str(value)
-
-
-def terminating(pod: Mapping[str, Any]) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def ready(pod: Mapping[str, Any]) -> bool:
-    """Running, Ready and not terminating."""
-    if terminating(pod):
-        return False
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False
