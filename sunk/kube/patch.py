@@ -10,6 +10,9 @@ Why each shape:
   any duplicates of them are removed. Duplicate conditions once wedged a public peer.
 - Every helper compares with the current object first and writes nothing when it already
   matches. The result is falsy then, so reconciles stay cheap and idempotent.
+
+What differs (``metadata_diff``, ``merge_conditions``) and every reader of the objects
+(conditions, taints, cordon) are pure: they live in ``sunk/translate/objects.py``.
 """
 
 from __future__ import annotations

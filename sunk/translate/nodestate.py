@@ -45,6 +45,7 @@ from sunk.times import epoch
 
 from . import drains, poddown
 from .objects import condition, condition_true
+from .views import PodView
 
 Obj = Mapping[str, Any]
 NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
@@ -83,21 +84,20 @@ class DrainAction:
 
 def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
     """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node, or None."""
-    pod = facts.pod
-    if pod is None:
+    if facts.pod is None:
         return poddown.missing_reason(facts.namespace, facts.slurm_node)
-    meta = pod.get("metadata") or {}
-    where = f"{meta.get('namespace', facts.namespace)}/{meta.get('name', facts.slurm_node)}"
-    if meta.get("deletionTimestamp"):
+    pod = PodView(facts.pod)
+    where = f"{pod.namespace or facts.namespace}/{pod.name or facts.slurm_node}"
+    if pod.deleting:
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is being deleted"
-    pending = (meta.get("annotations") or {}).get(names.ANN_PENDING_DELETION)
+    pending = pod.annotations.get(names.ANN_PENDING_DELETION)
     if pending is not None:
         return pending_deletion_reason(where, str(pending))
     if facts.cordon.cordoned:
-        node = ((pod.get("spec") or {}).get("nodeName")) or "its node"
+        node = pod.node_name or "its node"
         because = f": {facts.cordon.reason}" if facts.cordon.reason else ""
         return f"{names.K8S_DRAIN_PREFIX} node {node} is cordoned{because}"
-    if not condition_true(pod, "Ready"):
+    if not pod.condition_true("Ready"):
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is not ready"
     return None
 
