@@ -69,6 +69,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Job
 
+from .keys import GangKey, is_gang
 from .objects import annotations_of, controller_ref, labels_of
 from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, PlaceholderIdentity, gpu_clauses
 from .quantity import cpus, megabytes
@@ -103,7 +104,6 @@ MODE_JOBSET = "jobset"
 MODE_REPLICATED_JOB = "replicated-job"
 MODE_JOB = "job"
 
-OWNER_PREFIX = "gang:"
 MEMBER_TAG_CHARS = 8
 PROLOG_REASON = "Prolog"  # a running job's reason while its prolog runs (PrologFlags=Alloc)
 # The identity's longest text: Slurm (24.11 to 26.05) refuses an Extra or Comment over 1024 characters;
@@ -146,19 +146,18 @@ class Gang:
 
 
 def owner(namespace: str, key: str) -> str:
-    return f"{OWNER_PREFIX}{namespace}/{key}"
+    """The gang's owner string (``gang:<namespace>/<key>``), as queued, signed and stored: ``GangKey``'s."""
+    return str(GangKey(namespace, key))
 
 
 def is_gang_owner(text: str) -> bool:
-    return text.startswith(OWNER_PREFIX)
+    return is_gang(text)
 
 
 def split_owner(text: str) -> tuple[str, str]:
     """``gang:<namespace>/<key>`` -> (namespace, key); ValueError for anything else."""
-    if not is_gang_owner(text) or "/" not in text:
-        raise ValueError(f"not a gang: {text!r}")
-    namespace, _, key = text[len(OWNER_PREFIX):].partition("/")
-    return namespace, key
+    parsed = GangKey.parse(text)
+    return parsed.namespace, parsed.key
 
 
 def _mode(pod: Obj) -> str:
