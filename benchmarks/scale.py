@@ -85,7 +85,6 @@ from benchmarks.syncer import (
 )
 from sunk import names
 from sunk.dev.cluster import DevCluster
-from sunk.kube import patch as kp
 from sunk.kube.client import load_api_client
 from sunk.slurm import JobRequest, NodeUpdate, v0042
 from sunk.slurm.errors import SlurmError
@@ -96,6 +95,7 @@ from sunk.syncer.context import SyncerContext
 from sunk.syncer.facts import KubeFacts
 from sunk.syncer.podcordon import pod_cordon
 from sunk.syncer.rules import RULES
+from sunk.translate import objects
 from sunk.translate.extra import parse_object
 from sunk.types import Obj
 from tests.cluster.kube_testns import create_namespace, purge_namespace
@@ -694,7 +694,7 @@ def costed(meter: Meter, changes: int, measure: Callable[[], dict[str, Any]]) ->
 
 
 def ready(pod: Obj | None) -> bool:
-    cond = kp.get_condition(pod or {}, "Ready")
+    cond = objects.get_condition(pod or {}, "Ready")
     return bool(cond and cond.get("status") == "True")
 
 

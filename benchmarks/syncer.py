@@ -57,6 +57,7 @@ from sunk.kube.resources import NODES, PODS
 from sunk.slurm import NodeUpdate, connect
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.fake import FakeSlurmrestd
+from sunk.translate import objects
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 from tests.cluster.procs import Process
 
@@ -149,7 +150,7 @@ class KubeSide:
         return f"bench-{self.run_id}-{slurm_node}"
 
     def _seen(self, pod: dict[str, Any]) -> None:
-        cond = kp.get_condition(pod, names.COND_SLURM_DRAIN)
+        cond = objects.get_condition(pod, names.COND_SLURM_DRAIN)
         status = cond["status"] if cond else ""
         with self._lock:
             previous = self.drain_seen.get(pod["metadata"]["name"])

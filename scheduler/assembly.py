@@ -25,9 +25,9 @@ from sunk.kube.resources import JOBS, NODES, PODGROUPS
 from sunk.slurm.cache import JOB, CacheEvent, Patience, RereadAfter, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.models import Job, JobState
-from sunk.translate.gang import gang_of, has_started, identity_of, is_terminal, owner_of
+from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
+from sunk.translate.objects import is_terminal, node_ready
 from sunk.translate.podjob import PlaceholderIdentity
-from sunk.translate.stuckpod import node_ready
 from sunk.types import Obj
 
 from . import kubeops, metrics
@@ -37,7 +37,7 @@ from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
 from .jobindex import IdentityParser, JobIndex
-from .locktaint import LockTaints, NodeHealth, slim_node
+from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 
@@ -212,7 +212,7 @@ def assemble(
     # Nodes, slim: whether a Pod terminating there may be stuck for good (its Node NotReady or gone),
     # and, for sunk-scheduler, which binds past kube-scheduler's taint filter, the lock taint. A Pod
     # that kube-scheduler binds through the extender has passed that filter.
-    nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+    nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from sunk.translate import gang as g
+from sunk.translate.objects import meta as _meta
 from sunk.types import Obj
 
 from .decide import (
@@ -37,10 +38,6 @@ from .decide import (
     Unschedulable,
     Waiting,
 )
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 def _key(obj: Obj) -> str:

@@ -53,7 +53,8 @@ from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, held_by_another, job_ending
-from sunk.translate.gang import is_gang_owner, is_terminal
+from sunk.translate.gang import is_gang_owner
+from sunk.translate.objects import is_terminal
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 

@@ -11,12 +11,11 @@ from collections.abc import Mapping
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kube
-from sunk.kube.patch import metadata_diff, patch_object, set_pod_conditions
-from sunk.kube.resources import Resource
+from sunk.kube.patch import patch_object, set_pod_conditions
+from sunk.kube.resources import PODS
 from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
+from sunk.translate.objects import metadata_diff
 from sunk.types import Obj
-
-PODS = Resource("", "v1", "pods", kind="Pod")
 
 
 def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) -> None:

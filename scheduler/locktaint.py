@@ -15,25 +15,15 @@ Adding the toleration is a Pod patch: about 25 ms of apiserver, etcd and watcher
 from __future__ import annotations
 
 from sunk import names
-from sunk.kube.patch import has_taint
 from sunk.kube.store import Store
-from sunk.translate.stuckpod import node_ready
+from sunk.translate.objects import has_taint, node_ready, slim_node
 from sunk.types import Obj
 
 
-def slim_node(node: Obj) -> Obj:
-    """What the scheduler's Node informer keeps: name, version, taints and the Ready condition's
-    status (a Node is mostly status; heartbeat times would only make copies)."""
-    meta = node.get("metadata") or {}
-    ready = [{"type": "Ready", "status": c.get("status")}
-             for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"]
-    return {
-        "apiVersion": node.get("apiVersion", "v1"),
-        "kind": node.get("kind", "Node"),
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
-        "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
-        "status": {"conditions": ready[:1]},
-    }
+def scheduler_slim_node(node: Obj) -> Obj:
+    """What the scheduler's Node informer keeps: name, version, taints and the Ready condition's status
+    (what ``LockTaints`` and ``NodeHealth`` read)."""
+    return slim_node(node, taints=True, ready=True)
 
 
 class LockTaints:

@@ -39,12 +39,11 @@ from sunk.translate.gang import (
     Gang,
     disagreements,
     gang_of,
-    is_deleting,
     is_gang_owner,
-    is_terminal,
     max_members,
     member_order,
 )
+from sunk.translate.objects import is_deleting, is_terminal
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 from sunk.types import Obj
 

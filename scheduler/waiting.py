@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 from attrs import frozen
 
+from sunk.translate.objects import condition
+
 POD_SCHEDULED = "PodScheduled"
 WAITING_FOR_SLURM = "WaitingForSlurm"
 
@@ -89,12 +91,10 @@ def metric_reason(slurm_reason: str) -> str:
 
 def current_condition(pod: Mapping[str, Any]) -> Optional[WaitCondition]:
     """The Pod's ``PodScheduled`` condition as last written, if it is ``False`` (else None: nothing shown)."""
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == POD_SCHEDULED:
-            if cond.get("status") != "False":
-                return None
-            return WaitCondition(str(cond.get("reason") or ""), str(cond.get("message") or ""))
-    return None
+    cond = condition(pod, POD_SCHEDULED)
+    if cond is None or cond.get("status") != "False":
+        return None
+    return WaitCondition(str(cond.get("reason") or ""), str(cond.get("message") or ""))
 
 
 def write_due(shown: Optional[WaitCondition], wanted: WaitCondition, last_write: Optional[float], now: float,

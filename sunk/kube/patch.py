@@ -10,6 +10,9 @@ Why each shape:
   any duplicates of them are removed. Duplicate conditions once wedged a public peer.
 - Every helper compares with the current object first and writes nothing when it already
   matches. The result is falsy then, so reconciles stay cheap and idempotent.
+
+What differs (``metadata_diff``, ``merge_conditions``) and every reader of the objects
+(conditions, taints, cordon) are pure: they live in ``sunk/translate/objects.py``.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from typing import Any
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
 from sunk.times import rfc3339
+from sunk.translate.objects import is_cordoned, merge_conditions, metadata_diff
+from sunk.translate.objects import meta as _meta
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)
@@ -45,27 +49,7 @@ class PatchResult:
         return self.wrote
 
 
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
 # ---- labels and annotations ---------------------------------------------------------------
-
-
-def metadata_diff(current: Mapping[str, str] | None, wanted: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The merge-patch map that turns ``current`` into ``current`` updated by ``wanted``.
-
-    A value of None in ``wanted`` means "remove the key".
-    """
-    current = current or {}
-    diff: dict[str, str | None] = {}
-    for key, value in wanted.items():
-        if value is None:
-            if key in current:
-                diff[key] = None
-        elif current.get(key) != value:
-            diff[key] = value
-    return diff
 
 
 def patch_metadata(
@@ -201,53 +185,6 @@ def update_with_retry(
 # ---- Pod conditions -----------------------------------------------------------------------
 
 
-def merge_conditions(
-    existing: Sequence[Obj], wanted: Sequence[Mapping[str, Any]], remove: Iterable[str] = (), *, now: str
-) -> list[Obj] | None:
-    """The new conditions list, or None when ``existing`` already says what ``wanted`` says.
-
-    ``wanted`` items need ``type`` and ``status``, and may carry ``reason`` and ``message``.
-    ``lastTransitionTime`` moves only when ``status`` changes. Managed types (wanted or
-    removed) end up at most once each; other types are kept untouched and in order.
-    """
-    wanted_by_type = {c["type"]: c for c in wanted}
-    managed = set(wanted_by_type) | set(remove)
-    out: list[Obj] = []
-    emitted: set[str] = set()
-    for cond in existing:
-        ctype = cond.get("type", "")
-        if ctype not in managed:
-            out.append(cond)
-            continue
-        if ctype in emitted or ctype not in wanted_by_type:
-            continue  # a duplicate, or a removed type
-        out.append(_condition(wanted_by_type[ctype], cond, now))
-        emitted.add(ctype)
-    for ctype, want in wanted_by_type.items():
-        if ctype not in emitted:
-            out.append(_condition(want, None, now))
-    return None if out == list(existing) else out
-
-
-def _condition(want: Mapping[str, Any], old: Obj | None, now: str) -> Obj:
-    cond: Obj = {"type": want["type"], "status": want["status"]}
-    for field in ("reason", "message"):
-        if want.get(field):
-            cond[field] = want[field]
-    if old is None:
-        cond["lastTransitionTime"] = now
-        return cond
-    if all(old.get(k) == cond.get(k) for k in ("type", "status", "reason", "message")):
-        return old  # unchanged: keep the exact object, so the list compares equal
-    same_status = old.get("status") == want["status"]
-    cond["lastTransitionTime"] = old.get("lastTransitionTime") if same_status else now
-    if not cond["lastTransitionTime"]:
-        cond["lastTransitionTime"] = now
-    if old.get("lastProbeTime"):
-        cond["lastProbeTime"] = old["lastProbeTime"]
-    return cond
-
-
 def set_pod_conditions(
     api: ApiClient,
     pod: Obj,
@@ -267,21 +204,7 @@ def set_pod_conditions(
     return update_with_retry(api, pod, mutate, resource=PODS, subresource="status", max_conflicts=max_conflicts)
 
 
-def get_condition(obj: Obj, ctype: str) -> Obj | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return dict(cond)
-    return None
-
-
 # ---- Node taints and cordon ------------------------------------------------------------------
-
-
-def has_taint(node: Obj, key: str, effect: str | None = None) -> bool:
-    return any(
-        t.get("key") == key and (effect is None or t.get("effect") == effect)
-        for t in (node.get("spec") or {}).get("taints") or []
-    )
 
 
 def ensure_taint(
@@ -338,17 +261,6 @@ def remove_taint(api: ApiClient, node: Obj, key: str, effect: str | None = None)
         return {"spec": {"taints": kept or None}}
 
     return update_with_retry(api, node, mutate, resource=NODES)
-
-
-def is_cordoned(node: Obj) -> bool:
-    """``kubectl cordon`` sets spec.unschedulable."""
-    return bool((node.get("spec") or {}).get("unschedulable"))
-
-
-def cordon_reason(node: Obj) -> str | None:
-    """The operator's reason for the cordon, from SUNK's annotation, if any."""
-    reason = (_meta(node).get("annotations") or {}).get(names.ANN_CORDON_REASON)
-    return reason or None
 
 
 def set_unschedulable(api: ApiClient, node: Obj, unschedulable: bool = True) -> PatchResult:

@@ -12,6 +12,7 @@ from kubernetes.client import ApiClient
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
 from sunk.times import rfc3339
+from sunk.translate import objects
 from sunk.types import Obj
 
 
@@ -26,8 +27,8 @@ def request_reboot(api: ApiClient, node: Obj, condition: str, reason: str, messa
 
     def mutate(current: Obj) -> Obj | None:
         existing = (current.get("status") or {}).get("conditions") or []
-        new = kp.merge_conditions(existing, [want], now=now)
+        new = objects.merge_conditions(existing, [want], now=now)
         return None if new is None else {"status": {"conditions": new}}
 
     result = kp.update_with_retry(api, node, mutate, resource=NODES, subresource="status")
-    return kp.get_condition(result.obj or node, condition) or want
+    return objects.get_condition(result.obj or node, condition) or want

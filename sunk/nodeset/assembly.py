@@ -32,7 +32,8 @@ from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
 from sunk.slurm.cache import NODE, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
-from sunk.translate.nodeset.pod import pending_deletion, pod_hash, ready
+from sunk.translate.nodeset.pod import pending_deletion, pod_hash
+from sunk.translate.objects import pod_ready, slim_node
 from sunk.translate.slurmd import slurm_node_name
 from sunk.types import Obj
 
@@ -49,15 +50,9 @@ class Operator:
     reconciler: NodeSetReconciler
 
 
-def slim_node(node: Obj) -> Obj:
+def operator_slim_node(node: Obj) -> Obj:
     """What the operator reads of a Node: its name, labels, deletion and addresses."""
-    meta = node.get("metadata") or {}
-    return {
-        "apiVersion": node.get("apiVersion", "v1"), "kind": node.get("kind", "Node"),
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels", "deletionTimestamp")
-                     if k in meta},
-        "status": {"addresses": (node.get("status") or {}).get("addresses") or []},
-    }
+    return slim_node(node, labels=True, deletion=True, addresses=True)
 
 
 def node_view(node: Obj) -> tuple[Any, ...]:
@@ -69,7 +64,7 @@ def node_view(node: Obj) -> tuple[Any, ...]:
 def pod_view(pod: Obj) -> tuple[Any, ...]:
     """What the plan reads of a Pod; the kubelet's other status writes change none of it."""
     meta = pod.get("metadata") or {}
-    return (meta.get("deletionTimestamp"), pending_deletion(pod), pod_hash(pod), ready(pod),
+    return (meta.get("deletionTimestamp"), pending_deletion(pod), pod_hash(pod), pod_ready(pod),
             (pod.get("spec") or {}).get("nodeName"), (meta.get("labels") or {}).get(names.LABEL_NODESET))
 
 
@@ -96,7 +91,7 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     pods = Informer(api, PODS, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeset-pods")
     pods.add_indexer(INDEX_NODESET, nodeset_key)
     pods.add_indexer(INDEX_SLURM_NODE, lambda pod: [slurm_node_name(pod)])
-    nodes = Informer(api, NODES, transform=slim_node, name="nodes")
+    nodes = Informer(api, NODES, transform=operator_slim_node, name="nodes")
     recorder = EventRecorder(api, component=NAME)
     reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
                                    slurm_cache=cache, recorder=recorder, stale_retry=config.stale_retry)

@@ -43,7 +43,7 @@ from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Node, NodeUpdate
 from sunk.times import rfc3339
-from sunk.translate import nodestate
+from sunk.translate import nodestate, objects
 from sunk.translate.nodeset.plan import Facts, Plan, decide, drain_still_due, safe_to_delete, undrain_still_due
 from sunk.translate.nodeset.slices import slice_object
 from sunk.translate.slurmd import slurm_node_name
@@ -230,7 +230,7 @@ class NodeSetReconciler:
         def mutate(current: Obj) -> Obj | None:
             status = current.get("status") or {}
             existing = status.get("conditions") or []
-            conditions = kp.merge_conditions(existing, plan.conditions, now=now)
+            conditions = objects.merge_conditions(existing, plan.conditions, now=now)
             wanted: dict[str, Any] = {**plan.status, "conditions": existing if conditions is None else conditions}
             if all(status.get(k) == v for k, v in wanted.items()):
                 return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 
 from sunk.slurm.models import Job
+from sunk.translate.objects import uid_of
 from sunk.types import Obj
 
 from .context import INDEX_NODE, SyncerContext
@@ -51,7 +52,7 @@ class KubeFacts:
         pod = self.ctx.all_pods.get(key)
         if pod is None:
             return None
-        return str((pod.get("metadata") or {}).get("uid") or "")
+        return uid_of(pod)
 
     @property
     def scheduler_names(self) -> frozenset[str]:

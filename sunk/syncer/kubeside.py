@@ -29,6 +29,7 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
 from sunk.slurm.models import Node
 from sunk.times import rfc3339
+from sunk.translate import objects
 from sunk.types import Obj
 
 from . import metrics, podcordon
@@ -73,7 +74,7 @@ class KubeSideReconciler:
                 metrics.KUBE_WRITES.labels(kind="pod_conditions").inc()
                 log.debug("pod %s/%s: conditions %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
                           [f"{c['type']}={c['status']}" for c in wanted])
-        if labels and kp.metadata_diff(pod["metadata"].get("labels"), labels):
+        if labels and objects.metadata_diff(pod["metadata"].get("labels"), labels):
             kp.set_labels(self.ctx.api, pod, labels)
             metrics.KUBE_WRITES.labels(kind="pod_labels").inc()
 
@@ -92,7 +93,7 @@ class KubeSideReconciler:
 
         def mutate(current: Obj) -> Obj | None:
             existing = (current.get("status") or {}).get("conditions") or []
-            new = kp.merge_conditions(existing, wanted, now=now)
+            new = objects.merge_conditions(existing, wanted, now=now)
             return None if new is None else {"status": {"conditions": new}}
 
         result = kp.update_with_retry(self.ctx.api, k8s_node, mutate, resource=NODES, subresource="status")

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import attrs
 
-from sunk.kube import patch as kp
+from sunk.translate import objects
+from sunk.translate.views import NodeView, PodView
 from sunk.types import Obj
 
 COND_POD_CORDONED = "SlurmNodeCordoned"
@@ -36,22 +37,22 @@ class Cordon:
 
 def desired_condition(pod: Obj, k8s_node: Obj | None) -> dict[str, str] | None:
     """The cordon condition the Pod should carry, or None when it should carry none (never cordoned)."""
-    has = kp.get_condition(pod, COND_POD_CORDONED) is not None
     if k8s_node is None:
         # An unbound Pod, or its Node is unknown: keep whatever we said last (no evidence either way).
         return None
-    if kp.is_cordoned(k8s_node):
+    node = NodeView(k8s_node)
+    if node.cordoned:
         # The message is the operator's reason verbatim (empty without one), so it reads back exactly.
         return {"type": COND_POD_CORDONED, "status": "True", "reason": REASON_CORDONED,
-                "message": kp.cordon_reason(k8s_node) or ""}
-    if has:
+                "message": node.cordon_reason or ""}
+    if PodView(pod).condition(COND_POD_CORDONED) is not None:
         return {"type": COND_POD_CORDONED, "status": "False", "reason": REASON_UNCORDONED, "message": ""}
     return None
 
 
 def pod_cordon(pod: Obj | None) -> Cordon:
     """Read the marker back: what the Slurm side drains on."""
-    cond = kp.get_condition(pod or {}, COND_POD_CORDONED)
+    cond = objects.condition(pod, COND_POD_CORDONED)
     if not cond or cond.get("status") != "True":
         return Cordon(False)
     return Cordon(True, reason=str(cond.get("message") or "") or None,

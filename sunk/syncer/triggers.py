@@ -26,7 +26,7 @@ from sunk import names
 from sunk.controller.periodic import Periodic
 from sunk.slurm.cache import JOB, NODE, CacheEvent
 from sunk.translate import drains
-from sunk.translate.gang import is_terminal
+from sunk.translate.objects import is_terminal
 from sunk.types import Obj
 
 from .context import SyncerContext, nodeslice_slurm_nodes, slurm_node_name

@@ -71,8 +71,9 @@ from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.times import epoch, rfc3339
 
-from .gang import GangIdentity, gang_of, identity_of, is_placeholder, is_terminal, owner
+from .gang import GangIdentity, gang_of, identity_of, is_placeholder, owner
 from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
+from .objects import has_taint, is_terminal, node_ready
 from .podjob import PlaceholderIdentity
 
 Obj = Mapping[str, Any]
@@ -571,16 +572,6 @@ def _stuck(drain: StuckPodDrain, facts: CauseFacts) -> Cause:
     return Cause(False, f"Pod {drain.pod} (uid {drain.uid}) is gone and Node {drain.k8s_node} is Ready")
 
 
-def node_ready(node: Optional[Obj]) -> bool:
-    """The Node exists and its Ready condition is True (False and Unknown: its kubelet is gone or failing)."""
-    if node is None:
-        return False
-    for cond in (node.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False  # a Node that never reported Ready is not
-
-
 def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     """Whether the lock (annotation and taint) says what Slurm's jobs on the node call for.
 
@@ -591,7 +582,7 @@ def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
         return Cause(None, "no slurmd Pod on a known Node: the lock cannot be read")
     annotations = (facts.pod.get("metadata") or {}).get("annotations") or {}
     state = parse_state(annotations.get(names.LOCK_KEY))
-    tainted = any(t.get("key") == names.LOCK_KEY for t in (facts.k8s_node.get("spec") or {}).get("taints") or ())
+    tainted = has_taint(facts.k8s_node, names.LOCK_KEY)
     busy = bool(jobs) or node.running_jobs
     if busy:
         strict = any(is_placeholder(j) for j in jobs)

@@ -69,7 +69,9 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Job
 
-from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, PlaceholderIdentity, annotations_of, gpu_clauses
+from .keys import GangKey, is_gang
+from .objects import annotations_of, controller_ref, labels_of
+from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, PlaceholderIdentity, gpu_clauses
 from .quantity import cpus, megabytes
 from .resources import pod_requests
 
@@ -102,7 +104,6 @@ MODE_JOBSET = "jobset"
 MODE_REPLICATED_JOB = "replicated-job"
 MODE_JOB = "job"
 
-OWNER_PREFIX = "gang:"
 MEMBER_TAG_CHARS = 8
 PROLOG_REASON = "Prolog"  # a running job's reason while its prolog runs (PrologFlags=Alloc)
 # The identity's longest text: Slurm (24.11 to 26.05) refuses an Extra or Comment over 1024 characters;
@@ -145,27 +146,22 @@ class Gang:
 
 
 def owner(namespace: str, key: str) -> str:
-    return f"{OWNER_PREFIX}{namespace}/{key}"
+    """The gang's owner string (``gang:<namespace>/<key>``), as queued, signed and stored: ``GangKey``'s."""
+    return str(GangKey(namespace, key))
 
 
 def is_gang_owner(text: str) -> bool:
-    return text.startswith(OWNER_PREFIX)
+    return is_gang(text)
 
 
 def split_owner(text: str) -> tuple[str, str]:
     """``gang:<namespace>/<key>`` -> (namespace, key); ValueError for anything else."""
-    if not is_gang_owner(text) or "/" not in text:
-        raise ValueError(f"not a gang: {text!r}")
-    namespace, _, key = text[len(OWNER_PREFIX):].partition("/")
-    return namespace, key
+    parsed = GangKey.parse(text)
+    return parsed.namespace, parsed.key
 
 
 def _mode(pod: Obj) -> str:
     return str(annotations_of(pod).get(names.ANN_GANG, "")).strip().lower()
-
-
-def _labels(pod: Obj) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("labels") or {}
 
 
 def _first(labels: Mapping[str, str], keys: Iterable[str]) -> str:
@@ -174,10 +170,8 @@ def _first(labels: Mapping[str, str], keys: Iterable[str]) -> str:
 
 def _owner_job(pod: Obj) -> tuple[str, str]:
     """(name, UID) of the Job that controls the Pod, from its owner references; ("", "") if none."""
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/") and ref.get("controller"):
-            return str(ref.get("name") or ""), str(ref.get("uid") or "")
-    return "", ""
+    ref = controller_ref(pod, "Job", "batch")
+    return ("", "") if ref is None else (str(ref.get("name") or ""), str(ref.get("uid") or ""))
 
 
 def gang_of(pod: Obj) -> Optional[Gang]:
@@ -186,7 +180,7 @@ def gang_of(pod: Obj) -> Optional[Gang]:
     of the job's Extra (the apiserver never lets them through) make no gang either."""
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
-    labels = _labels(pod)
+    labels = labels_of(pod)
     mode = _mode(pod)
     if mode == MODE_NONE:
         return None
@@ -284,16 +278,16 @@ def expected(gang: Gang, pods: Sequence[Obj], *, job: Optional[Obj] = None, pod_
 def _jobset_expected(gang: Gang, child_jobs: Sequence[Obj]) -> Expected:
     where = gang.describe()
     mine = [j for j in child_jobs
-            if _labels(j).get(JOBSET_NAME) == gang.name
-            and str(_labels(j).get(JOBSET_RESTART_ATTEMPT) or "0") == gang.restart_attempt
-            and (not gang.part or _labels(j).get(JOBSET_REPLICATED_JOB) == gang.part)]
+            if labels_of(j).get(JOBSET_NAME) == gang.name
+            and str(labels_of(j).get(JOBSET_RESTART_ATTEMPT) or "0") == gang.restart_attempt
+            and (not gang.part or labels_of(j).get(JOBSET_REPLICATED_JOB) == gang.part)]
     if not mine:
         return Expected(None, f"waiting for the Jobs of {where} to be known")
     if gang.part:
-        count = _int(_labels(mine[0]).get(JOBSET_REPLICATED_JOB_REPLICAS))
+        count = _int(labels_of(mine[0]).get(JOBSET_REPLICATED_JOB_REPLICAS))
         label = JOBSET_REPLICATED_JOB_REPLICAS
     else:
-        count = _int(_labels(mine[0]).get(JOBSET_GLOBAL_REPLICAS))
+        count = _int(labels_of(mine[0]).get(JOBSET_GLOBAL_REPLICAS))
         label = JOBSET_GLOBAL_REPLICAS
     if count is None:
         return Expected(None, f"{where}: its Jobs do not say how many there are ({label}; older JobSet releases "
@@ -309,17 +303,8 @@ def missing(gang_description: str, present: int, size: int) -> str:
 
 
 # -- members ---------------------------------------------------------------------------------------
-def is_terminal(pod: Obj) -> bool:
-    """Its containers are done (Succeeded or Failed): it holds no node any more."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def is_deleting(pod: Obj) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
 def _index(pod: Obj, key: str) -> tuple[int, ...]:
-    value = _labels(pod).get(key)
+    value = labels_of(pod).get(key)
     if value is None:
         value = annotations_of(pod).get(key)
     number = _int(value)
@@ -331,7 +316,7 @@ def member_order(pod: Obj) -> tuple[Any, ...]:
     index, then by name and UID: the same order on every reconcile and after a restart."""
     meta = pod.get("metadata") or {}
     return (_index(pod, LWS_WORKER_INDEX), _index(pod, JOBSET_JOB_GLOBAL_INDEX),
-            str(_labels(pod).get(JOBSET_REPLICATED_JOB) or ""), _index(pod, JOBSET_JOB_INDEX),
+            str(labels_of(pod).get(JOBSET_REPLICATED_JOB) or ""), _index(pod, JOBSET_JOB_INDEX),
             _index(pod, JOB_COMPLETION_INDEX), str(meta.get("name") or ""), str(meta.get("uid") or ""))
 
 

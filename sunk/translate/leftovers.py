@@ -32,13 +32,14 @@ from sunk import names
 from sunk.slurm.models import Node
 
 from .drains import HookUnreachableDrain, LockTimeoutDrain, is_sunks, parse
+from .objects import annotations_of, has_taint, name_of
 
 Obj = Mapping[str, Any]
 
 
 def lock_tainted(node: Obj) -> bool:
     """The Node carries sunk's lock taint, with whatever effect (an earlier ``--lock-taint-effect``'s too)."""
-    return any(t.get("key") == names.LOCK_KEY for t in (node.get("spec") or {}).get("taints") or ())
+    return has_taint(node, names.LOCK_KEY)
 
 
 def hosts(pods: Iterable[Obj]) -> frozenset[str]:
@@ -48,14 +49,13 @@ def hosts(pods: Iterable[Obj]) -> frozenset[str]:
 
 def nodes_to_unlock(nodes: Iterable[Obj], among: Optional[Collection[str]]) -> list[str]:
     """The names of the Nodes whose lock taint goes, sorted: those ``among`` (None: every Node) that carry it."""
-    names_ = ((node.get("metadata") or {}).get("name", "") for node in nodes if lock_tainted(node))
+    names_ = (name_of(node) for node in nodes if lock_tainted(node))
     return sorted(name for name in names_ if name and (among is None or name in among))
 
 
 def lock_annotations(pod: Obj) -> list[str]:
     """The annotations of sunk's lock on a slurmd Pod (the lock state, the lock requests), sorted: to remove."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    return sorted(key for key in annotations
+    return sorted(key for key in annotations_of(pod)
                   if key == names.LOCK_KEY or key.startswith(names.LOCK_REQUEST_PREFIX))
 
 

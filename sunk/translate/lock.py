@@ -33,6 +33,8 @@ from sunk import names
 from sunk.times import epoch
 from sunk.types import Obj
 
+from .objects import annotations_of, conditions_of, is_deleting
+
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
 # the taint's effect does not turn it into an eviction.
 LOCK_TOLERATION: Obj = {"key": names.LOCK_KEY, "operator": "Exists"}
@@ -93,7 +95,7 @@ class Vouched:
         return cls(trust_all=True)
 
     def placed_by_sunk(self, pod: Obj) -> bool:
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_JOB_ID)
+        text = annotations_of(pod).get(names.ANN_JOB_ID)
         if text is None:
             return False
         if self.trust_all:
@@ -108,7 +110,7 @@ class Vouched:
         """When a Pod believed only for its recent binding stops being believed (None: not such a Pod).
 
         Nothing else happens on a node when that time passes, so a lock must look again then."""
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_JOB_ID)
+        text = annotations_of(pod).get(names.ANN_JOB_ID)
         if text is None or self.trust_all or _job_id(text) in self.job_ids or not self.placed_by_sunk(pod):
             return None
         bound_at = bound_time(pod)
@@ -117,7 +119,7 @@ class Vouched:
 
 def bound_time(pod: Mapping[str, Any]) -> float | None:
     """When the Pod was bound (its PodScheduled=True condition), else created; None if unknown."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
+    for condition in conditions_of(pod):
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             stamp = epoch(condition.get("lastTransitionTime"))
             if stamp is not None:
@@ -146,10 +148,9 @@ def pods_to_evict(pods: Sequence[Obj], *, strict: bool, effect: str, vouched: Vo
         # A toleration counts for Pods that do not claim a job. One that names a job no fact of this
         # node backs may hold the toleration sunk gave it while it was believed (NoExecute locks):
         # that toleration is sunk's, not its own, and keeps nothing once the claim is not believed.
-        if tolerates_lock(pod, effect) and names.ANN_JOB_ID not in ((pod.get("metadata") or {}).get("annotations")
-                                                                    or {}):
+        if tolerates_lock(pod, effect) and names.ANN_JOB_ID not in annotations_of(pod):
             continue
-        if (pod.get("metadata") or {}).get("deletionTimestamp") and not strict:
+        if is_deleting(pod) and not strict:
             continue
         blocking.append(pod)
     return blocking
@@ -166,7 +167,7 @@ def pods_to_tolerate(pods: Sequence[Obj], effect: str, vouched: Vouched) -> list
     if effect != "NoExecute":
         return []
     return [p for p in pods if vouched.placed_by_sunk(p) and not finished(p) and not tolerates_lock(p, effect)
-            and not (p.get("metadata") or {}).get("deletionTimestamp")]
+            and not is_deleting(p)]
 
 
 def next_state(*, strict: bool, blocking: bool) -> LockState:

@@ -44,6 +44,8 @@ from sunk.slurm.models import Node
 from sunk.times import epoch
 
 from . import drains, poddown
+from .objects import condition, condition_true
+from .views import PodView
 
 Obj = Mapping[str, Any]
 NONE, DRAIN, UNDRAIN = "none", "drain", "undrain"
@@ -80,32 +82,22 @@ class DrainAction:
     why: str = ""
 
 
-def _condition(obj: Optional[Obj], ctype: str) -> Optional[Obj]:
-    conditions: list[Obj] = ((obj or {}).get("status") or {}).get("conditions") or []
-    for cond in conditions:
-        if cond.get("type") == ctype:
-            return cond
-    return None
-
-
 def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
     """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node, or None."""
-    pod = facts.pod
-    if pod is None:
+    if facts.pod is None:
         return poddown.missing_reason(facts.namespace, facts.slurm_node)
-    meta = pod.get("metadata") or {}
-    where = f"{meta.get('namespace', facts.namespace)}/{meta.get('name', facts.slurm_node)}"
-    if meta.get("deletionTimestamp"):
+    pod = PodView(facts.pod)
+    where = f"{pod.namespace or facts.namespace}/{pod.name or facts.slurm_node}"
+    if pod.deleting:
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is being deleted"
-    pending = (meta.get("annotations") or {}).get(names.ANN_PENDING_DELETION)
+    pending = pod.annotations.get(names.ANN_PENDING_DELETION)
     if pending is not None:
         return pending_deletion_reason(where, str(pending))
     if facts.cordon.cordoned:
-        node = ((pod.get("spec") or {}).get("nodeName")) or "its node"
+        node = pod.node_name or "its node"
         because = f": {facts.cordon.reason}" if facts.cordon.reason else ""
         return f"{names.K8S_DRAIN_PREFIX} node {node} is cordoned{because}"
-    ready = _condition(pod, "Ready")
-    if ready is None or ready.get("status") != "True":
+    if not pod.condition_true("Ready"):
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is not ready"
     return None
 
@@ -121,7 +113,7 @@ def pending_deletion_reason(where: str, why: str) -> str:
 
 
 def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:
-    cond = _condition(pod, names.COND_HPC_VERIFICATION)
+    cond = condition(pod, names.COND_HPC_VERIFICATION)
     if cond is None or cond.get("status") != "True" or drained_at is None:
         return False
     passed = epoch(cond.get("lastTransitionTime"))
@@ -187,12 +179,11 @@ def extra_facts(facts: PodSide) -> dict[str, Any]:
     """The Syncer's keys in the node's Extra JSON: where the node runs, and what holds it back."""
     pod = facts.pod
     meta = (pod or {}).get("metadata") or {}
-    ready = _condition(pod, "Ready")
     return {
         "pod": meta.get("name"),
         "namespace": meta.get("namespace", facts.namespace) if pod else None,
         "node": ((pod or {}).get("spec") or {}).get("nodeName"),
-        "ready": bool(ready and ready.get("status") == "True"),
+        "ready": condition_true(pod, "Ready"),
         "deleting": bool(meta.get("deletionTimestamp")),
         "cordoned": bool(facts.cordon.cordoned),
         "cordon_reason": facts.cordon.reason,

@@ -19,7 +19,8 @@ from sunk import names
 from sunk.slurm.models import JobRequest
 
 from .gang import Gang, GangIdentity, disagreements, member_tag, per_node
-from .podjob import Obj, _text, annotations_of, constraint, gpu_clauses, gpu_type, pod_to_job
+from .objects import annotations_of
+from .podjob import Obj, _text, constraint, gpu_clauses, gpu_type, pod_to_job
 from .policy import IdentityPolicy
 
 # The script runs curl and date; the job's environment is only what the submission gives it.

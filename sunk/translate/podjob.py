@@ -45,6 +45,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import JobRequest
 
+from .objects import annotations_of
 from .quantity import cpus, is_whole, megabytes
 from .resources import pod_requests
 
@@ -139,10 +140,6 @@ class PlaceholderIdentity:
             return None
         uid, namespace, name, scheduler = match.groups()
         return cls(uid=uid, namespace=namespace, name=name, scheduler=scheduler or "")
-
-
-def annotations_of(pod: Obj) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
 
 
 def _integer(value: object) -> Optional[int]:

@@ -33,7 +33,8 @@ from attrs import frozen
 
 from sunk import names
 
-from .podjob import EXCLUSIVE_MODES, SLURM_UINT32_MAX, Identity, Obj, ValidationError, _integer, annotations_of
+from .objects import annotations_of
+from .podjob import EXCLUSIVE_MODES, SLURM_UINT32_MAX, Identity, Obj, ValidationError, _integer
 
 _RANGE = re.compile(r"\s*([0-9]{1,10})\s*(?:-\s*([0-9]{1,10})\s*)?", re.ASCII)
 _NAME_LISTS = {"accounts": names.ANN_ACCOUNT, "partitions": names.ANN_PARTITION, "qos": names.ANN_QOS,

@@ -25,11 +25,11 @@ from sunk import names
 from sunk.times import epoch
 
 from . import drains
-from .drains import StuckPodDrain, node_ready
+from .drains import StuckPodDrain
 
 Obj = Mapping[str, Any]
 
-__all__ = ["drain_for", "grace_ends_at", "node_ready", "should_drain"]
+__all__ = ["drain_for", "grace_ends_at", "should_drain"]
 
 
 def drain_for(pod: Obj, job_id: int) -> Optional[StuckPodDrain]:

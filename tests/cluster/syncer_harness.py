@@ -35,6 +35,7 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PODS
 from sunk.slurm import NodeUpdate, connect
 from sunk.slurm.models import Node
+from sunk.translate import objects
 
 NODES_UNDER_TEST = ("node3", "node4")
 TEST_LABEL = "sunk.dev/syncer-test"
@@ -196,7 +197,7 @@ class Cluster:
 
     def pod_condition(self, name: str, ctype: str) -> dict[str, Any] | None:
         pod = self.pod(name)
-        return kp.get_condition(pod, ctype) if pod else None
+        return objects.get_condition(pod, ctype) if pod else None
 
     def k8s_node(self, name: str) -> dict[str, Any]:
         return kc.get(self.api, NODES, name)

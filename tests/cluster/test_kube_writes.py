@@ -12,6 +12,7 @@ from kube_testns import create_namespace, purge_namespace
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PDBS, PODS
+from sunk.translate import objects
 
 
 @pytest.fixture
@@ -118,10 +119,10 @@ def test_set_pod_conditions_retries_on_409_and_keeps_the_other_writers_condition
     # A message change keeps lastTransitionTime; a status flip moves it (or keeps it within the same second).
     before = by_type["SlurmDrain"]["lastTransitionTime"]
     changed = kp.set_pod_conditions(kube_api, server, [{"type": "SlurmDrain", "status": "True", "message": "k8s: x"}])
-    assert changed.wrote and kp.get_condition(changed.obj, "SlurmDrain")["lastTransitionTime"] == before
+    assert changed.wrote and objects.get_condition(changed.obj, "SlurmDrain")["lastTransitionTime"] == before
     removed = kp.set_pod_conditions(kube_api, changed.obj, [], remove=["SlurmDrain"])
-    assert removed.wrote and kp.get_condition(removed.obj, "SlurmDrain") is None
-    assert kp.get_condition(removed.obj, "Ready") is not None
+    assert removed.wrote and objects.get_condition(removed.obj, "SlurmDrain") is None
+    assert objects.get_condition(removed.obj, "Ready") is not None
 
 
 def test_set_pod_conditions_repairs_duplicates(kube_api, namespace):
@@ -166,30 +167,30 @@ def test_taints_add_idempotent_conflict_and_remove(kube_api, node):
         ("example.com/other", None),
     }
     assert [t["key"] for t in server["spec"]["taints"]].count(lock) == 1
-    assert kp.has_taint(server, lock, "NoExecute")
+    assert objects.has_taint(server, lock, "NoExecute")
 
     # Another effect replaces ours (an operator changed the lock's effect): still one taint of the key.
     switched = kp.ensure_taint(kube_api, server, lock, "true", "NoSchedule")
     assert switched.wrote
     assert [(t["key"], t["effect"]) for t in switched.obj["spec"]["taints"] if t["key"] == lock] == [
         (lock, "NoSchedule")]
-    assert kp.has_taint(switched.obj, "example.com/other")
+    assert objects.has_taint(switched.obj, "example.com/other")
     server = switched.obj
 
     gone = kp.remove_taint(kube_api, server, lock)
-    assert gone.wrote and not kp.has_taint(gone.obj, lock)
-    assert kp.has_taint(gone.obj, "example.com/other")
+    assert gone.wrote and not objects.has_taint(gone.obj, lock)
+    assert objects.has_taint(gone.obj, "example.com/other")
     assert not kp.remove_taint(kube_api, gone.obj, lock).wrote
 
 
 def test_cordon_round_trip(kube_api, node):
-    assert not kp.is_cordoned(node)
+    assert not objects.is_cordoned(node)
     res = kp.set_unschedulable(kube_api, node, True)
-    assert res.wrote and kp.is_cordoned(res.obj)
-    assert kp.is_cordoned(kc.get(kube_api, NODES, node["metadata"]["name"]))
+    assert res.wrote and objects.is_cordoned(res.obj)
+    assert objects.is_cordoned(kc.get(kube_api, NODES, node["metadata"]["name"]))
     assert not kp.set_unschedulable(kube_api, res.obj, True).wrote
     back = kp.set_unschedulable(kube_api, res.obj, False)
-    assert back.wrote and not kp.is_cordoned(back.obj)
+    assert back.wrote and not objects.is_cordoned(back.obj)
 
 
 def test_evict_outcomes(kube_api, namespace):

@@ -34,7 +34,7 @@ from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
 from sunk.slurm.v0042 import parse_job
-from sunk.translate import drains
+from sunk.translate import drains, objects
 from sunk.translate.gang import GangIdentity, has_started, member_tag
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.podjob import PlaceholderIdentity
@@ -172,7 +172,7 @@ def unlocked(api, dev_cluster, node: str) -> None:
 
 
 def lock_taint(api, k8s_node: str) -> bool:
-    return kp.has_taint(kc.get(api, NODES, k8s_node), names.LOCK_KEY)
+    return objects.has_taint(kc.get(api, NODES, k8s_node), names.LOCK_KEY)
 
 
 def node_field(dev_cluster, node: str, field: str) -> str:
@@ -642,7 +642,7 @@ def test_reboot_sets_the_node_condition(kube_api, syncer, token):
                              headers=auth, timeout=10)
         assert resp.status_code == 200, resp.text
         assert resp.json()["k8s_node"] == "worker-4"
-        cond = kp.get_condition(kc.get(kube_api, NODES, "worker-4"), names.DEFAULT_REBOOT_CONDITION)
+        cond = objects.get_condition(kc.get(kube_api, NODES, "worker-4"), names.DEFAULT_REBOOT_CONDITION)
         assert cond is not None
         assert (cond["status"], cond["reason"], cond["message"]) == ("True", "production-powerreset", "test reboot")
     finally:
@@ -671,11 +671,11 @@ def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, de
         assert resp.status_code == 200, resp.text
         assert resp.json()["k8s_node"] == "worker-4" and resp.json()["condition"]["type"] == condition
         node = kc.get(kube_api, NODES, "worker-4")
-        cond = kp.get_condition(node, condition)
+        cond = objects.get_condition(node, condition)
         assert cond is not None
         assert (cond["status"], cond["reason"]) == ("True", reason)
         assert "node4" in cond["message"]  # no message asked: the default one names the Slurm node
-        assert kp.get_condition(node, names.DEFAULT_REBOOT_CONDITION) is None
+        assert objects.get_condition(node, names.DEFAULT_REBOOT_CONDITION) is None
     finally:
         replica.stop()
         _remove_node_condition(kube_api, "worker-4", condition)

@@ -17,8 +17,8 @@ from test_scheduler import create_pod, placed, scheduler_process, serving
 
 from sunk import names
 from sunk.kube import client as kc
-from sunk.kube import patch as kp
 from sunk.kube.resources import EVENTS, LEASES, NODES, PODS
+from sunk.translate import objects
 from sunk.translate.lock import tolerates_lock
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
@@ -169,14 +169,15 @@ def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_ap
         job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node3",
                                 "--wrap", "sleep 60").stdout.strip()
         wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "locked", 40, "node3 locked")
-        assert kp.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY, "NoExecute")
+        assert objects.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY, "NoExecute")
         assert tolerates_lock(kc.get(kube_api, PODS, "inference", namespace), "NoExecute")
         # Evicted: terminating, or already gone (the fake kubelet honours a grace period of 0 at once).
         web = next((p for p in kc.list_objects(kube_api, PODS, namespace) if p["metadata"]["name"] == "web"), None)
         assert web is None or web["metadata"].get("deletionTimestamp"), web
         dev_cluster.slurm("scancel", job)
         wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "false", 40, "node3 unlocked")
-        wait_for(lambda: not kp.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY), 10, "taint removal")
+        wait_for(lambda: not objects.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY), 10,
+                 "taint removal")
     finally:
         if job:
             dev_cluster.slurm("scancel", job, check=False)

@@ -33,6 +33,7 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import PODS
 from sunk.syncer.podcordon import COND_POD_CORDONED
 from sunk.times import rfc3339
+from sunk.translate import objects
 from sunk.translate.nodestate import pending_deletion_reason
 
 A, B = NODES_UNDER_TEST  # node3, node4
@@ -301,7 +302,7 @@ def test_drain_in_slurm_shows_on_pod_conditions_labels_and_node(cluster: Cluster
                  "the drain label")
         pod = cluster.pod(B)
         assert pod is not None
-        responding = kp.get_condition(pod, names.COND_SLURM_NOT_RESPONDING)
+        responding = objects.get_condition(pod, names.COND_SLURM_NOT_RESPONDING)
         assert responding is not None  # node4's slurmd may flap: the label follows the condition, whichever it is
         assert pod["metadata"]["labels"][names.LABEL_NOT_RESPONDING] == responding["status"].lower()
         assert names.LABEL_RUNNING in pod["metadata"]["labels"]
@@ -309,7 +310,7 @@ def test_drain_in_slurm_shows_on_pod_conditions_labels_and_node(cluster: Cluster
             assert [c["type"] for c in pod["status"]["conditions"]].count(ctype) == 1
 
         def node_shows() -> bool:
-            cond = kp.get_condition(cluster.k8s_node(worker), names.COND_SLURM_CORDON)
+            cond = objects.get_condition(cluster.k8s_node(worker), names.COND_SLURM_CORDON)
             return bool(cond and cond["status"] == "True" and manual in (cond.get("message") or ""))
 
         wait_for(node_shows, PROPAGATION, f"{names.COND_SLURM_CORDON}=True on Node {worker}")
@@ -318,7 +319,7 @@ def test_drain_in_slurm_shows_on_pod_conditions_labels_and_node(cluster: Cluster
 
         def cleared() -> bool:
             cond = cluster.pod_condition(B, names.COND_SLURM_DRAIN)
-            node_cond = kp.get_condition(cluster.k8s_node(worker), names.COND_SLURM_CORDON)
+            node_cond = objects.get_condition(cluster.k8s_node(worker), names.COND_SLURM_CORDON)
             labels = (cluster.pod(B) or {})["metadata"]["labels"]
             return bool(cond and cond["status"] == "False" and node_cond and node_cond["status"] == "False"
                         and labels.get(names.LABEL_DRAIN) == "false")
@@ -333,7 +334,7 @@ def _shows_responding(c: Cluster, name: str, responding: bool) -> bool:
     """The slurmd Pod's SlurmNotResponding condition (status and reason) and not_responding label, as the seeds
     name them, say ``responding``."""
     pod = c.pod(name)
-    cond = kp.get_condition(pod, names.COND_SLURM_NOT_RESPONDING) if pod else None
+    cond = objects.get_condition(pod, names.COND_SLURM_NOT_RESPONDING) if pod else None
     want = ("False", "SlurmResponding") if responding else ("True", "SlurmNotResponding")
     return bool(pod and cond and (cond["status"], cond.get("reason")) == want
                 and pod["metadata"]["labels"].get(names.LABEL_NOT_RESPONDING) == want[0].lower())

@@ -13,6 +13,7 @@ from sunk.locking.config import add_flags, config_from
 from sunk.slurm.models import Job, Node
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
+from sunk.translate import objects
 from sunk.types import Obj
 
 
@@ -163,7 +164,7 @@ class Api:
 
     def remove_taint(self, _api, node, key, effect=None):
         self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
-        return kp.PatchResult(kp.has_taint(node, key), node)
+        return kp.PatchResult(objects.has_taint(node, key), node)
 
     def evict(self, _api, obj, **_kw):
         self.calls.append(("evict", object_key(obj)))

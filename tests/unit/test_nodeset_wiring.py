@@ -12,7 +12,7 @@ from syncer_fakes import FakeInformer
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
 from sunk.nodeset import cli
-from sunk.nodeset.assembly import INDEX_SLURM_NODE, assemble, attach, slim_node
+from sunk.nodeset.assembly import INDEX_SLURM_NODE, assemble, attach, operator_slim_node
 from sunk.nodeset.config import OperatorConfig
 from sunk.nodeset.reconciler import INDEX_NODESET, nodeset_key
 from sunk.slurm.models import Node
@@ -118,7 +118,7 @@ def test_nodes_are_trimmed_to_what_the_plan_reads():
     full = node("worker-1", "10.0.3.1")
     full["status"].update(images=[{"names": ["x"] * 50}], conditions=[{"type": "Ready"}])
     full["spec"] = {"taints": []}
-    slim = slim_node(full)
+    slim = operator_slim_node(full)
     assert slim["status"] == {"addresses": full["status"]["addresses"]}
     assert slim["metadata"]["labels"] == {"pool": "gpu"} and "spec" not in slim
 

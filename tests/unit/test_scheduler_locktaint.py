@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.locktaint import LockTaints, NodeHealth, slim_node
+from scheduler.locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from sunk import names
 
 
@@ -40,12 +40,12 @@ def test_an_unknown_node_counts_as_evicting():
     assert LockTaints(Nodes()).evicts("w9") is True
 
 
-def test_slim_node_keeps_what_the_decision_and_the_informer_read():
-    slim = slim_node(node("w1", (names.LOCK_KEY, "NoExecute")))
+def test_scheduler_slim_node_keeps_what_the_decision_and_the_informer_read():
+    slim = scheduler_slim_node(node("w1", (names.LOCK_KEY, "NoExecute")))
     assert slim == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1", "uid": "u", "resourceVersion": "5"},
                     "spec": {"taints": [{"key": names.LOCK_KEY, "effect": "NoExecute"}]},
                     "status": {"conditions": [{"type": "Ready", "status": None}]}}
-    assert slim_node({"metadata": {"name": "w2"}})["spec"] == {"taints": []}
+    assert scheduler_slim_node({"metadata": {"name": "w2"}})["spec"] == {"taints": []}
 
 
 def ready(name, status, heartbeat="t1"):
@@ -55,9 +55,10 @@ def ready(name, status, heartbeat="t1"):
     return n
 
 
-def test_slim_node_keeps_the_ready_status_but_not_its_heartbeats():
-    assert slim_node(ready("w1", "True", "t1")) == slim_node(ready("w1", "True", "t2"))
-    assert slim_node(ready("w1", "Unknown"))["status"] == {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+def test_scheduler_slim_node_keeps_the_ready_status_but_not_its_heartbeats():
+    assert scheduler_slim_node(ready("w1", "True", "t1")) == scheduler_slim_node(ready("w1", "True", "t2"))
+    assert scheduler_slim_node(ready("w1", "Unknown"))["status"] == {
+        "conditions": [{"type": "Ready", "status": "Unknown"}]}
 
 
 @pytest.mark.parametrize(("nodes", "expected"), [
@@ -68,4 +69,4 @@ def test_slim_node_keeps_the_ready_status_but_not_its_heartbeats():
     ((node("w1"),), False),  # never reported Ready
 ], ids=["ready", "notready", "unknown", "gone", "no-status"])
 def test_a_node_is_ready_only_when_it_says_so(nodes, expected):
-    assert NodeHealth(Nodes(*(slim_node(n) for n in nodes))).ready("w1") is expected
+    assert NodeHealth(Nodes(*(scheduler_slim_node(n) for n in nodes))).ready("w1") is expected

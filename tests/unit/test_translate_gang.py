@@ -248,16 +248,6 @@ def test_members_without_indexes_go_by_name_then_uid():
         [("a", "9"), ("b", "1"), ("b", "2")]
 
 
-@pytest.mark.parametrize(("phase", "terminal"), [(None, False), ("Pending", False), ("Running", False),
-                                                 ("Succeeded", True), ("Failed", True), ("Unknown", False)])
-def test_a_finished_member_holds_no_node(phase, terminal):
-    assert g.is_terminal(pod(phase=phase)) is terminal
-
-
-def test_deleting():
-    assert g.is_deleting(pod(deleting=True)) and not g.is_deleting(pod())
-
-
 # -- what the one job asks for ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("requests", "share"), [
     ([("1", "1Gi", 0)] * 3, g.PerNode(1, 1024, 0)),

@@ -16,7 +16,7 @@ from sunk.translate.drains import (
     PlaceholderDrain,
     StuckPodDrain,
 )
-from sunk.translate.stuckpod import drain_for, grace_ends_at, node_ready, should_drain
+from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 STUCK = StuckPodDrain("team-a", "trainer-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-3", 12)
 
@@ -57,18 +57,6 @@ def test_drain_for_a_pod_needs_it_bound():
         "other-stuck", "lock-outage", "lock-timeout", "own-gang", "other-gang-job", "other-gang-namespace"])
 def test_the_scheduler_drains_over_a_condition_drain_or_its_own_pods_drain_only(drained, current, expected):
     assert should_drain(drained, current, STUCK) is expected
-
-
-@pytest.mark.parametrize(("node", "ready"), [
-    ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True),
-    ({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, False),
-    ({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}, False),
-    ({"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}}, False),
-    ({}, False),
-    (None, False),
-], ids=["ready", "notready", "unknown", "no-ready-condition", "no-status", "gone"])
-def test_node_ready(node, ready):
-    assert node_ready(node) is ready
 
 
 def test_the_grace_period_ends_at_the_deletion_timestamp():

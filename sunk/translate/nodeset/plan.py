@@ -44,6 +44,7 @@ from attrs import field, frozen
 from sunk import names
 from sunk.slurm.models import Node
 from sunk.translate import nodestate, selectors
+from sunk.translate.objects import is_deleting, pod_ready
 from sunk.translate.slurmd import k8s_node_name, slurm_node_name
 
 from . import naming, slices
@@ -182,7 +183,7 @@ def _layout(spec: NodeSetSpec, facts: Facts, pods_on: Mapping[str, list[Obj]]) -
     taken = {node: (name, facts.taken[name]) for node, name in usable.items() if name in facts.taken}
     usable = {node: name for node, name in usable.items() if node not in taken}
     for node in unnamed:  # a Node that cannot be named now (no InternalIP for a moment) keeps the Pod it has
-        live = [p for p in pods_on.get(node, []) if not podlib.terminating(p)]
+        live = [p for p in pods_on.get(node, []) if not is_deleting(p)]
         if live:
             usable[node] = str(live[0]["metadata"]["name"])
     capped: list[str] = []
@@ -240,7 +241,7 @@ def decide(facts: Facts) -> Plan:
     for p in pods:
         node, name = k8s_node_name(p), p["metadata"]["name"]
         final_mark[name] = podlib.pending_deletion(p)
-        if podlib.terminating(p):
+        if is_deleting(p):
             continue
         if node is not None and layout.assigned.get(node) == name:
             own[node] = p
@@ -260,25 +261,25 @@ def decide(facts: Facts) -> Plan:
 
         def unavailable(node: str) -> bool:
             p = own.get(node)
-            return p is None or not podlib.ready(p) or final_mark.get(p["metadata"]["name"]) is not None
+            return p is None or not pod_ready(p) or final_mark.get(p["metadata"]["name"]) is not None
 
         down = sum(unavailable(node) for node in layout.assigned)
 
         def order(node: str) -> tuple[int, int, str]:
             p = own[node]
             busy = (sn := slurm.get(slurm_node_name(p))) is not None and sn.running_jobs
-            return (int(podlib.ready(p)), int(busy), node)
+            return (int(pod_ready(p)), int(busy), node)
 
         for node in sorted((n for n in outdated if final_mark[own[n]["metadata"]["name"]] is None), key=order):
             p = own[node]
-            if podlib.ready(p):
+            if pod_ready(p):
                 if down >= limit:
                     break
                 down += 1
             final_mark[p["metadata"]["name"]] = WHY_UPDATE
 
     marks = [Mark(p["metadata"]["name"], _uid(p), final_mark[p["metadata"]["name"]]) for p in pods
-             if slurm is not None and not hold and not podlib.terminating(p)
+             if slurm is not None and not hold and not is_deleting(p)
              and final_mark[p["metadata"]["name"]] != podlib.pending_deletion(p)]
     drain, undrain, delete = _slurm_side(spec, pods, final_mark, None if hold else slurm)
     create = [podlib.desired_pod(spec, node, name, digest) for node, name in layout.assigned.items()
@@ -307,7 +308,7 @@ def _slurm_side(spec: NodeSetSpec, pods: Sequence[Obj], final_mark: Mapping[str,
         slurm_name = slurm_node_name(p)
         node = slurm.get(slurm_name)
         why = final_mark.get(name)
-        if podlib.terminating(p):
+        if is_deleting(p):
             continue
         if why is not None:
             if node is not None and not node.drained and not node.down:
@@ -316,7 +317,7 @@ def _slurm_side(spec: NodeSetSpec, pods: Sequence[Obj], final_mark: Mapping[str,
             # reads it too; and only once Slurm shows the node with no job.
             if podlib.pending_deletion(p) is not None and safe_to_delete(node):
                 delete.append(Delete(name, _uid(p), slurm_name, why))
-        elif (node is not None and node.drained and not node.down and podlib.ready(p)
+        elif (node is not None and node.drained and not node.down and pod_ready(p)
               and node.reason.startswith(nodestate.pending_deletion_prefix(_where(spec, name)))):
             undrain.append(slurm_name)
     return drain, undrain, delete
@@ -325,7 +326,7 @@ def _slurm_side(spec: NodeSetSpec, pods: Sequence[Obj], final_mark: Mapping[str,
 def _deleting(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj]) -> Plan:
     """The NodeSet is being deleted: mark, drain and delete every Pod, then let it go."""
     marks = [Mark(p["metadata"]["name"], _uid(p), WHY_DELETED) for p in pods
-             if not podlib.terminating(p) and podlib.pending_deletion(p) != WHY_DELETED and facts.slurm is not None]
+             if not is_deleting(p) and podlib.pending_deletion(p) != WHY_DELETED and facts.slurm is not None]
     final = {p["metadata"]["name"]: WHY_DELETED for p in pods}
     drain, _, delete = _slurm_side(spec, pods, final, facts.slurm)
     left = len(pods)
@@ -361,7 +362,7 @@ def _slices(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj], layout: _Layou
 def _status(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj], layout: _Layout | None,
             own: Mapping[str, Obj], digest: str = "") -> dict[str, Any]:
     previous = facts.nodeset.get("status") or {}
-    live = [p for p in pods if not podlib.terminating(p)]
+    live = [p for p in pods if not is_deleting(p)]
     status: dict[str, Any] = {
         "observedGeneration": spec.generation,
         "selector": f"{names.LABEL_NODESET}={spec.name}",
@@ -371,12 +372,12 @@ def _status(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj], layout: _Layou
         status.update(
             matching=len(layout.matching),
             assigned=len(layout.assigned),
-            ready=sum(podlib.ready(p) for p in own.values()),
+            ready=sum(pod_ready(p) for p in own.values()),
             updated=sum(podlib.pod_hash(p) == digest for p in own.values()),
         )
     else:  # a frozen or departing NodeSet: what is known without a usable spec
         status.update({k: previous.get(k, 0) for k in ("matching", "assigned")},
-                      ready=sum(podlib.ready(p) for p in live), updated=previous.get("updated", 0))
+                      ready=sum(pod_ready(p) for p in live), updated=previous.get("updated", 0))
     if facts.slurm is not None:
         status.update(slurm_counts(facts.slurm.get(slurm_node_name(p)) for p in pods))
     else:
@@ -410,7 +411,7 @@ def _conditions(spec: NodeSetSpec, layout: _Layout, pods: Sequence[Obj], own: Ma
                                "read again"))
     else:
         conds.append(condition(SLURM_REACHABLE, True, "SlurmReachable"))
-    going = sum(1 for p in pods if final_mark.get(p["metadata"]["name"]) is not None or podlib.terminating(p))
+    going = sum(1 for p in pods if final_mark.get(p["metadata"]["name"]) is not None or is_deleting(p))
     if outdated and spec.strategy != ON_DELETE:
         conds.append(condition(PROGRESSING, True, "RollingUpdate",
                                f"{len(layout.assigned) - len(outdated)} of {len(layout.assigned)} Pods updated"))
@@ -422,7 +423,7 @@ def _conditions(spec: NodeSetSpec, layout: _Layout, pods: Sequence[Obj], own: Ma
                                f"{going} slurmd Pods go once their Slurm nodes are drained and idle"))
     else:
         conds.append(condition(PROGRESSING, False, "Complete"))
-    ready = sum(podlib.ready(p) for p in own.values())
+    ready = sum(pod_ready(p) for p in own.values())
     total = len(layout.assigned)
     conds.append(condition(READY, total > 0 and ready == total, "AllReady" if total and ready == total else "NotReady",
                            f"{ready} of {total} assigned Nodes have a Ready slurmd Pod"))

@@ -36,6 +36,7 @@ from typing import Any
 
 from sunk import names
 
+from ..objects import annotations_of
 from ..podtoken import DEFAULT_AUDIENCE
 from .spec import SLURMD_CONTAINER, NodeSetSpec
 
@@ -137,24 +138,10 @@ def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str) 
 
 
 def pod_hash(pod: Mapping[str, Any]) -> str | None:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_TEMPLATE_HASH)
+    return annotations_of(pod).get(names.ANN_TEMPLATE_HASH)
 
 
 def pending_deletion(pod: Mapping[str, Any]) -> str | None:
     """Why the operator will delete this Pod once its Slurm node is drained and idle (None: it will not)."""
-    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.ANN_PENDING_DELETION)
+    value = annotations_of(pod).get(names.ANN_PENDING_DELETION)
     return None if value is None else str(value)
-
-
-def terminating(pod: Mapping[str, Any]) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def ready(pod: Mapping[str, Any]) -> bool:
-    """Running, Ready and not terminating."""
-    if terminating(pod):
-        return False
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False

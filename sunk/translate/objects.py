@@ -1,0 +1,233 @@
+"""Readers of Kubernetes objects in wire form, one copy each, and the pure halves of sunk's writes.
+
+Why here: the clients (``sunk/kube/patch.py``), the reconcilers and the translation all read the
+same few fields (metadata, conditions, taints, readiness); the pure layer may import none of
+the others, so the one copy lives in it. Every reader takes whatever the apiserver stored,
+including what a Pod author wrote: a missing or null field reads as empty, never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional, cast
+
+from sunk import names
+
+Wire = Mapping[str, Any]
+"""An API object (or one of its parts) as the apiserver's JSON, read only."""
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+# ---- metadata -------------------------------------------------------------------------------
+
+
+def meta(obj: Wire) -> Wire:
+    """``metadata``, or an empty mapping."""
+    return obj.get("metadata") or {}
+
+
+def name_of(obj: Wire) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def namespace_of(obj: Wire) -> str:
+    return str(meta(obj).get("namespace") or "")
+
+
+def uid_of(obj: Wire) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def annotations_of(obj: Wire) -> Mapping[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def labels_of(obj: Wire) -> Mapping[str, str]:
+    return meta(obj).get("labels") or {}
+
+
+def is_deleting(obj: Wire) -> bool:
+    """A deletion was asked (``deletionTimestamp`` set); the object may still linger (finalizers, grace)."""
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def controller_ref(obj: Wire, kind: str, api_group: str) -> Optional[Wire]:
+    """The owner reference of the ``kind`` (of ``api_group``, any version) that controls ``obj``; None if none."""
+    for ref in meta(obj).get("ownerReferences") or ():
+        if (ref.get("kind") == kind and str(ref.get("apiVersion", "")).startswith(f"{api_group}/")
+                and ref.get("controller")):
+            return cast(Wire, ref)
+    return None
+
+
+# ---- status conditions ----------------------------------------------------------------------
+
+
+def conditions_of(obj: Wire) -> Iterator[Wire]:
+    """``status.conditions`` in order; entries that are not objects are passed over."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping):
+            yield cond
+
+
+def condition(obj: Optional[Wire], ctype: str) -> Optional[Wire]:
+    """The first condition of type ``ctype`` (the one kubectl and the kubelet read), or None."""
+    return next((c for c in conditions_of(obj or {}) if c.get("type") == ctype), None)
+
+
+def get_condition(obj: Wire, ctype: str) -> Optional[dict[str, Any]]:
+    """A copy of the first condition of type ``ctype``, or None."""
+    cond = condition(obj, ctype)
+    return None if cond is None else dict(cond)
+
+
+def condition_true(obj: Optional[Wire], ctype: str) -> bool:
+    """The first condition of type ``ctype`` says ``True`` (absent, ``False`` and ``Unknown`` do not)."""
+    cond = condition(obj, ctype)
+    return cond is not None and cond.get("status") == "True"
+
+
+# ---- Pods -----------------------------------------------------------------------------------
+
+
+def node_name_of(pod: Wire) -> str:
+    """The Node the Pod is bound to (``spec.nodeName``); empty while it is not."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def phase_of(pod: Wire) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_terminal(pod: Wire) -> bool:
+    """Its containers are done (Succeeded or Failed): it holds no node any more."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def pod_ready(pod: Wire) -> bool:
+    """Running, Ready and not terminating."""
+    return not is_deleting(pod) and condition_true(pod, "Ready")
+
+
+# ---- Nodes ----------------------------------------------------------------------------------
+
+
+def node_ready(node: Optional[Wire]) -> bool:
+    """The Node exists and its Ready condition is True (False and Unknown: its kubelet is gone or failing;
+    a Node that never reported Ready is not)."""
+    return node is not None and condition_true(node, "Ready")
+
+
+def taints_of(node: Wire) -> Sequence[Wire]:
+    return (node.get("spec") or {}).get("taints") or ()
+
+
+def has_taint(node: Wire, key: str, effect: Optional[str] = None) -> bool:
+    """A taint ``key`` (with ``effect``, if given) is on the Node."""
+    return any(t.get("key") == key and (effect is None or t.get("effect") == effect) for t in taints_of(node))
+
+
+def is_cordoned(node: Wire) -> bool:
+    """``kubectl cordon`` sets spec.unschedulable."""
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def cordon_reason(node: Wire) -> Optional[str]:
+    """The operator's reason for the cordon, from SUNK's annotation, if any."""
+    return annotations_of(node).get(names.ANN_CORDON_REASON) or None
+
+
+def slim_node(node: Wire, *, labels: bool = False, deletion: bool = False, taints: bool = False,
+              ready: bool = False, addresses: bool = False) -> dict[str, Any]:
+    """A Node cut down to its identity and the parts asked for, for an informer's store.
+
+    A Node is mostly status that changes with every heartbeat; a store keeps what its readers read.
+    ``ready`` keeps the first Ready condition's status only (its times would only make copies).
+    """
+    metadata = meta(node)
+    keep = ("name", "uid", "resourceVersion") + (("labels",) if labels else ()) + (
+        ("deletionTimestamp",) if deletion else ())
+    slim: dict[str, Any] = {
+        "apiVersion": node.get("apiVersion", "v1"), "kind": node.get("kind", "Node"),
+        "metadata": {k: metadata[k] for k in keep if k in metadata},
+    }
+    if taints:
+        slim["spec"] = {"taints": list(taints_of(node))}
+    status: dict[str, Any] = {}
+    if ready:
+        cond = condition(node, "Ready")
+        status["conditions"] = [] if cond is None else [{"type": "Ready", "status": cond.get("status")}]
+    if addresses:
+        status["addresses"] = (node.get("status") or {}).get("addresses") or []
+    if ready or addresses:
+        slim["status"] = status
+    return slim
+
+
+# ---- what a write changes ---------------------------------------------------------------------
+
+
+def metadata_diff(current: Optional[Mapping[str, str]],
+                  wanted: Mapping[str, Optional[str]]) -> dict[str, Optional[str]]:
+    """The merge-patch map that turns ``current`` into ``current`` updated by ``wanted``.
+
+    A value of None in ``wanted`` means "remove the key".
+    """
+    current = current or {}
+    diff: dict[str, Optional[str]] = {}
+    for key, value in wanted.items():
+        if value is None:
+            if key in current:
+                diff[key] = None
+        elif current.get(key) != value:
+            diff[key] = value
+    return diff
+
+
+def merge_conditions(
+    existing: Sequence[Wire], wanted: Sequence[Mapping[str, Any]], remove: Iterable[str] = (), *, now: str
+) -> Optional[list[Wire]]:
+    """The new conditions list, or None when ``existing`` already says what ``wanted`` says.
+
+    ``wanted`` items need ``type`` and ``status``, and may carry ``reason`` and ``message``.
+    ``lastTransitionTime`` moves only when ``status`` changes. Managed types (wanted or
+    removed) end up at most once each (duplicates of them once wedged a public peer); other
+    types are kept untouched and in order.
+    """
+    wanted_by_type = {c["type"]: c for c in wanted}
+    managed = set(wanted_by_type) | set(remove)
+    out: list[Wire] = []
+    emitted: set[str] = set()
+    for cond in existing:
+        ctype = cond.get("type", "")
+        if ctype not in managed:
+            out.append(cond)
+            continue
+        if ctype in emitted or ctype not in wanted_by_type:
+            continue  # a duplicate, or a removed type
+        out.append(_condition(wanted_by_type[ctype], cond, now))
+        emitted.add(ctype)
+    for ctype, want in wanted_by_type.items():
+        if ctype not in emitted:
+            out.append(_condition(want, None, now))
+    return None if out == list(existing) else out
+
+
+def _condition(want: Mapping[str, Any], old: Optional[Wire], now: str) -> Wire:
+    cond: dict[str, Any] = {"type": want["type"], "status": want["status"]}
+    for field in ("reason", "message"):
+        if want.get(field):
+            cond[field] = want[field]
+    if old is None:
+        cond["lastTransitionTime"] = now
+        return cond
+    if all(old.get(k) == cond.get(k) for k in ("type", "status", "reason", "message")):
+        return old  # unchanged: keep the exact object, so the list compares equal
+    same_status = old.get("status") == want["status"]
+    cond["lastTransitionTime"] = old.get("lastTransitionTime") if same_status else now
+    if not cond["lastTransitionTime"]:
+        cond["lastTransitionTime"] = now
+    if old.get("lastProbeTime"):
+        cond["lastProbeTime"] = old["lastProbeTime"]
+    return cond
