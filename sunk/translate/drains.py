@@ -544,7 +544,7 @@ def placed_job(pod: Obj, slurm_node: str, scheduler_names: Collection[str]) -> O
 
     Evidence a tenant cannot forge: the slurm-node and job-id annotations, which sunk's scheduler and
     extender write when they place a Pod, on a Pod whose ``spec.schedulerName`` is one of theirs
-    (``scheduler_names``). The chart's ValidatingAdmissionPolicy (``podAnnotations.admission``) refuses
+    (``scheduler_names``). The chart's ValidatingAdmissionPolicy (``annotationPolicy.admission``) refuses
     those annotations on such a Pod from anyone but sunk's ServiceAccounts and cluster admins, and a
     Pod's schedulerName never changes after its creation; a Pod of another scheduler (made with its
     ``spec.nodeName`` set, say) may carry what it likes and counts for nothing. A Pod whose containers

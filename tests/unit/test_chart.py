@@ -294,7 +294,9 @@ def test_the_syncers_rbac_is_what_its_code_calls(locking, permissions, tmp_path,
     assert set(config_map["data"]) == ({"hooks.env", "prolog.sh", "epilog.sh", "sunk.conf"} if locking
                                        else {"sunk.conf"})
     volumes = {v["name"] for v in find(docs, "Deployment", "sunk-syncer")["spec"]["template"]["spec"]["volumes"]}
-    assert ("hooks" in volumes) is locking  # the root secret of the node tokens: only node locking reads it
+    assert "hooks" not in volumes  # the root secret of HMAC node tokens: not under serviceAccountToken (the default)
+    hmac = find(render({**values, "hooks": {"nodeAuth": "hmac"}}), "Deployment", "sunk-syncer")
+    assert ("hooks" in {v["name"] for v in hmac["spec"]["template"]["spec"]["volumes"]}) is locking
 
 
 def test_the_reboot_condition_and_reason():
@@ -847,7 +849,7 @@ def test_weak_hook_secrets_are_refused_as_the_daemons_would(secret):
 
 
 def test_an_existing_hook_secret_is_mounted_not_made():
-    docs = render({"hooks": {"existingSecret": "my-hooks"}})
+    docs = render({"hooks": {"existingSecret": "my-hooks", "nodeAuth": "hmac"}})
     assert "sunk-hooks" not in names(docs, "Secret")
     for deployment in ("sunk-syncer", "sunk-scheduler"):
         volume = next(v for v in find(docs, "Deployment", deployment)["spec"]["template"]["spec"]["volumes"]
@@ -1192,6 +1194,8 @@ def test_the_syncer_takes_hmac_node_tokens_only_under_hmac_or_while_moving_from_
             for a in chart.container_args(render({"hooks": hooks}), "sunk-syncer")]
     config = config_from(parse_args(args).args)
     assert (config.token_file == str(secret)) is takes_hmac and (config.token_file is None) is not takes_hmac
+    pod = find(render({"hooks": hooks}), "Deployment", "sunk-syncer")["spec"]["template"]["spec"]
+    assert ("hooks" in {v["name"] for v in pod["volumes"]}) is takes_hmac  # the root secret mounted only then
     assert config.token_audience == "sunk-syncer"
 
 
