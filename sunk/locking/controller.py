@@ -137,7 +137,8 @@ class LockReconciler:
 
         # Only a job this node's facts name makes a job-id annotation believable (anybody who may
         # edit a Pod can write one, to keep it on a node Slurm needs).
-        vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace)
+        vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace,
+                                  scheduler_names=self.ctx.config.scheduler_names)
         self._keep_sunk_pods(f, vouched)
         node = _name(f.k8s_node)
         settled_at = self._tolerated_at.get(node, f.now - TOLERATION_SETTLE) + TOLERATION_SETTLE

@@ -501,7 +501,8 @@ def _uid_note(drain: PlaceholderDrain) -> str:
 
 def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
     """Present while job N, or another job of the gang, holds the node; while an unfinished member of the
-    gang (its Pods' own labels say which: gang.gang_of) is on this node's Node; and while another Pod
+    gang (its Pods' own labels say which: gang.gang_of) that sunk placed on this node (``placed_job``) is
+    on this node's Node; and while another Pod
     sunk placed on this Slurm node outlives its job there. Each node of the job is judged on its own:
     those the members left are lifted while the one a member would not leave stays drained."""
     for job in jobs:
@@ -514,7 +515,9 @@ def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node
         return Cause(None, "no slurmd Pod on a Node: which Pods are on this node cannot be told")
     for pod in facts.pods_on_node():
         gang = gang_of(pod)
-        if gang is not None and gang.owner == drain.owner and not is_terminal(pod):
+        # (its labels name the gang, which its author writes; that sunk placed it here, only sunk does)
+        if gang is not None and gang.owner == drain.owner and placed_job(pod, node.name,
+                                                                         facts.scheduler_names) is not None:
             meta = pod.get("metadata") or {}
             return Cause(True, f"Pod {meta.get('namespace')}/{meta.get('name')} of gang {drain.namespace}/"
                                f"{drain.key} is still on Node {here}")

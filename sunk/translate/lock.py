@@ -82,13 +82,18 @@ class Vouched:
     """The job ids a node's own facts name (its Slurm jobs, its live lock requests), at ``now``.
 
     A job-id annotation is believed only for these, or for a Pod bound within ``grace``
-    seconds of ``now``. ``everything()`` believes every annotation (reports, tests of other rules).
+    seconds of ``now``; and, when ``scheduler_names`` is given, only on a Pod of one of those
+    schedulers (sunk's: the chart's admission policy keeps anyone else from writing the annotation
+    there, while a Pod of another scheduler may carry any job id, say the one its node runs, to stay
+    beside another tenant's exclusive job). ``everything()`` believes every annotation (reports,
+    tests of other rules).
     """
 
     job_ids: frozenset[int] = frozenset()
     now: float = 0.0
     grace: float = 0.0
     trust_all: bool = False
+    scheduler_names: frozenset[str] | None = None
 
     @classmethod
     def everything(cls) -> Vouched:
@@ -100,6 +105,9 @@ class Vouched:
             return False
         if self.trust_all:
             return True
+        if (self.scheduler_names is not None
+                and str((pod.get("spec") or {}).get("schedulerName") or "") not in self.scheduler_names):
+            return False
         job_id = _job_id(text)
         if job_id is not None and job_id in self.job_ids:
             return True

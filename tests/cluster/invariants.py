@@ -221,8 +221,10 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
             identity = GangIdentity.parse(job.get("admin_comment") or "")
             if int(job["job_id"]) == drain.job_id or (identity is not None and identity.owner == drain.owner):
                 return True, f"{describe(job)} of {gang} holds {name}"
-        for pod in _pods_on(world, k8s_node):
-            if (member := gang_of(pod)) is not None and member.owner == drain.owner and not _finished(pod):
+        for pod in _pods_on(world, k8s_node):  # (a member sunk placed on this node: its annotations name it)
+            if (member := gang_of(pod)) is not None and member.owner == drain.owner and not _finished(pod) \
+                    and _annotations(pod).get(names.ANN_SLURM_NODE) == name \
+                    and str(_annotations(pod).get(names.ANN_JOB_ID) or "").isdigit():
                 return True, f"Pod {_key(pod)} of {gang} is still on Node {k8s_node}"
         outliving = _outliving(world, name, k8s_node, holding)
         if outliving:

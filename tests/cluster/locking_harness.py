@@ -33,6 +33,10 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 LABEL = "sunk.dev/locking-test"
 NODES_UNDER_TEST = ("node3", "node4")
 SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
+# Every spec.schedulerName the cluster tests' schedulers and extender serve: the Syncer takes a job-id
+# annotation as sunk's word only on their Pods (--scheduler-names; the chart names its own).
+TEST_SCHEDULERS = ("sunk-scheduler", "sunk-scheduler-test", "sunk-scheduler-scope-test", "sunk-extender-test",
+                   "sunk-identity-test", "sunk-bench", "tenant-slurm-staging-slurm-scheduler")
 
 
 def label_slurmd_pods(api, value: str | None) -> None:
@@ -77,7 +81,8 @@ class SyncerProcess(Process):
             "--watch-namespace=slurm", f"--slurmd-selector={SLURMD_SELECTOR}",
             f"--hooks-api-bind-address=127.0.0.1:{hooks}", f"--hooks-token-file={token_file}",
             f"--metrics-bind-address=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probes}",
-            f"--leader-election-id={lease}", "--zap-log-level=debug", *(flags or []),
+            f"--leader-election-id={lease}", "--zap-log-level=debug", f"--scheduler-names={','.join(TEST_SCHEDULERS)}",
+            *(flags or []),
         ]
         super().__init__(f"sunk-syncer-{hooks}", "sunk.syncer.cli", args, f"http://127.0.0.1:{probes}/readyz",
                          log_dir)

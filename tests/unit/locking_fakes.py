@@ -91,14 +91,16 @@ def k8s_node(name: str = "worker-3", taints: list[Obj] | None = None) -> Obj:
 
 
 def pod(name: str, node: str = "worker-3", *, tolerate: bool = False, sunk_job: str | None = None,
-        phase: str = "Running", terminating: bool = False, bound_at: str | None = None) -> Obj:
-    """A Pod on ``node``; ``bound_at``: the time of its PodScheduled condition (none by default)."""
+        phase: str = "Running", terminating: bool = False, bound_at: str | None = None,
+        scheduler: str = "sunk-scheduler") -> Obj:
+    """A Pod on ``node``; ``bound_at``: the time of its PodScheduled condition (none by default);
+    ``scheduler``: its spec.schedulerName (sunk's, as SyncerConfig names it by default)."""
     meta: Obj = {"name": name, "namespace": "apps", "uid": f"uid-{name}", "resourceVersion": "1", "annotations": {}}
     if sunk_job:
         meta["annotations"][names.ANN_JOB_ID] = sunk_job
     if terminating:
         meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
-    spec: Obj = {"nodeName": node}
+    spec: Obj = {"nodeName": node, "schedulerName": scheduler}
     if tolerate:
         spec["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists"}]
     status: Obj = {"phase": phase}

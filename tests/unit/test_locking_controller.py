@@ -98,6 +98,20 @@ def test_a_job_id_written_by_hand_does_not_keep_a_pod_on_a_node_slurm_needs(monk
     assert [c for c in w.api.calls if c[0] == "evict"] == [("evict", "apps/squatter")]  # 8: a live request names it
 
 
+def test_a_job_id_on_a_pod_of_another_scheduler_keeps_it_nowhere(monkeypatch):
+    """A tenant's Pod made with spec.nodeName (any scheduler but sunk's) carrying the id of the job the node
+    runs, or a fresh binding, is evicted by a strict lock: only on a Pod of sunk's schedulers is the annotation
+    sunk's word (the chart's admission policy keeps everybody else from writing it there)."""
+    from datetime import UTC, datetime
+
+    fresh = datetime.fromtimestamp(NOW - 5, UTC).isoformat().replace("+00:00", "Z")
+    w = World(monkeypatch, pod("copycat", sunk_job="7", scheduler="default-scheduler"),
+              pod("fresh", sunk_job="99", scheduler="default-scheduler", bound_at=fresh),
+              pod("placed", sunk_job="7"), slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})
+    w.reconcile()
+    assert sorted(c[1] for c in w.api.calls if c[0] == "evict") == ["apps/copycat", "apps/fresh"]
+
+
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
 def test_a_pod_believed_for_its_fresh_binding_is_judged_again_when_that_grace_ends(monkeypatch, effect):
     """A job-id annotation no job of the node names is believed for a Pod bound a moment ago (its job may

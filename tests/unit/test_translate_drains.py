@@ -374,13 +374,14 @@ def test_a_forged_pod_of_another_scheduler_does_not_keep_sunks_drain(drain):
 
 
 def gang_member(name: str, *, job_uid: str = GANG.key.split("/", 1)[1], phase: str = "Running",
-                job_id: int | None = None, slurm_node: str = "node1") -> dict:
-    """A Pod of a Job (its controller's labels) bound to worker-1; sunk's annotations when ``job_id``."""
+                job_id: int | None = 47, slurm_node: str = "node1", scheduler: str = SCHEDULER) -> dict:
+    """A Pod of a Job (its controller's labels) bound to worker-1; sunk's annotations (placed by job
+    ``job_id`` on ``slurm_node``, as the scheduler binds a member) unless ``job_id`` is None."""
     annotations = {names.ANN_SLURM_NODE: slurm_node, names.ANN_JOB_ID: str(job_id)} if job_id else {}
     return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations,
                          "labels": {"batch.kubernetes.io/job-name": "train",
                                     "batch.kubernetes.io/controller-uid": job_uid}},
-            "spec": {"nodeName": "worker-1", "schedulerName": SCHEDULER}, "status": {"phase": phase}}
+            "spec": {"nodeName": "worker-1", "schedulerName": scheduler}, "status": {"phase": phase}}
 
 
 def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
@@ -395,11 +396,15 @@ def gang_job(job_id: int, key: str = GANG.key, nodes: str = "node[1-3]") -> Job:
     (Facts(jobs=(gang_job(80),)), True),  # another job of the same gang holds the node
     (Facts(jobs=(gang_job(80, key="job/other"), Job(id=81, state="RUNNING", nodes="node1"))), False),
     (Facts(jobs=(forged(gang_job(80)),)), False),  # the gang's identity in a tenant's Extra: not of the gang
-    (Facts(on_node=(gang_member("train-0"),)), True),  # a member is still on the node's Node
-    (Facts(on_node=(gang_member("train-0", job_id=47),)), True),  # (placed by job 47, which is over)
+    (Facts(on_node=(gang_member("train-0"),)), True),  # a member is still on the node's Node (job 47 is over)
+    # The gang's labels on a Pod sunk did not place here (a tenant's Pod made with spec.nodeName): nothing.
+    (Facts(on_node=(gang_member("train-0", job_id=None),)), False),
+    (Facts(on_node=(gang_member("train-0", scheduler="default-scheduler"),)), False),
+    (Facts(on_node=(gang_member("train-0", slurm_node="node2"),)), False),  # placed on another Slurm node
     (Facts(on_node=(gang_member("train-0", phase="Succeeded"),)), False),  # finished: it runs nothing there
     (Facts(on_node=(gang_member("train-0", phase="Failed", job_id=47),)), False),
-    (Facts(on_node=(gang_member("train-0", job_uid="another-job"),)), False),  # another gang's Pod
+    (Facts(on_node=(gang_member("train-0", job_uid="another-job", job_id=None),)), False),  # another gang's Pod
+    (Facts(on_node=(gang_member("train-0", job_uid="another-job"),)), True),  # (one sunk placed: it outlives job 47)
     (Facts(on_node=(sunk_pod("web-1", 77),)), True),  # another Pod sunk placed there outlives its job
     (Facts(on_node=(gang_member("train-0"),), pod=None), None),  # this node's Node is unknown
     (Facts(pod=slurmd_pod(node=None)), None),
