@@ -35,7 +35,7 @@ from .binder import Binder
 from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, UNREASONED_PENDING_INTERVAL, SchedulerConfig
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
-from .hooks import PodGone, create_hooks_app, hooks_blueprint
+from .hooks import HookPorts, PlaceholderHooks, PodGone, create_hooks_app
 from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
@@ -143,35 +143,62 @@ class Assembly:
     slurm_cache: SlurmCache
 
     def hooks_app(self) -> Any:
-        return create_hooks_app(self.hooks_blueprint())
+        return create_hooks_app(self.placeholder_hooks().blueprint())
 
-    def hooks_blueprint(self) -> Any:
-        index = self.scheduler.jobs
-        return hooks_blueprint(
+    def placeholder_hooks(self) -> PlaceholderHooks:
+        return PlaceholderHooks(HookPorts(
             secret=self.scheduler.config.hook_secret,
-            jobs=index,
-            parse_uid=lambda job: (self.parse(job) or (None, False))[0],
-            pod_by_uid=self.scheduler.pods.by_uid,
-            delete_pod=self._delete_for_hook,
+            jobs=ObservedJobs(self.scheduler.jobs, self.parse, self.slurm_cache, self.controller.queue.add),
+            pods=ScheduledPods(self.scheduler),
             slurm=self.scheduler.slurm,
             gone=self.gone,
-            observe=self._observe,
             ready=self.hooks_ready,
-            stuck_reason=self.scheduler.stuck_drain_reason,
-            gang_holders=self.scheduler.gang_holders,
-        )
+        ))
 
     def hooks_ready(self) -> bool:
         """The hook API may answer: its Pod cache has synced and the process is not stopping."""
         return bool(self.scheduler.pods.informer.has_synced()) and not self.manager.stopping()
 
-    def _observe(self, job: Job, observed_at: float) -> None:
-        self.slurm_cache.observe(job, observed_at)  # (its own read of the job, then, is one it need not make)
-        uid = self.scheduler.jobs.upsert(job, observed_at)
-        if uid is not None:
-            self.controller.queue.add(uid)
 
-    def _delete_for_hook(self, pod: Obj, why: str) -> None:
+@attrs.frozen
+class ObservedJobs:
+    """The hook API's jobs (``HookJobs``): the job index, this scheduler's identity parser, and a job a
+    placeholder reported started, read from Slurm, handed to the Slurm cache and the index."""
+
+    index: JobIndex
+    parse: IdentityParser
+    slurm_cache: SlurmCache
+    wake: Callable[[str], None]
+
+    def known_owner(self, job_id: int) -> str | None:
+        return self.index.uid_of(job_id)
+
+    def owner_of(self, job: Job) -> str | None:
+        return (self.parse(job) or (None, False))[0]
+
+    def observe(self, job: Job, requested_at: float) -> None:
+        self.slurm_cache.observe(job, requested_at)  # (its own read of the job, then, is one it need not make)
+        uid = self.index.upsert(job, requested_at)
+        if uid is not None:
+            self.wake(uid)
+
+
+@attrs.frozen
+class ScheduledPods:
+    """The hook API's Pods (``HookPods``): the scheduler's Pod index and gangs; a deletion says why in an Event."""
+
+    scheduler: PodScheduler
+
+    def by_uid(self, uid: str) -> Obj | None:
+        return self.scheduler.pods.by_uid(uid)
+
+    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+        return self.scheduler.gang_holders(owner, job_id)
+
+    def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
+        return self.scheduler.stuck_drain_reason(pod, job_id)
+
+    def delete(self, pod: Obj, why: str) -> None:
         self.scheduler.recorder.event(pod, "Normal", "JobEnding", why)
         kubeops.delete_pod(self.scheduler.api, pod)
 

@@ -42,23 +42,22 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from flask import Blueprint, Flask, jsonify, request
+import attrs
+from flask import Blueprint, Flask, Response, jsonify, request
 
 from sunk import names
 from sunk.hooks.app import json_errors
 from sunk.hooks.metrics import instrument
-from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Job, NodeUpdate
+from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, held_by_another, job_ending
 from sunk.translate.gang import is_gang_owner
 from sunk.translate.objects import is_terminal
 from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
-from .jobindex import JobIndex
 from .tokens import token_matches
 
 log = logging.getLogger(__name__)
@@ -92,112 +91,125 @@ class PodGone:
             return self._cond.wait_for(done, timeout)
 
 
-def hooks_blueprint(
-    *,
-    secret: bytes,
-    jobs: JobIndex,
-    parse_uid: Callable[[Job], str | None],
-    pod_by_uid: Callable[[str], Obj | None],
-    delete_pod: Callable[[Obj, str], None],
-    slurm: SlurmClient,
-    gone: PodGone,
-    observe: Callable[[Job, float], None],
-    ready: Callable[[], bool],
-    stuck_reason: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None,
-    gang_holders: Callable[[str, int], list[Obj]] = lambda _owner, _job_id: [],
-) -> Blueprint:
-    """``observe(job, requested_at)`` records a job read from Slurm and reconciles its Pod;
-    ``ready()`` says the Pod cache may be trusted (synced, and the process not stopping);
-    ``stuck_reason(pod, job_id)`` is the drain reason for a Pod stuck terminating on a Node that
-    is NotReady or gone (the reason the scheduler drains with when it lets such a Pod's job go:
-    ``sunk.translate.drains.StuckPodDrain``), else None: then the placeholder's reason.
-    ``gang_holders(owner, job_id)`` are a gang's members that job placed and that have not finished."""
-    app = Blueprint("hooks", __name__)
+class HookJobs(Protocol):
+    """Which Pod (or gang) a Slurm job holds a place for, and what the hook API tells the scheduler of a job."""
 
-    def holders(owner: str, job_id: int) -> list[Obj]:
-        """The Pods that may still run on the job's nodes: a gang's unfinished members, or the one Pod."""
-        if is_gang_owner(owner):
-            return gang_holders(owner, job_id)
-        pod = pod_by_uid(owner)
-        return [pod] if pod is not None and not is_terminal(pod) else []
+    def known_owner(self, job_id: int) -> str | None:
+        """The job's owner (a Pod's UID, or a gang's ``gang:<namespace>/<key>``) as the job index has it;
+        None while it does not know the job (it lags a just-started job by one list)."""
 
-    @app.before_request
-    def not_before_sync():
-        if not ready():
+    def owner_of(self, job: Job) -> str | None:
+        """The owner a job read from Slurm names in its AdminComment, None if it is not this scheduler's
+        placeholder (only Slurm's super users write the AdminComment; never the Extra, the job's user's)."""
+
+    def observe(self, job: Job, requested_at: float) -> None:
+        """Record a job read from Slurm (the read requested at that monotonic time) and reconcile its Pod."""
+
+
+class HookPods(Protocol):
+    """The scheduler's Pods as the hook API reads and ends them."""
+
+    def by_uid(self, uid: str) -> Obj | None:
+        """The Pod in the informer's cache."""
+
+    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+        """A gang's members that job placed and that have not finished."""
+
+    def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
+        """The drain reason for a Pod stuck terminating on a Node that is NotReady or gone (the one the
+        scheduler drains with when it lets such a Pod's job go: ``sunk.translate.drains.StuckPodDrain``),
+        else None: then the placeholder's reason."""
+
+    def delete(self, pod: Obj, why: str) -> None:
+        """Delete the Pod (its grace period applies), saying why."""
+
+
+class HookSlurm(Protocol):
+    """The hook API's Slurm calls: fresh reads of one job and one node, and a node's drain. It never lists."""
+
+    def get_job(self, job_id: int) -> Job: ...
+
+    def get_node(self, name: str) -> Node: ...
+
+    def update_node(self, name: str, update: NodeUpdate) -> None: ...
+
+
+class PodWaiter(Protocol):
+    """The long-poll's wait (``PodGone``)."""
+
+    def wait(self, uid: str, timeout: float) -> bool: ...
+
+    def wait_for(self, done: Callable[[], bool], timeout: float) -> bool: ...
+
+
+@attrs.frozen
+class HookPorts:
+    """What the hook API needs from the rest of the scheduler, by concept. ``secret`` keys every
+    placeholder's token; ``ready()`` says the Pod cache may be trusted (synced, and the process not
+    stopping)."""
+
+    secret: bytes
+    jobs: HookJobs
+    pods: HookPods
+    slurm: HookSlurm
+    gone: PodWaiter
+    ready: Callable[[], bool]
+
+
+Answer = Response | tuple[Response, int]  # (a view's answer: JSON, with its status when not 200)
+
+
+@attrs.frozen
+class PlaceholderHooks:
+    """The placeholder's hook API (see the module's docstring): one method per route, over ``ports``."""
+
+    ports: HookPorts
+
+    def blueprint(self) -> Blueprint:
+        app = Blueprint("hooks", __name__)
+        app.before_request(self.not_before_sync)
+        app.add_url_rule("/api/v1/jobs/<int:job_id>/started", view_func=self.started, methods=["POST"])
+        app.add_url_rule("/api/v1/jobs/<int:job_id>/terminating", view_func=self.terminating, methods=["POST"])
+        app.add_url_rule("/api/v1/jobs/<int:job_id>/pod", view_func=self.pod_state, methods=["GET"])
+        app.add_url_rule("/api/v1/jobs/<int:job_id>/drain", view_func=self.drain, methods=["POST"])
+        return app
+
+    def not_before_sync(self) -> Answer | None:
+        if not self.ports.ready():
             return error(503, "sunk-scheduler is starting or stopping: its Pod cache cannot be trusted yet; retry")
         return None
 
-    def read_job(job_id: int) -> tuple[Job | None, float, Any]:
-        requested_at = time.monotonic()
-        try:
-            return slurm.get_job(job_id), requested_at, None
-        except NotFound:
-            return None, requested_at, error(404, f"no Slurm job {job_id}")
-        except SlurmError as exc:
-            return None, requested_at, error(503, f"Slurm is unavailable: {exc}")
-
-    def authorised(job_id: int) -> tuple[str | None, tuple[Job, float] | None, Any]:
-        """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
-        uid = jobs.uid_of(job_id)
-        known = uid is not None
-        if uid is None:  # the cache may lag a just-started job by one refresh
-            uid = request.headers.get(POD_UID_HEADER, "").strip()
-            if not uid:
-                return None, None, error(401, f"Slurm job {job_id} is not known yet: name its Pod "
-                                              f"in the {POD_UID_HEADER} header")
-        header = request.headers.get("Authorization", "")
-        if not header.startswith("Bearer ") or not token_matches(secret, uid, header[7:].strip()):
-            return None, None, error(401, "missing or wrong bearer token for this job")
-        if known:
-            return uid, None, None
-        job, requested_at, failure = read_job(job_id)
-        if job is None:
-            return None, None, failure
-        owner = parse_uid(job)
-        if owner is None:
-            return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
-        if owner != uid:
-            return None, None, error(403, f"Slurm job {job_id} holds a place for another Pod")
-        return uid, (job, requested_at), None
-
-    def authorised_uid(job_id: int) -> tuple[str | None, Any]:
-        uid, _, failure = authorised(job_id)
-        return uid, failure
-
-    @app.post("/api/v1/jobs/<int:job_id>/started")
-    def started(job_id: int):
-        uid, fetched, failure = authorised(job_id)
+    def started(self, job_id: int) -> Answer:
+        uid, fetched, failure = self._authorised(job_id)
         if failure:
             return failure
         if fetched is None:
-            read, requested_at, failure = read_job(job_id)
+            read, requested_at, failure = self._read_job(job_id)
             if read is None:
                 return failure
             fetched = (read, requested_at)
         job, requested_at = fetched
-        if parse_uid(job) != uid:  # (an operator rewrote its AdminComment since the job was submitted)
+        if self.ports.jobs.owner_of(job) != uid:  # (an operator rewrote its AdminComment since the job was submitted)
             return error(409, f"Slurm job {job_id} no longer names this job's Pod")
-        observe(job, requested_at)
+        self.ports.jobs.observe(job, requested_at)
         return jsonify({"job": job_id, "state": job.state, "pod_uid": uid})
 
-    @app.post("/api/v1/jobs/<int:job_id>/terminating")
-    def terminating(job_id: int):
-        uid, failure = authorised_uid(job_id)
+    def terminating(self, job_id: int) -> Answer:
+        uid, failure = self._authorised_uid(job_id)
         if uid is None:
             return failure
-        pods = holders(uid, job_id)
+        pods = self._holders(uid, job_id)
         if not pods:
             return error(404, "the gang's members are already gone or finished" if is_gang_owner(uid)
                          else "the Pod is already gone or finished")
         for pod in pods:
-            delete_pod(pod, f"Slurm is ending job {job_id}")
+            self.ports.pods.delete(pod, f"Slurm is ending job {job_id}")
         if is_gang_owner(uid):
             return jsonify({"pods": [_name(pod) for pod in pods], "deleting": True})
         return jsonify({"pod": _name(pods[0]), "deleting": True})
 
-    @app.get("/api/v1/jobs/<int:job_id>/pod")
-    def pod_state(job_id: int):
-        uid, failure = authorised_uid(job_id)
+    def pod_state(self, job_id: int) -> Answer:
+        uid, failure = self._authorised_uid(job_id)
         if uid is None:
             return failure
         try:
@@ -209,35 +221,35 @@ def hooks_blueprint(
         wait = min(max(wait, 0.0), MAX_WAIT)
         owner = uid
         if is_gang_owner(uid):
-            done = gone.wait_for(lambda: not holders(owner, job_id), wait)
+            done = self.ports.gone.wait_for(lambda: not self._holders(owner, job_id), wait)
         else:
-            done = gone.wait(uid, wait)
+            done = self.ports.gone.wait(uid, wait)
         if done:
             return error(404, "the gang's members are gone or finished" if is_gang_owner(uid)
                          else "the Pod is gone or finished")
         if is_gang_owner(uid):
-            return jsonify({"pods": [_name(pod) for pod in holders(uid, job_id)], "exists": True})
-        pod = pod_by_uid(uid)
+            return jsonify({"pods": [_name(pod) for pod in self._holders(uid, job_id)], "exists": True})
+        pod = self.ports.pods.by_uid(uid)
         return jsonify({"pod": _name(pod) if pod else None, "exists": True})
 
-    @app.post("/api/v1/jobs/<int:job_id>/drain")
-    def drain(job_id: int):
-        uid, failure = authorised_uid(job_id)
+    def drain(self, job_id: int) -> Answer:
+        uid, failure = self._authorised_uid(job_id)
         if uid is None:
             return failure
-        job, _, failure = read_job(job_id)
+        job, _, failure = self._read_job(job_id)
         if job is None:
             return failure
         if not job_ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
         if is_gang_owner(uid):
-            drains = gang_drains(holders(uid, job_id), job)
+            drains = self._gang_drains(self._holders(uid, job_id), job)
         else:
-            pod = pod_by_uid(uid)
+            pod = self.ports.pods.by_uid(uid)
             # A Pod stuck on a lost Node keeps the stuck-Pod drain the scheduler gives it (k8s: sunk-stuck,
             # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
-            reason = (stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
+            reason = (self.ports.pods.stuck_reason(pod, job_id) if pod else None) or drain_reason(pod, job, uid)
             drains = [(node, reason) for node in job.node_list]
+        slurm = self.ports.slurm
         drained: list[str] = []
         kept: list[str] = []
         for node, reason in drains:
@@ -257,18 +269,60 @@ def hooks_blueprint(
             drained.append(node)
         return jsonify({"drained": drained, "kept": kept, "reason": drains[0][1] if drains else ""})
 
-    def gang_drains(pods: list[Obj], job: Job) -> list[tuple[str, str]]:
+    def _holders(self, owner: str, job_id: int) -> list[Obj]:
+        """The Pods that may still run on the job's nodes: a gang's unfinished members, or the one Pod."""
+        if is_gang_owner(owner):
+            return self.ports.pods.gang_holders(owner, job_id)
+        pod = self.ports.pods.by_uid(owner)
+        return [pod] if pod is not None and not is_terminal(pod) else []
+
+    def _read_job(self, job_id: int) -> tuple[Job | None, float, Any]:
+        requested_at = time.monotonic()
+        try:
+            return self.ports.slurm.get_job(job_id), requested_at, None
+        except NotFound:
+            return None, requested_at, error(404, f"no Slurm job {job_id}")
+        except SlurmError as exc:
+            return None, requested_at, error(503, f"Slurm is unavailable: {exc}")
+
+    def _authorised(self, job_id: int) -> tuple[str | None, tuple[Job, float] | None, Any]:
+        """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
+        uid = self.ports.jobs.known_owner(job_id)
+        known = uid is not None
+        if uid is None:  # the cache may lag a just-started job by one refresh
+            uid = request.headers.get(POD_UID_HEADER, "").strip()
+            if not uid:
+                return None, None, error(401, f"Slurm job {job_id} is not known yet: name its Pod "
+                                              f"in the {POD_UID_HEADER} header")
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer ") or not token_matches(self.ports.secret, uid, header[7:].strip()):
+            return None, None, error(401, "missing or wrong bearer token for this job")
+        if known:
+            return uid, None, None
+        job, requested_at, failure = self._read_job(job_id)
+        if job is None:
+            return None, None, failure
+        owner = self.ports.jobs.owner_of(job)
+        if owner is None:
+            return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
+        if owner != uid:
+            return None, None, error(403, f"Slurm job {job_id} holds a place for another Pod")
+        return uid, (job, requested_at), None
+
+    def _authorised_uid(self, job_id: int) -> tuple[str | None, Any]:
+        uid, _, failure = self._authorised(job_id)
+        return uid, failure
+
+    def _gang_drains(self, pods: list[Obj], job: Job) -> list[tuple[str, str]]:
         """Only the nodes whose member outlived KillWait, each with its own member's reason; a member whose
         Slurm node is not recorded (its binding not seen yet) drains every node of the job."""
         drains: dict[str, str] = {}
         for pod in pods:
-            reason = stuck_reason(pod, job.id) or drain_reason(pod, job, pod["metadata"]["uid"])
+            reason = self.ports.pods.stuck_reason(pod, job.id) or drain_reason(pod, job, pod["metadata"]["uid"])
             node = ((pod["metadata"].get("annotations") or {}).get(names.ANN_SLURM_NODE) or "").strip()
             for each in ([node] if node in job.node_list else job.node_list):
                 drains.setdefault(each, reason)
         return sorted(drains.items())
-
-    return app
 
 
 def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
@@ -301,7 +355,7 @@ def create_hooks_app(hooks: Blueprint) -> Flask:
     return app
 
 
-def error(status: int, message: str):
+def error(status: int, message: str) -> tuple[Response, int]:
     return jsonify({"error": message}), status
 
 

@@ -44,6 +44,7 @@ from flask import Flask
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from policy_fakes import TEST_POLICY
+from scheduler_hook_fakes import IndexedJobs, LookedUpPods
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender import app as extender_app
@@ -51,8 +52,7 @@ from scheduler import kubeops
 from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, Submit, Unschedulable, Waiting
-from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, create_hooks_app
-from scheduler.hooks import hooks_blueprint as scheduler_hooks_blueprint
+from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, HookPorts, PlaceholderHooks, create_hooks_app
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
@@ -612,10 +612,9 @@ def scheduler_hooks(ready: bool = True) -> Flask:
     jobs = JobIndex(parse_identity_hooks)
     jobs.upsert(HookSlurm.jobs[7])
     jobs.upsert(HookSlurm.jobs[11])
-    return create_hooks_app(scheduler_hooks_blueprint(
-        secret=SECRET, jobs=jobs, parse_uid=lambda job: (parse_identity_hooks(job) or (None, False))[0],
-        pod_by_uid=HOOK_PODS.get, delete_pod=lambda pod, why: None, slurm=HookSlurm(),  # type: ignore[arg-type]
-        gone=Gone(), observe=lambda job, at: None, ready=lambda: ready))  # type: ignore[arg-type]
+    return create_hooks_app(PlaceholderHooks(HookPorts(
+        secret=SECRET, jobs=IndexedJobs(jobs, parse_identity_hooks), pods=LookedUpPods(HOOK_PODS.get),
+        slurm=HookSlurm(), gone=Gone(), ready=lambda: ready)).blueprint())
 
 
 def mostly(right: st.SearchStrategy[Any], anything: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -690,11 +689,9 @@ def test_scheduler_hooks_log_a_refusal_once_at_a_level_that_says_whether_to_look
         def wait(self, uid: str, timeout: float) -> bool:
             return True
 
-    app = create_hooks_app(scheduler_hooks_blueprint(
-        secret=SECRET, jobs=JobIndex(parse_identity_hooks),
-        parse_uid=lambda job: (parse_identity_hooks(job) or (None, False))[0],
-        pod_by_uid=HOOK_PODS.get, delete_pod=lambda pod, why: None, slurm=HookSlurm(),  # type: ignore[arg-type]
-        gone=AlreadyGone(), observe=lambda job, at: None, ready=lambda: True))  # type: ignore[arg-type]
+    app = create_hooks_app(PlaceholderHooks(HookPorts(
+        secret=SECRET, jobs=IndexedJobs(JobIndex(parse_identity_hooks), parse_identity_hooks),
+        pods=LookedUpPods(HOOK_PODS.get), slurm=HookSlurm(), gone=AlreadyGone(), ready=lambda: True)).blueprint())
     with logged(HOOK_LOG) as log:
         response = send(app, "GET", "/api/v1/jobs/7/pod", headers=AUTHORISED_U_A)
     assert response.status_code == 404

@@ -10,6 +10,7 @@ import attrs
 import pytest
 from informer_fakes import ListInformer
 from policy_fakes import TEST_POLICY
+from scheduler_hook_fakes import IndexedJobs, LookedUpPods
 
 from scheduler import kubeops, reconciler
 from scheduler.assembly import attach_workload_feed, changed_for_scheduling, identity_parser, slim_job
@@ -17,7 +18,7 @@ from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind, Nothing, Waiting
 from scheduler.gangs import Workloads
-from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, hooks_blueprint
+from scheduler.hooks import POD_UID_HEADER, HookPorts, PlaceholderHooks, PodGone, create_hooks_app
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
@@ -559,12 +560,12 @@ def hooks(world):
     deleted: list[str] = []
     observed: list[Job] = []
     gone = world.gone = PodGone(world.scheduler.pods.by_uid)
-    app = create_hooks_app(hooks_blueprint(
-        secret=CONFIG.hook_secret, jobs=world.index,
-        parse_uid=lambda job: (identity_parser(CONFIG)(job) or (None, False))[0],
-        pod_by_uid=world.scheduler.pods.by_uid, delete_pod=lambda pod, why: deleted.append(pod["metadata"]["name"]),
-        slurm=slurm, gone=gone, observe=lambda job, at: observed.append(job), ready=lambda: True,
-        gang_holders=world.scheduler.gang_holders))
+    app = create_hooks_app(PlaceholderHooks(HookPorts(
+        secret=CONFIG.hook_secret,
+        jobs=IndexedJobs(world.index, identity_parser(CONFIG), observed=lambda job, at: observed.append(job)),
+        pods=LookedUpPods(world.scheduler.pods.by_uid, deleted=lambda pod, why: deleted.append(pod["metadata"]["name"]),
+                          gang=world.scheduler.gang_holders),
+        slurm=slurm, gone=gone, ready=lambda: True)).blueprint())
     return app.test_client(), world, slurm, deleted, observed
 
 

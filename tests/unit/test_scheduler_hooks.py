@@ -6,10 +6,11 @@ import time
 
 import pytest
 from policy_fakes import TEST_POLICY
+from scheduler_hook_fakes import IndexedJobs, LookedUpPods
 
 from scheduler.assembly import identity_parser
 from scheduler.config import SchedulerConfig
-from scheduler.hooks import POD_UID_HEADER, PodGone, create_hooks_app, drain_reason, hooks_blueprint
+from scheduler.hooks import POD_UID_HEADER, HookPorts, PlaceholderHooks, PodGone, create_hooks_app, drain_reason
 from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
 from sunk.slurm.errors import NotFound, SlurmUnavailable
@@ -61,10 +62,10 @@ def world():
     pods = {"uid-a": POD}
     observed: list[tuple[Job, float]] = []
     deleted: list[str] = []
-    app = create_hooks_app(hooks_blueprint(
-        secret=SECRET, jobs=index, parse_uid=lambda job: (parse(job) or (None, False))[0],
-        pod_by_uid=pods.get, delete_pod=lambda pod, why: deleted.append(why), slurm=slurm,
-        gone=PodGone(pods.get), observe=lambda job, at: observed.append((job, at)), ready=lambda: READY[0]))
+    app = create_hooks_app(PlaceholderHooks(HookPorts(
+        secret=SECRET, jobs=IndexedJobs(index, parse, observed=lambda job, at: observed.append((job, at))),
+        pods=LookedUpPods(pods.get, deleted=lambda pod, why: deleted.append(why)), slurm=slurm,
+        gone=PodGone(pods.get), ready=lambda: READY[0])).blueprint())
     READY[0] = True
     return app.test_client(), slurm, index, pods, observed, deleted
 
@@ -277,11 +278,10 @@ def test_the_drain_of_a_pod_stuck_on_a_lost_node_keeps_the_stuck_pod_reason():
     Syncer lifts without waiting for the Node to be Ready again."""
     slurm, index = Slurm(), JobIndex(parse)
     stuck = StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()
-    app = create_hooks_app(hooks_blueprint(
-        secret=SECRET, jobs=index, parse_uid=lambda job: (parse(job) or (None, False))[0],
-        pod_by_uid={"uid-a": POD}.get, delete_pod=lambda pod, why: None, slurm=slurm, gone=PodGone(lambda _u: POD),
-        observe=lambda job, at: None, ready=lambda: True,
-        stuck_reason=lambda pod, job_id: stuck if pod is POD and job_id == 7 else None))
+    app = create_hooks_app(PlaceholderHooks(HookPorts(
+        secret=SECRET, jobs=IndexedJobs(index, parse),
+        pods=LookedUpPods({"uid-a": POD}.get, stuck=lambda pod, job_id: stuck if pod is POD and job_id == 7 else None),
+        slurm=slurm, gone=PodGone(lambda _u: POD), ready=lambda: True)).blueprint())
     slurm.jobs[7] = Job(id=7, state="CANCELLED", state_flags=("COMPLETING",), nodes="node1", admin_comment=identity())
     index.upsert(slurm.jobs[7])
     response = app.test_client().post("/api/v1/jobs/7/drain", headers=auth())

@@ -1,0 +1,51 @@
+"""The scheduler hook API's ports (scheduler/hooks.py ``HookJobs``, ``HookPods``) over what a test holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from scheduler.jobindex import IdentityParser, JobIndex
+from sunk.slurm.models import Job
+from sunk.types import Obj
+
+
+@attrs.frozen
+class IndexedJobs:
+    """A JobIndex and an identity parser; ``observed`` hears each job the placeholder reported started."""
+
+    index: JobIndex
+    parse: IdentityParser
+    observed: Callable[[Job, float], None] = lambda _job, _at: None
+
+    def known_owner(self, job_id: int) -> str | None:
+        return self.index.uid_of(job_id)
+
+    def owner_of(self, job: Job) -> str | None:
+        return (self.parse(job) or (None, False))[0]
+
+    def observe(self, job: Job, requested_at: float) -> None:
+        self.observed(job, requested_at)
+
+
+@attrs.frozen
+class LookedUpPods:
+    """Pods found by ``lookup``; ``deleted`` hears each deletion. No Pod is stuck, no gang holds one, unless told."""
+
+    lookup: Callable[[str], Obj | None]
+    deleted: Callable[[Obj, str], None] = lambda _pod, _why: None
+    stuck: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None
+    gang: Callable[[str, int], list[Obj]] = lambda _owner, _job_id: []
+
+    def by_uid(self, uid: str) -> Obj | None:
+        return self.lookup(uid)
+
+    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+        return self.gang(owner, job_id)
+
+    def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
+        return self.stuck(pod, job_id)
+
+    def delete(self, pod: Obj, why: str) -> None:
+        self.deleted(pod, why)
