@@ -7,7 +7,7 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -28,11 +28,18 @@ from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
 from sunk.translate.objects import is_terminal, node_ready
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.slurmd import placement_view, slurm_node_name
 from sunk.types import Obj
 
 from . import kubeops, metrics
 from .binder import Binder
-from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, UNREASONED_PENDING_INTERVAL, SchedulerConfig
+from .config import (
+    PENDING_REASON_INTERVAL,
+    STARTED_CALL_PATIENCE,
+    SWEEP_BATCH,
+    UNREASONED_PENDING_INTERVAL,
+    SchedulerConfig,
+)
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import PodGone, create_hooks_app, hooks_blueprint
@@ -40,6 +47,7 @@ from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
+from .sweep import RollingSweep
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +222,9 @@ def assemble(
     # that kube-scheduler binds through the extender has passed that filter.
     nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
+    slurmd_nodes = SlurmdNodes(slurmd)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
-                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
+                             slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
                              workloads=workloads)
     metrics.register(slurm)
@@ -230,10 +239,7 @@ def assemble(
     pods.add_handler(on_delete=gone.notify,
                      on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
     attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
-    # A slurmd Pod moving changes where Pods bind: look at every Pod still waiting.
-    slurmd.add_handler(on_add=lambda _p: _enqueue_unbound(pods, controller),
-                       on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
-                       on_delete=lambda _p: _enqueue_unbound(pods, controller))
+    attach_slurmd_feed(slurmd, index, controller.queue.add)
     attach_job_feed(slurm_cache, index, controller.queue.add)
     attach_node_feed(nodes, pod_index, controller.queue.add)
 
@@ -247,7 +253,8 @@ def assemble(
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
     manager.add_controller(controller)
-    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds,
+                                       config.sweep_batch), needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
     notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
@@ -286,10 +293,22 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
 
 
-def _enqueue_unbound(pods: Any, controller: Controller) -> None:
-    for pod in pods.list():
-        if not pod["spec"].get("nodeName"):
-            controller.queue.add(owner_of(pod))
+def attach_slurmd_feed(slurmd: Any, jobs: JobIndex, enqueue: Callable[[str], None]) -> None:
+    """A slurmd Pod that appears, moves or goes changes where the Pods Slurm placed on its Slurm node bind
+    (or whether they can: a Pod whose node had no slurmd Pod waits for one): look again at those, found
+    through the job index (``owners_on``), never a walk of the Pods. Updates that leave what the scheduler
+    reads alone (``slurmd.placement_view``: the lock annotations, the running flags, the status, 7 to 9 per
+    job) wake nothing."""
+
+    def wake(*slurmd_pods: Obj) -> None:
+        for owner in {owner for pod in slurmd_pods for owner in jobs.owners_on(slurm_node_name(pod))}:
+            enqueue(owner)
+
+    def moved(old: Obj, new: Obj) -> None:
+        if placement_view(old) != placement_view(new):
+            wake(old, new)  # (both names: a hostname that changes leaves one Slurm node and serves another)
+
+    slurmd.add_handler(on_add=wake, on_update=moved, on_delete=wake)
 
 
 def attach_workload_feed(jobs: Any, pod_groups: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
@@ -366,18 +385,15 @@ def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None])
     nodes.add_handler(on_update=changed, on_delete=terminating_on)
 
 
-def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:
-    """The periodic level-based safety net: every Pod and every placeholder job is looked at.
+def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float,
+            batch: int = SWEEP_BATCH) -> Periodic:
+    """The periodic level-based safety net (scheduler/sweep.py): every Pod's key and every placeholder job's
+    owner, ``batch`` of them every ``interval`` seconds, from memory only."""
 
-    It finds orphans either way (a job whose Pod is gone, a bound Pod whose job is gone)
-    even if an event was missed, from memory only.
-    """
+    def keys() -> Iterable[str]:
+        return [*(owner_of(pod) for pod in pods.informer.list()), *jobs.uids()]
 
-    def sweep() -> None:
-        for key in {owner_of(pod) for pod in pods.informer.list()} | jobs.uids():
-            enqueue(key)
-
-    return Periodic("sweeper", interval, sweep)
+    return Periodic("sweeper", interval, RollingSweep(keys, enqueue, batch).tick)
 
 
 __all__ = ["Assembly", "Result", "assemble", "identity_parser"]
