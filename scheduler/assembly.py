@@ -28,7 +28,7 @@ from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
 from sunk.translate.objects import is_terminal, node_ready
 from sunk.translate.podjob import PlaceholderIdentity
-from sunk.translate.slurmd import placement_view, slurm_node_name
+from sunk.translate.slurmd import placement_view, serving
 from sunk.types import Obj
 
 from . import kubeops, metrics
@@ -301,12 +301,14 @@ def attach_slurmd_feed(slurmd: Any, jobs: JobIndex, enqueue: Callable[[str], Non
     job) wake nothing."""
 
     def wake(*slurmd_pods: Obj) -> None:
-        for owner in {owner for pod in slurmd_pods for owner in jobs.owners_on(slurm_node_name(pod))}:
+        # Only a Pod that serves (bound, not being deleted: ``slurmd.serving``) is read; one that does not
+        # comes and goes unseen.
+        for owner in {owner for pod in slurmd_pods for node in serving(pod) for owner in jobs.owners_on(node)}:
             enqueue(owner)
 
     def moved(old: Obj, new: Obj) -> None:
         if placement_view(old) != placement_view(new):
-            wake(old, new)  # (both names: a hostname that changes leaves one Slurm node and serves another)
+            wake(old, new)  # (both: a hostname that changes leaves one Slurm node and serves another)
 
     slurmd.add_handler(on_add=wake, on_update=moved, on_delete=wake)
 
