@@ -7,7 +7,7 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -50,6 +50,8 @@ from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 from .sweep import RollingSweep
 
 log = logging.getLogger(__name__)
+
+SweptItem = tuple[str, str]  # ("pod", its store key) or ("job", its owner)
 
 
 def identity_parser(config: SchedulerConfig) -> IdentityParser:
@@ -391,11 +393,24 @@ def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], inte
             batch: int = SWEEP_BATCH) -> Periodic:
     """The periodic level-based safety net (scheduler/sweep.py): every Pod's key and every placeholder job's
     owner, ``batch`` of them every ``interval`` seconds, from memory only."""
+    return Periodic("sweeper", interval, sweep_of(pods, jobs, enqueue, batch).tick)
 
-    def keys() -> Iterable[str]:
-        return [*(owner_of(pod) for pod in pods.informer.list()), *jobs.uids()]
 
-    return Periodic("sweeper", interval, RollingSweep(keys, enqueue, batch).tick)
+def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[SweptItem]:
+    """The sweep's cycle: the Pod store's keys (each Pod read at its turn, for its owner: its gang's, or its own
+    UID) and the job index's owners (a job whose Pod is gone is an orphan only a sweep finds if its event was lost)."""
+
+    def items() -> list[SweptItem]:
+        return [*(("pod", key) for key in pods.informer.keys()), *(("job", owner) for owner in jobs.uids())]
+
+    def visit(item: SweptItem) -> None:
+        kind, key = item
+        if kind == "job":
+            enqueue(key)
+        elif (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
+            enqueue(owner_of(pod))
+
+    return RollingSweep(items, visit, batch)
 
 
 __all__ = ["Assembly", "Result", "assemble", "identity_parser"]

@@ -19,25 +19,33 @@ costs O(1) whatever the size, and a tick's work is bounded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item", bound=Hashable)
 
 
-class RollingSweep:
-    """Each ``tick()`` enqueues the next ``batch`` keys of the current cycle (a new snapshot of
-    ``keys()`` once the last one is used up); returns how many it enqueued."""
+class RollingSweep(Generic[Item]):
+    """Each ``tick()`` visits the next ``batch`` items of the current cycle (a new snapshot of
+    ``items()`` once the last one is used up); returns how many it visited.
 
-    def __init__(self, keys: Callable[[], Iterable[str]], enqueue: Callable[[str], None], batch: int):
+    The snapshot holds names, not objects (the scheduler's: store keys and job owners), and ``visit``
+    reads each object only when its turn comes: a walk that read every object at once cost a
+    microsecond an object at 100k Pods, three times what it cost at 10k (a heap past the caches).
+    """
+
+    def __init__(self, items: Callable[[], Iterable[Item]], visit: Callable[[Item], None], batch: int):
         if batch < 1:
             raise ValueError(f"a sweep batch must be at least 1, not {batch}")
-        self._keys, self._enqueue, self.batch = keys, enqueue, batch
-        self._cycle: deque[str] = deque()
+        self._items, self._visit, self.batch = items, visit, batch
+        self._cycle: deque[Item] = deque()
         self.cycles = 0  # snapshots taken: a cycle's start
 
     def tick(self) -> int:
         if not self._cycle:
-            self._cycle.extend(dict.fromkeys(self._keys()))  # (each key once: a gang's members share one)
+            self._cycle.extend(dict.fromkeys(self._items()))  # (each once)
             self.cycles += 1
         count = min(self.batch, len(self._cycle))
         for _ in range(count):
-            self._enqueue(self._cycle.popleft())
+            self._visit(self._cycle.popleft())
         return count
