@@ -224,9 +224,8 @@ def assemble(
     # that kube-scheduler binds through the extender has passed that filter.
     nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
-    slurmd_nodes = SlurmdNodes(slurmd)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
-                             slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
+                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
                              workloads=workloads)
     metrics.register(slurm)
@@ -255,8 +254,8 @@ def assemble(
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
     manager.add_controller(controller)
-    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds,
-                                       config.sweep_batch), needs_leader=True)
+    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
+                         needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
     notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
