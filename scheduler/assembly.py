@@ -28,11 +28,18 @@ from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
 from sunk.translate.objects import is_terminal, node_ready
 from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.slurmd import placement_view, serving
 from sunk.types import Obj
 
 from . import kubeops, metrics
 from .binder import Binder
-from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, UNREASONED_PENDING_INTERVAL, SchedulerConfig
+from .config import (
+    PENDING_REASON_INTERVAL,
+    STARTED_CALL_PATIENCE,
+    SWEEP_BATCH,
+    UNREASONED_PENDING_INTERVAL,
+    SchedulerConfig,
+)
 from .decide import Bind
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import HookPorts, PlaceholderHooks, PodGone, create_hooks_app
@@ -40,8 +47,11 @@ from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
+from .sweep import RollingSweep
 
 log = logging.getLogger(__name__)
+
+SweptItem = tuple[str, str]  # ("pod", its store key) or ("job", its owner)
 
 
 def identity_parser(config: SchedulerConfig) -> IdentityParser:
@@ -257,10 +267,7 @@ def assemble(
     pods.add_handler(on_delete=gone.notify,
                      on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
     attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
-    # A slurmd Pod moving changes where Pods bind: look at every Pod still waiting.
-    slurmd.add_handler(on_add=lambda _p: _enqueue_unbound(pods, controller),
-                       on_update=lambda _o, _n: _enqueue_unbound(pods, controller),
-                       on_delete=lambda _p: _enqueue_unbound(pods, controller))
+    attach_slurmd_feed(slurmd, index, controller.queue.add)
     attach_job_feed(slurm_cache, index, controller.queue.add)
     attach_node_feed(nodes, pod_index, controller.queue.add)
 
@@ -274,7 +281,8 @@ def assemble(
     # empty cache would submit a second job for every Pod after a restart.
     manager.add_informer(slurm_cache)
     manager.add_controller(controller)
-    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds), needs_leader=True)
+    manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
+                         needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
     notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
@@ -313,10 +321,24 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
 
 
-def _enqueue_unbound(pods: Any, controller: Controller) -> None:
-    for pod in pods.list():
-        if not pod["spec"].get("nodeName"):
-            controller.queue.add(owner_of(pod))
+def attach_slurmd_feed(slurmd: Any, jobs: JobIndex, enqueue: Callable[[str], None]) -> None:
+    """A slurmd Pod that appears, moves or goes changes where the Pods Slurm placed on its Slurm node bind
+    (or whether they can: a Pod whose node had no slurmd Pod waits for one): look again at those, found
+    through the job index (``owners_on``), never a walk of the Pods. Updates that leave what the scheduler
+    reads alone (``slurmd.placement_view``: the lock annotations, the running flags, the status, 7 to 9 per
+    job) wake nothing."""
+
+    def wake(*slurmd_pods: Obj) -> None:
+        # Only a Pod that serves (bound, not being deleted: ``slurmd.serving``) is read; one that does not
+        # comes and goes unseen.
+        for owner in {owner for pod in slurmd_pods for node in serving(pod) for owner in jobs.owners_on(node)}:
+            enqueue(owner)
+
+    def moved(old: Obj, new: Obj) -> None:
+        if placement_view(old) != placement_view(new):
+            wake(old, new)  # (both: a hostname that changes leaves one Slurm node and serves another)
+
+    slurmd.add_handler(on_add=wake, on_update=moved, on_delete=wake)
 
 
 def attach_workload_feed(jobs: Any, pod_groups: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
@@ -393,18 +415,28 @@ def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None])
     nodes.add_handler(on_update=changed, on_delete=terminating_on)
 
 
-def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float) -> Periodic:
-    """The periodic level-based safety net: every Pod and every placeholder job is looked at.
+def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float,
+            batch: int = SWEEP_BATCH) -> Periodic:
+    """The periodic level-based safety net (scheduler/sweep.py): every Pod's key and every placeholder job's
+    owner, ``batch`` of them every ``interval`` seconds, from memory only."""
+    return Periodic("sweeper", interval, sweep_of(pods, jobs, enqueue, batch).tick)
 
-    It finds orphans either way (a job whose Pod is gone, a bound Pod whose job is gone)
-    even if an event was missed, from memory only.
-    """
 
-    def sweep() -> None:
-        for key in {owner_of(pod) for pod in pods.informer.list()} | jobs.uids():
+def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[SweptItem]:
+    """The sweep's cycle: the Pod store's keys (each Pod read at its turn, for its owner: its gang's, or its own
+    UID) and the job index's owners (a job whose Pod is gone is an orphan only a sweep finds if its event was lost)."""
+
+    def items() -> list[SweptItem]:
+        return [*(("pod", key) for key in pods.informer.keys()), *(("job", owner) for owner in jobs.uids())]
+
+    def visit(item: SweptItem) -> None:
+        kind, key = item
+        if kind == "job":
             enqueue(key)
+        elif (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
+            enqueue(owner_of(pod))
 
-    return Periodic("sweeper", interval, sweep)
+    return RollingSweep(items, visit, batch)
 
 
 __all__ = ["Assembly", "Result", "assemble", "identity_parser"]

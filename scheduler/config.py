@@ -20,6 +20,9 @@ STARTED_CALL_PATIENCE = 3.0
 # once are one full job list instead (the cache's max_job_reads).
 PENDING_REASON_INTERVAL = 10.0
 UNREASONED_PENDING_INTERVAL = 2.0
+# Keys the sweeper enqueues each resync_seconds (scheduler/sweep.py): its work per tick is bounded, a cycle
+# over N Pods takes N / SWEEP_BATCH ticks.
+SWEEP_BATCH = 500
 
 
 @frozen
@@ -34,7 +37,8 @@ class SchedulerConfig:
     slurmd_selector: str = "app.kubernetes.io/name=slurmd"
     submit_concurrency: int = 16
     default_partition: Optional[str] = None
-    resync_seconds: float = 60.0
+    resync_seconds: float = 60.0  # the sweeper's tick
+    sweep_batch: int = SWEEP_BATCH  # keys per tick
     # Seconds past its grace period that a Pod terminating on a NotReady or gone Node keeps its job.
     stuck_pod_margin: float = 60.0
     # Seconds the Slurm cache waits for a placeholder's started call to bring its job's record (0: never).

@@ -65,6 +65,7 @@ class JobIndex:
         self._doubted: set[str] = set()  # Pod UIDs whose last submission's outcome is unknown
         # job id -> (observed_at of its removal, monotonic time of it), oldest first
         self._removed: dict[int, tuple[float, float]] = {}
+        self._on_node: dict[str, set[int]] = {}  # Slurm node -> ids of the known jobs Slurm placed there
 
     def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
         """Record a job seen at ``observed_at``; returns its Pod UID if it is a placeholder.
@@ -100,6 +101,13 @@ class JobIndex:
     def uids(self) -> set[str]:
         with self._lock:
             return set(self._by_uid)
+
+    def owners_on(self, slurm_node: str) -> set[str]:
+        """The Pods (UIDs) and gangs (owners) whose known jobs Slurm placed on ``slurm_node``: those a change
+        of that node's slurmd Pod may concern (which Node they bind to, or whether they can bind at all).
+        O(the jobs on that node), whatever the number of Pods."""
+        with self._lock:
+            return {self._uid_of[job_id] for job_id in self._on_node.get(slurm_node, ())}
 
     def uid_of(self, job_id: int) -> Optional[str]:
         """The Pod UID of a known job, or of one this process submitted that no list has shown yet."""
@@ -199,6 +207,8 @@ class JobIndex:
         self._uid_of[job.id] = uid
         self._started[job.id] = started
         self._observed_at[job.id] = observed_at
+        for node in job.node_list:
+            self._on_node.setdefault(node, set()).add(job.id)
         return uid
 
     def _drop(self, job_id: int) -> Optional[str]:
@@ -207,7 +217,13 @@ class JobIndex:
         self._observed_at.pop(job_id, None)
         if uid is not None:
             jobs = self._by_uid.get(uid, {})
-            jobs.pop(job_id, None)
+            job = jobs.pop(job_id, None)
+            for node in job.node_list if job is not None else ():
+                placed = self._on_node.get(node)
+                if placed is not None:
+                    placed.discard(job_id)
+                    if not placed:
+                        del self._on_node[node]
             if not jobs:
                 self._by_uid.pop(uid, None)
         return uid

@@ -256,6 +256,9 @@ class MultiNamespaceInformer:
     def list(self) -> ObjList:
         return [o for inf in self.informers.values() for o in inf.list()]
 
+    def keys(self) -> StrList:
+        return [k for inf in self.informers.values() for k in inf.keys()]
+
     def by_index(self, index_name: str, value: str) -> ObjList:
         return [o for inf in self.informers.values() for o in inf.by_index(index_name, value)]
 

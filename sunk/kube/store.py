@@ -31,6 +31,12 @@ class Store(Protocol):
     def by_index(self, index_name: str, value: str) -> ObjList: ...
 
 
+class IndexedStore(Store, Protocol):
+    """A ``Store`` its reader may add an index to (client-go's Indexer): an informer, or a test's fake."""
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None: ...
+
+
 def pod_node_name(pod: Obj) -> list[str]:
     """Index function: pods by ``spec.nodeName`` (unbound pods are not indexed)."""
     node = (pod.get("spec") or {}).get("nodeName")

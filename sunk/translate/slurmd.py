@@ -26,19 +26,48 @@ def k8s_node_name(pod: Obj) -> str | None:
     return (pod.get("spec") or {}).get("nodeName") or None
 
 
+def serving(pod: Obj) -> list[str]:
+    """Index function: the Slurm node a slurmd Pod may serve, if it is bound and not being deleted.
+
+    Only such Pods can be a Slurm node's, so an index of them (client-go style, kept by the
+    informer) answers "which Node is Slurm node X on" from the few Pods claiming X, never all.
+    """
+    if k8s_node_name(pod) is None or pod["metadata"].get("deletionTimestamp"):
+        return []
+    return [slurm_node_name(pod)]
+
+
+def hosting(pod: Obj) -> list[str]:
+    """Index function: the Kubernetes Node of a slurmd Pod that may serve a Slurm node (``serving``)."""
+    return [node] if serving(pod) and (node := k8s_node_name(pod)) is not None else []
+
+
+def chosen(claimants: Iterable[Obj]) -> Obj | None:
+    """Of the slurmd Pods claiming one Slurm node (``serving``), the one that serves it: the newest
+    by creation time (a replacement overlapping the old one), as the Syncer's lookup does; ties
+    go to the later Kubernetes Node name, so that every caller picks the same Pod."""
+    return max(claimants, default=None,
+               key=lambda pod: (str(pod["metadata"].get("creationTimestamp") or ""), k8s_node_name(pod) or ""))
+
+
+def placement_view(pod: Obj) -> tuple[str, str | None, bool, str]:
+    """All the scheduler reads of a slurmd Pod: which Slurm node, on which Node, whether it is
+    being deleted, and its age (``chosen``). Its lock annotations, conditions and status do not
+    move a Pod's binding, so an update that leaves this alone wakes no Pod."""
+    meta = pod["metadata"]
+    return (slurm_node_name(pod), k8s_node_name(pod), bool(meta.get("deletionTimestamp")),
+            str(meta.get("creationTimestamp") or ""))
+
+
 def node_of(pods: Iterable[Obj]) -> dict[str, str]:
     """Slurm node -> Kubernetes Node, over bound slurmd Pods that are not being deleted.
 
-    Where two Pods claim one Slurm node (a replacement overlapping the old one), the newest
-    by creation time wins, as the Syncer's lookup does.
+    Where two Pods claim one Slurm node, ``chosen`` picks. (A walk of all Pods: for a whole
+    picture; the scheduler's per-event lookups use the ``serving`` index instead.)
     """
-    chosen: dict[str, tuple[str, str]] = {}
+    claims: dict[str, list[Obj]] = {}
     for pod in pods:
-        meta = pod["metadata"]
-        node = k8s_node_name(pod)
-        if node is None or meta.get("deletionTimestamp"):
-            continue
-        name, created = slurm_node_name(pod), str(meta.get("creationTimestamp") or "")
-        if name not in chosen or created >= chosen[name][0]:
-            chosen[name] = (created, node)
-    return {name: node for name, (_, node) in chosen.items()}
+        for name in serving(pod):
+            claims.setdefault(name, []).append(pod)
+    serving_pods = {name: chosen(group) for name, group in claims.items()}
+    return {name: str(k8s_node_name(pod)) for name, pod in serving_pods.items() if pod is not None}

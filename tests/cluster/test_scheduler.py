@@ -817,3 +817,40 @@ def test_a_pod_waiting_on_a_drained_node_shows_slurms_reason_and_follows_it(kube
                         10, "PodScheduled=True")
     finally:
         dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+
+
+# -- a slurmd Pod's change wakes the Pods Slurm placed on its node, and only those (issue 37 goal 4) ----------
+SLURMD_TEST_LABEL = "sunk.dev/scheduler-slurmd-test"
+
+
+def test_a_pod_waiting_for_its_nodes_slurmd_pod_binds_once_one_appears(kube_api, dev_cluster, tmp_path_factory):
+    """What the walk of every unbound Pod at each slurmd event was for, now a lookup of the Pods whose jobs
+    Slurm placed on that node (JobIndex.owners_on): a scheduler that sees no slurmd Pod (its selector matches
+    none) leaves the Pod waiting with the reason; a slurmd Pod appearing for that node (the label added) binds it."""
+    run_id = uuid.uuid4().hex[:8]
+    namespace = create_namespace(kube_api)
+    tmp = tmp_path_factory.mktemp("slurmd-wake")
+    ports = {"hooks": free_port(), "metrics": free_port(), "probes": free_port()}
+    proc = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-slurmd-wake", ports=ports, extra_args=(
+        f"--slurmd-selector=app.kubernetes.io/name=slurmd,{SLURMD_TEST_LABEL}={run_id}",
+        f"--leader-election-id=sunk-scheduler-slurmd-wake-{run_id}"))
+    node = idle_node(dev_cluster)
+    slurmd = next(p for p in kc.list_objects(kube_api, PODS, "slurm", label_selector="app.kubernetes.io/name=slurmd")
+                  if ((p.get("spec") or {}).get("hostname") or p["metadata"]["name"]) == node)
+
+    def label(value: str | None) -> None:
+        kc.patch(kube_api, PODS, slurmd["metadata"]["name"], {"metadata": {"labels": {SLURMD_TEST_LABEL: value}}},
+                 "slurm")
+
+    with serving(kube_api, dev_cluster, proc, namespace):
+        try:
+            name = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node})["metadata"]["name"]
+            wanted = f"no slurmd Pod found for Slurm node {node}"
+            wait_for(lambda: wanted in ((pod_scheduled(get_pod(kube_api, namespace, name)) or {}).get("message") or ""),
+                     60, f"PodScheduled naming {wanted!r}", interval=0.5)
+            assert bound(kube_api, namespace, name) is None
+            label(run_id)  # the scheduler's slurmd informer sees it appear: an add, for Slurm node `node`
+            assert wait_for(lambda: bound(kube_api, namespace, name), 20, "the binding") == \
+                dev_cluster.k8s_node_for(node)
+        finally:
+            label(None)

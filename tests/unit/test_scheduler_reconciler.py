@@ -101,14 +101,15 @@ def build(monkeypatch, writes):
 
     def make(must_tolerate_lock=lambda node: False, **settings):
         pods = [pod()]
-        slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
+        slurmd = settings.pop("slurmd", None) or \
+            SlurmdNodes(ListInformer([{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]))
         jobs = settings.pop("jobs", None) or JobIndex(parse)
         recorder = Recorder()
         binder = Binder(None, must_tolerate_lock=must_tolerate_lock, observe_latency=lambda seconds: None)
         settings = {"config": SchedulerConfig("s", b"x" * 16, "http://h",
                                               identity_policy=TEST_POLICY), "slurm": Slurm(), **settings}
         scheduler = PodScheduler(api=None, jobs=jobs, pods=PodIndex(ListInformer(pods)),
-                                 slurmd=SlurmdNodes(ListInformer(slurmd)), recorder=recorder, binder=binder, **settings)
+                                 slurmd=slurmd, recorder=recorder, binder=binder, **settings)
         return scheduler, pods, jobs, recorder, binds
 
     return make
@@ -409,6 +410,28 @@ def test_a_finished_pod_releases_its_job_at_once_and_is_kept(build, writes, monk
     jobs.upsert(Job(id=7, state="CANCELLED", nodes="node1", admin_comment="uid-a"), observed_at=2.0)
     scheduler.reconcile("uid-a")
     assert scheduler.slurm.cancelled == [7, 7] and writes == []  # the Pod is never deleted for its job's end
+
+
+def test_a_pod_waiting_for_its_nodes_slurmd_pod_binds_once_one_appears(build, writes):
+    """What walking every unbound Pod at each slurmd event was for, now through the job index's owners_on."""
+    from informer_fakes import StoreInformer
+
+    from scheduler.assembly import attach_slurmd_feed
+
+    informer = StoreInformer()
+    scheduler, _pods, jobs, _recorder, binds = build(slurmd=SlurmdNodes(informer))
+    queue: list[str] = []
+    attach_slurmd_feed(informer, jobs, queue.append)
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node9", admin_comment="uid-a"))
+    scheduler.reconcile("uid-a")
+    assert binds == [] and [w[3] for w in writes if w[0] == "condition"] == \
+        ["Slurm job 7: no slurmd Pod found for Slurm node node9"]
+    informer.put({"metadata": {"name": "node9", "namespace": "slurm", "annotations": {names.LOCK_KEY: "locked"}},
+                  "spec": {"nodeName": "worker-9"}})
+    assert queue == ["uid-a"]
+    for key in queue:
+        scheduler.reconcile(key)
+    assert binds == [("uid-a", "worker-9")]
 
 
 def test_slurmd_nodes_map_by_hostname_as_the_syncer_does():

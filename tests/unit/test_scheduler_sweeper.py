@@ -22,6 +22,12 @@ class Pods:
     def list(self) -> list[dict]:
         return list(self.objs)
 
+    def keys(self) -> list[str]:
+        return [f"ns/{o['metadata']['name']}" for o in self.objs]
+
+    def get(self, key: str) -> dict | None:
+        return next((o for o in self.objs if f"ns/{o['metadata']['name']}" == key), None)
+
 
 def parse(job: Job):
     """The owner from the AdminComment (a short stand-in for an identity)."""
