@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import threading
 import time
@@ -181,6 +182,95 @@ def test_at_the_cap_the_longest_waiting_connection_makes_room(front_on, caplog):
     assert any("connections open (the cap)" in record.getMessage() for record in caplog.records)
 
 
+def _from(source: str, front: ListenerFront) -> socket.socket:
+    """A connection from ``source`` (any 127/8 address: Linux routes them all to lo), another peer than 127.0.0.1."""
+    return socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE, source_address=(source, 0))
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True  # nothing to read and not closed
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """The server closed it (its FIN, or its reset): waits up to the socket's timeout, False if it stays open."""
+    try:
+        return sock.recv(10) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _ask(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock.recv(65536)
+
+
+def test_a_peer_at_its_cap_evicts_only_its_own_and_another_peers_waiting_connections_stay(front_on, caplog):
+    front, _ = front_on(Limits(max_connections=20, max_connections_per_peer=5, head_seconds=PATIENCE))
+    other = [_from("127.0.0.2", front) for _ in range(4)]
+    flood = [_from("127.0.0.1", front) for _ in range(200)]
+    try:
+        assert requests.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}  # (one more of 127.0.0.1)
+        assert _closed_by_server(flood[0])  # its own oldest made room for its newer ones
+        assert all(_still_open(sock) for sock in other)
+        assert all(b" 200 " in _ask(sock).split(b"\r\n")[0] for sock in other)
+        assert front.open_connections_of("127.0.0.1") <= 5 and front.open_connections_of("127.0.0.2") == 4
+    finally:
+        for sock in other + flood:
+            sock.close()
+    assert any("peer 127.0.0.1 holds 5 connections (its cap)" in record.getMessage() for record in caplog.records)
+
+
+def test_at_the_listeners_cap_the_peer_with_the_most_waiting_gives_way(front_on, caplog):
+    """Four hosts flooding at their caps fill the listener; a fifth peer's connections are never the ones closed."""
+    front, _ = front_on(Limits(max_connections=20, max_connections_per_peer=6, head_seconds=PATIENCE))
+    other = [_from("127.0.0.2", front) for _ in range(3)]
+    flood = [_from(f"127.0.0.{host}", front) for _ in range(30) for host in range(10, 14)]
+    try:
+        assert requests.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}
+        assert all(_still_open(sock) for sock in other)
+        assert all(b" 200 " in _ask(sock).split(b"\r\n")[0] for sock in other)
+        assert front.open_connections <= 20
+    finally:
+        for sock in other + flood:
+            sock.close()
+    assert any("connections open (the cap)" in record.getMessage() and "which has the most waiting"
+               in record.getMessage() for record in caplog.records)
+
+
+def test_a_peer_whose_connections_are_all_answered_is_refused_and_another_is_served(front_on, caplog):
+    front, release = front_on(Limits(threads=4, max_connections_per_peer=2, head_seconds=2 * PATIENCE))
+    results: list[Any] = []
+    callers = [threading.Thread(target=lambda: results.append(requests.get(_url(front, "/block"), timeout=PATIENCE)))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + PATIENCE
+    while front.snapshot().in_pool < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as third:
+            assert _closed_by_server(third)  # (not the head deadline): both of 127.0.0.1's are being answered
+        with _from("127.0.0.2", front) as other:
+            assert b" 200 " in _ask(other).split(b"\r\n")[0]
+    finally:
+        release.set()
+        for caller in callers:
+            caller.join(PATIENCE)
+    assert [r.json() for r in results] == [{"released": True}] * 2
+    assert any("peer 127.0.0.1 holds 2 connections (its cap), every one being answered" in record.getMessage()
+               for record in caplog.records)
+
+
 def test_a_pool_that_stops_finishing_is_wedged_and_a_busy_one_is_not(front_on):
     front, release = front_on(Limits(threads=1, stall_seconds=1.0))
     health = FrontHealth([front])
@@ -266,8 +356,6 @@ def test_the_peer_table_forgets_closed_connections_and_empty_peers():
 
 def test_the_peer_with_the_most_waiting_follows_every_change_by_one():
     """The count of the busiest peer is kept as waits begin and end, never by a scan: checked against one."""
-    import random
-
     rng = random.Random(31)
     table: PeerTable[int] = PeerTable()
     peer_of_conn: dict[int, str] = {}
