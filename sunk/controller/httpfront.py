@@ -286,8 +286,11 @@ class PeerTable(Generic[C]):
             del self._open[peer]
 
     def wait_begins(self, conn: C) -> None:
-        """``conn`` begins to wait for a request (accepted, or its answer written): the last of its peer's."""
-        peer = self._peer[conn]
+        """``conn`` begins to wait for a request (accepted, or its answer written): the last of its peer's.
+        Nothing for a connection already closed (evicted: its task ends at its next await)."""
+        peer = self._peer.get(conn)
+        if peer is None:
+            return
         waits = self._waiting.setdefault(peer, {})
         if conn in waits:
             del waits[conn]

@@ -364,8 +364,9 @@ def test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api(dev_c
     unlocked(kube_api, dev_cluster, "node3")
     make_pod(kube_api, namespace, "web-hostile", "worker-3")
     try:
-        for n in range(2000):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        for n in range(2000):  # from 40 addresses of 127/8, 50 each: under the per-peer cap, so all are held
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30,
+                                            source_address=(f"127.0.1.{n // 50 + 1}", 0))
             if n % 2:
                 sock.sendall(b"P")
             held.append(sock)

@@ -345,6 +345,7 @@ def test_the_peer_table_forgets_closed_connections_and_empty_peers():
     table.close("a1")  # twice (evicted, then its own end): nothing more
     table.wait_ends("gone")
     table.close("gone")
+    table.wait_begins("a1")  # closed for room, then its task's next step: still gone
     assert len(table) == 1 and table.open_of("A") == 0 and table.longest_waiting_of("A") is None
     assert table.most_waiting_peer() is None and table.waiting() == [] and not table.is_waiting("a1")
     table.close("b1")
