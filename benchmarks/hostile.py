@@ -1,6 +1,7 @@
 """Request latency with and without 1000 hostile connections per listener, in one run (issue 31 item 3).
 
-    python -m benchmarks.hostile [--hostile 1000] [--rounds 10] [--calls 50] [--kind idle|one-byte]
+    python -m benchmarks.hostile [--hostile 1000] [--rounds 10] [--calls 50] [--kind idle|one-byte|flood]
+                                 [--sources 20]
 
 Serves two listeners the way sunk-extender does (sunk/web.py, one gunicorn worker): a plain
 "hooks" port and a mutual-TLS "verbs" port, each a trivial flask app; and, in a process of its
@@ -8,7 +9,12 @@ own, a probe port the way every daemon serves it (sunk/controller/health.py, /he
 ``calls`` requests per listener (a new connection each, as the placeholder's curl makes)
 with no hostile connection open, then again with ``hostile`` connections held open on each
 listener (``idle``: connected, nothing sent; ``one-byte``: one byte of a request or of a
-TLS handshake, then nothing). Rounds alternate so that machine noise falls on both sides.
+TLS handshake, then nothing), spread over ``sources`` addresses of 127/8 so that each holds
+fewer than the per-peer cap (``Limits.max_connections_per_peer``, 64 on the probe port) and
+the server keeps them all; ``flood``: one host (127.0.0.3) opening connections without end,
+holding its last ``hostile``, far past its per-peer cap (the server closes its own older
+ones, never the timed caller's: another peer). Rounds alternate so that machine noise falls
+on both sides.
 It prints, per listener, the median latency of each side and the ratio of medians with its
 spread over rounds (p10 to p90 of the per-round ratios). Needs no cluster. The real Pod's
 figure (scheduled and locked through the prolog) is tests/cluster/test_hostile_http.py.
@@ -17,6 +23,7 @@ figure (scheduled and locked through the prolog) is tests/cluster/test_hostile_h
 from __future__ import annotations
 
 import argparse
+import collections
 import multiprocessing
 import os
 import resource
@@ -36,6 +43,7 @@ from sunk.dev.tls import issue, make_ca
 from sunk.web import TLS, Listener, serve
 
 HOOKS, VERBS, PROBES = 18992, 18993, 18994
+FLOOD_SOURCE = "127.0.0.3"  # (the timed calls come from 127.0.0.1: another peer)
 
 
 def _app(name: str) -> Flask:
@@ -73,14 +81,47 @@ def timed_calls(url: str, calls: int, **kwargs: object) -> list[float]:
     return times
 
 
-def hold(port: int, count: int, first: bytes) -> list[socket.socket]:
+def hold(port: int, count: int, first: bytes, sources: list[str]) -> list[socket.socket]:
     held = []
-    for _ in range(count):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    for n in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60, source_address=(sources[n % len(sources)], 0))
         if first:
             sock.sendall(first)
         held.append(sock)
     return held
+
+
+class Flood:
+    """One host opening connections to ``port`` without end, each sending ``first``, holding its last ``count``."""
+
+    def __init__(self, port: int, count: int, first: bytes):
+        self.port, self.count, self.first = port, count, first
+        self.opened = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Flood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        held: collections.deque[socket.socket] = collections.deque()
+        while not self._stop.is_set():
+            try:
+                sock = socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=(FLOOD_SOURCE, 0))
+                sock.sendall(self.first)
+            except OSError:
+                continue
+            self.opened += 1
+            held.append(sock)
+            if len(held) > self.count:
+                held.popleft().close()
+        for sock in held:
+            sock.close()
 
 
 def main() -> int:
@@ -88,8 +129,10 @@ def main() -> int:
     parser.add_argument("--hostile", type=int, default=1000, help="connections held open per listener")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=50, help="timed requests per listener per side per round")
-    parser.add_argument("--kind", choices=("idle", "one-byte"), default="idle")
+    parser.add_argument("--kind", choices=("idle", "one-byte", "flood"), default="idle")
+    parser.add_argument("--sources", type=int, default=20, help="addresses of 127/8 the held connections come from")
     args = parser.parse_args()
+    sources = [f"127.0.1.{n}" for n in range(1, args.sources + 1)]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -128,10 +171,17 @@ def main() -> int:
                 quiet[name] += without
             held = []
             try:
-                for _name, (port, _url, _kwargs, first) in targets.items():
-                    held += hold(port, args.hostile, first if args.kind == "one-byte" else b"")
-                for name, (_, url, kwargs, _first) in targets.items():
-                    with_ = timed_calls(url, args.calls, **kwargs)
+                if args.kind != "flood":
+                    for _name, (port, _url, _kwargs, first) in targets.items():
+                        held += hold(port, args.hostile, first if args.kind == "one-byte" else b"", sources)
+                for name, (port, url, kwargs, first) in targets.items():
+                    if args.kind == "flood":  # (one listener's at a time: one flooding thread)
+                        with Flood(port, args.hostile, first) as flood:
+                            while flood.opened < args.hostile:  # (past the cap before the first timed call)
+                                time.sleep(0.05)
+                            with_ = timed_calls(url, args.calls, **kwargs)
+                    else:
+                        with_ = timed_calls(url, args.calls, **kwargs)
                     loud[name] += with_
                     ratios[name].append(statistics.median(with_) / statistics.median(quiet[name][-args.calls:]))
             finally:

@@ -32,9 +32,11 @@ log = logging.getLogger(__name__)
 Check = Callable[[], bool]
 TEXT = "text/plain; charset=utf-8"
 # A probe port has few real callers (the kubelet, Prometheus): a small pool, small bodies, and a connection cap
-# that holds 1000 idle connections with room; deadlines as every listener's.
+# that holds 1000 idle connections with room; deadlines as every listener's. Per peer: the kubelet (one address
+# per node, a probe or two at a time) and each Prometheus (a scrape or two at a time) hold a handful, so 64 is
+# far from them, and 32 flooding hosts are needed to fill the port (whose busiest then evicts itself first).
 PROBE_LIMITS = Limits(threads=4, max_body_bytes=64 * 1024, max_buffered_bytes=4 * 1024 * 1024,
-                      max_connections=2048)
+                      max_connections=2048, max_connections_per_peer=64)
 
 
 def run_checks(checks: Mapping[str, Check]) -> tuple[bool, list[str]]:

@@ -9,10 +9,14 @@ a thread, from its listener's own pool. A waiting connection costs a file descri
 few KB, never a thread.
 
 Per listener (``Limits``): its TLS context (the handshake runs inside the head deadline and
-the connection cap), its pool, its connection cap. At the cap, the connection that has
-waited longest for its request head is closed to make room (it holds no thread); only when
-every open connection is being answered is a new one refused. Both are logged, at most once
-per ``LOG_EVERY`` seconds per listener.
+the connection cap), its pool, its connection cap and its cap per peer (a remote IP address).
+At a cap, a connection still waiting for its request head is closed to make room (it holds no
+thread): at the peer's cap, that peer's own one that has waited longest, so one host's flood
+(any Slurm user on a node can open thousands of sockets) only ever evicts itself; at the
+listener's cap, the longest-waiting one of the peer with the most connections waiting (the
+flood, first). Only when none of the connections it could close is waiting is a new one
+refused. Each choice is O(1) (``PeerTable``, ``admission``); each is logged, at most once per
+``LOG_EVERY`` seconds per listener and cap, the peer named.
 
 A listener's own refusals (408, 413, 431, a malformed request's 400, a bug's 500) speak its
 apps' language: JSON by default (``error_answer``), plain text on the probe and metrics port
@@ -36,15 +40,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import ipaddress
 import logging
 import ssl
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from typing import Any, Optional, TypeVar
+from typing import Any, Generic, Optional, TypeVar
 from urllib.parse import unquote_to_bytes
 
 import attrs
@@ -54,6 +59,7 @@ log = logging.getLogger(__name__)
 
 WSGIApp = Callable[..., Any]
 T = TypeVar("T")
+C = TypeVar("C", bound=Hashable)  # a connection, as PeerTable knows it (the front's: its task)
 LOG_EVERY = 10.0
 # A body may come in pieces (chunks, or reads) of MIN_PIECE_BYTES on average, past its first MIN_PIECES.
 MIN_PIECES = 64
@@ -74,6 +80,13 @@ class Limits:
     # for their answer): 4096 connections each sending 8 MiB must not take 32 GiB and the process with it.
     max_buffered_bytes: int = 64 * 1024 * 1024
     max_connections: int = 4096
+    # Of them, one peer (a remote IP address) holds at most this many, answered or waiting. The heaviest
+    # legitimate peers: a slurmd node (a prolog or epilog call per job starting or ending on it, a placeholder's
+    # long poll per placeholder job running there: a node running 100 jobs at once stays well under it) and
+    # kube-scheduler on the extender's verbs (its client's pool, a bind per Pod in its binding cycle). A flood
+    # at it evicts only its own waiting connections; 16 flooding hosts are needed to fill the listener, and
+    # then the busiest of them evicts itself first.
+    max_connections_per_peer: int = 256
     stall_seconds: float = 120.0  # liveness: > the longest wait by design (the Syncer's pre-hook, 90 s)
 
 
@@ -220,12 +233,142 @@ def call_app(app: WSGIApp, environ: dict[str, Any], refusal: Refusal = error_ans
     return Answer(code, reason, headers, b"".join(chunks), stream)
 
 
-def pick_eviction(waiting: Mapping[Any, float]) -> Any:
-    """The connection to close for a new one at the cap: the one waiting longest for its request, which
-    is the first of ``waiting`` (kept in the order the waits began: a connection is moved to its end when
-    a wait begins, and taken out while it is answered); None when every connection is being answered.
-    O(1): at the cap every accepted connection asks, and a scan of 4096 took 0.4 ms of the shared loop."""
-    return next(iter(waiting), None)
+def peer_of(peername: Any) -> str:
+    """The peer a connection counts against: its remote IP address, canonical, an IPv4-mapped IPv6 one as its
+    IPv4 (a dual-stack listener sees ``::ffff:10.0.0.1`` for the host that reaches an IPv4 one as ``10.0.0.1``);
+    the whole of what the socket names when it is not an address (a Unix socket: all its callers one peer)."""
+    if not isinstance(peername, (tuple, list)) or not peername:
+        return str(peername or "")
+    host = peername[0]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return str(host)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+class PeerTable(Generic[C]):
+    """A listener's open connections by peer, and those waiting for a request, for the caps' choices in O(1)
+    per change: each peer's waiting connections in the order their waits began (a connection moves to its
+    end when a wait begins and leaves while it is answered), and the peers by how many of theirs wait, with
+    the most kept current (counts change by one at a time). No I/O: what to close is ``admission``'s choice.
+    O(1) matters: at a cap every accepted connection asks, and a scan of 4096 took 0.4 ms of the shared loop."""
+
+    def __init__(self) -> None:
+        self._peer: dict[C, str] = {}
+        self._open: dict[str, int] = {}
+        self._waiting: dict[str, dict[C, None]] = {}  # peer -> its waiting connections, oldest wait first
+        self._peers_waiting: dict[int, dict[str, None]] = {}  # how many wait -> the peers with that many
+        self._most_waiting = 0
+
+    def __len__(self) -> int:
+        return len(self._peer)
+
+    def open(self, conn: C, peer: str) -> None:
+        """A connection accepted from ``peer`` (not waiting yet: ``wait_begins``)."""
+        if conn in self._peer:
+            return
+        self._peer[conn] = peer
+        self._open[peer] = self._open.get(peer, 0) + 1
+
+    def close(self, conn: C) -> None:
+        """A connection gone (closed for room or ended); a second close is nothing."""
+        if conn not in self._peer:
+            return
+        self.wait_ends(conn)
+        peer = self._peer.pop(conn)
+        left = self._open[peer] - 1
+        if left:
+            self._open[peer] = left
+        else:
+            del self._open[peer]
+
+    def wait_begins(self, conn: C) -> None:
+        """``conn`` begins to wait for a request (accepted, or its answer written): the last of its peer's.
+        Nothing for a connection already closed (evicted: its task ends at its next await)."""
+        peer = self._peer.get(conn)
+        if peer is None:
+            return
+        waits = self._waiting.setdefault(peer, {})
+        if conn in waits:
+            del waits[conn]
+            waits[conn] = None
+            return
+        waits[conn] = None
+        self._recount(peer, len(waits) - 1, len(waits))
+
+    def wait_ends(self, conn: C) -> None:
+        """``conn`` has its request head (it is read and answered now), or is gone."""
+        peer = self._peer.get(conn)
+        waits = self._waiting.get(peer) if peer is not None else None
+        if peer is None or waits is None or conn not in waits:
+            return
+        del waits[conn]
+        if not waits:
+            del self._waiting[peer]
+        self._recount(peer, len(waits) + 1, len(waits))
+
+    def _recount(self, peer: str, before: int, after: int) -> None:
+        if before:
+            peers = self._peers_waiting[before]
+            del peers[peer]
+            if not peers:
+                del self._peers_waiting[before]
+                if self._most_waiting == before:
+                    self._most_waiting = after  # (by one: ``peer`` itself is there now, or none waits at all)
+        if after:
+            self._peers_waiting.setdefault(after, {})[peer] = None
+            self._most_waiting = max(self._most_waiting, after)
+
+    def is_waiting(self, conn: C) -> bool:
+        peer = self._peer.get(conn)
+        return peer is not None and conn in self._waiting.get(peer, {})
+
+    def waiting(self) -> list[C]:
+        """Every connection waiting for a request (a copy)."""
+        return [conn for waits in self._waiting.values() for conn in waits]
+
+    def open_of(self, peer: str) -> int:
+        return self._open.get(peer, 0)
+
+    def waiting_of(self, peer: str) -> int:
+        return len(self._waiting.get(peer, {}))
+
+    def longest_waiting_of(self, peer: str) -> Optional[C]:
+        """``peer``'s connection that has waited longest for its request; None when none of its waits."""
+        return next(iter(self._waiting.get(peer, {})), None)
+
+    def most_waiting_peer(self) -> Optional[str]:
+        """The peer with the most connections waiting for a request (a flood's); None when none waits."""
+        return next(iter(self._peers_waiting[self._most_waiting])) if self._most_waiting else None
+
+
+@attrs.frozen
+class Admission:
+    """What to do with a new connection: ``admit`` it, after closing ``evict`` (a waiting connection) when not
+    None; ``cap``: the cap that asked for room ("peer" or "listener"), "" when under both."""
+
+    admit: bool
+    evict: Any = None
+    cap: str = ""
+
+
+def admission(table: PeerTable[C], peer: str, limits: Limits) -> Admission:
+    """Whether a new connection from ``peer`` is admitted, and whom it replaces. At the peer's cap: that peer's
+    longest-waiting connection, never another peer's (closing one of its own makes room under the listener's
+    cap too). Else at the listener's cap: the longest-waiting one of the peer with the most waiting (not the
+    most open: a peer whose connections are all being answered, a node's long polls, has none to give, and
+    a flood's all wait). Refused when that peer, or the whole listener, has none waiting."""
+    if table.open_of(peer) >= limits.max_connections_per_peer:
+        victim = table.longest_waiting_of(peer)
+        return Admission(victim is not None, victim, "peer")
+    if len(table) >= limits.max_connections:
+        busiest = table.most_waiting_peer()
+        victim = table.longest_waiting_of(busiest) if busiest is not None else None
+        return Admission(victim is not None, victim, "listener")
+    return Admission(True)
 
 
 def biggest_reader(reading: Mapping[Any, int]) -> Any:
@@ -288,11 +431,12 @@ class ListenerFront:
         self.limits = limits
         self.pool = ThreadPoolExecutor(max_workers=limits.threads, thread_name_prefix=f"http-{name}")
         self._open: set[asyncio.Task[Any]] = set()
-        # Connections waiting for a request, in the order their waits began (pick_eviction); not those answered.
-        self._waiting: dict[asyncio.Task[Any], float] = {}
+        # Open connections by peer, and those waiting for a request in the order their waits began (admission).
+        self._peers: PeerTable[asyncio.Task[Any]] = PeerTable()
         self._reading: dict[asyncio.Task[Any], int] = {}  # bytes of a body not yet whole, by connection
         self._server: Optional[asyncio.AbstractServer] = None
         self._cap_log = _RateLimitedLog()
+        self._peer_cap_log = _RateLimitedLog()  # (its own: one flooding host must not hide the listener's cap)
         self._lock = threading.Lock()
         self._in_pool = 0
         self._buffered = 0  # bytes of request bodies held now (Limits.max_buffered_bytes); the loop's only
@@ -314,9 +458,8 @@ class ListenerFront:
     def open_connections(self) -> int:
         return len(self._open)
 
-    def _wait_begins(self, task: asyncio.Task[Any]) -> None:
-        self._waiting.pop(task, None)
-        self._waiting[task] = time.monotonic()
+    def open_connections_of(self, peer: str) -> int:
+        return self._peers.open_of(peer)
 
     # ---- serving ----------------------------------------------------------------------------
 
@@ -328,9 +471,9 @@ class ListenerFront:
         """Stop accepting, close the connections that wait, give those being answered ``grace`` seconds."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._waiting):
+        for task in self._peers.waiting():
             task.cancel()
-        busy = [task for task in self._open if task not in self._waiting]
+        busy = [task for task in self._open if not self._peers.is_waiting(task)]
         if busy:
             await asyncio.wait(busy, timeout=grace)
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -338,7 +481,7 @@ class ListenerFront:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if not self._admit(task):
+        if not self._admit(task, peer_of(writer.get_extra_info("peername"))):
             writer.transport.abort()
             return
         try:
@@ -349,23 +492,38 @@ class ListenerFront:
             log.exception("%s: a connection failed", self.name)
         finally:
             self._open.discard(task)
-            self._waiting.pop(task, None)
+            self._peers.close(task)
             writer.transport.abort()
 
-    def _admit(self, task: asyncio.Task[Any]) -> bool:
-        if len(self._open) >= self.limits.max_connections:
-            victim = pick_eviction(self._waiting)
-            if victim is None:
+    def _admit(self, task: asyncio.Task[Any], peer: str) -> bool:
+        choice = admission(self._peers, peer, self.limits)
+        if choice.cap == "peer":
+            held = self._peers.open_of(peer)
+            if choice.evict is None:
+                self._peer_cap_log.warning("%s: peer %s holds %d connections (its cap), every one being answered: "
+                                           "refusing a new one", self.name, peer, held)
+            else:
+                self._peer_cap_log.warning("%s: peer %s holds %d connections (its cap): closing its own that "
+                                           "waited longest for its request to make room", self.name, peer, held)
+        elif choice.cap == "listener":
+            if choice.evict is None:
                 self._cap_log.warning("%s: %d connections open (the cap), every one being answered: "
-                                      "refusing a new one", self.name, len(self._open))
-                return False
-            self._cap_log.warning("%s: %d connections open (the cap): closing the one that waited longest "
-                                  "for its request to make room", self.name, len(self._open))
-            self._waiting.pop(victim)
+                                      "refusing a new one from %s", self.name, len(self._open), peer)
+            else:
+                busiest = self._peers.most_waiting_peer()
+                self._cap_log.warning("%s: %d connections open (the cap): closing the one that waited longest "
+                                      "of peer %s, which has the most waiting (%d), for one from %s", self.name,
+                                      len(self._open), busiest, self._peers.waiting_of(busiest or ""), peer)
+        if not choice.admit:
+            return False
+        if choice.evict is not None:
+            victim: asyncio.Task[Any] = choice.evict
+            self._peers.close(victim)
             self._open.discard(victim)
             victim.cancel()
         self._open.add(task)
-        self._wait_begins(task)
+        self._peers.open(task, peer)
+        self._peers.wait_begins(task)
         return True
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -381,7 +539,7 @@ class ListenerFront:
         first = True
         while True:
             if not first:
-                self._wait_begins(task)
+                self._peers.wait_begins(task)
             try:
                 async with asyncio.timeout_at(first_head_by if first else loop.time() + limits.head_seconds):
                     request = await self._next(conn, reader)
@@ -402,7 +560,7 @@ class ListenerFront:
                                                         f"request head over {limits.max_head_bytes} bytes"))
                 return
             first = False
-            self._waiting.pop(task, None)  # (reading its body or answered: never evicted for a new connection)
+            self._peers.wait_ends(task)  # (reading its body or answered: never evicted for a new connection)
             body = await self._body(conn, reader, writer, request, task)
             try:
                 environ = environ_for(request, body, port=self.port, scheme=scheme, peer=peer)

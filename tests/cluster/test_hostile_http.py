@@ -1,8 +1,10 @@
 """Issue 31 item 3's acceptance on the dev cluster: with 1000 connections held open to each of the
 scheduler's listeners (its hook API, /metrics and probes; half idle, half one byte of a request), a
 real Pod is still placed by Slurm and started (the placeholder's call to the scheduler), and its
-container answers. The Syncer's side, a strict lock through the real prolog with as many connections
-to its hook API, is test_locking_flows.py::test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api.
+container answers. The connections come from 20 addresses of 127/8, 50 each, under the front's
+per-peer cap, so that the listeners hold them all. The Syncer's side, a strict lock through the
+real prolog with as many connections to its hook API, is
+test_locking_flows.py::test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api.
 
 It asserts behaviour only; the latency ratio (within 10 %) is benchmarks/hostile.py and the
 lead's run of this test with and without the connections, written in docs/benchmarks.md.
@@ -37,7 +39,9 @@ def hostile_connections(scheduler):  # noqa: F811
     try:
         for port in ports:
             for n in range(HOSTILE):
-                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                # 50 per address of 127/8: under every per-peer cap (64 on the probe port), so all are held.
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30,
+                                                source_address=(f"127.0.1.{n // 50 + 1}", 0))
                 if n % 2:  # half idle, half one byte of a request, then silence
                     sock.sendall(b"G")
                 held.append(sock)

@@ -2,9 +2,10 @@
 
 The stdlib server it replaced gave every connection a thread for up to 10 s: 1000 idle
 connections were 1000 threads in every daemon. Behind the front they are file descriptors:
-with 1000 idle connections and 100 half-sent heads held on the port (its real limits), the
-probes and a scrape are still answered, and the process holds no thread beyond the front's
-own (its loop's and its pool's). No timing is asserted beyond a generous deadline on an answer.
+with 1000 idle connections and 100 half-sent heads held on the port (its real limits; from 22
+addresses of 127/8, 50 each, under the per-peer cap), the probes and a scrape are still
+answered, and the process holds no thread beyond the front's own (its loop's and its pool's).
+No timing is asserted beyond a generous deadline on an answer.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from web_fakes import connection_from
 
 from sunk.controller.health import PROBE_LIMITS, HttpEndpoints
 
 IDLE, HALF_SENT = 1000, 100
+PER_SOURCE = 50  # under PROBE_LIMITS.max_connections_per_peer: the port holds every one
 PATIENCE = 60.0  # generous: what the kubelet or Prometheus would wait at most
 
 
@@ -43,10 +46,11 @@ def test_probes_and_a_scrape_are_answered_past_1000_idle_and_100_half_sent_conne
     try:
         base = f"http://127.0.0.1:{server.port}"
         assert requests.get(f"{base}/healthz", timeout=PATIENCE).text == "ok"
+        sources = (f"127.0.1.{n // PER_SOURCE}" for n in range(IDLE + HALF_SENT))
         for _ in range(IDLE):
-            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE))
+            held.append(connection_from(next(sources), server.port, PATIENCE))
         for _ in range(HALF_SENT):
-            sock = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
+            sock = connection_from(next(sources), server.port, PATIENCE)
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Never: ends")
             held.append(sock)
 

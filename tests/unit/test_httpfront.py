@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import threading
 import time
@@ -20,18 +21,21 @@ import requests
 from flask import Flask, request
 
 from sunk.controller.httpfront import (
+    Admission,
     FrontHealth,
     FrontThread,
     Limits,
     ListenerFront,
+    PeerTable,
     PoolSnapshot,
     Streamed,
+    admission,
     biggest_reader,
     call_app,
     environ_for,
     error_answer,
     parse_status,
-    pick_eviction,
+    peer_of,
     refusal_status,
     text_error_answer,
     tick_forever,
@@ -178,6 +182,95 @@ def test_at_the_cap_the_longest_waiting_connection_makes_room(front_on, caplog):
     assert any("connections open (the cap)" in record.getMessage() for record in caplog.records)
 
 
+def _from(source: str, front: ListenerFront) -> socket.socket:
+    """A connection from ``source`` (any 127/8 address: Linux routes them all to lo), another peer than 127.0.0.1."""
+    return socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE, source_address=(source, 0))
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True  # nothing to read and not closed
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """The server closed it (its FIN, or its reset): waits up to the socket's timeout, False if it stays open."""
+    try:
+        return sock.recv(10) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _ask(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock.recv(65536)
+
+
+def test_a_peer_at_its_cap_evicts_only_its_own_and_another_peers_waiting_connections_stay(front_on, caplog):
+    front, _ = front_on(Limits(max_connections=20, max_connections_per_peer=5, head_seconds=PATIENCE))
+    other = [_from("127.0.0.2", front) for _ in range(4)]
+    flood = [_from("127.0.0.1", front) for _ in range(200)]
+    try:
+        assert requests.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}  # (one more of 127.0.0.1)
+        assert _closed_by_server(flood[0])  # its own oldest made room for its newer ones
+        assert all(_still_open(sock) for sock in other)
+        assert all(b" 200 " in _ask(sock).split(b"\r\n")[0] for sock in other)
+        assert front.open_connections_of("127.0.0.1") <= 5 and front.open_connections_of("127.0.0.2") == 4
+    finally:
+        for sock in other + flood:
+            sock.close()
+    assert any("peer 127.0.0.1 holds 5 connections (its cap)" in record.getMessage() for record in caplog.records)
+
+
+def test_at_the_listeners_cap_the_peer_with_the_most_waiting_gives_way(front_on, caplog):
+    """Four hosts flooding at their caps fill the listener; a fifth peer's connections are never the ones closed."""
+    front, _ = front_on(Limits(max_connections=20, max_connections_per_peer=6, head_seconds=PATIENCE))
+    other = [_from("127.0.0.2", front) for _ in range(3)]
+    flood = [_from(f"127.0.0.{host}", front) for _ in range(30) for host in range(10, 14)]
+    try:
+        assert requests.get(_url(front, "/who"), timeout=PATIENCE).json() == {"app": "t"}
+        assert all(_still_open(sock) for sock in other)
+        assert all(b" 200 " in _ask(sock).split(b"\r\n")[0] for sock in other)
+        assert front.open_connections <= 20
+    finally:
+        for sock in other + flood:
+            sock.close()
+    assert any("connections open (the cap)" in record.getMessage() and "which has the most waiting"
+               in record.getMessage() for record in caplog.records)
+
+
+def test_a_peer_whose_connections_are_all_answered_is_refused_and_another_is_served(front_on, caplog):
+    front, release = front_on(Limits(threads=4, max_connections_per_peer=2, head_seconds=2 * PATIENCE))
+    results: list[Any] = []
+    callers = [threading.Thread(target=lambda: results.append(requests.get(_url(front, "/block"), timeout=PATIENCE)))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + PATIENCE
+    while front.snapshot().in_pool < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        with socket.create_connection(("127.0.0.1", front.port), timeout=PATIENCE) as third:
+            assert _closed_by_server(third)  # (not the head deadline): both of 127.0.0.1's are being answered
+        with _from("127.0.0.2", front) as other:
+            assert b" 200 " in _ask(other).split(b"\r\n")[0]
+    finally:
+        release.set()
+        for caller in callers:
+            caller.join(PATIENCE)
+    assert [r.json() for r in results] == [{"released": True}] * 2
+    assert any("peer 127.0.0.1 holds 2 connections (its cap), every one being answered" in record.getMessage()
+               for record in caplog.records)
+
+
 def test_a_pool_that_stops_finishing_is_wedged_and_a_busy_one_is_not(front_on):
     front, release = front_on(Limits(threads=1, stall_seconds=1.0))
     health = FrontHealth([front])
@@ -208,10 +301,128 @@ def test_wedged_reads_the_loop_tick_and_the_pools_progress():
     assert wedged(busy_not_queued, 100, 60) is None
 
 
-def test_pick_eviction_takes_the_longest_waiting_in_constant_time():
-    """``waiting`` holds only the connections waiting for a request, in the order their waits began."""
-    assert pick_eviction({"c": 2.0, "b": 5.0}) == "c"
-    assert pick_eviction({}) is None
+def test_a_peer_is_its_ip_address_canonical_and_ipv4_mapped_ones_as_ipv4():
+    assert peer_of(("10.0.0.1", 5555)) == "10.0.0.1"
+    assert peer_of(("::ffff:10.0.0.1", 5555, 0, 0)) == "10.0.0.1"  # a dual-stack listener's view of an IPv4 host
+    assert peer_of(("::FFFF:0a00:0001", 1, 0, 0)) == "10.0.0.1"
+    assert peer_of(("2001:DB8:0:0::1", 1, 0, 0)) == "2001:db8::1"  # one spelling per address
+    assert peer_of(("fe80::1%lo", 1, 0, 1)) == "fe80::1%lo"
+    assert peer_of("/run/sunk.sock") == "/run/sunk.sock"  # a Unix socket: its callers are one peer
+    assert peer_of(("not an address", 1)) == "not an address"
+    assert peer_of(None) == "" and peer_of(()) == ""
+
+
+def _table(*opened: tuple[str, str]) -> PeerTable[str]:
+    """Connections opened and waiting, in this order: (connection, peer)."""
+    table: PeerTable[str] = PeerTable()
+    for conn, peer in opened:
+        table.open(conn, peer)
+        table.wait_begins(conn)
+    return table
+
+
+def test_the_peer_table_keeps_each_peers_waits_in_order_and_the_peer_with_the_most_waiting():
+    table = _table(("a1", "A"), ("b1", "B"), ("a2", "A"), ("b2", "B"), ("b3", "B"))
+    assert len(table) == 5 and table.open_of("A") == 2 and table.open_of("B") == 3 and table.open_of("C") == 0
+    assert table.most_waiting_peer() == "B" and table.longest_waiting_of("B") == "b1"
+    table.wait_ends("b1")  # b1 has its request: answered, not waiting, still open
+    assert not table.is_waiting("b1") and table.is_waiting("b2") and table.open_of("B") == 3
+    assert table.longest_waiting_of("B") == "b2" and table.waiting_of("B") == 2
+    table.wait_ends("b2")
+    assert table.most_waiting_peer() == "A"  # B holds more open, but A has more waiting: A's is the one to close
+    table.wait_begins("b1")  # b1 answered, waits again: the last of B's
+    table.wait_begins("b2")
+    assert table.most_waiting_peer() == "B" and table.longest_waiting_of("B") == "b3"
+    table.wait_begins("b3")  # waiting again without an answer between (moved to the end, counted once)
+    assert table.waiting_of("B") == 3 and table.longest_waiting_of("B") == "b1"
+    assert sorted(table.waiting()) == ["a1", "a2", "b1", "b2", "b3"]
+
+
+def test_the_peer_table_forgets_closed_connections_and_empty_peers():
+    table = _table(("a1", "A"), ("b1", "B"))
+    table.wait_ends("b1")
+    table.close("a1")
+    table.close("a1")  # twice (evicted, then its own end): nothing more
+    table.wait_ends("gone")
+    table.close("gone")
+    table.wait_begins("a1")  # closed for room, then its task's next step: still gone
+    assert len(table) == 1 and table.open_of("A") == 0 and table.longest_waiting_of("A") is None
+    assert table.most_waiting_peer() is None and table.waiting() == [] and not table.is_waiting("a1")
+    table.close("b1")
+    assert len(table) == 0 and table.open_of("B") == 0
+    table.open("c1", "C")
+    table.open("c1", "C")  # (once)
+    assert table.open_of("C") == 1 and table.most_waiting_peer() is None  # open, not waiting yet
+
+
+def test_the_peer_with_the_most_waiting_follows_every_change_by_one():
+    """The count of the busiest peer is kept as waits begin and end, never by a scan: checked against one."""
+    rng = random.Random(31)
+    table: PeerTable[int] = PeerTable()
+    peer_of_conn: dict[int, str] = {}
+    for step in range(3000):
+        conn = rng.randrange(60)
+        if conn not in peer_of_conn:
+            peer_of_conn[conn] = rng.choice("ABCDE")
+            table.open(conn, peer_of_conn[conn])
+        move = rng.choice(("begin", "end", "close"))
+        if move == "begin":
+            table.wait_begins(conn)
+        elif move == "end":
+            table.wait_ends(conn)
+        else:
+            table.close(conn)
+            del peer_of_conn[conn]
+        counts = {peer: table.waiting_of(peer) for peer in "ABCDE"}
+        most = max(counts.values())
+        assert (table.most_waiting_peer() is None) if most == 0 else counts[table.most_waiting_peer()] == most, step
+        assert len(table) == len(peer_of_conn)
+
+
+SMALL = Limits(max_connections=6, max_connections_per_peer=3)
+
+
+def test_under_both_caps_a_connection_is_admitted_as_it_is():
+    assert admission(_table(("a1", "A"), ("a2", "A"), ("b1", "B")), "A", SMALL) == Admission(True)
+    assert admission(PeerTable(), "A", SMALL) == Admission(True)
+
+
+def test_at_its_cap_a_peer_makes_room_with_its_own_longest_waiting_connection_never_anothers():
+    table = _table(("b1", "B"), ("a1", "A"), ("a2", "A"), ("a3", "A"))
+    assert admission(table, "A", SMALL) == Admission(True, "a1", "peer")
+    table.wait_ends("a1")  # a1 is being answered now: a2 waited longest of A's
+    assert admission(table, "A", SMALL) == Admission(True, "a2", "peer")
+
+
+def test_a_peer_at_its_cap_with_every_connection_answered_is_refused_even_with_others_waiting():
+    table = _table(("b1", "B"), ("a1", "A"), ("a2", "A"), ("a3", "A"))
+    for conn in ("a1", "a2", "a3"):
+        table.wait_ends(conn)
+    assert admission(table, "A", SMALL) == Admission(False, None, "peer")  # b1 waits, and is left alone
+    assert admission(table, "B", SMALL) == Admission(True)
+
+
+def test_at_the_listeners_cap_the_peer_with_the_most_waiting_makes_room():
+    # A holds the most open but all being answered; C has the most waiting: C's longest waiting goes.
+    table = _table(("a1", "A"), ("a2", "A"), ("a3", "A"), ("c1", "C"), ("c2", "C"), ("b1", "B"))
+    for conn in ("a1", "a2", "a3"):
+        table.wait_ends(conn)
+    assert admission(table, "D", SMALL) == Admission(True, "c1", "listener")
+    assert admission(table, "B", SMALL) == Admission(True, "c1", "listener")  # the newcomer's peer is not spared
+    assert admission(table, "A", SMALL) == Admission(False, None, "peer")  # A at its own cap: only its own
+
+
+def test_at_the_listeners_cap_with_every_connection_answered_a_new_one_is_refused():
+    table = _table(("a1", "A"), ("a2", "A"), ("b1", "B"), ("b2", "B"), ("c1", "C"), ("c2", "C"))
+    for conn in ("a1", "a2", "b1", "b2", "c1", "c2"):
+        table.wait_ends(conn)
+    assert admission(table, "D", SMALL) == Admission(False, None, "listener")
+
+
+def test_a_peer_cap_above_the_listeners_leaves_the_listeners_rule():
+    table = _table(*((f"a{n}", "A") for n in range(6)))
+    assert admission(table, "A", Limits(max_connections=6, max_connections_per_peer=100)) == \
+        Admission(True, "a0", "listener")
 
 
 def test_the_biggest_unfinished_body_is_the_one_closed():

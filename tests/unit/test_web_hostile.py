@@ -2,9 +2,11 @@
 
 gthread gave any connection that sent one byte a thread until its request was whole: 16
 stalled the scheduler's hook API, 256 the Syncer's. Here each listener holds 1000 idle and
-1000 one-byte connections, and a slow-loris, while a real caller still gets its answer; the
-slow-loris is cut off by the server. Deadlines are short (3 s) so that the test is quick; the
-assertions wait generously and assert what happens, never how fast.
+1000 one-byte connections (from 10 addresses of 127/8, under the per-peer cap), and a
+slow-loris, while a real caller still gets its answer; the slow-loris is cut off by the server.
+And one host's flood, far past its per-peer cap, with more hosts filling the listener's cap,
+closes none of another peer's waiting connections. Deadlines are short (3 s) so that the test
+is quick; the assertions wait generously and assert what happens, never how fast.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from web_fakes import certificates, served_in_a_child
+from web_fakes import certificates, connection_from, served_in_a_child
 
 from sunk.controller.httpfront import Limits
 from sunk.web import TLS, Listener
 
-VERBS, HOOKS = 18990, 18991
+VERBS, HOOKS, PEERCAP = 18990, 18991, 18992
 LIMITS = Limits(threads=4, head_seconds=3.0, body_seconds=3.0)
 HOSTILE = 1000
 PATIENCE = 60.0  # generous: what a real caller would wait at most
+HOSTILE_SOURCES = [f"127.0.0.{n}" for n in range(100, 110)]  # 2000 connections, 200 a peer: under its cap (256)
+# Small caps and a head deadline longer than the test: a connection closed there was closed for room.
+PEER_LIMITS = Limits(threads=4, head_seconds=PATIENCE, max_connections=400, max_connections_per_peer=50)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +48,8 @@ def server(certs) -> Iterator[None]:
     server = certs["server"]
     listeners = [Listener(f"127.0.0.1:{VERBS}", "verbs", TLS(str(server.cert), str(server.key), str(server.ca)),
                           limits=LIMITS),
-                 Listener(f"127.0.0.1:{HOOKS}", "hooks", limits=LIMITS)]
+                 Listener(f"127.0.0.1:{HOOKS}", "hooks", limits=LIMITS),
+                 Listener(f"127.0.0.1:{PEERCAP}", "hooks", limits=PEER_LIMITS)]
     with served_in_a_child(listeners, 4, ready_port=HOOKS):
         yield
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -67,10 +73,10 @@ def _client_hello() -> bytes:
     return outgoing.read()
 
 
-def _open(port: int, count: int, first: bytes = b"") -> list[socket.socket]:
+def _open(port: int, count: int, first: bytes = b"", sources: list[str] = HOSTILE_SOURCES) -> list[socket.socket]:
     opened = []
-    for _ in range(count):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
+    for n in range(count):
+        sock = connection_from(sources[n % len(sources)], port, PATIENCE)
         if first:
             sock.sendall(first)
         opened.append(sock)
@@ -150,3 +156,41 @@ def test_tls_and_mutual_tls_stay_per_listener(server, certs):
         requests.get(f"https://127.0.0.1:{VERBS}/who", timeout=PATIENCE, verify=str(certs["ca"].cert))
     with pytest.raises(requests.RequestException):  # and the hook port stays plain
         requests.get(f"https://127.0.0.1:{HOOKS}/who", timeout=PATIENCE, verify=str(certs["ca"].cert))
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True  # nothing to read, not closed
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def _asked(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock.recv(65536)
+
+
+def test_one_hosts_flood_past_its_cap_closes_none_of_another_peers_waiting_connections(server):
+    """127.0.0.1 opens 20 times its cap, eight more hosts twice theirs (together past the listener's cap, which
+    they then share, about 40 each): the 10 connections 127.0.0.2 holds, waiting for their requests, fewer than
+    any flooding host's, all stay open and are answered."""
+    other = [connection_from("127.0.0.2", PEERCAP, PATIENCE) for _ in range(10)]
+    held = []
+    try:
+        held += _open(PEERCAP, 20 * PEER_LIMITS.max_connections_per_peer, sources=["127.0.0.1"])
+        held += _open(PEERCAP, 16 * PEER_LIMITS.max_connections_per_peer, first=b"G",
+                      sources=[f"127.0.0.{n}" for n in range(10, 18)])
+        assert requests.get(f"http://127.0.0.1:{PEERCAP}/who", timeout=PATIENCE).json() == {"app": "hooks"}
+        assert all(_still_open(sock) for sock in other)
+        answers = [_asked(sock) for sock in other]
+        assert all(answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"app":"hooks"}\n')
+                   for answer in answers), answers[:3]
+        assert not _still_open(held[0])  # the flood's first was closed for its own newer ones
+    finally:
+        for sock in other + held:
+            sock.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,12 @@ def certificates(tmp: Path) -> dict:
     ca = make_ca(tmp)
     return {"ca": ca, "server": issue(ca, tmp, "server"), "client": issue(ca, tmp, "client", client=True),
             "stranger": issue(make_ca(tmp, "other-ca"), tmp, "stranger", client=True)}
+
+
+def connection_from(source: str, port: int, timeout: float) -> socket.socket:
+    """A connection to 127.0.0.1:``port`` from ``source``, any 127/8 address (Linux routes them all to lo): a peer
+    of its own for the front's per-peer cap, as another host would be."""
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
 
 
 @contextmanager
