@@ -429,6 +429,7 @@ def test_a_gangs_drain_is_lifted_once_no_unfinished_member_is_on_the_node_and_no
     member["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "train",
                                     "batch.kubernetes.io/controller-uid": "u-train"}
     member["metadata"]["annotations"] = {"sunk.coreweave.com/job-id": "42", "sunk.coreweave.com/slurm-node": "node1"}
+    member["spec"]["schedulerName"] = "sunk-scheduler"  # (placed by sunk's scheduler, as the Syncer is told)
     ctx.all_pods.put(member)  # type: ignore[attr-defined]
     cache.job_items[42] = Job(id=42, state="CANCELLED", state_flags=["COMPLETING"], nodes="node[1-3]",
                               extra="sunk-gang=job/u-train ns=team-a size=3 members=aa,bb,cc: started")
