@@ -1,5 +1,6 @@
-"""Pod Security `restricted` admits the Pod of every Deployment the chart renders (and of its uninstall hook's
-Job), and refuses one stripped of its securityContext.
+"""Pod Security `restricted` admits the Pod of every Deployment the chart renders (and of its hook Jobs: the
+Secrets' install/upgrade and uninstall ones, the uninstall's node release), and refuses one stripped of its
+securityContext.
 
 The apiserver's PodSecurity admission judges a Pod at admission, dry runs included, and answers
 403 naming each violation: a container that loses a hardened field fails here in the
@@ -25,7 +26,7 @@ ENFORCE = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kub
 
 
 def _deployments() -> dict[str, Obj]:
-    """Every object with a Pod template: the Deployments, and the uninstall hook's Job."""
+    """Every object with a Pod template: the Deployments, and the hook Jobs."""
     docs = chart.render({"extender": {"enabled": True}, "operator": {"enabled": True}}, helm=chart.helm_binary())
     return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] in ("Deployment", "Job")}
 
@@ -91,7 +92,7 @@ def restricted_namespace(kube_api):
 
 def test_every_component_is_checked():
     assert set(DEPLOYMENTS) == {"sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-kube-scheduler",
-                                "sunk-operator", "sunk-release-nodes"}
+                                "sunk-operator", "sunk-release-nodes", "sunk-ensure-secrets", "sunk-drop-secrets"}
 
 
 @pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
