@@ -23,7 +23,6 @@ figure (scheduled and locked through the prolog) is tests/cluster/test_hostile_h
 from __future__ import annotations
 
 import argparse
-import collections
 import multiprocessing
 import os
 import resource
@@ -41,6 +40,7 @@ from flask import Flask
 from sunk.controller.health import HttpEndpoints
 from sunk.dev.tls import issue, make_ca
 from sunk.web import TLS, Listener, serve
+from tests.cluster.hostile_clients import Flood
 
 HOOKS, VERBS, PROBES = 18992, 18993, 18994
 FLOOD_SOURCE = "127.0.0.3"  # (the timed calls come from 127.0.0.1: another peer)
@@ -89,39 +89,6 @@ def hold(port: int, count: int, first: bytes, sources: list[str]) -> list[socket
             sock.sendall(first)
         held.append(sock)
     return held
-
-
-class Flood:
-    """One host opening connections to ``port`` without end, each sending ``first``, holding its last ``count``."""
-
-    def __init__(self, port: int, count: int, first: bytes):
-        self.port, self.count, self.first = port, count, first
-        self.opened = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Flood:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    def _run(self) -> None:
-        held: collections.deque[socket.socket] = collections.deque()
-        while not self._stop.is_set():
-            try:
-                sock = socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=(FLOOD_SOURCE, 0))
-                sock.sendall(self.first)
-            except OSError:
-                continue
-            self.opened += 1
-            held.append(sock)
-            if len(held) > self.count:
-                held.popleft().close()
-        for sock in held:
-            sock.close()
 
 
 def main() -> int:
@@ -176,7 +143,7 @@ def main() -> int:
                         held += hold(port, args.hostile, first if args.kind == "one-byte" else b"", sources)
                 for name, (port, url, kwargs, first) in targets.items():
                     if args.kind == "flood":  # (one listener's at a time: one flooding thread)
-                        with Flood(port, args.hostile, first) as flood:
+                        with Flood(port, held=args.hostile, source=FLOOD_SOURCE, first=first) as flood:
                             while flood.opened < args.hostile:  # (past the cap before the first timed call)
                                 time.sleep(0.05)
                             with_ = timed_calls(url, args.calls, **kwargs)

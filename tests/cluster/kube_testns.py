@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from sunk.dev.pool import wait_default_service_account
 from sunk.kube import client as kc
@@ -19,6 +22,9 @@ DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 SERVICES = Resource("", "v1", "services", "Service")
+POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy")
+BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                    "ValidatingAdmissionPolicyBinding")
 CONTROLLERS: tuple[Resource, ...] = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
 KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS, SERVICES)
 
@@ -79,3 +85,22 @@ def purge_namespace(api, name: str, workloads: tuple[Resource, ...] = ()) -> Non
     except kc.ApiError as exc:
         if not exc.not_found:
             raise
+
+
+@contextmanager
+def applied_admission_policy(api, docs: list[dict[str, Any]], name_ends: str) -> Iterator[None]:
+    """The rendered ValidatingAdmissionPolicy whose name ends with ``name_ends`` and its binding, created under
+    names of their own (cluster-scoped: another test's copy must not collide), deleted afterwards."""
+    suffix = uuid.uuid4().hex[:6]
+    made = []
+    try:
+        for resource in (POLICIES, BINDINGS):
+            doc = next(d for d in docs if d["kind"] == resource.kind and d["metadata"]["name"].endswith(name_ends))
+            doc["metadata"]["name"] += f"-{suffix}"
+            if resource is BINDINGS:
+                doc["spec"]["policyName"] += f"-{suffix}"
+            made.append((resource, kc.create(api, resource, doc)["metadata"]["name"]))
+        yield
+    finally:
+        for resource, name in reversed(made):
+            kc.delete(api, resource, name)

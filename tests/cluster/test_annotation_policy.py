@@ -18,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import applied_admission_policy, create_namespace, purge_namespace
 from locking_harness import new_token, running_syncer
 from slurmtools import wait_for
 from test_outlived_drain import NODE, node_state
@@ -29,9 +29,6 @@ from sunk.kube import client as kc
 from sunk.kube.resources import PODS, Resource
 from sunk.translate import drains
 
-POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy")
-BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
-                    "ValidatingAdmissionPolicyBinding")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 GUARDED_SCHEDULER = "sunk-annguard-test"  # the scheduler name the policy (and the Syncer) call sunk's
 ENDED_JOB = 999_999_001  # a job id Slurm has never run: "its job holds the node no more"
@@ -66,18 +63,8 @@ def admission(kube_api):
     """The chart's annotation policy and its binding, applied as the chart applies them."""
     docs = chart.render({"scheduler": {"name": GUARDED_SCHEDULER}},
                         extra_args=["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"])
-    suffix = uuid.uuid4().hex[:6]
-    made = []
-    for resource in (POLICIES, BINDINGS):
-        doc = next(d for d in docs
-                   if d["kind"] == resource.kind and d["metadata"]["name"].endswith("-sunk-annotations"))
-        doc["metadata"]["name"] += f"-{suffix}"
-        if resource is BINDINGS:
-            doc["spec"]["policyName"] += f"-{suffix}"
-        made.append((resource, kc.create(kube_api, resource, doc)["metadata"]["name"]))
-    yield
-    for resource, name in reversed(made):
-        kc.delete(kube_api, resource, name)
+    with applied_admission_policy(kube_api, docs, "-sunk-annotations"):
+        yield
 
 
 def squatter(name: str, k8s_node: str, scheduler: str, *, forged: bool = True) -> dict:

@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import applied_admission_policy, create_namespace, purge_namespace
 from slurmtools import slurm_job, wait_for
 from test_scheduler import (
     events_for,
@@ -30,11 +30,8 @@ from test_scheduler import (
 from sunk import names
 from sunk.dev import chart
 from sunk.kube import client as kc
-from sunk.kube.resources import PODS, Resource
+from sunk.kube.resources import PODS
 
-POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy")
-BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
-                    "ValidatingAdmissionPolicyBinding")
 PORTS = {"hooks": 18920, "metrics": 18921, "probes": 18922}
 ADMITTED_SCHEDULER = "sunk-identity-admission-test"  # the name the admission policy covers
 SCHEDULER = "sunk-identity-test"  # the scheduler's: Pods named for it reach it, whatever they ask
@@ -68,17 +65,8 @@ def admission(kube_api, policy):
     """The chart's ValidatingAdmissionPolicy and its binding for ``policy``, applied as the chart applies them."""
     docs = chart.render({"identityPolicy": policy, "scheduler": {"name": ADMITTED_SCHEDULER}},
                         extra_args=["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"])
-    suffix = uuid.uuid4().hex[:6]
-    made = []
-    for resource in (POLICIES, BINDINGS):
-        doc = next(d for d in docs if d["kind"] == resource.kind and d["metadata"]["name"].endswith("-identity-policy"))
-        doc["metadata"]["name"] += f"-{suffix}"
-        if resource is BINDINGS:
-            doc["spec"]["policyName"] += f"-{suffix}"
-        made.append((resource, kc.create(kube_api, resource, doc)["metadata"]["name"]))
-    yield
-    for resource, name in reversed(made):
-        kc.delete(kube_api, resource, name)
+    with applied_admission_policy(kube_api, docs, "-identity-policy"):
+        yield
 
 
 @pytest.fixture(scope="module")

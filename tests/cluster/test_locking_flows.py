@@ -6,17 +6,16 @@ Only node3/node4 (Kubernetes Nodes worker-3/worker-4) are used; see locking_harn
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import resource
 import socket
-import threading
 import time
 import uuid
 
 import pytest
 import requests
+from hostile_clients import Flood
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
     HookScripts,
@@ -386,50 +385,6 @@ def test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api(dev_c
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-class _OneHostFlood:
-    """One host (127.0.2.1) opening connections to ``port`` without end, a byte of a request each, holding its
-    last ``held``: far past the front's per-peer cap (256), each new one makes the server close one of its own."""
-
-    def __init__(self, port: int, held: int = 2000, per_second: float = 500.0):
-        self.port, self.held, self.pause = port, held, 1.0 / per_second
-        self.opened = 0
-        self.closed_by_server = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _OneHostFlood:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        held: collections.deque[socket.socket] = collections.deque()
-        while not self._stop.wait(self.pause):
-            try:
-                sock = socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=("127.0.2.1", 0))
-                sock.sendall(b"P")
-            except OSError:
-                continue
-            self.opened += 1
-            held.append(sock)
-            if len(held) > self.held:
-                oldest = held.popleft()
-                oldest.setblocking(False)
-                try:
-                    if oldest.recv(1) == b"":
-                        self.closed_by_server += 1
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    self.closed_by_server += 1
-                oldest.close()
-        for sock in held:
-            sock.close()
-
-
 def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev_cluster, kube_api, scripts, syncer,
                                                                             namespace):
     """Issue 31 item 3 (per-peer cap): one host opening connections to the Syncer's hook API without end (any Slurm
@@ -441,7 +396,7 @@ def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev
     unlocked(kube_api, dev_cluster, "node3")
     make_pod(kube_api, namespace, "web-flood", "worker-3")
     try:
-        with _OneHostFlood(port) as flood:
+        with Flood(port, held=2000, source="127.0.2.1", per_second=500.0) as flood:
             wait_for(lambda: flood.opened > 1000, 60, "the flood past its cap")
             identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
             with History(kube_api, "node3", namespace) as history:
