@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -73,10 +74,52 @@ def checks_reply(checks: Mapping[str, Check], query: str) -> Reply:
     return Reply("200 OK" if ok else "500 Internal Server Error", ("\n".join([*shown, tail]) + "\n").encode())
 
 
-def metrics_reply() -> Reply:
-    """The default registry, then every text source, streamed group by group (never whole in memory)."""
-    length, chunks = textsources.body(generate_latest(REGISTRY))
-    return Reply("200 OK", Streamed(length, chunks), CONTENT_TYPE_LATEST)
+# Scrapes answered at once: Prometheus (two replicas, say) scrapes a target once per interval, and each
+# scrape in flight keeps its chunks and a socket buffer of a large table until its reader takes them.
+MAX_SCRAPES = 4
+
+
+def metrics_reply(scrapes: threading.BoundedSemaphore) -> Reply:
+    """The default registry, then every text source, streamed group by group (never whole in memory); a 429
+    when ``scrapes`` has no room (so many slow readers cannot hold a table's worth of memory each)."""
+    if not scrapes.acquire(blocking=False):
+        return Reply("429 Too Many Requests", f"too many scrapes at once (at most {MAX_SCRAPES}): try again\n"
+                     .encode(), headers=(("Retry-After", "1"),))
+    try:
+        length, chunks = textsources.body(generate_latest(REGISTRY))
+    except BaseException:
+        scrapes.release()
+        raise
+    return Reply("200 OK", Streamed(length, _Releasing(chunks, scrapes)), CONTENT_TYPE_LATEST)
+
+
+class _Releasing:
+    """``chunks``, giving the scrape's place back once: when they are all written, when the front stops (a
+    reader gone midway: ``close``), or when the answer is dropped unread (HEAD: its body is never asked for)."""
+
+    def __init__(self, chunks: Iterator[bytes], scrapes: threading.BoundedSemaphore):
+        self._chunks, self._scrapes = chunks, scrapes
+        self._held = True
+        self._lock = threading.Lock()  # (the pool's thread and the collector may both end it)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._scrapes.release()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class HttpEndpoints:
@@ -95,6 +138,7 @@ class HttpEndpoints:
         self.healthz: Mapping[str, Check] = healthz if healthz is not None else {}
         self.readyz: Mapping[str, Check] = readyz if readyz is not None else {}
         self.metrics = metrics
+        self._scrapes = threading.BoundedSemaphore(MAX_SCRAPES)
         host, port = parse_bind_address(bind_address)
         # Bound and listening now, as the stdlib server was: a taken port fails the constructor, and ``port`` is known.
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
@@ -129,7 +173,7 @@ class HttpEndpoints:
         if path == "/readyz":
             return checks_reply(self.readyz, query)
         if path == "/metrics" and self.metrics:
-            return metrics_reply()
+            return metrics_reply(self._scrapes)
         return Reply("404 Not Found", b"not found\n")
 
     def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

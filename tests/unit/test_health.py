@@ -144,3 +144,46 @@ def test_a_wedged_app_listener_fails_healthz_served_from_the_probe_front():
     finally:
         server.stop()
         sock.close()
+
+
+def test_at_most_four_scrapes_at_once_and_each_gives_its_place_back():
+    """Slow readers cannot each hold a table's worth of memory: a fifth scrape while four are in flight is a 429
+    (Retry-After: 1); a scrape read to its end, one whose reader went away midway, and a HEAD (its body never
+    asked for) each give their place back, and scrapes are answered again."""
+    group = [b"sunk_test_cap_total 1\n" * 40_000]  # ~1 MiB per group: a stalled reader stops the stream midway
+    register_text("test-cap", lambda: [group] * 16)
+    server = HttpEndpoints("127.0.0.1:0", metrics=True, limits=Limits(threads=2))
+    server.start()
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(12) == b"HTTP/1.1 200"  # (its head is out: the scrape holds its place)
+            stalled.append(sock)
+        refused = _get(server, "/metrics")
+        assert (refused.status_code, refused.headers["Retry-After"]) == (429, "1")
+        assert "too many scrapes" in refused.text and _get(server, "/healthz").text == "ok"
+        stalled.pop().close()  # a reader gone midway (its place back at its reset, at the latest at the write deadline)
+        answered = _get_eventually(server, "/metrics")
+        assert answered.content.endswith(b"sunk_test_cap_total 1\n")  # read to its end: its place back too
+        for _ in range(6):
+            assert _get(server, "/metrics", "HEAD").status_code == 200  # places given back unread
+        assert _get(server, "/metrics").status_code == 200
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.stop()
+        unregister_text("test-cap")
+
+
+def _get_eventually(server: HttpEndpoints, path: str) -> requests.Response:
+    """The first answer that is not a 429 (a closed reader's place comes back once the front sees the close)."""
+    import time
+
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        answer = _get(server, path)
+        if answer.status_code != 429 or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.05)
