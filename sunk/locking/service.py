@@ -93,7 +93,8 @@ class LockService:
         blocking = []
         # (which Pods to name, not which to evict: the controller decides that with its own facts)
         blockers = machine.pods_to_evict(pods_on(self.ctx, k8s_node, pod) if k8s_node else [], strict=strict,
-                                         effect=self.config.taint_effect, vouched=machine.Vouched.everything())
+                                         effect=self.config.taint_effect,
+                                         vouched=machine.Vouched.everything(self.ctx.config.scheduler_names))
         for p in blockers:
             key = object_key(p)
             entry: dict[str, Any] = {"pod": key}

@@ -444,7 +444,7 @@ def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause
     own = _key(facts.pod or {})
     for pod in facts.pods_on_node():
         if _key(pod) == own or not pods_to_evict([dict(pod)], strict=drain.strict, effect=drain.effect,
-                                                 vouched=Vouched.everything()):
+                                                 vouched=Vouched.everything(frozenset(facts.scheduler_names))):
             continue
         bound = bound_time(pod)
         if bound is None or by is None or bound <= by:  # (not knowing when: taken as one of them)

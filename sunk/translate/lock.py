@@ -96,18 +96,19 @@ class Vouched:
     scheduler_names: frozenset[str] | None = None
 
     @classmethod
-    def everything(cls) -> Vouched:
-        return cls(trust_all=True)
+    def everything(cls, scheduler_names: frozenset[str] | None = None) -> Vouched:
+        """Every job-id annotation believed (on the Pods of ``scheduler_names`` only, when given)."""
+        return cls(trust_all=True, scheduler_names=scheduler_names)
 
     def placed_by_sunk(self, pod: Obj) -> bool:
         text = annotations_of(pod).get(names.ANN_JOB_ID)
         if text is None:
             return False
-        if self.trust_all:
-            return True
         if (self.scheduler_names is not None
                 and str((pod.get("spec") or {}).get("schedulerName") or "") not in self.scheduler_names):
             return False
+        if self.trust_all:
+            return True
         job_id = _job_id(text)
         if job_id is not None and job_id in self.job_ids:
             return True

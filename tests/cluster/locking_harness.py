@@ -35,8 +35,11 @@ NODES_UNDER_TEST = ("node3", "node4")
 SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
 # Every spec.schedulerName the cluster tests' schedulers and extender serve: the Syncer takes a job-id
 # annotation as sunk's word only on their Pods (--scheduler-names; the chart names its own).
+# PLACED_BY: the schedulerName of the Pods the locking tests make as if sunk had placed them (spec.nodeName
+# and a job-id annotation, no scheduler running under that name).
+PLACED_BY = "sunk-locking-test"
 TEST_SCHEDULERS = ("sunk-scheduler", "sunk-scheduler-test", "sunk-scheduler-scope-test", "sunk-extender-test",
-                   "sunk-identity-test", "sunk-bench", "tenant-slurm-staging-slurm-scheduler")
+                   "sunk-identity-test", "sunk-bench", "tenant-slurm-staging-slurm-scheduler", PLACED_BY)
 
 
 def label_slurmd_pods(api, value: str | None) -> None:

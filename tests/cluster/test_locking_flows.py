@@ -18,6 +18,7 @@ import requests
 from hostile_clients import Flood
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
+    PLACED_BY,
     HookScripts,
     SyncerProcess,
     admin_hold,
@@ -133,6 +134,8 @@ def make_pod(api, namespace, name, node, *, tolerate=False, labels=None, delay=0
             "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}
     if tolerate:
         spec["tolerations"] = [{"key": names.LOCK_KEY, "operator": "Exists"}]
+    if names.ANN_JOB_ID in (annotations or {}):  # (as if sunk had placed it: only then is the annotation sunk's)
+        spec["schedulerName"] = PLACED_BY
     body = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
             "metadata": {"name": name, "labels": labels or {}, "annotations": meta_annotations}}
     kc.create(api, PODS, body, namespace)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import requests
 from kube_testns import create_namespace, purge_namespace
-from locking_harness import lock_value, new_token, running_syncer
+from locking_harness import PLACED_BY, lock_value, new_token, running_syncer
 from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
 from slurmtools import slurm_job, state, wait_for
@@ -163,8 +163,9 @@ def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_ap
     job = None
     try:
         for name, annotations in (("web", {}), ("inference", {names.ANN_JOB_ID: "1"})):
+            placed = {"schedulerName": PLACED_BY} if annotations else {}  # (as if sunk had placed it)
             kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": name, "annotations": annotations}, "spec": {"nodeName": "worker-3", "containers": [
+                "name": name, "annotations": annotations}, "spec": {"nodeName": "worker-3", **placed, "containers": [
                     {"name": "main", "image": "busybox"}]}}, namespace)
         job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node3",
                                 "--wrap", "sleep 60").stdout.strip()

@@ -494,6 +494,8 @@ def test_a_drain_that_counts_the_pods_lasts_while_a_pod_bound_by_its_time_would_
     assert present(blocker("apps/a", early, tolerations=({"key": names.LOCK_KEY, "value": "no"},))) is True
     placed = blocker("apps/a", early)
     placed["metadata"]["annotations"] = {names.ANN_JOB_ID: "9"}
+    assert present(placed) is True  # (a job id on a Pod of no scheduler of sunk's: its author's word, it blocks)
+    placed["spec"]["schedulerName"] = SCHEDULER
     assert present(placed) is False
     done = blocker("apps/a", early)
     done["status"]["phase"] = "Succeeded"

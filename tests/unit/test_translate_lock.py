@@ -156,3 +156,16 @@ def test_a_strict_lock_serves_normal_jobs_but_not_the_reverse(state, strict, ok)
                                              (" Locked ", LockState.LOCKED), ("garbage", LockState.FALSE)])
 def test_annotation_values(text, state):
     assert parse_state(text) is state
+
+
+@pytest.mark.parametrize("vouched", [Vouched(frozenset({7}), scheduler_names=frozenset({"sunk-scheduler"})),
+                                     Vouched.everything(frozenset({"sunk-scheduler"}))], ids=["node-jobs", "everything"])
+def test_a_job_id_is_sunks_word_only_on_a_pod_of_sunks_schedulers(vouched):
+    """With the schedulers named, a Pod of any other (made with spec.nodeName, say) carrying the node's job id is
+    not one sunk placed, whether the caller believes only the node's jobs or every annotation (the prolog's timeout
+    message and the lock-timeout drain's cause must name it as a blocker, as the lock evicts it)."""
+    placed = {"metadata": {"annotations": {names.ANN_JOB_ID: "7"}}, "spec": {"schedulerName": "sunk-scheduler"}}
+    copycat = {"metadata": {"annotations": {names.ANN_JOB_ID: "7"}}, "spec": {"schedulerName": "default-scheduler"}}
+    assert vouched.placed_by_sunk(placed) and not vouched.placed_by_sunk(copycat)
+    assert pods_to_evict([placed, copycat], strict=True, effect="NoSchedule", vouched=vouched) == [copycat]
+    assert Vouched.everything().placed_by_sunk(copycat)  # (no schedulers named: every annotation, as before)
