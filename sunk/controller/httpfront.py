@@ -102,6 +102,16 @@ class Streamed:
     def __iter__(self) -> Iterator[bytes]:
         return self.chunks
 
+    def close(self) -> None:
+        """WSGI's ``close``: the front calls it once the answer is done with, written or not (HEAD, a reader
+        gone, an error), so whatever the chunks hold is let go then, not when the answer is collected."""
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            try:
+                close()
+            except ValueError:  # a generator still running on a pool thread (a cancelled answer): collected later
+                log.debug("a streamed body was still being made when its answer ended")
+
 
 @attrs.frozen
 class Answer:
@@ -664,6 +674,14 @@ class ListenerFront:
 
     async def _answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
                       answer: Answer) -> None:
+        try:
+            await self._write_answer(conn, writer, request, answer)
+        finally:
+            if answer.stream is not None:
+                answer.stream.close()
+
+    async def _write_answer(self, conn: h11.Connection, writer: asyncio.StreamWriter, request: h11.Request,
+                            answer: Answer) -> None:
         headers = [(name, value) for name, value in answer.headers if name.lower() != "content-length"]
         headers.append(("Content-Length", str(answer.length)))
         try:

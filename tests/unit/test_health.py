@@ -187,3 +187,22 @@ def _get_eventually(server: HttpEndpoints, path: str) -> requests.Response:
         if answer.status_code != 429 or time.monotonic() > deadline:
             return answer
         time.sleep(0.05)
+
+
+def test_head_scrapes_on_kept_alive_connections_hold_no_place():
+    """HEAD /metrics never asks for its body: its place comes back when its answer is written (WSGI's close),
+    not when the connection ends, so four kept-alive connections that sent one each leave room for a scrape."""
+    server = HttpEndpoints("127.0.0.1:0", metrics=True)
+    server.start()
+    kept: list[socket.socket] = []
+    try:
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
+            sock.sendall(b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # (the connection stays open: HTTP/1.1)
+            kept.append(sock)
+        assert _get(server, "/metrics").status_code == 200
+    finally:
+        for sock in kept:
+            sock.close()
+        server.stop()
