@@ -159,7 +159,8 @@ def test_annotation_values(text, state):
 
 
 @pytest.mark.parametrize("vouched", [Vouched(frozenset({7}), scheduler_names=frozenset({"sunk-scheduler"})),
-                                     Vouched.everything(frozenset({"sunk-scheduler"}))], ids=["node-jobs", "everything"])
+                                     Vouched.everything(frozenset({"sunk-scheduler"}))],
+                         ids=["node-jobs", "everything"])
 def test_a_job_id_is_sunks_word_only_on_a_pod_of_sunks_schedulers(vouched):
     """With the schedulers named, a Pod of any other (made with spec.nodeName, say) carrying the node's job id is
     not one sunk placed, whether the caller believes only the node's jobs or every annotation (the prolog's timeout
