@@ -16,8 +16,9 @@ class Flood:
     """One host (``source``, an address of 127/8) opening connections to ``port`` without end, each sending
     ``first``, holding its last ``held``; ``per_second``: at most that many a second (None: as fast as it can).
 
-    ``opened`` counts the connections made; ``closed_by_server`` those the server had closed by the time the
-    flood let them go (the per-peer cap closing the flood's own oldest for its newer ones)."""
+    ``opened`` counts the connections made; ``closed_by_server``, once the flood has ended, those the server had
+    closed by the time the flood let them go or ended (the per-peer cap closing the flood's own oldest for its
+    newer ones, or the head deadline)."""
 
     def __init__(self, port: int, *, held: int, source: str, first: bytes = b"P",
                  per_second: Optional[float] = None):
@@ -50,9 +51,10 @@ class Flood:
             if len(held) > self.held:
                 self._let_go(held.popleft())
         for sock in held:
-            sock.close()
+            self._let_go(sock)
 
     def _let_go(self, sock: socket.socket) -> None:
+        """Close ``sock``, counting it as the server's if the server had closed (or reset) it already."""
         sock.setblocking(False)
         try:
             if sock.recv(1) == b"":

@@ -407,7 +407,7 @@ def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev
                 wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60,
                          "the job to run and end")
                 wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 30, "unlock")
-            assert flood.closed_by_server > 0  # (its own oldest, for its newer ones: the cap in the real daemon)
+        assert flood.closed_by_server > 0  # (its own oldest, for its newer ones: the cap in the real daemon)
         assert "locked_strict" in history.sequence(), history.sequence()
         assert "web-flood" in history.evicted
         assert "DRAIN" not in node_field(dev_cluster, "node3", "State"), node_field(dev_cluster, "node3", "Reason")
