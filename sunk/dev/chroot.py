@@ -8,12 +8,15 @@ into the cache, keyed by its suite and package list, and only ever configured (n
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
+from . import slurmbuild
 from .procs import run
 from .release import DEFAULT, SlurmRelease, debian_upstream
 
@@ -21,7 +24,8 @@ MIRROR = "http://deb.debian.org/debian"
 
 
 def chroot_dir(cache: Path, release: SlurmRelease = DEFAULT) -> Path:
-    key = hashlib.sha256(" ".join((release.suite, MIRROR, *release.packages)).encode()).hexdigest()[:12]
+    built = (release.source.sha256, *slurmbuild.CONFIGURE) if release.source is not None else ()
+    key = hashlib.sha256(" ".join((release.suite, MIRROR, *release.packages, *built)).encode()).hexdigest()[:12]
     return cache / f"chroot-{release.suite}-{key}"
 
 
@@ -30,10 +34,19 @@ def chroot_dirs(cache: Path) -> list[Path]:
     return sorted(p for p in cache.glob("chroot-*") if p.is_dir() and not p.name.endswith(".partial"))
 
 
-def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr) -> Path:
+def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr, project: Optional[Path] = None) -> Path:
+    """The release's chroot, debootstrapped (and, for a release built from source, built: about 20
+    minutes on 2 cores) once."""
     root = chroot_dir(cache, release)
     if (root / ".sunk-complete").exists():
         return root
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time (a background build, a test's `up`)
+        return root if (root / ".sunk-complete").exists() else _build_chroot(cache, release, root, log, project)
+
+
+def _build_chroot(cache: Path, release: SlurmRelease, root: Path, log, project: Optional[Path]) -> Path:
     if shutil.which("debootstrap") is None:
         subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=log, stderr=log)
         subprocess.run(["apt-get", "install", "-y", "-qq", "debootstrap"], check=True, stdout=log, stderr=log)
@@ -46,13 +59,18 @@ def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr) 
          MIRROR],
         check=True, stdout=log, stderr=log,
     )
+    if release.source is not None:
+        slurmbuild.build_slurm(partial, release, project or Path.cwd(), cache, log)
     (partial / ".sunk-complete").write_text("ok\n")
     partial.rename(root)
     return root
 
 
 def slurm_version(root: Path) -> str:
-    """The Slurm release installed in the chroot (``26.05.5``), from dpkg: no Slurm binary runs."""
+    """The Slurm release installed in the chroot (``26.05.5``), from dpkg (or what a source build
+    recorded): no Slurm binary runs."""
+    if built := slurmbuild.built_version(root):
+        return built
     out = run(["chroot", str(root), "dpkg-query", "-W", "-f=${Version}", "slurmctld"], check=False, timeout=30)
     return debian_upstream(out.stdout) if out.returncode == 0 else ""
 

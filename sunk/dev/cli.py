@@ -23,6 +23,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     up.add_argument("--slurm", choices=tuple(release.RELEASES), default=None,
                     help=f"the Slurm release (env {release.ENV}; default {release.DEFAULT.name}); another one "
                          "running is stopped first, Kubernetes stays up")
+    build = sub.add_parser("build", help="build what a Slurm release needs (its chroot; for 25.11 Slurm from source "
+                                         "and the pyslurm wheel) without starting anything; safe beside a "
+                                         "running cluster and another build")
+    build.add_argument("--slurm", choices=tuple(release.RELEASES), default=None)
     sub.add_parser("down", help="stop, by PID, everything `up` started")
     sub.add_parser("status", help="every component, healthy or not")
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
@@ -31,9 +35,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     for program in ("kubectl", "helm"):
         sub.add_parser(program, help=f"{program} of the dev cluster's version, against it").add_argument(
             "argv", nargs=argparse.REMAINDER)
+    sub.add_parser("run", help="run a command with `env`'s exports, e.g. sunk-dev run pytest tests/cluster "
+                               "(a pyslurm client's loader path is read when a process starts)").add_argument(
+        "argv", nargs=argparse.REMAINDER)
     sub.add_parser("demo", help="up, then show both sides")
     argv = list(sys.argv[1:] if argv is None else argv)
-    at = next((i for i, a in enumerate(argv) if a in ("kubectl", "helm", "slurm")), None)
+    at = next((i for i, a in enumerate(argv) if a in ("kubectl", "helm", "slurm", "run")), None)
     passed: list[str] = []
     if at is not None:  # everything after the tool's name is the tool's, options included (-n slurm)
         argv, passed = argv[:at + 1], argv[at + 1:]
@@ -54,6 +61,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         with cluster.claimed("sunk-dev up"):  # (a test session meanwhile would see its Slurm switched under it)
             cluster.up()
             return _print_status(DevCluster(home))
+    if args.command == "build":
+        from .cluster import PROJECT
+        from .slurmbuild import ensure_wheel
+
+        wanted = release.chosen(args.slurm)
+        root = chroot.ensure_chroot(home, wanted, log=sys.stdout, project=PROJECT)
+        if wanted.pyslurm:
+            print(ensure_wheel(root, wanted, home, sys.stdout))
+        return 0
     cluster = DevCluster(home)
     if args.command == "down":
         stopped = cluster.down()
@@ -72,6 +88,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command in ("kubectl", "helm"):
         env = {**os.environ, **cluster.env()}
         os.execvpe(args.command, [args.command, *args.argv], env)
+    if args.command == "run":
+        command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not command:
+            parser.error("run needs a command, e.g. sunk-dev run pytest tests/cluster")
+        os.execvpe(command[0], command, {**os.environ, **cluster.env()})
     if args.command == "demo":  # (like `up`: the release SUNK_DEV_SLURM names, else the default)
         from .demo import demo
 

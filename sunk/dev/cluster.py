@@ -33,7 +33,20 @@ import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
 
-from . import chroot, claim, images, kubebuild, kubeconf, kubelet, phases, realnode, release, slurmconf, workloads
+from . import (
+    chroot,
+    claim,
+    images,
+    kubebuild,
+    kubeconf,
+    kubelet,
+    phases,
+    realnode,
+    release,
+    slurmbuild,
+    slurmconf,
+    workloads,
+)
 from .procs import Daemon, run, wait_until
 
 SLURM_NAMESPACE = "slurm"
@@ -75,6 +88,9 @@ class Component:
     # Runs the release's Slurm binaries or holds its state and credentials (the stand-in kubelet runs
     # NodeSet Pods' slurmd from the chroot): what `up` stops when it switches Slurm releases.
     slurm_side: bool = False
+
+
+PROJECT = Path(__file__).resolve().parents[2]  # this checkout: the sources the images and the kubelet use
 
 
 def default_home() -> Path:
@@ -211,6 +227,11 @@ class DevCluster:
         return kubebuild.kube_bin_dir(self.home) / "kube-scheduler"
 
     @property
+    def client_conf(self) -> Path:
+        """slurm.conf for a Slurm client on the host (pyslurm): ``slurmbuild.client_conf``."""
+        return self.run_dir / "slurm-client.conf"
+
+    @property
     def jwt_file(self) -> Path:
         return self.run_dir / "slurm.jwt"
 
@@ -236,10 +257,20 @@ class DevCluster:
             # (no SUNK_DEV_SLURM: exported, it would pin every later `make test` in that shell to
             # the release running now; `sunk-dev status` says which one that is)
             "SUNK_DEV_HOME": str(self.home),
+            # A pyslurm client's (a release built with pyslurm only): its slurm.conf and libslurm.
+            **(slurmbuild.client_env(self.root, self.client_conf) if self.release.pyslurm else {}),
             # kubectl and helm of the dev cluster's version first
             "PATH": os.pathsep.join([str(kubebuild.kube_bin_dir(self.home)), str(kubebuild.helm_bin_dir(self.home)),
                                      os.environ.get("PATH", "")]),
         }
+
+    def slurm_flags(self) -> list[str]:
+        """How a daemon a test starts reaches Slurm: slurmrestd with the JWT, or pyslurm (the backend
+        ``SUNK_DEV_SLURM_BACKEND`` names: ``release.daemon_backend``; its slurm.conf and loader path
+        come with ``env()``)."""
+        if release.daemon_backend(self.release) == "pyslurm":
+            return ["--slurm-backend=pyslurm"]
+        return [f"--slurm-api-base={self.slurm_rest.url}", f"--slurm-auth-token-file={self.jwt_file}"]
 
     def identity_policy_file(self) -> Path:
         """DEV_IDENTITY_POLICY as the file the dev cluster's schedulers read."""
@@ -268,7 +299,7 @@ class DevCluster:
         self._say(f"sunk-dev: cache {self.home}")
         for needed in dict.fromkeys((self.release, release.DEFAULT)):  # (etcd runs from the default's)
             with self._phase(f"chroot {needed.suite}") as log:
-                chroot.ensure_chroot(self.home, needed, log=log)
+                chroot.ensure_chroot(self.home, needed, log=log, project=PROJECT)
         version = release.check_version(self.release, chroot.slurm_version(self.root))
         if self._running_release is not None and self._running_release != self.release:
             self._switch_slurm(self._running_release)
@@ -280,12 +311,15 @@ class DevCluster:
             kubebuild.build_helm(self.home, log=log)
         self._reconfigure = False
         self._configure_chroot()
+        if self.release.pyslurm:
+            with self._phase("pyslurm") as log:
+                slurmbuild.ensure_pyslurm(self.root, self.release, self.home, log)
         if self.real_node:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk.dev.images)
-            self._built_images = images.build_images(self.home, Path(__file__).resolve().parents[2], self.root,
+            self._built_images = images.build_images(self.home, PROJECT, self.root,
                                                      sunk.__version__, self._phase, self.release.name)
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before).
@@ -452,7 +486,7 @@ class DevCluster:
             Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
+                             env={**os.environ, "PYTHONPATH": str(PROJECT)}),
                       self._kubelet_ok, slurm_side=True),
         ]
         if self.real_node:
@@ -481,7 +515,7 @@ class DevCluster:
 
     def _sunk_components(self) -> list[Component]:
         """sunk's own daemons, from this checkout: what production runs as Deployments."""
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        env = {**os.environ, "PYTHONPATH": str(PROJECT)}
         secret = self.run_dir / "scheduler-hook.secret"
         common = [f"--kubeconfig={self.kubeconfig}", f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
                   f"--slurm-auth-token-file={self.jwt_file}", "--leader-election-namespace=" + SLURM_NAMESPACE]
@@ -592,7 +626,8 @@ class DevCluster:
             chroot.mount_proc(each)
             (each / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
             (each / "tmp").chmod(0o1777)
-        for user, uid in (("slurmrestd", 1999), ("kube", 1001)):
+        # (slurm: Debian's packages make it with this uid; a release built from source has none)
+        for user, uid in (("slurm", 64030), ("slurmrestd", 1999), ("kube", 1001)):
             if run(["chroot", str(root), "id", user], check=False).returncode != 0:
                 run(["chroot", str(root), "useradd", "--uid", str(uid), "--user-group", "--no-create-home",
                      "--shell", "/usr/sbin/nologin", user])
@@ -611,6 +646,8 @@ class DevCluster:
         if (etc / "slurm.conf").exists() and (applied or (etc / "slurm.conf").read_text()) != conf:
             self._reconfigure = True
         (etc / "slurm.conf").write_text(conf)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.client_conf.write_text(slurmbuild.client_conf(conf, root))
         (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
         (etc / "cgroup.conf").write_text(slurmconf.CGROUP_CONF)
         for kind in ("prolog", "epilog"):

@@ -1,14 +1,17 @@
 """Which Slurm release the dev cluster runs: one value, chosen once, that everything else follows.
 
 sunk talks to slurmrestd's OpenAPI v0.0.42, which every release from 24.11 to 26.05 serves. The dev
-cluster runs two of them, each from the Debian suite that ships it: 24.11 (trixie, the default)
-and 26.05 (sid). A release is picked by ``sunk-dev up --slurm NAME`` or ``SUNK_DEV_SLURM=NAME``;
-the chroot (and so Slurm's own state: StateSaveLocation, MariaDB's accounting schema, which a
-newer release upgrades and an older one refuses), the slurmd image and the failure messages of
-the tests all follow from it, so no code asks "which release?" anywhere else.
+cluster runs three: two from the Debian suite that ships each, 24.11 (trixie, the default) and
+26.05 (sid), and 25.11, which no suite ships, built from SchedMD's source (vendored beside the
+checkout, checksum pinned here) in a bookworm chroot, whose glibc and Python are the host's: the
+host's pyslurm 25.11 links that build's libslurmfull (``sunk.dev.slurmbuild``). A release is picked
+by ``sunk-dev up --slurm NAME`` or ``SUNK_DEV_SLURM=NAME``; the chroot (and so Slurm's own state:
+StateSaveLocation, MariaDB's accounting schema, which a newer release upgrades and an older one
+refuses), the slurmd image and the failure messages of the tests all follow from it, so no code
+asks "which release?" anywhere else.
 
-Kubernetes' etcd always runs from the default release's chroot (its data lives there), so
-switching Slurm releases leaves the Kubernetes side as it is.
+Kubernetes' etcd always runs from the default release's chroot (its data lives there), so switching
+Slurm releases leaves the Kubernetes side as it is.
 
 Pure: no I/O.
 """
@@ -33,14 +36,43 @@ KUBE_PACKAGES = ("etcd-server",)
 TOOLS = ("curl", "procps", "iproute2")
 
 
+# 25.11 from source: what the build needs (configure's --with-* below) and what its daemons need
+# at run time besides Slurm (MariaDB for slurmdbd, munge).
+SOURCE_BUILD_PACKAGES = (
+    "build-essential", "pkg-config", "libmunge-dev", "libjwt-dev", "libjson-c-dev", "libhttp-parser-dev",
+    "libyaml-dev", "libmariadb-dev", "libmariadb-dev-compat", "mariadb-server", "munge",
+)
+
+
+@frozen
+class SlurmSource:
+    """A Slurm release taken from SchedMD's source tarball: its file name and pinned checksum (what
+    is built is named by the checksum, never by whatever file sits at that name)."""
+
+    tarball: str
+    sha256: str
+
+    @property
+    def directory(self) -> str:
+        """The tarball's top directory: ``slurm-25.11.7``."""
+        return self.tarball.removesuffix(".tar.xz").removesuffix(".tar.bz2")
+
+    @property
+    def version(self) -> str:
+        return self.directory.removeprefix("slurm-")
+
+
 @frozen
 class SlurmRelease:
     """A Slurm release the dev cluster can run: its name (what ``--slurm`` takes), the Debian suite
-    that ships it, and the packages its chroot is made of."""
+    its chroot is made from, the packages in it, and, for a release no suite ships, the source it
+    is built from (``pyslurm``: the pyslurm release built against it, none for Debian's)."""
 
     name: str
     suite: str
     packages: tuple[str, ...]
+    source: Optional[SlurmSource] = None
+    pyslurm: str = ""
 
     @property
     def version_prefix(self) -> str:
@@ -52,12 +84,20 @@ class SlurmRelease:
 
     def describe(self, version: str = "") -> str:
         """``Slurm 26.05.5 (Debian sid)``: what a log line or a failed test names."""
+        if self.source is not None:
+            return f"Slurm {version or self.name} (source, on Debian {self.suite})"
         return f"Slurm {version or self.name} (Debian {self.suite})"
 
 
 DEFAULT = SlurmRelease("24.11", "trixie", SLURM_PACKAGES + KUBE_PACKAGES + TOOLS)
+SOURCE_25_11 = SlurmSource("slurm-25.11.7.tar.xz",
+                           "f71f1e5f33a72e7864104a6857e86862eac3c4e5e348c92dd0c10dbe03a82dec")
 RELEASES: Mapping[str, SlurmRelease] = {
-    r.name: r for r in (DEFAULT, SlurmRelease("26.05", "sid", SLURM_PACKAGES + TOOLS))
+    r.name: r for r in (
+        DEFAULT,
+        SlurmRelease("25.11", "bookworm", SOURCE_BUILD_PACKAGES + TOOLS, source=SOURCE_25_11, pyslurm="25.11.2"),
+        SlurmRelease("26.05", "sid", SLURM_PACKAGES + TOOLS),
+    )
 }
 
 
@@ -92,6 +132,22 @@ def of_version(version: str, flag: Optional[str] = None) -> SlurmRelease:
     return match
 
 
+BACKEND_ENV = "SUNK_DEV_SLURM_BACKEND"
+
+
+def daemon_backend(release: SlurmRelease, environ: Mapping[str, str] = os.environ) -> str:
+    """The Slurm backend the daemons a test starts use: ``rest`` unless ``SUNK_DEV_SLURM_BACKEND``
+    says ``pyslurm``, which only a release built with pyslurm has (ValueError otherwise: a run asking
+    for pyslurm must never quietly test REST)."""
+    name = environ.get(BACKEND_ENV, "").strip() or "rest"
+    if name not in ("rest", "pyslurm"):
+        raise ValueError(f"{BACKEND_ENV}={name!r}: rest or pyslurm")
+    if name == "pyslurm" and not release.pyslurm:
+        raise ValueError(f"{BACKEND_ENV}=pyslurm, but the dev cluster's Slurm {release.name} has no pyslurm "
+                         f"(only {', '.join(r.name for r in RELEASES.values() if r.pyslurm)})")
+    return name
+
+
 def saved(data: Mapping[str, Any]) -> SlurmRelease:
     """The release recorded in ``run/layout.json`` (none recorded: written before there were two)."""
     name = data.get("slurm")
@@ -106,6 +162,10 @@ def debian_upstream(version: str) -> str:
 def check_version(release: SlurmRelease, version: str) -> str:
     """``version`` if it is ``release``'s, else a RuntimeError that says what to change."""
     if not release.matches(version):
+        if release.source is not None:
+            raise RuntimeError(f"the {release.suite} chroot built from {release.source.tarball} has Slurm "
+                               f"{version or '(none)'}, not {release.name}: its build did not finish; "
+                               "`sunk-dev down`, remove the chroot from the cache and `up` again")
         raise RuntimeError(f"the {release.suite} chroot has Slurm {version or '(none)'}, not {release.name}: "
                          f"Debian {release.suite} has moved on; name the release it ships in sunk/dev/release.py")
     return version

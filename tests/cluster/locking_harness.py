@@ -79,8 +79,7 @@ class SyncerProcess(Process):
         self.url = f"http://127.0.0.1:{hooks}"
         self.ports = (hooks, metrics, probes)
         args = [
-            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
-            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-poll-interval=0.5s",
+            f"--kubeconfig={env['KUBECONFIG']}", *dev_cluster.slurm_flags(), "--slurm-poll-interval=0.5s",
             "--watch-namespace=slurm", f"--slurmd-selector={SLURMD_SELECTOR}",
             f"--hooks-api-bind-address=127.0.0.1:{hooks}", f"--hooks-token-file={token_file}",
             f"--metrics-bind-address=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probes}",

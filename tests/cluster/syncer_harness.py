@@ -99,8 +99,7 @@ class SyncerUnderTest:
             "sunk.syncer.cli",
             [
                 f"--kubeconfig={env['KUBECONFIG']}",
-                f"--slurm-api-base={env['SLURM_REST_URL']}",
-                f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}",
+                *dev_cluster.slurm_flags(),
                 f"--watch-namespace={namespace}",
                 f"--slurmd-selector=app.kubernetes.io/name=slurmd,{TEST_LABEL}={run_id}",
                 f"--leader-election-namespace={namespace}",

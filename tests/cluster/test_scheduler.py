@@ -44,8 +44,7 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", po
         name, "scheduler.cli",
         [
             f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
-            f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={env['SLURM_REST_URL']}",
-            f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
+            f"--kubeconfig={env['KUBECONFIG']}", *dev_cluster.slurm_flags(), "--slurm-kill-wait=30s",
             f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}",
             f"--hooks-url=http://127.0.0.1:{ports['hooks']}",
             # Stable across runs, like the Secret in production: jobs outlive scheduler processes.

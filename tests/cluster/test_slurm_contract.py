@@ -1,13 +1,11 @@
-"""The SlurmClient contract, against the live dev cluster (Slurm 24.11.5, and 26.05 in tox -e slurm2605), for
-every backend.
+"""The SlurmClient contract, against the live dev cluster (Slurm 24.11; 26.05 in tox -e slurm2605; 25.11 in
+tox -e slurm2511), for every backend the release has.
 
-Backends: ``rest`` always. ``pyslurm`` is added to the parametrisation only when ``import
-pyslurm`` works in this interpreter (pyslurm 25.11 builds only against Slurm 25.11, which
-no Debian suite ships, so on the dev machines it never does). When it cannot be imported
-the parameter is not generated at all: it neither passes nor skips, so a green run never
-claims pyslurm was exercised. For it to run, SLURM_CONF must point at the cluster's
-slurm.conf and munge must be reachable, as for the Slurm CLIs (set SLURM_CONF before
-pytest starts: pyslurm reads it when imported).
+Backends: ``rest`` always; ``pyslurm`` wherever the release is built with it (25.11, the only release
+pyslurm 25.11 builds against): there it is a parameter whatever happens, so a pyslurm that fails to
+import fails its tests, named ``[pyslurm]``, never drops out of the run. Its process needs the
+cluster's client slurm.conf and libslurm's path before it starts (``sunk-dev run pytest ...``, as
+tox does: ``sunk-dev env`` has them).
 
 What Slurm says is cross-checked through an independent path: ``scontrol --json`` run in
 the Slurm chroot (munge, straight to slurmctld), never through the client under test.
@@ -37,17 +35,19 @@ from sunk.slurm import (
 from sunk.slurm.cache import CHANGED
 
 
-def _pyslurm_imports() -> bool:
+def _backends() -> list[str]:
+    from sunk.dev import release
+
     try:
-        import pyslurm  # noqa: F401
-    except Exception:  # ImportError, or libslurm failing to load/initialise
-        return False
-    return True
+        chosen = release.chosen()
+    except ValueError:  # (SUNK_DEV_SLURM names no release: the dev cluster fixture fails, saying so)
+        return ["rest"]
+    return ["rest"] + (["pyslurm"] if chosen.pyslurm else [])
 
 
 pytestmark = pytest.mark.every_release  # the contract, on every Slurm release the dev cluster runs
 
-BACKENDS = ["rest"] + (["pyslurm"] if _pyslurm_imports() else [])
+BACKENDS = _backends()
 SCRIPT = "#!/bin/bash\nsleep 300\n"
 URGENT = 4_000_000  # jobs that must run jump the queue other tests may have filled
 MISSING_JOB = 67_000_000  # below MaxJobId (67043328), never reached here

@@ -29,7 +29,30 @@ TRIXIE_PACKAGES_BEFORE = (
 def test_the_default_is_24_11_from_trixie_and_26_05_comes_from_sid():
     assert (release.DEFAULT.name, release.DEFAULT.suite) == ("24.11", "trixie")
     assert (SID.name, SID.suite) == ("26.05", "sid")
-    assert set(release.RELEASES) == {"24.11", "26.05"}
+    assert set(release.RELEASES) == {"24.11", "25.11", "26.05"}
+
+
+def test_25_11_is_built_from_the_pinned_tarball_with_pyslurm_and_only_it_has_pyslurm():
+    built = release.RELEASES["25.11"]
+    assert built.suite == "bookworm"  # the host's suite: the host's Python loads pyslurm against it
+    assert built.source is not None and built.source.tarball == "slurm-25.11.7.tar.xz"
+    assert built.source.directory == "slurm-25.11.7" and built.source.version == "25.11.7"
+    assert len(built.source.sha256) == 64
+    assert built.pyslurm == "25.11.2"
+    assert [r.name for r in release.RELEASES.values() if r.pyslurm] == ["25.11"]
+    assert built.describe("25.11.7") == "Slurm 25.11.7 (source, on Debian bookworm)"
+    with pytest.raises(RuntimeError, match="build did not finish"):
+        release.check_version(built, "")
+
+
+def test_the_daemons_backend_is_rest_unless_pyslurm_is_asked_of_a_release_that_has_it():
+    built = release.RELEASES["25.11"]
+    assert release.daemon_backend(built, {}) == "rest"
+    assert release.daemon_backend(built, {release.BACKEND_ENV: "pyslurm"}) == "pyslurm"
+    with pytest.raises(ValueError, match="has no pyslurm"):
+        release.daemon_backend(release.DEFAULT, {release.BACKEND_ENV: "pyslurm"})
+    with pytest.raises(ValueError, match="rest or pyslurm"):
+        release.daemon_backend(built, {release.BACKEND_ENV: "grpc"})
 
 
 def test_the_flag_wins_over_the_environment_which_wins_over_the_default():
@@ -41,8 +64,8 @@ def test_the_flag_wins_over_the_environment_which_wins_over_the_default():
 
 
 def test_an_unknown_release_names_the_ones_there_are():
-    with pytest.raises(ValueError, match="24.11, 26.05"):
-        release.chosen(None, {release.ENV: "25.11"})
+    with pytest.raises(ValueError, match="24.11, 25.11, 26.05"):
+        release.chosen(None, {release.ENV: "25.05"})
 
 
 def test_the_recorded_release_of_a_cache_made_before_there_were_two_is_the_default():
@@ -81,12 +104,12 @@ def test_the_slurmd_image_is_named_for_the_release_the_chroot_holds():
         release.of_version("26.05.5", "24.11")
     with pytest.raises(ValueError, match="--slurm 26.05 does not match the chroot's Slurm 26.11.1$"):
         release.of_version("26.11.1", "26.05")
-    with pytest.raises(ValueError, match=r"Slurm 26.11.1, none of the dev cluster's releases \(24.11, 26.05\)"):
+    with pytest.raises(ValueError, match=r"Slurm 26.11.1, none of the dev cluster's releases \(24.11, 25.11, 26.05\)"):
         release.of_version("26.11.1")
     with pytest.raises(ValueError, match=r"Slurm \(none\)"):
         release.of_version("")
-    with pytest.raises(ValueError, match="no Slurm release '25.11'"):
-        release.of_version("24.11.5", "25.11")
+    with pytest.raises(ValueError, match="no Slurm release '25.05'"):
+        release.of_version("24.11.5", "25.05")
 
 
 def test_the_image_builder_tags_from_the_chroot_not_the_environment(monkeypatch, tmp_path, capsys):
@@ -233,7 +256,7 @@ def test_up_switches_from_what_runs_when_it_runs_not_when_the_cluster_was_made(t
     run_dir.mkdir(exist_ok=True)
     (run_dir / "layout.json").write_text(json.dumps({"nodes": 4, "phantom_nodes": 0, "slurm": "26.05"}))
     monkeypatch.setenv("SUNK_DEV_REAL_NODE", "0")
-    monkeypatch.setattr(chroot, "ensure_chroot", lambda home, r, log=None: chroot.chroot_dir(home, r))
+    monkeypatch.setattr(chroot, "ensure_chroot", lambda home, r, log=None, project=None: chroot.chroot_dir(home, r))
     monkeypatch.setattr(chroot, "slurm_version", lambda root: "24.11.5")
 
     def no_build(*_args, **_kwargs):
@@ -335,7 +358,7 @@ def test_the_clis_up_holds_the_clusters_claim(tmp_path, monkeypatch):
 
 def test_the_cli_refuses_a_release_it_does_not_have(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["up", "--slurm", "25.11"])
+        cli.main(["up", "--slurm", "25.05"])
     assert "invalid choice" in capsys.readouterr().err
 
 

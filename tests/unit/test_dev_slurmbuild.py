@@ -1,0 +1,70 @@
+"""Slurm 25.11 from source and pyslurm against it: the pure parts of ``sunk.dev.slurmbuild``."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from sunk.dev import chroot, release, slurmbuild
+
+BUILT = release.RELEASES["25.11"]
+
+
+def test_the_client_conf_points_at_the_chroots_plugins_and_munge_socket_and_keeps_the_rest():
+    conf = "ClusterName=dev\nPluginDir=/elsewhere\nAuthType=auth/munge\nAuthInfo=socket=/x\nSlurmctldPort=6817\n"
+    client = slurmbuild.client_conf(conf, Path("/cache/chroot-bookworm-abc"))
+    lines = client.splitlines()
+    assert "ClusterName=dev" in lines and "AuthType=auth/munge" in lines and "SlurmctldPort=6817" in lines
+    assert [line for line in lines if line.startswith("PluginDir=")] == [
+        "PluginDir=/cache/chroot-bookworm-abc/usr/lib/slurm"]
+    assert [line for line in lines if line.startswith("AuthInfo=")] == [
+        "AuthInfo=socket=/cache/chroot-bookworm-abc/run/munge/munge.socket.2"]
+
+
+def test_a_clients_environment_names_its_conf_and_libslurms_directories():
+    env = slurmbuild.client_env(Path("/c/root"), Path("/c/run/slurm-client.conf"))
+    assert env == {"SLURM_CONF": "/c/run/slurm-client.conf", "LD_LIBRARY_PATH": "/c/root/usr/lib:/c/root/usr/lib/slurm"}
+
+
+def test_the_build_script_configures_with_what_sunk_needs_installs_and_records_the_version():
+    script = slurmbuild.build_script(BUILT.source, jobs=2)
+    assert script.startswith("set -eu\n")
+    for flag in ("--with-jwt", "--with-json", "--with-http-parser", "--with-yaml", "--prefix=/usr"):
+        assert flag in script
+    steps = script.splitlines()
+    assert steps.index("make -j2") < steps.index("make install")
+    assert "echo 25.11.7 > /usr/share/sunk-dev/slurm-version" in steps
+    assert steps[-1] == "rm -rf /usr/src/slurm-25.11.7"
+
+
+def test_the_chroot_of_a_built_release_is_named_by_its_source_so_another_tarball_builds_anew(tmp_path):
+    other = release.SlurmRelease(BUILT.name, BUILT.suite, BUILT.packages,
+                                 source=release.SlurmSource(BUILT.source.tarball, "0" * 64), pyslurm=BUILT.pyslurm)
+    assert chroot.chroot_dir(tmp_path, BUILT) != chroot.chroot_dir(tmp_path, other)
+    assert chroot.chroot_dir(tmp_path, BUILT).name.startswith("chroot-bookworm-")
+
+
+def test_the_tarball_is_taken_only_with_the_pinned_checksum_and_kept_in_the_cache(tmp_path, monkeypatch):
+    content = b"not really slurm"
+    source = release.SlurmSource("slurm-25.11.7.tar.xz", hashlib.sha256(content).hexdigest())
+    monkeypatch.setattr(slurmbuild, "WORKPLACE_VENDOR", tmp_path / "nowhere")
+    project, cache = tmp_path / "checkout" / "main", tmp_path / "cache"
+    vendor = project.parent / "shared" / "vendor"
+    vendor.mkdir(parents=True)
+    (vendor / source.tarball).write_bytes(b"tampered")
+    with pytest.raises(RuntimeError, match="sha256 .* want"):
+        slurmbuild.find_source(source, project, cache)
+    (vendor / source.tarball).write_bytes(content)
+    assert slurmbuild.find_source(source, project, cache) == vendor / source.tarball
+    assert (cache / "vendor" / source.tarball).read_bytes() == content
+    (vendor / source.tarball).unlink()  # a later build (another clone) finds the cache's copy
+    assert slurmbuild.find_source(source, project, cache) == cache / "vendor" / source.tarball
+
+
+def test_a_missing_tarball_says_where_it_looked_and_which_variable_to_set(tmp_path, monkeypatch):
+    monkeypatch.setattr(slurmbuild, "WORKPLACE_VENDOR", tmp_path / "nowhere")
+    with pytest.raises(RuntimeError, match=slurmbuild.SOURCE_DIR_ENV) as caught:
+        slurmbuild.find_source(BUILT.source, tmp_path / "main", tmp_path / "cache")
+    assert "(missing)" in str(caught.value)
