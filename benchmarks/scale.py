@@ -93,10 +93,10 @@ from sunk.slurm.rest import RestClient
 from sunk.slurm.settings import SlurmSettings
 from sunk.syncer.context import SyncerContext
 from sunk.syncer.facts import KubeFacts
-from sunk.syncer.podcordon import pod_cordon
-from sunk.syncer.rules import RULES
 from sunk.translate import objects
 from sunk.translate.extra import parse_object
+from sunk.translate.podcordon import pod_cordon
+from sunk.translate.syncplan import merged_extra
 from sunk.types import Obj
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 
@@ -296,7 +296,8 @@ def syncer_extra(pod: Obj, namespace: str, node: Node) -> str | None:
     so the facts it gets here have no Syncer context."""
     facts = KubeFacts(slurm_node=node.name, namespace=namespace, pod=pod, k8s_node=None, cordon=pod_cordon(pod),
                       ctx=cast(SyncerContext, None))
-    return RULES.extra(facts, node).text
+    merged = merged_extra(facts, node)
+    return merged.text if merged.changed else None
 
 
 def run_owns(node: Node, namespace: str, run_id: str) -> tuple[bool, bool]:

@@ -2,7 +2,7 @@
 
 The reconcilers read only caches (informers, the Slurm cache); this module is the one
 place that turns "Slurm node name" into the Pod, the Node and the cordon marker, so the
-pure rules get one value to decide from.
+pure plan (``sunk.translate.syncplan``) gets one value to decide from.
 """
 
 from __future__ import annotations
@@ -11,19 +11,20 @@ import attrs
 
 from sunk.slurm.models import Job
 from sunk.translate.objects import uid_of
+from sunk.translate.podcordon import Cordon, pod_cordon
 from sunk.types import Obj
 
 from .context import INDEX_NODE, SyncerContext
-from .podcordon import Cordon, pod_cordon
 
 
 @attrs.frozen
 class KubeFacts:
     """The Kubernetes side of one Slurm node. ``pod``/``k8s_node`` are cached objects: never mutate.
 
-    ``pod_node``, ``pod_uid``, ``node_named``, ``pods_on_node`` and ``jobs_holding`` are looked up only
-    when asked: the rules need them only for a node under one of sunk's own drains
-    (``sunk.translate.drains``), and the job scan is not worth making for every node on every event.
+    ``pod_node``, ``pod_uid``, ``node_named``, ``pods_on_node``, ``jobs_holding`` and ``outside_scope`` are
+    looked up only when asked: the plan needs them only for a node under one of sunk's own drains
+    (``sunk.translate.drains``) or without its Pod, and the job scan is not worth making for every node on
+    every event.
     """
 
     slurm_node: str
@@ -53,6 +54,10 @@ class KubeFacts:
         if pod is None:
             return None
         return uid_of(pod)
+
+    def outside_scope(self, key: str) -> bool:
+        """Whether the Pod ``namespace/name`` exists, but not among this Syncer's slurmd Pods (another selector)."""
+        return self.ctx.all_pods.get(key) is not None and self.ctx.slurmd_pods.get(key) is None
 
     @property
     def scheduler_names(self) -> frozenset[str]:

@@ -1,8 +1,9 @@
 """Slurm -> Kubernetes: the slurmd Pod's conditions and labels, its cordon marker, and the Node.
 
 One reconcile per Slurm node name, level-based: read the Slurm node from the Slurm cache
-and the Pod and Node from the informers, ask the rules what they should say, and write
-only what differs. Three writes at most, each skipped when nothing changed:
+and the Pod and Node from the informers, ask ``sunk.translate.syncplan.pod_plan`` (and
+``nodestate.node_conditions``) what they should say, and write only what differs. Three
+writes at most, each skipped when nothing changed:
 1. the Pod's conditions (SlurmDrain, SlurmRunning, SlurmNotResponding and the cordon
    marker) in one status patch, guarded by resourceVersion so the kubelet's Ready is never
    clobbered; each managed type appears exactly once;
@@ -19,8 +20,6 @@ needs only Kubernetes, so it is kept current even then.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -29,13 +28,13 @@ from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
 from sunk.slurm.models import Node
 from sunk.times import rfc3339
-from sunk.translate import objects
+from sunk.translate import nodestate, objects
+from sunk.translate.syncplan import pod_plan
 from sunk.types import Obj
 
-from . import metrics, podcordon
+from . import metrics
 from .context import SyncerContext
 from .facts import gather
-from .rules import RULES, Rules
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 @attrs.define
 class KubeSideReconciler:
     ctx: SyncerContext
-    rules: Rules = RULES
 
     def reconcile(self, key: str) -> Result | None:
         facts = gather(self.ctx, key)
@@ -59,15 +57,8 @@ class KubeSideReconciler:
     # ---- the slurmd Pod ---------------------------------------------------------------------
 
     def _sync_pod(self, pod: Obj, k8s_node: Obj | None, slurm: Node | None) -> None:
-        wanted: list[Mapping[str, Any]] = []
-        labels: dict[str, str | None] = {}
-        if slurm is not None:
-            status = self.rules.pod_status(slurm)
-            wanted.extend(status.conditions)
-            labels.update(status.labels)
-        cordon = podcordon.desired_condition(pod, k8s_node)
-        if cordon is not None:
-            wanted.append(cordon)
+        plan = pod_plan(pod, k8s_node, slurm)
+        wanted, labels = list(plan.conditions), dict(plan.labels)
         if wanted:  # set_pod_conditions compares with this cached copy first: no change, no call
             result = kp.set_pod_conditions(self.ctx.api, pod, wanted)
             if result.wrote:
@@ -86,9 +77,7 @@ class KubeSideReconciler:
         slurm_nodes = [n for n in (self.ctx.slurm_cache.node(name) for name in names) if n is not None]
         if len(slurm_nodes) != len(names):
             return  # one of them is unknown to Slurm right now: no evidence to write from
-        wanted = self.rules.node_conditions(slurm_nodes)
-        if not wanted:
-            return
+        wanted = nodestate.node_conditions(slurm_nodes)
         now = rfc3339()
 
         def mutate(current: Obj) -> Obj | None:

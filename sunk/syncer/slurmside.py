@@ -1,7 +1,8 @@
 """Kubernetes -> Slurm: drains with the ``k8s:`` prefix, verify-undrain, and the Extra field.
 
-One reconcile per Slurm node name, level-based. The decision is taken from memory (the
-Slurm cache, the informers) by the pure rules; this module only carries it out:
+One reconcile per Slurm node name, level-based. The facts are gathered from memory (the
+Slurm cache, the informers) and the decision is ``sunk.translate.syncplan.slurm_plan``'s;
+this module only carries it out:
 
 - Nothing to change: no Slurm call at all.
 - Something to change: read Slurm's node list first (shared between workers, see
@@ -13,7 +14,7 @@ Slurm cache, the informers) by the pure rules; this module only carries it out:
 - Slurm unreachable (the cache is stale): no decision at all, retry shortly. Missing
   information is never read as "node gone" or "node undrained".
 - A Slurm node the cache does not know: nothing to do (it may be mid-restart).
-- A Slurm node that never had a slurmd Pod here: not ours, never touched (scope.py).
+- A Slurm node that never had a slurmd Pod here: not ours, never touched (``syncplan.owned``).
   Nor one whose Extra names a Pod that still exists outside this Syncer's selector:
   another Syncer's node, not a deleted Pod.
 - The slurmd Pod this Syncer knew for the node (named in Extra) is gone: the node is set DOWN
@@ -32,78 +33,26 @@ import logging
 import attrs
 
 from sunk.controller.runtime import Result
-from sunk.slurm.models import Node, NodeUpdate
+from sunk.slurm.models import Node
+from sunk.translate.syncplan import DOWN, DRAIN, NONE, UNDRAIN, SlurmPlan, extra_identity, slurm_plan
 
 from . import metrics
 from .cleanup import NodeCleanUp
 from .context import SyncerContext
 from .facts import KubeFacts, gather
 from .freshread import FreshNodes
-from .rules import DOWN, DRAIN, MARK, NONE, RULES, UNDRAIN, ExtraDecision, Rules
-from .scope import extra_identity, owned
 
 log = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class Plan:
-    """One node's pending Slurm write (``update`` None: nothing to do) and what it means."""
-
-    update: NodeUpdate | None
-    action: str = NONE
-    reason: str | None = None
-    why: str = ""
-    extra_changed: bool = False
-    replaced_invalid_extra: bool = False
 
 
 @attrs.define
 class SlurmSideReconciler:
     ctx: SyncerContext
-    rules: Rules = RULES
     stale_retry: float = 2.0
     fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
     cleanup: NodeCleanUp | None = attrs.field(default=attrs.Factory(
         lambda self: NodeCleanUp(self.ctx, self.fresh) if self.ctx.config.slurm_node_clean_up else None,
         takes_self=True))
-
-    def ours(self, facts: KubeFacts, node: Node) -> bool:
-        """Not ours: never had a slurmd Pod here, or has one we do not watch (scope.py)."""
-        return owned(facts, node) and not self._named_pod_outside_scope(facts, node)
-
-    def plan(self, facts: KubeFacts, node: Node) -> Plan:
-        if not self.ours(facts, node):
-            return Plan(None)
-        down = self.rules.down(facts, node) if facts.pod is None else None
-        if down is not None and down.action == DOWN:
-            return Plan(NodeUpdate(state="DOWN", reason=down.reason, extra=down.extra), DOWN, down.reason, down.why,
-                        extra_changed=True)
-        drain = self.rules.drain(facts, node)
-        if facts.pod is not None:
-            extra = self.rules.extra(facts, node)
-        else:  # the last facts in Extra stay: they are how the node is known as ours (the mark aside, poddown)
-            extra = ExtraDecision(down.extra if down is not None and down.action == MARK else None)
-        if drain.action == NONE and extra.text is None:
-            return Plan(None)
-        state = {DRAIN: "DRAIN", UNDRAIN: "UNDRAIN"}.get(drain.action)
-        update = NodeUpdate(state=state, reason=drain.reason if drain.action == DRAIN else None, extra=extra.text)
-        return Plan(update, drain.action, drain.reason, drain.why, extra.text is not None, extra.replaced_invalid)
-
-    def _named_pod_outside_scope(self, facts: KubeFacts, node: Node) -> bool:
-        """The Pod named in Extra exists, but not among our slurmd Pods (another selector).
-
-        Extra says which Pod a node had, not which Syncer wrote it: a Syncer with a narrower
-        selector in the same namespace read another Syncer's Pods as deleted, and drained
-        their nodes. A Pod that exists has not been deleted. (If it is deleted later, the
-        cluster-wide Pod informer's event requeues the node: see triggers.attach.)
-        """
-        if facts.pod is not None:
-            return False
-        identity = extra_identity(node.extra)
-        if identity is None:
-            return False
-        key = f"{identity[0]}/{identity[1]}"
-        return self.ctx.all_pods.get(key) is not None and self.ctx.slurmd_pods.get(key) is None
 
     def reconcile(self, key: str) -> Result | None:
         cache = self.ctx.slurm_cache
@@ -114,9 +63,10 @@ class SlurmSideReconciler:
         if node is None:
             return None
         facts = gather(self.ctx, key)
-        if self.plan(facts, node).update is None:
+        plan = slurm_plan(facts, node)
+        if plan.update is None:
             # Nothing to write for the Pod's state: the one moment the clean-up may delete the node.
-            if self.cleanup is not None and self.ours(facts, node):
+            if self.cleanup is not None and plan.ours:
                 return self.cleanup.reconcile(facts, node)
             return None
         # Something to write: decide again from Slurm's current word on this one node.
@@ -125,7 +75,7 @@ class SlurmSideReconciler:
         if current is None:
             return None
         node = current
-        plan = self.plan(facts, node)
+        plan = slurm_plan(facts, node)
         if plan.update is None:
             return None
         self.ctx.slurm.update_node(key, plan.update)
@@ -133,7 +83,7 @@ class SlurmSideReconciler:
         cache.nudge()
         return None
 
-    def _record(self, facts: KubeFacts, node: Node, plan: Plan) -> None:
+    def _record(self, facts: KubeFacts, node: Node, plan: SlurmPlan) -> None:
         if plan.action != NONE:
             metrics.SLURM_WRITES.labels(action=plan.action).inc()
         if plan.extra_changed:

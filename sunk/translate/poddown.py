@@ -68,7 +68,7 @@ def missing_reason(namespace: str, slurm_node: str) -> str:
 def desired_down(node: Node, *, namespace: str, pod_exists: bool) -> DownAction:
     """What the deletion of the slurmd Pod named in ``node.extra`` calls for; see the module docstring.
 
-    The caller has checked that the node is this Syncer's (``sunk.syncer.scope``).
+    The caller has checked that the node is this Syncer's (``sunk.translate.syncplan.owned``).
     """
     facts = parse_object(node.extra or "")
     pod = (facts or {}).get("pod")

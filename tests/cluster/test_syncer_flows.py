@@ -31,10 +31,10 @@ from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import PODS
-from sunk.syncer.podcordon import COND_POD_CORDONED
 from sunk.times import rfc3339
 from sunk.translate import objects
 from sunk.translate.nodestate import pending_deletion_reason
+from sunk.translate.podcordon import COND_POD_CORDONED
 
 A, B = NODES_UNDER_TEST  # node3, node4
 PROPAGATION = 10.0  # generous bound for one propagation on a loaded 2-core machine (the benchmark measures it)

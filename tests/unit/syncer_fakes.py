@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the Syncer's caches, clients and rules (unit tests only)."""
+"""In-memory stand-ins for the Syncer's caches and clients (unit tests only)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
-from sunk.syncer.facts import KubeFacts
-from sunk.syncer.rules import NONE, DownDecision, DrainDecision, ExtraDecision, PodStatus
 from sunk.types import Obj
 
 
@@ -124,36 +122,6 @@ class FakeRecorder:
 
     def warning(self, obj: Obj, reason: str, message: str, **_: Any) -> None:
         self.events.append(("Warning", reason, message))
-
-
-class FakeRules:
-    """Answers set per test; records what it was asked."""
-
-    def __init__(self) -> None:
-        self.drain_answer: Callable[[KubeFacts, Node], DrainDecision] = lambda f, n: DrainDecision(NONE)
-        self.extra_answer: Callable[[KubeFacts, Node], ExtraDecision] = lambda f, n: ExtraDecision()
-        self.down_answer: Callable[[KubeFacts, Node], DownDecision] = lambda f, n: DownDecision(NONE)
-        self.status_answer: Callable[[Node], PodStatus] = lambda n: PodStatus((), {})
-        self.node_answer: Callable[[Sequence[Node]], list[Mapping[str, Any]]] = lambda ns: []
-        self.asked: list[tuple[str, str]] = []
-
-    def drain(self, facts: KubeFacts, node: Node) -> DrainDecision:
-        self.asked.append(("drain", node.name))
-        return self.drain_answer(facts, node)
-
-    def extra(self, facts: KubeFacts, node: Node) -> ExtraDecision:
-        self.asked.append(("extra", node.name))
-        return self.extra_answer(facts, node)
-
-    def down(self, facts: KubeFacts, node: Node) -> DownDecision:
-        self.asked.append(("down", node.name))
-        return self.down_answer(facts, node)
-
-    def pod_status(self, node: Node) -> PodStatus:
-        return self.status_answer(node)
-
-    def node_conditions(self, slurm_nodes: Sequence[Node]) -> list[Mapping[str, Any]]:
-        return self.node_answer(slurm_nodes)
 
 
 def pod(name: str, node: str = "worker-1", namespace: str = "slurm", *, rv: str = "1",

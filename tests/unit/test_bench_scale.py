@@ -24,9 +24,9 @@ from sunk.slurm import SlurmCache, connect
 from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.models import Node
 from sunk.syncer.facts import KubeFacts
-from sunk.syncer.podcordon import pod_cordon
-from sunk.syncer.rules import RULES
 from sunk.translate.extra import parse_object
+from sunk.translate.podcordon import pod_cordon
+from sunk.translate.syncplan import merged_extra
 
 BASE = "/slurm/v0.0.42/"
 
@@ -135,7 +135,7 @@ def test_the_extra_written_is_what_the_syncer_keeps():
     after = Node("phantom7", state=("DOWN", "NOT_RESPONDING"), extra=text)
     facts = KubeFacts(slurm_node="phantom7", namespace="kube-test-1", pod=pod("phantom7"), k8s_node=None,
                       cordon=pod_cordon(pod("phantom7")), ctx=types.SimpleNamespace())  # type: ignore[arg-type]
-    assert RULES.extra(facts, after).text is None
+    assert not merged_extra(facts, after).changed
     assert b.syncer_extra(pod("phantom7"), "kube-test-1", after) is None
 
 

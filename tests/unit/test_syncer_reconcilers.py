@@ -1,8 +1,8 @@
-"""The Syncer's reconcilers with fakes: what they write, when they write nothing, and what they never do.
+"""The Syncer's reconcilers over in-memory caches: fed facts (Slurm nodes, Pods, Nodes), asserting writes.
 
-The rules are faked (they are tested in the translate layer); these tests pin the I/O:
-one Slurm read only on the write path, one combined update, no writes from stale data,
-no apiserver call when nothing changed.
+The decisions are ``sunk.translate.syncplan``'s (tested table by table there); these tests pin
+what the reconcilers do with them: one Slurm read only on the write path, one combined update,
+no writes from stale data, no apiserver call when nothing changed.
 """
 
 from __future__ import annotations
@@ -12,16 +12,30 @@ import logging
 from typing import Any
 
 import pytest
-from syncer_fakes import FakeRules, FakeSlurm, k8s_node, make_ctx, pod
+from syncer_fakes import FakeSlurm, k8s_node, make_ctx, pod
 
 from sunk.kube import client as kc
 from sunk.slurm.models import Job, Node, NodeUpdate
+from sunk.syncer.facts import gather
 from sunk.syncer.kubeside import KubeSideReconciler
-from sunk.syncer.podcordon import COND_POD_CORDONED
-from sunk.syncer.rules import DRAIN, UNDRAIN, DrainDecision, ExtraDecision, PodStatus
 from sunk.syncer.slurmside import SlurmSideReconciler
+from sunk.translate.podcordon import COND_POD_CORDONED
 
 IDLE = Node("node1", state="IDLE")
+READY = {"type": "Ready", "status": "True"}
+NOT_READY = {"type": "Ready", "status": "False"}
+NOT_READY_REASON = "k8s: slurmd pod slurm/node1 is not ready"
+MISSING_REASON = "k8s: slurmd pod slurm/node1 does not exist"
+GONE_HANDLED = '{"deleted":true,"namespace":"slurm","pod":"node1","ready":true}'  # a deleted Pod's DOWN was made
+LABELS = {"app.kubernetes.io/name": "slurmd", "sunk.coreweave.com/running": "false",
+          "sunk.coreweave.com/drain": "false", "sunk.coreweave.com/not_responding": "false"}
+
+
+def kept_extra(name: str = "node1", *, ready: bool = True, node: str = "worker-1", **more: Any) -> str:
+    """The Extra the Syncer keeps for its slurmd Pod ``name`` on ``node``, byte for byte as it writes it."""
+    return json.dumps({"cordon_reason": None, "cordoned": False, "deleted": False, "deleting": False,
+                       "namespace": "slurm", "node": node, "pod": name, "ready": ready, **more},
+                      sort_keys=True, separators=(",", ":"))
 
 
 @pytest.fixture
@@ -42,67 +56,57 @@ def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, An
 
 
 def test_stale_cache_postpones_without_any_slurm_call():
-    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[IDLE])
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: pod not ready", "pod not ready")
+    ctx, pods, _, cache, slurm, recorder = make_ctx(nodes=[IDLE])
+    pods.put(pod("node1", conditions=[NOT_READY]))  # (a drain is due)
     cache.fresh = False
-    result = SlurmSideReconciler(ctx, rules, stale_retry=3.0).reconcile("node1")
+    result = SlurmSideReconciler(ctx, stale_retry=3.0).reconcile("node1")
     assert result is not None and result.requeue_after == 3.0
-    assert slurm.calls == [] and rules.asked == []
+    assert slurm.calls == [] and recorder.events == []
 
 
 def test_node_unknown_to_slurm_is_left_alone():
     ctx, pods, _, _, slurm, _ = make_ctx(nodes=[])
-    pods.put(pod("node1"))
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: x", "x")
-    assert SlurmSideReconciler(ctx, rules).reconcile("node1") is None
+    pods.put(pod("node1", conditions=[NOT_READY]))
+    assert SlurmSideReconciler(ctx).reconcile("node1") is None
     assert slurm.calls == []
 
 
 def test_nothing_to_change_makes_no_slurm_call():
-    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[IDLE])
-    pods.put(pod("node1"))
-    SlurmSideReconciler(ctx, FakeRules()).reconcile("node1")
+    ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=kept_extra())])
+    pods.put(pod("node1", conditions=[READY]))
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls == [] and cache.nudges == 0
 
 
 def test_drain_and_extra_go_out_as_one_update_after_one_verify_read():
     ctx, pods, _, cache, slurm, recorder = make_ctx(nodes=[IDLE])
-    pods.put(pod("node1"))
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: pod slurm/node1 not ready", "pod not ready")
-    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":"node1"}')
-    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    pods.put(pod("node1", conditions=[NOT_READY]))
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls == [
         ("list", "", None),
-        ("update", "node1",
-         NodeUpdate(state="DRAIN", reason="k8s: pod slurm/node1 not ready", extra='{"pod":"node1"}')),
+        ("update", "node1", NodeUpdate(state="DRAIN", reason=NOT_READY_REASON, extra=kept_extra(ready=False))),
     ]
     assert cache.nudges == 1
-    assert recorder.events == [("Normal", "SlurmNodeDrained", "drained node1 in Slurm: k8s: pod slurm/node1 not ready")]
+    assert recorder.events == [("Normal", "SlurmNodeDrained", f"drained node1 in Slurm: {NOT_READY_REASON}")]
 
 
 def test_undrain_sends_undrain_state_and_no_reason():
-    drained = Node("node1", state="IDLE+DRAIN", reason="k8s: pod not ready")
-    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[drained])
-    pods.put(pod("node1"))
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: DrainDecision(UNDRAIN, None, "pod ready again") if n.drained else DrainDecision()
-    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    drained = Node("node1", state="IDLE+DRAIN", reason=NOT_READY_REASON, extra=kept_extra())
+    ctx, pods, _, _, slurm, recorder = make_ctx(nodes=[drained])
+    pods.put(pod("node1", conditions=[READY]))
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="UNDRAIN"))
+    assert recorder.events == [("Normal", "SlurmNodeUndrained",
+                                "undrained node1 in Slurm: the Kubernetes condition cleared")]
 
 
 def test_decision_is_taken_again_from_slurm_truth_before_writing():
     """The cache says "our k8s: drain, undrain it"; Slurm now says a person drained it: no write."""
-    cached = Node("node1", state="IDLE+DRAIN", reason="k8s: pod not ready")
-    truth = Node("node1", state="IDLE+DRAIN", reason="bad DIMM, ticket 42")
+    cached = Node("node1", state="IDLE+DRAIN", reason=NOT_READY_REASON, extra=kept_extra())
+    truth = Node("node1", state="IDLE+DRAIN", reason="bad DIMM, ticket 42", extra=kept_extra())
     ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[cached], slurm=FakeSlurm([truth]))
-    pods.put(pod("node1"))
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: (DrainDecision(UNDRAIN, None, "ready") if n.reason.startswith("k8s:")
-                                       else DrainDecision())
-    SlurmSideReconciler(ctx, rules).reconcile("node1")
+    pods.put(pod("node1", conditions=[READY]))
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls == [("list", "", None)]
     assert cache.nudges == 0
 
@@ -110,125 +114,115 @@ def test_decision_is_taken_again_from_slurm_truth_before_writing():
 def test_invalid_extra_replacement_is_logged_and_recorded(caplog: pytest.LogCaptureFixture):
     broken = Node("node1", state="IDLE", extra="{not json")
     ctx, pods, _, _, slurm, recorder = make_ctx(nodes=[broken])
-    pods.put(pod("node1"))
-    rules = FakeRules()
-    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":"node1"}', replaced_invalid=True)
+    pods.put(pod("node1", conditions=[READY]))
     with caplog.at_level(logging.WARNING, logger="sunk.syncer.slurmside"):
-        SlurmSideReconciler(ctx, rules).reconcile("node1")
-    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(extra='{"pod":"node1"}'))
+        SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(extra=kept_extra()))
     assert any("not valid JSON" in r.getMessage() and "{not json" in r.getMessage() for r in caplog.records)
     assert ("Warning", "InvalidSlurmExtra", "Extra of Slurm node node1 was not valid JSON; replaced it") in \
         recorder.events
 
 
-def test_facts_given_to_the_rules_come_from_the_informers():
-    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[IDLE])
-    pods.put(pod("node1", node="worker-7", conditions=[{"type": COND_POD_CORDONED, "status": "True",
-                                                         "message": "disk failing"}]))
+def test_the_facts_come_from_the_informers_and_show_in_the_write():
+    ctx, pods, nodes, _, slurm, _ = make_ctx(nodes=[IDLE])
+    pods.put(pod("node1", node="worker-7", conditions=[READY, {"type": COND_POD_CORDONED, "status": "True",
+                                                                "message": "disk failing"}]))
     nodes.put(k8s_node("worker-7", cordoned=True, reason="disk failing"))
-    seen = []
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: seen.append(f) or DrainDecision()
-    SlurmSideReconciler(ctx, rules).reconcile("node1")
-    (facts,) = seen
-    assert facts.pod_key == "slurm/node1" and facts.k8s_node["metadata"]["name"] == "worker-7"
-    assert facts.cordon.cordoned and facts.cordon.reason == "disk failing" and facts.namespace == "slurm"
+    facts = gather(ctx, "node1")
+    assert facts.pod_key == "slurm/node1" and facts.k8s_node is not None
+    assert facts.k8s_node["metadata"]["name"] == "worker-7" and facts.namespace == "slurm"
+    assert facts.cordon.cordoned and facts.cordon.reason == "disk failing"
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(
+        state="DRAIN", reason="k8s: node worker-7 is cordoned: disk failing",
+        extra=kept_extra(node="worker-7", cordoned=True, cordon_reason="disk failing")))
 
 
 # ---- Kubernetes side ------------------------------------------------------------------------------------
 
 
-def _status(node: Node) -> PodStatus:
-    drained = "True" if node.drained else "False"
-    return PodStatus(({"type": "SlurmDrain", "status": drained, "reason": "Drain", "message": node.reason},),
-                     {"sunk.coreweave.com/drain": drained.lower()})
-
-
 def test_pod_conditions_and_labels_written_once_then_nothing(api_calls):
     drained = Node("node1", state="IDLE+DRAIN", reason="bad DIMM")
-    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained])
-    ready = {"type": "Ready", "status": "True"}
-    pods.put(pod("node1", conditions=[ready]))
+    ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained], node_permissions=False)
+    pods.put(pod("node1", conditions=[READY]))
     nodes.put(k8s_node("worker-1"))
-    rules = FakeRules()
-    rules.status_answer = _status
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     status_patch, label_patch = api_calls
     assert status_patch[0] == "pods/node1" and status_patch[3] == "status"
     conds = status_patch[2]["status"]["conditions"]
-    assert [c["type"] for c in conds] == ["Ready", "SlurmDrain"]  # the kubelet's Ready kept, ours once
+    # the kubelet's Ready kept, ours once each
+    assert [c["type"] for c in conds] == ["Ready", "SlurmDrain", "SlurmRunning", "SlurmNotResponding"]
+    assert conds[1]["status"] == "True" and conds[1]["message"] == "bad DIMM"
     assert status_patch[2]["metadata"]["resourceVersion"] == "1"
-    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/drain": "true"}, "uid": "uid-node1"}}
+    assert label_patch[2] == {"metadata": {"labels": {"sunk.coreweave.com/running": "false",
+                                                      "sunk.coreweave.com/drain": "true",
+                                                      "sunk.coreweave.com/not_responding": "false"},
+                                           "uid": "uid-node1"}}
 
     # The informer now shows what we wrote: a second pass makes no call at all.
-    pods.put(pod("node1", rv="2", conditions=conds, labels={"app.kubernetes.io/name": "slurmd",
-                                                             "sunk.coreweave.com/drain": "true"}))
+    pods.put(pod("node1", rv="2", conditions=conds, labels={**LABELS, "sunk.coreweave.com/drain": "true"}))
     api_calls.clear()
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     assert api_calls == []
 
 
 def test_duplicate_conditions_are_collapsed_to_one(api_calls):
-    node = Node("node1", state="IDLE")
-    ctx, pods, _, _, _, _ = make_ctx(nodes=[node])
-    dup = {"type": "SlurmDrain", "status": "False", "reason": "Drain"}
-    pods.put(pod("node1", conditions=[dup, dict(dup), {"type": "Ready", "status": "True"}],
-                 labels={"sunk.coreweave.com/drain": "false"}))
-    rules = FakeRules()
-    rules.status_answer = _status
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    ctx, pods, _, _, _, _ = make_ctx(nodes=[IDLE])
+    dup = {"type": "SlurmDrain", "status": "False", "reason": "SlurmNotDrained"}
+    pods.put(pod("node1", conditions=[dup, dict(dup), READY], labels=LABELS))
+    KubeSideReconciler(ctx).reconcile("node1")
     (status_patch,) = api_calls
-    assert [c["type"] for c in status_patch[2]["status"]["conditions"]] == ["SlurmDrain", "Ready"]
+    types = [c["type"] for c in status_patch[2]["status"]["conditions"]]
+    assert types.count("SlurmDrain") == 1 and types[:2] == ["SlurmDrain", "Ready"]
 
 
 def test_stale_slurm_cache_keeps_slurm_conditions_but_still_marks_cordon(api_calls):
-    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1", state="IDLE")])
+    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason="bad DIMM")])
     pods.put(pod("node1", node="worker-1"))
     nodes.put(k8s_node("worker-1", cordoned=True, reason="kernel upgrade"))
     cache.fresh = False
-    rules = FakeRules()
-    rules.status_answer = _status
-    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "False"}]
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     (status_patch,) = api_calls  # no labels, no Node write: those need Slurm's word
     (cond,) = status_patch[2]["status"]["conditions"]
     assert cond["type"] == COND_POD_CORDONED and cond["status"] == "True" and cond["message"] == "kernel upgrade"
 
 
+def _cordon_conditions(api_calls: list[tuple[str, str | None, Any, str | None]]) -> list[dict[str, str]]:
+    return [c for path, _, body, sub in api_calls if sub == "status" and path.startswith("pods/")
+            for c in body["status"]["conditions"] if c["type"] == COND_POD_CORDONED]
+
+
 def test_uncordon_flips_the_marker_to_false_and_never_cordoned_pods_get_none(api_calls):
-    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[Node("node1", state="IDLE")])
+    ctx, pods, nodes, cache, _, _ = make_ctx(nodes=[IDLE, Node("node2", state="IDLE")])
     marked = {"type": COND_POD_CORDONED, "status": "True", "reason": "NodeCordoned", "message": "x"}
     pods.put(pod("node1", node="worker-1", conditions=[marked]))
     nodes.put(k8s_node("worker-1"))
-    KubeSideReconciler(ctx, FakeRules()).reconcile("node1")
-    (status_patch,) = api_calls
-    (cond,) = status_patch[2]["status"]["conditions"]
+    KubeSideReconciler(ctx).reconcile("node1")
+    (cond,) = _cordon_conditions(api_calls)
     assert cond["status"] == "False" and cond["reason"] == "NodeUncordoned"
 
     api_calls.clear()
     pods.put(pod("node2", node="worker-1"))
-    KubeSideReconciler(ctx, FakeRules()).reconcile("node2")
-    assert api_calls == []
+    KubeSideReconciler(ctx).reconcile("node2")
+    assert api_calls and _cordon_conditions(api_calls) == []
 
 
 def test_node_condition_written_through_nodes_status_only_when_it_differs(api_calls):
     drained = Node("node1", state="IDLE+DRAIN", reason="bad DIMM")
     ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained])
-    pods.put(pod("node1", node="worker-1"))
+    pods.put(pod("node1", node="worker-1", rv="9", deleting=True))  # (no Pod writes: only the Node's)
     nodes.put(k8s_node("worker-1"))
-    rules = FakeRules()
-    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "True", "reason": "SlurmDrain",
-                                     "message": ns[0].reason}]
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     (node_patch,) = api_calls
     assert node_patch[0] == "nodes/worker-1" and node_patch[3] == "status"
-    assert node_patch[2]["status"]["conditions"][0]["message"] == "bad DIMM"
+    (cond,) = node_patch[2]["status"]["conditions"]
+    assert cond["type"] == "SlurmCordon" and cond["status"] == "True" and cond["message"] == "node1: bad DIMM"
 
     written = k8s_node("worker-1", rv="2")
     written["status"]["conditions"] = node_patch[2]["status"]["conditions"]
     nodes.put(written)
     api_calls.clear()
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     assert api_calls == []
 
 
@@ -239,11 +233,7 @@ def test_without_node_permissions_no_node_is_written_and_the_pod_still_is(api_ca
     ctx, pods, nodes, _, _, _ = make_ctx(nodes=[drained], node_permissions=False)
     pods.put(pod("node1", node="worker-1"))
     nodes.put(k8s_node("worker-1"))
-    rules = FakeRules()
-    rules.status_answer = _status
-    rules.node_answer = lambda ns: [{"type": "SlurmCordon", "status": "True", "reason": "SlurmDrain",
-                                     "message": ns[0].reason}]
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     assert ("pods/node1", "status") in [(c[0], c[3]) for c in api_calls]
     assert not [c for c in api_calls if c[0].startswith("nodes/")]
 
@@ -251,62 +241,51 @@ def test_without_node_permissions_no_node_is_written_and_the_pod_still_is(api_ca
 def test_terminating_pod_gets_no_status_writes(api_calls):
     ctx, pods, _, _, _, _ = make_ctx(nodes=[Node("node1", state="IDLE+DRAIN", reason="x")])
     pods.put(pod("node1", deleting=True))
-    rules = FakeRules()
-    rules.status_answer = _status
-    KubeSideReconciler(ctx, rules).reconcile("node1")
+    KubeSideReconciler(ctx).reconcile("node1")
     assert api_calls == []
 
 
 # ---- scope: only nodes that have (or had) a slurmd Pod here --------------------------------------------------
 
 
-def _always_drain() -> FakeRules:
-    rules = FakeRules()
-    rules.drain_answer = lambda f, n: DrainDecision(DRAIN, "k8s: slurmd pod does not exist", "no pod")
-    rules.extra_answer = lambda f, n: ExtraDecision('{"pod":null}')
-    return rules
-
-
 def test_node_that_never_had_a_pod_here_is_not_touched():
     ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("login1", state="IDLE"),
                                              Node("other", state="IDLE", extra='{"namespace":"slurm-b","pod":"x"}')])
     for name in ("login1", "other"):
-        SlurmSideReconciler(ctx, _always_drain()).reconcile(name)
+        SlurmSideReconciler(ctx).reconcile(name)
     assert slurm.calls == []
 
 
 def test_node_whose_pod_was_deleted_is_drained_and_its_extra_identity_kept():
-    had = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1","ready":true}')
-    ctx, _, _, _, slurm, _ = make_ctx(nodes=[had])
-    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
-    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist"))
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=GONE_HANDLED)])
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason=MISSING_REASON))
 
 
 def test_node_whose_pod_exists_outside_the_selector_is_another_syncers():
     """A narrower Syncer in the same namespace must not read the other Syncer's Pods as deleted."""
-    theirs = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1","ready":true}')
-    ctx, _, _, _, slurm, _ = make_ctx(nodes=[theirs])
+    ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=GONE_HANDLED)])
     ctx.all_pods.put(pod("node1"))  # type: ignore[attr-defined]  # exists, but not among our slurmd Pods
-    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
+    SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls == []
     ctx.all_pods.remove(pod("node1"))  # type: ignore[attr-defined]  # now it is really gone
-    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
-    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist"))
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls[-1] == ("update", "node1", NodeUpdate(state="DRAIN", reason=MISSING_REASON))
 
 
 def test_our_pod_serving_another_slurm_node_does_not_make_this_node_foreign():
     """The named Pod is ours (it now runs another hostname): this node lost its Pod, drain stands."""
-    had = Node("node1", state="IDLE", extra='{"namespace":"slurm","pod":"node1"}')
-    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[had, Node("node9", state="IDLE")])
+    ctx, pods, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=GONE_HANDLED),
+                                                Node("node9", state="IDLE")])
     moved = pod("node1")
     moved["spec"]["hostname"] = "node9"
     pods.put(moved)
     ctx.all_pods.put(moved)  # type: ignore[attr-defined]
-    SlurmSideReconciler(ctx, _always_drain()).reconcile("node1")
-    assert ("update", "node1", NodeUpdate(state="DRAIN", reason="k8s: slurmd pod does not exist")) in slurm.calls
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert ("update", "node1", NodeUpdate(state="DRAIN", reason=MISSING_REASON)) in slurm.calls
 
 
-# ---- with the production rules (sunk.translate), end to end through the reconciler ------------------------------
+# ---- the rules of sunk.translate, end to end through the reconciler ------------------------------
 
 
 def test_production_rules_pod_not_ready_drains_with_k8s_reason_and_writes_extra():

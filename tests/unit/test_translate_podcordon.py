@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from syncer_fakes import k8s_node, pod
 
-from sunk.syncer.podcordon import COND_POD_CORDONED, Cordon, desired_condition, pod_cordon
+from sunk.translate.podcordon import COND_POD_CORDONED, Cordon, desired_condition, pod_cordon
 
 
 def _with(cond: dict[str, str] | None) -> dict:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import attrs
 
-from sunk.translate import objects
-from sunk.translate.views import NodeView, PodView
 from sunk.types import Obj
+
+from . import objects
+from .views import NodeView, PodView
 
 COND_POD_CORDONED = "SlurmNodeCordoned"
 REASON_CORDONED = "NodeCordoned"
