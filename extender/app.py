@@ -20,7 +20,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
-from scheduler.decide import Bind, CancelJobs, DeletePod, FindJob, Invalid, Submit, Waiting
+from scheduler.decide import Bind, CancelJobs, DeleteMembers, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk.flags import loggable
 from sunk.types import Obj
@@ -167,8 +167,8 @@ def _verdict(scheduler: PodScheduler, pod: Obj, uid: str) -> tuple[str | None, s
     if isinstance(action, Bind):
         return action.k8s_node, f"Slurm allocated Node {action.k8s_node} for job {action.job_id}", False
     if isinstance(action, Invalid):
-        return None, "sunk: " + "; ".join(action.problems), True
-    if isinstance(action, (DeletePod, CancelJobs)):
+        return None, f"sunk: {_describe(action)}", True
+    if isinstance(action, (DeleteMembers, CancelJobs)):
         return None, f"sunk: {_describe(action)}", True
     return None, _describe(action), False
 
@@ -180,10 +180,10 @@ def _describe(action: object) -> str:
         return "waiting for the placeholder Slurm job to be submitted"
     if isinstance(action, FindJob):
         return "looking for the placeholder Slurm job in Slurm (the answer to its submission was lost)"
-    if isinstance(action, DeletePod):
+    if isinstance(action, DeleteMembers):
         return action.message
     if isinstance(action, CancelJobs):
         return action.message
     if isinstance(action, Invalid):
-        return "; ".join(action.problems)
+        return "; ".join(message for _member, message in action.problems)
     return str(getattr(action, "why", action))

@@ -1,6 +1,5 @@
 """What the reconciler needs around a gang's pure decision: the workloads gangs are sized by, which
-Pods a workload change concerns, and one member's share of the gang's decision (the extender's verbs
-ask per Pod).
+Pods a workload change concerns.
 
 The sizes come from informers, never from a call per reconcile: ``batch/v1`` Jobs (a Job's
 parallelism, a JobSet's child Jobs) always; coscheduling PodGroups (``scheduling.x-k8s.io/v1alpha1``,
@@ -17,27 +16,6 @@ from typing import Any, Optional
 from sunk.translate import gang as g
 from sunk.translate.objects import meta as _meta
 from sunk.types import Obj
-
-from .decide import (
-    Action,
-    BindGang,
-    CancelJobs,
-    DeleteMembers,
-    DeletePod,
-    FindJob,
-    GangAction,
-    GangInvalid,
-    GangUnschedulable,
-    GangWaiting,
-    Invalid,
-    Nothing,
-    ReleaseStuckMember,
-    ReleaseStuckPod,
-    Submit,
-    SubmitGang,
-    Unschedulable,
-    Waiting,
-)
 
 
 def _key(obj: Obj) -> str:
@@ -108,32 +86,3 @@ class Workloads:
             return None
         found = self.jobs.by_index(index, value)
         return found[0] if found else None
-
-
-def member_action(action: GangAction, uid: str) -> Action:
-    """One member's share of its gang's decision, in a single Pod's terms: what the extender's verbs
-    answer for it (its own Bind, or why it waits)."""
-    match action:
-        case BindGang(binds=binds):
-            mine = next((bind for member, bind in binds if member == uid), None)
-            return mine if mine is not None else Nothing("the gang's other members are being bound")
-        case GangWaiting(members=members, message=message, job_id=job_id, passing=passing):
-            if uid in members and job_id is not None:
-                return Waiting(job_id, message.removeprefix(f"Slurm job {job_id}: "), passing=passing,
-                               partition=action.partition, slurm_reason=action.slurm_reason)
-            return Nothing(message if uid in members else "")
-        case SubmitGang(members=members):
-            return Submit() if uid in members else Nothing("waiting for a node of the gang's job to be freed")
-        case GangInvalid(problems=problems):
-            return Invalid(tuple(message for member, message in problems if member == uid)) \
-                if any(member == uid for member, _ in problems) else Nothing("")
-        case GangUnschedulable(members=members, message=message):
-            return Unschedulable(message) if uid in members else Nothing("")
-        case DeleteMembers(members=members, reason=reason, message=message):
-            return DeletePod(reason, message) if uid in members else Nothing("")
-        case ReleaseStuckMember(member=member, job_id=job_id, slurm_nodes=slurm_nodes, k8s_node=k8s_node):
-            return ReleaseStuckPod(job_id, slurm_nodes, k8s_node) if member == uid else Nothing(
-                f"the gang's job {job_id} is let go: a member is stuck terminating on Node {k8s_node}")
-        case FindJob() | CancelJobs() | Nothing():
-            return action
-    raise AssertionError(f"unknown gang action {action!r}")  # (mypy: every GangAction is matched above)

@@ -1,13 +1,12 @@
-"""The Pod scheduler's reconciler: one Pod UID in, one step towards "Pod bound where Slurm put its job".
+"""The Pod scheduler's reconciler: one unit's key in, one step towards "its Pods bound where Slurm put its job".
 
-Keyed by Pod UID rather than namespace/name: a deleted Pod still has a UID in its
-job's Extra, so "Pod gone -> cancel job" needs no tombstones, and a Pod recreated under
-the same name is a different Pod with a different job.
-
-A gang's members (sunk/translate/gang.py) are keyed by their gang's owner (``gang:<ns>/<key>``)
-instead, so the whole gang is decided in one reconcile (``reconcile_gang``): one job, every member
-bound in one pass. A member's UID that reaches the queue anyway is reconciled as its gang, under a
-lock per gang, so two workers never decide one gang at once.
+A unit is a gang (sunk/translate/gang.py), keyed by its owner (``GangKey``, ``gang:<ns>/<key>``), or a
+lone Pod, a gang of one keyed by its UID (``PodKey``) rather than namespace/name: a deleted Pod still has
+a UID in its job's identity, so "Pod gone -> cancel job" needs no tombstones, and a Pod recreated under
+the same name is a different Pod with a different job. One path for both: facts, ``decide``, ``_act``;
+a gang is decided whole in one reconcile (one job, every member bound in one pass). A member's UID that
+reaches the queue anyway is reconciled as its gang, under a lock per gang, so two workers never decide
+one gang at once. A key's ``str()`` is what is queued, logged, indexed and signed into hook tokens.
 """
 
 from __future__ import annotations
@@ -34,15 +33,8 @@ from sunk.slurm.freshread import FreshRead
 from sunk.slurm.models import Job, JobRequest, NodeUpdate
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain, held_by_another
-from sunk.translate.gang import (
-    IDENTITY_MAX,
-    Gang,
-    disagreements,
-    gang_of,
-    is_gang_owner,
-    max_members,
-    member_order,
-)
+from sunk.translate.gang import IDENTITY_MAX, Gang, disagreements, gang_of, max_members, member_order
+from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_deleting, is_terminal
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 from sunk.types import Obj
@@ -53,32 +45,24 @@ from .config import SchedulerConfig
 from .decide import (
     Action,
     Bind,
-    BindGang,
+    BindMembers,
     CancelJobs,
     DeleteMembers,
-    DeletePod,
     FindJob,
-    GangAction,
-    GangFacts,
-    GangInvalid,
-    GangUnschedulable,
-    GangWaiting,
     Invalid,
     MemberFacts,
     Nothing,
-    PodAction,
-    PodFacts,
     ReleaseJob,
-    ReleaseStuckMember,
-    ReleaseStuckPod,
+    ReleaseStuck,
+    Share,
     Submit,
-    SubmitGang,
+    UnitFacts,
     Unschedulable,
     Waiting,
     decide,
-    decide_gang,
+    share,
 )
-from .gangs import Workloads, member_action, workload_keys
+from .gangs import Workloads, workload_keys
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
@@ -199,7 +183,7 @@ class SlurmNodeMap(Mapping[str, str]):
 
 @attrs.define
 class PodScheduler:
-    """Reconciler: gathers a Pod's facts, asks decide(), carries out the action.
+    """Reconciler: gathers a unit's facts, asks decide(), carries out the action.
 
     ``binder`` binds Pods (scheduler/binder.py) and remembers those it bound until the Pod
     watch shows them. ``on_bind``, if set, takes the place of binding where decide() says
@@ -242,21 +226,31 @@ class PodScheduler:
 
     # -- the reconcile loop ---------------------------------------------------------------
     def reconcile(self, key: str) -> Result:
-        """One Pod (by UID) or one gang (by its owner, ``gang:<ns>/<key>``)."""
-        if is_gang_owner(key):
-            return self.reconcile_gang(key)
-        pod = self.pods.by_uid(key)
-        gang = self.gang_of(pod) if pod is not None else None
-        if gang is not None:
-            return self.reconcile_gang(gang.owner)
-        return self._reconcile_pod(key, pod)
+        """One unit: a lone Pod (``PodKey``, its UID) or a gang (``GangKey``, ``gang:<ns>/<key>``). A member's
+        UID is reconciled as its gang, under the gang's lock, so two workers never decide one gang at once."""
+        try:
+            unit = unit_key(key)
+        except ValueError:
+            log.warning("%s: not a Pod's or a gang's key; dropped", key)
+            return Result()
+        pod = self.pods.by_uid(unit.uid) if isinstance(unit, PodKey) else None
+        if pod is not None and (gang := self.gang_of(pod)) is not None:
+            unit = gang.unit
+        if isinstance(unit, PodKey):
+            return self._reconcile(unit, pod)
+        with self._gang_locks[zlib.crc32(str(unit).encode()) % GANG_LOCK_STRIPES]:
+            for member in self.pods.in_gang(str(unit)):
+                if self.gang_of(member) is None:  # a member with a job of its own keeps it, alone
+                    self._reconcile(PodKey(member["metadata"]["uid"]), member)
+            return self._reconcile(unit)
 
-    def _reconcile_pod(self, uid: str, pod: Obj | None) -> Result:
-        if pod is not None and pod["spec"].get("nodeName"):
-            self.binder.forget(uid)  # the Pod watch shows the binding: no need to assume it any longer
-        action = self.placement(pod, uid)
-        log.debug("pod %s: %s", uid, action)
-        return self._act(uid, pod, action)
+    def _reconcile(self, unit: UnitKey, pod: Obj | None = None) -> Result:
+        members, action, gang = self.unit_placement(unit, pod)
+        for member in members:
+            if member["spec"].get("nodeName"):
+                self.binder.forget(member["metadata"]["uid"])  # the watch shows the binding: no need to assume it
+        log.debug("%s: %s", unit, action)
+        return self._act(unit, gang, members, action)
 
     def gang_of(self, pod: Obj) -> Optional[Gang]:
         """The Pod's gang; None for a Pod placed alone, and for one that already has a job of its own
@@ -269,125 +263,160 @@ class PodScheduler:
             return None
         return gang
 
-    def placement(self, pod: Obj | None, uid: str) -> Action:
-        """The decision for one Pod, from memory only and with no side effect: the extender's
-        verbs call it too, from their HTTP threads. A gang's member gets its share of the gang's."""
+    def placement(self, pod: Obj | None, uid: str) -> Share:
+        """One Pod's part of its unit's decision, from memory only and with no side effect: the extender's
+        verbs call it, from their HTTP threads."""
         gang = self.gang_of(pod) if pod is not None else None
-        if gang is not None:
-            return member_action(self.gang_placement(gang.owner)[1], uid)
-        known = self.jobs.view(uid)  # one read: see JobIndex
-        return decide(
-            self.facts(pod) if pod is not None else None,
-            known.jobs,
-            expected_job_id=known.expected_job_id,
-            recorded_job_id=_annotated_job_id(pod),
-            refused=known.refused,
-            node_of=self.slurmd.mapping(),
-            started=known.started,
-            in_doubt=known.in_doubt,
-            now=self.clock(),
-            stuck_margin=self.config.stuck_pod_margin,
-        )
+        unit: UnitKey = gang.unit if gang is not None else PodKey(uid)
+        return share(self.unit_placement(unit, pod)[1], uid)
 
-    def facts(self, pod: Obj) -> PodFacts:
+    def unit_placement(self, unit: UnitKey, pod: Obj | None = None) -> tuple[list[Obj], Action, Optional[Gang]]:
+        """The unit's Pods (a gang's in member order), its decision and its ``Gang`` (None for a lone Pod), from
+        memory only, with no side effect. ``pod``: a lone Pod as the caller has it (else read by its UID)."""
+        gang = None
+        if isinstance(unit, PodKey):
+            found = pod if pod is not None else self.pods.by_uid(unit.uid)
+            members = [found] if found is not None else []
+            facts = UnitFacts(unit, members=tuple(self.member_facts(p) for p in members))
+        else:
+            members = sorted((p for p in self.pods.in_gang(str(unit)) if self.gang_of(p) is not None),
+                             key=member_order)
+            gang = gang_of(members[0]) if members else None
+            facts = self.gang_facts(unit, gang, members)
+        known = self.jobs.view(str(unit))  # one read: see JobIndex
+        action = decide(facts, known.jobs, expected_job_id=known.expected_job_id, refused=known.refused,
+                        node_of=self.slurmd.mapping(), started=known.started, in_doubt=known.in_doubt,
+                        now=self.clock(), stuck_margin=self.config.stuck_pod_margin)
+        return members, action, gang
+
+    def gang_facts(self, unit: GangKey, gang: Optional[Gang], members: Sequence[Obj]) -> UnitFacts:
+        facts = tuple(self.member_facts(pod) for pod in members)
+        if gang is None:
+            return UnitFacts(unit, describe=str(unit), members=facts)
+        live = [p for p in members if not is_deleting(p) and not is_terminal(p)]
+        expected = self.workloads.expected(gang, live)
+        waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
+        problems: tuple[str, ...] = ()
+        if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
+            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's identity "
+                        f"({IDENTITY_MAX} bytes with a tag of each member): at most {most}",)
+        return UnitFacts(unit, describe=gang.describe(), members=facts, expected=expected.size,
+                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
+                         problems=problems)
+
+    def member_facts(self, pod: Obj) -> MemberFacts:
         """What decide() reads of a Pod; one this process bound counts as bound until the watch shows it."""
         meta, spec = pod["metadata"], pod["spec"]
-        assumed = None if spec.get("nodeName") else self.binder.assumed_node(meta["uid"])
-        bound_node = spec.get("nodeName") or assumed
-        problems = () if bound_node else self.problems(pod)
-        deleting = bool(meta.get("deletionTimestamp"))
+        annotations = meta.get("annotations") or {}
+        assumed = None if spec.get("nodeName") else self.binder.assumed(meta["uid"])
+        bound = spec.get("nodeName") or (assumed.node if assumed is not None else None)
+        job_id = assumed.job_id if assumed is not None and assumed.job_id is not None else _annotated_job_id(pod)
+        slurm_node = ((assumed.slurm_node if assumed is not None else "") or annotations.get(names.ANN_SLURM_NODE)
+                      or (self.slurmd.slurm_node_on(bound) if bound else None))
+        deleting = is_deleting(pod)
         finished = str((pod.get("status") or {}).get("phase")) if is_terminal(pod) else ""
-        return PodFacts(
-            uid=meta["uid"],
-            bound_node=bound_node,
-            deleting=deleting,
-            placed_by_us=names.ANN_JOB_ID in (meta.get("annotations") or {}) or assumed is not None,
-            problems=problems,
+        return MemberFacts(
+            uid=meta["uid"], name=f"{meta['namespace']}/{meta['name']}", bound_node=bound,
+            slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, finished=finished,
+            placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
+            problems=() if bound else self.problems(pod),
             grace_ends_at=grace_ends_at(pod) if deleting else None,
-            node_lost=bool((deleting or finished) and bound_node and not self.node_ready(bound_node)),
-            finished=finished,
-        )
+            node_lost=bool((deleting or finished) and bound and not self.node_ready(bound)))
 
     def problems(self, pod: Obj) -> tuple[str, ...]:
         """Why this Pod cannot have a placeholder job: its annotations' form, then its identity policy."""
         return tuple(str(p) for p in (*podjob.validate_pod(pod, self.config.kill_wait_seconds),
                                       *self.config.identity_policy.problems(pod)))
 
-    def _act(self, uid: str, pod: Obj | None, action: Action) -> Result:
+    def _act(self, unit: UnitKey, gang: Optional[Gang], members: list[Obj], action: Action) -> Result:
+        key = str(unit)
+        known = {p["metadata"]["uid"]: p for p in members}
+
+        def pod(uid: str) -> Obj:
+            if uid not in known:  # (decide() names only the unit's Pods: an error, not an assert, under -O too)
+                raise RuntimeError(f"{unit}: {action!r} for a Pod that is gone")
+            return known[uid]
+
         if not isinstance(action, Waiting):
-            self._waiting_since.pop(uid, None)  # whatever it waited for is over
+            self._waiting_since.pop(key, None)  # whatever it waited for is over
+        waiting = set(action.members) if isinstance(action, Waiting) and action.job_id is not None else set()
+        for uid in {*known, key} - waiting:
             self._waiting_reason.pop(uid, None)
         match action:
             case Nothing(recheck_after=recheck_after):
-                if pod is None:
-                    self._forget(uid)
+                if not members:
+                    self._forget(key)
                 return Result(requeue_after=recheck_after)
             case CancelJobs(job_ids=job_ids, message=message):
                 for job_id in job_ids:
                     self._cancel(job_id, message)
                 return Result()
-            case Submit() | FindJob() | Invalid() | Bind() | Waiting() | Unschedulable() | DeletePod() \
-                    | ReleaseStuckPod() | ReleaseJob():
-                if pod is None:  # (decide() has only Nothing and CancelJobs for a Pod that is gone)
-                    raise RuntimeError(f"pod {uid}: {action!r} for a Pod that is gone")
-                return self._act_on_pod(uid, pod, action)
-            case _:
-                assert_never(action)
-
-    def _act_on_pod(self, uid: str, pod: Obj, action: PodAction) -> Result:
-        match action:
-            case Waiting():
-                return self._wait(uid, pod, action)
-            case Invalid(problems=problems):
-                message = "; ".join(problems)
-                self.report(pod, "Warning", "FailedValidation", message)
-                kubeops.mark_unschedulable(self.api, pod, f"sunk: {message}")
-                return Result()  # no retry until the Pod changes
-            case Unschedulable(message=message):
-                self.report(pod, "Warning", "Unschedulable", message)
-                kubeops.mark_unschedulable(self.api, pod, message)
-                return Result()
-            case Submit():
-                return self._submit(pod)
+            case Submit(members=uids):
+                return self._submit(unit, gang, [pod(uid) for uid in uids])
             case FindJob():
-                return self._find_job(uid, pod)
-            case ReleaseStuckPod():
-                return self._release_stuck(pod, action)
-            case ReleaseJob(job_id=job_id, phase=phase):
+                self._settle(key, _describe(unit, members))
+                members, action, gang = self.unit_placement(unit)  # decided again: the doubt is settled
+                return self._act(unit, gang, members, action)
+            case BindMembers(binds=binds):
+                return self._bind([(pod(uid), where) for uid, where in binds])
+            case Waiting():
+                return self._wait(key, [pod(uid) for uid in action.members], action)
+            case Invalid(problems=problems):
+                for uid, message in problems:
+                    self.report(pod(uid), "Warning", "FailedValidation", message)
+                    kubeops.mark_unschedulable(self.api, pod(uid), f"sunk: {message}")
+                return Result()  # no retry until a member changes
+            case Unschedulable(members=uids, message=message):
+                for uid in uids:
+                    self.report(pod(uid), "Warning", "Unschedulable", message)
+                    kubeops.mark_unschedulable(self.api, pod(uid), message)
+                return Result()
+            case ReleaseStuck(member=uid):
+                # Its node drained (k8s: sunk-stuck, naming the Pod), the job cancelled; a gang's job's end then
+                # deletes the other members, and the gang is placed again, whole.
+                return self._release_stuck(pod(uid), action)
+            case ReleaseJob(member=uid, job_id=job_id, phase=phase):
                 self._cancel(job_id, f"its Pod {phase.lower()}")
-                self.report(pod, "Normal", "SlurmJobReleased",
+                self.report(pod(uid), "Normal", "SlurmJobReleased",
                             f"the Pod {phase.lower()}: Slurm job {job_id} ended, its node is free for the next job")
                 return Result()
-            case Bind():
-                if self.on_bind is not None:
-                    self.on_bind(pod, action)  # the front end's own binding step
-                else:
-                    self._bind_directly(pod, action)
-                return Result()
-            case DeletePod(reason=reason, message=message):
-                self.report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
-                log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                         reason, message)
-                kubeops.delete_pod(self.api, pod)
+            case DeleteMembers(members=uids, reason=reason, message=message):
+                for gone in map(pod, uids):
+                    self.report(gone, "Warning" if reason != "JobEnded" else "Normal", reason, message)
+                    log.info("pod %s/%s: deleting it (%s): %s", gone["metadata"]["namespace"],
+                             gone["metadata"]["name"], reason, message)
+                    kubeops.delete_pod(self.api, gone)
                 return Result()
             case _:
                 assert_never(action)
 
     # -- actions ------------------------------------------------------------------------------
-    def _wait(self, uid: str, pod: Obj, waiting: Waiting) -> Result:
-        self._waiting_reason[uid] = waiting.slurm_reason
-        if not waiting.passing:
-            self._waiting_since.pop(uid, None)
-        else:
-            # One grace for the whole wait, whichever passing step it is in: a job that goes
-            # Priority -> Resources -> Priority in a full cluster is still reported.
-            since = self._waiting_since.setdefault(uid, time.monotonic())
+    def _wait(self, key: str, pods: list[Obj], waiting: Waiting) -> Result:
+        """Report why the members wait, with one grace for the unit's whole passing wait (a job that goes
+        Priority -> Resources -> Priority in a full cluster is still reported). A wait for a gang's own
+        members (no job yet) is a ``WaitingForGang`` Event; one for Slurm shows on every waiting member:
+        the job, its partition and Slurm's reason, and the job id recorded."""
+        if waiting.job_id is not None:
+            for pod in pods:
+                self._waiting_reason[pod["metadata"]["uid"]] = waiting.slurm_reason
+        if waiting.passing:
+            since = self._waiting_since.setdefault(key, time.monotonic())
             left = since + PASSING_WAIT_GRACE - time.monotonic()
             if left > 0:
                 return Result(requeue_after=left)
-        # (written at submission; again only if that write was lost: no write when the Pod shows it)
-        kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
-        return self._show_wait(pod, wait_condition(waiting.job_id, waiting.partition, waiting.reason))
+        else:
+            self._waiting_since.pop(key, None)
+        results = []
+        for pod in pods:
+            if waiting.job_id is None:
+                self.report(pod, "Normal", "WaitingForGang", waiting.reason)
+            else:
+                # (written at submission; again only if that write was lost: no write when the Pod shows it)
+                kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
+                results.append(self._show_wait(pod, wait_condition(waiting.job_id, waiting.partition, waiting.reason)))
+        after = min([WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC,
+                     *(r.requeue_after for r in results if r.requeue_after is not None)])
+        return Result(requeue_after=after)
 
     def _show_wait(self, pod: Obj, condition: WaitCondition) -> Result:
         """PodScheduled=False saying why the Pod waits, and a ``WaitingForSlurm`` Event with each new message
@@ -415,10 +444,17 @@ class PodScheduler:
         """``sunk_pods_waiting{reason}`` now (read at scrape time; a copy, the workers write meanwhile)."""
         return waiting_exposition(list(self._waiting_reason.values()))
 
-    def _submit(self, pod: Obj) -> Result:
-        meta = pod["metadata"]
-        what = f"pod {meta['namespace']}/{meta['name']}"
-        return self._submit_request(meta["uid"], self._job_request(pod), [pod], what)
+    def _submit(self, unit: UnitKey, gang: Optional[Gang], pods: list[Obj]) -> Result:
+        """The unit's placeholder job, with this scheduler's settings and the unit's hook token (signed over
+        the key's string: the Pod's UID, or the gang's owner)."""
+        token = hook_token(self.config.hook_secret, str(unit))
+        if gang is None:  # a lone Pod
+            meta = pods[0]["metadata"]
+            request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token)
+            return self._submit_request(str(unit), request, pods, f"pod {meta['namespace']}/{meta['name']}")
+        request = placeholder.gang_job_request(gang, pods, placeholder_settings(self.config), size=len(pods),
+                                               hook_token=token)
+        return self._submit_request(str(unit), request, pods, f"{gang.describe()} ({len(pods)} members)")
 
     def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:
         """Submit a placeholder job for ``owner`` (a Pod's UID, or a gang's owner) on behalf of ``pods``
@@ -471,13 +507,6 @@ class PodScheduler:
                 kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
 
-    def _find_job(self, uid: str, pod: Obj) -> Result:
-        """Settle a lost submission from a fresh job list: adopt the Pod's job if Slurm made it, else
-        submit again. A list that fails leaves the doubt in place (retried with backoff)."""
-        meta = pod["metadata"]
-        self._settle(uid, f"pod {meta['namespace']}/{meta['name']}")
-        return self._act(uid, pod, self.placement(pod, uid))  # decided again: the doubt is settled
-
     def _settle(self, owner: str, what: str) -> None:
         jobs, requested_at = self.fresh_jobs.read_with_time()
         found = self.jobs.settle(owner, jobs, requested_at)
@@ -488,138 +517,15 @@ class PodScheduler:
         else:
             log.info("%s: no job in Slurm from the submission whose answer was lost; submitting again", what)
 
-    def _job_request(self, pod: Obj) -> JobRequest:
-        """The placeholder job for this Pod, with this scheduler's settings and the Pod's hook token."""
-        return placeholder.job_request(pod, placeholder_settings(self.config),
-                                       hook_token=hook_token(self.config.hook_secret, pod["metadata"]["uid"]))
+    def _bind(self, binds: list[tuple[Obj, Bind]]) -> Result:
+        """Every member to its node, at once (a lone Pod's one binding in this thread): each binding is a round
+        trip or two (the lock toleration, the Binding), and one after the other a gang of 64 took longer than
+        Slurm took to start it. Every member is tried (every worker's gangs
+        share ``GANG_BIND_CONCURRENCY`` bindings in flight); the first failure is raised then (the reconcile
+        is retried, the bound skipped)."""
 
-    # -- gangs ------------------------------------------------------------------------------------
-    def reconcile_gang(self, owner: str) -> Result:
-        """One step for a whole gang: decided and carried out under the gang's lock."""
-        with self._gang_locks[zlib.crc32(owner.encode()) % GANG_LOCK_STRIPES]:
-            for pod in self.pods.in_gang(owner):
-                if self.gang_of(pod) is None:  # a member with a job of its own keeps it, alone
-                    self._reconcile_pod(pod["metadata"]["uid"], pod)
-            members, action, gang = self.gang_placement(owner)
-            for pod in members:
-                if pod["spec"].get("nodeName"):
-                    self.binder.forget(pod["metadata"]["uid"])  # the watch shows the binding
-            log.debug("gang %s: %s", owner, action)
-            return self._act_gang(owner, gang, members, action)
-
-    def gang_placement(self, owner: str) -> tuple[list[Obj], GangAction, Optional[Gang]]:
-        """The gang's members (in member order), its decision and its ``Gang``, from memory only, with no
-        side effect (the extender's verbs ask it for one member, from their HTTP threads)."""
-        members = sorted((p for p in self.pods.in_gang(owner) if self.gang_of(p) is not None), key=member_order)
-        gang = gang_of(members[0]) if members else None
-        node_of = self.slurmd.mapping()
-        facts = self.gang_facts(owner, gang, members)
-        known = self.jobs.view(owner)  # one read: see JobIndex
-        action = decide_gang(facts, known.jobs, expected_job_id=known.expected_job_id, refused=known.refused,
-                             node_of=node_of, started=known.started, in_doubt=known.in_doubt, now=self.clock(),
-                             stuck_margin=self.config.stuck_pod_margin)
-        return members, action, gang
-
-    def gang_facts(self, owner: str, gang: Optional[Gang], members: Sequence[Obj]) -> GangFacts:
-        facts = tuple(self.member_facts(pod) for pod in members)
-        if gang is None:
-            return GangFacts(owner=owner, describe=owner, members=facts)
-        live = [p for p in members if not is_deleting(p) and not is_terminal(p)]
-        expected = self.workloads.expected(gang, live)
-        waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
-        problems: tuple[str, ...] = ()
-        if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
-            problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's identity "
-                        f"({IDENTITY_MAX} bytes with a tag of each member): at most {most}",)
-        return GangFacts(owner=owner, describe=gang.describe(), members=facts, expected=expected.size,
-                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
-                         problems=problems)
-
-    def member_facts(self, pod: Obj) -> MemberFacts:
-        """What decide_gang() reads of a member; one this process bound counts as bound until the watch shows it."""
-        meta, spec = pod["metadata"], pod["spec"]
-        annotations = meta.get("annotations") or {}
-        assumed = None if spec.get("nodeName") else self.binder.assumed(meta["uid"])
-        bound = spec.get("nodeName") or (assumed.node if assumed is not None else None)
-        job_id = assumed.job_id if assumed is not None and assumed.job_id is not None else _annotated_job_id(pod)
-        slurm_node = ((assumed.slurm_node if assumed is not None else "") or annotations.get(names.ANN_SLURM_NODE)
-                      or (self.slurmd.slurm_node_on(bound) if bound else None))
-        deleting = is_deleting(pod)
-        return MemberFacts(
-            uid=meta["uid"], name=f"{meta['namespace']}/{meta['name']}", bound_node=bound,
-            slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, terminal=is_terminal(pod),
-            placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
-            problems=() if bound else self.problems(pod),
-            grace_ends_at=grace_ends_at(pod) if deleting else None,
-            node_lost=bool(deleting and bound and not self.node_ready(bound)))
-
-    def _act_gang(self, owner: str, gang: Optional[Gang], members: list[Obj], action: GangAction) -> Result:
-        by_uid = {p["metadata"]["uid"]: p for p in members}
-        if not isinstance(action, GangWaiting):
-            self._waiting_since.pop(owner, None)  # whatever it waited for is over
-        waiting = set(action.members) if isinstance(action, GangWaiting) and action.job_id is not None else set()
-        for uid in by_uid.keys() - waiting:
-            self._waiting_reason.pop(uid, None)
-        match action:
-            case Nothing(recheck_after=recheck_after):
-                if not members:
-                    self._forget_gang(owner)
-                return Result(requeue_after=recheck_after)
-            case CancelJobs(job_ids=job_ids, message=message):
-                for job_id in job_ids:
-                    self._cancel(job_id, message)
-                return Result()
-            case SubmitGang(members=uids):
-                if gang is None:  # (decide_gang submits only for members, which have a gang)
-                    raise RuntimeError(f"gang {owner}: {action!r} without members")
-                return self._submit_gang(owner, gang, [by_uid[uid] for uid in uids])
-            case FindJob():
-                self._settle(owner, f"gang {owner}")
-                members, action, gang = self.gang_placement(owner)  # decided again: the doubt is settled
-                return self._act_gang(owner, gang, members, action)
-            case BindGang(binds=binds):
-                return self._bind_gang(by_uid, binds)
-            case GangWaiting():
-                return self._wait_gang(owner, [by_uid[uid] for uid in action.members], action)
-            case GangInvalid(problems=problems):
-                for uid, message in problems:
-                    self.report(by_uid[uid], "Warning", "FailedValidation", message)
-                    kubeops.mark_unschedulable(self.api, by_uid[uid], f"sunk: {message}")
-                return Result()  # no retry until a member changes
-            case GangUnschedulable(members=uids, message=message):
-                for uid in uids:
-                    self.report(by_uid[uid], "Warning", "Unschedulable", message)
-                    kubeops.mark_unschedulable(self.api, by_uid[uid], message)
-                return Result()
-            case ReleaseStuckMember(member=uid, job_id=job_id, slurm_nodes=slurm_nodes, k8s_node=k8s_node):
-                # As a single Pod's: its node drained (k8s: sunk-stuck, naming the member), the job cancelled;
-                # the job's end then deletes the other members, and the gang is placed again, whole.
-                return self._release_stuck(by_uid[uid], ReleaseStuckPod(job_id, slurm_nodes, k8s_node))
-            case DeleteMembers(members=uids, reason=reason, message=message):
-                for uid in uids:
-                    pod = by_uid[uid]
-                    self.report(pod, "Warning" if reason != "JobEnded" else "Normal", reason, message)
-                    log.info("pod %s/%s: deleting it (%s): %s", pod["metadata"]["namespace"],
-                             pod["metadata"]["name"], reason, message)
-                    kubeops.delete_pod(self.api, pod)
-                return Result()
-            case _:
-                assert_never(action)
-
-    def _submit_gang(self, owner: str, gang: Gang, members: list[Obj]) -> Result:
-        request = placeholder.gang_job_request(gang, members, placeholder_settings(self.config), size=len(members),
-                                               hook_token=hook_token(self.config.hook_secret, owner))
-        return self._submit_request(owner, request, members, f"{gang.describe()} ({len(members)} members)")
-
-    def _bind_gang(self, by_uid: dict[str, Obj], binds: tuple[tuple[str, Bind], ...]) -> Result:
-        """Every member to its node, at once: each binding is a round trip or two (the lock toleration, the
-        Binding), and one after the other a gang of 64 took longer than Slurm took to start it. Every
-        member is tried (every worker's gangs share ``GANG_BIND_CONCURRENCY`` bindings in flight); the first
-        failure is raised then (the reconcile is retried, the bound skipped)."""
-
-        def bind(item: tuple[str, Bind]) -> Optional[Exception]:
-            uid, placement = item
-            pod = by_uid[uid]  # (decide_gang binds only members it was given)
+        def bind(item: tuple[Obj, Bind]) -> Optional[Exception]:
+            pod, placement = item
             try:
                 if self.on_bind is not None:
                     self.on_bind(pod, placement)  # the front end's own binding step
@@ -636,32 +542,6 @@ class PodScheduler:
             raise failure
         return Result()
 
-    def _wait_gang(self, owner: str, pods: list[Obj], waiting: GangWaiting) -> Result:
-        """As ``_wait``, with one grace for the gang; a wait for the gang's own members (no job yet) is a
-        ``WaitingForGang`` Event, one for Slurm shows on every waiting member as a single Pod's does: the
-        gang's job, its partition and Slurm's reason, and the job id recorded."""
-        if waiting.job_id is not None:
-            for pod in pods:
-                self._waiting_reason[pod["metadata"]["uid"]] = waiting.slurm_reason
-        if waiting.passing:
-            since = self._waiting_since.setdefault(owner, time.monotonic())
-            left = since + PASSING_WAIT_GRACE - time.monotonic()
-            if left > 0:
-                return Result(requeue_after=left)
-        else:
-            self._waiting_since.pop(owner, None)
-        results = []
-        for pod in pods:
-            if waiting.job_id is None:
-                self.report(pod, "Normal", "WaitingForGang", waiting.message)
-            else:
-                kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
-                why = waiting.message.removeprefix(f"Slurm job {waiting.job_id}: ")
-                results.append(self._show_wait(pod, wait_condition(waiting.job_id, waiting.partition, why)))
-        after = min([WAITING_RESYNC, waiting.recheck_after or WAITING_RESYNC,
-                     *(r.requeue_after for r in results if r.requeue_after is not None)])
-        return Result(requeue_after=after)
-
     def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
         """The gang's members that may still run on job ``job_id``'s nodes: bound by it (its job-id
         annotation, or this process's binding) and not finished. What the placeholder waits on as
@@ -676,17 +556,13 @@ class PodScheduler:
                 holders.append(pod)
         return holders
 
-    def _forget_gang(self, owner: str) -> None:
-        self._waiting_since.pop(owner, None)
-        self.jobs.forget(owner)
-
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
         if self.binder.bind(pod, bind):
             self.report(pod, "Normal", "Scheduled",
                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
-    def _release_stuck(self, pod: Obj, release: ReleaseStuckPod) -> Result:
+    def _release_stuck(self, pod: Obj, release: ReleaseStuck) -> Result:
         """Let go of the job of a Pod stuck terminating on a NotReady or gone Node: drain its nodes (so
         that Slurm starts nothing where containers may still run), then cancel it. The drain's
         reason (``k8s: sunk-stuck: ...``, sunk.translate.drains) names the Pod, its UID and its Node; the
@@ -754,6 +630,13 @@ class PodScheduler:
         self._waiting_reason.pop(uid, None)
         self.binder.forget(uid)
         self.jobs.forget(uid)
+
+
+def _describe(unit: UnitKey, members: Sequence[Obj]) -> str:
+    """A unit for the log: ``pod <ns>/<name>``, or ``gang <owner>``."""
+    if isinstance(unit, PodKey) and members:
+        return f"pod {members[0]['metadata']['namespace']}/{members[0]['metadata']['name']}"
+    return f"{'pod' if isinstance(unit, PodKey) else 'gang'} {unit}"
 
 
 def _annotated_job_id(pod: Obj | None) -> int | None:

@@ -33,7 +33,7 @@ When each is lifted (``cause``), and who writes it:
                       on each node once no job of the gang holds it, no unfinished member of the
                       gang is on its Node, and no Pod sunk placed there outlives its job)
     sunk-stuck        the scheduler let go of the job of a Pod stuck terminating on a Node that is
-                      NotReady or gone (``ReleaseStuckPod``; the /drain hook says the same for such
+                      NotReady or gone (``ReleaseStuck``; the /drain hook says the same for such
                       a Pod): lifted once no Pod with that UID exists and that Node is Ready
     sunk-lock         the prolog gave up on the hook API or its lock: lifted once the refused job
                       holds the node no more, the named Pods have left the Node, and the lock is

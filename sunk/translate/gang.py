@@ -130,6 +130,11 @@ class Gang:
     def owner(self) -> str:
         return owner(self.namespace, self.key)
 
+    @property
+    def unit(self) -> GangKey:
+        """The scheduler's typed key of the gang; its ``str()`` is ``owner``."""
+        return GangKey(self.namespace, self.key)
+
     def describe(self) -> str:
         """For people: ``Job ns/train``, ``LeaderWorkerSet ns/llm group 0``, ``JobSet ns/js replicated Job w``."""
         what = f"{self.kind} {self.namespace}/{self.name}"

@@ -117,7 +117,7 @@ def test_filter_with_full_node_objects_returns_node_objects(enqueued):
 
 
 def test_an_invalid_pod_fails_every_node_for_good(enqueued):
-    result = client_for(Invalid(("cpu request must be non-zero",)), enqueued).post(
+    result = client_for(Invalid((("uid", "cpu request must be non-zero"),)), enqueued).post(
         "/filter", json={"Pod": POD, "NodeNames": ["worker-1"]}).get_json()
     assert result["FailedAndUnresolvableNodes"] == {"worker-1": "sunk: cpu request must be non-zero"}
     assert result["FailedNodes"] == {}

@@ -51,7 +51,7 @@ from extender import app as extender_app
 from scheduler import kubeops
 from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
-from scheduler.decide import Bind, CancelJobs, DeletePod, Invalid, Nothing, Submit, Unschedulable, Waiting
+from scheduler.decide import Bind, CancelJobs, DeleteMembers, Invalid, Nothing, Submit, Unschedulable, Waiting
 from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, HookPorts, PlaceholderHooks, create_hooks_app
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
@@ -204,13 +204,13 @@ content_types = st.sampled_from([
 ]) | latin1_text
 actions = st.one_of(
     st.builds(Waiting, st.integers(1, 10**6), st.text(max_size=12), st.booleans()),
-    st.just(Submit()),
+    st.just(Submit(("uid",))),
     st.builds(Bind, st.integers(1, 10**6), st.sampled_from(["node1"]), st.sampled_from(["worker-1", "worker-2"])),
-    st.builds(Invalid, st.lists(st.text(max_size=12), min_size=1, max_size=3).map(tuple)),
-    st.builds(DeletePod, st.text(max_size=8), st.text(max_size=12)),
+    st.builds(Invalid, st.lists(st.text(max_size=12).map(lambda m: ("uid", m)), min_size=1, max_size=3).map(tuple)),
+    st.builds(DeleteMembers, st.just(("uid",)), st.text(max_size=8), st.text(max_size=12)),
     st.builds(CancelJobs, st.lists(st.integers(1, 99), min_size=1, max_size=2).map(tuple), st.text(max_size=12)),
     st.builds(Nothing, st.text(max_size=12)),
-    st.builds(Unschedulable, st.text(max_size=12)),
+    st.builds(Unschedulable, st.just(("uid",)), st.text(max_size=12)),
 )
 
 
@@ -390,7 +390,7 @@ def extender(scheduler: Any) -> Flask:
 
 # One app per kind for all examples (placement keeps no state between calls, a binding is forgotten at once;
 # the fake's action is set per example).
-_FAKE = FakeScheduler(Submit())
+_FAKE = FakeScheduler(Submit(("uid",)))
 
 
 @functools.cache
@@ -498,7 +498,7 @@ def test_extender_answers_what_kube_scheduler_sends(request):
        method=st.sampled_from([*METHODS, "OPTIONS"]), body=st.binary(max_size=64) | encoded(plausible["/filter"]),
        content_type=content_types)
 def test_extender_any_bytes_path_method_and_content_type_are_answered_in_json(path, method, body, content_type):
-    check_extender(fake_extender(Submit()), method, path, data=body, content_type=content_type)
+    check_extender(fake_extender(Submit(("uid",))), method, path, data=body, content_type=content_type)
 
 
 @FUZZ
@@ -514,7 +514,7 @@ def test_extender_odd_headers_are_answered_in_json(verb, headers):
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_extender_oversize_body_is_413_in_json(verb):
-    app = extender(FakeScheduler(Submit()))
+    app = extender(FakeScheduler(Submit(("uid",))))
     body = check_extender(app, "POST", verb, data=b" " * (extender_app.MAX_BODY_BYTES + 1),
                           content_type="application/json")
     assert "larger than" in body["Error"]
@@ -527,7 +527,7 @@ def test_extender_oversize_body_without_content_length_is_413_in_json():
                              input_stream=io.BytesIO(b" " * (extender_app.MAX_BODY_BYTES + 1))).get_environ()
     del environ["CONTENT_LENGTH"]
     environ["wsgi.input_terminated"] = True
-    app_iter, status, headers = run_wsgi_app(extender(FakeScheduler(Submit())), environ, buffered=True)
+    app_iter, status, headers = run_wsgi_app(extender(FakeScheduler(Submit(("uid",)))), environ, buffered=True)
     assert status.startswith("413") and headers["Content-Type"] == "application/json"
     assert "larger than" in strict_json(b"".join(app_iter))["Error"]
 
@@ -536,7 +536,7 @@ def test_a_5000_node_filter_fits_the_limit():
     names_ = [f"{'n' * 240}-{i:05d}" for i in range(5000)]  # near the longest legal Node name
     body = json.dumps({"Pod": VALID_POD, "NodeNames": names_, "Nodes": None}).encode()
     assert len(body) < extender_app.MAX_BODY_BYTES / 4
-    result = check_extender(extender(FakeScheduler(Submit())), "POST", "/filter", data=body,
+    result = check_extender(extender(FakeScheduler(Submit(("uid",)))), "POST", "/filter", data=body,
                             content_type="application/json")
     assert len(result["FailedNodes"]) == 5000
 
@@ -547,7 +547,7 @@ def test_an_unexpected_error_in_a_verb_is_a_json_500_with_the_traceback_logged()
             raise KeyError("spec")
 
     with logged("extender.app") as log:
-        response = send(extender(Broken(Submit())), "POST", "/filter",
+        response = send(extender(Broken(Submit(("uid",)))), "POST", "/filter",
                         data=json.dumps({"Pod": VALID_POD, "NodeNames": ["worker-1"]}).encode(),
                         content_type="application/json")
     assert response.status_code == 500

@@ -1,33 +1,62 @@
-"""Every branch of the Pod-scheduling decision, as a table."""
+"""Every branch of a lone Pod's decision (a gang of one, keyed by its UID), as a table."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from scheduler.decide import (
-    Bind,
-    CancelJobs,
-    DeletePod,
-    FindJob,
-    Invalid,
-    Nothing,
-    PodFacts,
-    ReleaseJob,
-    ReleaseStuckPod,
-    Submit,
-    Unschedulable,
-    Waiting,
-    decide,
-)
+from scheduler import decide as d
+from scheduler.decide import Bind, CancelJobs, FindJob, MemberFacts, Nothing, UnitFacts
 from sunk.slurm.models import Job, JobAllocation
+from sunk.translate.keys import PodKey
 
 UID = "uid-1"
 NODE_OF = {"node1": "worker-1", "node2": "worker-2"}
 
 
 def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False, finished=""):
-    return PodFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems),
-                    grace_ends_at=grace_ends_at, node_lost=node_lost, finished=finished)
+    return MemberFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems),
+                       grace_ends_at=grace_ends_at, node_lost=node_lost, finished=finished)
+
+
+def decide(member, jobs, *, recorded_job_id=None, **kwargs):
+    """The unified decision for the lone Pod ``member`` (None: gone), its job-id annotation ``recorded_job_id``."""
+    if member is not None and recorded_job_id is not None:
+        member = attrs.evolve(member, job_id=recorded_job_id)
+    return d.decide(UnitFacts(PodKey(UID), members=(member,) if member is not None else ()), jobs, **kwargs)
+
+
+# A lone Pod's actions in its own terms: each names the one member, UID.
+def Submit():
+    return d.Submit((UID,))
+
+
+def Invalid(problems):
+    return d.Invalid(tuple((UID, problem) for problem in problems))
+
+
+def Waiting(job_id, reason, **kwargs):
+    return d.Waiting(job_id, reason, members=(UID,), **kwargs)
+
+
+def Unschedulable(message):
+    return d.Unschedulable((UID,), message)
+
+
+def DeletePod(reason, message):
+    return d.DeleteMembers((UID,), reason, message)
+
+
+def ReleaseStuckPod(job_id, slurm_nodes, k8s_node):
+    return d.ReleaseStuck(UID, job_id, slurm_nodes, k8s_node)
+
+
+def ReleaseJob(job_id, phase):
+    return d.ReleaseJob(UID, job_id, phase)
+
+
+def bound_to(job_id, slurm_node, k8s_node):
+    return d.BindMembers(job_id, ((UID, Bind(job_id, slurm_node, k8s_node)),))
 
 
 def stuck(node_lost=True, grace_ends_at=1000.0):
@@ -71,7 +100,7 @@ CASES = [
     ("running but not started -> wait for prolog", pod(), (job(),), {},
      Waiting(7, "prolog and node lock in progress", passing=True, slurm_reason="Prolog")),
     ("running and started -> bind to the slurmd Pod's Node", pod(), (job(node="node2"),), {"started": {7: True}},
-     Bind(7, "node2", "worker-2")),
+     bound_to(7, "node2", "worker-2")),
     ("started on a node without slurmd Pod -> wait", pod(), (job(node="node9"),), {"started": {7: True}},
      Waiting(7, "no slurmd Pod found for Slurm node node9")),
     ("job cancelled while pending -> delete pod", pod(), (job(state="CANCELLED"),), {},
@@ -143,7 +172,7 @@ CASES = [
      {"recorded_job_id": 7}, Nothing("the Pod failed; it holds no job")),
     # A submitted job decides before validation: an annotation edited since changes nothing of the job.
     ("made invalid while its job runs -> bound as Slurm placed it", pod(problems=["bad"]), (job(node="node2"),),
-     {"started": {7: True}}, Bind(7, "node2", "worker-2")),
+     {"started": {7: True}}, bound_to(7, "node2", "worker-2")),
     ("made invalid while its job waits -> keeps waiting", pod(problems=["bad"]),
      (job(state="PENDING", reason="Priority"),), {}, Waiting(7, "Priority", passing=True, slurm_reason="Priority")),
     ("made invalid while its submission is in flight -> waits for it", pod(problems=["bad"]), (),
@@ -168,4 +197,4 @@ def test_decide(description, facts, jobs, kwargs, expected):
 def test_an_old_ended_job_does_not_block_a_new_submission_for_the_same_pod_forever():
     # A Pod whose only job ended is deleted, not resubmitted: Slurm's "end" is final for a Pod.
     action = decide(pod(), (job(state="COMPLETED"),), node_of=NODE_OF)
-    assert isinstance(action, DeletePod)
+    assert isinstance(action, d.DeleteMembers)

@@ -29,6 +29,7 @@ from sunk.slurm.models import Job, JobAllocation, Node
 from sunk.translate import gang as g
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
+from sunk.translate.keys import GangKey
 from sunk.translate.podjob import PlaceholderIdentity
 
 NS = "team"
@@ -359,7 +360,7 @@ def test_the_extender_sees_each_members_share_of_the_gangs_decision(world):
     world.pods += [member(i) for i in range(3)]
     world.index.upsert(running(state="PENDING"), observed_at=1.0)
     pod = world.pods[1]
-    assert world.scheduler.placement(pod, "uid-1") == Waiting(7, "PENDING", passing=True)
+    assert world.scheduler.placement(pod, "uid-1") == Waiting(7, "PENDING", passing=True, members=("uid-1",))
     world.index.upsert(running(), observed_at=2.0)
     assert world.scheduler.placement(pod, "uid-1") == Bind(7, "node2", "worker-2")
     assert world.binds == []  # placement decides, never acts
@@ -655,7 +656,7 @@ def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypat
 
 def test_nothing_for_a_gang_with_no_member_and_no_job(world):
     assert world.scheduler.reconcile(OWNER).requeue_after is None
-    assert isinstance(world.scheduler.gang_placement(OWNER)[1], Nothing)
+    assert isinstance(world.scheduler.unit_placement(GangKey.parse(OWNER))[1], Nothing)
 
 
 def test_a_gang_too_large_for_one_jobs_identity_is_told_so_at_once(world):
@@ -855,12 +856,11 @@ def test_a_member_terminating_on_a_ready_node_keeps_the_gangs_job(monkeypatch):
 
 
 def test_the_extender_sees_the_stuck_members_release_as_its_own_and_the_others_wait():
-    from scheduler.decide import ReleaseStuckMember, ReleaseStuckPod
-    from scheduler.gangs import member_action
+    from scheduler.decide import ReleaseStuck, share
 
-    release = ReleaseStuckMember("uid-1", 7, ("node2",), "worker-2")
-    assert member_action(release, "uid-1") == ReleaseStuckPod(7, ("node2",), "worker-2")
-    assert isinstance(member_action(release, "uid-0"), Nothing)
+    release = ReleaseStuck("uid-1", 7, ("node2",), "worker-2")
+    assert share(release, "uid-1") == release
+    assert isinstance(share(release, "uid-0"), Nothing)
 
 
 def test_every_waiting_member_shows_the_gangs_job_its_partition_and_slurms_reason(world):

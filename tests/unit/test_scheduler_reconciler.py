@@ -12,7 +12,7 @@ from policy_fakes import TEST_POLICY
 from scheduler import kubeops, reconciler, waiting
 from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
-from scheduler.decide import DeletePod, Nothing, Submit
+from scheduler.decide import DeleteMembers, Nothing, Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
@@ -258,7 +258,7 @@ def test_an_action_on_a_pod_that_is_gone_is_an_error_not_an_assert(world, monkey
     """decide() never asks for one; if it did, the reconcile fails loudly (and is retried), under python -O too."""
     scheduler, pods, _, _, _ = world
     pods.clear()
-    monkeypatch.setattr(reconciler, "decide", lambda *args, **kwargs: Submit())
+    monkeypatch.setattr(reconciler, "decide", lambda *args, **kwargs: Submit(("uid-a",)))
     with pytest.raises(RuntimeError, match="for a Pod that is gone"):
         scheduler.reconcile("uid-a")
     assert scheduler.slurm.submitted == []
@@ -300,7 +300,8 @@ def test_a_pod_assumed_bound_is_judged_as_bound(world):
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")
     jobs.upsert(Job(id=7, state="PENDING", state_reason="BeginTime", admin_comment="uid-a"), observed_at=2.0)
-    assert scheduler.placement(pods[0], "uid-a") == DeletePod("Preempted", "Slurm requeued job 7 (BeginTime)")
+    assert scheduler.placement(pods[0], "uid-a") == DeleteMembers(("uid-a",), "Preempted",
+                                                                      "Slurm requeued job 7 (BeginTime)")
 
 
 def test_a_failed_binding_is_tried_afresh(world, monkeypatch):

@@ -45,3 +45,11 @@ def test_a_gang_key_reads_back_from_its_string(namespace, key):
 @given(uid=words.filter(lambda s: not s.startswith("gang:")))
 def test_a_pod_key_reads_back_from_its_string(uid):
     assert unit_key(str(PodKey(uid))) == PodKey(uid)
+
+
+def test_a_gangs_typed_key_is_its_owner_string_as_queued_and_signed_before_keys_were_typed():
+    from sunk.translate.gang import Gang
+
+    gang = Gang("Job", "team", "train", "job/u-1", job_uid="u-1")
+    assert gang.unit == GangKey("team", "job/u-1")
+    assert str(gang.unit) == gang.owner == "gang:team/job/u-1"
