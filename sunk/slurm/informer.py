@@ -246,3 +246,6 @@ class SlurmInformerFactory:
         """One refresh of every kind, on the caller's thread (tests, benchmarks)."""
         for informer in self.informers():
             informer.refresh()
+
+
+__all__ = ["JOB", "NODE", "JobInformer", "JobReadHints", "NodeInformer", "SlurmInformer", "SlurmInformerFactory"]

@@ -106,11 +106,11 @@ class SlurmSideReconciler:
         return self.ctx.all_pods.get(key) is not None and self.ctx.slurmd_pods.get(key) is None
 
     def reconcile(self, key: str) -> Result | None:
-        cache = self.ctx.slurm_cache
+        cache = self.ctx.slurm_nodes
         if not cache.fresh:
             metrics.STALE_SKIPS.inc()
             return Result(requeue_after=self.stale_retry)
-        node = cache.node(key)
+        node = cache.get(key)
         if node is None:
             return None
         facts = gather(self.ctx, key)
@@ -130,7 +130,7 @@ class SlurmSideReconciler:
             return None
         self.ctx.slurm.update_node(key, plan.update)
         self._record(facts, node, plan)
-        cache.nudge()
+        self.ctx.nudge_slurm()
         return None
 
     def _record(self, facts: KubeFacts, node: Node, plan: Plan) -> None:
