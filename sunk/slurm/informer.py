@@ -115,6 +115,13 @@ class SlurmInformer(Generic[K, T]):
     def stats(self) -> CacheStats:
         return self.lister.stats()
 
+    def observe(self, item: T, requested_at: float) -> None:
+        """A record its reader read from Slurm itself, the read begun at ``requested_at`` (the lister's clock):
+        the jobs lister takes it for its own read of the job when its state list agrees (``SlurmCache.observe``).
+        Data handed down, never a call; ignored where the lister would not use it."""
+        if self.kind == JOB:
+            self.lister.observe(item, requested_at)  # type: ignore[arg-type]
+
     # ---- handlers -----------------------------------------------------------------------------
     def add_handler(self, handler: Optional[ChangeHandler[T]] = None, *,
                     on_add: Optional[Callable[[T], None]] = None,
