@@ -28,7 +28,7 @@ from attrs import frozen
 
 from sunk.kube.store import ChangeHandler, FuncHandler, KeyedStore
 
-from .cache import JOB, NODE, CacheEvent, CacheStats, Patience, RefreshResult, Reread, RereadAfter, SlurmCache
+from .cache import JOB, KINDS, NODE, CacheEvent, CacheStats, Patience, RefreshResult, Reread, RereadAfter, SlurmCache
 from .client import SlurmClient
 from .models import Job, Node
 
@@ -62,7 +62,7 @@ class SlurmInformer(Generic[K, T]):
 
     def items(self) -> Mapping[K, T]:
         """Every item by key, as of the last refresh: an immutable mapping, no copy."""
-        return self.lister.nodes() if self.kind == NODE else self.lister.jobs()  # type: ignore[return-value]
+        return self.lister.held(self.kind)  # type: ignore[return-value]
 
     def by_index(self, index_name: str, value: str) -> _Values[T]:
         return self._store.by_index(index_name, value)
@@ -222,7 +222,7 @@ class SlurmInformerFactory:
     def informers(self) -> Sequence[SlurmInformer[Any, Any]]:
         """The informers asked for so far, nodes first (what a Manager starts and waits for)."""
         with self._lock:
-            return [self._informers[kind] for kind in (NODE, JOB) if kind in self._informers]
+            return [self._informers[kind] for kind in KINDS if kind in self._informers]
 
     def _informer(self, kind: str) -> SlurmInformer[Any, Any]:
         with self._lock:
