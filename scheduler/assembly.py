@@ -22,8 +22,9 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
-from sunk.slurm.cache import JOB, CacheEvent, Patience, RereadAfter, SlurmCache
+from sunk.slurm.cache import Patience, RereadAfter
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.informer import JobInformer, JobReadHints, SlurmInformerFactory
 from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
 from sunk.translate.objects import is_terminal, node_ready
@@ -150,7 +151,7 @@ class Assembly:
     controller: Controller
     gone: PodGone
     parse: IdentityParser
-    slurm_cache: SlurmCache
+    slurm_jobs: JobInformer
 
     def hooks_app(self) -> Any:
         return create_hooks_app(self.placeholder_hooks().blueprint())
@@ -158,7 +159,7 @@ class Assembly:
     def placeholder_hooks(self) -> PlaceholderHooks:
         return PlaceholderHooks(HookPorts(
             secret=self.scheduler.config.hook_secret,
-            jobs=ObservedJobs(self.scheduler.jobs, self.parse, self.slurm_cache, self.controller.queue.add),
+            jobs=ObservedJobs(self.scheduler.jobs, self.parse, self.slurm_jobs, self.controller.queue.add),
             pods=ScheduledPods(self.scheduler),
             slurm=self.scheduler.slurm,
             gone=self.gone,
@@ -173,11 +174,11 @@ class Assembly:
 @attrs.frozen
 class ObservedJobs:
     """The hook API's jobs (``HookJobs``): the job index, this scheduler's identity parser, and a job a
-    placeholder reported started, read from Slurm, handed to the Slurm cache and the index."""
+    placeholder reported started, read from Slurm, handed to the Slurm jobs informer and the index."""
 
     index: JobIndex
     parse: IdentityParser
-    slurm_cache: SlurmCache
+    slurm_jobs: JobInformer
     wake: Callable[[str], None]
 
     def known_owner(self, job_id: int) -> str | None:
@@ -187,7 +188,7 @@ class ObservedJobs:
         return (self.parse(job) or (None, False))[0]
 
     def observe(self, job: Job, requested_at: float) -> None:
-        self.slurm_cache.observe(job, requested_at)  # (its own read of the job, then, is one it need not make)
+        self.slurm_jobs.observe(job, requested_at)  # (its own read of the job, then, is one it need not make)
         uid = self.index.upsert(job, requested_at)
         if uid is not None:
             self.wake(uid)
@@ -219,7 +220,7 @@ def assemble(
     *,
     api: ApiClient,
     slurm: SlurmClient,
-    slurm_cache: SlurmCache | None = None,
+    slurm_jobs: JobInformer | None = None,
     on_bind: Callable[[Obj, Bind], None] | None = None,
     on_submit: Callable[[Obj, int], None] | None = None,
 ) -> Assembly:
@@ -230,11 +231,12 @@ def assemble(
     # and 24.11 answers a node list with every partition even when nothing changed.
     parse = identity_parser(config)
     index = JobIndex(parse)
-    slurm_cache = slurm_cache or SlurmCache(
-        slurm, interval=daemon.slurm.poll_interval, kinds=(JOB,), job_full_every=daemon.slurm.job_full_list_interval,
-        reread=awaiting_start(parse), reread_after=awaiting_reason(parse, config.pending_reason_interval),
-        patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
-                                       patience=config.started_call_patience))
+    slurm_jobs = slurm_jobs or SlurmInformerFactory(
+        slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval,
+        job_hints=JobReadHints(
+            reread=awaiting_start(parse), reread_after=awaiting_reason(parse, config.pending_reason_interval),
+            patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
+                                           patience=config.started_call_patience))).jobs()
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
@@ -253,7 +255,7 @@ def assemble(
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
-                             nudge=slurm_cache.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
+                             nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
                              workloads=workloads)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
@@ -268,7 +270,7 @@ def assemble(
                      on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
     attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
     attach_slurmd_feed(slurmd, index, controller.queue.add)
-    attach_job_feed(slurm_cache, index, controller.queue.add)
+    attach_job_feed(slurm_jobs, index, controller.queue.add)
     attach_node_feed(nodes, pod_index, controller.queue.add)
 
     manager.add_informer(pods)
@@ -279,16 +281,16 @@ def assemble(
         manager.add_runnable(pod_groups)  # (started with the informers, never waited for: see gangs.py)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
     # empty cache would submit a second job for every Pod after a restart.
-    manager.add_informer(slurm_cache)
+    manager.add_informer(slurm_jobs)
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
                          needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
-    notice = OutageNotice(slurm_cache, pods.list, scheduler.report,
+    notice = OutageNotice(slurm_jobs, pods.list, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
     manager.add_runnable(notice.runnable())
     assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse,
-                        slurm_cache=slurm_cache)
+                        slurm_jobs=slurm_jobs)
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
@@ -297,7 +299,7 @@ def assemble(
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
     })
-    metrics.watch_slurm_cache(slurm_cache)
+    metrics.watch_slurm_cache(slurm_jobs)
     metrics.watch_waiting(scheduler.waiting_exposition)
     return assembly
 
@@ -378,22 +380,19 @@ def _pod_group_view(pod_group: Obj) -> tuple[Any, ...]:
     return pod_group.get("spec"), (pod_group.get("metadata") or {}).get("labels")
 
 
-def attach_job_feed(cache: Any, index: JobIndex, enqueue: Callable[[str], None]) -> None:
-    """Slurm cache job events -> the job index -> the affected Pod's key. Never a Slurm call."""
+def attach_job_feed(jobs: JobInformer, index: JobIndex, enqueue: Callable[[str], None]) -> None:
+    """The Slurm jobs informer's changes -> the job index (each with when its read was requested: the later
+    observation wins) -> the affected Pod's key. Never a Slurm call."""
 
-    def on_event(event: CacheEvent) -> None:
-        if event.kind != JOB:
-            return
-        if event.new is not None:
-            uid = index.upsert(event.new, event.observed_at)
-        elif event.old is not None:
-            uid = index.remove(event.old.id, event.observed_at)
-        else:
-            return
-        if uid is not None:
+    def put(job: Job) -> None:
+        if (uid := index.upsert(job, jobs.observed_at())) is not None:
             enqueue(uid)
 
-    cache.subscribe(on_event)
+    def gone(job: Job) -> None:
+        if (uid := index.remove(job.id, jobs.observed_at())) is not None:
+            enqueue(uid)
+
+    jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new), on_delete=gone)
 
 
 def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:

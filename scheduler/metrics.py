@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from sunk.controller.textsources import register_text
-from sunk.slurm.cache import SlurmCache
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.informer import JobInformer
 from sunk.slurm.models import RpcStat
 
 BIND_LATENCY = Histogram(
@@ -52,7 +52,7 @@ SLURM_CACHE_AGE = Gauge(
 )
 
 
-def watch_slurm_cache(cache: SlurmCache) -> None:
+def watch_slurm_cache(cache: JobInformer) -> None:
     """Serve the cache's freshness and age on /metrics (read at scrape time)."""
     SLURM_CACHE_FRESH.set_function(lambda: 1.0 if cache.fresh else 0.0)
     SLURM_CACHE_AGE.set_function(lambda: cache.age)

@@ -35,7 +35,7 @@ Report = Callable[[Obj, str, str, str], None]  # (pod, type, reason, message), d
 
 
 class Failures(Protocol):
-    """What the Slurm cache says of an outage (``SlurmCache``)."""
+    """What the Slurm jobs informer says of an outage (``SlurmInformer``)."""
 
     @property
     def last_failure(self) -> Exception | None: ...

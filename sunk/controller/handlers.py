@@ -22,6 +22,13 @@ class Enqueuer(Protocol):
     def add(self, key: str) -> None: ...
 
 
+@attrs.frozen
+class FuncEnqueuer:
+    """An ``Enqueuer`` over a plain function (a daemon that fans one key out to several controllers)."""
+
+    add: Callable[[str], None]
+
+
 def own_key(obj: Obj) -> list[str]:
     """The object's own ``namespace/name`` key."""
     return [object_key(obj)]

@@ -19,13 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 from kubernetes.client import ApiClient
 
 from sunk.backoff import Backoff
 from sunk.kube.reflector import DEFAULT_WATCH_TIMEOUT, Handler, Reflector, ReflectorStats
 from sunk.kube.resources import Resource
-from sunk.kube.store import IndexFunc, ObjList, StrList, ThreadSafeStore, pod_node_name
+from sunk.kube.store import FuncHandler, IndexFunc, ObjList, StrList, ThreadSafeStore, pod_node_name
 from sunk.types import Obj
 
 __all__ = [
@@ -46,27 +45,6 @@ log = logging.getLogger(__name__)
 AddFunc = Callable[[Obj], None]
 UpdateFunc = Callable[[Obj, Obj], None]
 DeleteFunc = Callable[[Obj], None]
-
-
-@attrs.define
-class FuncHandler:
-    """A Handler from up to three plain functions."""
-
-    add: AddFunc | None = None
-    update: UpdateFunc | None = None
-    delete: DeleteFunc | None = None
-
-    def on_add(self, obj: Obj) -> None:
-        if self.add:
-            self.add(obj)
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        if self.update:
-            self.update(old, new)
-
-    def on_delete(self, obj: Obj) -> None:
-        if self.delete:
-            self.delete(obj)
 
 
 class _Fanout:

@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
 
 import attrs
 import urllib3
@@ -31,7 +30,7 @@ from kubernetes.client import ApiClient
 from sunk.backoff import Backoff
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource, object_key
-from sunk.kube.store import ThreadSafeStore
+from sunk.kube.store import ChangeHandler, ThreadSafeStore
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)
@@ -41,13 +40,9 @@ DEFAULT_WATCH_TIMEOUT = 300  # seconds; the apiserver ends the watch, so connect
 _MAX_WATCH_FAILURES_BEFORE_RELIST = 3
 
 
-class Handler(Protocol):
-    """Receives changes to a store, in order: the reflector reports to one (the informer's
-    fan-out), and the informer's handlers are the same shape."""
-
-    def on_add(self, obj: Obj) -> None: ...
-    def on_update(self, old: Obj, new: Obj) -> None: ...
-    def on_delete(self, obj: Obj) -> None: ...
+# Receives changes to a store, in order: the reflector reports to one (the informer's fan-out), and the
+# informer's handlers are the same shape, that of the Slurm informers' handlers too.
+Handler = ChangeHandler[Obj]
 
 
 @attrs.define

@@ -77,15 +77,17 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
     ctx.slurmd_pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [slurm_node_name(pod)]))
     ctx.nodes.add_handler(EnqueueHandler(controller.queue, mapper=on_k8s_node, predicate=taints_changed))
     ctx.all_pods.add_handler(EnqueueHandler(controller.queue, mapper=on_pod))
-    ctx.slurm_cache.subscribe(jobs.handle)
+    ctx.slurm_nodes.add_handler(on_add=jobs.node_changed, on_update=lambda _old, new: jobs.node_changed(new),
+                                on_delete=jobs.node_changed)
+    ctx.slurm_jobs.add_handler(jobs)
 
     def nudge(slurm_node: str) -> None:
         controller.enqueue(slurm_node)
-        ctx.slurm_cache.nudge()
+        ctx.nudge_slurm()
 
     def ready() -> bool:
-        informers = (ctx.slurmd_pods, ctx.nodes, ctx.all_pods)
-        return all(i.has_synced() for i in informers) and ctx.slurm_cache.synced
+        informers = (ctx.slurmd_pods, ctx.nodes, ctx.all_pods, ctx.slurm_nodes, ctx.slurm_jobs)
+        return all(i.has_synced() for i in informers)
 
     def write_annotations(pod: Obj, annotations: dict[str, str | None]) -> None:
         # No comparison with the cached Pod first: the informer may not show our own last write yet.

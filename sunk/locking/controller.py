@@ -89,7 +89,7 @@ class LockReconciler:
         return self.ctx.api
 
     def reconcile(self, key: str) -> Result | None:
-        if not self.ctx.slurm_cache.synced:
+        if not (self.ctx.slurm_nodes.synced and self.ctx.slurm_jobs.synced):
             return Result(requeue_after=1.0)
         facts = self.gather(key)
         if facts is None:
@@ -110,7 +110,7 @@ class LockReconciler:
         if pod is None or k8s_node is None:
             return None  # no slurmd Pod bound to a Node: nothing to lock (the Syncer drains such nodes)
         on_node = tuple(pods_on(self.ctx, k8s_node["metadata"]["name"], pod))
-        return Facts(slurm_node, pod, k8s_node, self.ctx.slurm_cache.node(slurm_node), self.jobs_on(slurm_node),
+        return Facts(slurm_node, pod, k8s_node, self.ctx.slurm_nodes.get(slurm_node), self.jobs_on(slurm_node),
                      on_node, self.clock())
 
     # ---- acting ---------------------------------------------------------------------------------

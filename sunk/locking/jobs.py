@@ -1,4 +1,4 @@
-"""Which jobs occupy each Slurm node, kept from the Slurm cache's events.
+"""Which jobs occupy each Slurm node, kept by a handler of the Slurm jobs informer.
 
 Why an index: a reconcile of one node must not scan every job in the cluster, and a
 change to one job must wake exactly the nodes it runs (or ran) on.
@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import attrs
 
-from sunk.slurm.cache import JOB, NODE, CacheEvent
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, Node
 
 
 @attrs.frozen
@@ -35,15 +34,21 @@ class JobsByNode:
         with self._lock:
             return dict(self._by_node.get(node, {}))
 
-    def handle(self, event: CacheEvent) -> None:
-        """A SlurmCache subscriber."""
-        if event.kind == NODE:
-            self._on_change(str(event.key))
-            return
-        if event.kind != JOB:
-            return
-        job: Job | None = event.new
-        job_id = int(event.key)  # type: ignore[call-overload]
+    def node_changed(self, node: Node) -> None:
+        """A Slurm node added, changed or gone (the nodes informer's handler): its key is looked at again."""
+        self._on_change(node.name)
+
+    # The jobs informer's handler (``ChangeHandler[Job]``).
+    def on_add(self, job: Job) -> None:
+        self._put(job.id, job)
+
+    def on_update(self, old: Job, new: Job) -> None:
+        self._put(new.id, new)
+
+    def on_delete(self, job: Job) -> None:
+        self._put(job.id, None)
+
+    def _put(self, job_id: int, job: Job | None) -> None:
         nodes = job.node_list if job is not None and job.holds_nodes else ()
         entry = NodeJob(job_id, self._is_placeholder(job)) if job is not None else None
         with self._lock:

@@ -123,7 +123,7 @@ class LockService:
 
     def _job_holding(self, node: str, job_id: int) -> Job:
         """The job, if Slurm shows it holding ``node``: from the cache when it says so, else read now."""
-        cached = self.ctx.slurm_cache.job(job_id)
+        cached = self.ctx.slurm_jobs.get(job_id)
         if cached is not None and cached.active and node in cached.node_list:
             return cached
         try:
@@ -172,7 +172,7 @@ class LockService:
         if not k8s_node:
             return None  # (no Node: the Syncer's own condition drain keeps jobs off the node)
         pods = pods_on(self.ctx, k8s_node, slurmd_pod)
-        cached = self.ctx.slurm_cache.job(job_id)
+        cached = self.ctx.slurm_jobs.get(job_id)
         if cached is not None and drains.outlived(cached, pods) is None:
             return None  # no placeholder, or nothing of it left on the Node
         job = cached if cached is not None and drains.job_ending(cached) else self._read_job(job_id)

@@ -15,12 +15,12 @@ from .config import MetricsConfig
 
 
 def setup(ctx: SyncerContext, config: MetricsConfig) -> PluginParts:
-    """The table over the Syncer's Slurm cache, and its diag poller (every replica: a standby's /metrics too)."""
-    cache = ctx.slurm_cache
+    """The table over the Syncer's Slurm informers, and its diag poller (every replica: a standby's /metrics too)."""
+    nodes, jobs = ctx.slurm_nodes, ctx.slurm_jobs
     diag = DiagPoller(ctx.slurm.diag, interval=config.diag_interval)
     table = SlurmMetrics(
-        nodes=cache.nodes, jobs=cache.jobs, diag=diag,
-        freshness=lambda: {NODE: cache.fresh, JOB: cache.jobs_fresh},
+        nodes=nodes.items, jobs=jobs.items, diag=diag,
+        freshness=lambda: {NODE: nodes.fresh, JOB: jobs.fresh},
         active=ctx.is_leader,
     )
     register_text("slurm", table.pieces)  # one per process: a re-assembled Syncer replaces it

@@ -24,14 +24,15 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
-from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
-from sunk.slurm.cache import NODE, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.informer import NodeInformer, SlurmInformerFactory
+from sunk.slurm.models import Node
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
 from sunk.translate.objects import pod_ready, slim_node
 from sunk.translate.slurmd import slurm_node_name
@@ -74,17 +75,16 @@ def nodeset_view(nodeset: Obj) -> tuple[Any, ...]:
             nodeset.get("spec"))
 
 
-def slurm_node_changed(event: CacheEvent) -> bool:
-    if event.old is None or event.new is None:
-        return True
-    return bool((event.old.state, event.old.reason) != (event.new.state, event.new.reason))
+def slurm_node_changed(old: Node, new: Node) -> bool:
+    """What of a Slurm node the plan reads: its state and reason."""
+    return (old.state, old.reason) != (new.state, new.reason)
 
 
 def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, slurm: SlurmClient,
-             slurm_cache: SlurmCache | None = None) -> Operator:
+             slurm_nodes: NodeInformer | None = None) -> Operator:
     """Build (not start) the operator."""
     manager = daemon.manager(api)
-    cache = slurm_cache or SlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE,))
+    cache = slurm_nodes or SlurmInformerFactory(slurm, interval=daemon.slurm.poll_interval).nodes()
     nodesets = Informer(api, NODESETS, config.watch_namespace, name="nodesets")
     slices = Informer(api, NODESLICES, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeslices")
     slices.add_indexer(INDEX_NODESET, nodeset_key)
@@ -94,7 +94,7 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     nodes = Informer(api, NODES, transform=operator_slim_node, name="nodes")
     recorder = EventRecorder(api, component=NAME)
     reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
-                                   slurm_cache=cache, recorder=recorder, stale_retry=config.stale_retry)
+                                   slurm_nodes=cache, recorder=recorder, stale_retry=config.stale_retry)
     controller = Controller("nodeset", reconciler, workers=daemon.workers)
     attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
     for informer in (nodesets, slices, pods, nodes):
@@ -118,25 +118,19 @@ def attach(enqueue: Callable[[str], None], *, nodesets: Any, nodes: Any, pods: A
             if ns["metadata"].get("namespace") == namespace:
                 enqueue(object_key(ns))
 
-    nodesets.add_handler(EnqueueHandler(_Adder(enqueue), predicate=lambda old, new: old is None
+    nodesets.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), predicate=lambda old, new: old is None
                                         or nodeset_view(old) != nodeset_view(new)))
     nodes.add_handler(on_add=every_nodeset, on_delete=every_nodeset,
                       on_update=lambda old, new: every_nodeset() if node_view(old) != node_view(new) else None)
-    pods.add_handler(EnqueueHandler(_Adder(enqueue), mapper=nodeset_key,
+    pods.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), mapper=nodeset_key,
                                     predicate=lambda old, new: old is None or pod_view(old) != pod_view(new)))
     pods.add_handler(on_delete=nodesets_of_namespace)
-    slices.add_handler(EnqueueHandler(_Adder(enqueue), mapper=nodeset_key))
+    slices.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), mapper=nodeset_key))
 
-    def on_slurm(event: CacheEvent) -> None:
-        if event.kind != NODE or not slurm_node_changed(event):
-            return
-        for pod in pods.by_index(INDEX_SLURM_NODE, str(event.key)):
+    def nodesets_of(node: Node) -> None:
+        for pod in pods.by_index(INDEX_SLURM_NODE, node.name):
             for key in nodeset_key(pod):
                 enqueue(key)
 
-    cache.subscribe(on_slurm)
-
-
-@attrs.define
-class _Adder:
-    add: Callable[[str], None]
+    cache.add_handler(on_add=nodesets_of, on_delete=nodesets_of,
+                      on_update=lambda old, new: nodesets_of(new) if slurm_node_changed(old, new) else None)

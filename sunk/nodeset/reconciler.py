@@ -62,9 +62,9 @@ def nodeset_key(obj: Obj) -> list[str]:
 
 
 class NodeCache(Protocol):
-    """What the reconciler reads of Slurm: its nodes, from memory (a ``SlurmCache`` of nodes)."""
+    """What the reconciler reads of Slurm: its nodes, from memory (the Slurm nodes informer)."""
 
-    def nodes(self) -> Mapping[str, Node]: ...
+    def items(self) -> Mapping[str, Node]: ...
     @property
     def fresh(self) -> bool: ...
     def nudge(self) -> None: ...
@@ -78,7 +78,7 @@ class NodeSetReconciler:
     nodes: Store  # every Kubernetes Node, trimmed
     pods: Store  # Pods labelled sunk.coreweave.com/nodeset, index INDEX_NODESET
     slices: Store  # NodeSlices, index INDEX_NODESET
-    slurm_cache: NodeCache
+    slurm_nodes: NodeCache
     recorder: EventRecorder
     stale_retry: float = 2.0
     decide: Callable[[Facts], Plan] = decide
@@ -90,9 +90,9 @@ class NodeSetReconciler:
         taken = {p["metadata"]["name"]: f"NodeSet {(p['metadata'].get('labels') or {}).get(names.LABEL_NODESET)}"
                  for p in self.pods.list()
                  if p["metadata"].get("namespace") == namespace and nodeset_key(p) != [key]}
-        cache = self.slurm_cache
+        cache = self.slurm_nodes
         return Facts(nodeset=nodeset, nodes=self.nodes.list(), pods=pods, taken=taken,
-                     slurm=cache.nodes() if cache.fresh else None,
+                     slurm=cache.items() if cache.fresh else None,
                      slices=self.slices.by_index(INDEX_NODESET, key))
 
     def reconcile(self, key: str) -> Result | None:
@@ -135,7 +135,7 @@ class NodeSetReconciler:
         for delete in plan.delete:
             self._delete(nodeset, namespace, delete.pod, delete.uid, delete.slurm_node, delete.why)
         if wrote_slurm:
-            self.slurm_cache.nudge()
+            self.slurm_nodes.nudge()
         self._write_slices(nodeset, facts, plan)
         self._write_status(nodeset, plan)
         if plan.remove_finalizer:

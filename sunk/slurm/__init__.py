@@ -1,11 +1,11 @@
-"""sunk's Slurm client: one interface (``SlurmClient``), two backends, and a shared cache.
+"""sunk's Slurm client: one interface (``SlurmClient``), two backends, and informers per kind.
 
 Typical use::
 
     slurm = connect("rest", url="http://slurmrestd:6820", token_file="/var/run/secrets/slurm/jwt")
-    cache = SlurmCache(slurm, interval=1.0)
-    cache.subscribe(on_event)
-    cache.start()
+    informers = SlurmInformerFactory(slurm, interval=1.0)      # sunk.slurm.informer
+    informers.jobs().add_handler(on_add=..., on_update=..., on_delete=...)
+    informers.start()
 
 Pick the backend: ``rest`` (slurmrestd, OpenAPI v0.0.42: Slurm 24.11 and later) or
 ``pyslurm`` (pyslurm 25.11 against Slurm 25.11; an optional extra, imported only here).
@@ -17,7 +17,7 @@ import os
 from typing import Any, Optional, Union
 
 from .accounting import RpcAccounting
-from .cache import CacheEvent, SlurmCache
+from .cache import SlurmCache
 from .client import SlurmClient, Snapshot
 from .errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from .models import Job, JobAllocation, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
@@ -54,7 +54,6 @@ def connect(backend: str = "rest", *, url: Optional[str] = None, token: Optional
 
 __all__ = [
     "BACKENDS",
-    "CacheEvent",
     "Job",
     "JobAllocation",
     "JobRequest",

@@ -1,6 +1,10 @@
-"""One shared, polled picture of Slurm's nodes and jobs, with change events.
+"""How Slurm's nodes and jobs are read: the lister behind each ``SlurmInformer`` (``sunk/slurm/informer.py``).
 
-Everything that needs Slurm's state reads it from here, from memory. The cache makes one
+Readers use the informers (store, indexers, handlers), never this class: a ``SlurmCache`` of one kind is
+an informer's lister, polling Slurm and diffing each answer into ``CacheEvent`` records that its informer
+turns into its store's writes and its handlers' calls. What follows is the read strategy and its cost.
+
+Everything that needs Slurm's state reads it from memory, through the informers. The cache makes one
 list call per kind per interval, whatever the number of readers: a burst of pending
 Pods never becomes a burst of Slurm calls (slurm-bridge listed every job on every
 scheduling attempt, and starved). Reads of single jobs happen only in the job-state
@@ -133,6 +137,7 @@ log = logging.getLogger(__name__)
 
 NODE = "node"
 JOB = "job"
+KINDS = (NODE, JOB)  # every kind a cache can hold (its lister and key: ``SlurmCache.__init__``), in start order
 ADDED, CHANGED, REMOVED = "added", "changed", "removed"
 
 Item = Union[Node, Job]
@@ -391,6 +396,10 @@ class SlurmCache:
 
     def jobs(self) -> Mapping[int, Job]:
         return self._kind(JOB).items  # type: ignore[return-value]
+
+    def held(self, kind: str) -> Mapping[Hashable, Any]:
+        """Every item of ``kind`` held, by key: an immutable mapping, no copy."""
+        return self._kind(kind).items
 
     def node(self, name: str) -> Optional[Node]:
         return self.nodes().get(name)

@@ -30,8 +30,8 @@ from sunk.locking import setup as locking
 from sunk.locking.config import LockConfig
 from sunk.metrics import setup as slurm_metrics_table
 from sunk.metrics.config import MetricsConfig
-from sunk.slurm.cache import JOB, NODE
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.informer import NODE, SlurmInformerFactory
 
 from . import triggers
 from .config import NAME, SyncerConfig
@@ -46,7 +46,6 @@ from .context import (
 )
 from .kubeside import KubeSideReconciler
 from .slurmside import SlurmSideReconciler
-from .slurmstate import SplitSlurmCache
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +78,17 @@ def assemble(
     node_locking: LockConfig | None = None,
     slurm_metrics: MetricsConfig | None = None,
     plugins: Sequence[Installer] = (),
-    slurm_cache: SplitSlurmCache | None = None,
+    slurm_informers: SlurmInformerFactory | None = None,
 ) -> Syncer:
     """Build (not start) a Syncer: node locking and the Slurm metrics when given their config (None: off),
     then third-party ``plugins``, installers (plugins.installers binds their flags)."""
     manager = daemon.manager(api)
-    cache = slurm_cache or SplitSlurmCache(slurm, interval=daemon.slurm.poll_interval, kinds=(NODE, JOB),
-                                           job_full_every=daemon.slurm.job_full_list_interval,
-                                           intervals={NODE: config.slurm_node_poll_interval})
+    # One informer per Slurm kind, each on its own thread: a slow job list never delays node state, and nodes
+    # poll faster (``--slurm-node-poll-interval``: an idle node poll is a few hundred bytes; it bounds drain latency).
+    factory = slurm_informers or SlurmInformerFactory(slurm, interval=daemon.slurm.poll_interval,
+                                                      job_full_every=daemon.slurm.job_full_list_interval,
+                                                      intervals={NODE: config.slurm_node_poll_interval})
+    slurm_nodes, slurm_jobs = factory.nodes(), factory.jobs()
     slurmd_pods = Informer(api, PODS, config.watch_namespace, label_selector=config.slurmd_selector,
                            name="slurmd-pods")
     slurmd_pods.add_indexer(INDEX_SLURM_NODE, index_slurm_node)
@@ -110,7 +112,8 @@ def assemble(
     ctx = SyncerContext(
         api=api,
         slurm=slurm,
-        slurm_cache=cache,
+        slurm_nodes=slurm_nodes,
+        slurm_jobs=slurm_jobs,
         slurmd_pods=slurmd_pods,
         nodes=nodes,
         all_pods=all_pods,
@@ -136,8 +139,9 @@ def assemble(
     for informer in (slurmd_pods, nodes, all_pods, *([nodeslices] if nodeslices is not None else [])):
         manager.add_informer(informer)
     # The controllers wait for Slurm's first list too: "no such node" from an empty cache is not an answer.
-    manager.add_informer(cache)
-    manager.add_ready_check("slurm-cache", lambda: cache.synced)
+    for slurm_informer in factory.informers():
+        manager.add_informer(slurm_informer)
+    manager.add_ready_check("slurm-cache", factory.has_synced)
     for controller in controllers.values():
         manager.add_controller(controller)
     manager.add_runnable(triggers.resync(ctx, enqueue, config.resync_period), needs_leader=True)

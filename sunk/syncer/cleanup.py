@@ -89,7 +89,7 @@ class NodeCleanUp:
             return Result(requeue_after=retry)
         metrics.NODE_DELETIONS.labels(outcome="deleted").inc()
         log.info("slurm node %s: deleted from Slurm (%s)", name, why)
-        self.ctx.slurm_cache.nudge()
+        self.ctx.nudge_slurm()
         self._forget(name)
         return None
 

@@ -1,7 +1,7 @@
 """What the Syncer shares with the code that runs inside it: its caches, clients and queue.
 
 Why a context object: the Syncer's core (state sync) and its plugins (node locking with
-the hook API) run in one process over the same informers and the same Slurm cache, so a
+the hook API) run in one process over the same informers, Kubernetes' and Slurm's, so a
 plugin never lists Pods or Slurm nodes a second time. A plugin is told about the process
 through ``SyncerContext`` and answers with ``PluginParts``; the CLI does the assembling.
 
@@ -14,7 +14,7 @@ scheduler, the extender and the NodeSet operator use too.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -32,9 +32,8 @@ if TYPE_CHECKING:
     from sunk.controller.runtime import Controller
     from sunk.kube.events import EventRecorder
     from sunk.kube.informer import Informer
-    from sunk.slurm.cache import Subscriber
     from sunk.slurm.client import SlurmClient
-    from sunk.slurm.models import Job, Node
+    from sunk.slurm.informer import JobInformer, NodeInformer
 
     from .config import SyncerConfig
 
@@ -65,32 +64,14 @@ def nodeslice_nodeset(nodeslice: Obj) -> str:
                or meta.get("name") or "")
 
 
-class SlurmState(Protocol):
-    """Slurm's nodes and jobs from memory, with change events: a ``SlurmCache``, or the Syncer's
-    ``SplitSlurmCache`` (one cache per kind, so slow job lists never delay node state)."""
-
-    def nodes(self) -> Mapping[str, Node]: ...
-    def node(self, name: str) -> Node | None: ...
-    def jobs(self) -> Mapping[int, Job]: ...
-    def job(self, job_id: int) -> Job | None: ...
-    @property
-    def synced(self) -> bool: ...
-    @property
-    def fresh(self) -> bool: ...
-    @property
-    def jobs_fresh(self) -> bool: ...
-    def subscribe(self, callback: Subscriber, *, kinds: Sequence[str] | None = ...,
-                  replay: bool = ...) -> Callable[[], None]: ...
-    def nudge(self) -> None: ...
-
-
 @attrs.frozen
 class SyncerContext:
     """The running Syncer, as its reconcilers and plugins see it. Read from caches; write through ``api``/``slurm``."""
 
     api: ApiClient
     slurm: SlurmClient
-    slurm_cache: SlurmState
+    slurm_nodes: NodeInformer  # Slurm's nodes, by name (``sunk.slurm.informer``): the sync decisions read these
+    slurm_jobs: JobInformer  # Slurm's jobs, by id, on their own thread: a slow job list never delays node state
     slurmd_pods: Informer  # slurmd Pods: --watch-namespace + --slurmd-selector; index INDEX_SLURM_NODE, INDEX_NODE
     nodes: Informer  # Kubernetes Nodes, cluster-wide
     all_pods: Informer  # every Pod cluster-wide; index INDEX_NODE (spec.nodeName)
@@ -100,6 +81,11 @@ class SyncerContext:
     manager: Manager | None = None  # for add_ready_check / is_leader; None in unit tests
     # NodeSlices in --watch-namespace, index INDEX_SLURM_NODE; only with --slurm-node-clean-up (None without)
     nodeslices: Informer | None = None
+
+    def nudge_slurm(self) -> None:
+        """Refresh both Slurm informers soon: a write to Slurm (a node update, a deletion) is expected to show."""
+        self.slurm_nodes.nudge()
+        self.slurm_jobs.nudge()
 
     # ---- lookups, all from memory -------------------------------------------------------
 

@@ -75,15 +75,15 @@ class KubeFacts:
 
     def jobs_holding(self) -> tuple[Job, ...] | None:
         """The jobs holding this Slurm node in the Slurm cache; None while its job list is stale."""
-        cache = self.ctx.slurm_cache
-        if not cache.jobs_fresh:
+        cache = self.ctx.slurm_jobs
+        if not cache.fresh:
             return None
-        return tuple(job for job in cache.jobs().values() if job.holds_nodes and self.slurm_node in job.node_list)
+        return tuple(job for job in cache.items().values() if job.holds_nodes and self.slurm_node in job.node_list)
 
     def jobs(self) -> tuple[Job, ...] | None:
         """Every job in the Slurm cache (finished ones too, while slurmctld keeps them); None while stale."""
-        cache = self.ctx.slurm_cache
-        return tuple(cache.jobs().values()) if cache.jobs_fresh else None
+        cache = self.ctx.slurm_jobs
+        return tuple(cache.items().values()) if cache.fresh else None
 
 
 def gather(ctx: SyncerContext, slurm_node: str) -> KubeFacts:

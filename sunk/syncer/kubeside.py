@@ -45,8 +45,8 @@ class KubeSideReconciler:
 
     def reconcile(self, key: str) -> Result | None:
         facts = gather(self.ctx, key)
-        cache = self.ctx.slurm_cache
-        slurm = cache.node(key) if cache.fresh else None
+        cache = self.ctx.slurm_nodes
+        slurm = cache.get(key) if cache.fresh else None
         pod = facts.pod
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             self._sync_pod(pod, facts.k8s_node, slurm)
@@ -74,7 +74,7 @@ class KubeSideReconciler:
     def _sync_node(self, k8s_node: Obj) -> None:
         """The Node shows drains made in Slurm, over every Slurm node whose slurmd Pod runs on it."""
         names = self.ctx.slurm_nodes_on(k8s_node["metadata"]["name"])
-        slurm_nodes = [n for n in (self.ctx.slurm_cache.node(name) for name in names) if n is not None]
+        slurm_nodes = [n for n in (self.ctx.slurm_nodes.get(name) for name in names) if n is not None]
         if len(slurm_nodes) != len(names):
             return  # one of them is unknown to Slurm right now: no evidence to write from
         wanted = nodestate.node_conditions(slurm_nodes)

@@ -55,11 +55,11 @@ class SlurmSideReconciler:
         takes_self=True))
 
     def reconcile(self, key: str) -> Result | None:
-        cache = self.ctx.slurm_cache
+        cache = self.ctx.slurm_nodes
         if not cache.fresh:
             metrics.STALE_SKIPS.inc()
             return Result(requeue_after=self.stale_retry)
-        node = cache.node(key)
+        node = cache.get(key)
         if node is None:
             return None
         facts = gather(self.ctx, key)
@@ -80,7 +80,7 @@ class SlurmSideReconciler:
             return None
         self.ctx.slurm.update_node(key, plan.update)
         self._record(facts, node, plan)
-        cache.nudge()
+        self.ctx.nudge_slurm()
         return None
 
     def _record(self, facts: KubeFacts, node: Node, plan: SlurmPlan) -> None:

@@ -1,4 +1,4 @@
-"""Which events wake which Slurm node keys: slurmd Pods, Kubernetes Nodes, Slurm cache, NodeSlices, resync.
+"""Which events wake which Slurm node keys: slurmd Pods, Kubernetes Nodes, Slurm nodes and jobs, NodeSlices, resync.
 
 Level-based reconcilers only need to know *which* node to look at. Why the Node filter:
 a kubelet rewrites its Node's status every few seconds (heartbeats); waking every Slurm
@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sunk import names
+from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer, KeyMapper
 from sunk.controller.periodic import Periodic
-from sunk.slurm.cache import JOB, NODE, CacheEvent
+from sunk.slurm.models import Job, Node
 from sunk.translate import drains
 from sunk.translate.objects import is_terminal
 from sunk.types import Obj
@@ -60,35 +61,16 @@ def node_view(node: Obj | None) -> tuple[Any, ...]:
     )
 
 
-class KeyHandler:
-    """An informer handler that enqueues the Slurm node keys ``mapper`` finds, optionally filtered."""
-
-    def __init__(
-        self,
-        enqueue: Enqueue,
-        mapper: Callable[[Obj], Iterable[str]],
-        changed: Callable[[Obj, Obj], bool] | None = None,
-    ):
-        self.enqueue, self.mapper, self.changed = enqueue, mapper, changed
-
-    def on_add(self, obj: Obj) -> None:
-        self._all(self.mapper(obj))
-
-    def on_update(self, old: Obj, new: Obj) -> None:
-        if self.changed is None or self.changed(old, new):
-            self._all(set(self.mapper(old)) | set(self.mapper(new)))
-
-    def on_delete(self, obj: Obj) -> None:
-        self._all(self.mapper(obj))
-
-    def _all(self, keys: Iterable[str]) -> None:
-        for key in sorted(keys):
-            self.enqueue(key)
-
-
 def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
     """Subscribe ``enqueue`` to every source of change the Syncer reacts to."""
-    ctx.slurmd_pods.add_handler(KeyHandler(enqueue, lambda pod: [slurm_node_name(pod)]))
+    queue = FuncEnqueuer(enqueue)
+
+    def keys_of(mapper: KeyMapper, changed: Callable[[Obj, Obj], bool] | None = None) -> EnqueueHandler:
+        """Adds and deletes enqueue ``mapper``'s keys; updates, when ``changed`` says so, the old and new ones."""
+        return EnqueueHandler(queue, mapper, None if changed is None else
+                              lambda old, new: old is None or changed(old, new))
+
+    ctx.slurmd_pods.add_handler(keys_of(lambda pod: [slurm_node_name(pod)]))
 
     def wake_sunk_drained(keys: Iterable[str]) -> None:
         for key in sorted(set(keys)):
@@ -115,23 +97,25 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
         name = node["metadata"]["name"]
         return [*ctx.slurm_nodes_on(name), *stuck_drained(ctx, lambda stuck: stuck.k8s_node == name)]
 
-    ctx.nodes.add_handler(KeyHandler(enqueue, slurm_nodes_on, lambda old, new: node_view(old) != node_view(new)))
+    ctx.nodes.add_handler(keys_of(slurm_nodes_on, lambda old, new: node_view(old) != node_view(new)))
 
-    def on_slurm(event: CacheEvent) -> None:
-        if event.kind == NODE:
-            enqueue(str(event.key))
-        elif event.kind == JOB:  # a job that leaves a node may be the last of a drain's cause
-            wake_sunk_drained(name for job in (event.old, event.new) if job is not None for name in job.node_list)
+    def slurm_node(node: Node) -> None:
+        enqueue(node.name)
 
-    ctx.slurm_cache.subscribe(on_slurm, kinds=[NODE, JOB])
+    ctx.slurm_nodes.add_handler(on_add=slurm_node, on_update=lambda _old, new: slurm_node(new), on_delete=slurm_node)
+
+    def job_left(*jobs: Job) -> None:  # a job that leaves a node may be the last of a drain's cause
+        wake_sunk_drained(name for job in jobs for name in job.node_list)
+
+    ctx.slurm_jobs.add_handler(on_add=job_left, on_update=job_left, on_delete=job_left)
 
     if ctx.nodeslices is not None:  # --slurm-node-clean-up: an entry added (mark) or gone (delete)
-        ctx.nodeslices.add_handler(KeyHandler(enqueue, nodeslice_slurm_nodes))
+        ctx.nodeslices.add_handler(keys_of(nodeslice_slurm_nodes))
 
 
 def sunk_drained(ctx: SyncerContext, key: str) -> bool:
     """The Slurm node is drained (as the cache shows it) by one of sunk's own drains."""
-    node = ctx.slurm_cache.node(key)
+    node = ctx.slurm_nodes.get(key)
     return node is not None and node.drained and drains.parse(node.reason) is not None
 
 
@@ -146,7 +130,7 @@ def stuck_drained(ctx: SyncerContext, matches: Callable[[drains.StuckPodDrain], 
     """Slurm nodes under a stuck-Pod drain that ``matches``, from the cache: a string test on each
     drained node's reason first, a parse only of those that may be one."""
     found = []
-    for name, node in ctx.slurm_cache.nodes().items():
+    for name, node in ctx.slurm_nodes.items().items():
         if node.drained and node.reason.startswith(drains.STUCK_MARK):
             stuck = drains.parse(node.reason)
             if isinstance(stuck, drains.StuckPodDrain) and matches(stuck):
@@ -156,7 +140,7 @@ def stuck_drained(ctx: SyncerContext, matches: Callable[[drains.StuckPodDrain], 
 
 def all_keys(ctx: SyncerContext) -> set[str]:
     """Every Slurm node the Syncer knows of, from either side."""
-    keys = set(ctx.slurm_cache.nodes())
+    keys = set(ctx.slurm_nodes.keys())
     keys.update(slurm_node_name(p) for p in ctx.slurmd_pods.list())
     return keys
 

@@ -638,3 +638,27 @@ def test_signed_token_from_the_jwt_key(slurm_rest, dev_cluster):
 def test_token_file(slurm_rest, dev_cluster):
     client = connect("rest", url=slurm_rest.url, token_file=dev_cluster.jwt_file)
     assert client.ping() and client.list_jobs().last_update > 0
+
+
+def test_jobs_informer_one_change_is_one_handler_call_and_one_read_and_its_index_follows(slurm, jobs, dev_cluster):
+    """The Slurm informer over real Slurm: a job's change reaches a handler once (as an update, old and new), the
+    jobs lister reads it once (the state list's cost, unchanged by the informer), and an indexer follows it."""
+    from sunk.slurm.informer import SlurmInformerFactory
+
+    job_id = held_job(slurm, jobs)
+    client = ReadsRecorded(slurm)
+    informer = SlurmInformerFactory(client, interval=0.2, job_states=True, job_check_after=math.inf).jobs()
+    assert informer.wait_for(lambda: informer.get(job_id) is not None, 20)
+    informer.add_indexer("state", lambda job: [job.state])
+    assert job_id in informer.index_keys("state", "PENDING")
+    updates = []
+    informer.add_handler(on_update=lambda old, new: updates.append((old.state, new.state)) if new.id == job_id
+                         else None)
+    dev_cluster.slurm("scancel", str(job_id))
+    assert informer.wait_for(lambda: bool(updates), 20)
+    for _ in range(3):
+        time.sleep(0.3)
+        informer.refresh()
+    assert updates == [("PENDING", "CANCELLED")]
+    assert client.reads.count([job_id]) == 1
+    assert job_id in informer.index_keys("state", "CANCELLED") and job_id not in informer.index_keys("state", "PENDING")

@@ -6,6 +6,8 @@ import argparse
 import copy
 from typing import Any
 
+from syncer_fakes import FakeSlurmInformer
+
 from sunk import names
 from sunk.kube import patch as kp
 from sunk.kube.resources import object_key
@@ -47,20 +49,16 @@ class Store:
 
 
 class Cache:
+    """Slurm's nodes and jobs (dicts the tests edit), as the Syncer's two Slurm informers show them."""
+
     def __init__(self, nodes: dict[str, Node] | None = None, synced: bool = True):
         self.nodes = nodes or {}
         self.jobs: dict[int, Job] = {}
         self.synced = synced
+        self.fresh = True
         self.nudges = 0
-
-    def node(self, name: str) -> Node | None:
-        return self.nodes.get(name)
-
-    def job(self, job_id: int) -> Job | None:
-        return self.jobs.get(job_id)
-
-    def nudge(self) -> None:
-        self.nudges += 1
+        self.node_informer = FakeSlurmInformer(self, "nodes", "fresh", counts_nudges=True)
+        self.job_informer = FakeSlurmInformer(self, "jobs", "fresh", counts_nudges=False)
 
 
 class Recorder:
@@ -188,6 +186,7 @@ def install(monkeypatch, api: Api) -> None:
 
 def context(slurmd: Store, nodes: Store, pods: Store, cache: Cache, recorder: Recorder,
             slurm=None) -> SyncerContext:
-    return SyncerContext(api=object(), slurm=slurm or object(), slurm_cache=cache, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
+    return SyncerContext(api=object(), slurm=slurm or object(), slurm_nodes=cache.node_informer,  # type: ignore[arg-type]
+                         slurm_jobs=cache.job_informer, slurmd_pods=slurmd, nodes=nodes,  # type: ignore[arg-type]
                          all_pods=pods, recorder=recorder, config=SyncerConfig(),
                          enqueue_node=lambda _n: None)

@@ -233,28 +233,23 @@ class FakeSlurm:
 
 
 class NodeCacheFake:
-    """The Slurm cache: a copy of FakeSlurm's nodes taken at ``refresh``."""
+    """The Slurm nodes informer: a copy of FakeSlurm's nodes taken at ``refresh``."""
 
     def __init__(self, slurm: FakeSlurm) -> None:
         self.slurm = slurm
-        self.items: dict[str, Node] = dict(slurm.nodes)
+        self.held: dict[str, Node] = dict(slurm.nodes)
         self.fresh = True
         self.synced = True
         self.nudges = 0
-        self.subscribers: list[Any] = []
 
     def refresh(self) -> None:
-        self.items = dict(self.slurm.nodes)
+        self.held = dict(self.slurm.nodes)
 
-    def nodes(self) -> Mapping[str, Node]:
-        return self.items
+    def items(self) -> Mapping[str, Node]:
+        return self.held
 
     def nudge(self) -> None:
         self.nudges += 1
-
-    def subscribe(self, callback: Any, **_: Any) -> Any:
-        self.subscribers.append(callback)
-        return lambda: None
 
 
 class Recorder:

@@ -60,7 +60,53 @@ class FakeInformer:
         return True
 
 
+class FakeSlurmInformer:
+    """One Slurm kind's informer (``sunk.slurm.informer.SlurmInformer``'s read side and handlers) over a dict
+    the test edits in place; ``fresh``/``synced`` read from ``source`` (a ``FakeCache``) by attribute name."""
+
+    def __init__(self, source: Any, items: str, fresh: str, counts_nudges: bool):
+        self.source, self.items_name, self.fresh_name, self.counts_nudges = source, items, fresh, counts_nudges
+        self.handlers: list[Any] = []
+
+    def items(self) -> Mapping[Any, Any]:
+        return getattr(self.source, self.items_name)  # type: ignore[no-any-return]
+
+    def get(self, key: Any) -> Any:
+        return self.items().get(key)
+
+    def keys(self) -> list[Any]:
+        return list(self.items())
+
+    def list(self) -> list[Any]:
+        return list(self.items().values())
+
+    @property
+    def fresh(self) -> bool:
+        return bool(getattr(self.source, self.fresh_name))
+
+    @property
+    def synced(self) -> bool:
+        return bool(self.source.synced)
+
+    def has_synced(self) -> bool:
+        return self.synced
+
+    def nudge(self) -> None:
+        if self.counts_nudges:
+            self.source.nudges += 1
+
+    def add_handler(self, handler: Any = None, *, on_add: Any = None, on_update: Any = None,
+                    on_delete: Any = None) -> Callable[[], None]:
+        from sunk.kube.store import FuncHandler
+
+        self.handlers.append(handler or FuncHandler(on_add, on_update, on_delete))
+        return lambda: None
+
+
 class FakeCache:
+    """Slurm's nodes and jobs as the Syncer's two informers show them (``nodes``, ``jobs``). ``nudges``
+    counts the Syncer's nudges (each one nudges both informers)."""
+
     def __init__(self, nodes: Sequence[Node] = (), jobs: Sequence[Job] = ()):
         self.items = {n.name: n for n in nodes}
         self.job_items = {j.id: j for j in jobs}
@@ -68,26 +114,8 @@ class FakeCache:
         self.jobs_fresh = True
         self.synced = True
         self.nudges = 0
-        self.subscribers: list[Callable[[Any], None]] = []
-
-    def nodes(self) -> Mapping[str, Node]:
-        return self.items
-
-    def node(self, name: str) -> Node | None:
-        return self.items.get(name)
-
-    def jobs(self) -> Mapping[int, Job]:
-        return self.job_items
-
-    def job(self, job_id: int) -> Job | None:
-        return self.job_items.get(job_id)
-
-    def nudge(self) -> None:
-        self.nudges += 1
-
-    def subscribe(self, callback: Callable[[Any], None], **_: Any) -> Callable[[], None]:
-        self.subscribers.append(callback)
-        return lambda: None
+        self.nodes = FakeSlurmInformer(self, "items", "fresh", counts_nudges=True)
+        self.jobs = FakeSlurmInformer(self, "job_items", "jobs_fresh", counts_nudges=False)
 
 
 class FakeSlurm:
@@ -159,7 +187,8 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
     ctx = SyncerContext(
         api=object(),  # type: ignore[arg-type]
         slurm=slurm,  # type: ignore[arg-type]
-        slurm_cache=cache,  # type: ignore[arg-type]
+        slurm_nodes=cache.nodes,  # type: ignore[arg-type]
+        slurm_jobs=cache.jobs,  # type: ignore[arg-type]
         slurmd_pods=pods,  # type: ignore[arg-type]
         nodes=k8s_nodes,  # type: ignore[arg-type]
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]

@@ -13,8 +13,7 @@ from sunk.locking.config import add_flags, config_from
 from sunk.locking.jobs import JobsByNode, NodeJob
 from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_requests, request_key
 from sunk.locking.waiter import ObjectWaiter
-from sunk.slurm.cache import CacheEvent
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, Node
 from sunk.translate.gang import is_placeholder
 
 
@@ -57,38 +56,34 @@ def _job(job_id, state="RUNNING", nodes="node1", admin_comment="", flags=(), ext
                state_flags=frozenset(flags))
 
 
-def _event(kind, typ, key, old, new):
-    return CacheEvent(kind, typ, key, old, new)
-
-
 def test_jobs_by_node_follows_job_events_and_wakes_every_affected_node():
     woken: list[str] = []
     index = JobsByNode(is_placeholder, woken.append)
-    index.handle(_event("job", "added", 7, None, _job(7, nodes="node[1-2]", admin_comment=IDENTITY)))
+    index.on_add(_job(7, nodes="node[1-2]", admin_comment=IDENTITY))
     assert index.jobs_on("node1") == {7: NodeJob(7, True)} == index.jobs_on("node2")
     assert woken == ["node1", "node2"]
     woken.clear()
     # it shrinks to node2, then completes (COMPLETING still holds the node), then is gone
-    index.handle(_event("job", "changed", 7, None, _job(7, nodes="node2", admin_comment=IDENTITY)))
+    index.on_update(_job(7), _job(7, nodes="node2", admin_comment=IDENTITY))
     assert index.jobs_on("node1") == {} and 7 in index.jobs_on("node2")
     assert woken == ["node1", "node2"]
-    index.handle(_event("job", "changed", 7, None, _job(7, state="COMPLETED", nodes="node2", flags={"COMPLETING"})))
+    index.on_update(_job(7), _job(7, state="COMPLETED", nodes="node2", flags={"COMPLETING"}))
     assert index.jobs_on("node2") == {7: NodeJob(7, False)}
-    index.handle(_event("job", "changed", 7, None, _job(7, state="COMPLETED", nodes="node2")))
+    index.on_update(_job(7), _job(7, state="COMPLETED", nodes="node2"))
     assert index.jobs_on("node2") == {}
-    index.handle(_event("job", "added", 8, None, _job(8, state="PENDING", nodes="")))
-    index.handle(_event("job", "removed", 8, _job(8), None))
+    index.on_add(_job(8, state="PENDING", nodes=""))
+    index.on_delete(_job(8))
     assert index.jobs_on("node1") == {} and index.jobs_on("node2") == {}
     woken.clear()
-    index.handle(_event("node", "changed", "node4", None, None))
+    index.node_changed(Node("node4"))
     assert woken == ["node4"]
 
 
 def test_jobs_by_node_reads_a_placeholder_from_its_admin_comment_never_its_extra():
     """The job's user writes its Extra: an identity copied there must not make the node's lock strict."""
     index = JobsByNode(is_placeholder, lambda _node: None)
-    index.handle(_event("job", "added", 7, None, _job(7, extra=IDENTITY)))
-    index.handle(_event("job", "added", 8, None, _job(8, admin_comment=IDENTITY)))
+    index.on_add(_job(7, extra=IDENTITY))
+    index.on_add(_job(8, admin_comment=IDENTITY))
     assert index.jobs_on("node1") == {7: NodeJob(7, False), 8: NodeJob(8, True)}
 
 

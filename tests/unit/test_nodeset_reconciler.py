@@ -48,7 +48,7 @@ class World:
             slurm=self.slurm,  # type: ignore[arg-type]
             nodesets=self.informers["nodesets"], nodes=self.informers["nodes"],  # type: ignore[arg-type]
             pods=self.informers["pods"], slices=self.informers["nodeslices"],  # type: ignore[arg-type]
-            slurm_cache=self.cache, recorder=self.recorder,  # type: ignore[arg-type]
+            slurm_nodes=self.cache, recorder=self.recorder,  # type: ignore[arg-type]
         )
 
     def sync(self) -> None:

@@ -21,11 +21,16 @@ from sunk.translate.slurmd import slurm_node_name
 
 
 class Cache:
-    def __init__(self) -> None:
-        self.subscribers: list = []
+    """The Slurm nodes informer's handler registration."""
 
-    def subscribe(self, callback, **_):
-        self.subscribers.append(callback)
+    def __init__(self) -> None:
+        self.handlers: list = []
+
+    def add_handler(self, handler=None, **funcs):
+        from sunk.kube.store import FuncHandler
+
+        self.handlers.append(handler or FuncHandler(funcs.get("on_add"), funcs.get("on_update"),
+                                                    funcs.get("on_delete")))
 
 
 def wired():
@@ -96,15 +101,14 @@ def test_slurm_state_and_reason_changes_wake_the_nodeset_of_that_node_only():
     keys, inf = wired()
     inf.pods.put(pod_for(nodeset("gpu"), "worker-1", "g-3-1"))
     keys.clear()
-    (callback,) = inf.cache.subscribers
-    event = types.SimpleNamespace
-    callback(event(kind="node", key="g-3-1", old=Node("g-3-1", state="IDLE"), new=Node("g-3-1", state="IDLE",
-                                                                                       alloc_cpus=4)))
+    (handler,) = inf.cache.handlers
+    handler.on_update(Node("g-3-1", state="IDLE"), Node("g-3-1", state="IDLE", alloc_cpus=4))
     assert keys == []
-    callback(event(kind="node", key="g-3-1", old=Node("g-3-1", state="IDLE"),
-                   new=Node("g-3-1", state="IDLE+DRAIN", reason="x")))
-    callback(event(kind="node", key="other", old=None, new=Node("other")))
-    callback(event(kind="job", key=7, old=None, new=None))
+    handler.on_update(Node("g-3-1", state="IDLE"), Node("g-3-1", state="IDLE+DRAIN", reason="x"))
+    handler.on_add(Node("other"))
+    assert keys == ["slurm/gpu"]
+    keys.clear()
+    handler.on_delete(Node("g-3-1", state="IDLE+DRAIN", reason="x"))  # a node gone: its NodeSet looks again
     assert keys == ["slurm/gpu"]
 
 

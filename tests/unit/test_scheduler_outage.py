@@ -165,14 +165,14 @@ def test_a_job_whose_pod_was_deleted_during_the_outage_is_cancelled_as_soon_as_s
     from sunk.controller.manager import Manager
     from sunk.controller.runtime import Controller
     from sunk.controller.workqueue import ItemExponentialRateLimiter, WorkQueue
-    from sunk.slurm.cache import JOB, SlurmCache
+    from sunk.slurm.informer import SlurmInformerFactory
     from sunk.translate.gang import has_started
 
     def parse(job):  # (the AdminComment a short stand-in for an identity)
         return job.admin_comment, has_started(job)
 
     slurm = CancelSlurm()
-    cache = SlurmCache(slurm, interval=0.05, kinds=(JOB,))  # type: ignore[arg-type]
+    cache = SlurmInformerFactory(slurm, interval=0.05).jobs()  # type: ignore[arg-type]
     index = JobIndex(parse)
     scheduler = PodScheduler(api=None, slurm=slurm, config=SchedulerConfig("s", b"x" * 32, "http://h",
                                                                            identity_policy=TEST_POLICY),  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ from prometheus_client import REGISTRY
 from scheduler.assembly import assemble
 from scheduler.config import SchedulerConfig
 from sunk.controller.daemon import DaemonConfig
-from sunk.slurm.cache import SlurmCache
 from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.informer import SlurmInformer
 from sunk.slurm.models import Job, JobState
 from sunk.slurm.settings import SlurmSettings
 
@@ -38,9 +38,9 @@ def assembly():
     built.scheduler.recorder.stop()
 
 
-def synced(assembly, monkeypatch, *, kubernetes: bool) -> SlurmCache:
+def synced(assembly, monkeypatch, *, kubernetes: bool) -> SlurmInformer:
     """Mark every Kubernetes informer synced (or not); the Slurm cache has never listed."""
-    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmInformer)]
     for informer in assembly.manager.informers:
         if informer is not cache:
             monkeypatch.setattr(informer, "has_synced", lambda: kubernetes)
@@ -78,8 +78,8 @@ def test_the_job_cache_rereads_placeholders_until_slurm_shows_them_started(assem
     from scheduler.assembly import awaiting_start
     from sunk.slurm.models import Job
 
-    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
-    reread = cache.reread
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmInformer)]
+    reread = cache.lister.reread
     ours = "sunk-pod=u1 ns=default name=p sched=s"
     assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=ours))
     assert reread(Job(id=1, state="RUNNING", state_flags=("CONFIGURING",), admin_comment=ours))  # nodes booting
@@ -89,7 +89,7 @@ def test_the_job_cache_rereads_placeholders_until_slurm_shows_them_started(assem
                           admin_comment="sunk-pod=u1 ns=default name=p sched=another"))
     assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=ours))  # a user's Extra names no Pod
     assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="an operator's note"))
-    assert cache.job_full_every == 300.0
+    assert cache.lister.job_full_every == 300.0
     assert awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", admin_comment="sunk-pod=x"))
     assert not awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
 
@@ -120,8 +120,8 @@ def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_
     from scheduler.config import STARTED_CALL_PATIENCE
     from sunk.slurm.models import Job, JobState
 
-    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmCache)]
-    wait = cache.patience
+    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmInformer)]
+    wait = cache.lister.patience
     ours = "sunk-pod=u1 ns=default name=p sched=s"
     pending, running = JobState("5"), JobState("5", "RUNNING")
     assembly.scheduler.jobs.expect("u1", 5)

@@ -516,7 +516,7 @@ HAD_POD = '{"namespace":"slurm","pod":"node1","ready":true}'
 def _as_slurm_shows(ctx: Any, slurm: FakeSlurm, node: Node) -> None:
     """Slurm (and the cache) now show ``node``."""
     slurm.items[node.name] = node
-    ctx.slurm_cache.items[node.name] = node
+    ctx.slurm_nodes.items()[node.name] = node
 
 
 def test_a_deleted_pod_sets_its_node_down_once_and_then_the_drain_holds():

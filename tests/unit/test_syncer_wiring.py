@@ -46,9 +46,11 @@ def test_events_from_pods_nodes_and_slurm_become_slurm_node_keys():
     assert keys == ["node1", "node2"]  # every Slurm node on that Node
 
     keys.clear()
-    (callback,) = cache.subscribers
-    callback(types.SimpleNamespace(kind="node", key="node7"))
-    assert keys == ["node7"]
+    (handler,) = cache.nodes.handlers
+    handler.on_add(Node("node7"))
+    handler.on_update(Node("node1"), Node("node1", state="DOWN"))
+    handler.on_delete(Node("node2"))
+    assert keys == ["node7", "node1", "node2"]
 
     keys.clear()  # a Pod outside the selector, deleted: its node may be ours to drain now
     ctx.all_pods.put(pod("node3"))  # type: ignore[attr-defined]
@@ -73,7 +75,7 @@ def test_a_pod_deleted_or_a_job_leaving_wakes_only_the_nodes_under_sunks_own_dra
                       ("node5", "worker-1")):
         pods.put(pod(name, node=k8s))
     triggers.attach(ctx, keys.append)
-    (callback,) = cache.subscribers
+    (on_job,) = cache.jobs.handlers
 
     keys.clear()
     ctx.all_pods.remove(pod("train-0", node="worker-1", namespace="team-a"))  # type: ignore[attr-defined]
@@ -95,7 +97,12 @@ def test_a_pod_deleted_or_a_job_leaving_wakes_only_the_nodes_under_sunks_own_dra
         (None, Job(id=45, state="PENDING"), []),
     ]:
         keys.clear()
-        callback(types.SimpleNamespace(kind="job", key=(new or old).id, old=old, new=new))
+        if old is None:
+            on_job.on_add(new)
+        elif new is None:
+            on_job.on_delete(old)
+        else:
+            on_job.on_update(old, new)
         assert keys == woken
 
 
@@ -351,8 +358,7 @@ def test_the_node_poll_interval_is_the_node_caches_and_the_job_cache_keeps_the_p
     assert startup.config.slurm_node_poll_interval == 0.1
     syncer = assemble(startup.config, startup.daemon, api=ApiClient(), slurm=FakeSlurmForAssembly())  # type: ignore[arg-type]
     try:
-        cache = syncer.ctx.slurm_cache
-        assert {kind: c.interval for kind, c in cache.caches.items()} == {"node": 0.1, "job": 2.0}
+        assert (syncer.ctx.slurm_nodes.interval, syncer.ctx.slurm_jobs.interval) == (0.1, 2.0)
     finally:
         syncer.ctx.recorder.stop()
 

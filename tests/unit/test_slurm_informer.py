@@ -1,0 +1,177 @@
+"""Slurm informers: one per kind, client-go's shape (store, indexers, handlers, sync, outages), one per process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.informer import JobReadHints, SlurmInformerFactory
+from sunk.slurm.models import Job, Node
+
+
+class SlowJobsSlurm:
+    def __init__(self) -> None:
+        self.node_state = "IDLE"
+        self.job_seconds = 0.0
+        self.jobs = [Job(1, state="RUNNING", nodes="node1")]
+        self.down = False
+
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+        if self.down:
+            raise SlurmUnavailable("list nodes: cannot reach slurmrestd")
+        return Snapshot(items=(Node("node1", state=self.node_state),), last_update=int(time.time()))
+
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+        if self.down:
+            raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+        time.sleep(self.job_seconds)
+        return Snapshot(items=tuple(self.jobs), last_update=int(time.time()))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any, Any]] = []
+
+    def on_add(self, obj: Any) -> None:
+        self.seen.append(("add", None, obj))
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self.seen.append(("update", old, new))
+
+    def on_delete(self, obj: Any) -> None:
+        self.seen.append(("delete", obj, None))
+
+
+def test_node_changes_arrive_within_an_interval_while_job_lists_take_seconds():
+    slurm = SlowJobsSlurm()
+    factory = SlurmInformerFactory(slurm, interval=0.1)  # type: ignore[arg-type]
+    nodes, jobs = factory.nodes(), factory.jobs()
+    seen: dict[str, float] = {}
+    got = threading.Event()
+
+    def on_update(_old: Node, new: Node) -> None:
+        if new.drained:
+            seen["at"] = time.monotonic()
+            got.set()
+
+    nodes.add_handler(on_update=on_update)
+    factory.start()
+    try:
+        assert nodes.wait_for_sync(5) and jobs.wait_for_sync(5) and factory.has_synced() and nodes.fresh
+        assert nodes.get("node1") is not None and jobs.get(1) is not None
+        time.sleep(1.0)  # (the first node list answered with every node: the node informer waits that second out)
+        slurm.job_seconds = 2.0  # from now on every job list takes 2 s
+        time.sleep(0.3)  # a slow job list is in progress
+        changed = time.monotonic()
+        slurm.node_state = "IDLE+DRAIN"
+        assert got.wait(5)
+        assert seen["at"] - changed < 0.8  # one node interval (+ slack), not the job list's 2 s
+        assert nodes.fresh  # node freshness is not dragged down by the slow job list
+    finally:
+        slurm.job_seconds = 0.0
+        factory.stop(5)
+
+
+def test_one_informer_per_kind_per_process_each_with_its_own_interval_and_only_jobs_get_the_hints():
+    slurm = SlowJobsSlurm()
+    hints = JobReadHints(reread=lambda job: True)
+    factory = SlurmInformerFactory(slurm, interval=2.0, intervals={"node": 0.25}, job_hints=hints)  # type: ignore[arg-type]
+    assert factory.informers() == []
+    jobs = factory.jobs()
+    assert factory.jobs() is jobs and factory.informers() == [jobs]  # shared, and only what was asked for
+    nodes = factory.nodes()
+    assert factory.informers() == [nodes, jobs]
+    assert (nodes.interval, jobs.interval) == (0.25, 2.0)
+    assert jobs.lister.reread is hints.reread and nodes.lister.reread is None
+
+
+def test_handlers_see_adds_updates_and_deletes_in_order_after_the_store_and_a_late_one_gets_a_replay():
+    slurm = SlowJobsSlurm()
+    jobs = SlurmInformerFactory(slurm, interval=60).jobs()  # type: ignore[arg-type]
+    early = Recorder()
+    jobs.add_handler(early)
+    held_when_handled: list[Job | None] = []
+    jobs.add_handler(on_update=lambda _old, new: held_when_handled.append(jobs.get(new.id)))
+    jobs.refresh()
+    assert early.seen == [("add", None, Job(1, state="RUNNING", nodes="node1"))]
+
+    slurm.jobs = [Job(1, state="COMPLETING", nodes="node1"), Job(2, state="PENDING")]
+    jobs.refresh()
+    running, completing = Job(1, state="RUNNING", nodes="node1"), Job(1, state="COMPLETING", nodes="node1")
+    assert early.seen[1:] == [("add", None, Job(2, state="PENDING")), ("update", running, completing)]
+    assert held_when_handled == [Job(1, state="COMPLETING", nodes="node1")]  # the store leads every handler
+
+    late = Recorder()
+    remove = jobs.add_handler(late)
+    assert sorted(event[2].id for event in late.seen) == [1, 2] and {e[0] for e in late.seen} == {"add"}
+    remove()
+    slurm.jobs = [Job(2, state="PENDING")]
+    jobs.refresh()
+    assert early.seen[-1] == ("delete", Job(1, state="COMPLETING", nodes="node1"), None)
+    assert len(late.seen) == 2  # removed: nothing more
+    assert jobs.get(1) is None and jobs.keys() == [2] and dict(jobs.items()) == {2: Job(2, state="PENDING")}
+
+
+def test_an_index_follows_every_change():
+    slurm = SlowJobsSlurm()
+    jobs = SlurmInformerFactory(slurm, interval=60).jobs()  # type: ignore[arg-type]
+    jobs.refresh()
+    jobs.add_indexer("node", lambda job: job.node_list)  # existing items are indexed at once
+    assert [job.id for job in jobs.by_index("node", "node1")] == [1]
+    slurm.jobs = [Job(1, state="RUNNING", nodes="node2"), Job(3, state="RUNNING", nodes="node[1-2]")]
+    jobs.refresh()
+    assert jobs.index_keys("node", "node1") == [3] and jobs.index_keys("node", "node2") == [1, 3]
+    slurm.jobs = []
+    jobs.refresh()
+    assert jobs.by_index("node", "node2") == []
+
+
+def test_a_handler_reads_when_the_list_behind_its_change_was_requested():
+    slurm = SlowJobsSlurm()
+    now = [100.0]
+    jobs = SlurmInformerFactory(slurm, interval=60, clock=lambda: now[0]).jobs()  # type: ignore[arg-type]
+    stamps: list[float] = []
+    jobs.add_handler(on_add=lambda _job: stamps.append(jobs.observed_at()),
+                     on_delete=lambda _job: stamps.append(jobs.observed_at()))
+    jobs.refresh()
+    now[0] = 160.0
+    slurm.jobs = []
+    jobs.refresh()
+    assert stamps == [100.0, 160.0] and jobs.observed_at() == 0.0  # (outside a handler: none)
+
+
+def test_each_kinds_recovery_is_reported():
+    """The Syncer's Manager wakes what failed for an outage when either kind lists again."""
+    slurm = SlowJobsSlurm()
+    factory = SlurmInformerFactory(slurm, interval=60)  # type: ignore[arg-type]
+    ended: list[str] = []
+    stops = [informer.on_recovered(lambda kind=kind: ended.append(kind))
+             for kind, informer in (("node", factory.nodes()), ("job", factory.jobs()))]
+    factory.refresh()
+    slurm.down = True
+    factory.refresh()
+    assert not factory.nodes().fresh and factory.nodes().last_error is not None
+    slurm.down = False
+    factory.refresh()
+    assert ended == ["node", "job"]
+    for stop in stops:
+        stop()
+    slurm.down = True
+    factory.refresh()
+    slurm.down = False
+    factory.refresh()
+    assert ended == ["node", "job"]
+
+
+def test_an_informer_waits_for_its_first_list_with_or_without_a_timeout():
+    factory = SlurmInformerFactory(SlowJobsSlurm(), interval=0.1)  # type: ignore[arg-type]
+    nodes = factory.nodes()
+    assert not nodes.has_synced() and not factory.has_synced()
+    factory.start()
+    try:
+        assert nodes.wait_for_sync() and nodes.has_synced() and nodes.wait_for_sync(0)
+    finally:
+        factory.stop(5)
