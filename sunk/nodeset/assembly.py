@@ -6,7 +6,8 @@ list are in, so no Pod is created or deleted from an empty cache.
 
 What wakes a NodeSet (by events, never by a timer):
 - the NodeSet itself: a spec, deletion or finalizer change (its status is its own writing);
-- a Node added or deleted, or whose labels, addresses or deletion changed (not heartbeats):
+- a Node added or deleted, or whose labels, addresses, allocatable GPUs or deletion changed
+  (not heartbeats):
   every NodeSet, since any may select it;
 - one of its Pods: added, deleted, or its readiness, marks, hash or Node changed; a deleted
   Pod wakes every NodeSet of its namespace too (one may wait for the name);
@@ -33,6 +34,7 @@ from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
 from sunk.slurm.cache import NODE, CacheEvent, SlurmCache
 from sunk.slurm.client import SlurmClient
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
+from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
 from sunk.translate.slurmd import slurm_node_name
 from sunk.types import Obj
@@ -51,14 +53,19 @@ class Operator:
 
 
 def operator_slim_node(node: Obj) -> Obj:
-    """What the operator reads of a Node: its name, labels, deletion and addresses."""
-    return slim_node(node, labels=True, deletion=True, addresses=True)
+    """What the operator reads of a Node: its name, labels, deletion, addresses and allocatable GPUs."""
+    slim = slim_node(node, labels=True, deletion=True, addresses=True)
+    gpus = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)
+    if gpus is not None:
+        slim["status"]["allocatable"] = {GPU_RESOURCE: gpus}
+    return slim
 
 
 def node_view(node: Obj) -> tuple[Any, ...]:
     meta = node.get("metadata") or {}
-    addresses = (node.get("status") or {}).get("addresses") or []
-    return (meta.get("labels") or {}, meta.get("deletionTimestamp"), addresses)
+    status = node.get("status") or {}
+    return (meta.get("labels") or {}, meta.get("deletionTimestamp"), status.get("addresses") or [],
+            (status.get("allocatable") or {}).get(GPU_RESOURCE))
 
 
 def pod_view(pod: Obj) -> tuple[Any, ...]:
@@ -94,7 +101,8 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     nodes = Informer(api, NODES, transform=operator_slim_node, name="nodes")
     recorder = EventRecorder(api, component=NAME)
     reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
-                                   slurm_cache=cache, recorder=recorder, stale_retry=config.stale_retry)
+                                   slurm_cache=cache, recorder=recorder, stale_retry=config.stale_retry,
+                                   gpu_types=dict(config.gpu_types))
     controller = Controller("nodeset", reconciler, workers=daemon.workers)
     attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
     for informer in (nodesets, slices, pods, nodes):

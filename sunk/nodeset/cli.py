@@ -18,7 +18,7 @@ from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_config
 from sunk.controller.manager import Manager
-from sunk.flags import configure_logging_from, positive_duration
+from sunk.flags import configure_logging_from, gpu_types, positive_duration
 from sunk.slurm.client import SlurmClient
 
 from .config import NAME, OperatorConfig
@@ -36,13 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="namespace of the NodeSets, their slurmd Pods and NodeSlices")
     parser.add_argument("--stale-retry", type=positive_duration, default=2.0,
                         help="how soon a NodeSet is looked at again while Slurm cannot be read")
+    parser.add_argument("--gpu-types", type=gpu_types, default=(),
+                        help="gpu.nvidia.com/class value -> Slurm GRES type, e.g. A100_NVLINK_80GB=a100 (SUNK's "
+                             "gpuTypes, the scheduler's --gpu-types): a NodeSet without slurm.gres registers each "
+                             "Node's allocatable nvidia.com/gpu as gpu:<type>:<count> (untyped for a class not "
+                             "mapped here)")
     return parser
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig, argparse.Namespace]:
     parser = build_parser()
     args = parser.parse_args(argv)
-    config = OperatorConfig(watch_namespace=args.watch_namespace, stale_retry=args.stale_retry)
+    config = OperatorConfig(watch_namespace=args.watch_namespace, stale_retry=args.stale_retry,
+                            gpu_types=args.gpu_types)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return config, daemon, args
 

@@ -11,3 +11,5 @@ NAME = "sunk-operator"
 class OperatorConfig:
     watch_namespace: str = "slurm"  # where the NodeSets (and so their Pods and NodeSlices) are
     stale_retry: float = 2.0  # seconds before a NodeSet is looked at again while Slurm cannot be read
+    # --gpu-types: gpu.nvidia.com/class value -> Slurm GRES type (SUNK's gpuTypes, the scheduler's too).
+    gpu_types: tuple[tuple[str, str], ...] = ()

@@ -615,6 +615,13 @@ def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
     assert parsed.gpu_types == (("A100-80GB", "a100"), ("H100_SXM", "h100"), ("NVIDIA_L4", "l4"))
 
 
+def test_gpu_types_reach_the_operator_which_registers_each_nodes_gpus_with_them():
+    docs = render({"scheduler": {"gpuTypes": {"NVIDIA_L4": "l4", "A100-80GB": "a100"}}, "operator": {"enabled": True}})
+    assert flags(chart.container_args(docs, "sunk-operator"))["gpu-types"] == "A100-80GB=a100,NVIDIA_L4=l4"
+    docs = render({"operator": {"enabled": True}})
+    assert "gpu-types" not in flags(chart.container_args(docs, "sunk-operator"))
+
+
 def test_several_replicas_never_wait_for_a_started_call_that_reaches_another():
     """Every replica serves the hook API and only the leader reconciles: with more than one, the leader's Slurm cache
     must not wait for started calls (most reach another replica); with one, it does (the flag's default)."""
