@@ -13,10 +13,14 @@ What wakes a NodeSet (by events, never by a timer):
   Pod wakes every NodeSet of its namespace too (one may wait for the name);
 - one of its NodeSlices;
 - a Slurm node of one of its Pods changing state or drain reason.
+
+With ``--topology``, a second controller of one key writes Slurm's topology (``topology.py``),
+woken by a Node's labels, a slurmd Pod coming, going or moving, a Slurm node added or deleted.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +36,7 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
 from sunk.slurm.cache import NODE, CacheEvent, SlurmCache
-from sunk.slurm.client import SlurmClient
+from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
 from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
@@ -41,6 +45,9 @@ from sunk.types import Obj
 
 from .config import NAME, OperatorConfig
 from .reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
+from .topology import TOPOLOGY_KEY, TopologyWriter
+
+log = logging.getLogger(__name__)
 
 INDEX_SLURM_NODE = "slurm-node"  # the NodeSets' Pods by Slurm node name
 
@@ -50,6 +57,7 @@ class Operator:
     manager: Manager
     controller: Controller
     reconciler: NodeSetReconciler
+    topology: TopologyWriter | None = None
 
 
 def operator_slim_node(node: Obj) -> Obj:
@@ -110,7 +118,53 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager.add_informer(cache)  # no decision before Slurm's first node list
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
-    return Operator(manager=manager, controller=controller, reconciler=reconciler)
+    writer = None
+    if config.topology.kind:
+        reconfigure = None
+        if config.topology_reconfigure:
+            if isinstance(slurm, Reconfigurable):
+                reconfigure = slurm.reconfigure
+            else:
+                log.warning("topology: the %s Slurm backend cannot reconfigure slurmctld; the topology takes "
+                            "effect at its next reconfigure or restart", type(slurm).__name__)
+        writer = TopologyWriter(api=api, settings=config.topology, namespace=config.watch_namespace, pods=pods,
+                                nodes=nodes, slurm_cache=cache, configmap=config.topology_configmap,
+                                file=config.topology_file, reconfigure=reconfigure, stale_retry=config.stale_retry)
+        topology = Controller("topology", writer, workers=1)
+        attach_topology(topology.queue.add, nodes=nodes, pods=pods, cache=cache)
+        manager.add_controller(topology)
+    return Operator(manager=manager, controller=controller, reconciler=reconciler, topology=writer)
+
+
+def topology_view(pod: Obj) -> tuple[Any, ...]:
+    """What the topology reads of a slurmd Pod: its Slurm node, its Node, whether it is going."""
+    return (slurm_node_name(pod), (pod.get("spec") or {}).get("nodeName"),
+            bool((pod.get("metadata") or {}).get("deletionTimestamp")))
+
+
+def attach_topology(enqueue: Callable[[str], None], *, nodes: Any, pods: Any, cache: Any) -> None:
+    """The one topology key, on a Node's labels, a slurmd Pod coming, going or moving, a Slurm node
+    registering or deleted (its state changes do not move it in the topology)."""
+
+    def wake(*_: Any) -> None:
+        enqueue(TOPOLOGY_KEY)
+
+    def node_labels_changed(old: Obj, new: Obj) -> None:
+        if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            wake()
+
+    def pod_changed(old: Obj, new: Obj) -> None:
+        if topology_view(old) != topology_view(new):
+            wake()
+
+    nodes.add_handler(on_add=wake, on_delete=wake, on_update=node_labels_changed)
+    pods.add_handler(on_add=wake, on_delete=wake, on_update=pod_changed)
+
+    def on_slurm(event: CacheEvent) -> None:
+        if event.kind == NODE and (event.old is None or event.new is None):
+            wake()
+
+    cache.subscribe(on_slurm)
 
 
 def attach(enqueue: Callable[[str], None], *, nodesets: Any, nodes: Any, pods: Any, slices: Any, cache: Any) -> None:
