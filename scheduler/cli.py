@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping
@@ -26,6 +25,7 @@ from sunk.flags import (
     add_switch,
     components_flag,
     configure_logging_from,
+    gpu_types,
     non_negative_duration,
     parse_bind_address,
     positive_duration,
@@ -123,25 +123,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
                              "at start, which the jobs of an earlier process or another replica do not have")
     parser.add_argument("--submit-concurrency", type=positive_int, default=16,
                         help="placeholder submissions in flight at once, across workers")
-
-
-GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
-
-
-def gpu_types(text: str) -> tuple[tuple[str, str], ...]:
-    """``NVIDIA_L4=l4,H100_SXM=h100`` (``:`` for ``=`` too, as SUNK's YAML writes it) -> pairs."""
-    pairs = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        label, sep, gres = item.replace(":", "=", 1).partition("=")
-        label, gres = label.strip(), gres.strip()
-        if not sep or not GRES_TYPE.fullmatch(label) or not GRES_TYPE.fullmatch(gres):
-            raise argparse.ArgumentTypeError(f"{item!r}: want LABEL_VALUE=gres_type, e.g. NVIDIA_L4=l4")
-        pairs.append((label, gres))
-    if len({label for label, _ in pairs}) != len(pairs):
-        raise argparse.ArgumentTypeError("a label value is mapped twice")
-    return tuple(pairs)
 
 
 def identity_policy(path: str) -> IdentityPolicy:

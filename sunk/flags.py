@@ -89,6 +89,25 @@ def parse_bind_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
+
+
+def gpu_types(text: str) -> tuple[tuple[str, str], ...]:
+    """``NVIDIA_L4=l4,H100_SXM=h100`` (``:`` for ``=`` too, as SUNK's YAML writes it) -> pairs."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        label, sep, gres = item.replace(":", "=", 1).partition("=")
+        label, gres = label.strip(), gres.strip()
+        if not sep or not GRES_TYPE.fullmatch(label) or not GRES_TYPE.fullmatch(gres):
+            raise argparse.ArgumentTypeError(f"{item!r}: want LABEL_VALUE=gres_type, e.g. NVIDIA_L4=l4")
+        pairs.append((label, gres))
+    if len({label for label, _ in pairs}) != len(pairs):
+        raise argparse.ArgumentTypeError("a label value is mapped twice")
+    return tuple(pairs)
+
+
 def positive_int(text: str) -> int:
     """An argparse type for counts of workers or threads: zero would start nothing and hang."""
     try:

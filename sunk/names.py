@@ -71,6 +71,9 @@ NODESET_API_VERSION: Final = f"{DOMAIN}/{NODESET_VERSION}"
 LABEL_NODESET: Final = f"{DOMAIN}/nodeset"
 # On slurmd Pods: the hash of what the NodeSet puts into every Pod (a change means "outdated").
 ANN_TEMPLATE_HASH: Final = f"{DOMAIN}/template-hash"
+# On slurmd Pods: the hash of what its Slurm node registers with, NodeSet and Node together
+# (GPUs, labels read as features and partitions): a change means "re-register".
+ANN_REGISTRATION_HASH: Final = f"{DOMAIN}/registration-hash"
 # On slurmd Pods the operator will delete once Slurm shows the node drained and idle: why.
 # The Syncer drains such a node with a ``k8s:`` reason (the seeds' "pending deletion").
 ANN_PENDING_DELETION: Final = f"{DOMAIN}/pending-deletion"

@@ -38,6 +38,9 @@ from sunk.dev.standin_slurmd import StandInSlurmd, free_port, launch_of
 log = logging.getLogger("sunk.dev.kubelet")
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
+# On a stand-in Node: the GPUs its "device plugin" advertises instead of slurmconf.NODE_GPUS (a NodeSet
+# test gives one Node 4 GPUs of a class; the heartbeat's status write would otherwise set them back).
+GPUS_ANNOTATION = "sunk.dev/gpus"
 NODE_LABEL = "sunk.dev/fake-kubelet"
 LEASE_DURATION = 40  # seconds, a kubelet's default
 LEASE_RENEW = 10.0  # as a kubelet: a quarter of the duration, four renewals per 40 s of grace
@@ -70,9 +73,18 @@ def node_object(name: str) -> dict[str, Any]:
     }
 
 
-def ready_status(node_name: str) -> dict[str, Any]:
+def capacity_of(node: dict[str, Any] | None) -> dict[str, str]:
+    """CAPACITY, with the GPUs the Node's ``sunk.dev/gpus`` annotation asks for (a whole number up to 64)."""
+    asked = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(GPUS_ANNOTATION)
+    if isinstance(asked, str) and asked.isdigit() and int(asked) <= 64:
+        return {**CAPACITY, "nvidia.com/gpu": str(int(asked))}
+    return dict(CAPACITY)
+
+
+def ready_status(node_name: str, capacity: dict[str, str] | None = None) -> dict[str, Any]:
     stamp = now()
-    return {"status": {"capacity": CAPACITY, "allocatable": CAPACITY, "conditions": [
+    capacity = dict(CAPACITY) if capacity is None else capacity
+    return {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sunk-dev fake kubelet",
          "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
     ], "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node_name}],
@@ -138,7 +150,10 @@ class FakeKubelet:
                 try:
                     self._renew_lease(name)
                     if status_due:
-                        _discard(self.core.patch_node_status(name, ready_status(name), _preload_content=False))
+                        raw: Any = self.core.read_node(name, _preload_content=False)
+                        capacity = capacity_of(json.loads(raw.data))
+                        _discard(self.core.patch_node_status(name, ready_status(name, capacity),
+                                                             _preload_content=False))
                 except Exception as exc:  # the apiserver restarting: the next beat tries again
                     log.warning("heartbeat of %s failed: %s", name, exc)
             if status_due:

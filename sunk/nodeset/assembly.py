@@ -6,16 +6,21 @@ list are in, so no Pod is created or deleted from an empty cache.
 
 What wakes a NodeSet (by events, never by a timer):
 - the NodeSet itself: a spec, deletion or finalizer change (its status is its own writing);
-- a Node added or deleted, or whose labels, addresses or deletion changed (not heartbeats):
+- a Node added or deleted, or whose labels, addresses, allocatable GPUs or deletion changed
+  (not heartbeats):
   every NodeSet, since any may select it;
 - one of its Pods: added, deleted, or its readiness, marks, hash or Node changed; a deleted
   Pod wakes every NodeSet of its namespace too (one may wait for the name);
 - one of its NodeSlices;
 - a Slurm node of one of its Pods changing state or drain reason.
+
+With ``--topology``, a second controller of one key writes Slurm's topology (``topology.py``),
+woken by a Node's labels, a slurmd Pod coming, going or moving, a Slurm node added or deleted.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -30,16 +35,20 @@ from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
-from sunk.slurm.client import SlurmClient
+from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk.slurm.informer import NodeInformer, SlurmInformerFactory
 from sunk.slurm.models import Node
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
+from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
 from sunk.translate.slurmd import slurm_node_name
 from sunk.types import Obj
 
 from .config import NAME, OperatorConfig
 from .reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
+from .topology import TOPOLOGY_KEY, TopologyWriter
+
+log = logging.getLogger(__name__)
 
 INDEX_SLURM_NODE = "slurm-node"  # the NodeSets' Pods by Slurm node name
 
@@ -49,17 +58,23 @@ class Operator:
     manager: Manager
     controller: Controller
     reconciler: NodeSetReconciler
+    topology: TopologyWriter | None = None
 
 
 def operator_slim_node(node: Obj) -> Obj:
-    """What the operator reads of a Node: its name, labels, deletion and addresses."""
-    return slim_node(node, labels=True, deletion=True, addresses=True)
+    """What the operator reads of a Node: its name, labels, deletion, addresses and allocatable GPUs."""
+    slim = slim_node(node, labels=True, deletion=True, addresses=True)
+    gpus = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)
+    if gpus is not None:
+        slim["status"]["allocatable"] = {GPU_RESOURCE: gpus}
+    return slim
 
 
 def node_view(node: Obj) -> tuple[Any, ...]:
     meta = node.get("metadata") or {}
-    addresses = (node.get("status") or {}).get("addresses") or []
-    return (meta.get("labels") or {}, meta.get("deletionTimestamp"), addresses)
+    status = node.get("status") or {}
+    return (meta.get("labels") or {}, meta.get("deletionTimestamp"), status.get("addresses") or [],
+            (status.get("allocatable") or {}).get(GPU_RESOURCE))
 
 
 def pod_view(pod: Obj) -> tuple[Any, ...]:
@@ -94,7 +109,8 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     nodes = Informer(api, NODES, transform=operator_slim_node, name="nodes")
     recorder = EventRecorder(api, component=NAME)
     reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
-                                   slurm_nodes=cache, recorder=recorder, stale_retry=config.stale_retry)
+                                   slurm_nodes=cache, recorder=recorder, stale_retry=config.stale_retry,
+                                   gpu_types=dict(config.gpu_types))
     controller = Controller("nodeset", reconciler, workers=daemon.workers)
     attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
     for informer in (nodesets, slices, pods, nodes):
@@ -102,7 +118,49 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager.add_informer(cache)  # no decision before Slurm's first node list
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
-    return Operator(manager=manager, controller=controller, reconciler=reconciler)
+    writer = None
+    if config.topology.kind:
+        reconfigure = None
+        if config.topology_reconfigure:
+            if isinstance(slurm, Reconfigurable):
+                reconfigure = slurm.reconfigure
+            else:
+                log.warning("topology: the %s Slurm backend cannot reconfigure slurmctld; the topology takes "
+                            "effect at its next reconfigure or restart", type(slurm).__name__)
+        writer = TopologyWriter(api=api, settings=config.topology, namespace=config.watch_namespace, pods=pods,
+                                nodes=nodes, slurm_nodes=cache, configmap=config.topology_configmap,
+                                file=config.topology_file, reconfigure=reconfigure, stale_retry=config.stale_retry)
+        topology = Controller("topology", writer, workers=1)
+        attach_topology(topology.queue.add, nodes=nodes, pods=pods, cache=cache)
+        manager.add_controller(topology)
+    return Operator(manager=manager, controller=controller, reconciler=reconciler, topology=writer)
+
+
+def topology_view(pod: Obj) -> tuple[Any, ...]:
+    """What the topology reads of a slurmd Pod: its Slurm node, its Node, whether it is going."""
+    return (slurm_node_name(pod), (pod.get("spec") or {}).get("nodeName"),
+            bool((pod.get("metadata") or {}).get("deletionTimestamp")))
+
+
+def attach_topology(enqueue: Callable[[str], None], *, nodes: Any, pods: Any, cache: Any) -> None:
+    """The one topology key, on a Node's labels, a slurmd Pod coming, going or moving, a Slurm node
+    registering or deleted (its state changes do not move it in the topology)."""
+
+    def wake(*_: Any) -> None:
+        enqueue(TOPOLOGY_KEY)
+
+    def node_labels_changed(old: Obj, new: Obj) -> None:
+        if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            wake()
+
+    def pod_changed(old: Obj, new: Obj) -> None:
+        if topology_view(old) != topology_view(new):
+            wake()
+
+    nodes.add_handler(on_add=wake, on_delete=wake, on_update=node_labels_changed)
+    pods.add_handler(on_add=wake, on_delete=wake, on_update=pod_changed)
+
+    cache.add_handler(on_add=wake, on_delete=wake)
 
 
 def attach(enqueue: Callable[[str], None], *, nodesets: Any, nodes: Any, pods: Any, slices: Any, cache: Any) -> None:

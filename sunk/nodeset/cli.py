@@ -13,13 +13,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from kubernetes.client import ApiClient
 
 from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_config
 from sunk.controller.manager import Manager
-from sunk.flags import configure_logging_from, positive_duration
+from sunk.flags import add_switch, configure_logging_from, gpu_types, positive_duration
 from sunk.slurm.client import SlurmClient
+from sunk.translate.nodeset.topology import DEFAULT_BLOCK_LABEL, FORMATS, KINDS, YAML, TopologySettings
 
 from .config import NAME, OperatorConfig
 
@@ -36,13 +38,48 @@ def build_parser() -> argparse.ArgumentParser:
                         help="namespace of the NodeSets, their slurmd Pods and NodeSlices")
     parser.add_argument("--stale-retry", type=positive_duration, default=2.0,
                         help="how soon a NodeSet is looked at again while Slurm cannot be read")
+    parser.add_argument("--gpu-types", type=gpu_types, default=(),
+                        help="gpu.nvidia.com/class value -> Slurm GRES type, e.g. A100_NVLINK_80GB=a100 (SUNK's "
+                             "gpuTypes, the scheduler's --gpu-types): a NodeSet without slurm.gres registers each "
+                             "Node's allocatable nvidia.com/gpu as gpu:<type>:<count> (untyped for a class not "
+                             "mapped here)")
+    topo = parser.add_argument_group("topology", "Slurm's topology from Node labels (docs/nodeset.md)")
+    topo.add_argument("--topology", choices=("", *KINDS), default="",
+                      help="block (NVLink domains) or tree (switch levels); unset: no topology is written")
+    topo.add_argument("--topology-block-label", default=DEFAULT_BLOCK_LABEL,
+                      help="the Node label whose value names a node's block (SUNK's NVLink-domain label)")
+    topo.add_argument("--topology-tree-labels", type=_labels, default=(),
+                      help="Node labels, outermost first, whose values name a node's switches, e.g. "
+                           "topology.kubernetes.io/region,topology.kubernetes.io/zone")
+    topo.add_argument("--topology-format", choices=FORMATS, default=YAML,
+                      help="topology.yaml (Slurm 25.05 and later) or topology.conf (every release)")
+    topo.add_argument("--topology-configmap", default="",
+                      help="ConfigMap (in --watch-namespace) to write the file into, mounted into slurmctld")
+    topo.add_argument("--topology-file", default="",
+                      help="a path slurmctld reads its files from, written directly (a shared volume)")
+    add_switch(topo, "--topology-reconfigure", default=True,
+               help="after writing, have slurmctld reread its files (scontrol reconfigure, through slurmrestd)")
     return parser
+
+
+def _labels(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig, argparse.Namespace]:
     parser = build_parser()
     args = parser.parse_args(argv)
-    config = OperatorConfig(watch_namespace=args.watch_namespace, stale_retry=args.stale_retry)
+    if args.topology == "tree" and not args.topology_tree_labels:
+        parser.error("--topology=tree needs --topology-tree-labels")
+    if args.topology and not (args.topology_configmap or args.topology_file):
+        parser.error("--topology needs --topology-configmap or --topology-file (where to write it)")
+    config = OperatorConfig(
+        watch_namespace=args.watch_namespace, stale_retry=args.stale_retry, gpu_types=args.gpu_types,
+        topology=TopologySettings(kind=args.topology, block_label=args.topology_block_label,
+                                  tree_labels=args.topology_tree_labels, file_format=args.topology_format),
+        topology_configmap=args.topology_configmap,
+        topology_file=Path(args.topology_file) if args.topology_file else None,
+        topology_reconfigure=args.topology_reconfigure)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return config, daemon, args
 

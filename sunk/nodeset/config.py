@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from attrs import frozen
+from pathlib import Path
+
+from attrs import field, frozen
+
+from sunk.translate.nodeset.topology import TopologySettings
 
 NAME = "sunk-operator"
 
@@ -11,3 +15,11 @@ NAME = "sunk-operator"
 class OperatorConfig:
     watch_namespace: str = "slurm"  # where the NodeSets (and so their Pods and NodeSlices) are
     stale_retry: float = 2.0  # seconds before a NodeSet is looked at again while Slurm cannot be read
+    # --gpu-types: gpu.nvidia.com/class value -> Slurm GRES type (SUNK's gpuTypes, the scheduler's too).
+    gpu_types: tuple[tuple[str, str], ...] = ()
+    # --topology*: Slurm's topology from Node labels (kind "" is off), where it is written, and whether
+    # slurmctld is told to reread it (scontrol reconfigure through slurmrestd).
+    topology: TopologySettings = field(factory=TopologySettings)
+    topology_configmap: str = ""
+    topology_file: Path | None = None
+    topology_reconfigure: bool = True

@@ -81,6 +81,7 @@ class NodeSetReconciler:
     slurm_nodes: NodeCache
     recorder: EventRecorder
     stale_retry: float = 2.0
+    gpu_types: Mapping[str, str] = attrs.field(factory=dict)  # --gpu-types
     decide: Callable[[Facts], Plan] = decide
 
     def facts(self, nodeset: Obj) -> Facts:
@@ -93,7 +94,7 @@ class NodeSetReconciler:
         cache = self.slurm_nodes
         return Facts(nodeset=nodeset, nodes=self.nodes.list(), pods=pods, taken=taken,
                      slurm=cache.items() if cache.fresh else None,
-                     slices=self.slices.by_index(INDEX_NODESET, key))
+                     slices=self.slices.by_index(INDEX_NODESET, key), gpu_types=self.gpu_types)
 
     def reconcile(self, key: str) -> Result | None:
         nodeset = self.nodesets.get(key)

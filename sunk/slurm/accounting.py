@@ -28,9 +28,10 @@ REQUEST_UPDATE_JOB = "REQUEST_UPDATE_JOB"
 REQUEST_KILL_JOB = "REQUEST_KILL_JOB"
 REQUEST_PARTITION_INFO = "REQUEST_PARTITION_INFO"
 REQUEST_STATS_INFO = "REQUEST_STATS_INFO"
+REQUEST_RECONFIGURE = "REQUEST_RECONFIGURE"  # scontrol reconfigure: slurmctld rereads its files
 # The calls that change Slurm: both backends ask the Lease fence (sunk.fence) before sending one.
 WRITES = frozenset({REQUEST_UPDATE_NODE, REQUEST_DELETE_NODE, REQUEST_SUBMIT_BATCH_JOB, REQUEST_UPDATE_JOB,
-                    REQUEST_KILL_JOB})
+                    REQUEST_KILL_JOB, REQUEST_RECONFIGURE})
 
 
 class RpcAccounting:

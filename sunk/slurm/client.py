@@ -77,3 +77,12 @@ class SlurmClient(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Reconfigurable(Protocol):
+    """A backend that can have slurmctld reread its configuration files (``scontrol reconfigure``;
+    slurmrestd's ``GET /reconfigure/``): what applies a new topology file without a restart.
+    Not part of ``SlurmClient``: only the operator's topology writer needs it, and only REST has it."""
+
+    def reconfigure(self) -> None: ...

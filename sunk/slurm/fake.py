@@ -213,6 +213,7 @@ class FakeState:
     job_update: int = 0
     part_update: int = 0
     next_job_id: int = 1
+    reconfigures: int = 0  # GET /reconfigure/ calls (scontrol reconfigure)
     submitted: list[Obj] = field(factory=list)
     requests: list[tuple[str, str, str]] = field(factory=list)
     sent: list[tuple[str, str, int]] = field(factory=list)  # (method, path, bytes of the answer's body)
@@ -352,6 +353,9 @@ class FakeSlurmrestd:
                                             "bf_cycle_last": 0, "rpcs_by_message_type": [
                                                 {"type_id": 2003, "message_type": "REQUEST_JOB_INFO",
                                                  "count": len(s.requests), "average_time": n(120)}]}}
+            if path in ("reconfigure/", "reconfigure") and method == "GET":
+                s.reconfigures += 1
+                return 200, {}
             if path == "job/submit" and method == "POST":
                 return self._submit(body or {})
             m = re.fullmatch(r"node/([^/]+)", path)

@@ -84,6 +84,7 @@ from .accounting import (
     REQUEST_NODE_INFO,
     REQUEST_PARTITION_INFO,
     REQUEST_PING,
+    REQUEST_RECONFIGURE,
     REQUEST_STATS_INFO,
     REQUEST_SUBMIT_BATCH_JOB,
     REQUEST_UPDATE_JOB,
@@ -254,6 +255,10 @@ class RestClient:
     def delete_node(self, name: str) -> None:
         self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
                    idempotent=False)
+
+    def reconfigure(self) -> None:
+        """``scontrol reconfigure``: slurmctld rereads slurm.conf, topology.conf/.yaml and the rest."""
+        self._call("GET", "reconfigure/", REQUEST_RECONFIGURE, "reconfigure slurmctld", idempotent=True)
 
     def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         params = dict(self._job_list_params)

@@ -12,6 +12,7 @@ from sunk.kube import client as kc
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Node, NodeUpdate
 from sunk.translate.nodeset import pod as podlib
+from sunk.translate.nodeset.registration import Registration
 from sunk.translate.nodeset.spec import read_spec
 
 Obj = dict[str, Any]
@@ -46,21 +47,25 @@ def nodeset(name: str = "gpu", *, prefix: str = "g", selector: Mapping[str, str]
             "spec": spec if spec is not None else body, "status": {"conditions": [dict(c) for c in conditions]}}
 
 
-def node(name: str, ip: str | None, *, deleting: bool = False, **labels: str) -> Obj:
+def node(name: str, ip: str | None, *, deleting: bool = False, gpus: Any = None, **labels: str) -> Obj:
     meta: Obj = {"name": name, "labels": dict(labels or {"pool": "gpu"})}
     if deleting:
         meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
     addresses = [{"type": "Hostname", "address": name}]
     if ip is not None:
         addresses.insert(0, {"type": "InternalIP", "address": ip})
-    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "status": {"addresses": addresses}}
+    status: Obj = {"addresses": addresses}
+    if gpus is not None:
+        status["allocatable"] = {"cpu": "64", "nvidia.com/gpu": gpus}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "status": status}
 
 
 def pod_for(ns: Obj, k8s_node: str, slurm_node: str, *, ready: bool = True, pending: str | None = None,
-            terminating: bool = False, digest: str | None = None, uid: str | None = None) -> Obj:
+            terminating: bool = False, digest: str | None = None, uid: str | None = None,
+            reg: Registration | None = None) -> Obj:
     """The Pod the operator would have created from ``ns``, as the apiserver then shows it."""
     spec = read_spec(ns).spec
-    pod = podlib.desired_pod(spec, k8s_node, slurm_node, digest or podlib.template_hash(spec))
+    pod = podlib.desired_pod(spec, k8s_node, slurm_node, digest or podlib.template_hash(spec), reg)
     meta = pod["metadata"]
     meta.update(uid=uid or f"uid-{slurm_node}", resourceVersion="5", creationTimestamp="2030-01-01T00:00:00Z")
     if pending is not None:

@@ -615,6 +615,13 @@ def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
     assert parsed.gpu_types == (("A100-80GB", "a100"), ("H100_SXM", "h100"), ("NVIDIA_L4", "l4"))
 
 
+def test_gpu_types_reach_the_operator_which_registers_each_nodes_gpus_with_them():
+    docs = render({"scheduler": {"gpuTypes": {"NVIDIA_L4": "l4", "A100-80GB": "a100"}}, "operator": {"enabled": True}})
+    assert flags(chart.container_args(docs, "sunk-operator"))["gpu-types"] == "A100-80GB=a100,NVIDIA_L4=l4"
+    docs = render({"operator": {"enabled": True}})
+    assert "gpu-types" not in flags(chart.container_args(docs, "sunk-operator"))
+
+
 def test_several_replicas_never_wait_for_a_started_call_that_reaches_another():
     """Every replica serves the hook API and only the leader reconciles: with more than one, the leader's Slurm cache
     must not wait for started calls (most reach another replica); with one, it does (the flag's default)."""
@@ -957,6 +964,24 @@ def test_the_operator_switch():
     assert verbs(role, "pods") == {"get", "list", "watch", "create", "patch", "delete"}
     assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
     assert verbs(find(docs, "ClusterRole", "slurm-sunk-operator"), "nodes") == {"list", "watch"}
+    assert not verbs(role, "configmaps") and "topology" not in args  # no topology unless asked
+
+
+def test_the_operators_topology_renders_its_flags_and_rights_on_its_configmap_only():
+    docs = render({"operator": {"enabled": True, "topology": {
+        "type": "tree", "treeLabels": ["topology.kubernetes.io/region", "topology.kubernetes.io/zone"]}}})
+    argv = chart.container_args(docs, "sunk-operator")
+    args = flags(argv)
+    assert (args["topology"], args["topology-format"], args["topology-configmap"]) == (
+        "tree", "topology.yaml", "sunk-topology")
+    assert args["topology-tree-labels"] == "topology.kubernetes.io/region,topology.kubernetes.io/zone"
+    from sunk.nodeset import cli as operator_cli
+
+    config, _, _ = operator_cli.parse_args(argv)
+    assert config.topology.tree_labels == ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+    rules = [r for r in find(docs, "Role", "sunk-operator", NS)["rules"] if "configmaps" in r["resources"]]
+    assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in rules} == {
+        (("sunk-topology",), ("get", "patch")), ((), ("create",))}
 
 
 # ---- placement ---------------------------------------------------------------------------------

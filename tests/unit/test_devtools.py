@@ -90,3 +90,18 @@ def test_a_reused_pid_is_not_ours(tmp_path):
     daemon.pid_file.write_text("1 999999999\n")
     assert daemon.pid() is None
     assert daemon.stop() is False
+
+
+def test_a_stand_in_nodes_gpus_follow_its_annotation_and_nothing_else():
+    from sunk.dev import kubelet
+
+    def annotated(value: object) -> dict:
+        return {"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: value}}}
+
+    assert kubelet.capacity_of(annotated("4"))["nvidia.com/gpu"] == "4"
+    assert kubelet.capacity_of(annotated("4"))["cpu"] == kubelet.CAPACITY["cpu"]
+    for bad in ("-1", "4.5", "65", 4, "lots"):
+        assert kubelet.capacity_of(annotated(bad)) == kubelet.CAPACITY
+    assert kubelet.capacity_of(None) == kubelet.CAPACITY
+    status = kubelet.ready_status("n", kubelet.capacity_of(annotated("4")))["status"]
+    assert status["allocatable"]["nvidia.com/gpu"] == status["capacity"]["nvidia.com/gpu"] == "4"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import types
 
+import pytest
 from nodeset_fakes import node, nodeset, pod_for
 from syncer_fakes import FakeInformer
 
@@ -58,6 +59,9 @@ def test_nodes_wake_every_nodeset_but_not_for_heartbeats():
     inf.nodes.put(node("worker-1", "10.0.3.1", pool="cpu"))  # a label
     inf.nodes.put(node("worker-1", "10.0.4.1", pool="cpu"))  # an address
     assert sorted(keys) == ["slurm/cpu", "slurm/cpu", "slurm/gpu", "slurm/gpu"]
+    keys.clear()
+    inf.nodes.put(node("worker-1", "10.0.4.1", pool="cpu", gpus="4"))  # its GPUs (registered from the Node)
+    assert sorted(keys) == ["slurm/cpu", "slurm/gpu"]
 
 
 def test_a_pod_wakes_its_nodeset_when_what_the_plan_reads_changes():
@@ -125,6 +129,9 @@ def test_nodes_are_trimmed_to_what_the_plan_reads():
     slim = operator_slim_node(full)
     assert slim["status"] == {"addresses": full["status"]["addresses"]}
     assert slim["metadata"]["labels"] == {"pool": "gpu"} and "spec" not in slim
+    with_gpus = node("worker-1", "10.0.3.1", gpus="4")
+    assert operator_slim_node(with_gpus)["status"] == {"addresses": with_gpus["status"]["addresses"],
+                                                       "allocatable": {"nvidia.com/gpu": "4"}}  # not its cpu
 
 
 def test_flags_and_defaults(monkeypatch):
@@ -138,13 +145,19 @@ def test_flags_and_defaults(monkeypatch):
     config, daemon, _ = cli.parse_args(["--slurm-auth-token", "t", "--watch-namespace", "hpc", "--leader-elect=false",
                                         "--stale-retry", "5s"])
     assert config.watch_namespace == "hpc" and config.stale_retry == 5.0 and daemon.leader_election is None
+    config, _, _ = cli.parse_args(["--slurm-auth-token", "t", "--gpu-types", "A100_NVLINK_80GB=a100,H100:h100"])
+    assert config.gpu_types == (("A100_NVLINK_80GB", "a100"), ("H100", "h100"))
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--slurm-auth-token", "t", "--gpu-types", "A100"])
 
 
 def test_it_assembles_without_a_cluster():
     daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
     slurm = types.SimpleNamespace(list_nodes=None, list_jobs=None)
-    operator = assemble(OperatorConfig(), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
+    config = OperatorConfig(gpu_types=(("A100", "a100"),))
+    operator = assemble(config, daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
     assert operator.controller.name == "nodeset"
+    assert operator.reconciler.facts(nodeset("gpu")).gpu_types == {"A100": "a100"}  # what the plan types GPUs by
     assert len(operator.manager.informers) == 5  # nodesets, nodeslices, pods, nodes, and Slurm's nodes
     operator.reconciler.recorder.stop(0.1)
 

@@ -368,6 +368,17 @@ def test_delete_node(client, fake):
     assert "node2" not in fake.state.nodes
 
 
+def test_reconfigure_is_get_reconfigure_and_a_fenced_write(client, fake):
+    from sunk.slurm.client import Reconfigurable
+
+    assert isinstance(client, Reconfigurable)
+    client.reconfigure()
+    assert fake.state.reconfigures == 1
+    with fence.fenced(LeaseFence(10.0)), pytest.raises(Fenced):  # never renewed: not held
+        client.reconfigure()
+    assert fake.state.reconfigures == 1
+
+
 # -- transport --------------------------------------------------------------------------------------------
 
 

@@ -156,14 +156,17 @@ def test_the_desired_pod_is_pinned_named_labelled_and_owned():
     assert (meta["name"], meta["namespace"], pspec["nodeName"], pspec["hostname"]) == (
         "g-3-17", "slurm", "worker-1", "g-3-17")
     assert meta["labels"] == {"app.kubernetes.io/name": "slurmd", names.LABEL_NODESET: "gpu"}
-    assert meta["annotations"] == {names.ANN_TEMPLATE_HASH: digest}
+    assert meta["annotations"] == {names.ANN_TEMPLATE_HASH: digest,
+                                   names.ANN_REGISTRATION_HASH: podlib.registration_hash(
+                                       podlib.static_registration(spec), "g-3-17")}
     assert meta["ownerReferences"] == [{"apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSet",
                                         "name": "gpu", "uid": "uid-gpu", "controller": True}]
     assert {"key": names.LOCK_KEY, "operator": "Exists"} in pspec["tolerations"]
     env = {e["name"]: e["value"] for e in pspec["containers"][0]["env"]}
     assert env == {"SUNK_SLURM_NODE_NAME": "g-3-17", "SUNK_K8S_NODE_NAME": "worker-1", "SUNK_SLURM_FEATURES": "h100",
                    "SUNK_SLURM_GRES": "gpu:h100:8", "SUNK_SLURM_PARTITIONS": "gpu",
-                   "SUNK_SLURMD_CONF": "Feature=h100 Gres=gpu:h100:8"}
+                   "SUNK_SLURMD_CONF": "Feature=h100 Gres=gpu:h100:8",
+                   "SUNK_GRES_CONF": "NodeName=g-3-17 Name=gpu Type=h100 Count=8\n"}
 
 
 def test_the_template_is_not_changed_and_its_own_env_and_tolerations_stay():

@@ -13,6 +13,11 @@ The rules (docs/nodeset.md says them for people):
   once more before the delete.
 - Scale-in: a Pod whose Node no longer matches, lost its name to a collision, is past
   ``replicas``, or whose Slurm node name changed, is marked and goes as above.
+- Each Slurm node registers with the NodeSet's fields joined by what its Node says (GPUs,
+  labels: ``registration.py``). A Pod whose registration hash differs from its Node's now (the
+  GPUs or a label changed) is outdated like one of an older template, and is replaced by the
+  same rules (drained, replaced once idle: no job is killed). A Pod without that hash (made
+  before the operator wrote it) is not replaced for it.
 - Rolling update (``RollingUpdate``): a Pod with an older template hash is marked for update;
   then it goes as above and the normal "create" rule brings the new one. Never more than
   ``maxUnavailable`` assigned Nodes are unavailable (no Pod, terminating, not Ready, or
@@ -49,10 +54,12 @@ from sunk.translate.slurmd import k8s_node_name, slurm_node_name
 
 from . import naming, slices
 from . import pod as podlib
+from .registration import Registration, registration
 from .slices import Entry, SlicePlan
 from .spec import ON_DELETE, NodeSetSpec, max_unavailable, read_spec
 from .status import (
     NAMES_VALID,
+    NODE_INPUT_VALID,
     NODES_MATCHED,
     PROGRESSING,
     READY,
@@ -68,6 +75,8 @@ from .status import (
 Obj = Mapping[str, Any]
 
 WHY_UPDATE = "update: the NodeSet's template changed"
+WHY_REREGISTER = "update: the Node's GPUs or labels changed what its Slurm node registers with"
+UPDATES = (WHY_UPDATE, WHY_REREGISTER)
 WHY_DELETED = "the NodeSet is being deleted"
 
 
@@ -85,6 +94,7 @@ class Facts:
     taken: Mapping[str, str] = field(factory=dict)  # Pod names held by another owner -> who
     slurm: Mapping[str, Node] | None = None  # Slurm's nodes; None: Slurm cannot be read now
     slices: Sequence[Obj] = field(converter=_tuple, factory=tuple)  # this NodeSet's NodeSlices
+    gpu_types: Mapping[str, str] = field(factory=dict)  # gpu.nvidia.com/class value -> GRES type (gpuTypes)
 
 
 @frozen
@@ -231,6 +241,9 @@ def decide(facts: Facts) -> Plan:
 
     layout = _layout(spec, facts, pods_on)
     digest = podlib.template_hash(spec)
+    by_name = {str(n["metadata"]["name"]): n for n in facts.nodes}
+    regs: dict[str, Registration] = {node: registration(spec, by_name.get(node) or {}, facts.gpu_types)
+                                     for node in layout.assigned}
     slurm = facts.slurm
     final_mark: dict[str, str | None] = {}  # Pod name -> its pending-deletion reason after this plan
 
@@ -250,12 +263,22 @@ def decide(facts: Facts) -> Plan:
 
     # Rolling update: within maxUnavailable, not-Ready Pods first, then idle Slurm nodes, then busy ones.
     # (A Node that cannot be named now is not updated: its Pod would go, and no new one could come.)
-    outdated = {node for node, p in own.items() if podlib.pod_hash(p) != digest and node not in layout.unnamed}
+    why_outdated: dict[str, str] = {}
+    for node, p in own.items():
+        if node in layout.unnamed:
+            continue
+        if podlib.pod_hash(p) != digest:
+            why_outdated[node] = WHY_UPDATE
+        elif podlib.pod_registration_hash(p) not in (None, podlib.registration_hash(regs[node], layout.assigned[node])):
+            why_outdated[node] = WHY_REREGISTER
+    outdated = set(why_outdated)
     rolling = spec.strategy != ON_DELETE
     for node, p in own.items():
         name = p["metadata"]["name"]
-        if not (rolling and node in outdated and final_mark[name] == WHY_UPDATE):
+        if not (rolling and node in outdated and final_mark[name] in UPDATES):
             final_mark[name] = None  # nothing to go for: the mark (if any) is removed
+        elif final_mark[name] != why_outdated[node]:
+            final_mark[name] = why_outdated[node]
     if rolling and slurm is not None:
         limit = max_unavailable(spec.max_unavailable, len(layout.assigned))
 
@@ -276,16 +299,16 @@ def decide(facts: Facts) -> Plan:
                 if down >= limit:
                     break
                 down += 1
-            final_mark[p["metadata"]["name"]] = WHY_UPDATE
+            final_mark[p["metadata"]["name"]] = why_outdated[node]
 
     marks = [Mark(p["metadata"]["name"], _uid(p), final_mark[p["metadata"]["name"]]) for p in pods
              if slurm is not None and not hold and not is_deleting(p)
              and final_mark[p["metadata"]["name"]] != podlib.pending_deletion(p)]
     drain, undrain, delete = _slurm_side(spec, pods, final_mark, None if hold else slurm)
-    create = [podlib.desired_pod(spec, node, name, digest) for node, name in layout.assigned.items()
+    create = [podlib.desired_pod(spec, node, name, digest, regs[node]) for node, name in layout.assigned.items()
               if not pods_on.get(node) and name not in layout.holders]
 
-    conds = _conditions(spec, layout, pods, own, outdated, final_mark, slurm, len(create))
+    conds = _conditions(spec, layout, pods, own, outdated, final_mark, slurm, len(create), regs)
     return Plan(
         create=tuple(create), mark=tuple(marks), drain=tuple(drain), undrain=tuple(undrain), delete=tuple(delete),
         slices=_slices(spec, facts, pods, layout),
@@ -387,7 +410,7 @@ def _status(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj], layout: _Layou
 
 def _conditions(spec: NodeSetSpec, layout: _Layout, pods: Sequence[Obj], own: Mapping[str, Obj],
                 outdated: set[str], final_mark: Mapping[str, str | None], slurm: Mapping[str, Node] | None,
-                creating: int) -> list[dict[str, Any]]:
+                creating: int, regs: Mapping[str, Registration]) -> list[dict[str, Any]]:
     """The conditions of a NodeSet with a valid spec (status module)."""
     conds = [condition(SPEC_VALID, True, "Valid")]
     if layout.matching:
@@ -405,6 +428,11 @@ def _conditions(spec: NodeSetSpec, layout: _Layout, pods: Sequence[Obj], own: Ma
                                "; ".join(why for _, why in sorted(layout.unnamed.items()))))
     else:
         conds.append(condition(NAMES_VALID, True, "NamesUnique"))
+    bad_input = [f"Node {node}: " + "; ".join(reg.problems) for node, reg in sorted(regs.items()) if reg.problems]
+    if bad_input:
+        conds.append(condition(NODE_INPUT_VALID, False, "BadNodeInput", "; ".join(bad_input)))
+    else:
+        conds.append(condition(NODE_INPUT_VALID, True, "NodeInputValid"))
     if slurm is None:
         conds.append(condition(SLURM_REACHABLE, False, "SlurmUnreachable",
                                "Slurm's node list is stale: nothing is drained, undrained or deleted until it is "

@@ -13,17 +13,22 @@ The Pod is the template, plus what ties it to its Node and Slurm node:
   ``not-ready``/``unreachable`` without a limit, as DaemonSet Pods have: a Pod evicted
   from its Node would only come back to it;
 - in the ``slurmd`` container, environment variables with the Slurm node's name, features,
-  GRES and partitions, and ``SUNK_SLURMD_CONF`` for ``slurmd -Z --conf`` (docs/nodeset.md);
+  GRES and partitions, ``SUNK_SLURMD_CONF`` for ``slurmd -Z --conf`` and ``SUNK_GRES_CONF``
+  (its ``gres.conf`` lines), all from the node's ``Registration``: the NodeSet's fields joined
+  by what its Node says (GPUs, labels; ``registration.py``; docs/nodeset.md);
+- the annotation ``sunk.coreweave.com/registration-hash``: a digest of that registration.
+  It is per Node, so a Node whose GPUs or labels change has an outdated Pod, replaced as in a
+  rolling update (drained, replaced once idle: no job is killed);
 - the node's hook credential: a projected ServiceAccount token bound to the Pod, audience
   ``sunk-syncer``, one hour, rotated by the kubelet, mounted in the ``slurmd`` container at
   ``HOOKS_TOKEN_FILE`` (what the chart's hooks.env names). The prolog presents it to the
   Syncer's hook API, which asks the apiserver whose it is (``sunk.translate.podtoken``). A
   template that has a volume of that name, or a mount at that path, keeps its own.
 
-The hash covers everything the NodeSet puts into every Pod (template, features, GRES,
-partitions) and nothing per Node, so one value says "current" for all its Pods. Kubernetes
-fills defaults into a created Pod; comparing hashes instead of specs keeps those from
-looking like changes.
+The template hash covers everything the NodeSet puts into every Pod (template, features, GRES,
+partitions, the labels it reads, memSpecLimit, CPU specialisation) and nothing per Node, so
+one value says "current" for all its Pods. Kubernetes fills defaults into a created Pod;
+comparing hashes instead of specs keeps those from looking like changes.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from sunk import names
 
 from ..objects import annotations_of
 from ..podtoken import DEFAULT_AUDIENCE
+from .registration import Registration
 from .spec import SLURMD_CONTAINER, NodeSetSpec
 
 Obj = dict[str, Any]
@@ -48,6 +54,7 @@ ENV_FEATURES = "SUNK_SLURM_FEATURES"
 ENV_GRES = "SUNK_SLURM_GRES"
 ENV_PARTITIONS = "SUNK_SLURM_PARTITIONS"
 ENV_CONF = "SUNK_SLURMD_CONF"
+ENV_GRES_CONF = "SUNK_GRES_CONF"
 ENV_K8S_NODE = "SUNK_K8S_NODE_NAME"
 
 HOOKS_TOKEN_VOLUME = "sunk-hooks-token"
@@ -64,30 +71,45 @@ TOLERATIONS: tuple[Obj, ...] = (
 
 def template_hash(spec: NodeSetSpec) -> str:
     """A short digest of what every Pod of the NodeSet gets (not of the per-Node fields)."""
-    body = {"template": spec.template, "features": list(spec.features), "gres": spec.gres,
-            "partitions": list(spec.partitions)}
+    body: dict[str, Any] = {"template": spec.template, "features": list(spec.features), "gres": spec.gres,
+                            "partitions": list(spec.partitions)}
+    # (added only when set, so the hashes of NodeSets that set none of them stay as they were)
+    extra = {"featureLabels": list(spec.feature_labels), "partitionLabels": list(spec.partition_labels),
+             "memSpecLimit": spec.mem_spec_limit, "cpuSpecList": spec.cpu_spec_list,
+             "coreSpecCount": spec.core_spec_count}
+    body.update({k: v for k, v in extra.items() if v not in (None, "", [])})
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
 
 
+def static_registration(spec: NodeSetSpec) -> Registration:
+    """The registration of the NodeSet's own fields alone (what a Node adds is ``registration.registration``)."""
+    return Registration(features=spec.features, gres=spec.gres, partitions=spec.partitions,
+                        mem_spec_limit=spec.mem_spec_limit, cpu_spec_list=spec.cpu_spec_list,
+                        core_spec_count=spec.core_spec_count)
+
+
 def slurmd_conf(spec: NodeSetSpec) -> str:
-    """``slurmd -Z --conf`` text: the node's features and GRES (CPUs and memory slurmd finds itself)."""
-    parts = []
-    if spec.features:
-        parts.append("Feature=" + ",".join(spec.features))
-    if spec.gres:
-        parts.append("Gres=" + spec.gres)
-    return " ".join(parts)
+    """``slurmd -Z --conf`` text of the NodeSet's own fields (CPUs and memory slurmd finds itself)."""
+    return static_registration(spec).conf()
 
 
-def _env(spec: NodeSetSpec, slurm_node: str, k8s_node: str) -> list[Obj]:
+def registration_hash(reg: Registration, slurm_node: str) -> str:
+    """A short digest of what the Slurm node registers with: a change means its Pod is outdated."""
+    body = {"conf": reg.conf(), "partitions": list(reg.partitions), "gres": reg.gres_conf(slurm_node)}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def _env(reg: Registration, slurm_node: str, k8s_node: str) -> list[Obj]:
     return [
         {"name": ENV_NODE_NAME, "value": slurm_node},
         {"name": ENV_K8S_NODE, "value": k8s_node},
-        {"name": ENV_FEATURES, "value": ",".join(spec.features)},
-        {"name": ENV_GRES, "value": spec.gres},
-        {"name": ENV_PARTITIONS, "value": ",".join(spec.partitions)},
-        {"name": ENV_CONF, "value": slurmd_conf(spec)},
+        {"name": ENV_FEATURES, "value": ",".join(reg.features)},
+        {"name": ENV_GRES, "value": reg.gres},
+        {"name": ENV_PARTITIONS, "value": ",".join(reg.partitions)},
+        {"name": ENV_CONF, "value": reg.conf()},
+        {"name": ENV_GRES_CONF, "value": reg.gres_conf(slurm_node)},
     ]
 
 
@@ -112,18 +134,22 @@ def owner_reference(spec: NodeSetSpec) -> Obj:
             "controller": True}
 
 
-def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str) -> Obj:
-    """The slurmd Pod for ``k8s_node`` as Slurm node ``slurm_node``; ``spec`` must have no problems."""
+def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str,
+                reg: Registration | None = None) -> Obj:
+    """The slurmd Pod for ``k8s_node`` as Slurm node ``slurm_node``, registering with ``reg`` (the
+    NodeSet's own fields without one); ``spec`` must have no problems."""
+    reg = static_registration(spec) if reg is None else reg
     template = copy.deepcopy(dict(spec.template))
     meta = template.get("metadata") or {}
     pod_spec: Obj = template.get("spec") or {}
     labels = {**(meta.get("labels") or {}), names.LABEL_NODESET: spec.name}
-    annotations = {**(meta.get("annotations") or {}), names.ANN_TEMPLATE_HASH: digest}
-    ours = {e["name"] for e in _env(spec, slurm_node, k8s_node)}
+    annotations = {**(meta.get("annotations") or {}), names.ANN_TEMPLATE_HASH: digest,
+                   names.ANN_REGISTRATION_HASH: registration_hash(reg, slurm_node)}
+    ours = {e["name"] for e in _env(reg, slurm_node, k8s_node)}
     for container in pod_spec.get("containers") or []:
         if container.get("name") == SLURMD_CONTAINER:
             kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
-            container["env"] = kept + _env(spec, slurm_node, k8s_node)
+            container["env"] = kept + _env(reg, slurm_node, k8s_node)
             _with_hooks_token(pod_spec, container)
     tolerations = list(pod_spec.get("tolerations") or [])
     tolerations.extend(t for t in TOLERATIONS if t not in tolerations)
@@ -139,6 +165,11 @@ def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str) 
 
 def pod_hash(pod: Mapping[str, Any]) -> str | None:
     return annotations_of(pod).get(names.ANN_TEMPLATE_HASH)
+
+
+def pod_registration_hash(pod: Mapping[str, Any]) -> str | None:
+    """The Pod's registration digest; None on a Pod made before the operator wrote one."""
+    return annotations_of(pod).get(names.ANN_REGISTRATION_HASH)
 
 
 def pending_deletion(pod: Mapping[str, Any]) -> str | None:

@@ -36,6 +36,13 @@ PERCENT = re.compile(r"([0-9]+)%")
 # Slurm feature and partition names, as slurm.conf takes them in a list.
 SLURM_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
 GRES = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*)*")
+# A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters).
+LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+# Slurm's CpuSpecList: abstract CPU ids and ranges (0-1,8).
+CPU_SPEC_LIST = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,255}")
+MAX_MEM_SPEC_MB = 1 << 30  # 1 PiB in MiB: past any Node, short of Slurm's 64-bit field
+MAX_CORE_SPEC = 4096
+MAX_LABEL_KEYS = 16
 # Fields of the Pod the operator sets itself.
 OPERATOR_POD_FIELDS = ("nodeName", "hostname")
 
@@ -62,6 +69,13 @@ class NodeSetSpec:
     features: tuple[str, ...] = field(converter=_strs, factory=tuple)
     gres: str = ""
     partitions: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    # Node label keys whose values become Slurm features / partitions of that Node's Slurm node.
+    feature_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    partition_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    # Memory (MiB) and CPUs Slurm keeps from jobs for slurmd and the Node's system Pods (SUNK's MemSpecLimit).
+    mem_spec_limit: int | None = None
+    cpu_spec_list: str = ""
+    core_spec_count: int | None = None
     template: Mapping[str, Any] = field(factory=dict)
     strategy: str = ROLLING_UPDATE
     max_unavailable: int | str = 1
@@ -84,6 +98,38 @@ def _word_list(value: object, where: str, out: list[str]) -> tuple[str, ...]:
         out.append(f"{where}: must be a list of Slurm names (letters, digits, _.+-)")
         return ()
     return tuple(value)
+
+
+def _label_keys(value: object, where: str, out: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if (not isinstance(value, list) or len(value) > MAX_LABEL_KEYS
+            or not all(isinstance(v, str) and len(v) <= 317 and LABEL_KEY.fullmatch(v) for v in value)):
+        out.append(f"{where}: must be a list of at most {MAX_LABEL_KEYS} Node label keys")
+        return ()
+    return tuple(dict.fromkeys(value))
+
+
+def _bounded_int(value: object, where: str, top: int, out: list[str]) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        out.append(f"{where}: must be an integer from 0 to {top}, got {value!r}")
+        return None
+    return value
+
+
+def _specialisation(slurm: Mapping[str, Any], out: list[str]) -> tuple[int | None, str, int | None]:
+    """MemSpecLimit, CpuSpecList and CoreSpecCount, checked (Slurm takes one of the last two, not both)."""
+    mem = _bounded_int(slurm.get("memSpecLimit"), "spec.slurm.memSpecLimit", MAX_MEM_SPEC_MB, out)
+    cores = _bounded_int(slurm.get("coreSpecCount"), "spec.slurm.coreSpecCount", MAX_CORE_SPEC, out)
+    cpus = slurm.get("cpuSpecList") or ""
+    if not isinstance(cpus, str) or (cpus and not CPU_SPEC_LIST.fullmatch(cpus)):
+        out.append(f"spec.slurm.cpuSpecList: must be CPU ids and ranges such as 0-1,8, got {cpus!r}")
+        cpus = ""
+    if cpus and cores is not None:
+        out.append("spec.slurm: cpuSpecList and coreSpecCount exclude each other (Slurm takes one)")
+    return mem, cpus, cores
 
 
 def template_problems(template: object) -> list[str]:
@@ -204,6 +250,9 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
     if not isinstance(gres, str) or (gres and not GRES.fullmatch(gres)):
         problems.append(f"spec.slurm.gres: must be a Slurm GRES list such as gpu:h100:8, got {gres!r}")
         gres = ""
+    feature_labels = _label_keys(slurm.get("featureLabels"), "spec.slurm.featureLabels", problems)
+    partition_labels = _label_keys(slurm.get("partitionLabels"), "spec.slurm.partitionLabels", problems)
+    mem_spec_limit, cpu_spec_list, core_spec_count = _specialisation(slurm, problems)
 
     template = raw.get("template")
     problems.extend(f"spec.{p}" for p in template_problems(template))
@@ -236,6 +285,11 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         features=features,
         gres=gres,
         partitions=partitions,
+        feature_labels=feature_labels,
+        partition_labels=partition_labels,
+        mem_spec_limit=mem_spec_limit,
+        cpu_spec_list=cpu_spec_list,
+        core_spec_count=core_spec_count,
         template=template if isinstance(template, Mapping) else {},
         strategy=strategy if strategy in STRATEGIES else ROLLING_UPDATE,
         max_unavailable=unavailable,

@@ -12,7 +12,8 @@ draining or drained), ``slurmDown`` and ``slurmNotResponding``. While Slurm cann
 the last counts stay and ``SlurmReachable`` is False.
 
 Conditions (``type``/``status``/``reason``/``message``; the writer adds the times):
-``SpecValid``, ``NodesMatched``, ``NamesValid``, ``SlurmReachable``, ``Progressing`` and
+``SpecValid``, ``NodesMatched``, ``NamesValid``, ``NodeInputValid`` (a Node's GPUs or labels
+that could not be used in its registration), ``SlurmReachable``, ``Progressing`` and
 ``Ready``. Events are due when a problem condition appears or says something new.
 """
 
@@ -30,12 +31,13 @@ Obj = dict[str, Any]
 SPEC_VALID = "SpecValid"
 NODES_MATCHED = "NodesMatched"
 NAMES_VALID = "NamesValid"
+NODE_INPUT_VALID = "NodeInputValid"
 SLURM_REACHABLE = "SlurmReachable"
 PROGRESSING = "Progressing"
 READY = "Ready"
-CONDITION_TYPES = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, SLURM_REACHABLE, PROGRESSING, READY)
+CONDITION_TYPES = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE, PROGRESSING, READY)
 # A False one of these is a problem: an Event says so when it appears or changes.
-PROBLEMS = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, SLURM_REACHABLE)
+PROBLEMS = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE)
 SLURM_COUNTS = ("slurmIdle", "slurmAllocated", "slurmDrained", "slurmDown", "slurmNotResponding")
 MAX_MESSAGE = 1000
 

@@ -1,0 +1,129 @@
+"""The topology writer: Slurm's topology file from the Node labels of every NodeSet's Slurm nodes.
+
+One key (``TOPOLOGY_KEY``), level-based: whatever woke it (a Node's labels, a slurmd Pod
+coming or going, a Slurm node registering or deleted), it renders the whole file from the
+caches (``sunk.translate.nodeset.topology``) and writes it only when the text differs:
+
+1. the ConfigMap ``--topology-configmap`` (key ``topology.yaml`` or ``topology.conf``), which
+   the chart mounts into slurmctld like SUNK's SlurmCluster controller's;
+2. ``--topology-file``, when slurmctld reads its files from a path this process can write
+   (the dev cluster; a shared volume), written whole and renamed into place;
+3. then, with ``--topology-reconfigure``, ``scontrol reconfigure`` through slurmrestd
+   (``GET /reconfigure/``): slurmctld rereads its files without a restart and running jobs
+   go on (topology.conf(5): changes "take effect upon ... scontrol reconfigure"). A mounted
+   ConfigMap reaches slurmctld's file when the kubelet syncs it (up to a minute); a file
+   written here is read at once.
+
+Only Slurm nodes that slurmctld knows now are named (a topology naming a node it does not
+know is refused); with none, nothing is written (the last file stays: an empty block
+topology is no topology). While Slurm's node list is stale, nothing is written and the key
+is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk.controller.runtime import Result
+from sunk.kube import client as kc
+from sunk.kube.resources import CONFIGMAPS
+from sunk.kube.store import Store
+from sunk.translate.nodeset.topology import Placement, TopologySettings, build, render
+from sunk.translate.objects import is_deleting
+from sunk.translate.slurmd import k8s_node_name, slurm_node_name
+from sunk.types import Obj
+
+from .reconciler import NodeCache
+
+log = logging.getLogger(__name__)
+
+TOPOLOGY_KEY = "topology"
+
+
+def placements(pods: list[Obj], nodes: Store, known: Mapping[str, object]) -> list[Placement]:
+    """Each live NodeSet Pod's Slurm node that Slurm knows, with its Node's labels."""
+    out = []
+    for pod in pods:
+        node = k8s_node_name(pod)
+        name = slurm_node_name(pod)
+        if is_deleting(pod) or node is None or name not in known:
+            continue
+        obj = nodes.get(node)
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        out.append(Placement(name, labels))
+    return out
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """The whole file or the old one: slurmctld never reads half a topology."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@attrs.define
+class TopologyWriter:
+    api: ApiClient
+    settings: TopologySettings
+    namespace: str
+    pods: Store  # every NodeSet's Pods
+    nodes: Store  # Nodes with labels
+    slurm_nodes: NodeCache
+    configmap: str = ""  # "" writes none
+    file: Path | None = None
+    reconfigure: Callable[[], None] | None = None
+    stale_retry: float = 2.0
+    written: str | None = None  # the text last applied by this process
+
+    def reconcile(self, key: str) -> Result | None:
+        if not self.slurm_nodes.fresh:
+            return Result(requeue_after=self.stale_retry)
+        topology = build(self.settings, placements(self.pods.list(), self.nodes, self.slurm_nodes.items()))
+        for problem in topology.problems:
+            log.warning("topology: %s", problem)
+        if topology.empty:
+            return None
+        text = render(self.settings, topology)
+        if text == self.written:
+            return None
+        self._write_configmap(text)
+        if self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
+            write_atomically(self.file, text)
+        if self.reconfigure is not None:  # (also after a failed one, or a restart of this process: it is cheap)
+            self.reconfigure()
+        log.info("topology: wrote %s, %d Slurm nodes (%d problems)", self.settings.file_format,
+                 sum(len(nodes) for _, nodes in (*topology.blocks, *topology.leaves)), len(topology.problems))
+        self.written = text
+        return None
+
+    def _write_configmap(self, text: str) -> bool:
+        if not self.configmap:
+            return False
+        data = {self.settings.file_format: text}
+        try:
+            current = kc.get(self.api, CONFIGMAPS, self.configmap, self.namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+            kc.create(self.api, CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "name": self.configmap, "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "sunk-operator"}}, "data": data}, self.namespace)
+            return True
+        if (current.get("data") or {}).get(self.settings.file_format) == text:
+            return False
+        kc.patch(self.api, CONFIGMAPS, self.configmap, {"data": data}, self.namespace)
+        return True

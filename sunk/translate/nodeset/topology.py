@@ -1,0 +1,193 @@
+"""Slurm's network topology from Node labels (SUNK's "automatic topology generation"): pure, deterministic.
+
+One topology for the whole cluster, over every NodeSet's Slurm nodes (it is slurmctld's one
+file, so it cannot be per NodeSet, as SUNK's docs say too):
+
+- **block** (``topology/block``): each value of the block label (default
+  ``ds.coreweave.com/nvlink.domain``, the label SUNK reads, one NVLink domain or rack each) is
+  one block of the Slurm nodes whose Nodes carry it. Gangs then land inside one block when it
+  has room.
+- **tree** (``topology/tree``): the tree labels, outermost first (InfiniBand style:
+  ``ib.coreweave.cloud/fabric``, ``.../superpod``, ``.../leafgroup``; or
+  ``topology.kubernetes.io/region``, ``.../zone``), are switch levels: one switch per distinct
+  path of values, leaf switches holding the nodes, and a ``root`` switch over the top level
+  when there is more than one, so the tree is connected.
+
+A Node without the label (or with a value that is not a safe Slurm name) is not left out:
+Slurm schedules no job on a node outside the topology (tree: every node must hang off a
+switch). Its Slurm node goes into the block, or under the leaf switch, ``unlabeled``
+(``UNLABELED``), and the value is named in ``problems``.
+
+Two renderings: ``topology.conf`` (``BlockName=... Nodes=...``, ``SwitchName=...``), which
+every release reads, and ``topology.yaml`` (Slurm 25.05 and later read it first and ignore
+``topology.conf`` then): one topology named ``sunk``, ``cluster_default: true``. Nodes are
+written as sorted lists, blocks and switches sorted by name: the same Nodes give the same
+text byte for byte, so the writer compares text to know whether to write at all.
+
+The caller gives only Slurm nodes that slurmctld knows now (a topology naming a node it does
+not know is refused, a crash a public peer hit); with none, there is nothing to write
+(``Topology.empty``) and the caller keeps the file it has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from attrs import field, frozen
+
+from sunk.slurm.hostlist import compress
+
+BLOCK = "block"
+TREE = "tree"
+KINDS = (BLOCK, TREE)
+CONF = "topology.conf"
+YAML = "topology.yaml"
+FORMATS = (CONF, YAML)
+DEFAULT_BLOCK_LABEL = "ds.coreweave.com/nvlink.domain"
+UNLABELED = "unlabeled"
+ROOT = "root"
+TOPOLOGY_NAME = "sunk"
+# A block or switch name: what a label value may hold, minus what a hostlist expression reads as syntax.
+NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
+SLURM_NODE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def _strs(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@frozen
+class TopologySettings:
+    """``--topology``: which kind (off when ""), from which labels, in which file."""
+
+    kind: str = ""
+    block_label: str = DEFAULT_BLOCK_LABEL
+    tree_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    file_format: str = YAML
+
+
+@frozen
+class Placement:
+    """One Slurm node and the labels of its Node."""
+
+    slurm_node: str
+    labels: Mapping[str, str] = field(factory=dict)
+
+
+@frozen
+class Topology:
+    """Groups of Slurm nodes: blocks, or switches (leaf: nodes; inner: switches)."""
+
+    kind: str
+    blocks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    leaves: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> nodes
+    inner: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> switches
+    problems: tuple[str, ...] = field(converter=_strs, factory=tuple)
+
+    @property
+    def empty(self) -> bool:
+        return not self.blocks and not self.leaves
+
+
+def _value(labels: Mapping[str, str], key: str, node: str, problems: list[str]) -> str | None:
+    value = labels.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not NAME.fullmatch(value) or value in (UNLABELED, ROOT):
+        problems.append(f"{node}: label {key}={str(value)[:63]!r} is not a usable block or switch name: "
+                        f"placed in {UNLABELED}")
+        return None
+    return value
+
+
+def build(settings: TopologySettings, placements: Sequence[Placement]) -> Topology:
+    """The topology of ``placements`` (module docstring); nodes that are not Slurm node names are skipped."""
+    problems: list[str] = []
+    nodes = sorted({p.slurm_node: p for p in placements if SLURM_NODE.fullmatch(p.slurm_node)}.values(),
+                   key=lambda p: p.slurm_node)
+    if settings.kind == BLOCK:
+        groups: dict[str, list[str]] = {}
+        for p in nodes:
+            value = _value(p.labels, settings.block_label, p.slurm_node, problems)
+            groups.setdefault(value or UNLABELED, []).append(p.slurm_node)
+        return Topology(BLOCK, blocks=tuple((k, tuple(v)) for k, v in sorted(groups.items())), problems=problems)
+    if settings.kind == TREE and settings.tree_labels:
+        return _tree(settings.tree_labels, nodes, problems)
+    return Topology(settings.kind)
+
+
+def _tree(levels: tuple[str, ...], nodes: Sequence[Placement], problems: list[str]) -> Topology:
+    paths: dict[tuple[str, ...], list[str]] = {}
+    for p in nodes:
+        values = [_value(p.labels, key, p.slurm_node, problems) for key in levels]
+        path: tuple[str, ...] = (UNLABELED,) if any(v is None for v in values) else tuple(v or "" for v in values)
+        paths.setdefault(path, []).append(p.slurm_node)
+    every = sorted({path[:i] for path in paths for i in range(1, len(path) + 1)})
+    names = _switch_names(every)
+    children: dict[tuple[str, ...], set[str]] = {}
+    for path in every:
+        if len(path) > 1:
+            children.setdefault(path[:-1], set()).add(names[path])
+    leaves = tuple(sorted((names[path], tuple(sorted(ns))) for path, ns in paths.items()))
+    inner = [(names[path], tuple(sorted(kids))) for path, kids in children.items()]
+    tops = sorted(names[path] for path in every if len(path) == 1)
+    if len(tops) > 1:
+        inner.append((ROOT, tuple(tops)))
+    return Topology(TREE, leaves=leaves, inner=tuple(sorted(inner)), problems=problems)
+
+
+def _switch_names(paths: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+    """One switch name per path: its values joined by ``_``; a name two paths would share gets each
+    a digest of its own path (``a_b``/``c`` and ``a``/``b_c``)."""
+    plain = {path: "_".join(path) for path in paths}
+    counts: dict[str, int] = {}
+    for name in plain.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {path: name if counts[name] == 1 and len(name) <= 120 else
+            f"{name[:100]}-{hashlib.sha256(chr(31).join(path).encode()).hexdigest()[:8]}"
+            for path, name in plain.items()}
+
+
+def _hostlist(nodes: Iterable[str]) -> str:
+    """A hostlist expression (``g-3-[1-4]``): short lines however many nodes a block has."""
+    return compress(nodes)
+
+
+def render_conf(topology: Topology) -> str:
+    """``topology.conf`` text."""
+    lines = ["# Generated by sunk-operator from Node labels; edits are overwritten."]
+    lines += [f"BlockName={name} Nodes={_hostlist(nodes)}" for name, nodes in topology.blocks]
+    lines += [f"SwitchName={name} Nodes={_hostlist(nodes)}" for name, nodes in topology.leaves]
+    lines += [f"SwitchName={name} Switches={_hostlist(kids)}" for name, kids in topology.inner]
+    return "\n".join(lines) + "\n"
+
+
+def render_yaml(topology: Topology) -> str:
+    """``topology.yaml`` text (Slurm 25.05+): one topology, the cluster's default. Written by hand, not
+    by a YAML library, so that the text is fixed (every name is a plain scalar: ``NAME`` and Slurm node names)."""
+    lines = ["# Generated by sunk-operator from Node labels; edits are overwritten.",
+             f"- topology: {TOPOLOGY_NAME}", "  cluster_default: true"]
+    if topology.kind == BLOCK and topology.blocks:
+        lines += ["  block:", "    blocks:"]
+        for name, nodes in topology.blocks:
+            lines += [f"      - block: {_quoted(name)}", f"        nodes: {_quoted(_hostlist(nodes))}"]
+    elif topology.kind == TREE and topology.leaves:
+        lines += ["  tree:", "    switches:"]
+        for name, nodes in topology.leaves:
+            lines += [f"      - switch: {_quoted(name)}", f"        nodes: {_quoted(_hostlist(nodes))}"]
+        for name, kids in topology.inner:
+            lines += [f"      - switch: {_quoted(name)}", f"        children: {_quoted(_hostlist(kids))}"]
+    else:
+        lines.append("  flat: true")
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(name: str) -> str:
+    """A name as a YAML string: quoted, so that ``1e3``, ``true`` or ``0x10`` stay strings."""
+    return f'"{name}"'
+
+
+def render(settings: TopologySettings, topology: Topology) -> str:
+    return render_yaml(topology) if settings.file_format == YAML else render_conf(topology)

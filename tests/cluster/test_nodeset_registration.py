@@ -1,0 +1,199 @@
+"""What a NodeSet's Slurm nodes register with, and Slurm's topology, from the Nodes: on the real parts.
+
+sunk-operator runs as in test_nodeset.py (the chart's flags, ServiceAccount and RBAC), here with
+``scheduler.gpuTypes`` (so ``--gpu-types``) and ``operator.topology`` (block, into the ConfigMap the
+chart names) set, plus ``--topology-file`` at the dev cluster's ``etc/slurm`` in the chroot: there
+slurmctld reads its files, standing in for the ConfigMap a real slurmctld mounts. Its Nodes are
+stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk.dev.standin_slurmd``).
+
+- a NodeSet with ``memSpecLimit``: ``scontrol show node`` shows it;
+- a Node advertising 4 GPUs of class A100 (the stand-in kubelet's ``sunk.dev/gpus``): its Slurm node
+  registers ``gpu:a100:4`` with no GRES written in the NodeSet;
+- Nodes labelled with two NVLink domains: ``scontrol show topology`` shows both blocks within 10 s of
+  their registration; a job of 2 nodes lands inside one block; a relabelled Node moves block within
+  10 s while a job runs on it, and the job is not killed. Needs the block plugin: Slurm 25.05+ (the
+  topology.yaml written selects it) or ``TopologyPlugin=topology/block`` in slurm.conf; skipped
+  otherwise. While it runs, the dev cluster's static nodes are in no block; the file is removed and
+  slurmctld reconfigured at the end.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kube_testns import purge_namespace, wait_default_service_account
+from procs import Process
+from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
+from syncer_harness import free_port, wait_for
+from test_nodeset import Pool, _delete_quietly, _wait_registered_idle
+
+from sunk.dev import kubelet, slurmconf
+from sunk.dev.pool import StandInPool, apply_crds
+from sunk.kube import client as kc
+from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, NODESLICES
+from sunk.slurm.hostlist import expand
+from sunk.translate.nodeset.topology import CONF, DEFAULT_BLOCK_LABEL, YAML
+
+NODES_IN_POOL = 4
+GPU_CLASS = "A100_NVLINK_80GB"
+TOPOLOGY_CONFIGMAP = "sunk-topology"
+
+
+def slurm_release(dev_cluster) -> tuple[int, int]:
+    out = dev_cluster.slurm("scontrol", "--version").stdout  # "slurm 24.11.5"
+    major, minor = re.search(r"(\d+)\.(\d+)", out).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+@pytest.fixture(scope="module")
+def gpool(kube_api, dev_cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("nodeset-registration")
+    apply_crds(kube_api)
+    run_id = uuid.uuid4().hex[:6]
+    namespace = f"nodereg-{run_id}"
+    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_default_service_account(kube_api, namespace)
+    nodes = [f"nr{run_id}-{i}" for i in range(1, NODES_IN_POOL + 1)]
+    stand_ins = StandInPool(dev_cluster, kube_api, nodes, tmp)
+    file_format = YAML if slurm_release(dev_cluster) >= (25, 5) else CONF
+    topology_file = Path(dev_cluster.root) / "etc/slurm" / file_format
+    assert not topology_file.exists(), f"{topology_file} exists already: whose is it?"
+    values = {"operator": {"enabled": True, "topology": {"type": "block", "format": file_format,
+                                                         "configMap": TOPOLOGY_CONFIGMAP}},
+              "scheduler": {"gpuTypes": {GPU_CLASS: "a100"}}, "slurmd": {"namespace": namespace}}
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
+    slurm_env = dev_cluster.env()
+    probes, metrics = free_port(), free_port()
+    args = deployment_args("operator.yaml", "sunk-operator", {
+        "--slurm-api-base": slurm_env["SLURM_REST_URL"], "--slurm-auth-token-file": slurm_env["SLURM_JWT_FILE"],
+        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
+        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
+    assert f"--gpu-types={GPU_CLASS}=a100" in args and "--topology=block" in args
+    operator = Process("sunk-operator", "sunk.nodeset.cli",
+                       [*args, f"--topology-file={topology_file}", f"--kubeconfig={kubeconfig}"],
+                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    p = Pool(kube_api, dev_cluster, namespace, run_id, nodes)
+    p.operator = operator
+    p.topology_file = topology_file  # type: ignore[attr-defined]
+    p.file_format = file_format  # type: ignore[attr-defined]
+    try:
+        stand_ins.start()
+        operator.start()
+        yield p
+    finally:
+        try:
+            p.reset()
+            operator.stop()
+        finally:
+            topology_file.unlink(missing_ok=True)
+            dev_cluster.slurm("scontrol", "reconfigure", check=False)
+            stand_ins.stop()
+            for obj in kc.list_objects(kube_api, NODESLICES, namespace):
+                _delete_quietly(kube_api, NODESLICES, obj["metadata"]["name"], namespace)
+            purge_namespace(kube_api, namespace)
+            _delete_quietly(kube_api, LEASES, account["name"], account["namespace"])
+        assert_never_forbidden(operator.log)
+
+
+@pytest.fixture(autouse=True)
+def fresh(gpool):
+    yield
+    for node in gpool.nodes:  # the Nodes as the stand-in kubelet made them
+        kc.patch(gpool.api, NODES, node, {"metadata": {
+            "annotations": {kubelet.GPUS_ANNOTATION: None},
+            "labels": {DEFAULT_BLOCK_LABEL: None, "gpu.nvidia.com/class": "FAKE_GPU"}}})
+    gpool.reset()
+
+
+def show_node(pool: Pool, node: str) -> str:
+    return pool.dev.slurm("scontrol", "show", "node", node, check=False).stdout
+
+
+def test_a_nodeset_with_memspeclimit_shows_it_in_scontrol_show_node(gpool):
+    a = gpool.nodes[0]
+    gpool.label(a, True)
+    spec_slurm = {"features": [slurmconf.DYNAMIC_FEATURE], "partitions": [slurmconf.DYNAMIC_PARTITION],
+                  "memSpecLimit": 2048}
+    gpool.nodeset("memspec", slurm=spec_slurm)
+    _wait_registered_idle(gpool, [a])
+    assert "MemSpecLimit=2048" in show_node(gpool, a)
+
+
+def test_a_node_with_4_a100_gpus_registers_gpu_a100_4_with_no_gres_written(gpool):
+    a = gpool.nodes[0]
+    capacity = kubelet.capacity_of({"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: "4"}}})
+    kc.patch(gpool.api, NODES, a, {"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: "4"},
+                                                "labels": {"gpu.nvidia.com/class": GPU_CLASS}}})
+    # (what the device plugin would report at once; the stand-in kubelet keeps it from the annotation)
+    kc.patch(gpool.api, NODES, a, {"status": {"capacity": capacity, "allocatable": capacity}}, subresource="status")
+    gpool.label(a, True)
+    ns = gpool.nodeset("gpus")
+    assert "gres" not in ns["spec"]["slurm"]
+    _wait_registered_idle(gpool, [a])
+    shown = show_node(gpool, a)
+    assert re.search(r"\bGres=gpu:a100:4\b", shown), shown
+    pod = gpool.pods("gpus")[a]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SUNK_SLURM_GRES"] == "gpu:a100:4" and "Gres=gpu:a100:4" in env["SUNK_SLURMD_CONF"]
+    cond = next(c for c in gpool.status("gpus").get("conditions") or [] if c["type"] == "NodeInputValid")
+    assert cond["status"] == "True"
+
+
+def blocks(pool: Pool) -> dict[str, set[str]]:
+    """``scontrol show topology``'s blocks: name -> Slurm nodes."""
+    out = pool.dev.slurm("scontrol", "show", "topology", check=False).stdout
+    found: dict[str, set[str]] = {}
+    for m in re.finditer(r"BlockName=(\S+).*?\bNodes=(\S+)", out):
+        found[m.group(1)] = set(expand(m.group(2)))
+    return found
+
+
+def block_plugin_usable(pool: Pool) -> bool:
+    if pool.file_format == YAML:  # type: ignore[attr-defined]
+        return True  # topology.yaml names its plugin
+    config = pool.dev.slurm("scontrol", "show", "config", check=False).stdout
+    return bool(re.search(r"TopologyPlugin\s*=\s*topology/block", config))
+
+
+def test_topology_blocks_follow_the_node_labels_within_10s_and_a_relabel_kills_no_job(gpool):
+    if not block_plugin_usable(gpool):
+        pytest.skip("Slurm before 25.05 without TopologyPlugin=topology/block: scontrol shows no blocks")
+    a, b, c, d = gpool.nodes
+    blk_a, blk_b = f"blk-a-{gpool.run_id}", f"blk-b-{gpool.run_id}"
+    for node, block in ((a, blk_a), (b, blk_a), (c, blk_b), (d, blk_b)):
+        kc.patch(gpool.api, NODES, node, {"metadata": {"labels": {DEFAULT_BLOCK_LABEL: block}}})
+        gpool.label(node, True)
+    gpool.nodeset("topo")
+    _wait_registered_idle(gpool, [a, b, c, d])
+    registered = time.monotonic()
+    wait_for(lambda: (got := blocks(gpool)).get(blk_a) == {a, b} and got.get(blk_b) == {c, d}, 10,
+             "scontrol show topology: both blocks", interval=0.5)
+    print(f"both blocks shown {time.monotonic() - registered:.1f} s after the nodes registered")
+    cm = kc.get(gpool.api, CONFIGMAPS, TOPOLOGY_CONFIGMAP, gpool.namespace)
+    assert blk_a in cm["data"][gpool.file_format]  # type: ignore[attr-defined]
+
+    # A job of two nodes lands inside one block.
+    out = gpool.dev.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-p",
+                          slurmconf.DYNAMIC_PARTITION, "-N2", "--mem=100M",
+                          f"--comment=nodeset-test-{gpool.run_id}", "--wrap", "sleep 600").stdout
+    gang = int(out.strip().split(";")[0])
+    wait_for(lambda: gpool.job_state(gang) == "RUNNING", 30, "the 2-node job running")
+    nodes = set(expand(gpool.dev.slurm("squeue", "-h", "-j", str(gang), "-o", "%N").stdout.strip()))
+    assert nodes in ({a, b}, {c, d}), nodes
+    gpool.cancel(gang)
+    wait_for(lambda: gpool.job_state(gang) == "GONE", 60, "the 2-node job gone")
+
+    # Relabel a busy Node: the topology follows, the job runs on.
+    job = gpool.submit(a)
+    wait_for(lambda: gpool.job_state(job) == "RUNNING", 30, "a job on the Node to relabel")
+    kc.patch(gpool.api, NODES, a, {"metadata": {"labels": {DEFAULT_BLOCK_LABEL: blk_b}}})
+    wait_for(lambda: (got := blocks(gpool)).get(blk_a) == {b} and got.get(blk_b) == {a, c, d}, 10,
+             "scontrol show topology: the relabelled node in its new block", interval=0.5)
+    assert gpool.job_state(job) == "RUNNING"
+    assert gpool.pods("topo")[a]["metadata"]["annotations"].get("sunk.coreweave.com/pending-deletion") is None
+    gpool.cancel(job)
+

@@ -1,0 +1,198 @@
+"""The operator's topology writer (sunk/nodeset/topology.py) and what wakes it: the file follows the
+Nodes' labels, names only Slurm nodes slurmctld knows, is written only when it changes, and slurmctld
+is told to reread it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from nodeset_fakes import FakeApiServer, FakeSlurm, NodeCacheFake, node, nodeset, pod_for
+from syncer_fakes import FakeInformer
+
+from sunk.kube.store import FuncHandler
+from sunk.nodeset import cli
+from sunk.nodeset.assembly import attach_topology
+from sunk.nodeset.topology import TOPOLOGY_KEY, TopologyWriter, write_atomically
+from sunk.slurm.models import Node
+from sunk.translate.nodeset.topology import BLOCK, CONF, DEFAULT_BLOCK_LABEL, TopologySettings
+
+NV = DEFAULT_BLOCK_LABEL
+
+
+def W(i: int, domain: str | None = None) -> dict[str, Any]:
+    labels = {"pool": "gpu", **({NV: domain} if domain else {})}
+    return node(f"worker-{i}", f"10.0.3.{i}", **labels)
+
+
+class World:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, domains: dict[int, str | None],
+                 registered: set[int] | None = None, file_format: str = "topology.yaml"):
+        self.api = FakeApiServer().install(monkeypatch)
+        self.nodes, self.pods = FakeInformer(), FakeInformer()
+        ns = nodeset()
+        for i, domain in domains.items():
+            self.nodes.put(W(i, domain))
+            self.pods.put(pod_for(ns, f"worker-{i}", f"g-3-{i}"))
+        known = set(domains) if registered is None else registered
+        self.slurm = FakeSlurm(*(Node(f"g-3-{i}", state="IDLE") for i in known))
+        self.cache = NodeCacheFake(self.slurm)
+        self.reconfigures = 0
+        self.file = tmp_path / "etc" / file_format
+        self.writer = TopologyWriter(
+            api=None, settings=TopologySettings(kind=BLOCK, file_format=file_format),  # type: ignore[arg-type]
+            namespace="slurm", pods=self.pods, nodes=self.nodes, slurm_nodes=self.cache,  # type: ignore[arg-type]
+            configmap="sunk-topology", file=self.file, reconfigure=self.count)
+
+    def count(self) -> None:
+        self.reconfigures += 1
+
+    def configmap(self) -> dict[str, str]:
+        cm = self.api.one("configmaps", "sunk-topology")
+        return (cm or {}).get("data") or {}
+
+    def blocks(self) -> dict[str, str]:
+        doc = yaml.safe_load(self.file.read_text())
+        return {b["block"]: b["nodes"] for b in doc[0]["block"]["blocks"]}
+
+
+def test_two_domains_are_written_to_the_configmap_and_the_file_then_slurmctld_rereads(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"})
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None
+    assert w.blocks() == {"rack-a": "g-3-[1-2]", "rack-b": "g-3-[3-4]"}
+    assert w.configmap() == {"topology.yaml": w.file.read_text()}
+    assert w.reconfigures == 1
+
+
+def test_nothing_is_written_again_while_nothing_changed(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a"})
+    w.writer.reconcile(TOPOLOGY_KEY)
+    calls = list(w.api.calls)
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.api.calls == calls and w.reconfigures == 1
+
+
+def test_a_relabelled_node_moves_block_and_the_configmap_is_patched(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a"})
+    w.writer.reconcile(TOPOLOGY_KEY)
+    w.nodes.put(W(2, "rack-b"))
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-a": "g-3-1", "rack-b": "g-3-2"}
+    assert ("patch", "configmaps", "sunk-topology", "") in w.api.calls
+    assert "rack-b" in w.configmap()["topology.yaml"] and w.reconfigures == 2
+
+
+def test_only_slurm_nodes_slurmctld_knows_are_named_and_none_writes_nothing(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a"}, registered={1})
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-a": "g-3-1"}
+    empty = World(monkeypatch, tmp_path / "2", {1: "rack-a"}, registered=set())
+    empty.writer.reconcile(TOPOLOGY_KEY)
+    assert not empty.file.exists() and empty.configmap() == {} and empty.reconfigures == 0
+
+
+def test_a_terminating_pod_leaves_the_topology(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-b"})
+    gone = pod_for(nodeset(), "worker-2", "g-3-2", terminating=True)
+    w.pods.put(gone)
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-a": "g-3-1"}
+
+
+def test_unlabelled_nodes_are_still_placed(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: None})
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-a": "g-3-1", "unlabeled": "g-3-2"}
+
+
+def test_a_stale_slurm_cache_writes_nothing_and_retries(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a"})
+    w.cache.fresh = False
+    result = w.writer.reconcile(TOPOLOGY_KEY)
+    assert result is not None and result.requeue_after == 2.0
+    assert not w.file.exists() and w.reconfigures == 0
+
+
+def test_a_failed_reconfigure_is_tried_again_next_time(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a"})
+
+    def refused() -> None:
+        raise RuntimeError("slurmrestd down")
+
+    w.writer.reconfigure = refused
+    with pytest.raises(RuntimeError):
+        w.writer.reconcile(TOPOLOGY_KEY)
+    w.writer.reconfigure = w.count
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.reconfigures == 1
+
+
+def test_topology_conf_format(monkeypatch, tmp_path):
+    w = World(monkeypatch, tmp_path, {1: "rack-a"}, file_format=CONF)
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.file.read_text().splitlines()[1:] == ["BlockName=rack-a Nodes=g-3-1"]
+    assert list(w.configmap()) == ["topology.conf"]
+
+
+def test_write_atomically_replaces_whole(tmp_path):
+    path = tmp_path / "a" / "topology.conf"
+    write_atomically(path, "one\n")
+    write_atomically(path, "two\n")
+    assert path.read_text() == "two\n" and sorted(p.name for p in path.parent.iterdir()) == ["topology.conf"]
+
+
+# ---- what wakes it ------------------------------------------------------------------------------------
+
+
+class HandlerRegistry:
+    """The Slurm nodes informer's handler registration."""
+
+    def __init__(self) -> None:
+        self.handlers: list[FuncHandler] = []
+
+    def add_handler(self, **funcs: Any) -> None:
+        self.handlers.append(FuncHandler(funcs.get("on_add"), funcs.get("on_update"), funcs.get("on_delete")))
+
+
+def test_labels_pods_and_slurm_nodes_coming_or_going_wake_it_not_heartbeats_or_state():
+    keys: list[str] = []
+    nodes, pods = FakeInformer(), FakeInformer()
+    cache = HandlerRegistry()
+    attach_topology(keys.append, nodes=nodes, pods=pods, cache=cache)
+    nodes.put(W(1, "rack-a"))
+    pods.put(pod_for(nodeset(), "worker-1", "g-3-1"))
+    assert keys == [TOPOLOGY_KEY, TOPOLOGY_KEY]
+    keys.clear()
+    beat = W(1, "rack-a")
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    nodes.put(beat)
+    pods.put(pod_for(nodeset(), "worker-1", "g-3-1", ready=False))
+    (handler,) = cache.handlers
+    handler.on_update(Node("g-3-1", state="IDLE"), Node("g-3-1", state="ALLOCATED"))
+    assert keys == []
+    nodes.put(W(1, "rack-b"))
+    handler.on_add(Node("g-3-2", state="IDLE"))
+    pods.put(pod_for(nodeset(), "worker-1", "g-3-1", terminating=True))
+    assert keys == [TOPOLOGY_KEY] * 3
+
+
+# ---- flags --------------------------------------------------------------------------------------------
+
+
+def test_topology_flags():
+    config, _, _ = cli.parse_args(["--slurm-auth-token", "t"])
+    assert config.topology.kind == "" and config.topology_reconfigure
+    config, _, _ = cli.parse_args(["--slurm-auth-token", "t", "--topology", "tree", "--topology-tree-labels",
+                                   "topology.kubernetes.io/region, topology.kubernetes.io/zone",
+                                   "--topology-format", "topology.conf", "--topology-configmap", "topo",
+                                   "--topology-reconfigure=false"])
+    assert config.topology == TopologySettings(kind="tree", tree_labels=("topology.kubernetes.io/region",
+                                                                         "topology.kubernetes.io/zone"),
+                                               file_format="topology.conf")
+    assert (config.topology_configmap, config.topology_file, config.topology_reconfigure) == ("topo", None, False)
+    for bad in (["--topology", "tree", "--topology-configmap", "t"], ["--topology", "block"],
+                ["--topology", "ring", "--topology-configmap", "t"]):
+        with pytest.raises(SystemExit):
+            cli.parse_args(["--slurm-auth-token", "t", *bad])
