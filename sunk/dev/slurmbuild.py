@@ -38,6 +38,7 @@ LIBDIR = "/usr/lib"  # libslurm, and its plugins in LIBDIR/slurm, as configure's
 CONFIGURE = (
     "./configure", "--prefix=/usr", "--sysconfdir=/etc/slurm", "--localstatedir=/var", "--runstatedir=/run",
     "--with-munge", "--with-jwt", "--with-json", "--with-http-parser", "--with-yaml", "--with-mysql_config=/usr/bin",
+    "--enable-multiple-slurmd",  # the dev cluster runs every slurmd on one host, as Debian's build allows
     "--disable-debug", "--disable-x11", "--without-pmix", "--without-hdf5", "--without-rrdtool",
 )
 # What the host needs for the plugins libslurm loads in a client (bookworm's, as the chroot's).
