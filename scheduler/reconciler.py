@@ -17,7 +17,6 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from typing import Any, Optional, assert_never
 
 import attrs
@@ -27,6 +26,7 @@ from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import IndexedStore, pod_node_name
+from sunk.scripts import shipped_script
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from sunk.slurm.freshread import FreshRead
@@ -71,7 +71,7 @@ from .waiting import WaitCondition, current_condition, wait_condition, waiting_e
 
 log = logging.getLogger(__name__)
 
-PLACEHOLDER_SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh").read_text()
+PLACEHOLDER_SCRIPT = shipped_script("placeholder.sh")  # (self-contained: Slurm runs it from its spool)
 
 # Safety net only: Slurm cache events, the placeholder's "started" call and Pod watches
 # drive every transition.

@@ -32,6 +32,7 @@ from attrs import frozen
 import sunk
 from sunk import names
 from sunk.hooks.auth import node_token
+from sunk.scripts import shipped_script
 
 from . import (
     chroot,
@@ -55,7 +56,6 @@ FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
-SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "scripts"
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
 # The dev cluster's Slurm identity policy (--identity-policy), as its operator chose it: every Pod author is
 # trusted, any user (root included, and the default) and any priority, because the tests of everything else
@@ -554,7 +554,7 @@ class DevCluster:
             "SUNK_HOOKS_TOKEN_FILE=/etc/sunk/hooks-tokens/%n\nSUNK_LOCK_TIMEOUT=60\n")
         for kind in ("prolog", "epilog"):
             target = self.root / f"etc/slurm/{kind}.d/50-sunk-lock"
-            shutil.copyfile(SCRIPTS_DIR / f"{kind}.sh", target)
+            target.write_text(shipped_script(f"{kind}.sh"))
             target.chmod(0o755)
 
     def _remove_hooks(self, root: Optional[Path] = None) -> None:

@@ -32,6 +32,10 @@ DRAIN_MARGIN=${SUNK_DRAIN_MARGIN:-3}
 
 log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_POD: $*" >&2; }
 
+# foreign_drain NODE: whether the node is out of service for a reason sunk did not write (the file is
+# inlined here where the script ships: sunk/scripts/__init__.py).
+. "$(dirname "${BASH_SOURCE[0]}")/foreign_drain.sh"
+
 # hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
 # The token goes through curl's stdin (printf is a shell builtin), so it never shows in the
 # process list, which every user of the node can read.
@@ -87,16 +91,6 @@ on_term() {
     exit 1
 }
 
-# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
-# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
-# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
-foreign_drain() {
-    local line state reason
-    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
-    state=${line%%|*} reason=${line#*|}
-    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
-    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
-}
 trap on_term TERM
 
 log "started"

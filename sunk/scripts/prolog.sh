@@ -54,6 +54,10 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
 
+# foreign_drain NODE: whether the node is out of service for a reason sunk did not write (the file is
+# inlined here where the script ships: sunk/scripts/__init__.py).
+. "$(dirname "${BASH_SOURCE[0]}")/foreign_drain.sh"
+
 stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, or cancel it
     local why active
     # Not a job that is no longer starting: another node's prolog (a job of several nodes) or its
@@ -67,17 +71,6 @@ stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, o
         && { log "job $JOB was stopped meanwhile (${why:0:120}): nothing to stop"; return 0; }
     scancel "$JOB" && { log "job $JOB cannot be requeued (${why:0:120}): cancelled"; return 0; }
     return 1
-}
-
-# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
-# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
-# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
-foreign_drain() {
-    local line state reason
-    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
-    state=${line%%|*} reason=${line#*|}
-    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
-    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
 }
 
 drain() {  # drain REASON: drain the node with that reason and stop the job; fail only if that cannot be done

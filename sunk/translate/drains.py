@@ -227,7 +227,8 @@ def held_by_another(node: Node) -> bool:
     its own over it. Slurm keeps one reason per node, and a ``k8s:`` one written over an operator's
     would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service (and
     the operator's reason, which says what to mend, would be lost). The node keeps Slurm's jobs off it
-    anyway. The same rule is written in bash in the prolog and the epilog (``foreign_drain``)."""
+    anyway. The same rule is written in bash once, for the prolog, the epilog and the placeholder job
+    (``foreign_drain``, sunk/scripts/foreign_drain.sh)."""
     return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
 
 

@@ -20,6 +20,12 @@ drains") and not with the Syncer's code, so that a bug in that code cannot hide 
 shared is only the contract: the grammar of sunk's drain reasons (``drains.parse``), the
 placeholder's AdminComment (``PlaceholderIdentity``, a gang's ``GangIdentity``) and which gang a Pod's own
 labels put it in (``gang_of``).
+
+Whose is whose, as sunk itself must judge it: a job is sunk's only when its identity names one of the scope's
+schedulers (``sched=``; another scheduler's job, or an install's sharing Slurm, is never sunk's to count twice, to
+cancel, or to bind by), and a Pod's labels and annotations speak for sunk only on a Pod of those schedulers (a Pod
+of another scheduler may carry a gang's labels, or a job id and Slurm node copied from a Pod sunk placed: it never
+keeps a drain or a gang's job, and the lock must evict it).
 """
 
 from __future__ import annotations
@@ -80,10 +86,12 @@ def read_world(dev_cluster, api, namespace: str) -> World:
 
 
 class JobHistory:
-    """Every placeholder job of one namespace ever seen, by its Pod's UID; fed by whoever reads Slurm."""
+    """Every placeholder job of sunk's ``schedulers`` in one namespace ever seen, by its Pod's UID; fed by whoever
+    reads Slurm."""
 
-    def __init__(self, namespace: str):
+    def __init__(self, namespace: str, schedulers: frozenset[str]):
         self.namespace = namespace
+        self.schedulers = schedulers
         self._jobs: dict[str, dict[int, str]] = {}
         self._pods: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -91,7 +99,7 @@ class JobHistory:
     def record(self, jobs: Iterable[Obj]) -> None:
         with self._lock:
             for job in jobs:
-                identity = _identity(job)
+                identity = _identity(job, self.schedulers)
                 if identity is not None and identity.namespace == self.namespace:
                     self._pods[identity.uid] = f"{identity.namespace}/{identity.name}"
                     self._jobs.setdefault(identity.uid, {}).setdefault(int(job["job_id"]), describe(job))
@@ -124,7 +132,7 @@ def duplicate_jobs(world: World, scope: Scope, history: JobHistory | None = None
     seen: dict[str, dict[int, str]] = history.jobs() if history is not None else {}
     pod_of = {}
     for job in world.jobs:
-        identity = _identity(job)
+        identity = _identity(job, scope.schedulers)
         if identity is not None and identity.namespace == scope.namespace:
             seen.setdefault(identity.uid, {})[int(job["job_id"])] = describe(job)  # (its state now)
             pod_of[identity.uid] = f"{identity.namespace}/{identity.name}"
@@ -134,16 +142,19 @@ def duplicate_jobs(world: World, scope: Scope, history: JobHistory | None = None
 
 
 def orphan_jobs(world: World, scope: Scope) -> list[str]:
-    uids = {_uid(pod) for pod in world.pods}
-    gangs = {gang.owner for pod in world.pods if (gang := gang_of(pod)) is not None}
+    """Only sunk's jobs are sunk's to cancel; only its Pods keep them (a Pod of another scheduler with a gang's
+    labels keeps no gang's job)."""
+    ours = [pod for pod in world.pods if _sunks_pod(pod, scope)]
+    uids = {_uid(pod) for pod in ours}
+    gangs = {gang.owner for pod in ours if (gang := gang_of(pod)) is not None}
     out = []
     for job in world.jobs:
-        identity = _identity(job)
+        identity = _identity(job, scope.schedulers)
         if identity is not None and identity.namespace == scope.namespace and is_active(job) and \
                 identity.uid not in uids:
             out.append(f"{describe(job)} holds a place for Pod {identity.namespace}/{identity.name} (uid "
                        f"{identity.uid}), which is gone: the job should have been cancelled")
-        gang = GangIdentity.parse(job.get("admin_comment") or "")
+        gang = _gang_identity(job, scope.schedulers)
         if gang is not None and gang.namespace == scope.namespace and is_active(job) and gang.owner not in gangs:
             out.append(f"{describe(job)} holds nodes for gang {gang.namespace}/{gang.key}, whose Pods are all gone: "
                        "the job should have been cancelled")
@@ -151,13 +162,13 @@ def orphan_jobs(world: World, scope: Scope) -> list[str]:
 
 
 def bound_without_job(world: World, scope: Scope) -> list[str]:
-    jobs = placeholder_jobs(world.jobs, scope.namespace)
+    jobs = placeholder_jobs(world.jobs, scope.namespace, scope.schedulers)
     out = []
     for pod in _load_pods(world, scope):
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or _finished(pod):
             continue  # (a finished Pod, a gang's member or not, runs nothing: its job is released)
-        own = jobs.get(_uid(pod), []) + gang_jobs(world.jobs, pod)
+        own = jobs.get(_uid(pod), []) + gang_jobs(world.jobs, pod, scope.schedulers)
         there = [j for j in own if job_state(j)[0] in RUNS and any(scope.k8s_node_of.get(n) == node
                                                                    for n in job_nodes(j))]
         if not there:
@@ -204,13 +215,14 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
         return False, f"Pod {drain.pod} (uid {drain.uid}) is gone and Node {drain.k8s_node} is Ready"
     if isinstance(drain, drains.PlaceholderDrain):
         for job in holding:
-            identity = _identity(job)
+            identity = _identity(job, scope.schedulers)
             if int(job["job_id"]) == drain.job_id or (
                     identity is not None and (identity.namespace, identity.name) == (drain.namespace, drain.name)):
                 return True, f"{describe(job)} of Pod {drain.pod} holds {name}"
-        if any(_key(pod) == drain.pod and (pod.get("spec") or {}).get("nodeName") == k8s_node for pod in world.pods):
+        if any(_key(pod) == drain.pod and (pod.get("spec") or {}).get("nodeName") == k8s_node
+               and _sunks_pod(pod, scope) for pod in world.pods):
             return True, f"Pod {drain.pod} is still on Node {k8s_node}"
-        outliving = _outliving(world, name, k8s_node, holding)
+        outliving = _outliving(world, scope, name, k8s_node, holding)
         if outliving:
             return True, outliving
         return False, f"Pod {drain.pod} is off Node {k8s_node}, no job of it holds {name}, no Pod sunk placed there " \
@@ -218,15 +230,14 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
     if isinstance(drain, drains.GangPlaceholderDrain):
         gang = f"gang {drain.namespace}/{drain.key}"
         for job in holding:
-            identity = GangIdentity.parse(job.get("admin_comment") or "")
+            identity = _gang_identity(job, scope.schedulers)
             if int(job["job_id"]) == drain.job_id or (identity is not None and identity.owner == drain.owner):
                 return True, f"{describe(job)} of {gang} holds {name}"
         for pod in _pods_on(world, k8s_node):  # (a member sunk placed on this node: its annotations name it)
             if (member := gang_of(pod)) is not None and member.owner == drain.owner and not _finished(pod) \
-                    and _annotations(pod).get(names.ANN_SLURM_NODE) == name \
-                    and str(_annotations(pod).get(names.ANN_JOB_ID) or "").isdigit():
+                    and _placed_job(pod, scope, name) is not None:
                 return True, f"Pod {_key(pod)} of {gang} is still on Node {k8s_node}"
-        outliving = _outliving(world, name, k8s_node, holding)
+        outliving = _outliving(world, scope, name, k8s_node, holding)
         if outliving:
             return True, outliving
         return False, f"no member of {gang} is left on Node {k8s_node}, no job of it holds {name}, no Pod sunk " \
@@ -244,7 +255,7 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
             own = slurmd_pod(world, scope, name)
             for pod in _pods_on(world, k8s_node):
                 bound = _bound_at(pod)
-                if (own is None or _uid(pod) != _uid(own)) and _blocks(pod, strict=drain.strict,
+                if (own is None or _uid(pod) != _uid(own)) and _blocks(pod, scope, strict=drain.strict,
                                                                        effect=drain.effect) and (
                         bound is None or by is None or bound <= by):
                     return True, f"Pod {_key(pod)}, bound to Node {k8s_node} by {drain.bound_by}, still blocks a lock"
@@ -254,17 +265,25 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
     return False, f"job {drain.job_id} holds {name} no more and the lock is consistent with Slurm"
 
 
-def _outliving(world: World, name: str, k8s_node: str, holding: list[Obj]) -> str:
+def _outliving(world: World, scope: Scope, name: str, k8s_node: str, holding: list[Obj]) -> str:
     """A Pod sunk placed on Slurm node ``name`` still running on its Node after its job left the node ("": none).
     A finished Pod (a gang's member its Job keeps) runs nothing."""
     held = {int(j["job_id"]) for j in holding}
     for pod in _pods_on(world, k8s_node):
-        annotations = _annotations(pod)
-        job_id = str(annotations.get(names.ANN_JOB_ID) or "")
-        if annotations.get(names.ANN_SLURM_NODE) == name and job_id.isdigit() and int(job_id) not in held \
-                and not _finished(pod):
+        job_id = _placed_job(pod, scope, name)
+        if job_id is not None and job_id not in held and not _finished(pod):
             return f"Pod {_key(pod)} outlives its job {job_id} on {name}"
     return ""
+
+
+def _placed_job(pod: Obj, scope: Scope, name: str) -> int | None:
+    """The job by which sunk placed ``pod`` on Slurm node ``name`` (its binding's annotations), None if it did not:
+    the annotations speak for sunk only on a Pod of its schedulers (anyone may write them on another's)."""
+    annotations = _annotations(pod)
+    job_id = str(annotations.get(names.ANN_JOB_ID) or "")
+    if not _sunks_pod(pod, scope) or annotations.get(names.ANN_SLURM_NODE) != name or not job_id.isdigit():
+        return None
+    return int(job_id)
 
 
 def _condition_cause(name: str, world: World, scope: Scope) -> tuple[bool, str]:
@@ -331,23 +350,23 @@ def lock_problems(world: World, scope: Scope, name: str) -> list[str]:
         problems.append(f"{held}, but its lock is {value!r} and {taint} (wanted: {wanted}, tainted)")
     if value in LOCKED:
         for other in _pods_on(world, k8s_name):
-            if _uid(other) != _uid(pod) and _must_leave(other):
+            if _uid(other) != _uid(pod) and _must_leave(other, scope):
                 problems.append(f"its lock is {value!r}, yet Pod {_key(other)} (no lock toleration, not placed by sunk)"
                                 f" still runs on {k8s_name}: the lock should have evicted it")
     return problems
 
 
-def _must_leave(pod: Obj) -> bool:
-    """Running, not terminating, not tolerating the lock, carrying no job id: what every lock evicts."""
-    return _blocks(pod, strict=False)
+def _must_leave(pod: Obj, scope: Scope) -> bool:
+    """Running, not terminating, not tolerating the lock, not sunk's with a job id: what every lock evicts."""
+    return _blocks(pod, scope, strict=False)
 
 
-def _blocks(pod: Obj, *, strict: bool, effect: str | None = None) -> bool:
-    """Not finished, not tolerating the lock (with ``effect``; None: with any), carrying no job id; not terminating
-    unless ``strict``: what keeps a lock from being reached."""
+def _blocks(pod: Obj, scope: Scope, *, strict: bool, effect: str | None = None) -> bool:
+    """Not finished, not tolerating the lock (with ``effect``; None: with any), not a Pod of sunk's schedulers
+    carrying a job id; not terminating unless ``strict``: what keeps a lock from being reached."""
     if (_terminating(pod) and not strict) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
-    if names.ANN_JOB_ID in _annotations(pod):
+    if names.ANN_JOB_ID in _annotations(pod) and _sunks_pod(pod, scope):
         return False  # (whether its job id is vouched for, the Syncer judges; a leftover is invariant 3's)
     for toleration in (pod.get("spec") or {}).get("tolerations") or []:
         key, operator = toleration.get("key") or "", toleration.get("operator") or "Equal"
@@ -399,24 +418,40 @@ def slurmd_pod(world: World, scope: Scope, name: str) -> Obj | None:
     return None
 
 
-def _identity(job: Obj) -> PlaceholderIdentity | None:
-    return PlaceholderIdentity.parse(job.get("admin_comment") or "")
+def _identity(job: Obj, schedulers: frozenset[str] | None) -> PlaceholderIdentity | None:
+    """The job's placeholder identity (its AdminComment), if it names one of ``schedulers`` (None: any)."""
+    identity = PlaceholderIdentity.parse(job.get("admin_comment") or "")
+    return identity if identity is not None and (schedulers is None or identity.scheduler in schedulers) else None
 
 
-def gang_jobs(jobs: Iterable[Obj], pod: Obj) -> list[Obj]:
-    """The jobs of the Pod's gang (their Extra names its key), none for a Pod that is in no gang."""
+def _gang_identity(job: Obj, schedulers: frozenset[str]) -> GangIdentity | None:
+    """The job's gang identity (its AdminComment), if it names one of ``schedulers``."""
+    identity = GangIdentity.parse(job.get("admin_comment") or "")
+    return identity if identity is not None and identity.scheduler in schedulers else None
+
+
+def _sunks_pod(pod: Obj, scope: Scope) -> bool:
+    """A Pod of one of sunk's schedulers: only there do its labels and annotations speak for sunk."""
+    return (pod.get("spec") or {}).get("schedulerName") in scope.schedulers
+
+
+def gang_jobs(jobs: Iterable[Obj], pod: Obj, schedulers: frozenset[str]) -> list[Obj]:
+    """The jobs of ``schedulers`` for the Pod's gang (their AdminComment names its key), none for a Pod that is in
+    no gang."""
     gang = gang_of(pod)
     if gang is None:
         return []
-    return [job for job in jobs if (identity := GangIdentity.parse(job.get("admin_comment") or "")) is not None
+    return [job for job in jobs if (identity := _gang_identity(job, schedulers)) is not None
             and identity.owner == gang.owner]
 
 
-def placeholder_jobs(jobs: Iterable[Obj], namespace: str) -> dict[str, list[Obj]]:
-    """The placeholder jobs of the Pods of ``namespace``, by Pod UID (their Extra names the Pod)."""
+def placeholder_jobs(jobs: Iterable[Obj], namespace: str,
+                     schedulers: frozenset[str] | None = None) -> dict[str, list[Obj]]:
+    """The placeholder jobs of the Pods of ``namespace`` (of ``schedulers``; None: any), by Pod UID (their
+    AdminComment names the Pod)."""
     out: dict[str, list[Obj]] = {}
     for job in jobs:
-        identity = _identity(job)
+        identity = _identity(job, schedulers)
         if identity is not None and identity.namespace == namespace:
             out.setdefault(identity.uid, []).append(job)
     return out

@@ -28,8 +28,8 @@ from sunk.kube import client as kc
 from sunk.kube.patch import remove_taint, set_annotations, set_labels
 from sunk.kube.resources import LEASES, NODES, PODS
 from sunk.locking.requests import REQUEST_PREFIX
+from sunk.scripts import shipped_script
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "sunk" / "scripts"
 LABEL = "sunk.dev/locking-test"
 NODES_UNDER_TEST = ("node3", "node4")
 SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
@@ -125,7 +125,7 @@ class HookScripts:
     def install(self, lock_timeout: int = 30) -> None:
         self.dir.mkdir(mode=0o700)
         for script in ("prolog.sh", "epilog.sh"):
-            shutil.copy(SCRIPTS / script, self.dir / script)
+            (self.dir / script).write_text(shipped_script(script))  # (as the chart ships it: self-contained)
             (self.dir / script).chmod(0o755)
         write_node_tokens(self.dir / "tokens", self.token.encode(), self.cluster.slurm_nodes)
         self.set_timeout(lock_timeout)

@@ -306,7 +306,7 @@ class Matrix:
         self.pod_annotations = {names.ANN_COMMENT: scripts.marker, names.ANN_EXCLUDED_NODES: excluded}
         self.scope = Scope(namespace=namespace, schedulers=frozenset({SCHEDULER}), slurm_nodes=NODES,
                            k8s_node_of={n: dev_cluster.k8s_node_for(n) for n in dev_cluster.slurmd_nodes})
-        self.history = JobHistory(namespace)
+        self.history = JobHistory(namespace, self.scope.schedulers)
         self.load: Load | None = None
         self.during: list[str] = []  # what a fault's own check found while it lasted
         self.fault_began = 0.0

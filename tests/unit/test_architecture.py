@@ -52,6 +52,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("clients", (
         "sunk.slurm",
         "sunk.kube",
+        # The Slurm-side shell scripts, read as they ship (their sourced library inlined): file reads.
+        "sunk.scripts",
     )),
     ("runtime", (
         "sunk.controller",

@@ -25,9 +25,11 @@ import yaml
 
 import sunk
 from scheduler.cli import add_common_arguments
+from sunk import scripts
 from sunk.dev import chart
 from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
+from sunk.scripts import shipped_script
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
 from sunk.syncer.cli import build_parser, ensure_config, ensure_secrets_parser, release_config, release_parser
@@ -90,12 +92,18 @@ def test_the_chart_runs_the_image_of_this_version():
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"sunk:{sunk.__version__}"
 
 
-@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh"])
-def test_the_shipped_prolog_and_epilog_are_the_repositorys(script):
+@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh", "foreign_drain.sh"])
+def test_the_charts_copies_of_the_scripts_are_the_repositorys(script):
     """The chart can only read its own files: its copies must be sunk/scripts' byte for byte."""
     assert (chart.CHART / "files" / script).read_bytes() == (ROOT / "sunk" / "scripts" / script).read_bytes()
+
+
+@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh"])
+def test_the_shipped_prolog_and_epilog_are_self_contained_as_the_scheduler_and_dev_cluster_ship_them(script):
+    """helm inlines the library the scripts source as shipped_script does: nothing is mounted beside them."""
     config_map = find(render(), "ConfigMap", "sunk-slurm-hooks")
-    assert config_map["data"][script] == (ROOT / "sunk" / "scripts" / script).read_text()
+    assert config_map["data"][script] == shipped_script(script)
+    assert scripts.SOURCE_LINE not in config_map["data"][script]
 
 
 def test_the_crds_are_the_charts():

@@ -26,10 +26,11 @@ SCOPE = Scope(NS, frozenset({"sunk-scheduler-test"}), ("node3", "node4"),
 
 
 def job(job_id: int, uid: str | None = None, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
-        name: str = "p") -> dict[str, Any]:
-    """A job as slurmrestd shows it; a placeholder's identity in its AdminComment (its Extra stays the user's)."""
+        name: str = "p", scheduler: str = "sunk-scheduler-test") -> dict[str, Any]:
+    """A job as slurmrestd shows it; a placeholder's identity in its AdminComment (its Extra stays the user's),
+    naming the scheduler that submitted it."""
     recorded = json.loads((RECORDED / "job_running_gpu.json").read_text())["jobs"][0]
-    identity = PlaceholderIdentity(uid, NS, name, "sunk-scheduler-test").encode() if uid else ""
+    identity = PlaceholderIdentity(uid, NS, name, scheduler).encode() if uid else ""
     return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "admin_comment": identity}
 
 
@@ -101,10 +102,11 @@ GANG_LABELS = {"batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/con
 GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after job 9"
 
 
-def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3") -> dict[str, Any]:
+def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
+             scheduler: str = "sunk-scheduler-test") -> dict[str, Any]:
     """The placeholder job of a Job's gang (its AdminComment: sunk.translate.gang.GangIdentity)."""
     return {**job(job_id, state=state, nodes=nodes),
-            "admin_comment": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched=sunk-scheduler-test"}
+            "admin_comment": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched={scheduler}"}
 
 
 def member(name: str, uid: str, node: str | None, job_id: int | None = None, phase: str = "Running") -> dict[str, Any]:
@@ -113,6 +115,19 @@ def member(name: str, uid: str, node: str | None, job_id: int | None = None, pha
     obj = pod(name, uid, f"worker-{node[-1]}" if node else None, annotations=annotations, labels=GANG_LABELS)
     obj["status"]["phase"] = phase
     return obj
+
+
+OTHER = "other-scheduler"  # a scheduler not sunk's (another install's sharing Slurm, kube-scheduler)
+
+
+def copycat(name: str, uid: str, node: str, job_id: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Pod of another scheduler on ``node``'s Node whose author copied the annotations of a Pod sunk placed there
+    (and ``labels``, a gang's, say): anyone may write them; they speak for sunk only on its schedulers' Pods."""
+    return pod(name, uid, f"worker-{node[-1]}", scheduler="default-scheduler", labels=labels,
+               annotations={names.ANN_JOB_ID: str(job_id), names.ANN_SLURM_NODE: node})
+
+
+PLACEHOLDER_DRAIN = f"k8s: sunk-placeholder: pod {NS}/p outlived KillWait after job 1"
 
 
 def busy(jobs=(), pods=(), **kw) -> World:
@@ -159,6 +174,11 @@ SOUND = {
     # ... and no second job of the Pod it names.
     "a tenant's job with a bound Pod's identity in its Extra beside that Pod's job": busy(
         [job(1, "u1"), forged(5, "u1")], [placed("p", "u1", "node3", 1)]),
+    # Another scheduler's jobs are not sunk's: never to cancel, never a second job of sunk's Pod ...
+    "another scheduler's job whose Pod is gone, left to it": world([job(1, "u9", ("PENDING",), "", scheduler=OTHER)]),
+    "another scheduler's gang job whose Pods are gone, left to it": busy([gang_job(9, scheduler=OTHER)]),
+    "a Pod sunk bound beside another scheduler's job naming its UID": busy(
+        [job(1, "u1"), job(2, "u1", scheduler=OTHER)], [placed("p", "u1", "node3", 1)]),
 }
 
 
@@ -211,6 +231,22 @@ BROKEN = {
         world([gang_job(9, ("COMPLETED",))], [member("train-0", "m0", "node3", 9)]), "no job of it runs there"),
     "a gang's job under a normal lock": (
         busy([gang_job(9)], [member("train-0", "m0", "node3", 9)], lock3="locked"), "wanted: locked_strict"),
+    # ... and a Pod of another scheduler is never sunk's, whatever it copied: no drain, no gang's job kept by it,
+    # and the lock evicts it.
+    "the placeholder's drain kept only by another scheduler's Pod of the same name": (
+        world(pods=[pod("p", "u2", "worker-3", scheduler="default-scheduler")], node3=("IDLE", "DRAIN"),
+              reason3=PLACEHOLDER_DRAIN), "its cause is gone"),
+    "the placeholder's drain kept only by a copycat of a Pod sunk placed": (
+        world(pods=[copycat("c", "uc", "node3", 1)], node3=("IDLE", "DRAIN"), reason3=PLACEHOLDER_DRAIN),
+        "its cause is gone"),
+    "the gang's drain kept only by a copycat member": (
+        world([gang_job(9, ("CANCELLED",))], [copycat("train-0", "uc", "node3", 9, GANG_LABELS)],
+              node3=("IDLE", "DRAIN"), reason3=GANG_DRAIN), "its cause is gone"),
+    "a gang's job kept only by another scheduler's Pod with its labels": (
+        busy([gang_job(9)], [pod("train-0", "ux", scheduler="default-scheduler", labels=GANG_LABELS)]),
+        "whose Pods are all gone"),
+    "a copycat the lock did not evict": (
+        busy([job(1, "u1")], [placed("p", "u1", "node3", 1), copycat("c", "uc", "node3", 1)]), "should have evicted"),
     "the gang's drain once its member finished": (
         world([gang_job(9, ("CANCELLED",))], [member("train-0", "m0", "node3", 9, phase="Succeeded")],
               node3=("IDLE", "DRAIN"), reason3=GANG_DRAIN), "its cause is gone"),
@@ -225,7 +261,7 @@ def test_each_broken_invariant_is_named(name):
 
 
 def test_a_second_job_slurm_already_forgot_is_still_caught():
-    history = JobHistory(NS)
+    history = JobHistory(NS, SCOPE.schedulers)
     history.record([job(7, "u1", ("COMPLETED",))])  # seen earlier; purged since (MinJobAge)
     found = violations(SOUND["a bound Pod whose job runs there"], SCOPE, history)
     assert len(found) == 1 and "job 7 (COMPLETED on node3)" in found[0] and "job 1 (RUNNING on node3)" in found[0]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sunk.scripts import shipped_script
 from sunk.translate.drains import (
     GangPlaceholderDrain,
     HookUnreachableDrain,
@@ -77,7 +78,8 @@ def closed_port_url() -> str:
 
 def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra: bytes = b"",
         env_file: bool = True, lock_timeout: str | None = None,
-        slurm_bin: Path | None = None, env_lines: str = "") -> subprocess.CompletedProcess[str]:
+        slurm_bin: Path | None = None, env_lines: str = "",
+        script_dir: Path = SCRIPTS) -> subprocess.CompletedProcess[str]:
     (tmp_path / "token-node7").write_text(TOKEN + "\n")  # this node's token; %n names the node
     hooks_env = tmp_path / "hooks.env"
     if env_file:
@@ -87,7 +89,7 @@ def run(script: str, tmp_path: Path, url: str | None, *, timeout: int = 5, extra
            b"SLURM_JOB_EXTRA": extra, b"PATH": os.fsencode(os.environ["PATH"])}
     if slurm_bin is not None:
         env[b"PATH"] = os.fsencode(f"{slurm_bin}:{os.environ['PATH']}")
-    return subprocess.run(["bash", str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", str(script_dir / script)], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_without_hooks_env_both_scripts_do_nothing(tmp_path, server):
@@ -366,6 +368,42 @@ def test_the_epilogs_drain_leaves_an_operators_alone(tmp_path, server, node_stat
     done = run("epilog.sh", tmp_path, server.url, slurm_bin=bin_dir)
     assert done.returncode == 0 and epilog_drains(calls) == []
     assert "left as it is" in done.stderr
+
+
+def script_dir(tmp_path: Path, form: str) -> Path:
+    """The repository's scripts (the library they source beside them), or each as it ships (shipped_script):
+    alone, as the chart mounts it in prolog.d/epilog.d, its library inlined."""
+    if form == "repository":
+        return SCRIPTS
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for script in ("prolog.sh", "epilog.sh"):
+        (shipped / script).write_text(shipped_script(script))
+    return shipped
+
+
+@pytest.mark.parametrize("form", ["repository", "shipped"])
+@pytest.mark.parametrize(("node_state", "kept"), [("drained|hardware: fan", True), ("mixed|none", False)])
+def test_both_scripts_keep_an_operators_drain_with_their_library_sourced_or_inlined(tmp_path, server, form,
+                                                                                    node_state, kept):
+    """foreign_drain is one file: beside the repository's scripts it is sourced, in what ships it is inlined."""
+    scripts = script_dir(tmp_path, form)
+    server.replies += [(403, {"error": "no such job", "reason": "Slurm shows no job 42"}), (500, {"error": "bug"})]
+    (tmp_path / "prolog").mkdir()
+    (tmp_path / "epilog").mkdir()
+    prolog_bin, prolog_calls = fake_slurm(tmp_path / "prolog", node_state=node_state)
+    prolog = run("prolog.sh", tmp_path, server.url, slurm_bin=prolog_bin, script_dir=scripts)
+    epilog_bin, epilog_calls = epilog_slurm(tmp_path / "epilog", admin_comment=POD_IDENTITY, node_state=node_state)
+    epilog = run("epilog.sh", tmp_path, server.url, slurm_bin=epilog_bin, script_dir=scripts)
+    for done in (prolog, epilog):
+        assert done.returncode == 0, done.stderr
+        assert "command not found" not in done.stderr and "No such file" not in done.stderr, done.stderr
+        assert ("node7 is out of service for a reason sunk did not write" in done.stderr) is kept
+    assert sinfo_calls(prolog_calls) == [SINFO] and SINFO in slurm_calls(epilog_calls)
+    prolog_drains = [c for c in slurm_calls(prolog_calls) if c.startswith("scontrol update")]
+    assert (prolog_drains, epilog_drains(epilog_calls)) == (([], []) if kept else (
+        ["scontrol update nodename=node7 state=drain reason=sunk-lock: job 42: Slurm shows no job 42"],
+        [PlaceholderDrain("team-a", "train-0", 42, "0f1e-uid").reason()]))
 
 
 def test_the_epilog_never_fails_even_when_it_cannot_drain(tmp_path, server):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.reconciler import PLACEHOLDER_SCRIPT
+from sunk.scripts import LIBRARY, SOURCE_LINE, script_text
 from sunk.slurm.hostlist import expand
 from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
@@ -104,15 +107,26 @@ def recorded_argv(tmp_path: Path) -> list[list[str]]:
     return [line.split(US) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def spooled(tmp_path: Path) -> Path:
+    """What the scheduler submits, where slurmd runs it from: its spool, with no other file of sunk beside it."""
+    spool = tmp_path / "spool" / "job42"
+    spool.mkdir(parents=True)
+    (spool / "slurm_script").write_text(PLACEHOLDER_SCRIPT)
+    return spool / "slurm_script"
+
+
 def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30,
-                    extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+                    extra_env: dict[str, str] | None = None, script: Path | None = None,
+                    node_state: str = "") -> tuple[subprocess.Popen, Path]:
+    """The script (the repository's, the library it sources beside it, unless given) as Slurm runs it; sinfo
+    prints ``node_state`` ("STATE|REASON"; nothing: no node is out of service)."""
     scontrol_log = tmp_path / "scontrol.args"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in(bin_dir, "scontrol", f'echo "$@" >> {scontrol_log}\n'
                                   f'[ "$1 $2" = "show hostnames" ] || exit 0\n'
                                   f'PYTHONPATH={REPO} exec {sys.executable} -c "{HOSTNAMES}" "$3"')
-    stand_in(bin_dir, "sinfo", "exit 0")  # (no node is out of service)
+    stand_in(bin_dir, "sinfo", f"printf '%s' {shlex.quote(node_state)}")
     # curl's stdin (its -K config) is kept in curl.stdin on its way through.
     stand_in(bin_dir, "curl", f'{REAL["tee"]} -a {tmp_path / "curl.stdin"} | {REAL["curl"]} "$@"')
     for name in ("date", "sleep"):
@@ -120,7 +134,7 @@ def run_placeholder(hook_api: HookAPI, tmp_path: Path, kill_wait: int = 30,
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1",
            "SUNK_HOOKS_URL": hook_api.url, "SUNK_HOOK_TOKEN": "tok", "SUNK_POD_UID": "uid-a",
            "SUNK_KILL_WAIT": str(kill_wait), "SUNK_POD": "ns/p", **(extra_env or {})}
-    proc = subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(["bash", str(script or SCRIPT)], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, scontrol_log
 
@@ -240,6 +254,37 @@ def test_without_the_scheduler_the_script_drains_with_the_reason_the_syncer_lift
         assert node == "node1" and parse(reason) == PlaceholderDrain("ns", "p", 42, "uid-a"), reason  # its Pod's UID
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("form", ["repository", "submitted"])
+@pytest.mark.parametrize(("node_state", "drained"), [("drained|hardware: fan", False), ("down*|Not responding", False),
+                                                   ("idle|none", True), ("drained|k8s: sunk-lock: job 41: x", True)])
+def test_without_the_scheduler_a_node_out_of_service_for_another_reason_is_left_as_it_is(
+        hook_api, tmp_path, form, node_state, drained):
+    """foreign_drain, sourced from beside the repository's script and inlined in what the scheduler submits (Slurm
+    runs it from its spool, alone): an operator's reason is kept, sunk's own or none is drained over."""
+    hook_api.pod_stays, hook_api.drain_status = True, 503
+    script = spooled(tmp_path) if form == "submitted" else SCRIPT
+    proc, scontrol_log = run_placeholder(hook_api, tmp_path, kill_wait=5, script=script, node_state=node_state)
+    try:
+        wait_until(lambda: hook_api.paths() == ["POST /api/v1/jobs/42/started"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 1
+        stop(proc)  # (its sleep holds stderr open)
+        stderr = proc.stderr.read().decode()
+        assert "command not found" not in stderr and "No such file" not in stderr, stderr
+        assert [argv[1:] for argv in recorded_argv(tmp_path) if argv[0] == "sinfo"] == [
+            ["-h", "-N", "-n", "node1", "-o", "%T|%E"]]
+        assert [node for node, _ in drains(scontrol_log)] == (["node1"] if drained else [])
+        assert ("node1 is out of service for a reason sunk did not write" in stderr) is not drained
+    finally:
+        stop(proc)
+
+
+def test_the_submitted_script_is_the_repositorys_with_its_library_inlined_once():
+    submitted = PLACEHOLDER_SCRIPT
+    assert SOURCE_LINE not in submitted and submitted.count("\nforeign_drain() {") == 1
+    assert submitted.replace(script_text(LIBRARY).removesuffix("\n"), SOURCE_LINE) == SCRIPT.read_text()
 
 
 @pytest.mark.parametrize("name", ["SUNK_HOOKS_URL", "SUNK_HOOK_TOKEN", "SUNK_KILL_WAIT", "SUNK_POD"])

@@ -36,6 +36,10 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-epilog node=$NODE job=$JOB: $*" >&2; }
 
+# foreign_drain NODE: whether the node is out of service for a reason sunk did not write (the file is
+# inlined here where the script ships: sunk/scripts/__init__.py).
+. "$(dirname "${BASH_SOURCE[0]}")/foreign_drain.sh"
+
 token=$(cat "${SUNK_HOOKS_TOKEN_FILE//%n/$NODE}" 2>/dev/null)
 if [ -z "$SUNK_SYNCER_URL" ] || [ -z "$token" ]; then
     log "hooks.env lacks SUNK_SYNCER_URL or a readable token file; the Syncer unlocks on its own"
@@ -56,17 +60,6 @@ placeholder_reason() {
     elif [[ $text =~ ^sunk-gang=([a-z]+(/[A-Za-z0-9][A-Za-z0-9._-]*)+)\ ns=($name)\ size=[0-9]+\ members=[0-9a-f,]+(\ sched=[^\ ]+)?$ ]]; then
         echo "k8s: sunk-placeholder: gang ${BASH_REMATCH[3]}/${BASH_REMATCH[1]} outlived KillWait after job $JOB"
     fi
-}
-
-# foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
-# those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
-# it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).
-foreign_drain() {
-    local line state reason
-    line=$(sinfo -h -N -n "$1" -o '%T|%E' 2>/dev/null | head -n 1) && [ -n "$line" ] || return 1
-    state=${line%%|*} reason=${line#*|}
-    case "$state" in idle*|alloc*|mix*|comp*|plan*|resv*|reserved*) return 1 ;; esac
-    [[ -n "$reason" && "$reason" != none && "$reason" != "k8s:"* ]]
 }
 
 # drain_for_placeholder: the Syncer could not be asked whether a placeholder's Pod outlived the job here;
