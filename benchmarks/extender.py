@@ -26,8 +26,8 @@ import requests
 
 from extender.app import create_app
 from scheduler.decide import Bind, Waiting
-from sunk.dev.tls import CertFiles, issue, make_ca
 from sunk.web import TLS, Listener, serve
+from sunk_dev.tls import CertFiles, issue, make_ca
 
 PORT = 18998
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},

@@ -35,11 +35,11 @@ import sys
 from collections.abc import Sequence
 
 from benchmarks.scheduler import Workload, add_round_options, pod, run_rounds
-from sunk.dev import workloads
-from sunk.dev.cluster import DevCluster
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODGROUPS, PODS
 from sunk.translate import gang as g
+from sunk_dev import workloads
+from sunk_dev.cluster import DevCluster
 
 ISSUE_NODES = 16  # issue 21: "50 gangs of 4 on 16 nodes"
 # What sinfo shows for a node that takes jobs (a suffix such as "*", not responding, or "~",

@@ -34,10 +34,10 @@ from pathlib import Path
 import requests
 
 from benchmarks.scheduler import cpu_seconds, machine_cpu_seconds
-from sunk.dev.cluster import DevCluster
 from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk_dev.cluster import DevCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"))  # the cluster tests' helpers
 from locking_harness import (

@@ -38,8 +38,8 @@ import requests
 from flask import Flask
 
 from sunk.controller.health import HttpEndpoints
-from sunk.dev.tls import issue, make_ca
 from sunk.web import TLS, Listener, serve
+from sunk_dev.tls import issue, make_ca
 from tests.cluster.hostile_clients import Flood
 
 HOOKS, VERBS, PROBES = 18992, 18993, 18994

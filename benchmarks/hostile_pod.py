@@ -47,9 +47,9 @@ from benchmarks.scheduler import (
     wait_until_scheduling,
 )
 from sunk import names
-from sunk.dev.cluster import DevCluster
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk_dev.cluster import DevCluster
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"))  # the cluster tests' helpers

@@ -6,7 +6,7 @@
 Raw path: ``--nodes`` ``slurmd -Z`` processes started straight on this machine (what the stand-in
 kubelet would run, the same argv), timed from the first start to every Slurm node IDLE: what Slurm
 alone takes to register that many dynamic nodes here.
-NodeSet path: ``--nodes`` stand-in Nodes (a kubelet of the benchmark's own, ``sunk.dev.pool``),
+NodeSet path: ``--nodes`` stand-in Nodes (a kubelet of the benchmark's own, ``sunk_dev.pool``),
 a NodeSet selecting a label, and sunk-operator; timed from just before the first label patch to
 every Slurm node IDLE. Its ratio to the raw path is the operator's and Kubernetes' cost.
 Rolling update: ``--busy`` nodes get a job, then the template changes (maxUnavailable
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from sunk import names
-from sunk.dev import slurmconf
-from sunk.dev.cluster import DevCluster
-from sunk.dev.pool import StandInPool, apply_crds, wait_default_service_account
-from sunk.dev.standin_slurmd import SlurmdLaunch, free_port
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, NODES, NODESETS, PODS
+from sunk_dev import slurmconf
+from sunk_dev.cluster import DevCluster
+from sunk_dev.pool import StandInPool, apply_crds, wait_default_service_account
+from sunk_dev.standin_slurmd import SlurmdLaunch, free_port
 
 LABEL = "sunk.dev/nodeset-bench"
 GOAL_READY_SECONDS = 60.0  # issue 19: 200 nodes ready within 60 s of the label

@@ -84,7 +84,6 @@ from benchmarks.syncer import (
     wait_for,
 )
 from sunk import names
-from sunk.dev.cluster import DevCluster
 from sunk.kube.client import load_api_client
 from sunk.slurm import JobRequest, NodeUpdate, v0042
 from sunk.slurm.errors import SlurmError
@@ -98,10 +97,11 @@ from sunk.translate.extra import parse_object
 from sunk.translate.podcordon import pod_cordon
 from sunk.translate.syncplan import merged_extra
 from sunk.types import Obj
+from sunk_dev.cluster import DevCluster
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 
 PROCESSES = ("syncer", "scheduler")
-PHANTOM = re.compile(r"phantom(\d+)")  # sunk.dev.slurmconf.SlurmLayout.phantom_names
+PHANTOM = re.compile(r"phantom(\d+)")  # sunk_dev.slurmconf.SlurmLayout.phantom_names
 HELD_SCRIPT = "#!/bin/bash\nsleep 3600\n"
 PROGRESS_EVERY = 10.0  # seconds between progress lines of a long step
 QUIET_S = 10.0  # the Syncer counts as settled once its reconciles and writes stood still this long

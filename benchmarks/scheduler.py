@@ -38,11 +38,11 @@ from typing import Any
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from sunk.dev.cluster import DevCluster
-from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer
 from sunk.kube.resources import EVENTS, PODS, Resource
+from sunk_dev.cluster import DevCluster
+from sunk_dev.procs import Daemon
 from tests.cluster.kube_testns import create_namespace, delete_jobs, purge_namespace
 from tests.cluster.procs import Process, secret_file
 

@@ -52,7 +52,7 @@ from typing import Any, Optional
 import requests
 
 from sunk.slurm import JobRequest, NodeUpdate, SlurmCache, connect, v0042
-from sunk.slurm.fake import FakeSlurmrestd
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 BENCH_CTLD_PORT = 6917
 BENCH_REST_PORT = 6920
@@ -314,7 +314,7 @@ def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
 @contextmanager
 def spawned(nodes: int, jobs: int) -> Iterator[tuple[str, str, str, int]]:
     """A second slurmctld + slurmrestd in the sunk-dev chroot; 1000 nodes without slurmd, N held jobs."""
-    from sunk.dev.cluster import DevCluster
+    from sunk_dev.cluster import DevCluster
 
     cluster = DevCluster.for_tests()
     root = cluster.root

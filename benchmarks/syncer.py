@@ -47,8 +47,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.scheduler import cpu_seconds
 from sunk import names
-from sunk.dev.cluster import DevCluster
-from sunk.dev.procs import Daemon
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.client import load_api_client
@@ -56,8 +54,10 @@ from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, PODS
 from sunk.slurm import NodeUpdate, connect
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.fake import FakeSlurmrestd
 from sunk.translate import objects
+from sunk_dev.cluster import DevCluster
+from sunk_dev.fakeslurm import FakeSlurmrestd
+from sunk_dev.procs import Daemon
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 from tests.cluster.procs import Process
 

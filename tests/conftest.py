@@ -3,7 +3,7 @@
 Cluster tests never skip. If the dev cluster cannot come up, the session fails:
 a green run must mean the integration was really exercised.
 
-Slurm is the release ``SUNK_DEV_SLURM`` names (24.11 without it; see sunk/dev/release.py):
+Slurm is the release ``SUNK_DEV_SLURM`` names (24.11 without it; see dev/sunk_dev/release.py):
 ``tox -e slurm2605`` runs the tests marked ``every_release`` against 26.05. A cluster test
 that fails says against which release, in its summary line and a section of its report.
 """
@@ -21,7 +21,7 @@ SLURM_RELEASE = pytest.StashKey[str]()  # "Slurm 26.05.5 (Debian sid)", once the
 def _asked_release() -> str:
     """The Slurm release this session asks for, or why ``SUNK_DEV_SLURM`` names none (the dev cluster
     fixture then fails with that; a unit-test session never needs it)."""
-    from sunk.dev import release
+    from sunk_dev import release
 
     try:
         return release.chosen().describe()
@@ -30,7 +30,7 @@ def _asked_release() -> str:
 
 
 def pytest_report_header(config):
-    from sunk.dev import release
+    from sunk_dev import release
 
     return f"dev cluster Slurm release: {_asked_release()} (${release.ENV})"
 
@@ -39,7 +39,7 @@ def pytest_report_header(config):
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed and item.get_closest_marker("cluster"):
-        from sunk.dev import release
+        from sunk_dev import release
 
         release.tag_failure(report, item.config.stash.get(SLURM_RELEASE, _asked_release()))
     return report
@@ -57,8 +57,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def dev_cluster(request):
     """The running dev cluster, brought up (idempotently) if it is not, on the Slurm release asked for."""
-    from sunk.dev import chroot
-    from sunk.dev.cluster import DevCluster
+    from sunk_dev import chroot
+    from sunk_dev.cluster import DevCluster
 
     cluster = DevCluster.for_tests()
     with cluster.claimed("a pytest session"):  # another session on this machine would break this one's tests

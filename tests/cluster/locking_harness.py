@@ -23,12 +23,12 @@ from procs import Process
 from slurmtools import wait_for
 
 from sunk import names
-from sunk.dev.cluster import write_node_tokens
 from sunk.kube import client as kc
 from sunk.kube.patch import remove_taint, set_annotations, set_labels
 from sunk.kube.resources import LEASES, NODES, PODS
 from sunk.locking.requests import REQUEST_PREFIX
 from sunk.scripts import shipped_script
+from sunk_dev.cluster import write_node_tokens
 
 LABEL = "sunk.dev/locking-test"
 NODES_UNDER_TEST = ("node3", "node4")

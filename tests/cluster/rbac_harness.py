@@ -20,9 +20,9 @@ from typing import Any
 
 from test_manifests import PATHS
 
-from sunk.dev import chart, kubeconf
-from sunk.dev.pool import create_or_replace
 from sunk.kube import client as kc
+from sunk_dev import chart, kubeconf
+from sunk_dev.pool import create_or_replace
 
 # As deployed with both front ends (the extender binds the scheduler's Pod rules too).
 VALUES = {"extender": {"enabled": True}}

@@ -10,7 +10,7 @@ Every helper that changes Slurm or a Node has an undo that the tests call in fin
 
 The node-locking suite runs a state-syncing syncer on node3/node4 too; two syncers on
 the same Slurm nodes fight (each writes its own Pod into Extra), so no two sessions may
-run at once: the ``dev_cluster`` fixture claims the cluster (``sunk.dev.claim``).
+run at once: the ``dev_cluster`` fixture claims the cluster (``sunk_dev.claim``).
 """
 
 from __future__ import annotations

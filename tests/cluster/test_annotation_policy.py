@@ -24,10 +24,10 @@ from slurmtools import wait_for
 from test_outlived_drain import NODE, node_state
 
 from sunk import names
-from sunk.dev import chart
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS, Resource
 from sunk.translate import drains
+from sunk_dev import chart
 
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 GUARDED_SCHEDULER = "sunk-annguard-test"  # the scheduler name the policy (and the Syncer) call sunk's

@@ -34,10 +34,10 @@ from slurmtools import jobs_carrying, slurm_job, state, wait_for
 from test_scheduler import deployment_runs_through_slurm_until_deleted, end_pods
 
 from sunk import names
-from sunk.dev import chart, kubebuild, slurmconf
 from sunk.hooks.auth import weakness
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, Resource
+from sunk_dev import chart, kubebuild, slurmconf
 
 RELEASE = "sunk"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")

@@ -2,11 +2,11 @@
 
 test_chart_install.py runs the installed Deployments' flags as processes (most of the dev
 cluster's Nodes run no container). Here the release's Pods really run: the image is the one
-sunk-dev builds from a Debian root and the project's wheel (``sunk.dev.images``), imported into
+sunk-dev builds from a Debian root and the project's wheel (``sunk_dev.images``), imported into
 the real Node's containerd; a stock kube-scheduler (the default scheduler, as every cluster
 has) binds the release's Pods, and ``nodeSelector`` keeps them on the real Node. In-cluster
 clients reach the apiserver as the ``kubernetes`` Service and slurmrestd at the bridge's address
-(``sunk.dev.realnode.service_routes``). The namespace enforces Pod Security ``restricted``.
+(``sunk_dev.realnode.service_routes``). The namespace enforces Pod Security ``restricted``.
 
 In order: install (every Pod Running and Ready as its ServiceAccount), a Deployment scheduled
 through Slurm by the Pod scheduler, ``helm upgrade`` with a changed value rolls the Pods,
@@ -32,12 +32,12 @@ from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release,
 
 import sunk
 from sunk import names
-from sunk.dev import images, realnode
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
 from sunk.locking.requests import LockRequest
 from sunk.translate import drains, leftovers
+from sunk_dev import images, realnode
 
 POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
 

@@ -31,11 +31,11 @@ from slurmtools import wait_for
 from test_chart_install import ENFORCE, RELEASE, SECRETS, Release, enforced
 from test_chart_pods import POD_SLURM_URL, default_scheduler, describe  # noqa: F401 (a fixture)
 
-from sunk.dev import realnode
 from sunk.hooks.auth import weakness
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, Resource
 from sunk.translate import chartsecrets as cs
+from sunk_dev import realnode
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 HOOKS = "sunk-hooks"

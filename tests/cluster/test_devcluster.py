@@ -14,8 +14,8 @@ import requests
 from kube_testns import create_namespace, purge_namespace
 from kubernetes import client
 
-from sunk.dev import kubelet
-from sunk.dev.cluster import SLURM_NAMESPACE, slurmd_pod
+from sunk_dev import kubelet
+from sunk_dev.cluster import SLURM_NAMESPACE, slurmd_pod
 
 
 def _rest(slurm_rest, method, path, body=None):
@@ -204,8 +204,8 @@ def test_the_demo_schedules_its_pods_through_slurm_and_the_tests_up_ends_them(de
     """`make demo`, the README's first command, end to end; then `up` without sunk's daemons (what
     every test session runs) deletes the demo's Pods while its scheduler still runs, so no
     placeholder job and no lock taint outlives the demo."""
-    from sunk.dev.cluster import DevCluster
-    from sunk.dev.demo import _demo  # (demo() would wait for this session's own claim)
+    from sunk_dev.cluster import DevCluster
+    from sunk_dev.demo import _demo  # (demo() would wait for this session's own claim)
 
     try:
         assert _demo(DevCluster(dev_cluster.home)) == 0, capsys.readouterr().out

@@ -16,12 +16,12 @@ from test_gangs import all_bound, assert_one_member_per_node, gang_jobs, idle_ba
 from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
 from sunk import names
-from sunk.dev import slurmconf
-from sunk.dev.tls import issue, make_ca
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODS
 from sunk.translate import gang as g
 from sunk.translate.lock import tolerates_lock
+from sunk_dev import slurmconf
+from sunk_dev.tls import issue, make_ca
 
 PROFILE = "sunk-extender-test"
 PORTS = {"verbs": 18888, "hooks": 18200, "metrics": 18280, "probes": 18281}

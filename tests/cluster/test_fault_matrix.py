@@ -400,7 +400,7 @@ class Matrix:
 
     def finish_missed_deletions(self) -> None:
         """Finish what the stand-in kubelet missed: a Pod whose deletion it could not complete while the apiserver
-        or etcd was down stays terminating until its watch next relists (up to 5 minutes; sunk/dev/kubelet.py),
+        or etcd was down stays terminating until its watch next relists (up to 5 minutes; dev/sunk_dev/kubelet.py),
         and its job rightly waits for it. Done as that relist would (grace 0, the Pod's UID); said on stdout."""
         fake = {self.dev.k8s_node_for(n) for n in self.dev.slurm_nodes}
         now = time.time()

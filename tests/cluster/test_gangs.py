@@ -5,7 +5,7 @@ each. Members ask for 40 CPUs, so two members never fit one node, and two gangs 
 both run (3 + 3 > 4): what the gangs here ask for, and what Slurm must refuse, is unambiguous.
 
 Jobs are made by the real Job controller. The real LeaderWorkerSet and JobSet controllers
-(sunk/dev/workloads.py: built from their Go modules, their webhooks served) make the gangs of the
+(dev/sunk_dev/workloads.py: built from their Go modules, their webhooks served) make the gangs of the
 tests named "real"; the other LWS and JobSet tests label Pods (and, for a JobSet, batch/v1 Jobs)
 as those controllers label them (sunk/translate/gang.py names each label), for the cases a
 controller never makes (a group whose members disagree, one that never fills up). The
@@ -26,11 +26,11 @@ from slurmtools import jobs_carrying, number, slurm_job, started_placeholder, st
 from test_scheduler import SCHEDULER, end_pods, event_reasons, events_for, get_pod, scheduler_process
 
 from sunk import names
-from sunk.dev import workloads
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODGROUPS, PODS, Resource
 from sunk.slurm import hostlist
 from sunk.translate import gang as g
+from sunk_dev import workloads
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
 LEADERWORKERSETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")

@@ -21,9 +21,9 @@ from slurmtools import wait_for
 from test_real_node import _get, running_ip, web_pod
 from test_scheduler import PORTS, namespace, placed, scheduler  # noqa: F401 (fixtures)
 
-from sunk.dev import realnode
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk_dev import realnode
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 

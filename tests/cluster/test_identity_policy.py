@@ -28,9 +28,9 @@ from test_scheduler import (
 )
 
 from sunk import names
-from sunk.dev import chart
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk_dev import chart
 
 PORTS = {"hooks": 18920, "metrics": 18921, "probes": 18922}
 ADMITTED_SCHEDULER = "sunk-identity-admission-test"  # the name the admission policy covers

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sunk.dev import chart
 from sunk.kube import client as kube
+from sunk_dev import chart
 
 # kind -> (api path prefix, plural, namespaced)
 PATHS = {

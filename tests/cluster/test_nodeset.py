@@ -2,7 +2,7 @@
 
 The operator runs with the chart's rendered flags, as the chart's ServiceAccount with its
 rendered RBAC (``operator.enabled``), against the real apiserver with the chart's CRDs. Its
-Nodes are stand-in Nodes of a kubelet of this module's own (``sunk.dev.kubelet --chroot``), on
+Nodes are stand-in Nodes of a kubelet of this module's own (``sunk_dev.kubelet --chroot``), on
 which every NodeSet slurmd Pod runs a real ``slurmd -Z``: the Slurm node registers when the Pod
 starts and stops answering when it is deleted, as on a real Node. The Slurm nodes are dynamic,
 with feature ``real`` (slurm.conf's ``NodeSet=dynamic``), so they join partition ``real`` and
@@ -22,11 +22,11 @@ from rbac_harness import as_service_account, assert_never_forbidden, deployment_
 from syncer_harness import free_port, never, wait_for
 
 from sunk import names
-from sunk.dev import slurmconf
-from sunk.dev.pool import StandInPool, apply_crds
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, LEASES, NAMESPACES, NODES, NODESETS, NODESLICES, PODS
 from sunk.slurm import connect
+from sunk_dev import slurmconf
+from sunk_dev.pool import StandInPool, apply_crds
 
 POOL_LABEL = "sunk.dev/nodeset-test"
 NODES_IN_POOL = 4

@@ -4,7 +4,7 @@ sunk-operator runs as in test_nodeset.py (the chart's flags, ServiceAccount and 
 ``scheduler.gpuTypes`` (so ``--gpu-types``) and ``operator.topology`` (block, into the ConfigMap the
 chart names) set, plus ``--topology-file`` at the dev cluster's ``etc/slurm`` in the chroot: there
 slurmctld reads its files, standing in for the ConfigMap a real slurmctld mounts. Its Nodes are
-stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk.dev.standin_slurmd``).
+stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk_dev.standin_slurmd``).
 
 - a NodeSet with ``memSpecLimit``: ``scontrol show node`` shows it;
 - a Node advertising 4 GPUs of class A100 (the stand-in kubelet's ``sunk.dev/gpus``): its Slurm node
@@ -31,12 +31,12 @@ from rbac_harness import as_service_account, assert_never_forbidden, deployment_
 from syncer_harness import free_port, wait_for
 from test_nodeset import Pool, _delete_quietly, _wait_registered_idle
 
-from sunk.dev import kubelet, slurmconf
-from sunk.dev.pool import StandInPool, apply_crds
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, NODESLICES
 from sunk.slurm.hostlist import expand
 from sunk.translate.nodeset.topology import CONF, DEFAULT_BLOCK_LABEL, YAML
+from sunk_dev import kubelet, slurmconf
+from sunk_dev.pool import StandInPool, apply_crds
 
 NODES_IN_POOL = 4
 GPU_CLASS = "A100_NVLINK_80GB"

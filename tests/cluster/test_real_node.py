@@ -1,5 +1,5 @@
 """The dev cluster's real kubelet Node (containerd, runc, bridge CNI): Pods placed there by Slurm
-really run, and its slurmd really runs in a container (``sunk.dev.realnode``)."""
+really run, and its slurmd really runs in a container (``sunk_dev.realnode``)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from test_scheduler import (  # noqa: F401 (fixtures)
 )
 
 from sunk import names
-from sunk.dev import realnode
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODS
+from sunk_dev import realnode
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 

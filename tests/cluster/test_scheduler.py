@@ -17,11 +17,11 @@ from slurmtools import all_nodes, idle_node, jobs_carrying, number, slurm_job, s
 from syncer_harness import free_port
 
 from sunk import names
-from sunk.dev import slurmconf
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS, Resource
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
+from sunk_dev import slurmconf
 
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)

@@ -36,7 +36,7 @@ from sunk.slurm.cache import CHANGED
 
 
 def _backends() -> list[str]:
-    from sunk.dev import release
+    from sunk_dev import release
 
     try:
         chosen = release.chosen()

@@ -74,7 +74,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "extender.cli",
         "sunk.web",
         "sunk.runner",
-        "sunk.dev",
+        "sunk_dev",
         "benchmarks",
     )),
 ]

@@ -21,12 +21,12 @@ from benchmarks import scale as b
 from benchmarks.slurmrelay import CountingRelay, Exchange, RequestHeads, by_kind, request_kind
 from benchmarks.syncer import BENCH_REASON, cost, counters, summary
 from sunk.slurm import SlurmCache, connect
-from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.models import Node
 from sunk.syncer.facts import KubeFacts
 from sunk.translate.extra import parse_object
 from sunk.translate.podcordon import pod_cordon
 from sunk.translate.syncplan import merged_extra
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 BASE = "/slurm/v0.0.42/"
 

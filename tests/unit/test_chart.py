@@ -1,7 +1,7 @@
 """The Helm chart (manifests/chart/sunk), rendered by the real helm: every switch, and what it renders.
 
 No cluster: ``helm template`` and ``helm lint`` only (helm is the dev cluster's pinned build,
-built into its cache the first time; sunk.dev.chart). What an apiserver makes of the objects
+built into its cache the first time; sunk_dev.chart). What an apiserver makes of the objects
 is tests/cluster/test_manifests.py's and test_chart_install.py's; the hardening of every
 Pod, budget, Role and NetworkPolicy is test_manifest_hardening.py's.
 """
@@ -26,8 +26,6 @@ import yaml
 import sunk
 from scheduler.cli import add_common_arguments
 from sunk import scripts
-from sunk.dev import chart
-from sunk.dev.chart import find, flags, merged
 from sunk.hooks.auth import weakness
 from sunk.scripts import shipped_script
 from sunk.slurm.errors import SlurmUnavailable
@@ -38,6 +36,8 @@ from sunk.translate import chartsecrets as cs
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.policy import parse_policy
 from sunk.web import TLS
+from sunk_dev import chart
+from sunk_dev.chart import find, flags, merged
 
 ROOT = Path(__file__).resolve().parents[2]
 HELM = chart.helm_binary()

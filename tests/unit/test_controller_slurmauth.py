@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from sunk.controller import slurmauth
 from sunk.slurm import connect
 from sunk.slurm.errors import AuthenticationFailed
-from sunk.slurm.fake import FakeSlurmrestd
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 
 @pytest.fixture(autouse=True)

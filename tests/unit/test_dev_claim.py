@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sunk.dev.claim import CLAIM_FILE, ClaimTimeout, claimed
+from sunk_dev.claim import CLAIM_FILE, ClaimTimeout, claimed
 
 
 def test_a_second_claim_waits_names_the_holder_and_times_out(tmp_path):

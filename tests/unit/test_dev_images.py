@@ -1,4 +1,4 @@
-"""sunk.dev.images: the docker archives the real kubelet Node imports, their keys and what they leave out."""
+"""sunk_dev.images: the docker archives the real kubelet Node imports, their keys and what they leave out."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sunk.dev import images, realnode
+from sunk_dev import images, realnode
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "manifests/chart/sunk"
@@ -215,7 +215,7 @@ def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
 def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
     """A hostPath ``Directory`` that does not exist keeps the Pod in ContainerCreating for good: each
     one is made by ``up`` before any daemon starts, or comes with the Slurm packages (/etc/slurm)."""
-    from sunk.dev.cluster import chroot_directories
+    from sunk_dev.cluster import chroot_directories
 
     pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.slurmd_image("24.11"))
     wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]

@@ -1,4 +1,4 @@
-"""sunk.dev.phases: a set-up phase's tools write to its log; the terminal gets one line, or none."""
+"""sunk_dev.phases: a set-up phase's tools write to its log; the terminal gets one line, or none."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from sunk.dev import phases
+from sunk_dev import phases
 
 
 def test_a_phase_that_did_no_work_says_nothing_and_its_output_goes_to_the_log(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sunk.dev import kubeconf, realnode, slurmconf
+from sunk_dev import kubeconf, realnode, slurmconf
 
 
 def test_pods_reach_the_apiserver_as_the_kubernetes_service_and_slurmrestd_at_the_gateway():

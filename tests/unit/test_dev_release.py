@@ -1,4 +1,4 @@
-"""The dev cluster's Slurm releases (sunk.dev.release): choice, chroots, images, the switch, failure reports."""
+"""The dev cluster's Slurm releases (sunk_dev.release): choice, chroots, images, the switch, failure reports."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from sunk.dev import chroot, cli, images, kubebuild, realnode, release
-from sunk.dev.cluster import DevCluster, pod_runs_as
-from sunk.dev.procs import Daemon
+from sunk_dev import chroot, cli, images, kubebuild, realnode, release
+from sunk_dev.cluster import DevCluster, pod_runs_as
+from sunk_dev.procs import Daemon
 
 SID = release.RELEASES["26.05"]
 # What the trixie chroot was made of before there were two releases: its cache name must not move
@@ -90,7 +90,7 @@ def test_dpkgs_version_is_read_as_slurms(dpkg, upstream):
 
 def test_a_chroot_whose_suite_moved_on_is_refused_with_what_to_change():
     assert release.check_version(SID, "26.05.5") == "26.05.5"
-    with pytest.raises(RuntimeError, match="sid chroot has Slurm 26.11.1, not 26.05.*sunk/dev/release.py"):
+    with pytest.raises(RuntimeError, match="sid chroot has Slurm 26.11.1, not 26.05.*dev/sunk_dev/release.py"):
         release.check_version(SID, "26.11.1")
     with pytest.raises(RuntimeError, match=r"\(none\)"):
         release.check_version(release.DEFAULT, "")
@@ -158,7 +158,7 @@ def test_the_slurmd_cache_of_one_image_for_all_releases_is_what_goes():
 
 
 def test_a_slurmd_pod_of_another_chroot_or_image_is_another_pod():
-    from sunk.dev import realnode
+    from sunk_dev import realnode
 
     trixie, sid = chroot.chroot_dir(Path("/c")), chroot.chroot_dir(Path("/c"), SID)
 

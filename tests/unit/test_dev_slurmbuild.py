@@ -1,4 +1,4 @@
-"""Slurm 25.11 from source and pyslurm against it: the pure parts of ``sunk.dev.slurmbuild``."""
+"""Slurm 25.11 from source and pyslurm against it: the pure parts of ``sunk_dev.slurmbuild``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sunk.dev import chroot, release, slurmbuild
+from sunk_dev import chroot, release, slurmbuild
 
 BUILT = release.RELEASES["25.11"]
 

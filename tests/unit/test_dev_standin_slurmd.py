@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sunk import names
-from sunk.dev.standin_slurmd import SlurmdLaunch, launch_of
 from sunk.translate.nodeset import pod as nodeset_pod
 from sunk.translate.nodeset.spec import NodeSetSpec
+from sunk_dev.standin_slurmd import SlurmdLaunch, launch_of
 
 
 def nodeset_made_pod() -> dict:
@@ -55,7 +55,7 @@ def test_stopping_a_nodes_slurmd_kills_its_jobs_sessions_and_only_those():
     try:
         import time
 
-        from sunk.dev.standin_slurmd import job_sessions, kill_sessions
+        from sunk_dev.standin_slurmd import job_sessions, kill_sessions
         deadline = time.monotonic() + 10
         while os.getsid(mine.pid) not in job_sessions("pool-9-9") and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -77,7 +77,7 @@ def test_the_callers_own_session_is_never_killed():
     import subprocess
     import sys
 
-    from sunk.dev.standin_slurmd import job_sessions, kill_sessions
+    from sunk_dev.standin_slurmd import job_sessions, kill_sessions
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                              env={**os.environ, "SLURMD_NODENAME": "pool-own-session"})

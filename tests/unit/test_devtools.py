@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sunk.dev import slurmconf
-from sunk.dev.procs import Daemon
+from sunk_dev import slurmconf
+from sunk_dev.procs import Daemon
 
 
 def _settings(text: str) -> dict[str, str]:
@@ -93,7 +93,7 @@ def test_a_reused_pid_is_not_ours(tmp_path):
 
 
 def test_a_stand_in_nodes_gpus_follow_its_annotation_and_nothing_else():
-    from sunk.dev import kubelet
+    from sunk_dev import kubelet
 
     def annotated(value: object) -> dict:
         return {"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: value}}}

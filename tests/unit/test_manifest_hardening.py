@@ -1,7 +1,7 @@
 """The deployment is hardened: Pod security, budgets and spreading, least-privilege RBAC, no
 placeholder secret, and NetworkPolicies that admit what must connect and nothing else.
 
-Reads the Helm chart as `helm template` renders it with every component on (sunk.dev.chart;
+Reads the Helm chart as `helm template` renders it with every component on (sunk_dev.chart;
 tests/unit/test_chart.py checks each switch, tests/cluster that the apiserver accepts the
 objects and that Pod Security `restricted` admits every Pod).
 """
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from sunk.dev import chart
 from sunk.hooks.auth import weakness
 from sunk.types import Obj
+from sunk_dev import chart
 
 USER = 65532  # the Dockerfile's USER 65532:65532
 NS = chart.NAMESPACE

@@ -31,10 +31,10 @@ from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import EXIT_LOST_LEASE, Manager
 from sunk.runner import Served
 from sunk.slurm import settings as slurm_settings
-from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.settings import SlurmSettings, SlurmStartError, check, settings_from
 from sunk.syncer import cli as syncer_cli
 from sunk.web import Listener
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 
 @pytest.fixture

@@ -630,7 +630,7 @@ def test_a_long_poll_wakes_when_the_last_member_finishes(hooks):
 # -- through the in-process slurmrestd ----------------------------------------------------------------------------
 def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypatch):
     from sunk.slurm import connect
-    from sunk.slurm.fake import FakeSlurmrestd
+    from sunk_dev.fakeslurm import FakeSlurmrestd
 
     with FakeSlurmrestd(token="tok") as fake:
         slurm = connect("rest", url=fake.url, token="tok")

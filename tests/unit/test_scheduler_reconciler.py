@@ -515,7 +515,7 @@ def test_a_lookup_that_fails_keeps_the_doubt(build):
 def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
     from scheduler.assembly import identity_parser
     from sunk.slurm import connect
-    from sunk.slurm.fake import FakeSlurmrestd, Fault
+    from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
 
     config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
     with FakeSlurmrestd(token="tok") as fake:
@@ -537,7 +537,7 @@ def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
 def test_a_token_slurm_refuses_is_an_outage_not_a_verdict_on_the_pod(build, monkeypatch):
     """Before: the 401 was "Slurm refused the placeholder job", the Pod Unschedulable and not retried."""
     from sunk.slurm import connect
-    from sunk.slurm.fake import FakeSlurmrestd
+    from sunk_dev.fakeslurm import FakeSlurmrestd
 
     marked = []
     monkeypatch.setattr(kubeops, "mark_unschedulable", lambda api, pod, message: marked.append(message))

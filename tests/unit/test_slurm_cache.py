@@ -7,8 +7,8 @@ from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import ADDED, CHANGED, REMOVED, CacheEvent, diff, poll_wait
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.models import Job, Node
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 
 class ScriptedSlurm:

@@ -1,6 +1,6 @@
 """SlurmCache's job-state mode: one state list per refresh, full reads only of what changed.
 
-Against the in-process slurmrestd stand-in (sunk.slurm.fake), which serves ``GET /jobs/state``
+Against the in-process slurmrestd stand-in (sunk_dev.fakeslurm), which serves ``GET /jobs/state``
 in 24.11's shape and counts the bytes of every answer.
 """
 
@@ -13,9 +13,9 @@ from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.fake import FakeSlurmrestd, Fault
 from sunk.slurm.models import Job, JobState
 from sunk.translate.gang import has_started
+from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
 
 
 class Clock:

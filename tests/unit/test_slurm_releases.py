@@ -15,8 +15,8 @@ from test_slurm_rest import Clock
 
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, SlurmError, SlurmUnavailable, connect, v0042
 from sunk.slurm.errors import UNCERTAIN_CODES, AuthenticationFailed
-from sunk.slurm.fake import FakeSlurmrestd
 from sunk.slurm.rest import _error_from
+from sunk_dev.fakeslurm import FakeSlurmrestd
 
 RECORDED = Path(__file__).parent / "slurm_v0042"
 RELEASES = ["24.11.5", "26.05.5"]

@@ -1,4 +1,4 @@
-"""The REST backend against an in-process slurmrestd stand-in (sunk.slurm.fake)."""
+"""The REST backend against an in-process slurmrestd stand-in (sunk_dev.fakeslurm)."""
 
 import json
 import os
@@ -12,7 +12,7 @@ from sunk import fence
 from sunk.fence import Fenced, LeaseFence
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
 from sunk.slurm.errors import AuthenticationFailed
-from sunk.slurm.fake import FakeSlurmrestd, Fault, n
+from sunk_dev.fakeslurm import FakeSlurmrestd, Fault, n
 
 
 class Clock:

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from sunk.slurm import v0042
-from sunk.slurm.fake import INFINITE, UNSET, job_json, n, node_json, partition_json
 from sunk.slurm.models import JobAllocation, JobRequest, NodeUpdate
+from sunk_dev.fakeslurm import INFINITE, UNSET, job_json, n, node_json, partition_json
 
 
 def test_number_handles_no_val_structs_and_plain_numbers():

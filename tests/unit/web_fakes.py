@@ -15,8 +15,8 @@ from pathlib import Path
 import requests
 from flask import Flask
 
-from sunk.dev.tls import issue, make_ca
 from sunk.web import Listener, serve
+from sunk_dev.tls import issue, make_ca
 
 
 def who_app(name: str) -> Flask:

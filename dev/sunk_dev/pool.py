@@ -2,8 +2,8 @@
 
 The dev cluster's Nodes each carry a static Slurm node (node1..nodeN) and a hand-made slurmd
 Pod; a NodeSet needs Nodes of its own to label, whose slurmd Pods it makes. ``StandInPool``
-starts one more ``sunk.dev.kubelet`` for such Nodes, with ``--chroot``, so each NodeSet slurmd
-Pod bound there runs a real ``slurmd -Z`` (``sunk.dev.standin_slurmd``). ``stop`` stops that
+starts one more ``sunk_dev.kubelet`` for such Nodes, with ``--chroot``, so each NodeSet slurmd
+Pod bound there runs a real ``slurmd -Z`` (``sunk_dev.standin_slurmd``). ``stop`` stops that
 kubelet (and so every slurmd it started), deletes its Nodes, and deletes their Slurm nodes.
 """
 
@@ -85,7 +85,7 @@ class StandInPool:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with (self.log_dir / "kubelet.log").open("ab") as out:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.dev.kubeconfig),
+                [sys.executable, "-m", "sunk_dev.kubelet", "--kubeconfig", str(self.dev.kubeconfig),
                  "--nodes", ",".join(self.nodes), "--chroot", str(self.dev.root), "--log-dir", str(self.log_dir)],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout

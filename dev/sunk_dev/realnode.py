@@ -1,6 +1,6 @@
 """A real kubelet Node for the dev cluster: containerd, runc, bridge CNI and kubelet v1.34.
 
-The stand-in kubelet (``sunk.dev.kubelet``) only books Pods as running; this Node runs them.
+The stand-in kubelet (``sunk_dev.kubelet``) only books Pods as running; this Node runs them.
 What it takes on this kind of VM (``../shared/ENVIRONMENT.md``):
 
 - containerd 1.6 from Debian with a configuration of its own (own root, state, socket and
@@ -426,7 +426,7 @@ def slurmd_pod(chroot: Path, namespace: str) -> dict:
 
 
 def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
-    """The real Node's slurmd Pod, slurmd from its own image (``sunk.dev.images``).
+    """The real Node's slurmd Pod, slurmd from its own image (``sunk_dev.images``).
 
     What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge
     socket (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's

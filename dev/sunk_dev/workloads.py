@@ -29,10 +29,10 @@ from typing import Any
 import attrs
 import yaml
 
-from sunk.dev import kubebuild, tls
-from sunk.dev.pool import CRD_PATH, crd_established, create_or_replace
-from sunk.dev.procs import Daemon, wait_until
 from sunk.kube import client as kc
+from sunk_dev import kubebuild, tls
+from sunk_dev.pool import CRD_PATH, crd_established, create_or_replace
+from sunk_dev.procs import Daemon, wait_until
 
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

@@ -4,7 +4,7 @@ Mapping (also in docs/development.md): Slurm node ``nodeN`` runs in slurmd Pod
 ``slurm/nodeN``, which is bound to Kubernetes Node ``worker-N``. The Pod name is the
 Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's name.
 
-Slurm runs from the chroot of the release asked for (``sunk.dev.release``); ``up`` asking for
+Slurm runs from the chroot of the release asked for (``sunk_dev.release``); ``up`` asking for
 another release than the one running stops the Slurm side (and what runs Slurm's binaries or
 talks to it: the stand-in kubelet, sunk's daemons, the real Node's slurmd Pod) and starts it
 from the other chroot, whose state is its own. Kubernetes (etcd, the apiserver) stays up.
@@ -132,7 +132,7 @@ class DevCluster:
         self._running_release: Optional[release.SlurmRelease] = None
         recorded = self._observe()
         self.release = recorded if slurm is None else slurm
-        self._built_images: list[images.Built] = []  # what `up` built for the real Node (sunk.dev.images)
+        self._built_images: list[images.Built] = []  # what `up` built for the real Node (sunk_dev.images)
 
     def _observe(self) -> release.SlurmRelease:
         """Read what runs now from run/ (its layout, its Slurm release) and return the recorded release.
@@ -168,7 +168,7 @@ class DevCluster:
                    slurm=release.chosen())
 
     def claimed(self, who: str, timeout: float = 3600):
-        """Use the cluster alone (see ``sunk.dev.claim``): tests and benchmarks hold this."""
+        """Use the cluster alone (see ``sunk_dev.claim``): tests and benchmarks hold this."""
         return claim.claimed(self.run_dir, who, timeout, log=self.log)
 
     # -- facts -------------------------------------------------------------------------
@@ -201,7 +201,7 @@ class DevCluster:
 
     @property
     def real_node(self) -> bool:
-        """A real kubelet Node (containerd, runc) beside the stand-in ones: see ``sunk.dev.realnode``."""
+        """A real kubelet Node (containerd, runc) beside the stand-in ones: see ``sunk_dev.realnode``."""
         return realnode.enabled()
 
     @property
@@ -318,7 +318,7 @@ class DevCluster:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
-        if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk.dev.images)
+        if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk_dev.images)
             self._built_images = images.build_images(self.home, PROJECT, self.root,
                                                      sunk.__version__, self._phase, self.release.name)
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
@@ -483,7 +483,7 @@ class DevCluster:
             Component(daemon("kube-controller-manager",
                              *kubeconf.controller_manager_argv(bin_dir / "kube-controller-manager", self.kube_dir)),
                       self._controller_manager_ok, timeout=120),
-            Component(daemon("kubelet", sys.executable, "-m", "sunk.dev.kubelet", "--kubeconfig", str(self.kubeconfig),
+            Component(daemon("kubelet", sys.executable, "-m", "sunk_dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
                              env={**os.environ, "PYTHONPATH": str(PROJECT)}),
@@ -589,7 +589,7 @@ class DevCluster:
         print(line, file=self.log, flush=True)
 
     def _phase(self, name: str) -> contextlib.AbstractContextManager[IO[str]]:
-        """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk.dev.phases``)."""
+        """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk_dev.phases``)."""
         return phases.log_phase(name, self.run_dir / "logs" / "setup.log", self.log)
 
     def _saved_data(self) -> dict:

@@ -124,7 +124,7 @@ def sunk_spec(version: str) -> ImageSpec:
 
 
 def slurmd_image(release: str) -> str:
-    """The slurmd image of a Slurm release (``sunk.dev.release``): ``docker.io/sunk-dev/slurmd:26.05``."""
+    """The slurmd image of a Slurm release (``sunk_dev.release``): ``docker.io/sunk-dev/slurmd:26.05``."""
     return f"{SLURMD_REPOSITORY}:{release}"
 
 
@@ -145,7 +145,7 @@ def image_config(spec: ImageSpec, diff_ids: Sequence[str], arch: str) -> dict:
     return {
         "architecture": arch, "os": "linux", "config": config,
         "rootfs": {"type": "layers", "diff_ids": list(diff_ids)},
-        "history": [{"created_by": "sunk.dev.images"} for _ in diff_ids],
+        "history": [{"created_by": "sunk_dev.images"} for _ in diff_ids],
     }
 
 
@@ -607,7 +607,7 @@ def enabled() -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sunk.dev.images HOME CHROOT [--slurm 26.05]``: build both images (no import), print the
+    """``python -m sunk_dev.images HOME CHROOT [--slurm 26.05]``: build both images (no import), print the
     archives. The slurmd image is tagged with the release of the chroot's Slurm, not ``SUNK_DEV_SLURM``'s
     (a chroot of another release would be tagged as this one); ``--slurm`` only checks that they agree."""
     import argparse
@@ -620,7 +620,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("home", type=Path)
     parser.add_argument("chroot", type=Path)
-    parser.add_argument("--slurm", default=None, help="the chroot's Slurm release (sunk.dev.release), checked")
+    parser.add_argument("--slurm", default=None, help="the chroot's Slurm release (sunk_dev.release), checked")
     args = parser.parse_args(argv)
     try:
         release = of_version(slurm_version(args.chroot), args.slurm)

@@ -4,7 +4,7 @@ sunk talks to slurmrestd's OpenAPI v0.0.42, which every release from 24.11 to 26
 cluster runs three: two from the Debian suite that ships each, 24.11 (trixie, the default) and
 26.05 (sid), and 25.11, which no suite ships, built from SchedMD's source (vendored beside the
 checkout, checksum pinned here) in a bookworm chroot, whose glibc and Python are the host's: the
-host's pyslurm 25.11 links that build's libslurmfull (``sunk.dev.slurmbuild``). A release is picked
+host's pyslurm 25.11 links that build's libslurmfull (``sunk_dev.slurmbuild``). A release is picked
 by ``sunk-dev up --slurm NAME`` or ``SUNK_DEV_SLURM=NAME``; the chroot (and so Slurm's own state:
 StateSaveLocation, MariaDB's accounting schema, which a newer release upgrades and an older one
 refuses), the slurmd image and the failure messages of the tests all follow from it, so no code
@@ -167,7 +167,7 @@ def check_version(release: SlurmRelease, version: str) -> str:
                                f"{version or '(none)'}, not {release.name}: its build did not finish; "
                                "`sunk-dev down`, remove the chroot from the cache and `up` again")
         raise RuntimeError(f"the {release.suite} chroot has Slurm {version or '(none)'}, not {release.name}: "
-                         f"Debian {release.suite} has moved on; name the release it ships in sunk/dev/release.py")
+                         f"Debian {release.suite} has moved on; name the release it ships in dev/sunk_dev/release.py")
     return version
 
 

@@ -1,7 +1,7 @@
 """sunk's Helm chart (manifests/chart/sunk), rendered with ``helm template``.
 
 The chart is the one source of truth for the deployment: tests and tools read its rendered
-objects, never a copy. helm is the dev cluster's pinned build (sunk.dev.kubebuild), built
+objects, never a copy. helm is the dev cluster's pinned build (sunk_dev.kubebuild), built
 into the dev cluster's cache the first time it is needed (``go install``) and reused after.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from sunk.dev import kubebuild
+from sunk_dev import kubebuild
 
 CHART = Path(__file__).resolve().parents[2] / "manifests" / "chart" / "sunk"
 RELEASE = "sunk"
@@ -36,7 +36,7 @@ class RenderError(Exception):
 
 def helm_binary(cache: Path | None = None) -> Path:
     """helm of the pinned version: the dev cluster's (in its cache, SUNK_DEV_HOME), or built now there."""
-    from sunk.dev.cluster import default_home
+    from sunk_dev.cluster import default_home
 
     return kubebuild.build_helm(cache or default_home(), log=sys.stderr)
 

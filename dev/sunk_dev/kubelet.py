@@ -15,7 +15,7 @@ It does what scheduling tests need from a kubelet and nothing else:
   Pod's ``sunk.dev/termination-delay-seconds`` annotation, but never later than its
   grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to;
 - given ``--chroot``, a NodeSet's slurmd Pod gets a real ``slurmd -Z`` process
-  (``sunk.dev.standin_slurmd``), stopped when the Pod is deleted or this kubelet stops.
+  (``sunk_dev.standin_slurmd``), stopped when the Pod is deleted or this kubelet stops.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import Any, Optional
 
 from kubernetes import client, config
 
-from sunk.dev import slurmconf
-from sunk.dev.standin_slurmd import StandInSlurmd, free_port, launch_of
+from sunk_dev import slurmconf
+from sunk_dev.standin_slurmd import StandInSlurmd, free_port, launch_of
 
-log = logging.getLogger("sunk.dev.kubelet")
+log = logging.getLogger("sunk_dev.kubelet")
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
 # On a stand-in Node: the GPUs its "device plugin" advertises instead of slurmconf.NODE_GPUS (a NodeSet

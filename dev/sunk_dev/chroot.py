@@ -1,7 +1,7 @@
 """The Debian chroots that carry Slurm (and MariaDB; the default one etcd too), one per release.
 
 bookworm's Slurm (22.05) lacks job Extra and REST v0.0.42; trixie's (24.11) and sid's (26.05)
-binaries need a newer glibc, hence a chroot each (``sunk.dev.release``). A chroot is built once
+binaries need a newer glibc, hence a chroot each (``sunk_dev.release``). A chroot is built once
 into the cache, keyed by its suite and package list, and only ever configured (never rebuilt) by
 ``up``. Each holds its release's state (Slurm's spool, MariaDB's data), so releases never share it.
 """

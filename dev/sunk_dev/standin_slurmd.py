@@ -1,7 +1,7 @@
 """Real slurmd processes for the NodeSet Pods that the stand-in kubelet serves.
 
 A NodeSet's slurmd Pod on a real Node runs ``slurmd -Z`` in its container. A stand-in Node
-has no containers, so the stand-in kubelet (``sunk.dev.kubelet``) runs that slurmd itself, as a
+has no containers, so the stand-in kubelet (``sunk_dev.kubelet``) runs that slurmd itself, as a
 host process in the dev cluster's chroot: a dynamic Slurm node that registers when its Pod
 starts and stops answering when its Pod is deleted, as on a real Node. That is what the
 operator's flows (label a Node, scale in, roll the template) and benchmarks/nodeset.py need,
@@ -35,7 +35,7 @@ from attrs import frozen
 
 from sunk import names
 
-log = logging.getLogger("sunk.dev.kubelet.slurmd")
+log = logging.getLogger("sunk_dev.kubelet.slurmd")
 
 SLURMD_CONTAINER = "slurmd"
 ENV_NODE_NAME = "SUNK_SLURM_NODE_NAME"
