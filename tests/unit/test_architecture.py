@@ -1,6 +1,7 @@
 """Imports point inward: the layering of docs/architecture.md, checked on every module's imports.
 
-Every module of ``sunk``, ``scheduler``, ``extender`` and ``benchmarks`` belongs to one layer
+Every module of ``sunk``, ``scheduler``, ``extender``, ``sunk_dev`` (dev/, the dev tools'
+sibling distribution) and ``benchmarks`` belongs to one layer
 (LAYERS, innermost first). A module may import from its own layer and from layers further
 in, never from a layer further out. The imports are read with ``ast``, not by importing:
 
@@ -29,7 +30,12 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("sunk", "scheduler", "extender", "benchmarks")
+PACKAGES = ("sunk", "scheduler", "extender", "sunk_dev", "benchmarks")
+# Where a package's directory is, when not at the root: the dev tools are a distribution of their own.
+SOURCE_ROOTS = {"sunk_dev": ROOT / "dev"}
+# What the product's wheel and image carry; nothing in them may import the rest (the dev tools, the
+# benchmarks), which would then be missing where the product runs.
+PRODUCT = ("sunk", "scheduler", "extender")
 
 # (layer, module prefixes), innermost first. A prefix names a module and everything under
 # it; a module belongs to the layer of its longest matching prefix. Keep this table and the
@@ -117,9 +123,10 @@ def discover(root: Path = ROOT) -> dict[str, Path]:
     """Every first-party module, by dotted name."""
     found: dict[str, Path] = {}
     for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
+        base = SOURCE_ROOTS.get(package, ROOT) if root == ROOT else root
+        for path in sorted((base / package).rglob("*.py")):
             if "__pycache__" not in path.parts:
-                found[module_name(path, root)] = path
+                found[module_name(path, base)] = path
     return found
 
 
@@ -223,6 +230,34 @@ def test_no_stale_exceptions():
     assert not stale, f"exceptions no longer needed (delete them): {stale}"
 
 
+def product_imports_of_the_rest(modules: dict[str, Path], sources: dict[str, str] | None = None) -> list[str]:
+    """Imports from a product module of a module the product does not ship (the layers allow some:
+    ``sunk.web`` and ``sunk_dev`` are both entry points)."""
+    return [f"{_where(imp)}: `{imp.written}`" for module, path in modules.items()
+            if module.split(".")[0] in PRODUCT
+            for imp in imports_of(module, path, modules, (sources or {}).get(module))
+            if imp.target.split(".")[0] not in PRODUCT]
+
+
+def test_the_product_imports_no_dev_tool_nor_benchmark():
+    found = product_imports_of_the_rest(MODULES)
+    assert not found, "the product imports what its wheel does not carry:\n  " + "\n  ".join(found)
+
+
+def test_a_product_module_importing_the_dev_tools_is_reported():
+    sources = {"sunk.web": "from sunk_dev import fakeslurm\n",
+               "scheduler.cli": "def f():\n    import benchmarks.scheduler\n"}
+    assert sorted(product_imports_of_the_rest(MODULES, sources)) == [
+        "scheduler/cli.py:2: `import benchmarks.scheduler`", "sunk/web.py:1: `from sunk_dev import fakeslurm`"]
+    assert not violations(MODULES, sources)  # the layers alone would let both through
+
+
+def test_the_dev_tools_are_found_and_are_an_entry_point():
+    assert MODULES["sunk_dev.fakeslurm"] == ROOT / "dev" / "sunk_dev" / "fakeslurm.py"
+    assert layer_of("sunk_dev.cluster") == "entry points"
+    assert not [m for m in MODULES if m.startswith(("sunk.dev", "sunk.slurm.fake"))]
+
+
 def test_the_pure_layer_does_no_io():
     found = []
     for module, path in MODULES.items():
@@ -247,8 +282,10 @@ def test_the_docs_name_every_layer_and_prefix():
         for prefix in prefixes:
             if prefix in EXACT:
                 continue
-            base = ROOT.joinpath(*prefix.split("."))
-            shown = f"`{prefix.replace('.', '/')}/`" if base.is_dir() else f"`{prefix.replace('.', '/')}.py`"
+            top = SOURCE_ROOTS.get(prefix.split(".")[0], ROOT)
+            base = top.joinpath(*prefix.split("."))
+            path = base.relative_to(ROOT).as_posix()
+            shown = f"`{path}/`" if base.is_dir() else f"`{path}.py`"
             if shown not in doc:
                 missing.append(shown)
     assert not missing, f"docs/architecture.md does not name: {', '.join(missing)}"
