@@ -62,11 +62,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             cluster.up()
             return _print_status(DevCluster(home))
     if args.command == "build":
-        from .cluster import PROJECT
+        from .cluster import CHECKOUT
         from .slurmbuild import ensure_wheel
 
         wanted = release.chosen(args.slurm)
-        root = chroot.ensure_chroot(home, wanted, log=sys.stdout, project=PROJECT)
+        root = chroot.ensure_chroot(home, wanted, log=sys.stdout, project=CHECKOUT)
         if wanted.pyslurm:
             print(ensure_wheel(root, wanted, home, sys.stdout))
         return 0

@@ -56,6 +56,10 @@ FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
+# The checkout this file is in (dev/sunk_dev/cluster.py): the product's sources are at its root, the dev
+# tools under dev/ (a distribution of their own, which the product's wheel and image leave out).
+CHECKOUT = Path(__file__).resolve().parents[2]
+SCRIPTS_DIR = CHECKOUT / "sunk" / "scripts"  # the product's Slurm scripts (its package data)
 ETCD_REVISION_FLOOR = 20  # see DevCluster._age_etcd
 # The dev cluster's Slurm identity policy (--identity-policy), as its operator chose it: every Pod author is
 # trusted, any user (root included, and the default) and any priority, because the tests of everything else
@@ -89,8 +93,6 @@ class Component:
     # NodeSet Pods' slurmd from the chroot): what `up` stops when it switches Slurm releases.
     slurm_side: bool = False
 
-
-PROJECT = Path(__file__).resolve().parents[2]  # this checkout: the sources the images and the kubelet use
 
 
 def default_home() -> Path:
@@ -299,7 +301,7 @@ class DevCluster:
         self._say(f"sunk-dev: cache {self.home}")
         for needed in dict.fromkeys((self.release, release.DEFAULT)):  # (etcd runs from the default's)
             with self._phase(f"chroot {needed.suite}") as log:
-                chroot.ensure_chroot(self.home, needed, log=log, project=PROJECT)
+                chroot.ensure_chroot(self.home, needed, log=log, project=CHECKOUT)
         version = release.check_version(self.release, chroot.slurm_version(self.root))
         if self._running_release is not None and self._running_release != self.release:
             self._switch_slurm(self._running_release)
@@ -319,7 +321,7 @@ class DevCluster:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk_dev.images)
-            self._built_images = images.build_images(self.home, PROJECT, self.root,
+            self._built_images = images.build_images(self.home, CHECKOUT, self.root,
                                                      sunk.__version__, self._phase, self.release.name)
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before).
@@ -486,7 +488,7 @@ class DevCluster:
             Component(daemon("kubelet", sys.executable, "-m", "sunk_dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
-                             env={**os.environ, "PYTHONPATH": str(PROJECT)}),
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join((str(CHECKOUT), str(CHECKOUT / "dev")))}),
                       self._kubelet_ok, slurm_side=True),
         ]
         if self.real_node:
@@ -515,7 +517,7 @@ class DevCluster:
 
     def _sunk_components(self) -> list[Component]:
         """sunk's own daemons, from this checkout: what production runs as Deployments."""
-        env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+        env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}  # this checkout's product code first
         secret = self.run_dir / "scheduler-hook.secret"
         common = [f"--kubeconfig={self.kubeconfig}", f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
                   f"--slurm-auth-token-file={self.jwt_file}", "--leader-election-namespace=" + SLURM_NAMESPACE]
