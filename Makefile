@@ -3,8 +3,10 @@ PYTHON ?= python3
 
 .PHONY: demo test install down status
 
+# The product and, beside it, the dev tools (dev/: sunk-dev, the fakes), which its wheel leaves out. One
+# command, so that the sunk that sunk-dev requires is this checkout's.
 install:
-	$(PYTHON) -m pip install -q -e .
+	$(PYTHON) -m pip install -q -e . -e ./dev
 
 demo: install
 	sunk-dev demo
