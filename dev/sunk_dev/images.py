@@ -53,7 +53,8 @@ PYTHON = "3.11"
 VENV = "/opt/sunk"
 NONROOT_UID = 65532
 NONROOT_NAME = "nonroot"
-# The project's files that go into its wheel: their hash keys the app layer.
+# The product's files that go into its wheel (the Dockerfile's COPY lines; not dev/, the dev tools'
+# distribution): their hash keys the app layer.
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "sunk", "scheduler", "extender")
 BUILD_REQUIREMENTS = ("setuptools>=64", "wheel")  # pyproject.toml's [build-system], from the wheelhouse
 # Bumped when how a layer is made changes, so that a cached layer made the old way is not reused.
