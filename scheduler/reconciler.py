@@ -30,7 +30,7 @@ from sunk.scripts import shipped_script
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
 from sunk.slurm.freshread import FreshRead
-from sunk.slurm.models import Job, JobRequest, NodeUpdate
+from sunk.slurm.models import Job, JobRequest, NodeUpdate, SubmitLimits
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain, held_by_another
 from sunk.translate.gang import IDENTITY_MAX, Gang, disagreements, gang_of, max_members, member_order
@@ -209,6 +209,9 @@ class PodScheduler:
     # Slurm's jobs as of a list that began after the caller asked; lookups after lost answers share it.
     fresh_jobs: FreshRead[tuple[Job, ...]] = attrs.field(default=attrs.Factory(
         lambda self: FreshRead(lambda: self.slurm.list_jobs().items or ()), takes_self=True))
+    # What the Slurm backend cannot submit (pyslurm: prefer, exclusive topo): such a Pod is refused, saying why.
+    submit_limits: SubmitLimits = attrs.field(default=attrs.Factory(
+        lambda self: getattr(self.slurm, "submit_limits", SubmitLimits()), takes_self=True))
     _submit_slots: threading.BoundedSemaphore = attrs.field(init=False)
     _last_reported: dict[str, str] = attrs.field(init=False, factory=dict)  # Pod UID -> "reason:message"
     _waiting_since: dict[str, float] = attrs.field(init=False, factory=dict)  # start of a passing wait
@@ -326,6 +329,7 @@ class PodScheduler:
     def problems(self, pod: Obj) -> tuple[str, ...]:
         """Why this Pod cannot have a placeholder job: its annotations' form, then its identity policy."""
         return tuple(str(p) for p in (*podjob.validate_pod(pod, self.config.kill_wait_seconds),
+                                      *podjob.backend_problems(pod, self.submit_limits),
                                       *self.config.identity_policy.problems(pod)))
 
     def _act(self, unit: UnitKey, gang: Optional[Gang], members: list[Obj], action: Action) -> Result:

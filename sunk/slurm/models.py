@@ -240,6 +240,18 @@ def job_state_key(key: str) -> tuple[Optional[int], Optional[int], Optional[int]
 
 
 @frozen
+class SubmitLimits:
+    """What a backend cannot put into a job submission, each with why. A Pod asking for one of them is
+    refused with that reason (an Event and a condition), never submitted without it."""
+
+    prefer: str = ""  # why the soft constraints (``--prefer``) cannot be passed; "" when they can
+    shared: tuple[tuple[str, str], ...] = ()  # (sharing mode, why it cannot be asked for)
+
+    def shared_refusal(self, mode: Optional[str]) -> str:
+        return next((why for name, why in self.shared if name == mode), "")
+
+
+@frozen
 class JobRequest:
     """A batch job to submit: the fields sunk needs, nothing more."""
 

@@ -12,8 +12,10 @@ Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it
 - TRES come parsed; they are written back as ``type[/name]=count`` text.
 - ``Job.cancel()`` ignores "already done" and "invalid job id": cancelling a job that is
   gone is a success. The REST backend behaves the same.
-- ``JobSubmitDescription`` has no ``prefer`` (soft constraints): it is dropped, with a
-  warning; and no ``topo`` sharing mode: that raises SlurmError.
+- ``JobSubmitDescription`` has no ``prefer`` (soft constraints) and no ``topo`` sharing mode,
+  though Slurm's C API has both (``job_desc_msg_t.prefer``, ``JOB_SHARED_TOPO``): ``SUBMIT_LIMITS``
+  says so, and the scheduler refuses a Pod asking for either with that reason (an Event and a
+  condition) rather than submitting it without; a request carrying one anyway raises SlurmError.
 - pyslurm 25.11 wraps no ``slurm_load_job_state``, so ``list_job_states`` is a full
   ``Jobs.load()`` reduced to ids and states: no cheaper than ``list_jobs``
   (``cheap_job_states`` is False, and SlurmCache keeps listing jobs in full with this
@@ -72,6 +74,7 @@ from .models import (
     Partition,
     RpcStat,
     SchedulerStats,
+    SubmitLimits,
     gpu_count,
     signal_name,
 )
@@ -91,6 +94,12 @@ _FLAG_BASE = {
 # Slurm's job_share_string() -> v0.0.42's ``shared`` words; "OK" means the partition's default.
 _SHARE_FROM_SLURM = {"NO": "none", "YES": "oversubscribe", "USER": "user", "MCS": "mcs", "TOPO": "topo", "OK": ""}
 _SHARE_TO_PYSLURM = {"none": "exclusive", "oversubscribe": "oversubscribe", "user": "user", "mcs": "mcs"}
+_NOT_IN_PYSLURM = ("pyslurm 25.11's JobSubmitDescription has no field for it (Slurm's C API has: {}); "
+                   "use the REST backend")
+SUBMIT_LIMITS = SubmitLimits(
+    prefer=_NOT_IN_PYSLURM.format("job_desc_msg_t.prefer"),
+    shared=(("topo", _NOT_IN_PYSLURM.format("JOB_SHARED_TOPO")),),
+)
 _TRES_SCALARS = ("cpu", "mem", "energy", "node", "billing", "vmem", "pages")
 
 
@@ -264,10 +273,10 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
         kw["gres_per_node"] = f"gpu:{r.gpu_type}:{r.gpus_per_node}" if r.gpu_type else f"gpu:{r.gpus_per_node}"
     if check_shared(r.shared) is not None:
         if r.shared not in _SHARE_TO_PYSLURM:
-            raise SlurmError(f"submit job {r.name}: pyslurm 25.11 cannot request shared={r.shared!r}")
+            raise SlurmError(f"submit job {r.name}: {SUBMIT_LIMITS.shared_refusal(r.shared)}")
         kw["resource_sharing"] = _SHARE_TO_PYSLURM[r.shared]
     if r.prefer:
-        log.warning("submit job %s: pyslurm 25.11 cannot pass prefer=%r; submitting without it", r.name, r.prefer)
+        raise SlurmError(f"submit job {r.name}: {SUBMIT_LIMITS.prefer}")
     return kw
 
 
@@ -275,6 +284,7 @@ class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
     cheap_job_states = False  # list_job_states is a full Jobs.load(): see the module notes
+    submit_limits = SUBMIT_LIMITS
 
     def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
                  clock: Callable[[], float] = time.time):

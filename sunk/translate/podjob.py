@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Optional
 from attrs import frozen
 
 from sunk import names
-from sunk.slurm.models import JobRequest
+from sunk.slurm.models import JobRequest, SubmitLimits
 
 from .objects import annotations_of
 from .quantity import cpus, is_whole, megabytes
@@ -209,6 +209,20 @@ def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
             constraint(_text(annotations, names.ANN_CONSTRAINTS), clauses)
         except ValueError as exc:
             problems.append(ValidationError(names.ANN_CONSTRAINTS, str(exc)))
+    return problems
+
+
+def backend_problems(pod: Obj, limits: SubmitLimits) -> list[ValidationError]:
+    """What this Pod asks for that the scheduler's Slurm backend cannot submit (``SubmitLimits``)."""
+    annotations = annotations_of(pod)
+    problems = []
+    if limits.prefer and (_text(annotations, names.ANN_PREFER) or "").strip():
+        problems.append(ValidationError(names.ANN_PREFER, f"cannot be submitted by this scheduler: {limits.prefer}"))
+    exclusive = annotations.get(names.ANN_EXCLUSIVE)
+    mode = EXCLUSIVE_MODES.get(str(exclusive).strip().lower()) if exclusive is not None else None
+    if why := limits.shared_refusal(mode):
+        problems.append(ValidationError(names.ANN_EXCLUSIVE, f"{exclusive!r} cannot be submitted by this "
+                                                             f"scheduler: {why}"))
     return problems
 
 

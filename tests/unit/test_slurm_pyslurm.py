@@ -251,11 +251,13 @@ def test_a_gangs_job_asks_pyslurm_for_exactly_n_nodes_with_one_task_each(client,
     assert "nodes" not in single and "ntasks" not in single
 
 
-def test_submit_topo_is_refused_and_prefer_dropped_with_a_warning(client, ps, caplog):
-    with pytest.raises(SlurmError, match="topo"):
+def test_submit_topo_and_prefer_are_refused_never_dropped_and_the_limits_say_why(client, ps):
+    with pytest.raises(SlurmError, match="JOB_SHARED_TOPO"):
         client.submit_job(JobRequest(name="j", script="s", shared="topo"))
-    client.submit_job(JobRequest(name="j", script="s", prefer="FAST"))
-    assert "cannot pass prefer" in caplog.text
+    with pytest.raises(SlurmError, match=r"job_desc_msg_t\.prefer"):
+        client.submit_job(JobRequest(name="j", script="s", prefer="FAST"))
+    assert client.submit_limits.prefer and client.submit_limits.shared_refusal("topo")
+    assert not client.submit_limits.shared_refusal("user")
 
 
 def test_updates_and_cancel(client, ps):

@@ -9,9 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sunk import names
-from sunk.slurm.models import Job
+from sunk.slurm.models import Job, SubmitLimits
 from sunk.translate.gang import identity_of, is_placeholder
-from sunk.translate.podjob import Identity, PlaceholderIdentity, constraint, gpu_clauses, pod_to_job, validate_pod
+from sunk.translate.podjob import (
+    Identity,
+    PlaceholderIdentity,
+    backend_problems,
+    constraint,
+    gpu_clauses,
+    pod_to_job,
+    validate_pod,
+)
 from sunk.translate.quantity import cpus, megabytes, parse_quantity
 
 KILL_WAIT = 30
@@ -366,3 +374,16 @@ def test_the_typed_request_keeps_the_constraints_annotation():
                                   affinity=gpu_term(("gpu.nvidia.com/class", "In", ["NVIDIA_L4"]))),
                          identity=TENANT, script="x", kill_wait_seconds=KILL_WAIT, gpu_types=GPU_TYPES)
     assert (request.gpu_type, request.constraints) == ("l4", "ib|eth")
+
+
+# -- what the Slurm backend cannot submit ---------------------------------------------------------------
+
+def test_a_pod_asking_for_what_the_backend_cannot_submit_is_refused_with_the_backends_reason():
+    limits = SubmitLimits(prefer="no prefer here", shared=(("topo", "no topo here"),))
+    asks = {"metadata": {"annotations": {names.ANN_PREFER: "fast", names.ANN_EXCLUSIVE: "topo"}}, "spec": {}}
+    problems = {p.field: str(p) for p in backend_problems(asks, limits)}
+    assert set(problems) == {names.ANN_PREFER, names.ANN_EXCLUSIVE}
+    assert "no prefer here" in problems[names.ANN_PREFER] and "no topo here" in problems[names.ANN_EXCLUSIVE]
+    assert backend_problems(asks, SubmitLimits()) == []  # REST: everything
+    other = {"metadata": {"annotations": {names.ANN_PREFER: " ", names.ANN_EXCLUSIVE: "user"}}, "spec": {}}
+    assert backend_problems(other, limits) == []  # an empty prefer asks nothing; user is passed
