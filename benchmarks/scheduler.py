@@ -572,14 +572,17 @@ def drain_pods(cluster: DevCluster, api, namespace: str) -> None:
 
 def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir: Path,
                       tree: Path | None = None, slurm_url: str | None = None,
-                      extra: tuple[str, ...] = ()) -> Process:
+                      extra: tuple[str, ...] = (), backend: str = "rest") -> Process:
     """sunk-scheduler for the Pod path; from ``tree`` (another checkout) instead of this one when given.
-    ``slurm_url``: slurmrestd's (default) or a relay's in front of it; ``extra``: more flags."""
+    ``slurm_url``: slurmrestd's (default) or a relay's in front of it; ``extra``: more flags; ``backend``:
+    ``pyslurm`` talks to slurmctld through libslurm (run under ``sunk-dev run`` on Slurm 25.11)."""
     env = cluster.env()
+    slurm = (["--slurm-backend=pyslurm"] if backend == "pyslurm" else
+             [f"--slurm-api-base={slurm_url or env['SLURM_REST_URL']}",
+              f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}"])
     return Process("sunk-scheduler", "scheduler.cli", [
         f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
-        f"--kubeconfig={env['KUBECONFIG']}", f"--slurm-api-base={slurm_url or env['SLURM_REST_URL']}",
-        f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}", "--slurm-kill-wait=30s",
+        f"--kubeconfig={env['KUBECONFIG']}", *slurm, "--slurm-kill-wait=30s",
         f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}", f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",
         f"--hook-secret-file={secret_file(cluster.run_dir, 'test-hook.secret')}",
         f"--identity-policy={cluster.identity_policy_file()}",
@@ -592,22 +595,25 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
 
 def one_round(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path,
               workload: Workload = SINGLE_PODS, phase: float | None = None, baseline_tree: Path | None = None,
-              baseline_first: bool = False) -> dict:
+              baseline_first: bool = False, pyslurm: bool = False) -> dict:
     """The raw path, then the Pod path through a freshly started scheduler, on an idle Slurm; with
     ``baseline_tree``, also the Pod path with that checkout's scheduler, after this checkout's or (with
-    ``baseline_first``) before it, both after the raw path.
+    ``baseline_first``) before it, both after the raw path; with ``pyslurm``, also the Pod path with
+    this checkout's scheduler on the pyslurm backend (``pyslurm``: its figures and ratios).
 
     ``ratio``: all bound against all started; ``p50_ratio``: the units' median latencies."""
     wait_for_idle_slurm(cluster)
     raw = raw_path(cluster, pods, workload.size, phase=phase)
-    trees: list[tuple[str, Path | None]] = [("pod_path", None)]
+    paths: list[tuple[str, Path | None, str]] = [("pod_path", None, "rest")]
     if baseline_tree is not None:
-        trees.insert(0 if baseline_first else 1, ("baseline", baseline_tree))
+        paths.insert(0 if baseline_first else 1, ("baseline", baseline_tree, "rest"))
+    if pyslurm:
+        paths.insert(0 if baseline_first else len(paths), ("pyslurm", None, "pyslurm"))
     result: dict = {"raw": raw}
-    for key, tree in trees:
-        path = one_pod_path(cluster, api, pods, workers, log_dir if tree is None else log_dir.with_name(
-            f"{log_dir.name}-baseline"), tree, workload, phase)
-        result[key] = {**path, **ratios(path, raw)} if key == "baseline" else path
+    for key, tree, backend in paths:
+        path = one_pod_path(cluster, api, pods, workers, log_dir if key == "pod_path" else log_dir.with_name(
+            f"{log_dir.name}-{key}"), tree, workload, phase, backend)
+        result[key] = path if key == "pod_path" else {**path, **ratios(path, raw)}
     return {**result, **ratios(result["pod_path"], raw)}
 
 
@@ -637,10 +643,11 @@ def wait_until_scheduling(metrics_url: str, timeout: float = 60) -> None:
 
 
 def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
-                 workload: Workload = SINGLE_PODS, phase: float | None = None) -> dict:
+                 workload: Workload = SINGLE_PODS, phase: float | None = None, backend: str = "rest") -> dict:
     wait_for_idle_slurm(cluster)
     namespace = create_namespace(api)
-    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags)
+    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags,
+                                  backend=backend)
     try:
         scheduler.start()
         assert scheduler.proc is not None
@@ -679,6 +686,9 @@ def add_round_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-tree", type=Path,
                         help="another checkout (e.g. a git worktree of an older commit): each round also runs "
                              "the Pod path with its scheduler, so both are compared in one run")
+    parser.add_argument("--pyslurm", action="store_true",
+                        help="each round also runs the Pod path with the scheduler on the pyslurm backend (Slurm "
+                             "25.11: `SUNK_DEV_SLURM=25.11 sunk-dev run python -m benchmarks.scheduler --pyslurm`)")
 
 
 def check_capacity(cluster: DevCluster, pods: int) -> None:
@@ -706,7 +716,7 @@ def run_rounds(cluster: DevCluster, api, args: argparse.Namespace, count: int,
             # neither code always meets Slurm and the apiserver just after the raw path's, or the other's, clean-up.
             rounds.append(one_round(cluster, api, count, args.workers, log_dir / f"round-{number}", workload, phase,
                                     baseline_tree=args.baseline_tree.resolve() if args.baseline_tree else None,
-                                    baseline_first=number % 2 == 1))
+                                    baseline_first=number % 2 == 1, pyslurm=getattr(args, "pyslurm", False)))
             print(json.dumps({"round": number, "phase": phase, **rounds[-1]}, indent=2), flush=True)
     return rounds, pinning, log_dir
 
@@ -733,14 +743,17 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
         "scheduler_cpu_median_s": statistics.median(r["pod_path"]["scheduler_cpu_s"] for r in rounds),
         "logs": str(log_dir),
     }
-    if args.baseline_tree:
-        base_median = statistics.median(r["baseline"]["total_s"] for r in rounds)
-        summary["baseline"] = {
-            "tree": str(args.baseline_tree), "pod_total_median_s": base_median,
-            "ratio_of_medians": base_median / raw_median,
-            "ratios": [round(r["baseline"]["ratio"], 3) for r in rounds],
-            "slurm_calls_per_pod": max(r["baseline"]["slurm_calls_per_pod"] for r in rounds),
-            "scheduler_cpu_median_s": statistics.median(r["baseline"]["scheduler_cpu_s"] for r in rounds),
+    for key, present in (("baseline", args.baseline_tree), ("pyslurm", getattr(args, "pyslurm", False))):
+        if not present:
+            continue
+        median = statistics.median(r[key]["total_s"] for r in rounds)
+        summary[key] = {
+            **({"tree": str(args.baseline_tree)} if key == "baseline" else {}), "pod_total_median_s": median,
+            "ratio_of_medians": median / raw_median,
+            "ratios": [round(r[key]["ratio"], 3) for r in rounds],
+            "slurm_calls_per_pod": max(r[key]["slurm_calls_per_pod"] for r in rounds),
+            "pod_machine_cpu_median_s": statistics.median(r[key]["machine_cpu_s"] for r in rounds),
+            "scheduler_cpu_median_s": statistics.median(r[key]["scheduler_cpu_s"] for r in rounds),
         }
     print(json.dumps(summary, indent=2))
     return 0
