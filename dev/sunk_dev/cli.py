@@ -10,6 +10,7 @@ from typing import Optional
 
 from . import chroot, release
 from .cluster import DevCluster, default_home
+from .procs import chroot_env
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -84,7 +85,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command == "slurm":
         if not args.argv:
             parser.error("slurm needs a command, e.g. sunk-dev slurm sinfo")
-        os.execvp("chroot", ["chroot", str(cluster.root), *args.argv])
+        os.execvpe("chroot", ["chroot", str(cluster.root), *args.argv], chroot_env(["chroot"], None) or {})
     if args.command in ("kubectl", "helm"):
         env = {**os.environ, **cluster.env()}
         os.execvpe(args.command, [args.command, *args.argv], env)

@@ -16,6 +16,18 @@ from typing import Optional
 
 from attrs import frozen
 
+# What a Slurm client on the host reads (``sunk-dev env``/``run`` export them for pyslurm): paths seen from
+# outside the chroot, which a Slurm command or daemon inside it must not inherit (slurmctld would look for
+# the host's slurm.conf path inside the chroot).
+HOST_CLIENT_ENV = ("SLURM_CONF", "LD_LIBRARY_PATH")
+
+
+def chroot_env(argv: Sequence[str], env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+    """The environment for ``argv``: as given, or for a command run in a chroot without ``HOST_CLIENT_ENV``."""
+    if not argv or os.path.basename(argv[0]) != "chroot":
+        return dict(env) if env is not None else None
+    return {k: v for k, v in (os.environ if env is None else env).items() if k not in HOST_CLIENT_ENV}
+
 
 @frozen
 class Daemon:
@@ -51,7 +63,7 @@ class Daemon:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=dict(self.env) if self.env is not None else None,
+                env=chroot_env(self.argv, self.env),
                 close_fds=True,
             )
         start = None
@@ -120,7 +132,7 @@ def run(argv: Sequence[str], *, check: bool = True, env: Optional[Mapping[str, s
         timeout: float = 120, input: Optional[str] = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # (errors="replace": a job's Extra, in scontrol's output, may be any bytes)
         list(argv), check=check, capture_output=True, text=True, errors="replace", timeout=timeout,
-        env=dict(env) if env is not None else None, input=input,
+        env=chroot_env(argv, env), input=input,
     )
 
 

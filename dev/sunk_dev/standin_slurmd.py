@@ -35,6 +35,8 @@ from attrs import frozen
 
 from sunk import names
 
+from .procs import chroot_env
+
 log = logging.getLogger("sunk_dev.kubelet.slurmd")
 
 SLURMD_CONTAINER = "slurmd"
@@ -131,7 +133,8 @@ class StandInSlurmd:
                     return
                 with self._log_path.open("ab") as out:
                     self._proc = subprocess.Popen(self._argv, stdout=out, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL, start_new_session=True)
+                                                  stdin=subprocess.DEVNULL, start_new_session=True,
+                                                  env=chroot_env(self._argv, None))
                 proc = self._proc
             code = proc.wait()
             if not self._stopping.is_set():
