@@ -127,10 +127,12 @@ def built_version(root: Path) -> str:
 
 def client_conf(slurm_conf: str, root: Path) -> str:
     """slurm.conf as a client on the host reads it: the chroot's plugins and munge socket by their
-    paths from outside. Only clients read it; the daemons keep the chroot's own."""
+    paths from outside, and SlurmUser root (libslurm refuses a configuration naming a user, or a uid,
+    the host has not: "Invalid user for SlurmUser"; a client uses it for nothing: slurmctld judges
+    who may do what). Only clients read it; the daemons keep the chroot's."""
     kept = [line for line in slurm_conf.splitlines()
-            if not line.startswith(("PluginDir=", "AuthInfo="))]
-    return "\n".join([*kept, f"PluginDir={root}{LIBDIR}/slurm",
+            if not line.startswith(("PluginDir=", "AuthInfo=", "SlurmUser="))]
+    return "\n".join([*kept, "SlurmUser=root", f"PluginDir={root}{LIBDIR}/slurm",
                       f"AuthInfo=socket={root}/run/munge/munge.socket.2"]) + "\n"
 
 
