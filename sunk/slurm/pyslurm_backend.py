@@ -10,6 +10,8 @@ Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it
 - ``Job.state`` is one word, and a flag hides the base state (COMPLETING, CONFIGURING,
   REQUEUED, ...); it is mapped to the base state it implies (see ``_FLAG_BASE``).
 - TRES come parsed; they are written back as ``type[/name]=count`` text.
+- An empty string written (a node's or job's Extra or Comment cleared) reaches Slurm as "no change":
+  refused with SlurmError rather than silently not done.
 - ``Job.cancel()`` ignores "already done" and "invalid job id": cancelling a job that is
   gone is a success. The REST backend behaves the same.
 - ``JobSubmitDescription`` has no ``prefer`` (soft constraints) and no ``topo`` sharing mode,
@@ -280,6 +282,15 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
     return kw
 
 
+def _refuse_empty(what: str, changes: Mapping[str, Any]) -> None:
+    """pyslurm 25.11 sends an empty string as no string at all, which Slurm reads as "no change": a write
+    clearing a field would silently do nothing. sunk never clears one (the Syncer's Extra always holds
+    its keys); anything that tries is told so."""
+    if empty := sorted(k for k, v in changes.items() if v == ""):
+        raise SlurmError(f"{what}: pyslurm 25.11 cannot write an empty {', '.join(empty)} (it sends no change); "
+                         "use the REST backend to clear it")
+
+
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
@@ -328,6 +339,7 @@ class PyslurmClient:
     def update_node(self, name: str, update: NodeUpdate) -> None:
         changes = {k: getattr(update, k) for k in ("state", "reason", "extra", "comment")
                    if getattr(update, k) is not None}
+        _refuse_empty(f"update node {name}", changes)
         if changes.get("state", "").upper() == "DRAIN" and not update.reason:
             raise ValueError(f"draining {name} needs a reason")
         if not changes:
@@ -378,6 +390,7 @@ class PyslurmClient:
 
     def update_job(self, job_id: int, *, extra: str | None = None, comment: str | None = None) -> None:
         changes = {k: v for k, v in (("extra", extra), ("comment", comment)) if v is not None}
+        _refuse_empty(f"update job {job_id}", changes)
         if not changes:
             return
         with self._rpc(REQUEST_UPDATE_JOB, f"update job {job_id}"):

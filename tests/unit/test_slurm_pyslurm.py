@@ -384,3 +384,10 @@ def test_a_fenced_thread_whose_lease_is_gone_sends_no_slurm_write(client, ps):
                 write()
         assert client.get_job(7).id == 7
     assert all(not ps.registry[k] for k in ("modified", "submitted", "signals", "deleted"))
+
+
+def test_clearing_a_field_is_refused_not_silently_left_as_it_was(client, ps):
+    with pytest.raises(SlurmError, match="empty extra"):
+        client.update_node("n1", NodeUpdate(extra=""))
+    with pytest.raises(SlurmError, match="empty comment"):
+        client.update_job(7, comment="")
