@@ -93,7 +93,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         if not command:
             parser.error("run needs a command, e.g. sunk-dev run pytest tests/cluster")
-        os.execvpe(command[0], command, {**os.environ, **cluster.env()})
+        env = {**os.environ, **cluster.env()}
+        if cluster.release.pyslurm:  # (libslurm authenticates by JWT when it is set: pyslurm's way is munge's)
+            env.pop("SLURM_JWT", None)
+        os.execvpe(command[0], command, env)
     if args.command == "demo":  # (like `up`: the release SUNK_DEV_SLURM names, else the default)
         from .demo import demo
 

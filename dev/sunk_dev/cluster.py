@@ -648,8 +648,10 @@ class DevCluster:
         if (etc / "slurm.conf").exists() and (applied or (etc / "slurm.conf").read_text()) != conf:
             self._reconfigure = True
         (etc / "slurm.conf").write_text(conf)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.client_conf.write_text(slurmbuild.client_conf(conf, root))
+        if self.release.pyslurm:  # (a client on the host: slurmbuild.client_conf)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            slurm_user = slurmbuild.host_slurm_user(self._ids("slurm")[0], sys.stderr)
+            self.client_conf.write_text(slurmbuild.client_conf(conf, root, slurm_user))
         (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
         (etc / "cgroup.conf").write_text(slurmconf.CGROUP_CONF)
         for kind in ("prolog", "epilog"):

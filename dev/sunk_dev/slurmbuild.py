@@ -125,15 +125,32 @@ def built_version(root: Path) -> str:
 
 # -- the host's side: a client of this Slurm (pyslurm) --------------------------------------------
 
-def client_conf(slurm_conf: str, root: Path) -> str:
+def client_conf(slurm_conf: str, root: Path, slurm_user: str) -> str:
     """slurm.conf as a client on the host reads it: the chroot's plugins and munge socket by their
-    paths from outside, and SlurmUser root (libslurm refuses a configuration naming a user, or a uid,
-    the host has not: "Invalid user for SlurmUser"; a client uses it for nothing: slurmctld judges
-    who may do what). Only clients read it; the daemons keep the chroot's."""
+    paths from outside, and SlurmUser by the host's name for its uid (``host_slurm_user``). A client
+    needs SlurmUser right: auth/munge restricts each credential to SlurmUser's uid, so slurmctld
+    cannot decode one made for another ("Unauthorized credential" in munged's log); and libslurm
+    refuses a user the host has not. Only clients read it; the daemons keep the chroot's."""
     kept = [line for line in slurm_conf.splitlines()
             if not line.startswith(("PluginDir=", "AuthInfo=", "SlurmUser="))]
-    return "\n".join([*kept, "SlurmUser=root", f"PluginDir={root}{LIBDIR}/slurm",
+    return "\n".join([*kept, f"SlurmUser={slurm_user}", f"PluginDir={root}{LIBDIR}/slurm",
                       f"AuthInfo=socket={root}/run/munge/munge.socket.2"]) + "\n"
+
+
+HOST_SLURM_USER = "sunk-slurm"  # the name given to the chroot's SlurmUser uid when the host has none
+
+
+def host_slurm_user(uid: int, log: IO[str]) -> str:
+    """The host's name for the chroot's SlurmUser ``uid``, made (a system user, no home, no shell)
+    when the host has none."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--uid", str(uid), "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        "--user-group", HOST_SLURM_USER], check=True, stdout=log, stderr=log)
+        return pwd.getpwuid(uid).pw_name
 
 
 def client_env(root: Path, conf: Path) -> dict[str, str]:

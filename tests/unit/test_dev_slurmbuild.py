@@ -15,12 +15,12 @@ BUILT = release.RELEASES["25.11"]
 def test_the_client_conf_points_at_the_chroots_plugins_and_munge_socket_and_keeps_the_rest():
     conf = ("ClusterName=dev\nSlurmUser=slurm\nPluginDir=/elsewhere\nAuthType=auth/munge\nAuthInfo=socket=/x\n"
             "SlurmctldPort=6817\n")
-    client = slurmbuild.client_conf(conf, Path("/cache/chroot-bookworm-abc"))
+    client = slurmbuild.client_conf(conf, Path("/cache/chroot-bookworm-abc"), "sunk-slurm")
     lines = client.splitlines()
     assert "ClusterName=dev" in lines and "AuthType=auth/munge" in lines and "SlurmctldPort=6817" in lines
     assert [line for line in lines if line.startswith("PluginDir=")] == [
         "PluginDir=/cache/chroot-bookworm-abc/usr/lib/slurm"]
-    assert [line for line in lines if line.startswith("SlurmUser=")] == ["SlurmUser=root"]  # one the host has
+    assert [line for line in lines if line.startswith("SlurmUser=")] == ["SlurmUser=sunk-slurm"]  # the host uid
     assert [line for line in lines if line.startswith("AuthInfo=")] == [
         "AuthInfo=socket=/cache/chroot-bookworm-abc/run/munge/munge.socket.2"]
 
