@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -299,6 +300,8 @@ class PyslurmClient:
 
     def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
                  clock: Callable[[], float] = time.time):
+        if os.environ.get("SLURM_JWT") == "":  # libslurm would present an empty token and be refused (1007)
+            del os.environ["SLURM_JWT"]
         try:
             self.ps: Any = module or importlib.import_module("pyslurm")
         except ImportError as exc:

@@ -4,6 +4,7 @@ pyslurm cannot be built here (it needs Slurm 25.11's headers), so the stand-in c
 attribute names, call signatures and error behaviour read from the 25.11.2 sdist.
 """
 
+import os
 import sys
 import types
 
@@ -391,3 +392,12 @@ def test_clearing_a_field_is_refused_not_silently_left_as_it_was(client, ps):
         client.update_node("n1", NodeUpdate(extra=""))
     with pytest.raises(SlurmError, match="empty comment"):
         client.update_job(7, comment="")
+
+
+def test_an_empty_slurm_jwt_is_no_token_so_libslurm_authenticates_with_munge(ps, monkeypatch):
+    monkeypatch.setenv("SLURM_JWT", "")
+    PyslurmClient(module=ps)
+    assert "SLURM_JWT" not in os.environ
+    monkeypatch.setenv("SLURM_JWT", "a-token")  # one given is the operator's choice: kept
+    PyslurmClient(module=ps)
+    assert os.environ["SLURM_JWT"] == "a-token"
