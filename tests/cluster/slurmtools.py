@@ -6,7 +6,8 @@ import json
 import time
 
 from sunk.slurm.v0042 import parse_job
-from sunk.translate.gang import has_started, identity_of
+from sunk.translate.gang import has_started
+from sunk.translate.identity import identity_of
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):

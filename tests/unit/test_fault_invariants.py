@@ -17,7 +17,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "cluster"))  # (the cl
 from invariants import JobHistory, Scope, World, violations
 
 from sunk import names
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 RECORDED = Path(__file__).parent / "slurm_v0042"
 NS = "matrix"
@@ -30,13 +31,14 @@ def job(job_id: int, uid: str | None = None, state: tuple[str, ...] = ("RUNNING"
     """A job as slurmrestd shows it; a placeholder's identity in its AdminComment (its Extra stays the user's),
     naming the scheduler that submitted it."""
     recorded = json.loads((RECORDED / "job_running_gpu.json").read_text())["jobs"][0]
-    identity = PlaceholderIdentity(uid, NS, name, scheduler).encode() if uid else ""
+    identity = PlaceholderIdentity(PodKey(uid), NS, name=name, scheduler=scheduler).encode() if uid else ""
     return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "admin_comment": identity}
 
 
 def forged(job_id: int, uid: str, nodes: str = "node3") -> dict[str, Any]:
     """A tenant's job whose Extra (theirs to write) copies a placeholder's identity; its AdminComment is empty."""
-    return {**job(job_id, nodes=nodes), "extra": PlaceholderIdentity(uid, NS, "p", "sunk-scheduler-test").encode()}
+    identity = PlaceholderIdentity(PodKey(uid), NS, name="p", scheduler="sunk-scheduler-test")
+    return {**job(job_id, nodes=nodes), "extra": identity.encode()}
 
 
 def slurm_node(name: str, state: tuple[str, ...] = ("IDLE",), reason: str = "") -> dict[str, Any]:
@@ -104,7 +106,7 @@ GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after j
 
 def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
              scheduler: str = "sunk-scheduler-test") -> dict[str, Any]:
-    """The placeholder job of a Job's gang (its AdminComment: sunk.translate.gang.GangIdentity)."""
+    """The placeholder job of a Job's gang (its AdminComment: sunk.translate.identity.PlaceholderIdentity)."""
     return {**job(job_id, state=state, nodes=nodes),
             "admin_comment": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched={scheduler}"}
 

@@ -17,9 +17,10 @@ import pytest
 
 from scheduler.assembly import identity_parser
 from scheduler.config import SchedulerConfig
+from scheduler.tokens import hook_token
 from sunk.slurm.models import Job
 from sunk.translate.drains import outlived
-from sunk.translate.gang import identity_of, is_placeholder, member_tag
+from sunk.translate.identity import identity_of, is_placeholder, member_tag
 
 POD_UID = "0f8a1c2e-5b7d-4e39-9a61-2c4d8e0b7f13"
 GANG_UIDS = ("uid-0", "uid-1", "uid-2")  # member_tag: 72faa1a2, 4a49acf8, afaec2d5
@@ -68,6 +69,14 @@ def test_an_identity_the_previous_release_wrote_holds_a_place_for_the_same_membe
         assert found is not None and found.pod["metadata"]["uid"] == uid
     assert outlived(job, [pod("another-uid")]) is None
     assert outlived(job, [pod(members[0], namespace="team-b")]) is None
+
+
+@pytest.mark.parametrize(("text", "scheduler", "owner", "members"), WRITTEN)
+def test_the_owner_an_identity_names_is_the_string_its_hook_token_was_signed_over(text, scheduler, owner, members):
+    identity = identity_of(Job(id=7, admin_comment=text))
+    assert identity is not None
+    assert str(identity.unit) == owner
+    assert hook_token(b"s" * 16, str(identity.unit)) == hook_token(b"s" * 16, owner)
 
 
 @pytest.mark.parametrize(("text", "scheduler", "owner", "members"), WRITTEN)
