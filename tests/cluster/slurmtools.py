@@ -49,7 +49,7 @@ def started_placeholder(job: dict, owner: str) -> bool:
         return False
     parsed = parse_job(job)
     identity = identity_of(parsed)
-    found = None if identity is None else getattr(identity, "uid", None) or getattr(identity, "owner", None)
+    found = None if identity is None else str(identity.unit)
     return has_started(parsed) and found == owner and "sunk-" not in parsed.extra
 
 

@@ -267,3 +267,16 @@ def test_a_second_job_slurm_already_forgot_is_still_caught():
     history.record([job(7, "u1", ("COMPLETED",))])  # seen earlier; purged since (MinJobAge)
     found = violations(SOUND["a bound Pod whose job runs there"], SCOPE, history)
     assert len(found) == 1 and "job 7 (COMPLETED on node3)" in found[0] and "job 1 (RUNNING on node3)" in found[0]
+
+
+def test_the_cluster_tests_started_placeholder_reads_a_lone_pods_and_a_gangs_owner():
+    """tests/cluster/slurmtools.started_placeholder, which the cluster tests wait on: a job read as slurmrestd
+    shows it, started, names its owner (a Pod's UID, a gang's gang:<ns>/<key>) in its AdminComment only."""
+    from slurmtools import started_placeholder
+
+    lone = {"job_id": 1, "job_state": ["RUNNING"], "admin_comment": f"sunk-pod=u1 ns={NS} name=p sched=s"}
+    gang = {**gang_job(2), "job_id": 2}
+    assert started_placeholder(lone, "u1") and not started_placeholder(lone, "u2")
+    assert started_placeholder(gang, f"gang:{NS}/job/ju")
+    assert not started_placeholder({**lone, "admin_comment": "", "comment": lone["admin_comment"]}, "u1")
+    assert not started_placeholder({**lone, "state_reason": "Prolog"}, "u1")
