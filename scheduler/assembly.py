@@ -26,9 +26,10 @@ from sunk.slurm.cache import Patience, RereadAfter
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import JobInformer, JobReadHints, SlurmInformerFactory
 from sunk.slurm.models import Job, JobState
-from sunk.translate.gang import gang_of, has_started, identity_of, owner_of
+from sunk.translate.gang import gang_of, has_started, owner_of
+from sunk.translate.identity import identity_of
+from sunk.translate.keys import GangKey, UnitKey, unit_key
 from sunk.translate.objects import is_terminal, node_ready
-from sunk.translate.podjob import PlaceholderIdentity
 from sunk.translate.slurmd import placement_view, serving
 from sunk.types import Obj
 
@@ -66,8 +67,7 @@ def identity_parser(config: SchedulerConfig) -> IdentityParser:
             return None
         if config.namespaces and identity.namespace not in config.namespaces:
             return None
-        owner = identity.uid if isinstance(identity, PlaceholderIdentity) else identity.owner
-        return owner, has_started(job)
+        return str(identity.unit), has_started(job)
 
     return parse
 
@@ -181,11 +181,13 @@ class ObservedJobs:
     slurm_jobs: JobInformer
     wake: Callable[[str], None]
 
-    def known_owner(self, job_id: int) -> str | None:
-        return self.index.uid_of(job_id)
+    def known_owner(self, job_id: int) -> UnitKey | None:
+        owner = self.index.uid_of(job_id)  # (an owner the identity parser gave: str() of a key, which reads back)
+        return unit_key(owner) if owner is not None else None
 
-    def owner_of(self, job: Job) -> str | None:
-        return (self.parse(job) or (None, False))[0]
+    def owner_of(self, job: Job) -> UnitKey | None:
+        parsed = self.parse(job)
+        return unit_key(parsed[0]) if parsed is not None else None
 
     def observe(self, job: Job, requested_at: float) -> None:
         self.slurm_jobs.observe(job, requested_at)  # (its own read of the job, then, is one it need not make)
@@ -203,8 +205,8 @@ class ScheduledPods:
     def by_uid(self, uid: str) -> Obj | None:
         return self.scheduler.pods.by_uid(uid)
 
-    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
-        return self.scheduler.gang_holders(owner, job_id)
+    def gang_holders(self, gang: GangKey, job_id: int) -> list[Obj]:
+        return self.scheduler.gang_holders(gang, job_id)
 
     def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
         return self.scheduler.stuck_drain_reason(pod, job_id)

@@ -39,7 +39,8 @@ import attrs
 from attrs import frozen
 
 from sunk.slurm.models import Job
-from sunk.translate.gang import GangIdentity, member_tag, missing
+from sunk.translate.gang import missing
+from sunk.translate.identity import identity_of, member_tag
 from sunk.translate.keys import PodKey, UnitKey
 
 
@@ -288,7 +289,7 @@ def _job_of(unit: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job]) -> Calla
     names its UID); a gang's member's is its annotation's, else the newest job whose identity lists its tag."""
     if unit.alone:
         return lambda member: job.id if job is not None else member.job_id
-    submitted_for = {j.id: identity.members for j in jobs if (identity := GangIdentity.parse(j.admin_comment))}
+    submitted_for = {j.id: identity.members for j in jobs if (identity := identity_of(j))}
 
     def job_of(member: MemberFacts) -> Optional[int]:
         if member.job_id is not None:

@@ -53,9 +53,9 @@ from sunk.hooks.metrics import instrument
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, held_by_another, job_ending
-from sunk.translate.gang import is_gang_owner
+from sunk.translate.identity import identity_of
+from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_terminal
-from sunk.translate.podjob import PlaceholderIdentity
 from sunk.types import Obj
 
 from .tokens import token_matches
@@ -94,11 +94,11 @@ class PodGone:
 class HookJobs(Protocol):
     """Which Pod (or gang) a Slurm job holds a place for, and what the hook API tells the scheduler of a job."""
 
-    def known_owner(self, job_id: int) -> str | None:
-        """The job's owner (a Pod's UID, or a gang's ``gang:<namespace>/<key>``) as the job index has it;
-        None while it does not know the job (it lags a just-started job by one list)."""
+    def known_owner(self, job_id: int) -> UnitKey | None:
+        """The job's owner (a Pod's ``PodKey``, or a gang's ``GangKey``) as the job index has it; None while
+        it does not know the job (it lags a just-started job by one list)."""
 
-    def owner_of(self, job: Job) -> str | None:
+    def owner_of(self, job: Job) -> UnitKey | None:
         """The owner a job read from Slurm names in its AdminComment, None if it is not this scheduler's
         placeholder (only Slurm's super users write the AdminComment; never the Extra, the job's user's)."""
 
@@ -112,7 +112,7 @@ class HookPods(Protocol):
     def by_uid(self, uid: str) -> Obj | None:
         """The Pod in the informer's cache."""
 
-    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+    def gang_holders(self, gang: GangKey, job_id: int) -> list[Obj]:
         """A gang's members that job placed and that have not finished."""
 
     def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
@@ -180,8 +180,8 @@ class PlaceholderHooks:
         return None
 
     def started(self, job_id: int) -> Answer:
-        uid, fetched, failure = self._authorised(job_id)
-        if failure:
+        unit, fetched, failure = self._authorised(job_id)
+        if unit is None:
             return failure
         if fetched is None:
             read, requested_at, failure = self._read_job(job_id)
@@ -189,28 +189,28 @@ class PlaceholderHooks:
                 return failure
             fetched = (read, requested_at)
         job, requested_at = fetched
-        if self.ports.jobs.owner_of(job) != uid:  # (an operator rewrote its AdminComment since the job was submitted)
+        if self.ports.jobs.owner_of(job) != unit:  # (an operator rewrote its AdminComment since the job was submitted)
             return error(409, f"Slurm job {job_id} no longer names this job's Pod")
         self.ports.jobs.observe(job, requested_at)
-        return jsonify({"job": job_id, "state": job.state, "pod_uid": uid})
+        return jsonify({"job": job_id, "state": job.state, "pod_uid": str(unit)})
 
     def terminating(self, job_id: int) -> Answer:
-        uid, failure = self._authorised_uid(job_id)
-        if uid is None:
+        unit, _, failure = self._authorised(job_id)
+        if unit is None:
             return failure
-        pods = self._holders(uid, job_id)
+        pods = self._holders(unit, job_id)
         if not pods:
-            return error(404, "the gang's members are already gone or finished" if is_gang_owner(uid)
+            return error(404, "the gang's members are already gone or finished" if isinstance(unit, GangKey)
                          else "the Pod is already gone or finished")
         for pod in pods:
             self.ports.pods.delete(pod, f"Slurm is ending job {job_id}")
-        if is_gang_owner(uid):
+        if isinstance(unit, GangKey):
             return jsonify({"pods": [_name(pod) for pod in pods], "deleting": True})
         return jsonify({"pod": _name(pods[0]), "deleting": True})
 
     def pod_state(self, job_id: int) -> Answer:
-        uid, failure = self._authorised_uid(job_id)
-        if uid is None:
+        unit, _, failure = self._authorised(job_id)
+        if unit is None:
             return failure
         try:
             wait = float(request.args.get("wait", "0"))
@@ -219,31 +219,29 @@ class PlaceholderHooks:
         if not math.isfinite(wait):  # (a NaN passed min/max and made the long-poll spin for ever)
             return error(400, "wait must be a number of seconds")
         wait = min(max(wait, 0.0), MAX_WAIT)
-        owner = uid
-        if is_gang_owner(uid):
-            done = self.ports.gone.wait_for(lambda: not self._holders(owner, job_id), wait)
-        else:
-            done = self.ports.gone.wait(uid, wait)
-        if done:
-            return error(404, "the gang's members are gone or finished" if is_gang_owner(uid)
-                         else "the Pod is gone or finished")
-        if is_gang_owner(uid):
-            return jsonify({"pods": [_name(pod) for pod in self._holders(uid, job_id)], "exists": True})
-        pod = self.ports.pods.by_uid(uid)
-        return jsonify({"pod": _name(pod) if pod else None, "exists": True})
+        if isinstance(unit, PodKey):
+            if self.ports.gone.wait(unit.uid, wait):
+                return error(404, "the Pod is gone or finished")
+            pod = self.ports.pods.by_uid(unit.uid)
+            return jsonify({"pod": _name(pod) if pod else None, "exists": True})
+        gang = unit
+        if self.ports.gone.wait_for(lambda: not self._holders(gang, job_id), wait):
+            return error(404, "the gang's members are gone or finished")
+        return jsonify({"pods": [_name(pod) for pod in self._holders(gang, job_id)], "exists": True})
 
     def drain(self, job_id: int) -> Answer:
-        uid, failure = self._authorised_uid(job_id)
-        if uid is None:
+        unit, _, failure = self._authorised(job_id)
+        if unit is None:
             return failure
         job, _, failure = self._read_job(job_id)
         if job is None:
             return failure
         if not job_ending(job):  # a job's user can signal its own placeholder; only Slurm's end may drain
             return error(409, f"Slurm job {job_id} is not ending ({job.state}); its node is not drained")
-        if is_gang_owner(uid):
-            drains = self._gang_drains(self._holders(uid, job_id), job)
+        if isinstance(unit, GangKey):
+            drains = self._gang_drains(self._holders(unit, job_id), job)
         else:
+            uid = unit.uid
             pod = self.ports.pods.by_uid(uid)
             # A Pod stuck on a lost Node keeps the stuck-Pod drain the scheduler gives it (k8s: sunk-stuck,
             # lifted once the Pod is gone and its Node Ready), not the placeholder's, lifted sooner.
@@ -269,11 +267,11 @@ class PlaceholderHooks:
             drained.append(node)
         return jsonify({"drained": drained, "kept": kept, "reason": drains[0][1] if drains else ""})
 
-    def _holders(self, owner: str, job_id: int) -> list[Obj]:
+    def _holders(self, unit: UnitKey, job_id: int) -> list[Obj]:
         """The Pods that may still run on the job's nodes: a gang's unfinished members, or the one Pod."""
-        if is_gang_owner(owner):
-            return self.ports.pods.gang_holders(owner, job_id)
-        pod = self.ports.pods.by_uid(owner)
+        if isinstance(unit, GangKey):
+            return self.ports.pods.gang_holders(unit, job_id)
+        pod = self.ports.pods.by_uid(unit.uid)
         return [pod] if pod is not None and not is_terminal(pod) else []
 
     def _read_job(self, job_id: int) -> tuple[Job | None, float, Any]:
@@ -285,33 +283,34 @@ class PlaceholderHooks:
         except SlurmError as exc:
             return None, requested_at, error(503, f"Slurm is unavailable: {exc}")
 
-    def _authorised(self, job_id: int) -> tuple[str | None, tuple[Job, float] | None, Any]:
-        """The Pod UID the caller's token must match, and the job if Slurm had to be asked."""
-        uid = self.ports.jobs.known_owner(job_id)
-        known = uid is not None
-        if uid is None:  # the cache may lag a just-started job by one refresh
-            uid = request.headers.get(POD_UID_HEADER, "").strip()
-            if not uid:
+    def _authorised(self, job_id: int) -> tuple[UnitKey | None, tuple[Job, float] | None, Any]:
+        """The Pod or gang the caller's token must match (its key parsed here, once: a malformed one is a
+        400), and the job if Slurm had to be asked."""
+        unit = self.ports.jobs.known_owner(job_id)
+        known = unit is not None
+        if unit is None:  # the cache may lag a just-started job by one refresh
+            named = request.headers.get(POD_UID_HEADER, "").strip()
+            if not named:
                 return None, None, error(401, f"Slurm job {job_id} is not known yet: name its Pod "
                                               f"in the {POD_UID_HEADER} header")
+            try:
+                unit = unit_key(named)
+            except ValueError:
+                return None, None, error(400, f"{POD_UID_HEADER} names neither a Pod's UID nor a gang")
         header = request.headers.get("Authorization", "")
-        if not header.startswith("Bearer ") or not token_matches(self.ports.secret, uid, header[7:].strip()):
+        if not header.startswith("Bearer ") or not token_matches(self.ports.secret, str(unit), header[7:].strip()):
             return None, None, error(401, "missing or wrong bearer token for this job")
         if known:
-            return uid, None, None
+            return unit, None, None
         job, requested_at, failure = self._read_job(job_id)
         if job is None:
             return None, None, failure
         owner = self.ports.jobs.owner_of(job)
         if owner is None:
             return None, None, error(404, f"Slurm job {job_id} is not a placeholder job")
-        if owner != uid:
+        if owner != unit:
             return None, None, error(403, f"Slurm job {job_id} holds a place for another Pod")
-        return uid, (job, requested_at), None
-
-    def _authorised_uid(self, job_id: int) -> tuple[str | None, Any]:
-        uid, _, failure = self._authorised(job_id)
-        return uid, failure
+        return unit, (job, requested_at), None
 
     def _gang_drains(self, pods: list[Obj], job: Job) -> list[tuple[str, str]]:
         """Only the nodes whose member outlived KillWait, each with its own member's reason; a member whose
@@ -329,12 +328,12 @@ def drain_reason(pod: Obj | None, job: Job, uid: str) -> str:
     """The placeholder's drain reason, which the Syncer lifts once the Pod (that UID) is gone
     (``sunk.translate.drains``); the Pod is named from the cache, else from the job's identity.
     Without a name there is no Pod to watch go: a reason the Syncer leaves to an operator."""
-    identity = PlaceholderIdentity.parse(job.admin_comment)
+    identity = identity_of(job)
     if pod is not None:
         meta = pod["metadata"]
         return PlaceholderDrain(meta["namespace"], meta["name"], job.id, str(meta.get("uid") or uid)).reason()
-    if identity is not None:
-        return PlaceholderDrain(identity.namespace, identity.name, job.id, identity.uid).reason()
+    if identity is not None and isinstance(identity.unit, PodKey):
+        return PlaceholderDrain(identity.namespace, identity.name, job.id, identity.unit.uid).reason()
     return f"sunk-scheduler: pod uid {uid} outlived KillWait after job {job.id} ended"
 
 

@@ -546,12 +546,12 @@ class PodScheduler:
             raise failure
         return Result()
 
-    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
+    def gang_holders(self, gang: GangKey, job_id: int) -> list[Obj]:
         """The gang's members that may still run on job ``job_id``'s nodes: bound by it (its job-id
         annotation, or this process's binding) and not finished. What the placeholder waits on as
         its job ends, and the nodes it drains if one outlives KillWait."""
         holders = []
-        for pod in self.pods.in_gang(owner):
+        for pod in self.pods.in_gang(str(gang)):
             meta = pod["metadata"]
             assumed = None if pod["spec"].get("nodeName") else self.binder.assumed(meta["uid"])
             placed_by = assumed.job_id if assumed is not None else _annotated_job_id(pod)

@@ -2,7 +2,7 @@
 
 The placeholder script calls the hook API as the job's user, so a cluster-wide token
 in the job's environment would let any job delete any Pod. A per-Pod token needs no
-stored state either: the scheduler recomputes it from the job's Extra on every call,
+stored state either: the scheduler recomputes it from the job's AdminComment on every call,
 which keeps restarts clean.
 """
 

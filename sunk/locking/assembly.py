@@ -17,7 +17,7 @@ from sunk.hooks.nodeauth import KubeTokenReviewer, NodeAuthenticator, PodTokenAu
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.syncer.context import SyncerContext, slurm_node_name
-from sunk.translate.gang import is_placeholder
+from sunk.translate.identity import is_placeholder
 from sunk.types import Obj
 
 from .batcher import AnnotationBatcher

@@ -71,10 +71,11 @@ from sunk import names
 from sunk.slurm.models import Job, Node
 from sunk.times import epoch, rfc3339
 
-from .gang import GangIdentity, gang_of, identity_of, is_placeholder, owner
+from .gang import gang_of, owner
+from .identity import PlaceholderIdentity, identity_of, is_placeholder
+from .keys import GangKey, PodKey
 from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
 from .objects import has_taint, is_terminal, node_ready
-from .podjob import PlaceholderIdentity
 
 Obj = Mapping[str, Any]
 
@@ -251,7 +252,7 @@ def outlived(job: Job, pods_on_node: Sequence[Obj]) -> Optional[Outlived]:
     node's Kubernetes Node) and not finished, with the drain the scheduler's /drain hook writes for it; None
     when the job is no placeholder or nothing of it is left there.
 
-    Which Pod is the job's comes only from its AdminComment (``gang.identity_of``: Slurm's super users write
+    Which Pod is the job's comes only from its AdminComment (``identity.identity_of``: Slurm's super users write
     it, the job's user cannot) and the apiserver's UIDs: a single Pod's identity names its UID, a gang's the
     namespace and a tag of each member's UID (a member made later, for the next gang, is not this job's).
     Nothing the Pod's author writes (labels, annotations) decides it. A gang's first such member (by name)
@@ -266,8 +267,7 @@ def outlived(job: Job, pods_on_node: Sequence[Obj]) -> Optional[Outlived]:
         uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
         if not uid or namespace != identity.namespace or is_terminal(pod):
             continue
-        ours = uid == identity.uid if isinstance(identity, PlaceholderIdentity) else identity.includes(uid)
-        if ours:
+        if identity.includes(uid):
             found.append(pod)
     if not found:
         return None
@@ -463,7 +463,7 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
     another, which holds nothing (else a tenant could keep sunk's drain of a node for as long as they like).
     A reason without a UID (an earlier version's) is judged by the name, as that version did."""
     for job in jobs:
-        identity = PlaceholderIdentity.parse(job.admin_comment)
+        identity = identity_of(job)
         if job.id == drain.job_id or (identity is not None and _same_pod(drain, identity)):
             return Cause(True, f"job {job.id} of Pod {drain.pod} holds {node.name}")
     here = _node_name(facts.pod)
@@ -492,8 +492,8 @@ def _placeholder(drain: PlaceholderDrain, facts: CauseFacts, node: Node, jobs: S
 def _same_pod(drain: PlaceholderDrain, identity: PlaceholderIdentity) -> bool:
     """Whether a job's identity names the drain's Pod: by UID, or by name for a reason without one."""
     if drain.uid:
-        return identity.uid == drain.uid
-    return (identity.namespace, identity.name) == (drain.namespace, drain.name)
+        return identity.unit == PodKey(drain.uid)
+    return isinstance(identity.unit, PodKey) and (identity.namespace, identity.name) == (drain.namespace, drain.name)
 
 
 def _uid_note(drain: PlaceholderDrain) -> str:
@@ -507,9 +507,8 @@ def _gang_placeholder(drain: GangPlaceholderDrain, facts: CauseFacts, node: Node
     sunk placed on this Slurm node outlives its job there. Each node of the job is judged on its own:
     those the members left are lifted while the one a member would not leave stays drained."""
     for job in jobs:
-        identity = GangIdentity.parse(job.admin_comment)
-        if job.id == drain.job_id or (identity is not None and (identity.namespace, identity.key)
-                                      == (drain.namespace, drain.key)):
+        identity = identity_of(job)
+        if job.id == drain.job_id or (identity is not None and identity.unit == GangKey(drain.namespace, drain.key)):
             return Cause(True, f"job {job.id} of gang {drain.namespace}/{drain.key} holds {node.name}")
     here = _node_name(facts.pod)
     if here is None:

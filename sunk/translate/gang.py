@@ -41,10 +41,8 @@ labels, so every member and every watch event of a member maps to it without rea
 what the scheduler keys its work queue, its job index and the hook tokens by, where a single Pod's is
 its UID (UIDs never start with ``gang:``).
 
-The placeholder job's AdminComment (``GangIdentity``) carries the key, the size and a short tag of each
-member's UID (``member_tag``: 8 hex digits of a SHA-256, so a 100-member gang's identity stays under a
-kilobyte): a restarted scheduler finds the gang's job by its key, and tells the members the job was
-submitted for (deleted with it when it ends) from members made later (which form the next gang).
+The placeholder job's AdminComment (``identity.PlaceholderIdentity``, a lone Pod's type too) carries the
+key, the size and a short tag of each member's UID (``member_tag``).
 
 The job asks for N nodes, one task each, and per node the largest request of any member for each
 resource (CPUs, memory, GPUs: ``per_node``), so no member ever gets less than it asked; members that
@@ -58,20 +56,20 @@ the job's nodes in Slurm's order, so the leader lands on the batch host.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import Job
 
-from .keys import GangKey, is_gang
+from .identity import MEMBER_TAG_CHARS, PlaceholderIdentity
+from .keys import GangKey
 from .objects import annotations_of, controller_ref, labels_of
-from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, PlaceholderIdentity, gpu_clauses
+from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, gpu_clauses
 from .quantity import cpus, megabytes
 from .resources import pod_requests
 
@@ -104,7 +102,6 @@ MODE_JOBSET = "jobset"
 MODE_REPLICATED_JOB = "replicated-job"
 MODE_JOB = "job"
 
-MEMBER_TAG_CHARS = 8
 PROLOG_REASON = "Prolog"  # a running job's reason while its prolog runs (PrologFlags=Alloc)
 # The identity's longest text: Slurm (24.11 to 26.05) refuses an Extra or Comment over 1024 characters;
 # AdminComment has no such check, but the identity is held to the same bound (one job record stays small).
@@ -153,16 +150,6 @@ class Gang:
 def owner(namespace: str, key: str) -> str:
     """The gang's owner string (``gang:<namespace>/<key>``), as queued, signed and stored: ``GangKey``'s."""
     return str(GangKey(namespace, key))
-
-
-def is_gang_owner(text: str) -> bool:
-    return is_gang(text)
-
-
-def split_owner(text: str) -> tuple[str, str]:
-    """``gang:<namespace>/<key>`` -> (namespace, key); ValueError for anything else."""
-    parsed = GangKey.parse(text)
-    return parsed.namespace, parsed.key
 
 
 def _mode(pod: Obj) -> str:
@@ -387,58 +374,6 @@ def per_node(pods: Sequence[Obj]) -> PerNode:
     return PerNode(*(max(share[i] for share in shares) for i in range(3)))
 
 
-# -- the placeholder job's identity ---------------------------------------------------------------
-def member_tag(uid: str) -> str:
-    """A member's UID as the job's identity keeps it: 8 hex digits of its SHA-256."""
-    return hashlib.sha256(uid.encode()).hexdigest()[:MEMBER_TAG_CHARS]
-
-
-@frozen
-class GangIdentity:
-    """Which gang a placeholder job holds nodes for; lives in the job's AdminComment, where only Slurm's
-    super users write (podjob.PlaceholderIdentity says why).
-
-    ``sunk-gang=<key> ns=<namespace> size=<N> members=<tag>,<tag>...[ sched=<scheduler>]``. Keys,
-    namespaces and tags hold no spaces and no ``=``; the fixed head tells it from a single Pod's
-    (``sunk-pod=``, podjob.PlaceholderIdentity).
-    """
-
-    key: str
-    namespace: str
-    size: int
-    members: tuple[str, ...]  # member_tag() of each member the job was submitted for
-    scheduler: str = ""
-
-    _FORMAT: ClassVar[re.Pattern[str]] = re.compile(
-        r"sunk-gang=(\S+) ns=(\S+) size=([0-9]{1,9}) members=([0-9a-f]+(?:,[0-9a-f]+)*)(?: sched=(\S+))?")
-
-    @property
-    def owner(self) -> str:
-        return owner(self.namespace, self.key)
-
-    def includes(self, uid: str) -> bool:
-        return member_tag(uid) in self.members
-
-    def encode(self) -> str:
-        for label, value in (("key", self.key), ("namespace", self.namespace), ("scheduler", self.scheduler)):
-            if re.search(r"\s", value) or (label != "scheduler" and not value):
-                raise ValueError(f"gang identity: {label} {value!r} must be one non-empty word")
-        if not self.members or not all(re.fullmatch(r"[0-9a-f]+", m) for m in self.members):
-            raise ValueError(f"gang identity: members {self.members!r} must be member tags")
-        text = f"sunk-gang={self.key} ns={self.namespace} size={self.size} members={','.join(self.members)}"
-        return f"{text} sched={self.scheduler}" if self.scheduler else text
-
-    @classmethod
-    def parse(cls, admin_comment: str) -> Optional[GangIdentity]:
-        """None for any job that is not a gang's placeholder: the whole text must be an identity."""
-        match = cls._FORMAT.fullmatch((admin_comment or "").strip())
-        if not match:
-            return None
-        key, namespace, size, members, scheduler = match.groups()
-        return cls(key=key, namespace=namespace, size=int(size), members=tuple(members.split(",")),
-                   scheduler=scheduler or "")
-
-
 def max_members(gang: Gang, scheduler: str) -> int:
     """The largest gang whose job's identity fits ``IDENTITY_MAX``:
     about 100 members for a Job's gang in a namespace of 10 characters. Asked at every reconcile of a gang
@@ -450,30 +385,14 @@ def max_members(gang: Gang, scheduler: str) -> int:
 @functools.lru_cache(maxsize=4096)
 def _max_members(key: str, namespace: str, scheduler: str) -> int:
     def length(size: int) -> int:
-        identity = GangIdentity(key=key, namespace=namespace, size=size,
-                                members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
+        identity = PlaceholderIdentity(GangKey(namespace, key), namespace, size=size,
+                                       members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
         return len(identity.encode())
 
     size = max(1, (IDENTITY_MAX - length(1)) // (MEMBER_TAG_CHARS + 1) + 1)
     while size > 1 and length(size) > IDENTITY_MAX:
         size -= 1
     return size if length(size) <= IDENTITY_MAX else 0
-
-
-def identity_of(job: Job) -> PlaceholderIdentity | GangIdentity | None:
-    """The placeholder identity in a job's AdminComment (a single Pod's or a gang's), or None: a job that
-    is not a placeholder. Nothing the job's user can write (Extra, Comment, name) is ever read for it."""
-    text = job.admin_comment
-    if "sunk-pod=" in text:
-        return PlaceholderIdentity.parse(text)
-    if "sunk-gang=" in text:
-        return GangIdentity.parse(text)
-    return None
-
-
-def is_placeholder(job: Job) -> bool:
-    """A SUNK placeholder job, for one Pod or for a gang: strict locking on every node it holds."""
-    return identity_of(job) is not None
 
 
 def has_started(job: Job) -> bool:

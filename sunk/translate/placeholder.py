@@ -18,7 +18,8 @@ import attrs
 from sunk import names
 from sunk.slurm.models import JobRequest
 
-from .gang import Gang, GangIdentity, disagreements, member_tag, per_node
+from .gang import Gang, disagreements, per_node
+from .identity import PlaceholderIdentity, member_tag
 from .objects import annotations_of
 from .podjob import Obj, _text, constraint, gpu_clauses, gpu_type, pod_to_job
 from .policy import IdentityPolicy
@@ -94,9 +95,9 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
         pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
                    kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
     share = per_node(members)
-    identity = GangIdentity(key=gang.key, namespace=gang.namespace, size=size,
-                         members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
-                         scheduler=settings.scheduler).encode()
+    identity = PlaceholderIdentity(gang.unit, gang.namespace, size=size,
+                                   members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
+                                   scheduler=settings.scheduler).encode()
     environment = tuple(
         f"SUNK_POD_UID={gang.owner}" if item.startswith("SUNK_POD_UID=")
         else f"SUNK_POD={gang.describe()}" if item.startswith("SUNK_POD=")

@@ -28,7 +28,7 @@ Rules:
 - ``timeout`` is seconds; Slurm's time limit is whole minutes, so it is rounded up.
 - ``exclusive``: none -> ``shared=none`` (whole node), ok -> oversubscribe, user, mcs, topo
   as themselves; the legacy booleans: "true" -> none, "false" -> unset (partition default).
-- The job's AdminComment carries the Pod's identity (``PlaceholderIdentity``): the UID lets a
+- The job's AdminComment carries the Pod's identity (``identity.PlaceholderIdentity``): the UID lets a
   restarted scheduler find the job instead of submitting a second one. The job's Extra is left
   to its user: nothing sunk reads is kept where the job's user can write.
 """
@@ -38,13 +38,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 from attrs import frozen
 
 from sunk import names
 from sunk.slurm.models import JobRequest, SubmitLimits
 
+from .identity import PlaceholderIdentity
+from .keys import PodKey
 from .objects import annotations_of
 from .quantity import cpus, is_whole, megabytes
 from .resources import pod_requests
@@ -98,48 +100,6 @@ class Identity:
     user_id: int
     group_id: int
     account: Optional[str] = None
-
-
-@frozen
-class PlaceholderIdentity:
-    """Which Pod a placeholder job holds a place for; lives in the job's AdminComment.
-
-    Format: ``sunk-pod=<uid> ns=<namespace> name=<name>[ sched=<scheduler>]``. Kubernetes
-    names, namespaces and UIDs never hold spaces or ``=``, so the text splits unambiguously.
-    ``scheduler`` scopes a job to the scheduler that submitted it, so two schedulers sharing
-    a Slurm cluster never adopt or cancel each other's jobs.
-
-    Why AdminComment: Slurm lets only its super users (root, SlurmUser, AdminLevel=Admin) write
-    it, at submission, in an update and in a cancel request alike, while the job's Extra,
-    Comment and name are its user's to rewrite. An identity a tenant could write would let
-    them make the scheduler cancel another tenant's job and delete its Pod (docs/security.md).
-    """
-
-    uid: str
-    namespace: str
-    name: str
-    scheduler: str = ""
-
-    _FORMAT: ClassVar[re.Pattern[str]] = re.compile(r"sunk-pod=(\S+) ns=(\S+) name=(\S+)(?: sched=(\S+))?")
-
-    def encode(self) -> str:
-        """The AdminComment to submit."""
-        for label, value in (("uid", self.uid), ("namespace", self.namespace), ("name", self.name)):
-            if not value or re.search(r"\s", value):
-                raise ValueError(f"placeholder identity: {label} {value!r} must be one non-empty word")
-        if re.search(r"\s", self.scheduler):
-            raise ValueError(f"placeholder identity: scheduler {self.scheduler!r} must be one word")
-        text = f"sunk-pod={self.uid} ns={self.namespace} name={self.name}"
-        return f"{text} sched={self.scheduler}" if self.scheduler else text
-
-    @classmethod
-    def parse(cls, admin_comment: str) -> Optional[PlaceholderIdentity]:
-        """None for any job that is not a single Pod's placeholder: the whole text must be an identity."""
-        match = cls._FORMAT.fullmatch((admin_comment or "").strip())
-        if not match:
-            return None
-        uid, namespace, name, scheduler = match.groups()
-        return cls(uid=uid, namespace=namespace, name=name, scheduler=scheduler or "")
 
 
 def _integer(value: object) -> Optional[int]:
@@ -383,7 +343,7 @@ def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: 
         shared=EXCLUSIVE_MODES[exclusive.strip().lower()] if exclusive is not None else None,
         time_limit=_minutes(timeout) if timeout is not None else None,
         comment=_text(annotations, names.ANN_COMMENT),
-        admin_comment=PlaceholderIdentity(uid=meta["uid"], namespace=meta["namespace"], name=meta["name"],
+        admin_comment=PlaceholderIdentity(PodKey(meta["uid"]), meta["namespace"], name=meta["name"],
                                           scheduler=scheduler).encode(),
         working_directory=_text(annotations, names.ANN_CURRENT_WORKING_DIR) or DEFAULT_WORKING_DIRECTORY,
         requeue=False,

@@ -18,7 +18,7 @@ is wrong and where (an empty list: all hold); ``read_world`` takes the facts, ``
 The causes are judged here from the raw objects, by the rules docs/syncer.md states ("sunk's own
 drains") and not with the Syncer's code, so that a bug in that code cannot hide itself. What is
 shared is only the contract: the grammar of sunk's drain reasons (``drains.parse``), the
-placeholder's AdminComment (``PlaceholderIdentity``, a gang's ``GangIdentity``) and which gang a Pod's own
+placeholder's AdminComment (``PlaceholderIdentity``, a lone Pod's or a gang's) and which gang a Pod's own
 labels put it in (``gang_of``).
 
 Whose is whose, as sunk itself must judge it: a job is sunk's only when its identity names one of the scope's
@@ -44,8 +44,9 @@ from sunk.kube.resources import EVENTS, NODES, PODS
 from sunk.slurm import hostlist
 from sunk.slurm.v0042 import parse_job, split_job_state
 from sunk.translate import drains
-from sunk.translate.gang import GangIdentity, gang_of, is_placeholder
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.gang import gang_of
+from sunk.translate.identity import PlaceholderIdentity, is_placeholder
+from sunk.translate.keys import GangKey, PodKey
 
 Obj = Mapping[str, Any]
 
@@ -101,8 +102,8 @@ class JobHistory:
             for job in jobs:
                 identity = _identity(job, self.schedulers)
                 if identity is not None and identity.namespace == self.namespace:
-                    self._pods[identity.uid] = f"{identity.namespace}/{identity.name}"
-                    self._jobs.setdefault(identity.uid, {}).setdefault(int(job["job_id"]), describe(job))
+                    self._pods[str(identity.unit)] = f"{identity.namespace}/{identity.name}"
+                    self._jobs.setdefault(str(identity.unit), {}).setdefault(int(job["job_id"]), describe(job))
 
     def jobs(self) -> dict[str, dict[int, str]]:
         with self._lock:
@@ -134,8 +135,8 @@ def duplicate_jobs(world: World, scope: Scope, history: JobHistory | None = None
     for job in world.jobs:
         identity = _identity(job, scope.schedulers)
         if identity is not None and identity.namespace == scope.namespace:
-            seen.setdefault(identity.uid, {})[int(job["job_id"])] = describe(job)  # (its state now)
-            pod_of[identity.uid] = f"{identity.namespace}/{identity.name}"
+            seen.setdefault(str(identity.unit), {})[int(job["job_id"])] = describe(job)  # (its state now)
+            pod_of[str(identity.unit)] = f"{identity.namespace}/{identity.name}"
     return [f"Pod {pod_of.get(uid) or (history.pod(uid) if history else '?')} (uid {uid}) had {len(jobs)} placeholder "
             f"jobs: {', '.join(jobs[i] for i in sorted(jobs))}; one Pod must never get two jobs"
             for uid, jobs in sorted(seen.items()) if len(jobs) > 1]
@@ -151,13 +152,13 @@ def orphan_jobs(world: World, scope: Scope) -> list[str]:
     for job in world.jobs:
         identity = _identity(job, scope.schedulers)
         if identity is not None and identity.namespace == scope.namespace and is_active(job) and \
-                identity.uid not in uids:
+                str(identity.unit) not in uids:
             out.append(f"{describe(job)} holds a place for Pod {identity.namespace}/{identity.name} (uid "
-                       f"{identity.uid}), which is gone: the job should have been cancelled")
+                       f"{identity.unit}), which is gone: the job should have been cancelled")
         gang = _gang_identity(job, scope.schedulers)
-        if gang is not None and gang.namespace == scope.namespace and is_active(job) and gang.owner not in gangs:
-            out.append(f"{describe(job)} holds nodes for gang {gang.namespace}/{gang.key}, whose Pods are all gone: "
-                       "the job should have been cancelled")
+        if gang is not None and gang.namespace == scope.namespace and is_active(job) and str(gang.unit) not in gangs:
+            out.append(f"{describe(job)} holds nodes for gang {gang.namespace}/{gang.unit.key}, whose Pods are all "
+                       "gone: the job should have been cancelled")
     return out
 
 
@@ -231,7 +232,7 @@ def _sunk_cause(drain: drains.SunkDrain, name: str, world: World, scope: Scope) 
         gang = f"gang {drain.namespace}/{drain.key}"
         for job in holding:
             identity = _gang_identity(job, scope.schedulers)
-            if int(job["job_id"]) == drain.job_id or (identity is not None and identity.owner == drain.owner):
+            if int(job["job_id"]) == drain.job_id or (identity is not None and str(identity.unit) == drain.owner):
                 return True, f"{describe(job)} of {gang} holds {name}"
         for pod in _pods_on(world, k8s_node):  # (a member sunk placed on this node: its annotations name it)
             if (member := gang_of(pod)) is not None and member.owner == drain.owner and not _finished(pod) \
@@ -421,13 +422,15 @@ def slurmd_pod(world: World, scope: Scope, name: str) -> Obj | None:
 def _identity(job: Obj, schedulers: frozenset[str] | None) -> PlaceholderIdentity | None:
     """The job's placeholder identity (its AdminComment), if it names one of ``schedulers`` (None: any)."""
     identity = PlaceholderIdentity.parse(job.get("admin_comment") or "")
-    return identity if identity is not None and (schedulers is None or identity.scheduler in schedulers) else None
+    return identity if identity is not None and isinstance(identity.unit, PodKey) and (
+        schedulers is None or identity.scheduler in schedulers) else None
 
 
-def _gang_identity(job: Obj, schedulers: frozenset[str]) -> GangIdentity | None:
+def _gang_identity(job: Obj, schedulers: frozenset[str]) -> PlaceholderIdentity | None:
     """The job's gang identity (its AdminComment), if it names one of ``schedulers``."""
-    identity = GangIdentity.parse(job.get("admin_comment") or "")
-    return identity if identity is not None and identity.scheduler in schedulers else None
+    identity = PlaceholderIdentity.parse(job.get("admin_comment") or "")
+    return identity if identity is not None and isinstance(identity.unit, GangKey) and (
+        identity.scheduler in schedulers) else None
 
 
 def _sunks_pod(pod: Obj, scope: Scope) -> bool:
@@ -442,7 +445,7 @@ def gang_jobs(jobs: Iterable[Obj], pod: Obj, schedulers: frozenset[str]) -> list
     if gang is None:
         return []
     return [job for job in jobs if (identity := _gang_identity(job, schedulers)) is not None
-            and identity.owner == gang.owner]
+            and str(identity.unit) == gang.owner]
 
 
 def placeholder_jobs(jobs: Iterable[Obj], namespace: str,
@@ -453,7 +456,7 @@ def placeholder_jobs(jobs: Iterable[Obj], namespace: str,
     for job in jobs:
         identity = _identity(job, schedulers)
         if identity is not None and identity.namespace == namespace:
-            out.setdefault(identity.uid, []).append(job)
+            out.setdefault(str(identity.unit), []).append(job)
     return out
 
 

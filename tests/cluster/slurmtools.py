@@ -6,7 +6,8 @@ import json
 import time
 
 from sunk.slurm.v0042 import parse_job
-from sunk.translate.gang import has_started, identity_of
+from sunk.translate.gang import has_started
+from sunk.translate.identity import identity_of
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
@@ -48,7 +49,7 @@ def started_placeholder(job: dict, owner: str) -> bool:
         return False
     parsed = parse_job(job)
     identity = identity_of(parsed)
-    found = None if identity is None else getattr(identity, "uid", None) or getattr(identity, "owner", None)
+    found = None if identity is None else str(identity.unit)
     return has_started(parsed) and found == owner and "sunk-" not in parsed.extra
 
 

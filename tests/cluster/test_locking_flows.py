@@ -37,9 +37,10 @@ from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
 from sunk.slurm.v0042 import parse_job
 from sunk.translate import drains, objects
-from sunk.translate.gang import GangIdentity, has_started, member_tag
+from sunk.translate.gang import has_started
+from sunk.translate.identity import PlaceholderIdentity, member_tag
+from sunk.translate.keys import GangKey, PodKey
 from sunk.translate.lock import tolerates_lock
-from sunk.translate.podjob import PlaceholderIdentity
 
 TERMINATION_DELAY = "sunk.dev/termination-delay-seconds"
 GRACE = 5  # --lock-request-grace: how long a lock request outlives a job Slurm does not show
@@ -257,7 +258,7 @@ def test_a_placeholders_identity_in_a_jobs_extra_takes_the_normal_lock(dev_clust
     is an ordinary job to the lock service and the Syncer. It takes the normal lock, never the strict one that
     only a placeholder (its identity in AdminComment, which only Slurm's super users write) may ask for."""
     unlocked(kube_api, dev_cluster, "node3")
-    identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+    identity = PlaceholderIdentity(PodKey(str(uuid.uuid4())), namespace, name="placeholder").encode()
     with History(kube_api, "node3", namespace) as history:
         job = scripts.sbatch("node3", "sleep 3", f"--extra={identity}")
         wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to run and end")
@@ -275,7 +276,7 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     time.sleep(GRACE)  # older than the grace a fresh binding gets
     make_pod(kube_api, namespace, "web", "worker-3", delay=3)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
-    identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+    identity = PlaceholderIdentity(PodKey(str(uuid.uuid4())), namespace, name="placeholder").encode()
     unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
@@ -317,7 +318,7 @@ def test_a_gangs_placeholder_locks_every_node_of_its_allocation_strictly(dev_clu
         unlocked(kube_api, dev_cluster, node)
         wait_for(lambda n=node: dev_cluster.slurm("sinfo", "-h", "-n", n, "-o", "%T").stdout.strip() == "idle", 120,
                  f"{node} to be idle", interval=1)
-    identity = GangIdentity(key=f"job/{uuid.uuid4()}", namespace=namespace, size=2,
+    identity = PlaceholderIdentity(GangKey(namespace, f"job/{uuid.uuid4()}"), namespace, size=2,
                             members=(member_tag("a"), member_tag("b"))).encode()
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     seen: dict[str, set] = {"node3": set(), "node4": set()}
@@ -374,7 +375,7 @@ def test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api(dev_c
             if n % 2:
                 sock.sendall(b"P")
             held.append(sock)
-        identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+        identity = PlaceholderIdentity(PodKey(str(uuid.uuid4())), namespace, name="placeholder").encode()
         with History(kube_api, "node3", namespace) as history:
             job = scripts.sbatch("node3", "true", admin_comment=identity)
             wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60, "the job to run and end")
@@ -401,7 +402,7 @@ def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev
     try:
         with Flood(port, held=2000, source="127.0.2.1", per_second=500.0) as flood:
             wait_for(lambda: flood.opened > 1000, 60, "the flood past its cap")
-            identity = PlaceholderIdentity(uid=str(uuid.uuid4()), namespace=namespace, name="placeholder").encode()
+            identity = PlaceholderIdentity(PodKey(str(uuid.uuid4())), namespace, name="placeholder").encode()
             with History(kube_api, "node3", namespace) as history:
                 job = scripts.sbatch("node3", "true", admin_comment=identity)
                 wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 60,

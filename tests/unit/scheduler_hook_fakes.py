@@ -8,6 +8,7 @@ import attrs
 
 from scheduler.jobindex import IdentityParser, JobIndex
 from sunk.slurm.models import Job
+from sunk.translate.keys import GangKey, UnitKey, unit_key
 from sunk.types import Obj
 
 
@@ -19,11 +20,13 @@ class IndexedJobs:
     parse: IdentityParser
     observed: Callable[[Job, float], None] = lambda _job, _at: None
 
-    def known_owner(self, job_id: int) -> str | None:
-        return self.index.uid_of(job_id)
+    def known_owner(self, job_id: int) -> UnitKey | None:
+        owner = self.index.uid_of(job_id)
+        return unit_key(owner) if owner is not None else None
 
-    def owner_of(self, job: Job) -> str | None:
-        return (self.parse(job) or (None, False))[0]
+    def owner_of(self, job: Job) -> UnitKey | None:
+        parsed = self.parse(job)
+        return unit_key(parsed[0]) if parsed is not None else None
 
     def observe(self, job: Job, requested_at: float) -> None:
         self.observed(job, requested_at)
@@ -36,13 +39,13 @@ class LookedUpPods:
     lookup: Callable[[str], Obj | None]
     deleted: Callable[[Obj, str], None] = lambda _pod, _why: None
     stuck: Callable[[Obj, int], str | None] = lambda _pod, _job_id: None
-    gang: Callable[[str, int], list[Obj]] = lambda _owner, _job_id: []
+    gang: Callable[[GangKey, int], list[Obj]] = lambda _gang, _job_id: []
 
     def by_uid(self, uid: str) -> Obj | None:
         return self.lookup(uid)
 
-    def gang_holders(self, owner: str, job_id: int) -> list[Obj]:
-        return self.gang(owner, job_id)
+    def gang_holders(self, gang: GangKey, job_id: int) -> list[Obj]:
+        return self.gang(gang, job_id)
 
     def stuck_reason(self, pod: Obj, job_id: int) -> str | None:
         return self.stuck(pod, job_id)

@@ -17,7 +17,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "cluster"))  # (the cl
 from invariants import JobHistory, Scope, World, violations
 
 from sunk import names
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 RECORDED = Path(__file__).parent / "slurm_v0042"
 NS = "matrix"
@@ -30,13 +31,14 @@ def job(job_id: int, uid: str | None = None, state: tuple[str, ...] = ("RUNNING"
     """A job as slurmrestd shows it; a placeholder's identity in its AdminComment (its Extra stays the user's),
     naming the scheduler that submitted it."""
     recorded = json.loads((RECORDED / "job_running_gpu.json").read_text())["jobs"][0]
-    identity = PlaceholderIdentity(uid, NS, name, scheduler).encode() if uid else ""
+    identity = PlaceholderIdentity(PodKey(uid), NS, name=name, scheduler=scheduler).encode() if uid else ""
     return {**recorded, "job_id": job_id, "job_state": list(state), "nodes": nodes, "admin_comment": identity}
 
 
 def forged(job_id: int, uid: str, nodes: str = "node3") -> dict[str, Any]:
     """A tenant's job whose Extra (theirs to write) copies a placeholder's identity; its AdminComment is empty."""
-    return {**job(job_id, nodes=nodes), "extra": PlaceholderIdentity(uid, NS, "p", "sunk-scheduler-test").encode()}
+    identity = PlaceholderIdentity(PodKey(uid), NS, name="p", scheduler="sunk-scheduler-test")
+    return {**job(job_id, nodes=nodes), "extra": identity.encode()}
 
 
 def slurm_node(name: str, state: tuple[str, ...] = ("IDLE",), reason: str = "") -> dict[str, Any]:
@@ -104,7 +106,7 @@ GANG_DRAIN = f"k8s: sunk-placeholder: gang {NS}/job/ju outlived KillWait after j
 
 def gang_job(job_id: int, state: tuple[str, ...] = ("RUNNING",), nodes: str = "node3",
              scheduler: str = "sunk-scheduler-test") -> dict[str, Any]:
-    """The placeholder job of a Job's gang (its AdminComment: sunk.translate.gang.GangIdentity)."""
+    """The placeholder job of a Job's gang (its AdminComment: sunk.translate.identity.PlaceholderIdentity)."""
     return {**job(job_id, state=state, nodes=nodes),
             "admin_comment": f"sunk-gang=job/ju ns={NS} size=2 members=aaaaaaaa,bbbbbbbb sched={scheduler}"}
 
@@ -265,3 +267,16 @@ def test_a_second_job_slurm_already_forgot_is_still_caught():
     history.record([job(7, "u1", ("COMPLETED",))])  # seen earlier; purged since (MinJobAge)
     found = violations(SOUND["a bound Pod whose job runs there"], SCOPE, history)
     assert len(found) == 1 and "job 7 (COMPLETED on node3)" in found[0] and "job 1 (RUNNING on node3)" in found[0]
+
+
+def test_the_cluster_tests_started_placeholder_reads_a_lone_pods_and_a_gangs_owner():
+    """tests/cluster/slurmtools.started_placeholder, which the cluster tests wait on: a job read as slurmrestd
+    shows it, started, names its owner (a Pod's UID, a gang's gang:<ns>/<key>) in its AdminComment only."""
+    from slurmtools import started_placeholder
+
+    lone = {"job_id": 1, "job_state": ["RUNNING"], "admin_comment": f"sunk-pod=u1 ns={NS} name=p sched=s"}
+    gang = {**gang_job(2), "job_id": 2}
+    assert started_placeholder(lone, "u1") and not started_placeholder(lone, "u2")
+    assert started_placeholder(gang, f"gang:{NS}/job/ju")
+    assert not started_placeholder({**lone, "admin_comment": "", "comment": lone["admin_comment"]}, "u1")
+    assert not started_placeholder({**lone, "state_reason": "Prolog"}, "u1")

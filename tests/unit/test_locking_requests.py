@@ -14,7 +14,7 @@ from sunk.locking.jobs import JobsByNode, NodeJob
 from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_requests, request_key
 from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.models import Job, Node
-from sunk.translate.gang import is_placeholder
+from sunk.translate.identity import is_placeholder
 
 
 @given(st.integers(min_value=1, max_value=2**32), st.booleans(), st.floats(min_value=0, max_value=4e9))

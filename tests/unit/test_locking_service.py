@@ -20,7 +20,7 @@ from sunk.locking.waiter import ObjectWaiter
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
-from sunk.translate.gang import is_placeholder
+from sunk.translate.identity import is_placeholder, member_tag
 
 
 class Slurm:
@@ -384,7 +384,7 @@ def test_a_node_an_operator_drained_is_left_alone():
 
 
 def test_a_gangs_member_still_on_this_node_drains_it_with_that_members_reason():
-    from sunk.translate.gang import member_tag
+
 
     identity = f"sunk-gang=job/j1 ns=apps size=2 members={member_tag('uid-w-0')},{member_tag('uid-w-1')}"
     w = outlived_world(pod("w-1"), pod("w-7"), job=ending(admin_comment=identity))

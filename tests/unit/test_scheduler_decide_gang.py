@@ -21,7 +21,7 @@ from scheduler.decide import (
     decide,
 )
 from sunk.slurm.models import Job, JobAllocation
-from sunk.translate.gang import GangIdentity, member_tag
+from sunk.translate.identity import PlaceholderIdentity, member_tag
 from sunk.translate.keys import GangKey
 
 KEY = GangKey("team", "job/u")
@@ -49,7 +49,7 @@ def job(id=7, state="RUNNING", nodes=("node1", "node2", "node3"), reason="", mem
         field="admin_comment"):
     """The gang's job, its identity in ``field`` (the AdminComment, where sunk puts it, unless told)."""
     running = state == "RUNNING"
-    identity = GangIdentity(key="job/u", namespace="team", size=len(nodes),
+    identity = PlaceholderIdentity(GangKey("team", "job/u"), "team", size=len(nodes),
                             members=tuple(member_tag(f"uid-{i}") for i in members), scheduler="s").encode()
     return Job(id=id, state=state, state_reason=reason, **{field: identity},
                nodes=",".join(nodes) if running else "",

@@ -29,8 +29,8 @@ from sunk.slurm.models import Job, JobAllocation, Node
 from sunk.translate import gang as g
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
-from sunk.translate.keys import GangKey
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.identity import PlaceholderIdentity, member_tag
+from sunk.translate.keys import GangKey, PodKey
 
 NS = "team"
 JOB_UID = "0c5a0000-0000-4000-8000-00000000c0de"
@@ -136,8 +136,8 @@ def running(job_id=7, nodes=("node1", "node2", "node3"), uids=("uid-0", "uid-1",
             state="RUNNING"):
     """The gang's job as Slurm shows it, its identity in its AdminComment; running and ``started=False``:
     its prolog (which locks the nodes) still runs, so Slurm gives the reason Prolog."""
-    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=len(nodes),
-                              members=tuple(g.member_tag(u) for u in uids), scheduler="sched").encode()
+    identity = PlaceholderIdentity(GangKey(NS, f"job/{JOB_UID}"), NS, size=len(nodes),
+                              members=tuple(member_tag(u) for u in uids), scheduler="sched").encode()
     return Job(id=job_id, state=state, state_reason="Prolog" if state == "RUNNING" and not started else "",
                nodes=",".join(nodes) if state == "RUNNING" else "",
                allocations=tuple(JobAllocation(node=n) for n in nodes) if state == "RUNNING" else (),
@@ -161,8 +161,8 @@ def test_members_wait_unbound_until_all_exist_then_one_job_asks_for_one_node_eac
     (request,) = world.slurm.submitted
     assert (request.node_count, request.cpus_per_task, request.partition) == (3, 40, "batch")
     assert request.extra is None  # the job's user's: the identity is in the AdminComment
-    identity = g.GangIdentity.parse(request.admin_comment)
-    assert identity.owner == OWNER and identity.size == 3
+    identity = PlaceholderIdentity.parse(request.admin_comment)
+    assert str(identity.unit) == OWNER and identity.size == 3
     assert all(identity.includes(f"uid-{i}") for i in range(3))
     env = dict(item.split("=", 1) for item in request.environment)
     assert env["SUNK_HOOK_TOKEN"] == hook_token(CONFIG.hook_secret, OWNER) and env["SUNK_POD_UID"] == OWNER
@@ -348,7 +348,7 @@ def test_a_pod_with_a_job_of_its_own_keeps_it(world):
     world.pods += [member(0)]
     world.pods[0]["spec"]["nodeName"] = "worker-1"
     world.pods[0]["metadata"]["annotations"] = {names.ANN_JOB_ID: "5"}
-    single = PlaceholderIdentity(uid="uid-0", namespace=NS, name="train-0", scheduler="sched").encode()
+    single = PlaceholderIdentity(PodKey("uid-0"), NS, name="train-0", scheduler="sched").encode()
     world.index.upsert(Job(id=5, state="RUNNING", nodes="node1", admin_comment=single))
     assert world.scheduler.gang_of(world.pods[0]) is None
     world.scheduler.reconcile(OWNER)
@@ -450,12 +450,14 @@ def test_a_gang_whose_members_are_all_gone_is_forgotten(world):
 # -- the wiring ---------------------------------------------------------------------------------------------
 def test_the_identity_parser_reads_a_gangs_job_in_scope_only():
     parse = identity_parser(CONFIG)
-    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    text = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
     owner = f"gang:{NS}/podgroup/pg"
     assert parse(Job(id=7, state="PENDING", state_reason="Priority", admin_comment=text)) == (owner, False)
     assert parse(Job(id=7, state="RUNNING", state_reason="None", admin_comment=text)) == (owner, True)
-    other_ns = g.GangIdentity(key="podgroup/pg", namespace="x", size=2, members=("ab",), scheduler="sched").encode()
-    other_scheduler = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab",), scheduler="s2").encode()
+    other_ns = PlaceholderIdentity(GangKey("x", "podgroup/pg"), "x", size=2, members=("ab",),
+                                   scheduler="sched").encode()
+    other_scheduler = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab",),
+                                          scheduler="s2").encode()
     assert parse(Job(id=7, admin_comment=other_ns)) is None and parse(Job(id=7, admin_comment=other_scheduler)) is None
 
 
@@ -468,7 +470,7 @@ def test_the_identity_parser_reads_a_gangs_job_in_scope_only():
 ])
 def test_the_identity_parser_takes_started_from_slurms_state_alone(state, flags, reason, started):
     """The job's user may write its Extra and Comment (and make the started call): none of it says started."""
-    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    text = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
     job = Job(id=7, state=state, state_flags=flags, state_reason=reason, admin_comment=text,
               extra=text + ": started", comment=": started")
     assert identity_parser(CONFIG)(job) == (f"gang:{NS}/podgroup/pg", started)
@@ -478,7 +480,7 @@ def test_the_identity_parser_never_reads_what_the_jobs_user_can_write():
     """A valid gang identity in the Extra or Comment of a job with no AdminComment names nothing: else a
     tenant could make the scheduler adopt, cancel or delete for another tenant's gang."""
     parse = identity_parser(CONFIG)
-    text = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
+    text = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd"), scheduler="sched").encode()
     assert parse(Job(id=7, state="RUNNING", extra=text)) is None
     assert parse(Job(id=7, state="RUNNING", comment=text)) is None
     assert parse(Job(id=7, state="RUNNING", extra=text, comment=text, admin_comment="")) is None
@@ -493,7 +495,7 @@ def test_a_job_whose_extra_names_the_gang_is_not_the_gangs(world):
     world.scheduler.reconcile(OWNER)
     assert world.binds == [] and world.slurm.cancelled == []
     (request,) = world.slurm.submitted
-    assert g.GangIdentity.parse(request.admin_comment).owner == OWNER
+    assert str(PlaceholderIdentity.parse(request.admin_comment).unit) == OWNER
 
 
 def test_a_member_finishing_wakes_its_gang_and_the_kubelets_other_status_does_not():
@@ -641,7 +643,7 @@ def test_through_slurmrestd_one_job_of_three_nodes_then_three_bindings(monkeypat
         assert (desc["minimum_nodes"], desc["maximum_nodes"], desc["tasks"], desc["cpus_per_task"]) == (3, 3, 3, 40)
         assert desc["name"] == "k8s:team/job/train" and desc["partition"] == "batch"
         job_id = world.index.view(OWNER).expected_job_id
-        assert "extra" not in desc and g.GangIdentity.parse(desc["admin_comment"]).owner == OWNER
+        assert "extra" not in desc and str(PlaceholderIdentity.parse(desc["admin_comment"]).unit) == OWNER
         # Slurm allocates three nodes and runs the job past its prolog (its reason "None").
         fake.put_job(job_id, state=("RUNNING",), nodes="node[2-4]", admin_comment=desc["admin_comment"],
                      allocation=[(f"node{i}", 40, 1024) for i in (2, 3, 4)])

@@ -17,7 +17,8 @@ from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node
 from sunk.translate.drains import PlaceholderDrain, StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 SECRET = b"hook-secret"
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}}
@@ -27,7 +28,7 @@ parse = identity_parser(SchedulerConfig("s", SECRET, "http://h", identity_policy
 
 def identity(uid: str = "uid-a", namespace: str = "ns", name: str = "p") -> str:
     """The AdminComment the scheduler submits a Pod's placeholder with (only Slurm's super users write it)."""
-    return PlaceholderIdentity(uid=uid, namespace=namespace, name=name, scheduler="s").encode()
+    return PlaceholderIdentity(PodKey(uid), namespace, name=name, scheduler="s").encode()
 
 
 class Slurm:
@@ -108,6 +109,19 @@ def test_a_token_for_another_pod_is_refused_and_nothing_is_recorded(world):
         response = client.post("/api/v1/jobs/7/started", headers=headers)
         assert response.status_code == 401 and "token" in response.get_json()["error"]
     assert observed == [] and slurm.reads == 0
+
+
+@pytest.mark.parametrize("route", ["started", "terminating", "drain", "pod"])
+@pytest.mark.parametrize("named", ["gang:", "gang:no-slash", "gang:ns"])
+def test_a_malformed_gang_key_in_the_header_is_a_400_in_json_and_costs_slurm_nothing(world, route, named):
+    """The header is a hostile caller's to write: its key is parsed once, at the edge, and a gang's that does not
+    parse is refused as such (even with the token HMAC'd over the same text), never an exception."""
+    client, slurm, _, _, observed, deleted = world
+    slurm.jobs[7] = Job(id=7, state="RUNNING", admin_comment=identity())
+    call = client.get if route == "pod" else client.post
+    response = call(f"/api/v1/jobs/7/{route}", headers=auth(named))
+    assert response.status_code == 400 and POD_UID_HEADER in response.get_json()["error"]
+    assert slurm.reads == 0 and observed == [] and deleted == [] and slurm.drained == []
 
 
 @pytest.mark.parametrize("job, down, status, needle", [

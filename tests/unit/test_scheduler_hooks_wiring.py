@@ -15,7 +15,8 @@ from sunk.controller.daemon import DaemonConfig
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job
 from sunk.slurm.settings import SlurmSettings
-from sunk.translate.podjob import PlaceholderIdentity
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 SECRET = b"x" * 32
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-a"}, "spec": {}, "status": {"phase": "Running"}}
@@ -26,7 +27,7 @@ class Slurm:
     """One placeholder job, 7, read by the hook API; every list fails (the cache never lists in these tests)."""
 
     job = Job(id=7, state="RUNNING", nodes="node1",
-              admin_comment=PlaceholderIdentity(uid="uid-a", namespace="ns", name="p", scheduler="s").encode())
+              admin_comment=PlaceholderIdentity(PodKey("uid-a"), "ns", name="p", scheduler="s").encode())
 
     def get_job(self, job_id: int) -> Job:
         if job_id != 7:

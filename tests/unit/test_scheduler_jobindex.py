@@ -7,6 +7,8 @@ from policy_fakes import TEST_POLICY
 from scheduler.jobindex import JobIndex
 from sunk.slurm.models import Job
 from sunk.translate.gang import has_started
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 
 def parse(job: Job):
@@ -161,9 +163,9 @@ def real_index():
 
 
 def identity(uid="uid-a"):
-    from sunk.translate.podjob import PlaceholderIdentity
 
-    return PlaceholderIdentity(uid=uid, namespace="ns", name="p", scheduler="s").encode()
+
+    return PlaceholderIdentity(PodKey(uid), "ns", name="p", scheduler="s").encode()
 
 
 def test_an_identity_in_a_jobs_extra_is_no_identity():

@@ -14,6 +14,8 @@ from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.informer import SlurmInformer
 from sunk.slurm.models import Job, JobState
 from sunk.slurm.settings import SlurmSettings
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import GangKey
 
 
 class UnreachableSlurm:
@@ -100,15 +102,16 @@ def test_a_gangs_placeholder_is_reread_too_until_slurm_shows_it_started():
     from scheduler.assembly import awaiting_start, identity_parser
     from scheduler.config import SchedulerConfig
     from sunk.slurm.models import Job
-    from sunk.translate.gang import GangIdentity
+
 
     config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h", identity_policy=TEST_POLICY)
     reread = awaiting_start(identity_parser(config))
-    gang = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="s").encode()
+    gang = PlaceholderIdentity(GangKey("ns", "job/abc"), "ns", size=2, members=("aa", "bb"), scheduler="s").encode()
     assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=gang))
     assert not reread(Job(id=1, state="RUNNING", admin_comment=gang))
     assert not reread(Job(id=1, state="PENDING", admin_comment=gang))
-    other = GangIdentity(key="job/abc", namespace="ns", size=2, members=("aa", "bb"), scheduler="another").encode()
+    other = PlaceholderIdentity(GangKey("ns", "job/abc"), "ns", size=2, members=("aa", "bb"),
+                                scheduler="another").encode()
     assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=other))
     assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=gang))
 

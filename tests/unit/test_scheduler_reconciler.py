@@ -25,6 +25,8 @@ from sunk.translate import placeholder
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
 from sunk.translate.gang import has_started
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
 
 
 class Recorder:
@@ -346,9 +348,9 @@ class CancelRecorder(Slurm):
 def identity_parsed(config):
     """(the scheduler's own identity parser, uid-a's placeholder identity as it submits it)."""
     from scheduler.assembly import identity_parser
-    from sunk.translate.podjob import PlaceholderIdentity
 
-    text = PlaceholderIdentity(uid="uid-a", namespace="ns", name="p", scheduler=config.scheduler_name).encode()
+
+    text = PlaceholderIdentity(PodKey("uid-a"), "ns", name="p", scheduler=config.scheduler_name).encode()
     return identity_parser(config), text
 
 

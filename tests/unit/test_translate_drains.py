@@ -21,7 +21,7 @@ from sunk.translate.drains import (
     held_by_another,
     parse,
 )
-from sunk.translate.gang import member_tag
+from sunk.translate.identity import member_tag
 
 POD_UID = "1f2e3d4c-0000-4000-8000-000000000001"
 PLACEHOLDER = PlaceholderDrain("team-a", "train-0", 42, POD_UID)

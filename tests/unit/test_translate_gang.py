@@ -10,7 +10,9 @@ from sunk import names
 from sunk.slurm.models import Job
 from sunk.translate import gang as g
 from sunk.translate import placeholder
-from sunk.translate.podjob import Identity, PlaceholderIdentity, validate_pod
+from sunk.translate.identity import PlaceholderIdentity, identity_of, is_placeholder, member_tag
+from sunk.translate.keys import GangKey, PodKey, unit_key
+from sunk.translate.podjob import Identity, validate_pod
 from sunk.translate.policy import IdentityPolicy, NamespaceRule
 
 NS = "team"
@@ -100,12 +102,10 @@ def test_who_forms_a_gang(labels, annotations, owner, expected):
 def test_owners_are_keyed_by_namespace_and_key_and_never_look_like_a_uid():
     gang = g.gang_of(pod(labels=job_labels()))
     assert gang.owner == f"gang:{NS}/job/{JOB_UID}"
-    assert g.split_owner(gang.owner) == (NS, f"job/{JOB_UID}")
-    assert g.is_gang_owner(gang.owner) and not g.is_gang_owner(JOB_UID)
+    assert unit_key(gang.owner) == GangKey(NS, f"job/{JOB_UID}") == gang.unit
+    assert unit_key(JOB_UID) == PodKey(JOB_UID)
     assert g.owner_of(pod(labels=job_labels())) == gang.owner
     assert g.owner_of(pod(uid="u-1")) == "u-1"
-    with pytest.raises(ValueError):
-        g.split_owner("u-1")
 
 
 @pytest.mark.parametrize(("gang", "describe", "job_name"), [
@@ -311,47 +311,55 @@ def test_every_seed_annotation_is_compared():
 
 # -- the identity in the job's AdminComment ---------------------------------------------------------------
 def test_the_identity_round_trips_and_tells_its_members():
-    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace=NS, size=3,
-                              members=tuple(g.member_tag(u) for u in ("a", "b", "c")), scheduler="sched")
+    identity = PlaceholderIdentity(GangKey(NS, f"job/{JOB_UID}"), NS, size=3,
+                              members=tuple(member_tag(u) for u in ("a", "b", "c")), scheduler="sched")
     text = identity.encode()
-    assert text == (f"sunk-gang=job/{JOB_UID} ns=team size=3 members={g.member_tag('a')},{g.member_tag('b')},"
-                    f"{g.member_tag('c')} sched=sched")
-    assert g.GangIdentity.parse(text) == identity
-    assert g.GangIdentity.parse(f"  {text}\n") == identity  # (surrounding blanks are not part of it)
-    assert g.GangIdentity.parse(text + ": started") is None  # the old marker is no part of the format
+    assert text == (f"sunk-gang=job/{JOB_UID} ns=team size=3 members={member_tag('a')},{member_tag('b')},"
+                    f"{member_tag('c')} sched=sched")
+    assert PlaceholderIdentity.parse(text) == identity
+    assert PlaceholderIdentity.parse(f"  {text}\n") == identity  # (surrounding blanks are not part of it)
+    assert PlaceholderIdentity.parse(text + ": started") is None  # the old marker is no part of the format
     assert identity.includes("b") and not identity.includes("d")
-    assert identity.owner == f"gang:team/job/{JOB_UID}"
+    assert str(identity.unit) == f"gang:team/job/{JOB_UID}"
 
 
 @pytest.mark.parametrize("admin_comment", [
-    "", "sunk-pod=uid ns=team name=p sched=s", "sunk-gang=job/u ns=team size=3 members=", "garbage",
-    "sunk-gang=job/u ns=team size=x members=ab12", "sunk-gang=job/u ns=team size=3 members=XYZ",
+    "", "sunk-gang=job/u ns=team size=3 members=", "garbage", "sunk-gang=job/u ns=team size=x members=ab12",
+    "sunk-gang=job/u ns=team size=3 members=XYZ", "sunk-gang=job/u ns=team members=ab12",
+    "sunk-gang=job/u ns=team size=3 members=ab12 name=p",  # (the two forms' words never mix)
+    "sunk-pod=uid ns=team size=3 members=ab12", "sunk-pod=uid ns=team name=p members=ab12",
+    "sunk-pod=gang:team/job/u ns=team name=p",  # (a UID never starts with gang:, a gang's key always does)
 ])
-def test_anything_else_is_not_a_gangs_job(admin_comment):
-    assert g.GangIdentity.parse(admin_comment) is None
+def test_anything_else_is_no_identity(admin_comment):
+    assert PlaceholderIdentity.parse(admin_comment) is None
 
 
-def test_a_single_pods_job_and_a_gangs_job_are_both_placeholders():
-    single = PlaceholderIdentity(uid="u", namespace=NS, name="p", scheduler="s").encode()
-    gang = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd")).encode()
-    assert g.is_placeholder(Job(id=1, admin_comment=single)) and g.is_placeholder(Job(id=2, admin_comment=gang))
-    assert g.identity_of(Job(id=1, admin_comment=single)) == PlaceholderIdentity.parse(single)
-    assert g.identity_of(Job(id=2, admin_comment=gang)) == g.GangIdentity.parse(gang)
-    assert not g.is_placeholder(Job(id=3, admin_comment="user text")) and not g.is_placeholder(Job(id=4))
-    assert PlaceholderIdentity.parse(gang) is None  # neither reads as the other
-    assert g.GangIdentity.parse(single) is None
+def test_one_parse_reads_a_single_pods_job_as_a_gang_of_one_and_a_gangs_job_as_its_gang():
+    single = PlaceholderIdentity(PodKey("u"), NS, name="p", scheduler="s").encode()
+    gang = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd")).encode()
+    assert is_placeholder(Job(id=1, admin_comment=single)) and is_placeholder(Job(id=2, admin_comment=gang))
+    alone = identity_of(Job(id=1, admin_comment=single))
+    assert alone == PlaceholderIdentity(PodKey("u"), NS, name="p", size=1, scheduler="s")
+    assert alone.includes("u") and not alone.includes("u2")  # (its own UID, exactly: no tag)
+    assert identity_of(Job(id=2, admin_comment=gang)).unit == GangKey(NS, "podgroup/pg")
+    assert not is_placeholder(Job(id=3, admin_comment="user text")) and not is_placeholder(Job(id=4))
+
+
+def test_a_gangs_identity_names_its_keys_namespace():
+    with pytest.raises(ValueError, match="namespace"):
+        PlaceholderIdentity(GangKey("a", "podgroup/pg"), "b", size=1, members=("ab",)).encode()
 
 
 @pytest.mark.parametrize("field", ["extra", "comment"])
 def test_an_identity_the_jobs_user_could_write_makes_no_placeholder(field):
     """Extra and Comment are the job's user's to rewrite: an identity there, however valid, is never read."""
-    single = PlaceholderIdentity(uid="u", namespace=NS, name="p", scheduler="s").encode()
-    gang = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="s").encode()
+    single = PlaceholderIdentity(PodKey("u"), NS, name="p", scheduler="s").encode()
+    gang = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd"), scheduler="s").encode()
     for text in (single, gang):
         forged = Job(id=1, state="RUNNING", admin_comment="", **{field: text})
-        assert g.identity_of(forged) is None
-        assert not g.is_placeholder(forged)
-        assert g.is_placeholder(Job(id=1, state="RUNNING", admin_comment=text))  # (the same text where it counts)
+        assert identity_of(forged) is None
+        assert not is_placeholder(forged)
+        assert is_placeholder(Job(id=1, state="RUNNING", admin_comment=text))  # (the same text where it counts)
 
 
 # -- started: Slurm's word, not the placeholder's ----------------------------------------------------------
@@ -373,7 +381,7 @@ def test_a_job_has_started_once_slurm_runs_it_past_its_prolog(state, flags, reas
 
 def test_nothing_the_jobs_user_writes_says_it_started():
     """The old ': started' marker, written by the job's user or its script, is no evidence either way."""
-    identity = g.GangIdentity(key="podgroup/pg", namespace=NS, size=2, members=("ab", "cd"), scheduler="s").encode()
+    identity = PlaceholderIdentity(GangKey(NS, "podgroup/pg"), NS, size=2, members=("ab", "cd"), scheduler="s").encode()
     for text in (identity + ": started", ": started"):
         assert not g.has_started(Job(id=7, state="RUNNING", state_reason="Prolog", admin_comment=identity,
                                      extra=text, comment=text))
@@ -386,16 +394,25 @@ def test_nothing_the_jobs_user_writes_says_it_started():
     {"members": ("NOTHEX",)},
 ])
 def test_an_identity_that_would_not_read_back_is_refused(bad):
-    fields = {"key": "job/u", "namespace": NS, "size": 1, "members": ("ab12",), **bad}
+    fields = {"key": "job/u", "namespace": NS, "size": 1, "members": ("ab12",), "scheduler": "", **bad}
+    key, namespace = fields.pop("key"), fields["namespace"]
     with pytest.raises(ValueError):
-        g.GangIdentity(**fields).encode()
+        PlaceholderIdentity(GangKey(namespace, key), **fields).encode()
+
+
+@pytest.mark.parametrize("bad", [{"uid": ""}, {"uid": "has space"}, {"namespace": ""}, {"name": ""},
+                                 {"name": "two words"}, {"scheduler": "two words"}])
+def test_a_lone_pods_identity_that_would_not_read_back_is_refused(bad):
+    fields = {"uid": "u", "namespace": NS, "name": "p", "scheduler": "", **bad}
+    with pytest.raises(ValueError):
+        PlaceholderIdentity(PodKey(fields.pop("uid")), **fields).encode()
 
 
 @given(st.lists(st.uuids().map(str), min_size=1, max_size=120, unique=True))
 def test_a_hundred_members_fit_a_kilobyte_and_are_all_told_apart(uids):
-    identity = g.GangIdentity(key=f"job/{JOB_UID}", namespace="a" * 63, size=len(uids),
-                              members=tuple(g.member_tag(u) for u in uids), scheduler="sunk-scheduler")
-    parsed = g.GangIdentity.parse(identity.encode())
+    identity = PlaceholderIdentity(GangKey("a" * 63, f"job/{JOB_UID}"), "a" * 63, size=len(uids),
+                              members=tuple(member_tag(u) for u in uids), scheduler="sunk-scheduler")
+    parsed = PlaceholderIdentity.parse(identity.encode())
     assert parsed is not None and all(parsed.includes(u) for u in uids)
     if len(uids) <= 100:
         assert len(identity.encode()) < 1024 + 100
@@ -435,9 +452,9 @@ def test_a_gang_is_one_job_of_one_node_per_member_with_each_resources_maximum():
     assert request.qos == "high" and request.partition == "batch" and request.requeue is False
     assert request.name == "k8s:team/job/train"
     assert request.extra is None  # (the user's: the identity is in the AdminComment)
-    identity = g.GangIdentity.parse(request.admin_comment)
-    assert identity == g.GangIdentity(key=GANG.key, namespace=NS, size=3,
-                                      members=tuple(g.member_tag(f"uid-train-{i}") for i in range(3)),
+    identity = PlaceholderIdentity.parse(request.admin_comment)
+    assert identity == PlaceholderIdentity(GangKey(NS, GANG.key), NS, size=3,
+                                      members=tuple(member_tag(f"uid-train-{i}") for i in range(3)),
                                       scheduler="sched")
     variables = env(request)
     assert variables["SUNK_POD_UID"] == GANG.owner and variables["SUNK_HOOK_TOKEN"] == "token-of-the-gang"
@@ -476,7 +493,7 @@ def test_the_largest_gang_is_the_one_whose_identity_still_fits(namespace):
     assert 90 <= most <= 110
 
     def identity(size):
-        return g.GangIdentity(key=gang.key, namespace=namespace, size=size, members=("0" * 8,) * size,
+        return PlaceholderIdentity(GangKey(namespace, gang.key), namespace, size=size, members=("0" * 8,) * size,
                               scheduler="sunk-scheduler").encode()
 
     assert len(identity(most)) <= g.IDENTITY_MAX < len(identity(most + 1))

@@ -19,7 +19,6 @@ def test_a_gang_key_is_its_owner_string():
     key = GangKey("team-a", "lws/llm/2")
     assert str(key) == "gang:team-a/lws/llm/2" == g.owner("team-a", "lws/llm/2")
     assert unit_key("gang:team-a/lws/llm/2") == key  # the namespace ends at the first slash
-    assert g.split_owner(str(key)) == ("team-a", "lws/llm/2")
 
 
 @pytest.mark.parametrize("text", ["gang:", "gang:no-slash", "u-1", ""])

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from sunk import names
 from sunk.translate import placeholder
 from sunk.translate.gang import KIND_JOB, Gang
-from sunk.translate.podjob import Identity, PlaceholderIdentity, pod_to_job
+from sunk.translate.identity import PlaceholderIdentity
+from sunk.translate.keys import PodKey
+from sunk.translate.podjob import Identity, pod_to_job
 from sunk.translate.policy import IdentityPolicy, NamespaceRule
 
 SCRIPT = "#!/bin/bash\n"
@@ -78,7 +80,7 @@ def test_the_identity_is_the_jobs_admin_comment_with_the_scheduler_named_and_nev
     """The script no longer marks the job started, so it needs no copy of the identity; Extra stays the user's."""
     req = request(scheduler="other-sched")
     identity = PlaceholderIdentity.parse(req.admin_comment)
-    assert identity == PlaceholderIdentity(uid="uid-123", namespace="team", name="web", scheduler="other-sched")
+    assert identity == PlaceholderIdentity(PodKey("uid-123"), "team", name="web", scheduler="other-sched")
     assert req.extra is None
     assert "SUNK_EXTRA" not in env(req)
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from sunk import names
 from sunk.slurm.models import Job, SubmitLimits
-from sunk.translate.gang import identity_of, is_placeholder
+from sunk.translate.identity import PlaceholderIdentity, identity_of, is_placeholder
+from sunk.translate.keys import PodKey
 from sunk.translate.podjob import (
     Identity,
-    PlaceholderIdentity,
     backend_problems,
     constraint,
     gpu_clauses,
@@ -299,8 +299,8 @@ _token = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), mi
 
 @given(_token, _token, _token, st.one_of(st.just(""), _token))
 def test_identity_round_trips(uid, namespace, name, scheduler):
-    identity = PlaceholderIdentity(uid=uid, namespace=namespace, name=name, scheduler=scheduler)
-    assert PlaceholderIdentity.parse(identity.encode()) == PlaceholderIdentity(uid, namespace, name, scheduler)
+    identity = PlaceholderIdentity(PodKey(uid), namespace, name=name, scheduler=scheduler)
+    assert PlaceholderIdentity.parse(identity.encode()) == identity
 
 
 @pytest.mark.parametrize("admin_comment", [
@@ -315,7 +315,8 @@ def test_other_jobs_are_not_placeholders(admin_comment):
 def test_the_job_carries_the_pods_identity_in_its_admin_comment_and_leaves_its_extra_alone():
     """AdminComment is written by Slurm's super users only; Extra is the job's user's to rewrite."""
     request = job()
-    assert PlaceholderIdentity.parse(request.admin_comment) == PlaceholderIdentity("uid-123", "team", "web")
+    assert PlaceholderIdentity.parse(request.admin_comment) == PlaceholderIdentity(PodKey("uid-123"), "team",
+                                                                                   name="web")
     assert request.extra is None
     scoped = pod_to_job(make_pod(), identity=TENANT, script="", kill_wait_seconds=KILL_WAIT, scheduler="sunk-a")
     assert PlaceholderIdentity.parse(scoped.admin_comment).scheduler == "sunk-a"
@@ -325,7 +326,7 @@ def test_the_job_carries_the_pods_identity_in_its_admin_comment_and_leaves_its_e
 
 def test_a_job_with_a_valid_identity_in_its_extra_or_comment_only_is_not_a_placeholder():
     """Its user could write either: a Pod's identity there must neither adopt nor cancel anything."""
-    text = PlaceholderIdentity(uid="uid-123", namespace="team", name="web", scheduler="sunk-a").encode()
+    text = PlaceholderIdentity(PodKey("uid-123"), "team", name="web", scheduler="sunk-a").encode()
     for forged in (Job(id=1, state="RUNNING", extra=text), Job(id=1, state="RUNNING", comment=text),
                    Job(id=1, state="RUNNING", extra=text, comment=text, admin_comment="")):
         assert identity_of(forged) is None

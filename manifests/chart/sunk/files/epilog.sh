@@ -47,7 +47,7 @@ if [ -z "$SUNK_SYNCER_URL" ] || [ -z "$token" ]; then
 fi
 
 # placeholder_reason: the drain reason for this job if its AdminComment is a sunk placeholder's identity
-# (sunk/translate/podjob.py PlaceholderIdentity, gang.py GangIdentity: the whole text, as the Syncer reads
+# (sunk/translate/identity.py PlaceholderIdentity, a lone Pod's or a gang's: the whole text, as the Syncer reads
 # it), else nothing. The reason is the one the scheduler's drain hook writes for a Pod (naming its UID: only
 # that very Pod holds it), or for a gang the one naming it; the Syncer lifts either once no Pod of the job is
 # left on the node.
