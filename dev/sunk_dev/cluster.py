@@ -313,16 +313,19 @@ class DevCluster:
             kubebuild.build_helm(self.home, log=log)
         self._reconfigure = False
         self._configure_chroot()
+        wheel = None
         if self.release.pyslurm:
             with self._phase("pyslurm") as log:
-                slurmbuild.ensure_pyslurm(self.root, self.release, self.home, log)
+                wheel = slurmbuild.ensure_pyslurm(self.root, self.release, self.home, log)
         if self.real_node:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
             realnode.write_config(self.real_paths)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk_dev.images)
+            # (with pyslurm also sunk's pyslurm variant, sunk:<version>-slurm<release>: slurm.backend pyslurm)
             self._built_images = images.build_images(self.home, CHECKOUT, self.root,
-                                                     sunk.__version__, self._phase, self.release.name)
+                                                     sunk.__version__, self._phase, self.release.name,
+                                                     pyslurm_wheel=wheel)
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before).
         read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt"]

@@ -9,6 +9,15 @@ written here as ``docker save`` archives that ``ctr images import`` takes:
   the dependencies (layer 1, cached by a hash of what goes in), and the project's own wheel
   installed into that venv (layer 2, rebuilt when a source file changes: seconds). It runs as
   uid 65532, as the chart's Pod Security ``restricted`` Pods do.
+- **sunk, pyslurm variant** (``docker.io/library/sunk:<version>-slurm<release>``, what the chart's
+  ``slurm.backend: pyslurm`` selects): the same two layers with a third between them, built only when
+  the dev cluster runs a release built with pyslurm (25.11): the pyslurm wheel built against that
+  Slurm, installed into the venv; libslurm and its plugins from that release's chroot
+  (``/usr/lib/libslurm*.so*``, ``/usr/lib/slurm/*.so``: the paths libslurm was built for); and
+  the Debian libraries they and munged load (``PYSLURM_PACKAGES`` and what they depend on that the
+  base lacks), taken from the chroot's own installed files (the chroot is bookworm, as the base).
+  A variant of its own, not the default image: pyslurm binds the image to one Slurm release, while
+  the REST image serves them all, and the variant needs a Slurm build the default never waits for.
 - **slurmd** (``docker.io/sunk-dev/slurmd:<release>``, e.g. ``:24.11``): the dev cluster's chroot of
   that Slurm release taken as one layer (the same Slurm binaries slurmctld runs; one image per
   release, so switching releases imports nothing twice), minus its runtime state and every secret:
@@ -35,7 +44,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Optional
@@ -84,6 +93,15 @@ ROOT_ENTRIES = ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "l
 SECRET_PATTERNS = ("*.key", "*.seed", "slurmdbd.conf", "id_rsa*", "id_ecdsa*", "id_ed25519*", "*.jwt", "*.token",
                    "*/.ssh/*", "etc/ssl/private/*", "*/hooks-tokens/*", "hooks.env", "debian.cnf")
 
+# The pyslurm variant's Debian packages: what libslurm's client plugins link (auth/munge, auth/jwt, the
+# JSON and YAML serializers, the HTTP parser) and munged for the chart's sidecar. Their dependencies
+# the base lacks come along (``dependency_closure``).
+PYSLURM_PACKAGES = ("munge", "libmunge2", "libjwt0", "libjson-c5", "libyaml-0-2", "libhttp-parser2.9")
+SLURM_LIBDIR = "usr/lib"  # libslurm's, and its plugins' in SLURM_LIBDIR/slurm (slurmbuild.LIBDIR)
+# Of a package's files only these go in (no init scripts, systemd units, docs or /etc defaults).
+PACKAGE_KEPT = ("usr/lib/", "usr/bin/", "usr/sbin/")
+PACKAGE_DROPPED = ("usr/lib/systemd/", "usr/lib/tmpfiles.d/", "usr/lib/sysusers.d/")
+
 Phase = Callable[[str], AbstractContextManager[IO[str]]]
 
 
@@ -122,6 +140,19 @@ def sunk_spec(version: str) -> ImageSpec:
              "PYTHONUNBUFFERED=1", "LANG=C.UTF-8"),
         cmd=("sunk-syncer", "--help"),
     )
+
+
+def pyslurm_tag(version: str, release: str) -> str:
+    """The pyslurm variant's tag, which the chart's ``slurm.backend: pyslurm`` picks: ``0.1.0-slurm25.11``."""
+    return f"{version}-slurm{release}"
+
+
+def pyslurm_spec(version: str, release: str) -> ImageSpec:
+    """sunk's image with libslurm's directory on the loader's path: pyslurm's modules carry the
+    RUNPATH of the machine that built them, and libslurmfull lives in ``/usr/lib/slurm``."""
+    spec = sunk_spec(version)
+    return attrs.evolve(spec, name=f"{SUNK_REPOSITORY}:{pyslurm_tag(version, release)}",
+                        env=(*spec.env, f"LD_LIBRARY_PATH=/{SLURM_LIBDIR}/slurm"))
 
 
 def slurmd_image(release: str) -> str:
@@ -215,6 +246,13 @@ def app_key(base: str, sources: str) -> str:
     return digest(RECIPE, base, sources)
 
 
+def pyslurm_key(base: str, chroot_name: str, dpkg_status: bytes, wheel_sha256: str) -> str:
+    """The pyslurm layer: the base it goes on, the Slurm build (the chroot, named by its tarball's
+    checksum, and its packages), the wheel, and what is taken."""
+    return digest(RECIPE, base, chroot_name, dpkg_status, wheel_sha256, " ".join(PYSLURM_PACKAGES),
+                  " ".join(PACKAGE_KEPT), " ".join(PACKAGE_DROPPED))
+
+
 def slurmd_key(chroot_name: str, dpkg_status: bytes, passwd: bytes, group: bytes) -> str:
     """The slurmd layer: the chroot's packages and users, and what is left out of it."""
     return digest(RECIPE, chroot_name, dpkg_status, passwd, group, "\n".join(SLURMD_EMPTIED), " ".join(ROOT_ENTRIES))
@@ -255,6 +293,84 @@ def group_entry(existing: str) -> str:
     if any(entry.split(":")[2:3] == [str(NONROOT_UID)] for entry in existing.splitlines()):
         return existing
     return existing + ("" if existing.endswith("\n") or not existing else "\n") + line
+
+
+def installed_packages(dpkg_status: str) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """dpkg's status file: each installed package and its Pre-Depends and Depends, each dependency
+    its alternatives' names (versions and architectures dropped)."""
+    out: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for stanza in dpkg_status.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.splitlines():
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += " " + line.strip()
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" not in fields or not fields.get("Status", "").endswith(" installed"):
+            continue
+        deps = ", ".join(d for d in (fields.get("Pre-Depends", ""), fields.get("Depends", "")) if d)
+        out[fields["Package"]] = tuple(
+            tuple(alt.split("(")[0].strip().split(":")[0] for alt in group.split("|"))
+            for group in deps.split(",") if group.strip())
+    return out
+
+
+def dependency_closure(roots: Iterable[str], chroot: Mapping[str, tuple[tuple[str, ...], ...]],
+                       base: Iterable[str]) -> tuple[str, ...]:
+    """The packages to take from the chroot: ``roots`` and what they depend on, transitively, except
+    what the base has. A dependency met by an alternative the base has needs nothing; otherwise its
+    first alternative the chroot has installed is taken. A root the chroot lacks is an error."""
+    have = set(base)
+    missing = [r for r in roots if r not in chroot and r not in have]
+    if missing:
+        raise ValueError(f"not installed in the chroot: {', '.join(missing)}")
+    taken: list[str] = []
+    queue = [r for r in roots if r not in have]
+    while queue:
+        package = queue.pop(0)
+        if package in taken:
+            continue
+        taken.append(package)
+        for alternatives in chroot[package]:
+            if any(a in have or a in taken for a in alternatives):
+                continue
+            chosen = next((a for a in alternatives if a in chroot), None)
+            if chosen is not None:  # (none: a virtual package the base provides)
+                queue.append(chosen)
+    return tuple(sorted(taken))
+
+
+def package_member(path: str, merged_usr: Mapping[str, str]) -> Optional[str]:
+    """A path of dpkg's file list as the layer names it, or None when it stays out. On a merged-/usr
+    root (``lib -> usr/lib``) the path goes under the directory its top symlink names, so that the
+    layer never holds ``lib`` itself (a directory there would hide the base's symlink)."""
+    name = path.lstrip("/")
+    top, _, rest = name.partition("/")
+    if top in merged_usr and rest:
+        name = f"{merged_usr[top]}/{rest}"
+    if not name.startswith(PACKAGE_KEPT) or name.startswith(PACKAGE_DROPPED):
+        return None
+    return name
+
+
+def slurm_library(name: str) -> bool:
+    """Whether a path of the Slurm build (under ``/usr/lib``) goes into the pyslurm layer: the shared
+    libraries libslurm and its plugins, not their static archives or libtool files."""
+    directory, _, base = name.rpartition("/")
+    if directory == SLURM_LIBDIR:
+        return base.startswith("libslurm") and ".so" in base
+    return directory == f"{SLURM_LIBDIR}/slurm" and base.endswith(".so")
+
+
+def parents(names: Iterable[str]) -> list[str]:
+    """Every directory above the names, outermost first (a layer's entries for them)."""
+    out: set[str] = set()
+    for name in names:
+        parts = name.split("/")[:-1]
+        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return sorted(out, key=lambda d: (d.count("/"), d))
 
 
 def download_argv(wheelhouse: Path, reqs: Sequence[str], machine: str) -> list[str]:
@@ -495,16 +611,8 @@ def ensure_sunk_app(images: Path, project: Path, rootfs: Path, base: Layer, log:
              log)
         (wheel,) = (Path(tmp) / "dist").glob("*.whl")
         stage = rootfs / "tmp/sunk-app"
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
         try:
-            shutil.copy2(wheel, stage / wheel.name)
-            pip = _pip_in_image(wheelhouse)
-            shutil.copy2(wheelhouse / pip, stage / pip)
-            _chroot(rootfs, [f"{VENV}/bin/python", f"/tmp/sunk-app/{pip}/pip", "install", "--no-index", "--no-deps",
-                             "--no-cache-dir", "--disable-pip-version-check", "--target", "/tmp/sunk-app/target",
-                             f"/tmp/sunk-app/{wheel.name}"], log)
-            layer = write_layer(directory / "layer.tar", app_members(stage / "target"))
+            layer = write_layer(directory / "layer.tar", app_members(_pip_target(rootfs, wheel, stage, log)))
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     _save_layer(directory, layer)
@@ -521,6 +629,101 @@ def app_members(target: Path) -> Iterator[tuple[Path, str]]:
                 yield path, f"{VENV.lstrip('/')}/{name}"
         else:
             yield path, f"{site}/{name}"
+
+
+def _merged_usr(root: Path) -> dict[str, str]:
+    """A root's top symlinks into usr (bookworm's ``lib -> usr/lib``, ``bin``, ``sbin``, ``lib64``)."""
+    out = {}
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = root / top
+        if path.is_symlink() and (target := os.readlink(path).lstrip("/")).startswith("usr/"):
+            out[top] = target
+    return out
+
+
+def _package_list(chroot_root: Path, package: str) -> list[str]:
+    info = chroot_root / "var/lib/dpkg/info"
+    for candidate in (info / f"{package}.list", *sorted(info.glob(f"{package}:*.list"))):
+        if candidate.exists():
+            return candidate.read_text().splitlines()
+    raise RuntimeError(f"no dpkg file list of {package} in {chroot_root}")
+
+
+def pyslurm_members(chroot_root: Path, base_rootfs: Path, target: Path) -> Iterator[tuple[Path, str]]:
+    """The pyslurm layer's members: parent directories, libslurm and its plugins, the packages' files,
+    and pip's --target tree of the wheel mapped into the venv."""
+    taken = dependency_closure(
+        PYSLURM_PACKAGES, installed_packages((chroot_root / "var/lib/dpkg/status").read_text()),
+        installed_packages((base_rootfs / "var/lib/dpkg/status").read_text()))
+    merged = _merged_usr(chroot_root)
+    files: dict[str, Path] = {}
+    for package in taken:
+        for listed in _package_list(chroot_root, package):
+            name = package_member(listed, merged)
+            source = chroot_root / name if name else None
+            if name and source is not None and (source.is_symlink() or source.is_file()):
+                files[name] = source
+    for path, name in walk(chroot_root / SLURM_LIBDIR, (), top=None):
+        full = f"{SLURM_LIBDIR}/{name}"
+        if slurm_library(full) and (path.is_file() or path.is_symlink()):
+            files[full] = path
+    for directory in parents(files):
+        yield chroot_root / directory, directory
+    for name in sorted(files):
+        yield files[name], name
+    yield from app_members(target)
+
+
+def _pip_target(rootfs: Path, wheel: Path, stage: Path, log: IO[str]) -> Path:
+    """``wheel`` installed with the image's Python by pip --target into ``stage/target`` (under the rootfs)."""
+    wheelhouse = rootfs.parent / "wheels"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    shutil.copy2(wheel, stage / wheel.name)
+    pip = _pip_in_image(wheelhouse)
+    shutil.copy2(wheelhouse / pip, stage / pip)
+    inside = "/" + str(stage.relative_to(rootfs))
+    _chroot(rootfs, [f"{VENV}/bin/python", f"{inside}/{pip}/pip", "install", "--no-index", "--no-deps",
+                     "--no-cache-dir", "--disable-pip-version-check", "--target", f"{inside}/target",
+                     f"{inside}/{wheel.name}"], log)
+    return stage / "target"
+
+
+def ensure_pyslurm_layer(images: Path, rootfs: Path, base: Layer, chroot_root: Path, wheel: Path,
+                         log: IO[str]) -> Layer:
+    """The pyslurm layer (see the module's notes), cached by ``pyslurm_key``."""
+    key = pyslurm_key(base.diff_id, chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(),
+                      _sha256_file(wheel))
+    directory = images / f"sunk-pyslurm-{key}"
+    if (layer := _load_layer(directory)) is not None:
+        return layer
+    _remove(directory)
+    directory.mkdir(parents=True)
+    stage = rootfs / "tmp/sunk-pyslurm"
+    try:
+        target = _pip_target(rootfs, wheel, stage, log)
+        layer = write_layer(directory / "layer.tar", pyslurm_members(chroot_root, rootfs, target))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    _save_layer(directory, layer)
+    _prune(images, "sunk-pyslurm-", directory)
+    return layer
+
+
+def build_sunk_pyslurm(images: Path, project: Path, version: str, phase: Phase, chroot_root: Path, wheel: Path,
+                       release: str) -> Built:
+    """The pyslurm variant: base, pyslurm, app (the app layer last, so a source change rebuilds only it)."""
+    with phase("image sunk base") as log:
+        rootfs, base = ensure_sunk_base(images, project, log)
+    with phase(f"image sunk pyslurm {release}") as log:
+        pyslurm = ensure_pyslurm_layer(images, rootfs, base, chroot_root, wheel, log)
+    with phase("image sunk app") as log:
+        app = ensure_sunk_app(images, project, rootfs, base, log)
+    spec = pyslurm_spec(version, release)
+    archive = images / f"sunk-slurm{release}.tar"
+    with phase(f"image sunk pyslurm {release} archive"):
+        ident = write_archive(archive, spec, (base, pyslurm, app), go_arch(platform.machine()))
+    return Built(spec.name, archive, ident, (base, pyslurm, app))
 
 
 def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: str = devchroot.MIRROR) -> Built:
@@ -576,11 +779,15 @@ def needs_import(have: Iterable[str], built: Built) -> bool:
 
 
 def build_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase,
-                 release: str) -> list[Built]:
-    """Build (or find cached) sunk's image and the Slurm release's slurmd image under ``home/images``."""
+                 release: str, pyslurm_wheel: Optional[Path] = None) -> list[Built]:
+    """Build (or find cached) sunk's image and the Slurm release's slurmd image under ``home/images``,
+    and with ``pyslurm_wheel`` (a release built with pyslurm) sunk's pyslurm variant for that release."""
     images = home / "images"
     images.mkdir(parents=True, exist_ok=True)
-    return [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase, release)]
+    built = [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase, release)]
+    if pyslurm_wheel is not None:
+        built.append(build_sunk_pyslurm(images, project, version, phase, chroot_root, pyslurm_wheel, release))
+    return built
 
 
 def import_missing(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Iterable[Built]) -> list[str]:

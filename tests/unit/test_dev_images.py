@@ -221,3 +221,105 @@ def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
     wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]
               if v.get("hostPath", {}).get("type") == "Directory"}
     assert wanted - set(chroot_directories(["node1"])) == {"etc/slurm"}
+
+
+# -- the pyslurm variant ------------------------------------------------------------------------------
+
+STATUS = """Package: munge
+Status: install ok installed
+Depends: libmunge2 (= 0.5.15-2), libbz2-1.0, libgcrypt20 (>= 1.10.0), lsb-base | sysvinit-utils (>= 3.05-4~)
+
+Package: libmunge2
+Status: install ok installed
+Pre-Depends: libc6:amd64 (>= 2.34)
+
+Package: libjwt0
+Status: install ok installed
+Depends: libjansson4 (>= 2.14),
+ libssl3 (>= 3.0.0)
+
+Package: libjansson4
+Status: install ok installed
+
+Package: lsb-base
+Status: install ok installed
+
+Package: gone
+Status: deinstall ok config-files
+"""
+BASE_STATUS = """Package: libc6
+Status: install ok installed
+
+Package: libbz2-1.0
+Status: install ok installed
+
+Package: libgcrypt20
+Status: install ok installed
+
+Package: libssl3
+Status: install ok installed
+"""
+
+
+def test_dpkg_status_gives_installed_packages_and_their_dependencies_alternatives_without_versions():
+    packages = images.installed_packages(STATUS)
+    assert "gone" not in packages
+    assert packages["munge"] == (("libmunge2",), ("libbz2-1.0",), ("libgcrypt20",), ("lsb-base", "sysvinit-utils"))
+    assert packages["libmunge2"] == (("libc6",),)  # Pre-Depends, architecture dropped
+    assert packages["libjwt0"] == (("libjansson4",), ("libssl3",))  # a continued line
+
+
+def test_the_closure_takes_what_the_roots_need_and_the_base_lacks():
+    chroot, base = images.installed_packages(STATUS), images.installed_packages(BASE_STATUS)
+    assert images.dependency_closure(["munge", "libjwt0"], chroot, base) == (
+        "libjansson4", "libjwt0", "libmunge2", "lsb-base", "munge")
+    # An alternative the base has meets the dependency: nothing taken for it.
+    assert "lsb-base" not in images.dependency_closure(["munge"], chroot, {*base, "sysvinit-utils"})
+
+
+def test_a_root_the_chroot_lacks_fails_the_build_naming_it():
+    with pytest.raises(ValueError, match="libnothing"):
+        images.dependency_closure(["libnothing"], images.installed_packages(STATUS), ())
+
+
+@pytest.mark.parametrize(("listed", "member"), [
+    ("/lib/x86_64-linux-gnu/libmunge.so.2", "usr/lib/x86_64-linux-gnu/libmunge.so.2"),  # merged /usr
+    ("/usr/sbin/munged", "usr/sbin/munged"),
+    ("/lib", None),  # never the symlink's own name: a directory there would hide the base's lib -> usr/lib
+    ("/etc/default/munge", None), ("/usr/share/doc/munge/copyright", None),
+    ("/lib/systemd/system/munge.service", None),
+])
+def test_package_files_go_in_under_usr_and_only_libraries_and_programs(listed, member):
+    assert images.package_member(listed, {"lib": "usr/lib", "sbin": "usr/sbin"}) == member
+
+
+@pytest.mark.parametrize(("name", "taken"), [
+    ("usr/lib/libslurm.so.44.0.0", True), ("usr/lib/libslurm.so", True), ("usr/lib/slurm/libslurmfull.so", True),
+    ("usr/lib/slurm/auth_munge.so", True), ("usr/lib/slurm/auth_munge.la", False), ("usr/lib/libslurm.a", False),
+    ("usr/lib/slurm/libslurmfull.a", False), ("usr/lib/libc.so.6", False), ("usr/lib/slurm/src/x.so", False),
+])
+def test_only_libslurm_and_its_plugins_shared_objects_are_taken_from_the_build(name, taken):
+    assert images.slurm_library(name) is taken
+
+
+def test_parents_come_outermost_first_once_each():
+    assert images.parents(["usr/lib/slurm/a.so", "usr/lib/b.so", "usr/sbin/munged"]) == [
+        "usr", "usr/lib", "usr/sbin", "usr/lib/slurm"]
+
+
+def test_the_variant_is_tagged_for_its_release_as_the_chart_picks_it_with_libslurm_on_the_loader_path():
+    spec = images.pyslurm_spec("0.1.0", "25.11")
+    assert spec.name == "docker.io/library/sunk:0.1.0-slurm25.11"
+    assert "LD_LIBRARY_PATH=/usr/lib/slurm" in spec.env
+    assert (spec.user, spec.cmd) == (images.sunk_spec("0.1.0").user, images.sunk_spec("0.1.0").cmd)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert spec.name.endswith(f"-slurm{values['slurm']['pyslurm']['release']}")
+
+
+def test_the_pyslurm_layers_key_changes_with_each_input():
+    args = (BASE, "chroot-bookworm-1", b"status", "f" * 64)
+    key = images.pyslurm_key(*args)
+    for i, other in enumerate((APP, "chroot-bookworm-2", b"status2", "e" * 64)):
+        changed = list(args)
+        changed[i] = other
+        assert images.pyslurm_key(*changed) != key

@@ -94,7 +94,12 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{/* (dict "root" $ "values" .Values.syncer) */}}
 {{- define "sunk.image" -}}
 {{- $repository := default .root.Values.image.repository .values.image.repository -}}
-{{- $tag := default (default .root.Chart.AppVersion .root.Values.image.tag) .values.image.tag -}}
+{{- $tag := default .root.Values.image.tag .values.image.tag -}}
+{{- if not $tag -}}
+{{- /* The chart's own image; under pyslurm its variant carrying pyslurm and libslurm of slurm.pyslurm.release. */ -}}
+{{- $tag = .root.Chart.AppVersion -}}
+{{- if eq .root.Values.slurm.backend "pyslurm" }}{{ $tag = printf "%s-slurm%s" $tag .root.Values.slurm.pyslurm.release }}{{ end -}}
+{{- end -}}
 {{- printf "%s:%s" $repository $tag -}}
 {{- end -}}
 
@@ -104,6 +109,10 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 
 {{/* The Slurm flags every daemon takes, and where its credential is mounted. */}}
 {{- define "sunk.slurmArgs" -}}
+{{- if eq .Values.slurm.backend "pyslurm" -}}
+# Slurm's C API (pyslurm 25.11): slurm.conf from $SLURM_CONF, munge through the munged sidecar's socket.
+- --slurm-backend=pyslurm
+{{- else -}}
 - --slurm-api-base={{ .Values.slurm.api.url }}
 {{- if .Values.slurm.auth.jwtKey.enabled }}
 # Signs short-lived tokens for --slurm-user with slurmctld's jwt_key (it can sign for any user).
@@ -113,6 +122,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 {{- with .Values.slurm.api.user }}
 - --slurm-user={{ . }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -129,7 +139,40 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* Where a daemon's Slurm credential is mounted: the JWT (or its key) for rest; slurm.conf and
+     munged's socket directory for pyslurm. */}}
+{{- define "sunk.slurmMounts" -}}
+{{- if eq .Values.slurm.backend "pyslurm" -}}
+- {name: slurm-conf, mountPath: /etc/sunk/slurm, readOnly: true}
+- {name: munge-socket, mountPath: /run/munge, readOnly: true}  # munge's default socket path
+{{- else -}}
+- {name: slurm-auth, mountPath: /var/run/sunk/slurm, readOnly: true}
+{{- end -}}
+{{- end -}}
+
+{{/* The daemon container's environment for Slurm: SLURM_CONF under pyslurm (the rest backend needs none). */}}
+{{- define "sunk.slurmEnv" -}}
+{{- if eq .Values.slurm.backend "pyslurm" -}}
+- {name: SLURM_CONF, value: /etc/sunk/slurm/slurm.conf}
+{{- end -}}
+{{- end -}}
+
 {{- define "sunk.slurmAuthVolume" -}}
+{{- if eq .Values.slurm.backend "pyslurm" -}}
+- name: slurm-conf
+  configMap:
+    name: {{ .Values.slurm.pyslurm.configMap }}
+    items: [{key: slurm.conf, path: slurm.conf}]
+- name: munge-key
+  secret:
+    secretName: {{ .Values.slurm.pyslurm.mungeKeySecret }}
+    items: [{key: munge.key, path: munge.key}]
+    defaultMode: 0400  # (with the Pod's fsGroup the kubelet makes it 0440, group fsGroup: munged --force)
+- name: munge-socket  # munged's socket, shared with the daemon; munged's alone to write
+  emptyDir: {medium: Memory, sizeLimit: 1Mi}
+- name: munge-state  # munged's PID, seed and log files
+  emptyDir: {sizeLimit: 16Mi}
+{{- else -}}
 - name: slurm-auth
   secret:
     secretName: {{ include "sunk.slurmAuthSecret" . }}
@@ -141,6 +184,39 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- else }}
       - {key: token, path: token}
 {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* munged beside a daemon under pyslurm: a native sidecar (an init container that keeps running, Kubernetes
+     1.29+), so it is up before the daemon starts (the daemon initialises libslurm at start) and a Job's Pod
+     still ends when its one container does. munged signs the daemon's credentials with the cluster's key;
+     Slurm sees the daemon's uid (slurm.pyslurm.runAsUser). (dict "root" $ "values" <component values>). */}}
+{{- define "sunk.mungeSidecar" -}}
+{{- $root := .root -}}
+{{- if eq $root.Values.slurm.backend "pyslurm" -}}
+initContainers:
+  - name: munged
+    image: {{ default (include "sunk.image" .) $root.Values.slurm.pyslurm.mungeImage }}
+    imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+    restartPolicy: Always
+    # --force: Kubernetes' volumes fail munged's ownership checks though nothing else can write them (the
+    # key is root's, group fsGroup; the socket's emptyDir is 0777), so it warns instead of refusing.
+    command: [munged, --foreground, --force, --key-file=/etc/munge-key/munge.key,
+              --socket=/run/munge/munge.socket.2, --pid-file=/var/lib/munge/munged.pid,
+              --seed-file=/var/lib/munge/munged.seed, --log-file=/var/lib/munge/munged.log]
+    startupProbe:  # the daemon starts once the socket is there
+      exec: {command: [test, -S, /run/munge/munge.socket.2]}
+      periodSeconds: 1
+      failureThreshold: 30
+    resources:
+      {{- toYaml $root.Values.slurm.pyslurm.mungeResources | nindent 6 }}
+    securityContext:
+      {{- include "sunk.slurmContainerSecurityContext" $root | nindent 6 }}
+    volumeMounts:
+      - {name: munge-key, mountPath: /etc/munge-key, readOnly: true}
+      - {name: munge-socket, mountPath: /run/munge}
+      - {name: munge-state, mountPath: /var/lib/munge}
+{{- end -}}
 {{- end -}}
 
 {{- define "sunk.hooksSecret" -}}
@@ -171,9 +247,25 @@ fsGroup: 65532
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
 
+{{/* The daemons' uid: the image's (65532), or under pyslurm the one Slurm must see through munge
+     (slurm.pyslurm.runAsUser: SlurmUser's, or one with AdminLevel=Admin). */}}
+{{- define "sunk.uid" -}}
+{{- $v := .Values -}}
+{{- if eq $v.slurm.backend "pyslurm" }}{{ int64 $v.slurm.pyslurm.runAsUser }}{{ else }}65532{{ end -}}
+{{- end -}}
+
 {{- define "sunk.containerSecurityContext" -}}
+{{ include "sunk.hardenedSecurityContext" 65532 }}
+{{- end -}}
+
+{{/* A container that speaks to Slurm (its daemon, and munged beside it under pyslurm). */}}
+{{- define "sunk.slurmContainerSecurityContext" -}}
+{{ include "sunk.hardenedSecurityContext" (include "sunk.uid" .) }}
+{{- end -}}
+
+{{- define "sunk.hardenedSecurityContext" -}}
 runAsNonRoot: true
-runAsUser: 65532
+runAsUser: {{ . }}
 runAsGroup: 65532
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true

@@ -54,7 +54,7 @@
 {{- end -}}
 
 {{- define "sunk.schedulingMounts" -}}
-- {name: slurm-auth, mountPath: /var/run/sunk/slurm, readOnly: true}
+{{ include "sunk.slurmMounts" .root }}
 - {name: hooks, mountPath: /var/run/sunk/hooks, readOnly: true}
 - {name: tmp, mountPath: /tmp}  # gunicorn's worker heartbeat file; the root filesystem is read-only
 - {name: identity-policy, mountPath: /etc/sunk/identity-policy, readOnly: true}
@@ -84,6 +84,9 @@ env:
   - name: POD_NAMESPACE  # the Lease's namespace, and the scope's default
     valueFrom:
       fieldRef: {fieldPath: metadata.namespace}
+{{- with include "sunk.slurmEnv" . }}
+{{ . | indent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* kube-scheduler's configuration: one profile, the extender's, called over mutual TLS. */}}
