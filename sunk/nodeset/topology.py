@@ -95,15 +95,21 @@ class TopologyWriter:
         topology = build(self.settings, placements(self.pods.list(), self.nodes, self.slurm_nodes.items()))
         for problem in topology.problems:
             log.warning("topology: %s", problem)
-        if topology.empty:
-            return None
-        text = render(self.settings, topology)
+        # Empty (the last labelled node gone): no file at all, so Slurm goes flat. A file left naming nodes
+        # since deleted made every slurmd exit at the next reconfigure on Slurm 25.11 ("Blocks do not contain
+        # any nodes and the BlockSizes are not set"), and an empty one is refused the same way.
+        text = "" if topology.empty else render(self.settings, topology)
         if text == self.written:
             return None
-        self._write_configmap(text)
-        if self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
+        changed = self._write_configmap(text)
+        if self.file is not None and not text:
+            changed |= self.file.exists()
+            self.file.unlink(missing_ok=True)
+        elif self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
             write_atomically(self.file, text)
-        if self.reconfigure is not None:  # (also after a failed one, or a restart of this process: it is cheap)
+        # (also after a failed one, or a restart of this process: it is cheap; for an empty topology only when a
+        # file went)
+        if self.reconfigure is not None and (text or changed):
             self.reconfigure()
         log.info("topology: wrote %s, %d Slurm nodes (%d problems)", self.settings.file_format,
                  sum(len(nodes) for _, nodes in (*topology.blocks, *topology.leaves)), len(topology.problems))
@@ -113,17 +119,19 @@ class TopologyWriter:
     def _write_configmap(self, text: str) -> bool:
         if not self.configmap:
             return False
-        data = {self.settings.file_format: text}
+        data: dict[str, str | None] = {self.settings.file_format: text or None}  # (None: the key goes)
         try:
             current = kc.get(self.api, CONFIGMAPS, self.configmap, self.namespace)
         except kc.ApiError as exc:
             if not exc.not_found:
                 raise
+            if not text:
+                return False
             kc.create(self.api, CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
                 "name": self.configmap, "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/managed-by": "sunk-operator"}}, "data": data}, self.namespace)
             return True
-        if (current.get("data") or {}).get(self.settings.file_format) == text:
+        if (current.get("data") or {}).get(self.settings.file_format) == (text or None):
             return False
         kc.patch(self.api, CONFIGMAPS, self.configmap, {"data": data}, self.namespace)
         return True

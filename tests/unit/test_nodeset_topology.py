@@ -196,3 +196,16 @@ def test_topology_flags():
                 ["--topology", "ring", "--topology-configmap", "t"]):
         with pytest.raises(SystemExit):
             cli.parse_args(["--slurm-auth-token", "t", *bad])
+
+
+def test_the_last_labelled_node_gone_removes_the_file_and_key_so_slurm_goes_flat(monkeypatch, tmp_path):
+    """A topology.yaml naming only nodes since deleted made every slurmd exit at the next reconfigure on
+    Slurm 25.11 ("Blocks do not contain any nodes"): an empty topology is no file, and slurmctld is told."""
+    w = World(monkeypatch, tmp_path, {1: "rack-a"})
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.file.exists() and "rack-a" in w.configmap()["topology.yaml"] and w.reconfigures == 1
+    w.pods.put(pod_for(nodeset(), "worker-1", "g-3-1", terminating=True))
+    w.writer.reconcile(TOPOLOGY_KEY)
+    assert not w.file.exists() and not w.configmap().get("topology.yaml") and w.reconfigures == 2
+    w.writer.reconcile(TOPOLOGY_KEY)  # nothing more to do
+    assert w.reconfigures == 2
