@@ -213,3 +213,25 @@ def test_the_operators_topology_under_pyslurm_is_refused_saying_why():
     values = merged(PYSLURM, {"operator": {"enabled": True, "topology": {"type": "block", "configMap": "topo"}}})
     message = refusal(values)
     assert "operator.topology" in message and "reconfigure" in message
+
+
+def passwd_of(docs: list[dict[str, Any]]) -> list[list[str]]:
+    return [line.split(":") for line in find(docs, "ConfigMap", "sunk-slurm-passwd")["data"]["passwd"].splitlines()]
+
+
+@pytest.mark.parametrize(("kind", "name", "main"), SLURM_PODS, ids=[p[1] for p in SLURM_PODS])
+def test_slurm_confs_slurmuser_is_a_user_the_daemons_know_by_name_and_uid(docs, kind, name, main):
+    """libslurm refuses a slurm.conf whose SlurmUser the image does not know ("Invalid user for SlurmUser"), and
+    munge credentials are restricted to SlurmUser's uid: the daemons' /etc/passwd names it."""
+    spec = pod_spec(docs, kind, name)
+    assert volume(spec, "slurm-passwd")["configMap"]["name"] == "sunk-slurm-passwd"
+    mounted = [m for m in container(spec, main)["volumeMounts"] if m["name"] == "slurm-passwd"]
+    assert mounted == [{"name": "slurm-passwd", "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True}]
+    assert [e[:3] for e in passwd_of(docs)] == [["root", "x", "0"], ["nonroot", "x", "65532"], ["slurm", "x", str(UID)]]
+
+
+def test_a_slurmuser_other_than_the_daemons_uid_is_named_beside_it():
+    values = merged(PYSLURM, {"slurm": {"pyslurm": {"runAsUser": 1500, "slurmUser": "slurmadm", "slurmUserId": 990}}})
+    entries = {e[0]: e[2] for e in passwd_of(render(values))}
+    assert entries["slurmadm"] == "990" and entries["sunk"] == "1500"
+    assert "slurmUser" in refusal(merged(PYSLURM, {"slurm": {"pyslurm": {"slurmUser": "bad:name\nroot"}}}))

@@ -145,6 +145,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if eq .Values.slurm.backend "pyslurm" -}}
 - {name: slurm-conf, mountPath: /etc/sunk/slurm, readOnly: true}
 - {name: munge-socket, mountPath: /run/munge, readOnly: true}  # munge's default socket path
+- {name: slurm-passwd, mountPath: /etc/passwd, subPath: passwd, readOnly: true}  # SlurmUser by name (sunk.passwd)
 {{- else -}}
 - {name: slurm-auth, mountPath: /var/run/sunk/slurm, readOnly: true}
 {{- end -}}
@@ -172,6 +173,9 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
   emptyDir: {medium: Memory, sizeLimit: 1Mi}
 - name: munge-state  # munged's PID, seed and log files
   emptyDir: {sizeLimit: 16Mi}
+- name: slurm-passwd
+  configMap:
+    name: {{ include "sunk.fullname" . }}-slurm-passwd
 {{- else -}}
 - name: slurm-auth
   secret:
@@ -440,3 +444,17 @@ is {{ len $s }} bytes; a hook secret needs at least 32 (openssl rand -hex 32)
 repeats too few distinct characters to be a secret (openssl rand -hex 32)
 {{- end -}}
 {{- end -}}
+
+{{/* /etc/passwd of the daemons under pyslurm: root, the image's nonroot, the daemons' uid, and slurm.conf's
+     SlurmUser by name with its uid (libslurm resolves it by name; munge restricts credentials to it). */}}
+{{- define "sunk.passwd" -}}
+{{- $p := .Values.slurm.pyslurm -}}
+{{- $run := int64 $p.runAsUser -}}
+{{- $slurm := int64 (default $p.runAsUser $p.slurmUserId) -}}
+root:x:0:0:root:/root:/usr/sbin/nologin
+nonroot:x:65532:65532::/home/nonroot:/usr/sbin/nologin
+{{ $p.slurmUser }}:x:{{ $slurm }}:{{ $slurm }}::/nonexistent:/usr/sbin/nologin
+{{- if ne $run $slurm }}
+sunk:x:{{ $run }}:{{ $run }}::/nonexistent:/usr/sbin/nologin
+{{- end }}
+{{ end -}}
