@@ -14,4 +14,5 @@ def test_no_two_test_files_share_a_name():
     for path in TESTS.rglob("*.py"):
         if "__pycache__" not in path.parts:
             where[path.name].append(str(path.relative_to(TESTS)))
-    assert {name: paths for name, paths in where.items() if len(paths) > 1 and name not in ("__init__.py", "conftest.py")} == {}
+    special = ("__init__.py", "conftest.py")  # (pytest loads conftest.py files by path)
+    assert {name: paths for name, paths in where.items() if len(paths) > 1 and name not in special} == {}
