@@ -35,7 +35,7 @@ from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS
 from sunk.kube.store import Store
-from sunk.translate.nodeset.topology import Placement, TopologySettings, build, render
+from sunk.translate.nodeset.topology import YAML, Placement, TopologySettings, build, render
 from sunk.translate.objects import is_deleting
 from sunk.translate.slurmd import k8s_node_name, slurm_node_name
 from sunk.types import Obj
@@ -95,21 +95,19 @@ class TopologyWriter:
         topology = build(self.settings, placements(self.pods.list(), self.nodes, self.slurm_nodes.items()))
         for problem in topology.problems:
             log.warning("topology: %s", problem)
-        # Empty (the last labelled node gone): no file at all, so Slurm goes flat. A file left naming nodes
-        # since deleted made every slurmd exit at the next reconfigure on Slurm 25.11 ("Blocks do not contain
-        # any nodes and the BlockSizes are not set"), and an empty one is refused the same way.
-        text = "" if topology.empty else render(self.settings, topology)
+        # Empty (no labelled node registered): topology.yaml says flat; a topology.conf stays as it was (with
+        # TopologyPlugin=topology/block, slurmctld exits on a file without blocks and on a missing one), and
+        # is safe so: its BlockSizes are written (translate's block_sizes), so nodes it names that are gone
+        # are only warnings.
+        if topology.empty and self.settings.file_format != YAML:
+            return None
+        text = render(self.settings, topology)
         if text == self.written:
             return None
-        changed = self._write_configmap(text)
-        if self.file is not None and not text:
-            changed |= self.file.exists()
-            self.file.unlink(missing_ok=True)
-        elif self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
+        self._write_configmap(text)
+        if self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
             write_atomically(self.file, text)
-        # (also after a failed one, or a restart of this process: it is cheap; for an empty topology only when a
-        # file went)
-        if self.reconfigure is not None and (text or changed):
+        if self.reconfigure is not None:  # (also after a failed one, or a restart of this process: it is cheap)
             self.reconfigure()
         log.info("topology: wrote %s, %d Slurm nodes (%d problems)", self.settings.file_format,
                  sum(len(nodes) for _, nodes in (*topology.blocks, *topology.leaves)), len(topology.problems))
@@ -119,19 +117,17 @@ class TopologyWriter:
     def _write_configmap(self, text: str) -> bool:
         if not self.configmap:
             return False
-        data: dict[str, str | None] = {self.settings.file_format: text or None}  # (None: the key goes)
+        data = {self.settings.file_format: text}
         try:
             current = kc.get(self.api, CONFIGMAPS, self.configmap, self.namespace)
         except kc.ApiError as exc:
             if not exc.not_found:
                 raise
-            if not text:
-                return False
             kc.create(self.api, CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
                 "name": self.configmap, "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/managed-by": "sunk-operator"}}, "data": data}, self.namespace)
             return True
-        if (current.get("data") or {}).get(self.settings.file_format) == (text or None):
+        if (current.get("data") or {}).get(self.settings.file_format) == text:
             return False
         kc.patch(self.api, CONFIGMAPS, self.configmap, {"data": data}, self.namespace)
         return True

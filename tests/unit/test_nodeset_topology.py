@@ -84,13 +84,16 @@ def test_a_relabelled_node_moves_block_and_the_configmap_is_patched(monkeypatch,
     assert "rack-b" in w.configmap()["topology.yaml"] and w.reconfigures == 2
 
 
-def test_only_slurm_nodes_slurmctld_knows_are_named_and_none_writes_nothing(monkeypatch, tmp_path):
+def test_only_slurm_nodes_slurmctld_knows_are_named_and_none_is_flat_or_no_new_conf(monkeypatch, tmp_path):
     w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a"}, registered={1})
     w.writer.reconcile(TOPOLOGY_KEY)
     assert w.blocks() == {"rack-a": "g-3-1"}
     empty = World(monkeypatch, tmp_path / "2", {1: "rack-a"}, registered=set())
     empty.writer.reconcile(TOPOLOGY_KEY)
-    assert not empty.file.exists() and empty.configmap() == {} and empty.reconfigures == 0
+    assert "flat: true" in empty.file.read_text() and empty.reconfigures == 1
+    conf = World(monkeypatch, tmp_path / "3", {1: "rack-a"}, registered=set(), file_format=CONF)
+    conf.writer.reconcile(TOPOLOGY_KEY)  # (no blocks: topology/block refuses such a topology.conf)
+    assert not conf.file.exists() and conf.configmap() == {} and conf.reconfigures == 0
 
 
 def test_a_terminating_pod_leaves_the_topology(monkeypatch, tmp_path):
@@ -132,7 +135,7 @@ def test_a_failed_reconfigure_is_tried_again_next_time(monkeypatch, tmp_path):
 def test_topology_conf_format(monkeypatch, tmp_path):
     w = World(monkeypatch, tmp_path, {1: "rack-a"}, file_format=CONF)
     w.writer.reconcile(TOPOLOGY_KEY)
-    assert w.file.read_text().splitlines()[1:] == ["BlockName=rack-a Nodes=g-3-1"]
+    assert w.file.read_text().splitlines()[1:] == ["BlockSizes=1,2,4,8,16", "BlockName=rack-a Nodes=g-3-1"]
     assert list(w.configmap()) == ["topology.conf"]
 
 
@@ -198,14 +201,20 @@ def test_topology_flags():
             cli.parse_args(["--slurm-auth-token", "t", *bad])
 
 
-def test_the_last_labelled_node_gone_removes_the_file_and_key_so_slurm_goes_flat(monkeypatch, tmp_path):
-    """A topology.yaml naming only nodes since deleted made every slurmd exit at the next reconfigure on
-    Slurm 25.11 ("Blocks do not contain any nodes"): an empty topology is no file, and slurmctld is told."""
+def test_the_last_labelled_node_gone_makes_yaml_flat_and_leaves_conf_as_it_was(monkeypatch, tmp_path):
+    """A block topology without blocks makes slurmctld exit, and so does a missing topology.conf under
+    TopologyPlugin=topology/block: topology.yaml turns flat; topology.conf keeps its last blocks, which
+    name gone nodes harmlessly now that BlockSizes is written."""
     w = World(monkeypatch, tmp_path, {1: "rack-a"})
     w.writer.reconcile(TOPOLOGY_KEY)
-    assert w.file.exists() and "rack-a" in w.configmap()["topology.yaml"] and w.reconfigures == 1
+    assert "rack-a" in w.configmap()["topology.yaml"] and w.reconfigures == 1
     w.pods.put(pod_for(nodeset(), "worker-1", "g-3-1", terminating=True))
     w.writer.reconcile(TOPOLOGY_KEY)
-    assert not w.file.exists() and not w.configmap().get("topology.yaml") and w.reconfigures == 2
-    w.writer.reconcile(TOPOLOGY_KEY)  # nothing more to do
+    assert "flat: true" in w.file.read_text() and "flat: true" in w.configmap()["topology.yaml"]
     assert w.reconfigures == 2
+    conf = World(monkeypatch, tmp_path / "c", {1: "rack-a"}, file_format=CONF)
+    conf.writer.reconcile(TOPOLOGY_KEY)
+    before = conf.file.read_text()
+    conf.pods.put(pod_for(nodeset(), "worker-1", "g-3-1", terminating=True))
+    conf.writer.reconcile(TOPOLOGY_KEY)
+    assert conf.file.read_text() == before and "BlockSizes=1," in before and conf.reconfigures == 1

@@ -17,6 +17,7 @@ from sunk.translate.nodeset.topology import (
     Placement,
     Topology,
     TopologySettings,
+    block_sizes,
     build,
     render,
     render_conf,
@@ -48,14 +49,37 @@ def test_two_nvlink_domains_make_two_blocks():
     topo = build(BLOCKS, [nv("n1", "rack-a"), nv("n2", "rack-a"), nv("n3", "rack-b"), nv("n4", "rack-b")])
     assert topo.blocks == (("rack-a", ("n1", "n2")), ("rack-b", ("n3", "n4")))
     assert topo.problems == ()
-    assert render_conf(topo).splitlines()[1:] == ["BlockName=rack-a Nodes=n[1-2]", "BlockName=rack-b Nodes=n[3-4]"]
+    assert render_conf(topo).splitlines()[1:] == ["BlockSizes=2,4,8,16,32", "BlockName=rack-a Nodes=n[1-2]",
+                                                  "BlockName=rack-b Nodes=n[3-4]"]
 
 
 def test_block_yaml_is_slurms_shape_and_names_every_node_once():
     topo = build(BLOCKS, [nv("n1", "DH4-016-US-EAST-02A"), nv("n2", "DH4-016-US-EAST-02A"), nv("n3", "7")])
     doc = yaml.safe_load(render_yaml(topo))
-    assert doc == [{"topology": "sunk", "cluster_default": True, "block": {"blocks": [
+    assert doc == [{"topology": "sunk", "cluster_default": True, "block": {"block_sizes": [1, 2, 4, 8, 16], "blocks": [
         {"block": "7", "nodes": "n3"}, {"block": "DH4-016-US-EAST-02A", "nodes": "n[1-2]"}]}}]
+
+
+def test_block_sizes_are_written_so_no_daemon_derives_them_from_the_nodes_it_knows():
+    """Slurm derives the base block size from the first block holding a node the reading daemon knows; a
+    dynamic node's slurmd knows only itself and slurm.conf's nodes, and exited on Slurm 25.11 when no block
+    held one ("Blocks do not contain any nodes and the BlockSizes are not set")."""
+    topo = build(BLOCKS, [nv(f"n{i}", "rack-a") for i in range(1, 5)] + [nv("n5", "rack-b")])
+    assert block_sizes(topo) == (4, 8, 16, 32, 64)  # the first block's count, then powers of two over it
+    assert "BlockSizes=4,8,16,32,64" in render_conf(topo).splitlines()
+    assert yaml.safe_load(render_yaml(topo))[0]["block"]["block_sizes"] == [4, 8, 16, 32, 64]
+    assert block_sizes(build(BLOCKS, [])) == ()
+
+
+def test_an_empty_yaml_topology_is_flat_never_a_block_topology_without_blocks():
+    assert yaml.safe_load(render_yaml(build(BLOCKS, [])))[0] == {
+        "topology": "sunk", "cluster_default": True, "flat": True}
+
+
+@pytest.mark.parametrize("value", ["rack-1234567890", "a" + "9" * 20])
+def test_a_name_ending_in_ten_digits_or_more_is_refused_for_slurms_hostlist_parser(value):
+    topo = build(BLOCKS, [nv("n1", value), nv("n2", "rack-a")])
+    assert topo.blocks == (("rack-a", ("n2",)), ("unlabeled", ("n1",))) and topo.problems
 
 
 def test_a_node_without_the_label_is_still_placed_where_slurm_schedules_it():
