@@ -63,7 +63,7 @@ from .tokens import token_matches
 log = logging.getLogger(__name__)
 MAX_WAIT = 30.0
 POD_UID_HEADER = "X-Sunk-Pod-UID"
-
+MAX_JOB_ID = 4_294_967_294  # Slurm job ids are uint32 (NO_VAL is 0xfffffffe)
 
 class PodGone:
     """Wakes long-polls when a Pod disappears (fed by the Pod informer's delete events)."""
@@ -168,10 +168,12 @@ class PlaceholderHooks:
     def blueprint(self) -> Blueprint:
         app = Blueprint("hooks", __name__)
         app.before_request(self.not_before_sync)
-        app.add_url_rule("/api/v1/jobs/<int:job_id>/started", view_func=self.started, methods=["POST"])
-        app.add_url_rule("/api/v1/jobs/<int:job_id>/terminating", view_func=self.terminating, methods=["POST"])
-        app.add_url_rule("/api/v1/jobs/<int:job_id>/pod", view_func=self.pod_state, methods=["GET"])
-        app.add_url_rule("/api/v1/jobs/<int:job_id>/drain", view_func=self.drain, methods=["POST"])
+        # (job ids are Slurm's uint32: a larger one is a 404 here, never an OverflowError deeper down)
+        job = f"/api/v1/jobs/<int(max={MAX_JOB_ID}):job_id>"
+        app.add_url_rule(f"{job}/started", view_func=self.started, methods=["POST"])
+        app.add_url_rule(f"{job}/terminating", view_func=self.terminating, methods=["POST"])
+        app.add_url_rule(f"{job}/pod", view_func=self.pod_state, methods=["GET"])
+        app.add_url_rule(f"{job}/drain", view_func=self.drain, methods=["POST"])
         return app
 
     def not_before_sync(self) -> Answer | None:

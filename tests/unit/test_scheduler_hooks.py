@@ -348,3 +348,13 @@ def test_the_long_poll_ends_when_the_pod_finishes(world):
     assert not gone.wait("uid-a", 0.05)
     pods["uid-a"] = {**POD, "status": {"phase": "Succeeded"}}
     assert gone.wait("uid-a", 0.05)
+
+
+@pytest.mark.parametrize("route", ["started", "terminating", "pod", "drain"])
+def test_a_job_id_past_slurms_uint32_is_a_404_with_no_slurm_call(world, route):
+    """A holder of a valid token sending job id 2**32: pyslurm would raise OverflowError deep down (a 500)."""
+    client, slurm, *_ = world
+    method = client.get if route == "pod" else client.post
+    response = method(f"/api/v1/jobs/{2**32}/{route}", headers=auth())
+    assert response.status_code == 404 and "error" in response.get_json()
+    assert slurm.reads == 0 and slurm.drained == []
