@@ -84,7 +84,7 @@ def extra_identity(extra: str) -> Optional[tuple[str, str]]:
     """``(namespace, pod)`` from the Syncer's keys in Extra, if they are there and valid."""
     try:
         value: Any = json.loads(extra or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # (deeply nested Extra: no identity, not a reconcile failing forever)
         return None
     if not isinstance(value, dict):
         return None

@@ -322,3 +322,10 @@ def test_pod_plan_conditions(pod: dict, node: dict | None, slurm_node: Node | No
     assert _conditions(plan.conditions) == expected
     assert len(plan.conditions) == len(expected)  # each type once
     assert bool(plan.labels) == (slurm_node is not None)
+
+
+def test_a_deeply_nested_extra_has_no_identity_and_raises_nothing():
+    from sunk.translate.syncplan import extra_identity
+
+    assert extra_identity("[" * 100_000 + "]" * 100_000) is None
+    assert extra_identity('{"namespace": "slurm", "pod": "n1"}') == ("slurm", "n1")
