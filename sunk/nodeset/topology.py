@@ -87,7 +87,12 @@ class TopologyWriter:
     file: Path | None = None
     reconfigure: Callable[[], None] | None = None
     stale_retry: float = 2.0
+    # How long a changed ConfigMap takes to reach slurmctld's mounted file (the kubelet's sync period and
+    # its cache): with no file of its own, the writer reconfigures only after that, else slurmctld would
+    # re-read the old file and nothing would tell it again.
+    configmap_sync: float = 90.0
     written: str | None = None  # the text last applied by this process
+    reconfigure_due: bool = False  # a ConfigMap written, its reconfigure waiting for the kubelet's sync
 
     def reconcile(self, key: str) -> Result | None:
         if not self.slurm_nodes.fresh:
@@ -103,15 +108,23 @@ class TopologyWriter:
             return None
         text = render(self.settings, topology)
         if text == self.written:
+            if self.reconfigure_due and self.reconfigure is not None:
+                self.reconfigure()
+                self.reconfigure_due = False
             return None
-        self._write_configmap(text)
+        configmap_changed = self._write_configmap(text)
         if self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
             write_atomically(self.file, text)
-        if self.reconfigure is not None:  # (also after a failed one, or a restart of this process: it is cheap)
-            self.reconfigure()
         log.info("topology: wrote %s, %d Slurm nodes (%d problems)", self.settings.file_format,
                  sum(len(nodes) for _, nodes in (*topology.blocks, *topology.leaves)), len(topology.problems))
         self.written = text
+        if self.reconfigure is None:
+            return None
+        self.reconfigure_due = True  # (until one succeeds: a failed one is tried again on the retry)
+        if self.file is None and configmap_changed:  # (slurmctld reads the ConfigMap's file once it is synced)
+            return Result(requeue_after=self.configmap_sync)
+        self.reconfigure()  # (also after a restart of this process: it is cheap)
+        self.reconfigure_due = False
         return None
 
     def _write_configmap(self, text: str) -> bool:

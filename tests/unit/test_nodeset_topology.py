@@ -218,3 +218,15 @@ def test_the_last_labelled_node_gone_makes_yaml_flat_and_leaves_conf_as_it_was(m
     conf.pods.put(pod_for(nodeset(), "worker-1", "g-3-1", terminating=True))
     conf.writer.reconcile(TOPOLOGY_KEY)
     assert conf.file.read_text() == before and "BlockSizes=1," in before and conf.reconfigures == 1
+
+
+def test_with_only_a_configmap_the_reconfigure_waits_for_the_kubelets_sync(monkeypatch, tmp_path):
+    """slurmctld reads the ConfigMap through its mount, which the kubelet updates up to a minute later: a
+    reconfigure at once would re-read the old file, and nothing would tell slurmctld again."""
+    w = World(monkeypatch, tmp_path, {1: "rack-a"})
+    w.writer.file = None
+    result = w.writer.reconcile(TOPOLOGY_KEY)
+    assert "rack-a" in w.configmap()["topology.yaml"] and w.reconfigures == 0
+    assert result is not None and result.requeue_after == w.writer.configmap_sync
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 1  # the requeue, after the sync
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 1  # and only once
