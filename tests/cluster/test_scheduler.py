@@ -328,6 +328,7 @@ def test_deleting_a_pending_pod_cancels_its_pending_job(kube_api, dev_cluster, n
     wait_for(lambda: state(slurm_job(dev_cluster, job_id)) == "CANCELLED", 30, "the job to be cancelled")
 
 
+@pytest.mark.every_release
 def test_scancel_deletes_the_pod_with_an_event(kube_api, dev_cluster, namespace, scheduler):
     pod = create_pod(kube_api, namespace)
     name = pod["metadata"]["name"]
