@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import slurmbuild
-from .procs import run
+from .procs import apt_install, run
 from .release import DEFAULT, SlurmRelease, debian_upstream
 
 MIRROR = "http://deb.debian.org/debian"
@@ -48,8 +48,7 @@ def ensure_chroot(cache: Path, release: SlurmRelease = DEFAULT, log=sys.stderr, 
 
 def _build_chroot(cache: Path, release: SlurmRelease, root: Path, log, project: Optional[Path]) -> Path:
     if shutil.which("debootstrap") is None:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=log, stderr=log)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "debootstrap"], check=True, stdout=log, stderr=log)
+        apt_install(["debootstrap"], log)
     partial = root.with_name(root.name + ".partial")
     if partial.exists():
         unmount_all(partial)

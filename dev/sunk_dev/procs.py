@@ -136,6 +136,25 @@ def run(argv: Sequence[str], *, check: bool = True, env: Optional[Mapping[str, s
     )
 
 
+APT_LOCK = Path("/var/lock/sunk-dev-apt.lock")
+
+
+def apt_install(packages: Sequence[str], log, env: Optional[Mapping[str, str]] = None) -> None:
+    """``apt-get update`` and ``install`` of ``packages``, one sunk-dev process at a time (``make test``
+    builds Slurm 25.11 in the background while the tests' ``up`` installs what it needs: two apt-gets at
+    once fail on dpkg's lock), and waiting for anyone else's apt too."""
+    import fcntl
+
+    APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(APT_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        wait = ["-o", "DPkg::Lock::Timeout=600"]
+        subprocess.run(["apt-get", *wait, "update", "-qq"], check=True, stdout=log, stderr=log,
+                       env=dict(env) if env is not None else None)
+        subprocess.run(["apt-get", *wait, "install", "-y", "-qq", *packages], check=True, stdout=log, stderr=log,
+                       env=dict(env) if env is not None else None)
+
+
 def wait_until(check, timeout: float, interval: float = 0.1, what: str = "condition") -> None:
     """Poll ``check`` until it is truthy; only for bringing daemons up, never in product code."""
     deadline = time.monotonic() + timeout

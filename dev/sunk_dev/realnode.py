@@ -36,6 +36,7 @@ from pathlib import Path
 
 import attrs
 
+from .procs import apt_install
 from .slurmconf import DYNAMIC_FEATURE, DYNAMIC_PARTITION
 
 NODE_NAME = "real-1"
@@ -116,8 +117,7 @@ def ensure_packages(log=sys.stderr) -> None:
     if not missing:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=log, stderr=log, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, stdout=log, stderr=log, env=env)
+    apt_install(missing, log, env=env)
 
 
 def node_ip() -> str:

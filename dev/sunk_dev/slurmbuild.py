@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Optional
 
+from .procs import apt_install
 from .release import SlurmRelease, SlurmSource
 
 # The vendored sources, in the order looked for: SUNK_SLURM_SOURCE_DIR, beside the checkout (the
@@ -175,8 +176,7 @@ def ensure_host_packages(log: IO[str]) -> None:
                if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True,
                                  check=False).stdout.strip() != "install ok installed"]
     if missing:
-        subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=log, stderr=log)
-        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, stdout=log, stderr=log)
+        apt_install(missing, log)
 
 
 def build_args(release: SlurmRelease, target: Path) -> Sequence[str]:

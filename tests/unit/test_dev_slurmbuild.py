@@ -80,3 +80,17 @@ def test_a_command_run_in_a_chroot_never_inherits_the_host_clients_slurm_conf_or
     assert chroot_env(["/usr/sbin/chroot", "--userspec=a:b", "/root", "x"], env) == {"PATH": "/usr/bin"}
     assert chroot_env(["python3", "-m", "scheduler.cli"], env) == env  # a host client keeps them
     assert chroot_env(["python3"], None) is None
+
+
+def test_apt_installs_wait_for_each_other_and_for_dpkgs_lock(tmp_path, monkeypatch):
+    """make test builds 25.11 in the background while the tests' up installs packages: two apt-gets at once
+    failed on dpkg's lock."""
+    from sunk_dev import procs
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(procs, "APT_LOCK", tmp_path / "apt.lock")
+    monkeypatch.setattr(procs.subprocess, "run", lambda argv, **_: ran.append(list(argv)))
+    procs.apt_install(["libmunge2", "libjwt0"], log=None)
+    assert [argv[:4] for argv in ran] == [["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"],
+                                         ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install"]]
+    assert ran[1][-2:] == ["libmunge2", "libjwt0"] and (tmp_path / "apt.lock").exists()
