@@ -43,7 +43,7 @@ CONFIGURE = (
     "--disable-debug", "--disable-x11", "--without-pmix", "--without-hdf5", "--without-rrdtool",
 )
 # What the host needs for the plugins libslurm loads in a client (bookworm's, as the chroot's).
-HOST_PACKAGES = ("libmunge2", "libjwt0")
+HOST_PACKAGES = ("libmunge2", "libjwt0", "gcc", "libc6-dev")  # (gcc: the pyslurm wheel is compiled on the host)
 CYTHON = "cython<3.1"  # pyslurm 25.11's build does not take Cython 3.1 (ENVIRONMENT.md)
 
 
