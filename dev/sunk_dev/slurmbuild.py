@@ -64,23 +64,25 @@ def sha256_file(path: Path) -> str:
 
 
 def find_source(source: SlurmSource, project: Path, cache: Path) -> Path:
-    """The tarball, checked against its pinned checksum; a copy is kept in the cache so a later
-    build (another checkout, the CI's clone) needs no vendored directory beside it."""
+    """The cache's copy of the tarball, checked against its pinned checksum after it was copied: what is
+    built is what was checked (a shared vendored directory could change between a check and a read). A
+    later build (another checkout, the CI's clone) needs no vendored directory beside it."""
     tried = []
+    kept = cache / "vendor" / source.tarball
+    kept.parent.mkdir(parents=True, exist_ok=True)
     for path in source_candidates(source, project, cache):
         if not path.is_file():
             tried.append(f"{path} (missing)")
             continue
-        got = sha256_file(path)
+        copy = kept.with_name(kept.name + ".partial")
+        shutil.copyfile(path, copy)
+        got = sha256_file(copy)
         if got != source.sha256:
+            copy.unlink()
             tried.append(f"{path} (sha256 {got}, want {source.sha256})")
             continue
-        kept = cache / "vendor" / source.tarball
-        if path != kept:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, kept.with_suffix(".partial"))
-            kept.with_suffix(".partial").rename(kept)
-        return path
+        copy.rename(kept)
+        return kept
     raise RuntimeError(f"no {source.tarball} with the pinned checksum: tried " + "; ".join(tried)
                        + f" (set {SOURCE_DIR_ENV} to the directory that has it)")
 

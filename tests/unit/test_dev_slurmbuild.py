@@ -58,11 +58,13 @@ def test_the_tarball_is_taken_only_with_the_pinned_checksum_and_kept_in_the_cach
     (vendor / source.tarball).write_bytes(b"tampered")
     with pytest.raises(RuntimeError, match="sha256 .* want"):
         slurmbuild.find_source(source, project, cache)
+    assert not (cache / "vendor" / source.tarball).exists()  # (a copy that failed its check is not kept)
     (vendor / source.tarball).write_bytes(content)
-    assert slurmbuild.find_source(source, project, cache) == vendor / source.tarball
-    assert (cache / "vendor" / source.tarball).read_bytes() == content
+    kept = cache / "vendor" / source.tarball
+    assert slurmbuild.find_source(source, project, cache) == kept  # what is built is the copy checked
+    assert kept.read_bytes() == content
     (vendor / source.tarball).unlink()  # a later build (another clone) finds the cache's copy
-    assert slurmbuild.find_source(source, project, cache) == cache / "vendor" / source.tarball
+    assert slurmbuild.find_source(source, project, cache) == kept and kept.read_bytes() == content
 
 
 def test_a_missing_tarball_says_where_it_looked_and_which_variable_to_set(tmp_path, monkeypatch):
