@@ -181,9 +181,19 @@ def ensure_host_packages(log: IO[str]) -> None:
         apt_install(missing, log)
 
 
-def build_args(release: SlurmRelease, target: Path) -> Sequence[str]:
-    return ("wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "-w", str(target),
-            f"pyslurm=={release.pyslurm}")
+# pyslurm's sdist on PyPI, by release: what is compiled into the wheel (and the -slurm25.11 image) is
+# what was checked (pip --require-hashes).
+PYSLURM_SDIST_SHA256 = {"25.11.2": "6e0e4bc639ea3177591b102b77c1dd8df55a9e411ac42ef339a4adb3908cca34"}
+
+
+def requirement(release: SlurmRelease) -> str:
+    """pyslurm's requirement line, pinned by its sdist's hash."""
+    return f"pyslurm=={release.pyslurm} --hash=sha256:{PYSLURM_SDIST_SHA256[release.pyslurm]}\n"
+
+
+def build_args(requirements: Path, target: Path) -> Sequence[str]:
+    return ("wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "--no-binary", "pyslurm",
+            "--require-hashes", "-r", str(requirements), "-w", str(target))
 
 
 def ensure_wheel(root: Path, release: SlurmRelease, cache: Path, log: IO[str]) -> Path:
@@ -206,7 +216,9 @@ def ensure_wheel(root: Path, release: SlurmRelease, cache: Path, log: IO[str]) -
             pip = [str(venv / "bin/python"), "-m", "pip", "-q"]
             subprocess.run([*pip, "install", CYTHON, "wheel", "setuptools"], check=True, stdout=log, stderr=log)
             env = {**os.environ, "SLURM_INCLUDE_DIR": f"{root}/usr/include", "SLURM_LIB_DIR": f"{root}{LIBDIR}"}
-            subprocess.run([*pip, *build_args(release, partial)], check=True, stdout=log, stderr=log, env=env)
+            pinned = Path(tmp) / "pyslurm.txt"
+            pinned.write_text(requirement(release))
+            subprocess.run([*pip, *build_args(pinned, partial)], check=True, stdout=log, stderr=log, env=env)
         partial.rename(target)
         return sorted(target.glob("pyslurm-*.whl"))[-1]
 

@@ -96,3 +96,10 @@ def test_apt_installs_wait_for_each_other_and_for_dpkgs_lock(tmp_path, monkeypat
     assert [argv[:4] for argv in ran] == [["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"],
                                          ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install"]]
     assert ran[1][-2:] == ["libmunge2", "libjwt0"] and (tmp_path / "apt.lock").exists()
+
+
+def test_the_pyslurm_sdist_is_pinned_by_hash():
+    line = slurmbuild.requirement(BUILT)
+    assert line.startswith("pyslurm==25.11.2 --hash=sha256:") and len(line.split(":")[-1].strip()) == 64
+    args = slurmbuild.build_args(Path("/t/req.txt"), Path("/t/out"))
+    assert "--require-hashes" in args and args[args.index("-r") + 1] == "/t/req.txt"
