@@ -110,7 +110,7 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     recorder = EventRecorder(api, component=NAME)
     reconciler = NodeSetReconciler(api=api, slurm=slurm, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices,
                                    slurm_nodes=cache, recorder=recorder, stale_retry=config.stale_retry,
-                                   gpu_types=dict(config.gpu_types))
+                                   gpu_types=dict(config.gpu_types), gres_from_node=config.gres_from_node)
     controller = Controller("nodeset", reconciler, workers=daemon.workers)
     attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
     for informer in (nodesets, slices, pods, nodes):

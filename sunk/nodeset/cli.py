@@ -42,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="gpu.nvidia.com/class value -> Slurm GRES type, e.g. A100_NVLINK_80GB=a100 (SUNK's "
                              "gpuTypes, the scheduler's --gpu-types): a NodeSet without slurm.gres registers each "
                              "Node's allocatable nvidia.com/gpu as gpu:<type>:<count> (untyped for a class not "
-                             "mapped here)")
+                             "mapped here), with --gres-from-node")
+    add_switch(parser, "--gres-from-node", default=False,
+               help="a NodeSet without slurm.gres registers each Node's allocatable nvidia.com/gpu as its GRES. Off "
+                    "by default: the slurmd Pods' gres.conf must then name the devices (a count without device "
+                    "files made Slurm 24.11 set the node INVAL: 'gres/gpu count reported lower than configured')")
     topo = parser.add_argument_group("topology", "Slurm's topology from Node labels (docs/nodeset.md)")
     topo.add_argument("--topology", choices=("", *KINDS), default="",
                       help="block (NVLink domains) or tree (switch levels); unset: no topology is written")
@@ -75,6 +79,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
         parser.error("--topology needs --topology-configmap or --topology-file (where to write it)")
     config = OperatorConfig(
         watch_namespace=args.watch_namespace, stale_retry=args.stale_retry, gpu_types=args.gpu_types,
+        gres_from_node=args.gres_from_node,
         topology=TopologySettings(kind=args.topology, block_label=args.topology_block_label,
                                   tree_labels=args.topology_tree_labels, file_format=args.topology_format),
         topology_configmap=args.topology_configmap,

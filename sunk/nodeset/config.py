@@ -17,6 +17,7 @@ class OperatorConfig:
     stale_retry: float = 2.0  # seconds before a NodeSet is looked at again while Slurm cannot be read
     # --gpu-types: gpu.nvidia.com/class value -> Slurm GRES type (SUNK's gpuTypes, the scheduler's too).
     gpu_types: tuple[tuple[str, str], ...] = ()
+    gres_from_node: bool = False
     # --topology*: Slurm's topology from Node labels (kind "" is off), where it is written, and whether
     # slurmctld is told to reread it (scontrol reconfigure through slurmrestd).
     topology: TopologySettings = field(factory=TopologySettings)

@@ -82,6 +82,7 @@ class NodeSetReconciler:
     recorder: EventRecorder
     stale_retry: float = 2.0
     gpu_types: Mapping[str, str] = attrs.field(factory=dict)  # --gpu-types
+    gres_from_node: bool = False  # --gres-from-node
     decide: Callable[[Facts], Plan] = decide
 
     def facts(self, nodeset: Obj) -> Facts:
@@ -94,7 +95,8 @@ class NodeSetReconciler:
         cache = self.slurm_nodes
         return Facts(nodeset=nodeset, nodes=self.nodes.list(), pods=pods, taken=taken,
                      slurm=cache.items() if cache.fresh else None,
-                     slices=self.slices.by_index(INDEX_NODESET, key), gpu_types=self.gpu_types)
+                     slices=self.slices.by_index(INDEX_NODESET, key), gpu_types=self.gpu_types,
+                     gres_from_node=self.gres_from_node)
 
     def reconcile(self, key: str) -> Result | None:
         nodeset = self.nodesets.get(key)

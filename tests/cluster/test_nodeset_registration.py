@@ -7,8 +7,9 @@ slurmctld reads its files, standing in for the ConfigMap a real slurmctld mounts
 stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk_dev.standin_slurmd``).
 
 - a NodeSet with ``memSpecLimit``: ``scontrol show node`` shows it;
-- a Node advertising 4 GPUs of class A100 (the stand-in kubelet's ``sunk.dev/gpus``): its Slurm node
-  registers ``gpu:a100:4`` with no GRES written in the NodeSet;
+- (GRES from the Node, ``--gres-from-node``, is not here: on Slurm 24.11 a dynamic node registering
+  ``Gres=gpu:2`` without device files in gres.conf is set INVAL, "gres/gpu count reported lower than
+  configured"; the feature stays off by default until the slurmd Pods' gres.conf names devices, issue 35);
 - Nodes labelled with two NVLink domains: ``scontrol show topology`` shows both blocks within 10 s of
   their registration; a job of 2 nodes lands inside one block; a relabelled Node moves block within
   10 s while a job runs on it, and the job is not killed. Slurm's view needs the block plugin: Slurm
@@ -124,26 +125,6 @@ def test_a_nodeset_with_memspeclimit_shows_it_in_scontrol_show_node(gpool):
     gpool.nodeset("memspec", slurm=spec_slurm)
     _wait_registered_idle(gpool, [a])
     assert "MemSpecLimit=2048" in show_node(gpool, a)
-
-
-def test_a_node_with_4_a100_gpus_registers_gpu_a100_4_with_no_gres_written(gpool):
-    a = gpool.nodes[0]
-    capacity = kubelet.capacity_of({"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: "4"}}})
-    kc.patch(gpool.api, NODES, a, {"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: "4"},
-                                                "labels": {"gpu.nvidia.com/class": GPU_CLASS}}})
-    # (what the device plugin would report at once; the stand-in kubelet keeps it from the annotation)
-    kc.patch(gpool.api, NODES, a, {"status": {"capacity": capacity, "allocatable": capacity}}, subresource="status")
-    gpool.label(a, True)
-    ns = gpool.nodeset("gpus")
-    assert "gres" not in ns["spec"]["slurm"]
-    _wait_registered_idle(gpool, [a])
-    shown = show_node(gpool, a)
-    assert re.search(r"\bGres=gpu:a100:4\b", shown), shown
-    pod = gpool.pods("gpus")[a]
-    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
-    assert env["SUNK_SLURM_GRES"] == "gpu:a100:4" and "Gres=gpu:a100:4" in env["SUNK_SLURMD_CONF"]
-    cond = next(c for c in gpool.status("gpus").get("conditions") or [] if c["type"] == "NodeInputValid")
-    assert cond["status"] == "True"
 
 
 def blocks(pool: Pool) -> dict[str, set[str]]:

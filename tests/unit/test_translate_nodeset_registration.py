@@ -159,7 +159,7 @@ def test_the_template_hash_covers_the_new_fields_and_is_unchanged_without_them()
 
 def _facts(ns: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
            slurm: dict[str, Node] | None = None) -> Facts:
-    return Facts(ns, nodes, pods, slurm=slurm if slurm is not None else {}, gpu_types=TYPES)
+    return Facts(ns, nodes, pods, slurm=slurm if slurm is not None else {}, gpu_types=TYPES, gres_from_node=True)
 
 
 def _env(pod: dict[str, Any]) -> dict[str, str]:
@@ -242,3 +242,11 @@ def test_bad_node_input_is_a_condition_and_an_event_and_the_pod_still_comes():
     assert any(e.reason == "BadNodeInput" for e in plan.events)
     good = decide(_facts(auto(), [gpu_node()]))
     assert next(c for c in good.conditions if c["type"] == "NodeInputValid")["status"] == "True"
+
+
+def test_without_gres_from_node_a_nodeset_registers_no_gres_it_was_not_given():
+    """Off by default: a count without device files made Slurm 24.11 set the node INVAL ("gres/gpu count
+    reported lower than configured"), so a Node's GPUs become GRES only when the operator says so."""
+    spec = read_spec(auto()).spec
+    assert registration(spec, gpu_node("4"), TYPES, gres_from_node=False).gres == ""
+    assert registration(spec, gpu_node("4"), TYPES, gres_from_node=True).gres == "gpu:a100:4"

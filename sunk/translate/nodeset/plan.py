@@ -95,6 +95,7 @@ class Facts:
     slurm: Mapping[str, Node] | None = None  # Slurm's nodes; None: Slurm cannot be read now
     slices: Sequence[Obj] = field(converter=_tuple, factory=tuple)  # this NodeSet's NodeSlices
     gpu_types: Mapping[str, str] = field(factory=dict)  # gpu.nvidia.com/class value -> GRES type (gpuTypes)
+    gres_from_node: bool = False  # --gres-from-node: each Node's GPUs become its Slurm node's GRES
 
 
 @frozen
@@ -242,7 +243,8 @@ def decide(facts: Facts) -> Plan:
     layout = _layout(spec, facts, pods_on)
     digest = podlib.template_hash(spec)
     by_name = {str(n["metadata"]["name"]): n for n in facts.nodes}
-    regs: dict[str, Registration] = {node: registration(spec, by_name.get(node) or {}, facts.gpu_types)
+    regs: dict[str, Registration] = {node: registration(spec, by_name.get(node) or {}, facts.gpu_types,
+                                                               gres_from_node=facts.gres_from_node)
                                      for node in layout.assigned}
     slurm = facts.slurm
     final_mark: dict[str, str | None] = {}  # Pod name -> its pending-deletion reason after this plan

@@ -128,11 +128,13 @@ def _label_words(node: Obj, keys: tuple[str, ...], what: str, problems: list[str
     return words
 
 
-def registration(spec: NodeSetSpec, node: Obj, gpu_types: Mapping[str, str]) -> Registration:
-    """What ``node``'s Slurm node of ``spec`` registers with (module docstring); ``spec`` has no problems."""
+def registration(spec: NodeSetSpec, node: Obj, gpu_types: Mapping[str, str], *,
+                 gres_from_node: bool = True) -> Registration:
+    """What ``node``'s Slurm node of ``spec`` registers with (module docstring); ``spec`` has no problems.
+    ``gres_from_node`` False (the operator's default, ``--gres-from-node``): no GRES but ``slurm.gres``."""
     problems: list[str] = []
     gres = spec.gres
-    if not gres:
+    if not gres and gres_from_node:
         gres, found = gpu_gres(node, gpu_types)
         problems.extend(found)
     features = list(dict.fromkeys([*spec.features, *_label_words(node, spec.feature_labels, "feature", problems)]))
