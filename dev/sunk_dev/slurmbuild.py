@@ -5,8 +5,9 @@ The tarball (SchedMD's, vendored beside the checkout; its checksum is pinned in
 Debian's packages, so the dev cluster runs its daemons exactly as it runs the other releases'.
 bookworm is the host's own suite: the host's Python 3.11 loads pyslurm, which links that build's
 ``libslurmfull``, and the plugins libslurm loads (auth/munge, auth/jwt) link bookworm's libraries,
-which ``host_libraries`` puts where the host finds them. A client on the host reads
-``client_conf``, slurm.conf with its paths seen from outside the chroot.
+which the host installs from its own suite (``HOST_PACKAGES``). A client on the host reads
+``client_conf``, slurm.conf with its paths seen from outside the chroot and SlurmUser by the host's
+name for its uid (``host_slurm_user``).
 
 Built once into the chroot, which is named by the tarball's checksum (``sunk_dev.chroot``); the
 pyslurm wheel once into the cache, named by pyslurm's release and that checksum.
