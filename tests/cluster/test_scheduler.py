@@ -817,8 +817,12 @@ def test_a_pod_waiting_on_a_drained_node_shows_slurms_reason_and_follows_it(kube
                         and f": {r}" not in first and r, 10, "Slurm's reason to change")
         condition = wait_for(shows_slurms_reason, 30, f"the condition to name {held}", interval=0.5)
         assert condition["message"] != first
-        messages = [e["message"] for e in events_for(kube_api, namespace, name) if e["reason"] == "WaitingForSlurm"]
-        assert first in messages and condition["message"] in messages
+
+        def both_events() -> list[str] | None:  # (the recorder sends Events from its own thread, after the patch)
+            found = [e["message"] for e in events_for(kube_api, namespace, name) if e["reason"] == "WaitingForSlurm"]
+            return found if first in found and condition["message"] in found else None
+
+        messages = wait_for(both_events, 10, "a WaitingForSlurm Event for each message", interval=0.2)
         waits = [e for e in events_for(kube_api, namespace, name) if e["reason"] == "WaitingForSlurm"]
         assert len(messages) == len(set(messages)) and all((e.get("count") or 1) == 1 for e in waits)  # not per poll
 
