@@ -16,10 +16,12 @@ from typing import Optional
 
 from attrs import frozen
 
-# What a Slurm client on the host reads (``sunk-dev env``/``run`` export them for pyslurm): paths seen from
-# outside the chroot, which a Slurm command or daemon inside it must not inherit (slurmctld would look for
-# the host's slurm.conf path inside the chroot).
-HOST_CLIENT_ENV = ("SLURM_CONF", "LD_LIBRARY_PATH")
+# What a Slurm client on the host reads (``sunk-dev env``/``run`` export them): paths seen from outside the
+# chroot, which a Slurm command or daemon inside it must not inherit (slurmctld would look for the host's
+# slurm.conf path inside the chroot), and the JWT, which made sacctmgr in the chroot authenticate with a
+# token of the release that ran when the shell took it: after a switch, slurmdbd's health check failed
+# ("jwt_decode failure") and `up` with it. Commands in the chroot authenticate with munge.
+HOST_CLIENT_ENV = ("SLURM_CONF", "LD_LIBRARY_PATH", "SLURM_JWT")
 
 
 def chroot_env(argv: Sequence[str], env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:

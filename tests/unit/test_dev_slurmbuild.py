@@ -77,7 +77,8 @@ def test_a_missing_tarball_says_where_it_looked_and_which_variable_to_set(tmp_pa
 def test_a_command_run_in_a_chroot_never_inherits_the_host_clients_slurm_conf_or_loader_path():
     from sunk_dev.procs import chroot_env
 
-    env = {"SLURM_CONF": "/host/run/slurm-client.conf", "LD_LIBRARY_PATH": "/host/lib", "PATH": "/usr/bin"}
+    env = {"SLURM_CONF": "/host/run/slurm-client.conf", "LD_LIBRARY_PATH": "/host/lib", "PATH": "/usr/bin",
+           "SLURM_JWT": "a token of whichever release ran when the shell took it"}
     assert chroot_env(["chroot", "/root", "sacctmgr"], env) == {"PATH": "/usr/bin"}
     assert chroot_env(["/usr/sbin/chroot", "--userspec=a:b", "/root", "x"], env) == {"PATH": "/usr/bin"}
     assert chroot_env(["python3", "-m", "scheduler.cli"], env) == env  # a host client keeps them
