@@ -56,6 +56,7 @@ FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
+POD_USER = "sunk-pods"  # uid 65534 by a name Slurm resolves to it ("nobody" it reads as 99)
 # The checkout this file is in (dev/sunk_dev/cluster.py): the product's sources are at its root, the dev
 # tools under dev/ (a distribution of their own, which the product's wheel and image leave out).
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -636,6 +637,11 @@ class DevCluster:
             if run(["chroot", str(root), "id", user], check=False).returncode != 0:
                 run(["chroot", str(root), "useradd", "--uid", str(uid), "--user-group", "--no-create-home",
                      "--shell", "/usr/sbin/nologin", user])
+        # Slurm reads the name "nobody" as uid 99 (SLURM_AUTH_NOBODY), never as Debian's 65534: the chart's default
+        # Pod identity, uid 65534, has an association only under a second name for that uid.
+        if run(["chroot", str(root), "id", POD_USER], check=False).returncode != 0:
+            run(["chroot", str(root), "useradd", "--uid", "65534", "--non-unique", "--gid", "65534", "--no-create-home",
+                 "--shell", "/usr/sbin/nologin", POD_USER])
         for i in range(slurmconf.NODE_GPUS):
             dev = root / f"dev/fakegpu{i}"
             if not dev.exists():
@@ -729,8 +735,8 @@ class DevCluster:
         return self.slurm("sacctmgr", "-n", "-P", "list", "cluster", check=False, timeout=15).returncode == 0
 
     def _bootstrap_accounting(self) -> None:
-        """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both. nobody (65534) is the
-        chart's default Slurm identity for Pods (identityPolicy): its operator gives it an association."""
+        """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both. uid 65534 is the chart's
+        default Slurm identity for Pods (identityPolicy): its operator gives it an association, by POD_USER."""
         sacctmgr = ("sacctmgr", "-i")
         clusters = self.slurm("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
         if slurmconf.CLUSTER_NAME not in clusters:
@@ -740,7 +746,7 @@ class DevCluster:
             self.slurm(*sacctmgr, "add", "qos", "high", "Priority=1000", "Preempt=normal", "PreemptMode=requeue")
         self.slurm(*sacctmgr, "modify", "qos", "normal", "set", "Priority=10", check=False)
         users = self.slurm("sacctmgr", "-n", "-P", "list", "user", "format=user").stdout.split()
-        for user in ("kube", "nobody"):
+        for user in ("kube", POD_USER):
             if user not in users:
                 self.slurm(*sacctmgr, "add", "user", user, "account=root")
         self.slurm(*sacctmgr, "modify", "user", "where", "name=root,kube", "set", "qos=normal,high",

@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -292,6 +293,25 @@ def _refuse_empty(what: str, changes: Mapping[str, Any]) -> None:
                          "use the REST backend to clear it")
 
 
+def take_ids_as_numbers(submission: Any) -> None:
+    """pyslurm resolves a job's uid and gid through the client's own user database (``getpwuid``), and a
+    daemon's container knows none of the tenants' users: a placeholder for uid 1000 failed with KeyError
+    before Slurm saw it. slurmctld checks both ids against its own database; pyslurm gets the numbers as
+    they are (a name still resolves as pyslurm would)."""
+    for name in ("user_to_uid", "group_to_gid"):
+        resolve = getattr(submission, name, None)
+        if resolve is None or getattr(resolve, "sunk_numeric", False):
+            continue
+
+        def to_id(value: Any, *args: Any, _resolve: Callable[..., Any] = resolve, **kwargs: Any) -> Any:
+            if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+                return int(value)
+            return _resolve(value, *args, **kwargs)
+
+        to_id.sunk_numeric = True  # type: ignore[attr-defined]
+        setattr(submission, name, to_id)
+
+
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
@@ -304,6 +324,8 @@ class PyslurmClient:
             del os.environ["SLURM_JWT"]
         try:
             self.ps: Any = module or importlib.import_module("pyslurm")
+            if (submission := sys.modules.get("pyslurm.core.job.submission")) is not None:  # pyslurm's import made it
+                take_ids_as_numbers(submission)
         except ImportError as exc:
             raise SlurmError("the pyslurm backend needs pyslurm 25.11 (pip install 'sunk[pyslurm]'), "
                              f"built against Slurm 25.11: {exc}") from exc

@@ -28,6 +28,8 @@ from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, NAMESPACES, PODS, Resource
 from sunk_dev import images, realnode
 
+pytestmark = pytest.mark.pyslurm_release  # tox -e slurm2511 (tests/conftest.py deselects it elsewhere)
+
 SECRETS = Resource("", "v1", "secrets", "Secret")
 IMAGE = f"sunk:{sunk.__version__}-slurm25.11"
 
@@ -46,9 +48,7 @@ def uid_of(passwd: str, user: str) -> int:
 
 @pytest.fixture(scope="module")
 def pyslurm_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> Iterator[Release]:  # noqa: F811
-    if not dev_cluster.release.pyslurm:
-        pytest.skip(f"the dev cluster runs Slurm {dev_cluster.release.name}; pyslurm needs 25.11 "
-                    "(SUNK_DEV_SLURM=25.11 sunk-dev up)")
+    assert dev_cluster.release.pyslurm, f"the dev cluster runs Slurm {dev_cluster.release.name}; pyslurm needs 25.11"
     name = f"chart-pyslurm-{uuid.uuid4().hex[:8]}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": name, "labels": ENFORCE}})

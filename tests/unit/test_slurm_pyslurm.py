@@ -401,3 +401,24 @@ def test_an_empty_slurm_jwt_is_no_token_so_libslurm_authenticates_with_munge(ps,
     monkeypatch.setenv("SLURM_JWT", "a-token")  # one given is the operator's choice: kept
     PyslurmClient(module=ps)
     assert os.environ["SLURM_JWT"] == "a-token"
+
+
+def test_pyslurm_takes_a_tenants_uid_and_gid_as_numbers_the_container_does_not_know():
+    """A daemon's container has no passwd entry for uid 4242: pyslurm's own resolver refuses it (KeyError),
+    the backend's gives slurmctld the number to check against its own users."""
+    import types
+
+    from sunk.slurm.pyslurm_backend import take_ids_as_numbers
+
+    def unknown(value, err_on_invalid=True):
+        if str(value) != "slurm":
+            raise KeyError(f"getpwuid(): uid not found: {value}")
+        return 64030
+
+    submission = types.SimpleNamespace(user_to_uid=unknown, group_to_gid=unknown)
+    take_ids_as_numbers(submission)
+    take_ids_as_numbers(submission)  # twice (a second client in one process): still one wrapper
+    assert submission.user_to_uid(4242) == 4242 and submission.group_to_gid("4243") == 4243
+    assert submission.user_to_uid("slurm") == 64030  # a name still resolves through the container's database
+    with pytest.raises(KeyError):
+        submission.user_to_uid("mallory")
