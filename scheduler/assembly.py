@@ -190,7 +190,7 @@ class ObservedJobs:
         return unit_key(parsed[0]) if parsed is not None else None
 
     def observe(self, job: Job, requested_at: float) -> None:
-        self.slurm_jobs.observe(job, requested_at)  # (its own read of the job, then, is one it need not make)
+        # (to the informer's store, and its lister: its own read of the job, then, is one it need not make)
         uid = self.index.upsert(job, requested_at)
         if uid is not None:
             self.wake(uid)
@@ -232,13 +232,15 @@ def assemble(
     # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
     # and 24.11 answers a node list with every partition even when nothing changed.
     parse = identity_parser(config)
-    index = JobIndex(parse)
+    index: JobIndex | None = None
     slurm_jobs = slurm_jobs or SlurmInformerFactory(
         slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval,
         job_hints=JobReadHints(
             reread=awaiting_start(parse), reread_after=awaiting_reason(parse, config.pending_reason_interval),
-            patience=awaiting_started_call(parse, expected=lambda job_id: index.uid_of(job_id) is not None,
+            patience=awaiting_started_call(parse, expected=lambda job_id: index is not None and
+                                           index.uid_of(job_id) is not None,
                                            patience=config.started_call_patience))).jobs()
+    index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs)
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
@@ -383,18 +385,24 @@ def _pod_group_view(pod_group: Obj) -> tuple[Any, ...]:
 
 
 def attach_job_feed(jobs: JobInformer, index: JobIndex, enqueue: Callable[[str], None]) -> None:
-    """The Slurm jobs informer's changes -> the job index (each with when its read was requested: the later
-    observation wins) -> the affected Pod's key. Never a Slurm call."""
+    """The Slurm jobs informer's changes (its store keeps the later observation of a job) -> the job index's
+    expectations -> the affected unit's key; a whole list settles the doubts older than it, and wakes their
+    units. Never a Slurm call."""
 
     def put(job: Job) -> None:
-        if (uid := index.upsert(job, jobs.observed_at())) is not None:
+        if (uid := index.seen(job)) is not None:
             enqueue(uid)
 
     def gone(job: Job) -> None:
-        if (uid := index.remove(job.id, jobs.observed_at())) is not None:
+        if (uid := index.gone(job)) is not None:
+            enqueue(uid)
+
+    def listed(requested_at: float) -> None:
+        for uid in index.listed(requested_at):
             enqueue(uid)
 
     jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new), on_delete=gone)
+    jobs.on_listed(listed)
 
 
 def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:

@@ -1,229 +1,180 @@
-"""Placeholder jobs by Pod UID, kept from Slurm cache events (never a Slurm call per Pod).
+"""The scheduler's placeholder jobs, by unit: indexes on the Slurm jobs informer's store, plus what the
+scheduler expects of it (``SubmitExpectations``). Never a Slurm call per Pod.
 
-It also remembers submissions the cache has not shown yet ("expectations", as
-controller-runtime calls them), so a Pod reconciled twice between two cache refreshes
-is never submitted twice; and submissions Slurm refused, so a refused Pod is not
-resubmitted on its next update (the refusal expires after ``expectation_ttl``). And
-submissions whose answer was lost ("in doubt": Slurm may or may not have made the job), so
-that the Pod's job is looked up in Slurm before it is submitted again (``settle``).
+The jobs live in one store, the informer's (``sunk.slurm.informer.ObservedStore``): its lists and a
+record a reader read itself (the placeholder's own "started" call, read back by the hook API seconds
+before a list shows it) meet there, and the later observation wins (the store's notes say why). This
+module adds only the scheduler's view of it: two indexes, a job's unit (a Pod's UID, or a gang's owner)
+and the Slurm nodes of a unit's job, both computed by this scheduler's identity parser from the job's
+AdminComment alone (``sunk.translate.identity``: a job whose Extra, Comment or name claims a Pod is no
+placeholder, since its user writes those), and the expectations of the units it submitted for.
 
-A job is learnt two ways: from the Slurm cache's lists, and from the placeholder's own
-"started" call (one ``get_job``, seconds before the next job list shows it). Each record
-keeps the time its observation was requested, and an older one never replaces a newer
-one: a list that left before the job started must not turn a bound Pod's RUNNING job back
-into PENDING, which reads as "requeued by preemption" and deletes the Pod. A removal keeps
-its time too, for ``expectation_ttl``: an observation older than the removal (a "started"
-read-back that was slow to return) must not bring a purged job back.
-
-Readers take one ``view`` of a Pod, in one step: reading the jobs and then the
-expectation separately let a "started" call land in between (the job not in the first
-read, the expectation already met in the second), and the Pod was deleted as "its job is
-gone" while the job ran.
+Readers take one ``view`` of a unit: the expectation is read before the jobs. The informer settles an
+expectation only after its store holds the job, so a view never shows neither (a unit seen with no job
+and nothing expected is deleted as "its job is gone").
 """
 
 from __future__ import annotations
 
-import threading
+import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Protocol
 
 from attrs import field, frozen
 
+from sunk.slurm.informer import ObservedStore
 from sunk.slurm.models import Job
+
+from .expectations import Doubted, Expected, Refused, SubmitExpectations
+from .metrics import PLACEHOLDER_SUBMISSIONS
+
+log = logging.getLogger(__name__)
 
 # A job -> (its Pod UID or gang owner, started) from its AdminComment and Slurm's state; None when the
 # job is not one of this scheduler's placeholders.
 IdentityParser = Callable[[Job], Optional[tuple[str, bool]]]
 
+BY_UNIT = "sunk-unit"  # index: a placeholder job -> its unit's key
+BY_NODE = "sunk-unit-node"  # index: a placeholder job -> the Slurm nodes it was placed on
+
+
+class JobStore(Protocol):
+    """What the index reads of the jobs informer (``SlurmInformer``) and adds to it."""
+
+    def get(self, key: int) -> Optional[Job]: ...
+    def by_index(self, index_name: str, value: str) -> list[Job]: ...
+    def index_values(self, index_name: str) -> list[str]: ...
+    def add_indexer(self, name: str, func: Callable[[Job], Any]) -> None: ...
+    def observe(self, item: Job, requested_at: float) -> bool: ...
+
 
 @frozen
 class PodJobs:
-    """What the index knows of one Pod, as of one moment."""
+    """What the index knows of one unit, as of one moment."""
 
-    jobs: tuple[Job, ...] = ()  # every job carrying the Pod's UID, any state
+    jobs: tuple[Job, ...] = ()  # every job carrying the unit's identity, any state
     expected_job_id: Optional[int] = None  # submitted, not listed yet
     refused: Optional[str] = None  # Slurm's answer to a refused submission, while remembered
     started: Mapping[int, bool] = field(factory=dict)  # job id -> Slurm shows it started (gang.has_started)
-    in_doubt: bool = False  # a submission's answer was lost: look the job up before submitting again
+    in_doubt: bool = False  # a submission's answer was lost and no list since has settled it
+
+
+class _OwnStore:
+    """A store of the index's own, for a process without a jobs informer (tests, benchmarks): the
+    informer's ``ObservedStore``, whose ``observe`` is its ``put``."""
+
+    def __init__(self, forget_after: float, clock: Callable[[], float]):
+        self.store: ObservedStore[int, Job] = ObservedStore(forget_after, clock)
+
+    def get(self, key: int) -> Optional[Job]:
+        return self.store.get(key)
+
+    def by_index(self, index_name: str, value: str) -> list[Job]:
+        return self.store.by_index(index_name, value)
+
+    def index_values(self, index_name: str) -> list[str]:
+        return self.store.index_values(index_name)
+
+    def add_indexer(self, name: str, func: Callable[[Job], Any]) -> None:
+        self.store.add_indexer(name, func)
+
+    def observe(self, item: Job, requested_at: float) -> bool:
+        return self.store.put(item.id, item, requested_at) is not None
 
 
 class JobIndex:
     def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, jobs: Optional[JobStore] = None):
+        """``jobs``: the Slurm jobs informer (its store gets the indexes); None: a store of the index's own,
+        fed by ``upsert``/``remove``. ``clock``: the informer's (expectations are compared with its lists)."""
         self._parse = parse
-        self._ttl = expectation_ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._by_uid: dict[str, dict[int, Job]] = {}
-        self._uid_of: dict[int, str] = {}
-        self._started: dict[int, bool] = {}
-        self._observed_at: dict[int, float] = {}
-        self._expected: dict[str, tuple[int, float]] = {}
-        self._expected_uid: dict[int, str] = {}  # job id -> uid, for expectations
-        self._refused: dict[str, tuple[str, float]] = {}
-        self._doubted: set[str] = set()  # Pod UIDs whose last submission's outcome is unknown
-        # job id -> (observed_at of its removal, monotonic time of it), oldest first
-        self._removed: dict[int, tuple[float, float]] = {}
-        self._on_node: dict[str, set[int]] = {}  # Slurm node -> ids of the known jobs Slurm placed there
+        self._own = _OwnStore(expectation_ttl, clock) if jobs is None else None
+        self._jobs: JobStore = jobs if jobs is not None else self._own  # type: ignore[assignment]
+        self.expectations = SubmitExpectations(expectation_ttl, clock)
+        self._jobs.add_indexer(BY_UNIT, self._unit_index)
+        self._jobs.add_indexer(BY_NODE, lambda job: list(job.node_list) if self._parse(job) is not None else [])
 
-    def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
-        """Record a job seen at ``observed_at``; returns its Pod UID if it is a placeholder.
+    def _unit_index(self, job: Job) -> list[str]:
+        parsed = self._parse(job)
+        return [parsed[0]] if parsed is not None else []
 
-        None, too, when a later observation of the job is already held (it is kept), or this same one (the
-        Slurm cache's event for a record the hook API read and gave it: nothing new to reconcile).
-        """
-        with self._lock:
-            if self._stale(job.id, observed_at) or self._holds(job, observed_at):
-                return None
-            self._drop(job.id)
-            uid = self._put(job, observed_at)
-            if uid is not None:
-                self._doubted.discard(uid)  # the Pod's job is seen: a lost answer is settled
-            return uid
-
-    def remove(self, job_id: int, observed_at: float = 0.0) -> Optional[str]:
-        with self._lock:
-            if self._stale(job_id, observed_at):
-                return None
-            uid = self._drop(job_id)
-            self._removed.pop(job_id, None)  # (re-inserted at the end: the dict stays in time order)
-            self._removed[job_id] = (observed_at, self._clock())
-            self._expire_removals()
-            return uid
-
-    def view(self, uid: str) -> PodJobs:
-        with self._lock:
-            jobs = tuple(self._by_uid.get(uid, {}).values())
-            return PodJobs(jobs, self._expected_job(uid), self._refusal(uid),
-                           {j.id: self._started.get(j.id, False) for j in jobs}, uid in self._doubted)
-
-    def uids(self) -> set[str]:
-        with self._lock:
-            return set(self._by_uid)
-
-    def owners_on(self, slurm_node: str) -> set[str]:
-        """The Pods (UIDs) and gangs (owners) whose known jobs Slurm placed on ``slurm_node``: those a change
-        of that node's slurmd Pod may concern (which Node they bind to, or whether they can bind at all).
-        O(the jobs on that node), whatever the number of Pods."""
-        with self._lock:
-            return {self._uid_of[job_id] for job_id in self._on_node.get(slurm_node, ())}
-
-    def uid_of(self, job_id: int) -> Optional[str]:
-        """The Pod UID of a known job, or of one this process submitted that no list has shown yet."""
-        with self._lock:
-            return self._uid_of.get(job_id) or self._expected_uid.get(job_id)
-
-    def expect(self, uid: str, job_id: int) -> None:
-        with self._lock:
-            self._unexpect(uid)
-            self._expected[uid] = (job_id, self._clock())
-            self._expected_uid[job_id] = uid
-
-    def _expected_job(self, uid: str) -> Optional[int]:
-        entry = self._expected.get(uid)
-        if entry is None:
-            return None
-        job_id, since = entry
-        if job_id in self._uid_of or self._clock() - since > self._ttl:
-            self._unexpect(uid)  # met (the job is listed) or expired
-            return None
-        return job_id
-
-    def refuse(self, uid: str, message: str) -> None:
-        """Slurm refused this Pod's job: do not submit again before the refusal expires."""
-        with self._lock:
-            self._refused[uid] = (message, self._clock())
-
-    def _refusal(self, uid: str) -> Optional[str]:
-        entry = self._refused.get(uid)
-        if entry is None:
-            return None
-        if self._clock() - entry[1] > self._ttl:
-            del self._refused[uid]
-            return None
-        return entry[0]
-
-    def doubt(self, uid: str) -> None:
-        """A submission for this Pod was sent and its answer lost: Slurm may have made the job."""
-        with self._lock:
-            self._doubted.add(uid)
-
-    def settle(self, uid: str, jobs: Iterable[Job], observed_at: float) -> tuple[int, ...]:
-        """Settle a doubt from a fresh read of Slurm's jobs (requested at ``observed_at``, after the
-        lost answer): the Pod's jobs found there are recorded, and their ids returned. None found
-        means the submission made no job, and the Pod may be submitted again."""
-        found = []
-        with self._lock:
-            self._doubted.discard(uid)
-            for job in jobs:
-                parsed = self._parse(job)
-                if parsed is None or parsed[0] != uid:
-                    continue
-                if not self._stale(job.id, observed_at):  # (else a later observation is held already)
-                    self._drop(job.id)
-                    self._put(job, observed_at)
-                found.append(job.id)
-        return tuple(found)
-
-    def forget(self, uid: str) -> None:
-        with self._lock:
-            self._unexpect(uid)
-            self._refused.pop(uid, None)
-            self._doubted.discard(uid)
-
-    def _unexpect(self, uid: str) -> None:
-        entry = self._expected.pop(uid, None)
-        if entry is not None:
-            self._expected_uid.pop(entry[0], None)
-
-    def _stale(self, job_id: int, observed_at: float) -> bool:
-        if job_id in self._observed_at:
-            return observed_at < self._observed_at[job_id]
-        removed = self._removed.get(job_id)
-        return removed is not None and observed_at < removed[0]
-
-    def _holds(self, job: Job, observed_at: float) -> bool:
-        uid = self._uid_of.get(job.id)
-        return uid is not None and self._observed_at.get(job.id) == observed_at and \
-            self._by_uid.get(uid, {}).get(job.id) == job
-
-    def _expire_removals(self) -> None:
-        horizon = self._clock() - self._ttl
-        while self._removed:
-            oldest = next(iter(self._removed))
-            if self._removed[oldest][1] >= horizon:
-                return
-            del self._removed[oldest]
-
-    def _put(self, job: Job, observed_at: float) -> Optional[str]:
+    # -- what the informer shows -------------------------------------------------------------
+    def seen(self, job: Job) -> Optional[str]:
+        """The informer holds ``job`` (added or changed): its unit's key if it is a placeholder, whose
+        expectation of it (or doubt) is then met."""
         parsed = self._parse(job)
         if parsed is None:
             return None
-        uid, started = parsed
-        self._removed.pop(job.id, None)
-        self._doubted.discard(uid)  # a job of this Pod is known: nothing left to look for
-        self._by_uid.setdefault(uid, {})[job.id] = job
-        self._uid_of[job.id] = uid
-        self._started[job.id] = started
-        self._observed_at[job.id] = observed_at
-        for node in job.node_list:
-            self._on_node.setdefault(node, set()).add(job.id)
-        return uid
+        if isinstance(self.expectations.observed(parsed[0], job.id), Doubted):
+            PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
+            log.info("%s: job %d, made by a submission whose answer was lost, is listed: adopted it", parsed[0], job.id)
+        return parsed[0]
 
-    def _drop(self, job_id: int) -> Optional[str]:
-        uid = self._uid_of.pop(job_id, None)
-        self._started.pop(job_id, None)
-        self._observed_at.pop(job_id, None)
-        if uid is not None:
-            jobs = self._by_uid.get(uid, {})
-            job = jobs.pop(job_id, None)
-            for node in job.node_list if job is not None else ():
-                placed = self._on_node.get(node)
-                if placed is not None:
-                    placed.discard(job_id)
-                    if not placed:
-                        del self._on_node[node]
-            if not jobs:
-                self._by_uid.pop(uid, None)
-        return uid
+    def gone(self, job: Job) -> Optional[str]:
+        """The informer no longer holds ``job``: its unit's key if it was a placeholder."""
+        parsed = self._parse(job)
+        return parsed[0] if parsed is not None else None
+
+    def listed(self, requested_at: float) -> list[str]:
+        """The informer holds a whole list requested at ``requested_at``: the doubts older than it are
+        settled (``SubmitExpectations.listed``); returns their keys."""
+        return self.expectations.listed(requested_at)
+
+    def upsert(self, job: Job, observed_at: float = 0.0) -> Optional[str]:
+        """A job a reader read from Slurm itself at ``observed_at`` (the hook API's read-back), handed to the
+        informer's store; its unit's key if the store took it (not when it holds a later or this same
+        observation) and it is a placeholder."""
+        return self.seen(job) if self._jobs.observe(job, observed_at) else None
+
+    def remove(self, job_id: int, observed_at: float = 0.0) -> Optional[str]:
+        """A job gone as of ``observed_at``, in the index's own store (the informer removes its own)."""
+        if self._own is None:
+            raise TypeError("the jobs informer removes its jobs itself")
+        gone = self._own.store.drop(job_id, observed_at)
+        return self.gone(gone) if gone is not None else None
+
+    # -- readers -----------------------------------------------------------------------------
+    def view(self, uid: str) -> PodJobs:
+        expectation = self.expectations.get(uid)  # (first: see the module notes)
+        jobs = tuple(sorted(self._jobs.by_index(BY_UNIT, uid), key=lambda j: j.id))
+        started = {j.id: bool((self._parse(j) or ("", False))[1]) for j in jobs}
+        expected = refused = None
+        if isinstance(expectation, Expected):
+            if any(j.id == expectation.job_id for j in jobs):
+                self.expectations.observed(uid, expectation.job_id)  # met
+            else:
+                expected = expectation.job_id
+        elif isinstance(expectation, Refused):
+            refused = expectation.message
+        return PodJobs(jobs, expected, refused, started, isinstance(expectation, Doubted) and not jobs)
+
+    def uids(self) -> set[str]:
+        return set(self._jobs.index_values(BY_UNIT))
+
+    def owners_on(self, slurm_node: str) -> set[str]:
+        """The Pods (UIDs) and gangs (owners) whose known jobs Slurm placed on ``slurm_node``: those a change
+        of that node's slurmd Pod may concern. O(the jobs on that node), whatever the number of Pods."""
+        return {owner for job in self._jobs.by_index(BY_NODE, slurm_node) if (owner := self.gone(job))}
+
+    def uid_of(self, job_id: int) -> Optional[str]:
+        """The unit of a known placeholder job, or of one this process submitted that no list has shown yet."""
+        job = self._jobs.get(job_id)
+        parsed = self._parse(job) if job is not None else None
+        return parsed[0] if parsed is not None else self.expectations.key_of(job_id)
+
+    # -- expectations ------------------------------------------------------------------------
+    def expect(self, uid: str, job_id: int) -> None:
+        self.expectations.expect(uid, job_id)
+
+    def refuse(self, uid: str, message: str) -> None:
+        """Slurm refused this unit's job: do not submit again before the refusal expires."""
+        self.expectations.refuse(uid, message)
+
+    def doubt(self, uid: str) -> None:
+        """A submission for this unit was sent and its answer lost: Slurm may have made the job."""
+        self.expectations.doubt(uid)
+
+    def forget(self, uid: str) -> None:
+        self.expectations.settle(uid)
+

@@ -29,8 +29,7 @@ from sunk.kube.store import IndexedStore, pod_node_name
 from sunk.scripts import shipped_script
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
-from sunk.slurm.freshread import FreshRead
-from sunk.slurm.models import Job, JobRequest, NodeUpdate, SubmitLimits
+from sunk.slurm.models import JobRequest, NodeUpdate, SubmitLimits
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain, held_by_another
 from sunk.translate.gang import IDENTITY_MAX, Gang, disagreements, gang_of, max_members, member_order
@@ -206,9 +205,6 @@ class PodScheduler:
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
     clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
-    # Slurm's jobs as of a list that began after the caller asked; lookups after lost answers share it.
-    fresh_jobs: FreshRead[tuple[Job, ...]] = attrs.field(default=attrs.Factory(
-        lambda self: FreshRead(lambda: self.slurm.list_jobs().items or ()), takes_self=True))
     # What the Slurm backend cannot submit (pyslurm: prefer, exclusive topo): such a Pod is refused, saying why.
     submit_limits: SubmitLimits = attrs.field(default=attrs.Factory(
         lambda self: getattr(self.slurm, "submit_limits", SubmitLimits()), takes_self=True))
@@ -358,9 +354,10 @@ class PodScheduler:
             case Submit(members=uids):
                 return self._submit(unit, gang, [pod(uid) for uid in uids])
             case FindJob():
-                self._settle(key, _describe(unit, members))
-                members, action, gang = self.unit_placement(unit)  # decided again: the doubt is settled
-                return self._act(unit, gang, members, action)
+                # Settled by the jobs informer's next list (it shows the job, or a list requested after the
+                # doubt does not), which wakes the unit: no Slurm call of its own per unit.
+                self.nudge()
+                return Result(requeue_after=LOST_ANSWER_SETTLE)
             case BindMembers(binds=binds):
                 return self._bind([(pod(uid), where) for uid, where in binds])
             case Waiting():
@@ -510,16 +507,6 @@ class PodScheduler:
             else:
                 kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(job_id)})
         return Result(requeue_after=WAITING_RESYNC)  # the cache's event for the new job comes first
-
-    def _settle(self, owner: str, what: str) -> None:
-        jobs, requested_at = self.fresh_jobs.read_with_time()
-        found = self.jobs.settle(owner, jobs, requested_at)
-        if found:
-            PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
-            log.info("%s: found job %s in Slurm, made by a submission whose answer was lost; adopted it",
-                     what, ",".join(map(str, found)))
-        else:
-            log.info("%s: no job in Slurm from the submission whose answer was lost; submitting again", what)
 
     def _bind(self, binds: list[tuple[Obj, Bind]]) -> Result:
         """Every member to its node, at once (a lone Pod's one binding in this thread): each binding is a round

@@ -122,6 +122,11 @@ class KeyedStore(Generic[K, V]):
         with self._lock:
             return sorted(self._indices[index_name].get(value, ()))  # type: ignore[type-var]
 
+    def index_values(self, index_name: str) -> StrList:
+        """Every value ``index_name`` holds some object under."""
+        with self._lock:
+            return list(self._indices[index_name])
+
     # ---- write side -----------------------------------------------------------------
 
     def add_indexer(self, name: str, func: Callable[[V], Iterable[str]]) -> None:

@@ -363,13 +363,14 @@ class SlurmCache:
         self.min_nudge_interval = min_nudge_interval
         self._answered_with_nodes = False  # the last refresh's node list came back with items (poll_wait)
         self._clock = clock
-        known = {NODE: _Kind(NODE, client.list_nodes, lambda n: n.name),
-                 JOB: _Kind(JOB, client.list_jobs, lambda j: j.id)}
-        self._kinds = [known[k] for k in kinds]
+        known = {NODE: (lambda: _Kind(NODE, client.list_nodes, lambda n: n.name)),
+                 JOB: (lambda: _Kind(JOB, client.list_jobs, lambda j: j.id))}
+        self._kinds = [known[k]() for k in kinds]  # (a one-kind cache touches only its own kind's call)
         self._refresh_lock = threading.RLock()  # one refresh (and its dispatch) at a time
         self._changed = threading.Condition()  # notified after every refresh
         self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
         self._recovered: list[Callable[[], None]] = []
+        self._on_listed: list[Callable[[float], None]] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -497,8 +498,10 @@ class SlurmCache:
             errors = []
             in_outage = any(kind.error is not None for kind in self._kinds)
             expect, self._nudged = self._nudged, False
+            listed: list[float] = []
             for kind in self._kinds:
                 made = [0]
+                requested = self._clock()
                 try:
                     found = self._refresh_kind(kind, made, expect)
                 except Exception as exc:  # SlurmError, or an answer we could not map: stale either way
@@ -511,6 +514,7 @@ class SlurmCache:
                     calls += made[0]
                 events += len(found)
                 self._dispatch(found)
+                listed.append(requested)
             seconds = self._clock() - started
             with self._changed:
                 self._refreshes += 1
@@ -519,10 +523,38 @@ class SlurmCache:
                 self._events += events
                 self._last_seconds = seconds
                 self._changed.notify_all()
+            if listed and not errors:
+                self._whole_list(min(listed))
             if in_outage and not errors:
                 self._outage_over()
             return RefreshResult(ok=not errors, calls=calls, events=events, seconds=seconds,
                                  error="; ".join(errors) or None)
+
+    def on_listed(self, callback: Callable[[float], None]) -> Callable[[], None]:
+        """Call ``callback(requested_at)`` after each refresh in which every kind listed, once its events are
+        out: what is held is Slurm's state as of a read requested at ``requested_at`` (this cache's clock).
+        Returns a function that unsubscribes."""
+        with self._refresh_lock:
+            self._on_listed.append(callback)
+
+        def unsubscribe() -> None:
+            with self._refresh_lock:
+                if callback in self._on_listed:
+                    self._on_listed.remove(callback)
+
+        return unsubscribe
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """This cache's clock: what its events' ``observed_at`` and ``observe``'s ``requested_at`` are read on."""
+        return self._clock
+
+    def _whole_list(self, requested_at: float) -> None:
+        for callback in list(self._on_listed):
+            try:
+                callback(requested_at)
+            except Exception:
+                log.exception("Slurm cache listed callback %r failed", callback)
 
     def _outage_over(self) -> None:
         for callback in list(self._recovered):

@@ -20,7 +20,9 @@ informer per kind per process, so every reader in a process shares one read of e
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypeVar
 
@@ -32,9 +34,96 @@ from .cache import JOB, KINDS, NODE, CacheEvent, CacheStats, Patience, RefreshRe
 from .client import SlurmClient
 from .models import Job, Node
 
+log = logging.getLogger(__name__)
+
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 _Values = list  # (``list[T]`` where the class's own ``list`` method shadows the builtin)
+
+
+class ObservedStore(Generic[K, T]):
+    """A ``KeyedStore`` that knows when each item's read was requested: the later observation wins.
+
+    Why: an item is learnt two ways, from its lister's refreshes and from a reader that read it from Slurm
+    itself (the scheduler's hook API reads a placeholder as its script calls, seconds before a list shows
+    it). A list that left before the reader's read must not undo it (a bound Pod's RUNNING job turned back
+    into PENDING reads as "requeued" and deletes the Pod); a removal is remembered for ``forget_after``
+    seconds, so that a read that was slow to return does not bring a purged item back. The one such rule
+    on the Slurm side: every reader of the informer sees the same order.
+    """
+
+    def __init__(self, forget_after: float = 300.0, clock: Callable[[], float] = time.monotonic):
+        self._items: KeyedStore[K, T] = KeyedStore()
+        self._lock = threading.RLock()
+        self._seen_at: dict[K, float] = {}
+        self._gone: dict[K, tuple[float, float]] = {}  # key -> (its removal's observation, clock then), oldest first
+        self._forget_after = forget_after
+        self._clock = clock
+
+    def put(self, key: K, item: T, observed_at: float) -> Optional[tuple[Optional[T], T]]:
+        """Hold ``item`` read at ``observed_at``: the change (old, new), or None when a later observation is
+        held (it stays) or this same one (nothing new)."""
+        with self._lock:
+            if self._stale(key, observed_at):
+                return None
+            old = self._items.get(key)
+            if old == item and self._seen_at.get(key) == observed_at:
+                return None
+            self._gone.pop(key, None)
+            self._seen_at[key] = observed_at
+            self._items.add(key, item)
+            return old, item
+
+    def drop(self, key: K, observed_at: float) -> Optional[T]:
+        """The item is gone as of ``observed_at``: the item removed, or None (stale, or not held)."""
+        with self._lock:
+            if self._stale(key, observed_at):
+                return None
+            self._seen_at.pop(key, None)
+            self._gone.pop(key, None)  # (re-inserted at the end: the dict stays in time order)
+            self._gone[key] = (observed_at, self._clock())
+            self._expire()
+            return self._items.delete(key)
+
+    def seen_at(self, key: K) -> Optional[float]:
+        with self._lock:
+            return self._seen_at.get(key)
+
+    def get(self, key: K) -> Optional[T]:
+        return self._items.get(key)
+
+    def list(self) -> _Values[T]:
+        return self._items.list()
+
+    def keys(self) -> _Values[K]:
+        return self._items.keys()
+
+    def by_index(self, index_name: str, value: str) -> _Values[T]:
+        return self._items.by_index(index_name, value)
+
+    def index_keys(self, index_name: str, value: str) -> _Values[K]:
+        return self._items.index_keys(index_name, value)
+
+    def index_values(self, index_name: str) -> _Values[str]:
+        """Every value of ``index_name`` some item has (its owners, say)."""
+        return self._items.index_values(index_name)
+
+    def add_indexer(self, name: str, func: Callable[[T], Any]) -> None:
+        self._items.add_indexer(name, func)
+
+    def _stale(self, key: K, observed_at: float) -> bool:
+        if key in self._seen_at:
+            return observed_at < self._seen_at[key]
+        gone = self._gone.get(key)
+        return gone is not None and observed_at < gone[0]
+
+    def _expire(self) -> None:
+        horizon = self._clock() - self._forget_after
+        while self._gone:
+            oldest = next(iter(self._gone))
+            if self._gone[oldest][1] >= horizon:
+                return
+            del self._gone[oldest]
 
 
 class SlurmInformer(Generic[K, T]):
@@ -42,13 +131,18 @@ class SlurmInformer(Generic[K, T]):
 
     outage_dependency = "slurm"  # its on_recovered wakes the keys that waited for Slurm (the Manager)
 
-    def __init__(self, lister: SlurmCache, kind: str):
-        """``lister``: a ``SlurmCache`` of ``kind`` only (the factory builds it)."""
+    def __init__(self, lister: SlurmCache, kind: str, key: Callable[[T], K], forget_after: float = 300.0):
+        """``lister``: a ``SlurmCache`` of ``kind`` only (the factory builds it); ``key``: an item's key."""
         self.kind = kind
         self.lister = lister
-        self._store: KeyedStore[K, T] = KeyedStore()
+        self._key = key
+        self._store: ObservedStore[K, T] = ObservedStore(forget_after, clock=lister.clock)
+        self._lock = threading.RLock()  # one change (store, then every handler) at a time
+        self._handlers: list[ChangeHandler[T]] = []
+        self._listed: list[Callable[[float], None]] = []
         self._delivering = threading.local()
-        lister.subscribe(self._apply, kinds=[kind])  # first subscriber: the store leads every handler
+        lister.subscribe(self._from_lister, kinds=[kind])  # (replays what the lister holds)
+        lister.on_listed(self._whole_list)
 
     # ---- read side ----------------------------------------------------------------------------
     def get(self, key: K) -> Optional[T]:
@@ -70,15 +164,21 @@ class SlurmInformer(Generic[K, T]):
     def index_keys(self, index_name: str, value: str) -> _Values[K]:
         return self._store.index_keys(index_name, value)
 
+    def index_values(self, index_name: str) -> _Values[str]:
+        return self._store.index_values(index_name)
+
     def add_indexer(self, name: str, func: Callable[[T], Any]) -> None:
         """Add an index (``func(item)`` -> its index values); items held are indexed at once."""
         self._store.add_indexer(name, func)
 
     def observed_at(self) -> float:
-        """Inside a handler: when the read behind the change being handled was requested (the lister's clock).
-        A reader that also learns of an item another way (a placeholder's own started call) keeps whichever
-        it saw later."""
+        """Inside a handler: when the read behind the change being handled was requested (the lister's clock)."""
         return float(getattr(self._delivering, "at", 0.0))
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock observations are stamped with (``observe``'s ``requested_at``, ``on_listed``)."""
+        return self.lister.clock
 
     @property
     def synced(self) -> bool:
@@ -115,12 +215,14 @@ class SlurmInformer(Generic[K, T]):
     def stats(self) -> CacheStats:
         return self.lister.stats()
 
-    def observe(self, item: T, requested_at: float) -> None:
-        """A record its reader read from Slurm itself, the read begun at ``requested_at`` (the lister's clock):
-        the jobs lister takes it for its own read of the job when its state list agrees (``SlurmCache.observe``).
-        Data handed down, never a call; ignored where the lister would not use it."""
+    def observe(self, item: T, requested_at: float) -> bool:
+        """A record a reader read from Slurm itself, the read begun at ``requested_at`` (``clock``): the store
+        takes it unless it holds a later observation, and the handlers hear of it at once, on the caller's
+        thread; the jobs lister may take it for its own read of the job (``SlurmCache.observe``). True if
+        the store took it."""
         if self.kind == JOB:
             self.lister.observe(item, requested_at)  # type: ignore[arg-type]
+        return self._change(self._key(item), item, requested_at)
 
     # ---- handlers -----------------------------------------------------------------------------
     def add_handler(self, handler: Optional[ChangeHandler[T]] = None, *,
@@ -128,35 +230,81 @@ class SlurmInformer(Generic[K, T]):
                     on_update: Optional[Callable[[T, T], None]] = None,
                     on_delete: Optional[Callable[[T], None]] = None) -> Callable[[], None]:
         """Register a handler; the items held now are replayed to it as adds first. Handlers run on the
-        refreshing thread, in order; keep them quick. One that raises is logged, the others go on.
-        Returns a function that removes it."""
+        refreshing thread (or an ``observe``'s caller's), in order; keep them quick. One that raises is
+        logged, the others go on. Returns a function that removes it."""
         h: ChangeHandler[T] = handler or FuncHandler(on_add, on_update, on_delete)
+        with self._lock:  # no change in between: nothing missed, nothing twice
+            self._handlers.append(h)
+            for key in self._store.keys():
+                item = self._store.get(key)
+                if item is not None:
+                    self._deliver([h], None, item, self._store.seen_at(key) or 0.0)
 
-        def deliver(event: CacheEvent) -> None:
-            self._delivering.at = event.observed_at
-            try:
-                old: Optional[T] = event.old
-                new: Optional[T] = event.new
-                if old is None and new is not None:
-                    h.on_add(new)
-                elif new is None and old is not None:
-                    h.on_delete(old)
-                elif old is not None and new is not None:
-                    h.on_update(old, new)
-            finally:
-                self._delivering.at = 0.0
+        def remove() -> None:
+            with self._lock:
+                if h in self._handlers:
+                    self._handlers.remove(h)
 
-        return self.lister.subscribe(deliver, kinds=[self.kind], replay=True)
+        return remove
+
+    def on_listed(self, callback: Callable[[float], None]) -> Callable[[], None]:
+        """``callback(requested_at)`` after each refresh that worked, once its changes are out: the store then
+        holds every item as of a read requested at ``requested_at`` (an item missing was missing then).
+        Returns a function that removes it."""
+        with self._lock:
+            self._listed.append(callback)
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._listed:
+                    self._listed.remove(callback)
+
+        return remove
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
         """``callback()`` whenever this kind's outage ends (after the relist's own changes are out)."""
         return self.lister.on_recovered(callback)
 
-    def _apply(self, event: CacheEvent) -> None:
-        if event.new is None:
-            self._store.delete(event.key)  # type: ignore[arg-type]
-        else:
-            self._store.add(event.key, event.new)  # type: ignore[arg-type]
+    def _from_lister(self, event: CacheEvent) -> None:
+        self._change(event.key, event.new, event.observed_at)  # type: ignore[arg-type]
+
+    def _change(self, key: K, new: Optional[T], at: float) -> bool:
+        with self._lock:
+            if new is None:
+                gone = self._store.drop(key, at)
+                if gone is None:
+                    return False
+                self._deliver(self._handlers, gone, None, at)
+                return True
+            change = self._store.put(key, new, at)
+            if change is None:
+                return False
+            self._deliver(self._handlers, change[0], new, at)
+            return True
+
+    def _deliver(self, handlers: Sequence[ChangeHandler[T]], old: Optional[T], new: Optional[T], at: float) -> None:
+        self._delivering.at = at
+        try:
+            for h in list(handlers):
+                try:
+                    if old is None and new is not None:
+                        h.on_add(new)
+                    elif new is None and old is not None:
+                        h.on_delete(old)
+                    elif old is not None and new is not None:
+                        h.on_update(old, new)
+                except Exception:
+                    log.exception("Slurm %s informer handler %r failed", self.kind, h)
+        finally:
+            self._delivering.at = 0.0
+
+    def _whole_list(self, requested_at: float) -> None:
+        with self._lock:
+            for callback in list(self._listed):
+                try:
+                    callback(requested_at)
+                except Exception:
+                    log.exception("Slurm %s informer listed callback %r failed", self.kind, callback)
 
     # ---- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -182,6 +330,7 @@ class SlurmInformer(Generic[K, T]):
 
 NodeInformer = SlurmInformer[str, Node]
 JobInformer = SlurmInformer[int, Job]
+_KEYS: dict[str, Callable[[Any], Hashable]] = {NODE: lambda node: node.name, JOB: lambda job: job.id}
 
 
 @frozen
@@ -234,7 +383,7 @@ class SlurmInformerFactory:
                                    patience=self.job_hints.patience)
                 lister = SlurmCache(self.client, interval=self.intervals.get(kind, self.interval), kinds=(kind,),
                                     job_full_every=self.job_full_every, **options)
-                informer = self._informers[kind] = SlurmInformer(lister, kind)
+                informer = self._informers[kind] = SlurmInformer(lister, kind, _KEYS[kind])
             return informer
 
     # ---- life cycle, for every informer made ----------------------------------------------------
@@ -255,4 +404,5 @@ class SlurmInformerFactory:
             informer.refresh()
 
 
-__all__ = ["JOB", "NODE", "JobInformer", "JobReadHints", "NodeInformer", "SlurmInformer", "SlurmInformerFactory"]
+__all__ = ["JOB", "NODE", "JobInformer", "JobReadHints", "NodeInformer", "ObservedStore", "SlurmInformer",
+           "SlurmInformerFactory"]

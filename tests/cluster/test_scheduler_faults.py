@@ -135,9 +135,11 @@ def test_a_submission_whose_answer_is_lost_makes_one_job(kube_api, dev_cluster, 
             assert proxy.dropped == 1, "the proxy never dropped the submission's answer"
             time.sleep(3)  # a second submission would have come by now
             assert jobs_for_pod(dev_cluster, uid) == [job_id], "a second job for one Pod"
-            # Adopted either by a fresh lookup (FindJob) or by the cache showing the job first; never sent again.
+            # Adopted by the jobs informer showing the job (its next list, or the started call's read-back: no
+            # lookup of the scheduler's own); never sent again.
             submissions = "sunk_scheduler_placeholder_submissions_total"
             assert metric(port["metrics"], submissions, result="unknown") == 1
+            assert metric(port["metrics"], submissions, result="adopted") == 1
             assert not metric(port["metrics"], submissions, result="submitted"), "submitted a second time"
 
 

@@ -740,23 +740,40 @@ def losing_world(monkeypatch, slurm):
     return world
 
 
+def informed_losing_world(monkeypatch, slurm):
+    """``losing_world`` whose job index is on a real jobs informer over ``slurm``, fed as the assembly feeds it."""
+    from scheduler.assembly import attach_job_feed
+    from sunk.slurm.informer import SlurmInformerFactory
+
+    informer = SlurmInformerFactory(slurm, interval=1.0).jobs()
+    index = JobIndex(identity_parser(CONFIG), clock=informer.clock, jobs=informer)
+    attach_job_feed(informer, index, lambda key: None)
+    world = World(monkeypatch, slurm=slurm, jobs=index)
+    world.pods += [member(i) for i in range(3)]
+    return world, informer
+
+
 def test_a_gangs_submission_whose_answer_was_lost_is_looked_up_by_the_gangs_identity_not_made_twice(monkeypatch):
-    """OutcomeUnknown: Slurm may have made the gang's job. The retry reads Slurm's jobs and adopts the one whose
-    AdminComment names the gang (its key, not any member's UID) before it would submit again."""
-    world = losing_world(monkeypatch, LosingSlurm())
+    """OutcomeUnknown: Slurm may have made the gang's job. The retry submits nothing until the jobs informer's
+    next list, which adopts the job whose AdminComment names the gang (its key, not any member's UID)."""
+    world, informer = informed_losing_world(monkeypatch, LosingSlurm())
     assert world.scheduler.reconcile(OWNER).requeue_after == reconciler.LOST_ANSWER_SETTLE
     assert world.index.view(OWNER).in_doubt and world.recorder.events == []
-    world.scheduler.reconcile("uid-1")  # the retry (any member's key is its gang's), before any cache event
+    world.scheduler.reconcile("uid-1")  # the retry (any member's key is its gang's), before any list
     assert len(world.slurm.submitted) == 1, "a second job for the gang"
-    assert world.slurm.lists == 1
+    assert world.slurm.lists == 0
+    assert informer.refresh().ok
     view = world.index.view(OWNER)
     assert [j.id for j in view.jobs] == [7] and not view.in_doubt
+    world.scheduler.reconcile("uid-1")
+    assert len(world.slurm.submitted) == 1
     assert {e[1] for e in world.recorder.events} <= {"WaitingForSlurm"}
 
 
 def test_a_gangs_lost_submission_that_made_no_job_is_submitted_again_once(monkeypatch):
-    world = losing_world(monkeypatch, LosingSlurm(make=False))
+    world, informer = informed_losing_world(monkeypatch, LosingSlurm(make=False))
     world.scheduler.reconcile(OWNER)
+    assert informer.refresh().ok
     world.scheduler.reconcile(OWNER)
     assert len(world.slurm.submitted) == 2 and world.slurm.lists == 1
     assert world.index.view(OWNER).expected_job_id == 8 and not world.index.view(OWNER).in_doubt

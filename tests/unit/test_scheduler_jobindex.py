@@ -1,4 +1,5 @@
-"""JobIndex: placeholder jobs by Pod UID, learnt from cache lists and from the "started" hook."""
+"""JobIndex: placeholder jobs by unit, indexes on the jobs informer's store (its lists and the "started" hook's
+reads meet there, the later wins), and the expectations of the units submitted for."""
 
 from __future__ import annotations
 
@@ -77,8 +78,7 @@ def test_removals_are_remembered_for_the_ttl_only():
         now[0] += 40.0
     assert index.upsert(job(id=8), observed_at=24.0) is None  # 40 s after its removal: still refused
     index.remove(9, observed_at=30.0)  # (a removal is when old ones expire)
-    assert set(index._removed) == {8, 9}  # 7 was removed 80 s ago
-    assert index.upsert(job(id=7), observed_at=24.0) == "uid-a"  # forgotten: accepted again
+    assert index.upsert(job(id=7), observed_at=24.0) == "uid-a"  # removed 80 s ago: forgotten, accepted again
 
 
 def test_jobs_that_are_not_placeholders_are_not_indexed():
@@ -121,36 +121,61 @@ def test_a_view_is_one_moment_even_when_the_hook_lands_while_it_is_read():
     assert [j.id for j in after.jobs] == [7] and after.expected_job_id is None and after.started == {7: True}
 
 
-def test_a_lost_submission_is_in_doubt_until_settled_from_a_fresh_read():
-    index = JobIndex(parse)
-    index.doubt("uid-a")
+def test_a_lost_submission_is_in_doubt_until_a_list_requested_after_it_shows_the_pods_job():
+    index = JobIndex(parse, clock=lambda: 5.0)
+    index.doubt("uid-a")  # (at 5.0)
     assert index.view("uid-a").in_doubt
-    found = index.settle("uid-a", [job(id=3, uid="uid-b"), job(state="PENDING", id=9)], observed_at=5.0)
-    assert found == (9,) and not index.view("uid-a").in_doubt
-    assert [j.id for j in index.view("uid-a").jobs] == [9]
-    assert index.view("uid-b").jobs == ()  # another Pod's job is the cache's to record
+    index.upsert(job(id=3, uid="uid-b"), observed_at=6.0)  # another Pod's job settles nothing
+    assert index.view("uid-a").in_doubt
+    assert index.upsert(job(state="PENDING", id=9), observed_at=6.0) == "uid-a"
+    assert not index.view("uid-a").in_doubt and [j.id for j in index.view("uid-a").jobs] == [9]
+    assert index.listed(7.0) == []  # nothing left to settle
 
 
-def test_a_fresh_read_without_the_pods_job_settles_the_doubt_too():
-    index = JobIndex(parse)
+def test_a_list_requested_after_the_doubt_without_the_pods_job_settles_it_too():
+    index = JobIndex(parse, clock=lambda: 5.0)
     index.doubt("uid-a")
-    assert index.settle("uid-a", [], observed_at=5.0) == ()
+    assert index.listed(5.0) == [] and index.view("uid-a").in_doubt  # requested as the doubt began: not after
+    assert index.listed(5.5) == ["uid-a"]
     assert not index.view("uid-a").in_doubt and index.view("uid-a").jobs == ()
 
 
-def test_the_cache_showing_the_job_settles_a_doubt():
-    index = JobIndex(parse)
-    index.doubt("uid-a")
-    index.upsert(job(state="PENDING"), observed_at=3.0)
-    assert not index.view("uid-a").in_doubt
-
-
-def test_settling_keeps_a_later_observation():
+def test_a_doubt_beside_a_job_of_the_pod_is_no_doubt():
+    """The view never says "look it up" for a unit whose job it shows."""
     index = JobIndex(parse)
     index.upsert(job(started=True), observed_at=20.0)
     index.doubt("uid-a")
-    assert index.settle("uid-a", [job(state="PENDING")], observed_at=10.0) == (7,)
-    assert [j.state for j in index.view("uid-a").jobs] == ["RUNNING"]
+    assert not index.view("uid-a").in_doubt
+
+
+def test_an_informer_s_store_is_indexed_and_its_changes_settle_what_was_expected():
+    """Over a real jobs informer: the index is the informer's (no second store); its changes reach the
+    expectations through the assembly's feed; the hook's read goes into the informer's store."""
+    from scheduler.assembly import attach_job_feed
+    from sunk.slurm.client import Snapshot
+    from sunk.slurm.informer import SlurmInformerFactory
+
+    class Slurm:
+        jobs: tuple[Job, ...] = ()
+
+        def list_jobs(self, *, updated_since=None):
+            return Snapshot(items=self.jobs, last_update=1)
+
+    slurm = Slurm()
+    informer = SlurmInformerFactory(slurm, interval=1.0).jobs()  # type: ignore[arg-type]
+    index = JobIndex(parse, clock=informer.clock, jobs=informer)
+    woken: list[str] = []
+    attach_job_feed(informer, index, woken.append)
+    index.expect("uid-a", 7)
+    slurm.jobs = (job(state="PENDING"), Job(id=3, admin_comment="not ours"))
+    assert informer.refresh().ok
+    assert informer.get(3) is not None and index.uids() == {"uid-a"}  # one store; only placeholders indexed
+    assert woken == ["uid-a"] and index.view("uid-a").expected_job_id is None
+    assert index.upsert(job(started=True), observed_at=informer.clock())  # the hook's read, into the store
+    assert informer.get(7).state == "RUNNING" and index.owners_on("node1") == {"uid-a"}
+    slurm.jobs = ()
+    assert informer.refresh().ok
+    assert index.view("uid-a").jobs == () and index.owners_on("node1") == set() and woken[-1] == "uid-a"
 
 
 # -- with the scheduler's own parser (scheduler.assembly.identity_parser) -------------------------------------
@@ -177,7 +202,7 @@ def test_an_identity_in_a_jobs_extra_is_no_identity():
     assert index.upsert(forged, observed_at=1.0) is None
     assert index.uid_of(5) is None and index.uids() == set()
     index.doubt("uid-a")
-    assert index.settle("uid-a", [forged], observed_at=2.0) == ()  # not found by a lookup either
+    assert index.view("uid-a").in_doubt  # the forged job settles no doubt either
     assert index.upsert(Job(id=7, state="PENDING", admin_comment=identity()), observed_at=3.0) == "uid-a"
     assert [j.id for j in index.view("uid-a").jobs] == [7]
 

@@ -173,7 +173,7 @@ def test_a_job_whose_pod_was_deleted_during_the_outage_is_cancelled_as_soon_as_s
 
     slurm = CancelSlurm()
     cache = SlurmInformerFactory(slurm, interval=0.05).jobs()  # type: ignore[arg-type]
-    index = JobIndex(parse)
+    index = JobIndex(parse, clock=cache.clock, jobs=cache)
     scheduler = PodScheduler(api=None, slurm=slurm, config=SchedulerConfig("s", b"x" * 32, "http://h",
                                                                            identity_policy=TEST_POLICY),  # type: ignore[arg-type]
                              jobs=index, pods=PodIndex(ListInformer([])), slurmd=SlurmdNodes(ListInformer([])),

@@ -459,6 +459,7 @@ class LosingSlurm:
         self.submitted: list = []
         self.jobs: list[Job] = []
         self.lists = 0
+        self.down = False
 
     def submit_job(self, request):
         self.submitted.append(request)
@@ -471,43 +472,72 @@ class LosingSlurm:
         return job_id
 
     def list_jobs(self, **_kw):
+        if self.down:
+            raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
         self.lists += 1
         return Snapshot(items=tuple(self.jobs), last_update=1)
 
 
+def informed(build, slurm, parser=None, **settings):
+    """A scheduler whose job index is on a real jobs informer over ``slurm`` (refreshed by the test), fed as
+    the assembly feeds it; ``woken``: the keys its changes and lists queued."""
+    from scheduler.assembly import attach_job_feed
+    from sunk.slurm.informer import SlurmInformerFactory
+
+    informer = SlurmInformerFactory(slurm, interval=1.0).jobs()
+    jobs = JobIndex(parser or parse, clock=informer.clock, jobs=informer)
+    woken: list[str] = []
+    attach_job_feed(informer, jobs, woken.append)
+    scheduler, *_ = build(slurm=slurm, jobs=jobs, nudge=informer.nudge, **settings)
+    return scheduler, jobs, informer, woken
+
+
 def test_a_submission_whose_answer_was_lost_is_found_not_made_twice(build):
-    """The job exists but the cache has not listed it yet: the retry looks it up in Slurm first."""
-    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm())
+    """The job exists but no list has shown it yet: the retry submits nothing and calls Slurm for nothing of
+    its own; the jobs informer's next list shows the job, which settles the doubt and wakes the Pod."""
+    slurm = LosingSlurm()
+    scheduler, jobs, informer, woken = informed(build, slurm)
     assert scheduler.reconcile("uid-a").requeue_after == reconciler.LOST_ANSWER_SETTLE
     assert jobs.view("uid-a").in_doubt
-    result = scheduler.reconcile("uid-a")  # the retry, before any cache event
-    assert len(scheduler.slurm.submitted) == 1, "a second job for the Pod"
-    assert scheduler.slurm.lists == 1
+    assert scheduler.reconcile("uid-a").requeue_after == reconciler.LOST_ANSWER_SETTLE  # the retry, before a list
+    assert len(slurm.submitted) == 1, "a second job for the Pod"
+    assert slurm.lists == 0
+    assert informer.refresh().ok and "uid-a" in woken
     view = jobs.view("uid-a")
     assert [j.id for j in view.jobs] == [7] and not view.in_doubt
+    result = scheduler.reconcile("uid-a")
+    assert len(slurm.submitted) == 1 and slurm.lists == 1
     assert result.requeue_after == pytest.approx(reconciler.PASSING_WAIT_GRACE)  # waiting for Slurm, as usual
 
 
 def test_a_lost_submission_that_made_no_job_is_submitted_again(build):
-    scheduler, _, jobs, _, _ = build(slurm=LosingSlurm(make_job=False))
+    slurm = LosingSlurm(make_job=False)
+    scheduler, jobs, informer, woken = informed(build, slurm)
     scheduler.reconcile("uid-a")
+    assert informer.refresh().ok and woken == ["uid-a"]  # a list requested after the doubt shows no job
     scheduler.reconcile("uid-a")
-    assert len(scheduler.slurm.submitted) == 2 and scheduler.slurm.lists == 1
+    assert len(slurm.submitted) == 2 and slurm.lists == 1
     assert jobs.view("uid-a").expected_job_id == 8 and not jobs.view("uid-a").in_doubt
 
 
-def test_a_lookup_that_fails_keeps_the_doubt(build):
+def test_a_list_that_fails_keeps_the_doubt(build):
     slurm = LosingSlurm()
-    scheduler, _, jobs, _, _ = build(slurm=slurm)
+    scheduler, jobs, informer, _ = informed(build, slurm)
     scheduler.reconcile("uid-a")
-
-    def down(**_kw):
-        raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
-
-    slurm.list_jobs = down
-    with pytest.raises(SlurmUnavailable):
-        scheduler.reconcile("uid-a")  # (retried with backoff by the controller)
+    slurm.down = True
+    assert not informer.refresh().ok
+    assert scheduler.reconcile("uid-a").requeue_after == reconciler.LOST_ANSWER_SETTLE
     assert jobs.view("uid-a").in_doubt and len(slurm.submitted) == 1
+
+
+def test_a_list_requested_before_the_lost_answer_does_not_settle_it(build):
+    slurm = LosingSlurm(make_job=False)
+    scheduler, jobs, informer, _ = informed(build, slurm)
+    before = informer.clock() - 1.0
+    scheduler.reconcile("uid-a")
+    assert jobs.listed(before) == [] and jobs.view("uid-a").in_doubt
+    scheduler.reconcile("uid-a")
+    assert len(slurm.submitted) == 1
 
 
 @pytest.mark.parametrize("fault", [
@@ -522,14 +552,16 @@ def test_through_slurmrestd_a_lost_answer_leaves_one_job(build, fault):
     config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
     with FakeSlurmrestd(token="tok") as fake:
         slurm = connect("rest", url=fake.url, token="tok", read_timeout=0.3)
-        scheduler, _, _, _, _ = build(slurm=slurm, config=config, jobs=JobIndex(identity_parser(config)))
+        scheduler, _, informer, _ = informed(build, slurm, identity_parser(config), config=config)
+        assert informer.refresh().ok
         fake.add_fault(Fault("POST", r"job/submit", **fault))
         with contextlib.suppress(SlurmUnavailable):  # (the controller would retry with backoff)
             scheduler.reconcile("uid-a")  # the answer is lost
         deadline = time.monotonic() + 5
         while not fake.state.jobs and time.monotonic() < deadline:  # (slurmctld, slower than the client)
             time.sleep(0.05)
-        scheduler.reconcile("uid-a")  # the retry: looks the job up, adopts it
+        scheduler.reconcile("uid-a")  # the retry: waits for the informer
+        assert informer.refresh().ok  # its next list shows the job: adopted
         scheduler.reconcile("uid-a")
         assert len(fake.state.submitted) == 1 and list(fake.state.jobs) == [1]
         assert [j.id for j in scheduler.jobs.view("uid-a").jobs] == [1]

@@ -175,3 +175,40 @@ def test_an_informer_waits_for_its_first_list_with_or_without_a_timeout():
         assert nodes.wait_for_sync() and nodes.has_synced() and nodes.wait_for_sync(0)
     finally:
         factory.stop(5)
+
+
+def test_the_store_keeps_the_later_observation_and_remembers_removals_for_a_while():
+    """ObservedStore: a list that left before a reader's own read does not undo it; a removal turns older reads
+    away until ``forget_after`` has passed."""
+    from sunk.slurm.informer import ObservedStore
+
+    now = [0.0]
+    store: ObservedStore[int, Job] = ObservedStore(forget_after=60.0, clock=lambda: now[0])
+    running, pending = Job(7, state="RUNNING"), Job(7, state="PENDING")
+    assert store.put(7, running, 20.0) == (None, running)
+    assert store.put(7, pending, 15.0) is None and store.get(7) == running  # older: ignored
+    assert store.put(7, running, 20.0) is None  # the same observation again: nothing new
+    assert store.put(7, pending, 20.0) == (running, pending)  # same time, changed: taken
+    assert store.drop(7, 19.0) is None and store.get(7) == pending
+    assert store.drop(7, 25.0) == pending and store.get(7) is None
+    assert store.put(7, running, 24.0) is None  # read before the removal: does not bring it back
+    now[0] = 61.0
+    store.drop(8, 30.0)  # (a removal is when old ones expire)
+    assert store.put(7, running, 24.0) == (None, running)  # forgotten: taken again
+
+
+def test_an_observed_job_reaches_the_handlers_at_once_and_the_lists_own_older_view_does_not():
+    slurm = SlowJobsSlurm()
+    slurm.jobs = [Job(1, state="PENDING")]
+    jobs = SlurmInformerFactory(slurm, interval=1.0).jobs()  # type: ignore[arg-type]
+    recorder = Recorder()
+    listed: list[float] = []
+    jobs.add_handler(recorder)
+    jobs.on_listed(listed.append)
+    before = jobs.clock()
+    assert jobs.refresh().ok and listed and listed[0] >= before
+    started = Job(1, state="RUNNING", nodes="node1")
+    assert jobs.observe(started, jobs.clock())
+    assert recorder.seen[-1] == ("update", Job(1, state="PENDING"), started) and jobs.get(1) == started
+    jobs._change(1, Job(1, state="PENDING"), before)  # (a list requested before the read lands late)
+    assert jobs.get(1) == started and len(recorder.seen) == 2
