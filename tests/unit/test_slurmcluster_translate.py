@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import pytest
+from slurmcluster_fakes import IMAGES, cluster
 
 from sunk import names
 from sunk.translate.slurmcluster import desired, paths
@@ -15,18 +16,6 @@ from sunk.translate.slurmcluster.lines import OWNED, check_line
 from sunk.translate.slurmcluster.plan import Facts, decide, workload_condition
 from sunk.translate.slurmcluster.slurmconf import render
 from sunk.translate.slurmcluster.spec import RELEASES, read_spec
-
-IMAGES = {c: f"registry.example/sunk-{c}:0.1.0-slurm25.11" for c in ("slurmctld", "slurmdbd", "slurmrestd", "login")}
-IMAGES["mariadb"] = "mariadb:11.4"
-
-
-def cluster(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"slurm": {"release": "25.11"}, "images": dict(IMAGES),
-                            "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}],
-                            "gresTypes": ["gpu"]}
-    body.update(spec)
-    return {"apiVersion": names.SLURMCLUSTER_API_VERSION, "kind": "SlurmCluster",
-            "metadata": {"name": "sc", "namespace": "slurm", "uid": "uid-sc", "generation": 2}, "spec": body}
 
 
 def problems(obj: dict[str, Any], nodesets: tuple[str, ...] = ("gpu", "cpu")) -> list[str]:
