@@ -28,7 +28,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 from kubernetes.client import ApiClient
@@ -58,12 +58,18 @@ def cluster_key(obj: Obj) -> list[str]:
     return [f"{meta.get('namespace')}/{owner}"] if owner else []
 
 
+class Indexed(Protocol):
+    """A store's index lookup: all the reconciler reads of the workloads."""
+
+    def by_index(self, name: str, value: str) -> list[Obj]: ...
+
+
 @attrs.define
 class SlurmClusterReconciler:
     api: ApiClient
     clusters: Store
     nodesets: Store
-    workloads: Store  # the SlurmClusters' StatefulSets and Deployments, index INDEX_CLUSTER
+    workloads: Indexed  # the SlurmClusters' StatefulSets and Deployments, index INDEX_CLUSTER
     recorder: EventRecorder
     reconfigure: Callable[[], None] | None = None  # None: the Slurm backend cannot
     random_bytes: Callable[[int], bytes] = secrets.token_bytes
