@@ -79,3 +79,10 @@ ANN_REGISTRATION_HASH: Final = f"{DOMAIN}/registration-hash"
 ANN_PENDING_DELETION: Final = f"{DOMAIN}/pending-deletion"
 # On NodeSets: held until every Pod of a deleted NodeSet has been drained and removed.
 FINALIZER_NODESET: Final = f"{DOMAIN}/nodeset"
+
+# SlurmCluster (sunk-operator): the control plane of one Slurm cluster as Kubernetes objects.
+SLURMCLUSTER_API_VERSION: Final = f"{DOMAIN}/{NODESET_VERSION}"
+# On every object a SlurmCluster owns: its name (the operator's informers select on the key).
+LABEL_SLURM_CLUSTER: Final = f"{DOMAIN}/slurm-cluster"
+# On the SlurmCluster's ConfigMap: the hash of the Slurm configuration it holds.
+ANN_CONFIG_HASH: Final = f"{DOMAIN}/config-hash"

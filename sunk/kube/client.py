@@ -326,13 +326,17 @@ def patch(
     patch_type: PatchType = "merge",
     subresource: str | None = None,
     field_manager: str | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    query = {"fieldManager": field_manager} if field_manager else None
+    """PATCH. ``force`` (server-side apply only) takes over fields another manager holds."""
+    query: dict[str, Any] = {"fieldManager": field_manager} if field_manager else {}
+    if force:
+        query["force"] = "true"
     return request(
         api,
         "PATCH",
         resource.path(namespace, name, subresource),
-        query=query,
+        query=query or None,
         body=body,
         content_type=_PATCH_CONTENT_TYPES[patch_type],
     )

@@ -69,8 +69,15 @@ TOKENREVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenRev
 # The chart's generated Secrets (sunk-syncer ensure-secrets: created when missing, never overwritten).
 SECRETS = Resource("", "v1", "secrets", "Secret")
 
+# A SlurmCluster's control plane (sunk/slurmcluster): applied by sunk-operator, owned by the SlurmCluster.
+SLURMCLUSTERS = Resource("sunk.coreweave.com", "v1alpha1", "slurmclusters", "SlurmCluster")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
+SERVICES = Resource("", "v1", "services", "Service")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
-                               PODGROUPS, DEPLOYMENTS, TOKENREVIEWS, SECRETS)
+                               PODGROUPS, DEPLOYMENTS, TOKENREVIEWS, SECRETS, SLURMCLUSTERS, STATEFULSETS, SERVICES,
+                               PVCS)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

@@ -14,6 +14,8 @@ What wakes a NodeSet (by events, never by a timer):
 - one of its NodeSlices;
 - a Slurm node of one of its Pods changing state or drain reason.
 
+With ``--slurm-cluster``, a controller of that one SlurmCluster (``sunk/slurmcluster/assembly.py``).
+
 With ``--topology``, a second controller of one key writes Slurm's topology (``topology.py``),
 woken by a Node's labels, a slurmd Pod coming, going or moving, a Slurm node added or deleted.
 """
@@ -38,6 +40,7 @@ from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
 from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk.slurm.informer import NodeInformer, SlurmInformerFactory
 from sunk.slurm.models import Node
+from sunk.slurmcluster.assembly import add_slurm_cluster
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
 from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
@@ -118,6 +121,9 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager.add_informer(cache)  # no decision before Slurm's first node list
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
+    if config.slurm_cluster:
+        add_slurm_cluster(manager, api=api, slurm=slurm, namespace=config.watch_namespace, name=config.slurm_cluster,
+                          nodesets=nodesets, recorder=recorder)
     writer = None
     if config.topology.kind:
         reconfigure = None

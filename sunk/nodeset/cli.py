@@ -22,6 +22,7 @@ from sunk.controller.manager import Manager
 from sunk.flags import add_switch, configure_logging_from, gpu_types, positive_duration
 from sunk.slurm.client import SlurmClient
 from sunk.translate.nodeset.topology import DEFAULT_BLOCK_LABEL, FORMATS, KINDS, YAML, TopologySettings
+from sunk.translate.slurmcluster.spec import DNS_LABEL
 
 from .config import NAME, OperatorConfig
 
@@ -47,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
                help="a NodeSet without slurm.gres registers each Node's allocatable nvidia.com/gpu as its GRES. Off "
                     "by default: the slurmd Pods' gres.conf must then name the devices (a count without device "
                     "files made Slurm 24.11 set the node INVAL: 'gres/gpu count reported lower than configured')")
+    parser.add_argument("--slurm-cluster", default="", type=_slurm_cluster_name,
+                        help="the SlurmCluster (in --watch-namespace) whose control plane this operator deploys "
+                             "(docs/install.md, Slurm on Kubernetes); --slurm-api-base must reach its slurmrestd, "
+                             "which scontrol reconfigure goes through. Unset: no SlurmCluster is reconciled")
     topo = parser.add_argument_group("topology", "Slurm's topology from Node labels (docs/nodeset.md)")
     topo.add_argument("--topology", choices=("", *KINDS), default="",
                       help="block (NVLink domains) or tree (switch levels); unset: no topology is written")
@@ -64,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_switch(topo, "--topology-reconfigure", default=True,
                help="after writing, have slurmctld reread its files (scontrol reconfigure, through slurmrestd)")
     return parser
+
+
+def _slurm_cluster_name(text: str) -> str:
+    if text and not DNS_LABEL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a SlurmCluster name (a DNS label)")
+    return text
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -84,7 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
                                   tree_labels=args.topology_tree_labels, file_format=args.topology_format),
         topology_configmap=args.topology_configmap,
         topology_file=Path(args.topology_file) if args.topology_file else None,
-        topology_reconfigure=args.topology_reconfigure)
+        topology_reconfigure=args.topology_reconfigure, slurm_cluster=args.slurm_cluster)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return config, daemon, args
 

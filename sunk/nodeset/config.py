@@ -24,3 +24,5 @@ class OperatorConfig:
     topology_configmap: str = ""
     topology_file: Path | None = None
     topology_reconfigure: bool = True
+    # --slurm-cluster: the SlurmCluster (in watch_namespace) whose control plane this operator deploys; "" none.
+    slurm_cluster: str = ""

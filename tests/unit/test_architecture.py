@@ -67,6 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reconcilers", (
         "sunk.syncer",
         "sunk.nodeset",
+        "sunk.slurmcluster",
         "sunk.locking",
         "sunk.metrics",
         "sunk.hooks",

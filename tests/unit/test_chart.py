@@ -109,7 +109,8 @@ def test_the_shipped_prolog_and_epilog_are_self_contained_as_the_scheduler_and_d
 def test_the_crds_are_the_charts():
     """One copy of the CRDs: the chart's crds/ (Helm installs them before the templates)."""
     ours = {p.name: p.read_bytes() for p in (chart.CHART / "crds").glob("*.yaml")}
-    assert set(ours) == {"sunk.coreweave.com_nodesets.yaml", "sunk.coreweave.com_nodeslices.yaml"}
+    assert set(ours) == {"sunk.coreweave.com_nodesets.yaml", "sunk.coreweave.com_nodeslices.yaml",
+                         "sunk.coreweave.com_slurmclusters.yaml"}
     assert not (ROOT / "manifests" / "crds").exists()
     for name, text in ours.items():
         for doc in yaml.safe_load_all(text):
@@ -990,6 +991,77 @@ def test_the_operators_topology_renders_its_flags_and_rights_on_its_configmap_on
     rules = [r for r in find(docs, "Role", "sunk-operator", NS)["rules"] if "configmaps" in r["resources"]]
     assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in rules} == {
         (("sunk-topology",), ("get", "patch")), ((), ("create",))}
+
+
+# ---- Slurm on Kubernetes: the SlurmCluster ------------------------------------------------------
+
+SLURM_CLUSTER = {"operator": {"enabled": True}, "nodeSets": [{"name": "gpu", "spec": {"replicas": 2}}],
+                 "slurm": {"killWait": 45},
+                 "slurmCluster": {"enabled": True, "name": "prod", "slurmctld": {"backup": {"enabled": True}},
+                                  "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True,
+                                                  "options": {"MaxTime": "INFINITE"}}],
+                                  "slurmConfig": ["SchedulerParameters=bf_window=60"]}}
+
+
+def rules_for(role: dict[str, Any], resource: str, group: str = "") -> set[tuple[str, tuple[str, ...]]]:
+    """(verb, resourceNames) of every rule on ``resource``."""
+    return {(verb, tuple(r.get("resourceNames") or ())) for r in role.get("rules") or []
+            if group in r["apiGroups"] and resource in r["resources"] for verb in r["verbs"]}
+
+
+def test_the_slurm_cluster_is_off_by_default_and_needs_the_operator():
+    docs = render({"operator": {"enabled": True}})
+    assert not of_kind(docs, "SlurmCluster")
+    assert "slurm-cluster" not in flags(chart.container_args(docs, "sunk-operator"))
+    role = find(docs, "Role", "sunk-operator", NS)
+    for resource, group in (("statefulsets", "apps"), ("deployments", "apps"), ("services", ""), ("secrets", ""),
+                            ("persistentvolumeclaims", ""), ("slurmclusters", "sunk.coreweave.com")):
+        assert not verbs(role, resource, group), resource
+    assert "slurmCluster.enabled needs operator.enabled" in refusal({"slurmCluster": {"enabled": True}})
+    assert "slurmCluster" in refusal({"slurmCluster": {"release": "23.02"}})
+
+
+def test_the_slurm_cluster_renders_a_spec_the_operator_takes_and_the_operator_its_flag():
+    from sunk.nodeset import cli as operator_cli
+    from sunk.translate.slurmcluster.spec import read_spec
+
+    docs = render(SLURM_CLUSTER)
+    obj = find(docs, "SlurmCluster", "prod", NS)
+    read = read_spec({**obj, "metadata": {**obj["metadata"], "uid": "u"}}, ["gpu"])
+    assert read.spec is not None, read.problems
+    assert (read.spec.kill_wait, read.spec.release, read.spec.backup) == (45, "25.11", True)  # slurm.killWait
+    assert read.spec.image("slurmctld") == f"sunk-slurmctld:{sunk.__version__}-slurm25.11"
+    argv = chart.container_args(docs, "sunk-operator")
+    assert flags(argv)["slurm-cluster"] == "prod"
+    assert operator_cli.parse_args(argv)[0].slurm_cluster == "prod"
+
+
+def test_the_operators_rbac_is_exactly_what_the_slurm_cluster_reconciler_writes():
+    """Patch by name on each object the plan applies, create on each kind, create only on Secrets."""
+    from sunk.translate.slurmcluster.plan import Facts, decide
+
+    docs = render(SLURM_CLUSTER)
+    obj = find(docs, "SlurmCluster", "prod", NS)
+    plan = decide(Facts({**obj, "metadata": {**obj["metadata"], "uid": "u"}}, ["gpu"]))
+    assert plan.spec is not None, plan.problems
+    role = find(docs, "Role", "sunk-operator", NS)
+    wanted: dict[tuple[str, str], set[str]] = {}
+    for applied in plan.objects:
+        group = applied["apiVersion"].rpartition("/")[0]
+        wanted.setdefault((group, applied["kind"].lower() + "s"), set()).add(applied["metadata"]["name"])
+    assert ("", "persistentvolumeclaims") in wanted  # (the backup's shared state claim)
+    watched = {("apps", "statefulsets"), ("apps", "deployments")}
+    for (group, resource), object_names in wanted.items():
+        rules = rules_for(role, resource, group)
+        (patched,) = [set(names_) for verb, names_ in rules if verb == "patch"]
+        assert patched == object_names, resource
+        assert {rule for rule in rules if rule[0] != "patch"} == {("create", ())} | (
+            {("list", ()), ("watch", ())} if (group, resource) in watched else set()), resource
+    assert rules_for(role, "secrets") == {("create", ())}
+    assert {w.name for w in plan.secrets} == {"prod-munge-key", "prod-jwt-key", "prod-db-password"}
+    assert verbs(role, "slurmclusters", "sunk.coreweave.com") == {"get", "list", "watch"}
+    assert verbs(role, "slurmclusters/status", "sunk.coreweave.com") == {"patch"}
+    assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
 
 
 # ---- placement ---------------------------------------------------------------------------------

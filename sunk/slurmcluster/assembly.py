@@ -1,0 +1,96 @@
+"""Wiring the SlurmCluster controller into sunk-operator (``--slurm-cluster NAME``).
+
+One SlurmCluster per operator: the one named, in ``--watch-namespace`` (its informer selects it by
+name). The operator's Slurm connection (``--slurm-*``) must reach that cluster's slurmrestd: it is
+what ``scontrol reconfigure`` goes through.
+
+What wakes it (by events, never by a timer):
+- the SlurmCluster: a new generation (its spec) or its deletion; not its status (its own writing);
+- one of its StatefulSets or Deployments (label ``sunk.coreweave.com/slurm-cluster``): its ready
+  replicas make the conditions, and slurmctld's readiness lets a reconfigure go;
+- a NodeSet added or deleted in its namespace: a partition may name it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from sunk import names
+from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
+from sunk.controller.manager import Manager
+from sunk.controller.runtime import Controller
+from sunk.kube.events import EventRecorder
+from sunk.kube.informer import Informer
+from sunk.kube.resources import DEPLOYMENTS, SLURMCLUSTERS, STATEFULSETS
+from sunk.slurm.client import Reconfigurable, SlurmClient
+from sunk.types import Obj
+
+from .reconciler import INDEX_CLUSTER, SlurmClusterReconciler, cluster_key
+
+log = logging.getLogger(__name__)
+
+
+def cluster_view(cluster: Obj) -> tuple[Any, ...]:
+    meta = cluster.get("metadata") or {}
+    return meta.get("generation"), meta.get("deletionTimestamp")
+
+
+def workload_view(workload: Obj) -> tuple[Any, ...]:
+    status = workload.get("status") or {}
+    return ((workload.get("metadata") or {}).get("generation"), status.get("observedGeneration"),
+            status.get("readyReplicas"))
+
+
+def add_slurm_cluster(manager: Manager, *, api: ApiClient, slurm: SlurmClient, namespace: str, name: str,
+                      nodesets: Any, recorder: EventRecorder, workers: int = 1) -> SlurmClusterReconciler:
+    """Build the controller of SlurmCluster ``namespace/name`` and add it, and its informers, to ``manager``."""
+    clusters = Informer(api, SLURMCLUSTERS, namespace, field_selector=f"metadata.name={name}", name="slurmclusters")
+    selector = f"{names.LABEL_SLURM_CLUSTER}={name}"
+    statefulsets = Informer(api, STATEFULSETS, namespace, label_selector=selector, name="slurmcluster-statefulsets")
+    deployments = Informer(api, DEPLOYMENTS, namespace, label_selector=selector, name="slurmcluster-deployments")
+    workloads = _Both(statefulsets, deployments)
+    for informer in (statefulsets, deployments):
+        informer.add_indexer(INDEX_CLUSTER, cluster_key)
+    reconfigure = slurm.reconfigure if isinstance(slurm, Reconfigurable) else None
+    if reconfigure is None:
+        log.warning("slurmcluster: the %s Slurm backend cannot reconfigure slurmctld; a configuration change "
+                    "takes effect at slurmctld's next restart", type(slurm).__name__)
+    reconciler = SlurmClusterReconciler(api=api, clusters=clusters, nodesets=nodesets, workloads=workloads,
+                                        recorder=recorder, reconfigure=reconfigure)
+    controller = Controller("slurmcluster", reconciler, workers=workers)
+    attach(controller.queue.add, key=f"{namespace}/{name}", clusters=clusters, workloads=(statefulsets, deployments),
+           nodesets=nodesets)
+    for informer in (clusters, statefulsets, deployments):
+        manager.add_informer(informer)
+    manager.add_controller(controller)
+    return reconciler
+
+
+class _Both:
+    """The StatefulSets and Deployments as one store, for the reconciler's one index lookup."""
+
+    def __init__(self, *stores: Any):
+        self.stores = stores
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        return [obj for store in self.stores for obj in store.by_index(index, value)]
+
+
+def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...], nodesets: Any) -> None:
+    """Subscribe ``enqueue`` to what the plan reads (module docstring)."""
+    namespace = key.partition("/")[0]
+    clusters.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), predicate=lambda old, new: old is None
+                                        or cluster_view(old) != cluster_view(new)))
+    for store in workloads:
+        store.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), mapper=cluster_key,
+                                         predicate=lambda old, new: old is None
+                                         or workload_view(old) != workload_view(new)))
+
+    def nodeset_came_or_went(obj: Obj) -> None:
+        if (obj.get("metadata") or {}).get("namespace") == namespace:
+            enqueue(key)
+
+    nodesets.add_handler(on_add=nodeset_came_or_went, on_delete=nodeset_came_or_went)

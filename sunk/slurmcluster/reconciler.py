@@ -1,0 +1,180 @@
+"""The SlurmCluster reconciler: facts from the caches, the pure plan, then the writes.
+
+One key (``namespace/name``), level-based, in this order:
+
+1. a spec with problems: only the status (``SpecValid=False`` naming each problem); nothing else is
+   written, so the objects applied last, and the slurmctld reading them, stay as they were;
+2. the key Secrets that are absent, created once (a 409 is a Secret already there, never replaced);
+3. every desired object by server-side apply (field manager ``sunk-operator``, forced: the
+   operator owns what it applies);
+4. the configuration: the SlurmCluster's status remembers the hash of the files its ConfigMap holds
+   (``configHash``) and the hash slurmctld was last told to reread (``reconfiguredConfigHash``).
+   When they differ, ``scontrol reconfigure`` (``Reconfigurable``, slurmrestd's ``GET
+   /reconfigure/``) runs once slurmctld is ready and the kubelet has had time to bring the new file
+   into its Pod (``configmap_sync``, counted from the write this process saw, or from its start);
+   running jobs go on. Without a backend that can reconfigure, ``ConfigApplied`` says so.
+   TODO(issue 34): keys slurmctld reads only at start (ports, StateSaveLocation, AuthType, ...)
+   need a rolling restart, which this slice does not do;
+5. the status: conditions per component, the Slurm release, the hashes (status subresource,
+   guarded by resourceVersion).
+
+Deleting the SlurmCluster needs nothing here: its objects are the garbage collector's (owner
+references); the volumes and key Secrets stay.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+from kubernetes.client import ApiClient
+
+from sunk import names
+from sunk.controller.runtime import Result
+from sunk.kube import client as kc
+from sunk.kube import patch as kp
+from sunk.kube.events import EventRecorder
+from sunk.kube.resources import SECRETS, SLURMCLUSTERS, resource_for
+from sunk.kube.store import Store
+from sunk.times import rfc3339
+from sunk.translate import objects as wire
+from sunk.translate.slurmcluster import desired
+from sunk.translate.slurmcluster.plan import CONFIG_APPLIED, SLURMCTLD_READY, Facts, Plan, condition, decide
+from sunk.types import Obj
+
+log = logging.getLogger(__name__)
+
+INDEX_CLUSTER = "slurm-cluster"  # workloads by "namespace/<their SlurmCluster>"
+
+
+def cluster_key(obj: Obj) -> list[str]:
+    """Index function and key mapper: the SlurmCluster an object belongs to, by its label."""
+    meta = obj.get("metadata") or {}
+    owner = (meta.get("labels") or {}).get(names.LABEL_SLURM_CLUSTER)
+    return [f"{meta.get('namespace')}/{owner}"] if owner else []
+
+
+class Indexed(Protocol):
+    """A store's index lookup: all the reconciler reads of the workloads."""
+
+    def by_index(self, name: str, value: str) -> list[Obj]: ...
+
+
+@attrs.define
+class SlurmClusterReconciler:
+    api: ApiClient
+    clusters: Store
+    nodesets: Store
+    workloads: Indexed  # the SlurmClusters' StatefulSets and Deployments, index INDEX_CLUSTER
+    recorder: EventRecorder
+    reconfigure: Callable[[], None] | None = None  # None: the Slurm backend cannot
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes
+    clock: Callable[[], float] = time.monotonic
+    # How long a changed ConfigMap takes to reach a Pod's mounted file (the kubelet's sync period and
+    # cache); a reconfigure before that would reread the old file and nothing would say so.
+    configmap_sync: float = 90.0
+    written_at: dict[str, tuple[str, float]] = attrs.field(factory=dict)  # key -> (hash, when seen written)
+    decide: Callable[[Facts], Plan] = decide
+
+    def facts(self, cluster: Obj) -> Facts:
+        namespace = cluster["metadata"]["namespace"]
+        key = f"{namespace}/{cluster['metadata']['name']}"
+        nodesets = [n["metadata"]["name"] for n in self.nodesets.list() if n["metadata"].get("namespace") == namespace]
+        workloads = {w["metadata"]["name"]: w for w in self.workloads.by_index(INDEX_CLUSTER, key)}
+        return Facts(cluster=cluster, nodesets=nodesets, workloads=workloads)
+
+    def reconcile(self, key: str) -> Result | None:
+        cluster = self.clusters.get(key)
+        if cluster is None or wire.is_deleting(cluster):
+            self.written_at.pop(key, None)
+            return None  # its objects are the garbage collector's
+        plan = self.decide(self.facts(cluster))
+        status = dict(cluster.get("status") or {})
+        if plan.spec is None or plan.config is None:
+            log.warning("slurmcluster %s: not applied: %s", key, "; ".join(plan.problems))
+            self._write_status(cluster, plan.conditions, {})
+            return None
+        for wanted in plan.secrets:
+            self._create_secret(cluster, plan, wanted)
+        for obj in plan.objects:
+            self._apply(obj)
+        config_hash = plan.config.hash
+        if self.written_at.get(key, ("",))[0] != config_hash:  # (new here, or after this process started)
+            self.written_at[key] = (config_hash, self.clock())
+        applied, again, reconfigured = self._reconfigure(cluster, key, plan, status.get("reconfiguredConfigHash"),
+                                                         config_hash)
+        fields = {"slurmRelease": plan.spec.release, "configHash": config_hash,
+                  "reconfiguredConfigHash": reconfigured, "observedGeneration": cluster["metadata"].get("generation")}
+        self._write_status(cluster, [*plan.conditions, applied], fields)
+        return again
+
+    # ---- the configuration -------------------------------------------------------------------------------
+
+    def _reconfigure(self, cluster: Obj, key: str, plan: Plan, reconfigured: Any,
+                     config_hash: str) -> tuple[Mapping[str, Any], Result | None, Any]:
+        """ConfigApplied, when to look again, and the hash slurmctld has now been told to read."""
+        done = condition(CONFIG_APPLIED, True, "Reconfigured", f"slurmctld reads configuration {config_hash}")
+        if reconfigured == config_hash:
+            return done, None, reconfigured
+        if self.reconfigure is None:
+            return condition(CONFIG_APPLIED, False, "CannotReconfigure",
+                             f"configuration {config_hash} is written; this Slurm backend cannot run scontrol "
+                             f"reconfigure: slurmctld reads it at its next restart"), None, reconfigured
+        ctld = next((c for c in plan.conditions if c["type"] == SLURMCTLD_READY), None)
+        if ctld is None or ctld["status"] != "True":  # (its StatefulSet's change wakes this key)
+            return condition(CONFIG_APPLIED, False, "WaitingForSlurmctld",
+                             f"configuration {config_hash} is written; slurmctld is not ready to reread it"), \
+                None, reconfigured
+        waited = self.clock() - self.written_at[key][1]
+        if waited < self.configmap_sync:
+            return condition(CONFIG_APPLIED, False, "WaitingForKubelet",
+                             f"configuration {config_hash} is written; slurmctld rereads it once the kubelet has "
+                             f"brought it into its Pod"), Result(requeue_after=self.configmap_sync - waited), \
+                reconfigured
+        self.reconfigure()  # (a failure raises: the key is retried with backoff)
+        log.info("slurmcluster %s: slurmctld reconfigured for configuration %s", key, config_hash)
+        self.recorder.normal(cluster, "Reconfigured", f"scontrol reconfigure: slurmctld rereads configuration "
+                                                      f"{config_hash}")
+        return done, None, config_hash
+
+    # ---- writes --------------------------------------------------------------------------------------------
+
+    def _create_secret(self, cluster: Obj, plan: Plan, wanted: desired.WantedSecret) -> None:
+        assert plan.spec is not None
+        obj = desired.secret_object(plan.spec, wanted, self.random_bytes(desired.material_size(wanted)))
+        try:
+            kc.create(self.api, SECRETS, obj, plan.spec.namespace)
+        except kc.ApiError as exc:
+            if exc.status != 409:
+                raise
+            return  # there already: never replaced
+        log.info("slurmcluster %s: generated Secret %s", cluster["metadata"]["name"], wanted.name)
+        self.recorder.normal(cluster, "GeneratedKey", f"generated Secret {wanted.name} (key {wanted.key}); it is "
+                                                      f"kept, also after the SlurmCluster is deleted")
+
+    def _apply(self, obj: Mapping[str, Any]) -> None:
+        meta = obj["metadata"]
+        kc.patch(self.api, resource_for(dict(obj)), meta["name"], obj, meta["namespace"], patch_type="apply",
+                 field_manager=desired.MANAGER, force=True)
+
+    def _write_status(self, cluster: Obj, conditions: Sequence[Mapping[str, Any]], fields: dict[str, Any]) -> None:
+        now = rfc3339()
+
+        def mutate(current: Obj) -> Obj | None:
+            status = current.get("status") or {}
+            existing = status.get("conditions") or []
+            merged = wire.merge_conditions(existing, conditions, now=now)
+            wanted: dict[str, Any] = {**fields, "conditions": existing if merged is None else merged}
+            if all(status.get(k) == v for k, v in wanted.items()):
+                return None
+            return {"status": wanted}
+
+        try:
+            kp.update_with_retry(self.api, cluster, mutate, resource=SLURMCLUSTERS, subresource="status")
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise

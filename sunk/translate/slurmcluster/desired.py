@@ -1,0 +1,244 @@
+"""The objects a SlurmCluster wants, in wire form, for server-side apply by sunk-operator.
+
+Every object is named ``<cluster>-<component>``, labelled with the cluster
+(``sunk.coreweave.com/slurm-cluster``, which the operator's informers select on) and owned by the
+SlurmCluster (a controller owner reference without ``blockOwnerDeletion``, which would need the
+finalizers subresource): deleting the SlurmCluster deletes them, except the volumes, which a
+StatefulSet's ``persistentVolumeClaimRetentionPolicy: Retain`` keeps (the state and the database
+outlive an uninstall unless deleted by hand).
+
+The Pods mount the ConfigMap whole at ``/etc/slurm`` (a ``subPath`` mount never sees an update,
+and ``scontrol reconfigure`` must read the new file). The Pod templates carry no hash of the
+configuration: a change is applied by a reconfigure, not by restarting slurmctld.
+
+The key Secrets are not here: they are created once when absent and never applied again
+(``wanted_secrets``, ``secret_object``), so a reconcile can never replace a key, and they have no
+owner: they outlive the SlurmCluster, as the volumes do.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import frozen
+
+from sunk import names
+
+from . import paths
+from .slurmconf import ConfigFiles
+from .spec import SlurmClusterSpec, Volume
+
+Obj = dict[str, Any]
+MANAGER = "sunk-operator"
+
+
+def labels(spec: SlurmClusterSpec, component: str) -> dict[str, str]:
+    return {**selector(spec, component), "app.kubernetes.io/name": "slurm", "app.kubernetes.io/managed-by": MANAGER}
+
+
+def selector(spec: SlurmClusterSpec, component: str) -> dict[str, str]:
+    """What a workload selects its Pods by (immutable once applied: keep it stable)."""
+    return {names.LABEL_SLURM_CLUSTER: spec.name, "app.kubernetes.io/instance": spec.name,
+            "app.kubernetes.io/component": component}
+
+
+def owner_reference(cluster: Mapping[str, Any]) -> Obj:
+    meta = cluster["metadata"]
+    return {"apiVersion": names.SLURMCLUSTER_API_VERSION, "kind": "SlurmCluster", "name": meta["name"],
+            "uid": meta["uid"], "controller": True}
+
+
+def _meta(spec: SlurmClusterSpec, owner: Obj, name: str, component: str, **extra: Any) -> Obj:
+    return {"name": name, "namespace": spec.namespace, "labels": labels(spec, component), "ownerReferences": [owner],
+            **extra}
+
+
+def _secret_volume(name: str, secret: str, key: str, path: str) -> Obj:
+    return {"name": name, "secret": {"secretName": secret, "items": [{"key": key, "path": path}],
+                                     "defaultMode": 0o400}}
+
+
+def _volumes(spec: SlurmClusterSpec, *, munge: bool, jwt: bool, db: bool = False) -> tuple[list[Obj], list[Obj]]:
+    """The Pod's volumes and the container's mounts: the configuration, and only the keys it uses."""
+    volumes: list[Obj] = [{"name": "slurm-config", "configMap": {"name": paths.config_configmap(spec)}}]
+    mounts: list[Obj] = [{"name": "slurm-config", "mountPath": paths.CONFIG_DIR, "readOnly": True}]
+    if munge:
+        volumes.append(_secret_volume("munge-key", paths.munge_secret(spec), paths.MUNGE_KEY, paths.MUNGE_KEY))
+        mounts.append({"name": "munge-key", "mountPath": paths.MUNGE_DIR, "readOnly": True})
+    if jwt:
+        volumes.append(_secret_volume("jwt-key", paths.jwt_secret(spec), paths.JWT_KEY, paths.JWT_KEY))
+        mounts.append({"name": "jwt-key", "mountPath": paths.JWT_DIR, "readOnly": True})
+    if db:
+        key = spec.external_database.password_key if spec.external_database else paths.DB_PASSWORD_KEY
+        volumes.append(_secret_volume("db-password", paths.db_secret(spec), key, paths.DB_PASSWORD_KEY))
+        mounts.append({"name": "db-password", "mountPath": paths.DB_PASSWORD_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _pod_template(spec: SlurmClusterSpec, component: str, container: Obj, volumes: list[Obj]) -> Obj:
+    return {"metadata": {"labels": labels(spec, component)},
+            "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
+                     "containers": [container], "volumes": volumes}}
+
+
+def _container(spec: SlurmClusterSpec, component: str, port: int, mounts: list[Obj], **extra: Any) -> Obj:
+    return {"name": component, "image": spec.image(component),
+            "env": [{"name": "SLURM_CONF", "value": paths.SLURM_CONF}, *extra.pop("env", [])],
+            "ports": [{"name": component, "containerPort": port}],
+            "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10},
+            "volumeMounts": mounts, **extra}
+
+
+def _claim(name: str, volume: Volume, access: str = "ReadWriteOnce") -> Obj:
+    spec: Obj = {"accessModes": [access], "resources": {"requests": {"storage": volume.size}}}
+    if volume.storage_class:
+        spec["storageClassName"] = volume.storage_class
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _statefulset(spec: SlurmClusterSpec, owner: Obj, component: str, replicas: int, template: Obj,
+                 claims: list[Obj], service: str) -> Obj:
+    body: Obj = {"serviceName": service, "replicas": replicas,
+                 "selector": {"matchLabels": selector(spec, component)}, "template": template,
+                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}}
+    if claims:
+        body["volumeClaimTemplates"] = claims
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": _meta(spec, owner, paths.name(spec, component), component), "spec": body}
+
+
+def _deployment(spec: SlurmClusterSpec, owner: Obj, component: str, replicas: int, template: Obj) -> Obj:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": _meta(spec, owner, paths.name(spec, component), component),
+            "spec": {"replicas": replicas, "selector": {"matchLabels": selector(spec, component)},
+                     "template": template}}
+
+
+def _service(spec: SlurmClusterSpec, owner: Obj, component: str, port: int, *, headless: bool = False,
+             service_type: str = "ClusterIP") -> Obj:
+    body: Obj = {"selector": selector(spec, component),
+                 "ports": [{"name": component, "port": port, "targetPort": port, "protocol": "TCP"}]}
+    if headless:
+        body.update(clusterIP="None", publishNotReadyAddresses=True)
+    else:
+        body["type"] = service_type
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(spec, owner, paths.name(spec, component), component), "spec": body}
+
+
+def config_map(spec: SlurmClusterSpec, owner: Obj, config: ConfigFiles) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(spec, owner, paths.config_configmap(spec), "config",
+                              annotations={names.ANN_CONFIG_HASH: config.hash}),
+            "data": config.data}
+
+
+def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFiles) -> list[Obj]:
+    """Every object to apply, the ConfigMap first (the Pods mount it), each Service before its workload."""
+    owner = owner_reference(cluster)
+    out = [config_map(spec, owner, config)]
+
+    volumes, mounts = _volumes(spec, munge=True, jwt=True)
+    state_mount = {"name": "state", "mountPath": paths.STATE_DIR}
+    claims: list[Obj] = []
+    if spec.backup:  # both controllers read and write one StateSaveLocation
+        state_claim = paths.name(spec, "slurmctld-state")
+        pvc = _claim(state_claim, spec.state_volume, "ReadWriteMany")
+        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": _meta(spec, owner, state_claim, "slurmctld"), "spec": pvc["spec"]})
+        volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": state_claim}})
+    else:
+        claims.append(_claim("state", spec.state_volume))
+    ctld = _container(spec, "slurmctld", paths.SLURMCTLD_PORT, [*mounts, state_mount])
+    out.append(_service(spec, owner, "slurmctld", paths.SLURMCTLD_PORT, headless=True))
+    out.append(_statefulset(spec, owner, "slurmctld", paths.controller_replicas(spec),
+                            _pod_template(spec, "slurmctld", ctld, volumes), claims, paths.name(spec, "slurmctld")))
+
+    if spec.accounting:
+        if spec.external_database is None:
+            db_env = [{"name": "MARIADB_DATABASE", "value": paths.DB_NAME},
+                      {"name": "MARIADB_USER", "value": paths.DB_USER},
+                      {"name": "MARIADB_PASSWORD", "valueFrom": {"secretKeyRef": {
+                          "name": paths.db_secret(spec), "key": paths.DB_PASSWORD_KEY}}},
+                      {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"}]
+            maria = {"name": "mariadb", "image": spec.image("mariadb"), "env": db_env,
+                     "ports": [{"name": "mariadb", "containerPort": paths.MARIADB_PORT}],
+                     "readinessProbe": {"tcpSocket": {"port": paths.MARIADB_PORT}, "periodSeconds": 10},
+                     "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}]}
+            out.append(_service(spec, owner, "mariadb", paths.MARIADB_PORT))
+            out.append(_statefulset(spec, owner, "mariadb", 1, _pod_template(spec, "mariadb", maria, []),
+                                    [_claim("data", spec.database_volume)], paths.name(spec, "mariadb")))
+        volumes, mounts = _volumes(spec, munge=True, jwt=True, db=True)
+        dbd = _container(spec, "slurmdbd", paths.SLURMDBD_PORT, mounts,
+                         env=[{"name": "SUNK_STORAGE_PASS_FILE", "value": paths.DB_PASSWORD_FILE}])
+        out.append(_service(spec, owner, "slurmdbd", paths.SLURMDBD_PORT))
+        out.append(_statefulset(spec, owner, "slurmdbd", 1, _pod_template(spec, "slurmdbd", dbd, volumes), [],
+                                paths.name(spec, "slurmdbd")))
+
+    # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on: it holds no key.
+    volumes, mounts = _volumes(spec, munge=False, jwt=False)
+    restd = _container(spec, "slurmrestd", paths.SLURMRESTD_PORT, mounts,
+                       args=["-a", "rest_auth/jwt", f"0.0.0.0:{paths.SLURMRESTD_PORT}"])
+    out.append(_service(spec, owner, "slurmrestd", paths.SLURMRESTD_PORT))
+    out.append(_deployment(spec, owner, "slurmrestd", spec.restd_replicas,
+                           _pod_template(spec, "slurmrestd", restd, volumes)))
+
+    # The login Pods run munged beside the Slurm commands (their credentials are munge's): the munge key.
+    volumes, mounts = _volumes(spec, munge=True, jwt=False)
+    login = _container(spec, "login", paths.SSH_PORT, mounts)
+    out.append(_service(spec, owner, "login", paths.SSH_PORT, service_type=spec.login_service_type))
+    out.append(_deployment(spec, owner, "login", spec.login_replicas, _pod_template(spec, "login", login, volumes)))
+    return out
+
+
+# ---- the key Secrets: created once when absent, never applied again ------------------------------------------
+
+
+@frozen
+class WantedSecret:
+    """A Secret the operator makes when absent: ``size`` random bytes under ``key`` (``text``: letters
+    and digits, for a password a shell or a client library reads)."""
+
+    name: str
+    key: str
+    size: int
+    text: bool = False
+
+
+def wanted_secrets(spec: SlurmClusterSpec) -> list[WantedSecret]:
+    out = []
+    if not spec.munge_secret:
+        out.append(WantedSecret(paths.munge_secret(spec), paths.MUNGE_KEY, 1024))  # munge's own key size
+    if not spec.jwt_secret:
+        out.append(WantedSecret(paths.jwt_secret(spec), paths.JWT_KEY, 64))
+    if spec.accounting and spec.external_database is None:
+        out.append(WantedSecret(paths.db_secret(spec), paths.DB_PASSWORD_KEY, 32, text=True))
+    return out
+
+
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+UNBIASED = 256 - 256 % len(ALNUM)  # bytes at or past this are skipped: each character equally likely
+
+
+def material_size(wanted: WantedSecret) -> int:
+    """How many random bytes ``secret_object`` takes for ``wanted`` (twice the characters of a text
+    one: a skipped byte is rare, so that is always enough in practice; a shortfall raises)."""
+    return wanted.size * 2 if wanted.text else wanted.size
+
+
+def secret_object(spec: SlurmClusterSpec, wanted: WantedSecret, material: bytes) -> Obj:
+    """The Secret holding ``material`` (random bytes from the caller; a ``text`` one mapped to letters and
+    digits). Not owned by the SlurmCluster: like the volumes, a key outlives it, so a reinstall keeps the
+    munge key the state was written with and the JWT key its tokens were signed with."""
+    if wanted.text:
+        chars = [ALNUM[b % len(ALNUM)] for b in material if b < UNBIASED][:wanted.size]
+        value = "".join(chars).encode()
+    else:
+        value = material[:wanted.size]
+    if len(value) < wanted.size:
+        raise ValueError(f"{wanted.name}: not enough random bytes for a key of {wanted.size}")
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": wanted.name, "namespace": spec.namespace, "labels": labels(spec, "keys")},
+            "data": {wanted.key: base64.b64encode(value).decode()}}

@@ -1,0 +1,68 @@
+"""The names, ports and paths a SlurmCluster's objects and files agree on (one copy of each)."""
+
+from __future__ import annotations
+
+from .spec import SlurmClusterSpec
+
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+SLURMRESTD_PORT = 6820
+MARIADB_PORT = 3306
+SSH_PORT = 22
+
+SLURM_USER = "slurm"
+DB_USER = "slurm"
+DB_NAME = "slurm_acct_db"
+
+CONFIG_DIR = "/etc/slurm"  # the ConfigMap, mounted whole (a subPath mount would never see an update)
+SLURM_CONF = f"{CONFIG_DIR}/slurm.conf"
+STATE_DIR = "/var/spool/slurmctld"
+SLURMD_SPOOL_DIR = "/var/spool/slurmd"
+# The chart's prolog and epilog, as docs/install.md mounts them into every slurmd Pod.
+PROLOG = f"{CONFIG_DIR}/prolog.d/*"
+EPILOG = f"{CONFIG_DIR}/epilog.d/*"
+MUNGE_DIR = "/etc/munge"
+MUNGE_KEY = "munge.key"
+JWT_DIR = "/var/run/sunk/jwt"  # beside, not under, the ConfigMap's directory
+JWT_KEY = "jwt_hs256.key"
+JWT_KEY_FILE = f"{JWT_DIR}/{JWT_KEY}"
+DB_PASSWORD_DIR = "/var/run/sunk/db"
+DB_PASSWORD_KEY = "password"
+DB_PASSWORD_FILE = f"{DB_PASSWORD_DIR}/{DB_PASSWORD_KEY}"
+
+
+def name(spec: SlurmClusterSpec, component: str) -> str:
+    """``<cluster>-<component>``: every object's name (the cluster's name is at most 40 characters)."""
+    return f"{spec.name}-{component}"
+
+
+def controller_replicas(spec: SlurmClusterSpec) -> int:
+    return 2 if spec.backup else 1
+
+
+def controller_host(spec: SlurmClusterSpec, ordinal: int, component: str = "slurmctld") -> str:
+    """A StatefulSet Pod's hostname, which slurmctld and slurmdbd compare with their configured host."""
+    return f"{name(spec, component)}-{ordinal}"
+
+
+def controller_address(spec: SlurmClusterSpec, host: str) -> str:
+    """The Pod's DNS name through the headless Service (the search path completes ``.svc``)."""
+    return f"{host}.{name(spec, 'slurmctld')}.{spec.namespace}.svc"
+
+
+def config_configmap(spec: SlurmClusterSpec) -> str:
+    return name(spec, "slurm-config")
+
+
+def munge_secret(spec: SlurmClusterSpec) -> str:
+    return spec.munge_secret or name(spec, "munge-key")
+
+
+def jwt_secret(spec: SlurmClusterSpec) -> str:
+    return spec.jwt_secret or name(spec, "jwt-key")
+
+
+def db_secret(spec: SlurmClusterSpec) -> str:
+    """The database password's Secret: the operator's for an external database, else generated."""
+    return spec.external_database.password_secret if spec.external_database else name(spec, "db-password")

@@ -1,0 +1,152 @@
+"""SlurmCluster on the real apiserver and controller-manager: sunk-operator as the chart deploys it
+(``slurmCluster.enabled``), as the chart's ServiceAccount with its rendered RBAC, applies what the
+chart's SlurmCluster wants by server-side apply, makes its keys once, refuses a bad line in the
+status without touching what runs, and takes a changed line into the ConfigMap.
+
+No Slurm Pod becomes ready here (the images are issue 34 item 1's): this proves the apiserver takes
+every object as the operator writes it, the CRD takes the status, and the Role is enough (never a
+403 in the operator's log). The Slurm side (a reconfigure of a live slurmctld, a job across a
+restart) waits for the images.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import pytest
+from kube_testns import purge_namespace, wait_default_service_account
+from procs import Process
+from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
+from syncer_harness import free_port, never, wait_for
+
+from sunk import names
+from sunk.kube import client as kc
+from sunk.kube.resources import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    NODESETS,
+    SECRETS,
+    SERVICES,
+    SLURMCLUSTERS,
+    STATEFULSETS,
+)
+from sunk_dev.pool import apply_crds
+
+NAME = "sc"
+
+
+class Cluster:
+    def __init__(self, api: Any, namespace: str):
+        self.api, self.namespace = api, namespace
+
+    def get(self) -> dict[str, Any]:
+        return kc.get(self.api, SLURMCLUSTERS, NAME, self.namespace)
+
+    def condition(self, ctype: str) -> dict[str, Any]:
+        return next((c for c in (self.get().get("status") or {}).get("conditions") or []
+                     if c.get("type") == ctype), {})
+
+    def edit(self, **spec: Any) -> None:
+        kc.patch(self.api, SLURMCLUSTERS, NAME, {"spec": spec}, self.namespace)
+
+    def configmap(self) -> dict[str, Any] | None:
+        try:
+            return kc.get(self.api, CONFIGMAPS, f"{NAME}-slurm-config", self.namespace)
+        except kc.ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def secret(self, name: str) -> dict[str, Any]:
+        return kc.get(self.api, SECRETS, name, self.namespace)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(kube_api, dev_cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slurmcluster")
+    apply_crds(kube_api)
+    namespace = f"slurmcluster-{uuid.uuid4().hex[:6]}"
+    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_default_service_account(kube_api, namespace)
+    values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
+              "slurmCluster": {"enabled": True, "name": NAME,
+                               "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
+    # A NodeSet the partition names, selecting no Node (no slurmd Pod is made).
+    kc.create(kube_api, NODESETS, {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "metadata": {
+        "name": "gpu", "namespace": namespace}, "spec": {"nodeSelector": {"sunk.dev/none": namespace}, "template": {
+            "spec": {"containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:v1"}]}}}}, namespace)
+    (obj,) = [d for d in rendered("slurmcluster.yaml", values) if d["kind"] == "SlurmCluster"]
+    assert obj["metadata"]["namespace"] == namespace
+    kc.create(kube_api, SLURMCLUSTERS, obj, namespace)
+    env = dev_cluster.env()
+    probes, metrics = free_port(), free_port()
+    args = deployment_args("operator.yaml", "sunk-operator", {
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
+        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
+    assert f"--slurm-cluster={NAME}" in args, args
+    operator = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
+                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    try:
+        operator.start()
+        yield Cluster(kube_api, namespace)
+    finally:
+        operator.stop()
+        purge_namespace(kube_api, namespace, (SLURMCLUSTERS, NODESETS))
+        try:
+            kc.delete(kube_api, LEASES, account["name"], account["namespace"])
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+        assert_never_forbidden(operator.log)
+
+
+def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_keys(slurm_cluster):
+    c = slurm_cluster
+    wait_for(lambda: c.condition("SpecValid").get("status") == "True" and c.get()["status"].get("configHash"),
+             60, "the SlurmCluster's SpecValid=True and its configHash")
+    uid = c.get()["metadata"]["uid"]
+    cm = c.configmap()
+    assert cm is not None and "ReturnToService=2" in cm["data"]["slurm.conf"]
+    assert "PartitionName=gpu Nodes=ns-gpu Default=YES" in cm["data"]["slurm.conf"]
+    assert cm["metadata"]["annotations"][names.ANN_CONFIG_HASH] == c.get()["status"]["configHash"]
+    for resource, name in ((STATEFULSETS, "sc-slurmctld"), (STATEFULSETS, "sc-slurmdbd"), (STATEFULSETS, "sc-mariadb"),
+                           (DEPLOYMENTS, "sc-slurmrestd"), (DEPLOYMENTS, "sc-login"), (SERVICES, "sc-slurmctld"),
+                           (SERVICES, "sc-login"), (CONFIGMAPS, "sc-slurm-config")):
+        obj = kc.get(c.api, resource, name, c.namespace)
+        assert [o["uid"] for o in obj["metadata"]["ownerReferences"]] == [uid], name
+        assert "sunk-operator" in {m.get("manager") for m in obj["metadata"].get("managedFields") or []}, name
+    for name, key, size in (("sc-munge-key", "munge.key", 1024), ("sc-jwt-key", "jwt_hs256.key", 64),
+                            ("sc-db-password", "password", 32)):
+        secret = c.secret(name)
+        assert len(base64.b64decode(secret["data"][key])) == size and not secret["metadata"].get("ownerReferences")
+    assert c.condition("SlurmctldReady").get("status") == "False"  # (no image: never ready here)
+
+
+def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_cluster):
+    c = slurm_cluster
+    wait_for(lambda: c.configmap(), 60, "the ConfigMap")
+    munge = c.secret("sc-munge-key")["data"]
+    before = c.configmap()["metadata"]["resourceVersion"]  # type: ignore[index]
+    c.edit(slurmConfig=["ReturnToService=0"])
+    wait_for(lambda: c.condition("SpecValid").get("status") == "False", 30, "SpecValid=False")
+    assert "ReturnToService is sunk's to set" in c.condition("SpecValid")["message"]
+    never(lambda: c.configmap()["metadata"]["resourceVersion"] != before, 3, "the ConfigMap rewritten")  # type: ignore[index]
+    c.edit(slurmConfig=["SchedulerParameters=bf_window=120"])
+    wait_for(lambda: "SchedulerParameters=bf_window=120" in c.configmap()["data"]["slurm.conf"],  # type: ignore[index]
+             30, "the new line in slurm.conf")
+    assert c.condition("SpecValid").get("status") == "True"
+    assert c.secret("sc-munge-key")["data"] == munge  # a reconcile never replaces a key
+
+
+def test_deleting_the_cluster_takes_its_objects_and_keeps_its_keys(slurm_cluster):
+    c = slurm_cluster
+    wait_for(lambda: c.configmap(), 60, "the ConfigMap")
+    kc.delete(c.api, SLURMCLUSTERS, NAME, c.namespace)
+    wait_for(lambda: c.configmap() is None, 60, "the garbage collector deleting the ConfigMap")
+    assert c.secret("sc-munge-key")["data"]  # no owner: it outlives the SlurmCluster, as the volumes do

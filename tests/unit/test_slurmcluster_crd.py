@@ -1,0 +1,51 @@
+"""The SlurmCluster CRD: structural (what the apiserver demands), with a status subresource, and both a
+spec the tests plan from and the status the reconciler writes valid against it; what it refuses itself."""
+
+from __future__ import annotations
+
+import pytest
+from slurmcluster_fakes import cluster
+from test_nodeset_crds import crd, schema_of, structural_problems, validate
+
+from sunk.translate.slurmcluster.plan import Facts, decide
+from sunk.translate.slurmcluster.spec import RELEASES
+
+
+def test_the_crd_is_structural_with_a_status_subresource():
+    doc = crd("slurmclusters")
+    assert doc["metadata"]["name"] == "slurmclusters.sunk.coreweave.com" and doc["spec"]["scope"] == "Namespaced"
+    (version,) = doc["spec"]["versions"]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    assert list(structural_problems(schema_of(doc), "root")) == []
+    assert version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["slurm"]["properties"][
+        "release"]["enum"] == list(RELEASES)
+
+
+def test_a_full_spec_and_the_status_the_reconciler_writes_are_valid():
+    obj = cluster(slurmctld={"backup": {"enabled": True}, "stateVolume": {"size": "5Gi", "storageClassName": "nfs"}},
+                  slurmdbd={"database": {"external": {"host": "db", "port": 3306, "user": "u", "database": "d",
+                                                      "passwordSecret": {"name": "s", "key": "k"}}}},
+                  slurmrestd={"replicas": 2}, login={"replicas": 1, "service": {"type": "NodePort"}},
+                  keys={"munge": {"existingSecret": "m"}, "jwt": {"existingSecret": "j"}}, killWait=30,
+                  maxNodeCount=10, slurmConfig=["SchedulerType=sched/backfill"],
+                  partitions=[{"name": "gpu", "nodeSets": ["gpu"], "default": True,
+                               "options": {"MaxTime": "INFINITE", "PriorityTier": 2}}])
+    plan = decide(Facts(obj, ["gpu"]))
+    assert plan.spec is not None and plan.config is not None, plan.problems
+    obj["status"] = {"slurmRelease": "25.11", "configHash": plan.config.hash, "reconfiguredConfigHash": "x",
+                     "observedGeneration": 2, "conditions": [{**c, "lastTransitionTime": "2030-01-01T00:00:00Z"}
+                                                             for c in plan.conditions]}
+    assert list(validate(obj, schema_of(crd("slurmclusters")))) == []
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"slurm": {"release": "23.02"}}, "23.02"),
+    ({"slurmConfig": "A=1"}, "not a"),
+    ({"killWait": 0}, "killWait"),
+    ({"login": {"service": {"type": "ExternalName"}}}, "ExternalName"),
+    ({"typo": 1}, "unknown field"),
+])
+def test_the_schema_refuses_what_it_can(change, fragment):
+    obj = cluster(**change)
+    found = list(validate(obj, schema_of(crd("slurmclusters"))))
+    assert any(fragment in f for f in found), found

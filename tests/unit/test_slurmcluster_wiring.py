@@ -1,0 +1,108 @@
+"""sunk-operator's SlurmCluster wiring: its flag, what wakes the one SlurmCluster (and what does not), and
+that the operator assembles it without touching a cluster."""
+
+from __future__ import annotations
+
+import copy
+import types
+
+import pytest
+from nodeset_fakes import nodeset
+from slurmcluster_fakes import cluster
+from syncer_fakes import FakeInformer
+
+from sunk import names
+from sunk.controller.daemon import DaemonConfig
+from sunk.nodeset import cli
+from sunk.nodeset.assembly import assemble
+from sunk.nodeset.config import OperatorConfig
+from sunk.slurm.settings import SlurmSettings
+from sunk.slurmcluster.assembly import attach
+from sunk.slurmcluster.reconciler import INDEX_CLUSTER, cluster_key
+
+
+def wired():
+    keys: list[str] = []
+    inf = types.SimpleNamespace(clusters=FakeInformer(), statefulsets=FakeInformer({INDEX_CLUSTER: cluster_key}),
+                                deployments=FakeInformer({INDEX_CLUSTER: cluster_key}), nodesets=FakeInformer())
+    attach(keys.append, key="slurm/sc", clusters=inf.clusters, workloads=(inf.statefulsets, inf.deployments),
+           nodesets=inf.nodesets)
+    return keys, inf
+
+
+def test_the_cluster_wakes_for_its_spec_and_deletion_not_its_status():
+    keys, inf = wired()
+    obj = cluster()
+    inf.clusters.put(obj)
+    assert keys == ["slurm/sc"]
+    keys.clear()
+    written = copy.deepcopy(obj)
+    written["status"] = {"configHash": "x"}
+    inf.clusters.put(written)
+    assert keys == []
+    edited = copy.deepcopy(written)
+    edited["metadata"]["generation"] = 3
+    inf.clusters.put(edited)
+    deleting = copy.deepcopy(edited)
+    deleting["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    inf.clusters.put(deleting)
+    assert keys == ["slurm/sc", "slurm/sc"]
+
+
+def test_a_workload_wakes_its_cluster_when_its_readiness_or_rollout_moves():
+    keys, inf = wired()
+    sts = {"metadata": {"name": "sc-slurmctld", "namespace": "slurm", "generation": 1,
+                        "labels": {names.LABEL_SLURM_CLUSTER: "sc"}}, "status": {"readyReplicas": 0}}
+    inf.statefulsets.put(sts)
+    assert keys == ["slurm/sc"]
+    keys.clear()
+    same = copy.deepcopy(sts)
+    same["status"]["currentRevision"] = "r2"
+    inf.statefulsets.put(same)
+    assert keys == []
+    ready = copy.deepcopy(same)
+    ready["status"]["readyReplicas"] = 1
+    inf.statefulsets.put(ready)
+    assert keys == ["slurm/sc"]
+
+
+def test_a_nodeset_of_its_namespace_coming_or_going_wakes_it():
+    keys, inf = wired()
+    inf.nodesets.put(nodeset("gpu"))
+    other = nodeset("gpu")
+    other["metadata"]["namespace"] = "elsewhere"
+    inf.nodesets.put(other)
+    inf.nodesets.remove(nodeset("gpu"))
+    assert keys == ["slurm/sc", "slurm/sc"]
+
+
+def test_the_flag():
+    config, _, _ = cli.parse_args(["--slurm-cluster=sc", "--slurm-auth-token=t"])
+    assert config.slurm_cluster == "sc"
+    assert cli.parse_args(["--slurm-auth-token=t"])[0].slurm_cluster == ""
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--slurm-cluster=Not_A_Name", "--slurm-auth-token=t"])
+
+
+@pytest.mark.parametrize("reconfigurable", [True, False])
+def test_the_operator_assembles_its_slurm_cluster_without_a_cluster(reconfigurable):
+    daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
+    calls: list[str] = []
+
+    class Slurm:
+        list_nodes = list_jobs = None
+
+    class ReconfigurableSlurm(Slurm):
+        def reconfigure(self) -> None:
+            calls.append("reconfigure")
+
+    slurm = ReconfigurableSlurm() if reconfigurable else Slurm()
+    operator = assemble(OperatorConfig(slurm_cluster="sc"), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
+    assert [c.name for c in operator.manager.controllers] == ["nodeset", "slurmcluster"]
+    assert len(operator.manager.informers) == 8  # the NodeSet's five, the SlurmCluster, its StatefulSets, Deployments
+    reconciler = operator.manager.controllers[1].reconciler
+    assert (reconciler.reconfigure is not None) == reconfigurable
+    operator.reconciler.recorder.stop(0.1)
+    plain = assemble(OperatorConfig(), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
+    assert [c.name for c in plain.manager.controllers] == ["nodeset"]
+    plain.reconciler.recorder.stop(0.1)
