@@ -18,11 +18,14 @@ Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it
   though Slurm's C API has both (``job_desc_msg_t.prefer``, ``JOB_SHARED_TOPO``): ``SUBMIT_LIMITS``
   says so, and the scheduler refuses a Pod asking for either with that reason (an Event and a
   condition) rather than submitting it without; a request carrying one anyway raises SlurmError.
-- pyslurm 25.11 wraps no ``slurm_load_job_state``, so ``list_job_states`` is a full
-  ``Jobs.load()`` reduced to ids and states: no cheaper than ``list_jobs``
-  (``cheap_job_states`` is False, and SlurmCache keeps listing jobs in full with this
-  backend). ``Job.load(id)`` keeps only the first record slurm_load_job returns, so
-  ``read_jobs`` reads an array's records from ``Jobs.load()``.
+- pyslurm 25.11 wraps no ``slurm_load_job_state``: ``list_job_states`` calls it through ctypes on the
+  libslurmfull pyslurm loaded (``jobstate_rpc``), so the job cache lists states and reads only the jobs
+  that changed, as over REST (``cheap_job_states``). Without that symbol (a stand-in module) it is a full
+  ``Jobs.load()`` reduced to ids and states, and ``cheap_job_states`` is False.
+- A record's state and flags are those of the state RPC, read with it (one small RPC for the whole
+  list or read): pyslurm's one-word ``Job.state`` hides the base state behind a flag.
+- ``Job.load(id)`` keeps only the first record slurm_load_job returns, so ``read_jobs`` reads an
+  array's records from ``Jobs.load()``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+import attrs
+
 from sunk import fence
 
 from . import hostlist
@@ -45,6 +50,7 @@ from .accounting import (
     REQUEST_DELETE_NODE,
     REQUEST_JOB_INFO,
     REQUEST_JOB_INFO_SINGLE,
+    REQUEST_JOB_STATE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
     REQUEST_PARTITION_INFO,
@@ -68,6 +74,7 @@ from .errors import (
     SlurmError,
     SlurmUnavailable,
 )
+from .jobstate_rpc import JobStateRpc
 from .models import (
     Job,
     JobAllocation,
@@ -315,7 +322,6 @@ def take_ids_as_numbers(submission: Any) -> None:
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
-    cheap_job_states = False  # list_job_states is a full Jobs.load(): see the module notes
     submit_limits = SUBMIT_LIMITS
 
     def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
@@ -331,6 +337,17 @@ class PyslurmClient:
                              f"built against Slurm 25.11: {exc}") from exc
         self.accounting = accounting or RpcAccounting()
         self._clock = clock
+        self._states: JobStateRpc | None = None
+        if module is None:
+            try:
+                self._states = JobStateRpc.open()
+            except (OSError, AttributeError) as exc:  # no libslurmfull of 25.11's API: full lists (module notes)
+                log.warning("pyslurm: no slurm_load_job_state (%s): job states come from full job lists", exc)
+
+    @property
+    def cheap_job_states(self) -> bool:
+        """Whether ``list_job_states`` is Slurm's state RPC rather than a full list (module notes)."""
+        return self._states is not None
 
     # -- SlurmClient ---------------------------------------------------------------------------
     def ping(self) -> bool:
@@ -379,34 +396,61 @@ class PyslurmClient:
     def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         with self._rpc(REQUEST_JOB_INFO, "list jobs"):
             jobs = self.ps.Jobs.load()
-        return Snapshot(items=tuple(job_from_pyslurm(j) for j in jobs.values()), last_update=int(self._clock()))
+        return Snapshot(items=self._exact_states([job_from_pyslurm(j) for j in jobs.values()], everything=True),
+                        last_update=int(self._clock()))
 
     def get_job(self, job_id: int) -> Job:
+        return self._exact_states([self._read_job(job_id)])[0]
+
+    def _read_job(self, job_id: int) -> Job:
         with self._rpc(REQUEST_JOB_INFO_SINGLE, f"get job {job_id}"):
             return job_from_pyslurm(self.ps.Job.load(int(job_id)))
 
     def list_job_states(self, job_ids: Iterable[int] | None = None) -> tuple[JobState, ...]:
-        """From a full ``Jobs.load()``: pyslurm has no state-only call."""
+        """Slurm's state RPC (``jobstate_rpc``); without it, a full ``Jobs.load()`` reduced to states."""
+        if self._states is not None:
+            return self._load_states(job_ids)
         wanted = None if job_ids is None else {int(i) for i in job_ids}
         jobs = self.list_jobs().items or ()
         return tuple(job_state_of(j) for j in jobs
                      if wanted is None or j.id in wanted or (j.array_job_id in wanted))
 
+    def _load_states(self, job_ids: Iterable[int] | None) -> tuple[JobState, ...]:
+        assert self._states is not None
+        with self._rpc(REQUEST_JOB_STATE, "list job states"):
+            rc, code, states = self._states.load(job_ids)
+            if rc:
+                raise self.ps.RPCError(errno=code)
+        return states
+
+    def _exact_states(self, jobs: list[Job], *, everything: bool = False) -> tuple[Job, ...]:
+        """The records with the state and flags of Slurm's state RPC, read now (module notes): a job gone or
+        changed since its record keeps the record's, which the next read corrects."""
+        if self._states is None or not jobs:
+            return tuple(jobs)
+        ids = None if everything else {j.array_job_id or j.id for j in jobs}
+        exact = {s.key: s for s in self._load_states(ids)}
+        return tuple(
+            attrs.evolve(job, state=state.state, state_flags=state.state_flags)
+            if (state := exact.get(job_state_of(job).key)) is not None else job
+            for job in jobs)
+
     def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:
         found: list[Job] = []
         everything: tuple[Job, ...] | None = None
+        single: list[Job] = []
         for job_id in dict.fromkeys(int(i) for i in job_ids):
             try:
-                job = self.get_job(job_id)
+                job = self._read_job(job_id)
             except NotFound:
                 continue
             if job.array_job_id is None:
-                found.append(job)
+                single.append(job)
                 continue
-            if everything is None:  # Job.load() kept one record of the array: read them all
+            if everything is None:  # Job.load() kept one record of the array: read them all (exact already)
                 everything = self.list_jobs().items or ()
             found.extend(j for j in everything if j.array_job_id == job.array_job_id)
-        return tuple(found)
+        return (*self._exact_states(single), *found)
 
     def submit_job(self, request: JobRequest) -> int:
         kwargs = submit_kwargs(request)

@@ -674,3 +674,47 @@ def test_jobs_informer_one_change_is_one_handler_call_and_one_read_and_its_index
     assert updates == [("PENDING", "CANCELLED")]
     assert client.reads.count([job_id]) == 1
     assert job_id in informer.index_keys("state", "CANCELLED") and job_id not in informer.index_keys("state", "PENDING")
+
+
+@pytest.mark.pyslurm_release
+def test_pyslurms_state_rpc_answers_as_slurmrestds_jobs_state(slurm_rest, jobs, dev_cluster):
+    """pyslurm's job states come from slurm_load_job_state through ctypes (sunk.slurm.jobstate_rpc): for a
+    held job, a held array (its tasks listed one by one from the bitmap), a running array and a job cancelled
+    in its epilog, the same keys, states and flags as slurmrestd's /jobs/state, filtered alike; and a record's
+    state is the RPC's, exact where pyslurm's one word is not."""
+    rest = connect("rest", url=slurm_rest.url, token=slurm_rest.token, user=slurm_rest.user)
+    c_api = connect("pyslurm")
+    try:
+        assert c_api.cheap_job_states
+        held = held_job(rest, jobs)
+        name = unique("array")
+        out = dev_cluster.slurm("sbatch", "--parsable", "--hold", "--array=0-5", f"--job-name={name}",
+                                "--chdir=/tmp", "--wrap=sleep 300").stdout
+        array = int(out.strip().split(";")[0])
+        jobs.append(array)
+        running = int(dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={name}-r",
+                                        f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300")
+                      .stdout.strip().split(";")[0])
+        jobs.append(running)
+        wait_for(lambda: all(s.state == "RUNNING" for s in rest.list_job_states([running])), 60,
+                 f"array {running} to run")
+        ours = (held, array, running)
+
+        def states(client, ids=None):
+            return {s.key: (s.state, s.state_flags) for s in client.list_job_states(ids)
+                    if (s.job_id or s.array_job_id) in ours}
+
+        via_rest, via_c = states(rest), states(c_api)
+        assert via_c == via_rest and len(via_c) == 1 + 6 + 2, via_c
+        assert {f"{array}_{task}" for task in range(6)} <= set(via_c)
+        assert states(c_api, [array]) == states(rest, [array]) and len(states(c_api, [array])) == 6
+        assert c_api.list_job_states([]) == () and c_api.list_job_states([MISSING_JOB]) == ()
+
+        dev_cluster.slurm("scancel", str(held))  # (a held job has no epilog: CANCELLED at once)
+        wait_for(lambda: states(rest, [held]).get(str(held), ("",))[0] == "CANCELLED", 30, f"{held} cancelled")
+        record = c_api.get_job(held)
+        assert (record.state, record.state_flags) == states(rest, [held])[str(held)]
+        assert c_api.rpc_stats()["REQUEST_JOB_STATE"].count >= 4
+    finally:
+        c_api.close()  # type: ignore[attr-defined]
+        rest.close()  # type: ignore[attr-defined]
