@@ -140,7 +140,8 @@ def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_c
     c.edit(slurmConfig=["SchedulerParameters=bf_window=120"])
     wait_for(lambda: "SchedulerParameters=bf_window=120" in c.configmap()["data"]["slurm.conf"],  # type: ignore[index]
              30, "the new line in slurm.conf")
-    assert c.condition("SpecValid").get("status") == "True"
+    # (the operator applies the objects, then writes the status)
+    wait_for(lambda: c.condition("SpecValid").get("status") == "True", 30, "SpecValid=True")
     assert c.secret("sc-munge-key")["data"] == munge  # a reconcile never replaces a key
 
 
