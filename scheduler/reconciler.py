@@ -32,7 +32,8 @@ from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, Sl
 from sunk.slurm.models import JobRequest, NodeUpdate, SubmitLimits
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain, held_by_another
-from sunk.translate.gang import IDENTITY_MAX, Gang, disagreements, gang_of, max_members, member_order
+from sunk.translate.gang import Gang, disagreements, gang_of, max_members, member_order
+from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_deleting, is_terminal
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain

@@ -117,6 +117,8 @@ class NodeSetReconciler:
             nodeset = self._finalizer(nodeset, add=True) or nodeset
         for note in plan.events:
             self.recorder.event(nodeset, "Warning" if note.type == "Warning" else "Normal", note.reason, note.message)
+            if note.type == "Warning":  # (e.g. a Node label value left out of Slurm: issue 35)
+                log.warning("nodeset %s: %s: %s", nodeset["metadata"]["name"], note.reason, note.message)
         for pod in plan.create:
             self._create(nodeset, dict(pod))
         pods: dict[str, Obj] = {p["metadata"]["name"]: dict(p) for p in facts.pods}

@@ -50,15 +50,27 @@ fi
 # (sunk/translate/identity.py PlaceholderIdentity, a lone Pod's or a gang's: the whole text, as the Syncer reads
 # it), else nothing. The reason is the one the scheduler's drain hook writes for a Pod (naming its UID: only
 # that very Pod holds it), or for a gang the one naming it; the Syncer lifts either once no Pod of the job is
-# left on the node.
+# left on the node. The grammar is identity.py's, pattern for pattern and bound for bound (its *_PATTERN and
+# *_MAX; tests/unit/test_identity_grammar.py feeds both the same hostile texts and wants the same verdict).
 placeholder_reason() {
-    local text name='[a-z0-9][-a-z0-9.]*' uid='[0-9a-z]([-0-9a-z]{0,62}[0-9a-z])?'
-    text=$(squeue -h -t all -j "$JOB" -O 'admin_comment:1100' 2>/dev/null | head -n 1)
-    text=${text%"${text##*[! ]}"} text=${text#"${text%%[! ]*}"}  # (squeue pads the field with spaces)
-    if [[ $text =~ ^sunk-pod=($uid)\ ns=($name)\ name=($name)(\ sched=[^\ ]+)?$ ]]; then
-        echo "k8s: sunk-placeholder: pod ${BASH_REMATCH[3]}/${BASH_REMATCH[4]} uid=${BASH_REMATCH[1]} outlived KillWait after job $JOB"
-    elif [[ $text =~ ^sunk-gang=([a-z]+(/[A-Za-z0-9][A-Za-z0-9._-]*)+)\ ns=($name)\ size=[0-9]+\ members=[0-9a-f,]+(\ sched=[^\ ]+)?$ ]]; then
-        echo "k8s: sunk-placeholder: gang ${BASH_REMATCH[3]}/${BASH_REMATCH[1]} outlived KillWait after job $JOB"
+    local LC_ALL=C text words  # (byte ranges: [a-z] is no wider in another locale)
+    local label='[a-z0-9]+(-+[a-z0-9]+)*'
+    local name="$label(\.$label)*"
+    local gang_key='(job|lws|podgroup|jobset)(/[A-Za-z0-9][-A-Za-z0-9._]{0,62}){1,3}'
+    local members='[0-9a-f]{1,8}(,[0-9a-f]{1,8})*' size='[1-9][0-9]{0,8}'
+    text=$(squeue -h -t all -j "$JOB" -O 'admin_comment:1100' 2>/dev/null)
+    text=${text%"${text##*[![:space:]]}"} text=${text#"${text%%[![:space:]]*}"}  # (squeue pads the field)
+    { [ -n "$text" ] && [ "${#text}" -le 1024 ]; } || return 0  # IDENTITY_MAX
+    read -r -a words <<< "$text"
+    local uid=${words[0]#*=} ns=${words[1]:-} third=${words[2]:-} sched=${words[4]:-${words[3]:-}}
+    ns=${ns#ns=} third=${third#*=}
+    [[ $sched == sched=* ]] && sched=${sched#sched=} || sched=""
+    { [ "${#ns}" -le 63 ] && [ "${#sched}" -le 253 ]; } || return 0  # NAMESPACE_MAX, POD_NAME_MAX
+    if [[ $text =~ ^sunk-pod=$label\ ns=$label\ name=$name(\ sched=$name)?$ ]]; then
+        { [ "${#uid}" -le 36 ] && [ "${#third}" -le 253 ]; } || return 0  # UID_MAX, POD_NAME_MAX
+        echo "k8s: sunk-placeholder: pod $ns/$third uid=$uid outlived KillWait after job $JOB"
+    elif [[ $text =~ ^sunk-gang=$gang_key\ ns=$label\ size=$size\ members=$members(\ sched=$name)?$ ]]; then
+        echo "k8s: sunk-placeholder: gang $ns/$uid outlived KillWait after job $JOB"
     fi
 }
 

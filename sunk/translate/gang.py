@@ -66,7 +66,7 @@ from attrs import frozen
 from sunk import names
 from sunk.slurm.models import Job
 
-from .identity import MEMBER_TAG_CHARS, PlaceholderIdentity
+from .identity import GANG_KEY_PATTERN, IDENTITY_MAX, MEMBER_TAG_CHARS, PlaceholderIdentity
 from .keys import GangKey
 from .objects import annotations_of, controller_ref, labels_of
 from .podjob import GPU_RESOURCE, TABLE_ANNOTATIONS, gpu_clauses
@@ -103,9 +103,6 @@ MODE_REPLICATED_JOB = "replicated-job"
 MODE_JOB = "job"
 
 PROLOG_REASON = "Prolog"  # a running job's reason while its prolog runs (PrologFlags=Alloc)
-# The identity's longest text: Slurm (24.11 to 26.05) refuses an Extra or Comment over 1024 characters;
-# AdminComment has no such check, but the identity is held to the same bound (one job record stays small).
-IDENTITY_MAX = 1024
 JOB_NAME_MAX = 128
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a label value, a name, a UID
 _LAST = (1 << 62,)  # sorts after any index
@@ -198,6 +195,8 @@ def gang_of(pod: Obj) -> Optional[Gang]:
     if gang is None or not namespace:
         return None
     if not all(_WORD.fullmatch(piece) for piece in gang.key.split("/")[1:] + [gang.name, namespace]):
+        return None
+    if not re.fullmatch(GANG_KEY_PATTERN, gang.key, re.ASCII):  # (the placeholder identity's grammar)
         return None
     return gang
 
@@ -387,7 +386,7 @@ def _max_members(key: str, namespace: str, scheduler: str) -> int:
     def length(size: int) -> int:
         identity = PlaceholderIdentity(GangKey(namespace, key), namespace, size=size,
                                        members=("0" * MEMBER_TAG_CHARS,) * size, scheduler=scheduler)
-        return len(identity.encode())
+        return len(identity.text())
 
     size = max(1, (IDENTITY_MAX - length(1)) // (MEMBER_TAG_CHARS + 1) + 1)
     while size > 1 and length(size) > IDENTITY_MAX:

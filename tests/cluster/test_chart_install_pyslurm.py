@@ -5,8 +5,10 @@ cluster's slurm.conf from a ConfigMap (its SlurmctldHost the host as Pods see it
 and place a Pod through Slurm's C API; deleting it cancels its job.
 
 As test_chart_pods.py: a stock kube-scheduler binds the release's Pods to the real Node, the namespace
-enforces Pod Security ``restricted``. The daemons run as SlurmUser's uid (``slurm.pyslurm.runAsUser``),
-which is what lets them submit placeholder jobs for other users over munge.
+enforces Pod Security ``restricted``. Each component runs as its own Slurm user (``slurm.pyslurm.users``,
+issue 36): the scheduler as SlurmUser's uid (``slurmUserId``), which is what lets it submit placeholder jobs
+for other users over munge, the Syncer as ``sunk-syncer``, which the fixture makes known to slurmctld (the
+chroot's /etc/passwd) with ``AdminLevel=Admin`` in slurmdbd, as docs/install.md says.
 """
 
 from __future__ import annotations
@@ -46,8 +48,30 @@ def uid_of(passwd: str, user: str) -> int:
     return next(int(line.split(":")[2]) for line in passwd.splitlines() if line.split(":")[0] == user)
 
 
+SYNCER_USER, SYNCER_UID = "sunk-syncer", 64201  # the chart's default slurm.pyslurm.users.syncer
+
+
 @pytest.fixture(scope="module")
-def pyslurm_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> Iterator[Release]:  # noqa: F811
+def syncer_user(dev_cluster) -> Iterator[None]:
+    """The Syncer's Slurm user as docs/install.md asks: known by name and uid on slurmctld's host, and an
+    Admin in slurmdbd (node updates take AdminLevel=Admin). Taken back afterwards."""
+    passwd = dev_cluster.root / "etc/passwd"
+    before = passwd.read_text()
+    added = not any(line.split(":")[0] == SYNCER_USER for line in before.splitlines())
+    if added:
+        passwd.write_text(before + f"{SYNCER_USER}:x:{SYNCER_UID}:{SYNCER_UID}::/nonexistent:/usr/sbin/nologin\n")
+    dev_cluster.slurm("sacctmgr", "-i", "add", "user", SYNCER_USER, "account=root", "adminlevel=Admin", check=False)
+    try:
+        yield
+    finally:
+        dev_cluster.slurm("sacctmgr", "-i", "delete", "user", f"name={SYNCER_USER}", check=False)
+        if added:
+            passwd.write_text(before)
+
+
+@pytest.fixture(scope="module")
+def pyslurm_release(kube_api, dev_cluster, default_scheduler, syncer_user,  # noqa: F811
+                    tmp_path_factory) -> Iterator[Release]:
     assert dev_cluster.release.pyslurm, f"the dev cluster runs Slurm {dev_cluster.release.name}; pyslurm needs 25.11"
     name = f"chart-pyslurm-{uuid.uuid4().hex[:8]}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -63,7 +87,7 @@ def pyslurm_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) 
     release = Release(dev_cluster, name, tmp_path_factory.mktemp("chart-pyslurm"))
     release.values["slurm"].update({"backend": "pyslurm", "pyslurm": {
         "configMap": "slurm-conf", "mungeKeySecret": "munge-key",
-        "runAsUser": uid_of((root / "etc/passwd").read_text(), "slurm")}})
+        "slurmUserId": uid_of((root / "etc/passwd").read_text(), "slurm")}})
     release.values.update({"nodeSelector": {realnode.NODE_LABEL: "true"}, "logLevel": "info",
                            "syncer": {"replicas": 1}, "scheduler": {"replicas": 1}})
     try:
@@ -94,6 +118,20 @@ def test_the_pyslurm_release_runs_its_image_with_munged_ready(kube_api, pyslurm_
     built = pyslurm_release.dev_cluster.built_images[f"{images.SUNK_REPOSITORY}:{sunk.__version__}-slurm25.11"]
     assert {s["imageID"] for p in pods for s in p["status"]["containerStatuses"]} == {built}
     assert all(s["name"] == "munged" and s.get("started") for p in pods for s in p["status"]["initContainerStatuses"])
+
+
+def test_each_component_runs_as_its_own_slurm_user_and_the_syncer_is_an_admin_not_slurmuser(kube_api, pyslurm_release):
+    """Issue 36: the Syncer no longer holds SlurmUser's munge credential; the scheduler still must (it submits
+    for other users, which the next test proves)."""
+    dev = pyslurm_release.dev_cluster
+    slurm_uid = uid_of((dev.root / "etc/passwd").read_text(), "slurm")
+    by_component = {p["metadata"]["labels"]["app.kubernetes.io/name"]:
+                    {c["securityContext"]["runAsUser"]
+                     for c in [*p["spec"]["containers"], *p["spec"]["initContainers"]]}
+                    for p in pods_of(kube_api, pyslurm_release.namespace)}
+    assert by_component == {"sunk-syncer": {SYNCER_UID}, "sunk-scheduler": {slurm_uid}}
+    shown = dev.slurm("sacctmgr", "-n", "-P", "show", "user", SYNCER_USER, "format=user,adminlevel").stdout.split()
+    assert shown == [f"{SYNCER_USER}|Administrator"]
 
 
 def test_a_pod_is_placed_through_pyslurm_and_its_job_cancelled_when_it_goes(kube_api, pyslurm_release):

@@ -23,7 +23,12 @@ from sunk_dev.chart import find, flags, merged
 HELM = chart.helm_binary()
 UID = 64030  # a SlurmUser's uid, as Debian's slurm packages make it
 PYSLURM = {"slurm": {"backend": "pyslurm", "pyslurm": {"configMap": "slurm-conf", "mungeKeySecret": "munge-key",
-                                                       "runAsUser": UID}}}
+                                                       "slurmUserId": UID}}}
+# Each Pod's uid under the default slurm.pyslurm.users: the Syncer (and its uninstall Job) and the operator their
+# own users (AdminLevel=Admin), the scheduler and the extender SlurmUser's (only it and root submit for others).
+SYNCER_UID, OPERATOR_UID = 64201, 64202
+UIDS = {"sunk-syncer": SYNCER_UID, "sunk-release-nodes": SYNCER_UID, "sunk-operator": OPERATOR_UID,
+        "sunk-scheduler": UID, "sunk-extender": UID}
 EVERYTHING = {"extender": {"enabled": True}, "operator": {"enabled": True}}
 # The Pods that speak to Slurm (kind, name, container), each with munged beside it under pyslurm.
 SLURM_PODS = [("Deployment", "sunk-syncer", "syncer"), ("Deployment", "sunk-scheduler", "scheduler"),
@@ -113,15 +118,67 @@ def test_munged_runs_beside_the_daemon_with_the_clusters_key_and_shares_its_sock
 
 
 @pytest.mark.parametrize(("kind", "name", "main"), SLURM_PODS, ids=[p[1] for p in SLURM_PODS])
-def test_the_daemon_and_munged_run_as_the_uid_slurm_must_see_hardened_for_restricted(docs, kind, name, main):
+def test_the_daemon_and_munged_run_as_their_components_uid_hardened_for_restricted(docs, kind, name, main):
     spec = pod_spec(docs, kind, name)
     for c in (container(spec, main), spec["initContainers"][0]):
         context = c["securityContext"]
-        assert context["runAsUser"] == UID and context["runAsNonRoot"] is True
+        assert context["runAsUser"] == UIDS[name] and context["runAsNonRoot"] is True
         assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
         assert context["capabilities"] == {"drop": ["ALL"]}
         assert context["seccompProfile"] == {"type": "RuntimeDefault"}
         assert c["resources"]["limits"] and c["resources"]["requests"]
+
+
+def uid_of(docs: list[dict[str, Any]], kind: str, name: str) -> int:
+    (uid,) = {c["securityContext"]["runAsUser"] for c in [*pod_spec(docs, kind, name)["containers"],
+                                                           *pod_spec(docs, kind, name)["initContainers"]]}
+    return int(uid)
+
+
+def test_the_components_that_need_no_slurmuser_each_run_as_a_uid_of_their_own_neither_root_nor_slurmuser(docs):
+    """Issue 36: a SlurmUser munge credential is worth root on the slurmds, and one uid for every daemon made a
+    compromise of any of them a compromise of the Slurm cluster."""
+    syncer, operator = uid_of(docs, "Deployment", "sunk-syncer"), uid_of(docs, "Deployment", "sunk-operator")
+    assert len({syncer, operator, UID, 0}) == 4
+    assert uid_of(docs, "Job", "sunk-release-nodes") == syncer
+    # Placing a job for another user is root's and SlurmUser's alone (slurmctld's _valid_id): the two that do.
+    assert uid_of(docs, "Deployment", "sunk-scheduler") == uid_of(docs, "Deployment", "sunk-extender") == UID
+
+
+def test_a_scheduler_given_a_uid_of_its_own_runs_as_it_under_its_name():
+    extender = {"name": "sunk-ext", "uid": 64203}
+    values = merged(EVERYTHING, PYSLURM, {"slurm": {"pyslurm": {"users": {"extender": extender}}}})
+    docs = render(values)
+    assert uid_of(docs, "Deployment", "sunk-extender") == 64203
+    assert uid_of(docs, "Deployment", "sunk-scheduler") == UID
+    assert ["sunk-ext", "x", "64203"] in [e[:3] for e in passwd_of(docs)]
+
+
+@pytest.mark.parametrize(("user", "given", "says"), [
+    ("syncer", {"uid": UID}, "SlurmUser's"),  # the attack: the Syncer back on SlurmUser's uid
+    ("operator", {"uid": UID}, "SlurmUser's"),
+    ("syncer", {"uid": None}, "slurm.pyslurm.users.syncer.uid"),  # null: SlurmUser's
+    ("operator", {"uid": SYNCER_UID, "name": "sunk-op"}, "already syncer's"),
+    ("scheduler", {"uid": OPERATOR_UID, "name": "sunk-sched"}, "already operator's"),
+    ("extender", {"uid": 64210}, "slurm.pyslurm.users.extender.name"),  # a uid of its own needs its name
+    ("operator", {"name": "sunk-syncer"}, "names another user"),
+    ("operator", {"name": "slurm"}, "names another user"),
+    ("syncer", {"name": "root"}, "names another user"),
+])
+def test_a_component_user_that_is_shared_slurmuser_or_unnamed_is_refused(user, given, says):
+    values = merged(EVERYTHING, PYSLURM, {"slurm": {"pyslurm": {"users": {user: given}}}})
+    assert says in refusal(values)
+
+
+@pytest.mark.parametrize(("user", "uid"), [("syncer", 0), ("scheduler", 0), ("extender", -1)])
+def test_root_is_refused_for_every_component(user, uid):
+    values = merged(EVERYTHING, PYSLURM, {"slurm": {"pyslurm": {"users": {user: {"name": "x", "uid": uid}}}}})
+    assert f"/slurm/pyslurm/users/{user}/uid" in refusal(values)
+
+
+def test_the_old_one_uid_for_every_daemon_fails_the_render_saying_what_replaces_it():
+    message = refusal(merged(PYSLURM, {"slurm": {"pyslurm": {"runAsUser": UID}}}))
+    assert "runAsUser is gone" in message and "slurmUserId" in message and "users.syncer" in message
 
 
 def test_the_pods_that_do_not_speak_to_slurm_keep_the_images_uid_and_no_munged(docs):
@@ -187,10 +244,10 @@ def test_every_daemon_parses_its_rendered_flags_into_the_pyslurm_backend(docs):
 @pytest.mark.parametrize(("missing", "names"), [
     ("configMap", "slurm.pyslurm.configMap"),
     ("mungeKeySecret", "slurm.pyslurm.mungeKeySecret"),
-    ("runAsUser", "slurm.pyslurm.runAsUser"),
+    ("slurmUserId", "slurm.pyslurm.slurmUserId"),
 ])
 def test_pyslurm_without_what_it_needs_fails_naming_the_value(missing, names):
-    values = merged(PYSLURM, {"slurm": {"pyslurm": {missing: None if missing == "runAsUser" else ""}}})
+    values = merged(PYSLURM, {"slurm": {"pyslurm": {missing: None if missing == "slurmUserId" else ""}}})
     assert names in refusal(values)
 
 
@@ -200,8 +257,8 @@ def test_pyslurm_without_a_slurmrestd_url_or_token_renders():
 
 
 @pytest.mark.parametrize("uid", [0, -1, "65532"])
-def test_root_or_no_uid_is_refused(uid):
-    assert "runAsUser" in refusal(merged(PYSLURM, {"slurm": {"pyslurm": {"runAsUser": uid}}}))
+def test_a_root_or_no_slurmuser_uid_is_refused(uid):
+    assert "slurmUserId" in refusal(merged(PYSLURM, {"slurm": {"pyslurm": {"slurmUserId": uid}}}))
 
 
 def test_an_unknown_backend_is_refused():
@@ -227,11 +284,15 @@ def test_slurm_confs_slurmuser_is_a_user_the_daemons_know_by_name_and_uid(docs, 
     assert volume(spec, "slurm-passwd")["configMap"]["name"] == "sunk-slurm-passwd"
     mounted = [m for m in container(spec, main)["volumeMounts"] if m["name"] == "slurm-passwd"]
     assert mounted == [{"name": "slurm-passwd", "mountPath": "/etc/passwd", "subPath": "passwd", "readOnly": True}]
-    assert [e[:3] for e in passwd_of(docs)] == [["root", "x", "0"], ["nonroot", "x", "65532"], ["slurm", "x", str(UID)]]
+    assert [e[:3] for e in passwd_of(docs)] == [["root", "x", "0"], ["nonroot", "x", "65532"], ["slurm", "x", str(UID)],
+                                                ["sunk-syncer", "x", str(SYNCER_UID)],
+                                                ["sunk-operator", "x", str(OPERATOR_UID)]]
 
 
-def test_a_slurmuser_other_than_the_daemons_uid_is_named_beside_it():
-    values = merged(PYSLURM, {"slurm": {"pyslurm": {"runAsUser": 1500, "slurmUser": "slurmadm", "slurmUserId": 990}}})
-    entries = {e[0]: e[2] for e in passwd_of(render(values))}
-    assert entries["slurmadm"] == "990" and entries["sunk"] == "1500"
+def test_a_slurmuser_of_another_name_is_named_and_run_as_by_the_scheduler():
+    values = merged(PYSLURM, {"slurm": {"pyslurm": {"slurmUser": "slurmadm", "slurmUserId": 990}}})
+    docs = render(values)
+    entries = {e[0]: e[2] for e in passwd_of(docs)}
+    assert entries["slurmadm"] == "990" and "slurm" not in entries
+    assert uid_of(docs, "Deployment", "sunk-scheduler") == 990
     assert "slurmUser" in refusal(merged(PYSLURM, {"slurm": {"pyslurm": {"slurmUser": "bad:name\nroot"}}}))

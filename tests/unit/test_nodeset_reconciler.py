@@ -334,3 +334,19 @@ def _pod(ns: dict[str, Any], i: int, **kw: Any) -> dict[str, Any]:
 
     return pod_for(ns, f"worker-{i}", f"g-3-{i}", **kw)
 
+
+
+def test_a_node_that_labels_itself_into_a_partition_is_an_event_and_a_log_line_never_a_slurm_partition(
+        monkeypatch, caplog):
+    """Issue 35: a kubelet may set its own Node's labels (all but node-restriction.kubernetes.io/ ones)."""
+    ns = nodeset(slurm={"partitions": ["gpu"], "partitionLabels": ["example.com/pool"],
+                        "allowedPartitions": ["train"]})
+    w = World(monkeypatch, [W(1, pool="gpu", **{"example.com/pool": "premium"})], [], ns)
+    with caplog.at_level("WARNING", logger="sunk.nodeset.reconciler"):
+        w.reconcile()
+    (pod,) = w.pods().values()
+    env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env") or []}
+    assert env["SUNK_SLURM_PARTITIONS"] == "gpu"
+    assert [(t, r) for t, r, m in w.recorder.events if "premium" in m] == [("Warning", "BadNodeInput")]
+    assert any("premium" in r.getMessage() and "allowedPartitions" in r.getMessage() for r in caplog.records)
+    assert not [c for c in w.slurm.calls if "premium" in repr(c)]

@@ -494,9 +494,11 @@ def test_the_largest_gang_is_the_one_whose_identity_still_fits(namespace):
 
     def identity(size):
         return PlaceholderIdentity(GangKey(namespace, gang.key), namespace, size=size, members=("0" * 8,) * size,
-                              scheduler="sunk-scheduler").encode()
+                              scheduler="sunk-scheduler")
 
-    assert len(identity(most)) <= g.IDENTITY_MAX < len(identity(most + 1))
+    assert len(identity(most).encode()) <= g.IDENTITY_MAX < len(identity(most + 1).text())
+    with pytest.raises(ValueError, match="not in the grammar"):  # (nor written: the grammar bounds the text)
+        identity(most + 1).encode()
 
 
 def test_a_gang_whose_leader_has_no_gpus_still_asks_for_the_typed_gres():

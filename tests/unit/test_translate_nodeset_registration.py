@@ -35,7 +35,7 @@ def auto(**slurm: Any) -> dict[str, Any]:
 
 def test_four_a100_gpus_register_gpu_a100_4_with_no_gres_written_by_hand():
     reg = registration(read_spec(auto()).spec, gpu_node(), TYPES)
-    assert reg.gres == "gpu:a100:4"
+    assert reg.features == ("base",)
     assert reg.conf() == "Feature=base Gres=gpu:a100:4"
     assert reg.gres_conf("g-3-1") == "NodeName=g-3-1 Name=gpu Type=a100 Count=4\n"
     assert reg.problems == ()
@@ -89,7 +89,8 @@ def test_gres_conf_of_several_and_untyped_gres():
 
 
 def test_features_and_partitions_from_the_node_labels_the_nodeset_names():
-    ns = auto(featureLabels=["example.com/rack", "zone"], partitionLabels=["example.com/pool"])
+    ns = auto(featureLabels=["example.com/rack", "zone"], partitionLabels=["example.com/pool"],
+              allowedFeatures=["r12", "r13"], allowedPartitions=["train"])
     n = gpu_node("0", None, **{"example.com/rack": "r12", "zone": "base", "example.com/pool": "train"})
     reg = registration(read_spec(ns).spec, n, TYPES)
     assert reg.features == ("base", "r12")  # a value the NodeSet already has is not repeated
@@ -99,11 +100,53 @@ def test_features_and_partitions_from_the_node_labels_the_nodeset_names():
 
 @pytest.mark.parametrize("value", ["a b", "a,b", "x=y", "x" * 65, "über"])
 def test_a_label_value_slurm_cannot_take_is_left_out_and_said(value):
-    ns = auto(featureLabels=["rack"], partitionLabels=["example.com/pool"])
+    ns = auto(featureLabels=["rack"], partitionLabels=["example.com/pool"], allowedFeatures=["ok"],
+              allowedPartitions=["ok"])
     labels = {"rack": value, "example.com/pool": value}
     reg = registration(read_spec(ns).spec, gpu_node("0", None, **labels), TYPES)
     assert reg.features == ("base",) and reg.partitions == ("gpu",)
     assert len(reg.problems) == 2 and "left out" in reg.problems[0]
+
+
+# Issue 35: a kubelet may set any label of its own Node but those under node-restriction.kubernetes.io/.
+TRUSTED = "node-restriction.kubernetes.io/slurm-partition"
+
+
+@pytest.mark.parametrize("allowed", [None, [], ["train", "infer"]], ids=["no-allowlist", "empty", "other-values"])
+def test_a_node_that_labels_itself_into_a_partition_is_left_out_of_it_and_said(allowed):
+    """The attack: a compromised kubelet labels its Node into the tenants' premium partition, or claims the
+    feature a tenant's job constrains on. Neither reaches Slurm; the problem names the label and the way out."""
+    slurm: dict[str, Any] = {"featureLabels": ["example.com/rack"], "partitionLabels": ["example.com/pool"]}
+    if allowed is not None:
+        slurm.update(allowedPartitions=allowed, allowedFeatures=allowed)
+    labels = {"example.com/pool": "premium-h100", "example.com/rack": "secure-enclave"}
+    reg = registration(read_spec(auto(**slurm)).spec, gpu_node("0", None, **labels), TYPES)
+    assert reg.partitions == ("gpu",) and reg.features == ("base",)
+    assert "premium-h100" not in reg.conf() and "secure-enclave" not in reg.conf()
+    pool, rack = sorted(reg.problems)
+    assert "'premium-h100' is not in spec.slurm.allowedPartitions" in pool and "left out" in pool
+    assert "'secure-enclave' is not in spec.slurm.allowedFeatures" in rack
+    assert "node-restriction.kubernetes.io/" in pool
+
+
+def test_a_label_under_the_prefix_kubelets_cannot_set_needs_no_allowlist():
+    ns = auto(partitionLabels=[TRUSTED, "example.com/pool"], allowedPartitions=["train"])
+    labels = {TRUSTED: "premium-h100", "example.com/pool": "train"}
+    reg = registration(read_spec(ns).spec, gpu_node("0", None, **labels), TYPES)
+    assert reg.partitions == ("gpu", "premium-h100", "train") and reg.problems == ()
+
+
+def test_an_allowlisted_value_of_a_label_is_taken_and_the_rest_of_the_node_still_registers():
+    ns = auto(partitionLabels=["a", "b"], allowedPartitions=["train"])
+    reg = registration(read_spec(ns).spec, gpu_node("0", None, a="train", b="admin"), TYPES)
+    assert reg.partitions == ("gpu", "train") and len(reg.problems) == 1
+    assert reg.features == ("base",)
+
+
+@pytest.mark.parametrize("allowed", ["train", ["a b"], [1], ["x"] * 257])
+def test_an_allowlist_that_is_no_list_of_slurm_names_is_a_spec_problem(allowed):
+    read = read_spec(auto(partitionLabels=["a"], allowedPartitions=allowed))
+    assert [p for p in read.problems if p.startswith("spec.slurm.allowedPartitions")]
 
 
 def test_a_missing_or_empty_label_adds_nothing_and_is_no_problem():
@@ -242,6 +285,19 @@ def test_bad_node_input_is_a_condition_and_an_event_and_the_pod_still_comes():
     assert any(e.reason == "BadNodeInput" for e in plan.events)
     good = decide(_facts(auto(), [gpu_node()]))
     assert next(c for c in good.conditions if c["type"] == "NodeInputValid")["status"] == "True"
+
+
+def test_a_self_labelled_partition_reaches_no_slurmd_pod_and_is_an_event_on_the_nodeset():
+    """Issue 35 end to end in the plan: the slurmd Pod made for the Node registers without the partition its
+    kubelet labelled it into (what reaches Slurm is the Pod's registration), and the NodeSet says why."""
+    ns = auto(partitionLabels=["example.com/pool"])
+    plan = decide(_facts(ns, [gpu_node("4", **{"example.com/pool": "premium"})]))
+    (pod,) = plan.create
+    env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env") or []}
+    assert env[podlib.ENV_PARTITIONS] == "gpu"
+    cond = next(c for c in plan.conditions if c["type"] == "NodeInputValid")
+    assert cond["status"] == "False" and "'premium' is not in spec.slurm.allowedPartitions" in cond["message"]
+    assert any(e.type == "Warning" and "premium" in e.message for e in plan.events)
 
 
 def test_without_gres_from_node_a_nodeset_registers_no_gres_it_was_not_given():

@@ -118,7 +118,7 @@ def test_an_invalid_pod_is_refused_with_every_problem():
         request(make_pod({names.ANN_PRIORITY: "high"}, cpu="0"))
 
 
-@given(uid=st.from_regex(r"\A[a-z0-9-]{1,36}\Z"), token=st.from_regex(r"\A[0-9a-f]{64}\Z"),
+@given(uid=st.from_regex(r"\A[a-z0-9]([a-z0-9-]{0,34}[a-z0-9])?\Z"), token=st.from_regex(r"\A[0-9a-f]{64}\Z"),
        url=st.sampled_from(["http://127.0.0.1:8000", "https://sunk-scheduler.slurm.svc:8000"]))
 def test_each_variable_is_set_once(uid, token, url):
     pod = make_pod()

@@ -297,10 +297,23 @@ def test_a_feature_slurm_cannot_take_is_a_validation_error():
 _token = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40)
 
 
-@given(_token, _token, _token, st.one_of(st.just(""), _token))
+_label = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")
+
+
+@given(_label, _label, st.lists(_label, min_size=1, max_size=4).map(".".join), st.one_of(st.just(""), _label))
 def test_identity_round_trips(uid, namespace, name, scheduler):
     identity = PlaceholderIdentity(PodKey(uid), namespace, name=name, scheduler=scheduler)
     assert PlaceholderIdentity.parse(identity.encode()) == identity
+
+
+@given(_token, _token, _token, st.one_of(st.just(""), _token))
+def test_an_identity_is_written_only_if_it_reads_back_as_itself(uid, namespace, name, scheduler):
+    identity = PlaceholderIdentity(PodKey(uid), namespace, name=name, scheduler=scheduler)
+    try:
+        text = identity.encode()
+    except ValueError:
+        return
+    assert PlaceholderIdentity.parse(text) == identity
 
 
 @pytest.mark.parametrize("admin_comment", [

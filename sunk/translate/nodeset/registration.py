@@ -12,6 +12,13 @@ The NodeSet's features and partitions are joined by the values of the Node label
 (``slurm.featureLabels``, ``slurm.partitionLabels``), and its ``memSpecLimit``,
 ``cpuSpecList`` and ``coreSpecCount`` are added as they are.
 
+A Node's labels are its kubelet's to write too (NodeRestriction lets a kubelet change its own Node's
+labels, all but those under ``node-restriction.kubernetes.io/``), so a compromised node could put itself
+into any partition, or claim any feature a job constrains on (issue 35). A label's value is written to
+Slurm only if the label is under that prefix (set by whoever administers Nodes) or the value is one the
+NodeSet allows (``slurm.allowedFeatures``, ``slurm.allowedPartitions``); any other is left out and said
+in ``problems``. No allowlist is no value from a label a kubelet can write: allowing is explicit.
+
 Labels and allocatable are written by whoever controls Nodes (admins, node agents, device
 plugins): untrusted like any input. A count that is not a whole number from 0 to
 ``MAX_GPUS``, a type or label value that is not a safe Slurm word, is left out and said in
@@ -27,7 +34,7 @@ from typing import Any
 from attrs import field, frozen
 
 from ..quantity import is_whole, parse_quantity
-from .spec import SLURM_WORD, NodeSetSpec
+from .spec import KUBELET_PROOF_PREFIX, SLURM_WORD, NodeSetSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_CLASS_LABEL = "gpu.nvidia.com/class"
@@ -114,7 +121,9 @@ def gpu_gres(node: Obj, gpu_types: Mapping[str, str]) -> tuple[str, list[str]]:
     return (f"gpu:{gtype}:{count}" if gtype else f"gpu:{count}"), problems
 
 
-def _label_words(node: Obj, keys: tuple[str, ...], what: str, problems: list[str]) -> list[str]:
+def _label_words(node: Obj, keys: tuple[str, ...], allowed: tuple[str, ...], what: str,
+                 problems: list[str]) -> list[str]:
+    """The values of the Node's labels ``keys`` that may become Slurm ``what``s (module docstring)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     words = []
     for key in keys:
@@ -123,6 +132,11 @@ def _label_words(node: Obj, keys: tuple[str, ...], what: str, problems: list[str
             continue
         if not isinstance(value, str) or len(value) > MAX_WORD or not SLURM_WORD.fullmatch(value):
             problems.append(f"label {key}={str(value)[:MAX_WORD]!r} is not a Slurm {what} name: left out")
+            continue
+        if not key.startswith(KUBELET_PROOF_PREFIX) and value not in allowed:
+            problems.append(f"label {key}={value!r}: {what} {value!r} is not in spec.slurm.allowed{what.title()}s "
+                            f"(and a kubelet can set {key} on its own Node; {KUBELET_PROOF_PREFIX} labels it "
+                            f"cannot): left out")
             continue
         words.append(value)
     return words
@@ -137,8 +151,9 @@ def registration(spec: NodeSetSpec, node: Obj, gpu_types: Mapping[str, str], *,
     if not gres and gres_from_node:
         gres, found = gpu_gres(node, gpu_types)
         problems.extend(found)
-    features = list(dict.fromkeys([*spec.features, *_label_words(node, spec.feature_labels, "feature", problems)]))
-    partitions = list(dict.fromkeys([*spec.partitions,
-                                     *_label_words(node, spec.partition_labels, "partition", problems)]))
+    features = list(dict.fromkeys([*spec.features, *_label_words(node, spec.feature_labels, spec.allowed_features,
+                                                                 "feature", problems)]))
+    partitions = list(dict.fromkeys([*spec.partitions, *_label_words(node, spec.partition_labels,
+                                                                     spec.allowed_partitions, "partition", problems)]))
     return Registration(features=features, gres=gres, partitions=partitions, mem_spec_limit=spec.mem_spec_limit,
                         cpu_spec_list=spec.cpu_spec_list, core_spec_count=spec.core_spec_count, problems=problems)

@@ -43,6 +43,10 @@ CPU_SPEC_LIST = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)
 MAX_MEM_SPEC_MB = 1 << 30  # 1 PiB in MiB: past any Node, short of Slurm's 64-bit field
 MAX_CORE_SPEC = 4096
 MAX_LABEL_KEYS = 16
+MAX_ALLOWED = 256  # allowedFeatures / allowedPartitions entries
+# The one label prefix a kubelet cannot write on its own Node (NodeRestriction admission): a value under it was
+# put there by whoever administers Nodes. Any other label a compromised node can set on itself.
+KUBELET_PROOF_PREFIX = "node-restriction.kubernetes.io/"
 # Fields of the Pod the operator sets itself.
 OPERATOR_POD_FIELDS = ("nodeName", "hostname")
 
@@ -72,6 +76,9 @@ class NodeSetSpec:
     # Node label keys whose values become Slurm features / partitions of that Node's Slurm node.
     feature_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
     partition_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    # The values those labels may bring (a value of a label under KUBELET_PROOF_PREFIX needs no entry).
+    allowed_features: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    allowed_partitions: tuple[str, ...] = field(converter=_strs, factory=tuple)
     # Memory (MiB) and CPUs Slurm keeps from jobs for slurmd and the Node's system Pods (SUNK's MemSpecLimit).
     mem_spec_limit: int | None = None
     cpu_spec_list: str = ""
@@ -91,11 +98,13 @@ def _str_map(value: object) -> bool:
     return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
-def _word_list(value: object, where: str, out: list[str]) -> tuple[str, ...]:
+def _word_list(value: object, where: str, out: list[str], *, most: int | None = None) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and SLURM_WORD.fullmatch(v) for v in value):
-        out.append(f"{where}: must be a list of Slurm names (letters, digits, _.+-)")
+    if (not isinstance(value, list) or (most is not None and len(value) > most)
+            or not all(isinstance(v, str) and SLURM_WORD.fullmatch(v) for v in value)):
+        bound = f" of at most {most}" if most is not None else ""
+        out.append(f"{where}: must be a list{bound} of Slurm names (letters, digits, _.+-)")
         return ()
     return tuple(value)
 
@@ -252,6 +261,10 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         gres = ""
     feature_labels = _label_keys(slurm.get("featureLabels"), "spec.slurm.featureLabels", problems)
     partition_labels = _label_keys(slurm.get("partitionLabels"), "spec.slurm.partitionLabels", problems)
+    allowed_features = _word_list(slurm.get("allowedFeatures"), "spec.slurm.allowedFeatures", problems,
+                                  most=MAX_ALLOWED)
+    allowed_partitions = _word_list(slurm.get("allowedPartitions"), "spec.slurm.allowedPartitions", problems,
+                                    most=MAX_ALLOWED)
     mem_spec_limit, cpu_spec_list, core_spec_count = _specialisation(slurm, problems)
 
     template = raw.get("template")
@@ -287,6 +300,8 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         partitions=partitions,
         feature_labels=feature_labels,
         partition_labels=partition_labels,
+        allowed_features=allowed_features,
+        allowed_partitions=allowed_partitions,
         mem_spec_limit=mem_spec_limit,
         cpu_spec_list=cpu_spec_list,
         core_spec_count=core_spec_count,

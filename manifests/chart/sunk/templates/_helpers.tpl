@@ -194,7 +194,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{/* munged beside a daemon under pyslurm: a native sidecar (an init container that keeps running, Kubernetes
      1.29+), so it is up before the daemon starts (the daemon initialises libslurm at start) and a Job's Pod
      still ends when its one container does. munged signs the daemon's credentials with the cluster's key;
-     Slurm sees the daemon's uid (slurm.pyslurm.runAsUser). (dict "root" $ "values" <component values>). */}}
+     Slurm sees the daemon's uid (slurm.pyslurm.users). (dict "root" $ "component" ... "values" <component values>). */}}
 {{- define "sunk.mungeSidecar" -}}
 {{- $root := .root -}}
 {{- if eq $root.Values.slurm.backend "pyslurm" -}}
@@ -215,7 +215,7 @@ initContainers:
     resources:
       {{- toYaml $root.Values.slurm.pyslurm.mungeResources | nindent 6 }}
     securityContext:
-      {{- include "sunk.slurmContainerSecurityContext" $root | nindent 6 }}
+      {{- include "sunk.slurmContainerSecurityContext" . | nindent 6 }}
     volumeMounts:
       - {name: munge-key, mountPath: /etc/munge-key, readOnly: true}
       - {name: munge-socket, mountPath: /run/munge}
@@ -251,18 +251,40 @@ fsGroup: 65532
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
 
-{{/* The daemons' uid: the image's (65532), or under pyslurm the one Slurm must see through munge
-     (slurm.pyslurm.runAsUser: SlurmUser's, or one with AdminLevel=Admin). */}}
+{{/* A component's Slurm user under pyslurm, "<name>:<uid>": slurm.pyslurm.users.<user>, where a null uid is
+     SlurmUser's (and an empty name slurm.pyslurm.slurmUser). (dict "root" $ "user" "syncer"). */}}
+{{- define "sunk.slurmUserOf" -}}
+{{- $p := .root.Values.slurm.pyslurm -}}
+{{- $u := get ($p.users | default dict) .user | default dict -}}
+{{- $slurmUid := int64 (default 0 $p.slurmUserId) -}}
+{{- $uid := ternary $slurmUid (int64 (default 0 $u.uid)) (kindIs "invalid" $u.uid) -}}
+{{- $name := $u.name | default "" -}}
+{{- if and (not $name) (eq $uid $slurmUid) }}{{ $name = $p.slurmUser }}{{ end -}}
+{{- printf "%s:%d" $name $uid -}}
+{{- end -}}
+
+{{/* Which slurm.pyslurm.users entry a component runs as: its own; the uninstall's release-nodes Job the
+     Syncer's (it does the Syncer's work). (dict "root" $ "component" "sunk-syncer"). */}}
+{{- define "sunk.slurmUserKey" -}}
+{{- $key := trimPrefix "sunk-" .component -}}
+{{- ternary "syncer" $key (eq $key "release-nodes") -}}
+{{- end -}}
+
+{{/* A component's uid: the image's (65532), or under pyslurm its own Slurm user's, the uid Slurm sees
+     through munge (slurm.pyslurm.users). (dict "root" $ "component" "sunk-syncer"). */}}
 {{- define "sunk.uid" -}}
-{{- $v := .Values -}}
-{{- if eq $v.slurm.backend "pyslurm" }}{{ int64 $v.slurm.pyslurm.runAsUser }}{{ else }}65532{{ end -}}
+{{- if eq .root.Values.slurm.backend "pyslurm" -}}
+{{- $user := include "sunk.slurmUserOf" (dict "root" .root "user" (include "sunk.slurmUserKey" .)) -}}
+{{- last (splitList ":" $user) -}}
+{{- else }}65532{{ end -}}
 {{- end -}}
 
 {{- define "sunk.containerSecurityContext" -}}
 {{ include "sunk.hardenedSecurityContext" 65532 }}
 {{- end -}}
 
-{{/* A container that speaks to Slurm (its daemon, and munged beside it under pyslurm). */}}
+{{/* A container that speaks to Slurm (its daemon, and munged beside it under pyslurm), as its component's
+     uid: (dict "root" $ "component" "sunk-syncer"). */}}
 {{- define "sunk.slurmContainerSecurityContext" -}}
 {{ include "sunk.hardenedSecurityContext" (include "sunk.uid" .) }}
 {{- end -}}
@@ -445,16 +467,16 @@ repeats too few distinct characters to be a secret (openssl rand -hex 32)
 {{- end -}}
 {{- end -}}
 
-{{/* /etc/passwd of the daemons under pyslurm: root, the image's nonroot, the daemons' uid, and slurm.conf's
-     SlurmUser by name with its uid (libslurm resolves it by name; munge restricts credentials to it). */}}
+{{/* /etc/passwd of the daemons under pyslurm: root, the image's nonroot, slurm.conf's SlurmUser by name with its
+     uid (libslurm resolves it by name; munge restricts credentials to it), and each component's Slurm user
+     (slurm.pyslurm.users), once. */}}
 {{- define "sunk.passwd" -}}
 {{- $p := .Values.slurm.pyslurm -}}
-{{- $run := int64 $p.runAsUser -}}
-{{- $slurm := int64 (default $p.runAsUser $p.slurmUserId) -}}
-root:x:0:0:root:/root:/usr/sbin/nologin
-nonroot:x:65532:65532::/home/nonroot:/usr/sbin/nologin
-{{ $p.slurmUser }}:x:{{ $slurm }}:{{ $slurm }}::/nonexistent:/usr/sbin/nologin
-{{- if ne $run $slurm }}
-sunk:x:{{ $run }}:{{ $run }}::/nonexistent:/usr/sbin/nologin
-{{- end }}
+{{- $lines := list "root:x:0:0:root:/root:/usr/sbin/nologin" "nonroot:x:65532:65532::/home/nonroot:/usr/sbin/nologin" -}}
+{{- $lines = append $lines (printf "%s:x:%d:%d::/nonexistent:/usr/sbin/nologin" $p.slurmUser (int64 $p.slurmUserId) (int64 $p.slurmUserId)) -}}
+{{- range $key := list "syncer" "operator" "scheduler" "extender" -}}
+{{- $user := splitList ":" (include "sunk.slurmUserOf" (dict "root" $ "user" $key)) -}}
+{{- $lines = append $lines (printf "%s:x:%s:%s::/nonexistent:/usr/sbin/nologin" (first $user) (last $user) (last $user)) -}}
+{{- end -}}
+{{- join "\n" ($lines | uniq) }}
 {{ end -}}
