@@ -14,9 +14,11 @@ from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
 from sunk.locking import service as service_module
 from sunk.locking.batcher import AnnotationBatcher
 from sunk.locking.evictions import EvictionLog
+from sunk.locking.jobreads import SharedJobReads
 from sunk.locking.requests import parse_requests, request_key
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
+from sunk.locking.waitslots import WaitSlots
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
@@ -66,12 +68,14 @@ class World:
         self.recorder = Recorder()
         self.slurm = Slurm()
         self.cache = Cache()
+        self.config = config(*flags)
         self.service = LockService(
             ctx=context(self.slurmd, self.nodes, self.pods, self.cache, self.recorder, slurm=self.slurm),
-            config=config(*flags),
+            config=self.config,
             waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
             is_placeholder=is_placeholder, nudge=self.nudged.append,
-            ready=lambda: ready)
+            ready=lambda: ready, job_reads=SharedJobReads(self.slurm.get_job),
+            wait_slots=WaitSlots(overall=self.config.max_waiters, per_node=self.config.max_waiters_per_node))
 
     def _write(self, obj, annotations):
         self.written.append(dict(annotations))
