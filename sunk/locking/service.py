@@ -42,8 +42,8 @@ from .evictions import EvictionLog
 from .jobreads import JobRead, SharedJobReads
 from .reboot import request_reboot
 from .requests import LockRequest, request_key
-from .waitslots import WaitSlots
 from .waiter import ObjectWaiter
+from .waitslots import WaitSlots
 
 log = logging.getLogger(__name__)
 RETRY_AFTER = 1  # seconds a pre-hook refused as busy (429) is told to wait before asking again
