@@ -2,7 +2,9 @@
 
     POST /api/v1/nodes/<node>/pre-hook   {"job_id": 7, "strict": false, "timeout": 90}
          lock the node for the job; blocks until locked (200) or the timeout (504); 403 when
-         Slurm does not show the job holding the node, 409 when the job has already ended
+         Slurm does not show the job holding the node, 409 when the job has already ended; 429
+         (``retry_after`` in the body and Retry-After) when too many pre-hooks wait already, on
+         that node or in all: nothing was recorded, ask again
     POST /api/v1/nodes/<node>/post-hook  {"job_id": 7}
          the job ended on the node: unlock if nothing else runs there (202); a placeholder job's
          Pod still on the node's Kubernetes Node drains the node (its reason in "drained"); 503 when
@@ -122,4 +124,7 @@ def error_response(exc: HookError) -> Response:
     resp.status_code = exc.status
     if exc.status == 401:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="sunk-syncer hooks"'
+    retry_after = exc.details.get("retry_after")
+    if isinstance(retry_after, int) and exc.status in (429, 503):
+        resp.headers["Retry-After"] = str(retry_after)
     return resp

@@ -24,9 +24,11 @@ from .batcher import AnnotationBatcher
 from .config import LockConfig
 from .controller import LockReconciler
 from .evictions import EvictionLog
+from .jobreads import SharedJobReads
 from .jobs import JobsByNode
 from .service import LockService
 from .waiter import ObjectWaiter
+from .waitslots import WaitSlots
 
 
 def taints_changed(old: Obj | None, new: Obj) -> bool:
@@ -95,6 +97,8 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
         kc.patch(ctx.api, PODS, meta["name"], {"metadata": {"annotations": annotations}}, meta["namespace"])
 
     service = LockService(ctx=ctx, config=config, waiter=waiter, batcher=AnnotationBatcher(write_annotations),
-                          evictions=evictions, is_placeholder=is_placeholder, nudge=nudge, ready=ready)
+                          evictions=evictions, is_placeholder=is_placeholder, nudge=nudge, ready=ready,
+                          job_reads=SharedJobReads(ctx.slurm.get_job),
+                          wait_slots=WaitSlots(overall=config.max_waiters, per_node=config.max_waiters_per_node))
     blueprint = hooks_blueprint(service, node_authenticator(ctx, config))
     return Locking(controller=controller, service=service, blueprint=blueprint, jobs=jobs)

@@ -33,6 +33,10 @@ class LockConfig:
     eviction_retry: float = 2.0  # seconds between attempts at a PDB-blocked eviction
     request_grace: float = 60.0  # a lock request outlives an unseen job by this much
     workers: int = 4
+    # Pre-hooks waiting for a lock at once, in all and per Slurm node (each holds a hook API thread):
+    # beyond either, a retryable 429. Below --hooks-api-threads (256), so quick calls always find a thread.
+    max_waiters: int = 192
+    max_waiters_per_node: int = 128
 
     def __attrs_post_init__(self) -> None:
         if self.taint_effect not in TAINT_EFFECTS:
@@ -41,6 +45,8 @@ class LockConfig:
             _positive(getattr(self, field))
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
+        if self.max_waiters < 1 or self.max_waiters_per_node < 1:
+            raise ValueError("the bounds on waiting pre-hooks must be at least 1")
 
     def clamp_timeout(self, requested: float | None) -> float:
         return min(requested if requested is not None else self.default_timeout, self.max_timeout)
@@ -71,6 +77,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lock-request-grace", type=positive_duration, default=60.0,
                        help="how long a lock request for a job the Slurm cache has not seen stays in force")
     group.add_argument("--lock-workers", type=positive_int, default=4, help="lock controller workers")
+    group.add_argument("--lock-max-waiters", type=positive_int, default=192,
+                       help="pre-hooks that may wait for a lock at once (each holds a hook API thread; keep it "
+                            "below --hooks-api-threads); beyond it a retryable 429")
+    group.add_argument("--lock-max-waiters-per-node", type=positive_int, default=128,
+                       help="pre-hooks that may wait for one Slurm node's lock at once; beyond it a retryable 429")
 
 
 def config_from(args: argparse.Namespace) -> LockConfig:
@@ -85,6 +96,8 @@ def config_from(args: argparse.Namespace) -> LockConfig:
         eviction_retry=args.lock_eviction_retry,
         request_grace=args.lock_request_grace,
         workers=args.lock_workers,
+        max_waiters=args.lock_max_waiters,
+        max_waiters_per_node=args.lock_max_waiters_per_node,
     )
 
 

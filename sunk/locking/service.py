@@ -5,7 +5,8 @@ holding that node (a token holder must not be able to taint a Node and evict its
 naming any job id), and the job's AdminComment (which only Slurm's super users write), not the
 caller, says whether it is a placeholder (strict). The Slurm cache answers when it shows the job
 running there (that is Slurm's word, at most one poll old); anything else, typically a job
-allocated since the last poll, is read from Slurm there and then. A cache that has not seen a job never refuses it.
+allocated since the last poll, is read from Slurm there and then, one read shared by the pre-hooks of
+all the job's nodes (``jobreads.py``). A cache that has not seen a job never refuses it.
 
 The pre-hook never locks anything itself. It records a lock request on the slurmd Pod (which
 starts the leader's lock controller at once, wherever that runs), then waits on the Pod
@@ -38,11 +39,14 @@ from .batcher import AnnotationBatcher
 from .config import LockConfig
 from .controller import pods_on
 from .evictions import EvictionLog
+from .jobreads import JobRead, SharedJobReads
 from .reboot import request_reboot
 from .requests import LockRequest, request_key
 from .waiter import ObjectWaiter
+from .waitslots import WaitSlots
 
 log = logging.getLogger(__name__)
+RETRY_AFTER = 1  # seconds a pre-hook refused as busy (429) is told to wait before asking again
 MAX_REASON = 230  # Slurm keeps drain reasons short; the prolog adds its own prefix
 
 
@@ -56,6 +60,8 @@ class LockService:
     is_placeholder: Callable[[Job], bool]
     nudge: Callable[[str], None]  # reconcile this Slurm node soon (and refresh the Slurm cache)
     ready: Callable[[], bool]
+    job_reads: SharedJobReads  # the pre-hooks' reads of a job, one per job shared by all its nodes' prologs
+    wait_slots: WaitSlots  # how many pre-hooks may wait at once, per node and in all
     clock: Callable[[], float] = time.time
 
     # ---- pre-hook ----------------------------------------------------------------------------
@@ -66,8 +72,24 @@ class LockService:
         job = self._job_holding(node, request.job_id)
         strict = request.strict or self.is_placeholder(job)
         timeout = self.config.clamp_timeout(request.timeout)
+        if not self.wait_slots.take(node):
+            raise self._busy(node, request.job_id)
+        try:
+            return self._lock_and_wait(node, pod, request.job_id, strict, timeout)
+        finally:
+            self.wait_slots.give_back(node)
+
+    def _busy(self, node: str, job_id: int) -> HookError:
+        """The retryable refusal of a pre-hook beyond the bounds on waiters (``WaitSlots``): nothing recorded."""
+        slots = self.wait_slots
+        which = (f"{slots.waiting(node)} pre-hooks already wait for Slurm node {node}"
+                 if slots.waiting(node) >= slots.per_node else f"{slots.waiting()} pre-hooks already wait")
+        return HookError(429, f"too many pre-hooks waiting ({which}): ask again in {RETRY_AFTER}s",
+                         reason="hook API busy", node=node, job_id=job_id, retry_after=RETRY_AFTER)
+
+    def _lock_and_wait(self, node: str, pod: Obj, job_id: int, strict: bool, timeout: float) -> Body:
         started = time.monotonic()
-        lock_request = LockRequest(request.job_id, strict, self.clock())
+        lock_request = LockRequest(job_id, strict, self.clock())
         self._patch(pod, {lock_request.key: lock_request.value()})
         self.nudge(node)
 
@@ -83,9 +105,9 @@ class LockService:
         level = "strict" if strict else "normal"
         if ok and last is not None:  # (reached() is false for None: ok implies a Pod)
             state = (last["metadata"].get("annotations") or {}).get(names.LOCK_KEY)
-            return {"node": node, "job_id": request.job_id, "level": level, "state": state, "waited_seconds": waited}
+            return {"node": node, "job_id": job_id, "level": level, "state": state, "waited_seconds": waited}
         self._withdraw(last or pod, lock_request.key)
-        raise self._timed_out(node, request.job_id, strict, timeout, last)
+        raise self._timed_out(node, job_id, strict, timeout, last)
 
     def _timed_out(self, node: str, job_id: int, strict: bool, timeout: float, pod: Obj | None) -> HookError:
         state = ((pod or {}).get("metadata", {}).get("annotations") or {}).get(names.LOCK_KEY, "false")
@@ -122,25 +144,22 @@ class LockService:
                          **({"drain_reason": drain_reason} if drain_reason else {}))
 
     def _job_holding(self, node: str, job_id: int) -> Job:
-        """The job, if Slurm shows it holding ``node``: from the cache when it says so, else read now."""
+        """The job, if Slurm shows it holding ``node``: from the cache when it says so, else from a read shared
+        with the other nodes' pre-hooks for the job (``SharedJobReads``); a refusal only from a read begun
+        after this call."""
         cached = self.ctx.slurm_jobs.get(job_id)
         if cached is not None and cached.active and node in cached.node_list:
             return cached
-        try:
-            job = self.ctx.slurm.get_job(job_id)
-        except NotFound:
-            raise HookError(403, f"Slurm shows no job {job_id}: nothing to lock Slurm node {node} for",
-                            reason=f"Slurm shows no job {job_id}") from None
-        except SlurmError as exc:
-            raise HookError(503, f"Slurm is unavailable, so job {job_id} cannot be checked: {exc}",
-                            reason="Slurm unavailable") from None
-        if not job.active:
-            raise HookError(409, f"Slurm job {job_id} has ended ({job.state}): nothing to lock",
-                            reason=f"job {job_id} ended", ended=True)
-        if node not in job.node_list:
-            raise HookError(403, f"Slurm job {job_id} does not hold Slurm node {node} (it holds "
-                                 f"{job.nodes or 'no node yet'})", reason=f"job {job_id} does not hold {node}")
-        return job
+        asked_at = self.job_reads.clock()
+        read = self.job_reads.recent(job_id)
+        refusal = _refusal(node, read)
+        if refusal is not None and read.began < asked_at:
+            read = self.job_reads.fresh(job_id, asked_at)
+            refusal = _refusal(node, read)
+        if refusal is not None:
+            raise refusal
+        assert read.job is not None  # (no refusal: a job Slurm shows)
+        return read.job
 
     # ---- post-hook ---------------------------------------------------------------------------
 
@@ -264,6 +283,24 @@ class LockService:
             self._patch(pod, {key: None})
         except HookError as exc:
             log.warning("could not remove %s from %s: %s", key, object_key(pod), exc)
+
+
+def _refusal(node: str, read: JobRead) -> HookError | None:
+    """Why ``read`` does not let a pre-hook lock ``node``, or None when it shows the job active there."""
+    job_id, job = read.job_id, read.job
+    if read.error is not None:
+        return HookError(503, f"Slurm is unavailable, so job {job_id} cannot be checked: {read.error}",
+                         reason="Slurm unavailable")
+    if job is None:
+        return HookError(403, f"Slurm shows no job {job_id}: nothing to lock Slurm node {node} for",
+                         reason=f"Slurm shows no job {job_id}")
+    if not job.active:
+        return HookError(409, f"Slurm job {job_id} has ended ({job.state}): nothing to lock",
+                         reason=f"job {job_id} ended", ended=True)
+    if node not in job.node_list:
+        return HookError(403, f"Slurm job {job_id} does not hold Slurm node {node} (it holds "
+                              f"{job.nodes or 'no node yet'})", reason=f"job {job_id} does not hold {node}")
+    return None
 
 
 def _one_line(text: str) -> str:

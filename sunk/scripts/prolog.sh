@@ -13,7 +13,7 @@
 # and leave both to Slurm.
 # Two of those drains the Syncer lifts once their cause is gone (sunk/translate/drains.py):
 #   k8s: sunk-lock: job N: hook API unreachable (...)       the hook API never answered, or answered
-#                                                            5xx, until the time was up
+#                                                            5xx or 429 (busy), until the time was up
 #   k8s: sunk-lock: job N: lock timeout after ...            the lock service's drain_reason
 # Every other failure (configuration, a refusal, and a 401 or 404 that lasted the whole lock
 # timeout: retried until then, as a rotation or a new node may need) drains with
@@ -118,8 +118,9 @@ while :; do
     case "$status" in
         200) log "locked: $(cat "$out")"; exit 0 ;;
         409) log "the job ended before it started: $(head -c 200 "$out")"; exit 0 ;;
-        000|401|404|500|502|503)
-            # The Syncer is restarting, unreachable or failing (a cause it sees go: a drain it lifts), or
+        000|401|404|429|500|502|503)
+            # The Syncer is restarting, unreachable, failing or busy (429: too many pre-hooks wait already;
+            # nothing was recorded), a cause it sees go (a drain it lifts), or it
             # does not know this node or its token yet (a rotation the kubelet has not carried here, a
             # node just made): retry while time is left. A token or node still refused when it is up is
             # a configuration only an operator mends: lifting that drain would send every next job into
@@ -133,7 +134,7 @@ while :; do
                     *) drain "k8s: sunk-lock: job $JOB: hook API unreachable (HTTP $status, $attempt attempts)" ;;
                 esac
             fi
-            sleep 2 ;;
+            if [ "$status" = 429 ]; then sleep 1; else sleep 2; fi ;;  # (429: the Syncer's Retry-After)
         *)
             # A lock timeout the service could state in full, with what the Syncer watches go.
             drain_reason=$(sed -n 's/.*"drain_reason": *"\([^"]*\)".*/\1/p' "$out")

@@ -202,3 +202,10 @@ def test_a_bug_in_the_service_is_a_json_500(client, service):
     service.fail = RuntimeError("boom")  # not a HookError: a bug
     resp = client.post("/api/v1/nodes/node1/post-hook", json={"job_id": 1}, headers=auth())
     assert resp.status_code == 500 and resp.is_json and "internal error" in resp.get_json()["error"]
+
+
+def test_a_busy_pre_hook_is_a_json_429_with_retry_after(client, service):
+    service.fail = HookError(429, "too many pre-hooks waiting", reason="hook API busy", retry_after=1)
+    resp = client.post("/api/v1/nodes/node1/pre-hook", json={"job_id": 1}, headers=auth())
+    assert resp.status_code == 429 and resp.headers["Retry-After"] == "1"
+    assert resp.get_json() == {"error": "too many pre-hooks waiting", "reason": "hook API busy", "retry_after": 1}

@@ -144,6 +144,27 @@ def test_prolog_retries_a_restarting_syncer_within_its_budget(tmp_path, server):
     assert server.calls[1]["body"]["timeout"] <= server.calls[0]["body"]["timeout"] - 2  # one budget, not two
 
 
+BUSY = (429, {"error": "too many pre-hooks waiting", "reason": "hook API busy", "retry_after": 1})
+
+
+def test_prolog_asks_a_busy_syncer_again_after_its_retry_after(tmp_path, server):
+    """A 429 recorded nothing: the prolog asks again within its one budget, after the Syncer's Retry-After."""
+    server.replies.append(BUSY)
+    done = run("prolog.sh", tmp_path, server.url, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert len(server.calls) == 2 and "drain" not in done.stderr
+    assert server.calls[1]["body"]["timeout"] <= server.calls[0]["body"]["timeout"] - 1  # one budget, not two
+
+
+def test_a_syncer_busy_all_the_timeout_long_drains_with_a_reason_it_lifts(tmp_path, server):
+    server.replies.extend([BUSY] * 20)
+    done = run("prolog.sh", tmp_path, server.url, timeout=4)
+    assert done.returncode == 1
+    drain = parse(drained_with(done))
+    assert isinstance(drain, HookUnreachableDrain) and drain.job_id == 42, done.stderr
+    assert drain.detail == f"HTTP 429, {len(server.calls)} attempts" and len(server.calls) >= 2
+
+
 def drained_with(done: subprocess.CompletedProcess[str]) -> str:
     """The reason the prolog drained its node with, as it logs it (scontrol is not found here)."""
     (line,) = [line for line in done.stderr.splitlines() if ": drain: " in line]

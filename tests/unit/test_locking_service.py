@@ -14,9 +14,11 @@ from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
 from sunk.locking import service as service_module
 from sunk.locking.batcher import AnnotationBatcher
 from sunk.locking.evictions import EvictionLog
+from sunk.locking.jobreads import SharedJobReads
 from sunk.locking.requests import parse_requests, request_key
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
+from sunk.locking.waitslots import WaitSlots
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
@@ -66,12 +68,14 @@ class World:
         self.recorder = Recorder()
         self.slurm = Slurm()
         self.cache = Cache()
+        self.config = config(*flags)
         self.service = LockService(
             ctx=context(self.slurmd, self.nodes, self.pods, self.cache, self.recorder, slurm=self.slurm),
-            config=config(*flags),
+            config=self.config,
             waiter=self.waiter, batcher=AnnotationBatcher(self._write), evictions=self.evictions,
             is_placeholder=is_placeholder, nudge=self.nudged.append,
-            ready=lambda: ready)
+            ready=lambda: ready, job_reads=SharedJobReads(self.slurm.get_job),
+            wait_slots=WaitSlots(overall=self.config.max_waiters, per_node=self.config.max_waiters_per_node))
 
     def _write(self, obj, annotations):
         self.written.append(dict(annotations))
@@ -426,3 +430,137 @@ def test_slurm_unreachable_is_a_503_so_the_epilog_drains_by_itself():
         w.service.post_hook("node3", PostHook(job_id=4))
     assert exc.value.status == 503
     assert w.written == [{request_key(4): None}]  # (the lock request is dropped all the same)
+
+
+# ---- cold pre-hooks: one Slurm read per job, bounded waiters (issue 37) -------------------------------------------
+
+
+class Nodes:
+    """Slurm nodes node1..nodeN, each with its slurmd Pod on Node worker-N, already locked: a pre-hook answers as
+    soon as its own request shows. ``slurm.gate`` holds every Slurm read until set."""
+
+    def __init__(self, count: int, *flags: str):
+        self.slurmd = Store(*(slurmd_pod(f"node{i}", f"worker-{i}", {names.LOCK_KEY: "locked"})
+                              for i in range(1, count + 1)))
+        self.waiter = ObjectWaiter(self.slurmd.get)
+        self.slurm = Slurm()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.config = config(*flags)
+        read = self.slurm.get_job
+
+        def gated_read(job_id: int) -> Job:
+            self.gate.wait(5)
+            return read(job_id)
+
+        self.service = LockService(
+            ctx=context(self.slurmd, Store(), Store(), Cache(), Recorder(), slurm=self.slurm),
+            config=self.config, waiter=self.waiter, batcher=AnnotationBatcher(self._write),
+            evictions=EvictionLog(), is_placeholder=is_placeholder, nudge=lambda _node: None, ready=lambda: True,
+            job_reads=SharedJobReads(gated_read),
+            wait_slots=WaitSlots(overall=self.config.max_waiters, per_node=self.config.max_waiters_per_node))
+
+    def _write(self, obj, annotations):
+        new = copy.deepcopy(self.slurmd.get(f"slurm/{obj['metadata']['name']}"))
+        for key, value in annotations.items():
+            if value is None:
+                new["metadata"]["annotations"].pop(key, None)
+            else:
+                new["metadata"]["annotations"][key] = value
+        self.slurmd.put(new)
+        self.waiter.on_update({}, new)
+
+
+def until(condition, limit: float = 10.0) -> None:
+    """Wait for ``condition`` (a state other threads reach), failing after ``limit`` seconds, not hanging."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "condition never reached"
+        time.sleep(0.001)
+
+
+def call_all(service: LockService, calls: list[tuple[str, int]],
+             timeout: float = 5) -> tuple[list[threading.Thread], list]:
+    """Each (node, job id) pre-hook on a thread of its own; what each returned or raised."""
+    results: list = []
+    lock = threading.Lock()
+
+    def one(node: str, job_id: int) -> None:
+        try:
+            outcome = service.pre_hook(node, PreHook(job_id=job_id, timeout=timeout))
+        except HookError as exc:
+            outcome = exc
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=one, args=call) for call in calls]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
+def test_the_prologs_of_a_64_node_job_cost_one_slurm_read():
+    """Every node's prolog asks at once, the Slurm cache has not seen the job: one read of it, not 64."""
+    world = Nodes(64)
+    world.slurm.jobs[77] = Job(id=77, state="RUNNING", nodes="node[1-64]")
+    world.gate.clear()  # the first read is held until every caller has arrived
+    threads, results = call_all(world.service, [(f"node{i}", 77) for i in range(1, 65)])
+    until(lambda: bool(world.slurm.reads))
+    world.gate.set()
+    for t in threads:
+        t.join()
+    assert len(results) == 64 and all(isinstance(r, dict) and r["state"] == "locked" for r in results)
+    assert world.slurm.reads == [77]
+
+
+def test_a_flood_of_made_up_job_ids_is_refused_and_keeps_nothing():
+    """A token holder naming job after job: each a 403 (the prolog's refusal), nothing recorded, no table grows."""
+    world = Nodes(1)
+    for job_id in range(900, 3900):
+        with pytest.raises(HookError) as exc:
+            world.service.pre_hook("node1", PreHook(job_id=job_id, timeout=5))
+        assert exc.value.status == 403 and exc.value.reason == f"Slurm shows no job {job_id}"
+    assert len(world.service.job_reads) == 0 and world.service.wait_slots.waiting() == 0
+    assert not [k for k in world.slurmd.get("slurm/node1")["metadata"]["annotations"] if k != names.LOCK_KEY]
+
+
+def test_a_requeued_job_is_not_refused_from_its_record_on_its_old_nodes():
+    world = Nodes(2)
+    world.slurm.jobs[5] = Job(id=5, state="RUNNING", nodes="node1")
+    assert world.service.pre_hook("node1", PreHook(job_id=5, timeout=5))["state"] == "locked"
+    world.slurm.jobs[5] = Job(id=5, state="RUNNING", nodes="node2")  # requeued, allocated anew
+    assert world.service.pre_hook("node2", PreHook(job_id=5, timeout=5))["state"] == "locked"
+    assert world.slurm.reads == [5, 5]
+
+
+@pytest.mark.parametrize("flags, waiting, refused_on, room_on", [
+    (("--lock-max-waiters-per-node=3",), ["node1"] * 3, "node1", "node2"),
+    (("--lock-max-waiters=3",), ["node1", "node2", "node3"], "node4", None),
+], ids=["per-node", "overall"])
+def test_a_pre_hook_beyond_the_waiters_bound_gets_a_retryable_429_and_records_nothing(flags, waiting, refused_on,
+                                                                                        room_on):
+    world = Nodes(4, *flags)
+    for pod_ in world.slurmd.objs.values():  # nothing locked: every caller waits
+        pod_["metadata"]["annotations"][names.LOCK_KEY] = "false"
+    calls = [(node, 10 + i) for i, node in enumerate(waiting)] + [(refused_on, 99)] + \
+        ([(room_on, 98)] if room_on else [])
+    for node, job_id in calls:
+        world.slurm.jobs[job_id] = Job(id=job_id, state="RUNNING", nodes=node)
+    threads, results = call_all(world.service, calls[:len(waiting)])
+    until(lambda: world.service.wait_slots.waiting() == len(waiting))
+    with pytest.raises(HookError) as exc:
+        world.service.pre_hook(refused_on, PreHook(job_id=99, timeout=5))
+    assert exc.value.status == 429 and exc.value.body()["retry_after"] == 1 and exc.value.reason == "hook API busy"
+    assert request_key(99) not in world.slurmd.get(f"slurm/{refused_on}")["metadata"]["annotations"]
+    more_results: list = []
+    if room_on is not None:  # another node still has room under the per-node bound: its caller waits too
+        more, more_results = call_all(world.service, [(room_on, 98)])
+        until(lambda: world.service.wait_slots.waiting(room_on) == 1)
+        threads += more
+    for i in range(1, 5):  # the nodes lock: the waiters answer and give their slots back
+        world._write(world.slurmd.get(f"slurm/node{i}"), {names.LOCK_KEY: "locked"})
+    for t in threads:
+        t.join()
+    answers = results + (more_results if room_on is not None else [])
+    assert len(answers) == len(threads) and all(isinstance(r, dict) for r in answers)
+    assert world.service.wait_slots.waiting() == 0
