@@ -228,6 +228,14 @@ def job_state_of(job: Job) -> JobState:
                     array_job_id=job.array_job_id, array_task_id=job.array_task_id)
 
 
+def refines(record: Job, state: JobState) -> bool:
+    """Whether the state RPC's answer is the record's own state made exact, not a later one: the same base state,
+    or a record whose state pyslurm gave as a flag (``_FLAG_BASE``) that the RPC names beside its base."""
+    if record.state == state.state:
+        return True
+    return bool(record.state_flags) and record.state_flags <= state.state_flags
+
+
 def partition_from_pyslurm(p: Any) -> Partition:
     return Partition(name=p.name, nodes=hostlist.expand(p.nodes or ""), state=p.state or "UNKNOWN",
                      priority_tier=p.priority_tier or 1, total_cpus=p.total_cpus or 0,
@@ -424,15 +432,18 @@ class PyslurmClient:
         return states
 
     def _exact_states(self, jobs: list[Job], *, everything: bool = False) -> tuple[Job, ...]:
-        """The records with the state and flags of Slurm's state RPC, read now (module notes): a job gone or
-        changed since its record keeps the record's, which the next read corrects."""
+        """The records with the state and flags of Slurm's state RPC, read just after them (module notes), where
+        the two agree: the same base state, or pyslurm's one word is a flag the RPC names beside the true base.
+        A job that moved between the two reads keeps its record whole (a PENDING record never gains RUNNING
+        without its nodes); the state list the cache compares it with then shows it changed, and it is read
+        again."""
         if self._states is None or not jobs:
             return tuple(jobs)
         ids = None if everything else {j.array_job_id or j.id for j in jobs}
         exact = {s.key: s for s in self._load_states(ids)}
         return tuple(
             attrs.evolve(job, state=state.state, state_flags=state.state_flags)
-            if (state := exact.get(job_state_of(job).key)) is not None else job
+            if (state := exact.get(job_state_of(job).key)) is not None and refines(job, state) else job
             for job in jobs)
 
     def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:

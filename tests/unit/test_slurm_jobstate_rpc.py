@@ -7,6 +7,8 @@ import pytest
 
 from sunk.slurm import v0042
 from sunk.slurm.jobstate_rpc import BASE_STATES, INFINITE, NO_VAL, STATE_FLAGS, job_state
+from sunk.slurm.models import Job, JobState
+from sunk.slurm.pyslurm_backend import refines
 
 
 @pytest.mark.parametrize(("number", "name"), list(enumerate(BASE_STATES)))
@@ -43,8 +45,26 @@ def test_an_unknown_base_state_reads_as_pending():
     ((100, 100, 7, 0), "100_7"),
     ((100, 100, NO_VAL, 0), "100_*"),
     ((100, 100, INFINITE, 0), "100_*"),
+    ((101, 100, 0, 0), "101_0"),  # a task split off to run, by its own id: slurmrestd's key too (25.11)
 ])
 def test_keys_as_slurmrestd_prints_them_and_parses_back(fields, key):
     state = job_state(*fields, 0)
     assert state.key == key
-    assert state == v0042.parse_job_state({"job_id": key, "state": ["PENDING"]})
+    assert state.key == v0042.parse_job_state({"job_id": key, "state": ["PENDING"]}).key
+
+
+def _record(state: str, flags: frozenset[str] = frozenset(), **kw) -> Job:
+    return Job(id=7, name="p", state=state, state_flags=flags, **kw)
+
+
+@pytest.mark.parametrize(("record", "rpc", "taken"), [
+    (_record("PENDING"), JobState(key="7", state="PENDING", state_flags=frozenset({"REQUEUED"})), True),
+    # pyslurm's one word "COMPLETING" (mapped to COMPLETED): the RPC's CANCELLED with COMPLETING is exact
+    (_record("COMPLETED", frozenset({"COMPLETING"})),
+     JobState(key="7", state="CANCELLED", state_flags=frozenset({"COMPLETING"})), True),
+    # allocated between the record's read and the RPC: never RUNNING on a record with a pending reason, no nodes
+    (_record("PENDING", state_reason="Resources"), JobState(key="7", state="RUNNING"), False),
+    (_record("RUNNING", frozenset({"CONFIGURING"})), JobState(key="7", state="COMPLETED"), False),
+])
+def test_the_rpcs_state_is_taken_only_where_it_refines_the_record(record, rpc, taken):
+    assert refines(record, rpc) is taken
