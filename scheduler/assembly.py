@@ -15,7 +15,7 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
-from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
@@ -263,11 +263,7 @@ def assemble(
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
 
-    # A Pod's work is its gang's when it has one (the whole gang is decided at once), else its own.
-    pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [owner_of(pod)],
-                                    predicate=changed_for_scheduling))
-    # A gang member's UID is reconciled once it is gone, so that what was kept for it is forgotten.
-    pods.add_handler(on_delete=lambda pod: controller.queue.add(pod["metadata"]["uid"]) if gang_of(pod) else None)
+    attach_pod_feed(pods, controller.queue.add)
     pods.add_handler(on_delete=gone.notify,
                      on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
     attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
@@ -323,6 +319,16 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     # A member that finished frees its node of the gang's job (and the last one ends the job): of all the
     # kubelet's status, only that.
     return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
+
+
+def attach_pod_feed(pods: Any, enqueue: Callable[[str], None]) -> None:
+    """A Pod's change wakes its unit (its gang's owner when it has one: the whole gang is decided at once, else
+    its own UID), only when it changes what the decision reads (``changed_for_scheduling``): the kubelet's
+    status and this scheduler's own patches wake nothing. A gang member's UID is reconciled once it is gone,
+    so that what was kept for it is forgotten."""
+    pods.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), mapper=lambda pod: [owner_of(pod)],
+                                    predicate=changed_for_scheduling))
+    pods.add_handler(on_delete=lambda pod: enqueue(pod["metadata"]["uid"]) if gang_of(pod) else None)
 
 
 def attach_slurmd_feed(slurmd: Any, jobs: JobIndex, enqueue: Callable[[str], None]) -> None:

@@ -90,3 +90,61 @@ def test_a_node_turning_notready_or_going_wakes_the_pods_terminating_on_it():
     handlers["update"](node("w1", "Unknown"), node("w1", "True"))
     handlers["delete"](node("w2", "Unknown"))
     assert woken == ["a", "a", "c"]
+
+
+# -- the Pod feed: the predicate as the informer's handlers apply it, and which key each change wakes ------------
+
+def gang_member(uid: str) -> dict:
+    member = pod()
+    member["metadata"].update(uid=uid, name=uid, labels={"scheduling.x-k8s.io/pod-group": "g"})
+    return member
+
+
+def fed():
+    from informer_fakes import StoreInformer
+
+    from scheduler.assembly import attach_pod_feed
+
+    informer = StoreInformer()
+    woken: list[str] = []
+    attach_pod_feed(informer, woken.append)
+    return informer, woken
+
+
+def test_the_pod_feed_wakes_a_lone_pod_by_its_uid_on_add_change_and_delete_only():
+    informer, woken = fed()
+    informer.put(pod())
+    assert woken == ["u1"]
+    running = copy.deepcopy(pod())
+    running["status"] = {"phase": "Running", "podIP": "10.0.0.1"}
+    informer.put(running)  # the kubelet's status: nothing
+    patched = copy.deepcopy(running)
+    patched["metadata"]["annotations"][names.ANN_JOB_ID] = "42"
+    informer.put(patched)  # the scheduler's own patch: nothing
+    assert woken == ["u1"]
+    relabelled = copy.deepcopy(patched)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    informer.put(relabelled)
+    informer.remove(relabelled)
+    assert woken == ["u1", "u1", "u1"]
+
+
+def test_the_pod_feed_wakes_a_gang_members_gang_and_forgets_a_gone_members_own_key():
+    informer, woken = fed()
+    informer.put(gang_member("m1"))
+    assert woken == ["gang:ns/podgroup/g"]
+    finished = gang_member("m1")
+    finished["status"] = {"phase": "Succeeded"}  # (of the kubelet's status, only a member's end counts)
+    informer.put(finished)
+    assert woken == ["gang:ns/podgroup/g", "gang:ns/podgroup/g"]
+    informer.remove(finished)
+    assert sorted(woken[2:]) == ["gang:ns/podgroup/g", "m1"]
+
+
+def test_a_pod_that_leaves_its_gang_wakes_the_gang_and_itself():
+    informer, woken = fed()
+    informer.put(gang_member("m1"))
+    alone = gang_member("m1")
+    alone["metadata"]["labels"] = {}
+    informer.put(alone)
+    assert woken == ["gang:ns/podgroup/g", "gang:ns/podgroup/g", "m1"]  # (old and new owners, sorted)
