@@ -22,7 +22,8 @@ Each event is timed in process CPU (``time.process_time``) over ``--repeat`` cal
   changes only one of the two);
 - ``pod_status``: a Pod's status written by its kubelet, through the Pod handlers (wakes nothing);
 - ``pod_relabel``: a Pod's label changed, through the Pod handlers (wakes its unit);
-- ``job_update``: a running placeholder's record read again (its time limit moved), through the job feed;
+- ``job_update``: a running placeholder's record read again, its time limit moved, through the job feed
+  (into the index; wakes nothing);
 - ``reconcile_bound``: a reconcile of a bound Pod whose job runs;
 - ``reconcile_waiting``: a reconcile of a Pod whose job is pending, the Pod already showing why;
 - ``sweep_tick``: one tick of the sweeper (every ``resync_seconds``), ``SWEEP_BATCH`` keys.

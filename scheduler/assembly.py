@@ -390,17 +390,33 @@ def _pod_group_view(pod_group: Obj) -> tuple[Any, ...]:
 
 def attach_job_feed(jobs: JobInformer, index: JobIndex, enqueue: Callable[[str], None]) -> None:
     """The Slurm jobs informer's changes -> the job index (each with when its read was requested: the later
-    observation wins) -> the affected Pod's key. Never a Slurm call."""
+    observation wins) -> the affected Pod's key. Never a Slurm call. The index takes every record; an update
+    wakes the Pod only when it changes what the scheduler reads of a job (``job_placement_view``): a pending
+    job's priority, which grows with its age, or a new time limit, decides nothing."""
 
     def put(job: Job) -> None:
         if (uid := index.upsert(job, jobs.observed_at())) is not None:
+            enqueue(uid)
+
+    def changed(old: Job, new: Job) -> None:
+        if (uid := index.upsert(new, jobs.observed_at())) is not None and \
+                job_placement_view(old) != job_placement_view(new):
             enqueue(uid)
 
     def gone(job: Job) -> None:
         if (uid := index.remove(job.id, jobs.observed_at())) is not None:
             enqueue(uid)
 
-    jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new), on_delete=gone)
+    jobs.add_handler(on_add=put, on_update=changed, on_delete=gone)
+
+
+def job_placement_view(job: Job) -> tuple[Any, ...]:
+    """What the scheduler reads of a job (``decide``, its waits, the extender's share, the index's nodes): its
+    state (``active``, ``holds_nodes``, ``gang.has_started``: with its flags and reason), where Slurm placed it
+    (``node_list``), the partition and reason a waiting Pod shows, and the identity that makes it this
+    scheduler's."""
+    return (job.state, job.state_flags, job.state_reason, job.nodes, job.batch_host,
+            tuple(a.node for a in job.allocations), job.partition, job.admin_comment)
 
 
 def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:

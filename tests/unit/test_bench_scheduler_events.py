@@ -31,7 +31,7 @@ def woken_by(size: b.Size, event: str) -> int:
 
 
 @pytest.mark.parametrize(("event", "keys"), [
-    ("lookup", 0), ("slurmd_churn", 0), ("pod_status", 0), ("pod_relabel", 1), ("job_update", 1),
+    ("lookup", 0), ("slurmd_churn", 0), ("pod_status", 0), ("pod_relabel", 1), ("job_update", 0),
     ("reconcile_bound", 0), ("reconcile_waiting", 0),
 ])
 def test_each_event_wakes_what_it_should(size, event, keys):

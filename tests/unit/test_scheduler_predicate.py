@@ -148,3 +148,71 @@ def test_a_pod_that_leaves_its_gang_wakes_the_gang_and_itself():
     alone["metadata"]["labels"] = {}
     informer.put(alone)
     assert woken == ["gang:ns/podgroup/g", "gang:ns/podgroup/g", "m1"]  # (old and new owners, sorted)
+
+
+# -- the job feed: every record into the index, a wake only for what the scheduler reads -------------------------
+
+def job_fed():
+    import itertools
+
+    from scheduler.assembly import attach_job_feed
+    from scheduler.jobindex import JobIndex
+
+    handlers: dict = {}
+    clock = itertools.count(1)
+
+    class Jobs:
+        def add_handler(self, on_add=None, on_update=None, on_delete=None):
+            handlers.update(add=on_add, update=on_update, delete=on_delete)
+
+        def observed_at(self) -> float:
+            return float(next(clock))
+
+    index = JobIndex(lambda job: (job.admin_comment, False) if job.admin_comment.startswith("uid-") else None)
+    woken: list[str] = []
+    attach_job_feed(Jobs(), index, woken.append)  # type: ignore[arg-type]
+    return handlers, index, woken
+
+
+def placeholder(**fields):
+    from sunk.slurm.models import Job
+
+    return Job(**{"id": 7, "state": "PENDING", "state_reason": "Priority", "partition": "all", "priority": 10,
+                  "admin_comment": "uid-a", **fields})
+
+
+def test_a_jobs_priority_or_time_limit_goes_into_the_index_and_wakes_nothing():
+    handlers, index, woken = job_fed()
+    handlers["add"](placeholder())
+    assert woken == ["uid-a"]
+    aged = placeholder(priority=11, time_limit=60, submit_time=5)
+    handlers["update"](placeholder(), aged)
+    assert woken == ["uid-a"] and index.view("uid-a").jobs == (aged,)
+
+
+def test_what_the_scheduler_reads_of_a_job_wakes_its_pod():
+    from sunk.slurm.models import JobAllocation
+
+    running = {"state": "RUNNING", "state_reason": "None", "nodes": "n1", "batch_host": "n1"}
+    changes = {  # what: (before, after), each differing in that one thing
+        "started": ({}, running), "reason": ({}, {"state_reason": "Resources"}),
+        "partition": ({}, {"partition": "gpu"}),
+        "prolog over": ({**running, "state_reason": "Prolog"}, running),
+        "flags": ({**running, "state_flags": {"CONFIGURING"}}, running),
+        "requeued elsewhere": (running, {**running, "nodes": "n2"}),
+        "batch host": ({**running, "nodes": "n[1-2]"}, {**running, "nodes": "n[1-2]", "batch_host": "n2"}),
+        "allocations": (running, {**running, "allocations": (JobAllocation("n1"),)}),
+        "identity": ({}, {"admin_comment": "uid-b"}),
+    }
+    for what, (before, after) in changes.items():
+        handlers, _, woken = job_fed()
+        handlers["add"](placeholder(**before))
+        handlers["update"](placeholder(**before), placeholder(**after))
+        assert len(woken) == 2, what
+
+
+def test_a_jobs_end_wakes_its_pod():
+    handlers, _, woken = job_fed()
+    handlers["add"](placeholder())
+    handlers["delete"](placeholder())
+    assert woken == ["uid-a", "uid-a"]
