@@ -284,7 +284,7 @@ def assemble(
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
                          needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
-    notice = OutageNotice(slurm_jobs, pods.list, scheduler.report,
+    notice = OutageNotice(slurm_jobs, pod_index.unbound, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
     manager.add_runnable(notice.runnable())
     assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse,

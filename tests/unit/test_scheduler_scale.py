@@ -201,3 +201,31 @@ def test_a_cycle_smaller_than_a_batch_is_one_tick_and_the_next_tick_starts_a_new
 def test_a_batch_below_one_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         RollingSweep(list, print, batch=0)
+
+
+# -- the Pods that wait, by index (what an outage's notice reads) ---------------------------------------------
+
+def test_the_unbound_index_follows_the_pods_as_they_come_bind_are_deleted_and_go():
+    from scheduler.reconciler import PodIndex
+
+    def pod(name: str, node: str | None = None, deleting: bool = False) -> dict:
+        meta: dict = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+        if deleting:
+            meta["deletionTimestamp"] = "2030-01-02T00:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {}}
+
+    informer = StoreInformer([pod("a"), pod("b", "worker-1")])
+    pods = PodIndex(informer)
+
+    def unbound() -> set[str]:
+        return {p["metadata"]["name"] for p in pods.unbound()}
+
+    assert unbound() == {"a"}
+    informer.put(pod("c"))
+    assert unbound() == {"a", "c"}
+    informer.put(pod("a", "worker-2"))  # bound
+    informer.put(pod("c", deleting=True))  # being deleted
+    assert unbound() == set()
+    informer.put(pod("d"))
+    informer.remove(pod("d"))
+    assert unbound() == set() and informer.lists == 0
