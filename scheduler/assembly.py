@@ -53,8 +53,6 @@ from .sweep import RollingSweep
 
 log = logging.getLogger(__name__)
 
-SweptItem = tuple[str, str]  # ("pod", its store key) or ("job", its owner)
-
 
 def identity_parser(config: SchedulerConfig) -> IdentityParser:
     """Only this scheduler's jobs, in its scope: a Pod it cannot see is not its to judge. A single Pod's
@@ -445,21 +443,15 @@ def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], inte
     return Periodic("sweeper", interval, sweep_of(pods, jobs, enqueue, batch).tick)
 
 
-def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[SweptItem]:
+def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[str]:
     """The sweep's cycle: the Pod store's keys (each Pod read at its turn, for its owner: its gang's, or its own
     UID) and the job index's owners (a job whose Pod is gone is an orphan only a sweep finds if its event was lost)."""
 
-    def items() -> list[SweptItem]:
-        return [*(("pod", key) for key in pods.informer.keys()), *(("job", owner) for owner in jobs.uids())]
-
-    def visit(item: SweptItem) -> None:
-        kind, key = item
-        if kind == "job":
-            enqueue(key)
-        elif (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
+    def visit_pod(key: str) -> None:
+        if (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
             enqueue(owner_of(pod))
 
-    return RollingSweep(items, visit, batch)
+    return RollingSweep(pods.informer.keys, visit_pod, batch, (jobs.uids, enqueue))
 
 
 __all__ = ["Assembly", "Result", "assemble", "identity_parser"]
