@@ -15,7 +15,7 @@ from kubernetes.client import ApiClient
 
 from sunk import names
 from sunk.controller.daemon import DaemonConfig
-from sunk.controller.handlers import EnqueueHandler
+from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
@@ -52,8 +52,6 @@ from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 from .sweep import RollingSweep
 
 log = logging.getLogger(__name__)
-
-SweptItem = tuple[str, str]  # ("pod", its store key) or ("job", its owner)
 
 
 def identity_parser(config: SchedulerConfig) -> IdentityParser:
@@ -265,11 +263,7 @@ def assemble(
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
 
-    # A Pod's work is its gang's when it has one (the whole gang is decided at once), else its own.
-    pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [owner_of(pod)],
-                                    predicate=changed_for_scheduling))
-    # A gang member's UID is reconciled once it is gone, so that what was kept for it is forgotten.
-    pods.add_handler(on_delete=lambda pod: controller.queue.add(pod["metadata"]["uid"]) if gang_of(pod) else None)
+    attach_pod_feed(pods, controller.queue.add)
     pods.add_handler(on_delete=gone.notify,
                      on_update=lambda old, new: gone.notify() if is_terminal(new) and not is_terminal(old) else None)
     attach_workload_feed(jobs, pod_groups, pod_index, controller.queue.add)
@@ -290,7 +284,7 @@ def assemble(
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
                          needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
-    notice = OutageNotice(slurm_jobs, pods.list, scheduler.report,
+    notice = OutageNotice(slurm_jobs, pod_index.unbound, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)
     manager.add_runnable(notice.runnable())
     assembly = Assembly(manager=manager, scheduler=scheduler, controller=controller, gone=gone, parse=parse,
@@ -325,6 +319,16 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     # A member that finished frees its node of the gang's job (and the last one ends the job): of all the
     # kubelet's status, only that.
     return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
+
+
+def attach_pod_feed(pods: Any, enqueue: Callable[[str], None]) -> None:
+    """A Pod's change wakes its unit (its gang's owner when it has one: the whole gang is decided at once, else
+    its own UID), only when it changes what the decision reads (``changed_for_scheduling``): the kubelet's
+    status and this scheduler's own patches wake nothing. A gang member's UID is reconciled once it is gone,
+    so that what was kept for it is forgotten."""
+    pods.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), mapper=lambda pod: [owner_of(pod)],
+                                    predicate=changed_for_scheduling))
+    pods.add_handler(on_delete=lambda pod: enqueue(pod["metadata"]["uid"]) if gang_of(pod) else None)
 
 
 def attach_slurmd_feed(slurmd: Any, jobs: JobIndex, enqueue: Callable[[str], None]) -> None:
@@ -387,10 +391,17 @@ def _pod_group_view(pod_group: Obj) -> tuple[Any, ...]:
 def attach_job_feed(jobs: JobInformer, index: JobIndex, enqueue: Callable[[str], None]) -> None:
     """The Slurm jobs informer's changes (its store keeps the later observation of a job) -> the job index's
     expectations -> the affected unit's key; a whole list settles the doubts older than it, and wakes their
-    units. Never a Slurm call."""
+    units. Never a Slurm call. An update wakes the unit only when it changes what the scheduler reads of a
+    job (``job_placement_view``) or meets an expectation: a pending job's priority, which grows with its age,
+    or a new time limit, decides nothing."""
 
     def put(job: Job) -> None:
         if (uid := index.seen(job)) is not None:
+            enqueue(uid)
+
+    def changed(old: Job, new: Job) -> None:
+        uid, met = index.seen_meeting(new)
+        if uid is not None and (met or job_placement_view(old) != job_placement_view(new)):
             enqueue(uid)
 
     def gone(job: Job) -> None:
@@ -401,8 +412,17 @@ def attach_job_feed(jobs: JobInformer, index: JobIndex, enqueue: Callable[[str],
         for uid in index.listed(requested_at):
             enqueue(uid)
 
-    jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new), on_delete=gone)
+    jobs.add_handler(on_add=put, on_update=changed, on_delete=gone)
     jobs.on_listed(listed)
+
+
+def job_placement_view(job: Job) -> tuple[Any, ...]:
+    """What the scheduler reads of a job (``decide``, its waits, the extender's share, the index's nodes): its
+    state (``active``, ``holds_nodes``, ``gang.has_started``: with its flags and reason), where Slurm placed it
+    (``node_list``), the partition and reason a waiting Pod shows, and the identity that makes it this
+    scheduler's."""
+    return (job.state, job.state_flags, job.state_reason, job.nodes, job.batch_host,
+            tuple(a.node for a in job.allocations), job.partition, job.admin_comment)
 
 
 def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
@@ -431,21 +451,15 @@ def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], inte
     return Periodic("sweeper", interval, sweep_of(pods, jobs, enqueue, batch).tick)
 
 
-def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[SweptItem]:
+def sweep_of(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], batch: int) -> RollingSweep[str]:
     """The sweep's cycle: the Pod store's keys (each Pod read at its turn, for its owner: its gang's, or its own
     UID) and the job index's owners (a job whose Pod is gone is an orphan only a sweep finds if its event was lost)."""
 
-    def items() -> list[SweptItem]:
-        return [*(("pod", key) for key in pods.informer.keys()), *(("job", owner) for owner in jobs.uids())]
-
-    def visit(item: SweptItem) -> None:
-        kind, key = item
-        if kind == "job":
-            enqueue(key)
-        elif (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
+    def visit_pod(key: str) -> None:
+        if (pod := pods.informer.get(key)) is not None:  # (gone since the snapshot: its delete was an event)
             enqueue(owner_of(pod))
 
-    return RollingSweep(items, visit, batch)
+    return RollingSweep(pods.informer.keys, visit_pod, batch, (jobs.uids, enqueue))
 
 
 __all__ = ["Assembly", "Result", "assemble", "identity_parser"]

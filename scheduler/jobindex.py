@@ -103,13 +103,19 @@ class JobIndex:
     def seen(self, job: Job) -> Optional[str]:
         """The informer holds ``job`` (added or changed): its unit's key if it is a placeholder, whose
         expectation of it (or doubt) is then met."""
+        return self.seen_meeting(job)[0]
+
+    def seen_meeting(self, job: Job) -> tuple[Optional[str], bool]:
+        """As ``seen``, and whether the job met an expectation or a doubt (its unit must look again, whatever
+        else of the job changed)."""
         parsed = self._parse(job)
         if parsed is None:
-            return None
-        if isinstance(self.expectations.observed(parsed[0], job.id), Doubted):
+            return None, False
+        met = self.expectations.observed(parsed[0], job.id)
+        if isinstance(met, Doubted):
             PLACEHOLDER_SUBMISSIONS.labels("adopted").inc()
             log.info("%s: job %d, made by a submission whose answer was lost, is listed: adopted it", parsed[0], job.id)
-        return parsed[0]
+        return parsed[0], met is not None
 
     def gone(self, job: Job) -> Optional[str]:
         """The informer no longer holds ``job``: its unit's key if it was a placeholder."""

@@ -64,7 +64,7 @@ def waiting(pods: Iterable[Obj]) -> Iterable[Obj]:
 @attrs.define
 class OutageNotice:
     cache: Failures
-    pods: Callable[[], Iterable[Obj]]  # every Pod of this scheduler
+    pods: Callable[[], Iterable[Obj]]  # this scheduler's Pods that wait (PodIndex.unbound: an index, not a walk)
     report: Report
     may_report: Callable[[], bool]  # the leader, or anyone before the first sync
     wake: Callable[[str], None] = lambda _uid: None  # reconcile a Pod now (the controller's queue)

@@ -96,6 +96,9 @@ def placeholder_settings(config: SchedulerConfig) -> placeholder.Settings:
         gpu_types=dict(config.gpu_types), policy=config.identity_policy)
 
 
+UNBOUND = "unbound"  # the one value of PodIndex's "unbound" index
+
+
 class PodIndex:
     """Our Pods by UID and by the Node they are bound to, over the (possibly multi-namespace) Pod informer."""
 
@@ -105,6 +108,7 @@ class PodIndex:
         informer.add_indexer("node", pod_node_name)
         informer.add_indexer("gang", lambda pod: [gang.owner] if (gang := gang_of(pod)) is not None else [])
         informer.add_indexer("workload", workload_keys)
+        informer.add_indexer("unbound", lambda pod: [] if is_deleting(pod) or pod_node_name(pod) else [UNBOUND])
 
     def by_uid(self, uid: str) -> Obj | None:
         found = self.informer.by_index("uid", uid)
@@ -120,6 +124,10 @@ class PodIndex:
     def of_workload(self, key: str) -> list[Obj]:
         """The Pods a workload's change concerns (gangs.workload_keys)."""
         return list(self.informer.by_index("workload", key))
+
+    def unbound(self) -> list[Obj]:
+        """The Pods not bound and not being deleted: what waits for Slurm, never a walk of every Pod."""
+        return list(self.informer.by_index("unbound", UNBOUND))
 
     def uids(self) -> set[str]:
         return {pod["metadata"]["uid"] for pod in self.informer.list()}

@@ -16,6 +16,7 @@ from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import all_nodes, idle_node, jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
 from syncer_harness import free_port
 
+from scheduler.config import PENDING_REASON_INTERVAL
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS, Resource
@@ -832,6 +833,30 @@ def test_a_pod_waiting_on_a_drained_node_shows_slurms_reason_and_follows_it(kube
         wait_for(lambda: bound(kube_api, namespace, name), 60, "the binding")
         assert wait_for(lambda: (c := pod_scheduled(get_pod(kube_api, namespace, name))) and c["status"] == "True",
                         10, "PodScheduled=True")
+    finally:
+        dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+
+
+def test_a_pending_jobs_priority_and_comment_change_nothing_and_its_start_still_binds(kube_api, dev_cluster,
+                                                                                      namespace, scheduler):
+    """The job feed's predicate (issue 37 goal 4): a change of what the scheduler does not read of a job (its
+    priority, which real Slurm moves as the job ages; its comment) goes into the job index and wakes nothing; what
+    it reads (the reason, then the start) still reaches the Pod."""
+    node = idle_node(dev_cluster)
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=sunk-test: priority only")
+    try:
+        name = create_pod(kube_api, namespace, annotations={names.ANN_REQUIRED_NODES: node})["metadata"]["name"]
+        job_id = job_id_of(kube_api, dev_cluster, namespace, name, timeout=5)
+        wait_for(lambda: (c := pod_scheduled(get_pod(kube_api, namespace, name))) and c.get("message", "").startswith(
+            f"Slurm job {job_id}") and c.get("reason") == "WaitingForSlurm", 30, "the Pod to show its wait")
+        shown = pod_scheduled(get_pod(kube_api, namespace, name))
+        dev_cluster.slurm("scontrol", "update", f"jobid={job_id}", "priority=4242", "comment=sunk-test")
+        wait_for(lambda: number(slurm_job(dev_cluster, job_id), "priority") == 4242, 10, "Slurm's new priority")
+        time.sleep(PENDING_REASON_INTERVAL + 2)  # (the scheduler rereads a pending placeholder this often)
+        pod = get_pod(kube_api, namespace, name)
+        assert pod["spec"].get("nodeName") is None and pod_scheduled(pod) == shown
+        dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume")
+        wait_for(lambda: bound(kube_api, namespace, name), 60, "the binding once Slurm starts the job")
     finally:
         dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume", check=False)
 

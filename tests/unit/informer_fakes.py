@@ -43,7 +43,11 @@ class StoreInformer:
     def add_indexer(self, name: str, fn: Callable[[dict[str, Any]], list[str]]) -> None:
         self.store.add_indexer(name, fn)
 
-    def add_handler(self, on_add: Any = None, on_update: Any = None, on_delete: Any = None) -> None:
+    def add_handler(self, handler: Any = None, *, on_add: Any = None, on_update: Any = None,
+                    on_delete: Any = None) -> None:
+        """As the informer's: a ``ChangeHandler`` object, or its functions by name."""
+        if handler is not None:
+            on_add, on_update, on_delete = handler.on_add, handler.on_update, handler.on_delete
         self.handlers.append((on_add, on_update, on_delete))
 
     def get(self, key: str) -> Any:

@@ -179,7 +179,7 @@ def test_each_tick_enqueues_at_most_a_batch_and_each_key_once_per_cycle():
 
     def snapshot() -> list[str]:
         snapshots.append(len(keys))
-        return [*keys, keys[0]]  # (a key twice, as a gang's members give their owner: once in the cycle)
+        return list(keys)
 
     enqueued: list[str] = []
     sweep = RollingSweep(snapshot, enqueued.append, batch=500)
@@ -191,13 +191,60 @@ def test_each_tick_enqueues_at_most_a_batch_and_each_key_once_per_cycle():
     assert sorted(enqueued) == sorted(keys) and len(snapshots) == 2
 
 
+def test_a_cycle_over_several_sources_visits_each_name_once_in_batches_that_span_them():
+    pods, owners = [f"ns/p-{i}" for i in range(700)], {f"uid-{i}" for i in range(400)}
+    listed: list[str] = []
+    visited: list[tuple[str, str]] = []
+
+    def source(name: str, names):
+        def items():
+            listed.append(name)
+            return names
+        return items, lambda item: visited.append((name, item))
+
+    sweep = RollingSweep(*source("pods", pods), 500, source("jobs", owners))
+    assert [sweep.tick() for _ in range(3)] == [500, 500, 100]  # (the second batch: 200 Pods, then 300 owners)
+    assert visited == [("pods", p) for p in pods] + [("jobs", o) for o in list(owners)]
+    assert listed == ["pods", "jobs"] and sweep.cycles == 1  # each source listed once a cycle
+    assert sweep.tick() == 500 and listed == ["pods", "jobs"] * 2 and sweep.cycles == 2
+
+
 def test_a_cycle_smaller_than_a_batch_is_one_tick_and_the_next_tick_starts_a_new_one():
     enqueued: list[str] = []
     sweep = RollingSweep(lambda: ["a", "b"], enqueued.append, batch=500)
     assert (sweep.tick(), sweep.tick(), enqueued) == (2, 2, ["a", "b", "a", "b"])
     assert RollingSweep(list, enqueued.append, batch=1).tick() == 0  # nothing to sweep
+    assert RollingSweep(list, enqueued.append, 1, (lambda: ["c"], enqueued.append)).tick() == 1  # (one empty)
 
 
 def test_a_batch_below_one_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         RollingSweep(list, print, batch=0)
+
+
+# -- the Pods that wait, by index (what an outage's notice reads) ---------------------------------------------
+
+def test_the_unbound_index_follows_the_pods_as_they_come_bind_are_deleted_and_go():
+    from scheduler.reconciler import PodIndex
+
+    def pod(name: str, node: str | None = None, deleting: bool = False) -> dict:
+        meta: dict = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+        if deleting:
+            meta["deletionTimestamp"] = "2030-01-02T00:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {}}
+
+    informer = StoreInformer([pod("a"), pod("b", "worker-1")])
+    pods = PodIndex(informer)
+
+    def unbound() -> set[str]:
+        return {p["metadata"]["name"] for p in pods.unbound()}
+
+    assert unbound() == {"a"}
+    informer.put(pod("c"))
+    assert unbound() == {"a", "c"}
+    informer.put(pod("a", "worker-2"))  # bound
+    informer.put(pod("c", deleting=True))  # being deleted
+    assert unbound() == set()
+    informer.put(pod("d"))
+    informer.remove(pod("d"))
+    assert unbound() == set() and informer.lists == 0
