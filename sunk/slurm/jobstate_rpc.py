@@ -62,10 +62,18 @@ class _StateResponse(ctypes.Structure):
     _fields_ = [("jobs_count", ctypes.c_uint32), ("jobs", ctypes.POINTER(_StateJob))]
 
 
+API_CURRENT = 44  # libslurm's API number in Slurm 25.11 (its META), whose slurm.h the structures above copy
+
+
 class JobStateRpc:
     """``slurm_load_job_state`` on a loaded libslurmfull. ``load`` returns (rc, errno, states)."""
 
     def __init__(self, lib: ctypes.CDLL):
+        version = lib.slurm_api_version
+        version.restype = ctypes.c_long
+        found = version() >> 16 & 0xFF
+        if found != API_CURRENT:  # another release's layouts would be read as garbage
+            raise OSError(f"libslurmfull has API {found}, these structures are Slurm 25.11's (API {API_CURRENT})")
         self._load = lib.slurm_load_job_state
         self._load.argtypes = [ctypes.c_int, ctypes.POINTER(_SelectedStep),
                                ctypes.POINTER(ctypes.POINTER(_StateResponse))]
@@ -76,9 +84,9 @@ class JobStateRpc:
         self._bit_size = lib.slurm_bit_size
         self._bit_size.argtypes = [ctypes.c_void_p]
         self._bit_size.restype = ctypes.c_int64
-        self._bit_test = lib.slurm_bit_test
-        self._bit_test.argtypes = [ctypes.c_void_p, ctypes.c_int64]
-        self._bit_test.restype = ctypes.c_bool
+        self._next_set = lib.bit_ffs_from_bit  # the first set bit from a position, -1 past the last
+        self._next_set.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        self._next_set.restype = ctypes.c_int64
 
     @classmethod
     def open(cls) -> JobStateRpc:
@@ -107,9 +115,10 @@ class JobStateRpc:
         for i in range(msg.jobs_count):
             job = msg.jobs[i]
             if job.array_task_id_bitmap:  # a pending array's tasks without records, one by one (as slurmrestd)
-                bitmap = job.array_task_id_bitmap
-                for task in range(self._bit_size(bitmap)):
-                    if self._bit_test(bitmap, task):
-                        yield job_state(job.job_id, job.array_job_id, task, 0, job.state)
+                bitmap, size = job.array_task_id_bitmap, self._bit_size(job.array_task_id_bitmap)
+                task = self._next_set(bitmap, 0)
+                while 0 <= task < size:  # one call per pending task, as many as the entries it makes
+                    yield job_state(job.job_id, job.array_job_id, task, 0, job.state)
+                    task = self._next_set(bitmap, task + 1)
             else:
                 yield job_state(job.job_id, job.array_job_id, job.array_task_id, job.het_job_id, job.state)
