@@ -10,8 +10,8 @@ submitted again while its first job may exist. So, per key, one of:
   (``observed``) or after ``ttl`` (the job ended and was purged unseen: the informer's view is the truth);
 - ``refuse(key, message)``: Slurm refused the submission; no second one before ``ttl``;
 - ``doubt(key)``: the answer was lost; no submission until the informer shows the unit's job
-  (``observed``) or a list the informer *requested after* the doubt shows none (``listed``): the doubt is
-  settled from the informer's own next list, never by an extra Slurm call per unit;
+  (``observed``) or a list the informer *requested* ``doubt_margin`` *after* the doubt shows none
+  (``listed``): the doubt is settled from the informer's own lists, never by an extra Slurm call per unit;
 - ``settle(key)``: whatever was expected of the key is over (its Pods are gone).
 
 A later call replaces an earlier one for the same key (a resubmission after a refusal expired, say).
@@ -56,10 +56,14 @@ Expectation = Union[Expected, Refused, Doubted]
 class SubmitExpectations:
     """The scheduler's expectations of its jobs informer, by unit key (module notes). Thread-safe."""
 
-    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic, doubt_margin: float = 10.0):
         """``ttl``: how long an expectation or a refusal is kept unmet; ``clock``: the informer's clock
-        (a doubt is compared with the time the informer's lists were requested)."""
+        (a doubt is compared with the time the informer's lists were requested); ``doubt_margin``: how much
+        later than the doubt a list must be requested to settle it. A client gives up after Slurm's
+        MessageTimeout (10 s by default) while slurmctld may still be working on the submission: a list
+        taken at once may not show a job made just after it."""
         self._ttl = ttl
+        self._doubt_margin = doubt_margin
         self._clock = clock
         self._lock = threading.Lock()
         self._by_key: dict[str, Expectation] = {}
@@ -112,7 +116,7 @@ class SubmitExpectations:
         there, so it made none). Returns the keys settled, to be reconciled again."""
         with self._lock:
             settled = [key for key, found in self._by_key.items()
-                       if isinstance(found, Doubted) and found.since < requested_at]
+                       if isinstance(found, Doubted) and found.since + self._doubt_margin < requested_at]
             for key in settled:
                 self._set(key, None)
             return settled

@@ -85,13 +85,15 @@ class _OwnStore:
 
 class JobIndex:
     def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic, jobs: Optional[JobStore] = None):
+                 clock: Callable[[], float] = time.monotonic, jobs: Optional[JobStore] = None,
+                 doubt_margin: float = 10.0):
         """``jobs``: the Slurm jobs informer (its store gets the indexes); None: a store of the index's own,
-        fed by ``upsert``/``remove``. ``clock``: the informer's (expectations are compared with its lists)."""
+        fed by ``upsert``/``remove``. ``clock``: the informer's (expectations are compared with its lists).
+        ``doubt_margin``: SubmitExpectations'."""
         self._parse = parse
         self._own = _OwnStore(expectation_ttl, clock) if jobs is None else None
         self._jobs: JobStore = jobs if jobs is not None else self._own  # type: ignore[assignment]
-        self.expectations = SubmitExpectations(expectation_ttl, clock)
+        self.expectations = SubmitExpectations(expectation_ttl, clock, doubt_margin)
         self._jobs.add_indexer(BY_UNIT, self._unit_index)
         self._jobs.add_indexer(BY_NODE, lambda job: list(job.node_list) if self._parse(job) is not None else [])
 

@@ -66,14 +66,23 @@ def test_a_doubt_is_met_by_any_job_of_its_key(expectations):
     assert expectations.observed("k", 42) == Doubted(100.0) and expectations.get("k") is None
 
 
-def test_a_doubt_is_settled_by_a_list_requested_after_it_only(expectations, clock):
+def test_a_doubt_is_settled_by_a_list_requested_a_message_timeout_after_it_only(expectations, clock):
+    """slurmctld may still make the job after the client gave up on its answer (MessageTimeout, 10 s)."""
     expectations.doubt("old")
     clock[0] = 110.0
     expectations.doubt("new")
     assert expectations.listed(100.0) == []  # requested as the first answer was lost: it may predate the job
-    assert expectations.listed(105.0) == ["old"]
+    assert expectations.listed(105.0) == []  # the submission may still be in slurmctld's hands
+    assert expectations.listed(110.5) == ["old"]
     assert expectations.get("new") == Doubted(110.0)
-    assert expectations.listed(111.0) == ["new"] and expectations.get("new") is None
+    assert expectations.listed(120.0) == [] and expectations.listed(121.0) == ["new"]
+    assert expectations.get("new") is None
+
+
+def test_the_doubt_margin_is_the_operators(clock):
+    quick = SubmitExpectations(ttl=60.0, clock=lambda: clock[0], doubt_margin=0.0)
+    quick.doubt("k")
+    assert quick.listed(100.5) == ["k"]
 
 
 def test_settle_forgets_whatever_was_expected(expectations):

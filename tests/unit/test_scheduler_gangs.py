@@ -746,7 +746,7 @@ def informed_losing_world(monkeypatch, slurm):
     from sunk.slurm.informer import SlurmInformerFactory
 
     informer = SlurmInformerFactory(slurm, interval=1.0).jobs()
-    index = JobIndex(identity_parser(CONFIG), clock=informer.clock, jobs=informer)
+    index = JobIndex(identity_parser(CONFIG), clock=informer.clock, jobs=informer, doubt_margin=0.0)
     attach_job_feed(informer, index, lambda key: None)
     world = World(monkeypatch, slurm=slurm, jobs=index)
     world.pods += [member(i) for i in range(3)]

@@ -485,7 +485,7 @@ def informed(build, slurm, parser=None, **settings):
     from sunk.slurm.informer import SlurmInformerFactory
 
     informer = SlurmInformerFactory(slurm, interval=1.0).jobs()
-    jobs = JobIndex(parser or parse, clock=informer.clock, jobs=informer)
+    jobs = JobIndex(parser or parse, clock=informer.clock, jobs=informer, doubt_margin=0.0)  # (lists at once)
     woken: list[str] = []
     attach_job_feed(informer, jobs, woken.append)
     scheduler, *_ = build(slurm=slurm, jobs=jobs, nudge=informer.nudge, **settings)
