@@ -22,10 +22,10 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
-from sunk.slurm.cache import Patience, RereadAfter
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.informer import JobInformer, JobReadHints, SlurmInformerFactory
-from sunk.slurm.models import Job, JobState
+from sunk.slurm.informer import JobInformer, SlurmInformerFactory
+from sunk.slurm.models import Job
+from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import gang_of, has_started, owner_of
 from sunk.translate.identity import identity_of
 from sunk.translate.keys import GangKey, UnitKey, unit_key
@@ -81,65 +81,71 @@ def slim_job(job: Obj) -> Obj:
     }
 
 
-def awaiting_start(parse: IdentityParser) -> Callable[[Job], bool]:
-    """The Slurm cache's ``reread``: this scheduler's placeholders (a Pod's or a gang's) that Slurm runs but
-    has not shown started yet (their prolog, which locks the node, still runs). The prolog's end changes the
-    job's reason, not its state, so the job state list cannot show it; the cache reads these jobs in full (at
-    every refresh, or every ``--started-call-patience``: ``awaiting_started_call`` asks it to wait that long for
-    the started call's own read), so the Pods bind even when the placeholder's started call was lost, without
-    waiting for the next full job list. (A read that waits keeps the cache listing states: were it counted as
-    idle, its checks of ``update_time`` would miss the prolog's end for a minute.)"""
+@attrs.frozen
+class PlaceholderReads:
+    """What the scheduler asks the Slurm jobs informer to read of its placeholders (``request_reads``), beyond
+    their changes of state, which the job state list shows:
 
-    def check(job: Job) -> bool:
-        if job.state != "RUNNING" or not job.admin_comment:
-            return False
-        parsed = parse(job)
-        return parsed is not None and not parsed[1]
+    - a placeholder Slurm runs but has not shown started (its prolog, which locks the node, still runs): at
+      every refresh. The prolog's end changes the job's reason, not its state; so the Pods bind even when the
+      started call was lost, without waiting for the next full job list.
+    - a pending placeholder: every ``reason_every`` seconds (sooner, ``unreasoned_every``, while Slurm shows
+      no reason yet), to show Slurm's reason on its Pods: a change of the reason alone is no change of state.
+      The read makes it an informer change like any other, which requeues the unit through the job index.
+      0: the reason is seen at the full job lists only.
+    - a placeholder on its way to its started call (submitted by this process, pending, or in its prolog):
+      its read may wait ``started_call_patience`` seconds for the hook API's read-back of the call (handed to
+      the informer, ``observe``), so that Slurm is read once for it where it was read three times. The
+      lister waits only for a start (an end, a requeue is read at once). 0: never waits.
+    """
 
-    return check
+    parse: IdentityParser
+    started_call_patience: float = STARTED_CALL_PATIENCE
+    reason_every: float = PENDING_REASON_INTERVAL
+    unreasoned_every: float = UNREASONED_PENDING_INTERVAL
 
-
-def awaiting_reason(parse: IdentityParser, every: float = PENDING_REASON_INTERVAL,
-                    unreasoned_every: float = UNREASONED_PENDING_INTERVAL) -> RereadAfter | None:
-    """The Slurm cache's ``reread_after``: this scheduler's pending placeholders, every ``every`` seconds (sooner,
-    ``unreasoned_every``, while Slurm shows no reason yet). A change of the pending reason alone (PENDING both
-    times) is no change of state, so the job state list cannot show it; the read makes it a cache event like any
-    other, which requeues the job's Pod (or gang) through the job index: no call per Pod from the reconciler, no
-    walk of the Pods. None when ``every`` is 0 (the reason is then seen at the full job lists only)."""
-    if every <= 0:
-        return None
-
-    def after(job: Job) -> float | None:
-        if job.state != "PENDING" or not job.admin_comment or parse(job) is None:
+    def request_for(self, job: Job) -> ReadRequest | None:
+        """The request for ``job`` as the informer now holds it; None: none (not ours, started, ended)."""
+        if not job.admin_comment:
             return None
-        return min(every, unreasoned_every) if job.state_reason in ("", "None") else every
-
-    return after
-
-
-def awaiting_started_call(parse: IdentityParser, expected: Callable[[int], bool],
-                          patience: float = STARTED_CALL_PATIENCE) -> Patience | None:
-    """The Slurm cache's ``patience``: ``patience`` seconds for this scheduler's placeholders on their way to
-    the started call, whose read the hook API hands to the cache (SlurmCache.observe), so that Slurm is read
-    once for them where it was read three times. New jobs count when this process submitted them
-    (``expected(job_id)``); held ones while Slurm has not shown them started. Anything else, and
-    any move but PENDING to RUNNING (an end, a requeue), is read at once. None when ``patience`` is 0."""
-    if patience <= 0:
+        parsed = self.parse(job)
+        if parsed is None:
+            return None
+        wait = max(self.started_call_patience, 0.0) if not parsed[1] else 0.0
+        if job.state == "PENDING":
+            every = None
+            if self.reason_every > 0:
+                unreasoned = job.state_reason in ("", "None")
+                every = min(self.reason_every, self.unreasoned_every) if unreasoned else self.reason_every
+            return ReadRequest(every, wait)
+        if job.state == "RUNNING" and not parsed[1]:
+            return ReadRequest(0.0, wait)
         return None
 
-    def wait(job_id: int, held: Job | None, listed: JobState) -> float:
-        if listed.state not in ("PENDING", "RUNNING"):
-            return 0.0
-        if held is None:
-            return patience if expected(job_id) else 0.0
-        if held.state not in ("PENDING", "RUNNING") or (held.state == "RUNNING" and listed.state == "PENDING"):
-            return 0.0
-        if held.state == listed.state == "PENDING":
-            return 0.0  # a read for its reason (awaiting_reason): no started call comes while it is pending
-        parsed = parse(held)
-        return patience if parsed is not None and not parsed[1] else 0.0
+    def submitted(self) -> ReadRequest:
+        """The request for a job this process just submitted, before any list shows it."""
+        return ReadRequest(wait_up_to=max(self.started_call_patience, 0.0))
 
-    return wait
+    def attach(self, jobs: JobInformer) -> Callable[[int], None]:
+        """Keep ``jobs``' requests for this scheduler's placeholders as the informer's changes come (a job
+        gone drops its own); returns what to call with a submitted job's id."""
+
+        def put(job: Job) -> None:
+            request(job.id, self.request_for(job))
+
+        def request(job_id: int, wanted: ReadRequest | None) -> None:
+            if wanted is None or wanted.empty:
+                jobs.cancel_reads(job_id)
+            else:
+                jobs.request_reads(job_id, every=wanted.every, wait_up_to=wanted.wait_up_to)
+
+        jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new),
+                         on_delete=lambda job: jobs.cancel_reads(job.id))
+        def submitted(job_id: int) -> None:
+            if jobs.get(job_id) is None:  # (once listed, its handler has asked for what its record needs)
+                request(job_id, self.submitted())
+
+        return submitted
 
 
 @attrs.define
@@ -230,15 +236,10 @@ def assemble(
     # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
     # and 24.11 answers a node list with every partition even when nothing changed.
     parse = identity_parser(config)
-    index: JobIndex | None = None
     slurm_jobs = slurm_jobs or SlurmInformerFactory(
-        slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval,
-        job_hints=JobReadHints(
-            reread=awaiting_start(parse), reread_after=awaiting_reason(parse, config.pending_reason_interval),
-            patience=awaiting_started_call(parse, expected=lambda job_id: index is not None and
-                                           index.uid_of(job_id) is not None,
-                                           patience=config.started_call_patience))).jobs()
-    index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs)
+        slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval).jobs()
+    submitted = PlaceholderReads(parse, config.started_call_patience, config.pending_reason_interval).attach(slurm_jobs)
+    index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs, on_expect=submitted)
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
                                   field_selector=f"spec.schedulerName={config.scheduler_name}")
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)

@@ -86,14 +86,16 @@ class _OwnStore:
 class JobIndex:
     def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0,
                  clock: Callable[[], float] = time.monotonic, jobs: Optional[JobStore] = None,
-                 doubt_margin: float = 10.0):
+                 doubt_margin: float = 10.0, on_expect: Optional[Callable[[int], None]] = None):
         """``jobs``: the Slurm jobs informer (its store gets the indexes); None: a store of the index's own,
         fed by ``upsert``/``remove``. ``clock``: the informer's (expectations are compared with its lists).
-        ``doubt_margin``: SubmitExpectations'."""
+        ``doubt_margin``: SubmitExpectations'. ``on_expect(job_id)``: a job was submitted (the assembly's read
+        request for it, ``PlaceholderReads``)."""
         self._parse = parse
         self._own = _OwnStore(expectation_ttl, clock) if jobs is None else None
         self._jobs: JobStore = jobs if jobs is not None else self._own  # type: ignore[assignment]
         self.expectations = SubmitExpectations(expectation_ttl, clock, doubt_margin)
+        self._on_expect = on_expect
         self._jobs.add_indexer(BY_UNIT, self._unit_index)
         self._jobs.add_indexer(BY_NODE, lambda job: list(job.node_list) if self._parse(job) is not None else [])
 
@@ -174,6 +176,8 @@ class JobIndex:
     # -- expectations ------------------------------------------------------------------------
     def expect(self, uid: str, job_id: int) -> None:
         self.expectations.expect(uid, job_id)
+        if self._on_expect is not None:
+            self._on_expect(job_id)
 
     def refuse(self, uid: str, message: str) -> None:
         """Slurm refused this unit's job: do not submit again before the refusal expires."""

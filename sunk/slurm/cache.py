@@ -36,8 +36,9 @@ refresh is instead:
 
 1. one ``list_job_states()`` (about 80 bytes a job: ids and states only);
 2. each listed state compared with the state of the record held: a job that is new, whose
-   state (base state or flags) differs, that is gone, or that ``reread(job)`` asks for, is
-   marked; an array whose listed tasks do not match its held records is marked whole;
+   state (base state or flags) differs, that is gone, or whose read a reader requested
+   (``read_requests``: every so many seconds) and is due, is marked; an array whose listed
+   tasks do not match its held records is marked whole;
 3. one ``read_jobs`` call per marked job or array (``GET /job/{id}``: v0.0.42 takes one id
    per call), each record stamped with the time its own read began; a job gone from the
    state list is removed without a read. More than ``max_job_reads`` marks in one refresh
@@ -46,12 +47,14 @@ refresh is instead:
    safety net for what a state cannot show. While the state list cannot be used, jobs are
    listed as in the full-list mode (with ``update_time``).
 
-Reads made elsewhere, and reads that may wait (``observe``, ``patience``). A reader that reads a job
-from Slurm itself (the scheduler's hook API reads a placeholder as its script calls, seconds before a
-state list would show the change) hands the record to the cache; the next state list takes it for the
-job's read when it shows the same state, and no later read of the job is held. ``patience(job, held,
-listed)`` lets a read the state list asks for wait that many seconds for such a record: the scheduler's
-new placeholders and starting ones, whose own call brings the record, are then read by nobody else (a
+Reads made elsewhere, and reads that may wait (``observe``, a request's ``wait_up_to``). A reader that
+reads a job from Slurm itself (the scheduler's hook API reads a placeholder as its script calls, seconds
+before a state list would show the change) hands the record to the cache; the next state list takes it for
+the job's read when it shows the same state, and no later read of the job is held. A job's read request
+(``ReadRequest.wait_up_to``, ``sunk/slurm/readrequests.py``) lets the read its change to RUNNING asks for
+(or its first, when the job is new and PENDING or RUNNING) wait that many seconds for such a record: the
+scheduler's new placeholders and starting ones, whose own call brings the record, are then read by nobody
+else (a
 placeholder cost three reads of the same job as it started, every one of them on slurmctld's busiest
 seconds). A read that waits counts as a change, not as an idle state list: the cache keeps listing
 states meanwhile, since the job may change in ways a check of ``update_time`` begun later would not
@@ -65,11 +68,11 @@ that changes between the state list and its read is never lost or shown stale (t
 state list differs from the record, or matches it).
 
 What a state list cannot show, and so what readers see only at the next full list (up to
-``job_full_every``, 5 minutes by default) unless ``reread`` covers it: a change to a job's
+``job_full_every``, 5 minutes by default) unless a read request covers it: a change to a job's
 fields while its state (and flags) stay the same: its Extra or comment, its reason (a
 placeholder's ``Prolog`` clearing as it starts: the scheduler rereads its running placeholders
 not started yet, for this; a pending job's reason: the scheduler rereads its pending placeholders
-every few seconds, ``reread_after``, to show Slurm's reason on their Pods), its priority, its
+every few seconds, to show Slurm's reason on their Pods), its priority, its
 name, partition or limits (scontrol update), its nodes
 if it is resized. Its nodes as it starts, and its end, come with state changes
 (PENDING -> RUNNING, RUNNING -> COMPLETING/COMPLETED, requeue -> PENDING), so they are seen
@@ -132,6 +135,7 @@ from attrs import frozen
 from .client import SlurmClient, Snapshot
 from .errors import SlurmError, SlurmUnavailable
 from .models import Job, JobState, Node
+from .readrequests import ReadRequest, ReadRequests
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +183,6 @@ class CacheStats:
 
 Subscriber = Callable[[CacheEvent], None]
 Reread = Callable[[Job], bool]
-# A held job -> seconds after its last read that it is read again though its state has not changed; None: never.
-RereadAfter = Callable[[Job], Optional[float]]
-# (job id, the record held or None, the state listed) -> seconds the cache may wait for another's read of
-# the job (``observe``) before it reads the job itself; 0: read it now.
-Patience = Callable[[int, Optional[Job], JobState], float]
 
 
 def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
@@ -316,30 +315,27 @@ class SlurmCache:
                  stale_after: Optional[float] = None, kinds: Sequence[str] = (NODE, JOB),
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
-                 max_job_reads: Optional[int] = None, reread: Optional[Reread] = None,
-                 job_check_after: Optional[float] = None, job_check_max_full: Optional[float] = None,
-                 patience: Optional[Patience] = None, reread_after: Optional[RereadAfter] = None):
+                 max_job_reads: Optional[int] = None, job_check_after: Optional[float] = None,
+                 job_check_max_full: Optional[float] = None, read_requests: Optional[ReadRequests] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
         in full every time, as with ``job_states=False``). ``max_job_reads``: more jobs and
         arrays to read in one refresh than this, and it lists in full instead; None: 64, or a
         twentieth of the jobs held if more (a read costs about what one job costs in the full
-        list, plus a round trip). ``reread(job)``:
-        True for held jobs whose record is read on every refresh even when their state has not
-        changed (a field a reader needs changes without a state change). ``job_check_after``: after
+        list, plus a round trip). ``job_check_after``: after
         this many refreshes in a row whose state list found nothing to read, the cache asks Slurm
         whether any job changed at all (``update_time``) instead of listing states, until one did
         (module notes); None (the default): once those state lists have taken, together, as long
         as the last full job list; ``math.inf``: never. ``job_check_max_full``: by that default rule,
         checks begin only while the last full job list took at most this long (None: ``interval``),
         because the first change a check meets costs a full list: at 10,000 jobs (6 to 10 s) that
-        would make one refresh take seconds, so large clusters keep listing states. ``patience(job_id,
-        held, listed)``: seconds a read the state list asks for may wait for someone else's read of that
-        job (``observe``) before the cache makes it (module notes); None: never waits. ``reread_after(job)``:
-        seconds after its last read (or the full list that held it) that a held job is read again though its
-        state has not changed (a PENDING placeholder's reason: the scheduler shows it on the Pod); None: never.
-        While such a read is due the cache lists states rather than checking ``update_time``.
+        would make one refresh take seconds, so large clusters keep listing states. ``read_requests``: the
+        per-job requests of this cache's readers (``sunk/slurm/readrequests.py``; None: a table of its own):
+        which held jobs to read again though their state has not changed, every so many seconds (a
+        placeholder's prolog ending, a PENDING placeholder's reason), and which reads the state list asks for
+        may wait for someone else's read of the job (``observe``; module notes). While such a read is due the
+        cache lists states rather than checking ``update_time``.
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
@@ -351,9 +347,7 @@ class SlurmCache:
         self.job_states = (_cheap_states(client) if job_states is None else job_states) and job_full_every > 0
         self.job_full_every = job_full_every
         self.max_job_reads = max_job_reads
-        self.reread = reread
-        self.reread_after = reread_after
-        self.patience = patience
+        self.read_requests = read_requests if read_requests is not None else ReadRequests()
         self.job_check_after = job_check_after
         self.job_check_max_full = interval if job_check_max_full is None else job_check_max_full
         self.interval = interval
@@ -577,26 +571,23 @@ class SlurmCache:
         full = kind.full_next or not kind.synced or now - kind.last_full >= self.resync_every
         return self._list(kind, now, full, made)
 
-    def _rereads(self, kind: _Kind, now: float) -> Optional[Reread]:
-        """``reread``, and the held jobs whose ``reread_after`` has passed since their last read."""
-        if self.reread_after is None:
-            return self.reread
-        every, always, read_at, listed_at = self.reread_after, self.reread, kind.read_at, kind.listed_at
+    def _rereads(self, kind: _Kind, now: float, requests: Mapping[int, ReadRequest]) -> Optional[Reread]:
+        """The held jobs whose requested periodic read (``read_requests``) is due; None when none is asked for."""
+        if not requests:
+            return None
+        read_at, listed_at = kind.read_at, kind.listed_at
 
         def due(job: Job) -> bool:
-            if always is not None and always(job):
-                return True
-            after = every(job)
-            return after is not None and now - read_at.get(job.id, listed_at) >= after
+            request = requests.get(job.id)
+            return request is not None and request.due(now, read_at.get(job.id, listed_at))
 
         return due
 
     def _reread_due(self, kind: _Kind, now: float) -> bool:
-        """Some held job's ``reread_after`` has passed: the next refresh must list states to read it."""
-        if self.reread_after is None:
-            return False
-        due = self._rereads(kind, now)
-        return due is not None and any(due(job) for job in kind.items.values())
+        """Some held job's requested read is due: the next refresh must list states to read it."""
+        read_at, listed_at, held = kind.read_at, kind.listed_at, kind.items
+        return any(job_id in held and request.due(now, read_at.get(job_id, listed_at))
+                   for job_id, request in self.read_requests.snapshot().items())
 
     # -- jobs while idle: update_time checks (module notes) ------------------------------------------------
     def _check_due(self, now: float) -> bool:
@@ -693,6 +684,7 @@ class SlurmCache:
         if kind.name == JOB:
             with self._observed_lock:  # (records read before this list are older than what it holds)
                 self._observed = {job_id: seen for job_id, seen in self._observed.items() if seen[1] > now}
+            self.read_requests.keep_only(new.keys(), now)  # type: ignore[arg-type]
         kind.read_at = {}
         if snapshot.last_update and snapshot.last_update < kind.last_update:
             log.warning("Slurm's %s last_update went backwards (%d < %d): relisting in full next time",
@@ -735,8 +727,9 @@ class SlurmCache:
             self._states_unusable = None
         self._listed(kind)
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
-        plan = plan_job_reads(held, states, self._rereads(kind, self._clock()))
-        taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested)
+        requests = self.read_requests.snapshot()
+        plan = plan_job_reads(held, states, self._rereads(kind, self._clock(), requests))
+        taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested, requests)
         if not (to_read or plan.arrays or plan.gone or taken or deferred):
             self._idle_lists += 1
             self._idle_seconds += self._clock() - started
@@ -810,13 +803,15 @@ class SlurmCache:
             self._job_reads_taken += len(taken)
         if added or changed or removed:
             kind.items = MappingProxyType(new)
+        self.read_requests.forget([event.key for event in removed])  # type: ignore[misc]
         kind.read_at = read_at
         return added + changed + removed
 
     def _sort_reads(self, kind: _Kind, held: Mapping[int, Job], states: Sequence[JobState], plan: JobReads,
-                    requested: float) -> tuple[dict[int, tuple[Job, float]], list[int], list[int]]:
+                    requested: float, requests: Mapping[int, ReadRequest],
+                    ) -> tuple[dict[int, tuple[Job, float]], list[int], list[int]]:
         """The plan's job reads, sorted: records observed elsewhere that stand in for a read, reads to make
-        now, and reads deferred by ``patience``.
+        now, and reads deferred by their request's ``wait_up_to`` (``ReadRequest.patience``).
 
         An observed record stands in (for a read the plan asks for, or for the record held) when the state
         list shows the same state and no later read of the job is held. One that does not agree, or whose
@@ -849,7 +844,8 @@ class SlurmCache:
         for job_id in plan.jobs:
             if job_id in taken:
                 continue
-            wait = self.patience(job_id, held.get(job_id), listed[job_id]) if self.patience is not None else 0.0
+            request = requests.get(job_id)
+            wait = request.patience(held.get(job_id), listed[job_id]) if request is not None else 0.0
             since = self._waiting.get(job_id, now)
             if wait > 0 and now - since < wait:
                 deferred.append(job_id)

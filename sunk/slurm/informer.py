@@ -9,6 +9,8 @@ same shape for one Slurm kind:
   ``on_delete``), run in order on the refreshing thread, and a handler added late first gets an add for
   each item held (replayed under the refresh lock: nothing missed, nothing twice);
 - ``has_synced``/``wait_for_sync``, ``start``/``stop`` and ``on_recovered`` are what a Manager asks of it;
+- a jobs informer takes per-job read requests (``request_reads``: read this job every N seconds; wait up
+  to P seconds for a read made elsewhere), as data its lister reads: it calls nobody back;
 - its *lister* is a ``SlurmCache`` of that one kind: how the kind is read (a full list with
   ``update_time``; for jobs the state list plus reads of the jobs that changed, idle ``update_time``
   checks, the periodic full list) stays there, with its cost, and no reader sees it.
@@ -26,13 +28,12 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypeVar
 
-from attrs import frozen
-
 from sunk.kube.store import ChangeHandler, FuncHandler, KeyedStore
 
-from .cache import JOB, KINDS, NODE, CacheEvent, CacheStats, Patience, RefreshResult, Reread, RereadAfter, SlurmCache
+from .cache import JOB, KINDS, NODE, CacheEvent, CacheStats, RefreshResult, SlurmCache
 from .client import SlurmClient
 from .models import Job, Node
+from .readrequests import ReadRequest, ReadRequests
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,27 @@ class SlurmInformer(Generic[K, T]):
             self.lister.observe(item, requested_at)  # type: ignore[arg-type]
         return self._change(self._key(item), item, requested_at)
 
+    # ---- read requests (jobs) ----------------------------------------------------------------------
+    def request_reads(self, job_id: int, *, every: Optional[float] = None, wait_up_to: float = 0.0) -> None:
+        """Ask the jobs lister, for this one job: read it every ``every`` seconds though its state did not
+        change (0: at every refresh; None: only when it changes), and let a read its change to RUNNING asks
+        for (or its first, a new job PENDING or RUNNING) wait up to ``wait_up_to`` seconds for a record read
+        elsewhere (``observe``). Replaces the job's earlier request; both unset cancel it. Data, not a
+        callback: the lister reads it at its next refresh (``sunk/slurm/readrequests.py``)."""
+        self._requests().request(job_id, ReadRequest(every, wait_up_to), self.clock())
+
+    def cancel_reads(self, job_id: int) -> None:
+        self._requests().cancel(job_id)
+
+    def read_request(self, job_id: int) -> Optional[ReadRequest]:
+        """The job's request now, if any."""
+        return self._requests().get(job_id)
+
+    def _requests(self) -> ReadRequests:
+        if self.kind != JOB:
+            raise TypeError(f"read requests are for jobs, not {self.kind}s")
+        return self.lister.read_requests
+
     # ---- handlers -----------------------------------------------------------------------------
     def add_handler(self, handler: Optional[ChangeHandler[T]] = None, *,
                     on_add: Optional[Callable[[T], None]] = None,
@@ -333,17 +355,6 @@ JobInformer = SlurmInformer[int, Job]
 _KEYS: dict[str, Callable[[Any], Hashable]] = {NODE: lambda node: node.name, JOB: lambda job: job.id}
 
 
-@frozen
-class JobReadHints:
-    """What a process tells its jobs lister about which jobs to read though their state did not change,
-    and which reads may wait for a record read elsewhere (``SlurmCache``'s ``reread``, ``reread_after``,
-    ``patience``; module notes of ``sunk/slurm/cache.py``). None: no such job."""
-
-    reread: Optional[Reread] = None
-    reread_after: Optional[RereadAfter] = None
-    patience: Optional[Patience] = None
-
-
 class SlurmInformerFactory:
     """One informer per Slurm kind for one process (client-go's SharedInformerFactory): every reader of a
     kind in the process shares its one read of Slurm. ``intervals``: a kind's own period where it differs
@@ -351,13 +362,12 @@ class SlurmInformerFactory:
 
     def __init__(self, client: SlurmClient, *, interval: float = 1.0,
                  intervals: Optional[Mapping[str, float]] = None, job_full_every: float = 300.0,
-                 job_hints: JobReadHints = JobReadHints(), **lister_options: Any):
+                 **lister_options: Any):
         """``lister_options``: passed to each kind's ``SlurmCache`` (tests: ``clock``, ``resync_every``, ...)."""
         self.client = client
         self.interval = interval
         self.intervals = dict(intervals or {})
         self.job_full_every = job_full_every
-        self.job_hints = job_hints
         self.lister_options = lister_options
         self._lock = threading.Lock()
         self._informers: dict[str, SlurmInformer[Any, Any]] = {}
@@ -377,12 +387,8 @@ class SlurmInformerFactory:
         with self._lock:
             informer = self._informers.get(kind)
             if informer is None:
-                options = dict(self.lister_options)
-                if kind == JOB:
-                    options.update(reread=self.job_hints.reread, reread_after=self.job_hints.reread_after,
-                                   patience=self.job_hints.patience)
                 lister = SlurmCache(self.client, interval=self.intervals.get(kind, self.interval), kinds=(kind,),
-                                    job_full_every=self.job_full_every, **options)
+                                    job_full_every=self.job_full_every, **self.lister_options)
                 informer = self._informers[kind] = SlurmInformer(lister, kind, _KEYS[kind])
             return informer
 
@@ -404,5 +410,5 @@ class SlurmInformerFactory:
             informer.refresh()
 
 
-__all__ = ["JOB", "NODE", "JobInformer", "JobReadHints", "NodeInformer", "ObservedStore", "SlurmInformer",
+__all__ = ["JOB", "NODE", "JobInformer", "NodeInformer", "ReadRequest", "ObservedStore", "SlurmInformer",
            "SlurmInformerFactory"]

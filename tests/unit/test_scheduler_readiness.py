@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from kubernetes.client import ApiClient
 from policy_fakes import TEST_POLICY
@@ -75,107 +77,123 @@ def test_slurm_staleness_shows_on_metrics(assembly, monkeypatch):
     assert REGISTRY.get_sample_value("sunk_scheduler_slurm_cache_age_seconds") == float("inf")
 
 
+OURS = "sunk-pod=u1 ns=default name=p sched=s"
+
+
+OBSERVED_AT = itertools.count(1)  # each observation later than the one before
+
+
+def request_after(assembly, job):
+    """The read request the scheduler's job handler makes once the jobs informer holds ``job``."""
+    assert assembly.slurm_jobs.observe(job, float(next(OBSERVED_AT)))
+    return assembly.slurm_jobs.read_request(job.id)
+
+
 def test_the_job_cache_rereads_placeholders_until_slurm_shows_them_started(assembly):
     """The prolog's end changes the job's reason, not its state: the job state list cannot show it."""
-    from scheduler.assembly import awaiting_start
-    from sunk.slurm.models import Job
+    from scheduler.config import STARTED_CALL_PATIENCE
+    from sunk.slurm.readrequests import ReadRequest
 
-    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmInformer)]
-    reread = cache.lister.reread
-    ours = "sunk-pod=u1 ns=default name=p sched=s"
-    assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=ours))
-    assert reread(Job(id=1, state="RUNNING", state_flags=("CONFIGURING",), admin_comment=ours))  # nodes booting
-    assert not reread(Job(id=1, state="RUNNING", admin_comment=ours))  # the prolog ended: started
-    assert not reread(Job(id=1, state="PENDING", admin_comment=ours))  # starting changes the state: seen anyway
-    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog",
-                          admin_comment="sunk-pod=u1 ns=default name=p sched=another"))
-    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=ours))  # a user's Extra names no Pod
-    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="an operator's note"))
-    assert cache.lister.job_full_every == 300.0
-    assert awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", admin_comment="sunk-pod=x"))
-    assert not awaiting_start(lambda job: ("u1", False))(Job(id=1, state="RUNNING", extra="sunk-pod=x"))
+    awaiting = ReadRequest(every=0.0, wait_up_to=STARTED_CALL_PATIENCE)  # at every refresh; its start may wait
+    assert request_after(assembly, Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=OURS)) == awaiting
+    assert request_after(assembly, Job(id=2, state="RUNNING", state_flags=("CONFIGURING",),
+                                       admin_comment=OURS)) == awaiting  # nodes booting
+    assert request_after(assembly, Job(id=1, state="RUNNING", admin_comment=OURS)) is None  # the prolog ended
+    assert request_after(assembly, Job(id=3, state="RUNNING", state_reason="Prolog",
+                                       admin_comment="sunk-pod=u1 ns=default name=p sched=another")) is None
+    assert request_after(assembly, Job(id=4, state="RUNNING", state_reason="Prolog", extra=OURS)) is None  # Extra
+    assert request_after(assembly, Job(id=5, state="RUNNING", state_reason="Prolog",
+                                       admin_comment="an operator's note")) is None
+    assert request_after(assembly, Job(id=2, state="COMPLETED", admin_comment=OURS)) is None  # ended: dropped
+    assert assembly.slurm_jobs.lister.job_full_every == 300.0
 
 
 def test_a_gangs_placeholder_is_reread_too_until_slurm_shows_it_started():
     """A gang's job (``sunk-gang=``) whose started call was lost binds its members at a refresh, not at the next
     full job list (it was never reread: its identity has no ``sunk-pod=``)."""
-    from scheduler.assembly import awaiting_start, identity_parser
+    from scheduler.assembly import PlaceholderReads, identity_parser
     from scheduler.config import SchedulerConfig
-    from sunk.slurm.models import Job
-
 
     config = SchedulerConfig(scheduler_name="s", hook_secret=b"x", hooks_url="http://h", identity_policy=TEST_POLICY)
-    reread = awaiting_start(identity_parser(config))
+    reads = PlaceholderReads(identity_parser(config))
     gang = PlaceholderIdentity(GangKey("ns", "job/abc"), "ns", size=2, members=("aa", "bb"), scheduler="s").encode()
-    assert reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=gang))
-    assert not reread(Job(id=1, state="RUNNING", admin_comment=gang))
-    assert not reread(Job(id=1, state="PENDING", admin_comment=gang))
+    assert reads.request_for(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=gang)).every == 0.0
+    assert reads.request_for(Job(id=1, state="RUNNING", admin_comment=gang)) is None
+    assert reads.request_for(Job(id=1, state="PENDING", state_reason="Priority", admin_comment=gang)).every == 10.0
     other = PlaceholderIdentity(GangKey("ns", "job/abc"), "ns", size=2, members=("aa", "bb"),
                                 scheduler="another").encode()
-    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=other))
-    assert not reread(Job(id=1, state="RUNNING", state_reason="Prolog", extra=gang))
+    assert reads.request_for(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment=other)) is None
+    assert reads.request_for(Job(id=1, state="RUNNING", state_reason="Prolog", extra=gang)) is None
 
 
 def test_the_job_cache_waits_for_a_placeholders_started_call_only_on_its_way_to_it(assembly):
-    """New jobs this process submitted, and its placeholders going from PENDING to RUNNING or still in their
-    prolog, wait for the started call's read (SlurmCache.observe); ends, requeues, others' jobs and started ones
-    are read at once."""
+    """New jobs this process submitted, and its placeholders pending or in their prolog, may wait for the started
+    call's read (SlurmCache.observe); the lister waits only for a start (ends, requeues are read at once);
+    others' jobs and started ones are read at once."""
     from scheduler.config import STARTED_CALL_PATIENCE
-    from sunk.slurm.models import Job, JobState
 
-    (cache,) = [i for i in assembly.manager.informers if isinstance(i, SlurmInformer)]
-    wait = cache.lister.patience
-    ours = "sunk-pod=u1 ns=default name=p sched=s"
+    jobs = assembly.slurm_jobs
     pending, running = JobState("5"), JobState("5", "RUNNING")
     assembly.scheduler.jobs.expect("u1", 5)
-    assert wait(5, None, pending) == STARTED_CALL_PATIENCE  # submitted by this process, not read yet
-    assert wait(5, None, running) == STARTED_CALL_PATIENCE
-    assert wait(6, None, pending) == 0.0  # not this process's submission
-    assert wait(5, None, JobState("5", "CANCELLED")) == 0.0
-    assert wait(5, Job(id=5, admin_comment=ours), running) == STARTED_CALL_PATIENCE  # its start
-    prolog = Job(id=5, state="RUNNING", state_reason="Prolog", admin_comment=ours)
-    assert wait(5, prolog, running) == STARTED_CALL_PATIENCE  # its prolog's end (reread)
-    assert wait(5, Job(id=5, state="RUNNING", admin_comment=ours), running) == 0.0  # started
-    assert wait(5, prolog, pending) == 0.0  # requeued
-    assert wait(5, prolog, JobState("5", "COMPLETED")) == 0.0
-    assert wait(5, Job(id=5, admin_comment="sunk-pod=u1 ns=default name=p sched=another"), running) == 0.0
-    assert wait(5, Job(id=5, extra=ours), running) == 0.0  # an identity in Extra is none
-    assert wait(5, Job(id=5, state="COMPLETED", admin_comment=ours), running) == 0.0
+    submitted = jobs.read_request(5)
+    assert submitted.every is None and submitted.wait_up_to == STARTED_CALL_PATIENCE
+    assert submitted.patience(None, pending) == STARTED_CALL_PATIENCE  # submitted by this process, not read yet
+    assert submitted.patience(None, running) == STARTED_CALL_PATIENCE
+    assert jobs.read_request(6) is None  # not this process's submission
+    assert submitted.patience(None, JobState("5", "CANCELLED")) == 0.0
+    held = Job(id=5, admin_comment=OURS)
+    assert request_after(assembly, held).patience(held, running) == STARTED_CALL_PATIENCE  # its start
+    prolog = Job(id=5, state="RUNNING", state_reason="Prolog", admin_comment=OURS)
+    request = request_after(assembly, prolog)
+    assert request.patience(prolog, running) == STARTED_CALL_PATIENCE  # its prolog's end (reread)
+    assert request.patience(prolog, pending) == 0.0  # requeued
+    assert request.patience(prolog, JobState("5", "COMPLETED")) == 0.0
+    assert request_after(assembly, Job(id=5, state="RUNNING", admin_comment=OURS)) is None  # started
+    assert request_after(assembly, Job(id=7, admin_comment="sunk-pod=u1 ns=default name=p sched=another")) is None
+    assert request_after(assembly, Job(id=8, extra=OURS)) is None  # an identity in Extra is none
+    assembly.scheduler.jobs.expect("u1", 5)  # (held already: its handler's request stands)
+    assert jobs.read_request(5) is None
 
 
 def test_no_patience_at_zero():
     """--started-call-patience=0s: the cache reads every job the state list asks for at once, as before."""
-    from scheduler.assembly import awaiting_started_call
+    from scheduler.assembly import PlaceholderReads
 
-    assert awaiting_started_call(lambda job: ("u1", False), expected=lambda _job_id: True, patience=0.0) is None
+    reads = PlaceholderReads(lambda job: ("u1", False), started_call_patience=0.0)
+    assert reads.submitted().empty
+    assert reads.request_for(Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="ours")).wait_up_to == 0
 
 
 @pytest.mark.parametrize("job, expected", [
     (Job(id=1, state="PENDING", state_reason="ReqNodeNotAvail", admin_comment="ours"), 10.0),
     (Job(id=1, state="PENDING", state_reason="None", admin_comment="ours"), 2.0),  # Slurm has not looked yet: sooner
     (Job(id=1, state="PENDING", state_reason="", admin_comment="ours"), 2.0),
-    (Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="ours"), None),  # awaiting_start's
+    (Job(id=1, state="RUNNING", state_reason="Prolog", admin_comment="ours"), 0.0),  # awaiting its start
     (Job(id=1, state="PENDING", state_reason="Priority", admin_comment="theirs"), None),  # not this scheduler's
     (Job(id=1, state="PENDING", state_reason="Priority"), None),
 ])
 def test_the_cache_rereads_this_schedulers_pending_placeholders_for_their_reason(job, expected):
-    from scheduler.assembly import awaiting_reason
+    from scheduler.assembly import PlaceholderReads
 
-    after = awaiting_reason(lambda j: ("u1", False) if j.admin_comment == "ours" else None, every=10.0,
-                            unreasoned_every=2.0)
-    assert after is not None and after(job) == expected
+    reads = PlaceholderReads(lambda j: ("u1", False) if j.admin_comment == "ours" else None, reason_every=10.0,
+                             unreasoned_every=2.0)
+    request = reads.request_for(job)
+    assert (request.every if request is not None else None) == expected
 
 
 def test_no_reason_rereads_when_turned_off():
-    from scheduler.assembly import awaiting_reason
+    from scheduler.assembly import PlaceholderReads
 
-    assert awaiting_reason(lambda j: ("u1", False), every=0.0) is None
+    reads = PlaceholderReads(lambda j: ("u1", False), reason_every=0.0)
+    request = reads.request_for(Job(id=1, state="PENDING", state_reason="Priority", admin_comment="ours"))
+    assert request is not None and request.every is None  # (its start may still wait for its started call)
 
 
 def test_a_reread_for_the_reason_does_not_wait_for_a_started_call():
-    from scheduler.assembly import awaiting_started_call
+    from scheduler.assembly import PlaceholderReads
 
-    wait = awaiting_started_call(lambda j: ("u1", False), expected=lambda job_id: True, patience=3.0)
+    request = PlaceholderReads(lambda j: ("u1", False), started_call_patience=3.0).request_for(
+        Job(id=1, state="PENDING", state_reason="Priority", admin_comment="ours"))
     held = Job(id=1, state="PENDING", state_reason="Priority", admin_comment="ours")
-    assert wait(1, held, JobState("1", "PENDING", job_id=1)) == 0.0
-    assert wait(1, held, JobState("1", "RUNNING", job_id=1)) == 3.0  # on its way to its started call
+    assert request.patience(held, JobState("1", "PENDING", job_id=1)) == 0.0
+    assert request.patience(held, JobState("1", "RUNNING", job_id=1)) == 3.0  # on its way to its started call

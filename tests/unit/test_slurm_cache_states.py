@@ -14,6 +14,7 @@ from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Job, JobState
+from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import has_started
 from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
 
@@ -113,10 +114,31 @@ def placeholder_awaiting_start(job):
     return job.state == "RUNNING" and job.admin_comment.startswith("sunk-pod=") and not has_started(job)
 
 
+def awaiting_start_reads(job):
+    """Its read request: at every refresh."""
+    return ReadRequest(every=0.0) if placeholder_awaiting_start(job) else None
+
+
+def ask(cache, *policies):
+    """What the scheduler's job handler does (``scheduler.assembly.PlaceholderReads``): each record held gets
+    the request its policies make (merged), a job gone drops its own."""
+
+    def put(event):
+        if event.new is None:
+            cache.read_requests.cancel(event.key)
+            return
+        found = [r for policy in policies if (r := policy(event.new)) is not None]
+        every = min((r.every for r in found if r.every is not None), default=None)
+        wait = max((r.wait_up_to for r in found), default=0.0)
+        cache.read_requests.request(event.key, ReadRequest(every, wait), cache.clock())
+
+    cache.subscribe(put)
+    return cache
+
+
 def test_events_are_those_of_full_lists_for_a_scripted_sequence(fake, slurm_clock, clock):
     """Two caches on one stand-in, one listing in full with update_time, one by state: same events."""
-    by_state = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=True,
-                          reread=placeholder_awaiting_start)
+    by_state = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=True), awaiting_start_reads)
     in_full = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_states=False, resync_every=3600)
     fake.put_job(1, admin_comment="sunk-pod=a ns=default name=a")
     fake.put_job(2)
@@ -178,7 +200,7 @@ def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
     # An identity in a job's Extra (its user's to write) names no Pod: not a placeholder's, never reread
     fake.put_job(6, state=("RUNNING",), state_reason="Prolog", nodes="node1", extra="sunk-pod=u ns=d name=p")
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), awaiting_start_reads)
     cache.refresh()
     events = record(cache)
     requests_before = len(fake.state.requests)
@@ -198,8 +220,8 @@ def test_reread_jobs_are_read_every_refresh(fake, slurm_clock, clock):
 
 
 def pending_placeholder_every(seconds):
-    """reread_after: pending placeholders every ``seconds``, nothing else."""
-    return lambda job: seconds if job.state == "PENDING" and job.admin_comment else None
+    """Pending placeholders every ``seconds``, nothing else."""
+    return lambda job: ReadRequest(every=seconds) if job.state == "PENDING" and job.admin_comment else None
 
 
 def test_a_pending_reason_that_changes_alone_is_an_event_once_its_reread_is_due(fake, slurm_clock, clock):
@@ -208,8 +230,8 @@ def test_a_pending_reason_that_changes_alone_is_an_event_once_its_reread_is_due(
     fake.put_job(5, state=("PENDING",), state_reason="ReqNodeNotAvail", admin_comment=PLACEHOLDER)
     fake.put_job(6, state=("PENDING",), state_reason="Priority")  # someone else's: never reread
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread_after=pending_placeholder_every(10.0),
-                       job_check_after=math.inf)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=math.inf),
+                pending_placeholder_every(10.0))
     cache.refresh()
     events = record(cache)
     fake.put_job(5, state=("PENDING",), state_reason="JobHeldUser", admin_comment=PLACEHOLDER)
@@ -234,8 +256,8 @@ def test_a_pending_reason_that_changes_alone_is_an_event_once_its_reread_is_due(
 def test_a_due_reread_ends_update_time_checks(fake, slurm_clock, clock):
     fake.put_job(5, state=("PENDING",), state_reason="ReqNodeNotAvail", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread_after=pending_placeholder_every(10.0),
-                       job_check_after=1)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1),
+                pending_placeholder_every(10.0))
     cache.refresh()
     for _ in range(3):  # idle state lists, then checks
         slurm_clock.tick()
@@ -826,8 +848,7 @@ def test_checks_end_when_a_periodic_full_list_grew_slower_than_the_interval(fake
 def test_jobs_waiting_for_a_reread_keep_states_listed(fake, slurm_clock, clock):
     fake.put_job(5, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment="sunk-pod=u ns=d name=p")
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, reread=placeholder_awaiting_start,
-                       job_check_after=1)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1), awaiting_start_reads)
     cache.refresh()
     for _ in range(3):
         slurm_clock.tick()
@@ -843,14 +864,15 @@ PLACEHOLDER = "sunk-pod=u ns=d name=p"
 
 
 def placeholder_patience(seconds):
-    """A placeholder on its way to its started call may wait; any end is read at once."""
+    """A placeholder on its way to its started call may wait (the lister waits only for a start: any end is
+    read at once); a new one, by the request made as it was submitted (``submitted``)."""
+    return lambda job: ReadRequest(wait_up_to=seconds) if job.state in ("PENDING", "RUNNING") and \
+        not has_started(job) else None
 
-    def wait(_job_id, held, listed):
-        if listed.state not in ("PENDING", "RUNNING"):
-            return 0.0
-        return seconds if held is None or not has_started(held) else 0.0
 
-    return wait
+def submitted(cache, job_id, seconds):
+    """The request the scheduler makes for the job it just submitted, before any list shows it."""
+    cache.read_requests.request(job_id, ReadRequest(wait_up_to=seconds), cache.clock())
 
 
 def read_of(fake, job_id):
@@ -859,11 +881,12 @@ def read_of(fake, job_id):
 
 
 def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(fake, slurm_clock, clock):
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
-                       reread=placeholder_awaiting_start)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), placeholder_patience(3.0),
+                awaiting_start_reads)
     cache.refresh()
     events = record(cache)
     fake.put_job(7, admin_comment=PLACEHOLDER)
+    submitted(cache, 7, 3.0)
     slurm_clock.tick()
     clock.tick(0.5)
     requests_before = len(fake.state.requests)
@@ -891,8 +914,8 @@ def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(
 def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_out(fake, slurm_clock, clock):
     fake.put_job(8, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
-                       reread=placeholder_awaiting_start, job_check_after=1)
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock, job_check_after=1), placeholder_patience(3.0),
+                awaiting_start_reads)
     cache.refresh()  # (the first refresh is a full list)
     events = record(cache)
     fake.put_job(8, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)  # the prolog ends: no state change
@@ -912,7 +935,7 @@ def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_
 def test_an_end_is_read_at_once_whatever_the_patience(fake, slurm_clock, clock):
     fake.put_job(9, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), placeholder_patience(3.0))
     cache.refresh()
     events = record(cache)
     fake.put_job(9, state=("CANCELLED",), nodes="node1", admin_comment=PLACEHOLDER)
@@ -927,7 +950,7 @@ def test_an_observed_record_that_the_state_list_contradicts_is_never_taken(fake,
     than the record held: ignored."""
     fake.put_job(10, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), placeholder_patience(3.0))
     cache.refresh()
     events = record(cache)
     stale = read_of(fake, 10)  # PENDING
@@ -969,8 +992,9 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
             raise AssertionError("never read here")
 
     clock = Clock(100.0)
-    cache = SlurmCache(Client(), kinds=("job",), clock=clock, patience=placeholder_patience(3.0),
-                       job_check_after=math.inf)
+    cache = ask(SlurmCache(Client(), kinds=("job",), clock=clock, job_check_after=math.inf),
+                placeholder_patience(3.0))
+    submitted(cache, 12, 3.0)
     cache.refresh()
     events = record(cache)
     cache.observe(Job(id=11, state="RUNNING", admin_comment=PLACEHOLDER), clock.t + 0.5)  # later than the list
@@ -987,7 +1011,7 @@ def test_an_observed_record_older_than_the_record_held_never_replaces_it(fake, s
     """Same state, but read before the cache's own read: the held record (started) stays."""
     fake.put_job(13, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(3.0))
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), placeholder_patience(3.0))
     in_prolog = read_of(fake, 13)
     read_at = clock.t - 1.0  # read before the full list below began
     fake.put_job(13, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)  # the prolog ended
@@ -1004,7 +1028,7 @@ def test_an_observed_record_older_than_a_state_list_that_contradicts_it_is_dropp
     """Not kept for a later list: a job requeued and started again elsewhere would be shown on its old node."""
     fake.put_job(14, admin_comment=PLACEHOLDER)
     slurm_clock.tick()
-    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, patience=placeholder_patience(0.0))
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock)
     cache.refresh()
     fake.put_job(14, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
     first_start = read_of(fake, 14)
@@ -1122,3 +1146,24 @@ def test_plan_follows_arrays_by_task_index():
 
 def test_a_job_state_is_only_ids_and_state():
     assert JobState(key="5", state="RUNNING", job_id=5).same_state(Job(id=5, state="RUNNING"))
+
+
+def test_read_requests_of_jobs_gone_drop_out(fake, slurm_clock, clock):
+    """The table stays bounded by the jobs held: a job purged takes its request along, and a full list drops
+    the requests, made before it, of jobs it does not show (a submission never listed); later ones stay."""
+    fake.put_job(5, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
+    slurm_clock.tick()
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, job_full_every=300)
+    cache.refresh()
+    cache.read_requests.request(5, ReadRequest(every=0.0), clock.t)
+    cache.read_requests.request(99, ReadRequest(wait_up_to=3.0), clock.t)  # submitted, never listed
+    fake.remove_job(5)
+    slurm_clock.tick()
+    clock.tick()
+    cache.refresh()  # the state list: 5 is gone
+    assert cache.job(5) is None and cache.read_requests.get(5) is None
+    assert cache.read_requests.get(99) is not None  # (a state list may predate a submission)
+    clock.tick(300)
+    cache.read_requests.request(100, ReadRequest(wait_up_to=3.0), clock.t + 0.5)  # made as the list runs
+    cache.refresh()  # the full list
+    assert cache.read_requests.get(99) is None and cache.read_requests.get(100) is not None

@@ -6,10 +6,13 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.informer import JobReadHints, SlurmInformerFactory
+from sunk.slurm.informer import SlurmInformerFactory
 from sunk.slurm.models import Job, Node
+from sunk.slurm.readrequests import ReadRequest
 
 
 class SlowJobsSlurm:
@@ -75,17 +78,27 @@ def test_node_changes_arrive_within_an_interval_while_job_lists_take_seconds():
         factory.stop(5)
 
 
-def test_one_informer_per_kind_per_process_each_with_its_own_interval_and_only_jobs_get_the_hints():
+def test_one_informer_per_kind_per_process_each_with_its_own_interval_and_only_jobs_take_read_requests():
     slurm = SlowJobsSlurm()
-    hints = JobReadHints(reread=lambda job: True)
-    factory = SlurmInformerFactory(slurm, interval=2.0, intervals={"node": 0.25}, job_hints=hints)  # type: ignore[arg-type]
+    factory = SlurmInformerFactory(slurm, interval=2.0, intervals={"node": 0.25})  # type: ignore[arg-type]
     assert factory.informers() == []
     jobs = factory.jobs()
     assert factory.jobs() is jobs and factory.informers() == [jobs]  # shared, and only what was asked for
     nodes = factory.nodes()
     assert factory.informers() == [nodes, jobs]
     assert (nodes.interval, jobs.interval) == (0.25, 2.0)
-    assert jobs.lister.reread is hints.reread and nodes.lister.reread is None
+    jobs.request_reads(5, every=0.0, wait_up_to=3.0)
+    assert jobs.read_request(5) == ReadRequest(every=0.0, wait_up_to=3.0)
+    assert jobs.lister.read_requests.get(5) == ReadRequest(every=0.0, wait_up_to=3.0)  # what its lister reads
+    jobs.request_reads(5, every=10.0)  # replaces the earlier request
+    assert jobs.read_request(5) == ReadRequest(every=10.0)
+    jobs.request_reads(5)  # nothing asked: cancelled
+    assert jobs.read_request(5) is None
+    jobs.request_reads(6, wait_up_to=1.0)
+    jobs.cancel_reads(6)
+    assert jobs.read_request(6) is None
+    with pytest.raises(TypeError):
+        nodes.request_reads(5, every=1.0)
 
 
 def test_handlers_see_adds_updates_and_deletes_in_order_after_the_store_and_a_late_one_gets_a_replay():

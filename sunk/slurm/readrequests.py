@@ -1,0 +1,121 @@
+"""Per-job read requests: what a reader asks of the jobs lister, as data (``SlurmInformer.request_reads``).
+
+Why: a job state list cannot show a change of a job's fields while its state stays the same (a
+placeholder's prolog ending, a pending job's reason), and some reads are better made by someone else (the
+scheduler's hook API reads a placeholder as its started call comes, seconds before a state list shows it).
+The lister used to ask the scheduler about each job during its refresh (callbacks into the layer above);
+now the scheduler's job handler writes, per job, "read it every N seconds" and "wait up to P seconds for a
+read made elsewhere", and the lister reads this table. The clients layer holds the requests and knows
+nothing of why they were made.
+
+The table is bounded: a job removed from the lister's store drops out, a full list drops the requests of
+jobs it does not show (made before the list was requested), and past ``limit`` the oldest request goes (its
+job is then read as any other: at once, and only when its state changes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection, Mapping
+from typing import Optional
+
+from attrs import frozen
+
+from .models import Job, JobState
+
+log = logging.getLogger(__name__)
+
+WAITING_STATES = ("PENDING", "RUNNING")  # a job on its way to, or in, its start
+
+
+@frozen
+class ReadRequest:
+    """What a reader asks of the jobs lister for one job."""
+
+    # Seconds after its last read that the job is read again though its state did not change; 0: at every
+    # refresh; None: only when its state changes.
+    every: Optional[float] = None
+    # Seconds a read its state change asks for may wait for a record read elsewhere (``observe``): only for a
+    # change to RUNNING (from PENDING or RUNNING), or a new job PENDING or RUNNING; an end or a requeue is
+    # read at once.
+    wait_up_to: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.every is None and self.wait_up_to <= 0
+
+    def due(self, now: float, last_read: float) -> bool:
+        """Its periodic read is due, the job last read at ``last_read``."""
+        return self.every is not None and now - last_read >= self.every
+
+    def patience(self, held: Optional[Job], listed: JobState) -> float:
+        """Seconds the read of a job listed as ``listed``, held as ``held`` (None: new), may wait."""
+        if self.wait_up_to <= 0 or listed.state not in WAITING_STATES:
+            return 0.0
+        if held is None:
+            return self.wait_up_to
+        return self.wait_up_to if listed.state == "RUNNING" and held.state in WAITING_STATES else 0.0
+
+
+class ReadRequests:
+    """job id -> ``ReadRequest``, bounded; written by any thread, read by the lister once per refresh."""
+
+    def __init__(self, limit: int = 65536):
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._requests: dict[int, tuple[ReadRequest, float]] = {}  # -> (request, when made), oldest first
+        self._warned = False
+
+    def request(self, job_id: int, request: Optional[ReadRequest], at: float) -> None:
+        """Set ``job_id``'s request (made at ``at``, the lister's clock); None or an empty one cancels it."""
+        with self._lock:
+            self._requests.pop(job_id, None)  # (re-inserted at the end: the dict stays oldest first)
+            if request is None or request.empty:
+                return
+            self._requests[job_id] = (request, at)
+            while len(self._requests) > self.limit:
+                oldest = next(iter(self._requests))
+                del self._requests[oldest]
+                if not self._warned:
+                    log.warning("more than %d Slurm job read requests: dropping the oldest (job %d is read as any "
+                                "other)", self.limit, oldest)
+                    self._warned = True
+
+    def cancel(self, job_id: int) -> None:
+        with self._lock:
+            self._requests.pop(job_id, None)
+
+    def get(self, job_id: int) -> Optional[ReadRequest]:
+        with self._lock:
+            found = self._requests.get(job_id)
+        return found[0] if found is not None else None
+
+    def snapshot(self) -> Mapping[int, ReadRequest]:
+        """Every request now (a copy: one refresh reads one table)."""
+        with self._lock:
+            return {job_id: request for job_id, (request, _at) in self._requests.items()}
+
+    def forget(self, job_ids: Collection[int]) -> None:
+        """These jobs are gone from the lister's store: their requests go with them."""
+        if not job_ids:
+            return
+        with self._lock:
+            for job_id in job_ids:
+                self._requests.pop(job_id, None)
+
+    def keep_only(self, listed: Collection[int], requested_at: float) -> None:
+        """A full list requested at ``requested_at`` shows only ``listed``: a request for a job it does not show,
+        made before it, is for a job that ended (or was never made)."""
+        with self._lock:
+            self._requests = {job_id: entry for job_id, entry in self._requests.items()
+                              if job_id in listed or entry[1] > requested_at}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+
+__all__ = ["ReadRequest", "ReadRequests"]
