@@ -4,9 +4,13 @@ One key (``namespace/name``), level-based, in this order:
 
 1. a spec with problems: only the status (``SpecValid=False`` naming each problem); nothing else is
    written, so the objects applied last, and the slurmctld reading them, stay as they were;
-2. the key Secrets that are absent, created once (a 409 is a Secret already there, never replaced);
+2. the key Secrets that are absent, created once (a 409 is a Secret already there, never replaced,
+   used only when the operator made it); a Secret the spec names, mounted only when labelled for
+   this cluster (``SpecValid=False`` otherwise); every desired object created when absent, and one
+   already there checked to be the operator's (``ObjectsOwned=False`` naming it otherwise, and
+   nothing applied: translate/slurmcluster/ownership.py);
 3. every desired object by server-side apply (field manager ``sunk-operator``, forced: the
-   operator owns what it applies);
+   operator owns what it applies, and step 2 made sure it is its own);
 4. the configuration: the SlurmCluster's status remembers the hash of the files its ConfigMap holds
    (``configHash``) and the hash slurmctld was last told to reread (``reconfiguredConfigHash``).
    When they differ, ``scontrol reconfigure`` (``Reconfigurable``, slurmrestd's ``GET
