@@ -4,9 +4,13 @@ One key (``namespace/name``), level-based, in this order:
 
 1. a spec with problems: only the status (``SpecValid=False`` naming each problem); nothing else is
    written, so the objects applied last, and the slurmctld reading them, stay as they were;
-2. the key Secrets that are absent, created once (a 409 is a Secret already there, never replaced);
+2. the key Secrets that are absent, created once (a 409 is a Secret already there, never replaced,
+   used only when the operator made it); a Secret the spec names, mounted only when labelled for
+   this cluster (``SpecValid=False`` otherwise); every desired object created when absent, and one
+   already there checked to be the operator's (``ObjectsOwned=False`` naming it otherwise, and
+   nothing applied: translate/slurmcluster/ownership.py);
 3. every desired object by server-side apply (field manager ``sunk-operator``, forced: the
-   operator owns what it applies);
+   operator owns what it applies, and step 2 made sure it is its own);
 4. the configuration: the SlurmCluster's status remembers the hash of the files its ConfigMap holds
    (``configHash``) and the hash slurmctld was last told to reread (``reconfiguredConfigHash``).
    When they differ, ``scontrol reconfigure`` (``Reconfigurable``, slurmrestd's ``GET
@@ -42,8 +46,17 @@ from sunk.kube.resources import SECRETS, SLURMCLUSTERS, resource_for
 from sunk.kube.store import Store
 from sunk.times import rfc3339
 from sunk.translate import objects as wire
-from sunk.translate.slurmcluster import desired
-from sunk.translate.slurmcluster.plan import CONFIG_APPLIED, SLURMCTLD_READY, Facts, Plan, condition, decide
+from sunk.translate.slurmcluster import desired, ownership
+from sunk.translate.slurmcluster.plan import (
+    CONFIG_APPLIED,
+    OBJECTS_OWNED,
+    SLURMCTLD_READY,
+    SPEC_VALID,
+    Facts,
+    Plan,
+    condition,
+    decide,
+)
 from sunk.types import Obj
 
 log = logging.getLogger(__name__)
@@ -78,6 +91,8 @@ class SlurmClusterReconciler:
     # cache); a reconfigure before that would reread the old file and nothing would say so.
     configmap_sync: float = 90.0
     written_at: dict[str, tuple[str, float]] = attrs.field(factory=dict)  # key -> (hash, when seen written)
+    # (kind, namespace, name) this process created or found to be the operator's: not read again.
+    verified: set[tuple[str, str, str]] = attrs.field(factory=set)
     decide: Callable[[Facts], Plan] = decide
 
     def facts(self, cluster: Obj) -> Facts:
@@ -98,8 +113,17 @@ class SlurmClusterReconciler:
             log.warning("slurmcluster %s: not applied: %s", key, "; ".join(plan.problems))
             self._write_status(cluster, plan.conditions, {})
             return None
-        for wanted in plan.secrets:
-            self._create_secret(cluster, plan, wanted)
+        spec_problems, takeovers = self._claim(cluster, plan)
+        if spec_problems or takeovers:
+            log.warning("slurmcluster %s: not applied: %s", key, "; ".join([*spec_problems, *takeovers]))
+            conditions = [c for c in plan.conditions if c["type"] != SPEC_VALID]
+            valid = condition(SPEC_VALID, False, "SecretNotLabelled", "nothing is applied until the spec is "
+                              "mended: " + "; ".join(spec_problems)) if spec_problems else condition(SPEC_VALID, True,
+                                                                                                    "Valid")
+            owned = condition(OBJECTS_OWNED, not takeovers, "NotOurs" if takeovers else "Owned",
+                              "; ".join(takeovers))
+            self._write_status(cluster, [valid, owned, *conditions], {})
+            return None
         for obj in plan.objects:
             self._apply(obj)
         config_hash = plan.config.hash
@@ -107,9 +131,10 @@ class SlurmClusterReconciler:
             self.written_at[key] = (config_hash, self.clock())
         applied, again, reconfigured = self._reconfigure(cluster, key, plan, status.get("reconfiguredConfigHash"),
                                                          config_hash)
+        plan_conditions = [*plan.conditions, condition(OBJECTS_OWNED, True, "Owned")]
         fields = {"slurmRelease": plan.spec.release, "configHash": config_hash,
                   "reconfiguredConfigHash": reconfigured, "observedGeneration": cluster["metadata"].get("generation")}
-        self._write_status(cluster, [*plan.conditions, applied], fields)
+        self._write_status(cluster, [*plan_conditions, applied], fields)
         return again
 
     # ---- the configuration -------------------------------------------------------------------------------
@@ -143,18 +168,96 @@ class SlurmClusterReconciler:
 
     # ---- writes --------------------------------------------------------------------------------------------
 
-    def _create_secret(self, cluster: Obj, plan: Plan, wanted: desired.WantedSecret) -> None:
+    def _claim(self, cluster: Obj, plan: Plan) -> tuple[list[str], list[str]]:
+        """Before any apply: the key Secrets made when absent, and every object and Secret already there
+        checked to be the operator's (ownership.py). Returns the spec's problems (a Secret it names, not
+        labelled for this cluster) and the objects that would be taken over. What this process checked
+        once is not read again (``verified``): no GET per object per reconcile."""
         assert plan.spec is not None
+        spec, uid = plan.spec, cluster["metadata"]["uid"]
+        spec_problems: list[str] = []
+        takeovers: list[str] = []
+        generated = {wanted.name for wanted in plan.secrets}
+        for wanted in plan.secrets:
+            problem = self._create_secret(cluster, plan, wanted)
+            if problem:
+                takeovers.append(problem)
+        for name in desired.mounted_secrets(spec):
+            if name not in generated:
+                problem = self._check_named_secret(spec, name)
+                if problem:
+                    spec_problems.append(problem)
+        cached = {(w.get("kind"), w["metadata"]["name"]): w for w in self.facts(cluster).workloads.values()}
+        for obj in plan.objects:
+            meta = obj["metadata"]
+            mark = (str(obj["kind"]), meta["namespace"], meta["name"])
+            if mark in self.verified:
+                continue
+            existing = cached.get((obj["kind"], meta["name"]))
+            problem = (ownership.not_ours(existing, spec.name, uid) if existing is not None
+                       else self._create_or_check(obj, spec.name, uid))
+            if problem:
+                takeovers.append(problem)
+            else:
+                self.verified.add(mark)
+        return spec_problems, takeovers
+
+    def _create_or_check(self, obj: Mapping[str, Any], cluster: str, uid: str) -> str | None:
+        """Create ``obj``; when one of its name is there already (409), why it is not ours, or None."""
+        resource, meta = resource_for(dict(obj)), obj["metadata"]
+        try:
+            kc.create(self.api, resource, dict(obj), meta["namespace"])
+            return None
+        except kc.ApiError as exc:
+            if exc.status != 409:
+                raise
+        existing = kc.get(self.api, resource, meta["name"], meta["namespace"])
+        existing.setdefault("kind", obj["kind"])
+        return ownership.not_ours(existing, cluster, uid)
+
+    def _check_named_secret(self, spec: Any, name: str) -> str | None:
+        """A Secret the spec names: mounted only when labelled for this cluster."""
+        mark = ("Secret", spec.namespace, name)
+        if mark in self.verified:
+            return None
+        try:
+            secret = kc.get(self.api, SECRETS, name, spec.namespace)
+        except kc.ApiError as exc:
+            if exc.status == 404:
+                return f"Secret {name} does not exist"
+            if exc.status == 403:
+                return (f"Secret {name}: the operator may not read it to check its label {names.LABEL_SLURM_CLUSTER}"
+                        f"={spec.name} (its RBAC names the Secrets of the chart's slurmCluster values only)")
+            raise
+        problem = ownership.secret_refusal(secret, spec.name)
+        if problem is None:
+            self.verified.add(mark)
+        return problem
+
+    def _create_secret(self, cluster: Obj, plan: Plan, wanted: desired.WantedSecret) -> str | None:
+        """Create a generated key when absent; one already there is used only when the operator made it."""
+        assert plan.spec is not None
+        mark = ("Secret", plan.spec.namespace, wanted.name)
+        if mark in self.verified:
+            return None
         obj = desired.secret_object(plan.spec, wanted, self.random_bytes(desired.material_size(wanted)))
         try:
             kc.create(self.api, SECRETS, obj, plan.spec.namespace)
         except kc.ApiError as exc:
             if exc.status != 409:
                 raise
-            return  # there already: never replaced
+            # there already: never replaced, and used only when it is the operator's
+            existing = kc.get(self.api, SECRETS, wanted.name, plan.spec.namespace)
+            existing.setdefault("kind", "Secret")
+            problem = ownership.not_ours(existing, plan.spec.name, "")
+            if problem is None:
+                self.verified.add(mark)
+            return problem
+        self.verified.add(mark)
         log.info("slurmcluster %s: generated Secret %s", cluster["metadata"]["name"], wanted.name)
         self.recorder.normal(cluster, "GeneratedKey", f"generated Secret {wanted.name} (key {wanted.key}); it is "
                                                       f"kept, also after the SlurmCluster is deleted")
+        return None
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
         meta = obj["metadata"]

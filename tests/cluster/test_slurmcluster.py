@@ -137,6 +137,12 @@ def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_c
     wait_for(lambda: c.condition("SpecValid").get("status") == "False", 30, "SpecValid=False")
     assert "ReturnToService is sunk's to set" in c.condition("SpecValid")["message"]
     never(lambda: c.configmap()["metadata"]["resourceVersion"] != before, 3, "the ConfigMap rewritten")  # type: ignore[index]
+    c.edit(slurmConfig=["Foo=bar", "HealthCheckProgram=/tmp/x", "MaxJobCount=abc"])  # unknown, root program, type
+    wait_for(lambda: "Foo is not a slurm.conf key sunk allows" in c.condition("SpecValid").get("message", ""), 30,
+             "the unknown key refused")
+    message = c.condition("SpecValid")["message"]
+    assert "HealthCheckProgram names a program slurmd runs as root" in message and "MaxJobCount: the value" in message
+    never(lambda: c.configmap()["metadata"]["resourceVersion"] != before, 3, "the ConfigMap rewritten")  # type: ignore[index]
     c.edit(slurmConfig=["SchedulerParameters=bf_window=120"])
     wait_for(lambda: "SchedulerParameters=bf_window=120" in c.configmap()["data"]["slurm.conf"],  # type: ignore[index]
              30, "the new line in slurm.conf")

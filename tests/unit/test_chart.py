@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import copy
 import datetime
 import itertools
 import re
@@ -1054,14 +1055,29 @@ def test_the_operators_rbac_is_exactly_what_the_slurm_cluster_reconciler_writes(
     for (group, resource), object_names in wanted.items():
         rules = rules_for(role, resource, group)
         (patched,) = [set(names_) for verb, names_ in rules if verb == "patch"]
-        assert patched == object_names, resource
-        assert {rule for rule in rules if rule[0] != "patch"} == {("create", ())} | (
+        (read,) = [set(names_) for verb, names_ in rules if verb == "get"]
+        assert patched == read == object_names, resource
+        assert {rule for rule in rules if rule[0] not in ("patch", "get")} == {("create", ())} | (
             {("list", ()), ("watch", ())} if (group, resource) in watched else set()), resource
-    assert rules_for(role, "secrets") == {("create", ())}
+    assert rules_for(role, "secrets") == {("create", ()), ("get", ("prod-munge-key", "prod-jwt-key",
+                                                                   "prod-db-password"))}
     assert {w.name for w in plan.secrets} == {"prod-munge-key", "prod-jwt-key", "prod-db-password"}
+
     assert verbs(role, "slurmclusters", "sunk.coreweave.com") == {"get", "list", "watch"}
     assert verbs(role, "slurmclusters/status", "sunk.coreweave.com") == {"patch"}
     assert [r["resources"] for r in find(docs, "ClusterRole", "slurm-sunk-operator")["rules"]] == [["nodes"]]
+
+
+def test_the_operator_may_get_exactly_the_secrets_its_slurm_cluster_mounts():
+    """Secrets get by name: the generated keys' and those the values name, for their label check."""
+    values = copy.deepcopy(SLURM_CLUSTER)
+    values["slurmCluster"] = {**values["slurmCluster"], "keys": {"munge": {"existingSecret": "site-munge"},
+                                                                 "jwt": {"existingSecret": "site-jwt"}},
+                              "slurmdbd": {"database": {"external": {"host": "db", "passwordSecret": {
+                                  "name": "db-pw", "key": "password"}}}}}
+    role = find(render(values), "Role", "sunk-operator", NS)
+    (read,) = [set(names_) for verb, names_ in rules_for(role, "secrets") if verb == "get"]
+    assert read == {"prod-munge-key", "prod-jwt-key", "prod-db-password", "site-munge", "site-jwt", "db-pw"}
 
 
 # ---- placement ---------------------------------------------------------------------------------

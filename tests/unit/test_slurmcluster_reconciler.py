@@ -111,8 +111,9 @@ def test_the_first_reconcile_makes_the_keys_and_applies_every_object(monkeypatch
     world = World(monkeypatch)
     assert world.reconcile() is None
     creates = [c for c in world.api.calls if c[0] == "create"]
-    assert creates == [("create", "secrets", "sc-munge-key"), ("create", "secrets", "sc-jwt-key"),
-                       ("create", "secrets", "sc-db-password")]
+    assert creates[:3] == [("create", "secrets", "sc-munge-key"), ("create", "secrets", "sc-jwt-key"),
+                           ("create", "secrets", "sc-db-password")]
+    assert {c[1:] for c in creates[3:]} == {c[1:3] for c in world.api.calls if c[0] == "apply"}  # made, then owned
     applies = [c for c in world.api.calls if c[0] == "apply"]
     assert applies[0] == ("apply", "configmaps", "sc-slurm-config", "sunk-operator force=True")
     assert {(c[1], c[2]) for c in applies} >= {("statefulsets", "sc-slurmctld"), ("deployments", "sc-slurmrestd"),
@@ -129,19 +130,98 @@ def test_the_first_reconcile_makes_the_keys_and_applies_every_object(monkeypatch
     assert world.conditions() == {"SpecValid": ("True", "Valid"), "SlurmctldReady": ("False", "NotCreated"),
                                   "SlurmdbdReady": ("False", "NotCreated"), "DatabaseReady": ("False", "NotCreated"),
                                   "SlurmrestdReady": ("False", "NotCreated"), "LoginReady": ("False", "NotCreated"),
-                                  "ConfigApplied": ("False", "WaitingForSlurmctld")}
+                                  "ConfigApplied": ("False", "WaitingForSlurmctld"), "ObjectsOwned": ("True", "Owned")}
     assert world.reconfigures == 0
 
 
-def test_a_key_already_there_is_never_replaced(monkeypatch):
+def test_a_key_already_there_is_never_replaced_and_used_when_it_is_the_operators(monkeypatch):
     world = World(monkeypatch)
-    world.api.put("secrets", {"metadata": {"name": "sc-jwt-key", "namespace": "slurm"},
-                              "data": {"jwt_hs256.key": "b2xk"}})
+    world.api.put("secrets", {"metadata": {"name": "sc-jwt-key", "namespace": "slurm", "labels": {
+        names.LABEL_SLURM_CLUSTER: "sc", "app.kubernetes.io/managed-by": "sunk-operator"}},
+        "data": {"jwt_hs256.key": "b2xk"}})
     world.reconcile()
     jwt = world.api.one("secrets", "sc-jwt-key")
     assert jwt is not None and jwt["data"] == {"jwt_hs256.key": "b2xk"}
     assert not [e for e in world.recorder.events if "sc-jwt-key" in e[2]]
     assert [e[1] for e in world.recorder.events].count("GeneratedKey") == 2
+    assert world.conditions()["ObjectsOwned"] == ("True", "Owned")
+
+
+@pytest.mark.parametrize("labels", [{}, {names.LABEL_SLURM_CLUSTER: "sc"},
+                                    {"app.kubernetes.io/managed-by": "sunk-operator"}])
+def test_a_key_secret_someone_else_made_is_refused_and_nothing_is_applied(monkeypatch, labels):
+    world = World(monkeypatch)
+    world.api.put("secrets", {"metadata": {"name": "sc-jwt-key", "namespace": "slurm", "labels": labels},
+                              "data": {"jwt_hs256.key": "YXR0YWNrZXI="}})
+    world.reconcile()
+    assert not [c for c in world.api.calls if c[0] == "apply"]
+    owned = [c for c in world.status()["conditions"] if c["type"] == "ObjectsOwned"][0]
+    assert owned["status"] == "False" and "Secret sc-jwt-key exists and was not made by sunk-operator" in \
+        owned["message"]
+    world.api.put("secrets", {"metadata": {"name": "sc-jwt-key", "namespace": "slurm", "labels": {
+        names.LABEL_SLURM_CLUSTER: "sc", "app.kubernetes.io/managed-by": "sunk-operator"}}, "data": {}})
+    world.reconcile()
+    assert world.conditions()["ObjectsOwned"] == ("True", "Owned")
+    assert [c for c in world.api.calls if c[0] == "apply"]
+
+
+def foreign(plural: str, kind: str, name: str, **meta: Any) -> dict[str, Any]:
+    return {"kind": kind, "apiVersion": "v1", "metadata": {"name": name, "namespace": "slurm", **meta},
+            "spec": {"replicas": 1}}
+
+
+@pytest.mark.parametrize("plural, kind, name, meta", [
+    ("deployments", "Deployment", "sc-login", {}),
+    ("configmaps", "ConfigMap", "sc-slurm-config", {"labels": {"app": "theirs"}}),
+    ("services", "Service", "sc-slurmctld", {"labels": {"app.kubernetes.io/managed-by": "sunk-operator"}}),
+    ("statefulsets", "StatefulSet", "sc-slurmctld", {  # in the operator's cache by its label, but another's
+        "labels": {names.LABEL_SLURM_CLUSTER: "sc", "app.kubernetes.io/managed-by": "sunk-operator"},
+        "ownerReferences": [{"kind": "Other", "name": "x", "uid": "u-1", "controller": True}]}),
+])
+def test_an_object_of_a_wanted_name_someone_else_made_is_not_taken_over(monkeypatch, plural, kind, name, meta):
+    world = World(monkeypatch)
+    world.api.put(plural, foreign(plural, kind, name, **meta))
+    before = copy.deepcopy(world.api.one(plural, name))
+    world.reconcile()
+    assert world.api.one(plural, name) == before
+    assert not [c for c in world.api.calls if c[0] == "apply"]
+    owned = [c for c in world.status()["conditions"] if c["type"] == "ObjectsOwned"][0]
+    assert owned["status"] == "False" and f"{kind} {name}" in owned["message"] and "not taken over" in \
+        owned["message"]
+
+
+def test_the_objects_are_checked_once_per_process_not_every_reconcile(monkeypatch):
+    world = World(monkeypatch)
+    world.reconcile()
+    world.reconcile()
+    assert not [c for c in world.api.calls if c[0] == "create"]
+    assert [c for c in world.api.calls if c[0] == "apply"]
+
+
+@pytest.mark.parametrize("labels, fine", [({names.LABEL_SLURM_CLUSTER: "sc"}, True), ({}, False),
+                                          ({names.LABEL_SLURM_CLUSTER: "other"}, False)])
+def test_a_secret_the_spec_names_is_mounted_only_when_labelled_for_this_cluster(monkeypatch, labels, fine):
+    world = World(monkeypatch, cluster(keys={"munge": {"existingSecret": "site-munge"}}))
+    world.api.put("secrets", {"metadata": {"name": "site-munge", "namespace": "slurm", "labels": labels},
+                              "data": {"munge.key": "a2V5"}})
+    world.reconcile()
+    assert world.conditions()["SpecValid"] == (("True", "Valid") if fine else ("False", "SecretNotLabelled"))
+    assert bool([c for c in world.api.calls if c[0] == "apply"]) == fine
+
+
+def test_a_secret_the_operator_may_not_read_or_that_is_absent_is_refused(monkeypatch):
+    world = World(monkeypatch, cluster(slurmdbd={"database": {"external": {
+        "host": "db.example.com", "passwordSecret": {"name": "db-admin", "key": "password"}}}}))
+    world.reconcile()
+    (valid,) = [c for c in world.status()["conditions"] if c["type"] == "SpecValid"]
+    assert valid["status"] == "False" and "Secret db-admin does not exist" in valid["message"]
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise kc.ApiError(403, "Forbidden", {}, "GET", "")
+    monkeypatch.setattr(kc, "get", forbidden)
+    world.reconcile()
+    (valid,) = [c for c in world.status()["conditions"] if c["type"] == "SpecValid"]
+    assert valid["status"] == "False" and "the operator may not read it" in valid["message"]
 
 
 def test_a_refused_secret_create_fails_the_reconcile(monkeypatch):
@@ -239,7 +319,7 @@ def test_ready_workloads_make_ready_conditions(monkeypatch):
     world.become_ready()
     world.reconcile()
     ready = {k: v for k, v in world.conditions().items() if k != "ConfigApplied"}
-    assert set(ready.values()) == {("True", "Valid"), ("True", "Ready")}
+    assert set(ready.values()) == {("True", "Valid"), ("True", "Ready"), ("True", "Owned")}
 
 
 def test_a_deleted_or_deleting_cluster_is_left_to_the_garbage_collector(monkeypatch):

@@ -207,6 +207,14 @@ class WantedSecret:
     text: bool = False
 
 
+def mounted_secrets(spec: SlurmClusterSpec) -> list[str]:
+    """The names of every Secret the Pods mount: the generated keys' and those the spec names."""
+    out = [paths.munge_secret(spec), paths.jwt_secret(spec)]
+    if spec.accounting:
+        out.append(paths.db_secret(spec))
+    return out
+
+
 def wanted_secrets(spec: SlurmClusterSpec) -> list[WantedSecret]:
     out = []
     if not spec.munge_secret:

@@ -33,6 +33,7 @@ DATABASE_READY = "DatabaseReady"
 SLURMRESTD_READY = "SlurmrestdReady"
 LOGIN_READY = "LoginReady"
 CONFIG_APPLIED = "ConfigApplied"
+OBJECTS_OWNED = "ObjectsOwned"  # every object and key Secret of its names is the operator's (ownership.py)
 COMPONENT_CONDITIONS = (SLURMCTLD_READY, SLURMDBD_READY, DATABASE_READY, SLURMRESTD_READY, LOGIN_READY)
 
 
