@@ -322,11 +322,6 @@ class SlurmInformer(Generic[K, T]):
 
     def _whole_list(self, requested_at: float) -> None:
         with self._lock:
-            # A record only a reader's observe() brought, of an item Slurm no longer lists: the lister never
-            # held it, so never removes it; the list, requested after that read, does (a later read stays).
-            held = self.lister.held(self.kind)
-            for key in [k for k in self._store.keys() if k not in held]:
-                self._change(key, None, requested_at)
             for callback in list(self._listed):
                 try:
                     callback(requested_at)

@@ -225,21 +225,3 @@ def test_an_observed_job_reaches_the_handlers_at_once_and_the_lists_own_older_vi
     assert recorder.seen[-1] == ("update", Job(1, state="PENDING"), started) and jobs.get(1) == started
     jobs._change(1, Job(1, state="PENDING"), before)  # (a list requested before the read lands late)
     assert jobs.get(1) == started and len(recorder.seen) == 2
-
-
-def test_a_job_only_a_reader_observed_goes_with_the_next_list_that_lacks_it():
-    """observe() can bring a record the lister never held (the hook's read of a job that then ended and was
-    purged before any list showed it): a whole list requested after that read removes it; a read later than
-    the list stays."""
-    slurm = SlowJobsSlurm()
-    slurm.jobs = []
-    jobs = SlurmInformerFactory(slurm, interval=1.0).jobs()  # type: ignore[arg-type]
-    recorder = Recorder()
-    jobs.add_handler(recorder)
-    assert jobs.refresh().ok
-    ghost, later = Job(9, state="RUNNING", nodes="node1"), Job(10, state="RUNNING", nodes="node2")
-    assert jobs.observe(ghost, jobs.clock()) and jobs.get(9) == ghost
-    assert jobs.observe(later, jobs.clock() + 3600)  # (read after the list below was requested)
-    assert jobs.refresh().ok
-    assert jobs.get(9) is None and recorder.seen[-1] == ("delete", ghost, None)
-    assert jobs.get(10) == later
