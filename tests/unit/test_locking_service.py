@@ -295,7 +295,7 @@ def test_reboot_sets_the_configured_condition(monkeypatch):
 
 
 def test_concurrent_pre_hooks_share_writes():
-    w = World(annotations={names.LOCK_KEY: "locked"})
+    w = World(annotations={names.LOCK_KEY: "locked"}, flags=("--lock-max-waiters-per-node=20",))  # (20 jobs, 1 node)
     gate = threading.Event()
     slow = w._write
 
