@@ -74,3 +74,28 @@ def test_a_call_alone_on_its_wait_has_its_turn_and_giving_back_twice_is_a_bug():
 def test_the_bounds_must_be_positive():
     with pytest.raises(ValueError):
         WaitSlots(overall=0, per_node=1)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lock-max-waiters-per-node=25"], "--lock-max-waiters-per-node=25 lets 8 nodes or fewer hold all "
+                                         "--lock-max-waiters=192: at most 1/8 of it (24)"),
+    (["--lock-max-waiters=7", "--lock-max-waiters-per-node=1"], "at most 1/8 of it (0, so raise --lock-max-waiters)"),
+    (["--hooks-api-threads=200"], "--lock-max-waiters=192 may take too many of the hook API's "
+                                  "--hooks-api-threads=200 threads: at most 3/4 of them (150)"),
+    (["--lock-max-waiters=256"], "at most 3/4 of them (192)"),
+], ids=["per-node-too-large", "overall-too-small-for-any-node", "threads-too-few", "waiters-take-every-thread"])
+def test_the_syncer_refuses_bounds_that_let_a_few_nodes_starve_the_others(flags, message, capsys):
+    from sunk.syncer.cli import parse_args
+
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--hooks-token-file=/dev/null", *flags])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("threads, overall, per_node", [(256, 192, 4), (256, 192, 24), (11, 8, 1)],
+                         ids=["defaults", "largest-per-node", "smallest"])
+def test_bounds_within_the_shares_are_accepted(threads, overall, per_node):
+    from sunk.locking.config import LockConfig, check_waiter_bounds
+
+    check_waiter_bounds(LockConfig(token_file=None, max_waiters=overall, max_waiters_per_node=per_node),
+                        hooks_api_threads=threads)
