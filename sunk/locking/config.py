@@ -34,9 +34,10 @@ class LockConfig:
     request_grace: float = 60.0  # a lock request outlives an unseen job by this much
     workers: int = 4
     # Pre-hooks waiting for a lock at once, in all and per Slurm node (each holds a hook API thread):
-    # beyond either, a retryable 429. Below --hooks-api-threads (256), so quick calls always find a thread.
+    # beyond either, a retryable 429. At most 3/4 of --hooks-api-threads (256), so quick calls always find
+    # a thread; per node at most 1/8 of all, so that a few compromised nodes cannot hold every wait.
     max_waiters: int = 192
-    max_waiters_per_node: int = 128
+    max_waiters_per_node: int = 4
 
     def __attrs_post_init__(self) -> None:
         if self.taint_effect not in TAINT_EFFECTS:
@@ -78,10 +79,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                        help="how long a lock request for a job the Slurm cache has not seen stays in force")
     group.add_argument("--lock-workers", type=positive_int, default=4, help="lock controller workers")
     group.add_argument("--lock-max-waiters", type=positive_int, default=192,
-                       help="pre-hooks that may wait for a lock at once (each holds a hook API thread; keep it "
-                            "below --hooks-api-threads); beyond it a retryable 429")
-    group.add_argument("--lock-max-waiters-per-node", type=positive_int, default=128,
-                       help="pre-hooks that may wait for one Slurm node's lock at once; beyond it a retryable 429")
+                       help="pre-hooks that may wait for a lock at once (each holds a hook API thread: at most "
+                            "3/4 of --hooks-api-threads); beyond it a retryable 429")
+    group.add_argument("--lock-max-waiters-per-node", type=positive_int, default=4,
+                       help="jobs whose pre-hooks may wait for one Slurm node's lock at once (a repeated call "
+                            "for the same job takes its wait over); at most 1/8 of --lock-max-waiters; beyond "
+                            "it a retryable 429")
 
 
 def config_from(args: argparse.Namespace) -> LockConfig:
@@ -107,12 +110,35 @@ NEEDS_NODE_PERMISSIONS = (
     "(--node-locking=false, or --plugins=sunk.metrics.plugin; chart: syncer.nodeLocking.enabled=false)")
 
 
-def check(config: LockConfig, *, node_permissions: bool) -> None:
+WAITER_SHARE_OF_THREADS = (3, 4)  # waiting pre-hooks may hold at most this share of the hook API's threads
+NODES_TO_FILL_THE_WAITERS = 8  # the fewest nodes whose pre-hooks may take every waiting slot
+
+
+def check_waiter_bounds(config: LockConfig, *, hooks_api_threads: int) -> None:
+    """ValueError, naming the flags, for bounds on waiting pre-hooks that let a few nodes starve the others:
+    waiters that could take (nearly) every hook API thread (post-hooks, health checks and quick pre-hooks need
+    one too), or a per-node bound so large that a few compromised nodes hold every waiting slot."""
+    share, of = WAITER_SHARE_OF_THREADS
+    most_waiters = hooks_api_threads * share // of
+    if config.max_waiters > most_waiters:
+        raise ValueError(f"--lock-max-waiters={config.max_waiters} may take too many of the hook API's "
+                         f"--hooks-api-threads={hooks_api_threads} threads: at most {share}/{of} of them "
+                         f"({most_waiters}), so that post-hooks and health checks always find a thread")
+    most_per_node = config.max_waiters // NODES_TO_FILL_THE_WAITERS
+    if config.max_waiters_per_node > most_per_node:
+        raise ValueError(f"--lock-max-waiters-per-node={config.max_waiters_per_node} lets "
+                         f"{NODES_TO_FILL_THE_WAITERS} nodes or fewer hold all --lock-max-waiters="
+                         f"{config.max_waiters}: at most 1/{NODES_TO_FILL_THE_WAITERS} of it ({most_per_node}"
+                         f"{', so raise --lock-max-waiters' if most_per_node < 1 else ''})")
+
+
+def check(config: LockConfig, *, node_permissions: bool, hooks_api_threads: int) -> None:
     """ValueError, naming the way out, for a start that could only fail later: without a usable secret (a
-    placeholder one would let anybody lock Nodes), or without the right to taint Nodes (every lock a 403,
-    every prolog a drain)."""
+    placeholder one would let anybody lock Nodes), without the right to taint Nodes (every lock a 403,
+    every prolog a drain), or with bounds on waiters that let a few nodes block the others' pre-hooks."""
     if not node_permissions:
         raise ValueError(NEEDS_NODE_PERMISSIONS)
+    check_waiter_bounds(config, hooks_api_threads=hooks_api_threads)
     if not config.token_file:
         if not config.token_audience:
             raise ValueError("node locking needs a way to know nodes: --hooks-token-audience (their slurmd Pods' "

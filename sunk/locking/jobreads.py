@@ -15,7 +15,9 @@ What may be reused, and for how long:
   meanwhile (a requeued job allocated anew must not be refused from its old record). Such answers
   leave the table when their read ends, so a flood of made-up job ids keeps nothing.
 The table holds at most ``max_entries`` jobs, the oldest dropped first: its memory is bounded
-whatever ids callers name.
+whatever ids callers name. A caller that takes another's read waits for it at most its own
+``timeout`` (what is left of its pre-hook's budget), then gets an error (a retryable 503): a Slurm
+that hangs holds no thread longer than its caller would have waited anyway.
 """
 
 from __future__ import annotations
@@ -70,16 +72,17 @@ class SharedJobReads:
         with self._lock:
             return len(self._flights)
 
-    def recent(self, job_id: int) -> JobRead:
+    def recent(self, job_id: int, *, timeout: float) -> JobRead:
         """A read of the job begun within ``ttl`` (finished, or still running), else a new one."""
         now = self.clock()
-        return self._join_or_read(job_id, lambda flight: flight.began >= now - self._ttl, now)
+        return self._join_or_read(job_id, lambda flight: flight.began >= now - self._ttl, now, timeout)
 
-    def fresh(self, job_id: int, asked_at: float) -> JobRead:
+    def fresh(self, job_id: int, asked_at: float, *, timeout: float) -> JobRead:
         """A read of the job begun at or after ``asked_at`` (the caller's own clock reading, ``clock()``)."""
-        return self._join_or_read(job_id, lambda flight: flight.began >= asked_at, self.clock())
+        return self._join_or_read(job_id, lambda flight: flight.began >= asked_at, self.clock(), timeout)
 
-    def _join_or_read(self, job_id: int, usable: Callable[[_Flight], bool], now: float) -> JobRead:
+    def _join_or_read(self, job_id: int, usable: Callable[[_Flight], bool], now: float,
+                      timeout: float) -> JobRead:
         with self._lock:
             flight = self._flights.get(job_id)
             mine = flight is None or not usable(flight)
@@ -90,8 +93,9 @@ class SharedJobReads:
                 self._prune(now)
         assert flight is not None
         if not mine:
-            flight.done.wait()
-            assert flight.result is not None
+            if not flight.done.wait(max(timeout, 0.0)) or flight.result is None:
+                return JobRead(job_id, flight.began, error=SlurmError(
+                    f"the read of job {job_id} another pre-hook began did not end within {timeout:g}s"))
             return flight.result
         result = self._read_now(job_id, flight.began)
         with self._lock:

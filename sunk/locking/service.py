@@ -67,17 +67,28 @@ class LockService:
     # ---- pre-hook ----------------------------------------------------------------------------
 
     def pre_hook(self, node: str, request: PreHook) -> Body:
+        """Check the job, record the request, wait for the lock. A slot of ``wait_slots`` is held from before the
+        job's read to the answer, so every thread a pre-hook holds counts against the bounds."""
         self._require_ready()
         pod = self._slurmd_pod(node)
-        job = self._job_holding(node, request.job_id)
-        strict = request.strict or self.is_placeholder(job)
         timeout = self.config.clamp_timeout(request.timeout)
-        if not self.wait_slots.take(node):
+        deadline = time.monotonic() + timeout
+        slot = self.wait_slots.take(node, request.job_id)
+        if slot is None:
             raise self._busy(node, request.job_id)
         try:
-            return self._lock_and_wait(node, pod, request.job_id, strict, timeout)
+            if slot.took_over:  # the older call for this node and job stops waiting, and gives its slot back
+                self.waiter.wake(object_key(pod))
+            if not self.wait_slots.wait_turn(slot, timeout):
+                raise self._superseded(node, request.job_id)
+            job = self._job_holding(node, request.job_id, deadline)
+            if self.wait_slots.superseded(slot):
+                raise self._superseded(node, request.job_id)
+            strict = request.strict or self.is_placeholder(job)
+            return self._lock_and_wait(node, pod, request.job_id, strict, timeout, deadline,
+                                       superseded=lambda: self.wait_slots.superseded(slot))
         finally:
-            self.wait_slots.give_back(node)
+            self.wait_slots.give_back(slot)
 
     def _busy(self, node: str, job_id: int) -> HookError:
         """The retryable refusal of a pre-hook beyond the bounds on waiters (``WaitSlots``): nothing recorded."""
@@ -87,7 +98,15 @@ class LockService:
         return HookError(429, f"too many pre-hooks waiting ({which}): ask again in {RETRY_AFTER}s",
                          reason="hook API busy", node=node, job_id=job_id, retry_after=RETRY_AFTER)
 
-    def _lock_and_wait(self, node: str, pod: Obj, job_id: int, strict: bool, timeout: float) -> Body:
+    def _superseded(self, node: str, job_id: int) -> HookError:
+        """The answer of a call a newer pre-hook for the same node and job took over (its caller, a prolog that
+        retried, is usually gone): retryable, and its request is left to the newer call."""
+        return HookError(429, f"a newer pre-hook for job {job_id} on Slurm node {node} took this wait over, or "
+                              f"an older one had not ended: ask again in {RETRY_AFTER}s",
+                         reason="hook API busy", node=node, job_id=job_id, retry_after=RETRY_AFTER)
+
+    def _lock_and_wait(self, node: str, pod: Obj, job_id: int, strict: bool, timeout: float, deadline: float,
+                       superseded: Callable[[], bool]) -> Body:
         started = time.monotonic()
         lock_request = LockRequest(job_id, strict, self.clock())
         self._patch(pod, {lock_request.key: lock_request.value()})
@@ -100,12 +119,14 @@ class LockService:
             return lock_request.key in annotations and machine.satisfies(
                 machine.parse_state(annotations.get(names.LOCK_KEY)), strict=strict)
 
-        ok, last = self.waiter.wait(object_key(pod), reached, timeout)
+        ok, last = self.waiter.wait(object_key(pod), reached, deadline - time.monotonic(), cancelled=superseded)
         waited = round(time.monotonic() - started, 3)
         level = "strict" if strict else "normal"
         if ok and last is not None:  # (reached() is false for None: ok implies a Pod)
             state = (last["metadata"].get("annotations") or {}).get(names.LOCK_KEY)
             return {"node": node, "job_id": job_id, "level": level, "state": state, "waited_seconds": waited}
+        if superseded():  # (the request is the newer call's now: it waits its turn until this one has answered)
+            raise self._superseded(node, job_id)
         self._withdraw(last or pod, lock_request.key)
         raise self._timed_out(node, job_id, strict, timeout, last)
 
@@ -143,18 +164,18 @@ class LockService:
                          node=node, job_id=job_id, state=state, blocking_pods=blocking,
                          **({"drain_reason": drain_reason} if drain_reason else {}))
 
-    def _job_holding(self, node: str, job_id: int) -> Job:
+    def _job_holding(self, node: str, job_id: int, deadline: float) -> Job:
         """The job, if Slurm shows it holding ``node``: from the cache when it says so, else from a read shared
-        with the other nodes' pre-hooks for the job (``SharedJobReads``); a refusal only from a read begun
-        after this call."""
+        with the other nodes' pre-hooks for the job (``SharedJobReads``, waited for until ``deadline`` on
+        ``time.monotonic``); a refusal only from a read begun after this call."""
         cached = self.ctx.slurm_jobs.get(job_id)
         if cached is not None and cached.active and node in cached.node_list:
             return cached
         asked_at = self.job_reads.clock()
-        read = self.job_reads.recent(job_id)
+        read = self.job_reads.recent(job_id, timeout=deadline - time.monotonic())
         refusal = _refusal(node, read)
         if refusal is not None and read.began < asked_at:
-            read = self.job_reads.fresh(job_id, asked_at)
+            read = self.job_reads.fresh(job_id, asked_at, timeout=deadline - time.monotonic())
             refusal = _refusal(node, read)
         if refusal is not None:
             raise refusal

@@ -33,7 +33,10 @@ class ObjectWaiter:
             return cond
 
     def notify(self, obj: Obj) -> None:
-        key = object_key(obj)
+        self.wake(object_key(obj))
+
+    def wake(self, key: str) -> None:
+        """Wake every wait on ``key`` to look again (its predicate, and whether it was cancelled)."""
         with self._lock:
             cond = self._conds.get(key)
         if cond is not None:
@@ -50,8 +53,10 @@ class ObjectWaiter:
     def on_delete(self, obj: Obj) -> None:
         self.notify(obj)
 
-    def wait(self, key: str, predicate: Callable[[Obj | None], bool], timeout: float) -> tuple[bool, Obj | None]:
-        """(whether ``predicate`` held before ``timeout``, the last object seen)."""
+    def wait(self, key: str, predicate: Callable[[Obj | None], bool], timeout: float,
+             cancelled: Callable[[], bool] = lambda: False) -> tuple[bool, Obj | None]:
+        """(whether ``predicate`` held before ``timeout``, the last object seen); ends early, False, once
+        ``cancelled()`` (set it, then ``wake(key)``)."""
         deadline = time.monotonic() + timeout
         cond = self._cond(key)
         with cond:
@@ -60,6 +65,6 @@ class ObjectWaiter:
                 if predicate(obj):
                     return True, obj
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or cancelled():
                     return False, obj
                 cond.wait(remaining)

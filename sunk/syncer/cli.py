@@ -137,7 +137,8 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
     try:
         node_locking = lock_flags.config_from(args) if parts.node_locking else None
         if node_locking is not None:
-            lock_flags.check(node_locking, node_permissions=args.node_permissions_enabled)
+            lock_flags.check(node_locking, node_permissions=args.node_permissions_enabled,
+                            hooks_api_threads=args.hooks_api_threads)
         tls_from_flags(args.hooks_tls_cert_file, args.hooks_tls_key_file, what="the hook API")
     except ValueError as exc:
         parser.error(str(exc))

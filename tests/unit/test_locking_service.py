@@ -295,7 +295,7 @@ def test_reboot_sets_the_configured_condition(monkeypatch):
 
 
 def test_concurrent_pre_hooks_share_writes():
-    w = World(annotations={names.LOCK_KEY: "locked"})
+    w = World(annotations={names.LOCK_KEY: "locked"}, flags=("--lock-max-waiters-per-node=20",))  # (20 jobs, 1 node)
     gate = threading.Event()
     slow = w._write
 
@@ -505,7 +505,7 @@ def test_the_prologs_of_a_64_node_job_cost_one_slurm_read():
     world.slurm.jobs[77] = Job(id=77, state="RUNNING", nodes="node[1-64]")
     world.gate.clear()  # the first read is held until every caller has arrived
     threads, results = call_all(world.service, [(f"node{i}", 77) for i in range(1, 65)])
-    until(lambda: bool(world.slurm.reads))
+    until(lambda: world.service.wait_slots.waiting() == 64)  # (each takes its slot before the read)
     world.gate.set()
     for t in threads:
         t.join()
@@ -564,3 +564,73 @@ def test_a_pre_hook_beyond_the_waiters_bound_gets_a_retryable_429_and_records_no
     answers = results + (more_results if room_on is not None else [])
     assert len(answers) == len(threads) and all(isinstance(r, dict) for r in answers)
     assert world.service.wait_slots.waiting() == 0
+
+
+def test_a_node_repeating_a_blocked_pre_hook_holds_one_wait_and_the_retry_still_locks():
+    """The attack of the review: root on a node sends the pre-hook of a job whose lock cannot be reached, again
+    and again. Each repeat takes the one wait over (the older call answers a retryable 429, its request left
+    to the newer), so the node holds one slot whatever it sends and other nodes keep theirs; and a prolog's
+    retry (its first connection broken, the server still waiting) is the one that gets the lock."""
+    world = Nodes(2)
+    for pod_ in world.slurmd.objs.values():
+        pod_["metadata"]["annotations"][names.LOCK_KEY] = "false"
+    world.slurm.jobs[7] = Job(id=7, state="RUNNING", nodes="node1")
+    world.slurm.jobs[8] = Job(id=8, state="RUNNING", nodes="node2")
+    threads, results = call_all(world.service, [("node1", 7)], timeout=30)
+    until(lambda: request_key(7) in world.slurmd.get("slurm/node1")["metadata"]["annotations"])
+    for _ in range(20):  # each repeat supersedes the previous one, which answers at once
+        more, more_results = call_all(world.service, [("node1", 7)], timeout=30)
+        until(lambda superseded=results: len(superseded) == 1)
+        threads += more
+        results, previous = more_results, results
+        assert isinstance(previous[0], HookError) and previous[0].status == 429
+        assert world.service.wait_slots.waiting("node1") == 1 and world.service.wait_slots.waiting() == 1
+    until(lambda: world.service.wait_slots.calls("node1", 7) == 1)
+    assert request_key(7) in world.slurmd.get("slurm/node1")["metadata"]["annotations"]  # never withdrawn
+    other, other_results = call_all(world.service, [("node2", 8)])  # another node is not refused
+    world._write(world.slurmd.get("slurm/node2"), {names.LOCK_KEY: "locked"})
+    world._write(world.slurmd.get("slurm/node1"), {names.LOCK_KEY: "locked"})
+    for t in threads + other:
+        t.join()
+    assert isinstance(other_results[0], dict) and isinstance(results[0], dict) and results[0]["job_id"] == 7
+    assert world.service.wait_slots.waiting() == 0
+
+
+def test_a_node_naming_many_jobs_holds_at_most_its_bound_and_the_others_still_wait():
+    """Root on two nodes sends pre-hooks for many jobs on them: each node holds at most 4 waits (the default),
+    the rest 429 at once, and a third node's pre-hook still waits and locks."""
+    world = Nodes(3)
+    for pod_ in world.slurmd.objs.values():
+        pod_["metadata"]["annotations"][names.LOCK_KEY] = "false"
+    calls = [(node, 100 * i + j) for i, node in ((1, "node1"), (2, "node2")) for j in range(10)]
+    for node, job_id in calls + [("node3", 5)]:
+        world.slurm.jobs[job_id] = Job(id=job_id, state="RUNNING", nodes=node)
+    threads, results = call_all(world.service, calls, timeout=30)
+    until(lambda: len(results) == 12)  # 6 of each node's 10 refused at once
+    assert all(isinstance(r, HookError) and r.status == 429 for r in results)
+    assert world.service.wait_slots.waiting("node1") == world.service.wait_slots.waiting("node2") == 4
+    good, good_results = call_all(world.service, [("node3", 5)])
+    until(lambda: world.service.wait_slots.waiting("node3") == 1)
+    for i in range(1, 4):
+        world._write(world.slurmd.get(f"slurm/node{i}"), {names.LOCK_KEY: "locked"})
+    for t in threads + good:
+        t.join()
+    assert isinstance(good_results[0], dict) and world.service.wait_slots.waiting() == 0
+
+
+def test_a_pre_hook_blocked_reading_its_job_holds_a_slot():
+    """Threads blocked in the job's read count against the bounds: a node cannot pile them up past its bound
+    while Slurm is slow."""
+    world = Nodes(1, "--lock-max-waiters-per-node=2")
+    world.gate.clear()  # Slurm hangs
+    for job_id in (1, 2, 3):
+        world.slurm.jobs[job_id] = Job(id=job_id, state="RUNNING", nodes="node1")
+    threads, results = call_all(world.service, [("node1", 1), ("node1", 2)])
+    until(lambda: world.service.wait_slots.waiting("node1") == 2)
+    with pytest.raises(HookError) as exc:
+        world.service.pre_hook("node1", PreHook(job_id=3, timeout=5))
+    assert exc.value.status == 429
+    world.gate.set()
+    for t in threads:
+        t.join()
+    assert all(isinstance(r, dict) for r in results) and world.service.wait_slots.waiting() == 0
