@@ -37,7 +37,7 @@ class LockConfig:
     # beyond either, a retryable 429. At most 3/4 of --hooks-api-threads (256), so quick calls always find
     # a thread; per node at most 1/8 of all, so that a few compromised nodes cannot hold every wait.
     max_waiters: int = 192
-    max_waiters_per_node: int = 4
+    max_waiters_per_node: int = 8
 
     def __attrs_post_init__(self) -> None:
         if self.taint_effect not in TAINT_EFFECTS:
@@ -81,7 +81,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lock-max-waiters", type=positive_int, default=192,
                        help="pre-hooks that may wait for a lock at once (each holds a hook API thread: at most "
                             "3/4 of --hooks-api-threads); beyond it a retryable 429")
-    group.add_argument("--lock-max-waiters-per-node", type=positive_int, default=4,
+    group.add_argument("--lock-max-waiters-per-node", type=positive_int, default=8,
                        help="jobs whose pre-hooks may wait for one Slurm node's lock at once (a repeated call "
                             "for the same job takes its wait over); at most 1/8 of --lock-max-waiters; beyond "
                             "it a retryable 429")

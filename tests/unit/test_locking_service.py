@@ -597,9 +597,9 @@ def test_a_node_repeating_a_blocked_pre_hook_holds_one_wait_and_the_retry_still_
 
 
 def test_a_node_naming_many_jobs_holds_at_most_its_bound_and_the_others_still_wait():
-    """Root on two nodes sends pre-hooks for many jobs on them: each node holds at most 4 waits (the default),
+    """Root on two nodes sends pre-hooks for many jobs on them: each node holds at most 4 waits (the bound),
     the rest 429 at once, and a third node's pre-hook still waits and locks."""
-    world = Nodes(3)
+    world = Nodes(3, "--lock-max-waiters-per-node=4")
     for pod_ in world.slurmd.objs.values():
         pod_["metadata"]["annotations"][names.LOCK_KEY] = "false"
     calls = [(node, 100 * i + j) for i, node in ((1, "node1"), (2, "node2")) for j in range(10)]
