@@ -58,12 +58,14 @@ def number(job: dict, key: str):
     return value.get("number") if isinstance(value, dict) else value
 
 
-def idle_node(dev_cluster, timeout: float = 90) -> str:
-    """Some node with nothing on it (the highest-numbered first: other tests fill from node1)."""
+def idle_node(dev_cluster, timeout: float = 90, states: tuple[str, ...] = ("idle",)) -> str:
+    """Some node with nothing on it (the highest-numbered first: other tests fill from node1); with ``states``
+    ("idle", "mixed"), one that can still take a small job beside what runs there."""
 
     def find():
         out = dev_cluster.slurm("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T").stdout.split("\n")
-        idle = sorted((line.split()[0] for line in out if line.endswith(" idle")), reverse=True)
+        idle = sorted((line.split()[0] for line in out if line.split()[1:] and line.split()[1] in states),
+                      reverse=True)
         return idle[0] if idle else None
 
     return wait_for(find, timeout, "an idle node", interval=1)

@@ -876,7 +876,7 @@ def test_a_pod_waiting_for_its_nodes_slurmd_pod_binds_once_one_appears(kube_api,
     proc = scheduler_process(dev_cluster, namespace, tmp, name="sunk-scheduler-slurmd-wake", ports=ports, extra_args=(
         f"--slurmd-selector=app.kubernetes.io/name=slurmd,{SLURMD_TEST_LABEL}={run_id}",
         f"--leader-election-id=sunk-scheduler-slurmd-wake-{run_id}"))
-    node = idle_node(dev_cluster)
+    node = idle_node(dev_cluster, states=("idle", "mixed"))  # (earlier tests' jobs may still hold every node a while)
     slurmd = next(p for p in kc.list_objects(kube_api, PODS, "slurm", label_selector="app.kubernetes.io/name=slurmd")
                   if ((p.get("spec") or {}).get("hostname") or p["metadata"]["name"]) == node)
 
