@@ -736,7 +736,8 @@ class DevCluster:
 
     def _bootstrap_accounting(self) -> None:
         """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both. uid 65534 is the chart's
-        default Slurm identity for Pods (identityPolicy): its operator gives it an association, by POD_USER."""
+        default Slurm identity for Pods (identityPolicy): its operator gives it an association, as nobody where
+        Slurm resolves that name to 65534 (24.11) and as POD_USER where it reads nobody as uid 99 (25.11, 26.05)."""
         sacctmgr = ("sacctmgr", "-i")
         clusters = self.slurm("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
         if slurmconf.CLUSTER_NAME not in clusters:
@@ -746,9 +747,11 @@ class DevCluster:
             self.slurm(*sacctmgr, "add", "qos", "high", "Priority=1000", "Preempt=normal", "PreemptMode=requeue")
         self.slurm(*sacctmgr, "modify", "qos", "normal", "set", "Priority=10", check=False)
         users = self.slurm("sacctmgr", "-n", "-P", "list", "user", "format=user").stdout.split()
-        for user in ("kube", POD_USER):
+        for user in ("kube", "nobody"):
             if user not in users:
                 self.slurm(*sacctmgr, "add", "user", user, "account=root")
+        if POD_USER not in users:  # (24.11's sacctmgr takes the name for uid 65534's first, nobody: "Nothing added")
+            self.slurm(*sacctmgr, "add", "user", POD_USER, "account=root", check=False)
         self.slurm(*sacctmgr, "modify", "user", "where", "name=root,kube", "set", "qos=normal,high",
                    "defaultqos=normal", check=False)
 
