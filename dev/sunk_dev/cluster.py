@@ -737,7 +737,8 @@ class DevCluster:
     def _bootstrap_accounting(self) -> None:
         """Cluster, QOS and users: ``high`` preempts ``normal``; root and kube may use both. uid 65534 is the chart's
         default Slurm identity for Pods (identityPolicy): its operator gives it an association, as nobody where
-        Slurm resolves that name to 65534 (24.11) and as POD_USER where it reads nobody as uid 99 (25.11, 26.05)."""
+        Slurm resolves that name to 65534 (24.11) and as POD_USER where it reads nobody as uid 99 (25.11; 26.05 takes
+        POD_USER too)."""
         sacctmgr = ("sacctmgr", "-i")
         clusters = self.slurm("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
         if slurmconf.CLUSTER_NAME not in clusters:
