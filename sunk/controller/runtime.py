@@ -22,7 +22,8 @@ Two more, after controller-runtime:
   mend it, and the next change to its object enqueues it again;
 - with a Lease ``fence`` (a leader-only controller), each reconcile runs fenced
   (``sunk.fence``): a write after the renew deadline is never sent but raises ``Fenced``,
-  logged in one line and not requeued (the Manager is stopping the process).
+  logged in one line and retried with backoff (never sent while the fence is down: the Manager
+  stops the process, or a late renewal lands and the retry goes through).
 """
 
 from __future__ import annotations
@@ -169,10 +170,16 @@ class Controller:
     def _failed(self, key: str, exc: Exception, since: int) -> None:
         """Log a failed reconcile as its kind asks, and decide when ``key`` is tried again."""
         retry = self.queue.num_requeues(key)
-        if isinstance(exc, Fenced):  # the Lease is lost and the Manager stops us: the next leader takes over
+        if isinstance(exc, Fenced):
+            # Not sent: the Lease was not renewed within its deadline. Either it is lost, and the Manager stops
+            # us (the next leader takes over; a retry here is fenced again, never sent), or the renewal was only
+            # late (an apiserver that hung through an etcd outage answered it after the deadline) and this
+            # replica leads on: dropped, the key would never be reconciled again (a node left locked with no
+            # job, the fault matrix's etcd row). So it is retried, with backoff, like any failure.
             self._not_waiting(key)
-            self.queue.forget(key)
-            log.warning("controller %s: reconcile %s stopped: %s", self.name, key, exc)
+            log.warning("controller %s: reconcile %s stopped, retried once the Lease is renewed: %s",
+                        self.name, key, exc)
+            self.queue.add_rate_limited(key)
             return
         if isinstance(exc, TerminalError):
             self._not_waiting(key)
