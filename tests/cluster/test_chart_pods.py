@@ -139,7 +139,13 @@ def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_
     # ... and that name is the image sunk-dev built from this tree and imported (not some older build).
     built = pod_release.dev_cluster.built_images[f"{images.SUNK_REPOSITORY}:{sunk.__version__}"]
     assert {s["imageID"] for p in pods for s in p["status"]["containerStatuses"]} == {built}
-    wait_for(lambda: not lock_taint(kube_api, realnode.NODE_NAME), 30, "the release's Syncer to lift the stale lock")
+    try:
+        wait_for(lambda: not lock_taint(kube_api, realnode.NODE_NAME), 60, "the release's Syncer to lift the stale lock")
+    except AssertionError as exc:  # (what the Syncer saw: its log, and Slurm's view of the node)
+        dev = pod_release.dev_cluster
+        slurm = dev.slurm("scontrol", "show", "node", realnode.SLURM_NODE, check=False).stdout
+        jobs = dev.slurm("squeue", "-h", "-w", realnode.SLURM_NODE, check=False).stdout
+        raise AssertionError(f"{exc}\n{describe(kube_api, namespace, log_lines=60)}\n{slurm}\njobs: {jobs!r}") from None
 
 
 def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, pod_release):
@@ -289,7 +295,7 @@ def slurm_view(dev) -> str:
     return f"squeue:\n{jobs}sinfo:\n{nodes}"
 
 
-def describe(api, namespace: str) -> str:
+def describe(api, namespace: str, log_lines: int = 15) -> str:
     """What a Pod that is not Ready says of itself: its containers' states and their output's last lines
     (the real kubelet's log files; ``kubectl logs`` would need the apiserver to reach the kubelet)."""
     lines = [f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message')}"
@@ -303,5 +309,5 @@ def describe(api, namespace: str) -> str:
                   for s in (pod.get("status") or {}).get("containerStatuses") or []]
         lines.append(f"{meta['name']} on {pod['spec'].get('nodeName')}: {states}")
         for log in sorted(Path("/var/log/pods").glob(f"{namespace}_{meta['name']}_{meta['uid']}/*/*.log")):
-            lines += [f"  {line[:400]}" for line in log.read_text(errors="replace").splitlines()[-15:]]
+            lines += [f"  {line[:400]}" for line in log.read_text(errors="replace").splitlines()[-log_lines:]]
     return "\n".join(lines)
