@@ -1,0 +1,121 @@
+"""One Pod's create → bound on an idle cluster (issue 37, goal 2: p50 < 1.0 s, p99 < 1.5 s).
+
+    python -m benchmarks.create_bound --rounds 5 --samples 10
+    python -m benchmarks.create_bound --rounds 5 --samples 10 --pin-cpus
+
+One scheduler (the chart's defaults: REST backend, 4 workers) runs for the whole benchmark, as a
+deployed one does; each sample is one Pod created on an idle Slurm (no active job, the last pass
+for the previous sample's job over), timed from just before its create call to the watch event
+that shows it bound. Samples start at phases spread evenly over the second, so Slurm's scheduling
+tick does not favour a run. Each sample's time is split three ways: create → the scheduler's
+submission (its log), Slurm's own queue wait (slurmctld's log: submission → allocation), and the
+rest (the scheduler learning that the job started, then binding).
+
+Printed: every sample, then p50/p99/max of each part over all samples, and each round's p50 and p99
+of the whole (the spread: min..max over the rounds); the goal is on the whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.scheduler import (
+    PORTS,
+    SINGLE_PODS,
+    drain_pods,
+    percentile,
+    pinned_cpus,
+    pod_path,
+    round_phase,
+    scheduler_process,
+    wait_until_scheduling,
+)
+from sunk_dev.cluster import DevCluster
+from tests.cluster.kube_testns import create_namespace, purge_namespace
+
+GOAL_P50_S = 1.0
+GOAL_P99_S = 1.5
+
+
+def summary(samples: list[dict]) -> dict:
+    """p50/p99/max of each part over the samples, and whether the goal holds."""
+    parts = {"create_to_bound": "p50_s", "create_to_submit": "create_to_submit_p50_s",
+             "slurm_queue": "slurm_queue_p50_s", "outside_queue": "outside_queue_p50_s"}
+    out: dict = {"samples": len(samples)}
+    for name, key in parts.items():
+        values = [s[key] for s in samples if key in s]
+        if values:
+            out[name] = {"p50": round(percentile(values, 50), 3), "p99": round(percentile(values, 99), 3),
+                         "max": round(max(values), 3), "mean": round(statistics.fmean(values), 3)}
+    whole = out.get("create_to_bound", {})
+    out["goal"] = {"p50_s": GOAL_P50_S, "p99_s": GOAL_P99_S,
+                   "met": bool(whole) and whole["p50"] < GOAL_P50_S and whole["p99"] < GOAL_P99_S}
+    return out
+
+
+def spread(rounds: list[list[dict]]) -> dict:
+    """Each round's p50 and p99 of create → bound, and their range over the rounds."""
+    p50s = [percentile([s["p50_s"] for s in r], 50) for r in rounds if r]
+    p99s = [percentile([s["p50_s"] for s in r], 99) for r in rounds if r]
+    return {"round_p50s": [round(v, 3) for v in p50s], "round_p99s": [round(v, 3) for v in p99s],
+            "p50_range": [round(min(p50s), 3), round(max(p50s), 3)] if p50s else [],
+            "p99_range": [round(min(p99s), 3), round(max(p99s), 3)] if p99s else []}
+
+
+def run(cluster: DevCluster, args: argparse.Namespace) -> int:
+    cluster.up()
+    from sunk.kube.client import load_api_client
+
+    api = load_api_client(str(cluster.kubeconfig))
+    log_dir = Path(tempfile.mkdtemp(prefix="sunk-bench-create-bound-"))
+    metrics_url = f"http://127.0.0.1:{PORTS['metrics']}/metrics"
+    namespace = create_namespace(api)
+    scheduler = scheduler_process(cluster, namespace, args.workers, log_dir)
+    rounds: list[list[dict]] = [[] for _ in range(args.rounds)]
+    total = args.rounds * args.samples
+    with pinned_cpus(cluster, args.pin_cpus) as pinning:
+        try:
+            scheduler.start()
+            assert scheduler.proc is not None
+            wait_until_scheduling(metrics_url)
+            for number in range(total):
+                drain_pods(cluster, api, namespace)  # (the previous sample's Pod, and an idle Slurm)
+                workload = dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
+                sample = pod_path(cluster, api, namespace, 1, metrics_url, scheduler.proc.pid, scheduler.log,
+                                  workload, phase=round_phase(number, total))
+                sample.pop("scheduler_profile", None)
+                rounds[number // args.samples].append(sample)
+                print(json.dumps({"round": number // args.samples, "sample": number, **{k: v for k, v in sample.items()
+                                                        if k.endswith("_s") or k == "slurm_calls"}}), flush=True)
+        finally:
+            try:
+                if scheduler.proc is not None:
+                    drain_pods(cluster, api, namespace)
+            finally:
+                scheduler.stop()
+                purge_namespace(api, namespace)
+    samples = [s for r in rounds for s in r]
+    print(json.dumps({**summary(samples), **spread(rounds), "pinned": pinning, "logs": str(log_dir)}, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=10, help="Pods per round, one at a time")
+    parser.add_argument("--workers", type=int, default=4, help="the scheduler's workers (the chart's default)")
+    parser.add_argument("--pin-cpus", action="store_true",
+                        help="the scheduler on CPUs of its own, as benchmarks/scheduler.py does")
+    args = parser.parse_args(argv)
+    cluster = DevCluster.for_tests()
+    with cluster.claimed("benchmarks/create_bound.py"):
+        return run(cluster, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
