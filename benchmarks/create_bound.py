@@ -31,8 +31,7 @@ from benchmarks.scheduler import (
     percentile,
     pinned_cpus,
     pod_path,
-    round_phase,
-    scheduler_process,
+        scheduler_process,
     wait_until_scheduling,
 )
 from sunk_dev.cluster import DevCluster
@@ -56,6 +55,13 @@ def summary(samples: list[dict]) -> dict:
     out["goal"] = {"p50_s": GOAL_P50_S, "p99_s": GOAL_P99_S,
                    "met": bool(whole) and whole["p50"] < GOAL_P50_S and whole["p99"] < GOAL_P99_S}
     return out
+
+
+def sample_phase(number: int, samples: int, rounds: int) -> float:
+    """Sample ``number``'s phase of the second: each round's samples spread evenly over the whole second
+    (Slurm's tick makes the phase worth up to a second of queue wait), the rounds offset from each other."""
+    within, round_ = number % samples, number // samples
+    return (within + round_ / rounds) / samples
 
 
 def spread(rounds: list[list[dict]]) -> dict:
@@ -87,7 +93,7 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
                 drain_pods(cluster, api, namespace)  # (the previous sample's Pod, and an idle Slurm)
                 workload = dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
                 sample = pod_path(cluster, api, namespace, 1, metrics_url, scheduler.proc.pid, scheduler.log,
-                                  workload, phase=round_phase(number, total))
+                                  workload, phase=sample_phase(number, args.samples, args.rounds))
                 sample.pop("scheduler_profile", None)
                 rounds[number // args.samples].append(sample)
                 print(json.dumps({"round": number // args.samples, "sample": number, **{k: v for k, v in sample.items()

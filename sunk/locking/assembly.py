@@ -26,6 +26,7 @@ from .controller import LockReconciler
 from .evictions import EvictionLog
 from .jobreads import SharedJobReads
 from .jobs import JobsByNode
+from .orphans import OrphanLockReconciler, former_node
 from .service import LockService
 from .waiter import ObjectWaiter
 from .waitslots import WaitSlots
@@ -39,6 +40,7 @@ def taints_changed(old: Obj | None, new: Obj) -> bool:
 @attrs.frozen
 class Locking:
     controller: Controller
+    orphans: Controller
     service: LockService
     blueprint: Blueprint
     jobs: JobsByNode
@@ -78,6 +80,13 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
     ctx.slurmd_pods.add_handler(waiter)
     ctx.slurmd_pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [slurm_node_name(pod)]))
     ctx.nodes.add_handler(EnqueueHandler(controller.queue, mapper=on_k8s_node, predicate=taints_changed))
+    orphans = Controller("node-lock-orphans", OrphanLockReconciler(ctx), workers=1)
+
+    def slurmd_pod_gone(pod: Obj) -> None:
+        for node in former_node(pod):
+            orphans.enqueue(node)
+
+    ctx.slurmd_pods.add_handler(on_delete=slurmd_pod_gone)
     ctx.all_pods.add_handler(EnqueueHandler(controller.queue, mapper=on_pod))
     ctx.slurm_nodes.add_handler(on_add=jobs.node_changed, on_update=lambda _old, new: jobs.node_changed(new),
                                 on_delete=jobs.node_changed)
@@ -101,4 +110,4 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
                           job_reads=SharedJobReads(ctx.slurm.get_job),
                           wait_slots=WaitSlots(overall=config.max_waiters, per_node=config.max_waiters_per_node))
     blueprint = hooks_blueprint(service, node_authenticator(ctx, config))
-    return Locking(controller=controller, service=service, blueprint=blueprint, jobs=jobs)
+    return Locking(controller=controller, orphans=orphans, service=service, blueprint=blueprint, jobs=jobs)

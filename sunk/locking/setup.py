@@ -15,4 +15,4 @@ from .config import LockConfig
 def setup(ctx: SyncerContext, config: LockConfig) -> PluginParts:
     """The lock controller (leader only) and the hook API's Blueprint (every replica)."""
     locking = assemble(ctx, config)
-    return PluginParts(controllers=(locking.controller,), blueprint=locking.blueprint)
+    return PluginParts(controllers=(locking.controller, locking.orphans), blueprint=locking.blueprint)

@@ -140,7 +140,8 @@ def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_
     built = pod_release.dev_cluster.built_images[f"{images.SUNK_REPOSITORY}:{sunk.__version__}"]
     assert {s["imageID"] for p in pods for s in p["status"]["containerStatuses"]} == {built}
     try:
-        wait_for(lambda: not lock_taint(kube_api, realnode.NODE_NAME), 60, "the release's Syncer to lift the stale lock")
+        wait_for(lambda: not lock_taint(kube_api, realnode.NODE_NAME), 60,
+                 "the release's Syncer to lift the stale lock")
     except AssertionError as exc:  # (what the Syncer saw: its log, and Slurm's view of the node)
         dev = pod_release.dev_cluster
         slurm = dev.slurm("scontrol", "show", "node", realnode.SLURM_NODE, check=False).stdout

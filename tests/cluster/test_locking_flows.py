@@ -721,3 +721,32 @@ def _remove_node_condition(api, node: str, ctype: str) -> None:
         return None if len(kept) == len(conds) else {"status": {"conditions": kept}}
 
     kp.update_with_retry(api, kc.get(api, NODES, node), mutate, resource=NODES, subresource="status")
+
+
+def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syncer, token):
+    """A slurmd Pod deleted while its Node is locked (a NodeSet scaled down): nothing maps that Node to a
+    Slurm node any more, yet its lock taint must not keep Kubernetes Pods off it."""
+    from sunk_dev.cluster import slurmd_pod as dev_slurmd_pod
+
+    unlocked(kube_api, dev_cluster, "node4")
+    job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
+                                "--wrap", "sleep 120").stdout.strip())
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
+                             headers=node_auth(token, "node4"), timeout=30)
+        assert resp.status_code == 200, resp.text
+        wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+        kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
+        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 20, "the lock to go with the slurmd Pod")
+        wait_for(lambda: [e for e in kc.list_objects(kube_api, EVENTS, "default")
+                          if e["involvedObject"].get("name") == "worker-4" and e.get("reason") == "Unlocked"
+                          and "no slurmd Pod" in e.get("message", "")], 10, "an Event on the Node saying why")
+    finally:
+        dev_cluster.slurm("scancel", str(job), check=False)
+        wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
+                 "node4's Pod gone")
+        kc.create(kube_api, PODS, dev_slurmd_pod("node4"), "slurm")
+        wait_for(lambda: ((kc.get(kube_api, PODS, "node4", "slurm").get("status") or {}).get("phase")
+                          == "Running"), 30, "node4's slurmd Pod back")
+        unlocked(kube_api, dev_cluster, "node4")

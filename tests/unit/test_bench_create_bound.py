@@ -33,3 +33,11 @@ def test_the_spread_is_over_rounds():
     assert out["round_p99s"] == [0.7, 1.1]
     assert out["p99_range"] == [0.7, 1.1]
     assert out["p50_range"][0] < out["p50_range"][1]
+
+
+def test_every_round_covers_the_whole_second_at_other_phases():
+    from benchmarks.create_bound import sample_phase
+
+    phases = [[sample_phase(r * 4 + i, 4, 2) for i in range(4)] for r in range(2)]
+    assert phases[0] == [0.0, 0.25, 0.5, 0.75]
+    assert phases[1] == [0.125, 0.375, 0.625, 0.875]

@@ -1,0 +1,52 @@
+"""A lock taint whose slurmd Pod is gone: lifted once the Node runs no slurmd Pod of this Syncer.
+
+Why: the lock controller is keyed by Slurm node and finds the Kubernetes Node through the slurmd
+Pod. When that Pod goes (a NodeSet scaled down, a slurmd Pod deleted by hand) while its Node is
+locked, nothing maps the Node to a key any more, and the taint would keep Kubernetes Pods off a
+machine where no Slurm job can run. A slurmd Pod deleted from the Syncer's cache names the Node it
+was bound to; that Node's lock goes if no other slurmd Pod of this Syncer is bound there.
+
+Only Nodes a deleted slurmd Pod of this Syncer names are touched: another release's Syncer may lock
+other Nodes of the same cluster with the same taint (``sunk.translate.leftovers``). A slurmd Pod
+deleted while this Syncer was down leaves its Node's lock to ``sunk-syncer release-nodes``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+from sunk import names
+from sunk.controller.runtime import Result
+from sunk.kube import patch as kp
+from sunk.syncer.context import SyncerContext
+from sunk.translate.leftovers import lock_tainted
+from sunk.types import Obj
+
+log = logging.getLogger(__name__)
+
+
+def former_node(pod: Obj) -> list[str]:
+    """The Node a deleted slurmd Pod was bound to, as a key (none if it was never bound)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [node] if node else []
+
+
+@attrs.define
+class OrphanLockReconciler:
+    """Keyed by Kubernetes Node name; enqueued only by slurmd Pod deletions (``former_node``)."""
+
+    ctx: SyncerContext
+
+    def reconcile(self, node_name: str) -> Result | None:
+        if not self.ctx.slurmd_pods.has_synced():
+            return Result(requeue_after=1.0)
+        node = self.ctx.nodes.get(node_name)
+        if node is None or not lock_tainted(node) or self.ctx.slurm_nodes_on(node_name):
+            return None  # (a slurmd Pod bound there again: the lock controller decides for it)
+        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY):
+            self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
+                                                       "sunk's lock lifted")
+            log.info("lock: Node %s runs no slurmd Pod any more; unlocked", node_name)
+        return None

@@ -1,0 +1,48 @@
+"""A lock taint left by a slurmd Pod that is gone is lifted; a Node with a slurmd Pod of ours is left to the lock."""
+
+from __future__ import annotations
+
+from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
+
+from sunk import names
+from sunk.locking.orphans import OrphanLockReconciler, former_node
+
+LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
+
+
+def reconcile(monkeypatch, *slurmd_pods, taints=(LOCK,)):
+    slurmd = Store(*slurmd_pods)
+    nodes = Store(k8s_node(taints=list(taints)))
+    recorder = Recorder()
+    api = Api(slurmd, nodes)
+    install(monkeypatch, api)
+    result = OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3")
+    return result, api, recorder
+
+
+def test_a_locked_node_without_a_slurmd_pod_is_unlocked_with_an_event(monkeypatch):
+    result, api, recorder = reconcile(monkeypatch)
+    assert result is None
+    assert api.calls == [("remove_taint", "worker-3", names.LOCK_KEY, None)]
+    assert recorder.reasons() == ["Unlocked"]
+
+
+def test_a_node_where_a_slurmd_pod_of_ours_still_runs_is_left_to_the_lock_controller(monkeypatch):
+    _, api, recorder = reconcile(monkeypatch, slurmd_pod(node="node9", k8s_node="worker-3"))
+    assert api.calls == []
+    assert recorder.reasons() == []
+
+
+def test_an_unlocked_node_and_an_unknown_node_are_left_alone(monkeypatch):
+    _, api, _ = reconcile(monkeypatch, taints=())
+    assert api.calls == []
+    slurmd, nodes, recorder = Store(), Store(), Recorder()
+    install(monkeypatch, Api(slurmd, nodes))
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+
+
+def test_only_a_bound_slurmd_pod_names_a_node():
+    assert former_node(slurmd_pod(k8s_node="worker-7")) == ["worker-7"]
+    unbound = slurmd_pod()
+    unbound["spec"].pop("nodeName")
+    assert former_node(unbound) == []
