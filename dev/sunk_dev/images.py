@@ -61,7 +61,7 @@ PYTHON = "3.11"
 VENV = "/opt/sunk"
 NONROOT_UID = 65532
 NONROOT_NAME = "nonroot"
-# The product's files that go into its wheel (the Dockerfile's COPY lines; not dev/, the dev tools'
+# The product's files that go into its wheel (not dev/, the dev tools'
 # distribution): their hash keys the app layer.
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "sunk", "scheduler", "extender")
 BUILD_REQUIREMENTS = ("setuptools>=64", "wheel")  # pyproject.toml's [build-system], from the wheelhouse

@@ -111,7 +111,7 @@ ROLES: tuple[SlurmRole, ...] = (
               "usr/sbin/slurmrestd", ("/usr/sbin/slurmrestd",), ("0.0.0.0:6820",)),
     SlurmRole("slurmdbd", "sunk-slurmdbd", ("slurmdbd", "slurm-wlm-mysql-plugin"), ("libmariadb3",),
               ("usr/sbin/slurmdbd",), SLURM_USER, "usr/sbin/slurmdbd", ("/usr/sbin/slurmdbd",), ("-D",)),
-    SlurmRole("login", "sunk-slurm-login", ("slurm-client",), (), CLIENT_COMMANDS, images.NONROOT_NAME,
+    SlurmRole("login", "sunk-login", ("slurm-client",), (), CLIENT_COMMANDS, images.NONROOT_NAME,
               "usr/bin/sbatch", (), ("sleep", "infinity")),
 )
 ROLE_NAMES = tuple(role.name for role in ROLES)

@@ -35,9 +35,13 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
         "slurmd": f"docker.io/library/sunk-slurmd:{version}-slurm24.11",
         "slurmrestd": f"docker.io/library/sunk-slurmrestd:{version}-slurm24.11",
         "slurmdbd": f"docker.io/library/sunk-slurmdbd:{version}-slurm24.11",
-        "login": f"docker.io/library/sunk-slurm-login:{version}-slurm24.11",
+        "login": f"docker.io/library/sunk-login:{version}-slurm24.11",
     }
     assert all(name.startswith(si.IMAGE_PREFIX) for name in names.values())
+    # The SlurmCluster's default images, by the chart's repository names: these very ones.
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())["slurmCluster"]["images"]
+    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login"):
+        assert names[role] == f"docker.io/library/{chart[role]['repository']}:{version}-slurm24.11"
 
 
 @pytest.mark.parametrize(("role", "user", "entrypoint", "cmd", "ports"), [
