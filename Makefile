@@ -1,7 +1,7 @@
 # The two commands the README promises: `make demo` and `make test`.
 PYTHON ?= python3
 
-.PHONY: demo test install down status
+.PHONY: demo test install down status images
 
 # The product and, beside it, the dev tools (dev/: sunk-dev, the fakes), which its wheel leaves out. One
 # command, so that the sunk that sunk-dev requires is this checkout's.
@@ -21,6 +21,11 @@ test: install
 	mkdir -p $(DEV_HOME)
 	nice -n 19 sunk-dev build --slurm 25.11 > $(DEV_HOME)/build-slurm-25.11.log 2>&1 & \
 	$(PYTHON) -m tox; status=$$?; wait; exit $$status
+
+# Every image as a docker archive ready to push (docs/images.md): the sunk image, its pyslurm variant and the
+# five Slurm images of each release (SLURM="24.11 26.05" for some), into the dev home's images/out unless OUT.
+images: install
+	sunk-dev images $(foreach r,$(SLURM),--slurm $(r)) --out "$(or $(OUT),$(DEV_HOME)/images/out)"
 
 down:
 	sunk-dev down

@@ -6,6 +6,7 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Optional
 
 from . import chroot, release
@@ -28,6 +29,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                                          "and the pyslurm wheel) without starting anything; safe beside a "
                                          "running cluster and another build")
     build.add_argument("--slurm", choices=tuple(release.RELEASES), default=None)
+    built = sub.add_parser("images", help="write every image (sunk, its pyslurm variant, the Slurm images of each "
+                                          "release) as docker archives ready to push, with index.json and images.txt "
+                                          "(docs/images.md); builds a missing chroot, starts nothing")
+    built.add_argument("--slurm", action="append", choices=tuple(release.RELEASES), default=None,
+                       help="a Slurm release (repeatable; default: every one)")
+    built.add_argument("--out", default=None, help="where the archives go (default: HOME/images/out)")
     sub.add_parser("down", help="stop, by PID, everything `up` started")
     sub.add_parser("status", help="every component, healthy or not")
     sub.add_parser("env", help="shell exports for clients: eval \"$(sunk-dev env)\"")
@@ -49,8 +56,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if at is not None:
         args.argv = passed
 
-    from pathlib import Path
-
     home = Path(args.home)
     if args.command == "up":
         try:
@@ -71,6 +76,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if wanted.pyslurm:
             print(ensure_wheel(root, wanted, home, sys.stdout))
         return 0
+    if args.command == "images":
+        return _images(home, args.slurm or list(release.RELEASES), Path(args.out) if args.out else None)
     cluster = DevCluster(home)
     if args.command == "down":
         stopped = cluster.down()
@@ -102,6 +109,23 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         return demo(DevCluster(home, slurm=release.chosen()))
     return 2
+
+
+def _images(home: Path, names: list[str], out: Optional[Path]) -> int:
+    import sunk
+
+    from . import phases
+    from .cluster import CHECKOUT
+    from .slurmimages import write_images
+
+    target = out or home / "images" / "out"
+    log_path = home / "run" / "logs" / "images.log"
+    built = write_images(home, CHECKOUT, [release.by_name(n) for n in dict.fromkeys(names)], target,
+                         sunk.__version__, lambda name: phases.log_phase(name, log_path))
+    for image in built:
+        print(f"{image.name} {image.image_id[:19]} {image.archive}")
+    print(f"index: {target / 'index.json'}")
+    return 0
 
 
 def _print_status(cluster: DevCluster) -> int:

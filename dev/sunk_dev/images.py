@@ -43,7 +43,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -62,7 +61,7 @@ PYTHON = "3.11"
 VENV = "/opt/sunk"
 NONROOT_UID = 65532
 NONROOT_NAME = "nonroot"
-# The product's files that go into its wheel (the Dockerfile's COPY lines; not dev/, the dev tools'
+# The product's files that go into its wheel (not dev/, the dev tools'
 # distribution): their hash keys the app layer.
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "sunk", "scheduler", "extender")
 BUILD_REQUIREMENTS = ("setuptools>=64", "wheel")  # pyproject.toml's [build-system], from the wheelhouse
@@ -117,6 +116,7 @@ class ImageSpec:
     cmd: tuple[str, ...]
     entrypoint: tuple[str, ...] = ()
     working_dir: str = "/"
+    ports: tuple[int, ...] = ()  # ExposedPorts (TCP): documentation for whoever runs it, as a Dockerfile's EXPOSE
 
 
 @attrs.frozen
@@ -174,6 +174,8 @@ def image_config(spec: ImageSpec, diff_ids: Sequence[str], arch: str) -> dict:
     config: dict = {"User": spec.user, "Env": list(spec.env), "Cmd": list(spec.cmd), "WorkingDir": spec.working_dir}
     if spec.entrypoint:
         config["Entrypoint"] = list(spec.entrypoint)
+    if spec.ports:
+        config["ExposedPorts"] = {f"{port}/tcp": {} for port in spec.ports}
     return {
         "architecture": arch, "os": "linux", "config": config,
         "rootfs": {"type": "layers", "diff_ids": list(diff_ids)},
@@ -346,12 +348,18 @@ def package_member(path: str, merged_usr: Mapping[str, str]) -> Optional[str]:
     """A path of dpkg's file list as the layer names it, or None when it stays out. On a merged-/usr
     root (``lib -> usr/lib``) the path goes under the directory its top symlink names, so that the
     layer never holds ``lib`` itself (a directory there would hide the base's symlink)."""
+    name = listed_member(path, merged_usr)
+    if not name.startswith(PACKAGE_KEPT) or name.startswith(PACKAGE_DROPPED):
+        return None
+    return name
+
+
+def listed_member(path: str, merged_usr: Mapping[str, str]) -> str:
+    """A path of dpkg's file list as a layer names it: relative, under usr on a merged-/usr root."""
     name = path.lstrip("/")
     top, _, rest = name.partition("/")
     if top in merged_usr and rest:
         name = f"{merged_usr[top]}/{rest}"
-    if not name.startswith(PACKAGE_KEPT) or name.startswith(PACKAGE_DROPPED):
-        return None
     return name
 
 
@@ -412,13 +420,17 @@ def _anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def write_layer(path: Path, members: Iterable[tuple[Path, str]]) -> Layer:
-    """Write the members (host path, name in the image) as an uncompressed tar, then hash it."""
+def write_layer(path: Path, members: Iterable[tuple[Path, str]],
+                normalize: Callable[[tarfile.TarInfo], tarfile.TarInfo] = _anonymous) -> Layer:
+    """Write the members (host path, name in the image) as an uncompressed tar, then hash it.
+
+    ``normalize``: each member's header before it is written (names of owners dropped, by default).
+    """
     partial = path.with_name(path.name + ".partial")
     names = []
     with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
         for source, name in members:
-            tar.add(str(source), arcname=name, recursive=False, filter=_anonymous)
+            tar.add(str(source), arcname=name, recursive=False, filter=normalize)
             names.append(name)
     if leaked := secrets_in(names):
         partial.unlink()
@@ -467,7 +479,7 @@ def write_archive(path: Path, spec: ImageSpec, layers: Sequence[Layer], arch: st
             tar.add(str(layer.path), arcname=layer_member(layer.diff_id), recursive=False, filter=_anonymous)
         for member, data in ((config_member, config), ("manifest.json", manifest)):
             info = tarfile.TarInfo(member)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            info.size, info.mtime, info.mode = len(data), 0, 0o644  # (mtime 0: the same image, the same bytes)
             tar.addfile(info, io.BytesIO(data))
     partial.rename(path)
     stamp.write_text(ident)
@@ -711,7 +723,7 @@ def ensure_pyslurm_layer(images: Path, rootfs: Path, base: Layer, chroot_root: P
 
 
 def build_sunk_pyslurm(images: Path, project: Path, version: str, phase: Phase, chroot_root: Path, wheel: Path,
-                       release: str) -> Built:
+                       release: str, archive: Optional[Path] = None) -> Built:
     """The pyslurm variant: base, pyslurm, app (the app layer last, so a source change rebuilds only it)."""
     with phase("image sunk base") as log:
         rootfs, base = ensure_sunk_base(images, project, log)
@@ -720,19 +732,20 @@ def build_sunk_pyslurm(images: Path, project: Path, version: str, phase: Phase, 
     with phase("image sunk app") as log:
         app = ensure_sunk_app(images, project, rootfs, base, log)
     spec = pyslurm_spec(version, release)
-    archive = images / f"sunk-slurm{release}.tar"
+    archive = archive or images / f"sunk-slurm{release}.tar"
     with phase(f"image sunk pyslurm {release} archive"):
         ident = write_archive(archive, spec, (base, pyslurm, app), go_arch(platform.machine()))
     return Built(spec.name, archive, ident, (base, pyslurm, app))
 
 
-def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: str = devchroot.MIRROR) -> Built:
+def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: str = devchroot.MIRROR,
+               archive: Optional[Path] = None) -> Built:
     with phase("image sunk base") as log:
         rootfs, base = ensure_sunk_base(images, project, log, mirror)
     with phase("image sunk app") as log:
         app = ensure_sunk_app(images, project, rootfs, base, log)
     spec = sunk_spec(version)
-    archive = images / "sunk.tar"
+    archive = archive or images / "sunk.tar"
     with phase("image sunk archive"):
         ident = write_archive(archive, spec, (base, app), go_arch(platform.machine()))
     return Built(spec.name, archive, ident, (base, app))

@@ -19,7 +19,7 @@ from sunk.hooks.auth import weakness
 from sunk.types import Obj
 from sunk_dev import chart
 
-USER = 65532  # the Dockerfile's USER 65532:65532
+USER = 65532  # the sunk image's User (sunk_dev.images.NONROOT_UID)
 NS = chart.NAMESPACE
 # Every component, in the chart's default (cluster) scope.
 EVERYTHING = {"extender": {"enabled": True}, "operator": {"enabled": True}}

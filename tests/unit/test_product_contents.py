@@ -2,8 +2,8 @@
 
 The dev tools and the fakes are the sunk-dev distribution (dev/setup.cfg, package ``sunk_dev``).
 The wheel's packages and scripts are read with setuptools' own reading of setup.cfg (what
-``pip wheel .`` packs, without building it); the image's sources are the Dockerfile's COPY lines
-and, for the image the dev cluster builds, ``sunk_dev.images.project_files``.
+``pip wheel .`` packs, without building it); the image's sources are ``sunk_dev.images.project_files``
+(``make images`` is the one definition of the image: there is no Dockerfile).
 """
 
 from __future__ import annotations
@@ -86,17 +86,10 @@ def test_a_setup_cfg_that_would_ship_the_fake_is_caught(tmp_path):
     assert not_product(modules_of(packages, tmp_path)) == ["sunk/dev/__init__.py", "sunk/slurm/fake.py"]
 
 
-def dockerfile_copies() -> list[str]:
-    sources: list[str] = []
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        if line.startswith("COPY "):
-            sources += line.split()[1:-1]
-    return sources
-
-
-def test_the_dockerfile_copies_the_product_only():
-    assert sorted(dockerfile_copies()) == sorted(images.SOURCES)
-    assert not not_product(dockerfile_copies())
+def test_there_is_one_definition_of_the_image():
+    """A Dockerfile beside ``make images`` would be a second definition no test builds (issue 34)."""
+    assert not (ROOT / "Dockerfile").exists()
+    assert not not_product(list(images.SOURCES))
 
 
 def test_the_dev_clusters_image_is_built_from_the_product_only():

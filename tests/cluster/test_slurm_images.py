@@ -1,0 +1,93 @@
+"""The Slurm images of the running release, built from its chroot as ``sunk-dev images`` writes them
+(sunk_dev.slurmimages), are what the spec says: each runs its binary (every library it and the auth
+plugins load is inside), runs as its user, and holds no compiler, build tool or secret.
+
+Each image is built into the test's directory (its layers cached in the dev cluster's home, as
+``sunk-dev images`` caches them: one walk of the chroot the first time, then only archives), then
+unpacked and its binary run with ``chroot``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import sunk
+from sunk_dev import images, slurmimages
+
+pytestmark = pytest.mark.cluster
+
+VERSION_FLAG = {"login": ("/usr/bin/sbatch", "--version")}
+
+
+@pytest.fixture(scope="module")
+def slurm_images(dev_cluster, tmp_path_factory) -> dict[str, images.Built]:
+    out = tmp_path_factory.mktemp("slurm-images")
+    built = slurmimages.build_slurm_images(dev_cluster.home / "images", out, dev_cluster.root, dev_cluster.release,
+                                           sunk.__version__, lambda line: print(line, file=sys.stderr))
+    return {name: image for name, image in zip(slurmimages.ROLE_NAMES, built, strict=True)}
+
+
+def unpacked(archive: Path, target: Path) -> tuple[dict, set[str]]:
+    """The image's config, and its layers applied in order into ``target``; every member's name."""
+    names: set[str] = set()
+    with tarfile.open(archive) as outer:
+        (manifest,) = json.loads(outer.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        config = json.loads(outer.extractfile(manifest["Config"]).read())  # type: ignore[union-attr]
+        for member in manifest["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                names |= set(layer.getnames())
+                extra = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+                layer.extractall(target, numeric_owner=True, **extra)  # type: ignore[arg-type]
+    return config, names
+
+
+def in_image(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["chroot", str(root), *argv], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
+
+
+@pytest.mark.parametrize("role", slurmimages.ROLE_NAMES)
+def test_each_slurm_image_runs_its_binary_as_its_user_without_build_tools(slurm_images, role, tmp_path,
+                                                                         dev_cluster):
+    spec = slurmimages.role_named(role)
+    built = slurm_images[role]
+    assert built.name == slurmimages.image_name(spec, sunk.__version__, dev_cluster.release.name)
+    config, names = unpacked(built.archive, tmp_path / "root")
+    root = tmp_path / "root"
+    assert spec.binary in names, f"{built.name} has no {spec.binary}"
+    assert not slurmimages.build_tools_in(names), slurmimages.build_tools_in(names)[:10]
+    assert not images.secrets_in(names), images.secrets_in(names)[:10]
+    assert not any(n.startswith(("usr/bin/gcc", "usr/bin/make", "usr/lib/gcc/")) for n in names)
+
+    user = config["config"]["User"]
+    name = next(line.split(":")[0] for line in (root / "etc/passwd").read_text().splitlines()
+                if ":".join(line.split(":")[2:4]) == user)
+    assert name == spec.user, f"{built.name} runs as {user} ({name}), not {spec.user}"
+    assert (user == "0:0") is (role == "slurmd"), f"{built.name} runs as {user}"
+
+    argv = VERSION_FLAG.get(role, ("/" + spec.binary, "-V"))
+    ran = in_image(root, *argv)
+    assert ran.returncode == 0 and dev_cluster.release.name in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
+    plugins = sorted(str(p.relative_to(root)) for p in root.glob("usr/lib/**/auth_*.so"))
+    assert plugins, "no auth plugin in the image"
+    for target in ("/" + spec.binary, *("/" + p for p in plugins)):
+        linked = in_image(root, "ldd", target)
+        assert "not found" not in linked.stdout, f"{built.name}: {target}: {linked.stdout}"
+    if role == "slurmd":
+        assert in_image(root, "/usr/sbin/munged", "--version").returncode == 0
+        assert {"usr/bin/curl", "usr/bin/scontrol", "usr/bin/squeue"} <= names  # (the prolog's and epilog's)
+
+
+def test_the_same_chroot_gives_the_same_image_ids(slurm_images, dev_cluster, tmp_path):
+    """Every layer written again from the chroot, into a cache of its own: the same bytes, the same IDs."""
+    again = slurmimages.build_slurm_images(tmp_path / "cache", tmp_path / "out", dev_cluster.root,
+                                           dev_cluster.release, sunk.__version__)
+    assert [b.image_id for b in again] == [slurm_images[r].image_id for r in slurmimages.ROLE_NAMES]
+    base = {b.layers[0].diff_id for b in again}
+    assert len(base) == 1, "the five images share one base layer"

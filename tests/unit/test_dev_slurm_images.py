@@ -1,0 +1,268 @@
+"""The Slurm images' definition (sunk_dev.slurmimages): per role its name, user, command and port, and
+which file of a chroot goes into which layer. What a real chroot gives is tests/cluster/test_slurm_images.py."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sunk_dev import images
+from sunk_dev import slurmimages as si
+from sunk_dev.release import RELEASES
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "manifests" / "chart" / "sunk"
+PASSWD = "root:x:0:0:root:/root:/bin/bash\nslurm:x:64030:64030::/nonexistent:/usr/sbin/nologin\n"
+GROUP = "root:x:0:\nslurm:x:64030:\n"
+
+
+def _spec(name: str, release: str = "24.11"):
+    passwd, _ = si.image_users(PASSWD, GROUP)
+    return si.slurm_spec(si.role_named(name), "0.1.0", release, passwd)
+
+
+# -- specs ----------------------------------------------------------------------------------------
+
+def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    names = {role.name: si.image_name(role, version, "24.11") for role in si.ROLES}
+    assert names == {
+        "slurmctld": f"docker.io/library/sunk-slurmctld:{version}-slurm24.11",
+        "slurmd": f"docker.io/library/sunk-slurmd:{version}-slurm24.11",
+        "slurmrestd": f"docker.io/library/sunk-slurmrestd:{version}-slurm24.11",
+        "slurmdbd": f"docker.io/library/sunk-slurmdbd:{version}-slurm24.11",
+        "login": f"docker.io/library/sunk-login:{version}-slurm24.11",
+    }
+    assert all(name.startswith(si.IMAGE_PREFIX) for name in names.values())
+    # The SlurmCluster's default images, by the chart's repository names: these very ones.
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())["slurmCluster"]["images"]
+    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login"):
+        assert names[role] == f"docker.io/library/{chart[role]['repository']}:{version}-slurm24.11"
+
+
+@pytest.mark.parametrize(("role", "user", "entrypoint", "cmd", "ports"), [
+    ("slurmctld", "64030:64030", ["/usr/sbin/slurmctld"], ["-D"], {"6817/tcp": {}}),
+    ("slurmd", "0:0", ["/usr/sbin/slurmd"], ["-D", "-Z"], {"6818/tcp": {}}),
+    ("slurmrestd", "1999:1999", ["/usr/sbin/slurmrestd"], ["0.0.0.0:6820"], {"6820/tcp": {}}),
+    ("slurmdbd", "64030:64030", ["/usr/sbin/slurmdbd"], ["-D"], {"6819/tcp": {}}),
+    ("login", "65532:65532", None, ["sleep", "infinity"], None),
+])
+def test_each_role_runs_its_daemon_in_the_foreground_as_its_user_on_its_port(role, user, entrypoint, cmd, ports):
+    config = images.image_config(_spec(role), ["sha256:1", "sha256:2"], "amd64")["config"]
+    assert (config["User"], config.get("Entrypoint"), config["Cmd"], config.get("ExposedPorts")) == (
+        user, entrypoint, cmd, ports)
+
+
+def test_slurmrestd_runs_as_neither_root_nor_slurm_user_and_the_daemons_as_the_chroots_slurm_uid():
+    passwd = PASSWD.replace("64030:64030", "64031:1000")
+    users = si.image_users(passwd, GROUP)[0]
+    assert si.slurm_spec(si.role_named("slurmctld"), "0.1.0", "25.11", users).user == "64031:1000"
+    restd = si.slurm_spec(si.role_named("slurmrestd"), "0.1.0", "25.11", users).user
+    assert restd.split(":")[0] not in ("0", "64031")
+
+
+def test_a_user_the_image_lacks_fails_the_build_naming_it():
+    with pytest.raises(ValueError, match="'slurm'"):
+        si.user_ids("root:x:0:0::/root:/bin/bash\n", "slurm")
+
+
+def test_image_users_are_added_once_and_an_existing_slurmrestd_is_kept():
+    passwd, group = si.image_users(PASSWD, GROUP)
+    assert si.image_users(passwd, group) == (passwd, group)
+    assert "slurmrestd:x:1999:1999:" in passwd and "slurmrestd:x:1999:\n" in group
+    kept, _ = si.image_users(PASSWD + "slurmrestd:x:2500:2500::/x:/bin/false\n", GROUP)
+    assert si.user_ids(kept, "slurmrestd") == "2500:2500" and kept.count("slurmrestd:") == 1
+
+
+def test_the_sunk_images_config_is_unchanged_by_ports():
+    config = images.image_config(images.sunk_spec("0.1.0"), ["sha256:1"], "amd64")["config"]
+    assert "ExposedPorts" not in config  # (the same image ID as before there were ports)
+
+
+def test_the_same_inputs_give_the_same_image_id_and_any_change_another():
+    def ident(spec, layers=("sha256:a", "sha256:b")):
+        return images.image_id(images.config_bytes(images.image_config(spec, layers, "amd64")))
+    assert ident(_spec("slurmctld")) == ident(_spec("slurmctld"))
+    assert len({ident(_spec(role.name)) for role in si.ROLES}) == len(si.ROLES)
+    # The ID is the content's, not the tag's (as docker's): another release's layers give another ID.
+    assert ident(_spec("slurmctld", "26.05"), ("sha256:c", "sha256:b")) != ident(_spec("slurmctld"))
+
+
+def test_the_layers_key_follows_the_chroots_packages_and_users():
+    key = si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group")
+    assert key == si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group")
+    for changed in (("chroot-trixie-2", b"status", b"passwd", b"group"),
+                    ("chroot-trixie-1", b"s2", b"passwd", b"group"),
+                    ("chroot-trixie-1", b"status", b"passwd2", b"group")):
+        assert si.layers_key(*changed) != key
+
+
+# -- which file goes where ---------------------------------------------------------------------------
+
+STATUS = """Package: libc6
+Status: install ok installed
+Priority: required
+
+Package: bash
+Status: install ok installed
+Essential: yes
+Depends: libc6
+
+Package: systemd
+Status: install ok installed
+Priority: important
+
+Package: libslurm
+Status: install ok installed
+Priority: optional
+
+Package: slurm-wlm-basic-plugins
+Status: install ok installed
+Depends: libslurm, systemd | systemd-sysusers
+
+Package: slurm-wlm-jwt-plugin
+Status: install ok installed
+Depends: slurm-wlm-basic-plugins
+
+Package: munge
+Status: install ok installed
+
+Package: slurm-client
+Status: install ok installed
+Depends: slurm-wlm-basic-plugins, munge
+
+Package: slurmctld
+Status: install ok installed
+Depends: slurm-client
+
+Package: slurmd
+Status: install ok installed
+Depends: slurm-wlm-basic-plugins, libhwloc15
+
+Package: libhwloc15
+Status: install ok installed
+
+Package: curl
+Status: install ok installed
+Depends: libcurl4
+
+Package: libcurl4
+Status: install ok installed
+
+Package: slurmrestd
+Status: install ok installed
+
+Package: slurmdbd
+Status: install ok installed
+Depends: slurm-wlm-mysql-plugin
+
+Package: slurm-wlm-mysql-plugin
+Status: install ok installed
+Depends: libmariadb3
+
+Package: libmariadb3
+Status: install ok installed
+
+Package: gcc
+Status: install ok installed
+Priority: optional
+
+Package: mariadb-server
+Status: install ok installed
+"""
+
+
+def test_required_packages_are_the_essential_and_required_ones():
+    assert si.required_packages(STATUS) == ("bash", "libc6")
+
+
+def test_packages_go_to_the_base_when_two_roles_need_them_and_build_tools_nowhere():
+    plan = si.plan_packages(STATUS, from_source=False)
+    assert {"bash", "libc6", "libslurm", "slurm-wlm-basic-plugins", "munge", "slurm-client"} <= plan.base
+    assert plan.roles == {"slurmctld": {"slurmctld"}, "slurmd": {"slurmd", "libhwloc15", "curl", "libcurl4"},
+                          "slurmrestd": {"slurmrestd"}, "login": set(),
+                          "slurmdbd": {"slurmdbd", "slurm-wlm-mysql-plugin", "libmariadb3"}}
+    taken = plan.base.union(*plan.roles.values())
+    assert not taken & {"gcc", "mariadb-server", "systemd"}
+
+
+def test_a_source_build_takes_its_libraries_from_debian_and_its_slurm_by_path():
+    status = STATUS + "".join(f"\nPackage: {p}\nStatus: install ok installed\n" for p in si.SOURCE_BASE_PACKAGES)
+    plan = si.plan_packages(status, from_source=True)
+    assert set(si.SOURCE_BASE_PACKAGES) <= plan.base and "slurm-client" not in plan.base
+    assert plan.roles["slurmdbd"] == {"libmariadb3"} and plan.roles["slurmctld"] == set()
+    layer = {name: si.layer_of(name, None, plan) for name in (
+        "usr/sbin/slurmctld", "usr/sbin/slurmstepd", "usr/bin/sbatch", "usr/lib/slurm/auth_munge.so",
+        "usr/lib/libslurm.so.44.0.0", "usr/lib/libslurm.a", "usr/include/slurm/slurm.h", "usr/bin/cc",
+        "etc/passwd", "etc/shadow", "etc/ld.so.cache", "usr/local/bin/sunk-dev", "slurm-1.out")}
+    assert layer == {
+        "usr/sbin/slurmctld": "slurmctld", "usr/sbin/slurmstepd": "slurmd",
+        "usr/bin/sbatch": "base",  # slurmd's prolog and login both need the client commands
+        "usr/lib/slurm/auth_munge.so": "base", "usr/lib/libslurm.so.44.0.0": "base",
+        "usr/lib/libslurm.a": None, "usr/include/slurm/slurm.h": None, "usr/bin/cc": None,
+        "etc/passwd": None,  # (written from image_users)
+        "etc/shadow": None, "etc/ld.so.cache": "base", "usr/local/bin/sunk-dev": None, "slurm-1.out": None,
+    }
+
+
+def test_an_alternative_goes_where_its_target_goes_and_a_dangling_one_nowhere():
+    plan = si.plan_packages(STATUS, from_source=False)
+    owners = {"usr/sbin/slurmctld-wlm": "slurmctld", "usr/bin/mawk": "bash", "usr/bin/gcc-14": "gcc"}
+    links = {"usr/sbin/slurmctld": "/etc/alternatives/slurmctld",
+             "etc/alternatives/slurmctld": "/usr/sbin/slurmctld-wlm",
+             "usr/bin/awk": "/etc/alternatives/awk", "etc/alternatives/awk": "/bin/mawk",
+             "usr/bin/cc": "/etc/alternatives/cc", "etc/alternatives/cc": "gcc-14-alias",
+             "usr/bin/loop": "loop2", "usr/bin/loop2": "loop"}
+    got = si.assign([*owners, *links], owners, links, {"bin": "usr/bin"}, plan)
+    assert got == {"usr/sbin/slurmctld-wlm": "slurmctld", "usr/bin/mawk": "base",
+                   "usr/sbin/slurmctld": "slurmctld", "etc/alternatives/slurmctld": "slurmctld",
+                   "usr/bin/awk": "base", "etc/alternatives/awk": "base"}
+
+
+@pytest.mark.parametrize(("name", "tool"), [
+    ("usr/bin/gcc", True), ("usr/bin/gcc-12", True), ("usr/bin/x86_64-linux-gnu-gcc-12", True), ("usr/bin/cc", True),
+    ("usr/bin/make", True), ("usr/bin/ld", True), ("usr/bin/ld.bfd", True),
+    ("usr/lib/gcc/x86_64-linux-gnu/12/cc1", True),
+    ("usr/include/stdio.h", True), ("usr/lib/libslurm.a", True), ("usr/bin/dpkg-buildpackage", True),
+    ("usr/bin/ld.so", False), ("usr/sbin/slurmctld", False), ("usr/bin/sbatch", False), ("usr/bin/curl", False),
+    ("usr/lib/x86_64-linux-gnu/libc.so.6", False), ("usr/bin/dpkg", False),
+])
+def test_build_tools_are_recognised(name, tool):
+    assert bool(si.build_tools_in([name])) is tool
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_every_release_of_the_dev_cluster_gets_five_images(release):
+    assert len({si.image_name(role, "0.1.0", release) for role in si.ROLES}) == 5
+
+
+# -- archives and the index (small trees under tmp_path) ------------------------------------------------
+
+def test_normalized_layers_of_the_same_files_are_the_same_bytes(tmp_path):
+    root = tmp_path / "root"
+    (root / "usr/sbin").mkdir(parents=True)
+    (root / "usr/sbin/slurmctld").write_bytes(b"ELF")
+    first = images.write_layer(tmp_path / "a.tar", images.walk(root, ()), normalize=si._normalized)
+    (root / "usr/sbin/slurmctld").touch()  # a later mtime: the same content
+    second = images.write_layer(tmp_path / "b.tar", images.walk(root, ()), normalize=si._normalized)
+    assert first.diff_id == second.diff_id
+    with tarfile.open(first.path) as tar:
+        assert {m.mtime for m in tar.getmembers()} == {0}
+
+
+def test_the_index_names_each_image_its_id_and_archive(tmp_path):
+    built = [images.Built("docker.io/library/sunk:0.1.0", tmp_path / si.archive_file("docker.io/library/sunk:0.1.0"),
+                          "sha256:1", ()),
+             images.Built(si.image_name(si.ROLES[0], "0.1.0", "24.11"),
+                          tmp_path / "sunk-slurmctld_0.1.0-slurm24.11.tar", "sha256:2", ())]
+    listing, text = si.index(built, tmp_path)
+    assert json.loads(listing) == [
+        {"name": "docker.io/library/sunk:0.1.0", "image_id": "sha256:1", "archive": "sunk_0.1.0.tar"},
+        {"name": "docker.io/library/sunk-slurmctld:0.1.0-slurm24.11", "image_id": "sha256:2",
+         "archive": "sunk-slurmctld_0.1.0-slurm24.11.tar"}]
+    assert text.splitlines()[1] == "docker.io/library/sunk-slurmctld:0.1.0-slurm24.11 sha256:2 " \
+                                   "sunk-slurmctld_0.1.0-slurm24.11.tar"
