@@ -32,6 +32,7 @@ from sunk.metrics import setup as slurm_metrics_table
 from sunk.metrics.config import MetricsConfig
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import NODE, SlurmInformerFactory
+from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
 
 from . import triggers
 from .config import NAME, SyncerConfig
@@ -89,12 +90,15 @@ def assemble(
                                                       job_full_every=daemon.slurm.job_full_list_interval,
                                                       intervals={NODE: config.slurm_node_poll_interval})
     slurm_nodes, slurm_jobs = factory.nodes(), factory.jobs()
+    # Each store keeps what its readers read (sunk/translate/objects.py says who reads what): at 100k Pods
+    # whole objects would be gigabytes (issue 37). The slurmd Pods, few and read by everything, lose only
+    # their write records; the cluster's Pods and Nodes keep the fields sunk reads and writes back.
     slurmd_pods = Informer(api, PODS, config.watch_namespace, label_selector=config.slurmd_selector,
-                           name="slurmd-pods")
+                           transform=without_write_records, name="slurmd-pods")
     slurmd_pods.add_indexer(INDEX_SLURM_NODE, index_slurm_node)
     slurmd_pods.add_indexer(INDEX_NODE, pod_node_name)
-    nodes = Informer(api, NODES, name="nodes")
-    all_pods = Informer(api, PODS, name="all-pods")
+    nodes = Informer(api, NODES, transform=syncer_slim_node, name="nodes")
+    all_pods = Informer(api, PODS, transform=syncer_slim_pod, name="all-pods")
     all_pods.add_indexer(INDEX_NODE, pod_node_name)
     nodeslices = None
     if config.slurm_node_clean_up:

@@ -165,6 +165,99 @@ def slim_node(node: Wire, *, labels: bool = False, deletion: bool = False, taint
     return slim
 
 
+
+# ---- the Syncer's stores (client-go's SetTransform) ----------------------------------------------
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""kubectl's copy of the whole object as last applied: a second object in an annotation, read by nobody in sunk."""
+
+# What of a Pod's and a Node's metadata the Syncer's stores keep. ``resourceVersion``: the guarded writes
+# (``kp.update_with_retry``) send it as a precondition; apiVersion and kind go into Events.
+_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                 "labels", "annotations", "ownerReferences")
+_NODE_METADATA = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels",
+                  "annotations")
+_POD_SPEC = ("nodeName", "schedulerName", "hostname", "tolerations")
+_POD_STATUS = ("phase", "conditions")
+_NODE_SPEC = ("unschedulable", "taints")
+_NODE_STATUS = ("conditions",)
+
+
+def _kept(part: Any, keys: Sequence[str]) -> dict[str, Any]:
+    """``keys`` of ``part``, those it has; a part that is not an object (a hostile or broken one) keeps none."""
+    return {k: part[k] for k in keys if k in part} if isinstance(part, Mapping) else {}
+
+
+def _metadata(obj: Wire, keys: Sequence[str]) -> dict[str, Any]:
+    kept = _kept(meta(obj), keys)
+    annotations = kept.get("annotations")
+    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+        kept["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return kept
+
+
+def _slim(obj: Wire, metadata: Sequence[str], spec: Sequence[str], status: Sequence[str]) -> dict[str, Any]:
+    slim: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    slim["metadata"] = _metadata(obj, metadata)
+    if kept_spec := _kept(obj.get("spec"), spec):
+        slim["spec"] = kept_spec
+    if kept_status := _kept(obj.get("status"), status):
+        slim["status"] = kept_status
+    return slim
+
+
+def without_write_records(obj: Wire) -> dict[str, Any]:
+    """The object without ``metadata.managedFields`` and kubectl's last-applied annotation: who wrote which
+    field, often a third of a Pod, read by nobody in sunk and never part of a sunk write (every write is a
+    merge patch of named fields). The Syncer's slurmd-Pod store: those Pods have many readers (the sync plan,
+    locking, the hook API's node credentials, clean-up), so they keep every other field."""
+    metadata = dict(meta(obj))
+    metadata.pop("managedFields", None)
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+        metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**obj, "metadata": metadata}
+
+
+def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
+    """What the Syncer's cluster-wide Pod store (``all-pods``) keeps of a Pod: a real one is 29-38 KB, mostly
+    managedFields, containers, volumes and container statuses, which no reader of the store reads.
+
+    Kept, and who reads it:
+    - metadata: name, namespace (store key, ``object_key``, Events, evictions); uid (``drains`` and
+      ``triggers``: which Pod a drain or a placeholder job names; the uid precondition of every write);
+      resourceVersion (``kp.add_toleration``'s guarded write); creationTimestamp (``lock.bound_time``);
+      deletionTimestamp (``lock.pods_to_evict``, ``pods_to_tolerate``); labels, ownerReferences (``gang.gang_of``);
+      annotations but kubectl's last-applied copy (job id, slurm node, gang mode: ``lock.Vouched``,
+      ``drains.placed_job``, ``triggers.slurm_nodes_of``);
+    - spec: nodeName (the INDEX_NODE indexer, ``facts.pod_node``), schedulerName (``Vouched``,
+      ``placed_job``), hostname (``slurm_node_name``, for a Pod of the watched namespace deleted), tolerations
+      (``lock.tolerates_lock``; whole: ``kp.add_toleration`` merge-patches the list it read, with its
+      resourceVersion, so a list cut short here would be written back cut short);
+    - status: phase (``is_terminal``, ``lock.finished``), conditions (PodScheduled: ``lock.bound_time``).
+
+    No sunk write puts a stored Pod back whole (merge patches of named fields only). A new reader of
+    ``ctx.all_pods`` reads only these fields, or adds its own here."""
+    return _slim(pod, _POD_METADATA, _POD_SPEC, _POD_STATUS)
+
+
+def syncer_slim_node(node: Wire) -> dict[str, Any]:
+    """What the Syncer's Node store (``nodes``) keeps of a Node: its images, addresses, capacity and
+    nodeInfo go (with managedFields, most of a Node; the images list alone is up to 50 entries).
+
+    Kept, and who reads it:
+    - metadata: name (store key, ``slurm_nodes_on``), uid and resourceVersion (the guarded writes' preconditions),
+      deletionTimestamp and annotations but kubectl's last-applied copy (the cordon reason: ``podcordon``,
+      ``triggers.node_view``); labels (small, and what a third-party plugin most likely reads);
+    - spec: unschedulable (``podcordon``, ``node_view``), taints, whole (``has_taint``, the lock's
+      ``taints_changed``; ``kp.ensure_taint`` and ``kp.remove_taint`` merge-patch the whole list they read);
+    - status: conditions, whole with their times (``node_ready``, ``node_view``; the Node controller's
+      ``merge_conditions`` and the reboot hook merge-patch the whole list they read through nodes/status:
+      a condition dropped here, the kubelet's MemoryPressure say, would be deleted from the Node).
+
+    Unlike ``slim_node`` (the scheduler's and the operator's stores) this store is written back from."""
+    return _slim(node, _NODE_METADATA, _NODE_SPEC, _NODE_STATUS)
+
 # ---- what a write changes ---------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from syncer_fakes import FakeSlurmInformer
@@ -20,12 +21,15 @@ from sunk.types import Obj
 
 
 class Store:
-    """Informer-shaped: get/list/by_index over wire dicts."""
+    """Informer-shaped: get/list/by_index over wire dicts; ``transform`` as the real informer's (the Syncer
+    trims what it stores: sunk/syncer/assembly.py)."""
 
-    def __init__(self, *objs: Obj):
-        self.objs: dict[str, Obj] = {object_key(o): o for o in objs}
+    def __init__(self, *objs: Obj, transform: Callable[[Obj], Obj] | None = None):
+        self.transform = transform or (lambda obj: obj)
+        self.objs: dict[str, Obj] = {object_key(o): self.transform(o) for o in objs}
 
     def put(self, obj: Obj) -> None:
+        obj = self.transform(obj)
         self.objs[object_key(obj)] = obj
 
     def get(self, key: str) -> Obj | None:

@@ -11,11 +11,17 @@ from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
+from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
 from sunk.types import Obj
 
 
 class FakeInformer:
-    def __init__(self, indexers: Mapping[str, Callable[[Obj], list[str]]] | None = None):
+    """``transform``: what the real informer's does (the Syncer's stores keep trimmed objects, and every test
+    through ``make_ctx`` decides from those, as the Syncer does)."""
+
+    def __init__(self, indexers: Mapping[str, Callable[[Obj], list[str]]] | None = None,
+                 transform: Callable[[Obj], Obj] | None = None):
+        self.transform = transform or (lambda obj: obj)
         self.store: dict[str, Obj] = {}
         self.indexers = dict(indexers or {})
         self.handlers: list[Any] = []
@@ -26,12 +32,14 @@ class FakeInformer:
         return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
     def put(self, obj: Obj) -> None:
+        obj = self.transform(obj)
         old = self.store.get(self.key(obj))
         self.store[self.key(obj)] = obj
         for h in self.handlers:
             h.on_add(obj) if old is None else h.on_update(old, obj)
 
     def remove(self, obj: Obj) -> None:
+        obj = self.transform(obj)
         self.store.pop(self.key(obj), None)
         for h in self.handlers:
             h.on_delete(obj)
@@ -179,8 +187,9 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
                                               FakeCache, FakeSlurm, FakeRecorder]:
     from sunk.kube.informer import pod_node_name
 
-    pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name})
-    k8s_nodes = FakeInformer()
+    pods = FakeInformer({INDEX_SLURM_NODE: index_slurm_node, INDEX_NODE: pod_node_name},
+                        transform=without_write_records)
+    k8s_nodes = FakeInformer(transform=syncer_slim_node)
     cache = FakeCache(nodes)
     slurm = slurm or FakeSlurm(nodes)
     recorder = FakeRecorder()
@@ -191,7 +200,7 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         slurm_jobs=cache.jobs,  # type: ignore[arg-type]
         slurmd_pods=pods,  # type: ignore[arg-type]
         nodes=k8s_nodes,  # type: ignore[arg-type]
-        all_pods=FakeInformer({INDEX_NODE: pod_node_name}),  # type: ignore[arg-type]
+        all_pods=FakeInformer({INDEX_NODE: pod_node_name}, transform=syncer_slim_pod),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
         config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions,
                             slurm_node_clean_up=clean_up),

@@ -15,6 +15,7 @@ from sunk.locking.jobs import NodeJob
 from sunk.locking.requests import LockRequest
 from sunk.slurm.models import Node
 from sunk.translate.lock import LOCK_TOLERATION
+from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
 
 NOW = 1_000_000.0
 
@@ -22,9 +23,9 @@ NOW = 1_000_000.0
 class World:
     def __init__(self, monkeypatch, *pods, annotations=None, slurm_state="IDLE", jobs=None, taints=None,
                  synced=True, flags=()):
-        self.slurmd = Store(slurmd_pod(annotations=annotations))
-        self.nodes = Store(k8s_node(taints=taints))
-        self.pods = Store(self.slurmd.get("slurm/node3"), *pods)
+        self.slurmd = Store(slurmd_pod(annotations=annotations), transform=without_write_records)
+        self.nodes = Store(k8s_node(taints=taints), transform=syncer_slim_node)
+        self.pods = Store(self.slurmd.get("slurm/node3"), *pods, transform=syncer_slim_pod)
         self.cache = Cache({"node3": Node(name="node3", state=slurm_state)}, synced=synced)
         self.recorder = Recorder()
         self.api = Api(self.slurmd, self.nodes)

@@ -23,6 +23,7 @@ from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
 from sunk.translate.identity import is_placeholder, member_tag
+from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
 
 
 class Slurm:
@@ -58,9 +59,9 @@ class Slurm:
 
 class World:
     def __init__(self, *pods, annotations=None, flags=(), ready=True):
-        self.slurmd = Store(slurmd_pod(annotations=annotations))
-        self.nodes = Store(k8s_node())
-        self.pods = Store(*pods)
+        self.slurmd = Store(slurmd_pod(annotations=annotations), transform=without_write_records)
+        self.nodes = Store(k8s_node(), transform=syncer_slim_node)
+        self.pods = Store(*pods, transform=syncer_slim_pod)
         self.waiter = ObjectWaiter(self.slurmd.get)
         self.written: list[dict] = []
         self.nudged: list[str] = []

@@ -1,0 +1,153 @@
+"""What the Syncer's cluster-wide Pod and Node stores hold, whole and trimmed (issue 37 goal 5), in process.
+
+No cluster: N Pods and M Nodes shaped like real ones (managedFields, kubectl's last-applied copy, containers
+with env and mounts, volumes, container statuses; a Node's images, addresses, capacity and conditions) are
+decoded from JSON one by one, as the informer decodes each watch event, and kept in a dict by key, whole or
+through the transform the Syncer's assembly gives the informer (``sunk/translate/objects.py``). tracemalloc
+counts the bytes the dict and what it holds keep after the whole objects are dropped. It measures the store
+only: not the process's RSS, not the indexes, not the JSON read buffers; the dev cluster's figure is
+``python -m benchmarks.scale`` (docs/benchmarks.md).
+
+    python -m benchmarks.store_memory --pods 10000 --nodes 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tracemalloc
+from collections.abc import Callable, Iterator
+
+import attrs
+
+from sunk.translate.objects import LAST_APPLIED, syncer_slim_node, syncer_slim_pod
+from sunk.types import Obj
+
+STAMP = "2030-01-01T00:00:00Z"
+
+
+def _managed_fields(writers: int, fields: int) -> list[Obj]:
+    return [{"manager": f"writer-{w}", "operation": "Update", "apiVersion": "v1", "time": STAMP,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {f"f:field-{f}": {} for f in range(fields)}}}
+            for w in range(writers)]
+
+
+def _container(i: int) -> Obj:
+    return {"name": f"c{i}", "image": f"registry.example.com/team/trainer:{i}.0.0",
+            "command": ["python", "-m", "train", "--config", "/etc/train/config.yaml"],
+            "env": [{"name": f"ENV_VARIABLE_{k}", "value": f"value-of-the-variable-number-{k}"} for k in range(40)],
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}},
+            "volumeMounts": [{"name": f"v{k}", "mountPath": f"/mnt/v{k}"} for k in range(10)]}
+
+
+def pod_json(i: int, nodes: int) -> str:
+    """One Pod as the apiserver's JSON: about 30 KB, the low end of what issue 37 saw of real ones."""
+    name = f"train-{i}"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": f"team-{i % 20}", "uid": f"00000000-0000-0000-0000-{i:012d}",
+                        "resourceVersion": str(1000 + i), "creationTimestamp": STAMP,
+                        "labels": {"app": "train", "batch.kubernetes.io/job-name": f"train-{i // 8}"},
+                        "annotations": {LAST_APPLIED: json.dumps({"spec": {"containers": [_container(0)]}}),
+                                        "sunk.coreweave.com/job-id": str(i)},
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": f"train-{i // 8}",
+                                             "uid": f"job-{i // 8}", "controller": True}],
+                        "managedFields": _managed_fields(4, 120)},
+           "spec": {"nodeName": f"worker-{i % max(nodes, 1)}", "schedulerName": "sunk-scheduler",
+                    "containers": [_container(c) for c in range(3)],
+                    "volumes": [{"name": f"v{k}", "configMap": {"name": f"config-{k}"}} for k in range(10)],
+                    "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                     "effect": "NoExecute", "tolerationSeconds": 300}]},
+           "status": {"phase": "Running", "podIP": "10.0.0.7", "startTime": STAMP,
+                      "conditions": [{"type": t, "status": "True", "lastTransitionTime": STAMP}
+                                     for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+                      "containerStatuses": [{"name": f"c{c}", "ready": True, "restartCount": 0,
+                                             "image": f"registry.example.com/team/trainer:{c}.0.0",
+                                             "imageID": "sha256:" + f"{i:064d}", "containerID": f"containerd://{i:064d}",
+                                             "state": {"running": {"startedAt": STAMP}}} for c in range(3)]}}
+    return json.dumps(pod)
+
+
+def node_json(i: int) -> str:
+    """One Node as the apiserver's JSON: its images list (50 here) is most of it."""
+    name = f"worker-{i}"
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"node-{i:012d}", "resourceVersion": str(i), "creationTimestamp": STAMP,
+                         "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100"},
+                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+                         "managedFields": _managed_fields(6, 60)},
+            "spec": {"podCIDR": f"10.{i // 256 % 256}.{i % 256}.0/24", "providerID": f"cloud://{name}", "taints": []},
+            "status": {"conditions": [{"type": t, "status": "False", "reason": f"Kubelet{t}", "message": "fine",
+                                       "lastHeartbeatTime": STAMP, "lastTransitionTime": STAMP}
+                                      for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
+                       "addresses": [{"type": "InternalIP", "address": f"10.1.{i // 256 % 256}.{i % 256}"}],
+                       "capacity": {"cpu": "128", "memory": "2Ti", "nvidia.com/gpu": "8"},
+                       "images": [{"names": [f"registry.example.com/image-{k}@sha256:{i:064d}"], "sizeBytes": 10 ** 9}
+                                  for k in range(50)],
+                       "nodeInfo": {"kernelVersion": "6.8", "kubeletVersion": "v1.34.0"}}}
+    return json.dumps(node)
+
+
+@attrs.frozen
+class Held:
+    """Bytes a store of ``count`` objects holds, whole and trimmed."""
+
+    kind: str
+    count: int
+    whole: int
+    trimmed: int
+
+    @property
+    def ratio(self) -> float:
+        return self.trimmed / self.whole if self.whole else 0.0
+
+
+def held_bytes(texts: Callable[[], Iterator[str]], transform: Callable[[Obj], Obj] | None) -> int:
+    """What a dict of the decoded (and transformed) objects keeps, by tracemalloc, after a collection."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        store: dict[str, Obj] = {}
+        for text in texts():
+            obj = json.loads(text)
+            if transform is not None:
+                obj = transform(obj)
+            meta = obj["metadata"]
+            store[f"{meta.get('namespace', '')}/{meta['name']}"] = obj
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        del store
+        return held
+    finally:
+        tracemalloc.stop()
+
+
+def measure(pods: int, nodes: int) -> list[Held]:
+    def pod_texts() -> Iterator[str]:
+        return (pod_json(i, nodes) for i in range(pods))
+
+    def node_texts() -> Iterator[str]:
+        return (node_json(i) for i in range(nodes))
+
+    return [Held("pods", pods, held_bytes(pod_texts, None), held_bytes(pod_texts, syncer_slim_pod)),
+            Held("nodes", nodes, held_bytes(node_texts, None), held_bytes(node_texts, syncer_slim_node))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=5000)
+    args = parser.parse_args(argv)
+    sample = len(pod_json(0, args.nodes))
+    print(f"one Pod's JSON: {sample / 1024:.1f} KB; one Node's: {len(node_json(0)) / 1024:.1f} KB")
+    for held in measure(args.pods, args.nodes):
+        print(f"{held.kind}: {held.count} held in {held.whole / 2**20:.1f} MB whole, {held.trimmed / 2**20:.1f} MB "
+              f"trimmed ({held.ratio:.1%}); {held.whole / max(held.count, 1) / 1024:.1f} -> "
+              f"{held.trimmed / max(held.count, 1) / 1024:.2f} KB each")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
