@@ -10,6 +10,7 @@ unpacked and its binary run with ``chroot``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -23,6 +24,11 @@ from sunk_dev import images, slurmimages
 pytestmark = pytest.mark.cluster
 
 VERSION_FLAG = {"login": ("/usr/bin/sbatch", "--version")}
+MINIMAL_CONFIG = {
+    "login": {"etc/slurm/slurm.conf": "ClusterName=imagetest\nSlurmctldHost=localhost\n"},
+    "slurmdbd": {"etc/slurm/slurmdbd.conf": "StorageType=accounting_storage/mysql\nDbdHost=localhost\n"
+                                             "SlurmUser=slurm\n"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +77,14 @@ def test_each_slurm_image_runs_its_binary_as_its_user_without_build_tools(slurm_
     assert name == spec.user, f"{built.name} runs as {user} ({name}), not {spec.user}"
     assert (user == "0:0") is (role == "slurmd"), f"{built.name} runs as {user}"
 
+    # (the client commands and slurmdbd read their configuration before they print a version: the smallest
+    # that parses, as the mounted ConfigMap and Secret would give them)
+    for path, text in MINIMAL_CONFIG.get(role, {}).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+        if path.endswith("slurmdbd.conf"):
+            (root / path).chmod(0o600)
+            os.chown(root / path, *(int(i) for i in user.split(":")))
     argv = VERSION_FLAG.get(role, ("/" + spec.binary, "-V"))
     ran = in_image(root, *argv)
     assert ran.returncode == 0 and dev_cluster.release.name in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
