@@ -1,7 +1,7 @@
 # The two commands the README promises: `make demo` and `make test`.
 PYTHON ?= python3
 
-.PHONY: demo test install down status images
+.PHONY: demo test install down status images package
 
 # The product and, beside it, the dev tools (dev/: sunk-dev, the fakes), which its wheel leaves out. One
 # command, so that the sunk that sunk-dev requires is this checkout's.
@@ -32,3 +32,16 @@ down:
 
 status:
 	sunk-dev status
+
+# The chart as a release artefact: `helm lint --strict` (with what an install must give: an endpoint and a Secret
+# holding its token), then `helm package`, writing sunk-<version>.tgz under the dev cluster's home, never in the
+# repository. helm is the dev cluster's pinned build (sunk_dev.chart.helm_binary: built there the first time).
+CHART = manifests/chart/sunk
+PACKAGE_DIR = $(DEV_HOME)/dist
+
+package: install
+	helm=$$($(PYTHON) -c 'from sunk_dev.chart import helm_binary; print(helm_binary())') && \
+	"$$helm" lint --strict $(CHART) --set slurm.api.url=http://slurm-restapi:6820 \
+		--set slurm.auth.existingSecret=slurm-token && \
+	mkdir -p $(PACKAGE_DIR) && \
+	"$$helm" package $(CHART) --destination $(PACKAGE_DIR)

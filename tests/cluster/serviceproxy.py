@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 
 
 class ServiceProxy:
-    """``with ServiceProxy(lambda: [port, ...]) as proxy: proxy.url``; ``backends`` is asked per connection."""
+    """``with ServiceProxy(lambda: [port, ...]) as proxy: proxy.url``; ``backends`` is asked per connection:
+    ports on 127.0.0.1, or (host, port) pairs (a Pod's address, as kube-proxy sends to an endpoint)."""
 
-    def __init__(self, backends: Callable[[], Sequence[int]]):
+    def __init__(self, backends: Callable[[], Sequence[int | tuple[str, int]]]):
         self.backends = backends
         self.connections = 0
         self.refused = 0  # connections no backend took
@@ -29,8 +30,12 @@ class ServiceProxy:
         self._thread = threading.Thread(target=self._serve, name="service-proxy", daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self._server.getsockname()[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ServiceProxy:
         self._thread.start()
@@ -53,12 +58,13 @@ class ServiceProxy:
 
     def _forward(self, client: socket.socket) -> None:
         self.connections += 1
-        ports = list(self.backends())
+        backends = list(self.backends())
         start = next(self._turn)
-        for i in range(len(ports)):
-            port = ports[(start + i) % len(ports)]
+        for i in range(len(backends)):
+            backend = backends[(start + i) % len(backends)]
             try:
-                upstream = socket.create_connection(("127.0.0.1", port), timeout=2)
+                upstream = socket.create_connection(backend if isinstance(backend, tuple) else ("127.0.0.1", backend),
+                                                    timeout=2)
             except OSError:
                 continue
             upstream.settimeout(None)

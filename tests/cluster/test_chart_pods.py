@@ -9,7 +9,8 @@ clients reach the apiserver as the ``kubernetes`` Service and slurmrestd at the 
 (``sunk_dev.realnode.service_routes``). The namespace enforces Pod Security ``restricted``.
 
 In order: install (every Pod Running and Ready as its ServiceAccount), a Deployment scheduled
-through Slurm by the Pod scheduler, ``helm upgrade`` with a changed value rolls the Pods,
+through Slurm by the Pod scheduler, ``helm test`` (passing, then failing naming the Syncer while it
+is scaled to 0), ``helm upgrade`` with a changed value rolls the Pods,
 ``helm uninstall`` leaves no job, lock taint or drain behind (its hook Job, ``sunk-syncer
 release-nodes``, runs as a Pod too), and a person's drain where it was.
 """
@@ -21,12 +22,14 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kube_testns import purge_namespace
 from locking_harness import lock_value
+from serviceproxy import ServiceProxy
 from slurmtools import all_nodes, jobs_carrying, slurm_job, wait_for
 from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release, enforced, replica_sets
 
@@ -34,10 +37,10 @@ import sunk
 from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
-from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS
+from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS, SERVICES
 from sunk.locking.requests import LockRequest
 from sunk.translate import drains, leftovers
-from sunk_dev import images, realnode
+from sunk_dev import images, kubeconf, realnode, slurmconf
 
 POD_SLURM_URL = f"http://{realnode.POD_GATEWAY}:6820"
 
@@ -194,6 +197,68 @@ def test_a_deployment_is_scheduled_through_slurm_by_the_scheduler_pod(kube_api, 
         wait_for(lambda: not sunk_marks(kube_api, dev), 90, "no lock taint and no k8s: drain left", interval=1)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{slurm_view(dev)}\n{describe(kube_api, namespace)}") from None
+
+
+@contextmanager
+def kube_proxy(api, namespace: str, services: tuple[str, ...], port: int = 8081) -> Iterator[None]:
+    """What kube-proxy would do for ``port`` of these Services, which the dev cluster has not: their cluster
+    IP led (realnode's DNAT, beside its two routes) to a proxy on the host that passes each connection to a
+    Ready Pod the Service selects, and closes it at once when there is none (a Service without endpoints)."""
+
+    def endpoints(selector: dict[str, str]) -> list[tuple[str, int]]:
+        pods = kc.list_objects(api, PODS, namespace, label_selector=",".join(f"{k}={v}" for k, v in selector.items()))
+        return [(p["status"]["podIP"], port) for p in pods if ready(p) and (p.get("status") or {}).get("podIP")]
+
+    base = realnode.service_routes(kubeconf.APISERVER_PORT, slurmconf.SLURMRESTD_PORT)
+    routes, proxies = [], []
+    try:
+        for name in services:
+            service = kc.get(api, SERVICES, name, namespace)
+            selector = service["spec"]["selector"]
+            proxy = ServiceProxy(lambda selector=selector: endpoints(selector)).__enter__()
+            proxies.append(proxy)
+            routes.append(realnode.ServiceRoute(service["spec"]["clusterIP"], port, proxy.port, f"helm test {name}"))
+        realnode.install_service_routes(base + tuple(routes))
+        yield
+    finally:
+        realnode.install_service_routes(base)
+        for proxy in proxies:
+            proxy.__exit__(None, None, None)
+
+
+def helm_test(release: Release) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``helm test`` of the release, and its Pod's output (from the kubelet's log file: ``helm test --logs``
+    reads it through the apiserver, which the dev cluster's apiserver cannot ask the kubelet for)."""
+    done = release.helm("test", RELEASE, "--timeout", "3m", check=False)
+    # (the newest: a replaced run's directory may linger a moment)
+    logs = sorted(Path("/var/log/pods").glob(f"{release.namespace}_sunk-helm-test_*/helm-test/*.log"),
+                  key=lambda path: path.stat().st_mtime)
+    output = logs[-1].read_text(errors="replace") if logs else "(no log file of the test Pod)"
+    return done, output
+
+
+def test_helm_test_passes_and_fails_naming_the_component_that_does_not_answer(kube_api, pod_release):
+    """``helm test``: its Pod GETs /healthz of the Syncer and the scheduler through their Services; with the
+    Syncer scaled to 0 it fails naming the Syncer (and not the scheduler); the Syncer scaled back after."""
+    namespace = pod_release.namespace
+    with kube_proxy(kube_api, namespace, ("sunk-syncer", "sunk-scheduler")):
+        done, output = helm_test(pod_release)
+        assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{output}\n{describe(kube_api, namespace)}"
+        assert "ok     syncer" in output and "ok     scheduler" in output, output
+        try:
+            kc.patch(kube_api, DEPLOYMENTS, "sunk-syncer", {"spec": {"replicas": 0}}, namespace, subresource="scale")
+            wait_for(lambda: not [p for p in pods_of(kube_api, namespace)
+                                  if p["metadata"]["labels"].get("app.kubernetes.io/name") == "sunk-syncer"],
+                     60, "the Syncer's Pod gone", interval=1)
+            done, output = helm_test(pod_release)
+            assert done.returncode != 0, f"{done.stdout}{done.stderr}\n{output}"
+            assert "sunk-helm-test" in done.stderr + done.stdout, done.stderr
+            verdict = [line for line in output.splitlines() if "helm test failed: " in line]
+            assert verdict and "syncer (" in verdict[-1] and "scheduler" not in verdict[-1], output
+        finally:
+            kc.patch(kube_api, DEPLOYMENTS, "sunk-syncer", {"spec": {"replicas": 1}}, namespace, subresource="scale")
+            wait_for(lambda: len([p for p in pods_of(kube_api, namespace) if ready(p)]) == 2, 120,
+                     "the Syncer's Pod back and Ready", interval=1)
 
 
 def test_helm_upgrade_with_a_changed_value_rolls_the_pods(kube_api, pod_release):
