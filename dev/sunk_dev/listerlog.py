@@ -8,7 +8,7 @@ was requested.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Optional
 
@@ -38,6 +38,7 @@ class ListerLog:
     def __init__(self, kind: str, into: Callable[[Written], None], held: Mapping[Hashable, Any] = MappingProxyType({})):
         self.kind = kind
         self.held: dict[Hashable, Any] = dict(held)
+        self.listings: list[tuple[frozenset[Hashable], float]] = []  # the complete listings, in order
         self._into = into
 
     def put(self, key: Hashable, item: Any, observed_at: float) -> None:
@@ -50,6 +51,13 @@ class ListerLog:
         old = self.held.pop(key, None)
         if old is not None:
             self._into(Written(self.kind, REMOVED, key, old, None, observed_at))
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        """As the informer's store: what the listing does not show is gone (this log holds only the lister's
+        writes, so the lister has dropped it already, unless it lost track of it)."""
+        self.listings.append((frozenset(keys), observed_at))
+        for key in [key for key in self.held if key not in keys]:
+            self.drop(key, observed_at)
 
 
 def record(cache: SlurmCache, into: Callable[[Written], None], *, kinds: Optional[Iterable[str]] = None,

@@ -24,7 +24,9 @@ mode below, for the jobs that changed.
   render) stretches the period so that the cache keeps Slurm busy at most ``max_busy``
   of the time: at that size the refresh rate is Slurm's to set, not ours.
 - Sinks are written on the refreshing thread, one refresh at a time, once the kind's refresh is
-  done, additions first, then changes, then removals; they must be quick and must not block on
+  done, additions first, then changes, then removals, then (a full list, a job state list) the
+  keys Slurm listed (``listed``: its informer drops what only a reader observed, before the
+  listing, and the listing does not show); they must be quick and must not block on
   the cache. An exception in one is logged and swallowed.
 - The end of an outage is an event too (``on_recovered``): the first refresh in which every
   kind lists again, after one failed, calls its listeners once the relist's own writes are
@@ -128,7 +130,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Optional, Protocol, Union
 
@@ -185,6 +187,11 @@ class ListerSink(Protocol):
     def drop(self, key: Hashable, observed_at: float) -> None:
         """The item is gone as of a read requested at ``observed_at``."""
 
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        """A complete listing requested at ``observed_at`` (a full list, or a job state list) showed these
+        keys and no other (client-go's ``Replace``): an item held that it does not show, observed before it
+        (a record only a reader read, of a job purged since), is gone. After the listing's own writes."""
+
 
 class RefreshWrites:
     """One refresh's writes for one kind, held until the refresh is done and then written to the sinks in
@@ -196,6 +203,11 @@ class RefreshWrites:
         self._added: list[tuple[Hashable, Any, float]] = []
         self._changed: list[tuple[Hashable, Any, float]] = []
         self._removed: list[tuple[Hashable, float]] = []
+        self._listing: Optional[tuple[frozenset[Hashable], float]] = None
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        """This refresh was a complete listing (``ListerSink.listed``), written after its changes."""
+        self._listing = (frozenset(keys), observed_at)
 
     def put(self, key: Hashable, item: Any, observed_at: float) -> None:
         old = self.items.get(key)
@@ -221,16 +233,20 @@ class RefreshWrites:
             sink.put(key, item, at)
         for key, at in self._removed:
             sink.drop(key, at)
+        if self._listing is not None:
+            sink.listed(*self._listing)
 
 
 def diff(old: Mapping[Hashable, Any], new: Mapping[Hashable, Any], observed_at: float = 0.0) -> RefreshWrites:
-    """The writes turning ``old`` into ``new``: added, then changed, then removed, each by key."""
+    """The writes turning ``old`` into ``new``: added, then changed, then removed, each by key; ``new`` is a
+    complete listing (``ListerSink.listed``)."""
     writes = RefreshWrites(old)
     for key, item in new.items():
         writes.put(key, item, observed_at)
     for key in old:
         if key not in new:
             writes.drop(key, observed_at)
+    writes.listed(new.keys(), observed_at)
     return writes
 
 
@@ -782,7 +798,9 @@ class SlurmCache:
                 kind.last_update = since
                 self._checking = True
                 self._checked_at = requested
-            return RefreshWrites()
+            idle = RefreshWrites()
+            idle.listed(_state_listing(states, held), requested)
+            return idle
         self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
         bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
         if len(to_read) + len(plan.arrays) > bound:
@@ -832,6 +850,7 @@ class SlurmCache:
             self._job_reads_taken += len(taken)
         if writes:
             kind.items = MappingProxyType(writes.items)
+        writes.listed(_state_listing(states, writes.items), requested)
         self.read_requests.forget(writes.removed)  # type: ignore[arg-type]
         kind.read_at = read_at
         return writes
@@ -992,6 +1011,15 @@ class SlurmCache:
             self.refresh()
 
 
+def _state_listing(states: Sequence[JobState], held: Mapping[Any, Job]) -> set[Hashable]:
+    """The job ids a state list shows: its entries' own ids, and the array records the lister holds once it
+    followed the list (an entry names an array's task by its index, never by the task's own id; the lister
+    reads a listed array whose records do not match, and drops one no longer listed)."""
+    keys: set[Hashable] = {entry.job_id for entry in states if entry.job_id is not None}
+    keys.update(key for key, job in held.items() if job.array_job_id is not None)
+    return keys
+
+
 def _guarded(write: Callable[..., None], kind: str, key: Hashable, *args: Any) -> None:
     """One write into a sink: one that raises is logged and swallowed (the other sinks and writes go on)."""
     try:
@@ -1010,6 +1038,12 @@ class _GuardedSink:
 
     def drop(self, key: Hashable, observed_at: float) -> None:
         _guarded(self.sink.drop, self.kind, key, observed_at)
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        try:
+            self.sink.listed(keys, observed_at)
+        except Exception:
+            log.exception("Slurm cache sink %r failed on a listing of %d %ss", self.sink, len(keys), self.kind)
 
 
 def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:

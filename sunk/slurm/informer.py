@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypeVar, cast
 
 from sunk.kube.store import ChangeHandler, FuncHandler, KeyedStore
@@ -301,6 +301,15 @@ class SlurmInformer(Generic[K, T]):
             self._deliver(self._handlers, change[0], new, at)
             return True
 
+    def _relisted(self, keys: Collection[Hashable], at: float) -> None:
+        """A complete listing requested at ``at`` showed ``keys``: an item held that it does not show and that
+        was observed before it is gone (a record only a reader read, ``observe``, of a job Slurm purged since,
+        which the lister never held: it holds no record of a job whose read waits). One observed after the
+        listing began stays: the listing may predate it."""
+        with self._lock:
+            for key in [key for key in self._store.keys() if key not in keys]:
+                self._change(key, None, at)  # (the store turns it away if observed later than ``at``)
+
     def _deliver(self, handlers: Sequence[ChangeHandler[T]], old: Optional[T], new: Optional[T], at: float) -> None:
         self._delivering.at = at
         try:
@@ -358,6 +367,9 @@ class _StoreWriter(Generic[K, T]):
 
     def drop(self, key: Hashable, observed_at: float) -> None:
         self._informer._change(cast(K, key), None, observed_at)
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        self._informer._relisted(keys, observed_at)
 
 
 NodeInformer = SlurmInformer[str, Node]

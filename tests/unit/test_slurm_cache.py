@@ -99,6 +99,9 @@ class Calls:
     def drop(self, key, observed_at):
         self.calls.append(("drop", key, observed_at))
 
+    def listed(self, keys, observed_at):
+        self.calls.append(("listed", set(keys), observed_at))
+
 
 def test_diff_writes_additions_then_changes_then_removals():
     a, b = Node(name="a"), Node(name="b", state="IDLE")
@@ -106,11 +109,12 @@ def test_diff_writes_additions_then_changes_then_removals():
     sink = Calls()
     writes = diff({"a": a, "b": b}, {"b": b2, "c": a}, 7.0)
     writes.write_to(sink)
-    assert sink.calls == [("put", "c", a, 7.0), ("put", "b", b2, 7.0), ("drop", "a", 7.0)]
+    assert sink.calls == [("put", "c", a, 7.0), ("put", "b", b2, 7.0), ("drop", "a", 7.0),
+                          ("listed", {"b", "c"}, 7.0)]
     assert len(writes) == 3 and writes.items == {"b": b2, "c": a} and writes.removed == ["a"]
     unchanged = Calls()
     diff({"b": b}, {"b": Node(name="b", state="IDLE")}).write_to(unchanged)
-    assert unchanged.calls == []
+    assert unchanged.calls == [("listed", {"b"}, 0.0)]
 
 
 def test_first_refresh_lists_everything_and_emits_added(cache, slurm):
@@ -258,7 +262,7 @@ def test_a_failing_sink_does_not_stop_the_others(cache):
         def put(self, key, item, observed_at):
             raise RuntimeError("boom")
 
-        drop = put
+        drop = listed = put
 
     cache.add_sink("node", Broken())
     cache.add_sink("job", Broken())
