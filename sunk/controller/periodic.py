@@ -21,6 +21,21 @@ from sunk.types import Outage
 log = logging.getLogger(__name__)
 
 
+def daemon_thread(name: str, target: Callable[[], None]) -> threading.Thread:
+    """A runnable's own thread, started (a daemon: a Manager that stops by itself must not wait on it)."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_thread(stop: threading.Event, thread: threading.Thread | None, timeout: float) -> None:
+    """Set ``stop`` and wait up to ``timeout`` seconds for ``thread`` to end, unless called on that thread
+    (a runnable stopped from its own callable would wait for itself)."""
+    stop.set()
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout)
+
+
 class Periodic:
     """``fn()`` every ``interval`` seconds (first after one interval, or at once with ``at_start``).
 
@@ -44,14 +59,10 @@ class Periodic:
         if self.interval <= 0 or self.running:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self._thread = daemon_thread(self.name, self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(self.join_timeout)
+        stop_thread(self._stop, self._thread, self.join_timeout)
 
     def _run(self) -> None:
         if self.at_start:

@@ -19,6 +19,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from .periodic import daemon_thread, stop_thread
+
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 1.0  # seconds between probes while keys wait: the bound on how late they wake
@@ -60,14 +62,10 @@ class RecoveryProbe:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self._thread = daemon_thread(self.name, self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(self.interval + 5.0)
+        stop_thread(self._stop, self._thread, self.interval + 5.0)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

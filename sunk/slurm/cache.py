@@ -1,8 +1,9 @@
 """How Slurm's nodes and jobs are read: the lister behind each ``SlurmInformer`` (``sunk/slurm/informer.py``).
 
 Readers use the informers (store, indexers, handlers), never this class: a ``SlurmCache`` of one kind is
-an informer's lister, polling Slurm and diffing each answer into ``CacheEvent`` records that its informer
-turns into its store's writes and its handlers' calls. What follows is the read strategy and its cost.
+an informer's lister, polling Slurm and writing what it read into its informer's store (``add_sink``: a
+``ListerSink``'s ``put`` and ``drop``, as client-go's Reflector writes into its Store), which decides what
+changed for its handlers. What follows is the read strategy and its cost.
 
 Everything that needs Slurm's state reads it from memory, through the informers. The cache makes one
 list call per kind per interval, whatever the number of readers: a burst of pending
@@ -12,8 +13,8 @@ mode below, for the jobs that changed.
 
 - Each list passes ``updated_since`` (Slurm's ``update_time``), so an idle cluster costs
   two "no change" answers per interval. Any answer with items is a full list; it is
-  diffed against the previous one, and subscribers get one event per added, changed or
-  removed item (with the old and the new value).
+  diffed against the previous one, and each sink gets one write per added, changed
+  (``put``) or removed (``drop``) item.
 - Slurm unreachable: the error is logged once per outage, the last snapshot is kept, the
   cache reports itself not ``fresh``, and the next interval tries again. After an outage,
   after ``last_update`` went backwards (a restarted or failed-over slurmctld whose clock
@@ -22,10 +23,13 @@ mode below, for the jobs that changed.
 - A refresh that takes long (a full list of 10,000 jobs takes slurmrestd seconds to
   render) stretches the period so that the cache keeps Slurm busy at most ``max_busy``
   of the time: at that size the refresh rate is Slurm's to set, not ours.
-- Subscribers run on the refreshing thread, one refresh at a time, in order; they must be
-  quick and must not block on the cache. An exception in one is logged and swallowed.
+- Sinks are written on the refreshing thread, one refresh at a time, once the kind's refresh is
+  done, additions first, then changes, then removals, then (a full list, a job state list) the
+  keys Slurm listed (``listed``: its informer drops what only a reader observed, before the
+  listing, and the listing does not show); they must be quick and must not block on
+  the cache. An exception in one is logged and swallowed.
 - The end of an outage is an event too (``on_recovered``): the first refresh in which every
-  kind lists again, after one failed, calls its listeners once the relist's own events are
+  kind lists again, after one failed, calls its listeners once the relist's own writes are
   out. A Manager wakes with it every reconcile that waits out a backoff for the outage,
   which otherwise grew through the outage to minutes (the fault matrix's slurmrestd row).
 
@@ -61,7 +65,7 @@ states meanwhile, since the job may change in ways a check of ``update_time`` be
 see. Once the patience is out the cache reads the job itself, so a call that never comes costs only
 that delay.
 
-Events mean what they meant with full lists (added, changed with old and new, removed),
+Writes mean what they meant with full lists (added, changed, removed),
 and a read that finds the job changed again since the state list keeps the newer record:
 the comparison is always with the record held, never with an earlier state list, so a job
 that changes between the state list and its read is never lost or shown stale (the next
@@ -126,9 +130,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Optional, Union
+from typing import Any, Optional, Protocol, Union
 
 from attrs import frozen
 
@@ -142,28 +146,15 @@ log = logging.getLogger(__name__)
 NODE = "node"
 JOB = "job"
 KINDS = (NODE, JOB)  # every kind a cache can hold (its lister and key: ``SlurmCache.__init__``), in start order
-ADDED, CHANGED, REMOVED = "added", "changed", "removed"
 
 Item = Union[Node, Job]
-
-
-@frozen
-class CacheEvent:
-    kind: str  # "node" or "job"
-    type: str  # "added", "changed" or "removed"
-    key: Hashable  # node name or job id
-    old: Optional[Any]  # None when added
-    new: Optional[Any]  # None when removed
-    # The cache clock when the list this came from was requested. A reader that also learns
-    # of an item another way (a job's own call to a hook) keeps whichever it saw later.
-    observed_at: float = 0.0
 
 
 @frozen
 class RefreshResult:
     ok: bool
     calls: int  # Slurm calls: a list per kind, plus in the job-state mode one read per changed job or array
-    events: int
+    events: int  # changes written to the sinks: items added, changed or removed
     seconds: float
     error: Optional[str] = None
 
@@ -181,18 +172,82 @@ class CacheStats:
     job_reads_taken: int = 0  # job reads a record observed elsewhere stood in for (``observe``)
 
 
-Subscriber = Callable[[CacheEvent], None]
 Reread = Callable[[Job], bool]
 
 
-def diff(kind: str, old: Mapping[Hashable, Any], new: Mapping[Hashable, Any],
-         observed_at: float = 0.0) -> list[CacheEvent]:
-    """Events turning ``old`` into ``new``: added, then changed, then removed, each by key."""
-    added = [CacheEvent(kind, ADDED, k, None, v, observed_at) for k, v in new.items() if k not in old]
-    changed = [CacheEvent(kind, CHANGED, k, old[k], v, observed_at)
-               for k, v in new.items() if k in old and old[k] != v]
-    removed = [CacheEvent(kind, REMOVED, k, v, None, observed_at) for k, v in old.items() if k not in new]
-    return added + changed + removed
+class ListerSink(Protocol):
+    """Where a lister writes what it read: its informer's store (client-go's Reflector writes into its Store).
+
+    No event type stands between the two: the lister says what it holds now and as of which read, and the
+    store (which keeps its own old values and ordering rule) decides what changed for its handlers."""
+
+    def put(self, key: Hashable, item: Any, observed_at: float) -> None:
+        """``item`` as read by a read requested at ``observed_at`` (the lister's clock)."""
+
+    def drop(self, key: Hashable, observed_at: float) -> None:
+        """The item is gone as of a read requested at ``observed_at``."""
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        """A complete listing requested at ``observed_at`` (a full list, or a job state list) showed these
+        keys and no other (client-go's ``Replace``): an item held that it does not show, observed before it
+        (a record only a reader read, of a job purged since), is gone. After the listing's own writes."""
+
+
+class RefreshWrites:
+    """One refresh's writes for one kind, held until the refresh is done and then written to the sinks in
+    the order a relist's changes always came: additions, then changes, then removals, each in the order
+    made. ``items``: what the lister holds once they are applied."""
+
+    def __init__(self, held: Mapping[Hashable, Any] = MappingProxyType({})):
+        self.items: dict[Hashable, Any] = dict(held)
+        self._added: list[tuple[Hashable, Any, float]] = []
+        self._changed: list[tuple[Hashable, Any, float]] = []
+        self._removed: list[tuple[Hashable, float]] = []
+        self._listing: Optional[tuple[frozenset[Hashable], float]] = None
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        """This refresh was a complete listing (``ListerSink.listed``), written after its changes."""
+        self._listing = (frozenset(keys), observed_at)
+
+    def put(self, key: Hashable, item: Any, observed_at: float) -> None:
+        old = self.items.get(key)
+        self.items[key] = item
+        if old is None:
+            self._added.append((key, item, observed_at))
+        elif old != item:
+            self._changed.append((key, item, observed_at))
+
+    def drop(self, key: Hashable, observed_at: float) -> None:
+        if self.items.pop(key, None) is not None:
+            self._removed.append((key, observed_at))
+
+    @property
+    def removed(self) -> list[Hashable]:
+        return [key for key, _ in self._removed]
+
+    def __len__(self) -> int:
+        return len(self._added) + len(self._changed) + len(self._removed)
+
+    def write_to(self, sink: ListerSink) -> None:
+        for key, item, at in self._added + self._changed:
+            sink.put(key, item, at)
+        for key, at in self._removed:
+            sink.drop(key, at)
+        if self._listing is not None:
+            sink.listed(*self._listing)
+
+
+def diff(old: Mapping[Hashable, Any], new: Mapping[Hashable, Any], observed_at: float = 0.0) -> RefreshWrites:
+    """The writes turning ``old`` into ``new``: added, then changed, then removed, each by key; ``new`` is a
+    complete listing (``ListerSink.listed``)."""
+    writes = RefreshWrites(old)
+    for key, item in new.items():
+        writes.put(key, item, observed_at)
+    for key in old:
+        if key not in new:
+            writes.drop(key, observed_at)
+    writes.listed(new.keys(), observed_at)
+    return writes
 
 
 @frozen
@@ -362,7 +417,7 @@ class SlurmCache:
         self._kinds = [known[k]() for k in kinds]  # (a one-kind cache touches only its own kind's call)
         self._refresh_lock = threading.RLock()  # one refresh (and its dispatch) at a time
         self._changed = threading.Condition()  # notified after every refresh
-        self._subscribers: list[tuple[Subscriber, frozenset[str]]] = []
+        self._sinks: list[tuple[str, ListerSink]] = []  # (kind, sink): its informer's store
         self._recovered: list[Callable[[], None]] = []
         self._on_listed: list[Callable[[float], None]] = []
         self._stop = threading.Event()
@@ -401,6 +456,11 @@ class SlurmCache:
 
     def job(self, job_id: int) -> Optional[Job]:
         return self.jobs().get(job_id)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this cache lists, in refresh order."""
+        return tuple(kind.name for kind in self._kinds)
 
     @property
     def synced(self) -> bool:
@@ -443,35 +503,30 @@ class SlurmCache:
             return CacheStats(self._refreshes, self._failures, self._calls, self._events, self._last_seconds,
                               self._job_reads, self._job_full_lists, self._job_checks, self._job_reads_taken)
 
-    # -- subscribers ----------------------------------------------------------------------------
-    def subscribe(self, callback: Subscriber, *, kinds: Optional[Sequence[str]] = None,
-                  replay: bool = True) -> Callable[[], None]:
-        """Call ``callback`` for every event; with ``replay``, first an "added" for each item held now.
-
-        Returns a function that unsubscribes.
+    # -- sinks and listeners ----------------------------------------------------------------------------
+    def add_sink(self, kind: str, sink: ListerSink, *, replay: bool = True) -> Callable[[], None]:
+        """Write every change of ``kind`` into ``sink`` (its informer's store); with ``replay``, first a ``put``
+        of each item held now, stamped with when its read was requested. Returns a function that detaches it.
         """
-        wanted = frozenset(kinds or (k.name for k in self._kinds))
-        entry = (callback, wanted)
+        found = self._kind(kind)
+        entry = (kind, sink)
         with self._refresh_lock:  # no refresh in between: nothing missed, nothing twice
-            self._subscribers.append(entry)
+            self._sinks.append(entry)
             if replay:
-                for kind in self._kinds:
-                    if kind.name in wanted:
-                        self._dispatch([CacheEvent(kind.name, ADDED, key, None, item,
-                                                   kind.read_at.get(key, kind.listed_at))
-                                        for key, item in kind.items.items()], only=entry)
+                for key, item in found.items.items():
+                    _guarded(sink.put, kind, key, item, found.read_at.get(key, found.listed_at))
 
-        def unsubscribe() -> None:
+        def detach() -> None:
             with self._refresh_lock:
-                if entry in self._subscribers:
-                    self._subscribers.remove(entry)
+                if entry in self._sinks:
+                    self._sinks.remove(entry)
 
-        return unsubscribe
+        return detach
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` whenever an outage ends: the first refresh in which every kind lists
-        again after one failed (on the refreshing thread, after that refresh's events; quick, as a
-        subscriber). Returns a function that unsubscribes."""
+        again after one failed (on the refreshing thread, after that refresh's writes; quick, as a
+        sink). Returns a function that unsubscribes."""
         with self._refresh_lock:
             self._recovered.append(callback)
 
@@ -507,7 +562,7 @@ class SlurmCache:
                 finally:
                     calls += made[0]
                 events += len(found)
-                self._dispatch(found)
+                self._write(kind.name, found)
                 listed.append(requested)
             seconds = self._clock() - started
             with self._changed:
@@ -525,7 +580,7 @@ class SlurmCache:
                                  error="; ".join(errors) or None)
 
     def on_listed(self, callback: Callable[[float], None]) -> Callable[[], None]:
-        """Call ``callback(requested_at)`` after each refresh in which every kind listed, once its events are
+        """Call ``callback(requested_at)`` after each refresh in which every kind listed, once its writes are
         out: what is held is Slurm's state as of a read requested at ``requested_at`` (this cache's clock).
         Returns a function that unsubscribes."""
         with self._refresh_lock:
@@ -540,7 +595,7 @@ class SlurmCache:
 
     @property
     def clock(self) -> Callable[[], float]:
-        """This cache's clock: what its events' ``observed_at`` and ``observe``'s ``requested_at`` are read on."""
+        """This cache's clock: what its writes' ``observed_at`` and ``observe``'s ``requested_at`` are read on."""
         return self._clock
 
     def _whole_list(self, requested_at: float) -> None:
@@ -557,7 +612,7 @@ class SlurmCache:
             except Exception:
                 log.exception("Slurm cache recovery listener %r failed", callback)
 
-    def _refresh_kind(self, kind: _Kind, made: list[int], expect: bool = False) -> list[CacheEvent]:
+    def _refresh_kind(self, kind: _Kind, made: list[int], expect: bool = False) -> RefreshWrites:
         """One kind's refresh; ``made[0]`` counts the Slurm calls made, failed ones too. ``expect``: the
         cache was nudged since the last refresh (someone expects a change)."""
         now = self._clock()
@@ -606,7 +661,7 @@ class SlurmCache:
         self._idle_lists = 0
         self._idle_seconds = 0.0
 
-    def _full_job_list(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+    def _full_job_list(self, kind: _Kind, now: float, made: list[int]) -> RefreshWrites:
         started = self._clock()
         found = self._list(kind, now, True, made)
         self._full_seconds = self._clock() - started
@@ -617,7 +672,7 @@ class SlurmCache:
             self._checked_at = now  # still no change: the checks go on from this list's last_update
         return found
 
-    def _check_jobs(self, kind: _Kind, now: float, made: list[int]) -> list[CacheEvent]:
+    def _check_jobs(self, kind: _Kind, now: float, made: list[int]) -> RefreshWrites:
         """One ``list_jobs(updated_since=...)``: "no change", or (any job changed) every job, used as a full list."""
         made[0] += 1
         started = self._clock()
@@ -626,7 +681,7 @@ class SlurmCache:
         if snapshot.items is None:
             with self._changed:
                 self._job_checks += 1
-            return []
+            return RefreshWrites()
         with self._changed:
             self._job_full_lists += 1
         self._full_seconds = self._clock() - started
@@ -661,7 +716,7 @@ class SlurmCache:
         kind.error = None
         kind.last_ok = self._clock()
 
-    def _list(self, kind: _Kind, now: float, full: bool, made: list[int]) -> list[CacheEvent]:
+    def _list(self, kind: _Kind, now: float, full: bool, made: list[int]) -> RefreshWrites:
         made[0] += 1
         if kind.name == JOB:
             with self._changed:
@@ -669,16 +724,16 @@ class SlurmCache:
         snapshot = kind.lister(updated_since=None if full else kind.last_update or None)
         self._listed(kind)
         if snapshot.items is None:  # nothing changed since last_update
-            return []
+            return RefreshWrites()
         if kind.name == NODE:
             self._answered_with_nodes = True
         return self._take(kind, now, snapshot, full)
 
-    def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> list[CacheEvent]:
+    def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> RefreshWrites:
         """A list answered with items: diff it against the items held, and hold it."""
         assert snapshot.items is not None
         new = {kind.key(item): item for item in snapshot.items}
-        found = diff(kind.name, kind.items, new, now)
+        found = diff(kind.items, new, now)
         kind.items = MappingProxyType(new)
         kind.listed_at = now
         if kind.name == JOB:
@@ -699,7 +754,7 @@ class SlurmCache:
         return found
 
     def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int],
-                            stamp: bool = False) -> list[CacheEvent]:
+                            stamp: bool = False) -> RefreshWrites:
         """Jobs from the state list plus reads of what changed: see the module notes. ``stamp``: read
         slurmctld's clock first, and if the state list finds nothing to read, check update_time
         from that time on."""
@@ -743,33 +798,25 @@ class SlurmCache:
                 kind.last_update = since
                 self._checking = True
                 self._checked_at = requested
-            return []
+            idle = RefreshWrites()
+            idle.listed(_state_listing(states, held), requested)
+            return idle
         self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
         bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
         if len(to_read) + len(plan.arrays) > bound:
             log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
                       len(to_read), len(plan.arrays))
             return self._full_job_list(kind, self._clock(), made)
-        new: dict[Hashable, Job] = dict(kind.items)
+        writes = RefreshWrites(kind.items)
         read_at = dict(kind.read_at)
-        added: list[CacheEvent] = []
-        changed: list[CacheEvent] = []
-        removed: list[CacheEvent] = []
 
         def put(job: Job, at: float) -> None:
-            old = new.get(job.id)
-            new[job.id] = job
+            writes.put(job.id, job, at)
             read_at[job.id] = at
-            if old is None:
-                added.append(CacheEvent(JOB, ADDED, job.id, None, job, at))
-            elif old != job:
-                changed.append(CacheEvent(JOB, CHANGED, job.id, old, job, at))
 
         def drop(job_id: Hashable, at: float) -> None:
-            old = new.pop(job_id, None)
+            writes.drop(job_id, at)
             read_at.pop(job_id, None)
-            if old is not None:
-                removed.append(CacheEvent(JOB, REMOVED, job_id, old, None, at))
 
         members: dict[int, list[int]] = {}
         if plan.arrays:
@@ -801,11 +848,12 @@ class SlurmCache:
         with self._changed:
             self._job_reads += len(to_read) + len(plan.arrays)
             self._job_reads_taken += len(taken)
-        if added or changed or removed:
-            kind.items = MappingProxyType(new)
-        self.read_requests.forget([event.key for event in removed])  # type: ignore[misc]
+        if writes:
+            kind.items = MappingProxyType(writes.items)
+        writes.listed(_state_listing(states, writes.items), requested)
+        self.read_requests.forget(writes.removed)  # type: ignore[arg-type]
         kind.read_at = read_at
-        return added + changed + removed
+        return writes
 
     def _sort_reads(self, kind: _Kind, held: Mapping[int, Job], states: Sequence[JobState], plan: JobReads,
                     requested: float, requests: Mapping[int, ReadRequest],
@@ -866,17 +914,10 @@ class SlurmCache:
         kind.error = exc
         kind.full_next = True  # whatever happened meanwhile, start again from a full list
 
-    def _dispatch(self, events: list[CacheEvent],
-                  only: Optional[tuple[Subscriber, frozenset[str]]] = None) -> None:
-        for event in events:
-            for callback, wanted in [only] if only else list(self._subscribers):
-                if event.kind not in wanted:
-                    continue
-                try:
-                    callback(event)
-                except Exception:
-                    log.exception("Slurm cache subscriber %r failed on %s %s %s", callback, event.kind,
-                                  event.type, event.key)
+    def _write(self, kind: str, writes: RefreshWrites) -> None:
+        for name, sink in list(self._sinks):
+            if name == kind:
+                writes.write_to(_GuardedSink(sink, kind))
 
     def _kind(self, name: str) -> _Kind:
         for kind in self._kinds:
@@ -968,6 +1009,41 @@ class SlurmCache:
                 time.sleep(pause)
             last_own = self._clock()
             self.refresh()
+
+
+def _state_listing(states: Sequence[JobState], held: Mapping[Any, Job]) -> set[Hashable]:
+    """The job ids a state list shows: its entries' own ids, and the array records the lister holds once it
+    followed the list (an entry names an array's task by its index, never by the task's own id; the lister
+    reads a listed array whose records do not match, and drops one no longer listed)."""
+    keys: set[Hashable] = {entry.job_id for entry in states if entry.job_id is not None}
+    keys.update(key for key, job in held.items() if job.array_job_id is not None)
+    return keys
+
+
+def _guarded(write: Callable[..., None], kind: str, key: Hashable, *args: Any) -> None:
+    """One write into a sink: one that raises is logged and swallowed (the other sinks and writes go on)."""
+    try:
+        write(key, *args)
+    except Exception:
+        log.exception("Slurm cache sink %r failed on %s %s", write, kind, key)
+
+
+@frozen
+class _GuardedSink:
+    sink: ListerSink
+    kind: str
+
+    def put(self, key: Hashable, item: Any, observed_at: float) -> None:
+        _guarded(self.sink.put, self.kind, key, item, observed_at)
+
+    def drop(self, key: Hashable, observed_at: float) -> None:
+        _guarded(self.sink.drop, self.kind, key, observed_at)
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        try:
+            self.sink.listed(keys, observed_at)
+        except Exception:
+            log.exception("Slurm cache sink %r failed on a listing of %d %ss", self.sink, len(keys), self.kind)
 
 
 def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:

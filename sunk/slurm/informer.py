@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, Optional, TypeVar
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from typing import Any, Generic, Optional, TypeVar, cast
 
 from sunk.kube.store import ChangeHandler, FuncHandler, KeyedStore
 
-from .cache import JOB, KINDS, NODE, CacheEvent, CacheStats, RefreshResult, SlurmCache
+from .cache import JOB, KINDS, NODE, CacheStats, RefreshResult, SlurmCache
 from .client import SlurmClient
 from .models import Job, Node
 from .readrequests import ReadRequest, ReadRequests
@@ -142,7 +142,7 @@ class SlurmInformer(Generic[K, T]):
         self._handlers: list[ChangeHandler[T]] = []
         self._listed: list[Callable[[float], None]] = []
         self._delivering = threading.local()
-        lister.subscribe(self._from_lister, kinds=[kind])  # (replays what the lister holds)
+        lister.add_sink(kind, _StoreWriter[K, T](self))  # (replays what the lister holds)
         lister.on_listed(self._whole_list)
 
     # ---- read side ----------------------------------------------------------------------------
@@ -287,9 +287,6 @@ class SlurmInformer(Generic[K, T]):
         """``callback()`` whenever this kind's outage ends (after the relist's own changes are out)."""
         return self.lister.on_recovered(callback)
 
-    def _from_lister(self, event: CacheEvent) -> None:
-        self._change(event.key, event.new, event.observed_at)  # type: ignore[arg-type]
-
     def _change(self, key: K, new: Optional[T], at: float) -> bool:
         with self._lock:
             if new is None:
@@ -303,6 +300,15 @@ class SlurmInformer(Generic[K, T]):
                 return False
             self._deliver(self._handlers, change[0], new, at)
             return True
+
+    def _relisted(self, keys: Collection[Hashable], at: float) -> None:
+        """A complete listing requested at ``at`` showed ``keys``: an item held that it does not show and that
+        was observed before it is gone (a record only a reader read, ``observe``, of a job Slurm purged since,
+        which the lister never held: it holds no record of a job whose read waits). One observed after the
+        listing began stays: the listing may predate it."""
+        with self._lock:
+            for key in [key for key in self._store.keys() if key not in keys]:
+                self._change(key, None, at)  # (the store turns it away if observed later than ``at``)
 
     def _deliver(self, handlers: Sequence[ChangeHandler[T]], old: Optional[T], new: Optional[T], at: float) -> None:
         self._delivering.at = at
@@ -348,6 +354,22 @@ class SlurmInformer(Generic[K, T]):
     def refresh(self) -> RefreshResult:
         """One refresh on the caller's thread (tests, benchmarks, a process that does not start it)."""
         return self.lister.refresh()
+
+
+class _StoreWriter(Generic[K, T]):
+    """What the lister writes into (its ``ListerSink``): the informer's store, then its handlers."""
+
+    def __init__(self, informer: SlurmInformer[K, T]):
+        self._informer = informer
+
+    def put(self, key: Hashable, item: Any, observed_at: float) -> None:
+        self._informer._change(cast(K, key), cast(T, item), observed_at)
+
+    def drop(self, key: Hashable, observed_at: float) -> None:
+        self._informer._change(cast(K, key), None, observed_at)
+
+    def listed(self, keys: Collection[Hashable], observed_at: float) -> None:
+        self._informer._relisted(keys, observed_at)
 
 
 NodeInformer = SlurmInformer[str, Node]

@@ -32,7 +32,8 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
-from sunk.slurm.cache import CHANGED
+from sunk_dev import listerlog
+from sunk_dev.listerlog import CHANGED
 
 
 def _backends() -> list[str]:
@@ -343,7 +344,7 @@ def test_cache_one_change_is_exactly_one_event(slurm, jobs, dev_cluster):
     cache = SlurmCache(slurm, interval=0.2, job_states=False)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     events = []
-    cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
+    listerlog.record(cache, lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
     for _ in range(3):  # quiet refreshes: nothing about our job
         time.sleep(0.3)
         assert cache.refresh().ok
@@ -420,7 +421,7 @@ def test_cache_by_state_one_change_is_one_event_and_one_read(slurm, jobs, dev_cl
     cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)  # (state lists only)
     assert cache.wait_for(lambda: cache.job(job_id) is not None, 20)
     events = []
-    cache.subscribe(lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
+    listerlog.record(cache, lambda e: events.append(e) if e.kind == "job" and e.key == job_id else None, replay=False)
     for _ in range(3):
         time.sleep(0.3)
         assert cache.refresh().ok
@@ -458,7 +459,7 @@ def test_cache_by_state_a_job_changed_between_the_state_list_and_its_read(slurm,
     cache = SlurmCache(client, interval=0.2, job_states=True, job_check_after=math.inf)
     assert cache.refresh().ok
     events = []
-    cache.subscribe(events.append, replay=False)
+    listerlog.record(cache, events.append, replay=False)
 
     commented = held_job(slurm, jobs)  # new: the state list names it; this comment lands before its read
     client.before_read[commented] = lambda: dev_cluster.slurm("scontrol", "update", f"jobid={commented}",
@@ -557,7 +558,7 @@ def test_cache_idle_refresh_is_one_update_time_check(rest_slurm, jobs, dev_clust
     cache = SlurmCache(slurm, interval=0.2, kinds=("job",), job_check_after=1)
     assert cache.wait_for(lambda: cache.job(held) is not None, 20)
     events = []
-    cache.subscribe(lambda e: events.append(e) if e.key in jobs else None, replay=False)
+    listerlog.record(cache, lambda e: events.append(e) if e.key in jobs else None, replay=False)
     wait_until_checking(cache)
     counts = RpcCounts(slurm)
     idle = []
@@ -589,7 +590,7 @@ def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):
     cache = SlurmCache(slurm, interval=0.2)
     assert cache.wait_for(lambda: cache.node(node) is not None, 20)
     events = []
-    cache.subscribe(lambda e: events.append(e) if e.kind == "node" and e.key == node else None, replay=False)
+    listerlog.record(cache, lambda e: events.append(e) if e.kind == "node" and e.key == node else None, replay=False)
     reason = f"sunk-contract: {uuid.uuid4().hex[:8]}"
     dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
     assert cache.wait_for(lambda: any(e.new and e.new.reason == reason for e in events), 20)

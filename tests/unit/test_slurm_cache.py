@@ -4,11 +4,13 @@ import time
 import pytest
 
 from sunk.slurm import SlurmCache, connect
-from sunk.slurm.cache import ADDED, CHANGED, REMOVED, CacheEvent, diff, poll_wait
+from sunk.slurm.cache import diff, poll_wait
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.models import Job, Node
+from sunk_dev import listerlog
 from sunk_dev.fakeslurm import FakeSlurmrestd
+from sunk_dev.listerlog import ADDED, CHANGED, REMOVED, Written
 
 
 class ScriptedSlurm:
@@ -81,19 +83,38 @@ def cache(slurm, clock):
 
 def record(cache, **kw):
     events = []
-    cache.subscribe(events.append, **kw)
+    listerlog.record(cache, events.append, **kw)
     return events
 
 
-def test_diff():
+class Calls:
+    """A sink that keeps the calls made to it, in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def put(self, key, item, observed_at):
+        self.calls.append(("put", key, item, observed_at))
+
+    def drop(self, key, observed_at):
+        self.calls.append(("drop", key, observed_at))
+
+    def listed(self, keys, observed_at):
+        self.calls.append(("listed", set(keys), observed_at))
+
+
+def test_diff_writes_additions_then_changes_then_removals():
     a, b = Node(name="a"), Node(name="b", state="IDLE")
     b2 = Node(name="b", state="IDLE+DRAIN")
-    assert diff("node", {"a": a, "b": b}, {"b": b2, "c": a}) == [
-        CacheEvent("node", ADDED, "c", None, a),
-        CacheEvent("node", CHANGED, "b", b, b2),
-        CacheEvent("node", REMOVED, "a", a, None),
-    ]
-    assert diff("node", {"b": b}, {"b": Node(name="b", state="IDLE")}) == []
+    sink = Calls()
+    writes = diff({"a": a, "b": b}, {"b": b2, "c": a}, 7.0)
+    writes.write_to(sink)
+    assert sink.calls == [("put", "c", a, 7.0), ("put", "b", b2, 7.0), ("drop", "a", 7.0),
+                          ("listed", {"b", "c"}, 7.0)]
+    assert len(writes) == 3 and writes.items == {"b": b2, "c": a} and writes.removed == ["a"]
+    unchanged = Calls()
+    diff({"b": b}, {"b": Node(name="b", state="IDLE")}).write_to(unchanged)
+    assert unchanged.calls == [("listed", {"b"}, 0.0)]
 
 
 def test_first_refresh_lists_everything_and_emits_added(cache, slurm):
@@ -127,7 +148,7 @@ def test_one_change_is_exactly_one_event(cache, slurm, clock):
     old = slurm.jobs[1]
     slurm.set_job(Job(id=1, state="RUNNING", nodes="node1"))
     cache.refresh()
-    assert events == [CacheEvent("job", CHANGED, 1, old, slurm.jobs[1], observed_at=clock.t)]
+    assert events == [Written("job", CHANGED, 1, old, slurm.jobs[1], observed_at=clock.t)]
 
 
 def test_removed_job(cache, slurm, clock):
@@ -137,7 +158,7 @@ def test_removed_job(cache, slurm, clock):
     gone = slurm.jobs[1]
     slurm.drop_job(1)
     cache.refresh()
-    assert events == [CacheEvent("job", REMOVED, 1, gone, None, observed_at=clock.t)]
+    assert events == [Written("job", REMOVED, 1, gone, None, observed_at=clock.t)]
     assert cache.job(1) is None
 
 
@@ -224,23 +245,27 @@ def test_periodic_resync(slurm, clock):
     assert slurm.calls == [("node", 1005), ("job", 1005), ("node", None), ("job", None)]
 
 
-def test_subscribe_replays_current_items_and_can_unsubscribe(cache, slurm):
+def test_a_sink_added_gets_the_current_items_and_can_be_detached(cache, slurm):
     cache.refresh()
     events = []
-    unsubscribe = cache.subscribe(events.append, kinds=["job"])
+    detach = listerlog.record(cache, events.append, kinds=["job"])
     assert [(e.kind, e.type, e.key) for e in events] == [("job", ADDED, 1)]
-    unsubscribe()
+    detach()
     slurm.now += 1
     slurm.set_job(Job(id=9))
     cache.refresh()
     assert len(events) == 1
 
 
-def test_a_failing_subscriber_does_not_stop_the_others(cache):
-    def broken(_event):
-        raise RuntimeError("boom")
+def test_a_failing_sink_does_not_stop_the_others(cache):
+    class Broken:
+        def put(self, key, item, observed_at):
+            raise RuntimeError("boom")
 
-    cache.subscribe(broken)
+        drop = listed = put
+
+    cache.add_sink("node", Broken())
+    cache.add_sink("job", Broken())
     events = record(cache)
     assert cache.refresh().ok and len(events) == 2
 
@@ -389,7 +414,7 @@ def test_the_cache_is_what_a_manager_waits_for_as_an_informer():
 def test_the_end_of_an_outage_is_an_event_after_the_relists_own(cache, slurm, clock):
     """What waited for Slurm is woken by this, once per outage, with the cache already current."""
     seen = []
-    cache.subscribe(lambda e: seen.append(("event", e.kind, e.type)), replay=False)
+    listerlog.record(cache, lambda e: seen.append(("event", e.kind, e.type)), replay=False)
     stop = cache.on_recovered(lambda: seen.append(("recovered", cache.fresh, len(cache.jobs()))))
     cache.refresh()
     clock.t += 1

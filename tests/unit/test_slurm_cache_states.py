@@ -10,13 +10,15 @@ import math
 import pytest
 
 from sunk.slurm import SlurmCache, connect
-from sunk.slurm.cache import ADDED, CHANGED, REMOVED, JobReads, plan_job_reads
+from sunk.slurm.cache import JobReads, plan_job_reads
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import Job, JobState
 from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import has_started
+from sunk_dev import listerlog
 from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
+from sunk_dev.listerlog import ADDED, CHANGED, REMOVED
 
 
 class Clock:
@@ -54,7 +56,7 @@ def rest(fake):
 
 def record(cache):
     events = []
-    cache.subscribe(events.append, replay=False)
+    listerlog.record(cache, events.append, replay=False)
     return events
 
 
@@ -132,7 +134,7 @@ def ask(cache, *policies):
         wait = max((r.wait_up_to for r in found), default=0.0)
         cache.read_requests.request(event.key, ReadRequest(every, wait), cache.clock())
 
-    cache.subscribe(put)
+    listerlog.record(cache, put)
     return cache
 
 
@@ -365,7 +367,7 @@ def test_each_read_is_stamped_with_when_it_began(fake, slurm_clock, clock):
         [(e.type, e.key) for e in events[2:]] == [(CHANGED, 5), (ADDED, 7)]
     assert read_5 != read_7
     replayed = []
-    cache.subscribe(replayed.append)
+    listerlog.record(cache, replayed.append)
     assert {e.key: e.observed_at for e in replayed} == {e.key: e.observed_at for e in events[2:]}
     assert listed_at < min(read_5, read_7)
 

@@ -11,7 +11,7 @@ import pytest
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.informer import SlurmInformerFactory
-from sunk.slurm.models import Job, Node
+from sunk.slurm.models import Job, JobState, Node
 from sunk.slurm.readrequests import ReadRequest
 
 
@@ -225,3 +225,132 @@ def test_an_observed_job_reaches_the_handlers_at_once_and_the_lists_own_older_vi
     assert recorder.seen[-1] == ("update", Job(1, state="PENDING"), started) and jobs.get(1) == started
     jobs._change(1, Job(1, state="PENDING"), before)  # (a list requested before the read lands late)
     assert jobs.get(1) == started and len(recorder.seen) == 2
+
+
+# -- a record only a reader observed: the next complete listing begun after it decides ---------------------
+
+
+class StatesSlurm:
+    """Jobs by state list (``cheap_job_states``) on a clock the test moves; ``during_list`` runs inside each
+    state list (a reader's read arriving meanwhile); ``reads_fail`` makes a job's read fail (a partial refresh)."""
+
+    cheap_job_states = True
+
+    def __init__(self, now: list[float]) -> None:
+        self.now = now
+        self.jobs: dict[int, Job] = {1: Job(1, state="RUNNING", nodes="node1")}
+        self.during_list: Any = None
+        self.reads_fail = False
+        self.down = False
+
+    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
+        return Snapshot(items=(), last_update=1)
+
+    def list_jobs(self, *, updated_since: int | None = None) -> Snapshot:
+        if self.down:
+            raise SlurmUnavailable("list jobs: cannot reach slurmrestd")
+        return Snapshot(items=tuple(self.jobs.values()), last_update=1)
+
+    def list_job_states(self) -> list[JobState]:
+        if self.down:
+            raise SlurmUnavailable("job states: cannot reach slurmrestd")
+        if self.during_list is not None:
+            self.during_list()
+        return [JobState(str(job.id), job.state, job.state_flags, job_id=job.id) for job in self.jobs.values()]
+
+    def read_jobs(self, job_ids: list[int]) -> list[Job]:
+        if self.reads_fail:
+            raise SlurmUnavailable("read job: cannot reach slurmrestd")
+        return [self.jobs[job_id] for job_id in job_ids if job_id in self.jobs]
+
+
+def states_informer(slurm: StatesSlurm, now: list[float]) -> tuple[Any, Recorder]:
+    jobs = SlurmInformerFactory(slurm, interval=1.0, clock=lambda: now[0],  # type: ignore[arg-type]
+                                job_check_after=float("inf")).jobs()
+    recorder = Recorder()
+    jobs.add_handler(recorder)
+    assert jobs.refresh().ok and jobs.keys() == [1]  # (the first refresh: a full list)
+    return jobs, recorder
+
+
+def deletes(recorder: Recorder) -> list[Any]:
+    return [old for kind, old, _new in recorder.seen if kind == "delete"]
+
+
+def test_a_job_only_observed_and_purged_before_any_listing_showed_it_is_deleted_by_the_next_full_list():
+    """The scheduler read back its just-submitted job; Slurm purged it (MinJobAge) before any list showed it."""
+    now = [0.0]
+    slurm = SlowJobsSlurm()
+    jobs = SlurmInformerFactory(slurm, interval=1.0, clock=lambda: now[0]).jobs()  # type: ignore[arg-type]
+    recorder = Recorder()
+    jobs.add_handler(recorder)
+    assert jobs.refresh().ok
+    purged = Job(2, state="COMPLETED")
+    now[0] = 1.0
+    assert jobs.observe(purged, 1.0) and jobs.get(2) == purged
+    now[0] = 2.0
+    assert jobs.refresh().ok
+    assert jobs.get(2) is None and deletes(recorder) == [purged]
+    now[0] = 3.0
+    assert jobs.refresh().ok and deletes(recorder) == [purged]  # once
+    assert jobs.get(1) == slurm.jobs[0]  # (what the list shows stays)
+
+
+def test_a_deferred_read_keeps_the_observed_record_while_listed_and_its_purge_deletes_it():
+    """The lister holds no record of a job whose read waits for a reader's (``wait_up_to``): the store keeps the
+    reader's record while the state list shows the job, and drops it at the first state list that does not."""
+    now = [0.0]
+    slurm = StatesSlurm(now)
+    jobs, recorder = states_informer(slurm, now)
+    pending = Job(2, state="PENDING")
+    jobs.request_reads(2, wait_up_to=60.0)
+    now[0] = 1.0
+    assert jobs.observe(pending, 1.0)  # (the reader's read-back, just after its submission)
+    slurm.jobs[2] = Job(2, state="RUNNING", nodes="node1")  # started: the state list disagrees, the read waits
+    now[0] = 2.0
+    assert jobs.refresh().ok
+    assert jobs.lister.jobs().get(2) is None and jobs.get(2) == pending  # listed, not read yet: kept
+    del slurm.jobs[2]  # ended and purged before anyone read it again
+    now[0] = 3.0
+    assert jobs.refresh().ok
+    assert jobs.get(2) is None and deletes(recorder) == [pending]
+    now[0] = 4.0
+    assert jobs.refresh().ok and deletes(recorder) == [pending]  # once
+
+
+def test_a_job_observed_after_the_listing_began_is_kept_until_a_listing_begun_after_it():
+    now = [0.0]
+    slurm = StatesSlurm(now)
+    jobs, recorder = states_informer(slurm, now)
+    submitted = Job(2, state="COMPLETED")
+
+    def reader_reads_meanwhile() -> None:
+        now[0] += 1.0
+        jobs.observe(submitted, now[0])  # (the job is younger than the list Slurm is rendering)
+
+    slurm.during_list = reader_reads_meanwhile
+    now[0] = 2.0
+    assert jobs.refresh().ok
+    assert jobs.get(2) == submitted and deletes(recorder) == []
+    slurm.during_list = None
+    now[0] = 5.0
+    assert jobs.refresh().ok
+    assert jobs.get(2) is None and deletes(recorder) == [submitted]
+
+
+@pytest.mark.parametrize("failure", ["slurm down", "a read fails"])
+def test_a_listing_that_failed_or_stopped_half_way_drops_nothing(failure: str):
+    now = [0.0]
+    slurm = StatesSlurm(now)
+    jobs, recorder = states_informer(slurm, now)
+    observed = Job(2, state="PENDING")
+    now[0] = 1.0
+    jobs.observe(observed, 1.0)
+    if failure == "slurm down":
+        slurm.down = True
+    else:
+        slurm.jobs[3] = Job(3, state="PENDING")  # (a new job to read; its read fails)
+        slurm.reads_fail = True
+    now[0] = 2.0
+    assert not jobs.refresh().ok
+    assert jobs.get(2) == observed and deletes(recorder) == []

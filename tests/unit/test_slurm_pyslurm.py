@@ -24,6 +24,7 @@ from sunk.slurm import (
 )
 from sunk.slurm.models import JobAllocation
 from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, tres_text
+from sunk_dev import listerlog
 
 
 class PyslurmError(Exception):
@@ -333,7 +334,7 @@ def test_the_cache_still_emits_only_real_changes(client, ps):
     cache = SlurmCache(client)
     cache.refresh()
     events = []
-    cache.subscribe(events.append, replay=False)
+    listerlog.record(cache, events.append, replay=False)
     cache.refresh()
     assert events == []
     ps.registry["jobs"][1] = pyslurm_job(1, state="RUNNING", allocated_nodes="node1")
