@@ -16,6 +16,7 @@ PATHS = {
     "Service": ("/api/v1", "services", True),
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
+    "Pod": ("/api/v1", "pods", True),  # the `helm test` hook's (templates/tests)
     "Job": ("/apis/batch/v1", "jobs", True),  # the uninstall hook's (syncer.releaseNodesOnUninstall)
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),

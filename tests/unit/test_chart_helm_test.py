@@ -57,7 +57,8 @@ def test_the_test_pod_is_a_helm_test_hook_and_nothing_else_is():
     pod = the_test_pod(EVERYTHING)
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     # (the last run's Pod stays for `helm test --logs`; a new run replaces it)
-    assert pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "before-hook-creation"
+    # a failed run's Pod stays for its log; a passed one goes, so `helm uninstall` leaves no Pod
+    assert pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
     hooks = [d for d in docs if "test" in ((d["metadata"].get("annotations") or {}).get("helm.sh/hook") or "")]
     assert hooks == [pod]
     assert not rendered_test_pods(render(EVERYTHING, extra_args=["--skip-tests"])), "the test Pod outside the test hook"
