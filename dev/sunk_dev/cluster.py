@@ -46,6 +46,7 @@ from . import (
     release,
     slurmbuild,
     slurmconf,
+    slurmimages,
     workloads,
 )
 from .procs import Daemon, run, wait_until
@@ -192,7 +193,8 @@ class DevCluster:
 
     @property
     def slurmd_image(self) -> str:
-        return images.slurmd_image(self.release.name)
+        """The real Node's slurmd image: the shipped ``sunk-slurmd:<version>-slurm<release>``."""
+        return slurmimages.slurmd_image_name(sunk.__version__, self.release.name)
 
     @property
     def kubeconfig(self) -> Path:
@@ -327,6 +329,11 @@ class DevCluster:
             self._built_images = images.build_images(self.home, CHECKOUT, self.root,
                                                      sunk.__version__, self._phase, self.release.name,
                                                      pyslurm_wheel=wheel)
+            # The real Node's slurmd runs the slurmd image `make images` ships (sunk_dev.slurmimages), not a
+            # dev build: what the cluster tests run is what an operator pushes.
+            with self._phase("slurm images"):
+                self._built_images.append(slurmimages.build_slurmd_image(
+                    self.home / "images", self.root, self.release, sunk.__version__))
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before).
         read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt"]

@@ -18,11 +18,10 @@ written here as ``docker save`` archives that ``ctr images import`` takes:
   base lacks), taken from the chroot's own installed files (the chroot is bookworm, as the base).
   A variant of its own, not the default image: pyslurm binds the image to one Slurm release, while
   the REST image serves them all, and the variant needs a Slurm build the default never waits for.
-- **slurmd** (``docker.io/sunk-dev/slurmd:<release>``, e.g. ``:24.11``): the dev cluster's chroot of
-  that Slurm release taken as one layer (the same Slurm binaries slurmctld runs; one image per
-  release, so switching releases imports nothing twice), minus its runtime state and every secret:
-  the munge key, the JWT key and slurmdbd.conf (the munge socket and slurm.conf come from the
-  host by hostPath, as a SUNK slurmd Pod mounts them).
+- the real Node's **slurmd** is no dev build: it runs the shipped ``sunk-slurmd:<version>-slurm<release>``
+  (``sunk_dev.slurmimages``, what ``make images`` writes), so what the cluster tests run is what an
+  operator pushes; the munge socket, slurm.conf and the hooks come from the host by hostPath, as a
+  SUNK slurmd Pod mounts them.
 
 Layers are written to files and streamed: a rootfs is hundreds of MB. Pure parts (keys,
 exclusions, configs, manifests) come first; the I/O after them.
@@ -54,7 +53,6 @@ from . import chroot as devchroot
 from . import phases
 
 SUNK_REPOSITORY = "docker.io/library/sunk"  # the chart's default `image.repository: sunk`, normalized
-SLURMD_REPOSITORY = "docker.io/sunk-dev/slurmd"
 SUNK_SUITE = "bookworm"  # python3.11, the version the project is tested with (trixie has 3.13)
 SUNK_PACKAGES = ("python3",)
 PYTHON = "3.11"
@@ -155,20 +153,6 @@ def pyslurm_spec(version: str, release: str) -> ImageSpec:
                         env=(*spec.env, f"LD_LIBRARY_PATH=/{SLURM_LIBDIR}/slurm"))
 
 
-def slurmd_image(release: str) -> str:
-    """The slurmd image of a Slurm release (``sunk_dev.release``): ``docker.io/sunk-dev/slurmd:26.05``."""
-    return f"{SLURMD_REPOSITORY}:{release}"
-
-
-def slurmd_spec(release: str) -> ImageSpec:
-    """slurmd runs as root (it starts jobs as their users)."""
-    return ImageSpec(
-        name=slurmd_image(release), user="0:0",
-        env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"),
-        cmd=("/usr/sbin/slurmd", "-D", "-Z"),
-    )
-
-
 def image_config(spec: ImageSpec, diff_ids: Sequence[str], arch: str) -> dict:
     """The image's config blob: diff_ids bottom layer first, as the layers are applied."""
     config: dict = {"User": spec.user, "Env": list(spec.env), "Cmd": list(spec.cmd), "WorkingDir": spec.working_dir}
@@ -253,11 +237,6 @@ def pyslurm_key(base: str, chroot_name: str, dpkg_status: bytes, wheel_sha256: s
     checksum, and its packages), the wheel, and what is taken."""
     return digest(RECIPE, base, chroot_name, dpkg_status, wheel_sha256, " ".join(PYSLURM_PACKAGES),
                   " ".join(PACKAGE_KEPT), " ".join(PACKAGE_DROPPED))
-
-
-def slurmd_key(chroot_name: str, dpkg_status: bytes, passwd: bytes, group: bytes) -> str:
-    """The slurmd layer: the chroot's packages and users, and what is left out of it."""
-    return digest(RECIPE, chroot_name, dpkg_status, passwd, group, "\n".join(SLURMD_EMPTIED), " ".join(ROOT_ENTRIES))
 
 
 # -- pure: what goes into a layer ------------------------------------------------------------------
@@ -508,15 +487,16 @@ def _remove(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def unversioned_slurmd(names: Iterable[str]) -> list[str]:
-    """The slurmd layer directories and archive made before there was one image per Slurm release
-    (``slurmd-<hash>``, ``slurmd.tar`` and its stamps): nothing uses them any more."""
-    old = re.compile(r"slurmd-[0-9a-f]{12}|slurmd\.tar(\.id|\.imported|\.partial)?")
+def superseded_slurmd(names: Iterable[str]) -> list[str]:
+    """The dev-only slurmd images' layer directories and archives (``slurmd-<hash>``, ``slurmd.tar``, then
+    one per release: ``slurmd-<release>-<hash>``, ``slurmd-<release>.tar``, with their stamps): the real
+    Node now runs the shipped ``sunk-slurmd`` image (``sunk_dev.slurmimages``), so nothing uses them."""
+    old = re.compile(r"slurmd-([0-9]+\.[0-9]+-)?[0-9a-f]{12}|slurmd(-[0-9]+\.[0-9]+)?\.tar(\.id|\.imported|\.partial)?")
     return sorted(name for name in names if old.fullmatch(name))
 
 
-def _remove_unversioned_slurmd(images: Path) -> None:
-    for name in unversioned_slurmd(p.name for p in images.iterdir()):
+def _remove_superseded_slurmd(images: Path) -> None:
+    for name in superseded_slurmd(p.name for p in images.iterdir()):
         path = images / name
         if path.is_dir():
             _remove(path)
@@ -751,32 +731,6 @@ def build_sunk(images: Path, project: Path, version: str, phase: Phase, mirror: 
     return Built(spec.name, archive, ident, (base, app))
 
 
-# -- I/O: the slurmd image -------------------------------------------------------------------------
-
-def slurmd_paths(images: Path, release: str, key: str) -> tuple[Path, Path]:
-    """A release's layer directory and archive: each release keeps its own (a switch rebuilds nothing)."""
-    return images / f"slurmd-{release}-{key}", images / f"slurmd-{release}.tar"
-
-
-def build_slurmd(images: Path, chroot_root: Path, phase: Phase, release: str) -> Built:
-    """A release's dev chroot as one layer, without its state and secrets (see ``SLURMD_EMPTIED``)."""
-    key = slurmd_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(),
-                     (chroot_root / "etc/passwd").read_bytes(), (chroot_root / "etc/group").read_bytes())
-    directory, archive = slurmd_paths(images, release, key)
-    with phase(f"image slurmd {release} layer"):
-        if (layer := _load_layer(directory)) is None:
-            _remove(directory)
-            directory.mkdir(parents=True)
-            layer = write_layer(directory / "layer.tar", walk(chroot_root, SLURMD_EMPTIED))
-            _save_layer(directory, layer)
-            _prune(images, f"slurmd-{release}-", directory)
-    _remove_unversioned_slurmd(images)
-    spec = slurmd_spec(release)
-    with phase(f"image slurmd {release} archive"):
-        ident = write_archive(archive, spec, (layer,), go_arch(platform.machine()))
-    return Built(spec.name, archive, ident, (layer,))
-
-
 # -- I/O: containerd -----------------------------------------------------------------------------
 
 def import_image(ctr: Callable[..., subprocess.CompletedProcess[str]], built: Built) -> None:
@@ -793,11 +747,13 @@ def needs_import(have: Iterable[str], built: Built) -> bool:
 
 def build_images(home: Path, project: Path, chroot_root: Path, version: str, phase: Phase,
                  release: str, pyslurm_wheel: Optional[Path] = None) -> list[Built]:
-    """Build (or find cached) sunk's image and the Slurm release's slurmd image under ``home/images``,
-    and with ``pyslurm_wheel`` (a release built with pyslurm) sunk's pyslurm variant for that release."""
+    """Build (or find cached) sunk's image under ``home/images``, and with ``pyslurm_wheel`` (a release built
+    with pyslurm) sunk's pyslurm variant for that release. (The real Node's slurmd image is the shipped one,
+    ``sunk_dev.slurmimages.build_slurmd_image``.)"""
     images = home / "images"
     images.mkdir(parents=True, exist_ok=True)
-    built = [build_sunk(images, project, version, phase), build_slurmd(images, chroot_root, phase, release)]
+    _remove_superseded_slurmd(images)
+    built = [build_sunk(images, project, version, phase)]
     if pyslurm_wheel is not None:
         built.append(build_sunk_pyslurm(images, project, version, phase, chroot_root, pyslurm_wheel, release))
     return built
@@ -828,9 +784,10 @@ def enabled() -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sunk_dev.images HOME CHROOT [--slurm 26.05]``: build both images (no import), print the
-    archives. The slurmd image is tagged with the release of the chroot's Slurm, not ``SUNK_DEV_SLURM``'s
-    (a chroot of another release would be tagged as this one); ``--slurm`` only checks that they agree."""
+    """``python -m sunk_dev.images HOME CHROOT [--slurm 26.05]``: build sunk's image and the release's shipped
+    slurmd image (no import), print the archives. The slurmd image is tagged with the release of the chroot's
+    Slurm, not ``SUNK_DEV_SLURM``'s (a chroot of another release would be tagged as this one); ``--slurm``
+    only checks that they agree. (``sunk-dev images`` writes every image.)"""
     import argparse
 
     import sunk
@@ -849,8 +806,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(str(e))
     project = Path(__file__).resolve().parents[2]
     log_path = args.home / "run" / "logs" / "images.log"
-    for built in build_images(args.home, project, args.chroot, sunk.__version__,
-                              lambda name: phases.log_phase(name, log_path), release.name):
+    from .slurmimages import build_slurmd_image
+
+    built_images = build_images(args.home, project, args.chroot, sunk.__version__,
+                                lambda name: phases.log_phase(name, log_path), release.name)
+    built_images.append(build_slurmd_image(args.home / "images", args.chroot, release, sunk.__version__))
+    for built in built_images:
         sizes = " + ".join(f"{layer.size / 1e6:.0f} MB" for layer in built.layers)
         print(f"{built.name} {built.image_id[:19]} {built.archive} ({sizes})")
     return 0

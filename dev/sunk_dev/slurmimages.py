@@ -344,10 +344,10 @@ def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, P
     return out
 
 
-def build_slurm_images(images_dir: Path, out: Path, chroot_root: Path, release: SlurmRelease, version: str,
-                       log: Callable[[str], None] = lambda _: None) -> list[Built]:
-    """The release's five Slurm images as docker archives in ``out``, their layers cached in ``images_dir``
-    (a layer is written again only when the chroot's packages or users, or this recipe, change)."""
+def _role_layers(images_dir: Path, chroot_root: Path, release: SlurmRelease,
+                 log: Callable[[str], None]) -> tuple[dict[str, Layer], str]:
+    """The base layer and one per role, cached in ``images_dir`` (written again only when the chroot's
+    packages or users, or this recipe, change), and the image user line of the chroot's passwd."""
     passwd, group = ((chroot_root / f).read_text() for f in GENERATED)
     users = image_users(passwd, group)
     key = layers_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(), passwd.encode(),
@@ -364,15 +364,36 @@ def build_slurm_images(images_dir: Path, out: Path, chroot_root: Path, release: 
             images._remove(directory / "stage")
     else:
         written = {layer: found for layer, found in layers.items() if found is not None}
+    return written, users[0]
+
+
+def _archive(out: Path, role: SlurmRole, layers: Mapping[str, Layer], passwd: str, version: str,
+             release: str) -> Built:
+    spec = slurm_spec(role, version, release, passwd)
     out.mkdir(parents=True, exist_ok=True)
-    built = []
-    for role in ROLES:
-        spec = slurm_spec(role, version, release.name, users[0])
-        archive = out / archive_file(spec.name)
-        pair = (written[BASE], written[role.name])
-        ident = images.write_archive(archive, spec, pair, images.go_arch(platform.machine()))
-        built.append(Built(spec.name, archive, ident, pair))
-    return built
+    archive = out / archive_file(spec.name)
+    pair = (layers[BASE], layers[role.name])
+    ident = images.write_archive(archive, spec, pair, images.go_arch(platform.machine()))
+    return Built(spec.name, archive, ident, pair)
+
+
+def build_slurm_images(images_dir: Path, out: Path, chroot_root: Path, release: SlurmRelease, version: str,
+                       log: Callable[[str], None] = lambda _: None) -> list[Built]:
+    """The release's five Slurm images as docker archives in ``out``, their layers cached in ``images_dir``."""
+    layers, passwd = _role_layers(images_dir, chroot_root, release, log)
+    return [_archive(out, role, layers, passwd, version, release.name) for role in ROLES]
+
+
+def slurmd_image_name(version: str, release: str) -> str:
+    """The shipped slurmd image's name, ``sunk-slurmd:<version>-slurm<release>``."""
+    return image_name(role_named("slurmd"), version, release)
+
+
+def build_slurmd_image(images_dir: Path, chroot_root: Path, release: SlurmRelease, version: str,
+                       log: Callable[[str], None] = lambda _: None) -> Built:
+    """The shipped slurmd image alone (the dev cluster's real Node runs it), its archive in ``images_dir``."""
+    layers, passwd = _role_layers(images_dir, chroot_root, release, log)
+    return _archive(images_dir / "slurm-archives", role_named("slurmd"), layers, passwd, version, release.name)
 
 
 def write_images(home: Path, project: Path, releases: Sequence[SlurmRelease], out: Path, version: str,

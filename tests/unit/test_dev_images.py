@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sunk_dev import images, realnode
+from sunk_dev import images, realnode, slurmimages
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "manifests/chart/sunk"
@@ -52,11 +52,7 @@ def test_the_sunk_image_is_what_the_charts_default_reference_resolves_to():
     assert values["image"]["repository"] == "sunk" and not values["image"]["tag"]
     # containerd and the kubelet normalize `sunk:<appVersion>` to docker.io/library/sunk:<appVersion>
     assert images.sunk_spec(chart["appVersion"]).name == f"docker.io/library/sunk:{chart['appVersion']}"
-
-
-def test_slurmd_runs_as_root():
-    config = images.image_config(images.slurmd_spec("24.11"), [BASE], "amd64")["config"]
-    assert config["User"] == "0:0" and config["Cmd"][0] == "/usr/sbin/slurmd"
+SLURMD_IMAGE = slurmimages.slurmd_image_name("0.1.0", "24.11")
 
 
 # -- cache keys ---------------------------------------------------------------------------------
@@ -84,13 +80,6 @@ def test_the_app_key_changes_with_any_source_file_and_with_the_base():
     moved = [("sunk/__init__.py", b"__version__ = '0.1.0'\n"), ("setup.cf", b"g[metadata]\n")]
     assert sources != images.sources_key(moved)  # the same bytes under another split
     assert images.app_key(BASE, sources) != images.app_key(APP, sources)
-
-
-def test_the_slurmd_key_changes_with_the_chroots_packages_and_users():
-    key = images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.5-1\n", b"root:x:0:0\n", b"")
-    assert key != images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.6-1\n", b"root:x:0:0\n", b"")
-    assert key != images.slurmd_key("chroot-trixie-x", b"Package: slurmd\nVersion: 24.11.5-1\n",
-                                    b"root:x:0:0\nkube:x:1001:1001\n", b"")
 
 
 def test_the_download_is_for_the_images_python_whatever_runs_sunk_dev():
@@ -202,9 +191,9 @@ def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
 
 
 def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.slurmd_image("24.11"))
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)
     (container,) = pod["spec"]["containers"]
-    assert container["image"] == "docker.io/sunk-dev/slurmd:24.11" and container["command"][0] == "/usr/sbin/slurmd"
+    assert container["image"] == SLURMD_IMAGE and container["command"][0] == "/usr/sbin/slurmd"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm"}
     host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
@@ -217,7 +206,7 @@ def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
     one is made by ``up`` before any daemon starts, or comes with the Slurm packages (/etc/slurm)."""
     from sunk_dev.cluster import chroot_directories
 
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", images.slurmd_image("24.11"))
+    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)
     wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]
               if v.get("hostPath", {}).get("type") == "Directory"}
     assert wanted - set(chroot_directories(["node1"])) == {"etc/slurm"}

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sunk_dev import chroot, cli, images, kubebuild, realnode, release
+import sunk
+from sunk_dev import chroot, cli, images, kubebuild, realnode, release, slurmimages
 from sunk_dev.cluster import DevCluster, pod_runs_as
 from sunk_dev.procs import Daemon
 
@@ -117,6 +118,8 @@ def test_the_image_builder_tags_from_the_chroot_not_the_environment(monkeypatch,
     monkeypatch.setenv(release.ENV, "24.11")
     monkeypatch.setattr(chroot, "slurm_version", lambda root: "26.05.5")
     monkeypatch.setattr(images, "build_images", lambda *args: built.append(args[-1]) or [])
+    monkeypatch.setattr(slurmimages, "build_slurmd_image",
+                        lambda _home, _root, release, _version: images.Built(release.name, tmp_path / "a", "id", ()))
     assert images.main([str(tmp_path), str(tmp_path / "chroot")]) == 0
     assert built == ["26.05"]
     with pytest.raises(SystemExit) as exited:
@@ -141,20 +144,18 @@ def test_each_release_has_a_chroot_of_its_own_named_by_its_suite():
     assert set(release.SLURM_PACKAGES) <= set(SID.packages) and "etcd-server" not in SID.packages
 
 
-def test_each_release_has_its_own_slurmd_image_layer_and_archive(tmp_path):
-    assert images.slurmd_image("26.05") == "docker.io/sunk-dev/slurmd:26.05"
-    assert images.slurmd_spec("26.05").name == images.slurmd_image("26.05")
-    old_layer, old_archive = images.slurmd_paths(tmp_path, "24.11", "abc")
-    new_layer, new_archive = images.slurmd_paths(tmp_path, "26.05", "abc")
-    assert old_layer != new_layer and old_archive != new_archive
-    assert not new_layer.name.startswith(old_layer.name.rsplit("-", 1)[0] + "-")  # pruning one keeps the other
+def test_each_release_has_its_own_shipped_slurmd_image():
+    assert slurmimages.slurmd_image_name("0.1.0", "26.05") == "docker.io/library/sunk-slurmd:0.1.0-slurm26.05"
+    assert slurmimages.slurmd_image_name("0.1.0", "24.11") != slurmimages.slurmd_image_name("0.1.0", "26.05")
 
 
-def test_the_slurmd_cache_of_one_image_for_all_releases_is_what_goes():
+def test_the_dev_only_slurmd_images_caches_are_what_goes():
     names = ["slurmd-09221ecf4565", "slurmd.tar", "slurmd.tar.id", "slurmd.tar.imported", "slurmd-24.11-09221ecf4565",
-             "slurmd-24.11.tar", "slurmd-24.11.tar.id", "sunk.tar", "sunk-base-685aba83113f", "slurmd-26.05.tar"]
-    assert images.unversioned_slurmd(names) == ["slurmd-09221ecf4565", "slurmd.tar", "slurmd.tar.id",
-                                                "slurmd.tar.imported"]
+             "slurmd-24.11.tar", "slurmd-24.11.tar.id", "sunk.tar", "sunk-base-685aba83113f", "slurmd-26.05.tar",
+             "slurm-24.11-slurmd-09221ecf4565", "slurm-archives", "slurm-24.11-base-09221ecf4565"]
+    assert images.superseded_slurmd(names) == [
+        "slurmd-09221ecf4565", "slurmd-24.11-09221ecf4565", "slurmd-24.11.tar", "slurmd-24.11.tar.id",
+        "slurmd-26.05.tar", "slurmd.tar", "slurmd.tar.id", "slurmd.tar.imported"]
 
 
 def test_a_slurmd_pod_of_another_chroot_or_image_is_another_pod():
@@ -163,7 +164,7 @@ def test_a_slurmd_pod_of_another_chroot_or_image_is_another_pod():
     trixie, sid = chroot.chroot_dir(Path("/c")), chroot.chroot_dir(Path("/c"), SID)
 
     def runs_as(root: Path, name: str) -> tuple[list, list]:
-        return pod_runs_as(realnode.slurmd_pod_from_image(root, "slurm", images.slurmd_image(name)))
+        return pod_runs_as(realnode.slurmd_pod_from_image(root, "slurm", slurmimages.slurmd_image_name("0.1.0", name)))
 
     assert runs_as(trixie, "24.11") == runs_as(trixie, "24.11")
     assert runs_as(trixie, "24.11") != runs_as(sid, "24.11")
@@ -188,7 +189,7 @@ def test_without_a_release_the_cluster_is_the_one_the_last_up_recorded(tmp_path)
     assert cluster.release == SID and cluster.root == chroot.chroot_dir(tmp_path, SID)
     assert cluster.kube_root == chroot.chroot_dir(tmp_path)  # etcd's, whichever Slurm runs
     assert DevCluster(tmp_path, slurm=release.DEFAULT).root == cluster.kube_root
-    assert cluster.slurmd_image == "docker.io/sunk-dev/slurmd:26.05"
+    assert cluster.slurmd_image == slurmimages.slurmd_image_name(sunk.__version__, "26.05")
 
 
 def test_tests_get_the_release_the_environment_names(tmp_path, monkeypatch):
