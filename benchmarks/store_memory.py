@@ -1,4 +1,5 @@
-"""What the Syncer's cluster-wide Pod and Node stores hold, whole and trimmed (issue 37 goal 5), in process.
+"""What the Syncer's and sunk-scheduler's Pod stores and the Syncer's Node store hold, whole and trimmed, and
+how long a full garbage collection pauses over them (issue 37 goal 5), in process.
 
 No cluster: N Pods and M Nodes shaped like real ones (managedFields, kubectl's last-applied copy, containers
 with env and mounts, volumes, container statuses; a Node's images, addresses, capacity and conditions) are
@@ -6,9 +7,15 @@ decoded from JSON one by one, as the informer decodes each watch event, and kept
 through the transform the Syncer's assembly gives the informer (``sunk/translate/objects.py``). tracemalloc
 counts the bytes the dict and what it holds keep after the whole objects are dropped. It measures the store
 only: not the process's RSS, not the indexes, not the JSON read buffers; the dev cluster's figure is
-``python -m benchmarks.scale`` (docs/benchmarks.md).
+``python -m benchmarks.scale`` (docs/benchmarks.md). Whole stores are measured only up to ``--whole-up-to``
+objects (10k whole Pods hold about 1.2 GB): beyond it their per-object figure is the one at that count.
 
-    python -m benchmarks.store_memory --pods 10000 --nodes 5000
+GC pauses, over the trimmed stores of both daemons held together (what a process holds once synced): the
+time of each generation-2 collection the interpreter runs by itself while the store fills (``gc.callbacks``),
+then of ``--gc-rounds`` full ``gc.collect()`` passes over the held store, with and without ``gc.freeze()``
+after the fill (the informer's option: frozen objects are never walked again).
+
+    python -m benchmarks.store_memory --pods 100000 --nodes 5000
 """
 
 from __future__ import annotations
@@ -16,13 +23,16 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import statistics
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 
 import attrs
 
-from sunk.translate.objects import LAST_APPLIED, syncer_slim_node, syncer_slim_pod
+from sunk.translate.objects import LAST_APPLIED, syncer_slim_node
+from sunk.translate.podstores import scheduler_slim_pod, syncer_slim_pod
 from sunk.types import Obj
 
 STAMP = "2030-01-01T00:00:00Z"
@@ -124,28 +134,101 @@ def held_bytes(texts: Callable[[], Iterator[str]], transform: Callable[[Obj], Ob
         tracemalloc.stop()
 
 
-def measure(pods: int, nodes: int) -> list[Held]:
-    def pod_texts() -> Iterator[str]:
-        return (pod_json(i, nodes) for i in range(pods))
+def measure(pods: int, nodes: int, whole_up_to: int) -> list[Held]:
+    """Each store whole (at most ``whole_up_to`` objects, scaled to ``count``) and trimmed."""
+    def texts(make: Callable[[int], str], count: int) -> Callable[[], Iterator[str]]:
+        return lambda: (make(i) for i in range(count))
 
-    def node_texts() -> Iterator[str]:
-        return (node_json(i) for i in range(nodes))
+    def whole(make: Callable[[int], str], count: int) -> int:
+        sample = min(count, whole_up_to)
+        return held_bytes(texts(make, sample), None) * count // max(sample, 1)
 
-    return [Held("pods", pods, held_bytes(pod_texts, None), held_bytes(pod_texts, syncer_slim_pod)),
-            Held("nodes", nodes, held_bytes(node_texts, None), held_bytes(node_texts, syncer_slim_node))]
+    def pod(i: int) -> str:
+        return pod_json(i, nodes)
+
+    whole_pods = whole(pod, pods)
+    return [Held("Syncer pods", pods, whole_pods, held_bytes(texts(pod, pods), syncer_slim_pod)),
+            Held("scheduler pods", pods, whole_pods, held_bytes(texts(pod, pods), scheduler_slim_pod)),
+            Held("Syncer nodes", nodes, whole(node_json, nodes), held_bytes(texts(node_json, nodes), syncer_slim_node))]
+
+
+@attrs.frozen
+class Pauses:
+    """Garbage collection pauses over a store, in seconds."""
+
+    during_fill: tuple[float, ...]  # the generation-2 collections the interpreter ran by itself while it filled
+    full: tuple[float, ...]  # gc.collect() over the held store, after the fill
+    frozen: bool
+
+    @staticmethod
+    def describe(times: tuple[float, ...]) -> str:
+        if not times:
+            return "none"
+        ordered = sorted(times)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        return (f"{len(times)}: p50 {statistics.median(times) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+                f"max {max(times) * 1000:.1f} ms")
+
+
+def gc_pauses(pods: int, nodes: int, rounds: int, freeze: bool) -> Pauses:
+    """Fill both daemons' trimmed stores (as one process would hold the larger, the Syncer's, plus Nodes),
+    timing the interpreter's own full collections, then ``rounds`` full collections; ``freeze``: after the fill."""
+    during: list[float] = []
+    started: list[float] = []
+
+    def timer(phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            during.append(time.perf_counter() - started.pop())
+
+    gc.collect()
+    gc.callbacks.append(timer)
+    try:
+        store: dict[str, Obj] = {}
+        for i in range(pods):
+            store[f"syncer/{i}"] = syncer_slim_pod(json.loads(pod_json(i, nodes)))
+            store[f"scheduler/{i}"] = scheduler_slim_pod(json.loads(pod_json(i, nodes)))
+        for i in range(nodes):
+            store[f"node/{i}"] = syncer_slim_node(json.loads(node_json(i)))
+    finally:
+        gc.callbacks.remove(timer)
+    if freeze:
+        gc.freeze()
+    try:
+        full = []
+        for _ in range(rounds):
+            begin = time.perf_counter()
+            gc.collect()
+            full.append(time.perf_counter() - begin)
+    finally:
+        if freeze:
+            gc.unfreeze()
+        del store
+        gc.collect()
+    return Pauses(tuple(during), tuple(full), freeze)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--whole-up-to", type=int, default=10_000, help="whole objects measured at most (scaled)")
+    parser.add_argument("--gc-rounds", type=int, default=20, help="full collections timed over the held store")
     args = parser.parse_args(argv)
     sample = len(pod_json(0, args.nodes))
     print(f"one Pod's JSON: {sample / 1024:.1f} KB; one Node's: {len(node_json(0)) / 1024:.1f} KB")
-    for held in measure(args.pods, args.nodes):
+    for held in measure(args.pods, args.nodes, args.whole_up_to):
         print(f"{held.kind}: {held.count} held in {held.whole / 2**20:.1f} MB whole, {held.trimmed / 2**20:.1f} MB "
               f"trimmed ({held.ratio:.1%}); {held.whole / max(held.count, 1) / 1024:.1f} -> "
               f"{held.trimmed / max(held.count, 1) / 1024:.2f} KB each")
+    for freeze in (False, True):
+        pauses = gc_pauses(args.pods, args.nodes, args.gc_rounds, freeze)
+        print(f"GC over both trimmed Pod stores and the Node store{' (frozen after the fill)' if freeze else ''}: "
+              f"gen-2 while filling {Pauses.describe(pauses.during_fill)}; "
+              f"full collections {Pauses.describe(pauses.full)}")
     return 0
 
 

@@ -30,6 +30,7 @@ from sunk.translate.gang import gang_of, has_started, owner_of
 from sunk.translate.identity import identity_of
 from sunk.translate.keys import GangKey, UnitKey, unit_key
 from sunk.translate.objects import is_terminal, node_ready
+from sunk.translate.podstores import scheduler_slim_pod
 from sunk.translate.slurmd import placement_view, serving
 from sunk.types import Obj
 
@@ -240,8 +241,11 @@ def assemble(
         slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval).jobs()
     submitted = PlaceholderReads(parse, config.started_call_patience, config.pending_reason_interval).attach(slurm_jobs)
     index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs, on_expect=submitted)
+    # Its own Pods, without what it never reads (containers' images, env and mounts, volumes, the kubelet's
+    # container statuses, write records): sunk/translate/podstores.py, issue 37 goal 5.
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
-                                  field_selector=f"spec.schedulerName={config.scheduler_name}")
+                                  field_selector=f"spec.schedulerName={config.scheduler_name}",
+                                  transform=scheduler_slim_pod)
     slurmd = Informer(api, ("", "v1", "pods"), config.slurmd_namespace, label_selector=config.slurmd_selector)
     pod_index = PodIndex(pods)
     # What gangs are sized by: Jobs always (a cluster without gangs pays one watch of slim Jobs); PodGroups

@@ -32,7 +32,8 @@ from sunk.metrics import setup as slurm_metrics_table
 from sunk.metrics.config import MetricsConfig
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import NODE, SlurmInformerFactory
-from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
+from sunk.translate.objects import syncer_slim_node, without_write_records
+from sunk.translate.podstores import syncer_slim_pod
 
 from . import triggers
 from .config import NAME, SyncerConfig

@@ -74,7 +74,7 @@ class SyncerContext:
     slurm_jobs: JobInformer  # Slurm's jobs, by id, on their own thread: a slow job list never delays node state
     slurmd_pods: Informer  # slurmd Pods: --watch-namespace + --slurmd-selector; index INDEX_SLURM_NODE, INDEX_NODE
     nodes: Informer  # Kubernetes Nodes, cluster-wide, trimmed: objects.syncer_slim_node says which fields stay
-    all_pods: Informer  # every Pod cluster-wide, trimmed (objects.syncer_slim_pod); index INDEX_NODE (spec.nodeName)
+    all_pods: Informer  # every Pod cluster-wide, trimmed (podstores.syncer_slim_pod); index INDEX_NODE (spec.nodeName)
     recorder: EventRecorder
     config: SyncerConfig
     enqueue_node: Callable[[str], None]  # wake the Syncer's reconcilers for one Slurm node

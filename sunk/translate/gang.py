@@ -92,6 +92,12 @@ JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
 JOBSET_RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
+# Every label and annotation this module reads of a Pod (``gang_of``, ``member_order``, ``expected``): what a
+# store transform that keeps only some of them must keep (sunk/translate/podstores.py).
+_INDEXES = (LWS_WORKER_INDEX, JOBSET_JOB_GLOBAL_INDEX, JOBSET_JOB_INDEX, JOB_COMPLETION_INDEX)  # label, or annotation
+POD_LABELS_READ = (POD_GROUP, LWS_NAME, LWS_GROUP_INDEX, JOBSET_NAME, JOBSET_REPLICATED_JOB, JOBSET_RESTART_ATTEMPT,
+                   *JOB_NAME_LABELS, *JOB_UID_LABELS, *_INDEXES)
+POD_ANNOTATIONS_READ = (names.ANN_GANG, LWS_SIZE, *_INDEXES)
 KIND_JOB = "Job"
 KIND_LWS = "LeaderWorkerSet"
 KIND_POD_GROUP = "PodGroup"

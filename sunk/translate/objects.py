@@ -171,14 +171,11 @@ def slim_node(node: Wire, *, labels: bool = False, deletion: bool = False, taint
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 """kubectl's copy of the whole object as last applied: a second object in an annotation, read by nobody in sunk."""
 
-# What of a Pod's and a Node's metadata the Syncer's stores keep. ``resourceVersion``: the guarded writes
+# What of a Node's metadata the Syncer's Node store keeps (its Pod store: ``podstores.syncer_slim_pod``).
+# ``resourceVersion``: the guarded writes
 # (``kp.update_with_retry``) send it as a precondition; apiVersion and kind go into Events.
-_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
-                 "labels", "annotations", "ownerReferences")
 _NODE_METADATA = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels",
                   "annotations")
-_POD_SPEC = ("nodeName", "schedulerName", "hostname", "tolerations")
-_POD_STATUS = ("phase", "conditions")
 _NODE_SPEC = ("unschedulable", "taints")
 _NODE_STATUS = ("conditions",)
 
@@ -217,28 +214,6 @@ def without_write_records(obj: Wire) -> dict[str, Any]:
     if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
         metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     return {**obj, "metadata": metadata}
-
-
-def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
-    """What the Syncer's cluster-wide Pod store (``all-pods``) keeps of a Pod: a real one is 29-38 KB, mostly
-    managedFields, containers, volumes and container statuses, which no reader of the store reads.
-
-    Kept, and who reads it:
-    - metadata: name, namespace (store key, ``object_key``, Events, evictions); uid (``drains`` and
-      ``triggers``: which Pod a drain or a placeholder job names; the uid precondition of every write);
-      resourceVersion (``kp.add_toleration``'s guarded write); creationTimestamp (``lock.bound_time``);
-      deletionTimestamp (``lock.pods_to_evict``, ``pods_to_tolerate``); labels, ownerReferences (``gang.gang_of``);
-      annotations but kubectl's last-applied copy (job id, slurm node, gang mode: ``lock.Vouched``,
-      ``drains.placed_job``, ``triggers.slurm_nodes_of``);
-    - spec: nodeName (the INDEX_NODE indexer, ``facts.pod_node``), schedulerName (``Vouched``,
-      ``placed_job``), hostname (``slurm_node_name``, for a Pod of the watched namespace deleted), tolerations
-      (``lock.tolerates_lock``; whole: ``kp.add_toleration`` merge-patches the list it read, with its
-      resourceVersion, so a list cut short here would be written back cut short);
-    - status: phase (``is_terminal``, ``lock.finished``), conditions (PodScheduled: ``lock.bound_time``).
-
-    No sunk write puts a stored Pod back whole (merge patches of named fields only). A new reader of
-    ``ctx.all_pods`` reads only these fields, or adds its own here."""
-    return _slim(pod, _POD_METADATA, _POD_SPEC, _POD_STATUS)
 
 
 def syncer_slim_node(node: Wire) -> dict[str, Any]:

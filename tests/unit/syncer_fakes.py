@@ -11,7 +11,8 @@ from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
-from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
+from sunk.translate.objects import syncer_slim_node, without_write_records
+from sunk.translate.podstores import syncer_slim_pod
 from sunk.types import Obj
 
 

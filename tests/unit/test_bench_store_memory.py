@@ -14,7 +14,21 @@ def test_its_pods_and_nodes_weigh_what_real_ones_do_and_trim_to_what_the_syncer_
 
 
 def test_a_trimmed_store_holds_a_fraction_of_a_whole_one() -> None:
-    pods, nodes = store_memory.measure(pods=30, nodes=10)
-    assert (pods.kind, pods.count, nodes.kind, nodes.count) == ("pods", 30, "nodes", 10)
-    assert 0 < pods.trimmed < pods.whole / 10
+    syncer, scheduler, nodes = store_memory.measure(pods=30, nodes=10, whole_up_to=30)
+    assert [(h.kind, h.count) for h in (syncer, scheduler, nodes)] == [
+        ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10)]
+    assert 0 < syncer.trimmed < scheduler.trimmed < syncer.whole / 5
+    assert syncer.trimmed < syncer.whole / 10
     assert 0 < nodes.trimmed < nodes.whole / 4
+
+
+def test_whole_stores_past_the_limit_are_scaled_from_the_sample() -> None:
+    capped = store_memory.measure(pods=40, nodes=4, whole_up_to=20)[0]
+    assert 1.5 < capped.whole / store_memory.measure(pods=20, nodes=4, whole_up_to=20)[0].whole < 2.5
+
+
+def test_gc_pauses_time_each_full_collection() -> None:
+    for freeze in (False, True):
+        pauses = store_memory.gc_pauses(pods=20, nodes=5, rounds=3, freeze=freeze)
+        assert len(pauses.full) == 3 and all(t > 0 for t in pauses.full) and pauses.frozen == freeze
+    assert "p99" in store_memory.Pauses.describe((0.001, 0.002)) and store_memory.Pauses.describe(()) == "none"

@@ -15,7 +15,8 @@ from sunk.locking.jobs import NodeJob
 from sunk.locking.requests import LockRequest
 from sunk.slurm.models import Node
 from sunk.translate.lock import LOCK_TOLERATION
-from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
+from sunk.translate.objects import syncer_slim_node, without_write_records
+from sunk.translate.podstores import syncer_slim_pod
 
 NOW = 1_000_000.0
 

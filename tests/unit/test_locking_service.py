@@ -23,7 +23,8 @@ from sunk.slurm.errors import NotFound, SlurmUnavailable
 from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
 from sunk.translate.identity import is_placeholder, member_tag
-from sunk.translate.objects import syncer_slim_node, syncer_slim_pod, without_write_records
+from sunk.translate.objects import syncer_slim_node, without_write_records
+from sunk.translate.podstores import syncer_slim_pod
 
 
 class Slurm:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from fat_objects import THEN, fat_node, fat_pod
 
 from sunk import names
 from sunk.kube.informer import pod_node_name
@@ -18,92 +19,12 @@ from sunk.slurm.models import Job
 from sunk.syncer.triggers import node_view
 from sunk.times import epoch
 from sunk.translate import drains, gang, lock, objects, podcordon, slurmd
-from sunk.translate.objects import LAST_APPLIED, syncer_slim_node, syncer_slim_pod, without_write_records
+from sunk.translate.objects import LAST_APPLIED, syncer_slim_node, without_write_records
+from sunk.translate.podstores import syncer_slim_pod
 from sunk.types import Obj
 
 SCHEDULERS = frozenset({"sunk-scheduler"})
 NOW = 1_900_000_000.0  # 2030-03-17, after every timestamp below
-THEN = "2030-01-01T00:00:00Z"
-
-
-def managed_fields(n: int) -> list[Obj]:
-    """What the apiserver records of each writer: a field set per manager, as large as the object."""
-    return [{"manager": f"writer-{i}", "operation": "Update", "apiVersion": "v1", "time": THEN,
-             "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:spec": {"f:containers": {f'k:{{"name":"c{j}"}}': {"f:env": {f"f:E{k}": {}
-                                                                                         for k in range(20)}}
-                                                      for j in range(3)}}}} for i in range(n)]
-
-
-def container(i: int) -> Obj:
-    return {"name": f"c{i}", "image": f"registry.example.com/team/trainer:{i}.0.0",
-            "command": ["python", "-m", "train", "--config", "/etc/train/config.yaml"],
-            "env": [{"name": f"ENV_VARIABLE_{k}", "value": f"value-of-the-variable-number-{k}"} for k in range(40)],
-            "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"},
-                          "limits": {"nvidia.com/gpu": "8"}},
-            "volumeMounts": [{"name": f"v{k}", "mountPath": f"/mnt/v{k}"} for k in range(10)]}
-
-
-def fat_pod(name: str = "train-0", *, node: str = "worker-1", namespace: str = "team-a",
-            annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-            scheduler: str = "sunk-scheduler", tolerations: list[Obj] | None = None, phase: str = "Running",
-            deleting: bool = False, owner_job: bool = False, hostname: str | None = None) -> Obj:
-    """A Pod as the apiserver sends it: managedFields, kubectl's copy, containers, volumes, statuses."""
-    meta: Obj = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": "123",
-                 "creationTimestamp": THEN, "generateName": "train-",
-                 "labels": {"app": "train", **(labels or {})},
-                 "annotations": {LAST_APPLIED: json.dumps({"spec": {"containers": [container(0)]}}),
-                                 **(annotations or {})},
-                 "managedFields": managed_fields(4)}
-    if deleting:
-        meta["deletionTimestamp"] = "2030-01-02T00:00:00Z"
-    if owner_job:
-        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid",
-                                    "controller": True}]
-    spec: Obj = {"nodeName": node, "schedulerName": scheduler, "containers": [container(i) for i in range(3)],
-                 "volumes": [{"name": f"v{k}", "configMap": {"name": f"config-{k}"}} for k in range(10)],
-                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                                  "effect": "NoExecute", "tolerationSeconds": 300}, *(tolerations or [])]}
-    if hostname:
-        spec["hostname"] = hostname
-    status: Obj = {"phase": phase, "podIP": "10.0.0.7", "startTime": THEN,
-                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": THEN},
-                                  {"type": "Ready", "status": "True", "lastTransitionTime": THEN}],
-                   "containerStatuses": [{"name": f"c{i}", "ready": True, "restartCount": 0,
-                                          "image": f"registry.example.com/team/trainer:{i}.0.0",
-                                          "imageID": "sha256:" + "0" * 64, "containerID": "containerd://" + "1" * 64,
-                                          "state": {"running": {"startedAt": THEN}}} for i in range(3)]}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
-def fat_node(name: str = "worker-1", *, taints: list[Obj] | None = None, cordoned: bool = False,
-             reason: str | None = None, ready: str = "True", deleting: bool = False) -> Obj:
-    meta: Obj = {"name": name, "uid": f"uid-{name}", "resourceVersion": "77", "creationTimestamp": THEN,
-                 "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100"},
-                 "annotations": {"node.alpha.kubernetes.io/ttl": "0", LAST_APPLIED: "{}"},
-                 "managedFields": managed_fields(6)}
-    if reason:
-        meta["annotations"][names.ANN_CORDON_REASON] = reason
-    if deleting:
-        meta["deletionTimestamp"] = "2030-01-02T00:00:00Z"
-    conditions = [{"type": t, "status": "False", "reason": f"Kubelet{t}", "message": "kubelet is fine",
-                   "lastHeartbeatTime": THEN, "lastTransitionTime": THEN}
-                  for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]
-    conditions.append({"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "ready",
-                       "lastHeartbeatTime": THEN, "lastTransitionTime": THEN})
-    spec: Obj = {"podCIDR": "10.0.1.0/24", "providerID": f"cloud://{name}", "taints": taints or []}
-    if cordoned:
-        spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec,
-            "status": {"conditions": conditions,
-                       "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
-                       "capacity": {"cpu": "128", "memory": "2Ti", "nvidia.com/gpu": "8"},
-                       "allocatable": {"cpu": "127", "memory": "2Ti", "nvidia.com/gpu": "8"},
-                       "images": [{"names": [f"registry.example.com/image-{i}@sha256:{'2' * 64}",
-                                             f"registry.example.com/image-{i}:v1"], "sizeBytes": 10 ** 9}
-                                  for i in range(50)],
-                       "nodeInfo": {"kernelVersion": "6.8", "kubeletVersion": "v1.34.0",
-                                    "containerRuntimeVersion": "containerd://2.1"}}}
 
 
 LOCK_TOLERATION = {"key": names.LOCK_KEY, "operator": "Exists"}
@@ -127,6 +48,23 @@ PODS = {
                                 annotations={names.ANN_GANG: "pod-group"}),
     "a slurmd Pod": fat_pod("node1", namespace="slurm", hostname="node1", scheduler="default-scheduler"),
     "unbound": fat_pod(node=""),
+    "LeaderWorkerSet worker": fat_pod(labels={gang.LWS_NAME: "lws", gang.LWS_GROUP_INDEX: "2",
+                                             gang.LWS_WORKER_INDEX: "1"},
+                                     annotations={gang.LWS_SIZE: "4", names.ANN_JOB_ID: "42"}),
+    "JobSet member, one gang per Job": fat_pod(labels={gang.JOBSET_NAME: "js", gang.JOBSET_RESTART_ATTEMPT: "1",
+                                                       gang.JOBSET_REPLICATED_JOB: "workers",
+                                                       gang.JOBSET_JOB_INDEX: "3"},
+                                               annotations={names.ANN_GANG: "job"}, owner_job=True),
+    "JobSet member, one gang per replicated Job": fat_pod(labels={gang.JOBSET_NAME: "js",
+                                                                  gang.JOBSET_RESTART_ATTEMPT: "2",
+                                                                  gang.JOBSET_REPLICATED_JOB: "workers"},
+                                                          annotations={names.ANN_GANG: "replicated-job"}),
+    "Job member by its legacy labels": fat_pod(labels={"job-name": "train", "controller-uid": "job-uid"}),
+    "opted out of gangs": fat_pod(owner_job=True, labels={"batch.kubernetes.io/job-name": "train"},
+                                  annotations={names.ANN_GANG: "none"}),
+    "unread labels and annotations": fat_pod(labels={f"team.example.com/l{i}": "x" * 60 for i in range(20)},
+                                             annotations={names.ANN_COMMENT: "c" * 1000, "note": "n" * 4000,
+                                                          names.ANN_JOB_ID: "42", names.ANN_SLURM_NODE: "node1"}),
 }
 
 NODES = {
@@ -155,7 +93,7 @@ def pod_decisions(pod: Obj) -> tuple[Any, ...]:
         [objects.uid_of(p) for p in lock.pods_to_evict([pod], strict=False, effect="NoSchedule", vouched=vouched)],
         [objects.uid_of(p) for p in lock.pods_to_tolerate([pod], "NoExecute", vouched)],
         drains.placed_job(pod, "node1", SCHEDULERS), gang.gang_of(pod), slurmd.slurm_node_name(pod),
-        objects.pod_ready(pod), list(objects.conditions_of(pod)),
+        objects.condition(pod, "PodScheduled"),
         (pod.get("spec") or {}).get("tolerations"),
     )
 
@@ -256,3 +194,26 @@ def test_a_bare_or_broken_object_trims_without_raising(broken: Obj) -> None:
         assert trim(broken)["metadata"]["name"] == "p"
     assert pod_decisions(syncer_slim_pod(broken)) == pod_decisions(
         {k: v for k, v in broken.items() if k == "metadata"})
+
+
+def test_only_the_labels_and_annotations_read_stay() -> None:
+    slim = syncer_slim_pod(PODS["unread labels and annotations"])
+    assert slim["metadata"]["labels"] == {}
+    assert slim["metadata"]["annotations"] == {names.ANN_JOB_ID: "42", names.ANN_SLURM_NODE: "node1"}
+    member = syncer_slim_pod(PODS["LeaderWorkerSet worker"])["metadata"]
+    assert member["labels"] == {gang.LWS_NAME: "lws", gang.LWS_GROUP_INDEX: "2", gang.LWS_WORKER_INDEX: "1"}
+    assert member["annotations"] == {gang.LWS_SIZE: "4", names.ANN_JOB_ID: "42"}
+
+
+def test_only_podscheduled_stays_of_the_conditions_with_what_bound_time_reads() -> None:
+    assert syncer_slim_pod(PODS["sunk-placed"])["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": THEN}]
+
+
+def test_trimmed_pods_share_their_repeated_strings() -> None:
+    """Two Pods decoded apart hold one copy of each key, namespace, node name and timestamp between them."""
+    one, two = (syncer_slim_pod(json.loads(json.dumps(fat_pod(name)))) for name in ("a", "b"))
+    assert next(iter(one["metadata"])) is next(iter(two["metadata"]))
+    for read in (objects.namespace_of, objects.node_name_of, lambda p: p["spec"]["schedulerName"],
+                 lambda p: p["status"]["conditions"][0]["lastTransitionTime"], objects.phase_of):
+        assert read(one) is read(two), read

@@ -1,0 +1,145 @@
+"""What the daemons' Pod stores keep of a Pod (client-go's SetTransform), each field kept named with its readers.
+
+Why: a real Pod is 29-38 KB of JSON and 4-5 times that once decoded; at 100k Pods a store of whole Pods is
+gigabytes (issue 37 goal 5). Each transform keeps what its daemon reads and shares the strings that repeat
+from Pod to Pod (dict keys, namespaces, node names, phases, condition types, timestamps), so that a stored
+Pod costs its unique strings and its containers, not a copy of every word. Here, not in ``objects``, because
+the Syncer's keeps only the labels and annotations ``gang`` reads, and ``gang`` imports ``objects``.
+
+Whatever a transform drops, no reader of its store may read: the unit tests (``tests/unit/test_syncer_slim.py``,
+``tests/unit/test_scheduler_slim.py``) record every field the readers read of a whole Pod and fail on one
+that the transform lost or changed. A new reader of a store reads only what its transform keeps, or keeps
+more here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sunk import names
+
+from . import gang
+from .objects import LAST_APPLIED, Wire, meta
+
+# Metadata values unique to one Pod: sharing them through the interpreter's table would only add an entry.
+_UNIQUE_METADATA = ("name", "uid", "resourceVersion")
+
+
+def shared(value: Any) -> Any:
+    """``value`` rebuilt with every dict key and every string ``sys.intern``ed: equal strings become one object.
+
+    Interned strings are freed with their last reference (CPython keeps no interned string alive by itself);
+    what is not a dict, a list or a string is kept as it is."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, Mapping):
+        return {sys.intern(str(k)): shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shared(v) for v in value]
+    return value
+
+
+def _shared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {sys.intern(k): (v if k in _UNIQUE_METADATA else shared(v)) for k, v in metadata.items()}
+
+
+def _only(part: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """``keys`` of ``part``, those it has; a part that is not an object (a hostile or broken one) keeps none."""
+    return {k: part[k] for k in keys if k in part} if isinstance(part, Mapping) else {}
+
+
+# ---- the Syncer's cluster-wide Pod store (``all-pods``) ------------------------------------------------------
+
+_SYNCER_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                        "labels", "annotations", "ownerReferences")
+_SYNCER_POD_SPEC = ("nodeName", "schedulerName", "hostname", "tolerations")
+
+SYNCER_POD_ANNOTATIONS = (names.ANN_JOB_ID, names.ANN_SLURM_NODE, *gang.POD_ANNOTATIONS_READ)
+"""The annotations the Syncer reads of any Pod: the job and Slurm node sunk wrote (``lock.Vouched``,
+``drains.placed_job``, ``triggers.slurm_nodes_of``) and what ``gang.gang_of`` reads."""
+
+SYNCER_POD_LABELS = gang.POD_LABELS_READ
+"""The labels the Syncer reads of any Pod: what ``gang.gang_of`` reads (no label selector of the Syncer's
+configuration is evaluated on this store: its slurmd Pods are a store of their own, listed by the apiserver)."""
+
+
+def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
+    """What the Syncer's cluster-wide Pod store (``all-pods``) keeps of a Pod, its strings shared.
+
+    Kept, and who reads it:
+    - metadata: name, namespace (store key, ``object_key``, Events, evictions); uid (``drains`` and
+      ``triggers``: which Pod a drain or a placeholder job names; the uid precondition of every write);
+      resourceVersion (``kp.add_toleration``'s guarded write); creationTimestamp (``lock.bound_time``);
+      deletionTimestamp (``lock.pods_to_evict``, ``pods_to_tolerate``); ownerReferences (``gang.gang_of``);
+      of the labels and annotations only ``SYNCER_POD_LABELS`` and ``SYNCER_POD_ANNOTATIONS``;
+    - spec: nodeName (the INDEX_NODE indexer, ``facts.pod_node``), schedulerName (``Vouched``,
+      ``placed_job``), hostname (``slurm_node_name``, for a Pod of the watched namespace deleted), tolerations
+      (``lock.tolerates_lock``; whole: ``kp.add_toleration`` merge-patches the list it read, with its
+      resourceVersion, so a list cut short here would be written back cut short);
+    - status: phase (``is_terminal``, ``lock.finished``); of the conditions only PodScheduled's type, status
+      and lastTransitionTime (``lock.bound_time``). No sunk write sends these conditions back: the Syncer
+      writes conditions only onto slurmd Pods, from their own store.
+
+    No sunk write puts a stored Pod back whole (merge patches of named fields only)."""
+    metadata = _only(meta(pod), _SYNCER_POD_METADATA)
+    for part, keep in (("labels", SYNCER_POD_LABELS), ("annotations", SYNCER_POD_ANNOTATIONS)):
+        if part in metadata:
+            metadata[part] = _only(metadata[part], keep)
+    slim: dict[str, Any] = {k: shared(pod[k]) for k in ("apiVersion", "kind") if k in pod}
+    slim["metadata"] = _shared_metadata(metadata)
+    if spec := _only(pod.get("spec"), _SYNCER_POD_SPEC):
+        slim["spec"] = shared(spec)
+    status_in = pod.get("status")
+    status: dict[str, Any] = _only(status_in, ("phase",))
+    if isinstance(status_in, Mapping) and isinstance(conditions := status_in.get("conditions"), list):
+        status["conditions"] = [_only(c, ("type", "status", "lastTransitionTime")) for c in conditions
+                                if isinstance(c, Mapping) and c.get("type") == "PodScheduled"]
+    if status:
+        slim["status"] = shared(status)
+    return slim
+
+
+# ---- the scheduler's Pod store (its own Pods: ``spec.schedulerName``) -----------------------------------------
+
+# What of a container the scheduler reads (``resources.pod_requests``: the requests and limits summed into the
+# job's; ``restartPolicy``: an init container that is a sidecar); its name for the messages that name it.
+_CONTAINER = ("name", "resources", "restartPolicy")
+# The bulk of a Pod that nothing of the scheduler reads: volumes, and the kubelet's per-container statuses.
+_SCHEDULER_SPEC_DROPPED = ("volumes",)
+_SCHEDULER_STATUS_DROPPED = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
+def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
+    """What sunk-scheduler's Pod store keeps of its own Pods, its strings shared.
+
+    Unlike the Syncer's, by subtraction: the scheduler translates the whole Pod into a job (``podjob``: the
+    annotations of the seeds' table, requests, affinity, grace period, tolerations, labels of its gang) and
+    writes from the stored Pod (``set_pod_conditions`` merge-patches the whole conditions list it read, guarded
+    by the stored resourceVersion; ``record_job`` the whole tolerations list), so every part is kept but:
+    - metadata.managedFields and kubectl's last-applied annotation (who wrote what; nobody reads them);
+    - of each container, init container and ephemeral container all but its name, resources and restartPolicy
+      (image, command, env, mounts: the kubelet's, not Slurm's);
+    - spec.volumes and status.containerStatuses, initContainerStatuses, ephemeralContainerStatuses."""
+    metadata = {k: v for k, v in meta(pod).items() if k != "managedFields"}
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+        metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    slim: dict[str, Any] = {k: shared(v) for k, v in pod.items() if k not in ("metadata", "spec", "status")}
+    slim["metadata"] = _shared_metadata(metadata)
+    spec_in = pod.get("spec")
+    if isinstance(spec_in, Mapping):
+        spec = {k: v for k, v in spec_in.items() if k not in _SCHEDULER_SPEC_DROPPED}
+        for key in ("containers", "initContainers", "ephemeralContainers"):
+            if isinstance(spec.get(key), list):
+                spec[key] = [_only(c, _CONTAINER) if isinstance(c, Mapping) else c for c in spec[key]]
+        slim["spec"] = shared(spec)
+    elif "spec" in pod:
+        slim["spec"] = spec_in
+    status_in = pod.get("status")
+    if isinstance(status_in, Mapping):
+        slim["status"] = shared({k: v for k, v in status_in.items() if k not in _SCHEDULER_STATUS_DROPPED})
+    elif "status" in pod:
+        slim["status"] = status_in
+    return slim
