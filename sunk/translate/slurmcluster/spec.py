@@ -84,6 +84,8 @@ class SlurmClusterSpec:
     login_service_type: str = "ClusterIP"
     munge_secret: str = ""  # an existing Secret (key munge.key); "": generated once, kept
     jwt_secret: str = ""  # an existing Secret (key jwt_hs256.key); "": generated once, kept
+    # The chart's slurm-hooks ConfigMap (hooks.env, prolog.sh, epilog.sh) for its NodeSets' slurmd Pods; "": none
+    hooks_configmap: str = ""
     kill_wait: int = 30
     max_node_count: int = 1024
     gres_types: tuple[str, ...] = field(converter=_strs, factory=tuple)
@@ -248,6 +250,8 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
                               DNS_SUBDOMAIN, "a Secret name"),
         jwt_secret=r.string(r.obj(keys, "jwt", "spec.keys"), "existingSecret", "spec.keys.jwt", "", DNS_SUBDOMAIN,
                             "a Secret name"),
+        hooks_configmap=r.string(r.obj(spec, "hooks", "spec"), "configMap", "spec.hooks", "", DNS_SUBDOMAIN,
+                                 "a ConfigMap name"),
         kill_wait=r.integer(spec, "killWait", "spec", 30, 1, 65533),
         max_node_count=r.integer(spec, "maxNodeCount", "spec", 1024, 1, MAX_NODE_COUNT),
         gres_types=gres_types, partitions=partitions, extra_lines=extra)
