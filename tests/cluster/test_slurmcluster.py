@@ -187,13 +187,31 @@ def test_a_nodeset_naming_the_cluster_gets_its_configuration_munge_key_and_hooks
         assert {m["mountPath"] for m in slurmd["volumeMounts"]} >= {"/etc/slurm", "/run/munge", "/etc/sunk"}
         assert {"name": "SLURM_CONF", "value": "/etc/slurm/slurm.conf"} in slurmd["env"]
         assert [(i["name"], i.get("restartPolicy")) for i in spec["initContainers"]] == [("munged", "Always")]
+        # munged runs the SlurmCluster's slurmd image, never the template's
+        assert spec["initContainers"][0]["image"] == c.get()["spec"]["images"]["slurmd"] != slurmd["image"]
         env = {e["name"]: e.get("value") for e in slurmd["env"]}
         assert "nodeset-gpu" in env["SUNK_SLURM_FEATURES"].split(",")
         found = next(x for x in kc.get(c.api, NODESETS, "gpu", c.namespace)["status"]["conditions"]
                      if x["type"] == "ClusterFound")
         assert found["status"] == "True"
+
+        # A template container mounting the operator's munge key volume is refused, and the Pod is left alone.
+        uid = pod()["metadata"]["uid"]  # type: ignore[index]
+        thief = {"name": "thief", "image": "sunk-dev/slurmd:v1",
+                 "volumeMounts": [{"name": "sunk-munge-key", "mountPath": "/stolen", "readOnly": True}]}
+        kc.patch(c.api, NODESETS, "gpu", {"spec": {"template": {"spec": {"containers": [
+            {"name": "slurmd", "image": "sunk-dev/slurmd:v1"}, thief]}}}}, c.namespace)
+
+        def spec_valid() -> dict[str, Any]:
+            return next((x for x in kc.get(c.api, NODESETS, "gpu", c.namespace).get("status", {}).get(
+                "conditions") or [] if x["type"] == "SpecValid"), {})
+
+        wait_for(lambda: spec_valid().get("status") == "False", 60, "the NodeSet's SpecValid=False")
+        assert "containers[1].volumeMounts[0].name" in spec_valid()["message"]
+        assert pod()["metadata"]["uid"] == uid and not pod()["metadata"].get("deletionTimestamp")  # type: ignore[index]
     finally:
-        kc.patch(c.api, NODESETS, "gpu", {"spec": {"nodeSelector": {"sunk.dev/none": "nothing"}}}, c.namespace)
+        kc.patch(c.api, NODESETS, "gpu", {"spec": {"nodeSelector": {"sunk.dev/none": "nothing"}, "template": {
+            "spec": {"containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:v1"}]}}}}, c.namespace)
         kc.delete(c.api, NODES, node)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from nodeset_fakes import node, nodeset, pod_for
-from slurmcluster_fakes import cluster
+from slurmcluster_fakes import IMAGES, cluster
 
 from sunk.translate.nodeset import pod as podlib
 from sunk.translate.nodeset.plan import Facts, decide
@@ -71,9 +71,24 @@ def test_the_slurmd_pod_gets_the_clusters_configuration_munge_key_and_hooks():
     assert {"name": "SLURM_CONF", "value": "/etc/slurm/slurm.conf"} in container["env"]
     (munged,) = pod["initContainers"]
     assert munged["name"] == "munged" and munged["restartPolicy"] == "Always"
-    assert munged["image"] == container["image"]  # the slurmd image carries munged
+    assert munged["image"] == IMAGES["slurmd"] != container["image"]  # the cluster's image, not the template's
     assert mount_paths(munged)["/etc/munge-key"] == lent.VOLUME_MUNGE_KEY
-    assert lent.VOLUME_MUNGE_KEY not in mount_paths(container).values()  # the key is munged's alone
+    assert lent.VOLUME_MUNGE_KEY not in mount_paths(container).values()  # the operator mounts it into munged only
+
+
+def test_munged_runs_the_clusters_slurmd_image_whatever_the_template_runs():
+    ns = nodeset(slurmCluster="sc")
+    ns["spec"]["template"]["spec"]["containers"][0]["image"] = "evil.example/copies-the-key:1"
+    pod = created(ns, sc(images={**IMAGES, "slurmd": "registry.example/their-slurmd:2"}))
+    (munged,) = pod["initContainers"]
+    assert munged["image"] == "registry.example/their-slurmd:2"
+
+
+def test_a_new_slurmd_image_of_the_cluster_rolls_the_pods():
+    spec = read_spec(nodeset(slurmCluster="sc")).spec
+    one = lent.NodeMounts("sc", "sc-slurm-config", "sc-munge-key", "slurmd:1", "hooks")
+    assert podlib.template_hash(spec, one) != podlib.template_hash(spec, one.__class__(
+        "sc", "sc-slurm-config", "sc-munge-key", "slurmd:2", "hooks"))
 
 
 def test_the_prolog_and_epilog_are_where_slurm_conf_says():
@@ -159,24 +174,58 @@ def test_the_templates_own_slurm_conf_variable_wins():
         {"name": "SLURM_CONF", "value": "/opt/slurm.conf"}]
 
 
-@pytest.mark.parametrize("hostile", [
-    # a volume under the operator's munge key name, holding another Secret, for the operator's munged to read
-    {"volumes": [{"name": lent.VOLUME_MUNGE_KEY, "secret": {"secretName": "someone-elses"}}]},
-    # the socket's name taken by a Secret: munged's socket would be another Secret's files
-    {"volumes": [{"name": lent.VOLUME_MUNGE_SOCKET, "secret": {"secretName": "someone-elses"}}]},
-    # the configuration's name taken: the operator's /etc/slurm mount would show the template's volume
-    {"volumes": [{"name": lent.VOLUME_CONFIG, "secret": {"secretName": "someone-elses"}}]},
-])
-def test_a_template_cannot_redirect_the_operators_mounts(hostile):
-    pod = created(with_template(**hostile))
-    (theirs,) = hostile["volumes"]
-    assert [v for v in pod["volumes"] if v["name"] == theirs["name"]] == [theirs]  # kept, not replaced
-    for container in [*pod["containers"], *pod.get("initContainers", [])]:
-        for m in container.get("volumeMounts") or []:
-            # nothing the operator added mounts the template's volume
-            assert m["name"] != theirs["name"], (container["name"], m)
-    secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
-    assert secrets - {"someone-elses"} <= {"sc-munge-key"}
+def hostile_templates() -> list[tuple[Obj, str]]:
+    secret = {"secret": {"secretName": "someone-elses"}}
+    return [
+        # a volume under the operator's munge key name, holding another Secret, for the operator's munged to read
+        ({"volumes": [{"name": lent.VOLUME_MUNGE_KEY, **secret}]}, "template.spec.volumes[0].name"),
+        # the socket's or the configuration's name taken: the operator's mounts would show the template's volume
+        ({"volumes": [{"name": lent.VOLUME_MUNGE_SOCKET, **secret}]}, "template.spec.volumes[0].name"),
+        ({"volumes": [{"name": lent.VOLUME_CONFIG, **secret}]}, "template.spec.volumes[0].name"),
+        # slurmd, a second container or an init container mounting the operator's munge key: it would read the key
+        ({"mounts": [{"name": lent.VOLUME_MUNGE_KEY, "mountPath": "/stolen"}]},
+         "template.spec.containers[0].volumeMounts[0].name"),
+        ({"containers": [{"name": "slurmd", "image": "s"}, {"name": "thief", "image": "t", "volumeMounts": [
+            {"name": lent.VOLUME_MUNGE_KEY, "mountPath": "/stolen", "readOnly": True}]}]},
+         "template.spec.containers[1].volumeMounts[0].name"),
+        ({"initContainers": [{"name": "copy", "image": "t", "volumeMounts": [
+            {"name": lent.VOLUME_MUNGE_KEY, "mountPath": "/k"}]}]},
+         "template.spec.initContainers[0].volumeMounts[0].name"),
+        ({"containers": [{"name": "slurmd", "image": "s", "volumeDevices": [
+            {"name": lent.VOLUME_MUNGE_STATE, "devicePath": "/dev/x"}]}]},
+         "template.spec.containers[0].volumeDevices[0].name"),
+        ({"mounts": [{"name": lent.VOLUME_HOOKS_ENV, "mountPath": "/x"}]},
+         "template.spec.containers[0].volumeMounts[0].name"),
+    ]
+
+
+@pytest.mark.parametrize("hostile, where", hostile_templates())
+def test_a_template_using_a_reserved_volume_name_is_refused_and_no_pod_changes(hostile, where):
+    ns = with_template(**hostile)
+    old = pod_for(nodeset(), "worker-1", "g-3-1")  # outdated: it would be rolled were the spec taken
+    plan = decide(Facts(ns, [W(1), W(2)], [old], slurm={}, cluster=sc(), cluster_nodesets=["gpu"],
+                        watched_cluster="sc"))
+    assert not (plan.create or plan.mark or plan.drain or plan.undrain or plan.delete)
+    valid = cond(plan, "SpecValid")
+    assert valid["status"] == "False" and f"spec.{where}" in valid["message"] and "reserves" in valid["message"]
+
+
+def test_reserved_volume_names_are_free_without_a_cluster():
+    ns = with_template(volumes=[{"name": lent.VOLUME_MUNGE_KEY, "secret": {"secretName": "mine"}}],
+                       mounts=[{"name": lent.VOLUME_MUNGE_KEY, "mountPath": "/etc/munge"}])
+    del ns["spec"]["slurmCluster"]
+    assert read_spec(ns).problems == ()  # the operator lends nothing, so nothing of the template is its
+
+
+def test_every_volume_the_operator_lends_is_reserved():
+    mounts = lent.NodeMounts("sc", "sc-slurm-config", "sc-munge-key", "slurmd:1", "hooks")
+    lent_names = {v["name"] for part in lent.slurmd_parts(mounts) for v in part.volumes}
+    assert lent_names == set(lent.RESERVED_VOLUMES)
+
+
+@pytest.mark.parametrize("junk", [None, "x", 3, {"volumes": "x", "containers": ["x", {"volumeMounts": 7}]}])
+def test_reserved_volume_uses_reads_junk_as_nothing(junk):
+    assert lent.reserved_volume_uses(junk) == []
 
 
 @pytest.mark.parametrize("value", ["../sc", "SC", "sc.other", "a" * 41, 7, ["sc"]])
@@ -222,9 +271,9 @@ def test_a_found_cluster_says_so_and_rolls_pods_made_without_it():
 
 def test_the_template_hash_follows_what_the_cluster_lends():
     spec = read_spec(nodeset(slurmCluster="sc")).spec
-    one = lent.NodeMounts("sc", "sc-slurm-config", "sc-munge-key", "hooks")
+    one = lent.NodeMounts("sc", "sc-slurm-config", "sc-munge-key", "slurmd:1", "hooks")
     assert podlib.template_hash(spec, one) != podlib.template_hash(spec, one.__class__(
-        "sc", "sc-slurm-config", "other-munge", "hooks"))
+        "sc", "sc-slurm-config", "other-munge", "slurmd:1", "hooks"))
     plain = read_spec(nodeset()).spec
     assert podlib.template_hash(plain) == podlib.template_hash(plain, None)  # unnamed: the hash of before
 

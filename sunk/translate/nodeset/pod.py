@@ -26,8 +26,10 @@ The Pod is the template, plus what ties it to its Node and Slurm node:
   template that has a volume of that name, or a mount at that path, keeps its own;
 - with ``spec.slurmCluster``, what that SlurmCluster lends (``sunk.translate.slurmcluster.mounts``):
   its configuration at ``/etc/slurm`` with the chart's prolog and epilog, ``SLURM_CONF``, a munged
-  native sidecar with its munge key, and hooks.env at ``/etc/sunk``; each part whole or not at all,
-  the template's own volume, mount or container of the same name or path winning; and the feature
+  native sidecar (the cluster's slurmd image, never the template's) with its munge key, and hooks.env
+  at ``/etc/sunk``; each part whole or not at all, the template's own mount or container of the same
+  path or name winning (a template using one of the volume names the operator adds is refused by
+  ``read_spec``, so none of them can point at the template's volume); and the feature
   ``nodeset-<name>`` in the registration, which the cluster's partitions select on.
 
 The template hash covers everything the NodeSet puts into every Pod (template, features, GRES,
@@ -164,7 +166,7 @@ def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str,
             container["env"] = kept + _env(reg, slurm_node, k8s_node)
             _with_hooks_token(pod_spec, container)
             if mounts is not None:
-                for part in slurmd_parts(mounts, str(container.get("image") or "")):
+                for part in slurmd_parts(mounts):
                     add_part(part, pod_spec, container)
     tolerations = list(pod_spec.get("tolerations") or [])
     tolerations.extend(t for t in TOLERATIONS if t not in tolerations)

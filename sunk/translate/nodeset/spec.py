@@ -18,7 +18,7 @@ from attrs import field, frozen
 
 from sunk import names
 from sunk.translate import selectors
-from sunk.translate.slurmcluster.mounts import cluster_name_problem
+from sunk.translate.slurmcluster.mounts import cluster_name_problem, reserved_volume_uses
 from sunk.translate.slurmcluster.slurmconf import nodeset_feature
 
 SCHEME_IPV4 = "IPv4Octets"  # <prefix>-<third octet>-<fourth octet> of the Node's InternalIP
@@ -287,6 +287,10 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
     if slurm_cluster and (why := cluster_name_problem(slurm_cluster)) is not None:
         problems.append(f"spec.slurmCluster: {why}")
         slurm_cluster = ""
+    if raw.get("slurmCluster") and isinstance(template, Mapping):
+        # The volumes the operator lends are its own: a template mounting sunk-munge-key would read the key.
+        problems.extend(f"spec.{where} is a name the operator reserves for what the SlurmCluster lends"
+                        for where in reserved_volume_uses(template.get("spec")))
 
     update = raw.get("updateStrategy") or {}
     if not isinstance(update, Mapping):

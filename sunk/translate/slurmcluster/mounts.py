@@ -7,11 +7,15 @@ functions its own objects are named by (``paths``), so the NodeSet reconciler an
 reconciler can never disagree on which ConfigMap or Secret is the cluster's.
 
 Every part comes whole or not at all (``PodPart``): a NodeSet's Pod template that already has a
-volume of one of the part's names, a container of its sidecar's name, or a mount on or under (or
-above) one of its paths keeps its own, and the operator adds nothing of that part. So the user's
-template wins where it says something, and a template can never make the operator's munged read a
-volume the template defined (a volume named ``sunk-munge-key`` that holds another Secret means no
-munged is added at all, not a munged reading it).
+container of its sidecar's name, or a mount on or under (or above) one of its paths keeps its own,
+and the operator adds nothing of that part. So the user's template wins where it says something.
+
+The volume names the operator adds (``RESERVED_VOLUMES``) are its own: a template that defines a
+volume of one of them, or mounts one in any container, is refused (``reserved_volume_uses``, a
+problem of the NodeSet's spec). Else a template container mounting ``sunk-munge-key`` would read
+the key the operator lends munged, and a template volume of that name would feed the operator's
+munged a Secret of the template's choosing. munged's image is the cluster's (``spec.images.slurmd``),
+never the template's: no image a NodeSet author picks runs with the key.
 
 The configuration is one projected volume at ``/etc/slurm``: the cluster's ConfigMap whole, and the
 chart's prolog and epilog as ``prolog.d/50-sunk.sh`` and ``epilog.d/50-sunk.sh`` (mode 0755), the
@@ -33,7 +37,7 @@ from .spec import DNS_LABEL, MAX_CLUSTER_NAME, SlurmClusterSpec, read_spec
 Obj = dict[str, Any]
 
 MUNGED_CONTAINER = "munged"
-MUNGE_KEY_DIR = "/etc/munge-key"  # munged's alone: the Slurm daemon never mounts the key
+MUNGE_KEY_DIR = "/etc/munge-key"  # munged's: the operator mounts the key into no other container
 MUNGE_SOCKET_DIR = "/run/munge"  # munge's default socket directory, where libmunge looks
 MUNGE_SOCKET = f"{MUNGE_SOCKET_DIR}/munge.socket.2"
 MUNGE_STATE_DIR = "/var/lib/munge"
@@ -46,6 +50,7 @@ VOLUME_MUNGE_KEY = "sunk-munge-key"
 VOLUME_MUNGE_SOCKET = "sunk-munge-socket"
 VOLUME_MUNGE_STATE = "sunk-munge-state"
 VOLUME_HOOKS_ENV = "sunk-hooks-env"
+RESERVED_VOLUMES = (VOLUME_CONFIG, VOLUME_MUNGE_KEY, VOLUME_MUNGE_SOCKET, VOLUME_MUNGE_STATE, VOLUME_HOOKS_ENV)
 
 # The SlurmCluster condition a NodeSet naming it reads; reasons a NodeSet cannot use the cluster it names.
 NOT_WATCHED = "NotWatched"
@@ -65,12 +70,37 @@ class NodeMounts:
     cluster: str
     config_configmap: str
     munge_secret: str
+    munged_image: str  # the cluster's slurmd image (it carries munged): the only image that reads the key
     hooks_configmap: str = ""  # "": the cluster lends no prolog, epilog or hooks.env
 
 
 def node_mounts(spec: SlurmClusterSpec) -> NodeMounts:
     return NodeMounts(cluster=spec.name, config_configmap=paths.config_configmap(spec),
-                      munge_secret=paths.munge_secret(spec), hooks_configmap=spec.hooks_configmap)
+                      munge_secret=paths.munge_secret(spec), munged_image=spec.image("slurmd"),
+                      hooks_configmap=spec.hooks_configmap)
+
+
+def reserved_volume_uses(pod_spec: object) -> list[str]:
+    """Where a NodeSet's Pod template (its ``spec``) uses a volume name the operator adds for a SlurmCluster
+    (``RESERVED_VOLUMES``): defines one, or mounts one in any container or init container (empty: nowhere)."""
+    if not isinstance(pod_spec, Mapping):
+        return []
+    found = [f"template.spec.volumes[{i}].name: {v.get('name')!r}"
+             for i, v in enumerate(_list(pod_spec.get("volumes")))
+             if isinstance(v, Mapping) and v.get("name") in RESERVED_VOLUMES]
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(_list(pod_spec.get(key))):
+            if not isinstance(container, Mapping):
+                continue
+            for field_name in ("volumeMounts", "volumeDevices"):
+                found.extend(f"template.spec.{key}[{i}].{field_name}[{j}].name: {m.get('name')!r}"
+                             for j, m in enumerate(_list(container.get(field_name)))
+                             if isinstance(m, Mapping) and m.get("name") in RESERVED_VOLUMES)
+    return found
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def cluster_name_problem(value: object) -> str | None:
@@ -170,15 +200,16 @@ def munge_socket_mount() -> Obj:
     return {"name": VOLUME_MUNGE_SOCKET, "mountPath": MUNGE_SOCKET_DIR, "readOnly": True}
 
 
-def slurmd_parts(mounts: NodeMounts, image: str) -> tuple[PodPart, ...]:
-    """What a slurmd Pod of the cluster gets: the configuration (and ``SLURM_CONF``), munged from ``image``
-    (the slurmd container's own: the slurmd image carries munged) with the cluster's key, and hooks.env."""
+def slurmd_parts(mounts: NodeMounts) -> tuple[PodPart, ...]:
+    """What a slurmd Pod of the cluster gets: the configuration (and ``SLURM_CONF``), munged from the cluster's
+    slurmd image (never the template's: the key is read by no image a NodeSet author picks) with the
+    cluster's key, and hooks.env."""
     parts = [
         PodPart(volumes=[config_volume(mounts)],
                 mounts=[{"name": VOLUME_CONFIG, "mountPath": paths.CONFIG_DIR, "readOnly": True}],
                 env=[{"name": "SLURM_CONF", "value": paths.SLURM_CONF}]),
         PodPart(volumes=munged_volumes(mounts.munge_secret), mounts=[munge_socket_mount()],
-                sidecars=[munged_sidecar(image)]),
+                sidecars=[munged_sidecar(mounts.munged_image)]),
     ]
     if mounts.hooks_configmap:
         env_file = {"name": mounts.hooks_configmap, "items": [{"key": "hooks.env", "path": "hooks.env"}]}

@@ -20,7 +20,9 @@ from .lines import check_line, check_pair
 
 # The Slurm releases sunk speaks to (docs/compatibility.md: v0.0.42 is served by all of them).
 RELEASES = ("24.11", "25.05", "25.11", "26.05")
-COMPONENTS = ("slurmctld", "slurmdbd", "slurmrestd", "login", "mariadb")
+# slurmd: the image of the munged sidecar the operator adds to its NodeSets' slurmd Pods (mounts.py), the
+# cluster's and not the NodeSet template's, so that no template image ever runs with the munge key.
+COMPONENTS = ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd", "mariadb")
 # A DNS-1035 label: what a Service name must be, and so every name derived from the cluster's.
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -189,7 +191,7 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
     accounting = r.boolean(dbd, "enabled", "spec.slurmdbd", True)
     database = r.obj(dbd, "database", "spec.slurmdbd")
     external = _external(r, r.obj(database, "external", "spec.slurmdbd.database"))
-    needed = ["slurmctld", "slurmrestd", "login"]
+    needed = ["slurmctld", "slurmrestd", "login", "slurmd"]
     if accounting:
         needed.append("slurmdbd")
         if external is None:
