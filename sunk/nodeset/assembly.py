@@ -16,8 +16,8 @@ What wakes a NodeSet (by events, never by a timer):
 
 With ``--slurm-cluster``, a controller of that one SlurmCluster (``sunk/slurmcluster/assembly.py``), whose
 informer the NodeSet reconciler reads too: a NodeSet naming it (``spec.slurmCluster``) gets its configuration,
-munge key and prolog/epilog mounted, and is woken when the cluster comes, goes, or its spec or ``SpecValid``
-changes (the NodeSets naming it, by an index: no walk of every NodeSet).
+munge key and prolog/epilog mounted, and is woken when the cluster comes, goes, or its spec, ``SpecValid`` or
+``observedGeneration`` changes (the NodeSets naming it, by an index: no walk of every NodeSet).
 
 With ``--topology``, a second controller of one key writes Slurm's topology (``topology.py``),
 woken by a Node's labels, a slurmd Pod coming, going or moving, a Slurm node added or deleted.
@@ -155,11 +155,12 @@ def topology_view(pod: Obj) -> tuple[Any, ...]:
 
 
 def cluster_mount_view(cluster: Obj) -> tuple[Any, ...]:
-    """What a NodeSet reads of its SlurmCluster: its spec (the names it lends), deletion and SpecValid."""
-    meta = cluster.get("metadata") or {}
-    valid = [c.get("status") for c in (cluster.get("status") or {}).get("conditions") or []
+    """What a NodeSet reads of its SlurmCluster: its spec (the names it lends), deletion, SpecValid and
+    the generation its reconciler applied (the NodeSet waits for it to reach the spec's)."""
+    meta, status = cluster.get("metadata") or {}, cluster.get("status") or {}
+    valid = [c.get("status") for c in status.get("conditions") or []
              if isinstance(c, dict) and c.get("type") == "SpecValid"]
-    return meta.get("generation"), meta.get("deletionTimestamp"), tuple(valid)
+    return meta.get("generation"), meta.get("deletionTimestamp"), tuple(valid), status.get("observedGeneration")
 
 
 def attach_clusters(enqueue: Callable[[str], None], *, clusters: Any, nodesets: Any) -> None:

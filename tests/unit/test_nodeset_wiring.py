@@ -205,7 +205,12 @@ def test_a_slurm_cluster_wakes_only_the_nodesets_naming_it_through_the_index():
     clusters.put(status_only)
     assert keys == ["slurm/gpu"]  # SpecValid appeared (a NodeSet reads it)
     keys.clear()
-    rehashed = copy.deepcopy(status_only)
+    observed = copy.deepcopy(status_only)
+    observed["status"]["observedGeneration"] = observed["metadata"]["generation"]
+    clusters.put(observed)
+    assert keys == ["slurm/gpu"]  # its reconciler applied the spec: a NodeSet waiting for that may go on
+    keys.clear()
+    rehashed = copy.deepcopy(observed)
     rehashed["status"]["configHash"] = "y"
     clusters.put(rehashed)
     assert keys == []  # nothing a NodeSet reads

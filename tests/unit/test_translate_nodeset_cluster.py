@@ -28,8 +28,16 @@ def cond(plan: Any, ctype: str) -> Obj:
     return next(c for c in plan.conditions if c["type"] == ctype)
 
 
+def applied(the_cluster: Obj, *, valid: str = "True", observed: Any = "same") -> Obj:
+    """``the_cluster`` as its reconciler leaves it once applied: SpecValid and observedGeneration."""
+    out = copy.deepcopy(the_cluster)
+    out["status"] = {"observedGeneration": out["metadata"]["generation"] if observed == "same" else observed,
+                     "conditions": [{"type": "SpecValid", "status": valid, "reason": "Valid"}]}
+    return out
+
+
 def sc(**spec: Any) -> Obj:
-    return cluster(hooks={"configMap": "sunk-slurm-hooks"}, **spec)
+    return applied(cluster(hooks={"configMap": "sunk-slurm-hooks"}, **spec))
 
 
 def of_cluster(ns: Obj, the_cluster: Obj | None = None, watched: str = "sc", **kw: Any) -> Facts:
@@ -110,7 +118,7 @@ def test_the_nodes_register_with_the_feature_the_clusters_partitions_select():
 
 
 def test_a_cluster_without_hooks_lends_no_prolog_or_hooks_env():
-    pod = created(nodeset(slurmCluster="sc"), cluster())
+    pod = created(nodeset(slurmCluster="sc"), applied(cluster()))
     assert volume(pod, lent.VOLUME_CONFIG)["projected"]["sources"] == [{"configMap": {"name": "sc-slurm-config"}}]
     assert "/etc/sunk" not in mount_paths(slurmd(pod))
 
@@ -241,9 +249,20 @@ def unusable() -> list[tuple[Obj | None, str, str]]:
     deleting["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
     refused = sc()
     refused["status"] = {"conditions": [{"type": "SpecValid", "status": "False", "reason": "SecretNotLabelled"}]}
+    never_reconciled = sc()
+    del never_reconciled["status"]
+    no_condition = sc()
+    no_condition["status"]["conditions"] = []
+    edited = sc()  # a new spec its reconciler has not applied yet: what it lends may not exist
+    edited["metadata"]["generation"] = 3
     return [(None, "sc", lent.NOT_FOUND), (sc(), "", lent.NOT_WATCHED), (sc(), "other", lent.NOT_WATCHED),
             (deleting, "sc", lent.DELETING), (sc(slurm={"release": "20.11"}), "sc", lent.INVALID),
-            (refused, "sc", lent.INVALID)]
+            (refused, "sc", lent.INVALID), (applied(sc(), valid="False"), "sc", lent.INVALID),
+            (never_reconciled, "sc", lent.NOT_OBSERVED), (no_condition, "sc", lent.NOT_OBSERVED),
+            (edited, "sc", lent.NOT_OBSERVED), (applied(sc(), observed=1), "sc", lent.NOT_OBSERVED),
+            (applied(sc(), observed="2"), "sc", lent.NOT_OBSERVED),
+            (applied(sc(), observed=None), "sc", lent.NOT_OBSERVED),
+            (applied(sc(), valid="Unknown"), "sc", lent.NOT_OBSERVED)]
 
 
 @pytest.mark.parametrize("the_cluster, watched, reason", unusable())

@@ -36,7 +36,8 @@ The rules (docs/nodeset.md says them for people):
   usable name, or a name that collides, gets no Pod and a condition says why; no existing
   Pod is touched because of it (a Node that cannot be named for a moment keeps its Pod).
 - A NodeSet naming a SlurmCluster (``spec.slurmCluster``) that the operator cannot use (not the one it
-  watches, absent, being deleted, or with problems) is frozen the same way, with ``ClusterFound=False``
+  watches, absent, being deleted, with problems, or whose current spec its reconciler has not applied:
+  ``SpecValid=True`` and ``observedGeneration`` its generation) is frozen the same way, with ``ClusterFound=False``
   saying why: a Pod made without the cluster's configuration and munge key would never join it, and
   Pods that have them are not replaced by ones that do not. Once it is found, its names
   (``slurmcluster.mounts``) go into every Pod and into the template hash.

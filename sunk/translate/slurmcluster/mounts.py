@@ -57,6 +57,7 @@ NOT_WATCHED = "NotWatched"
 NOT_FOUND = "NotFound"
 DELETING = "ClusterDeleting"
 INVALID = "ClusterInvalid"
+NOT_OBSERVED = "ClusterNotObserved"
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -120,13 +121,21 @@ class Lookup:
     message: str = ""
 
 
-def _spec_refused(cluster: Mapping[str, Any]) -> bool:
-    """The SlurmCluster reconciler said SpecValid=False (a problem only it can see, such as a Secret it
-    names that is not labelled for it): its Pods get nothing of it either."""
+def _spec_valid(cluster: Mapping[str, Any]) -> object:
+    """The status of the SlurmCluster's SpecValid condition (None: none written)."""
     for cond in (cluster.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == "SpecValid" and cond.get("status") == "False":
-            return True
-    return False
+        if isinstance(cond, Mapping) and cond.get("type") == "SpecValid":
+            return cond.get("status")
+    return None
+
+
+def _observed(cluster: Mapping[str, Any]) -> bool:
+    """The SlurmCluster reconciler applied the spec as it is now: its ``observedGeneration`` (written only
+    once every object is applied) is the spec's ``generation``. Else what it lends may not exist yet or may
+    be what an older spec named, and SpecValid may speak of the older spec."""
+    generation = (cluster.get("metadata") or {}).get("generation")
+    observed = (cluster.get("status") or {}).get("observedGeneration")
+    return isinstance(generation, int) and not isinstance(generation, bool) and observed == generation
 
 
 def lookup(name: str, cluster: Mapping[str, Any] | None, nodesets: Sequence[str], watched: str) -> Lookup:
@@ -146,8 +155,13 @@ def lookup(name: str, cluster: Mapping[str, Any] | None, nodesets: Sequence[str]
     read = read_spec(cluster, nodesets)
     if read.spec is None:
         return Lookup(None, INVALID, f"SlurmCluster {name} has problems: " + "; ".join(read.problems))
-    if _spec_refused(cluster):
+    valid = _spec_valid(cluster)
+    if valid == "False":  # a problem only its reconciler sees, such as a Secret not labelled for it
         return Lookup(None, INVALID, f"SlurmCluster {name} says SpecValid=False (its status says why)")
+    if valid != "True" or not _observed(cluster):
+        return Lookup(None, NOT_OBSERVED, f"SlurmCluster {name}: its reconciler has not yet applied its spec of "
+                                          f"generation {str((cluster.get('metadata') or {}).get('generation'))[:20]} "
+                                          f"(SpecValid=True and status.observedGeneration equal to it)")
     return Lookup(node_mounts(read.spec))
 
 
