@@ -134,6 +134,11 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
     login = kc.get(c.api, DEPLOYMENTS, "sc-login", c.namespace)["spec"]["template"]["spec"]
     assert login["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
     assert [i["name"] for i in login["initContainers"]] == ["munged"]
+    for container in (*login["containers"], *login["initContainers"]):  # restricted, as the apiserver keeps it
+        sc = container["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False, container["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert login["securityContext"]["fsGroup"] == login["initContainers"][0]["securityContext"]["runAsGroup"]
 
 
 def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_cluster):

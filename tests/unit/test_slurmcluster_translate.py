@@ -312,6 +312,20 @@ def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():
     assert pod["securityContext"] == {"fsGroup": 65532}  # munged runs as the image's user and reads the key
 
 
+def test_the_login_pods_containers_run_restricted_as_the_login_user():
+    pod = objects()[("Deployment", "sc-login")]["spec"]["template"]["spec"]
+    restricted = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,
+                  "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    (login,), (munged,) = pod["containers"], pod["initContainers"]
+    assert login["securityContext"] == restricted and munged["securityContext"] == restricted
+    # munged as that non-root user reads the key through the group: the Pod's fsGroup is its group, and the
+    # key's mode (0400, widened to 0440 for the fsGroup by the kubelet) lets the group read
+    assert pod["securityContext"]["fsGroup"] == munged["securityContext"]["runAsGroup"]
+    key = next(v for v in pod["volumes"] if v["name"] == "sunk-munge-key")
+    assert key["secret"]["defaultMode"] & 0o400
+    assert "--force" in munged["command"]  # (munged refuses a group-readable key without it)
+
+
 def test_the_database_password_reaches_mariadb_and_slurmdbd_from_one_secret():
     found = objects()
     (maria,) = found[("StatefulSet", "sc-mariadb")]["spec"]["template"]["spec"]["containers"]

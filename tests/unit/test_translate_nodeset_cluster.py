@@ -80,6 +80,7 @@ def test_the_slurmd_pod_gets_the_clusters_configuration_munge_key_and_hooks():
     (munged,) = pod["initContainers"]
     assert munged["name"] == "munged" and munged["restartPolicy"] == "Always"
     assert munged["image"] == IMAGES["slurmd"] != container["image"]  # the cluster's image, not the template's
+    assert "securityContext" not in munged  # the slurmd image's user, root, reads the key of mode 0400
     assert mount_paths(munged)["/etc/munge-key"] == lent.VOLUME_MUNGE_KEY
     assert lent.VOLUME_MUNGE_KEY not in mount_paths(container).values()  # the operator mounts it into munged only
 

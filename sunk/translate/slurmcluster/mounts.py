@@ -194,11 +194,20 @@ def munged_volumes(secret: str) -> list[Obj]:
             {"name": VOLUME_MUNGE_STATE, "emptyDir": {"sizeLimit": "16Mi"}}]
 
 
-def munged_sidecar(image: str) -> Obj:
+def restricted_security_context(uid: int, gid: int) -> Obj:
+    """A container's securityContext as the Pod Security Standards' "restricted" profile asks: a non-root
+    uid (set, so the kubelet need not trust the image's USER), no privilege escalation (no setuid binary
+    gains anything), no capability, the runtime's default seccomp filter."""
+    return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": gid, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def munged_sidecar(image: str, security_context: Obj | None = None) -> Obj:
     """munged as a native sidecar (an init container that keeps running, Kubernetes 1.29+): up before the
     daemon starts. ``--force``: the socket's emptyDir is writable by all and a key under fsGroup is group
-    readable, which munged would refuse though nothing else can write them (as the chart's pyslurm path)."""
-    return {"name": MUNGED_CONTAINER, "image": image, "restartPolicy": "Always",
+    readable, which munged would refuse though nothing else can write them (as the chart's pyslurm path).
+    ``security_context``: None runs it as the image says (the slurmd image: root, reading a key of mode 0400)."""
+    sidecar: Obj = {"name": MUNGED_CONTAINER, "image": image, "restartPolicy": "Always",
             "command": ["munged", "--foreground", "--force", f"--key-file={MUNGE_KEY_DIR}/{paths.MUNGE_KEY}",
                         f"--socket={MUNGE_SOCKET}", f"--pid-file={MUNGE_STATE_DIR}/munged.pid",
                         f"--seed-file={MUNGE_STATE_DIR}/munged.seed", f"--log-file={MUNGE_STATE_DIR}/munged.log"],
@@ -207,6 +216,9 @@ def munged_sidecar(image: str) -> Obj:
             "volumeMounts": [{"name": VOLUME_MUNGE_KEY, "mountPath": MUNGE_KEY_DIR, "readOnly": True},
                              {"name": VOLUME_MUNGE_SOCKET, "mountPath": MUNGE_SOCKET_DIR},
                              {"name": VOLUME_MUNGE_STATE, "mountPath": MUNGE_STATE_DIR}]}
+    if security_context is not None:
+        sidecar["securityContext"] = security_context
+    return sidecar
 
 
 def munge_socket_mount() -> Obj:
