@@ -14,7 +14,10 @@ What wakes a NodeSet (by events, never by a timer):
 - one of its NodeSlices;
 - a Slurm node of one of its Pods changing state or drain reason.
 
-With ``--slurm-cluster``, a controller of that one SlurmCluster (``sunk/slurmcluster/assembly.py``).
+With ``--slurm-cluster``, a controller of that one SlurmCluster (``sunk/slurmcluster/assembly.py``), whose
+informer the NodeSet reconciler reads too: a NodeSet naming it (``spec.slurmCluster``) gets its configuration,
+munge key and prolog/epilog mounted, and is woken when the cluster comes, goes, or its spec, ``SpecValid`` or
+``observedGeneration`` changes (the NodeSets naming it, by an index: no walk of every NodeSet).
 
 With ``--topology``, a second controller of one key writes Slurm's topology (``topology.py``),
 woken by a Node's labels, a slurmd Pod coming, going or moving, a Slurm node added or deleted.
@@ -48,7 +51,7 @@ from sunk.translate.slurmd import slurm_node_name
 from sunk.types import Obj
 
 from .config import NAME, OperatorConfig
-from .reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
+from .reconciler import INDEX_CLUSTER_REF, INDEX_NODESET, NodeSetReconciler, cluster_ref_key, nodeset_key
 from .topology import TOPOLOGY_KEY, TopologyWriter
 
 log = logging.getLogger(__name__)
@@ -104,6 +107,7 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager = daemon.manager(api)
     cache = slurm_nodes or SlurmInformerFactory(slurm, interval=daemon.slurm.poll_interval).nodes()
     nodesets = Informer(api, NODESETS, config.watch_namespace, name="nodesets")
+    nodesets.add_indexer(INDEX_CLUSTER_REF, cluster_ref_key)
     slices = Informer(api, NODESLICES, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeslices")
     slices.add_indexer(INDEX_NODESET, nodeset_key)
     pods = Informer(api, PODS, config.watch_namespace, label_selector=names.LABEL_NODESET, name="nodeset-pods")
@@ -122,8 +126,10 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
     if config.slurm_cluster:
-        add_slurm_cluster(manager, api=api, slurm=slurm, namespace=config.watch_namespace, name=config.slurm_cluster,
-                          nodesets=nodesets, recorder=recorder)
+        clusters = add_slurm_cluster(manager, api=api, slurm=slurm, namespace=config.watch_namespace,
+                                     name=config.slurm_cluster, nodesets=nodesets, recorder=recorder).clusters
+        reconciler.clusters, reconciler.watched_cluster = clusters, config.slurm_cluster
+        attach_clusters(controller.queue.add, clusters=clusters, nodesets=nodesets)
     writer = None
     if config.topology.kind:
         reconfigure = None
@@ -146,6 +152,27 @@ def topology_view(pod: Obj) -> tuple[Any, ...]:
     """What the topology reads of a slurmd Pod: its Slurm node, its Node, whether it is going."""
     return (slurm_node_name(pod), (pod.get("spec") or {}).get("nodeName"),
             bool((pod.get("metadata") or {}).get("deletionTimestamp")))
+
+
+def cluster_mount_view(cluster: Obj) -> tuple[Any, ...]:
+    """What a NodeSet reads of its SlurmCluster: its spec (the names it lends), deletion, SpecValid and
+    the generation its reconciler applied (the NodeSet waits for it to reach the spec's)."""
+    meta, status = cluster.get("metadata") or {}, cluster.get("status") or {}
+    valid = [c.get("status") for c in status.get("conditions") or []
+             if isinstance(c, dict) and c.get("type") == "SpecValid"]
+    return meta.get("generation"), meta.get("deletionTimestamp"), tuple(valid), status.get("observedGeneration")
+
+
+def attach_clusters(enqueue: Callable[[str], None], *, clusters: Any, nodesets: Any) -> None:
+    """The NodeSets naming a SlurmCluster, when it comes, goes or changes what they read of it."""
+
+    def naming(cluster: Obj) -> None:
+        for ns in nodesets.by_index(INDEX_CLUSTER_REF, object_key(cluster)):
+            enqueue(object_key(ns))
+
+    clusters.add_handler(on_add=naming, on_delete=naming,
+                         on_update=lambda old, new: naming(new) if cluster_mount_view(old) != cluster_mount_view(new)
+                         else None)
 
 
 def attach_topology(enqueue: Callable[[str], None], *, nodes: Any, pods: Any, cache: Any) -> None:

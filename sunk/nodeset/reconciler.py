@@ -52,6 +52,7 @@ from sunk.types import Obj
 log = logging.getLogger(__name__)
 
 INDEX_NODESET = "nodeset"  # Pods and NodeSlices by "namespace/<their NodeSet>"
+INDEX_CLUSTER_REF = "slurm-cluster-ref"  # NodeSets by "namespace/<the SlurmCluster they name>"
 
 
 def nodeset_key(obj: Obj) -> list[str]:
@@ -59,6 +60,13 @@ def nodeset_key(obj: Obj) -> list[str]:
     meta = obj.get("metadata") or {}
     owner = (meta.get("labels") or {}).get(names.LABEL_NODESET)
     return [f"{meta.get('namespace')}/{owner}"] if owner else []
+
+
+def cluster_ref_key(nodeset: Obj) -> list[str]:
+    """Index function: the SlurmCluster a NodeSet names (``spec.slurmCluster``), as ``namespace/name``."""
+    spec = nodeset.get("spec")
+    ref = spec.get("slurmCluster") if isinstance(spec, Mapping) else None
+    return [f"{(nodeset.get('metadata') or {}).get('namespace')}/{ref}"] if isinstance(ref, str) and ref else []
 
 
 class NodeCache(Protocol):
@@ -83,6 +91,8 @@ class NodeSetReconciler:
     stale_retry: float = 2.0
     gpu_types: Mapping[str, str] = attrs.field(factory=dict)  # --gpu-types
     gres_from_node: bool = False  # --gres-from-node
+    clusters: Store | None = None  # the one SlurmCluster of --slurm-cluster (None: the operator watches none)
+    watched_cluster: str = ""  # its name
     decide: Callable[[Facts], Plan] = decide
 
     def facts(self, nodeset: Obj) -> Facts:
@@ -93,10 +103,18 @@ class NodeSetReconciler:
                  for p in self.pods.list()
                  if p["metadata"].get("namespace") == namespace and nodeset_key(p) != [key]}
         cache = self.slurm_nodes
+        cluster, cluster_nodesets = None, []
+        refs = cluster_ref_key(nodeset)
+        if refs and self.clusters is not None:
+            cluster = self.clusters.get(refs[0])
+            if cluster is not None:  # what its partitions are checked against, as its own reconciler does
+                cluster_nodesets = [str(n["metadata"]["name"]) for n in self.nodesets.list()
+                                    if n["metadata"].get("namespace") == namespace]
         return Facts(nodeset=nodeset, nodes=self.nodes.list(), pods=pods, taken=taken,
                      slurm=cache.items() if cache.fresh else None,
                      slices=self.slices.by_index(INDEX_NODESET, key), gpu_types=self.gpu_types,
-                     gres_from_node=self.gres_from_node)
+                     gres_from_node=self.gres_from_node, cluster=cluster, cluster_nodesets=cluster_nodesets,
+                     watched_cluster=self.watched_cluster if self.clusters is not None else "")
 
     def reconcile(self, key: str) -> Result | None:
         nodeset = self.nodesets.get(key)

@@ -28,7 +28,9 @@ from sunk.kube.resources import (
     DEPLOYMENTS,
     LEASES,
     NAMESPACES,
+    NODES,
     NODESETS,
+    PODS,
     SECRETS,
     SERVICES,
     SLURMCLUSTERS,
@@ -117,7 +119,7 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
     assert cm["metadata"]["annotations"][names.ANN_CONFIG_HASH] == c.get()["status"]["configHash"]
     for resource, name in ((STATEFULSETS, "sc-slurmctld"), (STATEFULSETS, "sc-slurmdbd"), (STATEFULSETS, "sc-mariadb"),
                            (DEPLOYMENTS, "sc-slurmrestd"), (DEPLOYMENTS, "sc-login"), (SERVICES, "sc-slurmctld"),
-                           (SERVICES, "sc-login"), (CONFIGMAPS, "sc-slurm-config")):
+                           (CONFIGMAPS, "sc-slurm-config")):
         obj = kc.get(c.api, resource, name, c.namespace)
         assert [o["uid"] for o in obj["metadata"]["ownerReferences"]] == [uid], name
         assert "sunk-operator" in {m.get("manager") for m in obj["metadata"].get("managedFields") or []}, name
@@ -126,6 +128,17 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
         secret = c.secret(name)
         assert len(base64.b64decode(secret["data"][key])) == size and not secret["metadata"].get("ownerReferences")
     assert c.condition("SlurmctldReady").get("status") == "False"  # (no image: never ready here)
+    with pytest.raises(kc.ApiError) as gone:  # the login image runs no sshd: no port 22 Service
+        kc.get(c.api, SERVICES, "sc-login", c.namespace)
+    assert gone.value.not_found
+    login = kc.get(c.api, DEPLOYMENTS, "sc-login", c.namespace)["spec"]["template"]["spec"]
+    assert login["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
+    assert [i["name"] for i in login["initContainers"]] == ["munged"]
+    for container in (*login["containers"], *login["initContainers"]):  # restricted, as the apiserver keeps it
+        sc = container["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False, container["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert login["securityContext"]["fsGroup"] == login["initContainers"][0]["securityContext"]["runAsGroup"]
 
 
 def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_cluster):
@@ -149,6 +162,62 @@ def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_c
     # (the operator applies the objects, then writes the status)
     wait_for(lambda: c.condition("SpecValid").get("status") == "True", 30, "SpecValid=True")
     assert c.secret("sc-munge-key")["data"] == munge  # a reconcile never replaces a key
+
+
+def test_a_nodeset_naming_the_cluster_gets_its_configuration_munge_key_and_hooks_mounted(slurm_cluster):
+    """The slurmd Pod as the operator writes it and the apiserver takes it (a Node object with no kubelet:
+    the Pod never starts, which this does not need)."""
+    c = slurm_cluster
+    wait_for(lambda: c.condition("SpecValid").get("status") == "True", 60, "the SlurmCluster's SpecValid=True")
+    node = f"nsm-{c.namespace}"[:63]
+    kc.create(c.api, NODES, {"apiVersion": "v1", "kind": "Node",
+                             "metadata": {"name": node, "labels": {"sunk.dev/none": c.namespace}}})
+    try:
+        kc.patch(c.api, NODESETS, "gpu", {"spec": {"slurmCluster": NAME, "naming": {"scheme": "NodeName"}}},
+                 c.namespace)
+
+        def pod() -> dict[str, Any] | None:
+            pods = kc.list_objects(c.api, PODS, c.namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+            return pods[0] if pods else None
+
+        wait_for(pod, 60, "the NodeSet's slurmd Pod")
+        spec = pod()["spec"]  # type: ignore[index]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        sources = volumes["sunk-slurm-config"]["projected"]["sources"]
+        assert sources[0] == {"configMap": {"name": "sc-slurm-config"}}
+        assert {i["path"] for i in sources[1]["configMap"]["items"]} == {"prolog.d/50-sunk.sh", "epilog.d/50-sunk.sh"}
+        assert volumes["sunk-munge-key"]["secret"]["secretName"] == "sc-munge-key"
+        assert volumes["sunk-hooks-env"]["configMap"]["name"].endswith("-slurm-hooks")
+        (slurmd,) = spec["containers"]
+        assert {m["mountPath"] for m in slurmd["volumeMounts"]} >= {"/etc/slurm", "/run/munge", "/etc/sunk"}
+        assert {"name": "SLURM_CONF", "value": "/etc/slurm/slurm.conf"} in slurmd["env"]
+        assert [(i["name"], i.get("restartPolicy")) for i in spec["initContainers"]] == [("munged", "Always")]
+        # munged runs the SlurmCluster's slurmd image, never the template's
+        assert spec["initContainers"][0]["image"] == c.get()["spec"]["images"]["slurmd"] != slurmd["image"]
+        env = {e["name"]: e.get("value") for e in slurmd["env"]}
+        assert "nodeset-gpu" in env["SUNK_SLURM_FEATURES"].split(",")
+        found = next(x for x in kc.get(c.api, NODESETS, "gpu", c.namespace)["status"]["conditions"]
+                     if x["type"] == "ClusterFound")
+        assert found["status"] == "True"
+
+        # A template container mounting the operator's munge key volume is refused, and the Pod is left alone.
+        uid = pod()["metadata"]["uid"]  # type: ignore[index]
+        thief = {"name": "thief", "image": "sunk-dev/slurmd:v1",
+                 "volumeMounts": [{"name": "sunk-munge-key", "mountPath": "/stolen", "readOnly": True}]}
+        kc.patch(c.api, NODESETS, "gpu", {"spec": {"template": {"spec": {"containers": [
+            {"name": "slurmd", "image": "sunk-dev/slurmd:v1"}, thief]}}}}, c.namespace)
+
+        def spec_valid() -> dict[str, Any]:
+            return next((x for x in kc.get(c.api, NODESETS, "gpu", c.namespace).get("status", {}).get(
+                "conditions") or [] if x["type"] == "SpecValid"), {})
+
+        wait_for(lambda: spec_valid().get("status") == "False", 60, "the NodeSet's SpecValid=False")
+        assert "containers[1].volumeMounts[0].name" in spec_valid()["message"]
+        assert pod()["metadata"]["uid"] == uid and not pod()["metadata"].get("deletionTimestamp")  # type: ignore[index]
+    finally:
+        kc.patch(c.api, NODESETS, "gpu", {"spec": {"nodeSelector": {"sunk.dev/none": "nothing"}, "template": {
+            "spec": {"containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:v1"}]}}}}, c.namespace)
+        kc.delete(c.api, NODES, node)
 
 
 def test_deleting_the_cluster_takes_its_objects_and_keeps_its_keys(slurm_cluster):

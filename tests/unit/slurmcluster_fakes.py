@@ -6,7 +6,8 @@ from typing import Any
 
 from sunk import names
 
-IMAGES = {c: f"registry.example/sunk-{c}:0.1.0-slurm25.11" for c in ("slurmctld", "slurmdbd", "slurmrestd", "login")}
+IMAGES = {c: f"registry.example/sunk-{c}:0.1.0-slurm25.11"
+          for c in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd")}
 IMAGES["mariadb"] = "mariadb:11.4"
 
 

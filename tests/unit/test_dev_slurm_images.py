@@ -40,7 +40,7 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
     assert all(name.startswith(si.IMAGE_PREFIX) for name in names.values())
     # The SlurmCluster's default images, by the chart's repository names: these very ones.
     chart = yaml.safe_load((CHART / "values.yaml").read_text())["slurmCluster"]["images"]
-    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login"):
+    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd"):
         assert names[role] == f"docker.io/library/{chart[role]['repository']}:{version}-slurm24.11"
 
 

@@ -182,3 +182,58 @@ def test_run_headless_checks_slurm_then_runs_the_manager_in_this_process(monkeyp
     daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
     assert runner.run_headless(daemon, build) == 1
     assert checked == ["check"] and built == [("api", "slurm")]
+
+
+def test_a_slurm_cluster_wakes_only_the_nodesets_naming_it_through_the_index():
+    from slurmcluster_fakes import cluster
+
+    from sunk.nodeset.assembly import attach_clusters
+    from sunk.nodeset.reconciler import INDEX_CLUSTER_REF, cluster_ref_key
+
+    keys: list[str] = []
+    nodesets, clusters = FakeInformer({INDEX_CLUSTER_REF: cluster_ref_key}), FakeInformer()
+    nodesets.put(nodeset("gpu", slurmCluster="sc"))
+    nodesets.put(nodeset("cpu", prefix="c"))
+    nodesets.put(nodeset("other", prefix="o", slurmCluster="elsewhere"))
+    attach_clusters(keys.append, clusters=clusters, nodesets=nodesets)
+    sc = cluster()
+    clusters.put(sc)
+    assert keys == ["slurm/gpu"]
+    keys.clear()
+    status_only = copy.deepcopy(sc)
+    status_only["status"] = {"configHash": "x", "conditions": [{"type": "SpecValid", "status": "True"}]}
+    clusters.put(status_only)
+    assert keys == ["slurm/gpu"]  # SpecValid appeared (a NodeSet reads it)
+    keys.clear()
+    observed = copy.deepcopy(status_only)
+    observed["status"]["observedGeneration"] = observed["metadata"]["generation"]
+    clusters.put(observed)
+    assert keys == ["slurm/gpu"]  # its reconciler applied the spec: a NodeSet waiting for that may go on
+    keys.clear()
+    rehashed = copy.deepcopy(observed)
+    rehashed["status"]["configHash"] = "y"
+    clusters.put(rehashed)
+    assert keys == []  # nothing a NodeSet reads
+    edited = copy.deepcopy(rehashed)
+    edited["metadata"]["generation"] = 9
+    clusters.put(edited)
+    clusters.remove(edited)
+    assert keys == ["slurm/gpu", "slurm/gpu"]
+
+
+def test_the_reconciler_reads_the_cluster_a_nodeset_names():
+    from slurmcluster_fakes import cluster
+
+    daemon = DaemonConfig(name="sunk-operator", slurm=SlurmSettings(token="t"))
+    slurm = types.SimpleNamespace(list_nodes=None, list_jobs=None)
+    operator = assemble(OperatorConfig(slurm_cluster="sc"), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
+    reconciler = operator.reconciler
+    assert reconciler.clusters is not None and reconciler.watched_cluster == "sc"
+    sc, gpu = cluster(), nodeset("gpu", slurmCluster="sc")
+    reconciler.clusters, reconciler.nodesets = FakeInformer(), FakeInformer()
+    reconciler.clusters.put(sc)
+    reconciler.nodesets.put(gpu)
+    facts = reconciler.facts(gpu)
+    assert facts.cluster == sc and facts.watched_cluster == "sc" and list(facts.cluster_nodesets) == ["gpu"]
+    assert reconciler.facts(nodeset("gpu")).cluster is None
+    reconciler.recorder.stop(0.1)

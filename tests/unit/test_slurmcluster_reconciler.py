@@ -118,7 +118,7 @@ def test_the_first_reconcile_makes_the_keys_and_applies_every_object(monkeypatch
     assert applies[0] == ("apply", "configmaps", "sc-slurm-config", "sunk-operator force=True")
     assert {(c[1], c[2]) for c in applies} >= {("statefulsets", "sc-slurmctld"), ("deployments", "sc-slurmrestd"),
                                                ("deployments", "sc-login"), ("statefulsets", "sc-slurmdbd"),
-                                               ("statefulsets", "sc-mariadb"), ("services", "sc-login")}
+                                               ("statefulsets", "sc-mariadb"), ("services", "sc-slurmctld")}
     assert all(c[3] == "sunk-operator force=True" for c in applies)
     munge = world.api.one("secrets", "sc-munge-key")
     assert munge is not None and base64.b64decode(munge["data"]["munge.key"]) == bytes([7]) * 1024

@@ -241,7 +241,7 @@ def test_every_object_is_owned_labelled_and_in_the_clusters_namespace():
     assert set(found) == {("ConfigMap", "sc-slurm-config"), ("Service", "sc-slurmctld"),
                           ("StatefulSet", "sc-slurmctld"), ("Service", "sc-mariadb"), ("StatefulSet", "sc-mariadb"),
                           ("Service", "sc-slurmdbd"), ("StatefulSet", "sc-slurmdbd"), ("Service", "sc-slurmrestd"),
-                          ("Deployment", "sc-slurmrestd"), ("Service", "sc-login"), ("Deployment", "sc-login")}
+                          ("Deployment", "sc-slurmrestd"), ("Deployment", "sc-login")}
     for obj in found.values():
         meta = obj["metadata"]
         assert meta["namespace"] == "slurm" and meta["labels"][names.LABEL_SLURM_CLUSTER] == "sc"
@@ -295,9 +295,35 @@ def test_a_backup_controller_shares_one_read_write_many_claim():
 def test_each_pod_mounts_only_the_keys_it_uses():
     found = objects()
     assert set(mounts(found[("Deployment", "sc-slurmrestd")])) == {"/etc/slurm"}
-    assert set(mounts(found[("Deployment", "sc-login")])) == {"/etc/slurm", "/etc/munge"}
+    assert set(mounts(found[("Deployment", "sc-login")])) == {"/etc/slurm", "/run/munge"}  # the key is munged's
     assert set(mounts(found[("StatefulSet", "sc-slurmdbd")])) == {"/etc/slurm", "/etc/munge", "/var/run/sunk/jwt",
                                                                   "/var/run/sunk/db"}
+
+
+def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():
+    pod = objects()[("Deployment", "sc-login")]["spec"]["template"]["spec"]
+    (login,) = pod["containers"]
+    assert login["readinessProbe"]["exec"] == {"command": ["scontrol", "ping"]} and "ports" not in login
+    assert {"name": "SLURM_CONF", "value": "/etc/slurm/slurm.conf"} in login["env"]
+    (munged,) = pod["initContainers"]
+    assert munged["name"] == "munged" and munged["restartPolicy"] == "Always" and munged["image"] == IMAGES["login"]
+    key = next(v for v in pod["volumes"] if v["name"] == "sunk-munge-key")
+    assert key["secret"]["secretName"] == "sc-munge-key"
+    assert pod["securityContext"] == {"fsGroup": 65532}  # munged runs as the image's user and reads the key
+
+
+def test_the_login_pods_containers_run_restricted_as_the_login_user():
+    pod = objects()[("Deployment", "sc-login")]["spec"]["template"]["spec"]
+    restricted = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,
+                  "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    (login,), (munged,) = pod["containers"], pod["initContainers"]
+    assert login["securityContext"] == restricted and munged["securityContext"] == restricted
+    # munged as that non-root user reads the key through the group: the Pod's fsGroup is its group, and the
+    # key's mode (0400, widened to 0440 for the fsGroup by the kubelet) lets the group read
+    assert pod["securityContext"]["fsGroup"] == munged["securityContext"]["runAsGroup"]
+    key = next(v for v in pod["volumes"] if v["name"] == "sunk-munge-key")
+    assert key["secret"]["defaultMode"] & 0o400
+    assert "--force" in munged["command"]  # (munged refuses a group-readable key without it)
 
 
 def test_the_database_password_reaches_mariadb_and_slurmdbd_from_one_secret():
@@ -320,11 +346,11 @@ def test_an_external_database_runs_no_mariadb_and_its_secret_is_the_authors():
                                               "items": [{"key": "pw", "path": "password"}]}} in volumes
 
 
-def test_replicas_images_and_the_login_service_type():
+def test_replicas_images_and_no_login_service_while_the_image_runs_no_sshd():
     found = objects(cluster(slurmrestd={"replicas": 3}, login={"replicas": 2, "service": {"type": "LoadBalancer"}}))
     assert found[("Deployment", "sc-slurmrestd")]["spec"]["replicas"] == 3
     assert found[("Deployment", "sc-login")]["spec"]["replicas"] == 2
-    assert found[("Service", "sc-login")]["spec"]["type"] == "LoadBalancer"
+    assert ("Service", "sc-login") not in found
     for kind, name in found:
         for container in (found[(kind, name)].get("spec", {}).get("template", {}).get("spec", {})
                           .get("containers", [])):

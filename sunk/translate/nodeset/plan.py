@@ -35,6 +35,12 @@ The rules (docs/nodeset.md says them for people):
   (``replicas: 0`` says that): nothing is marked, drained or deleted then. A Node without a
   usable name, or a name that collides, gets no Pod and a condition says why; no existing
   Pod is touched because of it (a Node that cannot be named for a moment keeps its Pod).
+- A NodeSet naming a SlurmCluster (``spec.slurmCluster``) that the operator cannot use (not the one it
+  watches, absent, being deleted, with problems, or whose current spec its reconciler has not applied:
+  ``SpecValid=True`` and ``observedGeneration`` its generation) is frozen the same way, with ``ClusterFound=False``
+  saying why: a Pod made without the cluster's configuration and munge key would never join it, and
+  Pods that have them are not replaced by ones that do not. Once it is found, its names
+  (``slurmcluster.mounts``) go into every Pod and into the template hash.
 - Slurm unreadable (``slurm`` is None): Pods are still created, but nothing is marked,
   drained, undrained or deleted, and the Slurm counts in the status stay as they were.
 """
@@ -50,6 +56,7 @@ from sunk import names
 from sunk.slurm.models import Node
 from sunk.translate import nodestate, selectors
 from sunk.translate.objects import is_deleting, pod_ready
+from sunk.translate.slurmcluster.mounts import NodeMounts, lookup
 from sunk.translate.slurmd import k8s_node_name, slurm_node_name
 
 from . import naming, slices
@@ -58,6 +65,7 @@ from .registration import Registration, registration
 from .slices import Entry, SlicePlan
 from .spec import ON_DELETE, NodeSetSpec, max_unavailable, read_spec
 from .status import (
+    CLUSTER_FOUND,
     NAMES_VALID,
     NODE_INPUT_VALID,
     NODES_MATCHED,
@@ -96,6 +104,9 @@ class Facts:
     slices: Sequence[Obj] = field(converter=_tuple, factory=tuple)  # this NodeSet's NodeSlices
     gpu_types: Mapping[str, str] = field(factory=dict)  # gpu.nvidia.com/class value -> GRES type (gpuTypes)
     gres_from_node: bool = False  # --gres-from-node: each Node's GPUs become its Slurm node's GRES
+    cluster: Obj | None = None  # the SlurmCluster spec.slurmCluster names, from the cache (None: not there)
+    cluster_nodesets: Sequence[str] = field(converter=_tuple, factory=tuple)  # NodeSet names of its namespace
+    watched_cluster: str = ""  # the one SlurmCluster the operator watches (--slurm-cluster; "": none)
 
 
 @frozen
@@ -239,9 +250,19 @@ def decide(facts: Facts) -> Plan:
         conds = [condition(SPEC_VALID, False, "InvalidSpec", "; ".join(read.problems))]
         return Plan(status=_status(spec, facts, pods, None, {}), conditions=tuple(conds),
                     events=tuple(events_for(facts.nodeset, conds)), add_finalizer=add_finalizer, spec=spec)
+    mounts: NodeMounts | None = None
+    if spec.slurm_cluster:
+        found = lookup(spec.slurm_cluster, facts.cluster, facts.cluster_nodesets, facts.watched_cluster)
+        if found.mounts is None:
+            conds = [condition(SPEC_VALID, True, "Valid"),
+                     condition(CLUSTER_FOUND, False, found.reason,
+                               found.message + ": no slurmd Pod is created, marked or deleted until it is")]
+            return Plan(status=_status(spec, facts, pods, None, {}), conditions=tuple(conds),
+                        events=tuple(events_for(facts.nodeset, conds)), add_finalizer=add_finalizer, spec=spec)
+        mounts = found.mounts
 
     layout = _layout(spec, facts, pods_on)
-    digest = podlib.template_hash(spec)
+    digest = podlib.template_hash(spec, mounts)
     by_name = {str(n["metadata"]["name"]): n for n in facts.nodes}
     regs: dict[str, Registration] = {node: registration(spec, by_name.get(node) or {}, facts.gpu_types,
                                                                gres_from_node=facts.gres_from_node)
@@ -307,10 +328,12 @@ def decide(facts: Facts) -> Plan:
              if slurm is not None and not hold and not is_deleting(p)
              and final_mark[p["metadata"]["name"]] != podlib.pending_deletion(p)]
     drain, undrain, delete = _slurm_side(spec, pods, final_mark, None if hold else slurm)
-    create = [podlib.desired_pod(spec, node, name, digest, regs[node]) for node, name in layout.assigned.items()
+    create = [podlib.desired_pod(spec, node, name, digest, regs[node], mounts) for node, name in layout.assigned.items()
               if not pods_on.get(node) and name not in layout.holders]
 
     conds = _conditions(spec, layout, pods, own, outdated, final_mark, slurm, len(create), regs)
+    if mounts is not None:
+        conds.insert(1, condition(CLUSTER_FOUND, True, "Found", f"SlurmCluster {mounts.cluster}"))
     return Plan(
         create=tuple(create), mark=tuple(marks), drain=tuple(drain), undrain=tuple(undrain), delete=tuple(delete),
         slices=_slices(spec, facts, pods, layout),

@@ -23,7 +23,14 @@ The Pod is the template, plus what ties it to its Node and Slurm node:
   ``sunk-syncer``, one hour, rotated by the kubelet, mounted in the ``slurmd`` container at
   ``HOOKS_TOKEN_FILE`` (what the chart's hooks.env names). The prolog presents it to the
   Syncer's hook API, which asks the apiserver whose it is (``sunk.translate.podtoken``). A
-  template that has a volume of that name, or a mount at that path, keeps its own.
+  template that has a volume of that name, or a mount at that path, keeps its own;
+- with ``spec.slurmCluster``, what that SlurmCluster lends (``sunk.translate.slurmcluster.mounts``):
+  its configuration at ``/etc/slurm`` with the chart's prolog and epilog, ``SLURM_CONF``, a munged
+  native sidecar (the cluster's slurmd image, never the template's) with its munge key, and hooks.env
+  at ``/etc/sunk``; each part whole or not at all, the template's own mount or container of the same
+  path or name winning (a template using one of the volume names the operator adds is refused by
+  ``read_spec``, so none of them can point at the template's volume); and the feature
+  ``nodeset-<name>`` in the registration, which the cluster's partitions select on.
 
 The template hash covers everything the NodeSet puts into every Pod (template, features, GRES,
 partitions, the labels it reads, memSpecLimit, CPU specialisation) and nothing per Node, so
@@ -39,10 +46,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from sunk import names
 
 from ..objects import annotations_of
 from ..podtoken import DEFAULT_AUDIENCE
+from ..slurmcluster.mounts import NodeMounts, add_part, slurmd_parts
 from .registration import Registration
 from .spec import SLURMD_CONTAINER, NodeSetSpec
 
@@ -69,10 +79,13 @@ TOLERATIONS: tuple[Obj, ...] = (
 )
 
 
-def template_hash(spec: NodeSetSpec) -> str:
-    """A short digest of what every Pod of the NodeSet gets (not of the per-Node fields)."""
+def template_hash(spec: NodeSetSpec, mounts: NodeMounts | None = None) -> str:
+    """A short digest of what every Pod of the NodeSet gets (not of the per-Node fields): with a
+    SlurmCluster, the names of what it lends too, so a new munge Secret or ConfigMap rolls the Pods."""
     body: dict[str, Any] = {"template": spec.template, "features": list(spec.features), "gres": spec.gres,
                             "partitions": list(spec.partitions)}
+    if mounts is not None:
+        body["slurmCluster"] = attrs.asdict(mounts)
     # (added only when set, so the hashes of NodeSets that set none of them stay as they were)
     extra = {"featureLabels": list(spec.feature_labels), "partitionLabels": list(spec.partition_labels),
              "memSpecLimit": spec.mem_spec_limit, "cpuSpecList": spec.cpu_spec_list,
@@ -84,7 +97,7 @@ def template_hash(spec: NodeSetSpec) -> str:
 
 def static_registration(spec: NodeSetSpec) -> Registration:
     """The registration of the NodeSet's own fields alone (what a Node adds is ``registration.registration``)."""
-    return Registration(features=spec.features, gres=spec.gres, partitions=spec.partitions,
+    return Registration(features=spec.own_features, gres=spec.gres, partitions=spec.partitions,
                         mem_spec_limit=spec.mem_spec_limit, cpu_spec_list=spec.cpu_spec_list,
                         core_spec_count=spec.core_spec_count)
 
@@ -135,9 +148,10 @@ def owner_reference(spec: NodeSetSpec) -> Obj:
 
 
 def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str,
-                reg: Registration | None = None) -> Obj:
+                reg: Registration | None = None, mounts: NodeMounts | None = None) -> Obj:
     """The slurmd Pod for ``k8s_node`` as Slurm node ``slurm_node``, registering with ``reg`` (the
-    NodeSet's own fields without one); ``spec`` must have no problems."""
+    NodeSet's own fields without one), with what its SlurmCluster lends (``mounts``; None: nothing,
+    the template brings it); ``spec`` must have no problems."""
     reg = static_registration(spec) if reg is None else reg
     template = copy.deepcopy(dict(spec.template))
     meta = template.get("metadata") or {}
@@ -151,6 +165,9 @@ def desired_pod(spec: NodeSetSpec, k8s_node: str, slurm_node: str, digest: str,
             kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
             container["env"] = kept + _env(reg, slurm_node, k8s_node)
             _with_hooks_token(pod_spec, container)
+            if mounts is not None:
+                for part in slurmd_parts(mounts):
+                    add_part(part, pod_spec, container)
     tolerations = list(pod_spec.get("tolerations") or [])
     tolerations.extend(t for t in TOLERATIONS if t not in tolerations)
     pod_spec.update(nodeName=k8s_node, hostname=slurm_node, tolerations=tolerations)

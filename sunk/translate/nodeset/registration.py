@@ -151,7 +151,7 @@ def registration(spec: NodeSetSpec, node: Obj, gpu_types: Mapping[str, str], *,
     if not gres and gres_from_node:
         gres, found = gpu_gres(node, gpu_types)
         problems.extend(found)
-    features = list(dict.fromkeys([*spec.features, *_label_words(node, spec.feature_labels, spec.allowed_features,
+    features = list(dict.fromkeys([*spec.own_features, *_label_words(node, spec.feature_labels, spec.allowed_features,
                                                                  "feature", problems)]))
     partitions = list(dict.fromkeys([*spec.partitions, *_label_words(node, spec.partition_labels,
                                                                      spec.allowed_partitions, "partition", problems)]))

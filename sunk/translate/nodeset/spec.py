@@ -18,6 +18,8 @@ from attrs import field, frozen
 
 from sunk import names
 from sunk.translate import selectors
+from sunk.translate.slurmcluster.mounts import cluster_name_problem, reserved_volume_uses
+from sunk.translate.slurmcluster.slurmconf import nodeset_feature
 
 SCHEME_IPV4 = "IPv4Octets"  # <prefix>-<third octet>-<fourth octet> of the Node's InternalIP
 SCHEME_NODE_NAME = "NodeName"  # the Kubernetes Node's name
@@ -84,8 +86,20 @@ class NodeSetSpec:
     cpu_spec_list: str = ""
     core_spec_count: int | None = None
     template: Mapping[str, Any] = field(factory=dict)
+    # The SlurmCluster (same namespace) whose configuration, munge key and prolog/epilog the operator
+    # mounts into each Pod, and whose partitions take the nodes ("": the template brings them itself).
+    slurm_cluster: str = ""
     strategy: str = ROLLING_UPDATE
     max_unavailable: int | str = 1
+
+
+    @property
+    def own_features(self) -> tuple[str, ...]:
+        """The features every node registers with: the NodeSet's, and with a SlurmCluster the
+        ``nodeset-<name>`` its slurm.conf's ``NodeSet=`` line puts into partitions."""
+        if not self.slurm_cluster:
+            return self.features
+        return tuple(dict.fromkeys([*self.features, nodeset_feature(self.name)]))
 
 
 @frozen
@@ -269,6 +283,14 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
 
     template = raw.get("template")
     problems.extend(f"spec.{p}" for p in template_problems(template))
+    slurm_cluster = raw.get("slurmCluster") or ""
+    if slurm_cluster and (why := cluster_name_problem(slurm_cluster)) is not None:
+        problems.append(f"spec.slurmCluster: {why}")
+        slurm_cluster = ""
+    if raw.get("slurmCluster") and isinstance(template, Mapping):
+        # The volumes the operator lends are its own: a template mounting sunk-munge-key would read the key.
+        problems.extend(f"spec.{where} is a name the operator reserves for what the SlurmCluster lends"
+                        for where in reserved_volume_uses(template.get("spec")))
 
     update = raw.get("updateStrategy") or {}
     if not isinstance(update, Mapping):
@@ -306,6 +328,7 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         cpu_spec_list=cpu_spec_list,
         core_spec_count=core_spec_count,
         template=template if isinstance(template, Mapping) else {},
+        slurm_cluster=slurm_cluster,
         strategy=strategy if strategy in STRATEGIES else ROLLING_UPDATE,
         max_unavailable=unavailable,
     )

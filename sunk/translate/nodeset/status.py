@@ -12,7 +12,8 @@ draining or drained), ``slurmDown`` and ``slurmNotResponding``. While Slurm cann
 the last counts stay and ``SlurmReachable`` is False.
 
 Conditions (``type``/``status``/``reason``/``message``; the writer adds the times):
-``SpecValid``, ``NodesMatched``, ``NamesValid``, ``NodeInputValid`` (a Node's GPUs or labels
+``SpecValid``, ``ClusterFound`` (only for a NodeSet naming a SlurmCluster), ``NodesMatched``,
+``NamesValid``, ``NodeInputValid`` (a Node's GPUs or labels
 that could not be used in its registration), ``SlurmReachable``, ``Progressing`` and
 ``Ready``. Events are due when a problem condition appears or says something new.
 """
@@ -35,9 +36,11 @@ NODE_INPUT_VALID = "NodeInputValid"
 SLURM_REACHABLE = "SlurmReachable"
 PROGRESSING = "Progressing"
 READY = "Ready"
-CONDITION_TYPES = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE, PROGRESSING, READY)
+CLUSTER_FOUND = "ClusterFound"
+CONDITION_TYPES = (SPEC_VALID, CLUSTER_FOUND, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE,
+                   PROGRESSING, READY)
 # A False one of these is a problem: an Event says so when it appears or changes.
-PROBLEMS = (SPEC_VALID, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE)
+PROBLEMS = (SPEC_VALID, CLUSTER_FOUND, NODES_MATCHED, NAMES_VALID, NODE_INPUT_VALID, SLURM_REACHABLE)
 SLURM_COUNTS = ("slurmIdle", "slurmAllocated", "slurmDrained", "slurmDown", "slurmNotResponding")
 MAX_MESSAGE = 1000
 

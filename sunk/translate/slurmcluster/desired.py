@@ -27,6 +27,7 @@ from attrs import frozen
 from sunk import names
 
 from . import paths
+from .mounts import munge_socket_mount, munged_sidecar, munged_volumes, restricted_security_context
 from .slurmconf import ConfigFiles
 from .spec import SlurmClusterSpec, Volume
 
@@ -185,12 +186,28 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
     out.append(_deployment(spec, owner, "slurmrestd", spec.restd_replicas,
                            _pod_template(spec, "slurmrestd", restd, volumes)))
 
-    # The login Pods run munged beside the Slurm commands (their credentials are munge's): the munge key.
-    volumes, mounts = _volumes(spec, munge=True, jwt=False)
-    login = _container(spec, "login", paths.SSH_PORT, mounts)
-    out.append(_service(spec, owner, "login", paths.SSH_PORT, service_type=spec.login_service_type))
-    out.append(_deployment(spec, owner, "login", spec.login_replicas, _pod_template(spec, "login", login, volumes)))
+    out.append(_deployment(spec, owner, "login", spec.login_replicas, login_template(spec)))
     return out
+
+
+def login_template(spec: SlurmClusterSpec) -> Obj:
+    """The login Pod: the Slurm commands with the configuration, and munged as a native sidecar (their
+    credentials are munge's), from the login image, which carries it. The image runs no sshd (users reach
+    it with ``kubectl exec``), so there is no port and no Service: it is ready once ``scontrol ping``
+    reaches slurmctld with the mounted configuration and munge. Both containers run restricted as the image's
+    user (LOGIN_UID, not root): munged reads the key through the Pod's fsGroup (mode 0440, group LOGIN_GID).
+    That uid is the login shell's too, so whoever can exec into the Pod can read the key (docs/security.md)."""
+    volumes, config_mounts = _volumes(spec, munge=False, jwt=False)
+    restricted = restricted_security_context(paths.LOGIN_UID, paths.LOGIN_GID)
+    login = {"name": "login", "image": spec.image("login"),
+             "env": [{"name": "SLURM_CONF", "value": paths.SLURM_CONF}],
+             "readinessProbe": {"exec": {"command": ["scontrol", "ping"]}, "periodSeconds": 10, "timeoutSeconds": 5},
+             "securityContext": restricted,
+             "volumeMounts": [*config_mounts, munge_socket_mount()]}
+    template = _pod_template(spec, "login", login, [*volumes, *munged_volumes(paths.munge_secret(spec))])
+    template["spec"]["initContainers"] = [munged_sidecar(spec.image("login"), restricted)]
+    template["spec"]["securityContext"] = {"fsGroup": paths.LOGIN_GID}
+    return template
 
 
 # ---- the key Secrets: created once when absent, never applied again ------------------------------------------

@@ -9,7 +9,9 @@ SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 MARIADB_PORT = 3306
-SSH_PORT = 22
+# The login image's user (nonroot, dev/sunk_dev/images.py NONROOT_UID): munged beside it reads the key as this group.
+LOGIN_UID = 65532
+LOGIN_GID = 65532
 
 SLURM_USER = "slurm"
 DB_USER = "slurm"

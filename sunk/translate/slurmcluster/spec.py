@@ -20,7 +20,9 @@ from .lines import check_line, check_pair
 
 # The Slurm releases sunk speaks to (docs/compatibility.md: v0.0.42 is served by all of them).
 RELEASES = ("24.11", "25.05", "25.11", "26.05")
-COMPONENTS = ("slurmctld", "slurmdbd", "slurmrestd", "login", "mariadb")
+# slurmd: the image of the munged sidecar the operator adds to its NodeSets' slurmd Pods (mounts.py), the
+# cluster's and not the NodeSet template's, so that no template image ever runs with the munge key.
+COMPONENTS = ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd", "mariadb")
 # A DNS-1035 label: what a Service name must be, and so every name derived from the cluster's.
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -84,6 +86,8 @@ class SlurmClusterSpec:
     login_service_type: str = "ClusterIP"
     munge_secret: str = ""  # an existing Secret (key munge.key); "": generated once, kept
     jwt_secret: str = ""  # an existing Secret (key jwt_hs256.key); "": generated once, kept
+    # The chart's slurm-hooks ConfigMap (hooks.env, prolog.sh, epilog.sh) for its NodeSets' slurmd Pods; "": none
+    hooks_configmap: str = ""
     kill_wait: int = 30
     max_node_count: int = 1024
     gres_types: tuple[str, ...] = field(converter=_strs, factory=tuple)
@@ -187,7 +191,7 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
     accounting = r.boolean(dbd, "enabled", "spec.slurmdbd", True)
     database = r.obj(dbd, "database", "spec.slurmdbd")
     external = _external(r, r.obj(database, "external", "spec.slurmdbd.database"))
-    needed = ["slurmctld", "slurmrestd", "login"]
+    needed = ["slurmctld", "slurmrestd", "login", "slurmd"]
     if accounting:
         needed.append("slurmdbd")
         if external is None:
@@ -248,6 +252,8 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
                               DNS_SUBDOMAIN, "a Secret name"),
         jwt_secret=r.string(r.obj(keys, "jwt", "spec.keys"), "existingSecret", "spec.keys.jwt", "", DNS_SUBDOMAIN,
                             "a Secret name"),
+        hooks_configmap=r.string(r.obj(spec, "hooks", "spec"), "configMap", "spec.hooks", "", DNS_SUBDOMAIN,
+                                 "a ConfigMap name"),
         kill_wait=r.integer(spec, "killWait", "spec", 30, 1, 65533),
         max_node_count=r.integer(spec, "maxNodeCount", "spec", 1024, 1, MAX_NODE_COUNT),
         gres_types=gres_types, partitions=partitions, extra_lines=extra)
