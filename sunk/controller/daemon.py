@@ -13,7 +13,7 @@ from typing import Optional
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk.controller.manager import Manager
+from sunk.controller.manager import Manager, freeze_heap
 from sunk.flags import add_logging_arguments, add_switch, positive_int
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.slurm import settings as slurm_settings
@@ -35,7 +35,8 @@ class DaemonConfig:
 
     def manager(self, api: ApiClient) -> Manager:
         return Manager(self.name, api_client=api, leader_election=self.leader_election,
-                       health_bind_address=self.health_bind_address, metrics_bind_address=self.metrics_bind_address)
+                       health_bind_address=self.health_bind_address, metrics_bind_address=self.metrics_bind_address,
+                       after_first_sync=freeze_heap)
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll_help: str) -> None:

@@ -26,6 +26,7 @@ A second signal exits at once.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import signal
@@ -87,6 +88,21 @@ class Runnable(Protocol):
     def stop(self) -> Any: ...
 
 
+def freeze_heap() -> None:
+    """Collect, then move every object alive now into the collector's permanent generation (``gc.freeze``).
+
+    Why: after the first list, the informers' stores are most of the heap (10k trimmed Pods: about
+    half a million dicts and strings), and each full collection walks all of it: 171 ms at 10k Pods
+    (docs/benchmarks.md, issue 37 goal 5), seconds at 100k, while every thread, the hook API's too,
+    waits. Frozen objects are skipped by later collections. What it costs: an object frozen here that
+    later becomes part of a reference cycle is never collected. The stores' objects are decoded JSON
+    (no cycles) and are freed by reference counting when an event replaces them, so nothing they hold
+    leaks; a relist's new objects are young again and collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 class Manager:
     def __init__(
         self,
@@ -98,7 +114,10 @@ class Manager:
         metrics_bind_address: str | None = None,
         sync_timeout: float | None = None,
         shutdown_timeout: float = 30.0,
+        after_first_sync: Callable[[], None] | None = None,
     ):
+        """``after_first_sync``: called once every informer has synced, before any controller starts (the
+        daemons pass ``freeze_heap``)."""
         if leader_election is not None and api_client is None:
             raise ValueError("leader election needs an api_client")
         self.name = name
@@ -106,6 +125,7 @@ class Manager:
         self.leader_election = leader_election
         self.sync_timeout = sync_timeout
         self.shutdown_timeout = shutdown_timeout
+        self.after_first_sync = after_first_sync
         self.informers: list[Syncable] = []
         self.controllers: list[Controller] = []
         self._runnables: list[tuple[Runnable, bool]] = []
@@ -282,8 +302,14 @@ class Manager:
                     return
         if self._stop.is_set():
             return
+        synced_in = time.monotonic() - started
+        if self.after_first_sync is not None:
+            try:
+                self.after_first_sync()
+            except Exception:  # (an optimisation: never a reason not to run)
+                log.exception("manager %s: after_first_sync failed", self.name)
         self._synced.set()
-        log.info("manager %s: informers synced in %.2fs", self.name, time.monotonic() - started)
+        log.info("manager %s: informers synced in %.2fs", self.name, synced_in)
         if self.leader_election is None:
             self._start_leading()
             return

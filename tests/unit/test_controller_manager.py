@@ -269,3 +269,45 @@ def test_the_end_of_an_outage_wakes_what_failed_for_it_in_every_controller():
     finally:
         mgr.stop()
         assert mgr.wait(5) == EXIT_OK
+
+
+def test_after_the_first_sync_the_hook_runs_once_before_any_reconcile_and_a_failing_one_stops_nothing():
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    informer, rec = FakeInformer(), Rec()
+    calls: list[list[str]] = []
+
+    def hook() -> None:
+        calls.append(list(rec.seen))  # what had been reconciled when it ran: nothing
+        raise RuntimeError("an optimisation that failed")
+
+    ctl = Controller(name, rec)
+    mgr = Manager(name, after_first_sync=hook)
+    mgr.add_informer(informer)
+    mgr.add_controller(ctl)
+    mgr.start()
+    try:
+        ctl.enqueue("ns/pod")
+        assert not rec.event.wait(0.1) and calls == []
+        informer.synced.set()
+        assert rec.event.wait(2), "a failing hook kept the controllers from starting"
+        assert calls == [[]]
+    finally:
+        mgr.stop()
+        assert mgr.wait(5) == EXIT_OK
+
+
+def test_the_daemons_freeze_the_heap_they_synced():
+    import gc
+
+    from sunk.controller.daemon import DaemonConfig
+    from sunk.controller.manager import freeze_heap
+
+    assert DaemonConfig("d", slurm=None).manager(None).after_first_sync is freeze_heap  # type: ignore[arg-type]
+    kept = [["a store's object"] for _ in range(3)]  # (lists: always tracked by the collector)
+    assert any(obj is kept[0] for obj in gc.get_objects())
+    try:
+        freeze_heap()
+        # in the permanent generation: no later collection walks it
+        assert not any(obj is kept[0] for obj in gc.get_objects()) and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
