@@ -36,7 +36,7 @@ from .release import SlurmRelease
 
 IMAGE_PREFIX = "docker.io/library/sunk-"  # one repository prefix for every image this repository builds
 # Bumped when how a Slurm layer is made changes, so that a cached layer made the old way is not reused.
-RECIPE = "1"
+RECIPE = "2"  # (2: the merged-/usr top links always in the base)
 BASE = "base"
 # slurmrestd refuses to run as root or as SlurmUser: its own user, with the uid the dev cluster gives it.
 SLURMRESTD_USER = "slurmrestd"
@@ -244,6 +244,14 @@ def resolve_link(name: str, links: Mapping[str, str], merged_usr: Mapping[str, s
     return name
 
 
+def with_merged_usr(assigned: Mapping[str, str], merged_usr: Mapping[str, str]) -> dict[str, str]:
+    """``assigned`` plus the root's top symlinks into usr (``lib -> usr/lib``, ``bin``, ``sbin``, ``lib64``) in
+    the base: every binary's interpreter is ``/lib64/ld-linux-x86-64.so.2``, a link to ``/lib/...``. No package
+    owns them on bookworm (the 25.11 build's suite), so the ownership rules alone left ``lib`` out, and the
+    25.11 slurmd image's slurmd failed with "exec /usr/sbin/slurmd: no such file or directory"."""
+    return {**assigned, **dict.fromkeys(merged_usr, BASE)}
+
+
 def assign(files: Iterable[str], owners: Mapping[str, str], links: Mapping[str, str],
            merged_usr: Mapping[str, str], plan: LayerPlan, roles: Sequence[SlurmRole] = ROLES) -> dict[str, str]:
     """Every file (not directory) of the chroot that goes into a layer, and its layer. A symlink no
@@ -321,7 +329,7 @@ def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, P
             files.append(name)
         elif not path.is_dir():
             files.append(name)
-    assigned = assign(files, owners, links, merged, plan)
+    assigned = with_merged_usr(assign(files, owners, links, merged, plan), merged)
     stage = directories[BASE] / "stage"
     stage.mkdir(parents=True, exist_ok=True)
     for name, text in zip(GENERATED, users, strict=True):

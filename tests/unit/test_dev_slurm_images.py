@@ -266,3 +266,15 @@ def test_the_index_names_each_image_its_id_and_archive(tmp_path):
          "archive": "sunk-slurmctld_0.1.0-slurm24.11.tar"}]
     assert text.splitlines()[1] == "docker.io/library/sunk-slurmctld:0.1.0-slurm24.11 sha256:2 " \
                                    "sunk-slurmctld_0.1.0-slurm24.11.tar"
+
+
+def test_the_merged_usr_top_links_are_in_the_base_whoever_owns_them():
+    """bookworm's ``lib -> usr/lib`` is no package's: without it, /lib64/ld-linux-x86-64.so.2 (a link to
+    /lib/x86_64-linux-gnu/...) resolves to nothing and no binary of the image starts."""
+    assigned = si.assign(["lib", "lib64", "usr/sbin/slurmd"], {"usr/sbin/slurmd": "slurmd"},
+                                  {"lib": "usr/lib", "lib64": "usr/lib64"}, {"lib": "usr/lib", "lib64": "usr/lib64"},
+                                  si.LayerPlan(frozenset(), {"slurmd": frozenset({"slurmd"})}))
+    assert "lib" not in assigned  # (what the ownership rules alone gave)
+    merged = si.with_merged_usr(assigned, {"lib": "usr/lib", "lib64": "usr/lib64"})
+    assert merged["lib"] == merged["lib64"] == si.BASE
+    assert merged["usr/sbin/slurmd"] == "slurmd"
