@@ -965,7 +965,14 @@ class DevCluster:
         return all(phases.get(n) == "Running" for n in self.layout.node_names)
 
     def _real_slurmd_ok(self) -> bool:
-        """Registered and answering: Slurm shows the dynamic node, and not as NOT_RESPONDING."""
+        """Registered and answering: its container runs and is Ready, and Slurm shows the dynamic node, not as
+        NOT_RESPONDING. (Slurm alone is not enough: slurmctld keeps a dynamic node's record from an earlier
+        registration, and shows it idle for a while after its slurmd is gone: a slurmd image whose slurmd could
+        not even start once passed this wait.)"""
+        resp = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
+        statuses = (resp.json().get("status") or {}).get("containerStatuses") or [] if resp.status_code == 200 else []
+        if not statuses or not all(s.get("ready") and "running" in (s.get("state") or {}) for s in statuses):
+            return False
         out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T", check=False).stdout.split()
         return bool(out) and not any(state.endswith("*") or "down" in state for state in out)
 
