@@ -31,11 +31,11 @@ from benchmarks.scheduler import (
     percentile,
     pinned_cpus,
     pod_path,
-        scheduler_process,
-    wait_until_scheduling,
+    scheduler_process,
+    scheduling,
 )
 from sunk_dev.cluster import DevCluster
-from tests.cluster.kube_testns import create_namespace, purge_namespace
+from tests.cluster.kube_testns import create_namespace
 
 GOAL_P50_S = 1.0
 GOAL_P99_S = 1.5
@@ -84,27 +84,18 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     scheduler = scheduler_process(cluster, namespace, args.workers, log_dir)
     rounds: list[list[dict]] = [[] for _ in range(args.rounds)]
     total = args.rounds * args.samples
-    with pinned_cpus(cluster, args.pin_cpus) as pinning:
-        try:
-            scheduler.start()
-            assert scheduler.proc is not None
-            wait_until_scheduling(metrics_url)
-            for number in range(total):
-                drain_pods(cluster, api, namespace)  # (the previous sample's Pod, and an idle Slurm)
-                workload = dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
-                sample = pod_path(cluster, api, namespace, 1, metrics_url, scheduler.proc.pid, scheduler.log,
-                                  workload, phase=sample_phase(number, args.samples, args.rounds))
-                sample.pop("scheduler_profile", None)
-                rounds[number // args.samples].append(sample)
-                print(json.dumps({"round": number // args.samples, "sample": number, **{k: v for k, v in sample.items()
-                                                        if k.endswith("_s") or k == "slurm_calls"}}), flush=True)
-        finally:
-            try:
-                if scheduler.proc is not None:
-                    drain_pods(cluster, api, namespace)
-            finally:
-                scheduler.stop()
-                purge_namespace(api, namespace)
+    with pinned_cpus(cluster, args.pin_cpus) as pinning, scheduling(cluster, api, namespace, scheduler) as running:
+        assert running.proc is not None
+        for number in range(total):
+            drain_pods(cluster, api, namespace)  # (the previous sample's Pod, and an idle Slurm)
+            workload = dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
+            sample = pod_path(cluster, api, namespace, 1, metrics_url, running.proc.pid, running.log,
+                              workload, phase=sample_phase(number, args.samples, args.rounds))
+            sample.pop("scheduler_profile", None)
+            rounds[number // args.samples].append(sample)
+            print(json.dumps({"round": number // args.samples, "sample": number,
+                              **{k: v for k, v in sample.items() if k.endswith("_s") or k == "slurm_calls"}}),
+                  flush=True)
     samples = [s for r in rounds for s in r]
     print(json.dumps({**summary(samples), **spread(rounds), "pinned": pinning, "logs": str(log_dir)}, indent=2))
     return 0

@@ -642,28 +642,36 @@ def wait_until_scheduling(metrics_url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"the scheduler listed no Slurm jobs within {timeout:.0f}s ({metrics_url})")
 
 
-def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
-                 workload: Workload = SINGLE_PODS, phase: float | None = None, backend: str = "rest") -> dict:
-    wait_for_idle_slurm(cluster)
-    namespace = create_namespace(api)
-    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags,
-                                  backend=backend)
+@contextmanager
+def scheduling(cluster: DevCluster, api, namespace: str, scheduler: Process,
+               workload: Workload = SINGLE_PODS) -> Iterator[Process]:
+    """``scheduler`` started and scheduling (it has listed Slurm) for the block; after it, the namespace's Pods
+    deleted while the scheduler still runs (it cancels their jobs: stopped first, each placeholder would wait
+    for its Pod past KillWait and drain its node), then the scheduler stopped and the namespace purged."""
     try:
         scheduler.start()
         assert scheduler.proc is not None
         wait_until_scheduling(f"http://127.0.0.1:{PORTS['metrics']}/metrics")
-        pod = pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
-                       scheduler.proc.pid, scheduler.log, workload, phase)
+        yield scheduler
     finally:
-        # Always while the scheduler still runs: it cancels the jobs of deleted Pods. Stopped
-        # first, each placeholder would wait for its Pod past KillWait and drain its node.
         try:
             if scheduler.proc is not None:
                 drain_pods(cluster, api, namespace)
         finally:
             scheduler.stop()
             purge_namespace(api, namespace, workloads=workload.custom_kinds)
-    return pod
+
+
+def one_pod_path(cluster: DevCluster, api, pods: int, workers: int, log_dir: Path, tree: Path | None = None,
+                 workload: Workload = SINGLE_PODS, phase: float | None = None, backend: str = "rest") -> dict:
+    wait_for_idle_slurm(cluster)
+    namespace = create_namespace(api)
+    scheduler = scheduler_process(cluster, namespace, workers, log_dir, tree, extra=workload.scheduler_flags,
+                                  backend=backend)
+    with scheduling(cluster, api, namespace, scheduler, workload) as running:
+        assert running.proc is not None
+        return pod_path(cluster, api, namespace, pods, f"http://127.0.0.1:{PORTS['metrics']}/metrics",
+                        running.proc.pid, running.log, workload, phase)
 
 
 def main(argv: list[str] | None = None) -> int:
