@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Optional
 
@@ -111,6 +115,45 @@ def unmount_all(root: Path) -> None:
     for target in (root / "proc",):
         if _mounted(target):
             subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+def processes_in(root: Path, proc: Path = Path("/proc")) -> dict[int, str]:
+    """Every process whose root directory is ``root`` (pid -> command line): what a chroot still runs.
+
+    A daemon started by ``chroot`` keeps its root, and so does every child it forks, including
+    the ones that detach (slurmstepd and the job steps it runs): this finds those after their
+    daemon is gone, where a pid file or a process group would not.
+    """
+    wanted = str(root.resolve())
+    found = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "root") != wanted:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # (gone meanwhile, or a kernel thread)
+            continue
+        found[int(entry.name)] = command
+    return found
+
+
+def end_processes_in(root: Path, *, keep: Collection[int] = (), grace: float = 5.0) -> dict[int, str]:
+    """SIGTERM what ``root`` still runs (but ``keep``), SIGKILL what is left after ``grace``; the ended."""
+    targets = {pid: cmd for pid, cmd in processes_in(root).items() if pid not in keep}
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and set(processes_in(root)) & set(targets):
+            time.sleep(0.1)
+        if not set(processes_in(root)) & set(targets):
+            break
+    return targets
 
 
 def _mounted(path: Path) -> bool:

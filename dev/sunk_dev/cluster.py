@@ -309,6 +309,9 @@ class DevCluster:
         if self._running_release is not None and self._running_release != self.release:
             self._switch_slurm(self._running_release)
             self._save_layout()  # (interrupted from here on, the next `up` knows the old release is gone)
+        for other in chroot.chroot_dirs(self.home):  # (what an interrupted switch or `down` left behind)
+            if other != self.root:
+                self._end_strays(other, other.name)
         self._say(f"  slurm release    {self.release.describe(version)}")
         with self._phase("kubernetes") as log:
             bin_dir = kubebuild.build(self.home, log=log)
@@ -393,8 +396,32 @@ class DevCluster:
         # other's /proc mounted (and its hooks, which would call a stopped Syncer).
         for root in chroot.chroot_dirs(self.home):
             self._remove_hooks(root)
+            stopped.extend(f"{cmd.split(' ', 1)[0]} (pid {pid})" for pid, cmd in chroot.end_processes_in(root).items())
             chroot.unmount_all(root)
         return stopped
+
+    def stray_processes(self) -> dict[int, str]:
+        """What runs in a chroot that should run nothing: another release's (job steps, a daemon of
+        an interrupted switch), the Kubernetes side's etcd aside. pid -> "root: command"."""
+        found = {}
+        for root in chroot.chroot_dirs(self.home):
+            if root == self.root:
+                continue
+            keep = self._kube_side_pids() if root == self.kube_root else set()
+            found.update({pid: f"{root.name}: {cmd}" for pid, cmd in chroot.processes_in(root).items()
+                          if pid not in keep})
+        return found
+
+    def _kube_side_pids(self) -> set[int]:
+        return {pid for c in self._components(kubebuild.kube_bin_dir(self.home))
+                if not c.slurm_side and (pid := c.daemon.pid()) is not None}
+
+    def _end_strays(self, root: Path, which: str) -> None:
+        """End what ``root`` still runs once its Slurm daemons are stopped: slurmstepds and their job
+        steps outlive slurmd and scancel when their node no longer answers (etcd stays)."""
+        keep = self._kube_side_pids() if root == self.kube_root else set()
+        for pid, cmd in chroot.end_processes_in(root, keep=keep).items():
+            self._say(f"  {cmd.split(' ', 1)[0]:<16} pid {pid} of {which} ended")
 
     def _switch_slurm(self, running: release.SlurmRelease) -> None:
         """Stop the Slurm side of ``running`` so that ``up`` starts this release's: each release keeps its
@@ -421,6 +448,8 @@ class DevCluster:
         for component in reversed(self.slurm_side()):
             if component.daemon.stop():
                 self._say(f"  {component.daemon.name:<16} stopped ({running.describe()})")
+        if old_root.exists():
+            self._end_strays(old_root, running.describe())
         if old_root.exists() and old_root != self.kube_root:
             chroot.unmount_all(old_root)
         self._applied_conf.unlink(missing_ok=True)  # (no slurmctld has read this release's slurm.conf yet)
@@ -439,6 +468,10 @@ class DevCluster:
                 except Exception as exc:
                     detail = f"unhealthy: {exc}"
             out.append(ComponentStatus(component.daemon.name, pid, healthy, detail))
+        strays = self.stray_processes()
+        out.append(ComponentStatus("other releases", next(iter(strays), None), not strays,
+                                   "; ".join(f"{pid} {what}"[:120] for pid, what in strays.items()) or
+                                   "nothing runs in another release's chroot"))
         return out
 
     def stop_component(self, name: str) -> None:
