@@ -15,10 +15,10 @@ stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk_dev.st
   10 s while a job runs on it, and the job is not killed. Slurm's view needs the block plugin: Slurm
   25.05+ (the topology.yaml written selects it) or ``TopologyPlugin=topology/block`` in slurm.conf,
   which the dev cluster's 24.11 has not: there the test checks the topology.conf written (both
-  blocks, within 10 s) and no more. Not yet in the every_release legs: on 25.11 the NodeSet's nodes
-  did not register IDLE within 60 s, and a topology.yaml naming nodes since deleted made every
-  slurmd exit at the next reconfigure ("Blocks do not contain any nodes") - issue 35. While it runs, the dev
-  cluster's static nodes are in no block; the file is removed and slurmctld reconfigured at the end.
+  blocks, within 10 s) and no more. In every leg of `make test`: on 25.11 and 26.05 Slurm's own view
+  (topology.yaml, block sizes written out, so a block naming a node since deleted is only a warning).
+  While it runs, the dev cluster's static nodes are in no block; the file is removed and slurmctld
+  reconfigured at the end.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from sunk_dev.pool import StandInPool, apply_crds
 NODES_IN_POOL = 4
 GPU_CLASS = "A100_NVLINK_80GB"
 TOPOLOGY_CONFIGMAP = "sunk-topology"
+
+pytestmark = pytest.mark.every_release
 
 
 def slurm_release(dev_cluster) -> tuple[int, int]:
