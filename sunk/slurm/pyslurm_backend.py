@@ -110,7 +110,7 @@ _SHARE_FROM_SLURM = {"NO": "none", "YES": "oversubscribe", "USER": "user", "MCS"
 _SHARE_TO_PYSLURM = {"none": "exclusive", "oversubscribe": "oversubscribe", "user": "user", "mcs": "mcs",
                      "topo": "topo"}
 PATCHED_WHEEL = "dev/sunk_dev/patches/pyslurm-25.11.2-prefer-topo.patch"
-_NOT_IN_PYSLURM = ("{pyslurm}'s JobSubmitDescription has no field for it (Slurm's C API has: {field}); "
+_NOT_IN_PYSLURM = ("{pyslurm}'s JobSubmitDescription cannot pass it (Slurm's C API has {field}); "
                    f"use sunk's pyslurm wheel, built with {PATCHED_WHEEL} (docs/compatibility.md), "
                    "or the REST backend")
 _TRES_SCALARS = ("cpu", "mem", "energy", "node", "billing", "vmem", "pages")

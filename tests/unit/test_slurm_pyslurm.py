@@ -288,7 +288,7 @@ def test_a_stock_pyslurm_refuses_topo_and_prefer_never_drops_them_and_says_pyslu
         client.submit_job(JobRequest(name="j", script="s", prefer="FAST"))
     assert ps.registry["submitted"] == []
     for why in (client.submit_limits.prefer, client.submit_limits.shared_refusal("topo")):
-        assert why.startswith("pyslurm 25.11.2's JobSubmitDescription has no field for it")
+        assert why.startswith("pyslurm 25.11.2's JobSubmitDescription cannot pass it (Slurm's C API has ")
         assert "pyslurm-25.11.2-prefer-topo.patch" in why and "REST backend" in why
     assert not client.submit_limits.shared_refusal("user")
 
