@@ -10,7 +10,12 @@ which the host installs from its own suite (``HOST_PACKAGES``). A client on the 
 name for its uid (``host_slurm_user``).
 
 Built once into the chroot, which is named by the tarball's checksum (``sunk_dev.chroot``); the
-pyslurm wheel once into the cache, named by pyslurm's release and that checksum.
+pyslurm wheel once into the cache, named by its version and that checksum.
+
+pyslurm is built from its sdist, pinned by hash, with sunk's patch applied (``patches/``, meant
+upstream: ``JobSubmitDescription.prefer`` and ``resource_sharing="topo"``, which Slurm's C API has and
+pyslurm 25.11.2 does not pass). The wheel's version says so, ``25.11.2+sunk<patch sha256[:8]>``
+(``patched_version``): a changed patch is another version, so another wheel, built anew and installed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Optional
+
+import attrs
 
 from .procs import apt_install
 from .release import SlurmRelease, SlurmSource
@@ -163,8 +170,9 @@ def client_env(root: Path, conf: Path) -> dict[str, str]:
 
 
 def wheel_dir(cache: Path, release: SlurmRelease) -> Path:
+    """Named by the wheel's version (pyslurm's release and sunk's patch) and the Slurm it was built against."""
     assert release.source is not None
-    return cache / "wheels" / f"pyslurm-{release.pyslurm}-{release.source.sha256[:12]}"
+    return cache / "wheels" / f"pyslurm-{patched_version(release)}-{release.source.sha256[:12]}"
 
 
 def installed_pyslurm(python: str = sys.executable) -> str:
@@ -183,8 +191,11 @@ def ensure_host_packages(log: IO[str]) -> None:
 
 
 # pyslurm's sdist on PyPI, by release: what is compiled into the wheel (and the -slurm25.11 image) is
-# what was checked (pip --require-hashes).
+# what was checked (pip --require-hashes, and again here after the download).
 PYSLURM_SDIST_SHA256 = {"25.11.2": "6e0e4bc639ea3177591b102b77c1dd8df55a9e411ac42ef339a4adb3908cca34"}
+# sunk's patch to each release's sdist (module notes), applied before the build.
+PATCH_DIR = Path(__file__).parent / "patches"
+PYSLURM_PATCHES = {"25.11.2": "pyslurm-25.11.2-prefer-topo.patch"}
 
 
 def requirement(release: SlurmRelease) -> str:
@@ -192,14 +203,192 @@ def requirement(release: SlurmRelease) -> str:
     return f"pyslurm=={release.pyslurm} --hash=sha256:{PYSLURM_SDIST_SHA256[release.pyslurm]}\n"
 
 
-def build_args(requirements: Path, target: Path) -> Sequence[str]:
-    return ("wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "--no-binary", "pyslurm",
-            "--require-hashes", "-r", str(requirements), "-w", str(target))
+def pyslurm_patch(release: SlurmRelease) -> str:
+    """sunk's patch to ``release``'s pyslurm, as text ("" when it has none)."""
+    name = PYSLURM_PATCHES.get(release.pyslurm)
+    return (PATCH_DIR / name).read_text() if name else ""
+
+
+def patched_version(release: SlurmRelease, patch: Optional[str] = None) -> str:
+    """The version of the wheel sunk builds: pyslurm's release, and with a patch a local label naming it
+    (``25.11.2+sunk1a2b3c4d``, one alphanumeric segment, so PEP 440 keeps it as written)."""
+    patch = pyslurm_patch(release) if patch is None else patch
+    if not patch:
+        return release.pyslurm
+    return f"{release.pyslurm}+sunk{hashlib.sha256(patch.encode()).hexdigest()[:8]}"
+
+
+def download_args(requirements: Path, target: Path) -> Sequence[str]:
+    """pip's download of the pinned sdist (its metadata is prepared in the build's venv, as the build's)."""
+    return ("download", "--no-build-isolation", "--no-deps", "--no-cache-dir", "--no-binary", ":all:",
+            "--require-hashes", "-r", str(requirements), "-d", str(target))
+
+
+def build_args(tree: Path, target: Path) -> Sequence[str]:
+    """pip's build of the wheel from the patched tree (no index: everything is in the build's venv)."""
+    return ("wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir", "--no-index", str(tree),
+            "-w", str(target))
+
+
+class PatchError(ValueError):
+    """A patch that does not apply exactly (sunk's patches are made against one pinned sdist: no fuzz)."""
+
+
+@attrs.frozen
+class _Hunk:
+    path: str
+    old_start: int  # 1-based; for a hunk that removes or keeps nothing, the line it goes after
+    old: tuple[str, ...]  # the lines it expects, context and removed
+    new: tuple[str, ...]  # the lines it leaves, context and added
+
+
+def _hunk_counts(header: str) -> tuple[int, int, int]:
+    """``@@ -167,6 +167,10 @@`` -> (167, 6, 10); a count left out is 1."""
+    try:
+        old, new = header.split("@@")[1].split()
+        old_start, _, old_len = old[1:].partition(",")
+        return int(old_start), int(old_len or 1), int(new[1:].partition(",")[2] or 1)
+    except (IndexError, ValueError):
+        raise PatchError(f"not a hunk header: {header.rstrip()!r}") from None
+
+
+def _patch_path(line: str) -> str:
+    """The relative path a ``+++ b/path`` line names: never absolute, never out of the tree."""
+    path = line[4:].split("\t")[0].strip()
+    path = path[2:] if path.startswith("b/") else path
+    parts = Path(path).parts
+    if not path or Path(path).is_absolute() or ".." in parts:
+        raise PatchError(f"a patch may change files inside the tree only: {path!r}")
+    return path
+
+
+def parse_patch(text: str) -> tuple[_Hunk, ...]:
+    """A unified diff's hunks, in order. Text before the first ``--- `` line is its description."""
+    lines = text.splitlines(keepends=True)
+    hunks: list[_Hunk] = []
+    path = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            path = _patch_path(lines[i + 1])
+            i += 2
+            continue
+        if not line.startswith("@@"):
+            if path and line.strip():
+                raise PatchError(f"{path}: a line outside any hunk: {line.rstrip()!r}")
+            i += 1
+            continue
+        if not path:
+            raise PatchError("a hunk before any file header")
+        old_start, old_len, new_len = _hunk_counts(line)
+        old: list[str] = []
+        new: list[str] = []
+        i += 1
+        while len(old) < old_len or len(new) < new_len:
+            if i >= len(lines) or lines[i][:1] not in (" ", "-", "+"):
+                raise PatchError(f"{path}: the hunk at line {old_start} ends early")
+            mark, body = lines[i][0], lines[i][1:]
+            if mark != "+":
+                old.append(body)
+            if mark != "-":
+                new.append(body)
+            i += 1
+        if len(old) != old_len or len(new) != new_len:
+            raise PatchError(f"{path}: the hunk at line {old_start} has more lines than its header says")
+        hunks.append(_Hunk(path, old_start, tuple(old), tuple(new)))
+    if not hunks:
+        raise PatchError("no hunks in the patch")
+    return tuple(hunks)
+
+
+def apply_hunks(path: str, original: str, hunks: Sequence[_Hunk]) -> str:
+    """``original`` with ``hunks`` (of this one file, in order) applied: each must find exactly the lines it
+    expects where its header says."""
+    source = original.splitlines(keepends=True)
+    out: list[str] = []
+    at = 0  # the next line of source not yet copied
+    for hunk in hunks:
+        start = hunk.old_start - 1 if hunk.old else hunk.old_start
+        if start < at:
+            raise PatchError(f"{path}: the hunk at line {hunk.old_start} overlaps the one before")
+        if tuple(source[start:start + len(hunk.old)]) != hunk.old:
+            raise PatchError(f"{path}: the hunk at line {hunk.old_start} does not match the file")
+        out += source[at:start]
+        out += hunk.new
+        at = start + len(hunk.old)
+    return "".join(out + source[at:])
+
+
+def apply_patch(tree: Path, patch: str) -> tuple[str, ...]:
+    """Apply the unified diff ``patch`` (paths ``a/...``, ``b/...``) to the files under ``tree``; every file is
+    checked before any is written. Returns the paths changed."""
+    hunks = parse_patch(patch)
+    paths = tuple(dict.fromkeys(h.path for h in hunks))
+    patched = {}
+    for path in paths:
+        try:
+            original = (tree / path).read_text()
+        except FileNotFoundError:
+            raise PatchError(f"{path}: no such file in {tree}") from None
+        patched[path] = apply_hunks(path, original, [h for h in hunks if h.path == path])
+    for path, text in patched.items():
+        (tree / path).write_text(text)
+    return paths
+
+
+def stamp_version(version_py: str, version: str) -> str:
+    """pyslurm's ``pyslurm/version.py`` with ``__version__`` set to ``version`` (its setup.py reads it there)."""
+    lines = version_py.splitlines(keepends=True)
+    found = [i for i, line in enumerate(lines) if line.startswith("__version__")]
+    if len(found) != 1:
+        raise PatchError(f"pyslurm/version.py has {len(found)} __version__ lines, not one")
+    lines[found[0]] = f'__version__ = "{version}"\n'
+    return "".join(lines)
+
+
+def unpack_patched(sdist: Path, release: SlurmRelease, into: Path) -> Path:
+    """The sdist (checked against its pinned hash) unpacked under ``into``, sunk's patch applied and its
+    version stamped (``patched_version``): the tree the wheel is built from."""
+    want = PYSLURM_SDIST_SHA256[release.pyslurm]
+    if (got := sha256_file(sdist)) != want:
+        raise RuntimeError(f"{sdist}: sha256 {got}, want {want}")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(into, filter="data")
+    tree = into / f"pyslurm-{release.pyslurm}"
+    patch = pyslurm_patch(release)
+    if patch:
+        apply_patch(tree, patch)
+    version_py = tree / "pyslurm/version.py"
+    version_py.write_text(stamp_version(version_py.read_text(), patched_version(release, patch)))
+    return tree
+
+
+def build_pyslurm_wheel(root: Path, release: SlurmRelease, target: Path, work: Path, log: IO[str],
+                        sdist: Optional[Path] = None) -> Path:
+    """Build sunk's pyslurm wheel against the chroot ``root``'s Slurm into ``target``, in a throw-away venv
+    with Cython under ``work``: the pinned sdist (downloaded, or ``sdist`` when given, checked alike),
+    patched (``unpack_patched``). About 4 minutes on 2 cores."""
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=log, stderr=log)
+    pip = [str(venv / "bin/python"), "-m", "pip", "-q"]
+    subprocess.run([*pip, "install", CYTHON, "wheel", "setuptools"], check=True, stdout=log, stderr=log)
+    env = {**os.environ, "SLURM_INCLUDE_DIR": f"{root}/usr/include", "SLURM_LIB_DIR": f"{root}{LIBDIR}"}
+    if sdist is None:
+        pinned = work / "pyslurm.txt"
+        pinned.write_text(requirement(release))
+        downloads = work / "sdist"
+        subprocess.run([*pip, *download_args(pinned, downloads)], check=True, stdout=log, stderr=log, env=env)
+        (sdist,) = downloads.glob(f"pyslurm-{release.pyslurm}.tar.gz")
+    tree = unpack_patched(sdist, release, work / "src")
+    subprocess.run([*pip, *build_args(tree, target)], check=True, stdout=log, stderr=log, env=env)
+    (wheel,) = target.glob("pyslurm-*.whl")
+    return wheel
 
 
 def ensure_wheel(root: Path, release: SlurmRelease, cache: Path, log: IO[str]) -> Path:
-    """The pyslurm wheel built against the chroot's Slurm: built once (in a throw-away venv with
-    Cython; about 4 minutes on 2 cores), by one builder at a time, and kept."""
+    """sunk's pyslurm wheel built against the chroot's Slurm (``build_pyslurm_wheel``): built once, by one
+    builder at a time, and kept."""
     target = wheel_dir(cache, release)
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / f"{target.name}.lock", "w") as lock:
@@ -212,14 +401,7 @@ def ensure_wheel(root: Path, release: SlurmRelease, cache: Path, log: IO[str]) -
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         with tempfile.TemporaryDirectory(prefix="pyslurm-build-", dir=cache) as tmp:
-            venv = Path(tmp) / "venv"
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=log, stderr=log)
-            pip = [str(venv / "bin/python"), "-m", "pip", "-q"]
-            subprocess.run([*pip, "install", CYTHON, "wheel", "setuptools"], check=True, stdout=log, stderr=log)
-            env = {**os.environ, "SLURM_INCLUDE_DIR": f"{root}/usr/include", "SLURM_LIB_DIR": f"{root}{LIBDIR}"}
-            pinned = Path(tmp) / "pyslurm.txt"
-            pinned.write_text(requirement(release))
-            subprocess.run([*pip, *build_args(pinned, partial)], check=True, stdout=log, stderr=log, env=env)
+            build_pyslurm_wheel(root, release, partial, Path(tmp), log)
         partial.rename(target)
         return sorted(target.glob("pyslurm-*.whl"))[-1]
 
@@ -232,7 +414,7 @@ def ensure_pyslurm(root: Path, release: SlurmRelease, cache: Path, log: IO[str],
         return None
     ensure_host_packages(log)
     wheel = ensure_wheel(root, release, cache, log)
-    if installed_pyslurm(python) != release.pyslurm:
+    if installed_pyslurm(python) != patched_version(release):  # (a stock pyslurm, or another patch's)
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
                        check=True, stdout=log, stderr=log)
     return wheel

@@ -14,10 +14,13 @@ Where pyslurm 25.11 differs from slurmrestd, and what this backend does about it
   refused with SlurmError rather than silently not done.
 - ``Job.cancel()`` ignores "already done" and "invalid job id": cancelling a job that is
   gone is a success. The REST backend behaves the same.
-- ``JobSubmitDescription`` has no ``prefer`` (soft constraints) and no ``topo`` sharing mode,
-  though Slurm's C API has both (``job_desc_msg_t.prefer``, ``JOB_SHARED_TOPO``): ``SUBMIT_LIMITS``
-  says so, and the scheduler refuses a Pod asking for either with that reason (an Event and a
-  condition) rather than submitting it without; a request carrying one anyway raises SlurmError.
+- A stock pyslurm 25.11.2's ``JobSubmitDescription`` has no ``prefer`` (soft constraints) and no ``topo``
+  sharing mode, though Slurm's C API has both (``job_desc_msg_t.prefer``, ``JOB_SHARED_TOPO``); sunk's
+  pyslurm wheel (``25.11.2+sunk<hash>``, built with ``dev/sunk_dev/patches/pyslurm-25.11.2-prefer-topo.patch``,
+  meant upstream) has both. The client asks the module it loaded what it can take (``submit_limits_of``,
+  never by version) and submits what it can; what it cannot is in its ``submit_limits``, and the scheduler
+  refuses a Pod asking for it with that reason (an Event and a condition) rather than submitting it
+  without; a request carrying one anyway raises SlurmError. Slurm reads ``TOPO`` back either way.
 - pyslurm 25.11 wraps no ``slurm_load_job_state``: ``list_job_states`` calls it through ctypes on the
   libslurmfull pyslurm loaded (``jobstate_rpc``), so the job cache lists states and reads only the jobs
   that changed, as over REST (``cheap_job_states``). Without that symbol (a stand-in module) it is a full
@@ -104,13 +107,12 @@ _FLAG_BASE = {
 }
 # Slurm's job_share_string() -> v0.0.42's ``shared`` words; "OK" means the partition's default.
 _SHARE_FROM_SLURM = {"NO": "none", "YES": "oversubscribe", "USER": "user", "MCS": "mcs", "TOPO": "topo", "OK": ""}
-_SHARE_TO_PYSLURM = {"none": "exclusive", "oversubscribe": "oversubscribe", "user": "user", "mcs": "mcs"}
-_NOT_IN_PYSLURM = ("pyslurm 25.11's JobSubmitDescription has no field for it (Slurm's C API has: {}); "
-                   "use the REST backend")
-SUBMIT_LIMITS = SubmitLimits(
-    prefer=_NOT_IN_PYSLURM.format("job_desc_msg_t.prefer"),
-    shared=(("topo", _NOT_IN_PYSLURM.format("JOB_SHARED_TOPO")),),
-)
+_SHARE_TO_PYSLURM = {"none": "exclusive", "oversubscribe": "oversubscribe", "user": "user", "mcs": "mcs",
+                     "topo": "topo"}
+PATCHED_WHEEL = "dev/sunk_dev/patches/pyslurm-25.11.2-prefer-topo.patch"
+_NOT_IN_PYSLURM = ("{pyslurm}'s JobSubmitDescription cannot pass it (Slurm's C API has {field}); "
+                   f"use sunk's pyslurm wheel, built with {PATCHED_WHEEL} (docs/compatibility.md), "
+                   "or the REST backend")
 _TRES_SCALARS = ("cpu", "mem", "energy", "node", "billing", "vmem", "pages")
 
 
@@ -274,8 +276,38 @@ def stats_from_pyslurm(s: Any) -> SchedulerStats:
     )
 
 
-def submit_kwargs(r: JobRequest) -> dict[str, Any]:
-    """A JobRequest as ``pyslurm.JobSubmitDescription`` keyword arguments."""
+def _takes_prefer(ps: Any) -> bool:
+    """Whether this pyslurm's JobSubmitDescription has ``prefer`` (sunk's patch; a stock one refuses the name)."""
+    return hasattr(ps.JobSubmitDescription(), "prefer")
+
+
+def _takes_topo(ps: Any) -> bool:
+    """Whether this pyslurm turns ``resource_sharing="topo"`` into JOB_SHARED_TOPO (sunk's patch); a stock one
+    raises ValueError, only when the job is submitted, so its converter is asked here."""
+    util = getattr(getattr(getattr(ps, "core", None), "job", None), "util", None)
+    convert = getattr(util, "shared_type_str_to_int", None)
+    if convert is None:
+        return False
+    try:
+        convert("topo")
+    except ValueError:
+        return False
+    return True
+
+
+def submit_limits_of(ps: Any) -> SubmitLimits:
+    """What this pyslurm module cannot put into a submission that Slurm's C API can, each with why: asked of the
+    module itself, never of its version (module notes)."""
+    version = getattr(ps, "__version__", None)
+    name = f"pyslurm {version}" if version else "this pyslurm"
+    prefer = "" if _takes_prefer(ps) else _NOT_IN_PYSLURM.format(pyslurm=name, field="job_desc_msg_t.prefer")
+    topo = "" if _takes_topo(ps) else _NOT_IN_PYSLURM.format(pyslurm=name, field="JOB_SHARED_TOPO")
+    return SubmitLimits(prefer=prefer, shared=(("topo", topo),) if topo else ())
+
+
+def submit_kwargs(r: JobRequest, limits: SubmitLimits) -> dict[str, Any]:
+    """A JobRequest as ``pyslurm.JobSubmitDescription`` keyword arguments; SlurmError for what ``limits`` (this
+    pyslurm's) says it cannot pass, never a submission without it."""
     environment = dict(item.split("=", 1) for item in r.environment if "=" in item)
     kw: dict[str, Any] = {"name": r.name, "script": r.script, "working_directory": r.working_directory,
                           "environment": environment, "cpus_per_task": r.cpus_per_task}
@@ -290,12 +322,14 @@ def submit_kwargs(r: JobRequest) -> dict[str, Any]:
         kw.update({"nodes": str(r.node_count), "ntasks": r.node_count})
     if r.gpus_per_node:
         kw["gres_per_node"] = f"gpu:{r.gpu_type}:{r.gpus_per_node}" if r.gpu_type else f"gpu:{r.gpus_per_node}"
-    if check_shared(r.shared) is not None:
-        if r.shared not in _SHARE_TO_PYSLURM:
-            raise SlurmError(f"submit job {r.name}: {SUBMIT_LIMITS.shared_refusal(r.shared)}")
-        kw["resource_sharing"] = _SHARE_TO_PYSLURM[r.shared]
+    if (shared := check_shared(r.shared)) is not None:
+        if why := limits.shared_refusal(shared):
+            raise SlurmError(f"submit job {r.name}: {why}")
+        kw["resource_sharing"] = _SHARE_TO_PYSLURM[shared]
     if r.prefer:
-        raise SlurmError(f"submit job {r.name}: {SUBMIT_LIMITS.prefer}")
+        if limits.prefer:
+            raise SlurmError(f"submit job {r.name}: {limits.prefer}")
+        kw["prefer"] = r.prefer
     return kw
 
 
@@ -330,8 +364,6 @@ def take_ids_as_numbers(submission: Any) -> None:
 class PyslurmClient:
     """Thread-safe as far as libslurm's RPC calls are; every call is one RPC (or two, see load())."""
 
-    submit_limits = SUBMIT_LIMITS
-
     def __init__(self, *, accounting: RpcAccounting | None = None, module: ModuleType | None = None,
                  clock: Callable[[], float] = time.time):
         if os.environ.get("SLURM_JWT") == "":  # libslurm would present an empty token and be refused (1007)
@@ -343,6 +375,8 @@ class PyslurmClient:
         except ImportError as exc:
             raise SlurmError("the pyslurm backend needs pyslurm 25.11 (pip install 'sunk[pyslurm]'), "
                              f"built against Slurm 25.11: {exc}") from exc
+        # What this pyslurm cannot submit (module notes); the scheduler refuses such a Pod, saying why.
+        self.submit_limits: SubmitLimits = submit_limits_of(self.ps)
         self.accounting = accounting or RpcAccounting()
         self._clock = clock
         self._states: JobStateRpc | None = None
@@ -464,7 +498,7 @@ class PyslurmClient:
         return (*self._exact_states(single), *found)
 
     def submit_job(self, request: JobRequest) -> int:
-        kwargs = submit_kwargs(request)
+        kwargs = submit_kwargs(request, self.submit_limits)
         with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}", repeatable=False):
             return int(self.ps.JobSubmitDescription(**kwargs).submit())
 

@@ -22,7 +22,7 @@ from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS, Resource
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
-from sunk_dev import release, slurmconf
+from sunk_dev import slurmconf
 
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
@@ -570,24 +570,13 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
 
 
 @pytest.mark.every_release
-def test_prefer_reaches_the_job_or_a_backend_that_cannot_pass_it_refuses_the_pod(kube_api, dev_cluster, namespace,
-                                                                               scheduler, busy_node):
-    """Checked while pending: once scheduled, Slurm 24.11 moves a met preference into features. The pyslurm
-    backend cannot pass it (pyslurm 25.11 has no field for it): the Pod is refused saying so, never submitted
-    without its preference."""
-    pod = create_pod(kube_api, namespace, annotations={names.ANN_PREFER: "FAKE_GPU",
+def test_prefer_and_exclusive_topo_reach_the_job(kube_api, dev_cluster, namespace, scheduler, busy_node):
+    """On every backend, pyslurm included (the dev cluster's is sunk's patched wheel, which passes both).
+    Checked while pending: once scheduled, Slurm 24.11 moves a met preference into features."""
+    pod = create_pod(kube_api, namespace, annotations={names.ANN_PREFER: "FAKE_GPU", names.ANN_EXCLUSIVE: "topo",
                                                        names.ANN_REQUIRED_NODES: busy_node})
-    if release.daemon_backend(dev_cluster.release) == "pyslurm":
-        name = pod["metadata"]["name"]
-        event = wait_for(lambda: [e for e in events_for(kube_api, namespace, name)
-                                  if e["reason"] == "FailedValidation"], 20, "a FailedValidation event")[0]
-        assert names.ANN_PREFER in event["message"] and "job_desc_msg_t.prefer" in event["message"]
-        time.sleep(2)  # give a wrong implementation the time to submit anyway
-        assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == []
-        kc.delete(kube_api, PODS, name, namespace)
-        return
     job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
-    assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU"
+    assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU" and job["shared"] == ["topo"]
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 

@@ -32,6 +32,7 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
+from sunk.slurm.models import SubmitLimits
 from sunk_dev import listerlog
 from sunk_dev.listerlog import CHANGED
 
@@ -202,11 +203,22 @@ def test_job_extra_and_comment_round_trip(slurm, jobs, dev_cluster):
 
 @pytest.mark.parametrize("shared", ["none", "oversubscribe", "user", "mcs", "topo"])
 def test_every_shared_value_round_trips(slurm, jobs, shared):
-    if slurm.backend == "pyslurm" and shared == "topo":  # (pyslurm 25.11 has no field for it: refused, saying so)
-        with pytest.raises(SlurmError, match="JOB_SHARED_TOPO"):
-            held_job(slurm, jobs, shared=shared)
-        return
+    """On pyslurm too: the dev cluster's is sunk's patched wheel (topo: dev/sunk_dev/patches)."""
     assert slurm.get_job(held_job(slurm, jobs, shared=shared)).shared == shared
+
+
+def test_prefer_and_exclusive_topo_reach_slurm(slurm, jobs, dev_cluster):
+    """What a stock pyslurm 25.11.2 cannot pass and sunk's patched wheel does (``JobSubmitDescription.prefer``,
+    ``resource_sharing="topo"``), as slurmctld shows them: no limit left on either backend, and the job
+    carries both (held, so pending: once scheduled, a met preference moves into features)."""
+    if slurm.backend == "pyslurm":
+        assert slurm.submit_limits == SubmitLimits(), "the dev cluster's pyslurm is not sunk's patched wheel"
+    job_id = held_job(slurm, jobs, prefer="FAKE_GPU", shared="topo")
+    shown = dev_cluster.slurm("scontrol", "show", "job", str(job_id)).stdout.split()
+    assert "Prefer=FAKE_GPU" in shown and "OverSubscribe=TOPO" in shown
+    cli = scontrol_json(dev_cluster, "job", job_id)
+    assert (cli["prefer"], cli["shared"]) == ("FAKE_GPU", ["topo"])
+    assert slurm.get_job(job_id).shared == "topo"
 
 
 def test_signal_reaches_the_batch_script(slurm, jobs):

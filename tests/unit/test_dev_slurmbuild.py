@@ -99,8 +99,116 @@ def test_apt_installs_wait_for_each_other_and_for_dpkgs_lock(tmp_path, monkeypat
     assert ran[1][-2:] == ["libmunge2", "libjwt0"] and (tmp_path / "apt.lock").exists()
 
 
-def test_the_pyslurm_sdist_is_pinned_by_hash():
+def test_the_pyslurm_sdist_is_pinned_by_hash_and_the_wheel_built_from_the_patched_tree_alone():
     line = slurmbuild.requirement(BUILT)
     assert line.startswith("pyslurm==25.11.2 --hash=sha256:") and len(line.split(":")[-1].strip()) == 64
-    args = slurmbuild.build_args(Path("/t/req.txt"), Path("/t/out"))
+    args = slurmbuild.download_args(Path("/t/req.txt"), Path("/t/sdist"))
     assert "--require-hashes" in args and args[args.index("-r") + 1] == "/t/req.txt"
+    assert args[args.index("--no-binary") + 1] == ":all:" and args[args.index("-d") + 1] == "/t/sdist"
+    args = slurmbuild.build_args(Path("/t/src/pyslurm-25.11.2"), Path("/t/out"))
+    assert "--no-index" in args and "/t/src/pyslurm-25.11.2" in args and args[args.index("-w") + 1] == "/t/out"
+
+
+# -- sunk's patch to pyslurm -----------------------------------------------------------------------------
+
+ORIGINAL = "one\ntwo\nthree\nfour\nfive\nsix\n"
+PATCH = """\
+A description, as sunk's patches have: ignored.
+
+--- a/pkg/mod.pyx
++++ b/pkg/mod.pyx
+@@ -1,3 +1,4 @@
+ one
++one and a half
+ two
+ three
+@@ -5,2 +6,2 @@
+ five
+-six
++SIX
+--- a/pkg/other.py
++++ b/pkg/other.py
+@@ -1 +1 @@
+-x = 1
++x = 2
+"""
+
+
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/mod.pyx").write_text(ORIGINAL)
+    (tmp_path / "pkg/other.py").write_text("x = 1\n")
+    return tmp_path
+
+
+def test_a_patch_applies_every_hunk_of_every_file(tmp_path):
+    root = tree(tmp_path)
+    assert slurmbuild.apply_patch(root, PATCH) == ("pkg/mod.pyx", "pkg/other.py")
+    assert (root / "pkg/mod.pyx").read_text() == "one\none and a half\ntwo\nthree\nfour\nfive\nSIX\n"
+    assert (root / "pkg/other.py").read_text() == "x = 2\n"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda p: p.replace(" three\n@@", " THREE\n@@"), "at line 1 does not match"),  # context differs
+    (lambda p: p.replace("-x = 1", "-x = 7"), "other.py: the hunk at line 1 does not match"),  # removed line differs
+    (lambda p: p.replace("@@ -5,2 +6,2 @@", "@@ -4,2 +5,2 @@"), "does not match"),  # moved: no fuzz, no offset
+    (lambda p: p.replace("+++ b/pkg/other.py", "+++ b/pkg/missing.py"), "missing.py: no such file"),
+    (lambda p: p.replace("+++ b/pkg/other.py", "+++ b/../outside.py"), "inside the tree only"),
+    (lambda p: p.replace("+++ b/pkg/other.py", "+++ /etc/passwd"), "inside the tree only"),
+    (lambda p: p.replace("@@ -1 +1 @@", "@@ -1 +1,2 @@"), "ends early"),
+    (lambda p: p.replace("@@ -1 +1 @@", "@@ one @@"), "not a hunk header"),
+    (lambda p: p.replace("+SIX\n", "+SIX\nstray\n"), "a line outside any hunk"),
+    (lambda p: p.split("--- a/pkg/mod.pyx")[0], "no hunks"),
+], ids=["context", "removed", "moved", "missing-file", "dotdot", "absolute", "short", "header", "stray", "empty"])
+def test_a_patch_that_does_not_apply_exactly_changes_nothing_and_says_where(tmp_path, change, message):
+    root = tree(tmp_path)
+    with pytest.raises(slurmbuild.PatchError, match=message):
+        slurmbuild.apply_patch(root, change(PATCH))
+    assert (root / "pkg/mod.pyx").read_text() == ORIGINAL and (root / "pkg/other.py").read_text() == "x = 1\n"
+
+
+def test_hunks_that_overlap_are_refused():
+    hunks = slurmbuild.parse_patch(PATCH.replace("@@ -5,2 +6,2 @@\n five\n-six\n+SIX\n",
+                                                 "@@ -2,1 +3,1 @@\n-two\n+TWO\n"))
+    with pytest.raises(slurmbuild.PatchError, match="overlaps"):
+        slurmbuild.apply_hunks("pkg/mod.pyx", ORIGINAL, [h for h in hunks if h.path == "pkg/mod.pyx"])
+
+
+def test_a_hunk_that_only_adds_goes_after_the_line_its_header_names():
+    hunks = slurmbuild.parse_patch("--- a/f\n+++ b/f\n@@ -2,0 +3,1 @@\n+new\n")
+    assert slurmbuild.apply_hunks("f", "a\nb\nc\n", hunks) == "a\nb\nnew\nc\n"
+
+
+def test_sunks_pyslurm_patch_parses_and_touches_only_the_job_submission():
+    hunks = slurmbuild.parse_patch(slurmbuild.pyslurm_patch(BUILT))
+    assert {h.path for h in hunks} == {"pyslurm/core/job/submission.pxd", "pyslurm/core/job/submission.pyx",
+                                       "pyslurm/core/job/util.pyx", "pyslurm/core/job/sbatch_opts.pyx"}
+    added = "".join(line for h in hunks for line in h.new if line not in h.old)
+    assert "cstr.fmalloc(&ptr.prefer, self.prefer)" in added and "return slurm.JOB_SHARED_TOPO" in added
+
+
+def test_the_wheels_version_and_cache_name_the_patch_so_a_changed_patch_builds_and_installs_anew(tmp_path):
+    version = slurmbuild.patched_version(BUILT)
+    digest = hashlib.sha256(slurmbuild.pyslurm_patch(BUILT).encode()).hexdigest()[:8]
+    assert version == f"25.11.2+sunk{digest}"
+    assert slurmbuild.patched_version(BUILT, "another patch") != version
+    assert slurmbuild.patched_version(BUILT, "") == "25.11.2"  # (a release without a patch: pyslurm's own)
+    assert slurmbuild.wheel_dir(tmp_path, BUILT).name == f"pyslurm-{version}-{BUILT.source.sha256[:12]}"
+    from packaging.version import Version
+
+    assert str(Version(version)) == version  # pip records it as written, so installed_pyslurm compares equal
+
+
+def test_the_version_is_stamped_where_pyslurms_setup_reads_it():
+    text = '# comment\n__version__ = "25.11.2"\n'
+    assert slurmbuild.stamp_version(text, "25.11.2+sunkabc") == '# comment\n__version__ = "25.11.2+sunkabc"\n'
+    with pytest.raises(slurmbuild.PatchError, match="0 __version__ lines"):
+        slurmbuild.stamp_version("# nothing\n", "1")
+
+
+def test_the_sdist_is_unpacked_only_with_its_pinned_hash(tmp_path):
+    fake = tmp_path / "pyslurm-25.11.2.tar.gz"
+    fake.write_bytes(b"not the sdist")
+    with pytest.raises(RuntimeError, match="sha256 .* want"):
+        slurmbuild.unpack_patched(fake, BUILT, tmp_path / "src")
+    assert not (tmp_path / "src").exists()

@@ -1,7 +1,9 @@
 """The pyslurm backend's mapping, with a stand-in ``pyslurm`` module shaped like pyslurm 25.11.2.
 
 pyslurm cannot be built here (it needs Slurm 25.11's headers), so the stand-in copies the
-attribute names, call signatures and error behaviour read from the 25.11.2 sdist.
+attribute names, call signatures and error behaviour read from the 25.11.2 sdist: stock by default,
+or with what sunk's patch adds (``make_pyslurm(prefer=True, topo=True)``: ``JobSubmitDescription.prefer``,
+resource_sharing "topo")
 """
 
 import os
@@ -10,7 +12,7 @@ import types
 
 import pytest
 
-from sunk import fence
+from sunk import fence, names
 from sunk.fence import Fenced, LeaseFence
 from sunk.slurm import (
     JobRequest,
@@ -22,8 +24,9 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
-from sunk.slurm.models import JobAllocation
-from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, tres_text
+from sunk.slurm.models import JobAllocation, SubmitLimits
+from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, submit_limits_of, tres_text
+from sunk.translate.podjob import backend_problems
 from sunk_dev import listerlog
 
 
@@ -52,9 +55,26 @@ class TrackableResources:
 _NODE_STATES = {"DOWN", "DRAIN", "FAIL", "FUTURE", "RESUME", "UNDRAIN", "NORESP", "POWER_DOWN", "POWER_UP"}
 
 
-def make_pyslurm():
+_SHARED = {"oversubscribe": 1, "yes": 1, "user": 2, "mcs": 3, "no": 0, "exclusive": 0}  # JOB_SHARED_*
+JOB_SHARED_TOPO = 4
+
+
+def make_pyslurm(prefer=False, topo=False):
+    """A stock pyslurm 25.11.2, or with either half of sunk's patch (dev/sunk_dev/patches)."""
     ps = types.ModuleType("pyslurm")
+    ps.__version__ = "25.11.2+sunk11748eba" if prefer or topo else "25.11.2"
     ps.PyslurmError, ps.RPCError = PyslurmError, RPCError
+
+    def shared_type_str_to_int(typ):  # pyslurm.core.job.util's
+        typ = typ.casefold()
+        if typ in _SHARED:
+            return _SHARED[typ]
+        if topo and typ == "topo":
+            return JOB_SHARED_TOPO
+        raise ValueError(f"Invalid resource_sharing type: {typ}.")
+
+    ps.core = types.SimpleNamespace(job=types.SimpleNamespace(
+        util=types.SimpleNamespace(shared_type_str_to_int=shared_type_str_to_int)))
     registry = {"nodes": {}, "jobs": {}, "modified": [], "submitted": [], "signals": [], "deleted": []}
     ps.registry = registry
 
@@ -116,11 +136,19 @@ def make_pyslurm():
 
     class JobSubmitDescription:
         def __init__(self, **kwargs):
+            if "prefer" in kwargs and not hasattr(type(self), "prefer"):  # a cdef class: no attribute of that name
+                raise AttributeError("'pyslurm.core.job.submission.JobSubmitDescription' object has no "
+                                     "attribute 'prefer'")
             self.kwargs = kwargs
 
         def submit(self):
+            if self.kwargs.get("resource_sharing"):  # converted when the job is built, as pyslurm does
+                shared_type_str_to_int(self.kwargs["resource_sharing"])
             registry["submitted"].append(self.kwargs)
             return 100 + len(registry["submitted"])
+
+    if prefer:
+        JobSubmitDescription.prefer = None  # the patch's field, a public attribute of the cdef class
 
     class Partitions(Collection):
         @staticmethod
@@ -253,13 +281,58 @@ def test_a_gangs_job_asks_pyslurm_for_exactly_n_nodes_with_one_task_each(client,
     assert "nodes" not in single and "ntasks" not in single
 
 
-def test_submit_topo_and_prefer_are_refused_never_dropped_and_the_limits_say_why(client, ps):
+def test_a_stock_pyslurm_refuses_topo_and_prefer_never_drops_them_and_says_pyslurm_lacks_them(client, ps):
     with pytest.raises(SlurmError, match="JOB_SHARED_TOPO"):
         client.submit_job(JobRequest(name="j", script="s", shared="topo"))
     with pytest.raises(SlurmError, match=r"job_desc_msg_t\.prefer"):
         client.submit_job(JobRequest(name="j", script="s", prefer="FAST"))
-    assert client.submit_limits.prefer and client.submit_limits.shared_refusal("topo")
+    assert ps.registry["submitted"] == []
+    for why in (client.submit_limits.prefer, client.submit_limits.shared_refusal("topo")):
+        assert why.startswith("pyslurm 25.11.2's JobSubmitDescription cannot pass it (Slurm's C API has ")
+        assert "pyslurm-25.11.2-prefer-topo.patch" in why and "REST backend" in why
     assert not client.submit_limits.shared_refusal("user")
+
+
+def test_sunks_patched_pyslurm_submits_prefer_and_topo_and_reads_topo_back():
+    ps = make_pyslurm(prefer=True, topo=True)
+    client = PyslurmClient(module=ps)
+    assert client.submit_limits == SubmitLimits()  # nothing refused: what Slurm's C API takes, pyslurm passes
+    client.submit_job(JobRequest(name="j", script="s", prefer="FAST&ib", shared="topo"))
+    client.submit_job(JobRequest(name="j", script="s", shared="user"))
+    with_both, neither = ps.registry["submitted"]
+    assert (with_both["prefer"], with_both["resource_sharing"]) == ("FAST&ib", "topo")
+    assert "prefer" not in neither and neither["resource_sharing"] == "user"
+    ps.registry["jobs"][3] = pyslurm_job(3, resource_sharing="TOPO")  # slurm_job_share_string(JOB_SHARED_TOPO)
+    assert client.get_job(3).shared == "topo"
+
+
+@pytest.mark.parametrize(("has_prefer", "takes_topo"), [(True, False), (False, True)])
+def test_each_capability_is_asked_of_the_module_not_read_from_its_version(has_prefer, takes_topo):
+    """A pyslurm with one of the two (a later upstream release, say) gets that one, whatever it calls itself."""
+    ps = make_pyslurm(prefer=has_prefer, topo=takes_topo)
+    ps.__version__ = "99.0.0"
+    limits = submit_limits_of(ps)
+    assert (not limits.prefer) is has_prefer and (not limits.shared_refusal("topo")) is takes_topo
+    assert "pyslurm 99.0.0's" in (limits.prefer or limits.shared_refusal("topo"))
+
+
+def test_without_the_converter_pyslurm_is_taken_as_refusing_topo():
+    ps = make_pyslurm(prefer=True, topo=True)
+    del ps.core
+    assert "JOB_SHARED_TOPO" in submit_limits_of(ps).shared_refusal("topo")
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["stock", "patched"])
+def test_the_schedulers_pod_validation_follows_the_clients_limits(patched):
+    client = PyslurmClient(module=make_pyslurm(prefer=patched, topo=patched))
+    pod = {"metadata": {"annotations": {names.ANN_PREFER: "FAST", names.ANN_EXCLUSIVE: "topo"}}, "spec": {}}
+    problems = {p.field: str(p) for p in backend_problems(pod, client.submit_limits)}
+    if patched:
+        assert problems == {}
+    else:
+        assert set(problems) == {names.ANN_PREFER, names.ANN_EXCLUSIVE}
+        assert "job_desc_msg_t.prefer" in problems[names.ANN_PREFER]
+        assert "JOB_SHARED_TOPO" in problems[names.ANN_EXCLUSIVE]
 
 
 def test_updates_and_cancel(client, ps):
