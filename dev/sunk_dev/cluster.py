@@ -37,6 +37,7 @@ from sunk.scripts import shipped_script
 from . import (
     chroot,
     claim,
+    dns,
     images,
     kubebuild,
     kubeconf,
@@ -326,7 +327,10 @@ class DevCluster:
         if self.real_node:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
-            realnode.write_config(self.real_paths)
+            with self._phase("coredns") as log:
+                kubebuild.build_go_command(self.home, dns.COREDNS, log=log)
+            if realnode.write_config(self.real_paths, cluster_dns=realnode.node_ip()):
+                self._component("kubelet-real").daemon.stop()  # (it reads its configuration when it starts)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk_dev.images)
             # (with pyslurm also sunk's pyslurm variant, sunk:<version>-slurm<release>: slurm.backend pyslurm)
             self._built_images = images.build_images(self.home, CHECKOUT, self.root,
@@ -538,6 +542,8 @@ class DevCluster:
         if self.real_node:
             paths = self.real_paths
             comps += [
+                Component(daemon("coredns", *dns.argv(dns.COREDNS.binary(self.home), self.run_dir / "Corefile")),
+                          self._coredns_ok, prepare=self._prepare_coredns, after=self._publish_coredns),
                 Component(daemon("containerd", *realnode.containerd_argv(paths)),
                           functools.partial(realnode.containerd_ok, paths),
                           after=functools.partial(self._import_images, paths)),
@@ -545,6 +551,29 @@ class DevCluster:
                           self._real_kubelet_ok, timeout=120),
             ]
         return comps + self._sunk_components() if self.with_sunk else comps
+
+    def _prepare_coredns(self) -> None:
+        (self.run_dir / "Corefile").write_text(dns.corefile(realnode.node_ip(), self.kubeconfig))
+
+    @staticmethod
+    def _coredns_ok() -> bool:
+        try:
+            return requests.get(f"http://127.0.0.1:{dns.READY_PORT}/ready", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def _publish_coredns(self) -> None:
+        """The ``kube-dns`` Service and its EndpointSlice (``dns.kube_dns_objects``), made again if the host's
+        address changed."""
+        for path, obj in dns.kube_dns_objects(realnode.node_ip()):
+            named = f"{path}/{obj['metadata']['name']}"
+            got = self.kube_request("GET", named)
+            if got.status_code == 200 and obj.get("endpoints", got.json().get("endpoints")) == got.json().get(
+                    "endpoints"):
+                continue
+            if got.status_code == 200:
+                self._expect(self.kube_request("DELETE", named), 200, 404)
+            self._expect(self.kube_request("POST", path, obj), 201, 409)
 
     def _import_images(self, paths: realnode.Paths) -> None:
         if imported := realnode.ensure_images(paths):

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import attrs
 
+from .dns import CLUSTER_DOMAIN
 from .procs import apt_install
 from .slurmconf import DYNAMIC_FEATURE, DYNAMIC_PARTITION
 
@@ -196,7 +197,9 @@ def cni_conflist(paths: Paths) -> str:
     }, indent=2)
 
 
-def kubelet_config(paths: Paths) -> str:
+def kubelet_config(paths: Paths, cluster_dns: str | None = None) -> str:
+    """The KubeletConfiguration; ``cluster_dns``: the address of cluster DNS (``sunk_dev.dns``), if any."""
+    dns = {"clusterDNS": [cluster_dns], "clusterDomain": CLUSTER_DOMAIN} if cluster_dns else {}
     return json.dumps({
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
@@ -212,17 +215,23 @@ def kubelet_config(paths: Paths) -> str:
         "nodeStatusUpdateFrequency": "10s",
         "registerNode": True,
         "maxPods": 30,
+        **dns,
     }, indent=2)
 
 
-def write_config(paths: Paths) -> None:
+def write_config(paths: Paths, cluster_dns: str | None = None) -> bool:
+    """Write containerd's, the CNI's and the kubelet's configuration; whether the kubelet's changed
+    (a running kubelet reads it only when it starts)."""
     paths.base.mkdir(parents=True, exist_ok=True)
     paths.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     paths.containerd_config.write_text(containerd_config(paths))
     paths.runc_wrapper.write_text(RUNC_WRAPPER)
     paths.runc_wrapper.chmod(0o755)
     (paths.cni_conf_dir / "10-sunk-dev.conflist").write_text(cni_conflist(paths))
-    paths.kubelet_config.write_text(kubelet_config(paths))
+    wanted = kubelet_config(paths, cluster_dns)
+    changed = not paths.kubelet_config.exists() or paths.kubelet_config.read_text() != wanted
+    paths.kubelet_config.write_text(wanted)
+    return changed
 
 
 def containerd_argv(paths: Paths) -> list[str]:
