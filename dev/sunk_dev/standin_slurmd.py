@@ -9,7 +9,13 @@ on hundreds of Nodes where containers would not fit on this machine.
 
 The Pod's own command is not run (it names an image's paths); what slurmd needs comes from
 the ``slurmd`` container's environment, which the operator writes (docs/nodeset.md):
-``SUNK_SLURM_NODE_NAME`` and ``SUNK_SLURMD_CONF``. Each slurmd gets a port of its own
+``SUNK_SLURM_NODE_NAME``, ``SUNK_SLURMD_CONF`` and ``SUNK_GRES_CONF``. A node with gres.conf lines
+of its own (GPUs from the Node: ``File=/dev/nvidia<minor>``) reads a configuration directory of its
+own, ``/run/sunk-standin/<node>`` in the chroot (``slurmd -f``): links to every file of ``/etc/slurm``
+but gres.conf, which is the dev cluster's with the node's lines added, as a real Pod's start script
+would write it; the device files it names are made as aliases of /dev/null (stand-in Nodes have no
+GPUs; the dev cluster constrains no devices, so a job's /dev/null is never taken away with them).
+Each slurmd gets a port of its own
 (``--conf Port=``), since every stand-in slurmd shares the host's address; a Slurm node keeps its
 port for as long as the kubelet runs (slurmctld keeps a dynamic node's first port when it
 registers again, and would find a new Pod's slurmd not responding). A slurmd that
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -42,20 +49,65 @@ log = logging.getLogger("sunk_dev.kubelet.slurmd")
 SLURMD_CONTAINER = "slurmd"
 ENV_NODE_NAME = "SUNK_SLURM_NODE_NAME"
 ENV_CONF = "SUNK_SLURMD_CONF"
+ENV_GRES_CONF = "SUNK_GRES_CONF"
 RESTART_DELAY = 1.0
+SLURM_ETC = "/etc/slurm"
+CONF_DIRS = "/run/sunk-standin"
+# Files beside slurm.conf that tests write while slurmds run: linked even before they exist.
+LATE_FILES = ("topology.conf", "topology.yaml")
+NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+GPU_FILES = re.compile(r"File=/dev/nvidia(?:(\d{1,3})|\[(\d{1,3})-(\d{1,3})\])(?=\s|$)")
+DEV_NULL = (1, 3)
 
 
 @frozen
 class SlurmdLaunch:
-    """What one stand-in slurmd runs as: a dynamic Slurm node ``node`` with ``conf``."""
+    """What one stand-in slurmd runs as: a dynamic Slurm node ``node`` with ``conf`` (and ``gres_conf``, its
+    gres.conf lines, read from a configuration directory of its own)."""
 
     node: str
     conf: str
+    gres_conf: str = ""
+
+    @property
+    def conf_dir(self) -> str | None:
+        """The node's own configuration directory in the chroot, or None: it needs none (or its name is no path)."""
+        return f"{CONF_DIRS}/{self.node}" if self.gres_conf and NODE_NAME.fullmatch(self.node) else None
 
     def argv(self, chroot: Path, port: int, cpus: int, memory_mb: int) -> list[str]:
         conf = " ".join(part for part in (self.conf, f"CPUs={cpus}", f"RealMemory={memory_mb}", f"Port={port}")
                         if part)
-        return ["chroot", str(chroot), "/usr/sbin/slurmd", "-D", "-Z", "-N", self.node, "--conf", conf]
+        own = ["-f", f"{self.conf_dir}/slurm.conf"] if self.conf_dir else []
+        return ["chroot", str(chroot), "/usr/sbin/slurmd", *own, "-D", "-Z", "-N", self.node, "--conf", conf]
+
+
+def gpu_device_files(gres_conf: str) -> list[str]:
+    """The NVIDIA device files gres.conf lines name (``File=/dev/nvidia3``, ``File=/dev/nvidia[0-7]``)."""
+    files: list[str] = []
+    for one, first, last in GPU_FILES.findall(gres_conf):
+        minors = [int(one)] if one else list(range(int(first), int(last) + 1))
+        files += [f"/dev/nvidia{m}" for m in minors if f"/dev/nvidia{m}" not in files]
+    return files
+
+
+def prepare_conf_dir(chroot: Path, launch: SlurmdLaunch) -> None:
+    """The node's configuration directory (module docstring) and its GPUs' device files, if it needs them."""
+    if launch.conf_dir is None:
+        return
+    etc, own = chroot / SLURM_ETC.lstrip("/"), chroot / launch.conf_dir.lstrip("/")
+    own.mkdir(parents=True, exist_ok=True)
+    for name in sorted({p.name for p in etc.iterdir()} | set(LATE_FILES)):
+        if name == "gres.conf":
+            continue
+        link = own / name
+        if not link.is_symlink():
+            link.symlink_to(f"{SLURM_ETC}/{name}")  # resolved in the chroot, where slurmd runs
+    base = (etc / "gres.conf").read_text() if (etc / "gres.conf").exists() else ""
+    (own / "gres.conf").write_text(base + ("" if not base or base.endswith("\n") else "\n") + launch.gres_conf)
+    for dev in gpu_device_files(launch.gres_conf):
+        path = chroot / dev.lstrip("/")
+        if not path.exists():
+            os.mknod(path, 0o666 | 0o020000, os.makedev(*DEV_NULL))
 
 
 def launch_of(pod: Mapping[str, Any]) -> SlurmdLaunch | None:
@@ -69,7 +121,8 @@ def launch_of(pod: Mapping[str, Any]) -> SlurmdLaunch | None:
         env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, Mapping)}
         node = env.get(ENV_NODE_NAME)
         if node:
-            return SlurmdLaunch(node=str(node), conf=str(env.get(ENV_CONF) or ""))
+            return SlurmdLaunch(node=str(node), conf=str(env.get(ENV_CONF) or ""),
+                                gres_conf=str(env.get(ENV_GRES_CONF) or ""))
     return None
 
 
@@ -116,6 +169,7 @@ class StandInSlurmd:
 
     def __init__(self, launch: SlurmdLaunch, chroot: Path, port: int, cpus: int, memory_mb: int, log_dir: Path):
         self.launch = launch
+        self._chroot = chroot
         self._argv = launch.argv(chroot, port, cpus, memory_mb)
         self._log_path = log_dir / f"slurmd-{launch.node}.log"
         self._stopping = threading.Event()
@@ -124,6 +178,7 @@ class StandInSlurmd:
         self._thread = threading.Thread(target=self._supervise, name=f"slurmd-{launch.node}", daemon=True)
 
     def start(self) -> None:
+        prepare_conf_dir(self._chroot, self.launch)
         self._thread.start()
 
     def _supervise(self) -> None:

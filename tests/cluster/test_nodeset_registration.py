@@ -7,9 +7,11 @@ slurmctld reads its files, standing in for the ConfigMap a real slurmctld mounts
 stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk_dev.standin_slurmd``).
 
 - a NodeSet with ``memSpecLimit``: ``scontrol show node`` shows it;
-- (GRES from the Node, ``--gres-from-node``, is not here: on Slurm 24.11 a dynamic node registering
-  ``Gres=gpu:2`` without device files in gres.conf is set INVAL, "gres/gpu count reported lower than
-  configured"; the feature stays off by default until the slurmd Pods' gres.conf names devices, issue 35);
+- GRES from the Node (``operator.gresFromNode``, on for the whole module, so every NodeSet here registers
+  its Node's 2 GPUs): a Node of class A100_NVLINK_80GB registers ``Gres=gpu:a100:2``, IDLE, not INVAL
+  (slurmd drops a GPU without ``File=``; the operator's gres.conf lines name ``/dev/nvidia[0-1]``, which the
+  stand-in slurmd reads from a configuration directory of its own, the device files aliases of /dev/null),
+  and a job asking ``--gres=gpu:a100:1`` runs on it and sees one GPU;
 - Nodes labelled with two NVLink domains: ``scontrol show topology`` shows both blocks within 10 s of
   their registration; a job of 2 nodes lands inside one block; a relabelled Node moves block within
   10 s while a job runs on it, and the job is not killed. Slurm's view needs the block plugin: Slurm
@@ -71,6 +73,7 @@ def gpool(kube_api, dev_cluster, tmp_path_factory):
     values = {"operator": {"enabled": True, "topology": {"type": "block", "format": file_format,
                                                          "configMap": TOPOLOGY_CONFIGMAP}},
               "scheduler": {"gpuTypes": {GPU_CLASS: "a100"}}, "slurmd": {"namespace": namespace}}
+    values["operator"]["gresFromNode"] = True
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
     slurm_env = dev_cluster.env()
     probes, metrics = free_port(), free_port()
@@ -78,7 +81,7 @@ def gpool(kube_api, dev_cluster, tmp_path_factory):
         "--slurm-api-base": slurm_env["SLURM_REST_URL"], "--slurm-auth-token-file": slurm_env["SLURM_JWT_FILE"],
         "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
         "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
-    assert f"--gpu-types={GPU_CLASS}=a100" in args and "--topology=block" in args
+    assert f"--gpu-types={GPU_CLASS}=a100" in args and "--topology=block" in args and "--gres-from-node" in args
     operator = Process("sunk-operator", "sunk.nodeset.cli",
                        [*args, f"--topology-file={topology_file}", f"--kubeconfig={kubeconfig}"],
                        f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
@@ -127,6 +130,31 @@ def test_a_nodeset_with_memspeclimit_shows_it_in_scontrol_show_node(gpool):
     gpool.nodeset("memspec", slurm=spec_slurm)
     _wait_registered_idle(gpool, [a])
     assert "MemSpecLimit=2048" in show_node(gpool, a)
+
+
+def test_a_nodes_gpus_register_as_typed_gres_idle_and_a_gpu_job_runs_there(gpool):
+    """Issue 35 item 2: nobody writes a GRES line, the Node's allocatable nvidia.com/gpu (the stand-in's 2) and
+    its class label (mapped by gpuTypes) make ``Gres=gpu:a100:2``; the node is IDLE, not INVAL."""
+    a = gpool.nodes[0]
+    kc.patch(gpool.api, NODES, a, {"metadata": {"labels": {"gpu.nvidia.com/class": GPU_CLASS}}})
+    gpool.label(a, True)
+    gpool.nodeset("gres")  # features and partitions only: no slurm.gres
+    wait_for(lambda: len(gpool.pods("gres")) == 1, 30, "the slurmd Pod on the labelled Node")
+    (pod,) = gpool.pods("gres").values()
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SUNK_GRES_CONF"] == f"NodeName={a} Name=gpu Type=a100 File=/dev/nvidia[0-1]\n", env
+    _wait_registered_idle(gpool, [a])
+    shown = show_node(gpool, a)
+    assert re.search(r"\bGres=gpu:a100:2\b", shown) and "INVAL" not in shown, shown
+    out = gpool.dev.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", f"/tmp/gres-{gpool.run_id}.out", "-p",
+                          slurmconf.DYNAMIC_PARTITION, "-w", a, "-n1", "--mem=100M", "--gres=gpu:a100:1",
+                          f"--comment=nodeset-test-{gpool.run_id}", "--wrap",
+                          "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 600").stdout
+    job = int(out.strip().split(";")[0])
+    wait_for(lambda: gpool.job_state(job) == "RUNNING", 30, "the job asking gpu:a100:1 running on the node")
+    detail = gpool.dev.slurm("scontrol", "show", "job", "-d", str(job)).stdout
+    assert re.search(r"GRES=gpu:a100:1\(IDX:[01]\)", detail), detail
+    gpool.cancel(job)
 
 
 def blocks(pool: Pool) -> dict[str, set[str]]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sunk import names
 from sunk.translate.nodeset import pod as nodeset_pod
 from sunk.translate.nodeset.spec import NodeSetSpec
-from sunk_dev.standin_slurmd import SlurmdLaunch, launch_of
+from sunk_dev.standin_slurmd import SlurmdLaunch, gpu_device_files, launch_of, prepare_conf_dir
 
 
 def nodeset_made_pod() -> dict:
@@ -19,7 +21,8 @@ def nodeset_made_pod() -> dict:
 
 def test_a_nodeset_pod_runs_slurmd_as_its_slurm_node_with_the_operators_conf():
     launch = launch_of(nodeset_made_pod())
-    assert launch == SlurmdLaunch(node="pool-0-7", conf="Feature=real Gres=gpu:2")
+    assert launch == SlurmdLaunch(node="pool-0-7", conf="Feature=real Gres=gpu:2",
+                                  gres_conf="NodeName=pool-0-7 Name=gpu File=/dev/nvidia[0-1]\n")
 
 
 def test_the_argv_is_a_dynamic_slurmd_in_the_chroot_on_a_port_of_its_own():
@@ -27,6 +30,48 @@ def test_the_argv_is_a_dynamic_slurmd_in_the_chroot_on_a_port_of_its_own():
     assert argv == ["chroot", "/root/chroot", "/usr/sbin/slurmd", "-D", "-Z", "-N", "n1", "--conf",
                     "Feature=real CPUs=4 RealMemory=4000 Port=17999"]
     assert SlurmdLaunch(node="n1", conf="").argv(Path("/c"), 1, 2, 3)[-1] == "CPUs=2 RealMemory=3 Port=1"
+
+
+def test_a_node_with_gres_lines_reads_a_configuration_directory_of_its_own():
+    launch = SlurmdLaunch(node="n1", conf="Gres=gpu:2", gres_conf="NodeName=n1 Name=gpu File=/dev/nvidia[0-1]\n")
+    assert launch.conf_dir == "/run/sunk-standin/n1"
+    assert launch.argv(Path("/c"), 1, 2, 3)[:5] == ["chroot", "/c", "/usr/sbin/slurmd", "-f",
+                                                     "/run/sunk-standin/n1/slurm.conf"]
+    assert SlurmdLaunch(node="n1", conf="").conf_dir is None  # no lines: the shared /etc/slurm, as before
+    assert SlurmdLaunch(node="../x", conf="", gres_conf="x").conf_dir is None  # a name that is no path
+
+
+@pytest.mark.parametrize(("gres_conf", "files"), [
+    ("NodeName=n Name=gpu File=/dev/nvidia[0-2]\n", ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"]),
+    ("NodeName=n Name=gpu Type=a File=/dev/nvidia0\nNodeName=n Name=gpu Type=b File=/dev/nvidia[1-2]\n",
+     ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"]),
+    ("NodeName=n Name=nic Count=2\n", []),
+    ("NodeName=n Name=gpu File=/etc/passwd\n", []),  # only NVIDIA device files are ever made
+    ("NodeName=n Name=gpu File=/dev/nvidia0/../x\n", []),
+])
+def test_the_gpu_device_files_made_are_the_nvidia_ones_the_lines_name(gres_conf, files):
+    assert gpu_device_files(gres_conf) == files
+
+
+def test_the_configuration_directory_links_the_clusters_files_and_adds_the_nodes_gres_lines(tmp_path, monkeypatch):
+    made: list[str] = []
+    monkeypatch.setattr("sunk_dev.standin_slurmd.os.mknod", lambda path, *_: made.append(str(path)))
+    etc = tmp_path / "etc/slurm"
+    etc.mkdir(parents=True)
+    (etc / "slurm.conf").write_text("ClusterName=dev\n")
+    (etc / "gres.conf").write_text("AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/fakegpu[0-1]")
+    (tmp_path / "dev").mkdir()
+    lines = "NodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"
+    prepare_conf_dir(tmp_path, SlurmdLaunch(node="n1", conf="", gres_conf=lines))
+    own = tmp_path / "run/sunk-standin/n1"
+    assert {p.name: str(p.readlink()) for p in own.iterdir() if p.is_symlink()} == {
+        "slurm.conf": "/etc/slurm/slurm.conf", "topology.conf": "/etc/slurm/topology.conf",
+        "topology.yaml": "/etc/slurm/topology.yaml"}
+    assert (own / "gres.conf").read_text() == (
+        "AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/fakegpu[0-1]\n" + lines)
+    assert made == [str(tmp_path / "dev/nvidia0"), str(tmp_path / "dev/nvidia1")]
+    prepare_conf_dir(tmp_path, SlurmdLaunch(node="n1", conf="", gres_conf=lines))  # a restart: the same, no error
+    assert (own / "gres.conf").read_text().endswith(lines)
 
 
 def test_other_pods_run_nothing():

@@ -53,6 +53,11 @@ def _with(**changes: Any) -> dict[str, Any]:
     (_with(slurm={"features": ["a b"]}), "spec.slurm.features"),
     (_with(slurm={"partitions": "gpu"}), "spec.slurm.partitions"),
     (_with(slurm={"gres": "gpu:h100:8 x"}), "spec.slurm.gres"),
+    (_with(slurm={"gres": "gpu:0"}), "a GPU item must be"),
+    (_with(slurm={"gres": "gpu:h100:257"}), "a GPU item must be"),
+    (_with(slurm={"gres": "gpu:h100:2K"}), "a GPU item must be"),
+    (_with(slurm={"gres": "gpu:h100:2:x"}), "a GPU item must be"),
+    (_with(slurm={"gres": "nic:2,gpu:a:b:c"}), "a GPU item must be"),
     (_with(slurm="x"), "spec.slurm: must be an object"),
     (_with(template=None), "spec.template: must be a Pod template"),
     (_with(updateStrategy={"type": "Recreate"}), "spec.updateStrategy.type"),
@@ -166,7 +171,7 @@ def test_the_desired_pod_is_pinned_named_labelled_and_owned():
     assert env == {"SUNK_SLURM_NODE_NAME": "g-3-17", "SUNK_K8S_NODE_NAME": "worker-1", "SUNK_SLURM_FEATURES": "h100",
                    "SUNK_SLURM_GRES": "gpu:h100:8", "SUNK_SLURM_PARTITIONS": "gpu",
                    "SUNK_SLURMD_CONF": "Feature=h100 Gres=gpu:h100:8",
-                   "SUNK_GRES_CONF": "NodeName=g-3-17 Name=gpu Type=h100 Count=8\n"}
+                   "SUNK_GRES_CONF": "NodeName=g-3-17 Name=gpu Type=h100 File=/dev/nvidia[0-7]\n"}
 
 
 def test_the_template_is_not_changed_and_its_own_env_and_tolerations_stay():
@@ -297,3 +302,10 @@ def test_the_slice_object():
     assert obj["spec"] == {"nodeSet": "gpu", "entries": [
         {"slurmNode": "a", "pod": "a", "node": "w-a", "address": "10.0.0.1"}]}
     assert slices.entries_of(obj) == tuple(entries("a"))
+
+
+@pytest.mark.parametrize("gres", ["gpu", "gpu:8", "gpu:h100", "gpu:h100:8", "gpu:h100:256", "gpu:a100:2,gpu:h100:2",
+                                  "nic:2K,gpu:1", "shard:64", "gpu_like:x:y"])
+def test_gres_lists_whose_gpus_can_name_device_files_are_taken_as_written(gres):
+    spec = read_spec(_with(slurm={"gres": gres}))
+    assert spec.problems == () and spec.spec.gres == gres

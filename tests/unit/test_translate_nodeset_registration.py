@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from attrs import evolve as attrs_evolve
 from nodeset_fakes import node, nodeset, pod_for
 
 from sunk import names
@@ -37,7 +38,7 @@ def test_four_a100_gpus_register_gpu_a100_4_with_no_gres_written_by_hand():
     reg = registration(read_spec(auto()).spec, gpu_node(), TYPES)
     assert reg.features == ("base",)
     assert reg.conf() == "Feature=base Gres=gpu:a100:4"
-    assert reg.gres_conf("g-3-1") == "NodeName=g-3-1 Name=gpu Type=a100 Count=4\n"
+    assert reg.gres_conf("g-3-1") == "NodeName=g-3-1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n"
     assert reg.problems == ()
 
 
@@ -80,9 +81,37 @@ def test_a_node_without_status_or_labels_registers_the_nodesets_fields():
 
 def test_gres_conf_of_several_and_untyped_gres():
     reg = Registration(gres="gpu:4,nic:mlx:2,shard")
-    assert reg.gres_conf("n1") == ("NodeName=n1 Name=gpu Count=4\nNodeName=n1 Name=nic Type=mlx Count=2\n"
+    assert reg.gres_conf("n1") == ("NodeName=n1 Name=gpu File=/dev/nvidia[0-3]\nNodeName=n1 Name=nic Type=mlx Count=2\n"
                                    "NodeName=n1 Name=shard Count=1\n")
     assert Registration().gres_conf("n1") == ""
+
+
+@pytest.mark.parametrize(("gres", "lines"), [
+    # Slurm drops a GPU without File= ("Ignoring file-less GPU") and the node goes INVAL: every GPU names its files
+    ("gpu:a100:2", ["Name=gpu Type=a100 File=/dev/nvidia[0-1]"]),
+    ("gpu:1", ["Name=gpu File=/dev/nvidia0"]),
+    ("gpu", ["Name=gpu File=/dev/nvidia0"]),
+    ("gpu:a100", ["Name=gpu Type=a100 File=/dev/nvidia0"]),  # a type without a count is one GPU, as Slurm reads it
+    (f"gpu:{MAX_GPUS}", [f"Name=gpu File=/dev/nvidia[0-{MAX_GPUS - 1}]"]),
+    # two types on one node: consecutive minors, in the list's order, never one file twice (slurmd's fatal)
+    ("gpu:a100:2,gpu:h100:3", ["Name=gpu Type=a100 File=/dev/nvidia[0-1]", "Name=gpu Type=h100 File=/dev/nvidia[2-4]"]),
+    ("nic:2,gpu:l4:1", ["Name=nic Count=2", "Name=gpu Type=l4 File=/dev/nvidia0"]),
+    # a count no file range can be made of stays count-only (read_spec refuses it; Slurm would drop it)
+    ("gpu:0", ["Name=gpu Count=0"]),
+    (f"gpu:{MAX_GPUS + 1}", [f"Name=gpu Count={MAX_GPUS + 1}"]),
+    ("gpu:a100:2K", ["Name=gpu Type=a100 Count=2K"]),
+])
+def test_gres_conf_names_a_gpus_device_files_and_counts_the_rest(gres, lines):
+    assert Registration(gres=gres).gres_conf("n7") == "".join(f"NodeName=n7 {line}\n" for line in lines)
+
+
+def test_the_registration_hash_ignores_the_gres_conf_format_so_an_upgrade_replaces_no_gpu_node():
+    """The hash of a GPU node is the one operators with count-only lines gave it (pinned): else an upgrade
+    would drain and replace every GPU node for a format change of a line it derives from Gres= alone."""
+    reg = Registration(gres="gpu:a100:4", features=("x",))
+    assert podlib.registration_hash(reg, "n1") == "5e6d0c8197"
+    assert podlib.registration_hash(Registration(gres="gpu:h100:8", features=("x",)), "n1") == "c9c14ec92a"
+    assert podlib.registration_hash(attrs_evolve(reg, gres="gpu:a100:8"), "n1") != "5e6d0c8197"
 
 
 # ---- features and partitions from labels ---------------------------------------------------------------
@@ -215,7 +244,7 @@ def test_a_created_pod_registers_its_nodes_gpus():
     env = _env(pod)
     assert env["SUNK_SLURMD_CONF"] == "Feature=base Gres=gpu:a100:4"
     assert env["SUNK_SLURM_GRES"] == "gpu:a100:4"
-    assert env["SUNK_GRES_CONF"] == "NodeName=g-3-1 Name=gpu Type=a100 Count=4\n"
+    assert env["SUNK_GRES_CONF"] == "NodeName=g-3-1 Name=gpu Type=a100 File=/dev/nvidia[0-3]\n"
 
 
 def test_a_pod_of_the_nodes_current_registration_is_left_alone():

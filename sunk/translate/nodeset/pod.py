@@ -107,9 +107,23 @@ def slurmd_conf(spec: NodeSetSpec) -> str:
     return static_registration(spec).conf()
 
 
+def _hashed_gres_conf(reg: Registration, slurm_node: str) -> str:
+    """The gres.conf text the registration hash covers: the count-only lines operators before the GPUs'
+    ``File=`` wrote. The lines are a function of the node's name and ``Gres=``, which the hash covers
+    already; keeping their old form keeps every hash as it was, so an upgrade of the operator replaces
+    (drains) no GPU node for a format change."""
+    lines = []
+    for item in filter(None, reg.gres.split(",")):
+        name, *rest = item.split(":")
+        gtype, count = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0] if rest else "1")
+        typed = f" Type={gtype}" if gtype else ""
+        lines.append(f"NodeName={slurm_node} Name={name}{typed} Count={count}")
+    return "".join(line + "\n" for line in lines)
+
+
 def registration_hash(reg: Registration, slurm_node: str) -> str:
     """A short digest of what the Slurm node registers with: a change means its Pod is outdated."""
-    body = {"conf": reg.conf(), "partitions": list(reg.partitions), "gres": reg.gres_conf(slurm_node)}
+    body = {"conf": reg.conf(), "partitions": list(reg.partitions), "gres": _hashed_gres_conf(reg, slurm_node)}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
 

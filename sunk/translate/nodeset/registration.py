@@ -34,11 +34,13 @@ from typing import Any
 from attrs import field, frozen
 
 from ..quantity import is_whole, parse_quantity
-from .spec import KUBELET_PROOF_PREFIX, SLURM_WORD, NodeSetSpec
+from .spec import KUBELET_PROOF_PREFIX, MAX_GPU_COUNT, SLURM_WORD, NodeSetSpec, split_gres_item
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_CLASS_LABEL = "gpu.nvidia.com/class"
-MAX_GPUS = 256  # past any Node made; a larger count is a mistake or a lie
+MAX_GPUS = MAX_GPU_COUNT  # past any Node made; a larger count is a mistake or a lie
+# The NVIDIA driver's device file of GPU minor N is this prefix and N (what the device plugin hands containers).
+GPU_DEVICE_PREFIX = "/dev/nvidia"
 # GRES type names Slurm and every consumer (sbatch --gres, TRES names) take without quoting.
 GRES_TYPE = re.compile(r"[a-z0-9_]{1,32}")
 MAX_WORD = 64  # a feature or partition name from a label value
@@ -78,15 +80,36 @@ class Registration:
         return " ".join(parts)
 
     def gres_conf(self, slurm_node: str) -> str:
-        """The node's ``gres.conf`` lines: one count-only line per GRES (no device files: slurmd's
-        AutoDetect, or the Pod's own gres.conf, binds devices; the count is what Slurm schedules)."""
-        lines = []
-        for item in filter(None, self.gres.split(",")):
-            name, *rest = item.split(":")
-            gtype, count = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0] if rest else "1")
-            typed = f" Type={gtype}" if gtype else ""
+        """The node's ``gres.conf`` lines (``gres_conf_lines``)."""
+        return gres_conf_lines(slurm_node, self.gres)
+
+
+def gpu_files(first: int, count: int) -> str:
+    """The device files of ``count`` NVIDIA GPUs from minor number ``first``, as a gres.conf File= range."""
+    last = first + count - 1
+    return f"{GPU_DEVICE_PREFIX}{first}" if count == 1 else f"{GPU_DEVICE_PREFIX}[{first}-{last}]"
+
+
+def gres_conf_lines(slurm_node: str, gres: str) -> str:
+    """gres.conf lines, keyed by the node's name, for each item of the GRES list ``gres``.
+
+    A GPU gets ``File=``: slurmd drops every gpu record without one ("Ignoring file-less GPU",
+    Flags=CountOnly included) and reports 0, and slurmctld sets the node INVAL ("gres/gpu count
+    reported lower than configured"). The files are the NVIDIA driver's ``/dev/nvidia<minor>``, minors
+    from 0 in the order of the list (the names slurmd's own AutoDetect gives them); their number is the
+    count. Any other GRES is count-only (no plugin of its name: Slurm tracks its count alone).
+    """
+    lines = []
+    next_minor = 0
+    for item in filter(None, gres.split(",")):
+        name, gtype, count = split_gres_item(item)
+        typed = f" Type={gtype}" if gtype else ""
+        if name == "gpu" and count.isdigit() and 0 < int(count) <= MAX_GPUS:
+            lines.append(f"NodeName={slurm_node} Name=gpu{typed} File={gpu_files(next_minor, int(count))}")
+            next_minor += int(count)
+        else:
             lines.append(f"NodeName={slurm_node} Name={name}{typed} Count={count}")
-        return "".join(line + "\n" for line in lines)
+    return "".join(line + "\n" for line in lines)
 
 
 def node_gpus(node: Obj) -> tuple[int, str | None]:

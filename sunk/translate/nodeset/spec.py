@@ -38,6 +38,10 @@ PERCENT = re.compile(r"([0-9]+)%")
 # Slurm feature and partition names, as slurm.conf takes them in a list.
 SLURM_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
 GRES = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*)*")
+# One GPU item of a GRES list: gpu, gpu:N, gpu:TYPE or gpu:TYPE:N. Its gres.conf line must name device files
+# (Slurm drops a GPU without File=), so its count must be a plain number the operator can turn into files.
+GPU_ITEM = re.compile(r"gpu(:(?![0-9]+(:|$))[A-Za-z0-9_.-]+)?(:[0-9]{1,3})?")
+MAX_GPU_COUNT = 256
 # A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters).
 LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 # Slurm's CpuSpecList: abstract CPU ids and ranges (0-1,8).
@@ -55,6 +59,21 @@ OPERATOR_POD_FIELDS = ("nodeName", "hostname")
 
 def _strs(value: Any) -> tuple[str, ...]:
     return tuple(value)
+
+
+def split_gres_item(item: str) -> tuple[str, str | None, str]:
+    """One item of a Slurm GRES list as Slurm reads it: name, type (None untyped) and count text
+    (``gpu`` -> 1, ``gpu:2`` -> count 2, ``gpu:a100`` -> type a100, count 1, ``gpu:a100:2``)."""
+    name, *rest = item.split(":")
+    if not rest:
+        return name, None, "1"
+    if len(rest) == 1:
+        return (name, None, rest[0]) if rest[0].isdigit() else (name, rest[0], "1")
+    return name, rest[0], rest[1]
+
+
+def _gpu_item_valid(item: str) -> bool:
+    return bool(GPU_ITEM.fullmatch(item)) and 1 <= int(split_gres_item(item)[2]) <= MAX_GPU_COUNT
 
 
 @frozen
@@ -272,6 +291,11 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
     gres = slurm.get("gres") or ""
     if not isinstance(gres, str) or (gres and not GRES.fullmatch(gres)):
         problems.append(f"spec.slurm.gres: must be a Slurm GRES list such as gpu:h100:8, got {gres!r}")
+        gres = ""
+    bad_gpus = [item for item in gres.split(",") if item.split(":")[0] == "gpu" and not _gpu_item_valid(item)]
+    if bad_gpus:
+        problems.append(f"spec.slurm.gres: a GPU item must be gpu, gpu:N, gpu:TYPE or gpu:TYPE:N with N from 1 to "
+                        f"{MAX_GPU_COUNT} (its gres.conf line names N device files), got {bad_gpus[0][:40]!r}")
         gres = ""
     feature_labels = _label_keys(slurm.get("featureLabels"), "spec.slurm.featureLabels", problems)
     partition_labels = _label_keys(slurm.get("partitionLabels"), "spec.slurm.partitionLabels", problems)
