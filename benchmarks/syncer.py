@@ -266,7 +266,11 @@ def cost(before: dict[str, float], after: dict[str, float], changes: int) -> dic
         "slurm_calls": slurm_calls,
         "slurm_calls_by_type": by_type,
         "slurm_update_calls": by_type.get("REQUEST_UPDATE_NODE", 0.0),
-        "slurm_verify_lists": total("sunk_syncer_slurm_verify_reads_total"),
+        # the fresh reads before writes, and what they were: the node alone, or full lists (shared by a
+        # burst on a small cluster; the node cache's own lists on a change count here too)
+        "slurm_verify_reads": total("sunk_syncer_slurm_verify_reads_total"),
+        "slurm_node_reads": by_type.get("REQUEST_NODE_INFO_SINGLE", 0.0),
+        "slurm_node_lists": by_type.get("REQUEST_NODE_INFO", 0.0),
         "slurm_writes": total("sunk_syncer_slurm_writes_total"),
         "apiserver_writes": kube_writes,
         "slurm_calls_per_change": round(slurm_calls / changes, 2) if changes else None,

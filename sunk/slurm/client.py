@@ -30,7 +30,22 @@ class SlurmClient(Protocol):
 
     def list_nodes(self, *, updated_since: Optional[int] = None) -> Snapshot[Node]: ...
 
-    def get_node(self, name: str) -> Node: ...
+    def get_node(self, name: str) -> Node:
+        """One node as a full node list shows it (its allocation current): NotFound if Slurm knows none."""
+        ...
+
+    def read_node(self, name: str) -> Node:
+        """One node by a single-node read (one call, one node's bytes): NotFound if Slurm knows none.
+
+        Current: the state word and its flags (DRAIN, DOWN, COMPLETING, ...), the reason, Extra, Comment.
+        Not current: the allocation (allocated CPUs, memory, GRES, and so IDLE against MIXED), which
+        slurmctld computes only for a full list (slurm_load_node_single skips
+        ``select_g_select_nodeinfo_set_all``): it is as of the last full node list anyone made, so it
+        can show a job that has ended since, never hide one that holds the node (a running job's
+        node is ALLOCATED in the state word itself). For decisions on drains, DOWN and Extra, not for
+        what is free.
+        """
+        ...
 
     def update_node(self, name: str, update: NodeUpdate) -> None: ...
 

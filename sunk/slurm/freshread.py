@@ -33,6 +33,13 @@ class FreshRead(Generic[T]):
         self._value: T | None = None
         self._requested_at = 0.0
         self._error: BaseException | None = None
+        self._waiting = 0  # callers waiting for a call to end
+
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for a call of ``fn`` under way to end (to take its value, or to begin the next)."""
+        with self._cond:
+            return self._waiting
 
     def read(self) -> T:
         """The value of a call that began after this one did. Raises what that call raised."""
@@ -44,7 +51,11 @@ class FreshRead(Generic[T]):
             target = self._started + 1
             while self._finished < target:
                 if self._running:
-                    self._cond.wait()
+                    self._waiting += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._waiting -= 1
                     continue
                 self._running = True
                 self._started += 1

@@ -56,6 +56,7 @@ from .accounting import (
     REQUEST_JOB_STATE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
+    REQUEST_NODE_INFO_SINGLE,
     REQUEST_PARTITION_INFO,
     REQUEST_PING,
     REQUEST_STATS_INFO,
@@ -419,6 +420,12 @@ class PyslurmClient:
             if node.name == name:
                 return node
         raise NotFound(f"no Slurm node {name!r}")
+
+    def read_node(self, name: str) -> Node:
+        """``Node.load(name)`` (slurm_load_node_single): see ``SlurmClient.read_node`` for what is current.
+        A name slurmctld does not know raises RPCError "Node 'NAME' does not exist": NotFound (``_error``)."""
+        with self._rpc(REQUEST_NODE_INFO_SINGLE, f"read node {name}"):
+            return node_from_pyslurm(self.ps.Node.load(name))
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         changes = {k: getattr(update, k) for k in ("state", "reason", "extra", "comment")

@@ -51,8 +51,11 @@ check ``list_jobs(updated_since=...)`` from it, since ``/jobs`` is the only call
 ``get_node`` reads the full node list. slurmctld 24.11 answers a single-node query
 (``GET /node/NAME``, i.e. slurm_load_node_single) with the allocated CPUs and memory, and
 so IDLE/MIXED/ALLOCATED, as of the last time anyone listed all nodes: measured stale by
-whole jobs on the dev cluster. Hot paths read nodes from SlurmCache anyway. (That query
-also reports an unknown name as HTTP 200 with an error numbered 0, "Failure to query node".)
+whole jobs on the dev cluster. Hot paths read nodes from SlurmCache anyway. ``read_node`` is
+that single-node query, for callers that decide on what it has current (the state word's
+flags, the reason, Extra; ``SlurmClient.read_node``). slurmrestd reports an unknown name as
+HTTP 200 with an error numbered 0, "Failure to query node NAME" (its ``_dump_nodes`` found no
+record); that is NotFound. A failed query carries the errno of the failure instead.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -82,6 +86,7 @@ from .accounting import (
     REQUEST_JOB_STATE,
     REQUEST_KILL_JOB,
     REQUEST_NODE_INFO,
+    REQUEST_NODE_INFO_SINGLE,
     REQUEST_PARTITION_INFO,
     REQUEST_PING,
     REQUEST_RECONFIGURE,
@@ -121,6 +126,11 @@ def _errors(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((body or {}).get("errors") or ())
 
 
+# slurmrestd's answer to GET /node/NAME when slurmctld has no such node: numbered 0 ("No error").
+# (A full list that fails says "Failure to query nodes", with the failure's errno.)
+_NO_SUCH_NODE = re.compile(r"Failure to query node \S")
+
+
 def _error_from(what: str, errors: list[Mapping[str, Any]], status: int) -> SlurmError:
     codes = [int(e.get("error_number") or 0) for e in errors]
     text = "; ".join(
@@ -132,6 +142,8 @@ def _error_from(what: str, errors: list[Mapping[str, Any]], status: int) -> Slur
     message = f"{what}: {text}"
     if any(c in NOT_FOUND_CODES for c in codes):
         return NotFound(message, code=code, http_status=status)
+    if code is None and any(_NO_SUCH_NODE.match(str(e.get("description") or "")) for e in errors):
+        return NotFound(message, http_status=status)
     if any(c in AUTH_CODES for c in codes):
         return AuthenticationFailed(message, code=next(c for c in codes if c in AUTH_CODES), http_status=status)
     if any(c in UNAVAILABLE_CODES for c in codes):
@@ -239,6 +251,14 @@ class RestClient:
         for node in self.list_nodes().items or ():
             if node.name == name:
                 return node
+        raise NotFound(f"no Slurm node {name!r}")
+
+    def read_node(self, name: str) -> Node:
+        """``GET /node/NAME`` (slurm_load_node_single): see ``SlurmClient.read_node`` for what is current."""
+        _, body = self._call("GET", f"node/{quote(name, safe='')}", REQUEST_NODE_INFO_SINGLE, f"read node {name}")
+        for node in body.get("nodes") or ():
+            if node.get("name") == name:
+                return v0042.parse_node(node)
         raise NotFound(f"no Slurm node {name!r}")
 
     def update_node(self, name: str, update: NodeUpdate) -> None:

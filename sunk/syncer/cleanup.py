@@ -3,7 +3,9 @@
 The rule is ``sunk.translate.nodecleanup``; this module carries it out for the Slurm-side
 reconciler, which calls it for a node it has nothing else to write to (one writer per node,
 so the clean-up never races the drains). A delete is decided from the caches, then decided
-again from a fresh read of Slurm's node list (as every Slurm write of the Syncer is), and sent.
+again from a fresh read of the node (as every Slurm write of the Syncer is: freshread.py; a
+single-node read may show a job that ended since, never hide one, so it errs towards waiting),
+and sent.
 
 - Waiting for the node to go idle: looked at again every ``wait`` seconds (a Slurm node
   event, a NodeSlice or Pod event wake it sooner).

@@ -16,8 +16,8 @@ In order:
 3. The slurmd Pods' lock annotations go, then the lock taint of their Nodes (``--all-nodes``: of
    every Node), in the lock controller's order, so that no Pod says "locked" of a Node that is not.
 4. Slurm: on the Slurm nodes of those Pods (``--all-nodes``: every node), the drains of sunk's
-   lock are lifted, each decided again from a fresh read (``FreshNodes``, as the Syncer does) just
-   before its UNDRAIN; sunk's other drains stay, each named in the log
+   lock are lifted, each decided again from a fresh read of its node (``FreshNodes``, as the Syncer
+   does) just before its UNDRAIN; sunk's other drains stay, each named in the log
    (``sunk.translate.leftovers``: why).
 
 What cannot be done for one object is logged, and the rest go on; the outcome lists it
@@ -235,11 +235,12 @@ class Release:
         if pods is None and not self.config.all_nodes:
             return  # which Slurm nodes are this release's cannot be told (said already)
         among = None if self.config.all_nodes else {slurm_node_name(pod) for pod in pods or ()}
+        listed = list(listed)
         for node in leftovers.drains_kept(listed, among):
             log.warning("slurm node %s: left drained, for a cause that outlives sunk (an operator, or a "
                         "reinstalled Syncer once the cause is gone, lifts it): %s", node.name, loggable(node.reason))
             self.outcome.standing.append(node.name)
-        fresh = FreshNodes(self.slurm)
+        fresh = FreshNodes(self.slurm, lambda: len(listed))  # (one at a time: each node read alone)
         for node in leftovers.drains_to_lift(listed, among):
             try:
                 current = fresh.node(node.name)

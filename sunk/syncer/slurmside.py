@@ -5,12 +5,15 @@ Slurm cache, the informers) and the decision is ``sunk.translate.syncplan.slurm_
 this module only carries it out:
 
 - Nothing to change: no Slurm call at all.
-- Something to change: read Slurm's node list first (shared between workers, see
-  freshread.py), decide again from the fresh copy, and write only if the decision still
-  stands. The cache may be up to one poll
+- Something to change: read the node from Slurm first (the node alone; a list shared
+  between workers when many wait on a small cluster: freshread.py), decide again from the
+  fresh copy, and write only if the decision still stands. The cache may be up to one poll
   interval old; a person who drained the node by hand a moment ago, or added a key to
   Extra, must not be overwritten from a stale picture. A drain, an undrain and a new
-  Extra go out as one ``update_node``.
+  Extra go out as one ``update_node``. When the fresh read overrules the cache, the node is
+  looked at again after ``stale_retry``, by then from a cache that caught up: a single-node
+  read's allocation may lag (freshread.py), and a decision it withheld must not wait for
+  the node's next event.
 - Slurm unreachable (the cache is stale): no decision at all, retry shortly. Missing
   information is never read as "node gone" or "node undrained".
 - A Slurm node the cache does not know: nothing to do (it may be mid-restart).
@@ -49,7 +52,8 @@ log = logging.getLogger(__name__)
 class SlurmSideReconciler:
     ctx: SyncerContext
     stale_retry: float = 2.0
-    fresh: FreshNodes = attrs.field(default=attrs.Factory(lambda self: FreshNodes(self.ctx.slurm), takes_self=True))
+    fresh: FreshNodes = attrs.field(default=attrs.Factory(
+        lambda self: FreshNodes(self.ctx.slurm, lambda: len(self.ctx.slurm_nodes.items())), takes_self=True))
     cleanup: NodeCleanUp | None = attrs.field(default=attrs.Factory(
         lambda self: NodeCleanUp(self.ctx, self.fresh) if self.ctx.config.slurm_node_clean_up else None,
         takes_self=True))
@@ -77,7 +81,7 @@ class SlurmSideReconciler:
         node = current
         plan = slurm_plan(facts, node)
         if plan.update is None:
-            return None
+            return Result(requeue_after=self.stale_retry)  # overruled: again once the cache caught up
         self.ctx.slurm.update_node(key, plan.update)
         self._record(facts, node, plan)
         self.ctx.nudge_slurm()

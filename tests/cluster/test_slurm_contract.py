@@ -267,6 +267,26 @@ def test_node_extra_json_round_trip(slurm, node, dev_cluster):
     assert slurm.get_node(node).extra == ""
 
 
+def test_read_node_shows_a_drain_reason_and_extra_at_once_as_the_list_does(slurm, node, dev_cluster):
+    """``read_node`` (slurm_load_node_single) is what the Syncer decides its writes on (issue 37 goal 6): the
+    state word's flags, the reason and Extra must be current in it, written by someone else a moment ago,
+    with no full list in between (a list would refresh slurmctld's allocation data, not these)."""
+    reason = f"sunk-contract: {uuid.uuid4().hex[:8]}"
+    extra = json.dumps({"sunk-contract": uuid.uuid4().hex[:8]})
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", f"extra={extra}")
+    alone = slurm.read_node(node)
+    assert alone.name == node and alone.drained and alone.reason == reason and alone.extra == extra
+    listed = slurm.get_node(node)
+    assert (alone.state - {"IDLE", "MIXED", "ALLOCATED"}) == (listed.state - {"IDLE", "MIXED", "ALLOCATED"})
+    assert (alone.reason, alone.reason_user, alone.extra, alone.comment, alone.down) == (
+        listed.reason, listed.reason_user, listed.extra, listed.comment, listed.down)
+    dev_cluster.slurm("scontrol", "update", f"nodename={node}", "state=resume")
+    assert not slurm.read_node(node).drained
+    with pytest.raises(NotFound):
+        slurm.read_node(unique("nonode"))
+
+
 def test_delete_a_dynamic_node(slurm, dev_cluster):
     """24.11 allows it: ``scontrol create`` a FUTURE node (MaxNodeCount leaves room), then delete it."""
     name = unique("dyn").replace("-", "")

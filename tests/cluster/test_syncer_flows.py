@@ -257,6 +257,55 @@ def test_manual_drain_is_never_touched(cluster: Cluster):
     assert cluster.node(A).reason == manual
 
 
+def _fresh_reads(syncer: SyncerUnderTest) -> dict[str, float]:
+    """The Syncer's fresh reads before its writes, and its Slurm calls that could be one (its /metrics)."""
+    return {"verify": syncer.metric("sunk_syncer_slurm_verify_reads_total"),
+            "single": syncer.metric("sunk_syncer_slurm_requests_total", message_type="REQUEST_NODE_INFO_SINGLE"),
+            "updates": syncer.metric("sunk_syncer_slurm_requests_total", message_type="REQUEST_UPDATE_NODE")}
+
+
+def test_one_pod_not_ready_costs_one_read_of_its_node_not_a_list(cluster: Cluster, syncer: SyncerUnderTest):
+    """Issue 37 goal 6: the fresh read before a lone write reads the node alone (the lists the node cache
+    makes on a change are its own: sunk_syncer_slurm_verify_reads_total counts the fresh reads)."""
+    before = _fresh_reads(syncer)
+    cluster.set_pod_ready(A, False)
+    wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"k8s: drain of {A}")
+    wait_for(lambda: _fresh_reads(syncer)["updates"] > before["updates"], PROPAGATION, "the update counted")
+    after = _fresh_reads(syncer)
+    delta = {k: after[k] - before[k] for k in before}
+    assert delta["updates"] == 1, delta  # the drain and Extra in one write
+    assert 1 <= delta["verify"] <= 2 and delta["single"] == delta["verify"], delta  # each a single-node read
+    cluster.set_pod_ready(A, True)
+    wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained")
+
+
+def test_a_persons_drain_just_before_the_syncers_undrain_is_kept(cluster: Cluster, syncer: SyncerUnderTest):
+    """The guarantee the fresh read keeps: the Syncer's cache still shows its own ``k8s:`` drain (it polls
+    nodes every 250 ms) when the Pod turns Ready; a person replaced that drain a moment before, and the read of
+    the node alone, which began after the decision, sees it: no UNDRAIN. Several rounds, so that some of them
+    fall before the cache caught up (the fresh read decides) and none may lose the person's drain."""
+    manual = "syncer-test: replacing a DIMM, ticket 7"
+    for _ in range(5):
+        cluster.set_pod_ready(A, False)
+        wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"k8s: drain of {A}")
+        # the cache shows the k8s: drain (the Pod's SlurmDrain condition is written from it)
+        wait_for(lambda: (cluster.pod_condition(A, names.COND_SLURM_DRAIN) or {}).get("status") == "True",
+                 PROPAGATION, "SlurmDrain=True on the Pod")
+        undrains = syncer.metric("sunk_syncer_slurm_writes_total", action="undrain")
+        before = _fresh_reads(syncer)
+        cluster.drain(A, manual)  # a person, a moment before the Pod turns Ready
+        cluster.set_pod_ready(A, True)
+        wait_for(lambda: _syncer_extra(cluster, A).get("ready") is True, PROPAGATION, "the Syncer reconciled")
+        never(lambda: not cluster.node(A).drained or cluster.node(A).reason != manual, 2.0,
+              "the person's drain was removed or replaced")
+        after = _fresh_reads(syncer)
+        assert syncer.metric("sunk_syncer_slurm_writes_total", action="undrain") == undrains
+        assert after["verify"] > before["verify"] and after["single"] - before["single"] == after["verify"] - before[
+            "verify"]  # the Extra write's fresh read (and the withheld undrain's): the node alone
+        cluster.undrain(A)
+        wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained by the test")
+
+
 def test_down_node_is_neither_drained_nor_resumed(cluster: Cluster):
     """A DOWN node whose Pod turns not Ready is left alone: no ``k8s:`` drain on top of DOWN, no resume.
 

@@ -12,6 +12,7 @@ from nodeset_fakes import FakeApiServer, FakeSlurm
 from sunk import names
 from sunk.kube import client as kc
 from sunk.slurm.client import Snapshot
+from sunk.slurm.errors import NotFound
 from sunk.slurm.models import Node
 
 Obj = dict[str, Any]
@@ -77,21 +78,32 @@ class Kube(FakeApiServer):
 
 
 class Slurm(FakeSlurm):
-    """Slurm's truth, listed; ``between(lists)`` runs before each list (a person at the keyboard)."""
+    """Slurm's truth, listed or read a node at a time; ``between(reads)`` runs before each list or
+    single-node read, with how many came before (a person at the keyboard)."""
 
     def __init__(self, *nodes: Node) -> None:
         super().__init__(*nodes)
-        self.between: Callable[[int], None] = lambda lists: None
-        self.lists = 0
+        self.between: Callable[[int], None] = lambda reads: None
+        self.reads = 0
         self.closed = False
 
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
-        self.between(self.lists)
-        self.lists += 1
+        self.between(self.reads)
+        self.reads += 1
         self.calls.append(("list", "", None))
         if self.read_error is not None:
             raise self.read_error
         return Snapshot(items=tuple(self.nodes.values()), last_update=1)
+
+    def read_node(self, name: str) -> Node:
+        self.between(self.reads)
+        self.reads += 1
+        self.calls.append(("read", name, None))
+        if self.read_error is not None:
+            raise self.read_error
+        if name not in self.nodes:
+            raise NotFound(f"no Slurm node {name!r}")
+        return self.nodes[name]
 
     def drain(self, name: str, reason: str) -> None:
         self.nodes[name] = Node(name, state="IDLE+DRAIN", reason=reason)

@@ -139,6 +139,12 @@ class FakeSlurm:
         self.calls.append(("list", "", None))
         return Snapshot(items=tuple(self.items.values()), last_update=1)
 
+    def read_node(self, name: str) -> Node:
+        self.calls.append(("read", name, None))
+        if name not in self.items:
+            raise NotFound(f"no Slurm node {name!r}")
+        return self.items[name]
+
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.calls.append(("update", name, update))
 

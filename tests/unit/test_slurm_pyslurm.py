@@ -352,6 +352,21 @@ def test_updates_and_cancel(client, ps):
         client.update_node("node1", NodeUpdate(state="DRAIN"))
 
 
+def test_read_node_is_node_load_of_the_one_node(client, ps):
+    ps.registry["nodes"]["node1"] = pyslurm_node("node1", state="IDLE+DRAIN", reason="bad DIMM", extra="{}")
+    node = client.read_node("node1")
+    assert (node.name, node.drained, node.reason, node.extra) == ("node1", True, "bad DIMM", "{}")
+    stats = client.rpc_stats()
+    assert stats["REQUEST_NODE_INFO_SINGLE"].count == 1 and "REQUEST_NODE_INFO" not in stats
+
+
+def test_read_node_of_an_unknown_name_is_not_found_as_over_rest(client, ps):
+    with pytest.raises(NotFound, match="does not exist"):  # pyslurm: RPCError "Node 'nosuch' does not exist"
+        client.read_node("nosuch")
+    stats = client.rpc_stats()["REQUEST_NODE_INFO_SINGLE"]
+    assert (stats.count, stats.errors) == (1, 0)
+
+
 def test_errors(client, ps):
     with pytest.raises(NotFound) as job_err:
         client.get_job(404)

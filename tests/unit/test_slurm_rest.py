@@ -241,6 +241,46 @@ def test_get_node_and_job(client, fake):
     assert (job.id, job.name, job.extra, job.comment) == (8, "x", "e", "c")
 
 
+def test_read_node_is_one_single_node_read(client, fake):
+    fake.put_node("node2", state=("IDLE", "DRAIN"), reason="bad DIMM", extra='{"a": 1}')
+    node = client.read_node("node2")
+    assert (node.name, node.drained, node.reason, node.extra) == ("node2", True, "bad DIMM", '{"a": 1}')
+    assert fake.state.requests[-1][:2] == ("GET", "node/node2")  # one node's bytes, not the list's
+    stats = client.rpc_stats()
+    assert stats["REQUEST_NODE_INFO_SINGLE"].count == 1 and "REQUEST_NODE_INFO" not in stats
+
+
+def test_read_node_of_an_unknown_name_is_not_found_and_no_error(client, fake):
+    with pytest.raises(NotFound, match="Failure to query node nosuch"):  # slurmrestd: HTTP 200, error number 0
+        client.read_node("nosuch")
+    stats = client.rpc_stats()["REQUEST_NODE_INFO_SINGLE"]
+    assert (stats.count, stats.errors) == (1, 0)  # an answer, not a failure
+
+
+def test_read_node_that_slurmctld_failed_to_answer_is_not_not_found(client, fake):
+    """The same description with the failure's errno (slurmctld unreachable from slurmrestd) is an outage."""
+    fake.add_fault(Fault("GET", r"node/node1", status=200, body={"errors": [
+        {"description": "Failure to query node node1", "error_number": 1001,
+         "error": "Unable to contact slurm controller (connect failure)", "source": "_dump_nodes"}]}))
+    with pytest.raises(SlurmUnavailable) as err:
+        client.read_node("node1")
+    assert not isinstance(err.value, NotFound)
+
+
+def test_a_failed_full_list_is_not_not_found(client, fake):
+    fake.add_fault(Fault("GET", r"nodes/", status=200, body={"errors": [
+        {"description": "Failure to query nodes", "error_number": 0, "error": "No error", "source": "_dump_nodes"}]}))
+    with pytest.raises(SlurmError) as err:
+        client.list_nodes()
+    assert not isinstance(err.value, NotFound)
+
+
+def test_read_node_quotes_the_name(client, fake):
+    with pytest.raises(NotFound):
+        client.read_node("a/b")
+    assert fake.state.requests[-1][:2] == ("GET", "node/a%2Fb")
+
+
 def test_unknown_node_and_job_are_not_found(client):
     with pytest.raises(NotFound):
         client.get_node("nosuch")

@@ -83,7 +83,7 @@ def test_drain_and_extra_go_out_as_one_update_after_one_verify_read():
     pods.put(pod("node1", conditions=[NOT_READY]))
     SlurmSideReconciler(ctx).reconcile("node1")
     assert slurm.calls == [
-        ("list", "", None),
+        ("read", "node1", None),  # the node alone, not the list of every node
         ("update", "node1", NodeUpdate(state="DRAIN", reason=NOT_READY_REASON, extra=kept_extra(ready=False))),
     ]
     assert cache.nudges == 1
@@ -106,9 +106,12 @@ def test_decision_is_taken_again_from_slurm_truth_before_writing():
     truth = Node("node1", state="IDLE+DRAIN", reason="bad DIMM, ticket 42", extra=kept_extra())
     ctx, pods, _, cache, slurm, _ = make_ctx(nodes=[cached], slurm=FakeSlurm([truth]))
     pods.put(pod("node1", conditions=[READY]))
-    SlurmSideReconciler(ctx).reconcile("node1")
-    assert slurm.calls == [("list", "", None)]
+    result = SlurmSideReconciler(ctx).reconcile("node1")
+    assert slurm.calls == [("read", "node1", None)]
     assert cache.nudges == 0
+    assert result is not None and result.requeue_after  # again once the cache shows the person's drain
+    cache.items["node1"] = truth
+    assert SlurmSideReconciler(ctx).reconcile("node1") is None and slurm.calls == [("read", "node1", None)]
 
 
 def test_invalid_extra_replacement_is_logged_and_recorded(caplog: pytest.LogCaptureFixture):
@@ -522,7 +525,7 @@ def _as_slurm_shows(ctx: Any, slurm: FakeSlurm, node: Node) -> None:
 def test_a_deleted_pod_sets_its_node_down_once_and_then_the_drain_holds():
     ctx, _, _, _, slurm, _ = make_ctx(nodes=[Node("node1", state="IDLE", extra=HAD_POD)])
     SlurmSideReconciler(ctx).reconcile("node1")
-    assert [c[0] for c in slurm.calls] == ["list", "update"]  # the verified write: a fresh read first
+    assert [c[0] for c in slurm.calls] == ["read", "update"]  # the verified write: a fresh read first
     update = slurm.calls[-1][2]
     assert update is not None and update.state == "DOWN" and update.reason == "k8s: slurmd pod slurm/node1 deleted"
     assert json.loads(update.extra or "") == {"namespace": "slurm", "pod": "node1", "ready": True, "deleted": True}
@@ -591,7 +594,7 @@ def _gone(state: str = "IDLE+DRAIN", extra: str = GONE) -> Node:
 def test_clean_up_deletes_a_marked_idle_node_no_nodeslice_lists():
     ctx, _, _, cache, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
     assert SlurmSideReconciler(ctx).reconcile("g-1") is None
-    assert [c[:2] for c in slurm.calls] == [("list", ""), ("delete", "g-1")]  # a fresh read, then the delete
+    assert [c[:2] for c in slurm.calls] == [("read", "g-1"), ("delete", "g-1")]  # a fresh read, then the delete
     assert cache.nudges == 1
 
 
@@ -652,7 +655,7 @@ def test_clean_up_decides_again_from_slurms_current_word():
     ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
     slurm.items["g-1"] = _gone("MIXED+DRAIN")
     result = SlurmSideReconciler(ctx).reconcile("g-1")
-    assert [c[0] for c in slurm.calls] == ["list"] and result is not None and result.requeue_after
+    assert [c[0] for c in slurm.calls] == ["read"] and result is not None and result.requeue_after
 
 
 def test_a_refused_deletion_is_logged_and_retried_later_with_growing_backoff(caplog: pytest.LogCaptureFixture):
@@ -681,7 +684,7 @@ def test_a_node_slurm_no_longer_knows_is_deleted_already():
     ctx, _, _, _, slurm, _ = make_ctx(nodes=[_gone()], clean_up=True)
     del slurm.items["g-1"]  # gone from Slurm, not yet from the cache
     assert SlurmSideReconciler(ctx).reconcile("g-1") is None  # the fresh read finds no g-1: nothing sent
-    assert [c[0] for c in slurm.calls] == ["list"]
+    assert [c[0] for c in slurm.calls] == ["read"]
     slurm.items["g-1"] = _gone()  # gone between the fresh read and the delete: done all the same
     slurm.delete_error = NotFound("delete node g-1: Invalid node name specified", code=2018)
     assert SlurmSideReconciler(ctx).reconcile("g-1") is None

@@ -115,10 +115,10 @@ def test_running_it_again_is_harmless(kube, slurm):
 
 
 def test_each_drain_is_decided_again_on_a_fresh_read_so_a_persons_drain_meanwhile_stays(kube, slurm):
-    """The decision comes from one list; just before each undrain a list that began later is read, and a
-    person who drained node3 by hand in between (or undrained node5) is not overruled."""
-    def person(lists: int) -> None:
-        if lists == 1:  # after the deciding list, before the first fresh read
+    """The decision comes from one list; just before each undrain the node is read alone, by a read that
+    began later, and a person who drained node3 by hand in between (or undrained node5) is not overruled."""
+    def person(reads: int) -> None:
+        if reads == 1:  # after the deciding list, before the first fresh read
             slurm.drain("node3", "replacing a DIMM")
             slurm.nodes["node5"] = Node("node5", state="IDLE")
     slurm.between = person
@@ -127,6 +127,8 @@ def test_each_drain_is_decided_again_on_a_fresh_read_so_a_persons_drain_meanwhil
     assert [c[1] for c in slurm.writes()] == ["node1"]
     assert slurm.nodes["node3"].reason == "replacing a DIMM"
     assert outcome.kept == ["node3", "node5"]
+    reads = [c[:2] for c in slurm.calls if c[0] in ("list", "read")]
+    assert reads == [("list", ""), ("read", "node1"), ("read", "node3"), ("read", "node5")]  # each alone
 
 
 def test_all_nodes_also_unlocks_nodes_no_slurmd_pod_runs_on(kube, slurm):
@@ -213,7 +215,7 @@ def test_a_slurmd_pod_whose_annotation_patch_is_refused_is_a_failure_and_the_res
 def test_an_interrupted_release_scales_the_syncer_back_before_it_ends(kube, slurm):
     """Ctrl-C, or SIGTERM at the Job's deadline (the command turns it into the same): a release still
     installed must not be left without its Syncer, or every prolog would drain its node."""
-    def interrupted(lists: int) -> None:
+    def interrupted(reads: int) -> None:
         raise KeyboardInterrupt
     slurm.between = interrupted
     with pytest.raises(KeyboardInterrupt):
@@ -272,7 +274,7 @@ def test_the_command_exits_1_when_interrupted_or_terminated(connected, kube, cap
     with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
         cli._interrupt(signal.SIGTERM, None)
 
-    def terminated(lists: int) -> None:
+    def terminated(reads: int) -> None:
         cli._interrupt(signal.SIGTERM, None)
     connected.between = terminated
     before = signal.getsignal(signal.SIGTERM)

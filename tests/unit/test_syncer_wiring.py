@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 import types
 
@@ -17,7 +16,6 @@ from sunk.slurm.client import Snapshot
 from sunk.slurm.models import Job, Node
 from sunk.syncer import cli, plugins, triggers
 from sunk.syncer.context import PluginParts, slurm_node_name
-from sunk.syncer.freshread import FreshNodes
 from sunk.syncer.plugins import Parts, choose_parts
 
 # ---- keys and triggers ----------------------------------------------------------------------------------
@@ -185,57 +183,6 @@ def test_resync_enqueues_every_node_known_to_either_side():
     finally:
         resync.stop()
     assert set(keys[:3]) == {"node1", "node2", "node3"}
-
-
-# ---- shared fresh reads ------------------------------------------------------------------------------------
-
-
-class SlowSlurm:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.release = threading.Event()
-        self.started = threading.Event()
-        self.version = 0
-
-    def list_nodes(self, *, updated_since: int | None = None) -> Snapshot:
-        self.calls += 1
-        self.version += 1
-        version = self.version
-        self.started.set()
-        self.release.wait(5)
-        return Snapshot(items=(Node("node1", reason=f"v{version}"),), last_update=version)
-
-
-def test_fresh_read_waits_for_a_list_that_began_after_it_and_shares_it():
-    slurm = SlowSlurm()
-    fresh = FreshNodes(slurm)  # type: ignore[arg-type]
-    results: list[str] = []
-
-    def read() -> None:
-        results.append(fresh.node("node1").reason)  # type: ignore[union-attr]
-
-    first = threading.Thread(target=read)
-    first.start()
-    assert slurm.started.wait(5)  # list v1 is running
-    late = [threading.Thread(target=read) for _ in range(5)]
-    for t in late:
-        t.start()
-    time.sleep(0.1)
-    slurm.release.set()
-    for t in [first, *late]:
-        t.join(5)
-    assert results[0] == "v1"
-    assert sorted(results[1:]) == ["v2"] * 5  # the late ones did not take v1, which began before them
-    assert slurm.calls == 2 and fresh.lists == 2
-
-
-def test_fresh_read_hands_the_error_to_its_waiters():
-    class Broken:
-        def list_nodes(self, **_: object) -> Snapshot:
-            raise RuntimeError("slurmctld down")
-
-    with pytest.raises(RuntimeError, match="slurmctld down"):
-        FreshNodes(Broken()).node("node1")  # type: ignore[arg-type]
 
 
 # ---- plugins and flags ---------------------------------------------------------------------------------------
