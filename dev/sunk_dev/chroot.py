@@ -143,7 +143,8 @@ def end_processes_in(root: Path, *, keep: Collection[int] = (), grace: float = 5
     """SIGTERM what ``root`` still runs (but ``keep``), SIGKILL what is left after ``grace``; the ended."""
     targets = {pid: cmd for pid, cmd in processes_in(root).items() if pid not in keep}
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        for pid in targets:
+        # Only those still rooted there: a pid that ended on the SIGTERM may be another process's by now.
+        for pid in set(targets) & set(processes_in(root)):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:

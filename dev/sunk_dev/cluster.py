@@ -553,7 +553,7 @@ class DevCluster:
         return comps + self._sunk_components() if self.with_sunk else comps
 
     def _prepare_coredns(self) -> None:
-        (self.run_dir / "Corefile").write_text(dns.corefile(realnode.node_ip(), self.kubeconfig))
+        (self.run_dir / "Corefile").write_text(dns.corefile(realnode.node_ip(), self.kubeconfig, realnode.POD_SUBNET))
 
     @staticmethod
     def _coredns_ok() -> bool:

@@ -29,13 +29,19 @@ SERVICE_NAMESPACE = "kube-system"
 SERVICE_NAME = "kube-dns"
 
 
-def corefile(address: str, kubeconfig: Path, upstream: str = "/etc/resolv.conf") -> str:
+def corefile(address: str, kubeconfig: Path, clients: str, upstream: str = "/etc/resolv.conf") -> str:
     """CoreDNS's configuration: ``cluster.local`` (and reverse lookups) from the apiserver, the rest from
     ``upstream``, both answered on ``address`` only (never on loopback, where the host's own resolver
-    may listen)."""
+    may listen) and only to ``clients`` (the Pods' subnet) and loopback: the host's address may be
+    reachable from outside, and an open resolver naming the cluster's Pods is no one else's business."""
+    acl = f"""    acl {{
+        allow net {clients} 127.0.0.0/8
+        block
+    }}
+"""
     return f"""{CLUSTER_DOMAIN}:{PORT} in-addr.arpa:{PORT} ip6.arpa:{PORT} {{
     bind {address}
-    errors
+{acl}    errors
     health 127.0.0.1:{HEALTH_PORT}
     ready 127.0.0.1:{READY_PORT}
     kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
@@ -46,7 +52,7 @@ def corefile(address: str, kubeconfig: Path, upstream: str = "/etc/resolv.conf")
 }}
 .:{PORT} {{
     bind {address}
-    errors
+{acl}    errors
     forward . {upstream}
     cache 30
 }}

@@ -262,9 +262,27 @@ def _patch_path(line: str) -> str:
     return path
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, each with its newline: split on "\\n" only (``str.splitlines`` also splits on form
+    feeds and Unicode separators, which a source file may hold inside a line)."""
+    lines = [f"{line}\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]  # (what follows the last newline, if anything)
+    return lines if lines[-1] else lines[:-1]
+
+
+def _read(path: Path) -> str:
+    with path.open(encoding="utf-8", newline="") as f:  # (as the bytes are: no newline translation)
+        return f.read()
+
+
+def _write(path: Path, text: str) -> None:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
 def parse_patch(text: str) -> tuple[_Hunk, ...]:
     """A unified diff's hunks, in order. Text before the first ``--- `` line is its description."""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     hunks: list[_Hunk] = []
     path = ""
     i = 0
@@ -305,7 +323,7 @@ def parse_patch(text: str) -> tuple[_Hunk, ...]:
 def apply_hunks(path: str, original: str, hunks: Sequence[_Hunk]) -> str:
     """``original`` with ``hunks`` (of this one file, in order) applied: each must find exactly the lines it
     expects where its header says."""
-    source = original.splitlines(keepends=True)
+    source = _lines(original)
     out: list[str] = []
     at = 0  # the next line of source not yet copied
     for hunk in hunks:
@@ -328,12 +346,12 @@ def apply_patch(tree: Path, patch: str) -> tuple[str, ...]:
     patched = {}
     for path in paths:
         try:
-            original = (tree / path).read_text()
+            original = _read(tree / path)
         except FileNotFoundError:
             raise PatchError(f"{path}: no such file in {tree}") from None
         patched[path] = apply_hunks(path, original, [h for h in hunks if h.path == path])
     for path, text in patched.items():
-        (tree / path).write_text(text)
+        _write(tree / path, text)
     return paths
 
 

@@ -425,7 +425,10 @@ class PyslurmClient:
         """``Node.load(name)`` (slurm_load_node_single): see ``SlurmClient.read_node`` for what is current.
         A name slurmctld does not know raises RPCError "Node 'NAME' does not exist": NotFound (``_error``)."""
         with self._rpc(REQUEST_NODE_INFO_SINGLE, f"read node {name}"):
-            return node_from_pyslurm(self.ps.Node.load(name))
+            node = node_from_pyslurm(self.ps.Node.load(name))
+        if node.name != name:  # (slurmctld also finds a node by its NodeHostname or NodeAddr: another node's record)
+            raise NotFound(f"read node {name}: slurmctld answered with node {node.name}")
+        return node
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         changes = {k: getattr(update, k) for k in ("state", "reason", "extra", "comment")

@@ -50,9 +50,9 @@ def world(monkeypatch):
     sent: list[tuple[int, int]] = []
 
     def kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
         if pid not in alive:
             raise ProcessLookupError(pid)
-        sent.append((pid, sig))
         if sig in dies_on[pid]:
             del alive[pid]
 
@@ -84,3 +84,13 @@ def test_end_processes_in_with_nothing_running_sends_nothing(world, tmp_path):
     _, _, sent = world
     assert chroot.end_processes_in(tmp_path, grace=0.2) == {}
     assert sent == []
+
+
+def test_a_process_that_ended_on_the_term_gets_no_kill_even_if_its_pid_is_reused(world, tmp_path):
+    """Its pid may be another process's by the SIGKILL round (outside the chroot: never signalled)."""
+    alive, dies_on, sent = world
+    alive.update({1: "slurmstepd", 2: "sleep 600"})
+    dies_on.update({1: {signal.SIGTERM}, 2: {signal.SIGKILL}})
+    chroot.end_processes_in(tmp_path, grace=0.2)
+    assert (1, signal.SIGKILL) not in sent
+    assert (2, signal.SIGKILL) in sent

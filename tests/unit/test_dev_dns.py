@@ -9,7 +9,7 @@ from sunk_dev import dns, realnode
 
 
 def test_corefile_answers_the_cluster_domain_from_the_apiserver_and_the_rest_upstream_on_one_address():
-    text = dns.corefile("192.0.2.7", Path("/k/admin.kubeconfig"))
+    text = dns.corefile("192.0.2.7", Path("/k/admin.kubeconfig"), "10.88.7.0/24")
     zones = [line for line in text.splitlines() if line.endswith("{") and not line.startswith(" ")]
     assert zones == ["cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {", ".:53 {"]
     assert text.count("bind 192.0.2.7") == 2  # (never 0.0.0.0: the host's resolver may hold loopback's 53)
@@ -17,6 +17,7 @@ def test_corefile_answers_the_cluster_domain_from_the_apiserver_and_the_rest_ups
     assert "kubeconfig /k/admin.kubeconfig" in text
     assert "forward . /etc/resolv.conf" in text
     assert f"ready 127.0.0.1:{dns.READY_PORT}" in text
+    assert text.count("allow net 10.88.7.0/24 127.0.0.0/8") == 2 and text.count("block") == 2  # (Pods only)
     assert "pods " not in text  # (no Pod watch: the benchmarks' 100k Pods would all be in CoreDNS's memory)
 
 

@@ -212,3 +212,12 @@ def test_the_sdist_is_unpacked_only_with_its_pinned_hash(tmp_path):
     with pytest.raises(RuntimeError, match="sha256 .* want"):
         slurmbuild.unpack_patched(fake, BUILT, tmp_path / "src")
     assert not (tmp_path / "src").exists()
+
+
+def test_a_patch_splits_lines_on_newlines_only_and_keeps_the_files_bytes(tmp_path):
+    """A form feed or a Unicode line separator inside a line is part of it (str.splitlines would split there),
+    and a CRLF file keeps its CRs (no newline translation)."""
+    (tmp_path / "m.py").write_bytes("a = 1\x0c  # page\r\nb = '\u2028'\r\n".encode())
+    patch = ("--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n a = 1\x0c  # page\r\n-b = '\u2028'\r\n+b = 2\r\n")
+    assert slurmbuild.apply_patch(tmp_path, patch) == ("m.py",)
+    assert (tmp_path / "m.py").read_bytes() == "a = 1\x0c  # page\r\nb = 2\r\n".encode()

@@ -367,6 +367,14 @@ def test_read_node_of_an_unknown_name_is_not_found_as_over_rest(client, ps):
     assert (stats.count, stats.errors) == (1, 0)
 
 
+def test_read_node_answered_with_another_nodes_record_is_not_found(client, ps):
+    """slurmctld finds a node by its NodeHostname or NodeAddr too: a name that is gone but is another node's
+    hostname would read that node's drain and Extra as if they were the asked node's."""
+    ps.registry["nodes"]["alias"] = pyslurm_node("node7", state="IDLE+DRAIN", reason="bad DIMM")
+    with pytest.raises(NotFound, match="answered with node node7"):
+        client.read_node("alias")
+
+
 def test_errors(client, ps):
     with pytest.raises(NotFound) as job_err:
         client.get_job(404)

@@ -56,6 +56,8 @@ def _with(**changes: Any) -> dict[str, Any]:
     (_with(slurm={"gres": "gpu:0"}), "a GPU item must be"),
     (_with(slurm={"gres": "gpu:h100:257"}), "a GPU item must be"),
     (_with(slurm={"gres": "gpu:h100:2K"}), "a GPU item must be"),
+    (_with(slurm={"gres": "gpu:1k"}), "a GPU item must be"),  # (Slurm: a count of 1024, not type 1k)
+    (_with(slurm={"gres": "gpu:2g"}), "a GPU item must be"),
     (_with(slurm={"gres": "gpu:h100:2:x"}), "a GPU item must be"),
     (_with(slurm={"gres": "nic:2,gpu:a:b:c"}), "a GPU item must be"),
     (_with(slurm="x"), "spec.slurm: must be an object"),

@@ -39,8 +39,9 @@ PERCENT = re.compile(r"([0-9]+)%")
 SLURM_WORD = re.compile(r"[A-Za-z0-9_.+-]+")
 GRES = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*)*")
 # One GPU item of a GRES list: gpu, gpu:N, gpu:TYPE or gpu:TYPE:N. Its gres.conf line must name device files
-# (Slurm drops a GPU without File=), so its count must be a plain number the operator can turn into files.
-GPU_ITEM = re.compile(r"gpu(:(?![0-9]+(:|$))[A-Za-z0-9_.-]+)?(:[0-9]{1,3})?")
+# (Slurm drops a GPU without File=), so its count must be a plain number the operator can turn into files. A type
+# starts with a letter: Slurm reads gpu:1k as a count of 1024, not as type 1k.
+GPU_ITEM = re.compile(r"gpu(:[A-Za-z_][A-Za-z0-9_.-]*)?(:[0-9]{1,3})?")
 MAX_GPU_COUNT = 256
 # A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters).
 LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
