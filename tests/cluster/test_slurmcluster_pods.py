@@ -38,8 +38,9 @@ from sunk_dev.pool import apply_crds
 
 NAME = "sc"
 PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-# Each claim template's owner: the directory's uid (fsGroup does not reach a hostPath volume)
-CLAIM_UIDS = {"state": paths.SLURM_UID, "data": paths.MARIADB_UID}
+# Each StatefulSet claim (template-workload-0) and its owner: the directory's uid (fsGroup does not reach a
+# hostPath volume). Each volume is reserved for its claim (claimRef): another claim must never take it.
+CLAIM_UIDS = {f"state-{NAME}-slurmctld-0": paths.SLURM_UID, f"data-{NAME}-mariadb-0": paths.MARIADB_UID}
 COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
 READY_TIMEOUT = 300  # first starts: MariaDB's datadir, slurmdbd's schema
 
@@ -74,12 +75,13 @@ def slurm_images_imported(dev_cluster, needs_cluster_dns, tmp_path_factory) -> l
     return built
 
 
-def _volume(name: str, storage_class: str, directory: Path, uid: int) -> dict[str, Any]:
+def _volume(name: str, storage_class: str, directory: Path, uid: int, claim: str, namespace: str) -> dict[str, Any]:
     directory.mkdir(parents=True)
     os.chown(directory, uid, uid)
     directory.chmod(0o770)
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
             "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "claimRef": {"namespace": namespace, "name": claim},
                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": storage_class,
                      "hostPath": {"path": str(directory), "type": "Directory"}}}
 
@@ -123,7 +125,7 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
                                "slurmctld": {"stateVolume": volume},
                                "slurmdbd": {"database": {"internal": {"volume": volume}}},
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
-    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid)
+    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
            for claim, uid in CLAIM_UIDS.items()]
     for pv in pvs:
         kc.create(kube_api, PVS, pv)
