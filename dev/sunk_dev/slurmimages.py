@@ -1,18 +1,23 @@
 """The Slurm images, one definition per role, taken from a Slurm release's chroot (docs/images.md).
 
-Five roles per release: ``slurmctld``, ``slurmd`` (with munged), ``slurmrestd``, ``slurmdbd`` and
-``login`` (the client commands), each named ``docker.io/library/sunk-<role>:<appVersion>-slurm<release>``.
-Each is two layers: one **slurm base** shared by the five (the chroot's essential system, libslurm,
+Six roles per release: ``slurmctld``, ``slurmd`` (with munged), ``slurmrestd``, ``slurmdbd``,
+``login`` (the client commands) and ``mariadb`` (the SlurmCluster's database: Debian's MariaDB server of
+the release's suite, with an entrypoint of its own), each named
+``docker.io/library/sunk-<role>:<appVersion>-slurm<release>``.
+Each is two layers: one **slurm base** shared by the six (the chroot's essential system, libslurm,
 its plugins, munge, the users) and one small layer of the role's own files. What goes where is
 decided per file from dpkg's records: a file of a package the role needs (its packages and their
 ``dependency_closure``) goes into the role's layer, or into the base when two roles need it; a file
 no package owns (a release built from source installs Slurm under /usr with no package) goes by
 the roles' file lists. Whatever nothing asks for stays out: the compiler and build tools of a source
-build, MariaDB's server, etcd, the dev cluster's state, secrets and scripts.
+build, etcd, the dev cluster's state, secrets and scripts (MariaDB's server only in sunk-mariadb).
 
 Users, as Slurm allows: slurmctld and slurmdbd run as SlurmUser (``slurm``, with the uid the chroot
 gives it); slurmrestd refuses root and SlurmUser, so it has its own user; slurmd stays root (it starts
-jobs as their users), and so does munged beside it; login runs as the unprivileged ``nonroot``.
+jobs as their users), and so does munged beside it; login runs as the unprivileged ``nonroot``, and MariaDB
+as ``mariadb``, a user of the image's own (Debian's ``mysql`` has another uid per suite). Each uid is the
+one the SlurmCluster's Pods run as (sunk.translate.slurmcluster.paths): an image whose user has another
+fails the build (``check_rendered_uid``), so a Pod's runAsUser and fsGroup always match its image.
 
 Pure parts first (roles, specs, which file goes into which layer), then the I/O.
 """
@@ -30,6 +35,8 @@ from typing import Optional
 
 import attrs
 
+from sunk.translate.slurmcluster import paths as cluster_paths
+
 from . import images
 from .images import Built, ImageSpec, Layer
 from .release import SlurmRelease
@@ -40,9 +47,20 @@ RECIPE = "2"  # (2: the merged-/usr top links always in the base)
 BASE = "base"
 # slurmrestd refuses to run as root or as SlurmUser: its own user, with the uid the dev cluster gives it.
 SLURMRESTD_USER = "slurmrestd"
-SLURMRESTD_UID = 1999
+SLURMRESTD_UID = cluster_paths.SLURMRESTD_UID
 SLURM_USER = "slurm"  # Debian's SlurmUser, made by its packages (uid 64030) or by the dev cluster for a source build
-PORTS = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "slurmrestd": 6820}
+MARIADB_USER = "mariadb"
+MARIADB_UID = cluster_paths.MARIADB_UID
+PORTS = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "slurmrestd": 6820, "mariadb": 3306}
+# The uid the SlurmCluster's Pods run each role's image as (slurmd's Pods are the NodeSet template's).
+RENDERED_UIDS = {"slurmctld": cluster_paths.SLURM_UID, "slurmdbd": cluster_paths.SLURM_UID,
+                 "slurmrestd": cluster_paths.SLURMRESTD_UID, "login": cluster_paths.LOGIN_UID,
+                 "mariadb": cluster_paths.MARIADB_UID}
+# Files of this repository a role's layer carries (its member name -> the file beside this module).
+IMAGE_FILES_DIR = Path(__file__).parent / "imagefiles"
+MARIADB_ENTRYPOINT = "usr/local/bin/sunk-mariadb-entrypoint"
+ROLE_FILES = {"mariadb": ((MARIADB_ENTRYPOINT, "mariadb-entrypoint.sh"),)}
+MARIADB_PACKAGES = ("mariadb-server-core", "mariadb-client-core")
 ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 
 CLIENT_COMMANDS = tuple(f"usr/bin/{c}" for c in (
@@ -113,6 +131,13 @@ ROLES: tuple[SlurmRole, ...] = (
               ("usr/sbin/slurmdbd",), SLURM_USER, "usr/sbin/slurmdbd", ("/usr/sbin/slurmdbd",), ("-D",)),
     SlurmRole("login", "sunk-login", ("slurm-client",), (), CLIENT_COMMANDS, images.NONROOT_NAME,
               "usr/bin/sbatch", (), ("sleep", "infinity")),
+    # The SlurmCluster's internal database: the suite's MariaDB server (Debian's in every chroot, a source
+    # build's too), started by this repository's entrypoint (imagefiles/mariadb-entrypoint.sh). Its core
+    # packages only (mariadbd and mariadb-install-db; my_print_defaults, which that calls): mariadb-server
+    # itself adds galera, perl, rsync, socat, gawk and iproute2 (with headers), none of which a server
+    # without replication or init scripts runs.
+    SlurmRole("mariadb", "sunk-mariadb", MARIADB_PACKAGES, MARIADB_PACKAGES, (), MARIADB_USER,
+              "usr/sbin/mariadbd", (f"/{MARIADB_ENTRYPOINT}",), ()),
 )
 ROLE_NAMES = tuple(role.name for role in ROLES)
 
@@ -149,8 +174,9 @@ def ensure_user(passwd: str, group: str, name: str, uid: int) -> tuple[str, str]
 
 
 def image_users(passwd: str, group: str) -> tuple[str, str]:
-    """The base layer's users: the chroot's, plus slurmrestd's and login's own."""
+    """The base layer's users: the chroot's, plus slurmrestd's, login's and MariaDB's own."""
     passwd, group = ensure_user(passwd, group, SLURMRESTD_USER, SLURMRESTD_UID)
+    passwd, group = ensure_user(passwd, group, MARIADB_USER, MARIADB_UID)
     return ensure_user(passwd, group, images.NONROOT_NAME, images.NONROOT_UID)
 
 
@@ -164,10 +190,26 @@ def user_ids(passwd: str, name: str) -> str:
     raise ValueError(f"no user {name!r} in the image's /etc/passwd")
 
 
+def check_rendered_uid(role: SlurmRole, user: str) -> None:
+    """ValueError when the image's ``uid:gid`` is not what the SlurmCluster's Pods run the role as: their
+    runAsUser would be another user than the files the image gives its own, and fsGroup another owner."""
+    wanted = RENDERED_UIDS.get(role.name)
+    if wanted is not None and int(user.split(":")[0]) != wanted:
+        raise ValueError(f"the {role.name} image's user {role.user} is {user}, but the SlurmCluster's Pods run it as "
+                         f"uid {wanted} (sunk/translate/slurmcluster/paths.py)")
+
+
 def slurm_spec(role: SlurmRole, version: str, release: str, passwd: str) -> ImageSpec:
     """A role's image: its name, its user by number, its daemon in the foreground, its port."""
-    return ImageSpec(name=image_name(role, version, release), user=user_ids(passwd, role.user), env=ENV,
+    user = user_ids(passwd, role.user)
+    check_rendered_uid(role, user)
+    return ImageSpec(name=image_name(role, version, release), user=user, env=ENV,
                      cmd=role.cmd, entrypoint=role.entrypoint, ports=role.ports)
+
+
+def role_files(role: str) -> tuple[tuple[str, Path], ...]:
+    """The files of this repository ``role``'s layer carries: member name and source."""
+    return tuple((name, IMAGE_FILES_DIR / source) for name, source in ROLE_FILES.get(role, ()))
 
 
 # -- pure: which file goes into which layer -------------------------------------------------------
@@ -278,7 +320,8 @@ def build_tools_in(names: Iterable[str]) -> list[str]:
 
 def layers_key(chroot_name: str, dpkg_status: bytes, passwd: bytes, group: bytes) -> str:
     """The Slurm layers of a chroot: its packages, its users, and how the layers are made."""
-    return images.digest(RECIPE, chroot_name, dpkg_status, passwd, group, repr(ROLES), " ".join(SKIPPED_PACKAGES),
+    own = b"".join(name.encode() + b"\0" + path.read_bytes() for role in ROLE_NAMES for name, path in role_files(role))
+    return images.digest(RECIPE, chroot_name, dpkg_status, passwd, group, repr(ROLES), own, " ".join(SKIPPED_PACKAGES),
                          " ".join(UNOWNED_KEPT), " ".join(EMPTY_DIRECTORIES), "\n".join(images.SLURMD_EMPTIED),
                          " ".join(DEBIAN_BASE_PACKAGES), " ".join(SOURCE_BASE_PACKAGES))
 
@@ -344,8 +387,15 @@ def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, P
             names = sorted([*names, *GENERATED])
         if tools := build_tools_in(names):
             raise RuntimeError(f"the {layer} layer would hold build tools: {', '.join(tools[:10])}")
-        members = [(root / d, d) for d in images.parents([*names, *(empty if layer == BASE else ())])]
+        own = role_files(layer)
+        for name, source in own:  # staged: a member's mode is the staged file's
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            (stage / name).write_bytes(source.read_bytes())
+            (stage / name).chmod(0o755)
+        names_own = [name for name, _ in own]
+        members = [(root / d, d) for d in images.parents([*names, *names_own, *(empty if layer == BASE else ())])]
         members += [((stage if n in GENERATED else root) / n, n) for n in names]
+        members += [(stage / n, n) for n in names_own]
         log(f"slurm layer {layer}: {len(names)} files")
         out[layer] = images.write_layer(directory / "layer.tar", members, normalize=_normalized)
         images._save_layer(directory, out[layer])
@@ -387,7 +437,7 @@ def _archive(out: Path, role: SlurmRole, layers: Mapping[str, Layer], passwd: st
 
 def build_slurm_images(images_dir: Path, out: Path, chroot_root: Path, release: SlurmRelease, version: str,
                        log: Callable[[str], None] = lambda _: None) -> list[Built]:
-    """The release's five Slurm images as docker archives in ``out``, their layers cached in ``images_dir``."""
+    """The release's six Slurm images as docker archives in ``out``, their layers cached in ``images_dir``."""
     layers, passwd = _role_layers(images_dir, chroot_root, release, log)
     return [_archive(out, role, layers, passwd, version, release.name) for role in ROLES]
 
@@ -408,7 +458,7 @@ def write_images(home: Path, project: Path, releases: Sequence[SlurmRelease], ou
                  phase: images.Phase) -> list[Built]:
     """``sunk-dev images``: every image of the releases as a docker archive in ``out``, with
     ``index.json`` and ``images.txt``: the sunk image, its pyslurm variant for a release built with
-    pyslurm, and the five Slurm images of each release (chroots and layers cached in ``home``)."""
+    pyslurm, and the six Slurm images of each release (chroots and layers cached in ``home``)."""
     from . import chroot as devchroot
     from .slurmbuild import ensure_wheel
 

@@ -24,6 +24,7 @@ from sunk_dev import images, slurmimages
 pytestmark = pytest.mark.cluster
 
 VERSION_FLAG = {"login": ("/usr/bin/sbatch", "--version")}
+VERSION_TEXT = {"mariadb": "MariaDB"}  # (the server's own version, not Slurm's)
 MINIMAL_CONFIG = {
     "login": {"etc/slurm/slurm.conf": "ClusterName=imagetest\nSlurmctldHost=localhost\n"},
     "slurmdbd": {"etc/slurm/slurmdbd.conf": "StorageType=accounting_storage/mysql\nDbdHost=localhost\n"
@@ -87,14 +88,19 @@ def test_each_slurm_image_runs_its_binary_as_its_user_without_build_tools(slurm_
             os.chown(root / path, *(int(i) for i in user.split(":")))
     argv = VERSION_FLAG.get(role, ("/" + spec.binary, "-V"))
     ran = in_image(root, *argv)
-    assert ran.returncode == 0 and dev_cluster.release.name in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
+    wanted = VERSION_TEXT.get(role, dev_cluster.release.name)
+    assert ran.returncode == 0 and wanted in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
     plugins = sorted(str(p.relative_to(root)) for p in root.glob("usr/lib/**/auth_*.so"))
     assert plugins, "no auth plugin in the image"
     for target in ("/" + spec.binary, *("/" + p for p in plugins)):
         linked = in_image(root, "ldd", target)
         assert "not found" not in linked.stdout, f"{built.name}: {target}: {linked.stdout}"
-    if role == "slurmd":
+    if role in ("slurmd", "slurmctld", "slurmdbd", "login"):  # (the SlurmCluster's munged sidecars run from these)
         assert in_image(root, "/usr/sbin/munged", "--version").returncode == 0
+    if role == "mariadb":
+        assert os.access(root / slurmimages.MARIADB_ENTRYPOINT, os.X_OK)
+        assert {"usr/bin/mariadb-install-db", "usr/bin/my_print_defaults"} <= names
+    if role == "slurmd":
         assert {"usr/bin/curl", "usr/bin/scontrol", "usr/bin/squeue"} <= names  # (the prolog's and epilog's)
 
 

@@ -8,7 +8,7 @@ from sunk import names
 
 IMAGES = {c: f"registry.example/sunk-{c}:0.1.0-slurm25.11"
           for c in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd")}
-IMAGES["mariadb"] = "mariadb:11.4"
+IMAGES["mariadb"] = "registry.example/sunk-mariadb:0.1.0-slurm25.11"
 
 
 def cluster(**spec: Any) -> dict[str, Any]:

@@ -1037,6 +1037,22 @@ def test_the_slurm_cluster_renders_a_spec_the_operator_takes_and_the_operator_it
     assert operator_cli.parse_args(argv)[0].slurm_cluster == "prod"
 
 
+def test_the_slurm_clusters_default_images_are_all_built_here_and_its_cgroup_mode_is_passed():
+    from sunk.translate.slurmcluster.spec import read_spec
+
+    for cgroup, expected in ((None, "v2"), ("v1", "v1"), ("none", "none")):
+        values = copy.deepcopy(SLURM_CLUSTER)
+        if cgroup:
+            values["slurmCluster"]["cgroup"] = cgroup
+        obj = find(render(values), "SlurmCluster", "prod", NS)
+        read = read_spec({**obj, "metadata": {**obj["metadata"], "uid": "u"}}, ["gpu"])
+        assert read.spec is not None and read.spec.cgroup == expected, read.problems
+    # MariaDB too: sunk-mariadb of this chart's appVersion and release, no image of a registry nothing here reaches
+    assert read.spec.image("mariadb") == f"sunk-mariadb:{sunk.__version__}-slurm25.11"
+    assert "slurmCluster" in refusal({**SLURM_CLUSTER, "slurmCluster": {**SLURM_CLUSTER["slurmCluster"],
+                                                                        "cgroup": "v3"}})
+
+
 def test_the_operators_rbac_is_exactly_what_the_slurm_cluster_reconciler_writes():
     """Patch by name on each object the plan applies, create on each kind, create only on Secrets."""
     from sunk.translate.slurmcluster.plan import Facts, decide

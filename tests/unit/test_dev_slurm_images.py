@@ -36,11 +36,12 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
         "slurmrestd": f"docker.io/library/sunk-slurmrestd:{version}-slurm24.11",
         "slurmdbd": f"docker.io/library/sunk-slurmdbd:{version}-slurm24.11",
         "login": f"docker.io/library/sunk-login:{version}-slurm24.11",
+        "mariadb": f"docker.io/library/sunk-mariadb:{version}-slurm24.11",
     }
     assert all(name.startswith(si.IMAGE_PREFIX) for name in names.values())
     # The SlurmCluster's default images, by the chart's repository names: these very ones.
     chart = yaml.safe_load((CHART / "values.yaml").read_text())["slurmCluster"]["images"]
-    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd"):
+    for role in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd", "mariadb"):
         assert names[role] == f"docker.io/library/{chart[role]['repository']}:{version}-slurm24.11"
 
 
@@ -50,6 +51,7 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
     ("slurmrestd", "1999:1999", ["/usr/sbin/slurmrestd"], ["0.0.0.0:6820"], {"6820/tcp": {}}),
     ("slurmdbd", "64030:64030", ["/usr/sbin/slurmdbd"], ["-D"], {"6819/tcp": {}}),
     ("login", "65532:65532", None, ["sleep", "infinity"], None),
+    ("mariadb", "1998:1998", ["/usr/local/bin/sunk-mariadb-entrypoint"], [], {"3306/tcp": {}}),
 ])
 def test_each_role_runs_its_daemon_in_the_foreground_as_its_user_on_its_port(role, user, entrypoint, cmd, ports):
     config = images.image_config(_spec(role), ["sha256:1", "sha256:2"], "amd64")["config"]
@@ -58,11 +60,33 @@ def test_each_role_runs_its_daemon_in_the_foreground_as_its_user_on_its_port(rol
 
 
 def test_slurmrestd_runs_as_neither_root_nor_slurm_user_and_the_daemons_as_the_chroots_slurm_uid():
-    passwd = PASSWD.replace("64030:64030", "64031:1000")
+    passwd = PASSWD.replace("64030:64030", "64030:1000")  # (the 25.11 source build's chroot: group 1000)
     users = si.image_users(passwd, GROUP)[0]
-    assert si.slurm_spec(si.role_named("slurmctld"), "0.1.0", "25.11", users).user == "64031:1000"
+    assert si.slurm_spec(si.role_named("slurmctld"), "0.1.0", "25.11", users).user == "64030:1000"
     restd = si.slurm_spec(si.role_named("slurmrestd"), "0.1.0", "25.11", users).user
-    assert restd.split(":")[0] not in ("0", "64031")
+    assert restd.split(":")[0] not in ("0", "64030")
+
+
+@pytest.mark.parametrize("role", ["slurmctld", "slurmdbd"])
+def test_an_image_whose_user_is_not_the_uid_the_slurmcluster_runs_it_as_fails_the_build(role):
+    users = si.image_users(PASSWD.replace("64030:64030", "64031:64031"), GROUP)[0]
+    with pytest.raises(ValueError, match=f"the {role} image's user slurm is 64031:64031.*uid 64030"):
+        si.slurm_spec(si.role_named(role), "0.1.0", "25.11", users)
+
+
+def test_every_image_the_slurmcluster_runs_has_the_uid_its_pods_run_as():
+    from sunk.translate.slurmcluster import paths
+    passwd, _ = si.image_users(PASSWD, GROUP)
+    uids = {role: int(si.slurm_spec(si.role_named(role), "0.1.0", "25.11", passwd).user.split(":")[0])
+            for role in si.RENDERED_UIDS}
+    assert uids == {"slurmctld": paths.SLURM_UID, "slurmdbd": paths.SLURM_UID, "slurmrestd": paths.SLURMRESTD_UID,
+                    "login": paths.LOGIN_UID, "mariadb": paths.MARIADB_UID}
+
+
+def test_every_slurm_image_carries_munged_in_the_shared_base():
+    """slurmctld's and slurmdbd's munged sidecars run from their own images: munge is in the base of a
+    Debian release and of a source build alike."""
+    assert "munge" in si.DEBIAN_BASE_PACKAGES and "munge" in si.SOURCE_BASE_PACKAGES
 
 
 def test_a_user_the_image_lacks_fails_the_build_naming_it():
@@ -173,6 +197,17 @@ Priority: optional
 
 Package: mariadb-server
 Status: install ok installed
+Depends: mariadb-server-core, galera-4
+
+Package: galera-4
+Status: install ok installed
+
+Package: mariadb-server-core
+Status: install ok installed
+Depends: libmariadb3
+
+Package: mariadb-client-core
+Status: install ok installed
 """
 
 
@@ -183,18 +218,22 @@ def test_required_packages_are_the_essential_and_required_ones():
 def test_packages_go_to_the_base_when_two_roles_need_them_and_build_tools_nowhere():
     plan = si.plan_packages(STATUS, from_source=False)
     assert {"bash", "libc6", "libslurm", "slurm-wlm-basic-plugins", "munge", "slurm-client"} <= plan.base
+    # libmariadb3: slurmdbd's and MariaDB's, so the base's
     assert plan.roles == {"slurmctld": {"slurmctld"}, "slurmd": {"slurmd", "libhwloc15", "curl", "libcurl4"},
                           "slurmrestd": {"slurmrestd"}, "login": set(),
-                          "slurmdbd": {"slurmdbd", "slurm-wlm-mysql-plugin", "libmariadb3"}}
+                          "slurmdbd": {"slurmdbd", "slurm-wlm-mysql-plugin"},
+                          "mariadb": {"mariadb-server-core", "mariadb-client-core"}}
+    assert "libmariadb3" in plan.base
     taken = plan.base.union(*plan.roles.values())
-    assert not taken & {"gcc", "mariadb-server", "systemd"}
+    assert not taken & {"gcc", "systemd", "mariadb-server", "galera-4"}  # (MariaDB's server: its core only)
 
 
 def test_a_source_build_takes_its_libraries_from_debian_and_its_slurm_by_path():
     status = STATUS + "".join(f"\nPackage: {p}\nStatus: install ok installed\n" for p in si.SOURCE_BASE_PACKAGES)
     plan = si.plan_packages(status, from_source=True)
     assert set(si.SOURCE_BASE_PACKAGES) <= plan.base and "slurm-client" not in plan.base
-    assert plan.roles["slurmdbd"] == {"libmariadb3"} and plan.roles["slurmctld"] == set()
+    assert plan.roles["slurmdbd"] == set() and plan.roles["slurmctld"] == set()
+    assert plan.roles["mariadb"] == {"mariadb-server-core", "mariadb-client-core"} and "libmariadb3" in plan.base
     layer = {name: si.layer_of(name, None, plan) for name in (
         "usr/sbin/slurmctld", "usr/sbin/slurmstepd", "usr/bin/sbatch", "usr/lib/slurm/auth_munge.so",
         "usr/lib/libslurm.so.44.0.0", "usr/lib/libslurm.a", "usr/include/slurm/slurm.h", "usr/bin/cc",
@@ -236,8 +275,8 @@ def test_build_tools_are_recognised(name, tool):
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
-def test_every_release_of_the_dev_cluster_gets_five_images(release):
-    assert len({si.image_name(role, "0.1.0", release) for role in si.ROLES}) == 5
+def test_every_release_of_the_dev_cluster_gets_six_images(release):
+    assert len({si.image_name(role, "0.1.0", release) for role in si.ROLES}) == 6
 
 
 # -- archives and the index (small trees under tmp_path) ------------------------------------------------

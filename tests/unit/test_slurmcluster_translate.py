@@ -270,8 +270,8 @@ def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the
     (claim,) = spec["volumeClaimTemplates"]
     assert claim == {"metadata": {"name": "state"}, "spec": {"accessModes": ["ReadWriteOnce"],
                                                              "resources": {"requests": {"storage": "10Gi"}}}}
-    assert mounts(sts) == {"/etc/slurm": "slurm-config", "/etc/munge": "munge-key", "/var/run/sunk/jwt": "jwt-key",
-                           "/var/spool/slurmctld": "state"}
+    assert mounts(sts) == {"/etc/slurm": "slurm-config", "/run/munge": "sunk-munge-socket",
+                           "/var/run/sunk/jwt": "jwt-key", "/var/spool/slurmctld": "state"}
     (container,) = spec["template"]["spec"]["containers"]
     assert not any("subPath" in m for m in container["volumeMounts"])
     assert spec["template"]["spec"]["automountServiceAccountToken"] is False
@@ -296,8 +296,12 @@ def test_each_pod_mounts_only_the_keys_it_uses():
     found = objects()
     assert set(mounts(found[("Deployment", "sc-slurmrestd")])) == {"/etc/slurm"}
     assert set(mounts(found[("Deployment", "sc-login")])) == {"/etc/slurm", "/run/munge"}  # the key is munged's
-    assert set(mounts(found[("StatefulSet", "sc-slurmdbd")])) == {"/etc/slurm", "/etc/munge", "/var/run/sunk/jwt",
-                                                                  "/var/run/sunk/db"}
+    # slurmdbd: the socket of its munged, the JWT key, and its own slurmdbd.conf (with the password), not the
+    # password's Secret, which only the init container writing that file mounts
+    assert set(mounts(found[("StatefulSet", "sc-slurmdbd")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
+                                                                  "/etc/slurm-dbd", "/run/slurmdbd"}
+    assert set(mounts(found[("StatefulSet", "sc-slurmctld")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
+                                                                   "/var/spool/slurmctld"}
 
 
 def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():
@@ -326,14 +330,21 @@ def test_the_login_pods_containers_run_restricted_as_the_login_user():
     assert "--force" in munged["command"]  # (munged refuses a group-readable key without it)
 
 
-def test_the_database_password_reaches_mariadb_and_slurmdbd_from_one_secret():
+def test_the_database_password_reaches_mariadb_and_slurmdbd_from_one_secret_as_a_file():
     found = objects()
-    (maria,) = found[("StatefulSet", "sc-mariadb")]["spec"]["template"]["spec"]["containers"]
+    password = {"name": "db-password", "secret": {"secretName": "sc-db-password", "defaultMode": 0o400,
+                                                  "items": [{"key": "password", "path": "password"}]}}
+    maria_pod = found[("StatefulSet", "sc-mariadb")]["spec"]["template"]["spec"]
+    (maria,) = maria_pod["containers"]
     env = {e["name"]: e for e in maria["env"]}
-    assert env["MARIADB_PASSWORD"]["valueFrom"] == {"secretKeyRef": {"name": "sc-db-password", "key": "password"}}
-    dbd = found[("StatefulSet", "sc-slurmdbd")]["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "db-password", "secret": {"secretName": "sc-db-password", "defaultMode": 0o400,
-                                              "items": [{"key": "password", "path": "password"}]}} in dbd
+    assert env["MARIADB_PASSWORD_FILE"] == {"name": "MARIADB_PASSWORD_FILE", "value": "/var/run/sunk/db/password"}
+    assert not [e for e in maria["env"] if "valueFrom" in e]  # no password in the environment
+    assert password in maria_pod["volumes"] and mounts(found[("StatefulSet", "sc-mariadb")])[
+        "/var/run/sunk/db"] == "db-password"
+    dbd = found[("StatefulSet", "sc-slurmdbd")]["spec"]["template"]["spec"]
+    assert password in dbd["volumes"]
+    writer = next(c for c in dbd["initContainers"] if c["name"] == "slurmdbd-conf")
+    assert {"name": "db-password", "mountPath": "/var/run/sunk/db", "readOnly": True} in writer["volumeMounts"]
 
 
 def test_an_external_database_runs_no_mariadb_and_its_secret_is_the_authors():
@@ -369,9 +380,11 @@ def test_keys_are_wanted_only_when_not_brought():
         "sc-db-password"}
     assert wanted(cluster(slurmdbd={"enabled": False}, images={
         k: v for k, v in IMAGES.items() if k not in ("slurmdbd", "mariadb")})) == {"sc-munge-key", "sc-jwt-key"}
-    brought = objects(cluster(keys={"munge": {"existingSecret": "m"}}))[("StatefulSet", "sc-slurmctld")]
-    assert {"name": "munge-key", "secret": {"secretName": "m", "defaultMode": 0o400, "items": [
-        {"key": "munge.key", "path": "munge.key"}]}} in brought["spec"]["template"]["spec"]["volumes"]
+    brought = objects(cluster(keys={"munge": {"existingSecret": "m"}}))
+    for name in ("sc-slurmctld", "sc-slurmdbd"):
+        assert {"name": "sunk-munge-key", "secret": {"secretName": "m", "defaultMode": 0o400, "items": [
+            {"key": "munge.key", "path": "munge.key"}]}} in brought[("StatefulSet", name)]["spec"]["template"][
+            "spec"]["volumes"]
 
 
 def test_a_secret_holds_the_callers_random_bytes_and_has_no_owner():

@@ -61,27 +61,55 @@ def _secret_volume(name: str, secret: str, key: str, path: str) -> Obj:
                                      "defaultMode": 0o400}}
 
 
-def _volumes(spec: SlurmClusterSpec, *, munge: bool, jwt: bool, db: bool = False) -> tuple[list[Obj], list[Obj]]:
-    """The Pod's volumes and the container's mounts: the configuration, and only the keys it uses."""
+def _volumes(spec: SlurmClusterSpec, *, jwt: bool, db: bool = False) -> tuple[list[Obj], list[Obj]]:
+    """The Pod's volumes and the container's mounts: the configuration, and only the keys it uses (the munge
+    key goes to munged alone: ``_with_munged``)."""
     volumes: list[Obj] = [{"name": "slurm-config", "configMap": {"name": paths.config_configmap(spec)}}]
     mounts: list[Obj] = [{"name": "slurm-config", "mountPath": paths.CONFIG_DIR, "readOnly": True}]
-    if munge:
-        volumes.append(_secret_volume("munge-key", paths.munge_secret(spec), paths.MUNGE_KEY, paths.MUNGE_KEY))
-        mounts.append({"name": "munge-key", "mountPath": paths.MUNGE_DIR, "readOnly": True})
     if jwt:
         volumes.append(_secret_volume("jwt-key", paths.jwt_secret(spec), paths.JWT_KEY, paths.JWT_KEY))
         mounts.append({"name": "jwt-key", "mountPath": paths.JWT_DIR, "readOnly": True})
     if db:
-        key = spec.external_database.password_key if spec.external_database else paths.DB_PASSWORD_KEY
-        volumes.append(_secret_volume("db-password", paths.db_secret(spec), key, paths.DB_PASSWORD_KEY))
-        mounts.append({"name": "db-password", "mountPath": paths.DB_PASSWORD_DIR, "readOnly": True})
+        volumes.append(_db_password_volume(spec))
+        mounts.append(_db_password_mount())
     return volumes, mounts
+
+
+def _db_password_volume(spec: SlurmClusterSpec) -> Obj:
+    key = spec.external_database.password_key if spec.external_database else paths.DB_PASSWORD_KEY
+    return _secret_volume("db-password", paths.db_secret(spec), key, paths.DB_PASSWORD_KEY)
+
+
+def _db_password_mount() -> Obj:
+    return {"name": "db-password", "mountPath": paths.DB_PASSWORD_DIR, "readOnly": True}
 
 
 def _pod_template(spec: SlurmClusterSpec, component: str, container: Obj, volumes: list[Obj]) -> Obj:
     return {"metadata": {"labels": labels(spec, component)},
             "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
                      "containers": [container], "volumes": volumes}}
+
+
+def _run_as(template: Obj, uid: int) -> Obj:
+    """The Pod and every container in it restricted to ``uid`` (the image's user, paths), which owns the Pod's
+    fresh volumes through fsGroup: a new PVC or emptyDir is made group-writable for it (not a hostPath
+    volume, which the kubelet leaves as it is). OnRootMismatch: a volume already owned is not walked again."""
+    pod = template["spec"]
+    pod["securityContext"] = {"fsGroup": uid, "fsGroupChangePolicy": "OnRootMismatch"}
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        container["securityContext"] = restricted_security_context(uid, uid)
+    return template
+
+
+def _with_munged(template: Obj, image: str, secret: str) -> Obj:
+    """munged as a native sidecar of the Pod, from the daemon's own image (every Slurm image's base layer
+    carries munged: no other image is pulled or trusted with the key), its socket shared through an emptyDir;
+    the daemon container sees the socket, never the key."""
+    pod = template["spec"]
+    pod["volumes"] = [*pod["volumes"], *munged_volumes(secret)]
+    pod["initContainers"] = [*pod.get("initContainers", []), munged_sidecar(image)]
+    pod["containers"][0]["volumeMounts"] = [*pod["containers"][0]["volumeMounts"], munge_socket_mount()]
+    return template
 
 
 def _container(spec: SlurmClusterSpec, component: str, port: int, mounts: list[Obj], **extra: Any) -> Obj:
@@ -141,7 +169,7 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
     owner = owner_reference(cluster)
     out = [config_map(spec, owner, config)]
 
-    volumes, mounts = _volumes(spec, munge=True, jwt=True)
+    volumes, mounts = _volumes(spec, jwt=True)
     state_mount = {"name": "state", "mountPath": paths.STATE_DIR}
     claims: list[Obj] = []
     if spec.backup:  # both controllers read and write one StateSaveLocation
@@ -153,41 +181,89 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
     else:
         claims.append(_claim("state", spec.state_volume))
     ctld = _container(spec, "slurmctld", paths.SLURMCTLD_PORT, [*mounts, state_mount])
+    ctld_template = _run_as(_with_munged(_pod_template(spec, "slurmctld", ctld, volumes), spec.image("slurmctld"),
+                                         paths.munge_secret(spec)), paths.SLURM_UID)
     out.append(_service(spec, owner, "slurmctld", paths.SLURMCTLD_PORT, headless=True))
-    out.append(_statefulset(spec, owner, "slurmctld", paths.controller_replicas(spec),
-                            _pod_template(spec, "slurmctld", ctld, volumes), claims, paths.name(spec, "slurmctld")))
+    out.append(_statefulset(spec, owner, "slurmctld", paths.controller_replicas(spec), ctld_template, claims,
+                            paths.name(spec, "slurmctld")))
 
     if spec.accounting:
         if spec.external_database is None:
-            db_env = [{"name": "MARIADB_DATABASE", "value": paths.DB_NAME},
-                      {"name": "MARIADB_USER", "value": paths.DB_USER},
-                      {"name": "MARIADB_PASSWORD", "valueFrom": {"secretKeyRef": {
-                          "name": paths.db_secret(spec), "key": paths.DB_PASSWORD_KEY}}},
-                      {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"}]
-            maria = {"name": "mariadb", "image": spec.image("mariadb"), "env": db_env,
-                     "ports": [{"name": "mariadb", "containerPort": paths.MARIADB_PORT}],
-                     "readinessProbe": {"tcpSocket": {"port": paths.MARIADB_PORT}, "periodSeconds": 10},
-                     "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}]}
             out.append(_service(spec, owner, "mariadb", paths.MARIADB_PORT))
-            out.append(_statefulset(spec, owner, "mariadb", 1, _pod_template(spec, "mariadb", maria, []),
+            out.append(_statefulset(spec, owner, "mariadb", 1, mariadb_template(spec),
                                     [_claim("data", spec.database_volume)], paths.name(spec, "mariadb")))
-        volumes, mounts = _volumes(spec, munge=True, jwt=True, db=True)
-        dbd = _container(spec, "slurmdbd", paths.SLURMDBD_PORT, mounts,
-                         env=[{"name": "SUNK_STORAGE_PASS_FILE", "value": paths.DB_PASSWORD_FILE}])
         out.append(_service(spec, owner, "slurmdbd", paths.SLURMDBD_PORT))
-        out.append(_statefulset(spec, owner, "slurmdbd", 1, _pod_template(spec, "slurmdbd", dbd, volumes), [],
-                                paths.name(spec, "slurmdbd")))
+        out.append(_statefulset(spec, owner, "slurmdbd", 1, slurmdbd_template(spec), [], paths.name(spec, "slurmdbd")))
 
-    # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on: it holds no key.
-    volumes, mounts = _volumes(spec, munge=False, jwt=False)
+    # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on to slurmctld as auth/jwt
+    # (AuthAltTypes): it holds no key, and runs no munged (Slurm 25.11's auth/jwt loads the key only in
+    # slurmctld and slurmdbd; src/plugins/auth/jwt/auth_jwt.c init()).
+    volumes, mounts = _volumes(spec, jwt=False)
     restd = _container(spec, "slurmrestd", paths.SLURMRESTD_PORT, mounts,
                        args=["-a", "rest_auth/jwt", f"0.0.0.0:{paths.SLURMRESTD_PORT}"])
     out.append(_service(spec, owner, "slurmrestd", paths.SLURMRESTD_PORT))
     out.append(_deployment(spec, owner, "slurmrestd", spec.restd_replicas,
-                           _pod_template(spec, "slurmrestd", restd, volumes)))
+                           _run_as(_pod_template(spec, "slurmrestd", restd, volumes), paths.SLURMRESTD_UID)))
 
     out.append(_deployment(spec, owner, "login", spec.login_replicas, login_template(spec)))
     return out
+
+
+# Writes slurmdbd's own slurmdbd.conf: the ConfigMap's text and StoragePass from the password file, mode 0600
+# (umask), owned by the init container's user (SlurmUser), with slurm.conf linked beside it. A password
+# slurmdbd.conf cannot carry unquoted (empty, blank, quote, '#', backslash, a newline, not ASCII) stops the Pod
+# with a message instead of becoming a line of another meaning. Arguments: the ConfigMap's directory, the
+# password file, the directory to write. (A newline inside the password is mapped to x before the test: the
+# command substitution would drop it as trailing.)
+SLURMDBD_CONF_SCRIPT = r"""set -eu
+umask 077
+pass=$(cat "$2")
+bad=$(printf '%s' "$pass" | tr -d '\041\044-\046\050-\133\135-\176' | tr '\n' x)
+if [ -z "$pass" ] || [ -n "$bad" ]; then
+  echo "the database password in $2 is empty or has a character slurmdbd.conf cannot take unquoted" \
+       "(blank, quote, #, backslash, newline, non-ASCII)" >&2
+  exit 1
+fi
+{ cat "$1/slurmdbd.conf"; printf 'StoragePass=%s\n' "$pass"; } > "$3/slurmdbd.conf.new"
+mv -f "$3/slurmdbd.conf.new" "$3/slurmdbd.conf"
+ln -sfn "$1/slurm.conf" "$3/slurm.conf"
+"""
+
+
+def slurmdbd_template(spec: SlurmClusterSpec) -> Obj:
+    """slurmdbd: it reads slurmdbd.conf beside ``$SLURM_CONF`` and nothing from the environment, so an init
+    container (the same image, as SlurmUser) writes its copy with the password into an emptyDir
+    (``SLURMDBD_CONF_SCRIPT``) and slurmdbd runs with ``SLURM_CONF`` there; the password Secret is mounted into
+    that init container only, and is never in the ConfigMap. A changed ConfigMap reaches slurmdbd at its restart."""
+    volumes, mounts = _volumes(spec, jwt=True)
+    conf = {"name": "slurmdbd-conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+    run = {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+    writer = {"name": "slurmdbd-conf", "image": spec.image("slurmdbd"),
+              "command": ["/bin/sh", "-c", SLURMDBD_CONF_SCRIPT, "slurmdbd-conf", paths.CONFIG_DIR,
+                          paths.DB_PASSWORD_FILE, paths.SLURMDBD_CONF_DIR],
+              "volumeMounts": [mounts[0], _db_password_mount(),
+                               {"name": "slurmdbd-conf", "mountPath": paths.SLURMDBD_CONF_DIR}]}
+    dbd = _container(spec, "slurmdbd", paths.SLURMDBD_PORT,
+                     [*mounts, {"name": "slurmdbd-conf", "mountPath": paths.SLURMDBD_CONF_DIR, "readOnly": True},
+                      {"name": "slurmdbd-run", "mountPath": paths.SLURMDBD_RUN_DIR}])
+    dbd["env"] = [{"name": "SLURM_CONF", "value": f"{paths.SLURMDBD_CONF_DIR}/slurm.conf"}]
+    template = _pod_template(spec, "slurmdbd", dbd, [*volumes, _db_password_volume(spec), conf, run])
+    template["spec"]["initContainers"] = [writer]
+    return _run_as(_with_munged(template, spec.image("slurmdbd"), paths.munge_secret(spec)), paths.SLURM_UID)
+
+
+def mariadb_template(spec: SlurmClusterSpec) -> Obj:
+    """MariaDB from sunk-mariadb, whose entrypoint makes the datadir, the database and its user on first start
+    and reads the password from the mounted Secret's file (not an environment variable, which any process of
+    the Pod and a describe of it would show). Runs as the image's user, owning the fresh volume via fsGroup."""
+    env = [{"name": "MARIADB_DATABASE", "value": paths.DB_NAME},
+           {"name": "MARIADB_USER", "value": paths.DB_USER},
+           {"name": "MARIADB_PASSWORD_FILE", "value": paths.DB_PASSWORD_FILE}]
+    maria = {"name": "mariadb", "image": spec.image("mariadb"), "env": env,
+             "ports": [{"name": "mariadb", "containerPort": paths.MARIADB_PORT}],
+             "readinessProbe": {"tcpSocket": {"port": paths.MARIADB_PORT}, "periodSeconds": 10},
+             "volumeMounts": [{"name": "data", "mountPath": paths.MARIADB_DATA_DIR}, _db_password_mount()]}
+    return _run_as(_pod_template(spec, "mariadb", maria, [_db_password_volume(spec)]), paths.MARIADB_UID)
 
 
 def login_template(spec: SlurmClusterSpec) -> Obj:
@@ -197,7 +273,7 @@ def login_template(spec: SlurmClusterSpec) -> Obj:
     reaches slurmctld with the mounted configuration and munge. Both containers run restricted as the image's
     user (LOGIN_UID, not root): munged reads the key through the Pod's fsGroup (mode 0440, group LOGIN_GID).
     That uid is the login shell's too, so whoever can exec into the Pod can read the key (docs/security.md)."""
-    volumes, config_mounts = _volumes(spec, munge=False, jwt=False)
+    volumes, config_mounts = _volumes(spec, jwt=False)
     restricted = restricted_security_context(paths.LOGIN_UID, paths.LOGIN_GID)
     login = {"name": "login", "image": spec.image("login"),
              "env": [{"name": "SLURM_CONF", "value": paths.SLURM_CONF}],

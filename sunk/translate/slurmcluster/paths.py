@@ -9,9 +9,19 @@ SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 MARIADB_PORT = 3306
+# Each image's user by number: the Pods run as it (runAsUser) and own their fresh volumes through it
+# (fsGroup). The image build (dev/sunk_dev/slurmimages.py) refuses an image whose user has another uid.
 # The login image's user (nonroot, dev/sunk_dev/images.py NONROOT_UID): munged beside it reads the key as this group.
 LOGIN_UID = 65532
 LOGIN_GID = 65532
+# SlurmUser: Debian's fixed uid for slurm (its packages'; the dev cluster's source build uses it too).
+# slurmctld and slurmdbd run as it, and their munged beside them.
+SLURM_UID = 64030
+# slurmrestd refuses root, SlurmUser and SlurmUser's group: a user of its own.
+SLURMRESTD_UID = 1999
+# MariaDB's server in sunk-mariadb: a user of the image's own, since Debian's mysql has another uid per
+# suite (100 on bookworm and trixie, 996 on sid).
+MARIADB_UID = 1998
 
 SLURM_USER = "slurm"
 DB_USER = "slurm"
@@ -32,6 +42,11 @@ JWT_KEY_FILE = f"{JWT_DIR}/{JWT_KEY}"
 DB_PASSWORD_DIR = "/var/run/sunk/db"
 DB_PASSWORD_KEY = "password"
 DB_PASSWORD_FILE = f"{DB_PASSWORD_DIR}/{DB_PASSWORD_KEY}"
+# slurmdbd reads slurmdbd.conf beside $SLURM_CONF and refuses one of a mode other than 0600 or 0640: its own
+# copy, the ConfigMap's text plus StoragePass, written by an init container into an emptyDir.
+SLURMDBD_CONF_DIR = "/etc/slurm-dbd"
+SLURMDBD_RUN_DIR = "/run/slurmdbd"  # slurmdbd.conf's PidFile: an emptyDir (/run is root's)
+MARIADB_DATA_DIR = "/var/lib/mysql"  # the volume; MariaDB's datadir is a directory under it (not lost+found's)
 
 
 def name(spec: SlurmClusterSpec, component: str) -> str:

@@ -76,9 +76,7 @@ def slurm_conf(spec: SlurmClusterSpec) -> str:
         ("Epilog", paths.EPILOG),
         ("SelectType", "select/cons_tres"),
         ("SelectTypeParameters", "CR_Core_Memory"),
-        ("ProctrackType", "proctrack/cgroup"),
-        ("TaskPlugin", "task/cgroup,task/affinity"),
-        ("JobAcctGatherType", "jobacct_gather/cgroup"),
+        *_process_plugins(spec.cgroup),
         ("KillWait", str(spec.kill_wait)),
         ("MaxNodeCount", str(spec.max_node_count)),
         ("TreeWidth", "65533"),
@@ -104,11 +102,26 @@ def slurm_conf(spec: SlurmClusterSpec) -> str:
     return text
 
 
+def _process_plugins(cgroup: str) -> list[tuple[str, str]]:
+    """How slurmd tracks, binds and accounts a job's processes: through cgroups (v2 or v1), or without any
+    (``none``: the Node's cgroups are neither, or not slurmd's to write)."""
+    if cgroup == "none":
+        return [("ProctrackType", "proctrack/linuxproc"), ("TaskPlugin", "task/affinity"),
+                ("JobAcctGatherType", "jobacct_gather/linux")]
+    return [("ProctrackType", "proctrack/cgroup"), ("TaskPlugin", "task/cgroup,task/affinity"),
+            ("JobAcctGatherType", "jobacct_gather/cgroup")]
+
+
 def cgroup_conf(spec: SlurmClusterSpec) -> str:
-    """cgroup v2, without systemd (no systemd runs in a container): what Constrain* needs in a Pod."""
-    return HEADER.format(ns=spec.namespace, name=spec.name) + _lines([
-        ("CgroupPlugin", "cgroup/v2"), ("IgnoreSystemd", "yes"), ("ConstrainCores", "yes"),
-        ("ConstrainRAMSpace", "yes"), ("ConstrainDevices", "yes")])
+    """spec.slurm.cgroup's plugin: v2 without systemd (no systemd runs in a container), v1 (a legacy or hybrid
+    Node), each with what Constrain* needs in a Pod; none: ``disabled``, no cgroup touched (Slurm 24.11+)."""
+    header = HEADER.format(ns=spec.namespace, name=spec.name)
+    constraints = [("ConstrainCores", "yes"), ("ConstrainRAMSpace", "yes"), ("ConstrainDevices", "yes")]
+    if spec.cgroup == "none":
+        return header + _lines([("CgroupPlugin", "disabled")])
+    if spec.cgroup == "v1":
+        return header + _lines([("CgroupPlugin", "cgroup/v1"), *constraints])
+    return header + _lines([("CgroupPlugin", "cgroup/v2"), ("IgnoreSystemd", "yes"), *constraints])
 
 
 def gres_conf(spec: SlurmClusterSpec) -> str:
@@ -120,8 +133,9 @@ def gres_conf(spec: SlurmClusterSpec) -> str:
 
 
 def slurmdbd_conf(spec: SlurmClusterSpec) -> str:
-    """Without ``StoragePass``: the slurmdbd image's start script appends it from the password file
-    (paths.DB_PASSWORD_FILE) to a private copy of mode 0600, which slurmdbd requires."""
+    """Without ``StoragePass``: the slurmdbd Pod's init container appends it from the password file
+    (paths.DB_PASSWORD_FILE) to slurmdbd's own copy, of mode 0600 (slurmdbd refuses any but 0600 and 0640, and
+    an owner but SlurmUser and root: src/slurmdbd/read_config.c), in paths.SLURMDBD_CONF_DIR."""
     external = spec.external_database
     pairs = [
         ("DbdHost", paths.controller_host(spec, 0, "slurmdbd")),
@@ -135,7 +149,7 @@ def slurmdbd_conf(spec: SlurmClusterSpec) -> str:
         ("StoragePort", str(external.port if external else paths.MARIADB_PORT)),
         ("StorageUser", external.user if external else paths.DB_USER),
         ("StorageLoc", external.database if external else paths.DB_NAME),
-        ("PidFile", "/run/slurmdbd/slurmdbd.pid"),
+        ("PidFile", f"{paths.SLURMDBD_RUN_DIR}/slurmdbd.pid"),  # an emptyDir: /run is root's
     ]
     return HEADER.format(ns=spec.namespace, name=spec.name) + _lines(pairs)
 

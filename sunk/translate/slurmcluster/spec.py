@@ -34,6 +34,10 @@ GRES_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+# How slurmd tracks and confines a job's processes: through the Node's cgroup hierarchy, which must be the
+# kubelet's (v2: unified; v1: legacy or hybrid, deprecated by Slurm), or none (proctrack/linuxproc and
+# task/affinity: no cgroup.conf constraint, for Nodes where neither works).
+CGROUP_MODES = ("v2", "v1", "none")
 MAX_REPLICAS = 16
 MAX_NODE_COUNT = 65536
 MAX_LINES = 256
@@ -93,6 +97,7 @@ class SlurmClusterSpec:
     gres_types: tuple[str, ...] = field(converter=_strs, factory=tuple)
     partitions: tuple[Partition, ...] = field(converter=_strs, factory=tuple)
     extra_lines: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)  # slurmConfig, checked
+    cgroup: str = "v2"  # CGROUP_MODES: the NodeSets' Nodes' cgroup version, or none
 
     def image(self, component: str) -> str:
         return dict(self.images)[component]
@@ -186,6 +191,11 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
         r.problems.append(f"spec.slurm.release {release[:20]!r} is not a Slurm release sunk supports "
                           f"({', '.join(RELEASES)})")
     cluster_name = r.string(slurm, "clusterName", "spec.slurm", "", SLURM_NAME, "a Slurm cluster name") or name
+    cgroup = r.string(slurm, "cgroup", "spec.slurm", "v2") or "v2"
+    if cgroup not in CGROUP_MODES:
+        r.problems.append(f"spec.slurm.cgroup {cgroup[:20]!r} is not one of {', '.join(CGROUP_MODES)} (the cgroup "
+                          f"version of the Nodes slurmd runs on; none: proctrack/linuxproc and task/affinity)")
+        cgroup = "v2"
 
     dbd = r.obj(spec, "slurmdbd", "spec")
     accounting = r.boolean(dbd, "enabled", "spec.slurmdbd", True)
@@ -256,7 +266,7 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
                                  "a ConfigMap name"),
         kill_wait=r.integer(spec, "killWait", "spec", 30, 1, 65533),
         max_node_count=r.integer(spec, "maxNodeCount", "spec", 1024, 1, MAX_NODE_COUNT),
-        gres_types=gres_types, partitions=partitions, extra_lines=extra)
+        gres_types=gres_types, partitions=partitions, extra_lines=extra, cgroup=cgroup)
     if r.problems:
         return SpecRead(None, r.problems)
     return SpecRead(read)

@@ -1,0 +1,212 @@
+"""A SlurmCluster's Pods running: the chart's SlurmCluster (as test_slurmcluster.py sets it up), from the
+Slurm images this repository builds (``sunk_dev.slurmimages``, imported into the real Node's containerd),
+its Pods bound to the real Node, each of its claims bound to a hostPath PersistentVolume of the test's
+own StorageClass name. Every Pod becomes Ready: slurmctld (as SlurmUser, its state on a fresh volume, munged
+beside it), MariaDB (sunk-mariadb initialising an empty datadir), slurmdbd (its own slurmdbd.conf with the
+password), slurmrestd, and login, whose readiness is ``scontrol ping`` through its munged: slurmctld answers
+a munge-authenticated client (exec through the apiserver is not available here, so the probe is the proof).
+
+Needs cluster DNS (slurm.conf names slurmctld by its Pod's name under the headless Service; slurmdbd and
+MariaDB by their Services), so it skips while kube-system has no ``kube-dns`` Service; and the Services
+routed from Pods (kube-proxy or its equivalent), which the dev cluster provides only for the apiserver and
+slurmrestd today (``sunk_dev.realnode.service_routes``). hostPath volumes are not chowned for fsGroup, so
+the test makes each directory its image user's first, as an operator with hostPath or local volumes must.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_testns import purge_namespace, wait_default_service_account
+from procs import Process
+from rbac_harness import as_service_account, deployment_args, rendered
+from syncer_harness import free_port, wait_for
+
+import sunk
+from sunk import names
+from sunk.kube import client as kc
+from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SERVICES, SLURMCLUSTERS, Resource
+from sunk.translate.slurmcluster import paths
+from sunk_dev import images, realnode, slurmimages
+from sunk_dev.pool import apply_crds
+
+NAME = "sc"
+PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
+# Each StatefulSet claim (template-workload-0) and its owner: the directory's uid (fsGroup does not reach a
+# hostPath volume). Each volume is reserved for its claim (claimRef): another claim must never take it.
+CLAIM_UIDS = {f"state-{NAME}-slurmctld-0": paths.SLURM_UID, f"data-{NAME}-mariadb-0": paths.MARIADB_UID}
+COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
+READY_TIMEOUT = 300  # first starts: MariaDB's datadir, slurmdbd's schema
+
+
+def _kube_dns(api: Any) -> bool:
+    try:
+        kc.get(api, SERVICES, "kube-dns", "kube-system")
+        return True
+    except kc.ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+
+
+pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
+
+
+@pytest.fixture(scope="module")
+def needs_cluster_dns(kube_api) -> None:
+    if not _kube_dns(kube_api):
+        pytest.skip("needs cluster DNS: no kube-dns Service in kube-system (slurm.conf names slurmctld, slurmdbd "
+                    "and MariaDB by their Services' DNS names)")
+
+
+@pytest.fixture(scope="module")
+def slurm_images_imported(dev_cluster, needs_cluster_dns, tmp_path_factory) -> list[images.Built]:
+    """The running release's six Slurm images, built as ``make images`` builds them, in the real Node's containerd."""
+    out = tmp_path_factory.mktemp("slurmcluster-images")
+    built = slurmimages.build_slurm_images(dev_cluster.home / "images", out, dev_cluster.root, dev_cluster.release,
+                                           sunk.__version__, lambda line: print(line, file=sys.stderr))
+    images.import_missing(functools.partial(realnode.ctr, dev_cluster.real_paths), built)
+    return built
+
+
+def _volume(name: str, storage_class: str, directory: Path, uid: int, claim: str, namespace: str) -> dict[str, Any]:
+    directory.mkdir(parents=True)
+    os.chown(directory, uid, uid)
+    directory.chmod(0o770)
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "claimRef": {"namespace": namespace, "name": claim},
+                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": storage_class,
+                     "hostPath": {"path": str(directory), "type": "Directory"}}}
+
+
+def _bind_unscheduled(api: Any, namespace: str) -> int:
+    """Bind every Pod of the namespace no scheduler placed to the real Node (the dev cluster runs no default
+    scheduler, and the operator's Pods have no nodeSelector): kube-scheduler's one write."""
+    bound = 0
+    for pod in kc.list_objects(api, PODS, namespace):
+        meta = pod["metadata"]
+        if pod["spec"].get("nodeName") or meta.get("deletionTimestamp"):
+            continue
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": meta["name"], "namespace": namespace, "uid": meta["uid"]},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": realnode.NODE_NAME}}
+        try:
+            kc.request(api, "POST", PODS.path(namespace, meta["name"], "binding"), body=body)
+            bound += 1
+        except kc.ApiError as exc:
+            if not (exc.not_found or exc.status == 409):
+                raise
+    return bound
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+@pytest.fixture(scope="module")
+def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slurmcluster-pods")
+    apply_crds(kube_api)
+    namespace = f"slurmcluster-pods-{uuid.uuid4().hex[:6]}"
+    storage_class = f"sunk-test-{namespace}"
+    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_default_service_account(kube_api, namespace)
+    volume = {"size": "10Gi", "storageClassName": storage_class}
+    values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
+              "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name,
+                               "slurmctld": {"stateVolume": volume},
+                               "slurmdbd": {"database": {"internal": {"volume": volume}}},
+                               "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
+    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
+           for claim, uid in CLAIM_UIDS.items()]
+    for pv in pvs:
+        kc.create(kube_api, PVS, pv)
+    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
+    kc.create(kube_api, NODESETS, {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "metadata": {
+        "name": "gpu", "namespace": namespace}, "spec": {"nodeSelector": {"sunk.dev/none": namespace}, "template": {
+            "spec": {"containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:v1"}]}}}}, namespace)
+    (obj,) = [d for d in rendered("slurmcluster.yaml", values) if d["kind"] == "SlurmCluster"]
+    kc.create(kube_api, SLURMCLUSTERS, obj, namespace)
+    env = dev_cluster.env()
+    probes, metrics = free_port(), free_port()
+    args = deployment_args("operator.yaml", "sunk-operator", {
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
+        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
+    operator = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
+                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    try:
+        operator.start()
+        yield namespace
+    finally:
+        operator.stop()
+        purge_namespace(kube_api, namespace, (SLURMCLUSTERS, NODESETS))
+        for pvc in kc.list_objects(kube_api, PVCS, namespace):
+            kc.delete(kube_api, PVCS, pvc["metadata"]["name"], namespace)
+        for pv in pvs:
+            try:
+                kc.delete(kube_api, PVS, pv["metadata"]["name"])
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
+        try:
+            kc.delete(kube_api, LEASES, account["name"], account["namespace"])
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+def _pods_by_component(api: Any, namespace: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for pod in kc.list_objects(api, PODS, namespace):
+        out.setdefault(pod["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""), []).append(pod)
+    return out
+
+
+def _not_ready(api: Any, namespace: str) -> list[str]:
+    _bind_unscheduled(api, namespace)
+    found = _pods_by_component(api, namespace)
+    waiting = [c for c in COMPONENTS if not found.get(c) or not all(_ready(p) for p in found[c])]
+    return waiting
+
+
+def test_every_pod_of_the_slurm_cluster_becomes_ready_on_the_real_node(kube_api, running_cluster):
+    namespace = running_cluster
+
+    def all_ready() -> bool:
+        return not _not_ready(kube_api, namespace)
+
+    try:
+        wait_for(all_ready, READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    except AssertionError:
+        states = {p["metadata"]["name"]: [(s["name"], s.get("state"), s.get("restartCount"))
+                                          for s in [*(p.get("status") or {}).get("initContainerStatuses", []),
+                                                    *(p.get("status") or {}).get("containerStatuses", [])]]
+                  for p in kc.list_objects(kube_api, PODS, namespace)}
+        raise AssertionError(f"not Ready: {_not_ready(kube_api, namespace)}; "
+                             f"containers: {states}; see /var/log/pods/{namespace}_*") from None
+    found = _pods_by_component(kube_api, namespace)
+    for component in COMPONENTS:
+        for pod in found[component]:
+            assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+    # MariaDB waits for nothing: its first start (an empty datadir) must succeed as it is. (The daemons may
+    # restart while what they reach is not up yet: slurmdbd before MariaDB, slurmctld before its DNS record.)
+    (maria,) = found["mariadb"]
+    assert [s["restartCount"] for s in maria["status"]["containerStatuses"]] == [0]
+
+
+def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, running_cluster):
+    """login's readiness probe is ``scontrol ping`` (exec through the apiserver is not available here)."""
+    namespace = running_cluster
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    assert login["spec"]["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
+    assert _ready(login)
