@@ -7,9 +7,8 @@ password), slurmrestd, and login, whose readiness is ``scontrol ping`` through i
 a munge-authenticated client (exec through the apiserver is not available here, so the probe is the proof).
 
 Needs cluster DNS (slurm.conf names slurmctld by its Pod's name under the headless Service; slurmdbd and
-MariaDB by their Services), so it skips while kube-system has no ``kube-dns`` Service; and the Services
-routed from Pods (kube-proxy or its equivalent), which the dev cluster provides only for the apiserver and
-slurmrestd today (``sunk_dev.realnode.service_routes``). hostPath volumes are not chowned for fsGroup, so
+MariaDB by their headless Services), so it skips while kube-system has no ``kube-dns`` Service. No
+ClusterIP is used (the dev cluster has no kube-proxy): every Service a Slurm daemon calls is headless. hostPath volumes are not chowned for fsGroup, so
 the test makes each directory its image user's first, as an operator with hostPath or local volumes must.
 """
 

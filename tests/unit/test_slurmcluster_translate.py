@@ -278,6 +278,10 @@ def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the
     assert spec["selector"]["matchLabels"] == {names.LABEL_SLURM_CLUSTER: "sc", "app.kubernetes.io/instance": "sc",
                                                "app.kubernetes.io/component": "slurmctld"}
     assert objects()[("Service", "sc-slurmctld")]["spec"]["clusterIP"] == "None"
+    # Every StatefulSet's governing Service is headless: its clients reach the Pod, with no proxy between.
+    for name in ("sc-slurmdbd", "sc-mariadb"):
+        assert objects()[("Service", name)]["spec"]["clusterIP"] == "None", name
+    assert objects()[("Service", "sc-slurmrestd")]["spec"].get("clusterIP") != "None"
 
 
 def test_a_backup_controller_shares_one_read_write_many_claim():

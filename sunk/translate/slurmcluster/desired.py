@@ -189,10 +189,12 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
 
     if spec.accounting:
         if spec.external_database is None:
-            out.append(_service(spec, owner, "mariadb", paths.MARIADB_PORT))
+            # Headless, as the StatefulSet's governing Service: clients reach the Pod itself (no proxy in
+            # between), and slurmdbd's name for it stays while the Pod moves.
+            out.append(_service(spec, owner, "mariadb", paths.MARIADB_PORT, headless=True))
             out.append(_statefulset(spec, owner, "mariadb", 1, mariadb_template(spec),
                                     [_claim("data", spec.database_volume)], paths.name(spec, "mariadb")))
-        out.append(_service(spec, owner, "slurmdbd", paths.SLURMDBD_PORT))
+        out.append(_service(spec, owner, "slurmdbd", paths.SLURMDBD_PORT, headless=True))
         out.append(_statefulset(spec, owner, "slurmdbd", 1, slurmdbd_template(spec), [], paths.name(spec, "slurmdbd")))
 
     # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on to slurmctld as auth/jwt
