@@ -41,7 +41,7 @@ PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=Fal
 # hostPath volume). Each volume is reserved for its claim (claimRef): another claim must never take it.
 CLAIM_UIDS = {f"state-{NAME}-slurmctld-0": paths.SLURM_UID, f"data-{NAME}-mariadb-0": paths.MARIADB_UID}
 COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
-READY_TIMEOUT = 300  # first starts: MariaDB's datadir, slurmdbd's schema
+READY_TIMEOUT = 240  # (under pytest-timeout's 300, so the failure names who) first starts: MariaDB's datadir, slurmdbd's schema
 
 
 def _kube_dns(api: Any) -> bool:

@@ -56,11 +56,19 @@ def test_munged_starts_before_the_daemon_and_after_slurmdbds_conf_is_written():
     assert order == ["slurmdbd-conf", "munged"]  # a native sidecar after a run-to-completion init container
 
 
-def test_slurmrestd_has_no_munged_and_no_key():
+def test_slurmrestd_has_munged_for_its_auth_plugin_and_no_jwt_key():
+    """slurm.conf's AuthType (auth/munge) is loaded by slurmrestd too, and its init needs munged."""
     pod = pods()["slurmrestd"]
-    assert "initContainers" not in pod
-    assert set(mount_paths(pod["containers"][0])) == {"/etc/slurm"}
+    assert [c["name"] for c in pod["initContainers"]] == ["munged"]
+    assert set(mount_paths(pod["containers"][0])) == {"/etc/slurm", "/run/munge"}
     assert pod["containers"][0]["args"] == ["-a", "rest_auth/jwt", "0.0.0.0:6820"]
+
+
+def test_slurmrestd_does_not_unshare_what_a_restricted_pods_seccomp_refuses():
+    """Seen on the dev cluster's real kubelet: 'fatal: Unable to unshare System V namespace: Operation not
+    permitted' under RuntimeDefault seccomp; never the development-only disable_user_check."""
+    env = {e["name"]: e["value"] for e in pods()["slurmrestd"]["containers"][0]["env"]}
+    assert env["SLURMRESTD_SECURITY"] == "disable_unshare_sysv,disable_unshare_files"
 
 
 @pytest.mark.parametrize("component, uid", [

@@ -298,7 +298,7 @@ def test_a_backup_controller_shares_one_read_write_many_claim():
 
 def test_each_pod_mounts_only_the_keys_it_uses():
     found = objects()
-    assert set(mounts(found[("Deployment", "sc-slurmrestd")])) == {"/etc/slurm"}
+    assert set(mounts(found[("Deployment", "sc-slurmrestd")])) == {"/etc/slurm", "/run/munge"}  # no JWT key
     assert set(mounts(found[("Deployment", "sc-login")])) == {"/etc/slurm", "/run/munge"}  # the key is munged's
     # slurmdbd: the socket of its munged, the JWT key, and its own slurmdbd.conf (with the password), not the
     # password's Secret, which only the init container writing that file mounts

@@ -198,14 +198,22 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
         out.append(_statefulset(spec, owner, "slurmdbd", 1, slurmdbd_template(spec), [], paths.name(spec, "slurmdbd")))
 
     # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on to slurmctld as auth/jwt
-    # (AuthAltTypes): it holds no key, and runs no munged (Slurm 25.11's auth/jwt loads the key only in
-    # slurmctld and slurmdbd; src/plugins/auth/jwt/auth_jwt.c init()).
+    # (AuthAltTypes): it holds no JWT key (auth/jwt loads it only in slurmctld and slurmdbd). It does load
+    # slurm.conf's AuthType, auth/munge, whose init makes a credential and fails without munged ("fatal: failed
+    # to initialize auth plugin", seen on 24.11): munged runs beside it, and as slurmrestd's own uid it mints
+    # credentials of that unprivileged user only.
     volumes, mounts = _volumes(spec, jwt=False)
+    # slurmrestd unshares its System V IPC and file table at start, and dies when it cannot: the RuntimeDefault
+    # seccomp profile of a restricted Pod refuses unshare(2) ("Unable to unshare System V namespace"). The Pod
+    # gives what those unshares would (an IPC namespace and a process of its own), so they are turned off.
     restd = _container(spec, "slurmrestd", paths.SLURMRESTD_PORT, mounts,
-                       args=["-a", "rest_auth/jwt", f"0.0.0.0:{paths.SLURMRESTD_PORT}"])
+                       args=["-a", "rest_auth/jwt", f"0.0.0.0:{paths.SLURMRESTD_PORT}"],
+                       env=[{"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}])
     out.append(_service(spec, owner, "slurmrestd", paths.SLURMRESTD_PORT))
     out.append(_deployment(spec, owner, "slurmrestd", spec.restd_replicas,
-                           _run_as(_pod_template(spec, "slurmrestd", restd, volumes), paths.SLURMRESTD_UID)))
+                           _run_as(_with_munged(_pod_template(spec, "slurmrestd", restd, volumes),
+                                                spec.image("slurmrestd"), paths.munge_secret(spec)),
+                                   paths.SLURMRESTD_UID)))
 
     out.append(_deployment(spec, owner, "login", spec.login_replicas, login_template(spec)))
     return out
