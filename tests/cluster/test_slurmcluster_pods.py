@@ -8,7 +8,8 @@ a munge-authenticated client (exec through the apiserver is not available here, 
 
 Needs cluster DNS (slurm.conf names slurmctld by its Pod's name under the headless Service; slurmdbd and
 MariaDB by their headless Services), so it skips while kube-system has no ``kube-dns`` Service. No
-ClusterIP is used (the dev cluster has no kube-proxy): every Service a Slurm daemon calls is headless. hostPath volumes are not chowned for fsGroup, so
+ClusterIP is used (the dev cluster has no kube-proxy): every Service a Slurm daemon calls is headless.
+hostPath volumes are not chowned for fsGroup, so
 the test makes each directory its image user's first, as an operator with hostPath or local volumes must.
 """
 
@@ -41,7 +42,8 @@ PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=Fal
 # hostPath volume). Each volume is reserved for its claim (claimRef): another claim must never take it.
 CLAIM_UIDS = {f"state-{NAME}-slurmctld-0": paths.SLURM_UID, f"data-{NAME}-mariadb-0": paths.MARIADB_UID}
 COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
-READY_TIMEOUT = 240  # (under pytest-timeout's 300, so the failure names who) first starts: MariaDB's datadir, slurmdbd's schema
+# First starts (MariaDB's datadir, slurmdbd's schema); under pytest-timeout's 300 s, so a failure names who.
+READY_TIMEOUT = 240
 
 
 def _kube_dns(api: Any) -> bool:

@@ -220,4 +220,4 @@ def test_a_patch_splits_lines_on_newlines_only_and_keeps_the_files_bytes(tmp_pat
     (tmp_path / "m.py").write_bytes("a = 1\x0c  # page\r\nb = '\u2028'\r\n".encode())
     patch = ("--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n a = 1\x0c  # page\r\n-b = '\u2028'\r\n+b = 2\r\n")
     assert slurmbuild.apply_patch(tmp_path, patch) == ("m.py",)
-    assert (tmp_path / "m.py").read_bytes() == "a = 1\x0c  # page\r\nb = 2\r\n".encode()
+    assert (tmp_path / "m.py").read_bytes() == b"a = 1\x0c  # page\r\nb = 2\r\n"
