@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -91,8 +92,16 @@ class TopologyWriter:
     # its cache): with no file of its own, the writer reconfigures only after that, else slurmctld would
     # re-read the old file and nothing would tell it again.
     configmap_sync: float = 90.0
+    # At most one reconfigure per this many seconds; the files are written at once. Slurm 24.05+ restarts
+    # slurmctld in place on a reconfigure (its RPCs and registrations wait meanwhile), and a rolling update
+    # changes the topology twice per node: one per change made a 150-node update take 465 s, not 40
+    # (docs/benchmarks.md, NodeSet). A node not yet in the file is only unplaced meanwhile, and one gone is
+    # only a warning (block sizes are written).
+    min_reconfigure_interval: float = 5.0
+    clock: Callable[[], float] = time.monotonic
     written: str | None = None  # the text last applied by this process
     reconfigure_due: bool = False  # a ConfigMap written, its reconfigure waiting for the kubelet's sync
+    last_reconfigure: float | None = None
 
     def reconcile(self, key: str) -> Result | None:
         if not self.slurm_nodes.fresh:
@@ -109,8 +118,7 @@ class TopologyWriter:
         text = render(self.settings, topology)
         if text == self.written:
             if self.reconfigure_due and self.reconfigure is not None:
-                self.reconfigure()
-                self.reconfigure_due = False
+                return self._reconfigure_or_wait()
             return None
         configmap_changed = self._write_configmap(text)
         if self.file is not None and (not self.file.exists() or self.file.read_text(encoding="utf-8") != text):
@@ -123,7 +131,17 @@ class TopologyWriter:
         self.reconfigure_due = True  # (until one succeeds: a failed one is tried again on the retry)
         if self.file is None and configmap_changed:  # (slurmctld reads the ConfigMap's file once it is synced)
             return Result(requeue_after=self.configmap_sync)
-        self.reconfigure()  # (also after a restart of this process: it is cheap)
+        return self._reconfigure_or_wait()  # (also after a restart of this process)
+
+    def _reconfigure_or_wait(self) -> Result | None:
+        """``scontrol reconfigure`` now, or once ``min_reconfigure_interval`` has passed since the last one."""
+        assert self.reconfigure is not None
+        if self.last_reconfigure is not None:
+            wait = self.last_reconfigure + self.min_reconfigure_interval - self.clock()
+            if wait > 0:
+                return Result(requeue_after=wait)
+        self.reconfigure()
+        self.last_reconfigure = self.clock()
         self.reconfigure_due = False
         return None
 

@@ -44,7 +44,7 @@ class World:
         self.writer = TopologyWriter(
             api=None, settings=TopologySettings(kind=BLOCK, file_format=file_format),  # type: ignore[arg-type]
             namespace="slurm", pods=self.pods, nodes=self.nodes, slurm_nodes=self.cache,  # type: ignore[arg-type]
-            configmap="sunk-topology", file=self.file, reconfigure=self.count)
+            configmap="sunk-topology", file=self.file, reconfigure=self.count, min_reconfigure_interval=0.0)
 
     def count(self) -> None:
         self.reconfigures += 1
@@ -230,3 +230,25 @@ def test_with_only_a_configmap_the_reconfigure_waits_for_the_kubelets_sync(monke
     assert result is not None and result.requeue_after == w.writer.configmap_sync
     assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 1  # the requeue, after the sync
     assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 1  # and only once
+
+
+def test_reconfigures_come_at_most_one_per_interval_and_the_last_change_is_never_lost(monkeypatch, tmp_path):
+    """A rolling update changes the topology twice per node: the files follow at once, slurmctld (restarted in
+    place by each reconfigure since 24.05) rereads them once per interval, after the last change too."""
+    now = [100.0]
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a"})
+    w.writer.min_reconfigure_interval, w.writer.clock = 5.0, (lambda: now[0])
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 1
+    now[0] += 1
+    w.nodes.put(W(2, "rack-b"))
+    result = w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-a": "g-3-1", "rack-b": "g-3-2"}  # (the file at once)
+    assert w.reconfigures == 1 and result is not None and result.requeue_after == pytest.approx(4.0)
+    now[0] += 2
+    w.nodes.put(W(1, "rack-b"))
+    result = w.writer.reconcile(TOPOLOGY_KEY)
+    assert w.blocks() == {"rack-b": "g-3-[1-2]"} and w.reconfigures == 1
+    assert result is not None and result.requeue_after == pytest.approx(2.0)
+    now[0] += 2  # the interval passed: the requeued key reconfigures once, for both changes
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 2
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 2
