@@ -237,7 +237,12 @@ def run(cluster: DevCluster, api: Any, count: int, busy: int, max_unavailable: i
         except (kc.ApiError, TimeoutError) as exc:
             print(f"clean-up: {exc}", file=sys.stderr)
         operator.terminate()
-        operator.wait(30)
+        try:
+            operator.wait(30)
+        except subprocess.TimeoutExpired:  # (the clean-up below must run: the pool, its Nodes, the file)
+            print("clean-up: sunk-operator did not stop within 30 s of SIGTERM: killed", file=sys.stderr)
+            operator.kill()
+            operator.wait()
         operator_log.close()
         if topology:
             topology_file.unlink(missing_ok=True)
