@@ -90,12 +90,22 @@ def raw_path(cluster: DevCluster, nodes: list[str], log_dir: Path) -> float:
     procs: list[subprocess.Popen[bytes]] = []
     start = time.monotonic()
     try:
+        ports: set[int] = set()
+        while len(ports) < len(nodes):  # (free_port may hand the same port out twice: one slurmd then exits)
+            ports.add(free_port())
         with (log_dir / "raw-slurmd.log").open("ab") as out:
-            for node in nodes:
+            for node, port in zip(nodes, sorted(ports), strict=True):
                 argv = SlurmdLaunch(node, f"Feature={slurmconf.DYNAMIC_FEATURE}").argv(
-                    cluster.root, free_port(), slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB)
+                    cluster.root, port, slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB)
                 procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
-        wait(lambda: all_idle(cluster, nodes), 300, "raw slurmds IDLE")
+
+        def idle_or_raise() -> bool:
+            if exited := [(nodes[i], p.returncode) for i, p in enumerate(procs) if p.poll() is not None]:
+                raise RuntimeError(f"raw slurmds exited (node, status): {exited[:5]}; "
+                                   f"{(log_dir / 'raw-slurmd.log').read_text()[-2000:]}")
+            return all_idle(cluster, nodes)
+
+        wait(idle_or_raise, 300, "raw slurmds IDLE")
         return time.monotonic() - start
     finally:
         for proc in procs:
