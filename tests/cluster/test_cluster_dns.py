@@ -7,11 +7,11 @@ domain is not answered from it.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from kube_testns import create_namespace, purge_namespace
+from syncer_harness import wait_for
 
 import sunk
 from sunk.kube import client as kc
@@ -40,14 +40,6 @@ def namespace(kube_api):
     yield name
     purge_namespace(kube_api, name)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def phase(api, namespace: str, name: str) -> str:

@@ -6,20 +6,11 @@ in a chroot nothing else used any more.
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from syncer_harness import wait_for
 
 pytestmark = pytest.mark.every_release
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_nothing_runs_in_another_releases_chroot(dev_cluster):
