@@ -129,7 +129,7 @@ class HookSlurm(Protocol):
 
     def get_job(self, job_id: int) -> Job: ...
 
-    def get_node(self, name: str) -> Node: ...
+    def read_node(self, name: str) -> Node: ...
 
     def update_node(self, name: str, update: NodeUpdate) -> None: ...
 
@@ -254,7 +254,7 @@ class PlaceholderHooks:
         kept: list[str] = []
         for node, reason in drains:
             try:
-                current = slurm.get_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
+                current = slurm.read_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
                 if held_by_another(current):
                     log.warning("left %s as it is (%r), not drained for job %d: %s", node, current.reason, job_id,
                                 reason)

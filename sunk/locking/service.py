@@ -225,7 +225,7 @@ class LockService:
             return None
         reason = found.drain.reason()
         try:
-            current = self.ctx.slurm.get_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
+            current = self.ctx.slurm.read_node(node)  # (fresh: an operator's drain of a moment ago is theirs too)
             if not drains.may_drain_over(current, found.drain):
                 log.info("%s not drained for job %d (%s): it stays %r", node, job_id, reason, current.reason)
                 return None

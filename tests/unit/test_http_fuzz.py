@@ -579,6 +579,8 @@ class HookSlurm:
     def get_node(self, name: str) -> Node:
         return Node(name=name, state=("ALLOCATED",))  # in service: the placeholder's drain is sunk's to write
 
+    read_node = get_node  # (the fresh single-node read: the same record here)
+
     def update_node(self, name: str, update: NodeUpdate) -> None:
         pass
 

@@ -43,6 +43,8 @@ class Slurm:
             raise SlurmUnavailable("connection refused")
         return self.node
 
+    read_node = get_node  # (the fresh single-node read: the same record here)
+
     def update_node(self, name: str, update: NodeUpdate) -> None:
         self.updates.append((name, update))
         self.node = Node(name=name, state=self.node.state | {"DRAIN"}, reason=update.reason or "")

@@ -547,6 +547,8 @@ class HookSlurm:
     def get_node(self, name):
         return Node(name=name, state=frozenset({"ALLOCATED"}))  # (in service: sunk may drain it)
 
+    read_node = get_node  # (the fresh single-node read: the same record here)
+
     def update_node(self, name, update):
         self.drained.append((name, update.reason))
 

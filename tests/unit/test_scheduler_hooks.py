@@ -47,6 +47,8 @@ class Slurm:
     def get_node(self, name: str) -> Node:
         return self.nodes.get(name) or Node(name=name, state=("ALLOCATED",))
 
+    read_node = get_node  # (the fresh single-node read: the same record here)
+
     def get_job(self, job_id: int) -> Job:
         self.reads += 1
         if self.down:

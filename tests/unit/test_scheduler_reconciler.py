@@ -603,6 +603,8 @@ class NodeSlurm:
         self.calls.append(("get_node", name))
         return self.node
 
+    read_node = get_node  # (the fresh single-node read: the same record here)
+
     def update_node(self, name, update):
         self.calls.append(("drain", name, update.state, update.reason))
 
