@@ -597,7 +597,7 @@ class PodScheduler:
     def _drain(self, node: str, drain: StuckPodDrain) -> None:
         reason = drain.reason()
         try:
-            current = self.slurm.get_node(node)  # a fresh read: a person's drain of a moment ago is kept
+            current = self.slurm.read_node(node)  # fresh, the node alone: a drain of a moment ago is kept
         except NotFound:
             return
         if held_by_another(current) or not should_drain(current.drained, current.reason, drain):

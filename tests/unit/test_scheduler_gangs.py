@@ -815,8 +815,8 @@ class NodeSlurm(Slurm):
         super().__init__()
         self.calls: list[tuple] = []
 
-    def get_node(self, name):
-        self.calls.append(("get_node", name))
+    def read_node(self, name):
+        self.calls.append(("read_node", name))
         return Node(name, state="ALLOCATED")
 
     def update_node(self, name, update):
@@ -854,7 +854,7 @@ def test_a_member_stuck_on_a_lost_node_lets_the_gangs_job_go_after_grace_and_mar
     now[0] = GRACE_END + 60
     world.scheduler.reconcile(OWNER)
     (read, drain, cancel) = world.slurm.calls
-    assert read == ("get_node", "node2") and cancel == ("cancel", 7)  # drained first: nothing starts there
+    assert read == ("read_node", "node2") and cancel == ("cancel", 7)  # drained first: nothing starts there
     assert drain[:3] == ("drain", "node2", "DRAIN")
     assert parse_drain(drain[3]) == StuckPodDrain(NS, "train-1", "uid-1", "worker-2", 7)
     assert [e[:2] for e in world.recorder.events if e[1] not in ("Scheduled", "WaitingForSlurm")] == [

@@ -599,11 +599,9 @@ class NodeSlurm:
         self.node = Node("node1", state=("ALLOCATED", "DRAIN") if drained_by else ("ALLOCATED",), reason=drained_by)
         self.calls: list[tuple] = []
 
-    def get_node(self, name):
-        self.calls.append(("get_node", name))
+    def read_node(self, name):
+        self.calls.append(("read_node", name))
         return self.node
-
-    read_node = get_node  # (the fresh single-node read: the same record here)
 
     def update_node(self, name, update):
         self.calls.append(("drain", name, update.state, update.reason))
@@ -647,7 +645,7 @@ def test_a_pod_stuck_on_a_lost_node_lets_its_job_go_after_grace_and_margin(stuck
     now[0] = GRACE_END + 60
     scheduler.reconcile("uid-a")
     (read, drain, cancel) = scheduler.slurm.calls
-    assert read == ("get_node", "node1") and cancel == ("cancel", 7)  # drained first: nothing starts there
+    assert read == ("read_node", "node1") and cancel == ("cancel", 7)  # drained first: nothing starts there
     assert drain[:3] == ("drain", "node1", "DRAIN")
     assert parse_drain(drain[3]) == StuckPodDrain("ns", "p", "uid-a", "worker-1", 7)  # one of sunk's drains
     assert [reason for reason, _ in recorder.events] == ["StuckTerminating"]
@@ -680,7 +678,7 @@ def test_a_drain_someone_else_set_is_left_as_it_is(stuck, drained_by):
     scheduler, _ = make(slurm=NodeSlurm(drained_by=drained_by))
     now[0] = GRACE_END + 60
     scheduler.reconcile("uid-a")
-    assert scheduler.slurm.calls == [("get_node", "node1"), ("cancel", 7)]
+    assert scheduler.slurm.calls == [("read_node", "node1"), ("cancel", 7)]
 
 
 @pytest.mark.parametrize("drained_by", [
@@ -693,7 +691,7 @@ def test_the_stuck_pod_drain_replaces_a_condition_drain_or_this_pods_placeholder
     now[0] = GRACE_END + 60
     scheduler.reconcile("uid-a")
     reason = StuckPodDrain("ns", "p", "uid-a", "worker-1", 7).reason()
-    assert scheduler.slurm.calls == [("get_node", "node1"), ("drain", "node1", "DRAIN", reason), ("cancel", 7)]
+    assert scheduler.slurm.calls == [("read_node", "node1"), ("drain", "node1", "DRAIN", reason), ("cancel", 7)]
 
 
 def test_the_hook_drain_of_a_stuck_pod_says_the_same(stuck):
