@@ -77,6 +77,9 @@ class SlurmRest:
     user: str = "root"
 
 
+DAEMON_RESTARTS = 3  # a daemon that exits while `up` waits for it is started again this often
+
+
 @frozen
 class ComponentStatus:
     name: str
@@ -651,14 +654,30 @@ class DevCluster:
             component.prepare()
         began = time.monotonic()
         component.daemon.start()
+        restarts = 0
+
+        def started() -> bool:
+            """Healthy; a daemon that exited meanwhile is started again (3 times at most), as a supervisor's
+            Restart=on-failure would: the kubelet exits when containerd's CRI answers "server is not
+            initialized yet", a moment after containerd's own API does (seen after `down`, then `up`)."""
+            nonlocal restarts
+            if component.daemon.pid() is None:
+                if restarts >= DAEMON_RESTARTS:
+                    raise RuntimeError(f"{name} exited {restarts + 1} times")
+                restarts += 1
+                time.sleep(1)
+                component.daemon.start()
+                return False
+            return bool(component.healthy())
+
         try:
-            wait_until(lambda: component.daemon.pid() is not None and component.healthy(), component.timeout,
-                       what=f"{name} to be healthy")
+            wait_until(started, component.timeout, what=f"{name} to be healthy")
         except TimeoutError as exc:
             raise RuntimeError(f"{exc}; log tail of {component.daemon.log_file}:\n{component.daemon.tail()}") from None
         if component.after:
             component.after()
-        self._say(f"  {name:<16} started ({time.monotonic() - began:.1f}s)")
+        again = f", restarted {restarts} times" if restarts else ""
+        self._say(f"  {name:<16} started ({time.monotonic() - began:.1f}s{again})")
 
     def _say(self, line: str) -> None:
         print(line, file=self.log, flush=True)
