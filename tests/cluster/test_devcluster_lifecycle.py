@@ -38,6 +38,12 @@ def test_down_ends_every_job_step_and_up_comes_back_clean(dev_cluster):
         assert any(f"pid {pid}" in line for line in stopped for pid in steps), stopped
     finally:
         dev_cluster.up()
-        dev_cluster.slurm("scancel", job, check=False)
+        # slurmctld kept the job as running (its state outlives `down`); its slurmd knows it no more. Cancelled
+        # until gone: a later test needs every batch node idle.
+        def gone() -> bool:
+            dev_cluster.slurm("scancel", job, check=False)
+            return not dev_cluster.slurm("squeue", "-h", "-j", job, "-o", "%i", check=False).stdout.strip()
+
+        wait_for(gone, 60, f"job {job} gone after the restart", interval=1)
     assert dev_cluster.stray_processes() == {}
     assert [r.name for r in dev_cluster.status() if not r.healthy] == []
