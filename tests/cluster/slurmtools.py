@@ -31,6 +31,14 @@ def slurm_job(dev_cluster, job_id: int) -> dict:
     return jobs[0] if jobs else {}
 
 
+def topo_exclusive(dev_cluster, job_id: int) -> bool:
+    """The job holds its topology block alone (``--exclusive=topo``). scontrol's text names it on every release
+    (``OverSubscribe=TOPO`` up to 25.11, ``Exclusive=TOPO`` from 26.05, whose ``--json`` no longer shows it in
+    ``shared``: REST v0.0.42 still does)."""
+    words = dev_cluster.slurm("scontrol", "show", "job", str(job_id)).stdout.split()
+    return "OverSubscribe=TOPO" in words or "Exclusive=TOPO" in words
+
+
 def jobs_carrying(dev_cluster, needle: str) -> list[int]:
     """Ids of the jobs slurmctld still holds (any state) whose record mentions ``needle``, in one call."""
     out = dev_cluster.slurm("scontrol", "-o", "show", "job", check=False).stdout

@@ -118,8 +118,10 @@ def refused_by_the_scheduler(kube_api, dev_cluster, namespace, needle, **annotat
     event = wait_for(lambda: [e for e in events_for(kube_api, namespace, name) if e["reason"] == "FailedValidation"],
                      20, "a FailedValidation event")[0]
     assert needle in event["message"] and event["type"] == "Warning"
-    conditions = (get_pod(kube_api, namespace, name)["status"].get("conditions") or [])
-    assert any(c["type"] == "PodScheduled" and c["status"] == "False" and needle in c["message"] for c in conditions)
+    # The Event and the condition are two writes: wait for the second rather than race it.
+    wait_for(lambda: any(c["type"] == "PodScheduled" and c["status"] == "False" and needle in c["message"]
+                         for c in get_pod(kube_api, namespace, name)["status"].get("conditions") or []),
+             10, "the PodScheduled=False condition naming the refusal")
     time.sleep(2)  # give a wrong implementation the time to submit anyway
     assert jobs_for_pod(dev_cluster, pod["metadata"]["uid"]) == []
 

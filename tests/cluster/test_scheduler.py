@@ -13,7 +13,17 @@ from dropproxy import DropProxy
 from kube_testns import create_namespace, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import as_service_account, assert_never_forbidden
-from slurmtools import all_nodes, idle_node, jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
+from slurmtools import (
+    all_nodes,
+    idle_node,
+    jobs_carrying,
+    number,
+    slurm_job,
+    started_placeholder,
+    state,
+    topo_exclusive,
+    wait_for,
+)
 from syncer_harness import free_port
 
 from scheduler.config import PENDING_REASON_INTERVAL
@@ -575,8 +585,9 @@ def test_prefer_and_exclusive_topo_reach_the_job(kube_api, dev_cluster, namespac
     Checked while pending: once scheduled, Slurm 24.11 moves a met preference into features."""
     pod = create_pod(kube_api, namespace, annotations={names.ANN_PREFER: "FAKE_GPU", names.ANN_EXCLUSIVE: "topo",
                                                        names.ANN_REQUIRED_NODES: busy_node})
-    job = slurm_job(dev_cluster, job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"]))
-    assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU" and job["shared"] == ["topo"]
+    job_id = job_id_of(kube_api, dev_cluster, namespace, pod["metadata"]["name"])
+    job = slurm_job(dev_cluster, job_id)
+    assert state(job) == "PENDING" and job["prefer"] == "FAKE_GPU" and topo_exclusive(dev_cluster, job_id)
     kc.delete(kube_api, PODS, pod["metadata"]["name"], namespace)
 
 

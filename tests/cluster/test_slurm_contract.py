@@ -22,6 +22,7 @@ import time
 import uuid
 
 import pytest
+from slurmtools import topo_exclusive
 
 from sunk.slurm import (
     JobRequest,
@@ -214,10 +215,8 @@ def test_prefer_and_exclusive_topo_reach_slurm(slurm, jobs, dev_cluster):
     if slurm.backend == "pyslurm":
         assert slurm.submit_limits == SubmitLimits(), "the dev cluster's pyslurm is not sunk's patched wheel"
     job_id = held_job(slurm, jobs, prefer="FAKE_GPU", shared="topo")
-    shown = dev_cluster.slurm("scontrol", "show", "job", str(job_id)).stdout.split()
-    assert "Prefer=FAKE_GPU" in shown and "OverSubscribe=TOPO" in shown
-    cli = scontrol_json(dev_cluster, "job", job_id)
-    assert (cli["prefer"], cli["shared"]) == ("FAKE_GPU", ["topo"])
+    assert scontrol_json(dev_cluster, "job", job_id)["prefer"] == "FAKE_GPU"
+    assert topo_exclusive(dev_cluster, job_id)
     assert slurm.get_job(job_id).shared == "topo"
 
 
