@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--topology-file", default="",
                       help="a path slurmctld reads its files from, written directly (a shared volume)")
     add_switch(topo, "--topology-reconfigure", default=True,
-               help="after writing, have slurmctld reread its files (scontrol reconfigure, through slurmrestd)")
+               help="after writing, have slurmctld reread its files (scontrol reconfigure, through the Slurm backend)")
     return parser
 
 

@@ -19,7 +19,7 @@ class OperatorConfig:
     gpu_types: tuple[tuple[str, str], ...] = ()
     gres_from_node: bool = False
     # --topology*: Slurm's topology from Node labels (kind "" is off), where it is written, and whether
-    # slurmctld is told to reread it (scontrol reconfigure through slurmrestd).
+    # slurmctld is told to reread it (scontrol reconfigure, through the Slurm backend).
     topology: TopologySettings = field(factory=TopologySettings)
     topology_configmap: str = ""
     topology_file: Path | None = None

@@ -8,11 +8,11 @@ caches (``sunk.translate.nodeset.topology``) and writes it only when the text di
    the chart mounts into slurmctld like SUNK's SlurmCluster controller's;
 2. ``--topology-file``, when slurmctld reads its files from a path this process can write
    (the dev cluster; a shared volume), written whole and renamed into place;
-3. then, with ``--topology-reconfigure``, ``scontrol reconfigure`` through slurmrestd
-   (``GET /reconfigure/``): slurmctld rereads its files without a restart and running jobs
-   go on (topology.conf(5): changes "take effect upon ... scontrol reconfigure"). A mounted
-   ConfigMap reaches slurmctld's file when the kubelet syncs it (up to a minute); a file
-   written here is read at once.
+3. then, with ``--topology-reconfigure``, ``scontrol reconfigure`` through the Slurm backend
+   (slurmrestd's ``GET /reconfigure/``, or libslurm's ``slurm_reconfigure``): slurmctld rereads
+   its files without a restart and running jobs go on (topology.conf(5): changes "take effect
+   upon ... scontrol reconfigure"). A mounted ConfigMap reaches slurmctld's file when the kubelet
+   syncs it (up to a minute); a file written here is read at once.
 
 Only Slurm nodes that slurmctld knows now are named (a topology naming a node it does not
 know is refused); with none, nothing is written (the last file stays: an empty block

@@ -98,6 +98,7 @@ class SlurmClient(Protocol):
 class Reconfigurable(Protocol):
     """A backend that can have slurmctld reread its configuration files (``scontrol reconfigure``;
     slurmrestd's ``GET /reconfigure/``): what applies a new topology file without a restart.
-    Not part of ``SlurmClient``: only the operator's topology writer needs it, and only REST has it."""
+    Not part of ``SlurmClient``: only the operator needs it (the topology writer, a SlurmCluster's new
+    configuration). Both backends have it."""
 
     def reconfigure(self) -> None: ...

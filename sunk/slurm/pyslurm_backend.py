@@ -59,6 +59,7 @@ from .accounting import (
     REQUEST_NODE_INFO_SINGLE,
     REQUEST_PARTITION_INFO,
     REQUEST_PING,
+    REQUEST_RECONFIGURE,
     REQUEST_STATS_INFO,
     REQUEST_SUBMIT_BATCH_JOB,
     REQUEST_UPDATE_JOB,
@@ -444,6 +445,12 @@ class PyslurmClient:
     def delete_node(self, name: str) -> None:
         with self._rpc(REQUEST_DELETE_NODE, f"delete node {name}"):
             self.ps.Node(name).delete()
+
+    def reconfigure(self) -> None:
+        """``scontrol reconfigure`` (``slurm_reconfigure``): slurmctld rereads slurm.conf and the topology file
+        (``Reconfigurable``: the operator's topology writer and the SlurmCluster's configuration need it)."""
+        with self._rpc(REQUEST_RECONFIGURE, "reconfigure slurmctld"):
+            self.ps.slurmctld.reconfigure()
 
     def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         with self._rpc(REQUEST_JOB_INFO, "list jobs"):

@@ -33,6 +33,7 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
+from sunk.slurm.client import Reconfigurable
 from sunk.slurm.models import SubmitLimits
 from sunk_dev import listerlog
 from sunk_dev.listerlog import CHANGED
@@ -748,3 +749,21 @@ def test_pyslurms_state_rpc_answers_as_slurmrestds_jobs_state(slurm_rest, jobs, 
     finally:
         c_api.close()  # type: ignore[attr-defined]
         rest.close()  # type: ignore[attr-defined]
+
+
+def config_read_at(dev_cluster) -> str:
+    """When slurmctld last read its configuration: ``scontrol show config``'s first line ("Configuration data as
+    of 2026-11-29T16:03:21"), which a reconfigure moves on."""
+    first = dev_cluster.slurm("scontrol", "show", "config").stdout.splitlines()[0]
+    assert first.startswith("Configuration data as of "), first
+    return first.removeprefix("Configuration data as of ")
+
+
+def test_reconfigure_has_slurmctld_reread_its_configuration(slurm, dev_cluster):
+    """What the operator's topology writer and a SlurmCluster's new configuration rely on, on both backends."""
+    assert isinstance(slurm, Reconfigurable)
+    before = config_read_at(dev_cluster)
+    time.sleep(1.1)  # the stamp counts whole seconds
+    slurm.reconfigure()
+    wait_for(lambda: config_read_at(dev_cluster) > before, 30, "slurmctld to reread its configuration")
+    wait_for(slurm.ping, 30, "slurmctld to answer again after its reconfigure")

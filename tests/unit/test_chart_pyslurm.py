@@ -266,10 +266,11 @@ def test_an_unknown_backend_is_refused():
     assert "/slurm/backend" in message and "'rest', 'pyslurm'" in message
 
 
-def test_the_operators_topology_under_pyslurm_is_refused_saying_why():
+def test_the_operators_topology_renders_under_pyslurm():
+    """pyslurm reconfigures too (slurm_reconfigure), so the operator's topology is allowed under it."""
     values = merged(PYSLURM, {"operator": {"enabled": True, "topology": {"type": "block", "configMap": "topo"}}})
-    message = refusal(values)
-    assert "operator.topology" in message and "reconfigure" in message
+    args = container(pod_spec(render(values), "Deployment", "sunk-operator"), "operator")["args"]
+    assert "--topology=block" in args and "--slurm-backend=pyslurm" in args
 
 
 def passwd_of(docs: list[dict[str, Any]]) -> list[list[str]]:

@@ -24,6 +24,7 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
+from sunk.slurm.client import Reconfigurable
 from sunk.slurm.models import JobAllocation, SubmitLimits
 from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, submit_limits_of, tres_text
 from sunk.translate.podjob import backend_problems
@@ -75,7 +76,8 @@ def make_pyslurm(prefer=False, topo=False):
 
     ps.core = types.SimpleNamespace(job=types.SimpleNamespace(
         util=types.SimpleNamespace(shared_type_str_to_int=shared_type_str_to_int)))
-    registry = {"nodes": {}, "jobs": {}, "modified": [], "submitted": [], "signals": [], "deleted": []}
+    registry = {"nodes": {}, "jobs": {}, "modified": [], "submitted": [], "signals": [], "deleted": [],
+                "reconfigured": []}
     ps.registry = registry
 
     class Collection(dict):
@@ -159,6 +161,7 @@ def make_pyslurm(prefer=False, topo=False):
     ps.Node, ps.Nodes, ps.Job, ps.Jobs = Node, Nodes, Job, Jobs
     ps.JobSubmitDescription, ps.Partitions = JobSubmitDescription, Partitions
     ps.slurmctld = types.SimpleNamespace(
+        reconfigure=lambda: registry["reconfigured"].append(True),
         ping_primary=lambda: types.SimpleNamespace(is_responding=True, hostname="ctld", latency=1.0),
         Config=types.SimpleNamespace(load=lambda: types.SimpleNamespace(version="25.11.2")),
         Statistics=types.SimpleNamespace(load=lambda: types.SimpleNamespace(
@@ -475,13 +478,29 @@ def test_a_fenced_thread_whose_lease_is_gone_sends_no_slurm_write(client, ps):
         lambda: client.cancel_job(7),
         lambda: client.update_node("node1", NodeUpdate(comment="x")),
         lambda: client.delete_node("node1"),
+        client.reconfigure,
     ]
     with fence.fenced(LeaseFence(10.0)):  # never renewed: not held
         for write in writes:
             with pytest.raises(Fenced):
                 write()
         assert client.get_job(7).id == 7
-    assert all(not ps.registry[k] for k in ("modified", "submitted", "signals", "deleted"))
+    assert all(not ps.registry[k] for k in ("modified", "submitted", "signals", "deleted", "reconfigured"))
+
+
+def test_reconfigure_is_slurm_reconfigure_counted_and_its_refusal_is_an_error(client, ps):
+    """The operator's topology writer and SlurmCluster need it on this backend too (``Reconfigurable``)."""
+    assert isinstance(client, Reconfigurable)
+    client.reconfigure()
+    assert ps.registry["reconfigured"] == [True]
+    assert client.accounting.snapshot()["REQUEST_RECONFIGURE"].count == 1
+
+    def refused():
+        raise RPCError(errno=2002, msg="Access/permission denied")
+
+    ps.slurmctld.reconfigure = refused
+    with pytest.raises(SlurmError, match="reconfigure slurmctld: Access/permission denied"):
+        client.reconfigure()
 
 
 def test_clearing_a_field_is_refused_not_silently_left_as_it_was(client, ps):
