@@ -132,6 +132,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                                                 "first, then phantoms)")
     parser.add_argument("--jobs", type=int, default=10_000, help="held jobs submitted for the run")
     parser.add_argument("--samples", type=int, default=20, help="drain propagation samples per direction")
+    parser.add_argument("--apart", type=float, default=0.0,
+                        help="also time Slurm -> Kubernetes with each change this many seconds after the last was "
+                             "seen (1.5: each alone in slurmctld's whole second; 0: only back to back)")
     parser.add_argument("--cycles", type=int, default=60, help="cycles (--poll-interval each) of the idle window")
     parser.add_argument("--change", default="",
                         help="real nodes the Kubernetes -> Slurm samples drain, comma-separated (default: every "
@@ -801,6 +804,10 @@ def run(args: argparse.Namespace, say: Say, results: dict[str, Any]) -> None:
         say(f"Slurm -> Kubernetes: {args.samples} drains and undrains")
         results["slurm_to_kubernetes"] = costed(
             meter, 2 * len(sample), lambda: slurm_to_kube(slurm, kube, sample, args.node_poll_interval))
+        if args.apart:
+            say(f"Slurm -> Kubernetes: {args.samples} drains and undrains, each {args.apart} s after the last seen")
+            results["slurm_to_kubernetes_apart"] = {
+                "apart_s": args.apart, **slurm_to_kube(slurm, kube, sample, args.node_poll_interval, args.apart)}
         sample = [rng.choice(picked.change) for _ in range(args.samples)]
         say(f"Kubernetes -> Slurm: {args.samples} times Pod not Ready, Ready, Node cordoned, uncordoned")
         results["kubernetes_to_slurm"] = costed(
@@ -888,6 +895,9 @@ def render(results: Mapping[str, Any]) -> str:
         f"{scrape['syncer_cpu_s_per_scrape'] * 1000:.0f} ms a scrape")
     row("Slurm drain → Pod `SlurmDrain=True`, p50 / p99", latency(s2k["drain"]))
     row("Slurm undrain → Pod `SlurmDrain=False`", latency(s2k["undrain"]))
+    if apart := results.get("slurm_to_kubernetes_apart"):
+        row(f"the same, each change {apart['apart_s']} s after the last: drain; undrain",
+            f"{latency(apart['drain'])}; {latency(apart['undrain'])}")
     row("Pod not Ready → Slurm `k8s:` drain", latency(k2s["drain_on_not_ready"]))
     row("Pod Ready → Slurm undrain", latency(k2s["undrain_on_ready"]))
     row("Node cordon → Slurm `k8s:` drain", latency(k2s["drain_on_cordon"]))

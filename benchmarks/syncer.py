@@ -291,15 +291,20 @@ def drained_is(slurm: SlurmSide, name: str, drained: bool, prefix: str = "") -> 
     return lambda: slurm.drained(name, prefix) is drained
 
 
-def slurm_to_kube(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval: float) -> dict[str, Any]:
+def slurm_to_kube(slurm: SlurmSide, kube: KubeSide, sample: list[str], interval: float,
+                  apart: float = 0.0) -> dict[str, Any]:
+    """Each change at a random phase of the node poll, ``apart`` seconds after the previous one was seen.
+    With no gap a change mostly follows the previous one within its second, which slurmctld's whole-second
+    ``update_time`` shows only to a full list; with ``apart`` over a second (and the Syncer's wait after a
+    full answer, ``poll_wait``) each is alone in its second."""
     drains, undrains = [], []
     for name in sample:
-        time.sleep(random.uniform(0, interval))  # a random phase of the poll
+        time.sleep(apart + random.uniform(0, interval))  # a random phase of the poll
         slurm.drain(name, BENCH_REASON)
         t0 = time.monotonic()
         wait_for(drain_status_is(kube, name, "True"), 30, f"SlurmDrain=True on {name}")
         drains.append(kube.drain_status(name)[1] - t0)
-        time.sleep(random.uniform(0, interval))
+        time.sleep(apart + random.uniform(0, interval))
         slurm.undrain(name)
         t0 = time.monotonic()
         wait_for(drain_status_is(kube, name, "False"), 30, f"SlurmDrain=False on {name}")

@@ -565,7 +565,17 @@ def test_the_table():
     assert rows["per Slurm → Kubernetes change"].endswith(
         "| 1 Slurm calls, 3.0 MB read, 3 apiserver writes; Syncer CPU 50 ms, slurmctld CPU 100 ms |")
     assert rows["set-up: submit_jobs, create_objects, write_extra"].endswith("| 41.0 s, 80.2 s, 30.5 s |")
+    assert not [r for r in rows if r.startswith("the same, each change")]  # (no --apart: no such row)
     json.dumps(results())  # (the JSON document: plain data)
+
+
+def test_the_table_with_changes_apart():
+    """``--apart``: the Slurm -> Kubernetes latencies again, each change alone in slurmctld's second."""
+    apart = {"apart_s": 1.5, "drain": summary([0.2, 0.3]), "undrain": summary([0.25])}
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in
+            b.render({**results(), "slurm_to_kubernetes_apart": apart}).splitlines() if line.startswith("|")}
+    assert rows["the same, each change 1.5 s after the last: drain; undrain"].endswith(
+        "| 200 / 300 ms; 250 / 250 ms |")
 
 
 def test_a_cache_that_never_checks_is_idle_after_steady_state_lists():
