@@ -250,10 +250,14 @@ def add_toleration(api: ApiClient, pod: Obj, toleration: Obj) -> PatchResult:
     return update_with_retry(api, pod, mutate, resource=PODS)
 
 
-def remove_taint(api: ApiClient, node: Obj, key: str, effect: str | None = None) -> PatchResult:
-    """Remove taint ``key`` (only with ``effect``, if given)."""
+def remove_taint(api: ApiClient, node: Obj, key: str, effect: str | None = None, *,
+                 unless: Callable[[Obj], bool] | None = None) -> PatchResult:
+    """Remove taint ``key`` (only with ``effect``, if given). ``unless(node)`` is asked again of each read of
+    the Node (a conflict rereads it): True leaves the taint, for a reason that may have come meanwhile."""
 
     def mutate(current: Obj) -> Obj | None:
+        if unless is not None and unless(current):
+            return None
         taints = (current.get("spec") or {}).get("taints") or []
         kept = [t for t in taints if not (t.get("key") == key and (effect is None or t.get("effect") == effect))]
         if len(kept) == len(taints):

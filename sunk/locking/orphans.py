@@ -43,9 +43,13 @@ class OrphanLockReconciler:
         if not self.ctx.slurmd_pods.has_synced():
             return Result(requeue_after=1.0)
         node = self.ctx.nodes.get(node_name)
-        if node is None or not lock_tainted(node) or self.ctx.slurm_nodes_on(node_name):
-            return None  # (a slurmd Pod bound there again: the lock controller decides for it)
-        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY):
+
+        def slurmd_back(_node: Obj) -> bool:  # (a slurmd Pod bound there again: the lock controller decides)
+            return bool(self.ctx.slurm_nodes_on(node_name))
+
+        if node is None or not lock_tainted(node) or slurmd_back(node):
+            return None
+        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY, unless=slurmd_back):  # asked again on a conflict
             self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
                                                        "sunk's lock lifted")
             log.info("lock: Node %s runs no slurmd Pod any more; unlocked", node_name)

@@ -166,8 +166,10 @@ class Api:
         pod.setdefault("spec", {}).setdefault("tolerations", []).append(toleration)
         return kp.PatchResult(True, pod)
 
-    def remove_taint(self, _api, node, key, effect=None):
+    def remove_taint(self, _api, node, key, effect=None, *, unless=None):
         self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
+        if unless is not None and unless(node):
+            return kp.PatchResult(False, node)
         return kp.PatchResult(objects.has_taint(node, key), node)
 
     def evict(self, _api, obj, **_kw):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
 
 from sunk import names
+from sunk.kube import client as kc
 from sunk.locking.orphans import OrphanLockReconciler, former_node
 
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
@@ -46,3 +47,26 @@ def test_only_a_bound_slurmd_pod_names_a_node():
     unbound = slurmd_pod()
     unbound["spec"].pop("nodeName")
     assert former_node(unbound) == []
+
+
+def test_a_slurmd_pod_bound_again_while_the_unlock_met_a_conflict_keeps_the_lock(monkeypatch):
+    """The real ``remove_taint``: its 409 rereads the Node and asks again whether a slurmd Pod of ours runs
+    there; one that came meanwhile keeps the taint (the lock controller decides for it), not written over."""
+    slurmd, nodes, recorder = Store(), Store(k8s_node(taints=[LOCK])), Recorder()
+    node = nodes.get("worker-3")
+    node["metadata"].update(uid="u-3", resourceVersion="7")
+    writes = []
+
+    def patch(_api, _res, name, body, namespace=None, **_kw):
+        writes.append(body)
+        if len(writes) == 1:  # the first write meets a conflict, and meanwhile a slurmd Pod is bound there
+            slurmd.put(slurmd_pod(node="node9", k8s_node="worker-3"))
+            raise kc.ApiError(409, "Conflict", {"message": "the object has been modified"})
+        raise AssertionError(f"written after the slurmd Pod came back: {body}")
+
+    monkeypatch.setattr(kc, "patch", patch)
+    reread = {**node, "metadata": {**node["metadata"], "resourceVersion": "8"}}
+    monkeypatch.setattr(kc, "get", lambda *_a, **_kw: reread)
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+    assert len(writes) == 1 and writes[0]["spec"] == {"taints": None}
+    assert recorder.reasons() == []
