@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+from procs import Process
+from syncer_harness import free_port
 from test_manifests import PATHS
 
 from sunk.kube import client as kc
@@ -104,3 +107,27 @@ def as_service_account(api, dev_cluster, template: str, tmp: Path, leases: Seque
 def assert_never_forbidden(log: Path) -> None:
     text = log.read_text(errors="replace")
     assert "forbidden" not in text.lower(), text[-3000:]  # a 403's reason, and its message's "is forbidden"
+
+
+@attrs.frozen
+class DeployedOperator:
+    process: Process  # not started
+    account: dict[str, Any]  # its ServiceAccount (name, namespace): its Lease has that name
+    args: list[str]  # the chart's flags for the values, then the test's
+
+
+def operator_as_deployed(api, dev_cluster, tmp: Path, namespace: str, values: Mapping[str, Any],
+                         extra: Sequence[str] = ()) -> DeployedOperator:
+    """sunk-operator as the chart runs it for ``values``: its flags, its ServiceAccount's RBAC (a kubeconfig of
+    that account's token) and the dev cluster's slurmrestd, watching ``namespace``; ``extra`` flags after."""
+    account, kubeconfig = as_service_account(api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
+    env = dev_cluster.env()
+    probes, metrics = free_port(), free_port()
+    args = deployment_args("operator.yaml", "sunk-operator", {
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
+        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
+    args = [*args, *extra]
+    process = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
+                      f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    return DeployedOperator(process, account, args)

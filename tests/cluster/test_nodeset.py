@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kube_testns import purge_namespace, wait_default_service_account
 from procs import Process
-from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
+from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, operator_as_deployed, rendered
 from syncer_harness import free_port, never, wait_for
 
 from sunk import names
@@ -157,15 +157,8 @@ def pool(kube_api, dev_cluster, tmp_path_factory):
     nodes = [f"ns{run_id}-{i}" for i in range(1, NODES_IN_POOL + 1)]
     stand_ins = StandInPool(dev_cluster, kube_api, nodes, tmp)
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace}}
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
-    slurm_env = dev_cluster.env()
-    probes, metrics = free_port(), free_port()
-    args = deployment_args("operator.yaml", "sunk-operator", {
-        "--slurm-api-base": slurm_env["SLURM_REST_URL"], "--slurm-auth-token-file": slurm_env["SLURM_JWT_FILE"],
-        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
-    operator = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
-                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    deployed = operator_as_deployed(kube_api, dev_cluster, tmp, namespace, values)
+    account, operator = deployed.account, deployed.process
     p = Pool(kube_api, dev_cluster, namespace, run_id, nodes)
     p.operator = operator
     try:

@@ -32,9 +32,8 @@ from pathlib import Path
 
 import pytest
 from kube_testns import purge_namespace, wait_default_service_account
-from procs import Process
-from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
-from syncer_harness import free_port, wait_for
+from rbac_harness import assert_never_forbidden, operator_as_deployed
+from syncer_harness import wait_for
 from test_nodeset import Pool, _delete_quietly, _wait_registered_idle
 
 from sunk.kube import client as kc
@@ -74,17 +73,11 @@ def gpool(kube_api, dev_cluster, tmp_path_factory):
                                                          "configMap": TOPOLOGY_CONFIGMAP}},
               "scheduler": {"gpuTypes": {GPU_CLASS: "a100"}}, "slurmd": {"namespace": namespace}}
     values["operator"]["gresFromNode"] = True
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
-    slurm_env = dev_cluster.env()
-    probes, metrics = free_port(), free_port()
-    args = deployment_args("operator.yaml", "sunk-operator", {
-        "--slurm-api-base": slurm_env["SLURM_REST_URL"], "--slurm-auth-token-file": slurm_env["SLURM_JWT_FILE"],
-        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
+    deployed = operator_as_deployed(kube_api, dev_cluster, tmp, namespace, values,
+                                    extra=[f"--topology-file={topology_file}"])
+    args = deployed.args
     assert f"--gpu-types={GPU_CLASS}=a100" in args and "--topology=block" in args and "--gres-from-node" in args
-    operator = Process("sunk-operator", "sunk.nodeset.cli",
-                       [*args, f"--topology-file={topology_file}", f"--kubeconfig={kubeconfig}"],
-                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    account, operator = deployed.account, deployed.process
     p = Pool(kube_api, dev_cluster, namespace, run_id, nodes)
     p.operator = operator
     p.topology_file = topology_file  # type: ignore[attr-defined]

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 from kube_testns import purge_namespace, wait_default_service_account
-from procs import Process
-from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
-from syncer_harness import free_port, never, wait_for
+from rbac_harness import assert_never_forbidden, operator_as_deployed, rendered
+from syncer_harness import never, wait_for
 
 from sunk import names
 from sunk.kube import client as kc
@@ -77,7 +76,6 @@ def slurm_cluster(kube_api, dev_cluster, tmp_path_factory):
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
               "slurmCluster": {"enabled": True, "name": NAME,
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
     # A NodeSet the partition names, selecting no Node (no slurmd Pod is made).
     kc.create(kube_api, NODESETS, {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "metadata": {
         "name": "gpu", "namespace": namespace}, "spec": {"nodeSelector": {"sunk.dev/none": namespace}, "template": {
@@ -85,15 +83,9 @@ def slurm_cluster(kube_api, dev_cluster, tmp_path_factory):
     (obj,) = [d for d in rendered("slurmcluster.yaml", values) if d["kind"] == "SlurmCluster"]
     assert obj["metadata"]["namespace"] == namespace
     kc.create(kube_api, SLURMCLUSTERS, obj, namespace)
-    env = dev_cluster.env()
-    probes, metrics = free_port(), free_port()
-    args = deployment_args("operator.yaml", "sunk-operator", {
-        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
-        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
-    assert f"--slurm-cluster={NAME}" in args, args
-    operator = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
-                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    deployed = operator_as_deployed(kube_api, dev_cluster, tmp, namespace, values)
+    assert f"--slurm-cluster={NAME}" in deployed.args, deployed.args
+    account, operator = deployed.account, deployed.process
     try:
         operator.start()
         yield Cluster(kube_api, namespace)

@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 from kube_testns import purge_namespace, wait_default_service_account
-from procs import Process
-from rbac_harness import as_service_account, deployment_args, rendered
-from syncer_harness import free_port, wait_for
+from rbac_harness import operator_as_deployed, rendered
+from syncer_harness import wait_for
 
 import sunk
 from sunk import names
@@ -130,20 +129,13 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
            for claim, uid in CLAIM_UIDS.items()]
     for pv in pvs:
         kc.create(kube_api, PVS, pv)
-    account, kubeconfig = as_service_account(kube_api, dev_cluster, "operator-rbac.yaml", tmp, values=values)
     kc.create(kube_api, NODESETS, {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "metadata": {
         "name": "gpu", "namespace": namespace}, "spec": {"nodeSelector": {"sunk.dev/none": namespace}, "template": {
             "spec": {"containers": [{"name": "slurmd", "image": "sunk-dev/slurmd:v1"}]}}}}, namespace)
     (obj,) = [d for d in rendered("slurmcluster.yaml", values) if d["kind"] == "SlurmCluster"]
     kc.create(kube_api, SLURMCLUSTERS, obj, namespace)
-    env = dev_cluster.env()
-    probes, metrics = free_port(), free_port()
-    args = deployment_args("operator.yaml", "sunk-operator", {
-        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
-        "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
-        "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
-    operator = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
-                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
+    deployed = operator_as_deployed(kube_api, dev_cluster, tmp, namespace, values)
+    account, operator = deployed.account, deployed.process
     try:
         operator.start()
         yield namespace
