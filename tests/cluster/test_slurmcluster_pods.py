@@ -203,3 +203,21 @@ def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, 
     (login,) = _pods_by_component(kube_api, namespace)["login"]
     assert login["spec"]["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
     assert _ready(login)
+
+
+def _container_log(namespace: str, pod: str, container: str) -> str:
+    """What the real kubelet keeps of a container's output (every start of it)."""
+    return "".join(f.read_text(errors="replace")
+                   for f in sorted(Path("/var/log/pods").glob(f"{namespace}_{pod}_*/{container}/*.log")))
+
+
+def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_api, running_cluster):
+    """slurmctld runs as SlurmUser, which cannot write /run: SlurmctldPidFile is in an emptyDir of its Pod, so
+    its start logs no "Unable to open pidfile" (it did at every start before)."""
+    namespace = running_cluster
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    name = ctld["metadata"]["name"]
+    log = wait_for(lambda: (text := _container_log(namespace, name, "slurmctld")) and "started on cluster" in text
+                   and text, 60, "slurmctld's start in its container log")
+    assert "pidfile" not in log.lower(), log[-4000:]

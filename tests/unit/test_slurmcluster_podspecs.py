@@ -85,12 +85,17 @@ def test_every_container_runs_restricted_as_its_images_user_who_owns_the_pods_fr
 
 def test_what_the_daemons_write_is_a_volume_of_the_pod():
     found = pods()
-    assert mount_paths(found["slurmctld"]["containers"][0])[paths.STATE_DIR] == "state"
+    ctld = mount_paths(found["slurmctld"]["containers"][0])
+    assert ctld[paths.STATE_DIR] == "state" and ctld[paths.SLURMCTLD_RUN_DIR] == "slurmctld-run"
+    assert {"name": "slurmctld-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in \
+        found["slurmctld"]["volumes"]
     assert mount_paths(found["mariadb"]["containers"][0])["/var/lib/mysql"] == "data"
     dbd = mount_paths(found["slurmdbd"]["containers"][0])
     assert dbd[paths.SLURMDBD_RUN_DIR] == "slurmdbd-run"
     conf = render(read_spec(cluster(), ("gpu",)).spec)  # type: ignore[arg-type]
     assert f"PidFile={paths.SLURMDBD_RUN_DIR}/slurmdbd.pid" in conf.data["slurmdbd.conf"].splitlines()
+    # slurmctld runs as SlurmUser, which cannot write /run: its pid file goes into its own emptyDir
+    assert f"SlurmctldPidFile={paths.SLURMCTLD_RUN_DIR}/slurmctld.pid" in conf.data["slurm.conf"].splitlines()
 
 
 def test_slurmdbd_reads_the_conf_its_init_container_wrote_and_never_the_password_secret():

@@ -271,7 +271,8 @@ def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the
     assert claim == {"metadata": {"name": "state"}, "spec": {"accessModes": ["ReadWriteOnce"],
                                                              "resources": {"requests": {"storage": "10Gi"}}}}
     assert mounts(sts) == {"/etc/slurm": "slurm-config", "/run/munge": "sunk-munge-socket",
-                           "/var/run/sunk/jwt": "jwt-key", "/var/spool/slurmctld": "state"}
+                           "/var/run/sunk/jwt": "jwt-key", "/var/spool/slurmctld": "state",
+                           "/run/slurmctld": "slurmctld-run"}
     (container,) = spec["template"]["spec"]["containers"]
     assert not any("subPath" in m for m in container["volumeMounts"])
     assert spec["template"]["spec"]["automountServiceAccountToken"] is False
@@ -305,7 +306,7 @@ def test_each_pod_mounts_only_the_keys_it_uses():
     assert set(mounts(found[("StatefulSet", "sc-slurmdbd")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
                                                                   "/etc/slurm-dbd", "/run/slurmdbd"}
     assert set(mounts(found[("StatefulSet", "sc-slurmctld")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
-                                                                   "/var/spool/slurmctld"}
+                                                                   "/var/spool/slurmctld", "/run/slurmctld"}
 
 
 def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():

@@ -180,7 +180,9 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
         volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": state_claim}})
     else:
         claims.append(_claim("state", spec.state_volume))
-    ctld = _container(spec, "slurmctld", paths.SLURMCTLD_PORT, [*mounts, state_mount])
+    volumes.append({"name": "slurmctld-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+    ctld = _container(spec, "slurmctld", paths.SLURMCTLD_PORT,
+                      [*mounts, state_mount, {"name": "slurmctld-run", "mountPath": paths.SLURMCTLD_RUN_DIR}])
     ctld_template = _run_as(_with_munged(_pod_template(spec, "slurmctld", ctld, volumes), spec.image("slurmctld"),
                                          paths.munge_secret(spec)), paths.SLURM_UID)
     out.append(_service(spec, owner, "slurmctld", paths.SLURMCTLD_PORT, headless=True))

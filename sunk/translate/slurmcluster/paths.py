@@ -46,6 +46,7 @@ DB_PASSWORD_FILE = f"{DB_PASSWORD_DIR}/{DB_PASSWORD_KEY}"
 # copy, the ConfigMap's text plus StoragePass, written by an init container into an emptyDir.
 SLURMDBD_CONF_DIR = "/etc/slurm-dbd"
 SLURMDBD_RUN_DIR = "/run/slurmdbd"  # slurmdbd.conf's PidFile: an emptyDir (/run is root's)
+SLURMCTLD_RUN_DIR = "/run/slurmctld"  # slurm.conf's SlurmctldPidFile: an emptyDir, as slurmdbd's
 MARIADB_DATA_DIR = "/var/lib/mysql"  # the volume; MariaDB's datadir is a directory under it (not lost+found's)
 
 

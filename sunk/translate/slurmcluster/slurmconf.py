@@ -65,6 +65,7 @@ def slurm_conf(spec: SlurmClusterSpec) -> str:
         ("SlurmctldPort", str(paths.SLURMCTLD_PORT)),
         ("SlurmdPort", str(paths.SLURMD_PORT)),
         ("StateSaveLocation", paths.STATE_DIR),
+        ("SlurmctldPidFile", f"{paths.SLURMCTLD_RUN_DIR}/slurmctld.pid"),  # non-root: /run is root's
         ("SlurmdSpoolDir", paths.SLURMD_SPOOL_DIR),
         ("AuthType", "auth/munge"),
         ("CredType", "cred/munge"),
