@@ -47,9 +47,9 @@ class OrphanLockReconciler:
         def slurmd_back(_node: Obj) -> bool:  # (a slurmd Pod bound there again: the lock controller decides)
             return bool(self.ctx.slurm_nodes_on(node_name))
 
-        if node is None or not lock_tainted(node) or slurmd_back(node):
+        if node is None or not lock_tainted(node):
             return None
-        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY, unless=slurmd_back):  # asked again on a conflict
+        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY, unless=slurmd_back):  # asked of every read
             self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
                                                        "sunk's lock lifted")
             log.info("lock: Node %s runs no slurmd Pod any more; unlocked", node_name)

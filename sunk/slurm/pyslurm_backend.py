@@ -448,7 +448,7 @@ class PyslurmClient:
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure`` (``slurm_reconfigure``): slurmctld rereads slurm.conf and the topology file
-        (``Reconfigurable``: the operator's topology writer and the SlurmCluster's configuration need it)."""
+        (``Reconfigurable``: the operator's topology writer needs it)."""
         with self._rpc(REQUEST_RECONFIGURE, "reconfigure slurmctld"):
             self.ps.slurmctld.reconfigure()
 

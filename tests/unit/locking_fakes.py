@@ -167,9 +167,9 @@ class Api:
         return kp.PatchResult(True, pod)
 
     def remove_taint(self, _api, node, key, effect=None, *, unless=None):
-        self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
-        if unless is not None and unless(node):
+        if unless is not None and unless(node):  # (asked before any write, as the real one asks)
             return kp.PatchResult(False, node)
+        self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
         return kp.PatchResult(objects.has_taint(node, key), node)
 
     def evict(self, _api, obj, **_kw):

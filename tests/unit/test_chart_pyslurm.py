@@ -273,6 +273,12 @@ def test_the_operators_topology_renders_under_pyslurm():
     assert "--topology=block" in args and "--slurm-backend=pyslurm" in args
 
 
+def test_a_slurm_cluster_under_pyslurm_is_refused_saying_why():
+    """sunk reaches a SlurmCluster's slurmctld through its slurmrestd; pyslurm would read another slurm.conf."""
+    message = refusal(merged(PYSLURM, {"operator": {"enabled": True}, "slurmCluster": {"enabled": True}}))
+    assert "slurmCluster.enabled" in message and "slurm.backend rest" in message
+
+
 def passwd_of(docs: list[dict[str, Any]]) -> list[list[str]]:
     return [line.split(":") for line in find(docs, "ConfigMap", "sunk-slurm-passwd")["data"]["passwd"].splitlines()]
 
