@@ -96,12 +96,17 @@ class TopologyWriter:
     # slurmctld in place on a reconfigure (its RPCs and registrations wait meanwhile), and a rolling update
     # changes the topology twice per node: one per change made a 150-node update take 465 s, not 40
     # (docs/benchmarks.md, NodeSet). A node not yet in the file is only unplaced meanwhile, and one gone is
-    # only a warning (block sizes are written).
+    # only a warning (block sizes are written). While changes keep coming the spacing doubles, up to
+    # ``max_reconfigure_interval``: a kubelet may set its own Node's labels, so a compromised one flipping its
+    # domain would otherwise restart slurmctld every 5 s for as long as it likes. A change after a quiet spell
+    # (twice the spacing) is applied at once, and the spacing is back to the minimum.
     min_reconfigure_interval: float = 5.0
+    max_reconfigure_interval: float = 60.0
     clock: Callable[[], float] = time.monotonic
     written: str | None = None  # the text last applied by this process
     reconfigure_due: bool = False  # a ConfigMap written, its reconfigure waiting for the kubelet's sync
     last_reconfigure: float | None = None
+    reconfigure_interval: float | None = None  # the spacing now (None: the minimum)
 
     def reconcile(self, key: str) -> Result | None:
         if not self.slurm_nodes.fresh:
@@ -134,14 +139,22 @@ class TopologyWriter:
         return self._reconfigure_or_wait()  # (also after a restart of this process)
 
     def _reconfigure_or_wait(self) -> Result | None:
-        """``scontrol reconfigure`` now, or once ``min_reconfigure_interval`` has passed since the last one."""
+        """``scontrol reconfigure`` now, or once the spacing has passed since the last one; the spacing doubles
+        when this one follows the last within twice it, and is the minimum again after a quiet spell."""
         assert self.reconfigure is not None
+        spacing = self.min_reconfigure_interval
         if self.last_reconfigure is not None:
-            wait = self.last_reconfigure + self.min_reconfigure_interval - self.clock()
-            if wait > 0:
-                return Result(requeue_after=wait)
+            current = self.reconfigure_interval or self.min_reconfigure_interval
+            since = self.clock() - self.last_reconfigure
+            if since < current:
+                return Result(requeue_after=current - since)
+            if since < 2 * current:
+                spacing = min(2 * current, self.max_reconfigure_interval)
+                if spacing > current:
+                    log.info("topology: changes keep coming; reconfigures now at most every %.0f s", spacing)
         self.reconfigure()
         self.last_reconfigure = self.clock()
+        self.reconfigure_interval = spacing
         self.reconfigure_due = False
         return None
 

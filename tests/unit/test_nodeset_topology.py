@@ -252,3 +252,38 @@ def test_reconfigures_come_at_most_one_per_interval_and_the_last_change_is_never
     now[0] += 2  # the interval passed: the requeued key reconfigures once, for both changes
     assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 2
     assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == 2
+
+
+def test_a_label_that_keeps_flipping_spaces_reconfigures_out_to_a_minute_and_a_quiet_change_is_at_once(
+        monkeypatch, tmp_path):
+    """A kubelet may set its own Node's labels: one flipping its domain every second for ten minutes costs a
+    dozen reconfigures (the spacing doubling 5, 10, 20, 40, then 60 s), not 120; the last state is applied;
+    after a quiet spell a change is applied at once and the spacing is 5 s again."""
+    now = [1000.0]
+    w = World(monkeypatch, tmp_path, {1: "rack-a", 2: "rack-a"})
+    w.writer.min_reconfigure_interval, w.writer.clock = 5.0, (lambda: now[0])
+    w.writer.reconcile(TOPOLOGY_KEY)
+    times, due = [now[0]], None
+    for second in range(1, 601):
+        now[0] = 1000.0 + second
+        w.nodes.put(W(2, "rack-b" if second % 2 else "rack-a"))
+        before = w.reconfigures
+        result = w.writer.reconcile(TOPOLOGY_KEY)  # the Node's event
+        if due is not None and now[0] >= due:  # the requeued key, when due
+            result = w.writer.reconcile(TOPOLOGY_KEY)
+        if w.reconfigures > before:
+            times.append(now[0])
+        due = now[0] + result.requeue_after if result is not None else None
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps[:4] == [5.0, 10.0, 20.0, 40.0] and set(gaps[4:]) == {60.0}, gaps
+    assert len(times) <= 15
+    now[0] += 200  # quiet: the requeued key applies the last state, then a change is applied at once
+    w.writer.reconcile(TOPOLOGY_KEY)
+    applied = w.reconfigures
+    now[0] += 200
+    w.nodes.put(W(2, "rack-c"))
+    assert w.writer.reconcile(TOPOLOGY_KEY) is None and w.reconfigures == applied + 1
+    now[0] += 1
+    w.nodes.put(W(2, "rack-d"))
+    result = w.writer.reconcile(TOPOLOGY_KEY)
+    assert result is not None and result.requeue_after == pytest.approx(4.0)  # the minimum spacing again
