@@ -4,6 +4,7 @@ is told to reread it."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +275,7 @@ def test_a_label_that_keeps_flipping_spaces_reconfigures_out_to_a_minute_and_a_q
         if w.reconfigures > before:
             times.append(now[0])
         due = now[0] + result.requeue_after if result is not None else None
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[:4] == [5.0, 10.0, 20.0, 40.0] and set(gaps[4:]) == {60.0}, gaps
     assert len(times) <= 15
     now[0] += 200  # quiet: the requeued key applies the last state, then a change is applied at once
