@@ -274,7 +274,10 @@ def test_one_pod_not_ready_costs_one_read_of_its_node_not_a_list(cluster: Cluste
     after = _fresh_reads(syncer)
     delta = {k: after[k] - before[k] for k in before}
     assert delta["updates"] == 1, delta  # the drain and Extra in one write
-    assert 1 <= delta["verify"] <= 2 and delta["single"] == delta["verify"], delta  # each a single-node read
+    # Each fresh read a single-node read, none a list. (More than one read may come: a reconcile that the
+    # node cache wakes before it shows the drain decides again from a fresh read, which shows it, and writes
+    # nothing; CI saw 4 reads for the one write under load.)
+    assert delta["verify"] >= 1 and delta["single"] == delta["verify"], delta
     cluster.set_pod_ready(A, True)
     wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained")
 
