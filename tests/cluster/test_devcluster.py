@@ -218,3 +218,31 @@ def test_the_demo_schedules_its_pods_through_slurm_and_the_tests_up_ends_them(de
     assert dev_cluster._locked_nodes() == []
     idle = dev_cluster.slurm("sinfo", "-h", "-N", "-o", "%N %T").stdout
     assert "drain" not in idle, idle
+
+
+def test_up_ends_a_demo_whose_daemons_died_before_its_workloads(dev_cluster, capsys):
+    """`make demo`, then its scheduler and Syncer killed (a reboot, a supervisor ending the command's
+    processes): the tests' `up` starts them again just long enough to end the demo's Pods and jobs,
+    so no demo job holds a node and no demo Pod meets the tests' Syncers."""
+    import os
+    import signal
+
+    from sunk_dev.cluster import DevCluster
+    from sunk_dev.demo import _demo
+
+    demo = DevCluster(dev_cluster.home)
+    try:
+        assert _demo(demo) == 0, capsys.readouterr().out
+        for component in demo._sunk_components():
+            pid = component.daemon.pid()
+            assert pid is not None, component.daemon.name
+            os.kill(pid, signal.SIGKILL)
+        assert dev_cluster._demo_jobs(), "the demo's jobs should outlive its daemons"
+    finally:
+        dev_cluster.up()
+    assert dev_cluster._demo_jobs() == []
+    assert dev_cluster.kube_request("GET", "/api/v1/namespaces/demo/pods").json()["items"] == []
+    assert dev_cluster._locked_nodes() == []
+    assert all(c.daemon.pid() is None for c in dev_cluster._sunk_components())
+    idle = dev_cluster.slurm("sinfo", "-h", "-N", "-o", "%N %T").stdout
+    assert "drain" not in idle, idle
