@@ -21,7 +21,15 @@ from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_co
 from sunk.controller.manager import Manager
 from sunk.flags import add_switch, configure_logging_from, gpu_types, positive_duration
 from sunk.slurm.client import SlurmClient
-from sunk.translate.nodeset.topology import DEFAULT_BLOCK_LABEL, FORMATS, KINDS, YAML, TopologySettings
+from sunk.translate.nodeset.topology import (
+    DEFAULT_BLOCK_LABEL,
+    FORMATS,
+    KINDS,
+    MAX_BLOCK_SIZE,
+    YAML,
+    TopologySettings,
+    usable_name,
+)
 from sunk.translate.slurmcluster.spec import DNS_LABEL
 
 from .config import NAME, OperatorConfig
@@ -60,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument("--topology-tree-labels", type=_labels, default=(),
                       help="Node labels, outermost first, whose values name a node's switches, e.g. "
                            "topology.kubernetes.io/region,topology.kubernetes.io/zone")
+    topo.add_argument("--topology-allowed-values", type=_topology_values, default=(),
+                      help="the only values a topology label outside node-restriction.kubernetes.io/ may bring "
+                           "(a kubelet may set its own Node's other labels); others place the node in "
+                           "'unlabeled'. Unset: any value")
+    topo.add_argument("--topology-block-size", type=_block_size, default=0,
+                      help="block: the planning base block size (nodes per NVLink domain, e.g. 18 for NVL72); "
+                           "0: the most common size of the labelled blocks")
     topo.add_argument("--topology-format", choices=FORMATS, default=YAML,
                       help="topology.yaml (Slurm 25.05 and later) or topology.conf (every release)")
     topo.add_argument("--topology-configmap", default="",
@@ -77,6 +92,20 @@ def _slurm_cluster_name(text: str) -> str:
     return text
 
 
+def _topology_values(text: str) -> tuple[str, ...]:
+    values = _labels(text)
+    if bad := [v for v in values if not usable_name(v)]:
+        raise argparse.ArgumentTypeError(f"not usable as block or switch names: {', '.join(bad)}")
+    return values
+
+
+def _block_size(text: str) -> int:
+    size = int(text)
+    if not 0 <= size <= MAX_BLOCK_SIZE:
+        raise argparse.ArgumentTypeError(f"{size} is not a block size from 0 to {MAX_BLOCK_SIZE}")
+    return size
+
+
 def _labels(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -92,7 +121,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
         watch_namespace=args.watch_namespace, stale_retry=args.stale_retry, gpu_types=args.gpu_types,
         gres_from_node=args.gres_from_node,
         topology=TopologySettings(kind=args.topology, block_label=args.topology_block_label,
-                                  tree_labels=args.topology_tree_labels, file_format=args.topology_format),
+                                  tree_labels=args.topology_tree_labels, file_format=args.topology_format,
+                                  allowed_values=args.topology_allowed_values, block_size=args.topology_block_size),
         topology_configmap=args.topology_configmap,
         topology_file=Path(args.topology_file) if args.topology_file else None,
         topology_reconfigure=args.topology_reconfigure, slurm_cluster=args.slurm_cluster)

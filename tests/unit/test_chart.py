@@ -992,6 +992,19 @@ def test_the_operators_topology_renders_its_flags_and_rights_on_its_configmap_on
     rules = [r for r in find(docs, "Role", "sunk-operator", NS)["rules"] if "configmaps" in r["resources"]]
     assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in rules} == {
         (("sunk-topology",), ("get", "patch")), ((), ("create",))}
+    assert "topology-allowed-values" not in args and "topology-block-size" not in args  # (defaults: any, derived)
+
+
+def test_the_topologys_allowed_values_and_block_size_reach_the_operator():
+    from sunk.nodeset import cli as operator_cli
+
+    docs = render({"operator": {"enabled": True, "topology": {
+        "type": "block", "allowedValues": ["rack-a", "rack-b"], "blockSize": 18}}})
+    config, _, _ = operator_cli.parse_args(chart.container_args(docs, "sunk-operator"))
+    assert (config.topology.allowed_values, config.topology.block_size) == (("rack-a", "rack-b"), 18)
+    for bad in ({"allowedValues": ["a b"]}, {"blockSize": -1}, {"blockSize": 5000}):
+        with pytest.raises(chart.RenderError):
+            render({"operator": {"enabled": True, "topology": {"type": "block", **bad}}})
 
 
 # ---- Slurm on Kubernetes: the SlurmCluster ------------------------------------------------------

@@ -196,7 +196,12 @@ def test_topology_flags():
                                                                          "topology.kubernetes.io/zone"),
                                                file_format="topology.conf")
     assert (config.topology_configmap, config.topology_file, config.topology_reconfigure) == ("topo", None, False)
+    config, _, _ = cli.parse_args(["--slurm-auth-token", "t", "--topology", "block", "--topology-configmap", "t",
+                                   "--topology-allowed-values", "rack-a, rack-b", "--topology-block-size", "18"])
+    assert (config.topology.allowed_values, config.topology.block_size) == (("rack-a", "rack-b"), 18)
     for bad in (["--topology", "tree", "--topology-configmap", "t"], ["--topology", "block"],
+                ["--topology-allowed-values", "a b"], ["--topology-allowed-values", "unlabeled"],
+                ["--topology-block-size", "-1"], ["--topology-block-size", "5000"],
                 ["--topology", "ring", "--topology-configmap", "t"]):
         with pytest.raises(SystemExit):
             cli.parse_args(["--slurm-auth-token", "t", *bad])

@@ -56,7 +56,7 @@ def test_two_nvlink_domains_make_two_blocks():
 def test_block_yaml_is_slurms_shape_and_names_every_node_once():
     topo = build(BLOCKS, [nv("n1", "DH4-016-US-EAST-02A"), nv("n2", "DH4-016-US-EAST-02A"), nv("n3", "7")])
     doc = yaml.safe_load(render_yaml(topo))
-    assert doc == [{"topology": "sunk", "cluster_default": True, "block": {"block_sizes": [1, 2, 4, 8, 16], "blocks": [
+    assert doc == [{"topology": "sunk", "cluster_default": True, "block": {"block_sizes": [2, 4, 8, 16, 32], "blocks": [
         {"block": "7", "nodes": "n3"}, {"block": "DH4-016-US-EAST-02A", "nodes": "n[1-2]"}]}}]
 
 
@@ -65,10 +65,50 @@ def test_block_sizes_are_written_so_no_daemon_derives_them_from_the_nodes_it_kno
     dynamic node's slurmd knows only itself and slurm.conf's nodes, and exited on Slurm 25.11 when no block
     held one ("Blocks do not contain any nodes and the BlockSizes are not set")."""
     topo = build(BLOCKS, [nv(f"n{i}", "rack-a") for i in range(1, 5)] + [nv("n5", "rack-b")])
-    assert block_sizes(topo) == (4, 8, 16, 32, 64)  # the first block's count, then powers of two over it
+    assert block_sizes(topo) == (4, 8, 16, 32, 64)  # the base block's count, then powers of two over it
     assert "BlockSizes=4,8,16,32,64" in render_conf(topo).splitlines()
     assert yaml.safe_load(render_yaml(topo))[0]["block"]["block_sizes"] == [4, 8, 16, 32, 64]
     assert block_sizes(build(BLOCKS, [])) == ()
+
+
+def test_the_base_block_size_is_the_most_common_one_so_one_small_block_cannot_make_it_1():
+    """Slurm's own default is the first block's count: a one-node block sorting first (a node that set its
+    own label to "0") made it 1, and every job of two nodes or more then spread over single-node blocks."""
+    racks = [nv(f"a{i}", "rack-a") for i in range(1, 5)] + [nv(f"b{i}", "rack-b") for i in range(1, 5)]
+    assert block_sizes(build(BLOCKS, [nv("x1", "0"), *racks]))[0] == 4
+    assert block_sizes(build(BLOCKS, [nv("x1", "0"), *racks[:4]]))[0] == 4  # a tie: the larger
+    three = [*racks, *(nv(f"c{i}", "rack-c") for i in range(1, 4)), *(nv(f"d{i}", "rack-d") for i in range(1, 4)),
+             *(nv(f"e{i}", "rack-e") for i in range(1, 4))]
+    assert block_sizes(build(BLOCKS, three))[0] == 3  # three blocks of 3 against two of 4
+    # The unlabeled block counts only when it is the only one.
+    assert block_sizes(build(BLOCKS, [*racks, *(nv(f"u{i}", None) for i in range(1, 9))]))[0] == 4
+    assert block_sizes(build(BLOCKS, [nv("u1", None), nv("u2", None)]))[0] == 2
+
+
+def test_an_operator_sets_the_base_block_size():
+    racks = [nv(f"a{i}", "rack-a") for i in range(1, 19)] + [nv("b1", "rack-b")]
+    topo = build(TopologySettings(kind=BLOCK, block_size=18), racks)
+    assert topo.base_block_size == 18
+    assert "BlockSizes=18,36,72,144,288" in render_conf(topo).splitlines()
+    assert yaml.safe_load(render_yaml(topo))[0]["block"]["block_sizes"] == [18, 36, 72, 144, 288]
+
+
+def test_an_allowed_list_keeps_a_node_from_naming_itself_into_a_block_it_may_not():
+    """A kubelet may set its own Node's labels: with allowed values, any other value places its node in
+    `unlabeled`, said in problems; a label under node-restriction.kubernetes.io/ needs no entry."""
+    settings = TopologySettings(kind=BLOCK, allowed_values=("rack-a", "rack-b"))
+    topo = build(settings, [nv("n1", "rack-a"), nv("n2", "rack-b"), nv("n3", "rack-evil")])
+    assert topo.blocks == (("rack-a", ("n1",)), ("rack-b", ("n2",)), ("unlabeled", ("n3",)))
+    assert len(topo.problems) == 1 and "n3" in topo.problems[0] and "allowed" in topo.problems[0]
+    trusted = "node-restriction.kubernetes.io/nvlink-domain"
+    topo = build(TopologySettings(kind=BLOCK, block_label=trusted, allowed_values=("rack-a",)),
+                 [Placement("n1", {trusted: "rack-z"})])
+    assert topo.blocks == (("rack-z", ("n1",)),) and topo.problems == ()
+    # ... and the same for every level of a tree.
+    tree = build(TopologySettings(kind=TREE, tree_labels=(FABRIC, LEAF), allowed_values=("f1", "l1")),
+                 [Placement("n1", {FABRIC: "f1", LEAF: "l1"}), Placement("n2", {FABRIC: "f1", LEAF: "l9"})])
+    assert dict(tree.leaves) == {"f1_l1": ("n1",), "unlabeled": ("n2",)}
+    assert len(tree.problems) == 1 and "n2" in tree.problems[0]
 
 
 def test_an_empty_yaml_topology_is_flat_never_a_block_topology_without_blocks():

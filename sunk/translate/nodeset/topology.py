@@ -13,6 +13,17 @@ file, so it cannot be per NodeSet, as SUNK's docs say too):
   path of values, leaf switches holding the nodes, and a ``root`` switch over the top level
   when there is more than one, so the tree is connected.
 
+A Node's labels are its kubelet's to write too (NodeRestriction guards only labels under
+``node-restriction.kubernetes.io/``), so a compromised node could name itself into another
+block. With ``allowed_values`` set, a value of a label outside that prefix counts only if it is
+listed; a label under the prefix is trusted as its administrator set it.
+
+The planning base block size (``BlockSizes``' first value; Slurm uses only blocks holding at
+least that many nodes, and aggregates 2, 4, ... base blocks for larger jobs) is ``block_size``
+when set, else the most common size of the labelled blocks (the larger on a tie), not Slurm's
+own default of the first block's size, which one small block sorting first would make 1, so
+that every job of two nodes or more would spread over single-node blocks.
+
 A Node without the label (or with a value that is not a safe Slurm name) is not left out:
 Slurm schedules no job on a node outside the topology (tree: every node must hang off a
 switch). Its Slurm node goes into the block, or under the leaf switch, ``unlabeled``
@@ -39,6 +50,8 @@ from attrs import field, frozen
 
 from sunk.slurm.hostlist import compress
 
+from .spec import KUBELET_PROOF_PREFIX
+
 BLOCK = "block"
 TREE = "tree"
 KINDS = (BLOCK, TREE)
@@ -58,6 +71,7 @@ MAX_SWITCH_NAME = 64  # Slurm refuses longer switch names in topology.conf (HOST
 # dynamic node knows only itself and slurm.conf's nodes, and exits ("Blocks do not contain any nodes and the
 # BlockSizes are not set") when no block holds one of them.
 BLOCK_LEVELS = 5
+MAX_BLOCK_SIZE = 4096  # --topology-block-size: far above any NVLink domain, and BlockSizes stay small numbers
 SLURM_NODE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -73,6 +87,9 @@ class TopologySettings:
     block_label: str = DEFAULT_BLOCK_LABEL
     tree_labels: tuple[str, ...] = field(converter=_strs, factory=tuple)
     file_format: str = YAML
+    # The values a label outside KUBELET_PROOF_PREFIX may bring (empty: any); the base block size (0: derived).
+    allowed_values: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    block_size: int = 0
 
 
 @frozen
@@ -92,19 +109,29 @@ class Topology:
     leaves: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> nodes
     inner: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> switches
     problems: tuple[str, ...] = field(converter=_strs, factory=tuple)
+    base_block_size: int = 0  # blocks only: BlockSizes' first value
 
     @property
     def empty(self) -> bool:
         return not self.blocks and not self.leaves
 
 
-def _value(labels: Mapping[str, str], key: str, node: str, problems: list[str]) -> str | None:
+def usable_name(value: str) -> bool:
+    """A block or switch name Slurm reads back as written (a name ending in ten digits or more overflows
+    Slurm's hostlist parser: slurmctld exits at reconfigure)."""
+    return bool(NAME.fullmatch(value)) and value not in (UNLABELED, ROOT) and not TRAILING_DIGITS.search(value)
+
+
+def _value(labels: Mapping[str, str], key: str, node: str, problems: list[str],
+           allowed: tuple[str, ...] = ()) -> str | None:
     value = labels.get(key)
     if value is None or value == "":
         return None
-    # (a name ending in ten digits or more overflows Slurm's hostlist parser: slurmctld exits at reconfigure)
-    if (not isinstance(value, str) or not NAME.fullmatch(value) or value in (UNLABELED, ROOT)
-            or TRAILING_DIGITS.search(value)):
+    if allowed and not key.startswith(KUBELET_PROOF_PREFIX) and value not in allowed:
+        problems.append(f"{node}: label {key}={str(value)[:63]!r} is not among the allowed topology values: "
+                        f"placed in {UNLABELED}")
+        return None
+    if not isinstance(value, str) or not usable_name(value):
         problems.append(f"{node}: label {key}={str(value)[:63]!r} is not a usable block or switch name: "
                         f"placed in {UNLABELED}")
         return None
@@ -119,18 +146,31 @@ def build(settings: TopologySettings, placements: Sequence[Placement]) -> Topolo
     if settings.kind == BLOCK:
         groups: dict[str, list[str]] = {}
         for p in nodes:
-            value = _value(p.labels, settings.block_label, p.slurm_node, problems)
+            value = _value(p.labels, settings.block_label, p.slurm_node, problems, settings.allowed_values)
             groups.setdefault(value or UNLABELED, []).append(p.slurm_node)
-        return Topology(BLOCK, blocks=tuple((k, tuple(v)) for k, v in sorted(groups.items())), problems=problems)
+        blocks = tuple((k, tuple(v)) for k, v in sorted(groups.items()))
+        return Topology(BLOCK, blocks=blocks, problems=problems,
+                        base_block_size=settings.block_size or _common_size(blocks))
     if settings.kind == TREE and settings.tree_labels:
-        return _tree(settings.tree_labels, nodes, problems)
+        return _tree(settings.tree_labels, nodes, problems, settings.allowed_values)
     return Topology(settings.kind)
 
 
-def _tree(levels: tuple[str, ...], nodes: Sequence[Placement], problems: list[str]) -> Topology:
+def _common_size(blocks: Sequence[tuple[str, tuple[str, ...]]]) -> int:
+    """The most common node count of the labelled blocks (the larger on a tie: a block smaller than
+    the base still runs jobs that fit it, while a base of 1 spreads every job over single-node
+    blocks); the ``unlabeled`` block counts only when it is the only one."""
+    sizes = [len(nodes) for name, nodes in blocks if name != UNLABELED] or [len(nodes) for _, nodes in blocks]
+    if not sizes:
+        return 0
+    return max(set(sizes), key=lambda size: (sizes.count(size), size))
+
+
+def _tree(levels: tuple[str, ...], nodes: Sequence[Placement], problems: list[str],
+          allowed: tuple[str, ...] = ()) -> Topology:
     paths: dict[tuple[str, ...], list[str]] = {}
     for p in nodes:
-        values = [_value(p.labels, key, p.slurm_node, problems) for key in levels]
+        values = [_value(p.labels, key, p.slurm_node, problems, allowed) for key in levels]
         path: tuple[str, ...] = (UNLABELED,) if any(v is None for v in values) else tuple(v or "" for v in values)
         paths.setdefault(path, []).append(p.slurm_node)
     every = sorted({path[:i] for path in paths for i in range(1, len(path) + 1)})
@@ -168,7 +208,7 @@ def block_sizes(topology: Topology) -> tuple[int, ...]:
     """The planning block sizes written with the blocks (``BLOCK_LEVELS``); none without a block."""
     if not topology.blocks:
         return ()
-    base = max(1, len(topology.blocks[0][1]))
+    base = max(1, topology.base_block_size or _common_size(topology.blocks))
     return tuple(base << level for level in range(BLOCK_LEVELS))
 
 
