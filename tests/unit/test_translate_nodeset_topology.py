@@ -79,7 +79,11 @@ def test_the_base_block_size_is_the_most_common_one_so_one_small_block_cannot_ma
     assert block_sizes(build(BLOCKS, [nv("x1", "0"), *racks[:4]]))[0] == 4  # a tie: the larger
     three = [*racks, *(nv(f"c{i}", "rack-c") for i in range(1, 4)), *(nv(f"d{i}", "rack-d") for i in range(1, 4)),
              *(nv(f"e{i}", "rack-e") for i in range(1, 4))]
-    assert block_sizes(build(BLOCKS, three))[0] == 3  # three blocks of 3 against two of 4
+    assert block_sizes(build(BLOCKS, three))[0] == 3  # three blocks of 3 (9 nodes) against two of 4 (8)
+    # Weighed by nodes: five nodes of four 18-node racks, each in a block of its own, do not make it 1.
+    nvl = [nv(f"r{r}n{i}", f"rack-{r}") for r in range(4) for i in range(18)]
+    rogue = [nv(p.slurm_node, f"evil-{n}") if n < 5 else p for n, p in enumerate(nvl)]
+    assert block_sizes(build(BLOCKS, rogue))[0] == 18
     # The unlabeled block counts only when it is the only one.
     assert block_sizes(build(BLOCKS, [*racks, *(nv(f"u{i}", None) for i in range(1, 9))]))[0] == 4
     assert block_sizes(build(BLOCKS, [nv("u1", None), nv("u2", None)]))[0] == 2

@@ -20,9 +20,9 @@ listed; a label under the prefix is trusted as its administrator set it.
 
 The planning base block size (``BlockSizes``' first value; Slurm uses only blocks holding at
 least that many nodes, and aggregates 2, 4, ... base blocks for larger jobs) is ``block_size``
-when set, else the most common size of the labelled blocks (the larger on a tie), not Slurm's
-own default of the first block's size, which one small block sorting first would make 1, so
-that every job of two nodes or more would spread over single-node blocks.
+when set, else the labelled blocks' size that holds the most nodes (the larger on a tie), not
+Slurm's own default of the first block's size, which one small block sorting first would make
+1, so that every job of two nodes or more would spread over single-node blocks.
 
 A Node without the label (or with a value that is not a safe Slurm name) is not left out:
 Slurm schedules no job on a node outside the topology (tree: every node must hang off a
@@ -109,7 +109,7 @@ class Topology:
     leaves: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> nodes
     inner: tuple[tuple[str, tuple[str, ...]], ...] = ()  # switch -> switches
     problems: tuple[str, ...] = field(converter=_strs, factory=tuple)
-    base_block_size: int = 0  # blocks only: BlockSizes' first value
+    base_block_size: int = 0  # blocks only: BlockSizes' first value, as the operator set it (0: derived)
 
     @property
     def empty(self) -> bool:
@@ -149,21 +149,21 @@ def build(settings: TopologySettings, placements: Sequence[Placement]) -> Topolo
             value = _value(p.labels, settings.block_label, p.slurm_node, problems, settings.allowed_values)
             groups.setdefault(value or UNLABELED, []).append(p.slurm_node)
         blocks = tuple((k, tuple(v)) for k, v in sorted(groups.items()))
-        return Topology(BLOCK, blocks=blocks, problems=problems,
-                        base_block_size=settings.block_size or _common_size(blocks))
+        return Topology(BLOCK, blocks=blocks, problems=problems, base_block_size=settings.block_size)
     if settings.kind == TREE and settings.tree_labels:
         return _tree(settings.tree_labels, nodes, problems, settings.allowed_values)
     return Topology(settings.kind)
 
 
 def _common_size(blocks: Sequence[tuple[str, tuple[str, ...]]]) -> int:
-    """The most common node count of the labelled blocks (the larger on a tie: a block smaller than
-    the base still runs jobs that fit it, while a base of 1 spreads every job over single-node
-    blocks); the ``unlabeled`` block counts only when it is the only one."""
+    """The block size holding the most nodes (the larger on a tie: a block smaller than the base still
+    runs the jobs it fits, while a base of 1 spreads every job over single-node blocks). Weighed by
+    nodes, not blocks, so that nodes labelling themselves into blocks of their own outweigh a size
+    only when they outnumber its nodes. The ``unlabeled`` block counts only when it is the only one."""
     sizes = [len(nodes) for name, nodes in blocks if name != UNLABELED] or [len(nodes) for _, nodes in blocks]
     if not sizes:
         return 0
-    return max(set(sizes), key=lambda size: (sizes.count(size), size))
+    return max(set(sizes), key=lambda size: (size * sizes.count(size), size))
 
 
 def _tree(levels: tuple[str, ...], nodes: Sequence[Placement], problems: list[str],
