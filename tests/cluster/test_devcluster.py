@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
+import signal
 import threading
 import time
 import uuid
@@ -224,9 +226,6 @@ def test_up_ends_a_demo_whose_daemons_died_before_its_workloads(dev_cluster, cap
     """`make demo`, then its scheduler and Syncer killed (a reboot, a supervisor ending the command's
     processes): the tests' `up` starts them again just long enough to end the demo's Pods and jobs,
     so no demo job holds a node and no demo Pod meets the tests' Syncers."""
-    import os
-    import signal
-
     from sunk_dev.cluster import DevCluster
     from sunk_dev.demo import _demo
 
@@ -244,5 +243,6 @@ def test_up_ends_a_demo_whose_daemons_died_before_its_workloads(dev_cluster, cap
     assert dev_cluster.kube_request("GET", "/api/v1/namespaces/demo/pods").json()["items"] == []
     assert dev_cluster._locked_nodes() == []
     assert all(c.daemon.pid() is None for c in dev_cluster._sunk_components())
+    assert not list(dev_cluster.root.glob("etc/slurm/*.d/50-sunk-lock"))  # (no prolog calls a Syncer gone)
     idle = dev_cluster.slurm("sinfo", "-h", "-N", "-o", "%N %T").stdout
     assert "drain" not in idle, idle
