@@ -15,6 +15,7 @@ the test makes each directory its image user's first, as an operator with hostPa
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import sys
@@ -30,7 +31,11 @@ from syncer_harness import wait_for
 import sunk
 from sunk import names
 from sunk.kube import client as kc
-from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SERVICES, SLURMCLUSTERS, Resource
+from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SERVICES, SLURMCLUSTERS, Resource
+from sunk.slurm import connect
+from sunk.slurm.client import SlurmClient
+from sunk.slurm.errors import SlurmError
+from sunk.slurm.models import JobRequest
 from sunk.translate.slurmcluster import paths
 from sunk_dev import images, realnode, slurmimages
 from sunk_dev.pool import apply_crds
@@ -221,3 +226,46 @@ def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_
     log = wait_for(lambda: (text := _container_log(namespace, name, "slurmctld")) and "started on cluster" in text
                    and text, 60, "slurmctld's start in its container log")
     assert "pidfile" not in log.lower(), log[-4000:]
+
+
+def _slurm_as_slurmuser(api: Any, namespace: str, key_file: Path) -> SlurmClient:
+    """sunk's REST client on the SlurmCluster's slurmrestd (its Pod's address: the dev cluster has no
+    kube-proxy), with tokens signed by the cluster's own JWT key for SlurmUser."""
+    secret = kc.get(api, SECRETS, f"{NAME}-jwt-key", namespace)
+    key_file.write_bytes(base64.b64decode(secret["data"][paths.JWT_KEY]))
+    key_file.chmod(0o600)
+    (rest,) = _pods_by_component(api, namespace)["slurmrestd"]
+    url = f"http://{rest['status']['podIP']}:{paths.SLURMRESTD_PORT}"
+    return connect("rest", url=url, user="slurm", jwt_key_file=str(key_file))
+
+
+def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_with_the_queue(
+        kube_api, running_cluster, tmp_path):
+    """Issue 34's acceptance: slurmctld's state is on its PersistentVolumeClaim, so a new Pod of its
+    StatefulSet (same claim, same name) starts from the saved state and still has the queued job."""
+    namespace = running_cluster
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
+    try:
+        job = slurm.submit_job(JobRequest(name="queued", script="#!/bin/sh\ntrue\n", partition="gpu", priority=0))
+        assert slurm.get_job(job).state == "PENDING"
+        (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+        kc.delete(kube_api, PODS, ctld["metadata"]["name"], namespace)
+
+        def restarted() -> bool:
+            pods = _pods_by_component(kube_api, namespace).get("slurmctld") or []
+            return any(p["metadata"]["uid"] != ctld["metadata"]["uid"] for p in pods) and not _not_ready(
+                kube_api, namespace)
+
+        wait_for(restarted, READY_TIMEOUT, "a new slurmctld Pod Ready", interval=2)
+
+        def queued() -> str | None:
+            try:
+                return slurm.get_job(job).state
+            except SlurmError:
+                return None  # (slurmrestd reaches the new slurmctld once its name resolves again)
+
+        assert wait_for(queued, 60, f"job {job} through the new slurmctld") == "PENDING"
+    finally:
+        slurm.close()
+

@@ -71,6 +71,13 @@ def test_slurmrestd_does_not_unshare_what_a_restricted_pods_seccomp_refuses():
     assert env["SLURMRESTD_SECURITY"] == "disable_unshare_sysv,disable_unshare_files"
 
 
+def test_slurmrestd_passes_tokens_on_as_auth_jwt():
+    """Without SLURM_JWT=daemon, slurmrestd hands a client's JWT to auth/munge, which refuses it: every
+    REST call, sunk's daemons' included, answered 401 (seen on the real kubelet, tests/cluster)."""
+    env = {e["name"]: e["value"] for e in pods()["slurmrestd"]["containers"][0]["env"]}
+    assert env["SLURM_JWT"] == "daemon"
+
+
 @pytest.mark.parametrize("component, uid", [
     ("slurmctld", paths.SLURM_UID), ("slurmdbd", paths.SLURM_UID), ("slurmrestd", paths.SLURMRESTD_UID),
     ("mariadb", paths.MARIADB_UID), ("login", paths.LOGIN_UID)])

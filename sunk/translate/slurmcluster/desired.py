@@ -200,7 +200,9 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
         out.append(_statefulset(spec, owner, "slurmdbd", 1, slurmdbd_template(spec), [], paths.name(spec, "slurmdbd")))
 
     # slurmrestd authenticates users with their JWT (rest_auth/jwt) and passes it on to slurmctld as auth/jwt
-    # (AuthAltTypes): it holds no JWT key (auth/jwt loads it only in slurmctld and slurmdbd). It does load
+    # (AuthAltTypes): it holds no JWT key (auth/jwt loads it only in slurmctld and slurmdbd). SLURM_JWT=daemon
+    # makes auth/jwt its own auth type: without it the pass-through goes to auth/munge, which refuses every
+    # token ("Rejecting thread config token for user slurm": HTTP 401 to every client). It may still load
     # slurm.conf's AuthType, auth/munge, whose init makes a credential and fails without munged ("fatal: failed
     # to initialize auth plugin", seen on 24.11): munged runs beside it, and as slurmrestd's own uid it mints
     # credentials of that unprivileged user only.
@@ -210,7 +212,8 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
     # gives what those unshares would (an IPC namespace and a process of its own), so they are turned off.
     restd = _container(spec, "slurmrestd", paths.SLURMRESTD_PORT, mounts,
                        args=["-a", "rest_auth/jwt", f"0.0.0.0:{paths.SLURMRESTD_PORT}"],
-                       env=[{"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}])
+                       env=[{"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"},
+                            {"name": "SLURM_JWT", "value": "daemon"}])
     out.append(_service(spec, owner, "slurmrestd", paths.SLURMRESTD_PORT))
     out.append(_deployment(spec, owner, "slurmrestd", spec.restd_replicas,
                            _run_as(_with_munged(_pod_template(spec, "slurmrestd", restd, volumes),
