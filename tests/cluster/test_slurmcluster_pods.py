@@ -23,9 +23,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from kube_testns import purge_namespace, wait_default_service_account
-from rbac_harness import operator_as_deployed, rendered
+from procs import Process
+from rbac_harness import DeployedOperator, operator_as_deployed, rendered
 from syncer_harness import wait_for
 
 import sunk
@@ -143,7 +145,7 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     account, operator = deployed.account, deployed.process
     try:
         operator.start()
-        yield namespace
+        yield RunningCluster(namespace, deployed)
     finally:
         operator.stop()
         purge_namespace(kube_api, namespace, (SLURMCLUSTERS, NODESETS))
@@ -162,6 +164,12 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
                 raise
 
 
+@attrs.frozen
+class RunningCluster:
+    namespace: str
+    operator: DeployedOperator  # started; a test may stop it
+
+
 def _pods_by_component(api: Any, namespace: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for pod in kc.list_objects(api, PODS, namespace):
@@ -177,7 +185,7 @@ def _not_ready(api: Any, namespace: str) -> list[str]:
 
 
 def test_every_pod_of_the_slurm_cluster_becomes_ready_on_the_real_node(kube_api, running_cluster):
-    namespace = running_cluster
+    namespace = running_cluster.namespace
 
     def all_ready() -> bool:
         return not _not_ready(kube_api, namespace)
@@ -203,7 +211,7 @@ def test_every_pod_of_the_slurm_cluster_becomes_ready_on_the_real_node(kube_api,
 
 def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, running_cluster):
     """login's readiness probe is ``scontrol ping`` (exec through the apiserver is not available here)."""
-    namespace = running_cluster
+    namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     (login,) = _pods_by_component(kube_api, namespace)["login"]
     assert login["spec"]["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
@@ -219,7 +227,7 @@ def _container_log(namespace: str, pod: str, container: str) -> str:
 def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_api, running_cluster):
     """slurmctld runs as SlurmUser, which cannot write /run: SlurmctldPidFile is in an emptyDir of its Pod, so
     its start logs no "Unable to open pidfile" (it did at every start before)."""
-    namespace = running_cluster
+    namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
     name = ctld["metadata"]["name"]
@@ -228,22 +236,31 @@ def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_
     assert "pidfile" not in log.lower(), log[-4000:]
 
 
-def _slurm_as_slurmuser(api: Any, namespace: str, key_file: Path) -> SlurmClient:
-    """sunk's REST client on the SlurmCluster's slurmrestd (its Pod's address: the dev cluster has no
-    kube-proxy), with tokens signed by the cluster's own JWT key for SlurmUser."""
+def _slurmrestd_url(api: Any, namespace: str) -> str:
+    """The SlurmCluster's slurmrestd at its Pod's address (the dev cluster has no kube-proxy)."""
+    (rest,) = _pods_by_component(api, namespace)["slurmrestd"]
+    return f"http://{rest['status']['podIP']}:{paths.SLURMRESTD_PORT}"
+
+
+def _cluster_jwt_key(api: Any, namespace: str, key_file: Path) -> Path:
     secret = kc.get(api, SECRETS, f"{NAME}-jwt-key", namespace)
     key_file.write_bytes(base64.b64decode(secret["data"][paths.JWT_KEY]))
     key_file.chmod(0o600)
-    (rest,) = _pods_by_component(api, namespace)["slurmrestd"]
-    url = f"http://{rest['status']['podIP']}:{paths.SLURMRESTD_PORT}"
-    return connect("rest", url=url, user="slurm", jwt_key_file=str(key_file))
+    return key_file
+
+
+def _slurm_as_slurmuser(api: Any, namespace: str, key_file: Path) -> SlurmClient:
+    """sunk's REST client on the SlurmCluster's slurmrestd, with tokens signed by the cluster's own JWT key
+    for SlurmUser."""
+    return connect("rest", url=_slurmrestd_url(api, namespace), user="slurm",
+                   jwt_key_file=str(_cluster_jwt_key(api, namespace, key_file)))
 
 
 def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_with_the_queue(
         kube_api, running_cluster, tmp_path):
     """Issue 34's acceptance: slurmctld's state is on its PersistentVolumeClaim, so a new Pod of its
     StatefulSet (same claim, same name) starts from the saved state and still has the queued job."""
-    namespace = running_cluster
+    namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
     try:
@@ -267,5 +284,43 @@ def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_
 
         assert wait_for(queued, 60, f"job {job} through the new slurmctld") == "PENDING"
     finally:
+        slurm.close()
+
+
+def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_reconfigure(
+        kube_api, running_cluster, tmp_path):
+    """What `helm upgrade` of a slurm.conf value does: the SlurmCluster's spec changes (here a partition's
+    PriorityTier), the operator rewrites the ConfigMap and, once the kubelet can have brought the file into
+    slurmctld's Pod, has slurmctld reread it through the cluster's own slurmrestd (the operator as the chart
+    runs it, slurm.api.url at that slurmrestd, tokens signed with the cluster's JWT key). slurmctld then
+    shows the new value, without a restart of its Pod."""
+    namespace = running_cluster.namespace
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
+    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    deployed = running_cluster.operator
+    deployed.process.stop()
+    dev_slurm = ("--slurm-api-base", "--slurm-auth-token-file")  # (the dev cluster's slurmrestd and token)
+    through_cluster = Process("sunk-operator-cluster-rest", deployed.process.module, [
+        *(a for a in deployed.process.args if not a.startswith(dev_slurm)),
+        f"--slurm-api-base={_slurmrestd_url(kube_api, namespace)}",
+        f"--slurm-jwt-key-file={tmp_path / 'jwt.key'}", "--slurm-user=slurm"],
+        deployed.process.ready_url, tmp_path, env={"SLURM_JWT": ""})
+    try:
+        through_cluster.start()
+        (gpu,) = [p for p in slurm.list_partitions() if p.name == "gpu"]
+        assert gpu.priority_tier != 7
+        partitions = [{"name": "gpu", "nodeSets": ["gpu"], "default": True, "options": {"PriorityTier": 7}}]
+        kc.request(kube_api, "PATCH", SLURMCLUSTERS.path(namespace, NAME), body={"spec": {"partitions": partitions}},
+                   content_type="application/merge-patch+json")
+
+        def tier() -> int:
+            return next(p.priority_tier for p in slurm.list_partitions() if p.name == "gpu")
+
+        wait_for(lambda: tier() == 7, 240, "slurmctld to show PriorityTier=7 for partition gpu", interval=3)
+        (now,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+        assert now["metadata"]["uid"] == ctld["metadata"]["uid"]  # (reread in place, not a new Pod)
+    finally:
+        through_cluster.stop()
         slurm.close()
 
