@@ -324,3 +324,18 @@ def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_rec
         through_cluster.stop()
         slurm.close()
 
+
+def test_deleting_the_slurmcluster_leaves_no_pod_and_keeps_its_volumes_and_keys(kube_api, running_cluster):
+    """What `helm uninstall` does to the SlurmCluster (last in this module): every Pod it made goes with it
+    (owner references), its state and database claims and its generated munge and JWT keys stay, so a
+    new install finds Slurm's state and the same keys."""
+    namespace = running_cluster.namespace
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    kc.delete(kube_api, SLURMCLUSTERS, NAME, namespace)
+    wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace), 120, "every SlurmCluster Pod gone", interval=2)
+    claims = {c["metadata"]["name"]: c for c in kc.list_objects(kube_api, PVCS, namespace)}
+    assert set(CLAIM_UIDS) <= set(claims), sorted(claims)
+    assert all(not c["metadata"].get("deletionTimestamp") for c in claims.values())
+    for secret in (f"{NAME}-munge-key", f"{NAME}-jwt-key"):
+        assert not kc.get(kube_api, SECRETS, secret, namespace)["metadata"].get("deletionTimestamp"), secret
+
