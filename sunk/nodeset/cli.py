@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "'unlabeled'. Unset: any value")
     topo.add_argument("--topology-block-size", type=_block_size, default=0,
                       help="block: the planning base block size (nodes per NVLink domain, e.g. 18 for NVL72); "
-                           "0: the most common size of the labelled blocks")
+                           "0: the labelled blocks' size that holds the most nodes")
     topo.add_argument("--topology-format", choices=FORMATS, default=YAML,
                       help="topology.yaml (Slurm 25.05 and later) or topology.conf (every release)")
     topo.add_argument("--topology-configmap", default="",
