@@ -574,12 +574,16 @@ def test_switching_the_taint_effect_to_noexecute_keeps_the_pods_sunk_placed(dev_
                                                                           lease, namespace, tmp_path):
     """Bound under a NoSchedule lock, a SUNK-placed Pod has no toleration; an operator then restarts
     the Syncer with NoExecute. The Pod must tolerate the taint before it lands (Kubernetes' taint
-    manager would evict it), the old taint must not stay beside the new one, and unlock removes it."""
-    inference = make_pod(kube_api, namespace, "inference", "worker-4", annotations={names.ANN_JOB_ID: "1"})
-    assert not tolerates_lock(inference)  # (only the default not-ready/unreachable ones)
+    manager would evict it), the old taint must not stay beside the new one, and unlock removes it.
+
+    The Pod names the job that holds node4: a Pod naming another job is kept only for
+    --lock-request-grace after its binding (5 s here), so on a loaded machine, where the lock takes
+    longer to show, the first Syncer could evict it before the switch."""
     unlocked(kube_api, dev_cluster, "node4")
     job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
                             "--wrap", "sleep 120").stdout.strip()
+    inference = make_pod(kube_api, namespace, "inference", "worker-4", annotations={names.ANN_JOB_ID: job})
+    assert not tolerates_lock(inference)  # (only the default not-ready/unreachable ones)
     switched = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-permissions-enabled",
                                                                "--lock-taint-effect=NoExecute"], lease=lease)
     try:
