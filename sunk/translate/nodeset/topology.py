@@ -18,8 +18,9 @@ A Node's labels are its kubelet's to write too (NodeRestriction guards only labe
 block. With ``allowed_values`` set, a value of a label outside that prefix counts only if it is
 listed; a label under the prefix is trusted as its administrator set it.
 
-The planning base block size (``BlockSizes``' first value; Slurm uses only blocks holding at
-least that many nodes, and aggregates 2, 4, ... base blocks for larger jobs) is ``block_size``
+The planning base block size (``BlockSizes``' first value: Slurm plans a job in whole base
+blocks and aggregates 2, 4, ... of them for larger jobs; a smaller block still runs the jobs it
+fits, and is only left out of the fragmentation count) is ``block_size``
 when set, else the labelled blocks' size that holds the most nodes (the larger on a tie), not
 Slurm's own default of the first block's size, which one small block sorting first would make
 1, so that every job of two nodes or more would spread over single-node blocks.
