@@ -1111,9 +1111,10 @@ def _ready(probe_port: int) -> bool:
 
 
 def pod_runs_as(pod: dict) -> tuple[list, list]:
-    """What a slurmd Pod runs: its containers' images and its hostPath volumes (which chroot)."""
+    """What a slurmd Pod runs: its containers' images, commands and environment, and its hostPath volumes
+    (which chroot)."""
     spec = pod.get("spec") or {}
-    return ([c.get("image") for c in spec.get("containers") or ()],
+    return ([(c.get("image"), c.get("command"), c.get("env")) for c in spec.get("containers") or ()],
             sorted((v.get("hostPath") or {}).get("path", "") for v in spec.get("volumes") or () if v.get("hostPath")))
 
 

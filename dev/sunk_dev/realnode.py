@@ -435,7 +435,8 @@ def slurmd_pod(chroot: Path, namespace: str) -> dict:
 
 
 def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
-    """The real Node's slurmd Pod, slurmd from its own image (``sunk_dev.images``).
+    """The real Node's slurmd Pod, slurmd from its own image (``sunk_dev.images``), started by the image's
+    entrypoint from the environment a NodeSet's Pod gets (its name and registration).
 
     What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge
     socket (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's
@@ -447,7 +448,8 @@ def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
     host = {"/run/munge": "munge", "/etc/slurm": "slurm-etc", "/etc/sunk": "sunk-etc"}
     pod["spec"]["containers"] = [{
         "name": "slurmd", "image": image, "imagePullPolicy": "Never",
-        "command": ["/usr/sbin/slurmd", "-D", "-Z", "-N", SLURM_NODE, "--conf", conf],
+        # the image's own entrypoint, given what a NodeSet's operator writes (docs/nodeset.md)
+        "env": [{"name": "SUNK_SLURM_NODE_NAME", "value": SLURM_NODE}, {"name": "SUNK_SLURMD_CONF", "value": conf}],
         "volumeMounts": [{"name": name, "mountPath": path, **({"readOnly": True} if path != "/run/munge" else {})}
                          for path, name in host.items()]
                         + [{"name": "spool", "mountPath": "/var/spool/slurmd"},

@@ -59,7 +59,9 @@ RENDERED_UIDS = {"slurmctld": cluster_paths.SLURM_UID, "slurmdbd": cluster_paths
 # Files of this repository a role's layer carries (its member name -> the file beside this module).
 IMAGE_FILES_DIR = Path(__file__).parent / "imagefiles"
 MARIADB_ENTRYPOINT = "usr/local/bin/sunk-mariadb-entrypoint"
-ROLE_FILES = {"mariadb": ((MARIADB_ENTRYPOINT, "mariadb-entrypoint.sh"),)}
+SLURMD_ENTRYPOINT = "usr/local/bin/sunk-slurmd"
+ROLE_FILES = {"mariadb": ((MARIADB_ENTRYPOINT, "mariadb-entrypoint.sh"),),
+              "slurmd": ((SLURMD_ENTRYPOINT, "slurmd-entrypoint.sh"),)}
 MARIADB_PACKAGES = ("mariadb-server-core", "mariadb-client-core")
 ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 
@@ -121,10 +123,11 @@ ROLES: tuple[SlurmRole, ...] = (
     SlurmRole("slurmctld", "sunk-slurmctld", ("slurmctld",), (), ("usr/sbin/slurmctld",), SLURM_USER,
               "usr/sbin/slurmctld", ("/usr/sbin/slurmctld",), ("-D",)),
     # slurmd and munged (the same image, a second container: `command: [munged, -F]`); the prolog and epilog
-    # it runs call the hook API with curl and Slurm with scontrol and squeue.
+    # it runs call the hook API with curl and Slurm with scontrol and squeue. slurmd starts through this
+    # repository's entrypoint (imagefiles/slurmd-entrypoint.sh): a dynamic node registering as its NodeSet says.
     SlurmRole("slurmd", "sunk-slurmd", ("slurmd", "slurm-client", "munge", "curl"), ("munge", "curl"),
               ("usr/sbin/slurmd", "usr/sbin/slurmstepd", *CLIENT_COMMANDS), "root",
-              "usr/sbin/slurmd", ("/usr/sbin/slurmd",), ("-D", "-Z")),
+              "usr/sbin/slurmd", (f"/{SLURMD_ENTRYPOINT}",), ()),
     SlurmRole("slurmrestd", "sunk-slurmrestd", ("slurmrestd",), (), ("usr/sbin/slurmrestd",), SLURMRESTD_USER,
               "usr/sbin/slurmrestd", ("/usr/sbin/slurmrestd",), ("0.0.0.0:6820",)),
     SlurmRole("slurmdbd", "sunk-slurmdbd", ("slurmdbd", "slurm-wlm-mysql-plugin"), ("libmariadb3",),

@@ -193,7 +193,10 @@ def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
 def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
     pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)
     (container,) = pod["spec"]["containers"]
-    assert container["image"] == SLURMD_IMAGE and container["command"][0] == "/usr/sbin/slurmd"
+    assert container["image"] == SLURMD_IMAGE and "command" not in container  # the image's entrypoint
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SUNK_SLURM_NODE_NAME"] == realnode.SLURM_NODE
+    assert f"Features={realnode.SLURM_FEATURE}" in env["SUNK_SLURMD_CONF"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm"}
     host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}

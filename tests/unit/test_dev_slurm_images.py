@@ -47,7 +47,7 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
 
 @pytest.mark.parametrize(("role", "user", "entrypoint", "cmd", "ports"), [
     ("slurmctld", "64030:64030", ["/usr/sbin/slurmctld"], ["-D"], {"6817/tcp": {}}),
-    ("slurmd", "0:0", ["/usr/sbin/slurmd"], ["-D", "-Z"], {"6818/tcp": {}}),
+    ("slurmd", "0:0", ["/usr/local/bin/sunk-slurmd"], [], {"6818/tcp": {}}),
     ("slurmrestd", "1999:1999", ["/usr/sbin/slurmrestd"], ["0.0.0.0:6820"], {"6820/tcp": {}}),
     ("slurmdbd", "64030:64030", ["/usr/sbin/slurmdbd"], ["-D"], {"6819/tcp": {}}),
     ("login", "65532:65532", None, ["sleep", "infinity"], None),
