@@ -188,9 +188,12 @@ def test_a_nodeset_naming_the_cluster_gets_its_configuration_munge_key_and_hooks
         assert spec["initContainers"][0]["image"] == c.get()["spec"]["images"]["slurmd"] != slurmd["image"]
         env = {e["name"]: e.get("value") for e in slurmd["env"]}
         assert "nodeset-gpu" in env["SUNK_SLURM_FEATURES"].split(",")
-        found = next(x for x in kc.get(c.api, NODESETS, "gpu", c.namespace)["status"]["conditions"]
-                     if x["type"] == "ClusterFound")
-        assert found["status"] == "True"
+
+        def cluster_found() -> dict[str, Any] | None:  # (the status is written after the Pods, not with them)
+            conditions = (kc.get(c.api, NODESETS, "gpu", c.namespace).get("status") or {}).get("conditions") or []
+            return next((x for x in conditions if x["type"] == "ClusterFound"), None)
+
+        wait_for(lambda: (cluster_found() or {}).get("status") == "True", 30, "the NodeSet's ClusterFound=True")
 
         # A template container mounting the operator's munge key volume is refused, and the Pod is left alone.
         uid = pod()["metadata"]["uid"]  # type: ignore[index]

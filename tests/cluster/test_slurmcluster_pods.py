@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 import pytest
+import requests
 from kube_testns import purge_namespace, wait_default_service_account
 from procs import Process
 from rbac_harness import DeployedOperator, operator_as_deployed, rendered
@@ -38,6 +39,7 @@ from sunk.slurm import connect
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
 from sunk.slurm.models import JobRequest
+from sunk.slurm.rest import RestClient
 from sunk.translate.slurmcluster import paths
 from sunk_dev import images, realnode, slurmimages
 from sunk_dev.pool import apply_crds
@@ -128,7 +130,8 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     wait_default_service_account(kube_api, namespace)
     volume = {"size": "10Gi", "storageClassName": storage_class}
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
-              "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name,
+              # cgroup none: the NodeSet's slurmd runs in an unprivileged container (no writable cgroupfs)
+              "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
                                "slurmctld": {"stateVolume": volume},
                                "slurmdbd": {"database": {"internal": {"volume": volume}}},
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
@@ -284,6 +287,71 @@ def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_
 
         assert wait_for(queued, 60, f"job {job} through the new slurmctld") == "PENDING"
     finally:
+        slurm.close()
+
+
+def _nodeset_pods(api: Any, namespace: str) -> list[dict[str, Any]]:
+    return kc.list_objects(api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+
+
+def _accounted(slurm: SlurmClient, job_id: int) -> list[dict[str, Any]]:
+    """slurmdbd's records of ``job_id``, through the cluster's slurmrestd (``sacct``'s source)."""
+    assert isinstance(slurm, RestClient)
+    url = slurm.base.replace("/slurm/", "/slurmdb/") + f"job/{job_id}"
+    resp = requests.get(url, headers={"X-SLURM-USER-NAME": slurm.user, "X-SLURM-USER-TOKEN": slurm.tokens.token()},
+                        timeout=30)
+    return list(resp.json().get("jobs") or []) if resp.status_code == 200 else []
+
+
+def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_completes_and_is_accounted(
+        kube_api, dev_cluster, running_cluster, tmp_path):
+    """Issues 34 (NodeSets of the cluster) and 35 (the slurmd image's entrypoint): NodeSet ``gpu`` moved onto
+    the real Node gets one slurmd Pod of the shipped sunk-slurmd image with no command of its own. The operator
+    lends it the cluster's configuration and munged; the image's entrypoint registers the Slurm node under the
+    operator's name with the NodeSet's feature, which partition ``gpu`` selects. A batch job submitted through
+    the cluster's slurmrestd runs on it to COMPLETED, and slurmdbd has its record. (One node: the dev cluster
+    has one real kubelet.) Moved off again, the Pod goes."""
+    namespace = running_cluster.namespace
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
+    image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
+    template = {"spec": {"containers": [{"name": "slurmd", "image": image, "imagePullPolicy": "Never"}]}}
+
+    def place(selector: dict[str, str]) -> None:
+        kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
+                   body={"spec": {"nodeSelector": selector, "template": template}})
+
+    place({"kubernetes.io/hostname": realnode.NODE_NAME})
+    try:
+        def slurmd_pod() -> dict[str, Any] | None:
+            pods = _nodeset_pods(kube_api, namespace)
+            return pods[0] if len(pods) == 1 and _ready(pods[0]) else None
+
+        pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
+        assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "slurmd"]
+        assert "command" not in container and "args" not in container  # the image's entrypoint
+        node_name = pod["spec"]["hostname"]
+
+        def registered() -> bool:
+            node = next((n for n in slurm.list_nodes().items or () if n.name == node_name), None)
+            return node is not None and "nodeset-gpu" in node.features and node.base_state == "IDLE"
+
+        wait_for(registered, 90, f"Slurm node {node_name} IDLE with feature nodeset-gpu", interval=2)
+        job = slurm.submit_job(JobRequest(name="nodeset-batch", script="#!/bin/sh\nhostname\n", partition="gpu"))
+
+        def finished() -> str | None:
+            state = slurm.get_job(job).state
+            return state if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING") else None
+
+        assert wait_for(finished, 90, f"job {job} to finish on {node_name}", interval=1) == "COMPLETED"
+        assert slurm.get_job(job).nodes == node_name
+        records = wait_for(lambda: _accounted(slurm, job), 60, f"slurmdbd's record of job {job}", interval=2)
+        assert [r["job_id"] for r in records] == [job]
+        assert "COMPLETED" in records[0]["state"]["current"]
+    finally:
+        place({"sunk.dev/none": namespace})
+        wait_for(lambda: not _nodeset_pods(kube_api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
         slurm.close()
 
 
