@@ -129,7 +129,9 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_default_service_account(kube_api, namespace)
     volume = {"size": "10Gi", "storageClassName": storage_class}
+    # No node locking: the prolog would call a Syncer's hook API, and none runs here (no hooks ConfigMap either).
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
+              "syncer": {"nodeLocking": {"enabled": False}},
               # cgroup none: the NodeSet's slurmd runs in an unprivileged container (no writable cgroupfs)
               "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
                                "slurmctld": {"stateVolume": volume},
@@ -317,17 +319,23 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
     image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
     template = {"spec": {"containers": [{"name": "slurmd", "image": image, "imagePullPolicy": "Never"}]}}
 
-    def place(selector: dict[str, str]) -> None:
+    def place(selector: dict[str, str | None]) -> None:
         kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
-                   body={"spec": {"nodeSelector": selector, "template": template}})
+                   body={"spec": {"nodeSelector": selector, "template": template,
+                                  "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME}})
 
-    place({"kubernetes.io/hostname": realnode.NODE_NAME})
+    place({"kubernetes.io/hostname": realnode.NODE_NAME, "sunk.dev/none": None})
     try:
         def slurmd_pod() -> dict[str, Any] | None:
             pods = _nodeset_pods(kube_api, namespace)
             return pods[0] if len(pods) == 1 and _ready(pods[0]) else None
 
-        pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
+        try:
+            pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
+        except AssertionError:
+            status = kc.get(kube_api, NODESETS, "gpu", namespace).get("status")
+            states = [(p["metadata"]["name"], p.get("status")) for p in _nodeset_pods(kube_api, namespace)]
+            raise AssertionError(f"no Ready slurmd Pod; NodeSet status {status}; Pods {states}") from None
         assert pod["spec"]["nodeName"] == realnode.NODE_NAME
         (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "slurmd"]
         assert "command" not in container and "args" not in container  # the image's entrypoint
@@ -350,7 +358,7 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
         assert [r["job_id"] for r in records] == [job]
         assert "COMPLETED" in records[0]["state"]["current"]
     finally:
-        place({"sunk.dev/none": namespace})
+        place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
         wait_for(lambda: not _nodeset_pods(kube_api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
         slurm.close()
 

@@ -47,7 +47,15 @@ def lines(text: str) -> list[str]:
     "NodeSet=ns-gpu Feature=nodeset-gpu", "PartitionName=gpu Nodes=ns-gpu Default=YES",
 ])
 def test_slurm_conf_carries_what_sunk_needs(line):
-    assert line in lines(conf())
+    assert line in lines(conf(cluster(hooks={"configMap": "sunk-slurm-hooks"})))
+
+
+def test_without_the_hooks_configmap_no_prolog_or_epilog_names_files_no_pod_has():
+    """Node locking off: the chart makes no hooks ConfigMap, nothing is mounted at /etc/slurm/prolog.d, and a
+    Prolog naming it would fail every job and drain its node (found by a job on a NodeSet's real slurmd)."""
+    found = lines(conf(cluster()))
+    assert "PrologFlags=Alloc" in found
+    assert not [line for line in found if line.startswith(("Prolog=", "Epilog="))]
 
 
 def test_no_node_is_configured_statically_each_registers_with_slurmd_z():

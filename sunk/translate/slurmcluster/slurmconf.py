@@ -3,8 +3,8 @@
 
 What sunk needs is written first and cannot be overridden (``lines.OWNED``): ``ReturnToService=2``
 (the Syncer's DOWN route: a node comes back by itself once its slurmd talks again),
-``PrologFlags=Alloc`` with the chart's prolog and epilog (the prolog locks the Node when the job is
-allocated), ``SelectTypeParameters=CR_Core_Memory``, ``KillWait`` (the scheduler's
+``PrologFlags=Alloc`` with the chart's prolog and epilog when the cluster has the chart's hooks
+ConfigMap (the prolog locks the Node when the job is allocated; without node locking there is none), ``SelectTypeParameters=CR_Core_Memory``, ``KillWait`` (the scheduler's
 ``--slurm-kill-wait``), ``AuthAltTypes=auth/jwt`` (slurmrestd and sunk's daemons), ``GresTypes``,
 and dynamic nodes: no ``NodeName`` line, ``MaxNodeCount``, ``TreeWidth=65533`` (Slurm's advice
 for nodes whose addresses slurmctld learns at registration), each NodeSet's nodes registering
@@ -73,8 +73,9 @@ def slurm_conf(spec: SlurmClusterSpec) -> str:
         ("AuthAltParameters", f"jwt_key={paths.JWT_KEY_FILE}"),
         ("ReturnToService", "2"),
         ("PrologFlags", "Alloc"),
-        ("Prolog", paths.PROLOG),
-        ("Epilog", paths.EPILOG),
+        # (the chart's prolog and epilog are there only with the hooks ConfigMap: a Prolog naming nothing
+        # fails every job and drains its node)
+        *([("Prolog", paths.PROLOG), ("Epilog", paths.EPILOG)] if spec.hooks_configmap else []),
         ("SelectType", "select/cons_tres"),
         ("SelectTypeParameters", "CR_Core_Memory"),
         *_process_plugins(spec.cgroup),
