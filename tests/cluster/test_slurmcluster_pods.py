@@ -292,6 +292,17 @@ def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_
         slurm.close()
 
 
+def _operator_through_cluster(api: Any, deployed: DeployedOperator, namespace: str, tmp_path: Path) -> Process:
+    """The operator as the chart runs it, but on the cluster's own Slurm: ``slurm.api.url`` at its slurmrestd,
+    tokens signed with its JWT key (``_slurm_as_slurmuser`` wrote it to ``tmp_path / "jwt.key"``)."""
+    dev_slurm = ("--slurm-api-base", "--slurm-auth-token-file")  # (the dev cluster's slurmrestd and token)
+    return Process("sunk-operator-cluster-rest", deployed.process.module, [
+        *(a for a in deployed.process.args if not a.startswith(dev_slurm)),
+        f"--slurm-api-base={_slurmrestd_url(api, namespace)}",
+        f"--slurm-jwt-key-file={tmp_path / 'jwt.key'}", "--slurm-user=slurm"],
+        deployed.process.ready_url, tmp_path, env={"SLURM_JWT": ""})
+
+
 def _nodeset_pods(api: Any, namespace: str) -> list[dict[str, Any]]:
     return kc.list_objects(api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
 
@@ -312,18 +323,24 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
     lends it the cluster's configuration and munged; the image's entrypoint registers the Slurm node under the
     operator's name with the NodeSet's feature, which partition ``gpu`` selects. A batch job submitted through
     the cluster's slurmrestd runs on it to COMPLETED, and slurmdbd has its record. (One node: the dev cluster
-    has one real kubelet.) Moved off again, the Pod goes."""
+    has one real kubelet.) Scaled to 0 replicas, the Pod goes."""
     namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
     image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
-    template = {"spec": {"containers": [{"name": "slurmd", "image": image, "imagePullPolicy": "Never"}]}}
+    # privileged, as slurmd Pods are (slurmstepd sets each task's CPU affinity and changes to the job's user)
+    template = {"spec": {"containers": [{"name": "slurmd", "image": image, "imagePullPolicy": "Never",
+                                         "securityContext": {"privileged": True}}]}}
 
     def place(selector: dict[str, str | None]) -> None:
         kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
                    body={"spec": {"nodeSelector": selector, "template": template,
                                   "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME}})
 
+    # (the module's operator reads the dev cluster's Slurm: scaling the NodeSet in drains in the cluster's own)
+    running_cluster.operator.process.stop()
+    through_cluster = _operator_through_cluster(kube_api, running_cluster.operator, namespace, tmp_path)
+    through_cluster.start()
     place({"kubernetes.io/hostname": realnode.NODE_NAME, "sunk.dev/none": None})
     try:
         def slurmd_pod() -> dict[str, Any] | None:
@@ -358,9 +375,15 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
         assert [r["job_id"] for r in records] == [job]
         assert "COMPLETED" in records[0]["state"]["current"]
     finally:
-        place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
-        wait_for(lambda: not _nodeset_pods(kube_api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
-        slurm.close()
+        try:  # (replicas 0 scales in: a selector matching no Node freezes the NodeSet instead)
+            kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), body={"spec": {"replicas": 0}},
+                       content_type="application/merge-patch+json")
+            wait_for(lambda: not _nodeset_pods(kube_api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
+            place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
+        finally:
+            through_cluster.stop()
+            running_cluster.operator.process.start()
+            slurm.close()
 
 
 def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_reconfigure(
@@ -376,12 +399,7 @@ def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_rec
     (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
     deployed = running_cluster.operator
     deployed.process.stop()
-    dev_slurm = ("--slurm-api-base", "--slurm-auth-token-file")  # (the dev cluster's slurmrestd and token)
-    through_cluster = Process("sunk-operator-cluster-rest", deployed.process.module, [
-        *(a for a in deployed.process.args if not a.startswith(dev_slurm)),
-        f"--slurm-api-base={_slurmrestd_url(kube_api, namespace)}",
-        f"--slurm-jwt-key-file={tmp_path / 'jwt.key'}", "--slurm-user=slurm"],
-        deployed.process.ready_url, tmp_path, env={"SLURM_JWT": ""})
+    through_cluster = _operator_through_cluster(kube_api, deployed, namespace, tmp_path)
     try:
         through_cluster.start()
         (gpu,) = [p for p in slurm.list_partitions() if p.name == "gpu"]
