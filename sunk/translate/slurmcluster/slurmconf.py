@@ -4,8 +4,9 @@
 What sunk needs is written first and cannot be overridden (``lines.OWNED``): ``ReturnToService=2``
 (the Syncer's DOWN route: a node comes back by itself once its slurmd talks again),
 ``PrologFlags=Alloc`` with the chart's prolog and epilog when the cluster has the chart's hooks
-ConfigMap (the prolog locks the Node when the job is allocated; without node locking there is none), ``SelectTypeParameters=CR_Core_Memory``, ``KillWait`` (the scheduler's
-``--slurm-kill-wait``), ``AuthAltTypes=auth/jwt`` (slurmrestd and sunk's daemons), ``GresTypes``,
+ConfigMap (the prolog locks the Node when the job is allocated; without node locking there is
+none), ``SelectTypeParameters=CR_Core_Memory``, ``KillWait`` (the scheduler's ``--slurm-kill-wait``),
+``AuthAltTypes=auth/jwt`` (slurmrestd and sunk's daemons), ``GresTypes``,
 and dynamic nodes: no ``NodeName`` line, ``MaxNodeCount``, ``TreeWidth=65533`` (Slurm's advice
 for nodes whose addresses slurmctld learns at registration), each NodeSet's nodes registering
 with ``slurmd -Z`` and the feature ``nodeset-<name>``, which a Slurm ``NodeSet`` turns into a
