@@ -134,6 +134,7 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
               "syncer": {"nodeLocking": {"enabled": False}},
               # cgroup none: the NodeSet's slurmd runs in an unprivileged container (no writable cgroupfs)
               "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
+                               "gresTypes": ["gpu", "nic"],
                                "slurmctld": {"stateVolume": volume},
                                "slurmdbd": {"database": {"internal": {"volume": volume}}},
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
@@ -321,7 +322,8 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
     """Issues 34 (NodeSets of the cluster) and 35 (the slurmd image's entrypoint): NodeSet ``gpu`` moved onto
     the real Node gets one slurmd Pod of the shipped sunk-slurmd image with no command of its own. The operator
     lends it the cluster's configuration and munged; the image's entrypoint registers the Slurm node under the
-    operator's name with the NodeSet's feature, which partition ``gpu`` selects. A batch job submitted through
+    operator's name with the NodeSet's feature, which partition ``gpu`` selects, and a GRES (``nic:1``) whose
+    gres.conf line reaches slurmd through the entrypoint's own configuration directory. A batch job submitted through
     the cluster's slurmrestd runs on it to COMPLETED, and slurmdbd has its record. (One node: the dev cluster
     has one real kubelet.) Scaled to 0 replicas, the Pod goes."""
     namespace = running_cluster.namespace
@@ -334,7 +336,7 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
 
     def place(selector: dict[str, str | None]) -> None:
         kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
-                   body={"spec": {"nodeSelector": selector, "template": template,
+                   body={"spec": {"nodeSelector": selector, "template": template, "slurm": {"gres": "nic:1"},
                                   "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME}})
 
     # (the module's operator reads the dev cluster's Slurm: scaling the NodeSet in drains in the cluster's own)
@@ -360,7 +362,9 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
 
         def registered() -> bool:
             node = next((n for n in slurm.list_nodes().items or () if n.name == node_name), None)
-            return node is not None and "nodeset-gpu" in node.features and node.base_state == "IDLE"
+            # (nic:1 comes with its gres.conf line: slurmd reads the entrypoint's directory of links, -f)
+            return (node is not None and "nodeset-gpu" in node.features and "nic:1" in node.gres
+                    and node.base_state == "IDLE")
 
         wait_for(registered, 90, f"Slurm node {node_name} IDLE with feature nodeset-gpu", interval=2)
         job = slurm.submit_job(JobRequest(name="nodeset-batch", script="#!/bin/sh\nhostname\n", partition="gpu"))

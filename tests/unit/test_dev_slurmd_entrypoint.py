@@ -74,7 +74,7 @@ def test_gres_lines_give_slurmd_a_directory_whose_gres_conf_adds_them_to_the_mou
     done, args = run(tmp_path, SUNK_SLURM_NODE_NAME="g-1", SUNK_SLURMD_CONF="Gres=gpu:a100:4",
                      SUNK_GRES_CONF=GRES_LINES)
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path / "run" / "conf"
     assert args == ["-D", "-Z", "-N", "g-1", "--conf", "Gres=gpu:a100:4", "-f", f"{run_dir}/slurm.conf"]
     assert (tmp_path / "record" / "gres.conf").read_text() == "AutoDetect=nvml\n" + GRES_LINES + "\n"
     assert (tmp_path / "record" / "slurm.conf").read_text() == "ClusterName=c\n"
@@ -101,7 +101,7 @@ def test_a_restarted_container_starts_from_the_current_lines_not_the_last_starts
     done, _ = run(tmp_path, SUNK_GRES_CONF=GRES_LINES)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "record" / "gres.conf").read_text() == "AutoDetect=nvml\n" + GRES_LINES + "\n"
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["gres.conf", "slurm.conf"]
+    assert sorted(p.name for p in (tmp_path / "run" / "conf").iterdir()) == ["gres.conf", "slurm.conf"]
 
 
 def test_an_unwritable_directory_fails_the_start_with_the_shells_error_before_slurmd(tmp_path):
@@ -111,3 +111,31 @@ def test_an_unwritable_directory_fails_the_start_with_the_shells_error_before_sl
     done, args = run(tmp_path, SUNK_GRES_CONF=GRES_LINES, SUNK_SLURMD_CONF_DIR=str(blocker / "run"))
     assert done.returncode != 0 and done.stderr
     assert args == []  # slurmd never started with a gres.conf that lacks the node's lines
+
+
+def test_a_directory_writable_by_all_becomes_roots_alone_so_no_job_can_swap_what_slurmd_reads(tmp_path):
+    """An emptyDir is mode 0777 and jobs run in the slurmd container as their users: left so, a job could
+    replace a link with a slurm.conf of its own (a Prolog of its choosing, run as root)."""
+    _mounted_config(tmp_path)
+    base = tmp_path / "run"
+    base.mkdir()
+    base.chmod(0o777)
+    (base / "conf").mkdir()
+    (base / "conf" / "slurm.conf").write_text("Prolog=/tmp/mine\n")  # what a job left there
+    (base / "conf").chmod(0o777)
+    done, _ = run(tmp_path, SUNK_GRES_CONF=GRES_LINES)
+    assert done.returncode == 0, done.stderr
+    for directory in (base, base / "conf"):
+        st = directory.stat()
+        assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o755, 0, 0), directory
+    assert (tmp_path / "record" / "slurm.conf").read_text() == "ClusterName=c\n"
+    assert (base / "conf" / "slurm.conf").is_symlink()
+
+
+def test_a_directory_that_holds_the_configuration_is_refused_before_anything_is_removed(tmp_path):
+    etc = _mounted_config(tmp_path)
+    for base in (etc, tmp_path):
+        done, args = run(tmp_path, SUNK_GRES_CONF=GRES_LINES, SUNK_SLURMD_CONF_DIR=str(base))
+        assert done.returncode != 0 and "sunk-slurmd: SUNK_SLURMD_CONF_DIR" in done.stderr
+        assert args == []
+    assert sorted(p.name for p in etc.iterdir()) == ["gres.conf", "slurm.conf", "topology.yaml"]
