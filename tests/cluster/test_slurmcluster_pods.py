@@ -132,7 +132,7 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     # No node locking: the prolog would call a Syncer's hook API, and none runs here (no hooks ConfigMap either).
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
               "syncer": {"nodeLocking": {"enabled": False}},
-              # cgroup none: the NodeSet's slurmd runs in an unprivileged container (no writable cgroupfs)
+              # cgroup none: cgroup/v2 for a containerised slurmd is unproven here (the NodeSet test runs it privileged)
               "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
                                "gresTypes": ["gpu", "nic"],
                                "slurmctld": {"stateVolume": volume},
