@@ -16,10 +16,12 @@ the test makes each directory its image user's first, as an operator with hostPa
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -317,47 +319,48 @@ def _accounted(slurm: SlurmClient, job_id: int) -> list[dict[str, Any]]:
     return list(resp.json().get("jobs") or []) if resp.status_code == 200 else []
 
 
-def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_completes_and_is_accounted(
-        kube_api, dev_cluster, running_cluster, tmp_path):
-    """Issues 34 (NodeSets of the cluster) and 35 (the slurmd image's entrypoint): NodeSet ``gpu`` moved onto
-    the real Node gets one slurmd Pod of the shipped sunk-slurmd image with no command of its own. The operator
-    lends it the cluster's configuration and munged; the image's entrypoint registers the Slurm node under the
-    operator's name with the NodeSet's feature, which partition ``gpu`` selects, and a GRES (``nic:1``) whose
-    gres.conf line reaches slurmd through the entrypoint's own configuration directory. A batch job submitted through
-    the cluster's slurmrestd runs on it to COMPLETED, and slurmdbd has its record. (One node: the dev cluster
-    has one real kubelet.) Scaled to 0 replicas, the Pod goes."""
-    namespace = running_cluster.namespace
-    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
-    slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
+@attrs.frozen
+class SlurmdOnRealNode:
+    slurm: SlurmClient  # the cluster's own slurmrestd, as SlurmUser
+    node_name: str  # the Slurm node the NodeSet's Pod registered
+    pod: dict[str, Any]
+
+
+@contextlib.contextmanager
+def _slurmd_on_the_real_node(api: Any, dev_cluster: Any, running: RunningCluster,
+                             tmp_path: Path) -> Iterator[SlurmdOnRealNode]:
+    """NodeSet ``gpu`` moved onto the real Node, one slurmd Pod of the shipped sunk-slurmd image with no command of
+    its own, its Slurm node IDLE; the operator meanwhile on the cluster's own Slurm (the module's reads the dev
+    cluster's, and scaling the NodeSet in drains in the cluster's own). Scaled to 0 replicas on the way out."""
+    namespace = running.namespace
+    wait_for(lambda: not _not_ready(api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    slurm = _slurm_as_slurmuser(api, namespace, tmp_path / "jwt.key")
     image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
     # privileged, as slurmd Pods are (slurmstepd sets each task's CPU affinity and changes to the job's user)
     template = {"spec": {"containers": [{"name": "slurmd", "image": image, "imagePullPolicy": "Never",
                                          "securityContext": {"privileged": True}}]}}
 
     def place(selector: dict[str, str | None]) -> None:
-        kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
+        kc.request(api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
                    body={"spec": {"nodeSelector": selector, "template": template, "slurm": {"gres": "nic:1"},
-                                  "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME}})
+                                  "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME,
+                                  "replicas": None}})
 
-    # (the module's operator reads the dev cluster's Slurm: scaling the NodeSet in drains in the cluster's own)
-    running_cluster.operator.process.stop()
-    through_cluster = _operator_through_cluster(kube_api, running_cluster.operator, namespace, tmp_path)
+    running.operator.process.stop()
+    through_cluster = _operator_through_cluster(api, running.operator, namespace, tmp_path)
     through_cluster.start()
     place({"kubernetes.io/hostname": realnode.NODE_NAME, "sunk.dev/none": None})
     try:
         def slurmd_pod() -> dict[str, Any] | None:
-            pods = _nodeset_pods(kube_api, namespace)
+            pods = _nodeset_pods(api, namespace)
             return pods[0] if len(pods) == 1 and _ready(pods[0]) else None
 
         try:
             pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
         except AssertionError:
-            status = kc.get(kube_api, NODESETS, "gpu", namespace).get("status")
-            states = [(p["metadata"]["name"], p.get("status")) for p in _nodeset_pods(kube_api, namespace)]
+            status = kc.get(api, NODESETS, "gpu", namespace).get("status")
+            states = [(p["metadata"]["name"], p.get("status")) for p in _nodeset_pods(api, namespace)]
             raise AssertionError(f"no Ready slurmd Pod; NodeSet status {status}; Pods {states}") from None
-        assert pod["spec"]["nodeName"] == realnode.NODE_NAME
-        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "slurmd"]
-        assert "command" not in container and "args" not in container  # the image's entrypoint
         node_name = pod["spec"]["hostname"]
 
         def registered() -> bool:
@@ -367,47 +370,65 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
                     and node.base_state == "IDLE")
 
         wait_for(registered, 90, f"Slurm node {node_name} IDLE with feature nodeset-gpu", interval=2)
+        yield SlurmdOnRealNode(slurm, node_name, pod)
+    finally:
+        try:  # (replicas 0 scales in: a selector matching no Node freezes the NodeSet instead)
+            kc.request(api, "PATCH", NODESETS.path(namespace, "gpu"), body={"spec": {"replicas": 0}},
+                       content_type="application/merge-patch+json")
+            wait_for(lambda: not _nodeset_pods(api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
+            place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
+        finally:
+            through_cluster.stop()
+            running.operator.process.start()
+            slurm.close()
+
+
+def _finished(slurm: SlurmClient, job_id: int) -> str | None:
+    state = slurm.get_job(job_id).state
+    return state if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING") else None
+
+
+def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_completes_and_is_accounted(
+        kube_api, dev_cluster, running_cluster, tmp_path):
+    """Issues 34 (NodeSets of the cluster) and 35 (the slurmd image's entrypoint): NodeSet ``gpu`` moved onto
+    the real Node gets one slurmd Pod of the shipped sunk-slurmd image with no command of its own. The operator
+    lends it the cluster's configuration and munged; the image's entrypoint registers the Slurm node under the
+    operator's name with the NodeSet's feature, which partition ``gpu`` selects, and a GRES (``nic:1``) whose
+    gres.conf line reaches slurmd through the entrypoint's own configuration directory. A batch job submitted through
+    the cluster's slurmrestd runs on it to COMPLETED, and slurmdbd has its record. (One node: the dev cluster
+    has one real kubelet.) Scaled to 0 replicas, the Pod goes."""
+    with _slurmd_on_the_real_node(kube_api, dev_cluster, running_cluster, tmp_path) as on_node:
+        slurm, node_name = on_node.slurm, on_node.node_name
+        assert on_node.pod["spec"]["nodeName"] == realnode.NODE_NAME
+        (container,) = [c for c in on_node.pod["spec"]["containers"] if c["name"] == "slurmd"]
+        assert "command" not in container and "args" not in container  # the image's entrypoint
         job = slurm.submit_job(JobRequest(name="nodeset-batch", script="#!/bin/sh\nhostname\n", partition="gpu"))
-
-        def finished() -> str | None:
-            state = slurm.get_job(job).state
-            return state if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING") else None
-
-        assert wait_for(finished, 90, f"job {job} to finish on {node_name}", interval=1) == "COMPLETED"
+        assert wait_for(lambda: _finished(slurm, job), 90, f"job {job} to finish on {node_name}",
+                        interval=1) == "COMPLETED"
         assert slurm.get_job(job).nodes == node_name
         records = wait_for(lambda: _accounted(slurm, job), 60, f"slurmdbd's record of job {job}", interval=2)
         assert [r["job_id"] for r in records] == [job]
         assert "COMPLETED" in records[0]["state"]["current"]
-    finally:
-        try:  # (replicas 0 scales in: a selector matching no Node freezes the NodeSet instead)
-            kc.request(kube_api, "PATCH", NODESETS.path(namespace, "gpu"), body={"spec": {"replicas": 0}},
-                       content_type="application/merge-patch+json")
-            wait_for(lambda: not _nodeset_pods(kube_api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
-            place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
-        finally:
-            through_cluster.stop()
-            running_cluster.operator.process.start()
-            slurm.close()
 
 
-def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_reconfigure(
-        kube_api, running_cluster, tmp_path):
-    """What `helm upgrade` of a slurm.conf value does: the SlurmCluster's spec changes (here a partition's
-    PriorityTier), the operator rewrites the ConfigMap and, once the kubelet can have brought the file into
-    slurmctld's Pod, has slurmctld reread it through the cluster's own slurmrestd (the operator as the chart
-    runs it, slurm.api.url at that slurmrestd, tokens signed with the cluster's JWT key). slurmctld then
-    shows the new value, without a restart of its Pod."""
+def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishes(
+        kube_api, dev_cluster, running_cluster, tmp_path):
+    """What `helm upgrade` of a slurm.conf value does while a job runs (issue 34): the SlurmCluster's spec
+    changes (here a partition's PriorityTier), the operator rewrites the ConfigMap and, once the kubelet can
+    have brought the file into the Pods, has slurmctld reread it through the cluster's own slurmrestd.
+    slurmctld then shows the new value without a restart of its Pod, and the job running meanwhile on the
+    NodeSet's slurmd (which rereads too) finishes COMPLETED, on the same node, never requeued."""
     namespace = running_cluster.namespace
-    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
-    slurm = _slurm_as_slurmuser(kube_api, namespace, tmp_path / "jwt.key")
-    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
-    deployed = running_cluster.operator
-    deployed.process.stop()
-    through_cluster = _operator_through_cluster(kube_api, deployed, namespace, tmp_path)
-    try:
-        through_cluster.start()
+    with _slurmd_on_the_real_node(kube_api, dev_cluster, running_cluster, tmp_path) as on_node:
+        slurm, node_name = on_node.slurm, on_node.node_name
+        (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
         (gpu,) = [p for p in slurm.list_partitions() if p.name == "gpu"]
         assert gpu.priority_tier != 7
+        # long enough to outlive the kubelet's ConfigMap sync and the operator's wait for it; ends by itself
+        job = slurm.submit_job(JobRequest(name="reconfigure-survivor", partition="gpu",
+                                          script="#!/bin/sh\nsleep 130\necho survived\n"))
+        started = wait_for(lambda: slurm.get_job(job).state == "RUNNING" and slurm.get_job(job), 60,
+                           f"job {job} RUNNING on {node_name}", interval=1)
         partitions = [{"name": "gpu", "nodeSets": ["gpu"], "default": True, "options": {"PriorityTier": 7}}]
         kc.request(kube_api, "PATCH", SLURMCLUSTERS.path(namespace, NAME), body={"spec": {"partitions": partitions}},
                    content_type="application/merge-patch+json")
@@ -418,9 +439,14 @@ def test_a_slurm_conf_value_changed_is_live_in_slurmctld_after_the_operators_rec
         wait_for(lambda: tier() == 7, 240, "slurmctld to show PriorityTier=7 for partition gpu", interval=3)
         (now,) = _pods_by_component(kube_api, namespace)["slurmctld"]
         assert now["metadata"]["uid"] == ctld["metadata"]["uid"]  # (reread in place, not a new Pod)
-    finally:
-        through_cluster.stop()
-        slurm.close()
+        assert slurm.get_job(job).state == "RUNNING", slurm.get_job(job)  # (the reconfigure came while it ran)
+        assert wait_for(lambda: _finished(slurm, job), 180, f"job {job} to finish on {node_name}",
+                        interval=2) == "COMPLETED"
+        ended = slurm.get_job(job)
+        assert (ended.nodes, ended.start_time) == (node_name, started.start_time)  # (not requeued nor moved)
+        (pod,) = _nodeset_pods(kube_api, namespace)
+        assert pod["metadata"]["uid"] == on_node.pod["metadata"]["uid"]
+        assert all(s.get("restartCount", 0) == 0 for s in pod["status"].get("containerStatuses") or ())
 
 
 def test_deleting_the_slurmcluster_leaves_no_pod_and_keeps_its_volumes_and_keys(kube_api, running_cluster):
