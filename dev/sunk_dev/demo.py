@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -69,7 +70,9 @@ def _demo(cluster: DevCluster) -> int:
     print(f"job {job_id}: {_job_state(cluster, job_id)}")
     _wait(lambda: _bound(cluster) == replicas and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
     _show(cluster)
-    print('\nTry it: eval "$(sunk-dev env)"; kubectl -n demo get pods -o wide; sunk-dev slurm squeue;\n'
+    # (`make demo` runs from a venv under the dev home: its activate script puts sunk-dev on PATH)
+    enter = f". {sys.prefix}/bin/activate; " if sys.prefix != sys.base_prefix else ""
+    print(f'\nTry it: {enter}eval "$(sunk-dev env)"; kubectl -n demo get pods -o wide; sunk-dev slurm squeue;\n'
           "kubectl -n demo scale deployment inference --replicas=1; `sunk-dev down` stops everything.")
     return 0
 
