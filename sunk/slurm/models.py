@@ -119,6 +119,99 @@ class Node:
 
 
 @frozen
+class GresGrant:
+    """One GRES of one job on one node, as Slurm's job record details it (``gres_detail``, ``scontrol show job
+    -d``): ``gpu:a100:2(IDX:0,2)``, ``gpu(CNT:2)`` (no device files, so no indices), ``shard:gpu:3(1/4,0/4,2/4)``
+    (a shared GRES: units taken of each device, in the node's device order)."""
+
+    name: str  # gpu, shard, mps, nic, ...
+    type: str = ""  # a100, 1g.10gb, ... ("" untyped)
+    count: int = 0
+    indices: tuple[int, ...] = ()  # the node's devices of this GRES that Slurm gave the job (IDX); ()
+    shares: tuple[tuple[int, int], ...] = ()  # a shared GRES: (device index, units) for each device it takes from
+
+
+# A node has at most this many devices of one GRES: an index range beyond it is not Slurm's.
+MAX_GRES_INDEX = 4096
+_GRES_HEAD = re.compile(r"([A-Za-z0-9_]+)(?::([^:()]+))?")
+
+
+def _gres_indices(ranges: str) -> tuple[int, ...]:
+    """``0-1,3`` (Slurm's bit_fmt) -> (0, 1, 3); ``N/A`` -> ()."""
+    if ranges == "N/A":
+        return ()
+    out: list[int] = []
+    for part in ranges.split(","):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"GRES index {part!r} is not N or N-M")
+        low, high = int(first), int(last or first)
+        if not low <= high < MAX_GRES_INDEX:
+            raise ValueError(f"GRES index range {part!r} is not within 0-{MAX_GRES_INDEX - 1}")
+        out.extend(range(low, high + 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"GRES indices {ranges!r} repeat")
+    return tuple(sorted(out))
+
+
+def _gres_entries(text: str) -> list[str]:
+    """Split at the commas outside parentheses: ``gpu:2(IDX:0,2),nic:1(IDX:0)`` -> two entries."""
+    entries, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            entries.append(text[start:i])
+            start = i + 1
+        if depth not in (0, 1):
+            raise ValueError(f"unbalanced parentheses in GRES {text!r}")
+    if depth:
+        raise ValueError(f"unbalanced parentheses in GRES {text!r}")
+    entries.append(text[start:])
+    return [e for e in entries if e]
+
+
+def parse_gres_detail(text: str) -> tuple[GresGrant, ...]:
+    """One node's entry of a job's ``gres_detail`` (the forms of ``GresGrant``; also ``gpu:2`` with no detail).
+    Anything else is a ValueError: indices are what a Pod's devices are chosen by, never guessed."""
+    grants = []
+    for entry in _gres_entries((text or "").strip()):
+        head, paren, body = entry.partition("(")
+        body = body[:-1] if paren and body.endswith(")") else body
+        if paren and not entry.endswith(")"):
+            raise ValueError(f"GRES {entry!r}: text after its detail")
+        indices: tuple[int, ...] = ()
+        shares: tuple[tuple[int, int], ...] = ()
+        if body.startswith("CNT:"):
+            name_type, count_text = head, body[4:]
+        else:
+            name_type, _, count_text = head.rpartition(":")
+            if body.startswith("IDX:"):
+                indices = _gres_indices(body[4:])
+            elif paren:  # a shared GRES: "taken/available" per device
+                pairs = [part.partition("/") for part in body.split(",")]
+                if not all(a.isdigit() and sep and b.isdigit() for a, sep, b in pairs):
+                    raise ValueError(f"GRES {entry!r}: detail is neither IDX:, CNT: nor shares")
+                shares = tuple((i, int(a)) for i, (a, _, _b) in enumerate(pairs) if int(a))
+        head_match = _GRES_HEAD.fullmatch(name_type)
+        if not head_match or not count_text.isdigit():
+            raise ValueError(f"GRES {entry!r} is not NAME[:TYPE]:COUNT[(DETAIL)] or NAME[:TYPE](CNT:COUNT)")
+        grants.append(GresGrant(name=head_match[1], type=head_match[2] or "", count=int(count_text),
+                                indices=indices, shares=shares))
+    return tuple(grants)
+
+
+def _gres_grants(text: str) -> tuple[GresGrant, ...]:
+    """``parse_gres_detail``, or () for a detail it cannot read (the job's other facts still count)."""
+    try:
+        return parse_gres_detail(text)
+    except ValueError:
+        return ()
+
+
+@frozen
 class JobAllocation:
     """What one job holds on one node."""
 
@@ -126,6 +219,14 @@ class JobAllocation:
     cpus: int = 0
     memory: int = 0  # MB
     gpus: int = 0
+    gres: tuple[GresGrant, ...] = ()  # which devices (sunk/translate/dra.py); () when Slurm details none
+
+    @classmethod
+    def with_gres_detail(cls, node: str, cpus: int, memory: int, detail: str) -> JobAllocation:
+        """From one node's ``gres_detail`` entry: its GPU count and its grants, however much of it reads."""
+        grants = _gres_grants(detail)
+        gpus = sum(g.count for g in grants if g.name == "gpu") if grants else gpu_count(detail)
+        return cls(node=node, cpus=cpus, memory=memory, gpus=gpus, gres=grants)
 
 
 def _allocations(items: Iterable[JobAllocation]) -> tuple[JobAllocation, ...]:

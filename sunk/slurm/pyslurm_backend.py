@@ -91,7 +91,6 @@ from .models import (
     RpcStat,
     SchedulerStats,
     SubmitLimits,
-    gpu_count,
     signal_name,
 )
 from .v0042 import JOB_BASE_STATES, check_shared
@@ -119,7 +118,8 @@ _TRES_SCALARS = ("cpu", "mem", "energy", "node", "billing", "vmem", "pages")
 
 
 def gres_text(gres: Any) -> str:
-    """pyslurm's GRES dict (``{"gpu:h100": 4}`` or ``{"gpu": {"count": 1, "indexes": "0"}}``) as text."""
+    """pyslurm's GRES dict (``{"gpu:h100": 4}`` or ``{"gpu": {"count": 1, "indexes": "0"}}``) as Slurm's text
+    (``gpu:1(IDX:0)``: the indices as the job record's ``gres_detail`` gives them, models.parse_gres_detail)."""
     if not gres:
         return ""
     if isinstance(gres, str):
@@ -127,7 +127,8 @@ def gres_text(gres: Any) -> str:
     parts = []
     for name, value in gres.items():
         count = value.get("count", 0) if isinstance(value, Mapping) else getattr(value, "count", value)
-        parts.append(f"{name}:{int(count or 0)}")
+        indexes = value.get("indexes") if isinstance(value, Mapping) else getattr(value, "indexes", None)
+        parts.append(f"{name}:{int(count or 0)}" + (f"(IDX:{indexes})" if isinstance(indexes, str) and indexes else ""))
     return ",".join(parts)
 
 
@@ -188,8 +189,8 @@ def job_from_pyslurm(j: Any) -> Job:
     except (ValueError, AttributeError):
         layout = {}
     allocations = tuple(
-        JobAllocation(node=node, cpus=_cpu_count(a.get("cpu_ids")), memory=int(a.get("memory") or 0),
-                      gpus=gpu_count(gres_text(a.get("gres"))))
+        JobAllocation.with_gres_detail(node, cpus=_cpu_count(a.get("cpu_ids")), memory=int(a.get("memory") or 0),
+                                       detail=gres_text(a.get("gres")))
         for node, a in layout.items()
     )
     return Job(

@@ -40,7 +40,6 @@ from .models import (
     Partition,
     RpcStat,
     SchedulerStats,
-    gpu_count,
     job_state_key,
 )
 
@@ -133,11 +132,10 @@ def _allocations(d: Obj) -> tuple[JobAllocation, ...]:
     out = []
     for i, a in enumerate(per_node):
         index = a.get("index", i)
-        out.append(JobAllocation(
-            node=a["name"],
-            cpus=integer((a.get("cpus") or {}).get("count")),
+        out.append(JobAllocation.with_gres_detail(
+            a["name"], cpus=integer((a.get("cpus") or {}).get("count")),
             memory=integer((a.get("memory") or {}).get("allocated")),
-            gpus=gpu_count(gres[index]) if index < len(gres) else 0,
+            detail=gres[index] if index < len(gres) else "",
         ))
     return tuple(out)
 

@@ -25,7 +25,7 @@ from sunk.slurm import (
     connect,
 )
 from sunk.slurm.client import Reconfigurable
-from sunk.slurm.models import JobAllocation, SubmitLimits
+from sunk.slurm.models import GresGrant, JobAllocation, SubmitLimits
 from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, submit_limits_of, tres_text
 from sunk.translate.podjob import backend_problems
 from sunk_dev import listerlog
@@ -238,7 +238,8 @@ def test_running_job_mapping(client, ps):
                 "node2": {"cpu_ids": "0,5", "gres": {"gpu": 1}, "memory": 4000}})
     job = client.get_job(7)
     assert (job.state, job.state_flags, job.state_reason) == ("RUNNING", frozenset(), "")
-    assert job.allocations == (JobAllocation("node1", 4, 8000, 2), JobAllocation("node2", 2, 4000, 1))
+    assert job.allocations == (JobAllocation("node1", 4, 8000, 2, gres=(GresGrant("gpu", "", 2, (0, 1)),)),
+                               JobAllocation("node2", 2, 4000, 1, gres=(GresGrant("gpu", "", 1),)))
     assert job.tres_alloc == "cpu=6,mem=12000M,node=2,gres/gpu=3" and job.gpus == 3
     assert (job.shared, job.time_limit, job.extra, job.comment) == ("user", 10, "uid=1", "c")
 
@@ -442,7 +443,7 @@ def test_the_cache_still_emits_only_real_changes(client, ps):
 
 
 def test_text_helpers():
-    assert gres_text({"gpu": 2, "gpu:a100": {"count": 1, "indexes": "0"}}) == "gpu:2,gpu:a100:1"
+    assert gres_text({"gpu": 2, "gpu:a100": {"count": 1, "indexes": "0"}}) == "gpu:2,gpu:a100:1(IDX:0)"
     assert gres_text(None) == "" and gres_text("gpu:1") == "gpu:1"
     assert tres_text(None) == "" and tres_text(TrackableResources(cpu=2)) == "cpu=2"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sunk.slurm import v0042
-from sunk.slurm.models import JobAllocation, JobRequest, NodeUpdate
+from sunk.slurm.models import GresGrant, JobAllocation, JobRequest, NodeUpdate
 from sunk_dev.fakeslurm import INFINITE, UNSET, job_json, n, node_json, partition_json
 
 
@@ -62,8 +62,9 @@ def test_running_job_mapping_with_allocation_and_gpus_per_node():
     assert (job.id, job.name, job.state, job.state_flags) == (42, "train", "RUNNING", frozenset())
     assert job.state_reason == ""  # Slurm's "None"
     assert job.nodes == "node[1-2]" and job.node_list == ("node1", "node2")
-    assert job.allocations == (JobAllocation("node1", cpus=4, memory=8000, gpus=2),
-                               JobAllocation("node2", cpus=2, memory=4000, gpus=1))
+    assert job.allocations == (
+        JobAllocation("node1", cpus=4, memory=8000, gpus=2, gres=(GresGrant("gpu", "", 2, (0, 1)),)),
+        JobAllocation("node2", cpus=2, memory=4000, gpus=1, gres=(GresGrant("gpu", "", 1, (0,)),)))
     assert (job.extra, job.comment, job.user_name, job.user_id, job.group_id) == ("uid=abc", "hello", "alice", 1001,
                                                                                    1001)
     assert (job.account, job.partition, job.qos, job.priority) == ("acct", "batch", "high", 4242)
@@ -182,7 +183,9 @@ def recorded(name):
 def test_recorded_running_job_with_a_gpu():
     job = v0042.parse_job(recorded("job_running_gpu.json")["jobs"][0])
     assert (job.id, job.name, job.state, job.nodes) == (16, "probe-1", "RUNNING", "node1")
-    assert job.allocations == (JobAllocation("node1", cpus=1, memory=1000, gpus=1),)
+    # (the device index as live 24.11 wrote it: what a Pod's DRA devices are chosen by)
+    gpu0 = (GresGrant("gpu", "", 1, (0,)),)
+    assert job.allocations == (JobAllocation("node1", cpus=1, memory=1000, gpus=1, gres=gpu0),)
     assert (job.extra, job.comment, job.shared, job.time_limit) == ("x=1", "c1", "user", 10)
     assert job.admin_comment == ""  # (slurmctld's answer: an empty AdminComment, not a placeholder)
     assert job.tres_req == "cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1" and job.gpus == 1

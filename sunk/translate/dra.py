@@ -1,0 +1,245 @@
+"""A Pod's ResourceClaims filled with exactly the devices Slurm gave its placeholder job (issue 38). Pure.
+
+sunk binds the Pods it schedules, so it, not kube-scheduler's DRA plugin, writes their claims' allocation. Slurm
+stays the one accountant of a node's GPUs: the placeholder job asks for ``gres/gpu[:type]:N``, Slurm picks the
+node's devices (the job record's ``IDX``, ``models.GresGrant``), and each claim gets the DRA devices those indices
+name on that node. Which device an index names is one explicit rule (``DeviceMapping``): a device attribute
+holding the index, or a device name made from it. Never position in a list: a driver's device order is its own.
+
+What Slurm cannot decide is refused, with a message for the Pod's Event: requests of a DeviceClass that is not
+Slurm's, ``firstAvailable``, ``allocationMode: All``, CEL selectors, admin access. When Slurm and the driver
+disagree on a node (an index naming no device or two, a count that differs), ``Mismatch`` says so, and nothing
+is bound: the caller drains the node with a ``k8s:`` reason, since every later Pod there would meet the same.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Union
+
+import attrs
+from attrs import frozen
+
+from sunk.slurm.models import GresGrant
+from sunk.types import Obj
+
+ALLOCATION_MODE_EXACT = "ExactCount"
+
+
+class UnsupportedClaim(ValueError):
+    """A claim sunk cannot have Slurm fill; the message says why, for the Pod's Event and condition."""
+
+
+def _check_template(template: str) -> str:
+    if not template:
+        return template
+    try:
+        fields = {name for _text, name, _spec, _conv in string.Formatter().parse(template) if name is not None}
+        if fields != {"index"}:
+            raise ValueError("it must use {index} and nothing else")
+        template.format(index=0)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise ValueError(f"device name template {template!r}: {exc}") from None
+    return template
+
+
+@frozen
+class DeviceMapping:
+    """How Slurm's GRES index names a DRA device of one driver: ``attribute`` (a device attribute whose integer
+    value is the index: ``index``, ``minor``; unqualified means the driver's own domain) or ``name_template``
+    (``gpu-{index}``, ``device-{index:02d}``), exactly one. ``device_classes`` are the DeviceClasses whose
+    requests Slurm fills; ``gres`` the GRES whose indices are read (``gpu``; a MIG type or ``shard`` later)."""
+
+    driver: str
+    device_classes: frozenset[str] = attrs.field(converter=frozenset)
+    attribute: str = ""
+    name_template: str = attrs.field(default="", converter=_check_template)
+    gres: str = "gpu"
+
+    def __attrs_post_init__(self) -> None:
+        if not self.driver:
+            raise ValueError("a device mapping names its driver")
+        if bool(self.attribute) == bool(self.name_template):
+            raise ValueError("a device mapping has exactly one of attribute and name_template")
+        if not self.device_classes:
+            raise ValueError("a device mapping names at least one DeviceClass")
+
+    @property
+    def qualified_attribute(self) -> str:
+        return self.attribute if "/" in self.attribute else f"{self.driver}/{self.attribute}"
+
+
+AttributeValue = Union[int, bool, str]
+
+
+@frozen
+class SliceDevice:
+    """One device a driver publishes for a node, its attributes under their qualified names."""
+
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, AttributeValue] = attrs.field(factory=dict, eq=False, hash=False)
+
+
+def _attribute_value(value: Mapping[str, Any]) -> AttributeValue | None:
+    for key in ("int", "bool", "string", "version"):
+        if key in value:
+            return value[key]  # type: ignore[no-any-return]
+    return None
+
+
+def node_devices(slices: Iterable[Obj], node: str, driver: str) -> tuple[SliceDevice, ...]:
+    """The devices ``driver`` publishes for ``node``: of each of its pools, the slices of the newest generation,
+    and only once all of that generation's slices are seen (``resourceSliceCount``), as kube-scheduler reads them.
+    A pool still being written is left out: its devices are not known yet."""
+    pools: dict[str, tuple[int, int, list[Obj]]] = {}
+    for obj in slices:
+        spec = obj.get("spec") or {}
+        if spec.get("driver") != driver or spec.get("nodeName") != node:
+            continue
+        pool = spec.get("pool") or {}
+        name, generation = pool.get("name", ""), int(pool.get("generation", 0))
+        count = int(pool.get("resourceSliceCount", 1))
+        seen = pools.get(name)
+        if seen is None or generation > seen[0]:
+            pools[name] = (generation, count, [spec])
+        elif generation == seen[0]:
+            seen[2].append(spec)
+    devices = []
+    for pool_name, (_generation, count, specs) in sorted(pools.items()):
+        if len(specs) < count:
+            continue
+        for spec in specs:
+            for device in spec.get("devices") or ():
+                attributes = {}
+                for key, value in (device.get("attributes") or {}).items():
+                    found = _attribute_value(value or {})
+                    if found is not None:
+                        attributes[key if "/" in key else f"{driver}/{key}"] = found
+                devices.append(SliceDevice(driver, pool_name, device["name"], attributes))
+    return tuple(devices)
+
+
+@frozen
+class ClaimRequest:
+    """One request of one claim that Slurm fills: ``count`` devices."""
+
+    claim: str
+    request: str
+    count: int
+
+
+def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ...]:
+    """The requests of ``claim`` that Slurm fills, in the claim's order; UnsupportedClaim for a claim that
+    mixes in what Slurm cannot decide (a claim is allocated whole or not at all)."""
+    name = claim["metadata"]["name"]
+    spec = (claim.get("spec") or {}).get("devices") or {}
+    if spec.get("constraints"):
+        raise UnsupportedClaim(f"ResourceClaim {name}: constraints are not supported (Slurm picks the devices)")
+    out = []
+    for request in spec.get("requests") or ():
+        label = f"ResourceClaim {name} request {request.get('name')!r}"
+        if request.get("firstAvailable"):
+            raise UnsupportedClaim(f"{label}: firstAvailable is not supported; name one DeviceClass in exactly")
+        exactly = request.get("exactly") or {}
+        device_class = exactly.get("deviceClassName")
+        if device_class not in mapping.device_classes:
+            raise UnsupportedClaim(f"{label}: DeviceClass {device_class!r} is not one Slurm allocates "
+                                   f"({', '.join(sorted(mapping.device_classes))})")
+        if exactly.get("allocationMode", ALLOCATION_MODE_EXACT) != ALLOCATION_MODE_EXACT:
+            raise UnsupportedClaim(f"{label}: allocationMode {exactly['allocationMode']} is not supported; "
+                                   "ask for a count")
+        if exactly.get("selectors"):
+            raise UnsupportedClaim(f"{label}: selectors are not supported (Slurm picks the devices; "
+                                   "ask for a GPU type through the DeviceClass)")
+        if exactly.get("adminAccess"):
+            raise UnsupportedClaim(f"{label}: adminAccess is not supported")
+        count = exactly.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise UnsupportedClaim(f"{label}: count {count!r} is not a positive integer")
+        out.append(ClaimRequest(name, str(request.get("name")), count))
+    if not out:
+        raise UnsupportedClaim(f"ResourceClaim {name}: no device requests")
+    return tuple(out)
+
+
+def devices_wanted(requests: Iterable[ClaimRequest]) -> int:
+    """How many devices the placeholder job asks Slurm for: ``gres/gpu:N``."""
+    return sum(r.count for r in requests)
+
+
+@frozen
+class Mismatch:
+    """Slurm and the driver disagree on a node's devices: nothing is bound, and the node is not usable for
+    such Pods until an administrator looks."""
+
+    node: str
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"Slurm's GRES and the DRA driver's devices disagree on node {self.node}: {self.detail}"
+
+
+def _named(index: int, devices: Sequence[SliceDevice], mapping: DeviceMapping) -> list[SliceDevice]:
+    if mapping.name_template:
+        wanted = mapping.name_template.format(index=index)
+        return [d for d in devices if d.name == wanted]
+    key = mapping.qualified_attribute
+    return [d for d in devices if isinstance(d.attributes.get(key), int)
+            and not isinstance(d.attributes.get(key), bool) and d.attributes[key] == index]
+
+
+def granted_indices(grants: Iterable[GresGrant], mapping: DeviceMapping) -> tuple[int, ...]:
+    """The node's indices of ``mapping.gres`` that Slurm gave the job, every type together."""
+    return tuple(sorted(i for g in grants if g.name == mapping.gres for i in g.indices))
+
+
+def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
+                       mapping: DeviceMapping, node: str) -> dict[str, list[Obj]] | Mismatch:
+    """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
+    mapping names, dealt to the requests in order. Keyed by claim name."""
+    indices = granted_indices(grants, mapping)
+    wanted = devices_wanted(requests)
+    if len(indices) != wanted:
+        return Mismatch(node, f"the job holds {len(indices)} {mapping.gres} device index(es) "
+                              f"{list(indices)} where its claims ask for {wanted}")
+    chosen = []
+    for index in indices:
+        named = _named(index, devices, mapping)
+        if len(named) != 1:
+            how = (f"name {mapping.name_template.format(index=index)!r}" if mapping.name_template
+                   else f"attribute {mapping.qualified_attribute}={index}")
+            return Mismatch(node, f"{mapping.gres} index {index} names {len(named)} devices of driver "
+                                  f"{mapping.driver} ({how}), not one")
+        chosen.append(named[0])
+    results: dict[str, list[Obj]] = {}
+    dealt = iter(chosen)
+    for request in requests:
+        for _ in range(request.count):
+            device = next(dealt)
+            results.setdefault(request.claim, []).append(
+                {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
+    return results
+
+
+def node_selector(node: str) -> Obj:
+    """The allocation's node selector: the one Node whose devices these are (kube-scheduler writes the same)."""
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+
+
+def claim_status(results: list[Obj], node: str, pod: Obj) -> Obj:
+    """A claim's ``status``: allocated on ``node`` and reserved for ``pod``, what the kubelet needs to start it."""
+    meta = pod["metadata"]
+    return {"allocation": {"devices": {"results": results}, "nodeSelector": node_selector(node)},
+            "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}]}
+
+
+def same_allocation(claim: Obj, results: list[Obj], node: str) -> bool:
+    """Whether ``claim`` is already allocated exactly so (a retried bind writes nothing twice)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    have = [{k: r.get(k) for k in ("request", "driver", "pool", "device")}
+            for r in (allocation.get("devices") or {}).get("results") or ()]
+    return have == results and allocation.get("nodeSelector") == node_selector(node)

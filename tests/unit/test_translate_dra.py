@@ -1,0 +1,187 @@
+"""sunk/translate/dra.py: a Pod's ResourceClaims filled with exactly the devices Slurm's GRES indices name, by one
+explicit rule per driver; what Slurm cannot decide refused with a message; Slurm and the driver disagreeing is a
+Mismatch, never a guess."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sunk.slurm.models import GresGrant
+from sunk.translate import dra
+
+DRIVER = "gpu.example.com"
+BY_INDEX = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com"}), attribute="index")
+BY_NAME = dra.DeviceMapping("test-driver.cdi.k8s.io", frozenset({"test"}), name_template="device-{index:02d}")
+
+
+def resource_slice(node: str, devices: list[dict[str, Any]], *, driver: str = DRIVER, pool: str = "",
+                   generation: int = 1, count: int = 1) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{pool}"},
+            "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                     "pool": {"name": pool or node, "generation": generation, "resourceSliceCount": count}}}
+
+
+def gpu(name: str, index: int, **attributes: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "attributes": {"index": {"int": index}, **attributes}}
+
+
+def claim(name: str, *requests: dict[str, Any], **devices: Any) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": list(requests), **devices}}}
+
+
+def request(name: str, count: int | None = 1, device_class: str = "gpu.example.com", **exactly: Any) -> dict[str, Any]:
+    body = {"deviceClassName": device_class, **exactly}
+    if count is not None:
+        body["count"] = count
+    return {"name": name, "exactly": body}
+
+
+FOUR = resource_slice("n1", [gpu(f"gpu-{i}", i) for i in (3, 1, 0, 2)])  # (listed out of index order)
+
+
+def test_each_index_slurm_gave_names_the_device_whose_attribute_holds_it():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", request("gpus", 2)), BY_INDEX)
+    results = dra.allocation_results(requests, [GresGrant("gpu", "a100", 2, (1, 3))], devices, BY_INDEX, "n1")
+    assert results == {"c": [{"request": "gpus", "driver": DRIVER, "pool": "n1", "device": "gpu-1"},
+                             {"request": "gpus", "driver": DRIVER, "pool": "n1", "device": "gpu-3"}]}
+
+
+def test_a_name_template_maps_the_upstream_test_drivers_devices():
+    slice_ = resource_slice("real-1", [{"name": f"device-{i:02d}"} for i in range(4)], driver=BY_NAME.driver)
+    devices = dra.node_devices([slice_], "real-1", BY_NAME.driver)
+    requests = dra.claim_requests(claim("c", request("r", 1, "test")), BY_NAME)
+    results = dra.allocation_results(requests, [GresGrant("gpu", "", 1, (2,))], devices, BY_NAME, "real-1")
+    assert results == {"c": [{"request": "r", "driver": BY_NAME.driver, "pool": "real-1", "device": "device-02"}]}
+
+
+def test_devices_are_dealt_to_claims_and_requests_in_order():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = (*dra.claim_requests(claim("a", request("one", 1), request("two", 2)), BY_INDEX),
+                *dra.claim_requests(claim("b", request("x", None)), BY_INDEX))  # (count defaults to 1)
+    assert dra.devices_wanted(requests) == 4
+    results = dra.allocation_results(requests, [GresGrant("gpu", "", 4, (0, 1, 2, 3))], devices, BY_INDEX, "n1")
+    assert isinstance(results, dict)
+    assert [(r["request"], r["device"]) for r in results["a"]] == [("one", "gpu-0"), ("two", "gpu-1"), ("two", "gpu-2")]
+    assert [(r["request"], r["device"]) for r in results["b"]] == [("x", "gpu-3")]
+
+
+def test_indices_of_several_gres_types_count_together_and_other_gres_not_at_all():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", request("r", 2)), BY_INDEX)
+    grants = [GresGrant("gpu", "a100", 1, (2,)), GresGrant("nic", "", 1, (0,)), GresGrant("gpu", "h100", 1, (0,))]
+    results = dra.allocation_results(requests, grants, devices, BY_INDEX, "n1")
+    assert isinstance(results, dict) and [r["device"] for r in results["c"]] == ["gpu-0", "gpu-2"]
+
+
+@pytest.mark.parametrize(("grants", "detail"), [
+    ([GresGrant("gpu", "", 1, (0,))], "the job holds 1 gpu device index(es) [0] where its claims ask for 2"),
+    ([GresGrant("gpu", "", 2)], "the job holds 0 gpu device index(es) [] where its claims ask for 2"),  # (CNT: only)
+    ([GresGrant("gpu", "", 2, (0, 7))],
+     f"gpu index 7 names 0 devices of driver {DRIVER} (attribute {DRIVER}/index=7), not one"),
+])
+def test_slurm_and_the_driver_disagreeing_is_a_mismatch_naming_how(grants, detail):
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", request("r", 2)), BY_INDEX)
+    result = dra.allocation_results(requests, grants, devices, BY_INDEX, "n1")
+    assert result == dra.Mismatch("n1", detail)
+    assert isinstance(result, dra.Mismatch) and "disagree on node n1" in result.message
+
+
+def test_an_index_naming_two_devices_is_a_mismatch_not_a_choice():
+    twice = resource_slice("n1", [gpu("a", 0), gpu("b", 0)])
+    requests = dra.claim_requests(claim("c", request("r", 1)), BY_INDEX)
+    result = dra.allocation_results(requests, [GresGrant("gpu", "", 1, (0,))], dra.node_devices([twice], "n1", DRIVER),
+                                    BY_INDEX, "n1")
+    assert isinstance(result, dra.Mismatch) and "names 2 devices" in result.detail
+
+
+def test_an_attribute_of_another_type_names_no_device():
+    odd = resource_slice("n1", [{"name": "s", "attributes": {"index": {"string": "0"}}},
+                                {"name": "b", "attributes": {"index": {"bool": False}}}])
+    requests = dra.claim_requests(claim("c", request("r", 1)), BY_INDEX)
+    result = dra.allocation_results(requests, [GresGrant("gpu", "", 1, (0,))], dra.node_devices([odd], "n1", DRIVER),
+                                    BY_INDEX, "n1")
+    assert isinstance(result, dra.Mismatch)
+
+
+def test_a_qualified_attribute_is_read_as_written_and_an_unqualified_one_in_the_drivers_domain():
+    slice_ = resource_slice("n1", [{"name": "g", "attributes": {"index": {"int": 0}, "other.io/minor": {"int": 5},
+                                                                "uuid": {"string": "GPU-1"}}}])
+    (device,) = dra.node_devices([slice_], "n1", DRIVER)
+    assert device.attributes == {f"{DRIVER}/index": 0, "other.io/minor": 5, f"{DRIVER}/uuid": "GPU-1"}
+    by_minor = dra.DeviceMapping(DRIVER, frozenset({"c"}), attribute="other.io/minor")
+    assert by_minor.qualified_attribute == "other.io/minor" and BY_INDEX.qualified_attribute == f"{DRIVER}/index"
+    requests = dra.claim_requests(claim("x", request("r", 1, "c")), by_minor)
+    assert dra.allocation_results(requests, [GresGrant("gpu", "", 1, (5,))], (device,), by_minor, "n1") == {
+        "x": [{"request": "r", "driver": DRIVER, "pool": "n1", "device": "g"}]}
+
+
+def test_only_the_nodes_own_slices_of_the_driver_count():
+    other_node = resource_slice("n2", [gpu("far", 0)])
+    other_driver = resource_slice("n1", [gpu("nic", 0)], driver="nic.example.com")
+    assert [d.name for d in dra.node_devices([FOUR, other_node, other_driver], "n1", DRIVER)] == [
+        "gpu-3", "gpu-1", "gpu-0", "gpu-2"]
+
+
+def test_of_a_pool_only_the_newest_generation_counts_and_only_once_complete():
+    old = resource_slice("n1", [gpu("old", 0)], pool="p", generation=1)
+    new_half = resource_slice("n1", [gpu("new-0", 0)], pool="p", generation=2, count=2)
+    assert dra.node_devices([old, new_half], "n1", DRIVER) == ()  # (the new generation is being written)
+    new_rest = resource_slice("n1", [gpu("new-1", 1)], pool="p", generation=2, count=2)
+    assert [d.name for d in dra.node_devices([new_rest, old, new_half], "n1", DRIVER)] == ["new-1", "new-0"]
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    (claim("c", {"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.example.com"}]}),
+     "firstAvailable is not supported"),
+    (claim("c", request("r", 1, "nic.example.com")), "DeviceClass 'nic.example.com' is not one Slurm allocates"),
+    (claim("c", request("r", None, allocationMode="All")), "allocationMode All is not supported"),
+    (claim("c", request("r", 1, selectors=[{"cel": {"expression": "true"}}])), "selectors are not supported"),
+    (claim("c", request("r", 1, adminAccess=True)), "adminAccess is not supported"),
+    (claim("c", request("r", 0)), "count 0 is not a positive integer"),
+    (claim("c", request("r", -1)), "count -1 is not a positive integer"),
+    (claim("c", request("r", True)), "count True is not a positive integer"),
+    (claim("c", request("r", "2")), "count '2' is not a positive integer"),
+    (claim("c"), "no device requests"),
+    (claim("c", request("r", 1), constraints=[{"matchAttribute": "x/y"}]), "constraints are not supported"),
+    (claim("c", request("ok", 1), request("r", 1, "other")), "DeviceClass 'other'"),  # (a claim is all Slurm's or not)
+])
+def test_what_slurm_cannot_decide_is_refused_naming_the_claim_and_why(bad, why):
+    with pytest.raises(dra.UnsupportedClaim, match="ResourceClaim c") as raised:
+        dra.claim_requests(bad, BY_INDEX)
+    assert why in str(raised.value)
+
+
+def test_the_claims_status_is_allocated_on_the_node_and_reserved_for_the_pod():
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}}
+    results = [{"request": "r", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]
+    status = dra.claim_status(results, "n1", pod)
+    assert status == {
+        "allocation": {"devices": {"results": results},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "u-1"}]}
+    allocated = {"status": status}
+    assert dra.same_allocation(allocated, results, "n1")
+    assert not dra.same_allocation(allocated, results, "n2")
+    assert not dra.same_allocation(allocated, [{**results[0], "device": "gpu-1"}], "n1")
+    assert not dra.same_allocation({}, results, "n1")
+
+
+@pytest.mark.parametrize(("kwargs", "why"), [
+    ({"driver": "", "device_classes": {"c"}, "attribute": "index"}, "names its driver"),
+    ({"driver": "d", "device_classes": {"c"}}, "exactly one of attribute and name_template"),
+    ({"driver": "d", "device_classes": {"c"}, "attribute": "i", "name_template": "g-{index}"}, "exactly one"),
+    ({"driver": "d", "device_classes": set(), "attribute": "index"}, "at least one DeviceClass"),
+    ({"driver": "d", "device_classes": {"c"}, "name_template": "gpu"}, "it must use {index} and nothing else"),
+    ({"driver": "d", "device_classes": {"c"}, "name_template": "{index}-{other}"}, "must use {index}"),
+    ({"driver": "d", "device_classes": {"c"}, "name_template": "{index"}, "device name template"),
+    ({"driver": "d", "device_classes": {"c"}, "name_template": "{index:q}"}, "device name template"),
+])
+def test_a_mapping_is_one_explicit_rule(kwargs, why):
+    with pytest.raises(ValueError, match=why.replace("{", r"\{").replace("}", r"\}")):
+        dra.DeviceMapping(**kwargs)
