@@ -82,6 +82,12 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*(?:\[[0-9,\-]+\][A-Za-z0-9.
 _FEATURE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
 
 
+# Bound with claims nobody allocated, a Pod would wait in the kubelet forever while its job held Slurm's node.
+RESOURCE_CLAIMS_UNSUPPORTED = (
+    "ResourceClaims (Dynamic Resource Allocation) are not allocated by sunk's scheduler yet, and the kubelet "
+    "starts no Pod whose claims no scheduler allocated; request GPUs as nvidia.com/gpu (docs/scheduler.md)")
+
+
 @frozen
 class ValidationError:
     """One problem with a Pod: ``field`` names where (an annotation key or a spec path)."""
@@ -158,6 +164,8 @@ def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
         problems.append(ValidationError(names.ANN_CURRENT_WORKING_DIR,
                                         f"must be an absolute path, got {workdir!r}"))
 
+    if (pod.get("spec") or {}).get("resourceClaims"):
+        problems.append(ValidationError("spec.resourceClaims", RESOURCE_CLAIMS_UNSUPPORTED))
     problems.extend(_resource_problems(pod))
     problems.extend(_grace_problems(pod, kill_wait_seconds))
     try:

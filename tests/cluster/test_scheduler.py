@@ -235,8 +235,11 @@ def jobs_for_pod(dev_cluster, uid: str) -> list[int]:
     # The seeds type user-id and group-id as integers: a user or group *name* is refused, not looked up.
     ({names.ANN_USER_ID: "kube"}, {}, f"{names.ANN_USER_ID}: must be an integer"),
     ({names.ANN_GROUP_ID: "kube"}, {}, f"{names.ANN_GROUP_ID}: must be an integer"),
+    # (the kubelet would never start it: its claims are allocated by no scheduler; issue 38)
+    ({}, {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "gpu-template"}]},
+     "spec.resourceClaims: ResourceClaims (Dynamic Resource Allocation) are not allocated"),
 ], ids=["priority-not-integer", "exclusive-unknown", "timeout-not-integer", "no-cpu", "no-memory", "grace-too-long",
-        "user-id-not-integer", "group-id-not-integer"])
+        "user-id-not-integer", "group-id-not-integer", "resource-claims"])
 def test_invalid_pod_gets_an_event_and_no_job(kube_api, dev_cluster, namespace, scheduler, annotations, spec, needle):
     pod = create_pod(kube_api, namespace, annotations=annotations, **spec)
     name = pod["metadata"]["name"]

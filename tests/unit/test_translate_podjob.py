@@ -107,6 +107,21 @@ def test_cpu_and_memory_requests_must_be_non_zero(cpu, memory, bad):
     assert f"resources.requests.{bad}" in fields
 
 
+@pytest.mark.parametrize(("claims", "refused"), [
+    ([{"name": "gpus", "resourceClaimTemplateName": "t"}], True),
+    ([{"name": "gpus", "resourceClaimName": "mine"}], True),
+    ([], False),
+    (None, False),
+])
+def test_a_pod_with_resource_claims_is_refused_until_sunk_allocates_them(claims, refused):
+    pod = make_pod()
+    if claims is not None:
+        pod["spec"]["resourceClaims"] = claims
+    problems = validate_pod(pod, KILL_WAIT)
+    assert [p.field for p in problems] == (["spec.resourceClaims"] if refused else [])
+    assert not refused or "request GPUs as nvidia.com/gpu" in problems[0].message
+
+
 def test_a_garbage_quantity_is_a_validation_error_not_a_crash():
     problems = validate_pod(make_pod(cpu="lots"), KILL_WAIT)
     assert "not a Kubernetes quantity" in problems[0].message
