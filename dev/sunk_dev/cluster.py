@@ -554,6 +554,9 @@ class DevCluster:
                           after=functools.partial(self._import_images, paths)),
                 Component(daemon("kubelet-real", *realnode.kubelet_argv(bin_dir / "kubelet", paths, self.kubeconfig)),
                           self._real_kubelet_ok, timeout=120),
+                Component(daemon("dra-driver", *realnode.dra_driver_argv(bin_dir / "dra-test-driver", paths,
+                                                                          self.kubeconfig)),
+                          self._dra_driver_ok, after=self._publish_device_class, timeout=60),
             ]
         return comps + self._sunk_components() if self.with_sunk else comps
 
@@ -592,6 +595,18 @@ class DevCluster:
         node = self.kube_request("GET", f"/api/v1/nodes/{realnode.NODE_NAME}")
         return healthz.status_code == 200 and node.status_code == 200 and any(
             c["type"] == "Ready" and c["status"] == "True" for c in node.json().get("status", {}).get("conditions", []))
+
+    def _dra_driver_ok(self) -> bool:
+        """The DRA test driver published the real Node's devices (a ResourceSlice of its pool)."""
+        got = self.kube_request("GET", f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D"
+                                       f"{realnode.NODE_NAME}")
+        published = {(s["spec"].get("driver"), len(s["spec"].get("devices") or ()))
+                     for s in (got.json().get("items") or () if got.status_code == 200 else ())}
+        return (realnode.DRA_DRIVER, realnode.DRA_DEVICES) in published
+
+    def _publish_device_class(self) -> None:
+        self._expect(self.kube_request("POST", "/apis/resource.k8s.io/v1/deviceclasses", realnode.device_class()),
+                     201, 409)
 
     def _sunk_components(self) -> list[Component]:
         """sunk's own daemons, from this checkout: what production runs as Deployments."""
@@ -732,8 +747,8 @@ class DevCluster:
         if run(["chroot", str(root), "id", POD_USER], check=False).returncode != 0:
             run(["chroot", str(root), "useradd", "--uid", "65534", "--non-unique", "--gid", "65534", "--no-create-home",
                  "--shell", "/usr/sbin/nologin", POD_USER])
-        for i in range(slurmconf.NODE_GPUS):
-            dev = root / f"dev/fakegpu{i}"
+        for i in range(max(slurmconf.NODE_GPUS, realnode.DRA_DEVICES)):  # (realnode1's are mounted in its Pod)
+            dev = root / realnode.GPU_FILE.format(index=i).lstrip("/")
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
         socket_dir = self.mariadb_socket.lstrip("/").rsplit("/", 1)[0]

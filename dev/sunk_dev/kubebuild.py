@@ -1,4 +1,4 @@
-"""Build Kubernetes (apiserver, scheduler, controller-manager, kubelet, kubectl), helm and the
+"""Build Kubernetes (apiserver, scheduler, controller-manager, kubelet, kubectl, the DRA test driver), helm and the
 workload controllers tests run (``GoCommand``) from Go modules, cached by version.
 
 k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces the staging
@@ -18,7 +18,17 @@ from pathlib import Path
 import attrs
 
 KUBE_VERSION = "1.34.4"
-BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kubelet")
+# Each binary and its main package in k8s.io/kubernetes: the components, and the upstream DRA test driver (fake
+# devices published as ResourceSlices, prepared through the kubelet's plugin socket) the real Node runs.
+PACKAGES = {
+    "kube-apiserver": "cmd/kube-apiserver",
+    "kube-scheduler": "cmd/kube-scheduler",
+    "kube-controller-manager": "cmd/kube-controller-manager",
+    "kubectl": "cmd/kubectl",
+    "kubelet": "cmd/kubelet",
+    "dra-test-driver": "test/e2e/dra/test-driver",
+}
+BINARIES = tuple(PACKAGES)
 HELM_VERSION = "3.22.0"  # its own module: helm.sh/helm/v3
 _STAGING = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", re.M)
 
@@ -47,7 +57,7 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
     )
     (work / "tools.go").write_text(
         "//go:build tools\n\npackage tools\n\nimport (\n"
-        + "".join(f'\t_ "k8s.io/kubernetes/cmd/{b}"\n' for b in BINARIES)
+        + "".join(f'\t_ "k8s.io/kubernetes/{PACKAGES[b]}"\n' for b in BINARIES)
         + ")\n"
     )
     subprocess.run(["go", "mod", "tidy"], cwd=work, env=env, check=True, stdout=log, stderr=log)
@@ -60,7 +70,8 @@ def build(cache: Path, version: str = KUBE_VERSION, log=sys.stderr) -> Path:
     for binary in missing:
         tmp = bin_dir / f".{binary}.tmp"
         subprocess.run(
-            ["go", "build", "-trimpath", f"-ldflags=-s -w {stamp}", "-o", str(tmp), f"k8s.io/kubernetes/cmd/{binary}"],
+            ["go", "build", "-trimpath", f"-ldflags=-s -w {stamp}", "-o", str(tmp),
+             f"k8s.io/kubernetes/{PACKAGES[binary]}"],
             cwd=work, env=env, check=True, stdout=log, stderr=log,
         )
         tmp.rename(bin_dir / binary)

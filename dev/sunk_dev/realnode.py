@@ -47,6 +47,16 @@ SLURM_FEATURE = DYNAMIC_FEATURE
 NODE_CPUS = 4
 NODE_MEMORY_MB = 4000
 NODE_LABEL = "sunk.dev/real-kubelet"
+# Fake GPUs both sides name (issue 38): the upstream DRA test driver publishes DRA_DEVICES devices for the Node,
+# named DEVICE_NAME.format(index=i), and realnode1's slurmd has as many GPUs of GPU_TYPE, its gres.conf's File=
+# devices GPU_FILE.format(index=i) (stand-ins for /dev/nvidiaN: Slurm wants a character device, so each is
+# /dev/null's major and minor). Slurm's GRES index i is then the driver's device DEVICE_NAME.format(index=i).
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_DEVICES = 4
+DEVICE_NAME = "device-{index:02d}"
+DEVICE_CLASS = "gpu.sunk.dev"
+GPU_TYPE = "fake"
+GPU_FILE = "/dev/fakegpu{index}"
 KUBELET_PORT = 10350
 KUBELET_HEALTHZ_PORT = 10348
 POD_SUBNET = "10.88.7.0/24"
@@ -242,6 +252,25 @@ def kubelet_argv(kubelet: Path, paths: Paths, kubeconfig: Path) -> list[str]:
     return [str(kubelet), f"--config={paths.kubelet_config}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={paths.kubelet_root}", f"--hostname-override={NODE_NAME}", f"--node-ip={node_ip()}",
             f"--node-labels={NODE_LABEL}=true", "--v=1"]
+
+
+def dra_driver_argv(driver: Path, paths: Paths, kubeconfig: Path) -> list[str]:
+    """The DRA test driver as the real Node's kubelet plugin: its sockets under the kubelet's root directory."""
+    return [str(driver), "kubelet-plugin", f"--kubeconfig={kubeconfig}", f"--drivername={DRA_DRIVER}",
+            f"--node-name={NODE_NAME}", f"--num-devices={DRA_DEVICES}",
+            f"--plugin-registration-path={paths.kubelet_root / 'plugins_registry'}",
+            f"--datadir={paths.kubelet_root / 'plugins'}", f"--cdi-dir={paths.base / 'cdi'}", "--v=2"]
+
+
+def device_class() -> dict:
+    """The DeviceClass a Pod's claim names for the driver's devices."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DEVICE_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}}
+
+
+def gres_lines() -> str:
+    """realnode1's gres.conf line: its GPUs by their device files, as many as the driver's devices."""
+    return f"Name=gpu Type={GPU_TYPE} File={GPU_FILE.format(index=f'[0-{DRA_DEVICES - 1}]')}"
 
 
 # -- images --------------------------------------------------------------------------------------
@@ -444,21 +473,28 @@ def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
     makes ``/var/spool/slurmd/<node>`` but not its parent). hostPID as in ``slurmd_pod``.
     """
     pod = slurmd_pod(chroot, namespace)
-    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE}"
+    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE} Gres=gpu:{GPU_TYPE}:{DRA_DEVICES}"
     host = {"/run/munge": "munge", "/etc/slurm": "slurm-etc", "/etc/sunk": "sunk-etc"}
+    gpus = {GPU_FILE.format(index=i): f"gpu{i}" for i in range(DRA_DEVICES)}
     pod["spec"]["containers"] = [{
         "name": "slurmd", "image": image, "imagePullPolicy": "Never",
         # the image's own entrypoint, given what a NodeSet's operator writes (docs/nodeset.md)
-        "env": [{"name": "SUNK_SLURM_NODE_NAME", "value": SLURM_NODE}, {"name": "SUNK_SLURMD_CONF", "value": conf}],
+        "env": [{"name": "SUNK_SLURM_NODE_NAME", "value": SLURM_NODE}, {"name": "SUNK_SLURMD_CONF", "value": conf},
+                {"name": "SUNK_GRES_CONF", "value": gres_lines()}],
         "volumeMounts": [{"name": name, "mountPath": path, **({"readOnly": True} if path != "/run/munge" else {})}
                          for path, name in host.items()]
                         + [{"name": "spool", "mountPath": "/var/spool/slurmd"},
-                           {"name": "log", "mountPath": "/var/log/slurm"}],
+                           {"name": "log", "mountPath": "/var/log/slurm"},
+                           {"name": "run", "mountPath": "/run/sunk-slurmd"}]
+                        + [{"name": name, "mountPath": path, "readOnly": True} for path, name in gpus.items()],
         "readinessProbe": {"exec": {"command": ["/usr/bin/scontrol", "show", "node", SLURM_NODE]}, "periodSeconds": 5},
     }]
-    pod["spec"]["volumes"] = [{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")), "type": "Directory"}}
-                              for path, name in host.items()] + [{"name": "spool", "emptyDir": {}},
-                                                                 {"name": "log", "emptyDir": {}}]
+    pod["spec"]["volumes"] = ([{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")), "type": "Directory"}}
+                               for path, name in host.items()]
+                              + [{"name": "spool", "emptyDir": {}}, {"name": "log", "emptyDir": {}},
+                                 {"name": "run", "emptyDir": {}}]
+                              + [{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")),
+                                                             "type": "CharDevice"}} for path, name in gpus.items()])
     return pod
 
 

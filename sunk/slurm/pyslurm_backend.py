@@ -128,7 +128,11 @@ def gres_text(gres: Any) -> str:
     for name, value in gres.items():
         count = value.get("count", 0) if isinstance(value, Mapping) else getattr(value, "count", value)
         indexes = value.get("indexes") if isinstance(value, Mapping) else getattr(value, "indexes", None)
-        parts.append(f"{name}:{int(count or 0)}" + (f"(IDX:{indexes})" if isinstance(indexes, str) and indexes else ""))
+        if name.endswith(":CNT"):  # (pyslurm's reading of a count-only detail, "gpu(CNT:2)")
+            parts.append(f"{name[:-4]}(CNT:{int(count or 0)})")
+        else:
+            parts.append(f"{name}:{int(count or 0)}" + (f"(IDX:{indexes})" if isinstance(indexes, str) and indexes
+                                                         else ""))
     return ",".join(parts)
 
 

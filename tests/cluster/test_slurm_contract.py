@@ -35,7 +35,7 @@ from sunk.slurm import (
 )
 from sunk.slurm.client import Reconfigurable
 from sunk.slurm.models import SubmitLimits
-from sunk_dev import listerlog
+from sunk_dev import listerlog, slurmconf
 from sunk_dev.listerlog import CHANGED
 
 
@@ -187,6 +187,11 @@ def test_running_job_has_its_allocation(slurm, jobs, dev_cluster):
     (alloc,) = job.allocations
     assert alloc.node == job.nodes and alloc.cpus == 2 and alloc.memory == 512 and alloc.gpus == 1
     assert job.gpus == 1 and job.node_list == (job.nodes,)
+    # Which of the node's GPUs (its gres.conf File= order): what a Pod's DRA devices are chosen by (issue 38),
+    # read alike through slurmrestd's gres_detail and pyslurm's per-node layout.
+    (grant,) = [g for g in alloc.gres if g.name == "gpu"]
+    assert grant.count == 1 and len(grant.indices) == 1 and grant.indices[0] in range(slurmconf.NODE_GPUS), grant
+    assert grant.type == slurmconf.gpu_type(job.nodes)
     node = slurm.get_node(job.nodes)
     assert node.alloc_cpus >= 2 and node.gpus_alloc >= 1
 

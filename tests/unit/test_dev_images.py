@@ -198,10 +198,27 @@ def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
     assert env["SUNK_SLURM_NODE_NAME"] == realnode.SLURM_NODE
     assert f"Features={realnode.SLURM_FEATURE}" in env["SUNK_SLURMD_CONF"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm"}
+    gpus = {f"/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES)}
+    assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm",
+                           "/run/sunk-slurmd", *gpus}
     host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
-    assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk"}  # never the whole chroot
+    assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk", *(f"/c{g}" for g in gpus)}  # never the chroot
     assert pod["spec"]["hostNetwork"] and pod["spec"]["hostPID"]
+
+
+def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_its_index():
+    """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on real-1."""
+    (container,) = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert f"Gres=gpu:fake:{realnode.DRA_DEVICES}" in env["SUNK_SLURMD_CONF"].split()
+    assert env["SUNK_GRES_CONF"] == "Name=gpu Type=fake File=/dev/fakegpu[0-3]"
+    assert [realnode.DEVICE_NAME.format(index=i) for i in range(realnode.DRA_DEVICES)] == [
+        "device-00", "device-01", "device-02", "device-03"]  # (the driver's names: test/e2e/dra/test-driver)
+    argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
+    assert argv[:2] == ["/b/dra-test-driver", "kubelet-plugin"]
+    assert {"--node-name=real-1", "--num-devices=4", "--drivername=test-driver.cdi.k8s.io",
+            "--plugin-registration-path=/h/kubelet-real/plugins_registry",
+            "--datadir=/h/kubelet-real/plugins"} <= set(argv)
 
 
 def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():

@@ -444,6 +444,9 @@ def test_the_cache_still_emits_only_real_changes(client, ps):
 
 def test_text_helpers():
     assert gres_text({"gpu": 2, "gpu:a100": {"count": 1, "indexes": "0"}}) == "gpu:2,gpu:a100:1(IDX:0)"
+    # (what pyslurm's to_gres_dict makes of gres_detail's forms, read back as Slurm wrote them)
+    assert gres_text({"gpu:h100": {"count": 2, "indexes": "0,2"}}) == "gpu:h100:2(IDX:0,2)"
+    assert gres_text({"gpu:CNT": 2}) == "gpu(CNT:2)"
     assert gres_text(None) == "" and gres_text("gpu:1") == "gpu:1"
     assert tres_text(None) == "" and tres_text(TrackableResources(cpu=2)) == "cpu=2"
 
