@@ -556,7 +556,8 @@ class DevCluster:
                           self._real_kubelet_ok, timeout=120),
                 Component(daemon("dra-driver", *realnode.dra_driver_argv(bin_dir / "dra-test-driver", paths,
                                                                           self.kubeconfig)),
-                          self._dra_driver_ok, after=self._publish_device_class, timeout=60),
+                          self._dra_driver_ok, prepare=functools.partial(realnode.prepare_dra_driver, paths),
+                          after=self._publish_device_class, timeout=60),
             ]
         return comps + self._sunk_components() if self.with_sunk else comps
 
@@ -1023,7 +1024,12 @@ class DevCluster:
         if self.real_node:
             pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, self.slurmd_image) if self._built_images
                    else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
-            self._replace_if_other(f"{pods}/{realnode.SLURM_NODE}", pod)
+            path = f"{pods}/{realnode.SLURM_NODE}"
+            if self._replace_if_other(path, pod) or self._real_node_registered_otherwise(pod):
+                # (slurmctld keeps a dynamic node's first registration, its GRES too, across its restarts: the
+                # node goes with its Pod and registers anew with what the new Pod says)
+                self._delete_pod_and_wait(path)
+                self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
             self._expect(self.kube_request("POST", pods, pod), 201, 409)
         self._prune_kubernetes()
         wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
@@ -1053,15 +1059,25 @@ class DevCluster:
             with contextlib.suppress(TimeoutError):
                 wait_until(lambda: not ids(), timeout, interval=0.5, what="the jobs to end")
 
-    def _replace_if_other(self, path: str, pod: dict) -> None:
+    def _real_node_registered_otherwise(self, pod: dict) -> bool:
+        """Whether slurmctld holds realnode1 with other GRES than ``pod`` registers (a record of an older
+        Pod, kept in that release's state)."""
+        shown = self.slurm("scontrol", "--future", "show", "node", realnode.SLURM_NODE, check=False)
+        if shown.returncode != 0 or "Gres=" not in shown.stdout:
+            return False  # (not there: it registers anew)
+        return f"Gres={realnode.registered_gres(pod)} " not in shown.stdout.replace("\n", " ")
+
+    def _replace_if_other(self, path: str, pod: dict) -> bool:
         """Delete the Pod at ``path`` if it runs another image than ``pod`` (a cache from before the
-        images were built: the busybox slurmd; another Slurm release's image) or mounts other host
-        paths (another release's chroot), and wait until it is gone, so ``pod`` can take its name."""
+        images were built: the busybox slurmd; another Slurm release's image), with another command or
+        environment, or mounts other host paths (another release's chroot), and wait until it is gone, so
+        ``pod`` can take its name; whether it did."""
         resp = self.kube_request("GET", path)
         if resp.status_code != 200 or pod_runs_as(resp.json()) == pod_runs_as(pod):
-            return
-        self._say(f"  {path.rsplit('/', 1)[-1]}: another image or chroot now, replaced")
+            return False
+        self._say(f"  {path.rsplit('/', 1)[-1]}: another image, command or chroot now, replaced")
         self._delete_pod_and_wait(path)
+        return True
 
     def _delete_pod_and_wait(self, path: str) -> None:
         self._expect(self.kube_request("DELETE", path), 200, 404)

@@ -262,6 +262,20 @@ def dra_driver_argv(driver: Path, paths: Paths, kubeconfig: Path) -> list[str]:
             f"--datadir={paths.kubelet_root / 'plugins'}", f"--cdi-dir={paths.base / 'cdi'}", "--v=2"]
 
 
+def registered_gres(pod: dict) -> str:
+    """The GRES a slurmd Pod of ``slurmd_pod_from_image`` registers with, as scontrol shows it (``(null)``)."""
+    for container in pod["spec"]["containers"]:
+        for env in container.get("env") or ():
+            if env["name"] == "SUNK_SLURMD_CONF":
+                return next((w.split("=", 1)[1] for w in env["value"].split() if w.startswith("Gres=")), "(null)")
+    return "(null)"
+
+
+def prepare_dra_driver(paths: Paths) -> None:
+    """The driver's socket directory: it makes the directory's parent, not the directory."""
+    (paths.kubelet_root / "plugins" / DRA_DRIVER).mkdir(parents=True, exist_ok=True)
+
+
 def device_class() -> dict:
     """The DeviceClass a Pod's claim names for the driver's devices."""
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DEVICE_CLASS},

@@ -11,6 +11,7 @@ Pod runs: the allocation's shape is the one the kubelet takes, from the job reco
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,23 @@ def _pod(name: str, claim: str) -> dict[str, Any]:
                         "command": ["/bin/sleep", "3600"], "resources": {"claims": [{"name": "gpus"}]}}]}}
 
 
+def _device_names(state: Any) -> list[str]:
+    if isinstance(state, dict):
+        return [str(v) for k, v in state.items() if k == "DeviceName"] + [
+            name for k, v in state.items() if k != "DeviceName" for name in _device_names(v)]
+    if isinstance(state, list):
+        return [name for item in state for name in _device_names(item)]
+    return []
+
+
+def _kubelet_prepared_devices(home: Path, claim_uid: str) -> list[str]:
+    """The devices the real kubelet's DRA manager holds prepared for a claim (its checkpoint file)."""
+    checkpoint = json.loads((realnode.Paths(home).kubelet_root / "dra_manager_state").read_text())
+    claims = json.loads(checkpoint["Data"]).get("ClaimInfoStateList") or []
+    return sorted(name for c in claims if c.get("ClaimUID") == claim_uid
+                  for name in _device_names(c.get("DriverState")))
+
+
 def test_a_claim_gets_the_devices_of_the_indices_slurm_gave_a_job_and_the_kubelet_runs_its_pod(
         kube_api, dev_cluster, slurm, namespace):
     script = ("#!/bin/sh\nscontrol update JobId=$SLURM_JOB_ID Comment=\"cuda=$CUDA_VISIBLE_DEVICES\"\n"
@@ -118,10 +136,9 @@ def test_a_claim_gets_the_devices_of_the_indices_slurm_gave_a_job_and_the_kubele
         except AssertionError:
             events = kc.list_objects(kube_api, Resource("", "v1", "events", "Event"), namespace)
             raise AssertionError([(e["reason"], e["message"]) for e in events]) from None
-        # The driver prepared exactly that claim: its CDI spec for the claim's UID names the devices.
-        cdi = "".join(p.read_text() for p in Path(realnode.Paths(dev_cluster.home).base / "cdi").glob("*.json")
-                      if claim["metadata"]["uid"] in p.read_text())
-        assert all(realnode.DEVICE_NAME.format(index=i) in cdi for i in indices), cdi
+        # The kubelet had the driver prepare exactly those devices for the claim (its DRA checkpoint).
+        prepared = _kubelet_prepared_devices(dev_cluster.home, claim["metadata"]["uid"])
+        assert prepared == sorted(realnode.DEVICE_NAME.format(index=i) for i in indices), prepared
 
         kc.delete(kube_api, PODS, "uses-gpus", namespace)
         wait_for(lambda: not (kc.get(kube_api, CLAIMS, "gpus", namespace).get("status") or {}).get("reservedFor"),

@@ -214,6 +214,8 @@ def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_
     assert env["SUNK_GRES_CONF"] == "Name=gpu Type=fake File=/dev/fakegpu[0-3]"
     assert [realnode.DEVICE_NAME.format(index=i) for i in range(realnode.DRA_DEVICES)] == [
         "device-00", "device-01", "device-02", "device-03"]  # (the driver's names: test/e2e/dra/test-driver)
+    assert realnode.registered_gres(realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)) == "gpu:fake:4"
+    assert realnode.registered_gres(realnode.slurmd_pod(Path("/c"), "slurm")) == "(null)"
     argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
     assert argv[:2] == ["/b/dra-test-driver", "kubelet-plugin"]
     assert {"--node-name=real-1", "--num-devices=4", "--drivername=test-driver.cdi.k8s.io",
