@@ -11,11 +11,11 @@ VENV = $(DEV_HOME)/venv
 VPY = $(VENV)/bin/python
 
 # The product and, beside it, the dev tools (dev/: sunk-dev, the fakes), which its wheel leaves out. One
-# command, so that the sunk that sunk-dev requires is this checkout's. (A venv whose interpreter went away is
-# made afresh.)
+# command, so that the sunk that sunk-dev requires is this checkout's. (A venv whose interpreter or pip went
+# away is made afresh.)
 install:
 	mkdir -p $(DEV_HOME)
-	$(VPY) -c '' 2>/dev/null || $(PYTHON) -m venv --clear $(VENV)
+	$(VPY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -e . -e ./dev
 
 demo: install
@@ -34,10 +34,13 @@ test: install
 images: install
 	$(VENV)/bin/sunk-dev images $(foreach r,$(SLURM),--slurm $(r)) --out "$(or $(OUT),$(DEV_HOME)/images/out)"
 
-down: install
+# (the venv's sunk-dev as it is, when there is one: stopping the dev cluster needs neither pip nor the network)
+down:
+	test -x $(VENV)/bin/sunk-dev || $(MAKE) install
 	$(VENV)/bin/sunk-dev down
 
-status: install
+status:
+	test -x $(VENV)/bin/sunk-dev || $(MAKE) install
 	$(VENV)/bin/sunk-dev status
 
 # The chart as a release artefact: `helm lint --strict` (with what an install must give: an endpoint and a Secret

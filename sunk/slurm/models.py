@@ -133,13 +133,18 @@ class GresGrant:
 
 # A node has at most this many devices of one GRES: an index range beyond it is not Slurm's.
 MAX_GRES_INDEX = 4096
-_GRES_HEAD = re.compile(r"([A-Za-z0-9_]+)(?::([^:()]+))?")
+# Slurm writes a job's IDX list into a 128-byte buffer (gres_stepmgr_job_build_details' bit_fmt): a list this
+# long may have been cut short, naming other devices than the job's.
+MAX_IDX_TEXT = 126
+_GRES_HEAD = re.compile(r"([^:,()\s]+)(?::([^:,()\s]+))?")
 
 
 def _gres_indices(ranges: str) -> tuple[int, ...]:
     """``0-1,3`` (Slurm's bit_fmt) -> (0, 1, 3); ``N/A`` -> ()."""
     if ranges == "N/A":
         return ()
+    if len(ranges) > MAX_IDX_TEXT:
+        raise ValueError(f"GRES indices {ranges[:20]!r}... are as long as Slurm's buffer: perhaps cut short")
     out: list[int] = []
     for part in ranges.split(","):
         first, dash, last = part.partition("-")
@@ -165,7 +170,7 @@ def _gres_entries(text: str) -> list[str]:
         elif char == "," and depth == 0:
             entries.append(text[start:i])
             start = i + 1
-        if depth not in (0, 1):
+        if depth < 0:
             raise ValueError(f"unbalanced parentheses in GRES {text!r}")
     if depth:
         raise ValueError(f"unbalanced parentheses in GRES {text!r}")
@@ -173,42 +178,65 @@ def _gres_entries(text: str) -> list[str]:
     return [e for e in entries if e]
 
 
+def parse_gres_entry(entry: str) -> GresGrant:
+    """One GRES of a node's ``gres_detail`` (the forms of ``GresGrant``; also ``gpu:2`` with no detail). Anything
+    else is a ValueError: indices are what a Pod's devices are chosen by, never guessed."""
+    head, paren, body = entry.partition("(")
+    if paren and (not entry.endswith(")") or "(" in body[:-1] or ")" in body[:-1]):
+        raise ValueError(f"GRES {entry!r}: not one detail in parentheses at its end")
+    body = body[:-1] if paren else body
+    indices: tuple[int, ...] = ()
+    shares: tuple[tuple[int, int], ...] = ()
+    if body.startswith("CNT:"):
+        name_type, count_text = head, body[4:]
+    else:
+        name_type, _, count_text = head.rpartition(":")
+        if body.startswith("IDX:"):
+            indices = _gres_indices(body[4:])
+            if not count_text.isdigit() or int(count_text) != len(indices) or not indices:
+                # (0 with an index: a no_consume GRES, which Slurm shares between jobs: no device is the job's)
+                raise ValueError(f"GRES {entry!r}: its count and its indices differ")
+        elif paren:  # a shared GRES: "taken/available" per device
+            pairs = [part.partition("/") for part in body.split(",")]
+            if not all(a.isdigit() and sep and b.isdigit() for a, sep, b in pairs):
+                raise ValueError(f"GRES {entry!r}: detail is neither IDX:, CNT: nor shares")
+            shares = tuple((i, int(a)) for i, (a, _, _b) in enumerate(pairs) if int(a))
+    head_match = _GRES_HEAD.fullmatch(name_type)
+    if not head_match or not count_text.isdigit():
+        raise ValueError(f"GRES {entry!r} is not NAME[:TYPE]:COUNT[(DETAIL)] or NAME[:TYPE](CNT:COUNT)")
+    return GresGrant(name=head_match[1], type=head_match[2] or "", count=int(count_text), indices=indices,
+                     shares=shares)
+
+
 def parse_gres_detail(text: str) -> tuple[GresGrant, ...]:
-    """One node's entry of a job's ``gres_detail`` (the forms of ``GresGrant``; also ``gpu:2`` with no detail).
-    Anything else is a ValueError: indices are what a Pod's devices are chosen by, never guessed."""
-    grants = []
-    for entry in _gres_entries((text or "").strip()):
-        head, paren, body = entry.partition("(")
-        body = body[:-1] if paren and body.endswith(")") else body
-        if paren and not entry.endswith(")"):
-            raise ValueError(f"GRES {entry!r}: text after its detail")
-        indices: tuple[int, ...] = ()
-        shares: tuple[tuple[int, int], ...] = ()
-        if body.startswith("CNT:"):
-            name_type, count_text = head, body[4:]
-        else:
-            name_type, _, count_text = head.rpartition(":")
-            if body.startswith("IDX:"):
-                indices = _gres_indices(body[4:])
-            elif paren:  # a shared GRES: "taken/available" per device
-                pairs = [part.partition("/") for part in body.split(",")]
-                if not all(a.isdigit() and sep and b.isdigit() for a, sep, b in pairs):
-                    raise ValueError(f"GRES {entry!r}: detail is neither IDX:, CNT: nor shares")
-                shares = tuple((i, int(a)) for i, (a, _, _b) in enumerate(pairs) if int(a))
-        head_match = _GRES_HEAD.fullmatch(name_type)
-        if not head_match or not count_text.isdigit():
-            raise ValueError(f"GRES {entry!r} is not NAME[:TYPE]:COUNT[(DETAIL)] or NAME[:TYPE](CNT:COUNT)")
-        grants.append(GresGrant(name=head_match[1], type=head_match[2] or "", count=int(count_text),
-                                indices=indices, shares=shares))
-    return tuple(grants)
+    """One node's entry of a job's ``gres_detail``, every GRES of it (``parse_gres_entry``), or a ValueError."""
+    return tuple(parse_gres_entry(entry) for entry in _gres_entries((text or "").strip()))
 
 
-def _gres_grants(text: str) -> tuple[GresGrant, ...]:
-    """``parse_gres_detail``, or () for a detail it cannot read (the job's other facts still count)."""
+def _gres_grants(text: str) -> tuple[tuple[GresGrant, ...], bool]:
+    """The GRES of a detail that read, and whether any did not (the job's other facts still count). Shared per
+    text: 50,000 jobs repeat a few details."""
+    if (known := _GRES_PARSED.get(text)) is not None:
+        return known
     try:
-        return parse_gres_detail(text)
+        entries = _gres_entries((text or "").strip())
     except ValueError:
-        return ()
+        entries, unread = [], True
+    else:
+        unread = False
+    grants = []
+    for entry in entries:
+        try:
+            grants.append(parse_gres_entry(entry))
+        except ValueError:
+            unread = True
+    parsed = (tuple(grants), unread)
+    if len(_GRES_PARSED) < 4096:
+        _GRES_PARSED[text] = parsed
+    return parsed
+
+
+_GRES_PARSED: dict[str, tuple[tuple[GresGrant, ...], bool]] = {}
 
 
 @frozen
@@ -220,13 +248,14 @@ class JobAllocation:
     memory: int = 0  # MB
     gpus: int = 0
     gres: tuple[GresGrant, ...] = ()  # which devices (sunk/translate/dra.py); () when Slurm details none
+    gres_unread: bool = False  # part of Slurm's detail did not read: ``gres`` may lack a GRES, never guess one
 
     @classmethod
     def with_gres_detail(cls, node: str, cpus: int, memory: int, detail: str) -> JobAllocation:
         """From one node's ``gres_detail`` entry: its GPU count and its grants, however much of it reads."""
-        grants = _gres_grants(detail)
-        gpus = sum(g.count for g in grants if g.name == "gpu") if grants else gpu_count(detail)
-        return cls(node=node, cpus=cpus, memory=memory, gpus=gpus, gres=grants)
+        grants, unread = _gres_grants(detail)
+        gpus = gpu_count(detail) if unread or not grants else sum(g.count for g in grants if g.name == "gpu")
+        return cls(node=node, cpus=cpus, memory=memory, gpus=gpus, gres=grants, gres_unread=unread)
 
 
 def _allocations(items: Iterable[JobAllocation]) -> tuple[JobAllocation, ...]:

@@ -10,6 +10,14 @@ What Slurm cannot decide is refused, with a message for the Pod's Event: request
 Slurm's, ``firstAvailable``, ``allocationMode: All``, CEL selectors, admin access. When Slurm and the driver
 disagree on a node (an index naming no device or two, a count that differs), ``Mismatch`` says so, and nothing
 is bound: the caller drains the node with a ``k8s:`` reason, since every later Pod there would meet the same.
+
+Left to the wiring (issue 38; a review's findings): a claim's count is the Pod author's, so a count that changed
+since the job was submitted (a claim deleted and made again) is the Pod's error, not the node's (record each
+claim's UID and count at submission); claims already allocated or reserved for another consumer are refused;
+the devices other claims hold on the node are never given again (kube-scheduler or another driver's user);
+a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler writes it; a class maps to
+a GRES type; tainted devices are not chosen; an allocation whose detail did not read whole
+(``JobAllocation.gres_unread``) is never mapped.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ kubelet's plugin and publishes four devices for real-1; realnode1's slurmd has f
 is: its record names their indices, the job sees them as ``CUDA_VISIBLE_DEVICES``, and ``sunk.translate.dra``
 turns that record into the allocation of a ResourceClaim, naming the driver's devices of the same indices.
 Written to the claim, reserved for a Pod bound to real-1, the real kubelet and the driver prepare it and the
-Pod runs: the allocation's shape is the one the kubelet takes, from the job record alone.
+Pod runs: the allocation's shape is the one the kubelet takes, from the job record alone. (The device names
+follow from the mapping's rule, the driver's own naming; what is checked independently is that the record's
+indices are the job's CUDA_VISIBLE_DEVICES, and that the kubelet prepared the claim as written.)
 """
 
 from __future__ import annotations
