@@ -14,21 +14,22 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 
-def _split_top_level(expr: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
+def split_top_level(expr: str, brackets: str = "[]") -> list[str]:
+    """Split on commas that are not inside ``brackets`` (a hostlist's ``[]``; a GRES detail's ``()``)."""
+    opening, closing = brackets
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(expr):
-        if ch == "[":
+        if ch == opening:
             depth += 1
-        elif ch == "]":
+        elif ch == closing:
             depth -= 1
             if depth < 0:
-                raise ValueError(f"unbalanced ']' in hostlist {expr!r}")
+                raise ValueError(f"unbalanced {closing!r} in {expr!r}")
         elif ch == "," and depth == 0:
             parts.append(expr[start:i])
             start = i + 1
     if depth:
-        raise ValueError(f"unbalanced '[' in hostlist {expr!r}")
+        raise ValueError(f"unbalanced {opening!r} in {expr!r}")
     parts.append(expr[start:])
     return [p.strip() for p in parts if p.strip()]
 
@@ -59,7 +60,7 @@ def expand(expr: str | None) -> tuple[str, ...]:
     """All host names in ``expr``, in Slurm's order; duplicates kept, as Slurm keeps them."""
     if not expr or expr in ("(null)", "None"):
         return ()
-    return tuple(name for part in _split_top_level(expr) for name in _expand_one(part))
+    return tuple(name for part in split_top_level(expr) for name in _expand_one(part))
 
 
 def compress(names: Iterable[str]) -> str:

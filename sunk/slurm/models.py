@@ -159,25 +159,6 @@ def _gres_indices(ranges: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _gres_entries(text: str) -> list[str]:
-    """Split at the commas outside parentheses: ``gpu:2(IDX:0,2),nic:1(IDX:0)`` -> two entries."""
-    entries, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            entries.append(text[start:i])
-            start = i + 1
-        if depth < 0:
-            raise ValueError(f"unbalanced parentheses in GRES {text!r}")
-    if depth:
-        raise ValueError(f"unbalanced parentheses in GRES {text!r}")
-    entries.append(text[start:])
-    return [e for e in entries if e]
-
-
 def parse_gres_entry(entry: str) -> GresGrant:
     """One GRES of a node's ``gres_detail`` (the forms of ``GresGrant``; also ``gpu:2`` with no detail). Anything
     else is a ValueError: indices are what a Pod's devices are chosen by, never guessed."""
@@ -210,7 +191,7 @@ def parse_gres_entry(entry: str) -> GresGrant:
 
 def parse_gres_detail(text: str) -> tuple[GresGrant, ...]:
     """One node's entry of a job's ``gres_detail``, every GRES of it (``parse_gres_entry``), or a ValueError."""
-    return tuple(parse_gres_entry(entry) for entry in _gres_entries((text or "").strip()))
+    return tuple(parse_gres_entry(entry) for entry in hostlist.split_top_level(text or "", "()"))
 
 
 def _gres_grants(text: str) -> tuple[tuple[GresGrant, ...], bool]:
@@ -219,7 +200,7 @@ def _gres_grants(text: str) -> tuple[tuple[GresGrant, ...], bool]:
     if (known := _GRES_PARSED.get(text)) is not None:
         return known
     try:
-        entries = _gres_entries((text or "").strip())
+        entries = hostlist.split_top_level(text or "", "()")
     except ValueError:
         entries, unread = [], True
     else:
