@@ -16,7 +16,7 @@ _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 def split_top_level(expr: str, brackets: str = "[]") -> list[str]:
     """Split on commas that are not inside ``brackets`` (a hostlist's ``[]``; a GRES detail's ``()``)."""
-    opening, closing = brackets
+    opening, closing = brackets[0], brackets[1]
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(expr):
         if ch == opening:
