@@ -121,7 +121,7 @@ class Node:
 @frozen
 class GresGrant:
     """One GRES of one job on one node, as Slurm's job record details it (``gres_detail``, ``scontrol show job
-    -d``): ``gpu:a100:2(IDX:0,2)``, ``gpu(CNT:2)`` (no device files, so no indices), ``shard:gpu:3(1/4,0/4,2/4)``
+    -d``): ``gpu:a100:2(IDX:0,2)``, ``gpu(CNT:2)`` (no device files, so no indices), ``shard:a100:3(1/4,0/4,2/4)``
     (a shared GRES: units taken of each device, in the node's device order)."""
 
     name: str  # gpu, shard, mps, nic, ...
