@@ -2,7 +2,7 @@
 
     python -m benchmarks.extender --nodes 5000 --calls 300
 
-The app is the real one (extender/app.py) served by gunicorn (sunk/web.py) in a child
+The app is the real one (extender/app.py) served by gunicorn (sunk/commands/web.py) in a child
 process; placement is a stub answering from memory, as the real reconciler does, so the
 figure is the verb itself: parse ExtenderArgs, decide, build FailedNodes for every name.
 Two cases: still waiting for Slurm (every Node fails with a reason: the biggest answer),
@@ -26,7 +26,7 @@ import requests
 
 from extender.app import create_app
 from scheduler.decide import Bind, Waiting
-from sunk.web import TLS, Listener, serve
+from sunk.commands.web import TLS, Listener, serve
 from sunk_dev.tls import CertFiles, issue, make_ca
 
 PORT = 18998

@@ -3,7 +3,7 @@
     python -m benchmarks.hostile [--hostile 1000] [--rounds 10] [--calls 50] [--kind idle|one-byte|flood]
                                  [--sources 20]
 
-Serves two listeners the way sunk-extender does (sunk/web.py, one gunicorn worker): a plain
+Serves two listeners the way sunk-extender does (sunk/commands/web.py, one gunicorn worker): a plain
 "hooks" port and a mutual-TLS "verbs" port, each a trivial flask app; and, in a process of its
 own, a probe port the way every daemon serves it (sunk/controller/health.py, /healthz). Each round times
 ``calls`` requests per listener (a new connection each, as the placeholder's curl makes)
@@ -37,8 +37,8 @@ from pathlib import Path
 import requests
 from flask import Flask
 
+from sunk.commands.web import TLS, Listener, serve
 from sunk.controller.health import HttpEndpoints
-from sunk.web import TLS, Listener, serve
 from sunk_dev.tls import issue, make_ca
 from tests.cluster.hostile_clients import Flood
 

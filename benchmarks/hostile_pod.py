@@ -46,9 +46,9 @@ from benchmarks.scheduler import (
     start_at_phase,
     wait_until_scheduling,
 )
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 from sunk_dev.cluster import DevCluster
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 

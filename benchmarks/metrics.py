@@ -56,7 +56,7 @@ import attrs
 from sunk.controller import textsources
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.metrics.exposition import render
-from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.model.slurm import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
 RPCS = (RpcStat("REQUEST_JOB_INFO", 10, 1.2),)  # slurmctld's RPC statistics, as diag lists them
 

@@ -38,9 +38,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, NODES, NODESETS, PODS
+from sunk.model import names
 from sunk.translate.nodeset.topology import CONF, DEFAULT_BLOCK_LABEL, YAML
 from sunk_dev import slurmconf
 from sunk_dev.cluster import DevCluster
@@ -171,7 +171,7 @@ def run(cluster: DevCluster, api: Any, count: int, busy: int, max_unavailable: i
     probes = free_port()
     operator_log = (log_dir / "sunk-operator.log").open("ab")
     operator = subprocess.Popen(
-        [sys.executable, "-m", "sunk.nodeset.cli", f"--kubeconfig={cluster.kubeconfig}",
+        [sys.executable, "-m", "sunk.commands.operator", f"--kubeconfig={cluster.kubeconfig}",
          f"--slurm-api-base={env['SLURM_REST_URL']}", f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}",
          f"--watch-namespace={namespace}", "--metrics-bind-address=", f"--health-probe-bind-address=127.0.0.1:{probes}",
          "--leader-elect=false", *extra_args],

@@ -41,7 +41,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sunk import names
 from sunk.controller.httpfront import FrontThread, Limits, ListenerFront
 from sunk.hooks.api import hooks_blueprint
 from sunk.hooks.app import create_app
@@ -55,12 +54,13 @@ from sunk.locking.requests import parse_requests
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
 from sunk.locking.waitslots import WaitSlots
+from sunk.model import names
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.slurm import JobRequest, SlurmClient, connect
-from sunk.slurm.models import Job
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext
 from sunk.translate.identity import is_placeholder
-from sunk.types import Obj
 from sunk_dev.fakeslurm import FakeSlurmrestd
 
 SECRET = b"prehook-benchmark-secret-of-32-bytes-or-more"

@@ -83,11 +83,12 @@ from benchmarks.syncer import (
     syncer_process,
     wait_for,
 )
-from sunk import names
 from sunk.kube.client import load_api_client
+from sunk.model import names
+from sunk.model.slurm import Node
+from sunk.model.types import Obj
 from sunk.slurm import JobRequest, NodeUpdate, v0042
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import Node
 from sunk.slurm.rest import RestClient
 from sunk.slurm.settings import SlurmSettings
 from sunk.syncer.context import SyncerContext
@@ -96,7 +97,6 @@ from sunk.translate import objects
 from sunk.translate.extra import parse_object
 from sunk.translate.podcordon import pod_cordon
 from sunk.translate.syncplan import merged_extra
-from sunk.types import Obj
 from sunk_dev.cluster import DevCluster
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 

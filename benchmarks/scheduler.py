@@ -457,8 +457,8 @@ def raw_path(cluster: DevCluster, count: int, nodes: int = 1, phase: float | Non
     asks and a gang's job asks per member) submitted straight to slurmrestd, until all run and are
     started. Each job is timed from just before its submission to its started call, which its
     batch script makes from the first node of the allocation."""
+    from sunk.model.slurm import JobRequest
     from sunk.slurm import connect
-    from sunk.slurm.models import JobRequest
 
     rest = cluster.slurm_rest
     slurm = connect("rest", url=rest.url, token=rest.token, user=rest.user)
@@ -580,7 +580,9 @@ def scheduler_process(cluster: DevCluster, namespace: str, workers: int, log_dir
     slurm = (["--slurm-backend=pyslurm"] if backend == "pyslurm" else
              [f"--slurm-api-base={slurm_url or env['SLURM_REST_URL']}",
               f"--slurm-auth-token-file={env['SLURM_JWT_FILE']}"])
-    return Process("sunk-scheduler", "scheduler.cli", [
+    # A checkout older than the layer folders has the command at scheduler/cli.py.
+    module = "scheduler.cli" if tree and (tree / "scheduler" / "cli.py").is_file() else "sunk.commands.scheduler"
+    return Process("sunk-scheduler", module, [
         f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
         f"--kubeconfig={env['KUBECONFIG']}", *slurm, "--slurm-kill-wait=30s",
         f"--hooks-api-bind-address=127.0.0.1:{PORTS['hooks']}", f"--hooks-url=http://127.0.0.1:{PORTS['hooks']}",

@@ -56,17 +56,17 @@ from scheduler.decide import Waiting
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.waiting import wait_condition
-from sunk import names
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import FuncHandler, KeyedStore, ObjList, StrList, ThreadSafeStore, pod_node_name
+from sunk.model import names
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.slurm import connect
 from sunk.slurm.client import SlurmClient
-from sunk.slurm.models import Job
 from sunk.translate import slurmd
 from sunk.translate.gang import owner_of
 from sunk.translate.identity import PlaceholderIdentity
 from sunk.translate.keys import PodKey
-from sunk.types import Obj
 from sunk_dev.fakeslurm import FakeSlurmrestd
 
 SCHEDULER = "sunk"

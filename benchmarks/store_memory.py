@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
+from sunk.model.types import Obj
 from sunk.translate.objects import LAST_APPLIED, syncer_slim_node
 from sunk.translate.podstores import scheduler_slim_pod, syncer_slim_pod
-from sunk.types import Obj
 
 STAMP = "2030-01-01T00:00:00Z"
 

@@ -46,12 +46,12 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.scheduler import cpu_seconds
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.client import load_api_client
 from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, PODS
+from sunk.model import names
 from sunk.slurm import NodeUpdate, connect
 from sunk.slurm.errors import SlurmError
 from sunk.translate import objects
@@ -471,7 +471,8 @@ def syncer_process(kubeconfig: str, slurm_url: str, token: str, namespace: str, 
              f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", f"--plugins={plugins}",
              f"--slurm-poll-interval={poll_interval}",
              f"--slurm-node-poll-interval={node_poll_interval}", "--zap-log-level=info"]
-    process = Process("syncer-bench", "sunk.syncer.cli", flags, f"http://127.0.0.1:{ports['health']}/readyz", log_dir)
+    process = Process("syncer-bench", "sunk.commands.syncer", flags, f"http://127.0.0.1:{ports['health']}/readyz",
+                      log_dir)
     return process, f"http://127.0.0.1:{ports['metrics']}/metrics"
 
 

@@ -22,8 +22,8 @@ from werkzeug.wrappers import Response
 
 from scheduler.decide import Bind, CancelJobs, DeleteMembers, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
-from sunk.flags import loggable
-from sunk.types import Obj
+from sunk.base.flags import loggable
+from sunk.model.types import Obj
 
 from . import protocol
 

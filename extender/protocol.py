@@ -23,9 +23,9 @@ from typing import Any
 
 from attrs import frozen
 
-from sunk import names
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate.podjob import INTEGER_ANNOTATIONS
-from sunk.types import Obj
 
 MAX_SCORE = 10
 # Annotations the placement reads as integers: it parses digits with int(), which refuses more

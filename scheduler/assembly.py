@@ -1,6 +1,6 @@
 """Wiring shared by both front ends (``sunk-scheduler`` and ``sunk-extender``).
 
-Everything here runs inside the gunicorn worker (see sunk/web.py): the informers, the
+Everything here runs inside the gunicorn worker (see sunk/commands/web.py): the informers, the
 Slurm cache, the reconciler's workers and the HTTP app share one process's memory.
 """
 
@@ -13,7 +13,6 @@ from typing import Any
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager, Syncable
@@ -22,9 +21,11 @@ from sunk.controller.runtime import Controller, Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
+from sunk.model import names
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import JobInformer, SlurmInformerFactory
-from sunk.slurm.models import Job
 from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import gang_of, has_started, owner_of
 from sunk.translate.identity import identity_of
@@ -32,7 +33,6 @@ from sunk.translate.keys import GangKey, UnitKey, unit_key
 from sunk.translate.objects import is_terminal, node_ready
 from sunk.translate.podstores import scheduler_slim_pod
 from sunk.translate.slurmd import placement_view, serving
-from sunk.types import Obj
 
 from . import kubeops, metrics
 from .binder import Binder

@@ -27,9 +27,9 @@ from typing import Optional
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.kube import client as kube
-from sunk.types import Obj
+from sunk.model import names
+from sunk.model.types import Obj
 
 from . import kubeops
 from .decide import Bind

@@ -38,7 +38,7 @@ from typing import Optional, TypeAlias, Union
 import attrs
 from attrs import frozen
 
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 from sunk.translate.gang import missing
 from sunk.translate.identity import identity_of, member_tag
 from sunk.translate.keys import PodKey, UnitKey

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from sunk.model.types import Obj
 from sunk.translate import gang as g
 from sunk.translate.objects import meta as _meta
-from sunk.types import Obj
 
 
 def _key(obj: Obj) -> str:

@@ -47,16 +47,16 @@ from typing import Any, Protocol
 import attrs
 from flask import Blueprint, Flask, Response, jsonify, request
 
-from sunk import names
 from sunk.hooks.app import json_errors
 from sunk.hooks.metrics import instrument
+from sunk.model import names
+from sunk.model.slurm import Job, Node, NodeUpdate
+from sunk.model.types import Obj
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, held_by_another, job_ending
 from sunk.translate.identity import identity_of
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_terminal
-from sunk.types import Obj
 
 from .tokens import token_matches
 

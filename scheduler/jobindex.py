@@ -23,8 +23,8 @@ from typing import Any, Optional, Protocol
 
 from attrs import field, frozen
 
+from sunk.model.slurm import Job
 from sunk.slurm.informer import ObservedStore
-from sunk.slurm.models import Job
 
 from .expectations import Doubted, Expected, Refused, SubmitExpectations
 from .metrics import PLACEHOLDER_SUBMISSIONS

@@ -13,9 +13,9 @@ from kubernetes.client import ApiClient
 from sunk.kube import client as kube
 from sunk.kube.patch import patch_object, set_pod_conditions
 from sunk.kube.resources import PODS
+from sunk.model.types import Obj
 from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
 from sunk.translate.objects import metadata_diff
-from sunk.types import Obj
 
 
 def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) -> None:

@@ -14,10 +14,10 @@ Adding the toleration is a Pod patch: about 25 ms of apiserver, etcd and watcher
 
 from __future__ import annotations
 
-from sunk import names
 from sunk.kube.store import Store
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate.objects import has_taint, node_ready, slim_node
-from sunk.types import Obj
 
 
 def scheduler_slim_node(node: Obj) -> Obj:

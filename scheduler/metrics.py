@@ -14,9 +14,9 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from sunk.controller.textsources import register_text
+from sunk.model.slurm import RpcStat
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import JobInformer
-from sunk.slurm.models import RpcStat
 
 BIND_LATENCY = Histogram(
     "sunk_scheduler_pod_bind_latency_seconds",

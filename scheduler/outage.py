@@ -23,8 +23,8 @@ from typing import Protocol
 import attrs
 
 from sunk.controller.periodic import Periodic
+from sunk.model.types import Obj
 from sunk.slurm.errors import AuthenticationFailed
-from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,15 @@ from typing import Any, Optional, assert_never
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import IndexedStore, pod_node_name
+from sunk.model import names
+from sunk.model.slurm import JobRequest, NodeUpdate, SubmitLimits
+from sunk.model.types import Obj
 from sunk.scripts import shipped_script
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
-from sunk.slurm.models import JobRequest, NodeUpdate, SubmitLimits
 from sunk.translate import placeholder, podjob, slurmd
 from sunk.translate.drains import StuckPodDrain, held_by_another
 from sunk.translate.gang import Gang, disagreements, gang_of, max_members, member_order
@@ -37,7 +38,6 @@ from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_deleting, is_terminal
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
-from sunk.types import Obj
 
 from . import kubeops
 from .binder import Binder

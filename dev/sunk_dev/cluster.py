@@ -30,8 +30,8 @@ import requests
 from attrs import frozen
 
 import sunk
-from sunk import names
 from sunk.hooks.auth import node_token
+from sunk.model import names
 from sunk.scripts import shipped_script
 
 from . import (
@@ -616,7 +616,7 @@ class DevCluster:
         common = [f"--kubeconfig={self.kubeconfig}", f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
                   f"--slurm-auth-token-file={self.jwt_file}", "--leader-election-namespace=" + SLURM_NAMESPACE]
         scheduler = Daemon("sunk-scheduler", (
-            sys.executable, "-m", "scheduler.cli", f"--scheduler-name={DEMO_SCHEDULER}", "--scope=cluster",
+            sys.executable, "-m", "sunk.commands.scheduler", f"--scheduler-name={DEMO_SCHEDULER}", "--scope=cluster",
             *common, f"--slurm-kill-wait={slurmconf.KILL_WAIT}s",
             f"--hooks-api-bind-address=127.0.0.1:{PRODUCT_PORTS['scheduler']}",
             f"--hooks-url=http://127.0.0.1:{PRODUCT_PORTS['scheduler']}", f"--hook-secret-file={secret}",
@@ -626,7 +626,7 @@ class DevCluster:
         ), self.run_dir, env)
         token = self.run_dir / "syncer-hooks.token"
         syncer = Daemon("sunk-syncer", (
-            sys.executable, "-m", "sunk.syncer.cli", *common, f"--watch-namespace={SLURM_NAMESPACE}",
+            sys.executable, "-m", "sunk.commands.syncer", *common, f"--watch-namespace={SLURM_NAMESPACE}",
             f"--hooks-api-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer']}", f"--hooks-token-file={token}",
             f"--metrics-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer'] + 80}",
             f"--health-probe-bind-address=127.0.0.1:{PRODUCT_PORTS['syncer'] + 81}",

@@ -40,7 +40,7 @@ from typing import Any
 
 from attrs import frozen
 
-from sunk import names
+from sunk.model import names
 
 from .procs import chroot_env
 

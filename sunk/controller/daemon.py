@@ -1,4 +1,4 @@
-"""What every daemon takes from its flags besides its own settings (sunk/runner.py runs them):
+"""What every daemon takes from its flags besides its own settings (sunk/commands/runner.py runs them):
 the flags, declared once here (``add_daemon_arguments``), and the config built from them.
 
 In the runtime layer, not beside the runner: the assemblies build their Manager from it,
@@ -13,8 +13,8 @@ from typing import Optional
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.base.flags import add_logging_arguments, add_switch, positive_int
 from sunk.controller.manager import Manager, freeze_heap
-from sunk.flags import add_logging_arguments, add_switch, positive_int
 from sunk.kube.leader import LeaderElectionConfig
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.settings import SlurmSettings, settings_from

@@ -13,7 +13,7 @@ from typing import Protocol
 import attrs
 
 from sunk.kube.resources import object_key
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 KeyMapper = Callable[[Obj], Iterable[str]]
 

@@ -24,9 +24,9 @@ from urllib.parse import parse_qs
 import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from sunk.base.flags import parse_bind_address
 from sunk.controller import textsources
 from sunk.controller.httpfront import FrontThread, Limits, ListenerFront, Streamed, text_error_answer
-from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ controller's keys that failed for it (``Controller.outage_over``), on every repl
 apiserver, whose informers report no such event, a ``RecoveryProbe`` asks ``/readyz`` each
 second while keys wait for Kubernetes and wakes them once it answers again.
 With leader election, every controller and leader-only ``Periodic`` writes behind one
-``LeaseFence`` (``sunk.fence``) that the elector renews: no write leaves after the renew
+``LeaseFence`` (``sunk.base.fence``) that the elector renews: no write leaves after the renew
 deadline, even from a reconcile that began while leading. Losing the lease stops the
 controllers and ends ``run()`` with exit code 1. The process
 must exit: all state lives in Kubernetes and Slurm, and the next process relists.
@@ -38,12 +38,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from kubernetes.client import ApiClient
 
+from sunk.base.fence import LeaseFence
 from sunk.controller.health import Check, HttpEndpoints, run_checks
 from sunk.controller.metrics import LEADER
 from sunk.controller.periodic import Periodic
 from sunk.controller.recovery import RecoveryProbe
 from sunk.controller.runtime import Controller
-from sunk.fence import LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.leader import LeaderElectionConfig, LeaderElector
 

@@ -14,9 +14,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from sunk import fence as fencing
-from sunk.fence import Fenced, LeaseFence
-from sunk.types import Outage
+from sunk.base import fence as fencing
+from sunk.base.fence import Fenced, LeaseFence
+from sunk.model.types import Outage
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ Two more, after controller-runtime:
   to fix, counted (``sunk_reconcile_terminal_errors_total``), key not requeued: retrying cannot
   mend it, and the next change to its object enqueues it again;
 - with a Lease ``fence`` (a leader-only controller), each reconcile runs fenced
-  (``sunk.fence``): a write after the renew deadline is never sent but raises ``Fenced``,
+  (``sunk.base.fence``): a write after the renew deadline is never sent but raises ``Fenced``,
   logged in one line and retried with backoff (never sent while the fence is down: the Manager
   stops the process, or a late renewal lands and the retry goes through).
 """
@@ -35,11 +35,11 @@ from typing import Protocol
 
 import attrs
 
-from sunk import fence as fencing
+from sunk.base import fence as fencing
+from sunk.base.fence import Fenced, LeaseFence
 from sunk.controller import metrics
 from sunk.controller.workqueue import RateLimiter, WorkQueue
-from sunk.fence import Fenced, LeaseFence
-from sunk.types import Outage, TerminalError
+from sunk.model.types import Outage, TerminalError
 
 log = logging.getLogger(__name__)
 

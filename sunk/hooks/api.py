@@ -32,7 +32,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from sunk.flags import loggable
+from sunk.base.flags import loggable
 
 from .auth import TokenFile, bearer
 from .nodeauth import NodeAuthenticator

@@ -11,7 +11,7 @@ import logging
 from flask import Blueprint, Flask, Response, abort, request
 from werkzeug.exceptions import HTTPException
 
-from sunk.flags import loggable
+from sunk.base.flags import loggable
 
 from .api import error_response
 from .metrics import instrument
@@ -66,7 +66,7 @@ def json_errors(app: Flask, *, max_body: int) -> None:
 
 def log_refusal(response: Response) -> Response:
     """One line for an answer of 400 or more: method, path, status and the answer's ``error``, the
-    caller's text escaped and cut (sunk.flags.loggable); never a header (the bearer token) or the
+    caller's text escaped and cut (sunk.base.flags.loggable); never a header (the bearer token) or the
     body the caller sent. Warning for what an operator should look at (5xx; 401, 403, 413: a caller
     without the right credential, or a broken one), info for the rest, among them the ordinary ends
     of a protocol (a placeholder's long-poll ends on "404 the Pod is gone", a prolog's on "409 job

@@ -19,9 +19,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from sunk import fence
+from sunk.base import fence
 from sunk.kube.resources import Resource
-from sunk.types import Outage, TerminalError
+from sunk.model.types import Outage, TerminalError
 
 # (connect, read) seconds. Reads are small; a stuck apiserver must not hang a worker.
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
@@ -198,7 +198,7 @@ def open_request(
     """Send a request and return the unread urllib3 response (status already checked).
 
     The caller must read or close it. Used directly for watch streams. A write (any method
-    but GET) first asks this thread's Lease fence (``sunk.fence``), so a leader-only
+    but GET) first asks this thread's Lease fence (``sunk.base.fence``), so a leader-only
     controller that may have lost its Lease sends nothing.
     """
     if method.upper() != "GET":

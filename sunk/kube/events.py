@@ -18,12 +18,12 @@ from typing import Literal
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk.fence import LeaseFence, fenced
-from sunk.fence import current as current_fence
+from sunk.base.fence import LeaseFence, fenced
+from sunk.base.fence import current as current_fence
+from sunk.base.times import rfc3339
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS
-from sunk.times import rfc3339
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from sunk.backoff import Backoff
+from sunk.base.backoff import Backoff
 from sunk.kube.reflector import DEFAULT_WATCH_TIMEOUT, Handler, Reflector, ReflectorStats
 from sunk.kube.resources import Resource
 from sunk.kube.store import FuncHandler, IndexFunc, ObjList, StrList, ThreadSafeStore, pod_node_name
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 __all__ = [
     "DEFAULT_WATCH_TIMEOUT",

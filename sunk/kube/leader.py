@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk.fence import LeaseFence
+from sunk.base.fence import LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.resources import LEASES
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 log = logging.getLogger(__name__)
 

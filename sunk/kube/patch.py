@@ -25,12 +25,12 @@ from typing import Any
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.base.times import rfc3339
 from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
-from sunk.times import rfc3339
+from sunk.model.types import Obj
 from sunk.translate.objects import is_cordoned, merge_conditions, metadata_diff
 from sunk.translate.objects import meta as _meta
-from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 

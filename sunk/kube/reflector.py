@@ -27,11 +27,11 @@ import attrs
 import urllib3
 from kubernetes.client import ApiClient
 
-from sunk.backoff import Backoff
+from sunk.base.backoff import Backoff
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource, object_key
 from sunk.kube.store import ChangeHandler, ThreadSafeStore
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Generic, Protocol, TypeVar
 
 import attrs
 
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from sunk.hooks.auth import TokenFile
 from sunk.hooks.nodeauth import KubeTokenReviewer, NodeAuthenticator, PodTokenAuthenticator
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model.types import Obj
 from sunk.syncer.context import SyncerContext, slurm_node_name
 from sunk.translate.identity import is_placeholder
-from sunk.types import Obj
 
 from .batcher import AnnotationBatcher
 from .config import LockConfig

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from sunk.kube.resources import object_key
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 Annotations = Mapping[str, str | None]
 Write = Callable[[Obj, dict[str, str | None]], None]

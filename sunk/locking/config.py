@@ -6,9 +6,9 @@ import argparse
 
 import attrs
 
-from sunk import names
-from sunk.flags import positive_duration, positive_int
+from sunk.base.flags import positive_duration, positive_int
 from sunk.hooks.auth import TokenUnavailable, read_secret
+from sunk.model import names
 from sunk.translate.lock import TAINT_EFFECTS
 from sunk.translate.podtoken import DEFAULT_AUDIENCE
 

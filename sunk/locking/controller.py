@@ -29,15 +29,15 @@ from collections.abc import Callable
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import PODS, object_key
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
+from sunk.model.types import Obj
 from sunk.syncer.context import INDEX_NODE, SyncerContext
 from sunk.translate import lock as machine
-from sunk.types import Obj
 
 from .config import LockConfig
 from .evictions import EvictionLog

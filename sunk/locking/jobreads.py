@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 import attrs
 
+from sunk.model.slurm import Job
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Job
 
 DEFAULT_TTL = 5.0
 DEFAULT_MAX_ENTRIES = 1024

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import attrs
 
-from sunk.slurm.models import Job, Node
+from sunk.model.slurm import Job, Node
 
 
 @attrs.frozen

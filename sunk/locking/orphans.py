@@ -17,12 +17,12 @@ import logging
 
 import attrs
 
-from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.syncer.context import SyncerContext
 from sunk.translate.leftovers import lock_tainted
-from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from kubernetes.client import ApiClient
 
+from sunk.base.times import rfc3339
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
-from sunk.times import rfc3339
+from sunk.model.types import Obj
 from sunk.translate import objects
-from sunk.types import Obj
 
 
 def request_reboot(api: ApiClient, node: Obj, condition: str, reason: str, message: str) -> Obj:

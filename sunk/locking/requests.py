@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from sunk import names
+from sunk.model import names
 
 REQUEST_PREFIX = names.LOCK_REQUEST_PREFIX
 

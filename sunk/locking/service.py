@@ -24,16 +24,16 @@ from typing import Any
 
 import attrs
 
-from sunk import names
 from sunk.hooks.protocol import Body, HookError, PostHook, PreHook, Reboot
 from sunk.kube import client as kc
 from sunk.kube.resources import object_key
+from sunk.model import names
+from sunk.model.slurm import Job, NodeUpdate
+from sunk.model.types import Obj
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Job, NodeUpdate
 from sunk.syncer.context import SyncerContext
 from sunk.translate import drains
 from sunk.translate import lock as machine
-from sunk.types import Obj
 
 from .batcher import AnnotationBatcher
 from .config import LockConfig

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from sunk.kube.resources import object_key
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 Lookup = Callable[[str], Obj | None]
 

@@ -21,8 +21,8 @@ from itertools import chain
 from typing import Optional
 
 from sunk.controller.periodic import Periodic
+from sunk.model.slurm import Job, Node, SchedulerStats
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import Job, Node, SchedulerStats
 
 from .exposition import Family, render
 from .families import SlurmSnapshot, slurm_families, sunk_drain_age

@@ -6,7 +6,7 @@ import argparse
 
 import attrs
 
-from sunk.flags import positive_duration
+from sunk.base.flags import positive_duration
 
 DIAG_INTERVAL = 15.0  # seconds between diag calls (the slurm_scheduler_* figures)
 

@@ -27,7 +27,7 @@ from typing import Optional
 
 from attrs import frozen
 
-from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.model.slurm import Job, JobAllocation, Node, RpcStat, SchedulerStats
 from sunk.translate.drains import is_sunks
 from sunk.translate.slurmstates import NODE_COUNT_BUCKETS, job_state_name, node_count_bucket, node_state_name
 

@@ -41,7 +41,7 @@ from collections.abc import Hashable, Iterable
 from itertools import chain
 from typing import Any, Optional
 
-from sunk.slurm.models import Job, Node
+from sunk.model.slurm import Job, Node
 from sunk.translate.slurmstates import job_state_name, node_count_bucket, node_state_name
 
 from .exposition import format_value, header, label_block, render

@@ -32,7 +32,6 @@ from typing import Any
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager
@@ -40,15 +39,16 @@ from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import NODES, NODESETS, NODESLICES, PODS, object_key
+from sunk.model import names
+from sunk.model.slurm import Node
+from sunk.model.types import Obj
 from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk.slurm.informer import NodeInformer, SlurmInformerFactory
-from sunk.slurm.models import Node
 from sunk.slurmcluster.assembly import add_slurm_cluster
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
 from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
 from sunk.translate.slurmd import slurm_node_name
-from sunk.types import Obj
 
 from .config import NAME, OperatorConfig
 from .reconciler import INDEX_CLUSTER_REF, INDEX_NODESET, NodeSetReconciler, cluster_ref_key, nodeset_key

@@ -32,22 +32,22 @@ from typing import Any, Protocol
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
+from sunk.base.times import rfc3339
 from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.events import EventRecorder
 from sunk.kube.resources import NODESETS, NODESLICES, PODS
 from sunk.kube.store import Store
+from sunk.model import names
+from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Node, NodeUpdate
-from sunk.times import rfc3339
 from sunk.translate import nodestate, objects
 from sunk.translate.nodeset.plan import Facts, Plan, decide, drain_still_due, safe_to_delete, undrain_still_due
 from sunk.translate.nodeset.slices import slice_object
 from sunk.translate.slurmd import slurm_node_name
-from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 

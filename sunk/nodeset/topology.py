@@ -36,10 +36,10 @@ from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS
 from sunk.kube.store import Store
+from sunk.model.types import Obj
 from sunk.translate.nodeset.topology import YAML, Placement, TopologySettings, build, render
 from sunk.translate.objects import is_deleting
 from sunk.translate.slurmd import k8s_node_name, slurm_node_name
-from sunk.types import Obj
 
 from .reconciler import NodeCache
 

@@ -16,11 +16,22 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+from sunk.model.slurm import (
+    Job,
+    JobAllocation,
+    JobRequest,
+    JobState,
+    Node,
+    NodeUpdate,
+    Partition,
+    RpcStat,
+    SchedulerStats,
+)
+
 from .accounting import RpcAccounting
 from .cache import SlurmCache
 from .client import SlurmClient, Snapshot
 from .errors import NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
-from .models import Job, JobAllocation, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
 BACKENDS = ("rest", "pyslurm")
 

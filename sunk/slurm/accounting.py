@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+from sunk.model.slurm import RpcStat
+
 from .errors import NotFound
-from .models import RpcStat
 
 REQUEST_PING = "REQUEST_PING"
 REQUEST_BUILD_INFO = "REQUEST_BUILD_INFO"
@@ -30,7 +31,7 @@ REQUEST_KILL_JOB = "REQUEST_KILL_JOB"
 REQUEST_PARTITION_INFO = "REQUEST_PARTITION_INFO"
 REQUEST_STATS_INFO = "REQUEST_STATS_INFO"
 REQUEST_RECONFIGURE = "REQUEST_RECONFIGURE"  # scontrol reconfigure: slurmctld rereads its files
-# The calls that change Slurm: both backends ask the Lease fence (sunk.fence) before sending one.
+# The calls that change Slurm: both backends ask the Lease fence (sunk.base.fence) before sending one.
 WRITES = frozenset({REQUEST_UPDATE_NODE, REQUEST_DELETE_NODE, REQUEST_SUBMIT_BATCH_JOB, REQUEST_UPDATE_JOB,
                     REQUEST_KILL_JOB, REQUEST_RECONFIGURE})
 

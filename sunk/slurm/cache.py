@@ -136,9 +136,10 @@ from typing import Any, Optional, Protocol, Union
 
 from attrs import frozen
 
+from sunk.model.slurm import Job, JobState, Node
+
 from .client import SlurmClient, Snapshot
 from .errors import SlurmError, SlurmUnavailable
-from .models import Job, JobState, Node
 from .readrequests import ReadRequest, ReadRequests
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Generic, Optional, Protocol, TypeVar, runtime_checkable
 
 from attrs import frozen
 
-from .models import Job, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
+from sunk.model.slurm import Job, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@ error numbers that map to them (shared by the REST and pyslurm backends)."""
 
 from __future__ import annotations
 
-from sunk.types import Outage
+from sunk.model.types import Outage
 
 # Slurm error numbers (slurm_errno.h) that decide which exception a backend raises. Each means the
 # same in 24.11.5's and 26.05.5's slurm_errno.h (compared: docs/compatibility.md); 1019-1023,

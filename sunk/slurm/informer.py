@@ -29,10 +29,10 @@ from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any, Generic, Optional, TypeVar, cast
 
 from sunk.kube.store import ChangeHandler, FuncHandler, KeyedStore
+from sunk.model.slurm import Job, Node
 
 from .cache import JOB, KINDS, NODE, CacheStats, RefreshResult, SlurmCache
 from .client import SlurmClient
-from .models import Job, Node
 from .readrequests import ReadRequest, ReadRequests
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterable, Iterator
 
-from sunk.slurm.models import JobState
+from sunk.model.slurm import JobState
 
 NO_VAL = 0xFFFFFFFE
 INFINITE = 0xFFFFFFFF

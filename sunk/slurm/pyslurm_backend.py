@@ -45,9 +45,22 @@ from typing import Any
 
 import attrs
 
-from sunk import fence
+from sunk.base import fence
+from sunk.model import hostlist
+from sunk.model.slurm import (
+    Job,
+    JobAllocation,
+    JobRequest,
+    JobState,
+    Node,
+    NodeUpdate,
+    Partition,
+    RpcStat,
+    SchedulerStats,
+    SubmitLimits,
+    signal_name,
+)
 
-from . import hostlist
 from .accounting import (
     REQUEST_BUILD_INFO,
     REQUEST_DELETE_NODE,
@@ -80,19 +93,6 @@ from .errors import (
     SlurmUnavailable,
 )
 from .jobstate_rpc import JobStateRpc
-from .models import (
-    Job,
-    JobAllocation,
-    JobRequest,
-    JobState,
-    Node,
-    NodeUpdate,
-    Partition,
-    RpcStat,
-    SchedulerStats,
-    SubmitLimits,
-    signal_name,
-)
 from .v0042 import JOB_BASE_STATES, check_shared
 
 log = logging.getLogger(__name__)
@@ -562,7 +562,7 @@ class PyslurmClient:
 
         A call that is not ``repeatable`` (a submission) whose answer was lost after it reached
         slurmctld raises OutcomeUnknown: it may have taken effect. A write first asks this
-        thread's Lease fence (``sunk.fence``).
+        thread's Lease fence (``sunk.base.fence``).
         """
         if message_type in WRITES:
             fence.check(what)

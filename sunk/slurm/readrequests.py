@@ -22,7 +22,7 @@ from typing import Optional
 
 from attrs import frozen
 
-from .models import Job, JobState
+from sunk.model.slurm import Job, JobState
 
 log = logging.getLogger(__name__)
 

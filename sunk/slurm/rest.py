@@ -75,8 +75,19 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from sunk import fence
-from sunk.backoff import delay as retry_delay
+from sunk.base import fence
+from sunk.base.backoff import delay as retry_delay
+from sunk.model.slurm import (
+    Job,
+    JobRequest,
+    JobState,
+    Node,
+    NodeUpdate,
+    Partition,
+    RpcStat,
+    SchedulerStats,
+    signal_name,
+)
 
 from . import v0042
 from .accounting import (
@@ -112,7 +123,6 @@ from .errors import (
     SlurmError,
     SlurmUnavailable,
 )
-from .models import Job, JobRequest, JobState, Node, NodeUpdate, Partition, RpcStat, SchedulerStats, signal_name
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from sunk.flags import expand_references, non_negative_duration, positive_duration, unexpanded_reference
+from sunk.base.flags import expand_references, non_negative_duration, positive_duration, unexpanded_reference
 
 from . import BACKENDS, connect
 from .client import SlurmClient

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from . import hostlist
-from .models import (
+from sunk.model import hostlist
+from sunk.model.slurm import (
     Job,
     JobAllocation,
     JobRequest,

@@ -18,15 +18,15 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from sunk import names
 from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import DEPLOYMENTS, SLURMCLUSTERS, STATEFULSETS
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.slurm.client import Reconfigurable, SlurmClient
-from sunk.types import Obj
 
 from .reconciler import INDEX_CLUSTER, SlurmClusterReconciler, cluster_key
 

@@ -37,14 +37,15 @@ from typing import Any, Protocol
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
+from sunk.base.times import rfc3339
 from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.events import EventRecorder
 from sunk.kube.resources import SECRETS, SLURMCLUSTERS, resource_for
 from sunk.kube.store import Store
-from sunk.times import rfc3339
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate import objects as wire
 from sunk.translate.slurmcluster import desired, ownership
 from sunk.translate.slurmcluster.plan import (
@@ -57,7 +58,6 @@ from sunk.translate.slurmcluster.plan import (
     condition,
     decide,
 )
-from sunk.types import Obj
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Slurm metrics (each composed in by its ``setup``, when on), third-party plugins,
 With ``--slurm-node-clean-up`` a NodeSlice informer too (the clean-up is the Slurm-side
 reconciler's, cleanup.py); without it NodeSlices are not read, and not granted (the chart).
 
-Everything here runs inside the gunicorn worker (see sunk/web.py), so the hook API and
+Everything here runs inside the gunicorn worker (see sunk/commands/web.py), so the hook API and
 the controllers share the same caches. Start-up order and leadership come from the
 Manager: informers and the Slurm cache run on every replica; the controllers (ours and
 the plugins') run only on the leader and only after both sides have been listed once,

@@ -25,10 +25,10 @@ from collections.abc import Callable
 
 import attrs
 
-from sunk.backoff import delay
+from sunk.base.backoff import delay
 from sunk.controller.runtime import Result
+from sunk.model.slurm import Node
 from sunk.slurm.errors import NotFound, SlurmError, SlurmUnavailable
-from sunk.slurm.models import Node
 from sunk.translate import nodecleanup
 
 from . import metrics

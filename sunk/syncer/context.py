@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from sunk import names
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate import slurmd
 from sunk.translate.nodeset import slices
-from sunk.types import Obj
 
 if TYPE_CHECKING:
     from flask import Blueprint

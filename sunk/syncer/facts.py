@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import attrs
 
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.translate.objects import uid_of
 from sunk.translate.podcordon import Cordon, pod_cordon
-from sunk.types import Obj
 
 from .context import INDEX_NODE, SyncerContext
 

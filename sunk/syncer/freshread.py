@@ -23,10 +23,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
+from sunk.model.slurm import Node
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound
 from sunk.slurm.freshread import FreshRead
-from sunk.slurm.models import Node
 
 NODE = "node"  # the node alone: SlurmClient.read_node
 LIST = "list"  # a full node list, shared by every caller waiting for one

@@ -23,14 +23,14 @@ import logging
 
 import attrs
 
+from sunk.base.times import rfc3339
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES
-from sunk.slurm.models import Node
-from sunk.times import rfc3339
+from sunk.model.slurm import Node
+from sunk.model.types import Obj
 from sunk.translate import nodestate, objects
 from sunk.translate.syncplan import pod_plan
-from sunk.types import Obj
 
 from . import metrics
 from .context import SyncerContext

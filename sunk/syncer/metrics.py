@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from sunk.slurm.models import RpcStat
+from sunk.model.slurm import RpcStat
 
 KUBE_WRITES = Counter(
     "sunk_syncer_kube_writes_total",

@@ -36,16 +36,16 @@ from collections.abc import Callable, Iterable
 import attrs
 from kubernetes.client import ApiClient
 
-from sunk import names
-from sunk.flags import loggable
+from sunk.base.flags import loggable
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import DEPLOYMENTS, NODES, PODS, label_selector, object_key
+from sunk.model import names
+from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import Node, NodeUpdate
 from sunk.translate import leftovers
-from sunk.types import Obj
 
 from .context import slurm_node_name
 from .freshread import FreshNodes

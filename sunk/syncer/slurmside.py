@@ -36,7 +36,7 @@ import logging
 import attrs
 
 from sunk.controller.runtime import Result
-from sunk.slurm.models import Node
+from sunk.model.slurm import Node
 from sunk.translate.syncplan import DOWN, DRAIN, NONE, UNDRAIN, SlurmPlan, extra_identity, slurm_plan
 
 from . import metrics

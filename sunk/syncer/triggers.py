@@ -22,13 +22,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sunk import names
 from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer, KeyMapper
 from sunk.controller.periodic import Periodic
-from sunk.slurm.models import Job, Node
+from sunk.model import names
+from sunk.model.slurm import Job, Node
+from sunk.model.types import Obj
 from sunk.translate import drains
 from sunk.translate.objects import is_terminal
-from sunk.types import Obj
 
 from .context import SyncerContext, nodeslice_slurm_nodes, slurm_node_name
 

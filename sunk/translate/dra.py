@@ -29,8 +29,8 @@ from typing import Any, Union
 import attrs
 from attrs import frozen
 
-from sunk.slurm.models import GresGrant
-from sunk.types import Obj
+from sunk.model.slurm import GresGrant
+from sunk.model.types import Obj
 
 ALLOCATION_MODE_EXACT = "ExactCount"
 

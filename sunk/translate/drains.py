@@ -67,9 +67,9 @@ from typing import Any, Optional, Protocol, Union
 
 from attrs import field, frozen
 
-from sunk import names
-from sunk.slurm.models import Job, Node
-from sunk.times import epoch, rfc3339
+from sunk.base.times import epoch, rfc3339
+from sunk.model import names
+from sunk.model.slurm import Job, Node
 
 from .gang import gang_of, owner
 from .identity import PlaceholderIdentity, identity_of, is_placeholder

@@ -63,8 +63,8 @@ from typing import Any, Optional
 
 from attrs import frozen
 
-from sunk import names
-from sunk.slurm.models import Job
+from sunk.model import names
+from sunk.model.slurm import Job
 
 from .identity import GANG_KEY_PATTERN, IDENTITY_MAX, MEMBER_TAG_CHARS, PlaceholderIdentity
 from .keys import GangKey

@@ -38,7 +38,7 @@ from typing import ClassVar, Optional
 
 from attrs import frozen
 
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 
 from .keys import GangKey, PodKey, UnitKey
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 
 from .drains import HookUnreachableDrain, LockTimeoutDrain, is_sunks, parse
 from .objects import annotations_of, has_taint, name_of

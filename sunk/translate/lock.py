@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from sunk import names
-from sunk.times import epoch
-from sunk.types import Obj
+from sunk.base.times import epoch
+from sunk.model import names
+from sunk.model.types import Obj
 
 from .objects import annotations_of, conditions_of, is_deleting
 

@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from attrs import frozen
 
-from sunk.slurm.models import Job, Node
+from sunk.model.slurm import Job, Node
 
 from .extra import parse_object
 from .poddown import DELETED

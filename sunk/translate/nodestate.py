@@ -39,9 +39,9 @@ from typing import Any, Optional, Protocol
 
 from attrs import frozen
 
-from sunk import names
-from sunk.slurm.models import Node
-from sunk.times import epoch
+from sunk.base.times import epoch
+from sunk.model import names
+from sunk.model.slurm import Node
 
 from . import drains, poddown
 from .objects import condition, condition_true

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional, cast
 
-from sunk import names
+from sunk.model import names
 
 Wire = Mapping[str, Any]
 """An API object (or one of its parts) as the apiserver's JSON, read only."""

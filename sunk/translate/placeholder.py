@@ -15,8 +15,8 @@ from typing import Optional
 
 import attrs
 
-from sunk import names
-from sunk.slurm.models import JobRequest
+from sunk.model import names
+from sunk.model.slurm import JobRequest
 
 from .gang import Gang, disagreements, per_node
 from .identity import PlaceholderIdentity, member_tag

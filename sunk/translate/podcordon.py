@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from sunk.types import Obj
+from sunk.model.types import Obj
 
 from . import objects
 from .views import NodeView, PodView

@@ -35,8 +35,8 @@ from typing import Optional
 
 from attrs import frozen
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 
 from . import drains
 from .extra import merge_extra, parse_object

@@ -42,8 +42,8 @@ from typing import Any, Optional
 
 from attrs import frozen
 
-from sunk import names
-from sunk.slurm.models import JobRequest, SubmitLimits
+from sunk.model import names
+from sunk.model.slurm import JobRequest, SubmitLimits
 
 from .identity import PlaceholderIdentity
 from .keys import PodKey

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sunk import names
+from sunk.model import names
 
 from . import gang
 from .objects import LAST_APPLIED, Wire, meta

@@ -31,7 +31,7 @@ from typing import Any, Optional
 import attrs
 from attrs import frozen
 
-from sunk import names
+from sunk.model import names
 
 from .objects import annotations_of
 from .podjob import EXCLUSIVE_MODES, SLURM_UINT32_MAX, Identity, Obj, ValidationError, _integer

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 
 # sinfo's long state names (lower case, as ``sinfo -o %T`` prints them).
 NODE_STATE_NAMES = (

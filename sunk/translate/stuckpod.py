@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from sunk import names
-from sunk.times import epoch
+from sunk.base.times import epoch
+from sunk.model import names
 
 from . import drains
 from .drains import StuckPodDrain

@@ -32,8 +32,8 @@ from typing import Any, Optional, Protocol
 
 from attrs import field, frozen
 
-from sunk.slurm.models import Node, NodeUpdate
-from sunk.types import Obj
+from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.types import Obj
 
 from . import nodecleanup, nodestate, podcordon, poddown
 from .extra import MergeResult, merge_extra

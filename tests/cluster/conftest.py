@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from slurmtools import idle_node, slurm_job, state, wait_for
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.patch import ensure_taint, remove_taint
 from sunk.kube.resources import NODES
+from sunk.model import names
 
 
 @pytest.fixture

@@ -38,10 +38,9 @@ from typing import Any
 
 from slurmtools import all_jobs, all_nodes
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, NODES, PODS
-from sunk.slurm import hostlist
+from sunk.model import hostlist, names
 from sunk.slurm.v0042 import parse_job, split_job_state
 from sunk.translate import drains
 from sunk.translate.gang import gang_of

@@ -22,11 +22,11 @@ import requests
 from procs import Process
 from slurmtools import wait_for
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.patch import remove_taint, set_annotations, set_labels
 from sunk.kube.resources import LEASES, NODES, PODS
 from sunk.locking.requests import REQUEST_PREFIX
+from sunk.model import names
 from sunk.scripts import shipped_script
 from sunk_dev.cluster import write_node_tokens
 
@@ -86,7 +86,7 @@ class SyncerProcess(Process):
             f"--leader-election-id={lease}", "--zap-log-level=debug", f"--scheduler-names={','.join(TEST_SCHEDULERS)}",
             *(flags or []),
         ]
-        super().__init__(f"sunk-syncer-{hooks}", "sunk.syncer.cli", args, f"http://127.0.0.1:{probes}/readyz",
+        super().__init__(f"sunk-syncer-{hooks}", "sunk.commands.syncer", args, f"http://127.0.0.1:{probes}/readyz",
                          log_dir)
 
     def start(self, timeout: float = 60) -> None:

@@ -128,6 +128,6 @@ def operator_as_deployed(api, dev_cluster, tmp: Path, namespace: str, values: Ma
         "--watch-namespace": namespace, "--metrics-bind-address": f"127.0.0.1:{metrics}",
         "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("operator.yaml", values))
     args = [*args, *extra]
-    process = Process("sunk-operator", "sunk.nodeset.cli", [*args, f"--kubeconfig={kubeconfig}"],
+    process = Process("sunk-operator", "sunk.commands.operator", [*args, f"--kubeconfig={kubeconfig}"],
                       f"http://127.0.0.1:{probes}/readyz", tmp, env={"SLURM_JWT": ""})
     return DeployedOperator(process, account, args)

@@ -29,12 +29,12 @@ try:
 except ImportError:  # from benchmarks/
     from tests.cluster.procs import Process
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PODS
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.slurm import NodeUpdate, connect
-from sunk.slurm.models import Node
 from sunk.translate import objects
 
 NODES_UNDER_TEST = ("node3", "node4")
@@ -88,7 +88,7 @@ def stand_in_pod(slurm_node: str, namespace: str, k8s_node: str, run_id: str) ->
 
 
 class SyncerUnderTest:
-    """One ``python -m sunk.syncer.cli`` subprocess; kill() is a crash, stop() a clean exit."""
+    """One ``python -m sunk.commands.syncer`` subprocess; kill() is a crash, stop() a clean exit."""
 
     def __init__(self, dev_cluster: Any, namespace: str, run_id: str, log_dir: Path, *, name: str = "syncer",
                  extra_flags: list[str] | None = None):
@@ -96,7 +96,7 @@ class SyncerUnderTest:
         self.health_port, self.metrics_port, self.hooks_port = free_port(), free_port(), free_port()
         self.process = Process(
             name,
-            "sunk.syncer.cli",
+            "sunk.commands.syncer",
             [
                 f"--kubeconfig={env['KUBECONFIG']}",
                 *dev_cluster.slurm_flags(),

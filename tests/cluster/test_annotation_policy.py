@@ -23,9 +23,9 @@ from locking_harness import new_token, running_syncer
 from slurmtools import wait_for
 from test_outlived_drain import NODE, node_state
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS, Resource
+from sunk.model import names
 from sunk.translate import drains
 from sunk_dev import chart
 

@@ -33,10 +33,10 @@ from rbac_harness import assert_never_forbidden, deployment_args, kubeconfig_for
 from slurmtools import jobs_carrying, slurm_job, state, wait_for
 from test_scheduler import deployment_runs_through_slurm_until_deleted, end_pods
 
-from sunk import names
 from sunk.hooks.auth import weakness
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, Resource
+from sunk.model import names
 from sunk_dev import chart, kubebuild, slurmconf
 
 RELEASE = "sunk"
@@ -224,7 +224,7 @@ def test_the_installed_scheduler_and_syncer_schedule_a_deployment_through_slurm(
     assert scheduler_name == f"{namespace}-{RELEASE}"  # SUNK's default: <namespace>-<releaseName>
     assert chart.flags(chart.container_args(docs, "sunk-scheduler"))["slurm-kill-wait"] == f"{slurmconf.KILL_WAIT}s"
     hooks_port = free_port()
-    scheduler = process(release, kube_api, "scheduler", "scheduler.cli", {
+    scheduler = process(release, kube_api, "scheduler", "sunk.commands.scheduler", {
         "--slurm-auth-token-file": token,
         "--hook-secret-file": secret_file(files, "scheduler-hook-secret", hooks["scheduler-hook-secret"]),
         # (the chart's identity policy, as its ConfigMap mounts it: Pods asking nothing run as its non-root identity)
@@ -232,7 +232,7 @@ def test_the_installed_scheduler_and_syncer_schedule_a_deployment_through_slurm(
             kube_api, CONFIGMAPS, "sunk-identity-policy", namespace)["data"]["policy.json"].encode()),
         "--hooks-api-bind-address": f"127.0.0.1:{hooks_port}", "--hooks-url": f"http://127.0.0.1:{hooks_port}",
     }, docs)
-    syncer = process(release, kube_api, "syncer", "sunk.syncer.cli", {
+    syncer = process(release, kube_api, "syncer", "sunk.commands.syncer", {
         "--slurm-auth-token-file": token,
         "--hooks-token-file": secret_file(files, "syncer-token", hooks["syncer-token"]),
         "--hooks-api-bind-address": f"127.0.0.1:{free_port()}",

@@ -25,9 +25,9 @@ from test_chart_install import DEPLOYMENTS, ENFORCE, RELEASE, Release, enforced
 from test_chart_pods import default_scheduler, describe, pods_of, ready  # noqa: F401 (a fixture)
 
 import sunk
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, NAMESPACES, PODS, Resource
+from sunk.model import names
 from sunk_dev import images, realnode
 
 pytestmark = pytest.mark.pyslurm_release  # tox -e slurm2511 (tests/conftest.py deselects it elsewhere)

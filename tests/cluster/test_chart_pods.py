@@ -35,11 +35,11 @@ from slurmtools import all_nodes, jobs_carrying, slurm_job, wait_for
 from test_chart_install import DEPLOYMENTS, ENFORCE, INSTANCE, RELEASE, Release, enforced, replica_sets
 
 import sunk
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import EVENTS, NAMESPACES, NODES, PODS, SERVICES
 from sunk.locking.requests import LockRequest
+from sunk.model import names
 from sunk.translate import drains, leftovers
 from sunk_dev import images, kubeconf, realnode, slurmconf
 

@@ -24,8 +24,8 @@ from slurmtools import wait_for
 
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, PODS, Resource
+from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
-from sunk.slurm.models import JobRequest
 from sunk.translate import dra
 from sunk_dev import realnode
 

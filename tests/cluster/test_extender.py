@@ -15,9 +15,9 @@ from slurmtools import slurm_job, started_placeholder, state, wait_for
 from test_gangs import all_bound, assert_one_member_per_node, gang_jobs, idle_batch_nodes, pod_spec
 from test_scheduler import bound, end_pods, event_reasons, gone, job_id_of, placed, pod_manifest, serving
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODS
+from sunk.model import names
 from sunk.translate import gang as g
 from sunk.translate.lock import tolerates_lock
 from sunk_dev import slurmconf
@@ -78,7 +78,7 @@ def extender(kube_api, dev_cluster, namespace, service_accounts, certificates, t
         "--health-probe-bind-address": f"127.0.0.1:{PORTS['probes']}",
     })
     proc = Process(
-        "sunk-extender", "extender.cli",
+        "sunk-extender", "sunk.commands.extender",
         # (the Lease where its Role allows, under a name of its own: the demo's may hold the shipped one)
         [*args, f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={account['namespace']}",
          f"--leader-election-id={LEASE}", "--zap-log-level=debug"],

@@ -46,9 +46,9 @@ from test_extender import PROFILE, certificates, extender, kube_scheduler, servi
 from test_scheduler import SCHEDULER, end_pods, pod_manifest, scheduler_process
 from test_scheduler_faults import node_ready
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, LEASES, PODS
+from sunk.model import names
 
 # ---- the matrix's settings ---------------------------------------------------------------------------------------
 NODES = NODES_UNDER_TEST  # node3, node4: the locking Syncer's (the others run no sunk prolog here)

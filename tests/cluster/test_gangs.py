@@ -25,10 +25,9 @@ from rbac_harness import as_service_account, assert_never_forbidden
 from slurmtools import jobs_carrying, number, slurm_job, started_placeholder, state, wait_for
 from test_scheduler import SCHEDULER, end_pods, event_reasons, events_for, get_pod, scheduler_process
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODGROUPS, PODS, Resource
-from sunk.slurm import hostlist
+from sunk.model import hostlist, names
 from sunk.translate import gang as g
 from sunk_dev import workloads
 

@@ -27,9 +27,9 @@ from test_scheduler import (
     serving,
 )
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 from sunk_dev import chart
 
 PORTS = {"hooks": 18920, "metrics": 18921, "probes": 18922}

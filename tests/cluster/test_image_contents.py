@@ -40,7 +40,7 @@ def test_sunks_image_carries_the_product_and_no_dev_tool(dev_cluster):
     name = f"{images.SUNK_REPOSITORY}:{sunk.__version__}"
     assert name in dev_cluster.built_images, f"sunk-dev up built no {name} (SUNK_DEV_IMAGES=0?)"
     files = image_files(dev_cluster.home / "images" / "sunk.tar")
-    assert f"{SITE}sunk/syncer/cli.py" in files and f"{SITE}scheduler/decide.py" in files
+    assert f"{SITE}sunk/commands/syncer.py" in files and f"{SITE}scheduler/decide.py" in files
     assert {f"{BIN}{script}" for script in ("sunk-syncer", "sunk-scheduler", "sunk-extender", "sunk-operator")} <= files
     assert f"{BIN}sunk-dev" not in files
     dev_files = sorted(f for f in files if f.startswith(SITE) and NOT_PRODUCT.search(f.removeprefix(SITE)))

@@ -234,7 +234,7 @@ def test_writes_meant_for_one_pod_never_reach_its_successor(kube_api, namespace)
     """A Pod deleted and made again under its name (a StatefulSet's): the patch carries the old
     uid, which the apiserver refuses to change, and nothing lands on the new Pod (issue 18, item 5)."""
     from scheduler import kubeops
-    from sunk import names
+    from sunk.model import names
 
     old = make_pod(kube_api, namespace, "same-name")
     kc.delete(kube_api, PODS, "same-name", namespace, grace_period_seconds=0)

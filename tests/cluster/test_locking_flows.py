@@ -28,13 +28,13 @@ from locking_harness import (
 )
 from slurmtools import slurm_job, state, wait_for
 
-from sunk import names
 from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.informer import FuncHandler, Informer
 from sunk.kube.resources import EVENTS, NODES, PDBS, PODS
 from sunk.locking.requests import REQUEST_PREFIX
+from sunk.model import names
 from sunk.slurm.v0042 import parse_job
 from sunk.translate import drains, objects
 from sunk.translate.gang import has_started

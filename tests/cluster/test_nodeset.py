@@ -21,9 +21,9 @@ from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, operator_as_deployed, rendered
 from syncer_harness import free_port, never, wait_for
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, LEASES, NAMESPACES, NODES, NODESETS, NODESLICES, PODS
+from sunk.model import names
 from sunk.slurm import connect
 from sunk_dev import slurmconf
 from sunk_dev.pool import StandInPool, apply_crds
@@ -366,7 +366,7 @@ def pool_syncer(request, pool, kube_api, dev_cluster, tmp_path):
         "--metrics-bind-address": f"127.0.0.1:{metrics}", "--health-probe-bind-address": f"127.0.0.1:{probes}"},
         docs=rendered("syncer.yaml", values))
     assert f"--slurm-node-clean-up={str(cleanup).lower()}" in args, args
-    proc = Process("sunk-syncer-pool", "sunk.syncer.cli", [*args, f"--kubeconfig={kubeconfig}"],
+    proc = Process("sunk-syncer-pool", "sunk.commands.syncer", [*args, f"--kubeconfig={kubeconfig}"],
                    f"http://127.0.0.1:{probes}/readyz", tmp_path, env={"SLURM_JWT": ""})
     proc.start()
     try:

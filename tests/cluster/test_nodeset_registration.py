@@ -38,7 +38,7 @@ from test_nodeset import Pool, _delete_quietly, _wait_registered_idle
 
 from sunk.kube import client as kc
 from sunk.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, NODESLICES
-from sunk.slurm.hostlist import expand
+from sunk.model.hostlist import expand
 from sunk.translate.nodeset.topology import CONF, DEFAULT_BLOCK_LABEL, YAML
 from sunk_dev import kubelet, slurmconf
 from sunk_dev.pool import StandInPool, apply_crds

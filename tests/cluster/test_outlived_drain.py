@@ -24,9 +24,9 @@ from locking_harness import HookScripts, new_token, running_syncer
 from slurmtools import slurm_job, state, wait_for
 from test_scheduler import event_reasons, get_pod, gone, placed, pod_manifest, scheduler_process
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 from sunk.translate import drains
 
 TENANT_UID = 1001  # the dev cluster's user kube, with a Slurm association

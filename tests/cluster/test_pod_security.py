@@ -19,7 +19,7 @@ from kube_testns import purge_namespace, wait_default_service_account
 
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, PODS
-from sunk.types import Obj
+from sunk.model.types import Obj
 from sunk_dev import chart
 
 ENFORCE = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}

@@ -15,9 +15,9 @@ from slurmtools import slurm_job, state, wait_for
 from syncer_harness import NODES_UNDER_TEST, TEST_LABEL, Cluster, free_port, restore_slurm_node
 from test_scheduler import create_pod, placed, scheduler_process, serving
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, LEASES, NODES, PODS
+from sunk.model import names
 from sunk.translate import objects
 from sunk.translate.lock import tolerates_lock
 
@@ -74,7 +74,7 @@ def syncer_without_node_rights(kube_api, dev_cluster, tmp_path):
         "--health-probe-bind-address": f"127.0.0.1:{probes}"}, docs=rendered("syncer.yaml", NO_NODE_RIGHTS))
     assert "--node-permissions-enabled=false" in args and "--plugins=sunk.metrics.plugin" in args, args
     # (the Lease: the rendered sunk-nonode-syncer, in the namespace its Role is in)
-    proc = Process("sunk-syncer-nonode", "sunk.syncer.cli", [*args, f"--kubeconfig={kubeconfig}"],
+    proc = Process("sunk-syncer-nonode", "sunk.commands.syncer", [*args, f"--kubeconfig={kubeconfig}"],
                    f"http://127.0.0.1:{probes}/readyz", tmp_path, env={"SLURM_JWT": ""})
     for name in NODES_UNDER_TEST:
         restore_slurm_node(cluster, name)

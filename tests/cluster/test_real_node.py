@@ -21,9 +21,9 @@ from test_scheduler import (  # noqa: F401 (fixtures)
     scheduler,
 )
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import JOBS, PODS
+from sunk.model import names
 from sunk_dev import realnode
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")

@@ -27,9 +27,9 @@ from slurmtools import (
 from syncer_harness import free_port
 
 from scheduler.config import PENDING_REASON_INTERVAL
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, PODS, Resource
+from sunk.model import names
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
 from sunk_dev import slurmconf
@@ -52,7 +52,7 @@ def scheduler_process(dev_cluster, namespace, tmp_dir, name="sunk-scheduler", po
                       extra_args=()) -> Process:
     env = dev_cluster.env()
     return Process(
-        name, "scheduler.cli",
+        name, "sunk.commands.scheduler",
         [
             f"--scheduler-name={SCHEDULER}", "--scope=namespace", f"--watch-namespace={namespace}",
             f"--kubeconfig={env['KUBECONFIG']}", *dev_cluster.slurm_flags(), "--slurm-kill-wait=30s",

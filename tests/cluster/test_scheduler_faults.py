@@ -37,10 +37,10 @@ from test_scheduler import (
 )
 
 from scheduler.tokens import hook_token
-from sunk import names
 from sunk.hooks.auth import read_secret
 from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS
+from sunk.model import names
 from sunk.translate import drains
 
 

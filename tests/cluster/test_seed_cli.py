@@ -20,9 +20,9 @@ from slurmtools import slurm_job, started_placeholder, state, wait_for
 from syncer_harness import free_port
 from test_scheduler import event_reasons, gone, placed, pod_manifest, serving
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 
 # As the seed shows them (the Pod spec's args, before the kubelet expands $(SLURM_TOKEN)).
 SEED_ARGS = [
@@ -71,7 +71,7 @@ def seed_scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
     })
     assert "://" not in args[SEED_ARGS.index("--slurm-api-base=slurm-controller:6817")]
     token = dev_cluster.jwt_file.read_text().strip()
-    proc = Process("seed-scheduler", "scheduler.cli", args,
+    proc = Process("seed-scheduler", "sunk.commands.scheduler", args,
                    ready_url=f"http://127.0.0.1:{ports['probes']}/readyz", log_dir=tmp_path_factory.mktemp("seed"),
                    env={"KUBECONFIG": env["KUBECONFIG"], "POD_NAMESPACE": namespace, "SLURM_TOKEN": token,
                         "SLURM_JWT": ""})

@@ -24,6 +24,7 @@ import uuid
 import pytest
 from slurmtools import topo_exclusive
 
+from sunk.model.slurm import SubmitLimits
 from sunk.slurm import (
     JobRequest,
     NodeUpdate,
@@ -34,7 +35,6 @@ from sunk.slurm import (
     connect,
 )
 from sunk.slurm.client import Reconfigurable
-from sunk.slurm.models import SubmitLimits
 from sunk_dev import listerlog, slurmconf
 from sunk_dev.listerlog import CHANGED
 

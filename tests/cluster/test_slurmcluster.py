@@ -20,7 +20,6 @@ from kube_testns import purge_namespace, wait_default_service_account
 from rbac_harness import assert_never_forbidden, operator_as_deployed, rendered
 from syncer_harness import never, wait_for
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import (
     CONFIGMAPS,
@@ -35,6 +34,7 @@ from sunk.kube.resources import (
     SLURMCLUSTERS,
     STATEFULSETS,
 )
+from sunk.model import names
 from sunk_dev.pool import apply_crds
 
 NAME = "sc"

@@ -36,13 +36,13 @@ from syncer_harness import wait_for
 from test_chart_install import RELEASE, Release
 
 import sunk
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SERVICES, SLURMCLUSTERS, Resource
+from sunk.model import names
+from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import JobRequest
 from sunk.slurm.rest import RestClient
 from sunk.translate.slurmcluster import paths
 from sunk_dev import images, realnode, slurmimages

@@ -27,9 +27,9 @@ from slurmtools import slurm_job, state
 from syncer_harness import NODES_UNDER_TEST, Cluster, SyncerUnderTest, never, restore_slurm_node, wait_for
 from test_scheduler import create_pod, gone, placed, pod_manifest, scheduler_process, serving
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 from sunk.translate import drains
 
 NODE = NODES_UNDER_TEST[0]  # node3

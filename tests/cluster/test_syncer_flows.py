@@ -1,6 +1,6 @@
 """The Syncer's flows against the real dev cluster: one side changed for real, the other side asserted for real.
 
-The syncer runs as a subprocess (``python -m sunk.syncer.cli``) on stand-in slurmd Pods
+The syncer runs as a subprocess (``python -m sunk.commands.syncer``) on stand-in slurmd Pods
 for node3 and node4 in a namespace of its own (see syncer_harness.py). Each test undoes
 its changes in ``finally``: cordons, drains, Pod readiness, Extra.
 """
@@ -27,11 +27,11 @@ from syncer_harness import (
     wait_for,
 )
 
-from sunk import names
+from sunk.base.times import rfc3339
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import PODS
-from sunk.times import rfc3339
+from sunk.model import names
 from sunk.translate import objects
 from sunk.translate.nodestate import pending_deletion_reason
 from sunk.translate.podcordon import COND_POD_CORDONED

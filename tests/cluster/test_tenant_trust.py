@@ -17,9 +17,9 @@ from slurmtools import slurm_job, state, wait_for
 from test_gangs import busy, create_batch_job, finish, gang_jobs, job_uid, pods_with
 from test_scheduler import SCHEDULER, get_pod, placed, pod_manifest, scheduler_process, serving
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.kube.resources import PODS
+from sunk.model import names
 
 TENANT, TENANT_UID = "kube", 1001  # made by sunk-dev in the Slurm chroot, with a Slurm association
 PORTS = {"hooks": 18900, "metrics": 18980, "probes": 18981}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from sunk import names
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate.objects import LAST_APPLIED
-from sunk.types import Obj
 
 THEN = "2030-01-01T00:00:00Z"
 

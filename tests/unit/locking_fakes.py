@@ -9,15 +9,15 @@ from typing import Any
 
 from syncer_fakes import FakeSlurmInformer
 
-from sunk import names
 from sunk.kube import patch as kp
 from sunk.kube.resources import object_key
 from sunk.locking.config import add_flags, config_from
-from sunk.slurm.models import Job, Node
+from sunk.model import names
+from sunk.model.slurm import Job, Node
+from sunk.model.types import Obj
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
 from sunk.translate import objects
-from sunk.types import Obj
 
 
 class Store:

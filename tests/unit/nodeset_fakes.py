@@ -7,10 +7,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sunk import names
 from sunk.kube import client as kc
+from sunk.model import names
+from sunk.model.slurm import Node, NodeUpdate
 from sunk.slurm.errors import NotFound, SlurmError
-from sunk.slurm.models import Node, NodeUpdate
 from sunk.translate.nodeset import pod as podlib
 from sunk.translate.nodeset.registration import Registration
 from sunk.translate.nodeset.spec import read_spec

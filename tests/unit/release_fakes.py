@@ -9,11 +9,11 @@ from typing import Any
 
 from nodeset_fakes import FakeApiServer, FakeSlurm
 
-from sunk import names
 from sunk.kube import client as kc
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import NotFound
-from sunk.slurm.models import Node
 
 Obj = dict[str, Any]
 SYNCER = {"app.kubernetes.io/name": "sunk-syncer", "app.kubernetes.io/instance": "sunk"}

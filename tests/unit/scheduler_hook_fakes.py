@@ -7,9 +7,9 @@ from collections.abc import Callable
 import attrs
 
 from scheduler.jobindex import IdentityParser, JobIndex
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.translate.keys import GangKey, UnitKey, unit_key
-from sunk.types import Obj
 
 
 @attrs.frozen

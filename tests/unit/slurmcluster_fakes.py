@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sunk import names
+from sunk.model import names
 
 IMAGES = {c: f"registry.example/sunk-{c}:0.1.0-slurm25.11"
           for c in ("slurmctld", "slurmdbd", "slurmrestd", "login", "slurmd")}

@@ -6,14 +6,14 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sunk.model.slurm import Job, Node, NodeUpdate
+from sunk.model.types import Obj
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import NotFound
-from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
 from sunk.translate.objects import syncer_slim_node, without_write_records
 from sunk.translate.podstores import syncer_slim_pod
-from sunk.types import Obj
 
 
 class FakeInformer:

@@ -15,9 +15,8 @@ in, never from a layer further out. The imports are read with ``ast``, not by im
   as well.
 
 What the check does not see: importing ``a.b.c`` also runs ``a/__init__.py`` and
-``a/b/__init__.py``. The one place this matters today is written down in
-docs/architecture.md (the Slurm models live in the ``sunk.slurm`` package, whose
-``__init__`` loads the cache).
+``a/b/__init__.py``. Since each folder is one layer, those run in the imported module's
+layer or further in, so nothing outward runs unseen.
 """
 
 from __future__ import annotations
@@ -43,23 +42,14 @@ PRODUCT = ("sunk", "scheduler", "extender")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure", (
         "sunk",  # the root package's __init__ (only __version__): see EXACT
-        "sunk.names",
-        "sunk.types",
-        "sunk.backoff",
-        "sunk.fence",
-        "sunk.flags",
-        "sunk.times",
-        "sunk.translate",
-        # Slurm's domain values (frozen attrs classes) and the hostlist grammar they use:
-        # no I/O, and what translation reads. The client that fetches them is a layer out.
-        "sunk.slurm.models",
-        "sunk.slurm.hostlist",
+        "sunk.base",  # leaf helpers: backoff, the Lease fence, flag spellings, timestamps
+        "sunk.model",  # the names SUNK fixes, Slurm's domain values, the hostlist grammar
+        "sunk.translate",  # every decision, from facts to intents
     )),
     ("clients", (
         "sunk.slurm",
         "sunk.kube",
-        # The Slurm-side shell scripts, read as they ship (their sourced library inlined): file reads.
-        "sunk.scripts",
+        "sunk.scripts",  # the Slurm-side shell scripts, read as they ship: file reads
     )),
     ("runtime", (
         "sunk.controller",
@@ -75,12 +65,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "extender",
     )),
     ("entry points", (
-        "sunk.syncer.cli",
-        "sunk.nodeset.cli",
-        "scheduler.cli",
-        "extender.cli",
-        "sunk.web",
-        "sunk.runner",
+        "sunk.commands",
         "sunk_dev",
         "benchmarks",
     )),
@@ -233,7 +218,7 @@ def test_no_stale_exceptions():
 
 def product_imports_of_the_rest(modules: dict[str, Path], sources: dict[str, str] | None = None) -> list[str]:
     """Imports from a product module of a module the product does not ship (the layers allow some:
-    ``sunk.web`` and ``sunk_dev`` are both entry points)."""
+    ``sunk.commands.web`` and ``sunk_dev`` are both entry points)."""
     return [f"{_where(imp)}: `{imp.written}`" for module, path in modules.items()
             if module.split(".")[0] in PRODUCT
             for imp in imports_of(module, path, modules, (sources or {}).get(module))
@@ -246,10 +231,11 @@ def test_the_product_imports_no_dev_tool_nor_benchmark():
 
 
 def test_a_product_module_importing_the_dev_tools_is_reported():
-    sources = {"sunk.web": "from sunk_dev import fakeslurm\n",
-               "scheduler.cli": "def f():\n    import benchmarks.scheduler\n"}
+    sources = {"sunk.commands.web": "from sunk_dev import fakeslurm\n",
+               "sunk.commands.scheduler": "def f():\n    import benchmarks.scheduler\n"}
     assert sorted(product_imports_of_the_rest(MODULES, sources)) == [
-        "scheduler/cli.py:2: `import benchmarks.scheduler`", "sunk/web.py:1: `from sunk_dev import fakeslurm`"]
+        "sunk/commands/scheduler.py:2: `import benchmarks.scheduler`",
+        "sunk/commands/web.py:1: `from sunk_dev import fakeslurm`"]
     assert not violations(MODULES, sources)  # the layers alone would let both through
 
 
@@ -307,8 +293,9 @@ def test_the_docs_name_every_layer_and_prefix():
      "sunk.controller.manager (runtime)"),
     ("sunk.controller.runtime", "sunk/controller/runtime.py", "def f():\n    from scheduler import reconciler\n",
      "scheduler.reconciler (reconcilers)"),
-    ("scheduler.reconciler", "scheduler/reconciler.py", "from . import cli\n", "scheduler.cli (entry points)"),
-    ("sunk.hooks.api", "sunk/hooks/api.py", "from sunk import web\n", "sunk.web (entry points)"),
+    ("scheduler.reconciler", "scheduler/reconciler.py", "from sunk.commands import scheduler\n",
+     "sunk.commands.scheduler (entry points)"),
+    ("sunk.hooks.api", "sunk/hooks/api.py", "from sunk.commands import web\n", "sunk.commands.web (entry points)"),
 ])
 def test_an_outward_import_is_reported_with_both_layers(module, filename, source, expected):
     found = violations({module: ROOT / filename, **{m: p for m, p in MODULES.items() if m != module}},
@@ -320,7 +307,7 @@ def test_an_outward_import_is_reported_with_both_layers(module, filename, source
 
 def test_inward_and_sideways_imports_pass():
     sources = {
-        "scheduler.reconciler": "from sunk.translate import podjob\nfrom sunk import names\n"
+        "scheduler.reconciler": "from sunk.translate import podjob\nfrom sunk.model import names\n"
                                 "from sunk.syncer import context\nfrom .decide import decide\n",
     }
     found = violations({"scheduler.reconciler": ROOT / "scheduler/reconciler.py",
@@ -329,9 +316,26 @@ def test_inward_and_sideways_imports_pass():
 
 
 def test_layer_of_uses_the_longest_prefix_and_exact_entries():
-    assert layer_of("sunk.syncer.cli") == "entry points"
+    assert layer_of("sunk.commands.syncer") == "entry points"
     assert layer_of("sunk.syncer.kubeside") == "reconcilers"
-    assert layer_of("sunk.slurm.models") == "pure"
+    assert layer_of("sunk.model.slurm") == "pure"
     assert layer_of("sunk.slurm.rest") == "clients"
     assert layer_of("sunk") == "pure"
     assert layer_of("sunk.something_new") is None  # must be placed, not defaulted
+
+
+def test_each_layer_is_named_by_folders():
+    """One line per folder: a layer is a set of packages, never single modules, so where a new module is
+    written says which layer it is in."""
+    modules_named = []
+    for _, prefixes in LAYERS:
+        for prefix in prefixes:
+            if prefix in EXACT:
+                continue
+            top = SOURCE_ROOTS.get(prefix.split(".")[0], ROOT)
+            if not (top.joinpath(*prefix.split(".")) / "__init__.py").is_file():
+                modules_named.append(prefix)
+    assert not modules_named, f"LAYERS names modules, not folders: {modules_named}"
+    loose = sorted(m for m, path in MODULES.items() if m.count(".") == 1 and m.split(".")[0] == "sunk"
+                   and path.name != "__init__.py")
+    assert not loose, f"modules directly in sunk/ belong in a layer's folder: {loose}"

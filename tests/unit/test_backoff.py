@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sunk.backoff import Backoff, delay
+from sunk.base.backoff import Backoff, delay
 
 
 @pytest.mark.parametrize(("attempt", "rand", "expected"), [

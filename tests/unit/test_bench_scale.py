@@ -20,8 +20,8 @@ import requests
 from benchmarks import scale as b
 from benchmarks.slurmrelay import CountingRelay, Exchange, RequestHeads, by_kind, request_kind
 from benchmarks.syncer import BENCH_REASON, cost, counters, summary
+from sunk.model.slurm import Node
 from sunk.slurm import SlurmCache, connect
-from sunk.slurm.models import Node
 from sunk.syncer.facts import KubeFacts
 from sunk.translate.extra import parse_object
 from sunk.translate.podcordon import pod_cordon

@@ -25,18 +25,18 @@ import pytest
 import yaml
 
 import sunk
-from scheduler.cli import add_common_arguments
 from sunk import scripts
+from sunk.commands.scheduler import add_common_arguments
+from sunk.commands.syncer import build_parser, ensure_config, ensure_secrets_parser, release_config, release_parser
+from sunk.commands.web import TLS
 from sunk.hooks.auth import weakness
 from sunk.scripts import shipped_script
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
-from sunk.syncer.cli import build_parser, ensure_config, ensure_secrets_parser, release_config, release_parser
 from sunk.syncer.ensuresecrets import EnsureConfig
 from sunk.translate import chartsecrets as cs
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.policy import parse_policy
-from sunk.web import TLS
 from sunk_dev import chart
 from sunk_dev.chart import find, flags, merged
 
@@ -270,7 +270,7 @@ def granted(role: dict[str, Any]) -> set[tuple[str, str]]:
 
 def syncer_startup(args: list[str], tmp_path: Path) -> Any:
     """The real sunk-syncer start-up on rendered args (its root secret read from a file of the test's)."""
-    from sunk.syncer.cli import parse_args
+    from sunk.commands.syncer import parse_args
 
     secret = tmp_path / "syncer-token"
     secret.write_text(GOOD_SECRET)
@@ -891,7 +891,7 @@ def decoded(secret: dict[str, Any]) -> dict[str, bytes]:
 
 
 def test_the_extender_certificates_the_hook_job_makes_complete_a_mutual_tls_handshake():
-    """The extender's verbs as it serves them (sunk.web.TLS: its certificate, callers' CA required),
+    """The extender's verbs as it serves them (sunk.commands.web.TLS: its certificate, callers' CA required),
     called as kube-scheduler calls them (its client certificate, the CA, the Service's host name)."""
     docs = render({"extender": {"enabled": True}})
     pair = ensure_config_of(docs, "sunk-ensure-secrets").specs[1]
@@ -985,7 +985,7 @@ def test_the_operators_topology_renders_its_flags_and_rights_on_its_configmap_on
     assert (args["topology"], args["topology-format"], args["topology-configmap"]) == (
         "tree", "topology.yaml", "sunk-topology")
     assert args["topology-tree-labels"] == "topology.kubernetes.io/region,topology.kubernetes.io/zone"
-    from sunk.nodeset import cli as operator_cli
+    from sunk.commands import operator as operator_cli
 
     config, _, _ = operator_cli.parse_args(argv)
     assert config.topology.tree_labels == ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
@@ -996,7 +996,7 @@ def test_the_operators_topology_renders_its_flags_and_rights_on_its_configmap_on
 
 
 def test_the_topologys_allowed_values_and_block_size_reach_the_operator():
-    from sunk.nodeset import cli as operator_cli
+    from sunk.commands import operator as operator_cli
 
     docs = render({"operator": {"enabled": True, "topology": {
         "type": "block", "allowedValues": ["rack-a", "rack-b"], "blockSize": 18}}})
@@ -1036,7 +1036,7 @@ def test_the_slurm_cluster_is_off_by_default_and_needs_the_operator():
 
 
 def test_the_slurm_cluster_renders_a_spec_the_operator_takes_and_the_operator_its_flag():
-    from sunk.nodeset import cli as operator_cli
+    from sunk.commands import operator as operator_cli
     from sunk.translate.slurmcluster.spec import read_spec
 
     docs = render(SLURM_CLUSTER)
@@ -1176,7 +1176,7 @@ def scheduling_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-file"}  # extender/cli.py main
+EXTENDER_ONLY = {"bind-address", "tls-cert-file", "tls-key-file", "client-ca-file"}  # sunk/commands/extender.py main
 
 
 @pytest.mark.parametrize("values", [
@@ -1200,7 +1200,7 @@ def test_the_daemons_accept_every_rendered_flag(values):
     docs = render(values)
     parsers = {"sunk-syncer": syncer_parser(), "sunk-scheduler": scheduling_parser(),
                "sunk-extender": scheduling_parser()}
-    from sunk.nodeset.cli import build_parser as operator_parser
+    from sunk.commands.operator import build_parser as operator_parser
     parsers["sunk-operator"] = operator_parser()
     rendered = {name: chart.container_args(docs, name) for name in names(docs, "Deployment")
                 if name in parsers or name == "sunk-operator"}
@@ -1335,8 +1335,8 @@ def test_hmac_node_auth_names_the_per_node_secret():
     ({"nodeAuth": "hmac"}, True), ({"nodeAuth": "hmac", "acceptHmacTokens": False}, True)])
 def test_the_syncer_takes_hmac_node_tokens_only_under_hmac_or_while_moving_from_it(hooks, takes_hmac, tmp_path):
     """A node token made once (and perhaps copied off a node) opens nothing once every node uses its Pod's token."""
+    from sunk.commands.syncer import parse_args
     from sunk.locking.config import config_from
-    from sunk.syncer.cli import parse_args
 
     secret = tmp_path / "syncer-token"
     secret.write_text(GOOD_SECRET)
@@ -1354,7 +1354,7 @@ def test_an_unknown_node_auth_is_refused():
 
 
 def test_syncer_hooks_tls_serves_https_and_tells_the_prolog_its_ca(tmp_path):
-    from sunk.syncer.cli import hooks_listener
+    from sunk.commands.syncer import hooks_listener
 
     docs = render({"syncer": {"hooksTLS": {"enabled": True, "existingSecret": "syncer-tls", "caFile": "/etc/ca.pem"}}})
     env = hooks_env(docs)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import sunk
-from scheduler.cli import add_common_arguments
-from sunk.nodeset.cli import build_parser as operator_parser
+from sunk.commands.operator import build_parser as operator_parser
+from sunk.commands.scheduler import add_common_arguments
+from sunk.commands.syncer import build_parser as syncer_parser
+from sunk.commands.syncer import release_parser
 from sunk.slurm.settings import settings_from
-from sunk.syncer.cli import build_parser as syncer_parser
-from sunk.syncer.cli import release_parser
 from sunk_dev import chart
 from sunk_dev.chart import find, flags, merged
 

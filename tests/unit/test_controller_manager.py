@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
+from sunk.base.flags import parse_bind_address
 from sunk.controller.manager import EXIT_OK, EXIT_SYNC_FAILED, Manager
 from sunk.controller.runtime import Controller, Result
-from sunk.flags import parse_bind_address
 
 
 class FakeInformer:

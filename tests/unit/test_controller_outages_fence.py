@@ -10,13 +10,13 @@ import uuid
 import pytest
 from prometheus_client import REGISTRY
 
-from sunk import fence
+from sunk.base import fence
+from sunk.base.fence import Fenced, LeaseFence
 from sunk.controller.manager import KUBERNETES, Manager
 from sunk.controller.periodic import Periodic
 from sunk.controller.recovery import RecoveryProbe
 from sunk.controller.runtime import Controller, Result
 from sunk.controller.workqueue import ItemExponentialRateLimiter, WorkQueue
-from sunk.fence import Fenced, LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.leader import LeaderElectionConfig, LeaderElector
 from sunk.slurm.errors import SlurmUnavailable

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler import cli as scheduler_cli
+from sunk.commands import operator as operator_cli
+from sunk.commands import scheduler as scheduler_cli
+from sunk.commands import syncer as syncer_cli
 from sunk.controller.daemon import daemon_config
-from sunk.nodeset import cli as operator_cli
-from sunk.syncer import cli as syncer_cli
 
 
 def extender_parser() -> argparse.ArgumentParser:
@@ -87,7 +87,7 @@ def test_the_lease_takes_the_daemons_name_and_namespace_unless_told():
 @pytest.mark.parametrize(("argv", "value"), [([], None), (["--on"], True), (["--on=no"], False), (["--on", "1"], True),
                                              (["--on", "--other=x"], True)])
 def test_a_switch_reads_gos_forms_and_tells_absent_from_false(argv: list[str], value: bool | None):
-    from sunk.flags import add_switch
+    from sunk.base.flags import add_switch
 
     parser = argparse.ArgumentParser()
     add_switch(parser, "--on", default=None, help="")

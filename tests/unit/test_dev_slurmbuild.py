@@ -81,7 +81,7 @@ def test_a_command_run_in_a_chroot_never_inherits_the_host_clients_slurm_conf_or
            "SLURM_JWT": "a token of whichever release ran when the shell took it"}
     assert chroot_env(["chroot", "/root", "sacctmgr"], env) == {"PATH": "/usr/bin"}
     assert chroot_env(["/usr/sbin/chroot", "--userspec=a:b", "/root", "x"], env) == {"PATH": "/usr/bin"}
-    assert chroot_env(["python3", "-m", "scheduler.cli"], env) == env  # a host client keeps them
+    assert chroot_env(["python3", "-m", "sunk.commands.scheduler"], env) == env  # a host client keeps them
     assert chroot_env(["python3"], None) is None
 
 

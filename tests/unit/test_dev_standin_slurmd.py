@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.nodeset import pod as nodeset_pod
 from sunk.translate.nodeset.spec import NodeSetSpec
 from sunk_dev.standin_slurmd import SlurmdLaunch, gpu_device_files, launch_of, prepare_conf_dir

@@ -16,7 +16,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "cluster"))  # (the cl
 
 from invariants import JobHistory, Scope, World, violations
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.identity import PlaceholderIdentity
 from sunk.translate.keys import PodKey
 

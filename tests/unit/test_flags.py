@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from sunk.flags import duration, non_negative_duration, positive_duration
+from sunk.base.flags import duration, non_negative_duration, positive_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -56,15 +56,15 @@ from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, HookPorts, PlaceholderHook
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
-from sunk import names
 from sunk.controller.health import HttpEndpoints
 from sunk.controller.httpfront import Limits
 from sunk.hooks.api import hooks_blueprint as syncer_hooks_blueprint
 from sunk.hooks.app import create_app as create_syncer_app
 from sunk.hooks.auth import TokenFile, node_token
 from sunk.hooks.protocol import PostHook, PreHook, Reboot
+from sunk.model import names
+from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.slurm.errors import NotFound
-from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import podjob
 from sunk.translate.gang import has_started
 

@@ -20,6 +20,7 @@ import pytest
 import requests
 from flask import Flask, request
 
+from sunk.commands.web import nofile_soft_limit
 from sunk.controller.httpfront import (
     Admission,
     FrontHealth,
@@ -41,7 +42,6 @@ from sunk.controller.httpfront import (
     tick_forever,
     wedged,
 )
-from sunk.web import nofile_soft_limit
 
 PATIENCE = 30.0
 

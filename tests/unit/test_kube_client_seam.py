@@ -24,11 +24,11 @@ import pytest
 import urllib3
 from kubernetes import client as k8s
 
-from sunk import fence
-from sunk.fence import Fenced, LeaseFence
+from sunk.base import fence
+from sunk.base.fence import Fenced, LeaseFence
 from sunk.kube import client as kc
 from sunk.kube.resources import Resource
-from sunk.types import Outage, TerminalError
+from sunk.model.types import Outage, TerminalError
 
 SERVER = "http://apiserver.invalid:6443"
 TOKEN = "s3cr3t-token"

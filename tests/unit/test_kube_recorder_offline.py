@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client as k8s
 
-from sunk.fence import LeaseFence, fenced
+from sunk.base.fence import LeaseFence, fenced
 from sunk.kube.events import EventRecorder
 
 

@@ -18,7 +18,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s
 
-from sunk.backoff import Backoff
+from sunk.base.backoff import Backoff
 from sunk.kube import client as kc
 from sunk.kube.reflector import (
     Reflector,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from locking_fakes import Api, Cache, Recorder, Store, config, context, install, k8s_node, pod, slurmd_pod
 
-from sunk import names
 from sunk.controller.runtime import Result
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
@@ -13,7 +12,8 @@ from sunk.locking.controller import TOLERATION_SETTLE, LockReconciler
 from sunk.locking.evictions import EvictionLog
 from sunk.locking.jobs import NodeJob
 from sunk.locking.requests import LockRequest
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.translate.lock import LOCK_TOLERATION
 from sunk.translate.objects import syncer_slim_node, without_write_records
 from sunk.translate.podstores import syncer_slim_pod

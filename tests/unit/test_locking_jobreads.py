@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from sunk.locking.jobreads import SharedJobReads
+from sunk.model.slurm import Job
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job
 
 
 class Clock:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
 
-from sunk import names
 from sunk.kube import client as kc
 from sunk.locking.orphans import OrphanLockReconciler, former_node
+from sunk.model import names
 
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
 

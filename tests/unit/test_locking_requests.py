@@ -13,7 +13,7 @@ from sunk.locking.config import add_flags, config_from
 from sunk.locking.jobs import JobsByNode, NodeJob
 from sunk.locking.requests import REQUEST_PREFIX, LockRequest, expired, parse_requests, request_key
 from sunk.locking.waiter import ObjectWaiter
-from sunk.slurm.models import Job, Node
+from sunk.model.slurm import Job, Node
 from sunk.translate.identity import is_placeholder
 
 

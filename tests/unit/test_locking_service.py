@@ -9,7 +9,6 @@ import time
 import pytest
 from locking_fakes import Cache, Recorder, Store, config, context, k8s_node, pod, slurmd_pod
 
-from sunk import names
 from sunk.hooks.protocol import HookError, PostHook, PreHook, Reboot
 from sunk.locking import service as service_module
 from sunk.locking.batcher import AnnotationBatcher
@@ -19,8 +18,9 @@ from sunk.locking.requests import parse_requests, request_key
 from sunk.locking.service import LockService
 from sunk.locking.waiter import ObjectWaiter
 from sunk.locking.waitslots import WaitSlots
+from sunk.model import names
+from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job, Node, NodeUpdate
 from sunk.translate import drains
 from sunk.translate.identity import is_placeholder, member_tag
 from sunk.translate.objects import syncer_slim_node, without_write_records

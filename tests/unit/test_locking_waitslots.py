@@ -85,7 +85,7 @@ def test_the_bounds_must_be_positive():
     (["--lock-max-waiters=256"], "at most 3/4 of them (192)"),
 ], ids=["per-node-too-large", "overall-too-small-for-any-node", "threads-too-few", "waiters-take-every-thread"])
 def test_the_syncer_refuses_bounds_that_let_a_few_nodes_starve_the_others(flags, message, capsys):
-    from sunk.syncer.cli import parse_args
+    from sunk.commands.syncer import parse_args
 
     with pytest.raises(SystemExit) as exc:
         parse_args(["--hooks-token-file=/dev/null", *flags])

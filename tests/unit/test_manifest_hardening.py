@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from sunk.hooks.auth import weakness
-from sunk.types import Obj
+from sunk.model.types import Obj
 from sunk_dev import chart
 
 USER = 65532  # the sunk image's User (sunk_dev.images.NONROOT_UID)

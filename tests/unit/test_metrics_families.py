@@ -20,8 +20,8 @@ from sunk.metrics.families import (
     slurm_families,
     sunk_drain_age,
 )
+from sunk.model.slurm import Job, JobAllocation, Node, RpcStat, SchedulerStats
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
 NOW = 1_000_000.0
 NODES = {

@@ -10,7 +10,7 @@ from sunk.metrics.collector import DiagPoller, SlurmMetrics
 from sunk.metrics.exposition import render
 from sunk.metrics.families import SlurmSnapshot, slurm_families
 from sunk.metrics.incremental import IncrementalTable
-from sunk.slurm.models import Job, JobAllocation, Node, RpcStat, SchedulerStats
+from sunk.model.slurm import Job, JobAllocation, Node, RpcStat, SchedulerStats
 
 NOW = 1_000_000.0
 STATS = SchedulerStats(server_thread_count=3, jobs_submitted=10, schedule_cycle_last=0.0015,

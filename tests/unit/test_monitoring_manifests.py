@@ -18,8 +18,8 @@ import sunk.hooks.metrics
 import sunk.syncer.metrics
 from scheduler.waiting import waiting_exposition
 from sunk.metrics.collector import DiagPoller, SlurmMetrics
+from sunk.model.slurm import Job, Node, RpcStat, SchedulerStats
 from sunk.slurm.auth import AuthStatus
-from sunk.slurm.models import Job, Node, RpcStat, SchedulerStats
 from sunk_dev import chart
 
 DASHBOARD = chart.CHART / "files" / "sunk-dashboard.json"  # the chart's ConfigMap (test_chart.py)

@@ -9,11 +9,11 @@ import pytest
 from nodeset_fakes import FakeApiServer, FakeSlurm, NodeCacheFake, Recorder, node, nodeset
 from syncer_fakes import FakeInformer
 
-from sunk import names
+from sunk.model import names
+from sunk.model.slurm import Node, NodeUpdate
 from sunk.nodeset.assembly import INDEX_SLURM_NODE
 from sunk.nodeset.reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.models import Node, NodeUpdate
 from sunk.translate.nodeset.plan import WHY_DELETED
 from sunk.translate.slurmd import slurm_node_name
 

@@ -13,11 +13,11 @@ import yaml
 from nodeset_fakes import FakeApiServer, FakeSlurm, NodeCacheFake, node, nodeset, pod_for
 from syncer_fakes import FakeInformer
 
+from sunk.commands import operator as cli
 from sunk.kube.store import FuncHandler
-from sunk.nodeset import cli
+from sunk.model.slurm import Node
 from sunk.nodeset.assembly import attach_topology
 from sunk.nodeset.topology import TOPOLOGY_KEY, TopologyWriter, write_atomically
-from sunk.slurm.models import Node
 from sunk.translate.nodeset.topology import BLOCK, CONF, DEFAULT_BLOCK_LABEL, TopologySettings
 
 NV = DEFAULT_BLOCK_LABEL

@@ -10,13 +10,13 @@ import pytest
 from nodeset_fakes import node, nodeset, pod_for
 from syncer_fakes import FakeInformer
 
-from sunk import names
+from sunk.commands import operator as cli
 from sunk.controller.daemon import DaemonConfig
-from sunk.nodeset import cli
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.nodeset.assembly import INDEX_SLURM_NODE, assemble, attach, operator_slim_node
 from sunk.nodeset.config import OperatorConfig
 from sunk.nodeset.reconciler import INDEX_NODESET, nodeset_key
-from sunk.slurm.models import Node
 from sunk.slurm.settings import SlurmSettings
 from sunk.translate.slurmd import slurm_node_name
 
@@ -163,7 +163,7 @@ def test_it_assembles_without_a_cluster():
 
 
 def test_run_headless_checks_slurm_then_runs_the_manager_in_this_process(monkeypatch):
-    from sunk import runner
+    from sunk.commands import runner
 
     checked: list[str] = []
     monkeypatch.setattr(runner, "check", lambda settings: checked.append("check") or "25.11.8")

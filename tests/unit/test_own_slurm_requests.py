@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 import scheduler.metrics
 import sunk.syncer.metrics
-from sunk.slurm.models import RpcStat
+from sunk.model.slurm import RpcStat
 
 CALLS = {"REQUEST_JOB_STATE": RpcStat("REQUEST_JOB_STATE", 3, 0.02), "REQUEST_PING": RpcStat("REQUEST_PING", 1, 0.5)}
 

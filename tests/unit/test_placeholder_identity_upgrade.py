@@ -18,7 +18,7 @@ import pytest
 from scheduler.assembly import identity_parser
 from scheduler.config import SchedulerConfig
 from scheduler.tokens import hook_token
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 from sunk.translate.drains import outlived
 from sunk.translate.identity import identity_of, is_placeholder, member_tag
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.reconciler import PLACEHOLDER_SCRIPT
+from sunk.model.hostlist import expand
 from sunk.scripts import LIBRARY, SOURCE_LINE, script_text
-from sunk.slurm.hostlist import expand
 from sunk.translate.drains import GangPlaceholderDrain, PlaceholderDrain, parse
 
 SCRIPT = resources.files("sunk").joinpath("scripts/placeholder.sh")
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 REAL = {name: shutil.which(name) for name in ("curl", "date", "sleep", "tee")}
 US = "\x1f"  # between the arguments of one recorded argv
 # What `scontrol show hostnames LIST` prints: one node a line.
-HOSTNAMES = "import sys; from sunk.slurm.hostlist import expand; print(*expand(sys.argv[1]), sep=chr(10))"
+HOSTNAMES = "import sys; from sunk.model.hostlist import expand; print(*expand(sys.argv[1]), sep=chr(10))"
 
 
 class HookAPI:

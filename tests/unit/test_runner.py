@@ -1,4 +1,4 @@
-"""sunk/runner.py and sunk/slurm/settings.py: the one life cycle every daemon runs.
+"""sunk/commands/runner.py and sunk/slurm/settings.py: the one life cycle every daemon runs.
 
 The Slurm check before the fork (a pyslurm that cannot load ends the start with exit code
 2 and one line; REST learns the release in one call), the first log line, and, in a real
@@ -25,15 +25,15 @@ import requests
 from flask import Flask
 from test_slurm_pyslurm import make_pyslurm
 
-from scheduler.cli import add_common_arguments
-from sunk import runner
+from sunk.commands import runner
+from sunk.commands import syncer as syncer_cli
+from sunk.commands.runner import Served
+from sunk.commands.scheduler import add_common_arguments
+from sunk.commands.web import Listener
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import EXIT_LOST_LEASE, Manager
-from sunk.runner import Served
 from sunk.slurm import settings as slurm_settings
 from sunk.slurm.settings import SlurmSettings, SlurmStartError, check, settings_from
-from sunk.syncer import cli as syncer_cli
-from sunk.web import Listener
 from sunk_dev.fakeslurm import FakeSlurmrestd
 
 

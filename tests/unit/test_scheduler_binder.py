@@ -16,9 +16,9 @@ from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
-from sunk import names
 from sunk.kube.client import ApiError
-from sunk.slurm.models import Job
+from sunk.model import names
+from sunk.model.slurm import Job
 from sunk.translate.gang import has_started
 
 BIND = Bind(job_id=7, slurm_node="node1", k8s_node="worker-1")

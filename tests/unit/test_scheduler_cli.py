@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from scheduler.cli import add_common_arguments
+from sunk.commands.scheduler import add_common_arguments
 
 
 def parse(*flags: str) -> argparse.Namespace:
@@ -38,7 +38,7 @@ def test_go_style_values_are_read():
 
 
 def test_the_stuck_pod_margin_reaches_the_config(tmp_path):
-    from scheduler.cli import config_from
+    from sunk.commands.scheduler import config_from
 
     secret = tmp_path / "secret"
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
@@ -47,7 +47,7 @@ def test_the_stuck_pod_margin_reaches_the_config(tmp_path):
 
 
 def test_the_started_call_patience_reaches_the_config_and_zero_turns_it_off(tmp_path):
-    from scheduler.cli import config_from
+    from sunk.commands.scheduler import config_from
 
     secret = tmp_path / "secret"
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
@@ -59,7 +59,7 @@ def test_the_started_call_patience_reaches_the_config_and_zero_turns_it_off(tmp_
 
 @pytest.mark.parametrize("content", ["", "REPLACE-ME", "changeme", "0123456789abcdef", "a" * 64])
 def test_a_placeholder_or_short_hook_secret_refuses_to_start(tmp_path, content):
-    from scheduler.cli import config_from
+    from sunk.commands.scheduler import config_from
 
     secret = tmp_path / "secret"
     secret.write_text(content)
@@ -72,7 +72,7 @@ def test_a_placeholder_or_short_hook_secret_refuses_to_start(tmp_path, content):
     (["--hooks-url=http://sched:8000", "--hooks-tls-cert-file=c", "--hooks-tls-key-file=k"], "plain http"),
 ])
 def test_a_hooks_url_that_does_not_match_the_listener_refuses_to_start(tmp_path, flags, needle):
-    from scheduler.cli import config_from
+    from sunk.commands.scheduler import config_from
 
     secret = tmp_path / "secret"
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
@@ -95,18 +95,18 @@ def test_bad_gpu_types_are_refused(value):
         parse(f"--gpu-types={value}")
 
 
-@pytest.mark.parametrize("front_end", ["scheduler.cli", "extender.cli"])
+@pytest.mark.parametrize("front_end", ["sunk.commands.scheduler", "sunk.commands.extender"])
 def test_the_placement_daemons_read_jobs_without_their_allocations(tmp_path, monkeypatch, front_end):
     """Placement reads a job's nodes, state and Extra: the Slurm client asks without slurmrestd's DETAIL (a third
     of the bytes per job read, the scheduler's most decoded JSON in a burst); only the Syncer's metrics need it."""
     import importlib
 
-    import scheduler.cli
+    import sunk.commands.scheduler
 
     secret = tmp_path / "secret"
     secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     daemons = []
-    monkeypatch.setattr(scheduler.cli, "run", lambda daemon, build, served: daemons.append(daemon) or 0)
+    monkeypatch.setattr(sunk.commands.scheduler, "run", lambda daemon, build, served: daemons.append(daemon) or 0)
     module = importlib.import_module(front_end)
     assert module.main(["--scheduler-name=s", f"--hook-secret-file={secret}", "--slurm-auth-token=t",
                         "--leader-elect=false"]) == 0

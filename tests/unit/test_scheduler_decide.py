@@ -7,7 +7,7 @@ import pytest
 
 from scheduler import decide as d
 from scheduler.decide import Bind, CancelJobs, FindJob, MemberFacts, Nothing, UnitFacts
-from sunk.slurm.models import Job, JobAllocation
+from sunk.model.slurm import Job, JobAllocation
 from sunk.translate.keys import PodKey
 
 UID = "uid-1"

@@ -20,7 +20,7 @@ from scheduler.decide import (
     Waiting,
     decide,
 )
-from sunk.slurm.models import Job, JobAllocation
+from sunk.model.slurm import Job, JobAllocation
 from sunk.translate.identity import PlaceholderIdentity, member_tag
 from sunk.translate.keys import GangKey
 

@@ -22,10 +22,11 @@ from scheduler.hooks import POD_UID_HEADER, HookPorts, PlaceholderHooks, PodGone
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
-from sunk import kube, names
+from sunk import kube
+from sunk.model import names
+from sunk.model.slurm import Job, JobAllocation, Node
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown
-from sunk.slurm.models import Job, JobAllocation, Node
 from sunk.translate import gang as g
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
@@ -696,7 +697,7 @@ def test_the_schedulers_gpu_types_reach_a_single_pods_request(monkeypatch):
     too (the dev cluster's typed-GPU test found a single Pod's request still naming a feature)."""
     import attrs
 
-    from sunk import names
+    from sunk.model import names
 
     world = World(monkeypatch)
     world.scheduler.config = attrs.evolve(CONFIG, gpu_types=(("NVIDIA_L4", "l4"),))

@@ -13,8 +13,8 @@ from scheduler.config import SchedulerConfig
 from scheduler.hooks import POD_UID_HEADER, HookPorts, PlaceholderHooks, PodGone, create_hooks_app, drain_reason
 from scheduler.jobindex import JobIndex
 from scheduler.tokens import hook_token
+from sunk.model.slurm import Job, Node
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job, Node
 from sunk.translate.drains import PlaceholderDrain, StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
 from sunk.translate.identity import PlaceholderIdentity

@@ -12,8 +12,8 @@ from scheduler.config import SchedulerConfig
 from scheduler.hooks import POD_UID_HEADER
 from scheduler.tokens import hook_token
 from sunk.controller.daemon import DaemonConfig
+from sunk.model.slurm import Job
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Job
 from sunk.slurm.settings import SlurmSettings
 from sunk.translate.identity import PlaceholderIdentity
 from sunk.translate.keys import PodKey

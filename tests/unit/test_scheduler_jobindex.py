@@ -6,7 +6,7 @@ from __future__ import annotations
 from policy_fakes import TEST_POLICY
 
 from scheduler.jobindex import JobIndex
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 from sunk.translate.gang import has_started
 from sunk.translate.identity import PlaceholderIdentity
 from sunk.translate.keys import PodKey

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from scheduler import kubeops
-from sunk import names
 from sunk.kube.client import ApiError
+from sunk.model import names
 from sunk.translate.lock import LOCK_TOLERATION
 
 

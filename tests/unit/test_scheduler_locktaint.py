@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.locktaint import LockTaints, NodeHealth, scheduler_slim_node
-from sunk import names
+from sunk.model import names
 
 
 class Nodes:

@@ -127,7 +127,7 @@ class CancelSlurm:
     """Slurm holding job 7 for Pod uid-gone, which was deleted while slurmrestd was down."""
 
     def __init__(self) -> None:
-        from sunk.slurm.models import Job
+        from sunk.model.slurm import Job
 
         self.down = False
         self.job = Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-gone")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from scheduler.assembly import changed_for_scheduling
-from sunk import names
+from sunk.model import names
 
 
 def pod() -> dict:
@@ -200,7 +200,7 @@ def job_fed():
 
 
 def placeholder(**fields):
-    from sunk.slurm.models import Job
+    from sunk.model.slurm import Job
 
     return Job(**{"id": 7, "state": "PENDING", "state_reason": "Priority", "partition": "all", "priority": 10,
                   "admin_comment": "uid-a", **fields})
@@ -216,7 +216,7 @@ def test_a_jobs_priority_or_time_limit_goes_into_the_index_and_wakes_nothing():
 
 
 def test_what_the_scheduler_reads_of_a_job_wakes_its_pod():
-    from sunk.slurm.models import JobAllocation
+    from sunk.model.slurm import JobAllocation
 
     running = {"state": "RUNNING", "state_reason": "None", "nodes": "n1", "batch_host": "n1"}
     changes = {  # what: (before, after), each differing in that one thing

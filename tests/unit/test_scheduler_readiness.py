@@ -12,9 +12,9 @@ from prometheus_client import REGISTRY
 from scheduler.assembly import assemble
 from scheduler.config import SchedulerConfig
 from sunk.controller.daemon import DaemonConfig
+from sunk.model.slurm import Job, JobState
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.informer import SlurmInformer
-from sunk.slurm.models import Job, JobState
 from sunk.slurm.settings import SlurmSettings
 from sunk.translate.identity import PlaceholderIdentity
 from sunk.translate.keys import GangKey

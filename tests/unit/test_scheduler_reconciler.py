@@ -16,11 +16,11 @@ from scheduler.decide import DeleteMembers, Nothing, Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
-from sunk import names
 from sunk.kube.client import ApiError
+from sunk.model import names
+from sunk.model.slurm import Job
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import OutcomeUnknown, SlurmUnavailable
-from sunk.slurm.models import Job
 from sunk.translate import placeholder
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.drains import parse as parse_drain
@@ -594,7 +594,7 @@ class NodeSlurm:
     """Reads and writes of Slurm nodes, and cancellations, in the order they come."""
 
     def __init__(self, drained_by=""):
-        from sunk.slurm.models import Node
+        from sunk.model.slurm import Node
 
         self.node = Node("node1", state=("ALLOCATED", "DRAIN") if drained_by else ("ALLOCATED",), reason=drained_by)
         self.calls: list[tuple] = []

@@ -17,8 +17,8 @@ from scheduler.assembly import attach_slurmd_feed
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import SlurmdNodes
 from scheduler.sweep import RollingSweep
-from sunk import names
-from sunk.slurm.models import Job
+from sunk.model import names
+from sunk.model.slurm import Job
 
 NODES = 5000
 

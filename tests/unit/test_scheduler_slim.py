@@ -12,13 +12,13 @@ from fat_objects import THEN, fat_pod
 
 from scheduler.binder import _created_at
 from scheduler.waiting import current_condition
-from sunk import names
 from sunk.kube.resources import object_key
+from sunk.model import names
+from sunk.model.types import Obj
 from sunk.translate import gang, objects, podjob, resources, stuckpod
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.objects import LAST_APPLIED
 from sunk.translate.podstores import scheduler_slim_pod
-from sunk.types import Obj
 
 GPU_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["H100", "A100"]}]}]}}}

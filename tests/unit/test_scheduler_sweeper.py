@@ -7,7 +7,7 @@ import threading
 from scheduler.assembly import sweeper as make_sweeper
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 
 
 class Pods:

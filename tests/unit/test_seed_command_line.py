@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from scheduler import cli
+from sunk.base.flags import components_flag, configure_logging, expand_references, log_level
+from sunk.commands import scheduler as cli
 from sunk.controller.daemon import daemon_config
-from sunk.flags import components_flag, configure_logging, expand_references, log_level
 from sunk.slurm.settings import api_base_warning, base_url, given_token
 
 # Copied from the seed as it is (`kubectl get pods -l app.kubernetes.io/name=sunk-scheduler ... .args`): the

@@ -3,11 +3,11 @@ import time
 
 import pytest
 
+from sunk.model.slurm import Job, Node
 from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import diff, poll_wait
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.models import Job, Node
 from sunk_dev import listerlog
 from sunk_dev.fakeslurm import FakeSlurmrestd
 from sunk_dev.listerlog import ADDED, CHANGED, REMOVED, Written

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
+from sunk.model.slurm import Job, JobState
 from sunk.slurm import SlurmCache, connect
 from sunk.slurm.cache import JobReads, plan_job_reads
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmError
-from sunk.slurm.models import Job, JobState
 from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import has_started
 from sunk_dev import listerlog

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sunk.slurm.models import MAX_GRES_INDEX, GresGrant, JobAllocation, parse_gres_detail
+from sunk.model.slurm import MAX_GRES_INDEX, GresGrant, JobAllocation, parse_gres_detail
 
 
 @pytest.mark.parametrize(("text", "grants"), [

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk.slurm.hostlist import compress, expand
+from sunk.model.hostlist import compress, expand
 
 
 @pytest.mark.parametrize("expr, names", [

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from sunk.model.slurm import Job, JobState, Node
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.informer import SlurmInformerFactory
-from sunk.slurm.models import Job, JobState, Node
 from sunk.slurm.readrequests import ReadRequest
 
 

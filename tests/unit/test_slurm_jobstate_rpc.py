@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from sunk.model.slurm import Job, JobState
 from sunk.slurm import v0042
 from sunk.slurm.jobstate_rpc import BASE_STATES, INFINITE, NO_VAL, STATE_FLAGS, job_state
-from sunk.slurm.models import Job, JobState
 from sunk.slurm.pyslurm_backend import refines
 
 

@@ -12,8 +12,10 @@ import types
 
 import pytest
 
-from sunk import fence, names
-from sunk.fence import Fenced, LeaseFence
+from sunk.base import fence
+from sunk.base.fence import Fenced, LeaseFence
+from sunk.model import names
+from sunk.model.slurm import GresGrant, JobAllocation, SubmitLimits
 from sunk.slurm import (
     JobRequest,
     NodeUpdate,
@@ -25,7 +27,6 @@ from sunk.slurm import (
     connect,
 )
 from sunk.slurm.client import Reconfigurable
-from sunk.slurm.models import GresGrant, JobAllocation, SubmitLimits
 from sunk.slurm.pyslurm_backend import PyslurmClient, gres_text, submit_limits_of, tres_text
 from sunk.translate.podjob import backend_problems
 from sunk_dev import listerlog

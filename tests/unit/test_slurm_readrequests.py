@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sunk.slurm.models import Job, JobState
+from sunk.model.slurm import Job, JobState
 from sunk.slurm.readrequests import ReadRequest, ReadRequests
 
 NEW = None

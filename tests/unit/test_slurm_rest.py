@@ -8,8 +8,8 @@ import jwt
 import pytest
 import requests
 
-from sunk import fence
-from sunk.fence import Fenced, LeaseFence
+from sunk.base import fence
+from sunk.base.fence import Fenced, LeaseFence
 from sunk.slurm import JobRequest, NodeUpdate, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable, connect
 from sunk.slurm.errors import AuthenticationFailed
 from sunk_dev.fakeslurm import FakeSlurmrestd, Fault, n

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from sunk.model.slurm import GresGrant, JobAllocation, JobRequest, NodeUpdate
 from sunk.slurm import v0042
-from sunk.slurm.models import GresGrant, JobAllocation, JobRequest, NodeUpdate
 from sunk_dev.fakeslurm import INFINITE, UNSET, job_json, n, node_json, partition_json
 
 

@@ -12,8 +12,8 @@ from nodeset_fakes import FakeApiServer, Recorder
 from slurmcluster_fakes import cluster
 from syncer_fakes import FakeInformer
 
-from sunk import names
 from sunk.kube import client as kc
+from sunk.model import names
 from sunk.slurmcluster.reconciler import INDEX_CLUSTER, SlurmClusterReconciler, cluster_key
 
 KEY = "slurm/sc"

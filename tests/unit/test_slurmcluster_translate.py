@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from slurmcluster_fakes import IMAGES, cluster
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.slurmcluster import desired, paths
 from sunk.translate.slurmcluster.lines import OWNED, check_line
 from sunk.translate.slurmcluster.plan import Facts, decide, workload_condition

@@ -11,9 +11,9 @@ from nodeset_fakes import nodeset
 from slurmcluster_fakes import cluster
 from syncer_fakes import FakeInformer
 
-from sunk import names
+from sunk.commands import operator as cli
 from sunk.controller.daemon import DaemonConfig
-from sunk.nodeset import cli
+from sunk.model import names
 from sunk.nodeset.assembly import assemble
 from sunk.nodeset.config import OperatorConfig
 from sunk.slurm.settings import SlurmSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from sunk.commands.syncer import main, parse_args
 from sunk.hooks.auth import node_token
-from sunk.syncer.cli import main, parse_args
 
 SECRET = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -89,7 +89,7 @@ def test_hook_token_refuses_a_weak_secret(tmp_path):
 
 
 def test_the_hook_api_serves_tls_with_both_files(tmp_path):
-    from sunk.syncer.cli import hooks_listener
+    from sunk.commands.syncer import hooks_listener
 
     token = tmp_path / "token"
     token.write_text(SECRET)

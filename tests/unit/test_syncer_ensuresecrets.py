@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from sunk.commands import syncer as cli
 from sunk.hooks.auth import weakness
 from sunk.kube import client as kc
-from sunk.syncer import cli
 from sunk.syncer.ensuresecrets import Ensure, EnsureConfig, delete
 from sunk.translate import chartsecrets as cs
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from sunk.model.slurm import Node
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import NotFound, SlurmUnavailable
-from sunk.slurm.models import Node
 from sunk.syncer.freshread import LIST, NODE, FreshNodes, read_kind
 
 # ---- read_kind: pure -----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from syncer_fakes import FakeSlurm, k8s_node, make_ctx, pod
 
 from sunk.kube import client as kc
-from sunk.slurm.models import Job, Node, NodeUpdate
+from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.syncer.facts import gather
 from sunk.syncer.kubeside import KubeSideReconciler
 from sunk.syncer.slurmside import SlurmSideReconciler

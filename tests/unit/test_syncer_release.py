@@ -24,12 +24,12 @@ from release_fakes import (
     uninstalled_release,
 )
 
-from sunk import names
+from sunk.commands.syncer import main
 from sunk.kube import client as kc
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.slurm.errors import SlurmUnavailable
-from sunk.slurm.models import Node
 from sunk.slurm.settings import SlurmSettings
-from sunk.syncer.cli import main
 from sunk.syncer.release import Release, ReleaseConfig
 
 
@@ -269,7 +269,7 @@ def test_the_command_exits_1_with_what_failed(connected, kube, capsys):
 def test_the_command_exits_1_when_interrupted_or_terminated(connected, kube, capsys):
     import signal
 
-    from sunk.syncer import cli
+    from sunk.commands import syncer as cli
 
     with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
         cli._interrupt(signal.SIGTERM, None)

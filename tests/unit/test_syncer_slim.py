@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from fat_objects import THEN, fat_node, fat_pod
 
-from sunk import names
+from sunk.base.times import epoch
 from sunk.kube.informer import pod_node_name
 from sunk.kube.resources import object_key
 from sunk.locking.assembly import taints_changed
-from sunk.slurm.models import Job
+from sunk.model import names
+from sunk.model.slurm import Job
+from sunk.model.types import Obj
 from sunk.syncer.triggers import node_view
-from sunk.times import epoch
 from sunk.translate import drains, gang, lock, objects, podcordon, slurmd
 from sunk.translate.objects import LAST_APPLIED, syncer_slim_node, without_write_records
 from sunk.translate.podstores import syncer_slim_pod
-from sunk.types import Obj
 
 SCHEDULERS = frozenset({"sunk-scheduler"})
 NOW = 1_900_000_000.0  # 2030-03-17, after every timestamp below

@@ -11,10 +11,11 @@ import attrs
 import pytest
 from syncer_fakes import k8s_node, make_ctx, pod
 
-from sunk import names
+from sunk.commands import syncer as cli
+from sunk.model import names
+from sunk.model.slurm import Job, Node
 from sunk.slurm.client import Snapshot
-from sunk.slurm.models import Job, Node
-from sunk.syncer import cli, plugins, triggers
+from sunk.syncer import plugins, triggers
 from sunk.syncer.context import PluginParts, slurm_node_name
 from sunk.syncer.plugins import Parts, choose_parts
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sunk.times import epoch, rfc3339
+from sunk.base.times import epoch, rfc3339
 
 
 def test_rfc3339_is_second_precision_utc_with_z():

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sunk.slurm.models import GresGrant
+from sunk.model.slurm import GresGrant
 from sunk.translate import dra
 
 DRIVER = "gpu.example.com"

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import attrs
 import pytest
 
-from sunk import names
-from sunk.slurm.models import Job, Node
+from sunk.model import names
+from sunk.model.slurm import Job, Node
 from sunk.translate import drains
 from sunk.translate.drains import (
     GangPlaceholderDrain,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk import names
-from sunk.slurm.models import Job
+from sunk.model import names
+from sunk.model.slurm import Job
 from sunk.translate import gang as g
 from sunk.translate import placeholder
 from sunk.translate.identity import PlaceholderIdentity, identity_of, is_placeholder, member_tag

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.translate import drains, nodestate, poddown
 from sunk.translate.leftovers import (
     drains_kept,

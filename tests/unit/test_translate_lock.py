@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.lock import (
     LOCK_TOLERATION,
     LockState,
@@ -91,7 +91,7 @@ NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def stamped(job_id: str, bound_seconds_ago: float | None = None, created_seconds_ago: float = 3600) -> dict:
-    from sunk.times import rfc3339
+    from sunk.base.times import rfc3339
 
     candidate = pod(sunk=True)
     candidate["metadata"]["annotations"][names.ANN_JOB_ID] = job_id

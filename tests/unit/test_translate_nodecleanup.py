@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sunk.slurm.models import Job, Node
+from sunk.model.slurm import Job, Node
 from sunk.translate.nodecleanup import DELETE, NODESET, NONE, WAIT, decide, extra_mark, marked_nodeset
 
 MARKED = json.dumps({"namespace": "slurm", "pod": "g-3-17", NODESET: "gpu", "deleted": True})

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from nodeset_fakes import node, nodeset
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.nodeset import naming, slices
 from sunk.translate.nodeset import pod as podlib
 from sunk.translate.nodeset.slices import MAX_ENTRIES, Entry

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from nodeset_fakes import node, nodeset, pod_for
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.translate.nodeset import slices
 from sunk.translate.nodeset.plan import WHY_DELETED, WHY_UPDATE, Drain, Facts, Mark, decide, safe_to_delete
 from sunk.translate.nodeset.slices import Entry

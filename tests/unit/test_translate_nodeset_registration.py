@@ -10,8 +10,8 @@ import pytest
 from attrs import evolve as attrs_evolve
 from nodeset_fakes import node, nodeset, pod_for
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.translate.nodeset import pod as podlib
 from sunk.translate.nodeset.plan import WHY_REREGISTER, WHY_UPDATE, Facts, Mark, decide
 from sunk.translate.nodeset.registration import MAX_GPUS, Registration, gpu_gres, node_gpus, registration

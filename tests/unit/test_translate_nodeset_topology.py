@@ -7,7 +7,7 @@ import random
 import pytest
 import yaml
 
-from sunk.slurm.hostlist import expand
+from sunk.model.hostlist import expand
 from sunk.translate.nodeset.topology import (
     BLOCK,
     CONF,

@@ -7,8 +7,8 @@ import itertools
 import attrs
 import pytest
 
-from sunk import names
-from sunk.slurm.models import Job, Node
+from sunk.model import names
+from sunk.model.slurm import Job, Node
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.nodestate import (
     DRAIN,

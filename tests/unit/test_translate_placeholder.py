@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk import names
+from sunk.model import names
 from sunk.translate import placeholder
 from sunk.translate.gang import KIND_JOB, Gang
 from sunk.translate.identity import PlaceholderIdentity

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sunk.slurm.models import Node
+from sunk.model.slurm import Node
 from sunk.translate.drains import PlaceholderDrain
 from sunk.translate.poddown import (
     DELETED,

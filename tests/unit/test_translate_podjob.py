@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk import names
-from sunk.slurm.models import Job, SubmitLimits
+from sunk.model import names
+from sunk.model.slurm import Job, SubmitLimits
 from sunk.translate.identity import PlaceholderIdentity, identity_of, is_placeholder
 from sunk.translate.keys import PodKey
 from sunk.translate.podjob import (

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.podjob import Identity
 from sunk.translate.policy import BUILTIN, IdentityPolicy, IdRange, NamespaceRule, parse_policy
 

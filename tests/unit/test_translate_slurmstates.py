@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sunk.slurm.models import Job
+from sunk.model.slurm import Job
 from sunk.translate.slurmstates import (
     NODE_COUNT_BUCKET,
     NODE_COUNT_BUCKETS,

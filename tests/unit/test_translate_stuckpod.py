@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sunk import names
+from sunk.model import names
 from sunk.translate import drains
 from sunk.translate.drains import (
     GangPlaceholderDrain,

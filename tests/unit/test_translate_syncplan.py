@@ -10,8 +10,8 @@ from typing import Any
 import attrs
 import pytest
 
-from sunk import names
-from sunk.slurm.models import Job, Node, NodeUpdate
+from sunk.model import names
+from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.translate.drains import PlaceholderDrain, StuckPodDrain
 from sunk.translate.podcordon import COND_POD_CORDONED, Cordon, pod_cordon
 from sunk.translate.syncplan import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from sunk import names
+from sunk.model import names
 from sunk.translate.views import NodeView, ObjectView, PodView
 
 POD = {

@@ -1,4 +1,4 @@
-"""sunk/web.py under hostile clients, in a real gunicorn on localhost (issue 31 item 3).
+"""sunk/commands/web.py under hostile clients, in a real gunicorn on localhost (issue 31 item 3).
 
 gthread gave any connection that sent one byte a thread until its request was whole: 16
 stalled the scheduler's hook API, 256 the Syncer's. Here each listener holds 1000 idle and
@@ -21,8 +21,8 @@ import pytest
 import requests
 from web_fakes import certificates, connection_from, served_in_a_child
 
+from sunk.commands.web import TLS, Listener
 from sunk.controller.httpfront import Limits
-from sunk.web import TLS, Listener
 
 VERBS, HOOKS, PEERCAP = 18990, 18991, 18992
 LIMITS = Limits(threads=4, head_seconds=3.0, body_seconds=3.0)

@@ -1,4 +1,4 @@
-"""sunk/web.py: each listener its own TLS and its own app, in a real gunicorn.
+"""sunk/commands/web.py: each listener its own TLS and its own app, in a real gunicorn.
 
 The extender's verbs port runs mutual TLS and its hook port plain HTTP (the chart's sunk-extender).
 gunicorn alone wraps every listener in the one TLS it is given: the hook port then answered
@@ -13,7 +13,7 @@ import pytest
 import requests
 from web_fakes import certificates, served_in_a_child
 
-from sunk.web import TLS, Listener, check_listeners, gunicorn_options, tls_from_flags
+from sunk.commands.web import TLS, Listener, check_listeners, gunicorn_options, tls_from_flags
 
 VERBS, HOOKS = 18988, 18989
 

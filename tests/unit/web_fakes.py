@@ -1,4 +1,4 @@
-"""Two trivial apps, "verbs" and "hooks", served the way the daemons serve theirs (sunk.web.serve), and their
+"""Two trivial apps, "verbs" and "hooks", served the way the daemons serve theirs (sunk.commands.web.serve), and their
 certificates: what the listener tests (test_web_listeners.py, test_web_hostile.py) run against."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import requests
 from flask import Flask
 
-from sunk.web import Listener, serve
+from sunk.commands.web import Listener, serve
 from sunk_dev.tls import issue, make_ca
 
 

@@ -52,8 +52,8 @@ from typing import Any
 
 from attrs import field, frozen
 
-from sunk import names
-from sunk.slurm.models import Node
+from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.translate import nodestate, selectors
 from sunk.translate.objects import is_deleting, pod_ready
 from sunk.translate.slurmcluster.mounts import NodeMounts, lookup

@@ -48,7 +48,7 @@ from typing import Any
 
 import attrs
 
-from sunk import names
+from sunk.model import names
 
 from ..objects import annotations_of
 from ..podtoken import DEFAULT_AUDIENCE

@@ -24,7 +24,7 @@ from typing import Any
 
 from attrs import frozen
 
-from sunk import names
+from sunk.model import names
 
 from .pod import owner_reference
 from .spec import NodeSetSpec

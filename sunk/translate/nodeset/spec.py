@@ -16,7 +16,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from sunk import names
+from sunk.model import names
 from sunk.translate import selectors
 from sunk.translate.slurmcluster.mounts import cluster_name_problem, reserved_volume_uses
 from sunk.translate.slurmcluster.slurmconf import nodeset_feature

@@ -25,7 +25,7 @@ from typing import Any
 
 from attrs import frozen
 
-from sunk.slurm.models import Node
+from sunk.model.slurm import Node
 
 Obj = dict[str, Any]
 

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import field, frozen
 
-from sunk.slurm.hostlist import compress
+from sunk.model.hostlist import compress
 
 from .spec import KUBELET_PROOF_PREFIX
 

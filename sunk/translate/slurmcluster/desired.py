@@ -24,7 +24,7 @@ from typing import Any
 
 from attrs import frozen
 
-from sunk import names
+from sunk.model import names
 
 from . import paths
 from .mounts import munge_socket_mount, munged_sidecar, munged_volumes, restricted_security_context

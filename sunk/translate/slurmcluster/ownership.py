@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sunk import names
+from sunk.model import names
 
 from .desired import MANAGER
 

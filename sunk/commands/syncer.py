@@ -18,32 +18,30 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from sunk.controller.daemon import DaemonConfig, add_cluster_arguments, add_daemon_arguments, daemon_config
-from sunk.flags import (
+from sunk.base.flags import (
     add_logging_arguments,
     add_switch,
     configure_logging_from,
     positive_duration,
     positive_int,
 )
+from sunk.controller.daemon import DaemonConfig, add_cluster_arguments, add_daemon_arguments, daemon_config
 from sunk.locking import config as lock_flags
 from sunk.locking.config import LockConfig
 from sunk.metrics import config as metrics_flags
 from sunk.metrics.config import MetricsConfig
 from sunk.slurm import settings as slurm_settings
-
-from .config import NAME, SyncerConfig
-from .context import Plugin
-from .plugins import NODE_LOCKING, SLURM_METRICS, choose_parts, load_plugins, plugin_arguments
+from sunk.syncer.config import NAME, SyncerConfig
+from sunk.syncer.context import Plugin
+from sunk.syncer.plugins import NODE_LOCKING, SLURM_METRICS, choose_parts, load_plugins, plugin_arguments
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+    from sunk.commands.web import Listener
     from sunk.slurm.client import SlurmClient
-    from sunk.web import Listener
-
-    from .ensuresecrets import EnsureConfig
-    from .release import ReleaseConfig
+    from sunk.syncer.ensuresecrets import EnsureConfig
+    from sunk.syncer.release import ReleaseConfig
 
 log = logging.getLogger("sunk.syncer")
 
@@ -132,7 +130,7 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
     parts = choose_parts(known.plugins, node_locking=known.node_locking, slurm_metrics=known.slurm_metrics)
     plugins = load_plugins(parts.plugins)
     args = argparse.Namespace(**vars(known), **vars(plugin_arguments(plugins, rest, parser)))
-    from sunk.web import tls_from_flags
+    from sunk.commands.web import tls_from_flags
 
     try:
         node_locking = lock_flags.config_from(args) if parts.node_locking else None
@@ -200,7 +198,7 @@ def release_parser() -> argparse.ArgumentParser:
 
 
 def release_config(args: argparse.Namespace) -> ReleaseConfig:
-    from .release import ReleaseConfig
+    from sunk.syncer.release import ReleaseConfig
 
     return ReleaseConfig(namespace=args.namespace, syncer_deployment=args.syncer_deployment or None,
                          watch_namespace=args.watch_namespace, slurmd_selector=args.slurmd_selector,
@@ -222,8 +220,7 @@ def release_nodes(argv: Sequence[str]) -> int:
     settings = slurm_settings.settings_from(args, parser)
     configure_logging_from(args)
     from sunk.kube.client import load_api_client
-
-    from .release import Release
+    from sunk.syncer.release import Release
 
     try:
         api = load_api_client(args.kubeconfig)
@@ -293,9 +290,8 @@ def _label(text: str) -> tuple[str, str]:
 
 def ensure_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EnsureConfig:
     """Flags into the config; a usage error (exit 2) when they name nothing or an incomplete pair."""
+    from sunk.syncer.ensuresecrets import EnsureConfig
     from sunk.translate.chartsecrets import Spec, TLSPair, TokenSecret
-
-    from .ensuresecrets import EnsureConfig
 
     specs: list[Spec] = [TokenSecret(name, keys) for name, keys in args.token_secret]
     if args.tls_secrets:
@@ -327,8 +323,7 @@ def ensure_secrets(argv: Sequence[str]) -> int:
     configure_logging_from(args)
     from sunk.hooks.auth import weakness
     from sunk.kube.client import KubeError, load_api_client
-
-    from .ensuresecrets import Ensure, delete
+    from sunk.syncer.ensuresecrets import Ensure, delete
 
     try:
         api = load_api_client(args.kubeconfig)
@@ -361,11 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ensure_secrets(argv[1:])
     startup = parse_args(argv)
     configure_logging_from(startup.args)
-    from sunk.runner import Served, run
-
-    from .assembly import assemble
-    from .metrics import register_slurm_requests
-    from .plugins import installers
+    from sunk.commands.runner import Served, run
+    from sunk.syncer.assembly import assemble
+    from sunk.syncer.metrics import register_slurm_requests
+    from sunk.syncer.plugins import installers
 
     config, plugins = startup.config, startup.plugins
 
@@ -384,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def hooks_listener(config: SyncerConfig) -> Listener:
     """The hook API's port, over TLS exactly when its certificate flags say so (checked in parse_args)."""
-    from sunk.web import Listener, tls_from_flags
+    from sunk.commands.web import Listener, tls_from_flags
 
     return Listener(config.hooks_api_bind_address, "hooks",
                     tls_from_flags(config.hooks_tls_cert_file, config.hooks_tls_key_file, what="the hook API"))

@@ -12,14 +12,13 @@ import logging
 import sys
 from typing import Any, Optional
 
+from extender.app import create_app
 from scheduler import kubeops
 from scheduler.assembly import Assembly
-from scheduler.cli import add_common_arguments, hooks_listener, run_daemon
 from scheduler.decide import Bind
-from sunk import names
-from sunk.web import Listener, WSGIApp, tls_from_flags
-
-from .app import create_app
+from sunk.commands.scheduler import add_common_arguments, hooks_listener, run_daemon
+from sunk.commands.web import Listener, WSGIApp, tls_from_flags
+from sunk.model import names
 
 log = logging.getLogger("sunk.extender")
 

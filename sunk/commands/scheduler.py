@@ -20,8 +20,10 @@ import attrs
 import yaml
 from kubernetes.client import ApiClient
 
-from sunk.controller.daemon import add_daemon_arguments, daemon_config
-from sunk.flags import (
+from scheduler.assembly import Assembly, assemble
+from scheduler.config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, SchedulerConfig
+from scheduler.decide import Bind
+from sunk.base.flags import (
     add_switch,
     components_flag,
     configure_logging_from,
@@ -31,16 +33,13 @@ from sunk.flags import (
     positive_duration,
     positive_int,
 )
+from sunk.commands.runner import Served, run
+from sunk.commands.web import Listener, WSGIApp, check_listeners, tls_from_flags
+from sunk.controller.daemon import add_daemon_arguments, daemon_config
 from sunk.hooks.auth import TokenUnavailable, read_secret
-from sunk.runner import Served, run
+from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.translate.policy import BUILTIN, IdentityPolicy, parse_policy
-from sunk.types import Obj
-from sunk.web import Listener, WSGIApp, check_listeners, tls_from_flags
-
-from .assembly import Assembly, assemble
-from .config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, SchedulerConfig
-from .decide import Bind
 
 OnBind = Callable[[Obj, Bind], None]
 OnSubmit = Callable[[Obj, int], None]

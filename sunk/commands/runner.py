@@ -4,7 +4,7 @@ A CLI parses its flags into typed config and calls ``run``; the rest is the same
 1. Before anything is forked, the Slurm backend is checked once (a pyslurm that cannot be
    loaded ends the start with exit code 2), and the first log line names the backend and
    the Slurm release it talks to.
-2. gunicorn (sunk/web.py) forks one worker. Threads do not survive a fork, so the
+2. gunicorn (sunk/commands/web.py) forks one worker. Threads do not survive a fork, so the
    Kubernetes and Slurm clients, the controllers and the apps are built in that worker by
    the daemon's ``build``, and its Manager is started there.
 3. When the Manager stops by itself (a lost lease), the worker ends, and gunicorn starts a
@@ -29,13 +29,13 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.commands.web import Listener, WSGIApp, listener_health, raise_open_files, serve
 from sunk.controller import slurmauth
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import Manager
 from sunk.kube.client import load_api_client
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.settings import SlurmStartError, check
-from sunk.web import Listener, WSGIApp, listener_health, raise_open_files, serve
 
 log = logging.getLogger(__name__)
 

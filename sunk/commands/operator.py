@@ -17,9 +17,10 @@ from pathlib import Path
 
 from kubernetes.client import ApiClient
 
+from sunk.base.flags import add_switch, configure_logging_from, gpu_types, positive_duration
 from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_config
 from sunk.controller.manager import Manager
-from sunk.flags import add_switch, configure_logging_from, gpu_types, positive_duration
+from sunk.nodeset.config import NAME, OperatorConfig
 from sunk.slurm.client import SlurmClient
 from sunk.translate.nodeset.topology import (
     DEFAULT_BLOCK_LABEL,
@@ -31,8 +32,6 @@ from sunk.translate.nodeset.topology import (
     usable_name,
 )
 from sunk.translate.slurmcluster.spec import DNS_LABEL
-
-from .config import NAME, OperatorConfig
 
 log = logging.getLogger("sunk.operator")
 
@@ -133,9 +132,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
 def main(argv: Sequence[str] | None = None) -> int:
     config, daemon, args = parse_args(list(sys.argv[1:] if argv is None else argv))
     configure_logging_from(args)
-    from sunk.runner import run_headless
-
-    from .assembly import assemble
+    from sunk.commands.runner import run_headless
+    from sunk.nodeset.assembly import assemble
 
     def build(api: ApiClient, slurm: SlurmClient) -> Manager:
         operator = assemble(config, daemon, api=api, slurm=slurm)

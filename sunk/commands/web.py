@@ -35,9 +35,9 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
 from gunicorn.workers.base import Worker
 
+from sunk.base.flags import parse_bind_address
 from sunk.controller.health import PROBE_LIMITS
 from sunk.controller.httpfront import FrontHealth, Limits, ListenerFront, serving
-from sunk.flags import parse_bind_address
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ CONTROL_SOCKET_DISABLE = "control_socket_disable"
 _GUNICORN_SETTINGS = frozenset(setting.name for setting in KNOWN_SETTINGS)
 
 # The liveness of every listener of this process: the worker adds its fronts, a daemon's Manager
-# serves it on /healthz (sunk/runner.py). Empty (healthy) before the worker serves.
+# serves it on /healthz (sunk/commands/runner.py). Empty (healthy) before the worker serves.
 listener_health = FrontHealth()
 
 
