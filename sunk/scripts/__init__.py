@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-LIBRARY = "foreign_drain.sh"
+LIBRARY = "common.sh"
 # The line each script sources the library with, exactly (the chart replaces this very text).
 SOURCE_LINE = f'. "$(dirname "${{BASH_SOURCE[0]}}")/{LIBRARY}"'
 

@@ -34,7 +34,7 @@ log() { echo "$(date -u +%FT%TZ) sunk-placeholder job=$SLURM_JOB_ID pod=$SUNK_PO
 
 # foreign_drain NODE: whether the node is out of service for a reason sunk did not write (the file is
 # inlined here where the script ships: sunk/scripts/__init__.py).
-. "$(dirname "${BASH_SOURCE[0]}")/foreign_drain.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # hook METHOD PATH [TIMEOUT]: prints the HTTP status (000 when unreachable).
 # The token goes through curl's stdin (printf is a shell builtin), so it never shows in the

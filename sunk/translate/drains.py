@@ -229,7 +229,7 @@ def held_by_another(node: Node) -> bool:
     would be lifted by the Syncer once sunk's cause is gone, returning a faulty node to service (and
     the operator's reason, which says what to mend, would be lost). The node keeps Slurm's jobs off it
     anyway. The same rule is written in bash once, for the prolog, the epilog and the placeholder job
-    (``foreign_drain``, sunk/scripts/foreign_drain.sh)."""
+    (``foreign_drain``, sunk/scripts/common.sh)."""
     return bool(node.state & OUT_OF_SERVICE) and bool(node.reason.strip()) and not is_sunks(node.reason)
 
 

@@ -93,7 +93,7 @@ def test_the_chart_runs_the_image_of_this_version():
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"sunk:{sunk.__version__}"
 
 
-@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh", "foreign_drain.sh"])
+@pytest.mark.parametrize("script", ["prolog.sh", "epilog.sh", "common.sh"])
 def test_the_charts_copies_of_the_scripts_are_the_repositorys(script):
     """The chart can only read its own files: its copies must be sunk/scripts' byte for byte."""
     assert (chart.CHART / "files" / script).read_bytes() == (ROOT / "sunk" / "scripts" / script).read_bytes()

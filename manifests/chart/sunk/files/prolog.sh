@@ -39,24 +39,15 @@ export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
 HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
 [ -r "$HOOKS_ENV" ] || exit 0
 
-SUNK_SYNCER_URL="" SUNK_HOOKS_TOKEN_FILE="" SUNK_HOOKS_CA="" SUNK_LOCK_TIMEOUT=90
-while IFS='=' read -r key value || [ -n "$key" ]; do  # (a last line without its newline too)
-    value=${value%$'\r'}; value=${value#\"}; value=${value%\"}
-    case "$key" in
-        SUNK_SYNCER_URL) SUNK_SYNCER_URL=$value ;;
-        SUNK_HOOKS_TOKEN_FILE) SUNK_HOOKS_TOKEN_FILE=$value ;;
-        SUNK_HOOKS_CA) SUNK_HOOKS_CA=$value ;;
-        SUNK_LOCK_TIMEOUT) SUNK_LOCK_TIMEOUT=$value ;;
-    esac
-done < "$HOOKS_ENV"
+# read_hooks_env FILE and foreign_drain NODE (the file is inlined here where the script ships:
+# sunk/scripts/__init__.py).
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+read_hooks_env "$HOOKS_ENV"
 
 NODE=${SLURMD_NODENAME:-$(hostname -s)}
 JOB=${SLURM_JOB_ID:-0}
 log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
-
-# foreign_drain NODE: whether the node is out of service for a reason sunk did not write (the file is
-# inlined here where the script ships: sunk/scripts/__init__.py).
-. "$(dirname "${BASH_SOURCE[0]}")/foreign_drain.sh"
 
 stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, or cancel it
     local why active
