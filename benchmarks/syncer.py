@@ -380,7 +380,8 @@ def fake_slurm(count: int) -> Iterator[SlurmSide]:
         fake.stop()
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, tree: Path | None = None) -> dict[str, Any]:
+    """One Syncer's figures: this checkout's, or ``tree``'s (another checkout)."""
     cluster = DevCluster.for_tests()
     env = cluster.env()
     api = load_api_client(env["KUBECONFIG"])
@@ -403,7 +404,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             kube.informer.start()
             kube.informer.wait_for_sync(30)
             syncer, metrics = syncer_process(env["KUBECONFIG"], slurm.url, slurm.token, namespace, run_id,
-                                             Path(args.log_dir), args.poll_interval, args.node_poll_interval)
+                                             Path(args.log_dir), args.poll_interval, args.node_poll_interval,
+                                             tree=tree)
             started = time.monotonic()
             syncer.start()
 
@@ -415,6 +417,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["startup_to_all_extra_written_s"] = round(warmed - started, 2)
             time.sleep(2 * args.poll_interval)
 
+            assert syncer.proc is not None
+            syncer_cpu_before = cpu_seconds(syncer.proc.pid)
             before = scrape(metrics)
             cpu_before = slurm_cpu(cluster) if real else {}
             time.sleep(args.idle)
@@ -445,7 +449,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 before = scrape(metrics)
                 results["burst_not_ready"] = burst(slurm, kube, targets)
                 results["burst_not_ready"]["cost"] = cost(before, scrape(metrics), len(targets))
-            results["syncer_alive"] = syncer.proc is not None and syncer.proc.poll() is None
+            # The Syncer's own CPU (master and worker) from the idle window to the last change seen.
+            results["syncer_cpu_s"] = round(cpu_seconds(syncer.proc.pid) - syncer_cpu_before, 3)
+            results["syncer_alive"] = syncer.proc.poll() is None
         finally:
             if syncer is not None:
                 syncer.stop()
@@ -459,9 +465,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def syncer_process(kubeconfig: str, slurm_url: str, token: str, namespace: str, run_id: str, log_dir: Path,
-                   poll_interval: float, node_poll_interval: float, plugins: str = "") -> tuple[Process, str]:
+                   poll_interval: float, node_poll_interval: float, plugins: str = "",
+                   tree: Path | None = None) -> tuple[Process, str]:
     """A real sunk-syncer for the stand-in slurmd Pods of ``run_id`` (leader election off, ports of its own),
-    and its /metrics URL. ``plugins``: its --plugins (none by default: no hook API, no Slurm table)."""
+    and its /metrics URL. ``plugins``: its --plugins (none by default: no hook API, no Slurm table);
+    ``tree``: another checkout's Syncer instead of this one's."""
     ports = {"health": free_port(), "metrics": free_port(), "hooks": free_port()}
     flags = [f"--kubeconfig={kubeconfig}", f"--slurm-api-base={slurm_url}",
              f"--slurm-auth-token={token}", f"--watch-namespace={namespace}",
@@ -471,9 +479,63 @@ def syncer_process(kubeconfig: str, slurm_url: str, token: str, namespace: str, 
              f"--hooks-api-bind-address=127.0.0.1:{ports['hooks']}", f"--plugins={plugins}",
              f"--slurm-poll-interval={poll_interval}",
              f"--slurm-node-poll-interval={node_poll_interval}", "--zap-log-level=info"]
-    process = Process("syncer-bench", "sunk.commands.syncer", flags, f"http://127.0.0.1:{ports['health']}/readyz",
-                      log_dir)
+    # A checkout older than the layer folders has the command at sunk/syncer/cli.py.
+    module = "sunk.syncer.cli" if tree and (tree / "sunk" / "syncer" / "cli.py").is_file() else "sunk.commands.syncer"
+    process = Process("syncer-bench", module, flags, f"http://127.0.0.1:{ports['health']}/readyz",
+                      log_dir if tree is None else log_dir.with_name(log_dir.name + "-baseline"),
+                      env={"PYTHONPATH": str(tree)} if tree else None, cwd=tree)
     return process, f"http://127.0.0.1:{ports['metrics']}/metrics"
+
+
+# What an A/B run compares, each a path into one run's figures; lower is better for all.
+AB_FIGURES: dict[str, tuple[str, ...]] = {
+    "slurm_to_kubernetes_drain_p50_ms": ("slurm_to_kubernetes", "drain", "p50_ms"),
+    "slurm_to_kubernetes_undrain_p50_ms": ("slurm_to_kubernetes", "undrain", "p50_ms"),
+    "kubernetes_to_slurm_drain_p50_ms": ("kubernetes_to_slurm", "drain_on_not_ready", "p50_ms"),
+    "kubernetes_to_slurm_undrain_p50_ms": ("kubernetes_to_slurm", "undrain_on_ready", "p50_ms"),
+    "kubernetes_to_slurm_cordon_p50_ms": ("kubernetes_to_slurm", "drain_on_cordon", "p50_ms"),
+    "idle_slurm_calls_per_s": ("idle", "slurm_calls_per_s"),
+    "syncer_cpu_s": ("syncer_cpu_s",),
+}
+
+
+def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def ab_summary(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per figure: each checkout's median over the rounds, and this ÷ baseline per round (median, min, max)."""
+    out: dict[str, Any] = {}
+    for name, path in AB_FIGURES.items():
+        this = [figure(r["this"], path) for r in rounds]
+        base = [figure(r["baseline"], path) for r in rounds]
+        ratios = [a / b for a, b in zip(this, base, strict=True) if a is not None and b]
+        this_seen = [v for v in this if v is not None]
+        base_seen = [v for v in base if v is not None]
+        out[name] = {
+            "this_median": statistics.median(this_seen) if this_seen else None,
+            "baseline_median": statistics.median(base_seen) if base_seen else None,
+            "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
+            "ratio_min": round(min(ratios), 3) if ratios else None,
+            "ratio_max": round(max(ratios), 3) if ratios else None,
+        }
+    return out
+
+
+def run_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """This checkout's Syncer and ``--baseline-tree``'s, alternately first, ``--rounds`` times, in one run."""
+    rounds = []
+    for index in range(args.rounds):
+        order: list[tuple[str, Path | None]] = [("this", None), ("baseline", args.baseline_tree.resolve())]
+        if index % 2:
+            order.reverse()
+        rounds.append({key: run(args, tree) for key, tree in order})
+    return {"baseline_tree": str(args.baseline_tree), "rounds": rounds, "ab": ab_summary(rounds)}
 
 
 def slurm_cpu(cluster: DevCluster) -> dict[str, float]:
@@ -511,8 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-dir", default="/tmp/sunk-bench-syncer")
     parser.add_argument("--out", default="", help="also write the JSON here")
+    parser.add_argument("--baseline-tree", type=Path, default=None,
+                        help="another checkout (a git worktree of an older commit): each round runs its Syncer "
+                             "and this one's, alternately first, and the summary gives this ÷ baseline per figure")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the A/B run (with --baseline-tree)")
     args = parser.parse_args(argv)
-    results = run(args)
+    results = run_ab(args) if args.baseline_tree else run(args)
     text = json.dumps(results, indent=2)
     print(text)
     if args.out:
