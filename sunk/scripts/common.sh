@@ -18,6 +18,17 @@ read_hooks_env() {
     done < "$1"
 }
 
+# hook_start: what the prolog and the epilog do first. Without a readable hooks.env (SUNK_HOOKS_ENV, by
+# default /etc/sunk/hooks.env) the script ends here, with 0: Slurm without sunk is unaffected. Else its
+# keys are read (read_hooks_env), NODE is this Slurm node and JOB the job (0 when none).
+hook_start() {
+    HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
+    [ -r "$HOOKS_ENV" ] || exit 0
+    read_hooks_env "$HOOKS_ENV"
+    NODE=${SLURMD_NODENAME:-$(hostname -s)}
+    JOB=${SLURM_JOB_ID:-0}
+}
+
 # foreign_drain NODE: the node is out of service (drained, down, failed, invalid, ...: any state but
 # those that run jobs) for a reason sunk did not write (a person's, NHC's, Slurm's own): it is left as
 # it is, never given a "k8s:" reason the Syncer would lift (sunk/translate/drains.py, held_by_another).

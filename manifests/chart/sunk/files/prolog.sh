@@ -36,17 +36,10 @@
 # Without that file the script does nothing and succeeds: Slurm without sunk is unaffected.
 set -u
 export PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd's, then the system's
-HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
-[ -r "$HOOKS_ENV" ] || exit 0
-
-# read_hooks_env FILE and foreign_drain NODE (the file is inlined here where the script ships:
+# hook_start, read_hooks_env and foreign_drain NODE (the file is inlined here where the script ships:
 # sunk/scripts/__init__.py).
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-
-read_hooks_env "$HOOKS_ENV"
-
-NODE=${SLURMD_NODENAME:-$(hostname -s)}
-JOB=${SLURM_JOB_ID:-0}
+hook_start  # without hooks.env: exit 0. Sets HOOKS_ENV, its keys, NODE and JOB
 log() { echo "$(date -u +%FT%TZ) sunk-prolog node=$NODE job=$JOB: $*" >&2; }
 
 stop_job() {  # as slurmctld does after a failed prolog: requeue the job held, or cancel it
