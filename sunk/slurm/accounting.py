@@ -11,29 +11,36 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from enum import StrEnum
 
 from sunk.model.slurm import RpcStat
 
 from .errors import NotFound
 
-REQUEST_PING = "REQUEST_PING"
-REQUEST_BUILD_INFO = "REQUEST_BUILD_INFO"
-REQUEST_NODE_INFO = "REQUEST_NODE_INFO"
-REQUEST_NODE_INFO_SINGLE = "REQUEST_NODE_INFO_SINGLE"  # slurm_load_node_single: one node
-REQUEST_UPDATE_NODE = "REQUEST_UPDATE_NODE"
-REQUEST_DELETE_NODE = "REQUEST_DELETE_NODE"
-REQUEST_JOB_INFO = "REQUEST_JOB_INFO"
-REQUEST_JOB_INFO_SINGLE = "REQUEST_JOB_INFO_SINGLE"
-REQUEST_JOB_STATE = "REQUEST_JOB_STATE"  # slurm_load_job_state: ids and states only
-REQUEST_SUBMIT_BATCH_JOB = "REQUEST_SUBMIT_BATCH_JOB"
-REQUEST_UPDATE_JOB = "REQUEST_UPDATE_JOB"
-REQUEST_KILL_JOB = "REQUEST_KILL_JOB"
-REQUEST_PARTITION_INFO = "REQUEST_PARTITION_INFO"
-REQUEST_STATS_INFO = "REQUEST_STATS_INFO"
-REQUEST_RECONFIGURE = "REQUEST_RECONFIGURE"  # scontrol reconfigure: slurmctld rereads its files
+
+class Rpc(StrEnum):
+    """Slurm's RPC message types, as ``sdiag`` names them: what each call of a client counts as."""
+
+    PING = "REQUEST_PING"
+    BUILD_INFO = "REQUEST_BUILD_INFO"
+    NODE_INFO = "REQUEST_NODE_INFO"
+    NODE_INFO_SINGLE = "REQUEST_NODE_INFO_SINGLE"  # slurm_load_node_single: one node
+    UPDATE_NODE = "REQUEST_UPDATE_NODE"
+    DELETE_NODE = "REQUEST_DELETE_NODE"
+    JOB_INFO = "REQUEST_JOB_INFO"
+    JOB_INFO_SINGLE = "REQUEST_JOB_INFO_SINGLE"
+    JOB_STATE = "REQUEST_JOB_STATE"  # slurm_load_job_state: ids and states only
+    SUBMIT_BATCH_JOB = "REQUEST_SUBMIT_BATCH_JOB"
+    UPDATE_JOB = "REQUEST_UPDATE_JOB"
+    KILL_JOB = "REQUEST_KILL_JOB"
+    PARTITION_INFO = "REQUEST_PARTITION_INFO"
+    STATS_INFO = "REQUEST_STATS_INFO"
+    RECONFIGURE = "REQUEST_RECONFIGURE"  # scontrol reconfigure: slurmctld rereads its files
+
+
 # The calls that change Slurm: both backends ask the Lease fence (sunk.base.fence) before sending one.
-WRITES = frozenset({REQUEST_UPDATE_NODE, REQUEST_DELETE_NODE, REQUEST_SUBMIT_BATCH_JOB, REQUEST_UPDATE_JOB,
-                    REQUEST_KILL_JOB, REQUEST_RECONFIGURE})
+WRITES = frozenset({Rpc.UPDATE_NODE, Rpc.DELETE_NODE, Rpc.SUBMIT_BATCH_JOB, Rpc.UPDATE_JOB, Rpc.KILL_JOB,
+                    Rpc.RECONFIGURE})
 
 
 class RpcAccounting:

@@ -61,25 +61,7 @@ from sunk.model.slurm import (
     signal_name,
 )
 
-from .accounting import (
-    REQUEST_BUILD_INFO,
-    REQUEST_DELETE_NODE,
-    REQUEST_JOB_INFO,
-    REQUEST_JOB_INFO_SINGLE,
-    REQUEST_JOB_STATE,
-    REQUEST_KILL_JOB,
-    REQUEST_NODE_INFO,
-    REQUEST_NODE_INFO_SINGLE,
-    REQUEST_PARTITION_INFO,
-    REQUEST_PING,
-    REQUEST_RECONFIGURE,
-    REQUEST_STATS_INFO,
-    REQUEST_SUBMIT_BATCH_JOB,
-    REQUEST_UPDATE_JOB,
-    REQUEST_UPDATE_NODE,
-    WRITES,
-    RpcAccounting,
-)
+from .accounting import WRITES, Rpc, RpcAccounting
 from .client import Snapshot
 from .errors import (
     AUTH_CODES,
@@ -401,7 +383,7 @@ class PyslurmClient:
     # -- SlurmClient ---------------------------------------------------------------------------
     def ping(self) -> bool:
         try:
-            with self._rpc(REQUEST_PING, "ping"):
+            with self._rpc(Rpc.PING, "ping"):
                 return bool(self.ps.slurmctld.ping_primary().is_responding)
         except SlurmError as exc:
             log.debug("ping: %s", exc)
@@ -409,14 +391,14 @@ class PyslurmClient:
 
     def release(self) -> str:
         """slurmctld's release, from its configuration (``scontrol show config``'s SLURM_VERSION)."""
-        with self._rpc(REQUEST_BUILD_INFO, "load slurmctld's configuration"):
+        with self._rpc(Rpc.BUILD_INFO, "load slurmctld's configuration"):
             release = self.ps.slurmctld.Config.load().version
         if not release:
             raise SlurmError("slurmctld's configuration names no Slurm release")
         return str(release)
 
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
-        with self._rpc(REQUEST_NODE_INFO, "list nodes"):
+        with self._rpc(Rpc.NODE_INFO, "list nodes"):
             nodes = self.ps.Nodes.load()
         return Snapshot(items=tuple(node_from_pyslurm(n) for n in nodes.values()), last_update=int(self._clock()))
 
@@ -430,7 +412,7 @@ class PyslurmClient:
     def read_node(self, name: str) -> Node:
         """``Node.load(name)`` (slurm_load_node_single): see ``SlurmClient.read_node`` for what is current.
         A name slurmctld does not know raises RPCError "Node 'NAME' does not exist": NotFound (``_error``)."""
-        with self._rpc(REQUEST_NODE_INFO_SINGLE, f"read node {name}"):
+        with self._rpc(Rpc.NODE_INFO_SINGLE, f"read node {name}"):
             node = node_from_pyslurm(self.ps.Node.load(name))
         if node.name != name:  # (slurmctld also finds a node by its NodeHostname or NodeAddr: another node's record)
             raise NotFound(f"read node {name}: slurmctld answered with node {node.name}")
@@ -444,21 +426,21 @@ class PyslurmClient:
             raise ValueError(f"draining {name} needs a reason")
         if not changes:
             return
-        with self._rpc(REQUEST_UPDATE_NODE, f"update node {name}"):
+        with self._rpc(Rpc.UPDATE_NODE, f"update node {name}"):
             self.ps.Node(name).modify(self.ps.Node(**changes))
 
     def delete_node(self, name: str) -> None:
-        with self._rpc(REQUEST_DELETE_NODE, f"delete node {name}"):
+        with self._rpc(Rpc.DELETE_NODE, f"delete node {name}"):
             self.ps.Node(name).delete()
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure`` (``slurm_reconfigure``): slurmctld rereads slurm.conf and the topology file
         (``Reconfigurable``: the operator's topology writer needs it)."""
-        with self._rpc(REQUEST_RECONFIGURE, "reconfigure slurmctld"):
+        with self._rpc(Rpc.RECONFIGURE, "reconfigure slurmctld"):
             self.ps.slurmctld.reconfigure()
 
     def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
-        with self._rpc(REQUEST_JOB_INFO, "list jobs"):
+        with self._rpc(Rpc.JOB_INFO, "list jobs"):
             jobs = self.ps.Jobs.load()
         return Snapshot(items=self._exact_states([job_from_pyslurm(j) for j in jobs.values()], everything=True),
                         last_update=int(self._clock()))
@@ -467,7 +449,7 @@ class PyslurmClient:
         return self._exact_states([self._read_job(job_id)])[0]
 
     def _read_job(self, job_id: int) -> Job:
-        with self._rpc(REQUEST_JOB_INFO_SINGLE, f"get job {job_id}"):
+        with self._rpc(Rpc.JOB_INFO_SINGLE, f"get job {job_id}"):
             return job_from_pyslurm(self.ps.Job.load(int(job_id)))
 
     def list_job_states(self, job_ids: Iterable[int] | None = None) -> tuple[JobState, ...]:
@@ -481,7 +463,7 @@ class PyslurmClient:
 
     def _load_states(self, job_ids: Iterable[int] | None) -> tuple[JobState, ...]:
         assert self._states is not None
-        with self._rpc(REQUEST_JOB_STATE, "list job states"):
+        with self._rpc(Rpc.JOB_STATE, "list job states"):
             rc, code, states = self._states.load(job_ids)
             if rc:
                 raise self.ps.RPCError(errno=code)
@@ -521,7 +503,7 @@ class PyslurmClient:
 
     def submit_job(self, request: JobRequest) -> int:
         kwargs = submit_kwargs(request, self.submit_limits)
-        with self._rpc(REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}", repeatable=False):
+        with self._rpc(Rpc.SUBMIT_BATCH_JOB, f"submit job {request.name}", repeatable=False):
             return int(self.ps.JobSubmitDescription(**kwargs).submit())
 
     def update_job(self, job_id: int, *, extra: str | None = None, comment: str | None = None) -> None:
@@ -529,11 +511,11 @@ class PyslurmClient:
         _refuse_empty(f"update job {job_id}", changes)
         if not changes:
             return
-        with self._rpc(REQUEST_UPDATE_JOB, f"update job {job_id}"):
+        with self._rpc(Rpc.UPDATE_JOB, f"update job {job_id}"):
             self.ps.Job(int(job_id)).modify(self.ps.JobSubmitDescription(**changes))
 
     def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
-        with self._rpc(REQUEST_KILL_JOB, f"cancel job {job_id}"):
+        with self._rpc(Rpc.KILL_JOB, f"cancel job {job_id}"):
             job = self.ps.Job(int(job_id))
             if signal is None:
                 job.cancel()
@@ -541,12 +523,12 @@ class PyslurmClient:
                 job.send_signal(signal_name(signal), steps="all")
 
     def list_partitions(self) -> tuple[Partition, ...]:
-        with self._rpc(REQUEST_PARTITION_INFO, "list partitions"):
+        with self._rpc(Rpc.PARTITION_INFO, "list partitions"):
             partitions = self.ps.Partitions.load()
         return tuple(partition_from_pyslurm(p) for p in partitions.values())
 
     def diag(self) -> SchedulerStats:
-        with self._rpc(REQUEST_STATS_INFO, "diag"):
+        with self._rpc(Rpc.STATS_INFO, "diag"):
             return stats_from_pyslurm(self.ps.slurmctld.Statistics.load())
 
     def rpc_stats(self) -> Mapping[str, RpcStat]:

@@ -90,24 +90,7 @@ from sunk.model.slurm import (
 )
 
 from . import v0042
-from .accounting import (
-    REQUEST_DELETE_NODE,
-    REQUEST_JOB_INFO,
-    REQUEST_JOB_INFO_SINGLE,
-    REQUEST_JOB_STATE,
-    REQUEST_KILL_JOB,
-    REQUEST_NODE_INFO,
-    REQUEST_NODE_INFO_SINGLE,
-    REQUEST_PARTITION_INFO,
-    REQUEST_PING,
-    REQUEST_RECONFIGURE,
-    REQUEST_STATS_INFO,
-    REQUEST_SUBMIT_BATCH_JOB,
-    REQUEST_UPDATE_JOB,
-    REQUEST_UPDATE_NODE,
-    WRITES,
-    RpcAccounting,
-)
+from .accounting import WRITES, Rpc, RpcAccounting
 from .auth import AuthStatus, TokenSource, WatchedToken
 from .client import Snapshot
 from .errors import (
@@ -228,7 +211,7 @@ class RestClient:
     def ping(self) -> bool:
         """Whether slurmctld answers through slurmrestd; False also when slurmrestd is unreachable."""
         try:
-            _, body = self._call("GET", "ping/", REQUEST_PING, "ping")
+            _, body = self._call("GET", "ping/", Rpc.PING, "ping")
         except SlurmUnavailable as exc:
             log.debug("ping: %s", exc)
             return False
@@ -236,7 +219,7 @@ class RestClient:
 
     def release(self) -> str:
         """slurmrestd's Slurm release, from ``meta.slurm.release`` of a ping answer (every answer carries it)."""
-        _, body = self._call("GET", "ping/", REQUEST_PING, "ping")
+        _, body = self._call("GET", "ping/", Rpc.PING, "ping")
         release = ((body.get("meta") or {}).get("slurm") or {}).get("release")
         if not release:
             raise SlurmError("ping: slurmrestd's answer names no Slurm release (meta.slurm.release)")
@@ -245,12 +228,12 @@ class RestClient:
     def list_nodes(self, *, updated_since: int | None = None) -> Snapshot[Node]:
         params = {"update_time": str(updated_since)} if updated_since else None
         try:
-            status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes", params=params)
+            status, body = self._call("GET", "nodes/", Rpc.NODE_INFO, "list nodes", params=params)
         except SlurmError as exc:
             if not params or "Unable to query partitions" not in exc.message:
                 raise
             log.debug("list nodes: 24.11 update_time bug (%s); relisting in full", exc)
-            status, body = self._call("GET", "nodes/", REQUEST_NODE_INFO, "list nodes")
+            status, body = self._call("GET", "nodes/", Rpc.NODE_INFO, "list nodes")
         if status == 304:
             return Snapshot(items=None, last_update=updated_since or 0)
         nodes = tuple(v0042.parse_node(n) for n in body.get("nodes") or ())
@@ -265,7 +248,7 @@ class RestClient:
 
     def read_node(self, name: str) -> Node:
         """``GET /node/NAME`` (slurm_load_node_single): see ``SlurmClient.read_node`` for what is current."""
-        _, body = self._call("GET", f"node/{quote(name, safe='')}", REQUEST_NODE_INFO_SINGLE, f"read node {name}")
+        _, body = self._call("GET", f"node/{quote(name, safe='')}", Rpc.NODE_INFO_SINGLE, f"read node {name}")
         for node in body.get("nodes") or ():
             if node.get("name") == name:
                 return v0042.parse_node(node)
@@ -279,29 +262,29 @@ class RestClient:
         if not body:
             return
         idempotent = set(body.get("state", ())) <= IDEMPOTENT_NODE_STATES
-        self._call("POST", f"node/{quote(name, safe='')}", REQUEST_UPDATE_NODE, f"update node {name}", body=body,
+        self._call("POST", f"node/{quote(name, safe='')}", Rpc.UPDATE_NODE, f"update node {name}", body=body,
                    idempotent=idempotent)
 
     def delete_node(self, name: str) -> None:
-        self._call("DELETE", f"node/{quote(name, safe='')}", REQUEST_DELETE_NODE, f"delete node {name}",
+        self._call("DELETE", f"node/{quote(name, safe='')}", Rpc.DELETE_NODE, f"delete node {name}",
                    idempotent=False)
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure``: slurmctld rereads slurm.conf, topology.conf/.yaml and the rest."""
-        self._call("GET", "reconfigure/", REQUEST_RECONFIGURE, "reconfigure slurmctld", idempotent=True)
+        self._call("GET", "reconfigure/", Rpc.RECONFIGURE, "reconfigure slurmctld", idempotent=True)
 
     def list_jobs(self, *, updated_since: int | None = None) -> Snapshot[Job]:
         params = dict(self._job_list_params)
         if updated_since:
             params["update_time"] = str(updated_since)
-        _, body = self._call("GET", "jobs/", REQUEST_JOB_INFO, "list jobs", params=params or None)
+        _, body = self._call("GET", "jobs/", Rpc.JOB_INFO, "list jobs", params=params or None)
         jobs, last_update = body.get("jobs") or (), v0042.integer(body.get("last_update"))
         if updated_since and not jobs and not last_update:
             return Snapshot(items=None, last_update=updated_since)  # "No job changes since update_time"
         return Snapshot(items=tuple(v0042.parse_job(j) for j in jobs), last_update=last_update)
 
     def get_job(self, job_id: int) -> Job:
-        _, body = self._call("GET", f"job/{int(job_id)}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}",
+        _, body = self._call("GET", f"job/{int(job_id)}", Rpc.JOB_INFO_SINGLE, f"get job {job_id}",
                              params=self._job_list_params or None)
         for j in body.get("jobs") or ():
             if int(j.get("job_id", -1)) == int(job_id):
@@ -316,7 +299,7 @@ class RestClient:
             if not wanted:
                 return ()
             params = {"job_id": wanted}
-        _, body = self._call("GET", "jobs/state/", REQUEST_JOB_STATE, "list job states", params=params)
+        _, body = self._call("GET", "jobs/state/", Rpc.JOB_STATE, "list job states", params=params)
         return tuple(v0042.parse_job_state(j) for j in body.get("jobs") or ())
 
     def read_jobs(self, job_ids: Iterable[int]) -> tuple[Job, ...]:
@@ -325,7 +308,7 @@ class RestClient:
         found: list[Job] = []
         for job_id in dict.fromkeys(int(i) for i in job_ids):
             try:
-                _, body = self._call("GET", f"job/{job_id}", REQUEST_JOB_INFO_SINGLE, f"get job {job_id}",
+                _, body = self._call("GET", f"job/{job_id}", Rpc.JOB_INFO_SINGLE, f"get job {job_id}",
                                      params=self._job_list_params or None)
             except NotFound:
                 continue
@@ -333,7 +316,7 @@ class RestClient:
         return tuple(found)
 
     def submit_job(self, request: JobRequest) -> int:
-        _, body = self._call("POST", "job/submit", REQUEST_SUBMIT_BATCH_JOB, f"submit job {request.name}",
+        _, body = self._call("POST", "job/submit", Rpc.SUBMIT_BATCH_JOB, f"submit job {request.name}",
                              body={"job": v0042.job_desc(request)}, idempotent=False)
         job_id = v0042.number(body.get("job_id"))
         if not job_id:
@@ -345,7 +328,7 @@ class RestClient:
         if not payload:
             return
         what = f"update job {job_id}"
-        _, body = self._call("POST", f"job/{int(job_id)}", REQUEST_UPDATE_JOB, what, body=payload)
+        _, body = self._call("POST", f"job/{int(job_id)}", Rpc.UPDATE_JOB, what, body=payload)
         failed = [r for r in body.get("results") or () if r.get("error_code")]
         if failed:
             raise _error_from(what, [{"error_number": r["error_code"], "description": r.get("why") or r.get("error"),
@@ -362,7 +345,7 @@ class RestClient:
         what = f"cancel job {job_id}" if sig == "SIGKILL" else f"signal job {job_id} with {sig}"
         params = {"signal": sig} if signal is not None else None
         try:
-            _, body = self._call("DELETE", f"job/{int(job_id)}", REQUEST_KILL_JOB, what, params=params)
+            _, body = self._call("DELETE", f"job/{int(job_id)}", Rpc.KILL_JOB, what, params=params)
         except NotFound:
             if sig == "SIGKILL":
                 return  # an id slurmctld rejects outright (beyond MaxJobId): nothing to cancel either
@@ -374,11 +357,11 @@ class RestClient:
                                       "error": e.get("string")} for e in failed], 200)
 
     def list_partitions(self) -> tuple[Partition, ...]:
-        _, body = self._call("GET", "partitions/", REQUEST_PARTITION_INFO, "list partitions")
+        _, body = self._call("GET", "partitions/", Rpc.PARTITION_INFO, "list partitions")
         return tuple(v0042.parse_partition(p) for p in body.get("partitions") or ())
 
     def diag(self) -> SchedulerStats:
-        _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
+        _, body = self._call("GET", "diag/", Rpc.STATS_INFO, "diag")
         return v0042.parse_stats(body.get("statistics") or {})
 
     def server_time(self) -> int:
@@ -386,7 +369,7 @@ class RestClient:
         slurmctld's ``time(NULL)`` when it packs the answer). One call of a few KB. SlurmCache takes it
         just before a job state list, as the ``update_time`` of its later checks: the state list's
         answer carries no time, and the cache's own clock is not slurmctld's (module notes)."""
-        _, body = self._call("GET", "diag/", REQUEST_STATS_INFO, "diag")
+        _, body = self._call("GET", "diag/", Rpc.STATS_INFO, "diag")
         stamp = v0042.integer((body.get("statistics") or {}).get("req_time"))
         if stamp <= 0:
             raise SlurmError("diag: slurmrestd's answer has no statistics.req_time")

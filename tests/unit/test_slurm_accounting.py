@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from sunk.slurm.accounting import REQUEST_JOB_INFO, REQUEST_PING, RpcAccounting
+from sunk.slurm.accounting import Rpc, RpcAccounting
 from sunk.slurm.errors import NotFound, SlurmUnavailable
 
 
@@ -17,27 +17,27 @@ class Ticks:
 
 def test_counts_and_mean_per_message_type():
     acc = RpcAccounting(clock=Ticks(0.5))  # every measured call lasts 0.5 s
-    with acc.measure(REQUEST_JOB_INFO):
+    with acc.measure(Rpc.JOB_INFO):
         pass
-    with acc.measure(REQUEST_JOB_INFO):
+    with acc.measure(Rpc.JOB_INFO):
         pass
-    acc.record(REQUEST_PING, 2.0)
+    acc.record(Rpc.PING, 2.0)
     stats = acc.snapshot()
-    assert list(stats) == [REQUEST_JOB_INFO, REQUEST_PING]
-    assert (stats[REQUEST_JOB_INFO].count, stats[REQUEST_JOB_INFO].mean_seconds) == (2, pytest.approx(0.5))
-    assert (stats[REQUEST_PING].count, stats[REQUEST_PING].mean_seconds) == (1, 2.0)
+    assert list(stats) == [Rpc.JOB_INFO, Rpc.PING]
+    assert (stats[Rpc.JOB_INFO].count, stats[Rpc.JOB_INFO].mean_seconds) == (2, pytest.approx(0.5))
+    assert (stats[Rpc.PING].count, stats[Rpc.PING].mean_seconds) == (1, 2.0)
     assert acc.total_calls() == 3
 
 
 def test_failures_count_as_errors_but_not_found_is_an_answer():
     acc = RpcAccounting()
     with pytest.raises(SlurmUnavailable):
-        with acc.measure(REQUEST_JOB_INFO):
+        with acc.measure(Rpc.JOB_INFO):
             raise SlurmUnavailable("down")
     with pytest.raises(NotFound):
-        with acc.measure(REQUEST_JOB_INFO):
+        with acc.measure(Rpc.JOB_INFO):
             raise NotFound("no job")
-    stat = acc.snapshot()[REQUEST_JOB_INFO]
+    stat = acc.snapshot()[Rpc.JOB_INFO]
     assert (stat.count, stat.errors) == (2, 1)
 
 
@@ -46,12 +46,12 @@ def test_thread_safe_totals():
 
     def work():
         for _ in range(2000):
-            acc.record(REQUEST_PING, 0.001)
+            acc.record(Rpc.PING, 0.001)
 
     threads = [threading.Thread(target=work) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    stat = acc.snapshot()[REQUEST_PING]
+    stat = acc.snapshot()[Rpc.PING]
     assert stat.count == 16000 and stat.mean_seconds == pytest.approx(0.001)
