@@ -15,8 +15,9 @@ in, never from a layer further out. The imports are read with ``ast``, not by im
   as well.
 
 What the check does not see: importing ``a.b.c`` also runs ``a/__init__.py`` and
-``a/b/__init__.py``. Since each folder is one layer, those run in the imported module's
-layer or further in, so nothing outward runs unseen.
+``a/b/__init__.py``. Since each folder is one layer and none sits inside a folder of a layer
+further out (``test_no_layer_folder_sits_inside_one_further_out``), those run in the imported
+module's layer or further in, so nothing outward runs unseen.
 """
 
 from __future__ import annotations
@@ -339,3 +340,35 @@ def test_each_layer_is_named_by_folders():
     loose = sorted(m for m, path in MODULES.items() if m.count(".") == 1 and m.split(".")[0] == "sunk"
                    and path.name != "__init__.py")
     assert not loose, f"modules directly in sunk/ belong in a layer's folder: {loose}"
+
+
+def nesting_problems(layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """A folder listed twice, or inside a folder of a layer further out: importing it would run that
+    folder's ``__init__``, an outward import the import check never sees."""
+    where: dict[str, int] = {}
+    problems = []
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if prefix in where:
+                problems.append(f"{prefix} is in two layers")
+            where[prefix] = index
+    for prefix, index in where.items():
+        parts = prefix.split(".")
+        for cut in range(1, len(parts)):
+            parent = ".".join(parts[:cut])
+            if where.get(parent, -1) > index:
+                problems.append(f"{prefix} ({layers[index][0]}) is inside {parent} "
+                                f"({layers[where[parent]][0]}), a layer further out")
+    return problems
+
+
+def test_no_layer_folder_sits_inside_one_further_out():
+    assert not nesting_problems(LAYERS)
+
+
+def test_a_folder_inside_an_outer_one_or_in_two_layers_is_reported():
+    bad = [("pure", ("sunk", "sunk.commands.values", "sunk.model")), ("clients", ("sunk.slurm", "sunk.model")),
+           ("entry points", ("sunk.commands",))]
+    assert nesting_problems(bad) == [
+        "sunk.model is in two layers",
+        "sunk.commands.values (pure) is inside sunk.commands (entry points), a layer further out"]
