@@ -18,12 +18,13 @@ read_hooks_env() {
     done < "$1"
 }
 
-# hook_start: what the prolog and the epilog do first. Without a readable hooks.env (SUNK_HOOKS_ENV, by
-# default /etc/sunk/hooks.env) the script ends here, with 0: Slurm without sunk is unaffected. Else its
-# keys are read (read_hooks_env), NODE is this Slurm node and JOB the job (0 when none).
+# hook_start: what the prolog and the epilog do first. Without a readable hooks.env file (SUNK_HOOKS_ENV,
+# by default /etc/sunk/hooks.env; a directory, as a hostPath mount of a missing file leaves, counts as
+# none) the script ends here, with 0: Slurm without sunk is unaffected. Else its keys are read
+# (read_hooks_env), NODE is this Slurm node and JOB the job (0 when none).
 hook_start() {
     HOOKS_ENV=${SUNK_HOOKS_ENV:-/etc/sunk/hooks.env}
-    [ -r "$HOOKS_ENV" ] || exit 0
+    [ -f "$HOOKS_ENV" ] && [ -r "$HOOKS_ENV" ] || exit 0
     read_hooks_env "$HOOKS_ENV"
     NODE=${SLURMD_NODENAME:-$(hostname -s)}
     JOB=${SLURM_JOB_ID:-0}

@@ -99,6 +99,16 @@ def test_without_hooks_env_both_scripts_do_nothing(tmp_path, server):
     assert server.calls == []
 
 
+def test_a_hooks_env_that_is_a_directory_is_no_hooks_env(tmp_path, server):
+    """A hostPath mount of a file the host lacks makes a directory in its place: readable, yet no file.
+    Read under ``set -u`` it would end the prolog with an error, and slurmd drain the node 'Prolog error'."""
+    (tmp_path / "hooks.env").mkdir()
+    for script in ("prolog.sh", "epilog.sh"):
+        done = run(script, tmp_path, server.url, env_file=False)
+        assert done.returncode == 0 and done.stderr == ""
+    assert server.calls == []
+
+
 @pytest.mark.parametrize("extra", [b"", b'sunk-pod=u1 ns=a "quoted" back\\slash\ttab\nline',
                                    b"\xff\xfe not UTF-8 \xc3", b"x" * 100_000])
 def test_prolog_sends_the_job_id_and_nothing_its_user_controls(tmp_path, server, extra):
