@@ -509,17 +509,18 @@ def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
 
 
 def ab_summary(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Per figure: each checkout's median over the rounds, and this ÷ baseline per round (median, min, max)."""
+    """Per figure, over the rounds both sides have it (and where both Syncers lived to the end): each
+    checkout's median, this ÷ baseline per round (median, min, max), and how many rounds that is."""
     out: dict[str, Any] = {}
+    alive = [r for r in rounds if all(r[side].get("syncer_alive", True) for side in ("this", "baseline"))]
     for name, path in AB_FIGURES.items():
-        this = [figure(r["this"], path) for r in rounds]
-        base = [figure(r["baseline"], path) for r in rounds]
-        ratios = [a / b for a, b in zip(this, base, strict=True) if a is not None and b]
-        this_seen = [v for v in this if v is not None]
-        base_seen = [v for v in base if v is not None]
+        pairs = [(a, b) for a, b in ((figure(r["this"], path), figure(r["baseline"], path)) for r in alive)
+                 if a is not None and b]
+        ratios = [a / b for a, b in pairs]
         out[name] = {
-            "this_median": statistics.median(this_seen) if this_seen else None,
-            "baseline_median": statistics.median(base_seen) if base_seen else None,
+            "rounds": len(pairs),
+            "this_median": statistics.median(a for a, _ in pairs) if pairs else None,
+            "baseline_median": statistics.median(b for _, b in pairs) if pairs else None,
             "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
             "ratio_min": round(min(ratios), 3) if ratios else None,
             "ratio_max": round(max(ratios), 3) if ratios else None,
@@ -527,14 +528,17 @@ def ab_summary(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def run_ab(args: argparse.Namespace) -> dict[str, Any]:
-    """This checkout's Syncer and ``--baseline-tree``'s, alternately first, ``--rounds`` times, in one run."""
+def run_ab(args: argparse.Namespace, one_run: Callable[[argparse.Namespace, Path | None], dict[str, Any]] = run,
+           ) -> dict[str, Any]:
+    """This checkout's Syncer and ``--baseline-tree``'s, alternately first, ``--rounds`` times, in one run.
+    Each round is printed to stderr as it ends, so a failure later loses none."""
     rounds = []
     for index in range(args.rounds):
         order: list[tuple[str, Path | None]] = [("this", None), ("baseline", args.baseline_tree.resolve())]
         if index % 2:
             order.reverse()
-        rounds.append({key: run(args, tree) for key, tree in order})
+        rounds.append({key: one_run(args, tree) for key, tree in order})
+        print(json.dumps({"round": index, "first": order[0][0], **rounds[-1]}), file=sys.stderr, flush=True)
     return {"baseline_tree": str(args.baseline_tree), "rounds": rounds, "ab": ab_summary(rounds)}
 
 
@@ -578,6 +582,15 @@ def main(argv: list[str] | None = None) -> int:
                              "and this one's, alternately first, and the summary gives this ÷ baseline per figure")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the A/B run (with --baseline-tree)")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.rounds > 1 and args.baseline_tree is None:
+        parser.error("--rounds goes with --baseline-tree (one Syncer alone runs once)")
+    if args.baseline_tree is not None and not (args.baseline_tree / "sunk").is_dir():
+        parser.error(f"--baseline-tree {args.baseline_tree}: no sunk/ there (a checkout, e.g. a git worktree)")
+    if args.baseline_tree is not None and args.rounds % 2:
+        print(f"--rounds {args.rounds} is odd: this checkout goes first once more than the baseline",
+              file=sys.stderr)
     results = run_ab(args) if args.baseline_tree else run(args)
     text = json.dumps(results, indent=2)
     print(text)
