@@ -81,6 +81,11 @@ PASSING_WAIT_GRACE = 10.0
 # After a submission's answer was lost, the wait before the Pod's job is looked up in Slurm: a
 # connection that broke mid-request may leave the submission a moment more in slurmrestd.
 LOST_ANSWER_SETTLE = 2.0
+# A job whose cancel Slurm accepted is not cancelled again for this long: the jobs informer may show it
+# active a while yet (in a burst of changes its reads queue up for seconds), and a second cancel is a
+# Slurm call for nothing. Past it, a job still shown active is cancelled again.
+CANCEL_SETTLE = 60.0
+CANCELLED_KEPT = 4096  # past this many, the settled cancels are forgotten
 # Gangs are decided under one of these locks (by a hash of the gang's owner): bounded, never cleaned up.
 GANG_LOCK_STRIPES = 256
 # Gang members' bindings in flight at once, in the whole process (sunk-scheduler's: a toleration patch and a
@@ -224,8 +229,12 @@ class PodScheduler:
     _condition_written: dict[str, float] = attrs.field(init=False, factory=dict)
     # Pod UID -> Slurm's pending reason for its job ("" for none), while it waits: sunk_pods_waiting.
     _waiting_reason: dict[str, str] = attrs.field(init=False, factory=dict)
+    monotonic: Callable[[], float] = time.monotonic  # for what is timed on this process's own clock
     _gang_locks: tuple[threading.Lock, ...] = attrs.field(init=False)
     _binding_pool: ThreadPoolExecutor = attrs.field(init=False)  # its threads start at the first gang
+    # Job id -> when Slurm accepted this process's cancel of it (``monotonic``): see CANCEL_SETTLE.
+    _cancelled: dict[int, float] = attrs.field(init=False, factory=dict)
+    _cancelled_lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def __attrs_post_init__(self) -> None:
         self._submit_slots = threading.BoundedSemaphore(self.config.submit_concurrency)
@@ -608,11 +617,21 @@ class PodScheduler:
         log.info("slurm node %s: drained: %s", node, reason)
 
     def _cancel(self, job_id: int, why: str) -> None:
+        now = self.monotonic()
+        with self._cancelled_lock:
+            accepted = self._cancelled.get(job_id)
+            if accepted is not None and now - accepted < CANCEL_SETTLE:
+                log.debug("job %d: cancelled %.1fs ago, not again (%s)", job_id, now - accepted, why)
+                return
         try:
             self.slurm.cancel_job(job_id)
             log.info("cancelled job %d: %s", job_id, why)
         except NotFound:
-            pass
+            pass  # gone already: as good as cancelled
+        with self._cancelled_lock:
+            self._cancelled[job_id] = now
+            if len(self._cancelled) > CANCELLED_KEPT:  # forget the settled ones, now and then
+                self._cancelled = {j: t for j, t in self._cancelled.items() if now - t < CANCEL_SETTLE}
         self.nudge()
 
     def report(self, pod: Obj, type_: str, reason: str, message: str) -> None:

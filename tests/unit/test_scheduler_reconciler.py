@@ -14,7 +14,7 @@ from scheduler.binder import Binder
 from scheduler.config import SchedulerConfig
 from scheduler.decide import DeleteMembers, Nothing, Submit
 from scheduler.jobindex import JobIndex
-from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+from scheduler.reconciler import CANCEL_SETTLE, PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
 from sunk.kube.client import ApiError
 from sunk.model import names
@@ -406,13 +406,49 @@ def test_a_finished_pod_releases_its_job_at_once_and_is_kept(build, writes, monk
     pods[0]["status"] = {"phase": phase}
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
     scheduler.reconcile("uid-a")
-    scheduler.reconcile("uid-a")  # (the cache has not shown the cancellation yet: cancelling again is harmless)
-    assert scheduler.slurm.cancelled == [7, 7]
+    scheduler.reconcile("uid-a")  # the cache has not shown the cancellation yet: Slurm accepted it, not again
+    assert scheduler.slurm.cancelled == [7]
     assert recorder.events == [("SlurmJobReleased",
                                 f"the Pod {phase.lower()}: Slurm job 7 ended, its node is free for the next job")]
     jobs.upsert(Job(id=7, state="CANCELLED", nodes="node1", admin_comment="uid-a"), observed_at=2.0)
     scheduler.reconcile("uid-a")
-    assert scheduler.slurm.cancelled == [7, 7] and writes == []  # the Pod is never deleted for its job's end
+    assert scheduler.slurm.cancelled == [7] and writes == []  # the Pod is never deleted for its job's end
+
+
+class RefusingOnce(CancelRecorder):
+    """Slurm down for the first cancel: it raises, and nothing was accepted."""
+
+    def cancel_job(self, job_id, signal=None):
+        if not self.cancelled:
+            self.cancelled.append(None)
+            raise SlurmUnavailable("slurmctld is not responding")
+        super().cancel_job(job_id, signal)
+
+
+def test_a_deleted_pods_job_is_cancelled_once_while_the_cache_still_shows_it_running(build):
+    """The jobs informer may show a cancelled job RUNNING for seconds (a burst's reads queue up): one cancel
+    call, not one per reconcile in between. Past CANCEL_SETTLE a job still shown active is cancelled again."""
+    now = [100.0]
+    scheduler, pods, jobs, _, _ = build(slurm=CancelRecorder(), monotonic=lambda: now[0])
+    pods.clear()  # the Pod is gone
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
+    for _ in range(3):
+        scheduler.reconcile("uid-a")
+        now[0] += CANCEL_SETTLE / 4
+    assert scheduler.slurm.cancelled == [7]
+    now[0] += CANCEL_SETTLE  # still shown running a minute on: Slurm did not end it after all
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.cancelled == [7, 7]
+
+
+def test_a_cancel_slurm_did_not_accept_is_sent_again(build):
+    scheduler, pods, jobs, _, _ = build(slurm=RefusingOnce(), monotonic=lambda: 100.0)
+    pods.clear()
+    jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=1.0)
+    with pytest.raises(SlurmUnavailable):
+        scheduler.reconcile("uid-a")
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.cancelled == [None, 7]
 
 
 def test_a_pod_waiting_for_its_nodes_slurmd_pod_binds_once_one_appears(build, writes):
