@@ -45,7 +45,8 @@ from sunk.translate.nodeset.topology import CONF, DEFAULT_BLOCK_LABEL, YAML
 from sunk_dev import slurmconf
 from sunk_dev.cluster import DevCluster
 from sunk_dev.pool import StandInPool, apply_crds, wait_default_service_account
-from sunk_dev.standin_slurmd import SlurmdLaunch, free_port
+from sunk_dev.procs import free_port
+from sunk_dev.standin_slurmd import SlurmdLaunch
 
 LABEL = "sunk.dev/nodeset-bench"
 GPU_TYPE = "fake"  # what the stand-in Nodes' class (FAKE_GPU) maps to with --gres-from-node
@@ -90,11 +91,9 @@ def raw_path(cluster: DevCluster, nodes: list[str], log_dir: Path) -> float:
     procs: list[subprocess.Popen[bytes]] = []
     start = time.monotonic()
     try:
-        ports: set[int] = set()
-        while len(ports) < len(nodes):  # (free_port may hand the same port out twice: one slurmd then exits)
-            ports.add(free_port())
+        ports = [free_port() for _ in nodes]
         with (log_dir / "raw-slurmd.log").open("ab") as out:
-            for node, port in zip(nodes, sorted(ports), strict=True):
+            for node, port in zip(nodes, ports, strict=True):
                 argv = SlurmdLaunch(node, f"Feature={slurmconf.DYNAMIC_FEATURE}").argv(
                     cluster.root, port, slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB)
                 procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))

@@ -57,7 +57,7 @@ from sunk.slurm.errors import SlurmError
 from sunk.translate import objects
 from sunk_dev.cluster import DevCluster
 from sunk_dev.fakeslurm import FakeSlurmrestd
-from sunk_dev.procs import Daemon
+from sunk_dev.procs import Daemon, free_port
 from tests.cluster.kube_testns import create_namespace, purge_namespace
 from tests.cluster.procs import Process
 
@@ -76,14 +76,6 @@ def summary(values: list[float]) -> dict[str, Any]:
     return {"n": len(values), "p50_ms": round(percentile(values, 50) * 1000, 1),
             "p99_ms": round(percentile(values, 99) * 1000, 1), "max_ms": round(max(values) * 1000, 1),
             "mean_ms": round(statistics.fmean(values) * 1000, 1)}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> float:

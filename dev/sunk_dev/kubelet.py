@@ -33,7 +33,8 @@ from typing import Any, Optional
 from kubernetes import client, config
 
 from sunk_dev import slurmconf
-from sunk_dev.standin_slurmd import StandInSlurmd, free_port, launch_of
+from sunk_dev.procs import free_port
+from sunk_dev.standin_slurmd import StandInSlurmd, launch_of
 
 log = logging.getLogger("sunk_dev.kubelet")
 
@@ -244,7 +245,7 @@ class FakeKubelet:
         with self._lock:
             if uid in self._slurmds or self.stopping.is_set():
                 return
-            port = self._ports.setdefault(launch.node, free_port())
+            port = self._ports.get(launch.node) or self._ports.setdefault(launch.node, free_port())
             slurmd = StandInSlurmd(launch, self._chroot, port, slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB,
                                    self._log_dir)
             self._slurmds[uid] = slurmd

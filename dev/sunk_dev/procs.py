@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,21 @@ from attrs import frozen
 # token of the release that ran when the shell took it: after a switch, slurmdbd's health check failed
 # ("jwt_decode failure") and `up` with it. Commands in the chroot authenticate with munge.
 HOST_CLIENT_ENV = ("SLURM_CONF", "LD_LIBRARY_PATH", "SLURM_JWT")
+
+_HANDED_OUT: set[int] = set()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, never one handed out before by this process: the kernel
+    may give the same ephemeral port to two binds in a row once the first socket is closed, and a
+    syncer given one port for two listeners failed to start ('Address already in use')."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def chroot_env(argv: Sequence[str], env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:

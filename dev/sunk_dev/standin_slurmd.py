@@ -31,7 +31,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Mapping
@@ -124,12 +123,6 @@ def launch_of(pod: Mapping[str, Any]) -> SlurmdLaunch | None:
             return SlurmdLaunch(node=str(node), conf=str(env.get(ENV_CONF) or ""),
                                 gres_conf=str(env.get(ENV_GRES_CONF) or ""))
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def job_sessions(node: str, proc: Path = Path("/proc")) -> set[int]:

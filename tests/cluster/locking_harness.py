@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from procs import Process
+from procs import Process, free_port
 from slurmtools import wait_for
 
 from sunk.kube import client as kc
@@ -61,12 +60,6 @@ def clean_up(api, dev_cluster, lease: str) -> None:
     except kc.ApiError as exc:
         if not exc.not_found:
             raise
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SyncerProcess(Process):

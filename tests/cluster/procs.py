@@ -13,6 +13,8 @@ from typing import Optional
 
 import requests
 
+from sunk_dev.procs import free_port  # noqa: F401 (the harnesses' one)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

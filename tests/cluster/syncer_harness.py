@@ -16,7 +16,6 @@ run at once: the ``dev_cluster`` fixture claims the cluster (``sunk_dev.claim``)
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +24,9 @@ from typing import Any, TypeVar
 import requests
 
 try:
-    from procs import Process  # under pytest (rootdir-relative imports)
+    from procs import Process, free_port  # under pytest (rootdir-relative imports)
 except ImportError:  # from benchmarks/
-    from tests.cluster.procs import Process
+    from tests.cluster.procs import Process, free_port
 
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
@@ -40,12 +39,6 @@ from sunk.translate import objects
 NODES_UNDER_TEST = ("node3", "node4")
 TEST_LABEL = "sunk.dev/syncer-test"
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
