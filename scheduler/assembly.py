@@ -7,6 +7,7 @@ Slurm cache, the reconciler's workers and the HTTP app share one process's memor
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ from .config import (
     SchedulerConfig,
 )
 from .decide import Bind
+from .expectations import Doubted
 from .gangs import Workloads, key_of_pod_group, keys_of_job
 from .hooks import HookPorts, PlaceholderHooks, PodGone, create_hooks_app
 from .jobindex import IdentityParser, JobIndex
@@ -124,8 +126,9 @@ class PlaceholderReads:
         return None
 
     def submitted(self) -> ReadRequest:
-        """The request for a job this process just submitted, before any list shows it."""
-        return ReadRequest(wait_up_to=max(self.started_call_patience, 0.0))
+        """The request for a job this process just submitted, before any list shows it (``expected``: the
+        jobs lister, which reads no job it does not hold unless asked, reads it once listed)."""
+        return ReadRequest(wait_up_to=max(self.started_call_patience, 0.0), expected=True)
 
     def attach(self, jobs: JobInformer) -> Callable[[int], None]:
         """Keep ``jobs``' requests for this scheduler's placeholders as the informer's changes come (a job
@@ -138,7 +141,7 @@ class PlaceholderReads:
             if wanted is None or wanted.empty:
                 jobs.cancel_reads(job_id)
             else:
-                jobs.request_reads(job_id, every=wanted.every, wait_up_to=wanted.wait_up_to)
+                jobs.request_reads(job_id, every=wanted.every, wait_up_to=wanted.wait_up_to, expected=wanted.expected)
 
         jobs.add_handler(on_add=put, on_update=lambda _old, new: put(new),
                          on_delete=lambda job: jobs.cancel_reads(job.id))
@@ -147,6 +150,59 @@ class PlaceholderReads:
                 request(job_id, self.submitted())
 
         return submitted
+
+
+# A submission whose answer was lost may have made a job up to this long before the doubt (the REST client's
+# read timeout is 30 s): the jobs lister reads the jobs first listed since then, until the doubt is settled.
+LOST_SUBMISSION_LOOKBACK = 120.0
+
+
+class NewJobReads:
+    """When the jobs lister, which holds only this scheduler's placeholders and reads no other job, must read
+    every job it has not read yet (``SlurmInformer.read_new_jobs``), so that a placeholder made without a
+    known job id is found:
+
+    - standing by (not leading, from the start): the leader's new placeholders are read as they are listed,
+      so a replica that takes over holds them, and submits no second job for their Pods. It stops with the
+      first list requested after this replica began to lead, which shows every job made before it did.
+    - a submission's answer lost (``doubt``): the jobs first listed since ``LOST_SUBMISSION_LOOKBACK``
+      before the doubt, until the doubt is settled (its job found, or a later list shows none).
+    """
+
+    STANDBY = "standby"
+
+    def __init__(self, jobs: JobInformer):
+        self._jobs = jobs
+        self._leading_since: float | None = None
+        jobs.read_new_jobs(self.STANDBY, -math.inf)
+        self._unsubscribe = jobs.on_listed(self._listed)
+
+    def leading(self) -> None:
+        if self._leading_since is None:
+            self._leading_since = self._jobs.clock()
+
+    def _listed(self, requested_at: float) -> None:
+        if self._leading_since is not None and requested_at > self._leading_since:
+            self._jobs.read_new_jobs(self.STANDBY, None)
+            self._unsubscribe()
+
+    def doubt(self, key: str, doubt: Doubted | None) -> None:
+        self._jobs.read_new_jobs(f"doubt:{key}", doubt.since - LOST_SUBMISSION_LOOKBACK if doubt else None)
+
+    def runnable(self) -> _Leading:
+        """What the Manager starts once this replica leads."""
+        return _Leading(self)
+
+
+@attrs.frozen
+class _Leading:
+    reads: NewJobReads
+
+    def start(self) -> None:
+        self.reads.leading()
+
+    def stop(self) -> None:
+        pass
 
 
 @attrs.define
@@ -237,10 +293,13 @@ def assemble(
     # Jobs only: the scheduler reads no Slurm node (a Slurm node's Node comes from its slurmd Pod),
     # and 24.11 answers a node list with every partition even when nothing changed.
     parse = identity_parser(config)
+    # Only its own placeholders: another tenant's job is never read (NewJobReads says when a new one is).
     slurm_jobs = slurm_jobs or SlurmInformerFactory(
-        slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval).jobs()
+        slurm, interval=daemon.slurm.poll_interval, job_full_every=daemon.slurm.job_full_list_interval,
+        keep_job=lambda job: parse(job) is not None).jobs()
     submitted = PlaceholderReads(parse, config.started_call_patience, config.pending_reason_interval).attach(slurm_jobs)
-    index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs, on_expect=submitted)
+    new_jobs = NewJobReads(slurm_jobs)
+    index = JobIndex(parse, clock=slurm_jobs.clock, jobs=slurm_jobs, on_expect=submitted, on_doubt=new_jobs.doubt)
     # Its own Pods, without what it never reads (containers' images, env and mounts, volumes, the kubelet's
     # container statuses, write records): sunk/translate/podstores.py, issue 37 goal 5.
     pods = MultiNamespaceInformer(api, ("", "v1", "pods"), list(config.namespaces) or None,
@@ -288,6 +347,7 @@ def assemble(
     manager.add_controller(controller)
     manager.add_runnable(sweeper(pod_index, index, controller.queue.add, config.resync_seconds, config.sweep_batch),
                          needs_leader=True)
+    manager.add_runnable(new_jobs.runnable(), needs_leader=True)
     # Not only the leader's: before Slurm's first list nobody leads, and the Pods must hear why they wait.
     notice = OutageNotice(slurm_jobs, pod_index.unbound, scheduler.report,
                           may_report=lambda: manager.is_leader() or not manager.synced(), wake=controller.queue.add)

@@ -56,13 +56,16 @@ Expectation = Union[Expected, Refused, Doubted]
 class SubmitExpectations:
     """The scheduler's expectations of its jobs informer, by unit key (module notes). Thread-safe."""
 
-    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic, doubt_margin: float = 10.0):
+    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic, doubt_margin: float = 10.0,
+                 on_doubt: Optional[Callable[[str, Optional[Doubted]], None]] = None):
         """``ttl``: how long an expectation or a refusal is kept unmet; ``clock``: the informer's clock
         (a doubt is compared with the time the informer's lists were requested); ``doubt_margin``: how much
         later than the doubt a list must be requested to settle it. A client gives up after Slurm's
         MessageTimeout (10 s by default) while slurmctld may still be working on the submission: a list
-        taken at once may not show a job made just after it."""
+        taken at once may not show a job made just after it. ``on_doubt(key, doubt)``: a key's doubt begins
+        (the Doubted) or ends (None), under this object's lock: what the jobs lister must read meanwhile."""
         self._ttl = ttl
+        self._on_doubt = on_doubt
         self._doubt_margin = doubt_margin
         self._clock = clock
         self._lock = threading.Lock()
@@ -123,6 +126,8 @@ class SubmitExpectations:
 
     def _set(self, key: str, expectation: Optional[Expectation]) -> None:
         old = self._by_key.pop(key, None)
+        if self._on_doubt is not None and (isinstance(old, Doubted) or isinstance(expectation, Doubted)):
+            self._on_doubt(key, expectation if isinstance(expectation, Doubted) else None)
         if isinstance(old, Expected) and self._key_of_job.get(old.job_id) == key:
             del self._key_of_job[old.job_id]
         if expectation is not None:

@@ -86,15 +86,17 @@ class _OwnStore:
 class JobIndex:
     def __init__(self, parse: IdentityParser, expectation_ttl: float = 300.0,
                  clock: Callable[[], float] = time.monotonic, jobs: Optional[JobStore] = None,
-                 doubt_margin: float = 10.0, on_expect: Optional[Callable[[int], None]] = None):
+                 doubt_margin: float = 10.0, on_expect: Optional[Callable[[int], None]] = None,
+                 on_doubt: Optional[Callable[[str, Optional[Doubted]], None]] = None):
         """``jobs``: the Slurm jobs informer (its store gets the indexes); None: a store of the index's own,
         fed by ``upsert``/``remove``. ``clock``: the informer's (expectations are compared with its lists).
         ``doubt_margin``: SubmitExpectations'. ``on_expect(job_id)``: a job was submitted (the assembly's read
-        request for it, ``PlaceholderReads``)."""
+        request for it, ``PlaceholderReads``); ``on_doubt``: SubmitExpectations' (what to read while a lost
+        submission's job is looked for, ``NewJobReads``)."""
         self._parse = parse
         self._own = _OwnStore(expectation_ttl, clock) if jobs is None else None
         self._jobs: JobStore = jobs if jobs is not None else self._own  # type: ignore[assignment]
-        self.expectations = SubmitExpectations(expectation_ttl, clock, doubt_margin)
+        self.expectations = SubmitExpectations(expectation_ttl, clock, doubt_margin, on_doubt)
         self._on_expect = on_expect
         self._jobs.add_indexer(BY_UNIT, self._unit_index)
         self._jobs.add_indexer(BY_NODE, lambda job: list(job.node_list) if self._parse(job) is not None else [])

@@ -65,6 +65,20 @@ states meanwhile, since the job may change in ways a check of ``update_time`` be
 see. Once the patience is out the cache reads the job itself, so a call that never comes costs only
 that delay.
 
+Only its readers' jobs (``keep_job``: the scheduler keeps its own placeholders). Every other tenant's
+job would otherwise be read at each of its changes (a submission, a start, an end: three or four reads
+a job), by every replica. With ``keep_job`` the cache holds only the jobs it keeps, from full lists and
+reads alike, and a state list's entry for a job it does not hold is read only when a read request names
+the job (``ReadRequest.expected``: its reader just submitted it) or while a reader asks for every new job
+(``ReadRequests.read_new_jobs``: a submission whose answer was lost, when the job it may have made must
+be found; a replica standing by, whose store must hold the leader's new placeholders when it takes
+over); such a job, once read and not kept, is not read again. The other jobs' states are remembered by
+id (and by array), so that their changes still count as changes (a refresh that saw one is not idle),
+and a job first seen while no reader asked for new jobs is read if one asks later, from the time it asks.
+The jobs that changed are read ``read_workers`` at a time (the client's ``read_concurrency``: 8 over
+REST, where slurmrestd serves each read on a thread of its own; 1 through pyslurm, which holds the GIL
+through a read): a burst of changes is then about an eighth as many round trips deep.
+
 Writes mean what they meant with full lists (added, changed, removed),
 and a read that finds the job changed again since the state list keeps the newer record:
 the comparison is always with the record held, never with an earlier state list, so a job
@@ -131,6 +145,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, Optional, Protocol, Union
 
@@ -372,7 +387,8 @@ class SlurmCache:
                  min_nudge_interval: float = 0.1, max_busy: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  job_states: Optional[bool] = None, job_full_every: float = 300.0,
                  max_job_reads: Optional[int] = None, job_check_after: Optional[float] = None,
-                 job_check_max_full: Optional[float] = None, read_requests: Optional[ReadRequests] = None):
+                 job_check_max_full: Optional[float] = None, read_requests: Optional[ReadRequests] = None,
+                 keep_job: Optional[Callable[[Job], bool]] = None, read_workers: Optional[int] = None):
         """``job_states``: refresh jobs from the state list (module notes); None (the default) turns it
         on when the client says its state list is cheap (``cheap_job_states``: slurmrestd, not
         pyslurm). ``job_full_every``: seconds between the full job lists of that mode (0: list
@@ -391,7 +407,10 @@ class SlurmCache:
         which held jobs to read again though their state has not changed, every so many seconds (a
         placeholder's prolog ending, a PENDING placeholder's reason), and which reads the state list asks for
         may wait for someone else's read of the job (``observe``; module notes). While such a read is due the
-        cache lists states rather than checking ``update_time``.
+        cache lists states rather than checking ``update_time``. ``keep_job``: hold only the jobs it accepts,
+        and read no other job unless asked (module notes, "Only its readers' jobs"); None: every job.
+        ``read_workers``: how many job reads of one refresh run at once; None: the client's
+        ``read_concurrency`` (8 over REST, 1 through pyslurm).
         """
         if interval <= 0 or not 0 < max_busy <= 1:
             raise ValueError("interval must be positive and max_busy in (0, 1]")
@@ -399,11 +418,15 @@ class SlurmCache:
             raise ValueError("job_full_every and max_job_reads must not be negative")
         if job_check_after is not None and not job_check_after >= 1:
             raise ValueError("job_check_after must be at least 1 (math.inf: never)")
+        if read_workers is not None and read_workers < 1:
+            raise ValueError("read_workers must be at least 1")
         self.client = client
         self.job_states = (_cheap_states(client) if job_states is None else job_states) and job_full_every > 0
         self.job_full_every = job_full_every
         self.max_job_reads = max_job_reads
         self.read_requests = read_requests if read_requests is not None else ReadRequests()
+        self.keep_job = keep_job
+        self.read_workers = read_workers if read_workers is not None else _read_concurrency(client)
         self.job_check_after = job_check_after
         self.job_check_max_full = interval if job_check_max_full is None else job_check_max_full
         self.interval = interval
@@ -440,6 +463,11 @@ class SlurmCache:
         self._observed: dict[int, tuple[Job, float]] = {}  # job id -> (a record read elsewhere, when) (observe)
         self._observed_lock = threading.Lock()
         self._waiting: dict[int, float] = {}  # job id -> when a state list first asked for its read, while deferred
+        # With keep_job: the jobs not held, by ("job", id) or ("array", array id) -> their listed state (None:
+        # not known, from a full list's array), and those of them never read -> the state list that first
+        # showed them (requested at).
+        self._foreign: dict[tuple[str, int], Any] = {}
+        self._unread: dict[tuple[str, int], float] = {}
 
     # -- readers --------------------------------------------------------------------------------
     def nodes(self) -> Mapping[str, Node]:
@@ -733,7 +761,10 @@ class SlurmCache:
     def _take(self, kind: _Kind, now: float, snapshot: Snapshot[Any], full: bool) -> RefreshWrites:
         """A list answered with items: diff it against the items held, and hold it."""
         assert snapshot.items is not None
-        new = {kind.key(item): item for item in snapshot.items}
+        if kind.name == JOB and self.keep_job is not None:
+            new = self._keep_listed(snapshot.items)
+        else:
+            new = {kind.key(item): item for item in snapshot.items}
         found = diff(kind.items, new, now)
         kind.items = MappingProxyType(new)
         kind.listed_at = now
@@ -754,6 +785,61 @@ class SlurmCache:
             kind.last_full = now
         return found
 
+    def _keep_listed(self, jobs: Sequence[Job]) -> dict[Hashable, Job]:
+        """A whole job list, with ``keep_job``: the jobs kept; every other job is known, as read."""
+        assert self.keep_job is not None
+        kept: dict[Hashable, Job] = {}
+        foreign: dict[tuple[str, int], Any] = {}
+        for job in jobs:
+            if self.keep_job(job):
+                kept[job.id] = job
+            elif job.array_job_id is not None:
+                foreign[("array", job.array_job_id)] = None
+            else:
+                foreign[("job", job.id)] = (job.state, job.state_flags)
+        self._foreign, self._unread = foreign, {}
+        return kept
+
+    def _own_states(self, held: Mapping[int, Job], states: Sequence[JobState], requests: Mapping[int, ReadRequest],
+                    requested: float) -> tuple[list[JobState], dict[tuple[str, int], Any], bool]:
+        """With ``keep_job``: the state list's entries to plan reads with (the jobs held, requested or observed,
+        and, while a reader asks for new jobs, those not read yet), the others' states by key (remembered as
+        ``_foreign``), and whether any of those others changed since the last state list."""
+        since = self.read_requests.new_jobs_since
+        with self._observed_lock:
+            observed = set(self._observed)
+        held_arrays = {job.array_job_id for job in held.values() if job.array_job_id is not None}
+        own: list[JobState] = []
+        others: dict[tuple[str, int], Any] = {}
+        arrays: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
+        for entry in states:
+            if entry.job_id is not None:
+                if entry.job_id in held or entry.job_id in requests or entry.job_id in observed:
+                    own.append(entry)
+                    continue
+                key = ("job", entry.job_id)
+            elif entry.array_job_id is not None:
+                if entry.array_job_id in held_arrays:
+                    own.append(entry)
+                    continue
+                key = ("array", entry.array_job_id)
+            else:
+                continue
+            unread_since = self._unread.get(key) if key in self._foreign else math.inf  # (new; None: read already)
+            if since is not None and unread_since is not None and unread_since >= since:
+                own.append(entry)  # (read now; kept, or known from then on)
+                continue
+            if key[0] == "job":
+                others[key] = (entry.state, entry.state_flags)
+            else:
+                arrays.setdefault(key, []).append((entry.key, entry.state, tuple(sorted(entry.state_flags))))
+        for key, entries in arrays.items():
+            others[key] = tuple(sorted(entries))
+        changed = len(others) != len(self._foreign) or any(self._foreign.get(k, others) != v for k, v in others.items())
+        self._unread = {key: self._unread.get(key, requested) for key in others
+                        if key not in self._foreign or key in self._unread}
+        return own, others, changed
+
     def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int],
                             stamp: bool = False) -> RefreshWrites:
         """Jobs from the state list plus reads of what changed: see the module notes. ``stamp``: read
@@ -769,7 +855,7 @@ class SlurmCache:
             return self._full_job_list(kind, self._clock(), made)
         made[0] += 1
         try:
-            states = self.client.list_job_states()
+            states: Sequence[JobState] = self.client.list_job_states()
         except SlurmUnavailable:
             raise
         except Exception as exc:  # refused or not understood (no /jobs/state, a shape we do not know): list in full
@@ -784,9 +870,21 @@ class SlurmCache:
         self._listed(kind)
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
         requests = self.read_requests.snapshot()
+        listed: Sequence[JobState] = states
+        others: Optional[dict[tuple[str, int], Any]] = None
+        others_changed = False
+        if self.keep_job is not None:
+            states, others, others_changed = self._own_states(held, listed, requests, requested)
         plan = plan_job_reads(held, states, self._rereads(kind, self._clock(), requests))
         taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested, requests)
         if not (to_read or plan.arrays or plan.gone or taken or deferred):
+            if others is not None:
+                self._foreign = others
+            if others_changed:  # another tenant's job changed: not idle, though nothing is read
+                self._stop_checking()
+                idle = RefreshWrites()
+                idle.listed(_state_listing(listed, held), requested)
+                return idle
             self._idle_lists += 1
             self._idle_seconds += self._clock() - started
             if since is not None and self._checking:
@@ -800,7 +898,7 @@ class SlurmCache:
                 self._checking = True
                 self._checked_at = requested
             idle = RefreshWrites()
-            idle.listed(_state_listing(states, held), requested)
+            idle.listed(_state_listing(listed, held), requested)
             return idle
         self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
         bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
@@ -824,25 +922,26 @@ class SlurmCache:
             for key, job in held.items():
                 if job.array_job_id is not None:
                     members.setdefault(job.array_job_id, []).append(key)
+        keep = self.keep_job or (lambda _job: True)
         for observed, seen_at in taken.values():
-            put(observed, seen_at)
-        for job_id in to_read:
-            at = self._clock()
-            made[0] += 1
-            record = next((j for j in self.client.read_jobs([job_id]) if j.id == job_id), None)
-            if record is None:  # gone since the state list
-                drop(job_id, at)
-            else:
-                put(record, at)
-        for array in plan.arrays:
-            at = self._clock()
-            made[0] += 1
-            records = [j for j in self.client.read_jobs([array]) if j.array_job_id == array]
-            fresh = {j.id for j in records}
-            for member in members.get(array, ()):
+            if keep(observed):
+                put(observed, seen_at)
+        reads = [(job_id, False) for job_id in to_read] + [(array, True) for array in plan.arrays]
+        made[0] += len(reads)
+        for (target, array), (records, at) in zip(reads, self._read(reads), strict=True):
+            if not array:
+                record = next((j for j in records if j.id == target), None)
+                if record is None or not keep(record):  # gone since the state list, or not one to keep
+                    drop(target, at)
+                else:
+                    put(record, at)
+                continue
+            found = [j for j in records if j.array_job_id == target and keep(j)]
+            fresh = {j.id for j in found}
+            for member in members.get(target, ()):
                 if member not in fresh:
                     drop(member, at)
-            for record in records:
+            for record in found:
                 put(record, at)
         for job_id in plan.gone:
             drop(job_id, requested)
@@ -851,10 +950,44 @@ class SlurmCache:
             self._job_reads_taken += len(taken)
         if writes:
             kind.items = MappingProxyType(writes.items)
-        writes.listed(_state_listing(states, writes.items), requested)
+        if others is not None:
+            self._know_unkept(others, states, writes.items, deferred)
+        writes.listed(_state_listing(listed, writes.items), requested)
         self.read_requests.forget(writes.removed)  # type: ignore[arg-type]
         kind.read_at = read_at
         return writes
+
+    def _read(self, reads: Sequence[tuple[int, bool]]) -> list[tuple[tuple[Job, ...], float]]:
+        """Each (job or array id, whether an array) read, in order, with when its read began: up to
+        ``read_workers`` at once. A failed read fails them all (the refresh keeps its snapshot)."""
+
+        def read(target: tuple[int, bool]) -> tuple[tuple[Job, ...], float]:
+            at = self._clock()
+            return self.client.read_jobs([target[0]]), at
+
+        if len(reads) <= 1 or self.read_workers == 1:
+            return [read(target) for target in reads]
+        with ThreadPoolExecutor(min(self.read_workers, len(reads)), thread_name_prefix="slurm-job-read") as pool:
+            return list(pool.map(read, reads))
+
+    def _know_unkept(self, others: dict[tuple[str, int], Any], planned: Sequence[JobState],
+                     kept: Mapping[Hashable, Job], deferred: Collection[int]) -> None:
+        """With ``keep_job``, after a refresh's reads: the jobs planned with and not kept (read and found to be
+        another's, or gone) join the others known, as read."""
+        kept_arrays = {job.array_job_id for job in kept.values() if job.array_job_id is not None}
+        arrays: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
+        for entry in planned:
+            if entry.job_id is not None:
+                if entry.job_id not in kept and entry.job_id not in deferred:
+                    others[("job", entry.job_id)] = (entry.state, entry.state_flags)
+                    self._unread.pop(("job", entry.job_id), None)
+            elif entry.array_job_id is not None and entry.array_job_id not in kept_arrays:
+                arrays.setdefault(("array", entry.array_job_id), []).append(
+                    (entry.key, entry.state, tuple(sorted(entry.state_flags))))
+        for key, entries in arrays.items():
+            others[key] = tuple(sorted(entries))
+            self._unread.pop(key, None)
+        self._foreign = others
 
     def _sort_reads(self, kind: _Kind, held: Mapping[int, Job], states: Sequence[JobState], plan: JobReads,
                     requested: float, requests: Mapping[int, ReadRequest],
@@ -1054,6 +1187,15 @@ def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:
     except Exception:
         return None
     return found if callable(found) else None
+
+
+def _read_concurrency(client: Any) -> int:
+    """The reads the client says are worth making at once (1 for a test double that does not say)."""
+    try:
+        found = getattr(client, "read_concurrency", 1)
+    except Exception:  # doubles that refuse every unknown attribute
+        return 1
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else 1
 
 
 def _cheap_states(client: Any) -> bool:

@@ -77,6 +77,13 @@ class SlurmClient(Protocol):
         states and reads only the jobs that changed)."""
         ...
 
+    @property
+    def read_concurrency(self) -> int:
+        """How many ``read_jobs`` calls are worth making at once (SlurmCache reads the jobs that changed that
+        many at a time): slurmrestd serves each on a thread of its own; pyslurm holds the GIL through a
+        read, so 1."""
+        ...
+
     def submit_job(self, request: JobRequest) -> int: ...
 
     def update_job(self, job_id: int, *, extra: Optional[str] = None, comment: Optional[str] = None) -> None: ...

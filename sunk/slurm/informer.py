@@ -226,13 +226,20 @@ class SlurmInformer(Generic[K, T]):
         return self._change(self._key(item), item, requested_at)
 
     # ---- read requests (jobs) ----------------------------------------------------------------------
-    def request_reads(self, job_id: int, *, every: Optional[float] = None, wait_up_to: float = 0.0) -> None:
+    def request_reads(self, job_id: int, *, every: Optional[float] = None, wait_up_to: float = 0.0,
+                      expected: bool = False) -> None:
         """Ask the jobs lister, for this one job: read it every ``every`` seconds though its state did not
         change (0: at every refresh; None: only when it changes), and let a read its change to RUNNING asks
         for (or its first, a new job PENDING or RUNNING) wait up to ``wait_up_to`` seconds for a record read
-        elsewhere (``observe``). Replaces the job's earlier request; both unset cancel it. Data, not a
-        callback: the lister reads it at its next refresh (``sunk/slurm/readrequests.py``)."""
-        self._requests().request(job_id, ReadRequest(every, wait_up_to), self.clock())
+        elsewhere (``observe``); ``expected``: the caller made the job, read it as soon as it is listed even
+        where the lister keeps only its readers' jobs. Replaces the job's earlier request; all unset cancel
+        it. Data, not a callback: the lister reads it at its next refresh (``sunk/slurm/readrequests.py``)."""
+        self._requests().request(job_id, ReadRequest(every, wait_up_to, expected), self.clock())
+
+    def read_new_jobs(self, reason: str, since: Optional[float]) -> None:
+        """Where the lister keeps only its readers' jobs: for ``reason``, read every job a state list requested
+        at ``since`` or later first showed (``ReadRequests.read_new_jobs``); None: stop, for that reason."""
+        self._requests().read_new_jobs(reason, since)
 
     def cancel_reads(self, job_id: int) -> None:
         self._requests().cancel(job_id)
@@ -384,9 +391,11 @@ class SlurmInformerFactory:
 
     def __init__(self, client: SlurmClient, *, interval: float = 1.0,
                  intervals: Optional[Mapping[str, float]] = None, job_full_every: float = 300.0,
-                 **lister_options: Any):
-        """``lister_options``: passed to each kind's ``SlurmCache`` (tests: ``clock``, ``resync_every``, ...)."""
+                 keep_job: Optional[Callable[[Job], bool]] = None, **lister_options: Any):
+        """``keep_job``: the jobs lister holds and reads only the jobs it accepts (``SlurmCache``'s; None: every
+        job). ``lister_options``: passed to each kind's ``SlurmCache`` (tests: ``clock``, ``resync_every``, ...)."""
         self.client = client
+        self.keep_job = keep_job
         self.interval = interval
         self.intervals = dict(intervals or {})
         self.job_full_every = job_full_every
@@ -410,7 +419,8 @@ class SlurmInformerFactory:
             informer = self._informers.get(kind)
             if informer is None:
                 lister = SlurmCache(self.client, interval=self.intervals.get(kind, self.interval), kinds=(kind,),
-                                    job_full_every=self.job_full_every, **self.lister_options)
+                                    job_full_every=self.job_full_every, keep_job=self.keep_job if kind == JOB else None,
+                                    **self.lister_options)
                 informer = self._informers[kind] = SlurmInformer(lister, kind, _KEYS[kind])
             return informer
 

@@ -380,6 +380,8 @@ class PyslurmClient:
         """Whether ``list_job_states`` is Slurm's state RPC rather than a full list (module notes)."""
         return self._states is not None
 
+    read_concurrency = 1  # pyslurm's Job.load holds the GIL through slurm_load_job: reads at once would queue
+
     # -- SlurmClient ---------------------------------------------------------------------------
     def ping(self) -> bool:
         try:

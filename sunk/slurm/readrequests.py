@@ -11,6 +11,11 @@ nothing of why they were made.
 The table is bounded: a job removed from the lister's store drops out, a full list drops the requests of
 jobs it does not show (made before the list was requested), and past ``limit`` the oldest request goes (its
 job is then read as any other: at once, and only when its state changes).
+
+A lister that keeps only its readers' jobs (``SlurmCache(keep_job=...)``: the scheduler's placeholders)
+reads a job it does not hold only when a request names it (``ReadRequest.expected``: just submitted) or
+while some reader asks for every new job (``read_new_jobs``: a submission whose answer was lost, a
+replica standing by), so the other tenants' jobs cost it no read.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ class ReadRequest:
     # change to RUNNING (from PENDING or RUNNING), or a new job PENDING or RUNNING; an end or a requeue is
     # read at once.
     wait_up_to: float = 0.0
+    # The reader made this job (it submitted it): read it when a state list first shows it, even in a lister
+    # that reads only the jobs it holds (``SlurmCache(keep_job=...)``).
+    expected: bool = False
 
     @property
     def empty(self) -> bool:
-        return self.every is None and self.wait_up_to <= 0
+        return self.every is None and self.wait_up_to <= 0 and not self.expected
 
     def due(self, now: float, last_read: float) -> bool:
         """Its periodic read is due, the job last read at ``last_read``."""
@@ -68,6 +76,7 @@ class ReadRequests:
         self._lock = threading.Lock()
         self._requests: dict[int, tuple[ReadRequest, float]] = {}  # -> (request, when made), oldest first
         self._warned = False
+        self._new_jobs_since: dict[str, float] = {}  # reason -> since when every new job is to be read
 
     def request(self, job_id: int, request: Optional[ReadRequest], at: float) -> None:
         """Set ``job_id``'s request (made at ``at``, the lister's clock); None or an empty one cancels it."""
@@ -112,6 +121,23 @@ class ReadRequests:
         with self._lock:
             self._requests = {job_id: entry for job_id, entry in self._requests.items()
                               if job_id in listed or entry[1] > requested_at}
+
+    def read_new_jobs(self, reason: str, since: Optional[float]) -> None:
+        """For ``reason``, ask that a lister keeping only its readers' jobs read every job it does not hold
+        that a state list requested at ``since`` or later first showed (one read each: a job it then finds
+        not to keep is not read again); None: stop asking for ``reason``. ``since`` is the lister's clock;
+        ``-math.inf``: every job it has not read yet."""
+        with self._lock:
+            if since is None:
+                self._new_jobs_since.pop(reason, None)
+            else:
+                self._new_jobs_since[reason] = since
+
+    @property
+    def new_jobs_since(self) -> Optional[float]:
+        """The earliest ``since`` asked for (``read_new_jobs``); None: read only the jobs held or requested."""
+        with self._lock:
+            return min(self._new_jobs_since.values(), default=None)
 
     def __len__(self) -> int:
         with self._lock:

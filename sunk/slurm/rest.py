@@ -163,6 +163,7 @@ class RestClient:
     """Thread-safe; one keep-alive ``requests.Session`` shared by all callers."""
 
     cheap_job_states = True  # GET /jobs/state: about 80 bytes a job, against 8 to 18 KB in /jobs
+    read_concurrency = 8  # GET /job/{id}s at once: slurmrestd serves each on a thread of its own
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ in 24.11's shape and counts the bytes of every answer.
 """
 
 import logging
+import threading
 import math
 
 import pytest
@@ -1169,3 +1170,138 @@ def test_read_requests_of_jobs_gone_drop_out(fake, slurm_clock, clock):
     cache.read_requests.request(100, ReadRequest(wait_up_to=3.0), clock.t + 0.5)  # made as the list runs
     cache.refresh()  # the full list
     assert cache.read_requests.get(99) is None and cache.read_requests.get(100) is not None
+
+
+# -- only its readers' jobs (keep_job: the scheduler's placeholders) ----------------------------------------------
+
+
+def ours(job):
+    return job.admin_comment == PLACEHOLDER
+
+
+def own_cache(fake, clock, **kw):
+    cache = SlurmCache(rest(fake), kinds=("job",), clock=clock, keep_job=ours, **kw)
+    assert cache.refresh().ok
+    return cache
+
+
+def reads(fake, since):
+    return sorted(int(path[4:]) for _m, path, _q in fake.state.requests[since:]
+                  if path.startswith("job/") and path[4:].isdigit())
+
+
+def step(fake, slurm_clock, clock, cache):
+    """One refresh after Slurm's and the cache's clocks moved on: the jobs read, and whether it was idle."""
+    slurm_clock.tick()
+    clock.tick()
+    before, idle_before = len(fake.state.requests), cache._idle_lists
+    assert cache.refresh().ok
+    return reads(fake, before), cache._idle_lists > idle_before
+
+
+def test_another_tenants_jobs_are_never_held_nor_read_though_their_changes_count(fake, slurm_clock, clock):
+    fake.put_job(1, admin_comment=PLACEHOLDER)
+    fake.put_job(2)  # another tenant's
+    slurm_clock.tick()
+    cache = own_cache(fake, clock)
+    assert set(cache.jobs()) == {1}  # the full list keeps ours only
+    fake.put_job(3)  # new, theirs
+    fake.put_job(2, state=("RUNNING",), nodes="node1")
+    assert step(fake, slurm_clock, clock, cache) == ([], False)  # no read, and not idle: a job changed
+    assert set(cache.jobs()) == {1}
+    assert step(fake, slurm_clock, clock, cache) == ([], True)  # nothing changed since
+    fake.put_job(1, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
+    fake.remove_job(2)
+    assert step(fake, slurm_clock, clock, cache) == ([1], False)  # ours is read as ever
+    assert cache.job(1).node_list == ("node1",)
+    assert cache.stats().job_reads == 1
+
+
+def test_a_job_its_reader_submitted_is_read_once_listed(fake, slurm_clock, clock):
+    cache = own_cache(fake, clock)
+    fake.put_job(7, admin_comment=PLACEHOLDER)
+    cache.read_requests.request(7, ReadRequest(expected=True), clock.t)
+    fake.put_job(8)
+    assert step(fake, slurm_clock, clock, cache)[0] == [7]
+    assert set(cache.jobs()) == {7}
+
+
+def test_while_new_jobs_are_asked_for_each_is_read_once_and_only_ours_kept(fake, slurm_clock, clock):
+    cache = own_cache(fake, clock)
+    cache.read_requests.read_new_jobs("standby", -math.inf)
+    fake.put_job(4)
+    fake.put_job(5, admin_comment=PLACEHOLDER)  # made by another replica: no request names it
+    assert step(fake, slurm_clock, clock, cache)[0] == [4, 5]
+    assert set(cache.jobs()) == {5}
+    fake.put_job(4, state=("RUNNING",), nodes="node1")
+    assert step(fake, slurm_clock, clock, cache)[0] == []  # read once: known to be another's
+    cache.read_requests.read_new_jobs("standby", None)
+    fake.put_job(6, admin_comment=PLACEHOLDER)
+    assert step(fake, slurm_clock, clock, cache)[0] == []  # no longer asked for: not read
+    assert cache.job(6) is None
+
+
+def test_a_job_listed_before_new_jobs_were_asked_for_is_read_if_first_listed_since(fake, slurm_clock, clock):
+    """A submission whose answer is lost: its job may be listed, unread, before the doubt asks for new jobs;
+    the ask reaches back to the submission (``since``), not further."""
+    fake.put_job(3)  # listed long before: not read
+    cache = own_cache(fake, clock)
+    slurm_clock.tick()
+    clock.tick(60)
+    sent = clock.t
+    fake.put_job(9, admin_comment=PLACEHOLDER)  # the lost submission's job
+    fake.put_job(10)  # another tenant's, in the same seconds
+    assert step(fake, slurm_clock, clock, cache)[0] == []  # nobody asks yet
+    fake.put_job(11)
+    cache.read_requests.read_new_jobs("doubt:u", sent)
+    assert step(fake, slurm_clock, clock, cache)[0] == [9, 10, 11]  # not 3, listed before ``sent``
+    assert set(cache.jobs()) == {9}
+    assert step(fake, slurm_clock, clock, cache)[0] == []
+
+
+def test_a_full_list_knows_every_job_it_does_not_keep_as_read(fake, slurm_clock, clock):
+    fake.put_job(2)
+    fake.put_job(3, array_job_id=3, array_task_id=0)
+    cache = own_cache(fake, clock, job_full_every=300)
+    cache.read_requests.read_new_jobs("standby", -math.inf)
+    assert step(fake, slurm_clock, clock, cache)[0] == []  # the full list read them: none is read again
+    assert cache.jobs() == {}
+
+
+def test_a_kept_job_that_the_cache_held_is_removed_when_a_read_shows_it_is_not_ours(fake, slurm_clock, clock):
+    fake.put_job(1, admin_comment=PLACEHOLDER)
+    cache = own_cache(fake, clock)
+    fake.put_job(1, state=("RUNNING",), nodes="node1", admin_comment="")  # (an admin rewrote it)
+    assert step(fake, slurm_clock, clock, cache)[0] == [1]
+    assert cache.job(1) is None
+
+
+# -- reads in parallel ------------------------------------------------------------------------------------------
+
+
+class BarrierReads:
+    """A client whose job reads each wait until ``parties`` of them run at once."""
+
+    def __init__(self, client, parties):
+        self.client = client
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def read_jobs(self, job_ids):
+        self.barrier.wait()
+        return self.client.read_jobs(job_ids)
+
+
+def test_the_reads_of_one_refresh_run_read_workers_at_a_time(fake, slurm_clock, clock):
+    cache = SlurmCache(BarrierReads(rest(fake), 4), kinds=("job",), clock=clock, read_workers=4)
+    assert cache.refresh().ok  # (the first full list: no job yet)
+    for job_id in range(1, 9):
+        fake.put_job(job_id)
+    slurm_clock.tick()
+    clock.tick()
+    result = cache.refresh()  # 8 reads, four at a time: serial reads would break the barrier
+    assert result.ok and result.calls == 9 and set(cache.jobs()) == set(range(1, 9))
+    with pytest.raises(ValueError):
+        SlurmCache(rest(fake), kinds=("job",), read_workers=0)
