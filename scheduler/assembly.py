@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -152,42 +153,55 @@ class PlaceholderReads:
         return submitted
 
 
-# A submission whose answer was lost may have made a job up to this long before the doubt (the REST client's
-# read timeout is 30 s): the jobs lister reads the jobs first listed since then, until the doubt is settled.
+# A submission whose answer was lost may have made a job this long before the doubt, or after it ended (the
+# REST client's read timeout is 30 s; slurmctld may record the job after the client gave up): the jobs lister
+# reads the jobs first listed from then until then.
 LOST_SUBMISSION_LOOKBACK = 120.0
 
 
 class NewJobReads:
     """When the jobs lister, which holds only this scheduler's placeholders and reads no other job, must read
     every job it has not read yet (``SlurmInformer.read_new_jobs``), so that a placeholder made without a
-    known job id is found:
+    job id this process knows is found, and never submitted again:
 
     - standing by (not leading, from the start): the leader's new placeholders are read as they are listed,
-      so a replica that takes over holds them, and submits no second job for their Pods. It stops with the
-      first list requested after this replica began to lead, which shows every job made before it did.
-    - a submission's answer lost (``doubt``): the jobs first listed since ``LOST_SUBMISSION_LOOKBACK``
-      before the doubt, until the doubt is settled (its job found, or a later list shows none).
+      so a replica that takes over holds them. It goes on ``LOST_SUBMISSION_LOOKBACK`` after it began to
+      lead: the old leader's last submission may still be on its way to slurmctld.
+    - a submission's answer lost (a doubt): the jobs first listed from ``LOST_SUBMISSION_LOOKBACK`` before
+      the doubt, until ``LOST_SUBMISSION_LOOKBACK`` after it was settled or forgotten (a job slurmctld
+      records late is then still seen at once, and the scheduler cancels the younger of two).
+
+    Each stops once a whole list requested after its end is held.
     """
 
     STANDBY = "standby"
 
     def __init__(self, jobs: JobInformer):
         self._jobs = jobs
-        self._leading_since: float | None = None
+        self._lock = threading.Lock()
+        self._ends: dict[str, float] = {}  # reason -> when it ends (the lister's clock)
         jobs.read_new_jobs(self.STANDBY, -math.inf)
-        self._unsubscribe = jobs.on_listed(self._listed)
+        jobs.on_listed(self._listed)
 
     def leading(self) -> None:
-        if self._leading_since is None:
-            self._leading_since = self._jobs.clock()
-
-    def _listed(self, requested_at: float) -> None:
-        if self._leading_since is not None and requested_at > self._leading_since:
-            self._jobs.read_new_jobs(self.STANDBY, None)
-            self._unsubscribe()
+        with self._lock:
+            self._ends.setdefault(self.STANDBY, self._jobs.clock() + LOST_SUBMISSION_LOOKBACK)
 
     def doubt(self, key: str, doubt: Doubted | None) -> None:
-        self._jobs.read_new_jobs(f"doubt:{key}", doubt.since - LOST_SUBMISSION_LOOKBACK if doubt else None)
+        reason = f"doubt:{key}"
+        with self._lock:
+            if doubt is not None:
+                self._ends.pop(reason, None)
+                self._jobs.read_new_jobs(reason, doubt.since - LOST_SUBMISSION_LOOKBACK)
+            else:
+                self._ends[reason] = self._jobs.clock() + LOST_SUBMISSION_LOOKBACK
+
+    def _listed(self, requested_at: float) -> None:
+        with self._lock:
+            for reason, end in list(self._ends.items()):
+                if requested_at > end:
+                    del self._ends[reason]
+                    self._jobs.read_new_jobs(reason, None)
 
     def runnable(self) -> _Leading:
         """What the Manager starts once this replica leads."""

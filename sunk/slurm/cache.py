@@ -379,6 +379,15 @@ class _Kind:
         self.failing_since = 0.0  # clock when the current outage began
 
 
+@frozen
+class _Others:
+    """With ``keep_job``, the jobs a state list showed that the cache does not hold: their listed states by
+    ("job", id) or ("array", array id), and those never read, by the time of the first list that showed them."""
+
+    known: Mapping[tuple[str, int], Any]
+    unread: Mapping[tuple[str, int], float]
+
+
 class SlurmCache:
     outage_dependency = "slurm"  # its on_recovered wakes the keys that waited for Slurm (the Manager)
 
@@ -801,10 +810,11 @@ class SlurmCache:
         return kept
 
     def _own_states(self, held: Mapping[int, Job], states: Sequence[JobState], requests: Mapping[int, ReadRequest],
-                    requested: float) -> tuple[list[JobState], dict[tuple[str, int], Any], bool]:
+                    requested: float) -> tuple[list[JobState], _Others, bool]:
         """With ``keep_job``: the state list's entries to plan reads with (the jobs held, requested or observed,
-        and, while a reader asks for new jobs, those not read yet), the others' states by key (remembered as
-        ``_foreign``), and whether any of those others changed since the last state list."""
+        and, while a reader asks for new jobs, those not read yet), the others as they will be known once the
+        refresh's reads are done (``_know_unkept``; nothing is changed before, so a failed read leaves every job
+        as it was), and whether any of those others changed since the last state list."""
         since = self.read_requests.new_jobs_since
         with self._observed_lock:
             observed = set(self._observed)
@@ -836,9 +846,9 @@ class SlurmCache:
         for key, entries in arrays.items():
             others[key] = tuple(sorted(entries))
         changed = len(others) != len(self._foreign) or any(self._foreign.get(k, others) != v for k, v in others.items())
-        self._unread = {key: self._unread.get(key, requested) for key in others
-                        if key not in self._foreign or key in self._unread}
-        return own, others, changed
+        unread = {key: self._unread.get(key, requested) for key in others
+                  if key not in self._foreign or key in self._unread}
+        return own, _Others(others, unread), changed
 
     def _refresh_job_states(self, kind: _Kind, requested: float, made: list[int],
                             stamp: bool = False) -> RefreshWrites:
@@ -871,7 +881,7 @@ class SlurmCache:
         held: Mapping[int, Job] = kind.items  # type: ignore[assignment]
         requests = self.read_requests.snapshot()
         listed: Sequence[JobState] = states
-        others: Optional[dict[tuple[str, int], Any]] = None
+        others: Optional[_Others] = None
         others_changed = False
         if self.keep_job is not None:
             states, others, others_changed = self._own_states(held, listed, requests, requested)
@@ -879,7 +889,7 @@ class SlurmCache:
         taken, to_read, deferred = self._sort_reads(kind, held, states, plan, requested, requests)
         if not (to_read or plan.arrays or plan.gone or taken or deferred):
             if others is not None:
-                self._foreign = others
+                self._foreign, self._unread = dict(others.known), dict(others.unread)
             if others_changed:  # another tenant's job changed: not idle, though nothing is read
                 self._stop_checking()
                 idle = RefreshWrites()
@@ -901,7 +911,8 @@ class SlurmCache:
             idle.listed(_state_listing(listed, held), requested)
             return idle
         self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
-        bound = self.max_job_reads if self.max_job_reads is not None else max(64, len(held) // 20)
+        # (the entries listed, not the jobs held: with keep_job a standby reads other tenants' new jobs too)
+        bound = self.max_job_reads if self.max_job_reads is not None else max(64, max(len(held), len(listed)) // 20)
         if len(to_read) + len(plan.arrays) > bound:
             log.debug("%d jobs and %d arrays changed: one full job list instead of their reads",
                       len(to_read), len(plan.arrays))
@@ -927,8 +938,7 @@ class SlurmCache:
             if keep(observed):
                 put(observed, seen_at)
         reads = [(job_id, False) for job_id in to_read] + [(array, True) for array in plan.arrays]
-        made[0] += len(reads)
-        for (target, array), (records, at) in zip(reads, self._read(reads), strict=True):
+        for (target, array), (records, at) in zip(reads, self._read(reads, made), strict=True):
             if not array:
                 record = next((j for j in records if j.id == target), None)
                 if record is None or not keep(record):  # gone since the state list, or not one to keep
@@ -957,11 +967,15 @@ class SlurmCache:
         kind.read_at = read_at
         return writes
 
-    def _read(self, reads: Sequence[tuple[int, bool]]) -> list[tuple[tuple[Job, ...], float]]:
+    def _read(self, reads: Sequence[tuple[int, bool]], made: list[int]) -> list[tuple[tuple[Job, ...], float]]:
         """Each (job or array id, whether an array) read, in order, with when its read began: up to
-        ``read_workers`` at once. A failed read fails them all (the refresh keeps its snapshot)."""
+        ``read_workers`` at once; ``made[0]`` counts the reads made. A failed read fails them all (the refresh
+        keeps its snapshot; the reads not begun yet are not made)."""
+        counted = threading.Lock()
 
         def read(target: tuple[int, bool]) -> tuple[tuple[Job, ...], float]:
+            with counted:
+                made[0] += 1
             at = self._clock()
             return self.client.read_jobs([target[0]]), at
 
@@ -970,24 +984,27 @@ class SlurmCache:
         with ThreadPoolExecutor(min(self.read_workers, len(reads)), thread_name_prefix="slurm-job-read") as pool:
             return list(pool.map(read, reads))
 
-    def _know_unkept(self, others: dict[tuple[str, int], Any], planned: Sequence[JobState],
-                     kept: Mapping[Hashable, Job], deferred: Collection[int]) -> None:
-        """With ``keep_job``, after a refresh's reads: the jobs planned with and not kept (read and found to be
-        another's, or gone) join the others known, as read."""
+    def _know_unkept(self, others: _Others, planned: Sequence[JobState], kept: Mapping[Hashable, Job],
+                     deferred: Collection[int]) -> None:
+        """With ``keep_job``, once a refresh's reads are done: the jobs planned with and not kept (read and found
+        to be another's, or gone) join the others, as read, and a read request naming one goes (it is not
+        ours to read again); then the others are what the cache knows."""
+        known, unread = dict(others.known), dict(others.unread)
         kept_arrays = {job.array_job_id for job in kept.values() if job.array_job_id is not None}
         arrays: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
         for entry in planned:
             if entry.job_id is not None:
                 if entry.job_id not in kept and entry.job_id not in deferred:
-                    others[("job", entry.job_id)] = (entry.state, entry.state_flags)
-                    self._unread.pop(("job", entry.job_id), None)
+                    known[("job", entry.job_id)] = (entry.state, entry.state_flags)
+                    unread.pop(("job", entry.job_id), None)
+                    self.read_requests.cancel(entry.job_id)
             elif entry.array_job_id is not None and entry.array_job_id not in kept_arrays:
                 arrays.setdefault(("array", entry.array_job_id), []).append(
                     (entry.key, entry.state, tuple(sorted(entry.state_flags))))
         for key, entries in arrays.items():
-            others[key] = tuple(sorted(entries))
-            self._unread.pop(key, None)
-        self._foreign = others
+            known[key] = tuple(sorted(entries))
+            unread.pop(key, None)
+        self._foreign, self._unread = known, unread
 
     def _sort_reads(self, kind: _Kind, held: Mapping[int, Job], states: Sequence[JobState], plan: JobReads,
                     requested: float, requests: Mapping[int, ReadRequest],

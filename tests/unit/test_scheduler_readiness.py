@@ -206,35 +206,3 @@ def test_the_jobs_informer_keeps_only_this_schedulers_placeholders(assembly):
     assert lister.keep_job(Job(id=1, admin_comment=OURS))
     assert not lister.keep_job(Job(id=2, admin_comment="sunk-pod=u1 ns=default name=p sched=another"))
     assert not lister.keep_job(Job(id=3))  # another tenant's
-
-
-def test_a_standby_reads_every_new_job_until_the_first_list_after_it_leads(assembly):
-    """Until it leads, the leader's new placeholders, which no request of its own names, must reach its store."""
-    requests = assembly.slurm_jobs.lister.read_requests
-    assert requests.new_jobs_since == float("-inf")
-    (leading,) = [r for r, needs_leader in assembly.manager._runnables
-                  if type(r).__name__ == "_Leading" and needs_leader]  # (started once this replica leads)
-    assembly.slurm_jobs._whole_list(assembly.slurm_jobs.clock())  # (a list while standing by)
-    assert requests.new_jobs_since == float("-inf")
-    leading.start()
-    began = assembly.slurm_jobs.clock()
-    assembly.slurm_jobs._whole_list(began - 1.0)  # requested before it led: may not show the leader's last jobs
-    assert requests.new_jobs_since == float("-inf")
-    assembly.slurm_jobs._whole_list(began + 1.0)
-    assert requests.new_jobs_since is None
-
-
-def test_a_lost_submission_reads_the_new_jobs_since_before_it_until_settled(assembly):
-    from scheduler.assembly import LOST_SUBMISSION_LOOKBACK
-
-    requests = assembly.slurm_jobs.lister.read_requests
-    requests.read_new_jobs("standby", None)
-    expectations = assembly.scheduler.jobs.expectations
-    expectations.doubt("u1")
-    doubted = expectations.get("u1").since
-    assert requests.new_jobs_since == doubted - LOST_SUBMISSION_LOOKBACK
-    expectations.doubt("u2")
-    expectations.settle("u1")
-    assert requests.new_jobs_since is not None  # u2's doubt still stands
-    assert expectations.listed(doubted + 3600) == ["u2"]
-    assert requests.new_jobs_since is None

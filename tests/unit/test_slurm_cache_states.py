@@ -5,8 +5,8 @@ in 24.11's shape and counts the bytes of every answer.
 """
 
 import logging
-import threading
 import math
+import threading
 
 import pytest
 
@@ -1305,3 +1305,17 @@ def test_the_reads_of_one_refresh_run_read_workers_at_a_time(fake, slurm_clock, 
     assert result.ok and result.calls == 9 and set(cache.jobs()) == set(range(1, 9))
     with pytest.raises(ValueError):
         SlurmCache(rest(fake), kinds=("job",), read_workers=0)
+
+
+def test_the_reads_bound_counts_the_jobs_listed_not_only_those_kept(fake, slurm_clock, clock):
+    """A standby reads other tenants' new jobs: at 2000 listed, 80 of them are reads, not a full list."""
+    fake.pretty = False
+    for job_id in range(1, 2001):
+        fake.put_job(job_id)
+    cache = own_cache(fake, clock)
+    cache.read_requests.read_new_jobs("standby", -math.inf)
+    for job_id in range(2001, 2081):
+        fake.put_job(job_id)
+    lists_before = cache.stats().job_full_lists
+    assert len(step(fake, slurm_clock, clock, cache)[0]) == 80
+    assert cache.stats().job_full_lists == lists_before
