@@ -1,7 +1,7 @@
 """What a burst of job changes costs the jobs informer's lister (issue 37, goal 7).
 
     sunk-dev run python -m benchmarks.job_bursts --spawn --jobs 10000 --rounds 5
-    python -m benchmarks.job_bursts --synthetic --jobs 50000 --rounds 5
+    python -m benchmarks.job_bursts --synthetic --jobs 50000 --rounds 5 --bursts 100,400,2500,5000
 
 A cluster of ``--jobs`` held jobs, ``--own`` of them placeholders of the scheduler "bench" (their
 identity in AdminComment), is read by three job-only caches, each synced before the bursts:
@@ -143,7 +143,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--own", type=int, default=200, help="placeholders of the scheduler among them")
-    parser.add_argument("--bursts", default="100,400,2000", help="sizes of the other tenants' bursts")
+    parser.add_argument("--bursts", default="100,400,1000", help="sizes of the other tenants' bursts")
     parser.add_argument("--own-burst", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
@@ -151,6 +151,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     bursts = [int(size) for size in args.bursts.split(",") if size]
     if args.rounds < 1 or not bursts or min(bursts) < 1 or args.own_burst < 1:
         parser.error("--rounds, the --bursts and --own-burst must be at least 1")
+    if args.rounds * sum(bursts) > args.jobs or args.rounds * args.own_burst > args.own:
+        parser.error(f"{args.rounds} rounds cancel {args.rounds * sum(bursts)} of the --jobs ({args.jobs}) and "
+                     f"{args.rounds * args.own_burst} of the --own ({args.own}): give more, or smaller bursts")
     with target(args) as (url, token, _node, _job):
         out = rounds(url, token, own=args.own, bursts=bursts, own_burst=args.own_burst, count=args.rounds,
                      seed=args.seed)
