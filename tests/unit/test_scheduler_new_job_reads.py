@@ -15,37 +15,13 @@ from scheduler.config import SchedulerConfig
 from scheduler.jobindex import JobIndex
 from sunk.slurm import connect
 from sunk.slurm.informer import SlurmInformerFactory
-from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
+from sunk_dev.fakeslurm import Fault
 
-
-class Clock:
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+pytest_plugins = ("slurm_fakes",)  # its fixtures: slurm_clock, clock, fake
 
 
 def ours(n: int) -> str:
     return f"sunk-pod=uid-{n} ns=default name=pod-{n} sched=s"
-
-
-@pytest.fixture
-def slurm_clock():
-    return Clock(1_800_000_000.0)
-
-
-@pytest.fixture
-def clock():
-    return Clock(1000.0)
-
-
-@pytest.fixture
-def fake(slurm_clock):
-    server = FakeSlurmrestd(token="t", clock=slurm_clock)
-    server.put_partition("batch", "node[1-2]", 2, 64)
-    with server:
-        yield server
 
 
 @pytest.fixture

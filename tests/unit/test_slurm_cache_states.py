@@ -18,37 +18,10 @@ from sunk.slurm.errors import SlurmError
 from sunk.slurm.readrequests import ReadRequest
 from sunk.translate.gang import has_started
 from sunk_dev import listerlog
-from sunk_dev.fakeslurm import FakeSlurmrestd, Fault
+from sunk_dev.fakeslurm import Fault
 from sunk_dev.listerlog import ADDED, CHANGED, REMOVED
 
-
-class Clock:
-    def __init__(self, t):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-    def tick(self, seconds=2.0):
-        self.t += seconds
-
-
-@pytest.fixture
-def slurm_clock():
-    return Clock(1_800_000_000.0)
-
-
-@pytest.fixture
-def clock():
-    return Clock(100.0)
-
-
-@pytest.fixture
-def fake(slurm_clock):
-    server = FakeSlurmrestd(token="t", clock=slurm_clock)
-    server.put_partition("batch", "node[1-2]", 2, 64)
-    with server:
-        yield server
+pytest_plugins = ("slurm_fakes",)  # its fixtures: slurm_clock, clock, fake
 
 
 def rest(fake):
@@ -993,6 +966,8 @@ def test_an_observed_record_read_after_the_state_list_began_waits_for_the_next_o
 
         def read_jobs(self, ids):
             raise AssertionError("never read here")
+
+    from slurm_fakes import Clock  # (the plugin's module, imported once pytest has rewritten it)
 
     clock = Clock(100.0)
     cache = ask(SlurmCache(Client(), kinds=("job",), clock=clock, job_check_after=math.inf),
