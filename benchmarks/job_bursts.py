@@ -6,8 +6,7 @@
 A cluster of ``--jobs`` held jobs, ``--own`` of them placeholders of the scheduler "bench" (their
 identity in AdminComment), is read by three job-only caches, each synced before the bursts:
 
-- ``scheduler``: as sunk-scheduler reads it now (``keep_job``: its placeholders only; reads eight at
-  a time);
+- ``scheduler``: as sunk-scheduler reads it now (``keep_job``: its placeholders only; one read at a time);
 - ``every job``: as the Syncer reads it now (every job; reads eight at a time);
 - ``before``: every job, one read at a time (both daemons before this change).
 
@@ -50,7 +49,7 @@ def ours(job: Job) -> bool:
 
 
 CACHES: dict[str, dict[str, Any]] = {
-    "scheduler": {"keep_job": ours, "read_workers": 8},
+    "scheduler": {"keep_job": ours, "read_workers": 1},
     "every job": {"read_workers": 8},
     "before": {"read_workers": 1},
 }

@@ -206,3 +206,4 @@ def test_the_jobs_informer_keeps_only_this_schedulers_placeholders(assembly):
     assert lister.keep_job(Job(id=1, admin_comment=OURS))
     assert not lister.keep_job(Job(id=2, admin_comment="sunk-pod=u1 ns=default name=p sched=another"))
     assert not lister.keep_job(Job(id=3))  # another tenant's
+    assert lister.read_workers == 1  # (docs/scheduler.md: eight at once read more of each placeholder)
