@@ -344,7 +344,10 @@ def test_a_gangs_placeholder_locks_every_node_of_its_allocation_strictly(dev_clu
 def test_prehook_on_an_already_locked_node_answers_at_once(dev_cluster, kube_api, scripts, syncer, token):
     job = scripts.sbatch("node3", "sleep 30")
     try:
-        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
+        # Its prolog over (so its own pre-hook has answered): a second live call for the same job and node would
+        # take that wait over, and the prolog's retry would take this one's back.
+        wait_for(lambda: (found := slurm_job(dev_cluster, job)) and has_started(parse_job(found)), 40,
+                 "the job to run past its prolog")
         started = time.monotonic()
         # (the job's own id again: a pre-hook counts only for a job Slurm shows holding the node)
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node3/pre-hook", json={"job_id": job, "timeout": 5},
