@@ -49,7 +49,9 @@ refresh is instead:
    (64, or a twentieth of the jobs held): a full list instead, which costs no more then;
 4. every ``job_full_every`` seconds (and after an outage) a full list, diffed as above: the
    safety net for what a state cannot show. While the state list cannot be used, jobs are
-   listed as in the full-list mode (with ``update_time``).
+   listed as in the full-list mode (with ``update_time``). A read Slurm refused (an answer, not
+   an outage) fails the refresh and changes nothing held; the next refresh lists states and reads
+   again, since a full list would cost seconds at 10,000 jobs; a second refusal in a row lists in full.
 
 Reads made elsewhere, and reads that may wait (``observe``, a request's ``wait_up_to``). A reader that
 reads a job from Slurm itself (the scheduler's hook API reads a placeholder as its script calls, seconds
@@ -377,6 +379,11 @@ class _Kind:
         self.failing: Optional[str] = None
         self.error: Optional[Exception] = None  # what the failing list raised
         self.failing_since = 0.0  # clock when the current outage began
+        self.read_refusals = 0  # refreshes in a row that failed only because Slurm refused a job's read
+
+
+class _ReadRefused(SlurmError):
+    """Slurm answered a job's read with a refusal (not an outage): nothing held changed."""
 
 
 @frozen
@@ -591,6 +598,7 @@ class SlurmCache:
                 requested = self._clock()
                 try:
                     found = self._refresh_kind(kind, made, expect)
+                    kind.read_refusals = 0
                 except Exception as exc:  # SlurmError, or an answer we could not map: stale either way
                     if not isinstance(exc, SlurmError):
                         log.exception("Slurm %s list could not be used", kind.name)
@@ -821,7 +829,7 @@ class SlurmCache:
         held_arrays = {job.array_job_id for job in held.values() if job.array_job_id is not None}
         own: list[JobState] = []
         others: dict[tuple[str, int], Any] = {}
-        arrays: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
+        arrays: list[JobState] = []
         for entry in states:
             if entry.job_id is not None:
                 if entry.job_id in held or entry.job_id in requests or entry.job_id in observed:
@@ -842,9 +850,8 @@ class SlurmCache:
             if key[0] == "job":
                 others[key] = (entry.state, entry.state_flags)
             else:
-                arrays.setdefault(key, []).append((entry.key, entry.state, tuple(sorted(entry.state_flags))))
-        for key, entries in arrays.items():
-            others[key] = tuple(sorted(entries))
+                arrays.append(entry)
+        others.update(_array_signatures(arrays))
         changed = len(others) != len(self._foreign) or any(self._foreign.get(k, others) != v for k, v in others.items())
         unread = {key: self._unread.get(key, requested) for key in others
                   if key not in self._foreign or key in self._unread}
@@ -977,7 +984,13 @@ class SlurmCache:
             with counted:
                 made[0] += 1
             at = self._clock()
-            return self.client.read_jobs([target[0]]), at
+            try:
+                return self.client.read_jobs([target[0]]), at
+            except SlurmUnavailable:
+                raise
+            except SlurmError as exc:
+                raise _ReadRefused(f"reading {'array' if target[1] else 'job'} {target[0]}: {exc.message}",
+                                   code=exc.code, http_status=exc.http_status) from exc
 
         if len(reads) <= 1 or self.read_workers == 1:
             return [read(target) for target in reads]
@@ -991,7 +1004,7 @@ class SlurmCache:
         ours to read again); then the others are what the cache knows."""
         known, unread = dict(others.known), dict(others.unread)
         kept_arrays = {job.array_job_id for job in kept.values() if job.array_job_id is not None}
-        arrays: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
+        arrays: list[JobState] = []
         for entry in planned:
             if entry.job_id is not None:
                 if entry.job_id not in kept and entry.job_id not in deferred:
@@ -999,10 +1012,9 @@ class SlurmCache:
                     unread.pop(("job", entry.job_id), None)
                     self.read_requests.cancel(entry.job_id)
             elif entry.array_job_id is not None and entry.array_job_id not in kept_arrays:
-                arrays.setdefault(("array", entry.array_job_id), []).append(
-                    (entry.key, entry.state, tuple(sorted(entry.state_flags))))
-        for key, entries in arrays.items():
-            known[key] = tuple(sorted(entries))
+                arrays.append(entry)
+        for key, signature in _array_signatures(arrays).items():
+            known[key] = signature
             unread.pop(key, None)
         self._foreign, self._unread = known, unread
 
@@ -1063,7 +1075,9 @@ class SlurmCache:
             log.debug("Slurm %s list still failing: %s", kind.name, exc)
         kind.failing = str(exc)
         kind.error = exc
-        kind.full_next = True  # whatever happened meanwhile, start again from a full list
+        kind.read_refusals = kind.read_refusals + 1 if isinstance(exc, _ReadRefused) else 0
+        # Whatever happened meanwhile, start again from a full list; but the first refused read only reads again.
+        kind.full_next = kind.full_next or kind.read_refusals != 1
 
     def _write(self, kind: str, writes: RefreshWrites) -> None:
         for name, sink in list(self._sinks):
@@ -1204,6 +1218,16 @@ def _capability(client: Any, name: str) -> Optional[Callable[[], Any]]:
     except Exception:
         return None
     return found if callable(found) else None
+
+
+def _array_signatures(entries: Sequence[JobState]) -> dict[tuple[str, int], Any]:
+    """("array", array id) -> its tasks' listed states, in an order of their own: what changes when a task does."""
+    tasks: dict[tuple[str, int], list[tuple[str, str, tuple[str, ...]]]] = {}
+    for entry in entries:
+        if entry.array_job_id is not None:
+            tasks.setdefault(("array", entry.array_job_id), []).append(
+                (entry.key, entry.state, tuple(sorted(entry.state_flags))))
+    return {key: tuple(sorted(listed)) for key, listed in tasks.items()}
 
 
 def _read_concurrency(client: Any) -> int:
