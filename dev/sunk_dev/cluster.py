@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Optional
 
@@ -332,8 +332,11 @@ class DevCluster:
                 realnode.ensure_packages(log=log)
             with self._phase("coredns") as log:
                 kubebuild.build_go_command(self.home, dns.COREDNS, log=log)
-            if realnode.write_config(self.real_paths, cluster_dns=realnode.node_ip()):
+            if realnode.write_config(self.real_paths, cluster_dns=realnode.node_ip(),
+                                     client_ca=kubeconf.kubelet_client_ca(self.kube_dir)):
                 self._component("kubelet-real").daemon.stop()  # (it reads its configuration when it starts)
+            if self._write_corefile():
+                self._component("coredns").daemon.stop()  # (likewise)
         if self.real_node and images.enabled():  # on unless SUNK_DEV_IMAGES=0 (sunk_dev.images)
             # (with pyslurm also sunk's pyslurm variant, sunk:<version>-slurm<release>: slurm.backend pyslurm)
             self._built_images = images.build_images(self.home, CHECKOUT, self.root,
@@ -345,11 +348,13 @@ class DevCluster:
                 self._built_images.append(slurmimages.build_slurmd_image(
                     self.home / "images", self.root, self.release, sunk.__version__))
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
-        # certificate (one without the kubernetes Service's address, from a cache made before).
-        read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt"]
+        # certificate (one without the kubernetes Service's address, from a cache made before), or run without
+        # the client certificate for the kubelets that a cache made before lacked (and so without its flags).
+        read_at_start = [self.kube_dir / "tokens.csv", self.kube_dir / "apiserver.crt",
+                         self.kube_dir / "kubelet-client.crt"]
         before = [path.read_bytes() if path.exists() else None for path in read_at_start]
         kubeconf.ensure_pki(self.kube_dir)
-        if any(old is not None and path.read_bytes() != old for path, old in zip(read_at_start, before, strict=True)):
+        if any(path.read_bytes() != old for path, old in zip(read_at_start, before, strict=True)):
             self._component("kube-apiserver").daemon.stop()
         self._write_jwt()
         self._save_layout()
@@ -392,6 +397,8 @@ class DevCluster:
             daemon = workloads.controller_daemon(controller, self.run_dir / "workloads")
             if daemon.stop():
                 stopped.append(daemon.name)
+        if self.real_node and any(d.pid() for d in self._second_node_daemons()[1:]):
+            stopped += self._stop_second_node()  # (what a test could not stop, while the apiserver still runs)
         bin_dir = kubebuild.kube_bin_dir(self.home)
         everything = self._components(bin_dir) + ([] if self.with_sunk else self._sunk_components())
         for component in reversed(everything):
@@ -561,8 +568,18 @@ class DevCluster:
             ]
         return comps + self._sunk_components() if self.with_sunk else comps
 
+    def _write_corefile(self) -> bool:
+        """Write CoreDNS's configuration (answering the Pods of every real Node); whether it changed."""
+        path, wanted = self.run_dir / "Corefile", dns.corefile(realnode.node_ip(), self.kubeconfig,
+                                                               " ".join(realnode.POD_SUBNETS))
+        if path.exists() and path.read_text() == wanted:
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(wanted)
+        return True
+
     def _prepare_coredns(self) -> None:
-        (self.run_dir / "Corefile").write_text(dns.corefile(realnode.node_ip(), self.kubeconfig, realnode.POD_SUBNET))
+        self._write_corefile()
 
     @staticmethod
     def _coredns_ok() -> bool:
@@ -588,14 +605,62 @@ class DevCluster:
         if imported := realnode.ensure_images(paths):
             self._say(f"  images           imported into containerd: {', '.join(imported)}")
 
-    def _real_kubelet_ok(self) -> bool:
+    def _real_kubelet_ok(self, paths: Optional[realnode.Paths] = None) -> bool:
+        paths = paths or self.real_paths
         try:
-            healthz = requests.get(f"http://127.0.0.1:{realnode.KUBELET_HEALTHZ_PORT}/healthz", timeout=2)
+            healthz = requests.get(f"http://127.0.0.1:{paths.healthz_port}/healthz", timeout=2)
         except requests.RequestException:
             return False
-        node = self.kube_request("GET", f"/api/v1/nodes/{realnode.NODE_NAME}")
+        node = self.kube_request("GET", f"/api/v1/nodes/{paths.node_name}")
         return healthz.status_code == 200 and node.status_code == 200 and any(
             c["type"] == "Ready" and c["status"] == "True" for c in node.json().get("status", {}).get("conditions", []))
+
+    def _second_node_daemons(self) -> tuple[realnode.Paths, Daemon, Daemon]:
+        paths = realnode.Paths(self.home, node=2)
+        kubelet = kubebuild.kube_bin_dir(self.home) / "kubelet"
+        return (paths, Daemon("containerd-2", tuple(realnode.containerd_argv(paths)), self.run_dir),
+                Daemon("kubelet-real-2", tuple(realnode.kubelet_argv(kubelet, paths, self.kubeconfig)), self.run_dir))
+
+    @contextlib.contextmanager
+    def second_real_node(self, built: Iterable[images.Built] = ()) -> Iterator[realnode.Paths]:
+        """A second real kubelet Node (``real-2``: its own containerd, ports, bridge, Pod subnet, cgroup root and
+        Pod logs) beside ``up``'s, for as long as the block runs, with ``built`` imported: for what needs Pods
+        running on two Nodes (a Slurm job of two slurmd Pods). Not part of ``up``: every other test sees one
+        real Node. On the way out its Pods and the Node object go; ``down`` stops it if a test could not."""
+        if not self.real_node:
+            raise RuntimeError("a second real Node needs the first (SUNK_DEV_REAL_NODE=0 is set)")
+        paths, containerd, kubelet = self._second_node_daemons()
+        realnode.ensure_cgroup_root(paths)
+        realnode.write_config(paths, cluster_dns=realnode.node_ip(),
+                              client_ca=kubeconf.kubelet_client_ca(self.kube_dir))
+        try:
+            if containerd.pid() is None:
+                containerd.start()
+            wait_until(functools.partial(realnode.containerd_ok, paths), 60, what="containerd-2 to be healthy")
+            realnode.ensure_images(paths)
+            images.import_missing(functools.partial(realnode.ctr, paths), built)
+            if kubelet.pid() is None:
+                kubelet.start()
+            wait_until(functools.partial(self._real_kubelet_ok, paths), 120, what=f"{paths.node_name} to be Ready")
+            yield paths
+        finally:
+            self._stop_second_node()
+
+    def _stop_second_node(self) -> list[str]:
+        paths, containerd, kubelet = self._second_node_daemons()
+        with contextlib.suppress(requests.RequestException):  # (an apiserver already stopped: nothing to delete)
+            pods = self.kube_request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{paths.node_name}")
+            for pod in (pods.json().get("items") or () if pods.status_code == 200 else ()):
+                meta = pod["metadata"]
+                self.kube_request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                                  {"gracePeriodSeconds": 0})
+        stopped = [daemon.name for daemon in (kubelet,) if daemon.stop()]
+        realnode.clean_up_containers(paths)  # (the kubelet is stopped by now)
+        stopped += [daemon.name for daemon in (containerd,) if daemon.stop()]
+        realnode.unmount_kubelet_root(paths)
+        with contextlib.suppress(requests.RequestException):
+            self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{paths.node_name}"), 200, 404)
+        return stopped
 
     def _dra_driver_ok(self) -> bool:
         """The DRA test driver published the real Node's devices (a ResourceSlice of its pool)."""

@@ -31,6 +31,13 @@ def ensure_pki(kube_dir: Path) -> None:
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", srv_key, "-out", csr, "-subj", "/CN=kube-apiserver")
         _openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", srv_crt,
                  "-days", "3650", "-extfile", ext)
+    client_key, client_crt = kube_dir / "kubelet-client.key", kube_dir / "kubelet-client.crt"
+    if not client_crt.exists():  # (the apiserver's to the real kubelets: exec, logs, port-forward)
+        csr = kube_dir / "kubelet-client.csr"
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", client_key, "-out", csr,
+                 "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client")
+        _openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", client_crt,
+                 "-days", "3650")
     sa_key, sa_pub = kube_dir / "sa.key", kube_dir / "sa.pub"
     if not sa_pub.exists():
         _openssl("genrsa", "-out", sa_key, "2048")
@@ -45,6 +52,11 @@ def ensure_pki(kube_dir: Path) -> None:
     write_kubeconfig(kube_dir / "admin.kubeconfig", kube_dir, "admin", admin_token(kube_dir))
     write_kubeconfig(kube_dir / "controller-manager.kubeconfig", kube_dir, CONTROLLER_MANAGER_USER,
                      user_token(kube_dir, CONTROLLER_MANAGER_USER))
+
+
+def kubelet_client_ca(kube_dir: Path) -> Path:
+    """The CA a real kubelet takes the apiserver's client certificate by (``kubelet-client.crt``)."""
+    return kube_dir / "ca.crt"
 
 
 def write_kubeconfig(path: Path, kube_dir: Path, user: str, token: str) -> Path:
@@ -129,6 +141,10 @@ def apiserver_argv(binary: Path, kube_dir: Path) -> tuple[str, ...]:
         f"--tls-private-key-file={kube_dir / 'apiserver.key'}",
         f"--client-ca-file={kube_dir / 'ca.crt'}",
         f"--token-auth-file={kube_dir / 'tokens.csv'}",
+        # To the real kubelets (exec, logs): they take this certificate by the CA (realnode.kubelet_config).
+        f"--kubelet-client-certificate={kube_dir / 'kubelet-client.crt'}",
+        f"--kubelet-client-key={kube_dir / 'kubelet-client.key'}",
+        "--kubelet-preferred-address-types=InternalIP",  # (a Node's name resolves nowhere here)
         "--service-account-issuer=https://kubernetes.default.svc",
         f"--service-account-key-file={kube_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={kube_dir / 'sa.key'}",

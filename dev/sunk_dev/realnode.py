@@ -61,6 +61,15 @@ KUBELET_PORT = 10350
 KUBELET_HEALTHZ_PORT = 10348
 POD_SUBNET = "10.88.7.0/24"
 BRIDGE = "sunkbr0"
+MAX_REAL_NODES = 2
+
+
+def pod_subnet(node: int) -> str:
+    """Real Node ``node``'s Pod subnet (node 1: POD_SUBNET): Pods of two Nodes reach each other through the host."""
+    return f"10.88.{6 + node}.0/24"
+
+
+POD_SUBNETS = tuple(pod_subnet(n) for n in range(1, MAX_REAL_NODES + 1))
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE = "docker.io/library/busybox:latest"
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static")
@@ -72,21 +81,59 @@ APPLETS = ("sh", "sleep", "httpd", "cat", "echo", "ls", "chroot", "wget", "hostn
 
 @attrs.frozen
 class Paths:
-    """Where everything of the real Node lives: state under the run directory, images in the cache."""
+    """Where everything of one real Node lives (state under the run directory, images in the cache), and what
+    it must not share with another real Node on this machine: its name, ports, bridge, Pod subnet, cgroup root
+    and Pod logs. Node 1 is ``up``'s; node 2 is started beside it on demand (``DevCluster.second_real_node``)."""
 
     home: Path
+    node: int = attrs.field(default=1, validator=attrs.validators.in_(range(1, MAX_REAL_NODES + 1)))
+
+    @property
+    def _suffix(self) -> str:
+        return "" if self.node == 1 else str(self.node)
+
+    @property
+    def node_name(self) -> str:
+        return f"real-{self.node}"
 
     @property
     def base(self) -> Path:
-        return self.home / "run" / "realnode"
+        return self.home / "run" / f"realnode{self._suffix}"
 
     @property
     def containerd_root(self) -> Path:
-        return self.home / "containerd"  # images survive `down`, like the chroot
+        return self.home / f"containerd{self._suffix}"  # images survive `down`, like the chroot
 
     @property
     def containerd_state(self) -> Path:
-        return Path("/run/sunk-dev-containerd")
+        return Path(f"/run/sunk-dev-containerd{'-' + self._suffix if self._suffix else ''}")
+
+    @property
+    def bridge(self) -> str:
+        return f"sunkbr{self.node - 1}"
+
+    @property
+    def pod_subnet(self) -> str:
+        return pod_subnet(self.node)
+
+    @property
+    def kubelet_port(self) -> int:
+        return KUBELET_PORT + 10 * (self.node - 1)
+
+    @property
+    def healthz_port(self) -> int:
+        return KUBELET_HEALTHZ_PORT + 10 * (self.node - 1)
+
+    @property
+    def cgroup_root(self) -> str | None:
+        """Where this kubelet's Pod cgroups go: each kubelet takes a cgroup under its root it does not know
+        for an orphan and removes it, so a second kubelet must keep to a root of its own."""
+        return None if self.node == 1 else f"/sunk-real-{self.node}"
+
+    @property
+    def pod_logs_dir(self) -> Path | None:
+        """Likewise for Pod log directories (a kubelet removes those of Pods it does not know)."""
+        return None if self.node == 1 else self.base / "pod-logs"
 
     @property
     def socket(self) -> Path:
@@ -110,7 +157,7 @@ class Paths:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.home / "kubelet-real"
+        return self.home / f"kubelet-real{self._suffix}"
 
     @property
     def images_dir(self) -> Path:
@@ -199,24 +246,28 @@ def cni_conflist(paths: Paths) -> str:
     return json.dumps({
         "cniVersion": "1.0.0", "name": "sunk-dev",
         "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-             "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}],
-                      "dataDir": str(paths.base / "cni-ipam")}},
+            {"type": "bridge", "bridge": paths.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": paths.pod_subnet}]],
+                      "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(paths.base / "cni-ipam")}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }, indent=2)
 
 
-def kubelet_config(paths: Paths, cluster_dns: str | None = None) -> str:
-    """The KubeletConfiguration; ``cluster_dns``: the address of cluster DNS (``sunk_dev.dns``), if any."""
+def kubelet_config(paths: Paths, cluster_dns: str | None = None, client_ca: Path | None = None) -> str:
+    """The KubeletConfiguration; ``cluster_dns``: the address of cluster DNS (``sunk_dev.dns``), if any;
+    ``client_ca``: the CA whose client certificates it takes (the apiserver's, for exec and logs), if any."""
     dns = {"clusterDNS": [cluster_dns], "clusterDomain": CLUSTER_DOMAIN} if cluster_dns else {}
+    own = {**({"cgroupRoot": paths.cgroup_root} if paths.cgroup_root else {}),
+           **({"podLogsDir": str(paths.pod_logs_dir)} if paths.pod_logs_dir else {})}
     return json.dumps({
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
         "containerRuntimeEndpoint": f"unix://{paths.socket}",
-        "port": KUBELET_PORT, "healthzPort": KUBELET_HEALTHZ_PORT, "healthzBindAddress": "127.0.0.1",
+        "port": paths.kubelet_port, "healthzPort": paths.healthz_port, "healthzBindAddress": "127.0.0.1",
         "readOnlyPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}},
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           **({"x509": {"clientCAFile": str(client_ca)}} if client_ca else {})},
         "authorization": {"mode": "AlwaysAllow"},
         # Images come from import only (no registry): never collect them, never evict for disk.
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
@@ -226,10 +277,11 @@ def kubelet_config(paths: Paths, cluster_dns: str | None = None) -> str:
         "registerNode": True,
         "maxPods": 30,
         **dns,
+        **own,
     }, indent=2)
 
 
-def write_config(paths: Paths, cluster_dns: str | None = None) -> bool:
+def write_config(paths: Paths, cluster_dns: str | None = None, client_ca: Path | None = None) -> bool:
     """Write containerd's, the CNI's and the kubelet's configuration; whether the kubelet's changed
     (a running kubelet reads it only when it starts)."""
     paths.base.mkdir(parents=True, exist_ok=True)
@@ -238,10 +290,32 @@ def write_config(paths: Paths, cluster_dns: str | None = None) -> bool:
     paths.runc_wrapper.write_text(RUNC_WRAPPER)
     paths.runc_wrapper.chmod(0o755)
     (paths.cni_conf_dir / "10-sunk-dev.conflist").write_text(cni_conflist(paths))
-    wanted = kubelet_config(paths, cluster_dns)
+    wanted = kubelet_config(paths, cluster_dns, client_ca)
     changed = not paths.kubelet_config.exists() or paths.kubelet_config.read_text() != wanted
     paths.kubelet_config.write_text(wanted)
     return changed
+
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+def ensure_cgroup_root(paths: Paths, cgroup_fs: Path = CGROUP_FS) -> None:
+    """Make the kubelet's own cgroup root (``Paths.cgroup_root``) in every hierarchy: the kubelet refuses a root
+    that does not exist. A new v1 cpuset has no CPUs or memory nodes, so it gets its parent's."""
+    if paths.cgroup_root is None:
+        return
+    name = paths.cgroup_root.strip("/")
+    if (cgroup_fs / "cgroup.controllers").exists():  # v2: one hierarchy
+        (cgroup_fs / name).mkdir(exist_ok=True)
+        return
+    for hierarchy in sorted(cgroup_fs.iterdir()):
+        if not hierarchy.is_dir() or hierarchy.is_symlink():  # (cpu -> cpu,cpuacct: made through its target)
+            continue
+        (hierarchy / name).mkdir(exist_ok=True)
+        for setting in ("cpuset.cpus", "cpuset.mems"):
+            own = hierarchy / name / setting
+            if own.exists() and not own.read_text().strip():
+                own.write_text((hierarchy / setting).read_text())
 
 
 def containerd_argv(paths: Paths) -> list[str]:
@@ -249,9 +323,11 @@ def containerd_argv(paths: Paths) -> list[str]:
 
 
 def kubelet_argv(kubelet: Path, paths: Paths, kubeconfig: Path) -> list[str]:
+    # (node 1's serving certificate stays where its kubelet always kept it; another's beside its own root)
+    certs = [f"--cert-dir={paths.kubelet_root / 'pki'}"] if paths.node > 1 else []
     return [str(kubelet), f"--config={paths.kubelet_config}", f"--kubeconfig={kubeconfig}",
-            f"--root-dir={paths.kubelet_root}", f"--hostname-override={NODE_NAME}", f"--node-ip={node_ip()}",
-            f"--node-labels={NODE_LABEL}=true", "--v=1"]
+            f"--root-dir={paths.kubelet_root}", f"--hostname-override={paths.node_name}", f"--node-ip={node_ip()}",
+            f"--node-labels={NODE_LABEL}=true", *certs, "--v=1"]
 
 
 def dra_driver_argv(driver: Path, paths: Paths, kubeconfig: Path) -> list[str]:
@@ -592,12 +668,12 @@ def clean_up_containers(paths: Paths) -> None:
         ctr(paths, "tasks", "rm", "-f", task, check=False)
     for container in ctr(paths, "containers", "ls", "-q", check=False).stdout.split():
         ctr(paths, "containers", "rm", container, check=False)
-    remove_pod_network_namespaces()
+    remove_pod_network_namespaces(paths.pod_subnet)
     shutil.rmtree(paths.base / "cni-ipam", ignore_errors=True)  # (a restarted Node allocates afresh)
 
 
-def remove_pod_network_namespaces() -> list[str]:
-    """Delete the network namespaces of the sandboxes removed above (their addresses in POD_SUBNET).
+def remove_pod_network_namespaces(pod_subnet: str = POD_SUBNET) -> list[str]:
+    """Delete the network namespaces of the sandboxes removed above (their addresses in ``pod_subnet``).
 
     Removed through ctr, bypassing the kubelet, a sandbox's CNI teardown never runs: its namespace
     kept its address on the bridge while the IPAM state went, so the next Pod given that address
@@ -605,7 +681,7 @@ def remove_pod_network_namespaces() -> list[str]:
     namespaces holding an address of this Node's Pod subnet are touched."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     removed = []
-    subnet = ipaddress.ip_network(POD_SUBNET)
+    subnet = ipaddress.ip_network(pod_subnet)
     for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
         shown = subprocess.run(["ip", "-n", name, "-4", "-o", "addr"], capture_output=True, text=True, check=False)
         addresses = [field.split("/")[0] for line in shown.stdout.splitlines() for field in line.split()[3:4]]
