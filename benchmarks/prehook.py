@@ -20,6 +20,10 @@ in-process slurmrestd stand-in (``sunk_dev.fakeslurm``, answers shaped as 24.11.
 allocations included); ``rest`` and ``pyslurm`` talk to the dev cluster's Slurm (``sunk-dev run``
 gives the environment), where the benchmark submits the jobs (``sleep``, ``-N k``) and cancels them.
 
+Apart (the default; ``--in-process`` for the old figures): the callers and the Slurm stand-in run in
+processes of their own, as the prologs and slurmrestd do, so that the figures are the hook API's process
+alone, not three programs sharing one interpreter lock.
+
 Printed: p50/p99/max per round and over all rounds (spread: the rounds' p99 min..max), statuses,
 and Slurm job reads per job (at the client seam: the goal is 1, not k).
 """
@@ -27,8 +31,10 @@ and Slurm job reads per job (at the client seam: the goal is 1, not k).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
+import multiprocessing
 import os
 import queue
 import socket
@@ -37,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +202,44 @@ def call(port: int, node: str, job_id: int) -> tuple[float, int | str]:
         return time.perf_counter() - started, status
 
 
+def call_all(port: int, callers: Sequence[tuple[str, int]]) -> list[tuple[float, int | str]]:
+    """Every caller at once (a barrier), each on a thread of its own: (latency, final status) each."""
+    results: list[tuple[float, int | str]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(callers))
+
+    def caller(node: str, job_id: int) -> None:
+        barrier.wait()
+        result = call(port, node, job_id)
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=caller, args=c) for c in callers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def _call_all_apart(port: int, callers: Sequence[tuple[str, int]], out: Any) -> None:
+    out.send(call_all(port, callers))
+
+
+def call_all_apart(port: int, callers: Sequence[tuple[str, int]]) -> list[tuple[float, int | str]]:
+    """``call_all`` in a process of its own (spawned: no thread of this one is copied into it)."""
+    context = multiprocessing.get_context("spawn")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_call_all_apart, args=(port, list(callers), sending), daemon=True)
+    child.start()
+    try:
+        return receiving.recv()
+    finally:
+        child.join(timeout=30)
+
+
 def one_round(slurm: CountingSlurm, nodes: Sequence[str], callers: Sequence[tuple[str, int]],
-              token_file: Path) -> dict[str, Any]:
+              token_file: Path, apart: bool = True) -> dict[str, Any]:
     pods = SlurmdPods(nodes)
     service, locker = service_for(pods, slurm)
     app = create_app(hooks_blueprint(service, TokenFile(token_file)))
@@ -208,28 +250,16 @@ def one_round(slurm: CountingSlurm, nodes: Sequence[str], callers: Sequence[tupl
         threads=THREADS, max_connections=4096, max_connections_per_peer=4096))])
     front.start()
     port = front.fronts[0].port
-    latencies: list[float] = []
-    statuses: dict[int | str, int] = {}
-    lock = threading.Lock()
-    barrier = threading.Barrier(len(callers))
     slurm.reads.clear()
-
-    def caller(node: str, job_id: int) -> None:
-        barrier.wait()
-        elapsed, status = call(port, node, job_id)
-        with lock:
-            latencies.append(elapsed)
-            statuses[status] = statuses.get(status, 0) + 1
-
-    threads = [threading.Thread(target=caller, args=c) for c in callers]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = call_all_apart(port, callers) if apart else call_all(port, callers)
     finally:
         front.stop()
         locker.stop()
+    latencies = [elapsed for elapsed, _ in results]
+    statuses: dict[int | str, int] = {}
+    for _, status in results:
+        statuses[status] = statuses.get(status, 0) + 1
     jobs = {job_id for _, job_id in callers}
     return {"p50_ms": round(percentile(latencies, 50) * 1000, 1), "p99_ms": round(percentile(latencies, 99) * 1000, 1),
             "max_ms": round(max(latencies) * 1000, 1), "statuses": statuses,
@@ -244,6 +274,7 @@ def layout(nodes: Sequence[str], callers: int, job_nodes: int) -> list[list[str]
 
 
 def fake_slurm(node_count: int, callers: int, job_nodes: int) -> tuple[FakeSlurmrestd, list[str], list[Job]]:
+    """The in-process slurmrestd stand-in with ``node_count`` nodes and the jobs of ``layout``, running."""
     fake = FakeSlurmrestd(token="bench").start()
     nodes = [f"node{i}" for i in range(1, node_count + 1)]
     for name in nodes:
@@ -255,6 +286,28 @@ def fake_slurm(node_count: int, callers: int, job_nodes: int) -> tuple[FakeSlurm
                      allocation=[(m, 1, 1000) for m in members])
         jobs.append(Job(id=job_id, state="RUNNING", nodes=",".join(members)))
     return fake, nodes, jobs
+
+
+def _serve_fake_slurm(node_count: int, callers: int, job_nodes: int, out: Any) -> None:
+    fake, nodes, jobs = fake_slurm(node_count, callers, job_nodes)
+    out.send((fake.url, nodes, [(j.id, j.nodes) for j in jobs]))
+    out.recv()  # (until told to stop, or the parent is gone)
+    fake.stop()
+
+
+@contextlib.contextmanager
+def fake_slurm_apart(node_count: int, callers: int, job_nodes: int) -> Iterator[tuple[str, list[str], list[Job]]]:
+    """``fake_slurm`` in a process of its own: its URL, nodes and jobs."""
+    context = multiprocessing.get_context("spawn")
+    here, there = context.Pipe()
+    child = context.Process(target=_serve_fake_slurm, args=(node_count, callers, job_nodes, there), daemon=True)
+    child.start()
+    try:
+        url, nodes, jobs = here.recv()
+        yield url, nodes, [Job(id=job_id, state="RUNNING", nodes=members) for job_id, members in jobs]
+    finally:
+        here.send(None)
+        child.join(timeout=10)
 
 
 def real_jobs(slurm: SlurmClient, callers: int, job_nodes: int, timeout: float = 120) -> list[Job]:
@@ -281,14 +334,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job-nodes", type=int, default=10, help="nodes per job (k)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--slurm-backend", choices=("fake", "rest", "pyslurm"), default="fake")
+    parser.add_argument("--in-process", action="store_true",
+                        help="callers and the Slurm stand-in in this process, beside the hook API (the old figures)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sunk-bench-prehook-"))
     token_file = work / "secret"
     token_file.write_bytes(SECRET)
-    fake: FakeSlurmrestd | None = None
+    apart = not args.in_process
+    standing_in = contextlib.ExitStack()
     submitted: list[Job] = []
-    if args.slurm_backend == "fake":
+    if args.slurm_backend == "fake" and apart:
+        url, nodes, jobs = standing_in.enter_context(fake_slurm_apart(args.nodes, args.callers, args.job_nodes))
+        client = connect("rest", url=url, token="bench")
+    elif args.slurm_backend == "fake":
         fake, nodes, jobs = fake_slurm(args.nodes, args.callers, args.job_nodes)
+        standing_in.callback(fake.stop)
         client = connect("rest", url=fake.url, token="bench")
     else:
         client = (connect("pyslurm") if args.slurm_backend == "pyslurm" else
@@ -301,17 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds: list[dict[str, Any]] = []
     try:
         for _ in range(args.rounds):
-            rounds.append(one_round(slurm, nodes, callers, token_file))
+            rounds.append(one_round(slurm, nodes, callers, token_file, apart))
     finally:
         if submitted:
             for job in submitted:
                 client.cancel_job(job.id)
-        if fake is not None:
-            fake.stop()
+        standing_in.close()
     everything = [latency for r in rounds for latency in r.pop("_latencies")]
     p99s = [r["p99_ms"] for r in rounds]
     result = {
-        "backend": args.slurm_backend, "callers": len(callers), "nodes": len(nodes), "job_nodes": args.job_nodes,
+        "backend": args.slurm_backend, "apart": apart, "callers": len(callers), "nodes": len(nodes),
+        "job_nodes": args.job_nodes,
         "jobs": len({j for _, j in callers}), "rounds": rounds,
         "p50_ms": round(percentile(everything, 50) * 1000, 1), "p99_ms": round(percentile(everything, 99) * 1000, 1),
         "p99_spread_ms": [min(p99s), max(p99s)], "p99_median_of_rounds_ms": statistics.median(p99s),
