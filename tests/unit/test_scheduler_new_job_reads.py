@@ -95,30 +95,20 @@ def test_reads_go_on_after_a_doubt_ends_for_a_job_recorded_late(fake, slurm_cloc
     assert jobs.get(7) is None  # the reads for that doubt are over
 
 
-def test_a_refused_read_loses_no_new_job(fake, slurm_clock, clock, scheduler):
+@pytest.mark.parametrize(("refusals", "full_lists"), [(1, 0), (2, 1)])
+def test_a_refused_read_loses_no_new_job(fake, slurm_clock, clock, scheduler, refusals, full_lists):
     """A new job whose read Slurm refused stays one to read: the next refresh lists states and reads it (no full
-    list, which would find it whatever the first refresh had recorded)."""
+    list, which would find it whatever the failed refresh had recorded); after a second refusal in a row, a full
+    list."""
     jobs, _reads, _index = scheduler
     fake.put_job(8, admin_comment=ours(8))
-    fake.add_fault(Fault(method="GET", path="job/8", status=500, body={"errors": [{"error": "boom"}]}))
-    slurm_clock.t += 1
-    clock.t += 1
-    assert not jobs.refresh().ok
-    full_lists = jobs.stats().job_full_lists
-    later(fake, slurm_clock, clock, jobs)
-    assert jobs.get(8) is not None
-    assert jobs.stats().job_full_lists == full_lists
-
-
-def test_a_second_refused_read_in_a_row_lists_in_full(fake, slurm_clock, clock, scheduler):
-    jobs, _reads, _index = scheduler
-    fake.put_job(9, admin_comment=ours(9))
-    fake.add_fault(Fault(method="GET", path="job/9", status=500, body={"errors": [{"error": "boom"}]}, times=2))
-    for _ in range(2):
+    fake.add_fault(Fault(method="GET", path="job/8", status=500, body={"errors": [{"error": "boom"}]},
+                         times=refusals))
+    for _ in range(refusals):
         slurm_clock.t += 1
         clock.t += 1
         assert not jobs.refresh().ok
-    full_lists = jobs.stats().job_full_lists
+    before = jobs.stats().job_full_lists
     later(fake, slurm_clock, clock, jobs)
-    assert jobs.get(9) is not None
-    assert jobs.stats().job_full_lists == full_lists + 1
+    assert jobs.get(8) is not None
+    assert jobs.stats().job_full_lists == before + full_lists

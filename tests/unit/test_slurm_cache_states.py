@@ -466,50 +466,30 @@ def test_slurmrestd_down_keeps_the_snapshot_then_relists_in_full(fake, slurm_clo
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}  # whatever happened meanwhile
 
 
-def test_a_read_that_fails_fails_the_refresh_and_keeps_the_snapshot(fake, slurm_clock, clock):
+@pytest.mark.parametrize(("status", "failures", "next_calls"), [
+    (503, 1, {("GET", "jobs/"): 1}),  # an outage: whatever happened meanwhile, a full list
+    (500, 1, {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}),  # a refusal: nothing held changed, read again
+    (500, 2, {("GET", "jobs/"): 1}),  # the same refusal twice in a row may be the read's own fault: a full list
+])
+def test_a_read_that_fails_fails_the_refresh_keeps_the_snapshot_and_is_made_good_by_the_next(
+        fake, slurm_clock, clock, status, failures, next_calls):
     fake.put_job(5)
     slurm_clock.tick()
     cache = SlurmCache(connect("rest", url=fake.url, token="t", retries=0), kinds=("job",), clock=clock)
     cache.refresh()
     events = record(cache)
     fake.put_job(5, state=("RUNNING",), nodes="node1")
-    fake.add_fault(Fault("GET", r"job/5", status=503))
+    fake.add_fault(Fault("GET", r"job/5", status=status, times=failures,
+                         body={"errors": [{"error": "boom"}]} if status == 500 else None))
     slurm_clock.tick()
-    clock.tick()
-    result = cache.refresh()
-    assert not result.ok and result.calls == 2 and events == [] and cache.job(5).state == "PENDING"
-    clock.tick()
-    assert cache.refresh().ok and [e.new.state for e in events] == ["RUNNING"]
-
-
-def test_a_read_slurm_refuses_is_read_again_from_the_next_state_list_and_a_second_refusal_lists_in_full(
-        fake, slurm_clock, clock):
-    """A refusal (an answer, not an outage) changes nothing held, so the next refresh reads again rather than
-    paying for a full list; the same refusal twice in a row may be the read's own fault: a full list then."""
-    fake.put_job(5)
-    slurm_clock.tick()
-    cache = SlurmCache(connect("rest", url=fake.url, token="t", retries=0), kinds=("job",), clock=clock)
-    cache.refresh()
-    events = record(cache)
-    fake.put_job(5, state=("RUNNING",), nodes="node1")
-    fake.add_fault(Fault("GET", r"job/5", status=500, body={"errors": [{"error": "boom"}]}))
-    slurm_clock.tick()
-    clock.tick()
-    assert not cache.refresh().ok and events == []
-    clock.tick()
-    requests_before = len(fake.state.requests)
-    assert cache.refresh().ok and [e.new.state for e in events] == ["RUNNING"]
-    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}
-    fake.put_job(5, state=("COMPLETED",), nodes="node1")
-    fake.add_fault(Fault("GET", r"job/5", status=500, body={"errors": [{"error": "boom"}]}, times=2))
-    slurm_clock.tick()
-    for _ in range(2):
+    for _ in range(failures):
         clock.tick()
-        assert not cache.refresh().ok
+        result = cache.refresh()
+        assert not result.ok and result.calls == 2 and events == [] and cache.job(5).state == "PENDING"
     clock.tick()
     requests_before = len(fake.state.requests)
-    assert cache.refresh().ok and events[-1].new.state == "COMPLETED"
-    assert calls_by_path(fake, requests_before) == {("GET", "jobs/"): 1}
+    assert cache.refresh().ok and [e.new.state for e in events] == ["RUNNING"]
+    assert calls_by_path(fake, requests_before) == next_calls
 
 
 # -- while idle: update_time checks instead of state lists --------------------------------------------------
