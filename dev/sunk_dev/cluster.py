@@ -407,6 +407,8 @@ class DevCluster:
                 realnode.remove_service_routes()
             if component.daemon.stop():
                 stopped.append(component.daemon.name)
+            if component.daemon.name == "kube-proxy" and (bin_dir / "kube-proxy").exists():
+                run(realnode.kube_proxy_cleanup_argv(bin_dir / "kube-proxy"), check=False)
         realnode.unmount_kubelet_root(self.real_paths)
         # Every release's chroot, not only the recorded one: a switch interrupted half-way leaves the
         # other's /proc mounted (and its hooks, which would call a stopped Syncer).
@@ -556,6 +558,8 @@ class DevCluster:
             comps += [
                 Component(daemon("coredns", *dns.argv(dns.COREDNS.binary(self.home), self.run_dir / "Corefile")),
                           self._coredns_ok, prepare=self._prepare_coredns, after=self._publish_coredns),
+                Component(daemon("kube-proxy", *realnode.kube_proxy_argv(bin_dir / "kube-proxy", self.kubeconfig)),
+                          self._kube_proxy_ok),
                 Component(daemon("containerd", *realnode.containerd_argv(paths)),
                           functools.partial(realnode.containerd_ok, paths),
                           after=functools.partial(self._import_images, paths)),
@@ -614,6 +618,13 @@ class DevCluster:
         node = self.kube_request("GET", f"/api/v1/nodes/{paths.node_name}")
         return healthz.status_code == 200 and node.status_code == 200 and any(
             c["type"] == "Ready" and c["status"] == "True" for c in node.json().get("status", {}).get("conditions", []))
+
+    @staticmethod
+    def _kube_proxy_ok() -> bool:
+        try:
+            return requests.get(f"http://127.0.0.1:{realnode.KUBE_PROXY_HEALTHZ_PORT}/healthz", timeout=2).ok
+        except requests.RequestException:
+            return False
 
     def _second_node_daemons(self) -> tuple[realnode.Paths, Daemon, Daemon]:
         paths = realnode.Paths(self.home, node=2)

@@ -26,6 +26,7 @@ PACKAGES = {
     "kube-controller-manager": "cmd/kube-controller-manager",
     "kubectl": "cmd/kubectl",
     "kubelet": "cmd/kubelet",
+    "kube-proxy": "cmd/kube-proxy",
     "dra-test-driver": "test/e2e/dra/test-driver",
 }
 BINARIES = tuple(PACKAGES)

@@ -59,6 +59,9 @@ GPU_TYPE = "fake"
 GPU_FILE = "/dev/fakegpu{index}"
 KUBELET_PORT = 10350
 KUBELET_HEALTHZ_PORT = 10348
+KUBE_PROXY_HEALTHZ_PORT = 10356
+KUBE_PROXY_METRICS_PORT = 10349
+NO_NODEPORT_ADDRESS = "203.0.113.1/32"  # (TEST-NET-3: an address no interface here has, so no NodePort opens)
 POD_SUBNET = "10.88.7.0/24"
 BRIDGE = "sunkbr0"
 MAX_REAL_NODES = 2
@@ -328,6 +331,25 @@ def kubelet_argv(kubelet: Path, paths: Paths, kubeconfig: Path) -> list[str]:
     return [str(kubelet), f"--config={paths.kubelet_config}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={paths.kubelet_root}", f"--hostname-override={paths.node_name}", f"--node-ip={node_ip()}",
             f"--node-labels={NODE_LABEL}=true", *certs, "--v=1"]
+
+
+def kube_proxy_argv(binary: Path, kubeconfig: Path) -> list[str]:
+    """kube-proxy on the host (iptables), for every real Node's Pods and the host alike: a Service's
+    ClusterIP leads to its endpoints, as on any cluster. Every connection to a ClusterIP is masqueraded,
+    since without ``br_netfilter`` the answer of a Pod on the caller's own bridge would bypass the NAT.
+    No NodePort is opened: not on the host's addresses, not on loopback (which needs ``route_localnet`` on
+    every interface); conntrack's sysctls are left as they are (the VM may not set them)."""
+    return [str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={NODE_NAME}", "--proxy-mode=iptables",
+            "--masquerade-all", f"--nodeport-addresses={NO_NODEPORT_ADDRESS}", "--iptables-localhost-nodeports=false",
+            "--conntrack-max-per-core=0", "--conntrack-min=0", "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0",
+            f"--healthz-bind-address=127.0.0.1:{KUBE_PROXY_HEALTHZ_PORT}",
+            f"--metrics-bind-address=127.0.0.1:{KUBE_PROXY_METRICS_PORT}", "--v=1"]
+
+
+def kube_proxy_cleanup_argv(binary: Path) -> list[str]:
+    """What removes kube-proxy's rules once it stopped (it leaves them behind)."""
+    return [str(binary), "--cleanup"]
 
 
 def dra_driver_argv(driver: Path, paths: Paths, kubeconfig: Path) -> list[str]:

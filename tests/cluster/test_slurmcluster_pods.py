@@ -7,10 +7,11 @@ password), slurmrestd, and login, whose readiness is ``scontrol ping`` through i
 a munge-authenticated client (the probe is the proof; the two-node test also runs sbatch and sacct in it).
 
 Needs cluster DNS (slurm.conf names slurmctld by its Pod's name under the headless Service; slurmdbd and
-MariaDB by their headless Services), so it skips while kube-system has no ``kube-dns`` Service. No
-ClusterIP is used (the dev cluster has no kube-proxy): every Service a Slurm daemon calls is headless.
-hostPath volumes are not chowned for fsGroup, so
-the test makes each directory its image user's first, as an operator with hostPath or local volumes must.
+MariaDB by their headless Services), so it skips while kube-system has no ``kube-dns`` Service. Every
+Service a Slurm daemon calls is headless; sunk's clients reach slurmrestd's Service through kube-proxy (a
+release's Pods by its name, the test's own clients on the host by its ClusterIP). hostPath volumes are not
+chowned for fsGroup, so the test makes each directory its image user's first, as an operator with hostPath
+or local volumes must.
 """
 
 from __future__ import annotations
@@ -250,9 +251,14 @@ def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_
 
 
 def _slurmrestd_url(api: Any, namespace: str) -> str:
-    """The SlurmCluster's slurmrestd at its Pod's address (the dev cluster has no kube-proxy)."""
-    (rest,) = _pods_by_component(api, namespace)["slurmrestd"]
-    return f"http://{rest['status']['podIP']}:{paths.SLURMRESTD_PORT}"
+    """The SlurmCluster's slurmrestd Service at its ClusterIP, for the test's own clients on the host (whose
+    resolver knows no cluster name; kube-proxy leads the address to the Pod)."""
+    service = kc.get(api, SERVICES, f"{NAME}-slurmrestd", namespace)
+    return f"http://{service['spec']['clusterIP']}:{paths.SLURMRESTD_PORT}"
+
+
+# What a release in the cluster's namespace is told (docs/install.md): the Service by its name.
+IN_CLUSTER_SLURMRESTD = f"http://{NAME}-slurmrestd:{paths.SLURMRESTD_PORT}"
 
 
 def _cluster_jwt_key(api: Any, namespace: str, key_file: Path) -> Path:
@@ -524,13 +530,13 @@ SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/insta
 
 def _scheduler_release(api: Any, dev_cluster: Any, namespace: str, tmp: Path) -> Release:
     """The chart's sunk-scheduler alone, a Pod of sunk's built image on the real Node, in the SlurmCluster's
-    namespace (its slurmd namespace), on that cluster's Slurm: slurmrestd at its Pod's address (no kube-proxy
-    here), tokens signed with the cluster's JWT key Secret as SlurmUser (who may submit for the Pod's Slurm
+    namespace (its slurmd namespace), on that cluster's Slurm: slurmrestd by its Service's name, as the install
+    docs say, tokens signed with the cluster's JWT key Secret as SlurmUser (who may submit for the Pod's Slurm
     user). No Syncer, no node locking (the cluster has no Prolog), the hook secrets as values (no hook Job)."""
     tmp.mkdir(exist_ok=True)
     release = Release(dev_cluster, namespace, tmp)
     release.values = {
-        "slurm": {"api": {"url": _slurmrestd_url(api, namespace), "user": "slurm"},
+        "slurm": {"api": {"url": IN_CLUSTER_SLURMRESTD, "user": "slurm"},
                   "auth": {"jwtKey": {"enabled": True, "existingSecret": f"{NAME}-jwt-key"}}},
         "slurmd": {"namespace": namespace},
         "nodeSelector": {realnode.NODE_LABEL: "true"},

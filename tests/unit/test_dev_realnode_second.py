@@ -91,3 +91,12 @@ def test_on_cgroup_v2_the_root_is_one_directory_and_the_first_node_needs_none(tm
     assert [p.name for p in tmp_path.iterdir()] == ["cgroup.controllers"]
     realnode.ensure_cgroup_root(realnode.Paths(HOME, 2), tmp_path)
     assert (tmp_path / "sunk-real-2").is_dir()
+
+
+def test_kube_proxy_opens_no_nodeport_masquerades_and_leaves_the_hosts_sysctls():
+    argv = realnode.kube_proxy_argv(Path("/bin/kube-proxy"), Path("/k/admin.kubeconfig"))
+    assert "--proxy-mode=iptables" in argv and "--masquerade-all" in argv
+    assert f"--nodeport-addresses={realnode.NO_NODEPORT_ADDRESS}" in argv
+    assert "--iptables-localhost-nodeports=false" in argv  # (else route_localnet on every interface)
+    assert {"--conntrack-max-per-core=0", "--conntrack-min=0"} <= set(argv)
+    assert all(a.split("=", 1)[1].startswith("127.0.0.1:") for a in argv if a.startswith(("--healthz", "--metrics")))
