@@ -39,11 +39,12 @@ BACKENDS = ("rest", "pyslurm")
 def connect(backend: str = "rest", *, url: Optional[str] = None, token: Optional[str] = None,
             token_file: Optional[Union[str, os.PathLike[str]]] = None, jwt_key: Optional[bytes] = None,
             jwt_key_file: Optional[Union[str, os.PathLike[str]]] = None, user: str = "root",
-            accounting: Optional[RpcAccounting] = None, **options: Any) -> SlurmClient:
+            accounting: Optional[RpcAccounting] = None, jwt_key_wait: bool = False, **options: Any) -> SlurmClient:
     """A client for ``backend``.
 
     rest: ``url`` plus exactly one of ``token``, ``token_file`` (re-read when it changes),
-    ``jwt_key`` or ``jwt_key_file`` (tokens signed here for ``user``). Further keyword
+    ``jwt_key`` or ``jwt_key_file`` (tokens signed here for ``user``; ``jwt_key_wait``: that file may
+    appear after the start, calls failing as an outage until it does). Further keyword
     options go to RestClient (timeouts, retries, with_allocations).
     pyslurm: no arguments; it reads slurm.conf from SLURM_CONF and authenticates with munge.
     """
@@ -54,7 +55,7 @@ def connect(backend: str = "rest", *, url: Optional[str] = None, token: Optional
         if not url:
             raise ValueError("the rest backend needs url (slurmrestd's base URL)")
         tokens = token_source(token=token, token_file=token_file, jwt_key=jwt_key, jwt_key_file=jwt_key_file,
-                              user=user)
+                              user=user, jwt_key_wait=jwt_key_wait)
         return RestClient(url, tokens, user=user, accounting=accounting, **options)
     if backend == "pyslurm":
         from .pyslurm_backend import PyslurmClient

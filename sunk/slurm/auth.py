@@ -26,7 +26,7 @@ from typing import Any, Optional, Protocol, Union
 import jwt
 from attrs import frozen
 
-from .errors import SlurmError
+from .errors import AuthenticationFailed, SlurmError
 
 log = logging.getLogger(__name__)
 
@@ -108,14 +108,20 @@ class TokenFile:
 
 
 class KeyFile:
-    """slurmctld's ``jwt_key`` from a file, read again when the file changes; the last good key is kept."""
+    """slurmctld's ``jwt_key`` from a file, read again when the file changes; the last good key is kept.
 
-    def __init__(self, path: PathLike):
+    ``wait``: the file may appear after the start (sunk-operator's own SlurmCluster key, a Secret it makes
+    itself and the kubelet then projects into its Pod): until it does, signing fails as an outage
+    (``AuthenticationFailed``: retried, never a verdict), not the start."""
+
+    def __init__(self, path: PathLike, *, wait: bool = False):
         self.path = Path(path)
+        self.wait = wait
         self._lock = threading.Lock()
         self._stamp: Optional[tuple[int, int, int]] = None
         self._key = b""
-        self.key()  # a key that cannot be read at start is an error at start
+        if not (wait and not self.path.exists()):
+            self.key()  # a key that cannot be read at start is an error at start
 
     def key(self) -> bytes:
         try:
@@ -128,6 +134,9 @@ class KeyFile:
                             log.info("Slurm JWT key file %s changed; signing with the new key", self.path)
                         self._key, self._stamp = key, stamp
         except OSError as exc:
+            if not self._key and self.wait:
+                raise AuthenticationFailed(f"the Slurm JWT key {self.path} is not there yet ({exc}): waiting for "
+                                           "its Secret to be made and mounted", token_source=str(self.path)) from exc
             if not self._key:
                 raise SlurmError(f"cannot read the Slurm JWT key {self.path}: {exc}") from exc
             log.warning("cannot re-read the Slurm JWT key %s (%s); keeping the previous key", self.path, exc)
@@ -162,8 +171,9 @@ class SignedToken:
         self._issued = 0.0
 
     @classmethod
-    def from_file(cls, path: PathLike, user: str, **kwargs: Any) -> SignedToken:
-        return cls(KeyFile(path), user, **kwargs)
+    def from_file(cls, path: PathLike, user: str, *, wait: bool = False, **kwargs: Any) -> SignedToken:
+        """``wait``: the key file may appear after the start (``KeyFile``)."""
+        return cls(KeyFile(path, wait=wait), user, **kwargs)
 
     def token(self) -> str:
         key = self._key_file.key() if self._key_file is not None else self._fixed_key
@@ -267,8 +277,8 @@ def _when(epoch: float) -> str:
 
 def token_source(*, token: Optional[str] = None, token_file: Optional[PathLike] = None,
                  jwt_key: Optional[bytes] = None, jwt_key_file: Optional[PathLike] = None,
-                 user: str = "root", lifespan: int = 3600) -> TokenSource:
-    """Exactly one of token, token_file, jwt_key, jwt_key_file."""
+                 user: str = "root", lifespan: int = 3600, jwt_key_wait: bool = False) -> TokenSource:
+    """Exactly one of token, token_file, jwt_key, jwt_key_file; ``jwt_key_wait``: that file may appear later."""
     given = [name for name, value in (("token", token), ("token_file", token_file), ("jwt_key", jwt_key),
                                       ("jwt_key_file", jwt_key_file)) if value]
     if len(given) != 1:
@@ -280,4 +290,4 @@ def token_source(*, token: Optional[str] = None, token_file: Optional[PathLike] 
     if jwt_key:
         return SignedToken(jwt_key, user, lifespan=lifespan)
     assert jwt_key_file
-    return SignedToken.from_file(jwt_key_file, user, lifespan=lifespan)
+    return SignedToken.from_file(jwt_key_file, user, lifespan=lifespan, wait=jwt_key_wait)

@@ -58,6 +58,7 @@ class SlurmSettings:
     token: Optional[str] = attrs.field(default=None, repr=False)
     token_file: Optional[str] = None
     jwt_key_file: Optional[str] = None  # sign tokens ourselves (first choice, then token_file, then token)
+    jwt_key_wait: bool = False  # that file may appear after the start (--slurm-jwt-key-wait)
     poll_interval: float = 1.0  # seconds between the cache's list calls
     # Seconds between full job lists when the job cache refreshes from Slurm's job state list
     # (SlurmCache's job-state mode); 0 lists jobs in full on every refresh.
@@ -73,7 +74,7 @@ class SlurmSettings:
             return connect("pyslurm")
         auth: dict[str, Any]
         if self.jwt_key_file:
-            auth = {"jwt_key_file": self.jwt_key_file}
+            auth = {"jwt_key_file": self.jwt_key_file, "jwt_key_wait": self.jwt_key_wait}
         elif self.token_file:
             auth = {"token_file": self.token_file}
         else:
@@ -134,6 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, poll_interval: float, poll
     parser.add_argument("--slurm-jwt-key-file", default=None,
                         help="slurmctld's jwt_key (AuthAltParameters=jwt_key=...): sign short-lived tokens for "
                              "--slurm-user here, renewed at half-life; read again when it changes (rest)")
+    parser.add_argument("--slurm-jwt-key-wait", action="store_true",
+                        help="the --slurm-jwt-key-file may appear after the start (sunk-operator with its own "
+                             "SlurmCluster, whose key Secret it makes itself): Slurm calls fail as an outage until "
+                             "it does, instead of the start")
     parser.add_argument("--slurm-user", default="root", help="user the JWT speaks for (rest)")
     parser.add_argument("--slurm-poll-interval", type=positive_duration, default=poll_interval, help=poll_help)
     parser.add_argument("--slurm-job-full-list-interval", type=non_negative_duration, default=300.0,
@@ -188,11 +193,14 @@ def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error("give --slurm-auth-token (or $SLURM_JWT), --slurm-auth-token-file or --slurm-jwt-key-file")
     if args.slurm_auth_token_file and args.slurm_jwt_key_file:
         parser.error("give --slurm-auth-token-file or --slurm-jwt-key-file, not both")
+    if args.slurm_jwt_key_wait and not args.slurm_jwt_key_file:
+        parser.error("--slurm-jwt-key-wait is for --slurm-jwt-key-file")
     if args.slurm_backend == "rest" and (warning := api_base_warning(args.slurm_api_base)):
         log.warning("%s", warning)
     return SlurmSettings(backend=args.slurm_backend, url=args.slurm_api_base, user=args.slurm_user,
                          token=token, token_file=args.slurm_auth_token_file,
-                         jwt_key_file=args.slurm_jwt_key_file, poll_interval=args.slurm_poll_interval,
+                         jwt_key_file=args.slurm_jwt_key_file, jwt_key_wait=args.slurm_jwt_key_wait,
+                         poll_interval=args.slurm_poll_interval,
                          job_full_list_interval=args.slurm_job_full_list_interval)
 
 

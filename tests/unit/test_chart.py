@@ -1050,6 +1050,34 @@ def test_the_slurm_cluster_renders_a_spec_the_operator_takes_and_the_operator_it
     assert operator_cli.parse_args(argv)[0].slurm_cluster == "prod"
 
 
+def _volume(docs: list[dict[str, Any]], deployment: str, name: str) -> dict[str, Any]:
+    spec = find(docs, "Deployment", deployment)["spec"]["template"]["spec"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == name]
+    return volume
+
+
+def test_an_operator_signing_with_its_own_clusters_key_starts_before_that_secret_exists():
+    """On a bare cluster the operator makes ``<name>-jwt-key`` itself: its Pod mounts the Secret optional and
+    waits for the key (a required mount would hold the Pod, and so the Secret, forever); the daemons it does
+    not make wait for their mount as any Pod does."""
+    from sunk.commands import operator as operator_cli
+
+    own_key = {"slurm": {**SLURM_CLUSTER["slurm"], "api": {"url": "http://prod-slurmrestd:6820", "user": "slurm"},
+                         "auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": "prod-jwt-key"}}}}
+    docs = render({**SLURM_CLUSTER, **own_key})
+    argv = chart.container_args(docs, "sunk-operator")
+    assert "--slurm-jwt-key-wait" in argv
+    assert operator_cli.parse_args(argv)[1].slurm.jwt_key_wait is True
+    assert _volume(docs, "sunk-operator", "slurm-auth")["secret"] == {
+        "secretName": "prod-jwt-key", "optional": True, "items": [{"key": "jwt_hs256.key", "path": "jwt.key"}]}
+    assert "optional" not in _volume(docs, "sunk-scheduler", "slurm-auth")["secret"]
+    assert "--slurm-jwt-key-wait" not in chart.container_args(docs, "sunk-scheduler")
+    for values in ({**SLURM_CLUSTER}, {"operator": {"enabled": True}, **own_key}):  # a token; no cluster of its own
+        docs = render(values)
+        assert "--slurm-jwt-key-wait" not in chart.container_args(docs, "sunk-operator")
+        assert "optional" not in _volume(docs, "sunk-operator", "slurm-auth")["secret"]
+
+
 def test_the_slurm_clusters_default_images_are_all_built_here_and_its_cgroup_mode_is_passed():
     from sunk.translate.slurmcluster.spec import read_spec
 

@@ -1,3 +1,4 @@
+import argparse
 import os
 import time
 
@@ -5,7 +6,7 @@ import jwt
 import pytest
 
 from sunk.slurm.auth import SignedToken, StaticToken, TokenFile, WatchedToken, token_source, token_times
-from sunk.slurm.errors import SlurmError
+from sunk.slurm.errors import AuthenticationFailed, SlurmError
 
 
 def bump_mtime(path, seconds):
@@ -164,3 +165,30 @@ def test_a_signed_token_renewed_at_half_life_never_warns(caplog):
             watched.token()
             now[0] += 10
     assert caplog.records == []
+
+
+def test_a_key_file_that_may_come_later_is_an_outage_until_it_does_and_then_signs(tmp_path):
+    """sunk-operator with its own SlurmCluster: the key Secret is its own to make, so the file is not there when
+    its Pod starts. Without ``wait`` that is an error at the start; with it, each signing fails as an outage
+    (``AuthenticationFailed``, retried) until the kubelet projects the file."""
+    path = tmp_path / "jwt.key"
+    with pytest.raises(SlurmError) as at_start:
+        SignedToken.from_file(path, "slurm")
+    assert not isinstance(at_start.value, AuthenticationFailed)
+    tokens = SignedToken.from_file(path, "slurm", wait=True)
+    with pytest.raises(AuthenticationFailed, match="not there yet"):
+        tokens.token()
+    path.write_bytes(b"k" * 32)
+    claims = jwt.decode(tokens.token(), b"k" * 32, algorithms=["HS256"])
+    assert claims["sun"] == "slurm"
+
+
+def test_the_wait_for_a_key_file_is_a_flag_of_the_key_file_only():
+    from sunk.slurm.settings import add_arguments, settings_from
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, poll_interval=1.0, poll_help="")
+    args = parser.parse_args(["--slurm-jwt-key-file=/k", "--slurm-jwt-key-wait"])
+    assert settings_from(args, parser).jwt_key_wait is True
+    with pytest.raises(SystemExit):
+        settings_from(parser.parse_args(["--slurm-auth-token-file=/t", "--slurm-jwt-key-wait"]), parser)
