@@ -6,7 +6,9 @@ The order of start-up, and why:
    on every replica. Standbys keep warm caches, so a failover does not begin with a full
    relist.
 3. Once every informer has synced, the replica campaigns for the Lease. A replica that
-   cannot see the cluster must not hold the lease.
+   cannot see the cluster must not hold the lease. An informer added with ``wait_for_sync=False``
+   starts too but gates nothing: what only this process's own controllers bring up (sunk-operator's
+   SlurmCluster, whose Slurm the operator makes) cannot be waited for before they start.
 4. When it leads (or at once, without leader election), the controllers' workers start.
    Informers had already queued every key. So the first pass reconciles everything, and
    no event from before leadership is lost.
@@ -127,6 +129,7 @@ class Manager:
         self.shutdown_timeout = shutdown_timeout
         self.after_first_sync = after_first_sync
         self.informers: list[Syncable] = []
+        self._waited_for: list[Syncable] = []  # the informers whose first sync gates the start
         self.controllers: list[Controller] = []
         self._runnables: list[tuple[Runnable, bool]] = []
         self._healthz: dict[str, Check] = {}
@@ -160,9 +163,13 @@ class Manager:
 
     # ---- assembly ---------------------------------------------------------------------
 
-    def add_informer(self, informer: Syncable) -> Syncable:
+    def add_informer(self, informer: Syncable, *, wait_for_sync: bool = True) -> Syncable:
+        """``wait_for_sync`` False: started with the others, but neither the Lease nor the controllers wait for
+        its first sync (module notes); its readers must take an unsynced store as stale facts."""
         self._before_start()
         self.informers.append(informer)
+        if wait_for_sync:
+            self._waited_for.append(informer)
         return informer
 
     def add_controller(self, controller: Controller) -> Controller:
@@ -291,7 +298,7 @@ class Manager:
 
     def _after_sync(self) -> None:
         started = time.monotonic()
-        for informer in self.informers:
+        for informer in self._waited_for:
             # Short waits only so that stop() and the sync timeout are noticed promptly.
             while not informer.wait_for_sync(0.1):
                 if self._stop.is_set():

@@ -122,7 +122,9 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     attach(controller.queue.add, nodesets=nodesets, nodes=nodes, pods=pods, slices=slices, cache=cache)
     for informer in (nodesets, slices, pods, nodes):
         manager.add_informer(informer)
-    manager.add_informer(cache)  # no decision before Slurm's first node list
+    # No decision before Slurm's first node list; but a SlurmCluster's Slurm exists only once this operator made
+    # it: then the NodeSets start without it, their plans holding off on what needs Slurm's facts (stale).
+    manager.add_informer(cache, wait_for_sync=not config.slurm_cluster)
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
     if config.slurm_cluster:

@@ -4,7 +4,7 @@ its Pods bound to the real Node, each of its claims bound to a hostPath Persiste
 own StorageClass name. Every Pod becomes Ready: slurmctld (as SlurmUser, its state on a fresh volume, munged
 beside it), MariaDB (sunk-mariadb initialising an empty datadir), slurmdbd (its own slurmdbd.conf with the
 password), slurmrestd, and login, whose readiness is ``scontrol ping`` through its munged: slurmctld answers
-a munge-authenticated client (the probe is the proof; the two-node test also runs sbatch and sacct in it).
+a munge-authenticated client (the probe is the proof; test_slurm_on_kubernetes.py also runs sbatch and sacct in it).
 
 Needs cluster DNS (slurm.conf names slurmctld by its Pod's name under the headless Service; slurmdbd and
 MariaDB by their headless Services), so it skips while kube-system has no ``kube-dns`` Service. Every
@@ -40,7 +40,6 @@ import sunk
 from sunk.kube import client as kc
 from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SERVICES, SLURMCLUSTERS, Resource
 from sunk.model import names
-from sunk.model.hostlist import expand
 from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
 from sunk.slurm.client import SlurmClient
@@ -333,37 +332,17 @@ def _accounted(slurm: SlurmClient, job_id: int) -> list[dict[str, Any]]:
 @attrs.frozen
 class SlurmdOnRealNode:
     slurm: SlurmClient  # the cluster's own slurmrestd, as SlurmUser
-    pods: tuple[dict[str, Any], ...]  # the NodeSet's slurmd Pods, one per real Node, in the order of the Nodes
-
-    @property
-    def node_names(self) -> tuple[str, ...]:
-        """The Slurm nodes the Pods registered."""
-        return tuple(pod["spec"]["hostname"] for pod in self.pods)
-
-    @property
-    def pod(self) -> dict[str, Any]:
-        (pod,) = self.pods
-        return pod
-
-    @property
-    def node_name(self) -> str:
-        (name,) = self.node_names
-        return name
+    node_name: str  # the Slurm node the NodeSet's Pod registered
+    pod: dict[str, Any]
 
 
 @contextlib.contextmanager
-def _slurmd_on_the_real_node(api: Any, dev_cluster: Any, running: RunningCluster, tmp_path: Path,
-                             nodes: tuple[str, ...] = (realnode.NODE_NAME,)) -> Iterator[SlurmdOnRealNode]:
-    """NodeSet ``gpu`` moved onto the real Nodes ``nodes``, a slurmd Pod of the shipped sunk-slurmd image with no
-    command of its own on each, its Slurm node IDLE; the operator meanwhile on the cluster's own Slurm (the
-    module's reads the dev cluster's, and scaling the NodeSet in drains in the cluster's own). Slurm nodes are
-    named by the Node's address (IPv4Octets) on one Node, by the Node's name on two (they share the host's
-    address). Scaled to 0 replicas on the way out."""
+def _slurmd_on_the_real_node(api: Any, dev_cluster: Any, running: RunningCluster,
+                             tmp_path: Path) -> Iterator[SlurmdOnRealNode]:
+    """NodeSet ``gpu`` moved onto the real Node, one slurmd Pod of the shipped sunk-slurmd image with no command of
+    its own, its Slurm node IDLE; the operator meanwhile on the cluster's own Slurm (the module's reads the dev
+    cluster's, and scaling the NodeSet in drains in the cluster's own). Scaled to 0 replicas on the way out."""
     namespace = running.namespace
-    # (every real Node carries NODE_LABEL; beside up's own, only those a test started)
-    selector: dict[str, str | None] = ({"kubernetes.io/hostname": nodes[0]} if len(nodes) == 1
-                                       else {realnode.NODE_LABEL: "true"})
-    naming = {"scheme": "IPv4Octets", "prefix": "gpu"} if len(nodes) == 1 else {"scheme": "NodeName", "prefix": None}
     wait_for(lambda: not _not_ready(api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     slurm = _slurm_as_slurmuser(api, namespace, tmp_path / "jwt.key")
     image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
@@ -376,42 +355,40 @@ def _slurmd_on_the_real_node(api: Any, dev_cluster: Any, running: RunningCluster
     def place(selector: dict[str, str | None]) -> None:
         kc.request(api, "PATCH", NODESETS.path(namespace, "gpu"), content_type="application/merge-patch+json",
                    body={"spec": {"nodeSelector": selector, "template": template, "slurm": {"gres": "nic:1"},
-                                  "naming": naming, "slurmCluster": NAME, "replicas": None}})
+                                  "naming": {"scheme": "IPv4Octets", "prefix": "gpu"}, "slurmCluster": NAME,
+                                  "replicas": None}})
 
     running.operator.process.stop()
     through_cluster = _operator_through_cluster(api, running.operator, namespace, tmp_path)
     through_cluster.start()
-    place({**selector, "sunk.dev/none": None})
+    place({"kubernetes.io/hostname": realnode.NODE_NAME, "sunk.dev/none": None})
     try:
-        def slurmd_pods() -> tuple[dict[str, Any], ...] | None:
-            pods = {p["spec"].get("nodeName"): p for p in _nodeset_pods(api, namespace)}
-            on = tuple(pods[node] for node in nodes if node in pods and _ready(pods[node]))
-            return on if len(pods) == len(on) == len(nodes) else None
+        def slurmd_pod() -> dict[str, Any] | None:
+            pods = _nodeset_pods(api, namespace)
+            return pods[0] if len(pods) == 1 and _ready(pods[0]) else None
 
         try:
-            pods = wait_for(slurmd_pods, 120, f"the NodeSet's slurmd Pods Ready on {', '.join(nodes)}", interval=2)
+            pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
         except AssertionError:
             status = kc.get(api, NODESETS, "gpu", namespace).get("status")
             states = [(p["metadata"]["name"], p.get("status")) for p in _nodeset_pods(api, namespace)]
-            raise AssertionError(f"not one Ready slurmd Pod per Node; NodeSet status {status}; Pods {states}") from None
-        on_nodes = SlurmdOnRealNode(slurm, pods)
+            raise AssertionError(f"no Ready slurmd Pod; NodeSet status {status}; Pods {states}") from None
+        node_name = pod["spec"]["hostname"]
 
-        def registered(node_name: str) -> bool:
+        def registered() -> bool:
             node = next((n for n in slurm.list_nodes().items or () if n.name == node_name), None)
             # (nic:1 comes with its gres.conf line: slurmd reads the entrypoint's directory of links, -f)
             return (node is not None and "nodeset-gpu" in node.features and "nic:1" in node.gres
                     and node.base_state == "IDLE")
 
-        for node_name in on_nodes.node_names:
-            wait_for(functools.partial(registered, node_name), 90,
-                     f"Slurm node {node_name} IDLE with feature nodeset-gpu", interval=2)
-        yield on_nodes
+        wait_for(registered, 90, f"Slurm node {node_name} IDLE with feature nodeset-gpu", interval=2)
+        yield SlurmdOnRealNode(slurm, node_name, pod)
     finally:
         try:  # (replicas 0 scales in: a selector matching no Node freezes the NodeSet instead)
             kc.request(api, "PATCH", NODESETS.path(namespace, "gpu"), body={"spec": {"replicas": 0}},
                        content_type="application/merge-patch+json")
-            wait_for(lambda: not _nodeset_pods(api, namespace), 120, "the NodeSet's slurmd Pods gone", interval=2)
-            place({**{key: None for key in selector}, "sunk.dev/none": namespace})
+            wait_for(lambda: not _nodeset_pods(api, namespace), 120, "the NodeSet's slurmd Pod gone", interval=2)
+            place({"kubernetes.io/hostname": None, "sunk.dev/none": namespace})
         finally:
             through_cluster.stop()
             running.operator.process.start()
@@ -444,47 +421,6 @@ def test_a_nodeset_of_the_cluster_runs_the_shipped_slurmd_and_a_batch_job_comple
         records = wait_for(lambda: _accounted(slurm, job), 60, f"slurmdbd's record of job {job}", interval=2)
         assert [r["job_id"] for r in records] == [job]
         assert "COMPLETED" in records[0]["state"]["current"]
-
-
-def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_nodes_and_sacct_shows_it(
-        kube_api, dev_cluster, running_cluster, slurm_images_imported, tmp_path):
-    """Issue 34's acceptance: a NodeSet of the cluster with a slurmd Pod on each of two real kubelet Nodes (the
-    second, ``real-2``, started beside up's for this test: its own containerd, bridge and Pod subnet). In the login
-    Pod (``kubectl exec`` through the apiserver), ``sbatch --wait -N2 --wrap "srun hostname"`` returns 0 once the
-    job ran a task on each node: Slurm's step launch and its I/O cross from one Pod's network to the other's, and
-    the output names both Pods' hostnames. ``sacct`` there shows the job and its srun step on both nodes."""
-    namespace = running_cluster.namespace
-    slurmd_image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
-    with dev_cluster.second_real_node([b for b in slurm_images_imported if b.name == slurmd_image]) as second, \
-            _slurmd_on_the_real_node(kube_api, dev_cluster, running_cluster, tmp_path,
-                                     nodes=(realnode.NODE_NAME, second.node_name)) as on_nodes:
-        slurm, node_names = on_nodes.slurm, on_nodes.node_names
-        assert len(set(node_names)) == 2
-        (login,) = _pods_by_component(kube_api, namespace)["login"]
-
-        def in_pod(pod: dict[str, Any], container: str, *argv: str) -> str:
-            done = dev_cluster.kubectl("exec", "-n", namespace, pod["metadata"]["name"], "-c", container, "--",
-                                       *argv, check=False)
-            assert done.returncode == 0, f"{argv}: rc {done.returncode}: {done.stdout}{done.stderr}"
-            return done.stdout
-
-        out = in_pod(login, "login", "sbatch", "--wait", "--parsable", "-N2", "-p", "gpu",
-                     "-o", "/tmp/two-nodes-%j.out", "--wrap", "srun hostname")
-        job = int(out.strip().split(";")[0])
-        ran = slurm.get_job(job)
-        assert (ran.state, sorted(expand(ran.nodes))) == ("COMPLETED", sorted(node_names)), ran
-        (batch_pod,) = [p for p in on_nodes.pods if p["spec"]["hostname"] == ran.batch_host]
-        assert sorted(in_pod(batch_pod, "slurmd", "cat", f"/tmp/two-nodes-{job}.out").split()) == sorted(node_names)
-
-        def steps() -> dict[str, tuple[str, str]]:
-            listed = in_pod(login, "login", "sacct", "-j", str(job), "-n", "-P", "-o", "JobID,JobName,NodeList,State")
-            return {line.split("|")[0]: (line.split("|")[2], line.split("|")[3]) for line in listed.splitlines()
-                    if line.count("|") == 3}
-
-        shown = wait_for(lambda: (found := steps()).get(f"{job}.0", ("", ""))[1] == "COMPLETED" and found, 60,
-                         f"sacct in the login Pod to show job {job}'s srun step", interval=2)
-        assert shown[str(job)][1] == "COMPLETED"
-        assert sorted(expand(shown[f"{job}.0"][0])) == sorted(node_names)
 
 
 def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishes(

@@ -117,6 +117,28 @@ def test_controllers_start_only_after_informers_sync_and_probes_follow():
     assert not ctl.running
 
 
+def test_an_informer_not_waited_for_starts_but_holds_back_neither_the_controllers_nor_the_timeout():
+    """sunk-operator with its own SlurmCluster: Slurm's node list comes only once its controllers made Slurm."""
+    mgr = Manager(f"m-{uuid.uuid4().hex[:6]}", sync_timeout=1.0)
+    waited, not_waited = FakeInformer(), FakeInformer()
+    mgr.add_informer(waited)
+    mgr.add_informer(not_waited, wait_for_sync=False)
+    rec = Rec()
+    ctl = mgr.add_controller(Controller(f"c-{uuid.uuid4().hex[:6]}", rec))
+    mgr.start()
+    try:
+        assert not_waited.started.wait(2)
+        ctl.enqueue("ns/cluster")
+        waited.synced.set()
+        assert rec.event.wait(2) and mgr.synced()  # (the other never synced)
+        mgr.wait(1.5)  # (past the sync timeout: it did not count)
+        assert not mgr.stopping() and mgr.exit_code == EXIT_OK
+    finally:
+        mgr.stop()
+        assert mgr.wait(5) == EXIT_OK
+    assert not_waited.stopped.is_set()
+
+
 def test_sync_timeout_stops_with_exit_code():
     mgr = Manager("m-timeout", sync_timeout=0.2)
     inf = mgr.add_informer(FakeInformer())

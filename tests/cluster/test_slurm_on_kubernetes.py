@@ -1,0 +1,269 @@
+"""Issue 34's install path end to end: ``helm install`` of the chart with a SlurmCluster on a bare namespace,
+every component a Pod of the images this repository builds, on the dev cluster's real kubelets.
+
+One release holds it all: sunk-operator and sunk-scheduler (Pods of ``sunk``), the SlurmCluster and a NodeSet
+(``slurmCluster.*`` and ``nodeSets``), and sunk's credential, the cluster's own JWT key, which nobody made
+beforehand: the operator's Pod starts without it (``--slurm-jwt-key-wait``), makes it, and the scheduler's Pod
+starts once it exists. slurmrestd is reached by its Service's name, as docs/install.md says. Two real Nodes (the
+second started for this module) each run one slurmd Pod of the NodeSet. Claims are bound to hostPath volumes of
+the test's own StorageClass name (test_slurmcluster_pods.py says why their directories are chowned first); the
+Pods no scheduler of sunk's places are bound to the first real Node by the test (the dev cluster runs no
+default scheduler).
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+from kube_testns import purge_namespace, wait_default_service_account
+from syncer_harness import wait_for
+from test_chart_install import RELEASE, Release
+from test_slurmcluster_pods import (
+    CLAIM_UIDS,
+    COMPONENTS,
+    IN_CLUSTER_SLURMRESTD,
+    NAME,
+    PVS,
+    READY_TIMEOUT,
+    _bind_unscheduled,
+    _finished,
+    _pods_by_component,
+    _ready,
+    _slurm_as_slurmuser,
+    _volume,
+    needs_cluster_dns,  # noqa: F401 (a fixture slurm_images_imported needs)
+    slurm_images_imported,  # noqa: F401 (a fixture)
+)
+
+import sunk
+from sunk.kube import client as kc
+from sunk.kube.resources import NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
+from sunk.model import names
+from sunk.model.hostlist import expand
+from sunk.slurm.client import SlurmClient
+from sunk_dev import realnode, slurmimages
+
+pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
+
+OPERATOR_PODS = f"app.kubernetes.io/name=sunk-operator,app.kubernetes.io/instance={RELEASE}"
+SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
+
+
+@attrs.frozen
+class Installed:
+    namespace: str
+    release: Release
+    slurm: SlurmClient  # the cluster's own slurmrestd, as SlurmUser (the test's client, by its ClusterIP)
+    real_nodes: tuple[str, ...]
+
+
+def _values(dev_cluster: Any, namespace: str, storage_class: str) -> dict[str, Any]:
+    volume = {"size": "10Gi", "storageClassName": storage_class}
+    slurmd_image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
+    # privileged, as slurmd Pods are (slurmstepd sets each task's CPU affinity and changes to the job's user)
+    template = {"metadata": {"labels": {"app.kubernetes.io/name": "slurmd"}},
+                "spec": {"containers": [{"name": "slurmd", "image": slurmd_image, "imagePullPolicy": "Never",
+                                         "securityContext": {"privileged": True}}]}}
+    return {
+        "operator": {"enabled": True},
+        # cgroup none: cgroup/v2 for a containerised slurmd is unproven here
+        "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
+                         "gresTypes": ["gpu", "nic"], "slurmctld": {"stateVolume": volume},
+                         "slurmdbd": {"database": {"internal": {"volume": volume}}},
+                         "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]},
+        # one slurmd Pod on each real Node; both have the host's address, so named by Node name
+        "nodeSets": [{"name": "gpu", "spec": {"slurmCluster": NAME, "nodeSelector": {realnode.NODE_LABEL: "true"},
+                                              "naming": {"scheme": "NodeName"}, "slurm": {"gres": "nic:1"},
+                                              "template": template}}],
+        "slurm": {"api": {"url": IN_CLUSTER_SLURMRESTD, "user": "slurm"},
+                  "auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": f"{NAME}-jwt-key"}}},
+        "slurmd": {"namespace": namespace},
+        "nodeSelector": {realnode.NODE_LABEL: "true"},
+        "logLevel": "info",
+        # no Syncer, no node locking: the cluster's prolog would call a hook API this release does not run
+        "syncer": {"replicas": 0, "releaseNodesOnUninstall": False, "nodeLocking": {"enabled": False}},
+        "scheduler": {"replicas": 1},
+        "hooks": {"syncerToken": secrets.token_hex(32), "schedulerHookSecret": secrets.token_hex(32)},
+    }
+
+
+def _waiting_for(api: Any, namespace: str, real_nodes: tuple[str, ...]) -> list[str]:
+    """What is not up yet: each SlurmCluster component, the operator and scheduler Pods, one slurmd Pod per Node."""
+    _bind_unscheduled(api, namespace)
+    found = _pods_by_component(api, namespace)
+    waiting = [c for c in COMPONENTS if not found.get(c) or not all(_ready(p) for p in found[c])]
+    for what, selector in (("operator", OPERATOR_PODS), ("scheduler", SCHEDULER_PODS)):
+        pods = kc.list_objects(api, PODS, namespace, label_selector=selector)
+        if not pods or not all(_ready(p) for p in pods):  # (the operator: two replicas, one leading)
+            waiting.append(what)
+    slurmd = kc.list_objects(api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+    if sorted(p["spec"].get("nodeName") for p in slurmd if _ready(p)) != sorted(real_nodes):
+        waiting.append("slurmd Pods")
+    return waiting
+
+
+@pytest.fixture(scope="module")
+def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) -> Iterator[Installed]:  # noqa: F811
+    tmp = tmp_path_factory.mktemp("slurm-on-kubernetes")
+    namespace = f"slurm-on-k8s-{uuid.uuid4().hex[:6]}"
+    storage_class = f"sunk-test-{namespace}"
+    kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    wait_default_service_account(kube_api, namespace)
+    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
+           for claim, uid in CLAIM_UIDS.items()]
+    for pv in pvs:
+        kc.create(kube_api, PVS, pv)
+    slurmd_image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
+    release = Release(dev_cluster, namespace, tmp / "release")
+    (tmp / "release").mkdir()
+    release.values = _values(dev_cluster, namespace, storage_class)
+    try:
+        with dev_cluster.second_real_node([b for b in slurm_images_imported if b.name == slurmd_image]) as second:
+            real_nodes = (realnode.NODE_NAME, second.node_name)
+            assert not kc.list_objects(kube_api, SECRETS, namespace)  # (nothing made beforehand: no key either)
+            try:
+                release.install()
+                try:
+                    wait_for(lambda: not _waiting_for(kube_api, namespace, real_nodes), READY_TIMEOUT + 120,
+                             "the release's Pods, the SlurmCluster's and a slurmd Pod per real Node Ready",
+                             interval=2)
+                except AssertionError:
+                    raise AssertionError(f"waiting for {_waiting_for(kube_api, namespace, real_nodes)}\n"
+                                         f"{_describe(kube_api, dev_cluster, namespace)}") from None
+                slurm = _slurm_as_slurmuser(kube_api, namespace, tmp / "jwt.key")
+                try:
+                    yield Installed(namespace, release, slurm, real_nodes)
+                finally:
+                    slurm.close()
+            finally:
+                _remove(kube_api, release, namespace)
+    finally:
+        for pvc in kc.list_objects(kube_api, PVCS, namespace):
+            kc.delete(kube_api, PVCS, pvc["metadata"]["name"], namespace)
+        for pv in pvs:
+            try:
+                kc.delete(kube_api, PVS, pv["metadata"]["name"])
+            except kc.ApiError as exc:
+                if not exc.not_found:
+                    raise
+
+
+def _remove(api: Any, release: Release, namespace: str) -> None:
+    """The release uninstalled and the namespace purged, whatever the tests left. A NodeSet's finalizer, which the
+    operator lifts once its nodes drained, outlives an uninstall that deleted the operator with it (docs/install.md):
+    it is lifted here, or the namespace would never go."""
+    if release.installed:
+        release.helm("uninstall", RELEASE, "--timeout", "1m", check=False)
+    for nodeset in kc.list_objects(api, NODESETS, namespace):
+        if nodeset["metadata"].get("finalizers"):
+            kc.request(api, "PATCH", NODESETS.path(namespace, nodeset["metadata"]["name"]),
+                       body={"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+    purge_namespace(api, namespace, (SLURMCLUSTERS, NODESETS))
+
+
+def _describe(api: Any, dev_cluster: Any, namespace: str) -> str:
+    """What a failed start shows: each Pod's phase, the SlurmCluster's conditions, the operator's log."""
+    pods = [(p["metadata"]["name"], (p.get("status") or {}).get("phase"))
+            for p in kc.list_objects(api, PODS, namespace)]
+    clusters = [c.get("status") for c in kc.list_objects(api, SLURMCLUSTERS, namespace)]
+    logs = dev_cluster.kubectl("logs", "-n", namespace, "-l", OPERATOR_PODS, "--tail=40", "--prefix", check=False)
+    return f"Pods: {pods}\nSlurmCluster status: {clusters}\noperator log:\n{logs.stdout}{logs.stderr}"
+
+
+def _in_pod(dev_cluster: Any, namespace: str, pod: dict[str, Any], container: str, *argv: str) -> str:
+    done = dev_cluster.kubectl("exec", "-n", namespace, pod["metadata"]["name"], "-c", container, "--", *argv,
+                               check=False)
+    assert done.returncode == 0, f"{argv}: rc {done.returncode}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_sunks_components_and_slurms_run_as_pods_of_the_images_built_here(kube_api, installed):
+    """The operator that made the SlurmCluster is a Pod of sunk's image, as the scheduler is, and every Slurm
+    daemon a Pod of the release's Slurm image; the key the daemons sign with is the one the operator made."""
+    namespace = installed.namespace
+    operators = kc.list_objects(kube_api, PODS, namespace, label_selector=OPERATOR_PODS)
+    schedulers = kc.list_objects(kube_api, PODS, namespace, label_selector=SCHEDULER_PODS)
+    assert operators and schedulers
+    for pod in (*operators, *schedulers):
+        assert pod["spec"]["containers"][0]["image"] == f"sunk:{sunk.__version__}"
+    assert all("--slurm-jwt-key-wait" in pod["spec"]["containers"][0]["args"] for pod in operators)
+    key = kc.get(kube_api, SECRETS, f"{NAME}-jwt-key", namespace)
+    assert not key["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")  # (the operator's, not helm's)
+    for component, pods in _pods_by_component(kube_api, namespace).items():
+        if component in COMPONENTS:
+            assert all(c["image"].startswith(f"sunk-{component}:") for p in pods for c in p["spec"]["containers"]), \
+                component
+
+
+def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_nodes_and_sacct_shows_it(
+        kube_api, dev_cluster, installed):
+    """In the login Pod (``kubectl exec`` through the apiserver), ``sbatch --wait -N2 --wrap "srun hostname"``
+    returns 0 once the job ran a task on each NodeSet slurmd Pod, one per real Node (Slurm's step launch and its
+    I/O cross from one Node's Pod network to the other's); the output names both Pods' hostnames, and ``sacct``
+    there shows the job and its srun step on both nodes."""
+    namespace, slurm = installed.namespace, installed.slurm
+    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    slurmd_pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+    node_names = sorted(p["spec"]["hostname"] for p in slurmd_pods)
+    assert node_names == sorted(installed.real_nodes)  # (NodeName scheme: each Slurm node its Node's name)
+    out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--wait", "--parsable", "-N2", "-p", "gpu",
+                  "-o", "/tmp/two-nodes-%j.out", "--wrap", "srun hostname")
+    job = int(out.strip().split(";")[0])
+    ran = slurm.get_job(job)
+    assert (ran.state, sorted(expand(ran.nodes))) == ("COMPLETED", node_names), ran
+    (batch_pod,) = [p for p in slurmd_pods if p["spec"]["hostname"] == ran.batch_host]
+    printed = _in_pod(dev_cluster, namespace, batch_pod, "slurmd", "cat", f"/tmp/two-nodes-{job}.out")
+    assert sorted(printed.split()) == node_names
+
+    def steps() -> dict[str, tuple[str, str]]:
+        listed = _in_pod(dev_cluster, namespace, login, "login", "sacct", "-j", str(job), "-n", "-P",
+                         "-o", "JobID,JobName,NodeList,State")
+        return {line.split("|")[0]: (line.split("|")[2], line.split("|")[3]) for line in listed.splitlines()
+                if line.count("|") == 3}
+
+    shown = wait_for(lambda: (found := steps()).get(f"{job}.0", ("", ""))[1] == "COMPLETED" and found, 60,
+                     f"sacct in the login Pod to show job {job}'s srun step", interval=2)
+    assert shown[str(job)][1] == "COMPLETED"
+    assert sorted(expand(shown[f"{job}.0"][0])) == node_names
+
+
+def test_a_pod_naming_the_releases_scheduler_is_placed_by_that_slurm(kube_api, installed):
+    """A Pod naming the release's scheduler (a Pod of sunk's image, on the cluster's slurmrestd by its Service's
+    name) becomes a placeholder job of the cluster's Slurm, which runs it on one of the NodeSet's slurmd Pods; the
+    Pod is bound to that slurmd Pod's Node, where its real kubelet runs it. Deleted, its job ends."""
+    namespace, slurm = installed.namespace, installed.slurm
+    pod_name = f"placed-{uuid.uuid4().hex[:6]}"
+    kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name}, "spec": {
+        "schedulerName": f"{namespace}-{RELEASE}", "terminationGracePeriodSeconds": 5,
+        "containers": [{"name": "main", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                        "command": ["/bin/sleep", "3600"],
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}, namespace)
+
+    def running() -> dict[str, Any] | None:
+        pod = kc.get(kube_api, PODS, pod_name, namespace)
+        return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+    pod = wait_for(running, 120, f"Pod {pod_name} Running, placed through the cluster's Slurm", interval=1)
+    job_id = int(pod["metadata"]["annotations"][names.ANN_JOB_ID])
+    job = slurm.get_job(job_id)
+    assert (job.state, job.partition) == ("RUNNING", "gpu")
+    (slurmd,) = [p for p in kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+                 if p["spec"]["hostname"] == job.nodes]
+    assert pod["spec"]["nodeName"] == slurmd["spec"]["nodeName"]
+    kc.delete(kube_api, PODS, pod_name, namespace)
+    wait_for(lambda: _finished(slurm, job_id), 90, f"Pod {pod_name}'s job {job_id} to end", interval=1)
+
+
+def test_the_keys_the_operator_made_are_kept_for_the_next_install(kube_api, installed):
+    """What the operator made once (the munge and JWT keys) is no object of the release: an uninstall keeps it,
+    so a new install finds Slurm's state on its claims and the same keys."""
+    release_objects = {(d["kind"], d["metadata"]["name"]) for d in installed.release.manifest()}
+    for secret in (f"{NAME}-munge-key", f"{NAME}-jwt-key"):
+        assert kc.get(kube_api, SECRETS, secret, installed.namespace)
+        assert ("Secret", secret) not in release_objects, secret
+
