@@ -26,7 +26,6 @@ from test_chart_install import RELEASE, Release
 from test_slurmcluster_pods import (
     CLAIM_UIDS,
     COMPONENTS,
-    IN_CLUSTER_SLURMRESTD,
     NAME,
     PVS,
     READY_TIMEOUT,
@@ -46,10 +45,13 @@ from sunk.kube.resources import NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SLURM
 from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
+from sunk.translate.slurmcluster import paths
 from sunk_dev import realnode, slurmimages
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
+# What a release in the cluster's namespace is told (docs/install.md): slurmrestd's Service by its name.
+IN_CLUSTER_SLURMRESTD = f"http://{NAME}-slurmrestd:{paths.SLURMRESTD_PORT}"
 OPERATOR_PODS = f"app.kubernetes.io/name=sunk-operator,app.kubernetes.io/instance={RELEASE}"
 SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
 

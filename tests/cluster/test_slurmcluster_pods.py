@@ -20,7 +20,6 @@ import base64
 import contextlib
 import functools
 import os
-import secrets
 import sys
 import uuid
 from collections.abc import Iterator
@@ -34,7 +33,6 @@ from kube_testns import purge_namespace, wait_default_service_account
 from procs import Process
 from rbac_harness import DeployedOperator, operator_as_deployed, rendered
 from syncer_harness import wait_for
-from test_chart_install import RELEASE, Release
 
 import sunk
 from sunk.kube import client as kc
@@ -256,9 +254,6 @@ def _slurmrestd_url(api: Any, namespace: str) -> str:
     return f"http://{service['spec']['clusterIP']}:{paths.SLURMRESTD_PORT}"
 
 
-# What a release in the cluster's namespace is told (docs/install.md): the Service by its name.
-IN_CLUSTER_SLURMRESTD = f"http://{NAME}-slurmrestd:{paths.SLURMRESTD_PORT}"
-
 
 def _cluster_jwt_key(api: Any, namespace: str, key_file: Path) -> Path:
     secret = kc.get(api, SECRETS, f"{NAME}-jwt-key", namespace)
@@ -459,75 +454,6 @@ def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishe
         (pod,) = _nodeset_pods(kube_api, namespace)
         assert pod["metadata"]["uid"] == on_node.pod["metadata"]["uid"]
         assert all(s.get("restartCount", 0) == 0 for s in pod["status"].get("containerStatuses") or ())
-
-
-SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
-
-
-def _scheduler_release(api: Any, dev_cluster: Any, namespace: str, tmp: Path) -> Release:
-    """The chart's sunk-scheduler alone, a Pod of sunk's built image on the real Node, in the SlurmCluster's
-    namespace (its slurmd namespace), on that cluster's Slurm: slurmrestd by its Service's name, as the install
-    docs say, tokens signed with the cluster's JWT key Secret as SlurmUser (who may submit for the Pod's Slurm
-    user). No Syncer, no node locking (the cluster has no Prolog), the hook secrets as values (no hook Job)."""
-    tmp.mkdir(exist_ok=True)
-    release = Release(dev_cluster, namespace, tmp)
-    release.values = {
-        "slurm": {"api": {"url": IN_CLUSTER_SLURMRESTD, "user": "slurm"},
-                  "auth": {"jwtKey": {"enabled": True, "existingSecret": f"{NAME}-jwt-key"}}},
-        "slurmd": {"namespace": namespace},
-        "nodeSelector": {realnode.NODE_LABEL: "true"},
-        "logLevel": "info",
-        "syncer": {"replicas": 0, "releaseNodesOnUninstall": False, "nodeLocking": {"enabled": False}},
-        "scheduler": {"replicas": 1},
-        "hooks": {"syncerToken": secrets.token_hex(32), "schedulerHookSecret": secrets.token_hex(32)},
-    }
-    return release
-
-
-def test_a_pod_is_placed_by_the_clusters_slurm_through_the_scheduler_pod(
-        kube_api, dev_cluster, running_cluster, tmp_path):
-    """Issue 34: a Pod naming the scheduler of a release on the SlurmCluster becomes a placeholder job of that
-    cluster's Slurm, which runs it on the NodeSet's slurmd, and the scheduler, a Pod of sunk's built image, binds
-    the Pod to that slurmd Pod's Node, where the real kubelet runs it. Deleted, the Pod's job ends."""
-    namespace = running_cluster.namespace
-    with _slurmd_on_the_real_node(kube_api, dev_cluster, running_cluster, tmp_path) as on_node:
-        slurm, node_name = on_node.slurm, on_node.node_name
-        release = _scheduler_release(kube_api, dev_cluster, namespace, tmp_path / "release")
-        release.install()
-        try:
-            def scheduler_ready() -> bool:
-                _bind_unscheduled(kube_api, namespace)  # (the dev cluster runs no default scheduler)
-                pods = kc.list_objects(kube_api, PODS, namespace, label_selector=SCHEDULER_PODS)
-                return len(pods) == 1 and _ready(pods[0])
-
-            wait_for(scheduler_ready, 180, "the release's scheduler Pod Ready", interval=2)
-            (scheduler,) = kc.list_objects(kube_api, PODS, namespace, label_selector=SCHEDULER_PODS)
-            assert scheduler["spec"]["containers"][0]["image"] == f"sunk:{sunk.__version__}"
-            pod_name = f"placed-{uuid.uuid4().hex[:6]}"
-            kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name}, "spec": {
-                "schedulerName": f"{namespace}-{RELEASE}", "terminationGracePeriodSeconds": 5,
-                "containers": [{"name": "main", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                "command": ["/bin/sleep", "3600"],
-                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}, namespace)
-
-            def running() -> dict[str, Any] | None:
-                pod = kc.get(kube_api, PODS, pod_name, namespace)
-                return pod if (pod.get("status") or {}).get("phase") == "Running" else None
-
-            try:
-                pod = wait_for(running, 120, f"Pod {pod_name} Running, placed through the cluster's Slurm", interval=1)
-            except AssertionError:
-                raise AssertionError(f"{kc.get(kube_api, PODS, pod_name, namespace)}\n"
-                                     f"{_container_log(namespace, scheduler['metadata']['name'], 'scheduler')[-4000:]}"
-                                     ) from None
-            assert pod["spec"]["nodeName"] == realnode.NODE_NAME
-            job_id = int(pod["metadata"]["annotations"][names.ANN_JOB_ID])
-            job = slurm.get_job(job_id)
-            assert (job.state, job.nodes, job.partition) == ("RUNNING", node_name, "gpu")
-            kc.delete(kube_api, PODS, pod_name, namespace)
-            wait_for(lambda: _finished(slurm, job_id), 90, f"Pod {pod_name}'s job {job_id} to end", interval=1)
-        finally:
-            release.uninstall()
 
 
 def test_deleting_the_slurmcluster_leaves_no_pod_and_keeps_its_volumes_and_keys(kube_api, running_cluster):
