@@ -140,6 +140,9 @@ class KeyFile:
             if not self._key:
                 raise SlurmError(f"cannot read the Slurm JWT key {self.path}: {exc}") from exc
             log.warning("cannot re-read the Slurm JWT key %s (%s); keeping the previous key", self.path, exc)
+        if not self._key and self.wait:
+            raise AuthenticationFailed(f"the Slurm JWT key {self.path} is empty: waiting for its Secret's key",
+                                       token_source=str(self.path))
         if not self._key:
             raise SlurmError(f"the Slurm JWT key {self.path} is empty")
         return self._key

@@ -945,7 +945,12 @@ class SlurmCache:
             if keep(observed):
                 put(observed, seen_at)
         reads = [(job_id, False) for job_id in to_read] + [(array, True) for array in plan.arrays]
-        for (target, array), (records, at) in zip(reads, self._read(reads, made), strict=True):
+        try:
+            results = self._read(reads, made)
+        except Exception:
+            self._reads_failed(taken, to_read)
+            raise
+        for (target, array), (records, at) in zip(reads, results, strict=True):
             if not array:
                 record = next((j for j in records if j.id == target), None)
                 if record is None or not keep(record):  # gone since the state list, or not one to keep
@@ -996,6 +1001,17 @@ class SlurmCache:
             return [read(target) for target in reads]
         with ThreadPoolExecutor(min(self.read_workers, len(reads)), thread_name_prefix="slurm-job-read") as pool:
             return list(pool.map(read, reads))
+
+    def _reads_failed(self, taken: Mapping[int, tuple[Job, float]], to_read: Sequence[int]) -> None:
+        """A refresh whose reads failed changes nothing held, and loses nothing it took up for them: the records
+        observed elsewhere go back for the next state list (the newer kept), and the reads due now stay due (their
+        patience was spent: the next refresh reads them at once)."""
+        with self._observed_lock:
+            for job_id, item in taken.items():
+                if job_id not in self._observed or self._observed[job_id][1] < item[1]:
+                    self._observed[job_id] = item
+        for job_id in to_read:
+            self._waiting.setdefault(job_id, -math.inf)
 
     def _know_unkept(self, others: _Others, planned: Sequence[JobState], kept: Mapping[Hashable, Job],
                      deferred: Collection[int]) -> None:

@@ -1072,7 +1072,10 @@ def test_an_operator_signing_with_its_own_clusters_key_starts_before_that_secret
         "secretName": "prod-jwt-key", "optional": True, "items": [{"key": "jwt_hs256.key", "path": "jwt.key"}]}
     assert "optional" not in _volume(docs, "sunk-scheduler", "slurm-auth")["secret"]
     assert "--slurm-jwt-key-wait" not in chart.container_args(docs, "sunk-scheduler")
-    for values in ({**SLURM_CLUSTER}, {"operator": {"enabled": True}, **own_key}):  # a token; no cluster of its own
+    another_key = {"slurm": {**own_key["slurm"], "auth": {"token": "", "jwtKey": {
+        "enabled": True, "existingSecret": "someone-elses-key"}}}}
+    for values in ({**SLURM_CLUSTER}, {"operator": {"enabled": True}, **own_key},  # a token; no cluster of its own
+                   {**SLURM_CLUSTER, **another_key}):  # (a Secret the operator does not make: required, as usual)
         docs = render(values)
         assert "--slurm-jwt-key-wait" not in chart.container_args(docs, "sunk-operator")
         assert "optional" not in _volume(docs, "sunk-operator", "slurm-auth")["secret"]

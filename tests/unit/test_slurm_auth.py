@@ -178,7 +178,11 @@ def test_a_key_file_that_may_come_later_is_an_outage_until_it_does_and_then_sign
     tokens = SignedToken.from_file(path, "slurm", wait=True)
     with pytest.raises(AuthenticationFailed, match="not there yet"):
         tokens.token()
+    path.write_bytes(b"")  # (projected, its key not yet written)
+    with pytest.raises(AuthenticationFailed, match="empty"):
+        tokens.token()
     path.write_bytes(b"k" * 32)
+    bump_mtime(path, 1)
     claims = jwt.decode(tokens.token(), b"k" * 32, algorithms=["HS256"])
     assert claims["sun"] == "slurm"
 

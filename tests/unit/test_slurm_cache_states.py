@@ -897,6 +897,34 @@ def test_an_observed_record_stands_in_for_the_reads_of_a_new_and_a_starting_job(
     assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1}
 
 
+def test_a_refused_read_loses_neither_another_jobs_observed_record_nor_a_spent_patience(fake, slurm_clock, clock):
+    """One refresh: job 7's observed record stands in for its read, job 9's read (its patience spent) is refused.
+    The refresh changes nothing; the next takes 7's record still (no read of 7) and reads 9 at once."""
+    cache = ask(SlurmCache(rest(fake), kinds=("job",), clock=clock), placeholder_patience(3.0),
+                awaiting_start_reads)
+    cache.refresh()
+    events = record(cache)
+    fake.put_job(9, state=("RUNNING",), nodes="node1", admin_comment=PLACEHOLDER)
+    submitted(cache, 9, 3.0)
+    slurm_clock.tick()
+    clock.tick(0.5)
+    assert cache.refresh().events == 0  # 9 waits for its patience
+    fake.put_job(7, state=("RUNNING",), nodes="node2", admin_comment=PLACEHOLDER)
+    submitted(cache, 7, 3.0)
+    slurm_clock.tick()
+    clock.tick(3.5)  # (9's patience is out: read now)
+    cache.observe(read_of(fake, 7), clock.t)
+    clock.tick(0.1)
+    fake.add_fault(Fault("GET", r"job/9", status=500, body={"errors": [{"error": "boom"}]}))
+    assert not cache.refresh().ok and events == []
+    clock.tick(0.5)
+    requests_before = len(fake.state.requests)
+    assert cache.refresh().ok
+    assert calls_by_path(fake, requests_before) == {("GET", "jobs/state/"): 1, ("GET", "job/ID"): 1}  # 9's only
+    assert sorted(e.key for e in events) == [7, 9]
+    assert cache.stats().job_reads_taken == 1
+
+
 def test_a_read_that_waits_keeps_states_listed_and_is_made_once_the_patience_is_out(fake, slurm_clock, clock):
     fake.put_job(8, state=("RUNNING",), state_reason="Prolog", nodes="node1", admin_comment=PLACEHOLDER)
     slurm_clock.tick()
