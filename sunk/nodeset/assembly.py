@@ -45,9 +45,11 @@ from sunk.model.types import Obj
 from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk.slurm.informer import NodeInformer, SlurmInformerFactory
 from sunk.slurmcluster.assembly import add_slurm_cluster
+from sunk.translate import objects
 from sunk.translate.nodeset.pod import pending_deletion, pod_hash
 from sunk.translate.nodeset.registration import GPU_RESOURCE
 from sunk.translate.objects import pod_ready, slim_node
+from sunk.translate.slurmcluster.plan import SLURMRESTD_READY
 from sunk.translate.slurmd import slurm_node_name
 
 from .config import NAME, OperatorConfig
@@ -123,7 +125,7 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     for informer in (nodesets, slices, pods, nodes):
         manager.add_informer(informer)
     # No decision before Slurm's first node list; but a SlurmCluster's Slurm exists only once this operator made
-    # it: then the NodeSets start without it, their plans holding off on what needs Slurm's facts (stale).
+    # it: then its first sync gates the start only once that Slurm runs (SlurmOnceItRuns, below).
     manager.add_informer(cache, wait_for_sync=not config.slurm_cluster)
     manager.add_ready_check("slurm-cache", lambda: cache.synced)
     manager.add_controller(controller)
@@ -132,6 +134,8 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
                                      name=config.slurm_cluster, nodesets=nodesets, recorder=recorder).clusters
         reconciler.clusters, reconciler.watched_cluster = clusters, config.slurm_cluster
         attach_clusters(controller.queue.add, clusters=clusters, nodesets=nodesets)
+        cluster_key = f"{config.watch_namespace}/{config.slurm_cluster}"
+        manager.add_informer(SlurmOnceItRuns(cache, lambda: clusters.get(cluster_key)))  # (after the clusters')
     writer = None
     if config.topology.kind:
         reconfigure = None
@@ -148,6 +152,33 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
         attach_topology(topology.queue.add, nodes=nodes, pods=pods, cache=cache)
         manager.add_controller(topology)
     return Operator(manager=manager, controller=controller, reconciler=reconciler, topology=writer)
+
+
+@attrs.frozen
+class SlurmOnceItRuns:
+    """The Slurm node cache's first sync as the start gate of an operator that runs its own SlurmCluster: awaited
+    once that cluster's slurmrestd is Ready (a restart, a failover: no decision before Slurm's first node list,
+    and no replica that cannot reach Slurm takes the Lease), not before (a fresh install: only this operator's
+    controllers bring that Slurm up). Added after the SlurmCluster's informer, which the Manager awaits first."""
+
+    cache: NodeInformer
+    cluster: Callable[[], Obj | None]
+
+    def _not_yet_running(self) -> bool:
+        ready = objects.condition(self.cluster(), SLURMRESTD_READY)
+        return ready is None or ready.get("status") != "True"
+
+    def start(self) -> None:  # (the cache is an informer of the Manager's already)
+        return None
+
+    def stop(self, timeout: float | None = None) -> None:
+        return None
+
+    def has_synced(self) -> bool:
+        return self.cache.has_synced() or self._not_yet_running()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self.cache.wait_for_sync(timeout) or self._not_yet_running()
 
 
 def topology_view(pod: Obj) -> tuple[Any, ...]:
