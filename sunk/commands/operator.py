@@ -17,7 +17,13 @@ from pathlib import Path
 
 from kubernetes.client import ApiClient
 
-from sunk.base.flags import add_switch, configure_logging_from, gpu_types, positive_duration
+from sunk.base.flags import (
+    add_logging_arguments,
+    add_switch,
+    configure_logging_from,
+    gpu_types,
+    positive_duration,
+)
 from sunk.controller.daemon import DaemonConfig, add_daemon_arguments, daemon_config
 from sunk.controller.manager import Manager
 from sunk.nodeset.config import NAME, OperatorConfig
@@ -129,8 +135,54 @@ def parse_args(argv: Sequence[str] | None) -> tuple[OperatorConfig, DaemonConfig
     return config, daemon, args
 
 
+def end_nodesets_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"{NAME} end-nodesets", description=end_nodesets.__doc__)
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, then in-cluster")
+    parser.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of the NodeSets")
+    parser.add_argument("--nodeset", action="append", default=[], type=_nodeset_name, required=True,
+                        help="a NodeSet to end; repeatable")
+    add_switch(parser, "--cancel-jobs", default=True,
+               help="cancel the jobs on the NodeSets' nodes once drained (sunk.coreweave.com/on-delete: "
+                    "cancel-jobs); false: wait for them, and fail at --timeout while one runs")
+    parser.add_argument("--timeout", type=positive_duration, default=240.0,
+                        help="how long the NodeSets may take to go (default 4m)")
+    add_logging_arguments(parser)
+    return parser
+
+
+def _nodeset_name(text: str) -> str:
+    if not DNS_LABEL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a NodeSet name (a DNS label)")
+    return text
+
+
+def end_nodesets(argv: Sequence[str]) -> int:
+    """``sunk-operator end-nodesets``: at uninstall, delete the release's NodeSets and wait until the operator,
+    still running, has drained their nodes, cancelled their jobs (--cancel-jobs) and let them go.
+
+    Exit 0 once every NodeSet named is gone, 1 when some are left at --timeout or on an API error, 2 on a
+    usage error. Running it twice is harmless.
+    """
+    args = end_nodesets_parser().parse_args(argv)
+    configure_logging_from(args)
+    from sunk.kube.client import ApiError, load_api_client
+    from sunk.nodeset.uninstall import EndConfig, EndNodeSets
+
+    config = EndConfig(namespace=args.namespace, nodesets=tuple(dict.fromkeys(args.nodeset)),
+                       cancel_jobs=args.cancel_jobs, timeout=args.timeout)
+    try:
+        return 1 if EndNodeSets(load_api_client(args.kubeconfig), config).run() else 0
+    except (ApiError, OSError) as exc:
+        log.error("end-nodesets: failed: %s", exc)
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    config, daemon, args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["end-nodesets"]:
+        return end_nodesets(argv[1:])
+    config, daemon, args = parse_args(argv)
     configure_logging_from(args)
     from sunk.commands.runner import run_headless
     from sunk.nodeset.assembly import assemble

@@ -79,6 +79,11 @@ ANN_REGISTRATION_HASH: Final = f"{DOMAIN}/registration-hash"
 ANN_PENDING_DELETION: Final = f"{DOMAIN}/pending-deletion"
 # On NodeSets: held until every Pod of a deleted NodeSet has been drained and removed.
 FINALIZER_NODESET: Final = f"{DOMAIN}/nodeset"
+# On NodeSets: what their deletion does to the jobs on their nodes. ``drain`` (the default) waits for
+# them to end; ``cancel-jobs`` cancels them once the nodes are drained (the chart's uninstall hook sets it).
+ANN_ON_DELETE: Final = f"{DOMAIN}/on-delete"
+ON_DELETE_DRAIN: Final = "drain"
+ON_DELETE_CANCEL_JOBS: Final = "cancel-jobs"
 
 # SlurmCluster (sunk-operator): the control plane of one Slurm cluster as Kubernetes objects.
 SLURMCLUSTER_API_VERSION: Final = f"{DOMAIN}/{NODESET_VERSION}"

@@ -40,7 +40,7 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.resources import NODESETS, NODESLICES, PODS
 from sunk.kube.store import Store
 from sunk.model import names
-from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.slurm import JOB_HOLDING_STATES, Node, NodeUpdate
 from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
@@ -155,6 +155,8 @@ class NodeSetReconciler:
             ours = nodestate.pending_deletion_prefix(f"{namespace}/{pod_of.get(slurm_node, slurm_node)}")
             wrote_slurm |= self._update_node(nodeset, slurm_node, NodeUpdate(state="UNDRAIN"),
                                              functools.partial(undrain_still_due, our_prefix=ours))
+        if plan.cancel_jobs_on:
+            wrote_slurm |= self._cancel_jobs(nodeset, plan.cancel_jobs_on)
         for delete in plan.delete:
             self._delete(nodeset, namespace, delete.pod, delete.uid, delete.slurm_node, delete.why)
         if wrote_slurm:
@@ -200,6 +202,23 @@ class NodeSetReconciler:
         log.info("nodeset %s: %s", nodeset["metadata"]["name"], message)
         self.recorder.normal(nodeset, what, message)
         return True
+
+    def _cancel_jobs(self, nodeset: Obj, slurm_nodes: tuple[str, ...]) -> bool:
+        """Cancel every job running on ``slurm_nodes`` (drained: nothing starts there again), from one fresh job
+        list; a job of many nodes is cancelled whole. A job that ended meanwhile is no failure."""
+        on = frozenset(slurm_nodes)
+        jobs = [j for j in self.slurm.list_jobs().items or () if j.state in JOB_HOLDING_STATES
+                and not on.isdisjoint(j.node_list)]
+        for job in jobs:
+            try:
+                self.slurm.cancel_job(job.id)
+            except NotFound:
+                continue
+            message = f"cancelled job {job.id} on {job.nodes}: the NodeSet is being deleted ({names.ANN_ON_DELETE}: " \
+                      f"{names.ON_DELETE_CANCEL_JOBS})"
+            log.info("nodeset %s: %s", nodeset["metadata"]["name"], message)
+            self.recorder.normal(nodeset, "CancelledJob", message)
+        return bool(jobs)
 
     def _delete(self, nodeset: Obj, namespace: str, pod: str, uid: str, slurm_node: str, why: str) -> None:
         try:

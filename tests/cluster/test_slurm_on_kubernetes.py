@@ -14,6 +14,9 @@ default scheduler).
 from __future__ import annotations
 
 import secrets
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -41,10 +44,11 @@ from test_slurmcluster_pods import (
 
 import sunk
 from sunk.kube import client as kc
-from sunk.kube.resources import NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
+from sunk.kube.resources import EVENTS, NAMESPACES, NODES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
 from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
+from sunk.slurm.errors import SlurmError
 from sunk.translate.slurmcluster import paths
 from sunk_dev import realnode, slurmimages
 
@@ -269,3 +273,72 @@ def test_the_keys_the_operator_made_are_kept_for_the_next_install(kube_api, inst
         assert kc.get(kube_api, SECRETS, secret, installed.namespace)
         assert ("Secret", secret) not in release_objects, secret
 
+
+
+def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_the_volumes(
+        kube_api, dev_cluster, installed):
+    """Acceptance item 4 of issue 34. A two-node job runs when ``helm uninstall --wait`` starts. The chart's
+    pre-delete hook (``sunk-operator end-nodesets``, a Job of sunk's image with its own ServiceAccount) deletes the
+    NodeSet while the operator still runs; the operator drains both nodes, cancels the job (an Event on the
+    NodeSet says so), deletes the slurmd Pods once idle and lets the NodeSet go; then Helm deletes the rest. The
+    uninstall ends in time, with no Pod left in the namespace, no lock taint on either Node, and the claims (Slurm's
+    state and the database) and the operator's keys kept. Last in this module: it ends the release."""
+    namespace, slurm = installed.namespace, installed.slurm
+    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N2", "-p", "gpu",
+                  "-o", "/tmp/sleep-%j.out", "--wrap", "srun sleep 600")
+    job = int(out.strip().split(";")[0])
+    states: list[tuple[str, str]] = []
+
+    def running() -> bool:
+        record = slurm.get_job(job)
+        states.append((record.state, record.state_reason))
+        return record.state == "RUNNING"
+
+    try:
+        wait_for(running, 60, f"job {job} running on both nodes", interval=1)
+    except AssertionError:
+        nodes = [(n.name, sorted(n.state), n.reason) for n in slurm.list_nodes().items or ()]
+        raise AssertionError(f"job {job}: {states[-1]}; nodes: {nodes}") from None
+    claims = sorted(p["metadata"]["name"] for p in kc.list_objects(kube_api, PVCS, namespace))
+    assert claims
+    seen: list[str] = []
+    done = threading.Event()
+
+    def meanwhile() -> None:
+        """What kube-scheduler would do for the hook's Pod (bind it), and the job's states while Slurm answers."""
+        while not done.wait(0.5):
+            _bind_unscheduled(kube_api, namespace)
+            try:
+                state = slurm.get_job(job).state
+            except SlurmError:
+                continue
+            if not seen or seen[-1] != state:
+                seen.append(state)
+
+    helper = threading.Thread(target=meanwhile, daemon=True)
+    helper.start()
+    started = time.monotonic()
+    try:
+        uninstalled = installed.release.helm("uninstall", RELEASE, "--wait", "--timeout", "4m", check=False)
+    finally:
+        done.set()
+        helper.join(timeout=30)
+    took = time.monotonic() - started
+    print(f"helm uninstall --wait with a job running took {took:.1f}s", file=sys.stderr)
+    assert uninstalled.returncode == 0, f"{uninstalled.stderr}\n{_describe(kube_api, dev_cluster, namespace)}"
+    installed.release.installed = False
+    assert took < 200, took
+    assert "CANCELLED" in seen, seen
+    cancelled = [e for e in kc.list_objects(kube_api, EVENTS, namespace)
+                 if e.get("reason") == "CancelledJob" and e["involvedObject"].get("name") == "gpu"]
+    assert any(f"cancelled job {job} " in e.get("message", "") for e in cancelled), cancelled
+    assert not kc.list_objects(kube_api, NODESETS, namespace)
+    wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace), 120,
+             "every Pod of the namespace gone (the SlurmCluster's are garbage collected after it)", interval=2)
+    for node in installed.real_nodes:
+        taints = kc.get(kube_api, NODES, node)["spec"].get("taints") or []
+        assert not [t for t in taints if t["key"] == names.LOCK_KEY], (node, taints)
+    assert sorted(p["metadata"]["name"] for p in kc.list_objects(kube_api, PVCS, namespace)) == claims
+    for secret in (f"{NAME}-munge-key", f"{NAME}-jwt-key"):
+        assert kc.get(kube_api, SECRETS, secret, namespace)

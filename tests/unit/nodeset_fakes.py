@@ -7,9 +7,12 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from sunk.kube import client as kc
 from sunk.model import names
-from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.slurm import Job, Node, NodeUpdate
+from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.translate.nodeset import pod as podlib
 from sunk.translate.nodeset.registration import Registration
@@ -209,8 +212,19 @@ class FakeSlurm:
 
     def __init__(self, *nodes: Node) -> None:
         self.nodes = {n.name: n for n in nodes}
+        self.jobs: dict[int, Job] = {}
         self.calls: list[tuple[str, str, NodeUpdate | None]] = []
         self.read_error: SlurmError | None = None
+
+    def list_jobs(self) -> Snapshot[Job]:
+        self.calls.append(("list_jobs", "", None))
+        return Snapshot(items=tuple(self.jobs.values()), last_update=0)
+
+    def cancel_job(self, job_id: int) -> None:
+        """A cancelled job ends at once (its epilog done): its record says CANCELLED; its nodes are the test's."""
+        self.calls.append(("cancel", str(job_id), None))
+        if job_id in self.jobs:
+            self.jobs[job_id] = attrs.evolve(self.jobs[job_id], state="CANCELLED")
 
     def get_node(self, name: str) -> Node:
         self.calls.append(("get", name, None))

@@ -481,6 +481,56 @@ def test_the_hook_runs_before_anything_is_deleted_after_its_rbac_and_goes_once_i
     assert parsed.timeout < job["activeDeadlineSeconds"] < 300
 
 
+# ---- the uninstall's end of the NodeSets (operator.endNodeSetsOnUninstall) -----------------------------------
+
+
+END = "sunk-end-nodesets"
+WITH_NODESETS = {"operator": {"enabled": True}, "slurmd": {"namespace": "slurmd-pods"},
+                 "nodeSets": [{"name": "gpu", "spec": {}}, {"name": "cpu", "spec": {}}]}
+
+
+def test_the_nodesets_are_ended_by_a_hook_before_the_syncers_with_rights_to_exactly_them():
+    """With the operator and NodeSets: a pre-delete Job that runs `sunk-operator end-nodesets` on each NodeSet
+    of the release (cancelling their jobs by default), before the Syncer's release-nodes hook, with a Role that
+    may get, patch and delete those NodeSets by name and nothing else; bounded below helm's 5m."""
+    from sunk.commands.operator import end_nodesets_parser
+
+    docs = render(WITH_NODESETS)
+    ours = hooks(docs, END)
+    assert {(d["kind"], d["metadata"]["name"]) for d in ours} == {
+        ("ServiceAccount", END), ("Role", END), ("RoleBinding", END), ("Job", END)}
+    role = find(ours, "Role", END)
+    assert role["metadata"]["namespace"] == "slurmd-pods"
+    assert role["rules"] == [{"apiGroups": ["sunk.coreweave.com"], "resources": ["nodesets"],
+                              "resourceNames": ["gpu", "cpu"], "verbs": ["get", "patch", "delete"]}]
+    assert subjects(find(ours, "RoleBinding", END)) == {(NS, END)}
+    weight = {(d["kind"], d["metadata"]["name"]): int(d["metadata"]["annotations"]["helm.sh/hook-weight"])
+              for d in hooks(docs, END) + hooks(docs)}
+    assert max(w for (kind, name), w in weight.items() if name == END and kind != "Job") < weight[("Job", END)]
+    assert weight[("Job", END)] < min(w for (_, name), w in weight.items() if name == HOOK)  # before the Syncer's
+    job = find(ours, "Job", END)["spec"]
+    pod = job["template"]["spec"]
+    assert pod["serviceAccountName"] == END and pod["containers"][0]["command"] == ["sunk-operator"]
+    assert pod["containers"][0]["image"] == find(docs, "Deployment", "sunk-operator")["spec"]["template"]["spec"][
+        "containers"][0]["image"]
+    assert "volumes" not in pod  # no Slurm credential: the operator cancels, the hook only deletes
+    args = pod["containers"][0]["args"]
+    assert args[0] == "end-nodesets"
+    parsed = end_nodesets_parser().parse_args(args[1:])
+    assert (parsed.namespace, parsed.nodeset, parsed.cancel_jobs) == ("slurmd-pods", ["gpu", "cpu"], True)
+    assert parsed.timeout < job["activeDeadlineSeconds"] < 300
+    assert tolerates_lock({"spec": pod}, "NoSchedule")
+    waiting = render({**WITH_NODESETS, "operator": {"enabled": True, "cancelJobsOnUninstall": False}})
+    assert end_nodesets_parser().parse_args(hook_args_of(waiting, END)[1:]).cancel_jobs is False
+    assert not hooks(render({**WITH_NODESETS, "operator": {"enabled": True, "endNodeSetsOnUninstall": False}}), END)
+    assert not hooks(render({**WITH_NODESETS, "operator": {"enabled": False}}), END)
+    assert not hooks(render({"operator": {"enabled": True}}), END)  # no NodeSet of the release: nothing to end
+
+
+def hook_args_of(docs: list[dict[str, Any]], component: str) -> list[str]:
+    return list(find(docs, "Job", component)["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
 @pytest.mark.parametrize("values", [
     {},
     {"slurm": {"api": {"user": "slurm"}, "auth": {"token": "", "existingSecret": "my-jwt",

@@ -10,7 +10,7 @@ from nodeset_fakes import FakeApiServer, FakeSlurm, NodeCacheFake, Recorder, nod
 from syncer_fakes import FakeInformer
 
 from sunk.model import names
-from sunk.model.slurm import Node, NodeUpdate
+from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.nodeset.assembly import INDEX_SLURM_NODE
 from sunk.nodeset.reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
 from sunk.slurm.errors import SlurmUnavailable
@@ -238,6 +238,39 @@ def test_deleting_the_nodeset_waits_for_the_jobs_then_lets_it_go(monkeypatch):
         w.api.finish()
     assert w.pods() == {} and w.api.one("nodesets", "gpu") is None and w.api.of("nodeslices") == []
     assert w.reconcile() is None  # gone: nothing to do
+
+
+def test_deleting_with_cancel_jobs_cancels_the_jobs_on_its_nodes_from_one_list_then_lets_it_go(monkeypatch):
+    """The uninstall's way (``on-delete: cancel-jobs``): the busy node is drained first, then the jobs holding it
+    are cancelled, found in one job list (a job of two nodes whole; a job elsewhere, a pending one and an ended one
+    untouched), each an Event; once Slurm shows the node idle the Pod goes, then the finalizer."""
+    w = World(monkeypatch, [W(1), W(2)], [Node("g-3-1", state="ALLOCATED"), Node("g-3-2")])
+    w.reconcile()
+    w.api.set_ready()
+    w.reconcile()
+    w.slurm.jobs = {7: Job(7, state="RUNNING", nodes="g-3-[1,9]"), 8: Job(8, state="RUNNING", nodes="other-1"),
+                    9: Job(9, state="PENDING"), 10: Job(10, state="COMPLETED", nodes="g-3-1")}
+    nodeset_obj = w.api.one("nodesets", "gpu")
+    assert nodeset_obj is not None
+    nodeset_obj["metadata"]["annotations"] = {names.ANN_ON_DELETE: names.ON_DELETE_CANCEL_JOBS}
+    w.api.put("nodesets", nodeset_obj)
+    w.api.delete(None, _Res("nodesets"), "gpu", "slurm")
+    w.reconcile()  # marks both Pods, drains g-3-1; Slurm was busy: no cancel before the drain shows
+    assert ("cancel", "7", None) not in w.slurm.calls
+    assert "DRAIN" in w.slurm.nodes["g-3-1"].state
+    w.api.finish()
+    w.reconcile()
+    assert [c for c in w.slurm.calls if c[0] in ("cancel", "list_jobs")] == [("list_jobs", "", None),
+                                                                             ("cancel", "7", None)]
+    assert [e for e in w.recorder.events if e[1] == "CancelledJob"] == [
+        ("Normal", "CancelledJob", f"cancelled job 7 on g-3-[1,9]: the NodeSet is being deleted "
+                                   f"({names.ANN_ON_DELETE}: {names.ON_DELETE_CANCEL_JOBS})")]
+    assert w.cache.nudges
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state="IDLE+DRAIN", reason=w.slurm.nodes["g-3-1"].reason)
+    for _ in range(3):
+        w.reconcile()
+        w.api.finish()
+    assert w.pods() == {} and w.api.one("nodesets", "gpu") is None
 
 
 def test_a_name_someone_else_holds_is_an_event_not_a_failure(monkeypatch):

@@ -292,6 +292,42 @@ def test_deleting_the_nodeset_drains_every_node_and_keeps_the_finalizer_until_no
     assert gone.remove_finalizer and gone.slices.delete == ("gpu-0",)
 
 
+def test_deleting_with_cancel_jobs_cancels_on_marked_drained_busy_nodes_only():
+    """``on-delete: cancel-jobs``: a node's jobs are cancelled once its Pod carries the mark and Slurm shows the
+    node drained (or down), so no job starts there after; an idle node, an unmarked Pod's and one not drained yet
+    are left to the plain rules. Without the annotation nothing is cancelled."""
+    cancel = {names.ANN_ON_DELETE: names.ON_DELETE_CANCEL_JOBS}
+    ns = nodeset(deleting=True)
+    ns["metadata"]["annotations"] = cancel
+    pods = [pod_for(ns, f"worker-{i}", f"g-3-{i}", pending=WHY_DELETED if i != 4 else None) for i in range(1, 6)]
+    nodes = slurm(sn(1, "ALLOCATED+DRAIN", ours(1, WHY_DELETED)), sn(2, "MIXED+DRAIN", "a person's"),
+                  sn(3, "IDLE+DRAIN", ours(3, WHY_DELETED)), sn(4, "ALLOCATED+DRAIN", "a person's"), sn(5, ALLOC))
+    workers = [W(i) for i in range(1, 6)]
+    plan = decide(facts(ns, workers, pods, nodes))
+    assert plan.cancel_jobs_on == ("g-3-1", "g-3-2")
+    assert plan.drain == (Drain("g-3-5", ours(5, WHY_DELETED)),)
+    assert [d.pod for d in plan.delete] == ["g-3-3"]
+    assert "their jobs are cancelled" in cond(plan, "Progressing")["message"]
+    down = decide(facts(ns, workers[:1], pods[:1], slurm(sn(1, "DOWN+ALLOCATED", "Not responding"))))
+    assert down.cancel_jobs_on == ("g-3-1",)
+    assert decide(Facts(ns, workers, pods, slurm=None)).cancel_jobs_on == ()  # blind: nothing
+    plain = nodeset(deleting=True)
+    assert decide(facts(plain, workers, pods, nodes)).cancel_jobs_on == ()
+    alive = nodeset()
+    alive["metadata"]["annotations"] = cancel
+    assert decide(facts(alive, workers, pods, nodes)).cancel_jobs_on == ()  # only a deletion cancels
+
+
+def test_an_on_delete_annotation_of_another_value_is_a_problem_and_cancels_nothing():
+    ns = nodeset(deleting=True)
+    ns["metadata"]["annotations"] = {names.ANN_ON_DELETE: "cancel-job"}
+    read = read_spec(ns)
+    assert not read.spec.cancel_jobs_on_delete
+    assert any(names.ANN_ON_DELETE in p and "'cancel-job'" in p for p in read.problems)
+    pods = [pod_for(ns, "worker-1", "g-3-1", pending=WHY_DELETED)]
+    assert decide(facts(ns, [W(1)], pods, slurm(sn(1, "ALLOCATED+DRAIN")))).cancel_jobs_on == ()
+
+
 def test_deleting_proceeds_even_with_a_bad_spec_but_not_blind():
     ns = nodeset(deleting=True, spec={"template": None})
     pods = [pod_for(nodeset(), "worker-1", "g-3-1", pending=WHY_DELETED)]

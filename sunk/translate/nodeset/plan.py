@@ -25,7 +25,9 @@ The rules (docs/nodeset.md says them for people):
   whose Slurm node is idle, then the busy ones, each by name. ``OnDelete``: nothing is
   marked for an update; a Pod deleted by someone comes back with the new template.
 - Deleting the NodeSet: every Pod is marked and goes as above; the finalizer is removed once
-  no Pod is left.
+  no Pod is left. With the annotation ``sunk.coreweave.com/on-delete: cancel-jobs`` (the chart's
+  uninstall hook), the jobs on a marked Pod's node are cancelled once Slurm shows it drained, rather
+  than waited for: an uninstall ends, and leaves no job behind.
 - A mark no longer needed (the Node matches again, the template is back) is removed, and the
   node undrained if, and only if, its drain reason is the operator's own pending-deletion
   reason for that Pod. A drain a person (or NHC, or anything else) set is never lifted.
@@ -139,6 +141,8 @@ class Plan:
     drain: tuple[Drain, ...] = ()
     undrain: tuple[str, ...] = ()
     delete: tuple[Delete, ...] = ()
+    # Slurm nodes whose jobs are cancelled: a deleted NodeSet's, drained, marked (names.ANN_ON_DELETE cancel-jobs).
+    cancel_jobs_on: tuple[str, ...] = ()
     slices: SlicePlan = SlicePlan((), ())
     status: Mapping[str, Any] = field(factory=dict)  # the status without conditions
     conditions: tuple[Mapping[str, Any], ...] = ()
@@ -377,13 +381,30 @@ def _deleting(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj]) -> Plan:
              if not is_deleting(p) and podlib.pending_deletion(p) != WHY_DELETED and facts.slurm is not None]
     final = {p["metadata"]["name"]: WHY_DELETED for p in pods}
     drain, _, delete = _slurm_side(spec, pods, final, facts.slurm)
+    cancel = _jobs_to_cancel(spec, pods, facts.slurm)
     left = len(pods)
     conds = [condition(PROGRESSING, left == 0, "Deleting",
-                       f"{left} slurmd Pods left: each goes once its Slurm node is drained and idle")]
+                       f"{left} slurmd Pods left: each goes once its Slurm node is drained and idle"
+                       + ("; their jobs are cancelled" if spec.cancel_jobs_on_delete else ""))]
     plan_slices = slices.assign(spec.name, _current_slices(facts), _entries(spec, facts, pods, None))
-    return Plan(mark=tuple(marks), drain=tuple(drain), delete=tuple(delete), slices=plan_slices,
+    return Plan(mark=tuple(marks), drain=tuple(drain), delete=tuple(delete), cancel_jobs_on=cancel,
+                slices=plan_slices,
                 status=_status(spec, facts, pods, None, {}), conditions=tuple(conds),
                 remove_finalizer=spec.has_finalizer and not pods, spec=spec)
+
+
+def _jobs_to_cancel(spec: NodeSetSpec, pods: Sequence[Obj], slurm: Mapping[str, Node] | None) -> tuple[str, ...]:
+    """With ``cancel-jobs``, the busy Slurm nodes of a deleted NodeSet whose Pod carries its mark and which Slurm
+    shows drained (or down): no job starts there any more, so none is left once these are cancelled."""
+    if not spec.cancel_jobs_on_delete or slurm is None:
+        return ()
+    busy = []
+    for p in pods:
+        node = slurm.get(slurm_node_name(p))
+        if (not is_deleting(p) and podlib.pending_deletion(p) == WHY_DELETED and node is not None
+                and (node.drained or node.down) and node.running_jobs):
+            busy.append(node.name)
+    return tuple(sorted(busy))
 
 
 def _current_slices(facts: Facts) -> dict[str, tuple[Entry, ...]]:

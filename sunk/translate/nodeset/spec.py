@@ -111,6 +111,8 @@ class NodeSetSpec:
     slurm_cluster: str = ""
     strategy: str = ROLLING_UPDATE
     max_unavailable: int | str = 1
+    # Deleting the NodeSet cancels the jobs on its drained nodes instead of waiting for them (names.ANN_ON_DELETE).
+    cancel_jobs_on_delete: bool = False
 
 
     @property
@@ -330,6 +332,12 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         problems.append(f"spec.updateStrategy.rollingUpdate.maxUnavailable: {why}")
         unavailable = 1
 
+    on_delete = (meta.get("annotations") or {}).get(names.ANN_ON_DELETE, names.ON_DELETE_DRAIN)
+    if on_delete not in (names.ON_DELETE_DRAIN, names.ON_DELETE_CANCEL_JOBS):
+        problems.append(f"metadata.annotations[{names.ANN_ON_DELETE}]: must be {names.ON_DELETE_DRAIN} or "
+                        f"{names.ON_DELETE_CANCEL_JOBS}, got {on_delete!r}")
+        on_delete = names.ON_DELETE_DRAIN
+
     spec = NodeSetSpec(
         name=name,
         namespace=str(meta.get("namespace") or ""),
@@ -337,6 +345,7 @@ def read_spec(nodeset: Mapping[str, Any]) -> ReadSpec:
         generation=int(meta.get("generation") or 0),
         deleting=bool(meta.get("deletionTimestamp")),
         has_finalizer=names.FINALIZER_NODESET in (meta.get("finalizers") or []),
+        cancel_jobs_on_delete=on_delete == names.ON_DELETE_CANCEL_JOBS,
         replicas=replicas,
         node_selector=node_selector,
         affinity=affinity,
