@@ -145,8 +145,13 @@ def end_nodesets_parser() -> argparse.ArgumentParser:
     add_switch(parser, "--cancel-jobs", default=True,
                help="cancel the jobs on the NodeSets' nodes once drained (sunk.coreweave.com/on-delete: "
                     "cancel-jobs); false: wait for them, and fail at --timeout while one runs")
-    parser.add_argument("--timeout", type=positive_duration, default=240.0,
-                        help="how long the NodeSets may take to go (default 4m)")
+    parser.add_argument("--timeout", type=positive_duration, default=200.0,
+                        help="how long the NodeSets may take to go (default 200s)")
+    parser.add_argument("--operator-deployment", default="",
+                        help="the operator's Deployment (in --operator-namespace): without a Ready Pod of it nothing "
+                             "is deleted; unset: not checked")
+    parser.add_argument("--operator-namespace", default=os.environ.get("POD_NAMESPACE") or "slurm",
+                        help="namespace of --operator-deployment")
     add_logging_arguments(parser)
     return parser
 
@@ -166,15 +171,19 @@ def end_nodesets(argv: Sequence[str]) -> int:
     """
     args = end_nodesets_parser().parse_args(argv)
     configure_logging_from(args)
-    from sunk.kube.client import ApiError, load_api_client
-    from sunk.nodeset.uninstall import EndConfig, EndNodeSets
+    from sunk.kube.client import KubeError, load_api_client
+    from sunk.nodeset.uninstall import EndConfig, EndNodeSets, NoOperator
 
     config = EndConfig(namespace=args.namespace, nodesets=tuple(dict.fromkeys(args.nodeset)),
-                       cancel_jobs=args.cancel_jobs, timeout=args.timeout)
+                       cancel_jobs=args.cancel_jobs, timeout=args.timeout,
+                       operator_deployment=args.operator_deployment, operator_namespace=args.operator_namespace)
     try:
         return 1 if EndNodeSets(load_api_client(args.kubeconfig), config).run() else 0
-    except (ApiError, OSError) as exc:
+    except (KubeError, NoOperator) as exc:
         log.error("end-nodesets: failed: %s", exc)
+        return 1
+    except Exception as exc:  # a kubeconfig that cannot be read: one line, no trace
+        log.error("end-nodesets: failed: %s: %s", type(exc).__name__, exc)
         return 1
 
 

@@ -45,7 +45,15 @@ from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import NotFound, SlurmError
 from sunk.translate import nodestate, objects
-from sunk.translate.nodeset.plan import Facts, Plan, decide, drain_still_due, safe_to_delete, undrain_still_due
+from sunk.translate.nodeset.plan import (
+    Facts,
+    Plan,
+    cancel_still_due,
+    decide,
+    drain_still_due,
+    safe_to_delete,
+    undrain_still_due,
+)
 from sunk.translate.nodeset.slices import slice_object
 from sunk.translate.slurmd import slurm_node_name
 
@@ -183,10 +191,7 @@ class NodeSetReconciler:
     def _update_node(self, nodeset: Obj, name: str, update: NodeUpdate,
                      still_due: Callable[[Node | None], bool]) -> bool:
         """Write ``update`` if a fresh read of the node still calls for it (a failed read raises: retried)."""
-        try:
-            fresh: Node | None = self.slurm.get_node(name)
-        except NotFound:
-            fresh = None
+        fresh = self._fresh_node(name)
         if not still_due(fresh):
             log.info("nodeset %s: no %s of %s: Slurm now shows %s", nodeset["metadata"]["name"], update.state, name,
                      f"{'+'.join(sorted(fresh.state))} ({fresh.reason or 'no reason'})" if fresh else "no such node")
@@ -204,21 +209,40 @@ class NodeSetReconciler:
         return True
 
     def _cancel_jobs(self, nodeset: Obj, slurm_nodes: tuple[str, ...]) -> bool:
-        """Cancel every job running on ``slurm_nodes`` (drained: nothing starts there again), from one fresh job
-        list; a job of many nodes is cancelled whole. A job that ended meanwhile is no failure."""
-        on = frozenset(slurm_nodes)
+        """Cancel every job running on ``slurm_nodes``, each node read again first (still drained, still busy: a
+        person's resume since lets jobs start that no deletion meant to end), the jobs from one fresh list. A job
+        of many nodes is cancelled whole (its Event names them all); a task of an array alone. A job that ended
+        meanwhile is no failure; one Slurm refuses to cancel is a Warning, and the reconcile is retried."""
+        on = frozenset(name for name in slurm_nodes if cancel_still_due(self._fresh_node(name)))
+        if not on:
+            return True  # (the cache was behind: have it list again)
         jobs = [j for j in self.slurm.list_jobs().items or () if j.state in JOB_HOLDING_STATES
                 and not on.isdisjoint(j.node_list)]
+        refused: SlurmError | None = None
         for job in jobs:
+            task = job.array_task_id if job.array_job_id == job.id else None  # (this id alone names the array)
+            ident = f"{job.id}" if task is None else f"{job.id}_{task}"
             try:
-                self.slurm.cancel_job(job.id)
+                self.slurm.cancel_job(job.id, array_task_id=task)
             except NotFound:
                 continue
-            message = f"cancelled job {job.id} on {job.nodes}: the NodeSet is being deleted ({names.ANN_ON_DELETE}: " \
-                      f"{names.ON_DELETE_CANCEL_JOBS})"
+            except SlurmError as exc:
+                refused = exc
+                self.recorder.warning(nodeset, "CancelFailed", f"could not cancel job {ident} on {job.nodes}: {exc}")
+                continue
+            message = (f"cancelled job {ident} on {job.nodes}: the NodeSet is being deleted ({names.ANN_ON_DELETE}: "
+                       f"{names.ON_DELETE_CANCEL_JOBS})")
             log.info("nodeset %s: %s", nodeset["metadata"]["name"], message)
             self.recorder.normal(nodeset, "CancelledJob", message)
+        if refused is not None:
+            raise refused
         return bool(jobs)
+
+    def _fresh_node(self, name: str) -> Node | None:
+        try:
+            return self.slurm.get_node(name)
+        except NotFound:
+            return None
 
     def _delete(self, nodeset: Obj, namespace: str, pod: str, uid: str, slurm_node: str, why: str) -> None:
         try:

@@ -5,15 +5,19 @@ NodeSet's finalizer, which drains its nodes and waits for their jobs, is lifted 
 operator: an uninstall while a job ran waited forever. The chart runs this as a ``pre-delete``
 hook, before anything of the release is deleted:
 
-1. each NodeSet named (``--nodeset``) is annotated ``sunk.coreweave.com/on-delete: cancel-jobs``
+1. ``--operator-deployment``: the operator must have a Ready Pod, or nothing is deleted (the run fails and
+   the release stays as it was): a NodeSet deleted with no operator to let it go would stay Terminating,
+   and be drained, and its jobs cancelled, whenever an operator came back;
+2. each NodeSet named (``--nodeset``) is annotated ``sunk.coreweave.com/on-delete: cancel-jobs``
    (with ``--cancel-jobs``, the default), then deleted: the operator marks its Pods, drains their
    Slurm nodes, cancels the jobs on them once drained, and deletes each Pod once its node is idle;
-2. the run waits until every one of them is gone, at most ``--timeout``, and says what each still
-   waits for (its ``Progressing`` condition) while it waits.
+3. the run waits until every one of them is gone, at most ``--timeout``, and says what each still
+   waits for (its ``Progressing`` condition) while it waits; an apiserver outage meanwhile is waited out.
+   Once a NodeSet is deleted there is no going back: a run that fails later leaves it to the operator.
 
 Without ``--cancel-jobs`` the jobs are waited for: an uninstall then fails at the timeout while a job
-runs, and the release stays (run it again later). A NodeSet already gone is no failure; running it
-twice is harmless.
+runs, and the release stays (uninstall again later: the operator goes on waiting meanwhile). A NodeSet
+already gone is no failure; running it twice is harmless.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import attrs
 from kubernetes.client import ApiClient
 
 from sunk.kube import client as kc
-from sunk.kube.resources import NODESETS
+from sunk.kube.resources import DEPLOYMENTS, NODESETS
 from sunk.model import names
-from sunk.model.types import Obj
+from sunk.model.types import Obj, Outage
 
 log = logging.getLogger("sunk.operator.uninstall")
 
@@ -40,8 +44,14 @@ class EndConfig:
     namespace: str  # the NodeSets'
     nodesets: tuple[str, ...]
     cancel_jobs: bool = True
-    timeout: float = 240.0
+    timeout: float = 200.0
     poll_interval: float = 1.0
+    operator_deployment: str = ""  # "": not checked (by hand, with an operator known to run)
+    operator_namespace: str = ""
+
+
+class NoOperator(Exception):
+    """No Ready operator Pod: nothing was deleted."""
 
 
 @attrs.define
@@ -54,6 +64,8 @@ class EndNodeSets:
     sleep: Callable[[float], None] = time.sleep
 
     def run(self) -> list[str]:
+        """Raises NoOperator, or an ApiError before anything is deleted."""
+        self._operator_ready()
         for name in self.config.nodesets:
             self._end(name)
         deadline = self.clock() + self.config.timeout
@@ -70,6 +82,22 @@ class EndNodeSets:
             self.sleep(self.config.poll_interval)
         log.info("end-nodesets: done: %s gone", ", ".join(self.config.nodesets) or "no NodeSet")
         return []
+
+    def _operator_ready(self) -> None:
+        name, namespace = self.config.operator_deployment, self.config.operator_namespace
+        if not name:
+            return
+        try:
+            deployment = kc.get(self.api, DEPLOYMENTS, name, namespace)
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+            raise NoOperator(f"no operator Deployment {namespace}/{name}: nothing deleted (a NodeSet would stay "
+                             f"Terminating)") from None
+        if not (deployment.get("status") or {}).get("readyReplicas"):
+            raise NoOperator(f"operator Deployment {namespace}/{name} has no Ready Pod: nothing deleted (a NodeSet "
+                             f"would stay Terminating, and be drained whenever an operator came back); start it, "
+                             f"or delete the NodeSets by hand")
 
     def _end(self, name: str) -> None:
         namespace = self.config.namespace
@@ -96,7 +124,13 @@ class EndNodeSets:
             except kc.ApiError as exc:
                 if exc.not_found:
                     continue
-                raise
+                if not isinstance(exc, Outage):
+                    raise
+                left[name] = f"not read: {exc}"  # (an outage: waited out, as the NodeSet is)
+                continue
+            except kc.ConnectionFailed as exc:
+                left[name] = f"not read: {exc}"
+                continue
             left[name] = _progress(nodeset)
         return left
 

@@ -516,7 +516,10 @@ class PyslurmClient:
         with self._rpc(Rpc.UPDATE_JOB, f"update job {job_id}"):
             self.ps.Job(int(job_id)).modify(self.ps.JobSubmitDescription(**changes))
 
-    def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
+    def cancel_job(self, job_id: int, *, signal: str | None = None, array_task_id: int | None = None) -> None:
+        if array_task_id is not None:  # (pyslurm's cancel takes a number: by the array's id, the whole array)
+            raise SlurmError(f"cannot cancel job {job_id}_{array_task_id} alone through pyslurm (its cancel takes a "
+                             f"job id only, which names the whole array): scancel {job_id}_{array_task_id}")
         with self._rpc(Rpc.KILL_JOB, f"cancel job {job_id}"):
             job = self.ps.Job(int(job_id))
             if signal is None:

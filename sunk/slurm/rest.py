@@ -335,7 +335,7 @@ class RestClient:
             raise _error_from(what, [{"error_number": r["error_code"], "description": r.get("why") or r.get("error"),
                                       "error": r.get("error")} for r in failed], 200)
 
-    def cancel_job(self, job_id: int, *, signal: str | None = None) -> None:
+    def cancel_job(self, job_id: int, *, signal: str | None = None, array_task_id: int | None = None) -> None:
         """Cancel (SIGKILL) by default, else deliver ``signal`` to the whole job, batch script included.
 
         Cancelling is idempotent: a job that already ended, or is gone from slurmctld, is
@@ -343,10 +343,11 @@ class RestClient:
         raises NotFound.
         """
         sig = signal_name(signal) if signal is not None else "SIGKILL"
-        what = f"cancel job {job_id}" if sig == "SIGKILL" else f"signal job {job_id} with {sig}"
+        ident = f"{int(job_id)}" if array_task_id is None else f"{int(job_id)}_{int(array_task_id)}"
+        what = f"cancel job {ident}" if sig == "SIGKILL" else f"signal job {ident} with {sig}"
         params = {"signal": sig} if signal is not None else None
         try:
-            _, body = self._call("DELETE", f"job/{int(job_id)}", Rpc.KILL_JOB, what, params=params)
+            _, body = self._call("DELETE", f"job/{ident}", Rpc.KILL_JOB, what, params=params)
         except NotFound:
             if sig == "SIGKILL":
                 return  # an id slurmctld rejects outright (beyond MaxJobId): nothing to cancel either

@@ -13,12 +13,13 @@ default scheduler).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -181,6 +182,26 @@ def _describe(api: Any, dev_cluster: Any, namespace: str) -> str:
     return f"Pods: {pods}\nSlurmCluster status: {clusters}\noperator log:\n{logs.stdout}{logs.stderr}"
 
 
+@contextlib.contextmanager
+def _binding(api: Any, namespace: str, also: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """While the block runs, what kube-scheduler would do for a hook's Pod or a rolled Pod (bind it to the real
+    Node), every half second, and ``also``."""
+    done = threading.Event()
+
+    def meanwhile() -> None:
+        while not done.wait(0.5):
+            _bind_unscheduled(api, namespace)
+            also()
+
+    helper = threading.Thread(target=meanwhile, daemon=True)
+    helper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        helper.join(timeout=30)
+
+
 def _in_pod(dev_cluster: Any, namespace: str, pod: dict[str, Any], container: str, *argv: str) -> str:
     done = dev_cluster.kubectl("exec", "-n", namespace, pod["metadata"]["name"], "-c", container, "--", *argv,
                                check=False)
@@ -265,6 +286,41 @@ def test_a_pod_naming_the_releases_scheduler_is_placed_by_that_slurm(kube_api, i
     wait_for(lambda: _finished(slurm, job_id), 90, f"Pod {pod_name}'s job {job_id} to end", interval=1)
 
 
+def test_helm_upgrade_of_a_slurm_conf_value_while_a_job_runs_is_live_and_the_job_finishes(
+        kube_api, dev_cluster, installed):
+    """Acceptance item 2 of issue 34: ``helm upgrade`` with one more ``slurmCluster.slurmConfig`` line while a job
+    runs. The operator rewrites the cluster's ConfigMap and, once the kubelets can have brought it into the Pods,
+    has slurmctld reread it: ``scontrol show config`` in the login Pod shows the value, slurmctld's Pod is the same
+    one, and the job, still running then, finishes COMPLETED on the node it started on."""
+    namespace, slurm, release = installed.namespace, installed.slurm, installed.release
+    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+
+    def batch_start_timeout() -> str:
+        shown = _in_pod(dev_cluster, namespace, login, "login", "scontrol", "show", "config")
+        return next(line.split("=", 1)[1].strip() for line in shown.splitlines()
+                    if line.split("=", 1)[0].strip() == "BatchStartTimeout")
+
+    assert batch_start_timeout() != "17 sec"
+    # long enough to outlive the kubelet's ConfigMap sync and the operator's wait for it; ends by itself
+    out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N1", "-p", "gpu",
+                  "-o", "/tmp/upgrade-%j.out", "--wrap", "sleep 150")
+    job = int(out.strip().split(";")[0])
+    started = wait_for(lambda: (j := slurm.get_job(job)).state == "RUNNING" and j, 60, f"job {job} RUNNING",
+                       interval=1)
+    release.values["slurmCluster"]["slurmConfig"] = ["BatchStartTimeout=17"]
+    with _binding(kube_api, namespace):  # (a Pod the upgrade rolls)
+        release.upgrade()
+    wait_for(lambda: batch_start_timeout() == "17 sec", 240, "scontrol show config in the login Pod to show "
+             "BatchStartTimeout = 17 sec", interval=3)
+    assert slurm.get_job(job).state == "RUNNING", slurm.get_job(job)  # (the reconfigure came while it ran)
+    (now,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    assert now["metadata"]["uid"] == ctld["metadata"]["uid"]  # (reread in place, not a new Pod)
+    assert wait_for(lambda: _finished(slurm, job), 180, f"job {job} to finish", interval=2) == "COMPLETED"
+    ended = slurm.get_job(job)
+    assert (ended.nodes, ended.start_time) == (started.nodes, started.start_time)  # (not requeued nor moved)
+
+
 def test_the_keys_the_operator_made_are_kept_for_the_next_install(kube_api, installed):
     """What the operator made once (the munge and JWT keys) is no object of the release: an uninstall keeps it,
     so a new install finds Slurm's state on its claims and the same keys."""
@@ -303,27 +359,19 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     claims = sorted(p["metadata"]["name"] for p in kc.list_objects(kube_api, PVCS, namespace))
     assert claims
     seen: list[str] = []
-    done = threading.Event()
 
-    def meanwhile() -> None:
-        """What kube-scheduler would do for the hook's Pod (bind it), and the job's states while Slurm answers."""
-        while not done.wait(0.5):
-            _bind_unscheduled(kube_api, namespace)
-            try:
-                state = slurm.get_job(job).state
-            except SlurmError:
-                continue
-            if not seen or seen[-1] != state:
-                seen.append(state)
+    def job_state() -> None:
+        """The job's states while Slurm answers."""
+        try:
+            state = slurm.get_job(job).state
+        except SlurmError:
+            return
+        if not seen or seen[-1] != state:
+            seen.append(state)
 
-    helper = threading.Thread(target=meanwhile, daemon=True)
-    helper.start()
     started = time.monotonic()
-    try:
+    with _binding(kube_api, namespace, job_state):  # (the hook's Pod)
         uninstalled = installed.release.helm("uninstall", RELEASE, "--wait", "--timeout", "4m", check=False)
-    finally:
-        done.set()
-        helper.join(timeout=30)
     took = time.monotonic() - started
     print(f"helm uninstall --wait with a job running took {took:.1f}s", file=sys.stderr)
     assert uninstalled.returncode == 0, f"{uninstalled.stderr}\n{_describe(kube_api, dev_cluster, namespace)}"

@@ -213,6 +213,7 @@ class FakeSlurm:
     def __init__(self, *nodes: Node) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.jobs: dict[int, Job] = {}
+        self.cancel_error: SlurmError | None = None
         self.calls: list[tuple[str, str, NodeUpdate | None]] = []
         self.read_error: SlurmError | None = None
 
@@ -220,11 +221,16 @@ class FakeSlurm:
         self.calls.append(("list_jobs", "", None))
         return Snapshot(items=tuple(self.jobs.values()), last_update=0)
 
-    def cancel_job(self, job_id: int) -> None:
-        """A cancelled job ends at once (its epilog done): its record says CANCELLED; its nodes are the test's."""
-        self.calls.append(("cancel", str(job_id), None))
-        if job_id in self.jobs:
-            self.jobs[job_id] = attrs.evolve(self.jobs[job_id], state="CANCELLED")
+    def cancel_job(self, job_id: int, *, array_task_id: int | None = None) -> None:
+        """A cancelled job ends at once (its epilog done): its record says CANCELLED; its nodes are the test's.
+        By an array's id alone, every task of the array ends, as Slurm has it."""
+        ident = str(job_id) if array_task_id is None else f"{job_id}_{array_task_id}"
+        self.calls.append(("cancel", ident, None))
+        if self.cancel_error is not None:
+            raise self.cancel_error
+        for key, job in list(self.jobs.items()):
+            if key == job_id or (array_task_id is None and job.array_job_id == job_id):
+                self.jobs[key] = attrs.evolve(job, state="CANCELLED")
 
     def get_node(self, name: str) -> Node:
         self.calls.append(("get", name, None))

@@ -498,7 +498,12 @@ def test_the_nodesets_are_ended_by_a_hook_before_the_syncers_with_rights_to_exac
     docs = render(WITH_NODESETS)
     ours = hooks(docs, END)
     assert {(d["kind"], d["metadata"]["name"]) for d in ours} == {
-        ("ServiceAccount", END), ("Role", END), ("RoleBinding", END), ("Job", END)}
+        ("ServiceAccount", END), ("Role", END), ("RoleBinding", END), ("Role", f"{END}-operator"),
+        ("RoleBinding", f"{END}-operator"), ("Job", END)}
+    operator_role = find(ours, "Role", f"{END}-operator")
+    assert operator_role["metadata"]["namespace"] == NS
+    assert operator_role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"],
+                                       "resourceNames": ["sunk-operator"], "verbs": ["get"]}]
     role = find(ours, "Role", END)
     assert role["metadata"]["namespace"] == "slurmd-pods"
     assert role["rules"] == [{"apiGroups": ["sunk.coreweave.com"], "resources": ["nodesets"],
@@ -518,6 +523,8 @@ def test_the_nodesets_are_ended_by_a_hook_before_the_syncers_with_rights_to_exac
     assert args[0] == "end-nodesets"
     parsed = end_nodesets_parser().parse_args(args[1:])
     assert (parsed.namespace, parsed.nodeset, parsed.cancel_jobs) == ("slurmd-pods", ["gpu", "cpu"], True)
+    assert (parsed.operator_deployment, parsed.operator_namespace) == ("sunk-operator", NS)
+    find(docs, "Deployment", parsed.operator_deployment)  # (the one the chart renders)
     assert parsed.timeout < job["activeDeadlineSeconds"] < 300
     assert tolerates_lock({"spec": pod}, "NoSchedule")
     waiting = render({**WITH_NODESETS, "operator": {"enabled": True, "cancelJobsOnUninstall": False}})

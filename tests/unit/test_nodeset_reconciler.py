@@ -13,7 +13,7 @@ from sunk.model import names
 from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.nodeset.assembly import INDEX_SLURM_NODE
 from sunk.nodeset.reconciler import INDEX_NODESET, NodeSetReconciler, nodeset_key
-from sunk.slurm.errors import SlurmUnavailable
+from sunk.slurm.errors import SlurmError, SlurmUnavailable
 from sunk.translate.nodeset.plan import WHY_DELETED
 from sunk.translate.slurmd import slurm_node_name
 
@@ -240,37 +240,83 @@ def test_deleting_the_nodeset_waits_for_the_jobs_then_lets_it_go(monkeypatch):
     assert w.reconcile() is None  # gone: nothing to do
 
 
-def test_deleting_with_cancel_jobs_cancels_the_jobs_on_its_nodes_from_one_list_then_lets_it_go(monkeypatch):
-    """The uninstall's way (``on-delete: cancel-jobs``): the busy node is drained first, then the jobs holding it
-    are cancelled, found in one job list (a job of two nodes whole; a job elsewhere, a pending one and an ended one
-    untouched), each an Event; once Slurm shows the node idle the Pod goes, then the finalizer."""
-    w = World(monkeypatch, [W(1), W(2)], [Node("g-3-1", state="ALLOCATED"), Node("g-3-2")])
-    w.reconcile()
-    w.api.set_ready()
-    w.reconcile()
-    w.slurm.jobs = {7: Job(7, state="RUNNING", nodes="g-3-[1,9]"), 8: Job(8, state="RUNNING", nodes="other-1"),
-                    9: Job(9, state="PENDING"), 10: Job(10, state="COMPLETED", nodes="g-3-1")}
+def _deleted_with_cancel_jobs(w: World) -> None:
     nodeset_obj = w.api.one("nodesets", "gpu")
     assert nodeset_obj is not None
     nodeset_obj["metadata"]["annotations"] = {names.ANN_ON_DELETE: names.ON_DELETE_CANCEL_JOBS}
     w.api.put("nodesets", nodeset_obj)
     w.api.delete(None, _Res("nodesets"), "gpu", "slurm")
+
+
+def _busy_world(monkeypatch: pytest.MonkeyPatch) -> World:
+    w = World(monkeypatch, [W(1), W(2)], [Node("g-3-1", state="ALLOCATED"), Node("g-3-2")])
+    w.reconcile()
+    w.api.set_ready()
+    w.reconcile()
+    return w
+
+
+def test_deleting_with_cancel_jobs_cancels_the_jobs_on_its_nodes_from_one_list_then_lets_it_go(monkeypatch):
+    """The uninstall's way (``on-delete: cancel-jobs``): the busy node is drained first, then the jobs running on it
+    are cancelled, found in one job list (a job of two nodes whole; a job elsewhere, a pending one and an ended one
+    untouched; one task of an array, by array and task, never the whole array), each an Event; once Slurm shows
+    the node idle the Pod goes, then the finalizer."""
+    w = _busy_world(monkeypatch)
+    w.slurm.jobs = {7: Job(7, state="RUNNING", nodes="g-3-[1,9]"), 8: Job(8, state="RUNNING", nodes="other-1"),
+                    9: Job(9, state="PENDING", nodes="g-3-1"), 10: Job(10, state="COMPLETED", nodes="g-3-1"),
+                    20: Job(20, state="RUNNING", nodes="g-3-1", array_job_id=20, array_task_id=5),
+                    21: Job(21, state="RUNNING", nodes="other-2", array_job_id=20, array_task_id=4)}
+    _deleted_with_cancel_jobs(w)
     w.reconcile()  # marks both Pods, drains g-3-1; Slurm was busy: no cancel before the drain shows
-    assert ("cancel", "7", None) not in w.slurm.calls
+    assert not [c for c in w.slurm.calls if c[0] == "cancel"]
     assert "DRAIN" in w.slurm.nodes["g-3-1"].state
     w.api.finish()
+    nudged = w.cache.nudges
     w.reconcile()
-    assert [c for c in w.slurm.calls if c[0] in ("cancel", "list_jobs")] == [("list_jobs", "", None),
-                                                                             ("cancel", "7", None)]
+    assert [c[:2] for c in w.slurm.calls if c[0] in ("cancel", "list_jobs", "get")][:2] == [("get", "g-3-1"),
+                                                                                          ("list_jobs", "")]
+    assert [c[1] for c in w.slurm.calls if c[0] == "cancel"] == ["7", "20_5"]
+    assert {i: j.state for i, j in w.slurm.jobs.items()}[21] == "RUNNING"  # (the array's other task, elsewhere)
     assert [e for e in w.recorder.events if e[1] == "CancelledJob"] == [
-        ("Normal", "CancelledJob", f"cancelled job 7 on g-3-[1,9]: the NodeSet is being deleted "
-                                   f"({names.ANN_ON_DELETE}: {names.ON_DELETE_CANCEL_JOBS})")]
-    assert w.cache.nudges
+        ("Normal", "CancelledJob", f"cancelled job {ident} on {where}: the NodeSet is being deleted "
+                                   f"({names.ANN_ON_DELETE}: {names.ON_DELETE_CANCEL_JOBS})")
+        for ident, where in (("7", "g-3-[1,9]"), ("20_5", "g-3-1"))]
+    assert w.cache.nudges > nudged
     w.slurm.nodes["g-3-1"] = Node("g-3-1", state="IDLE+DRAIN", reason=w.slurm.nodes["g-3-1"].reason)
     for _ in range(3):
         w.reconcile()
         w.api.finish()
     assert w.pods() == {} and w.api.one("nodesets", "gpu") is None
+
+
+def test_a_node_resumed_since_the_cache_saw_it_drained_has_no_job_cancelled(monkeypatch):
+    """The fresh read before the cancel has the last word: a person resumed the node (a job that started since is
+    no job the deletion meant to end), so nothing is listed or cancelled."""
+    w = _busy_world(monkeypatch)
+    w.slurm.jobs = {7: Job(7, state="RUNNING", nodes="g-3-1")}
+    _deleted_with_cancel_jobs(w)
+    w.reconcile()
+    w.api.finish()
+    w.cache.refresh()  # the cache saw the drain
+    w.slurm.nodes["g-3-1"] = Node("g-3-1", state="ALLOCATED")  # scontrol update state=resume, since
+    w.sync()
+    w.reconciler.reconcile(KEY)
+    assert not [c for c in w.slurm.calls if c[0] in ("cancel", "list_jobs")]
+    assert w.slurm.jobs[7].state == "RUNNING"
+
+
+def test_a_cancel_slurm_refuses_is_a_warning_and_the_reconcile_fails_for_a_retry(monkeypatch):
+    w = _busy_world(monkeypatch)
+    w.slurm.jobs = {7: Job(7, state="RUNNING", nodes="g-3-1"), 8: Job(8, state="RUNNING", nodes="g-3-1")}
+    _deleted_with_cancel_jobs(w)
+    w.reconcile()
+    w.api.finish()
+    w.slurm.cancel_error = SlurmError("Access/permission denied")
+    with pytest.raises(SlurmError):
+        w.reconcile()
+    assert [e[1] for e in w.recorder.events if e[0] == "Warning"] == ["CancelFailed", "CancelFailed"]
+    assert "could not cancel job 7 on g-3-1: Access/permission denied" in w.recorder.events[-2][2]
+    assert "g-3-1" in w.pods()  # (nothing deleted while its job runs)
 
 
 def test_a_name_someone_else_holds_is_an_event_not_a_failure(monkeypatch):

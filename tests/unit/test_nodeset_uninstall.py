@@ -10,10 +10,11 @@ import pytest
 from test_nodeset_reconciler import W, World
 
 from sunk.commands.operator import end_nodesets, end_nodesets_parser
+from sunk.commands.operator import main as operator_main
 from sunk.kube import client as kc
 from sunk.model import names
 from sunk.model.slurm import Job, Node
-from sunk.nodeset.uninstall import EndConfig, EndNodeSets
+from sunk.nodeset.uninstall import EndConfig, EndNodeSets, NoOperator
 
 pytestmark = pytest.mark.unit
 
@@ -79,6 +80,55 @@ def test_without_cancel_jobs_a_running_job_is_waited_for_until_the_timeout_which
     assert w.slurm.jobs[7].state == "RUNNING" and "g-3-1" in w.pods()
     assert "waiting for gpu: 1 slurmd Pods left" in caplog.text  # (said every 15 s)
     assert "NodeSets left after 30s: gpu: 1 slurmd Pods left" in caplog.text
+
+
+def operator(w: World, ready: int) -> None:
+    w.api.put("deployments", {"metadata": {"name": "sunk-operator", "namespace": "sunk"},
+                              "status": {"readyReplicas": ready} if ready else {}})
+
+
+def test_without_a_ready_operator_nothing_is_deleted(monkeypatch):
+    """A NodeSet deleted with no operator to let it go would stay Terminating, and be drained and its jobs
+    cancelled whenever an operator came back: the run refuses first, and the release stays as it was."""
+    w = busy_world(monkeypatch)
+    config = EndConfig(namespace="slurm", nodesets=("gpu",), operator_deployment="sunk-operator",
+                       operator_namespace="sunk")
+    for ready in (None, 0):
+        if ready is not None:
+            operator(w, ready)
+        with pytest.raises(NoOperator):
+            EndNodeSets(None, config).run()  # type: ignore[arg-type]
+        nodeset = w.api.one("nodesets", "gpu")
+        assert nodeset is not None and not nodeset["metadata"].get("deletionTimestamp")
+        assert names.ANN_ON_DELETE not in (nodeset["metadata"].get("annotations") or {})
+    operator(w, 1)
+    clock = Clock(w)
+    assert EndNodeSets(None, config, clock=clock, sleep=clock.sleep).run() == []  # type: ignore[arg-type]
+
+
+def test_an_apiserver_outage_while_waiting_is_waited_out(monkeypatch):
+    w = busy_world(monkeypatch)
+    clock = Clock(w)
+    real_get = kc.get
+    outages = iter([kc.ApiUnavailable(503, "ServiceUnavailable"), kc.ConnectionFailed("connection refused")])
+
+    def flaky_get(api: Any, resource: Any, name: str, namespace: str | None = None, **kw: Any) -> Any:
+        failure = next(outages, None)
+        if failure is not None:
+            raise failure
+        return real_get(api, resource, name, namespace, **kw)
+
+    monkeypatch.setattr(kc, "get", flaky_get)
+    assert EndNodeSets(None, EndConfig(namespace="slurm", nodesets=("gpu",)),  # type: ignore[arg-type]
+                       clock=clock, sleep=clock.sleep).run() == []
+    assert w.api.one("nodesets", "gpu") is None
+
+
+def test_the_command_dispatches_end_nodesets(monkeypatch):
+    seen: list[list[str]] = []
+    monkeypatch.setattr("sunk.commands.operator.end_nodesets", lambda argv: seen.append(list(argv)) or 0)
+    assert operator_main(["end-nodesets", "--nodeset", "gpu"]) == 0
+    assert seen == [["--nodeset", "gpu"]]
 
 
 def test_an_api_error_fails_the_command_with_one_line(monkeypatch, capsys):

@@ -293,23 +293,28 @@ def test_deleting_the_nodeset_drains_every_node_and_keeps_the_finalizer_until_no
 
 
 def test_deleting_with_cancel_jobs_cancels_on_marked_drained_busy_nodes_only():
-    """``on-delete: cancel-jobs``: a node's jobs are cancelled once its Pod carries the mark and Slurm shows the
-    node drained (or down), so no job starts there after; an idle node, an unmarked Pod's and one not drained yet
-    are left to the plain rules. Without the annotation nothing is cancelled."""
+    """``on-delete: cancel-jobs``: a node's jobs are cancelled once its Pod (this NodeSet's, by the owner
+    reference's uid) carries the mark and Slurm shows the node drained, so no job starts there after; an idle node,
+    one only completing, an unmarked Pod's, one not drained yet (or only DOWN), and a Pod that merely carries the
+    NodeSet's label are left to the plain rules. Without the annotation nothing is cancelled."""
     cancel = {names.ANN_ON_DELETE: names.ON_DELETE_CANCEL_JOBS}
     ns = nodeset(deleting=True)
     ns["metadata"]["annotations"] = cancel
-    pods = [pod_for(ns, f"worker-{i}", f"g-3-{i}", pending=WHY_DELETED if i != 4 else None) for i in range(1, 6)]
+    pods = [pod_for(ns, f"worker-{i}", f"g-3-{i}", pending=WHY_DELETED if i != 4 else None) for i in range(1, 9)]
+    pods[6]["metadata"]["ownerReferences"] = []  # a Pod someone labelled and marked so
+    pods[7]["metadata"]["ownerReferences"][0]["uid"] = "uid-of-another-nodeset-of-that-name"
     nodes = slurm(sn(1, "ALLOCATED+DRAIN", ours(1, WHY_DELETED)), sn(2, "MIXED+DRAIN", "a person's"),
-                  sn(3, "IDLE+DRAIN", ours(3, WHY_DELETED)), sn(4, "ALLOCATED+DRAIN", "a person's"), sn(5, ALLOC))
-    workers = [W(i) for i in range(1, 6)]
+                  sn(3, "IDLE+DRAIN", ours(3, WHY_DELETED)), sn(4, "ALLOCATED+DRAIN", "a person's"), sn(5, ALLOC),
+                  sn(6, "IDLE+DRAIN+COMPLETING", ours(6, WHY_DELETED)), sn(7, "ALLOCATED+DRAIN", "x"),
+                  sn(8, "ALLOCATED+DRAIN", "x"))
+    workers = [W(i) for i in range(1, 9)]
     plan = decide(facts(ns, workers, pods, nodes))
     assert plan.cancel_jobs_on == ("g-3-1", "g-3-2")
     assert plan.drain == (Drain("g-3-5", ours(5, WHY_DELETED)),)
     assert [d.pod for d in plan.delete] == ["g-3-3"]
     assert "their jobs are cancelled" in cond(plan, "Progressing")["message"]
     down = decide(facts(ns, workers[:1], pods[:1], slurm(sn(1, "DOWN+ALLOCATED", "Not responding"))))
-    assert down.cancel_jobs_on == ("g-3-1",)
+    assert down.cancel_jobs_on == ()  # (never drained by us: a person's resume of it would let jobs in)
     assert decide(Facts(ns, workers, pods, slurm=None)).cancel_jobs_on == ()  # blind: nothing
     plain = nodeset(deleting=True)
     assert decide(facts(plain, workers, pods, nodes)).cancel_jobs_on == ()

@@ -57,7 +57,7 @@ from attrs import field, frozen
 from sunk.model import names
 from sunk.model.slurm import Node
 from sunk.translate import nodestate, selectors
-from sunk.translate.objects import is_deleting, pod_ready
+from sunk.translate.objects import controller_ref, is_deleting, pod_ready
 from sunk.translate.slurmcluster.mounts import NodeMounts, lookup
 from sunk.translate.slurmd import k8s_node_name, slurm_node_name
 
@@ -394,17 +394,30 @@ def _deleting(spec: NodeSetSpec, facts: Facts, pods: Sequence[Obj]) -> Plan:
 
 
 def _jobs_to_cancel(spec: NodeSetSpec, pods: Sequence[Obj], slurm: Mapping[str, Node] | None) -> tuple[str, ...]:
-    """With ``cancel-jobs``, the busy Slurm nodes of a deleted NodeSet whose Pod carries its mark and which Slurm
-    shows drained (or down): no job starts there any more, so none is left once these are cancelled."""
+    """With ``cancel-jobs``, the Slurm nodes of a deleted NodeSet with a job running, each of a Pod this NodeSet
+    controls (its uid in the owner reference: a Pod anyone labelled so names no node here) that carries the mark,
+    and drained: no job starts there any more, so none is left once these are cancelled. A node only
+    completing has nothing left to cancel."""
     if not spec.cancel_jobs_on_delete or slurm is None:
         return ()
     busy = []
     for p in pods:
         node = slurm.get(slurm_node_name(p))
-        if (not is_deleting(p) and podlib.pending_deletion(p) == WHY_DELETED and node is not None
-                and (node.drained or node.down) and node.running_jobs):
+        if (not is_deleting(p) and podlib.pending_deletion(p) == WHY_DELETED and _controlled_by(p, spec)
+                and node is not None and cancel_still_due(node)):
             busy.append(node.name)
     return tuple(sorted(busy))
+
+
+def cancel_still_due(node: Node | None) -> bool:
+    """A planned cancel of a node's jobs, checked again against a fresh read: the node is still drained (a
+    person's resume since lets jobs start there that no uninstall meant to end) and runs a job."""
+    return node is not None and node.drained and node.base_state in ("ALLOCATED", "MIXED")
+
+
+def _controlled_by(pod: Obj, spec: NodeSetSpec) -> bool:
+    ref = controller_ref(pod, "NodeSet", names.DOMAIN)
+    return ref is not None and bool(spec.uid) and ref.get("uid") == spec.uid
 
 
 def _current_slices(facts: Facts) -> dict[str, tuple[Entry, ...]]:
