@@ -54,8 +54,9 @@ def delete_jobs(api, namespace: str, timeout: float = 60) -> None:
 
 
 def purge_namespace(api, name: str, workloads: tuple[Resource, ...] = ()) -> None:
-    """``workloads``: custom resources that make the controllers' objects (LeaderWorkerSets, JobSets),
-    deleted first; a kind whose CRD is gone is skipped."""
+    """``workloads``: custom resources that make the controllers' objects (LeaderWorkerSets, JobSets, NodeSets),
+    deleted first, their finalizers lifted (the controller that would lift them may be gone: a NodeSet's
+    operator stopped, uninstalled); a kind whose CRD is gone is skipped."""
     for resource in workloads:
         try:
             objs = kc.list_objects(api, resource, name)
@@ -66,6 +67,8 @@ def purge_namespace(api, name: str, workloads: tuple[Resource, ...] = ()) -> Non
         for obj in objs:
             try:
                 kc.delete(api, resource, obj["metadata"]["name"], name)
+                if obj["metadata"].get("finalizers"):
+                    kc.patch(api, resource, obj["metadata"]["name"], {"metadata": {"finalizers": None}}, name)
             except kc.ApiError as exc:
                 if not exc.not_found:
                     raise

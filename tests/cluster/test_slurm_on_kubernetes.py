@@ -39,6 +39,7 @@ from test_slurmcluster_pods import (
     _ready,
     _slurm_as_slurmuser,
     _volume,
+    delete_volumes,
     needs_cluster_dns,  # noqa: F401 (a fixture slurm_images_imported needs)
     slurm_images_imported,  # noqa: F401 (a fixture)
 )
@@ -150,26 +151,14 @@ def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) ->
             finally:
                 _remove(kube_api, release, namespace)
     finally:
-        for pvc in kc.list_objects(kube_api, PVCS, namespace):
-            kc.delete(kube_api, PVCS, pvc["metadata"]["name"], namespace)
-        for pv in pvs:
-            try:
-                kc.delete(kube_api, PVS, pv["metadata"]["name"])
-            except kc.ApiError as exc:
-                if not exc.not_found:
-                    raise
+        delete_volumes(kube_api, namespace, pvs)
 
 
 def _remove(api: Any, release: Release, namespace: str) -> None:
-    """The release uninstalled and the namespace purged, whatever the tests left. A NodeSet's finalizer, which the
-    operator lifts once its nodes drained, outlives an uninstall that deleted the operator with it (docs/install.md):
-    it is lifted here, or the namespace would never go."""
+    """The release uninstalled (when a test did not) and the namespace purged, whatever the tests left (a NodeSet's
+    finalizer too: an uninstall that failed may leave the NodeSets to an operator it deleted)."""
     if release.installed:
         release.helm("uninstall", RELEASE, "--timeout", "1m", check=False)
-    for nodeset in kc.list_objects(api, NODESETS, namespace):
-        if nodeset["metadata"].get("finalizers"):
-            kc.request(api, "PATCH", NODESETS.path(namespace, nodeset["metadata"]["name"]),
-                       body={"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
     purge_namespace(api, namespace, (SLURMCLUSTERS, NODESETS))
 
 

@@ -160,16 +160,21 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     finally:
         operator.stop()
         purge_namespace(kube_api, namespace, (SLURMCLUSTERS, NODESETS))
-        for pvc in kc.list_objects(kube_api, PVCS, namespace):
-            kc.delete(kube_api, PVCS, pvc["metadata"]["name"], namespace)
-        for pv in pvs:
-            try:
-                kc.delete(kube_api, PVS, pv["metadata"]["name"])
-            except kc.ApiError as exc:
-                if not exc.not_found:
-                    raise
+        delete_volumes(kube_api, namespace, pvs)
         try:
             kc.delete(kube_api, LEASES, account["name"], account["namespace"])
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
+
+
+def delete_volumes(api: Any, namespace: str, pvs: list[dict[str, Any]]) -> None:
+    """The claims of the namespace and the test's volumes, whatever state they are in."""
+    for pvc in kc.list_objects(api, PVCS, namespace):
+        kc.delete(api, PVCS, pvc["metadata"]["name"], namespace)
+    for pv in pvs:
+        try:
+            kc.delete(api, PVS, pv["metadata"]["name"])
         except kc.ApiError as exc:
             if not exc.not_found:
                 raise
