@@ -22,6 +22,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     up.add_argument("--nodes", type=int, default=int(os.environ.get("SUNK_DEV_NODES", "4")))
     up.add_argument("--phantom-nodes", type=int, default=0, help="extra Slurm nodes with no slurmd (benchmarks)")
     up.add_argument("--sunk", action="store_true", help="also run sunk-scheduler and sunk-syncer from this checkout")
+    up.add_argument("--slurm-on-kubernetes", action="store_true",
+                    help="also Slurm deployed by the chart (a SlurmCluster, a NodeSet) as Pods on two real kubelet "
+                         "Nodes, from the images built here: release sunk in namespace slurm-on-k8s; without it, "
+                         "`up` takes that down")
     up.add_argument("--slurm", choices=tuple(release.RELEASES), default=None,
                     help=f"the Slurm release (env {release.ENV}; default {release.DEFAULT.name}); another one "
                          "running is stopped first, Kubernetes stays up")
@@ -63,7 +67,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         except ValueError as exc:  # (SUNK_DEV_SLURM names no release)
             parser.error(str(exc))
         cluster = DevCluster(home, nodes=args.nodes, phantom_nodes=args.phantom_nodes, with_sunk=args.sunk or None,
-                             slurm=wanted)
+                             slurm=wanted, slurm_on_kubernetes=args.slurm_on_kubernetes)
         with cluster.claimed("sunk-dev up"):  # (a test session meanwhile would see its Slurm switched under it)
             cluster.up()
             return _print_status(DevCluster(home))
@@ -107,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command == "demo":  # (like `up`: the release SUNK_DEV_SLURM names, else the default)
         from .demo import demo
 
-        return demo(DevCluster(home, slurm=release.chosen()))
+        return demo(DevCluster(home, slurm=release.chosen(), slurm_on_kubernetes=True))
     return 2
 
 

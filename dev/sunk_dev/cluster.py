@@ -48,6 +48,7 @@ from . import (
     slurmbuild,
     slurmconf,
     slurmimages,
+    slurmonk8s,
     workloads,
 )
 from .procs import Daemon, run, wait_until
@@ -124,10 +125,13 @@ def chroot_directories(slurmd_nodes: Iterable[str], mariadb_socket_dir: str = "r
 
 class DevCluster:
     def __init__(self, home: Path, nodes: int = 4, phantom_nodes: int = 0, with_sunk: Optional[bool] = None,
-                 log=sys.stderr, slurm: Optional[release.SlurmRelease] = None):
+                 log=sys.stderr, slurm: Optional[release.SlurmRelease] = None, slurm_on_kubernetes: bool = False):
         """``slurm``: the release ``up`` brings up (switching from another one running); None (status,
-        env, down, ``sunk-dev slurm``) means the one recorded by the last ``up``."""
+        env, down, ``sunk-dev slurm``) means the one recorded by the last ``up``. ``slurm_on_kubernetes``: ``up``
+        also brings the chart's SlurmCluster up on two real Nodes (``sunk_dev.slurmonk8s``); without it, ``up``
+        takes one a former ``up`` left down."""
         self.home = home
+        self.slurm_on_kubernetes = slurm_on_kubernetes
         self.run_dir = home / "run"
         self.kube_dir = self.run_dir / "kube"
         self.log = log
@@ -382,6 +386,11 @@ class DevCluster:
         self._seed_kubernetes()
         if not self.with_sunk:
             self._end_left_demo()
+        if self.real_node and images.enabled():
+            if self.slurm_on_kubernetes:
+                slurmonk8s.bring_up(self, self._say)
+            elif slurmonk8s.installed(self):
+                slurmonk8s.take_down(self, self._say)
         self._say(f"sunk-dev: up in {time.monotonic() - started:.1f}s")
 
     def down(self) -> list[str]:
@@ -398,7 +407,7 @@ class DevCluster:
             if daemon.stop():
                 stopped.append(daemon.name)
         if self.real_node and any(d.pid() for d in self._second_node_daemons()[1:]):
-            stopped += self._stop_second_node()  # (what a test could not stop, while the apiserver still runs)
+            stopped += self.stop_second_real_node()  # (what a test could not stop, while the apiserver still runs)
         bin_dir = kubebuild.kube_bin_dir(self.home)
         everything = self._components(bin_dir) + ([] if self.with_sunk else self._sunk_components())
         for component in reversed(everything):
@@ -638,26 +647,36 @@ class DevCluster:
         Pod logs) beside ``up``'s, for as long as the block runs, with ``built`` imported: for what needs Pods
         running on two Nodes (a Slurm job of two slurmd Pods). Not part of ``up``: every other test sees one
         real Node. On the way out its Pods and the Node object go; ``down`` stops it if a test could not."""
+        try:
+            yield self.start_second_real_node(built)
+        finally:
+            self.stop_second_real_node()
+
+    def start_second_real_node(self, built: Iterable[images.Built] = ()) -> realnode.Paths:
+        """``real-2`` started (or found running) with ``built`` imported, until ``down`` or
+        ``stop_second_real_node``."""
         if not self.real_node:
             raise RuntimeError("a second real Node needs the first (SUNK_DEV_REAL_NODE=0 is set)")
         paths, containerd, kubelet = self._second_node_daemons()
         realnode.ensure_cgroup_root(paths)
         realnode.write_config(paths, cluster_dns=realnode.node_ip(),
                               client_ca=kubeconf.kubelet_client_ca(self.kube_dir))
-        try:
-            if containerd.pid() is None:
-                containerd.start()
-            wait_until(functools.partial(realnode.containerd_ok, paths), 60, what="containerd-2 to be healthy")
-            realnode.ensure_images(paths)
-            images.import_missing(functools.partial(realnode.ctr, paths), built)
-            if kubelet.pid() is None:
-                kubelet.start()
-            wait_until(functools.partial(self._real_kubelet_ok, paths), 120, what=f"{paths.node_name} to be Ready")
-            yield paths
-        finally:
-            self._stop_second_node()
+        if containerd.pid() is None:
+            containerd.start()
+        wait_until(functools.partial(realnode.containerd_ok, paths), 60, what="containerd-2 to be healthy")
+        realnode.ensure_images(paths)
+        images.import_missing(functools.partial(realnode.ctr, paths), built)
+        if kubelet.pid() is None:
+            kubelet.start()
+        wait_until(functools.partial(self._real_kubelet_ok, paths), 120, what=f"{paths.node_name} to be Ready")
+        return paths
 
-    def _stop_second_node(self) -> list[str]:
+    def import_images(self, built: Iterable[images.Built]) -> list[str]:
+        """Into the first real Node's containerd, those not there yet (or built anew since)."""
+        return images.import_missing(functools.partial(realnode.ctr, self.real_paths), list(built))
+
+    def stop_second_real_node(self) -> list[str]:
+        """``real-2`` stopped: its Pods and its Node object deleted first (force: no kubelet will confirm)."""
         paths, containerd, kubelet = self._second_node_daemons()
         with contextlib.suppress(requests.RequestException):  # (an apiserver already stopped: nothing to delete)
             pods = self.kube_request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{paths.node_name}")

@@ -9,7 +9,9 @@ from typing import Any
 
 import requests as http
 
-from . import realnode
+from sunk.kube import client as kc
+
+from . import images, realnode, slurmonk8s
 from .cluster import DEMO_NAMESPACE, DEMO_SCHEDULER, SLURM_NAMESPACE, DevCluster
 
 JOB_ID = "sunk.coreweave.com/job-id"
@@ -70,11 +72,39 @@ def _demo(cluster: DevCluster) -> int:
     print(f"job {job_id}: {_job_state(cluster, job_id)}")
     _wait(lambda: _bound(cluster) == replicas and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
     _show(cluster)
+    if cluster.slurm_on_kubernetes and cluster.real_node and images.enabled() and not slurm_on_kubernetes(cluster):
+        return 1
     # (`make demo` runs from a venv under the dev home: its activate script puts sunk-dev on PATH)
     enter = f". {sys.prefix}/bin/activate; " if sys.prefix != sys.base_prefix else ""
     print(f'\nTry it: {enter}eval "$(sunk-dev env)"; kubectl -n demo get pods -o wide; sunk-dev slurm squeue;\n'
           "kubectl -n demo scale deployment inference --replicas=1; `sunk-dev down` stops everything.")
+    if cluster.slurm_on_kubernetes:
+        print(f"Slurm on Kubernetes: kubectl -n {slurmonk8s.NAMESPACE} exec deploy/{slurmonk8s.CLUSTER}-login -c login "
+              "-- sinfo (`sunk-dev up` without --slurm-on-kubernetes takes it down).")
     return 0
+
+
+def slurm_on_kubernetes(cluster: DevCluster) -> bool:
+    """The other install path: Slurm itself deployed by the chart (a SlurmCluster and a NodeSet) as Pods on two
+    real kubelet Nodes, and a job of two nodes submitted in its login Pod."""
+    print("\n== Slurm on Kubernetes: helm install with a SlurmCluster, slurmd Pods on two real Nodes ==")
+    try:  # (`up` brought it up: this finds it so, or mends it)
+        deployed = slurmonk8s.bring_up(cluster, print)
+    except RuntimeError as exc:
+        print(exc)
+        return False
+    namespace = deployed.namespace
+    pods = cluster.kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False)
+    print(f"$ kubectl -n {namespace} get pods -o wide\n" + (pods.stdout or pods.stderr), end="")
+    api = kc.load_api_client(str(cluster.kubeconfig))
+    login = deployed.login_pod(api)
+    for argv in (["sinfo"], ["sbatch", "--wait", "-N2", "-o", "/tmp/hostnames-%j.out", "--wrap", "srun hostname"],
+                 ["sacct", "-X", "-o", "JobID,JobName,NodeList,State"]):
+        done = cluster.kubectl("-n", namespace, "exec", login, "-c", "login", "--", *argv, check=False)
+        print(f"$ kubectl -n {namespace} exec {login} -- {' '.join(argv)}\n{done.stdout}{done.stderr}", end="")
+        if done.returncode != 0:
+            return False
+    return True
 
 
 def deployment(name: str, replicas: int, requests: dict[str, str]) -> dict[str, Any]:

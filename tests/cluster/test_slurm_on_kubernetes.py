@@ -5,16 +5,15 @@ One release holds it all: sunk-operator and sunk-scheduler (Pods of ``sunk``), t
 (``slurmCluster.*`` and ``nodeSets``), and sunk's credential, the cluster's own JWT key, which nobody made
 beforehand: the operator's Pod starts without it (``--slurm-jwt-key-wait``), makes it, and the scheduler's Pod
 starts once it exists. slurmrestd is reached by its Service's name, as docs/install.md says. Two real Nodes (the
-second started for this module) each run one slurmd Pod of the NodeSet. Claims are bound to hostPath volumes of
-the test's own StorageClass name (test_slurmcluster_pods.py says why their directories are chowned first); the
-Pods no scheduler of sunk's places are bound to the first real Node by the test (the dev cluster runs no
-default scheduler).
+second started for this module) each run one slurmd Pod of the NodeSet. The values, the volumes and the binding
+of Pods no scheduler of sunk's places (the dev cluster runs no default scheduler) are ``sunk_dev.slurmonk8s``'s,
+what ``sunk-dev up --slurm-on-kubernetes`` and ``make demo`` install; this module's release has a namespace of
+its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import secrets
 import sys
 import threading
 import time
@@ -29,16 +28,10 @@ from syncer_harness import wait_for
 from test_chart_install import RELEASE, Release
 from test_slurmcluster_pods import (
     CLAIM_UIDS,
-    COMPONENTS,
     NAME,
-    PVS,
     READY_TIMEOUT,
-    _bind_unscheduled,
     _finished,
-    _pods_by_component,
-    _ready,
     _slurm_as_slurmuser,
-    _volume,
     delete_volumes,
     needs_cluster_dns,  # noqa: F401 (a fixture slurm_images_imported needs)
     slurm_images_imported,  # noqa: F401 (a fixture)
@@ -51,13 +44,11 @@ from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
-from sunk.translate.slurmcluster import paths
-from sunk_dev import realnode, slurmimages
+from sunk_dev import realnode, slurmimages, slurmonk8s
+from sunk_dev.slurmonk8s import COMPONENTS, PVS, bind_unscheduled, pods_by_component, volume, waiting_for
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
-# What a release in the cluster's namespace is told (docs/install.md): slurmrestd's Service by its name.
-IN_CLUSTER_SLURMRESTD = f"http://{NAME}-slurmrestd:{paths.SLURMRESTD_PORT}"
 OPERATOR_PODS = f"app.kubernetes.io/name=sunk-operator,app.kubernetes.io/instance={RELEASE}"
 SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
 
@@ -70,51 +61,6 @@ class Installed:
     real_nodes: tuple[str, ...]
 
 
-def _values(dev_cluster: Any, namespace: str, storage_class: str) -> dict[str, Any]:
-    volume = {"size": "10Gi", "storageClassName": storage_class}
-    slurmd_image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
-    # privileged, as slurmd Pods are (slurmstepd sets each task's CPU affinity and changes to the job's user)
-    template = {"metadata": {"labels": {"app.kubernetes.io/name": "slurmd"}},
-                "spec": {"containers": [{"name": "slurmd", "image": slurmd_image, "imagePullPolicy": "Never",
-                                         "securityContext": {"privileged": True}}]}}
-    return {
-        "operator": {"enabled": True},
-        # cgroup none: cgroup/v2 for a containerised slurmd is unproven here
-        "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
-                         "gresTypes": ["gpu", "nic"], "slurmctld": {"stateVolume": volume},
-                         "slurmdbd": {"database": {"internal": {"volume": volume}}},
-                         "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]},
-        # one slurmd Pod on each real Node; both have the host's address, so named by Node name
-        "nodeSets": [{"name": "gpu", "spec": {"slurmCluster": NAME, "nodeSelector": {realnode.NODE_LABEL: "true"},
-                                              "naming": {"scheme": "NodeName"}, "slurm": {"gres": "nic:1"},
-                                              "template": template}}],
-        "slurm": {"api": {"url": IN_CLUSTER_SLURMRESTD, "user": "slurm"},
-                  "auth": {"token": "", "jwtKey": {"enabled": True, "existingSecret": f"{NAME}-jwt-key"}}},
-        "slurmd": {"namespace": namespace},
-        "nodeSelector": {realnode.NODE_LABEL: "true"},
-        "logLevel": "info",
-        # no Syncer, no node locking: the cluster's prolog would call a hook API this release does not run
-        "syncer": {"replicas": 0, "releaseNodesOnUninstall": False, "nodeLocking": {"enabled": False}},
-        "scheduler": {"replicas": 1},
-        "hooks": {"syncerToken": secrets.token_hex(32), "schedulerHookSecret": secrets.token_hex(32)},
-    }
-
-
-def _waiting_for(api: Any, namespace: str, real_nodes: tuple[str, ...]) -> list[str]:
-    """What is not up yet: each SlurmCluster component, the operator and scheduler Pods, one slurmd Pod per Node."""
-    _bind_unscheduled(api, namespace)
-    found = _pods_by_component(api, namespace)
-    waiting = [c for c in COMPONENTS if not found.get(c) or not all(_ready(p) for p in found[c])]
-    for what, selector in (("operator", OPERATOR_PODS), ("scheduler", SCHEDULER_PODS)):
-        pods = kc.list_objects(api, PODS, namespace, label_selector=selector)
-        if not pods or not all(_ready(p) for p in pods):  # (the operator: two replicas, one leading)
-            waiting.append(what)
-    slurmd = kc.list_objects(api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
-    if sorted(p["spec"].get("nodeName") for p in slurmd if _ready(p)) != sorted(real_nodes):
-        waiting.append("slurmd Pods")
-    return waiting
-
-
 @pytest.fixture(scope="module")
 def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) -> Iterator[Installed]:  # noqa: F811
     tmp = tmp_path_factory.mktemp("slurm-on-kubernetes")
@@ -122,14 +68,15 @@ def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) ->
     storage_class = f"sunk-test-{namespace}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_default_service_account(kube_api, namespace)
-    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
+    pvs = [volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
            for claim, uid in CLAIM_UIDS.items()]
     for pv in pvs:
         kc.create(kube_api, PVS, pv)
     slurmd_image = slurmimages.slurmd_image_name(sunk.__version__, dev_cluster.release.name)
     release = Release(dev_cluster, namespace, tmp / "release")
     (tmp / "release").mkdir()
-    release.values = _values(dev_cluster, namespace, storage_class)
+    release.values = slurmonk8s.values(slurm_release=dev_cluster.release.name, namespace=namespace, cluster=NAME,
+                                       storage_class=storage_class, release=RELEASE)
     try:
         with dev_cluster.second_real_node([b for b in slurm_images_imported if b.name == slurmd_image]) as second:
             real_nodes = (realnode.NODE_NAME, second.node_name)
@@ -137,11 +84,11 @@ def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) ->
             try:
                 release.install()
                 try:
-                    wait_for(lambda: not _waiting_for(kube_api, namespace, real_nodes), READY_TIMEOUT + 120,
+                    wait_for(lambda: not waiting_for(kube_api, namespace, real_nodes, RELEASE), READY_TIMEOUT + 120,
                              "the release's Pods, the SlurmCluster's and a slurmd Pod per real Node Ready",
                              interval=2)
                 except AssertionError:
-                    raise AssertionError(f"waiting for {_waiting_for(kube_api, namespace, real_nodes)}\n"
+                    raise AssertionError(f"waiting for {waiting_for(kube_api, namespace, real_nodes, RELEASE)}\n"
                                          f"{_describe(kube_api, dev_cluster, namespace)}") from None
                 slurm = _slurm_as_slurmuser(kube_api, namespace, tmp / "jwt.key")
                 try:
@@ -179,7 +126,7 @@ def _binding(api: Any, namespace: str, also: Callable[[], None] = lambda: None) 
 
     def meanwhile() -> None:
         while not done.wait(0.5):
-            _bind_unscheduled(api, namespace)
+            bind_unscheduled(api, namespace)
             also()
 
     helper = threading.Thread(target=meanwhile, daemon=True)
@@ -210,7 +157,7 @@ def test_sunks_components_and_slurms_run_as_pods_of_the_images_built_here(kube_a
     assert all("--slurm-jwt-key-wait" in pod["spec"]["containers"][0]["args"] for pod in operators)
     key = kc.get(kube_api, SECRETS, f"{NAME}-jwt-key", namespace)
     assert not key["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")  # (the operator's, not helm's)
-    for component, pods in _pods_by_component(kube_api, namespace).items():
+    for component, pods in pods_by_component(kube_api, namespace).items():
         if component in COMPONENTS:
             assert all(c["image"].startswith(f"sunk-{component}:") for p in pods for c in p["spec"]["containers"]), \
                 component
@@ -223,7 +170,7 @@ def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_no
     I/O cross from one Node's Pod network to the other's); the output names both Pods' hostnames, and ``sacct``
     there shows the job and its srun step on both nodes."""
     namespace, slurm = installed.namespace, installed.slurm
-    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    (login,) = pods_by_component(kube_api, namespace)["login"]
     slurmd_pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
     node_names = sorted(p["spec"]["hostname"] for p in slurmd_pods)
     assert node_names == sorted(installed.real_nodes)  # (NodeName scheme: each Slurm node its Node's name)
@@ -282,8 +229,8 @@ def test_helm_upgrade_of_a_slurm_conf_value_while_a_job_runs_is_live_and_the_job
     has slurmctld reread it: ``scontrol show config`` in the login Pod shows the value, slurmctld's Pod is the same
     one, and the job, still running then, finishes COMPLETED on the node it started on."""
     namespace, slurm, release = installed.namespace, installed.slurm, installed.release
-    (login,) = _pods_by_component(kube_api, namespace)["login"]
-    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    (login,) = pods_by_component(kube_api, namespace)["login"]
+    (ctld,) = pods_by_component(kube_api, namespace)["slurmctld"]
 
     def batch_start_timeout() -> str:
         shown = _in_pod(dev_cluster, namespace, login, "login", "scontrol", "show", "config")
@@ -303,7 +250,7 @@ def test_helm_upgrade_of_a_slurm_conf_value_while_a_job_runs_is_live_and_the_job
     wait_for(lambda: batch_start_timeout() == "17 sec", 240, "scontrol show config in the login Pod to show "
              "BatchStartTimeout = 17 sec", interval=3)
     assert slurm.get_job(job).state == "RUNNING", slurm.get_job(job)  # (the reconfigure came while it ran)
-    (now,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    (now,) = pods_by_component(kube_api, namespace)["slurmctld"]
     assert now["metadata"]["uid"] == ctld["metadata"]["uid"]  # (reread in place, not a new Pod)
     assert wait_for(lambda: _finished(slurm, job), 180, f"job {job} to finish", interval=2) == "COMPLETED"
     ended = slurm.get_job(job)
@@ -329,7 +276,7 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     uninstall ends in time, with no Pod left in the namespace, no lock taint on either Node, and the claims (Slurm's
     state and the database) and the operator's keys kept. Last in this module: it ends the release."""
     namespace, slurm = installed.namespace, installed.slurm
-    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    (login,) = pods_by_component(kube_api, namespace)["login"]
     out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N2", "-p", "gpu",
                   "-o", "/tmp/sleep-%j.out", "--wrap", "srun sleep 600")
     job = int(out.strip().split(";")[0])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from syncer_harness import wait_for
 
 import sunk
 from sunk.kube import client as kc
-from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SERVICES, SLURMCLUSTERS, Resource
+from sunk.kube.resources import LEASES, NAMESPACES, NODESETS, PODS, PVCS, SECRETS, SERVICES, SLURMCLUSTERS
 from sunk.model import names
 from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
@@ -46,13 +45,19 @@ from sunk.slurm.rest import RestClient
 from sunk.translate.slurmcluster import paths
 from sunk_dev import images, realnode, slurmimages
 from sunk_dev.pool import apply_crds
+from sunk_dev.slurmonk8s import (
+    COMPONENTS,
+    PVS,
+    bind_unscheduled,
+    claim_uids,
+    pods_by_component,
+    ready,
+    volume,
+)
 
 NAME = "sc"
-PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
-# Each StatefulSet claim (template-workload-0) and its owner: the directory's uid (fsGroup does not reach a
-# hostPath volume). Each volume is reserved for its claim (claimRef): another claim must never take it.
-CLAIM_UIDS = {f"state-{NAME}-slurmctld-0": paths.SLURM_UID, f"data-{NAME}-mariadb-0": paths.MARIADB_UID}
-COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
+# Each StatefulSet claim and the uid its directory belongs to, each volume reserved for its claim.
+CLAIM_UIDS = claim_uids(NAME)
 # First starts (MariaDB's datadir, slurmdbd's schema); under pytest-timeout's 300 s, so a failure names who.
 READY_TIMEOUT = 240
 
@@ -87,44 +92,6 @@ def slurm_images_imported(dev_cluster, needs_cluster_dns, tmp_path_factory) -> l
     return built
 
 
-def _volume(name: str, storage_class: str, directory: Path, uid: int, claim: str, namespace: str) -> dict[str, Any]:
-    directory.mkdir(parents=True)
-    os.chown(directory, uid, uid)
-    directory.chmod(0o770)
-    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
-            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "claimRef": {"namespace": namespace, "name": claim},
-                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": storage_class,
-                     "hostPath": {"path": str(directory), "type": "Directory"}}}
-
-
-def _bind_unscheduled(api: Any, namespace: str) -> int:
-    """Bind every Pod of the namespace no scheduler placed to the real Node (the dev cluster runs no default
-    scheduler, and the operator's Pods have no nodeSelector): kube-scheduler's one write. Pods that name another
-    scheduler are that scheduler's."""
-    bound = 0
-    for pod in kc.list_objects(api, PODS, namespace):
-        meta = pod["metadata"]
-        if (pod["spec"].get("nodeName") or meta.get("deletionTimestamp")
-                or pod["spec"].get("schedulerName", "default-scheduler") != "default-scheduler"):
-            continue
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": meta["name"], "namespace": namespace, "uid": meta["uid"]},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": realnode.NODE_NAME}}
-        try:
-            kc.request(api, "POST", PODS.path(namespace, meta["name"], "binding"), body=body)
-            bound += 1
-        except kc.ApiError as exc:
-            if not (exc.not_found or exc.status == 409):
-                raise
-    return bound
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 @pytest.fixture(scope="module")
 def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("slurmcluster-pods")
@@ -133,17 +100,17 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     storage_class = f"sunk-test-{namespace}"
     kc.create(kube_api, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_default_service_account(kube_api, namespace)
-    volume = {"size": "10Gi", "storageClassName": storage_class}
+    claim_size = {"size": "10Gi", "storageClassName": storage_class}
     # No node locking: the prolog would call a Syncer's hook API, and none runs here (no hooks ConfigMap either).
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
               "syncer": {"nodeLocking": {"enabled": False}},
               # cgroup none: cgroup/v2 for a containerised slurmd is unproven here (the NodeSet test runs it privileged)
               "slurmCluster": {"enabled": True, "name": NAME, "release": dev_cluster.release.name, "cgroup": "none",
                                "gresTypes": ["gpu", "nic"],
-                               "slurmctld": {"stateVolume": volume},
-                               "slurmdbd": {"database": {"internal": {"volume": volume}}},
+                               "slurmctld": {"stateVolume": claim_size},
+                               "slurmdbd": {"database": {"internal": {"volume": claim_size}}},
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
-    pvs = [_volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
+    pvs = [volume(f"{namespace}-{claim}", storage_class, tmp / "volumes" / claim, uid, claim, namespace)
            for claim, uid in CLAIM_UIDS.items()]
     for pv in pvs:
         kc.create(kube_api, PVS, pv)
@@ -186,17 +153,10 @@ class RunningCluster:
     operator: DeployedOperator  # started; a test may stop it
 
 
-def _pods_by_component(api: Any, namespace: str) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for pod in kc.list_objects(api, PODS, namespace):
-        out.setdefault(pod["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""), []).append(pod)
-    return out
-
-
 def _not_ready(api: Any, namespace: str) -> list[str]:
-    _bind_unscheduled(api, namespace)
-    found = _pods_by_component(api, namespace)
-    waiting = [c for c in COMPONENTS if not found.get(c) or not all(_ready(p) for p in found[c])]
+    bind_unscheduled(api, namespace)
+    found = pods_by_component(api, namespace)
+    waiting = [c for c in COMPONENTS if not found.get(c) or not all(ready(p) for p in found[c])]
     return waiting
 
 
@@ -215,7 +175,7 @@ def test_every_pod_of_the_slurm_cluster_becomes_ready_on_the_real_node(kube_api,
                   for p in kc.list_objects(kube_api, PODS, namespace)}
         raise AssertionError(f"not Ready: {_not_ready(kube_api, namespace)}; "
                              f"containers: {states}; see /var/log/pods/{namespace}_*") from None
-    found = _pods_by_component(kube_api, namespace)
+    found = pods_by_component(kube_api, namespace)
     for component in COMPONENTS:
         for pod in found[component]:
             assert pod["spec"]["nodeName"] == realnode.NODE_NAME
@@ -229,9 +189,9 @@ def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, 
     """login's readiness probe is ``scontrol ping``."""
     namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
-    (login,) = _pods_by_component(kube_api, namespace)["login"]
+    (login,) = pods_by_component(kube_api, namespace)["login"]
     assert login["spec"]["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
-    assert _ready(login)
+    assert ready(login)
 
 
 def _container_log(namespace: str, pod: str, container: str) -> str:
@@ -245,7 +205,7 @@ def test_slurmctld_writes_its_pid_file_into_its_own_directory_as_slurmuser(kube_
     its start logs no "Unable to open pidfile" (it did at every start before)."""
     namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
-    (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+    (ctld,) = pods_by_component(kube_api, namespace)["slurmctld"]
     name = ctld["metadata"]["name"]
     log = wait_for(lambda: (text := _container_log(namespace, name, "slurmctld")) and "started on cluster" in text
                    and text, 60, "slurmctld's start in its container log")
@@ -284,11 +244,11 @@ def test_the_slurmctld_pod_deleted_with_a_job_queued_comes_back_from_its_volume_
     try:
         job = slurm.submit_job(JobRequest(name="queued", script="#!/bin/sh\ntrue\n", partition="gpu", priority=0))
         assert slurm.get_job(job).state == "PENDING"
-        (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+        (ctld,) = pods_by_component(kube_api, namespace)["slurmctld"]
         kc.delete(kube_api, PODS, ctld["metadata"]["name"], namespace)
 
         def restarted() -> bool:
-            pods = _pods_by_component(kube_api, namespace).get("slurmctld") or []
+            pods = pods_by_component(kube_api, namespace).get("slurmctld") or []
             return any(p["metadata"]["uid"] != ctld["metadata"]["uid"] for p in pods) and not _not_ready(
                 kube_api, namespace)
 
@@ -365,7 +325,7 @@ def _slurmd_on_the_real_node(api: Any, dev_cluster: Any, running: RunningCluster
     try:
         def slurmd_pod() -> dict[str, Any] | None:
             pods = _nodeset_pods(api, namespace)
-            return pods[0] if len(pods) == 1 and _ready(pods[0]) else None
+            return pods[0] if len(pods) == 1 and ready(pods[0]) else None
 
         try:
             pod = wait_for(slurmd_pod, 120, "the NodeSet's slurmd Pod Ready on the real Node", interval=2)
@@ -433,7 +393,7 @@ def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishe
     namespace = running_cluster.namespace
     with _slurmd_on_the_real_node(kube_api, dev_cluster, running_cluster, tmp_path) as on_node:
         slurm, node_name = on_node.slurm, on_node.node_name
-        (ctld,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+        (ctld,) = pods_by_component(kube_api, namespace)["slurmctld"]
         (gpu,) = [p for p in slurm.list_partitions() if p.name == "gpu"]
         assert gpu.priority_tier != 7
         # long enough to outlive the kubelet's ConfigMap sync and the operator's wait for it; ends by itself
@@ -449,7 +409,7 @@ def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishe
             return next(p.priority_tier for p in slurm.list_partitions() if p.name == "gpu")
 
         wait_for(lambda: tier() == 7, 240, "slurmctld to show PriorityTier=7 for partition gpu", interval=3)
-        (now,) = _pods_by_component(kube_api, namespace)["slurmctld"]
+        (now,) = pods_by_component(kube_api, namespace)["slurmctld"]
         assert now["metadata"]["uid"] == ctld["metadata"]["uid"]  # (reread in place, not a new Pod)
         assert slurm.get_job(job).state == "RUNNING", slurm.get_job(job)  # (the reconfigure came while it ran)
         assert wait_for(lambda: _finished(slurm, job), 180, f"job {job} to finish on {node_name}",

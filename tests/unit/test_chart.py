@@ -534,6 +534,17 @@ def test_the_nodesets_are_ended_by_a_hook_before_the_syncers_with_rights_to_exac
     assert not hooks(render({"operator": {"enabled": True}}), END)  # no NodeSet of the release: nothing to end
 
 
+def test_the_dev_clusters_slurm_on_kubernetes_values_render_its_slurmcluster_nodeset_and_uninstall_hook():
+    """What ``sunk-dev up --slurm-on-kubernetes`` and the cluster test install: helm takes the values whole (the
+    schema too), and the release holds the SlurmCluster, the NodeSet naming it, and the hook that ends it."""
+    from sunk_dev import slurmonk8s
+
+    docs = render(slurmonk8s.values(slurm_release="24.11", namespace=NS, cluster="slurm", storage_class="x"))
+    assert find(docs, "SlurmCluster", "slurm")["spec"]["slurm"]["release"] == "24.11"
+    assert find(docs, "NodeSet", slurmonk8s.NODESET)["spec"]["slurmCluster"] == "slurm"
+    assert hooks(docs, END) and not hooks(docs)  # (the NodeSets' hook; no Syncer, so not its release-nodes)
+
+
 def hook_args_of(docs: list[dict[str, Any]], component: str) -> list[str]:
     return list(find(docs, "Job", component)["spec"]["template"]["spec"]["containers"][0]["args"])
 
