@@ -111,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command == "demo":  # (like `up`: the release SUNK_DEV_SLURM names, else the default)
         from .demo import demo
 
-        return demo(DevCluster(home, slurm=release.chosen(), slurm_on_kubernetes=True))
+        return demo(DevCluster(home, slurm=release.chosen()))
     return 2
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import requests as http
 
 from sunk.kube import client as kc
+from sunk.model import names
 
 from . import images, realnode, slurmonk8s
 from .cluster import DEMO_NAMESPACE, DEMO_SCHEDULER, SLURM_NAMESPACE, DevCluster
@@ -72,7 +73,7 @@ def _demo(cluster: DevCluster) -> int:
     print(f"job {job_id}: {_job_state(cluster, job_id)}")
     _wait(lambda: _bound(cluster) == replicas and name not in {p["metadata"]["name"] for p in _pods(cluster)}, 60)
     _show(cluster)
-    if cluster.slurm_on_kubernetes and cluster.real_node and images.enabled() and not slurm_on_kubernetes(cluster):
+    if cluster.real_node and images.enabled() and not slurm_on_kubernetes(cluster):
         return 1
     # (`make demo` runs from a venv under the dev home: its activate script puts sunk-dev on PATH)
     enter = f". {sys.prefix}/bin/activate; " if sys.prefix != sys.base_prefix else ""
@@ -87,8 +88,17 @@ def _demo(cluster: DevCluster) -> int:
 def slurm_on_kubernetes(cluster: DevCluster) -> bool:
     """The other install path: Slurm itself deployed by the chart (a SlurmCluster and a NodeSet) as Pods on two
     real kubelet Nodes, and a job of two nodes submitted in its login Pod."""
+    # The web replica's placeholder job holds a lock on real-1 (sunk's node locking), which evicts every Pod that
+    # does not tolerate it: the SlurmCluster's Pods among them. It ends first, and its lock with it.
+    print(f"\n== kubectl delete deployment web: its Slurm job ends and {realnode.NODE_NAME} is unlocked ==")
+    cluster.kube_request("DELETE", f"{DEPLOYMENTS}/web")
+    if not _wait(lambda: not any(p["metadata"]["name"].startswith("web-") for p in _pods(cluster))
+                 and not _locked(cluster, realnode.NODE_NAME), 90):
+        print(f"the web replica or the lock on {realnode.NODE_NAME} was still there after 90 s")
+        return False
     print("\n== Slurm on Kubernetes: helm install with a SlurmCluster, slurmd Pods on two real Nodes ==")
-    try:  # (`up` brought it up: this finds it so, or mends it)
+    cluster.slurm_on_kubernetes = True  # (kept up: `sunk-dev up` without --slurm-on-kubernetes takes it down)
+    try:
         deployed = slurmonk8s.bring_up(cluster, print)
     except RuntimeError as exc:
         print(exc)
@@ -105,6 +115,11 @@ def slurm_on_kubernetes(cluster: DevCluster) -> bool:
         if done.returncode != 0:
             return False
     return True
+
+
+def _locked(cluster: DevCluster, node: str) -> bool:
+    taints = cluster.kube_request("GET", f"/api/v1/nodes/{node}").json().get("spec", {}).get("taints") or []
+    return any(t.get("key") == names.LOCK_KEY for t in taints)
 
 
 def deployment(name: str, replicas: int, requests: dict[str, str]) -> dict[str, Any]:
