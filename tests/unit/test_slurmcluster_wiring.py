@@ -14,7 +14,7 @@ from syncer_fakes import FakeInformer
 from sunk.commands import operator as cli
 from sunk.controller.daemon import DaemonConfig
 from sunk.model import names
-from sunk.nodeset.assembly import assemble
+from sunk.nodeset.assembly import SlurmOnceItRuns, assemble
 from sunk.nodeset.config import OperatorConfig
 from sunk.slurm.settings import SlurmSettings
 from sunk.slurmcluster.assembly import attach
@@ -99,7 +99,9 @@ def test_the_operator_assembles_its_slurm_cluster_without_a_cluster(reconfigurab
     slurm = ReconfigurableSlurm() if reconfigurable else Slurm()
     operator = assemble(OperatorConfig(slurm_cluster="sc"), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
     assert [c.name for c in operator.manager.controllers] == ["nodeset", "slurmcluster"]
-    assert len(operator.manager.informers) == 8  # the NodeSet's five, the SlurmCluster, its StatefulSets, Deployments
+    # the NodeSet's five, the SlurmCluster, its StatefulSets, Deployments, and the start gate on Slurm's first list
+    assert len(operator.manager.informers) == 9
+    assert isinstance(operator.manager.informers[-1], SlurmOnceItRuns)
     reconciler = operator.manager.controllers[1].reconciler
     assert (reconciler.reconfigure is not None) == reconfigurable
     operator.reconciler.recorder.stop(0.1)
