@@ -179,31 +179,6 @@ def test_submit_read_back_and_cancel(slurm, jobs, dev_cluster):
     slurm.cancel_job(job_id)  # cancelling again is fine
 
 
-def test_one_task_of_an_array_is_cancelled_alone_even_the_one_holding_the_arrays_id(slurm, jobs, dev_cluster):
-    """Both tasks of a two-task array run; the one whose record holds the array's id (Slurm's last started) is
-    cancelled by array and task (``array_task_id``), and the other runs on: by the array's id alone Slurm would end
-    both (what the NodeSet's cancel-jobs must never do to a task elsewhere). pyslurm's cancel takes a number only:
-    it refuses, and cancels nothing."""
-    out = dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={unique('array')}",
-                            f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300").stdout
-    array = int(out.strip().split(";")[0])
-    jobs.append(array)
-    tasks = wait_for(lambda: len(ts := [j for j in slurm.list_jobs().items or () if j.array_job_id == array
-                                        and j.state == "RUNNING"]) == 2 and ts, 120, f"both tasks of {array} running")
-    (holder,) = [t for t in tasks if t.id == array]
-    (other,) = [t for t in tasks if t.id != array]
-    jobs.append(other.id)
-    if slurm.backend == "pyslurm":
-        with pytest.raises(SlurmError, match=f"cannot cancel job {array}_{holder.array_task_id} alone"):
-            slurm.cancel_job(array, array_task_id=holder.array_task_id)
-        assert {t.state for t in slurm.read_jobs([array, other.id])} == {"RUNNING"}
-        return
-    slurm.cancel_job(array, array_task_id=holder.array_task_id)
-    wait_for(lambda: slurm.get_job(array).state == "CANCELLED", 30, f"task {array}_{holder.array_task_id} cancelled")
-    time.sleep(1)
-    assert slurm.get_job(other.id).state == "RUNNING"
-
-
 def test_running_job_has_its_allocation(slurm, jobs, dev_cluster):
     job_id = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, gpus_per_node=1, memory_per_node=512,
                                          cpus_per_task=2, priority=URGENT))
