@@ -82,7 +82,9 @@ def values(*, slurm_release: str, namespace: str, cluster: str, storage_class: s
         "slurmCluster": {"enabled": True, "name": cluster, "release": slurm_release, "cgroup": "none",
                          "gresTypes": ["gpu", "nic"], "slurmctld": {"stateVolume": volume_values},
                          "slurmdbd": {"database": {"internal": {"volume": volume_values}}},
-                         "partitions": [{"name": NODESET, "nodeSets": [NODESET], "default": True}]},
+                         "partitions": [{"name": NODESET, "nodeSets": [NODESET], "default": True}],
+                         # (the lock toleration comes first, from lockToleration)
+                         "placement": {"nodeSelector": {realnode.NODE_LABEL: "true"}}},
         "nodeSets": [{"name": NODESET, "spec": {"slurmCluster": cluster,
                                                 "nodeSelector": {realnode.NODE_LABEL: "true"},
                                                 "naming": {"scheme": "NodeName"}, "slurm": {"gres": "nic:1"},

@@ -13,11 +13,14 @@ scheduler's (k8s.io/component-helpers/scheduling/corev1/nodeaffinity):
 
 ``problems`` says what is wrong with a selector in words for a status condition; ``matches``
 expects one without problems (ValueError otherwise), so a bad selector selects nothing
-rather than something unintended.
+rather than something unintended. ``label_selector_problems`` and ``toleration_problems`` check a
+``nodeSelector`` and ``tolerations`` copied into a Pod template as the apiserver's validation does,
+so a bad value is refused in a status, not by the apply that would carry it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +30,14 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
 NAME_FIELD = "metadata.name"
 TERMS_PATH = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+# A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters) and value.
+LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+MAX_SELECTOR_LABELS = 32
+MAX_TOLERATIONS = 32
 
 
 def _integer(text: object) -> int | None:
@@ -93,6 +104,67 @@ def problems(node_selector: object, affinity: object) -> list[str]:
         return found
     for i, term in enumerate(terms):
         found.extend(term_problems(term, f"{TERMS_PATH}[{i}]"))
+    return found
+
+
+def label_selector_problems(node_selector: object, where: str) -> list[str]:
+    """What the apiserver would refuse in a Pod's ``nodeSelector`` (empty: nothing)."""
+    if node_selector is None:
+        return []
+    if not isinstance(node_selector, Mapping):
+        return [f"{where}: must map label keys to values"]
+    if len(node_selector) > MAX_SELECTOR_LABELS:
+        return [f"{where}: at most {MAX_SELECTOR_LABELS} labels"]
+    found = []
+    for key, value in node_selector.items():
+        if not isinstance(key, str) or len(key) > 317 or not LABEL_KEY.fullmatch(key):
+            found.append(f"{where}: {str(key)[:80]!r} is not a label key")
+        elif not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
+            found.append(f"{where}.{key}: {str(value)[:80]!r} is not a label value")
+    return found
+
+
+def toleration_problems(tolerations: object, where: str) -> list[str]:
+    """What the apiserver would refuse in a Pod's ``tolerations`` (empty: nothing); no field it would drop."""
+    if tolerations is None:
+        return []
+    if not isinstance(tolerations, list):
+        return [f"{where}: must be a list"]
+    if len(tolerations) > MAX_TOLERATIONS:
+        return [f"{where}: at most {MAX_TOLERATIONS} tolerations"]
+    found: list[str] = []
+    for i, toleration in enumerate(tolerations):
+        found.extend(_toleration_problems(toleration, f"{where}[{i}]"))
+    return found
+
+
+def _toleration_problems(toleration: object, where: str) -> list[str]:
+    if not isinstance(toleration, Mapping):
+        return [f"{where}: must be an object"]
+    unknown = sorted(str(k)[:40] for k in toleration if k not in TOLERATION_FIELDS)
+    if unknown:
+        return [f"{where}: unknown field {', '.join(unknown)}"]
+    key, value = toleration.get("key") or "", toleration.get("value") or ""
+    operator, effect = toleration.get("operator") or "Equal", toleration.get("effect") or ""
+    seconds = toleration.get("tolerationSeconds")
+    found: list[str] = []
+    if not isinstance(key, str) or (key and (len(key) > 317 or not LABEL_KEY.fullmatch(key))):
+        found.append(f"{where}.key: {str(key)[:80]!r} is not a label key")
+    if operator not in TOLERATION_OPERATORS:
+        found.append(f"{where}.operator: must be one of {', '.join(TOLERATION_OPERATORS)}, got {str(operator)[:20]!r}")
+    elif operator == "Exists" and value:
+        found.append(f"{where}.value: must be empty when operator is Exists")
+    elif not key and operator != "Exists":
+        found.append(f"{where}.operator: must be Exists when key is empty (every taint)")
+    if not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
+        found.append(f"{where}.value: {str(value)[:80]!r} is not a label value")
+    if effect and effect not in TAINT_EFFECTS:
+        found.append(f"{where}.effect: must be one of {', '.join(TAINT_EFFECTS)}, got {str(effect)[:20]!r}")
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            found.append(f"{where}.tolerationSeconds: must be a whole number")
+        elif effect != "NoExecute":
+            found.append(f"{where}.tolerationSeconds: only with effect NoExecute")
     return found
 
 

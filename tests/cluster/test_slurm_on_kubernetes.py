@@ -163,6 +163,20 @@ def test_sunks_components_and_slurms_run_as_pods_of_the_images_built_here(kube_a
                 component
 
 
+def test_the_control_plane_runs_where_the_values_place_it_and_tolerates_sunks_lock(kube_api, installed):
+    """Every control-plane Pod (slurmdbd and MariaDB too) carries the placement the chart rendered: the real
+    Nodes' label, and sunk's lock toleration first, so a Node the Syncer locks for a job keeps slurmctld."""
+    placed = {c: pods for c, pods in pods_by_component(kube_api, installed.namespace).items()
+              if c in COMPONENTS}
+    assert {"slurmctld", "slurmdbd", "mariadb", "slurmrestd", "login"} <= set(placed), sorted(placed)
+    for component, pods in placed.items():
+        for pod in pods:
+            spec = pod["spec"]
+            assert spec["nodeSelector"] == {realnode.NODE_LABEL: "true"}, component
+            assert spec["tolerations"][0] == {"key": names.LOCK_KEY, "operator": "Exists"}, component
+            assert spec["nodeName"] in installed.real_nodes, component
+
+
 def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_nodes_and_sacct_shows_it(
         kube_api, dev_cluster, installed):
     """In the login Pod (``kubectl exec`` through the apiserver), ``sbatch --wait -N2 --wrap "srun hostname"``

@@ -1165,6 +1165,35 @@ def test_the_slurm_clusters_default_images_are_all_built_here_and_its_cgroup_mod
                                                                         "cgroup": "v3"}})
 
 
+def test_the_control_plane_tolerates_the_lock_first_and_is_placed_where_the_values_say():
+    """A Node the Syncer locks evicts every Pod that does not tolerate the lock: slurmctld among them would stop
+    every job's scheduling. The lock toleration comes first (lockToleration), then the operator's own."""
+    from sunk.translate.slurmcluster.spec import read_spec
+
+    def placement(**values: Any) -> dict[str, Any]:
+        merged = copy.deepcopy(SLURM_CLUSTER)
+        merged.update({k: v for k, v in values.items() if k != "placement"})
+        if "placement" in values:
+            merged["slurmCluster"]["placement"] = values["placement"]
+        obj = find(render(merged), "SlurmCluster", "prod", NS)
+        read = read_spec({**obj, "metadata": {**obj["metadata"], "uid": "u"}}, ["gpu"])
+        assert read.spec is not None, read.problems
+        return read.spec.placement.pod_fields()
+
+    lock = {"key": "sunk.coreweave.com/lock", "operator": "Exists"}
+    assert placement() == {"tolerations": [lock]}
+    assert placement(lockToleration=False) == {}
+    mine = {"key": "dedicated", "operator": "Equal", "value": "slurm", "effect": "NoSchedule"}
+    assert placement(placement={"nodeSelector": {"pool": "control"}, "tolerations": [mine]}) == {
+        "nodeSelector": {"pool": "control"}, "tolerations": [lock, mine]}
+    assert placement(lockToleration=False, placement={"nodeSelector": {"pool": "control"}}) == {
+        "nodeSelector": {"pool": "control"}}
+    for bad in ({"affinity": {}}, {"tolerations": [{"key": "dedicated", "efect": "NoSchedule"}]}):
+        # (a field the CRD does not know would be pruned unseen: here a toleration of every effect)
+        assert "slurmCluster" in refusal({**SLURM_CLUSTER, "slurmCluster": {**SLURM_CLUSTER["slurmCluster"],
+                                                                            "placement": bad}}), bad
+
+
 def test_the_operators_rbac_is_exactly_what_the_slurm_cluster_reconciler_writes():
     """Patch by name on each object the plan applies, create on each kind, create only on Secrets."""
     from sunk.translate.slurmcluster.plan import Facts, decide
@@ -1211,15 +1240,16 @@ def test_the_operator_may_get_exactly_the_secrets_its_slurm_cluster_mounts():
 # ---- placement ---------------------------------------------------------------------------------
 
 
-LOCK_TOLERANT = {"sunk-syncer", "sunk-scheduler"}
+LOCK_TOLERANT = {"sunk-syncer", "sunk-scheduler", "sunk-operator"}
 
 
 @pytest.mark.parametrize("mine", [None, {"key": "dedicated", "operator": "Equal", "value": "sunk",
                                          "effect": "NoSchedule"}])
-def test_the_syncer_and_scheduler_tolerate_sunks_lock_taint_and_the_operators_tolerations_stay(mine):
+def test_the_syncer_scheduler_and_operator_tolerate_sunks_lock_taint_and_the_operators_tolerations_stay(mine):
     """A lock left while sunk-syncer was gone (uninstalled, or its Node died) must not keep the one
-    component that lifts it (nor the scheduler, which ends the jobs behind a lock) from starting on
-    that Node, whatever the lock's effect; the other components keep off locked Nodes."""
+    component that lifts it (nor the scheduler, which ends the jobs behind a lock, nor the operator, without
+    which an uninstall cannot end the NodeSets) from starting on that Node, whatever the lock's effect; the
+    extender keeps off locked Nodes."""
     values: dict[str, Any] = {"extender": {"enabled": True}, "operator": {"enabled": True}}
     if mine:
         values["tolerations"] = [mine]

@@ -108,7 +108,7 @@ def validate(value: Any, node: dict[str, Any], where: str = "") -> Iterator[str]
             yield f"{where}: more than {node['maxItems']} items"
         for i, item in enumerate(value):
             yield from validate(item, node["items"], f"{where}[{i}]")
-    if kind == "object" and not node.get("x-kubernetes-preserve-unknown-fields"):
+    if kind == "object":  # (preserved unknown fields are kept, the known ones still checked)
         props = node.get("properties")
         for req in node.get("required") or []:
             if req not in value:
@@ -118,7 +118,7 @@ def validate(value: Any, node: dict[str, Any], where: str = "") -> Iterator[str]
                 yield from validate(item, props[key], f"{where}.{key}")
             elif isinstance(node.get("additionalProperties"), dict):
                 yield from validate(item, node["additionalProperties"], f"{where}.{key}")
-            elif props is not None:
+            elif props is not None and not node.get("x-kubernetes-preserve-unknown-fields"):
                 yield f"{where}.{key}: unknown field"
 
 

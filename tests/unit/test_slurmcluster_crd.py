@@ -49,3 +49,21 @@ def test_the_schema_refuses_what_it_can(change, fragment):
     obj = cluster(**change)
     found = list(validate(obj, schema_of(crd("slurmclusters"))))
     assert any(fragment in f for f in found), found
+
+
+def test_the_schema_takes_a_placement_and_refuses_a_toleration_operator_kubernetes_has_not():
+    placement = {"nodeSelector": {"a": "b"}, "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                                                              "tolerationSeconds": 5}]}
+    assert list(validate(cluster(placement=placement), schema_of(crd("slurmclusters")))) == []
+    found = list(validate(cluster(placement={"tolerations": [{"key": "k", "operator": "In"}]}),
+                          schema_of(crd("slurmclusters"))))
+    assert any("In" in f for f in found), found
+
+
+def test_a_tolerations_unknown_field_reaches_the_operator_which_refuses_it():
+    """Pruned, ``{key, efect}`` would become a toleration of every effect of that key, unseen."""
+    doc = crd("slurmclusters")
+    tolerations = schema_of(doc)["properties"]["spec"]["properties"]["placement"]["properties"]["tolerations"]
+    assert tolerations["items"]["x-kubernetes-preserve-unknown-fields"] is True
+    plan = decide(Facts(cluster(placement={"tolerations": [{"key": "k", "efect": "NoSchedule"}]}), ["gpu"]))
+    assert plan.spec is None and any("unknown field efect" in p for p in plan.problems), plan.problems

@@ -200,3 +200,49 @@ def test_an_author_cannot_set_the_process_plugins_the_cgroup_mode_sets():
     for line in ("ProctrackType=proctrack/pgid", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none"):
         read = read_spec(cluster(slurmConfig=[line]), ("gpu",))
         assert read.spec is None and [p for p in read.problems if "spec.slurm.cgroup" in p], line
+
+
+LOCK = {"key": "sunk.coreweave.com/lock", "operator": "Exists"}
+
+
+def test_every_control_plane_pod_is_placed_as_the_spec_says_and_nothing_else_is():
+    placement = {"nodeSelector": {"node-role.example/slurm-control": "true"},
+                 "tolerations": [LOCK, {"key": "dedicated", "value": "slurm", "effect": "NoSchedule"},
+                                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 30}]}
+    placed = pods(cluster(placement=placement))
+    assert set(placed) == {"slurmctld", "slurmdbd", "mariadb", "slurmrestd", "login"}
+    for component, pod in placed.items():
+        assert pod["nodeSelector"] == placement["nodeSelector"], component
+        assert pod["tolerations"] == placement["tolerations"], component
+    for pod in pods().values():
+        assert "nodeSelector" not in pod and "tolerations" not in pod
+
+
+def test_a_placement_never_shares_its_objects_with_the_spec_it_came_from():
+    obj = cluster(placement={"nodeSelector": {"a": "b"}, "tolerations": [dict(LOCK)]})
+    pod = pods(obj)["slurmctld"]
+    pod["tolerations"][0]["key"], pod["nodeSelector"]["a"] = "x", "y"
+    again = pods(obj)["slurmctld"]
+    assert again["tolerations"] == [LOCK] and again["nodeSelector"] == {"a": "b"}
+
+
+@pytest.mark.parametrize("placement, said", [
+    ({"nodeSelector": {"bad key!": "x"}}, "spec.placement.nodeSelector: 'bad key!' is not a label key"),
+    ({"nodeSelector": {"a": "-x"}}, "spec.placement.nodeSelector.a: '-x' is not a label value"),
+    ({"nodeSelector": ["a"]}, "spec.placement.nodeSelector: must map label keys to values"),
+    ({"tolerations": {"key": "a"}}, "spec.placement.tolerations: must be a list"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "value": "b"}]},
+     "spec.placement.tolerations[0].value: must be empty when operator is Exists"),
+    ({"tolerations": [{"value": "b"}]}, "spec.placement.tolerations[0].operator: must be Exists when key is empty"),
+    ({"tolerations": [{"key": "a", "operator": "In"}]}, "spec.placement.tolerations[0].operator: must be one of"),
+    ({"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+     "spec.placement.tolerations[0].tolerationSeconds: only with effect NoExecute"),
+    ({"tolerations": [{"key": "a", "effect": "Evict"}]}, "spec.placement.tolerations[0].effect: must be one of"),
+    ({"tolerations": [{"key": "a", "nodeName": "n1"}]}, "spec.placement.tolerations[0]: unknown field nodeName"),
+    ({"tolerations": [LOCK] * 33}, "spec.placement.tolerations: at most 32"),
+])
+def test_a_placement_the_apiserver_would_refuse_is_a_problem_and_plans_nothing(placement, said):
+    plan = decide(Facts(cluster(placement=placement), ["gpu"]))
+    assert plan.spec is None and plan.objects == ()
+    assert any(p.startswith(said) for p in plan.problems), plan.problems

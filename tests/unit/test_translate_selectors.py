@@ -90,3 +90,20 @@ def test_affinity_without_required_terms_selects_every_node():
     assert selectors.problems(None, preferred_only) == []
     assert selectors.matches(node(), None, preferred_only)
     assert selectors.matches(node(), None, {"podAntiAffinity": {}})
+
+
+@pytest.mark.parametrize("tolerations", [
+    None, [], [{"operator": "Exists"}], [{"key": "a", "value": "b"}], [{"key": "a", "operator": "Equal", "value": ""}],
+    [{"key": "example.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}],
+])
+def test_tolerations_kubernetes_takes_have_no_problems(tolerations):
+    assert selectors.toleration_problems(tolerations, "t") == []
+
+
+@pytest.mark.parametrize("node_selector", [None, {}, {"kubernetes.io/hostname": "n1", "a": ""}])
+def test_node_selectors_kubernetes_takes_have_no_problems(node_selector):
+    assert selectors.label_selector_problems(node_selector, "s") == []
+
+
+def test_a_label_key_longer_than_kubernetes_allows_is_refused():
+    assert selectors.label_selector_problems({"a" * 64: "x"}, "s") == [f"s: {'a' * 64!r} is not a label key"]

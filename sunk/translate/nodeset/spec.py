@@ -43,8 +43,6 @@ GRES = re.compile(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z
 # starts with a letter: Slurm reads gpu:1k as a count of 1024, not as type 1k.
 GPU_ITEM = re.compile(r"gpu(:[A-Za-z_][A-Za-z0-9_.-]*)?(:[0-9]{1,3})?")
 MAX_GPU_COUNT = 256
-# A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters).
-LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 # Slurm's CpuSpecList: abstract CPU ids and ranges (0-1,8).
 CPU_SPEC_LIST = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,255}")
 MAX_MEM_SPEC_MB = 1 << 30  # 1 PiB in MiB: past any Node, short of Slurm's 64-bit field
@@ -149,7 +147,7 @@ def _label_keys(value: object, where: str, out: list[str]) -> tuple[str, ...]:
     if value is None:
         return ()
     if (not isinstance(value, list) or len(value) > MAX_LABEL_KEYS
-            or not all(isinstance(v, str) and len(v) <= 317 and LABEL_KEY.fullmatch(v) for v in value)):
+            or not all(isinstance(v, str) and len(v) <= 317 and selectors.LABEL_KEY.fullmatch(v) for v in value)):
         out.append(f"{where}: must be a list of at most {MAX_LABEL_KEYS} Node label keys")
         return ()
     return tuple(dict.fromkeys(value))

@@ -87,7 +87,7 @@ def _db_password_mount() -> Obj:
 def _pod_template(spec: SlurmClusterSpec, component: str, container: Obj, volumes: list[Obj]) -> Obj:
     return {"metadata": {"labels": labels(spec, component)},
             "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
-                     "containers": [container], "volumes": volumes}}
+                     "containers": [container], "volumes": volumes, **spec.placement.pod_fields()}}
 
 
 def _run_as(template: Obj, uid: int) -> Obj:

@@ -16,6 +16,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from sunk.translate import selectors
+
 from .lines import check_line, check_pair
 
 # The Slurm releases sunk speaks to (docs/compatibility.md: v0.0.42 is served by all of them).
@@ -71,6 +73,32 @@ class Partition:
     options: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)  # validated Key=Value
 
 
+def _frozen_json(value: Any) -> Any:
+    """A checked JSON value as nested tuples: hashable, and never changed by whoever holds it."""
+    if isinstance(value, Mapping):
+        return tuple((k, _frozen_json(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_frozen_json(v) for v in value)
+    return value
+
+
+@frozen
+class Placement:
+    """Where the control plane's Pods (slurmctld, slurmdbd, MariaDB, slurmrestd, login) run: a ``nodeSelector``
+    and ``tolerations``, copied into each Pod template as given (checked as the apiserver does)."""
+
+    node_selector: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)
+    tolerations: tuple[tuple[tuple[str, Any], ...], ...] = field(converter=_strs, factory=tuple)
+
+    def pod_fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.node_selector:
+            out["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        return out
+
+
 @frozen
 class SlurmClusterSpec:
     """A SlurmCluster's spec, every value checked (read_spec)."""
@@ -98,6 +126,7 @@ class SlurmClusterSpec:
     partitions: tuple[Partition, ...] = field(converter=_strs, factory=tuple)
     extra_lines: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)  # slurmConfig, checked
     cgroup: str = "v2"  # CGROUP_MODES: the NodeSets' Nodes' cgroup version, or none
+    placement: Placement = field(factory=Placement)
 
     def image(self, component: str) -> str:
         return dict(self.images)[component]
@@ -266,10 +295,22 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
                                  "a ConfigMap name"),
         kill_wait=r.integer(spec, "killWait", "spec", 30, 1, 65533),
         max_node_count=r.integer(spec, "maxNodeCount", "spec", 1024, 1, MAX_NODE_COUNT),
-        gres_types=gres_types, partitions=partitions, extra_lines=extra, cgroup=cgroup)
+        gres_types=gres_types, partitions=partitions, extra_lines=extra, cgroup=cgroup,
+        placement=_placement(r, r.obj(spec, "placement", "spec")))
     if r.problems:
         return SpecRead(None, r.problems)
     return SpecRead(read)
+
+
+def _placement(r: _Reader, body: Mapping[str, Any]) -> Placement:
+    node_selector, tolerations = body.get("nodeSelector"), body.get("tolerations")
+    found = [*selectors.label_selector_problems(node_selector, "spec.placement.nodeSelector"),
+             *selectors.toleration_problems(tolerations, "spec.placement.tolerations")]
+    r.problems.extend(found)
+    if found:
+        return Placement()
+    return Placement(node_selector=tuple((node_selector or {}).items()),
+                     tolerations=tuple(_frozen_json(t) for t in tolerations or ()))
 
 
 def _external(r: _Reader, body: Mapping[str, Any]) -> ExternalDatabase | None:

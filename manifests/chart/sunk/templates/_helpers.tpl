@@ -317,12 +317,13 @@ nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- /* sunk's own lock taint (sunk.coreweave.com/lock, any effect), for sunk-syncer, which lifts it,
-     sunk-scheduler, which ends the placeholder jobs behind it, and the uninstall's release of the Syncer's
+     sunk-scheduler, which ends the placeholder jobs behind it, sunk-operator, which the uninstall's end of the
+     NodeSets needs running (and which keeps the slurmd Pods on a locked Node as they are), and the uninstall's release of the Syncer's
      marks (sunk-release-nodes), which lifts them for good, the uninstall's end of the NodeSets (sunk-end-nodesets),
      which must run while the operator does, and the hook Jobs that make the Secrets the Syncer
      needs before it starts (sunk-secrets): a lock left while they were gone must never keep them from starting on
      the only Nodes they may use (values.yaml: lockToleration). */ -}}
-{{- $lock := and $root.Values.lockToleration (has .component (list "sunk-syncer" "sunk-scheduler" "sunk-release-nodes" "sunk-end-nodesets" "sunk-secrets")) }}
+{{- $lock := and $root.Values.lockToleration (has .component (list "sunk-syncer" "sunk-scheduler" "sunk-operator" "sunk-release-nodes" "sunk-end-nodesets" "sunk-secrets")) }}
 {{- if or $lock $root.Values.tolerations }}
 tolerations:
 {{- if $lock }}
