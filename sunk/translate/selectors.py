@@ -31,7 +31,10 @@ FIELD_OPERATORS = ("In", "NotIn")
 NAME_FIELD = "metadata.name"
 TERMS_PATH = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 # A Kubernetes label key (optional DNS-subdomain prefix, then a name of at most 63 characters) and value.
-LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+# (the prefix a DNS-1123 subdomain: dot-separated labels, each starting and ending with a letter or digit; at most
+# 253 characters, which ``is_label_key`` checks)
+LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -107,6 +110,11 @@ def problems(node_selector: object, affinity: object) -> list[str]:
     return found
 
 
+def is_label_key(key: object) -> bool:
+    """Whether ``key`` is a Kubernetes label (or taint) key: ``[prefix/]name``, prefix at most 253 characters."""
+    return isinstance(key, str) and bool(LABEL_KEY.fullmatch(key)) and len(key.rpartition("/")[0]) <= 253
+
+
 def label_selector_problems(node_selector: object, where: str) -> list[str]:
     """What the apiserver would refuse in a Pod's ``nodeSelector`` (empty: nothing)."""
     if node_selector is None:
@@ -117,7 +125,7 @@ def label_selector_problems(node_selector: object, where: str) -> list[str]:
         return [f"{where}: at most {MAX_SELECTOR_LABELS} labels"]
     found = []
     for key, value in node_selector.items():
-        if not isinstance(key, str) or len(key) > 317 or not LABEL_KEY.fullmatch(key):
+        if not is_label_key(key):
             found.append(f"{where}: {str(key)[:80]!r} is not a label key")
         elif not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
             found.append(f"{where}.{key}: {str(value)[:80]!r} is not a label value")
@@ -144,22 +152,26 @@ def _toleration_problems(toleration: object, where: str) -> list[str]:
     unknown = sorted(str(k)[:40] for k in toleration if k not in TOLERATION_FIELDS)
     if unknown:
         return [f"{where}: unknown field {', '.join(unknown)}"]
-    key, value = toleration.get("key") or "", toleration.get("value") or ""
-    operator, effect = toleration.get("operator") or "Equal", toleration.get("effect") or ""
+    fields = {name: toleration.get(name) for name in ("key", "operator", "value", "effect")}
+    wrong = [name for name, value in fields.items() if value is not None and not isinstance(value, str)]
+    if wrong:
+        return [f"{where}.{name}: must be a string" for name in wrong]
+    key, value = fields["key"] or "", fields["value"] or ""
+    operator, effect = fields["operator"] or "Equal", fields["effect"] or ""
     seconds = toleration.get("tolerationSeconds")
     found: list[str] = []
-    if not isinstance(key, str) or (key and (len(key) > 317 or not LABEL_KEY.fullmatch(key))):
-        found.append(f"{where}.key: {str(key)[:80]!r} is not a label key")
+    if key and not is_label_key(key):
+        found.append(f"{where}.key: {key[:80]!r} is not a label key")
     if operator not in TOLERATION_OPERATORS:
-        found.append(f"{where}.operator: must be one of {', '.join(TOLERATION_OPERATORS)}, got {str(operator)[:20]!r}")
+        found.append(f"{where}.operator: must be one of {', '.join(TOLERATION_OPERATORS)}, got {operator[:20]!r}")
     elif operator == "Exists" and value:
         found.append(f"{where}.value: must be empty when operator is Exists")
     elif not key and operator != "Exists":
         found.append(f"{where}.operator: must be Exists when key is empty (every taint)")
-    if not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
-        found.append(f"{where}.value: {str(value)[:80]!r} is not a label value")
+    if not LABEL_VALUE.fullmatch(value):
+        found.append(f"{where}.value: {value[:80]!r} is not a label value")
     if effect and effect not in TAINT_EFFECTS:
-        found.append(f"{where}.effect: must be one of {', '.join(TAINT_EFFECTS)}, got {str(effect)[:20]!r}")
+        found.append(f"{where}.effect: must be one of {', '.join(TAINT_EFFECTS)}, got {effect[:20]!r}")
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int):
             found.append(f"{where}.tolerationSeconds: must be a whole number")

@@ -107,3 +107,23 @@ def test_node_selectors_kubernetes_takes_have_no_problems(node_selector):
 
 def test_a_label_key_longer_than_kubernetes_allows_is_refused():
     assert selectors.label_selector_problems({"a" * 64: "x"}, "s") == [f"s: {'a' * 64!r} is not a label key"]
+
+
+@pytest.mark.parametrize("key", ["a..b/c", "a.-b/c", "a-.b/c", "-a/c", "A.b/c", f"{'a' * 254}/c", "a/", "/c"])
+def test_a_key_whose_prefix_is_not_a_dns_subdomain_is_refused_as_the_apiserver_refuses_it(key):
+    assert not selectors.is_label_key(key)
+    assert selectors.label_selector_problems({key: "x"}, "s")
+    assert selectors.toleration_problems([{"key": key, "operator": "Exists"}], "t")
+
+
+@pytest.mark.parametrize("key", ["a", "example.com/gpu", "a-b.c-d/E_f.g", f"{'a' * 63}.{'b' * 63}/{'c' * 63}"])
+def test_keys_kubernetes_takes(key):
+    assert selectors.is_label_key(key)
+
+
+@pytest.mark.parametrize("toleration, field", [
+    ({"key": "a", "value": 0}, "value"), ({"key": 0, "operator": "Exists"}, "key"),
+    ({"key": "a", "operator": False}, "operator"), ({"key": "a", "effect": 0}, "effect"),
+])
+def test_a_falsy_value_of_another_type_is_refused_not_read_as_the_default(toleration, field):
+    assert selectors.toleration_problems([toleration], "t") == [f"t[0].{field}: must be a string"]

@@ -147,7 +147,7 @@ def _label_keys(value: object, where: str, out: list[str]) -> tuple[str, ...]:
     if value is None:
         return ()
     if (not isinstance(value, list) or len(value) > MAX_LABEL_KEYS
-            or not all(isinstance(v, str) and len(v) <= 317 and selectors.LABEL_KEY.fullmatch(v) for v in value)):
+            or not all(selectors.is_label_key(v) for v in value)):
         out.append(f"{where}: must be a list of at most {MAX_LABEL_KEYS} Node label keys")
         return ()
     return tuple(dict.fromkeys(value))

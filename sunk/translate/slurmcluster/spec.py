@@ -73,22 +73,14 @@ class Partition:
     options: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)  # validated Key=Value
 
 
-def _frozen_json(value: Any) -> Any:
-    """A checked JSON value as nested tuples: hashable, and never changed by whoever holds it."""
-    if isinstance(value, Mapping):
-        return tuple((k, _frozen_json(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return tuple(_frozen_json(v) for v in value)
-    return value
-
-
 @frozen
 class Placement:
     """Where the control plane's Pods (slurmctld, slurmdbd, MariaDB, slurmrestd, login) run: a ``nodeSelector``
-    and ``tolerations``, copied into each Pod template as given (checked as the apiserver does)."""
+    and ``tolerations``, copied into each Pod template as given (checked as the apiserver does, so each
+    toleration is its known fields with scalar values: pairs, made a dict again for each Pod)."""
 
     node_selector: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)
-    tolerations: tuple[tuple[tuple[str, Any], ...], ...] = field(converter=_strs, factory=tuple)
+    tolerations: tuple[tuple[tuple[str, str | int], ...], ...] = field(converter=_strs, factory=tuple)
 
     def pod_fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -310,7 +302,7 @@ def _placement(r: _Reader, body: Mapping[str, Any]) -> Placement:
     if found:
         return Placement()
     return Placement(node_selector=tuple((node_selector or {}).items()),
-                     tolerations=tuple(_frozen_json(t) for t in tolerations or ()))
+                     tolerations=tuple(tuple(t.items()) for t in tolerations or ()))
 
 
 def _external(r: _Reader, body: Mapping[str, Any]) -> ExternalDatabase | None:
