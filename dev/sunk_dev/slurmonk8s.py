@@ -45,6 +45,7 @@ PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=Fal
 COMPONENTS = ("slurmctld", "mariadb", "slurmdbd", "slurmrestd", "login")
 OPERATOR_PODS = "app.kubernetes.io/name=sunk-operator"
 SCHEDULER_PODS = "app.kubernetes.io/name=sunk-scheduler"
+SYNCER_PODS = "app.kubernetes.io/name=sunk-syncer"
 READY_TIMEOUT = 360  # first starts: MariaDB's datadir, slurmdbd's schema, the images' first run
 
 
@@ -94,9 +95,10 @@ def values(*, slurm_release: str, namespace: str, cluster: str, storage_class: s
         "slurmd": {"namespace": namespace},
         "nodeSelector": {realnode.NODE_LABEL: "true"},
         "logLevel": "info",
-        # no Syncer, no node locking: locking a Node evicts what else runs there, and here the control plane
-        # shares both Nodes with slurmd (a cluster keeps it on Nodes of no NodeSet)
-        "syncer": {"replicas": 0, "releaseNodesOnUninstall": False, "nodeLocking": {"enabled": False}},
+        # One Syncer, node locking on (the chart's prolog and epilog in the slurmd Pods, through its hook API):
+        # here the control plane shares both Nodes with slurmd, and stays through a lock by tolerating it
+        # (slurmCluster.placement, lockToleration); a cluster keeps it on Nodes of no NodeSet.
+        "syncer": {"replicas": 1},
         "scheduler": {"replicas": 1},
         "hooks": hooks or {"syncerToken": secrets.token_hex(32), "schedulerHookSecret": secrets.token_hex(32)},
     }
@@ -136,11 +138,12 @@ def bind_unscheduled(api: Any, namespace: str) -> int:
 
 
 def waiting_for(api: Any, namespace: str, real_nodes: tuple[str, ...], release: str = RELEASE) -> list[str]:
-    """What is not up yet: each SlurmCluster component, the operator and scheduler Pods, one slurmd Pod per Node."""
+    """What is not up yet: each SlurmCluster component, the operator, scheduler and Syncer Pods, one slurmd Pod per
+    Node."""
     bind_unscheduled(api, namespace)
     found = pods_by_component(api, namespace)
     waiting = [c for c in COMPONENTS if not found.get(c) or not all(ready(p) for p in found[c])]
-    for what, selector in (("operator", OPERATOR_PODS), ("scheduler", SCHEDULER_PODS)):
+    for what, selector in (("operator", OPERATOR_PODS), ("scheduler", SCHEDULER_PODS), ("syncer", SYNCER_PODS)):
         pods = kc.list_objects(api, PODS, namespace, label_selector=f"{selector},app.kubernetes.io/instance={release}")
         if not pods or not all(ready(p) for p in pods):  # (the operator: two replicas, one leading)
             waiting.append(what)

@@ -209,6 +209,41 @@ def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_no
     assert sorted(expand(shown[f"{job}.0"][0])) == node_names
 
 
+def _lock_taints(api: Any, node: str) -> list[dict[str, Any]]:
+    return [t for t in kc.get(api, NODES, node)["spec"].get("taints") or [] if t["key"] == names.LOCK_KEY]
+
+
+def test_a_job_on_the_nodeset_locks_both_nodes_while_it_runs_and_the_control_plane_stays(
+        kube_api, dev_cluster, installed):
+    """Node locking on a SlurmCluster's NodeSet: the chart's prolog, which the operator mounts into the slurmd Pods,
+    asks the release's Syncer (a Pod, by its Service) to lock each Node of a two-node job before it starts, with the
+    slurmd Pod's own ServiceAccount token; both Nodes carry the lock taint while the job runs, and the control
+    plane, which shares them here, is not evicted (it tolerates the lock: slurmCluster.placement). The epilog lets
+    go: once the job ends, no Node keeps the taint."""
+    namespace, slurm = installed.namespace, installed.slurm
+    for node in installed.real_nodes:
+        assert not _lock_taints(kube_api, node), node
+    before = {p["metadata"]["uid"] for c, pods in pods_by_component(kube_api, namespace).items() if c in COMPONENTS
+              for p in pods}
+    (login,) = pods_by_component(kube_api, namespace)["login"]
+    out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N2", "-p", "gpu",
+                  "-o", "/tmp/locked-%j.out", "--wrap", "srun sleep 20")
+    job = int(out.strip().split(";")[0])
+    wait_for(lambda: slurm.get_job(job).state == "RUNNING", 90, f"job {job} running (after both prologs' locks)",
+             interval=1)
+    for node in installed.real_nodes:
+        assert _lock_taints(kube_api, node), node  # (the prolog returns only once its Node is locked)
+    slurmd_pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
+    assert {p["metadata"].get("annotations", {}).get(names.LOCK_KEY) for p in slurmd_pods} == {"locked"}
+    assert wait_for(lambda: _finished(slurm, job), 120, f"job {job} to finish", interval=1) == "COMPLETED"
+    wait_for(lambda: not any(_lock_taints(kube_api, n) for n in installed.real_nodes), 60,
+             "both Nodes unlocked once the job ended", interval=1)
+    after = {p["metadata"]["uid"] for c, pods in pods_by_component(kube_api, namespace).items() if c in COMPONENTS
+             for p in pods}
+    assert after == before  # (no control-plane Pod evicted or replaced)
+    assert not [n for n in slurm.list_nodes().items or () if n.drained], "no node drained"
+
+
 def test_a_pod_naming_the_releases_scheduler_is_placed_by_that_slurm(kube_api, installed):
     """A Pod naming the release's scheduler (a Pod of sunk's image, on the cluster's slurmrestd by its Service's
     name) becomes a placeholder job of the cluster's Slurm, which runs it on one of the NodeSet's slurmd Pods; the
@@ -287,7 +322,8 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     pre-delete hook (``sunk-operator end-nodesets``, a Job of sunk's image with its own ServiceAccount) deletes the
     NodeSet while the operator still runs; the operator drains both nodes, cancels the job (an Event on the
     NodeSet says so), deletes the slurmd Pods once idle and lets the NodeSet go; then Helm deletes the rest. The
-    uninstall ends in time, with no Pod left in the namespace, no lock taint on either Node, and the claims (Slurm's
+    uninstall ends in time, with no Pod left in the namespace, no lock taint on either Node (the job had locked
+    both), and the claims (Slurm's
     state and the database) and the operator's keys kept. Last in this module: it ends the release."""
     namespace, slurm = installed.namespace, installed.slurm
     (login,) = pods_by_component(kube_api, namespace)["login"]
@@ -308,6 +344,8 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
         raise AssertionError(f"job {job}: {states[-1]}; nodes: {nodes}") from None
     claims = sorted(p["metadata"]["name"] for p in kc.list_objects(kube_api, PVCS, namespace))
     assert claims
+    for node in installed.real_nodes:
+        assert _lock_taints(kube_api, node), node  # (locked by the job: the uninstall must take it back)
     seen: list[str] = []
 
     def job_state() -> None:
@@ -335,8 +373,7 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace), 120,
              "every Pod of the namespace gone (the SlurmCluster's are garbage collected after it)", interval=2)
     for node in installed.real_nodes:
-        taints = kc.get(kube_api, NODES, node)["spec"].get("taints") or []
-        assert not [t for t in taints if t["key"] == names.LOCK_KEY], (node, taints)
+        assert not _lock_taints(kube_api, node), node
     assert sorted(p["metadata"]["name"] for p in kc.list_objects(kube_api, PVCS, namespace)) == claims
     for secret in (f"{NAME}-munge-key", f"{NAME}-jwt-key"):
         assert kc.get(kube_api, SECRETS, secret, namespace)

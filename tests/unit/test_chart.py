@@ -536,13 +536,20 @@ def test_the_nodesets_are_ended_by_a_hook_before_the_syncers_with_rights_to_exac
 
 def test_the_dev_clusters_slurm_on_kubernetes_values_render_its_slurmcluster_nodeset_and_uninstall_hook():
     """What ``sunk-dev up --slurm-on-kubernetes`` and the cluster test install: helm takes the values whole (the
-    schema too), and the release holds the SlurmCluster, the NodeSet naming it, and the hook that ends it."""
-    from sunk_dev import slurmonk8s
+    schema too), and the release holds the SlurmCluster (its Pods on the real Nodes, through sunk's locks, and the
+    chart's prolog and epilog for its slurmd Pods), the NodeSet naming it, one Syncer locking Nodes, and the hooks
+    that end the NodeSets and then take back the Syncer's locks."""
+    from sunk_dev import realnode, slurmonk8s
 
     docs = render(slurmonk8s.values(slurm_release="24.11", namespace=NS, cluster="slurm", storage_class="x"))
-    assert find(docs, "SlurmCluster", "slurm")["spec"]["slurm"]["release"] == "24.11"
+    spec = find(docs, "SlurmCluster", "slurm")["spec"]
+    assert spec["slurm"]["release"] == "24.11" and spec["hooks"] == {"configMap": "sunk-slurm-hooks"}
+    assert spec["placement"] == {"nodeSelector": {realnode.NODE_LABEL: "true"},
+                                 "tolerations": [{"key": "sunk.coreweave.com/lock", "operator": "Exists"}]}
     assert find(docs, "NodeSet", slurmonk8s.NODESET)["spec"]["slurmCluster"] == "slurm"
-    assert hooks(docs, END) and not hooks(docs)  # (the NodeSets' hook; no Syncer, so not its release-nodes)
+    assert find(docs, "Deployment", "sunk-syncer")["spec"]["replicas"] == 1
+    assert "prolog.sh" in find(docs, "ConfigMap", "sunk-slurm-hooks", NS)["data"]
+    assert hooks(docs, END) and hooks(docs)
 
 
 def hook_args_of(docs: list[dict[str, Any]], component: str) -> list[str]:
@@ -1181,7 +1188,7 @@ def test_the_control_plane_tolerates_the_lock_first_and_is_placed_where_the_valu
         return read.spec.placement.pod_fields()
 
     lock = {"key": "sunk.coreweave.com/lock", "operator": "Exists"}
-    assert placement() == {"tolerations": [lock]}
+    assert placement() == placement(placement=None) == {"tolerations": [lock]}  # (null drops the default)
     assert placement(lockToleration=False) == {}
     mine = {"key": "dedicated", "operator": "Equal", "value": "slurm", "effect": "NoSchedule"}
     assert placement(placement={"nodeSelector": {"pool": "control"}, "tolerations": [mine]}) == {
