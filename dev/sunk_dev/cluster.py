@@ -630,8 +630,10 @@ class DevCluster:
 
     @staticmethod
     def _kube_proxy_ok() -> bool:
+        """Its rules are synced (``/livez``). Not ``/healthz``, which also wants the real Node's object: on a fresh
+        machine that Node registers only once the real kubelet, started after kube-proxy, runs."""
         try:
-            return requests.get(f"http://127.0.0.1:{realnode.KUBE_PROXY_HEALTHZ_PORT}/healthz", timeout=2).ok
+            return requests.get(f"http://127.0.0.1:{realnode.KUBE_PROXY_HEALTHZ_PORT}/livez", timeout=2).ok
         except requests.RequestException:
             return False
 
