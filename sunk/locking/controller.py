@@ -145,7 +145,7 @@ class LockReconciler:
         if settled_at > f.now:  # (capped: a wall clock stepped back must not hold the taint back longer)
             return Result(requeue_after=min(settled_at - f.now, TOLERATION_SETTLE))
         self._tolerated_at.pop(node, None)
-        kp.ensure_taint(self.api, f.k8s_node, names.LOCK_KEY, "true", self.config.taint_effect)
+        kp.hold_lock(self.api, f.k8s_node, machine.holder_of(f.pod), self.config.taint_effect)
         to_evict = machine.pods_to_evict(f.pods_on_node, strict=strict, effect=self.config.taint_effect,
                                          vouched=vouched)
         why = _jobs_text(live, f.jobs)
@@ -187,8 +187,10 @@ class LockReconciler:
     def _unlock(self, f: Facts, write: bool, cleanup: dict[str, str | None]) -> None:
         if write:
             self._write_state(f.pod, machine.LockState.FALSE, cleanup)
-        # Every effect: a lock taint left from an earlier --lock-taint-effect would never go otherwise.
-        if kp.remove_taint(self.api, f.k8s_node, names.LOCK_KEY):
+        # Every effect: a lock taint left from an earlier --lock-taint-effect would never go otherwise. Only this
+        # slurmd Pod's hold: a taint another release's slurmd Pod on the same Node holds stays.
+        holder = machine.holder_of(f.pod)
+        if kp.release_lock(self.api, f.k8s_node, lambda h: h == holder):
             self.ctx.recorder.normal(f.pod, "Unlocked",
                                      f"Slurm node {f.slurm_node} runs no job: Node {_name(f.k8s_node)} unlocked")
             log.info("lock %s: unlocked Node %s", f.slurm_node, _name(f.k8s_node))

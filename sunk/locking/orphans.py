@@ -6,9 +6,10 @@ locked, nothing maps the Node to a key any more, and the taint would keep Kubern
 machine where no Slurm job can run. A slurmd Pod deleted from the Syncer's cache names the Node it
 was bound to; that Node's lock goes if no other slurmd Pod of this Syncer is bound there.
 
-Only Nodes a deleted slurmd Pod of this Syncer names are touched: another release's Syncer may lock
-other Nodes of the same cluster with the same taint (``sunk.translate.leftovers``). A slurmd Pod
-deleted while this Syncer was down leaves its Node's lock to ``sunk-syncer release-nodes``.
+Only Nodes a deleted slurmd Pod of this Syncer names are touched, and there only the holds of this
+Syncer's slurmd Pods (``names.ANN_LOCK_HOLDERS``): another release's Syncer may lock the same Node
+with the same taint (``sunk.translate.leftovers``). A slurmd Pod deleted while this Syncer was down
+leaves its Node's lock to ``sunk-syncer release-nodes``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import attrs
 
 from sunk.controller.runtime import Result
 from sunk.kube import patch as kp
-from sunk.model import names
 from sunk.model.types import Obj
 from sunk.syncer.context import SyncerContext
 from sunk.translate.leftovers import lock_tainted
@@ -49,7 +49,8 @@ class OrphanLockReconciler:
 
         if node is None or not lock_tainted(node):
             return None
-        if kp.remove_taint(self.ctx.api, node, names.LOCK_KEY, unless=slurmd_back):  # asked of every read
+        ours = f"{self.ctx.config.watch_namespace}/"
+        if kp.release_lock(self.ctx.api, node, lambda h: h.startswith(ours), unless=slurmd_back):  # (each read)
             self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
                                                        "sunk's lock lifted")
             log.info("lock: Node %s runs no slurmd Pod any more; unlocked", node_name)

@@ -38,6 +38,9 @@ ANN_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"
 
 # Node locking: the Node taint and the slurmd Pod annotation share one key.
 LOCK_KEY: Final = f"{DOMAIN}/lock"
+# Node locking: on the Node, the slurmd Pods (``namespace/name``, comma-separated) whose lock holds its taint; a
+# Syncer lifts the taint only once no other holder is left (two releases' slurmd Pods may share a Node).
+ANN_LOCK_HOLDERS: Final = f"{DOMAIN}/lock-holders"
 # Node locking: a pre-hook's lock request on the slurmd Pod, one annotation per job (``...job-<id>``).
 LOCK_REQUEST_PREFIX: Final = "lock.sunk.coreweave.com/job-"
 

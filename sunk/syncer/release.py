@@ -40,7 +40,6 @@ from sunk.base.flags import loggable
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import DEPLOYMENTS, NODES, PODS, label_selector, object_key
-from sunk.model import names
 from sunk.model.slurm import Node, NodeUpdate
 from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
@@ -196,18 +195,18 @@ class Release:
     def unlock(self, pods: list[Obj] | None) -> None:
         for pod in pods or ():
             self.clear(pod)
-        if pods is None and not self.config.all_nodes:
-            return  # which Nodes they run on cannot be told
         try:
             nodes = kc.list_objects(self.api, NODES)
         except kc.KubeError as exc:
             self.outcome.fail(f"the Nodes could not be listed: {exc}")
             return
         by_name = {node["metadata"]["name"]: node for node in nodes}
+        # (without the slurmd Pods, a taint no holder names cannot be told ours: only the named holds are let go)
         among = None if self.config.all_nodes else leftovers.hosts(pods or ())
-        for name in leftovers.nodes_to_unlock(nodes, among):
+        ours = leftovers.holds_of(self.config.watch_namespace, everyone=self.config.all_nodes)
+        for name in leftovers.nodes_to_unlock(nodes, among, ours, unnamed=pods is not None or self.config.all_nodes):
             try:
-                removed = kp.remove_taint(self.api, by_name[name], names.LOCK_KEY)
+                removed = kp.release_lock(self.api, by_name[name], ours)
             except kc.KubeError as exc:
                 self.outcome.fail(f"Node {name}: the lock taint could not be removed: {exc}")
                 continue

@@ -5,9 +5,11 @@ uninstalled while a Node is locked or a Slurm node drained leaves them there, an
 else ever lifts them. The release, run once the Syncer is stopped (so that nothing locks or
 drains again behind it), takes back exactly what sunk put there:
 
-- the lock taint (``sunk.coreweave.com/lock``, any effect) on the Nodes of the slurmd Pods,
-  which are the Nodes the Syncer locks (``hosts``); on every Node only when asked, since
-  another release's Syncer may lock other Nodes of the same Kubernetes cluster;
+- the lock taint (``sunk.coreweave.com/lock``, any effect) its slurmd Pods hold (their names in the
+  Node's ``sunk.coreweave.com/lock-holders``, wherever those Pods went), lifted once no other
+  release's slurmd Pod holds it; a taint naming no holder (an older sunk's) on the Nodes of the
+  slurmd Pods (``hosts``); on every Node only when asked, since another release's Syncer may lock
+  other Nodes of the same Kubernetes cluster;
 - the lock annotation (same key) and the pre-hooks' lock requests on the slurmd Pods;
 - the drains of sunk's lock (``k8s: sunk-lock: ...``: the hook API was unreachable, a lock
   timed out), on the Slurm nodes of the slurmd Pods (``--all-nodes``: on every node), lifted
@@ -25,13 +27,14 @@ Pure: the I/O is ``sunk.syncer.release``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Optional
 
 from sunk.model import names
 from sunk.model.slurm import Node
 
 from .drains import HookUnreachableDrain, LockTimeoutDrain, is_sunks, parse
+from .lock import lock_holders
 from .objects import annotations_of, has_taint, name_of
 
 Obj = Mapping[str, Any]
@@ -47,10 +50,26 @@ def hosts(pods: Iterable[Obj]) -> frozenset[str]:
     return frozenset(name for pod in pods if (name := (pod.get("spec") or {}).get("nodeName")))
 
 
-def nodes_to_unlock(nodes: Iterable[Obj], among: Optional[Collection[str]]) -> list[str]:
-    """The names of the Nodes whose lock taint goes, sorted: those ``among`` (None: every Node) that carry it."""
-    names_ = (name_of(node) for node in nodes if lock_tainted(node))
-    return sorted(name for name in names_ if name and (among is None or name in among))
+def holds_of(namespace: str, *, everyone: bool = False) -> Callable[[str], bool]:
+    """Which lock holders (``lock.holder_of``) are this release's: its slurmd Pods' namespace (``everyone``: all)."""
+    prefix = f"{namespace}/"
+    return (lambda _holder: True) if everyone else (lambda holder: holder.startswith(prefix))
+
+
+def nodes_to_unlock(nodes: Iterable[Obj], among: Optional[Collection[str]], ours: Callable[[str], bool],
+                    *, unnamed: bool = True) -> list[str]:
+    """The names of the Nodes whose lock this release lets go, sorted: those with the lock taint that one of
+    ``ours`` holds (wherever: its slurmd Pod may be gone already), and, when ``unnamed``, those ``among`` (None:
+    every Node) whose taint names no holder (an older sunk's)."""
+    out = []
+    for node in nodes:
+        name = name_of(node)
+        if not name or not lock_tainted(node):
+            continue
+        holders = lock_holders(node)
+        if any(ours(h) for h in holders) or (unnamed and not holders and (among is None or name in among)):
+            out.append(name)
+    return sorted(out)
 
 
 def lock_annotations(pod: Obj) -> list[str]:

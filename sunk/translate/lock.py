@@ -24,7 +24,7 @@ Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slur
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -75,6 +75,39 @@ def tolerates_lock(pod: Obj, effect: str | None = None) -> bool:
         if key == names.LOCK_KEY and (operator == "Exists" or toleration.get("value") == "true"):
             return True
     return False
+
+
+def holder_of(slurmd_pod: Obj) -> str:
+    """The name a slurmd Pod's lock holds its Node's taint by (``names.ANN_LOCK_HOLDERS``)."""
+    meta = slurmd_pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def lock_holders(node: Mapping[str, Any]) -> frozenset[str]:
+    """Whose locks hold the Node's lock taint (empty: none is named, as on a taint of an older sunk)."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(names.ANN_LOCK_HOLDERS) or ""
+    return frozenset(h for h in (part.strip() for part in text.split(",")) if h)
+
+
+def holders_text(holders: frozenset[str]) -> str | None:
+    return ",".join(sorted(holders)) or None
+
+
+def holding_patch(node: Obj, holder: str) -> Obj | None:
+    """The annotation patch that adds ``holder`` to the Node's lock holders (None: it is one)."""
+    holders = lock_holders(node)
+    if holder in holders:
+        return None
+    return {"metadata": {"annotations": {names.ANN_LOCK_HOLDERS: holders_text(holders | {holder})}}}
+
+
+def release_holders(node: Mapping[str, Any], drop: Callable[[str], bool]) -> tuple[frozenset[str], bool]:
+    """The holders left once those ``drop`` names let go, and whether the taint goes with them: when none is
+    left, or when none was named at all (a taint of an older sunk, lifted as it always was). A taint another
+    release's slurmd Pod still holds stays."""
+    holders = lock_holders(node)
+    left = frozenset(h for h in holders if not drop(h))
+    return left, not left
 
 
 @attrs.frozen

@@ -17,7 +17,7 @@ from sunk.model.slurm import Job, Node
 from sunk.model.types import Obj
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, slurm_node_name
-from sunk.translate import objects
+from sunk.translate import lock, objects
 
 
 class Store:
@@ -149,8 +149,8 @@ class Api:
         self.slurmd.put(new)
         return new
 
-    def ensure_taint(self, _api, node, key, value=None, effect="NoSchedule"):
-        self.calls.append(("ensure_taint", node["metadata"]["name"], key, value, effect))
+    def hold_lock(self, _api, node, holder, effect):
+        self.calls.append(("hold_lock", node["metadata"]["name"], holder, effect))
         return kp.PatchResult(True, node)
 
     def add_toleration(self, _api, pod, toleration):
@@ -166,11 +166,12 @@ class Api:
         pod.setdefault("spec", {}).setdefault("tolerations", []).append(toleration)
         return kp.PatchResult(True, pod)
 
-    def remove_taint(self, _api, node, key, effect=None, *, unless=None):
+    def release_lock(self, _api, node, drop, *, unless=None):
+        """Records which holders it lets go (``drop``, for the test to ask); lifted as the real one lifts."""
         if unless is not None and unless(node):  # (asked before any write, as the real one asks)
-            return kp.PatchResult(False, node)
-        self.calls.append(("remove_taint", node["metadata"]["name"], key, effect))
-        return kp.PatchResult(objects.has_taint(node, key), node)
+            return False
+        self.calls.append(("release_lock", node["metadata"]["name"], drop))
+        return objects.has_taint(node, names.LOCK_KEY) and lock.release_holders(node, drop)[1]
 
     def evict(self, _api, obj, **_kw):
         self.calls.append(("evict", object_key(obj)))
@@ -184,8 +185,8 @@ def install(monkeypatch, api: Api) -> None:
     from sunk.kube import client as kc
 
     monkeypatch.setattr(kc, "patch", api.patch)
-    monkeypatch.setattr(kp, "ensure_taint", api.ensure_taint)
-    monkeypatch.setattr(kp, "remove_taint", api.remove_taint)
+    monkeypatch.setattr(kp, "hold_lock", api.hold_lock)
+    monkeypatch.setattr(kp, "release_lock", api.release_lock)
     monkeypatch.setattr(kp, "add_toleration", api.add_toleration)
     monkeypatch.setattr(kp, "evict", api.evict)
 

@@ -52,8 +52,8 @@ def test_a_running_job_taints_first_then_evicts_then_writes_pending_on_the_versi
     w = World(monkeypatch, pod("web"), pod("logger", tolerate=True), pod("done", phase="Succeeded"),
               slurm_state="ALLOCATED", jobs={7: NodeJob(7, False)})
     result = w.reconcile()
-    assert w.api.kinds() == ["ensure_taint", "evict", "patch"]
-    assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoSchedule")
+    assert w.api.kinds() == ["hold_lock", "evict", "patch"]
+    assert w.api.calls[0] == ("hold_lock", "worker-3", "slurm/node3", "NoSchedule")  # (held by its slurmd Pod)
     assert w.api.calls[1] == ("evict", "apps/web")  # not the tolerating Pod, not the finished one
     assert w.state_writes() == [{"resourceVersion": "100", "annotations": {names.LOCK_KEY: "pending"}}]
     assert result == Result(requeue_after=2.0)
@@ -64,12 +64,12 @@ def test_once_the_pods_are_gone_the_lock_is_reached_and_nothing_is_evicted(monke
     w = World(monkeypatch, pod("logger", tolerate=True), annotations={names.LOCK_KEY: "pending"},
               slurm_state="MIXED", jobs={7: NodeJob(7, False)})
     assert w.reconcile() is None
-    assert w.api.kinds() == ["ensure_taint", "patch"]
+    assert w.api.kinds() == ["hold_lock", "patch"]
     assert w.lock() == "locked"
     assert ("Normal", "node3", "Locked") == w.recorder.events[-1][:3]
     w.api.calls.clear()
     w.reconcile()  # level-based: nothing left to do
-    assert w.api.kinds() == ["ensure_taint"]  # (a no-op in the real helper when the taint is there)
+    assert w.api.kinds() == ["hold_lock"]  # (a no-op in the real helper when the taint is there)
 
 
 def test_terminating_pods_block_a_strict_lock_only_and_are_never_evicted_again(monkeypatch):
@@ -158,9 +158,11 @@ def test_unlock_writes_false_before_removing_the_taint(monkeypatch):
     taint = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
     w = World(monkeypatch, pod("web"), annotations={names.LOCK_KEY: "locked"}, taints=[taint])
     assert w.reconcile() is None
-    assert w.api.kinds() == ["patch", "remove_taint"]
+    assert w.api.kinds() == ["patch", "release_lock"]
     assert w.state_writes() == [{"resourceVersion": "100", "annotations": {names.LOCK_KEY: "false"}}]
-    assert w.api.calls[1] == ("remove_taint", "worker-3", names.LOCK_KEY, None)  # (of every effect)
+    (_, node, lets_go) = w.api.calls[1]
+    assert node == "worker-3" and lets_go("slurm/node3")  # (its slurmd Pod's hold, of every effect)
+    assert not lets_go("slurm-b/node3") and not lets_go("slurm/node4")  # (never another Pod's)
     assert "Unlocked" in w.recorder.reasons()
     assert "evict" not in w.api.kinds()
 
@@ -185,7 +187,7 @@ def test_unknown_lock_text_is_rewritten(monkeypatch):
 def test_an_idle_unlocked_node_costs_no_write(monkeypatch):
     w = World(monkeypatch, pod("web"))
     assert w.reconcile() is None
-    assert w.api.kinds() == ["remove_taint"]  # (a no-op in the real helper without the taint)
+    assert w.api.kinds() == ["release_lock"]  # (a no-op in the real helper without the taint)
     assert w.recorder.events == []
 
 
@@ -249,7 +251,7 @@ def test_a_node_busy_with_no_known_job_keeps_the_level_reached(monkeypatch):
 def test_the_taint_effect_follows_the_flag(monkeypatch):
     w = World(monkeypatch, slurm_state="ALLOCATED", flags=["--lock-taint-effect=NoExecute"])
     w.reconcile()
-    assert w.api.calls[0] == ("ensure_taint", "worker-3", names.LOCK_KEY, "true", "NoExecute")
+    assert w.api.calls[0] == ("hold_lock", "worker-3", "slurm/node3", "NoExecute")
 
 
 def test_a_noexecute_lock_first_makes_the_pods_placed_by_sunk_tolerate_it(monkeypatch):
@@ -267,11 +269,11 @@ def test_a_noexecute_lock_first_makes_the_pods_placed_by_sunk_tolerate_it(monkey
     assert w.api.kinds() == ["add_toleration"]
     w.clock += TOLERATION_SETTLE / 2
     w.reconcile()
-    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]
+    assert w.api.kinds()[:2] == ["add_toleration", "hold_lock"]
     assert w.api.kinds().count("add_toleration") == 1
     w.api.calls.clear()
     w.reconcile()  # nothing new to tolerate: the taint is not held back again
-    assert w.api.kinds()[0] == "ensure_taint"
+    assert w.api.kinds()[0] == "hold_lock"
     w = World(monkeypatch, placed, slurm_state="ALLOCATED", jobs={7: NodeJob(7, True)})  # NoSchedule: no need
     w.reconcile()
     assert "add_toleration" not in w.api.kinds()
@@ -289,10 +291,10 @@ def test_a_toleration_written_before_a_failure_still_holds_the_taint_back(monkey
     w.api.toleration_outcome["inference-2"] = "already"  # (the failed patch had landed after all)
     w.clock += 0.5
     assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE - 0.5)  # the first Pod's settle
-    assert "ensure_taint" not in w.api.kinds()
+    assert "hold_lock" not in w.api.kinds()
     w.clock += TOLERATION_SETTLE
     w.reconcile()
-    assert "ensure_taint" in w.api.kinds()
+    assert "hold_lock" in w.api.kinds()
 
 
 def test_a_toleration_the_cache_has_yet_to_show_does_not_hold_the_taint_back(monkeypatch):
@@ -302,7 +304,7 @@ def test_a_toleration_the_cache_has_yet_to_show_does_not_hold_the_taint_back(mon
               flags=["--lock-taint-effect=NoExecute"])
     w.api.toleration_outcome["inference"] = "already"
     w.reconcile()
-    assert w.api.kinds()[:2] == ["add_toleration", "ensure_taint"]
+    assert w.api.kinds()[:2] == ["add_toleration", "hold_lock"]
 
 
 def test_each_toleration_given_restarts_the_settle(monkeypatch):
@@ -315,7 +317,7 @@ def test_each_toleration_given_restarts_the_settle(monkeypatch):
     assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE)
     w.clock += 1.5
     assert w.reconcile() == Result(requeue_after=TOLERATION_SETTLE - 1.5)
-    assert "ensure_taint" not in w.api.kinds()
+    assert "hold_lock" not in w.api.kinds()
 
 
 def test_a_clock_stepped_back_holds_the_taint_back_no_longer_than_the_settle(monkeypatch):

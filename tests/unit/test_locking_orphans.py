@@ -24,7 +24,9 @@ def reconcile(monkeypatch, *slurmd_pods, taints=(LOCK,)):
 def test_a_locked_node_without_a_slurmd_pod_is_unlocked_with_an_event(monkeypatch):
     result, api, recorder = reconcile(monkeypatch)
     assert result is None
-    assert api.calls == [("remove_taint", "worker-3", names.LOCK_KEY, None)]
+    ((call, node, lets_go),) = api.calls
+    assert (call, node) == ("release_lock", "worker-3")
+    assert lets_go("slurm/node3") and lets_go("slurm/gone") and not lets_go("slurm-b/node3")  # (this Syncer's)
     assert recorder.reasons() == ["Unlocked"]
 
 
@@ -69,4 +71,21 @@ def test_a_slurmd_pod_bound_again_while_the_unlock_met_a_conflict_keeps_the_lock
     monkeypatch.setattr(kc, "get", lambda *_a, **_kw: reread)
     assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
     assert len(writes) == 1 and writes[0]["spec"] == {"taints": None}
+    assert recorder.reasons() == []
+
+
+def test_a_taint_another_releases_slurmd_pod_holds_stays_and_only_ours_is_let_go(monkeypatch):
+    """Two releases' slurmd Pods on one Node: ours gone, the other's lock holds the taint (the real
+    ``release_lock``: one write, the holders without ours, the taint kept)."""
+    slurmd, nodes, recorder = Store(), Store(k8s_node(taints=[LOCK])), Recorder()
+    node = nodes.get("worker-3")
+    node["metadata"].update(uid="u-3", resourceVersion="7",
+                            annotations={names.ANN_LOCK_HOLDERS: "slurm-b/node3,slurm/node3"})
+    writes = []
+    monkeypatch.setattr(kc, "patch", lambda _api, _res, name, body, namespace=None, **_kw: writes.append(body) or {
+        **node, "metadata": {**node["metadata"], **body["metadata"]}})
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+    (body,) = writes
+    assert body["metadata"]["annotations"] == {names.ANN_LOCK_HOLDERS: "slurm-b/node3"}
+    assert "spec" not in body  # (the taint stays: slurm-b's lock holds it)
     assert recorder.reasons() == []

@@ -12,6 +12,7 @@ from sunk.translate import drains, nodestate, poddown
 from sunk.translate.leftovers import (
     drains_kept,
     drains_to_lift,
+    holds_of,
     hosts,
     keeps,
     lifts,
@@ -120,9 +121,30 @@ def test_only_the_nodes_of_the_slurmd_pods_are_unlocked_unless_every_node_is_ask
     pods = [{"spec": {"nodeName": "worker-1"}}, {"spec": {"nodeName": "worker-2"}}, {"spec": {"nodeName": "worker-3"}},
             {"spec": {}}]  # (a slurmd Pod not bound yet)
     assert hosts(pods) == {"worker-1", "worker-2", "worker-3"}
-    assert nodes_to_unlock(nodes, hosts(pods)) == ["worker-1", "worker-2"]
-    assert nodes_to_unlock(nodes, None) == ["other-cluster-1", "worker-1", "worker-2"]
-    assert nodes_to_unlock(nodes, frozenset()) == []
+    ours = holds_of("slurm")
+    assert nodes_to_unlock(nodes, hosts(pods), ours) == ["worker-1", "worker-2"]
+    assert nodes_to_unlock(nodes, None, holds_of("slurm", everyone=True)) == ["other-cluster-1", "worker-1",
+                                                                             "worker-2"]
+    assert nodes_to_unlock(nodes, frozenset(), ours) == []
+
+
+def held(name: str, holders: str, *taints: dict) -> dict:
+    node = k8s_node(name, *taints)
+    node["metadata"]["annotations"] = {names.ANN_LOCK_HOLDERS: holders}
+    return node
+
+
+def test_a_taint_naming_its_holders_is_this_releases_only_when_one_of_its_slurmd_pods_holds_it():
+    """Wherever that slurmd Pod went (the uninstall deleted it already), and whatever Node: the holders say whose
+    lock it is; a Node another release's slurmd Pod alone holds is never touched, even where ours run."""
+    nodes = [held("worker-1", "slurm/worker-1", LOCK), held("worker-2", "slurm-b/worker-2", LOCK),
+             held("worker-3", "slurm-b/x,slurm/worker-3", LOCK), held("worker-4", "slurm/worker-4"),
+             k8s_node("worker-5", LOCK)]
+    ours = holds_of("slurm")
+    assert ours("slurm/worker-1") and not ours("slurm-b/worker-1") and not ours("slurmx/worker-1")
+    assert nodes_to_unlock(nodes, frozenset(), ours) == ["worker-1", "worker-3"]
+    assert nodes_to_unlock(nodes, {"worker-2", "worker-5"}, ours) == ["worker-1", "worker-3", "worker-5"]
+    assert nodes_to_unlock(nodes, {"worker-5"}, ours, unnamed=False) == ["worker-1", "worker-3"]
 
 
 def test_the_lock_annotation_and_the_lock_requests_and_nothing_else():
