@@ -146,15 +146,16 @@ def array_tasks(text: str) -> list[int]:
 
 def job_state_entries(job: Obj) -> list[Obj]:
     """What 24.11's ``GET /jobs/state`` lists for one job record (data_parser v0.0.42's JOB_STATE_RESP_MSG):
-    ``{"job_id": "123", "state": [...]}``; an array task as ``"<array>_<task>"``, and a pending array's
-    remaining tasks one entry each, with the array's state."""
+    ``{"job_id": "123", "state": [...]}``; a record of an array as ``"<its own job id>_<task>"`` (a started
+    task's own id, not its array's), and the array's own record's pending tasks one entry each, with its
+    state."""
     state = list(job["job_state"])
     array = (job.get("array_job_id") or {}).get("number") or 0
     if not array:
         return [{"job_id": str(job["job_id"]), "state": state}]
     task = job.get("array_task_id") or UNSET
     if task.get("set"):
-        return [{"job_id": f"{array}_{task['number']}", "state": state}]
+        return [{"job_id": f"{job['job_id']}_{task['number']}", "state": state}]
     pending = array_tasks(job.get("array_task_string") or "")
     return [{"job_id": f"{array}_{t}", "state": state} for t in pending] or [{"job_id": f"{array}_*", "state": state}]
 

@@ -311,15 +311,19 @@ class JobState:
     """One job as slurmrestd's ``/jobs/state`` shows it: which job, and its state. Nothing else.
 
     Slurm names the job by text: ``"123"``; a heterogeneous job's component ``"124+1"`` (its own
-    id, then its offset); an array task ``"100_7"`` (the array's id and the task's index, never
-    the task's own job id: a task learns that only from its full record). A pending array's tasks
-    that have no record of their own yet are listed one by one, each with the array's state.
+    id, then its offset); a record of an array ``"107_1"``: the record's own job id, then its task
+    index. A task that started has a record of its own (``"107_1"`` in array 100); the array's own
+    record (id 100) holds the tasks still pending, listed one by one with its id (``"100_2"``,
+    ``"100_3"``), until the last task starts in it (``"100_3"``). Seen on 24.11's slurmrestd and in
+    25.11's source (``job_state.c``, data_parser's ``JOB_STATE_RESP_JOB_JOB_ID``).
     """
 
     key: str  # Slurm's text for the job
     state: str = "PENDING"  # base state, as Job.state
     state_flags: frozenset[str] = field(converter=_flags, factory=frozenset)
-    job_id: Optional[int] = None  # the job's own id, when the key gives it (not for array tasks)
+    job_id: Optional[int] = None  # the id of the record the entry speaks for (an array task's own id too)
+    # An entry of an array: the array's id where the source says it (the job-state RPC), else the key's first
+    # number, which is the array's id only for the array's own record (slurmrestd's text). None: no array.
     array_job_id: Optional[int] = None
     array_task_id: Optional[int] = None  # None for an array entry without a task index ("100_*")
 
@@ -331,9 +335,9 @@ class JobState:
 def job_state_key(key: str) -> tuple[Optional[int], Optional[int], Optional[int]]:
     """Slurm's job id text -> (job id, array job id, array task id); what the text does not say is None.
 
-    ``"123"`` -> (123, None, None); ``"124+1"`` -> (124, None, None); ``"100_7"`` -> (None, 100, 7);
-    ``"100_*"`` or ``"100_[3-9]"`` (a range, which 24.11 expands but older dumpers did not) -> (None,
-    100, None). Anything else raises ValueError.
+    ``"123"`` -> (123, None, None); ``"124+1"`` -> (124, None, None); ``"107_7"`` -> (107, 107, 7) (the
+    record's own id; the text says no more of its array: see JobState); ``"100_*"`` or ``"100_[3-9]"`` (a
+    range, which 24.11 expands but older dumpers did not) -> (100, 100, None). Anything else raises ValueError.
     """
     text = key.strip()
     if text.isdigit():
@@ -344,9 +348,9 @@ def job_state_key(key: str) -> tuple[Optional[int], Optional[int], Optional[int]
     array, underscore, task = text.partition("_")
     if underscore and array.isdigit():
         if task.isdigit():
-            return None, int(array), int(task)
+            return int(array), int(array), int(task)
         if task == "*" or (task.startswith("[") and task.endswith("]")):
-            return None, int(array), None
+            return int(array), int(array), None
     raise ValueError(f"not a job id Slurm's job state list gives: {key!r}")
 
 

@@ -281,61 +281,42 @@ def plan_job_reads(held: Mapping[int, Job], states: Sequence[JobState],
                    reread: Optional[Reread] = None) -> JobReads:
     """Compare a state list with the records held; name what must be read again, and what is gone.
 
-    A job: read when new, when its state or flags differ from its record's, or when ``reread``
-    says so. An array (its entries name the array and a task, never the task's own job id): its
-    tasks with a record of their own are matched by (array, task), the tasks still pending by
-    the array's pending record; the whole array is read again when any entry matches no record
-    or shows another state, or when a record held (a task's, or the pending one) is no longer
-    spoken for by any entry.
+    Every entry names one record by its own id (JobState): a job, a task that started (a record of
+    its own), or an array's own record (its pending tasks, each an entry, or its last task). That
+    record is read when new, when its state or flags differ, or when ``reread`` says so: a job or a
+    task alone, an array's own record with every record of the array (one read, and what its tasks
+    became). A record held but no longer listed is gone (purged), without a read.
     """
-    tasks: dict[tuple[int, int], Job] = {}
-    pending: dict[int, Job] = {}
-    for job in held.values():
-        if job.array_job_id is None:
-            continue
-        if job.array_task_id is None:
-            pending[job.array_job_id] = job
-        else:
-            tasks[(job.array_job_id, job.array_task_id)] = job
+    arrays_held = {job.array_job_id for job in held.values() if job.array_job_id is not None}
     read: dict[int, None] = {}
     arrays: dict[int, None] = {}
     listed: set[int] = set()
-    listed_arrays: set[int] = set()
-    listed_tasks: set[tuple[int, int]] = set()
-    pending_listed: set[int] = set()
     for entry in states:
-        array = entry.array_job_id
-        if array is None:
-            if entry.job_id is None:
-                continue
-            listed.add(entry.job_id)
-            known = held.get(entry.job_id)
-            if known is None or known.array_job_id is not None or not entry.same_state(known) or \
-                    (reread is not None and reread(known)):
-                read[entry.job_id] = None
+        record_id = entry.job_id
+        if record_id is None:
             continue
-        listed_arrays.add(array)
-        record = None
-        if entry.array_task_id is not None:
-            record = tasks.get((array, entry.array_task_id))
-            if record is not None:
-                listed_tasks.add((array, entry.array_task_id))
-        if record is None:
-            record = pending.get(array)
-            pending_listed.add(array)
-        if array not in arrays and (record is None or not entry.same_state(record) or
-                                    (reread is not None and reread(record))):
-            arrays[array] = None
-    for array, task in tasks:
-        if array in listed_arrays and (array, task) not in listed_tasks:
-            arrays[array] = None  # a task's record is no longer listed: it ended and was purged
-    for array in pending:
-        if array in listed_arrays and array not in pending_listed:
-            arrays[array] = None  # no entry speaks for the array's pending record: it became a task, or went
-    gone = tuple(job_id for job_id, job in held.items()
-                 if (job.array_job_id is None and job_id not in listed)
-                 or (job.array_job_id is not None and job.array_job_id not in listed_arrays))
+        listed.add(record_id)
+        if record_id in read or record_id in arrays:
+            continue
+        known = held.get(record_id)
+        in_array = entry.array_job_id is not None
+        if known is not None and (known.array_job_id is not None) == in_array and _speaks_for(entry, known) and \
+                entry.same_state(known) and not (reread is not None and reread(known)):
+            continue
+        if in_array and (record_id in arrays_held or (known is not None and known.array_job_id == record_id)):
+            arrays[record_id] = None  # the array's own record: with every record of its array
+        else:
+            read[record_id] = None
+    gone = tuple(job_id for job_id in held if job_id not in listed)
     return JobReads(tuple(read), tuple(arrays), gone)
+
+
+def _speaks_for(entry: JobState, record: Job) -> bool:
+    """Whether an array's entry is this record's: its own task, or a task still pending in the array's own
+    record (which has no task index of its own until its last task starts)."""
+    if entry.array_task_id is None or record.array_task_id == entry.array_task_id:
+        return True
+    return record.array_task_id is None and record.array_job_id == record.id
 
 
 # slurmctld's update_time is in whole seconds: "no change" only once T - 1 >= its last update.
@@ -831,18 +812,13 @@ class SlurmCache:
         others: dict[tuple[str, int], Any] = {}
         arrays: list[JobState] = []
         for entry in states:
-            if entry.job_id is not None:
-                if entry.job_id in held or entry.job_id in requests or entry.job_id in observed:
-                    own.append(entry)
-                    continue
-                key = ("job", entry.job_id)
-            elif entry.array_job_id is not None:
-                if entry.array_job_id in held_arrays:
-                    own.append(entry)
-                    continue
-                key = ("array", entry.array_job_id)
-            else:
+            if entry.job_id is None:
                 continue
+            if entry.job_id in held or entry.job_id in requests or entry.job_id in observed or \
+                    (entry.array_job_id is not None and entry.array_job_id in held_arrays):
+                own.append(entry)
+                continue
+            key = ("job", entry.job_id) if entry.array_job_id is None else ("array", entry.array_job_id)
             unread_since = self._unread.get(key) if key in self._foreign else math.inf  # (new; None: read already)
             if since is not None and unread_since is not None and unread_since >= since:
                 own.append(entry)  # (read now; kept, or known from then on)

@@ -37,8 +37,9 @@ def job_state(job_id: int, array_job_id: int, array_task_id: int, het_job_id: in
     if not array_job_id:
         return JobState(key=str(job_id), state=name, state_flags=flags, job_id=job_id)
     if array_task_id in (NO_VAL, INFINITE):
-        return JobState(key=f"{job_id}_*", state=name, state_flags=flags, array_job_id=array_job_id)
-    return JobState(key=f"{job_id}_{array_task_id}", state=name, state_flags=flags, array_job_id=array_job_id,
+        return JobState(key=f"{job_id}_*", state=name, state_flags=flags, job_id=job_id, array_job_id=array_job_id)
+    return JobState(key=f"{job_id}_{array_task_id}", state=name, state_flags=flags, job_id=job_id,
+                    array_job_id=array_job_id,
                     array_task_id=array_task_id)
 
 

@@ -215,7 +215,7 @@ def job_state_of(job: Job) -> JobState:
     if job.array_job_id is None:
         return JobState(key=str(job.id), state=job.state, state_flags=job.state_flags, job_id=job.id)
     task = "*" if job.array_task_id is None else str(job.array_task_id)
-    return JobState(key=f"{job.array_job_id}_{task}", state=job.state, state_flags=job.state_flags,
+    return JobState(key=f"{job.id}_{task}", state=job.state, state_flags=job.state_flags, job_id=job.id,
                     array_job_id=job.array_job_id, array_task_id=job.array_task_id)
 
 

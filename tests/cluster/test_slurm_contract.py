@@ -179,6 +179,31 @@ def test_submit_read_back_and_cancel(slurm, jobs, dev_cluster):
     slurm.cancel_job(job_id)  # cancelling again is fine
 
 
+def test_one_task_of_an_array_is_cancelled_alone_even_the_one_holding_the_arrays_id(slurm, jobs, dev_cluster):
+    """Both tasks of a two-task array run; the one whose record holds the array's id (Slurm's last started) is
+    cancelled by array and task (``array_task_id``), and the other runs on: by the array's id alone Slurm would end
+    both (what the NodeSet's cancel-jobs must never do to a task elsewhere). pyslurm's cancel takes a number only:
+    it refuses, and cancels nothing."""
+    out = dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={unique('array')}",
+                            f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300").stdout
+    array = int(out.strip().split(";")[0])
+    jobs.append(array)
+    tasks = wait_for(lambda: len(ts := [j for j in slurm.list_jobs().items or () if j.array_job_id == array
+                                        and j.state == "RUNNING"]) == 2 and ts, 120, f"both tasks of {array} running")
+    (holder,) = [t for t in tasks if t.id == array]
+    (other,) = [t for t in tasks if t.id != array]
+    jobs.append(other.id)
+    if slurm.backend == "pyslurm":
+        with pytest.raises(SlurmError, match=f"cannot cancel job {array}_{holder.array_task_id} alone"):
+            slurm.cancel_job(array, array_task_id=holder.array_task_id)
+        assert {t.state for t in slurm.read_jobs([array, other.id])} == {"RUNNING"}
+        return
+    slurm.cancel_job(array, array_task_id=holder.array_task_id)
+    wait_for(lambda: slurm.get_job(array).state == "CANCELLED", 30, f"task {array}_{holder.array_task_id} cancelled")
+    time.sleep(1)
+    assert slurm.get_job(other.id).state == "RUNNING"
+
+
 def test_running_job_has_its_allocation(slurm, jobs, dev_cluster):
     job_id = slurm.submit_job(JobRequest(name=unique(), script=SCRIPT, gpus_per_node=1, memory_per_node=512,
                                          cpus_per_task=2, priority=URGENT))
@@ -621,6 +646,33 @@ def test_cache_idle_refresh_is_one_update_time_check(rest_slurm, jobs, dev_clust
     assert calls.get("REQUEST_JOB_STATE") == 1 and calls.get("REQUEST_JOB_INFO_SINGLE", 0) >= 1, calls
     assert "REQUEST_JOB_INFO" not in calls  # no full list for it
     assert [(e.type, e.key) for e in events] == [("added", submitted)]
+
+
+def test_the_job_cache_holds_every_task_of_a_running_array_and_then_reads_nothing(rest_slurm, jobs, dev_cluster):
+    """slurmrestd's /jobs/state lists a task that started by its own id (``<task's id>_<index>``), not its
+    array's: the cache holds each task's record, and once nothing changes it reads no job again. (It took that
+    entry for the array's, read it as an array, kept nothing of the answer, and read it again at every refresh:
+    the other task of a running array was never held, and the cache never went idle.)"""
+    slurm = rest_slurm
+    out = dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={unique('array')}",
+                            f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300").stdout
+    array = int(out.strip().split(";")[0])
+    jobs.append(array)
+    tasks = wait_for(lambda: len(ts := [j for j in slurm.list_jobs().items or () if j.array_job_id == array
+                                        and j.state == "RUNNING"]) == 2 and ts, 120, f"both tasks of {array} running")
+    jobs.extend(t.id for t in tasks if t.id != array)
+    assert {t.id for t in tasks} != {array}  # (one task runs under an id of its own)
+    cache = SlurmCache(slurm, interval=0.2, kinds=("job",))
+    assert cache.job_states
+    assert cache.wait_for(lambda: all(cache.job(t.id) is not None for t in tasks), 20)
+    assert {(cache.job(t.id).array_job_id, cache.job(t.id).array_task_id) for t in tasks} == {(array, 0), (array, 1)}
+    counts = RpcCounts(slurm)
+    quiet = 0
+    for _ in range(10):  # (a job of someone else's may change meanwhile: look for refreshes that read nothing)
+        time.sleep(0.3)
+        assert cache.refresh().ok
+        quiet += "REQUEST_JOB_INFO_SINGLE" not in counts.take()
+    assert quiet >= 5, quiet
 
 
 def test_cache_sees_a_node_drain_as_one_event(slurm, node, dev_cluster):

@@ -1145,19 +1145,33 @@ def test_plan_reads_the_new_the_changed_and_the_reread_and_drops_the_gone():
     assert plan_job_reads(held, [state("1", "PENDING", "REQUEUED")] + states[1:]).jobs == (1, 2, 5)
 
 
-def test_plan_follows_arrays_by_task_index():
+def test_plan_follows_each_array_record_by_its_own_id():
+    """As 24.11's slurmrestd lists an array: its own record (100) once per pending task, each task that started
+    by its own id (``107_1``). Before, a started task's entry was taken for its array's and read as an array,
+    whose read then kept nothing (the record is the task's, its array another id): every refresh read it again,
+    and the cache never held it."""
     pending = Job(id=100, array_job_id=100)
     task = Job(id=107, state="RUNNING", array_job_id=100, array_task_id=1)
     held = {100: pending, 107: task}
-    listed = [state("100_2"), state("100_3"), state("100_1", "RUNNING")]
+    listed = [state("100_2"), state("100_3"), state("107_1", "RUNNING")]
     assert plan_job_reads(held, listed) == JobReads()
-    assert plan_job_reads(held, [state("100_2"), state("100_1", "COMPLETED")]).arrays == (100,)  # a task's state
-    assert plan_job_reads(held, [state("100_2"), state("100_3")]).arrays == (100,)  # a task's record went
-    assert plan_job_reads(held, listed + [state("100_4", "RUNNING")]).arrays == (100,)  # a task record is new
-    assert plan_job_reads(held, [state("100_1", "RUNNING")]).arrays == (100,)  # no entry for the pending record
+    assert plan_job_reads(held, [*listed[:2], state("107_1", "COMPLETED")]) == JobReads(jobs=(107,))  # a task alone
+    assert plan_job_reads(held, listed[:2]) == JobReads(gone=(107,))  # a task's record purged: no read
+    assert plan_job_reads(held, [*listed, state("108_4", "RUNNING")]) == JobReads(jobs=(108,))  # a task started
+    last = [state("107_1", "RUNNING"), state("100_3", "RUNNING")]  # the last task starts in the array's own record
+    assert plan_job_reads(held, last) == JobReads(arrays=(100,))  # (with every record of the array)
     assert plan_job_reads(held, [state("5")]) == JobReads(jobs=(5,), gone=(100, 107))  # the whole array went
-    assert plan_job_reads({}, [state("200_1"), state("200_2")]) == JobReads(arrays=(200,))
-    assert plan_job_reads(held, listed, reread=lambda j: j.id == 107).arrays == (100,)
+    assert plan_job_reads({}, [state("200_1"), state("200_2")]) == JobReads(jobs=(200,))  # (one read of it)
+    assert plan_job_reads(held, listed, reread=lambda j: j.id == 107) == JobReads(jobs=(107,))
+    assert plan_job_reads(held, listed, reread=lambda j: j.id == 100) == JobReads(arrays=(100,))
+
+
+def test_the_state_key_names_the_record_it_speaks_for():
+    from sunk.model.slurm import job_state_key
+
+    assert job_state_key("107_1") == (107, 107, 1)
+    assert job_state_key("100_*") == job_state_key("100_[3-9]") == (100, 100, None)
+    assert job_state_key("124+1") == (124, None, None) and job_state_key("5") == (5, None, None)
 
 
 def test_a_job_state_is_only_ids_and_state():

@@ -459,8 +459,8 @@ def test_job_states_come_from_a_full_list_and_the_cache_keeps_listing_in_full(cl
     states = client.list_job_states()
     assert [(s.key, s.job_id, s.array_job_id, s.array_task_id, s.state, s.state_flags) for s in states] == [
         ("1", 1, None, None, "RUNNING", frozenset()),
-        ("100_*", None, 100, None, "PENDING", frozenset()),
-        ("100_1", None, 100, 1, "COMPLETED", frozenset({"COMPLETING"})),
+        ("100_*", 100, 100, None, "PENDING", frozenset()),
+        ("101_1", 101, 100, 1, "COMPLETED", frozenset({"COMPLETING"})),  # (a task by its own id, as Slurm lists it)
     ]
     assert [s.key for s in client.list_job_states([1])] == ["1"]
     assert client.rpc_stats()["REQUEST_JOB_INFO"].count == 2  # no cheaper call in pyslurm 25.11

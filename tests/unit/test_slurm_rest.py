@@ -162,9 +162,9 @@ def test_job_states_are_ids_and_states_only(client, fake):
     assert [(s.key, s.job_id, s.array_job_id, s.array_task_id, s.state, s.state_flags) for s in states] == [
         ("5", 5, None, None, "RUNNING", frozenset()),
         ("6", 6, None, None, "COMPLETED", frozenset({"COMPLETING"})),
-        ("100_3", None, 100, 3, "PENDING", frozenset()),
-        ("100_4", None, 100, 4, "PENDING", frozenset()),
-        ("100_1", None, 100, 1, "RUNNING", frozenset()),
+        ("100_3", 100, 100, 3, "PENDING", frozenset()),
+        ("100_4", 100, 100, 4, "PENDING", frozenset()),
+        ("101_1", 101, 101, 1, "RUNNING", frozenset()),  # a task by its own id (its array is its record's to say)
     ]
     assert fake.state.requests[-1] == ("GET", "jobs/state/", "")
     assert client.rpc_stats()["REQUEST_JOB_STATE"].count == 1

@@ -212,9 +212,9 @@ def test_recorded_nodes():
 @pytest.mark.parametrize("key, ids", [
     ("123", (123, None, None)),
     ("124+1", (124, None, None)),  # a heterogeneous job's component: its own id, then its offset
-    ("100_7", (None, 100, 7)),  # an array task: the array's id and the task's index, not the task's job id
-    ("100_*", (None, 100, None)),
-    ("100_[3-9]", (None, 100, None)),
+    ("107_7", (107, 107, 7)),  # a record of an array: its own id (a started task's, or the array's own) and task
+    ("100_*", (100, 100, None)),
+    ("100_[3-9]", (100, 100, None)),
 ])
 def test_job_state_ids(key, ids):
     state = v0042.parse_job_state({"job_id": key, "state": ["RUNNING", "COMPLETING"]})
