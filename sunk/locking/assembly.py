@@ -18,6 +18,7 @@ from sunk.kube import client as kc
 from sunk.kube.resources import PODS
 from sunk.model.types import Obj
 from sunk.syncer.context import SyncerContext, slurm_node_name
+from sunk.translate import lock
 from sunk.translate.identity import is_placeholder
 
 from .batcher import AnnotationBatcher
@@ -33,8 +34,9 @@ from .waitslots import WaitSlots
 
 
 def taints_changed(old: Obj | None, new: Obj) -> bool:
-    """Node heartbeats (status every few seconds) must not wake the lock; its taint may."""
-    return old is None or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
+    """Node heartbeats (status every few seconds) must not wake the lock; its taint and its holders may."""
+    return (old is None or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
+            or lock.lock_holders(old) != lock.lock_holders(new))
 
 
 @attrs.frozen

@@ -876,7 +876,7 @@ class SlurmCache:
             if others_changed:  # another tenant's job changed: not idle, though nothing is read
                 self._stop_checking()
                 idle = RefreshWrites()
-                idle.listed(_state_listing(listed, held), requested)
+                idle.listed(_state_listing(listed), requested)
                 return idle
             self._idle_lists += 1
             self._idle_seconds += self._clock() - started
@@ -891,7 +891,7 @@ class SlurmCache:
                 self._checking = True
                 self._checked_at = requested
             idle = RefreshWrites()
-            idle.listed(_state_listing(listed, held), requested)
+            idle.listed(_state_listing(listed), requested)
             return idle
         self._stop_checking()  # (a deferred read too: the job may change unseen meanwhile, so keep listing states)
         # (the entries listed, not the jobs held: with keep_job a standby reads other tenants' new jobs too)
@@ -950,7 +950,7 @@ class SlurmCache:
             kind.items = MappingProxyType(writes.items)
         if others is not None:
             self._know_unkept(others, states, writes.items, deferred)
-        writes.listed(_state_listing(listed, writes.items), requested)
+        writes.listed(_state_listing(listed), requested)
         self.read_requests.forget(writes.removed)  # type: ignore[arg-type]
         kind.read_at = read_at
         return writes
@@ -997,14 +997,16 @@ class SlurmCache:
         known, unread = dict(others.known), dict(others.unread)
         kept_arrays = {job.array_job_id for job in kept.values() if job.array_job_id is not None}
         arrays: list[JobState] = []
-        for entry in planned:
-            if entry.job_id is not None:
-                if entry.job_id not in kept and entry.job_id not in deferred:
-                    known[("job", entry.job_id)] = (entry.state, entry.state_flags)
-                    unread.pop(("job", entry.job_id), None)
-                    self.read_requests.cancel(entry.job_id)
-            elif entry.array_job_id is not None and entry.array_job_id not in kept_arrays:
-                arrays.append(entry)
+        for entry in planned:  # (keyed as _own_states keys the others: an array's entries by their array)
+            if entry.job_id is None:
+                continue
+            if entry.array_job_id is not None:
+                if entry.job_id not in kept and entry.array_job_id not in kept_arrays and entry.job_id not in deferred:
+                    arrays.append(entry)
+            elif entry.job_id not in kept and entry.job_id not in deferred:
+                known[("job", entry.job_id)] = (entry.state, entry.state_flags)
+                unread.pop(("job", entry.job_id), None)
+                self.read_requests.cancel(entry.job_id)
         for key, signature in _array_signatures(arrays).items():
             known[key] = signature
             unread.pop(key, None)
@@ -1168,13 +1170,10 @@ class SlurmCache:
             self.refresh()
 
 
-def _state_listing(states: Sequence[JobState], held: Mapping[Any, Job]) -> set[Hashable]:
-    """The job ids a state list shows: its entries' own ids, and the array records the lister holds once it
-    followed the list (an entry names an array's task by its index, never by the task's own id; the lister
-    reads a listed array whose records do not match, and drops one no longer listed)."""
-    keys: set[Hashable] = {entry.job_id for entry in states if entry.job_id is not None}
-    keys.update(key for key, job in held.items() if job.array_job_id is not None)
-    return keys
+def _state_listing(states: Sequence[JobState]) -> set[Hashable]:
+    """The job ids a state list shows: its entries' own ids (every record of an array is listed by its own id:
+    JobState)."""
+    return {entry.job_id for entry in states if entry.job_id is not None}
 
 
 def _guarded(write: Callable[..., None], kind: str, key: Hashable, *args: Any) -> None:

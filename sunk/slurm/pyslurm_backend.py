@@ -495,7 +495,7 @@ class PyslurmClient:
                 job = self._read_job(job_id)
             except NotFound:
                 continue
-            if job.array_job_id is None:
+            if job.array_job_id is None or job.id != job.array_job_id:  # (a task by its own id: that task, as REST)
                 single.append(job)
                 continue
             if everything is None:  # Job.load() kept one record of the array: read them all (exact already)

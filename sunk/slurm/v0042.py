@@ -12,9 +12,10 @@ were checked against the OpenAPI document that 24.11.5's slurmrestd serves
   in ``gres_detail`` (one entry per allocated node, same order);
 - ``GET /jobs/state`` (24.11 and later) answers ``{"jobs": [{"job_id": "123", "state":
   ["RUNNING"]}, ...]}`` plus meta/errors/warnings, and nothing else (no ``last_update``). The
-  id is text (``"123"``, ``"124+1"``, ``"100_7"``: models.JobState) and ``state`` the same
-  flag list as a job's ``job_state``. Its one query parameter is ``job_id``, a CSV list of
-  ids to filter by (documented in the OpenAPI since 24.11.4); it takes no ``update_time``.
+  id is text (``"123"``, ``"124+1"``, ``"107_7"``, a record of an array by its own id:
+  models.JobState) and ``state`` the same flag list as a job's ``job_state``. Its one query
+  parameter is ``job_id``, a CSV list of ids to filter by (documented in the OpenAPI since
+  24.11.4); it takes no ``update_time``.
   The v0.0.42 OpenAPI document names ``v0.0.42_openapi_job_info_resp`` as its answer's
   schema, but the handler dumps ``OPENAPI_JOB_STATE_RESP``, the shape above. Read from a
   v0.0.42 OpenAPI document and Slurm's source (slurmrestd's ``op_handler_job_states``,

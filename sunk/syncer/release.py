@@ -44,7 +44,7 @@ from sunk.model.slurm import Node, NodeUpdate
 from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
-from sunk.translate import leftovers
+from sunk.translate import leftovers, lock
 
 from .context import slurm_node_name
 from .freshread import FreshNodes
@@ -192,6 +192,16 @@ class Release:
             self.outcome.fail(f"the slurmd Pods ({namespace}, {selector}) could not be listed: {exc}")
             return None
 
+    def live_pods(self) -> frozenset[str] | None:
+        """Every Pod of the slurmd namespace (another release's slurmd Pods may share it); None: unknown."""
+        try:
+            return frozenset(lock.holder_of(pod) for pod in kc.list_objects(self.api, PODS,
+                                                                             self.config.watch_namespace))
+        except kc.KubeError as exc:
+            log.warning("the Pods of %s could not be listed (%s): only the holds of its slurmd Pods are let go",
+                        self.config.watch_namespace, exc)
+            return None
+
     def unlock(self, pods: list[Obj] | None) -> None:
         for pod in pods or ():
             self.clear(pod)
@@ -203,7 +213,8 @@ class Release:
         by_name = {node["metadata"]["name"]: node for node in nodes}
         # (without the slurmd Pods, a taint no holder names cannot be told ours: only the named holds are let go)
         among = None if self.config.all_nodes else leftovers.hosts(pods or ())
-        ours = leftovers.holds_of(self.config.watch_namespace, everyone=self.config.all_nodes)
+        ours = leftovers.holds_of(self.config.watch_namespace, everyone=self.config.all_nodes,
+                                  mine={lock.holder_of(pod) for pod in pods or ()}, live=self.live_pods())
         for name in leftovers.nodes_to_unlock(nodes, among, ours, unnamed=pods is not None or self.config.all_nodes):
             try:
                 removed = kp.release_lock(self.api, by_name[name], ours)

@@ -74,7 +74,17 @@ from sunk.model.slurm import Job, Node
 from .gang import gang_of, owner
 from .identity import PlaceholderIdentity, identity_of, is_placeholder
 from .keys import GangKey, PodKey
-from .lock import TAINT_EFFECTS, LockState, Vouched, bound_time, parse_state, pods_to_evict, satisfies
+from .lock import (
+    TAINT_EFFECTS,
+    LockState,
+    Vouched,
+    bound_time,
+    holder_of,
+    lock_holders,
+    parse_state,
+    pods_to_evict,
+    satisfies,
+)
 from .objects import has_taint, is_terminal, node_ready
 
 Obj = Mapping[str, Any]
@@ -585,7 +595,10 @@ def _lock(facts: CauseFacts, node: Node, jobs: Sequence[Job]) -> Cause:
         return Cause(None, "no slurmd Pod on a known Node: the lock cannot be read")
     annotations = (facts.pod.get("metadata") or {}).get("annotations") or {}
     state = parse_state(annotations.get(names.LOCK_KEY))
-    tainted = has_taint(facts.k8s_node, names.LOCK_KEY)
+    # (this slurmd Pod's lock: the taint another release's slurmd Pod on the same Node holds is not; one that
+    # names no holder is an older sunk's, taken as this node's as it always was)
+    holders = lock_holders(facts.k8s_node)
+    tainted = has_taint(facts.k8s_node, names.LOCK_KEY) and (not holders or holder_of(facts.pod) in holders)
     busy = bool(jobs) or node.running_jobs
     if busy:
         strict = any(is_placeholder(j) for j in jobs)

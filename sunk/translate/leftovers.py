@@ -50,10 +50,15 @@ def hosts(pods: Iterable[Obj]) -> frozenset[str]:
     return frozenset(name for pod in pods if (name := (pod.get("spec") or {}).get("nodeName")))
 
 
-def holds_of(namespace: str, *, everyone: bool = False) -> Callable[[str], bool]:
-    """Which lock holders (``lock.holder_of``) are this release's: its slurmd Pods' namespace (``everyone``: all)."""
-    prefix = f"{namespace}/"
-    return (lambda _holder: True) if everyone else (lambda holder: holder.startswith(prefix))
+def holds_of(namespace: str, *, everyone: bool = False, mine: Collection[str] = (),
+             live: Optional[Collection[str]] = None) -> Callable[[str], bool]:
+    """Which lock holders (``lock.holder_of``) this release lets go: its slurmd Pods (``mine``), and those of its
+    slurmd namespace whose Pod is gone (not among ``live``, every Pod of that namespace: another release's
+    slurmd Pods may share it, and their holds are theirs); ``everyone``: all."""
+    if everyone:
+        return lambda _holder: True
+    prefix, kept = f"{namespace}/", frozenset(mine)
+    return lambda holder: holder in kept or (live is not None and holder.startswith(prefix) and holder not in live)
 
 
 def nodes_to_unlock(nodes: Iterable[Obj], among: Optional[Collection[str]], ours: Callable[[str], bool],

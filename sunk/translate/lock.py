@@ -77,7 +77,7 @@ def tolerates_lock(pod: Obj, effect: str | None = None) -> bool:
     return False
 
 
-def holder_of(slurmd_pod: Obj) -> str:
+def holder_of(slurmd_pod: Mapping[str, Any]) -> str:
     """The name a slurmd Pod's lock holds its Node's taint by (``names.ANN_LOCK_HOLDERS``)."""
     meta = slurmd_pod.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"

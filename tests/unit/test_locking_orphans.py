@@ -17,7 +17,8 @@ def reconcile(monkeypatch, *slurmd_pods, taints=(LOCK,)):
     recorder = Recorder()
     api = Api(slurmd, nodes)
     install(monkeypatch, api)
-    result = OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3")
+    result = OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
+        "worker-3 slurm/node3")
     return result, api, recorder
 
 
@@ -26,7 +27,7 @@ def test_a_locked_node_without_a_slurmd_pod_is_unlocked_with_an_event(monkeypatc
     assert result is None
     ((call, node, lets_go),) = api.calls
     assert (call, node) == ("release_lock", "worker-3")
-    assert lets_go("slurm/node3") and lets_go("slurm/gone") and not lets_go("slurm-b/node3")  # (this Syncer's)
+    assert lets_go("slurm/node3") and not lets_go("slurm/node4") and not lets_go("slurm-b/node3")  # (its own only)
     assert recorder.reasons() == ["Unlocked"]
 
 
@@ -41,11 +42,12 @@ def test_an_unlocked_node_and_an_unknown_node_are_left_alone(monkeypatch):
     assert api.calls == []
     slurmd, nodes, recorder = Store(), Store(), Recorder()
     install(monkeypatch, Api(slurmd, nodes))
-    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
+        "worker-3 slurm/node3") is None
 
 
 def test_only_a_bound_slurmd_pod_names_a_node():
-    assert former_node(slurmd_pod(k8s_node="worker-7")) == ["worker-7"]
+    assert former_node(slurmd_pod(node="node3", k8s_node="worker-7")) == ["worker-7 slurm/node3"]
     unbound = slurmd_pod()
     unbound["spec"].pop("nodeName")
     assert former_node(unbound) == []
@@ -69,7 +71,8 @@ def test_a_slurmd_pod_bound_again_while_the_unlock_met_a_conflict_keeps_the_lock
     monkeypatch.setattr(kc, "patch", patch)
     reread = {**node, "metadata": {**node["metadata"], "resourceVersion": "8"}}
     monkeypatch.setattr(kc, "get", lambda *_a, **_kw: reread)
-    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
+        "worker-3 slurm/node3") is None
     assert len(writes) == 1 and writes[0]["spec"] == {"taints": None}
     assert recorder.reasons() == []
 
@@ -84,8 +87,25 @@ def test_a_taint_another_releases_slurmd_pod_holds_stays_and_only_ours_is_let_go
     writes = []
     monkeypatch.setattr(kc, "patch", lambda _api, _res, name, body, namespace=None, **_kw: writes.append(body) or {
         **node, "metadata": {**node["metadata"], **body["metadata"]}})
-    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3") is None
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
+        "worker-3 slurm/node3") is None
     (body,) = writes
     assert body["metadata"]["annotations"] == {names.ANN_LOCK_HOLDERS: "slurm-b/node3"}
     assert "spec" not in body  # (the taint stays: slurm-b's lock holds it)
     assert recorder.reasons() == []
+
+
+def test_a_deleted_pods_hold_goes_while_another_slurmd_pod_of_ours_on_the_node_keeps_its_own(monkeypatch):
+    """Two Slurm nodes on one Node: one's Pod deleted while locked; its name goes, the other's lock keeps the
+    taint (before, nothing let go of the deleted Pod's hold while the other ran there)."""
+    slurmd, nodes, recorder = Store(slurmd_pod(node="node9", k8s_node="worker-3")), Store(k8s_node(taints=[LOCK])), \
+        Recorder()
+    node = nodes.get("worker-3")
+    node["metadata"].update(uid="u-3", resourceVersion="7",
+                            annotations={names.ANN_LOCK_HOLDERS: "slurm/node3,slurm/node9"})
+    writes = []
+    monkeypatch.setattr(kc, "patch", lambda _api, _res, name, body, namespace=None, **_kw: writes.append(body) or {
+        **node, "metadata": {**node["metadata"], **body["metadata"]}})
+    OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3 slurm/node3")
+    (body,) = writes
+    assert body["metadata"]["annotations"] == {names.ANN_LOCK_HOLDERS: "slurm/node9"} and "spec" not in body

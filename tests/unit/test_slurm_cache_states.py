@@ -1286,6 +1286,19 @@ def test_a_job_listed_before_new_jobs_were_asked_for_is_read_if_first_listed_sin
     assert step(fake, slurm_clock, clock, cache)[0] == []
 
 
+def test_another_tenants_running_array_is_read_once_and_the_standby_then_goes_idle(fake, slurm_clock, clock):
+    """Asked for new jobs (the scheduler's standby), an array of someone else's with a task running under its own
+    id is read once, known as another's, and not again: the cache goes idle."""
+    cache = own_cache(fake, clock)
+    cache.read_requests.read_new_jobs("standby", -math.inf)
+    fake.put_job(100, array_job_id=100, array_task_string="2-3")
+    fake.put_job(107, array_job_id=100, array_task_id=1, state=("RUNNING",), nodes="node1")
+    assert step(fake, slurm_clock, clock, cache)[0] == [100, 107]
+    assert step(fake, slurm_clock, clock, cache) == ([], True)
+    assert step(fake, slurm_clock, clock, cache) == ([], True)
+    assert cache.jobs() == {}
+
+
 def test_a_full_list_knows_every_job_it_does_not_keep_as_read(fake, slurm_clock, clock):
     fake.put_job(2)
     fake.put_job(3, array_job_id=3, array_task_id=0)

@@ -473,6 +473,9 @@ def test_read_jobs_reads_an_arrays_every_record(client, ps):
     ps.registry["jobs"][101] = pyslurm_job(101, array_id=100, array_task_id=1, state="RUNNING")
     assert [j.id for j in client.read_jobs([1, 999])] == [1]  # 999: not found, so nothing
     assert sorted(j.id for j in client.read_jobs([100])) == [100, 101]  # Job.load keeps one record
+    calls = client.rpc_stats()["REQUEST_JOB_INFO"].count
+    assert [j.id for j in client.read_jobs([101])] == [101]  # a task by its own id: that task, as slurmrestd
+    assert client.rpc_stats()["REQUEST_JOB_INFO"].count == calls  # (no full job list for it)
 
 
 def test_a_fenced_thread_whose_lease_is_gone_sends_no_slurm_write(client, ps):

@@ -341,7 +341,7 @@ def _drain_writes(slurm: FakeSlurm) -> list[tuple[str | None, str | None]]:
     return [(u.state, u.reason) for kind, _, u in slurm.calls if kind == "update" and u is not None and u.state]
 
 
-def _sunk_drained(reason: str, *, lock: str = "false", tainted: bool = False):
+def _sunk_drained(reason: str, *, lock: str = "false", tainted: bool = False, holders: str | None = None):
     drained = Node("node1", state="IDLE+DRAIN", reason=reason, extra=OURS)
     ctx, pods, nodes, cache, slurm, recorder = make_ctx(nodes=[drained])
     slurmd = pod("node1", conditions=[{"type": "Ready", "status": "True"}])
@@ -350,6 +350,8 @@ def _sunk_drained(reason: str, *, lock: str = "false", tainted: bool = False):
     node = k8s_node("worker-1")
     if tainted:
         node["spec"]["taints"] = [{"key": "sunk.coreweave.com/lock", "value": "true", "effect": "NoSchedule"}]
+    if holders is not None:
+        node["metadata"]["annotations"] = {"sunk.coreweave.com/lock-holders": holders}
     nodes.put(node)
     return ctx, cache, slurm, recorder
 
@@ -443,6 +445,17 @@ def test_the_placeholders_drain_gives_way_to_a_kubernetes_condition_once_its_pod
 def test_the_prologs_outage_drain_is_lifted_once_the_lock_is_consistent_with_slurm(lock, tainted, lifted):
     ctx, cache, slurm, _ = _sunk_drained(OUTAGE_DRAIN, lock=lock, tainted=tainted)
     cache.job_items[43] = Job(id=43, state="PENDING", state_reason="launch_failed_requeued_held")  # refused, held
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == ([("UNDRAIN", None)] if lifted else [])
+
+
+@pytest.mark.parametrize(("holders", "lifted"), [
+    ("slurm-b/node1", True),  # another release's slurmd Pod on the same Node holds it: not this node's lock
+    ("slurm-b/node1,slurm/node1", False),  # this slurmd Pod's hold is still there
+])
+def test_the_prologs_outage_drain_reads_only_this_slurmd_pods_hold_of_the_nodes_taint(holders, lifted):
+    ctx, cache, slurm, _ = _sunk_drained(OUTAGE_DRAIN, lock="false", tainted=True, holders=holders)
+    cache.job_items[43] = Job(id=43, state="PENDING", state_reason="launch_failed_requeued_held")
     SlurmSideReconciler(ctx).reconcile("node1")
     assert _drain_writes(slurm) == ([("UNDRAIN", None)] if lifted else [])
 

@@ -140,8 +140,12 @@ def test_a_taint_naming_its_holders_is_this_releases_only_when_one_of_its_slurmd
     nodes = [held("worker-1", "slurm/worker-1", LOCK), held("worker-2", "slurm-b/worker-2", LOCK),
              held("worker-3", "slurm-b/x,slurm/worker-3", LOCK), held("worker-4", "slurm/worker-4"),
              k8s_node("worker-5", LOCK)]
-    ours = holds_of("slurm")
+    ours = holds_of("slurm", live=frozenset({"slurm/other-release"}))  # (every slurmd Pod of ours gone)
     assert ours("slurm/worker-1") and not ours("slurm-b/worker-1") and not ours("slurmx/worker-1")
+    assert not ours("slurm/other-release")  # (another release's slurmd Pod in the same namespace, alive)
+    mine = holds_of("slurm", mine={"slurm/worker-1"}, live=frozenset({"slurm/worker-1", "slurm/worker-3"}))
+    assert mine("slurm/worker-1") and not mine("slurm/worker-3")
+    assert not holds_of("slurm", live=None)("slurm/gone")  # (who lives there unknown: only our Pods' holds)
     assert nodes_to_unlock(nodes, frozenset(), ours) == ["worker-1", "worker-3"]
     assert nodes_to_unlock(nodes, {"worker-2", "worker-5"}, ours) == ["worker-1", "worker-3", "worker-5"]
     assert nodes_to_unlock(nodes, {"worker-5"}, ours, unnamed=False) == ["worker-1", "worker-3"]
