@@ -36,11 +36,12 @@ KUBE_PACKAGES = ("etcd-server",)
 TOOLS = ("curl", "procps", "iproute2")
 
 
-# 25.11 from source: what the build needs (configure's --with-* below; python3 for its HTML pages) and
-# what its daemons need at run time besides Slurm (MariaDB for slurmdbd, munge).
+# 25.11 from source: what the build needs (configure's --with-* below; libdbus for the cgroup/v2 plugin, which
+# configure leaves out without it; python3 for its HTML pages) and what its daemons need at run time besides
+# Slurm (MariaDB for slurmdbd, munge).
 SOURCE_BUILD_PACKAGES = (
     "build-essential", "pkg-config", "libmunge-dev", "libjwt-dev", "libjson-c-dev", "libhttp-parser-dev",
-    "libyaml-dev", "libmariadb-dev", "libmariadb-dev-compat", "python3", "mariadb-server", "munge",
+    "libyaml-dev", "libmariadb-dev", "libmariadb-dev-compat", "libdbus-1-dev", "python3", "mariadb-server", "munge",
 )
 
 

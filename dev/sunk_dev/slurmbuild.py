@@ -50,6 +50,7 @@ CONFIGURE = (
     "--enable-multiple-slurmd",  # the dev cluster runs every slurmd on one host, as Debian's build allows
     "--disable-debug", "--disable-x11", "--without-pmix", "--without-hdf5", "--without-rrdtool",
 )
+CGROUP_PLUGINS = ("cgroup_v1", "cgroup_v2")  # what a SlurmCluster's spec.slurm.cgroup v1 and v2 load
 # What the host needs for the plugins libslurm loads in a client (bookworm's, as the chroot's).
 HOST_PACKAGES = ("libmunge2", "libjwt0", "gcc", "libc6-dev")  # (gcc: the pyslurm wheel is compiled on the host)
 CYTHON = "cython<3.1"  # pyslurm 25.11's build does not take Cython 3.1 (ENVIRONMENT.md)
@@ -104,6 +105,10 @@ def build_script(source: SlurmSource, jobs: int) -> str:
         f"CFLAGS='-O2' {configure}",
         f"make -j{jobs}",
         "make install",
+        # (configure leaves a plugin out when a library is missing and says so only in its output: the chart's
+        # cgroup modes need both)
+        *(f"test -e {LIBDIR}/slurm/{plugin}.so || {{ echo 'no {plugin} plugin built' >&2; exit 1; }}"
+          for plugin in CGROUP_PLUGINS),
         "ldconfig",
         f"mkdir -p /{Path(VERSION_FILE).parent}",
         f"echo {source.version} > /{VERSION_FILE}",

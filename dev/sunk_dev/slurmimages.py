@@ -125,7 +125,8 @@ ROLES: tuple[SlurmRole, ...] = (
     # slurmd and munged (the same image, a second container: `command: [munged, -F]`); the prolog and epilog
     # it runs call the hook API with curl and Slurm with scontrol and squeue. slurmd starts through this
     # repository's entrypoint (imagefiles/slurmd-entrypoint.sh): a dynamic node registering as its NodeSet says.
-    SlurmRole("slurmd", "sunk-slurmd", ("slurmd", "slurm-client", "munge", "curl"), ("munge", "curl"),
+    # (libdbus: the cgroup/v2 plugin of a source build links it; Debian's plugins package brings its own)
+    SlurmRole("slurmd", "sunk-slurmd", ("slurmd", "slurm-client", "munge", "curl"), ("munge", "curl", "libdbus-1-3"),
               ("usr/sbin/slurmd", "usr/sbin/slurmstepd", *CLIENT_COMMANDS), "root",
               "usr/sbin/slurmd", (f"/{SLURMD_ENTRYPOINT}",), ()),
     SlurmRole("slurmrestd", "sunk-slurmrestd", ("slurmrestd",), (), ("usr/sbin/slurmrestd",), SLURMRESTD_USER,

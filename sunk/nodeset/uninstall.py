@@ -17,7 +17,8 @@ hook, before anything of the release is deleted:
 
 Without ``--cancel-jobs`` the jobs are waited for: an uninstall then fails at the timeout while a job
 runs, and the release stays (uninstall again later: the operator goes on waiting meanwhile). A NodeSet
-already gone is no failure; running it twice is harmless.
+already gone is no failure; running it twice is harmless. An ``on-delete`` annotation already on a NodeSet
+(a person's, or a run with ``--cancel-jobs`` before) is kept either way, and a run without the flag says so.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ class EndNodeSets:
             if self.config.cancel_jobs:
                 kc.patch(self.api, NODESETS, name, {"metadata": {"annotations": {
                     names.ANN_ON_DELETE: names.ON_DELETE_CANCEL_JOBS}}}, namespace)
+            else:
+                self._say_if_cancelled_anyway(kc.get(self.api, NODESETS, name, namespace))
             kc.delete(self.api, NODESETS, name, namespace)
         except kc.ApiError as exc:
             if not exc.not_found:
@@ -114,6 +117,21 @@ class EndNodeSets:
         log.info("end-nodesets: deleted NodeSet %s/%s (%s)", namespace, name,
                  "its jobs are cancelled once its nodes are drained" if self.config.cancel_jobs
                  else "its jobs are waited for")
+
+    def _say_if_cancelled_anyway(self, nodeset: Obj) -> None:
+        """Without ``--cancel-jobs`` the annotation is left as it is: a person's (or an earlier run's) choice for
+        this NodeSet stands over the uninstall's default, and is said, with how to take it back."""
+        annotations = (nodeset.get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(names.ANN_ON_DELETE)
+        if value is None:
+            return
+        name = (nodeset.get("metadata") or {}).get("name")
+        log.warning("end-nodesets: NodeSet %s/%s carries %s: %.40r (set by a person or an earlier run): %s; to wait "
+                    "for its jobs instead: kubectl annotate nodeset -n %s %s %s-", self.config.namespace, name,
+                    names.ANN_ON_DELETE, value,
+                    "its jobs are cancelled anyway" if value == names.ON_DELETE_CANCEL_JOBS
+                    else "the operator refuses that value in the NodeSet's status",
+                    self.config.namespace, name, names.ANN_ON_DELETE)
 
     def _left(self) -> dict[str, str]:
         """The NodeSets not gone yet, each with what its operator says it waits for."""

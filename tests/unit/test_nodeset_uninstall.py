@@ -82,6 +82,33 @@ def test_without_cancel_jobs_a_running_job_is_waited_for_until_the_timeout_which
     assert "NodeSets left after 30s: gpu: 1 slurmd Pods left" in caplog.text
 
 
+def test_without_cancel_jobs_an_annotation_already_there_stands_and_is_said(monkeypatch, caplog):
+    w = busy_world(monkeypatch)
+    w.api.objects[("nodesets", "slurm", "gpu")]["metadata"].setdefault("annotations", {})[names.ANN_ON_DELETE] = (
+        names.ON_DELETE_CANCEL_JOBS)
+    clock = Clock(w)
+    hook = EndNodeSets(None, EndConfig(namespace="slurm", nodesets=("gpu",), cancel_jobs=False),  # type: ignore[arg-type]
+                       clock=clock, sleep=clock.sleep)
+    with caplog.at_level(logging.INFO, logger="sunk.operator.uninstall"):
+        assert hook.run() == []
+    assert w.slurm.jobs[7].state == "CANCELLED"  # (the NodeSet's own choice, kept)
+    warning = next(r for r in caplog.records if r.levelno == logging.WARNING)
+    assert "NodeSet slurm/gpu carries sunk.coreweave.com/on-delete: 'cancel-jobs'" in warning.getMessage()
+    assert "its jobs are cancelled anyway" in warning.getMessage()
+    assert "kubectl annotate nodeset -n slurm gpu sunk.coreweave.com/on-delete-" in warning.getMessage()
+
+
+def test_without_cancel_jobs_a_nodeset_without_the_annotation_draws_no_warning(monkeypatch, caplog):
+    w = busy_world(monkeypatch)
+    clock = Clock(w)
+    hook = EndNodeSets(None, EndConfig(namespace="slurm", nodesets=("gpu", "gone-already"),  # type: ignore[arg-type]
+                                       cancel_jobs=False, timeout=5), clock=clock, sleep=clock.sleep)
+    with caplog.at_level(logging.INFO, logger="sunk.operator.uninstall"):
+        hook.run()
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "NodeSet slurm/gone-already is gone already" in caplog.text
+
+
 def operator(w: World, ready: int) -> None:
     w.api.put("deployments", {"metadata": {"name": "sunk-operator", "namespace": "sunk"},
                               "status": {"readyReplicas": ready} if ready else {}})
