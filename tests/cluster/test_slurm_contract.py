@@ -20,11 +20,12 @@ import json
 import math
 import time
 import uuid
+from typing import Any
 
 import pytest
 from slurmtools import topo_exclusive
 
-from sunk.model.slurm import SubmitLimits
+from sunk.model.slurm import Job, SubmitLimits
 from sunk.slurm import (
     JobRequest,
     NodeUpdate,
@@ -34,7 +35,7 @@ from sunk.slurm import (
     SlurmUnavailable,
     connect,
 )
-from sunk.slurm.client import Reconfigurable
+from sunk.slurm.client import Reconfigurable, SlurmClient
 from sunk_dev import listerlog, slurmconf
 from sunk_dev.listerlog import CHANGED
 
@@ -179,20 +180,26 @@ def test_submit_read_back_and_cancel(slurm, jobs, dev_cluster):
     slurm.cancel_job(job_id)  # cancelling again is fine
 
 
-def test_one_task_of_an_array_is_cancelled_alone_even_the_one_holding_the_arrays_id(slurm, jobs, dev_cluster):
-    """Both tasks of a two-task array run; the one whose record holds the array's id (Slurm's last started) is
-    cancelled by array and task (``array_task_id``), and the other runs on: by the array's id alone Slurm would end
-    both (what the NodeSet's cancel-jobs must never do to a task elsewhere). pyslurm's cancel takes a number only:
-    it refuses, and cancels nothing."""
+def _running_two_task_array(slurm: SlurmClient, jobs: list[int], dev_cluster: Any) -> tuple[int, list[Job]]:
+    """A two-task array, both tasks running (each id kept for the clean-up): its id and the tasks' records."""
     out = dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={unique('array')}",
                             f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300").stdout
     array = int(out.strip().split(";")[0])
     jobs.append(array)
     tasks = wait_for(lambda: len(ts := [j for j in slurm.list_jobs().items or () if j.array_job_id == array
                                         and j.state == "RUNNING"]) == 2 and ts, 120, f"both tasks of {array} running")
+    jobs.extend(t.id for t in tasks if t.id != array)
+    return array, tasks
+
+
+def test_one_task_of_an_array_is_cancelled_alone_even_the_one_holding_the_arrays_id(slurm, jobs, dev_cluster):
+    """Both tasks of a two-task array run; the one whose record holds the array's id (Slurm's last started) is
+    cancelled by array and task (``array_task_id``), and the other runs on: by the array's id alone Slurm would end
+    both (what the NodeSet's cancel-jobs must never do to a task elsewhere). pyslurm's cancel takes a number only:
+    it refuses, and cancels nothing."""
+    array, tasks = _running_two_task_array(slurm, jobs, dev_cluster)
     (holder,) = [t for t in tasks if t.id == array]
     (other,) = [t for t in tasks if t.id != array]
-    jobs.append(other.id)
     if slurm.backend == "pyslurm":
         with pytest.raises(SlurmError, match=f"cannot cancel job {array}_{holder.array_task_id} alone"):
             slurm.cancel_job(array, array_task_id=holder.array_task_id)
@@ -654,13 +661,7 @@ def test_the_job_cache_holds_every_task_of_a_running_array_and_then_reads_nothin
     entry for the array's, read it as an array, kept nothing of the answer, and read it again at every refresh:
     the other task of a running array was never held, and the cache never went idle.)"""
     slurm = rest_slurm
-    out = dev_cluster.slurm("sbatch", "--parsable", "--array=0-1", f"--job-name={unique('array')}",
-                            f"--priority={URGENT}", "--chdir=/tmp", "--wrap=sleep 300").stdout
-    array = int(out.strip().split(";")[0])
-    jobs.append(array)
-    tasks = wait_for(lambda: len(ts := [j for j in slurm.list_jobs().items or () if j.array_job_id == array
-                                        and j.state == "RUNNING"]) == 2 and ts, 120, f"both tasks of {array} running")
-    jobs.extend(t.id for t in tasks if t.id != array)
+    array, tasks = _running_two_task_array(slurm, jobs, dev_cluster)
     assert {t.id for t in tasks} != {array}  # (one task runs under an id of its own)
     cache = SlurmCache(slurm, interval=0.2, kinds=("job",))
     assert cache.job_states

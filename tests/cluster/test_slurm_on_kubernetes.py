@@ -39,7 +39,7 @@ from test_slurmcluster_pods import (
 
 import sunk
 from sunk.kube import client as kc
-from sunk.kube.resources import EVENTS, NAMESPACES, NODES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
+from sunk.kube.resources import DEPLOYMENTS, EVENTS, NAMESPACES, NODES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
 from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
@@ -51,6 +51,7 @@ pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NO
 
 OPERATOR_PODS = f"app.kubernetes.io/name=sunk-operator,app.kubernetes.io/instance={RELEASE}"
 SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
+END_NODESETS_PODS = f"app.kubernetes.io/name=sunk-end-nodesets,app.kubernetes.io/instance={RELEASE}"
 
 
 @attrs.frozen
@@ -316,6 +317,35 @@ def test_the_keys_the_operator_made_are_kept_for_the_next_install(kube_api, inst
 
 
 
+def _uninstall_without_an_operator_deletes_nothing(kube_api: Any, dev_cluster: Any, installed: Installed,
+                                                   job: int) -> None:
+    """The operator scaled to zero (at 3 a.m. it may be down): ``helm uninstall`` fails at its first hook, which
+    deletes no NodeSet (one deleted then would stay Terminating, drained, its jobs cancelled whenever an operator
+    came back) and says why; the job runs on; with the operator back, the release can be uninstalled."""
+    namespace = installed.namespace
+    (operator,) = kc.list_objects(kube_api, DEPLOYMENTS, namespace, label_selector=OPERATOR_PODS)
+    name = operator["metadata"]["name"]
+    kc.patch(kube_api, DEPLOYMENTS, name, {"spec": {"replicas": 0}}, namespace)
+    try:
+        wait_for(lambda: not kc.list_objects(kube_api, PODS, namespace, label_selector=OPERATOR_PODS)
+                 and not (kc.get(kube_api, DEPLOYMENTS, name, namespace).get("status") or {}).get("readyReplicas"),
+                 90, "no operator Pod", interval=1)
+        with _binding(kube_api, namespace):  # (the hook's Pod)
+            refused = installed.release.helm("uninstall", RELEASE, "--wait", "--timeout", "2m", check=False)
+        assert refused.returncode != 0, refused.stdout
+        said = dev_cluster.kubectl("logs", "-n", namespace, "-l", END_NODESETS_PODS, "--tail=20", check=False)
+        assert "has no Ready Pod: nothing deleted" in said.stdout, (said.stdout, said.stderr, refused.stderr)
+        (nodeset,) = kc.list_objects(kube_api, NODESETS, namespace)
+        assert not nodeset["metadata"].get("deletionTimestamp")
+        assert names.ANN_ON_DELETE not in (nodeset["metadata"].get("annotations") or {})
+        assert installed.slurm.get_job(job).state == "RUNNING"
+    finally:
+        kc.patch(kube_api, DEPLOYMENTS, name, {"spec": {"replicas": 1}}, namespace)
+    with _binding(kube_api, namespace):  # (a Pod of the Deployment again)
+        wait_for(lambda: (kc.get(kube_api, DEPLOYMENTS, name, namespace).get("status") or {}).get("readyReplicas"),
+                 120, "the operator Ready again", interval=1)
+
+
 def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_the_volumes(
         kube_api, dev_cluster, installed):
     """Acceptance item 4 of issue 34. A two-node job runs when ``helm uninstall --wait`` starts. The chart's
@@ -324,7 +354,8 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     NodeSet says so), deletes the slurmd Pods once idle and lets the NodeSet go; then Helm deletes the rest. The
     uninstall ends in time, with no Pod left in the namespace, no lock taint on either Node (the job had locked
     both), and the claims (Slurm's
-    state and the database) and the operator's keys kept. Last in this module: it ends the release."""
+    state and the database) and the operator's keys kept. Before that, an uninstall with the operator down is
+    refused by the hook and changes nothing. Last in this module: it ends the release."""
     namespace, slurm = installed.namespace, installed.slurm
     (login,) = pods_by_component(kube_api, namespace)["login"]
     out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N2", "-p", "gpu",
@@ -346,6 +377,7 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     assert claims
     for node in installed.real_nodes:
         assert _lock_taints(kube_api, node), node  # (locked by the job: the uninstall must take it back)
+    _uninstall_without_an_operator_deletes_nothing(kube_api, dev_cluster, installed, job)
     seen: list[str] = []
 
     def job_state() -> None:
