@@ -14,6 +14,7 @@ its own.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import threading
 import time
@@ -339,6 +340,9 @@ def _uninstall_without_an_operator_deletes_nothing(kube_api: Any, dev_cluster: A
         assert not nodeset["metadata"].get("deletionTimestamp")
         assert names.ANN_ON_DELETE not in (nodeset["metadata"].get("annotations") or {})
         assert installed.slurm.get_job(job).state == "RUNNING"
+        status = json.loads(installed.release.helm("status", RELEASE, "-o", "json").stdout)["info"]["status"]
+        assert status == "uninstalling", status  # (Helm 3: hidden from `helm list`, refused by `helm upgrade`)
+        assert kc.list_objects(kube_api, DEPLOYMENTS, namespace, label_selector=SCHEDULER_PODS)
     finally:
         kc.patch(kube_api, DEPLOYMENTS, name, {"spec": {"replicas": 1}}, namespace)
     with _binding(kube_api, namespace):  # (a Pod of the Deployment again)
