@@ -229,9 +229,11 @@ def test_packages_go_to_the_base_when_two_roles_need_them_and_build_tools_nowher
 
 
 def test_a_source_build_takes_its_libraries_from_debian_and_its_slurm_by_path():
-    status = STATUS + "".join(f"\nPackage: {p}\nStatus: install ok installed\n" for p in si.SOURCE_BASE_PACKAGES)
+    status = STATUS + "".join(f"\nPackage: {p}\nStatus: install ok installed\n"
+                              for p in (*si.SOURCE_BASE_PACKAGES, "libdbus-1-3"))
     plan = si.plan_packages(status, from_source=True)
     assert set(si.SOURCE_BASE_PACKAGES) <= plan.base and "slurm-client" not in plan.base
+    assert "libdbus-1-3" in plan.roles["slurmd"]  # (the cgroup/v2 plugin links it; slurmd alone loads it)
     assert plan.roles["slurmdbd"] == set() and plan.roles["slurmctld"] == set()
     assert plan.roles["mariadb"] == {"mariadb-server-core", "mariadb-client-core"} and "libmariadb3" in plan.base
     layer = {name: si.layer_of(name, None, plan) for name in (
