@@ -11,8 +11,9 @@ Why each shape:
 - Every helper compares with the current object first and writes nothing when it already
   matches. The result is falsy then, so reconciles stay cheap and idempotent.
 
-What differs (``metadata_diff``, ``merge_conditions``) and every reader of the objects
-(conditions, taints, cordon) are pure: they live in ``sunk/translate/objects.py``.
+What differs (``metadata_diff``, ``merge_conditions``, ``taint_patch``; the lock's ``hold_patch`` and
+``release_patch`` in ``sunk/translate/lock.py``) and every reader of the objects (conditions, taints,
+cordon) are pure: they live in ``sunk/translate``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ from kubernetes.client import ApiClient
 from sunk.base.times import rfc3339
 from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
-from sunk.model import names
 from sunk.model.types import Obj
 from sunk.translate import lock
-from sunk.translate.objects import is_cordoned, merge_conditions, metadata_diff
+from sunk.translate.objects import is_cordoned, merge_conditions, metadata_diff, taint_patch, untaint_patch
 from sunk.translate.objects import meta as _meta
 
 log = logging.getLogger(__name__)
@@ -209,40 +209,6 @@ def set_pod_conditions(
 # ---- Node taints and cordon ------------------------------------------------------------------
 
 
-def taint_patch(current: Obj, key: str, value: str | None = None, effect: str = "NoSchedule") -> Obj | None:
-    """The merge patch that makes ``key=value:effect`` the one taint with ``key`` (None: it is already).
-
-    A taint of ``key`` with another effect goes: the key is ours, and one left over from an
-    earlier effect setting would outlive every unlock.
-    """
-    taints = list((current.get("spec") or {}).get("taints") or [])
-    want: Obj = {"key": key, "effect": effect}
-    if value is not None:
-        want["value"] = value
-    others = [t for t in taints if t.get("key") != key]
-    same = [t for t in taints if t.get("key") == key and t.get("effect") == effect]
-    if len(same) == 1 and len(others) == len(taints) - 1 and same[0].get("value") == value:
-        return None
-    if same:
-        kept = {**same[0], **want}
-        if value is None:
-            kept.pop("value", None)
-    else:
-        kept = want
-        if effect == "NoExecute":
-            kept["timeAdded"] = rfc3339()  # what kubectl and the taint manager expect
-    return {"spec": {"taints": [*others, kept]}}
-
-
-def untaint_patch(current: Obj, key: str, effect: str | None = None) -> Obj | None:
-    """The merge patch that removes taint ``key`` (only with ``effect``, if given); None: there is none."""
-    taints = (current.get("spec") or {}).get("taints") or []
-    kept = [t for t in taints if not (t.get("key") == key and (effect is None or t.get("effect") == effect))]
-    if len(kept) == len(taints):
-        return None
-    return {"spec": {"taints": kept or None}}
-
-
 def ensure_taint(
     api: ApiClient, node: Obj, key: str, value: str | None = None, effect: str = "NoSchedule"
 ) -> PatchResult:
@@ -278,10 +244,7 @@ def remove_taint(api: ApiClient, node: Obj, key: str, effect: str | None = None,
 def hold_lock(api: ApiClient, node: Obj, holder: str, effect: str) -> PatchResult:
     """sunk's lock taint on the Node, held by ``holder`` (``lock.holder_of`` a slurmd Pod): one write of both."""
 
-    def mutate(current: Obj) -> Obj | None:
-        return _merged(taint_patch(current, names.LOCK_KEY, "true", effect), lock.holding_patch(current, holder))
-
-    return update_with_retry(api, node, mutate, resource=NODES)
+    return update_with_retry(api, node, lambda current: lock.hold_patch(current, holder, effect), resource=NODES)
 
 
 def release_lock(api: ApiClient, node: Obj, drop: Callable[[str], bool], *,
@@ -296,24 +259,10 @@ def release_lock(api: ApiClient, node: Obj, drop: Callable[[str], bool], *,
         lifted = False
         if unless is not None and unless(current):
             return None
-        held = lock.lock_holders(current)
-        left, lift = lock.release_holders(current, drop)
-        annotation = None if left == held else {"metadata": {"annotations": {
-            names.ANN_LOCK_HOLDERS: lock.holders_text(left)}}}
-        untaint = untaint_patch(current, names.LOCK_KEY) if lift else None
-        lifted = untaint is not None
-        return _merged(untaint, annotation)
+        body, lifted = lock.release_patch(current, drop)
+        return body
 
     return update_with_retry(api, node, mutate, resource=NODES).wrote and lifted
-
-
-def _merged(*patches: Obj | None) -> Obj | None:
-    """Merge patches of disjoint top-level fields into one (None: none had anything to write)."""
-    body: dict[str, Any] = {}
-    for patch in patches:
-        for key, value in (patch or {}).items():
-            body[key] = {**body.get(key, {}), **value}
-    return body or None
 
 
 def set_unschedulable(api: ApiClient, node: Obj, unschedulable: bool = True) -> PatchResult:

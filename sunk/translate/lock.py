@@ -33,7 +33,7 @@ from sunk.base.times import epoch
 from sunk.model import names
 from sunk.model.types import Obj
 
-from .objects import annotations_of, conditions_of, is_deleting
+from .objects import annotations_of, conditions_of, is_deleting, merged_patches, taint_patch, untaint_patch
 
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
 # the taint's effect does not turn it into an eviction.
@@ -108,6 +108,21 @@ def release_holders(node: Mapping[str, Any], drop: Callable[[str], bool]) -> tup
     holders = lock_holders(node)
     left = frozenset(h for h in holders if not drop(h))
     return left, not left
+
+
+def hold_patch(node: Obj, holder: str, effect: str) -> Obj | None:
+    """The one patch that puts sunk's lock taint on the Node, held by ``holder`` (None: it is already)."""
+    return merged_patches(taint_patch(node, names.LOCK_KEY, "true", effect), holding_patch(node, holder))
+
+
+def release_patch(node: Obj, drop: Callable[[str], bool]) -> tuple[Obj | None, bool]:
+    """The one patch by which the holders ``drop`` names let go (``release_holders``), and whether it lifts the
+    taint (None, False: nothing to write)."""
+    left, lift = release_holders(node, drop)
+    annotation = None if left == lock_holders(node) else {"metadata": {"annotations": {
+        names.ANN_LOCK_HOLDERS: holders_text(left)}}}
+    untaint = untaint_patch(node, names.LOCK_KEY) if lift else None
+    return merged_patches(untaint, annotation), untaint is not None
 
 
 @attrs.frozen

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional, cast
 
+from sunk.base.times import rfc3339
 from sunk.model import names
+from sunk.model.types import Obj
 
 Wire = Mapping[str, Any]
 """An API object (or one of its parts) as the apiserver's JSON, read only."""
@@ -299,3 +301,49 @@ def _condition(want: Mapping[str, Any], old: Optional[Wire], now: str) -> Wire:
     if old.get("lastProbeTime"):
         cond["lastProbeTime"] = old["lastProbeTime"]
     return cond
+
+
+# ---- Node taints ---------------------------------------------------------------------------------
+
+
+def taint_patch(current: Obj, key: str, value: str | None = None, effect: str = "NoSchedule") -> Obj | None:
+    """The merge patch that makes ``key=value:effect`` the one taint with ``key`` (None: it is already).
+
+    A taint of ``key`` with another effect goes: the key is ours, and one left over from an
+    earlier effect setting would outlive every unlock.
+    """
+    taints = list((current.get("spec") or {}).get("taints") or [])
+    want: Obj = {"key": key, "effect": effect}
+    if value is not None:
+        want["value"] = value
+    others = [t for t in taints if t.get("key") != key]
+    same = [t for t in taints if t.get("key") == key and t.get("effect") == effect]
+    if len(same) == 1 and len(others) == len(taints) - 1 and same[0].get("value") == value:
+        return None
+    if same:
+        kept = {**same[0], **want}
+        if value is None:
+            kept.pop("value", None)
+    else:
+        kept = want
+        if effect == "NoExecute":
+            kept["timeAdded"] = rfc3339()  # what kubectl and the taint manager expect
+    return {"spec": {"taints": [*others, kept]}}
+
+
+def untaint_patch(current: Obj, key: str, effect: str | None = None) -> Obj | None:
+    """The merge patch that removes taint ``key`` (only with ``effect``, if given); None: there is none."""
+    taints = (current.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if not (t.get("key") == key and (effect is None or t.get("effect") == effect))]
+    if len(kept) == len(taints):
+        return None
+    return {"spec": {"taints": kept or None}}
+
+
+def merged_patches(*patches: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+    """Merge patches of disjoint top-level fields into one (None: none had anything to write)."""
+    body: dict[str, Any] = {}
+    for patch in patches:
+        for key, value in (patch or {}).items():
+            body[key] = {**body.get(key, {}), **value}
+    return body or None

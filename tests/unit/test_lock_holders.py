@@ -95,3 +95,36 @@ def test_nothing_to_release_writes_nothing_and_unless_stops_the_write(writes):
     assert kp.release_lock(None, node(OTHER), lambda h: True) is False
     assert kp.release_lock(None, node(LOCK, holders="slurm/a"), lambda h: True, unless=lambda _n: True) is False
     assert writes == []
+
+
+# ---- the pure patches the writes above send (sunk/translate/lock.py, sunk/translate/objects.py) ----
+
+
+LOCK_NOEXECUTE = {**LOCK, "effect": "NoExecute", "timeAdded": "2030-01-01T00:00:00Z"}
+
+
+def test_hold_patch_is_one_body_of_taint_and_holder_and_none_when_both_are_there():
+    body = lock.hold_patch(node(OTHER), "slurm/a", "NoExecute")
+    assert body is not None and body["metadata"] == {"annotations": {names.ANN_LOCK_HOLDERS: "slurm/a"}}
+    (added,) = [t for t in body["spec"]["taints"] if t["key"] == names.LOCK_KEY]
+    assert added["value"] == "true" and added["effect"] == "NoExecute" and added["timeAdded"]
+    assert OTHER in body["spec"]["taints"]
+    assert lock.hold_patch(node(OTHER, LOCK_NOEXECUTE, holders="slurm/a"), "slurm/a", "NoExecute") is None
+    assert lock.hold_patch(node(LOCK_NOEXECUTE, holders="slurm/a"), "slurm/b", "NoExecute") == {
+        "metadata": {"annotations": {names.ANN_LOCK_HOLDERS: "slurm/a,slurm/b"}}}
+
+
+@pytest.mark.parametrize(("holders", "drop", "body", "lifted"), [
+    ("slurm/a", {"slurm/a"}, {"spec": {"taints": [OTHER]},
+                              "metadata": {"annotations": {names.ANN_LOCK_HOLDERS: None}}}, True),
+    ("slurm/a,other/b", {"slurm/a"}, {"metadata": {"annotations": {names.ANN_LOCK_HOLDERS: "other/b"}}}, False),
+    ("other/b", {"slurm/a"}, None, False),
+    (None, {"slurm/a"}, {"spec": {"taints": [OTHER]}}, True),  # (an older sunk's taint, named by nobody)
+])
+def test_release_patch_lets_go_of_the_names_dropped_and_lifts_the_taint_with_the_last(holders, drop, body, lifted):
+    assert lock.release_patch(node(OTHER, LOCK, holders=holders), drop.__contains__) == (body, lifted)
+
+
+def test_the_last_taint_removed_clears_the_list():
+    assert lock.release_patch(node(LOCK, holders="slurm/a"), {"slurm/a"}.__contains__) == (
+        {"spec": {"taints": None}, "metadata": {"annotations": {names.ANN_LOCK_HOLDERS: None}}}, True)
