@@ -27,7 +27,7 @@ from .controller import LockReconciler
 from .evictions import EvictionLog
 from .jobreads import SharedJobReads
 from .jobs import JobsByNode
-from .orphans import OrphanLockReconciler, former_node
+from .orphans import OrphanLockReconciler, former_node, unseen_holds
 from .service import LockService
 from .waiter import ObjectWaiter
 from .waitslots import WaitSlots
@@ -82,13 +82,16 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
     ctx.slurmd_pods.add_handler(waiter)
     ctx.slurmd_pods.add_handler(EnqueueHandler(controller.queue, mapper=lambda pod: [slurm_node_name(pod)]))
     ctx.nodes.add_handler(EnqueueHandler(controller.queue, mapper=on_k8s_node, predicate=taints_changed))
-    orphans = Controller("node-lock-orphans", OrphanLockReconciler(ctx), workers=1)
+    orphan_locks = OrphanLockReconciler(ctx)
+    orphans = Controller("node-lock-orphans", orphan_locks, workers=1)
 
     def slurmd_pod_gone(pod: Obj) -> None:
         for node in former_node(pod):
             orphans.enqueue(node)
 
     ctx.slurmd_pods.add_handler(on_delete=slurmd_pod_gone)
+    ctx.nodes.add_handler(EnqueueHandler(orphans.queue, predicate=taints_changed,  # (every Node at start-up too)
+                                         mapper=lambda node: unseen_holds(node, orphan_locks.known_there)))
     ctx.all_pods.add_handler(EnqueueHandler(controller.queue, mapper=on_pod))
     ctx.slurm_nodes.add_handler(on_add=jobs.node_changed, on_update=lambda _old, new: jobs.node_changed(new),
                                 on_delete=jobs.node_changed)

@@ -6,20 +6,30 @@ locked, nothing maps the Node to a key any more, and the taint would keep Kubern
 machine where no Slurm job can run. A slurmd Pod deleted from the Syncer's cache names the Node it
 was bound to; its hold on that Node goes, unless a slurmd Pod of that name is bound there again.
 
-Only Nodes a deleted slurmd Pod of this Syncer names are touched, and there only that Pod's own hold
-(``names.ANN_LOCK_HOLDERS``): another slurmd Pod of this Syncer or another release's may lock the same
-Node with the same taint, and the taint goes with the last holder (``sunk.translate.leftovers``). A
-slurmd Pod deleted while this Syncer was down leaves its hold to ``sunk-syncer release-nodes``.
+Two ways in, one rule: a hold goes only once no Pod of its name is bound to that Node, in this Syncer's caches
+and then in the apiserver's answer (a cache may lag the Pod another release's Syncer has just locked for).
+- A slurmd Pod of this Syncer deleted: its own hold (``former_node``).
+- A locked Node seen (every Node at start-up, and a Node whose holders change): each hold whose Pod no cache
+  shows bound there (``unseen_holds``). So a slurmd Pod deleted while this Syncer was down (a crash, a
+  rollout) no longer leaves its Node locked until an uninstall, nor does a release uninstalled without its
+  hooks leave a hold on a Node another release still uses.
+A hold is let go by its name alone (``names.ANN_LOCK_HOLDERS``): another slurmd Pod of this Syncer or another
+release's may lock the same Node with the same taint, and the taint goes with the last holder
+(``sunk.translate.leftovers``). A holder that can name no Pod (a Node's kubelet may write its annotations) is
+nobody's, and goes without a read.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import attrs
 
 from sunk.controller.runtime import Result
+from sunk.kube import client as kc
 from sunk.kube import patch as kp
+from sunk.kube.resources import PODS
 from sunk.model.types import Obj
 from sunk.syncer.context import SyncerContext
 from sunk.translate import lock
@@ -35,14 +45,40 @@ def former_node(pod: Obj) -> list[str]:
     return [f"{node} {lock.holder_of(pod)}"] if node else []
 
 
+# Holds looked at per Node event: a Node runs a few slurmd Pods, and its kubelet may write the annotation, so one
+# write must not become thousands of reads (the rest wait for the next change, or a restart).
+MAX_HOLDS_PER_NODE = 32
+
+
+def unseen_holds(node: Obj, known_there: Callable[[str, str], bool]) -> list[str]:
+    """Keys of a locked Node's holds whose Pod ``known_there(holder, node)`` does not show bound to it."""
+    name = node["metadata"]["name"]
+    if not lock_tainted(node):
+        return []
+    unseen = [holder for holder in sorted(lock.lock_holders(node)) if not known_there(holder, name)]
+    if len(unseen) > MAX_HOLDS_PER_NODE:
+        log.warning("lock: Node %s names %d holds of Pods no cache shows there; looking at %d", name, len(unseen),
+                    MAX_HOLDS_PER_NODE)
+    return [f"{name} {holder}" for holder in unseen[:MAX_HOLDS_PER_NODE]]
+
+
+def _bound_to(pod: Obj | None, node_name: str) -> bool:
+    return pod is not None and (pod.get("spec") or {}).get("nodeName") == node_name
+
+
 @attrs.define
 class OrphanLockReconciler:
-    """Keyed by ``<Node> <holder>``; enqueued only by slurmd Pod deletions (``former_node``)."""
+    """Keyed by ``<Node> <holder>``; enqueued by slurmd Pod deletions (``former_node``) and locked Nodes
+    (``unseen_holds``)."""
 
     ctx: SyncerContext
 
+    def known_there(self, holder: str, node_name: str) -> bool:
+        """A Pod of that name bound to that Node, in this Syncer's slurmd Pods or every Pod it sees."""
+        return any(_bound_to(store.get(holder), node_name) for store in (self.ctx.slurmd_pods, self.ctx.all_pods))
+
     def reconcile(self, key: str) -> Result | None:
-        if not self.ctx.slurmd_pods.has_synced():
+        if not (self.ctx.slurmd_pods.has_synced() and self.ctx.all_pods.has_synced()):
             return Result(requeue_after=1.0)
         node_name, _, holder = key.partition(" ")
         node = self.ctx.nodes.get(node_name)
@@ -50,15 +86,31 @@ class OrphanLockReconciler:
         def back(current: Obj) -> bool:
             """(asked of every read) The Pod is bound there again under its name: its lock controller decides.
             A taint naming no holder (an older sunk's) stays while any slurmd Pod of ours runs there."""
-            again = self.ctx.slurmd_pods.get(holder)
-            if again is not None and (again.get("spec") or {}).get("nodeName") == node_name:
+            if self.known_there(holder, node_name):
                 return True
             return not lock.lock_holders(current) and bool(self.ctx.slurm_nodes_on(node_name))
 
-        if node is None or not lock_tainted(node):
+        if node is None or not lock_tainted(node) or self._still_there(holder, node_name):
             return None
         if kp.release_lock(self.ctx.api, node, lambda h: h == holder, unless=back):
             self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
                                                        "sunk's lock lifted")
             log.info("lock: Node %s runs no slurmd Pod that holds it any more; unlocked", node_name)
         return None
+
+    def _still_there(self, holder: str, node_name: str) -> bool:
+        """The caches first, then the apiserver: a Pod of that name bound to the Node, or not bound yet (its
+        Syncer decides). A read that fails raises: the key is tried again, nothing is let go meanwhile."""
+        if self.known_there(holder, node_name):
+            return True
+        named = lock.holder_pod(holder)
+        if named is None:
+            return False
+        namespace, name = named
+        try:
+            pod = kc.get(self.ctx.api, PODS, name, namespace)
+        except kc.ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return (pod.get("spec") or {}).get("nodeName") in (node_name, None, "")

@@ -24,6 +24,7 @@ Which Pods block (``pods_to_evict``), among the Pods bound to the Node, the slur
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ from sunk.base.times import epoch
 from sunk.model import names
 from sunk.model.types import Obj
 
+from .identity import NAME_PATTERN, NAMESPACE_MAX, NAMESPACE_PATTERN, POD_NAME_MAX
 from .objects import annotations_of, conditions_of, is_deleting, merged_patches, taint_patch, untaint_patch
 
 # What a Pod that must stay through locks carries: every effect, so an operator's change of
@@ -81,6 +83,18 @@ def holder_of(slurmd_pod: Mapping[str, Any]) -> str:
     """The name a slurmd Pod's lock holds its Node's taint by (``names.ANN_LOCK_HOLDERS``)."""
     meta = slurmd_pod.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+_HOLDER = re.compile(rf"(?P<namespace>{NAMESPACE_PATTERN})/(?P<name>{NAME_PATTERN})", re.ASCII)
+
+
+def holder_pod(holder: str) -> tuple[str, str] | None:
+    """The (namespace, name) of the Pod a holder names, or None when it can name no Pod (anyone who may edit
+    the Node's annotations can write one: it must never become a path of another request)."""
+    found = _HOLDER.fullmatch(holder)
+    if found is None or len(found["namespace"]) > NAMESPACE_MAX or len(found["name"]) > POD_NAME_MAX:
+        return None
+    return found["namespace"], found["name"]
 
 
 def lock_holders(node: Mapping[str, Any]) -> frozenset[str]:

@@ -35,6 +35,10 @@ class Process:
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 60) -> None:
+        """Start, unless already running: a ``finally`` that restarts it must never leave a second process
+        holding the same Lease and lock names after the test (one did, and decided for the next tests)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args], stdout=out,

@@ -18,6 +18,7 @@ import requests
 from hostile_clients import Flood
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
+    LABEL,
     PLACED_BY,
     HookScripts,
     SyncerProcess,
@@ -730,11 +731,54 @@ def _remove_node_condition(api, node: str, ctype: str) -> None:
     kp.update_with_retry(api, kc.get(api, NODES, node), mutate, resource=NODES, subresource="status")
 
 
+def node4_back(kube_api, dev_cluster) -> None:
+    """node4's slurmd Pod made again after a test deleted it, labelled for this module's Syncer, which then lifts
+    the drain it made while the Pod was missing: the next test finds node4 as the module found it."""
+    from sunk_dev.cluster import slurmd_pod as dev_slurmd_pod
+
+    wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
+             "node4's Pod gone")
+    pod = dev_slurmd_pod("node4")
+    pod["metadata"].setdefault("labels", {})[LABEL] = "true"
+    kc.create(kube_api, PODS, pod, "slurm")
+    wait_for(lambda: ((kc.get(kube_api, PODS, "node4", "slurm").get("status") or {}).get("phase")
+                      == "Running"), 30, "node4's slurmd Pod back")
+    wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 30, "node4 undrained by the Syncer")
+    unlocked(kube_api, dev_cluster, "node4")
+
+
+def test_a_lock_whose_slurmd_pod_went_while_the_syncer_was_down_goes_when_it_starts(dev_cluster, kube_api, syncer,
+                                                                                     token):
+    """The Syncer down (a crash, a rollout) when a locked Node's slurmd Pod is deleted: it never sees the
+    deletion, yet once back it finds the Node's hold naming a Pod that is nowhere, and lifts the lock (before, the
+    taint stayed until an uninstall's release-nodes or a person)."""
+    unlocked(kube_api, dev_cluster, "node4")
+    job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
+                                "--wrap", "sleep 120").stdout.strip())
+    try:
+        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
+        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
+                             headers=node_auth(token, "node4"), timeout=30)
+        assert resp.status_code == 200, resp.text
+        wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+        syncer.stop()
+        kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
+        wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
+                 "node4's Pod gone while no Syncer runs")
+        assert lock_taints(kube_api, "worker-4")  # (nobody else lifts it)
+        syncer.start()
+        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 30, "the lock to go once the Syncer is back")
+        node = kc.get(kube_api, NODES, "worker-4")
+        assert names.ANN_LOCK_HOLDERS not in (node["metadata"].get("annotations") or {})
+    finally:
+        syncer.start()
+        dev_cluster.slurm("scancel", str(job), check=False)
+        node4_back(kube_api, dev_cluster)
+
+
 def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syncer, token):
     """A slurmd Pod deleted while its Node is locked (a NodeSet scaled down): nothing maps that Node to a
     Slurm node any more, yet its lock taint must not keep Kubernetes Pods off it."""
-    from sunk_dev.cluster import slurmd_pod as dev_slurmd_pod
-
     unlocked(kube_api, dev_cluster, "node4")
     job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
                                 "--wrap", "sleep 120").stdout.strip())
@@ -751,9 +795,4 @@ def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syn
                           and "no slurmd Pod" in e.get("message", "")], 10, "an Event on the Node saying why")
     finally:
         dev_cluster.slurm("scancel", str(job), check=False)
-        wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
-                 "node4's Pod gone")
-        kc.create(kube_api, PODS, dev_slurmd_pod("node4"), "slurm")
-        wait_for(lambda: ((kc.get(kube_api, PODS, "node4", "slurm").get("status") or {}).get("phase")
-                          == "Running"), 30, "node4's slurmd Pod back")
-        unlocked(kube_api, dev_cluster, "node4")
+        node4_back(kube_api, dev_cluster)

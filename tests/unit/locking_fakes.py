@@ -128,6 +128,7 @@ class Api:
         # By Pod name: "failed" raises a 500; "already" answers as for a Pod that tolerates the
         # taint already while the cache shows it without (nothing written, the cache left as it is).
         self.toleration_outcome: dict[str, str] = {}
+        self.pods: dict[str, Obj] = {}  # what a fresh read of a Pod finds (none: 404)
 
     def patch(self, _api, _res, name, body, namespace=None, **_kw):
         meta = body["metadata"]
@@ -148,6 +149,16 @@ class Api:
         new["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
         self.slurmd.put(new)
         return new
+
+    def get(self, _api, res, name, namespace=None, **_kw):
+        """The apiserver's answer to a read: Pods from ``self.pods`` (``namespace/name``), Nodes from the store."""
+        from sunk.kube.client import ApiError
+
+        found = self.pods.get(f"{namespace}/{name}") if res.plural == "pods" else self.nodes.get(name)
+        if found is None:
+            raise ApiError(404, "NotFound", {"message": f"{res.plural} {name!r} not found"})
+        self.calls.append(("get", res.plural, name))
+        return copy.deepcopy(found)
 
     def hold_lock(self, _api, node, holder, effect):
         self.calls.append(("hold_lock", node["metadata"]["name"], holder, effect))
@@ -185,6 +196,7 @@ def install(monkeypatch, api: Api) -> None:
     from sunk.kube import client as kc
 
     monkeypatch.setattr(kc, "patch", api.patch)
+    monkeypatch.setattr(kc, "get", api.get)
     monkeypatch.setattr(kp, "hold_lock", api.hold_lock)
     monkeypatch.setattr(kp, "release_lock", api.release_lock)
     monkeypatch.setattr(kp, "add_toleration", api.add_toleration)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
 
 from sunk.kube import client as kc
-from sunk.locking.orphans import OrphanLockReconciler, former_node
+from sunk.locking.orphans import MAX_HOLDS_PER_NODE, OrphanLockReconciler, former_node, unseen_holds
 from sunk.model import names
 
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
@@ -70,7 +71,7 @@ def test_a_slurmd_pod_bound_again_while_the_unlock_met_a_conflict_keeps_the_lock
 
     monkeypatch.setattr(kc, "patch", patch)
     reread = {**node, "metadata": {**node["metadata"], "resourceVersion": "8"}}
-    monkeypatch.setattr(kc, "get", lambda *_a, **_kw: reread)
+    monkeypatch.setattr(kc, "get", Api(slurmd, Store(reread)).get)  # (the Node read again; slurm/node3 is gone)
     assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
         "worker-3 slurm/node3") is None
     assert len(writes) == 1 and writes[0]["spec"] == {"taints": None}
@@ -87,6 +88,7 @@ def test_a_taint_another_releases_slurmd_pod_holds_stays_and_only_ours_is_let_go
     writes = []
     monkeypatch.setattr(kc, "patch", lambda _api, _res, name, body, namespace=None, **_kw: writes.append(body) or {
         **node, "metadata": {**node["metadata"], **body["metadata"]}})
+    monkeypatch.setattr(kc, "get", Api(slurmd, nodes).get)  # (slurm/node3 is gone)
     assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
         "worker-3 slurm/node3") is None
     (body,) = writes
@@ -106,6 +108,90 @@ def test_a_deleted_pods_hold_goes_while_another_slurmd_pod_of_ours_on_the_node_k
     writes = []
     monkeypatch.setattr(kc, "patch", lambda _api, _res, name, body, namespace=None, **_kw: writes.append(body) or {
         **node, "metadata": {**node["metadata"], **body["metadata"]}})
+    monkeypatch.setattr(kc, "get", Api(slurmd, nodes).get)  # (slurm/node3 is gone)
     OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile("worker-3 slurm/node3")
     (body,) = writes
     assert body["metadata"]["annotations"] == {names.ANN_LOCK_HOLDERS: "slurm/node9"} and "spec" not in body
+
+
+# ---- a locked Node seen (at start-up, or its holders changed): each hold whose Pod no cache shows there ----
+
+
+def held_node(holders: str, taints=(LOCK,)) -> dict:
+    node = k8s_node(taints=list(taints))
+    node["metadata"]["annotations"] = {names.ANN_LOCK_HOLDERS: holders}
+    return node
+
+
+def test_a_locked_node_names_the_holds_no_cache_shows_bound_there():
+    known = {("slurm/node3", "worker-3")}
+    node = held_node("slurm/node3,slurm/node4,other/node3")
+    assert unseen_holds(node, lambda holder, there: (holder, there) in known) == [
+        "worker-3 other/node3", "worker-3 slurm/node4"]
+    assert unseen_holds(held_node("slurm/node4", taints=()), lambda *_: False) == []  # (not locked: nothing)
+
+
+def test_a_node_naming_thousands_of_holds_costs_a_bounded_number_of_reads(caplog):
+    """The Node's kubelet may write the annotation: one write must not become thousands of Pod reads."""
+    node = held_node(",".join(f"x/p{i}" for i in range(5000)))
+    keys = unseen_holds(node, lambda *_: False)
+    assert len(keys) == MAX_HOLDS_PER_NODE
+    assert "names 5000 holds of Pods no cache shows there" in caplog.text
+
+
+def orphan(monkeypatch, holder: str, *, slurmd=(), everyone=(), apiserver=()):
+    """One reconcile of ``worker-3 <holder>`` on a Node locked by ``holder`` and ``other/keep``."""
+    slurmd_store, nodes, recorder = Store(*slurmd), Store(held_node(f"{holder},other/keep")), Recorder()
+    api = Api(slurmd_store, nodes)
+    api.pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in apiserver}
+    install(monkeypatch, api)
+    result = OrphanLockReconciler(context(slurmd_store, nodes, Store(*everyone), Cache(), recorder)).reconcile(
+        f"worker-3 {holder}")
+    return result, api
+
+
+def test_a_hold_whose_pod_the_apiserver_does_not_have_goes_even_when_another_release_held_it(monkeypatch):
+    """A Syncer restarted after its slurmd Pod went, or a release uninstalled without its hooks: the hold names
+    a Pod that is nowhere; it goes, and only it (the other release's hold keeps the taint)."""
+    result, api = orphan(monkeypatch, "gone-release/node3")
+    assert result is None
+    assert [c[0] for c in api.calls] == ["release_lock"]
+    lets_go = api.calls[0][2]
+    assert lets_go("gone-release/node3") and not lets_go("other/keep")
+
+
+def test_a_hold_whose_pod_a_cache_shows_bound_there_is_kept_without_a_read(monkeypatch):
+    there = slurmd_pod(node="node3", k8s_node="worker-3")
+    there["metadata"]["namespace"] = "b"
+    _, api = orphan(monkeypatch, "b/node3", everyone=[there])
+    assert api.calls == []
+
+
+def test_a_hold_whose_pod_only_the_apiserver_has_is_kept(monkeypatch):
+    """The caches lag a Pod another release's Syncer has just locked for: the fresh read keeps it; a Pod of
+    that name bound to another Node does not."""
+    fresh = slurmd_pod(node="node3", k8s_node="worker-3")
+    fresh["metadata"]["namespace"] = "b"
+    _, api = orphan(monkeypatch, "b/node3", apiserver=[fresh])
+    assert [c[0] for c in api.calls] == ["get"]
+    elsewhere = slurmd_pod(node="node3", k8s_node="worker-9")
+    elsewhere["metadata"]["namespace"] = "b"
+    _, api = orphan(monkeypatch, "b/node3", apiserver=[elsewhere])
+    assert [c[0] for c in api.calls] == ["get", "release_lock"]
+
+
+@pytest.mark.parametrize("holder", ["b/node3/exec", "../x", "B/x", "b/" + "x" * 254])
+def test_a_holder_that_can_name_no_pod_goes_without_a_read(monkeypatch, holder):
+    """Anyone who may edit the Node's annotations can write a holder: it never becomes the path of a read."""
+    _, api = orphan(monkeypatch, holder)
+    assert [c[0] for c in api.calls] == ["release_lock"]
+
+
+def test_nothing_is_decided_before_every_pod_cache_has_synced(monkeypatch):
+    slurmd, nodes, recorder = Store(), Store(held_node("gone/node3")), Recorder()
+    everyone = Store()
+    everyone.has_synced = lambda: False  # type: ignore[method-assign]
+    api = Api(slurmd, nodes)
+    install(monkeypatch, api)
+    result = OrphanLockReconciler(context(slurmd, nodes, everyone, Cache(), recorder)).reconcile("worker-3 gone/node3")
+    assert result is not None and result.requeue_after == 1.0 and api.calls == []
