@@ -45,8 +45,8 @@ def former_node(pod: Obj) -> list[str]:
     return [f"{node} {lock.holder_of(pod)}"] if node else []
 
 
-# Holds looked at per Node event: a Node runs a few slurmd Pods, and its kubelet may write the annotation, so one
-# write must not become thousands of reads (the rest wait for the next change, or a restart).
+# A Node runs a few slurmd Pods. Its kubelet may write the holders annotation: a Node naming more is left alone by
+# the sweep (a read and a write per name would make one such write thousands of calls), and said.
 MAX_HOLDS_PER_NODE = 32
 
 
@@ -55,11 +55,26 @@ def unseen_holds(node: Obj, known_there: Callable[[str, str], bool]) -> list[str
     name = node["metadata"]["name"]
     if not lock_tainted(node):
         return []
-    unseen = [holder for holder in sorted(lock.lock_holders(node)) if not known_there(holder, name)]
-    if len(unseen) > MAX_HOLDS_PER_NODE:
-        log.warning("lock: Node %s names %d holds of Pods no cache shows there; looking at %d", name, len(unseen),
+    holders = lock.lock_holders(node)
+    if len(holders) > MAX_HOLDS_PER_NODE:
+        log.warning("lock: Node %s names %d lock holders, more than %d slurmd Pods would: none is looked at (its "
+                    "kubelet may write that annotation; see docs/node-locking.md)", name, len(holders),
                     MAX_HOLDS_PER_NODE)
-    return [f"{name} {holder}" for holder in unseen[:MAX_HOLDS_PER_NODE]]
+        return []
+    return [f"{name} {holder}" for holder in sorted(holders) if not known_there(holder, name)]
+
+
+def holds_to_check(enqueue: Callable[[str], None], known_there: Callable[[str, str], bool],
+                   ) -> Callable[[Obj | None, Obj], None]:
+    """The Node handler: a Node added (every Node at start-up) or whose taints or holders changed, its new
+    state alone (the name a release just dropped is not looked at again)."""
+
+    def handle(old: Obj | None, new: Obj) -> None:
+        if old is None or lock.lock_holders(old) != lock.lock_holders(new) or lock_tainted(old) != lock_tainted(new):
+            for key in unseen_holds(new, known_there):
+                enqueue(key)
+
+    return handle
 
 
 def _bound_to(pod: Obj | None, node_name: str) -> bool:
@@ -90,7 +105,11 @@ class OrphanLockReconciler:
                 return True
             return not lock.lock_holders(current) and bool(self.ctx.slurm_nodes_on(node_name))
 
-        if node is None or not lock_tainted(node) or self._still_there(holder, node_name):
+        if node is None or not lock_tainted(node):
+            return None
+        if lock.lock_holders(node) and holder not in lock.lock_holders(node):
+            return None  # (let go already; a Node naming no holder has an older sunk's taint: as before)
+        if self._still_there(holder, node_name):
             return None
         if kp.release_lock(self.ctx.api, node, lambda h: h == holder, unless=back):
             self.ctx.recorder.normal(node, "Unlocked", f"no slurmd Pod runs on Node {node_name} any more: "
@@ -99,8 +118,9 @@ class OrphanLockReconciler:
         return None
 
     def _still_there(self, holder: str, node_name: str) -> bool:
-        """The caches first, then the apiserver: a Pod of that name bound to the Node, or not bound yet (its
-        Syncer decides). A read that fails raises: the key is tried again, nothing is let go meanwhile."""
+        """The caches first, then the apiserver: a Pod of that name bound to the Node (a lock is taken only for a
+        bound Pod, and a Pod's Node never changes: one of that name unbound or elsewhere is another Pod). A read
+        that fails raises: the key is tried again, nothing is let go meanwhile."""
         if self.known_there(holder, node_name):
             return True
         named = lock.holder_pod(holder)
@@ -113,4 +133,4 @@ class OrphanLockReconciler:
             if exc.not_found:
                 return False
             raise
-        return (pod.get("spec") or {}).get("nodeName") in (node_name, None, "")
+        return _bound_to(pod, node_name)

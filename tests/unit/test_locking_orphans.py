@@ -6,7 +6,7 @@ import pytest
 from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
 
 from sunk.kube import client as kc
-from sunk.locking.orphans import MAX_HOLDS_PER_NODE, OrphanLockReconciler, former_node, unseen_holds
+from sunk.locking.orphans import MAX_HOLDS_PER_NODE, OrphanLockReconciler, former_node, holds_to_check, unseen_holds
 from sunk.model import names
 
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
@@ -131,12 +131,28 @@ def test_a_locked_node_names_the_holds_no_cache_shows_bound_there():
     assert unseen_holds(held_node("slurm/node4", taints=()), lambda *_: False) == []  # (not locked: nothing)
 
 
-def test_a_node_naming_thousands_of_holds_costs_a_bounded_number_of_reads(caplog):
-    """The Node's kubelet may write the annotation: one write must not become thousands of Pod reads."""
+def test_a_node_naming_more_holds_than_slurmd_pods_would_is_left_alone_and_said(caplog):
+    """The Node's kubelet may write the annotation: one write must not become a read and a write per name."""
     node = held_node(",".join(f"x/p{i}" for i in range(5000)))
-    keys = unseen_holds(node, lambda *_: False)
-    assert len(keys) == MAX_HOLDS_PER_NODE
-    assert "names 5000 holds of Pods no cache shows there" in caplog.text
+    assert unseen_holds(node, lambda *_: False) == []
+    assert "names 5000 lock holders, more than 32" in caplog.text
+    assert len(unseen_holds(held_node(",".join(f"x/p{i}" for i in range(MAX_HOLDS_PER_NODE))),
+                            lambda *_: False)) == MAX_HOLDS_PER_NODE
+
+
+def test_the_node_handler_looks_at_a_node_when_it_comes_and_when_its_holders_or_lock_change_only():
+    keys: list[str] = []
+    handle = holds_to_check(keys.append, lambda *_: False)
+    before = held_node("gone/a,gone/b")
+    handle(None, before)  # (every Node at start-up)
+    assert keys == ["worker-3 gone/a", "worker-3 gone/b"]
+    keys.clear()
+    heartbeat = held_node("gone/a,gone/b")
+    heartbeat["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    handle(before, heartbeat)
+    assert keys == []
+    handle(before, held_node("gone/b"))  # (gone/a let go: not looked at again)
+    assert keys == ["worker-3 gone/b"]
 
 
 def orphan(monkeypatch, holder: str, *, slurmd=(), everyone=(), apiserver=()):
@@ -169,7 +185,8 @@ def test_a_hold_whose_pod_a_cache_shows_bound_there_is_kept_without_a_read(monke
 
 def test_a_hold_whose_pod_only_the_apiserver_has_is_kept(monkeypatch):
     """The caches lag a Pod another release's Syncer has just locked for: the fresh read keeps it; a Pod of
-    that name bound to another Node does not."""
+    that name bound to another Node, or not bound at all, is another Pod (a lock is taken for a bound Pod, whose
+    Node never changes), and does not."""
     fresh = slurmd_pod(node="node3", k8s_node="worker-3")
     fresh["metadata"]["namespace"] = "b"
     _, api = orphan(monkeypatch, "b/node3", apiserver=[fresh])
@@ -178,6 +195,21 @@ def test_a_hold_whose_pod_only_the_apiserver_has_is_kept(monkeypatch):
     elsewhere["metadata"]["namespace"] = "b"
     _, api = orphan(monkeypatch, "b/node3", apiserver=[elsewhere])
     assert [c[0] for c in api.calls] == ["get", "release_lock"]
+    unbound = slurmd_pod(node="node3")
+    unbound["metadata"]["namespace"] = "b"
+    unbound["spec"].pop("nodeName")
+    _, api = orphan(monkeypatch, "b/node3", apiserver=[unbound])
+    assert [c[0] for c in api.calls] == ["get", "release_lock"]
+
+
+def test_a_hold_let_go_already_is_not_read_again(monkeypatch):
+    """The name a release just dropped, enqueued before its write: the Node's holders no longer name it."""
+    slurmd, nodes, recorder = Store(), Store(held_node("other/keep")), Recorder()
+    api = Api(slurmd, nodes)
+    install(monkeypatch, api)
+    assert OrphanLockReconciler(context(slurmd, nodes, Store(), Cache(), recorder)).reconcile(
+        "worker-3 gone/node3") is None
+    assert api.calls == []
 
 
 @pytest.mark.parametrize("holder", ["b/node3/exec", "../x", "B/x", "b/" + "x" * 254])
