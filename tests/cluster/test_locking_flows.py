@@ -731,6 +731,15 @@ def _remove_node_condition(api, node: str, ctype: str) -> None:
     kp.update_with_retry(api, kc.get(api, NODES, node), mutate, resource=NODES, subresource="status")
 
 
+def node4_locked_for(job: int, dev_cluster, kube_api, syncer, token) -> None:
+    """The job running on node4, its pre-hook answered, worker-4 locked."""
+    wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
+    resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
+                         headers=node_auth(token, "node4"), timeout=30)
+    assert resp.status_code == 200, resp.text
+    wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+
+
 def node4_back(kube_api, dev_cluster) -> None:
     """node4's slurmd Pod made again after a test deleted it, labelled for this module's Syncer, which then lifts
     the drain it made while the Pod was missing: the next test finds node4 as the module found it."""
@@ -756,11 +765,7 @@ def test_a_lock_whose_slurmd_pod_went_while_the_syncer_was_down_goes_when_it_sta
     job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
                                 "--wrap", "sleep 120").stdout.strip())
     try:
-        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
-        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
-                             headers=node_auth(token, "node4"), timeout=30)
-        assert resp.status_code == 200, resp.text
-        wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+        node4_locked_for(job, dev_cluster, kube_api, syncer, token)
         syncer.stop()
         kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
         wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
@@ -783,11 +788,7 @@ def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syn
     job = int(dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
                                 "--wrap", "sleep 120").stdout.strip())
     try:
-        wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
-        resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
-                             headers=node_auth(token, "node4"), timeout=30)
-        assert resp.status_code == 200, resp.text
-        wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+        node4_locked_for(job, dev_cluster, kube_api, syncer, token)
         kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
         wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 20, "the lock to go with the slurmd Pod")
         wait_for(lambda: [e for e in kc.list_objects(kube_api, EVENTS, "default")
