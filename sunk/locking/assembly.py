@@ -27,7 +27,7 @@ from .controller import LockReconciler
 from .evictions import EvictionLog
 from .jobreads import SharedJobReads
 from .jobs import JobsByNode
-from .orphans import OrphanLockReconciler, former_node, holds_to_check
+from .orphans import OrphanLockReconciler, former_node, holding_pod_gone, holds_to_check
 from .service import LockService
 from .waiter import ObjectWaiter
 from .waitslots import WaitSlots
@@ -92,16 +92,7 @@ def assemble(ctx: SyncerContext, config: LockConfig) -> Locking:
     ctx.slurmd_pods.add_handler(on_delete=slurmd_pod_gone)
     check_holds = holds_to_check(orphans.enqueue, orphan_locks.known_there)
     ctx.nodes.add_handler(on_add=lambda node: check_holds(None, node), on_update=check_holds)
-
-    def holding_pod_gone(pod: Obj) -> None:
-        """(every Pod's deletion: the two Pod caches learn of one at their own pace, and a hold is let go only
-        once neither shows its Pod; a Pod whose Node no hold of its name locks costs a lookup)"""
-        for key in former_node(pod):
-            node = ctx.nodes.get(key.partition(" ")[0])
-            if node is not None and lock.holder_of(pod) in lock.lock_holders(node):
-                orphans.enqueue(key)
-
-    ctx.all_pods.add_handler(on_delete=holding_pod_gone)
+    ctx.all_pods.add_handler(on_delete=holding_pod_gone(orphans.enqueue, ctx.nodes.get))
     ctx.all_pods.add_handler(EnqueueHandler(controller.queue, mapper=on_pod))
     ctx.slurm_nodes.add_handler(on_add=jobs.node_changed, on_update=lambda _old, new: jobs.node_changed(new),
                                 on_delete=jobs.node_changed)

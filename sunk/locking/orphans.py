@@ -77,14 +77,28 @@ def holds_to_check(enqueue: Callable[[str], None], known_there: Callable[[str, s
     return handle
 
 
+def holding_pod_gone(enqueue: Callable[[str], None], node_of: Callable[[str], Obj | None]) -> Callable[[Obj], None]:
+    """The every-Pod deletion handler: the key of the Pod's hold, when its Node's holders name it. The two Pod
+    caches learn of a deletion at their own pace, and a hold is let go only once neither shows its Pod, so the
+    later one must look again; a Pod whose Node no hold of its name locks costs a lookup."""
+
+    def handle(pod: Obj) -> None:
+        for key in former_node(pod):
+            node = node_of(key.partition(" ")[0])
+            if node is not None and lock.holder_of(pod) in lock.lock_holders(node):
+                enqueue(key)
+
+    return handle
+
+
 def _bound_to(pod: Obj | None, node_name: str) -> bool:
     return pod is not None and (pod.get("spec") or {}).get("nodeName") == node_name
 
 
 @attrs.define
 class OrphanLockReconciler:
-    """Keyed by ``<Node> <holder>``; enqueued by slurmd Pod deletions (``former_node``) and locked Nodes
-    (``unseen_holds``)."""
+    """Keyed by ``<Node> <holder>``; enqueued by slurmd Pod deletions (``former_node``), any Pod's deletion that a
+    hold names (``holding_pod_gone``) and locked Nodes (``holds_to_check``)."""
 
     ctx: SyncerContext
 

@@ -6,7 +6,14 @@ import pytest
 from locking_fakes import Api, Cache, Recorder, Store, context, install, k8s_node, slurmd_pod
 
 from sunk.kube import client as kc
-from sunk.locking.orphans import MAX_HOLDS_PER_NODE, OrphanLockReconciler, former_node, holds_to_check, unseen_holds
+from sunk.locking.orphans import (
+    MAX_HOLDS_PER_NODE,
+    OrphanLockReconciler,
+    former_node,
+    holding_pod_gone,
+    holds_to_check,
+    unseen_holds,
+)
 from sunk.model import names
 
 LOCK = {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}
@@ -227,3 +234,20 @@ def test_nothing_is_decided_before_every_pod_cache_has_synced(monkeypatch):
     install(monkeypatch, api)
     result = OrphanLockReconciler(context(slurmd, nodes, everyone, Cache(), recorder)).reconcile("worker-3 gone/node3")
     assert result is not None and result.requeue_after == 1.0 and api.calls == []
+
+
+def test_any_pods_deletion_looks_again_at_a_hold_of_its_name_on_its_node_and_at_nothing_else():
+    """The all-Pods cache may learn of a slurmd Pod's deletion after the slurmd Pods cache did, whose look then
+    found the Pod still shown: this second look lets the hold go."""
+    nodes = Store(held_node("slurm/node3"))
+    keys: list[str] = []
+    handle = holding_pod_gone(keys.append, nodes.get)
+    handle(slurmd_pod(node="node3", k8s_node="worker-3"))
+    assert keys == ["worker-3 slurm/node3"]
+    keys.clear()
+    handle(slurmd_pod(node="node4", k8s_node="worker-3"))  # (no hold of its name)
+    handle(slurmd_pod(node="node3", k8s_node="worker-9"))  # (a Node the cache does not have)
+    unbound = slurmd_pod(node="node3")
+    unbound["spec"].pop("nodeName")
+    handle(unbound)
+    assert keys == []
