@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import functools
 import json
 import os
@@ -564,6 +565,7 @@ class DevCluster:
         ]
         if self.real_node:
             paths = self.real_paths
+            kubelet = daemon("kubelet-real", *realnode.kubelet_argv(bin_dir / "kubelet", paths, self.kubeconfig))
             comps += [
                 Component(daemon("coredns", *dns.argv(dns.COREDNS.binary(self.home), self.run_dir / "Corefile")),
                           self._coredns_ok, prepare=self._prepare_coredns, after=self._publish_coredns),
@@ -572,8 +574,7 @@ class DevCluster:
                 Component(daemon("containerd", *realnode.containerd_argv(paths)),
                           functools.partial(realnode.containerd_ok, paths),
                           after=functools.partial(self._import_images, paths)),
-                Component(daemon("kubelet-real", *realnode.kubelet_argv(bin_dir / "kubelet", paths, self.kubeconfig)),
-                          self._real_kubelet_ok, timeout=120),
+                Component(kubelet, functools.partial(self._real_kubelet_ok, paths, kubelet), timeout=120),
                 Component(daemon("dra-driver", *realnode.dra_driver_argv(bin_dir / "dra-test-driver", paths,
                                                                           self.kubeconfig)),
                           self._dra_driver_ok, prepare=functools.partial(realnode.prepare_dra_driver, paths),
@@ -618,15 +619,22 @@ class DevCluster:
         if imported := realnode.ensure_images(paths):
             self._say(f"  images           imported into containerd: {', '.join(imported)}")
 
-    def _real_kubelet_ok(self, paths: Optional[realnode.Paths] = None) -> bool:
-        paths = paths or self.real_paths
+    def _real_kubelet_ok(self, paths: realnode.Paths, daemon: Daemon) -> bool:
+        """Serving, and its Node Ready by a status this very kubelet posted: after ``down`` the Node keeps the last
+        one's Ready condition for the controller-manager's grace period, and a kubelet that then exits at once
+        (containerd's CRI not initialized yet) would pass for started (seen once in CI)."""
+        started = daemon.started_at()
+        if started is None:
+            return False
         try:
             healthz = requests.get(f"http://127.0.0.1:{paths.healthz_port}/healthz", timeout=2)
         except requests.RequestException:
             return False
         node = self.kube_request("GET", f"/api/v1/nodes/{paths.node_name}")
-        return healthz.status_code == 200 and node.status_code == 200 and any(
-            c["type"] == "Ready" and c["status"] == "True" for c in node.json().get("status", {}).get("conditions", []))
+        if healthz.status_code != 200 or node.status_code != 200:
+            return False
+        return any(c["type"] == "Ready" and c["status"] == "True" and _posted_since(c.get("lastHeartbeatTime"), started)
+                   for c in node.json().get("status", {}).get("conditions", []))
 
     @staticmethod
     def _kube_proxy_ok() -> bool:
@@ -670,7 +678,7 @@ class DevCluster:
         images.import_missing(functools.partial(realnode.ctr, paths), built)
         if kubelet.pid() is None:
             kubelet.start()
-        wait_until(functools.partial(self._real_kubelet_ok, paths), 120, what=f"{paths.node_name} to be Ready")
+        wait_until(functools.partial(self._real_kubelet_ok, paths, kubelet), 120, what=f"{paths.node_name} to be Ready")
         return paths
 
     def import_images(self, built: Iterable[images.Built]) -> list[str]:
@@ -1232,6 +1240,17 @@ class DevCluster:
     def _expect(resp: requests.Response, *codes: int) -> None:
         if resp.status_code not in codes:
             raise RuntimeError(f"{resp.request.method} {resp.url}: {resp.status_code} {resp.text[:500]}")
+
+
+def _posted_since(stamp: Optional[str], started: float) -> bool:
+    """Whether an RFC 3339 time (whole seconds) is no earlier than ``started``'s second."""
+    if not stamp:
+        return False
+    try:
+        posted = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return False
+    return posted.timestamp() >= int(started)
 
 
 def _ready(probe_port: int) -> bool:

@@ -71,6 +71,15 @@ class Daemon:
             return None
         return pid if _start_time(pid) == start_s else None
 
+    def started_at(self) -> Optional[float]:
+        """When our live process was started (wall clock, seconds), or None if none runs."""
+        if self.pid() is None:
+            return None
+        try:
+            return self.pid_file.stat().st_mtime
+        except OSError:
+            return None
+
     def start(self) -> int:
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)

@@ -41,3 +41,14 @@ def test_ports_are_free_and_distinct():
     for port in ports[:5]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_kubelet_counts_as_started_only_by_a_status_posted_since_its_start():
+    from sunk_dev.cluster import _posted_since
+
+    started = 1_764_000_000.7  # (2025-11-24T16:00:00.7Z)
+    assert _posted_since("2025-11-24T16:00:00Z", started)  # (the same second: RFC 3339 here has whole seconds)
+    assert _posted_since("2025-11-24T16:00:05Z", started)
+    assert not _posted_since("2025-11-24T15:59:59Z", started)  # (the Node's condition from before `down`)
+    assert not _posted_since(None, started)
+    assert not _posted_since("yesterday", started)
