@@ -545,13 +545,25 @@ class DevCluster:
                              "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
                              f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
                       self._slurmrestd_ok, slurm_side=True),
+        ]
+        # An etcd started while the rest of Kubernetes runs may hold other data (the default release's chroot,
+        # whose packages changed, is new: its store is empty). The apiserver's watch cache would wait forever for
+        # the old revisions ("Too large resource version") and the kubelets would heartbeat Nodes that are gone:
+        # everything after etcd starts again after it.
+        after_etcd: list[Daemon] = []
+
+        def stop_after_etcd() -> None:
+            for later in after_etcd:
+                later.stop()
+
+        comps += [
             Component(daemon("etcd", "chroot", str(self.kube_root), "etcd", "--data-dir=/var/lib/sunk-etcd",
                              "--name=sunk-dev",
                              f"--listen-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
                              f"--advertise-client-urls=http://127.0.0.1:{kubeconf.ETCD_PORT}",
                              "--listen-peer-urls=http://127.0.0.1:2380", "--unsafe-no-fsync",
                              "--quota-backend-bytes=4294967296", "--log-level=warn"),
-                      self._etcd_ok, after=self._age_etcd),
+                      self._etcd_ok, prepare=stop_after_etcd, after=self._age_etcd),
             Component(daemon("kube-apiserver", *kubeconf.apiserver_argv(bin_dir / "kube-apiserver", self.kube_dir)),
                       self._apiserver_ok, timeout=120),
             Component(daemon("kube-controller-manager",
@@ -580,7 +592,9 @@ class DevCluster:
                           self._dra_driver_ok, prepare=functools.partial(realnode.prepare_dra_driver, paths),
                           after=self._publish_device_class, timeout=60),
             ]
-        return comps + self._sunk_components() if self.with_sunk else comps
+        out = comps + self._sunk_components() if self.with_sunk else comps
+        after_etcd.extend(c.daemon for c in out[[c.daemon.name for c in out].index("etcd") + 1:])
+        return out
 
     def _write_corefile(self) -> bool:
         """Write CoreDNS's configuration (answering the Pods of every real Node); whether it changed."""
