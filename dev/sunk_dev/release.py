@@ -33,7 +33,9 @@ SLURM_PACKAGES = (
     "mariadb-server", "munge",
 )
 KUBE_PACKAGES = ("etcd-server",)
-TOOLS = ("curl", "procps", "iproute2")
+# (openssh-server and libnss-extrausers: the login image's sshd, and the SlurmCluster's users known to login and
+# slurmctld from a ConfigMap, sunk.translate.slurmcluster.users)
+TOOLS = ("curl", "procps", "iproute2", "openssh-server", "libnss-extrausers")
 
 
 # 25.11 from source: what the build needs (configure's --with-* below; libdbus for the cgroup/v2 plugin, which

@@ -43,25 +43,31 @@ from .release import SlurmRelease
 
 IMAGE_PREFIX = "docker.io/library/sunk-"  # one repository prefix for every image this repository builds
 # Bumped when how a Slurm layer is made changes, so that a cached layer made the old way is not reused.
-RECIPE = "2"  # (2: the merged-/usr top links always in the base)
+RECIPE = "4"  # (2: the merged-/usr top links always in the base; 4: extrausers, no dev accounts)
 BASE = "base"
 # slurmrestd refuses to run as root or as SlurmUser: its own user, with the uid the dev cluster gives it.
 SLURMRESTD_USER = "slurmrestd"
 SLURMRESTD_UID = cluster_paths.SLURMRESTD_UID
 SLURM_USER = "slurm"  # Debian's SlurmUser, made by its packages (uid 64030) or by the dev cluster for a source build
 MARIADB_USER = "mariadb"
+# Accounts the dev cluster adds to its chroots for itself (sunk_dev.cluster: kube, sunk-pods) or that its default
+# release's etcd package makes: never an image's (kube has uid 1001, which a SlurmCluster's login user may take).
+DEV_ACCOUNTS = ("kube", "sunk-pods", "etcd")
 MARIADB_UID = cluster_paths.MARIADB_UID
 PORTS = {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819, "slurmrestd": 6820, "mariadb": 3306}
 # The uid the SlurmCluster's Pods run each role's image as (slurmd's Pods are the NodeSet template's).
 RENDERED_UIDS = {"slurmctld": cluster_paths.SLURM_UID, "slurmdbd": cluster_paths.SLURM_UID,
-                 "slurmrestd": cluster_paths.SLURMRESTD_UID, "login": cluster_paths.LOGIN_UID,
+                 "slurmrestd": cluster_paths.SLURMRESTD_UID, "login": 0,
                  "mariadb": cluster_paths.MARIADB_UID}
 # Files of this repository a role's layer carries (its member name -> the file beside this module).
 IMAGE_FILES_DIR = Path(__file__).parent / "imagefiles"
 MARIADB_ENTRYPOINT = "usr/local/bin/sunk-mariadb-entrypoint"
 SLURMD_ENTRYPOINT = "usr/local/bin/sunk-slurmd"
+LOGIN_ENTRYPOINT = "usr/local/bin/sunk-login"
+SSHD_CONFIG = "etc/ssh/sshd_config"
 ROLE_FILES = {"mariadb": ((MARIADB_ENTRYPOINT, "mariadb-entrypoint.sh"),),
-              "slurmd": ((SLURMD_ENTRYPOINT, "slurmd-entrypoint.sh"),)}
+              "slurmd": ((SLURMD_ENTRYPOINT, "slurmd-entrypoint.sh"),),
+              "login": ((LOGIN_ENTRYPOINT, "login-entrypoint.sh"), (SSHD_CONFIG, "sshd_config"))}
 MARIADB_PACKAGES = ("mariadb-server-core", "mariadb-client-core")
 ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 
@@ -71,16 +77,18 @@ CLIENT_COMMANDS = tuple(f"usr/bin/{c}" for c in (
 
 # What every role's Slurm loads, besides the essential system: Debian's plugins (auth/munge, auth/jwt and
 # the rest) and munge, or for a release built from source the Debian libraries its plugins link.
-DEBIAN_BASE_PACKAGES = ("slurm-wlm-basic-plugins", "slurm-wlm-jwt-plugin", "munge")
-SOURCE_BASE_PACKAGES = images.PYSLURM_PACKAGES
+# libnss-extrausers: the SlurmCluster's login users, known to login and slurmctld from a ConfigMap
+# (sunk.translate.slurmcluster.users), through the base's nsswitch.conf (``with_extrausers``).
+DEBIAN_BASE_PACKAGES = ("slurm-wlm-basic-plugins", "slurm-wlm-jwt-plugin", "munge", "libnss-extrausers")
+SOURCE_BASE_PACKAGES = (*images.PYSLURM_PACKAGES, "libnss-extrausers")
 # Never taken, even when a package depends on them: an init system has nothing to do in a container,
 # nor apt without its lists.
 SKIPPED_PACKAGES = ("systemd", "apt")
 # Files no package owns that the base keeps: name service and loader configuration, the time zone, and
 # the record of a source build's release (the users come from ``passwd_of``/``group_of``).
-UNOWNED_KEPT = ("etc/nsswitch.conf", "etc/ld.so.cache", "etc/localtime", "etc/timezone", "etc/environment",
+UNOWNED_KEPT = ("etc/ld.so.cache", "etc/localtime", "etc/timezone", "etc/environment",
                 "etc/shells", "usr/share/sunk-dev/slurm-version")
-GENERATED = ("etc/passwd", "etc/group")
+GENERATED = ("etc/passwd", "etc/group", "etc/nsswitch.conf")
 # Directories kept empty in the base (mount points, and where the daemons keep state and sockets:
 # volumes in a Pod), with the chroot's owners and modes.
 EMPTY_DIRECTORIES = ("tmp", "run", "proc", "sys", "dev", "home", "var/tmp", "etc/slurm", "etc/munge", "run/munge",
@@ -133,8 +141,11 @@ ROLES: tuple[SlurmRole, ...] = (
               "usr/sbin/slurmrestd", ("/usr/sbin/slurmrestd",), ("0.0.0.0:6820",)),
     SlurmRole("slurmdbd", "sunk-slurmdbd", ("slurmdbd", "slurm-wlm-mysql-plugin"), ("libmariadb3",),
               ("usr/sbin/slurmdbd",), SLURM_USER, "usr/sbin/slurmdbd", ("/usr/sbin/slurmdbd",), ("-D",)),
-    SlurmRole("login", "sunk-login", ("slurm-client",), (), CLIENT_COMMANDS, images.NONROOT_NAME,
-              "usr/bin/sbatch", (), ("sleep", "infinity")),
+    # login: sshd as root (its privilege separation), started by this repository's entrypoint
+    # (imagefiles/login-entrypoint.sh) with this repository's sshd_config (Debian's is made by its postinst, owned
+    # by no package): keys of the SlurmCluster's users only, no forwarding. munged beside it, as ``nonroot``.
+    SlurmRole("login", "sunk-login", ("slurm-client", "openssh-server"), ("openssh-server",), CLIENT_COMMANDS, "root",
+              "usr/sbin/sshd", (f"/{LOGIN_ENTRYPOINT}",), ()),
     # The SlurmCluster's internal database: the suite's MariaDB server (Debian's in every chroot, a source
     # build's too), started by this repository's entrypoint (imagefiles/mariadb-entrypoint.sh). Its core
     # packages only (mariadbd and mariadb-install-db; my_print_defaults, which that calls): mariadb-server
@@ -177,11 +188,35 @@ def ensure_user(passwd: str, group: str, name: str, uid: int) -> tuple[str, str]
     return passwd, group
 
 
+def without_accounts(text: str, names: Iterable[str]) -> str:
+    """/etc/passwd or /etc/group without the lines of ``names``."""
+    dropped = set(names)
+    return "".join(f"{line}\n" for line in text.splitlines() if line.split(":", 1)[0] not in dropped)
+
+
 def image_users(passwd: str, group: str) -> tuple[str, str]:
-    """The base layer's users: the chroot's, plus slurmrestd's, login's and MariaDB's own."""
+    """The base layer's users: the chroot's but the dev cluster's (``DEV_ACCOUNTS``), plus slurmrestd's, login's
+    and MariaDB's own."""
+    passwd, group = without_accounts(passwd, DEV_ACCOUNTS), without_accounts(group, DEV_ACCOUNTS)
     passwd, group = ensure_user(passwd, group, SLURMRESTD_USER, SLURMRESTD_UID)
     passwd, group = ensure_user(passwd, group, MARIADB_USER, MARIADB_UID)
     return ensure_user(passwd, group, images.NONROOT_NAME, images.NONROOT_UID)
+
+
+def with_extrausers(nsswitch: str) -> str:
+    """nsswitch.conf whose passwd and group databases look in libnss-extrausers' files after ``files``."""
+    out = []
+    for line in nsswitch.splitlines():
+        database, _, sources = line.partition(":")
+        if database.strip() in ("passwd", "group") and "extrausers" not in sources.split():
+            line = f"{line.rstrip()} extrausers"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def image_etc(passwd: str, group: str, nsswitch: str) -> tuple[str, str, str]:
+    """The base layer's ``GENERATED`` files, from the chroot's."""
+    return (*image_users(passwd, group), with_extrausers(nsswitch))
 
 
 def user_ids(passwd: str, name: str) -> str:
@@ -258,7 +293,7 @@ def layer_of(name: str, owner: Optional[str], plan: LayerPlan, roles: Sequence[S
     the base), else the base keeps it only if it is libslurm, a plugin or one of ``UNOWNED_KEPT``.
     """
     if name in GENERATED:
-        return None  # (written by image_users)
+        return None  # (written by image_etc)
     if owner is not None:
         if owner in plan.base:
             return BASE
@@ -322,10 +357,10 @@ def build_tools_in(names: Iterable[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatch(n, p) for p in BUILD_TOOL_PATTERNS)]
 
 
-def layers_key(chroot_name: str, dpkg_status: bytes, passwd: bytes, group: bytes) -> str:
-    """The Slurm layers of a chroot: its packages, its users, and how the layers are made."""
+def layers_key(chroot_name: str, dpkg_status: bytes, *etc: bytes) -> str:
+    """The Slurm layers of a chroot: its packages, its ``GENERATED`` files, and how the layers are made."""
     own = b"".join(name.encode() + b"\0" + path.read_bytes() for role in ROLE_NAMES for name, path in role_files(role))
-    return images.digest(RECIPE, chroot_name, dpkg_status, passwd, group, repr(ROLES), own, " ".join(SKIPPED_PACKAGES),
+    return images.digest(RECIPE, chroot_name, dpkg_status, *etc, repr(ROLES), own, " ".join(SKIPPED_PACKAGES),
                          " ".join(UNOWNED_KEPT), " ".join(EMPTY_DIRECTORIES), "\n".join(images.SLURMD_EMPTIED),
                          " ".join(DEBIAN_BASE_PACKAGES), " ".join(SOURCE_BASE_PACKAGES))
 
@@ -363,7 +398,7 @@ def _normalized(info):  # type: ignore[no-untyped-def]
     return info
 
 
-def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, Path], users: tuple[str, str],
+def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, Path], users: tuple[str, str, str],
                   log: Callable[[str], None]) -> dict[str, Layer]:
     """Walk the chroot once, sort its files into the layers, write each."""
     merged = images._merged_usr(root)
@@ -395,7 +430,7 @@ def _write_layers(root: Path, release: SlurmRelease, directories: Mapping[str, P
         for name, source in own:  # staged: a member's mode is the staged file's
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
             (stage / name).write_bytes(source.read_bytes())
-            (stage / name).chmod(0o755)
+            (stage / name).chmod(0o755 if name.startswith("usr/local/bin/") else 0o644)
         names_own = [name for name, _ in own]
         members = [(root / d, d) for d in images.parents([*names, *names_own, *(empty if layer == BASE else ())])]
         members += [((stage if n in GENERATED else root) / n, n) for n in names]
@@ -410,10 +445,10 @@ def _role_layers(images_dir: Path, chroot_root: Path, release: SlurmRelease,
                  log: Callable[[str], None]) -> tuple[dict[str, Layer], str]:
     """The base layer and one per role, cached in ``images_dir`` (written again only when the chroot's
     packages or users, or this recipe, change), and the image user line of the chroot's passwd."""
-    passwd, group = ((chroot_root / f).read_text() for f in GENERATED)
-    users = image_users(passwd, group)
-    key = layers_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(), passwd.encode(),
-                     group.encode())
+    chroot_etc = [(chroot_root / f).read_text() for f in GENERATED]
+    users = image_etc(*chroot_etc)
+    key = layers_key(chroot_root.name, (chroot_root / "var/lib/dpkg/status").read_bytes(),
+                     *(text.encode() for text in chroot_etc))
     directories = {layer: images_dir / f"slurm-{release.name}-{layer}-{key}" for layer in (BASE, *ROLE_NAMES)}
     layers = {layer: images._load_layer(d) for layer, d in directories.items()}
     if any(layer is None for layer in layers.values()):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import sunk
+from sunk.translate.slurmcluster import desired, paths, users
 from sunk_dev import images, slurmimages
 
 pytestmark = pytest.mark.cluster
@@ -78,7 +80,7 @@ def test_each_slurm_image_runs_its_binary_as_its_user_without_build_tools(slurm_
     name = next(line.split(":")[0] for line in (root / "etc/passwd").read_text().splitlines()
                 if ":".join(line.split(":")[2:4]) == user)
     assert name == spec.user, f"{built.name} runs as {user} ({name}), not {spec.user}"
-    assert (user == "0:0") is (role == "slurmd"), f"{built.name} runs as {user}"
+    assert (user == "0:0") is (role in ("slurmd", "login")), f"{built.name} runs as {user}"  # (login: sshd)
 
     # (the client commands and slurmdbd read their configuration before they print a version: the smallest
     # that parses, as the mounted ConfigMap and Secret would give them)
@@ -130,3 +132,47 @@ def test_the_slurmd_image_carries_every_cgroup_plugin_a_slurmcluster_asks_for_wi
     for plugin in found.values():
         linked = in_image(root, "ldd", "/" + str(plugin.relative_to(root)))
         assert linked.returncode == 0 and "not found" not in linked.stdout, f"{built.name}: {plugin}: {linked.stdout}"
+
+
+@pytest.mark.every_release
+def test_the_login_image_runs_sshd_for_the_configmaps_users_whom_slurmctlds_image_knows_too(dev_cluster, tmp_path):
+    """Each release's login image: its entrypoint takes the host key and makes the users' homes, and its sshd
+    accepts this repository's configuration (``sshd -t``); the login users of a ConfigMap's files resolve in the
+    login and slurmctld images (libnss-extrausers, after /etc/passwd); no host key of the chroot came along; and
+    every account those images have is a name ``spec.login.users`` refuses (a user of that name would log in as
+    the image's account, which ``files`` finds first)."""
+    built = dict(zip(slurmimages.ROLE_NAMES,
+                     slurmimages.build_slurm_images(dev_cluster.home / "images", tmp_path / "out", dev_cluster.root,
+                                                    dev_cluster.release, sunk.__version__), strict=True))
+    alice = users.LoginUser("alice", 5001, 5001, ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEB"
+                                                  "AQEBAQEBAQEB alice",))
+    for role in ("login", "slurmctld"):
+        root = tmp_path / role
+        _, names = unpacked(built[role].archive, root)
+        accounts = {line.split(":")[0] for f in ("etc/passwd", "etc/group")
+                    for line in (root / f).read_text().splitlines() if line}
+        assert accounts <= users.RESERVED_NAMES, sorted(accounts - users.RESERVED_NAMES)
+        low, high = users.UID_RANGE  # (and no id a login user may take: its name would be the image's account's)
+        ids = {int(line.split(":")[2]) for f in ("etc/passwd", "etc/group")
+               for line in (root / f).read_text().splitlines() if line}
+        assert not {i for i in ids if low <= i <= high} - users.RESERVED_IDS, sorted(ids)
+        (root / "var/lib/extrausers").mkdir(parents=True, exist_ok=True)
+        for name, text in users.files([alice]).items():
+            (root / "var/lib/extrausers" / name).write_text(text)
+        found = in_image(root, "getent", "passwd", "alice")
+        assert found.stdout.strip() == "alice:x:5001:5001::/home/alice:/bin/bash", (role, found.stderr)
+        assert in_image(root, "getent", "group", "5001").stdout.strip() == "alice:x:5001:", role
+        if role != "login":
+            continue
+        assert not [n for n in names if n.startswith("etc/ssh/ssh_host_")], "a host key of the chroot's"
+        keys = root / "etc/sunk/ssh-host-keys"
+        keys.mkdir(parents=True)
+        (keys / paths.SSH_HOST_KEY).write_bytes(desired.ssh_key_pair(bytes(range(32)))[""])
+        (keys / paths.SSH_HOST_KEY).chmod(0o440)  # (as the kubelet leaves it under the Pod's fsGroup)
+        os.mknod(root / "dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # (what a container runtime gives)
+        checked = in_image(root, "/" + slurmimages.LOGIN_ENTRYPOINT, "-t")
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        copied = root / "run/sunk-ssh" / paths.SSH_HOST_KEY
+        assert (copied.stat().st_mode & 0o777, copied.stat().st_uid) == (0o600, 0)
+        home = (root / "home/alice").stat()
+        assert (home.st_uid, home.st_gid, home.st_mode & 0o777) == (5001, 5001, 0o700)

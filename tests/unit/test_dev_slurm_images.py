@@ -50,7 +50,7 @@ def test_every_role_is_tagged_with_the_charts_app_version_and_the_release():
     ("slurmd", "0:0", ["/usr/local/bin/sunk-slurmd"], [], {"6818/tcp": {}}),
     ("slurmrestd", "1999:1999", ["/usr/sbin/slurmrestd"], ["0.0.0.0:6820"], {"6820/tcp": {}}),
     ("slurmdbd", "64030:64030", ["/usr/sbin/slurmdbd"], ["-D"], {"6819/tcp": {}}),
-    ("login", "65532:65532", None, ["sleep", "infinity"], None),
+    ("login", "0:0", ["/usr/local/bin/sunk-login"], [], None),
     ("mariadb", "1998:1998", ["/usr/local/bin/sunk-mariadb-entrypoint"], [], {"3306/tcp": {}}),
 ])
 def test_each_role_runs_its_daemon_in_the_foreground_as_its_user_on_its_port(role, user, entrypoint, cmd, ports):
@@ -80,7 +80,7 @@ def test_every_image_the_slurmcluster_runs_has_the_uid_its_pods_run_as():
     uids = {role: int(si.slurm_spec(si.role_named(role), "0.1.0", "25.11", passwd).user.split(":")[0])
             for role in si.RENDERED_UIDS}
     assert uids == {"slurmctld": paths.SLURM_UID, "slurmdbd": paths.SLURM_UID, "slurmrestd": paths.SLURMRESTD_UID,
-                    "login": paths.LOGIN_UID, "mariadb": paths.MARIADB_UID}
+                    "login": 0, "mariadb": paths.MARIADB_UID}  # (login: sshd, root; its munged as LOGIN_UID)
 
 
 def test_every_slurm_image_carries_munged_in_the_shared_base():
@@ -92,6 +92,15 @@ def test_every_slurm_image_carries_munged_in_the_shared_base():
 def test_a_user_the_image_lacks_fails_the_build_naming_it():
     with pytest.raises(ValueError, match="'slurm'"):
         si.user_ids("root:x:0:0::/root:/bin/bash\n", "slurm")
+
+
+def test_the_dev_clusters_own_accounts_stay_out_of_the_images():
+    passwd, group = si.image_users(PASSWD + "kube:x:1001:1001::/x:/usr/sbin/nologin\n"
+                                   "sunk-pods:x:65534:65534::/x:/usr/sbin/nologin\netcd:x:995:995::/x:/bin/false\n",
+                                   GROUP + "kube:x:1001:\netcd:x:995:\n")
+    assert {line.split(":")[0] for line in passwd.splitlines()} == {"root", "slurm", "slurmrestd", "mariadb",
+                                                                    "nonroot"}
+    assert "kube" not in group and "etcd" not in group and "slurm:x:64030:" in group
 
 
 def test_image_users_are_added_once_and_an_existing_slurmrestd_is_kept():
@@ -117,12 +126,45 @@ def test_the_same_inputs_give_the_same_image_id_and_any_change_another():
 
 
 def test_the_layers_key_follows_the_chroots_packages_and_users():
-    key = si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group")
-    assert key == si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group")
-    for changed in (("chroot-trixie-2", b"status", b"passwd", b"group"),
-                    ("chroot-trixie-1", b"s2", b"passwd", b"group"),
-                    ("chroot-trixie-1", b"status", b"passwd2", b"group")):
+    key = si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group", b"nsswitch")
+    assert key == si.layers_key("chroot-trixie-1", b"status", b"passwd", b"group", b"nsswitch")
+    for changed in (("chroot-trixie-2", b"status", b"passwd", b"group", b"nsswitch"),
+                    ("chroot-trixie-1", b"s2", b"passwd", b"group", b"nsswitch"),
+                    ("chroot-trixie-1", b"status", b"passwd2", b"group", b"nsswitch"),
+                    ("chroot-trixie-1", b"status", b"passwd", b"group", b"nsswitch2")):
         assert si.layers_key(*changed) != key
+
+
+NSSWITCH = """# /etc/nsswitch.conf
+passwd:         files
+group:          files
+shadow:         files
+hosts:          files dns
+"""
+
+
+def test_the_images_look_up_users_and_groups_in_extrausers_after_files_and_nothing_else_changes():
+    """The SlurmCluster's login users (sunk.translate.slurmcluster.users) reach login and slurmctld as
+    libnss-extrausers' files: after /etc/passwd, so that no name there can be taken over."""
+    done = si.with_extrausers(NSSWITCH)
+    assert done.splitlines() == ["# /etc/nsswitch.conf", "passwd:         files extrausers",
+                                 "group:          files extrausers", "shadow:         files",
+                                 "hosts:          files dns"]
+    assert si.with_extrausers(done) == done
+    etc = si.image_etc(PASSWD, GROUP, NSSWITCH)
+    assert etc[:2] == si.image_users(PASSWD, GROUP) and etc[2] == done
+    assert si.GENERATED == ("etc/passwd", "etc/group", "etc/nsswitch.conf")
+
+
+def test_the_login_image_runs_sshd_with_this_repositorys_config_and_entrypoint():
+    assert dict(si.role_files("login")) == {si.LOGIN_ENTRYPOINT: si.IMAGE_FILES_DIR / "login-entrypoint.sh",
+                                            si.SSHD_CONFIG: si.IMAGE_FILES_DIR / "sshd_config"}
+    config = {line.split()[0]: line.split(None, 1)[1] for line in
+              (si.IMAGE_FILES_DIR / "sshd_config").read_text().splitlines() if line and not line.startswith("#")}
+    assert config["AuthorizedKeysFile"] == "/var/lib/extrausers/authorized_keys.%u"  # (users.py's, nothing else)
+    assert (config["PasswordAuthentication"], config["PermitRootLogin"], config["DisableForwarding"],
+            config["PermitUserEnvironment"], config["KbdInteractiveAuthentication"]) == ("no", "no", "yes", "no", "no")
+    assert config["HostKey"] == "/run/sunk-ssh/ssh_host_ed25519_key"
 
 
 # -- which file goes where ---------------------------------------------------------------------------
@@ -153,6 +195,19 @@ Status: install ok installed
 Depends: slurm-wlm-basic-plugins
 
 Package: munge
+Status: install ok installed
+
+Package: libnss-extrausers
+Status: install ok installed
+
+Package: openssh-server
+Status: install ok installed
+Depends: openssh-client, libpam-modules, systemd | systemd-sysv
+
+Package: openssh-client
+Status: install ok installed
+
+Package: libpam-modules
 Status: install ok installed
 
 Package: slurm-client
@@ -217,10 +272,12 @@ def test_required_packages_are_the_essential_and_required_ones():
 
 def test_packages_go_to_the_base_when_two_roles_need_them_and_build_tools_nowhere():
     plan = si.plan_packages(STATUS, from_source=False)
-    assert {"bash", "libc6", "libslurm", "slurm-wlm-basic-plugins", "munge", "slurm-client"} <= plan.base
+    assert {"bash", "libc6", "libslurm", "slurm-wlm-basic-plugins", "munge", "slurm-client",
+            "libnss-extrausers"} <= plan.base
     # libmariadb3: slurmdbd's and MariaDB's, so the base's
     assert plan.roles == {"slurmctld": {"slurmctld"}, "slurmd": {"slurmd", "libhwloc15", "curl", "libcurl4"},
-                          "slurmrestd": {"slurmrestd"}, "login": set(),
+                          "slurmrestd": {"slurmrestd"},
+                          "login": {"openssh-server", "openssh-client", "libpam-modules"},
                           "slurmdbd": {"slurmdbd", "slurm-wlm-mysql-plugin"},
                           "mariadb": {"mariadb-server-core", "mariadb-client-core"}}
     assert "libmariadb3" in plan.base
@@ -230,7 +287,8 @@ def test_packages_go_to_the_base_when_two_roles_need_them_and_build_tools_nowher
 
 def test_a_source_build_takes_its_libraries_from_debian_and_its_slurm_by_path():
     status = STATUS + "".join(f"\nPackage: {p}\nStatus: install ok installed\n"
-                              for p in (*si.SOURCE_BASE_PACKAGES, "libdbus-1-3"))
+                              for p in (*si.SOURCE_BASE_PACKAGES, "libdbus-1-3")
+                              if p not in ("munge", "libnss-extrausers"))
     plan = si.plan_packages(status, from_source=True)
     assert set(si.SOURCE_BASE_PACKAGES) <= plan.base and "slurm-client" not in plan.base
     assert "libdbus-1-3" in plan.roles["slurmd"]  # (the cgroup/v2 plugin links it; slurmd alone loads it)
@@ -245,7 +303,7 @@ def test_a_source_build_takes_its_libraries_from_debian_and_its_slurm_by_path():
         "usr/bin/sbatch": "base",  # slurmd's prolog and login both need the client commands
         "usr/lib/slurm/auth_munge.so": "base", "usr/lib/libslurm.so.44.0.0": "base",
         "usr/lib/libslurm.a": None, "usr/include/slurm/slurm.h": None, "usr/bin/cc": None,
-        "etc/passwd": None,  # (written from image_users)
+        "etc/passwd": None,  # (written from image_etc)
         "etc/shadow": None, "etc/ld.so.cache": "base", "usr/local/bin/sunk-dev": None, "slurm-1.out": None,
     }
 
