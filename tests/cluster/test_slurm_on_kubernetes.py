@@ -13,17 +13,23 @@ its own.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import shlex
+import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from kube_testns import purge_namespace, wait_default_service_account
 from syncer_harness import wait_for
 from test_chart_install import RELEASE, Release
@@ -40,12 +46,24 @@ from test_slurmcluster_pods import (
 
 import sunk
 from sunk.kube import client as kc
-from sunk.kube.resources import DEPLOYMENTS, EVENTS, NAMESPACES, NODES, NODESETS, PODS, PVCS, SECRETS, SLURMCLUSTERS
+from sunk.kube.resources import (
+    DEPLOYMENTS,
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    NODESETS,
+    PODS,
+    PVCS,
+    SECRETS,
+    SERVICES,
+    SLURMCLUSTERS,
+)
 from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
 from sunk_dev import realnode, slurmimages, slurmonk8s
+from sunk_dev.pool import apply_crds
 from sunk_dev.slurmonk8s import COMPONENTS, PVS, bind_unscheduled, pods_by_component, volume, waiting_for
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
@@ -61,6 +79,7 @@ class Installed:
     release: Release
     slurm: SlurmClient  # the cluster's own slurmrestd, as SlurmUser (the test's client, by its ClusterIP)
     real_nodes: tuple[str, ...]
+    user_key: Path  # the private key of LOGIN_USER (slurmCluster.login.users), for ssh
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +98,14 @@ def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) ->
     (tmp / "release").mkdir()
     release.values = slurmonk8s.values(slurm_release=dev_cluster.release.name, namespace=namespace, cluster=NAME,
                                        storage_class=storage_class, release=RELEASE)
+    user_key = tmp / "alice_ed25519"
+    release.values["slurmCluster"].setdefault("login", {})["users"] = [
+        {"name": LOGIN_USER, "uid": LOGIN_UID, "authorizedKeys": [_new_ssh_key(user_key) + " alice@test"]}]
     try:
         with dev_cluster.second_real_node([b for b in slurm_images_imported if b.name == slurmd_image]) as second:
             real_nodes = (realnode.NODE_NAME, second.node_name)
             assert not kc.list_objects(kube_api, SECRETS, namespace)  # (nothing made beforehand: no key either)
+            apply_crds(kube_api)  # (the release skips them: Helm never deletes a CRD, test_chart_install.py)
             try:
                 release.install()
                 try:
@@ -94,13 +117,25 @@ def installed(kube_api, dev_cluster, slurm_images_imported, tmp_path_factory) ->
                                          f"{_describe(kube_api, dev_cluster, namespace)}") from None
                 slurm = _slurm_as_slurmuser(kube_api, namespace, tmp / "jwt.key")
                 try:
-                    yield Installed(namespace, release, slurm, real_nodes)
+                    yield Installed(namespace, release, slurm, real_nodes, user_key)
                 finally:
                     slurm.close()
             finally:
                 _remove(kube_api, release, namespace)
     finally:
         delete_volumes(kube_api, namespace, pvs)
+
+
+LOGIN_USER, LOGIN_UID = "alice", 5001
+
+
+def _new_ssh_key(path: Path) -> str:
+    """An Ed25519 key written to ``path`` (mode 0600, as ssh wants it); its public line."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
 def _remove(api: Any, release: Release, namespace: str) -> None:
@@ -209,6 +244,68 @@ def test_sbatch_in_the_login_pod_runs_srun_across_the_slurmd_pods_of_two_real_no
                      f"sacct in the login Pod to show job {job}'s srun step", interval=2)
     assert shown[str(job)][1] == "COMPLETED"
     assert sorted(expand(shown[f"{job}.0"][0])) == node_names
+
+
+def _ssh(installed: Installed, address: str, known_hosts: Path, *argv: str, user: str = LOGIN_USER,
+         key: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``ssh user@address argv`` with the key, checking the host key against ``known_hosts`` only."""
+    return subprocess.run(
+        ["ssh", "-F", "none", "-i", str(key or installed.user_key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts}", "-o", "ConnectTimeout=10",
+         "-o", "LogLevel=ERROR", f"{user}@{address}", "--", shlex.join(argv)],  # (the login shell splits it)
+        capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_login_user_sshes_into_the_login_service_and_runs_a_job_as_their_own_uid(kube_api, installed, tmp_path):
+    """ssh to the login Service (its ClusterIP, port 22) as ``alice`` of ``slurmCluster.login.users``, the host
+    checked against the key the operator generated: ``sbatch --wait`` there runs as her uid on a slurmd Pod
+    (slurmctld knows her from the same ConfigMap: a uid it cannot resolve fails the launch) and ``sacct`` shows it
+    as hers. What she cannot do: log in as root or with another key, read the host key or the munge key, forward
+    a connection."""
+    namespace = installed.namespace
+    service = kc.get(kube_api, SERVICES, f"{NAME}-login", namespace)
+    address = service["spec"]["clusterIP"]
+    assert service["spec"]["ports"][0]["port"] == 22
+    host_key = kc.get(kube_api, SECRETS, f"{NAME}-login-host-keys", namespace)["data"]["ssh_host_ed25519_key.pub"]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"{address} {base64.b64decode(host_key).decode()}")
+
+    # (the Service's endpoints follow the login Pod's readiness: give kube-proxy a moment after the install)
+    who = wait_for(lambda: (done := _ssh(installed, address, known_hosts, "id", "-u", "-n")).returncode == 0 and done,
+                   60, "ssh to the login Service as alice", interval=2)
+    assert who.stdout.strip() == LOGIN_USER
+    done = _ssh(installed, address, known_hosts, "sbatch", "--wait", "--parsable", "-N1", "-p", "gpu",
+                "--chdir=/tmp", "-o", "/dev/null", "--wrap", "test $(id -u) = 5001")
+    assert done.returncode == 0, f"rc {done.returncode}: {done.stdout}{done.stderr}"
+    job = int(done.stdout.strip().split(";")[0])
+    ran = installed.slurm.get_job(job)
+    assert (ran.state, ran.user_id) == ("COMPLETED", LOGIN_UID), ran
+
+    def accounted() -> str:
+        listed = _ssh(installed, address, known_hosts, "sacct", "-j", str(job), "-X", "-n", "-P",
+                      "-o", "UID,User,State")
+        return listed.stdout.strip() if listed.returncode == 0 else ""
+
+    wait_for(lambda: accounted() == f"{LOGIN_UID}|{LOGIN_USER}|COMPLETED", 60, f"sacct to show job {job} as alice's",
+             interval=2)
+
+    # what she cannot do
+    refused = _ssh(installed, address, known_hosts, "true", user="root")
+    assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused
+    other = tmp_path / "other_ed25519"
+    _new_ssh_key(other)
+    refused = _ssh(installed, address, known_hosts, "true", key=other)
+    assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused
+    secrets = _ssh(installed, address, known_hosts, "sh", "-c",
+                   "cat /etc/sunk/ssh-host-keys/ssh_host_ed25519_key /run/sunk-ssh/ssh_host_ed25519_key; "
+                   "ls /etc/munge-key /etc/munge 2>&1")
+    assert "PRIVATE KEY" not in secrets.stdout and "munge.key" not in secrets.stdout, secrets.stdout
+    forwarded = subprocess.run(
+        ["ssh", "-F", "none", "-i", str(installed.user_key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts}",
+         "-W", f"{NAME}-slurmctld-0.{NAME}-slurmctld:6817", f"{LOGIN_USER}@{address}"],
+        capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert forwarded.returncode != 0 and "prohibited" in forwarded.stderr, forwarded
 
 
 def _lock_taints(api: Any, node: str) -> list[dict[str, Any]]:

@@ -185,13 +185,17 @@ def test_every_pod_of_the_slurm_cluster_becomes_ready_on_the_real_node(kube_api,
     assert [s["restartCount"] for s in maria["status"]["containerStatuses"]] == [0]
 
 
-def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, running_cluster):
-    """login's readiness probe is ``scontrol ping``."""
+def test_the_login_pods_scontrol_ping_reaches_slurmctld_through_munge(kube_api, dev_cluster, running_cluster):
+    """In the login Pod, ``scontrol ping`` reaches slurmctld through its munged sidecar and cluster DNS (the Pod's
+    readiness is its sshd's port: a login node stays reachable while slurmctld restarts)."""
     namespace = running_cluster.namespace
     wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
     (login,) = pods_by_component(kube_api, namespace)["login"]
-    assert login["spec"]["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
+    assert login["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 22}
     assert ready(login)
+    done = dev_cluster.kubectl("exec", "-n", namespace, login["metadata"]["name"], "-c", "login", "--",
+                               "scontrol", "ping", check=False)
+    assert done.returncode == 0 and "is UP" in done.stdout, done.stdout + done.stderr
 
 
 def _container_log(namespace: str, pod: str, container: str) -> str:

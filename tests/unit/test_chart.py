@@ -13,6 +13,7 @@ import base64
 import copy
 import datetime
 import itertools
+import json
 import re
 import socket
 import ssl
@@ -1224,8 +1225,9 @@ def test_the_operators_rbac_is_exactly_what_the_slurm_cluster_reconciler_writes(
         assert {rule for rule in rules if rule[0] not in ("patch", "get")} == {("create", ())} | (
             {("list", ()), ("watch", ())} if (group, resource) in watched else set()), resource
     assert rules_for(role, "secrets") == {("create", ()), ("get", ("prod-munge-key", "prod-jwt-key",
-                                                                   "prod-db-password"))}
-    assert {w.name for w in plan.secrets} == {"prod-munge-key", "prod-jwt-key", "prod-db-password"}
+                                                                   "prod-db-password", "prod-login-host-keys"))}
+    assert {w.name for w in plan.secrets} == {"prod-munge-key", "prod-jwt-key", "prod-db-password",
+                                              "prod-login-host-keys"}
 
     assert verbs(role, "slurmclusters", "sunk.coreweave.com") == {"get", "list", "watch"}
     assert verbs(role, "slurmclusters/status", "sunk.coreweave.com") == {"patch"}
@@ -1241,7 +1243,8 @@ def test_the_operator_may_get_exactly_the_secrets_its_slurm_cluster_mounts():
                                   "name": "db-pw", "key": "password"}}}}}
     role = find(render(values), "Role", "sunk-operator", NS)
     (read,) = [set(names_) for verb, names_ in rules_for(role, "secrets") if verb == "get"]
-    assert read == {"prod-munge-key", "prod-jwt-key", "prod-db-password", "site-munge", "site-jwt", "db-pw"}
+    assert read == {"prod-munge-key", "prod-jwt-key", "prod-db-password", "prod-login-host-keys", "site-munge",
+                    "site-jwt", "db-pw"}
 
 
 # ---- placement ---------------------------------------------------------------------------------
@@ -1626,3 +1629,30 @@ def test_without_a_scheduler_the_syncer_counts_no_pod_as_sunks():
 def test_the_annotation_policy_value_is_a_boolean():
     assert "annotationPolicy" in refusal({"annotationPolicy": {"admission": "yes"}})
     assert "annotationPolicy" in refusal({"annotationPolicy": {"webhook": True}})
+
+
+def test_the_login_users_reach_the_slurm_cluster_and_the_values_schema_refuses_a_bad_one():
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEB alice@laptop"
+    values = copy.deepcopy(SLURM_CLUSTER)
+    values["slurmCluster"]["login"] = {"users": [{"name": "alice", "uid": 5001, "authorizedKeys": [key]}]}
+    obj = find(render(values), "SlurmCluster", "prod", NS)
+    assert obj["spec"]["login"]["users"] == [{"name": "alice", "uid": 5001, "authorizedKeys": [key]}]
+    values["slurmCluster"]["login"] = {"users": [{"name": "root", "uid": 0}]}
+    assert "uid" in refusal(values)
+    values["slurmCluster"]["login"] = {"users": [{"name": "alice", "uid": 5001, "shell": "/bin/sh"}]}
+    assert "shell" in refusal(values)
+
+
+def test_the_values_schema_refuses_the_login_users_the_operator_refuses():
+    """helm install says it at once, instead of a SlurmCluster applied nowhere (SpecValid False)."""
+    from sunk.translate.slurmcluster import users
+
+    schema = json.loads((chart.CHART / "values.schema.json").read_text())
+    item = schema["properties"]["slurmCluster"]["properties"]["login"]["properties"]["users"]["items"]
+    assert set(item["properties"]["name"]["not"]["enum"]) == users.RESERVED_NAMES
+    assert set(item["properties"]["uid"]["not"]["enum"]) == set(item["properties"]["gid"]["not"]["enum"]) == \
+        users.RESERVED_IDS
+    assert (item["properties"]["uid"]["minimum"], item["properties"]["uid"]["maximum"]) == users.UID_RANGE
+    values = copy.deepcopy(SLURM_CLUSTER)
+    values["slurmCluster"]["login"] = {"users": [{"name": "slurm", "uid": 5001}]}
+    assert "users" in refusal(values)

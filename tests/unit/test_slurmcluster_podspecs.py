@@ -80,7 +80,7 @@ def test_slurmrestd_passes_tokens_on_as_auth_jwt():
 
 @pytest.mark.parametrize("component, uid", [
     ("slurmctld", paths.SLURM_UID), ("slurmdbd", paths.SLURM_UID), ("slurmrestd", paths.SLURMRESTD_UID),
-    ("mariadb", paths.MARIADB_UID), ("login", paths.LOGIN_UID)])
+    ("mariadb", paths.MARIADB_UID)])
 def test_every_container_runs_restricted_as_its_images_user_who_owns_the_pods_fresh_volumes(component, uid):
     pod = pods()[component]
     assert pod["securityContext"]["fsGroup"] == uid
@@ -88,6 +88,55 @@ def test_every_container_runs_restricted_as_its_images_user_who_owns_the_pods_fr
         context = container["securityContext"]
         assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (uid, uid, True)
         assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
+
+
+# Pod Security "baseline" allows adding these capabilities, and no other.
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+
+def test_the_login_pods_sshd_is_root_within_baseline_and_its_munged_is_restricted():
+    pod = pods()["login"]
+    (login,) = pod["containers"]
+    (munged,) = pod["initContainers"]
+    sshd = login["securityContext"]
+    assert (sshd["runAsUser"], sshd["runAsNonRoot"], sshd["allowPrivilegeEscalation"]) == (0, False, False)
+    assert sshd["capabilities"]["drop"] == ["ALL"]
+    assert set(sshd["capabilities"]["add"]) <= BASELINE_CAPABILITIES - {"DAC_OVERRIDE", "SETFCAP", "MKNOD"}
+    assert sshd["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "privileged" not in sshd and "hostPID" not in pod and "hostNetwork" not in pod
+    context = munged["securityContext"]
+    assert (context["runAsUser"], context["runAsNonRoot"], context["capabilities"]) == (paths.LOGIN_UID, True,
+                                                                                          {"drop": ["ALL"]})
+    assert pod["securityContext"] == {"fsGroup": paths.LOGIN_GID}  # (the key: mode 0440 for munged's group)
+    assert pod["automountServiceAccountToken"] is False  # (no user of the login Pod holds a Kubernetes token)
+
+
+def test_the_login_pod_mounts_the_users_and_its_host_key_and_slurmctld_the_users():
+    found = pods()
+    login = found["login"]
+    mounts = mount_paths(login["containers"][0])
+    assert mounts[paths.USERS_DIR] == "login-users" and mounts[paths.SSH_HOST_KEYS_DIR] == "ssh-host-keys"
+    volumes = {v["name"]: v for v in login["volumes"]}
+    assert volumes["login-users"] == {"name": "login-users", "configMap": {"name": "sc-login-users"}}
+    assert volumes["ssh-host-keys"]["secret"] == {"secretName": "sc-login-host-keys", "defaultMode": 0o400,
+                                                  "items": [{"key": paths.SSH_HOST_KEY, "path": paths.SSH_HOST_KEY}]}
+    assert login["containers"][0]["ports"] == [{"name": "ssh", "containerPort": 22}]
+    ctld = found["slurmctld"]
+    assert mount_paths(ctld["containers"][0])[paths.USERS_DIR] == "login-users"
+    assert {"name": "login-users", "configMap": {"name": "sc-login-users"}} in ctld["volumes"]
+    for component in ("slurmdbd", "slurmrestd", "mariadb"):  # (who needs no user's name)
+        assert paths.USERS_DIR not in mount_paths(found[component]["containers"][0]), component
+
+
+def test_the_login_service_serves_ssh_as_the_spec_says():
+    obj = cluster()
+    obj["spec"]["login"] = {"service": {"type": "LoadBalancer"}}
+    plan = decide(Facts(obj, ["gpu"]))
+    (service,) = [o for o in plan.objects if o["kind"] == "Service" and o["metadata"]["name"] == "sc-login"]
+    assert service["spec"]["type"] == "LoadBalancer" and service["spec"]["externalTrafficPolicy"] == "Local"
+    assert service["spec"]["ports"] == [{"name": "login", "port": 22, "targetPort": 22, "protocol": "TCP"}]
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "login"
 
 
 def test_what_the_daemons_write_is_a_volume_of_the_pod():

@@ -111,9 +111,9 @@ def test_the_first_reconcile_makes_the_keys_and_applies_every_object(monkeypatch
     world = World(monkeypatch)
     assert world.reconcile() is None
     creates = [c for c in world.api.calls if c[0] == "create"]
-    assert creates[:3] == [("create", "secrets", "sc-munge-key"), ("create", "secrets", "sc-jwt-key"),
-                           ("create", "secrets", "sc-db-password")]
-    assert {c[1:] for c in creates[3:]} == {c[1:3] for c in world.api.calls if c[0] == "apply"}  # made, then owned
+    assert creates[:4] == [("create", "secrets", "sc-munge-key"), ("create", "secrets", "sc-jwt-key"),
+                           ("create", "secrets", "sc-db-password"), ("create", "secrets", "sc-login-host-keys")]
+    assert {c[1:] for c in creates[4:]} == {c[1:3] for c in world.api.calls if c[0] == "apply"}  # made, then owned
     applies = [c for c in world.api.calls if c[0] == "apply"]
     assert applies[0] == ("apply", "configmaps", "sc-slurm-config", "sunk-operator force=True")
     assert {(c[1], c[2]) for c in applies} >= {("statefulsets", "sc-slurmctld"), ("deployments", "sc-slurmrestd"),
@@ -143,7 +143,7 @@ def test_a_key_already_there_is_never_replaced_and_used_when_it_is_the_operators
     jwt = world.api.one("secrets", "sc-jwt-key")
     assert jwt is not None and jwt["data"] == {"jwt_hs256.key": "b2xk"}
     assert not [e for e in world.recorder.events if "sc-jwt-key" in e[2]]
-    assert [e[1] for e in world.recorder.events].count("GeneratedKey") == 2
+    assert [e[1] for e in world.recorder.events].count("GeneratedKey") == 3  # (munge, database, ssh host)
     assert world.conditions()["ObjectsOwned"] == ("True", "Owned")
 
 

@@ -249,7 +249,8 @@ def test_every_object_is_owned_labelled_and_in_the_clusters_namespace():
     assert set(found) == {("ConfigMap", "sc-slurm-config"), ("Service", "sc-slurmctld"),
                           ("StatefulSet", "sc-slurmctld"), ("Service", "sc-mariadb"), ("StatefulSet", "sc-mariadb"),
                           ("Service", "sc-slurmdbd"), ("StatefulSet", "sc-slurmdbd"), ("Service", "sc-slurmrestd"),
-                          ("Deployment", "sc-slurmrestd"), ("Deployment", "sc-login")}
+                          ("Deployment", "sc-slurmrestd"), ("Deployment", "sc-login"), ("Service", "sc-login"),
+                          ("ConfigMap", "sc-login-users")}
     for obj in found.values():
         meta = obj["metadata"]
         assert meta["namespace"] == "slurm" and meta["labels"][names.LABEL_SLURM_CLUSTER] == "sc"
@@ -280,7 +281,7 @@ def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the
                                                              "resources": {"requests": {"storage": "10Gi"}}}}
     assert mounts(sts) == {"/etc/slurm": "slurm-config", "/run/munge": "sunk-munge-socket",
                            "/var/run/sunk/jwt": "jwt-key", "/var/spool/slurmctld": "state",
-                           "/run/slurmctld": "slurmctld-run"}
+                           "/run/slurmctld": "slurmctld-run", "/var/lib/extrausers": "login-users"}
     (container,) = spec["template"]["spec"]["containers"]
     assert not any("subPath" in m for m in container["volumeMounts"])
     assert spec["template"]["spec"]["automountServiceAccountToken"] is False
@@ -308,19 +309,21 @@ def test_a_backup_controller_shares_one_read_write_many_claim():
 def test_each_pod_mounts_only_the_keys_it_uses():
     found = objects()
     assert set(mounts(found[("Deployment", "sc-slurmrestd")])) == {"/etc/slurm", "/run/munge"}  # no JWT key
-    assert set(mounts(found[("Deployment", "sc-login")])) == {"/etc/slurm", "/run/munge"}  # the key is munged's
+    assert set(mounts(found[("Deployment", "sc-login")])) == {  # the munge key is munged's
+        "/etc/slurm", "/run/munge", "/var/lib/extrausers", "/etc/sunk/ssh-host-keys"}
     # slurmdbd: the socket of its munged, the JWT key, and its own slurmdbd.conf (with the password), not the
     # password's Secret, which only the init container writing that file mounts
     assert set(mounts(found[("StatefulSet", "sc-slurmdbd")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
                                                                   "/etc/slurm-dbd", "/run/slurmdbd"}
     assert set(mounts(found[("StatefulSet", "sc-slurmctld")])) == {"/etc/slurm", "/run/munge", "/var/run/sunk/jwt",
-                                                                   "/var/spool/slurmctld", "/run/slurmctld"}
+                                                                   "/var/spool/slurmctld", "/run/slurmctld",
+                                                                   "/var/lib/extrausers"}
 
 
-def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():
+def test_the_login_pod_is_ready_when_sshd_accepts_and_speaks_munge_through_its_sidecar():
     pod = objects()[("Deployment", "sc-login")]["spec"]["template"]["spec"]
     (login,) = pod["containers"]
-    assert login["readinessProbe"]["exec"] == {"command": ["scontrol", "ping"]} and "ports" not in login
+    assert login["readinessProbe"]["tcpSocket"] == {"port": 22}  # (sshd accepts: reachable while slurmctld is not)
     assert {"name": "SLURM_CONF", "value": "/etc/slurm/slurm.conf"} in login["env"]
     (munged,) = pod["initContainers"]
     assert munged["name"] == "munged" and munged["restartPolicy"] == "Always" and munged["image"] == IMAGES["login"]
@@ -329,12 +332,12 @@ def test_the_login_pod_is_ready_when_slurm_answers_through_its_munged_sidecar():
     assert pod["securityContext"] == {"fsGroup": 65532}  # munged runs as the image's user and reads the key
 
 
-def test_the_login_pods_containers_run_restricted_as_the_login_user():
+def test_the_login_pods_munged_runs_restricted_as_the_login_user_and_reads_the_key_by_its_group():
     pod = objects()[("Deployment", "sc-login")]["spec"]["template"]["spec"]
     restricted = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,
                   "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    (login,), (munged,) = pod["containers"], pod["initContainers"]
-    assert login["securityContext"] == restricted and munged["securityContext"] == restricted
+    (munged,) = pod["initContainers"]
+    assert munged["securityContext"] == restricted
     # munged as that non-root user reads the key through the group: the Pod's fsGroup is its group, and the
     # key's mode (0400, widened to 0440 for the fsGroup by the kubelet) lets the group read
     assert pod["securityContext"]["fsGroup"] == munged["securityContext"]["runAsGroup"]
@@ -370,11 +373,11 @@ def test_an_external_database_runs_no_mariadb_and_its_secret_is_the_authors():
                                               "items": [{"key": "pw", "path": "password"}]}} in volumes
 
 
-def test_replicas_images_and_no_login_service_while_the_image_runs_no_sshd():
+def test_replicas_images_and_the_login_service():
     found = objects(cluster(slurmrestd={"replicas": 3}, login={"replicas": 2, "service": {"type": "LoadBalancer"}}))
     assert found[("Deployment", "sc-slurmrestd")]["spec"]["replicas"] == 3
     assert found[("Deployment", "sc-login")]["spec"]["replicas"] == 2
-    assert ("Service", "sc-login") not in found
+    assert found[("Service", "sc-login")]["spec"]["type"] == "LoadBalancer"
     for kind, name in found:
         for container in (found[(kind, name)].get("spec", {}).get("template", {}).get("spec", {})
                           .get("containers", [])):
@@ -388,11 +391,12 @@ def test_keys_are_wanted_only_when_not_brought():
     def wanted(obj: dict[str, Any]) -> set[str]:
         return {w.name for w in decide(Facts(obj, ["gpu"])).secrets}
 
-    assert wanted(cluster()) == {"sc-munge-key", "sc-jwt-key", "sc-db-password"}
+    assert wanted(cluster()) == {"sc-munge-key", "sc-jwt-key", "sc-db-password", "sc-login-host-keys"}
     assert wanted(cluster(keys={"munge": {"existingSecret": "m"}, "jwt": {"existingSecret": "j"}})) == {
-        "sc-db-password"}
+        "sc-db-password", "sc-login-host-keys"}
     assert wanted(cluster(slurmdbd={"enabled": False}, images={
-        k: v for k, v in IMAGES.items() if k not in ("slurmdbd", "mariadb")})) == {"sc-munge-key", "sc-jwt-key"}
+        k: v for k, v in IMAGES.items() if k not in ("slurmdbd", "mariadb")})) == {"sc-munge-key", "sc-jwt-key",
+                                                                                  "sc-login-host-keys"}
     brought = objects(cluster(keys={"munge": {"existingSecret": "m"}}))
     for name in ("sc-slurmctld", "sc-slurmdbd"):
         assert {"name": "sunk-munge-key", "secret": {"secretName": "m", "defaultMode": 0o400, "items": [

@@ -23,10 +23,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from attrs import frozen
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from sunk.model import names
 
-from . import paths
+from . import paths, users
 from .mounts import munge_socket_mount, munged_sidecar, munged_volumes, restricted_security_context
 from .slurmconf import ConfigFiles
 from .spec import SlurmClusterSpec, Volume
@@ -153,6 +155,10 @@ def _service(spec: SlurmClusterSpec, owner: Obj, component: str, port: int, *, h
         body.update(clusterIP="None", publishNotReadyAddresses=True)
     else:
         body["type"] = service_type
+        if service_type != "ClusterIP":
+            # The client's own address reaches the Pod (sshd's per-source limits then count each client, not the
+            # Node that forwarded it), and only Nodes with a ready Pod answer.
+            body["externalTrafficPolicy"] = "Local"
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": _meta(spec, owner, paths.name(spec, component), component), "spec": body}
 
@@ -167,7 +173,7 @@ def config_map(spec: SlurmClusterSpec, owner: Obj, config: ConfigFiles) -> Obj:
 def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFiles) -> list[Obj]:
     """Every object to apply, the ConfigMap first (the Pods mount it), each Service before its workload."""
     owner = owner_reference(cluster)
-    out = [config_map(spec, owner, config)]
+    out = [config_map(spec, owner, config), users_config_map(spec, owner)]
 
     volumes, mounts = _volumes(spec, jwt=True)
     state_mount = {"name": "state", "mountPath": paths.STATE_DIR}
@@ -180,9 +186,10 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
         volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": state_claim}})
     else:
         claims.append(_claim("state", spec.state_volume))
-    volumes.append({"name": "slurmctld-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+    volumes += [{"name": "slurmctld-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}, _users_volume(spec)]
     ctld = _container(spec, "slurmctld", paths.SLURMCTLD_PORT,
-                      [*mounts, state_mount, {"name": "slurmctld-run", "mountPath": paths.SLURMCTLD_RUN_DIR}])
+                      [*mounts, state_mount, {"name": "slurmctld-run", "mountPath": paths.SLURMCTLD_RUN_DIR},
+                       USERS_MOUNT])
     ctld_template = _run_as(_with_munged(_pod_template(spec, "slurmctld", ctld, volumes), spec.image("slurmctld"),
                                          paths.munge_secret(spec)), paths.SLURM_UID)
     out.append(_service(spec, owner, "slurmctld", paths.SLURMCTLD_PORT, headless=True))
@@ -220,8 +227,24 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
                                                 spec.image("slurmrestd"), paths.munge_secret(spec)),
                                    paths.SLURMRESTD_UID)))
 
+    out.append(_service(spec, owner, "login", paths.SSH_PORT, service_type=spec.login_service_type))
     out.append(_deployment(spec, owner, "login", spec.login_replicas, login_template(spec)))
     return out
+
+
+USERS_MOUNT: Obj = {"name": "login-users", "mountPath": paths.USERS_DIR, "readOnly": True}
+
+
+def _users_volume(spec: SlurmClusterSpec) -> Obj:
+    return {"name": "login-users", "configMap": {"name": paths.users_configmap(spec)}}
+
+
+def users_config_map(spec: SlurmClusterSpec, owner: Obj) -> Obj:
+    """The login users (users.py), for the login Pods' sshd and nss and slurmctld's nss: made even with no user,
+    so that each mount has its files. Not hashed into any Pod: an update reaches them where they run."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(spec, owner, paths.users_configmap(spec), "login"),
+            "data": users.files(spec.login_users)}
 
 
 # Writes slurmdbd's own slurmdbd.conf: the ConfigMap's text and StoragePass from the password file, mode 0600
@@ -281,22 +304,42 @@ def mariadb_template(spec: SlurmClusterSpec) -> Obj:
     return _run_as(_pod_template(spec, "mariadb", maria, [_db_password_volume(spec)]), paths.MARIADB_UID)
 
 
+# What sshd needs beside root's uid: a session's setuid, setgid and chroot (privilege separation), its pty's
+# chown and chmod, signals to a user's processes, the login record, port 22. All within Pod Security "baseline".
+LOGIN_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "FOWNER", "KILL", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT")
+
+
+def login_security_context() -> Obj:
+    """sshd's: root with ``LOGIN_CAPABILITIES`` only and no privilege escalation (no_new_privs: no user's
+    process gains anything from a setuid file), the runtime's default seccomp filter."""
+    return {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": list(LOGIN_CAPABILITIES)},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def login_template(spec: SlurmClusterSpec) -> Obj:
-    """The login Pod: the Slurm commands with the configuration, and munged as a native sidecar (their
-    credentials are munge's), from the login image, which carries it. The image runs no sshd (users reach
-    it with ``kubectl exec``), so there is no port and no Service: it is ready once ``scontrol ping``
-    reaches slurmctld with the mounted configuration and munge. Both containers run restricted as the image's
-    user (LOGIN_UID, not root): munged reads the key through the Pod's fsGroup (mode 0440, group LOGIN_GID).
-    That uid is the login shell's too, so whoever can exec into the Pod can read the key (docs/security.md)."""
+    """The login Pod: sshd (the login image's entrypoint), where each of ``spec.login.users`` logs in with one of
+    their keys and runs the Slurm commands as their own uid, with the configuration, and munged as a native
+    sidecar (the commands' credentials are munge's, of the caller's uid). sshd runs as root
+    (``login_security_context``: Pod Security "baseline"; a namespace enforcing "restricted" refuses the Pod).
+    munged runs restricted as the image's unprivileged user and is the only container that mounts the munge key
+    (mode 0440, group LOGIN_GID through fsGroup): no login user, nor root in the login container, can read it
+    (root there is Slurm's root all the same: munged vouches for its uid 0). Ready once sshd accepts: a login
+    node stays reachable, to its users' files, while slurmctld restarts."""
     volumes, config_mounts = _volumes(spec, jwt=False)
-    restricted = restricted_security_context(paths.LOGIN_UID, paths.LOGIN_GID)
+    host_keys = _secret_volume("ssh-host-keys", paths.ssh_host_secret(spec), paths.SSH_HOST_KEY, paths.SSH_HOST_KEY)
+    host_keys["secret"]["defaultMode"] = 0o400
     login = {"name": "login", "image": spec.image("login"),
              "env": [{"name": "SLURM_CONF", "value": paths.SLURM_CONF}],
-             "readinessProbe": {"exec": {"command": ["scontrol", "ping"]}, "periodSeconds": 10, "timeoutSeconds": 5},
-             "securityContext": restricted,
-             "volumeMounts": [*config_mounts, munge_socket_mount()]}
-    template = _pod_template(spec, "login", login, [*volumes, *munged_volumes(paths.munge_secret(spec))])
-    template["spec"]["initContainers"] = [munged_sidecar(spec.image("login"), restricted)]
+             "ports": [{"name": "ssh", "containerPort": paths.SSH_PORT}],
+             "readinessProbe": {"tcpSocket": {"port": paths.SSH_PORT}, "periodSeconds": 10},
+             "securityContext": login_security_context(),
+             "volumeMounts": [*config_mounts, munge_socket_mount(), USERS_MOUNT,
+                              {"name": "ssh-host-keys", "mountPath": paths.SSH_HOST_KEYS_DIR, "readOnly": True}]}
+    template = _pod_template(spec, "login", login, [*volumes, _users_volume(spec), host_keys,
+                                                    *munged_volumes(paths.munge_secret(spec))])
+    template["spec"]["initContainers"] = [
+        munged_sidecar(spec.image("login"), restricted_security_context(paths.LOGIN_UID, paths.LOGIN_GID))]
     template["spec"]["securityContext"] = {"fsGroup": paths.LOGIN_GID}
     return template
 
@@ -313,11 +356,12 @@ class WantedSecret:
     key: str
     size: int
     text: bool = False
+    ssh: bool = False  # an Ed25519 key pair in OpenSSH's formats, from ``size`` (32) random bytes: key, key.pub
 
 
 def mounted_secrets(spec: SlurmClusterSpec) -> list[str]:
     """The names of every Secret the Pods mount: the generated keys' and those the spec names."""
-    out = [paths.munge_secret(spec), paths.jwt_secret(spec)]
+    out = [paths.munge_secret(spec), paths.jwt_secret(spec), paths.ssh_host_secret(spec)]
     if spec.accounting:
         out.append(paths.db_secret(spec))
     return out
@@ -331,6 +375,7 @@ def wanted_secrets(spec: SlurmClusterSpec) -> list[WantedSecret]:
         out.append(WantedSecret(paths.jwt_secret(spec), paths.JWT_KEY, 64))
     if spec.accounting and spec.external_database is None:
         out.append(WantedSecret(paths.db_secret(spec), paths.DB_PASSWORD_KEY, 32, text=True))
+    out.append(WantedSecret(paths.ssh_host_secret(spec), paths.SSH_HOST_KEY, 32, ssh=True))
     return out
 
 
@@ -355,6 +400,17 @@ def secret_object(spec: SlurmClusterSpec, wanted: WantedSecret, material: bytes)
         value = material[:wanted.size]
     if len(value) < wanted.size:
         raise ValueError(f"{wanted.name}: not enough random bytes for a key of {wanted.size}")
+    data = ssh_key_pair(value) if wanted.ssh else {"": value}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": wanted.name, "namespace": spec.namespace, "labels": labels(spec, "keys")},
-            "data": {wanted.key: base64.b64encode(value).decode()}}
+            "data": {wanted.key + suffix: base64.b64encode(v).decode() for suffix, v in data.items()}}
+
+
+def ssh_key_pair(seed: bytes) -> dict[str, bytes]:
+    """An Ed25519 key from its 32-byte ``seed``: the private key in OpenSSH's format (suffix "") and the public
+    key line (".pub", what a user's known_hosts takes)."""
+    key = ed25519.Ed25519PrivateKey.from_private_bytes(seed)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return {"": private, ".pub": public + b"\n"}

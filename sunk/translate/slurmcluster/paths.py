@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from .spec import SlurmClusterSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (spec reads the users, whose ids are checked against these)
+    from .spec import SlurmClusterSpec
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
 MARIADB_PORT = 3306
+SSH_PORT = 22  # the login Pods' sshd, behind the login Service
 # Each image's user by number: the Pods run as it (runAsUser) and own their fresh volumes through it
 # (fsGroup). The image build (dev/sunk_dev/slurmimages.py) refuses an image whose user has another uid.
 # The login image's user (nonroot, dev/sunk_dev/images.py NONROOT_UID): munged beside it reads the key as this group.
@@ -47,6 +51,13 @@ DB_PASSWORD_FILE = f"{DB_PASSWORD_DIR}/{DB_PASSWORD_KEY}"
 SLURMDBD_CONF_DIR = "/etc/slurm-dbd"
 SLURMDBD_RUN_DIR = "/run/slurmdbd"  # slurmdbd.conf's PidFile: an emptyDir (/run is root's)
 SLURMCTLD_RUN_DIR = "/run/slurmctld"  # slurm.conf's SlurmctldPidFile: an emptyDir, as slurmdbd's
+# The login users (users.py): libnss-extrausers' directory in the login and slurmctld images, the ConfigMap's mount.
+USERS_DIR = "/var/lib/extrausers"
+# The login Pods' sshd host key: a generated Secret (OpenSSH's format), which the login image's entrypoint
+# copies to a directory of root's own with mode 0600 (a Secret's file under fsGroup is group readable, which
+# sshd refuses for a host key).
+SSH_HOST_KEYS_DIR = "/etc/sunk/ssh-host-keys"
+SSH_HOST_KEY = "ssh_host_ed25519_key"
 MARIADB_DATA_DIR = "/var/lib/mysql"  # the volume; MariaDB's datadir is a directory under it (not lost+found's)
 
 
@@ -71,6 +82,14 @@ def controller_address(spec: SlurmClusterSpec, host: str) -> str:
 
 def config_configmap(spec: SlurmClusterSpec) -> str:
     return name(spec, "slurm-config")
+
+
+def users_configmap(spec: SlurmClusterSpec) -> str:
+    return name(spec, "login-users")
+
+
+def ssh_host_secret(spec: SlurmClusterSpec) -> str:
+    return name(spec, "login-host-keys")
 
 
 def munge_secret(spec: SlurmClusterSpec) -> str:

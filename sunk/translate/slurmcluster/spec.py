@@ -19,6 +19,7 @@ from attrs import field, frozen
 from sunk.translate import selectors
 
 from .lines import check_line, check_pair
+from .users import LoginUser, read_users
 
 # The Slurm releases sunk speaks to (docs/compatibility.md: v0.0.42 is served by all of them).
 RELEASES = ("24.11", "25.05", "25.11", "26.05")
@@ -108,6 +109,7 @@ class SlurmClusterSpec:
     restd_replicas: int = 1
     login_replicas: int = 1
     login_service_type: str = "ClusterIP"
+    login_users: tuple[LoginUser, ...] = field(converter=_strs, factory=tuple)  # users.py: ssh and slurmctld's
     munge_secret: str = ""  # an existing Secret (key munge.key); "": generated once, kept
     jwt_secret: str = ""  # an existing Secret (key jwt_hs256.key); "": generated once, kept
     # The chart's slurm-hooks ConfigMap (hooks.env, prolog.sh, epilog.sh) for its NodeSets' slurmd Pods; "": none
@@ -241,6 +243,8 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
     service_type = r.string(r.obj(login, "service", "spec.login"), "type", "spec.login.service", "ClusterIP")
     if service_type not in SERVICE_TYPES:
         r.problems.append(f"spec.login.service.type {service_type[:20]!r} is not one of {', '.join(SERVICE_TYPES)}")
+    login_users, problems = read_users(login.get("users"))
+    r.problems.extend(problems)
     keys = r.obj(spec, "keys", "spec")
 
     gres_types = []
@@ -278,7 +282,7 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
         external_database=external,
         restd_replicas=r.integer(restd, "replicas", "spec.slurmrestd", 1, 1, MAX_REPLICAS),
         login_replicas=r.integer(login, "replicas", "spec.login", 1, 0, MAX_REPLICAS),
-        login_service_type=service_type,
+        login_service_type=service_type, login_users=login_users,
         munge_secret=r.string(r.obj(keys, "munge", "spec.keys"), "existingSecret", "spec.keys.munge", "",
                               DNS_SUBDOMAIN, "a Secret name"),
         jwt_secret=r.string(r.obj(keys, "jwt", "spec.keys"), "existingSecret", "spec.keys.jwt", "", DNS_SUBDOMAIN,
