@@ -860,8 +860,16 @@ class DevCluster:
         # (slurm: Debian's packages make it with this uid; a release built from source has none)
         for user, uid in (("slurm", 64030), ("slurmrestd", 1999), ("kube", 1001)):
             if run(["chroot", str(root), "id", user], check=False).returncode != 0:
-                run(["chroot", str(root), "useradd", "--uid", str(uid), "--user-group", "--no-create-home",
+                # The group first, with the uid's number: useradd --user-group takes the next free gid for a uid
+                # above GID_MAX (slurm's group was 1000, a gid the SlurmCluster's login users may take).
+                if run(["chroot", str(root), "getent", "group", user], check=False).returncode != 0:
+                    run(["chroot", str(root), "groupadd", "--gid", str(uid), user])
+                run(["chroot", str(root), "useradd", "--uid", str(uid), "--gid", user, "--no-create-home",
                      "--shell", "/usr/sbin/nologin", user])
+        slurm_gid = run(["chroot", str(root), "id", "-g", "slurm"]).stdout.strip()
+        if slurm_gid != "64030" and run(["chroot", str(root), "getent", "group", "64030"],
+                                        check=False).returncode != 0:  # (a chroot made before: its gid was 1000)
+            run(["chroot", str(root), "groupmod", "--gid", "64030", "slurm"])
         # Slurm reads the name "nobody" as uid 99 (SLURM_AUTH_NOBODY), never as Debian's 65534: the chart's default
         # Pod identity, uid 65534, has an association only under a second name for that uid.
         if run(["chroot", str(root), "id", POD_USER], check=False).returncode != 0:

@@ -131,7 +131,8 @@ def assemble(config: OperatorConfig, daemon: DaemonConfig, *, api: ApiClient, sl
     manager.add_controller(controller)
     if config.slurm_cluster:
         clusters = add_slurm_cluster(manager, api=api, slurm=slurm, namespace=config.watch_namespace,
-                                     name=config.slurm_cluster, nodesets=nodesets, recorder=recorder).clusters
+                                     name=config.slurm_cluster, nodesets=nodesets, recorder=recorder,
+                                     slurm_nodes=cache).clusters
         reconciler.clusters, reconciler.watched_cluster = clusters, config.slurm_cluster
         attach_clusters(controller.queue.add, clusters=clusters, nodesets=nodesets)
         cluster_key = f"{config.watch_namespace}/{config.slurm_cluster}"

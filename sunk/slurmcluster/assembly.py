@@ -25,8 +25,10 @@ from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer
 from sunk.kube.resources import DEPLOYMENTS, SLURMCLUSTERS, STATEFULSETS
 from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.model.types import Obj
 from sunk.slurm.client import Reconfigurable, SlurmClient
+from sunk.translate.slurmcluster.plan import node_state_bucket
 
 from .reconciler import INDEX_CLUSTER, SlurmClusterReconciler, cluster_key
 
@@ -45,8 +47,10 @@ def workload_view(workload: Obj) -> tuple[Any, ...]:
 
 
 def add_slurm_cluster(manager: Manager, *, api: ApiClient, slurm: SlurmClient, namespace: str, name: str,
-                      nodesets: Any, recorder: EventRecorder, workers: int = 1) -> SlurmClusterReconciler:
-    """Build the controller of SlurmCluster ``namespace/name`` and add it, and its informers, to ``manager``."""
+                      nodesets: Any, recorder: EventRecorder, workers: int = 1,
+                      slurm_nodes: Any = None) -> SlurmClusterReconciler:
+    """Build the controller of SlurmCluster ``namespace/name`` and add it, and its informers, to ``manager``.
+    ``slurm_nodes``: the operator's Slurm node informer (not added here), for the status's nodes by state."""
     clusters = Informer(api, SLURMCLUSTERS, namespace, field_selector=f"metadata.name={name}", name="slurmclusters")
     selector = f"{names.LABEL_SLURM_CLUSTER}={name}"
     statefulsets = Informer(api, STATEFULSETS, namespace, label_selector=selector, name="slurmcluster-statefulsets")
@@ -59,10 +63,10 @@ def add_slurm_cluster(manager: Manager, *, api: ApiClient, slurm: SlurmClient, n
         log.warning("slurmcluster: the %s Slurm backend cannot reconfigure slurmctld; a configuration change "
                     "takes effect at slurmctld's next restart", type(slurm).__name__)
     reconciler = SlurmClusterReconciler(api=api, clusters=clusters, nodesets=nodesets, workloads=workloads,
-                                        recorder=recorder, reconfigure=reconfigure)
+                                        recorder=recorder, reconfigure=reconfigure, slurm_nodes=slurm_nodes)
     controller = Controller("slurmcluster", reconciler, workers=workers)
     attach(controller.queue.add, key=f"{namespace}/{name}", clusters=clusters, workloads=(statefulsets, deployments),
-           nodesets=nodesets)
+           nodesets=nodesets, slurm_nodes=slurm_nodes)
     for informer in (clusters, statefulsets, deployments):
         manager.add_informer(informer)
     manager.add_controller(controller)
@@ -79,8 +83,10 @@ class _Both:
         return [obj for store in self.stores for obj in store.by_index(index, value)]
 
 
-def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...], nodesets: Any) -> None:
-    """Subscribe ``enqueue`` to what the plan reads (module docstring)."""
+def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...], nodesets: Any,
+           slurm_nodes: Any = None) -> None:
+    """Subscribe ``enqueue`` to what the plan reads (module docstring), and to a Slurm node coming, going or
+    moving to another of the status's counts (``node_state_bucket``: not every state or reason change)."""
     namespace = key.partition("/")[0]
     clusters.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), predicate=lambda old, new: old is None
                                         or cluster_view(old) != cluster_view(new)))
@@ -94,3 +100,10 @@ def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...],
             enqueue(key)
 
     nodesets.add_handler(on_add=nodeset_came_or_went, on_delete=nodeset_came_or_went)
+    if slurm_nodes is not None:
+        def node_moved(old: Node, new: Node) -> None:
+            if node_state_bucket(old) != node_state_bucket(new):
+                enqueue(key)
+
+        slurm_nodes.add_handler(on_add=lambda _: enqueue(key), on_update=node_moved,
+                                on_delete=lambda _: enqueue(key))

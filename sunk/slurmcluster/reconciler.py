@@ -57,6 +57,7 @@ from sunk.translate.slurmcluster.plan import (
     Plan,
     condition,
     decide,
+    nodes_by_state,
 )
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class SlurmClusterReconciler:
     workloads: Indexed  # the SlurmClusters' StatefulSets and Deployments, index INDEX_CLUSTER
     recorder: EventRecorder
     reconfigure: Callable[[], None] | None = None  # None: the Slurm backend cannot
+    slurm_nodes: Any = None  # the operator's Slurm node informer (items, fresh): the status's nodes by state
     random_bytes: Callable[[int], bytes] = secrets.token_bytes
     clock: Callable[[], float] = time.monotonic
     # How long a changed ConfigMap takes to reach a Pod's mounted file (the kubelet's sync period and
@@ -134,6 +136,8 @@ class SlurmClusterReconciler:
         plan_conditions = [*plan.conditions, condition(OBJECTS_OWNED, True, "Owned")]
         fields = {"slurmRelease": plan.spec.release, "configHash": config_hash,
                   "reconfiguredConfigHash": reconfigured, "observedGeneration": cluster["metadata"].get("generation")}
+        if self.slurm_nodes is not None and self.slurm_nodes.fresh:  # (a stale count is left as it was)
+            fields["nodes"] = nodes_by_state(self.slurm_nodes.items().values())
         self._write_status(cluster, [*plan_conditions, applied], fields)
         return again
 

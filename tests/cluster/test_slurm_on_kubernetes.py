@@ -308,6 +308,18 @@ def test_a_login_user_sshes_into_the_login_service_and_runs_a_job_as_their_own_u
     assert forwarded.returncode != 0 and "prohibited" in forwarded.stderr, forwarded
 
 
+def test_the_slurm_clusters_status_counts_its_nodes_by_state(kube_api, installed):
+    """``status.nodes``: the NodeSet's two slurmd, each counted once (``kubectl get slurmcluster`` prints the
+    total), from the operator's node list of that Slurm."""
+    def counted() -> dict[str, int]:
+        return (kc.get(kube_api, SLURMCLUSTERS, NAME, installed.namespace).get("status") or {}).get("nodes") or {}
+
+    found = wait_for(lambda: (n := counted()).get("total") == 2 and n, 60, "status.nodes to count two nodes",
+                     interval=2)
+    assert found["down"] == found["drained"] == found["other"] == 0, found
+    assert found["idle"] + found["allocated"] == 2, found
+
+
 def _lock_taints(api: Any, node: str) -> list[dict[str, Any]]:
     return [t for t in kc.get(api, NODES, node)["spec"].get("taints") or [] if t["key"] == names.LOCK_KEY]
 

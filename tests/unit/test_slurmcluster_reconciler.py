@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import types
 from typing import Any
 
 import pytest
@@ -335,3 +336,18 @@ def test_a_deleted_or_deleting_cluster_is_left_to_the_garbage_collector(monkeypa
 def test_workloads_are_found_by_their_clusters_label():
     assert cluster_key({"metadata": {"namespace": "slurm", "labels": {names.LABEL_SLURM_CLUSTER: "sc"}}}) == [KEY]
     assert cluster_key({"metadata": {"namespace": "slurm", "labels": {}}}) == []
+
+
+def test_the_status_counts_the_slurm_nodes_by_state_while_the_node_list_is_fresh(monkeypatch):
+    from sunk.model.slurm import Node
+
+    world = World(monkeypatch)
+    slurm_nodes = types.SimpleNamespace(fresh=True, items=lambda: {
+        "gpu-1": Node("gpu-1", "IDLE"), "gpu-2": Node("gpu-2", "MIXED"), "gpu-3": Node("gpu-3", "IDLE+DRAIN")})
+    world.reconciler.slurm_nodes = slurm_nodes
+    world.reconcile()
+    assert world.status()["nodes"] == {"total": 3, "idle": 1, "allocated": 1, "drained": 1, "down": 0, "other": 0}
+    slurm_nodes.fresh = False  # (Slurm unreachable: the last count stands, never a count of nothing)
+    slurm_nodes.items = dict
+    world.reconcile()
+    assert world.status()["nodes"]["total"] == 3

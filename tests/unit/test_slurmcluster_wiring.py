@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import types
+from typing import Any
 
 import pytest
 from nodeset_fakes import nodeset
@@ -14,6 +15,7 @@ from syncer_fakes import FakeInformer
 from sunk.commands import operator as cli
 from sunk.controller.daemon import DaemonConfig
 from sunk.model import names
+from sunk.model.slurm import Node
 from sunk.nodeset.assembly import SlurmOnceItRuns, assemble
 from sunk.nodeset.config import OperatorConfig
 from sunk.slurm.settings import SlurmSettings
@@ -108,3 +110,55 @@ def test_the_operator_assembles_its_slurm_cluster_without_a_cluster(reconfigurab
     plain = assemble(OperatorConfig(), daemon, api=object(), slurm=slurm)  # type: ignore[arg-type]
     assert [c.name for c in plain.manager.controllers] == ["nodeset"]
     plain.reconciler.recorder.stop(0.1)
+
+
+class SlurmNodes:
+    """The operator's Slurm node informer, as far as the SlurmCluster reads it."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.handlers: list[Any] = []
+        self.fresh = True
+
+    def add_handler(self, *, on_add: Any, on_update: Any, on_delete: Any) -> None:
+        self.handlers.append((on_add, on_update, on_delete))
+
+    def items(self) -> dict[str, Node]:
+        return dict(self.nodes)
+
+    def put(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
+        self.nodes[node.name] = node
+        for on_add, on_update, _ in self.handlers:
+            on_add(node) if old is None else on_update(old, node)
+
+    def remove(self, name: str) -> None:
+        node = self.nodes.pop(name)
+        for _, _, on_delete in self.handlers:
+            on_delete(node)
+
+
+def test_a_slurm_node_wakes_the_cluster_when_it_comes_goes_or_moves_to_another_count():
+    keys: list[str] = []
+    nodes = SlurmNodes()
+    attach(keys.append, key="slurm/sc", clusters=FakeInformer(), workloads=(), nodesets=FakeInformer(),
+           slurm_nodes=nodes)
+    nodes.put(Node("gpu-1", "IDLE"))
+    assert keys == ["slurm/sc"]
+    nodes.put(Node("gpu-1", "IDLE", reason="x", cpus=64))  # (the same count: idle)
+    nodes.put(Node("gpu-1", "IDLE+DRAIN", reason="k8s: cordoned"))
+    nodes.put(Node("gpu-1", "ALLOCATED+DRAIN", reason="k8s: cordoned"))  # (still drained)
+    nodes.remove("gpu-1")
+    assert keys == ["slurm/sc"] * 3
+
+
+def test_nodes_by_state_counts_each_node_once_down_first():
+    from sunk.translate.slurmcluster.plan import node_state_bucket, nodes_by_state
+
+    found = nodes_by_state([Node("a", "IDLE"), Node("b", "MIXED"), Node("c", "ALLOCATED"), Node("d", "IDLE+COMPLETING"),
+                            Node("e", "IDLE+DRAIN"), Node("f", "MIXED+DRAIN"), Node("g", "DOWN+DRAIN"),
+                            Node("h", "DOWN+NOT_RESPONDING"), Node("i", "FUTURE"), Node("j", "UNKNOWN")])
+    assert found == {"total": 10, "idle": 1, "allocated": 3, "drained": 2, "down": 2, "other": 2}
+    assert nodes_by_state([]) == dict.fromkeys(("total", "idle", "allocated", "drained", "down", "other"), 0)
+    assert [node_state_bucket(Node("x", s)) for s in ("IDLE", "MIXED", "IDLE+DRAIN", "DOWN", "FUTURE")] == [
+        "idle", "allocated", "drained", "down", "other"]

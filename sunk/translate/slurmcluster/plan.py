@@ -14,10 +14,12 @@ the SlurmCluster asks for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from attrs import field, frozen
+
+from sunk.model.slurm import Node
 
 from . import desired, paths
 from .slurmconf import ConfigFiles, render
@@ -39,6 +41,34 @@ COMPONENT_CONDITIONS = (SLURMCTLD_READY, SLURMDBD_READY, DATABASE_READY, SLURMRE
 
 def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value)
+
+
+NODE_STATE_KEYS = ("total", "idle", "allocated", "drained", "down", "other")
+
+
+def nodes_by_state(nodes: Iterable[Node]) -> dict[str, int]:
+    """The status's ``nodes``: how many Slurm nodes the cluster has, and in which of the states an operator looks
+    at first, each node counted once: ``down`` (DOWN), else ``drained`` (DRAIN: draining or drained), else
+    ``allocated`` (running jobs: ALLOCATED, MIXED, COMPLETING), else ``idle``, else ``other`` (FUTURE, UNKNOWN)."""
+    counts = dict.fromkeys(NODE_STATE_KEYS, 0)
+    for node in nodes:
+        counts["total"] += 1
+        if node.down:
+            counts["down"] += 1
+        elif node.drained:
+            counts["drained"] += 1
+        elif node.running_jobs:
+            counts["allocated"] += 1
+        elif node.base_state == "IDLE":
+            counts["idle"] += 1
+        else:
+            counts["other"] += 1
+    return counts
+
+
+def node_state_bucket(node: Node) -> str:
+    """Which of ``nodes_by_state``'s counts ``node`` is in."""
+    return next(key for key, n in nodes_by_state([node]).items() if n and key != "total")
 
 
 def condition(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, str]:

@@ -38,7 +38,7 @@ RESERVED_NAMES = frozenset({
     "mysql", "munge", "sshd", "messagebus", "polkitd", "systemd-network", "systemd-timesync", "systemd-resolve",
     "systemd-journal", "adm", "tty", "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo",
     "audio", "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev", "staff", "users", "input",
-    "sgx", "kvm", "render", "crontab", "netdev", "_ssh", "ssh", "admin", "wheel", "clock"})
+    "sgx", "kvm", "render", "crontab", "netdev", "_ssh", "ssh", "admin", "wheel", "clock", "lpadmin"})
 MAX_USERS = 1000
 # What the users' ConfigMap may hold: the apiserver refuses an object over 1 MiB (etcd's limit), with room for
 # its metadata and keys' names.
