@@ -21,8 +21,8 @@ SID = release.RELEASES["26.05"]
 # (a new name debootstraps again and leaves etcd's and MariaDB's data behind in the old one).
 TRIXIE_PACKAGES_BEFORE = (
     "slurmctld", "slurmd", "slurmrestd", "slurm-client", "slurm-wlm-jwt-plugin", "slurmdbd",
-    "mariadb-server", "munge", "etcd-server", "curl", "procps", "iproute2",
-)
+    "mariadb-server", "munge", "etcd-server", "curl", "procps", "iproute2", "openssh-server", "libnss-extrausers",
+)  # (what the cached default chroot is named by: a change debootstraps anew and loses etcd's data, as it did once)
 
 
 # -- choosing a release ----------------------------------------------------------------------------
