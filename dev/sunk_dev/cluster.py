@@ -546,15 +546,18 @@ class DevCluster:
                              f"127.0.0.1:{slurmconf.SLURMRESTD_PORT}"),
                       self._slurmrestd_ok, slurm_side=True),
         ]
-        # An etcd started while the rest of Kubernetes runs may hold other data (the default release's chroot,
-        # whose packages changed, is new: its store is empty). The apiserver's watch cache would wait forever for
-        # the old revisions ("Too large resource version") and the kubelets would heartbeat Nodes that are gone:
-        # everything after etcd starts again after it.
+        # An etcd that starts on a new store (the default release's chroot, whose packages changed, is new) while
+        # the rest of Kubernetes runs: the apiserver's watch cache would wait forever for the old revisions ("Too
+        # large resource version") and the kubelets would heartbeat Nodes that are gone, so everything after etcd
+        # starts again after it, stopped last first. Not when etcd restarts on its own store (a fault, a crash):
+        # the others reconnect, and the stand-in kubelet stopped would end the jobs of its slurmd Pods.
         after_etcd: list[Daemon] = []
+        etcd_store = self.kube_root / "var/lib/sunk-etcd/member"
 
         def stop_after_etcd() -> None:
-            for later in after_etcd:
-                later.stop()
+            if not etcd_store.exists():
+                for later in reversed(after_etcd):
+                    later.stop()
 
         comps += [
             Component(daemon("etcd", "chroot", str(self.kube_root), "etcd", "--data-dir=/var/lib/sunk-etcd",
@@ -866,9 +869,11 @@ class DevCluster:
                     run(["chroot", str(root), "groupadd", "--gid", str(uid), user])
                 run(["chroot", str(root), "useradd", "--uid", str(uid), "--gid", user, "--no-create-home",
                      "--shell", "/usr/sbin/nologin", user])
-        slurm_gid = run(["chroot", str(root), "id", "-g", "slurm"]).stdout.strip()
-        if slurm_gid != "64030" and run(["chroot", str(root), "getent", "group", "64030"],
-                                        check=False).returncode != 0:  # (a chroot made before: its gid was 1000)
+        if run(["chroot", str(root), "id", "-g", "slurm"]).stdout.strip() != "64030":  # (a chroot made before: 1000)
+            taken = run(["chroot", str(root), "getent", "group", "64030"], check=False).stdout.strip()
+            if taken:
+                raise RuntimeError(f"{root}: slurm's group is not 64030, and 64030 is {taken!r}'s: remove the "
+                                   f"chroot to have it made again")
             run(["chroot", str(root), "groupmod", "--gid", "64030", "slurm"])
         # Slurm reads the name "nobody" as uid 99 (SLURM_AUTH_NOBODY), never as Debian's 65534: the chart's default
         # Pod identity, uid 65534, has an association only under a second name for that uid.

@@ -8,7 +8,9 @@ What wakes it (by events, never by a timer):
 - the SlurmCluster: a new generation (its spec) or its deletion; not its status (its own writing);
 - one of its StatefulSets or Deployments (label ``sunk.coreweave.com/slurm-cluster``): its ready
   replicas make the conditions, and slurmctld's readiness lets a reconfigure go;
-- a NodeSet added or deleted in its namespace: a partition may name it.
+- a NodeSet added or deleted in its namespace: a partition may name it;
+- a Slurm node coming, going or moving to another count of ``status.nodes``, at most once in
+  ``NODE_COUNT_PERIOD`` (delayed), and the Slurm node list's recovery.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def add_slurm_cluster(manager: Manager, *, api: ApiClient, slurm: SlurmClient, n
                                         recorder=recorder, reconfigure=reconfigure, slurm_nodes=slurm_nodes)
     controller = Controller("slurmcluster", reconciler, workers=workers)
     attach(controller.queue.add, key=f"{namespace}/{name}", clusters=clusters, workloads=(statefulsets, deployments),
-           nodesets=nodesets, slurm_nodes=slurm_nodes)
+           nodesets=nodesets, slurm_nodes=slurm_nodes,
+           enqueue_for_nodes=lambda key: controller.queue.add_after(key, NODE_COUNT_PERIOD))
     for informer in (clusters, statefulsets, deployments):
         manager.add_informer(informer)
     manager.add_controller(controller)
@@ -83,10 +86,17 @@ class _Both:
         return [obj for store in self.stores for obj in store.by_index(index, value)]
 
 
+# How often, at most, Slurm node moves wake the SlurmCluster for its status's counts: a reconcile applies every
+# object of the cluster again, and at 5000 nodes with jobs starting and ending some node moves at each poll.
+NODE_COUNT_PERIOD = 15.0
+
+
 def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...], nodesets: Any,
-           slurm_nodes: Any = None) -> None:
-    """Subscribe ``enqueue`` to what the plan reads (module docstring), and to a Slurm node coming, going or
-    moving to another of the status's counts (``node_state_bucket``: not every state or reason change)."""
+           slurm_nodes: Any = None, enqueue_for_nodes: Any = None) -> None:
+    """Subscribe ``enqueue`` to what the plan reads (module docstring); and ``enqueue_for_nodes`` (a delayed
+    enqueue, which keeps the earliest deadline: one reconcile per period however many move) to a Slurm node
+    coming, going or moving to another of the status's counts (``node_state_bucket``: not every state or reason
+    change), and to the node list's recovery (a count skipped while it was stale is written then)."""
     namespace = key.partition("/")[0]
     clusters.add_handler(EnqueueHandler(FuncEnqueuer(enqueue), predicate=lambda old, new: old is None
                                         or cluster_view(old) != cluster_view(new)))
@@ -101,9 +111,11 @@ def attach(enqueue: Any, *, key: str, clusters: Any, workloads: tuple[Any, ...],
 
     nodesets.add_handler(on_add=nodeset_came_or_went, on_delete=nodeset_came_or_went)
     if slurm_nodes is not None:
+        wake = enqueue_for_nodes or enqueue
+
         def node_moved(old: Node, new: Node) -> None:
             if node_state_bucket(old) != node_state_bucket(new):
-                enqueue(key)
+                wake(key)
 
-        slurm_nodes.add_handler(on_add=lambda _: enqueue(key), on_update=node_moved,
-                                on_delete=lambda _: enqueue(key))
+        slurm_nodes.add_handler(on_add=lambda _: wake(key), on_update=node_moved, on_delete=lambda _: wake(key))
+        slurm_nodes.on_recovered(lambda: wake(key))

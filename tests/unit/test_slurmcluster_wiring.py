@@ -118,7 +118,11 @@ class SlurmNodes:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.handlers: list[Any] = []
+        self.recovered: list[Any] = []
         self.fresh = True
+
+    def on_recovered(self, callback: Any) -> None:
+        self.recovered.append(callback)
 
     def add_handler(self, *, on_add: Any, on_update: Any, on_delete: Any) -> None:
         self.handlers.append((on_add, on_update, on_delete))
@@ -138,18 +142,24 @@ class SlurmNodes:
             on_delete(node)
 
 
-def test_a_slurm_node_wakes_the_cluster_when_it_comes_goes_or_moves_to_another_count():
+def test_a_slurm_node_wakes_the_cluster_later_when_it_comes_goes_or_moves_to_another_count():
+    """Through the delayed enqueue (one reconcile per period however many nodes move: each reconcile applies every
+    object again), never the immediate one; and when the node list recovers (a count skipped while stale)."""
     keys: list[str] = []
+    later: list[str] = []
     nodes = SlurmNodes()
     attach(keys.append, key="slurm/sc", clusters=FakeInformer(), workloads=(), nodesets=FakeInformer(),
-           slurm_nodes=nodes)
+           slurm_nodes=nodes, enqueue_for_nodes=later.append)
     nodes.put(Node("gpu-1", "IDLE"))
-    assert keys == ["slurm/sc"]
+    assert later == ["slurm/sc"]
     nodes.put(Node("gpu-1", "IDLE", reason="x", cpus=64))  # (the same count: idle)
     nodes.put(Node("gpu-1", "IDLE+DRAIN", reason="k8s: cordoned"))
     nodes.put(Node("gpu-1", "ALLOCATED+DRAIN", reason="k8s: cordoned"))  # (still drained)
     nodes.remove("gpu-1")
-    assert keys == ["slurm/sc"] * 3
+    assert later == ["slurm/sc"] * 3 and keys == []
+    (recovered,) = nodes.recovered
+    recovered()
+    assert later == ["slurm/sc"] * 4
 
 
 def test_nodes_by_state_counts_each_node_once_down_first():
