@@ -111,7 +111,7 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
     assert cm["metadata"]["annotations"][names.ANN_CONFIG_HASH] == c.get()["status"]["configHash"]
     for resource, name in ((STATEFULSETS, "sc-slurmctld"), (STATEFULSETS, "sc-slurmdbd"), (STATEFULSETS, "sc-mariadb"),
                            (DEPLOYMENTS, "sc-slurmrestd"), (DEPLOYMENTS, "sc-login"), (SERVICES, "sc-slurmctld"),
-                           (CONFIGMAPS, "sc-slurm-config")):
+                           (CONFIGMAPS, "sc-slurm-config"), (SERVICES, "sc-login"), (CONFIGMAPS, "sc-login-users")):
         obj = kc.get(c.api, resource, name, c.namespace)
         assert [o["uid"] for o in obj["metadata"]["ownerReferences"]] == [uid], name
         assert "sunk-operator" in {m.get("manager") for m in obj["metadata"].get("managedFields") or []}, name
@@ -119,18 +119,22 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
                             ("sc-db-password", "password", 32)):
         secret = c.secret(name)
         assert len(base64.b64decode(secret["data"][key])) == size and not secret["metadata"].get("ownerReferences")
+    host_key = c.secret("sc-login-host-keys")  # (the login Pods' sshd: generated once, kept)
+    assert base64.b64decode(host_key["data"]["ssh_host_ed25519_key"]).startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
+    assert base64.b64decode(host_key["data"]["ssh_host_ed25519_key.pub"]).startswith(b"ssh-ed25519 ")
+    assert not host_key["metadata"].get("ownerReferences")
     assert c.condition("SlurmctldReady").get("status") == "False"  # (no image: never ready here)
-    with pytest.raises(kc.ApiError) as gone:  # the login image runs no sshd: no port 22 Service
-        kc.get(c.api, SERVICES, "sc-login", c.namespace)
-    assert gone.value.not_found
+    service = kc.get(c.api, SERVICES, "sc-login", c.namespace)
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(22, 22)]
     login = kc.get(c.api, DEPLOYMENTS, "sc-login", c.namespace)["spec"]["template"]["spec"]
-    assert login["containers"][0]["readinessProbe"]["exec"]["command"] == ["scontrol", "ping"]
+    assert login["containers"][0]["readinessProbe"]["tcpSocket"]["port"] == 22
     assert [i["name"] for i in login["initContainers"]] == ["munged"]
-    for container in (*login["containers"], *login["initContainers"]):  # restricted, as the apiserver keeps it
-        sc = container["securityContext"]
-        assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False, container["name"]
-        assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert login["securityContext"]["fsGroup"] == login["initContainers"][0]["securityContext"]["runAsGroup"]
+    sshd, munged = login["containers"][0]["securityContext"], login["initContainers"][0]["securityContext"]
+    # as the apiserver keeps them: sshd root with its few capabilities, munged restricted
+    assert (sshd["runAsUser"], sshd["allowPrivilegeEscalation"], sshd["capabilities"]["drop"]) == (0, False, ["ALL"])
+    assert munged["runAsNonRoot"] is True and munged["allowPrivilegeEscalation"] is False
+    assert munged["capabilities"] == {"drop": ["ALL"]} and munged["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert login["securityContext"]["fsGroup"] == munged["runAsGroup"]
 
 
 def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_cluster):
