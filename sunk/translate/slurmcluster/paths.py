@@ -15,7 +15,8 @@ MARIADB_PORT = 3306
 SSH_PORT = 22  # the login Pods' sshd, behind the login Service
 # Each image's user by number: the Pods run as it (runAsUser) and own their fresh volumes through it
 # (fsGroup). The image build (dev/sunk_dev/slurmimages.py) refuses an image whose user has another uid.
-# The login image's user (nonroot, dev/sunk_dev/images.py NONROOT_UID): munged beside it reads the key as this group.
+# The login Pod's munged (the image's nonroot, dev/sunk_dev/images.py NONROOT_UID; sshd beside it is root): it
+# reads the key as this group, which no login user may have (users.UID_RANGE ends below it).
 LOGIN_UID = 65532
 LOGIN_GID = 65532
 # SlurmUser: Debian's fixed uid for slurm (its packages'; the dev cluster's source build uses it too).
