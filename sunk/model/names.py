@@ -94,3 +94,5 @@ SLURMCLUSTER_API_VERSION: Final = f"{DOMAIN}/{NODESET_VERSION}"
 LABEL_SLURM_CLUSTER: Final = f"{DOMAIN}/slurm-cluster"
 # On the SlurmCluster's ConfigMap: the hash of the Slurm configuration it holds.
 ANN_CONFIG_HASH: Final = f"{DOMAIN}/config-hash"
+# On slurmdbd's Pod template: the hash of its slurmdbd.conf, which slurmdbd reads only at start (a change rolls it).
+ANN_SLURMDBD_CONF_HASH: Final = f"{DOMAIN}/slurmdbd-conf-hash"

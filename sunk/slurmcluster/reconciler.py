@@ -17,10 +17,13 @@ One key (``namespace/name``), level-based, in this order:
    /reconfigure/``) runs once slurmctld is ready and the kubelet has had time to bring the new file
    into its Pod (``configmap_sync``, counted from the write this process saw, or from its start);
    running jobs go on. Without a backend that can reconfigure, ``ConfigApplied`` says so.
-   TODO(issue 34): keys slurmctld reads only at start (ports, StateSaveLocation, AuthType, ...)
-   need a rolling restart, which this slice does not do;
-5. the status: conditions per component, the Slurm release, the hashes (status subresource,
-   guarded by resourceVersion).
+   ``scontrol reconfigure`` makes slurmctld and every slurmd execute themselves anew (Slurm 23.11+), so
+   every key of slurm.conf and cgroup.conf an author may set is applied by it (the keys only a restart
+   applies, such as ports and AuthType, are sunk's own). slurmdbd.conf reaches slurmdbd by a roll of
+   its Pod (its template carries the file's hash: ``desired.slurmdbd_template``);
+5. the status: conditions per component, the Slurm release, the hashes, and the ClusterName applied
+   (``clusterName``: once written, a spec naming another is refused, ``plan.cluster_name_change``)
+   (status subresource, guarded by resourceVersion).
 
 Deleting the SlurmCluster needs nothing here: its objects are the garbage collector's (owner
 references); the volumes and key Secrets stay.
@@ -134,7 +137,7 @@ class SlurmClusterReconciler:
         applied, again, reconfigured = self._reconfigure(cluster, key, plan, status.get("reconfiguredConfigHash"),
                                                          config_hash)
         plan_conditions = [*plan.conditions, condition(OBJECTS_OWNED, True, "Owned")]
-        fields = {"slurmRelease": plan.spec.release, "configHash": config_hash,
+        fields = {"slurmRelease": plan.spec.release, "clusterName": plan.spec.cluster_name, "configHash": config_hash,
                   "reconfiguredConfigHash": reconfigured, "observedGeneration": cluster["metadata"].get("generation")}
         if self.slurm_nodes is not None and self.slurm_nodes.fresh:  # (a stale count is left as it was)
             fields["nodes"] = nodes_by_state(self.slurm_nodes.items().values())

@@ -160,6 +160,21 @@ def test_a_bad_line_is_refused_in_the_status_and_what_runs_is_left_alone(slurm_c
     assert c.secret("sc-munge-key")["data"] == munge  # a reconcile never replaces a key
 
 
+def test_the_cluster_name_is_fixed_once_the_cluster_exists(slurm_cluster):
+    """slurmctld keeps its state under its ClusterName and would crash-loop under another: the CRD's rule
+    refuses the edit at the apiserver (the operator refuses it too, for a CRD without the rule: unit tests)."""
+    c = slurm_cluster
+    wait_for(lambda: (c.get().get("status") or {}).get("clusterName") == NAME, 60, "status.clusterName")
+    ctld = kc.get(c.api, STATEFULSETS, f"{NAME}-slurmctld", c.namespace)["metadata"]["resourceVersion"]
+    with pytest.raises(kc.ApiError) as refused:
+        c.edit(slurm={"clusterName": "other"})
+    assert refused.value.status == 422 and "is fixed once the SlurmCluster exists" in str(refused.value)
+    c.edit(slurm={"clusterName": NAME.upper()})  # the default, the SlurmCluster's name, as Slurm reads it
+    c.edit(slurm={"clusterName": None})
+    assert "clusterName" not in c.get()["spec"]["slurm"]
+    assert kc.get(c.api, STATEFULSETS, f"{NAME}-slurmctld", c.namespace)["metadata"]["resourceVersion"] == ctld
+
+
 def test_a_nodeset_naming_the_cluster_gets_its_configuration_munge_key_and_hooks_mounted(slurm_cluster):
     """The slurmd Pod as the operator writes it and the apiserver takes it (a Node object with no kubelet:
     the Pod never starts, which this does not need)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import functools
 import sys
 import uuid
@@ -123,7 +124,7 @@ def running_cluster(kube_api, dev_cluster, slurm_images_imported, tmp_path_facto
     account, operator = deployed.account, deployed.process
     try:
         operator.start()
-        yield RunningCluster(namespace, deployed)
+        yield RunningCluster(namespace, deployed, obj, tmp / "volumes")
     finally:
         operator.stop()
         purge_namespace(kube_api, namespace, (SLURMCLUSTERS, NODESETS))
@@ -151,6 +152,8 @@ def delete_volumes(api: Any, namespace: str, pvs: list[dict[str, Any]]) -> None:
 class RunningCluster:
     namespace: str
     operator: DeployedOperator  # started; a test may stop it
+    cluster: dict[str, Any]  # the SlurmCluster as created
+    volumes: Path  # the hostPath directory of each claim, by the claim's name
 
 
 def _not_ready(api: Any, namespace: str) -> list[str]:
@@ -439,3 +442,28 @@ def test_deleting_the_slurmcluster_leaves_no_pod_and_keeps_its_volumes_and_keys(
     for secret in (f"{NAME}-munge-key", f"{NAME}-jwt-key"):
         assert not kc.get(kube_api, SECRETS, secret, namespace)["metadata"].get("deletionTimestamp"), secret
 
+
+def test_the_cluster_made_again_on_its_kept_claim_under_a_new_name_starts_on_a_state_of_its_own(
+        kube_api, running_cluster):
+    """After the uninstall above (last in this module): the SlurmCluster made again with another ClusterName
+    finds the kept state claim. slurmctld would refuse to start on the state of another ClusterName (a crash
+    loop); its StateSaveLocation is a directory per ClusterName, so it starts on a directory of its own, and the
+    first name's state stays on the claim."""
+    namespace = running_cluster.namespace
+    assert not kc.list_objects(kube_api, SLURMCLUSTERS, namespace), "the test above deletes it"
+    obj = copy.deepcopy(running_cluster.cluster)
+    obj["spec"]["slurm"]["clusterName"] = "Renamed"
+    kc.create(kube_api, SLURMCLUSTERS, obj, namespace)
+
+    def slurmctld_ready() -> bool:
+        bind_unscheduled(kube_api, namespace)
+        found = pods_by_component(kube_api, namespace).get("slurmctld") or []
+        return bool(found) and all(ready(p) for p in found)
+
+    wait_for(slurmctld_ready, READY_TIMEOUT, "slurmctld Ready under the new ClusterName", interval=2)
+    state = running_cluster.volumes / f"state-{NAME}-slurmctld-0"
+    renamed = state / "renamed" / "clustername"  # (Slurm's lower case; written once slurmdbd gave the cluster an id)
+    wait_for(lambda: renamed.exists() and renamed.read_text().startswith("renamed|"), READY_TIMEOUT,
+             f"{renamed} written by slurmctld")
+    assert (state / NAME / "clustername").read_text().startswith(f"{NAME}|")  # the first name's state, kept
+    assert slurmctld_ready()

@@ -32,9 +32,9 @@ def test_a_full_spec_and_the_status_the_reconciler_writes_are_valid():
                                "options": {"MaxTime": "INFINITE", "PriorityTier": 2}}])
     plan = decide(Facts(obj, ["gpu"]))
     assert plan.spec is not None and plan.config is not None, plan.problems
-    obj["status"] = {"slurmRelease": "25.11", "configHash": plan.config.hash, "reconfiguredConfigHash": "x",
-                     "observedGeneration": 2, "conditions": [{**c, "lastTransitionTime": "2030-01-01T00:00:00Z"}
-                                                             for c in plan.conditions]}
+    obj["status"] = {"slurmRelease": "25.11", "clusterName": "sc", "configHash": plan.config.hash,
+                     "reconfiguredConfigHash": "x", "observedGeneration": 2,
+                     "conditions": [{**c, "lastTransitionTime": "2030-01-01T00:00:00Z"} for c in plan.conditions]}
     assert list(validate(obj, schema_of(crd("slurmclusters")))) == []
 
 

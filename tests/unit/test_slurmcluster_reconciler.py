@@ -246,6 +246,22 @@ def test_a_bad_spec_writes_only_its_status_and_leaves_what_runs(monkeypatch):
     assert "names NodeSet 'elsewhere', which does not exist" in valid["message"]
 
 
+def test_the_applied_cluster_name_is_kept_and_another_is_refused_leaving_what_runs(monkeypatch):
+    world = World(monkeypatch)
+    world.reconcile()
+    assert world.status()["clusterName"] == "sc"
+    before = {p: world.api.of(p) for p in ("configmaps", "statefulsets", "deployments", "services", "secrets")}
+    world.edit(slurm={"release": "25.11", "clusterName": "renamed"})  # (a CRD without its rule: an old chart's)
+    world.reconcile()
+    assert [c[:3] for c in world.api.calls] == [("patch", "slurmclusters", "sc")]
+    assert {p: world.api.of(p) for p in before} == before
+    assert world.conditions()["SpecValid"] == ("False", "ClusterNameChanged")
+    assert world.status()["clusterName"] == "sc"
+    world.edit(slurm={"release": "25.11"})  # set back (the default is the SlurmCluster's name)
+    world.reconcile()
+    assert world.conditions()["SpecValid"] == ("True", "Valid")
+
+
 def test_a_config_change_is_reconfigured_once_slurmctld_is_ready_and_the_kubelet_had_time(monkeypatch):
     world = World(monkeypatch)
     world.reconcile()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 from typing import Any
 
 import pytest
@@ -122,6 +123,46 @@ def test_the_hash_follows_the_files():
     assert render(read_spec(cluster(), ("gpu",)).spec).hash == render(read_spec(cluster(), ("gpu",)).spec).hash
     other = read_spec(cluster(slurmConfig=["SchedulerType=sched/builtin"]), ("gpu",)).spec
     assert render(other).hash != render(read_spec(cluster(), ("gpu",)).spec).hash
+
+
+def test_the_hash_of_the_files_is_the_one_the_configmaps_of_earlier_operators_carry():
+    """(A new hash would reconfigure every running cluster once at the operator's upgrade, for nothing.)"""
+    files = render(read_spec(cluster(), ("gpu",)).spec).files
+    digest = hashlib.sha256()
+    for name, text in files:
+        digest.update(f"{len(name)}:{name}{len(text)}:{text}".encode())
+    assert render(read_spec(cluster(), ("gpu",)).spec).hash == digest.hexdigest()[:16]
+
+
+def test_slurmctlds_state_is_a_directory_of_the_volume_per_cluster_name_in_slurms_lower_case():
+    assert "StateSaveLocation=/var/spool/slurmctld/sc" in lines(conf())
+    named = cluster(slurm={"release": "25.11", "clusterName": "Prod_A"})
+    assert "StateSaveLocation=/var/spool/slurmctld/prod_a" in lines(conf(named))
+    assert "ClusterName=Prod_A" in lines(conf(named))
+
+
+@pytest.mark.parametrize("applied, spec_name, refused", [
+    (None, "other", False),  # nothing applied yet: the first name is taken
+    ("sc", None, False),  # the default, the SlurmCluster's name
+    ("sc", "SC", False),  # Slurm reads it in lower case: the same cluster
+    ("sc", "other", True),
+    ("prod", None, True),  # a name set before, dropped: the default is another name
+])
+def test_the_cluster_name_is_fixed_once_applied(applied, spec_name, refused):
+    slurm: dict[str, Any] = {"release": "25.11"}
+    if spec_name is not None:
+        slurm["clusterName"] = spec_name
+    obj = cluster(slurm=slurm)
+    if applied is not None:
+        obj["status"] = {"clusterName": applied}
+    plan = decide(Facts(obj, ["gpu"]))
+    if not refused:
+        assert plan.spec is not None and plan.objects, plan.problems
+        return
+    assert plan.spec is None and not plan.objects and not plan.secrets and plan.config is None
+    (valid,) = plan.conditions
+    assert (valid["type"], valid["status"], valid["reason"]) == ("SpecValid", "False", "ClusterNameChanged")
+    assert f"({applied!r}, status.clusterName)" in valid["message"] and "fixed once applied" in valid["message"]
 
 
 # ---- the author's lines: refused when they would override sunk's, or inject -----------------------------
@@ -269,6 +310,21 @@ def test_the_configmap_holds_the_files_and_their_hash():
 def mounts(workload: dict[str, Any]) -> dict[str, str]:
     (container,) = workload["spec"]["template"]["spec"]["containers"]
     return {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+
+
+def slurmdbd_conf_hash(obj: dict[str, Any]) -> str:
+    template = objects(obj)[("StatefulSet", "sc-slurmdbd")]["spec"]["template"]
+    return template["metadata"]["annotations"][names.ANN_SLURMDBD_CONF_HASH]
+
+
+def test_slurmdbd_rolls_when_its_file_changes_and_only_then():
+    """slurmdbd reads slurmdbd.conf at start only: its Pod template carries the file's hash."""
+    base = slurmdbd_conf_hash(cluster())
+    assert base == slurmdbd_conf_hash(cluster(slurmConfig=["SchedulerParameters=bf_window=120"]))  # slurm.conf only
+    external = cluster(slurmdbd={"database": {"external": {"host": "db.example.com", "port": 3307, "user": "acct",
+                                                           "database": "acct",
+                                                           "passwordSecret": {"name": "db", "key": "pw"}}}})
+    assert slurmdbd_conf_hash(external) != base
 
 
 def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the_config_whole():

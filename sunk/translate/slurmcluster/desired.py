@@ -30,7 +30,7 @@ from sunk.model import names
 
 from . import paths, users
 from .mounts import munge_socket_mount, munged_sidecar, munged_volumes, restricted_security_context
-from .slurmconf import ConfigFiles
+from .slurmconf import ConfigFiles, file_hash, slurmdbd_conf
 from .spec import SlurmClusterSpec, Volume
 
 Obj = dict[str, Any]
@@ -272,7 +272,10 @@ def slurmdbd_template(spec: SlurmClusterSpec) -> Obj:
     """slurmdbd: it reads slurmdbd.conf beside ``$SLURM_CONF`` and nothing from the environment, so an init
     container (the same image, as SlurmUser) writes its copy with the password into an emptyDir
     (``SLURMDBD_CONF_SCRIPT``) and slurmdbd runs with ``SLURM_CONF`` there; the password Secret is mounted into
-    that init container only, and is never in the ConfigMap. A changed ConfigMap reaches slurmdbd at its restart."""
+    that init container only, and is never in the ConfigMap. slurmdbd reads the file only at start, and its copy
+    is made once per Pod: the template carries the file's hash, so a changed slurmdbd.conf rolls the Pod (a
+    password changed inside the same Secret does not: ``kubectl rollout restart`` it; slurmctld queues its
+    accounting messages meanwhile)."""
     volumes, mounts = _volumes(spec, jwt=True)
     conf = {"name": "slurmdbd-conf", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
     run = {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
@@ -286,6 +289,8 @@ def slurmdbd_template(spec: SlurmClusterSpec) -> Obj:
                       {"name": "slurmdbd-run", "mountPath": paths.SLURMDBD_RUN_DIR}])
     dbd["env"] = [{"name": "SLURM_CONF", "value": f"{paths.SLURMDBD_CONF_DIR}/slurm.conf"}]
     template = _pod_template(spec, "slurmdbd", dbd, [*volumes, _db_password_volume(spec), conf, run])
+    template["metadata"]["annotations"] = {names.ANN_SLURMDBD_CONF_HASH: file_hash("slurmdbd.conf",
+                                                                                  slurmdbd_conf(spec))}
     template["spec"]["initContainers"] = [writer]
     return _run_as(_with_munged(template, spec.image("slurmdbd"), paths.munge_secret(spec)), paths.SLURM_UID)
 

@@ -67,6 +67,14 @@ def name(spec: SlurmClusterSpec, component: str) -> str:
     return f"{spec.name}-{component}"
 
 
+def state_dir(spec: SlurmClusterSpec) -> str:
+    """slurmctld's StateSaveLocation: a directory of the state volume per ClusterName (lower case, as Slurm
+    reads it). slurmctld refuses to start on the state of another ClusterName (its ``clustername`` file), so
+    a cluster made again on a kept volume under a new name starts on state of its own, and the old name's
+    stays on the volume."""
+    return f"{STATE_DIR}/{spec.cluster_name.lower()}"
+
+
 def controller_replicas(spec: SlurmClusterSpec) -> int:
     return 2 if spec.backup else 1
 

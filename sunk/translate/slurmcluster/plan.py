@@ -134,6 +134,24 @@ def component_conditions(spec: SlurmClusterSpec, workloads: Mapping[str, Obj]) -
     return out
 
 
+def applied_cluster_name(cluster: Obj) -> str | None:
+    """The ClusterName this SlurmCluster's slurmctld was first given (``status.clusterName``; None: none yet)."""
+    value = (cluster.get("status") or {}).get("clusterName")
+    return value if isinstance(value, str) and value else None
+
+
+def cluster_name_change(cluster: Obj, spec: SlurmClusterSpec) -> str | None:
+    """Why the spec's ClusterName cannot be applied: slurmctld keeps its state under the ClusterName it was
+    first given and refuses to start on it under another (a crash loop; a new ClusterName would be a new,
+    empty state directory, and every job of the old one lost). Slurm reads the name in lower case."""
+    applied = applied_cluster_name(cluster)
+    if applied is None or applied.lower() == spec.cluster_name.lower():
+        return None
+    return (f"spec.slurm.clusterName {spec.cluster_name!r} is not the ClusterName this cluster's slurmctld keeps its "
+            f"state and jobs under ({applied!r}, status.clusterName); it is fixed once applied: set it back, or "
+            f"make a new SlurmCluster")
+
+
 def decide(facts: Facts) -> Plan:
     read = read_spec(facts.cluster, facts.nodesets)
     if read.spec is None:
@@ -141,6 +159,11 @@ def decide(facts: Facts) -> Plan:
                     conditions=[condition(SPEC_VALID, False, "InvalidSpec",
                                           "nothing is applied until the spec is mended: " + "; ".join(read.problems))])
     spec = read.spec
+    renamed = cluster_name_change(facts.cluster, spec)
+    if renamed:
+        return Plan(spec=None, problems=[renamed],
+                    conditions=[condition(SPEC_VALID, False, "ClusterNameChanged",
+                                          "nothing is applied until the spec is mended: " + renamed)])
     config = render(spec)
     return Plan(spec=spec, config=config, objects=desired.objects(facts.cluster, spec, config),
                 secrets=desired.wanted_secrets(spec),

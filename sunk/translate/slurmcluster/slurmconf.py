@@ -37,10 +37,15 @@ class ConfigFiles:
 
     @property
     def hash(self) -> str:
-        digest = hashlib.sha256()
-        for name, text in self.files:
-            digest.update(f"{len(name)}:{name}{len(text)}:{text}".encode())
-        return digest.hexdigest()[:16]
+        return file_hash(*(part for pair in self.files for part in pair))
+
+
+def file_hash(*names_and_texts: str) -> str:
+    """A short digest of files given as name, text, name, text...: length-prefixed, so no two lists collide."""
+    digest = hashlib.sha256()
+    for part in names_and_texts:
+        digest.update(f"{len(part)}:{part}".encode())
+    return digest.hexdigest()[:16]
 
 
 def nodeset_feature(nodeset: str) -> str:
@@ -65,7 +70,7 @@ def slurm_conf(spec: SlurmClusterSpec) -> str:
         ("SlurmUser", paths.SLURM_USER),
         ("SlurmctldPort", str(paths.SLURMCTLD_PORT)),
         ("SlurmdPort", str(paths.SLURMD_PORT)),
-        ("StateSaveLocation", paths.STATE_DIR),
+        ("StateSaveLocation", paths.state_dir(spec)),
         ("SlurmctldPidFile", f"{paths.SLURMCTLD_RUN_DIR}/slurmctld.pid"),  # non-root: /run is root's
         ("SlurmdSpoolDir", paths.SLURMD_SPOOL_DIR),
         ("AuthType", "auth/munge"),
