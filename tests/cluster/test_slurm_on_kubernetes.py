@@ -71,6 +71,7 @@ pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NO
 OPERATOR_PODS = f"app.kubernetes.io/name=sunk-operator,app.kubernetes.io/instance={RELEASE}"
 SCHEDULER_PODS = f"app.kubernetes.io/name=sunk-scheduler,app.kubernetes.io/instance={RELEASE}"
 END_NODESETS_PODS = f"app.kubernetes.io/name=sunk-end-nodesets,app.kubernetes.io/instance={RELEASE}"
+SYNCER_PODS = f"app.kubernetes.io/name=sunk-syncer,app.kubernetes.io/instance={RELEASE}"
 
 
 @attrs.frozen
@@ -345,7 +346,12 @@ def test_a_job_on_the_nodeset_locks_both_nodes_while_it_runs_and_the_control_pla
     for node in installed.real_nodes:
         assert _lock_taints(kube_api, node), node  # (the prolog returns only once its Node is locked)
     slurmd_pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
-    assert {p["metadata"].get("annotations", {}).get(names.LOCK_KEY) for p in slurmd_pods} == {"locked"}
+    states = {p["metadata"]["name"]: p["metadata"].get("annotations", {}).get(names.LOCK_KEY) for p in slurmd_pods}
+    if set(states.values()) != {"locked"}:  # (seen once, not again: what the Syncer did says why)
+        said = dev_cluster.kubectl("logs", "-n", namespace, "-l", SYNCER_PODS, "--tail=200", "--prefix", check=False)
+        annotations = {p["metadata"]["name"]: p["metadata"].get("annotations") for p in slurmd_pods}
+        raise AssertionError(f"job {job} runs; lock states {states}; annotations {annotations}; "
+                             f"the job: {slurm.get_job(job)}; Syncer log:\n{said.stdout}{said.stderr}")
     assert wait_for(lambda: _finished(slurm, job), 120, f"job {job} to finish", interval=1) == "COMPLETED"
     wait_for(lambda: not any(_lock_taints(kube_api, n) for n in installed.real_nodes), 60,
              "both Nodes unlocked once the job ended", interval=1)
