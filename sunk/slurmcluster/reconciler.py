@@ -127,7 +127,8 @@ class SlurmClusterReconciler:
                                                                                                     "Valid")
             owned = condition(OBJECTS_OWNED, not takeovers, "NotOurs" if takeovers else "Owned",
                               "; ".join(takeovers))
-            self._write_status(cluster, [valid, owned, *conditions], {})
+            # (what _claim created already names it: a slurmctld may run under it)
+            self._write_status(cluster, [valid, owned, *conditions], {"clusterName": plan.spec.cluster_name})
             return None
         for obj in plan.objects:
             self._apply(obj)

@@ -75,6 +75,8 @@ def slurm_cluster(kube_api, dev_cluster, tmp_path_factory):
     wait_default_service_account(kube_api, namespace)
     values = {"operator": {"enabled": True}, "slurmd": {"namespace": namespace},
               "slurmCluster": {"enabled": True, "name": NAME,
+                               "slurmctld": {"resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                                           "limits": {"memory": "1Gi"}}},
                                "partitions": [{"name": "gpu", "nodeSets": ["gpu"], "default": True}]}}
     # A NodeSet the partition names, selecting no Node (no slurmd Pod is made).
     kc.create(kube_api, NODESETS, {"apiVersion": names.NODESET_API_VERSION, "kind": "NodeSet", "metadata": {
@@ -124,6 +126,10 @@ def test_the_operator_applies_every_object_owned_by_the_cluster_and_makes_its_ke
     assert base64.b64decode(host_key["data"]["ssh_host_ed25519_key.pub"]).startswith(b"ssh-ed25519 ")
     assert not host_key["metadata"].get("ownerReferences")
     assert c.condition("SlurmctldReady").get("status") == "False"  # (no image: never ready here)
+    ctld = kc.get(c.api, STATEFULSETS, "sc-slurmctld", c.namespace)["spec"]
+    assert ctld["podManagementPolicy"] == "Parallel"
+    assert ctld["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                                                      "limits": {"memory": "1Gi"}}
     service = kc.get(c.api, SERVICES, "sc-login", c.namespace)
     assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(22, 22)]
     login = kc.get(c.api, DEPLOYMENTS, "sc-login", c.namespace)["spec"]["template"]["spec"]
@@ -168,10 +174,13 @@ def test_the_cluster_name_is_fixed_once_the_cluster_exists(slurm_cluster):
     ctld = kc.get(c.api, STATEFULSETS, f"{NAME}-slurmctld", c.namespace)["metadata"]["resourceVersion"]
     with pytest.raises(kc.ApiError) as refused:
         c.edit(slurm={"clusterName": "other"})
-    assert refused.value.status == 422 and "is fixed once the SlurmCluster exists" in str(refused.value)
+    assert refused.value.status == 422 and "is fixed once the operator applied it" in str(refused.value)
     c.edit(slurm={"clusterName": NAME.upper()})  # the default, the SlurmCluster's name, as Slurm reads it
     c.edit(slurm={"clusterName": None})
     assert "clusterName" not in c.get()["spec"]["slurm"]
+    with pytest.raises(kc.ApiError) as refused:  # (a name Slurm cannot take, at any time)
+        c.edit(slurm={"clusterName": "prod.a"})
+    assert refused.value.status == 422 and "spec.slurm.clusterName" in str(refused.value)
     assert kc.get(c.api, STATEFULSETS, f"{NAME}-slurmctld", c.namespace)["metadata"]["resourceVersion"] == ctld
 
 

@@ -1173,6 +1173,39 @@ def test_the_slurm_clusters_default_images_are_all_built_here_and_its_cgroup_mod
                                                                         "cgroup": "v3"}})
 
 
+def test_each_control_plane_component_gets_the_resources_its_values_give_and_none_by_default():
+    from sunk.translate.slurmcluster import desired
+    from sunk.translate.slurmcluster.plan import Facts, decide
+
+    def containers(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        obj = find(render(values), "SlurmCluster", "prod", NS)
+        plan = decide(Facts({**obj, "metadata": {**obj["metadata"], "uid": "u", "generation": 1}}, ["gpu"]))
+        assert plan.spec is not None, plan.problems
+        return {o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0] for o in plan.objects
+                if o["kind"] in ("StatefulSet", "Deployment")}
+
+    assert all("resources" not in c for c in containers(SLURM_CLUSTER).values())
+    values = copy.deepcopy(SLURM_CLUSTER)
+    sc = values["slurmCluster"]
+    sc["slurmctld"]["resources"] = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    sc["slurmdbd"] = {"resources": {"requests": {"cpu": "500m"}},
+                      "database": {"internal": {"resources": {"requests": {"memory": "1Gi"}}}}}
+    sc["slurmrestd"] = {"resources": {"requests": {"cpu": 1}}}
+    sc["login"] = {"resources": {"limits": {"ephemeral-storage": "10Gi"}}}
+    found = containers(values)
+    assert found["prod-slurmctld"]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"},
+                                                    "limits": {"memory": "8Gi"}}
+    assert found["prod-slurmdbd"]["resources"] == {"requests": {"cpu": "500m"}}
+    assert found["prod-mariadb"]["resources"] == {"requests": {"memory": "1Gi"}}
+    assert found["prod-slurmrestd"]["resources"] == {"requests": {"cpu": "1"}}
+    assert found["prod-login"]["resources"] == {"limits": {"ephemeral-storage": "10Gi"}}
+    assert desired.MANAGER  # (the objects above are what the operator applies)
+    for bad in ({"requests": {"nvidia.com/gpu": 1}}, {"requests": {"cpu": "two"}}, {"claims": []}):
+        refused = copy.deepcopy(SLURM_CLUSTER)
+        refused["slurmCluster"]["slurmctld"]["resources"] = bad
+        assert "slurmCluster" in refusal(refused), bad
+
+
 def test_the_control_plane_tolerates_the_lock_first_and_is_placed_where_the_values_say():
     """A Node the Syncer locks evicts every Pod that does not tolerate the lock: slurmctld among them would stop
     every job's scheduling. The lock toleration comes first (lockToleration), then the operator's own."""

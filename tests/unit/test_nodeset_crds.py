@@ -86,6 +86,8 @@ def validate(value: Any, node: dict[str, Any], where: str = "") -> Iterator[str]
     if node.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             yield f"{where}: not an int or a string"
+        elif isinstance(value, str) and "pattern" in node and not re.search(node["pattern"], value):
+            yield f"{where}: {value!r} does not match {node['pattern']}"  # (the apiserver checks a string's)
         return
     kind = node.get("type")
     if kind == "integer":

@@ -22,7 +22,8 @@ def test_the_crd_is_structural_with_a_status_subresource():
 
 
 def test_a_full_spec_and_the_status_the_reconciler_writes_are_valid():
-    obj = cluster(slurmctld={"backup": {"enabled": True}, "stateVolume": {"size": "5Gi", "storageClassName": "nfs"}},
+    obj = cluster(slurmctld={"backup": {"enabled": True}, "stateVolume": {"size": "5Gi", "storageClassName": "nfs"},
+                             "resources": {"requests": {"cpu": 2, "memory": "4Gi"}, "limits": {"memory": "8Gi"}}},
                   slurmdbd={"database": {"external": {"host": "db", "port": 3306, "user": "u", "database": "d",
                                                       "passwordSecret": {"name": "s", "key": "k"}}}},
                   slurmrestd={"replicas": 2}, login={"replicas": 1, "service": {"type": "NodePort"}},
@@ -44,6 +45,7 @@ def test_a_full_spec_and_the_status_the_reconciler_writes_are_valid():
     ({"killWait": 0}, "killWait"),
     ({"login": {"service": {"type": "ExternalName"}}}, "ExternalName"),
     ({"typo": 1}, "unknown field"),
+    ({"login": {"resources": {"requests": {"cpu": "two"}}}}, "'two' does not match"),
 ])
 def test_the_schema_refuses_what_it_can(change, fragment):
     obj = cluster(**change)

@@ -208,6 +208,8 @@ def test_a_secret_the_spec_names_is_mounted_only_when_labelled_for_this_cluster(
     world.reconcile()
     assert world.conditions()["SpecValid"] == (("True", "Valid") if fine else ("False", "SecretNotLabelled"))
     assert bool([c for c in world.api.calls if c[0] == "apply"]) == fine
+    # (the objects were created before the Secret was found wanting: a slurmctld may run under the name)
+    assert world.api.one("statefulsets", "sc-slurmctld") is not None and world.status()["clusterName"] == "sc"
 
 
 def test_a_secret_the_operator_may_not_read_or_that_is_absent_is_refused(monkeypatch):

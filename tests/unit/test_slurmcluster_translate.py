@@ -312,6 +312,41 @@ def mounts(workload: dict[str, Any]) -> dict[str, str]:
     return {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
 
 
+@pytest.mark.parametrize("resources, fragment", [
+    ("2Gi", "must be an object with requests and limits"),
+    ({"claims": [{"name": "x"}]}, "'claims' is not requests or limits"),
+    ({"requests": ["cpu"]}, "requests must be an object of quantities"),
+    ({"requests": {"nvidia.com/gpu": 1}}, "'nvidia.com/gpu' is not one of cpu, memory, ephemeral-storage"),
+    ({"requests": {"cpu": "two"}}, "requests.cpu: not a Kubernetes quantity: 'two'"),
+    ({"requests": {"memory": -1}}, "cannot be negative"),
+    ({"requests": {"cpu": True}}, "requests.cpu: not a Kubernetes quantity"),
+    ({"requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}},
+     "requests.memory 4Gi is more than limits.memory 2Gi"),
+])
+def test_resources_the_apiserver_would_refuse_are_a_spec_problem(resources, fragment):
+    for where, spec in (("spec.slurmctld.resources", {"slurmctld": {"resources": resources}}),
+                        ("spec.slurmdbd.database.internal.resources",
+                         {"slurmdbd": {"database": {"internal": {"resources": resources}}}})):
+        found = problems(cluster(**spec))
+        assert any(p.startswith(where) and fragment in p for p in found), found
+
+
+def test_resources_are_each_components_own():
+    plan = decide(Facts(cluster(slurmctld={"resources": {"requests": {"cpu": 2, "memory": "4Gi"},
+                                                         "limits": {"cpu": "4", "memory": "4Gi"}}},
+                                login={"resources": {"requests": {"memory": "256Mi"}}}), ["gpu"]))
+    assert plan.spec is not None, plan.problems
+    found = {(o["kind"], o["metadata"]["name"]): o["spec"]["template"]["spec"] for o in plan.objects
+             if o["kind"] in ("StatefulSet", "Deployment")}
+    ctld = found[("StatefulSet", "sc-slurmctld")]
+    assert ctld["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"},
+                                                  "limits": {"cpu": "4", "memory": "4Gi"}}
+    assert "resources" not in ctld["initContainers"][0]  # (munged: the daemon's resources are the daemon's)
+    assert found[("Deployment", "sc-login")]["containers"][0]["resources"] == {"requests": {"memory": "256Mi"}}
+    for key in (("StatefulSet", "sc-slurmdbd"), ("StatefulSet", "sc-mariadb"), ("Deployment", "sc-slurmrestd")):
+        assert "resources" not in found[key]["containers"][0], key
+
+
 def slurmdbd_conf_hash(obj: dict[str, Any]) -> str:
     template = objects(obj)[("StatefulSet", "sc-slurmdbd")]["spec"]["template"]
     return template["metadata"]["annotations"][names.ANN_SLURMDBD_CONF_HASH]
@@ -331,6 +366,8 @@ def test_slurmctld_keeps_its_state_on_a_claim_the_uninstall_keeps_and_mounts_the
     sts = objects()[("StatefulSet", "sc-slurmctld")]
     spec = sts["spec"]
     assert spec["replicas"] == 1 and spec["serviceName"] == "sc-slurmctld"
+    # (OrderedReady would never replace a Pod that is not Ready by a mended template)
+    assert {o["spec"]["podManagementPolicy"] for o in objects().values() if o["kind"] == "StatefulSet"} == {"Parallel"}
     assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
     (claim,) = spec["volumeClaimTemplates"]
     assert claim == {"metadata": {"name": "state"}, "spec": {"accessModes": ["ReadWriteOnce"],

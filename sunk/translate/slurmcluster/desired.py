@@ -87,6 +87,10 @@ def _db_password_mount() -> Obj:
 
 
 def _pod_template(spec: SlurmClusterSpec, component: str, container: Obj, volumes: list[Obj]) -> Obj:
+    """The Pod template of ``component``: its daemon ``container`` with the component's own resources."""
+    resources = spec.resources_of(component)
+    if resources:
+        container = {**container, "resources": resources}
     return {"metadata": {"labels": labels(spec, component)},
             "spec": {"automountServiceAccountToken": False, "enableServiceLinks": False,
                      "containers": [container], "volumes": volumes, **spec.placement.pod_fields()}}
@@ -131,7 +135,10 @@ def _claim(name: str, volume: Volume, access: str = "ReadWriteOnce") -> Obj:
 
 def _statefulset(spec: SlurmClusterSpec, owner: Obj, component: str, replicas: int, template: Obj,
                  claims: list[Obj], service: str) -> Obj:
-    body: Obj = {"serviceName": service, "replicas": replicas,
+    """Parallel Pod management: under OrderedReady the StatefulSet controller waits for a Pod that is not Running
+    and Ready before it updates anything, so a slurmdbd crash-looping on a wrong database host, or a slurmctld on a
+    wrong image, would never be replaced by the mended template. (None of them needs its Pods started in order.)"""
+    body: Obj = {"serviceName": service, "replicas": replicas, "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": selector(spec, component)}, "template": template,
                  "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}}
     if claims:

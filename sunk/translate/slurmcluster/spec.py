@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from attrs import field, frozen
 
 from sunk.translate import selectors
+from sunk.translate.quantity import parse_quantity
 
 from .lines import check_line, check_pair
 from .users import LoginUser, read_users
@@ -92,6 +94,71 @@ class Placement:
         return out
 
 
+# What a control-plane container may request or be limited to (spec.<component>.resources).
+RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
+# The components whose container takes resources, and where in the spec: (component, path of keys).
+RESOURCE_PATHS = (("slurmctld", ("slurmctld",)), ("slurmdbd", ("slurmdbd",)), ("slurmrestd", ("slurmrestd",)),
+                  ("login", ("login",)), ("mariadb", ("slurmdbd", "database", "internal")))
+
+
+@frozen
+class Resources:
+    """A container's ``resources``, each quantity checked and every request no more than its limit, so the
+    apiserver never refuses a workload the operator applies (which would fail every reconcile, silently to
+    the SlurmCluster's status). Quantities are kept as written."""
+
+    requests: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)
+    limits: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)
+
+    def container_field(self) -> dict[str, dict[str, str]]:
+        """The container's ``resources`` ({} when nothing is set: the Pod's QoS as before)."""
+        out = {}
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+
+def read_resources(value: Any, where: str) -> tuple[Resources, list[str]]:
+    """``spec.<component>.resources``: ``requests`` and ``limits`` of RESOURCE_NAMES, quantities as the
+    apiserver takes them (a string or a whole number), each request at most its limit."""
+    if value is None:
+        return Resources(), []
+    if not isinstance(value, Mapping):
+        return Resources(), [f"{where} must be an object with requests and limits"]
+    problems = [f"{where}.{str(key)[:40]!r} is not requests or limits" for key in value
+                if key not in ("requests", "limits")]
+    parsed: dict[str, dict[str, tuple[str, Decimal]]] = {}
+    for kind in ("requests", "limits"):
+        body = value.get(kind)
+        parsed[kind] = {}
+        if body is None:
+            continue
+        if not isinstance(body, Mapping):
+            problems.append(f"{where}.{kind} must be an object of quantities")
+            continue
+        for name, quantity in body.items():
+            if name not in RESOURCE_NAMES:
+                problems.append(f"{where}.{kind}: {str(name)[:60]!r} is not one of {', '.join(RESOURCE_NAMES)}")
+                continue
+            try:
+                if isinstance(quantity, bool) or not isinstance(quantity, (str, int)):
+                    raise ValueError(f"not a Kubernetes quantity: {str(quantity)[:40]!r}")
+                parsed[kind][name] = (str(quantity), parse_quantity(quantity))
+            except ValueError as exc:
+                problems.append(f"{where}.{kind}.{name}: {str(exc)[:120]}")
+    for name, (text, amount) in parsed["requests"].items():
+        limit = parsed["limits"].get(name)
+        if limit is not None and amount > limit[1]:
+            problems.append(f"{where}: requests.{name} {text} is more than limits.{name} {limit[0]} (the apiserver "
+                            f"refuses such a Pod)")
+    if problems:
+        return Resources(), problems
+    return Resources(requests=tuple((n, t) for n, (t, _) in sorted(parsed["requests"].items())),
+                     limits=tuple((n, t) for n, (t, _) in sorted(parsed["limits"].items()))), []
+
+
 @frozen
 class SlurmClusterSpec:
     """A SlurmCluster's spec, every value checked (read_spec)."""
@@ -121,9 +188,15 @@ class SlurmClusterSpec:
     extra_lines: tuple[tuple[str, str], ...] = field(converter=_strs, factory=tuple)  # slurmConfig, checked
     cgroup: str = "v2"  # CGROUP_MODES: the NodeSets' Nodes' cgroup version, or none
     placement: Placement = field(factory=Placement)
+    resources: tuple[tuple[str, Resources], ...] = field(converter=_strs, factory=tuple)  # component -> its own
 
     def image(self, component: str) -> str:
         return dict(self.images)[component]
+
+    def resources_of(self, component: str) -> dict[str, dict[str, str]]:
+        """The ``resources`` of ``component``'s container ({}: none set)."""
+        found = dict(self.resources).get(component)
+        return found.container_field() if found is not None else {}
 
 
 @frozen
@@ -271,6 +344,17 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
             seen.setdefault(pair[0].lower(), i)
             extra.append(pair)
 
+    resources = []
+    for component, path in RESOURCE_PATHS:
+        body: Any = spec
+        for key in path:
+            body = body.get(key) if isinstance(body, Mapping) else None
+        found, problems = read_resources(body.get("resources") if isinstance(body, Mapping) else None,
+                                         "spec." + ".".join(path) + ".resources")
+        r.problems.extend(problems)
+        if found != Resources():
+            resources.append((component, found))
+
     read = SlurmClusterSpec(
         name=name, namespace=namespace, release=release, cluster_name=cluster_name,
         images=tuple(images.items()),
@@ -292,7 +376,7 @@ def read_spec(cluster: Mapping[str, Any], nodesets: Sequence[str] = ()) -> SpecR
         kill_wait=r.integer(spec, "killWait", "spec", 30, 1, 65533),
         max_node_count=r.integer(spec, "maxNodeCount", "spec", 1024, 1, MAX_NODE_COUNT),
         gres_types=gres_types, partitions=partitions, extra_lines=extra, cgroup=cgroup,
-        placement=_placement(r, r.obj(spec, "placement", "spec")))
+        placement=_placement(r, r.obj(spec, "placement", "spec")), resources=resources)
     if r.problems:
         return SpecRead(None, r.problems)
     return SpecRead(read)
