@@ -68,6 +68,13 @@ log = logging.getLogger(__name__)
 INDEX_CLUSTER = "slurm-cluster"  # workloads by "namespace/<their SlurmCluster>"
 
 
+def same_cluster_name(cluster: Obj, name: str) -> bool:
+    """Whether ``cluster``'s spec names ``name`` as its ClusterName (its own name by default), as Slurm reads it."""
+    spec_name = ((cluster.get("spec") or {}).get("slurm") or {}).get("clusterName")
+    effective = spec_name if isinstance(spec_name, str) and spec_name else cluster["metadata"]["name"]
+    return str(effective).lower() == name.lower()
+
+
 def cluster_key(obj: Obj) -> list[str]:
     """Index function and key mapper: the SlurmCluster an object belongs to, by its label."""
     meta = obj.get("metadata") or {}
@@ -127,11 +134,13 @@ class SlurmClusterReconciler:
                                                                                                     "Valid")
             owned = condition(OBJECTS_OWNED, not takeovers, "NotOurs" if takeovers else "Owned",
                               "; ".join(takeovers))
-            # (what _claim created already names it: a slurmctld may run under it)
-            self._write_status(cluster, [valid, owned, *conditions], {"clusterName": plan.spec.cluster_name})
+            # (what _claim created, with no spec problem, names it already: a slurmctld may run under it)
+            recorded = {} if spec_problems else {"clusterName": plan.spec.cluster_name}
+            self._write_status(cluster, [valid, owned, *conditions], recorded)
             return None
         for obj in plan.objects:
-            self._apply(obj)
+            if obj["kind"] != "PersistentVolumeClaim":  # (created once by _claim: a kept claim's spec stays its own)
+                self._apply(obj)
         config_hash = plan.config.hash
         if self.written_at.get(key, ("",))[0] != config_hash:  # (new here, or after this process started)
             self.written_at[key] = (config_hash, self.clock())
@@ -195,6 +204,8 @@ class SlurmClusterReconciler:
                 problem = self._check_named_secret(spec, name)
                 if problem:
                     spec_problems.append(problem)
+        if spec_problems:  # (no object made that would mount a Secret its owner did not label for this cluster)
+            return spec_problems, takeovers
         cached = {(w.get("kind"), w["metadata"]["name"]): w for w in self.facts(cluster).workloads.values()}
         for obj in plan.objects:
             meta = obj["metadata"]
@@ -280,6 +291,9 @@ class SlurmClusterReconciler:
             existing = status.get("conditions") or []
             merged = wire.merge_conditions(existing, conditions, now=now)
             wanted: dict[str, Any] = {**fields, "conditions": existing if merged is None else merged}
+            if "clusterName" in wanted and not same_cluster_name(current, wanted["clusterName"]):
+                # (a conflict's reread shows a spec renamed meanwhile: its name was never applied)
+                del wanted["clusterName"]
             if all(status.get(k) == v for k, v in wanted.items()):
                 return None
             return {"status": wanted}

@@ -8,7 +8,7 @@ so both conversions round *up*.
 
 The grammar is the apiserver's (``k8s.io/apimachinery/pkg/api/resource``): a sign, digits with
 an optional decimal point, then one suffix: a binary SI suffix (Ki … Ei), a decimal SI suffix
-(m, k, M … E) or a decimal exponent (``e``/``E`` and an integer). Requests are never negative,
+(n, u, m, k, M … E) or a decimal exponent (``e``/``E`` and an integer). Requests are never negative,
 and the apiserver refuses magnitudes beyond 2^63 - 1, so both are refused here as well.
 """
 
@@ -19,13 +19,14 @@ import re
 from decimal import Decimal
 
 _SUFFIX = {
-    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "": Decimal(1), "n": Decimal(10) ** -9, "u": Decimal(10) ** -6, "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
     "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
     "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
 _QUANTITY = re.compile(
-    r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?", re.ASCII)
+    r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?", re.ASCII)
 MIB = Decimal(2) ** 20
 MAX_QUANTITY = Decimal(2**63 - 1)  # the apiserver's own ceiling (int64)
 _MAX_EXPONENT = 40  # beyond this nothing fits under MAX_QUANTITY or above a nano-unit anyway

@@ -428,6 +428,38 @@ def test_a_slurm_conf_value_changed_while_a_job_runs_is_live_and_the_job_finishe
         assert all(s.get("restartCount", 0) == 0 for s in pod["status"].get("containerStatuses") or ())
 
 
+def test_a_slurmdbd_that_cannot_start_is_replaced_once_its_template_is_mended(kube_api, running_cluster):
+    """slurmdbd given an image that cannot be pulled never becomes Ready; the image set back, the StatefulSet
+    controller replaces that Pod by one of the mended template, which becomes Ready. (Under the default
+    OrderedReady it waits for the broken Pod to become Ready before it updates anything, forever: the
+    SlurmCluster's StatefulSets are Parallel.)"""
+    namespace = running_cluster.namespace
+    wait_for(lambda: not _not_ready(kube_api, namespace), READY_TIMEOUT, "every SlurmCluster Pod Ready", interval=2)
+    good = kc.get(kube_api, SLURMCLUSTERS, NAME, namespace)["spec"]["images"]["slurmdbd"]
+
+    def set_image(image: str) -> None:
+        kc.request(kube_api, "PATCH", SLURMCLUSTERS.path(namespace, NAME),
+                   body={"spec": {"images": {"slurmdbd": image}}}, content_type="application/merge-patch+json")
+
+    def slurmdbd_pods() -> list[dict[str, Any]]:
+        bind_unscheduled(kube_api, namespace)
+        return pods_by_component(kube_api, namespace).get("slurmdbd") or []
+
+    def runs(image: str) -> bool:
+        return any(not p["metadata"].get("deletionTimestamp") and p["spec"]["containers"][0]["image"] == image
+                   for p in slurmdbd_pods())
+
+    broken = "sunk-slurmdbd:no-such-tag-here"
+    set_image(broken)
+    try:
+        wait_for(lambda: runs(broken), 120, "a slurmdbd Pod of the image that cannot be pulled", interval=2)
+        assert not any(ready(p) for p in slurmdbd_pods() if p["spec"]["containers"][0]["image"] == broken)
+    finally:
+        set_image(good)
+    wait_for(lambda: runs(good) and all(ready(p) for p in slurmdbd_pods()), READY_TIMEOUT,
+             "the broken slurmdbd Pod replaced by a Ready one of the mended template", interval=2)
+
+
 def test_deleting_the_slurmcluster_leaves_no_pod_and_keeps_its_volumes_and_keys(kube_api, running_cluster):
     """What `helm uninstall` does to the SlurmCluster (last in this module): every Pod it made goes with it
     (owner references), its state and database claims and its generated munge and JWT keys stay, so a

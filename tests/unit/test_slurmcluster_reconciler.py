@@ -208,8 +208,10 @@ def test_a_secret_the_spec_names_is_mounted_only_when_labelled_for_this_cluster(
     world.reconcile()
     assert world.conditions()["SpecValid"] == (("True", "Valid") if fine else ("False", "SecretNotLabelled"))
     assert bool([c for c in world.api.calls if c[0] == "apply"]) == fine
-    # (the objects were created before the Secret was found wanting: a slurmctld may run under the name)
-    assert world.api.one("statefulsets", "sc-slurmctld") is not None and world.status()["clusterName"] == "sc"
+    # Refused: no object is even created (a Pod would mount the Secret its owner did not label for this
+    # cluster), so no slurmctld runs under the name, which stays open to change.
+    assert (world.api.one("statefulsets", "sc-slurmctld") is not None) == fine
+    assert world.status().get("clusterName") == ("sc" if fine else None)
 
 
 def test_a_secret_the_operator_may_not_read_or_that_is_absent_is_refused(monkeypatch):
@@ -262,6 +264,36 @@ def test_the_applied_cluster_name_is_kept_and_another_is_refused_leaving_what_ru
     world.edit(slurm={"release": "25.11"})  # set back (the default is the SlurmCluster's name)
     world.reconcile()
     assert world.conditions()["SpecValid"] == ("True", "Valid")
+
+
+def test_an_object_someone_else_made_leaves_the_others_created_and_the_name_recorded(monkeypatch):
+    world = World(monkeypatch)
+    world.api.put("deployments", {"metadata": {"name": "sc-login", "namespace": "slurm", "uid": "theirs"},
+                                  "spec": {"replicas": 1}})
+    world.reconcile()
+    assert world.conditions()["ObjectsOwned"][0] == "False"
+    assert world.api.one("statefulsets", "sc-slurmctld") is not None  # (a slurmctld may run under the name)
+    assert world.status()["clusterName"] == "sc"
+
+
+def test_a_name_renamed_while_the_status_was_written_is_not_recorded(monkeypatch):
+    """The status write rereads the SlurmCluster on a conflict: a spec renamed meanwhile was never applied."""
+    world = World(monkeypatch)
+    original = world.api.patch
+    renamed: list[bool] = []
+
+    def rename_first(api: Any, resource: Any, name: str, body: Any, namespace: str | None = None,
+                     **kwargs: Any) -> dict[str, Any]:
+        if kwargs.get("subresource") == "status" and not renamed:
+            renamed.append(True)
+            world.edit(slurm={"release": "25.11", "clusterName": "renamed"})  # (a new resourceVersion: 409)
+        return original(api, resource, name, body, namespace, **kwargs)
+
+    monkeypatch.setattr(kc, "patch", rename_first)
+    world.reconcile()
+    assert "clusterName" not in world.status(), world.status()
+    world.reconcile()  # (the renamed spec, applied now)
+    assert world.status()["clusterName"] == "renamed"
 
 
 def test_a_config_change_is_reconfigured_once_slurmctld_is_ready_and_the_kubelet_had_time(monkeypatch):

@@ -393,6 +393,8 @@ def test_a_backup_controller_shares_one_read_write_many_claim():
     sts = found[("StatefulSet", "sc-slurmctld")]
     assert sts["spec"]["replicas"] == 2 and "volumeClaimTemplates" not in sts["spec"]
     pvc = found[("PersistentVolumeClaim", "sc-slurmctld-state")]
+    assert "ownerReferences" not in pvc["metadata"]  # (kept when the SlurmCluster goes, as the StatefulSets' claims)
+    assert pvc["metadata"]["labels"][names.LABEL_SLURM_CLUSTER] == "sc"
     assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "50Gi"}},
                            "storageClassName": "nfs"}
     state = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "state"]

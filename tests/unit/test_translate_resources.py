@@ -34,7 +34,7 @@ def pod(containers=(), init=(), resources=None, overhead=None):
 @pytest.mark.parametrize(("text", "value"), [
     ("1E", Decimal(10) ** 18), ("1E3", Decimal(1000)), ("1e-3", Decimal("0.001")), ("2Ei", Decimal(2 * 2**60)),
     ("+5", Decimal(5)), ("0", Decimal(0)), ("1.", Decimal(1)), (" 2Gi ", Decimal(2 * 2**30)),
-    (Decimal("0.25"), Decimal("0.25")),
+    (Decimal("0.25"), Decimal("0.25")), ("100u", Decimal("0.0001")), ("5n", Decimal("0.000000005")),
 ])
 def test_suffix_and_exponent_are_told_apart(text, value):
     assert parse_quantity(text) == value

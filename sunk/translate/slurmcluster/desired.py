@@ -188,8 +188,11 @@ def objects(cluster: Mapping[str, Any], spec: SlurmClusterSpec, config: ConfigFi
     if spec.backup:  # both controllers read and write one StateSaveLocation
         state_claim = paths.name(spec, "slurmctld-state")
         pvc = _claim(state_claim, spec.state_volume, "ReadWriteMany")
-        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                    "metadata": _meta(spec, owner, state_claim, "slurmctld"), "spec": pvc["spec"]})
+        # No owner: the garbage collector would delete it, and slurmctld's state with it, with the SlurmCluster
+        # (a StatefulSet's own claims are kept by its persistentVolumeClaimRetentionPolicy).
+        meta = _meta(spec, owner, state_claim, "slurmctld")
+        del meta["ownerReferences"]
+        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": pvc["spec"]})
         volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": state_claim}})
     else:
         claims.append(_claim("state", spec.state_volume))
