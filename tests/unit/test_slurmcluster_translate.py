@@ -320,6 +320,7 @@ def mounts(workload: dict[str, Any]) -> dict[str, str]:
     ({"requests": {"cpu": "two"}}, "requests.cpu: not a Kubernetes quantity: 'two'"),
     ({"requests": {"memory": -1}}, "cannot be negative"),
     ({"requests": {"cpu": True}}, "requests.cpu: not a Kubernetes quantity"),
+    ({"requests": {"memory": " 2Gi"}}, "requests.memory: not a Kubernetes quantity: ' 2Gi'"),
     ({"requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}},
      "requests.memory 4Gi is more than limits.memory 2Gi"),
 ])

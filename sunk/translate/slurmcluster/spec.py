@@ -143,7 +143,8 @@ def read_resources(value: Any, where: str) -> tuple[Resources, list[str]]:
                 problems.append(f"{where}.{kind}: {str(name)[:60]!r} is not one of {', '.join(RESOURCE_NAMES)}")
                 continue
             try:
-                if isinstance(quantity, bool) or not isinstance(quantity, (str, int)):
+                if (isinstance(quantity, bool) or not isinstance(quantity, (str, int))
+                        or isinstance(quantity, str) and quantity != quantity.strip()):  # (the apiserver trims none)
                     raise ValueError(f"not a Kubernetes quantity: {str(quantity)[:40]!r}")
                 parsed[kind][name] = (str(quantity), parse_quantity(quantity))
             except ValueError as exc:
