@@ -32,6 +32,7 @@ from attrs import frozen
 
 import sunk
 from sunk.hooks.auth import node_token
+from sunk.kube import client as kc
 from sunk.model import names
 from sunk.scripts import shipped_script
 
@@ -44,12 +45,14 @@ from . import (
     kubeconf,
     kubelet,
     phases,
+    pool,
     realnode,
     release,
     slurmbuild,
     slurmconf,
     slurmimages,
     slurmonk8s,
+    standin_slurmd,
     workloads,
 )
 from .procs import Daemon, run, wait_until
@@ -60,6 +63,7 @@ FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
+OPERATOR_PROBES = 8281  # the dev cluster's own sunk-operator: /readyz (and /metrics one port below)
 POD_USER = "sunk-pods"  # uid 65534 by a name Slurm resolves to it ("nobody" it reads as 99)
 # The checkout this file is in (dev/sunk_dev/cluster.py): the product's sources are at its root, the dev
 # tools under dev/ (a distribution of their own, which the product's wheel and image leave out).
@@ -101,6 +105,13 @@ class Component:
     # NodeSet Pods' slurmd from the chroot): what `up` stops when it switches Slurm releases.
     slurm_side: bool = False
 
+
+
+def k8s_node_for(slurm_node: str) -> str:
+    """The Kubernetes Node a Slurm node of the dev cluster's layout runs on (tests name Nodes through it)."""
+    if slurm_node == realnode.SLURM_NODE:
+        return realnode.NODE_NAME
+    return "worker-" + slurm_node.removeprefix("node")
 
 
 def default_home() -> Path:
@@ -255,9 +266,7 @@ class DevCluster:
 
     @staticmethod
     def k8s_node_for(slurm_node: str) -> str:
-        if slurm_node == realnode.SLURM_NODE:
-            return realnode.NODE_NAME
-        return "worker-" + slurm_node.removeprefix("node")
+        return k8s_node_for(slurm_node)
 
     def env(self) -> dict[str, str]:
         rest = self.slurm_rest
@@ -508,6 +517,35 @@ class DevCluster:
     def start_component(self, name: str) -> None:
         self._ensure(self._component(name))
 
+    def stop_slurmd(self, slurm_node: str, timeout: float = 15) -> None:
+        """Stop the slurmd of a stand-in Slurm node and keep it stopped (its Pod stays): what a test does to
+        make slurmctld find the node silent. A NodeSet Pod's slurmd is paused in the stand-in kubelet, which
+        starts it again once ``start_slurmd`` lifts the pause."""
+        if slurm_node in self.layout.node_names:
+            self.stop_component(f"slurmd-{slurm_node}")
+            return
+        state = self.kubelet_state
+        state.pause(slurm_node)
+        running = [r for r in state.records() if r.node == slurm_node and r.alive()]
+        if not running:
+            raise RuntimeError(f"no slurmd of {slurm_node} runs on a stand-in Node")
+        for record in running:
+            standin_slurmd.end_process(record, grace=5)
+        wait_until(lambda: not any(r.alive() for r in running), timeout, what=f"{slurm_node}'s slurmd to stop")
+
+    def start_slurmd(self, slurm_node: str, timeout: float = 60) -> None:
+        """Start a slurmd ``stop_slurmd`` stopped, and wait until slurmctld finds it answering."""
+        if slurm_node in self.layout.node_names:
+            self.start_component(f"slurmd-{slurm_node}")
+            return
+        self.kubelet_state.unpause(slurm_node)
+        wait_until(functools.partial(self._slurmd_ok, slurm_node), timeout, what=f"{slurm_node} answering")
+
+    @property
+    def kubelet_state(self) -> standin_slurmd.KubeletState:
+        """The stand-in kubelet's state: its slurmds' ports and processes, the paused nodes."""
+        return standin_slurmd.KubeletState(self.run_dir / "standin-kubelet")
+
     # -- internals ---------------------------------------------------------------------------
     def _component(self, name: str) -> Component:
         for component in self._components(kubebuild.kube_bin_dir(self.home)):
@@ -575,9 +613,11 @@ class DevCluster:
             Component(daemon("kubelet", sys.executable, "-m", "sunk_dev.kubelet", "--kubeconfig", str(self.kubeconfig),
                              "--nodes", ",".join(self.k8s_node_for(n) for n in self.layout.node_names),
                              "--chroot", str(self.root), "--log-dir", str(self.run_dir / "logs"),
+                             "--state-dir", str(self.run_dir / "standin-kubelet"), "--keep-slurmds",
                              env={**os.environ, "PYTHONPATH": os.pathsep.join((str(CHECKOUT), str(CHECKOUT / "dev")))}),
                       self._kubelet_ok, slurm_side=True),
         ]
+        comps.append(self._operator_component())
         if self.real_node:
             paths = self.real_paths
             kubelet = daemon("kubelet-real", *realnode.kubelet_argv(bin_dir / "kubelet", paths, self.kubeconfig))
@@ -731,6 +771,28 @@ class DevCluster:
         self._expect(self.kube_request("POST", "/apis/resource.k8s.io/v1/deviceclasses", realnode.device_class()),
                      201, 409)
 
+    def _operator_component(self) -> Component:
+        """sunk-operator for the NodeSets of the ``slurm`` namespace, from this checkout, leader-elected: part of
+        the dev cluster itself (not of ``--sunk``), since the dev cluster's slurmd Pods are a NodeSet's to make.
+        Its CRDs are applied before it starts. Slurm-side: it talks to slurmctld, so a release switch stops it."""
+        env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+        operator = Daemon("sunk-operator", (
+            sys.executable, "-m", "sunk.commands.operator", f"--kubeconfig={self.kubeconfig}",
+            f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
+            f"--slurm-auth-token-file={self.jwt_file}", f"--watch-namespace={SLURM_NAMESPACE}", "--leader-elect",
+            f"--metrics-bind-address=127.0.0.1:{OPERATOR_PROBES - 1}",
+            f"--health-probe-bind-address=127.0.0.1:{OPERATOR_PROBES}",
+        ), self.run_dir, env)
+        return Component(operator, functools.partial(_ready, OPERATOR_PROBES), prepare=self._apply_crds,
+                         slurm_side=True)
+
+    def _apply_crds(self) -> None:
+        api = kc.load_api_client(str(self.kubeconfig))
+        try:
+            pool.apply_crds(api)
+        finally:
+            api.close()
+
     def _sunk_components(self) -> list[Component]:
         """sunk's own daemons, from this checkout: what production runs as Deployments."""
         env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}  # this checkout's product code first
@@ -784,6 +846,9 @@ class DevCluster:
 
     def _ensure(self, component: Component) -> None:
         name = component.daemon.name
+        if component.daemon.pid() is not None and component.daemon.runs_other_argv():
+            self._say(f"  {name:<16} runs with other arguments: started again")
+            component.daemon.stop()
         if component.daemon.pid() is not None:
             try:
                 wait_until(component.healthy, component.timeout, what=f"{name} to be healthy")

@@ -15,7 +15,10 @@ It does what scheduling tests need from a kubelet and nothing else:
   Pod's ``sunk.dev/termination-delay-seconds`` annotation, but never later than its
   grace period, which is what a real kubelet's SIGTERM-then-SIGKILL amounts to;
 - given ``--chroot``, a NodeSet's slurmd Pod gets a real ``slurmd -Z`` process
-  (``sunk_dev.standin_slurmd``), stopped when the Pod is deleted or this kubelet stops.
+  (``sunk_dev.standin_slurmd``), stopped when the Pod is deleted or this kubelet stops; with
+  ``--state-dir`` and ``--keep-slurmds``, as a real kubelet's containers, they outlive this kubelet,
+  which takes them over when it starts again (and stops those whose Pod went meanwhile), and each
+  Slurm node keeps its port across restarts.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from kubernetes import client, config
 
 from sunk_dev import slurmconf
 from sunk_dev.procs import free_port
-from sunk_dev.standin_slurmd import StandInSlurmd, launch_of
+from sunk_dev.standin_slurmd import KubeletState, SlurmdRecord, StandInSlurmd, end_process, launch_of
 
 log = logging.getLogger("sunk_dev.kubelet")
 
@@ -111,7 +114,7 @@ def running_status(pod: dict[str, Any]) -> dict[str, Any]:
 
 class FakeKubelet:
     def __init__(self, api: client.ApiClient, nodes: list[str], chroot: Path | None = None,
-                 log_dir: Path | None = None):
+                 log_dir: Path | None = None, state: KubeletState | None = None, keep_slurmds: bool = False):
         self.core = client.CoreV1Api(api)
         self.coordination = client.CoordinationV1Api(api)
         self.nodes = set(nodes)
@@ -121,7 +124,8 @@ class FakeKubelet:
         self._chroot = chroot
         self._log_dir = log_dir or Path(".")
         self._slurmds: dict[str, StandInSlurmd] = {}  # by Pod UID
-        self._ports: dict[str, int] = {}  # by Slurm node
+        self._state, self._keep_slurmds = state, keep_slurmds
+        self._ports: dict[str, int] = state.ports() if state else {}  # by Slurm node
 
     def register(self) -> None:
         for name in sorted(self.nodes):
@@ -194,6 +198,9 @@ class FakeKubelet:
             gone = [uid for uid in self._slurmds if uid not in present]
         for uid in gone:  # deleted while the watch was down: stopped before a successor of the same name starts
             self._stop_slurmd(uid, grace=0)
+        for record in self._state.records() if self._state else ():
+            if record.uid not in present:  # (deleted while no kubelet ran: an earlier kubelet's slurmd)
+                self._stop_slurmd(record.uid, grace=0)
         for pod in data["items"]:
             self._handle(pod)
         return data["metadata"]["resourceVersion"]
@@ -245,13 +252,28 @@ class FakeKubelet:
         with self._lock:
             if uid in self._slurmds or self.stopping.is_set():
                 return
-            port = self._ports.get(launch.node) or self._ports.setdefault(launch.node, free_port())
+            port = self._ports.get(launch.node)
+            if port is None:
+                port = self._ports[launch.node] = free_port()
+                if self._state is not None:
+                    self._state.save_ports(self._ports)
+            left = self._left_running(uid)
             slurmd = StandInSlurmd(launch, self._chroot, port, slurmconf.NODE_CPUS, slurmconf.NODE_MEMORY_MB,
-                                   self._log_dir)
+                                   self._log_dir, uid=uid, state=self._state, adopt=left)
             self._slurmds[uid] = slurmd
-        log.info("starting slurmd of Slurm node %s for Pod %s/%s", launch.node, pod["metadata"]["namespace"],
-                 pod["metadata"]["name"])
+        log.info("%s slurmd of Slurm node %s for Pod %s/%s", "taking over" if left else "starting", launch.node,
+                 pod["metadata"]["namespace"], pod["metadata"]["name"])
         slurmd.start()
+
+    def _left_running(self, uid: str) -> SlurmdRecord | None:
+        """The live slurmd an earlier kubelet started for Pod ``uid``, if any."""
+        if self._state is None:
+            return None
+        record = next((r for r in self._state.records() if r.uid == uid), None)
+        if record is not None and not record.alive():
+            self._state.forget(uid)
+            return None
+        return record
 
     def _stop_slurmd(self, uid: str, grace: float) -> None:
         with self._lock:
@@ -259,14 +281,22 @@ class FakeKubelet:
         if slurmd is not None:
             log.info("stopping slurmd of Slurm node %s", slurmd.launch.node)
             slurmd.stop(grace)
+        elif self._state is not None and (left := self._left_running(uid)) is not None:
+            log.info("stopping slurmd of Slurm node %s (pid %d), left by an earlier kubelet", left.node, left.pid)
+            end_process(left, grace)
+            self._state.forget(uid)
 
     def shutdown(self) -> None:
-        """Stop every slurmd this kubelet started (a dev tool's clean exit: no orphan slurmd)."""
+        """Stop every slurmd this kubelet started (a dev tool's clean exit: no orphan slurmd), or with
+        ``keep_slurmds`` leave them running for the next kubelet to take over."""
         self.stopping.set()
         with self._lock:
             uids = list(self._slurmds)
         for uid in uids:
-            self._stop_slurmd(uid, grace=2.0)
+            if self._keep_slurmds:
+                self._slurmds[uid].release()
+            else:
+                self._stop_slurmd(uid, grace=2.0)
 
     def _finish_deletion(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -325,6 +355,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--chroot", type=Path, default=None,
                         help="the dev cluster's Slurm root: run a real slurmd for each NodeSet slurmd Pod")
     parser.add_argument("--log-dir", type=Path, default=None, help="where the slurmds' output goes")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="ports and running slurmds, kept across restarts (sunk_dev.standin_slurmd.KubeletState)")
+    parser.add_argument("--keep-slurmds", action="store_true",
+                        help="leave the slurmds running at exit, for the next kubelet (needs --state-dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = client.Configuration()
@@ -332,8 +366,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     # Deletions finish on timer threads, hundreds at once when a benchmark ends: past the
     # default pool of cpu*5 each would open (and TLS-handshake) a connection of its own.
     cfg.connection_pool_maxsize = 64
+    if args.keep_slurmds and args.state_dir is None:
+        parser.error("--keep-slurmds needs --state-dir")
     kubelet = FakeKubelet(client.ApiClient(cfg), [n for n in args.nodes.split(",") if n], chroot=args.chroot,
-                          log_dir=args.log_dir)
+                          log_dir=args.log_dir, state=KubeletState(args.state_dir) if args.state_dir else None,
+                          keep_slurmds=args.keep_slurmds)
     signal.signal(signal.SIGTERM, lambda *_: kubelet.stopping.set())
     threading.Thread(target=kubelet.run, daemon=True).start()
     while not kubelet.stopping.wait(3600):

@@ -6,6 +6,7 @@ A PID file also records the process start time, so a reused PID is never mistake
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -62,6 +63,22 @@ class Daemon:
     def log_file(self) -> Path:
         return self.run_dir / "logs" / f"{self.name}.log"
 
+    @property
+    def argv_file(self) -> Path:
+        return self.run_dir / "pids" / f"{self.name}.argv"
+
+    def runs_other_argv(self) -> bool:
+        """Whether the live process was started with other arguments than ``argv`` (a dev cluster from an older
+        checkout: ``up`` starts it again). One started before arguments were recorded is taken as ours, and its
+        arguments recorded now."""
+        try:
+            return json.loads(self.argv_file.read_text()) != list(self.argv)
+        except FileNotFoundError:
+            self.argv_file.write_text(json.dumps(list(self.argv)))
+            return False
+        except (OSError, ValueError):
+            return True
+
     def pid(self) -> Optional[int]:
         """Our live PID, or None (missing file, dead process, or PID reused by another)."""
         try:
@@ -69,7 +86,7 @@ class Daemon:
             pid = int(pid_s)
         except (OSError, ValueError):
             return None
-        return pid if _start_time(pid) == start_s else None
+        return pid if start_time(pid) == start_s else None
 
     def started_at(self) -> Optional[float]:
         """When our live process was started (wall clock, seconds), or None if none runs."""
@@ -95,11 +112,12 @@ class Daemon:
             )
         start = None
         for _ in range(50):
-            start = _start_time(proc.pid)
+            start = start_time(proc.pid)
             if start:
                 break
             time.sleep(0.01)
         self.pid_file.write_text(f"{proc.pid} {start or ''}\n")
+        self.argv_file.write_text(json.dumps(list(self.argv)))
         return proc.pid
 
     def stop(self, timeout: float = 15.0) -> bool:
@@ -110,12 +128,12 @@ class Daemon:
             return False
         _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _start_time(pid):
+        while time.monotonic() < deadline and start_time(pid):
             _reap(pid)
             time.sleep(0.05)
-        if _start_time(pid):
+        if start_time(pid):
             _signal(pid, signal.SIGKILL)
-            while _start_time(pid):
+            while start_time(pid):
                 _reap(pid)
                 time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
@@ -128,7 +146,7 @@ class Daemon:
             return ""
 
 
-def _start_time(pid: int) -> Optional[str]:
+def start_time(pid: int) -> Optional[str]:
     """Field 22 of /proc/PID/stat; None if gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -27,12 +27,14 @@ be deleted.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ from attrs import frozen
 
 from sunk.model import names
 
-from .procs import chroot_env
+from .procs import chroot_env, start_time
 
 log = logging.getLogger("sunk_dev.kubelet.slurmd")
 
@@ -50,6 +52,7 @@ ENV_NODE_NAME = "SUNK_SLURM_NODE_NAME"
 ENV_CONF = "SUNK_SLURMD_CONF"
 ENV_GRES_CONF = "SUNK_GRES_CONF"
 RESTART_DELAY = 1.0
+POLL = 0.2  # how often a paused node and an adopted process are looked at
 SLURM_ETC = "/etc/slurm"
 CONF_DIRS = "/run/sunk-standin"
 # Files beside slurm.conf that tests write while slurmds run: linked even before they exist.
@@ -157,14 +160,90 @@ def kill_sessions(sessions: set[int], proc: Path = Path("/proc")) -> None:
                 continue
 
 
-class StandInSlurmd:
-    """One Pod's slurmd, kept running until ``stop``: a supervisor thread restarts it when it exits."""
+@frozen
+class SlurmdRecord:
+    """A running stand-in slurmd as its kubelet writes it down (``KubeletState``): the Pod it serves, its Slurm
+    node, and the process (pid and start time, so a reused pid is never taken for it)."""
 
-    def __init__(self, launch: SlurmdLaunch, chroot: Path, port: int, cpus: int, memory_mb: int, log_dir: Path):
+    uid: str
+    node: str
+    pid: int
+    start: str
+
+    def alive(self) -> bool:
+        return start_time(self.pid) == self.start
+
+
+class KubeletState:
+    """What a stand-in kubelet keeps across its restarts, in a directory of its own: each Slurm node's port (a
+    dynamic node keeps its first port in slurmctld's records), a record of each slurmd it runs, so that a
+    kubelet started again takes over the slurmds its predecessor left running (a real kubelet's containers
+    outlive it), and the Slurm nodes whose slurmd a test paused (``paused/<node>``: stopped, not started again
+    until the file goes)."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._records = directory / "slurmds"
+        self._paused = directory / "paused"
+        self._ports = directory / "ports.json"
+        self._records.mkdir(parents=True, exist_ok=True)
+        self._paused.mkdir(parents=True, exist_ok=True)
+
+    def ports(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._ports.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(node): int(port) for node, port in data.items()} if isinstance(data, dict) else {}
+
+    def save_ports(self, ports: Mapping[str, int]) -> None:
+        tmp = self._ports.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dict(sorted(ports.items()))))
+        tmp.replace(self._ports)
+
+    def records(self) -> list[SlurmdRecord]:
+        found = []
+        for path in sorted(self._records.glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+                found.append(SlurmdRecord(uid=path.stem, node=str(data["node"]), pid=int(data["pid"]),
+                                          start=str(data["start"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+        return found
+
+    def record(self, uid: str, node: str, pid: int) -> None:
+        start = start_time(pid)
+        if start is None:
+            return  # (gone already: nothing to take over)
+        tmp = self._records / f"{uid}.tmp"
+        tmp.write_text(json.dumps({"node": node, "pid": pid, "start": start}))
+        tmp.replace(self._records / f"{uid}.json")
+
+    def forget(self, uid: str) -> None:
+        (self._records / f"{uid}.json").unlink(missing_ok=True)
+
+    def paused(self, node: str) -> bool:
+        return (self._paused / node).exists()
+
+    def pause(self, node: str) -> None:
+        (self._paused / node).touch()
+
+    def unpause(self, node: str) -> None:
+        (self._paused / node).unlink(missing_ok=True)
+
+
+class StandInSlurmd:
+    """One Pod's slurmd, kept running until ``stop``: a supervisor thread restarts it when it exits, unless its
+    node is paused (``KubeletState``). ``adopt``: a process of an earlier kubelet, watched until it exits."""
+
+    def __init__(self, launch: SlurmdLaunch, chroot: Path, port: int, cpus: int, memory_mb: int, log_dir: Path,
+                 *, uid: str = "", state: KubeletState | None = None, adopt: SlurmdRecord | None = None):
         self.launch = launch
         self._chroot = chroot
         self._argv = launch.argv(chroot, port, cpus, memory_mb)
         self._log_path = log_dir / f"slurmd-{launch.node}.log"
+        self._uid, self._state, self._adopted = uid, state, adopt
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -174,8 +253,17 @@ class StandInSlurmd:
         prepare_conf_dir(self._chroot, self.launch)
         self._thread.start()
 
+    def _paused(self) -> bool:
+        return self._state is not None and self._state.paused(self.launch.node)
+
     def _supervise(self) -> None:
+        adopted = self._adopted
+        while adopted is not None and adopted.alive() and not self._stopping.wait(POLL):
+            pass  # (not our child: no wait() for it)
         while not self._stopping.is_set():
+            if self._paused():
+                self._stopping.wait(POLL)
+                continue
             with self._lock:
                 if self._stopping.is_set():
                     return
@@ -184,8 +272,10 @@ class StandInSlurmd:
                                                   stdin=subprocess.DEVNULL, start_new_session=True,
                                                   env=chroot_env(self._argv, None))
                 proc = self._proc
+                if self._state is not None:
+                    self._state.record(self._uid, self.launch.node, proc.pid)
             code = proc.wait()
-            if not self._stopping.is_set():
+            if not self._stopping.is_set() and not self._paused():
                 log.warning("slurmd of %s exited with %s; starting it again", self.launch.node, code)
                 self._stopping.wait(RESTART_DELAY)
 
@@ -201,4 +291,24 @@ class StandInSlurmd:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        elif proc is None and self._adopted is not None:
+            end_process(self._adopted, grace)
+        if self._state is not None:
+            self._state.forget(self._uid)
         kill_sessions(job_sessions(self.launch.node))
+
+    def release(self) -> None:
+        """Stop watching, leave the process running (a kubelet that exits leaves its containers)."""
+        self._stopping.set()
+
+
+def end_process(record: SlurmdRecord, grace: float) -> None:
+    """SIGTERM the recorded process, SIGKILL it after ``grace`` seconds (never a pid reused by another)."""
+    if not record.alive():
+        return
+    os.kill(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + max(grace, 0.1)
+    while record.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if record.alive():
+        os.kill(record.pid, signal.SIGKILL)

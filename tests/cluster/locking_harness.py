@@ -27,10 +27,11 @@ from sunk.kube.resources import LEASES, NODES, PODS
 from sunk.locking.requests import REQUEST_PREFIX
 from sunk.model import names
 from sunk.scripts import shipped_script
-from sunk_dev.cluster import write_node_tokens
+from sunk_dev.cluster import k8s_node_for, write_node_tokens
 
 LABEL = "sunk.dev/locking-test"
 NODES_UNDER_TEST = ("node3", "node4")
+K8S_NODE3, K8S_NODE4 = (k8s_node_for(node) for node in NODES_UNDER_TEST)  # their Kubernetes Nodes
 SLURMD_SELECTOR = f"app.kubernetes.io/name=slurmd,{LABEL}=true"
 # Every spec.schedulerName the cluster tests' schedulers and extender serve: the Syncer takes a job-id
 # annotation as sunk's word only on their Pods (--scheduler-names; the chart names its own).

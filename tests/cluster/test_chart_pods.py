@@ -111,7 +111,7 @@ def pod_release(kube_api, dev_cluster, default_scheduler, tmp_path_factory) -> I
             if f"ns={name} " in slurm_job(dev, int(job)).get("admin_comment", ""):
                 dev.slurm("scancel", job, check=False)
         purge_namespace(kube_api, name)
-        # (a test that failed before the release's Syncer lifted the lock planted on real-1: every
+        # (a test that failed before the release's Syncer lifted the lock planted on the real Node: every
         # later test that needs a Pod there would fail too)
         kp.remove_taint(kube_api, kc.get(kube_api, NODES, realnode.NODE_NAME), names.LOCK_KEY)
 
@@ -121,7 +121,7 @@ def lock_taint(api, node: str) -> list[dict[str, Any]]:
 
 
 def test_the_release_runs_as_pods_of_sunks_image_on_the_real_node(kube_api, pod_release):
-    """... even when a Syncer that went away left real-1 locked (no job runs on realnode1): the
+    """... even when a Syncer that went away left the real Node locked (no job runs on realnode1): the
     release's Pods tolerate sunk's lock, start there, and the new Syncer lifts it."""
     kp.ensure_taint(kube_api, kc.get(kube_api, NODES, realnode.NODE_NAME), names.LOCK_KEY, "true", "NoSchedule")
     pod_release.install()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -16,7 +17,8 @@ import requests
 from kube_testns import create_namespace, purge_namespace
 from kubernetes import client
 
-from sunk_dev import kubelet
+from sunk.model import names
+from sunk_dev import kubelet, slurmconf
 from sunk_dev.cluster import SLURM_NAMESPACE, slurmd_pod
 
 
@@ -149,6 +151,50 @@ def test_pod_bound_through_binding_subresource_is_seen_by_a_watch(dev_cluster, k
     assert seen is not None
     _wait(lambda: core.read_namespaced_pod("bind-me", ns).status.phase == "Running", 20, "kubelet to run the Pod")
     core.delete_namespaced_pod("bind-me", ns, grace_period_seconds=0)
+
+
+def test_a_nodeset_slurmd_outlives_its_kubelet_pauses_for_a_test_and_ends_with_its_pod(dev_cluster, kube_api, ns):
+    """The stand-in kubelet runs a NodeSet Pod's ``slurmd -Z``. Stopped and started again (the fault matrix's
+    kubelet row), it leaves that slurmd running and takes it over, as a real kubelet leaves its containers;
+    ``stop_slurmd`` keeps it stopped until ``start_slurmd``; the Pod deleted, the slurmd goes."""
+    core = client.CoreV1Api(kube_api)
+    node = f"kt{uuid.uuid4().hex[:8]}"
+    state = dev_cluster.kubelet_state
+
+    def live() -> list[int]:
+        return [r.pid for r in state.records() if r.node == node and r.alive()]
+
+    core.create_namespaced_pod(ns, {
+        "metadata": {"name": node, "labels": {names.LABEL_NODESET: "kubelet-test"}},
+        "spec": {"nodeName": dev_cluster.k8s_node_for(dev_cluster.slurm_nodes[0]), "hostname": node,
+                 "containers": [{"name": "slurmd", "image": "busybox", "env": [
+                     {"name": "SUNK_SLURM_NODE_NAME", "value": node},
+                     {"name": "SUNK_SLURMD_CONF", "value": f"Features={slurmconf.DYNAMIC_FEATURE}"}]}]}})
+    try:
+        _wait(lambda: dev_cluster._slurmd_ok(node), 60, f"{node} registered and answering")
+        (pid,) = live()
+        dev_cluster.stop_component("kubelet")
+        assert live() == [pid], "the slurmd went with its kubelet"
+        dev_cluster.start_component("kubelet")
+        log = dev_cluster.run_dir / "logs" / "kubelet.log"
+        _wait(lambda: f"taking over slurmd of Slurm node {node}" in log.read_text(errors="replace"), 30,
+              "the kubelet to take the slurmd over")
+        time.sleep(2)  # (a second slurmd would have started by now)
+        assert live() == [pid] and dev_cluster._slurmd_ok(node)
+        dev_cluster.stop_slurmd(node)
+        time.sleep(2)  # (the kubelet starts an exited slurmd again after 1 s: not a paused one)
+        assert live() == []
+        dev_cluster.start_slurmd(node)
+        (again,) = live()
+        assert again != pid
+        core.delete_namespaced_pod(node, ns, grace_period_seconds=2)
+        _wait(lambda: not live(), 30, "the slurmd to end with its Pod")
+    finally:
+        state.unpause(node)
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_pod(node, ns, grace_period_seconds=0)
+        _wait(lambda: not live(), 30, "the slurmd to end")
+        dev_cluster.slurm("scontrol", "delete", f"nodename={node}", check=False)
 
 
 def test_kubelet_honours_grace_period_on_deletion(dev_cluster, kube_api, ns):

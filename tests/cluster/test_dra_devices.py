@@ -1,11 +1,11 @@
 """Issue 38, the dev cluster's half: both sides name the same fake GPUs on the real Node.
 
 The upstream DRA test driver (built from the Kubernetes module, ``sunk_dev.kubebuild``) runs as the real
-kubelet's plugin and publishes four devices for real-1; realnode1's slurmd has four GPUs whose gres.conf
+kubelet's plugin and publishes four devices for the real Node; realnode1's slurmd has four GPUs whose gres.conf
 ``File=`` devices stand in for /dev/nvidiaN. A Slurm job holding two of them is what a Pod's placeholder job
 is: its record names their indices, the job sees them as ``CUDA_VISIBLE_DEVICES``, and ``sunk.translate.dra``
 turns that record into the allocation of a ResourceClaim, naming the driver's devices of the same indices.
-Written to the claim, reserved for a Pod bound to real-1, the real kubelet and the driver prepare it and the
+Written to the claim, reserved for a Pod bound to the real Node, the real kubelet and the driver prepare it and the
 Pod runs: the allocation's shape is the one the kubelet takes, from the job record alone. (The device names
 follow from the mapping's rule, the driver's own naming; what is checked independently is that the record's
 indices are the job's CUDA_VISIBLE_DEVICES, and that the kubelet prepared the claim as written.)
@@ -134,7 +134,7 @@ def test_a_claim_gets_the_devices_of_the_indices_slurm_gave_a_job_and_the_kubele
             return status.get("phase") == "Running"
 
         try:
-            wait_for(running, 90, "the Pod Running on real-1 with its claim prepared by the driver", interval=1)
+            wait_for(running, 90, "the Pod Running on the real Node with its claim prepared by the driver", interval=1)
         except AssertionError:
             events = kc.list_objects(kube_api, Resource("", "v1", "events", "Event"), namespace)
             raise AssertionError([(e["reason"], e["message"]) for e in events]) from None

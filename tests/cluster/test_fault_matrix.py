@@ -2,7 +2,7 @@
 from Slurm and Kubernetes themselves, the cluster must be as it should be (invariants.py), and how
 long that took is measured (docs/reliability.md).
 
-The load, on node3/node4 only (the Nodes worker-3/worker-4; never node1/node2, never the real
+The load, on node3/node4 only (and their Nodes; never node1/node2, never the real
 kubelet Node's partition): in waves every ``WAVE_PERIOD`` s, ``WAVE_PODS`` Pods through
 sunk-scheduler (40 at most per fault, the oldest deleted beyond ``LIVE_PODS``), one batch job
 (``sbatch --wrap 'sleep 10' -p batch -w nodeN``, alternating), and one plain Pod bound straight to

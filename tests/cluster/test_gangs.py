@@ -1,6 +1,6 @@
 """Gang scheduling (issue 21) against real Slurm, a real apiserver and the real Job controller.
 
-The dev cluster's batch partition has four stand-in nodes (node1..4, Nodes worker-1..4) of 64 CPUs
+The dev cluster's batch partition has four stand-in nodes (node1..4, each on a stand-in Node) of 64 CPUs
 each. Members ask for 40 CPUs, so two members never fit one node, and two gangs of three cannot
 both run (3 + 3 > 4): what the gangs here ask for, and what Slurm must refuse, is unambiguous.
 

@@ -10,6 +10,7 @@ from kube_testns import create_namespace, purge_namespace
 from sunk.kube import client as kc
 from sunk.kube.events import EventRecorder
 from sunk.kube.resources import EVENTS, NODES, PODS
+from sunk_dev.cluster import k8s_node_for
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def test_cache_is_bounded(kube_api, namespace):
 
 
 def test_node_events_go_to_default_namespace(kube_api):
-    node = kc.get(kube_api, NODES, "worker-2")
+    node = kc.get(kube_api, NODES, k8s_node_for("node2"))
     node.setdefault("kind", "Node")
     node.setdefault("apiVersion", "v1")
     reason = f"Test{uuid.uuid4().hex[:6]}"
@@ -107,7 +108,7 @@ def test_node_events_go_to_default_namespace(kube_api):
         rec.normal(node, reason, "node event")
         assert rec.flush(10)
         evs = [e for e in kc.list_objects(kube_api, EVENTS, "default") if e["reason"] == reason]
-        assert len(evs) == 1 and evs[0]["involvedObject"]["name"] == "worker-2"
+        assert len(evs) == 1 and evs[0]["involvedObject"]["name"] == k8s_node_for("node2")
         kc.delete(kube_api, EVENTS, evs[0]["metadata"]["name"], "default")
     finally:
         rec.stop()

@@ -15,6 +15,9 @@ from kubernetes import client as k8s
 from sunk.kube import client as kc
 from sunk.kube.informer import Informer, MultiNamespaceInformer, pod_node_name
 from sunk.kube.resources import PODS
+from sunk_dev.cluster import k8s_node_for
+
+WORKER1, WORKER2 = k8s_node_for("node1"), k8s_node_for("node2")  # two stand-in Nodes
 
 WAIT = 15.0
 
@@ -100,10 +103,10 @@ def test_informer_sees_add_update_delete_and_indexes_by_node(kube_api, namespace
         assert inf.get(f"{namespace}/p1")["metadata"]["labels"]["touched"] == "yes"
 
         # Bound to a dev Node: the fake kubelet marks it Running, which we must see as an update.
-        kc.create(kube_api, PODS, pod("p2", node="worker-1"), namespace)
+        kc.create(kube_api, PODS, pod("p2", node=WORKER1), namespace)
         rec.wait_for(lambda e: e[0] == "update" and e[1] == "p2" and e[3]["status"].get("phase") == "Running")
-        assert f"{namespace}/p2" in inf.index_keys("nodeName", "worker-1")
-        assert f"{namespace}/p1" not in [k for v in ("worker-1", "worker-2") for k in inf.index_keys("nodeName", v)]
+        assert f"{namespace}/p2" in inf.index_keys("nodeName", WORKER1)
+        assert f"{namespace}/p1" not in [k for v in (WORKER1, WORKER2) for k in inf.index_keys("nodeName", v)]
 
         kc.delete(kube_api, PODS, "p1", namespace, grace_period_seconds=0)
         _, _, gone = rec.wait_for(lambda e: e[:2] == ("delete", "p1"))
@@ -112,8 +115,8 @@ def test_informer_sees_add_update_delete_and_indexes_by_node(kube_api, namespace
 
         kc.delete(kube_api, PODS, "p2", namespace, grace_period_seconds=0)
         rec.wait_for(lambda e: e[:2] == ("delete", "p2"))
-        assert inf.index_keys("nodeName", "worker-1") == [] or f"{namespace}/p2" not in inf.index_keys(
-            "nodeName", "worker-1"
+        assert inf.index_keys("nodeName", WORKER1) == [] or f"{namespace}/p2" not in inf.index_keys(
+            "nodeName", WORKER1
         )
         assert_store_matches_server(kube_api, inf, namespace)
         assert inf.stats.lists == 1 and inf.stats.relists_after_gone == 0
@@ -324,8 +327,8 @@ def test_cluster_wide_node_informer_keys_by_name(kube_api):
     inf.start()
     try:
         assert inf.wait_for_sync(WAIT)
-        assert inf.get("worker-1") is not None, "cluster-scoped objects are keyed by bare name"
-        assert inf.get("worker-1")["kind"] == "Node"
+        assert inf.get(WORKER1) is not None, "cluster-scoped objects are keyed by bare name"
+        assert inf.get(WORKER1)["kind"] == "Node"
     finally:
         inf.stop()
 

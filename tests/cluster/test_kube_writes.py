@@ -13,6 +13,7 @@ from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PDBS, PODS
 from sunk.translate import objects
+from sunk_dev.cluster import k8s_node_for
 
 
 @pytest.fixture
@@ -204,7 +205,7 @@ def test_evict_outcomes(kube_api, namespace):
 
     # A PodDisruptionBudget that allows no disruption blocks the eviction of a Running Pod with 429.
     # (Pending Pods are evicted regardless of budgets, so the Pod is bound and left to run.)
-    make_pod(kube_api, namespace, "guarded", labels={"app": "slurmd"}, node="worker-1")
+    make_pod(kube_api, namespace, "guarded", labels={"app": "slurmd"}, node=k8s_node_for("node1"))
     guarded = wait_running(kube_api, namespace, "guarded")
     pdb = {
         "apiVersion": "policy/v1",

@@ -1,7 +1,7 @@
 """Node locking end to end: real Slurm running the prolog/epilog, a real apiserver enforcing
 evictions and PodDisruptionBudgets, and the locking plugin serving the hook API.
 
-Only node3/node4 (Kubernetes Nodes worker-3/worker-4) are used; see locking_harness.
+Only node3/node4 (and their Kubernetes Nodes) are used; see locking_harness.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import requests
 from hostile_clients import Flood
 from kube_testns import create_namespace, purge_namespace
 from locking_harness import (
+    K8S_NODE3,
+    K8S_NODE4,
     LABEL,
     PLACED_BY,
     HookScripts,
@@ -208,20 +210,20 @@ def chroot_file(dev_cluster, inner: str):
 @pytest.mark.every_release
 def test_job_starts_only_after_non_tolerating_pods_are_evicted(dev_cluster, kube_api, scripts, namespace):
     """Normal lock (a Slurm batch job): evicted Pods may still be terminating when the job starts."""
-    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
-    make_pod(kube_api, namespace, "logger", "worker-3", tolerate=True)
+    make_pod(kube_api, namespace, "web", K8S_NODE3, delay=3)
+    make_pod(kube_api, namespace, "logger", K8S_NODE3, tolerate=True)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}; sleep 3")
         # While the job's script runs (RUNNING alone includes the prolog), the Node is tainted and locked.
         wait_for(lambda: chroot_file(dev_cluster, marker).exists(), 40, "the job's script to start")
-        assert lock_taint(kube_api, "worker-3")
+        assert lock_taint(kube_api, K8S_NODE3)
         assert slurmd_lock(kube_api, "node3") == "locked"
         wait_for(lambda: state(slurm_job(dev_cluster, job)) in ("COMPLETED", None), 40, "the job to end")
         # After it ended (epilog), the node is unlocked.
         wait_for(lambda: slurmd_lock(kube_api, "node3") == "false", 20, "unlock")
-        wait_for(lambda: not lock_taint(kube_api, "worker-3"), 10, "taint removal")
+        wait_for(lambda: not lock_taint(kube_api, K8S_NODE3), 10, "taint removal")
         wait_for(lambda: "web" in history.deleted, 10, "the evicted Pod to be gone")
     started = float(chroot_file(dev_cluster, marker).read_text())
     chroot_file(dev_cluster, marker).unlink()
@@ -273,16 +275,16 @@ def test_placeholder_job_waits_until_evicted_pods_are_gone(dev_cluster, kube_api
     a Pod placed by the SUNK Pod Scheduler for a job of the node stays, and a job-id annotation
     written by hand for a job the node does not run keeps nothing."""
     unlocked(kube_api, dev_cluster, "node3")
-    make_pod(kube_api, namespace, "squatter", "worker-3", annotations={names.ANN_JOB_ID: "1"})
+    make_pod(kube_api, namespace, "squatter", K8S_NODE3, annotations={names.ANN_JOB_ID: "1"})
     time.sleep(GRACE)  # older than the grace a fresh binding gets
-    make_pod(kube_api, namespace, "web", "worker-3", delay=3)
+    make_pod(kube_api, namespace, "web", K8S_NODE3, delay=3)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.start"
     identity = PlaceholderIdentity(PodKey(str(uuid.uuid4())), namespace, name="placeholder").encode()
     unlocked(kube_api, dev_cluster, "node3")
     with History(kube_api, "node3", namespace) as history:
         submitted = time.time()
         job = scripts.sbatch("node3", f"date +%s.%N > {marker}", admin_comment=identity)
-        make_pod(kube_api, namespace, "slurm-job-pod", "worker-3", annotations={names.ANN_JOB_ID: str(job)})
+        make_pod(kube_api, namespace, "slurm-job-pod", K8S_NODE3, annotations={names.ANN_JOB_ID: str(job)})
         seen: list[tuple[str, str, bool]] = []  # (state, reason, has_started) while the prolog holds the job
 
         def script_started() -> bool:
@@ -371,7 +373,7 @@ def test_a_strict_lock_holds_past_2000_hostile_connections_to_the_hook_api(dev_c
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 2000 + 1024)), hard))
     held: list[socket.socket] = []
     unlocked(kube_api, dev_cluster, "node3")
-    make_pod(kube_api, namespace, "web-hostile", "worker-3")
+    make_pod(kube_api, namespace, "web-hostile", K8S_NODE3)
     try:
         for n in range(2000):  # from 40 addresses of 127/8, 50 each: under the per-peer cap, so all are held
             sock = socket.create_connection(("127.0.0.1", port), timeout=30,
@@ -402,7 +404,7 @@ def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 2000 + 1024)), hard))
     unlocked(kube_api, dev_cluster, "node3")
-    make_pod(kube_api, namespace, "web-flood", "worker-3")
+    make_pod(kube_api, namespace, "web-flood", K8S_NODE3)
     try:
         with Flood(port, held=2000, source="127.0.2.1", per_second=500.0) as flood:
             wait_for(lambda: flood.opened > 1000, 60, "the flood past its cap")
@@ -424,7 +426,7 @@ def test_a_strict_lock_holds_while_one_host_floods_the_hook_api_past_its_cap(dev
 
 
 def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube_api, scripts, namespace):
-    make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded"})
+    make_pod(kube_api, namespace, "guarded", K8S_NODE4, labels={"app": "guarded"})
     budget(kube_api, namespace, "guarded", minAvailable=1)
     marker = f"/tmp/locktest-{uuid.uuid4().hex[:8]}.ran"
     scripts.set_timeout(8)
@@ -443,14 +445,14 @@ def test_blocked_eviction_fails_the_prolog_and_drains_the_node(dev_cluster, kube
             assert slurm_job(dev_cluster, job)["state_description"] == "job requeued in held state"
             assert not chroot_file(dev_cluster, marker).exists()
             wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", 30, "unlock after the failed prolog")
-            wait_for(lambda: not lock_taint(kube_api, "worker-4"), 10, "taint removal")
+            wait_for(lambda: not lock_taint(kube_api, K8S_NODE4), 10, "taint removal")
         assert "pending" in history.sequence() and "locked" not in history.sequence(), history.sequence()
         assert get_pod(kube_api, namespace, "guarded") is not None
         assert "EvictionBlocked" in event_reasons(kube_api, namespace, "guarded")
         # sunk's own drain (issue 18): it names the Pod, stays while the Pod does, and goes with it.
         drain = drains.parse(slurm_reason(reason))
         assert isinstance(drain, drains.LockTimeoutDrain), reason
-        assert (drain.job_id, drain.k8s_node, drain.pods) == (job, "worker-4", (f"{namespace}/guarded",)), reason
+        assert (drain.job_id, drain.k8s_node, drain.pods) == (job, K8S_NODE4, (f"{namespace}/guarded",)), reason
         time.sleep(3)
         assert "DRAIN" in node_field(dev_cluster, "node4", "State"), "lifted while the guarded Pod is still there"
         kc.delete(kube_api, PODS, "guarded", namespace, grace_period_seconds=0)  # (a deletion: no budget asked)
@@ -469,7 +471,7 @@ def test_an_operators_drain_survives_a_failed_prolog_and_the_syncer(dev_cluster,
     """An operator drains the node ("hardware: fan") while the prolog waits for a lock it will not get. Slurm keeps
     one reason per node: the prolog used to write its own ``k8s:`` one over it, which the Syncer then lifted,
     returning a faulty node to service. Now the prolog stops the job and leaves the operator's reason."""
-    make_pod(kube_api, namespace, "guarded", "worker-4", labels={"app": "guarded-fan"})
+    make_pod(kube_api, namespace, "guarded", K8S_NODE4, labels={"app": "guarded-fan"})
     budget(kube_api, namespace, "guarded-fan", minAvailable=1)
     scripts.set_timeout(8)
     job = None
@@ -498,7 +500,7 @@ def test_a_lock_timeout_with_more_blocking_pods_than_a_reason_names_is_lifted_on
     """The CI run of 2026-11-28: five Pods did not fit in the reason, and node4 stayed drained for good."""
     blockers = [f"a-pod-name-long-enough-that-six-cannot-be-named-{i}" for i in range(6)]
     for name in blockers:
-        make_pod(kube_api, namespace, name, "worker-4", labels={"app": "guarded"})
+        make_pod(kube_api, namespace, name, K8S_NODE4, labels={"app": "guarded"})
     budget(kube_api, namespace, "guarded", maxUnavailable=0)
     scripts.set_timeout(8)
     job = None
@@ -509,11 +511,11 @@ def test_a_lock_timeout_with_more_blocking_pods_than_a_reason_names_is_lifted_on
                          "node4 drained by the prolog")
         drain = drains.parse(slurm_reason(shown))
         assert isinstance(drain, drains.LockTimeoutDrain), shown
-        assert (drain.job_id, drain.k8s_node, drain.pods, drain.count) == (job, "worker-4", (), 6), shown
+        assert (drain.job_id, drain.k8s_node, drain.pods, drain.count) == (job, K8S_NODE4, (), 6), shown
         wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", 30, "unlock after the failed prolog")
         # A Pod that comes once the lock is given up is not what refused the job: it does not keep the drain.
         time.sleep(1.1)  # (bound in a later second than the last of the six)
-        make_pod(kube_api, namespace, "came-after", "worker-4")
+        make_pod(kube_api, namespace, "came-after", K8S_NODE4)
         for name in blockers[:-1]:
             kc.delete(kube_api, PODS, name, namespace, grace_period_seconds=0)
         time.sleep(3)
@@ -558,7 +560,7 @@ def test_a_prolog_drain_after_a_hook_api_outage_is_lifted_once_the_syncer_is_bac
         wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 30,
                  "node4 undrained by the Syncer once it is back", interval=0.5)
         print(f"outage drain lifted {time.monotonic() - back:.1f}s after the Syncer was ready")
-        assert slurmd_lock(kube_api, "node4") in (None, "false") and not lock_taint(kube_api, "worker-4")
+        assert slurmd_lock(kube_api, "node4") in (None, "false") and not lock_taint(kube_api, K8S_NODE4)
     finally:
         scripts.set_timeout(30)
         if job is not None:
@@ -586,20 +588,20 @@ def test_switching_the_taint_effect_to_noexecute_keeps_the_pods_sunk_placed(dev_
     unlocked(kube_api, dev_cluster, "node4")
     job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node4",
                             "--wrap", "sleep 120").stdout.strip()
-    inference = make_pod(kube_api, namespace, "inference", "worker-4", annotations={names.ANN_JOB_ID: job})
+    inference = make_pod(kube_api, namespace, "inference", K8S_NODE4, annotations={names.ANN_JOB_ID: job})
     assert not tolerates_lock(inference)  # (only the default not-ready/unreachable ones)
     switched = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-permissions-enabled",
                                                                "--lock-taint-effect=NoExecute"], lease=lease)
     try:
-        wait_for(lambda: lock_taints(kube_api, "worker-4") == ["NoSchedule"], 40, "the NoSchedule lock")
+        wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == ["NoSchedule"], 40, "the NoSchedule lock")
         syncer.stop()
         switched.start()
-        wait_for(lambda: lock_taints(kube_api, "worker-4") == ["NoExecute"], 40, "the NoExecute lock alone")
+        wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == ["NoExecute"], 40, "the NoExecute lock alone")
         pod = get_pod(kube_api, namespace, "inference")
         assert pod is not None and not pod["metadata"].get("deletionTimestamp")
         assert tolerates_lock(pod, "NoExecute"), pod["spec"].get("tolerations")
         dev_cluster.slurm("scancel", job)
-        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 40, "the lock taint to go at unlock")
+        wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == [], 40, "the lock taint to go at unlock")
     finally:
         dev_cluster.slurm("scancel", job, check=False)
         switched.stop()
@@ -626,7 +628,7 @@ def test_a_request_whose_job_ended_without_a_post_hook_unlocks_when_it_expires(d
     assert slurmd_lock(kube_api, "node4") in ("locked", "pending"), "the request must hold the lock until it expires"
     wait_for(lambda: slurmd_lock(kube_api, "node4") == "false", GRACE + 15, "unlock after the request expired")
     assert time.monotonic() - requested_at > GRACE - 1, "unlocked before the request's grace"
-    wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 10, "the lock taint to go")
+    wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == [], 10, "the lock taint to go")
 
 
 def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_locks_nothing(dev_cluster, kube_api, syncer, token):
@@ -644,7 +646,7 @@ def test_a_pre_hook_for_a_job_that_does_not_hold_the_node_locks_nothing(dev_clus
         time.sleep(2)
         pod = kc.get(kube_api, PODS, "node4", "slurm")
         assert not [k for k in pod["metadata"].get("annotations") or {} if k.startswith(REQUEST_PREFIX)]
-        assert slurmd_lock(kube_api, "node4") in (None, "false") and lock_taints(kube_api, "worker-4") == []
+        assert slurmd_lock(kube_api, "node4") in (None, "false") and lock_taints(kube_api, K8S_NODE4) == []
     finally:
         dev_cluster.slurm("scancel", str(elsewhere))
         unlocked(kube_api, dev_cluster, "node3")
@@ -682,12 +684,12 @@ def test_reboot_sets_the_node_condition(kube_api, syncer, token):
         resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/reboot", json={"message": "test reboot"},
                              headers=auth, timeout=10)
         assert resp.status_code == 200, resp.text
-        assert resp.json()["k8s_node"] == "worker-4"
-        cond = objects.get_condition(kc.get(kube_api, NODES, "worker-4"), names.DEFAULT_REBOOT_CONDITION)
+        assert resp.json()["k8s_node"] == K8S_NODE4
+        cond = objects.get_condition(kc.get(kube_api, NODES, K8S_NODE4), names.DEFAULT_REBOOT_CONDITION)
         assert cond is not None
         assert (cond["status"], cond["reason"], cond["message"]) == ("True", "production-powerreset", "test reboot")
     finally:
-        _remove_node_condition(kube_api, "worker-4", names.DEFAULT_REBOOT_CONDITION)
+        _remove_node_condition(kube_api, K8S_NODE4, names.DEFAULT_REBOOT_CONDITION)
 
 
 def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, dev_cluster, syncer, token, lease,
@@ -699,7 +701,7 @@ def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, de
     replica = SyncerProcess(dev_cluster, token[1], tmp_path, ["--node-permissions-enabled",
                                                               f"--node-reboot-condition={condition}",
                                                               f"--node-reboot-reason={reason}"], lease=lease)
-    _remove_node_condition(kube_api, "worker-4", names.DEFAULT_REBOOT_CONDITION)
+    _remove_node_condition(kube_api, K8S_NODE4, names.DEFAULT_REBOOT_CONDITION)
     try:
         replica.start()
 
@@ -710,8 +712,8 @@ def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, de
 
         resp = wait_for(reboot, 30, "the replica's hook API to answer")[0]
         assert resp.status_code == 200, resp.text
-        assert resp.json()["k8s_node"] == "worker-4" and resp.json()["condition"]["type"] == condition
-        node = kc.get(kube_api, NODES, "worker-4")
+        assert resp.json()["k8s_node"] == K8S_NODE4 and resp.json()["condition"]["type"] == condition
+        node = kc.get(kube_api, NODES, K8S_NODE4)
         cond = objects.get_condition(node, condition)
         assert cond is not None
         assert (cond["status"], cond["reason"]) == ("True", reason)
@@ -719,7 +721,7 @@ def test_reboot_sets_the_condition_and_reason_it_is_configured_with(kube_api, de
         assert objects.get_condition(node, names.DEFAULT_REBOOT_CONDITION) is None
     finally:
         replica.stop()
-        _remove_node_condition(kube_api, "worker-4", condition)
+        _remove_node_condition(kube_api, K8S_NODE4, condition)
 
 
 def _remove_node_condition(api, node: str, ctype: str) -> None:
@@ -732,12 +734,12 @@ def _remove_node_condition(api, node: str, ctype: str) -> None:
 
 
 def node4_locked_for(job: int, dev_cluster, kube_api, syncer, token) -> None:
-    """The job running on node4, its pre-hook answered, worker-4 locked."""
+    """The job running on node4, its pre-hook answered, its Node locked."""
     wait_for(lambda: state(slurm_job(dev_cluster, job)) == "RUNNING", 40, "the job to run")
     resp = requests.post(f"{syncer.url}/api/v1/nodes/node4/pre-hook", json={"job_id": job, "timeout": 20},
                          headers=node_auth(token, "node4"), timeout=30)
     assert resp.status_code == 200, resp.text
-    wait_for(lambda: lock_taints(kube_api, "worker-4"), 10, "worker-4 locked")
+    wait_for(lambda: lock_taints(kube_api, K8S_NODE4), 10, "node4's Node locked")
 
 
 def node4_back(kube_api, dev_cluster) -> None:
@@ -770,10 +772,10 @@ def test_a_lock_whose_slurmd_pod_went_while_the_syncer_was_down_goes_when_it_sta
         kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
         wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
                  "node4's Pod gone while no Syncer runs")
-        assert lock_taints(kube_api, "worker-4")  # (nobody else lifts it)
+        assert lock_taints(kube_api, K8S_NODE4)  # (nobody else lifts it)
         syncer.start()
-        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 30, "the lock to go once the Syncer is back")
-        node = kc.get(kube_api, NODES, "worker-4")
+        wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == [], 30, "the lock to go once the Syncer is back")
+        node = kc.get(kube_api, NODES, K8S_NODE4)
         assert names.ANN_LOCK_HOLDERS not in (node["metadata"].get("annotations") or {})
     finally:
         syncer.start()
@@ -790,9 +792,9 @@ def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syn
     try:
         node4_locked_for(job, dev_cluster, kube_api, syncer, token)
         kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
-        wait_for(lambda: lock_taints(kube_api, "worker-4") == [], 20, "the lock to go with the slurmd Pod")
+        wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == [], 20, "the lock to go with the slurmd Pod")
         wait_for(lambda: [e for e in kc.list_objects(kube_api, EVENTS, "default")
-                          if e["involvedObject"].get("name") == "worker-4" and e.get("reason") == "Unlocked"
+                          if e["involvedObject"].get("name") == K8S_NODE4 and e.get("reason") == "Unlocked"
                           and "no slurmd Pod" in e.get("message", "")], 10, "an Event on the Node saying why")
     finally:
         dev_cluster.slurm("scancel", str(job), check=False)

@@ -20,6 +20,7 @@ from sunk.kube.resources import EVENTS, LEASES, NODES, PODS
 from sunk.model import names
 from sunk.translate import objects
 from sunk.translate.lock import tolerates_lock
+from sunk_dev.cluster import k8s_node_for
 
 PORTS = {"hooks": 18300, "metrics": 18380, "probes": 18381}
 # The Syncer without Node rights, under a fullname of its own: its ServiceAccount, ClusterRole and Lease
@@ -165,19 +166,20 @@ def test_the_syncer_locks_evicts_and_unlocks_with_only_its_manifest_rbac(kube_ap
         for name, annotations in (("web", {}), ("inference", {names.ANN_JOB_ID: "1"})):
             placed = {"schedulerName": PLACED_BY} if annotations else {}  # (as if sunk had placed it)
             kc.create(kube_api, PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-                "name": name, "annotations": annotations}, "spec": {"nodeName": "worker-3", **placed, "containers": [
-                    {"name": "main", "image": "busybox"}]}}, namespace)
+                "name": name, "annotations": annotations}, "spec": {
+                    "nodeName": k8s_node_for("node3"), **placed, "containers": [{"name": "main", "image": "busybox"}]}},
+                namespace)
         job = dev_cluster.slurm("sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-w", "node3",
                                 "--wrap", "sleep 60").stdout.strip()
         wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "locked", 40, "node3 locked")
-        assert objects.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY, "NoExecute")
+        assert objects.has_taint(kc.get(kube_api, NODES, k8s_node_for("node3")), names.LOCK_KEY, "NoExecute")
         assert tolerates_lock(kc.get(kube_api, PODS, "inference", namespace), "NoExecute")
         # Evicted: terminating, or already gone (the fake kubelet honours a grace period of 0 at once).
         web = next((p for p in kc.list_objects(kube_api, PODS, namespace) if p["metadata"]["name"] == "web"), None)
         assert web is None or web["metadata"].get("deletionTimestamp"), web
         dev_cluster.slurm("scancel", job)
         wait_for(lambda: lock_value(kc.get(kube_api, PODS, "node3", "slurm")) == "false", 40, "node3 unlocked")
-        wait_for(lambda: not objects.has_taint(kc.get(kube_api, NODES, "worker-3"), names.LOCK_KEY), 10,
+        wait_for(lambda: not objects.has_taint(kc.get(kube_api, NODES, k8s_node_for("node3")), names.LOCK_KEY), 10,
                  "taint removal")
     finally:
         if job:

@@ -33,6 +33,7 @@ from sunk.model import names
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
 from sunk_dev import slurmconf
+from sunk_dev.cluster import k8s_node_for
 
 SCHEDULER = "sunk-scheduler-test"
 TOO_MANY_CPUS = str(slurmconf.NODE_CPUS + 1)
@@ -579,7 +580,8 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
     assert number(job, "cpus") == 2  # 1500m rounded up
     assert number(job, "memory_per_node") == 1500
     assert job["tres_per_node"] == "gres/gpu:1"
-    wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == "worker-2", 30, "binding to worker-2")
+    wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == k8s_node_for("node2"), 30,
+             "binding to node2's Node")
 
 
 @pytest.mark.every_release

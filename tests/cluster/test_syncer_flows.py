@@ -318,8 +318,7 @@ def test_down_node_is_neither_drained_nor_resumed(cluster: Cluster):
     DOWN (a CI run saw node4 back in service and then, rightly, drained). Such a round says nothing
     about the rule: it is run again, and the test fails only on a drain of a node that stayed DOWN.
     """
-    slurmd = f"slurmd-{B}"
-    cluster.dev.stop_component(slurmd)
+    cluster.dev.stop_slurmd(B)
     try:
         for _ in range(3):
             if _down_round_is_left_alone(cluster):
@@ -330,7 +329,7 @@ def test_down_node_is_neither_drained_nor_resumed(cluster: Cluster):
             pytest.fail(f"slurmctld returned {B} to service in every round although its slurmd is stopped")
     finally:
         cluster.set_pod_ready(B, True)
-        cluster.dev.start_component(slurmd)
+        cluster.dev.start_slurmd(B)
         if cluster.node(B).down:
             cluster.scontrol(f"nodename={B}", "state=resume")
         wait_for(lambda: not cluster.node(B).down and not cluster.node(B).drained, PROPAGATION,
@@ -416,16 +415,15 @@ def _shows_responding(c: Cluster, name: str, responding: bool) -> bool:
 def test_a_slurmd_that_stops_answering_shows_as_slurm_not_responding(cluster: Cluster):
     """node4's slurmd is stopped for real: slurmctld's own pings find it silent and flag the node NOT_RESPONDING
     (later DOWN, which the Syncer leaves alone); the Pod says so, and says so no longer once slurmd is back."""
-    slurmd = f"slurmd-{B}"
     wait_for(lambda: not cluster.node(B).not_responding, RTS, f"{B}'s slurmd answering before the test")
     wait_for(lambda: _shows_responding(cluster, B, True), PROPAGATION, f"{B}'s Pod showing it responding")
-    cluster.dev.stop_component(slurmd)
+    cluster.dev.stop_slurmd(B)
     try:
         wait_for(lambda: cluster.node(B).not_responding, NOT_RESPONDING_AFTER, f"slurmctld to flag {B} NOT_RESPONDING",
                  interval=0.5)
         wait_for(lambda: _shows_responding(cluster, B, False), PROPAGATION, f"SlurmNotResponding=True on {B}'s Pod")
     finally:
-        cluster.dev.start_component(slurmd)  # (waits for slurmctld to see it answer: ReturnToService=2 lifts a DOWN)
+        cluster.dev.start_slurmd(B)  # (waits for slurmctld to see it answer: ReturnToService=2 lifts a DOWN)
     wait_for(lambda: not cluster.node(B).not_responding and not cluster.node(B).down, RTS, f"{B} answering again")
     wait_for(lambda: _shows_responding(cluster, B, True), PROPAGATION, f"SlurmNotResponding=False on {B}'s Pod")
     assert not cluster.node(B).drained, f"{B} drained by its outage: {cluster.node(B).reason}"

@@ -210,7 +210,7 @@ def test_switching_stops_the_slurm_side_and_leaves_kubernetes_running(tmp_path, 
     (run_dir / "slurm.conf.applied").write_text("what 24.11's slurmctld read\n")
     names = [c.daemon.name for c in DevCluster(tmp_path, nodes=2, slurm=SID, log=io.StringIO()).slurm_side()]
     assert sorted(names) == sorted(["munged", "mariadb", "slurmdbd", "slurmctld", "slurmd-node1", "slurmd-node2",
-                                    "slurmrestd", "kubelet"])
+                                    "slurmrestd", "kubelet", "sunk-operator"])
     slurm_side = [_sleeper(run_dir, name) for name in names]
     kube_side = [_sleeper(run_dir, name) for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
     try:
@@ -437,3 +437,18 @@ def test_down_ends_the_demos_workloads_first_while_its_scheduler_runs(tmp_path, 
             daemon.stop(timeout=5)
     assert order == (["demo ended, sunk running"] if sunk_runs else [])
     assert set(d.name for d in sunk) <= set(stopped)
+
+
+def test_a_daemon_knows_when_it_runs_with_other_arguments(tmp_path):
+    """``up`` starts again a daemon whose arguments changed (a checkout that adds a flag); one started before
+    arguments were recorded is taken as it is, once."""
+    daemon = _sleeper(tmp_path, "d")
+    try:
+        assert not daemon.runs_other_argv()
+        changed = Daemon("d", (*daemon.argv, "--new-flag"), tmp_path)
+        assert changed.pid() == daemon.pid() and changed.runs_other_argv()
+        daemon.argv_file.unlink()  # (started by a checkout that recorded no arguments)
+        assert not changed.runs_other_argv() and not changed.runs_other_argv()
+        assert daemon.runs_other_argv()
+    finally:
+        daemon.stop()

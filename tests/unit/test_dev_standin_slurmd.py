@@ -138,3 +138,110 @@ def test_the_callers_own_session_is_never_killed():
     finally:
         child.kill()
         child.wait()
+
+
+def _sleeper(tmp_path: Path, node: str, state, adopt=None):
+    """A StandInSlurmd whose "slurmd" is a sleeping Python (the supervision is what is tested, not slurmd)."""
+    import sys
+
+    from sunk_dev.standin_slurmd import StandInSlurmd
+
+    slurmd = StandInSlurmd(SlurmdLaunch(node=node, conf=""), tmp_path, 1, 1, 1, tmp_path, uid=f"uid-{node}",
+                           state=state, adopt=adopt)
+    slurmd._argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    return slurmd
+
+
+def _until(predicate, timeout: float = 10.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_kubelet_state_keeps_ports_records_and_pauses(tmp_path):
+    import os
+
+    from sunk_dev.standin_slurmd import KubeletState
+
+    state = KubeletState(tmp_path / "state")
+    assert state.ports() == {} and state.records() == []
+    state.save_ports({"node2": 40002, "node1": 40001})
+    assert KubeletState(tmp_path / "state").ports() == {"node1": 40001, "node2": 40002}
+    state.record("u1", "node1", os.getpid())
+    (record,) = KubeletState(tmp_path / "state").records()
+    assert (record.uid, record.node, record.pid) == ("u1", "node1", os.getpid()) and record.alive()
+    (tmp_path / "state" / "slurmds" / "bad.json").write_text("{not json")
+    assert [r.uid for r in state.records()] == ["u1"]  # (an unreadable record is dropped, not fatal)
+    assert not (tmp_path / "state" / "slurmds" / "bad.json").exists()
+    state.forget("u1")
+    assert state.records() == []
+    state.pause("node1")
+    assert state.paused("node1") and not state.paused("node2")
+    state.unpause("node1")
+    assert not state.paused("node1")
+
+
+def test_a_record_of_a_reused_pid_is_not_alive(tmp_path):
+    import os
+
+    from sunk_dev.standin_slurmd import SlurmdRecord
+
+    assert not SlurmdRecord(uid="u", node="n", pid=os.getpid(), start="1").alive()
+
+
+def test_a_paused_slurmd_stays_stopped_until_the_pause_is_lifted(tmp_path):
+    import os
+    import signal
+
+    from sunk_dev.standin_slurmd import KubeletState
+
+    state = KubeletState(tmp_path / "state")
+    slurmd = _sleeper(tmp_path, "nodep", state)
+    slurmd.start()
+    try:
+        _until(lambda: [r.node for r in state.records()] == ["nodep"])
+        (first,) = state.records()
+        state.pause("nodep")
+        os.kill(first.pid, signal.SIGTERM)
+        _until(lambda: not first.alive())
+        import time
+        time.sleep(1.5)  # (longer than the restart delay: a slurmd not paused would be back by now)
+        assert [r.pid for r in state.records() if r.alive()] == []
+        state.unpause("nodep")
+        _until(lambda: any(r.alive() and r.pid != first.pid for r in state.records()))
+    finally:
+        slurmd.stop(grace=1)
+    assert state.records() == []
+
+
+def test_a_slurmd_left_running_is_taken_over_stopped_with_its_pod_or_left_again(tmp_path):
+    """A kubelet started again watches the slurmd its predecessor left (no second one starts while it lives),
+    stops it as its own, and a kubelet that exits with keep_slurmds leaves it running."""
+    import subprocess
+    import sys
+
+    from sunk_dev.standin_slurmd import KubeletState
+
+    state = KubeletState(tmp_path / "state")
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        state.record("uid-nodea", "nodea", left.pid)
+        (record,) = state.records()
+        slurmd = _sleeper(tmp_path, "nodea", state, adopt=record)
+        slurmd.start()
+        import time
+        time.sleep(0.5)
+        assert [r.pid for r in state.records()] == [left.pid]  # (watched, not started twice)
+        slurmd.release()
+        assert left.poll() is None
+        again = _sleeper(tmp_path, "nodea", state, adopt=record)
+        again.start()
+        again.stop(grace=2)
+        assert not record.alive()  # (its exit status is not ours to read: alive() reaped the zombie)
+        assert state.records() == []
+    finally:
+        left.kill()
+        left.wait()
