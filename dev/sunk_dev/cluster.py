@@ -1,8 +1,9 @@
 """``DevCluster``: bring the whole local cluster up, idempotently, and describe it.
 
 Mapping (also in docs/development.md): Slurm node ``nodeN`` runs in slurmd Pod
-``slurm/nodeN``, which is bound to Kubernetes Node ``worker-N``. The Pod name is the
-Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's name.
+``slurm/nodeN``, which is bound to Kubernetes Node ``nodeN``. The Pod name is the
+Slurm node name, as in SUNK, where the slurmd Pod's hostname is the Slurm node's name, and
+the Slurm node takes its Node's name, as a NodeSet's ``NodeName`` scheme names it.
 
 Slurm runs from the chroot of the release asked for (``sunk_dev.release``); ``up`` asking for
 another release than the one running stops the Slurm side (and what runs Slurm's binaries or
@@ -108,10 +109,9 @@ class Component:
 
 
 def k8s_node_for(slurm_node: str) -> str:
-    """The Kubernetes Node a Slurm node of the dev cluster's layout runs on (tests name Nodes through it)."""
-    if slurm_node == realnode.SLURM_NODE:
-        return realnode.NODE_NAME
-    return "worker-" + slurm_node.removeprefix("node")
+    """The Kubernetes Node a Slurm node of the dev cluster's layout runs on (tests name Nodes through it): the
+    one of the same name (a NodeSet's ``NodeName`` scheme)."""
+    return slurm_node
 
 
 def default_home() -> Path:
@@ -379,6 +379,7 @@ class DevCluster:
                 if component.daemon.stop():
                     self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
             self._remove_hooks()
+        self._stop_static_slurmds()
         for component in self._components(bin_dir):
             self._ensure(component)
         if self._built_images:  # (each `up`: containerd may have run already, with an older image)
@@ -390,8 +391,6 @@ class DevCluster:
             self._say("  slurm.conf changed: scontrol reconfigure")
             self.slurm("scontrol", "reconfigure")
             wait_until(self._slurmctld_ok, 60, what="slurmctld after reconfigure")
-            for node in self.layout.node_names:
-                wait_until(functools.partial(self._slurmd_ok, node), 60, what=f"{node} after reconfigure")
         self._applied_conf.write_text((self.root / "etc/slurm/slurm.conf").read_text())
         self._seed_kubernetes()
         if not self.with_sunk:
@@ -519,11 +518,8 @@ class DevCluster:
 
     def stop_slurmd(self, slurm_node: str, timeout: float = 15) -> None:
         """Stop the slurmd of a stand-in Slurm node and keep it stopped (its Pod stays): what a test does to
-        make slurmctld find the node silent. A NodeSet Pod's slurmd is paused in the stand-in kubelet, which
-        starts it again once ``start_slurmd`` lifts the pause."""
-        if slurm_node in self.layout.node_names:
-            self.stop_component(f"slurmd-{slurm_node}")
-            return
+        make slurmctld find the node silent. The slurmd is paused in the stand-in kubelet, which starts it again
+        once ``start_slurmd`` lifts the pause."""
         state = self.kubelet_state
         state.pause(slurm_node)
         running = [r for r in state.records() if r.node == slurm_node and r.alive()]
@@ -535,11 +531,10 @@ class DevCluster:
 
     def start_slurmd(self, slurm_node: str, timeout: float = 60) -> None:
         """Start a slurmd ``stop_slurmd`` stopped, and wait until slurmctld finds it answering."""
-        if slurm_node in self.layout.node_names:
-            self.start_component(f"slurmd-{slurm_node}")
-            return
-        self.kubelet_state.unpause(slurm_node)
-        wait_until(functools.partial(self._slurmd_ok, slurm_node), timeout, what=f"{slurm_node} answering")
+        state = self.kubelet_state
+        state.unpause(slurm_node)
+        wait_until(lambda: any(r.node == slurm_node and r.alive() for r in state.records())
+                   and self._slurmd_ok(slurm_node), timeout, what=f"{slurm_node}'s slurmd started and answering")
 
     @property
     def kubelet_state(self) -> standin_slurmd.KubeletState:
@@ -575,9 +570,6 @@ class DevCluster:
             Component(daemon("slurmctld", *in_root, "slurmctld", "-D", "-i"), self._slurmctld_ok,
                       slurm_side=True),
         ]
-        for node in self.layout.node_names:
-            comps.append(Component(daemon(f"slurmd-{node}", *in_root, "slurmd", "-D", "-N", node),
-                                   functools.partial(self._slurmd_ok, node), slurm_side=True))
         comps += [
             Component(daemon("slurmrestd", "chroot", "--userspec=slurmrestd:slurmrestd", root,
                              "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
@@ -710,7 +702,7 @@ class DevCluster:
 
     @contextlib.contextmanager
     def second_real_node(self, built: Iterable[images.Built] = ()) -> Iterator[realnode.Paths]:
-        """A second real kubelet Node (``real-2``: its own containerd, ports, bridge, Pod subnet, cgroup root and
+        """A second real kubelet Node (``realnode2``: its own containerd, ports, bridge, Pod subnet, cgroup root and
         Pod logs) beside ``up``'s, for as long as the block runs, with ``built`` imported: for what needs Pods
         running on two Nodes (a Slurm job of two slurmd Pods). Not part of ``up``: every other test sees one
         real Node. On the way out its Pods and the Node object go; ``down`` stops it if a test could not."""
@@ -720,7 +712,7 @@ class DevCluster:
             self.stop_second_real_node()
 
     def start_second_real_node(self, built: Iterable[images.Built] = ()) -> realnode.Paths:
-        """``real-2`` started (or found running) with ``built`` imported, until ``down`` or
+        """``realnode2`` started (or found running) with ``built`` imported, until ``down`` or
         ``stop_second_real_node``."""
         if not self.real_node:
             raise RuntimeError("a second real Node needs the first (SUNK_DEV_REAL_NODE=0 is set)")
@@ -743,14 +735,11 @@ class DevCluster:
         return images.import_missing(functools.partial(realnode.ctr, self.real_paths), list(built))
 
     def stop_second_real_node(self) -> list[str]:
-        """``real-2`` stopped: its Pods and its Node object deleted first (force: no kubelet will confirm)."""
+        """The second real Node stopped: its Pods and its Node object deleted first (force: no kubelet will
+        confirm)."""
         paths, containerd, kubelet = self._second_node_daemons()
         with contextlib.suppress(requests.RequestException):  # (an apiserver already stopped: nothing to delete)
-            pods = self.kube_request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{paths.node_name}")
-            for pod in (pods.json().get("items") or () if pods.status_code == 200 else ()):
-                meta = pod["metadata"]
-                self.kube_request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                                  {"gracePeriodSeconds": 0})
+            self._delete_pods_on(paths.node_name)
         stopped = [daemon.name for daemon in (kubelet,) if daemon.stop()]
         realnode.clean_up_containers(paths)  # (the kubelet is stopped by now)
         stopped += [daemon.name for daemon in (containerd,) if daemon.stop()]
@@ -758,6 +747,14 @@ class DevCluster:
         with contextlib.suppress(requests.RequestException):
             self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{paths.node_name}"), 200, 404)
         return stopped
+
+    def _delete_pods_on(self, node: str) -> None:
+        """Every Pod bound to Node ``node``, deleted at once (grace 0: no kubelet serves it to confirm)."""
+        pods = self.kube_request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
+        for pod in (pods.json().get("items") or () if pods.status_code == 200 else ()):
+            meta = pod["metadata"]
+            self.kube_request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                              {"gracePeriodSeconds": 0})
 
     def _dra_driver_ok(self) -> bool:
         """The DRA test driver published the real Node's devices (a ResourceSlice of its pool)."""
@@ -774,9 +771,12 @@ class DevCluster:
     def _operator_component(self) -> Component:
         """sunk-operator for the NodeSets of the ``slurm`` namespace, from this checkout, leader-elected: part of
         the dev cluster itself (not of ``--sunk``), since the dev cluster's slurmd Pods are a NodeSet's to make.
-        Its CRDs are applied before it starts. Slurm-side: it talks to slurmctld, so a release switch stops it."""
-        env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
+        Its CRDs are applied before it starts; it is started again whenever it exits (``sunk_dev.supervise``: it
+        exits on losing its Lease, which a test stopping the apiserver makes it do). Slurm-side: it talks to
+        slurmctld, so a release switch stops it."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(CHECKOUT), str(CHECKOUT / "dev")))}
         operator = Daemon("sunk-operator", (
+            sys.executable, "-m", "sunk_dev.supervise", "--",
             sys.executable, "-m", "sunk.commands.operator", f"--kubeconfig={self.kubeconfig}",
             f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
             f"--slurm-auth-token-file={self.jwt_file}", f"--watch-namespace={SLURM_NAMESPACE}", "--leader-elect",
@@ -964,7 +964,7 @@ class DevCluster:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             slurm_user = slurmbuild.host_slurm_user(self._ids("slurm")[0], sys.stderr)
             self.client_conf.write_text(slurmbuild.client_conf(conf, root, slurm_user))
-        (etc / "gres.conf").write_text(slurmconf.gres_conf(self.layout))
+        (etc / "gres.conf").write_text(slurmconf.GRES_CONF)
         (etc / "cgroup.conf").write_text(slurmconf.CGROUP_CONF)
         for kind in ("prolog", "epilog"):
             path = etc / f"{kind}.sh"
@@ -1169,7 +1169,7 @@ class DevCluster:
     def _locked_nodes(self) -> list[str]:
         """Every Node of a slurmd Pod (what the demo's Syncer locks) with a lock taint: the stand-in
         kubelet's and the real Node (the demo's web Pod and its job may land on realnode1, and its
-        lock would then keep every Pod off real-1)."""
+        lock would then keep every Pod off the real Node)."""
         pods = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         hosts = {p["spec"].get("nodeName") for p in pods.json()["items"]}  # (only what the demo's Syncer locks)
         nodes = self.kube_request("GET", "/api/v1/nodes").json()["items"]
@@ -1216,8 +1216,8 @@ class DevCluster:
             "GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/serviceaccounts/default").status_code == 200, 60,
             what=f"the default ServiceAccount of namespace {SLURM_NAMESPACE}")
         pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
-        for node in self.layout.node_names:
-            self._expect(self.kube_request("POST", pods, slurmd_pod(node)), 201, 409)
+        self._forget_renamed_nodes()
+        self._apply_stand_in_nodesets()
         if self.real_node:
             pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, self.slurmd_image) if self._built_images
                    else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
@@ -1229,7 +1229,8 @@ class DevCluster:
                 self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
             self._expect(self.kube_request("POST", pods, pod), 201, 409)
         self._prune_kubernetes()
-        wait_until(self._slurmd_pods_ready, 30, what="slurmd Pods to be Ready")
+        wait_until(self._stand_in_nodes_ok, 90, interval=0.5,
+                   what="the stand-in nodes' slurmd Pods Running and their slurmds registered")
         if self.real_node:
             try:
                 wait_until(self._real_slurmd_ok, 90, interval=0.5,
@@ -1301,6 +1302,57 @@ class DevCluster:
                 self._say(f"  Node {name}: not in this layout, deleted")
                 self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{name}"), 200, 404)
 
+    def _stop_static_slurmds(self) -> None:
+        """The slurmds of a dev cluster made before its stand-in nodes came from NodeSets (static nodes of
+        slurm.conf, each a daemon of its own): stopped, since the stand-in kubelet runs a slurmd for each Pod now."""
+        for node in self.layout.node_names:
+            if Daemon(f"slurmd-{node}", (), self.run_dir).stop():
+                self._say(f"  slurmd-{node:<10} stopped (its node comes from a NodeSet now)")
+
+    def _apply_stand_in_nodesets(self) -> None:
+        """The NodeSets of the stand-in nodes, applied (the hand-made slurmd Pods of an older dev cluster deleted
+        first: the operator takes no name another owner's Pod holds), and a NodeSet of a larger layout deleted."""
+        pods = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods"
+        for node in self.layout.node_names:
+            resp = self.kube_request("GET", f"{pods}/{node}")
+            if resp.status_code == 200 and names.LABEL_NODESET not in (resp.json()["metadata"].get("labels") or {}):
+                self._say(f"  slurmd Pod {node}: hand-made, deleted for its NodeSet")
+                self._expect(self.kube_request("DELETE", f"{pods}/{node}", {"gracePeriodSeconds": 0}), 200, 404)
+                wait_until(lambda node=node: self.kube_request("GET", f"{pods}/{node}").status_code == 404, 30,
+                           what=f"{pods}/{node} deleted")
+        wanted = stand_in_nodesets(self.layout)
+        api = kc.load_api_client(str(self.kubeconfig))
+        try:
+            for nodeset in wanted:
+                pool.create_or_replace(api, NODESETS, nodeset)
+        finally:
+            api.close()
+        have = self.kube_request("GET", NODESETS)
+        self._expect(have, 200)
+        for item in have.json()["items"]:
+            name = item["metadata"]["name"]
+            if name in STAND_IN_NODESETS and name not in {n["metadata"]["name"] for n in wanted}:
+                self._expect(self.kube_request("DELETE", f"{NODESETS}/{name}"), 200, 404)
+
+    def _stand_in_nodes_ok(self) -> bool:
+        return self._slurmd_pods_ready() and all(self._slurmd_ok(node) for node in self.layout.node_names)
+
+    def _forget_renamed_nodes(self) -> None:
+        """The Nodes of a dev cluster made before its Nodes took their Slurm nodes' names (``worker-N``, ``real-N``),
+        with every Pod bound to them (no kubelet serves them any more: the Pods could never finish)."""
+        for selector, names_now in ((FAKE_KUBELET_SELECTOR, set(self.layout.node_names)),
+                                    (f"{realnode.NODE_LABEL}%3Dtrue",
+                                     {realnode.Paths(self.home, n).node_name
+                                      for n in range(1, realnode.MAX_REAL_NODES + 1)})):
+            nodes = self.kube_request("GET", f"/api/v1/nodes?labelSelector={selector}")
+            self._expect(nodes, 200)
+            for node in nodes.json()["items"]:
+                name = node["metadata"]["name"]
+                if name.startswith(("worker-", "real-")) and name not in names_now:
+                    self._say(f"  Node {name}: an older name, deleted with its Pods")
+                    self._delete_pods_on(name)
+                    self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{name}"), 200, 404)
+
     def _slurmd_pods_ready(self) -> bool:
         resp = self.kube_request("GET", f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods?labelSelector={SLURMD_SELECTOR}")
         phases = {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in resp.json()["items"]}
@@ -1371,6 +1423,38 @@ def _ensure_secret(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(secrets.token_hex(32))
         path.chmod(0o600)
+
+
+NODESETS = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{SLURM_NAMESPACE}/nodesets"
+STAND_IN_NODESETS = slurmconf.GPU_TYPES  # one NodeSet per GPU type, named after it
+
+
+def stand_in_nodesets(layout: slurmconf.SlurmLayout) -> list[dict]:
+    """The NodeSets that make the stand-in nodes' slurmd Pods: one per GPU type, each taking its nodes' Nodes by
+    name, naming each Slurm node after its Node (``NodeName``), registering its GPUs and the feature that puts it
+    in the batch partition (slurmconf). The stand-in kubelet runs each Pod's slurmd (``sunk_dev.standin_slurmd``):
+    the image is never pulled."""
+    nodes_of: dict[str, list[str]] = {}
+    for node in layout.node_names:
+        nodes_of.setdefault(slurmconf.gpu_type(node), []).append(node)
+    return [{
+        "apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": gpu, "namespace": SLURM_NAMESPACE},
+        "spec": {
+            "nodeSelector": {kubelet.NODE_LABEL: "true"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}},
+            "naming": {"scheme": "NodeName"},
+            "slurm": {"features": [slurmconf.NODE_FEATURES], "gres": slurmconf.gres(nodes[0]),
+                      "partitions": [slurmconf.PARTITION]},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "slurmd", "app.kubernetes.io/component": "compute"}},
+                "spec": {"terminationGracePeriodSeconds": 5, "containers": [{
+                    "name": "slurmd", "image": "sunk-dev/slurmd:stand-in",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            },
+        },
+    } for gpu, nodes in nodes_of.items() if gpu in STAND_IN_NODESETS]
 
 
 def slurmd_pod(slurm_node: str) -> dict:

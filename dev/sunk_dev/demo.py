@@ -88,7 +88,7 @@ def _demo(cluster: DevCluster) -> int:
 def slurm_on_kubernetes(cluster: DevCluster) -> bool:
     """The other install path: Slurm itself deployed by the chart (a SlurmCluster and a NodeSet) as Pods on two
     real kubelet Nodes, and a job of two nodes submitted in its login Pod."""
-    # The web replica's placeholder job holds a lock on real-1 (sunk's node locking), which evicts every Pod that
+    # The web replica's placeholder job holds a lock on the real Node (sunk's node locking), which evicts every Pod that
     # does not tolerate it: the SlurmCluster's Pods among them. It ends first, and its lock with it.
     print(f"\n== kubectl delete deployment web: its Slurm job ends and {realnode.NODE_NAME} is unlocked ==")
     cluster.kube_request("DELETE", f"{DEPLOYMENTS}/web")

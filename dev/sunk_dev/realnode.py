@@ -40,8 +40,8 @@ from .dns import CLUSTER_DOMAIN
 from .procs import apt_install
 from .slurmconf import DYNAMIC_FEATURE, DYNAMIC_PARTITION
 
-NODE_NAME = "real-1"
 SLURM_NODE = "realnode1"
+NODE_NAME = SLURM_NODE  # (a NodeSet's NodeName scheme: the Slurm node takes its Node's name)
 SLURM_PARTITION = DYNAMIC_PARTITION
 SLURM_FEATURE = DYNAMIC_FEATURE
 NODE_CPUS = 4
@@ -97,7 +97,7 @@ class Paths:
 
     @property
     def node_name(self) -> str:
-        return f"real-{self.node}"
+        return f"realnode{self.node}"
 
     @property
     def base(self) -> Path:

@@ -1,8 +1,10 @@
 """slurm.conf and friends for the dev cluster. Pure text rendering, no I/O.
 
 Settings worth knowing (and why):
-- ``SlurmdParameters=config_overrides`` lets each node declare 32 CPUs, 128 GiB and
+- ``SlurmdParameters=config_overrides`` lets each node declare 64 CPUs, 128 GiB and
   two GPUs on a 2-core machine. The GPUs are character devices aliasing /dev/null.
+- node1..N are dynamic nodes (``slurmd -Z``) of two NodeSets (``sunk_dev.cluster``), one per GPU
+  type; a ``NodeSet=`` of slurm.conf on their feature puts them in the batch partition.
 - Preemption is by QOS (``preempt/qos``): QOS ``high`` preempts ``normal``. QOS only
   works with accounting, so slurmdbd + MariaDB run too, as in every real SUNK cluster.
 - ``KillWait=30``: the placeholder script's budget between SIGTERM and SIGKILL.
@@ -32,7 +34,13 @@ NODE_GPUS = 2
 GPU_TYPES = ("h100", "a100")
 # Matches the Nodes' gpu.nvidia.com/class label, so GPU-class affinity maps onto a Slurm constraint.
 NODE_FEATURES = "FAKE_GPU"
-SLURMD_BASE_PORT = 17001
+# One static node, defined here and never started (no partition: nothing runs there): the Slurm contract's
+# "a node of slurm.conf cannot be deleted" needs one, since every node with a slurmd is dynamic.
+STATIC_NODE = "static1"
+STATIC_NODE_PORT = 18998
+# The stand-in nodes (node1..N) register dynamically from their NodeSets' Pods with this feature, which
+# puts them in the batch partition through a NodeSet of slurm.conf (Slurm has no `slurmd -Z` partitions).
+STAND_IN_NODESET = "stand_in"
 SLURMCTLD_PORT = 6817
 SLURMDBD_PORT = 6819
 SLURMRESTD_PORT = 6820
@@ -105,16 +113,16 @@ def slurm_conf(layout: SlurmLayout) -> str:
         "InactiveLimit=0",
         f"MinJobAge={MIN_JOB_AGE}",
         "MaxJobCount=200000",
-        f"MaxNodeCount={layout.nodes + layout.phantom_nodes + DYNAMIC_NODES}",
+        f"MaxNodeCount={layout.nodes + layout.phantom_nodes + 1 + DYNAMIC_NODES}",
         "SchedulerParameters=batch_sched_delay=0,max_rpc_cnt=150,bf_continue,bf_interval=5,default_queue_depth=1000",
         "PrologFlags=Alloc",
         "Prolog=/etc/slurm/prolog.sh",
         "Epilog=/etc/slurm/epilog.sh",
         "PrologEpilogTimeout=120",
-        *(f"NodeName={name} NodeHostname=localhost Port={SLURMD_BASE_PORT + i} CPUs={NODE_CPUS} "
-          f"RealMemory={NODE_MEMORY_MB} Gres=gpu:{gpu_type(name)}:{NODE_GPUS} Features={NODE_FEATURES} State=UNKNOWN"
-          for i, name in enumerate(layout.node_names)),
-        f"PartitionName={PARTITION} Nodes=node[1-{layout.nodes}] Default=YES MaxTime=INFINITE State=UP",
+        f"NodeName={STATIC_NODE} NodeHostname=localhost Port={STATIC_NODE_PORT} CPUs=1 RealMemory=100 State=DOWN "
+        "Reason=never_started",
+        f"NodeSet={STAND_IN_NODESET} Feature={NODE_FEATURES}",
+        f"PartitionName={PARTITION} Nodes={STAND_IN_NODESET} Default=YES MaxTime=INFINITE State=UP",
         f"NodeSet=dynamic Feature={DYNAMIC_FEATURE}",
         f"PartitionName={DYNAMIC_PARTITION} Nodes=dynamic Default=NO MaxTime=INFINITE State=UP",
     ]
@@ -132,11 +140,14 @@ def gpu_type(node: str) -> str:
     return GPU_TYPES[(int(node.removeprefix("node")) - 1) % len(GPU_TYPES)]
 
 
-def gres_conf(layout: SlurmLayout) -> str:
-    last = NODE_GPUS - 1
-    lines = [f"NodeName={name} Name=gpu Type={gpu_type(name)} File=/dev/fakegpu[0-{last}]"
-             for name in layout.node_names]
-    return "AutoDetect=off\n" + "\n".join(lines) + "\n"
+def gres(node: str) -> str:
+    """What a stand-in node registers: its GPUs (``gpu:h100:2``), as its NodeSet's ``slurm.gres`` says."""
+    return f"gpu:{gpu_type(node)}:{NODE_GPUS}"
+
+
+# Every node's GPUs come with its registration: a dynamic node's gres.conf lines are its Pod's (each slurmd
+# appends them to a gres.conf of its own: sunk_dev.standin_slurmd, the slurmd image's entrypoint).
+GRES_CONF = "AutoDetect=off\n"
 
 
 CGROUP_CONF = "CgroupPlugin=disabled\n"

@@ -17,6 +17,8 @@ import requests
 from kube_testns import create_namespace, purge_namespace
 from kubernetes import client
 
+from sunk.kube import client as kc
+from sunk.kube.resources import NODESLICES, PODS
 from sunk.model import names
 from sunk_dev import kubelet, slurmconf
 from sunk_dev.cluster import SLURM_NAMESPACE, slurmd_pod
@@ -230,6 +232,29 @@ def test_slurmd_pods_map_to_nodes(dev_cluster, kube_api):
         pod = core.read_namespaced_pod(slurm_node, SLURM_NAMESPACE)
         assert pod.spec.node_name == dev_cluster.k8s_node_for(slurm_node)
         assert pod.status.phase == "Running"
+
+
+def test_the_stand_in_slurmd_pods_are_their_nodesets_and_register_dynamically(dev_cluster, kube_api):
+    """After ``up``, each stand-in slurmd Pod is a NodeSet's (one per GPU type), listed in its NodeSlice, and its
+    Slurm node a dynamic one registered as the NodeSet says: its GPUs, the feature that puts it in batch."""
+    pods = {p["metadata"]["name"]: p for p in kc.list_objects(kube_api, PODS, SLURM_NAMESPACE,
+                                                              label_selector="app.kubernetes.io/name=slurmd")}
+    listed = {e["slurmNode"]: (s["spec"]["nodeSet"], e["pod"], e["node"])
+              for s in kc.list_objects(kube_api, NODESLICES, SLURM_NAMESPACE) for e in s["spec"].get("entries") or ()}
+    for node in dev_cluster.layout.node_names:
+        gpu, pod = slurmconf.gpu_type(node), pods[node]
+        assert [(o["kind"], o["name"]) for o in pod["metadata"]["ownerReferences"]] == [("NodeSet", gpu)], node
+        assert pod["metadata"]["labels"][names.LABEL_NODESET] == gpu and pod["spec"]["nodeName"] == node
+        assert listed[node] == (gpu, node, node)
+        shown = _scontrol_node(dev_cluster, node)
+        assert "DYNAMIC_NORM" in shown["State"], shown
+        assert (shown["Gres"], shown["ActiveFeatures"], shown["Partitions"]) == (
+            slurmconf.gres(node), slurmconf.NODE_FEATURES, slurmconf.PARTITION), shown
+
+
+def _scontrol_node(dev_cluster, node: str) -> dict[str, str]:
+    out = dev_cluster.slurm("scontrol", "-o", "show", "node", node).stdout
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
 
 
 def test_up_prunes_the_slurmd_pods_and_nodes_of_a_larger_layout(dev_cluster, kube_api):

@@ -742,18 +742,27 @@ def node4_locked_for(job: int, dev_cluster, kube_api, syncer, token) -> None:
     wait_for(lambda: lock_taints(kube_api, K8S_NODE4), 10, "node4's Node locked")
 
 
-def node4_back(kube_api, dev_cluster) -> None:
-    """node4's slurmd Pod made again after a test deleted it, labelled for this module's Syncer, which then lifts
-    the drain it made while the Pod was missing: the next test finds node4 as the module found it."""
-    from sunk_dev.cluster import slurmd_pod as dev_slurmd_pod
+def delete_node4s_pod(kube_api, dev_cluster) -> None:
+    """node4's slurmd Pod deleted, and kept gone (its NodeSet's operator stopped: it would make it again at once)
+    until ``node4_back``: a Pod that went, as when its NodeSet is scaled down."""
+    dev_cluster.stop_component("sunk-operator")
+    kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
 
-    wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
-             "node4's Pod gone")
-    pod = dev_slurmd_pod("node4")
-    pod["metadata"].setdefault("labels", {})[LABEL] = "true"
-    kc.create(kube_api, PODS, pod, "slurm")
-    wait_for(lambda: ((kc.get(kube_api, PODS, "node4", "slurm").get("status") or {}).get("phase")
-                      == "Running"), 30, "node4's slurmd Pod back")
+
+def node4_back(kube_api, dev_cluster) -> None:
+    """node4's slurmd Pod made again by its NodeSet after a test deleted it, labelled for this module's Syncer,
+    which then lifts the drain it made while the Pod was missing: the next test finds node4 as the module found
+    it."""
+    wait_for(lambda: not [p for p in kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4")
+                          if not p["metadata"].get("deletionTimestamp")], 30, "node4's Pod gone")
+    dev_cluster.start_component("sunk-operator")
+
+    def running() -> dict | None:
+        pods = kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4")
+        return next((p for p in pods if (p.get("status") or {}).get("phase") == "Running"), None)
+
+    pod = wait_for(running, 60, "node4's slurmd Pod made again by its NodeSet and Running")
+    kp.set_labels(kube_api, pod, {LABEL: "true"})
     wait_for(lambda: "DRAIN" not in node_field(dev_cluster, "node4", "State"), 30, "node4 undrained by the Syncer")
     unlocked(kube_api, dev_cluster, "node4")
 
@@ -769,7 +778,7 @@ def test_a_lock_whose_slurmd_pod_went_while_the_syncer_was_down_goes_when_it_sta
     try:
         node4_locked_for(job, dev_cluster, kube_api, syncer, token)
         syncer.stop()
-        kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
+        delete_node4s_pod(kube_api, dev_cluster)
         wait_for(lambda: not kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4"), 30,
                  "node4's Pod gone while no Syncer runs")
         assert lock_taints(kube_api, K8S_NODE4)  # (nobody else lifts it)
@@ -791,7 +800,7 @@ def test_a_locked_nodes_lock_goes_with_its_slurmd_pod(dev_cluster, kube_api, syn
                                 "--wrap", "sleep 120").stdout.strip())
     try:
         node4_locked_for(job, dev_cluster, kube_api, syncer, token)
-        kc.delete(kube_api, PODS, "node4", "slurm", grace_period_seconds=0)
+        delete_node4s_pod(kube_api, dev_cluster)
         wait_for(lambda: lock_taints(kube_api, K8S_NODE4) == [], 20, "the lock to go with the slurmd Pod")
         wait_for(lambda: [e for e in kc.list_objects(kube_api, EVENTS, "default")
                           if e["involvedObject"].get("name") == K8S_NODE4 and e.get("reason") == "Unlocked"

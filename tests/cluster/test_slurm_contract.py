@@ -344,9 +344,9 @@ def test_delete_a_dynamic_node(slurm, dev_cluster):
 
 def test_deleting_a_node_from_slurm_conf_is_refused(slurm, dev_cluster):
     with pytest.raises(SlurmError) as err:
-        slurm.delete_node(dev_cluster.slurm_nodes[0])
+        slurm.delete_node(slurmconf.STATIC_NODE)
     assert not isinstance(err.value, (NotFound, SlurmUnavailable))
-    assert dev_cluster.slurm_nodes[0] in {n.name for n in slurm.list_nodes().items}
+    assert slurmconf.STATIC_NODE in {n.name for n in slurm.list_nodes().items}
 
 
 # -- errors --------------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
 
 
 def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_its_index():
-    """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on real-1."""
+    """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on its Node."""
     (container,) = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)["spec"]["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert f"Gres=gpu:fake:{realnode.DRA_DEVICES}" in env["SUNK_SLURMD_CONF"].split()
@@ -218,7 +218,7 @@ def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_
     assert realnode.registered_gres(realnode.slurmd_pod(Path("/c"), "slurm")) == "(null)"
     argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
     assert argv[:2] == ["/b/dra-test-driver", "kubelet-plugin"]
-    assert {"--node-name=real-1", "--num-devices=4", "--drivername=test-driver.cdi.k8s.io",
+    assert {"--node-name=realnode1", "--num-devices=4", "--drivername=test-driver.cdi.k8s.io",
             "--plugin-registration-path=/h/kubelet-real/plugins_registry",
             "--datadir=/h/kubelet-real/plugins"} <= set(argv)
 

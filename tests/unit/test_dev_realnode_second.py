@@ -47,7 +47,7 @@ def test_two_nodes_share_no_name_port_directory_socket_bridge_subnet_or_cgroup_r
     assert _conflist(2)["ipam"]["ranges"] == [[{"subnet": "10.88.8.0/24"}]]
     assert _conflist(2)["ipam"]["dataDir"] != _conflist(1)["ipam"]["dataDir"]
     argv = realnode.kubelet_argv(Path("kubelet"), second, Path("k"))
-    assert "--hostname-override=real-2" in argv and f"--cert-dir={second.kubelet_root / 'pki'}" in argv
+    assert "--hostname-override=realnode2" in argv and f"--cert-dir={second.kubelet_root / 'pki'}" in argv
     assert f"--root-dir={second.kubelet_root}" in argv
     assert str(second.socket) in realnode.containerd_config(second)
     assert str(first.socket) not in realnode.containerd_config(second)

@@ -209,8 +209,8 @@ def test_switching_stops_the_slurm_side_and_leaves_kubernetes_running(tmp_path, 
     (run_dir / "layout.json").write_text(json.dumps({"nodes": 2, "phantom_nodes": 0, "with_sunk": False}))
     (run_dir / "slurm.conf.applied").write_text("what 24.11's slurmctld read\n")
     names = [c.daemon.name for c in DevCluster(tmp_path, nodes=2, slurm=SID, log=io.StringIO()).slurm_side()]
-    assert sorted(names) == sorted(["munged", "mariadb", "slurmdbd", "slurmctld", "slurmd-node1", "slurmd-node2",
-                                    "slurmrestd", "kubelet", "sunk-operator"])
+    assert sorted(names) == sorted(["munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd", "kubelet",
+                                    "sunk-operator"])
     slurm_side = [_sleeper(run_dir, name) for name in names]
     kube_side = [_sleeper(run_dir, name) for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
     try:

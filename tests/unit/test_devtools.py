@@ -25,13 +25,18 @@ def test_slurm_conf_carries_the_settings_the_product_relies_on():
     assert conf["PrologFlags"] == "Alloc"
 
 
-def test_node_lines_follow_the_layout():
+def test_the_stand_in_nodes_are_dynamic_and_join_batch_by_their_feature():
+    """node1..N register from their NodeSets' Pods (no NodeName line); the batch partition takes them through a
+    NodeSet on their feature; one static node, never started and in no partition, stays for the contract test."""
     text = slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=3, phantom_nodes=5))
-    assert "NodeName=node1 NodeHostname=localhost Port=17001 " in text
-    assert "NodeName=node3 NodeHostname=localhost Port=17003 " in text
+    assert "NodeName=node" not in text
+    assert f"NodeSet=stand_in Feature={slurmconf.NODE_FEATURES}\n" in text
+    assert "PartitionName=batch Nodes=stand_in Default=YES" in text
+    static = next(line for line in text.splitlines() if line.startswith(f"NodeName={slurmconf.STATIC_NODE} "))
+    assert "State=DOWN" in static and slurmconf.STATIC_NODE not in text.replace(static, "")
     assert "NodeName=phantom[1-5]" in text
-    assert "PartitionName=batch Nodes=node[1-3] Default=YES" in text
     assert "PartitionName=phantom Nodes=phantom[1-5] Default=NO" in text
+    assert f"MaxNodeCount={3 + 5 + 1 + slurmconf.DYNAMIC_NODES}" in text
     assert slurmconf.SlurmLayout(nodes=2).node_names == ("node1", "node2")
 
 
@@ -39,18 +44,31 @@ def test_no_phantom_partition_by_default():
     assert "phantom" not in slurmconf.slurm_conf(slurmconf.SlurmLayout(nodes=4))
 
 
-def test_gres_conf_has_a_device_file_per_gpu():
-    assert "File=/dev/fakegpu[0-1]" in slurmconf.gres_conf(slurmconf.SlurmLayout(nodes=4))
+def test_the_shared_gres_conf_names_no_node():
+    """Each node's gres.conf lines are its Pod's (SUNK_GRES_CONF): a line here would give a node its GPUs twice."""
+    assert slurmconf.GRES_CONF == "AutoDetect=off\n"
 
 
-def test_the_dev_nodes_have_two_gpu_types_in_turn():
-    """So a Pod can ask for a type (--gpu-types) and land only on its nodes; both files agree."""
+def test_the_dev_nodes_have_two_gpu_types_in_turn_one_nodeset_each():
+    """So a Pod can ask for a type (--gpu-types) and land only on its nodes: each NodeSet takes the Nodes of its
+    type by name, and registers their GPUs of that type, the feature of the batch partition, and NodeName names."""
+    from sunk_dev.cluster import stand_in_nodesets
+
     layout = slurmconf.SlurmLayout(nodes=4)
-    conf, gres = slurmconf.slurm_conf(layout), slurmconf.gres_conf(layout)
     for node, gpu in (("node1", "h100"), ("node2", "a100"), ("node3", "h100"), ("node4", "a100")):
-        assert f"NodeName={node} Name=gpu Type={gpu} File=" in gres
-        assert any(line.startswith(f"NodeName={node} ") and f" Gres=gpu:{gpu}:2 " in line
-                   for line in conf.splitlines())
+        assert slurmconf.gres(node) == f"gpu:{gpu}:2"
+    nodesets = {n["metadata"]["name"]: n["spec"] for n in stand_in_nodesets(layout)}
+    assert set(nodesets) == {"h100", "a100"}
+    for gpu, nodes in (("h100", ["node1", "node3"]), ("a100", ["node2", "node4"])):
+        spec = nodesets[gpu]
+        (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        assert term == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}
+        assert spec["naming"] == {"scheme": "NodeName"}
+        assert spec["slurm"] == {"features": [slurmconf.NODE_FEATURES], "gres": f"gpu:{gpu}:2",
+                                 "partitions": [slurmconf.PARTITION]}
+        assert spec["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "slurmd"
+    assert [n["metadata"]["name"] for n in stand_in_nodesets(slurmconf.SlurmLayout(nodes=1))] == ["h100"]
 
 
 def _hook(path, body: str) -> None:
