@@ -113,7 +113,7 @@ def machine_cpu_seconds() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-SLURM_DAEMONS = ("munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd", "slurmd-")
+SLURM_DAEMONS = ("munged", "mariadb", "slurmdbd", "slurmctld", "slurmrestd")
 KUBE_DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubelet")
 
 
@@ -150,6 +150,8 @@ def pinned_cpus(cluster: DevCluster, enabled: bool) -> Iterator[dict]:
     daemons = [Daemon(path.stem, (), cluster.run_dir) for path in (cluster.run_dir / "pids").glob("*.pid")]
     running = {pid: (slurm_cpus if d.name.startswith(SLURM_DAEMONS) else kube_cpus)
                for d in daemons if d.name.startswith(SLURM_DAEMONS + KUBE_DAEMONS) and (pid := d.pid())}
+    # the stand-in nodes' slurmds, which the stand-in kubelet runs (set after it: they would inherit its CPUs)
+    running.update({r.pid: slurm_cpus for r in cluster.kubelet_state.records() if r.alive()})
     try:
         for pid, cpus in running.items():
             _set_affinity(pid, cpus)

@@ -380,6 +380,7 @@ class DevCluster:
                     self._say(f"  {component.daemon.name:<16} stopped (not asked for; `up --sunk` runs it)")
             self._remove_hooks()
         self._stop_static_slurmds()
+        self.kubelet_state.unpause_all()  # (what a test that was killed left paused)
         for component in self._components(bin_dir):
             self._ensure(component)
         if self._built_images:  # (each `up`: containerd may have run already, with an older image)
@@ -522,12 +523,27 @@ class DevCluster:
         once ``start_slurmd`` lifts the pause."""
         state = self.kubelet_state
         state.pause(slurm_node)
-        running = [r for r in state.records() if r.node == slurm_node and r.alive()]
-        if not running:
-            raise RuntimeError(f"no slurmd of {slurm_node} runs on a stand-in Node")
-        for record in running:
-            standin_slurmd.end_process(record, grace=5)
-        wait_until(lambda: not any(r.alive() for r in running), timeout, what=f"{slurm_node}'s slurmd to stop")
+        quiet_since: list[float] = []
+
+        def stopped() -> bool:
+            """None of the node's slurmds alive for longer than the kubelet takes to start one it had decided to
+            start before it saw the pause (each is ended as it is found)."""
+            live = [r for r in state.records() if r.node == slurm_node and r.alive()]
+            for record in live:
+                standin_slurmd.end_process(record, grace=5)
+            if live:
+                quiet_since.clear()
+                return False
+            quiet_since[:] = quiet_since or [time.monotonic()]
+            return time.monotonic() - quiet_since[0] > standin_slurmd.RESTART_DELAY + 2 * standin_slurmd.POLL
+
+        try:
+            if not any(r.node == slurm_node and r.alive() for r in state.records()):
+                raise RuntimeError(f"no slurmd of {slurm_node} runs on a stand-in Node")
+            wait_until(stopped, timeout, interval=0.1, what=f"{slurm_node}'s slurmd to stop")
+        except BaseException:
+            state.unpause(slurm_node)  # (a pause left behind would keep the node down for every later test)
+            raise
 
     def start_slurmd(self, slurm_node: str, timeout: float = 60) -> None:
         """Start a slurmd ``stop_slurmd`` stopped, and wait until slurmctld finds it answering."""
@@ -580,7 +596,7 @@ class DevCluster:
         # the rest of Kubernetes runs: the apiserver's watch cache would wait forever for the old revisions ("Too
         # large resource version") and the kubelets would heartbeat Nodes that are gone, so everything after etcd
         # starts again after it, stopped last first. Not when etcd restarts on its own store (a fault, a crash):
-        # the others reconnect, and the stand-in kubelet stopped would end the jobs of its slurmd Pods.
+        # the others reconnect (and a restart of everything would take the real Node's containers down for nothing).
         after_etcd: list[Daemon] = []
         etcd_store = self.kube_root / "var/lib/sunk-etcd/member"
 
@@ -1305,9 +1321,9 @@ class DevCluster:
     def _stop_static_slurmds(self) -> None:
         """The slurmds of a dev cluster made before its stand-in nodes came from NodeSets (static nodes of
         slurm.conf, each a daemon of its own): stopped, since the stand-in kubelet runs a slurmd for each Pod now."""
-        for node in self.layout.node_names:
-            if Daemon(f"slurmd-{node}", (), self.run_dir).stop():
-                self._say(f"  slurmd-{node:<10} stopped (its node comes from a NodeSet now)")
+        for pid_file in sorted((self.run_dir / "pids").glob("slurmd-*.pid")):  # (a larger layout's too)
+            if Daemon(pid_file.stem, (), self.run_dir).stop():
+                self._say(f"  {pid_file.stem:<16} stopped (its node comes from a NodeSet now)")
 
     def _apply_stand_in_nodesets(self) -> None:
         """The NodeSets of the stand-in nodes, applied (the hand-made slurmd Pods of an older dev cluster deleted
@@ -1321,18 +1337,27 @@ class DevCluster:
                 wait_until(lambda node=node: self.kube_request("GET", f"{pods}/{node}").status_code == 404, 30,
                            what=f"{pods}/{node} deleted")
         wanted = stand_in_nodesets(self.layout)
-        api = kc.load_api_client(str(self.kubeconfig))
-        try:
-            for nodeset in wanted:
-                pool.create_or_replace(api, NODESETS, nodeset)
-        finally:
-            api.close()
+        self._apply_crds()  # (each `up`: a checkout may change them while the operator runs on)
+        for nodeset in wanted:
+            self._apply_spec(NODESETS, nodeset)
         have = self.kube_request("GET", NODESETS)
         self._expect(have, 200)
         for item in have.json()["items"]:
             name = item["metadata"]["name"]
             if name in STAND_IN_NODESETS and name not in {n["metadata"]["name"] for n in wanted}:
                 self._expect(self.kube_request("DELETE", f"{NODESETS}/{name}"), 200, 404)
+
+    def _apply_spec(self, collection: str, doc: dict) -> None:
+        """``doc`` created, or the spec of the object of its name replaced when it differs: its metadata kept (a
+        whole replace would drop the finalizer the operator put there)."""
+        path = f"{collection}/{doc['metadata']['name']}"
+        current = self.kube_request("GET", path)
+        if current.status_code == 404:
+            self._expect(self.kube_request("POST", collection, doc), 201)
+            return
+        self._expect(current, 200)
+        if current.json().get("spec") != doc["spec"]:
+            self._expect(self.kube_request("PUT", path, {**current.json(), "spec": doc["spec"]}), 200)
 
     def _stand_in_nodes_ok(self) -> bool:
         return self._slurmd_pods_ready() and all(self._slurmd_ok(node) for node in self.layout.node_names)

@@ -291,10 +291,10 @@ class FakeKubelet:
         ``keep_slurmds`` leave them running for the next kubelet to take over."""
         self.stopping.set()
         with self._lock:
-            uids = list(self._slurmds)
-        for uid in uids:
+            slurmds = dict(self._slurmds)
+        for uid, slurmd in slurmds.items():
             if self._keep_slurmds:
-                self._slurmds[uid].release()
+                slurmd.release()
             else:
                 self._stop_slurmd(uid, grace=2.0)
 

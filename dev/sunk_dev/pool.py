@@ -1,7 +1,7 @@
 """Extra stand-in Nodes for NodeSet tests and benchmarks: a stand-in kubelet of their own.
 
-The dev cluster's Nodes each carry a static Slurm node (node1..nodeN) and a hand-made slurmd
-Pod; a NodeSet needs Nodes of its own to label, whose slurmd Pods it makes. ``StandInPool``
+The dev cluster's Nodes (node1..nodeN) are its own NodeSets'; a NodeSet test needs Nodes of its own to
+label, whose slurmd Pods its NodeSet makes. ``StandInPool``
 starts one more ``sunk_dev.kubelet`` for such Nodes, with ``--chroot``, so each NodeSet slurmd
 Pod bound there runs a real ``slurmd -Z`` (``sunk_dev.standin_slurmd``). ``stop`` stops that
 kubelet (and so every slurmd it started), deletes its Nodes, and deletes their Slurm nodes.

@@ -69,13 +69,9 @@ class Daemon:
 
     def runs_other_argv(self) -> bool:
         """Whether the live process was started with other arguments than ``argv`` (a dev cluster from an older
-        checkout: ``up`` starts it again). One started before arguments were recorded is taken as ours, and its
-        arguments recorded now."""
+        checkout: ``up`` starts it again), or with arguments nobody recorded (one started before they were: once)."""
         try:
             return json.loads(self.argv_file.read_text()) != list(self.argv)
-        except FileNotFoundError:
-            self.argv_file.write_text(json.dumps(list(self.argv)))
-            return False
         except (OSError, ValueError):
             return True
 

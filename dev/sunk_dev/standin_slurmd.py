@@ -232,6 +232,10 @@ class KubeletState:
     def unpause(self, node: str) -> None:
         (self._paused / node).unlink(missing_ok=True)
 
+    def unpause_all(self) -> None:
+        for path in self._paused.iterdir():
+            path.unlink(missing_ok=True)
+
 
 class StandInSlurmd:
     """One Pod's slurmd, kept running until ``stop``: a supervisor thread restarts it when it exits, unless its
@@ -298,8 +302,10 @@ class StandInSlurmd:
         kill_sessions(job_sessions(self.launch.node))
 
     def release(self) -> None:
-        """Stop watching, leave the process running (a kubelet that exits leaves its containers)."""
-        self._stopping.set()
+        """Stop watching, leave the process running (a kubelet that exits leaves its containers). Under the lock,
+        so no slurmd is being started meanwhile without its record."""
+        with self._lock:
+            self._stopping.set()
 
 
 def end_process(record: SlurmdRecord, grace: float) -> None:

@@ -753,9 +753,11 @@ def node4_back(kube_api, dev_cluster) -> None:
     """node4's slurmd Pod made again by its NodeSet after a test deleted it, labelled for this module's Syncer,
     which then lifts the drain it made while the Pod was missing: the next test finds node4 as the module found
     it."""
-    wait_for(lambda: not [p for p in kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4")
-                          if not p["metadata"].get("deletionTimestamp")], 30, "node4's Pod gone")
-    dev_cluster.start_component("sunk-operator")
+    try:
+        wait_for(lambda: not [p for p in kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4")
+                              if not p["metadata"].get("deletionTimestamp")], 30, "node4's Pod gone")
+    finally:
+        dev_cluster.start_component("sunk-operator")  # (never left stopped: every later test needs its Pods)
 
     def running() -> dict | None:
         pods = kc.list_objects(kube_api, PODS, "slurm", field_selector="metadata.name=node4")

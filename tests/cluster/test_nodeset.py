@@ -380,7 +380,7 @@ def pool_syncer(request, pool, kube_api, dev_cluster, tmp_path):
 def test_a_node_leaving_the_nodeset_goes_down_and_is_deleted_from_slurm_only_with_clean_up(pool, pool_syncer):
     """Unlabel a Node while a job runs: drained, and once the job ends its Pod is deleted; the Syncer sets the
     Slurm node DOWN (the Pod's deletion) and, with clean-up on, deletes it from Slurm once its NodeSlice entry
-    is gone; with clean-up off the node stays, DOWN. The other node of the set and the static nodes stay."""
+    is gone; with clean-up off the node stays, DOWN. The other node of the set and the dev cluster's own nodes stay."""
     cleanup, syncer = pool_syncer
     a, b = pool.nodes[:2]
     pool.label(a, True)

@@ -19,7 +19,7 @@ stand-in Nodes whose slurmd Pods run real ``slurmd -Z`` processes (``sunk_dev.st
   which the dev cluster's 24.11 has not: there the test checks the topology.conf written (both
   blocks, within 10 s) and no more. In every leg of `make test`: on 25.11 and 26.05 Slurm's own view
   (topology.yaml, block sizes written out, so a block naming a node since deleted is only a warning).
-  While it runs, the dev cluster's static nodes are in no block; the file is removed and slurmctld
+  While it runs, the dev cluster's own nodes are in no block; the file is removed and slurmctld
   reconfigured at the end.
 """
 
