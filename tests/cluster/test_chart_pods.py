@@ -333,7 +333,8 @@ def test_helm_uninstall_leaves_no_job_taint_or_drain(kube_api, pod_release):
 def idle_stand_in_nodes(dev, count: int) -> list[str]:
     """``count`` idle Slurm nodes of the stand-in kubelets (not realnode1, whose Node runs the release's Pods
     and the demo's), the highest-numbered first (other tests fill from node1)."""
-    idle = [name for name, node in all_nodes(dev).items() if name.startswith("node") and node["state"] == ["IDLE"]]
+    idle = [name for name, node in all_nodes(dev).items()
+            if name.startswith("node") and set(node["state"]) - {"DYNAMIC_NORM"} == {"IDLE"}]
     chosen = sorted(idle, key=lambda name: int(name.removeprefix("node")), reverse=True)[:count]
     assert len(chosen) == count, f"{count} idle nodes wanted: {slurm_view(dev)}"
     return chosen
