@@ -64,6 +64,7 @@ FAKE_KUBELET_SELECTOR = f"{kubelet.NODE_LABEL}%3Dtrue"
 DEMO_SCHEDULER = "sunk-scheduler"
 DEMO_NAMESPACE = "demo"
 PRODUCT_PORTS = {"syncer": 8000, "scheduler": 8100}
+OPERATOR_LEASE = "sunk-dev-operator"
 OPERATOR_PROBES = 8281  # the dev cluster's own sunk-operator: /readyz (and /metrics one port below)
 POD_USER = "sunk-pods"  # uid 65534 by a name Slurm resolves to it ("nobody" it reads as 99)
 # The checkout this file is in (dev/sunk_dev/cluster.py): the product's sources are at its root, the dev
@@ -795,7 +796,10 @@ class DevCluster:
             sys.executable, "-m", "sunk_dev.supervise", "--",
             sys.executable, "-m", "sunk.commands.operator", f"--kubeconfig={self.kubeconfig}",
             f"--slurm-api-base=http://127.0.0.1:{slurmconf.SLURMRESTD_PORT}",
-            f"--slurm-auth-token-file={self.jwt_file}", f"--watch-namespace={SLURM_NAMESPACE}", "--leader-elect",
+            f"--slurm-auth-token-file={self.jwt_file}", f"--watch-namespace={SLURM_NAMESPACE}",
+            # (a Lease of its own: the chart's operator, which the NodeSet tests run, takes `sunk-operator` in
+            # namespace slurm, the chart's default, whatever namespace it watches)
+            "--leader-elect", f"--leader-election-id={OPERATOR_LEASE}",
             f"--metrics-bind-address=127.0.0.1:{OPERATOR_PROBES - 1}",
             f"--health-probe-bind-address=127.0.0.1:{OPERATOR_PROBES}",
         ), self.run_dir, env)
