@@ -62,6 +62,7 @@ from sunk.model import names
 from sunk.model.hostlist import expand
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import SlurmError
+from sunk.translate.gang import has_started
 from sunk_dev import realnode, slurmimages, slurmonk8s
 from sunk_dev.pool import apply_crds
 from sunk_dev.slurmonk8s import COMPONENTS, PVS, bind_unscheduled, pods_by_component, volume, waiting_for
@@ -341,8 +342,9 @@ def test_a_job_on_the_nodeset_locks_both_nodes_while_it_runs_and_the_control_pla
     out = _in_pod(dev_cluster, namespace, login, "login", "sbatch", "--parsable", "-N2", "-p", "gpu",
                   "-o", "/tmp/locked-%j.out", "--wrap", "srun sleep 20")
     job = int(out.strip().split(";")[0])
-    wait_for(lambda: slurm.get_job(job).state == "RUNNING", 90, f"job {job} running (after both prologs' locks)",
-             interval=1)
+    # (RUNNING alone is not enough: with PrologFlags=Alloc Slurm runs the job, reason Prolog, while the prologs
+    # still wait for their locks; has_started is what the scheduler binds by)
+    wait_for(lambda: has_started(slurm.get_job(job)), 90, f"job {job} running after both prologs' locks", interval=1)
     for node in installed.real_nodes:
         assert _lock_taints(kube_api, node), node  # (the prolog returns only once its Node is locked)
     slurmd_pods = kc.list_objects(kube_api, PODS, namespace, label_selector=f"{names.LABEL_NODESET}=gpu")
@@ -485,7 +487,7 @@ def test_helm_uninstall_while_a_job_runs_cancels_it_and_leaves_no_pod_and_keeps_
     def running() -> bool:
         record = slurm.get_job(job)
         states.append((record.state, record.state_reason))
-        return record.state == "RUNNING"
+        return has_started(record)  # (both prologs have returned: both Nodes locked)
 
     try:
         wait_for(running, 60, f"job {job} running on both nodes", interval=1)
