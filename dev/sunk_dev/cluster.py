@@ -479,8 +479,11 @@ class DevCluster:
             # node drained in that release's state, found again on switching back.
             self._remove_hooks(old_root)
         if self.real_node:
+            # realnode1's slurmd runs the running release's image: its NodeSet makes no Pod until `up` applies
+            # it again with this release's (an operator started meanwhile would make one of the old image)
+            self._component("sunk-operator").daemon.stop()
             with contextlib.suppress(requests.RequestException, RuntimeError, TimeoutError, OSError):
-                self._delete_pod_and_wait(f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}")
+                self._scale_real_nodeset_to_none()
         if old_root.exists() and Daemon("slurmctld", (), self.run_dir).pid():
             self._end_jobs(old_root)
         for component in reversed(self.slurm_side()):
@@ -1239,15 +1242,7 @@ class DevCluster:
         self._forget_renamed_nodes()
         self._apply_stand_in_nodesets()
         if self.real_node:
-            pod = (realnode.slurmd_pod_from_image(self.root, SLURM_NAMESPACE, self.slurmd_image) if self._built_images
-                   else realnode.slurmd_pod(self.root, SLURM_NAMESPACE))
-            path = f"{pods}/{realnode.SLURM_NODE}"
-            if self._replace_if_other(path, pod) or self._real_node_registered_otherwise(pod):
-                # (slurmctld keeps a dynamic node's first registration, its GRES too, across its restarts: the
-                # node goes with its Pod and registers anew with what the new Pod says)
-                self._delete_pod_and_wait(path)
-                self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
-            self._expect(self.kube_request("POST", pods, pod), 201, 409)
+            self._apply_real_nodeset(pods)
         self._prune_kubernetes()
         wait_until(self._stand_in_nodes_ok, 90, interval=0.5,
                    what="the stand-in nodes' slurmd Pods Running and their slurmds registered")
@@ -1277,25 +1272,13 @@ class DevCluster:
             with contextlib.suppress(TimeoutError):
                 wait_until(lambda: not ids(), timeout, interval=0.5, what="the jobs to end")
 
-    def _real_node_registered_otherwise(self, pod: dict) -> bool:
-        """Whether slurmctld holds realnode1 with other GRES than ``pod`` registers (a record of an older
-        Pod, kept in that release's state)."""
+    def _real_node_registered_otherwise(self, gres: str) -> bool:
+        """Whether slurmctld holds realnode1 with other GRES than ``gres`` (``(null)`` for none: a record of an
+        older Pod, kept in that release's state)."""
         shown = self.slurm("scontrol", "--future", "show", "node", realnode.SLURM_NODE, check=False)
         if shown.returncode != 0 or "Gres=" not in shown.stdout:
             return False  # (not there: it registers anew)
-        return f"Gres={realnode.registered_gres(pod)} " not in shown.stdout.replace("\n", " ")
-
-    def _replace_if_other(self, path: str, pod: dict) -> bool:
-        """Delete the Pod at ``path`` if it runs another image than ``pod`` (a cache from before the
-        images were built: the busybox slurmd; another Slurm release's image), with another command or
-        environment, or mounts other host paths (another release's chroot), and wait until it is gone, so
-        ``pod`` can take its name; whether it did."""
-        resp = self.kube_request("GET", path)
-        if resp.status_code != 200 or pod_runs_as(resp.json()) == pod_runs_as(pod):
-            return False
-        self._say(f"  {path.rsplit('/', 1)[-1]}: another image, command or chroot now, replaced")
-        self._delete_pod_and_wait(path)
-        return True
+        return f"Gres={gres} " not in shown.stdout.replace("\n", " ")
 
     def _delete_pod_and_wait(self, path: str) -> None:
         self._expect(self.kube_request("DELETE", path), 200, 404)
@@ -1321,6 +1304,37 @@ class DevCluster:
             if (name := node["metadata"]["name"]) not in {self.k8s_node_for(n) for n in self.layout.node_names}:
                 self._say(f"  Node {name}: not in this layout, deleted")
                 self._expect(self.kube_request("DELETE", f"/api/v1/nodes/{name}"), 200, 404)
+
+    def _apply_real_nodeset(self, pods: str) -> None:
+        """realnode1's NodeSet, applied: its template is this release's slurmd image (or busybox without images).
+        A hand-made Pod of an older dev cluster goes first (the operator takes no name another owner's Pod holds),
+        and so does a Slurm record with other GRES than the NodeSet registers (slurmctld keeps a dynamic node's
+        first registration, its GRES too, across its restarts): the NodeSet is scaled to none, the node deleted,
+        and the NodeSet applied again makes the Pod anew."""
+        nodeset = realnode.nodeset(self.root, SLURM_NAMESPACE, self.slurmd_image if self._built_images else None)
+        path = f"{pods}/{realnode.SLURM_NODE}"
+        resp = self.kube_request("GET", path)
+        if resp.status_code == 200 and names.LABEL_NODESET not in (resp.json()["metadata"].get("labels") or {}):
+            self._say(f"  slurmd Pod {realnode.SLURM_NODE}: hand-made, deleted for its NodeSet")
+            self._delete_pod_and_wait(path)
+        if self._real_node_registered_otherwise(nodeset["spec"]["slurm"].get("gres", "(null)")):
+            self._scale_real_nodeset_to_none()
+            self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
+        api = kc.load_api_client(str(self.kubeconfig))
+        try:
+            pool.create_or_replace(api, NODESETS, nodeset)  # (a replace: replicas, if a switch set them, go)
+        finally:
+            api.close()
+
+    def _scale_real_nodeset_to_none(self) -> None:
+        """realnode1's NodeSet scaled to no Pod, and its Pod deleted and gone, whether or not an operator runs (one
+        that starts later makes none until the NodeSet is applied again)."""
+        path = f"{NODESETS}/{realnode.REAL_NODESET}"
+        resp = self.kube_request("PATCH", path, {"spec": {"replicas": 0}}, content_type="application/merge-patch+json")
+        self._expect(resp, 200, 404)
+        pod = f"/api/v1/namespaces/{SLURM_NAMESPACE}/pods/{realnode.SLURM_NODE}"
+        if self.kube_request("GET", pod).status_code == 200:
+            self._delete_pod_and_wait(pod)
 
     def _stop_static_slurmds(self) -> None:
         """The slurmds of a dev cluster made before its stand-in nodes came from NodeSets (static nodes of

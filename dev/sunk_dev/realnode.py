@@ -39,6 +39,7 @@ import attrs
 from .dns import CLUSTER_DOMAIN
 from .procs import apt_install
 from .slurmconf import DYNAMIC_FEATURE, DYNAMIC_PARTITION
+from .slurmimages import SLURMD_ENTRYPOINT
 
 SLURM_NODE = "realnode1"
 NODE_NAME = SLURM_NODE  # (a NodeSet's NodeName scheme: the Slurm node takes its Node's name)
@@ -360,15 +361,6 @@ def dra_driver_argv(driver: Path, paths: Paths, kubeconfig: Path) -> list[str]:
             f"--datadir={paths.kubelet_root / 'plugins'}", f"--cdi-dir={paths.base / 'cdi'}", "--v=2"]
 
 
-def registered_gres(pod: dict) -> str:
-    """The GRES a slurmd Pod of ``slurmd_pod_from_image`` registers with, as scontrol shows it (``(null)``)."""
-    for container in pod["spec"]["containers"]:
-        for env in container.get("env") or ():
-            if env["name"] == "SUNK_SLURMD_CONF":
-                return next((w.split("=", 1)[1] for w in env["value"].split() if w.startswith("Gres=")), "(null)")
-    return "(null)"
-
-
 def prepare_dra_driver(paths: Paths) -> None:
     """The driver's socket directory: it makes the directory's parent, not the directory."""
     (paths.kubelet_root / "plugins" / DRA_DRIVER).mkdir(parents=True, exist_ok=True)
@@ -573,6 +565,54 @@ def slurmd_pod(chroot: Path, namespace: str) -> dict:
             "volumes": [{"name": "root", "hostPath": {"path": str(chroot), "type": "Directory"}}],
         },
     }
+
+
+REAL_NODESET = "real"
+# What the real Node's slurmd claims beyond what its NodeSet says (slurmd would report this machine's CPUs and
+# memory): the template's command adds it to the operator's SUNK_SLURMD_CONF.
+EXTRA_CONF = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB}"
+
+
+def nodeset(chroot: Path, namespace: str, image: str | None) -> dict:
+    """The NodeSet whose one Pod is realnode1's slurmd on the real Node, from ``image`` (the shipped sunk-slurmd,
+    its entrypoint) or, without images, busybox chrooting into ``chroot``. The operator names the Pod and the
+    Slurm node after the Node (``NodeName``) and writes what it registers with: the feature of the ``real``
+    partition, and with the image the GPUs (``gpu:fake:4``), whose gres.conf lines name /dev/nvidia0..3, which
+    the template mounts from the chroot's fake GPUs, so Slurm's GRES index i is still the driver's device-0i."""
+    pod = slurmd_pod_from_image(chroot, namespace, image) if image else slurmd_pod(chroot, namespace)
+    spec = {k: v for k, v in pod["spec"].items() if k not in ("nodeName", "hostname")}
+    (container,) = spec["containers"]
+    if image:
+        container = {k: v for k, v in container.items() if k != "env"}
+        container["command"] = ["/bin/sh", "-c",
+                                f'SUNK_SLURMD_CONF="$SUNK_SLURMD_CONF {EXTRA_CONF}" exec /{SLURMD_ENTRYPOINT}']
+        container["volumeMounts"] = [{**m, "mountPath": _nvidia(m["mountPath"])} for m in container["volumeMounts"]]
+    else:
+        container = {**container, "command": [
+            "/bin/sh", "-c", 'exec /bin/chroot /host /usr/sbin/slurmd -D -Z -N "$SUNK_SLURM_NODE_NAME" '
+                             f'--conf "$SUNK_SLURMD_CONF {EXTRA_CONF}"']}
+    spec["containers"] = [container]
+    slurm: dict = {"features": [SLURM_FEATURE]}
+    if image:
+        slurm["gres"] = f"gpu:{GPU_TYPE}:{DRA_DEVICES}"
+    return {
+        "apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": REAL_NODESET, "namespace": namespace},
+        "spec": {
+            "nodeSelector": {NODE_LABEL: "true"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE_NAME]}]}]}}},
+            "naming": {"scheme": "NodeName"},
+            "slurm": slurm,
+            "template": {"metadata": {"labels": dict(pod["metadata"]["labels"])}, "spec": spec},
+        },
+    }
+
+
+def _nvidia(path: str) -> str:
+    """A fake GPU's mount path as the operator's gres.conf lines name it (/dev/fakegpu2 -> /dev/nvidia2)."""
+    prefix = GPU_FILE.format(index="")
+    return "/dev/nvidia" + path.removeprefix(prefix) if path.startswith(prefix) else path
 
 
 def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:

@@ -76,12 +76,14 @@ def test_deleting_the_pod_terminates_its_container_within_its_grace_period(kube_
 
 
 def test_deleting_the_real_nodes_slurmd_pod_stops_slurmd(kube_api, dev_cluster, namespace, scheduler):
-    """Slurm then stops hearing from the node (SlurmdTimeout); `up` makes the Pod again and it returns.
+    """Slurm then stops hearing from the node (SlurmdTimeout); its NodeSet makes the Pod again and it returns.
+    The operator is stopped meanwhile: it would make the Pod again at once.
 
     First the node's jobs end (slurmd gone mid-epilog would leave a job COMPLETING until the node is
     set DOWN: the Syncer's route for a deleted slurmd Pod, not this test's subject)."""
     end_pods(kube_api, dev_cluster, namespace)
     pod = realnode.SLURM_NODE
+    dev_cluster.stop_component("sunk-operator")
     try:
         kc.delete(kube_api, PODS, pod, "slurm")
         wait_for(lambda: gone(kube_api, "slurm", pod), 30, "the slurmd Pod to be gone")

@@ -214,8 +214,6 @@ def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_
     assert env["SUNK_GRES_CONF"] == "Name=gpu Type=fake File=/dev/fakegpu[0-3]"
     assert [realnode.DEVICE_NAME.format(index=i) for i in range(realnode.DRA_DEVICES)] == [
         "device-00", "device-01", "device-02", "device-03"]  # (the driver's names: test/e2e/dra/test-driver)
-    assert realnode.registered_gres(realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)) == "gpu:fake:4"
-    assert realnode.registered_gres(realnode.slurmd_pod(Path("/c"), "slurm")) == "(null)"
     argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
     assert argv[:2] == ["/b/dra-test-driver", "kubelet-plugin"]
     assert {"--node-name=realnode1", "--num-devices=4", "--drivername=test-driver.cdi.k8s.io",
@@ -334,3 +332,31 @@ def test_the_pyslurm_layers_key_changes_with_each_input():
         changed = list(args)
         changed[i] = other
         assert images.pyslurm_key(*changed) != key
+
+
+def test_realnode1_is_its_nodesets_and_registers_the_same_gpus_under_the_operators_names():
+    """realnode1's NodeSet: the Node by name, NodeName naming, the real partition's feature; with the image the
+    GPUs gpu:fake:4, whose gres.conf lines (the operator's) name /dev/nvidia0..3, which the template mounts from the
+    chroot's fake GPUs in order (GRES index i stays the driver's device-0i); the operator's variables are its own,
+    and the template adds only the CPUs and memory slurmd would otherwise find on this machine."""
+    nodeset = realnode.nodeset(Path("/c"), "slurm", SLURMD_IMAGE)
+    spec = nodeset["spec"]
+    assert nodeset["metadata"] == {"name": realnode.REAL_NODESET, "namespace": "slurm"}
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [realnode.NODE_NAME]}]
+    assert spec["naming"] == {"scheme": "NodeName"}
+    assert spec["slurm"] == {"features": [realnode.SLURM_FEATURE], "gres": f"gpu:fake:{realnode.DRA_DEVICES}"}
+    template = spec["template"]["spec"]
+    assert "nodeName" not in template and "hostname" not in template and template["hostNetwork"]
+    (container,) = template["containers"]
+    assert "env" not in container and container["image"] == SLURMD_IMAGE
+    assert container["command"][-1] == (f'SUNK_SLURMD_CONF="$SUNK_SLURMD_CONF {realnode.EXTRA_CONF}" '
+                                        "exec /usr/local/bin/sunk-slurmd")
+    volumes = {v["name"]: v for v in template["volumes"]}
+    gpus = {m["mountPath"]: volumes[m["name"]]["hostPath"]["path"] for m in container["volumeMounts"]
+            if m["mountPath"].startswith("/dev/")}
+    assert gpus == {f"/dev/nvidia{i}": f"/c/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES)}
+    plain = realnode.nodeset(Path("/c"), "slurm", None)["spec"]
+    assert "gres" not in plain["slurm"]
+    (busybox,) = plain["template"]["spec"]["containers"]
+    assert '-N "$SUNK_SLURM_NODE_NAME"' in busybox["command"][-1] and realnode.EXTRA_CONF in busybox["command"][-1]
