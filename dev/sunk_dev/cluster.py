@@ -1320,11 +1320,7 @@ class DevCluster:
         if self._real_node_registered_otherwise(nodeset["spec"]["slurm"].get("gres", "(null)")):
             self._scale_real_nodeset_to_none()
             self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
-        api = kc.load_api_client(str(self.kubeconfig))
-        try:
-            pool.create_or_replace(api, NODESETS, nodeset)  # (a replace: replicas, if a switch set them, go)
-        finally:
-            api.close()
+        self._apply_spec(NODESETS, nodeset)  # (the spec replaced: replicas, if a switch set them, go)
 
     def _scale_real_nodeset_to_none(self) -> None:
         """realnode1's NodeSet scaled to no Pod, and its Pod deleted and gone, whether or not an operator runs (one
