@@ -36,6 +36,8 @@ from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.model import names
 from sunk.scripts import shipped_script
+from sunk.translate.nodeset import pod as nodeset_pod
+from sunk.translate.nodeset.spec import read_spec
 
 from . import (
     chroot,
@@ -1204,7 +1206,7 @@ class DevCluster:
         names = out.stdout.split()
         return [name for name in names if name.startswith(f"k8s:{DEMO_NAMESPACE}/")]
 
-    def kube_request(self, method: str, path: str, body: Optional[dict] = None,
+    def kube_request(self, method: str, path: str, body: Optional[dict | list] = None,
                      content_type: str = "application/json") -> requests.Response:
         """One admin call to the apiserver: for bootstrapping and the demo, which need no client library."""
         return requests.request(
@@ -1243,6 +1245,8 @@ class DevCluster:
         self._apply_stand_in_nodesets()
         if self.real_node:
             self._apply_real_nodeset(pods)
+        else:  # (a dev cluster that ran with the real Node: its NodeSet would make a Pod no kubelet runs)
+            self._expect(self.kube_request("DELETE", f"{NODESETS}/{realnode.REAL_NODESET}"), 200, 404)
         self._prune_kubernetes()
         wait_until(self._stand_in_nodes_ok, 90, interval=0.5,
                    what="the stand-in nodes' slurmd Pods Running and their slurmds registered")
@@ -1320,6 +1324,12 @@ class DevCluster:
         if self._real_node_registered_otherwise(nodeset["spec"]["slurm"].get("gres", "(null)")):
             self._scale_real_nodeset_to_none()
             self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
+        elif resp.status_code == 200 and nodeset_pod.pod_hash(resp.json()) != nodeset_pod.template_hash(
+                read_spec(nodeset).spec):
+            # (another image or command: replaced now rather than by the operator's rolling update, which would
+            # let `up` return with realnode1 drained for its replacement)
+            self._say(f"  slurmd Pod {realnode.SLURM_NODE}: another template now, replaced")
+            self._scale_real_nodeset_to_none()
         self._apply_spec(NODESETS, nodeset)  # (the spec replaced: replicas, if a switch set them, go)
 
     def _scale_real_nodeset_to_none(self) -> None:
@@ -1370,8 +1380,9 @@ class DevCluster:
             self._expect(self.kube_request("POST", collection, doc), 201)
             return
         self._expect(current, 200)
-        if current.json().get("spec") != doc["spec"]:
-            self._expect(self.kube_request("PUT", path, {**current.json(), "spec": doc["spec"]}), 200)
+        if current.json().get("spec") != doc["spec"]:  # (a JSON patch: no resourceVersion the operator's writes race)
+            self._expect(self.kube_request("PATCH", path, [{"op": "replace", "path": "/spec", "value": doc["spec"]}],
+                                           content_type="application/json-patch+json"), 200)
 
     def _stand_in_nodes_ok(self) -> bool:
         return self._slurmd_pods_ready() and all(self._slurmd_ok(node) for node in self.layout.node_names)
@@ -1407,7 +1418,7 @@ class DevCluster:
         if not statuses or not all(s.get("ready") and "running" in (s.get("state") or {}) for s in statuses):
             return False
         out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T", check=False).stdout.split()
-        return bool(out) and not any(state.endswith("*") or "down" in state for state in out)
+        return bool(out) and not any(state.endswith("*") or "down" in state or "drain" in state for state in out)
 
     def _real_slurmd_pod_says(self) -> str:
         """Why the real Node's slurmd is not up, as its Pod and the kubelet's Warning Events tell it."""
