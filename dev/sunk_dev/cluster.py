@@ -1451,14 +1451,6 @@ def _ready(probe_port: int) -> bool:
     return requests.get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2).status_code == 200
 
 
-def pod_runs_as(pod: dict) -> tuple[list, list]:
-    """What a slurmd Pod runs: its containers' images, commands and environment, and its hostPath volumes
-    (which chroot)."""
-    spec = pod.get("spec") or {}
-    return ([(c.get("image"), c.get("command"), c.get("env")) for c in spec.get("containers") or ()],
-            sorted((v.get("hostPath") or {}).get("path", "") for v in spec.get("volumes") or () if v.get("hostPath")))
-
-
 def write_node_tokens(directory: Path, secret: bytes, nodes: Iterable[str]) -> None:
     """One hook token file per Slurm node (root only), as each slurmd Pod would mount its own."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -372,11 +372,6 @@ def device_class() -> dict:
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}}
 
 
-def gres_lines() -> str:
-    """realnode1's gres.conf line: its GPUs by their device files, as many as the driver's devices."""
-    return f"Name=gpu Type={GPU_TYPE} File={GPU_FILE.format(index=f'[0-{DRA_DEVICES - 1}]')}"
-
-
 # -- images --------------------------------------------------------------------------------------
 
 def ctr(paths: Paths, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -535,42 +530,11 @@ def remove_service_routes() -> None:
 
 # -- Kubernetes objects ----------------------------------------------------------------------------
 
-def slurmd_pod(chroot: Path, namespace: str) -> dict:
-    """The real Node's slurmd Pod: slurmd really runs in its container, as a dynamic Slurm node.
-
-    busybox chroots into the dev cluster's trixie root (slurmd's binaries, slurm.conf, the
-    munge socket); hostNetwork and hostPID. ``exec`` keeps slurmd PID 1 of the
-    container, so deleting the Pod stops it.
-    """
-    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE}"
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": SLURM_NODE, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/name": "slurmd", NODE_LABEL: "true"}},
-        "spec": {
-            # hostPID: slurmd's proctrack/linuxproc finds a job's processes in the chroot's /proc,
-            # which is the host's (with a PID namespace of its own it could kill no job).
-            "nodeName": NODE_NAME, "hostname": SLURM_NODE, "hostNetwork": True, "hostPID": True,
-            "terminationGracePeriodSeconds": 5,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{
-                "name": "slurmd", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                "command": ["/bin/chroot", "/host", "/usr/sbin/slurmd", "-D", "-Z", "-N", SLURM_NODE, "--conf", conf],
-                "env": [{"name": "PATH", "value": "/usr/sbin:/usr/bin:/sbin:/bin"}],
-                "volumeMounts": [{"name": "root", "mountPath": "/host"}],
-                "readinessProbe": {"exec": {"command": ["/bin/chroot", "/host", "/usr/bin/scontrol", "show", "node",
-                                                         SLURM_NODE]},
-                                   "periodSeconds": 5},
-            }],
-            "volumes": [{"name": "root", "hostPath": {"path": str(chroot), "type": "Directory"}}],
-        },
-    }
-
-
 REAL_NODESET = "real"
 # What the real Node's slurmd claims beyond what its NodeSet says (slurmd would report this machine's CPUs and
 # memory): the template's command adds it to the operator's SUNK_SLURMD_CONF.
 EXTRA_CONF = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB}"
+POD_LABELS = {"app.kubernetes.io/name": "slurmd", NODE_LABEL: "true"}
 
 
 def nodeset(chroot: Path, namespace: str, image: str | None) -> dict:
@@ -579,19 +543,7 @@ def nodeset(chroot: Path, namespace: str, image: str | None) -> dict:
     Slurm node after the Node (``NodeName``) and writes what it registers with: the feature of the ``real``
     partition, and with the image the GPUs (``gpu:fake:4``), whose gres.conf lines name /dev/nvidia0..3, which
     the template mounts from the chroot's fake GPUs, so Slurm's GRES index i is still the driver's device-0i."""
-    pod = slurmd_pod_from_image(chroot, namespace, image) if image else slurmd_pod(chroot, namespace)
-    spec = {k: v for k, v in pod["spec"].items() if k not in ("nodeName", "hostname")}
-    (container,) = spec["containers"]
-    if image:
-        container = {k: v for k, v in container.items() if k != "env"}
-        container["command"] = ["/bin/sh", "-c",
-                                f'SUNK_SLURMD_CONF="$SUNK_SLURMD_CONF {EXTRA_CONF}" exec /{SLURMD_ENTRYPOINT}']
-        container["volumeMounts"] = [{**m, "mountPath": _nvidia(m["mountPath"])} for m in container["volumeMounts"]]
-    else:
-        container = {**container, "command": [
-            "/bin/sh", "-c", 'exec /bin/chroot /host /usr/sbin/slurmd -D -Z -N "$SUNK_SLURM_NODE_NAME" '
-                             f'--conf "$SUNK_SLURMD_CONF {EXTRA_CONF}"']}
-    spec["containers"] = [container]
+    container, volumes = _image_container(chroot, image) if image else _busybox_container(chroot)
     slurm: dict = {"features": [SLURM_FEATURE]}
     if image:
         slurm["gres"] = f"gpu:{GPU_TYPE}:{DRA_DEVICES}"
@@ -604,50 +556,59 @@ def nodeset(chroot: Path, namespace: str, image: str | None) -> dict:
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE_NAME]}]}]}}},
             "naming": {"scheme": "NodeName"},
             "slurm": slurm,
-            "template": {"metadata": {"labels": dict(pod["metadata"]["labels"])}, "spec": spec},
+            "template": {"metadata": {"labels": dict(POD_LABELS)}, "spec": {
+                # hostPID: slurmd's proctrack/linuxproc finds a job's processes in the host's /proc (with a PID
+                # namespace of its own it could kill no job).
+                "hostNetwork": True, "hostPID": True, "terminationGracePeriodSeconds": 5,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [container], "volumes": volumes}},
         },
     }
 
 
-def _nvidia(path: str) -> str:
-    """A fake GPU's mount path as the operator's gres.conf lines name it (/dev/fakegpu2 -> /dev/nvidia2)."""
-    prefix = GPU_FILE.format(index="")
-    return "/dev/nvidia" + path.removeprefix(prefix) if path.startswith(prefix) else path
+def _busybox_container(chroot: Path) -> tuple[dict, list[dict]]:
+    """slurmd of the chroot (its binaries, slurm.conf, the munge socket), busybox chrooting into it: ``exec``
+    keeps slurmd PID 1 of the container, so deleting the Pod stops it."""
+    return {
+        "name": "slurmd", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+        "command": ["/bin/sh", "-c", 'exec /bin/chroot /host /usr/sbin/slurmd -D -Z -N "$SUNK_SLURM_NODE_NAME" '
+                                     f'--conf "$SUNK_SLURMD_CONF {EXTRA_CONF}"'],
+        "env": [{"name": "PATH", "value": "/usr/sbin:/usr/bin:/sbin:/bin"}],
+        "volumeMounts": [{"name": "root", "mountPath": "/host"}],
+        "readinessProbe": {"exec": {"command": ["/bin/chroot", "/host", "/usr/bin/scontrol", "show", "node",
+                                                 SLURM_NODE]}, "periodSeconds": 5},
+    }, [{"name": "root", "hostPath": {"path": str(chroot), "type": "Directory"}}]
 
 
-def slurmd_pod_from_image(chroot: Path, namespace: str, image: str) -> dict:
-    """The real Node's slurmd Pod, slurmd from its own image (``sunk_dev.images``), started by the image's
-    entrypoint from the environment a NodeSet's Pod gets (its name and registration).
+def _image_container(chroot: Path, image: str) -> tuple[dict, list[dict]]:
+    """slurmd from its own image (``sunk_dev.images``), started by the image's entrypoint from what the operator
+    writes (docs/nodeset.md), the CPUs and memory added.
 
-    What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge
-    socket (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's
-    node tokens and hooks.env (``/etc/sunk``); slurmd's spool and log are emptyDirs (slurmd
-    makes ``/var/spool/slurmd/<node>`` but not its parent). hostPID as in ``slurmd_pod``.
-    """
-    pod = slurmd_pod(chroot, namespace)
-    conf = f"CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} Features={SLURM_FEATURE} Gres=gpu:{GPU_TYPE}:{DRA_DEVICES}"
+    What the image leaves out comes from the host as a SUNK slurmd Pod would mount it: the munge socket
+    (``/run/munge``), slurm.conf and the prolog/epilog (``/etc/slurm``), the hook API's node tokens and hooks.env
+    (``/etc/sunk``), and the chroot's fake GPUs under the names the operator's gres.conf lines give them
+    (/dev/fakegpuN as /dev/nvidiaN); slurmd's spool and log are emptyDirs (slurmd makes
+    ``/var/spool/slurmd/<node>`` but not its parent)."""
     host = {"/run/munge": "munge", "/etc/slurm": "slurm-etc", "/etc/sunk": "sunk-etc"}
-    gpus = {GPU_FILE.format(index=i): f"gpu{i}" for i in range(DRA_DEVICES)}
-    pod["spec"]["containers"] = [{
+    gpus = {i: f"gpu{i}" for i in range(DRA_DEVICES)}
+    container = {
         "name": "slurmd", "image": image, "imagePullPolicy": "Never",
-        # the image's own entrypoint, given what a NodeSet's operator writes (docs/nodeset.md)
-        "env": [{"name": "SUNK_SLURM_NODE_NAME", "value": SLURM_NODE}, {"name": "SUNK_SLURMD_CONF", "value": conf},
-                {"name": "SUNK_GRES_CONF", "value": gres_lines()}],
+        "command": ["/bin/sh", "-c", f'SUNK_SLURMD_CONF="$SUNK_SLURMD_CONF {EXTRA_CONF}" exec /{SLURMD_ENTRYPOINT}'],
         "volumeMounts": [{"name": name, "mountPath": path, **({"readOnly": True} if path != "/run/munge" else {})}
                          for path, name in host.items()]
                         + [{"name": "spool", "mountPath": "/var/spool/slurmd"},
                            {"name": "log", "mountPath": "/var/log/slurm"},
                            {"name": "run", "mountPath": "/run/sunk-slurmd"}]
-                        + [{"name": name, "mountPath": path, "readOnly": True} for path, name in gpus.items()],
+                        + [{"name": name, "mountPath": f"/dev/nvidia{i}", "readOnly": True}
+                           for i, name in gpus.items()],
         "readinessProbe": {"exec": {"command": ["/usr/bin/scontrol", "show", "node", SLURM_NODE]}, "periodSeconds": 5},
-    }]
-    pod["spec"]["volumes"] = ([{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")), "type": "Directory"}}
-                               for path, name in host.items()]
-                              + [{"name": "spool", "emptyDir": {}}, {"name": "log", "emptyDir": {}},
-                                 {"name": "run", "emptyDir": {}}]
-                              + [{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")),
-                                                             "type": "CharDevice"}} for path, name in gpus.items()])
-    return pod
+    }
+    volumes = ([{"name": name, "hostPath": {"path": str(chroot / path.lstrip("/")), "type": "Directory"}}
+                for path, name in host.items()]
+               + [{"name": "spool", "emptyDir": {}}, {"name": "log", "emptyDir": {}}, {"name": "run", "emptyDir": {}}]
+               + [{"name": name, "hostPath": {"path": str(chroot / GPU_FILE.format(index=i).lstrip("/")),
+                                              "type": "CharDevice"}} for i, name in gpus.items()])
+    return container, volumes
 
 
 _OCTAL_ESCAPE = re.compile(rb"\\([0-3][0-7]{2})")

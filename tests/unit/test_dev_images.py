@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sunk.translate.nodeset import pod as nodeset_pod
+from sunk.translate.nodeset.spec import read_spec
 from sunk_dev import images, realnode, slurmimages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,28 +192,41 @@ def test_an_image_is_imported_when_absent_or_built_again(tmp_path):
     assert images.needs_import(["docker.io/sunk-dev/slurmd:dev"], rebuilt)
 
 
+def _template(image: str | None = SLURMD_IMAGE) -> dict:
+    return realnode.nodeset(Path("/c"), "slurm", image)["spec"]["template"]["spec"]
+
+
 def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)
-    (container,) = pod["spec"]["containers"]
-    assert container["image"] == SLURMD_IMAGE and "command" not in container  # the image's entrypoint
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["SUNK_SLURM_NODE_NAME"] == realnode.SLURM_NODE
-    assert f"Features={realnode.SLURM_FEATURE}" in env["SUNK_SLURMD_CONF"]
+    template = _template()
+    (container,) = template["containers"]
+    assert container["image"] == SLURMD_IMAGE and "env" not in container  # the operator's variables only
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    gpus = {f"/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES)}
+    gpus = {f"/dev/nvidia{i}" for i in range(realnode.DRA_DEVICES)}
     assert set(mounts) == {"/run/munge", "/etc/slurm", "/etc/sunk", "/var/spool/slurmd", "/var/log/slurm",
                            "/run/sunk-slurmd", *gpus}
-    host = {v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
-    assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk", *(f"/c{g}" for g in gpus)}  # never the chroot
-    assert pod["spec"]["hostNetwork"] and pod["spec"]["hostPID"]
+    host = {v["hostPath"]["path"] for v in template["volumes"] if "hostPath" in v}
+    assert host == {"/c/run/munge", "/c/etc/slurm", "/c/etc/sunk",
+                    *(f"/c/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES))}  # never the chroot
+    assert template["hostNetwork"] and template["hostPID"]
 
 
 def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_its_index():
-    """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on its Node."""
-    (container,) = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert f"Gres=gpu:fake:{realnode.DRA_DEVICES}" in env["SUNK_SLURMD_CONF"].split()
-    assert env["SUNK_GRES_CONF"] == "Name=gpu Type=fake File=/dev/fakegpu[0-3]"
+    """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on its Node: the operator's
+    gres.conf line for gpu:fake:4 names /dev/nvidia0..3, which are the chroot's fake GPUs 0..3 in order."""
+    nodeset = realnode.nodeset(Path("/c"), "slurm", SLURMD_IMAGE)
+    assert nodeset["spec"]["slurm"]["gres"] == f"gpu:fake:{realnode.DRA_DEVICES}"
+    template = nodeset["spec"]["template"]["spec"]
+    (container,) = template["containers"]
+    volumes = {v["name"]: v for v in template["volumes"]}
+    gpus = {m["mountPath"]: volumes[m["name"]]["hostPath"]["path"] for m in container["volumeMounts"]
+            if m["mountPath"].startswith("/dev/")}
+    assert gpus == {f"/dev/nvidia{i}": f"/c/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES)}
+    # (the operator's own rendering of the Pod: its gres.conf line names exactly those files)
+    pod = nodeset_pod.desired_pod(read_spec({**nodeset, "metadata": {**nodeset["metadata"], "uid": "u"}}).spec,
+                                  realnode.NODE_NAME, realnode.SLURM_NODE, "h")
+    (slurmd,) = pod["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in slurmd["env"]}
+    assert env["SUNK_GRES_CONF"] == "NodeName=realnode1 Name=gpu Type=fake File=/dev/nvidia[0-3]\n"
     assert [realnode.DEVICE_NAME.format(index=i) for i in range(realnode.DRA_DEVICES)] == [
         "device-00", "device-01", "device-02", "device-03"]  # (the driver's names: test/e2e/dra/test-driver)
     argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
@@ -226,8 +241,7 @@ def test_every_host_directory_the_slurmd_pod_mounts_exists_before_it_is_made():
     one is made by ``up`` before any daemon starts, or comes with the Slurm packages (/etc/slurm)."""
     from sunk_dev.cluster import chroot_directories
 
-    pod = realnode.slurmd_pod_from_image(Path("/c"), "slurm", SLURMD_IMAGE)
-    wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in pod["spec"]["volumes"]
+    wanted = {str(Path(v["hostPath"]["path"]).relative_to("/c")) for v in _template()["volumes"]
               if v.get("hostPath", {}).get("type") == "Directory"}
     assert wanted - set(chroot_directories(["node1"])) == {"etc/slurm"}
 
@@ -352,10 +366,6 @@ def test_realnode1_is_its_nodesets_and_registers_the_same_gpus_under_the_operato
     assert "env" not in container and container["image"] == SLURMD_IMAGE
     assert container["command"][-1] == (f'SUNK_SLURMD_CONF="$SUNK_SLURMD_CONF {realnode.EXTRA_CONF}" '
                                         "exec /usr/local/bin/sunk-slurmd")
-    volumes = {v["name"]: v for v in template["volumes"]}
-    gpus = {m["mountPath"]: volumes[m["name"]]["hostPath"]["path"] for m in container["volumeMounts"]
-            if m["mountPath"].startswith("/dev/")}
-    assert gpus == {f"/dev/nvidia{i}": f"/c/dev/fakegpu{i}" for i in range(realnode.DRA_DEVICES)}
     plain = realnode.nodeset(Path("/c"), "slurm", None)["spec"]
     assert "gres" not in plain["slurm"]
     (busybox,) = plain["template"]["spec"]["containers"]

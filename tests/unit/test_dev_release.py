@@ -13,7 +13,7 @@ import pytest
 
 import sunk
 from sunk_dev import chroot, cli, images, kubebuild, realnode, release, slurmimages
-from sunk_dev.cluster import DevCluster, pod_runs_as
+from sunk_dev.cluster import DevCluster
 from sunk_dev.procs import Daemon
 
 SID = release.RELEASES["26.05"]
@@ -158,19 +158,25 @@ def test_the_dev_only_slurmd_images_caches_are_what_goes():
         "slurmd-26.05.tar", "slurmd.tar", "slurmd.tar.id", "slurmd.tar.imported"]
 
 
-def test_a_slurmd_pod_of_another_chroot_or_image_is_another_pod():
+def test_a_slurmd_pod_of_another_chroot_or_image_is_another_template():
+    """What `up` replaces realnode1's Pod by: the template hash of its NodeSet, which another release's image or
+    chroot changes."""
+    from sunk.translate.nodeset import pod as nodeset_pod
+    from sunk.translate.nodeset.spec import read_spec
     from sunk_dev import realnode
 
     trixie, sid = chroot.chroot_dir(Path("/c")), chroot.chroot_dir(Path("/c"), SID)
 
-    def runs_as(root: Path, name: str) -> tuple[list, list]:
-        return pod_runs_as(realnode.slurmd_pod_from_image(root, "slurm", slurmimages.slurmd_image_name("0.1.0", name)))
+    def template(root: Path, name: str | None) -> str:
+        image = slurmimages.slurmd_image_name("0.1.0", name) if name else None
+        nodeset = realnode.nodeset(root, "slurm", image)
+        return nodeset_pod.template_hash(read_spec({**nodeset, "metadata": {**nodeset["metadata"], "uid": "u"}}).spec)
 
-    assert runs_as(trixie, "24.11") == runs_as(trixie, "24.11")
-    assert runs_as(trixie, "24.11") != runs_as(sid, "24.11")
-    assert runs_as(trixie, "24.11") != runs_as(trixie, "26.05")
+    assert template(trixie, "24.11") == template(trixie, "24.11")
+    assert template(trixie, "24.11") != template(sid, "24.11")
+    assert template(trixie, "24.11") != template(trixie, "26.05")
     # the busybox slurmd chroots into the whole root: another root is another Pod too
-    assert pod_runs_as(realnode.slurmd_pod(trixie, "slurm")) != pod_runs_as(realnode.slurmd_pod(sid, "slurm"))
+    assert template(trixie, None) != template(sid, None)
 
 
 # -- DevCluster: which release, and the switch ------------------------------------------------------
