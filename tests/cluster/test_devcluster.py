@@ -20,7 +20,7 @@ from kubernetes import client
 from sunk.kube import client as kc
 from sunk.kube.resources import NODESLICES, PODS
 from sunk.model import names
-from sunk_dev import kubelet, slurmconf
+from sunk_dev import kubelet, realnode, slurmconf
 from sunk_dev.cluster import SLURM_NAMESPACE, slurmd_pod
 
 
@@ -250,6 +250,14 @@ def test_the_stand_in_slurmd_pods_are_their_nodesets_and_register_dynamically(de
         assert "DYNAMIC_NORM" in shown["State"], shown
         assert (shown["Gres"], shown["ActiveFeatures"], shown["Partitions"]) == (
             slurmconf.gres(node), slurmconf.NODE_FEATURES, slurmconf.PARTITION), shown
+    # every slurmd Pod, realnode1's on the real kubelet Node too: a NodeSet's, listed in its NodeSlice
+    hand_made = [name for name, pod in pods.items()
+                 if [o["kind"] for o in pod["metadata"].get("ownerReferences") or ()] != ["NodeSet"]]
+    assert not hand_made and set(pods) <= set(listed), (hand_made, sorted(pods), sorted(listed))
+    if realnode.enabled():
+        assert listed[realnode.SLURM_NODE] == (realnode.REAL_NODESET, realnode.SLURM_NODE, realnode.NODE_NAME)
+        shown = _scontrol_node(dev_cluster, realnode.SLURM_NODE)
+        assert "DYNAMIC_NORM" in shown["State"] and realnode.SLURM_FEATURE in shown["ActiveFeatures"], shown
 
 
 def _scontrol_node(dev_cluster, node: str) -> dict[str, str]:
