@@ -36,6 +36,7 @@ from sunk.hooks.auth import node_token
 from sunk.kube import client as kc
 from sunk.model import names
 from sunk.scripts import shipped_script
+from sunk.translate import nodestate
 from sunk.translate.nodeset import pod as nodeset_pod
 from sunk.translate.nodeset.spec import read_spec
 
@@ -1417,8 +1418,13 @@ class DevCluster:
         statuses = (resp.json().get("status") or {}).get("containerStatuses") or [] if resp.status_code == 200 else []
         if not statuses or not all(s.get("ready") and "running" in (s.get("state") or {}) for s in statuses):
             return False
-        out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T", check=False).stdout.split()
-        return bool(out) and not any(state.endswith("*") or "down" in state or "drain" in state for state in out)
+        out = self.slurm("sinfo", "-h", "-n", realnode.SLURM_NODE, "-o", "%T|%E", check=False).stdout.splitlines()
+        rows = [line.split("|", 1) for line in out if "|" in line]
+        # (drained by the operator for a Pod it replaces: it lifts that drain once the new Pod is Ready; a drain of
+        # anyone else's stays, and `up` does not wait for it)
+        replacing = nodestate.pending_deletion_prefix(f"{SLURM_NAMESPACE}/{realnode.SLURM_NODE}")
+        return bool(rows) and not any(state.endswith("*") or "down" in state
+                                      or ("drain" in state and reason.startswith(replacing)) for state, reason in rows)
 
     def _real_slurmd_pod_says(self) -> str:
         """Why the real Node's slurmd is not up, as its Pod and the kubelet's Warning Events tell it."""
