@@ -14,6 +14,7 @@ from the other chroot, whose state is its own. Kubernetes (etcd, the apiserver) 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import datetime
 import functools
@@ -88,6 +89,7 @@ class SlurmRest:
     user: str = "root"
 
 
+GO_LOG = "setup-go.log"  # the Go builds' output (run/logs), beside setup.log: they run at the same time
 DAEMON_RESTARTS = 3  # a daemon that exits while `up` waits for it is started again this often
 
 
@@ -324,6 +326,11 @@ class DevCluster:
         if self._asked_release is None:
             self.release = recorded
         self._say(f"sunk-dev: cache {self.home}")
+        # The Go builds (Kubernetes, helm, CoreDNS: minutes of CPU on a fresh machine) run beside what waits on the
+        # network and the disk (the chroot, apt, the images), and are waited for where the binaries are needed.
+        builds = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="go-build")
+        go_tools = builds.submit(self._build_go_tools)
+        builds.shutdown(wait=False)  # (its thread ends with the builds; a failure is raised by result() below)
         for needed in dict.fromkeys((self.release, release.DEFAULT)):  # (etcd runs from the default's)
             with self._phase(f"chroot {needed.suite}") as log:
                 chroot.ensure_chroot(self.home, needed, log=log, project=CHECKOUT)
@@ -335,10 +342,6 @@ class DevCluster:
             if other != self.root:
                 self._end_strays(other, other.name)
         self._say(f"  slurm release    {self.release.describe(version)}")
-        with self._phase("kubernetes") as log:
-            bin_dir = kubebuild.build(self.home, log=log)
-        with self._phase("helm") as log:
-            kubebuild.build_helm(self.home, log=log)
         self._reconfigure = False
         self._configure_chroot()
         wheel = None
@@ -348,8 +351,6 @@ class DevCluster:
         if self.real_node:
             with self._phase("containerd") as log:
                 realnode.ensure_packages(log=log)
-            with self._phase("coredns") as log:
-                kubebuild.build_go_command(self.home, dns.COREDNS, log=log)
             if realnode.write_config(self.real_paths, cluster_dns=realnode.node_ip(),
                                      client_ca=kubeconf.kubelet_client_ca(self.kube_dir)):
                 self._component("kubelet-real").daemon.stop()  # (it reads its configuration when it starts)
@@ -365,6 +366,7 @@ class DevCluster:
             with self._phase("slurm images"):
                 self._built_images.append(slurmimages.build_slurmd_image(
                     self.home / "images", self.root, self.release, sunk.__version__))
+        bin_dir = go_tools.result()
         # The apiserver reads its tokens at start only, and a running one would keep serving an older
         # certificate (one without the kubernetes Service's address, from a cache made before), or run without
         # the client certificate for the kubelets that a cache made before lacked (and so without its flags).
@@ -913,9 +915,21 @@ class DevCluster:
     def _say(self, line: str) -> None:
         print(line, file=self.log, flush=True)
 
-    def _phase(self, name: str) -> contextlib.AbstractContextManager[IO[str]]:
+    def _phase(self, name: str, log: str = "setup.log") -> contextlib.AbstractContextManager[IO[str]]:
         """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk_dev.phases``)."""
-        return phases.log_phase(name, self.run_dir / "logs" / "setup.log", self.log)
+        return phases.log_phase(name, self.run_dir / "logs" / log, self.log)
+
+    def _build_go_tools(self) -> Path:
+        """Kubernetes' binaries (their directory returned), helm and, for the real Node, CoreDNS: built when missing,
+        their output in run/logs/setup-go.log (they run beside the steps that write setup.log)."""
+        with self._phase("kubernetes", GO_LOG) as log:
+            bin_dir = kubebuild.build(self.home, log=log)
+        with self._phase("helm", GO_LOG) as log:
+            kubebuild.build_helm(self.home, log=log)
+        if self.real_node:
+            with self._phase("coredns", GO_LOG) as log:
+                kubebuild.build_go_command(self.home, dns.COREDNS, log=log)
+        return bin_dir
 
     def _saved_data(self) -> dict:
         """What the last ``up`` recorded in run/layout.json ({} before any)."""
