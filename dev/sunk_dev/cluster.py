@@ -1333,14 +1333,15 @@ class DevCluster:
         nodeset = realnode.nodeset(self.root, SLURM_NAMESPACE, self.slurmd_image if self._built_images else None)
         path = f"{pods}/{realnode.SLURM_NODE}"
         resp = self.kube_request("GET", path)
-        if resp.status_code == 200 and names.LABEL_NODESET not in (resp.json()["metadata"].get("labels") or {}):
+        pod = resp.json() if resp.status_code == 200 else None
+        if pod is not None and names.LABEL_NODESET not in (pod["metadata"].get("labels") or {}):
             self._say(f"  slurmd Pod {realnode.SLURM_NODE}: hand-made, deleted for its NodeSet")
             self._delete_pod_and_wait(path)
+            pod = None
         if self._real_node_registered_otherwise(nodeset["spec"]["slurm"].get("gres", "(null)")):
             self._scale_real_nodeset_to_none()
             self.slurm("scontrol", "delete", f"nodename={realnode.SLURM_NODE}", check=False)
-        elif resp.status_code == 200 and nodeset_pod.pod_hash(resp.json()) != nodeset_pod.template_hash(
-                read_spec(nodeset).spec):
+        elif pod is not None and nodeset_pod.pod_hash(pod) != nodeset_pod.template_hash(read_spec(nodeset).spec):
             # (another image or command: replaced now rather than by the operator's rolling update, which would
             # let `up` return with realnode1 drained for its replacement)
             self._say(f"  slurmd Pod {realnode.SLURM_NODE}: another template now, replaced")
