@@ -124,9 +124,9 @@ class LockReconciler:
         written = annotations.get(names.LOCK_KEY)
         current = machine.parse_state(written)
         strict = any(r.strict for r in live) or any(j.placeholder for j in f.jobs.values())
-        if busy and not live and not f.jobs:
-            # Held only by the node's state (a job's epilog, or a job the cache has yet to show):
-            # keep the level reached rather than weaken a strict lock for the last seconds.
+        # Held only by the node's state (a job's epilog, or a job the jobs cache has yet to show).
+        unseen = bool(busy and not live and not f.jobs)
+        if unseen:  # keep the level reached rather than weaken a strict lock for the last seconds
             strict = current is machine.LockState.LOCKED_STRICT
         wanted = bool(live or f.jobs or busy)
         cleanup: dict[str, str | None] = dict.fromkeys(stale)
@@ -138,7 +138,7 @@ class LockReconciler:
         # Only a job this node's facts name makes a job-id annotation believable (anybody who may
         # edit a Pod can write one, to keep it on a node Slurm needs).
         vouched = machine.Vouched(frozenset(f.jobs) | {r.job_id for r in live}, f.now, self.config.request_grace,
-                                  scheduler_names=self.ctx.config.scheduler_names)
+                                  scheduler_names=self.ctx.config.scheduler_names, jobs_unknown=unseen)
         self._keep_sunk_pods(f, vouched)
         node = _name(f.k8s_node)
         settled_at = self._tolerated_at.get(node, f.now - TOLERATION_SETTLE) + TOLERATION_SETTLE

@@ -149,6 +149,10 @@ class Vouched:
     there, while a Pod of another scheduler may carry any job id, say the one its node runs, to stay
     beside another tenant's exclusive job). ``everything()`` believes every annotation (reports,
     tests of other rules).
+
+    ``jobs_unknown``: Slurm shows the node busy but the jobs cache names no job on it yet (the two are
+    listed apart). A claim cannot be judged against facts not yet seen, and an eviction is not undone:
+    every well-formed one is believed until the jobs are known.
     """
 
     job_ids: frozenset[int] = frozenset()
@@ -156,6 +160,7 @@ class Vouched:
     grace: float = 0.0
     trust_all: bool = False
     scheduler_names: frozenset[str] | None = None
+    jobs_unknown: bool = False
 
     @classmethod
     def everything(cls, scheduler_names: frozenset[str] | None = None) -> Vouched:
@@ -172,7 +177,7 @@ class Vouched:
         if self.trust_all:
             return True
         job_id = _job_id(text)
-        if job_id is not None and job_id in self.job_ids:
+        if job_id is not None and (job_id in self.job_ids or self.jobs_unknown):
             return True
         bound_at = bound_time(pod)
         return bound_at is not None and self.now - bound_at < self.grace
@@ -182,7 +187,8 @@ class Vouched:
 
         Nothing else happens on a node when that time passes, so a lock must look again then."""
         text = annotations_of(pod).get(names.ANN_JOB_ID)
-        if text is None or self.trust_all or _job_id(text) in self.job_ids or not self.placed_by_sunk(pod):
+        if (text is None or self.trust_all or self.jobs_unknown or _job_id(text) in self.job_ids
+                or not self.placed_by_sunk(pod)):
             return None
         bound_at = bound_time(pod)
         return None if bound_at is None else bound_at + self.grace

@@ -248,6 +248,25 @@ def test_a_node_busy_with_no_known_job_keeps_the_level_reached(monkeypatch):
         assert "Locked" not in w.recorder.reasons() or written == "false"
 
 
+def test_a_sunk_pod_is_not_evicted_while_slurm_shows_the_node_busy_before_its_job(monkeypatch):
+    """Seen in CI: the nodes list showed the node ALLOCATED before the jobs list showed the job, and the lock
+    evicted the job's own Pod (bound long before the job started) as a squatter. Its claim is judged once the
+    job is known: kept if the job is its own, evicted otherwise."""
+    w = World(monkeypatch, pod("inference", sunk_job="8"), pod("web"), slurm_state="ALLOCATED")
+
+    def evicted() -> set[str]:
+        return {c[1] for c in w.api.calls if c[0] == "evict"}
+
+    w.reconcile()
+    assert evicted() == {"apps/web"}  # a Pod that claims no job is judged as ever
+    w.jobs = {8: NodeJob(8, False)}
+    w.reconcile()
+    assert evicted() == {"apps/web"}
+    w.jobs = {9: NodeJob(9, False)}
+    w.reconcile()
+    assert evicted() == {"apps/web", "apps/inference"}
+
+
 def test_the_taint_effect_follows_the_flag(monkeypatch):
     w = World(monkeypatch, slurm_state="ALLOCATED", flags=["--lock-taint-effect=NoExecute"])
     w.reconcile()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import attrs
 import pytest
 
 from sunk.model import names
@@ -133,6 +134,25 @@ def test_a_toleration_keeps_nothing_for_a_pod_whose_job_claim_is_not_believed(ef
     assert vouched.believed_until(fresh) == NOW + 50
     agent = pod(tolerate=LOCK_TOLERATION)  # claims no job: its own toleration is its own
     assert pods_to_evict([agent], strict=True, effect=effect, vouched=vouched) == []
+
+
+@pytest.mark.parametrize("scheduler", ["sunk-scheduler", "default-scheduler"])
+def test_while_the_nodes_jobs_are_unknown_a_claim_is_believed_until_they_are(scheduler):
+    """Slurm shows the node busy before the jobs cache shows its job (the two are listed apart): a claim
+    cannot be judged yet, and an eviction would not be undone. Only on a Pod of sunk's schedulers, when they
+    are named; a malformed claim is never believed; and nothing times out, the jobs' arrival decides."""
+    unseen = Vouched(frozenset(), NOW, grace=60, scheduler_names=frozenset({"sunk-scheduler"}), jobs_unknown=True)
+    claim = stamped("8", bound_seconds_ago=3600)
+    claim["spec"]["schedulerName"] = scheduler
+    kept = scheduler == "sunk-scheduler"
+    assert (pods_to_evict([claim], strict=True, effect="NoSchedule", vouched=unseen) == []) is kept
+    assert (pods_to_tolerate([claim], "NoExecute", unseen) == [claim]) is kept
+    assert unseen.believed_until(claim) is None
+    garbled = stamped("eight", bound_seconds_ago=3600)
+    garbled["spec"]["schedulerName"] = "sunk-scheduler"
+    assert pods_to_evict([garbled], strict=True, effect="NoSchedule", vouched=unseen) == [garbled]
+    known = attrs.evolve(unseen, job_ids=frozenset({7}), jobs_unknown=False)
+    assert pods_to_evict([claim], strict=True, effect="NoSchedule", vouched=known) == [claim]
 
 
 @pytest.mark.parametrize(("strict", "blocking", "state"), [
