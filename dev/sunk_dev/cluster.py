@@ -916,7 +916,7 @@ class DevCluster:
         print(line, file=self.log, flush=True)
 
     def _phase(self, name: str, log: str = "setup.log") -> contextlib.AbstractContextManager[IO[str]]:
-        """A set-up step whose tools talk a lot: their output in run/logs/setup.log (``sunk_dev.phases``)."""
+        """A set-up step whose tools talk a lot: their output in run/logs/``log`` (``sunk_dev.phases``)."""
         return phases.log_phase(name, self.run_dir / "logs" / log, self.log)
 
     def _build_go_tools(self) -> Path:
