@@ -11,13 +11,15 @@ Slurm's, ``firstAvailable``, ``allocationMode: All``, CEL selectors, admin acces
 disagree on a node (an index naming no device or two, a count that differs), ``Mismatch`` says so, and nothing
 is bound: the caller drains the node with a ``k8s:`` reason, since every later Pod there would meet the same.
 
-Left to the wiring (issue 38; a review's findings): a claim's count is the Pod author's, so a count that changed
-since the job was submitted (a claim deleted and made again) is the Pod's error, not the node's (record each
-claim's UID and count at submission); claims already allocated or reserved for another consumer are refused;
-the devices other claims hold on the node are never given again (kube-scheduler or another driver's user);
-a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler writes it; a class maps to
-a GRES type; tainted devices are not chosen; an allocation whose detail did not read whole
-(``JobAllocation.gres_unread``) is never mapped.
+A device Slurm gave that another claim holds on the node (kube-scheduler's, for a Pod sunk did not place) or
+that carries a taint the request does not tolerate is a ``Mismatch`` too: Slurm counts it free and would give it
+again. A claim already allocated, or reserved for another consumer, is not sunk's to fill (``claim_refusal``).
+
+Left to the wiring (issue 38): a claim's count is the Pod author's, so a count that changed since the job was
+submitted (a claim deleted and made again) is the Pod's error, not the node's (record each claim's UID and count
+at submission); a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler writes it; a
+class maps to a GRES type; an allocation whose detail did not read whole (``JobAllocation.gres_unread``) is never
+mapped.
 """
 
 from __future__ import annotations
@@ -81,6 +83,44 @@ class DeviceMapping:
 AttributeValue = Union[int, bool, str]
 
 
+DeviceKey = tuple[str, str, str]  # (driver, pool, device): how an allocation result names a device
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")  # the effects that keep a device from a new claim (others: None)
+
+
+@frozen
+class DeviceTaint:
+    """A taint that keeps the device from a claim not tolerating it (``None`` and unknown effects are left out)."""
+
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@frozen
+class DeviceToleration:
+    """A request's toleration of device taints (``exactly.tolerations``), matched as Kubernetes matches them."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+def _taints(device: Mapping[str, Any]) -> tuple[DeviceTaint, ...]:
+    return tuple(DeviceTaint(str(t.get("key", "")), str(t.get("value") or ""), str(t["effect"]))
+                 for t in device.get("taints") or () if t.get("effect") in TAINT_EFFECTS)
+
+
 @frozen
 class SliceDevice:
     """One device a driver publishes for a node, its attributes under their qualified names."""
@@ -89,6 +129,11 @@ class SliceDevice:
     pool: str
     name: str
     attributes: Mapping[str, AttributeValue] = attrs.field(factory=dict, eq=False, hash=False)
+    taints: tuple[DeviceTaint, ...] = ()
+
+    @property
+    def key(self) -> DeviceKey:
+        return self.driver, self.pool, self.name
 
 
 def _attribute_value(value: Mapping[str, Any]) -> AttributeValue | None:
@@ -126,7 +171,7 @@ def node_devices(slices: Iterable[Obj], node: str, driver: str) -> tuple[SliceDe
                     found = _attribute_value(value or {})
                     if found is not None:
                         attributes[key if "/" in key else f"{driver}/{key}"] = found
-                devices.append(SliceDevice(driver, pool_name, device["name"], attributes))
+                devices.append(SliceDevice(driver, pool_name, device["name"], attributes, _taints(device)))
     return tuple(devices)
 
 
@@ -137,6 +182,10 @@ class ClaimRequest:
     claim: str
     request: str
     count: int
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+    def tolerates(self, device: SliceDevice) -> bool:
+        return all(any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
 
 
 def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ...]:
@@ -167,7 +216,10 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
         count = exactly.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise UnsupportedClaim(f"{label}: count {count!r} is not a positive integer")
-        out.append(ClaimRequest(name, str(request.get("name")), count))
+        tolerations = tuple(DeviceToleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
+                                             str(t.get("value") or ""), str(t.get("effect") or ""))
+                            for t in exactly.get("tolerations") or ())
+        out.append(ClaimRequest(name, str(request.get("name")), count, tolerations))
     if not out:
         raise UnsupportedClaim(f"ResourceClaim {name}: no device requests")
     return tuple(out)
@@ -206,15 +258,17 @@ def granted_indices(grants: Iterable[GresGrant], mapping: DeviceMapping) -> tupl
 
 
 def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
-                       mapping: DeviceMapping, node: str) -> dict[str, list[Obj]] | Mismatch:
+                       mapping: DeviceMapping, node: str,
+                       held: Mapping[DeviceKey, str] | None = None) -> dict[str, list[Obj]] | Mismatch:
     """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
-    mapping names, dealt to the requests in order. Keyed by claim name."""
+    mapping names, dealt to the requests in order. Keyed by claim name. ``held``: the node's devices other
+    claims hold (``held_devices``)."""
     indices = granted_indices(grants, mapping)
     wanted = devices_wanted(requests)
     if len(indices) != wanted:
         return Mismatch(node, f"the job holds {len(indices)} {mapping.gres} device index(es) "
                               f"{list(indices)} where its claims ask for {wanted}")
-    chosen = []
+    chosen: list[tuple[int, SliceDevice]] = []
     for index in indices:
         named = _named(index, devices, mapping)
         if len(named) != 1:
@@ -222,12 +276,21 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
                    else f"attribute {mapping.qualified_attribute}={index}")
             return Mismatch(node, f"{mapping.gres} index {index} names {len(named)} devices of driver "
                                   f"{mapping.driver} ({how}), not one")
-        chosen.append(named[0])
+        chosen.append((index, named[0]))
+    for index, device in chosen:
+        holder = (held or {}).get(device.key)
+        if holder is not None:
+            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which ResourceClaim "
+                                  f"{holder} holds: Slurm counts it free")
     results: dict[str, list[Obj]] = {}
     dealt = iter(chosen)
     for request in requests:
         for _ in range(request.count):
-            device = next(dealt)
+            index, device = next(dealt)
+            if not request.tolerates(device):
+                taints = ", ".join(str(t) for t in device.taints)
+                return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, tainted {taints}: "
+                                      "Slurm counts it usable")
             results.setdefault(request.claim, []).append(
                 {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
     return results
@@ -251,3 +314,48 @@ def same_allocation(claim: Obj, results: list[Obj], node: str) -> bool:
     have = [{k: r.get(k) for k in ("request", "driver", "pool", "device")}
             for r in (allocation.get("devices") or {}).get("results") or ()]
     return have == results and allocation.get("nodeSelector") == node_selector(node)
+
+
+def allocated_on(claim: Obj) -> str | None:
+    """The Node a claim's allocation is on (its one ``metadata.name`` field selector); None: not allocated there."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ():
+        for field in term.get("matchFields") or ():
+            values = field.get("values") or []
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(values) == 1:
+                return str(values[0])
+    return None
+
+
+def held_devices(claims: Iterable[Obj], node: str, driver: str, *, besides: frozenset[str] = frozenset()) -> dict[
+        DeviceKey, str]:
+    """The devices of ``driver`` on ``node`` that claims hold (keyed to ``namespace/name`` of the claim), except the
+    claims named in ``besides`` (``namespace/name``: the Pod's own)."""
+    held = {}
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        if key in besides or allocated_on(claim) != node:
+            continue
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+        for result in results:
+            if result.get("driver") == driver:
+                held[(driver, str(result.get("pool", "")), str(result.get("device", "")))] = key
+    return held
+
+
+def claim_refusal(claim: Obj, pod: Obj) -> str | None:
+    """Why sunk must not fill ``claim`` for ``pod`` (None: it may). A claim reserved for another consumer is shared,
+    and one allocated already was filled by someone else (kube-scheduler), unless it is reserved for this very Pod:
+    then it is sunk's own earlier write, and ``same_allocation`` tells whether it still holds."""
+    name = (claim.get("metadata") or {}).get("name")
+    status = claim.get("status") or {}
+    uid = (pod.get("metadata") or {}).get("uid")
+    others = [r for r in status.get("reservedFor") or () if r.get("uid") != uid]
+    if others:
+        who = ", ".join(f"{r.get('resource', '?')}/{r.get('name', '?')}" for r in others[:3])
+        return f"ResourceClaim {name} is reserved for {who}: a claim shared between consumers is not supported"
+    if status.get("allocation") and not status.get("reservedFor"):
+        return (f"ResourceClaim {name} is allocated already, not by sunk: a claim of a Pod sunk schedules is filled "
+                "by sunk from Slurm's allocation")
+    return None

@@ -185,3 +185,79 @@ def test_the_claims_status_is_allocated_on_the_node_and_reserved_for_the_pod():
 def test_a_mapping_is_one_explicit_rule(kwargs, why):
     with pytest.raises(ValueError, match=why.replace("{", r"\{").replace("}", r"\}")):
         dra.DeviceMapping(**kwargs)
+
+
+def allocated(name: str, node: str, *devices: str, reserved_for: str | None = None, namespace: str = "ns",
+              driver: str = DRIVER) -> dict[str, Any]:
+    status: dict[str, Any] = {"allocation": {
+        "devices": {"results": [{"request": "r", "driver": driver, "pool": node, "device": d} for d in devices]},
+        "nodeSelector": dra.node_selector(node)}}
+    if reserved_for is not None:
+        status["reservedFor"] = [{"resource": "pods", "name": reserved_for, "uid": f"uid-{reserved_for}"}]
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {}, "status": status}
+
+
+def test_a_device_another_claim_holds_on_the_node_is_a_mismatch_naming_that_claim():
+    """kube-scheduler filled it for a Pod sunk did not place: Slurm counts the device free and gave it again."""
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    claims = [allocated("theirs", "n1", "gpu-3", reserved_for="web"), allocated("mine", "n1", "gpu-1"),
+              allocated("elsewhere", "n2", "gpu-1"), allocated("other-driver", "n1", "gpu-1", driver="x.example.com")]
+    held = dra.held_devices(claims, "n1", DRIVER, besides=frozenset({"ns/mine"}))
+    assert held == {(DRIVER, "n1", "gpu-3"): "ns/theirs"}
+    requests = dra.claim_requests(claim("mine", request("gpus", 2)), BY_INDEX)
+    found = dra.allocation_results(requests, [GresGrant("gpu", "", 2, (1, 3))], devices, BY_INDEX, "n1", held)
+    assert isinstance(found, dra.Mismatch)
+    assert "index 3 names device gpu-3, which ResourceClaim ns/theirs holds" in found.message
+    assert isinstance(dra.allocation_results(requests, [GresGrant("gpu", "", 2, (0, 1))], devices, BY_INDEX, "n1",
+                                             held), dict)
+
+
+TAINTED = resource_slice("n1", [gpu("gpu-0", 0), {**gpu("gpu-1", 1), "taints": [
+    {"key": "example.com/ecc", "value": "failed", "effect": "NoExecute"},
+    {"key": "example.com/note", "effect": "None"}]}])
+
+
+@pytest.mark.parametrize(("tolerations", "usable"), [
+    ([], False),
+    ([{"key": "example.com/ecc", "operator": "Exists"}], True),
+    ([{"key": "example.com/ecc", "value": "failed"}], True),  # operator Equal by default
+    ([{"key": "example.com/ecc", "value": "other"}], False),
+    ([{"key": "example.com/ecc", "operator": "Exists", "effect": "NoSchedule"}], False),
+    ([{"operator": "Exists"}], True),  # every taint
+], ids=["none", "exists", "equal", "other-value", "other-effect", "everything"])
+def test_a_tainted_device_slurm_gave_is_a_mismatch_unless_the_request_tolerates_it(tolerations, usable):
+    """Only NoSchedule and NoExecute taints keep a device from a claim; ``None`` and unknown effects inform."""
+    devices = dra.node_devices([TAINTED], "n1", DRIVER)
+    assert [str(t) for t in devices[1].taints] == ["example.com/ecc=failed:NoExecute"]
+    requests = dra.claim_requests(claim("c", request("gpus", 1, tolerations=tolerations)), BY_INDEX)
+    found = dra.allocation_results(requests, [GresGrant("gpu", "", 1, (1,))], devices, BY_INDEX, "n1")
+    assert isinstance(found, dict) is usable
+    if not usable:
+        assert isinstance(found, dra.Mismatch) and "gpu-1, tainted example.com/ecc=failed:NoExecute" in found.message
+    assert isinstance(dra.allocation_results(requests, [GresGrant("gpu", "", 1, (0,))], devices, BY_INDEX, "n1"), dict)
+
+
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"}}
+
+
+@pytest.mark.parametrize(("claim_", "why"), [
+    ({"metadata": {"name": "c"}, "spec": {}}, None),
+    (allocated("c", "n1", "gpu-0", reserved_for="p"), None),  # sunk's own earlier write for this Pod
+    (allocated("c", "n1", "gpu-0", reserved_for="q"), "ResourceClaim c is reserved for pods/q: a claim shared"),
+    (allocated("c", "n1", "gpu-0"), "ResourceClaim c is allocated already, not by sunk"),
+], ids=["fresh", "own", "shared", "filled-by-another"])
+def test_only_a_claim_no_one_else_filled_or_holds_is_sunks_to_fill(claim_, why):
+    found = dra.claim_refusal(claim_, POD)
+    assert (found is None) if why is None else (found is not None and found.startswith(why))
+
+
+@pytest.mark.parametrize(("selector", "node"), [
+    (dra.node_selector("n1"), "n1"),
+    ({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]},
+     None),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}, None),
+    (None, None),
+], ids=["one-node", "two-nodes", "by-label", "none"])
+def test_a_claim_is_on_a_node_only_when_its_allocation_names_that_one_node(selector, node):
+    claim_ = {"metadata": {"name": "c"}, "status": {"allocation": {"nodeSelector": selector}} if selector else {}}
+    assert dra.allocated_on(claim_) == node
