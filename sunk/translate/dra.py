@@ -359,3 +359,63 @@ def claim_refusal(claim: Obj, pod: Obj) -> str | None:
         return (f"ResourceClaim {name} is allocated already, not by sunk: a claim of a Pod sunk schedules is filled "
                 "by sunk from Slurm's allocation")
     return None
+
+
+@frozen
+class PodClaim:
+    """One entry of a Pod's ``spec.resourceClaims``: ``claim`` the ResourceClaim's name, None while the claim a
+    template makes for the Pod is not made yet (kube-controller-manager's resourceclaim controller names it in
+    ``status.resourceClaimStatuses``)."""
+
+    name: str
+    claim: str | None
+
+
+def pod_claims(pod: Obj) -> tuple[PodClaim, ...]:
+    made = {s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    out = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+        name = str(entry.get("name", ""))
+        claim = entry.get("resourceClaimName") or made.get(name)
+        out.append(PodClaim(name, str(claim) if claim else None))
+    return tuple(out)
+
+
+@frozen
+class ClaimPlan:
+    """What a Pod's claims ask of its placeholder job: ``gpus`` devices through ``requests``; or, not yet, the
+    claims still ``waiting`` to be made or seen; or ``refused``, why sunk cannot fill them (for the Pod's Event)."""
+
+    requests: tuple[ClaimRequest, ...] = ()
+    waiting: tuple[str, ...] = ()
+    refused: str | None = None
+
+    @property
+    def gpus(self) -> int:
+        return devices_wanted(self.requests)
+
+
+def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | None) -> ClaimPlan:
+    """The plan for ``pod``'s claims; ``claims`` the ResourceClaims of its namespace by name (what is seen)."""
+    entries = pod_claims(pod)
+    if not entries:
+        return ClaimPlan()
+    if mapping is None:
+        return ClaimPlan(refused="ResourceClaims are allocated by sunk's scheduler only with a device mapping "
+                                 "(--dra-device-mapping); request GPUs as nvidia.com/gpu, or ask the operator")
+    waiting = tuple(e.claim or f"(the claim of {e.name}, not made yet)" for e in entries
+                    if e.claim is None or e.claim not in claims)
+    if waiting:
+        return ClaimPlan(waiting=waiting)
+    requests: list[ClaimRequest] = []
+    for entry in entries:
+        claim = claims[str(entry.claim)]
+        refusal = claim_refusal(claim, pod)
+        if refusal is not None:
+            return ClaimPlan(refused=refusal)
+        try:
+            requests.extend(claim_requests(claim, mapping))
+        except UnsupportedClaim as exc:
+            return ClaimPlan(refused=str(exc))
+    return ClaimPlan(tuple(requests))

@@ -261,3 +261,45 @@ def test_only_a_claim_no_one_else_filled_or_holds_is_sunks_to_fill(claim_, why):
 def test_a_claim_is_on_a_node_only_when_its_allocation_names_that_one_node(selector, node):
     claim_ = {"metadata": {"name": "c"}, "status": {"allocation": {"nodeSelector": selector}} if selector else {}}
     assert dra.allocated_on(claim_) == node
+
+
+def pod_with(*entries: dict[str, Any], made: dict[str, str] | None = None) -> dict[str, Any]:
+    status = {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in (made or {}).items()]}
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"}, "spec": {"resourceClaims": list(entries)},
+            "status": status}
+
+
+def test_a_pods_claims_are_named_directly_or_once_their_template_made_them():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "shared"}, {"name": "b", "resourceClaimTemplateName": "t"},
+                    {"name": "c", "resourceClaimTemplateName": "t"}, made={"b": "p-b-x7k2"})
+    assert dra.pod_claims(pod_) == (dra.PodClaim("a", "shared"), dra.PodClaim("b", "p-b-x7k2"),
+                                    dra.PodClaim("c", None))
+    assert dra.pod_claims({"metadata": {}, "spec": {}}) == ()
+
+
+def test_a_claim_plan_asks_slurm_for_every_claims_devices():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimTemplateName": "t"},
+                    made={"b": "two"})
+    claims = {"one": claim("one", request("r", 1)), "two": claim("two", request("r", 2))}
+    plan = dra.claim_plan(pod_, claims, BY_INDEX)
+    assert plan.gpus == 3 and plan.refused is None and plan.waiting == ()
+    assert [(r.claim, r.count) for r in plan.requests] == [("one", 1), ("two", 2)]
+    assert dra.claim_plan({"metadata": {}, "spec": {}}, {}, None) == dra.ClaimPlan()
+
+
+def test_a_claim_plan_waits_for_claims_not_made_or_not_seen_yet():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "unseen"}, {"name": "b", "resourceClaimTemplateName": "t"})
+    plan = dra.claim_plan(pod_, {}, BY_INDEX)
+    assert plan.waiting == ("unseen", "(the claim of b, not made yet)") and plan.gpus == 0 and plan.refused is None
+
+
+@pytest.mark.parametrize(("claims", "mapping", "why"), [
+    ({"one": claim("one", request("r", 1))}, None, "ResourceClaims are allocated by sunk's scheduler only with"),
+    ({"one": claim("one", request("r", 1, "other-class"))}, BY_INDEX, "ResourceClaim one request 'r': DeviceClass"),
+    ({"one": {**claim("one", request("r", 1)), "status": allocated("one", "n1", "gpu-0", reserved_for="q")["status"]}},
+     BY_INDEX,
+     "ResourceClaim one is reserved for pods/q"),
+], ids=["no-mapping", "unsupported", "shared"])
+def test_a_claim_plan_refuses_what_sunk_cannot_fill_with_the_reason(claims, mapping, why):
+    plan = dra.claim_plan(pod_with({"name": "a", "resourceClaimName": "one"}), claims, mapping)
+    assert plan.refused is not None and plan.refused.startswith(why) and plan.gpus == 0
