@@ -55,6 +55,11 @@ class SlurmClient(Protocol):
 
     def get_job(self, job_id: int) -> Job: ...
 
+    def get_job_allocations(self, job_id: int) -> Job:
+        """One job with its per-node allocations (each node's GRES indices: ``JobAllocation.gres``), whatever
+        this client's job lists carry: NotFound if Slurm knows none. What a DRA claim is filled from."""
+        ...
+
     def list_job_states(self, job_ids: Optional[Iterable[int]] = None) -> tuple[JobState, ...]:
         """Every job's id and state, nothing else (only ``job_ids``' when given): one call.
 

@@ -450,6 +450,9 @@ class PyslurmClient:
     def get_job(self, job_id: int) -> Job:
         return self._exact_states([self._read_job(job_id)])[0]
 
+    def get_job_allocations(self, job_id: int) -> Job:
+        return self.get_job(job_id)  # (libslurm's job record always carries the per-node layout)
+
     def _read_job(self, job_id: int) -> Job:
         with self._rpc(Rpc.JOB_INFO_SINGLE, f"get job {job_id}"):
             return job_from_pyslurm(self.ps.Job.load(int(job_id)))

@@ -285,8 +285,13 @@ class RestClient:
         return Snapshot(items=tuple(v0042.parse_job(j) for j in jobs), last_update=last_update)
 
     def get_job(self, job_id: int) -> Job:
-        _, body = self._call("GET", f"job/{int(job_id)}", Rpc.JOB_INFO_SINGLE, f"get job {job_id}",
-                             params=self._job_list_params or None)
+        return self._get_job(job_id, self._job_list_params, f"get job {job_id}")
+
+    def get_job_allocations(self, job_id: int) -> Job:
+        return self._get_job(job_id, {}, f"get job {job_id} with allocations")  # (DETAIL: no flags)
+
+    def _get_job(self, job_id: int, params: dict[str, str], what: str) -> Job:
+        _, body = self._call("GET", f"job/{int(job_id)}", Rpc.JOB_INFO_SINGLE, what, params=params or None)
         for j in body.get("jobs") or ():
             if int(j.get("job_id", -1)) == int(job_id):
                 return v0042.parse_job(j)

@@ -75,11 +75,31 @@ class DeviceMapping:
         if not self.device_classes:
             raise ValueError("a device mapping names at least one DeviceClass")
 
+    @classmethod
+    def parse(cls, text: str) -> DeviceMapping:
+        """``--dra-device-mapping``: ``driver=D,device-class=C[,device-class=C2],attribute=A|name=T[,gres=G]``,
+        e.g. ``driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index``. ValueError naming the fault."""
+        fields: dict[str, list[str]] = {}
+        for item in (part.strip() for part in text.split(",")):
+            if not item:
+                continue
+            key, sep, value = item.partition("=")
+            if not sep or key.strip() not in _MAPPING_KEYS or not value.strip():
+                raise ValueError(f"{item!r}: want one of {', '.join(k + '=...' for k in _MAPPING_KEYS)}")
+            fields.setdefault(key.strip(), []).append(value.strip())
+        for key, values in fields.items():
+            if key != "device-class" and len(values) > 1:
+                raise ValueError(f"{key} given {len(values)} times")
+        one = {k: v[0] for k, v in fields.items() if k != "device-class"}
+        return cls(one.get("driver", ""), frozenset(fields.get("device-class", ())), attribute=one.get("attribute", ""),
+                   name_template=one.get("name", ""), gres=one.get("gres", "gpu"))
+
     @property
     def qualified_attribute(self) -> str:
         return self.attribute if "/" in self.attribute else f"{self.driver}/{self.attribute}"
 
 
+_MAPPING_KEYS = ("driver", "device-class", "attribute", "name", "gres")
 AttributeValue = Union[int, bool, str]
 
 

@@ -215,6 +215,18 @@ def test_get_job_reads_with_the_lists_flags_too(fake, client):
     assert fake.state.requests[-2] == ("GET", "job/5", "flags=ALL")
 
 
+def test_a_job_with_allocations_is_read_with_detail_even_by_a_lean_client(fake):
+    """What a DRA claim is filled from: each node's GRES indices, read by the scheduler whose lists are lean."""
+    fake.put_job(5, state=("RUNNING",), nodes="node1", allocation=[("node1", 2, 100)],
+                 gres_detail=("gpu:h100:2(IDX:1,3)",))
+    lean = connect("rest", url=fake.url, token="tok", with_allocations=False)
+    (allocation,) = lean.get_job_allocations(5).allocations
+    assert [(g.name, g.type, g.indices) for g in allocation.gres] == [("gpu", "h100", (1, 3))]
+    assert fake.state.requests[-1] == ("GET", "job/5", "")
+    with pytest.raises(NotFound):
+        lean.get_job_allocations(6)
+
+
 def test_settings_connect_with_or_without_allocations(fake):
     """What SlurmSettings.job_allocations asks slurmrestd for: the placement daemons' lean reads, the Syncer's full."""
     from sunk.slurm.settings import SlurmSettings

@@ -4,6 +4,7 @@ Mismatch, never a guess."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -303,3 +304,26 @@ def test_a_claim_plan_waits_for_claims_not_made_or_not_seen_yet():
 def test_a_claim_plan_refuses_what_sunk_cannot_fill_with_the_reason(claims, mapping, why):
     plan = dra.claim_plan(pod_with({"name": "a", "resourceClaimName": "one"}), claims, mapping)
     assert plan.refused is not None and plan.refused.startswith(why) and plan.gpus == 0
+
+
+def test_the_flag_names_each_part_of_a_mapping():
+    parsed = dra.DeviceMapping.parse("driver=gpu.example.com, device-class=gpu.example.com,device-class=h100,"
+                                     "attribute=index")
+    assert parsed == dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com", "h100"}), attribute="index")
+    assert dra.DeviceMapping.parse("driver=d,device-class=c,name=device-{index:02d},gres=shard") == dra.DeviceMapping(
+        "d", frozenset({"c"}), name_template="device-{index:02d}", gres="shard")
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("driver=d,device-class=c", "exactly one of attribute and name_template"),
+    ("driver=d,device-class=c,attribute=index,name=gpu-{index}", "exactly one of attribute and name_template"),
+    ("device-class=c,attribute=index", "names its driver"),
+    ("driver=d,attribute=index", "at least one DeviceClass"),
+    ("driver=d,device-class=c,attribute=index,colour=blue", "'colour=blue': want one of driver=..."),
+    ("driver=d,device-class=c,attribute", "'attribute': want one of"),
+    ("driver=d,driver=e,device-class=c,attribute=index", "driver given 2 times"),
+    ("driver=d,device-class=c,name=gpu-{uuid}", "it must use {index} and nothing else"),
+])
+def test_a_flag_that_names_no_single_rule_is_refused_with_why(text, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        dra.DeviceMapping.parse(text)
