@@ -91,7 +91,7 @@ class DeviceMapping:
             if key != "device-class" and len(values) > 1:
                 raise ValueError(f"{key} given {len(values)} times")
         one = {k: v[0] for k, v in fields.items() if k != "device-class"}
-        return cls(one.get("driver", ""), frozenset(fields.get("device-class", ())), attribute=one.get("attribute", ""),
+        return cls(one.get("driver", ""), frozenset(fields.get("device-class", [])), attribute=one.get("attribute", ""),
                    name_template=one.get("name", ""), gres=one.get("gres", "gpu"))
 
     @property
