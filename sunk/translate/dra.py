@@ -54,6 +54,10 @@ def _check_template(template: str) -> str:
     return template
 
 
+def _strings(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(values)
+
+
 @frozen
 class DeviceMapping:
     """How Slurm's GRES index names a DRA device of one driver: ``attribute`` (a device attribute whose integer
@@ -62,7 +66,7 @@ class DeviceMapping:
     requests Slurm fills; ``gres`` the GRES whose indices are read (``gpu``; a MIG type or ``shard`` later)."""
 
     driver: str
-    device_classes: frozenset[str] = attrs.field(converter=frozenset)
+    device_classes: frozenset[str] = attrs.field(converter=_strings)
     attribute: str = ""
     name_template: str = attrs.field(default="", converter=_check_template)
     gres: str = "gpu"
@@ -91,7 +95,7 @@ class DeviceMapping:
             if key != "device-class" and len(values) > 1:
                 raise ValueError(f"{key} given {len(values)} times")
         one = {k: v[0] for k, v in fields.items() if k != "device-class"}
-        return cls(one.get("driver", ""), frozenset(fields.get("device-class", [])), attribute=one.get("attribute", ""),
+        return cls(one.get("driver", ""), fields.get("device-class", ()), attribute=one.get("attribute", ""),
                    name_template=one.get("name", ""), gres=one.get("gres", "gpu"))
 
     @property
