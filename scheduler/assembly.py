@@ -20,6 +20,7 @@ from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
+from sunk.kube.dra import claims_informer, slices_informer
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
@@ -29,6 +30,7 @@ from sunk.model.types import Obj
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.informer import JobInformer, SlurmInformerFactory
 from sunk.slurm.readrequests import ReadRequest
+from sunk.translate.dra import DeviceMapping
 from sunk.translate.gang import gang_of, has_started, owner_of
 from sunk.translate.identity import identity_of
 from sunk.translate.keys import GangKey, UnitKey, unit_key
@@ -38,6 +40,7 @@ from sunk.translate.slurmd import placement_view, serving
 
 from . import kubeops, metrics
 from .binder import Binder
+from .claims import INDEX_CLAIMS, ClaimAllocator, ClaimsView, claim_keys
 from .config import (
     PENDING_REASON_INTERVAL,
     STARTED_CALL_PATIENCE,
@@ -334,11 +337,13 @@ def assemble(
     # and, for sunk-scheduler, which binds past kube-scheduler's taint filter, the lock taint. A Pod
     # that kube-scheduler binds through the extender has passed that filter.
     nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
-    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False)
+    dra = dra_informers(api, config.dra) if config.dra is not None else None
+    binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False,
+                    claims=ClaimAllocator(api, slurm, dra.view, dra.slices) if dra is not None else None)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
-                             workloads=workloads)
+                             workloads=workloads, claims=dra.view if dra is not None else None)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
@@ -350,11 +355,16 @@ def assemble(
     attach_slurmd_feed(slurmd, index, controller.queue.add)
     attach_job_feed(slurm_jobs, index, controller.queue.add)
     attach_node_feed(nodes, pod_index, controller.queue.add)
+    if dra is not None:
+        attach_claim_feed(dra.claims, pod_index, controller.queue.add)
 
     manager.add_informer(pods)
     manager.add_informer(slurmd)
     manager.add_informer(nodes)
     manager.add_informer(jobs)
+    if dra is not None:
+        manager.add_informer(dra.claims)
+        manager.add_informer(dra.slices)
     if pod_groups is not None:
         manager.add_runnable(pod_groups)  # (started with the informers, never waited for: see gangs.py)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
@@ -373,7 +383,7 @@ def assemble(
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
-    kube_informers: list[Syncable] = [pods, slurmd, nodes, jobs]
+    kube_informers: list[Syncable] = [pods, slurmd, nodes, jobs, *((dra.claims, dra.slices) if dra else ())]
     manager.set_readiness({
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
@@ -381,6 +391,33 @@ def assemble(
     metrics.watch_slurm_cache(slurm_jobs)
     metrics.watch_waiting(scheduler.waiting_exposition)
     return assembly
+
+
+@attrs.frozen
+class DraInformers:
+    """With ``--dra-device-mapping``: every ResourceClaim (a device another claim holds on a node is never given
+    again, whoever's it is) and the mapped driver's ResourceSlices, each indexed by Node."""
+
+    claims: Informer
+    slices: Informer
+    view: ClaimsView
+
+
+def dra_informers(api: ApiClient, mapping: DeviceMapping) -> DraInformers:
+    claims = claims_informer(api)
+    return DraInformers(claims, slices_informer(api, mapping.driver), ClaimsView(mapping, claims))
+
+
+def attach_claim_feed(claims: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:
+    """A claim made, changed or gone wakes the Pods that name it (found through the Pod index, never a walk)."""
+    pods.informer.add_indexer(INDEX_CLAIMS, claim_keys)
+
+    def wake(claim: Obj) -> None:
+        meta = claim.get("metadata") or {}
+        for pod in pods.informer.by_index(INDEX_CLAIMS, f"{meta.get('namespace', '')}/{meta.get('name', '')}"):
+            enqueue(owner_of(pod))
+
+    claims.add_handler(on_add=wake, on_update=lambda _old, new: wake(new), on_delete=wake)
 
 
 def changed_for_scheduling(old: Obj | None, new: Obj) -> bool:
@@ -398,8 +435,9 @@ def _scheduling_view(pod: Obj) -> tuple[Any, ...]:
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != names.ANN_JOB_ID}
     rest_of_spec = {k: v for k, v in spec.items() if k != "tolerations"}
     # A member that finished frees its node of the gang's job (and the last one ends the job): of all the
-    # kubelet's status, only that.
-    return meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod)
+    # kubelet's status, only that; and the claims made for it from its templates (kube-controller-manager's).
+    return (meta.get("deletionTimestamp"), annotations, rest_of_spec, meta.get("labels"), is_terminal(pod),
+            (pod.get("status") or {}).get("resourceClaimStatuses"))
 
 
 def attach_pod_feed(pods: Any, enqueue: Callable[[str], None]) -> None:

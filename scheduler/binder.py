@@ -32,6 +32,7 @@ from sunk.model import names
 from sunk.model.types import Obj
 
 from . import kubeops
+from .claims import ClaimAllocator
 from .decide import Bind
 from .metrics import BIND_LATENCY
 
@@ -55,10 +56,14 @@ class Binder:
     ``must_tolerate_lock(node)`` says whether a Pod bound straight to that Node needs the lock
     toleration first (scheduler/locktaint.py); without a Node cache, always. A Pod that
     kube-scheduler binds through the extender has passed its taint filter, so it never does.
+    ``claims`` fills a Pod's ResourceClaims first (scheduler/claims.py): the kubelet starts no Pod
+    whose claims are not allocated to it.
     """
 
     api: ApiClient
     must_tolerate_lock: Callable[[str], bool] = lambda _node: True
+    # With --dra-device-mapping: the Pod's ResourceClaims filled from its job's GRES before it is bound.
+    claims: Optional[ClaimAllocator] = None
     observe_latency: Callable[[float], None] = BIND_LATENCY.observe  # seconds from Pod creation to binding
     assumed_ttl: float = ASSUMED_TTL
     clock: Callable[[], float] = time.monotonic
@@ -79,6 +84,8 @@ class Binder:
             log.info("pod %s: not bound again: this process bound it to %s", where, self.assumed_node(uid))
             return False
         try:
+            if self.claims is not None:
+                self.claims.allocate(pod, bind.job_id, bind.slurm_node, bind.k8s_node)
             if self.must_tolerate_lock(bind.k8s_node):
                 kubeops.record_job(self.api, pod, {}, tolerate_lock=True)
             kubeops.bind(self.api, pod, bind.k8s_node, {names.ANN_JOB_ID: str(bind.job_id),

@@ -6,6 +6,7 @@ from typing import Optional
 
 from attrs import field, frozen
 
+from sunk.translate.dra import DeviceMapping
 from sunk.translate.policy import BUILTIN, IdentityPolicy
 
 # How long the Slurm cache waits for a placeholder's started call to bring its job's record (the hook API
@@ -51,3 +52,5 @@ class SchedulerConfig:
     gpu_types: tuple[tuple[str, str], ...] = ()
     # --identity-policy: who each Pod's job may run as in Slurm; BUILTIN when the operator wrote none.
     identity_policy: IdentityPolicy = BUILTIN
+    # --dra-device-mapping: the Pods' ResourceClaims of these DeviceClasses are filled from Slurm's GRES indices.
+    dra: Optional[DeviceMapping] = None

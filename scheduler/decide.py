@@ -90,7 +90,8 @@ class BindMembers:
 
 @frozen
 class Waiting:
-    """These members wait: for Slurm (``job_id``), or, with no job yet, for the rest of their gang.
+    """These members wait: for Slurm (``job_id``), or, with no job yet, for the rest of their gang (or a lone
+    Pod for its ResourceClaims to be made: ``event`` names which).
 
     ``passing`` marks the steps every Pod goes through in a second or two (Slurm has not
     listed the job yet, or has not given a reason, or the prolog is running): worth an
@@ -106,6 +107,7 @@ class Waiting:
     slurm_reason: str = ""  # Slurm's own pending reason ("" when Slurm gave none, or the wait is sunk's own step)
     members: tuple[str, ...] = ()
     recheck_after: Optional[float] = None  # time alone changes the decision then (a member stuck on a lost Node)
+    event: str = "WaitingForGang"  # the Event's reason for a wait with no job yet
 
 
 @frozen
@@ -177,6 +179,7 @@ class MemberFacts:
     finished: str = ""  # its phase once its containers are done: Succeeded, or Failed (a kubelet's rejection too)
     placed_by_us: bool = False  # carries our job-id annotation, or this process bound it
     problems: tuple[str, ...] = ()  # validation errors, already rendered (unbound members only)
+    waiting_for: str = ""  # what it needs before its job is submitted (its ResourceClaims made), rendered
     grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
     node_lost: bool = False  # deleting or finished, and its bound Node is NotReady (Ready False or Unknown) or gone
 
@@ -346,6 +349,8 @@ def _alone(pod: MemberFacts, jobs: tuple[Job, ...], job: Optional[Job], *, expec
             return Invalid(((pod.uid, "; ".join(pod.problems)),))
         if refused is not None:
             return Unschedulable(me, refused)
+        if pod.waiting_for:
+            return Waiting(None, pod.waiting_for, passing=True, members=me, event="WaitingForResourceClaims")
         return Submit(me)
     if (waiting := _slurm_wait(job, started, me)) is not None:
         return waiting

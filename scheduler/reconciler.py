@@ -26,13 +26,13 @@ from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import IndexedStore, pod_node_name
 from sunk.model import names
-from sunk.model.slurm import JobRequest, NodeUpdate, SubmitLimits
+from sunk.model.slurm import JobRequest, Node, NodeUpdate, SubmitLimits
 from sunk.model.types import Obj
 from sunk.scripts import shipped_script
 from sunk.slurm.client import SlurmClient
 from sunk.slurm.errors import AuthenticationFailed, NotFound, OutcomeUnknown, SlurmError, SlurmUnavailable
-from sunk.translate import placeholder, podjob, slurmd
-from sunk.translate.drains import StuckPodDrain, held_by_another
+from sunk.translate import dra, drains, placeholder, podjob, slurmd
+from sunk.translate.drains import DeviceMismatchDrain, StuckPodDrain, SunkDrain, held_by_another
 from sunk.translate.gang import Gang, disagreements, gang_of, max_members, member_order
 from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
@@ -41,6 +41,7 @@ from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 from . import kubeops
 from .binder import Binder
+from .claims import ClaimsNotReady, ClaimsView, DeviceMismatch
 from .config import SchedulerConfig
 from .decide import (
     Action,
@@ -216,6 +217,7 @@ class PodScheduler:
     on_bind: Callable[[Obj, Bind], None] | None = None
     on_submit: Callable[[Obj, int], None] | None = None
     workloads: Workloads = attrs.field(factory=Workloads)  # what gangs are sized by
+    claims: ClaimsView | None = None  # with --dra-device-mapping: the Pods' ResourceClaims (scheduler/claims.py)
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
     clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
@@ -337,14 +339,18 @@ class PodScheduler:
             slurm_node=slurm_node or None, job_id=job_id, deleting=deleting, finished=finished,
             placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
             problems=() if bound else self.problems(pod),
+            waiting_for=self.claims.waiting_for(pod) if self.claims is not None and not bound else "",
             grace_ends_at=grace_ends_at(pod) if deleting else None,
             node_lost=bool((deleting or finished) and bound and not self.node_ready(bound)))
 
     def problems(self, pod: Obj) -> tuple[str, ...]:
         """Why this Pod cannot have a placeholder job: its annotations' form, then its identity policy."""
-        return tuple(str(p) for p in (*podjob.validate_pod(pod, self.config.kill_wait_seconds),
+        claims = self.claims
+        return tuple(str(p) for p in (*podjob.validate_pod(pod, self.config.kill_wait_seconds,
+                                                           claims_allowed=claims is not None),
                                       *podjob.backend_problems(pod, self.submit_limits),
-                                      *self.config.identity_policy.problems(pod)))
+                                      *self.config.identity_policy.problems(pod),
+                                      *(claims.problems(pod) if claims is not None else ())))
 
     def _act(self, unit: UnitKey, gang: Optional[Gang], members: list[Obj], action: Action) -> Result:
         key = str(unit)
@@ -428,7 +434,7 @@ class PodScheduler:
         results = []
         for pod in pods:
             if waiting.job_id is None:
-                self.report(pod, "Normal", "WaitingForGang", waiting.reason)
+                self.report(pod, "Normal", waiting.event, waiting.reason)
             else:
                 # (written at submission; again only if that write was lost: no write when the Pod shows it)
                 kubeops.record_job(self.api, pod, {names.ANN_JOB_ID: str(waiting.job_id)})
@@ -469,7 +475,9 @@ class PodScheduler:
         token = hook_token(self.config.hook_secret, str(unit))
         if gang is None:  # a lone Pod
             meta = pods[0]["metadata"]
-            request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token)
+            claimed = self.claims.plan(pods[0]).gpus if self.claims is not None else None
+            request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token,
+                                              claimed_gpus=claimed)
             return self._submit_request(str(unit), request, pods, f"pod {meta['namespace']}/{meta['name']}")
         request = placeholder.gang_job_request(gang, pods, placeholder_settings(self.config), size=len(pods),
                                                hook_token=token)
@@ -567,7 +575,15 @@ class PodScheduler:
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
-        if self.binder.bind(pod, bind):
+        try:
+            bound = self.binder.bind(pod, bind)
+        except ClaimsNotReady as exc:
+            self.report(pod, "Normal", "WaitingForResourceClaims", f"not bound yet: {exc}")
+            raise
+        except DeviceMismatch as exc:
+            self._devices_disagree(pod, bind, exc.mismatch)
+            return
+        if bound:
             self.report(pod, "Normal", "Scheduled",
                         f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
 
@@ -580,7 +596,7 @@ class PodScheduler:
         where = f"{meta['namespace']}/{meta['name']}"
         drain = StuckPodDrain(meta["namespace"], meta["name"], meta["uid"], release.k8s_node, release.job_id)
         for node in release.slurm_nodes:
-            self._drain(node, drain)
+            self._drain(node, drain, lambda current: should_drain(current.drained, current.reason, drain))
         self._cancel(release.job_id, f"its Pod {where} is stuck terminating on Node {release.k8s_node}, "
                                      f"which is NotReady or gone")
         STUCK_PODS_RELEASED.inc()
@@ -594,6 +610,21 @@ class PodScheduler:
                     nodes, release.job_id)
         return Result()
 
+    def _devices_disagree(self, pod: Obj, bind: Bind, mismatch: dra.Mismatch) -> None:
+        """Slurm's GRES and the DRA driver disagree on the Node (``dra.Mismatch``): the Pod is not bound, its
+        Slurm node drained (``k8s: sunk-dra: ...``, so that Slurm gives those devices to no job or Pod until
+        they agree; the Syncer lifts it then) and its job cancelled (the Pod goes with it, and its owner
+        makes it again, placed elsewhere)."""
+        meta = pod["metadata"]
+        drain = DeviceMismatchDrain(bind.k8s_node, mismatch.detail)
+        self._drain(bind.slurm_node, drain, lambda current: not current.drained or drains.parse(current.reason) is None)
+        self._cancel(bind.job_id, f"Slurm's GRES and the DRA driver's devices disagree on Node {bind.k8s_node}")
+        self.report(pod, "Warning", "DeviceMismatch",
+                    f"not bound: {mismatch.message}; Slurm node {bind.slurm_node} drained and job {bind.job_id} "
+                    f"cancelled")
+        log.warning("pod %s/%s: not bound to %s: %s; drained %s and cancelled job %d", meta["namespace"],
+                    meta["name"], bind.k8s_node, mismatch.message, bind.slurm_node, bind.job_id)
+
     def stuck_drain_reason(self, pod: Obj, job_id: int) -> str | None:
         """The drain reason for a Pod terminating on a Node that is NotReady or gone, else None: the
         hook API's drain (the Pod outlived KillWait) says the same as ``_release_stuck`` does, so that
@@ -603,13 +634,15 @@ class PodScheduler:
             return None
         return drain.reason()
 
-    def _drain(self, node: str, drain: StuckPodDrain) -> None:
+    def _drain(self, node: str, drain: SunkDrain, replaces: Callable[[Node], bool]) -> None:
+        """Drain ``node`` with ``drain``'s reason, unless someone else's drain holds it or ``replaces`` says the
+        drain there must stay (Slurm keeps one reason per node)."""
         reason = drain.reason()
         try:
             current = self.slurm.read_node(node)  # fresh, the node alone: a drain of a moment ago is kept
         except NotFound:
             return
-        if held_by_another(current) or not should_drain(current.drained, current.reason, drain):
+        if held_by_another(current) or not replaces(current):
             if current.reason != reason:
                 log.info("slurm node %s: drained already (%r); left as it is", node, current.reason)
             return

@@ -16,6 +16,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
+from sunk.translate.dra import DeviceMapping
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -106,6 +108,24 @@ def gpu_types(text: str) -> tuple[tuple[str, str], ...]:
     if len({label for label, _ in pairs}) != len(pairs):
         raise argparse.ArgumentTypeError("a label value is mapped twice")
     return tuple(pairs)
+
+
+def dra_device_mapping(text: str) -> DeviceMapping:
+    """``--dra-device-mapping`` (sunk-scheduler's and the Syncer's): ``DeviceMapping.parse``; only ``gres=gpu`` is
+    filled yet."""
+    try:
+        mapping = DeviceMapping.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if mapping.gres != "gpu":
+        raise argparse.ArgumentTypeError(f"gres={mapping.gres}: only gres=gpu is filled yet")
+    return mapping
+
+
+DRA_DEVICE_MAPPING_HELP = (
+    "the DRA driver and DeviceClasses whose ResourceClaims sunk-scheduler fills with the devices of the GRES "
+    "indices Slurm gave a Pod's job: driver=DRIVER,device-class=CLASS[,device-class=...],attribute=ATTR (a "
+    "device attribute holding the index) or name=TEMPLATE (gpu-{index}); docs/scheduler.md")
 
 
 def positive_int(text: str) -> int:

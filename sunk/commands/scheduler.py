@@ -24,9 +24,11 @@ from scheduler.assembly import Assembly, assemble
 from scheduler.config import PENDING_REASON_INTERVAL, STARTED_CALL_PATIENCE, SchedulerConfig
 from scheduler.decide import Bind
 from sunk.base.flags import (
+    DRA_DEVICE_MAPPING_HELP,
     add_switch,
     components_flag,
     configure_logging_from,
+    dra_device_mapping,
     gpu_types,
     non_negative_duration,
     parse_bind_address,
@@ -181,6 +183,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         gang_pod_groups=args.gang_pod_groups,
         gpu_types=args.gpu_types,
         identity_policy=policy,
+        dra=getattr(args, "dra_device_mapping", None),  # (sunk-scheduler's flag; the extender has none yet)
     )
 
 
@@ -226,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                         type=components_flag("scheduler", COMPONENTS_ELSEWHERE),
                         help="SUNK's: the components this process runs; sunk-scheduler runs only 'scheduler' "
                              "(the default), and stops at start for any other")
+    parser.add_argument("--dra-device-mapping", type=dra_device_mapping, default=None,
+                        help=f"{DRA_DEVICE_MAPPING_HELP}. Without it a Pod with ResourceClaims is refused")
     return parser
 
 

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 import attrs
 
 from sunk.base.flags import (
+    DRA_DEVICE_MAPPING_HELP,
     add_logging_arguments,
     add_switch,
     configure_logging_from,
+    dra_device_mapping,
     positive_duration,
     positive_int,
 )
@@ -91,6 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated spec.schedulerName of sunk's scheduler and extender (chart: both, "
                              "when enabled): only their Pods count as placed by sunk, whose job-id and slurm-node "
                              "annotations keep a placeholder's drain while they outlive their job; empty: none")
+    parser.add_argument("--dra-device-mapping", type=dra_device_mapping, default=None,
+                        help=f"{DRA_DEVICE_MAPPING_HELP}: the Syncer watches the driver's ResourceSlices and the "
+                             "ResourceClaims (list, watch) to lift a sunk-dra drain once Slurm and the driver agree; "
+                             "give sunk-scheduler's own")
     parser.add_argument("--resync-period", type=positive_duration, default=600.0,
                         help="safety-net pass over every node; changes are handled by events, not by this")
     lock_flags.add_flags(parser)
@@ -147,7 +153,7 @@ def parse_args(argv: Sequence[str] | None) -> Startup:
                           node_permissions=args.node_permissions_enabled,
                           slurm_node_clean_up=args.slurm_node_clean_up,
                           slurm_node_poll_interval=args.slurm_node_poll_interval,
-                          scheduler_names=scheduler_names(args.scheduler_names))
+                          scheduler_names=scheduler_names(args.scheduler_names), dra=args.dra_device_mapping)
     daemon = daemon_config(args, parser, name=NAME, lease_namespace=args.watch_namespace)
     return Startup(config=config, daemon=daemon, node_locking=node_locking,
                    slurm_metrics=metrics_flags.config_from(args) if parts.slurm_metrics else None,

@@ -62,6 +62,9 @@ NODESLICES = Resource("sunk.coreweave.com", "v1alpha1", "nodeslices", "NodeSlice
 # What gangs are sized by (sunk/translate/gang.py): Jobs, and scheduler-plugins' coscheduling PodGroups.
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# Dynamic Resource Allocation (GA in Kubernetes 1.34): a Pod's claims, and the devices drivers publish per Node.
+RESOURCECLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+RESOURCESLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 # The Syncer's own Deployment: scaled to 0 (its scale subresource) before sunk-syncer release-nodes lifts its marks.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 # The Syncer's hook API asks the apiserver who a slurmd Pod's ServiceAccount token belongs to (create only).
@@ -77,7 +80,7 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
                                PODGROUPS, DEPLOYMENTS, TOKENREVIEWS, SECRETS, SLURMCLUSTERS, STATEFULSETS, SERVICES,
-                               PVCS)
+                               PVCS, RESOURCECLAIMS, RESOURCESLICES)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

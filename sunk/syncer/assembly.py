@@ -23,6 +23,7 @@ from kubernetes.client import ApiClient
 from sunk.controller.daemon import DaemonConfig
 from sunk.controller.manager import Manager
 from sunk.controller.runtime import Controller
+from sunk.kube.dra import claims_informer, slices_informer
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, pod_node_name
 from sunk.kube.resources import NODES, NODESLICES, PODS
@@ -106,6 +107,8 @@ def assemble(
         # Every NodeSlice of the namespace, not only the operator's label: a slice missed is a node deleted.
         nodeslices = Informer(api, NODESLICES, config.watch_namespace, name="nodeslices")
         nodeslices.add_indexer(INDEX_SLURM_NODE, nodeslice_slurm_nodes)
+    dra_claims = claims_informer(api) if config.dra is not None else None
+    dra_slices = slices_informer(api, config.dra.driver) if config.dra is not None else None
     recorder = EventRecorder(api, component=NAME)
 
     controllers: dict[str, Controller] = {}
@@ -127,6 +130,8 @@ def assemble(
         enqueue_node=enqueue,
         manager=manager,
         nodeslices=nodeslices,
+        dra_claims=dra_claims,
+        dra_slices=dra_slices,
     )
     controllers["slurm"] = Controller("syncer-slurm", SlurmSideReconciler(ctx), workers=daemon.workers)
     controllers["kube"] = Controller("syncer-kube", KubeSideReconciler(ctx), workers=daemon.workers)
@@ -141,7 +146,11 @@ def assemble(
 
     if nodeslices is not None:
         log.info("--slurm-node-clean-up: Slurm nodes whose NodeSlice entry is gone are deleted from Slurm once idle")
-    for informer in (slurmd_pods, nodes, all_pods, *([nodeslices] if nodeslices is not None else [])):
+    if config.dra is not None:
+        log.info("--dra-device-mapping: sunk-dra drains are lifted once Slurm's GRES and driver %s agree",
+                 config.dra.driver)
+    optional = [i for i in (nodeslices, dra_claims, dra_slices) if i is not None]
+    for informer in (slurmd_pods, nodes, all_pods, *optional):
         manager.add_informer(informer)
     # The controllers wait for Slurm's first list too: "no such node" from an empty cache is not an answer.
     for slurm_informer in factory.informers():

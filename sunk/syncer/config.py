@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from sunk.translate.dra import DeviceMapping
+
 NAME = "sunk-syncer"
 
 
@@ -35,3 +37,6 @@ class SyncerConfig:
     # one sunk placed (its job-id and slurm-node annotations keep a placeholder's drain while it outlives its
     # job: sunk.translate.drains.placed_job); on other Pods those annotations are their author's word.
     scheduler_names: frozenset[str] = frozenset({"sunk-scheduler"})
+    # --dra-device-mapping: the DRA driver whose devices lift a sunk-dra drain once they agree with Slurm's GRES
+    # (the scheduler's same flag drains on a disagreement); None: such a drain is not judged, and stays.
+    dra: DeviceMapping | None = None

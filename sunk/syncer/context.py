@@ -81,6 +81,9 @@ class SyncerContext:
     manager: Manager | None = None  # for add_ready_check / is_leader; None in unit tests
     # NodeSlices in --watch-namespace, index INDEX_SLURM_NODE; only with --slurm-node-clean-up (None without)
     nodeslices: Informer | None = None
+    # With --dra-device-mapping (sunk.kube.dra, index INDEX_NODE): every ResourceClaim, and the driver's ResourceSlices
+    dra_claims: Informer | None = None
+    dra_slices: Informer | None = None
 
     def nudge_slurm(self) -> None:
         """Refresh both Slurm informers soon: a write to Slurm (a node update, a deletion) is expected to show."""

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import attrs
 
+from sunk.kube.dra import INDEX_NODE as DRA_INDEX_NODE
 from sunk.model.slurm import Job
 from sunk.model.types import Obj
+from sunk.translate import dra
+from sunk.translate.drains import DeviceFacts
 from sunk.translate.objects import uid_of
 from sunk.translate.podcordon import Cordon, pod_cordon
 
@@ -79,6 +82,27 @@ class KubeFacts:
         if not cache.fresh:
             return None
         return tuple(job for job in cache.items().values() if job.holds_nodes and self.slurm_node in job.node_list)
+
+    def devices_on(self, k8s_node: str) -> DeviceFacts | None:
+        """The DRA driver's devices on ``k8s_node`` and the devices claims hold there that no Pod of sunk's
+        schedulers consumes; None without --dra-device-mapping, or before both informers synced."""
+        mapping, claims, slices = self.ctx.config.dra, self.ctx.dra_claims, self.ctx.dra_slices
+        if mapping is None or claims is None or slices is None or not (claims.has_synced() and slices.has_synced()):
+            return None
+        devices = dra.node_devices(slices.by_index(DRA_INDEX_NODE, k8s_node), k8s_node, mapping.driver)
+        others = [c for c in claims.by_index(DRA_INDEX_NODE, k8s_node) if not self._consumed_by_sunk(c)]
+        return DeviceFacts(mapping, devices, dra.held_devices(others, k8s_node, mapping.driver))
+
+    def _consumed_by_sunk(self, claim: Obj) -> bool:
+        """Reserved for a Pod of sunk's schedulers (that very Pod: its UID): a claim sunk filled from Slurm."""
+        namespace = (claim.get("metadata") or {}).get("namespace", "")
+        for consumer in (claim.get("status") or {}).get("reservedFor") or ():
+            pod = self.ctx.all_pods.get(f"{namespace}/{consumer.get('name', '')}") \
+                if consumer.get("resource") == "pods" else None
+            if (pod is not None and uid_of(pod) == consumer.get("uid")
+                    and (pod.get("spec") or {}).get("schedulerName") in self.scheduler_names):
+                return True
+        return False
 
     def jobs(self) -> tuple[Job, ...] | None:
         """Every job in the Slurm cache (finished ones too, while slurmctld keeps them); None while stale."""

@@ -24,10 +24,12 @@ from typing import Any
 
 from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer, KeyMapper
 from sunk.controller.periodic import Periodic
+from sunk.kube.dra import slice_node
 from sunk.model import names
 from sunk.model.slurm import Job, Node
 from sunk.model.types import Obj
 from sunk.translate import drains
+from sunk.translate.dra import allocated_on
 from sunk.translate.objects import is_terminal
 
 from .context import SyncerContext, nodeslice_slurm_nodes, slurm_node_name
@@ -109,8 +111,22 @@ def attach(ctx: SyncerContext, enqueue: Enqueue) -> None:
 
     ctx.slurm_jobs.add_handler(on_add=job_left, on_update=job_left, on_delete=job_left)
 
+    # --dra-device-mapping: a drain sunk made because Slurm's GRES and the driver disagreed is judged again when the
+    # Node's devices or the claims holding them change.
+    def devices_changed(*objs: Obj) -> None:
+        wake_sunk_drained(name for obj in objs for node in slice_node(obj) + claim_node(obj)
+                          for name in ctx.slurm_nodes_on(node))
+
+    for informer in (ctx.dra_slices, ctx.dra_claims):
+        if informer is not None:
+            informer.add_handler(on_add=devices_changed, on_update=devices_changed, on_delete=devices_changed)
+
     if ctx.nodeslices is not None:  # --slurm-node-clean-up: an entry added (mark) or gone (delete)
         ctx.nodeslices.add_handler(keys_of(nodeslice_slurm_nodes))
+
+
+def claim_node(obj: Obj) -> list[str]:
+    return [node] if (node := allocated_on(obj)) else []
 
 
 def sunk_drained(ctx: SyncerContext, key: str) -> bool:

@@ -443,3 +443,20 @@ def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | Non
         except UnsupportedClaim as exc:
             return ClaimPlan(refused=str(exc))
     return ClaimPlan(tuple(requests))
+
+
+def node_disagreement(gpus: int, devices: Sequence[SliceDevice], mapping: DeviceMapping,
+                      held_elsewhere: Mapping[DeviceKey, str]) -> str | None:
+    """How Slurm's ``gpus`` GRES of a node (indices 0..gpus-1) and the driver's ``devices`` there disagree, or None:
+    an index naming no device or several, a named device tainted, or held by a claim sunk did not fill
+    (``held_elsewhere``: Slurm counts it free). What lifts a ``DeviceMismatchDrain`` once it no longer holds."""
+    for index in range(gpus):
+        named = _named(index, devices, mapping)
+        if len(named) != 1:
+            return f"{mapping.gres} index {index} names {len(named)} devices of driver {mapping.driver}, not one"
+        device = named[0]
+        if device.taints:
+            return f"device {device.name} is tainted {', '.join(str(t) for t in device.taints)}"
+        if (holder := held_elsewhere.get(device.key)) is not None:
+            return f"device {device.name} is held by ResourceClaim {holder}, which sunk did not fill"
+    return None

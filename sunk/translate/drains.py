@@ -19,6 +19,7 @@ The reasons (each a full match: nothing before, nothing after):
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: K Pods bound to Node NODE by YYYY-MM-DDTHH:MM:SSZ,
         taint effect EFFECT
     k8s: sunk-lock: job N: [strict ]lock timeout after Ss: lock still STATE
+    k8s: sunk-dra: Node NODE: DETAIL
 
 When each is lifted (``cause``), and who writes it:
 
@@ -42,6 +43,12 @@ When each is lifted (``cause``), and who writes it:
                       by T, the latest of their bindings, may block a lock with that taint effect
                       any more: Pods bound later came once the lock was given up, and are not
                       what refused the job)
+    sunk-dra          the scheduler met Slurm's GRES and the DRA driver's devices disagreeing on the
+                      Node as it filled a Pod's ResourceClaims (``dra.Mismatch``): lifted once they
+                      agree (``dra.node_disagreement``: each of the node's GPU indices names one
+                      untainted device no claim sunk did not fill holds), as the Syncer sees the
+                      driver's ResourceSlices and the claims (its ``--dra-device-mapping``; without
+                      it the drain stays, and says so in the log)
 
 Why ``k8s:``: SUNK's Syncer "only removes or updates drain reasons that are prefixed with
 k8s:", and each of these causes lives on the Kubernetes side (a Pod that would not go, a
@@ -71,6 +78,7 @@ from sunk.base.times import epoch, rfc3339
 from sunk.model import names
 from sunk.model.slurm import Job, Node
 
+from . import dra
 from .gang import gang_of, owner
 from .identity import PlaceholderIdentity, identity_of, is_placeholder
 from .keys import GangKey, PodKey
@@ -115,6 +123,8 @@ _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<st
                       rf"|(?P<count>[1-9][0-9]{{0,5}}) Pods bound to Node (?P<bound_node>{_NAME}) by "
                       rf"(?P<bound_by>{_STAMP}), taint effect (?P<effect>{'|'.join(TAINT_EFFECTS)})"
                       rf"|lock still (?P<state>[a-z_]+))")
+
+_DEVICE_MISMATCH = re.compile(rf"{_P} sunk-dra: Node (?P<node>{_NAME}): (?P<detail>[^\n]{{1,220}})")
 
 
 @frozen
@@ -218,7 +228,20 @@ class LockTimeoutDrain:
         return f"{_P} sunk-lock: job {self.job_id}: {level}lock timeout after {self.seconds}s: {detail}"
 
 
-SunkDrain = Union[PlaceholderDrain, GangPlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain]
+@frozen
+class DeviceMismatchDrain:
+    """Slurm's GRES and the DRA driver's devices disagreed on Node ``k8s_node`` (``dra.Mismatch``'s ``detail``)
+    as the scheduler filled a Pod's claims: Slurm would give the same devices again, to a job or a Pod."""
+
+    k8s_node: str
+    detail: str
+
+    def reason(self) -> str:
+        return f"{_P} sunk-dra: Node {self.k8s_node}: {' '.join(self.detail.split())}"[:MAX_REASON]
+
+
+SunkDrain = Union[PlaceholderDrain, GangPlaceholderDrain, StuckPodDrain, HookUnreachableDrain, LockTimeoutDrain,
+                  DeviceMismatchDrain]
 
 
 def is_sunks(reason: str) -> bool:
@@ -320,6 +343,8 @@ def parse(reason: str) -> Optional[SunkDrain]:
         return GangPlaceholderDrain(m["ns"], m["key"], int(m["job"]))
     if m := _STUCK.fullmatch(reason):
         return StuckPodDrain(m["ns"], m["name"], m["uid"], m["node"], int(m["job"]))
+    if m := _DEVICE_MISMATCH.fullmatch(reason):
+        return DeviceMismatchDrain(m["node"], m["detail"])
     if m := _UNREACHABLE.fullmatch(reason):
         return HookUnreachableDrain(int(m["job"]), m["detail"] or "")
     if m := _TIMEOUT.fullmatch(reason):
@@ -409,6 +434,21 @@ class CauseFacts(Protocol):
         """The ``spec.schedulerName`` of sunk's schedulers: only their Pods can be ones sunk placed."""
         ...
 
+    def devices_on(self, k8s_node: str) -> Optional[DeviceFacts]:
+        """The DRA driver's devices on that Node and the claims holding them; None when not watched (no
+        ``--dra-device-mapping``) or not synced."""
+        ...
+
+
+@frozen
+class DeviceFacts:
+    """A Node's devices as ``--dra-device-mapping``'s driver publishes them, and which of them claims hold
+    that no Pod of sunk's schedulers is the consumer of (``dra.held_devices``, less sunk's own)."""
+
+    mapping: dra.DeviceMapping
+    devices: tuple[dra.SliceDevice, ...]
+    held_elsewhere: Mapping[dra.DeviceKey, str]
+
 
 @frozen
 class Cause:
@@ -422,6 +462,8 @@ class Cause:
 def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
     if isinstance(drain, StuckPodDrain):  # Slurm's jobs play no part: the job was let go
         return _stuck(drain, facts)
+    if isinstance(drain, DeviceMismatchDrain):
+        return _device_mismatch(drain, facts, node)
     jobs = facts.jobs_holding()
     if jobs is None:
         return Cause(None, "Slurm's job list is stale")
@@ -437,6 +479,16 @@ def cause(drain: SunkDrain, facts: CauseFacts, node: Node) -> Cause:
         if blocking is not None:
             return blocking
     return _lock(facts, node, jobs)
+
+
+def _device_mismatch(drain: DeviceMismatchDrain, facts: CauseFacts, node: Node) -> Cause:
+    seen = facts.devices_on(drain.k8s_node)
+    if seen is None:
+        return Cause(None, "the DRA driver's devices are not watched here (--dra-device-mapping) or not synced")
+    found = dra.node_disagreement(node.gpus_total, seen.devices, seen.mapping, seen.held_elsewhere)
+    if found is not None:
+        return Cause(True, f"Slurm's GRES and the DRA driver still disagree on Node {drain.k8s_node}: {found}")
+    return Cause(False, f"Slurm's {node.gpus_total} GPUs and the DRA driver's devices agree on Node {drain.k8s_node}")
 
 
 def _lock_blockers(drain: LockTimeoutDrain, facts: CauseFacts) -> Optional[Cause]:

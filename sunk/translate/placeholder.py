@@ -48,9 +48,9 @@ class Settings:
     policy: IdentityPolicy = attrs.field(kw_only=True)
 
 
-def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
+def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: Optional[int] = None) -> JobRequest:
     """The placeholder job for a *valid* Pod its namespace's identity policy allows (ValueError otherwise,
-    as ``pod_to_job``).
+    as ``pod_to_job``); ``claimed_gpus``: as ``pod_to_job``'s.
 
     Never requeued: a preempted placeholder must end as PREEMPTED, so its Pod is deleted and
     its owner queues a new one.
@@ -58,7 +58,7 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str) -> JobRequest:
     meta = pod["metadata"]
     request = pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
                          kill_wait_seconds=settings.kill_wait_seconds,
-                         scheduler=settings.scheduler, gpu_types=settings.gpu_types)
+                         scheduler=settings.scheduler, gpu_types=settings.gpu_types, claimed_gpus=claimed_gpus)
     if request.partition is None and settings.default_partition:
         request = attrs.evolve(request, partition=settings.default_partition)
     environment = (

@@ -134,8 +134,9 @@ def _minutes(seconds: int) -> int:
     return -(-seconds // 60)
 
 
-def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
-    """Every reason this Pod cannot become a placeholder job; empty when it can."""
+def validate_pod(pod: Obj, kill_wait_seconds: float, *, claims_allowed: bool = False) -> list[ValidationError]:
+    """Every reason this Pod cannot become a placeholder job; empty when it can. ``claims_allowed``: the scheduler
+    fills ResourceClaims (``--dra-device-mapping``; what a claim may ask is ``dra.claim_plan``'s to judge)."""
     problems: list[ValidationError] = []
     annotations = annotations_of(pod)
 
@@ -164,7 +165,7 @@ def validate_pod(pod: Obj, kill_wait_seconds: float) -> list[ValidationError]:
         problems.append(ValidationError(names.ANN_CURRENT_WORKING_DIR,
                                         f"must be an absolute path, got {workdir!r}"))
 
-    if (pod.get("spec") or {}).get("resourceClaims"):
+    if (pod.get("spec") or {}).get("resourceClaims") and not claims_allowed:
         problems.append(ValidationError("spec.resourceClaims", RESOURCE_CLAIMS_UNSUPPORTED))
     problems.extend(_resource_problems(pod))
     problems.extend(_grace_problems(pod, kill_wait_seconds))
@@ -311,11 +312,12 @@ def _text(annotations: Mapping[str, str], key: str) -> Optional[str]:
 
 
 def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: float, scheduler: str = "",
-               gpu_types: Mapping[str, str] = {}) -> JobRequest:
+               gpu_types: Mapping[str, str] = {}, claimed_gpus: Optional[int] = None) -> JobRequest:
     """The placeholder job for a *valid* Pod, run as ``identity`` (the policy's, never read here from the
     Pod); ValueError listing every problem otherwise. ``gpu_types`` (``--gpu-types``) turns a GPU
-    class/model affinity into a typed GRES request (``gpu_type``)."""
-    problems = validate_pod(pod, kill_wait_seconds)
+    class/model affinity into a typed GRES request (``gpu_type``). ``claimed_gpus``: the devices its
+    ResourceClaims ask for (``dra.ClaimPlan.gpus``), None when the scheduler fills no claims."""
+    problems = validate_pod(pod, kill_wait_seconds, claims_allowed=claimed_gpus is not None)
     if problems:
         raise ValueError("; ".join(map(str, problems)))
     meta = pod["metadata"]
@@ -327,7 +329,7 @@ def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: 
 
     timeout = integer(names.ANN_TIMEOUT)
     exclusive = annotations.get(names.ANN_EXCLUSIVE)
-    gpus = int(requests.get(GPU_RESOURCE, Decimal(0)))
+    gpus = int(requests.get(GPU_RESOURCE, Decimal(0))) + (claimed_gpus or 0)
     clauses = gpu_clauses(pod)
     typed, clauses = gpu_type(clauses, gpu_types) if gpus else (None, clauses)
     return JobRequest(

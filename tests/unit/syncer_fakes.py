@@ -6,12 +6,15 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sunk.kube.dra import INDEX_NODE as DRA_INDEX_NODE
+from sunk.kube.dra import slice_node
 from sunk.model.slurm import Job, Node, NodeUpdate
 from sunk.model.types import Obj
 from sunk.slurm.client import Snapshot
 from sunk.slurm.errors import NotFound
 from sunk.syncer.config import SyncerConfig
 from sunk.syncer.context import INDEX_NODE, INDEX_SLURM_NODE, SyncerContext, index_slurm_node, nodeslice_slurm_nodes
+from sunk.translate.dra import DeviceMapping, allocated_on
 from sunk.translate.objects import syncer_slim_node, without_write_records
 from sunk.translate.podstores import syncer_slim_pod
 
@@ -190,7 +193,8 @@ def k8s_node(name: str, *, cordoned: bool = False, reason: str | None = None, rv
 def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
              enqueue: Callable[[str], None] | None = None,
              node_permissions: bool = True,
-             clean_up: bool = False) -> tuple[SyncerContext, FakeInformer, FakeInformer,
+             clean_up: bool = False,
+             dra: DeviceMapping | None = None) -> tuple[SyncerContext, FakeInformer, FakeInformer,
                                               FakeCache, FakeSlurm, FakeRecorder]:
     from sunk.kube.informer import pod_node_name
 
@@ -210,10 +214,14 @@ def make_ctx(*, nodes: Sequence[Node] = (), slurm: FakeSlurm | None = None,
         all_pods=FakeInformer({INDEX_NODE: pod_node_name}, transform=syncer_slim_pod),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
         config=SyncerConfig(watch_namespace="slurm", node_permissions=node_permissions,
-                            slurm_node_clean_up=clean_up),
+                            slurm_node_clean_up=clean_up, dra=dra),
         enqueue_node=enqueue or (lambda name: None),
         # With --slurm-node-clean-up: the NodeSlices (nodeslice() below), by Slurm node.
         nodeslices=FakeInformer({INDEX_SLURM_NODE: nodeslice_slurm_nodes}) if clean_up else None,  # type: ignore[arg-type]
+        # With --dra-device-mapping: every ResourceClaim and the driver's ResourceSlices, by Node (sunk.kube.dra).
+        dra_claims=FakeInformer({DRA_INDEX_NODE: lambda c: [n] if (n := allocated_on(c)) else []})  # type: ignore[arg-type]
+        if dra else None,
+        dra_slices=FakeInformer({DRA_INDEX_NODE: slice_node}) if dra else None,  # type: ignore[arg-type]
     )
     return ctx, pods, k8s_nodes, cache, slurm, recorder
 

@@ -36,6 +36,7 @@ from sunk.slurm.errors import SlurmUnavailable
 from sunk.slurm.settings import settings_from
 from sunk.syncer.ensuresecrets import EnsureConfig
 from sunk.translate import chartsecrets as cs
+from sunk.translate.dra import DeviceMapping
 from sunk.translate.lock import tolerates_lock
 from sunk.translate.policy import parse_policy
 from sunk_dev import chart
@@ -699,6 +700,40 @@ def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
         assert args["gpu-types"] == "A100-80GB=a100,H100_SXM=h100,NVIDIA_L4=l4"
     parsed, _ = scheduling_parser().parse_known_args(chart.container_args(docs, "sunk-scheduler"))
     assert parsed.gpu_types == (("A100-80GB", "a100"), ("H100_SXM", "h100"), ("NVIDIA_L4", "l4"))
+
+
+DRA_MAPPING = "driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index"
+
+
+def test_a_dra_device_mapping_reaches_the_scheduler_and_the_syncer_with_the_reads_and_writes_they_make(tmp_path):
+    """sunk-scheduler fills claims (patch: the finalizer; resourceclaims/status update), in the Pods' namespaces;
+    both read every claim and the driver's slices, cluster-wide; the extender gets no flag (it fills none)."""
+    from sunk.commands.scheduler import build_parser as scheduler_parser
+
+    docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}, "extender": {"enabled": True}})
+    parsed = scheduler_parser().parse_args(chart.container_args(docs, "sunk-scheduler"))
+    assert parsed.dra_device_mapping == DeviceMapping("gpu.nvidia.com", frozenset({"gpu.nvidia.com"}),
+                                                      attribute="index")
+    assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-extender"))
+    startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
+    assert startup.config.dra == parsed.dra_device_mapping
+    for role in (find(docs, "ClusterRole", "slurm-sunk-scheduler-nodes"),
+                 find(docs, "ClusterRole", "slurm-sunk-syncer")):
+        assert verbs(role, "resourceclaims", "resource.k8s.io") == {"list", "watch"}
+        assert verbs(role, "resourceslices", "resource.k8s.io") == {"list", "watch"}
+    pods = find(docs, "ClusterRole", "slurm-sunk-scheduler")
+    assert verbs(pods, "resourceclaims", "resource.k8s.io") == {"patch"}
+    assert verbs(pods, "resourceclaims/status", "resource.k8s.io") == {"update"}
+    docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING, "scope": {"type": "namespace",
+                                                                            "namespaces": "team-a"}}})
+    assert verbs(find(docs, "Role", "sunk-scheduler", "team-a"), "resourceclaims/status", "resource.k8s.io") == {
+        "update"}
+    assert not verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-nodes"), "resourceclaims/status",
+                     "resource.k8s.io")
+    docs = render()
+    assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-syncer"))
+    for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
+        assert not any("resource.k8s.io" in rule.get("apiGroups", ()) for rule in role["rules"]), role["metadata"]
 
 
 def test_gpu_types_reach_the_operator_which_registers_each_nodes_gpus_with_them():
@@ -1416,6 +1451,11 @@ def test_the_daemons_accept_every_rendered_flag(values):
     ({"scheduler": {"gpuTypes": ["NVIDIA_L4=l4"]}}, "at '/scheduler/gpuTypes': got array, want object"),
     # (a space would split the flag; helm names the wrong path for a property name, hence the message only)
     ({"scheduler": {"gpuTypes": {"NVIDIA L4": "l4"}}}, "'NVIDIA L4' does not match pattern"),
+    # (a value is one flag: no blank, quote or newline to add another)
+    ({"scheduler": {"draDeviceMapping": "driver=d,attribute=index --leader-elect=false"}},
+     "/scheduler/draDeviceMapping"),
+    ({"scheduler": {"draDeviceMapping": "driver=d\n- --leader-elect=false"}}, "/scheduler/draDeviceMapping"),
+    ({"scheduler": {"draDeviceMapping": "colour=blue"}}, "/scheduler/draDeviceMapping"),
     ({"scheduler": {"gpuTypes": {"NVIDIA_L4": "l4,h100"}}}, "/scheduler/gpuTypes/NVIDIA_L4"),
     ({"scheduler": {"gpuTypes": {"NVIDIA_L4": "a=b"}}}, "/scheduler/gpuTypes/NVIDIA_L4"),
     ({"scheduler": {"gpuTypes": {"NVIDIA_L4": 4}}}, "at '/scheduler/gpuTypes/NVIDIA_L4': got number, want string"),

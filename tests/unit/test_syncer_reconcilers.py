@@ -16,9 +16,12 @@ from syncer_fakes import FakeSlurm, k8s_node, make_ctx, pod
 
 from sunk.kube import client as kc
 from sunk.model.slurm import Job, Node, NodeUpdate
+from sunk.syncer import triggers
 from sunk.syncer.facts import gather
 from sunk.syncer.kubeside import KubeSideReconciler
 from sunk.syncer.slurmside import SlurmSideReconciler
+from sunk.translate import dra
+from sunk.translate.drains import DeviceMismatchDrain
 from sunk.translate.podcordon import COND_POD_CORDONED
 
 IDLE = Node("node1", state="IDLE")
@@ -710,3 +713,63 @@ def test_an_outage_on_delete_is_raised_for_the_controller_to_wait_out():
     slurm.delete_error = SlurmUnavailable("delete node g-1: cannot reach slurmrestd")
     with pytest.raises(SlurmUnavailable):
         SlurmSideReconciler(ctx).reconcile("g-1")
+
+
+# ---- a drain the scheduler made for a device mismatch (--dra-device-mapping) --------------------------------------
+
+MAPPING = dra.DeviceMapping("gpu.example.com", frozenset({"gpu.example.com"}), attribute="index")
+MISMATCH = DeviceMismatchDrain("worker-1", "gpu index 3 names 0 devices of driver gpu.example.com").reason()
+
+
+def gpus(*indices: int) -> dict[str, Any]:
+    return {"metadata": {"name": "worker-1-gpus"}, "spec": {
+        "driver": "gpu.example.com", "nodeName": "worker-1",
+        "pool": {"name": "worker-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in indices]}}
+
+
+def held(device: str, consumer: dict[str, Any]) -> dict[str, Any]:
+    result = {"request": "gpus", "driver": "gpu.example.com", "pool": "worker-1", "device": device}
+    return {"metadata": {"name": f"{consumer['metadata']['name']}-gpus", "namespace": "team-a"},
+            "status": dra.claim_status([result], "worker-1", consumer)}
+
+
+def test_a_device_mismatch_drain_is_lifted_once_slurm_and_the_driver_agree_and_woken_by_their_changes():
+    woken: list[str] = []
+    drained = Node("node1", state="IDLE+DRAIN", reason=MISMATCH, extra=OURS, gres="gpu:h100:4")
+    ctx, pods, nodes, _, slurm, recorder = make_ctx(nodes=[drained], dra=MAPPING, enqueue=woken.append)
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "True"}]))
+    nodes.put(k8s_node("worker-1"))
+    triggers.attach(ctx, woken.append)
+    slices, claims = ctx.dra_slices, ctx.dra_claims
+    assert slices is not None and claims is not None
+    reconciler = SlurmSideReconciler(ctx)
+    slices.put(gpus(0, 1, 2))  # type: ignore[attr-defined]
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # index 3 names no device yet
+    web = pod("web", namespace="team-a")  # (kube-scheduler's Pod: no schedulerName of sunk's)
+    claims.put(held("gpu-3", web))  # type: ignore[attr-defined]
+    woken.clear()
+    slices.put(gpus(0, 1, 2, 3))  # type: ignore[attr-defined]
+    assert "node1" in woken
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == []  # gpu-3 is held by a claim sunk did not fill: Slurm would give it again
+    inference = pod("inference", namespace="team-a")
+    inference["spec"]["schedulerName"] = "sunk-scheduler"
+    ctx.all_pods.put(inference)  # type: ignore[attr-defined]
+    woken.clear()
+    claims.remove(held("gpu-3", web))  # type: ignore[attr-defined]
+    claims.put(held("gpu-3", inference))  # type: ignore[attr-defined]  # sunk filled it, from Slurm's job
+    assert "node1" in woken
+    reconciler.reconcile("node1")
+    assert _drain_writes(slurm) == [("UNDRAIN", None)]
+    assert "agree on Node worker-1" in recorder.events[-1][2]
+
+
+def test_without_the_mapping_a_device_mismatch_drain_stays():
+    drained = Node("node1", state="IDLE+DRAIN", reason=MISMATCH, extra=OURS, gres="gpu:h100:4")
+    ctx, pods, nodes, _, slurm, _ = make_ctx(nodes=[drained])
+    pods.put(pod("node1", conditions=[{"type": "Ready", "status": "True"}]))
+    nodes.put(k8s_node("worker-1"))
+    SlurmSideReconciler(ctx).reconcile("node1")
+    assert _drain_writes(slurm) == []

@@ -10,8 +10,10 @@ import pytest
 
 from sunk.model import names
 from sunk.model.slurm import Job, Node
-from sunk.translate import drains
+from sunk.translate import dra, drains
 from sunk.translate.drains import (
+    DeviceFacts,
+    DeviceMismatchDrain,
     GangPlaceholderDrain,
     HookUnreachableDrain,
     LockTimeoutDrain,
@@ -33,6 +35,8 @@ TIMEOUT_MANY = LockTimeoutDrain(48, 45, "worker-1", strict=True, count=12, bound
                                 effect="NoSchedule")
 STUCK = StuckPodDrain("team-a", "train-0", "1f2e3d4c-0000-4000-8000-000000000001", "worker-1", 46)
 GANG = GangPlaceholderDrain("team-a", "job/0f1e2d3c-0000-4000-8000-00000000000a", 47)
+DEVICES = DeviceMismatchDrain("worker-1", "gpu index 3 names 0 devices of driver gpu.example.com "
+                                           "(attribute gpu.example.com/index=3), not one")
 ALL = (PLACEHOLDER, OLD_PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD, TIMEOUT_MANY)
 
 
@@ -61,6 +65,8 @@ ALL = (PLACEHOLDER, OLD_PLACEHOLDER, GANG, UNREACHABLE, TIMEOUT, TIMEOUT_NO_POD,
                                                      "after job 8"),
     (GangPlaceholderDrain("team-a", "jobset/js/1/Workers_2", 9),
      "k8s: sunk-placeholder: gang team-a/jobset/js/1/Workers_2 outlived KillWait after job 9"),
+    (DEVICES, "k8s: sunk-dra: Node worker-1: gpu index 3 names 0 devices of driver gpu.example.com "
+              "(attribute gpu.example.com/index=3), not one"),
 ])
 def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     assert drain.reason() == text
@@ -140,6 +146,11 @@ def test_each_reason_reads_back_as_the_drain_it_states(drain, text):
     "k8s: sunk-placeholder: gang team-a/job/u v outlived KillWait after job 42",
     "k8s: sunk-placeholder: gang team-a/job/u outlived KillWait after job 42 (scheduler unreachable)",
     "k8s: sunk-placeholder: gang gang:team-a/job/u outlived KillWait after job 42",
+    # the device mismatch's: a Node's name, then something said
+    "k8s: sunk-dra: Node worker-1: ",
+    "k8s: sunk-dra: Node Worker-1: index 3",
+    "k8s: sunk-dra: worker-1: index 3",
+    "sunk-dra: Node worker-1: index 3",
 ])
 def test_anything_else_is_not_a_sunk_drain(text):
     assert parse(text) is None
@@ -228,6 +239,7 @@ class Facts:
     uids: Mapping[str, str] = attrs.Factory(dict)  # "ns/name" -> the Pod's UID
     nodes: Mapping[str, dict] = attrs.Factory(dict)  # Node name -> the Node
     scheduler_names: frozenset[str] = frozenset({SCHEDULER, "sunk-extender"})
+    devices: DeviceFacts | None = None  # worker-1's DRA devices (None: not watched)
 
     def pod_uid(self, key: str) -> str | None:
         return self.uids.get(key)
@@ -243,6 +255,9 @@ class Facts:
 
     def pods_on_node(self) -> tuple[dict, ...]:
         return self.on_node
+
+    def devices_on(self, k8s_node: str) -> DeviceFacts | None:
+        return self.devices if k8s_node == "worker-1" else None
 
 
 IDLE = Node("node1", state="IDLE+DRAIN")
@@ -661,3 +676,31 @@ def test_a_placeholders_drain_replaces_only_what_says_less_and_never_an_operator
 ])
 def test_only_slurms_end_of_a_job_counts_as_ending(state, flags, ending):
     assert drains.job_ending(Job(id=1, state=state, state_flags=frozenset(flags))) is ending
+
+
+MAPPING = dra.DeviceMapping("gpu.example.com", frozenset({"gpu.example.com"}), attribute="index")
+
+
+def devices(*indices: int, tainted: int | None = None) -> tuple[dra.SliceDevice, ...]:
+    taint = (dra.DeviceTaint("example.com/ecc", "failed", "NoExecute"),)
+    return tuple(dra.SliceDevice("gpu.example.com", "worker-1", f"gpu-{i}", {"gpu.example.com/index": i},
+                                 taint if i == tainted else ()) for i in indices)
+
+
+FOUR_GPUS = Node("node1", state="IDLE+DRAIN", gres="gpu:h100:4")
+
+
+@pytest.mark.parametrize(("seen", "present", "why"), [
+    (None, None, "not watched here"),
+    (DeviceFacts(MAPPING, devices(0, 1, 2, 3), {}), False, "Slurm's 4 GPUs and the DRA driver's devices agree"),
+    (DeviceFacts(MAPPING, devices(0, 1, 2), {}), True, "gpu index 3 names 0 devices"),
+    (DeviceFacts(MAPPING, devices(0, 1, 2, 3, 3), {}), True, "gpu index 3 names 2 devices"),
+    (DeviceFacts(MAPPING, devices(0, 1, 2, 3, tainted=2), {}), True, "device gpu-2 is tainted example.com/ecc=failed"),
+    (DeviceFacts(MAPPING, devices(0, 1, 2, 3), {("gpu.example.com", "worker-1", "gpu-1"): "web/inference"}), True,
+     "device gpu-1 is held by ResourceClaim web/inference, which sunk did not fill"),
+    (DeviceFacts(MAPPING, (), {}), True, "gpu index 0 names 0 devices"),  # the driver publishes nothing there
+], ids=["not-watched", "agree", "missing", "twice", "tainted", "held-elsewhere", "no-devices"])
+def test_a_device_mismatch_drain_lasts_until_slurm_and_the_driver_agree_on_the_node(seen, present, why):
+    """Slurm's jobs, the slurmd Pod and the lock play no part: only the node's GPUs and the driver's devices."""
+    verdict = cause(DEVICES, Facts(devices=seen, jobs=None, pod=None, k8s_node=None), FOUR_GPUS)
+    assert verdict.present is present and why in verdict.why

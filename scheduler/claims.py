@@ -1,0 +1,138 @@
+"""The ResourceClaims of the Pods sunk-scheduler places (issue 38): what they ask Slurm for, and what waits.
+
+With ``--dra-device-mapping`` a Pod may name ResourceClaims of the mapped DeviceClasses instead of asking for
+``nvidia.com/gpu``: its placeholder job asks Slurm for as many GPUs as its claims do (``dra.claim_plan``), and
+once Slurm has placed it the claims are filled with the devices of the GRES indices Slurm gave the job
+(``ClaimAllocator``, at binding). Slurm stays the one accountant of the node's GPUs. A claim made from a
+template does not exist when the Pod does (kube-controller-manager makes it): the Pod waits for it, not Slurm.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+
+from sunk.kube import client as kube
+from sunk.kube.dra import INDEX_NODE
+from sunk.kube.resources import RESOURCECLAIMS
+from sunk.model.types import Obj
+from sunk.translate import dra
+from sunk.translate.gang import gang_of
+
+log = logging.getLogger(__name__)
+
+INDEX_CLAIMS = "resource-claims"  # PodIndex: namespace/name of each ResourceClaim a Pod names
+
+
+def claim_keys(pod: Obj) -> list[str]:
+    """The ``namespace/name`` of each claim the Pod names (a template's once made): its claims' informer keys."""
+    namespace = pod["metadata"].get("namespace", "")
+    return [f"{namespace}/{c.claim}" for c in dra.pod_claims(pod) if c.claim]
+
+
+@attrs.frozen
+class ClaimsView:
+    """The claims as the scheduler's informer holds them, read for one Pod at a time."""
+
+    mapping: dra.DeviceMapping
+    claims: Any  # the ResourceClaims informer (its store: ``get(namespace/name)``)
+
+    def plan(self, pod: Obj) -> dra.ClaimPlan:
+        namespace = pod["metadata"].get("namespace", "")
+        seen = {}
+        for entry in dra.pod_claims(pod):
+            if entry.claim and (claim := self.claims.get(f"{namespace}/{entry.claim}")) is not None:
+                seen[entry.claim] = claim
+        return dra.claim_plan(pod, seen, self.mapping)
+
+    def problems(self, pod: Obj) -> tuple[str, ...]:
+        """Why the Pod's claims keep it from a placeholder job (for its Event and condition)."""
+        if not dra.pod_claims(pod):
+            return ()
+        if gang_of(pod) is not None:
+            return ("spec.resourceClaims: the ResourceClaims of a gang's members are not filled by sunk yet; "
+                    "request GPUs as nvidia.com/gpu",)
+        refused = self.plan(pod).refused
+        return (f"spec.resourceClaims: {refused}",) if refused else ()
+
+    def waiting_for(self, pod: Obj) -> str:
+        """What the Pod waits for before its job is submitted ("": nothing): claims not made or not seen yet."""
+        waiting = self.plan(pod).waiting if dra.pod_claims(pod) else ()
+        return f"waiting for its ResourceClaims to be made: {', '.join(waiting)}" if waiting else ""
+
+
+# kube-scheduler's finalizer on the claims it allocates: the claim is not deleted while the kubelet may use its
+# devices; kube-controller-manager's resourceclaim controller removes it once the claim is deallocated.
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+class ClaimsNotReady(Exception):
+    """The claims cannot be filled yet (one not seen or refused since, Slurm's record without the GRES detail):
+    the binding waits and is retried."""
+
+
+class DeviceMismatch(Exception):
+    """Slurm's GRES and the driver's devices disagree on the Node: nothing is bound; the node must be drained."""
+
+    def __init__(self, mismatch: dra.Mismatch):
+        super().__init__(mismatch.message)
+        self.mismatch = mismatch
+
+
+@attrs.frozen
+class ClaimAllocator:
+    """Fills a Pod's claims with the devices of the GRES indices Slurm gave its job on the node, just before the
+    binding (``Binder.bind``), as kube-scheduler's DynamicResources plugin does at its own binding: the
+    delete-protection finalizer first, then the claim's status (allocation and ``reservedFor`` the Pod), each on
+    the version read. A retried binding writes nothing a claim shows already."""
+
+    api: Any
+    slurm: Any  # SlurmClient: one read of the job with its allocations per binding of a Pod with claims
+    view: ClaimsView
+    slices: Any  # the mapped driver's ResourceSlices informer, indexed by INDEX_NODE
+
+    def allocate(self, pod: Obj, job_id: int, slurm_node: str, k8s_node: str) -> None:
+        if not dra.pod_claims(pod):
+            return
+        plan = self.view.plan(pod)
+        if plan.refused or plan.waiting:
+            raise ClaimsNotReady(plan.refused or f"ResourceClaims not seen: {', '.join(plan.waiting)}")
+        mapping = self.view.mapping
+        job = self.slurm.get_job_allocations(job_id)
+        allocation = next((a for a in job.allocations if a.node == slurm_node), None)
+        if allocation is None or allocation.gres_unread:
+            raise ClaimsNotReady(f"Slurm's record of job {job_id} does not show which GPUs it holds on {slurm_node}")
+        devices = dra.node_devices(self.slices.by_index(INDEX_NODE, k8s_node), k8s_node, mapping.driver)
+        held = dra.held_devices(self.view.claims.by_index(INDEX_NODE, k8s_node), k8s_node, mapping.driver,
+                                besides=frozenset(claim_keys(pod)))
+        results = dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held)
+        if isinstance(results, dra.Mismatch):
+            raise DeviceMismatch(results)
+        namespace = pod["metadata"]["namespace"]
+        for name, chosen in results.items():
+            claim = self.view.claims.get(f"{namespace}/{name}")
+            if claim is None:
+                raise ClaimsNotReady(f"ResourceClaim {namespace}/{name} is gone")
+            if not (dra.same_allocation(claim, chosen, k8s_node) and _reserved_for(claim, pod)):
+                self._write(claim, dra.claim_status(chosen, k8s_node, pod))
+                log.info("ResourceClaim %s/%s: allocated %s on Node %s for Pod %s (job %d)", namespace, name,
+                         ", ".join(r["device"] for r in chosen), k8s_node, pod["metadata"]["name"], job_id)
+
+    def _write(self, claim: Obj, status: Obj) -> None:
+        meta = claim["metadata"]
+        if DELETE_PROTECTION not in (meta.get("finalizers") or ()):
+            claim = kube.patch(self.api, RESOURCECLAIMS, meta["name"], {"metadata": {
+                "resourceVersion": meta["resourceVersion"],
+                "finalizers": [*(meta.get("finalizers") or ()), DELETE_PROTECTION]}}, meta["namespace"])
+        if (claim.get("status") or {}).get("allocation"):
+            # Sunk's own earlier allocation for this Pod, of another job's devices (a binding that failed, the job
+            # requeued): an allocation is replaced only through none.
+            claim = kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": {}}, subresource="status")
+        kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": status}, subresource="status")
+
+
+def _reserved_for(claim: Obj, pod: Obj) -> bool:
+    uid = pod["metadata"]["uid"]
+    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or ())

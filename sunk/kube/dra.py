@@ -1,0 +1,33 @@
+"""Informers of Dynamic Resource Allocation objects, by Node: every ResourceClaim (by the Node its allocation is on)
+and one driver's ResourceSlices (by ``spec.nodeName``). What sunk-scheduler fills a Pod's claims from, and what the
+Syncer lifts a ``sunk-dra`` drain by (``sunk.translate.dra``)."""
+
+from __future__ import annotations
+
+from kubernetes.client import ApiClient
+
+from sunk.model.types import Obj
+from sunk.translate.dra import allocated_on
+
+from .informer import Informer
+from .resources import RESOURCECLAIMS, RESOURCESLICES
+
+INDEX_NODE = "node"
+
+
+def claims_informer(api: ApiClient) -> Informer:
+    """Every claim, cluster-wide: a device any claim holds on a Node is never given again, whoever's it is."""
+    claims = Informer(api, RESOURCECLAIMS, name="resource-claims")
+    claims.add_indexer(INDEX_NODE, lambda claim: [node] if (node := allocated_on(claim)) else [])
+    return claims
+
+
+def slices_informer(api: ApiClient, driver: str) -> Informer:
+    slices = Informer(api, RESOURCESLICES, field_selector=f"spec.driver={driver}", name="resource-slices")
+    slices.add_indexer(INDEX_NODE, slice_node)
+    return slices
+
+
+def slice_node(obj: Obj) -> list[str]:
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []

@@ -1,0 +1,250 @@
+"""sunk-scheduler with --dra-device-mapping: a Pod's ResourceClaims ask its job for GPUs, wait to be made, and are
+filled with the devices of the GRES indices Slurm gave the job before the Pod is bound; a disagreement between
+Slurm and the driver drains the node, never binds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from informer_fakes import ListInformer, StoreInformer
+from policy_fakes import TEST_POLICY
+
+from scheduler import claims as claims_module
+from scheduler import kubeops
+from scheduler.binder import Binder
+from scheduler.claims import DELETE_PROTECTION, ClaimAllocator, ClaimsView
+from scheduler.config import SchedulerConfig
+from scheduler.jobindex import JobIndex
+from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
+from sunk.kube.dra import INDEX_NODE, slice_node
+from sunk.model.slurm import GresGrant, Job, JobAllocation, Node
+from sunk.translate import dra
+from sunk.translate.drains import DeviceMismatchDrain
+from sunk.translate.drains import parse as parse_drain
+from sunk.translate.gang import has_started
+
+DRIVER = "gpu.example.com"
+MAPPING = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com"}), attribute="index")
+
+
+def parse(job: Job) -> tuple[str, bool] | None:
+    uid = job.admin_comment
+    return (uid, has_started(job)) if uid.startswith("uid-") else None
+
+
+def pod(*claims: dict[str, Any], made: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"terminationGracePeriodSeconds": 5, "resourceClaims": list(claims),
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                                                                "claims": [{"name": c["name"]} for c in claims]}}]},
+            "status": {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in (made or {}).items()]}}
+
+
+def claim(name: str, count: int = 2, device_class: str = "gpu.example.com") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"claim-{name}", "resourceVersion": "1"},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": device_class,
+                                                                           "count": count}}]}}}
+
+
+def resource_slice(*indices: int) -> dict[str, Any]:
+    return {"metadata": {"name": "worker-1-gpus"}, "spec": {
+        "driver": DRIVER, "nodeName": "worker-1",
+        "pool": {"name": "worker-1", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in indices]}}
+
+
+class Slurm:
+    """Submissions, one job's allocations, node reads and writes, cancellations: in order."""
+
+    def __init__(self, indices: tuple[int, ...] = (1, 3)):
+        self.calls: list[tuple[Any, ...]] = []
+        self.submitted: list[Any] = []
+        self.indices = indices
+
+    def submit_job(self, request: Any) -> int:
+        self.submitted.append(request)
+        return 7
+
+    def get_job_allocations(self, job_id: int) -> Job:
+        self.calls.append(("read_job", job_id))
+        grant = GresGrant("gpu", "h100", len(self.indices), self.indices)
+        return Job(id=job_id, state="RUNNING", nodes="node1", admin_comment="uid-a",
+                   allocations=(JobAllocation("node1", cpus=1, gpus=len(self.indices), gres=(grant,)),))
+
+    def read_node(self, name: str) -> Node:
+        self.calls.append(("read_node", name))
+        return Node(name, state=("ALLOCATED",))
+
+    def update_node(self, name: str, update: Any) -> None:
+        self.calls.append(("drain", name, update.state, update.reason))
+
+    def cancel_job(self, job_id: int, signal: Any = None) -> None:
+        self.calls.append(("cancel", job_id))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((reason, message))
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """A Pod of sunk-scheduler, uid-a, with the claims a test gives it; Slurm node node1 on Node worker-1."""
+    writes: list[tuple[Any, ...]] = []
+
+    def kube_patch(api, resource, name, body, namespace=None, **_kw):
+        writes.append(("finalizer", name, tuple(body["metadata"]["finalizers"])))
+        stored = dict(claims.get(f"{namespace}/{name}"))
+        stored["metadata"] = {**stored["metadata"], "finalizers": body["metadata"]["finalizers"],
+                              "resourceVersion": "2"}
+        claims.put(stored)
+        return stored
+
+    def kube_replace(api, resource, obj, *, subresource=None):
+        status = obj.get("status") or {}
+        devices = [r["device"] for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()]
+        writes.append(("status", obj["metadata"]["name"], tuple(devices),
+                       tuple(r["uid"] for r in status.get("reservedFor") or ())))
+        claims.put(obj)
+        return obj
+
+    monkeypatch.setattr(claims_module.kube, "patch", kube_patch)
+    monkeypatch.setattr(claims_module.kube, "replace", kube_replace)
+    monkeypatch.setattr(kubeops, "bind", lambda api, obj, node, annotations: writes.append(("bind", node)))
+    monkeypatch.setattr(kubeops, "record_job", lambda api, obj, annotations, **_kw: True)
+    monkeypatch.setattr(kubeops, "show_waiting", lambda api, obj, condition: True)
+    monkeypatch.setattr(kubeops, "mark_unschedulable",
+                        lambda api, obj, message: writes.append(("unschedulable", message)) or True)
+    claims = StoreInformer()
+    claims.add_indexer(INDEX_NODE, lambda c: [n] if (n := dra.allocated_on(c)) else [])
+    slices = StoreInformer([resource_slice(0, 1, 2, 3)])
+    slices.add_indexer(INDEX_NODE, slice_node)
+
+    class World:
+        def __init__(self) -> None:
+            self.writes, self.claims, self.slices = writes, claims, slices
+            self.pods: list[dict[str, Any]] = []
+            self.slurm = Slurm()
+            self.recorder = Recorder()
+            self.jobs = JobIndex(parse)
+            view = ClaimsView(MAPPING, claims)
+            self.scheduler = PodScheduler(
+                api=None, slurm=self.slurm, config=SchedulerConfig("s", b"x" * 16, "http://h",
+                                                                   identity_policy=TEST_POLICY, dra=MAPPING),
+                jobs=self.jobs, pods=PodIndex(ListInformer(self.pods)),
+                slurmd=SlurmdNodes(ListInformer([{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}])),
+                recorder=self.recorder, claims=view,
+                binder=Binder(None, claims=ClaimAllocator(None, self.slurm, view, slices),
+                              must_tolerate_lock=lambda _node: False, observe_latency=lambda _s: None))
+
+        def reconcile(self) -> Any:
+            return self.scheduler.reconcile("uid-a")
+
+        def start(self) -> None:
+            """Slurm runs the job on node1, past its prolog."""
+            self.jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))
+
+    return World()
+
+
+def test_the_job_asks_slurm_for_as_many_gpus_as_the_claims_do(world):
+    world.claims.put(claim("one", 1))
+    world.claims.put(claim("made-x7", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimTemplateName": "t"},
+                          made={"b": "made-x7"}))
+    world.reconcile()
+    (request,) = world.slurm.submitted
+    assert request.gpus_per_node == 3
+
+
+def test_a_pod_waits_for_the_claim_its_template_makes_and_submits_once_it_is_seen(world):
+    world.pods.append(pod({"name": "b", "resourceClaimTemplateName": "t"}))
+    result = world.reconcile()
+    assert world.slurm.submitted == [] and result.requeue_after is not None
+    world.pods[0] = pod({"name": "b", "resourceClaimTemplateName": "t"}, made={"b": "p-b-1"})
+    world.reconcile()
+    assert world.slurm.submitted == []  # made, not seen yet
+    world.claims.put(claim("p-b-1", 1))
+    world.reconcile()
+    assert [r.gpus_per_node for r in world.slurm.submitted] == [1]
+
+
+def test_a_claim_sunk_cannot_fill_is_refused_on_the_pod_with_the_reason(world):
+    world.claims.put(claim("one", 1, device_class="fpga.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    assert world.slurm.submitted == []
+    (reason, message), = world.recorder.events
+    assert reason == "FailedValidation" and "DeviceClass 'fpga.example.com' is not one Slurm allocates" in message
+
+
+def test_the_claims_are_filled_with_the_devices_of_slurms_indices_then_the_pod_is_bound(world):
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert world.writes == [("finalizer", "one", (DELETE_PROTECTION,)),
+                            ("status", "one", ("gpu-1", "gpu-3"), ("uid-a",)), ("bind", "worker-1")]
+    assert world.slurm.calls == [("read_job", 7)]
+    stored = world.claims.get("ns/one")
+    assert dra.allocated_on(stored) == "worker-1" and dra.same_allocation(
+        stored, [{"request": "gpus", "driver": DRIVER, "pool": "worker-1", "device": f"gpu-{i}"} for i in (1, 3)],
+        "worker-1")
+
+
+def test_a_retried_binding_writes_no_claim_again(world, monkeypatch):
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    monkeypatch.setattr(kubeops, "bind", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("apiserver gone")))
+    with pytest.raises(RuntimeError):
+        world.reconcile()
+    monkeypatch.setattr(kubeops, "bind", lambda api, obj, node, annotations: world.writes.append(("bind", node)))
+    world.reconcile()
+    assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+
+
+def test_a_device_another_claim_holds_drains_the_node_and_cancels_the_job_never_binds(world):
+    """kube-scheduler gave gpu-3 to a Pod sunk did not place: Slurm, which counts it free, gave index 3 again."""
+    theirs = claim("theirs", 1)
+    theirs["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1",
+                                          "device": "gpu-3"}], "worker-1",
+                                        {"metadata": {"name": "web", "uid": "uid-web"}})
+    world.claims.put(theirs)
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
+    read_job, read_node, drain, cancel = world.slurm.calls
+    assert (read_job, read_node, cancel) == (("read_job", 7), ("read_node", "node1"), ("cancel", 7))
+    parsed = parse_drain(drain[3])
+    assert drain[:3] == ("drain", "node1", "DRAIN") and isinstance(parsed, DeviceMismatchDrain)
+    assert parsed.k8s_node == "worker-1" and "gpu-3, which ResourceClaim ns/theirs holds" in parsed.detail
+    assert [reason for reason, _ in world.recorder.events] == ["DeviceMismatch"]
+
+
+def test_a_record_without_the_gres_detail_is_waited_for_not_guessed(world, monkeypatch):
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    monkeypatch.setattr(world.slurm, "get_job_allocations", lambda job_id: Job(
+        id=job_id, state="RUNNING", nodes="node1", allocations=(JobAllocation("node1", gres_unread=True),)))
+    with pytest.raises(claims_module.ClaimsNotReady, match="does not show which GPUs it holds on node1"):
+        world.reconcile()
+    assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
+    assert [reason for reason, _ in world.recorder.events] == ["WaitingForResourceClaims"]
+
+
+def test_without_a_mapping_a_pod_with_claims_is_refused(world):
+    world.scheduler.claims = None
+    world.scheduler.config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY)
+    world.claims.put(claim("one", 1))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    (reason, message), = world.recorder.events
+    assert reason == "FailedValidation" and "not allocated by sunk's scheduler" in message
