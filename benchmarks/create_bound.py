@@ -13,6 +13,15 @@ rest (the scheduler learning that the job started, then binding).
 
 Printed: every sample, then p50/p99/max of each part over all samples, and each round's p50 and p99
 of the whole (the spread: min..max over the rounds); the goal is on the whole.
+
+    python -m benchmarks.create_bound --dra --rounds 5 --samples 10
+
+``--dra`` (issue 38): the scheduler with ``--dra-device-mapping`` for the real Node's DRA test driver, and the
+samples alternate between a Pod asking for ``nvidia.com/gpu: 1`` (the device plugin's way; the real kubelet,
+which has no such plugin, rejects it after its binding, which is what is timed) and a Pod whose GPU comes through
+a ResourceClaimTemplate (kube-controller-manager makes its claim; sunk fills it from the job's GRES index before
+the binding), both on the real Node's partition. Printed besides: each kind's figures, and per round the ratio of
+the claim Pods' median to the device-plugin Pods'.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from pathlib import Path
 
 from benchmarks.scheduler import (
     PORTS,
+    SCHEDULER,
     SINGLE_PODS,
+    Workload,
     drain_pods,
     percentile,
     pinned_cpus,
@@ -34,6 +45,10 @@ from benchmarks.scheduler import (
     scheduler_process,
     scheduling,
 )
+from sunk.kube import client as kc
+from sunk.kube.resources import PODS, Resource
+from sunk.model import names
+from sunk_dev import realnode
 from sunk_dev.cluster import DevCluster
 from tests.cluster.kube_testns import create_namespace
 
@@ -73,6 +88,53 @@ def spread(rounds: list[list[dict]]) -> dict:
             "p99_range": [round(min(p99s), 3), round(max(p99s), 3)] if p99s else []}
 
 
+CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
+DRA_MAPPING = f"driver={realnode.DRA_DRIVER},device-class={realnode.DEVICE_CLASS},name={realnode.DEVICE_NAME}"
+TEMPLATE = "one-gpu"
+
+
+def gpu_pod(name: str, claim: bool) -> dict:
+    """One GPU on the real Node's partition: through a claim of ``TEMPLATE``, or as nvidia.com/gpu."""
+    resources: dict = {"requests": {"cpu": "1", "memory": "64Mi"}}
+    spec: dict = {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 1}
+    if claim:
+        resources["claims"] = [{"name": "gpu"}]
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}]
+    else:
+        resources["limits"] = {"nvidia.com/gpu": "1"}
+    spec["containers"] = [{"name": "c", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                           "command": ["/bin/sleep", "3600"], "resources": resources}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {names.ANN_PARTITION: realnode.SLURM_PARTITION}}, "spec": spec}
+
+
+def gpu_workload(claim: bool, number: int) -> Workload:
+    return Workload("pod", 1, f"{'claim' if claim else 'plugin'}{number:03d}",
+                    lambda api, namespace, name: kc.create(api, PODS, gpu_pod(name, claim), namespace),
+                    lambda obj: obj["metadata"]["name"])
+
+
+def one_gpu_template(api, namespace: str) -> None:
+    kc.create(api, CLAIM_TEMPLATES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                                     "metadata": {"name": TEMPLATE}, "spec": {"spec": {"devices": {"requests": [
+                                         {"name": "gpu", "exactly": {"deviceClassName": realnode.DEVICE_CLASS,
+                                                                     "count": 1}}]}}}}, namespace)
+
+
+def by_kind(rounds: list[list[dict]]) -> dict:
+    """Each kind's figures over all samples, and per round the claim Pods' median ÷ the device-plugin Pods'."""
+    out: dict = {kind: summary([s for r in rounds for s in r if s["kind"] == kind]) for kind in ("plugin", "claim")}
+    ratios = []
+    for r in rounds:
+        medians = {kind: percentile([s["p50_s"] for s in r if s["kind"] == kind], 50) for kind in ("plugin", "claim")
+                   if any(s["kind"] == kind for s in r)}
+        if len(medians) == 2 and medians["plugin"] > 0:
+            ratios.append(round(medians["claim"] / medians["plugin"], 3))
+    out["claim_over_plugin_per_round"] = ratios
+    out["claim_over_plugin_range"] = [min(ratios), max(ratios)] if ratios else []
+    return out
+
+
 def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     cluster.up()
     from sunk.kube.client import load_api_client
@@ -81,23 +143,32 @@ def run(cluster: DevCluster, args: argparse.Namespace) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="sunk-bench-create-bound-"))
     metrics_url = f"http://127.0.0.1:{PORTS['metrics']}/metrics"
     namespace = create_namespace(api)
-    scheduler = scheduler_process(cluster, namespace, args.workers, log_dir)
+    if args.dra:
+        one_gpu_template(api, namespace)
+    scheduler = scheduler_process(cluster, namespace, args.workers, log_dir,
+                                  extra=(f"--dra-device-mapping={DRA_MAPPING}",) if args.dra else ())
     rounds: list[list[dict]] = [[] for _ in range(args.rounds)]
     total = args.rounds * args.samples
     with pinned_cpus(cluster, args.pin_cpus) as pinning, scheduling(cluster, api, namespace, scheduler) as running:
         assert running.proc is not None
         for number in range(total):
             drain_pods(cluster, api, namespace)  # (the previous sample's Pod, and an idle Slurm)
-            workload = dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
+            claim = number % 2 == 1
+            workload = gpu_workload(claim, number) if args.dra else \
+                dataclasses.replace(SINGLE_PODS, prefix=f"one{number:03d}")
             sample = pod_path(cluster, api, namespace, 1, metrics_url, running.proc.pid, running.log,
                               workload, phase=sample_phase(number, args.samples, args.rounds))
             sample.pop("scheduler_profile", None)
+            if args.dra:
+                sample["kind"] = "claim" if claim else "plugin"
             rounds[number // args.samples].append(sample)
             print(json.dumps({"round": number // args.samples, "sample": number,
-                              **{k: v for k, v in sample.items() if k.endswith("_s") or k == "slurm_calls"}}),
+                              **{k: v for k, v in sample.items() if k.endswith("_s") or k in ("slurm_calls", "kind")}}),
                   flush=True)
     samples = [s for r in rounds for s in r]
-    print(json.dumps({**summary(samples), **spread(rounds), "pinned": pinning, "logs": str(log_dir)}, indent=2))
+    kinds = by_kind(rounds) if args.dra else {}
+    print(json.dumps({**summary(samples), **spread(rounds), **kinds, "pinned": pinning, "logs": str(log_dir)},
+                     indent=2))
     return 0
 
 
@@ -106,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=10, help="Pods per round, one at a time")
     parser.add_argument("--workers", type=int, default=4, help="the scheduler's workers (the chart's default)")
+    parser.add_argument("--dra", action="store_true",
+                        help="alternate a device-plugin GPU Pod and a ResourceClaim GPU Pod on the real Node")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="the scheduler on CPUs of its own, as benchmarks/scheduler.py does")
     args = parser.parse_args(argv)

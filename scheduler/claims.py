@@ -69,8 +69,12 @@ DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
 class ClaimsNotReady(Exception):
-    """The claims cannot be filled yet (one not seen or refused since, Slurm's record without the GRES detail):
-    the binding waits and is retried."""
+    """The claims cannot be filled yet (Slurm's record without the GRES detail): the binding waits and is retried."""
+
+
+class ClaimsChanged(Exception):
+    """The Pod's claims no longer fit its job (gone, refused, another count since it was submitted): its author's
+    doing, so its job goes, and no node is drained for it."""
 
 
 class DeviceMismatch(Exception):
@@ -96,9 +100,9 @@ class ClaimAllocator:
     def allocate(self, pod: Obj, job_id: int, slurm_node: str, k8s_node: str) -> None:
         if not dra.pod_claims(pod):
             return
-        plan = self.view.plan(pod)
+        plan = self.view.plan(pod)  # (seen whole at submission: a claim missing now was deleted since)
         if plan.refused or plan.waiting:
-            raise ClaimsNotReady(plan.refused or f"ResourceClaims not seen: {', '.join(plan.waiting)}")
+            raise ClaimsChanged(plan.refused or f"its ResourceClaims {', '.join(plan.waiting)} are gone")
         mapping = self.view.mapping
         job = self.slurm.get_job_allocations(job_id)
         allocation = next((a for a in job.allocations if a.node == slurm_node), None)
@@ -110,11 +114,13 @@ class ClaimAllocator:
         results = dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held)
         if isinstance(results, dra.Mismatch):
             raise DeviceMismatch(results)
+        if isinstance(results, dra.CountChanged):
+            raise ClaimsChanged(results.message)
         namespace = pod["metadata"]["namespace"]
         for name, chosen in results.items():
             claim = self.view.claims.get(f"{namespace}/{name}")
             if claim is None:
-                raise ClaimsNotReady(f"ResourceClaim {namespace}/{name} is gone")
+                raise ClaimsChanged(f"its ResourceClaim {namespace}/{name} is gone")
             if not (dra.same_allocation(claim, chosen, k8s_node) and _reserved_for(claim, pod)):
                 self._write(claim, dra.claim_status(chosen, k8s_node, pod))
                 log.info("ResourceClaim %s/%s: allocated %s on Node %s for Pod %s (job %d)", namespace, name,

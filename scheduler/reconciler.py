@@ -41,7 +41,7 @@ from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 from . import kubeops
 from .binder import Binder
-from .claims import ClaimsNotReady, ClaimsView, DeviceMismatch
+from .claims import ClaimsChanged, ClaimsNotReady, ClaimsView, DeviceMismatch
 from .config import SchedulerConfig
 from .decide import (
     Action,
@@ -582,6 +582,10 @@ class PodScheduler:
             raise
         except DeviceMismatch as exc:
             self._devices_disagree(pod, bind, exc.mismatch)
+            return
+        except ClaimsChanged as exc:
+            self._cancel(bind.job_id, f"its Pod's ResourceClaims changed: {exc}")
+            self.report(pod, "Warning", "ResourceClaimsChanged", f"not bound: {exc}; Slurm job {bind.job_id} cancelled")
             return
         if bound:
             self.report(pod, "Normal", "Scheduled",

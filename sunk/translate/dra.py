@@ -15,11 +15,11 @@ A device Slurm gave that another claim holds on the node (kube-scheduler's, for 
 that carries a taint the request does not tolerate is a ``Mismatch`` too: Slurm counts it free and would give it
 again. A claim already allocated, or reserved for another consumer, is not sunk's to fill (``claim_refusal``).
 
-Left to the wiring (issue 38): a claim's count is the Pod author's, so a count that changed since the job was
-submitted (a claim deleted and made again) is the Pod's error, not the node's (record each claim's UID and count
-at submission); a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler writes it; a
-class maps to a GRES type; an allocation whose detail did not read whole (``JobAllocation.gres_unread``) is never
-mapped.
+A claim's count is the Pod author's: one that no longer matches what Slurm gave the job (a claim deleted and made
+again since the job was submitted) is ``CountChanged``, the Pod's error, never the node's: it drains nothing.
+
+Left for later (issue 38): a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler
+writes it; a class maps to a GRES type; MIG profiles and shards.
 """
 
 from __future__ import annotations
@@ -281,17 +281,34 @@ def granted_indices(grants: Iterable[GresGrant], mapping: DeviceMapping) -> tupl
     return tuple(sorted(i for g in grants if g.name == mapping.gres for i in g.indices))
 
 
+@frozen
+class CountChanged:
+    """The Pod's claims ask for another number of devices than Slurm gave its job: they changed since it was
+    submitted. The Pod's doing (a claim's count is its author's), so the job goes and no node is drained."""
+
+    held: int
+    wanted: int
+
+    @property
+    def message(self) -> str:
+        return (f"its ResourceClaims ask for {self.wanted} device(s), but its Slurm job holds {self.held}: the claims "
+                "changed since the job was submitted")
+
+
 def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
                        mapping: DeviceMapping, node: str,
-                       held: Mapping[DeviceKey, str] | None = None) -> dict[str, list[Obj]] | Mismatch:
+                       held: Mapping[DeviceKey, str] | None = None) -> dict[str, list[Obj]] | Mismatch | CountChanged:
     """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
     mapping names, dealt to the requests in order. Keyed by claim name. ``held``: the node's devices other
     claims hold (``held_devices``)."""
     indices = granted_indices(grants, mapping)
     wanted = devices_wanted(requests)
+    granted = sum(g.count for g in grants if g.name == mapping.gres)
+    if granted != wanted:
+        return CountChanged(granted, wanted)
     if len(indices) != wanted:
-        return Mismatch(node, f"the job holds {len(indices)} {mapping.gres} device index(es) "
-                              f"{list(indices)} where its claims ask for {wanted}")
+        return Mismatch(node, f"the job holds {granted} {mapping.gres} but Slurm's record names the index of "
+                              f"{len(indices)} ({list(indices)}): a GRES without File= has none")
     chosen: list[tuple[int, SliceDevice]] = []
     for index in indices:
         named = _named(index, devices, mapping)

@@ -84,8 +84,9 @@ _FEATURE = re.compile(r"[A-Za-z0-9_.\-]+", re.ASCII)
 
 # Bound with claims nobody allocated, a Pod would wait in the kubelet forever while its job held Slurm's node.
 RESOURCE_CLAIMS_UNSUPPORTED = (
-    "ResourceClaims (Dynamic Resource Allocation) are not allocated by sunk's scheduler yet, and the kubelet "
-    "starts no Pod whose claims no scheduler allocated; request GPUs as nvidia.com/gpu (docs/scheduler.md)")
+    "ResourceClaims (Dynamic Resource Allocation) are not allocated by sunk's scheduler without "
+    "--dra-device-mapping, and the kubelet starts no Pod whose claims no scheduler allocated; request GPUs as "
+    "nvidia.com/gpu, or ask the operator for the mapping (docs/scheduler.md)")
 
 
 @frozen

@@ -41,3 +41,18 @@ def test_every_round_covers_the_whole_second_at_other_phases():
     phases = [[sample_phase(r * 4 + i, 4, 2) for i in range(4)] for r in range(2)]
     assert phases[0] == [0.0, 0.25, 0.5, 0.75]
     assert phases[1] == [0.125, 0.375, 0.625, 0.875]
+
+
+def test_with_dra_each_kind_is_summarised_apart_and_their_ratio_taken_per_round():
+    from benchmarks.create_bound import by_kind, gpu_pod
+
+    def kind(name: str, whole: float) -> dict:
+        return {**sample(whole, 0.1), "kind": name}
+
+    rounds = [[kind("plugin", 0.5), kind("claim", 0.6)], [kind("plugin", 0.4), kind("claim", 0.6)]]
+    out = by_kind(rounds)
+    assert out["plugin"]["samples"] == 2 and out["claim"]["create_to_bound"]["p50"] == 0.6
+    assert out["claim_over_plugin_per_round"] == [1.2, 1.5] and out["claim_over_plugin_range"] == [1.2, 1.5]
+    claimed, plugin = gpu_pod("a", True)["spec"], gpu_pod("b", False)["spec"]
+    assert claimed["resourceClaims"][0]["resourceClaimTemplateName"] and "resourceClaims" not in plugin
+    assert plugin["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}

@@ -248,3 +248,30 @@ def test_without_a_mapping_a_pod_with_claims_is_refused(world):
     world.reconcile()
     (reason, message), = world.recorder.events
     assert reason == "FailedValidation" and "not allocated by sunk's scheduler" in message
+
+
+def test_a_claim_made_again_with_another_count_since_submission_ends_the_job_and_drains_nothing(world):
+    """The Pod's author deleted its claim of 2 and made one of 3 once the job was submitted: the Pod's doing, not
+    the node's (a drain here would let any tenant drain nodes)."""
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    assert [r.gpus_per_node for r in world.slurm.submitted] == [2]
+    world.claims.put(claim("one", 3))
+    world.start()
+    world.reconcile()
+    assert world.slurm.calls == [("read_job", 7), ("cancel", 7)]  # no read_node, no drain
+    assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
+    (reason, message), = [e for e in world.recorder.events if e[0] != "WaitingForSlurm"]
+    assert reason == "ResourceClaimsChanged" and "ask for 3 device(s), but its Slurm job holds 2" in message
+
+
+def test_a_claim_deleted_since_submission_ends_the_job(world):
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    world.claims.remove(claim("one", 2))
+    world.start()
+    world.reconcile()
+    assert world.slurm.calls == [("cancel", 7)]
+    assert [e[0] for e in world.recorder.events if e[0] != "WaitingForSlurm"] == ["ResourceClaimsChanged"]

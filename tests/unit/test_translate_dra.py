@@ -79,8 +79,8 @@ def test_indices_of_several_gres_types_count_together_and_other_gres_not_at_all(
 
 
 @pytest.mark.parametrize(("grants", "detail"), [
-    ([GresGrant("gpu", "", 1, (0,))], "the job holds 1 gpu device index(es) [0] where its claims ask for 2"),
-    ([GresGrant("gpu", "", 2)], "the job holds 0 gpu device index(es) [] where its claims ask for 2"),  # (CNT: only)
+    ([GresGrant("gpu", "", 2)], "the job holds 2 gpu but Slurm's record names the index of 0 ([]): a GRES without "
+                                "File= has none"),  # (CNT: only)
     ([GresGrant("gpu", "", 2, (0, 7))],
      f"gpu index 7 names 0 devices of driver {DRIVER} (attribute {DRIVER}/index=7), not one"),
 ])
@@ -90,6 +90,19 @@ def test_slurm_and_the_driver_disagreeing_is_a_mismatch_naming_how(grants, detai
     result = dra.allocation_results(requests, grants, devices, BY_INDEX, "n1")
     assert result == dra.Mismatch("n1", detail)
     assert isinstance(result, dra.Mismatch) and "disagree on node n1" in result.message
+
+
+@pytest.mark.parametrize("grants", [[GresGrant("gpu", "", 1, (0,))], [GresGrant("gpu", "", 3, (0, 1, 2))], []])
+def test_claims_that_ask_for_another_count_than_the_job_holds_are_the_pods_doing_not_the_nodes(grants):
+    """A claim deleted and made again with another count since the job was submitted: no Mismatch, which would
+    drain the node for what a Pod's author wrote."""
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", request("r", 2)), BY_INDEX)
+    result = dra.allocation_results(requests, grants, devices, BY_INDEX, "n1")
+    held = sum(g.count for g in grants)
+    assert result == dra.CountChanged(held, 2)
+    assert isinstance(result, dra.CountChanged) and f"ask for 2 device(s), but its Slurm job holds {held}" in \
+        result.message
 
 
 def test_an_index_naming_two_devices_is_a_mismatch_not_a_choice():
