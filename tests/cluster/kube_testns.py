@@ -15,18 +15,21 @@ from contextlib import contextmanager
 from typing import Any
 
 from sunk.kube import client as kc
-from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, Resource
+from sunk.kube.resources import CONFIGMAPS, EVENTS, JOBS, LEASES, NAMESPACES, PDBS, PODS, RESOURCECLAIMS, Resource
 from sunk_dev.pool import wait_default_service_account
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
+CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 SERVICES = Resource("", "v1", "services", "Service")
 POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy")
 BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
                     "ValidatingAdmissionPolicyBinding")
 CONTROLLERS: tuple[Resource, ...] = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
-KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS, SERVICES)
+# (A ResourceClaim left allocated in a finalized namespace would hold its devices for ever: sunk-scheduler, which
+# never gives a device any claim holds, would drain the real Node for it.)
+KINDS: tuple[Resource, ...] = (PODS, PDBS, LEASES, EVENTS, CONFIGMAPS, SERVICES, RESOURCECLAIMS, CLAIM_TEMPLATES)
 
 
 def create_namespace(api) -> str:

@@ -22,6 +22,7 @@ import pytest
 from kube_testns import purge_namespace, wait_default_service_account
 from slurmtools import wait_for
 
+from scheduler.claims import DELETE_PROTECTION
 from sunk.kube import client as kc
 from sunk.kube.resources import NAMESPACES, PODS, Resource
 from sunk.model.slurm import JobRequest
@@ -69,7 +70,10 @@ def test_the_driver_publishes_the_real_nodes_devices_and_slurm_has_as_many_gpus(
 
 
 def _claim(name: str, count: int) -> dict[str, Any]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+    """With the finalizer a scheduler writes before it allocates (scheduler/claims.py): kube-controller-manager then
+    deallocates the claim once its last consumer is gone. Without it the allocation stays, and holds the devices."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "finalizers": [DELETE_PROTECTION]},
             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
                 "deviceClassName": realnode.DEVICE_CLASS, "count": count}}]}}}
 
@@ -143,7 +147,9 @@ def test_a_claim_gets_the_devices_of_the_indices_slurm_gave_a_job_and_the_kubele
         assert prepared == sorted(realnode.DEVICE_NAME.format(index=i) for i in indices), prepared
 
         kc.delete(kube_api, PODS, "uses-gpus", namespace)
-        wait_for(lambda: not (kc.get(kube_api, CLAIMS, "gpus", namespace).get("status") or {}).get("reservedFor"),
-                 60, "the claim no longer reserved once its Pod is gone", interval=1)
+        wait_for(lambda: not (kc.get(kube_api, CLAIMS, "gpus", namespace).get("status") or {}).get("allocation"),
+                 60, "the claim no longer reserved nor allocated once its Pod is gone", interval=1)
+        assert DELETE_PROTECTION not in (kc.get(kube_api, CLAIMS, "gpus", namespace)["metadata"].get("finalizers")
+                                         or ())
     finally:
         slurm.cancel_job(job_id)

@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 from kube_testns import create_namespace, purge_namespace
-from rbac_harness import as_service_account, assert_never_forbidden
+from procs import Process
+from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
 from slurmtools import slurm_job, state, wait_for
-from syncer_harness import free_port
+from syncer_harness import TEST_LABEL, Cluster, free_port, never, restore_slurm_node
 from test_dra_devices import _kubelet_prepared_devices
-from test_scheduler import SCHEDULER, events_for, get_pod, job_id_of, scheduler_process, serving
+from test_scheduler import SCHEDULER, end_pods, events_for, get_pod, job_id_of, scheduler_process, serving
 
+from scheduler.claims import DELETE_PROTECTION
 from sunk.kube import client as kc
-from sunk.kube.resources import PODS, RESOURCECLAIMS, Resource
+from sunk.kube.resources import LEASES, PODS, RESOURCECLAIMS, Resource
 from sunk.model import names
 from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
@@ -176,6 +178,7 @@ def test_a_batch_job_and_pods_share_the_node_each_on_the_gpus_slurm_gave_it(kube
         assert not [e for e in events_for(kube_api, namespace, f"three-{tag}") if e["type"] == "Warning"]
     finally:
         slurm.cancel_job(batch)
+        end_pods(kube_api, dev_cluster, namespace)  # (the next test starts from an idle real Node)
 
 
 def test_a_claim_of_a_class_slurm_does_not_fill_is_refused_on_the_pod(kube_api, dev_cluster, namespace, scheduler):
@@ -189,3 +192,100 @@ def test_a_claim_of_a_class_slurm_does_not_fill_is_refused_on_the_pod(kube_api, 
     assert "DeviceClass 'not-slurms.example.com' is not one Slurm allocates" in event["message"]
     conditions = get_pod(kube_api, namespace, f"other-{tag}")["status"].get("conditions") or []
     assert any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+    end_pods(kube_api, dev_cluster, namespace)
+
+
+SYNCER_VALUES = {"fullnameOverride": "sunk-dra", "scheduler": {"draDeviceMapping": MAPPING_FLAG},
+                 "syncer": {"nodePermissions": {"enabled": False}, "nodeLocking": {"enabled": False}}}
+
+
+def sunk_dra_drained(cluster: Cluster) -> str | None:
+    node = cluster.node(realnode.SLURM_NODE)
+    return node.reason if node.drained and node.reason.startswith(f"k8s: sunk-dra: Node {realnode.NODE_NAME}:") \
+        else None
+
+
+def stand_in_slurmd(namespace: str, run_id: str) -> dict[str, Any]:
+    """realnode1's slurmd Pod as the test's Syncer sees it (its own namespace and label): busybox on the real Node,
+    so its kubelet runs it and it is Ready; the real slurmd Pod in slurm, the NodeSet's, is left alone."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": realnode.SLURM_NODE, "namespace": namespace,
+        "labels": {"app.kubernetes.io/name": "slurmd", TEST_LABEL: run_id}},
+        "spec": {"nodeName": realnode.NODE_NAME, "hostname": realnode.SLURM_NODE, "terminationGracePeriodSeconds": 1,
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "slurmd", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["/bin/sleep", "3600"]}]}}
+
+
+def test_a_device_another_claim_holds_drains_the_node_and_the_syncer_lifts_it_once_they_agree(
+        kube_api, dev_cluster, namespace, scheduler, tmp_path):
+    """kube-scheduler's work, done by hand: a Pod of another scheduler on the real Node with a claim holding all four
+    devices, which Slurm does not know of. A Pod of sunk's then gets a GRES index whose device that claim holds: it
+    is not bound, realnode1 is drained (``k8s: sunk-dra``) and its job cancelled. The Syncer as deployed with the
+    same mapping keeps the drain while the claim holds the devices, and lifts it once kube-controller-manager has
+    deallocated it (the other Pod gone)."""
+    tag = uuid.uuid4().hex[:6]
+    cluster = Cluster(dev_cluster, kube_api, namespace)
+    theirs = claim(f"theirs-{tag}", 4)
+    theirs["metadata"]["finalizers"] = [DELETE_PROTECTION]
+    theirs = kc.create(kube_api, RESOURCECLAIMS, theirs, namespace)
+    other = gpu_pod(f"theirs-{tag}", {"resourceClaimName": f"theirs-{tag}"})
+    del other["spec"]["schedulerName"]
+    del other["metadata"]["annotations"]
+    other["spec"]["nodeName"] = realnode.NODE_NAME
+    other = kc.create(kube_api, PODS, other, namespace)
+    results = [{"request": "gpus", "driver": realnode.DRA_DRIVER, "pool": realnode.NODE_NAME,
+                "device": realnode.DEVICE_NAME.format(index=i)} for i in range(realnode.DRA_DEVICES)]
+    theirs["status"] = dra.claim_status(results, realnode.NODE_NAME, other)
+    kc.replace(kube_api, RESOURCECLAIMS, theirs, subresource="status")
+    wait_for(lambda: running(kube_api, namespace, f"theirs-{tag}"), 90, "the other scheduler's Pod Running")
+
+    syncer_ns = create_namespace(kube_api)
+    run_id = uuid.uuid4().hex[:8]
+    proc = None
+    try:
+        kc.create(kube_api, PODS, gpu_pod(f"mine-{tag}", {"resourceClaimName": f"mine-{tag}"}), namespace)
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"mine-{tag}", 1), namespace)
+        reason = wait_for(lambda: sunk_dra_drained(cluster), 60, "realnode1 drained for the device mismatch")
+        assert f"ResourceClaim {namespace}/theirs-{tag} holds" in reason, reason
+        assert "DeviceMismatch" in {e["reason"] for e in events_for(kube_api, namespace, f"mine-{tag}")}
+        wait_for(lambda: get_pod(kube_api, namespace, f"mine-{tag}") is None, 60,
+                 "the Pod gone with its cancelled job (its owner would make it again)")
+        assert not (kc.get(kube_api, RESOURCECLAIMS, f"mine-{tag}", namespace).get("status") or {}).get("allocation")
+
+        account, kubeconfig = as_service_account(kube_api, dev_cluster, "syncer-rbac.yaml", tmp_path,
+                                                 values=SYNCER_VALUES)
+        env = dev_cluster.env()
+        hooks, metrics, probes = free_port(), free_port(), free_port()
+        args = deployment_args("syncer.yaml", "sunk-dra-syncer", {
+            "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+            "--watch-namespace": syncer_ns, "--slurmd-selector": f"app.kubernetes.io/name=slurmd,{TEST_LABEL}={run_id}",
+            "--hooks-api-bind-address": f"127.0.0.1:{hooks}", "--metrics-bind-address": f"127.0.0.1:{metrics}",
+            "--health-probe-bind-address": f"127.0.0.1:{probes}",
+            # (the chart names its own schedulers; this module's is the test's)
+            "--scheduler-names": SCHEDULER}, docs=rendered("syncer.yaml", SYNCER_VALUES))
+        assert f"--dra-device-mapping={MAPPING_FLAG}" in args, args
+        kc.create(kube_api, PODS, stand_in_slurmd(syncer_ns, run_id), syncer_ns)
+        cluster.namespace = syncer_ns
+        cluster.wait_pod_ready(realnode.SLURM_NODE, timeout=60)
+        proc = Process("sunk-syncer-dra", "sunk.commands.syncer", [*args, f"--kubeconfig={kubeconfig}"],
+                       f"http://127.0.0.1:{probes}/readyz", tmp_path, env={"SLURM_JWT": ""})
+        proc.start()  # (it fails to start unless it may list and watch claims and slices)
+        never(lambda: not sunk_dra_drained(cluster), 5, "the drain lifted while the other claim holds the devices")
+        kc.delete(kube_api, PODS, f"theirs-{tag}", namespace)
+        wait_for(lambda: not sunk_dra_drained(cluster), 90, "the drain lifted once the other claim is deallocated")
+        assert not cluster.node(realnode.SLURM_NODE).drained
+        assert_never_forbidden(proc.log)
+    finally:
+        if proc is not None:
+            proc.stop()
+        end_pods(kube_api, dev_cluster, namespace)
+        purge_namespace(kube_api, syncer_ns)
+        if sunk_dra_drained(cluster):
+            dev_cluster.slurm("scontrol", "update", f"nodename={realnode.SLURM_NODE}", "state=resume", check=False)
+        restore_slurm_node(cluster, realnode.SLURM_NODE)
+        try:
+            kc.delete(kube_api, LEASES, "sunk-dra-syncer", "slurm")
+        except kc.ApiError as exc:
+            if not exc.not_found:
+                raise
