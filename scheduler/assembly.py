@@ -339,7 +339,9 @@ def assemble(
     nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
     dra = dra_informers(api, config.dra) if config.dra is not None else None
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False,
-                    claims=ClaimAllocator(api, slurm, dra.view, dra.slices) if dra is not None else None)
+                    claims=ClaimAllocator(api, slurm, dra.view, dra.slices,
+                                          ours=lambda uid: pod_index.by_uid(uid) is not None)
+                    if dra is not None else None)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,

@@ -10,6 +10,9 @@ template does not exist when the Pod does (kube-controller-manager makes it): th
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -20,6 +23,8 @@ from sunk.kube.resources import RESOURCECLAIMS
 from sunk.model.types import Obj
 from sunk.translate import dra
 from sunk.translate.gang import gang_of
+from sunk.translate.podjob import GPU_RESOURCE
+from sunk.translate.resources import pod_requests
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,12 @@ class ClaimsView:
         if gang_of(pod) is not None:
             return ("spec.resourceClaims: the ResourceClaims of a gang's members are not filled by sunk yet; "
                     "request GPUs as nvidia.com/gpu",)
+        try:
+            plugin_gpus = pod_requests(pod).get(GPU_RESOURCE)
+        except ValueError:  # (a malformed quantity: validate_pod says so)
+            plugin_gpus = None
+        if plugin_gpus:
+            return ("spec.resourceClaims: a Pod gets its GPUs through ResourceClaims or as nvidia.com/gpu, not both",)
         refused = self.plan(pod).refused
         return (f"spec.resourceClaims: {refused}",) if refused else ()
 
@@ -85,21 +96,57 @@ class DeviceMismatch(Exception):
         self.mismatch = mismatch
 
 
-@attrs.frozen
+# How long a binding may wait for claims that are not ready (a record without the GRES detail, a device still
+# being released, a claim written to meanwhile) before the job goes: its GPUs must not be held for ever.
+CLAIMS_READY_DEADLINE = 60.0
+
+
+@attrs.define
 class ClaimAllocator:
     """Fills a Pod's claims with the devices of the GRES indices Slurm gave its job on the node, just before the
     binding (``Binder.bind``), as kube-scheduler's DynamicResources plugin does at its own binding: the
     delete-protection finalizer first, then the claim's status (allocation and ``reservedFor`` the Pod), each on
-    the version read. A retried binding writes nothing a claim shows already."""
+    the version read. A retried binding writes nothing a claim shows already. ``ours(uid)``: a Pod of this
+    scheduler's (a device its claim holds is on its way out: that Pod's job has ended, or Slurm would not have
+    given the device again)."""
 
     api: Any
     slurm: Any  # SlurmClient: one read of the job with its allocations per binding of a Pod with claims
     view: ClaimsView
     slices: Any  # the mapped driver's ResourceSlices informer, indexed by INDEX_NODE
+    ours: Callable[[str], bool] = lambda _uid: False
+    clock: Callable[[], float] = time.monotonic
+    deadline: float = CLAIMS_READY_DEADLINE
+    _not_ready_since: dict[str, float] = attrs.field(init=False, factory=dict)  # Pod UID -> first wait
+    _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def allocate(self, pod: Obj, job_id: int, slurm_node: str, k8s_node: str) -> None:
+        """ClaimsNotReady: retried, until ``deadline`` has passed since the first; then ClaimsChanged (the job goes)."""
         if not dra.pod_claims(pod):
             return
+        uid = pod["metadata"]["uid"]
+        try:
+            self._allocate(pod, job_id, slurm_node, k8s_node)
+        except ClaimsNotReady as exc:
+            now = self.clock()
+            with self._lock:
+                since = self._not_ready_since.setdefault(uid, now)
+                for stale in [u for u, t in self._not_ready_since.items() if now - t > 10 * self.deadline]:
+                    del self._not_ready_since[stale]  # (Pods gone meanwhile)
+            if now - since >= self.deadline:
+                self._forget(uid)
+                raise ClaimsChanged(f"its ResourceClaims were not ready within {self.deadline:.0f}s: {exc}") from exc
+            raise
+        except ClaimsChanged:
+            self._forget(uid)
+            raise
+        self._forget(uid)
+
+    def _forget(self, uid: str) -> None:
+        with self._lock:
+            self._not_ready_since.pop(uid, None)
+
+    def _allocate(self, pod: Obj, job_id: int, slurm_node: str, k8s_node: str) -> None:
         plan = self.view.plan(pod)  # (seen whole at submission: a claim missing now was deleted since)
         if plan.refused or plan.waiting:
             raise ClaimsChanged(plan.refused or f"its ResourceClaims {', '.join(plan.waiting)} are gone")
@@ -109,20 +156,31 @@ class ClaimAllocator:
         if allocation is None or allocation.gres_unread:
             raise ClaimsNotReady(f"Slurm's record of job {job_id} does not show which GPUs it holds on {slurm_node}")
         devices = dra.node_devices(self.slices.by_index(INDEX_NODE, k8s_node), k8s_node, mapping.driver)
-        held = dra.held_devices(self.view.claims.by_index(INDEX_NODE, k8s_node), k8s_node, mapping.driver,
-                                besides=frozenset(claim_keys(pod)))
-        results = dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held)
+        others = self.view.claims.by_index(INDEX_NODE, k8s_node)
+        own = frozenset(claim_keys(pod))
+        held = dra.held_devices([c for c in others if not self._releasing(c)], k8s_node, mapping.driver, besides=own)
+        releasing = dra.held_devices([c for c in others if self._releasing(c)], k8s_node, mapping.driver, besides=own)
+        results = dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held, releasing)
         if isinstance(results, dra.Mismatch):
             raise DeviceMismatch(results)
-        if isinstance(results, dra.CountChanged):
+        if isinstance(results, dra.JobUnfit):
             raise ClaimsChanged(results.message)
+        if isinstance(results, dra.Releasing):
+            raise ClaimsNotReady(results.message)
         namespace = pod["metadata"]["namespace"]
         for name, chosen in results.items():
             claim = self.view.claims.get(f"{namespace}/{name}")
             if claim is None:
                 raise ClaimsChanged(f"its ResourceClaim {namespace}/{name} is gone")
             if not (dra.same_allocation(claim, chosen, k8s_node) and _reserved_for(claim, pod)):
-                self._write(claim, dra.claim_status(chosen, k8s_node, pod))
+                try:
+                    self._write(claim, dra.claim_status(chosen, k8s_node, pod))
+                except kube.ApiError as exc:
+                    if exc.conflict:  # (not the Binding's 409: the claim changed under us; read again)
+                        raise ClaimsNotReady(f"ResourceClaim {namespace}/{name} changed as it was written") from exc
+                    if exc.not_found:
+                        raise ClaimsChanged(f"its ResourceClaim {namespace}/{name} is gone") from exc
+                    raise
                 log.info("ResourceClaim %s/%s: allocated %s on Node %s for Pod %s (job %d)", namespace, name,
                          ", ".join(r["device"] for r in chosen), k8s_node, pod["metadata"]["name"], job_id)
 
@@ -137,6 +195,15 @@ class ClaimAllocator:
             # requeued): an allocation is replaced only through none.
             claim = kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": {}}, subresource="status")
         kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": status}, subresource="status")
+
+
+    def _releasing(self, claim: Obj) -> bool:
+        """A claim on its way out: reserved only for Pods of this scheduler, or for none while it still carries the
+        delete-protection finalizer (kube-controller-manager deallocates it then)."""
+        consumers = (claim.get("status") or {}).get("reservedFor") or ()
+        if not consumers:
+            return DELETE_PROTECTION in ((claim.get("metadata") or {}).get("finalizers") or ())
+        return all(c.get("resource") == "pods" and self.ours(str(c.get("uid", ""))) for c in consumers)
 
 
 def _reserved_for(claim: Obj, pod: Obj) -> bool:

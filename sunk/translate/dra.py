@@ -15,8 +15,11 @@ A device Slurm gave that another claim holds on the node (kube-scheduler's, for 
 that carries a taint the request does not tolerate is a ``Mismatch`` too: Slurm counts it free and would give it
 again. A claim already allocated, or reserved for another consumer, is not sunk's to fill (``claim_refusal``).
 
-A claim's count is the Pod author's: one that no longer matches what Slurm gave the job (a claim deleted and made
-again since the job was submitted) is ``CountChanged``, the Pod's error, never the node's: it drains nothing.
+What a tenant writes never drains a node: a claim's count is its author's, and a job's GRES its Slurm user's
+(a pending job's own user may edit it), so a job whose GRES no longer fits its claims (another count, or no
+index recorded) is ``JobUnfit``: the job goes, and no node is drained. A device held by a claim that is being
+released (sunk's own Pod's, or one no longer reserved) is ``Releasing``: waited for, not drained. The drain's
+detail names devices and indices, never another tenant's claim.
 
 Left for later (issue 38): a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler
 writes it; a class maps to a GRES type; MIG profiles and shards.
@@ -282,33 +285,37 @@ def granted_indices(grants: Iterable[GresGrant], mapping: DeviceMapping) -> tupl
 
 
 @frozen
-class CountChanged:
-    """The Pod's claims ask for another number of devices than Slurm gave its job: they changed since it was
-    submitted. The Pod's doing (a claim's count is its author's), so the job goes and no node is drained."""
+class JobUnfit:
+    """The job's GRES does not fit the Pod's claims: another count (the claims changed since the job was
+    submitted), or no index recorded for them. What a tenant wrote, so the job goes and no node is drained."""
 
-    held: int
-    wanted: int
+    message: str
 
-    @property
-    def message(self) -> str:
-        return (f"its ResourceClaims ask for {self.wanted} device(s), but its Slurm job holds {self.held}: the claims "
-                "changed since the job was submitted")
+
+@frozen
+class Releasing:
+    """A device Slurm gave is still held by a claim on its way out (its Pod sunk's own, or the claim no longer
+    reserved): the binding waits for it to be deallocated."""
+
+    message: str
 
 
 def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
-                       mapping: DeviceMapping, node: str,
-                       held: Mapping[DeviceKey, str] | None = None) -> dict[str, list[Obj]] | Mismatch | CountChanged:
+                       mapping: DeviceMapping, node: str, held: Mapping[DeviceKey, str] | None = None,
+                       releasing: Mapping[DeviceKey, str] | None = None,
+                       ) -> dict[str, list[Obj]] | Mismatch | JobUnfit | Releasing:
     """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
     mapping names, dealt to the requests in order. Keyed by claim name. ``held``: the node's devices other
-    claims hold (``held_devices``)."""
+    claims hold (``held_devices``); ``releasing``: those of them on their way out."""
     indices = granted_indices(grants, mapping)
     wanted = devices_wanted(requests)
     granted = sum(g.count for g in grants if g.name == mapping.gres)
     if granted != wanted:
-        return CountChanged(granted, wanted)
+        return JobUnfit(f"its ResourceClaims ask for {wanted} device(s), but its Slurm job holds {granted}: the "
+                        "claims or the job changed since it was submitted")
     if len(indices) != wanted:
-        return Mismatch(node, f"the job holds {granted} {mapping.gres} but Slurm's record names the index of "
-                              f"{len(indices)} ({list(indices)}): a GRES without File= has none")
+        return JobUnfit(f"Slurm's record of its job names the index of {len(indices)} of its {granted} "
+                        f"{mapping.gres} (a GRES without File=, or a job edited since): which devices is not known")
     chosen: list[tuple[int, SliceDevice]] = []
     for index in indices:
         named = _named(index, devices, mapping)
@@ -319,10 +326,12 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
                                   f"{mapping.driver} ({how}), not one")
         chosen.append((index, named[0]))
     for index, device in chosen:
-        holder = (held or {}).get(device.key)
-        if holder is not None:
-            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which ResourceClaim "
-                                  f"{holder} holds: Slurm counts it free")
+        if (holder := (releasing or {}).get(device.key)) is not None:
+            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held by ResourceClaim "
+                             f"{holder}, which is being released")
+        if (held or {}).get(device.key) is not None:
+            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which another "
+                                  "ResourceClaim holds: Slurm counts it free")
     results: dict[str, list[Obj]] = {}
     dealt = iter(chosen)
     for request in requests:
@@ -445,6 +454,9 @@ def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | Non
     if mapping is None:
         return ClaimPlan(refused="ResourceClaims are allocated by sunk's scheduler only with a device mapping "
                                  "(--dra-device-mapping); request GPUs as nvidia.com/gpu, or ask the operator")
+    named = [e.claim for e in entries if e.claim]
+    if len(set(named)) != len(named):
+        return ClaimPlan(refused="spec.resourceClaims names one ResourceClaim twice")
     waiting = tuple(e.claim or f"(the claim of {e.name}, not made yet)" for e in entries
                     if e.claim is None or e.claim not in claims)
     if waiting:
@@ -474,6 +486,6 @@ def node_disagreement(gpus: int, devices: Sequence[SliceDevice], mapping: Device
         device = named[0]
         if device.taints:
             return f"device {device.name} is tainted {', '.join(str(t) for t in device.taints)}"
-        if (holder := held_elsewhere.get(device.key)) is not None:
-            return f"device {device.name} is held by ResourceClaim {holder}, which sunk did not fill"
+        if held_elsewhere.get(device.key) is not None:
+            return f"device {device.name} is held by a ResourceClaim sunk did not fill"
     return None

@@ -124,7 +124,7 @@ _TIMEOUT = re.compile(rf"{_P} sunk-lock: job (?P<job>[1-9][0-9]{{0,18}}): (?P<st
                       rf"(?P<bound_by>{_STAMP}), taint effect (?P<effect>{'|'.join(TAINT_EFFECTS)})"
                       rf"|lock still (?P<state>[a-z_]+))")
 
-_DEVICE_MISMATCH = re.compile(rf"{_P} sunk-dra: Node (?P<node>{_NAME}): (?P<detail>[^\n]{{1,220}})")
+_DEVICE_MISMATCH = re.compile(rf"{_P} sunk-dra: Node (?P<node>{_NAME}): (?P<detail>[^\n]{{1,{MAX_REASON}}})")
 
 
 @frozen

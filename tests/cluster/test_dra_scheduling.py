@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from kube_testns import create_namespace, purge_namespace
+from kube_testns import applied_admission_policy, create_namespace, purge_namespace
 from procs import Process
 from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
 from slurmtools import slurm_job, state, wait_for
@@ -28,7 +28,7 @@ from sunk.model import names
 from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
 from sunk.translate import dra
-from sunk_dev import realnode
+from sunk_dev import chart, realnode
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
@@ -45,9 +45,20 @@ def namespace(kube_api):
 
 
 @pytest.fixture(scope="module")
-def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory):
+def claim_policy(kube_api):
+    """The chart's claim policy for the mapping (only sunk-scheduler allocates the test driver's devices), applied
+    for the module as the chart applies it: sunk-scheduler's own writes must pass it."""
+    docs = chart.render({"scheduler": {"draDeviceMapping": MAPPING_FLAG}},
+                        extra_args=["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"])
+    with applied_admission_policy(kube_api, docs, "-sunk-dra-claims"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def scheduler(kube_api, dev_cluster, namespace, tmp_path_factory, claim_policy):
     """sunk-scheduler with --dra-device-mapping as the chart passes it, as its ServiceAccount with the chart's RBAC
-    for scheduler.draDeviceMapping: every claim write and read runs as it, and a 403 fails the module."""
+    for scheduler.draDeviceMapping, under the chart's claim policy: every claim write and read runs as it, and a
+    403 fails the module."""
     tmp = tmp_path_factory.mktemp("dra-scheduler")
     lease = f"sunk-scheduler-dra-{uuid.uuid4().hex[:6]}"
     account, kubeconfig = as_service_account(kube_api, dev_cluster, "scheduler-rbac.yaml", tmp, leases=[lease],
@@ -247,7 +258,7 @@ def test_a_device_another_claim_holds_drains_the_node_and_the_syncer_lifts_it_on
         kc.create(kube_api, PODS, gpu_pod(f"mine-{tag}", {"resourceClaimName": f"mine-{tag}"}), namespace)
         kc.create(kube_api, RESOURCECLAIMS, claim(f"mine-{tag}", 1), namespace)
         reason = wait_for(lambda: sunk_dra_drained(cluster), 60, "realnode1 drained for the device mismatch")
-        assert f"ResourceClaim {namespace}/theirs-{tag} holds" in reason, reason
+        assert "which another ResourceClaim holds: Slurm counts it free" in reason and tag not in reason, reason
         assert "DeviceMismatch" in {e["reason"] for e in events_for(kube_api, namespace, f"mine-{tag}")}
         wait_for(lambda: get_pod(kube_api, namespace, f"mine-{tag}") is None, 60,
                  "the Pod gone with its cancelled job (its owner would make it again)")
@@ -289,3 +300,70 @@ def test_a_device_another_claim_holds_drains_the_node_and_the_syncer_lifts_it_on
         except kc.ApiError as exc:
             if not exc.not_found:
                 raise
+
+
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+
+def test_only_sunk_scheduler_allocates_the_mapped_drivers_devices_or_adds_a_consumer(kube_api, dev_cluster, namespace,
+                                                                                     scheduler):
+    """The chart's claim policy, on the real apiserver: an account that may write claims' status (as kube-scheduler
+    may) cannot allocate the test driver's devices, nor add a consumer to a claim sunk filled; it may release them,
+    and allocate another driver's."""
+    from kubernetes import client, config
+
+    writer = f"claim-writer-{uuid.uuid4().hex[:6]}"
+    kc.create(kube_api, ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                "metadata": {"name": writer}, "rules": [
+                                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"],
+                                     "verbs": ["update"]}]}, namespace)
+    kc.create(kube_api, ROLEBINDINGS, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                       "metadata": {"name": writer},
+                                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                   "name": writer},
+                                       "subjects": [{"kind": "User", "name": writer}]}, namespace)
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(dev_cluster.kubeconfig), client_configuration=cfg)
+    api = client.ApiClient(cfg)
+    api.set_default_header("Impersonate-User", writer)
+    tag = uuid.uuid4().hex[:6]
+    consumer = {"metadata": {"name": f"somebody-{tag}", "uid": str(uuid.uuid4())}}
+    try:
+        def allocate(name: str, driver: str, count: int = 1) -> str:
+            """Refused: the apiserver's message; admitted: ''."""
+            obj = kc.get(kube_api, RESOURCECLAIMS, name, namespace)
+            results = [{"request": "gpus", "driver": driver, "pool": realnode.NODE_NAME,
+                        "device": realnode.DEVICE_NAME.format(index=i)} for i in range(count)]
+            obj["status"] = dra.claim_status(results, realnode.NODE_NAME, consumer)
+            try:
+                kc.replace(api, RESOURCECLAIMS, obj, subresource="status")
+            except kc.ApiError as exc:
+                assert exc.status == 403, exc
+                return exc.message
+            return ""
+
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"taken-{tag}", 1), namespace)
+        message = wait_for(lambda: allocate(f"taken-{tag}", realnode.DRA_DRIVER), 30, "the policy to take effect")
+        assert f"devices of {realnode.DRA_DRIVER} are allocated by sunk-scheduler only" in message
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"other-{tag}", 1), namespace)
+        assert allocate(f"other-{tag}", "other-driver.example.com") == ""  # another driver's: not guarded
+
+        # A claim sunk filled (here an admin's write, as sunk's): one more consumer is refused, releasing is not.
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"filled-{tag}", 1), namespace)
+        filled = kc.get(kube_api, RESOURCECLAIMS, f"filled-{tag}", namespace)
+        results = [{"request": "gpus", "driver": realnode.DRA_DRIVER, "pool": realnode.NODE_NAME,
+                    "device": realnode.DEVICE_NAME.format(index=0)}]
+        filled["status"] = dra.claim_status(results, realnode.NODE_NAME, consumer)
+        filled = kc.replace(kube_api, RESOURCECLAIMS, filled, subresource="status")
+        shared = {**filled, "status": {**filled["status"], "reservedFor": [
+            *filled["status"]["reservedFor"], {"resource": "pods", "name": "sharer", "uid": str(uuid.uuid4())}]}}
+        with pytest.raises(kc.ApiError) as refused:
+            kc.replace(api, RESOURCECLAIMS, shared, subresource="status")
+        assert refused.value.status == 403 and "allocated by sunk-scheduler only" in refused.value.message
+        released = kc.replace(api, RESOURCECLAIMS, {**filled, "status": {}}, subresource="status")
+        assert not (released.get("status") or {}).get("allocation")
+    finally:
+        api.close()
+        for resource in (ROLEBINDINGS, ROLES):
+            kc.delete(kube_api, resource, writer, namespace)

@@ -717,23 +717,45 @@ def test_a_dra_device_mapping_reaches_the_scheduler_and_the_syncer_with_the_read
     assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-extender"))
     startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
     assert startup.config.dra == parsed.dra_device_mapping
-    for role in (find(docs, "ClusterRole", "slurm-sunk-scheduler-nodes"),
-                 find(docs, "ClusterRole", "slurm-sunk-syncer")):
-        assert verbs(role, "resourceclaims", "resource.k8s.io") == {"list", "watch"}
+    dra_role = find(docs, "ClusterRole", "slurm-sunk-scheduler-dra")
+    for role in (dra_role, find(docs, "ClusterRole", "slurm-sunk-syncer")):
+        assert verbs(role, "resourceclaims", "resource.k8s.io") >= {"list", "watch"}
         assert verbs(role, "resourceslices", "resource.k8s.io") == {"list", "watch"}
-    pods = find(docs, "ClusterRole", "slurm-sunk-scheduler")
-    assert verbs(pods, "resourceclaims", "resource.k8s.io") == {"patch"}
-    assert verbs(pods, "resourceclaims/status", "resource.k8s.io") == {"update"}
+    assert verbs(dra_role, "resourceclaims", "resource.k8s.io") == {"list", "watch", "patch"}
+    assert verbs(dra_role, "resourceclaims/status", "resource.k8s.io") == {"update"}
+    # Bound to sunk-scheduler alone: the extender, which fills no claim, gets none of it.
+    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-dra")) == {(NS, "sunk-scheduler")}
+    for name in ("slurm-sunk-scheduler", "slurm-sunk-scheduler-nodes"):
+        assert not any("resource.k8s.io" in r.get("apiGroups", ()) for r in find(docs, "ClusterRole", name)["rules"])
     docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING, "scope": {"type": "namespace",
                                                                             "namespaces": "team-a"}}})
-    assert verbs(find(docs, "Role", "sunk-scheduler", "team-a"), "resourceclaims/status", "resource.k8s.io") == {
+    assert verbs(find(docs, "Role", "sunk-scheduler-dra", "team-a"), "resourceclaims/status", "resource.k8s.io") == {
         "update"}
-    assert not verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-nodes"), "resourceclaims/status",
-                     "resource.k8s.io")
+    assert subjects(find(docs, "RoleBinding", "sunk-scheduler-dra", "team-a")) == {(NS, "sunk-scheduler")}
+    assert verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-dra"), "resourceclaims", "resource.k8s.io") == {
+        "list", "watch"}  # (written only in the scope's namespaces)
     docs = render()
     assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-syncer"))
     for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
         assert not any("resource.k8s.io" in rule.get("apiGroups", ()) for rule in role["rules"]), role["metadata"]
+
+
+def test_the_claim_policy_keeps_the_mapped_drivers_devices_to_sunk_scheduler():
+    """Rendered only with a mapping, the switch on and the API served; it names the mapping's driver and exempts
+    only sunk-scheduler's ServiceAccount (and system:masters). Its behaviour: tests/cluster/test_dra_scheduling.py."""
+    vap = ["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"]
+    docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}}, extra_args=vap)
+    policy = find(docs, "ValidatingAdmissionPolicy", "sunk-slurm-sunk-dra-claims")
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["resourceclaims/status"]
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+    assert "'system:serviceaccount:slurm:sunk-scheduler'" in conditions["not-sunk-scheduler"]
+    assert "r.driver == 'gpu.nvidia.com'" in conditions["allocated-from-the-mapped-driver"]
+    assert find(docs, "ValidatingAdmissionPolicyBinding", "sunk-slurm-sunk-dra-claims")["spec"]["validationActions"] \
+        == ["Deny"]
+    for values, args in (({}, vap), ({"scheduler": {"draDeviceMapping": DRA_MAPPING, "draClaimPolicy": False}}, vap),
+                         ({"scheduler": {"draDeviceMapping": DRA_MAPPING}}, [])):
+        policies = of_kind(render(values, extra_args=args), "ValidatingAdmissionPolicy")
+        assert not [p for p in policies if p["metadata"]["name"].endswith("-sunk-dra-claims")]
 
 
 def test_gpu_types_reach_the_operator_which_registers_each_nodes_gpus_with_them():

@@ -128,6 +128,8 @@ def world(monkeypatch):
         def __init__(self) -> None:
             self.writes, self.claims, self.slices = writes, claims, slices
             self.pods: list[dict[str, Any]] = []
+            self.ours: set[str] = set()  # UIDs of the scheduler's own other Pods
+            self.now = 0.0
             self.slurm = Slurm()
             self.recorder = Recorder()
             self.jobs = JobIndex(parse)
@@ -138,7 +140,8 @@ def world(monkeypatch):
                 jobs=self.jobs, pods=PodIndex(ListInformer(self.pods)),
                 slurmd=SlurmdNodes(ListInformer([{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}])),
                 recorder=self.recorder, claims=view,
-                binder=Binder(None, claims=ClaimAllocator(None, self.slurm, view, slices),
+                binder=Binder(None, claims=ClaimAllocator(None, self.slurm, view, slices, ours=self.ours.__contains__,
+                                                          clock=lambda: self.now),
                               must_tolerate_lock=lambda _node: False, observe_latency=lambda _s: None))
 
         def reconcile(self) -> Any:
@@ -224,8 +227,10 @@ def test_a_device_another_claim_holds_drains_the_node_and_cancels_the_job_never_
     assert (read_job, read_node, cancel) == (("read_job", 7), ("read_node", "node1"), ("cancel", 7))
     parsed = parse_drain(drain[3])
     assert drain[:3] == ("drain", "node1", "DRAIN") and isinstance(parsed, DeviceMismatchDrain)
-    assert parsed.k8s_node == "worker-1" and "gpu-3, which ResourceClaim ns/theirs holds" in parsed.detail
-    assert [reason for reason, _ in world.recorder.events] == ["DeviceMismatch"]
+    assert parsed.k8s_node == "worker-1" and "gpu-3, which another ResourceClaim holds" in parsed.detail
+    assert "theirs" not in drain[3]  # (no other tenant's claim named in Slurm, where every user reads it)
+    (reason, message), = world.recorder.events
+    assert reason == "DeviceMismatch" and "theirs" not in message
 
 
 def test_a_record_without_the_gres_detail_is_waited_for_not_guessed(world, monkeypatch):
@@ -275,3 +280,78 @@ def test_a_claim_deleted_since_submission_ends_the_job(world):
     world.reconcile()
     assert world.slurm.calls == [("cancel", 7)]
     assert [e[0] for e in world.recorder.events if e[0] != "WaitingForSlurm"] == ["ResourceClaimsChanged"]
+
+
+def held_by(name: str, device: str, consumer_uid: str | None, *, finalizer: bool = True) -> dict[str, Any]:
+    held = claim(name, 1)
+    held["metadata"]["finalizers"] = [DELETE_PROTECTION] if finalizer else []
+    consumer = {"metadata": {"name": f"p-{name}", "uid": consumer_uid or ""}}
+    held["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1", "device": device}],
+                                      "worker-1", consumer)
+    if consumer_uid is None:
+        held["status"]["reservedFor"] = []
+    return held
+
+
+@pytest.mark.parametrize(("consumer", "finalizer"), [("uid-old", True), (None, True)],
+                         ids=["sunk-pod-whose-job-ended", "unreserved-being-deallocated"])
+def test_a_device_still_held_by_a_claim_on_its_way_out_is_waited_for_then_the_job_goes(world, consumer, finalizer):
+    """Slurm gave gpu-3 again once the job of the Pod sunk filled it for ended, before kube-controller-manager
+    deallocated that claim: not a mismatch (no drain), the binding waits; past the deadline the job goes."""
+    world.ours.add("uid-old")
+    world.claims.put(held_by("old", "gpu-3", consumer, finalizer=finalizer))
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    with pytest.raises(claims_module.ClaimsNotReady, match="still held by ResourceClaim ns/old"):
+        world.reconcile()
+    assert ("drain" not in [c[0] for c in world.slurm.calls]) and not [w for w in world.writes if w[0] == "bind"]
+    world.claims.remove(held_by("old", "gpu-3", consumer))  # deallocated: the retry binds
+    world.reconcile()
+    assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+
+
+def test_a_binding_that_waits_past_the_deadline_ends_the_job(world):
+    world.ours.add("uid-old")
+    world.claims.put(held_by("old", "gpu-3", "uid-old"))
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    with pytest.raises(claims_module.ClaimsNotReady):
+        world.reconcile()
+    world.now = claims_module.CLAIMS_READY_DEADLINE + 1
+    world.reconcile()
+    assert world.slurm.calls[-1] == ("cancel", 7) and "drain" not in [c[0] for c in world.slurm.calls]
+    assert world.recorder.events[-1][0] == "ResourceClaimsChanged" and "not ready within 60s" in \
+        world.recorder.events[-1][1]
+
+
+def test_a_claim_that_changes_as_it_is_written_is_read_again_not_taken_for_a_bound_pod(world, monkeypatch):
+    """A 409 on the claim (its author edits it) is not the Binding's 409 ("bound already"): the binding is retried."""
+    from sunk.kube.client import ApiError
+
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    real = claims_module.kube.patch
+
+    def conflict(*_a, **_k):
+        raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+
+    monkeypatch.setattr(claims_module.kube, "patch", conflict)
+    with pytest.raises(claims_module.ClaimsNotReady, match="changed as it was written"):
+        world.reconcile()
+    monkeypatch.setattr(claims_module.kube, "patch", real)
+    world.reconcile()
+    assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+
+
+def test_gpus_through_claims_and_as_nvidia_com_gpu_at_once_are_refused(world):
+    world.claims.put(claim("one", 1))
+    mixed = pod({"name": "a", "resourceClaimName": "one"})
+    mixed["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    world.pods.append(mixed)
+    world.reconcile()
+    assert world.slurm.submitted == []
+    (reason, message), = world.recorder.events
+    assert reason == "FailedValidation" and "through ResourceClaims or as nvidia.com/gpu, not both" in message

@@ -78,9 +78,16 @@ def test_indices_of_several_gres_types_count_together_and_other_gres_not_at_all(
     assert isinstance(results, dict) and [r["device"] for r in results["c"]] == ["gpu-0", "gpu-2"]
 
 
+def test_a_job_record_without_its_indices_is_the_jobs_doing_not_the_nodes():
+    """A GRES without File= records no index; so does a pending job its Slurm user edited to such a GRES: which
+    devices is not known, and a tenant's edit must not drain the node."""
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", request("r", 2)), BY_INDEX)
+    result = dra.allocation_results(requests, [GresGrant("gpu", "", 2)], devices, BY_INDEX, "n1")
+    assert isinstance(result, dra.JobUnfit) and "names the index of 0 of its 2 gpu" in result.message
+
+
 @pytest.mark.parametrize(("grants", "detail"), [
-    ([GresGrant("gpu", "", 2)], "the job holds 2 gpu but Slurm's record names the index of 0 ([]): a GRES without "
-                                "File= has none"),  # (CNT: only)
     ([GresGrant("gpu", "", 2, (0, 7))],
      f"gpu index 7 names 0 devices of driver {DRIVER} (attribute {DRIVER}/index=7), not one"),
 ])
@@ -100,8 +107,7 @@ def test_claims_that_ask_for_another_count_than_the_job_holds_are_the_pods_doing
     requests = dra.claim_requests(claim("c", request("r", 2)), BY_INDEX)
     result = dra.allocation_results(requests, grants, devices, BY_INDEX, "n1")
     held = sum(g.count for g in grants)
-    assert result == dra.CountChanged(held, 2)
-    assert isinstance(result, dra.CountChanged) and f"ask for 2 device(s), but its Slurm job holds {held}" in \
+    assert isinstance(result, dra.JobUnfit) and f"ask for 2 device(s), but its Slurm job holds {held}" in \
         result.message
 
 
@@ -221,7 +227,11 @@ def test_a_device_another_claim_holds_on_the_node_is_a_mismatch_naming_that_clai
     requests = dra.claim_requests(claim("mine", request("gpus", 2)), BY_INDEX)
     found = dra.allocation_results(requests, [GresGrant("gpu", "", 2, (1, 3))], devices, BY_INDEX, "n1", held)
     assert isinstance(found, dra.Mismatch)
-    assert "index 3 names device gpu-3, which ResourceClaim ns/theirs holds" in found.message
+    assert "index 3 names device gpu-3, which another ResourceClaim holds" in found.message
+    assert "theirs" not in found.message  # (another tenant's claim is not named to this Pod or in Slurm)
+    releasing = dra.allocation_results(requests, [GresGrant("gpu", "", 2, (1, 3))], devices, BY_INDEX, "n1", {},
+                                       held)
+    assert isinstance(releasing, dra.Releasing) and "still held by ResourceClaim ns/theirs" in releasing.message
     assert isinstance(dra.allocation_results(requests, [GresGrant("gpu", "", 2, (0, 1))], devices, BY_INDEX, "n1",
                                              held), dict)
 
@@ -299,6 +309,12 @@ def test_a_claim_plan_asks_slurm_for_every_claims_devices():
     assert plan.gpus == 3 and plan.refused is None and plan.waiting == ()
     assert [(r.claim, r.count) for r in plan.requests] == [("one", 1), ("two", 2)]
     assert dra.claim_plan({"metadata": {}, "spec": {}}, {}, None) == dra.ClaimPlan()
+
+
+def test_a_claim_named_twice_is_refused():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimName": "one"})
+    plan = dra.claim_plan(pod_, {"one": claim("one", request("r", 1))}, BY_INDEX)
+    assert plan.refused == "spec.resourceClaims names one ResourceClaim twice"
 
 
 def test_a_claim_plan_waits_for_claims_not_made_or_not_seen_yet():

@@ -697,10 +697,19 @@ FOUR_GPUS = Node("node1", state="IDLE+DRAIN", gres="gpu:h100:4")
     (DeviceFacts(MAPPING, devices(0, 1, 2, 3, 3), {}), True, "gpu index 3 names 2 devices"),
     (DeviceFacts(MAPPING, devices(0, 1, 2, 3, tainted=2), {}), True, "device gpu-2 is tainted example.com/ecc=failed"),
     (DeviceFacts(MAPPING, devices(0, 1, 2, 3), {("gpu.example.com", "worker-1", "gpu-1"): "web/inference"}), True,
-     "device gpu-1 is held by ResourceClaim web/inference, which sunk did not fill"),
+     "device gpu-1 is held by a ResourceClaim sunk did not fill"),
     (DeviceFacts(MAPPING, (), {}), True, "gpu index 0 names 0 devices"),  # the driver publishes nothing there
 ], ids=["not-watched", "agree", "missing", "twice", "tainted", "held-elsewhere", "no-devices"])
 def test_a_device_mismatch_drain_lasts_until_slurm_and_the_driver_agree_on_the_node(seen, present, why):
     """Slurm's jobs, the slurmd Pod and the lock play no part: only the node's GPUs and the driver's devices."""
     verdict = cause(DEVICES, Facts(devices=seen, jobs=None, pod=None, k8s_node=None), FOUR_GPUS)
     assert verdict.present is present and why in verdict.why
+
+
+@pytest.mark.parametrize("node", ["g1", "node-001", "n" * 63])
+def test_a_device_mismatch_reason_always_reads_back_whatever_its_length(node):
+    """Cut to what Slurm keeps, it still parses as sunk's (else the Syncer would take it for a stale condition drain
+    and lift it at once)."""
+    drain = DeviceMismatchDrain(node, "gpu index 0 names device device-00, which another ResourceClaim holds: " * 5)
+    parsed = parse(drain.reason())
+    assert len(drain.reason()) <= 250 and isinstance(parsed, DeviceMismatchDrain) and parsed.k8s_node == node

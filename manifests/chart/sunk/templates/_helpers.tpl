@@ -445,17 +445,6 @@ subjects:
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [list, watch]
-{{- if and .Values.scheduler.enabled .Values.scheduler.draDeviceMapping }}
-# scheduler.draDeviceMapping: a Pod's ResourceClaims filled before its binding (scheduler/claims.py ClaimAllocator),
-# as kube-scheduler fills them: patch adds the delete-protection finalizer, update writes the allocation and
-# reservedFor (each on the version read). The extender has no such flag; it is bound to these rules and uses none.
-- apiGroups: [resource.k8s.io]
-  resources: [resourceclaims]
-  verbs: [patch]
-- apiGroups: [resource.k8s.io]
-  resources: [resourceclaims/status]
-  verbs: [update]
-{{- end }}
 {{- if .Values.scheduler.gangPodGroups }}
 # scheduler.gangPodGroups (--gang-pod-groups): coscheduling PodGroups' minMember (scheduler-plugins' CRD).
 - apiGroups: [scheduling.x-k8s.io]
