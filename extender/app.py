@@ -20,6 +20,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wrappers import Response
 
+from scheduler.binder import Binding
 from scheduler.decide import Bind, CancelJobs, DeleteMembers, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk.base.flags import loggable
@@ -107,12 +108,15 @@ def create_app(scheduler: PodScheduler, enqueue: Callable[[str], None]) -> Flask
             return jsonify({"Error": f"Slurm allocated Node {action.k8s_node} (Slurm node {action.slurm_node}) "
                                      f"for job {action.job_id}, not {args.node}"})
         try:
-            bound = scheduler.binder.bind(pod, action)  # the same Binder as sunk-scheduler's
+            outcome = scheduler.bind_placed(pod, action)  # as sunk-scheduler binds: the same Binder, claims first
         except Exception as exc:
             log.warning("binding %s/%s failed: %s", args.pod_namespace, args.pod_name, exc)
             return jsonify({"Error": f"binding failed: {exc}"})
-        if not bound:
+        if outcome is Binding.ALREADY:
             return jsonify({"Error": f"binding failed: pod {args.pod_namespace}/{args.pod_name} is bound already"})
+        if outcome is Binding.REFUSED:
+            return jsonify({"Error": f"not bound: its ResourceClaims cannot be filled where Slurm placed job "
+                                     f"{action.job_id}, which is cancelled (the Pod's Events say why)"})
         return jsonify({"Error": ""})
 
     @app.post("/preempt")

@@ -18,6 +18,7 @@ binding call is still in flight never expires.
 from __future__ import annotations
 
 import calendar
+import enum
 import logging
 import threading
 import time
@@ -47,6 +48,14 @@ class Assumed:
     expires: Optional[float] = None  # None while the binding call is in flight
     slurm_node: str = ""  # the binding's Slurm node and job (a gang's members hold one node each)
     job_id: Optional[int] = None
+
+
+class Binding(enum.Enum):
+    """What a binding attempt came to (``PodScheduler.bind_placed``)."""
+
+    BOUND = "bound"  # by this call
+    ALREADY = "already bound"  # by this process (not yet in the watch) or by anyone (a 409)
+    REFUSED = "refused"  # its ResourceClaims cannot be filled as Slurm placed it: the job ended, Events say why
 
 
 @attrs.define

@@ -40,7 +40,7 @@ from sunk.translate.objects import is_deleting, is_terminal
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 from . import kubeops
-from .binder import Binder
+from .binder import Binder, Binding
 from .claims import ClaimsChanged, ClaimsNotReady, ClaimsView, DeviceMismatch
 from .config import SchedulerConfig
 from .decide import (
@@ -575,6 +575,14 @@ class PodScheduler:
 
     def _bind_directly(self, pod: Obj, bind: Bind) -> None:
         """sunk-scheduler's binding step: bind, and say so once (kube-scheduler says so for the extender)."""
+        if self.bind_placed(pod, bind) is Binding.BOUND:
+            self.report(pod, "Normal", "Scheduled",
+                        f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+
+    def bind_placed(self, pod: Obj, bind: Bind) -> Binding:
+        """Bind the Pod where Slurm placed its job (the Binder: its ResourceClaims filled first), for both front
+        ends. Claims that are not ready raise ``ClaimsNotReady`` after an Event (the caller retries); claims that
+        can never be filled as placed end the job (``Binding.REFUSED``, the Pod's Events say why)."""
         try:
             bound = self.binder.bind(pod, bind)
         except ClaimsNotReady as exc:
@@ -582,14 +590,12 @@ class PodScheduler:
             raise
         except DeviceMismatch as exc:
             self._devices_disagree(pod, bind, exc.mismatch)
-            return
+            return Binding.REFUSED
         except ClaimsChanged as exc:
             self._cancel(bind.job_id, f"its Pod's ResourceClaims changed: {exc}")
             self.report(pod, "Warning", "ResourceClaimsChanged", f"not bound: {exc}; Slurm job {bind.job_id} cancelled")
-            return
-        if bound:
-            self.report(pod, "Normal", "Scheduled",
-                        f"Slurm job {bind.job_id} runs on Slurm node {bind.slurm_node}; bound to Node {bind.k8s_node}")
+            return Binding.REFUSED
+        return Binding.BOUND if bound else Binding.ALREADY
 
     def _release_stuck(self, pod: Obj, release: ReleaseStuck) -> Result:
         """Let go of the job of a Pod stuck terminating on a NotReady or gone Node: drain its nodes (so

@@ -123,7 +123,7 @@ def dra_device_mapping(text: str) -> DeviceMapping:
 
 
 DRA_DEVICE_MAPPING_HELP = (
-    "the DRA driver and DeviceClasses whose ResourceClaims sunk-scheduler fills with the devices of the GRES "
+    "the DRA driver and DeviceClasses whose ResourceClaims this scheduler fills with the devices of the GRES "
     "indices Slurm gave a Pod's job: driver=DRIVER,device-class=CLASS[,device-class=...],attribute=ATTR (a "
     "device attribute holding the index) or name=TEMPLATE (gpu-{index}); docs/scheduler.md")
 

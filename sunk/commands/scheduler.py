@@ -76,6 +76,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_name: str) 
     parser.add_argument("--scope", choices=("namespace", "cluster"), default="namespace",
                         help="watch Pods in --watch-namespace (default: this Pod's namespace) or everywhere")
     parser.add_argument("--watch-namespace", default="", help="comma-separated namespaces, for --scope=namespace")
+    parser.add_argument("--dra-device-mapping", type=dra_device_mapping, default=None,
+                        help=f"{DRA_DEVICE_MAPPING_HELP}. Without it a Pod with ResourceClaims is refused")
     # Workers mostly wait on slurmrestd and the apiserver; 200 Pods at once queued behind 8
     # (docs/benchmarks.md).
     add_daemon_arguments(parser, poll_interval=0.5, poll_help="one Slurm list call per interval, whatever the number "
@@ -183,7 +185,7 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
         gang_pod_groups=args.gang_pod_groups,
         gpu_types=args.gpu_types,
         identity_policy=policy,
-        dra=getattr(args, "dra_device_mapping", None),  # (sunk-scheduler's flag; the extender has none yet)
+        dra=args.dra_device_mapping,
     )
 
 
@@ -229,8 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
                         type=components_flag("scheduler", COMPONENTS_ELSEWHERE),
                         help="SUNK's: the components this process runs; sunk-scheduler runs only 'scheduler' "
                              "(the default), and stops at start for any other")
-    parser.add_argument("--dra-device-mapping", type=dra_device_mapping, default=None,
-                        help=f"{DRA_DEVICE_MAPPING_HELP}. Without it a Pod with ResourceClaims is refused")
     return parser
 
 

@@ -705,16 +705,18 @@ def test_gpu_types_render_one_sorted_flag_for_both_front_ends():
 DRA_MAPPING = "driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index"
 
 
-def test_a_dra_device_mapping_reaches_the_scheduler_and_the_syncer_with_the_reads_and_writes_they_make(tmp_path):
-    """sunk-scheduler fills claims (patch: the finalizer; resourceclaims/status update), in the Pods' namespaces;
-    both read every claim and the driver's slices, cluster-wide; the extender gets no flag (it fills none)."""
+def test_a_dra_device_mapping_reaches_the_schedulers_and_the_syncer_with_the_reads_and_writes_they_make(tmp_path):
+    """sunk-scheduler and sunk-extender fill claims (patch: the finalizer; resourceclaims/status update), in the
+    Pods' namespaces; all three read every claim and the driver's slices, cluster-wide."""
     from sunk.commands.scheduler import build_parser as scheduler_parser
 
     docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}, "extender": {"enabled": True}})
     parsed = scheduler_parser().parse_args(chart.container_args(docs, "sunk-scheduler"))
     assert parsed.dra_device_mapping == DeviceMapping("gpu.nvidia.com", frozenset({"gpu.nvidia.com"}),
                                                       attribute="index")
-    assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-extender"))
+    extender_args = chart.container_args(docs, "sunk-extender")
+    assert flags(extender_args)["dra-device-mapping"] == DRA_MAPPING
+    assert scheduler_parser().parse_known_args(extender_args)[0].dra_device_mapping == parsed.dra_device_mapping
     startup = syncer_startup(chart.container_args(docs, "sunk-syncer"), tmp_path)
     assert startup.config.dra == parsed.dra_device_mapping
     dra_role = find(docs, "ClusterRole", "slurm-sunk-scheduler-dra")
@@ -723,8 +725,9 @@ def test_a_dra_device_mapping_reaches_the_scheduler_and_the_syncer_with_the_read
         assert verbs(role, "resourceslices", "resource.k8s.io") == {"list", "watch"}
     assert verbs(dra_role, "resourceclaims", "resource.k8s.io") == {"list", "watch", "patch"}
     assert verbs(dra_role, "resourceclaims/status", "resource.k8s.io") == {"update"}
-    # Bound to sunk-scheduler alone: the extender, which fills no claim, gets none of it.
-    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-dra")) == {(NS, "sunk-scheduler")}
+    # Bound to the two that fill claims (kube-scheduler, which fills none, gets none of it).
+    assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-dra")) == {(NS, "sunk-scheduler"),
+                                                                                      (NS, "sunk-extender")}
     for name in ("slurm-sunk-scheduler", "slurm-sunk-scheduler-nodes"):
         assert not any("resource.k8s.io" in r.get("apiGroups", ()) for r in find(docs, "ClusterRole", name)["rules"])
     docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING, "scope": {"type": "namespace",
@@ -734,21 +737,44 @@ def test_a_dra_device_mapping_reaches_the_scheduler_and_the_syncer_with_the_read
     assert subjects(find(docs, "RoleBinding", "sunk-scheduler-dra", "team-a")) == {(NS, "sunk-scheduler")}
     assert verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-dra"), "resourceclaims", "resource.k8s.io") == {
         "list", "watch"}  # (written only in the scope's namespaces)
-    docs = render()
-    assert "dra-device-mapping" not in flags(chart.container_args(docs, "sunk-syncer"))
+    docs = render({"extender": {"enabled": True}})
+    for deployment in ("sunk-syncer", "sunk-scheduler", "sunk-extender"):
+        assert "dra-device-mapping" not in flags(chart.container_args(docs, deployment))
+    assert "DynamicResources" not in kube_scheduler_config(docs)
     for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
         assert not any("resource.k8s.io" in rule.get("apiGroups", ()) for rule in role["rules"]), role["metadata"]
 
 
-def test_the_claim_policy_keeps_the_mapped_drivers_devices_to_sunk_scheduler():
+def kube_scheduler_config(docs) -> dict:
+    return yaml.safe_load(find(docs, "ConfigMap", "sunk-kube-scheduler-config")["data"]["config.yaml"])
+
+
+def test_the_extenders_kube_scheduler_leaves_claims_to_the_extender_with_a_dra_mapping():
+    """kube-scheduler's DynamicResources plugin would allocate the Pods' claims itself (from devices Slurm may have
+    given a job): with a mapping the extender's profile turns it off, and the extender fills them at /bind."""
+    (profile,) = kube_scheduler_config(render({"scheduler": {"draDeviceMapping": DRA_MAPPING},
+                                               "extender": {"enabled": True}}))["profiles"]
+    assert profile["plugins"] == {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
+    (profile,) = kube_scheduler_config(render({"extender": {"enabled": True}}))["profiles"]
+    assert "plugins" not in profile
+
+
+def test_the_claim_policy_keeps_the_mapped_drivers_devices_to_sunk_schedulers():
     """Rendered only with a mapping, the switch on and the API served; it names the mapping's driver and exempts
-    only sunk-scheduler's ServiceAccount (and system:masters). Its behaviour: tests/cluster/test_dra_scheduling.py."""
+    only sunk-scheduler's and sunk-extender's ServiceAccounts, as enabled (and system:masters). Its behaviour:
+    tests/cluster/test_dra_scheduling.py."""
     vap = ["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"]
     docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}}, extra_args=vap)
     policy = find(docs, "ValidatingAdmissionPolicy", "sunk-slurm-sunk-dra-claims")
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["resourceclaims/status"]
     conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
-    assert "'system:serviceaccount:slurm:sunk-scheduler'" in conditions["not-sunk-scheduler"]
+    assert '!(request.userInfo.username in ["system:serviceaccount:slurm:sunk-scheduler"])' in \
+        conditions["not-sunk-scheduler"]
+    both = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}, "extender": {"enabled": True}}, extra_args=vap)
+    policy = find(both, "ValidatingAdmissionPolicy", "sunk-slurm-sunk-dra-claims")
+    assert ('!(request.userInfo.username in ["system:serviceaccount:slurm:sunk-scheduler",'
+            '"system:serviceaccount:slurm:sunk-extender"])') in policy["spec"]["matchConditions"][0]["expression"]
+    assert "schedulerName slurm-sunk or slurm-sunk-extender (" in policy["spec"]["validations"][0]["message"]
     assert "r.driver == 'gpu.nvidia.com'" in conditions["allocated-from-the-mapped-driver"]
     assert find(docs, "ValidatingAdmissionPolicyBinding", "sunk-slurm-sunk-dra-claims")["spec"]["validationActions"] \
         == ["Deny"]

@@ -10,7 +10,7 @@ from policy_fakes import TEST_POLICY
 
 from extender import protocol
 from extender.app import create_app
-from scheduler.binder import Binder
+from scheduler.binder import Binder, Binding
 from scheduler.decide import Bind, Invalid, Waiting
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": {"containers": []}}
@@ -25,12 +25,15 @@ class FakePods:
 
 
 class FakeScheduler:
-    """Only what the app reads: placement(), pods.by_uid(), binder."""
+    """Only what the app reads: placement(), pods.by_uid(), bind_placed()."""
 
     def __init__(self, action, pods=(POD,)):
         self.action = action
         self.pods = FakePods(pods)
         self.binder = Binder(None, must_tolerate_lock=lambda node: False)
+
+    def bind_placed(self, pod, bind):  # (PodScheduler's, without claims)
+        return Binding.BOUND if self.binder.bind(pod, bind) else Binding.ALREADY
 
     def placement(self, pod, uid):
         return self.action

@@ -49,7 +49,7 @@ from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from extender import app as extender_app
 from scheduler import kubeops
-from scheduler.binder import Binder
+from scheduler.binder import Binder, Binding
 from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind, CancelJobs, DeleteMembers, Invalid, Nothing, Submit, Unschedulable, Waiting
 from scheduler.hooks import MAX_WAIT, POD_UID_HEADER, HookPorts, PlaceholderHooks, create_hooks_app
@@ -333,12 +333,15 @@ class FakePods:
 
 
 class FakeScheduler:
-    """What the extender reads of a PodScheduler: placement(), pods.by_uid(), binder."""
+    """What the extender reads of a PodScheduler: placement(), pods.by_uid(), bind_placed()."""
 
     def __init__(self, action: object):
         self.action = action
         self.pods = FakePods(VALID_POD)
         self.binder = stateless_binder()
+
+    def bind_placed(self, pod, bind):  # (PodScheduler's, without claims)
+        return Binding.BOUND if self.binder.bind(pod, bind) else Binding.ALREADY
 
     def placement(self, pod: Any, uid: str) -> object:
         return self.action

@@ -12,6 +12,7 @@ from policy_fakes import TEST_POLICY
 from extender.app import create_app
 from scheduler import kubeops
 from scheduler.binder import Binder
+from scheduler.claims import ClaimsChanged, ClaimsNotReady
 from scheduler.config import SchedulerConfig
 from scheduler.decide import Bind
 from scheduler.jobindex import JobIndex
@@ -212,17 +213,21 @@ VALID_POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uid-a"},
                       "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
 
 
-@pytest.fixture
-def extender(binder):
+def extender_over(binder, slurm=None, recorder=None):
     """The extender's app over a PodScheduler whose job 7 for uid-a runs on node1 (Node worker-1)."""
     jobs = JobIndex(lambda job: (job.admin_comment, has_started(job)) if job.admin_comment.startswith("uid-") else None)
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"))  # (its prolog ended)
     slurmd = [{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}]
-    scheduler = PodScheduler(api=None, slurm=None, config=SchedulerConfig("s", b"x" * 16, "http://h",
-                                                                          identity_policy=TEST_POLICY), jobs=jobs,
+    scheduler = PodScheduler(api=None, slurm=slurm, config=SchedulerConfig("s", b"x" * 16, "http://h",
+                                                                           identity_policy=TEST_POLICY), jobs=jobs,
                              pods=PodIndex(ListInformer([VALID_POD])), slurmd=SlurmdNodes(ListInformer(slurmd)),
-                             recorder=None, binder=binder)
+                             recorder=recorder, binder=binder)
     return create_app(scheduler, lambda uid: None).test_client()
+
+
+@pytest.fixture
+def extender(binder):
+    return extender_over(binder)
 
 
 def bind_to(client, node):
@@ -250,6 +255,55 @@ def test_the_bind_verb_reports_a_failed_or_conflicting_binding(extender, binder,
     api.fail = ApiError(409, "Conflict", {"message": "pod p is already assigned to node worker-1"})
     assert bind_to(extender, "worker-1")["Error"] == "binding failed: pod ns/p is bound already"
     assert binder.assumed_node("uid-a") is None
+
+
+class Claims:
+    """A ClaimAllocator that fails as told."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def allocate(self, pod, job_id, slurm_node, k8s_node):
+        raise self.error
+
+
+class Slurm:
+    def __init__(self):
+        self.cancelled: list[int] = []
+
+    def cancel_job(self, job_id):
+        self.cancelled.append(job_id)
+
+
+class Recorder:
+    def __init__(self):
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj, type_, reason, message):
+        self.events.append((type_, reason, message))
+
+
+def test_the_bind_verb_fills_claims_as_sunk_scheduler_does_and_says_why_it_did_not(clock, latencies, api):
+    """The extender's /bind goes through the same claim handling as sunk-scheduler's binding (bind_placed):
+    claims not ready are an Event and an error kube-scheduler retries; claims that changed since submission end
+    the job, and the answer says so; nothing is bound either way."""
+    slurm, recorder = Slurm(), Recorder()
+    not_ready = Binder(None, must_tolerate_lock=lambda node: False, observe_latency=latencies.append, clock=clock,
+                       claims=Claims(ClaimsNotReady("job 7's record has no GRES indices yet")))  # type: ignore[arg-type]
+    answer = bind_to(extender_over(not_ready, slurm, recorder), "worker-1")
+    assert answer["Error"] == "binding failed: job 7's record has no GRES indices yet"
+    assert recorder.events == [("Normal", "WaitingForResourceClaims",
+                                "not bound yet: job 7's record has no GRES indices yet")]
+    assert slurm.cancelled == [] and api.calls == [] and not_ready.assumed_node("uid-a") is None
+
+    recorder.events.clear()
+    changed = Binder(None, must_tolerate_lock=lambda node: False, observe_latency=latencies.append, clock=clock,
+                     claims=Claims(ClaimsChanged("claim gpus asks 2 GPUs, the job has 1")))  # type: ignore[arg-type]
+    answer = bind_to(extender_over(changed, slurm, recorder), "worker-1")
+    assert answer["Error"] == ("not bound: its ResourceClaims cannot be filled where Slurm placed job 7, which is "
+                               "cancelled (the Pod's Events say why)")
+    assert slurm.cancelled == [7] and api.calls == []
+    assert [reason for _type, reason, _message in recorder.events] == ["ResourceClaimsChanged"]
 
 
 def test_creation_time_is_read_as_utc_whatever_the_local_zone(monkeypatch):

@@ -26,6 +26,10 @@
 # Node label values of gpu.nvidia.com/class or /model -> Slurm GRES types.
 - --gpu-types={{ range $i, $label := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $label }}={{ get $root.Values.scheduler.gpuTypes $label }}{{ end }}
 {{- end }}
+{{- with $root.Values.scheduler.draDeviceMapping }}
+# Pods' ResourceClaims of these DeviceClasses are filled from their jobs' GRES indices.
+- {{ printf "--dra-device-mapping=%s" . | quote }}
+{{- end }}
 {{- if gt (int $values.replicas) 1 }}
 # Every replica serves the hook API and only the leader reconciles, so a placeholder's started call (and its
 # read of the job) reaches the leader for one job in {{ $values.replicas }}: its Slurm cache reads starting jobs at once.
@@ -105,6 +109,13 @@ podInitialBackoffSeconds: 1
 podMaxBackoffSeconds: 1
 profiles:
   - schedulerName: {{ .name }}
+    {{- if $root.Values.scheduler.draDeviceMapping }}
+    # scheduler.draDeviceMapping: the extender fills its Pods' ResourceClaims from Slurm's allocation at the bind
+    # verb; kube-scheduler's own DRA plugin would allocate them itself, from devices Slurm may have given a job.
+    plugins:
+      multiPoint:
+        disabled: [{name: DynamicResources}]
+    {{- end }}
 extenders:
   - urlPrefix: https://{{ .service }}.{{ $root.Release.Namespace }}.svc:8888
     filterVerb: filter
