@@ -9,13 +9,24 @@ then gets the device freed, and a Pod deleted releases its claim and its job.
 
 from __future__ import annotations
 
+import subprocess
+import time
 import uuid
 from typing import Any
 
 import pytest
+import yaml
 from kube_testns import applied_admission_policy, create_namespace, purge_namespace
-from procs import Process
-from rbac_harness import as_service_account, assert_never_forbidden, deployment_args, rendered
+from procs import Process, secret_file
+from rbac_harness import (
+    apply,
+    apply_manifest,
+    as_service_account,
+    assert_never_forbidden,
+    deployment_args,
+    kubeconfig_for,
+    rendered,
+)
 from slurmtools import slurm_job, state, wait_for
 from syncer_harness import TEST_LABEL, Cluster, free_port, never, restore_slurm_node
 from test_dra_devices import _kubelet_prepared_devices
@@ -29,6 +40,7 @@ from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
 from sunk.translate import dra
 from sunk_dev import chart, realnode
+from sunk_dev.tls import issue, make_ca
 
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
@@ -46,9 +58,10 @@ def namespace(kube_api):
 
 @pytest.fixture(scope="module")
 def claim_policy(kube_api):
-    """The chart's claim policy for the mapping (only sunk-scheduler allocates the test driver's devices), applied
-    for the module as the chart applies it: sunk-scheduler's own writes must pass it."""
-    docs = chart.render({"scheduler": {"draDeviceMapping": MAPPING_FLAG}},
+    """The chart's claim policy for the mapping, with both sunk-scheduler and sunk-extender enabled (only they
+    allocate the test driver's devices), applied for the module as the chart applies it: their own writes must
+    pass it."""
+    docs = chart.render({"scheduler": {"draDeviceMapping": MAPPING_FLAG}, "extender": {"enabled": True}},
                         extra_args=["--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"])
     with applied_admission_policy(kube_api, docs, "-sunk-dra-claims"):
         yield
@@ -190,6 +203,136 @@ def test_a_batch_job_and_pods_share_the_node_each_on_the_gpus_slurm_gave_it(kube
     finally:
         slurm.cancel_job(batch)
         end_pods(kube_api, dev_cluster, namespace)  # (the next test starts from an idle real Node)
+
+
+EXTENDER_PROFILE = "sunk-extender-dra"
+DRA_VALUES = {"scheduler": {"draDeviceMapping": MAPPING_FLAG}}  # (over the harness's: the extender enabled)
+
+
+@pytest.fixture(scope="module")
+def extender_namespace(kube_api):
+    ns = create_namespace(kube_api)
+    yield ns
+    purge_namespace(kube_api, ns)
+
+
+@pytest.fixture(scope="module")
+def extender(kube_api, dev_cluster, extender_namespace, tmp_path_factory, claim_policy):
+    """sunk-extender and the kube-scheduler that calls it, as the chart deploys them with
+    ``scheduler.draDeviceMapping``: the extender's flags (``--dra-device-mapping`` among them), its ServiceAccount
+    with the chart's RBAC (the DRA role bound to it too), under the claim policy; kube-scheduler from the chart's
+    own KubeSchedulerConfiguration (its DynamicResources plugin off), as its ServiceAccount. Only addresses, paths,
+    the profile's and the Lease's names are this machine's."""
+    tmp = tmp_path_factory.mktemp("dra-extender")
+    lease = f"sunk-extender-dra-{uuid.uuid4().hex[:6]}"
+    for doc in rendered("scheduler-rbac.yaml", DRA_VALUES):  # (the Pod rules and the DRA role it binds to both)
+        if not any("leases" in rule.get("resources", ()) for rule in doc.get("rules") or ()):
+            apply(kube_api, doc)  # (not sunk-scheduler's Lease Role: the module's scheduler has its Lease added there)
+    accounts = {d["metadata"]["name"]: d["metadata"]
+                for d in apply_manifest(kube_api, "extender-rbac.yaml", leases=[lease], values=DRA_VALUES)
+                if d["kind"] == "ServiceAccount"}
+    ca = make_ca(tmp)
+    server, client = issue(ca, tmp, "sunk-extender"), issue(ca, tmp, "sunk-kube-scheduler", client=True)
+    ports = {"verbs": free_port(), "hooks": free_port(), "metrics": free_port(), "probes": free_port()}
+    env = dev_cluster.env()
+    docs = rendered("extender.yaml", DRA_VALUES)
+    args = deployment_args("extender.yaml", "sunk-extender", {
+        "--scheduler-name": EXTENDER_PROFILE,
+        "--bind-address": f"127.0.0.1:{ports['verbs']}",
+        "--tls-cert-file": str(server.cert), "--tls-key-file": str(server.key), "--client-ca-file": str(server.ca),
+        "--slurm-api-base": env["SLURM_REST_URL"], "--slurm-auth-token-file": env["SLURM_JWT_FILE"],
+        "--hooks-api-bind-address": f"127.0.0.1:{ports['hooks']}", "--hooks-url": f"http://127.0.0.1:{ports['hooks']}",
+        "--hook-secret-file": str(secret_file(dev_cluster.run_dir, "test-hook.secret")),
+        "--identity-policy": str(dev_cluster.identity_policy_file()),
+        "--metrics-bind-address": f"127.0.0.1:{ports['metrics']}",
+        "--health-probe-bind-address": f"127.0.0.1:{ports['probes']}",
+    }, docs=docs)
+    assert f"--dra-device-mapping={MAPPING_FLAG}" in args
+    account = accounts["sunk-extender"]
+    extender_config = kubeconfig_for(kube_api, dev_cluster, account["namespace"], account["name"],
+                                     tmp / "extender.kubeconfig")
+    proc = Process("sunk-extender-dra", "sunk.commands.extender", [
+        *args, f"--kubeconfig={extender_config}", f"--leader-election-namespace={account['namespace']}",
+        f"--leader-election-id={lease}", "--zap-log-level=debug"],
+        ready_url=f"http://127.0.0.1:{ports['probes']}/readyz", log_dir=tmp)
+
+    # kube-scheduler's configuration as the chart writes it, pointed at this machine.
+    shipped = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith(
+        "-kube-scheduler-config"))
+    config = yaml.safe_load(shipped["data"]["config.yaml"])
+    assert config["profiles"][0]["plugins"] == {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
+    ks_account = accounts["sunk-kube-scheduler"]
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig_for(
+        kube_api, dev_cluster, ks_account["namespace"], ks_account["name"], tmp / "kube-scheduler.kubeconfig"))}
+    config["leaderElection"] = {"leaderElect": False}
+    config["profiles"][0]["schedulerName"] = EXTENDER_PROFILE
+    (call,) = config["extenders"]
+    call["urlPrefix"] = f"https://127.0.0.1:{ports['verbs']}"
+    call["tlsConfig"] = {"certFile": str(client.cert), "keyFile": str(client.key), "caFile": str(client.ca)}
+    (tmp / "kube-scheduler.yaml").write_text(yaml.safe_dump(config))
+    with serving(kube_api, dev_cluster, proc, extender_namespace, purge=False):
+        log = open(tmp / "kube-scheduler.log", "wb")
+        kube_scheduler = subprocess.Popen(
+            [str(dev_cluster.kube_scheduler_binary), f"--config={tmp / 'kube-scheduler.yaml'}", "--secure-port=0",
+             "--v=2"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            time.sleep(2)
+            assert kube_scheduler.poll() is None, (tmp / "kube-scheduler.log").read_text()[-3000:]
+            yield proc
+        finally:
+            kube_scheduler.terminate()
+            kube_scheduler.wait(20)
+            log.close()
+    _delete_lease(kube_api, account["namespace"], lease)
+    assert_never_forbidden(proc.log)
+    assert_never_forbidden(tmp / "kube-scheduler.log")
+
+
+def _delete_lease(api, namespace: str, name: str) -> None:
+    try:
+        kc.delete(api, LEASES, name, namespace)
+    except kc.ApiError as exc:
+        if not exc.not_found:
+            raise
+
+
+def test_the_extender_fills_a_claim_from_slurms_allocation_and_kube_scheduler_binds_it(
+        kube_api, dev_cluster, extender_namespace, extender, slurm):
+    """Issue 38 item 4: a Pod of the extender's kube-scheduler profile claiming 2 GPUs beside a batch job holding
+    1: kube-scheduler (its DRA plugin off) leaves the claim alone, the extender's /bind fills it with exactly the
+    devices of the placeholder's GRES indices, and the kubelet runs the Pod on them."""
+    tag = uuid.uuid4().hex[:6]
+    namespace = extender_namespace
+    batch = batch_job(slurm, 1, tag)
+    try:
+        wait_for(lambda: slurm.get_job(batch).state == "RUNNING", 60, f"batch job {batch} RUNNING")
+        (freed,) = held_indices(slurm, batch)
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"two-{tag}", 2), namespace)
+        pod = gpu_pod(f"two-{tag}", {"resourceClaimName": f"two-{tag}"})
+        pod["spec"]["schedulerName"] = EXTENDER_PROFILE
+        kc.create(kube_api, PODS, pod, namespace)
+        two_job = job_id_of(kube_api, dev_cluster, namespace, f"two-{tag}")
+        wait_for(lambda: running(kube_api, namespace, f"two-{tag}"), 90,
+                 "the 2-GPU Pod of the extender's profile Running on the real Node")
+        two = held_indices(slurm, two_job)
+        assert len(two) == 2 and freed not in two, (two, freed)
+        allocated = claim_of(kube_api, namespace, f"two-{tag}")
+        assert devices_of(allocated) == names_of(two)
+        assert dra.allocated_on(allocated) == realnode.NODE_NAME
+        assert _kubelet_prepared_devices(dev_cluster.home, allocated["metadata"]["uid"]) == names_of(two)
+        # Bound by kube-scheduler through the extender's /bind (the Scheduled Event is kube-scheduler's).
+        scheduled = [e for e in events_for(kube_api, namespace, f"two-{tag}") if e["reason"] == "Scheduled"]
+        assert scheduled and all((e.get("reportingComponent") or (e.get("source") or {}).get("component") or "")
+                                 == EXTENDER_PROFILE for e in scheduled), scheduled
+        assert slurm.get_job(batch).state == "RUNNING"
+        kc.delete(kube_api, PODS, f"two-{tag}", namespace)
+        wait_for(lambda: not (kc.get(kube_api, RESOURCECLAIMS, f"two-{tag}", namespace).get("status") or {}).get(
+            "allocation"), 60, "the claim deallocated once its Pod is gone")
+        wait_for(lambda: state(slurm_job(dev_cluster, two_job)) in ("CANCELLED", "COMPLETED", None), 60,
+                 "the Pod's job ended")
+    finally:
+        slurm.cancel_job(batch)
+        end_pods(kube_api, dev_cluster, namespace)
 
 
 def test_a_claim_of_a_class_slurm_does_not_fill_is_refused_on_the_pod(kube_api, dev_cluster, namespace, scheduler):
@@ -345,7 +488,7 @@ def test_only_sunk_scheduler_allocates_the_mapped_drivers_devices_or_adds_a_cons
 
         kc.create(kube_api, RESOURCECLAIMS, claim(f"taken-{tag}", 1), namespace)
         message = wait_for(lambda: allocate(f"taken-{tag}", realnode.DRA_DRIVER), 30, "the policy to take effect")
-        assert f"devices of {realnode.DRA_DRIVER} are allocated by sunk-scheduler only" in message
+        assert f"devices of {realnode.DRA_DRIVER} are allocated by sunk's schedulers only" in message
         kc.create(kube_api, RESOURCECLAIMS, claim(f"other-{tag}", 1), namespace)
         assert allocate(f"other-{tag}", "other-driver.example.com") == ""  # another driver's: not guarded
 
@@ -360,7 +503,7 @@ def test_only_sunk_scheduler_allocates_the_mapped_drivers_devices_or_adds_a_cons
             *filled["status"]["reservedFor"], {"resource": "pods", "name": "sharer", "uid": str(uuid.uuid4())}]}}
         with pytest.raises(kc.ApiError) as refused:
             kc.replace(api, RESOURCECLAIMS, shared, subresource="status")
-        assert refused.value.status == 403 and "allocated by sunk-scheduler only" in refused.value.message
+        assert refused.value.status == 403 and "allocated by sunk's schedulers only" in refused.value.message
 
         def release() -> bool:  # (kube-controller-manager drops the consumer that does not exist meanwhile: re-read)
             fresh = kc.get(kube_api, RESOURCECLAIMS, f"filled-{tag}", namespace)
