@@ -210,14 +210,7 @@ DRA_VALUES = {"scheduler": {"draDeviceMapping": MAPPING_FLAG}}  # (over the harn
 
 
 @pytest.fixture(scope="module")
-def extender_namespace(kube_api):
-    ns = create_namespace(kube_api)
-    yield ns
-    purge_namespace(kube_api, ns)
-
-
-@pytest.fixture(scope="module")
-def extender(kube_api, dev_cluster, extender_namespace, tmp_path_factory, claim_policy):
+def extender(kube_api, dev_cluster, namespace, tmp_path_factory, claim_policy):
     """sunk-extender and the kube-scheduler that calls it, as the chart deploys them with
     ``scheduler.draDeviceMapping``: the extender's flags (``--dra-device-mapping`` among them), its ServiceAccount
     with the chart's RBAC (the DRA role bound to it too), under the claim policy; kube-scheduler from the chart's
@@ -270,7 +263,7 @@ def extender(kube_api, dev_cluster, extender_namespace, tmp_path_factory, claim_
     call["urlPrefix"] = f"https://127.0.0.1:{ports['verbs']}"
     call["tlsConfig"] = {"certFile": str(client.cert), "keyFile": str(client.key), "caFile": str(client.ca)}
     (tmp / "kube-scheduler.yaml").write_text(yaml.safe_dump(config))
-    with serving(kube_api, dev_cluster, proc, extender_namespace, purge=False):
+    with serving(kube_api, dev_cluster, proc, namespace, purge=False):
         log = open(tmp / "kube-scheduler.log", "wb")
         kube_scheduler = subprocess.Popen(
             [str(dev_cluster.kube_scheduler_binary), f"--config={tmp / 'kube-scheduler.yaml'}", "--secure-port=0",
@@ -297,12 +290,11 @@ def _delete_lease(api, namespace: str, name: str) -> None:
 
 
 def test_the_extender_fills_a_claim_from_slurms_allocation_and_kube_scheduler_binds_it(
-        kube_api, dev_cluster, extender_namespace, extender, slurm):
+        kube_api, dev_cluster, namespace, extender, slurm):
     """Issue 38 item 4: a Pod of the extender's kube-scheduler profile claiming 2 GPUs beside a batch job holding
     1: kube-scheduler (its DRA plugin off) leaves the claim alone, the extender's /bind fills it with exactly the
     devices of the placeholder's GRES indices, and the kubelet runs the Pod on them."""
     tag = uuid.uuid4().hex[:6]
-    namespace = extender_namespace
     batch = batch_job(slurm, 1, tag)
     try:
         wait_for(lambda: slurm.get_job(batch).state == "RUNNING", 60, f"batch job {batch} RUNNING")
