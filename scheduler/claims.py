@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -22,7 +22,6 @@ from sunk.kube.dra import INDEX_NODE
 from sunk.kube.resources import RESOURCECLAIMS
 from sunk.model.types import Obj
 from sunk.translate import dra
-from sunk.translate.gang import gang_of
 from sunk.translate.podjob import GPU_RESOURCE
 from sunk.translate.resources import pod_requests
 
@@ -56,17 +55,22 @@ class ClaimsView:
         """Why the Pod's claims keep it from a placeholder job (for its Event and condition)."""
         if not dra.pod_claims(pod):
             return ()
-        if gang_of(pod) is not None:
-            return ("spec.resourceClaims: the ResourceClaims of a gang's members are not filled by sunk yet; "
-                    "request GPUs as nvidia.com/gpu",)
-        try:
-            plugin_gpus = pod_requests(pod).get(GPU_RESOURCE)
-        except ValueError:  # (a malformed quantity: validate_pod says so)
-            plugin_gpus = None
-        if plugin_gpus:
+        if _plugin_gpus(pod):
             return ("spec.resourceClaims: a Pod gets its GPUs through ResourceClaims or as nvidia.com/gpu, not both",)
         refused = self.plan(pod).refused
         return (f"spec.resourceClaims: {refused}",) if refused else ()
+
+    def gpus_per_node(self, members: Sequence[Obj]) -> int:
+        """The GPUs a gang's job asks per node: the most any member asks, through claims or as nvidia.com/gpu."""
+        return max((self.plan(pod).gpus + _plugin_gpus(pod) for pod in members), default=0)
+
+    def gang_disagreement(self, members: Sequence[Obj]) -> str:
+        """Why the gang's job could not fill its members' claims ("" when it can: ``dra.gang_gpu_disagreement``);
+        members whose claims are not all seen yet wait instead, and are left out."""
+        plans = {f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}": self.plan(pod)
+                 for pod in members if dra.pod_claims(pod)}
+        claimed = {name: plan.gpus for name, plan in plans.items() if not plan.waiting and not plan.refused}
+        return dra.gang_gpu_disagreement(claimed, self.gpus_per_node(members)) if claimed else ""
 
     def waiting_for(self, pod: Obj) -> str:
         """What the Pod waits for before its job is submitted ("": nothing): claims not made or not seen yet."""
@@ -204,6 +208,14 @@ class ClaimAllocator:
         if not consumers:
             return DELETE_PROTECTION in ((claim.get("metadata") or {}).get("finalizers") or ())
         return all(c.get("resource") == "pods" and self.ours(str(c.get("uid", ""))) for c in consumers)
+
+
+def _plugin_gpus(pod: Obj) -> int:
+    """The Pod's nvidia.com/gpu request (0 when malformed: validate_pod says so)."""
+    try:
+        return int(pod_requests(pod).get(GPU_RESOURCE) or 0)
+    except ValueError:
+        return 0
 
 
 def _reserved_for(claim: Obj, pod: Obj) -> bool:

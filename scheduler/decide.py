@@ -415,6 +415,9 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
         return Invalid(tuple((m.uid, message) for m in fresh))
     if len(fresh) < gang.expected:
         return Waiting(None, missing(gang.describe, len(fresh), gang.expected), passing=True, members=_uids(fresh))
+    if claims_waiting := [m.waiting_for for m in fresh[:gang.expected] if m.waiting_for]:
+        return Waiting(None, f"{gang.describe}: a member is {claims_waiting[0]}", passing=True, members=_uids(fresh),
+                       event="WaitingForResourceClaims")
     if gang.disagreements:
         message = "; ".join(gang.disagreements)
         return Invalid(tuple((m.uid, message) for m in fresh))

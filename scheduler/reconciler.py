@@ -319,9 +319,11 @@ class PodScheduler:
         if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
             problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's identity "
                         f"({IDENTITY_MAX} bytes with a tag of each member): at most {most}",)
+        found = [str(d) for d in disagreements(waiting)]
+        if self.claims is not None and (claims := self.claims.gang_disagreement(waiting)):
+            found.append(claims)
         return UnitFacts(unit, describe=gang.describe(), members=facts, expected=expected.size,
-                         why=expected.why, disagreements=tuple(str(d) for d in disagreements(waiting)),
-                         problems=problems)
+                         why=expected.why, disagreements=tuple(found), problems=problems)
 
     def member_facts(self, pod: Obj) -> MemberFacts:
         """What decide() reads of a Pod; one this process bound counts as bound until the watch shows it."""
@@ -479,8 +481,9 @@ class PodScheduler:
             request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token,
                                               claimed_gpus=claimed)
             return self._submit_request(str(unit), request, pods, f"pod {meta['namespace']}/{meta['name']}")
-        request = placeholder.gang_job_request(gang, pods, placeholder_settings(self.config), size=len(pods),
-                                               hook_token=token)
+        request = placeholder.gang_job_request(
+            gang, pods, placeholder_settings(self.config), size=len(pods), hook_token=token,
+            gpus_per_node=self.claims.gpus_per_node(pods) if self.claims is not None else None)
         return self._submit_request(str(unit), request, pods, f"{gang.describe()} ({len(pods)} members)")
 
     def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:

@@ -446,6 +446,19 @@ class ClaimPlan:
         return devices_wanted(self.requests)
 
 
+def gang_gpu_disagreement(claimed: Mapping[str, int], per_node: int) -> str:
+    """Why a gang's job cannot fill its members' claims ("" when it can). Slurm gives every node of a gang's job the
+    same GPUs, ``per_node`` (the most any member asks, as nvidia.com/gpu or through claims), and a member's claims
+    are filled with exactly the GPUs of its node (``allocation_results``): so each member with claims (``claimed``:
+    its name and the GPUs its claims ask) must ask for exactly that many."""
+    off = sorted(f"{name} ({count})" for name, count in claimed.items() if count != per_node)
+    if not off:
+        return ""
+    return (f"spec.resourceClaims: every node of a gang's Slurm job gets {per_node} GPU(s), the most any member asks, "
+            f"and a member's claims are filled with all of its node's: the claims of {', '.join(off)} ask for "
+            "another number; give every member with claims the same count")
+
+
 def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | None) -> ClaimPlan:
     """The plan for ``pod``'s claims; ``claims`` the ResourceClaims of its namespace by name (what is seen)."""
     entries = pod_claims(pod)

@@ -73,7 +73,7 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: 
 
 
 def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, size: int,
-                     hook_token: str) -> JobRequest:
+                     hook_token: str, gpus_per_node: Optional[int] = None) -> JobRequest:
     """The one placeholder job of a gang: ``size`` nodes, one per member, each with room for any member.
 
     ``members`` are the Pods it is submitted for, in member order (sunk/translate/gang.py), each valid;
@@ -81,7 +81,9 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     the disagreement otherwise, as ``pod_to_job`` for an invalid Pod). The first member's Pod gives
     those settings; per node the job asks each resource's largest request over the members
     (``gang.per_node``). ``hook_token`` is the gang's (HMAC of the secret and ``gang.owner``): the
-    placeholder acts for every member.
+    placeholder acts for every member. ``gpus_per_node``: with a scheduler that fills ResourceClaims, the GPUs
+    each node must have, the most any member asks through claims or as nvidia.com/gpu (``ClaimsView.gpus_per_node``);
+    None when it fills none (a member with claims is then invalid).
     """
     if not members:
         raise ValueError(f"{gang.describe()}: a gang's job needs members")
@@ -90,11 +92,14 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     found = disagreements(members)
     if found:
         raise ValueError("; ".join(map(str, found)))
-    request = job_request(members[0], settings, hook_token=hook_token)
+    claims = 0 if gpus_per_node is not None else None  # (claims allowed; their GPUs are in gpus_per_node)
+    request = job_request(members[0], settings, hook_token=hook_token, claimed_gpus=claims)
     for pod in members[1:]:
         pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
-                   kill_wait_seconds=settings.kill_wait_seconds)  # (ValueError if invalid)
+                   kill_wait_seconds=settings.kill_wait_seconds, claimed_gpus=claims)  # (ValueError if invalid)
     share = per_node(members)
+    if gpus_per_node is not None:
+        share = attrs.evolve(share, gpus=max(share.gpus, gpus_per_node))
     identity = PlaceholderIdentity(gang.unit, gang.namespace, size=size,
                                    members=tuple(member_tag(p["metadata"]["uid"]) for p in members),
                                    scheduler=settings.scheduler).encode()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_testns import applied_admission_policy, create_namespace, purge_namespace
+from kube_testns import applied_admission_policy, create_namespace, delete_jobs, purge_namespace
 from procs import Process, secret_file
 from rbac_harness import (
     apply,
@@ -34,7 +34,7 @@ from test_scheduler import SCHEDULER, end_pods, events_for, get_pod, job_id_of, 
 
 from scheduler.claims import DELETE_PROTECTION
 from sunk.kube import client as kc
-from sunk.kube.resources import LEASES, PODS, RESOURCECLAIMS, Resource
+from sunk.kube.resources import JOBS, LEASES, PODS, RESOURCECLAIMS, Resource
 from sunk.model import names
 from sunk.model.slurm import JobRequest
 from sunk.slurm import connect
@@ -324,6 +324,45 @@ def test_the_extender_fills_a_claim_from_slurms_allocation_and_kube_scheduler_bi
                  "the Pod's job ended")
     finally:
         slurm.cancel_job(batch)
+        end_pods(kube_api, dev_cluster, namespace)
+
+
+def test_a_batch_job_of_one_pod_gets_its_gpus_through_its_claim_template(kube_api, dev_cluster, namespace, scheduler,
+                                                                         slurm):
+    """A batch/v1 Job's Pod is a gang's member (a gang of one here: there is one real Node): its claim, made from the
+    template by kube-controller-manager, is waited for, asks the gang's job for its GPUs, and is filled with exactly
+    the devices of the job's GRES indices on the node; the Job deleted, the claim goes with its Pod and the job ends."""
+    tag = uuid.uuid4().hex[:6]
+    kc.create(kube_api, TEMPLATES, template(f"job-{tag}", 2), namespace)
+    pod = gpu_pod("unused", {"resourceClaimTemplateName": f"job-{tag}"})
+    kc.create(kube_api, JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"train-{tag}"}, "spec": {
+        "parallelism": 1, "completions": 1, "backoffLimit": 0,
+        "template": {"metadata": {"annotations": pod["metadata"]["annotations"]},
+                     "spec": {**pod["spec"], "restartPolicy": "Never"}}}}, namespace)
+    try:
+        def running_member() -> dict[str, Any] | None:
+            found = kc.list_objects(kube_api, PODS, namespace,
+                                    label_selector=f"batch.kubernetes.io/job-name=train-{tag}")
+            return found[0] if len(found) == 1 and (found[0].get("status") or {}).get("phase") == "Running" else None
+
+        member = wait_for(running_member, 90, "the Job's Pod Running on the real Node")
+        name = member["metadata"]["name"]
+        job_id = int(member["metadata"]["annotations"][names.ANN_JOB_ID])
+        assert member["spec"]["nodeName"] == realnode.NODE_NAME
+        held = held_indices(slurm, job_id)
+        assert len(held) == 2, held
+        allocated = claim_of(kube_api, namespace, name)
+        assert devices_of(allocated) == names_of(held)
+        assert _kubelet_prepared_devices(dev_cluster.home, allocated["metadata"]["uid"]) == names_of(held)
+        assert not [e for e in events_for(kube_api, namespace, name) if e["type"] == "Warning"]
+        claim_name = allocated["metadata"]["name"]
+        delete_jobs(kube_api, namespace)
+        wait_for(lambda: not [c for c in kc.list_objects(kube_api, RESOURCECLAIMS, namespace)
+                              if c["metadata"]["name"] == claim_name], 90, "the template's claim gone with its Pod")
+        wait_for(lambda: state(slurm_job(dev_cluster, job_id)) in ("CANCELLED", "COMPLETED", None), 60,
+                 "the gang's job ended")
+    finally:
+        delete_jobs(kube_api, namespace)
         end_pods(kube_api, dev_cluster, namespace)
 
 

@@ -12,17 +12,21 @@ from policy_fakes import TEST_POLICY
 
 from scheduler import claims as claims_module
 from scheduler import kubeops
+from scheduler.assembly import identity_parser
 from scheduler.binder import Binder
 from scheduler.claims import DELETE_PROTECTION, ClaimAllocator, ClaimsView
 from scheduler.config import SchedulerConfig
+from scheduler.gangs import Workloads
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import PodIndex, PodScheduler, SlurmdNodes
 from sunk.kube.dra import INDEX_NODE, slice_node
 from sunk.model.slurm import GresGrant, Job, JobAllocation, Node
-from sunk.translate import dra
+from sunk.translate import dra, gang
 from sunk.translate.drains import DeviceMismatchDrain
 from sunk.translate.drains import parse as parse_drain
 from sunk.translate.gang import has_started
+from sunk.translate.identity import PlaceholderIdentity, member_tag
+from sunk.translate.keys import GangKey, unit_key
 
 DRIVER = "gpu.example.com"
 MAPPING = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com"}), attribute="index")
@@ -355,3 +359,89 @@ def test_gpus_through_claims_and_as_nvidia_com_gpu_at_once_are_refused(world):
     assert world.slurm.submitted == []
     (reason, message), = world.recorder.events
     assert reason == "FailedValidation" and "through ResourceClaims or as nvidia.com/gpu, not both" in message
+
+
+# -- a gang's members with claims (a batch/v1 Job's Pods are a gang, even one of a single Pod) ------------------
+
+JOB_UID = "0c5a0000-0000-4000-8000-00000000c0de"
+GANG = f"gang:ns/job/{JOB_UID}"
+
+
+def job_member(i: int, *claims: dict[str, Any], made: dict[str, str] | None = None,
+               gpus: str | None = None) -> dict[str, Any]:
+    member = pod(*claims, made=made)
+    member["metadata"].update(name=f"train-{i}", uid=f"uid-{i}", labels={
+        "batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/controller-uid": JOB_UID,
+        gang.JOB_COMPLETION_INDEX: str(i)})
+    member["spec"]["schedulerName"] = "s"
+    if gpus is not None:
+        member["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": gpus}
+    return member
+
+
+def gang_world(world: Any, parallelism: int) -> PodScheduler:
+    """The world's scheduler, with a batch/v1 Job ``train`` of ``parallelism`` Pods (its gang) and the scheduler's
+    identity parser (the gang's job is known by its identity)."""
+    config = SchedulerConfig("s", b"x" * 16, "http://h", identity_policy=TEST_POLICY, dra=MAPPING)
+    k8s_job = {"apiVersion": "batch/v1", "kind": "Job", "status": {}, "spec": {"parallelism": parallelism},
+               "metadata": {"name": "train", "namespace": "ns", "uid": JOB_UID}}
+    world.jobs = JobIndex(identity_parser(config))
+    old = world.scheduler
+    world.scheduler = PodScheduler(api=None, slurm=world.slurm, config=config, jobs=world.jobs,
+                                   pods=old.pods, slurmd=old.slurmd, recorder=world.recorder, claims=old.claims,
+                                   binder=old.binder, workloads=Workloads(ListInformer([k8s_job])))
+    return world.scheduler
+
+
+def test_a_job_of_one_pod_with_a_claim_template_waits_for_its_claim_then_is_filled_and_bound(world):
+    """A batch/v1 Job's Pod is a gang member: its claims are waited for, ask the gang's job for GPUs per node, and
+    are filled with the devices of its node's GRES indices before the binding, as a lone Pod's."""
+    scheduler = gang_world(world, 1)
+    template = {"name": "gpus", "resourceClaimTemplateName": "two"}
+    world.pods.append(job_member(0, template))
+    result = scheduler.reconcile(GANG)
+    assert world.slurm.submitted == [] and result.requeue_after is not None
+    _members, waiting, _gang = scheduler.unit_placement(unit_key(GANG))
+    assert waiting.event == "WaitingForResourceClaims", waiting
+    assert "(the claim of gpus, not made yet)" in waiting.reason, waiting
+    world.pods[0] = job_member(0, template, made={"gpus": "train-0-gpus-x1"})
+    world.claims.put(claim("train-0-gpus-x1", 2))
+    scheduler.reconcile(GANG)
+    (request,) = world.slurm.submitted
+    assert request.gpus_per_node == 2 and request.node_count == 1
+    identity = PlaceholderIdentity(GangKey("ns", f"job/{JOB_UID}"), "ns", size=1, members=(member_tag("uid-0"),),
+                                   scheduler="s").encode()
+    world.jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment=identity))
+    scheduler.reconcile(GANG)
+    assert world.writes == [("finalizer", "train-0-gpus-x1", (DELETE_PROTECTION,)),
+                            ("status", "train-0-gpus-x1", ("gpu-1", "gpu-3"), ("uid-0",)), ("bind", "worker-1")]
+
+
+@pytest.mark.parametrize(("second", "per_node", "off"), [
+    ({"claims": 1}, 2, "ns/train-1 (1)"),  # claims of another count
+    ({"gpus": "4"}, 4, "ns/train-0 (2)"),  # a member asking more as nvidia.com/gpu: every node would hold 4
+])
+def test_gang_members_whose_claims_cannot_take_their_nodes_gpus_are_refused_before_submission(world, second, per_node,
+                                                                                              off):
+    scheduler = gang_world(world, 2)
+    world.claims.put(claim("c0", 2))
+    world.pods.append(job_member(0, {"name": "gpus", "resourceClaimName": "c0"}))
+    if "claims" in second:
+        world.claims.put(claim("c1", second["claims"]))
+        world.pods.append(job_member(1, {"name": "gpus", "resourceClaimName": "c1"}))
+    else:
+        world.pods.append(job_member(1, gpus=second["gpus"]))
+    scheduler.reconcile(GANG)
+    assert world.slurm.submitted == []
+    messages = {message for reason, message in world.recorder.events if reason == "FailedValidation"}
+    assert messages and all(f"gets {per_node} GPU(s)" in m and f"the claims of {off} ask" in m for m in messages)
+
+
+def test_gang_members_with_as_many_gpus_each_make_one_job_asking_that_many_per_node(world):
+    scheduler = gang_world(world, 2)
+    for i in (0, 1):
+        world.claims.put(claim(f"c{i}", 2))
+        world.pods.append(job_member(i, {"name": "gpus", "resourceClaimName": f"c{i}"}))
+    scheduler.reconcile(GANG)
+    (request,) = world.slurm.submitted
+    assert request.gpus_per_node == 2 and request.node_count == 2

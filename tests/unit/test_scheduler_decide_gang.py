@@ -30,13 +30,14 @@ NODE_OF = {f"node{i}": f"worker-{i}" for i in range(1, 5)}
 
 
 def m(i, *, bound=None, slurm=None, job_id=None, deleting=False, terminal=False, ours=None, problems=(),
-      grace_ends_at=None, node_lost=False):
+      grace_ends_at=None, node_lost=False, waiting_for=""):
     """Member train-<i> (uid-<i>); ``bound`` a Node, ``slurm`` the Slurm node it holds."""
     if ours is None:
         ours = bound is not None
     return MemberFacts(uid=f"uid-{i}", name=f"team/train-{i}", bound_node=bound, slurm_node=slurm, job_id=job_id,
                        deleting=deleting, finished="Succeeded" if terminal else "", placed_by_us=ours,
-                       problems=tuple(problems), grace_ends_at=grace_ends_at, node_lost=node_lost)
+                       problems=tuple(problems), grace_ends_at=grace_ends_at, node_lost=node_lost,
+                       waiting_for=waiting_for)
 
 
 def facts(*members, expected=3, why="", disagreements=(), problems=()):
@@ -95,6 +96,10 @@ CASES = [
                   ("uid-2", "Job team/train cannot be submitted: team/train-1 is not valid")))),
     ("an invalid member before the gang fills -> said at once", facts(m(0, problems=["bad"])), (), {},
      Invalid((("uid-0", "bad"),))),
+    ("a member whose claims are not made yet -> the gang waits for them, no job",
+     facts(m(0), m(1, waiting_for="waiting for its ResourceClaims to be made: c1"), m(2)), (), {},
+     Waiting(None, "Job team/train: a member is waiting for its ResourceClaims to be made: c1", passing=True,
+             members=uids(0, 1, 2), event="WaitingForResourceClaims")),
     ("members disagree -> an Event naming the annotation and Pods, no job",
      facts(m(0), m(1), m(2), disagreements=["sunk.coreweave.com/qos: the gang's Pods disagree: ..."]), (), {},
      Invalid(tuple((u, "sunk.coreweave.com/qos: the gang's Pods disagree: ...") for u in uids(0, 1, 2)))),

@@ -356,3 +356,17 @@ def test_the_flag_names_each_part_of_a_mapping():
 def test_a_flag_that_names_no_single_rule_is_refused_with_why(text, why):
     with pytest.raises(ValueError, match=re.escape(why)):
         dra.DeviceMapping.parse(text)
+
+
+@pytest.mark.parametrize(("claimed", "per_node", "off"), [
+    ({"ns/a": 2, "ns/b": 2}, 2, None),
+    ({"ns/a": 2}, 2, None),  # members without claims (a leader) take no part
+    ({"ns/a": 2, "ns/b": 1}, 2, "ns/b (1)"),
+    ({"ns/a": 2, "ns/b": 2}, 4, "ns/a (2), ns/b (2)"),  # another member's nvidia.com/gpu: 4 on every node
+])
+def test_a_gangs_members_with_claims_must_claim_every_gpu_of_their_node(claimed, per_node, off):
+    found = dra.gang_gpu_disagreement(claimed, per_node)
+    if off is None:
+        assert found == ""
+    else:
+        assert f"gets {per_node} GPU(s)" in found and f"the claims of {off} ask for another number" in found

@@ -430,11 +430,11 @@ def test_the_gang_annotation_takes_only_its_values(value, ok):
 GANG = g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
 
 
-def gang_request(members, size=None, **changes):
+def gang_request(members, size=None, gpus_per_node=None, **changes):
     settings = placeholder.Settings(**{"script": "#!/bin/bash\n", "kill_wait_seconds": 30, "scheduler": "sched",
                                        "hooks_url": "http://hooks:8000", "policy": POLICY, **changes})
     return placeholder.gang_job_request(GANG, members, settings, size=len(members) if size is None else size,
-                                        hook_token="token-of-the-gang")
+                                        hook_token="token-of-the-gang", gpus_per_node=gpus_per_node)
 
 
 def env(request):
@@ -510,3 +510,14 @@ def test_a_gang_whose_leader_has_no_gpus_still_asks_for_the_typed_gres():
     assert request.tres_per_node == "gres/gpu:l4:4"
     untyped = gang_request(members)
     assert (untyped.gpu_type, untyped.constraints) == (None, "NVIDIA_L4")
+
+
+def test_a_gang_whose_members_claim_gpus_asks_the_claims_gpus_per_node_only_from_a_scheduler_that_fills_them():
+    members = [pod("a"), pod("b")]
+    for member in members:
+        member["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two"}]
+    request = gang_request(members, gpus_per_node=2)
+    assert (request.gpus_per_node, request.node_count, request.tres_per_node) == (2, 2, "gres/gpu:2")
+    assert gang_request([pod("a", gpus=4), pod("b")], gpus_per_node=2).gpus_per_node == 4  # (the most any asks)
+    with pytest.raises(ValueError, match="resourceClaims"):  # no mapping: the members' claims are refused
+        gang_request(members)
