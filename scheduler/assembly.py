@@ -40,7 +40,7 @@ from sunk.translate.slurmd import placement_view, serving
 
 from . import kubeops, metrics
 from .binder import Binder
-from .claims import INDEX_CLAIMS, ClaimAllocator, ClaimsView, claim_keys
+from .claims import INDEX_CLAIMS, ClaimAllocator, ClaimsView, claim_keys, pod_ended
 from .config import (
     PENDING_REASON_INTERVAL,
     STARTED_CALL_PATIENCE,
@@ -340,7 +340,7 @@ def assemble(
     dra = dra_informers(api, config.dra) if config.dra is not None else None
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False,
                     claims=ClaimAllocator(api, slurm, dra.view, dra.slices,
-                                          ours=lambda uid: pod_index.by_uid(uid) is not None)
+                                          ours=lambda uid: pod_index.by_uid(uid) is not None, ended=pod_ended(api))
                     if dra is not None else None)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,

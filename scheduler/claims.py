@@ -19,10 +19,11 @@ import attrs
 
 from sunk.kube import client as kube
 from sunk.kube.dra import INDEX_NODE
-from sunk.kube.resources import RESOURCECLAIMS
+from sunk.kube.resources import PODS, RESOURCECLAIMS
 from sunk.model.types import Obj
 from sunk.translate import dra
-from sunk.translate.podjob import GPU_RESOURCE
+from sunk.translate.objects import is_terminal
+from sunk.translate.podjob import GPU_RESOURCE, gpu_clauses
 from sunk.translate.resources import pod_requests
 
 log = logging.getLogger(__name__)
@@ -57,19 +58,41 @@ class ClaimsView:
             return ()
         if _plugin_gpus(pod):
             return ("spec.resourceClaims: a Pod gets its GPUs through ResourceClaims or as nvidia.com/gpu, not both",)
-        refused = self.plan(pod).refused
-        return (f"spec.resourceClaims: {refused}",) if refused else ()
+        plan = self.plan(pod)
+        if plan.refused:
+            return (f"spec.resourceClaims: {plan.refused}",)
+        if plan.gres_type and gpu_clauses(pod):
+            return (f"spec.resourceClaims: the GPU type comes from the claims' DeviceClass ({plan.gres_type}); drop "
+                    "the GPU class or model affinity",)
+        return ()
 
     def gpus_per_node(self, members: Sequence[Obj]) -> int:
         """The GPUs a gang's job asks per node: the most any member asks, through claims or as nvidia.com/gpu."""
         return max((self.plan(pod).gpus + _plugin_gpus(pod) for pod in members), default=0)
 
+    def gres_type(self, members: Sequence[Obj]) -> str:
+        """The GRES type the gang's members' claims ask for ("": untyped, or none has claims)."""
+        return next((t for pod in members if (t := self.plan(pod).gres_type)), "")
+
     def gang_disagreement(self, members: Sequence[Obj]) -> str:
-        """Why the gang's job could not fill its members' claims ("" when it can: ``dra.gang_gpu_disagreement``);
-        members whose claims are not all seen yet wait instead, and are left out."""
+        """Why the gang's job could not fill its members' claims ("" when it can: ``dra.gang_gpu_disagreement``,
+        and one GRES type for all); members whose claims are not all seen yet wait instead, and are left out."""
+        named_by: dict[str, list[str]] = {}
+        for pod in members:
+            for key in claim_keys(pod):
+                named_by.setdefault(key, []).append(pod["metadata"].get("name", ""))
+        if shared := sorted(key for key, names in named_by.items() if len(names) > 1):
+            return (f"spec.resourceClaims: ResourceClaim {shared[0]} is named by {len(named_by[shared[0]])} members "
+                    f"({', '.join(sorted(named_by[shared[0]]))}); each member is filled with its own node's GPUs, so "
+                    "each needs claims of its own (a ResourceClaimTemplate makes them)")
         plans = {f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}": self.plan(pod)
                  for pod in members if dra.pod_claims(pod)}
-        claimed = {name: plan.gpus for name, plan in plans.items() if not plan.waiting and not plan.refused}
+        ready = {name: plan for name, plan in plans.items() if not plan.waiting and not plan.refused}
+        if len(types := {plan.gres_type for plan in ready.values()}) > 1:
+            named = ", ".join(sorted(t or "untyped" for t in types))
+            return (f"spec.resourceClaims: the members' claims ask for GPUs of more than one GRES type ({named}); a "
+                    "gang's Slurm job asks for one")
+        claimed = {name: plan.gpus for name, plan in ready.items()}
         return dra.gang_gpu_disagreement(claimed, self.gpus_per_node(members)) if claimed else ""
 
     def waiting_for(self, pod: Obj) -> str:
@@ -119,6 +142,10 @@ class ClaimAllocator:
     view: ClaimsView
     slices: Any  # the mapped driver's ResourceSlices informer, indexed by INDEX_NODE
     ours: Callable[[str], bool] = lambda _uid: False
+    # Whether a claim's consumer (``namespace``, its ``reservedFor`` entry) that is not ``ours`` has ended: a Pod of
+    # sunk's other front end, finished, deleting or gone (the apiserver's word, asked only when a device Slurm gave
+    # the job is held by such a claim: then it is on its way out, as a Pod of ours would be).
+    ended: Callable[[str, Obj], bool] = lambda _namespace, _consumer: False
     clock: Callable[[], float] = time.monotonic
     deadline: float = CLAIMS_READY_DEADLINE
     _not_ready_since: dict[str, float] = attrs.field(init=False, factory=dict)  # Pod UID -> first wait
@@ -162,9 +189,17 @@ class ClaimAllocator:
         devices = dra.node_devices(self.slices.by_index(INDEX_NODE, k8s_node), k8s_node, mapping.driver)
         others = self.view.claims.by_index(INDEX_NODE, k8s_node)
         own = frozenset(claim_keys(pod))
-        held = dra.held_devices([c for c in others if not self._releasing(c)], k8s_node, mapping.driver, besides=own)
-        releasing = dra.held_devices([c for c in others if self._releasing(c)], k8s_node, mapping.driver, besides=own)
-        results = dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held, releasing)
+        going = [c for c in others if self._releasing(c)]
+        staying = [c for c in others if not self._releasing(c)]
+
+        def results_with(staying: list[Obj], going: list[Obj]) -> Any:
+            held = dra.held_devices(staying, k8s_node, mapping.driver, besides=own)
+            releasing = dra.held_devices(going, k8s_node, mapping.driver, besides=own)
+            return dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held, releasing)
+
+        results = results_with(staying, going)
+        if isinstance(results, dra.Mismatch) and (ended := [c for c in staying if self._consumers_ended(c)]):
+            results = results_with([c for c in staying if c not in ended], going + ended)
         if isinstance(results, dra.Mismatch):
             raise DeviceMismatch(results)
         if isinstance(results, dra.JobUnfit):
@@ -201,6 +236,13 @@ class ClaimAllocator:
         kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": status}, subresource="status")
 
 
+    def _consumers_ended(self, claim: Obj) -> bool:
+        """A claim reserved only for consumers that are ours or have ended (``ended``): on its way out too."""
+        namespace = (claim.get("metadata") or {}).get("namespace", "")
+        consumers = (claim.get("status") or {}).get("reservedFor") or ()
+        return bool(consumers) and all(self.ours(str(c.get("uid", ""))) or self.ended(namespace, c)
+                                       for c in consumers)
+
     def _releasing(self, claim: Obj) -> bool:
         """A claim on its way out: reserved only for Pods of this scheduler, or for none while it still carries the
         delete-protection finalizer (kube-controller-manager deallocates it then)."""
@@ -208,6 +250,23 @@ class ClaimAllocator:
         if not consumers:
             return DELETE_PROTECTION in ((claim.get("metadata") or {}).get("finalizers") or ())
         return all(c.get("resource") == "pods" and self.ours(str(c.get("uid", ""))) for c in consumers)
+
+
+def pod_ended(api: Any) -> Callable[[str, Obj], bool]:
+    """``ClaimAllocator.ended`` from the apiserver: the consumer is a Pod that is gone (or another under its name),
+    finished, or being deleted. A failed read is no answer: the claim counts as held."""
+
+    def ended(namespace: str, consumer: Obj) -> bool:
+        if consumer.get("resource") != "pods":
+            return False
+        try:
+            found = kube.get(api, PODS, str(consumer.get("name", "")), namespace)
+        except kube.ApiError as exc:
+            return exc.not_found
+        return (found["metadata"].get("uid") != consumer.get("uid") or is_terminal(found)
+                or bool(found["metadata"].get("deletionTimestamp")))
+
+    return ended
 
 
 def _plugin_gpus(pod: Obj) -> int:

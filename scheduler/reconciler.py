@@ -477,13 +477,15 @@ class PodScheduler:
         token = hook_token(self.config.hook_secret, str(unit))
         if gang is None:  # a lone Pod
             meta = pods[0]["metadata"]
-            claimed = self.claims.plan(pods[0]).gpus if self.claims is not None else None
+            plan = self.claims.plan(pods[0]) if self.claims is not None else None
             request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token,
-                                              claimed_gpus=claimed)
+                                              claimed_gpus=plan.gpus if plan is not None else None,
+                                              claimed_type=plan.gres_type if plan is not None else "")
             return self._submit_request(str(unit), request, pods, f"pod {meta['namespace']}/{meta['name']}")
         request = placeholder.gang_job_request(
             gang, pods, placeholder_settings(self.config), size=len(pods), hook_token=token,
-            gpus_per_node=self.claims.gpus_per_node(pods) if self.claims is not None else None)
+            gpus_per_node=self.claims.gpus_per_node(pods) if self.claims is not None else None,
+            claimed_type=self.claims.gres_type(pods) if self.claims is not None else "")
         return self._submit_request(str(unit), request, pods, f"{gang.describe()} ({len(pods)} members)")
 
     def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:

@@ -124,8 +124,9 @@ def dra_device_mapping(text: str) -> DeviceMapping:
 
 DRA_DEVICE_MAPPING_HELP = (
     "the DRA driver and DeviceClasses whose ResourceClaims this scheduler fills with the devices of the GRES "
-    "indices Slurm gave a Pod's job: driver=DRIVER,device-class=CLASS[,device-class=...],attribute=ATTR (a "
-    "device attribute holding the index) or name=TEMPLATE (gpu-{index}); docs/scheduler.md")
+    "indices Slurm gave a Pod's job: driver=DRIVER,device-class=CLASS[:GRES_TYPE][,device-class=...],attribute=ATTR "
+    "(a device attribute holding the index) or name=TEMPLATE (gpu-{index}); a class's GRES_TYPE (a100, a MIG "
+    "profile's 1g.10gb) makes its claims ask Slurm for gres/gpu:GRES_TYPE:N; docs/scheduler.md")
 
 
 def positive_int(text: str) -> int:

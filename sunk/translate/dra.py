@@ -27,6 +27,7 @@ writes it; a class maps to a GRES type; MIG profiles and shards.
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
@@ -61,18 +62,26 @@ def _strings(values: Iterable[str]) -> frozenset[str]:
     return frozenset(values)
 
 
+def _pairs(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pairs))
+
+
 @frozen
 class DeviceMapping:
     """How Slurm's GRES index names a DRA device of one driver: ``attribute`` (a device attribute whose integer
     value is the index: ``index``, ``minor``; unqualified means the driver's own domain) or ``name_template``
     (``gpu-{index}``, ``device-{index:02d}``), exactly one. ``device_classes`` are the DeviceClasses whose
-    requests Slurm fills; ``gres`` the GRES whose indices are read (``gpu``; a MIG type or ``shard`` later)."""
+    requests Slurm fills; ``gres_types`` gives some of them a GRES type (``(class, type)`` pairs: a claim of the
+    class asks Slurm for ``gres/gpu:TYPE:N``, e.g. an A100 class, or a MIG profile's class whose devices the
+    driver partitions, ``1g.10gb``), the others ask untyped; ``gres`` the GRES whose indices are read (``gpu``;
+    Slurm numbers a node's GPUs of every type in one list, so the index rule is the same for all types)."""
 
     driver: str
     device_classes: frozenset[str] = attrs.field(converter=_strings)
     attribute: str = ""
     name_template: str = attrs.field(default="", converter=_check_template)
     gres: str = "gpu"
+    gres_types: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
 
     def __attrs_post_init__(self) -> None:
         if not self.driver:
@@ -81,11 +90,24 @@ class DeviceMapping:
             raise ValueError("a device mapping has exactly one of attribute and name_template")
         if not self.device_classes:
             raise ValueError("a device mapping names at least one DeviceClass")
+        typed = [device_class for device_class, _type in self.gres_types]
+        if len(set(typed)) != len(typed) or not set(typed) <= self.device_classes:
+            raise ValueError("each typed DeviceClass is one of device_classes, with one GRES type")
+        for device_class, gres_type in self.gres_types:
+            if not GRES_TYPE.fullmatch(gres_type):
+                raise ValueError(f"DeviceClass {device_class}: GRES type {gres_type!r} is not a Slurm GRES type "
+                                 "(letters, digits, '_', '.', '-')")
+
+    def gres_type(self, device_class: str) -> str:
+        """The GRES type a claim of ``device_class`` asks Slurm for ("": untyped)."""
+        return next((t for c, t in self.gres_types if c == device_class), "")
 
     @classmethod
     def parse(cls, text: str) -> DeviceMapping:
-        """``--dra-device-mapping``: ``driver=D,device-class=C[,device-class=C2],attribute=A|name=T[,gres=G]``,
-        e.g. ``driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index``. ValueError naming the fault."""
+        """``--dra-device-mapping``: ``driver=D,device-class=C[:TYPE][,device-class=C2[:TYPE2]],attribute=A|name=T
+        [,gres=G]``, e.g. ``driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index`` or, a class per
+        GRES type, ``...,device-class=a100.example.com:a100,device-class=mig-1g.example.com:1g.10gb,...``.
+        ValueError naming the fault."""
         fields: dict[str, list[str]] = {}
         for item in (part.strip() for part in text.split(",")):
             if not item:
@@ -98,8 +120,14 @@ class DeviceMapping:
             if key != "device-class" and len(values) > 1:
                 raise ValueError(f"{key} given {len(values)} times")
         one = {k: v[0] for k, v in fields.items() if k != "device-class"}
-        return cls(one.get("driver", ""), fields.get("device-class", ()), attribute=one.get("attribute", ""),
-                   name_template=one.get("name", ""), gres=one.get("gres", "gpu"))
+        classes = [c.partition(":") for c in fields.get("device-class", ())]  # (a DeviceClass name has no colon)
+        if len({c for c, _sep, _type in classes}) != len(classes):
+            raise ValueError("a DeviceClass is named twice")
+        if any(sep and not gres_type for _c, sep, gres_type in classes):
+            raise ValueError("device-class=CLASS:TYPE wants a GRES type after the colon")
+        return cls(one.get("driver", ""), [c for c, _sep, _type in classes], attribute=one.get("attribute", ""),
+                   name_template=one.get("name", ""), gres=one.get("gres", "gpu"),
+                   gres_types=[(c, t) for c, _sep, t in classes if t])
 
     @property
     def qualified_attribute(self) -> str:
@@ -107,6 +135,7 @@ class DeviceMapping:
 
 
 _MAPPING_KEYS = ("driver", "device-class", "attribute", "name", "gres")
+GRES_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a Slurm GRES type: no ':' or ',' (gres/gpu:TYPE:N)
 AttributeValue = Union[int, bool, str]
 
 
@@ -210,6 +239,7 @@ class ClaimRequest:
     request: str
     count: int
     tolerations: tuple[DeviceToleration, ...] = ()
+    gres_type: str = ""  # its DeviceClass's GRES type ("": untyped)
 
     def tolerates(self, device: SliceDevice) -> bool:
         return all(any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
@@ -246,7 +276,8 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
         tolerations = tuple(DeviceToleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
                                              str(t.get("value") or ""), str(t.get("effect") or ""))
                             for t in exactly.get("tolerations") or ())
-        out.append(ClaimRequest(name, str(request.get("name")), count, tolerations))
+        out.append(ClaimRequest(name, str(request.get("name")), count, tolerations,
+                                gres_type=mapping.gres_type(device_class)))
     if not out:
         raise UnsupportedClaim(f"ResourceClaim {name}: no device requests")
     return tuple(out)
@@ -326,9 +357,9 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
                                   f"{mapping.driver} ({how}), not one")
         chosen.append((index, named[0]))
     for index, device in chosen:
-        if (holder := (releasing or {}).get(device.key)) is not None:
-            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held by ResourceClaim "
-                             f"{holder}, which is being released")
+        if (releasing or {}).get(device.key) is not None:  # (the holder unnamed: it may be another tenant's)
+            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held by a "
+                             "ResourceClaim being released")
         if (held or {}).get(device.key) is not None:
             return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which another "
                                   "ResourceClaim holds: Slurm counts it free")
@@ -445,6 +476,11 @@ class ClaimPlan:
     def gpus(self) -> int:
         return devices_wanted(self.requests)
 
+    @property
+    def gres_type(self) -> str:
+        """The GRES type the claims ask for ("": untyped); ``claim_plan`` refuses claims of two types."""
+        return self.requests[0].gres_type if self.requests else ""
+
 
 def gang_gpu_disagreement(claimed: Mapping[str, int], per_node: int) -> str:
     """Why a gang's job cannot fill its members' claims ("" when it can). Slurm gives every node of a gang's job the
@@ -484,6 +520,10 @@ def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | Non
             requests.extend(claim_requests(claim, mapping))
         except UnsupportedClaim as exc:
             return ClaimPlan(refused=str(exc))
+    if len(types := {r.gres_type for r in requests}) > 1:
+        listed = ", ".join(sorted(t or "untyped" for t in types))
+        return ClaimPlan(refused=f"the claims ask for GPUs of DeviceClasses of more than one GRES type ({listed}); a "
+                                 "Slurm job asks for one")
     return ClaimPlan(tuple(requests))
 
 

@@ -48,9 +48,10 @@ class Settings:
     policy: IdentityPolicy = attrs.field(kw_only=True)
 
 
-def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: Optional[int] = None) -> JobRequest:
+def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: Optional[int] = None,
+                claimed_type: str = "") -> JobRequest:
     """The placeholder job for a *valid* Pod its namespace's identity policy allows (ValueError otherwise,
-    as ``pod_to_job``); ``claimed_gpus``: as ``pod_to_job``'s.
+    as ``pod_to_job``); ``claimed_gpus``, ``claimed_type``: as ``pod_to_job``'s.
 
     Never requeued: a preempted placeholder must end as PREEMPTED, so its Pod is deleted and
     its owner queues a new one.
@@ -58,7 +59,8 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: 
     meta = pod["metadata"]
     request = pod_to_job(pod, identity=settings.policy.identity(pod), script=settings.script,
                          kill_wait_seconds=settings.kill_wait_seconds,
-                         scheduler=settings.scheduler, gpu_types=settings.gpu_types, claimed_gpus=claimed_gpus)
+                         scheduler=settings.scheduler, gpu_types=settings.gpu_types, claimed_gpus=claimed_gpus,
+                         claimed_type=claimed_type)
     if request.partition is None and settings.default_partition:
         request = attrs.evolve(request, partition=settings.default_partition)
     environment = (
@@ -73,7 +75,7 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: 
 
 
 def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, size: int,
-                     hook_token: str, gpus_per_node: Optional[int] = None) -> JobRequest:
+                     hook_token: str, gpus_per_node: Optional[int] = None, claimed_type: str = "") -> JobRequest:
     """The one placeholder job of a gang: ``size`` nodes, one per member, each with room for any member.
 
     ``members`` are the Pods it is submitted for, in member order (sunk/translate/gang.py), each valid;
@@ -83,7 +85,8 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     (``gang.per_node``). ``hook_token`` is the gang's (HMAC of the secret and ``gang.owner``): the
     placeholder acts for every member. ``gpus_per_node``: with a scheduler that fills ResourceClaims, the GPUs
     each node must have, the most any member asks through claims or as nvidia.com/gpu (``ClaimsView.gpus_per_node``);
-    None when it fills none (a member with claims is then invalid).
+    None when it fills none (a member with claims is then invalid); ``claimed_type`` the GRES type of the
+    members' claims (they agree: ``ClaimsView.gang_disagreement``).
     """
     if not members:
         raise ValueError(f"{gang.describe()}: a gang's job needs members")
@@ -112,6 +115,11 @@ def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, 
     # even when the first (a leader without GPUs) does not.
     clauses = gpu_clauses(members[0])
     typed, clauses = gpu_type(clauses, settings.gpu_types) if share.gpus else (None, clauses)
+    if claimed_type:
+        if typed not in (None, claimed_type) or clauses:
+            raise ValueError(f"{gang.describe()}: the GPU type comes from the claims' DeviceClass ({claimed_type}); "
+                             "a GPU class or model affinity may not ask for another")
+        typed = claimed_type
     constraints = constraint(_text(annotations_of(members[0]), names.ANN_CONSTRAINTS), clauses)
     return attrs.evolve(request, name=gang.job_name(), admin_comment=identity, node_count=size,
                         cpus_per_task=share.cpus, memory_per_node=share.memory_mb, gpus_per_node=share.gpus,

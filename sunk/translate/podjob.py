@@ -313,11 +313,13 @@ def _text(annotations: Mapping[str, str], key: str) -> Optional[str]:
 
 
 def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: float, scheduler: str = "",
-               gpu_types: Mapping[str, str] = {}, claimed_gpus: Optional[int] = None) -> JobRequest:
+               gpu_types: Mapping[str, str] = {}, claimed_gpus: Optional[int] = None,
+               claimed_type: str = "") -> JobRequest:
     """The placeholder job for a *valid* Pod, run as ``identity`` (the policy's, never read here from the
     Pod); ValueError listing every problem otherwise. ``gpu_types`` (``--gpu-types``) turns a GPU
     class/model affinity into a typed GRES request (``gpu_type``). ``claimed_gpus``: the devices its
-    ResourceClaims ask for (``dra.ClaimPlan.gpus``), None when the scheduler fills no claims."""
+    ResourceClaims ask for (``dra.ClaimPlan.gpus``), None when the scheduler fills no claims; ``claimed_type``
+    their DeviceClass's GRES type (``dra.ClaimPlan.gres_type``), which a GPU affinity may not contradict."""
     problems = validate_pod(pod, kill_wait_seconds, claims_allowed=claimed_gpus is not None)
     if problems:
         raise ValueError("; ".join(map(str, problems)))
@@ -333,6 +335,11 @@ def pod_to_job(pod: Obj, *, identity: Identity, script: str, kill_wait_seconds: 
     gpus = int(requests.get(GPU_RESOURCE, Decimal(0))) + (claimed_gpus or 0)
     clauses = gpu_clauses(pod)
     typed, clauses = gpu_type(clauses, gpu_types) if gpus else (None, clauses)
+    if claimed_type:
+        if typed not in (None, claimed_type) or clauses:
+            raise ValueError(f"the GPU type comes from the claims' DeviceClass ({claimed_type}); a GPU class or "
+                             "model affinity may not ask for another")
+        typed = claimed_type
     return JobRequest(
         name=job_name(pod),
         script=script,

@@ -45,7 +45,9 @@ from sunk_dev.tls import issue, make_ca
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
 TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
-MAPPING_FLAG = f"driver={realnode.DRA_DRIVER},device-class={realnode.DEVICE_CLASS},name={realnode.DEVICE_NAME}"
+# The test driver's DeviceClass as the GRES type of the real Node's GPUs (gpu:fake:4): a claim asks gres/gpu:fake:N.
+MAPPING_FLAG = (f"driver={realnode.DRA_DRIVER},device-class={realnode.DEVICE_CLASS}:{realnode.GPU_TYPE},"
+                f"name={realnode.DEVICE_NAME}")
 MAPPING = dra.DeviceMapping.parse(MAPPING_FLAG)
 
 
@@ -169,6 +171,7 @@ def test_a_batch_job_and_pods_share_the_node_each_on_the_gpus_slurm_gave_it(kube
         wait_for(lambda: running(kube_api, namespace, f"three-{tag}"), 90, "the 3-GPU Pod Running on the real Node")
         three = held_indices(slurm, three_job)
         assert len(three) == 3 and freed not in three, (three, freed)
+        assert slurm_job(dev_cluster, three_job)["tres_per_node"] == f"gres/gpu:{realnode.GPU_TYPE}:3"
         allocated = claim_of(kube_api, namespace, f"three-{tag}")
         assert devices_of(allocated) == names_of(three)
         assert dra.allocated_on(allocated) == realnode.NODE_NAME

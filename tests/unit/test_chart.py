@@ -740,7 +740,8 @@ def test_a_dra_device_mapping_reaches_the_schedulers_and_the_syncer_with_the_rea
     docs = render({"extender": {"enabled": True}})
     for deployment in ("sunk-syncer", "sunk-scheduler", "sunk-extender"):
         assert "dra-device-mapping" not in flags(chart.container_args(docs, deployment))
-    assert "DynamicResources" not in kube_scheduler_config(docs)
+    (profile,) = kube_scheduler_config(docs)["profiles"]
+    assert "plugins" not in profile
     for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
         assert not any("resource.k8s.io" in rule.get("apiGroups", ()) for rule in role["rules"]), role["metadata"]
 
@@ -755,8 +756,11 @@ def test_the_extenders_kube_scheduler_leaves_claims_to_the_extender_with_a_dra_m
     (profile,) = kube_scheduler_config(render({"scheduler": {"draDeviceMapping": DRA_MAPPING},
                                                "extender": {"enabled": True}}))["profiles"]
     assert profile["plugins"] == {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
-    (profile,) = kube_scheduler_config(render({"extender": {"enabled": True}}))["profiles"]
-    assert "plugins" not in profile
+    config = kube_scheduler_config(render({"scheduler": {"draDeviceMapping": DRA_MAPPING},
+                                           "extender": {"enabled": True}}))
+    assert config["extenders"][0]["httpTimeout"] == "15s"  # (the bind verb reads the job and fills the claims)
+    config = kube_scheduler_config(render({"extender": {"enabled": True}}))
+    assert "plugins" not in config["profiles"][0] and config["extenders"][0]["httpTimeout"] == "5s"
 
 
 def test_the_claim_policy_keeps_the_mapped_drivers_devices_to_sunk_schedulers():

@@ -133,6 +133,8 @@ def world(monkeypatch):
             self.writes, self.claims, self.slices = writes, claims, slices
             self.pods: list[dict[str, Any]] = []
             self.ours: set[str] = set()  # UIDs of the scheduler's own other Pods
+            self.ended: list[tuple[str, str]] = []  # (namespace, uid) of other Pods the apiserver shows ended
+            self.asked: list[str] = []  # the consumers' UIDs ``ended`` was asked about
             self.now = 0.0
             self.slurm = Slurm()
             self.recorder = Recorder()
@@ -145,8 +147,12 @@ def world(monkeypatch):
                 slurmd=SlurmdNodes(ListInformer([{"metadata": {"name": "node1"}, "spec": {"nodeName": "worker-1"}}])),
                 recorder=self.recorder, claims=view,
                 binder=Binder(None, claims=ClaimAllocator(None, self.slurm, view, slices, ours=self.ours.__contains__,
-                                                          clock=lambda: self.now),
+                                                          ended=self._ended, clock=lambda: self.now),
                               must_tolerate_lock=lambda _node: False, observe_latency=lambda _s: None))
+
+        def _ended(self, namespace: str, consumer: dict[str, Any]) -> bool:
+            self.asked.append(consumer["uid"])
+            return (namespace, consumer["uid"]) in self.ended
 
         def reconcile(self) -> Any:
             return self.scheduler.reconcile("uid-a")
@@ -307,12 +313,40 @@ def test_a_device_still_held_by_a_claim_on_its_way_out_is_waited_for_then_the_jo
     world.claims.put(claim("one", 2))
     world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
     world.start()
-    with pytest.raises(claims_module.ClaimsNotReady, match="still held by ResourceClaim ns/old"):
+    with pytest.raises(claims_module.ClaimsNotReady, match="still held by a ResourceClaim being released"):
         world.reconcile()
     assert ("drain" not in [c[0] for c in world.slurm.calls]) and not [w for w in world.writes if w[0] == "bind"]
     world.claims.remove(held_by("old", "gpu-3", consumer))  # deallocated: the retry binds
     world.reconcile()
     assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+
+
+def test_a_device_held_for_a_pod_of_sunks_other_front_end_that_ended_is_waited_for_not_drained(world):
+    """sunk-extender's Pod (not in sunk-scheduler's index) finished and its job ended; Slurm gave its GPU to this
+    job before kube-controller-manager released the claim: the apiserver says that Pod ended, so the binding waits.
+    Only then is the apiserver asked, and only about that claim's consumer."""
+    world.claims.put(claim("idle", 1))  # (a claim on no device: never asked about)
+    world.claims.put(held_by("extenders", "gpu-3", "uid-ext"))
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.ended.append(("ns", "uid-ext"))
+    with pytest.raises(claims_module.ClaimsNotReady, match="still held by a ResourceClaim being released"):
+        world.reconcile()
+    assert world.asked == ["uid-ext"] and "drain" not in [c[0] for c in world.slurm.calls]
+    # The same claim for a Pod that still runs: Slurm and Kubernetes disagree, the node is drained.
+    world.ended.clear()
+    world.reconcile()
+    assert [c[0] for c in world.slurm.calls if c[0] in ("drain", "cancel")] == ["drain", "cancel"]
+
+
+def test_no_device_held_means_no_apiserver_read(world):
+    world.claims.put(held_by("extenders", "gpu-0", "uid-ext"))  # (index 0: not this job's)
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert world.asked == [] and [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
 
 
 def test_a_binding_that_waits_past_the_deadline_ends_the_job(world):
@@ -445,3 +479,55 @@ def test_gang_members_with_as_many_gpus_each_make_one_job_asking_that_many_per_n
     scheduler.reconcile(GANG)
     (request,) = world.slurm.submitted
     assert request.gpus_per_node == 2 and request.node_count == 2
+
+
+def test_gang_members_naming_one_claim_are_refused_before_submission(world):
+    """A Job template naming a claim (not a template) gives every member the same claim: each member is filled with
+    its own node's GPUs, so one claim cannot serve two; refused at once, not after a job that would be cancelled."""
+    scheduler = gang_world(world, 2)
+    world.claims.put(claim("shared", 2))
+    for i in (0, 1):
+        world.pods.append(job_member(i, {"name": "gpus", "resourceClaimName": "shared"}))
+    scheduler.reconcile(GANG)
+    assert world.slurm.submitted == []
+    messages = {message for reason, message in world.recorder.events if reason == "FailedValidation"}
+    assert messages == {"spec.resourceClaims: ResourceClaim ns/shared is named by 2 members (train-0, train-1); each "
+                        "member is filled with its own node's GPUs, so each needs claims of its own (a "
+                        "ResourceClaimTemplate makes them)"}
+
+
+def test_a_gang_leader_without_claims_beside_members_with_them_makes_one_job(world):
+    scheduler = gang_world(world, 2)
+    world.pods.append(job_member(0))  # (no claims: a leader; its node has the GPUs all the same)
+    world.claims.put(claim("c1", 2))
+    world.pods.append(job_member(1, {"name": "gpus", "resourceClaimName": "c1"}))
+    scheduler.reconcile(GANG)
+    (request,) = world.slurm.submitted
+    assert (request.gpus_per_node, request.node_count) == (2, 2)
+
+
+TYPED = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com", "mig.example.com"}), attribute="index",
+                          gres_types=[("mig.example.com", "1g.10gb")])
+
+
+def test_claims_of_a_typed_device_class_make_a_typed_gres_request(world):
+    world.scheduler.claims = ClaimsView(TYPED, world.claims)
+    world.claims.put(claim("one", 2, device_class="mig.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    (request,) = world.slurm.submitted
+    assert (request.gpus_per_node, request.gpu_type, request.tres_per_node) == (2, "1g.10gb", "gres/gpu:1g.10gb:2")
+
+
+def test_a_typed_claim_beside_a_gpu_class_affinity_is_refused_on_the_pod(world):
+    world.scheduler.claims = ClaimsView(TYPED, world.claims)
+    world.claims.put(claim("one", 1, device_class="mig.example.com"))
+    typed = pod({"name": "a", "resourceClaimName": "one"})
+    typed["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In",
+                                                     "values": ["H100"]}]}]}}}
+    world.pods.append(typed)
+    world.reconcile()
+    assert world.slurm.submitted == []
+    (reason, message), = world.recorder.events
+    assert reason == "FailedValidation" and "the GPU type comes from the claims' DeviceClass (1g.10gb)" in message

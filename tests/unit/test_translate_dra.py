@@ -201,6 +201,12 @@ def test_the_claims_status_is_allocated_on_the_node_and_reserved_for_the_pod():
     ({"driver": "d", "device_classes": {"c"}, "name_template": "{index}-{other}"}, "must use {index}"),
     ({"driver": "d", "device_classes": {"c"}, "name_template": "{index"}, "device name template"),
     ({"driver": "d", "device_classes": {"c"}, "name_template": "{index:q}"}, "device name template"),
+    ({"driver": "d", "device_classes": {"c"}, "attribute": "i", "gres_types": [("other", "a100")]},
+     "each typed DeviceClass is one of device_classes"),
+    ({"driver": "d", "device_classes": {"c"}, "attribute": "i", "gres_types": [("c", "a100"), ("c", "h100")]},
+     "with one GRES type"),
+    ({"driver": "d", "device_classes": {"c"}, "attribute": "i", "gres_types": [("c", "a:100")]},
+     "is not a Slurm GRES type"),
 ])
 def test_a_mapping_is_one_explicit_rule(kwargs, why):
     with pytest.raises(ValueError, match=why.replace("{", r"\{").replace("}", r"\}")):
@@ -231,7 +237,8 @@ def test_a_device_another_claim_holds_on_the_node_is_a_mismatch_naming_that_clai
     assert "theirs" not in found.message  # (another tenant's claim is not named to this Pod or in Slurm)
     releasing = dra.allocation_results(requests, [GresGrant("gpu", "", 2, (1, 3))], devices, BY_INDEX, "n1", {},
                                        held)
-    assert isinstance(releasing, dra.Releasing) and "still held by ResourceClaim ns/theirs" in releasing.message
+    assert isinstance(releasing, dra.Releasing) and "still held by a ResourceClaim being released" in releasing.message
+    assert "theirs" not in releasing.message
     assert isinstance(dra.allocation_results(requests, [GresGrant("gpu", "", 2, (0, 1))], devices, BY_INDEX, "n1",
                                              held), dict)
 
@@ -341,6 +348,11 @@ def test_the_flag_names_each_part_of_a_mapping():
     assert parsed == dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com", "h100"}), attribute="index")
     assert dra.DeviceMapping.parse("driver=d,device-class=c,name=device-{index:02d},gres=shard") == dra.DeviceMapping(
         "d", frozenset({"c"}), name_template="device-{index:02d}", gres="shard")
+    typed = dra.DeviceMapping.parse("driver=d,device-class=a100.example.com:a100,device-class=mig-1g.example.com:"
+                                    "1g.10gb,device-class=any.example.com,attribute=index")
+    assert typed.device_classes == {"a100.example.com", "mig-1g.example.com", "any.example.com"}
+    assert [typed.gres_type(c) for c in ("a100.example.com", "mig-1g.example.com", "any.example.com")] == [
+        "a100", "1g.10gb", ""]
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -352,6 +364,9 @@ def test_the_flag_names_each_part_of_a_mapping():
     ("driver=d,device-class=c,attribute", "'attribute': want one of"),
     ("driver=d,driver=e,device-class=c,attribute=index", "driver given 2 times"),
     ("driver=d,device-class=c,name=gpu-{uuid}", "it must use {index} and nothing else"),
+    ("driver=d,device-class=c:,attribute=index", "wants a GRES type after the colon"),
+    ("driver=d,device-class=c:a100,device-class=c:h100,attribute=index", "a DeviceClass is named twice"),
+    ("driver=d,device-class=c:a100:x,attribute=index", "is not a Slurm GRES type"),
 ])
 def test_a_flag_that_names_no_single_rule_is_refused_with_why(text, why):
     with pytest.raises(ValueError, match=re.escape(why)):
@@ -370,3 +385,26 @@ def test_a_gangs_members_with_claims_must_claim_every_gpu_of_their_node(claimed,
         assert found == ""
     else:
         assert f"gets {per_node} GPU(s)" in found and f"the claims of {off} ask for another number" in found
+
+
+TYPED = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com", "a100.example.com", "mig.example.com"}),
+                          attribute="index", gres_types=[("a100.example.com", "a100"), ("mig.example.com", "1g.10gb")])
+
+
+def test_a_claim_of_a_typed_device_class_asks_slurm_for_that_gres_type():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimName": "two"})
+    claims = {"one": claim("one", request("r", 1, "mig.example.com")),
+              "two": claim("two", request("r", 2, "mig.example.com"))}
+    plan = dra.claim_plan(pod_, claims, TYPED)
+    assert (plan.gpus, plan.gres_type, plan.refused) == (3, "1g.10gb", None)
+    untyped = dra.claim_plan(pod_with({"name": "a", "resourceClaimName": "one"}),
+                             {"one": claim("one", request("r", 1))}, TYPED)
+    assert (untyped.gpus, untyped.gres_type) == (1, "")
+
+
+@pytest.mark.parametrize("classes", [("a100.example.com", "mig.example.com"), ("a100.example.com", "gpu.example.com")])
+def test_claims_of_two_gres_types_are_refused_a_slurm_job_asks_for_one(classes):
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimName": "two"})
+    claims = {"one": claim("one", request("r", 1, classes[0])), "two": claim("two", request("r", 1, classes[1]))}
+    plan = dra.claim_plan(pod_, claims, TYPED)
+    assert plan.refused is not None and "more than one GRES type" in plan.refused and plan.gpus == 0

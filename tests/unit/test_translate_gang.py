@@ -430,11 +430,12 @@ def test_the_gang_annotation_takes_only_its_values(value, ok):
 GANG = g.Gang(g.KIND_JOB, NS, "train", f"job/{JOB_UID}", job_uid=JOB_UID)
 
 
-def gang_request(members, size=None, gpus_per_node=None, **changes):
+def gang_request(members, size=None, gpus_per_node=None, claimed_type="", **changes):
     settings = placeholder.Settings(**{"script": "#!/bin/bash\n", "kill_wait_seconds": 30, "scheduler": "sched",
                                        "hooks_url": "http://hooks:8000", "policy": POLICY, **changes})
     return placeholder.gang_job_request(GANG, members, settings, size=len(members) if size is None else size,
-                                        hook_token="token-of-the-gang", gpus_per_node=gpus_per_node)
+                                        hook_token="token-of-the-gang", gpus_per_node=gpus_per_node,
+                                        claimed_type=claimed_type)
 
 
 def env(request):
@@ -521,3 +522,16 @@ def test_a_gang_whose_members_claim_gpus_asks_the_claims_gpus_per_node_only_from
     assert gang_request([pod("a", gpus=4), pod("b")], gpus_per_node=2).gpus_per_node == 4  # (the most any asks)
     with pytest.raises(ValueError, match="resourceClaims"):  # no mapping: the members' claims are refused
         gang_request(members)
+
+
+def test_a_gang_whose_claims_are_typed_asks_for_that_type_and_refuses_an_affinity_for_another():
+    members = [pod("a"), pod("b")]
+    for member in members:
+        member["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two"}]
+    request = gang_request(members, gpus_per_node=2, claimed_type="1g.10gb")
+    assert (request.gpu_type, request.tres_per_node) == ("1g.10gb", "gres/gpu:1g.10gb:2")
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["NVIDIA_L4"]}]}]}}}
+    with pytest.raises(ValueError, match=r"the GPU type comes from the claims' DeviceClass \(1g.10gb\)"):
+        gang_request([pod("a", affinity=affinity), pod("b", affinity=affinity)], gpus_per_node=2,
+                     claimed_type="1g.10gb", gpu_types={"NVIDIA_L4": "l4"})

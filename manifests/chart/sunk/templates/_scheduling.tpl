@@ -125,7 +125,8 @@ extenders:
     weight: 1
     nodeCacheCapable: true
     ignorable: false
-    httpTimeout: 5s
+    # (with scheduler.draDeviceMapping the bind verb first reads the job from Slurm and fills the Pod's claims)
+    httpTimeout: {{ if $root.Values.scheduler.draDeviceMapping }}15s{{ else }}5s{{ end }}
     enableHTTPS: true
     # Mutual TLS: kube-scheduler presents this client certificate; the extender accepts only
     # certificates signed by its --client-ca-file.
