@@ -85,15 +85,16 @@ class ClaimsView:
             return (f"spec.resourceClaims: ResourceClaim {shared[0]} is named by {len(named_by[shared[0]])} members "
                     f"({', '.join(sorted(named_by[shared[0]]))}); each member is filled with its own node's GPUs, so "
                     "each needs claims of its own (a ResourceClaimTemplate makes them)")
-        plans = {f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}": self.plan(pod)
-                 for pod in members if dra.pod_claims(pod)}
-        ready = {name: plan for name, plan in plans.items() if not plan.waiting and not plan.refused}
+        plans = [(pod, self.plan(pod)) for pod in members]  # (each member's plan once)
+        ready = {f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}": plan
+                 for pod, plan in plans if plan.requests and not plan.waiting and not plan.refused}
         if len(types := {plan.gres_type for plan in ready.values()}) > 1:
             named = ", ".join(sorted(t or "untyped" for t in types))
             return (f"spec.resourceClaims: the members' claims ask for GPUs of more than one GRES type ({named}); a "
                     "gang's Slurm job asks for one")
+        per_node = max((plan.gpus + _plugin_gpus(pod) for pod, plan in plans), default=0)
         claimed = {name: plan.gpus for name, plan in ready.items()}
-        return dra.gang_gpu_disagreement(claimed, self.gpus_per_node(members)) if claimed else ""
+        return dra.gang_gpu_disagreement(claimed, per_node) if claimed else ""
 
     def waiting_for(self, pod: Obj) -> str:
         """What the Pod waits for before its job is submitted ("": nothing): claims not made or not seen yet."""
