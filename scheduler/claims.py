@@ -236,7 +236,6 @@ class ClaimAllocator:
             claim = kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": {}}, subresource="status")
         kube.replace(self.api, RESOURCECLAIMS, {**claim, "status": status}, subresource="status")
 
-
     def _consumers_ended(self, claim: Obj) -> bool:
         """A claim reserved only for consumers that are ours or have ended (``ended``): on its way out too."""
         namespace = (claim.get("metadata") or {}).get("namespace", "")

@@ -21,8 +21,13 @@ index recorded) is ``JobUnfit``: the job goes, and no node is drained. A device 
 released (sunk's own Pod's, or one no longer reserved) is ``Releasing``: waited for, not drained. The drain's
 detail names devices and indices, never another tenant's claim.
 
+A DeviceClass may carry a GRES type (``DeviceMapping.gres_types``: an A100 class, a MIG profile's class), so its
+claims ask ``gres/gpu:TYPE:N``; a Pod's or a gang's claims ask for one type. A gang's members are filled each
+from its own node's indices, so each member with claims claims every GPU of its node
+(``gang_gpu_disagreement``).
+
 Left for later (issue 38): a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler
-writes it; a class maps to a GRES type; MIG profiles and shards.
+writes it; Slurm's ``shard`` GRES.
 """
 
 from __future__ import annotations
