@@ -531,3 +531,32 @@ def test_a_typed_claim_beside_a_gpu_class_affinity_is_refused_on_the_pod(world):
     assert world.slurm.submitted == []
     (reason, message), = world.recorder.events
     assert reason == "FailedValidation" and "the GPU type comes from the claims' DeviceClass (1g.10gb)" in message
+
+
+@pytest.mark.parametrize(("found", "ended"), [
+    (None, True),  # a 404
+    ({"metadata": {"uid": "uid-other"}, "status": {"phase": "Running"}}, True),  # another Pod under that name
+    ({"metadata": {"uid": "uid-ext"}, "status": {"phase": "Succeeded"}}, True),
+    ({"metadata": {"uid": "uid-ext", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Running"}},
+     True),
+    ({"metadata": {"uid": "uid-ext"}, "status": {"phase": "Running"}}, False),
+    ("forbidden", False),  # a failed read is no answer: the claim counts as held
+], ids=["gone", "replaced", "finished", "deleting", "running", "read-refused"])
+def test_pod_ended_reads_the_consumer_from_the_apiserver(monkeypatch, found, ended):
+    from sunk.kube.client import ApiError
+
+    reads: list[tuple[str, str]] = []
+
+    def get(api, resource, name, namespace=None, **_kw):
+        reads.append((namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound")
+        if found == "forbidden":
+            raise ApiError(403, "Forbidden")
+        return found
+
+    monkeypatch.setattr(claims_module.kube, "get", get)
+    consumer = {"resource": "pods", "name": "ext-pod", "uid": "uid-ext"}
+    assert claims_module.pod_ended(None)("team", consumer) is ended
+    assert reads == [("team", "ext-pod")]
+    assert claims_module.pod_ended(None)("team", {**consumer, "resource": "jobs"}) is False and len(reads) == 1
