@@ -8,6 +8,7 @@ come back as wire-form dicts, so no generated model class is ever built.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,8 +21,11 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from sunk.base import fence
+from sunk.kube import protowire
 from sunk.kube.resources import Resource
 from sunk.model.types import Outage, TerminalError
+
+log = logging.getLogger(__name__)
 
 # (connect, read) seconds. Reads are small; a stuck apiserver must not hang a worker.
 DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
@@ -194,6 +198,7 @@ def open_request(
     body: Any = None,
     content_type: str | None = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
+    accept: str = "application/json",
 ) -> urllib3.BaseHTTPResponse:
     """Send a request and return the unread urllib3 response (status already checked).
 
@@ -203,7 +208,7 @@ def open_request(
     """
     if method.upper() != "GET":
         fence.check(f"{method} {path}")
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type or "application/json"
     method, url, headers, _, _ = api.param_serialize(
@@ -358,3 +363,39 @@ def delete(
     if uid:
         opts["preconditions"] = {"uid": uid}
     return request(api, "DELETE", resource.path(namespace, name), body=opts)
+
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def add_finalizer(api: k8s.ApiClient, resource: Resource, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
+    """``obj`` (as read, its ``resourceVersion`` the precondition: a changed object is a 409) with ``finalizer``
+    added; the object as written.
+
+    A merge patch, unless the apiserver refuses it as a change of an immutable field it did not change: a
+    ``RawExtension`` in the spec kept with its creator's spacing (``sunk.kube.protowire``). Then the object is read
+    in protobuf, which keeps those bytes, and written back with the one entry appended."""
+    meta = obj["metadata"]
+    namespace, name = meta.get("namespace"), meta["name"]
+    try:
+        return patch(api, resource, name, {"metadata": {
+            "resourceVersion": meta["resourceVersion"], "finalizers": [*(meta.get("finalizers") or ()), finalizer]}},
+            namespace)
+    except ApiError as exc:
+        if not (exc.status == 422 and "field is immutable" in exc.message):
+            raise
+        log.info("%s %s/%s: the apiserver will not merge-patch it (its spec keeps its creator's raw bytes); "
+                 "adding finalizer %s in protobuf", resource.kind, namespace, name, finalizer)
+    path = resource.path(namespace, name)
+    resp = open_request(api, "GET", path, accept=PROTOBUF)
+    try:
+        stored = resp.read()
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ConnectionFailed(f"GET {path}: reading response: {exc}") from exc
+    finally:
+        resp.release_conn()
+    if protowire.resource_version(stored) != meta["resourceVersion"]:
+        raise ApiError(409, "Conflict", {"message": f"{resource.kind} {name} changed since it was read"}, "PUT", path)
+    if finalizer in protowire.finalizers(stored):
+        return get(api, resource, name, namespace)
+    return request(api, "PUT", path, body=protowire.with_finalizer(stored, finalizer), content_type=PROTOBUF)
