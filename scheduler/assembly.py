@@ -20,7 +20,7 @@ from sunk.controller.handlers import EnqueueHandler, FuncEnqueuer
 from sunk.controller.manager import Manager, Syncable
 from sunk.controller.periodic import Periodic
 from sunk.controller.runtime import Controller, Result
-from sunk.kube.dra import claims_informer, slices_informer
+from sunk.kube.dra import claims_informer, classes_informer, slices_informer
 from sunk.kube.events import EventRecorder
 from sunk.kube.informer import Informer, MultiNamespaceInformer
 from sunk.kube.resources import JOBS, NODES, PODGROUPS
@@ -339,7 +339,7 @@ def assemble(
     nodes = Informer(api, NODES, transform=scheduler_slim_node, name="nodes")
     dra = dra_informers(api, config.dra) if config.dra is not None else None
     binder = Binder(api, must_tolerate_lock=LockTaints(nodes).evicts if on_bind is None else lambda _node: False,
-                    claims=ClaimAllocator(api, slurm, dra.view, dra.slices,
+                    claims=ClaimAllocator(api, slurm, dra.view, dra.slices, dra.classes,
                                           ours=lambda uid: pod_index.by_uid(uid) is not None, ended=pod_ended(api))
                     if dra is not None else None)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
@@ -367,6 +367,7 @@ def assemble(
     if dra is not None:
         manager.add_informer(dra.claims)
         manager.add_informer(dra.slices)
+        manager.add_informer(dra.classes)
     if pod_groups is not None:
         manager.add_runnable(pod_groups)  # (started with the informers, never waited for: see gangs.py)
     # Workers start only once Slurm's jobs are known too: deciding "no job yet" from an
@@ -385,7 +386,8 @@ def assemble(
     # Ready means the hook API may answer: it needs Kubernetes (the Pod cache), not Slurm. Tied to
     # Slurm, every replica left its Service when slurmrestd blipped, when the placeholders need
     # the hooks most. Slurm's staleness shows on /metrics and in the log instead.
-    kube_informers: list[Syncable] = [pods, slurmd, nodes, jobs, *((dra.claims, dra.slices) if dra else ())]
+    kube_informers: list[Syncable] = [pods, slurmd, nodes, jobs,
+                                      *((dra.claims, dra.slices, dra.classes) if dra else ())]
     manager.set_readiness({
         "kubernetes-informers": lambda: all(i.has_synced() for i in kube_informers),
         "hook-api": assembly.hooks_ready,
@@ -398,16 +400,19 @@ def assemble(
 @attrs.frozen
 class DraInformers:
     """With ``--dra-device-mapping``: every ResourceClaim (a device another claim holds on a node is never given
-    again, whoever's it is) and the mapped driver's ResourceSlices, each indexed by Node."""
+    again, whoever's it is) and the mapped driver's ResourceSlices, each indexed by Node, and the DeviceClasses
+    (their config goes into the allocations)."""
 
     claims: Informer
     slices: Informer
+    classes: Informer
     view: ClaimsView
 
 
 def dra_informers(api: ApiClient, mapping: DeviceMapping) -> DraInformers:
     claims = claims_informer(api)
-    return DraInformers(claims, slices_informer(api, mapping.driver), ClaimsView(mapping, claims))
+    return DraInformers(claims, slices_informer(api, mapping.driver), classes_informer(api),
+                        ClaimsView(mapping, claims))
 
 
 def attach_claim_feed(claims: Any, pods: PodIndex, enqueue: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from sunk.kube import client as kube
+from sunk.kube import protowire
 from sunk.kube.dra import INDEX_NODE
 from sunk.kube.resources import PODS, RESOURCECLAIMS
 from sunk.model.types import Obj
@@ -44,13 +45,17 @@ class ClaimsView:
     mapping: dra.DeviceMapping
     claims: Any  # the ResourceClaims informer (its store: ``get(namespace/name)``)
 
-    def plan(self, pod: Obj) -> dra.ClaimPlan:
+    def seen(self, pod: Obj) -> dict[str, Obj]:
+        """The Pod's claims the informer holds, by name."""
         namespace = pod["metadata"].get("namespace", "")
         seen = {}
         for entry in dra.pod_claims(pod):
             if entry.claim and (claim := self.claims.get(f"{namespace}/{entry.claim}")) is not None:
                 seen[entry.claim] = claim
-        return dra.claim_plan(pod, seen, self.mapping)
+        return seen
+
+    def plan(self, pod: Obj) -> dra.ClaimPlan:
+        return dra.claim_plan(pod, self.seen(pod), self.mapping)
 
     def problems(self, pod: Obj) -> tuple[str, ...]:
         """Why the Pod's claims keep it from a placeholder job (for its Event and condition)."""
@@ -86,6 +91,9 @@ class ClaimsView:
                     f"({', '.join(sorted(named_by[shared[0]]))}); each member is filled with its own node's GPUs, so "
                     "each needs claims of its own (a ResourceClaimTemplate makes them)")
         plans = [(pod, self.plan(pod)) for pod in members]  # (each member's plan once)
+        if sharing := sorted(pod["metadata"].get("name", "") for pod, plan in plans if plan.shards):
+            return (f"spec.resourceClaims: the claims of {', '.join(sharing)} ask for GPU shards; a gang's members ask "
+                    "for whole GPUs (shards are for a lone Pod)")
         ready = {f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}": plan
                  for pod, plan in plans if plan.requests and not plan.waiting and not plan.refused}
         if len(types := {plan.gres_type for plan in ready.values()}) > 1:
@@ -142,6 +150,7 @@ class ClaimAllocator:
     slurm: Any  # SlurmClient: one read of the job with its allocations per binding of a Pod with claims
     view: ClaimsView
     slices: Any  # the mapped driver's ResourceSlices informer, indexed by INDEX_NODE
+    classes: Any = None  # the DeviceClasses informer (``get(name)``): their config goes into the allocation
     ours: Callable[[str], bool] = lambda _uid: False
     # Whether a claim's consumer (``namespace``, its ``reservedFor`` entry) that is not ``ours`` has ended: a Pod of
     # sunk's other front end, finished, deleting or gone (the apiserver's word, asked only when a device Slurm gave
@@ -179,7 +188,10 @@ class ClaimAllocator:
             self._not_ready_since.pop(uid, None)
 
     def _allocate(self, pod: Obj, job_id: int, slurm_node: str, k8s_node: str) -> None:
-        plan = self.view.plan(pod)  # (seen whole at submission: a claim missing now was deleted since)
+        # The claims as seen now, planned and written from the same objects: one changed (or made again under its
+        # name) since is a 409 at the write, and is read and planned again, never written from another's plan.
+        seen = self.view.seen(pod)
+        plan = dra.claim_plan(pod, seen, self.view.mapping)  # (seen whole at submission: one missing now is gone)
         if plan.refused or plan.waiting:
             raise ClaimsChanged(plan.refused or f"its ResourceClaims {', '.join(plan.waiting)} are gone")
         mapping = self.view.mapping
@@ -193,9 +205,11 @@ class ClaimAllocator:
         going = [c for c in others if self._releasing(c)]
         staying = [c for c in others if not self._releasing(c)]
 
+        shared = mapping.shard_classes if plan.shards else frozenset()  # (a GPU's sharers are Slurm's to count)
+
         def results_with(staying: list[Obj], going: list[Obj]) -> Any:
-            held = dra.held_devices(staying, k8s_node, mapping.driver, besides=own)
-            releasing = dra.held_devices(going, k8s_node, mapping.driver, besides=own)
+            held = dra.held_devices(staying, k8s_node, mapping.driver, besides=own, shared=shared)
+            releasing = dra.held_devices(going, k8s_node, mapping.driver, besides=own, shared=shared)
             return dra.allocation_results(plan.requests, allocation.gres, devices, mapping, k8s_node, held, releasing)
 
         results = results_with(staying, going)
@@ -208,28 +222,33 @@ class ClaimAllocator:
         if isinstance(results, dra.Releasing):
             raise ClaimsNotReady(results.message)
         namespace = pod["metadata"]["namespace"]
+        class_of = self.classes.get if self.classes is not None else lambda _name: {}
+        if missing := sorted({r.device_class for r in plan.requests if class_of(r.device_class) is None}):
+            # (kube-scheduler allocates no claim of a class it does not see: the class's config would be lost)
+            raise ClaimsNotReady(f"DeviceClass {', '.join(missing)} is not seen")
         for name, chosen in results.items():
-            claim = self.view.claims.get(f"{namespace}/{name}")
-            if claim is None:
-                raise ClaimsChanged(f"its ResourceClaim {namespace}/{name} is gone")
-            if not (dra.same_allocation(claim, chosen, k8s_node) and _reserved_for(claim, pod)):
+            claim = seen[name]
+            config = dra.allocation_config(claim, class_of)
+            if not (dra.same_allocation(claim, chosen, k8s_node, config) and _reserved_for(claim, pod)):
                 try:
-                    self._write(claim, dra.claim_status(chosen, k8s_node, pod))
+                    self._write(claim, dra.claim_status(chosen, k8s_node, pod, config))
+                except protowire.WireError as exc:  # (the apiserver's protobuf not as expected: retried, the job goes)
+                    raise ClaimsNotReady(f"ResourceClaim {namespace}/{name}: no finalizer written: {exc}") from exc
                 except kube.ApiError as exc:
                     if exc.conflict:  # (not the Binding's 409: the claim changed under us; read again)
                         raise ClaimsNotReady(f"ResourceClaim {namespace}/{name} changed as it was written") from exc
                     if exc.not_found:
                         raise ClaimsChanged(f"its ResourceClaim {namespace}/{name} is gone") from exc
+                    if exc.status == 422:  # (an allocation the apiserver refuses: its config too long, say)
+                        raise ClaimsChanged(f"the apiserver refused ResourceClaim {namespace}/{name}'s allocation: "
+                                            f"{exc.message[:300]}") from exc
                     raise
                 log.info("ResourceClaim %s/%s: allocated %s on Node %s for Pod %s (job %d)", namespace, name,
                          ", ".join(r["device"] for r in chosen), k8s_node, pod["metadata"]["name"], job_id)
 
     def _write(self, claim: Obj, status: Obj) -> None:
-        meta = claim["metadata"]
-        if DELETE_PROTECTION not in (meta.get("finalizers") or ()):
-            claim = kube.patch(self.api, RESOURCECLAIMS, meta["name"], {"metadata": {
-                "resourceVersion": meta["resourceVersion"],
-                "finalizers": [*(meta.get("finalizers") or ()), DELETE_PROTECTION]}}, meta["namespace"])
+        if DELETE_PROTECTION not in (claim["metadata"].get("finalizers") or ()):
+            claim = kube.add_finalizer(self.api, RESOURCECLAIMS, claim, DELETE_PROTECTION)
         if (claim.get("status") or {}).get("allocation"):
             # Sunk's own earlier allocation for this Pod, of another job's devices (a binding that failed, the job
             # requeued): an allocation is replaced only through none.

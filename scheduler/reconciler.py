@@ -480,7 +480,8 @@ class PodScheduler:
             plan = self.claims.plan(pods[0]) if self.claims is not None else None
             request = placeholder.job_request(pods[0], placeholder_settings(self.config), hook_token=token,
                                               claimed_gpus=plan.gpus if plan is not None else None,
-                                              claimed_type=plan.gres_type if plan is not None else "")
+                                              claimed_type=plan.gres_type if plan is not None else "",
+                                              claimed_shards=plan.shards if plan is not None else 0)
             return self._submit_request(str(unit), request, pods, f"pod {meta['namespace']}/{meta['name']}")
         request = placeholder.gang_job_request(
             gang, pods, placeholder_settings(self.config), size=len(pods), hook_token=token,

@@ -107,6 +107,9 @@ class Component:
     healthy: Callable[[], bool]
     prepare: Optional[Callable[[], None]] = None
     after: Optional[Callable[[], None]] = None
+    # ``after`` on every `up`, the daemon already running too: it brings objects to what this checkout says
+    # (idempotent and cheap), so a change to them reaches a dev cluster left up.
+    after_every_up: bool = False
     timeout: float = 60.0
     # Runs the release's Slurm binaries or holds its state and credentials (the stand-in kubelet runs
     # NodeSet Pods' slurmd from the chroot): what `up` stops when it switches Slurm releases.
@@ -650,7 +653,7 @@ class DevCluster:
                 Component(daemon("dra-driver", *realnode.dra_driver_argv(bin_dir / "dra-test-driver", paths,
                                                                           self.kubeconfig)),
                           self._dra_driver_ok, prepare=functools.partial(realnode.prepare_dra_driver, paths),
-                          after=self._publish_device_class, timeout=60),
+                          after=self._publish_device_class, after_every_up=True, timeout=60),
             ]
         out = comps + self._sunk_components() if self.with_sunk else comps
         after_etcd.extend(c.daemon for c in out[[c.daemon.name for c in out].index("etcd") + 1:])
@@ -790,8 +793,14 @@ class DevCluster:
         return (realnode.DRA_DRIVER, realnode.DRA_DEVICES) in published
 
     def _publish_device_class(self) -> None:
-        self._expect(self.kube_request("POST", "/apis/resource.k8s.io/v1/deviceclasses", realnode.device_class()),
-                     201, 409)
+        """The DeviceClasses, made or brought to what this checkout says (a class's config changes with it)."""
+        for device_class in realnode.device_classes():
+            path = "/apis/resource.k8s.io/v1/deviceclasses"
+            made = self.kube_request("POST", path, device_class)
+            self._expect(made, 201, 409)
+            if made.status_code == 409:
+                self._expect(self.kube_request("PATCH", f"{path}/{device_class['metadata']['name']}",
+                                               {"spec": device_class["spec"]}, "application/merge-patch+json"), 200)
 
     def _operator_component(self) -> Component:
         """sunk-operator for the NodeSets of the ``slurm`` namespace, from this checkout, leader-elected: part of
@@ -882,6 +891,8 @@ class DevCluster:
                 wait_until(component.healthy, component.timeout, what=f"{name} to be healthy")
             except TimeoutError:
                 raise RuntimeError(f"{name} is running but unhealthy; log tail:\n{component.daemon.tail()}") from None
+            if component.after and component.after_every_up:
+                component.after()
             return
         if component.prepare:
             component.prepare()

@@ -126,7 +126,8 @@ DRA_DEVICE_MAPPING_HELP = (
     "the DRA driver and DeviceClasses whose ResourceClaims this scheduler fills with the devices of the GRES "
     "indices Slurm gave a Pod's job: driver=DRIVER,device-class=CLASS[:GRES_TYPE][,device-class=...],attribute=ATTR "
     "(a device attribute holding the index) or name=TEMPLATE (gpu-{index}); a class's GRES_TYPE (a100, a MIG "
-    "profile's 1g.10gb) makes its claims ask Slurm for gres/gpu:GRES_TYPE:N; docs/scheduler.md")
+    "profile's 1g.10gb) makes its claims ask Slurm for gres/gpu:GRES_TYPE:N; shard-class=CLASS (repeatable) makes a "
+    "class whose claims' counts are Slurm shards of a GPU (gres/shard:N); docs/scheduler.md")
 
 
 def positive_int(text: str) -> int:

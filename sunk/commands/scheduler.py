@@ -163,6 +163,11 @@ def config_from(args: argparse.Namespace) -> SchedulerConfig:
                     "job that Slurm ends keeps its node until KillWait. Give --hooks-url=http://<this "
                     "scheduler's Service>.<namespace>.svc:%d (the chart does)", hooks_url,
                     parse_bind_address(args.hooks_api_bind_address)[1])
+    mapping = args.dra_device_mapping
+    if mapping is not None and mapping.shard_classes and args.slurm_backend == "pyslurm":
+        # (pyslurm reads a job's "shard:2(0/4,2/4)" as "shard: 2": which GPU its shards are on is lost)
+        raise SystemExit("--dra-device-mapping names shard classes, which need --slurm-backend=rest: pyslurm's job "
+                         "records do not say which GPU a job's shards are on")
     if hooks_url.startswith("https://") and not args.hooks_tls_cert_file:
         raise SystemExit(f"--hooks-url {hooks_url} is https, but the hook API has no --hooks-tls-cert-file")
     if hooks_url.startswith("http://") and args.hooks_tls_cert_file:

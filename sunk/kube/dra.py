@@ -10,7 +10,7 @@ from sunk.model.types import Obj
 from sunk.translate.dra import allocated_on
 
 from .informer import Informer
-from .resources import RESOURCECLAIMS, RESOURCESLICES
+from .resources import DEVICECLASSES, RESOURCECLAIMS, RESOURCESLICES
 
 INDEX_NODE = "node"
 
@@ -20,6 +20,11 @@ def claims_informer(api: ApiClient) -> Informer:
     claims = Informer(api, RESOURCECLAIMS, name="resource-claims")
     claims.add_indexer(INDEX_NODE, lambda claim: [node] if (node := allocated_on(claim)) else [])
     return claims
+
+
+def classes_informer(api: ApiClient) -> Informer:
+    """Every DeviceClass (a handful, cluster-scoped): their ``config`` goes into the allocations sunk writes."""
+    return Informer(api, DEVICECLASSES, name="device-classes")
 
 
 def slices_informer(api: ApiClient, driver: str) -> Informer:

@@ -65,6 +65,7 @@ PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 # Dynamic Resource Allocation (GA in Kubernetes 1.34): a Pod's claims, and the devices drivers publish per Node.
 RESOURCECLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
 RESOURCESLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+DEVICECLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 # The Syncer's own Deployment: scaled to 0 (its scale subresource) before sunk-syncer release-nodes lifts its marks.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 # The Syncer's hook API asks the apiserver who a slurmd Pod's ServiceAccount token belongs to (create only).
@@ -80,7 +81,7 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 
 KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, CONFIGMAPS, LEASES, PDBS, NODESETS, NODESLICES, JOBS,
                                PODGROUPS, DEPLOYMENTS, TOKENREVIEWS, SECRETS, SLURMCLUSTERS, STATEFULSETS, SERVICES,
-                               PVCS, RESOURCECLAIMS, RESOURCESLICES)
+                               PVCS, RESOURCECLAIMS, RESOURCESLICES, DEVICECLASSES)
 
 
 def resource_for(obj: dict[str, Any]) -> Resource:

@@ -386,6 +386,7 @@ class JobRequest:
     memory_per_node: Optional[int] = None  # MB
     gpus_per_node: int = 0
     gpu_type: Optional[str] = None
+    shards_per_node: int = 0  # Slurm shards of a GPU (gres/shard): a share several jobs may hold at once
     constraints: Optional[str] = None
     prefer: Optional[str] = None
     excluded_nodes: tuple[str, ...] = field(converter=_strs, factory=tuple)
@@ -400,11 +401,15 @@ class JobRequest:
     requeue: Optional[bool] = None
 
     @property
-    def tres_per_node(self) -> Optional[str]:
-        if not self.gpus_per_node:
-            return None
+    def gres_per_node(self) -> tuple[str, ...]:
+        """The GRES each node gives the job, as ``NAME[:TYPE]:COUNT``."""
         kind = f"gpu:{self.gpu_type}" if self.gpu_type else "gpu"
-        return f"gres/{kind}:{self.gpus_per_node}"
+        return ((f"{kind}:{self.gpus_per_node}",) if self.gpus_per_node else ()) + (
+            (f"shard:{self.shards_per_node}",) if self.shards_per_node else ())
+
+    @property
+    def tres_per_node(self) -> Optional[str]:
+        return ",".join(f"gres/{gres}" for gres in self.gres_per_node) or None
 
 
 @frozen

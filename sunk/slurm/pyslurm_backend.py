@@ -309,8 +309,8 @@ def submit_kwargs(r: JobRequest, limits: SubmitLimits) -> dict[str, Any]:
     kw.update({k: v for k, v in optional.items() if v is not None})
     if r.node_count != 1:  # a gang's job: exactly N nodes, one task on each (as v0042.job_desc)
         kw.update({"nodes": str(r.node_count), "ntasks": r.node_count})
-    if r.gpus_per_node:
-        kw["gres_per_node"] = f"gpu:{r.gpu_type}:{r.gpus_per_node}" if r.gpu_type else f"gpu:{r.gpus_per_node}"
+    if r.gres_per_node:
+        kw["gres_per_node"] = ",".join(r.gres_per_node)
     if (shared := check_shared(r.shared)) is not None:
         if why := limits.shared_refusal(shared):
             raise SlurmError(f"submit job {r.name}: {why}")

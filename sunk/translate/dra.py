@@ -26,15 +26,22 @@ claims ask ``gres/gpu:TYPE:N``; a Pod's or a gang's claims ask for one type. A g
 from its own node's indices, so each member with claims claims every GPU of its node
 (``gang_gpu_disagreement``).
 
-Left for later (issue 38): a DeviceClass's and a claim's ``config`` reach ``devices.config`` as kube-scheduler
-writes it; Slurm's ``shard`` GRES.
+A DeviceClass may instead be a shard class (``DeviceMapping.shard_classes``): its request's count is of Slurm
+``shard``s, a share of one GPU that Slurm lets several jobs hold at once (``gres/shard:N``; the job record gives the
+shards taken of each GPU, ``GresGrant.shares``), and the claim names the GPU(s) its shards are on. Other shard
+claims may name the same device; a claim of whole GPUs may not, as Slurm never gives a GPU both ways. Nothing
+fences the sharers from each other, as Slurm's shards do not.
+
+A DeviceClass's and a claim's ``config`` (a driver's opaque parameters: a sharing strategy, a MIG layout) go into
+the allocation's ``devices.config`` as kube-scheduler writes them (``allocation_config``): the driver reads them
+there when it prepares the devices.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Union
 
 import attrs
@@ -79,7 +86,9 @@ class DeviceMapping:
     requests Slurm fills; ``gres_types`` gives some of them a GRES type (``(class, type)`` pairs: a claim of the
     class asks Slurm for ``gres/gpu:TYPE:N``, e.g. an A100 class, or a MIG profile's class whose devices the
     driver partitions, ``1g.10gb``), the others ask untyped; ``gres`` the GRES whose indices are read (``gpu``;
-    Slurm numbers a node's GPUs of every type in one list, so the index rule is the same for all types)."""
+    Slurm numbers a node's GPUs of every type in one list, so the index rule is the same for all types);
+    ``shard_classes`` the DeviceClasses whose requests count Slurm shards (``gres/shard:N``) of the GPUs the index
+    rule names."""
 
     driver: str
     device_classes: frozenset[str] = attrs.field(converter=_strings)
@@ -87,14 +96,17 @@ class DeviceMapping:
     name_template: str = attrs.field(default="", converter=_check_template)
     gres: str = "gpu"
     gres_types: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
+    shard_classes: frozenset[str] = attrs.field(default=frozenset(), converter=_strings)
 
     def __attrs_post_init__(self) -> None:
         if not self.driver:
             raise ValueError("a device mapping names its driver")
         if bool(self.attribute) == bool(self.name_template):
             raise ValueError("a device mapping has exactly one of attribute and name_template")
-        if not self.device_classes:
+        if not self.device_classes and not self.shard_classes:
             raise ValueError("a device mapping names at least one DeviceClass")
+        if both := self.device_classes & self.shard_classes:
+            raise ValueError(f"DeviceClass {sorted(both)[0]} is named both as a GPU class and as a shard class")
         typed = [device_class for device_class, _type in self.gres_types]
         if len(set(typed)) != len(typed) or not set(typed) <= self.device_classes:
             raise ValueError("each typed DeviceClass is one of device_classes, with one GRES type")
@@ -103,16 +115,21 @@ class DeviceMapping:
                 raise ValueError(f"DeviceClass {device_class}: GRES type {gres_type!r} is not a Slurm GRES type "
                                  "(letters, digits, '_', '.', '-')")
 
+    @property
+    def classes(self) -> frozenset[str]:
+        """Every DeviceClass whose requests Slurm fills: of whole GPUs and of shards."""
+        return self.device_classes | self.shard_classes
+
     def gres_type(self, device_class: str) -> str:
         """The GRES type a claim of ``device_class`` asks Slurm for ("": untyped)."""
         return next((t for c, t in self.gres_types if c == device_class), "")
 
     @classmethod
     def parse(cls, text: str) -> DeviceMapping:
-        """``--dra-device-mapping``: ``driver=D,device-class=C[:TYPE][,device-class=C2[:TYPE2]],attribute=A|name=T
-        [,gres=G]``, e.g. ``driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index`` or, a class per
-        GRES type, ``...,device-class=a100.example.com:a100,device-class=mig-1g.example.com:1g.10gb,...``.
-        ValueError naming the fault."""
+        """``--dra-device-mapping``: ``driver=D,device-class=C[:TYPE][,device-class=C2[:TYPE2]][,shard-class=S],
+        attribute=A|name=T[,gres=G]``, e.g. ``driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index``
+        or, a class per GRES type, ``...,device-class=a100.example.com:a100,device-class=mig-1g.example.com:1g.10gb,
+        ...``. ValueError naming the fault."""
         fields: dict[str, list[str]] = {}
         for item in (part.strip() for part in text.split(",")):
             if not item:
@@ -122,24 +139,30 @@ class DeviceMapping:
                 raise ValueError(f"{item!r}: want one of {', '.join(k + '=...' for k in _MAPPING_KEYS)}")
             fields.setdefault(key.strip(), []).append(value.strip())
         for key, values in fields.items():
-            if key != "device-class" and len(values) > 1:
+            if key not in _REPEATED_KEYS and len(values) > 1:
                 raise ValueError(f"{key} given {len(values)} times")
-        one = {k: v[0] for k, v in fields.items() if k != "device-class"}
+        one = {k: v[0] for k, v in fields.items() if k not in _REPEATED_KEYS}
         classes = [c.partition(":") for c in fields.get("device-class", ())]  # (a DeviceClass name has no colon)
-        if len({c for c, _sep, _type in classes}) != len(classes):
+        shard_classes = fields.get("shard-class", [])
+        if len({c for c, _sep, _type in classes} | set(shard_classes)) != len(classes) + len(shard_classes):
             raise ValueError("a DeviceClass is named twice")
         if any(sep and not gres_type for _c, sep, gres_type in classes):
             raise ValueError("device-class=CLASS:TYPE wants a GRES type after the colon")
+        if typed := [c for c in shard_classes if ":" in c]:
+            raise ValueError(f"shard-class={typed[0]}: a shard class takes no GRES type (Slurm's shards are of the "
+                             "node's GPUs, whatever their type)")
         return cls(one.get("driver", ""), [c for c, _sep, _type in classes], attribute=one.get("attribute", ""),
                    name_template=one.get("name", ""), gres=one.get("gres", "gpu"),
-                   gres_types=[(c, t) for c, _sep, t in classes if t])
+                   gres_types=[(c, t) for c, _sep, t in classes if t], shard_classes=shard_classes)
 
     @property
     def qualified_attribute(self) -> str:
         return self.attribute if "/" in self.attribute else f"{self.driver}/{self.attribute}"
 
 
-_MAPPING_KEYS = ("driver", "device-class", "attribute", "name", "gres")
+_MAPPING_KEYS = ("driver", "device-class", "shard-class", "attribute", "name", "gres")
+_REPEATED_KEYS = ("device-class", "shard-class")
+SHARD = "shard"  # Slurm's GRES of GPU shares (gres/shard:N)
 GRES_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a Slurm GRES type: no ':' or ',' (gres/gpu:TYPE:N)
 AttributeValue = Union[int, bool, str]
 
@@ -238,13 +261,16 @@ def node_devices(slices: Iterable[Obj], node: str, driver: str) -> tuple[SliceDe
 
 @frozen
 class ClaimRequest:
-    """One request of one claim that Slurm fills: ``count`` devices."""
+    """One request of one claim that Slurm fills: ``count`` devices, or with ``shards`` (a shard class's request)
+    ``count`` Slurm shards of the GPU(s) Slurm picks."""
 
     claim: str
     request: str
     count: int
     tolerations: tuple[DeviceToleration, ...] = ()
     gres_type: str = ""  # its DeviceClass's GRES type ("": untyped)
+    shards: bool = False
+    device_class: str = ""
 
     def tolerates(self, device: SliceDevice) -> bool:
         return all(any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
@@ -264,9 +290,9 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
             raise UnsupportedClaim(f"{label}: firstAvailable is not supported; name one DeviceClass in exactly")
         exactly = request.get("exactly") or {}
         device_class = exactly.get("deviceClassName")
-        if device_class not in mapping.device_classes:
+        if device_class not in mapping.classes:
             raise UnsupportedClaim(f"{label}: DeviceClass {device_class!r} is not one Slurm allocates "
-                                   f"({', '.join(sorted(mapping.device_classes))})")
+                                   f"({', '.join(sorted(mapping.classes))})")
         if exactly.get("allocationMode", ALLOCATION_MODE_EXACT) != ALLOCATION_MODE_EXACT:
             raise UnsupportedClaim(f"{label}: allocationMode {exactly['allocationMode']} is not supported; "
                                    "ask for a count")
@@ -282,15 +308,29 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
                                              str(t.get("value") or ""), str(t.get("effect") or ""))
                             for t in exactly.get("tolerations") or ())
         out.append(ClaimRequest(name, str(request.get("name")), count, tolerations,
-                                gres_type=mapping.gres_type(device_class)))
+                                gres_type=mapping.gres_type(device_class),
+                                shards=device_class in mapping.shard_classes, device_class=str(device_class)))
     if not out:
         raise UnsupportedClaim(f"ResourceClaim {name}: no device requests")
+    sharing = {r.request for r in out if r.shards}
+    for entry in spec.get("config") or ():
+        named = set((entry or {}).get("requests") or ()) if isinstance(entry, Mapping) else set()
+        if sharing and (not named or named & sharing):
+            # (a driver sets a GPU up per its config, MPS or time-slicing say: on a GPU other tenants share, only
+            # the DeviceClass's, the operator's, may)
+            raise UnsupportedClaim(f"ResourceClaim {name}: config is not taken for shard requests (the GPU is "
+                                   "shared with other Pods; its set-up is the DeviceClass's)")
     return tuple(out)
 
 
 def devices_wanted(requests: Iterable[ClaimRequest]) -> int:
     """How many devices the placeholder job asks Slurm for: ``gres/gpu:N``."""
-    return sum(r.count for r in requests)
+    return sum(r.count for r in requests if not r.shards)
+
+
+def shards_wanted(requests: Iterable[ClaimRequest]) -> int:
+    """How many shards the placeholder job asks Slurm for: ``gres/shard:N``."""
+    return sum(r.count for r in requests if r.shards)
 
 
 @frozen
@@ -343,6 +383,8 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
     """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
     mapping names, dealt to the requests in order. Keyed by claim name. ``held``: the node's devices other
     claims hold (``held_devices``); ``releasing``: those of them on their way out."""
+    if any(r.shards for r in requests):
+        return _shard_results(requests, grants, devices, mapping, node, held, releasing)
     indices = granted_indices(grants, mapping)
     wanted = devices_wanted(requests)
     granted = sum(g.count for g in grants if g.name == mapping.gres)
@@ -382,24 +424,111 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
     return results
 
 
+def _shard_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
+                   mapping: DeviceMapping, node: str, held: Mapping[DeviceKey, str] | None,
+                   releasing: Mapping[DeviceKey, str] | None) -> dict[str, list[Obj]] | Mismatch | JobUnfit | Releasing:
+    """``allocation_results`` for shard requests: Slurm's shares (GPU index, shards taken) dealt to the requests
+    in order, each request's results the devices its shards are on, each once. ``held`` and ``releasing`` are
+    of claims of whole GPUs only (``held_devices(..., shared=)``): other shard claims may hold the same device."""
+    if not all(r.shards for r in requests):
+        return JobUnfit("its ResourceClaims ask for whole GPUs and GPU shards: a job asks for one or the other")
+    if whole := sum(g.count for g in grants if g.name == mapping.gres):
+        return JobUnfit(f"its Slurm job holds {whole} whole {mapping.gres} beside its shards: the job changed since it "
+                        "was submitted")
+    grants = [g for g in grants if g.name == SHARD]
+    wanted, granted = shards_wanted(requests), sum(g.count for g in grants)
+    if granted != wanted:
+        return JobUnfit(f"its ResourceClaims ask for {wanted} shard(s), but its Slurm job holds {granted}: the "
+                        "claims or the job changed since it was submitted")
+    shares = sorted((index, units) for g in grants for index, units in g.shares)
+    if sum(units for _index, units in shares) != wanted or len({i for i, _u in shares}) != len(shares):
+        return JobUnfit(f"Slurm's record of its job does not say which GPUs its {granted} shard(s) are on")
+    chosen: list[tuple[int, SliceDevice, int]] = []
+    for index, units in shares:
+        named = _named(index, devices, mapping)
+        if len(named) != 1:
+            how = (f"name {mapping.name_template.format(index=index)!r}" if mapping.name_template
+                   else f"attribute {mapping.qualified_attribute}={index}")
+            return Mismatch(node, f"{mapping.gres} index {index} (shards) names {len(named)} devices of driver "
+                                  f"{mapping.driver} ({how}), not one")
+        chosen.append((index, named[0], units))
+    for index, device, _units in chosen:  # (every device still being released is waited for before any drain)
+        if (releasing or {}).get(device.key) is not None:
+            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held whole by a "
+                             "ResourceClaim being released")
+    for index, device, _units in chosen:
+        if (held or {}).get(device.key) is not None:
+            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which a ResourceClaim "
+                                  "holds whole: Slurm counts it free for shards")
+    results: dict[str, list[Obj]] = {}
+    remaining = [units for _index, _device, units in chosen]
+    position = 0
+    for request in requests:
+        need, touched = request.count, []
+        while need:  # (the shares sum to what the requests ask: checked above)
+            take = min(need, remaining[position])
+            need -= take
+            remaining[position] -= take
+            touched.append(position)
+            if not remaining[position]:
+                position += 1
+        for index, device, _units in (chosen[p] for p in dict.fromkeys(touched)):
+            if not request.tolerates(device):
+                taints = ", ".join(str(t) for t in device.taints)
+                return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, tainted {taints}: "
+                                      "Slurm counts it usable")
+            results.setdefault(request.claim, []).append(
+                {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
+    return results
+
+
+def allocation_config(claim: Obj, class_of: Callable[[str], Obj | None]) -> list[Obj]:
+    """The allocation's ``devices.config``, as kube-scheduler's allocator writes it: each DeviceClass's ``config``
+    once, for the requests of that class (``source: FromClass``), then the claim's own (``FromClaim``: all requests,
+    or those it names). ``class_of`` reads a DeviceClass by name; one not seen adds nothing (the apiserver does not
+    require a claim's class to exist either)."""
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+    by_class: dict[str, list[str]] = {}
+    for request in requests:
+        if (device_class := (request.get("exactly") or {}).get("deviceClassName")) is not None:
+            by_class.setdefault(str(device_class), []).append(str(request.get("name")))
+    config: list[Obj] = []
+    for device_class, names in by_class.items():
+        for entry in ((class_of(device_class) or {}).get("spec") or {}).get("config") or ():
+            if isinstance(entry, Mapping) and "opaque" in entry:
+                config.append({"source": "FromClass", "requests": list(names), "opaque": entry["opaque"]})
+    named = {str(r.get("name")) for r in requests}
+    for entry in ((claim.get("spec") or {}).get("devices") or {}).get("config") or ():
+        if not isinstance(entry, Mapping) or "opaque" not in entry:
+            continue
+        wanted = [str(r) for r in entry.get("requests") or ()]
+        if wanted and not named & set(wanted):
+            continue
+        config.append({"source": "FromClaim", **({"requests": wanted} if wanted else {}), "opaque": entry["opaque"]})
+    return config
+
+
 def node_selector(node: str) -> Obj:
     """The allocation's node selector: the one Node whose devices these are (kube-scheduler writes the same)."""
     return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
 
 
-def claim_status(results: list[Obj], node: str, pod: Obj) -> Obj:
-    """A claim's ``status``: allocated on ``node`` and reserved for ``pod``, what the kubelet needs to start it."""
+def claim_status(results: list[Obj], node: str, pod: Obj, config: Sequence[Obj] = ()) -> Obj:
+    """A claim's ``status``: allocated on ``node`` (with ``config``: ``allocation_config``) and reserved for
+    ``pod``, what the kubelet needs to start it."""
     meta = pod["metadata"]
-    return {"allocation": {"devices": {"results": results}, "nodeSelector": node_selector(node)},
+    devices: Obj = {"results": results, **({"config": list(config)} if config else {})}
+    return {"allocation": {"devices": devices, "nodeSelector": node_selector(node)},
             "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}]}
 
 
-def same_allocation(claim: Obj, results: list[Obj], node: str) -> bool:
+def same_allocation(claim: Obj, results: list[Obj], node: str, config: Sequence[Obj] = ()) -> bool:
     """Whether ``claim`` is already allocated exactly so (a retried bind writes nothing twice)."""
     allocation = (claim.get("status") or {}).get("allocation") or {}
-    have = [{k: r.get(k) for k in ("request", "driver", "pool", "device")}
-            for r in (allocation.get("devices") or {}).get("results") or ()]
-    return have == results and allocation.get("nodeSelector") == node_selector(node)
+    devices = allocation.get("devices") or {}
+    have = [{k: r.get(k) for k in ("request", "driver", "pool", "device")} for r in devices.get("results") or ()]
+    return (have == results and list(devices.get("config") or ()) == list(config)
+            and allocation.get("nodeSelector") == node_selector(node))
 
 
 def allocated_on(claim: Obj) -> str | None:
@@ -413,19 +542,22 @@ def allocated_on(claim: Obj) -> str | None:
     return None
 
 
-def held_devices(claims: Iterable[Obj], node: str, driver: str, *, besides: frozenset[str] = frozenset()) -> dict[
-        DeviceKey, str]:
+def held_devices(claims: Iterable[Obj], node: str, driver: str, *, besides: frozenset[str] = frozenset(),
+                 shared: frozenset[str] = frozenset()) -> dict[DeviceKey, str]:
     """The devices of ``driver`` on ``node`` that claims hold (keyed to ``namespace/name`` of the claim), except the
-    claims named in ``besides`` (``namespace/name``: the Pod's own)."""
+    claims named in ``besides`` (``namespace/name``: the Pod's own) and the results of requests of the ``shared``
+    DeviceClasses (the shard classes, when a claim of shards is filled: a GPU's shards are Slurm's to count)."""
     held = {}
     for claim in claims:
         meta = claim.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         if key in besides or allocated_on(claim) != node:
             continue
+        shared_requests = {str(r.get("name")) for r in ((claim.get("spec") or {}).get("devices") or {}).get(
+            "requests") or () if (r.get("exactly") or {}).get("deviceClassName") in shared} if shared else set()
         results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
         for result in results:
-            if result.get("driver") == driver:
+            if result.get("driver") == driver and str(result.get("request")) not in shared_requests:
                 held[(driver, str(result.get("pool", "")), str(result.get("device", "")))] = key
     return held
 
@@ -470,8 +602,9 @@ def pod_claims(pod: Obj) -> tuple[PodClaim, ...]:
 
 @frozen
 class ClaimPlan:
-    """What a Pod's claims ask of its placeholder job: ``gpus`` devices through ``requests``; or, not yet, the
-    claims still ``waiting`` to be made or seen; or ``refused``, why sunk cannot fill them (for the Pod's Event)."""
+    """What a Pod's claims ask of its placeholder job: ``gpus`` devices, or ``shards``, through ``requests``; or,
+    not yet, the claims still ``waiting`` to be made or seen; or ``refused``, why sunk cannot fill them (for the
+    Pod's Event)."""
 
     requests: tuple[ClaimRequest, ...] = ()
     waiting: tuple[str, ...] = ()
@@ -480,6 +613,10 @@ class ClaimPlan:
     @property
     def gpus(self) -> int:
         return devices_wanted(self.requests)
+
+    @property
+    def shards(self) -> int:
+        return shards_wanted(self.requests)
 
     @property
     def gres_type(self) -> str:
@@ -525,6 +662,9 @@ def claim_plan(pod: Obj, claims: Mapping[str, Obj], mapping: DeviceMapping | Non
             requests.extend(claim_requests(claim, mapping))
         except UnsupportedClaim as exc:
             return ClaimPlan(refused=str(exc))
+    if len({r.shards for r in requests}) > 1:
+        return ClaimPlan(refused="the claims ask for whole GPUs and GPU shards; a Slurm job asks for one or the other "
+                                 "(a GPU Slurm gives whole is not also shared)")
     if len(types := {r.gres_type for r in requests}) > 1:
         listed = ", ".join(sorted(t or "untyped" for t in types))
         return ClaimPlan(refused=f"the claims ask for GPUs of DeviceClasses of more than one GRES type ({listed}); a "

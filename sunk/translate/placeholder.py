@@ -49,9 +49,10 @@ class Settings:
 
 
 def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: Optional[int] = None,
-                claimed_type: str = "") -> JobRequest:
+                claimed_type: str = "", claimed_shards: int = 0) -> JobRequest:
     """The placeholder job for a *valid* Pod its namespace's identity policy allows (ValueError otherwise,
-    as ``pod_to_job``); ``claimed_gpus``, ``claimed_type``: as ``pod_to_job``'s.
+    as ``pod_to_job``); ``claimed_gpus``, ``claimed_type``: as ``pod_to_job``'s; ``claimed_shards`` the Slurm
+    shards its ResourceClaims ask for (``dra.ClaimPlan.shards``).
 
     Never requeued: a preempted placeholder must end as PREEMPTED, so its Pod is deleted and
     its owner queues a new one.
@@ -71,7 +72,7 @@ def job_request(pod: Obj, settings: Settings, *, hook_token: str, claimed_gpus: 
         f"SUNK_KILL_WAIT={settings.kill_wait_seconds}",
         f"SUNK_POD={meta['namespace']}/{meta['name']}",
     ) + ((f"SUNK_HOOKS_CA={settings.hooks_ca_file}",) if settings.hooks_ca_file else ())
-    return attrs.evolve(request, environment=environment, requeue=False)
+    return attrs.evolve(request, environment=environment, requeue=False, shards_per_node=claimed_shards)
 
 
 def gang_job_request(gang: Gang, members: Sequence[Obj], settings: Settings, *, size: int,

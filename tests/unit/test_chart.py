@@ -706,8 +706,9 @@ DRA_MAPPING = "driver=gpu.nvidia.com,device-class=gpu.nvidia.com,attribute=index
 
 
 def test_a_dra_device_mapping_reaches_the_schedulers_and_the_syncer_with_the_reads_and_writes_they_make(tmp_path):
-    """sunk-scheduler and sunk-extender fill claims (patch: the finalizer; resourceclaims/status update), in the
-    Pods' namespaces; all three read every claim and the driver's slices, cluster-wide."""
+    """sunk-scheduler and sunk-extender fill claims (patch, or get and update: the finalizer; resourceclaims/status
+    update), in the Pods' namespaces; all three read every claim and the driver's slices, cluster-wide, the two
+    the DeviceClasses too."""
     from sunk.commands.scheduler import build_parser as scheduler_parser
 
     docs = render({"scheduler": {"draDeviceMapping": DRA_MAPPING}, "extender": {"enabled": True}})
@@ -723,8 +724,10 @@ def test_a_dra_device_mapping_reaches_the_schedulers_and_the_syncer_with_the_rea
     for role in (dra_role, find(docs, "ClusterRole", "slurm-sunk-syncer")):
         assert verbs(role, "resourceclaims", "resource.k8s.io") >= {"list", "watch"}
         assert verbs(role, "resourceslices", "resource.k8s.io") == {"list", "watch"}
-    assert verbs(dra_role, "resourceclaims", "resource.k8s.io") == {"list", "watch", "patch"}
+    # (patch: the finalizer; get and update: the same in protobuf, for a claim the apiserver will not patch)
+    assert verbs(dra_role, "resourceclaims", "resource.k8s.io") == {"list", "watch", "patch", "get", "update"}
     assert verbs(dra_role, "resourceclaims/status", "resource.k8s.io") == {"update"}
+    assert verbs(dra_role, "deviceclasses", "resource.k8s.io") == {"list", "watch"}  # (their config)
     # Bound to the two that fill claims (kube-scheduler, which fills none, gets none of it).
     assert subjects(find(docs, "ClusterRoleBinding", "slurm-sunk-scheduler-dra")) == {(NS, "sunk-scheduler"),
                                                                                       (NS, "sunk-extender")}
@@ -734,6 +737,8 @@ def test_a_dra_device_mapping_reaches_the_schedulers_and_the_syncer_with_the_rea
                                                                             "namespaces": "team-a"}}})
     assert verbs(find(docs, "Role", "sunk-scheduler-dra", "team-a"), "resourceclaims/status", "resource.k8s.io") == {
         "update"}
+    assert verbs(find(docs, "Role", "sunk-scheduler-dra", "team-a"), "resourceclaims", "resource.k8s.io") == {
+        "patch", "get", "update"}
     assert subjects(find(docs, "RoleBinding", "sunk-scheduler-dra", "team-a")) == {(NS, "sunk-scheduler")}
     assert verbs(find(docs, "ClusterRole", "slurm-sunk-scheduler-dra"), "resourceclaims", "resource.k8s.io") == {
         "list", "watch"}  # (written only in the scope's namespaces)

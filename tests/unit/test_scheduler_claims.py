@@ -560,3 +560,156 @@ def test_pod_ended_reads_the_consumer_from_the_apiserver(monkeypatch, found, end
     assert claims_module.pod_ended(None)("team", consumer) is ended
     assert reads == [("team", "ext-pod")]
     assert claims_module.pod_ended(None)("team", {**consumer, "resource": "jobs"}) is False and len(reads) == 1
+
+
+SHARING = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com"}), attribute="index",
+                            shard_classes=frozenset({"shared.example.com"}))
+
+
+def sharing_world(world: Any, shares: tuple[tuple[int, int], ...]) -> None:
+    """The world with the shard class mapped, and Slurm's record giving the job ``shares`` (GPU index, shards)."""
+    view = ClaimsView(SHARING, world.claims)
+    world.scheduler.claims = view
+    assert world.scheduler.binder.claims is not None
+    world.scheduler.binder.claims.view = view
+    count = sum(units for _index, units in shares)
+    world.slurm.get_job_allocations = lambda job_id: (world.slurm.calls.append(("read_job", job_id)) or Job(
+        id=job_id, state="RUNNING", nodes="node1", admin_comment="uid-a", allocations=(
+            JobAllocation("node1", cpus=1, gres=(GresGrant("shard", "", count, shares=shares),)),)))
+
+
+def test_a_shard_claim_asks_its_job_for_shards_and_is_filled_with_the_gpu_they_are_on(world):
+    sharing_world(world, ((2, 3),))
+    world.claims.put(claim("one", 3, device_class="shared.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.reconcile()
+    (request,) = world.slurm.submitted
+    assert (request.gpus_per_node, request.shards_per_node, request.tres_per_node) == (0, 3, "gres/shard:3")
+    world.start()
+    world.reconcile()
+    assert world.writes == [("finalizer", "one", (DELETE_PROTECTION,)), ("status", "one", ("gpu-2",), ("uid-a",)),
+                            ("bind", "worker-1")]
+
+
+def test_a_gpu_another_pods_shard_claim_holds_is_shared_not_a_mismatch(world):
+    """Another tenant's Pod (not this scheduler's, still running) holds shards of gpu-2: Slurm counted them."""
+    sharing_world(world, ((2, 1),))
+    theirs = claim("theirs", 1, device_class="shared.example.com")
+    theirs["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1",
+                                          "device": "gpu-2"}], "worker-1",
+                                        {"metadata": {"name": "web", "uid": "uid-web"}})
+    world.claims.put(theirs)
+    world.claims.put(claim("one", 1, device_class="shared.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert ("status", "one", ("gpu-2",), ("uid-a",)) in world.writes and world.writes[-1] == ("bind", "worker-1")
+    assert not [c for c in world.slurm.calls if c[0] in ("drain", "cancel")] and world.asked == []
+
+
+def test_a_gpu_a_claim_holds_whole_is_not_shared_it_is_a_mismatch(world):
+    sharing_world(world, ((2, 1),))
+    theirs = claim("theirs", 1)
+    theirs["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1",
+                                          "device": "gpu-2"}], "worker-1",
+                                        {"metadata": {"name": "web", "uid": "uid-web"}})
+    world.claims.put(theirs)
+    world.claims.put(claim("one", 1, device_class="shared.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
+    assert [c[0] for c in world.slurm.calls] == ["read_job", "read_node", "drain", "cancel"]
+
+
+def test_gang_members_with_shard_claims_are_refused_before_submission(world):
+    scheduler = gang_world(world, 2)
+    view = ClaimsView(SHARING, world.claims)
+    scheduler.claims = view
+    for i in range(2):
+        world.claims.put(claim(f"c{i}", 1, device_class="shared.example.com"))
+        world.pods.append(job_member(i, {"name": "gpus", "resourceClaimName": f"c{i}"}))
+    scheduler.reconcile(GANG)
+    assert world.slurm.submitted == []
+    messages = {message for reason, message in world.recorder.events if reason == "FailedValidation"}
+    assert messages == {"spec.resourceClaims: the claims of train-0, train-1 ask for GPU shards; a gang's members ask "
+                        "for whole GPUs (shards are for a lone Pod)"}
+
+
+def test_the_device_classs_and_the_claims_config_are_written_into_the_allocation(world):
+    """What a driver reads when it prepares the devices (a sharing strategy, a MIG layout): kube-scheduler copies
+    it, and so does sunk."""
+    class_config = {"opaque": {"driver": DRIVER, "parameters": {"sharing": "time-slicing"}}}
+    assert world.scheduler.binder.claims is not None
+    world.scheduler.binder.claims.classes = {"gpu.example.com": {"metadata": {"name": "gpu.example.com"},
+                                                                 "spec": {"config": [class_config]}}}
+    one = claim("one", 2)
+    one["spec"]["devices"]["config"] = [{"opaque": {"driver": DRIVER, "parameters": {"a": "b"}}}]
+    world.claims.put(one)
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    world.reconcile()
+    assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+    written = world.claims.get("ns/one")["status"]["allocation"]["devices"]["config"]
+    assert written == [{"source": "FromClass", "requests": ["gpus"], **class_config},
+                       {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {"a": "b"}}}]
+    world.reconcile()  # (bound: a retried reconcile writes nothing again)
+    assert [w[0] for w in world.writes] == ["finalizer", "status", "bind"]
+
+
+def test_a_claim_made_again_under_its_name_after_the_plan_is_not_written_from_that_plan(world, monkeypatch):
+    """The claims are planned and written from one reading: a claim swapped meanwhile (deleted, made again with
+    another class) is a 409 on the version planned from, read and planned again; never the old plan's devices in
+    the new claim, which would misstate who shares the GPU."""
+    from sunk.kube.client import ApiError
+
+    sharing_world(world, ((2, 1),))
+    world.claims.put(claim("one", 1, device_class="shared.example.com"))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    written_versions: list[str] = []
+
+    def patch(api, resource, name, body, namespace=None, **_kw):
+        written_versions.append(body["metadata"]["resourceVersion"])
+        swapped = claim("one", 1)  # (made again meanwhile: whole GPUs, another version)
+        swapped["metadata"]["resourceVersion"] = "9"
+        world.claims.put(swapped)
+        raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+
+    monkeypatch.setattr(claims_module.kube, "patch", patch)
+    with pytest.raises(claims_module.ClaimsNotReady, match="changed as it was written"):
+        world.reconcile()
+    assert written_versions == ["1"]  # (the version the plan was made from)
+    world.reconcile()  # read again: whole GPUs now, but the job holds a shard: the job goes, nothing written
+    assert not [w for w in world.writes if w[0] in ("bind", "status")]
+    assert ("cancel", 7) in world.slurm.calls
+    assert [reason for reason, _ in world.recorder.events][-1] == "ResourceClaimsChanged"
+
+
+def test_a_device_class_not_seen_is_waited_for_as_kube_scheduler_does(world):
+    assert world.scheduler.binder.claims is not None
+    world.scheduler.binder.claims.classes = {}  # (the informer has not seen gpu.example.com)
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+    with pytest.raises(claims_module.ClaimsNotReady, match="DeviceClass gpu.example.com is not seen"):
+        world.reconcile()
+    assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
+
+
+def test_an_allocation_the_apiserver_refuses_ends_the_job_not_the_scheduler(world, monkeypatch):
+    """A 422 on the status write (its config over the apiserver's limit, say) would be refused again and again."""
+    from sunk.kube.client import ApiError
+
+    world.claims.put(claim("one", 2))
+    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
+    world.start()
+
+    def refuse(api, resource, obj, *, subresource=None):
+        raise ApiError(422, "Unprocessable Entity", {"message": "status.allocation.devices.config: Too many"})
+
+    monkeypatch.setattr(claims_module.kube, "replace", refuse)
+    world.reconcile()
+    assert ("cancel", 7) in world.slurm.calls and not [w for w in world.writes if w[0] == "bind"]
+    reason, message = world.recorder.events[-1]
+    assert reason == "ResourceClaimsChanged" and "the apiserver refused ResourceClaim ns/one's allocation" in message

@@ -111,3 +111,18 @@ def test_the_placement_daemons_read_jobs_without_their_allocations(tmp_path, mon
     assert module.main(["--scheduler-name=s", f"--hook-secret-file={secret}", "--slurm-auth-token=t",
                         "--leader-elect=false"]) == 0
     assert daemons[0].slurm.job_allocations is False
+
+
+def test_shard_classes_need_the_rest_backend_and_reach_the_config(tmp_path):
+    """pyslurm reads a job's ``shard:2(0/4,2/4)`` as a bare count: which GPU the shards are on would be lost."""
+    from sunk.commands.scheduler import config_from
+
+    secret = tmp_path / "secret"
+    secret.write_text("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    mapping = "--dra-device-mapping=driver=d,device-class=g,shard-class=s,attribute=index"
+    config = config_from(parse(f"--hook-secret-file={secret}", mapping))
+    assert config.dra is not None and config.dra.shard_classes == {"s"}
+    with pytest.raises(SystemExit, match="shard classes, which need --slurm-backend=rest"):
+        config_from(parse(f"--hook-secret-file={secret}", mapping, "--slurm-backend=pyslurm"))
+    whole = "--dra-device-mapping=driver=d,device-class=g,attribute=index"
+    assert config_from(parse(f"--hook-secret-file={secret}", whole, "--slurm-backend=pyslurm")).dra is not None

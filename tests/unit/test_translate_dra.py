@@ -408,3 +408,158 @@ def test_claims_of_two_gres_types_are_refused_a_slurm_job_asks_for_one(classes):
     claims = {"one": claim("one", request("r", 1, classes[0])), "two": claim("two", request("r", 1, classes[1]))}
     plan = dra.claim_plan(pod_, claims, TYPED)
     assert plan.refused is not None and "more than one GRES type" in plan.refused and plan.gpus == 0
+
+
+# ---- shards: a shard class's count is of Slurm shards of the GPU(s) Slurm picks ----------------------------------
+
+SHARING = dra.DeviceMapping(DRIVER, frozenset({"gpu.example.com"}), attribute="index",
+                            shard_classes=frozenset({"shared.example.com"}))
+
+
+def shards(name: str, count: int) -> dict[str, Any]:
+    return request(name, count, "shared.example.com")
+
+
+def test_a_shard_claim_asks_slurm_for_shards_not_gpus():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimName": "two"})
+    plan = dra.claim_plan(pod_, {"one": claim("one", shards("r", 2)), "two": claim("two", shards("r", 1))}, SHARING)
+    assert (plan.shards, plan.gpus, plan.gres_type, plan.refused) == (3, 0, "", None)
+
+
+def test_a_pod_asks_for_whole_gpus_or_shards_not_both():
+    pod_ = pod_with({"name": "a", "resourceClaimName": "one"}, {"name": "b", "resourceClaimName": "two"})
+    plan = dra.claim_plan(pod_, {"one": claim("one", shards("r", 2)), "two": claim("two", request("r", 1))}, SHARING)
+    assert plan.refused is not None and "whole GPUs and GPU shards" in plan.refused
+    assert (plan.gpus, plan.shards) == (0, 0)
+
+
+def test_a_shard_claim_names_the_gpu_its_shards_are_on():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", shards("r", 2)), SHARING)
+    results = dra.allocation_results(requests, [GresGrant("shard", "", 2, shares=((3, 2),))], devices, SHARING, "n1")
+    assert results == {"c": [{"request": "r", "driver": DRIVER, "pool": "n1", "device": "gpu-3"}]}
+
+
+def test_shards_over_two_gpus_are_dealt_to_the_requests_in_order_each_device_once_per_request():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = (*dra.claim_requests(claim("a", shards("x", 1), shards("y", 3)), SHARING),
+                *dra.claim_requests(claim("b", shards("z", 2)), SHARING))
+    grants = [GresGrant("gpu", "", 0), GresGrant("shard", "", 6, shares=((1, 2), (2, 4)))]
+    results = dra.allocation_results(requests, grants, devices, SHARING, "n1")
+    assert isinstance(results, dict)
+    assert [(r["request"], r["device"]) for r in results["a"]] == [("x", "gpu-1"), ("y", "gpu-1"), ("y", "gpu-2")]
+    assert [(r["request"], r["device"]) for r in results["b"]] == [("z", "gpu-2")]
+
+
+@pytest.mark.parametrize(("grants", "why"), [
+    ([GresGrant("shard", "", 3, shares=((0, 3),))], "ask for 2 shard(s), but its Slurm job holds 3"),
+    ([GresGrant("gpu", "", 2, (0, 1))], "holds 2 whole gpu beside its shards"),
+    ([GresGrant("gpu", "", 1, (0,)), GresGrant("shard", "", 2, shares=((1, 2),))], "holds 1 whole gpu"),
+    ([GresGrant("shard", "", 2)], "does not say which GPUs its 2 shard(s) are on"),  # (no shares recorded)
+    ([GresGrant("shard", "", 2, shares=((0, 1),))], "does not say which GPUs"),
+])
+def test_a_shard_job_whose_record_does_not_fit_the_claims_is_the_jobs_doing_not_the_nodes(grants, why):
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", shards("r", 2)), SHARING)
+    found = dra.allocation_results(requests, grants, devices, SHARING, "n1")
+    assert isinstance(found, dra.JobUnfit) and why in found.message
+
+
+def test_a_gpu_other_shard_claims_hold_is_shared_but_one_held_whole_is_a_mismatch():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    sharer = allocated("sharer", "n1", "gpu-2", reserved_for="other")
+    sharer["spec"] = {"devices": {"requests": [shards("r", 1)]}}  # (its results name request r)
+    whole = allocated("theirs", "n1", "gpu-2", reserved_for="web")
+    whole["spec"] = {"devices": {"requests": [request("r", 1)]}}
+    requests = dra.claim_requests(claim("mine", shards("r", 1)), SHARING)
+    grants = [GresGrant("shard", "", 1, shares=((2, 1),))]
+    held = dra.held_devices([sharer], "n1", DRIVER, shared=SHARING.shard_classes)
+    assert held == {}
+    assert isinstance(dra.allocation_results(requests, grants, devices, SHARING, "n1", held), dict)
+    held = dra.held_devices([sharer, whole], "n1", DRIVER, shared=SHARING.shard_classes)
+    assert held == {(DRIVER, "n1", "gpu-2"): "ns/theirs"}
+    found = dra.allocation_results(requests, grants, devices, SHARING, "n1", held)
+    assert isinstance(found, dra.Mismatch) and "which a ResourceClaim holds whole" in found.message
+    assert "theirs" not in found.message  # (the holder unnamed: it may be another tenant's)
+    releasing = dra.allocation_results(requests, grants, devices, SHARING, "n1", {}, held)
+    assert isinstance(releasing, dra.Releasing)
+    # A whole GPU's claim is filled as before: a device a shard claim holds is held (Slurm gives a GPU one way).
+    whole_requests = dra.claim_requests(claim("mine", request("r", 1)), SHARING)
+    held_whole = dra.held_devices([sharer], "n1", DRIVER)
+    found = dra.allocation_results(whole_requests, [GresGrant("gpu", "", 1, (2,))], devices, SHARING, "n1", held_whole)
+    assert isinstance(found, dra.Mismatch)
+
+
+def test_a_shard_index_naming_no_device_is_a_mismatch():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", shards("r", 1)), SHARING)
+    found = dra.allocation_results(requests, [GresGrant("shard", "", 1, shares=((7, 1),))], devices, SHARING, "n1")
+    assert isinstance(found, dra.Mismatch) and "index 7 (shards) names 0 devices" in found.message
+
+
+def test_the_flag_names_shard_classes():
+    parsed = dra.DeviceMapping.parse("driver=d,device-class=g,shard-class=s1,shard-class=s2,attribute=index")
+    assert parsed == dra.DeviceMapping("d", frozenset({"g"}), attribute="index", shard_classes=frozenset({"s1", "s2"}))
+    assert parsed.classes == {"g", "s1", "s2"}
+    only = dra.DeviceMapping.parse("driver=d,shard-class=s,attribute=index")
+    assert only.device_classes == frozenset() and only.shard_classes == {"s"}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("driver=d,device-class=c,shard-class=c,attribute=index", "a DeviceClass is named twice"),
+    ("driver=d,shard-class=s:a100,attribute=index", "a shard class takes no GRES type"),
+])
+def test_a_shard_class_flag_that_cannot_be_filled_is_refused(text, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        dra.DeviceMapping.parse(text)
+    with pytest.raises(ValueError, match="both as a GPU class and as a shard class"):
+        dra.DeviceMapping("d", frozenset({"c"}), attribute="index", shard_classes=frozenset({"c"}))
+
+
+# ---- config: the class's and the claim's, into the allocation as kube-scheduler writes it -----------------------
+
+def opaque(**parameters: str) -> dict[str, Any]:
+    return {"opaque": {"driver": DRIVER, "parameters": dict(parameters)}}
+
+
+def test_the_classes_config_then_the_claims_go_into_the_allocation_as_kube_scheduler_writes_them():
+    classes = {"gpu.example.com": {"metadata": {"name": "gpu.example.com"}, "spec": {"config": [opaque(mode="x")]}},
+               "other": {"spec": {}}}
+    claim_ = claim("c", request("a", 1), request("b", 1), request("c", 1, "other"),
+                   config=[{**opaque(user="1")}, {"requests": ["b"], **opaque(user="2")},
+                           {"requests": ["elsewhere"], **opaque(user="3")}])
+    assert dra.allocation_config(claim_, classes.get) == [
+        {"source": "FromClass", "requests": ["a", "b"], "opaque": opaque(mode="x")["opaque"]},
+        {"source": "FromClaim", "opaque": opaque(user="1")["opaque"]},
+        {"source": "FromClaim", "requests": ["b"], "opaque": opaque(user="2")["opaque"]}]
+    assert dra.allocation_config(claim("c", request("a", 1)), lambda _name: None) == []  # (a class not seen)
+
+
+def test_a_claim_allocated_with_other_config_is_not_the_same_allocation():
+    results = [{"request": "a", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]
+    pod_ = {"metadata": {"name": "p", "uid": "u"}}
+    config = [{"source": "FromClaim", "opaque": opaque(user="1")["opaque"]}]
+    written = {"status": dra.claim_status(results, "n1", pod_, config)}
+    assert written["status"]["allocation"]["devices"]["config"] == config
+    assert dra.same_allocation(written, results, "n1", config)
+    assert not dra.same_allocation(written, results, "n1")
+    assert "config" not in dra.claim_status(results, "n1", pod_)["allocation"]["devices"]
+
+
+@pytest.mark.parametrize("config", [
+    [{"opaque": {"driver": DRIVER, "parameters": {"mode": "mps"}}}],  # (for every request)
+    [{"requests": ["r"], "opaque": {"driver": DRIVER, "parameters": {"mode": "mps"}}}],
+])
+def test_a_shard_claims_own_config_is_refused_the_gpu_is_shared_with_other_pods(config):
+    with pytest.raises(dra.UnsupportedClaim, match="config is not taken for shard requests"):
+        dra.claim_requests(claim("c", shards("r", 1), config=config), SHARING)
+    assert dra.claim_requests(claim("c", request("r", 1), config=config), SHARING)  # (a whole GPU's is its own)
+
+
+def test_a_shard_device_still_being_released_is_waited_for_before_another_held_drains():
+    devices = dra.node_devices([FOUR], "n1", DRIVER)
+    requests = dra.claim_requests(claim("c", shards("r", 2)), SHARING)
+    grants = [GresGrant("shard", "", 2, shares=((1, 1), (2, 1)))]
+    found = dra.allocation_results(requests, grants, devices, SHARING, "n1", {(DRIVER, "n1", "gpu-1"): "ns/x"},
+                                   {(DRIVER, "n1", "gpu-2"): "ns/y"})
+    assert isinstance(found, dra.Releasing) and "gpu-2" in found.message
