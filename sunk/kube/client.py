@@ -245,13 +245,16 @@ def request(
 ) -> dict[str, Any]:
     """One JSON request; returns the decoded body ({} when empty)."""
     resp = open_request(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+    return _json_or_none(_read_all(resp, method, path)) or {}
+
+
+def _read_all(resp: urllib3.BaseHTTPResponse, method: str, path: str) -> bytes:
     try:
-        raw = resp.read()
+        return resp.read()
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise ConnectionFailed(f"{method} {path}: reading response: {exc}") from exc
     finally:
         resp.release_conn()
-    return _json_or_none(raw) or {}
 
 
 def _json_or_none(raw: bytes) -> dict[str, Any] | None:
@@ -387,13 +390,7 @@ def add_finalizer(api: k8s.ApiClient, resource: Resource, obj: dict[str, Any], f
         log.info("%s %s/%s: the apiserver will not merge-patch it (its spec keeps its creator's raw bytes); "
                  "adding finalizer %s in protobuf", resource.kind, namespace, name, finalizer)
     path = resource.path(namespace, name)
-    resp = open_request(api, "GET", path, accept=PROTOBUF)
-    try:
-        stored = resp.read()
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise ConnectionFailed(f"GET {path}: reading response: {exc}") from exc
-    finally:
-        resp.release_conn()
+    stored = _read_all(open_request(api, "GET", path, accept=PROTOBUF), "GET", path)
     if protowire.resource_version(stored) != meta["resourceVersion"]:
         raise ApiError(409, "Conflict", {"message": f"{resource.kind} {name} changed since it was read"}, "PUT", path)
     if finalizer in protowire.finalizers(stored):

@@ -381,10 +381,46 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
                        releasing: Mapping[DeviceKey, str] | None = None,
                        ) -> dict[str, list[Obj]] | Mismatch | JobUnfit | Releasing:
     """Each claim's ``status.allocation.devices.results``: Slurm's indices, in order, each the one device the
-    mapping names, dealt to the requests in order. Keyed by claim name. ``held``: the node's devices other
-    claims hold (``held_devices``); ``releasing``: those of them on their way out."""
-    if any(r.shards for r in requests):
-        return _shard_results(requests, grants, devices, mapping, node, held, releasing)
+    mapping names, dealt to the requests in order (shard requests: ``_deal_shards``). Keyed by claim name.
+    ``held``: the node's devices other claims hold (``held_devices``); ``releasing``: those of them on their way
+    out. Every device being released is waited for before any held one is a mismatch."""
+    shards = any(r.shards for r in requests)
+    dealt = _deal_shards(requests, grants, mapping) if shards else _deal_gpus(requests, grants, mapping)
+    if isinstance(dealt, JobUnfit):
+        return dealt
+    named: dict[int, SliceDevice] = {}
+    for index in dict.fromkeys(index for _request, index in dealt):
+        found = _named(index, devices, mapping)
+        if len(found) != 1:
+            how = (f"name {mapping.name_template.format(index=index)!r}" if mapping.name_template
+                   else f"attribute {mapping.qualified_attribute}={index}")
+            return Mismatch(node, f"{mapping.gres} index {index}{' (shards)' if shards else ''} names {len(found)} "
+                                  f"devices of driver {mapping.driver} ({how}), not one")
+        named[index] = found[0]
+    for index, device in named.items():  # (the holder unnamed, here and below: it may be another tenant's)
+        if (releasing or {}).get(device.key) is not None:
+            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held"
+                             f"{' whole' if shards else ''} by a ResourceClaim being released")
+    for index, device in named.items():
+        if (held or {}).get(device.key) is not None:
+            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which "
+                                  + ("a ResourceClaim holds whole: Slurm counts it free for shards" if shards
+                                     else "another ResourceClaim holds: Slurm counts it free"))
+    results: dict[str, list[Obj]] = {}
+    for request, index in dealt:
+        device = named[index]
+        if not request.tolerates(device):
+            taints = ", ".join(str(t) for t in device.taints)
+            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, tainted {taints}: "
+                                  "Slurm counts it usable")
+        results.setdefault(request.claim, []).append(
+            {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
+    return results
+
+
+def _deal_gpus(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant],
+               mapping: DeviceMapping) -> list[tuple[ClaimRequest, int]] | JobUnfit:
+    """Slurm's GPU indices, in order, one to each device a request counts."""
     indices = granted_indices(grants, mapping)
     wanted = devices_wanted(requests)
     granted = sum(g.count for g in grants if g.name == mapping.gres)
@@ -394,42 +430,14 @@ def allocation_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGr
     if len(indices) != wanted:
         return JobUnfit(f"Slurm's record of its job names the index of {len(indices)} of its {granted} "
                         f"{mapping.gres} (a GRES without File=, or a job edited since): which devices is not known")
-    chosen: list[tuple[int, SliceDevice]] = []
-    for index in indices:
-        named = _named(index, devices, mapping)
-        if len(named) != 1:
-            how = (f"name {mapping.name_template.format(index=index)!r}" if mapping.name_template
-                   else f"attribute {mapping.qualified_attribute}={index}")
-            return Mismatch(node, f"{mapping.gres} index {index} names {len(named)} devices of driver "
-                                  f"{mapping.driver} ({how}), not one")
-        chosen.append((index, named[0]))
-    for index, device in chosen:
-        if (releasing or {}).get(device.key) is not None:  # (the holder unnamed: it may be another tenant's)
-            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held by a "
-                             "ResourceClaim being released")
-        if (held or {}).get(device.key) is not None:
-            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which another "
-                                  "ResourceClaim holds: Slurm counts it free")
-    results: dict[str, list[Obj]] = {}
-    dealt = iter(chosen)
-    for request in requests:
-        for _ in range(request.count):
-            index, device = next(dealt)
-            if not request.tolerates(device):
-                taints = ", ".join(str(t) for t in device.taints)
-                return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, tainted {taints}: "
-                                      "Slurm counts it usable")
-            results.setdefault(request.claim, []).append(
-                {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
-    return results
+    dealt = iter(indices)
+    return [(request, next(dealt)) for request in requests for _ in range(request.count)]
 
 
-def _shard_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant], devices: Sequence[SliceDevice],
-                   mapping: DeviceMapping, node: str, held: Mapping[DeviceKey, str] | None,
-                   releasing: Mapping[DeviceKey, str] | None) -> dict[str, list[Obj]] | Mismatch | JobUnfit | Releasing:
-    """``allocation_results`` for shard requests: Slurm's shares (GPU index, shards taken) dealt to the requests
-    in order, each request's results the devices its shards are on, each once. ``held`` and ``releasing`` are
-    of claims of whole GPUs only (``held_devices(..., shared=)``): other shard claims may hold the same device."""
+def _deal_shards(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant],
+                 mapping: DeviceMapping) -> list[tuple[ClaimRequest, int]] | JobUnfit:
+    """Slurm's shares (GPU index, shards taken), in index order, dealt to the requests in order: each request gets
+    the GPUs its shards are on, each once."""
     if not all(r.shards for r in requests):
         return JobUnfit("its ResourceClaims ask for whole GPUs and GPU shards: a job asks for one or the other")
     if whole := sum(g.count for g in grants if g.name == mapping.gres):
@@ -443,43 +451,20 @@ def _shard_results(requests: Sequence[ClaimRequest], grants: Iterable[GresGrant]
     shares = sorted((index, units) for g in grants for index, units in g.shares)
     if sum(units for _index, units in shares) != wanted or len({i for i, _u in shares}) != len(shares):
         return JobUnfit(f"Slurm's record of its job does not say which GPUs its {granted} shard(s) are on")
-    chosen: list[tuple[int, SliceDevice, int]] = []
-    for index, units in shares:
-        named = _named(index, devices, mapping)
-        if len(named) != 1:
-            how = (f"name {mapping.name_template.format(index=index)!r}" if mapping.name_template
-                   else f"attribute {mapping.qualified_attribute}={index}")
-            return Mismatch(node, f"{mapping.gres} index {index} (shards) names {len(named)} devices of driver "
-                                  f"{mapping.driver} ({how}), not one")
-        chosen.append((index, named[0], units))
-    for index, device, _units in chosen:  # (every device still being released is waited for before any drain)
-        if (releasing or {}).get(device.key) is not None:
-            return Releasing(f"{mapping.gres} index {index} names device {device.name}, still held whole by a "
-                             "ResourceClaim being released")
-    for index, device, _units in chosen:
-        if (held or {}).get(device.key) is not None:
-            return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, which a ResourceClaim "
-                                  "holds whole: Slurm counts it free for shards")
-    results: dict[str, list[Obj]] = {}
-    remaining = [units for _index, _device, units in chosen]
+    remaining = [units for _index, units in shares]
     position = 0
+    dealt: list[tuple[ClaimRequest, int]] = []
     for request in requests:
         need, touched = request.count, []
         while need:  # (the shares sum to what the requests ask: checked above)
             take = min(need, remaining[position])
             need -= take
             remaining[position] -= take
-            touched.append(position)
+            touched.append(shares[position][0])
             if not remaining[position]:
                 position += 1
-        for index, device, _units in (chosen[p] for p in dict.fromkeys(touched)):
-            if not request.tolerates(device):
-                taints = ", ".join(str(t) for t in device.taints)
-                return Mismatch(node, f"{mapping.gres} index {index} names device {device.name}, tainted {taints}: "
-                                      "Slurm counts it usable")
-            results.setdefault(request.claim, []).append(
-                {"request": request.request, "driver": device.driver, "pool": device.pool, "device": device.name})
-    return results
+        dealt.extend((request, index) for index in dict.fromkeys(touched))
+    return dealt
 
 
 def allocation_config(claim: Obj, class_of: Callable[[str], Obj | None]) -> list[Obj]:

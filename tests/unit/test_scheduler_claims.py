@@ -591,10 +591,11 @@ def test_a_shard_claim_asks_its_job_for_shards_and_is_filled_with_the_gpu_they_a
                             ("bind", "worker-1")]
 
 
-def test_a_gpu_another_pods_shard_claim_holds_is_shared_not_a_mismatch(world):
-    """Another tenant's Pod (not this scheduler's, still running) holds shards of gpu-2: Slurm counted them."""
+def bind_a_shard_beside(world: Any, theirs_class: str) -> None:
+    """Slurm gives the Pod's job one shard of gpu-2, which another tenant's running Pod holds through a claim of
+    ``theirs_class``; the Pod's binding is tried."""
     sharing_world(world, ((2, 1),))
-    theirs = claim("theirs", 1, device_class="shared.example.com")
+    theirs = claim("theirs", 1, device_class=theirs_class)
     theirs["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1",
                                           "device": "gpu-2"}], "worker-1",
                                         {"metadata": {"name": "web", "uid": "uid-web"}})
@@ -603,21 +604,17 @@ def test_a_gpu_another_pods_shard_claim_holds_is_shared_not_a_mismatch(world):
     world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
     world.start()
     world.reconcile()
+
+
+def test_a_gpu_another_pods_shard_claim_holds_is_shared_not_a_mismatch(world):
+    """Another tenant's Pod (not this scheduler's, still running) holds shards of gpu-2: Slurm counted them."""
+    bind_a_shard_beside(world, "shared.example.com")
     assert ("status", "one", ("gpu-2",), ("uid-a",)) in world.writes and world.writes[-1] == ("bind", "worker-1")
     assert not [c for c in world.slurm.calls if c[0] in ("drain", "cancel")] and world.asked == []
 
 
 def test_a_gpu_a_claim_holds_whole_is_not_shared_it_is_a_mismatch(world):
-    sharing_world(world, ((2, 1),))
-    theirs = claim("theirs", 1)
-    theirs["status"] = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "worker-1",
-                                          "device": "gpu-2"}], "worker-1",
-                                        {"metadata": {"name": "web", "uid": "uid-web"}})
-    world.claims.put(theirs)
-    world.claims.put(claim("one", 1, device_class="shared.example.com"))
-    world.pods.append(pod({"name": "a", "resourceClaimName": "one"}))
-    world.start()
-    world.reconcile()
+    bind_a_shard_beside(world, "gpu.example.com")
     assert not [w for w in world.writes if w[0] in ("bind", "status", "finalizer")]
     assert [c[0] for c in world.slurm.calls] == ["read_job", "read_node", "drain", "cancel"]
 
