@@ -56,13 +56,9 @@ DRA_DRIVER = "test-driver.cdi.k8s.io"
 DRA_DEVICES = 4
 DEVICE_NAME = "device-{index:02d}"
 DEVICE_CLASS = "gpu.sunk.dev"
-# The DeviceClass of GPU shares: its claims count Slurm shards (gres/shard) of the same devices, SHARDS_PER_GPU
-# of each GPU (gres.conf's one Count=, which Slurm spreads evenly over the node's GPUs). Its config, as an operator
-# would give a real driver a sharing strategy: the test driver turns a class's opaque parameters into the
-# container's environment (admin_<key>=<value>).
-SHARD_CLASS = "shared-gpu.sunk.dev"
-SHARDS_PER_GPU = 4
-SHARD_CLASS_PARAMETERS = {"sharing": "slurm-shards"}
+# The DeviceClass's config, as an operator gives a real driver its settings: the test driver writes a class's opaque
+# parameters into the environment of its CDI spec (admin_<key>=<value>).
+DEVICE_CLASS_PARAMETERS = {"profile": "sunk-dev"}
 GPU_TYPE = "fake"
 GPU_FILE = "/dev/fakegpu{index}"
 KUBELET_PORT = 10350
@@ -374,14 +370,10 @@ def prepare_dra_driver(paths: Paths) -> None:
 
 
 def device_classes() -> list[dict]:
-    """The DeviceClasses a Pod's claim names for the driver's devices: whole (DEVICE_CLASS) or shares of them
-    (SHARD_CLASS)."""
-    selectors = [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]
-    config = [{"opaque": {"driver": DRA_DRIVER, "parameters": SHARD_CLASS_PARAMETERS}}]
+    """The DeviceClass a Pod's claim names for the driver's devices, with its config."""
     return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DEVICE_CLASS},
-             "spec": {"selectors": selectors}},
-            {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": SHARD_CLASS},
-             "spec": {"selectors": selectors, "config": config}}]
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}],
+                      "config": [{"opaque": {"driver": DRA_DRIVER, "parameters": DEVICE_CLASS_PARAMETERS}}]}}]
 
 
 # -- images --------------------------------------------------------------------------------------
@@ -553,13 +545,12 @@ def nodeset(chroot: Path, namespace: str, image: str | None) -> dict:
     """The NodeSet whose one Pod is realnode1's slurmd on the real Node, from ``image`` (the shipped sunk-slurmd,
     its entrypoint) or, without images, busybox chrooting into ``chroot``. The operator names the Pod and the
     Slurm node after the Node (``NodeName``) and writes what it registers with: the feature of the ``real``
-    partition, and with the image the GPUs (``gpu:fake:4``, and 16 shards of them), whose gres.conf lines name
-    /dev/nvidia0..3, which the template mounts from the chroot's fake GPUs, so Slurm's GRES index i is still the
-    driver's device-0i."""
+    partition, and with the image the GPUs (``gpu:fake:4``), whose gres.conf lines name /dev/nvidia0..3, which
+    the template mounts from the chroot's fake GPUs, so Slurm's GRES index i is still the driver's device-0i."""
     container, volumes = _image_container(chroot, image) if image else _busybox_container(chroot)
     slurm: dict = {"features": [SLURM_FEATURE]}
     if image:
-        slurm["gres"] = f"gpu:{GPU_TYPE}:{DRA_DEVICES},shard:{SHARDS_PER_GPU * DRA_DEVICES}"
+        slurm["gres"] = f"gpu:{GPU_TYPE}:{DRA_DEVICES}"
     return {
         "apiVersion": "sunk.coreweave.com/v1alpha1", "kind": "NodeSet",
         "metadata": {"name": REAL_NODESET, "namespace": namespace},

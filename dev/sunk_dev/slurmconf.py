@@ -93,7 +93,7 @@ def slurm_conf(layout: SlurmLayout) -> str:
         "MailProg=/bin/true",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "GresTypes=gpu,shard",  # (shards: realnode1 shares its fake GPUs, issue 38)
+        "GresTypes=gpu",
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=localhost",
         f"AccountingStoragePort={SLURMDBD_PORT}",

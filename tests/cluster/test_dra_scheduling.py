@@ -47,10 +47,9 @@ from sunk_dev.tls import issue, make_ca
 pytestmark = pytest.mark.skipif(not realnode.enabled(), reason="SUNK_DEV_REAL_NODE=0: no real kubelet Node")
 
 TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
-# The test driver's DeviceClass as the GRES type of the real Node's GPUs (gpu:fake:4): a claim asks gres/gpu:fake:N;
-# its shard class's claims ask gres/shard:N (4 of each GPU).
+# The test driver's DeviceClass as the GRES type of the real Node's GPUs (gpu:fake:4): a claim asks gres/gpu:fake:N.
 MAPPING_FLAG = (f"driver={realnode.DRA_DRIVER},device-class={realnode.DEVICE_CLASS}:{realnode.GPU_TYPE},"
-                f"shard-class={realnode.SHARD_CLASS},name={realnode.DEVICE_NAME}")
+                f"name={realnode.DEVICE_NAME}")
 MAPPING = dra.DeviceMapping.parse(MAPPING_FLAG)
 
 
@@ -198,7 +197,10 @@ def test_a_batch_job_and_pods_share_the_node_each_on_the_gpus_slurm_gave_it(kube
         assert "resource.kubernetes.io/delete-protection" in allocated["metadata"]["finalizers"]
         assert f"{namespace}/three-{tag}: the apiserver will not merge-patch it" in scheduler.log.read_text()
         assert _kubelet_prepared_devices(dev_cluster.home, allocated["metadata"]["uid"]) == names_of(three)
-        assert driver_environment(dev_cluster.home, allocated).get("user_mode") == f"three-{tag}"
+        # The class's config, then the claim's, reached the driver (as kube-scheduler would have written them).
+        prepared = driver_environment(dev_cluster.home, allocated)
+        assert prepared.get("user_mode") == f"three-{tag}", prepared
+        assert {f"admin_{k}": v for k, v in realnode.DEVICE_CLASS_PARAMETERS.items()}.items() <= prepared.items()
         assert slurm.get_job(batch).state == "RUNNING"  # both at once
 
         # A Pod claiming 1, from a template: Slurm has no GPU left on the node, so it waits there...
@@ -228,57 +230,6 @@ def test_a_batch_job_and_pods_share_the_node_each_on_the_gpus_slurm_gave_it(kube
     finally:
         slurm.cancel_job(batch)
         end_pods(kube_api, dev_cluster, namespace)  # (the next test starts from an idle real Node)
-
-
-def test_pods_share_a_gpu_through_shard_claims_beside_a_batch_job_holding_the_others(kube_api, dev_cluster, namespace,
-                                                                                     scheduler, slurm):
-    """Slurm's shards: realnode1 has 4 of each GPU. A batch job holds 3 GPUs whole; two Pods claiming 2 shards each
-    run at once on the fourth, both claims naming that one device; a third Pod claiming 1 shard waits in Slurm (no
-    shard left: the other GPUs are held whole) until a sharer goes, then gets the same device. The shard class's
-    config (the operator's: how the GPU is shared) reaches the driver for each sharer, as kube-scheduler would
-    write it: the test driver turns it into the environment of its CDI spec."""
-    tag = uuid.uuid4().hex[:6]
-    batch = batch_job(slurm, 3, tag)
-    sharers = [f"share-{i}-{tag}" for i in range(3)]
-    try:
-        wait_for(lambda: slurm.get_job(batch).state == "RUNNING", 60, f"batch job {batch} RUNNING")
-        (free,) = set(range(realnode.DRA_DEVICES)) - set(held_indices(slurm, batch))
-        for name in sharers[:2]:
-            kc.create(kube_api, RESOURCECLAIMS, claim(name, 2, realnode.SHARD_CLASS), namespace)
-            kc.create(kube_api, PODS, gpu_pod(name, {"resourceClaimName": name}), namespace)
-        jobs = [job_id_of(kube_api, dev_cluster, namespace, name) for name in sharers[:2]]
-        for name in sharers[:2]:
-            wait_for(lambda name=name: running(kube_api, namespace, name), 90, f"{name} Running on the real Node")
-        for name, job_id in zip(sharers[:2], jobs, strict=True):
-            record = slurm_job(dev_cluster, job_id)
-            assert record["tres_per_node"] == "gres/shard:2", record["tres_per_node"]
-            (allocation,) = slurm.get_job_allocations(job_id).allocations
-            assert [(g.name, g.shares) for g in allocation.gres if g.name == "shard"] == [("shard", ((free, 2),))]
-            allocated = claim_of(kube_api, namespace, name)
-            assert devices_of(allocated) == names_of([free]) and dra.allocated_on(allocated) == realnode.NODE_NAME
-            assert _kubelet_prepared_devices(dev_cluster.home, allocated["metadata"]["uid"]) == names_of([free])
-        assert all(running(kube_api, namespace, name) for name in sharers[:2])  # both at once, on one GPU
-        assert slurm.get_job(batch).state == "RUNNING"
-        envs = [driver_environment(dev_cluster.home, claim_of(kube_api, namespace, name)) for name in sharers[:2]]
-        for name, env in zip(sharers[:2], envs, strict=True):
-            assert env.get(f"claim_{name.replace('-', '_')}_gpus") == "true", env  # (the driver's own mark)
-            assert {f"admin_{k}": v for k, v in realnode.SHARD_CLASS_PARAMETERS.items()}.items() <= env.items(), env
-
-        # No shard left: the free GPU's 4 are taken and the others are the batch job's, whole.
-        kc.create(kube_api, RESOURCECLAIMS, claim(sharers[2], 1, realnode.SHARD_CLASS), namespace)
-        kc.create(kube_api, PODS, gpu_pod(sharers[2], {"resourceClaimName": sharers[2]}), namespace)
-        third = job_id_of(kube_api, dev_cluster, namespace, sharers[2])
-        wait_for(lambda: state(slurm_job(dev_cluster, third)) == "PENDING"
-                 and slurm_job(dev_cluster, third).get("state_reason") == "Resources", 30,
-                 "the third sharer's job pending on Resources")
-        kc.delete(kube_api, PODS, sharers[0], namespace)
-        wait_for(lambda: running(kube_api, namespace, sharers[2]), 90, "the third sharer Running once shards are free")
-        assert devices_of(claim_of(kube_api, namespace, sharers[2])) == names_of([free])
-        assert running(kube_api, namespace, sharers[1])
-        assert not [e for name in sharers for e in events_for(kube_api, namespace, name) if e["type"] == "Warning"]
-    finally:
-        slurm.cancel_job(batch)
-        end_pods(kube_api, dev_cluster, namespace)
 
 
 EXTENDER_PROFILE = "sunk-extender-dra"

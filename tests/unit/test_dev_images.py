@@ -212,10 +212,9 @@ def test_the_slurmd_pod_from_its_image_mounts_only_what_the_image_leaves_out():
 
 def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_its_index():
     """Issue 38: Slurm's GRES index i on realnode1 is the DRA test driver's device-0i on its Node: the operator's
-    gres.conf line for gpu:fake:4 names /dev/nvidia0..3, which are the chroot's fake GPUs 0..3 in order; its shards
-    (4 of each GPU) are one count Slurm spreads over them."""
+    gres.conf line for gpu:fake:4 names /dev/nvidia0..3, which are the chroot's fake GPUs 0..3 in order."""
     nodeset = realnode.nodeset(Path("/c"), "slurm", SLURMD_IMAGE)
-    assert nodeset["spec"]["slurm"]["gres"] == f"gpu:fake:{realnode.DRA_DEVICES},shard:{4 * realnode.DRA_DEVICES}"
+    assert nodeset["spec"]["slurm"]["gres"] == f"gpu:fake:{realnode.DRA_DEVICES}"
     template = nodeset["spec"]["template"]["spec"]
     (container,) = template["containers"]
     volumes = {v["name"]: v for v in template["volumes"]}
@@ -227,8 +226,7 @@ def test_realnode1_has_as_many_gpus_as_the_dra_driver_has_devices_each_named_by_
                                   realnode.NODE_NAME, realnode.SLURM_NODE, "h")
     (slurmd,) = pod["spec"]["containers"]
     env = {e["name"]: e["value"] for e in slurmd["env"]}
-    assert env["SUNK_GRES_CONF"] == ("NodeName=realnode1 Name=gpu Type=fake File=/dev/nvidia[0-3]\n"
-                                     "NodeName=realnode1 Name=shard Count=16\n")
+    assert env["SUNK_GRES_CONF"] == "NodeName=realnode1 Name=gpu Type=fake File=/dev/nvidia[0-3]\n"
     assert [realnode.DEVICE_NAME.format(index=i) for i in range(realnode.DRA_DEVICES)] == [
         "device-00", "device-01", "device-02", "device-03"]  # (the driver's names: test/e2e/dra/test-driver)
     argv = realnode.dra_driver_argv(Path("/b/dra-test-driver"), realnode.Paths(Path("/h")), Path("/k"))
@@ -361,9 +359,7 @@ def test_realnode1_is_its_nodesets_and_registers_the_same_gpus_under_the_operato
     (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [realnode.NODE_NAME]}]
     assert spec["naming"] == {"scheme": "NodeName"}
-    assert spec["slurm"] == {"features": [realnode.SLURM_FEATURE],
-                             "gres": f"gpu:fake:{realnode.DRA_DEVICES},"
-                                     f"shard:{realnode.SHARDS_PER_GPU * realnode.DRA_DEVICES}"}
+    assert spec["slurm"] == {"features": [realnode.SLURM_FEATURE], "gres": f"gpu:fake:{realnode.DRA_DEVICES}"}
     template = spec["template"]["spec"]
     assert "nodeName" not in template and "hostname" not in template and template["hostNetwork"]
     (container,) = template["containers"]
