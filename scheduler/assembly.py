@@ -411,7 +411,7 @@ class DraInformers:
 
 def dra_informers(api: ApiClient, mapping: DeviceMapping) -> DraInformers:
     claims = claims_informer(api)
-    return DraInformers(claims, slices_informer(api, mapping.driver), classes_informer(api),
+    return DraInformers(claims, slices_informer(api, mapping), classes_informer(api),
                         ClaimsView(mapping, claims))
 
 

@@ -108,7 +108,7 @@ def assemble(
         nodeslices = Informer(api, NODESLICES, config.watch_namespace, name="nodeslices")
         nodeslices.add_indexer(INDEX_SLURM_NODE, nodeslice_slurm_nodes)
     dra_claims = claims_informer(api) if config.dra is not None else None
-    dra_slices = slices_informer(api, config.dra.driver) if config.dra is not None else None
+    dra_slices = slices_informer(api, config.dra) if config.dra is not None else None
     recorder = EventRecorder(api, component=NAME)
 
     controllers: dict[str, Controller] = {}

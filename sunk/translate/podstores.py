@@ -41,7 +41,8 @@ def shared(value: Any) -> Any:
     return value
 
 
-def _shared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def shared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` with its keys and repeated values shared, the values unique to one object as they are."""
     return {sys.intern(k): (v if k in _UNIQUE_METADATA else shared(v)) for k, v in metadata.items()}
 
 
@@ -88,7 +89,7 @@ def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
         if part in metadata:
             metadata[part] = _only(metadata[part], keep)
     slim: dict[str, Any] = {k: shared(pod[k]) for k in ("apiVersion", "kind") if k in pod}
-    slim["metadata"] = _shared_metadata(metadata)
+    slim["metadata"] = shared_metadata(metadata)
     if spec := _only(pod.get("spec"), _SYNCER_POD_SPEC):
         slim["spec"] = shared(spec)
     status_in = pod.get("status")
@@ -127,7 +128,7 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
     if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
         metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     slim: dict[str, Any] = {k: shared(v) for k, v in pod.items() if k not in ("metadata", "spec", "status")}
-    slim["metadata"] = _shared_metadata(metadata)
+    slim["metadata"] = shared_metadata(metadata)
     spec_in = pod.get("spec")
     if isinstance(spec_in, Mapping):
         spec = {k: v for k, v in spec_in.items() if k not in _SCHEDULER_SPEC_DROPPED}
