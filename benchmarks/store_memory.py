@@ -1,4 +1,5 @@
-"""What the Syncer's and sunk-scheduler's Pod stores and the Syncer's Node store hold, whole and trimmed, and
+"""What the Syncer's and sunk-scheduler's Pod stores, the Syncer's Node store and the DRA stores (a claim per Pod,
+a slice per node) hold, whole and trimmed, and
 how long a full garbage collection pauses over them (issue 37 goal 5), in process.
 
 No cluster: N Pods and M Nodes shaped like real ones (managedFields, kubectl's last-applied copy, containers
@@ -32,6 +33,8 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from sunk.model.types import Obj
+from sunk.translate.dra import DeviceMapping
+from sunk.translate.drastores import slim_claim, slim_slice
 from sunk.translate.objects import LAST_APPLIED, syncer_slim_node
 from sunk.translate.podstores import scheduler_slim_pod, syncer_slim_pod
 
@@ -99,6 +102,62 @@ def node_json(i: int) -> str:
     return json.dumps(node)
 
 
+GPU_DRIVER = "gpu.nvidia.com"
+GPU_MAPPING = DeviceMapping(GPU_DRIVER, frozenset({"gpu.nvidia.com"}), attribute="index")
+
+
+def claim_json(i: int, nodes: int) -> str:
+    """One Pod's ResourceClaim of 8 GPUs, allocated and prepared, as the apiserver's JSON: made from a template
+    by kube-controller-manager, its allocation by a scheduler, its devices' status by the driver (three writers)."""
+    node = f"worker-{i % max(nodes, 1)}"
+    requests = [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
+                                             "count": 8}}]
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": f"train-{i}-gpus-x7k2q", "namespace": f"team-{i % 20}",
+                          "uid": f"00000000-0000-0000-0001-{i:012d}", "resourceVersion": str(5000 + i),
+                          "creationTimestamp": STAMP, "finalizers": ["resource.kubernetes.io/delete-protection"],
+                          "annotations": {"resource.kubernetes.io/pod-claim-name": "gpus"},
+                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": f"train-{i}",
+                                               "uid": f"00000000-0000-0000-0000-{i:012d}", "controller": True,
+                                               "blockOwnerDeletion": True}],
+                          "managedFields": _managed_fields(3, 20)},
+             "spec": {"devices": {"requests": requests}},
+             "status": {"allocation": {"devices": {"results": [
+                 {"request": "gpus", "driver": GPU_DRIVER, "pool": node, "device": f"gpu-{g}"} for g in range(8)]},
+                 "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                     {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+                 "reservedFor": [{"resource": "pods", "name": f"train-{i}",
+                                  "uid": f"00000000-0000-0000-0000-{i:012d}"}],
+                 "devices": [{"driver": GPU_DRIVER, "pool": node, "device": f"gpu-{g}",
+                              "conditions": [{"type": "Ready", "status": "True", "reason": "Prepared",
+                                              "message": "the device is prepared", "lastTransitionTime": STAMP}],
+                              "data": {"uuid": f"GPU-{i:08d}-{g:04d}-2222-3333-444455556666"}} for g in range(8)]}}
+    return json.dumps(claim)
+
+
+def slice_json(i: int) -> str:
+    """One Node's ResourceSlice of 8 whole GPUs, each with the attributes a GPU driver publishes."""
+    node = f"worker-{i}"
+    devices = [{"name": f"gpu-{g}", "attributes": {
+        "index": {"int": g}, "minor": {"int": g}, "type": {"string": "gpu"},
+        "uuid": {"string": f"GPU-{i:08d}-{g:04d}-2222-3333-444455556666"},
+        "productName": {"string": "NVIDIA H100 80GB HBM3"}, "brand": {"string": "Nvidia"},
+        "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "570.124.6"}, "cudaDriverVersion": {"version": "12.8.0"},
+        "pcieBusID": {"string": f"0000:{g:02x}:00.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{g:02x}"}},
+        "capacity": {"memory": {"value": "80Gi"}}} for g in range(8)]
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+           "metadata": {"name": f"{node}-{GPU_DRIVER}-abcde", "uid": f"00000000-0000-0000-0002-{i:012d}",
+                        "resourceVersion": str(9000 + i), "creationTimestamp": STAMP, "generation": 1,
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": f"node-{i:012d}",
+                                             "controller": True}],
+                        "managedFields": _managed_fields(1, 40)},
+           "spec": {"driver": GPU_DRIVER, "nodeName": node, "devices": devices,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}}
+    return json.dumps(obj)
+
+
 @attrs.frozen
 class Held:
     """Bytes a store of ``count`` objects holds, whole and trimmed."""
@@ -146,10 +205,16 @@ def measure(pods: int, nodes: int, whole_up_to: int) -> list[Held]:
     def pod(i: int) -> str:
         return pod_json(i, nodes)
 
+    def claim(i: int) -> str:
+        return claim_json(i, nodes)
+
     whole_pods = whole(pod, pods)
     return [Held("Syncer pods", pods, whole_pods, held_bytes(texts(pod, pods), syncer_slim_pod)),
             Held("scheduler pods", pods, whole_pods, held_bytes(texts(pod, pods), scheduler_slim_pod)),
-            Held("Syncer nodes", nodes, whole(node_json, nodes), held_bytes(texts(node_json, nodes), syncer_slim_node))]
+            Held("Syncer nodes", nodes, whole(node_json, nodes), held_bytes(texts(node_json, nodes), syncer_slim_node)),
+            Held("DRA claims (one per Pod)", pods, whole(claim, pods), held_bytes(texts(claim, pods), slim_claim)),
+            Held("DRA slices (one per node)", nodes, whole(slice_json, nodes),
+                 held_bytes(texts(slice_json, nodes), slim_slice(GPU_MAPPING)))]
 
 
 @attrs.frozen
@@ -219,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-rounds", type=int, default=20, help="full collections timed over the held store")
     args = parser.parse_args(argv)
     sample = len(pod_json(0, args.nodes))
-    print(f"one Pod's JSON: {sample / 1024:.1f} KB; one Node's: {len(node_json(0)) / 1024:.1f} KB")
+    print(f"one Pod's JSON: {sample / 1024:.1f} KB; one Node's: {len(node_json(0)) / 1024:.1f} KB; one claim's: "
+          f"{len(claim_json(0, args.nodes)) / 1024:.1f} KB; one slice's: {len(slice_json(0)) / 1024:.1f} KB")
     for held in measure(args.pods, args.nodes, args.whole_up_to):
         print(f"{held.kind}: {held.count} held in {held.whole / 2**20:.1f} MB whole, {held.trimmed / 2**20:.1f} MB "
               f"trimmed ({held.ratio:.1%}); {held.whole / max(held.count, 1) / 1024:.1f} -> "

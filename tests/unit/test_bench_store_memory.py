@@ -28,15 +28,20 @@ def test_its_pods_and_nodes_weigh_what_real_ones_do_and_trim_to_what_the_syncer_
     assert 20_000 < len(store_memory.pod_json(0, 10)) < 40_000  # (issue 37: real Pods are 29-38 KB)
     pod = json.loads(store_memory.pod_json(3, 10))
     assert pod["spec"]["nodeName"] == "worker-3" and pod["metadata"]["managedFields"]
+    claim, slice_ = json.loads(store_memory.claim_json(3, 10)), json.loads(store_memory.slice_json(3))
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 8 and claim["metadata"]["managedFields"]
+    assert slice_["spec"]["nodeName"] == "worker-3" and len(slice_["spec"]["devices"]) == 8
 
 
 def test_a_trimmed_store_holds_a_fraction_of_a_whole_one() -> None:
-    syncer, scheduler, nodes = measured(pods=30, nodes=10, whole_up_to=30)
-    assert [(h.kind, h.count) for h in (syncer, scheduler, nodes)] == [
-        ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10)]
+    syncer, scheduler, nodes, claims, slices = measured(pods=30, nodes=10, whole_up_to=30)
+    assert [(h.kind, h.count) for h in (syncer, scheduler, nodes, claims, slices)] == [
+        ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10), ("DRA claims (one per Pod)", 30),
+        ("DRA slices (one per node)", 10)]
     assert 0 < syncer.trimmed < scheduler.trimmed < syncer.whole / 5
     assert syncer.trimmed < syncer.whole / 10
     assert 0 < nodes.trimmed < nodes.whole / 4
+    assert 0 < claims.trimmed < claims.whole / 3 and 0 < slices.trimmed < slices.whole / 4
 
 
 def test_whole_stores_past_the_limit_are_scaled_from_the_sample() -> None:
