@@ -11,6 +11,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -233,6 +234,20 @@ def open_request(
     return resp
 
 
+def _apiserver_int(digits: str) -> int:
+    """An integer as the apiserver stores it, however long. Python's str-to-int limit (4,300 digits, which
+    ``json.loads`` enforces with a ValueError) is not the apiserver's: a tenant's free-form fields (a claim's opaque
+    parameters, up to 10 KiB) may hold a longer one, and a response that cannot be decoded stalls whoever reads
+    it. Through Decimal no such limit applies, and a number of that many digits converts in microseconds."""
+    return int(digits) if len(digits) <= 4_000 else int(Decimal(digits))
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """JSON from the apiserver: any object it stores decodes (its numbers whatever their digits; its nesting, up
+    to Go's 10,000 levels, once an informer has raised the recursion limit: ``reflector.allow_apiserver_depth``)."""
+    return json.loads(raw, parse_int=_apiserver_int)
+
+
 def request(
     api: k8s.ApiClient,
     method: str,
@@ -245,7 +260,16 @@ def request(
 ) -> dict[str, Any]:
     """One JSON request; returns the decoded body ({} when empty)."""
     resp = open_request(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-    return _json_or_none(_read_all(resp, method, path)) or {}
+    raw = _read_all(resp, method, path)
+    if not raw:
+        return {}
+    try:
+        value = decode_json(raw)
+    except (ValueError, RecursionError) as exc:
+        # (never an empty answer in its place: an informer would take an empty list for every object gone)
+        raise ConnectionFailed(f"{method} {path}: an answer that does not decode: {type(exc).__name__}: "
+                               f"{str(exc)[:200]}") from exc
+    return value if isinstance(value, dict) else {"value": value}
 
 
 def _read_all(resp: urllib3.BaseHTTPResponse, method: str, path: str) -> bytes:
@@ -261,8 +285,8 @@ def _json_or_none(raw: bytes) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = decode_json(raw)
+    except (ValueError, RecursionError):
         return {"message": raw[:500].decode("utf-8", "replace")}
     return value if isinstance(value, dict) else {"value": value}
 

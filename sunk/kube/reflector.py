@@ -17,8 +17,8 @@ Guarantees:
 
 from __future__ import annotations
 
-import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -69,6 +69,20 @@ class _TooLarge(Exception):
 
 class _WatchFailed(Exception):
     """The server rejected or broke the watch; retry from the same resourceVersion."""
+
+
+APISERVER_JSON_DEPTH = 10_000
+"""How deep the apiserver's JSON decoder (Go's encoding/json) lets an object nest: free-form fields (a claim's
+opaque parameters) may be that deep, and an informer that cannot decode one watch event stalls on it for good."""
+
+
+def allow_apiserver_depth() -> None:
+    """Let this process decode (and encode back) whatever the apiserver stores: Python's JSON codecs stop at the
+    interpreter's recursion limit, 1,000 levels by default. Process-wide, raised once, never lowered; the C stack
+    a level takes is small (10,000 levels decode in a default 8 MiB thread stack)."""
+    wanted = APISERVER_JSON_DEPTH + 2_000  # (and the frames of whoever decodes)
+    if sys.getrecursionlimit() < wanted:
+        sys.setrecursionlimit(wanted)
 
 
 def resource_version(obj: Obj) -> str:
@@ -131,7 +145,8 @@ class Reflector:
         self.lock = threading.RLock()
         self._store = store
         self._sink = sink
-        self._transform = transform or (lambda obj: obj)
+        self._trim = transform
+        allow_apiserver_depth()
         self._backoff = backoff or Backoff(0.5, 30.0)
 
         self._rv: str | None = None
@@ -192,6 +207,20 @@ class Reflector:
             self._rv = rv
             report_relist(old, new, self._sink)
             self._synced.set()
+
+    def _transform(self, obj: Obj) -> Obj:
+        """``obj`` through the store's transform; one the transform cannot take (what a tenant wrote, shaped as no
+        reader expects) is kept whole and logged, never the watch stalled on it: the event would come again."""
+        if self._trim is None:
+            return obj
+        try:
+            return self._trim(obj)
+        except Exception as exc:  # (any failure: the store must still see the object)
+            meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+            log.warning("informer %s: %s/%s kept whole, its transform failed: %s: %s", self.name,
+                        (meta or {}).get("namespace", ""), (meta or {}).get("name", "?"), type(exc).__name__,
+                        str(exc)[:200])
+            return obj
 
     def apply_event(self, event: Obj) -> None:
         """Apply one watch event to the store and report it; an ERROR event raises (the loop handles it)."""
@@ -405,10 +434,10 @@ def _json_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[Obj]:
                 break
             buf = rest
             if line.strip():
-                yield json.loads(line)
+                yield kc.decode_json(line)
     if buf.strip():
         try:
-            event = json.loads(buf)
+            event = kc.decode_json(buf)
         except ValueError:  # (UnicodeDecodeError too) the stream was cut mid-event: stopped, or broken
             log.debug("watch stream ended inside an event (%d bytes); the watch resumes from the last "
                       "resourceVersion, so it comes again", len(buf))

@@ -313,6 +313,8 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
     if not out:
         raise UnsupportedClaim(f"ResourceClaim {name}: no device requests")
     sharing = {r.request for r in out if r.shards}
+    if problem := _unwritable(spec.get("config")):
+        raise UnsupportedClaim(f"ResourceClaim {name}: config {problem}: it could not be written into the allocation")
     for entry in spec.get("config") or ():
         named = set((entry or {}).get("requests") or ()) if isinstance(entry, Mapping) else set()
         if sharing and (not named or named & sharing):
@@ -321,6 +323,28 @@ def claim_requests(claim: Obj, mapping: DeviceMapping) -> tuple[ClaimRequest, ..
             raise UnsupportedClaim(f"ResourceClaim {name}: config is not taken for shard requests (the GPU is "
                                    "shared with other Pods; its set-up is the DeviceClass's)")
     return tuple(out)
+
+
+CONFIG_DEPTH = 64  # (a driver's parameters are a few levels deep; the apiserver lets a tenant nest 10,000)
+_INT_DIGITS = 4_000  # (Python writes no integer of more than 4,300 digits into JSON)
+
+
+def _unwritable(config: Any) -> str | None:
+    """Why a claim's config cannot go into an allocation (it is copied there, ``allocation_config``), or None: nested
+    deeper than ``CONFIG_DEPTH`` (the client's serializer recurses per level) or an integer too long to write.
+    Walked without recursion, whatever the depth."""
+    pending: list[tuple[Any, int]] = [(config, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > CONFIG_DEPTH:
+            return f"nests deeper than {CONFIG_DEPTH} levels"
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _INT_DIGITS * 3:
+            return "holds a number of thousands of digits"
+        if isinstance(value, Mapping):
+            pending.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            pending.extend((v, depth + 1) for v in value)
+    return None
 
 
 def devices_wanted(requests: Iterable[ClaimRequest]) -> int:

@@ -27,17 +27,25 @@ from .objects import LAST_APPLIED, Wire, meta
 _UNIQUE_METADATA = ("name", "uid", "resourceVersion")
 
 
-def shared(value: Any) -> Any:
+SHARED_DEPTH = 32
+"""How deep ``shared`` rebuilds: an API object's own fields are far shallower; what lies deeper is free-form JSON a
+tenant wrote (a claim's opaque parameters, which the apiserver stores up to Go's 10,000 levels), kept as decoded
+rather than walked by a recursion that such nesting would exhaust."""
+
+
+def shared(value: Any, depth: int = SHARED_DEPTH) -> Any:
     """``value`` rebuilt with every dict key and every string ``sys.intern``ed: equal strings become one object.
 
     Interned strings are freed with their last reference (CPython keeps no interned string alive by itself);
-    what is not a dict, a list or a string is kept as it is."""
+    what is not a dict, a list or a string, and what lies deeper than ``depth``, is kept as it is."""
     if isinstance(value, str):
         return sys.intern(value)
+    if depth <= 0:
+        return value
     if isinstance(value, Mapping):
-        return {sys.intern(str(k)): shared(v) for k, v in value.items()}
+        return {sys.intern(str(k)): shared(v, depth - 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [shared(v) for v in value]
+        return [shared(v, depth - 1) for v in value]
     return value
 
 

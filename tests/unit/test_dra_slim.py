@@ -211,3 +211,21 @@ def test_a_trimmed_class_keeps_its_config_and_nothing_a_reader_does_not_read() -
         "metadata": {"name": "gpu.nvidia.com", "resourceVersion": "5"},
         "spec": {"config": [{"opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}}]}}
     assert "spec" not in slim_class(CLASSES["shard.nvidia.com"])
+
+
+def test_a_claim_whose_parameters_nest_deep_is_trimmed_its_parameters_kept_as_they_are() -> None:
+    """A tenant's opaque parameters may nest as deep as the apiserver lets them (10,000 levels): the transform
+    shares what is shallow and keeps the rest as decoded, never recursing into it (a RecursionError here stalled
+    the claims informer of every daemon, for every tenant)."""
+    deep: Any = []
+    for _ in range(7_000):  # (two frames a level: past even a raised limit)
+        deep = [deep]
+    claim = fat_claim("deep")
+    claim["spec"]["devices"]["config"][0]["opaque"]["parameters"] = {"layers": deep}
+    try:
+        slim, recursed = slim_claim(claim), ""
+    except RecursionError as exc:  # (not raised from here: pytest would spend minutes printing the frames)
+        slim, recursed = {}, str(exc)
+    assert not recursed, "the transform recursed into the tenant's parameters"
+    assert slim["spec"]["devices"]["config"][0]["opaque"]["parameters"]["layers"] is not None
+    assert dra.allocation_config(slim, CLASSES.get) == dra.allocation_config(claim, CLASSES.get)

@@ -299,3 +299,29 @@ def test_a_protobuf_body_goes_out_as_its_bytes_and_a_protobuf_read_asks_for_prot
     sent = pool.sent[-1]
     assert sent["method"] == "PUT" and sent["body"] == b"k8s\x00\x0a\x00"
     assert _headers(sent)["content-type"] == kc.PROTOBUF and _headers(sent)["accept"] == "application/json"
+
+
+# -- what a tenant can make the apiserver store ------------------------------------------------------------------
+
+
+def test_a_list_holding_an_integer_of_thousands_of_digits_decodes_exactly(api):
+    """A claim's opaque parameters are free-form: the apiserver stores an integer of 9,000 digits, which
+    ``json.loads`` refuses (Python's 4,300-digit limit) with a ValueError."""
+    big = "7" * 9_000
+    raw = ('{"kind":"ResourceClaimList","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"c"},'
+           '"spec":{"devices":{"config":[{"opaque":{"driver":"d","parameters":{"n":' + big + '}}}]}}}]}').encode()
+    api.rest_client.pool_manager.answer(200, raw)
+    page = kc.request(api, "GET", "/apis/resource.k8s.io/v1/resourceclaims")
+    params = page["items"][0]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert params["n"] == 7 * (10 ** 9_000 - 1) // 9
+    assert kc.decode_json("[1, -2, 30]") == [1, -2, 30]
+
+
+def test_an_answer_that_does_not_decode_is_an_outage_never_an_empty_list(api):
+    """A 200 whose body is not JSON once became ``{"message": ...}``: a list with no items, which a relist takes
+    for every object gone (claims holding GPUs forgotten). It is a broken answer, retried."""
+    api.rest_client.pool_manager.answer(200, b'{"kind":"PodList","items":[{"metadata":')
+    with pytest.raises(kc.ConnectionFailed, match="does not decode"):
+        kc.request(api, "GET", PODS.path("ns"))
+    api.rest_client.pool_manager.answer(200, b"")
+    assert kc.request(api, "GET", PODS.path("ns")) == {}

@@ -357,3 +357,35 @@ def test_restart_watch_resumes_from_the_version_asked_for(apiserver):
             assert time.monotonic() < deadline, apiserver.watch_rvs
             time.sleep(0.01)
         assert apiserver.watch_rvs == ["10", "3"] and r.stats.watch_errors == 0
+
+
+def test_an_object_its_transform_cannot_take_is_stored_whole_and_the_stream_goes_on():
+    """A transform that raises on one object (what a tenant wrote, shaped as no reader expects) must not stall the
+    watch: the event would come again from the same resourceVersion, for good. The object is kept whole."""
+    def trim(obj: dict) -> dict:
+        if obj["metadata"]["name"] == "odd":
+            raise TypeError("not what a trimmed Pod looks like")
+        return {"metadata": obj["metadata"], "trimmed": True}
+
+    r, store, sink = reflector(trim)
+    r.apply_list([], "1")
+    r.apply_event(event("ADDED", pod("odd", "2")))
+    r.apply_event(event("ADDED", pod("fine", "3")))
+    assert store.get("ns/odd")["kind"] == "Pod" and "trimmed" not in store.get("ns/odd")
+    assert store.get("ns/fine")["trimmed"] and r.resource_version == "3"
+    assert sink.calls == [("add", "odd"), ("add", "fine")]
+
+
+def test_an_object_nested_as_deep_as_the_apiserver_stores_decodes_from_the_watch_stream():
+    """Go's decoder, the apiserver's, accepts 10,000 levels of free-form JSON (a claim's opaque parameters);
+    Python's stops at the recursion limit (1,000 by default) with a RecursionError, which left the informer
+    replaying that event for good. A reflector raises the limit for its process."""
+    r, store, _ = reflector()
+    deep = b"[" * 9_000 + b"]" * 9_000
+    line = (b'{"type":"ADDED","object":{"kind":"Pod","metadata":{"namespace":"ns","name":"deep",'
+            b'"resourceVersion":"5"},"spec":{"x":' + deep + b"}}}\n")
+    (decoded,) = _json_lines(ChunkResp([line]))  # type: ignore[arg-type]
+    r.apply_list([], "1")
+    r.apply_event(decoded)
+    assert store.get("ns/deep") is not None and r.resource_version == "5"
+    assert json.dumps(store.get("ns/deep")["spec"]).count("[") == 9_000  # (and written back whole)

@@ -563,3 +563,25 @@ def test_a_shard_device_still_being_released_is_waited_for_before_another_held_d
     found = dra.allocation_results(requests, grants, devices, SHARING, "n1", {(DRIVER, "n1", "gpu-1"): "ns/x"},
                                    {(DRIVER, "n1", "gpu-2"): "ns/y"})
     assert isinstance(found, dra.Releasing) and "gpu-2" in found.message
+
+
+def _nested(levels: int) -> Any:
+    value: Any = {"leaf": 1}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize(("parameters", "why"), [
+    (_nested(200), "nests deeper than 64 levels"),
+    (_nested(9_000), "nests deeper than 64 levels"),  # (as deep as the apiserver stores: walked, never recursed)
+    ({"n": 10 ** 5_000 - 1}, "holds a number of thousands of digits"),
+], ids=["200 deep", "9000 deep", "5000 digits"])
+def test_a_claim_config_that_could_not_be_written_into_an_allocation_is_refused(parameters, why):
+    """A claim's config is copied into the allocation sunk writes; one the client cannot serialize (its serializer
+    recurses per level, and no Python writes a 5,000-digit number) would fail that write on every retry."""
+    bad = claim("c", request("r", 1), config=[{"opaque": {"driver": DRIVER, "parameters": parameters}}])
+    with pytest.raises(dra.UnsupportedClaim, match=why):
+        dra.claim_requests(bad, BY_INDEX)
+    fine = claim("c", request("r", 1), config=[{"opaque": {"driver": DRIVER, "parameters": _nested(20)}}])
+    assert dra.claim_requests(fine, BY_INDEX)
