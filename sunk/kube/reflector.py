@@ -18,7 +18,6 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -69,20 +68,6 @@ class _TooLarge(Exception):
 
 class _WatchFailed(Exception):
     """The server rejected or broke the watch; retry from the same resourceVersion."""
-
-
-APISERVER_JSON_DEPTH = 10_000
-"""How deep the apiserver's JSON decoder (Go's encoding/json) lets an object nest: free-form fields (a claim's
-opaque parameters) may be that deep, and an informer that cannot decode one watch event stalls on it for good."""
-
-
-def allow_apiserver_depth() -> None:
-    """Let this process decode (and encode back) whatever the apiserver stores: Python's JSON codecs stop at the
-    interpreter's recursion limit, 1,000 levels by default. Process-wide, raised once, never lowered; the C stack
-    a level takes is small (10,000 levels decode in a default 8 MiB thread stack)."""
-    wanted = APISERVER_JSON_DEPTH + 2_000  # (and the frames of whoever decodes)
-    if sys.getrecursionlimit() < wanted:
-        sys.setrecursionlimit(wanted)
 
 
 def resource_version(obj: Obj) -> str:
@@ -146,7 +131,6 @@ class Reflector:
         self._store = store
         self._sink = sink
         self._trim = transform
-        allow_apiserver_depth()
         self._backoff = backoff or Backoff(0.5, 30.0)
 
         self._rv: str | None = None

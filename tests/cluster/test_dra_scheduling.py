@@ -407,6 +407,37 @@ def test_a_claim_of_a_class_slurm_does_not_fill_is_refused_on_the_pod(kube_api, 
     end_pods(kube_api, dev_cluster, namespace)
 
 
+def test_a_tenants_claim_built_to_stall_the_informers_is_refused_on_its_pod_and_stalls_nothing(
+        kube_api, dev_cluster, namespace, scheduler, tmp_path):
+    """A claim a tenant may write and the apiserver stores: opaque parameters nested 3,000 deep, past the 1,000
+    levels Python's JSON decoder allows by default. Its watch event once came again forever (a RecursionError): the
+    claims informer of every daemon stalled, for every tenant. It is refused on its own Pod, with why, and another
+    Pod's claim is still filled. (A number past Python's 4,300 digits, the decoder's other limit, never gets this
+    far: kube-apiserver 1.34 fails the create of any number beyond a float64's range, in its managedFields.)"""
+    tag = uuid.uuid4().hex[:6]
+    hostile = {f"deep-{tag}": ('{"layers":' + "[" * 3_000 + "]" * 3_000 + "}", "nests deeper than 64 levels")}
+    try:
+        for name, (parameters, _why) in hostile.items():
+            config = f',"config":[{{"opaque":{{"driver":"{realnode.DRA_DRIVER}","parameters":{parameters}}}}}]}}}}}}'
+            raw = json.dumps(claim(name, 1))[:-3] + config
+            (tmp_path / name).write_text(raw)  # (posted as written: no client decodes and re-encodes it)
+            dev_cluster.kubectl("create", "--raw", RESOURCECLAIMS.path(namespace), "-f", str(tmp_path / name))
+            kc.create(kube_api, PODS, gpu_pod(name, {"resourceClaimName": name}), namespace)
+        for name, (_parameters, why) in hostile.items():
+            event = wait_for(lambda name=name: next((e for e in events_for(kube_api, namespace, name)
+                                                     if e["reason"] == "FailedValidation"), None), 30,
+                             f"{name}: a FailedValidation Event")
+            assert why in event["message"], event["message"]
+        kc.create(kube_api, RESOURCECLAIMS, claim(f"plain-{tag}", 1), namespace)
+        kc.create(kube_api, PODS, gpu_pod(f"plain-{tag}", {"resourceClaimName": f"plain-{tag}"}), namespace)
+        wait_for(lambda: running(kube_api, namespace, f"plain-{tag}"), 90, "another Pod's claim filled, Running")
+        assert len(devices_of(kc.get(kube_api, RESOURCECLAIMS, f"plain-{tag}", namespace))) == 1
+        log = scheduler.log.read_text(errors="replace")
+        assert "RecursionError" not in log and "does not decode" not in log and "kept whole" not in log, log[-3000:]
+    finally:
+        end_pods(kube_api, dev_cluster, namespace)
+
+
 SYNCER_VALUES = {"fullnameOverride": "sunk-dra", "scheduler": {"draDeviceMapping": MAPPING_FLAG},
                  "syncer": {"nodePermissions": {"enabled": False}, "nodeLocking": {"enabled": False}}}
 

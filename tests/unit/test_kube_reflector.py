@@ -379,7 +379,7 @@ def test_an_object_its_transform_cannot_take_is_stored_whole_and_the_stream_goes
 def test_an_object_nested_as_deep_as_the_apiserver_stores_decodes_from_the_watch_stream():
     """Go's decoder, the apiserver's, accepts 10,000 levels of free-form JSON (a claim's opaque parameters);
     Python's stops at the recursion limit (1,000 by default) with a RecursionError, which left the informer
-    replaying that event for good. A reflector raises the limit for its process."""
+    replaying that event for good. ``kc.decode_json`` raises the limit for its process."""
     r, store, _ = reflector()
     deep = b"[" * 9_000 + b"]" * 9_000
     line = (b'{"type":"ADDED","object":{"kind":"Pod","metadata":{"namespace":"ns","name":"deep",'
