@@ -4,6 +4,7 @@ from a stored claim is the same, and a trimmed object is a fraction of a real on
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -54,7 +55,8 @@ def fat_slice(node: str, devices: list[Obj], *, pool: str = "", generation: int 
                      "pool": {"name": pool or node, "generation": generation, "resourceSliceCount": count}}}
 
 
-TAINT = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule", "timeAdded": THEN}]
+TAINT = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule", "timeAdded": THEN},
+         {"key": "gpu.nvidia.com/ecc", "effect": "NoExecute", "timeAdded": THEN}]
 SLICES = [
     fat_slice("n1", [gpu_device(i) for i in (3, 1, 0, 2)]),
     fat_slice("n1", [gpu_device(i, qualified=True, taints=TAINT if i == 5 else None) for i in (4, 5)], pool="extra"),
@@ -65,10 +67,12 @@ SLICES = [
 
 
 def fat_claim(name: str, *, node: str = "n1", devices: tuple[int, ...] = (), reserved: tuple[str, ...] = (),
-              finalizers: tuple[str, ...] = (), shard: bool = False, deleting: bool = False) -> Obj:
+              finalizers: tuple[str, ...] = (), shard: bool = False, deleting: bool = False,
+              exactly: Obj | None = None) -> Obj:
     requests = [{"name": "gpus", "exactly": {"deviceClassName": "shard.nvidia.com" if shard else "gpu.nvidia.com",
                                              "count": len(devices) or 1, "allocationMode": "ExactCount",
-                                             "tolerations": [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]}}]
+                                             "tolerations": [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}],
+                                             **(exactly or {})}}]
     claim: Obj = {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}", "resourceVersion": "1234",
@@ -107,6 +111,12 @@ CLAIMS = {
     "deleting": fat_claim("gone", devices=(4,), reserved=("uid-b",), deleting=True),
     "on another node": fat_claim("far", node="n2", devices=(0,), reserved=("uid-c",)),
     "of shards": fat_claim("shared", devices=(5,), reserved=("uid-d",), shard=True),
+    "refused: constraints": {**fat_claim("constrained"), "spec": {"devices": {
+        **fat_claim("x")["spec"]["devices"], "constraints": [{"matchAttribute": "gpu.nvidia.com/productName"}]}}},
+    "refused: CEL selectors": fat_claim("selecting", exactly={"selectors": [{"cel": {"expression": "true"}}]}),
+    "refused: admin access": fat_claim("admin", exactly={"adminAccess": True}),
+    "refused: first available": {**fat_claim("either"), "spec": {"devices": {"requests": [
+        {"name": "gpus", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]}}},
 }
 POD = {"metadata": {"name": "pod", "namespace": "team-a", "uid": "uid-pod"}}
 CLASSES = {
@@ -191,16 +201,20 @@ def test_every_reading_of_trimmed_claims_and_classes_is_the_whole_ones(mapping: 
     assert claim_readings(slim_claims, slim_classes, mapping) == claim_readings(CLAIMS, CLASSES, mapping)
 
 
-def test_the_status_written_from_a_trimmed_claim_is_the_one_written_from_the_whole() -> None:
-    """``ClaimAllocator._write`` replaces the status from the stored claim: the body differs only by what the
-    status subresource ignores (metadata's write records; spec is the live object's)."""
+def test_the_status_written_from_a_trimmed_claim_differs_only_by_what_the_apiserver_ignores_there() -> None:
+    """``ClaimAllocator._write`` PUTs ``{**stored, "status": new}`` to the status subresource. From a trimmed claim
+    the body lacks only the write records: a status update takes the live object's managedFields when none are
+    sent, and its annotations, spec and finalizers (``ResetObjectMetaForStatus``)."""
     status = dra.claim_status([{"request": "gpus", "driver": DRIVER, "pool": "n1", "device": "gpu-2"}], "n1",
                               POD, [])
-    whole, slim = CLAIMS["reserved for the Pod itself"], slim_claim(CLAIMS["reserved for the Pod itself"])
-    assert {**slim, "status": status}["status"] == {**whole, "status": status}["status"]
-    assert {k: v for k, v in slim["metadata"].items()} == {
-        k: v for k, v in whole["metadata"].items() if k != "managedFields"} | {"annotations": {"team": "a"}}
-    assert slim["spec"] == whole["spec"]
+    whole = CLAIMS["reserved for the Pod itself"]
+    before = copy.deepcopy(whole)
+    slim = slim_claim(whole)
+    assert whole == before  # (the transform reads, never changes, what it is given)
+    from_slim, from_whole = {**slim, "status": status}, {**whole, "status": status}
+    expected_metadata = {k: v for k, v in whole["metadata"].items() if k != "managedFields"}
+    expected_metadata["annotations"] = {"team": "a"}  # (kubectl's last-applied copy gone)
+    assert from_slim == {**from_whole, "metadata": expected_metadata}
     assert "devices" not in slim["status"] and slim["status"]["allocation"] == whole["status"]["allocation"]
     assert len(json.dumps(slim)) < len(json.dumps(whole)) / 4
 
