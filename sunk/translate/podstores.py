@@ -22,6 +22,7 @@ from sunk.model import names
 
 from . import gang
 from .objects import LAST_APPLIED, Wire, meta
+from .resources import pod_requests
 
 # Metadata values unique to one Pod: sharing them through the interpreter's table would only add an entry.
 _UNIQUE_METADATA = ("name", "uid", "resourceVersion")
@@ -120,6 +121,27 @@ _SCHEDULER_SPEC_DROPPED = ("volumes",)
 _SCHEDULER_STATUS_DROPPED = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
+# What ``resources.pod_requests`` sums a Pod's requests from: folded into one container at intake.
+_FOLDED = ("containers", "initContainers", "ephemeralContainers", "overhead", "resources")
+
+
+def _requests_folded(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with its containers, overhead and pod-level resources replaced by one container requesting what
+    they add up to (``pod_requests`` of the result is that of ``spec``): a dict per container and per resource map
+    was most of what a stored Pod still weighed (issue 37 goal 5). Quantities written plainly (``format(v, "f")``),
+    which parse back to the same value."""
+    try:
+        requests = pod_requests({"spec": spec})
+    except (ValueError, TypeError, AttributeError):  # (a reader's to refuse, with the message it gives)
+        return spec
+    first = spec.get("containers")
+    name = first[0].get("name", "") if isinstance(first, list) and first and isinstance(first[0], Mapping) else ""
+    folded = {k: v for k, v in spec.items() if k not in _FOLDED}
+    folded["containers"] = [{"name": name, "resources": {"requests": {k: format(v, "f")
+                                                                      for k, v in requests.items()}}}]
+    return folded
+
+
 def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
     """What sunk-scheduler's Pod store keeps of its own Pods, its strings shared.
 
@@ -128,8 +150,11 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
     writes from the stored Pod (``set_pod_conditions`` merge-patches the whole conditions list it read, guarded
     by the stored resourceVersion; ``record_job`` the whole tolerations list), so every part is kept but:
     - metadata.managedFields and kubectl's last-applied annotation (who wrote what; nobody reads them);
-    - of each container, init container and ephemeral container all but its name, resources and restartPolicy
-      (image, command, env, mounts: the kubelet's, not Slurm's);
+    - the containers, init containers and ephemeral containers, with spec.overhead and the pod-level
+      spec.resources: folded into one container holding the Pod's requests as ``resources.pod_requests`` counts
+      them (what every reader of them reads; image, command, env, mounts are the kubelet's, not Slurm's). A Pod
+      whose quantities do not parse keeps its containers' names, resources and restartPolicy, for the reader to
+      refuse with its own message;
     - spec.volumes and status.containerStatuses, initContainerStatuses, ephemeralContainerStatuses."""
     metadata = {k: v for k, v in meta(pod).items() if k != "managedFields"}
     annotations = metadata.get("annotations")
@@ -143,7 +168,7 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
         for key in ("containers", "initContainers", "ephemeralContainers"):
             if isinstance(spec.get(key), list):
                 spec[key] = [_only(c, _CONTAINER) if isinstance(c, Mapping) else c for c in spec[key]]
-        slim["spec"] = shared(spec)
+        slim["spec"] = shared(_requests_folded(spec))
     elif "spec" in pod:
         slim["spec"] = spec_in
     status_in = pod.get("status")

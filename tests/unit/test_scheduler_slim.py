@@ -113,12 +113,13 @@ def test_what_goes_is_what_the_scheduler_never_reads() -> None:
     pod = PODS["waiting, a sidecar and an init container"]
     slim = scheduler_slim_pod(pod)
     assert "managedFields" not in slim["metadata"] and LAST_APPLIED not in slim["metadata"]["annotations"]
-    assert slim["spec"]["containers"][0] == {"name": "c0", "resources": pod["spec"]["containers"][0]["resources"]}
-    assert slim["spec"]["initContainers"] == [
-        {"name": "proxy", "restartPolicy": "Always", "resources": SIDECAR["resources"]},
-        {"name": "fetch", "resources": INIT["resources"]}]
-    assert "volumes" not in slim["spec"] and "containerStatuses" not in slim["status"]
-    assert slim["spec"]["overhead"] == pod["spec"]["overhead"]
+    # Three containers of 8 CPUs, 64Gi and 8 GPUs; a sidecar of 2 CPUs and 1Gi; an init step of 64 CPUs and 512Gi
+    # (with the sidecar: 66 and 513Gi, more than the 26 and 193Gi that run after it); overhead 250m and 120Mi.
+    assert slim["spec"]["containers"] == [{"name": "c0", "resources": {"requests": {
+        "cpu": "66.250", "memory": str(513 * 2**30 + 120 * 2**20), "nvidia.com/gpu": "24"}}}]
+    assert resources.pod_requests(slim) == resources.pod_requests(pod)
+    assert not {"initContainers", "overhead", "volumes"} & set(slim["spec"])
+    assert "containerStatuses" not in slim["status"]
     kept = {k: v for k, v in pod["metadata"].items() if k != "managedFields"}
     kept["annotations"] = {k: v for k, v in kept["annotations"].items() if k != LAST_APPLIED}
     assert slim["metadata"] == kept
@@ -133,3 +134,17 @@ def test_what_goes_is_what_the_scheduler_never_reads() -> None:
 ])
 def test_a_bare_or_broken_pod_trims_to_itself(broken: Obj) -> None:
     assert scheduler_slim_pod(broken) == broken
+
+
+def test_a_pod_whose_quantities_do_not_parse_keeps_its_containers_for_the_reader_to_refuse() -> None:
+    pod = scheduled(fat_pod(), initContainers=[{**INIT, "resources": {"requests": {"cpu": "lots"}}}])
+    slim = scheduler_slim_pod(pod)
+    assert [c["name"] for c in slim["spec"]["containers"]] == ["c0", "c1", "c2"]
+    assert slim["spec"]["initContainers"] == [{"name": "fetch", "resources": {"requests": {"cpu": "lots"}}}]
+    assert job_or_problem(slim) == job_or_problem(pod) and "lots" in str(job_or_problem(pod))
+
+
+@pytest.mark.parametrize("quantity", ["1", "250m", "0.5", "1e3", "1.5Gi", "100Ki", "8E", "7n", "0"])
+def test_each_folded_quantity_reads_back_as_the_same_value(quantity: str) -> None:
+    pod = scheduled(fat_pod(), overhead={"example.com/thing": quantity})
+    assert resources.pod_requests(scheduler_slim_pod(pod)) == resources.pod_requests(pod)
