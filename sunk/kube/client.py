@@ -276,9 +276,12 @@ def request(
 ) -> dict[str, Any]:
     """One JSON request; returns the decoded body ({} when empty)."""
     resp = open_request(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+    answered_as = str(resp.headers.get("Content-Type") or "")
     raw = _read_all(resp, method, path)
     if not raw:
         return {}
+    if "json" not in answered_as.lower():  # (plain text: /readyz's "ok")
+        return {"message": raw[:500].decode("utf-8", "replace")}
     try:
         value = decode_json(raw)
     except (ValueError, RecursionError) as exc:

@@ -325,3 +325,5 @@ def test_an_answer_that_does_not_decode_is_an_outage_never_an_empty_list(api):
         kc.request(api, "GET", PODS.path("ns"))
     api.rest_client.pool_manager.answer(200, b"")
     assert kc.request(api, "GET", PODS.path("ns")) == {}
+    api.rest_client.pool_manager.answer(200, b"ok", headers={"Content-Type": "text/plain; charset=utf-8"})
+    assert kc.request(api, "GET", "/readyz") == {"message": "ok"}  # (a plain answer is no broken one)
