@@ -79,7 +79,7 @@ KUBERNETES = "kubernetes"  # the Outage.dependency of the apiserver's outages (s
 def apiserver_ready(api: ApiClient) -> bool:
     """The apiserver answers ``/readyz`` (readable by every authenticated client; fails while etcd does)."""
     try:
-        kc.request(api, "GET", "/readyz", timeout=(1.0, 2.0))
+        kc.get_text(api, "/readyz", timeout=(1.0, 2.0))
     except kc.KubeError:
         return False
     return True

@@ -274,21 +274,25 @@ def request(
     content_type: str | None = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
-    """One JSON request; returns the decoded body ({} when empty)."""
+    """One JSON request; returns the decoded body ({} when empty). A 2xx answer that is not JSON (whatever its
+    Content-Type: a proxy's HTML page) is a ConnectionFailed, never a dict in its place: a relist would take one
+    without items for every object gone. Plain-text endpoints go through ``get_text``."""
     resp = open_request(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-    answered_as = str(resp.headers.get("Content-Type") or "")
     raw = _read_all(resp, method, path)
     if not raw:
         return {}
-    if "json" not in answered_as.lower():  # (plain text: /readyz's "ok")
-        return {"message": raw[:500].decode("utf-8", "replace")}
     try:
         value = decode_json(raw)
     except (ValueError, RecursionError) as exc:
-        # (never an empty answer in its place: an informer would take an empty list for every object gone)
         raise ConnectionFailed(f"{method} {path}: an answer that does not decode: {type(exc).__name__}: "
                                f"{str(exc)[:200]}") from exc
     return value if isinstance(value, dict) else {"value": value}
+
+
+def get_text(api: k8s.ApiClient, path: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> str:
+    """A GET of a plain-text endpoint (``/readyz``'s "ok"): its answer, cut to 500 characters."""
+    resp = open_request(api, "GET", path, timeout=timeout, accept="text/plain, */*")
+    return _read_all(resp, "GET", path)[:500].decode("utf-8", "replace")
 
 
 def _read_all(resp: urllib3.BaseHTTPResponse, method: str, path: str) -> bytes:

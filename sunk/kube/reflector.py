@@ -422,7 +422,7 @@ def _json_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[Obj]:
     if buf.strip():
         try:
             event = kc.decode_json(buf)
-        except ValueError:  # (UnicodeDecodeError too) the stream was cut mid-event: stopped, or broken
+        except (ValueError, RecursionError):  # (UnicodeDecodeError too) cut mid-event: stopped, or broken
             log.debug("watch stream ended inside an event (%d bytes); the watch resumes from the last "
                       "resourceVersion, so it comes again", len(buf))
             return

@@ -22,6 +22,7 @@ from sunk.model import names
 
 from . import gang
 from .objects import LAST_APPLIED, Wire, meta
+from .quantity import parse_quantity
 from .resources import pod_requests
 
 # Metadata values unique to one Pod: sharing them through the interpreter's table would only add an entry.
@@ -132,13 +133,15 @@ def _requests_folded(spec: dict[str, Any]) -> dict[str, Any]:
     which parse back to the same value."""
     try:
         requests = pod_requests({"spec": spec})
-    except (ValueError, TypeError, AttributeError):  # (a reader's to refuse, with the message it gives)
-        return spec
+        written = {k: format(v, "f") for k, v in requests.items()}
+        if any(parse_quantity(text) != requests[k] for k, text in written.items()):
+            return spec  # (kept as written: the folded text would not read back as the same value)
+    except (ValueError, TypeError, AttributeError):  # (a reader's to refuse, with the message it gives: a sum past
+        return spec                                  # a quantity's range too, which no container wrote)
     first = spec.get("containers")
     name = first[0].get("name", "") if isinstance(first, list) and first and isinstance(first[0], Mapping) else ""
     folded = {k: v for k, v in spec.items() if k not in _FOLDED}
-    folded["containers"] = [{"name": name, "resources": {"requests": {k: format(v, "f")
-                                                                      for k, v in requests.items()}}}]
+    folded["containers"] = [{"name": name, "resources": {"requests": written}}]
     return folded
 
 

@@ -325,5 +325,22 @@ def test_an_answer_that_does_not_decode_is_an_outage_never_an_empty_list(api):
         kc.request(api, "GET", PODS.path("ns"))
     api.rest_client.pool_manager.answer(200, b"")
     assert kc.request(api, "GET", PODS.path("ns")) == {}
-    api.rest_client.pool_manager.answer(200, b"ok", headers={"Content-Type": "text/plain; charset=utf-8"})
-    assert kc.request(api, "GET", "/readyz") == {"message": "ok"}  # (a plain answer is no broken one)
+    # A proxy's page in the apiserver's place: no list of nothing either.
+    api.rest_client.pool_manager.answer(200, b"<html>sign in</html>", headers={"Content-Type": "text/html"})
+    with pytest.raises(kc.ConnectionFailed, match="does not decode"):
+        kc.list_objects(api, PODS, "ns")
+    # JSON is JSON whatever the answer calls it.
+    api.rest_client.pool_manager.answer(200, b'{"kind":"PodList","items":[{"metadata":{"name":"a"}}]}',
+                                        headers={"Content-Type": "text/plain"})
+    assert [p["metadata"]["name"] for p in kc.list_objects(api, PODS, "ns")] == ["a"]
+
+
+def test_a_plain_text_endpoint_is_read_as_text(api):
+    """``/readyz`` answers "ok" in plain text: the recovery probe (``manager.apiserver_ready``) reads it so."""
+    pool = api.rest_client.pool_manager
+    pool.answer(200, b"ok", headers={"Content-Type": "text/plain; charset=utf-8"})
+    assert kc.get_text(api, "/readyz", timeout=(1.0, 2.0)) == "ok"
+    assert _headers(pool.sent[-1])["accept"].startswith("text/plain")
+    pool.answer(500, b"[-]etcd failed", headers={"Content-Type": "text/plain"})
+    with pytest.raises(kc.ApiError):
+        kc.get_text(api, "/readyz")

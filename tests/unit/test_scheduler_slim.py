@@ -144,6 +144,17 @@ def test_a_pod_whose_quantities_do_not_parse_keeps_its_containers_for_the_reader
     assert job_or_problem(slim) == job_or_problem(pod) and "lots" in str(job_or_problem(pod))
 
 
+def test_a_pod_whose_requests_add_up_past_a_quantitys_range_keeps_its_containers() -> None:
+    """Two containers of 7Ei each are each a valid quantity; their sum is not one. Folded, the stored Pod would be
+    refused for a number its author never wrote; kept, every reading is the whole Pod's."""
+    pod = scheduled(fat_pod())
+    for container in pod["spec"]["containers"][:2]:
+        container["resources"] = {"requests": {"memory": "7Ei"}}
+    slim = scheduler_slim_pod(pod)
+    assert len(slim["spec"]["containers"]) == 3
+    assert job_or_problem(slim) == job_or_problem(pod) and readings(slim) == readings(pod)
+
+
 @pytest.mark.parametrize("quantity", ["1", "250m", "0.5", "1e3", "1.5Gi", "100Ki", "8E", "7n", "0"])
 def test_each_folded_quantity_reads_back_as_the_same_value(quantity: str) -> None:
     pod = scheduled(fat_pod(), overhead={"example.com/thing": quantity})
