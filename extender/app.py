@@ -24,6 +24,7 @@ from scheduler.binder import Binding
 from scheduler.decide import Bind, CancelJobs, DeleteMembers, FindJob, Invalid, Submit, Waiting
 from scheduler.reconciler import PodScheduler
 from sunk.base.flags import loggable
+from sunk.base.jsondepth import allow_deep_json
 from sunk.model.types import Obj
 
 from . import protocol
@@ -143,6 +144,7 @@ def body() -> Any:
         raise RequestEntityTooLarge()
     if not request.is_json:
         raise protocol.BadRequest("the body must be JSON (Content-Type: application/json)")
+    allow_deep_json()  # (one depth in every process: sunk.base.jsondepth)
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)

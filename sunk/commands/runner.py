@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 from kubernetes.client import ApiClient
 
+from sunk.base.jsondepth import allow_deep_json
 from sunk.commands.web import Listener, WSGIApp, listener_health, raise_open_files, serve
 from sunk.controller import slurmauth
 from sunk.controller.daemon import DaemonConfig
@@ -65,6 +66,7 @@ def check_slurm(daemon: DaemonConfig) -> None:
 
 def run(daemon: DaemonConfig, build: Build, listeners: Sequence[Listener], *, threads: int = 16) -> int:
     """Check Slurm, then serve ``listeners`` until gunicorn stops; ``build`` runs in each worker."""
+    allow_deep_json()  # (every decoder of the daemon at one depth from the start: a job's Extra too)
     check_slurm(daemon)
     running: list[Manager] = []
 

@@ -33,6 +33,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from sunk.base.flags import loggable
+from sunk.base.jsondepth import allow_deep_json
 
 from .auth import TokenFile, bearer
 from .nodeauth import NodeAuthenticator
@@ -113,9 +114,10 @@ def _json_body() -> Any:
         raise HookError(413, f"the body is larger than {limit} bytes")
     if not data:
         return None
+    allow_deep_json()  # (one depth in every process: deeper than sunk.base.jsondepth's is refused here)
     try:
         return json.loads(data.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError):  # (a deeply nested body: the parser's recursion)
+    except (ValueError, RecursionError):  # (a body nested deeper than that: the parser's recursion)
         raise HookError(400, "the body is not valid JSON") from None
 
 

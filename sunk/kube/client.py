@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +22,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from sunk.base import fence
+from sunk.base.jsondepth import allow_deep_json
 from sunk.kube import protowire
 from sunk.kube.resources import Resource
 from sunk.model.types import Outage, TerminalError
@@ -243,24 +243,10 @@ def _apiserver_int(digits: str) -> int:
     return int(digits) if len(digits) <= 4_000 else int(Decimal(digits))
 
 
-APISERVER_JSON_DEPTH = 10_000
-"""How deep the apiserver's JSON decoder (Go's encoding/json) lets an object nest: free-form fields (a claim's
-opaque parameters) may be that deep, and an informer that cannot decode one watch event stalls on it for good."""
-
-
-def allow_apiserver_depth() -> None:
-    """Let this process decode (and encode back) whatever the apiserver stores: Python's JSON codecs stop at the
-    interpreter's recursion limit, 1,000 by default. Process-wide, raised once, never lowered; the C stack a level
-    takes is small (10,000 levels decode in a default 8 MiB thread stack)."""
-    wanted = APISERVER_JSON_DEPTH + 2_000  # (and the frames of whoever decodes)
-    if sys.getrecursionlimit() < wanted:
-        sys.setrecursionlimit(wanted)
-
-
 def decode_json(raw: bytes | str) -> Any:
     """JSON from the apiserver: any object it stores decodes, its numbers whatever their digits, its nesting up to
-    Go's 10,000 levels."""
-    allow_apiserver_depth()
+    Go's 10,000 levels (``sunk.base.jsondepth``)."""
+    allow_deep_json()
     return json.loads(raw, parse_int=_apiserver_int)
 
 

@@ -43,7 +43,7 @@ PRODUCT = ("sunk", "scheduler", "extender")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("pure", (
         "sunk",  # the root package's __init__ (only __version__): see EXACT
-        "sunk.base",  # leaf helpers: backoff, the Lease fence, flag spellings, timestamps
+        "sunk.base",  # leaf helpers: backoff, the Lease fence, flag spellings, timestamps, JSON depth
         "sunk.model",  # the names SUNK fixes, Slurm's domain values, the hostlist grammar
         "sunk.translate",  # every decision, from facts to intents
     )),

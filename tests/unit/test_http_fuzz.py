@@ -791,12 +791,25 @@ def test_syncer_hooks_answer_every_input_in_json(token_path, call, body, content
                 allow=frozenset({503}), what=f"{method} {path} headers={headers!r} body={body[:80]!r}")
 
 
-@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"job_id": 7, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"],
-                         ids=["unclosed", "closed"])
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"job_id": 7, "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"],
+                         ids=["unclosed", "closed, deeper than any decoder of sunk's"])
 def test_syncer_hooks_deeply_nested_json_is_a_400(token_path, body):
     answer = check_hooks(syncer_hooks(token_path), "POST", "/api/v1/nodes/node1/post-hook", data=body,
                          content_type="application/json", headers=node_auth(), what="deeply nested body")
     assert answer["error"] == "the body is not valid JSON"
+
+
+def test_syncer_hooks_answer_a_body_nested_within_the_decoders_depth_as_its_job_id_says(token_path):
+    """5,000 levels: decoded in every process the same way (``sunk.base.jsondepth``), whatever it decoded before;
+    its other fields are not read (an older prolog's body carries the job's Extra, which its user writes: a 400
+    would drain the node)."""
+    deep = b'{"job_id": 7, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    app = syncer_hooks(token_path)
+    plain = check_hooks(app, "POST", "/api/v1/nodes/node1/post-hook", data=b'{"job_id": 7}',
+                        content_type="application/json", headers=node_auth())
+    nested = check_hooks(app, "POST", "/api/v1/nodes/node1/post-hook", data=deep, content_type="application/json",
+                         headers=node_auth(), what="a body nested 5,000 deep")
+    assert nested == plain
 
 
 @pytest.mark.parametrize("verb", ["pre-hook", "post-hook", "reboot"])
