@@ -112,7 +112,7 @@ def test_a_kube_apiserver_restart_is_an_outage_without_tracebacks_and_keys_go_on
         time.sleep(3)
     finally:
         dev_cluster.start_component("kube-apiserver")
-    wait_for(lambda: tolerant(lambda: kc.request(kube_api, "GET", "/readyz") is not None), 60,
+    wait_for(lambda: tolerant(lambda: kc.get_text(kube_api, "/readyz") == "ok"), 60,
              "the apiserver answering again", interval=0.2)
     back = time.monotonic()
     after = create_pod(kube_api, namespace)["metadata"]["name"]
