@@ -238,8 +238,9 @@ def open_request(
 def _apiserver_int(digits: str) -> int:
     """An integer as the apiserver stores it, however long. Python's str-to-int limit (4,300 digits, which
     ``json.loads`` enforces with a ValueError) is not the apiserver's: a tenant's free-form fields (a claim's opaque
-    parameters, up to 10 KiB) may hold a longer one, and a response that cannot be decoded stalls whoever reads
-    it. Through Decimal no such limit applies, and a number of that many digits converts in microseconds."""
+    parameters, up to 10 KiB) could hold a longer one (kube-apiserver 1.34 happens to fail the create of any number
+    past a float64's range), and an answer that cannot be decoded stalls whoever reads it. Through Decimal no such
+    limit applies, and a number of that many digits converts in microseconds."""
     return int(digits) if len(digits) <= 4_000 else int(Decimal(digits))
 
 
