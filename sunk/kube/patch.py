@@ -3,15 +3,17 @@
 Why each shape:
 - Labels/annotations: a JSON merge patch of just the keys that differ. Other writers'
   keys are untouched, so no resourceVersion is needed.
-- Lists (Pod conditions, Node taints): a merge patch replaces the whole list, so it
+- Lists (Node taints and conditions): a merge patch replaces the whole list, so it
   carries ``metadata.resourceVersion`` as a precondition. A stale view gets 409 Conflict
   instead of clobbering, for example, the kubelet's Ready condition. The helper then
-  rereads and recomputes. Condition types we manage are written exactly once each, and
-  any duplicates of them are removed. Duplicate conditions once wedged a public peer.
+  rereads and recomputes. Pod conditions go as a strategic merge patch naming only the
+  types sunk manages (so a store may drop the others), under the same precondition.
+  Condition types we manage are written exactly once each, and any duplicates of them are
+  removed. Duplicate conditions once wedged a public peer.
 - Every helper compares with the current object first and writes nothing when it already
   matches. The result is falsy then, so reconciles stay cheap and idempotent.
 
-What differs (``metadata_diff``, ``merge_conditions``, ``taint_patch``; the lock's ``hold_patch`` and
+What differs (``metadata_diff``, ``conditions_patch``, ``taint_patch``; the lock's ``hold_patch`` and
 ``release_patch`` in ``sunk/translate/lock.py``) and every reader of the objects (conditions, taints,
 cordon) are pure: they live in ``sunk/translate``.
 """
@@ -31,7 +33,7 @@ from sunk.kube import client as kc
 from sunk.kube.resources import NODES, PODS, Resource, resource_for
 from sunk.model.types import Obj
 from sunk.translate import lock
-from sunk.translate.objects import is_cordoned, merge_conditions, metadata_diff, taint_patch, untaint_patch
+from sunk.translate.objects import conditions_patch, is_cordoned, metadata_diff, taint_patch, untaint_patch
 from sunk.translate.objects import meta as _meta
 
 log = logging.getLogger(__name__)
@@ -145,8 +147,9 @@ def update_with_retry(
     resource: Resource | None = None,
     subresource: str | None = None,
     max_conflicts: int = DEFAULT_MAX_CONFLICTS,
+    patch_type: kc.PatchType = "merge",
 ) -> PatchResult:
-    """Apply ``mutate(current) -> merge patch | None`` with resourceVersion as precondition.
+    """Apply ``mutate(current) -> patch | None`` (a ``patch_type`` patch) with resourceVersion as precondition.
 
     On 409 Conflict the object is reread and ``mutate`` asked again, up to ``max_conflicts``
     times, then the ApiError is raised. ``mutate`` returning None means "nothing to do".
@@ -165,7 +168,7 @@ def update_with_retry(
         body = with_uid(obj, dict(body))
         body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": _meta(current)["resourceVersion"]}
         try:
-            new = kc.patch(api, res, name, body, namespace, subresource=subresource)
+            new = kc.patch(api, res, name, body, namespace, subresource=subresource, patch_type=patch_type)
             return PatchResult(True, new, conflicts)
         except kc.ApiError as exc:
             if not exc.conflict or conflicts >= max_conflicts:
@@ -195,15 +198,19 @@ def set_pod_conditions(
     remove: Iterable[str] = (),
     max_conflicts: int = DEFAULT_MAX_CONFLICTS,
 ) -> PatchResult:
-    """Make the Pod's ``status.conditions`` carry ``conditions`` (and not ``remove``), via pods/status."""
+    """Make the Pod's ``status.conditions`` carry ``conditions`` (and not ``remove``), via pods/status.
+
+    Of ``pod``'s conditions only those of the types named are read (``conditions_patch``): a stored Pod may
+    keep those alone."""
     remove = tuple(remove)
     now = rfc3339()
 
     def mutate(current: Obj) -> Obj | None:
-        new = merge_conditions((current.get("status") or {}).get("conditions") or [], conditions, remove, now=now)
-        return None if new is None else {"status": {"conditions": new}}
+        patch = conditions_patch((current.get("status") or {}).get("conditions") or [], conditions, remove, now=now)
+        return None if patch is None else {"status": {"conditions": patch}}
 
-    return update_with_retry(api, pod, mutate, resource=PODS, subresource="status", max_conflicts=max_conflicts)
+    return update_with_retry(api, pod, mutate, resource=PODS, subresource="status", max_conflicts=max_conflicts,
+                             patch_type="strategic")
 
 
 # ---- Node taints and cordon ------------------------------------------------------------------

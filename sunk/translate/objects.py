@@ -284,6 +284,32 @@ def merge_conditions(
     return None if out == list(existing) else out
 
 
+def conditions_patch(
+    existing: Sequence[Wire], wanted: Sequence[Mapping[str, Any]], remove: Iterable[str] = (), *, now: str
+) -> Optional[list[Wire]]:
+    """The strategic-merge-patch list (merge key ``type``) that makes ``existing`` say ``wanted`` and not
+    ``remove``, or None when it already does.
+
+    Only the managed types are named, so ``existing`` needs only their entries: a writer whose store dropped
+    the kubelet's conditions cannot delete them, and no other writer's condition is carried back. A managed
+    type that changes is deleted (every entry of it: duplicates go too) and written whole, so no field of its
+    old entry (a message) survives the merge. ``lastTransitionTime`` as in ``merge_conditions``."""
+    remove = tuple(remove)
+    merged = merge_conditions(existing, wanted, remove, now=now)
+    if merged is None:
+        return None
+    patch: list[Wire] = []
+    for ctype in dict.fromkeys([*(c["type"] for c in wanted), *remove]):
+        old = [c for c in existing if c.get("type") == ctype]
+        new = [c for c in merged if c.get("type") == ctype]
+        if old == new:
+            continue
+        if old:
+            patch.append({"$patch": "delete", "type": ctype})
+        patch.extend(new)
+    return patch or None
+
+
 def _condition(want: Mapping[str, Any], old: Optional[Wire], now: str) -> Wire:
     cond: dict[str, Any] = {"type": want["type"], "status": want["status"]}
     for field in ("reason", "message"):

@@ -13,6 +13,7 @@ from sunk.kube import client as kc
 from sunk.kube import patch as kp
 from sunk.kube.resources import NODES, PDBS, PODS
 from sunk.translate import objects
+from sunk.translate.podstores import scheduler_slim_pod
 from sunk_dev.cluster import k8s_node_for
 
 
@@ -142,6 +143,34 @@ def test_set_pod_conditions_repairs_duplicates(kube_api, namespace):
     assert res.wrote
     after = conditions(kc.get(kube_api, PODS, "dup", namespace))
     assert [c["type"] for c in after] == ["SlurmDrain"] and after[0]["status"] == "True"
+
+
+def test_set_pod_conditions_from_a_store_without_the_kubelets_conditions_keeps_them(kube_api, namespace):
+    """sunk-scheduler's store keeps only PodScheduled of its Pods' conditions (``scheduler_slim_pod``): the
+    strategic merge patch names that type alone, so the kubelet's conditions, absent from the view it was
+    computed from, stay; the type's old entries go whole (no message of theirs survives), duplicates too."""
+    make_pod(kube_api, namespace, "trimmed")
+    kubelets = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "kubelet says"},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"}]
+    waiting = {"type": "PodScheduled", "status": "False", "reason": "WaitingForSlurm", "message": "job 7 waits",
+               "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    kc.patch(kube_api, PODS, "trimmed", {"status": {"conditions": [*kubelets, waiting, waiting]}}, namespace,
+             subresource="status")
+    stored = scheduler_slim_pod(kc.get(kube_api, PODS, "trimmed", namespace))
+    assert [c["type"] for c in conditions(stored)] == ["PodScheduled", "PodScheduled"], "setup: the store's view"
+
+    res = kp.set_pod_conditions(kube_api, stored, [{"type": "PodScheduled", "status": "False",
+                                                    "reason": "Unschedulable"}])
+    assert res.wrote and res.conflicts == 0
+    after = {c["type"]: c for c in conditions(kc.get(kube_api, PODS, "trimmed", namespace))}
+    assert len(conditions(res.obj)) == 3
+    for kubelet in kubelets:
+        assert {k: after[kubelet["type"]].get(k) for k in kubelet} == kubelet
+    assert after["PodScheduled"] == {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "lastTransitionTime": "2024-01-01T00:00:00Z", "lastProbeTime": None}
+    again = kp.set_pod_conditions(kube_api, scheduler_slim_pod(res.obj), [{"type": "PodScheduled", "status": "False",
+                                                                          "reason": "Unschedulable"}])
+    assert not again.wrote
 
 
 def test_taints_add_idempotent_conflict_and_remove(kube_api, node):

@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sunk.translate import objects as o
-from sunk.translate.objects import cordon_reason, has_taint, is_cordoned, merge_conditions, metadata_diff
+from sunk.translate.objects import (
+    conditions_patch,
+    cordon_reason,
+    has_taint,
+    is_cordoned,
+    merge_conditions,
+    metadata_diff,
+)
 
 NOW = "2030-01-01T00:00:00Z"
 THEN = "2020-01-01T00:00:00Z"
@@ -100,6 +107,60 @@ def test_merge_conditions_properties(existing, wanted, remove):
     assert [c for c in result if c["type"] not in managed] == [c for c in existing if c["type"] not in managed]
     # idempotent: applying again changes nothing
     assert merge_conditions(result, wanted, remove, now="2099-01-01T00:00:00Z") is None
+
+
+def strategic_merge(existing: list[dict], patch: list[dict]) -> list[dict]:
+    """kube-apiserver's strategic merge of a list with merge key ``type`` (apimachinery's ``mergeSlice``): every
+    ``$patch: delete`` removes all entries of its type first; then each entry merges into the first of its type,
+    or is appended."""
+    out = [dict(c) for c in existing]
+    for entry in patch:
+        if entry.get("$patch") == "delete":
+            out = [c for c in out if c["type"] != entry["type"]]
+    for entry in patch:
+        if "$patch" not in entry:
+            same = next((c for c in out if c["type"] == entry["type"]), None)
+            if same is None:
+                out.append(dict(entry))
+            else:
+                same.update(entry)
+    return out
+
+
+def by_type(conditions: list[dict]) -> list[dict]:
+    return sorted(conditions, key=lambda c: (c["type"], str(sorted(c.items()))))
+
+
+@given(
+    existing=st.lists(COND, max_size=8),
+    wanted=st.lists(COND, max_size=4, unique_by=lambda c: c["type"]),
+    remove=st.lists(TYPES, max_size=2),
+)
+def test_conditions_patch_applied_by_the_apiserver_is_merge_conditions(existing, wanted, remove):
+    """What the strategic merge makes of the patch is what ``merge_conditions`` would have written whole, and the
+    patch computed from the managed types' entries alone (a trimmed store) is the same patch."""
+    remove = [r for r in remove if r not in {w["type"] for w in wanted}]
+    managed = {w["type"] for w in wanted} | set(remove)
+    patch = conditions_patch(existing, wanted, remove, now=NOW)
+    merged = merge_conditions(existing, wanted, remove, now=NOW)
+    assert (patch is None) == (merged is None)
+    assert patch == conditions_patch([c for c in existing if c["type"] in managed], wanted, remove, now=NOW)
+    if patch is not None:
+        assert {c["type"] for c in patch} <= managed
+        assert by_type(strategic_merge(existing, patch)) == by_type(merged)
+
+
+def test_conditions_patch_deletes_a_changed_type_whole_and_leaves_the_rest_unnamed():
+    existing = [{"type": "Ready", "status": "True"},
+                {"type": "PodScheduled", "status": "False", "reason": "Waiting", "message": "job 7 waits",
+                 "lastTransitionTime": THEN},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": THEN}]
+    patch = conditions_patch(existing, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+                             now=NOW)
+    assert patch == [{"$patch": "delete", "type": "PodScheduled"},
+                     {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": THEN}]
+    assert conditions_patch(existing, [], remove=["Absent"], now=NOW) is None
+    assert conditions_patch(existing, [], remove=["Ready"], now=NOW) == [{"$patch": "delete", "type": "Ready"}]
 
 
 def test_node_predicates():
