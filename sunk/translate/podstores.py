@@ -119,7 +119,15 @@ def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
 _CONTAINER = ("name", "resources", "restartPolicy")
 # The bulk of a Pod that nothing of the scheduler reads: volumes, and the kubelet's per-container statuses.
 _SCHEDULER_SPEC_DROPPED = ("volumes",)
-_SCHEDULER_STATUS_DROPPED = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+# Of the status, what the scheduler reads: the phase (``is_terminal``, the finished job), its conditions (below) and
+# the names the ResourceClaim controller gave the Pod's claims (``dra.pod_claims``); not the kubelet's container
+# statuses, IPs, start time or QoS class.
+_SCHEDULER_STATUS = ("phase", "conditions", "resourceClaimStatuses")
+
+SCHEDULER_POD_CONDITIONS = ("PodScheduled",)
+"""The condition types sunk-scheduler reads of its Pods (``waiting.current_condition``) and writes
+(``kubeops.mark_unschedulable``, ``show_waiting``): every entry of them kept whole, since ``set_pod_conditions``
+computes its patch from them; the kubelet's (Ready, ContainersReady, Initialized, ...) are never read."""
 
 
 # What ``resources.pod_requests`` sums a Pod's requests from: folded into one container at intake.
@@ -150,15 +158,17 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
 
     Unlike the Syncer's, by subtraction: the scheduler translates the whole Pod into a job (``podjob``: the
     annotations of the seeds' table, requests, affinity, grace period, tolerations, labels of its gang) and
-    writes from the stored Pod (``set_pod_conditions`` merge-patches the whole conditions list it read, guarded
-    by the stored resourceVersion; ``record_job`` the whole tolerations list), so every part is kept but:
+    writes from the stored Pod (``record_job`` merge-patches the whole tolerations list it read, guarded by the
+    stored resourceVersion), so every part is kept but:
     - metadata.managedFields and kubectl's last-applied annotation (who wrote what; nobody reads them);
     - the containers, init containers and ephemeral containers, with spec.overhead and the pod-level
       spec.resources: folded into one container holding the Pod's requests as ``resources.pod_requests`` counts
       them (what every reader of them reads; image, command, env, mounts are the kubelet's, not Slurm's). A Pod
       whose quantities do not parse keeps its containers' names, resources and restartPolicy, for the reader to
       refuse with its own message;
-    - spec.volumes and status.containerStatuses, initContainerStatuses, ephemeralContainerStatuses."""
+    - spec.volumes;
+    - of the status all but ``_SCHEDULER_STATUS``, and of the conditions those of types other than
+      ``SCHEDULER_POD_CONDITIONS`` (``set_pod_conditions`` patches by type, naming only the types it writes)."""
     metadata = {k: v for k, v in meta(pod).items() if k != "managedFields"}
     annotations = metadata.get("annotations")
     if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
@@ -176,7 +186,11 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
         slim["spec"] = spec_in
     status_in = pod.get("status")
     if isinstance(status_in, Mapping):
-        slim["status"] = shared({k: v for k, v in status_in.items() if k not in _SCHEDULER_STATUS_DROPPED})
+        status = _only(status_in, _SCHEDULER_STATUS)
+        if isinstance(conditions := status.get("conditions"), list):
+            status["conditions"] = [c for c in conditions
+                                    if not isinstance(c, Mapping) or c.get("type") in SCHEDULER_POD_CONDITIONS]
+        slim["status"] = shared(status)
     elif "status" in pod:
         slim["status"] = status_in
     return slim

@@ -11,13 +11,13 @@ import pytest
 from fat_objects import THEN, fat_pod
 
 from scheduler.binder import _created_at
-from scheduler.waiting import current_condition
+from scheduler.waiting import current_condition, wait_condition
 from sunk.kube.resources import object_key
 from sunk.model import names
 from sunk.model.types import Obj
-from sunk.translate import gang, objects, podjob, resources, stuckpod
+from sunk.translate import dra, gang, objects, podjob, resources, stuckpod
 from sunk.translate.lock import tolerates_lock
-from sunk.translate.objects import LAST_APPLIED
+from sunk.translate.objects import LAST_APPLIED, conditions_patch
 from sunk.translate.podstores import scheduler_slim_pod
 
 GPU_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -43,7 +43,7 @@ SIDECAR = {"name": "proxy", "image": "proxy:1", "restartPolicy": "Always", "env"
            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}
 INIT = {"name": "fetch", "image": "fetch:1", "resources": {"requests": {"cpu": "64", "memory": "512Gi"}}}
 
-PODS = {
+PODS: dict[str, Obj] = {
     "waiting, the seeds' annotations": scheduled(fat_pod(annotations=TABLE)),
     "waiting, GPU class affinity": scheduled(fat_pod(), affinity=GPU_AFFINITY),
     "waiting, a sidecar and an init container": scheduled(fat_pod(), initContainers=[SIDECAR, INIT],
@@ -57,10 +57,17 @@ PODS = {
     "finished": fat_pod(phase="Succeeded", annotations={names.ANN_JOB_ID: "42"}),
     "gang member of a Job": scheduled(fat_pod(owner_job=True, labels={"batch.kubernetes.io/job-name": "train",
                                                                       gang.JOB_COMPLETION_INDEX: "3"})),
+    "waiting, GPUs through a claim from a template": scheduled(
+        fat_pod(), resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"},
+                                   {"name": "shared", "resourceClaimName": "team-gpus"}]),
     "LeaderWorkerSet worker": scheduled(fat_pod(labels={gang.LWS_NAME: "lws", gang.LWS_GROUP_INDEX: "0",
                                                         gang.LWS_WORKER_INDEX: "2"},
                                                 annotations={gang.LWS_SIZE: "4", **TABLE})),
 }
+
+
+PODS["waiting, GPUs through a claim from a template"]["status"]["resourceClaimStatuses"] = [
+    {"name": "gpus", "resourceClaimName": "p-gpus-x7k2q"}]
 
 
 def job_or_problem(pod: Obj) -> Any:
@@ -87,7 +94,7 @@ def readings(pod: Obj) -> tuple[Any, ...]:
         found, gang.owner_of(pod), gang.member_order(pod), gang.disagreements([pod, PODS["bound, placed"]]),
         gang.expected(found, [pod]) if found is not None else None,
         tolerates_lock(pod), tolerates_lock(pod, "NoExecute"), current_condition(pod), _created_at(pod),
-        objects.controller_ref(pod, "Job", "batch"),
+        objects.controller_ref(pod, "Job", "batch"), dra.pod_claims(pod),
     )
 
 
@@ -97,12 +104,21 @@ def test_a_trimmed_pod_reads_as_the_whole_one(case: str) -> None:
     assert readings(scheduler_slim_pod(pod)) == readings(pod)
 
 
+WRITES = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no node has 9 GPUs"},
+          wait_condition(42, "gpu", "Resources").as_condition(),
+          wait_condition(42, "gpu", "Priority").as_condition(), {"type": "PodScheduled", "status": "True"}]
+
+
 @pytest.mark.parametrize("case", sorted(PODS))
-def test_what_is_written_back_from_a_stored_pod_stays_whole(case: str) -> None:
-    """``set_pod_conditions`` merge-patches the whole conditions list it read, ``record_job`` the whole
-    tolerations list, both guarded by the stored resourceVersion: one cut short would be written so."""
+def test_what_is_written_back_from_a_stored_pod_is_what_the_whole_pod_gives(case: str) -> None:
+    """``record_job`` merge-patches the whole tolerations list it read, guarded by the stored resourceVersion (one
+    cut short would be written so); ``set_pod_conditions`` patches by type from the entries of the types it writes,
+    every one of which is kept whole, and the kubelet's are not kept at all."""
     pod, slim = PODS[case], scheduler_slim_pod(PODS[case])
-    assert slim["status"]["conditions"] == pod["status"]["conditions"]
+    assert slim["status"]["conditions"] == [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    for write in WRITES:
+        assert conditions_patch(slim["status"]["conditions"], [write], now=THEN) == conditions_patch(
+            pod["status"]["conditions"], [write], now=THEN)
     assert slim["spec"]["tolerations"] == pod["spec"]["tolerations"]
     assert {k: slim["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion")} == {
         k: pod["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion")}
