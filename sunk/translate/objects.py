@@ -290,8 +290,9 @@ def conditions_patch(
     """The strategic-merge-patch list (merge key ``type``) that makes ``existing`` say ``wanted`` and not
     ``remove``, or None when it already does.
 
-    Only the managed types are named, so ``existing`` needs only their entries: a writer whose store dropped
-    the kubelet's conditions cannot delete them, and no other writer's condition is carried back. A managed
+    Only the managed types are named, so ``existing`` needs only their entries, but every one of them, whole (an
+    entry cut short would read as changed, and its lastTransitionTime be lost): a writer whose store dropped the
+    kubelet's conditions cannot delete them, and no other writer's condition is carried back. A managed
     type that changes is deleted (every entry of it: duplicates go too) and written whole, so no field of its
     old entry (a message) survives the merge. ``lastTransitionTime`` as in ``merge_conditions``."""
     remove = tuple(remove)

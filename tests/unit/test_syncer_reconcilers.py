@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import pytest
+from strategic_merge import merged_conditions
 from syncer_fakes import FakeSlurm, k8s_node, make_ctx, pod
 
 from sunk.kube import client as kc
@@ -155,8 +156,10 @@ def test_pod_conditions_and_labels_written_once_then_nothing(api_calls):
     KubeSideReconciler(ctx).reconcile("node1")
     status_patch, label_patch = api_calls
     assert status_patch[0] == "pods/node1" and status_patch[3] == "status"
-    conds = status_patch[2]["status"]["conditions"]
-    # the kubelet's Ready kept, ours once each
+    patch = status_patch[2]["status"]["conditions"]
+    # ours once each, by type: the kubelet's Ready not named, so kept
+    assert [c["type"] for c in patch] == ["SlurmDrain", "SlurmRunning", "SlurmNotResponding"]
+    conds = merged_conditions([READY], patch)
     assert [c["type"] for c in conds] == ["Ready", "SlurmDrain", "SlurmRunning", "SlurmNotResponding"]
     assert conds[1]["status"] == "True" and conds[1]["message"] == "bad DIMM"
     assert status_patch[2]["metadata"]["resourceVersion"] == "1"
@@ -178,8 +181,10 @@ def test_duplicate_conditions_are_collapsed_to_one(api_calls):
     pods.put(pod("node1", conditions=[dup, dict(dup), READY], labels=LABELS))
     KubeSideReconciler(ctx).reconcile("node1")
     (status_patch,) = api_calls
-    types = [c["type"] for c in status_patch[2]["status"]["conditions"]]
-    assert types.count("SlurmDrain") == 1 and types[:2] == ["SlurmDrain", "Ready"]
+    patch = status_patch[2]["status"]["conditions"]
+    assert {"$patch": "delete", "type": "SlurmDrain"} in patch  # (every entry of the type, both duplicates)
+    types = [c["type"] for c in merged_conditions([dup, dict(dup), READY], patch)]
+    assert types.count("SlurmDrain") == 1 and "Ready" in types
 
 
 def test_stale_slurm_cache_keeps_slurm_conditions_but_still_marks_cordon(api_calls):
@@ -195,7 +200,7 @@ def test_stale_slurm_cache_keeps_slurm_conditions_but_still_marks_cordon(api_cal
 
 def _cordon_conditions(api_calls: list[tuple[str, str | None, Any, str | None]]) -> list[dict[str, str]]:
     return [c for path, _, body, sub in api_calls if sub == "status" and path.startswith("pods/")
-            for c in body["status"]["conditions"] if c["type"] == COND_POD_CORDONED]
+            for c in body["status"]["conditions"] if c["type"] == COND_POD_CORDONED and "$patch" not in c]
 
 
 def test_uncordon_flips_the_marker_to_false_and_never_cordoned_pods_get_none(api_calls):

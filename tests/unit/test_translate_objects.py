@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategic_merge import merged_conditions
 
 from sunk.translate import objects as o
 from sunk.translate.objects import (
@@ -109,24 +110,6 @@ def test_merge_conditions_properties(existing, wanted, remove):
     assert merge_conditions(result, wanted, remove, now="2099-01-01T00:00:00Z") is None
 
 
-def strategic_merge(existing: list[dict], patch: list[dict]) -> list[dict]:
-    """kube-apiserver's strategic merge of a list with merge key ``type`` (apimachinery's ``mergeSlice``): every
-    ``$patch: delete`` removes all entries of its type first; then each entry merges into the first of its type,
-    or is appended."""
-    out = [dict(c) for c in existing]
-    for entry in patch:
-        if entry.get("$patch") == "delete":
-            out = [c for c in out if c["type"] != entry["type"]]
-    for entry in patch:
-        if "$patch" not in entry:
-            same = next((c for c in out if c["type"] == entry["type"]), None)
-            if same is None:
-                out.append(dict(entry))
-            else:
-                same.update(entry)
-    return out
-
-
 def by_type(conditions: list[dict]) -> list[dict]:
     return sorted(conditions, key=lambda c: (c["type"], str(sorted(c.items()))))
 
@@ -147,7 +130,7 @@ def test_conditions_patch_applied_by_the_apiserver_is_merge_conditions(existing,
     assert patch == conditions_patch([c for c in existing if c["type"] in managed], wanted, remove, now=NOW)
     if patch is not None:
         assert {c["type"] for c in patch} <= managed
-        assert by_type(strategic_merge(existing, patch)) == by_type(merged)
+        assert by_type(merged_conditions(existing, patch)) == by_type(merged)
 
 
 def test_conditions_patch_deletes_a_changed_type_whole_and_leaves_the_rest_unnamed():
