@@ -4,7 +4,9 @@ Why: the schedulers and the Syncer hold every claim of the cluster (one per GPU 
 with its write records) and every slice of the mapped driver (one per node, each device with a dozen attributes a
 real GPU driver publishes); decoded whole they are most of a daemon's memory at scale (issue 37 goal 5). Each
 transform keeps what ``sunk.translate.dra`` reads and what sunk writes back, with the strings that repeat from
-object to object shared (``podstores.shared``).
+object to object shared (``podstores.shared``), and one frozen copy of the parts many hold alike
+(``subtrees.one_copy``): a template's claims' spec, the allocation of the claims on one node, a GPU's device
+entry as every node's slice lists it.
 
 Whatever a transform drops, no reader of its store may read: ``tests/unit/test_dra_slim.py`` compares every
 reading of a trimmed object with the whole one's.
@@ -12,14 +14,18 @@ reading of a trimmed object with the whole one's.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .dra import DeviceMapping
 from .objects import Wire, meta, without_write_records
 from .podstores import shared, shared_metadata
+from .subtrees import one_copy
 
 _SLICE_METADATA = ("name", "uid", "resourceVersion", "deletionTimestamp")
+# What the claims of one template hold alike (the spec, whole, too; and the allocation with the claims on its node).
+_ALIKE_CLAIM_METADATA = ("labels", "annotations", "finalizers")
 _SLICE_SPEC = ("driver", "nodeName", "pool")
 _DEVICE = ("name", "taints")
 
@@ -33,11 +39,12 @@ def slim_claim(claim: Wire) -> dict[str, Any]:
     managedFields when none are sent, so nothing dropped here is written back: ``status.devices`` (what a driver
     reports of a prepared device) is not in an allocation sunk writes either way."""
     whole = without_write_records(claim)
-    slim: dict[str, Any] = {k: shared(v) for k, v in whole.items() if k not in ("metadata", "status")}
-    slim["metadata"] = shared_metadata(whole["metadata"])
+    slim: dict[str, Any] = {k: one_copy(v) for k, v in whole.items() if k not in ("metadata", "status")}
+    slim["metadata"] = shared_metadata(whole["metadata"], _ALIKE_CLAIM_METADATA)
     status = whole.get("status")
     if isinstance(status, Mapping):
-        slim["status"] = shared({k: v for k, v in status.items() if k != "devices"})
+        slim["status"] = {sys.intern(str(k)): one_copy(v) if k == "allocation" else shared(v)
+                          for k, v in status.items() if k != "devices"}
     elif "status" in whole:
         slim["status"] = status
     return slim
@@ -62,7 +69,7 @@ def slim_slice(mapping: DeviceMapping) -> Callable[[Wire], dict[str, Any]]:
         spec: dict[str, Any] = {k: spec_in[k] for k in _SLICE_SPEC if k in spec_in}
         devices = spec_in.get("devices")
         if isinstance(devices, list):
-            spec["devices"] = [_slim_device(device, driver, mapping) for device in devices]
+            spec["devices"] = [one_copy(_slim_device(device, driver, mapping)) for device in devices]
         slim["spec"] = shared(spec)
         return slim
 

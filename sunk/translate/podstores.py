@@ -2,8 +2,9 @@
 
 Why: a real Pod is 29-38 KB of JSON and 4-5 times that once decoded; at 100k Pods a store of whole Pods is
 gigabytes (issue 37 goal 5). Each transform keeps what its daemon reads and shares the strings that repeat
-from Pod to Pod (dict keys, namespaces, node names, phases, condition types, timestamps), so that a stored
-Pod costs its unique strings and its containers, not a copy of every word. Here, not in ``objects``, because
+from Pod to Pod (dict keys, namespaces, node names, phases, condition types, timestamps), and the parts a
+template's Pods hold alike (labels, owner reference, tolerations, containers: ``subtrees.one_copy``, frozen),
+so that a stored Pod costs what is its own, not a copy of every word and part. Here, not in ``objects``, because
 the Syncer's keeps only the labels and annotations ``gang`` reads, and ``gang`` imports ``objects``.
 
 Whatever a transform drops, no reader of its store may read: the unit tests (``tests/unit/test_syncer_slim.py``,
@@ -24,6 +25,7 @@ from . import gang
 from .objects import LAST_APPLIED, Wire, meta
 from .quantity import parse_quantity
 from .resources import pod_requests
+from .subtrees import one_copy
 
 # Metadata values unique to one Pod: sharing them through the interpreter's table would only add an entry.
 _UNIQUE_METADATA = ("name", "uid", "resourceVersion")
@@ -51,9 +53,23 @@ def shared(value: Any, depth: int = SHARED_DEPTH) -> Any:
     return value
 
 
-def shared_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` with its keys and repeated values shared, the values unique to one object as they are."""
-    return {sys.intern(k): (v if k in _UNIQUE_METADATA else shared(v)) for k, v in metadata.items()}
+def shared_metadata(metadata: Mapping[str, Any], alike: Iterable[str] = ()) -> dict[str, Any]:
+    """``metadata`` with its keys and repeated values shared, the values unique to one object as they are, and
+    the parts named in ``alike`` (those many objects hold alike: the labels and owner reference of one template's
+    Pods) replaced by their one frozen copy (``subtrees.one_copy``)."""
+    alike = frozenset(alike)
+    return {sys.intern(k): (v if k in _UNIQUE_METADATA else one_copy(v) if k in alike else shared(v))
+            for k, v in metadata.items()}
+
+
+_ALIKE_METADATA = ("labels", "ownerReferences")
+"""What a Pod of a template (a Job's, a ReplicaSet's, a LeaderWorkerSet's) holds alike with its siblings."""
+
+
+def _alike_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod's spec, each of its parts (tolerations, containers, affinity, ...) the one copy its template's Pods
+    share; its scalars (the node's name) interned."""
+    return {sys.intern(str(k)): one_copy(v) for k, v in spec.items()}
 
 
 def _only(part: Any, keys: Iterable[str]) -> dict[str, Any]:
@@ -99,9 +115,9 @@ def syncer_slim_pod(pod: Wire) -> dict[str, Any]:
         if part in metadata:
             metadata[part] = _only(metadata[part], keep)
     slim: dict[str, Any] = {k: shared(pod[k]) for k in ("apiVersion", "kind") if k in pod}
-    slim["metadata"] = shared_metadata(metadata)
+    slim["metadata"] = shared_metadata(metadata, _ALIKE_METADATA)
     if spec := _only(pod.get("spec"), _SYNCER_POD_SPEC):
-        slim["spec"] = shared(spec)
+        slim["spec"] = _alike_spec(spec)
     status_in = pod.get("status")
     status: dict[str, Any] = _only(status_in, ("phase",))
     if isinstance(status_in, Mapping) and isinstance(conditions := status_in.get("conditions"), list):
@@ -174,14 +190,14 @@ def scheduler_slim_pod(pod: Wire) -> dict[str, Any]:
     if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
         metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     slim: dict[str, Any] = {k: shared(v) for k, v in pod.items() if k not in ("metadata", "spec", "status")}
-    slim["metadata"] = shared_metadata(metadata)
+    slim["metadata"] = shared_metadata(metadata, _ALIKE_METADATA)
     spec_in = pod.get("spec")
     if isinstance(spec_in, Mapping):
         spec = {k: v for k, v in spec_in.items() if k not in _SCHEDULER_SPEC_DROPPED}
         for key in ("containers", "initContainers", "ephemeralContainers"):
             if isinstance(spec.get(key), list):
                 spec[key] = [_only(c, _CONTAINER) if isinstance(c, Mapping) else c for c in spec[key]]
-        slim["spec"] = shared(_requests_folded(spec))
+        slim["spec"] = _alike_spec(_requests_folded(spec))
     elif "spec" in pod:
         slim["spec"] = spec_in
     status_in = pod.get("status")
