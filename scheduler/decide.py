@@ -24,6 +24,11 @@ Rules worth stating:
   submission whose answer was lost (``in_doubt``) may have made a job the cache does not show
   yet: the unit's job is looked up in Slurm (``FindJob``) before it is submitted again.
 
+- A Pod with scheduling gates (``spec.schedulingGates``) is not ready to be scheduled, as kube-scheduler
+  holds it: no job, no Event, no condition of sunk's (the apiserver's ``SchedulingGated`` stays); a
+  gang counts such members as not there yet. The apiserver refuses a gated Pod's binding, and gates are
+  only ever removed, so a Pod with a job is never gated.
+
 Where a lone Pod differs: its jobs are all its own (its identity names its UID); a finished Pod's
 job is released at once (``ReleaseJob``); it is left alone once someone else bound it; a job of
 more than one node is cancelled; and a submitted job decides before the Pod's annotations are
@@ -180,6 +185,7 @@ class MemberFacts:
     placed_by_us: bool = False  # carries our job-id annotation, or this process bound it
     problems: tuple[str, ...] = ()  # validation errors, already rendered (unbound members only)
     waiting_for: str = ""  # what it needs before its job is submitted (its ResourceClaims made), rendered
+    gated: str = ""  # its scheduling gates, named (unbound members only): not to be scheduled while any is left
     grace_ends_at: Optional[float] = None  # Unix time its grace period ends (deletionTimestamp), when deleting
     node_lost: bool = False  # deleting or finished, and its bound Node is NotReady (Ready False or Unknown) or gone
 
@@ -343,6 +349,8 @@ def _alone(pod: MemberFacts, jobs: tuple[Job, ...], job: Optional[Job], *, expec
                                      f"{last.state_reason or 'no reason'}")
         if jobs or pod.job_id is not None:
             return DeleteMembers(me, *_ended(jobs, pod.job_id))
+        if pod.gated:
+            return Nothing(f"its scheduling gates are not all removed: {pod.gated}")
         if in_doubt:
             return FindJob()
         if pod.problems:
@@ -387,7 +395,7 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
     if lost:
         return DeleteMembers(_uids(lost), *_ended((), lost[0].job_id))
 
-    waiting = [m for m in live if m.bound_node is None]
+    waiting = [m for m in live if m.bound_node is None and not m.gated]
     if job is not None:
         return _running_gang(gang, job, waiting, job_of, node_of, started)
 
@@ -396,7 +404,9 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
                        members=_uids(waiting))
     fresh = [m for m in waiting if job_of(m) is None]
     if not fresh:
-        return Nothing("no member waits for a job")
+        gated = [m for m in live if m.bound_node is None and m.gated]
+        return Nothing(f"{len(gated)} member(s) of {gang.describe} not yet ungated" if gated else
+                       "no member waits for a job")
     if refused is not None:
         return Unschedulable(_uids(fresh), refused)
     if in_doubt:

@@ -36,7 +36,7 @@ from sunk.translate.drains import DeviceMismatchDrain, StuckPodDrain, SunkDrain,
 from sunk.translate.gang import Gang, disagreements, gang_of, max_members, member_order
 from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
-from sunk.translate.objects import is_deleting, is_terminal
+from sunk.translate.objects import is_deleting, is_terminal, scheduling_gates
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 from . import kubeops
@@ -342,6 +342,7 @@ class PodScheduler:
             placed_by_us=names.ANN_JOB_ID in annotations or assumed is not None,
             problems=() if bound else self.problems(pod),
             waiting_for=self.claims.waiting_for(pod) if self.claims is not None and not bound else "",
+            gated="" if bound else ", ".join(scheduling_gates(pod)),
             grace_ends_at=grace_ends_at(pod) if deleting else None,
             node_lost=bool((deleting or finished) and bound and not self.node_ready(bound)))
 

@@ -98,6 +98,13 @@ def node_name_of(pod: Wire) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
+def scheduling_gates(pod: Wire) -> tuple[str, ...]:
+    """The names of the Pod's ``spec.schedulingGates``: while any is left, no scheduler may place it (the
+    apiserver refuses its binding); gates are only ever removed, never added after creation."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return tuple(str(g.get("name") or "?") if isinstance(g, Mapping) else str(g) for g in gates)
+
+
 def phase_of(pod: Wire) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
 

@@ -225,6 +225,30 @@ def jobs_for_pod(dev_cluster, uid: str) -> list[int]:
     return jobs_carrying(dev_cluster, uid)
 
 
+def test_a_gated_pod_gets_no_job_until_its_last_gate_is_removed(kube_api, dev_cluster, namespace, scheduler):
+    """``spec.schedulingGates`` (Kueue's admission, any controller's): kube-scheduler leaves such a Pod alone and
+    the apiserver refuses its binding. No placeholder job while a gate is left, no Event, the apiserver's own
+    SchedulingGated condition kept; once the last gate goes it is placed through Slurm as any Pod."""
+    pod = create_pod(kube_api, namespace, schedulingGates=[{"name": "example.com/admission"},
+                                                           {"name": "example.com/quota"}])
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+
+    def held() -> None:
+        time.sleep(3)  # give a wrong implementation the time to submit anyway
+        assert jobs_for_pod(dev_cluster, uid) == []
+        now = get_pod(kube_api, namespace, name)
+        (cond,) = [c for c in now["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        assert cond["status"] == "False" and cond["reason"] == "SchedulingGated", cond
+        assert not now["spec"].get("nodeName") and events_for(kube_api, namespace, name) == []
+
+    held()
+    kc.patch(kube_api, PODS, name, {"spec": {"schedulingGates": [{"name": "example.com/quota"}]}}, namespace)
+    held()
+    kc.patch(kube_api, PODS, name, {"spec": {"schedulingGates": None}}, namespace)
+    job_id, node = placed(kube_api, dev_cluster, namespace, name)
+    assert node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
+
+
 # -- validation: one test per rule, each checked through the Event --------------------------------
 @pytest.mark.parametrize(("annotations", "spec", "needle"), [
     ({names.ANN_PRIORITY: "high"}, {}, "priority"),

@@ -14,9 +14,10 @@ UID = "uid-1"
 NODE_OF = {"node1": "worker-1", "node2": "worker-2"}
 
 
-def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False, finished=""):
+def pod(bound=None, deleting=False, ours=False, problems=(), grace_ends_at=None, node_lost=False, finished="",
+        gated=""):
     return MemberFacts(uid=UID, bound_node=bound, deleting=deleting, placed_by_us=ours, problems=tuple(problems),
-                       grace_ends_at=grace_ends_at, node_lost=node_lost, finished=finished)
+                       grace_ends_at=grace_ends_at, node_lost=node_lost, finished=finished, gated=gated)
 
 
 def decide(member, jobs, *, recorded_job_id=None, **kwargs):
@@ -77,6 +78,11 @@ CASES = [
     # (description, pod, jobs, kwargs, expected)
     ("new pod, no job -> submit", pod(), (), {}, Submit()),
     ("invalid pod -> invalid, never submitted", pod(problems=["bad"]), (), {}, Invalid(("bad",))),
+    ("gated pod -> nothing: no job, no condition of ours over the apiserver's SchedulingGated",
+     pod(gated="kueue.x-k8s.io/admission"), (), {},
+     Nothing("its scheduling gates are not all removed: kueue.x-k8s.io/admission")),
+    ("gated and invalid -> still nothing until ungated (kube-scheduler does not look at it either)",
+     pod(gated="g", problems=["bad"]), (), {"refused": "no"}, Nothing("its scheduling gates are not all removed: g")),
     ("submitted, not yet in cache -> wait, never resubmit", pod(), (), {"expected_job_id": 9},
      Waiting(9, "submitted; waiting for Slurm to report the job", passing=True)),
     ("pending job -> waiting with Slurm's reason", pod(), (job(state="PENDING", reason="QOSMaxCpuPerUserLimit"),),

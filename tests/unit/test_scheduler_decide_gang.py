@@ -30,14 +30,14 @@ NODE_OF = {f"node{i}": f"worker-{i}" for i in range(1, 5)}
 
 
 def m(i, *, bound=None, slurm=None, job_id=None, deleting=False, terminal=False, ours=None, problems=(),
-      grace_ends_at=None, node_lost=False, waiting_for=""):
+      grace_ends_at=None, node_lost=False, waiting_for="", gated=""):
     """Member train-<i> (uid-<i>); ``bound`` a Node, ``slurm`` the Slurm node it holds."""
     if ours is None:
         ours = bound is not None
     return MemberFacts(uid=f"uid-{i}", name=f"team/train-{i}", bound_node=bound, slurm_node=slurm, job_id=job_id,
                        deleting=deleting, finished="Succeeded" if terminal else "", placed_by_us=ours,
                        problems=tuple(problems), grace_ends_at=grace_ends_at, node_lost=node_lost,
-                       waiting_for=waiting_for)
+                       waiting_for=waiting_for, gated=gated)
 
 
 def facts(*members, expected=3, why="", disagreements=(), problems=()):
@@ -100,6 +100,15 @@ CASES = [
      facts(m(0), m(1, waiting_for="waiting for its ResourceClaims to be made: c1"), m(2)), (), {},
      Waiting(None, "Job team/train: a member is waiting for its ResourceClaims to be made: c1", passing=True,
              members=uids(0, 1, 2), event="WaitingForResourceClaims")),
+    ("a gated member does not count until ungated; the others wait for it",
+     facts(m(0), m(1, gated="kueue"), m(2)), (), {},
+     Waiting(None, "Job team/train: 2 of 3 members exist", passing=True, members=uids(0, 2))),
+    ("every member gated (Kueue gates a Job's Pods at creation) -> nothing, no job, no condition",
+     facts(m(0, gated="kueue"), m(1, gated="kueue"), m(2, gated="kueue")), (), {},
+     Nothing("3 member(s) of Job team/train not yet ungated")),
+    ("a gated replacement while the job runs is never bound (the apiserver would refuse it); the others are",
+     facts(m(0, bound="worker-1", slurm="node1", job_id=7), m(1, gated="g"), m(2)), (job(state="RUNNING"),), STARTED,
+     BindMembers(7, (bind(2, 2),))),
     ("members disagree -> an Event naming the annotation and Pods, no job",
      facts(m(0), m(1), m(2), disagreements=["sunk.coreweave.com/qos: the gang's Pods disagree: ..."]), (), {},
      Invalid(tuple((u, "sunk.coreweave.com/qos: the gang's Pods disagree: ...") for u in uids(0, 1, 2)))),
