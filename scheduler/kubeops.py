@@ -15,7 +15,7 @@ from sunk.kube.patch import patch_object, set_pod_conditions
 from sunk.kube.resources import PODS
 from sunk.model.types import Obj
 from sunk.translate.lock import LOCK_TOLERATION, tolerates_lock
-from sunk.translate.objects import metadata_diff
+from sunk.translate.objects import metadata_diff, node_name_of
 
 
 def bind(api: ApiClient, pod: Obj, node: str, annotations: Mapping[str, str]) -> None:
@@ -59,14 +59,20 @@ def record_job(api: ApiClient, pod: Obj, annotations: Mapping[str, str], *, tole
 
 
 def mark_unschedulable(api: ApiClient, pod: Obj, message: str) -> bool:
-    """PodScheduled=False/Unschedulable with the reason, as kube-scheduler reports it; only on change."""
+    """PodScheduled=False/Unschedulable with the reason, as kube-scheduler reports it; only on change, and never
+    onto a Pod bound meanwhile (a write that met a conflict reads it again: the extender's binding, say)."""
     return bool(set_pod_conditions(api, pod, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                               "message": message}]))
+                                               "message": message}], unless=_bound))
 
 
 def show_waiting(api: ApiClient, pod: Obj, condition: Mapping[str, str]) -> bool:
-    """PodScheduled=False with why the Pod waits (``scheduler/waiting.py``); only on change."""
-    return bool(set_pod_conditions(api, pod, [condition]))
+    """PodScheduled=False with why the Pod waits (``scheduler/waiting.py``); only on change, never onto a Pod
+    bound meanwhile."""
+    return bool(set_pod_conditions(api, pod, [condition], unless=_bound))
+
+
+def _bound(pod: Obj) -> bool:
+    return bool(node_name_of(pod))
 
 
 def delete_pod(api: ApiClient, pod: Obj) -> bool:

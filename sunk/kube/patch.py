@@ -197,15 +197,19 @@ def set_pod_conditions(
     *,
     remove: Iterable[str] = (),
     max_conflicts: int = DEFAULT_MAX_CONFLICTS,
+    unless: Callable[[Obj], bool] | None = None,
 ) -> PatchResult:
     """Make the Pod's ``status.conditions`` carry ``conditions`` (and not ``remove``), via pods/status.
 
     Of ``pod``'s conditions only those of the types named are read (``conditions_patch``): a stored Pod may
-    keep those alone."""
+    keep those alone. ``unless(pod)``, asked again of each read (a conflict rereads), True: nothing is written
+    (what the Pod became meanwhile, bound say, makes the condition wrong)."""
     remove = tuple(remove)
     now = rfc3339()
 
     def mutate(current: Obj) -> Obj | None:
+        if unless is not None and unless(current):
+            return None
         patch = conditions_patch((current.get("status") or {}).get("conditions") or [], conditions, remove, now=now)
         return None if patch is None else {"status": {"conditions": patch}}
 

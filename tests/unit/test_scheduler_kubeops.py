@@ -144,3 +144,33 @@ def test_a_pod_already_gone_is_not_an_error(monkeypatch):
 
     monkeypatch.setattr(kubeops.kube, "patch", gone)
     assert kubeops.record_job(None, pod(), {names.ANN_JOB_ID: "7"}) is False
+
+
+@pytest.mark.parametrize("write", [
+    lambda pod: kubeops.mark_unschedulable(None, pod, "no"),
+    lambda pod: kubeops.show_waiting(None, pod, {"type": "PodScheduled", "status": "False",
+                                                 "reason": "WaitingForSlurm", "message": "job 7 waits"}),
+], ids=["unschedulable", "waiting"])
+def test_a_wait_is_never_written_onto_a_pod_bound_meanwhile(monkeypatch, write):
+    """The condition was decided on the stored Pod; the extender's binding came first (a 409): the reread Pod is
+    bound, and PodScheduled=False would contradict the binding's True."""
+    stored = pod()
+    stored["metadata"]["resourceVersion"], stored["status"] = "1", {}
+    live = copy.deepcopy(stored)
+    live["metadata"]["resourceVersion"] = "2"
+    live["spec"]["nodeName"] = "worker-1"
+    live["status"] = {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+    apiserver = Apiserver(live)
+    sent = []
+
+    def patch(api, resource, name, body, namespace=None, **_kw):
+        sent.append(body)
+        if body["metadata"].get("resourceVersion") != apiserver.pods[name]["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+        return apiserver.patch(api, resource, name, body, namespace)
+
+    monkeypatch.setattr(kubeops.kube, "patch", patch)
+    monkeypatch.setattr(kubeops.kube, "get", apiserver.get)
+    assert write(stored) is False
+    assert len(sent) == 1, "one try on the stored Pod; after the reread, nothing"
+    assert apiserver.pods["p"]["status"]["conditions"] == [{"type": "PodScheduled", "status": "True"}]
