@@ -5,8 +5,7 @@ with its write records) and every slice of the mapped driver (one per node, each
 real GPU driver publishes); decoded whole they are most of a daemon's memory at scale (issue 37 goal 5). Each
 transform keeps what ``sunk.translate.dra`` reads and what sunk writes back, with the strings that repeat from
 object to object shared (``podstores.shared``), and one frozen copy of the parts many hold alike
-(``subtrees.one_copy``): a template's claims' spec, the allocation of the claims on one node, a GPU's device
-entry as every node's slice lists it.
+(``subtrees.one_copy``): a template's claims' spec, a GPU's device entry as every node's slice lists it.
 
 Whatever a transform drops, no reader of its store may read: ``tests/unit/test_dra_slim.py`` compares every
 reading of a trimmed object with the whole one's.
@@ -14,7 +13,6 @@ reading of a trimmed object with the whole one's.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,7 +22,8 @@ from .podstores import shared, shared_metadata
 from .subtrees import one_copy
 
 _SLICE_METADATA = ("name", "uid", "resourceVersion", "deletionTimestamp")
-# What the claims of one template hold alike (the spec, whole, too; and the allocation with the claims on its node).
+# What the claims of one template hold alike (the spec, whole, too). Not the allocation: the claims that hold a node's
+# devices at one time hold different ones.
 _ALIKE_CLAIM_METADATA = ("labels", "annotations", "finalizers")
 _SLICE_SPEC = ("driver", "nodeName", "pool")
 _DEVICE = ("name", "taints")
@@ -43,8 +42,7 @@ def slim_claim(claim: Wire) -> dict[str, Any]:
     slim["metadata"] = shared_metadata(whole["metadata"], _ALIKE_CLAIM_METADATA)
     status = whole.get("status")
     if isinstance(status, Mapping):
-        slim["status"] = {sys.intern(str(k)): one_copy(v) if k == "allocation" else shared(v)
-                          for k, v in status.items() if k != "devices"}
+        slim["status"] = shared({k: v for k, v in status.items() if k != "devices"})
     elif "status" in whole:
         slim["status"] = status
     return slim

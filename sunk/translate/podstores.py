@@ -25,7 +25,7 @@ from . import gang
 from .objects import LAST_APPLIED, Wire, meta
 from .quantity import parse_quantity
 from .resources import pod_requests
-from .subtrees import one_copy
+from .subtrees import FrozenDict, FrozenList, one_copy
 
 # Metadata values unique to one Pod: sharing them through the interpreter's table would only add an entry.
 _UNIQUE_METADATA = ("name", "uid", "resourceVersion")
@@ -41,10 +41,11 @@ def shared(value: Any, depth: int = SHARED_DEPTH) -> Any:
     """``value`` rebuilt with every dict key and every string ``sys.intern``ed: equal strings become one object.
 
     Interned strings are freed with their last reference (CPython keeps no interned string alive by itself);
-    what is not a dict, a list or a string, and what lies deeper than ``depth``, is kept as it is."""
+    what is not a dict, a list or a string, a part shared already (``subtrees.one_copy``), and what lies deeper
+    than ``depth``, is kept as it is."""
     if isinstance(value, str):
         return sys.intern(value)
-    if depth <= 0:
+    if depth <= 0 or isinstance(value, (FrozenDict, FrozenList)):  # (a shared part: shared already)
         return value
     if isinstance(value, Mapping):
         return {sys.intern(str(k)): shared(v, depth - 1) for k, v in value.items()}

@@ -146,3 +146,18 @@ def test_a_templates_pods_share_their_parts_in_both_stores() -> None:
         assert one["metadata"]["annotations"] is not two["metadata"]["annotations"]
         assert type(one["metadata"]) is dict and one["metadata"]["uid"] == "uid-p0"
     assert scheduler_slim_pod(pods[0])["spec"]["containers"] is scheduler_slim_pod(pods[1])["spec"]["containers"]
+
+
+def test_every_nodes_slice_lists_one_copy_of_each_gpu_and_a_templates_claims_one_spec() -> None:
+    """(``podstores.shared`` around a shared part keeps it: it once rebuilt it as a plain dict, one per node.)"""
+    from benchmarks.store_memory import GPU_MAPPING, claim_json, slice_json
+    from sunk.kube.client import decode_json
+    from sunk.translate.drastores import slim_claim, slim_slice
+
+    transform = slim_slice(GPU_MAPPING)
+    one, two = (transform(decode_json(slice_json(i))) for i in (1, 2))
+    assert all(a is b for a, b in zip(one["spec"]["devices"], two["spec"]["devices"], strict=True))
+    assert one["spec"]["nodeName"] != two["spec"]["nodeName"]
+    first, second = (slim_claim(decode_json(claim_json(i, 5000))) for i in (1, 2))
+    assert first["spec"] is second["spec"] and isinstance(first["spec"], FrozenDict)
+    assert first["status"]["allocation"] != second["status"]["allocation"]
