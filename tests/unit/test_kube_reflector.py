@@ -347,6 +347,41 @@ def test_transform_applies_to_listed_and_watched_objects(apiserver):
         assert store.index_keys("node", "n1") == []
 
 
+def test_a_relist_keeps_each_stored_object_whose_version_it_lists_and_transforms_only_the_rest(apiserver):
+    """After a 410 the list is mostly what did not change: those stay the very objects stored (not transformed
+    again, not young again for the collector); a changed version, or another object under the name (a new
+    uid), goes through the transform."""
+    def uid(p: dict, u: str) -> dict:
+        p["metadata"]["uid"] = u
+        return p
+
+    apiserver.pages = [page("10", [uid(pod("a", "1"), "ua"), uid(pod("b", "1"), "ub"), uid(pod("c", "1"), "uc")]),
+                       page("20", [uid(pod("a", "1"), "ua"), uid(pod("b", "2"), "ub"), uid(pod("c", "1"), "uc2")])]
+    apiserver.watches = [gone()]
+    transformed: list[str] = []
+
+    def transform(obj: dict) -> dict:
+        transformed.append(f"{obj['metadata']['name']}@{obj['metadata']['resourceVersion']}")
+        return {**obj, "transformed": len(transformed)}
+
+    r, store, sink = reflector(transform=transform)
+    first: dict[str, Any] = {}
+    original_apply = r.apply_list
+
+    def remember(items: Any, rv: str) -> None:
+        if not first:
+            first.update({o["metadata"]["name"]: o for o in items})
+        original_apply(items, rv)
+
+    r.apply_list = remember  # type: ignore[method-assign]
+    with running(r, apiserver):
+        assert transformed == ["a@1", "b@1", "c@1", "b@2", "c@1"]
+        assert store.get("ns/a") is first["a"], "the same version: the stored object itself"
+        assert store.get("ns/b")["metadata"]["resourceVersion"] == "2"  # type: ignore[index]
+        assert store.get("ns/c")["metadata"]["uid"] == "uc2"  # type: ignore[index]
+        assert sink.calls[3:] == [("update", "b", "1->2")]
+
+
 def test_restart_watch_resumes_from_the_version_asked_for(apiserver):
     apiserver.pages = [page("10", [])]
     r, _, _ = reflector()
