@@ -38,8 +38,7 @@ def test_a_trimmed_store_holds_a_fraction_of_a_whole_one() -> None:
     assert [(h.kind, h.count) for h in (syncer, scheduler, nodes, claims, slices)] == [
         ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10), ("DRA claims (one per Pod)", 30),
         ("DRA slices (one per node)", 10)]
-    assert 0 < syncer.trimmed < scheduler.trimmed < syncer.whole / 5
-    assert syncer.trimmed < syncer.whole / 10
+    assert 0 < syncer.trimmed < syncer.whole / 10 and 0 < scheduler.trimmed < scheduler.whole / 10
     assert 0 < nodes.trimmed < nodes.whole / 4
     assert 0 < claims.trimmed < claims.whole / 3 and 0 < slices.trimmed < slices.whole / 4
 
