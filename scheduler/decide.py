@@ -373,10 +373,11 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
           in_doubt: bool) -> Action:
     """``decide`` for a gang, past a member stuck on a lost Node: ``job`` is the gang's active job, if any."""
     members = gang.members
-    live = [m for m in members if m.live]
+    live = [m for m in members if m.live and not m.gated]  # (a gated member is not there yet: it holds no job)
     holding = [m for m in members if m.deleting and m.bound_node and m.placed_by_us]
     if job is not None and not live and not holding:
-        why = "is gone" if not members else "has finished or is being deleted"
+        why = ("is gone" if not members else "not yet ungated, or finished or being deleted"
+               if any(m.live for m in members) else "has finished or is being deleted")
         return CancelJobs((job.id,), f"every member of {gang.describe} {why}")
     if not members:
         return Nothing("gang and job are both gone")
@@ -395,7 +396,7 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
     if lost:
         return DeleteMembers(_uids(lost), *_ended((), lost[0].job_id))
 
-    waiting = [m for m in live if m.bound_node is None and not m.gated]
+    waiting = [m for m in live if m.bound_node is None]
     if job is not None:
         return _running_gang(gang, job, waiting, job_of, node_of, started)
 
@@ -404,7 +405,7 @@ def _gang(gang: UnitFacts, jobs: tuple[Job, ...], job: Optional[Job],
                        members=_uids(waiting))
     fresh = [m for m in waiting if job_of(m) is None]
     if not fresh:
-        gated = [m for m in live if m.bound_node is None and m.gated]
+        gated = [m for m in members if m.live and m.gated]
         return Nothing(f"{len(gated)} member(s) of {gang.describe} not yet ungated" if gated else
                        "no member waits for a job")
     if refused is not None:

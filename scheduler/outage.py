@@ -25,6 +25,7 @@ import attrs
 from sunk.controller.periodic import Periodic
 from sunk.model.types import Obj
 from sunk.slurm.errors import AuthenticationFailed
+from sunk.translate.objects import scheduling_gates
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ def outage_event(error: Exception) -> tuple[str, str]:
 
 
 def waiting(pods: Iterable[Obj]) -> Iterable[Obj]:
-    """Pods not bound and not being deleted."""
-    return (p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+    """Pods not bound, not being deleted and not gated (a gated Pod waits for its gates, not for Slurm)."""
+    return (p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+            and not scheduling_gates(p))
 
 
 @attrs.define

@@ -314,7 +314,7 @@ class PodScheduler:
             return UnitFacts(unit, describe=str(unit), members=facts)
         live = [p for p in members if not is_deleting(p) and not is_terminal(p)]
         expected = self.workloads.expected(gang, live)
-        waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None]
+        waiting = [p for p, f in zip(members, facts, strict=True) if f.live and f.bound_node is None and not f.gated]
         problems: tuple[str, ...] = ()
         if expected.size and expected.size > (most := max_members(gang, self.config.scheduler_name)):
             problems = (f"{gang.describe()}: a gang of {expected.size} members does not fit one Slurm job's identity "

@@ -5,24 +5,27 @@ them are the same for every Pod of one template: the tolerations the admission p
 requests, the owner reference of one Job's Pods. ``one_copy`` returns the one frozen copy every equal part
 shares (as ``sys.intern`` does for strings), so a store holds each once.
 
-Equal means equal in type too: ``{"x": 1}``, ``{"x": 1.0}`` and ``{"x": True}`` compare equal in Python and are
-three parts here, so no object ever reads another's value back in a type its author did not write. The copies
-are frozen (``FrozenDict``, ``FrozenList``: a write raises ``TypeError``): a reader that changed a stored part in
-place would change it for every object holding it. They are a ``dict`` and a ``list`` to every reader, to
-``json.dumps`` and to ``==``; ``copy`` and ``deepcopy`` give plain, writable ones.
+Equal means the same JSON text: ``{"x": 1}``, ``{"x": 1.0}``, ``{"x": true}`` and ``-0.0`` beside ``0.0``, which
+Python compares equal, are different parts here, so no object ever reads another's value back in a form its
+author did not write. A part is found by a keyed digest of that text (a hash no tenant can aim at: Python's
+integers hash alike on purpose, ``hash(-1) == hash(-2)``, and parts made to collide would make every lookup
+walk them all). The copies are frozen (``FrozenDict``, ``FrozenList``: a write raises ``TypeError``): a reader
+that changed a stored part in place would change it for every object holding it. They are a ``dict`` and a
+``list`` to every reader, to ``json.dumps`` and to ``==``; ``copy`` and ``deepcopy`` give plain, writable ones.
 
-The table holds its copies strongly and lets go of those no stored object holds any more whenever it has doubled
-since it last did (amortized O(1) per part, no sweep per event)."""
+The table holds its copies weakly: a part no stored object holds any more (an edited Pod's old labels) is freed
+with its last holder, whatever its size."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import os
 import sys
 import threading
-from collections.abc import Hashable, Mapping
+import weakref
 from typing import Any, NoReturn, Optional
-
-MIN_SWEEP = 1024
 
 
 def _refuse(self: object, *_args: Any, **_kwargs: Any) -> NoReturn:
@@ -32,7 +35,7 @@ def _refuse(self: object, *_args: Any, **_kwargs: Any) -> NoReturn:
 class FrozenDict(dict):  # type: ignore[type-arg]
     """A ``dict`` that refuses writes (``one_copy``'s parts)."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
 
     def __copy__(self) -> dict[Any, Any]:
@@ -48,7 +51,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 class FrozenList(list):  # type: ignore[type-arg]
     """A ``list`` that refuses writes (``one_copy``'s parts)."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
     __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = pop = remove = clear = sort = \
         reverse = _refuse
 
@@ -63,65 +66,54 @@ class FrozenList(list):  # type: ignore[type-arg]
 
 
 MAX_DEPTH = 32
-"""Parts nested deeper are kept as they are: API objects' own fields are far shallower."""
+"""Parts nested deeper are kept as they are, unshared: API objects' own fields are far shallower."""
 
 
-def _key(value: Any, depth: int = MAX_DEPTH) -> tuple[Any, ...]:
-    """What tells parts apart, as one flat tuple per dict or list: its kind, then per entry (key,) type and value,
-    a nested part's value its own key. Each value carries its type, so ``1``, ``1.0`` and ``True`` differ."""
-    if depth <= 0:
-        raise ValueError("nested too deep to share")
+def _nested_within(value: Any, depth: int) -> bool:
     if isinstance(value, dict):
-        out: list[Any] = [dict]
-        for k, v in value.items():
-            out += (k, type(v), _key(v, depth - 1) if isinstance(v, (dict, list)) else v)
-        return tuple(out)
-    out = [list]
-    for v in value:
-        out += (type(v), _key(v, depth - 1) if isinstance(v, (dict, list)) else v)
-    return tuple(out)
+        return depth > 0 and all(_nested_within(v, depth - 1) for v in value.values())
+    if isinstance(value, list):
+        return depth > 0 and all(_nested_within(v, depth - 1) for v in value)
+    return True
 
 
 class SubtreeTable:
-    """The one copy of each part, by ``_key``; thread-safe (the informers' threads share it)."""
+    """The one copy of each part, by a keyed digest of its JSON text, held weakly; thread-safe (the informers'
+    threads share it)."""
 
     def __init__(self) -> None:
-        self._copies: dict[Hashable, Any] = {}
+        self._copies: weakref.WeakValueDictionary[bytes, Any] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
-        self._sweep_at = MIN_SWEEP
+        self._secret = os.urandom(16)
 
     def __len__(self) -> int:
         return len(self._copies)
 
+    def key(self, value: Any) -> Optional[bytes]:
+        """What finds ``value``'s copy: a keyed digest of its JSON text (None: no part to share)."""
+        if not isinstance(value, (dict, list)) or not _nested_within(value, MAX_DEPTH):
+            return None
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+        except (TypeError, ValueError):  # (what is no JSON value)
+            return None
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, key=self._secret).digest()
+
     def one_copy(self, value: Any) -> Any:
         """The frozen copy of ``value`` (a dict or a list of JSON values, rebuilt frozen all through) that every
-        part equal to it shares; strings interned; anything else, or a part nested deeper than ``MAX_DEPTH``, is
-        returned as it is."""
+        part of the same JSON text shares; strings interned; anything else, or a part nested deeper than
+        ``MAX_DEPTH`` or holding what is no JSON value, is returned as it is."""
         if isinstance(value, str):
             return sys.intern(value)
-        if not isinstance(value, (dict, list)):
-            return value
-        try:
-            key = _key(value)
-            hash(key)
-        except (ValueError, TypeError):  # (too deep; a value that is no JSON value)
+        if (key := self.key(value)) is None:
             return value
         with self._lock:
             found = self._copies.get(key)
-            if found is not None:
-                return found
+        if found is not None:
+            return found
         frozen = _frozen(value)
         with self._lock:
-            found = self._copies.setdefault(key, frozen)
-            if len(self._copies) >= self._sweep_at:
-                self._sweep()
-        return found
-
-    def _sweep(self) -> None:
-        """Let go of the copies only the table holds (a reference count of 2: the table's and the call's)."""
-        for key in [k for k in self._copies if sys.getrefcount(self._copies[k]) <= 2]:
-            del self._copies[key]
-        self._sweep_at = max(MIN_SWEEP, 2 * len(self._copies))
+            return self._copies.setdefault(key, frozen)
 
 
 def _frozen(value: Any) -> Any:
@@ -140,10 +132,3 @@ SUBTREES = SubtreeTable()
 
 def one_copy(value: Any) -> Any:
     return SUBTREES.one_copy(value)
-
-
-def one_copy_of(part: Optional[Mapping[str, Any]], keys: tuple[str, ...]) -> Optional[dict[str, Any]]:
-    """``part`` with the values of ``keys`` replaced by their one copy (None: ``part`` is None)."""
-    if part is None:
-        return None
-    return {k: (one_copy(v) if k in keys else v) for k, v in part.items()}

@@ -24,17 +24,19 @@ class Cache:
     failing_for: float = 0.0
 
 
-def pod(uid, node=None, deleting=False):
+def pod(uid, node=None, deleting=False, gated=False):
     meta = {"name": uid, "namespace": "ns", "uid": uid}
     if deleting:
         meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node}}
+    spec = {"nodeName": node, **({"schedulingGates": [{"name": "kueue"}]} if gated else {})}
+    return {"metadata": meta, "spec": spec}
 
 
 @pytest.fixture
 def world():
     cache = Cache()
-    pods = [pod("waiting-1"), pod("waiting-2"), pod("bound", node="worker-1"), pod("going", deleting=True)]
+    pods = [pod("waiting-1"), pod("waiting-2"), pod("bound", node="worker-1"), pod("going", deleting=True),
+            pod("gated", gated=True)]
     told: list[tuple[str, str, str, str]] = []
     leader = [True]
     notice = OutageNotice(cache, lambda: pods, lambda p, t, r, m: told.append((p["metadata"]["uid"], t, r, m)),

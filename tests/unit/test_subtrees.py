@@ -6,6 +6,7 @@ import copy
 import gc
 import json
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -33,13 +34,14 @@ def test_equal_parts_are_one_object_and_read_as_the_part() -> None:
     assert json.loads(json.dumps(first)) == [TOLERATION]
 
 
-@pytest.mark.parametrize("values", [(1, 1.0, True), (0, 0.0, False), ("1", 1, None)])
+@pytest.mark.parametrize("values", [(1, 1.0, True), (0, 0.0, False, -0.0), ("1", 1, None)])
 def test_parts_equal_in_python_but_not_in_type_stay_apart(values: tuple[Any, ...]) -> None:
     """``{"x": 1} == {"x": True}``: shared, one author's 1 would read back as another's True."""
     table = SubtreeTable()
     copies = [table.one_copy({"x": v, "l": [v]}) for v in values]
     for value, part in zip(values, copies, strict=True):
         assert type(part["x"]) is type(value) and type(part["l"][0]) is type(value)
+        assert json.dumps(part) == json.dumps({"x": value, "l": [value]})  # (-0.0 stays -0.0, 0.0 stays 0.0)
     assert len({id(c) for c in copies}) == len(values)
 
 
@@ -94,26 +96,35 @@ def test_a_part_nested_past_the_depth_is_kept_as_it_is() -> None:
     for _ in range(subtrees.MAX_DEPTH + 5):
         deep = [deep]
     table = SubtreeTable()
-    assert table.one_copy(deep) is deep and len(table) == 0
+    assert table.one_copy(deep) is deep and len(table) == 0 and table.key(deep) is None
     assert table.one_copy("x" * 3) == "xxx" and table.one_copy(7) == 7
 
 
-def test_copies_no_object_holds_are_let_go_when_the_table_has_doubled() -> None:
+def test_a_part_no_object_holds_is_freed_with_its_last_holder_whatever_its_size() -> None:
+    """An edited Pod's old labels (a tenant's 600 KB of them, edited again and again) go with the old Pod."""
     table = SubtreeTable()
-    kept = [table.one_copy({"n": n}) for n in range(10)]
-    for n in range(subtrees.MIN_SWEEP - 11):  # parts held by nothing once made
-        table.one_copy({"gone": n})
-    gc.collect()
-    assert len(table) == subtrees.MIN_SWEEP - 1, "no sweep before the table reaches MIN_SWEEP"
-    last = table.one_copy({"gone": "last"})  # the one that fills it: held by its caller, kept
-    assert len(table) == 10 + 1, "the sweep let go of the parts nobody holds"
-    assert table.one_copy({"gone": "last"}) is last
-    assert all(table.one_copy({"n": n}) is kept[n] for n in range(10)), "held ones stay, found again"
-    # (the sweep's threshold is the reference count: a held copy must never be let go)
     held = table.one_copy({"held": True})
-    for n in range(4 * subtrees.MIN_SWEEP):
-        table.one_copy({"again": n})
+    big = table.one_copy({f"label-{n}": "x" * 100 for n in range(1000)})
+    freed = weakref.ref(big)
+    assert len(table) == 2
+    del big
+    gc.collect()
+    assert freed() is None and len(table) == 1
     assert table.one_copy({"held": True}) is held
+    for n in range(300):  # (each version dropped as the next comes)
+        table.one_copy({"labels": n})
+    assert len(table) == 1
+
+
+def test_keys_are_no_hash_a_tenant_can_aim() -> None:
+    """Python's integers hash alike on purpose (``hash(-1) == hash(-2)``, ``hash(k * (2**61 - 1)) == 0``): parts
+    keyed by them would all land in one slot of the table, each lookup walking every one. The key is a keyed
+    digest of the part's text: a hundred such parts, a hundred hashes."""
+    table = SubtreeTable()
+    parts = [{"p": k * (2**61 - 1)} for k in range(50)] + [{"tolerationSeconds": -k} for k in range(1, 51)]
+    keys = [table.key(p) for p in parts]
+    assert len({hash(k) for k in keys}) == len(parts)
+    assert SubtreeTable().key(parts[0]) != keys[0], "each process its own secret"
 
 
 def test_threads_asking_for_equal_parts_get_one() -> None:
