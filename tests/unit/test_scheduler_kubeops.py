@@ -84,6 +84,21 @@ class Apiserver:
             live["spec"].update(body["spec"])
         return copy.deepcopy(live)
 
+    def guarded(self, monkeypatch) -> list:
+        """Stand in for the apiserver's patches, each refused with a 409 unless its resourceVersion is the live
+        one (the status writes' precondition); the bodies sent, in order."""
+        sent: list = []
+
+        def patch(api, resource, name, body, namespace=None, **_kw):
+            sent.append(body)
+            if body["metadata"].get("resourceVersion") != self.pods[name]["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", {"message": "the object has been modified"})
+            return self.patch(api, resource, name, body, namespace)
+
+        monkeypatch.setattr(kubeops.kube, "patch", patch)
+        monkeypatch.setattr(kubeops.kube, "get", self.get)
+        return sent
+
     def get(self, api, resource, name, namespace=None):
         if name not in self.pods:
             raise ApiError(404, "NotFound", {"message": f"pods {name!r} not found"})
@@ -123,16 +138,7 @@ def test_unschedulable_is_never_written_to_a_successor(monkeypatch):
     new["metadata"].update(uid="u2", resourceVersion="9")
     new["status"] = {}
     apiserver = Apiserver(new)
-    sent = []
-
-    def patch(api, resource, name, body, namespace=None, **_kw):
-        sent.append(body)
-        if body["metadata"].get("resourceVersion") != apiserver.pods[name]["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", {"message": "the object has been modified"})
-        return apiserver.patch(api, resource, name, body, namespace)
-
-    monkeypatch.setattr(kubeops.kube, "patch", patch)
-    monkeypatch.setattr(kubeops.kube, "get", apiserver.get)
+    sent = apiserver.guarded(monkeypatch)
     assert kubeops.mark_unschedulable(None, old, "no") is False
     assert len(sent) == 1 and sent[0]["metadata"]["uid"] == "u"
     assert "conditions" not in apiserver.pods["p"]["status"]
@@ -161,16 +167,7 @@ def test_a_wait_is_never_written_onto_a_pod_bound_meanwhile(monkeypatch, write):
     live["spec"]["nodeName"] = "worker-1"
     live["status"] = {"conditions": [{"type": "PodScheduled", "status": "True"}]}
     apiserver = Apiserver(live)
-    sent = []
-
-    def patch(api, resource, name, body, namespace=None, **_kw):
-        sent.append(body)
-        if body["metadata"].get("resourceVersion") != apiserver.pods[name]["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", {"message": "the object has been modified"})
-        return apiserver.patch(api, resource, name, body, namespace)
-
-    monkeypatch.setattr(kubeops.kube, "patch", patch)
-    monkeypatch.setattr(kubeops.kube, "get", apiserver.get)
+    sent = apiserver.guarded(monkeypatch)
     assert write(stored) is False
     assert len(sent) == 1, "one try on the stored Pod; after the reread, nothing"
     assert apiserver.pods["p"]["status"]["conditions"] == [{"type": "PodScheduled", "status": "True"}]
