@@ -19,9 +19,10 @@ Rules:
   top-level OR sits beside its own groups cannot be combined and is a validation error.
   Square brackets (Slurm's matching OR) are never generated: ``sbatch --test-only`` placed
   ``[B200|H100]`` on a node with neither feature, while ``(B200|H100)`` chose right; a
-  placeholder is a one-node job, where the two mean the same. Other operators, other keys
-  and several ORed terms are left to Kubernetes (kube-scheduler never sees the Pod, but the
-  kubelet's admission does not check affinity either: see docs/translation.md).
+  placeholder is a one-node job, where the two mean the same. Other operators, other keys,
+  several ORed terms and ``spec.nodeSelector`` are not translated, and the kubelet's admission
+  does check them: a Pod placed where they do not match is rejected (a known gap:
+  docs/translation.md).
 - User, group and default account: the ``Identity`` the operator's policy gives the Pod
   (``policy.py``: what the Pod asked for, if allowed, else its namespace's default identity;
   a user-id without a group-id asks group = user). Never root by default.
@@ -239,7 +240,7 @@ def gpu_clauses(pod: Obj) -> tuple[tuple[str, ...], ...]:
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if len(terms) != 1:
-        return ()  # ORed terms have no faithful one-clause Slurm form: left to Kubernetes
+        return ()  # ORed terms have no faithful one-clause Slurm form: not translated (docs/translation.md)
     clauses: list[tuple[str, ...]] = []
     for expression in terms[0].get("matchExpressions") or []:
         if expression.get("key") not in GPU_AFFINITY_KEYS or expression.get("operator") != "In":
