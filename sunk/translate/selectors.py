@@ -43,13 +43,17 @@ MAX_SELECTOR_LABELS = 32
 MAX_TOLERATIONS = 32
 
 
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+_INT64 = 2 ** 63
+
+
 def _integer(text: object) -> int | None:
-    if not isinstance(text, str):
+    """As Go's ``strconv.ParseInt(text, 10, 64)``, which kube-scheduler and the kubelet use: decimal digits with
+    an optional sign, within int64 (Python's ``int`` also takes ``5_0``, spaces and any size)."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text):
         return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    value = int(text)
+    return value if -_INT64 <= value < _INT64 else None
 
 
 def requirement_problems(req: object, where: str, *, field: bool = False) -> list[str]:
@@ -232,6 +236,11 @@ def matches(node: Obj, node_selector: Mapping[str, str] | None, affinity: object
     found = problems(node_selector, affinity)
     if found:
         raise ValueError("; ".join(found))
+    return matches_checked(node, node_selector, affinity)
+
+
+def matches_checked(node: Obj, node_selector: Mapping[str, str] | None, affinity: object) -> bool:
+    """``matches`` for a selector already found without ``problems``: one check for many Nodes."""
     meta = node.get("metadata") or {}
     labels: Mapping[str, str] = meta.get("labels") or {}
     if any(labels.get(k) != v for k, v in (node_selector or {}).items()):
