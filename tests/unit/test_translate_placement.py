@@ -1,0 +1,110 @@
+"""The Slurm nodes a Pod must not get, for its nodeSelector and required node affinity (translate/placement.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sunk.translate.placement import Exclusion, admits, asks, key_of, node_exclusion, selector_problems
+
+NODES = {
+    "worker-1": {"metadata": {"name": "worker-1", "labels": {"pool": "a", "gpu.nvidia.com/class": "H100"}}},
+    "worker-2": {"metadata": {"name": "worker-2", "labels": {"pool": "b", "gpu.nvidia.com/class": "H100"}}},
+    "worker-3": {"metadata": {"name": "worker-3", "labels": {"pool": "b", "rank": "7"}}},
+}
+SLURM = {"node1": "worker-1", "node2": "worker-2", "node3": "worker-3", "node4": "gone-node"}
+
+
+def pod(node_selector: Any = None, affinity: Any = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return {"spec": spec}
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": key, "operator": op, **({"values": list(values)} if values else {})}]}
+
+
+def exclusion(*pods: Any) -> Exclusion:
+    return node_exclusion([a for p in pods if (a := asks(p)) is not None], SLURM, NODES.get)
+
+
+@pytest.mark.parametrize(("the_pod", "expected"), [
+    (pod(), Exclusion()),
+    (pod(affinity={"podAntiAffinity": {}}), Exclusion()),
+    (pod({}, {"nodeAffinity": {}}), Exclusion()),
+    (pod({"pool": "b"}), Exclusion(("node1", "node4"))),
+    (pod(affinity=required(expr("pool", "NotIn", "b"))), Exclusion(("node2", "node3", "node4"))),
+    (pod(affinity=required(expr("rank", "Gt", "5"), expr("pool", "In", "a"))), Exclusion(("node2", "node4"))),
+    (pod({"pool": "b"}, required(expr("gpu.nvidia.com/class", "Exists"))), Exclusion(("node1", "node3", "node4"))),
+    (pod(affinity=required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["worker-3"]}]})),
+     Exclusion(("node1", "node2", "node4"))),
+], ids=["nothing asked", "no node affinity", "empty selector and affinity", "nodeSelector", "NotIn", "ORed terms",
+        "selector and affinity", "matchFields"])
+def test_the_slurm_nodes_whose_node_the_pod_rules_out_are_excluded(the_pod: Any, expected: Exclusion) -> None:
+    assert exclusion(the_pod) == expected
+
+
+def test_a_gang_excludes_what_any_member_rules_out() -> None:
+    assert exclusion(pod({"pool": "b"}), pod(), pod(affinity=required(expr("rank", "Exists")))) == Exclusion(
+        ("node1", "node2", "node4"))
+    assert exclusion(pod({"pool": "b"}), pod({"pool": "b"})) == exclusion(pod({"pool": "b"}))
+
+
+def test_none_matching_is_a_problem_with_every_node_excluded() -> None:
+    found = exclusion(pod({"pool": "nowhere"}))
+    assert found.excluded == ("node1", "node2", "node3", "node4") and found.problem.startswith("0/4 Slurm nodes")
+    assert exclusion(pod({"pool": "a"}), pod({"pool": "b"})).problem  # (members that agree on no node)
+    assert node_exclusion([asks(pod({"pool": "a"}))], {}, NODES.get).problem.startswith("0/0")  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("the_pod", [
+    pod({"pool": 7}), pod(affinity={"nodeAffinity": "junk"}), pod(affinity=required(expr("pool", "Sideways", "a"))),
+    pod(affinity=required()),
+])
+def test_a_selector_that_is_not_valid_is_a_problem_and_admits_nowhere(the_pod: Any) -> None:
+    assert selector_problems(the_pod)
+    asked = asks(the_pod)
+    assert asked is not None and not any(admits(asked, n) for n in NODES.values())
+    assert exclusion(the_pod).problem
+
+
+def test_admits_reads_one_pods_selector_against_one_node() -> None:
+    asked = asks(pod({"pool": "b"}))
+    assert asked is not None
+    assert [name for name, n in NODES.items() if admits(asked, n)] == ["worker-2", "worker-3"]
+
+
+def test_the_cache_key_is_the_set_of_selectors() -> None:
+    a, b = asks(pod({"pool": "a"})), asks(pod({"pool": "b", "rank": "7"}))
+    b_reordered = asks(pod({"rank": "7", "pool": "b"}))
+    assert key_of([a, b]) == key_of([b_reordered, a, a])  # type: ignore[list-item]
+    assert key_of([a]) != key_of([b])  # type: ignore[list-item]
+
+
+def test_a_selector_larger_than_sunk_reads_is_refused_not_matched_node_by_node() -> None:
+    big = required(*({"matchExpressions": [{"key": f"k{i}-{j}", "operator": "NotIn", "values": ["v"] * 5}
+                                           for j in range(10)]} for i in range(7)))
+    assert selector_problems(pod(affinity=big))[0].startswith("spec.nodeSelector and ")
+    many_values = required(expr("pool", "In", *(f"v{i}" for i in range(257))))
+    assert "257" in selector_problems(pod(affinity=many_values))[0]
+    assert selector_problems(pod({f"k{i}": "v" for i in range(30)}, required(expr("pool", "In", "a")))) == []
+
+
+@pytest.mark.parametrize(("bound", "label", "admitted"), [
+    ("5", "7", True), ("5", "+7", True), ("5", "5_0", False), ("5", " 7", False),
+    ("5", "1" + "0" * 19, False), ("-9223372036854775808", "0", True),
+], ids=["plain", "signed", "underscore", "space", "beyond int64", "int64 min"])
+def test_gt_reads_numbers_as_kubernetes_does(bound: str, label: str, admitted: bool) -> None:
+    """strconv.ParseInt(v, 10, 64): what the kubelet's admission reads; a label it cannot read matches nothing."""
+    asked = asks(pod(affinity=required(expr("rank", "Gt", bound))))
+    assert asked is not None and admits(asked, {"metadata": {"name": "w", "labels": {"rank": label}}}) is admitted
+    assert selector_problems(pod(affinity=required(expr("rank", "Gt", "5_0"))))
