@@ -10,7 +10,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import attrs
 from kubernetes.client import ApiClient
@@ -34,9 +34,10 @@ from sunk.translate.dra import DeviceMapping
 from sunk.translate.gang import gang_of, has_started, owner_of
 from sunk.translate.identity import identity_of
 from sunk.translate.keys import GangKey, UnitKey, unit_key
-from sunk.translate.objects import is_terminal, node_ready
+from sunk.translate.objects import is_terminal, node_ready, pod_ready
 from sunk.translate.podstores import scheduler_slim_pod
-from sunk.translate.slurmd import placement_view, serving
+from sunk.translate.slurmd import k8s_node_name, placement_view, serving
+from sunk.translate.slurmd import node_of as slurm_node_map
 
 from . import kubeops, metrics
 from .binder import Binder
@@ -55,6 +56,7 @@ from .hooks import HookPorts, PlaceholderHooks, PodGone, create_hooks_app
 from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
+from .placement import NodePlacement
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 from .sweep import RollingSweep
 
@@ -342,10 +344,15 @@ def assemble(
                     claims=ClaimAllocator(api, slurm, dra.view, dra.slices, dra.classes,
                                           ours=lambda uid: pod_index.by_uid(uid) is not None, ended=pod_ended(api))
                     if dra is not None else None)
+    slurmd_nodes = SlurmdNodes(slurmd)
+    # What a Pod's nodeSelector and required node affinity rule out, from the Nodes' labels (the kubelet's
+    # admission checks them: kube-scheduler never did for these Pods).
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
-                             slurmd=SlurmdNodes(slurmd), recorder=recorder, on_bind=on_bind, on_submit=on_submit,
+                             slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
-                             workloads=workloads, claims=dra.view if dra is not None else None)
+                             node_placement=placement, workloads=workloads,
+                             claims=dra.view if dra is not None else None)
     metrics.register(slurm)
     controller = Controller(name, scheduler, workers=daemon.workers)
     gone = PodGone(pod_index.by_uid)
@@ -357,6 +364,7 @@ def assemble(
     attach_slurmd_feed(slurmd, index, controller.queue.add)
     attach_job_feed(slurm_jobs, index, controller.queue.add)
     attach_node_feed(nodes, pod_index, controller.queue.add)
+    attach_placement_feed(nodes, slurmd, slurmd_nodes, placement, controller.queue.add)
     if dra is not None:
         attach_claim_feed(dra.claims, pod_index, controller.queue.add)
 
@@ -568,6 +576,48 @@ def attach_node_feed(nodes: Any, pods: PodIndex, enqueue: Callable[[str], None])
             terminating_on(new)
 
     nodes.add_handler(on_update=changed, on_delete=terminating_on)
+
+
+def ready_slurm_nodes(slurmd_pods: list[Obj]) -> dict[str, str]:
+    """Slurm node -> Kubernetes Node, through the slurmd Pods that serve and are Ready: those a placeholder may
+    exclude by name. (A slurmd not running is often a node Slurm does not know yet, and Slurm refuses a job
+    whose exclusion names one.) A walk of the slurmd Pods: once per set of selectors and change, not per Pod."""
+    return slurm_node_map(p for p in slurmd_pods if pod_ready(p))
+
+
+def attach_placement_feed(nodes: Any, slurmd_pods: Any, slurmd_nodes: SlurmdNodes, placement: NodePlacement,
+                          enqueue: Callable[[str], None]) -> None:
+    """A slurmd Pod that comes, moves, turns Ready or not, or goes, and a Node that hosts one and whose labels
+    change (or that appears), change which Slurm nodes a nodeSelector rules out: forget the exclusions
+    computed, and wake the units that waited for a Node to match if this one does
+    (``NodePlacement.changed``). A Node that hosts no slurmd Pod, a Node's heartbeats and a slurmd Pod's lock
+    annotations change nothing."""
+
+    def wake(node: Optional[Obj]) -> None:
+        for unit in placement.changed(node):
+            enqueue(unit)
+
+    def hosting(node: Obj) -> bool:
+        return slurmd_nodes.slurm_node_on(node["metadata"]["name"]) is not None
+
+    def relabelled(old: Obj, new: Obj) -> None:
+        if (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}) and hosting(new):
+            wake(new)
+
+    def serves(*pods: Obj) -> None:
+        names = [name for pod in pods if serving(pod) and pod_ready(pod) and (name := k8s_node_name(pod))]
+        if not names:
+            wake(None)
+        for name in names:
+            wake(nodes.get(name))
+
+    def moved(old: Obj, new: Obj) -> None:
+        if placement_view(old) != placement_view(new) or pod_ready(old) != pod_ready(new):
+            serves(old, new)
+
+    nodes.add_handler(on_add=lambda node: wake(node) if hosting(node) else None, on_update=relabelled,
+                      on_delete=lambda node: wake(None) if hosting(node) else None)
+    slurmd_pods.add_handler(on_add=serves, on_update=moved, on_delete=serves)
 
 
 def sweeper(pods: PodIndex, jobs: JobIndex, enqueue: Callable[[str], None], interval: float,

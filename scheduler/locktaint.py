@@ -21,9 +21,9 @@ from sunk.translate.objects import has_taint, node_ready, slim_node
 
 
 def scheduler_slim_node(node: Obj) -> Obj:
-    """What the scheduler's Node informer keeps: name, version, taints and the Ready condition's status
-    (what ``LockTaints`` and ``NodeHealth`` read)."""
-    return slim_node(node, taints=True, ready=True)
+    """What the scheduler's Node informer keeps: name, version, labels, taints and the Ready condition's status
+    (what ``LockTaints``, ``NodeHealth`` and the placement at submission, ``placement.node_exclusion``, read)."""
+    return slim_node(node, labels=True, taints=True, ready=True)
 
 
 class LockTaints:

@@ -25,7 +25,7 @@ from kubernetes.client import ApiClient
 from sunk.controller.runtime import Result
 from sunk.kube.events import EventRecorder
 from sunk.kube.store import IndexedStore, pod_node_name
-from sunk.model import names
+from sunk.model import hostlist, names
 from sunk.model.slurm import JobRequest, Node, NodeUpdate, SubmitLimits
 from sunk.model.types import Obj
 from sunk.scripts import shipped_script
@@ -37,6 +37,7 @@ from sunk.translate.gang import Gang, disagreements, gang_of, max_members, membe
 from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
 from sunk.translate.objects import is_deleting, is_terminal, scheduling_gates
+from sunk.translate.placement import selector_problems
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
 from . import kubeops
@@ -67,6 +68,7 @@ from .gangs import Workloads, workload_keys
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
+from .placement import NodePlacement
 from .tokens import hook_token
 from .waiting import WaitCondition, current_condition, wait_condition, waiting_exposition, write_due
 
@@ -82,6 +84,9 @@ PASSING_WAIT_GRACE = 10.0
 # After a submission's answer was lost, the wait before the Pod's job is looked up in Slurm: a
 # connection that broke mid-request may leave the submission a moment more in slurmrestd.
 LOST_ANSWER_SETTLE = 2.0
+# Slurm refused a job whose exclusion names a node it does not know yet (a slurmd Pod Ready, its slurmd still
+# registering): asked again after this long.
+UNREGISTERED_NODE_RETRY = 5.0
 # A job whose cancel Slurm accepted is not cancelled again for this long: the jobs informer may show it
 # active a while yet (in a burst of changes its reads queue up for seconds), and a second cancel is a
 # Slurm call for nothing. Past it, a job still shown active is cancelled again.
@@ -220,6 +225,9 @@ class PodScheduler:
     claims: ClaimsView | None = None  # with --dra-device-mapping: the Pods' ResourceClaims (scheduler/claims.py)
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
+    # The Slurm nodes a unit's nodeSelector and required node affinity rule out (scheduler/placement.py); None:
+    # not judged (a process with no Node informer: tests).
+    node_placement: Optional[NodePlacement] = None
     clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
     # What the Slurm backend cannot submit (pyslurm: prefer, exclusive topo): such a Pod is refused, saying why.
     submit_limits: SubmitLimits = attrs.field(default=attrs.Factory(
@@ -353,6 +361,7 @@ class PodScheduler:
                                                            claims_allowed=claims is not None),
                                       *podjob.backend_problems(pod, self.submit_limits),
                                       *self.config.identity_policy.problems(pod),
+                                      *selector_problems(pod),
                                       *(claims.problems(pod) if claims is not None else ())))
 
     def _act(self, unit: UnitKey, gang: Optional[Gang], members: list[Obj], action: Action) -> Result:
@@ -492,7 +501,26 @@ class PodScheduler:
 
     def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:
         """Submit a placeholder job for ``owner`` (a Pod's UID, or a gang's owner) on behalf of ``pods``
-        (the Pod, or the gang's members): each of them hears of a failure."""
+        (the Pod, or the gang's members): each of them hears of a failure. The Slurm nodes whose Node a
+        member's nodeSelector or required node affinity rules out are excluded (the kubelet would reject it
+        there); none left, nothing is submitted: the Pods say so, and wait for a Node that matches."""
+        original_exclusion = request.excluded_nodes
+        if self.node_placement is not None:
+            exclusion, generation = self.node_placement.exclusion(pods)
+            if exclusion.problem:
+                current = self.node_placement.wait(owner, pods, generation)
+                log.info("%s: not submitted: %s", what, exclusion.problem)
+                for pod in pods:
+                    self.report(pod, "Warning", "Unschedulable", exclusion.problem)
+                    kubeops.mark_unschedulable(self.api, pod, exclusion.problem)
+                # Woken by a Node or slurmd Pod that may match (assembly.attach_placement_feed); at once if one
+                # changed while this looked.
+                return Result() if current else Result(requeue=True)
+            self.node_placement.settle(owner)
+            if exclusion.excluded:
+                # (as one hostlist expression: 5000 names are 70 KB of a request, and of the job's record)
+                request = attrs.evolve(request, excluded_nodes=(*request.excluded_nodes,
+                                                                hostlist.compress(exclusion.excluded)))
         with self._submit_slots:
             try:
                 job_id = self.slurm.submit_job(request)
@@ -517,6 +545,13 @@ class PodScheduler:
                     self.report(pod, "Warning", "SlurmUnavailable", f"cannot reach Slurm, will retry: {exc}")
                 raise  # retried with backoff by the controller
             except SlurmError as exc:
+                if request.excluded_nodes != original_exclusion and "invalid node name" in str(exc).lower():
+                    # A Slurm node sunk excluded is not Slurm's yet (its slurmd Pod is Ready, its slurmd still
+                    # registering): not a verdict on the Pod; asked again shortly.
+                    PLACEHOLDER_SUBMISSIONS.labels("unavailable").inc()
+                    log.warning("%s: Slurm does not know yet a node its exclusion names, asking again in %gs: %s",
+                                what, UNREGISTERED_NODE_RETRY, exc)
+                    return Result(requeue_after=UNREGISTERED_NODE_RETRY)
                 # Slurm answered and said no (unknown account, QOS or partition, a request no
                 # node can satisfy...): its answer will not change by asking again.
                 PLACEHOLDER_SUBMISSIONS.labels("refused").inc()
@@ -694,6 +729,8 @@ class PodScheduler:
 
     def _forget(self, uid: str) -> None:
         self._last_reported.pop(uid, None)
+        if self.node_placement is not None:
+            self.node_placement.settle(uid)
         self._waiting_since.pop(uid, None)
         self._condition_written.pop(uid, None)
         self._waiting_reason.pop(uid, None)

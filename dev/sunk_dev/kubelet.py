@@ -71,7 +71,7 @@ def node_object(name: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "labels": {NODE_LABEL: "true", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                       "gpu.nvidia.com/class": "FAKE_GPU"},
+                       "gpu.nvidia.com/class": "FAKE_GPU", "gpu.nvidia.com/model": "FAKE_GPU"},
         },
         "status": {"capacity": CAPACITY, "allocatable": CAPACITY},
     }
@@ -134,6 +134,8 @@ class FakeKubelet:
             except client.ApiException as exc:
                 if exc.status != 409:
                     raise
+                # (a Node an older sunk-dev made: its labels as this one makes them, the others kept)
+                self.core.patch_node(name, {"metadata": {"labels": node_object(name)["metadata"]["labels"]}})
             self.core.patch_node_status(name, ready_status(name))
             self._renew_lease(name)
             self._clear_not_ready_taint(name)

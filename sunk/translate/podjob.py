@@ -20,9 +20,9 @@ Rules:
   Square brackets (Slurm's matching OR) are never generated: ``sbatch --test-only`` placed
   ``[B200|H100]`` on a node with neither feature, while ``(B200|H100)`` chose right; a
   placeholder is a one-node job, where the two mean the same. Other operators, other keys,
-  several ORed terms and ``spec.nodeSelector`` are not translated, and the kubelet's admission
-  does check them: a Pod placed where they do not match is rejected (a known gap:
-  docs/translation.md).
+  several ORed terms and ``spec.nodeSelector`` have no feature form: the kubelet's admission
+  checks them, so the Slurm nodes whose Node they rule out are excluded at submission
+  (``placement.py``; docs/translation.md).
 - User, group and default account: the ``Identity`` the operator's policy gives the Pod
   (``policy.py``: what the Pod asked for, if allowed, else its namespace's default identity;
   a user-id without a group-id asks group = user). Never root by default.

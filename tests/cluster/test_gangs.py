@@ -26,7 +26,7 @@ from slurmtools import jobs_carrying, number, slurm_job, started_placeholder, st
 from test_scheduler import SCHEDULER, end_pods, event_reasons, events_for, get_pod, scheduler_process
 
 from sunk.kube import client as kc
-from sunk.kube.resources import JOBS, PODGROUPS, PODS, Resource
+from sunk.kube.resources import JOBS, NODES, PODGROUPS, PODS, Resource
 from sunk.model import hostlist, names
 from sunk.translate import gang as g
 from sunk_dev import workloads
@@ -500,9 +500,10 @@ def typed_gres(dev_cluster) -> dict[str, str]:
 
 def test_a_pod_with_gpu_class_affinity_lands_only_on_a_node_of_that_gpu_type(kube_api, dev_cluster, namespace,
                                                                              scheduler, tmp_path_factory):
-    """Needs two GPU types on different nodes (typed gres.conf lines, Gres=gpu:<type>:N in slurm.conf) and
-    the Nodes labelled gpu.nvidia.com/class accordingly; the dev cluster's sunk-dev declares them or
-    this test says what is missing."""
+    """Needs two GPU types on different nodes (typed gres.conf lines, Gres=gpu:<type>:N in slurm.conf); the dev
+    cluster's sunk-dev declares them or this test says what is missing. The Nodes of one type are labelled
+    gpu.nvidia.com/class for it meanwhile, as a GPU cloud labels its Nodes (the kubelet admits the Pods only
+    there, and the scheduler excludes the others)."""
     types = typed_gres(dev_cluster)
     if len(set(types.values())) < 2:
         pytest.skip(f"the dev cluster declares no two GPU types on different nodes (Gres: {types or 'untyped'})")
@@ -515,6 +516,11 @@ def test_a_pod_with_gpu_class_affinity_lands_only_on_a_node_of_that_gpu_type(kub
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": [label_value]}]}]}}}
     scheduler_name = SCHEDULER  # (scheduler_process's: the module's own scheduler is stopped meanwhile)
+    typed_nodes = [dev_cluster.k8s_node_for(n) for n, t in types.items() if t == gres_type]
+    classes = {name: kc.get(kube_api, NODES, name)["metadata"]["labels"].get("gpu.nvidia.com/class")
+               for name in typed_nodes}
+    for name in typed_nodes:
+        kc.patch(kube_api, NODES, name, {"metadata": {"labels": {"gpu.nvidia.com/class": label_value}}})
     scheduler.stop()
     proc.start()
     try:
@@ -538,3 +544,5 @@ def test_a_pod_with_gpu_class_affinity_lands_only_on_a_node_of_that_gpu_type(kub
         finally:
             proc.stop()
             scheduler.start()
+            for name, value in classes.items():
+                kc.patch(kube_api, NODES, name, {"metadata": {"labels": {"gpu.nvidia.com/class": value}}})

@@ -28,7 +28,7 @@ from syncer_harness import free_port
 
 from scheduler.config import PENDING_REASON_INTERVAL
 from sunk.kube import client as kc
-from sunk.kube.resources import EVENTS, PODS, Resource
+from sunk.kube.resources import EVENTS, NODES, PODS, Resource
 from sunk.model import names
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
@@ -247,6 +247,43 @@ def test_a_gated_pod_gets_no_job_until_its_last_gate_is_removed(kube_api, dev_cl
     kc.patch(kube_api, PODS, name, {"spec": {"schedulingGates": None}}, namespace)
     job_id, node = placed(kube_api, dev_cluster, namespace, name)
     assert node == dev_cluster.k8s_node_for(slurm_job(dev_cluster, job_id)["nodes"])
+
+
+def test_a_pods_node_selector_keeps_slurm_off_the_nodes_it_rules_out(kube_api, dev_cluster, namespace, scheduler):
+    """kube-scheduler never sees the Pod, but the kubelet's admission checks its nodeSelector and required node
+    affinity: the Slurm nodes whose Node does not match are excluded from the placeholder, so the Pod lands only
+    where it is admitted. None matching: no job, the Pod says why (kube-scheduler's PodScheduled=False,
+    Unschedulable), and a Node labelled to match later is where it goes."""
+    target = dev_cluster.k8s_node_for("node2")
+    pod = create_pod(kube_api, namespace, nodeSelector={"kubernetes.io/hostname": target})
+    job_id, node = placed(kube_api, dev_cluster, namespace, pod["metadata"]["name"])
+    assert node == target and slurm_job(dev_cluster, job_id)["nodes"] == "node2"
+
+    label = f"sunk.test/pool-{namespace}"
+    nowhere = create_pod(kube_api, namespace, affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": label, "operator": "In", "values": ["here"]}]}]}}})
+    name, uid = nowhere["metadata"]["name"], nowhere["metadata"]["uid"]
+
+    def unschedulable():
+        conditions = (get_pod(kube_api, namespace, name).get("status") or {}).get("conditions") or []
+        return [c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"
+                and c.get("reason") == "Unschedulable" and "do not match" in c.get("message", "")]
+
+    wait_for(unschedulable, 30, "PodScheduled=False, Unschedulable")
+    assert "Unschedulable" in event_reasons(kube_api, namespace, name)
+    assert not bound(kube_api, namespace, name) and jobs_for_pod(dev_cluster, uid) == []
+    later = dev_cluster.k8s_node_for("node3")
+    kc.patch(kube_api, NODES, later, {"metadata": {"labels": {label: "here"}}})
+    try:
+        later_job, node = placed(kube_api, dev_cluster, namespace, name)
+        assert node == later and slurm_job(dev_cluster, later_job)["nodes"] == "node3"
+    finally:
+        kc.patch(kube_api, NODES, later, {"metadata": {"labels": {label: None}}})
+        for done in (pod, nowhere):
+            kc.delete(kube_api, PODS, done["metadata"]["name"], namespace)
+    for ending in (job_id, later_job):
+        wait_for(lambda j=ending: ended(dev_cluster, j), 30, f"job {ending} to end")
 
 
 # -- validation: one test per rule, each checked through the Event --------------------------------

@@ -37,8 +37,8 @@ class StoreInformer:
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> str:
-        meta = obj["metadata"]
-        return f"{meta.get('namespace', '')}/{meta['name']}"
+        meta = obj["metadata"]  # (as the informer's: ``name`` alone for a cluster-scoped object)
+        return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
     def add_indexer(self, name: str, fn: Callable[[dict[str, Any]], list[str]]) -> None:
         self.store.add_indexer(name, fn)

@@ -42,7 +42,8 @@ def test_an_unknown_node_counts_as_evicting():
 
 def test_scheduler_slim_node_keeps_what_the_decision_and_the_informer_read():
     slim = scheduler_slim_node(node("w1", (names.LOCK_KEY, "NoExecute")))
-    assert slim == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1", "uid": "u", "resourceVersion": "5"},
+    assert slim == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1", "uid": "u", "resourceVersion": "5",
+                                                                     "labels": {"a": "b"}},  # (nodeSelector's)
                     "spec": {"taints": [{"key": names.LOCK_KEY, "effect": "NoExecute"}]},
                     "status": {"conditions": [{"type": "Ready", "status": None}]}}
     assert scheduler_slim_node({"metadata": {"name": "w2"}})["spec"] == {"taints": []}

@@ -839,3 +839,109 @@ def test_sunk_pods_waiting_counts_the_waiting_pods_by_slurms_reason_until_they_b
     jobs.upsert(Job(id=7, state="RUNNING", nodes="node1", admin_comment="uid-a"), observed_at=3.0)
     scheduler.reconcile("uid-a")  # bound
     assert count("Other") is None and count("None") == 0
+
+
+# -- nodeSelector and required node affinity: the kubelet's admission checks them (scheduler/placement.py) -------
+def slurmd_pod(name, node, ready=True):
+    return {"metadata": {"name": name, "namespace": "slurm"}, "spec": {"nodeName": node},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def placed_world(build, labels):
+    """Slurm nodes node1..node3 on worker-1..worker-3, whose labels are ``labels`` (None: no Node); the one Pod
+    asks ``pool: b``. Returns (scheduler, pods, recorder, nodes, queue)."""
+    from informer_fakes import StoreInformer
+
+    from scheduler.assembly import attach_placement_feed, ready_slurm_nodes
+    from scheduler.placement import NodePlacement
+
+    slurmd_pods = StoreInformer([slurmd_pod(f"node{i}", f"worker-{i}") for i in (1, 2, 3)])
+    nodes = StoreInformer([{"metadata": {"name": f"worker-{i}", "labels": dict(found)}}
+                           for i, found in enumerate(labels, 1) if found is not None])
+    slurmd = SlurmdNodes(slurmd_pods)
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd_pods.list()), nodes.get)
+    scheduler, pods, _jobs, recorder, _binds = build(slurmd=slurmd, node_placement=placement)
+    pods[0]["spec"]["nodeSelector"] = {"pool": "b"}
+    queue: list[str] = []
+    attach_placement_feed(nodes, slurmd_pods, slurmd, placement, queue.append)
+    return scheduler, pods, recorder, nodes, queue
+
+
+def test_the_slurm_nodes_a_pods_node_selector_rules_out_are_excluded_from_its_job(build):
+    scheduler, pods, _recorder, _nodes, _queue = placed_world(build, [{"pool": "a"}, {"pool": "b"}, None])
+    pods[0]["metadata"]["annotations"] = {names.ANN_EXCLUDED_NODES: "node7"}
+    scheduler.reconcile("uid-a")
+    (request,) = scheduler.slurm.submitted
+    # (worker-3: no Node known, nothing says it matches; sunk's part as one hostlist expression)
+    assert request.excluded_nodes == ("node7", "node[1,3]")
+
+
+def test_a_pod_no_node_matches_is_not_submitted_and_waits_for_a_node_that_does(build, writes):
+    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "a"}, {"pool": "a"}, {"pool": "c"}])
+    scheduler.reconcile("uid-a")
+    message = ("0/3 Slurm nodes are available: the Nodes their slurmd Pods run on do not match the Pod's "
+               "nodeSelector and required node affinity")
+    assert scheduler.slurm.submitted == [] and writes == [("unschedulable", "uid-a", message)]
+    assert recorder.events == [("Unschedulable", message)]
+
+    nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "a", "zone": "x"}}})  # (still not pool b)
+    nodes.put({"metadata": {"name": "worker-2", "labels": {"pool": "a"}}})  # (labels unchanged: heartbeat)
+    assert queue == []
+    nodes.put({"metadata": {"name": "worker-3", "labels": {"pool": "b"}}})
+    assert queue == ["uid-a"]
+    scheduler.reconcile("uid-a")
+    (request,) = scheduler.slurm.submitted
+    assert request.excluded_nodes == ("node[1-2]",)
+    assert scheduler.node_placement.waiting() == 0
+
+
+def test_a_slurmd_pod_that_turns_ready_on_a_matching_node_wakes_the_waiting_pod(build):
+    """Only a Ready slurmd Pod's Slurm node is excluded by name (Slurm refuses an exclusion naming a node it does
+    not know yet): one on the Node the Pod asks for wakes it once it is Ready, not before."""
+    scheduler, pods, _recorder, nodes, queue = placed_world(build, [{"pool": "a"}] * 3)
+    slurmd_pods = scheduler.slurmd.informer
+    nodes.put({"metadata": {"name": "worker-9", "labels": {"pool": "b"}}})  # (no slurmd Pod on it: no wake)
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == [] and scheduler.node_placement.waiting() == 1 and queue == []
+    slurmd_pods.put(slurmd_pod("node9", "worker-9", ready=False))
+    assert queue == []
+    slurmd_pods.put(slurmd_pod("node9", "worker-9"))
+    assert queue == ["uid-a"]
+    scheduler.reconcile("uid-a")
+    assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node[1-3]",)]
+
+
+def test_slurm_refusing_an_exclusion_that_names_a_node_it_does_not_know_yet_is_asked_again(build, writes):
+    from sunk.slurm.errors import SlurmError
+
+    scheduler, _pods, recorder, _nodes, _queue = placed_world(build, [{"pool": "a"}, {"pool": "b"}, {"pool": "b"}])
+
+    class Unregistered(Slurm):
+        def submit_job(self, request):
+            self.submitted.append(request)
+            raise SlurmError("submit job: Invalid node name specified")
+
+    scheduler.slurm = Unregistered()
+    result = scheduler.reconcile("uid-a")
+    assert result.requeue_after == reconciler.UNREGISTERED_NODE_RETRY
+    assert recorder.events == [] and writes == [] and scheduler.jobs.view("uid-a").refused is None
+
+
+def test_a_pod_whose_selector_the_matcher_cannot_read_is_refused_not_placed_anywhere(build, writes):
+    scheduler, pods, recorder, _nodes, _queue = placed_world(build, [{"pool": "b"}] * 3)
+    pods[0]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "Sideways", "values": ["b"]}]}]}}}
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == []
+    assert [e[0] for e in recorder.events] == ["FailedValidation"]
+    assert "spec.affinity.nodeAffinity" in recorder.events[0][1] and "'Sideways'" in recorder.events[0][1]
+
+
+def test_a_deleted_waiting_pod_is_no_longer_woken(build):
+    scheduler, pods, _recorder, nodes, queue = placed_world(build, [{"pool": "a"}] * 3)
+    scheduler.reconcile("uid-a")
+    assert scheduler.node_placement.waiting() == 1
+    pods.clear()
+    scheduler.reconcile("uid-a")
+    nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "b"}}})
+    assert queue == [] and scheduler.node_placement.waiting() == 0

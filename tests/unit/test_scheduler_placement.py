@@ -1,0 +1,76 @@
+"""NodePlacement: exclusions kept per set of selectors until a Node or a slurmd Pod changes; waiting units woken
+only by a Node that admits them (scheduler/placement.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.placement import NodePlacement
+
+NODES = {"w1": {"metadata": {"name": "w1", "labels": {"pool": "a"}}},
+         "w2": {"metadata": {"name": "w2", "labels": {"pool": "b"}}}}
+
+
+def pod(selector: Any = None) -> dict[str, Any]:
+    return {"metadata": {"uid": "u"}, "spec": {"nodeSelector": selector} if selector else {}}
+
+
+class Mapping:
+    def __init__(self) -> None:
+        self.walks = 0
+        self.nodes = {"n1": "w1", "n2": "w2"}
+
+    def __call__(self) -> dict[str, str]:
+        self.walks += 1
+        return dict(self.nodes)
+
+
+def test_pods_that_ask_alike_share_one_walk_until_something_changes() -> None:
+    mapping = Mapping()
+    placement = NodePlacement(mapping, NODES.get)
+    assert placement.exclusion([pod({"pool": "a"})])[0].excluded == ("n2",)
+    assert placement.exclusion([pod({"pool": "a"})])[0].excluded == ("n2",)
+    assert placement.exclusion([pod()])[0].excluded == () and mapping.walks == 1  # (asking nothing: no walk)
+    mapping.nodes["n3"] = "w9"
+    assert placement.exclusion([pod({"pool": "a"})])[0].excluded == ("n2",)  # (kept: nothing said it changed)
+    placement.changed()
+    assert placement.exclusion([pod({"pool": "a"})])[0].excluded == ("n2", "n3") and mapping.walks == 2
+
+
+def test_the_kept_exclusions_are_bounded() -> None:
+    mapping = Mapping()
+    placement = NodePlacement(mapping, NODES.get, cache_size=2)
+    for value in ("a", "b", "c", "a"):
+        placement.exclusion([pod({"pool": value})])
+    assert mapping.walks == 4  # ("a" was dropped for "c")
+    placement.exclusion([pod({"pool": "a"})])
+    assert mapping.walks == 4
+
+
+def test_a_change_wakes_only_the_waiting_units_that_node_admits_for_every_member() -> None:
+    placement = NodePlacement(Mapping(), NODES.get)
+    generation = placement.exclusion([pod({"pool": "b"})])[1]
+    assert placement.wait("lone", [pod({"pool": "b"})], generation)
+    assert placement.wait("gang", [pod({"pool": "b"}), pod({"pool": "a"})], generation)
+    assert placement.wait("gang2", [pod({"pool": "b"}), pod()], generation)
+    assert placement.changed(NODES["w2"]) == ["lone", "gang2"]
+    assert placement.changed(NODES["w1"]) == [] and placement.changed(None) == []
+    placement.settle("lone")
+    assert placement.changed(NODES["w2"]) == ["gang2"] and placement.waiting() == 2
+
+
+def test_a_change_while_the_exclusion_was_computed_is_not_lost() -> None:
+    """The Node's wake came before the unit waited: ``wait`` says so, and the caller looks again at once."""
+    placement = NodePlacement(Mapping(), NODES.get)
+    found, generation = placement.exclusion([pod({"pool": "z"})])
+    assert found.problem
+    placement.changed(NODES["w2"])  # (nobody waits yet: nobody woken)
+    assert placement.wait("lone", [pod({"pool": "z"})], generation) is False
+
+
+def test_a_gang_counts_its_members_against_the_nodes_left() -> None:
+    placement = NodePlacement(Mapping(), NODES.get)
+    alone, _ = placement.exclusion([pod({"pool": "a"})])
+    pair, _ = placement.exclusion([pod({"pool": "a"}), pod({"pool": "a"})])
+    assert not alone.problem and pair.problem.startswith("1/2 Slurm nodes are available")
+    assert "the gang needs 2" in pair.problem
