@@ -347,7 +347,7 @@ def assemble(
     slurmd_nodes = SlurmdNodes(slurmd)
     # What a Pod's nodeSelector and required node affinity rule out, from the Nodes' labels (the kubelet's
     # admission checks them: kube-scheduler never did for these Pods).
-    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get)
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get, slurmd_nodes.ready_slurm_node_on)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
@@ -588,10 +588,11 @@ def ready_slurm_nodes(slurmd_pods: list[Obj]) -> dict[str, str]:
 def attach_placement_feed(nodes: Any, slurmd_pods: Any, slurmd_nodes: SlurmdNodes, placement: NodePlacement,
                           enqueue: Callable[[str], None]) -> None:
     """A slurmd Pod that comes, moves, turns Ready or not, or goes, and a Node that hosts one and whose labels
-    change (or that appears), change which Slurm nodes a nodeSelector rules out: forget the exclusions
-    computed, and wake the units that waited for a Node to match if this one does
-    (``NodePlacement.changed``). A Node that hosts no slurmd Pod, a Node's heartbeats and a slurmd Pod's lock
-    annotations change nothing."""
+    or blocking taints change (or that appears), change which Slurm nodes a Pod's demand rules out: forget
+    the exclusions computed, and wake the units that waited for a Node to admit them if this one does
+    (``NodePlacement.changed``). Every Node's taints are kept (``node_changed``: a slurmd Pod may come to a
+    tainted Node later). A Node that hosts no slurmd Pod, a Node's heartbeats, sunk's lock taint and a slurmd
+    Pod's lock annotations change nothing."""
 
     def wake(node: Optional[Obj]) -> None:
         for unit in placement.changed(node):
@@ -600,9 +601,21 @@ def attach_placement_feed(nodes: Any, slurmd_pods: Any, slurmd_nodes: SlurmdNode
     def hosting(node: Obj) -> bool:
         return slurmd_nodes.slurm_node_on(node["metadata"]["name"]) is not None
 
-    def relabelled(old: Obj, new: Obj) -> None:
-        if (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}) and hosting(new):
+    def added(node: Obj) -> None:
+        placement.node_changed(None, node)
+        if hosting(node):
+            wake(node)
+
+    def updated(old: Obj, new: Obj) -> None:
+        taints = placement.node_changed(old, new)
+        labels = (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {})
+        if (taints or labels) and hosting(new):
             wake(new)
+
+    def deleted(node: Obj) -> None:
+        placement.node_changed(node, None)
+        if hosting(node):
+            wake(None)
 
     def serves(*pods: Obj) -> None:
         names = [name for pod in pods if serving(pod) and pod_ready(pod) and (name := k8s_node_name(pod))]
@@ -615,8 +628,7 @@ def attach_placement_feed(nodes: Any, slurmd_pods: Any, slurmd_nodes: SlurmdNode
         if placement_view(old) != placement_view(new) or pod_ready(old) != pod_ready(new):
             serves(old, new)
 
-    nodes.add_handler(on_add=lambda node: wake(node) if hosting(node) else None, on_update=relabelled,
-                      on_delete=lambda node: wake(None) if hosting(node) else None)
+    nodes.add_handler(on_add=added, on_update=updated, on_delete=deleted)
     slurmd_pods.add_handler(on_add=serves, on_update=moved, on_delete=serves)
 
 

@@ -36,7 +36,7 @@ from sunk.translate.drains import DeviceMismatchDrain, StuckPodDrain, SunkDrain,
 from sunk.translate.gang import Gang, disagreements, gang_of, max_members, member_order
 from sunk.translate.identity import IDENTITY_MAX
 from sunk.translate.keys import GangKey, PodKey, UnitKey, unit_key
-from sunk.translate.objects import is_deleting, is_terminal, scheduling_gates
+from sunk.translate.objects import is_deleting, is_terminal, pod_ready, scheduling_gates
 from sunk.translate.placement import selector_problems
 from sunk.translate.stuckpod import drain_for, grace_ends_at, should_drain
 
@@ -172,6 +172,14 @@ class SlurmdNodes:
             if self.node_of(name) == k8s_node:
                 return name
         return None
+
+    def ready_slurm_node_on(self, k8s_node: str) -> str | None:
+        """``slurm_node_on``, when the slurmd Pod that serves it is Ready (a node Slurm knows, most likely)."""
+        name = self.slurm_node_on(k8s_node)
+        if name is None:
+            return None
+        pod = slurmd.chosen(self.informer.by_index(self.SERVING, name))
+        return name if pod is not None and pod_ready(pod) else None
 
     def mapping(self) -> SlurmNodeMap:
         """``node_of`` as the read-only Mapping decide() takes: each ``get`` one index lookup."""

@@ -1,61 +1,118 @@
-"""Which Slurm nodes a Pod must not be placed on, for what the kubelet checks when it admits it.
+"""Which Slurm nodes a Pod must not be placed on, for what kube-scheduler's filters and the kubelet's
+admission check.
 
-Why: kube-scheduler never sees sunk's Pods, but the kubelet's admission runs its node-affinity
-filter again (``scheduler.AdmissionCheck``: the required node affinity with ``spec.nodeSelector``).
-A Pod bound to a Node its nodeSelector or required affinity rules out is rejected (``NodeAffinity``),
-its job released, and its owner makes another: a loop. Only the GPU class and model ``In`` clauses
-become a Slurm constraint (``podjob.gpu_clauses``); the whole selector is said to Slurm here, as the
-nodes the job must not get (``excluded_nodes``), from the labels of the Node each Slurm node's slurmd
-Pod runs on. A unit (a gang) excludes what any of its members rules out: one job holds them all.
+Why: kube-scheduler never sees sunk's Pods, but the kubelet's admission runs its filters again
+(``scheduler.AdmissionCheck``: the required node affinity with ``spec.nodeSelector``; and the
+taints with effect NoExecute). A Pod bound to a Node its nodeSelector or required affinity rules out,
+or whose NoExecute taint it does not tolerate, is rejected, its job released, and its owner makes
+another: a loop. A NoSchedule taint the kubelet lets pass; kube-scheduler's filter does not, and an
+operator taints a Node so to keep new Pods off it: sunk keeps its Pods off too. sunk's own lock taint is
+the exception: the Pod scheduler binds through it (scheduler/locktaint.py). Only the GPU class and
+model ``In`` clauses become a Slurm constraint (``podjob.gpu_clauses``); the rest is said to Slurm here,
+as the nodes the job must not get (``excluded_nodes``), from the Node each Slurm node's slurmd Pod runs
+on. A unit (a gang) excludes what any of its members rules out: one job holds them all.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from attrs import frozen
 
+from sunk.model import names
+
 from . import selectors
 
 Obj = Mapping[str, Any]
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @frozen
 class Exclusion:
-    """``excluded``: the Slurm nodes (sorted) whose Node some Pod's selector rules out, or whose Node is not
-    known; ``problem``: why no Slurm node may take the Pods (none of their Nodes matches), else ""."""
+    """``excluded``: the Slurm nodes (sorted) whose Node some Pod's demand rules out, or whose Node is not
+    known; ``problem``: why no Slurm node may take the Pods (too few of their Nodes admit them), else ""."""
 
     excluded: tuple[str, ...] = ()
     problem: str = ""
 
 
+@frozen
+class Demand:
+    """What one Pod asks of a Node: its ``nodeSelector`` and required node affinity, and the taints it
+    tolerates (its ``spec.tolerations`` as written)."""
+
+    selector: Any = None
+    affinity: Any = None
+    tolerations: Any = ()
+
+    @property
+    def selects(self) -> bool:
+        """It asks for some Nodes only (a nodeSelector or a required node affinity)."""
+        return bool(self.selector) or selectors.required_terms(self.affinity) != ()
+
+    def wire(self) -> tuple[Any, Any, Any]:
+        return self.selector, self.affinity, self.tolerations
+
+
+def demand_of(pod: Obj) -> Demand:
+    spec = pod.get("spec") or {}
+    return Demand(spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations") or ())
+
+
 def asks(pod: Obj) -> Optional[tuple[Any, Any]]:
     """The Pod's ``(nodeSelector, affinity)`` when it asks for some Nodes only, else None."""
-    spec = pod.get("spec") or {}
-    selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
-    if not selector and selectors.required_terms(affinity) == ():
-        return None
-    return selector, affinity
+    demand = demand_of(pod)
+    return (demand.selector, demand.affinity) if demand.selects else None
+
+
+def blocking_taints(node: Obj) -> tuple[Obj, ...]:
+    """The Node's taints that keep a Pod off it unless tolerated (NoSchedule, NoExecute), sunk's lock aside."""
+    return tuple(t for t in (node.get("spec") or {}).get("taints") or ()
+                 if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS and t.get("key") != names.LOCK_KEY)
+
+
+def tolerates(toleration: object, taint: Obj) -> bool:
+    """Kubernetes' ``Toleration.ToleratesTaint`` (k8s.io/api/core/v1/toleration.go)."""
+    if not isinstance(toleration, Mapping):
+        return False
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _tolerated(demand: Demand, taints: Sequence[Obj]) -> bool:
+    tolerations = demand.tolerations if isinstance(demand.tolerations, Sequence) else ()
+    return all(any(tolerates(t, taint) for t in tolerations) for taint in taints)
 
 
 # What one Pod may ask (its nodeSelector's labels and every match expression and field of its terms; their
 # values): each is read for every Slurm node's Node at submission, and a Pod is any tenant's to write.
 MAX_REQUIREMENTS = 64
 MAX_VALUES = 256
+MAX_TOLERATIONS = 128  # each read against every taint of a tainted Node
 
 
 def selector_problems(pod: Obj) -> list[str]:
     """What is wrong with the Pod's nodeSelector or required node affinity, as the matcher reads them (the
     apiserver validates both; a selector this matcher cannot read is refused, never read as "anywhere"), and
-    a selector larger than sunk reads (``MAX_REQUIREMENTS``, ``MAX_VALUES``)."""
+    a selector or tolerations larger than sunk reads (``MAX_REQUIREMENTS``, ``MAX_VALUES``, ``MAX_TOLERATIONS``)."""
     spec = pod.get("spec") or {}
     selector, affinity = spec.get("nodeSelector"), spec.get("affinity")
     found = [f"spec.{problem}" for problem in selectors.problems(selector, affinity)]
     if found:
         return found
+    if len(spec.get("tolerations") or ()) > MAX_TOLERATIONS:
+        return [f"spec.tolerations: at most {MAX_TOLERATIONS} (got {len(spec['tolerations'])}): sunk reads them "
+                f"against the taints of every tainted Node"]
     requirements = [r for term in selectors.required_terms(affinity) or ()
                     for r in (*(term.get("matchExpressions") or ()), *(term.get("matchFields") or ()))]
     values = sum(len(r.get("values") or ()) for r in requirements)
@@ -66,36 +123,46 @@ def selector_problems(pod: Obj) -> list[str]:
     return []
 
 
-def key_of(asked: Iterable[tuple[Any, Any]]) -> str:
-    """One short string for a set of selectors (order and repeats aside): what a cache of exclusions is keyed
+def key_of(demands: Iterable[Demand]) -> str:
+    """One short string for a set of demands (order and repeats aside): what a cache of exclusions is keyed
     by (a digest: a tenant's selector may be long)."""
-    text = json.dumps(sorted({json.dumps(a, sort_keys=True, separators=(",", ":")) for a in asked}))
+    text = json.dumps(sorted({json.dumps(d.wire(), sort_keys=True, separators=(",", ":")) for d in demands}))
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
 
-def _usable(asked: tuple[Any, Any]) -> bool:
-    return not selectors.problems(*asked)
+def _usable(demand: Demand) -> bool:
+    return not demand.selects or not selectors.problems(demand.selector, demand.affinity)
 
 
-def admits(asked: tuple[Any, Any], node: Obj) -> bool:
-    """Whether the Node matches one Pod's ``asks``; a selector with problems admits nowhere."""
-    return _usable(asked) and selectors.matches_checked(node, *asked)
+def _matches(demand: Demand, node: Obj) -> bool:
+    """``admits`` for a demand already found ``_usable``."""
+    return ((not demand.selects or selectors.matches_checked(node, demand.selector, demand.affinity))
+            and _tolerated(demand, blocking_taints(node)))
 
 
-def node_exclusion(asked: Iterable[tuple[Any, Any]], k8s_node_of: Mapping[str, str],
+def admits(demand: Demand, node: Obj) -> bool:
+    """Whether the Node admits one Pod's demand; a selector with problems admits nowhere."""
+    return _usable(demand) and _matches(demand, node)
+
+
+def _distinct(demands: Iterable[Demand]) -> list[Demand]:
+    return list({json.dumps(d.wire(), sort_keys=True): d for d in demands}.values())
+
+
+def node_exclusion(demands: Iterable[Demand], k8s_node_of: Mapping[str, str],
                    node: Callable[[str], Optional[Obj]], members: int = 1) -> Exclusion:
-    """The Slurm nodes of ``k8s_node_of`` (Slurm node -> the Node its slurmd Pod runs on) that any of the
-    ``asked`` selectors (each a Pod's ``asks``) rules out. A Slurm node whose Node is not known (``node(name)``
-    None) is excluded: nothing says it matches. Fewer left than the unit's ``members`` (one node each): the
-    problem says so, in kube-scheduler's words."""
-    distinct = list({json.dumps(a, sort_keys=True): a for a in asked}.values())
+    """The Slurm nodes of ``k8s_node_of`` (Slurm node -> the Node its slurmd Pod runs on) whose Node some of
+    the ``demands`` (each a Pod's) rules out: a walk of every Slurm node, for demands that select. A Slurm
+    node whose Node is not known (``node(name)`` None) is excluded: nothing says it matches. Fewer left than
+    the unit's ``members`` (one node each): the problem says so, in kube-scheduler's words."""
+    distinct = _distinct(demands)
     if not distinct:
         return Exclusion()
-    usable = all(_usable(a) for a in distinct)  # (each checked once, not once per node)
+    usable = all(_usable(d) for d in distinct)  # (each checked once, not once per node)
     excluded = []
     for slurm_node, k8s_node in sorted(k8s_node_of.items()):
         known = node(k8s_node)
-        if not usable or known is None or not all(selectors.matches_checked(known, *a) for a in distinct):
+        if not usable or known is None or not all(_matches(d, known) for d in distinct):
             excluded.append(slurm_node)
     left = len(k8s_node_of) - len(excluded)
     if left < members:
@@ -103,5 +170,18 @@ def node_exclusion(asked: Iterable[tuple[Any, Any]], k8s_node_of: Mapping[str, s
         need = f"; the gang needs {members}, one each" if members > 1 else ""
         return Exclusion(tuple(excluded), f"{left}/{len(k8s_node_of)} Slurm nodes are available: the Nodes their "
                                           f"slurmd Pods run on do not match {whose} nodeSelector and required node "
-                                          f"affinity{need}")
+                                          f"affinity, or have taints it does not tolerate{need}")
     return Exclusion(tuple(excluded))
+
+
+def taint_exclusion(demands: Iterable[Demand], tainted: Iterable[tuple[str, Obj]],
+                    slurm_node_on: Callable[[str], Optional[str]]) -> Exclusion:
+    """For demands that select nothing: the Slurm nodes on the ``tainted`` Nodes (name, Node: only those with
+    ``blocking_taints``) some demand does not tolerate, found through ``slurm_node_on`` (a Node -> the Slurm
+    node its slurmd Pod serves). O(the tainted Nodes), not a walk of every Slurm node; no problem is judged
+    (Slurm refuses a job every node of its partition is excluded from)."""
+    distinct = _distinct(demands)
+    excluded = {slurm_node for name, node in tainted
+                if not all(_tolerated(d, blocking_taints(node)) for d in distinct)
+                and (slurm_node := slurm_node_on(name)) is not None}
+    return Exclusion(tuple(sorted(excluded)))

@@ -74,3 +74,23 @@ def test_a_gang_counts_its_members_against_the_nodes_left() -> None:
     pair, _ = placement.exclusion([pod({"pool": "a"}), pod({"pool": "a"})])
     assert not alone.problem and pair.problem.startswith("1/2 Slurm nodes are available")
     assert "the gang needs 2" in pair.problem
+
+
+def test_only_blocking_taints_are_kept_and_sunks_lock_changes_nothing() -> None:
+    placement = NodePlacement(Mapping(), NODES.get, slurm_node_on={"w1": "n1", "w2": "n2"}.get)
+    plain = {"metadata": {"uid": "u"}, "spec": {}}
+    assert placement.exclusion([plain])[0].excluded == ()  # (no tainted Node: no key, no walk)
+    lock = {"key": "sunk.coreweave.com/lock", "value": "true", "effect": "NoExecute"}
+    w1 = {"metadata": {"name": "w1"}, "spec": {"taints": []}}
+    w1_locked = {"metadata": {"name": "w1"}, "spec": {"taints": [lock]}}
+    assert placement.node_changed(None, w1) is False and placement.node_changed(w1, w1_locked) is False
+    w1_prefer = {"metadata": {"name": "w1"}, "spec": {"taints": [lock, {"key": "p", "effect": "PreferNoSchedule"}]}}
+    assert placement.node_changed(w1_locked, w1_prefer) is False
+    assert placement.exclusion([plain])[0].excluded == ()
+    w2 = {"metadata": {"name": "w2"}, "spec": {"taints": [{"key": "m", "effect": "NoExecute"}]}}
+    assert placement.node_changed(None, w2) is True
+    placement.changed(w2)
+    assert placement.exclusion([plain])[0].excluded == ("n2",)
+    assert placement.node_changed(w2, None) is True
+    placement.changed()
+    assert placement.exclusion([plain])[0].excluded == ()

@@ -859,7 +859,7 @@ def placed_world(build, labels):
     nodes = StoreInformer([{"metadata": {"name": f"worker-{i}", "labels": dict(found)}}
                            for i, found in enumerate(labels, 1) if found is not None])
     slurmd = SlurmdNodes(slurmd_pods)
-    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd_pods.list()), nodes.get)
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd_pods.list()), nodes.get, slurmd.ready_slurm_node_on)
     scheduler, pods, _jobs, recorder, _binds = build(slurmd=slurmd, node_placement=placement)
     pods[0]["spec"]["nodeSelector"] = {"pool": "b"}
     queue: list[str] = []
@@ -880,7 +880,7 @@ def test_a_pod_no_node_matches_is_not_submitted_and_waits_for_a_node_that_does(b
     scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "a"}, {"pool": "a"}, {"pool": "c"}])
     scheduler.reconcile("uid-a")
     message = ("0/3 Slurm nodes are available: the Nodes their slurmd Pods run on do not match the Pod's "
-               "nodeSelector and required node affinity")
+               "nodeSelector and required node affinity, or have taints it does not tolerate")
     assert scheduler.slurm.submitted == [] and writes == [("unschedulable", "uid-a", message)]
     assert recorder.events == [("Unschedulable", message)]
 
@@ -945,3 +945,35 @@ def test_a_deleted_waiting_pod_is_no_longer_woken(build):
     scheduler.reconcile("uid-a")
     nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "b"}}})
     assert queue == [] and scheduler.node_placement.waiting() == 0
+
+
+def test_a_pod_keeps_off_a_node_whose_taint_it_does_not_tolerate_but_not_off_sunks_lock(build):
+    """NoExecute: the kubelet's admission would reject it; NoSchedule: kube-scheduler's filter would keep it off.
+    sunk's lock taint is the one it binds through (scheduler/locktaint.py)."""
+    scheduler, pods, _recorder, nodes, _queue = placed_world(build, [{}, {}, {}])
+    del pods[0]["spec"]["nodeSelector"]
+    nodes.put({"metadata": {"name": "worker-1", "labels": {}}, "spec": {"taints": [
+        {"key": names.LOCK_KEY, "value": "true", "effect": "NoExecute"}]}})
+    nodes.put({"metadata": {"name": "worker-2", "labels": {}}, "spec": {"taints": [
+        {"key": "example.com/maintenance", "effect": "NoExecute"}]}})
+    scheduler.reconcile("uid-a")
+    assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node2",)]
+
+    scheduler.jobs.forget("uid-a")
+    nodes.put({"metadata": {"name": "worker-2", "labels": {}}, "spec": {"taints": []}})  # (lifted)
+    scheduler.reconcile("uid-a")
+    assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node2",), ()]
+
+
+def test_a_pod_waiting_because_its_nodes_are_tainted_is_woken_when_the_taint_goes(build, writes):
+    scheduler, pods, _recorder, nodes, queue = placed_world(build, [{"pool": "a"}, {"pool": "a"}, {"pool": "b"}])
+    nodes.put({"metadata": {"name": "worker-3", "labels": {"pool": "b"}}, "spec": {"taints": [
+        {"key": "example.com/maintenance", "value": "x", "effect": "NoSchedule"}]}})
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == [] and scheduler.node_placement.waiting() == 1
+    assert queue == []
+    nodes.put({"metadata": {"name": "worker-3", "labels": {"pool": "b"}}, "spec": {"taints": [
+        {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}]}})  # (the lock admits it)
+    assert queue == ["uid-a"]
+    scheduler.reconcile("uid-a")
+    assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node[1-2]",)]

@@ -6,7 +6,17 @@ from typing import Any
 
 import pytest
 
-from sunk.translate.placement import Exclusion, admits, asks, key_of, node_exclusion, selector_problems
+from sunk.translate.placement import (
+    Demand,
+    Exclusion,
+    admits,
+    demand_of,
+    key_of,
+    node_exclusion,
+    selector_problems,
+    taint_exclusion,
+    tolerates,
+)
 
 NODES = {
     "worker-1": {"metadata": {"name": "worker-1", "labels": {"pool": "a", "gpu.nvidia.com/class": "H100"}}},
@@ -34,7 +44,7 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
 
 
 def exclusion(*pods: Any) -> Exclusion:
-    return node_exclusion([a for p in pods if (a := asks(p)) is not None], SLURM, NODES.get)
+    return node_exclusion([d for p in pods if (d := demand_of(p)).selects], SLURM, NODES.get)
 
 
 @pytest.mark.parametrize(("the_pod", "expected"), [
@@ -62,8 +72,9 @@ def test_a_gang_excludes_what_any_member_rules_out() -> None:
 def test_none_matching_is_a_problem_with_every_node_excluded() -> None:
     found = exclusion(pod({"pool": "nowhere"}))
     assert found.excluded == ("node1", "node2", "node3", "node4") and found.problem.startswith("0/4 Slurm nodes")
+    assert "taints it does not tolerate" in found.problem
     assert exclusion(pod({"pool": "a"}), pod({"pool": "b"})).problem  # (members that agree on no node)
-    assert node_exclusion([asks(pod({"pool": "a"}))], {}, NODES.get).problem.startswith("0/0")  # type: ignore[list-item]
+    assert node_exclusion([demand_of(pod({"pool": "a"}))], {}, NODES.get).problem.startswith("0/0")
 
 
 @pytest.mark.parametrize("the_pod", [
@@ -72,22 +83,20 @@ def test_none_matching_is_a_problem_with_every_node_excluded() -> None:
 ])
 def test_a_selector_that_is_not_valid_is_a_problem_and_admits_nowhere(the_pod: Any) -> None:
     assert selector_problems(the_pod)
-    asked = asks(the_pod)
-    assert asked is not None and not any(admits(asked, n) for n in NODES.values())
+    assert demand_of(the_pod).selects and not any(admits(demand_of(the_pod), n) for n in NODES.values())
     assert exclusion(the_pod).problem
 
 
 def test_admits_reads_one_pods_selector_against_one_node() -> None:
-    asked = asks(pod({"pool": "b"}))
-    assert asked is not None
-    assert [name for name, n in NODES.items() if admits(asked, n)] == ["worker-2", "worker-3"]
+    assert [name for name, n in NODES.items() if admits(demand_of(pod({"pool": "b"})), n)] == ["worker-2", "worker-3"]
 
 
 def test_the_cache_key_is_the_set_of_selectors() -> None:
-    a, b = asks(pod({"pool": "a"})), asks(pod({"pool": "b", "rank": "7"}))
-    b_reordered = asks(pod({"rank": "7", "pool": "b"}))
-    assert key_of([a, b]) == key_of([b_reordered, a, a])  # type: ignore[list-item]
-    assert key_of([a]) != key_of([b])  # type: ignore[list-item]
+    a, b = demand_of(pod({"pool": "a"})), demand_of(pod({"pool": "b", "rank": "7"}))
+    b_reordered = demand_of(pod({"rank": "7", "pool": "b"}))
+    assert key_of([a, b]) == key_of([b_reordered, a, a])
+    assert key_of([a]) != key_of([b])
+    assert key_of([a]) != key_of([Demand(a.selector, a.affinity, ({"operator": "Exists"},))])
 
 
 def test_a_selector_larger_than_sunk_reads_is_refused_not_matched_node_by_node() -> None:
@@ -105,6 +114,46 @@ def test_a_selector_larger_than_sunk_reads_is_refused_not_matched_node_by_node()
 ], ids=["plain", "signed", "underscore", "space", "beyond int64", "int64 min"])
 def test_gt_reads_numbers_as_kubernetes_does(bound: str, label: str, admitted: bool) -> None:
     """strconv.ParseInt(v, 10, 64): what the kubelet's admission reads; a label it cannot read matches nothing."""
-    asked = asks(pod(affinity=required(expr("rank", "Gt", bound))))
-    assert asked is not None and admits(asked, {"metadata": {"name": "w", "labels": {"rank": label}}}) is admitted
+    demand = demand_of(pod(affinity=required(expr("rank", "Gt", bound))))
+    assert admits(demand, {"metadata": {"name": "w", "labels": {"rank": label}}}) is admitted
     assert selector_problems(pod(affinity=required(expr("rank", "Gt", "5_0"))))
+
+
+def tainted(name: str, *taints: dict[str, str], labels: Any = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": list(taints)}}
+
+
+@pytest.mark.parametrize(("toleration", "taint", "expected"), [
+    ({"key": "k", "operator": "Equal", "value": "v"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
+    ({"key": "k", "value": "v"}, {"key": "k", "value": "w", "effect": "NoSchedule"}, False),
+    ({"key": "k", "operator": "Exists"}, {"key": "k", "value": "w", "effect": "NoExecute"}, True),
+    ({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, {"key": "k", "effect": "NoExecute"}, False),
+    ({"operator": "Exists"}, {"key": "anything", "effect": "NoExecute"}, True),
+    ({"operator": "Exists", "effect": "NoExecute"}, {"key": "anything", "effect": "NoExecute"}, True),
+    ({"key": "k", "operator": "Sideways"}, {"key": "k", "effect": "NoExecute"}, False),
+    ({"key": "k"}, {"key": "k", "effect": "NoSchedule"}, True),  # (Equal, both values empty)
+    ("junk", {"key": "k", "effect": "NoSchedule"}, False),
+], ids=["equal", "other value", "exists", "other effect", "every key", "every key of an effect", "bad operator",
+        "empty values", "not an object"])
+def test_tolerations_match_as_kubernetes_matches_them(toleration: Any, taint: Any, expected: bool) -> None:
+    assert tolerates(toleration, taint) is expected
+
+
+def test_a_taint_the_pod_does_not_tolerate_rules_its_node_out_but_not_sunks_lock_nor_prefer() -> None:
+    nodes = {"w1": tainted("w1", {"key": "maint", "effect": "NoExecute"}),
+             "w2": tainted("w2", {"key": "sunk.coreweave.com/lock", "value": "true", "effect": "NoExecute"},
+                           {"key": "soft", "effect": "PreferNoSchedule"}),
+             "w3": tainted("w3", {"key": "gpu", "value": "true", "effect": "NoSchedule"})}
+    on = {"w1": "n1", "w2": "n2", "w3": "n3"}.get
+    plain = demand_of({"spec": {}})
+    assert taint_exclusion([plain], nodes.items(), on) == Exclusion(("n1", "n3"))
+    gpu = demand_of({"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}})
+    assert taint_exclusion([gpu], nodes.items(), on) == Exclusion(("n1",))
+    assert taint_exclusion([gpu, plain], nodes.items(), on) == Exclusion(("n1", "n3"))  # (a gang: any member)
+    everything = demand_of({"spec": {"tolerations": [{"operator": "Exists"}]}})
+    assert taint_exclusion([everything], nodes.items(), on) == Exclusion()
+    assert taint_exclusion([plain], nodes.items(), lambda _n: None) == Exclusion()  # (no Slurm node on them)
+    selecting = demand_of(pod({"pool": "b"}))
+    assert node_exclusion([selecting], {"n1": "w1", "n3": "w3"}, {
+        "w1": tainted("w1", labels={"pool": "b"}),
+        "w3": tainted("w3", {"key": "gpu", "effect": "NoSchedule"}, labels={"pool": "b"})}.get) == Exclusion(("n3",))
