@@ -286,6 +286,53 @@ def test_a_pods_node_selector_keeps_slurm_off_the_nodes_it_rules_out(kube_api, d
         wait_for(lambda j=ending: ended(dev_cluster, j), 30, f"job {ending} to end")
 
 
+def set_taint(api, node: str, taint: dict | None, key: str) -> None:
+    """Put ``taint`` on the Node (None: take ``key``'s off), keeping its other taints (sunk's lock among them)."""
+    def write():
+        current = kc.get(api, NODES, node)
+        kept = [t for t in current["spec"].get("taints") or [] if t["key"] != key]
+        kc.patch(api, NODES, node, {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                                    "spec": {"taints": kept + ([taint] if taint else [])}})
+        return True
+
+    wait_for(lambda: _retried(write), 10, f"the taint {key} written on {node}")
+
+
+def _retried(write):
+    try:
+        return write()
+    except kc.ApiError as exc:
+        if exc.status == 409:
+            return False
+        raise
+
+
+def test_a_pod_keeps_off_the_nodes_whose_noschedule_taint_it_does_not_tolerate(kube_api, dev_cluster, namespace,
+                                                                            scheduler):
+    """kube-scheduler's filter would keep it off them (and the kubelet's admission rejects it where a NoExecute
+    one is): the Slurm nodes on those Nodes are excluded from its placeholder; a Pod that tolerates the taint
+    is not kept off."""
+    key = f"sunk.test/maintenance-{namespace}"
+    tainted = [dev_cluster.k8s_node_for(n) for n in ("node1", "node2", "node3")]
+    for node in tainted:
+        set_taint(kube_api, node, {"key": key, "value": "x", "effect": "NoSchedule"}, key)
+    try:
+        pod = create_pod(kube_api, namespace)
+        job_id, node = placed(kube_api, dev_cluster, namespace, pod["metadata"]["name"])
+        assert node == dev_cluster.k8s_node_for("node4") and slurm_job(dev_cluster, job_id)["nodes"] == "node4"
+        tolerant = create_pod(kube_api, namespace, tolerations=[{"key": key, "operator": "Exists"}])
+        tolerant_job, _ = placed(kube_api, dev_cluster, namespace, tolerant["metadata"]["name"])
+        assert slurm_job(dev_cluster, tolerant_job).get("excluded_nodes", "") in ("", None), \
+            slurm_job(dev_cluster, tolerant_job).get("excluded_nodes")
+    finally:
+        for node in tainted:
+            set_taint(kube_api, node, None, key)
+    for done in (pod, tolerant):
+        kc.delete(kube_api, PODS, done["metadata"]["name"], namespace)
+    for ending in (job_id, tolerant_job):
+        wait_for(lambda j=ending: ended(dev_cluster, j), 30, f"job {ending} to end")
+
+
 # -- validation: one test per rule, each checked through the Event --------------------------------
 @pytest.mark.parametrize(("annotations", "spec", "needle"), [
     ({names.ANN_PRIORITY: "high"}, {}, "priority"),
