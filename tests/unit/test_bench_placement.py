@@ -1,0 +1,24 @@
+"""benchmarks/placement.py: its worlds exclude what they say, so the figures time the work they name."""
+
+from __future__ import annotations
+
+from benchmarks import placement
+
+
+def test_the_selecting_pod_is_kept_off_the_nodes_it_does_not_select_and_the_plain_one_off_the_tainted() -> None:
+    world = placement.world(12, tainted=4)
+    found, _ = placement.fresh(world)()
+    # (selected: pool inference, odd i; GPU class H100 or H200, i not a multiple of 3; zone not z9: all)
+    admitted = {f"n{i}" for i in range(12) if i % 2 and i % 3 and i >= 4}
+    assert set(found.excluded) == {f"n{i}" for i in range(12)} - admitted and not found.problem
+    plain, _ = world.exclusion([placement.PLAIN])
+    assert plain.excluded == ("n0", "n1", "n2", "n3")
+    assert placement.world(12).exclusion([placement.PLAIN])[0].excluded == ()
+
+
+def test_a_node_event_wakes_the_waiting_units_it_admits() -> None:
+    world = placement.world(4)
+    for unit in range(3):
+        world.wait(f"unit-{unit}", [placement.SELECTING], 0)
+    assert world.changed(placement.node(1)) == ["unit-0", "unit-1", "unit-2"]
+    assert world.changed(placement.node(2)) == []
