@@ -57,7 +57,9 @@ class NodePlacement:
             generation = self._generation
             if not selecting and not self._tainted:
                 return Exclusion(), generation
-            key = f"{len(pods)}:{key_of(demands)}"
+        key = f"{len(pods)}:{key_of(demands)}"  # (outside the lock: a gang's demands take a while to digest)
+        with self._lock:
+            generation = self._generation
             if (found := self._cache.get(key)) is not None:
                 self._cache.move_to_end(key)
                 return found, generation
@@ -65,7 +67,8 @@ class NodePlacement:
         if selecting:
             found = node_exclusion(demands, self._mapping(), self._node, members=len(pods))
         else:
-            found = taint_exclusion(demands, tainted, self._slurm_node_on)
+            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(self._mapping()),
+                                    members=len(pods))
         with self._lock:
             if generation == self._generation:  # (not if a change came meanwhile: the next ask computes it again)
                 self._cache[key] = found

@@ -174,12 +174,14 @@ class SlurmdNodes:
         return None
 
     def ready_slurm_node_on(self, k8s_node: str) -> str | None:
-        """``slurm_node_on``, when the slurmd Pod that serves it is Ready (a node Slurm knows, most likely)."""
-        name = self.slurm_node_on(k8s_node)
-        if name is None:
-            return None
-        pod = slurmd.chosen(self.informer.by_index(self.SERVING, name))
-        return name if pod is not None and pod_ready(pod) else None
+        """``slurm_node_on``, among the Ready slurmd Pods only (a node Slurm knows, most likely): as
+        ``placement.ready_slurm_nodes`` maps them, a replacement not yet Ready elsewhere aside."""
+        for name in sorted({slurmd.slurm_node_name(p) for p in self.informer.by_index(self.HOSTING, k8s_node)
+                            if pod_ready(p)}):
+            pod = slurmd.chosen([p for p in self.informer.by_index(self.SERVING, name) if pod_ready(p)])
+            if pod is not None and slurmd.k8s_node_name(pod) == k8s_node:
+                return name
+        return None
 
     def mapping(self) -> SlurmNodeMap:
         """``node_of`` as the read-only Mapping decide() takes: each ``get`` one index lookup."""

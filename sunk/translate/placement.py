@@ -94,6 +94,25 @@ def _tolerated(demand: Demand, taints: Sequence[Obj]) -> bool:
     return all(any(tolerates(t, taint) for t in tolerations) for taint in taints)
 
 
+class _Tolerance:
+    """Whether every demand tolerates a Node's blocking taints, read once per distinct set of taints (the
+    Nodes of a pool carry the same few): a walk of 5000 tainted Nodes is a few reads, not 5000 times each
+    toleration."""
+
+    def __init__(self, demands: Sequence[Demand]):
+        self._demands = demands
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, node: Obj) -> bool:
+        taints = blocking_taints(node)
+        if not taints:
+            return True
+        key = json.dumps(taints, sort_keys=True)
+        if (found := self._known.get(key)) is None:
+            found = self._known[key] = all(_tolerated(d, taints) for d in self._demands)
+        return found
+
+
 # What one Pod may ask (its nodeSelector's labels and every match expression and field of its terms; their
 # values): each is read for every Slurm node's Node at submission, and a Pod is any tenant's to write.
 MAX_REQUIREMENTS = 64
@@ -134,10 +153,13 @@ def _usable(demand: Demand) -> bool:
     return not demand.selects or not selectors.problems(demand.selector, demand.affinity)
 
 
+def _selected(demand: Demand, node: Obj) -> bool:
+    return not demand.selects or selectors.matches_checked(node, demand.selector, demand.affinity)
+
+
 def _matches(demand: Demand, node: Obj) -> bool:
     """``admits`` for a demand already found ``_usable``."""
-    return ((not demand.selects or selectors.matches_checked(node, demand.selector, demand.affinity))
-            and _tolerated(demand, blocking_taints(node)))
+    return _selected(demand, node) and _tolerated(demand, blocking_taints(node))
 
 
 def admits(demand: Demand, node: Obj) -> bool:
@@ -159,29 +181,36 @@ def node_exclusion(demands: Iterable[Demand], k8s_node_of: Mapping[str, str],
     if not distinct:
         return Exclusion()
     usable = all(_usable(d) for d in distinct)  # (each checked once, not once per node)
+    tolerated = _Tolerance(distinct)
     excluded = []
     for slurm_node, k8s_node in sorted(k8s_node_of.items()):
         known = node(k8s_node)
-        if not usable or known is None or not all(_matches(d, known) for d in distinct):
+        if not usable or known is None or not all(_selected(d, known) for d in distinct) or not tolerated(known):
             excluded.append(slurm_node)
-    left = len(k8s_node_of) - len(excluded)
+    return _judged(excluded, len(k8s_node_of), len(distinct), members)
+
+
+def _judged(excluded: Sequence[str], total: int, demands: int, members: int) -> Exclusion:
+    """Fewer Slurm nodes left than the unit's members (one node each): the problem, in kube-scheduler's words."""
+    left = total - len(excluded)
     if left < members:
-        whose = "the Pod's" if len(distinct) == 1 and members == 1 else "every member's"
+        whose = "the Pod's" if demands == 1 and members == 1 else "every member's"
         need = f"; the gang needs {members}, one each" if members > 1 else ""
-        return Exclusion(tuple(excluded), f"{left}/{len(k8s_node_of)} Slurm nodes are available: the Nodes their "
-                                          f"slurmd Pods run on do not match {whose} nodeSelector and required node "
-                                          f"affinity, or have taints it does not tolerate{need}")
+        return Exclusion(tuple(excluded), f"{left}/{total} Slurm nodes are available: the Nodes their slurmd Pods "
+                                          f"run on do not match {whose} nodeSelector and required node affinity, "
+                                          f"or have taints it does not tolerate{need}")
     return Exclusion(tuple(excluded))
 
 
 def taint_exclusion(demands: Iterable[Demand], tainted: Iterable[tuple[str, Obj]],
-                    slurm_node_on: Callable[[str], Optional[str]]) -> Exclusion:
+                    slurm_node_on: Callable[[str], Optional[str]], total: Callable[[], int],
+                    members: int = 1) -> Exclusion:
     """For demands that select nothing: the Slurm nodes on the ``tainted`` Nodes (name, Node: only those with
     ``blocking_taints``) some demand does not tolerate, found through ``slurm_node_on`` (a Node -> the Slurm
-    node its slurmd Pod serves). O(the tainted Nodes), not a walk of every Slurm node; no problem is judged
-    (Slurm refuses a job every node of its partition is excluded from)."""
+    node its slurmd Pod serves). O(the tainted Nodes), not a walk of every Slurm node; ``total()``, the Slurm
+    nodes that may be named, is asked only when some are excluded, to judge whether enough are left."""
     distinct = _distinct(demands)
-    excluded = {slurm_node for name, node in tainted
-                if not all(_tolerated(d, blocking_taints(node)) for d in distinct)
-                and (slurm_node := slurm_node_on(name)) is not None}
-    return Exclusion(tuple(sorted(excluded)))
+    tolerated = _Tolerance(distinct)
+    excluded = sorted({slurm_node for name, node in tainted
+                       if not tolerated(node) and (slurm_node := slurm_node_on(name)) is not None})
+    return _judged(excluded, total(), len(distinct), members) if excluded else Exclusion()

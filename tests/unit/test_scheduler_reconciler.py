@@ -977,3 +977,40 @@ def test_a_pod_waiting_because_its_nodes_are_tainted_is_woken_when_the_taint_goe
     assert queue == ["uid-a"]
     scheduler.reconcile("uid-a")
     assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node[1-2]",)]
+
+
+def test_a_pod_every_node_of_which_is_tainted_against_it_waits_and_is_woken_when_one_is_lifted(build, writes):
+    """Not submitted for Slurm to refuse (every node excluded; a refusal is kept for minutes): it waits, as a
+    Pod whose nodeSelector nothing matches does."""
+    scheduler, pods, recorder, nodes, queue = placed_world(build, [{}, {}, {}])
+    del pods[0]["spec"]["nodeSelector"]
+    maintenance = {"key": "example.com/maintenance", "effect": "NoSchedule"}
+    for i in (1, 2, 3):
+        nodes.put({"metadata": {"name": f"worker-{i}", "labels": {}}, "spec": {"taints": [maintenance]}})
+    scheduler.reconcile("uid-a")
+    assert scheduler.slurm.submitted == [] and recorder.events[0][0] == "Unschedulable"
+    assert recorder.events[0][1].startswith("0/3 Slurm nodes are available")
+    nodes.put({"metadata": {"name": "worker-2", "labels": {}}, "spec": {"taints": []}})
+    assert queue == ["uid-a"]
+    scheduler.reconcile("uid-a")
+    assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node[1,3]",)]
+
+
+def test_the_ready_slurm_node_on_a_node_is_read_among_ready_slurmd_pods_only():
+    """A replacement not yet Ready elsewhere leaves the Ready one serving, as ready_slurm_nodes maps them."""
+    from informer_fakes import StoreInformer
+
+    from scheduler.assembly import ready_slurm_nodes
+
+    old = slurmd_pod("node1", "worker-1")
+    old["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    new = slurmd_pod("node1", "worker-5", ready=False)
+    new["metadata"].update(name="node1-new", creationTimestamp="2026-01-02T00:00:00Z")
+    new["spec"]["hostname"] = "node1"
+    informer = StoreInformer([old, new])
+    nodes = SlurmdNodes(informer)
+    assert nodes.ready_slurm_node_on("worker-1") == "node1" and nodes.ready_slurm_node_on("worker-5") is None
+    assert ready_slurm_nodes(informer.list()) == {"node1": "worker-1"}
+    new["status"]["conditions"][0]["status"] = "True"
+    informer.put(new)
+    assert nodes.ready_slurm_node_on("worker-1") is None and nodes.ready_slurm_node_on("worker-5") == "node1"

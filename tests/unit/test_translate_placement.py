@@ -145,15 +145,36 @@ def test_a_taint_the_pod_does_not_tolerate_rules_its_node_out_but_not_sunks_lock
                            {"key": "soft", "effect": "PreferNoSchedule"}),
              "w3": tainted("w3", {"key": "gpu", "value": "true", "effect": "NoSchedule"})}
     on = {"w1": "n1", "w2": "n2", "w3": "n3"}.get
+
+    def exclusion(*demands: Demand, total: int = 4) -> Exclusion:
+        return taint_exclusion(demands, nodes.items(), on, lambda: total, members=len(demands))
+
     plain = demand_of({"spec": {}})
-    assert taint_exclusion([plain], nodes.items(), on) == Exclusion(("n1", "n3"))
+    assert exclusion(plain) == Exclusion(("n1", "n3"))
     gpu = demand_of({"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}})
-    assert taint_exclusion([gpu], nodes.items(), on) == Exclusion(("n1",))
-    assert taint_exclusion([gpu, plain], nodes.items(), on) == Exclusion(("n1", "n3"))  # (a gang: any member)
+    assert exclusion(gpu) == Exclusion(("n1",))
+    assert exclusion(gpu, plain) == Exclusion(("n1", "n3"))  # (a gang: any member; 2 left for its 2)
     everything = demand_of({"spec": {"tolerations": [{"operator": "Exists"}]}})
-    assert taint_exclusion([everything], nodes.items(), on) == Exclusion()
-    assert taint_exclusion([plain], nodes.items(), lambda _n: None) == Exclusion()  # (no Slurm node on them)
+    assert exclusion(everything) == Exclusion()
+    assert taint_exclusion([plain], nodes.items(), lambda _n: None, lambda: 4) == Exclusion()  # (no Slurm node)
+    assert exclusion(plain, total=2).problem.startswith("0/2 Slurm nodes are available")
+    assert "the gang needs 3" in exclusion(gpu, plain, plain, total=4).problem  # (1 left for 3)
     selecting = demand_of(pod({"pool": "b"}))
     assert node_exclusion([selecting], {"n1": "w1", "n3": "w3"}, {
         "w1": tainted("w1", labels={"pool": "b"}),
         "w3": tainted("w3", {"key": "gpu", "effect": "NoSchedule"}, labels={"pool": "b"})}.get) == Exclusion(("n3",))
+
+
+def test_nodes_that_carry_the_same_taints_are_read_once() -> None:
+    reads = []
+
+    class Counting(dict):  # type: ignore[type-arg]
+        def get(self, key: object, default: object = None) -> object:
+            reads.append(key)
+            return super().get(key, default)
+
+    toleration = Counting(key="gpu", operator="Exists")
+    demand = Demand(tolerations=(toleration,))
+    nodes = [(f"w{i}", tainted(f"w{i}", {"key": "gpu", "effect": "NoSchedule"})) for i in range(50)]
+    assert taint_exclusion([demand], nodes, lambda name: "n" + name[1:], lambda: 50) == Exclusion()
+    assert 0 < len(reads) <= 4  # (one read of the toleration for the one set of taints, not 50)
