@@ -345,8 +345,8 @@ def assemble(
                                           ours=lambda uid: pod_index.by_uid(uid) is not None, ended=pod_ended(api))
                     if dra is not None else None)
     slurmd_nodes = SlurmdNodes(slurmd)
-    # What a Pod's nodeSelector and required node affinity rule out, from the Nodes' labels (the kubelet's
-    # admission checks them: kube-scheduler never did for these Pods).
+    # What a Pod's nodeSelector, required node affinity and untolerated taints rule out, from the Nodes' labels
+    # and taints (kube-scheduler's filters, and the kubelet's admission: kube-scheduler never sees these Pods).
     placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get, slurmd_nodes.ready_slurm_node_on)
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,

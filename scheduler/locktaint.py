@@ -22,7 +22,7 @@ from sunk.translate.objects import has_taint, node_ready, slim_node
 
 def scheduler_slim_node(node: Obj) -> Obj:
     """What the scheduler's Node informer keeps: name, version, labels, taints and the Ready condition's status
-    (what ``LockTaints``, ``NodeHealth`` and the placement at submission, ``placement.node_exclusion``, read)."""
+    (what ``LockTaints``, ``NodeHealth`` and the placement at submission, scheduler/placement.py, read)."""
     return slim_node(node, labels=True, taints=True, ready=True)
 
 

@@ -235,8 +235,8 @@ class PodScheduler:
     claims: ClaimsView | None = None  # with --dra-device-mapping: the Pods' ResourceClaims (scheduler/claims.py)
     nudge: Callable[[], None] = lambda: None  # ask the Slurm cache to refresh now
     node_ready: Callable[[str], bool] = lambda _node: True  # a Kubernetes Node is Ready (locktaint.NodeHealth)
-    # The Slurm nodes a unit's nodeSelector and required node affinity rule out (scheduler/placement.py); None:
-    # not judged (a process with no Node informer: tests).
+    # The Slurm nodes a unit's nodeSelector, required node affinity and untolerated taints rule out
+    # (scheduler/placement.py); None: not judged (a process with no Node informer: tests).
     node_placement: Optional[NodePlacement] = None
     clock: Callable[[], float] = time.time  # wall clock: deletionTimestamps are the apiserver's
     # What the Slurm backend cannot submit (pyslurm: prefer, exclusive topo): such a Pod is refused, saying why.
@@ -512,8 +512,9 @@ class PodScheduler:
     def _submit_request(self, owner: str, request: JobRequest, pods: Sequence[Obj], what: str) -> Result:
         """Submit a placeholder job for ``owner`` (a Pod's UID, or a gang's owner) on behalf of ``pods``
         (the Pod, or the gang's members): each of them hears of a failure. The Slurm nodes whose Node a
-        member's nodeSelector or required node affinity rules out are excluded (the kubelet would reject it
-        there); none left, nothing is submitted: the Pods say so, and wait for a Node that matches."""
+        member's nodeSelector, required node affinity or untolerated taints rule out are excluded
+        (scheduler/placement.py); too few left, nothing is submitted: the Pods say so, and wait for a Node
+        that admits them."""
         original_exclusion = request.excluded_nodes
         if self.node_placement is not None:
             exclusion, generation = self.node_placement.exclusion(pods)

@@ -62,12 +62,6 @@ def demand_of(pod: Obj) -> Demand:
     return Demand(spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations") or ())
 
 
-def asks(pod: Obj) -> Optional[tuple[Any, Any]]:
-    """The Pod's ``(nodeSelector, affinity)`` when it asks for some Nodes only, else None."""
-    demand = demand_of(pod)
-    return (demand.selector, demand.affinity) if demand.selects else None
-
-
 def blocking_taints(node: Obj) -> tuple[Obj, ...]:
     """The Node's taints that keep a Pod off it unless tolerated (NoSchedule, NoExecute), sunk's lock aside."""
     return tuple(t for t in (node.get("spec") or {}).get("taints") or ()
