@@ -62,10 +62,19 @@ def demand_of(pod: Obj) -> Demand:
     return Demand(spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations") or ())
 
 
+# The taints Kubernetes writes for a Node's conditions (not-ready, unreachable, pressure, cordoned...): Slurm's
+# to act on, through its own view of slurmd and the Syncer's drains, not read here. Read, a Node whose kubelet
+# missed its heartbeats for a moment kept every Pod off it, and with every node of the job's partition so
+# tainted (and nodes of another partition left), Slurm failed the placeholder for good (BadConstraints).
+CONDITION_TAINT_PREFIX = "node.kubernetes.io/"
+
+
 def blocking_taints(node: Obj) -> tuple[Obj, ...]:
-    """The Node's taints that keep a Pod off it unless tolerated (NoSchedule, NoExecute), sunk's lock aside."""
+    """The Node's taints that keep a Pod off it unless tolerated (NoSchedule, NoExecute): an operator's or a
+    device plugin's; sunk's lock and the condition taints (``CONDITION_TAINT_PREFIX``) aside."""
     return tuple(t for t in (node.get("spec") or {}).get("taints") or ()
-                 if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS and t.get("key") != names.LOCK_KEY)
+                 if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS and t.get("key") != names.LOCK_KEY
+                 and not str(t.get("key") or "").startswith(CONDITION_TAINT_PREFIX))
 
 
 def tolerates(toleration: object, taint: Obj) -> bool:

@@ -178,3 +178,14 @@ def test_nodes_that_carry_the_same_taints_are_read_once() -> None:
     nodes = [(f"w{i}", tainted(f"w{i}", {"key": "gpu", "effect": "NoSchedule"})) for i in range(50)]
     assert taint_exclusion([demand], nodes, lambda name: "n" + name[1:], lambda: 50) == Exclusion()
     assert 0 < len(reads) <= 4  # (one read of the toleration for the one set of taints, not 50)
+
+
+def test_the_taints_kubernetes_writes_for_a_nodes_conditions_are_left_to_slurm() -> None:
+    """Not-ready, unreachable, pressure, cordoned: the Syncer's drains and slurmd's own health say them to Slurm;
+    read here, a Node's missed heartbeats kept every Pod off it and failed placeholders for good."""
+    nodes = {"w1": tainted("w1", {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                           {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+                           {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}),
+             "w2": tainted("w2", {"key": "example.com/node.kubernetes.io", "effect": "NoSchedule"})}
+    found = taint_exclusion([demand_of({"spec": {}})], nodes.items(), {"w1": "n1", "w2": "n2"}.get, lambda: 2)
+    assert found == Exclusion(("n2",))
