@@ -29,9 +29,11 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from typing import Optional
 
 import attrs
 
+from scheduler.locktaint import scheduler_slim_node
 from sunk.model.types import Obj
 from sunk.translate.dra import DeviceMapping
 from sunk.translate.drastores import slim_claim, slim_slice
@@ -82,12 +84,38 @@ def pod_json(i: int, nodes: int) -> str:
     return json.dumps(pod)
 
 
-def node_json(i: int) -> str:
+def gpu_cloud_labels(name: str) -> dict[str, str]:
+    """The labels a GPU cloud's Node carries (node-feature-discovery, the GPU operator, topology, the cloud's
+    own): thirty, the same on every Node of a pool but its hostname and rack."""
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1a",
+              "node.kubernetes.io/instance-type": "gpu-h100-8x",
+              "cloud.example.com/rack": f"rack-{sum(map(ord, name)) % 64}",
+              "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+              "nvidia.com/gpu.memory": "81559", "nvidia.com/cuda.driver.major": "550",
+              "nvidia.com/cuda.driver.minor": "54", "nvidia.com/cuda.runtime.major": "12",
+              "nvidia.com/gpu.family": "hopper", "nvidia.com/mig.capable": "true", "nvidia.com/gpu.present": "true",
+              "gpu.nvidia.com/class": "H100", "gpu.nvidia.com/model": "H100_NVLINK_80GB",
+              "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel",
+              "feature.node.kubernetes.io/cpu-cpuid.AVX512F": "true",
+              "feature.node.kubernetes.io/kernel-version.full": "6.8.0-45-generic",
+              "feature.node.kubernetes.io/pci-10de.present": "true",
+              "feature.node.kubernetes.io/network-sriov.capable": "true",
+              "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+              "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+              "node-role.kubernetes.io/gpu-worker": "", "cloud.example.com/pool": "h100-pool-a",
+              "cloud.example.com/ib-fabric": "fabric-1", "cloud.example.com/reserved": "false",
+              "cloud.example.com/image": "gpu-node-2026-11"}
+    return labels
+
+
+def node_json(i: int, labels: Optional[dict[str, str]] = None) -> str:
     """One Node as the apiserver's JSON: its images list (50 here) is most of it."""
     name = f"worker-{i}"
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": f"node-{i:012d}", "resourceVersion": str(i), "creationTimestamp": STAMP,
-                         "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100"},
+                         "labels": labels if labels is not None else {"kubernetes.io/hostname": name,
+                                                                      "nvidia.com/gpu.product": "H100"},
                          "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
                          "managedFields": _managed_fields(6, 60)},
             "spec": {"podCIDR": f"10.{i // 256 % 256}.{i % 256}.0/24", "providerID": f"cloud://{name}", "taints": []},
@@ -208,10 +236,15 @@ def measure(pods: int, nodes: int, whole_up_to: int) -> list[Held]:
     def claim(i: int) -> str:
         return claim_json(i, nodes)
 
+    def labelled_node(i: int) -> str:
+        return node_json(i, gpu_cloud_labels(f"worker-{i}"))
+
     whole_pods = whole(pod, pods)
     return [Held("Syncer pods", pods, whole_pods, held_bytes(texts(pod, pods), syncer_slim_pod)),
             Held("scheduler pods", pods, whole_pods, held_bytes(texts(pod, pods), scheduler_slim_pod)),
             Held("Syncer nodes", nodes, whole(node_json, nodes), held_bytes(texts(node_json, nodes), syncer_slim_node)),
+            Held("scheduler nodes (30 labels)", nodes, whole(labelled_node, nodes),
+                 held_bytes(texts(labelled_node, nodes), scheduler_slim_node)),
             Held("DRA claims (one per Pod)", pods, whole(claim, pods), held_bytes(texts(claim, pods), slim_claim)),
             Held("DRA slices (one per node)", nodes, whole(slice_json, nodes),
                  held_bytes(texts(slice_json, nodes), slim_slice(GPU_MAPPING)))]

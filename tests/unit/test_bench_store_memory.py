@@ -34,12 +34,12 @@ def test_its_pods_and_nodes_weigh_what_real_ones_do_and_trim_to_what_the_syncer_
 
 
 def test_a_trimmed_store_holds_a_fraction_of_a_whole_one() -> None:
-    syncer, scheduler, nodes, claims, slices = measured(pods=30, nodes=10, whole_up_to=30)
-    assert [(h.kind, h.count) for h in (syncer, scheduler, nodes, claims, slices)] == [
-        ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10), ("DRA claims (one per Pod)", 30),
-        ("DRA slices (one per node)", 10)]
+    syncer, scheduler, nodes, labelled, claims, slices = measured(pods=30, nodes=10, whole_up_to=30)
+    assert [(h.kind, h.count) for h in (syncer, scheduler, nodes, labelled, claims, slices)] == [
+        ("Syncer pods", 30), ("scheduler pods", 30), ("Syncer nodes", 10), ("scheduler nodes (30 labels)", 10),
+        ("DRA claims (one per Pod)", 30), ("DRA slices (one per node)", 10)]
     assert 0 < syncer.trimmed < syncer.whole / 10 and 0 < scheduler.trimmed < scheduler.whole / 10
-    assert 0 < nodes.trimmed < nodes.whole / 4
+    assert 0 < nodes.trimmed < nodes.whole / 4 and 0 < labelled.trimmed < labelled.whole / 4
     assert 0 < claims.trimmed < claims.whole / 3 and 0 < slices.trimmed < slices.whole / 4
 
 

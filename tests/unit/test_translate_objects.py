@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -270,6 +272,19 @@ def test_slim_node_keeps_its_identity_and_only_the_parts_asked_for():
         "apiVersion": "v1", "kind": "Node",
         "metadata": {**IDENTITY, "labels": {"a": "b"}, "deletionTimestamp": "2030-01-01T00:00:00Z"},
         "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}}
+
+
+def test_the_labels_of_nodes_kept_slim_share_one_copy_of_each_string():
+    def node(name: str) -> dict:  # (each Node's strings made afresh, as the watch's JSON decoding makes them)
+        return json.loads(json.dumps({"metadata": {"name": name, "labels": {
+            "pool-of-this-node": "gpu-h100-a", "kubernetes.io/hostname": name}}}))
+    raw = [next(iter(node(n)["metadata"]["labels"].items())) for n in ("w1", "w2")]
+    assert raw[0][1] is not raw[1][1]  # (what the test would find without interning)
+    first, second = (o.slim_node(node(n), labels=True)["metadata"]["labels"] for n in ("w1", "w2"))
+    assert first == {"pool-of-this-node": "gpu-h100-a", "kubernetes.io/hostname": "w1"}
+    (k1, v1), (k2, v2) = next(iter(first.items())), next(iter(second.items()))
+    assert k1 is k2 and v1 is v2
+    assert o.interned_labels({"a": 1}) == {"a": 1} and o.interned_labels(None) is None  # (not a map of strings)
 
 
 def test_slim_node_of_a_bare_node():
