@@ -56,7 +56,7 @@ from .hooks import HookPorts, PlaceholderHooks, PodGone, create_hooks_app
 from .jobindex import IdentityParser, JobIndex
 from .locktaint import LockTaints, NodeHealth, scheduler_slim_node
 from .outage import OutageNotice
-from .placement import NodePlacement
+from .placement import NodePlacement, PartitionNodes
 from .reconciler import PodIndex, PodScheduler, SlurmdNodes
 from .sweep import RollingSweep
 
@@ -347,7 +347,8 @@ def assemble(
     slurmd_nodes = SlurmdNodes(slurmd)
     # What a Pod's nodeSelector, required node affinity and untolerated taints rule out, from the Nodes' labels
     # and taints (kube-scheduler's filters, and the kubelet's admission: kube-scheduler never sees these Pods).
-    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get, slurmd_nodes.ready_slurm_node_on)
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get, slurmd_nodes.ready_slurm_node_on,
+                              partitions=PartitionNodes(slurm.list_partitions))
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,

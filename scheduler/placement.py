@@ -7,28 +7,73 @@ of them, not one per Pod). A demand that selects nothing is read against the tai
 as the Node events come (``node_changed``): most Pods pay nothing for the Nodes that are not tainted. The
 units no Node admits are woken by the Node or slurmd Pod that may now admit them, as kube-scheduler moves an
 unschedulable Pod back on a Node event: never a timer, never a walk of every Pod.
+
+Enough nodes left is judged in the job's partitions (``PartitionNodes``, read from Slurm only when something is
+excluded and the job names a partition): Slurm fails a job whose partition has no node left, though other
+partitions have some.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
+from sunk.model.slurm import Partition
+from sunk.slurm.errors import SlurmError
 from sunk.translate.placement import (
     Demand,
     Exclusion,
     admits,
     blocking_taints,
     demand_of,
+    in_partitions,
     key_of,
     node_exclusion,
     taint_exclusion,
 )
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 CACHED_DEMAND_SETS = 256  # distinct sets of demands kept (a tenant may make as many as it likes)
+# How old a list of partitions' nodes may be when no Node event says to read it again: what a partition holds
+# changes in Slurm (scontrol, a reconfigure, a dynamic node registering) without a Kubernetes event. A unit
+# judged to wait by it looks again after this long.
+PARTITIONS_MAX_AGE = 30.0
+
+
+class PartitionNodes:
+    """Each Slurm partition's nodes, listed when asked for and older than the placement generation asked for
+    (a Node or slurmd Pod changed since) or than ``max_age``. Concurrent askers share one list; a failed list
+    leaves the last one (None before any): the judgement is then Slurm's."""
+
+    def __init__(self, read: Callable[[], Sequence[Partition]], *, max_age: float = PARTITIONS_MAX_AGE,
+                 clock: Callable[[], float] = time.monotonic):
+        self._read, self._max_age, self._clock = read, max_age, clock
+        self._lock = threading.Lock()
+        self._nodes: Optional[Mapping[str, frozenset[str]]] = None
+        self._generation = -1
+        self._read_at = 0.0
+        self.reads = 0
+
+    def nodes(self, generation: int) -> Optional[Mapping[str, frozenset[str]]]:
+        with self._lock:  # (held while listing: who asks meanwhile takes that list)
+            if self._nodes is None or self._generation < generation or self.stale():
+                try:
+                    partitions = self._read()
+                except SlurmError as exc:
+                    log.warning("cannot list Slurm's partitions; placement left to Slurm meanwhile: %s", exc)
+                    return self._nodes
+                self.reads += 1
+                self._nodes = {p.name: frozenset(p.nodes) for p in partitions}
+                self._generation, self._read_at = generation, self._clock()
+            return self._nodes
+
+    def stale(self) -> bool:
+        return self._clock() - self._read_at > self._max_age
 
 
 class NodePlacement:
@@ -37,11 +82,13 @@ class NodePlacement:
 
     def __init__(self, mapping: Callable[[], Mapping[str, str]], node: Callable[[str], Optional[Obj]],
                  slurm_node_on: Callable[[str], Optional[str]] = lambda _node: None,
-                 cache_size: int = CACHED_DEMAND_SETS):
+                 cache_size: int = CACHED_DEMAND_SETS, partitions: Optional[PartitionNodes] = None):
         """``mapping()``: Slurm node -> Kubernetes Node, through the slurmd Pods that serve and are Ready (a
         snapshot); ``node(name)``: a Node with its labels and taints (the Node informer's);
-        ``slurm_node_on(name)``: the Slurm node a Ready slurmd Pod on that Node serves."""
+        ``slurm_node_on(name)``: the Slurm node a Ready slurmd Pod on that Node serves; ``partitions``: each
+        partition's nodes (None: enough nodes judged among all of them)."""
         self._mapping, self._node, self._slurm_node_on = mapping, node, slurm_node_on
+        self._partitions = partitions
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Exclusion] = OrderedDict()
@@ -49,29 +96,41 @@ class NodePlacement:
         self._waiting: dict[str, tuple[Demand, ...]] = {}  # unit -> its members' demands
         self._tainted: dict[str, Obj] = {}  # Node name -> the Node, for the Nodes with blocking taints
 
-    def exclusion(self, pods: Sequence[Obj]) -> tuple[Exclusion, int]:
-        """The exclusion, and the generation it was computed at (for ``wait``)."""
+    def exclusion(self, pods: Sequence[Obj], partitions: Sequence[str] = ()) -> tuple[Exclusion, int]:
+        """The exclusion for a job in ``partitions`` (none named: Slurm's default), and the generation it was
+        computed at (for ``wait``)."""
         demands = [demand_of(pod) for pod in pods]
         selecting = any(d.selects for d in demands)
         with self._lock:
             generation = self._generation
             if not selecting and not self._tainted:
                 return Exclusion(), generation
-        key = f"{len(pods)}:{key_of(demands)}"  # (outside the lock: a gang's demands take a while to digest)
+        key = f"{len(pods)}:{','.join(partitions)}:{key_of(demands)}"  # (outside the lock: a gang's take a while)
         with self._lock:
             generation = self._generation
-            if (found := self._cache.get(key)) is not None:
+            found = self._cache.get(key)
+            if found is not None and not (found.partitions and self._partitions and self._partitions.stale()):
                 self._cache.move_to_end(key)
                 return found, generation
             tainted = list(self._tainted.items())
+        hosted: Optional[Mapping[str, str]] = None
+
+        def mapping() -> Mapping[str, str]:
+            nonlocal hosted
+            hosted = self._mapping() if hosted is None else hosted
+            return hosted
+
         if selecting:
-            found = node_exclusion(demands, self._mapping(), self._node, members=len(pods))
+            found = node_exclusion(demands, mapping(), self._node, members=len(pods))
         else:
-            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(self._mapping()),
-                                    members=len(pods))
+            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(mapping()), members=len(pods))
+        if found.excluded and not found.problem and partitions and self._partitions is not None:
+            if (nodes_of := self._partitions.nodes(generation)) is not None:
+                found = in_partitions(found, partitions, nodes_of, mapping(), members=len(pods))
         with self._lock:
             if generation == self._generation:  # (not if a change came meanwhile: the next ask computes it again)
                 self._cache[key] = found
+                self._cache.move_to_end(key)
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         return found, generation

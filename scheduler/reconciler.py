@@ -68,7 +68,7 @@ from .gangs import Workloads, workload_keys
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
-from .placement import NodePlacement
+from .placement import PARTITIONS_MAX_AGE, NodePlacement
 from .tokens import hook_token
 from .waiting import WaitCondition, current_condition, wait_condition, waiting_exposition, write_due
 
@@ -517,7 +517,8 @@ class PodScheduler:
         that admits them."""
         original_exclusion = request.excluded_nodes
         if self.node_placement is not None:
-            exclusion, generation = self.node_placement.exclusion(pods)
+            partitions = tuple(p for p in (request.partition or "").split(",") if p)
+            exclusion, generation = self.node_placement.exclusion(pods, partitions)
             if exclusion.problem:
                 current = self.node_placement.wait(owner, pods, generation)
                 log.info("%s: not submitted: %s", what, exclusion.problem)
@@ -525,8 +526,11 @@ class PodScheduler:
                     self.report(pod, "Warning", "Unschedulable", exclusion.problem)
                     kubeops.mark_unschedulable(self.api, pod, exclusion.problem)
                 # Woken by a Node or slurmd Pod that may match (assembly.attach_placement_feed); at once if one
-                # changed while this looked.
-                return Result() if current else Result(requeue=True)
+                # changed while this looked; and, judged in partitions, when what they hold may have changed
+                # in Slurm (no Kubernetes event says so).
+                if not current:
+                    return Result(requeue=True)
+                return Result(requeue_after=PARTITIONS_MAX_AGE) if exclusion.partitions else Result()
             self.node_placement.settle(owner)
             if exclusion.excluded:
                 # (as one hostlist expression: 5000 names are 70 KB of a request, and of the job's record)

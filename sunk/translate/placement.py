@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from attrs import frozen
@@ -33,10 +33,12 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 @frozen
 class Exclusion:
     """``excluded``: the Slurm nodes (sorted) whose Node some Pod's demand rules out, or whose Node is not
-    known; ``problem``: why no Slurm node may take the Pods (too few of their Nodes admit them), else ""."""
+    known; ``problem``: why no Slurm node may take the Pods (too few of their Nodes admit them), else "";
+    ``partitions``: the job's partitions the problem was judged in (none: every Slurm node)."""
 
     excluded: tuple[str, ...] = ()
     problem: str = ""
+    partitions: tuple[str, ...] = ()
 
 
 @frozen
@@ -197,12 +199,36 @@ def _judged(excluded: Sequence[str], total: int, demands: int, members: int) -> 
     """Fewer Slurm nodes left than the unit's members (one node each): the problem, in kube-scheduler's words."""
     left = total - len(excluded)
     if left < members:
-        whose = "the Pod's" if demands == 1 and members == 1 else "every member's"
-        need = f"; the gang needs {members}, one each" if members > 1 else ""
-        return Exclusion(tuple(excluded), f"{left}/{total} Slurm nodes are available: the Nodes their slurmd Pods "
-                                          f"run on do not match {whose} nodeSelector and required node affinity, "
-                                          f"or have taints it does not tolerate{need}")
+        return Exclusion(tuple(excluded), f"{left}/{total} Slurm nodes are available: {_why(demands, members)}")
     return Exclusion(tuple(excluded))
+
+
+def _why(demands: int, members: int) -> str:
+    whose = "the Pod's" if demands == 1 and members == 1 else "every member's"
+    need = f"; the gang needs {members}, one each" if members > 1 else ""
+    return (f"the Nodes their slurmd Pods run on do not match {whose} nodeSelector and required node affinity, "
+            f"or have taints it does not tolerate{need}")
+
+
+def in_partitions(exclusion: Exclusion, partitions: Sequence[str], nodes_of: Mapping[str, Collection[str]],
+                  hosted: Collection[str], members: int = 1) -> Exclusion:
+    """``exclusion`` judged where Slurm looks: a job runs in one of its ``partitions`` (``nodes_of``: each
+    partition's Slurm nodes, as Slurm lists them; ``hosted``: the Slurm nodes that may be named), so too few
+    nodes left in each of them is the problem, though nodes of other partitions are left: Slurm would refuse
+    the job, or fail it (BadConstraints), for good, where the Pods should wait for a Node. A partition Slurm
+    did not list is left to Slurm's answer; so is a job whose nodes sunk excludes none of."""
+    if exclusion.problem or not exclusion.excluded or not partitions or any(p not in nodes_of for p in partitions):
+        return exclusion
+    excluded = set(exclusion.excluded)
+    counts: list[str] = []
+    for partition in partitions:
+        theirs = [node for node in nodes_of[partition] if node in hosted]
+        left = sum(1 for node in theirs if node not in excluded)
+        if left >= members:
+            return exclusion
+        counts.append(f"{left}/{len(theirs)} {'Slurm nodes ' if not counts else ''}of partition {partition}")
+    return Exclusion(exclusion.excluded, f"{', '.join(counts)} are available: {_why(members, members)}",
+                     tuple(partitions))
 
 
 def taint_exclusion(demands: Iterable[Demand], tainted: Iterable[tuple[str, Obj]],

@@ -333,6 +333,39 @@ def test_a_pod_keeps_off_the_nodes_whose_noschedule_taint_it_does_not_tolerate(k
         wait_for(lambda j=ending: ended(dev_cluster, j), 30, f"job {ending} to end")
 
 
+def test_a_pod_whose_partition_has_every_node_tainted_against_it_waits_though_another_partition_has_one(
+        kube_api, dev_cluster, namespace, scheduler):
+    """realnode1 (partition real) is left, but Slurm runs a job of partition batch there only: submitted with
+    batch's every node excluded, Slurm failed it for good (BadConstraints). It waits, no job, and lands on the
+    Node whose taint is lifted."""
+    if not dev_cluster.real_node:
+        pytest.skip("the dev cluster runs without its real Node (SUNK_DEV_REAL_NODE=0): one partition only")
+    key = f"sunk.test/maintenance-{namespace}"
+    tainted = [dev_cluster.k8s_node_for(n) for n in dev_cluster.layout.node_names]
+    for node in tainted:
+        set_taint(kube_api, node, {"key": key, "value": "x", "effect": "NoSchedule"}, key)
+    try:
+        pod = create_pod(kube_api, namespace, annotations={names.ANN_PARTITION: "batch"})
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+
+        def unschedulable():
+            conditions = (get_pod(kube_api, namespace, name) or {}).get("status", {}).get("conditions") or []
+            return [c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"
+                    and c.get("reason") == "Unschedulable" and "of partition batch are available" in c["message"]]
+
+        (condition,) = wait_for(unschedulable, 30, "PodScheduled=False, Unschedulable, in partition batch")
+        assert condition["message"].startswith(f"0/{len(tainted)} Slurm nodes of partition batch"), condition
+        assert not bound(kube_api, namespace, name) and jobs_for_pod(dev_cluster, uid) == []
+        set_taint(kube_api, tainted[1], None, key)
+        job_id, node = placed(kube_api, dev_cluster, namespace, name)
+        assert node == tainted[1] and slurm_job(dev_cluster, job_id)["nodes"] == dev_cluster.layout.node_names[1]
+    finally:
+        for node in tainted:
+            set_taint(kube_api, node, None, key)
+    kc.delete(kube_api, PODS, name, namespace)
+    wait_for(lambda: ended(dev_cluster, job_id), 30, f"job {job_id} to end")
+
+
 # -- validation: one test per rule, each checked through the Event --------------------------------
 @pytest.mark.parametrize(("annotations", "spec", "needle"), [
     ({names.ANN_PRIORITY: "high"}, {}, "priority"),

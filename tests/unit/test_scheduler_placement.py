@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.placement import NodePlacement
+from scheduler.placement import NodePlacement, PartitionNodes
+from sunk.model.slurm import Partition
+from sunk.slurm.errors import SlurmError, SlurmUnavailable
+from sunk.translate.placement import Exclusion
 
 NODES = {"w1": {"metadata": {"name": "w1", "labels": {"pool": "a"}}},
          "w2": {"metadata": {"name": "w2", "labels": {"pool": "b"}}}}
@@ -94,3 +97,53 @@ def test_only_blocking_taints_are_kept_and_sunks_lock_changes_nothing() -> None:
     assert placement.node_changed(w2, None) is True
     placement.changed()
     assert placement.exclusion([plain])[0].excluded == ()
+
+
+class Partitions:
+    def __init__(self) -> None:
+        self.lists = 0
+        self.nodes = {"batch": ("n2",), "other": ("n1",)}
+        self.fail: SlurmError | None = None
+
+    def __call__(self) -> tuple[Partition, ...]:
+        if self.fail is not None:
+            raise self.fail
+        self.lists += 1
+        return tuple(Partition(name, nodes) for name, nodes in self.nodes.items())
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_nodes_left_are_counted_in_the_jobs_partition_listed_once_per_change() -> None:
+    """Pool a is left on n1 only, which is not batch's: a job in batch would fail in Slurm for good."""
+    partitions, clock = Partitions(), Clock()
+    placement = NodePlacement(Mapping(), NODES.get, partitions=PartitionNodes(partitions, clock=clock))
+    found, _ = placement.exclusion([pod({"pool": "a"})], ("batch",))
+    assert found.problem.startswith("0/1 Slurm nodes of partition batch are available")
+    assert found.partitions == ("batch",)
+    assert placement.exclusion([pod({"pool": "a"})], ("other",))[0].problem == ""
+    assert placement.exclusion([pod({"pool": "a"})])[0].problem == ""  # (no partition: judged among all)
+    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem and partitions.lists == 1
+    assert placement.exclusion([pod()], ("batch",))[0] == Exclusion() and partitions.lists == 1  # (nothing excluded)
+
+    partitions.nodes["batch"] = ("n1", "n2")  # (Slurm's change, no Kubernetes event: seen once the list is old)
+    clock.now += 29
+    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem and partitions.lists == 1
+    clock.now += 2
+    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem == "" and partitions.lists == 2
+    placement.changed()  # (a Node or slurmd Pod changed: listed again at the next judgement)
+    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem == "" and partitions.lists == 3
+
+
+def test_partitions_slurm_does_not_list_leave_the_judgement_to_slurm() -> None:
+    partitions = Partitions()
+    partitions.fail = SlurmUnavailable("list partitions: connection refused")
+    placement = NodePlacement(Mapping(), NODES.get, partitions=PartitionNodes(partitions))
+    found, _ = placement.exclusion([pod({"pool": "a"})], ("batch",))
+    assert found == Exclusion(("n2",)) and partitions.lists == 0

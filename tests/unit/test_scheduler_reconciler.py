@@ -996,6 +996,29 @@ def test_a_pod_every_node_of_which_is_tainted_against_it_waits_and_is_woken_when
     assert [r.excluded_nodes for r in scheduler.slurm.submitted] == [("node[1,3]",)]
 
 
+def test_a_pod_whose_partition_has_no_node_left_waits_where_slurm_would_fail_its_job(build, writes):
+    """Nodes of another partition are left, but Slurm runs the job in its own (BadConstraints there, for good):
+    the Pod waits, is woken by a Node, and looks again after a while for what Slurm's partitions hold."""
+    from scheduler.placement import PARTITIONS_MAX_AGE, PartitionNodes
+    from sunk.model.slurm import Partition
+
+    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "b"}, {"pool": "a"}, {"pool": "b"}])
+    listed = {"batch": ("node1", "node2"), "real": ("node3",)}
+    scheduler.node_placement._partitions = PartitionNodes(lambda: tuple(Partition(n, v) for n, v in listed.items()))
+    pods[0]["metadata"]["annotations"] = {names.ANN_PARTITION: "batch"}
+    nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "b"}}, "spec": {"taints": [
+        {"key": "example.com/maintenance", "effect": "NoSchedule"}]}})
+    result = scheduler.reconcile("uid-a")
+    message = ("0/2 Slurm nodes of partition batch are available: the Nodes their slurmd Pods run on do not match "
+               "the Pod's nodeSelector and required node affinity, or have taints it does not tolerate")
+    assert scheduler.slurm.submitted == [] and recorder.events == [("Unschedulable", message)]
+    assert writes == [("unschedulable", "uid-a", message)] and result.requeue_after == PARTITIONS_MAX_AGE
+    nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "b"}}, "spec": {"taints": []}})
+    assert queue == ["uid-a"]
+    scheduler.reconcile("uid-a")
+    assert [(r.partition, r.excluded_nodes) for r in scheduler.slurm.submitted] == [("batch", ("node2",))]
+
+
 def test_the_ready_slurm_node_on_a_node_is_read_among_ready_slurmd_pods_only():
     """A replacement not yet Ready elsewhere leaves the Ready one serving, as ready_slurm_nodes maps them."""
     from informer_fakes import StoreInformer

@@ -11,6 +11,7 @@ from sunk.translate.placement import (
     Exclusion,
     admits,
     demand_of,
+    in_partitions,
     key_of,
     node_exclusion,
     selector_problems,
@@ -189,3 +190,38 @@ def test_the_taints_kubernetes_writes_for_a_nodes_conditions_are_left_to_slurm()
              "w2": tainted("w2", {"key": "example.com/node.kubernetes.io", "effect": "NoSchedule"})}
     found = taint_exclusion([demand_of({"spec": {}})], nodes.items(), {"w1": "n1", "w2": "n2"}.get, lambda: 2)
     assert found == Exclusion(("n2",))
+
+
+# -- judged in the job's partitions: Slurm fails a job whose partition has no node left (BadConstraints) ------------
+PARTITIONS = {"batch": frozenset({"node1", "node2"}), "real": frozenset({"node3"}), "cold": frozenset({"node9"})}
+HOSTED = {"node1": "worker-1", "node2": "worker-2", "node3": "worker-3"}
+
+
+def test_a_partition_with_no_node_left_is_a_problem_though_another_partition_has_some() -> None:
+    found = in_partitions(Exclusion(("node1", "node2")), ("batch",), PARTITIONS, HOSTED)
+    assert found == Exclusion(("node1", "node2"), "0/2 Slurm nodes of partition batch are available: the Nodes their "
+                              "slurmd Pods run on do not match the Pod's nodeSelector and required node affinity, "
+                              "or have taints it does not tolerate", ("batch",))
+
+
+@pytest.mark.parametrize(("excluded", "partitions", "members", "problem"), [
+    (("node1",), ("batch",), 1, ""),  # (node2 left)
+    (("node1",), ("batch",), 2, "1/2 Slurm nodes of partition batch are available"),
+    (("node1", "node2"), ("batch", "real"), 1, ""),  # (a job runs in any one of its partitions)
+    (("node1", "node3"), ("batch", "real"), 2, "1/2 Slurm nodes of partition batch, 0/1 of partition real are"),
+    (("node1", "node2"), ("nosuch",), 1, ""),  # (a partition Slurm did not list: Slurm answers)
+    (("node1", "node2"), ("batch", "nosuch"), 1, ""),
+    (("node1", "node2"), (), 1, ""),  # (no partition named: Slurm's default, which sunk does not know)
+    (("node9",), ("cold",), 1, "0/0 Slurm nodes of partition cold"),  # (its node hosts no slurmd Pod)
+])
+def test_enough_nodes_left_is_judged_in_any_of_the_jobs_partitions(excluded: Any, partitions: Any, members: int,
+                                                                    problem: str) -> None:
+    found = in_partitions(Exclusion(excluded), partitions, PARTITIONS, HOSTED, members=members)
+    assert found.excluded == excluded and found.problem.startswith(problem) and bool(found.problem) == bool(problem)
+    assert found.partitions == (partitions if problem else ())
+
+
+def test_nothing_excluded_or_a_problem_already_found_is_left_as_it_is() -> None:
+    assert in_partitions(Exclusion(), ("cold",), PARTITIONS, HOSTED) == Exclusion()
+    judged = Exclusion(("node1", "node2", "node3"), "0/3 Slurm nodes are available: ...")
+    assert in_partitions(judged, ("batch",), PARTITIONS, HOSTED) is judged
