@@ -93,7 +93,7 @@ class NodePlacement:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, Exclusion] = OrderedDict()
         self._generation = 0
-        self._waiting: dict[str, tuple[Demand, ...]] = {}  # unit -> its members' demands
+        self._waiting: dict[str, tuple[tuple[Demand, ...], str]] = {}  # unit -> its members' demands, and why
         self._tainted: dict[str, Obj] = {}  # Node name -> the Node, for the Nodes with blocking taints
 
     def exclusion(self, pods: Sequence[Obj], partitions: Sequence[str] = ()) -> tuple[Exclusion, int]:
@@ -135,12 +135,19 @@ class NodePlacement:
                     self._cache.popitem(last=False)
         return found, generation
 
-    def wait(self, unit: str, pods: Sequence[Obj], generation: int) -> bool:
-        """No Node admits ``unit``'s Pods (as of ``generation``): wake it when one may (``changed``). False when
-        something changed since that generation: the caller looks again now (the change's wake came too early)."""
+    def wait(self, unit: str, pods: Sequence[Obj], generation: int, why: str = "") -> bool:
+        """No Node admits ``unit``'s Pods (as of ``generation``), for ``why``: wake it when one may (``changed``).
+        False when something changed since that generation: the caller looks again now (the change's wake came
+        too early)."""
         with self._lock:
-            self._waiting[unit] = tuple(demand_of(pod) for pod in pods)
+            self._waiting[unit] = (tuple(demand_of(pod) for pod in pods), why)
             return generation == self._generation
+
+    def why_waiting(self, unit: str) -> Optional[str]:
+        """Why ``unit`` waits for a Node (the extender's answer while it does), or None."""
+        with self._lock:
+            found = self._waiting.get(unit)
+        return found[1] if found is not None else None
 
     def settle(self, unit: str) -> None:
         with self._lock:
@@ -169,7 +176,7 @@ class NodePlacement:
             waiting = list(self._waiting.items())
         if node is None:
             return []
-        return [unit for unit, demands in waiting if all(admits(d, node) for d in demands)]
+        return [unit for unit, (demands, _why) in waiting if all(admits(d, node) for d in demands)]
 
     def waiting(self) -> int:
         with self._lock:

@@ -305,7 +305,12 @@ class PodScheduler:
         verbs call it, from their HTTP threads."""
         gang = self.gang_of(pod) if pod is not None else None
         unit: UnitKey = gang.unit if gang is not None else PodKey(uid)
-        return share(self.unit_placement(unit, pod)[1], uid)
+        action = self.unit_placement(unit, pod)[1]
+        if isinstance(action, Submit) and self.node_placement is not None:
+            # (a unit no Node admits is not submitted: it waits for one, and says so)
+            if (why := self.node_placement.why_waiting(str(unit))) is not None:
+                return Nothing(why)
+        return share(action, uid)
 
     def unit_placement(self, unit: UnitKey, pod: Obj | None = None) -> tuple[list[Obj], Action, Optional[Gang]]:
         """The unit's Pods (a gang's in member order), its decision and its ``Gang`` (None for a lone Pod), from
@@ -520,7 +525,7 @@ class PodScheduler:
             partitions = tuple(p for p in (request.partition or "").split(",") if p)
             exclusion, generation = self.node_placement.exclusion(pods, partitions)
             if exclusion.problem:
-                current = self.node_placement.wait(owner, pods, generation)
+                current = self.node_placement.wait(owner, pods, generation, exclusion.problem)
                 log.info("%s: not submitted: %s", what, exclusion.problem)
                 for pod in pods:
                     self.report(pod, "Warning", "Unschedulable", exclusion.problem)

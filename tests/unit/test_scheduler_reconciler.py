@@ -883,6 +883,7 @@ def test_a_pod_no_node_matches_is_not_submitted_and_waits_for_a_node_that_does(b
                "nodeSelector and required node affinity, or have taints it does not tolerate")
     assert scheduler.slurm.submitted == [] and writes == [("unschedulable", "uid-a", message)]
     assert recorder.events == [("Unschedulable", message)]
+    assert scheduler.placement(pods[0], "uid-a") == Nothing(message)  # (what the extender answers, not "Submit")
 
     nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "a", "zone": "x"}}})  # (still not pool b)
     nodes.put({"metadata": {"name": "worker-2", "labels": {"pool": "a"}}})  # (labels unchanged: heartbeat)
