@@ -61,6 +61,9 @@ ANN_CORDON_REASON: Final = "node.coreweave.cloud/cordonReason"
 
 # Drain reasons set from Kubernetes carry this prefix; only those are ever touched.
 K8S_DRAIN_PREFIX: Final = "k8s:"
+# The GPUs a Pod asks for and a Node offers through the device plugin (``spec.containers[].resources``,
+# ``status.allocatable``): Slurm's ``gres/gpu``.
+GPU_RESOURCE: Final = "nvidia.com/gpu"
 VERIFY_UNDRAIN: Final = "verify-undrain"
 
 # Reboot hook defaults.

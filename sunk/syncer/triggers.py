@@ -30,7 +30,7 @@ from sunk.model.slurm import Job, Node
 from sunk.model.types import Obj
 from sunk.translate import drains
 from sunk.translate.dra import allocated_on
-from sunk.translate.objects import is_terminal
+from sunk.translate.objects import allocatable_gpus, is_terminal
 
 from .context import SyncerContext, nodeslice_slurm_nodes, slurm_node_name
 
@@ -60,6 +60,7 @@ def node_view(node: Obj | None) -> tuple[Any, ...]:
         tuple(sorted((t.get("key", ""), t.get("effect", "")) for t in spec.get("taints") or ())),
         conditions,
         meta.get("deletionTimestamp"),
+        allocatable_gpus(node),
     )
 
 

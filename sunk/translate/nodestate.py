@@ -4,7 +4,8 @@ Kubernetes -> Slurm drains (``desired_drain``):
 - Drain, with a reason starting ``k8s:``, when the slurmd Pod is missing, being deleted,
   pending deletion (the NodeSet operator's annotation ``sunk.coreweave.com/pending-deletion``:
   it deletes the Pod once the node is drained and idle), not Ready, or its Node is cordoned
-  (the Node's cordon reason is carried along). The operator drains with the same reason
+  (the Node's cordon reason is carried along), or its Node's device plugin offers fewer healthy GPUs
+  than Slurm counts on the node (``gpu_shortfall``). The operator drains with the same reason
   (``pending_deletion_reason``), so the two never rewrite each other's.
 - Only ``k8s:`` reasons are ever updated or removed. A reason set by a person or by NHC is
   never touched, even while a Kubernetes condition also holds.
@@ -44,7 +45,7 @@ from sunk.model import names
 from sunk.model.slurm import Node
 
 from . import drains, poddown
-from .objects import condition, condition_true
+from .objects import allocatable_gpus, condition, condition_true
 from .views import PodView
 
 Obj = Mapping[str, Any]
@@ -82,8 +83,9 @@ class DrainAction:
     why: str = ""
 
 
-def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
-    """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node, or None."""
+def kubernetes_drain_reason(facts: PodSide, slurm: Optional[Node] = None) -> Optional[str]:
+    """The ``k8s:`` reason Kubernetes gives to keep Slurm jobs off this node (``slurm``, as Slurm shows it), or
+    None."""
     if facts.pod is None:
         return poddown.missing_reason(facts.namespace, facts.slurm_node)
     pod = PodView(facts.pod)
@@ -99,7 +101,21 @@ def kubernetes_drain_reason(facts: PodSide) -> Optional[str]:
         return f"{names.K8S_DRAIN_PREFIX} node {node} is cordoned{because}"
     if not pod.condition_true("Ready"):
         return f"{names.K8S_DRAIN_PREFIX} slurmd pod {where} is not ready"
-    return None
+    return gpu_shortfall(facts, slurm) if slurm is not None else None
+
+
+def gpu_shortfall(facts: PodSide, node: Node) -> Optional[str]:
+    """Why Slurm must not place GPU work on ``node``: its Node's device plugin offers fewer healthy GPUs
+    (``status.allocatable``) than Slurm counts on it (a GPU fell off the bus, its plugin went away). Slurm's
+    count is static, so it would place a Pod there that the kubelet's admission rejects (OutOfnvidia.com/gpu),
+    whose owner makes another, which Slurm places there again: a loop. And a batch job would get a GPU that
+    is not there. None when the Node says nothing of GPUs (no device plugin; DRA's GPUs)."""
+    offered = allocatable_gpus(facts.k8s_node)
+    if node.gpus_total <= 0 or offered is None or offered >= node.gpus_total:
+        return None
+    name = ((facts.k8s_node or {}).get("metadata") or {}).get("name") or "its node"
+    return (f"{names.K8S_DRAIN_PREFIX} node {name} offers {offered} of the {node.gpus_total} GPUs Slurm counts "
+            f"({names.GPU_RESOURCE} allocatable)")
 
 
 def pending_deletion_prefix(where: str) -> str:
@@ -123,7 +139,7 @@ def verified_since_drain(pod: Optional[Obj], drained_at: Optional[int]) -> bool:
 def desired_drain(facts: PodSide, node: Node) -> DrainAction:
     if node.down:
         return DrainAction(NONE, why="node is DOWN: ReturnToService decides")
-    wanted = kubernetes_drain_reason(facts)
+    wanted = kubernetes_drain_reason(facts, node)
     current = node.reason if node.drained else ""
     own = drains.parse(current) if node.drained else None
     if own is not None:

@@ -250,10 +250,26 @@ def syncer_slim_node(node: Wire) -> dict[str, Any]:
       ``taints_changed``; ``kp.ensure_taint`` and ``kp.remove_taint`` merge-patch the whole list they read);
     - status: conditions, whole with their times (``node_ready``, ``node_view``; the Node controller's
       ``merge_conditions`` and the reboot hook merge-patch the whole list they read through nodes/status:
-      a condition dropped here, the kubelet's MemoryPressure say, would be deleted from the Node).
+      a condition dropped here, the kubelet's MemoryPressure say, would be deleted from the Node); of
+      ``allocatable`` the GPUs only (``nodestate.gpu_shortfall``, ``node_view``).
 
     Unlike ``slim_node`` (the scheduler's and the operator's stores) this store is written back from."""
-    return _slim(node, _NODE_METADATA, _NODE_SPEC, _NODE_STATUS)
+    slim = _slim(node, _NODE_METADATA, _NODE_SPEC, _NODE_STATUS)
+    if gpus := _kept((node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping)
+                     else None, (names.GPU_RESOURCE,)):
+        slim.setdefault("status", {})["allocatable"] = gpus
+    return slim
+
+
+def allocatable_gpus(node: Optional[Wire]) -> Optional[int]:
+    """The GPUs the Node's device plugin offers as healthy (``status.allocatable``), or None when it says
+    nothing of them (no device plugin, DRA's GPUs) or what it says is not a whole number."""
+    status = (node or {}).get("status")
+    allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
+    value = allocatable.get(names.GPU_RESOURCE) if isinstance(allocatable, Mapping) else None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6:
+        return int(value)
+    return None
 
 # ---- what a write changes ---------------------------------------------------------------------
 

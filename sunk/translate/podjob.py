@@ -67,7 +67,7 @@ TABLE_ANNOTATIONS = (
 )
 # sunk.coreweave.com/gang (sunk/translate/gang.py): opt out, or how a JobSet gangs.
 GANG_MODES = ("none", "jobset", "replicated-job", "job")
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = names.GPU_RESOURCE
 GPU_AFFINITY_KEYS = ("gpu.nvidia.com/class", "gpu.nvidia.com/model")
 DEFAULT_GRACE_SECONDS = 30  # what the apiserver fills in when the Pod does not say
 KILL_WAIT_MARGIN = 5

@@ -30,11 +30,12 @@ from syncer_harness import (
 from sunk.base.times import rfc3339
 from sunk.kube import client as kc
 from sunk.kube import patch as kp
-from sunk.kube.resources import PODS
+from sunk.kube.resources import NODES, PODS
 from sunk.model import names
 from sunk.translate import objects
 from sunk.translate.nodestate import pending_deletion_reason
 from sunk.translate.podcordon import COND_POD_CORDONED
+from sunk_dev import kubelet, slurmconf
 
 A, B = NODES_UNDER_TEST  # node3, node4
 PROPAGATION = 10.0  # generous bound for one propagation on a loaded 2-core machine (the benchmark measures it)
@@ -152,6 +153,30 @@ def test_cordon_without_reason_still_drains_with_k8s_prefix(cluster: Cluster):
     finally:
         cluster.uncordon(worker)
     wait_for(lambda: not cluster.node(B).drained, PROPAGATION, f"{B} undrained")
+
+
+def _offer_gpus(cluster: Cluster, worker: str, gpus: str | None) -> None:
+    """The stand-in kubelet's Node offers ``gpus`` (None: as many as Slurm counts), now and at its next status."""
+    kc.patch(cluster.api, NODES, worker, {"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: gpus}}})
+    capacity = kubelet.capacity_of({"metadata": {"annotations": {kubelet.GPUS_ANNOTATION: gpus}}} if gpus else None)
+    kc.patch(cluster.api, NODES, worker, {"status": {"capacity": capacity, "allocatable": capacity}},
+             subresource="status")
+
+
+def test_a_node_offering_fewer_gpus_than_slurm_counts_drains_until_it_offers_them_all(cluster: Cluster):
+    """A GPU fell off the bus: the device plugin's allocatable drops, Slurm's count does not, and the kubelet
+    would reject every Pod Slurm places there asking for them all (a loop), a batch job would get a missing GPU."""
+    worker = cluster.dev.k8s_node_for(A)
+    counted = slurmconf.NODE_GPUS
+    try:
+        _offer_gpus(cluster, worker, str(counted - 1))
+        reason = wait_for(lambda: _k8s_drained(cluster, A), PROPAGATION, f"k8s: drain of {A}")
+        assert reason == (f"{names.K8S_DRAIN_PREFIX} node {worker} offers {counted - 1} of the {counted} GPUs "
+                          f"Slurm counts (nvidia.com/gpu allocatable)")
+        assert not cluster.node(B).drained
+    finally:
+        _offer_gpus(cluster, worker, None)
+    wait_for(lambda: not cluster.node(A).drained, PROPAGATION, f"{A} undrained once its Node offers every GPU")
 
 
 @pytest.mark.every_release

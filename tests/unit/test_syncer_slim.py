@@ -76,6 +76,9 @@ NODES = {
                                                   {"key": names.LOCK_KEY, "value": "true", "effect": "NoSchedule"}]),
     "NotReady": fat_node(ready="Unknown"),
     "being deleted": fat_node(deleting=True),
+    "a GPU gone": {**fat_node(), "status": {**fat_node()["status"], "allocatable": {"cpu": "127", "memory": "2Ti",
+                                                                                  "nvidia.com/gpu": "7"}}},
+    "no GPUs": {**fat_node(), "status": {**fat_node()["status"], "allocatable": {"cpu": "127", "memory": "2Ti"}}},
 }
 
 
@@ -125,7 +128,8 @@ def test_a_trimmed_node_decides_as_the_whole_one(case: str) -> None:
     for read in (node_view, objects.node_ready, objects.is_cordoned, objects.cordon_reason, objects.taints_of,
                  lambda n: objects.has_taint(n, names.LOCK_KEY), lambda n: objects.has_taint(n, names.LOCK_KEY,
                                                                                            "NoExecute"),
-                 lambda n: podcordon.desired_condition(slurmd_pod, n), objects.is_deleting, objects.name_of):
+                 lambda n: podcordon.desired_condition(slurmd_pod, n), objects.is_deleting, objects.name_of,
+                 objects.allocatable_gpus):
         assert read(slim) == read(node), read
     assert taints_changed(slim, syncer_slim_node(NODES["plain"])) == taints_changed(node, NODES["plain"])
 

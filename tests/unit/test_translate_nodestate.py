@@ -9,6 +9,7 @@ import pytest
 
 from sunk.model import names
 from sunk.model.slurm import Job, Node
+from sunk.translate import nodestate
 from sunk.translate.drains import StuckPodDrain
 from sunk.translate.nodestate import (
     DRAIN,
@@ -327,3 +328,46 @@ def test_a_stuck_pod_drain_on_a_down_node_is_left_to_return_to_service():
     decision = desired_drain(Facts(pod=slurmd_pod(), nodes={"worker-1": worker("True")}),
                              node(state="DOWN+DRAIN", reason=STUCK_REASON))
     assert decision.action == NONE
+
+
+# -- a Node offering fewer healthy GPUs than Slurm counts (its device plugin's allocatable) -----------------------
+def gpu_node(allocatable):
+    status = {"allocatable": {names.GPU_RESOURCE: allocatable}} if allocatable is not None else {}
+    return {"metadata": {"name": "worker-1"}, "spec": {}, "status": status}
+
+
+SHORT = f"{K8S} node worker-1 offers 7 of the 8 GPUs Slurm counts (nvidia.com/gpu allocatable)"
+
+
+@pytest.mark.parametrize(("gres", "allocatable", "expected"), [
+    ("gpu:h100:8", "7", SHORT),  # (a GPU fell off the bus: the kubelet would reject a Pod asking for 8)
+    ("gpu:h100:8", "0", SHORT.replace("offers 7", "offers 0")),  # (its device plugin went away)
+    ("gpu:h100:8", "8", None),
+    ("gpu:h100:8", "9", None),  # (more than Slurm counts: Slurm places less than the Node has, no loop)
+    ("gpu:h100:8", None, None),  # (no device plugin: DRA's GPUs, or none)
+    ("gpu:h100:8", "7.5", None),  # (not a count: nothing said)
+    ("gpu:h100:8", " 7", None),
+    ("gpu:h100:8", "٧", None),  # (a digit to str.isdigit, not to the kubelet)
+    ("", "0", None),  # (Slurm counts no GPU there)
+    ("gpu:a:4,gpu:b:4", "7", SHORT),  # (every type counted)
+])
+def test_a_node_offering_fewer_gpus_than_slurm_counts_is_drained(gres, allocatable, expected):
+    facts = Facts(slurmd_pod(), k8s_node=gpu_node(allocatable))
+    slurm = Node(name="node1", state="IDLE", gres=gres)
+    assert nodestate.kubernetes_drain_reason(facts, slurm) == expected
+    assert nodestate.kubernetes_drain_reason(facts) is None  # (no Slurm node to count against)
+    action = nodestate.desired_drain(facts, slurm)
+    assert (action.action, action.reason) == ((DRAIN, expected) if expected else (NONE, None))
+
+
+def test_the_gpu_drain_is_lifted_once_the_node_offers_them_all_again_and_a_persons_drain_is_kept():
+    drained = Node(name="node1", state="IDLE+DRAIN", gres="gpu:8", reason=SHORT)
+    assert nodestate.desired_drain(Facts(slurmd_pod(), k8s_node=gpu_node("8")), drained).action == UNDRAIN
+    assert nodestate.desired_drain(Facts(slurmd_pod(), k8s_node=gpu_node("7")), drained).action == NONE
+    fewer = nodestate.desired_drain(Facts(slurmd_pod(), k8s_node=gpu_node("6")), drained)
+    assert (fewer.action, fewer.reason) == (DRAIN, SHORT.replace("offers 7", "offers 6"))  # (its reason kept true)
+    person = Node(name="node1", state="IDLE+DRAIN", gres="gpu:8", reason="bad GPU, RMA")
+    assert nodestate.desired_drain(Facts(slurmd_pod(), k8s_node=gpu_node("7")), person).action == NONE
+    not_ready = nodestate.desired_drain(Facts(slurmd_pod(ready=False), k8s_node=gpu_node("7")), Node(
+        name="node1", state="IDLE", gres="gpu:8"))
+    assert "is not ready" in not_ready.reason  # (the Pod's readiness said first)
