@@ -6,24 +6,27 @@ Node's labels or taints or a slurmd Pod's placement change (Pods of one template
 of them, not one per Pod). A demand that selects nothing is read against the tainted Nodes only, kept here
 as the Node events come (``node_changed``): most Pods pay nothing for the Nodes that are not tainted. The
 units no Node admits are woken by the Node or slurmd Pod that may now admit them, as kube-scheduler moves an
-unschedulable Pod back on a Node event: never a timer, never a walk of every Pod.
+unschedulable Pod back on a Node event, never a walk of every Pod.
 
-Enough nodes left is judged in the job's partitions (``PartitionNodes``, read from Slurm only when something is
+Enough nodes left is judged in the job's partitions (``PartitionNodes``, listed from Slurm only when something is
 excluded and the job names a partition): Slurm fails a job whose partition has no node left, though other
-partitions have some.
+partitions have some. What a partition holds changes in Slurm without a Kubernetes event: a unit judged to
+wait so looks again when the list is 30 s old, its one timer.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
+from attrs import define, field, frozen
+
 from sunk.model.slurm import Partition
-from sunk.slurm.errors import SlurmError
 from sunk.translate.placement import (
     Demand,
     Exclusion,
@@ -39,41 +42,66 @@ from sunk.translate.placement import (
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 CACHED_DEMAND_SETS = 256  # distinct sets of demands kept (a tenant may make as many as it likes)
-# How old a list of partitions' nodes may be when no Node event says to read it again: what a partition holds
-# changes in Slurm (scontrol, a reconfigure, a dynamic node registering) without a Kubernetes event. A unit
-# judged to wait by it looks again after this long.
+JUDGED_PARTITION_SETS = 8  # per set of demands: the partitions its jobs named, each judged once per list
+MAX_JUDGED_PARTITIONS = 16  # a job naming more (each a scan of its nodes) is left to Slurm's judgement
+# What a partition holds changes in Slurm (scontrol, a reconfigure, a dynamic node registering) without a
+# Kubernetes event: the list is read again when this old, and a unit judged to wait by it looks again then.
 PARTITIONS_MAX_AGE = 30.0
+PARTITIONS_MIN_INTERVAL = 1.0  # between lists that a Node's or slurmd Pod's change asks for
+PARTITIONS_RETRY = 5.0  # after a failed list: meanwhile the last one is used, or the judgement is Slurm's
+
+
+@frozen
+class PartitionList:
+    """Slurm's partitions and their nodes, as one list showed them (``version``: which list)."""
+
+    version: int
+    nodes: Mapping[str, frozenset[str]]
 
 
 class PartitionNodes:
-    """Each Slurm partition's nodes, listed when asked for and older than the placement generation asked for
-    (a Node or slurmd Pod changed since) or than ``max_age``. Concurrent askers share one list; a failed list
-    leaves the last one (None before any): the judgement is then Slurm's."""
+    """Slurm's partitions' nodes, listed when asked for and 30 s old, or (at most once a second) older than
+    the placement generation asked for: a slurmd Pod that came may be a node that joined a partition. Askers
+    meanwhile wait for that list and take it, or, if it failed, the last one; a failed list is not tried again
+    for 5 s (slurmrestd down must not hold every worker for a timeout each)."""
 
     def __init__(self, read: Callable[[], Sequence[Partition]], *, max_age: float = PARTITIONS_MAX_AGE,
+                 min_interval: float = PARTITIONS_MIN_INTERVAL, retry_after: float = PARTITIONS_RETRY,
                  clock: Callable[[], float] = time.monotonic):
-        self._read, self._max_age, self._clock = read, max_age, clock
+        self._read, self._clock = read, clock
+        self._max_age, self._min_interval, self._retry_after = max_age, min_interval, retry_after
         self._lock = threading.Lock()
-        self._nodes: Optional[Mapping[str, frozenset[str]]] = None
+        self._list: Optional[PartitionList] = None
         self._generation = -1
-        self._read_at = 0.0
-        self.reads = 0
+        self._read_at = self._failed_at = -math.inf
 
-    def nodes(self, generation: int) -> Optional[Mapping[str, frozenset[str]]]:
+    def current(self, generation: int) -> Optional[PartitionList]:
+        """The list, read again first if due (see the class); None until Slurm has answered once."""
         with self._lock:  # (held while listing: who asks meanwhile takes that list)
-            if self._nodes is None or self._generation < generation or self.stale():
+            now = self._clock()
+            due = (self._list is None or now - self._read_at > self._max_age
+                   or (self._generation < generation and now - self._read_at >= self._min_interval))
+            if due and now - self._failed_at >= self._retry_after:
                 try:
                     partitions = self._read()
-                except SlurmError as exc:
-                    log.warning("cannot list Slurm's partitions; placement left to Slurm meanwhile: %s", exc)
-                    return self._nodes
-                self.reads += 1
-                self._nodes = {p.name: frozenset(p.nodes) for p in partitions}
-                self._generation, self._read_at = generation, self._clock()
-            return self._nodes
+                    nodes = {p.name: frozenset(p.nodes) for p in partitions}
+                except Exception as exc:  # (Slurm's error, or an answer its parser refused: Slurm judges)
+                    self._failed_at = now
+                    log.warning("cannot list Slurm's partitions; placement judged among every node meanwhile: %s",
+                                exc)
+                else:
+                    self._list = PartitionList((self._list.version + 1) if self._list else 1, nodes)
+                    self._generation, self._read_at = max(self._generation, generation), now
+            return self._list
 
-    def stale(self) -> bool:
-        return self._clock() - self._read_at > self._max_age
+
+@define
+class _Kept:
+    """One set of demands' exclusion, the Slurm nodes it was judged among, and its judgement in partitions."""
+
+    exclusion: Exclusion
+    hosted: frozenset[str]
+    judged: dict[tuple[str, ...], tuple[int, Exclusion]] = field(factory=dict)  # partitions -> (list, verdict)
 
 
 class NodePlacement:
@@ -91,28 +119,37 @@ class NodePlacement:
         self._partitions = partitions
         self._cache_size = cache_size
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, Exclusion] = OrderedDict()
+        self._cache: OrderedDict[str, _Kept] = OrderedDict()
         self._generation = 0
         self._waiting: dict[str, tuple[tuple[Demand, ...], str]] = {}  # unit -> its members' demands, and why
         self._tainted: dict[str, Obj] = {}  # Node name -> the Node, for the Nodes with blocking taints
 
     def exclusion(self, pods: Sequence[Obj], partitions: Sequence[str] = ()) -> tuple[Exclusion, int]:
-        """The exclusion for a job in ``partitions`` (none named: Slurm's default), and the generation it was
-        computed at (for ``wait``)."""
+        """The exclusion for a job in ``partitions`` (none named: Slurm's default, which slurmrestd does not
+        show: judged among every node), and the generation it was computed at (for ``wait``)."""
         demands = [demand_of(pod) for pod in pods]
         selecting = any(d.selects for d in demands)
         with self._lock:
             generation = self._generation
             if not selecting and not self._tainted:
                 return Exclusion(), generation
-        key = f"{len(pods)}:{','.join(partitions)}:{key_of(demands)}"  # (outside the lock: a gang's take a while)
+        key = f"{len(pods)}:{key_of(demands)}"  # (outside the lock: a gang's demands take a while to digest)
         with self._lock:
             generation = self._generation
-            found = self._cache.get(key)
-            if found is not None and not (found.partitions and self._partitions and self._partitions.stale()):
+            kept = self._cache.get(key)
+            if kept is not None:
                 self._cache.move_to_end(key)
-                return found, generation
             tainted = list(self._tainted.items())
+        if kept is None:
+            kept = self._compute(demands, tainted, len(pods))
+            with self._lock:
+                if generation == self._generation:  # (not if a change came meanwhile: the next ask computes again)
+                    self._cache[key] = kept
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        return self._in_partitions(kept, tuple(dict.fromkeys(partitions)), generation, len(pods)), generation
+
+    def _compute(self, demands: Sequence[Demand], tainted: Sequence[tuple[str, Obj]], members: int) -> _Kept:
         hosted: Optional[Mapping[str, str]] = None
 
         def mapping() -> Mapping[str, str]:
@@ -120,20 +157,31 @@ class NodePlacement:
             hosted = self._mapping() if hosted is None else hosted
             return hosted
 
-        if selecting:
-            found = node_exclusion(demands, mapping(), self._node, members=len(pods))
+        if any(d.selects for d in demands):
+            found = node_exclusion(demands, mapping(), self._node, members=members)
         else:
-            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(mapping()), members=len(pods))
-        if found.excluded and not found.problem and partitions and self._partitions is not None:
-            if (nodes_of := self._partitions.nodes(generation)) is not None:
-                found = in_partitions(found, partitions, nodes_of, mapping(), members=len(pods))
+            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(mapping()), members=members)
+        judged = found.excluded and not found.problem and self._partitions is not None
+        return _Kept(found, frozenset(mapping()) if judged else frozenset())
+
+    def _in_partitions(self, kept: _Kept, partitions: tuple[str, ...], generation: int, members: int) -> Exclusion:
+        """``kept``'s exclusion judged in ``partitions`` against the current list (each list judged once)."""
+        if not partitions or not kept.hosted or self._partitions is None:
+            return kept.exclusion
+        listed = self._partitions.current(generation)
+        if listed is None or len(partitions) > MAX_JUDGED_PARTITIONS or any(p not in listed.nodes
+                                                                            for p in partitions):
+            return kept.exclusion  # (Slurm's to judge; nothing a tenant names is kept)
         with self._lock:
-            if generation == self._generation:  # (not if a change came meanwhile: the next ask computes it again)
-                self._cache[key] = found
-                self._cache.move_to_end(key)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return found, generation
+            found = kept.judged.get(partitions)
+        if found is not None and found[0] == listed.version:
+            return found[1]
+        judged = in_partitions(kept.exclusion, partitions, listed.nodes, kept.hosted, members=members)
+        with self._lock:
+            if len(kept.judged) >= JUDGED_PARTITION_SETS:
+                kept.judged.clear()
+            kept.judged[partitions] = (listed.version, judged)
+        return judged
 
     def wait(self, unit: str, pods: Sequence[Obj], generation: int, why: str = "") -> bool:
         """No Node admits ``unit``'s Pods (as of ``generation``), for ``why``: wake it when one may (``changed``).

@@ -192,20 +192,19 @@ def node_exclusion(demands: Iterable[Demand], k8s_node_of: Mapping[str, str],
         known = node(k8s_node)
         if not usable or known is None or not all(_selected(d, known) for d in distinct) or not tolerated(known):
             excluded.append(slurm_node)
-    return _judged(excluded, len(k8s_node_of), len(distinct), members)
+    return _judged(excluded, len(k8s_node_of), members)
 
 
-def _judged(excluded: Sequence[str], total: int, demands: int, members: int) -> Exclusion:
+def _judged(excluded: Sequence[str], total: int, members: int) -> Exclusion:
     """Fewer Slurm nodes left than the unit's members (one node each): the problem, in kube-scheduler's words."""
     left = total - len(excluded)
     if left < members:
-        return Exclusion(tuple(excluded), f"{left}/{total} Slurm nodes are available: {_why(demands, members)}")
+        return Exclusion(tuple(excluded), f"{left}/{total} Slurm nodes are available: {_why(members)}")
     return Exclusion(tuple(excluded))
 
 
-def _why(demands: int, members: int) -> str:
-    whose = "the Pod's" if demands == 1 and members == 1 else "every member's"
-    need = f"; the gang needs {members}, one each" if members > 1 else ""
+def _why(members: int) -> str:
+    whose, need = ("the Pod's", "") if members == 1 else ("every member's", f"; the gang needs {members}, one each")
     return (f"the Nodes their slurmd Pods run on do not match {whose} nodeSelector and required node affinity, "
             f"or have taints it does not tolerate{need}")
 
@@ -215,20 +214,21 @@ def in_partitions(exclusion: Exclusion, partitions: Sequence[str], nodes_of: Map
     """``exclusion`` judged where Slurm looks: a job runs in one of its ``partitions`` (``nodes_of``: each
     partition's Slurm nodes, as Slurm lists them; ``hosted``: the Slurm nodes that may be named), so too few
     nodes left in each of them is the problem, though nodes of other partitions are left: Slurm would refuse
-    the job, or fail it (BadConstraints), for good, where the Pods should wait for a Node. A partition Slurm
-    did not list is left to Slurm's answer; so is a job whose nodes sunk excludes none of."""
+    the job, or fail it (BadConstraints), for good, where the Pods should wait for a Node. Left to Slurm's
+    answer: a partition Slurm did not list, one none of whose nodes has a Ready slurmd Pod, and a job whose
+    nodes sunk excludes none of."""
     if exclusion.problem or not exclusion.excluded or not partitions or any(p not in nodes_of for p in partitions):
         return exclusion
     excluded = set(exclusion.excluded)
     counts: list[str] = []
-    for partition in partitions:
+    for partition in dict.fromkeys(partitions):
         theirs = [node for node in nodes_of[partition] if node in hosted]
         left = sum(1 for node in theirs if node not in excluded)
-        if left >= members:
+        if left >= members or not theirs:
             return exclusion
         counts.append(f"{left}/{len(theirs)} {'Slurm nodes ' if not counts else ''}of partition {partition}")
-    return Exclusion(exclusion.excluded, f"{', '.join(counts)} are available: {_why(members, members)}",
-                     tuple(partitions))
+    return Exclusion(exclusion.excluded, f"{', '.join(counts)} are available: {_why(members)}",
+                     tuple(dict.fromkeys(partitions)))
 
 
 def taint_exclusion(demands: Iterable[Demand], tainted: Iterable[tuple[str, Obj]],
@@ -242,4 +242,4 @@ def taint_exclusion(demands: Iterable[Demand], tainted: Iterable[tuple[str, Obj]
     tolerated = _Tolerance(distinct)
     excluded = sorted({slurm_node for name, node in tainted
                        if not tolerated(node) and (slurm_node := slurm_node_on(name)) is not None})
-    return _judged(excluded, total(), len(distinct), members) if excluded else Exclusion()
+    return _judged(excluded, total(), members) if excluded else Exclusion()

@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.placement import NodePlacement, PartitionNodes
 from sunk.model.slurm import Partition
-from sunk.slurm.errors import SlurmError, SlurmUnavailable
+from sunk.slurm.errors import SlurmUnavailable
 from sunk.translate.placement import Exclusion
 
 NODES = {"w1": {"metadata": {"name": "w1", "labels": {"pool": "a"}}},
@@ -101,14 +101,14 @@ def test_only_blocking_taints_are_kept_and_sunks_lock_changes_nothing() -> None:
 
 class Partitions:
     def __init__(self) -> None:
-        self.lists = 0
+        self.lists = 0  # lists asked for, answered or not
         self.nodes = {"batch": ("n2",), "other": ("n1",)}
-        self.fail: SlurmError | None = None
+        self.fail: Exception | None = None
 
     def __call__(self) -> tuple[Partition, ...]:
+        self.lists += 1
         if self.fail is not None:
             raise self.fail
-        self.lists += 1
         return tuple(Partition(name, nodes) for name, nodes in self.nodes.items())
 
 
@@ -120,30 +120,77 @@ class Clock:
         return self.now
 
 
+def partitioned() -> tuple[NodePlacement, Partitions, Clock]:
+    partitions, clock = Partitions(), Clock()
+    return NodePlacement(Mapping(), NODES.get, partitions=PartitionNodes(partitions, clock=clock)), partitions, clock
+
+
+def problem(placement: NodePlacement, selector: Any, *partitions: str) -> str:
+    return placement.exclusion([pod(selector)], partitions)[0].problem
+
+
 def test_nodes_left_are_counted_in_the_jobs_partition_listed_once_per_change() -> None:
     """Pool a is left on n1 only, which is not batch's: a job in batch would fail in Slurm for good."""
-    partitions, clock = Partitions(), Clock()
-    placement = NodePlacement(Mapping(), NODES.get, partitions=PartitionNodes(partitions, clock=clock))
+    placement, partitions, clock = partitioned()
     found, _ = placement.exclusion([pod({"pool": "a"})], ("batch",))
     assert found.problem.startswith("0/1 Slurm nodes of partition batch are available")
     assert found.partitions == ("batch",)
-    assert placement.exclusion([pod({"pool": "a"})], ("other",))[0].problem == ""
-    assert placement.exclusion([pod({"pool": "a"})])[0].problem == ""  # (no partition: judged among all)
-    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem and partitions.lists == 1
+    assert problem(placement, {"pool": "a"}, "other") == ""
+    assert problem(placement, {"pool": "a"}) == ""  # (no partition named: judged among all)
+    assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 1
     assert placement.exclusion([pod()], ("batch",))[0] == Exclusion() and partitions.lists == 1  # (nothing excluded)
 
     partitions.nodes["batch"] = ("n1", "n2")  # (Slurm's change, no Kubernetes event: seen once the list is old)
     clock.now += 29
-    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem and partitions.lists == 1
+    assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 1
     clock.now += 2
-    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem == "" and partitions.lists == 2
-    placement.changed()  # (a Node or slurmd Pod changed: listed again at the next judgement)
-    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0].problem == "" and partitions.lists == 3
+    assert problem(placement, {"pool": "a"}, "batch") == "" and partitions.lists == 2
+    partitions.nodes["batch"] = ("n2",)
+    placement.changed()  # (a Node or slurmd Pod changed: listed again, at most once a second)
+    assert problem(placement, {"pool": "a"}, "batch") == "" and partitions.lists == 2
+    clock.now += 1
+    assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 3
 
 
-def test_partitions_slurm_does_not_list_leave_the_judgement_to_slurm() -> None:
-    partitions = Partitions()
+def test_every_kept_verdict_is_judged_again_against_a_newer_list() -> None:
+    """Whoever's ask reads the list again, every set of demands is judged against it, waiting or not."""
+    placement, partitions, clock = partitioned()
+    placement._node = {**NODES, "w3": {"metadata": {"name": "w3", "labels": {"pool": "c"}}}}.get
+    assert problem(placement, {"pool": "a"}, "batch") and problem(placement, {"pool": "b"}, "other")
+    assert problem(placement, {"pool": "b"}, "batch") == ""  # (fine, and kept so)
+    partitions.nodes = {"batch": ("n1",), "other": ("n2",)}
+    clock.now += 31
+    assert problem(placement, {"pool": "b"}, "other") == "" and partitions.lists == 2
+    assert problem(placement, {"pool": "a"}, "batch") == ""  # (the other set of demands, the newer list)
+    assert problem(placement, {"pool": "b"}, "batch").startswith("0/1 Slurm nodes of partition batch")
+
+
+def test_a_failed_list_is_not_asked_again_for_a_while_and_slurm_judges_meanwhile() -> None:
+    placement, partitions, clock = partitioned()
     partitions.fail = SlurmUnavailable("list partitions: connection refused")
-    placement = NodePlacement(Mapping(), NODES.get, partitions=PartitionNodes(partitions))
-    found, _ = placement.exclusion([pod({"pool": "a"})], ("batch",))
-    assert found == Exclusion(("n2",)) and partitions.lists == 0
+    assert placement.exclusion([pod({"pool": "a"})], ("batch",))[0] == Exclusion(("n2",))
+    assert problem(placement, {"pool": "z"}, "batch").startswith("0/2 Slurm nodes are available")  # (as before)
+    assert problem(placement, {"pool": "a"}, "batch") == "" and partitions.lists == 1
+    clock.now += 5
+    partitions.fail = ValueError("hostlist: unbalanced brackets")  # (an answer its parser refused: the same)
+    assert problem(placement, {"pool": "a"}, "batch") == "" and partitions.lists == 2
+    partitions.fail = None
+    clock.now += 5
+    assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 3
+    partitions.fail = SlurmUnavailable("list partitions: connection refused")
+    clock.now += 31
+    assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 4  # (the last list kept)
+
+
+def test_what_a_tenant_names_is_left_to_slurm_unless_slurm_listed_it() -> None:
+    placement, partitions, clock = partitioned()
+    assert problem(placement, {"pool": "a"}, "nosuch") == ""
+    assert problem(placement, {"pool": "a"}, "batch", "nosuch") == ""
+    assert problem(placement, {"pool": "a"}, *(["batch"] * 40_000)).startswith(
+        "0/1 Slurm nodes of partition batch are available")  # (named once, however often written)
+    many = [f"p{i}" for i in range(20)]
+    partitions.nodes.update({name: ("n2",) for name in many})
+    placement.changed()
+    clock.now += 1
+    assert problem(placement, {"pool": "a"}, *many) == ""  # (more than 16: Slurm judges)
+    assert problem(placement, {"pool": "a"}, *many[:16]).startswith("0/1 Slurm nodes of partition p0, 0/1 of")

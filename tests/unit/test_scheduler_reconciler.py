@@ -16,6 +16,7 @@ from scheduler.decide import DeleteMembers, Nothing, Submit
 from scheduler.jobindex import JobIndex
 from scheduler.reconciler import CANCEL_SETTLE, PodIndex, PodScheduler, SlurmdNodes
 from scheduler.tokens import hook_token
+from sunk.controller.runtime import Result
 from sunk.kube.client import ApiError
 from sunk.model import names
 from sunk.model.slurm import Job
@@ -847,19 +848,24 @@ def slurmd_pod(name, node, ready=True):
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def placed_world(build, labels):
+def placed_world(build, labels, partitions=None):
     """Slurm nodes node1..node3 on worker-1..worker-3, whose labels are ``labels`` (None: no Node); the one Pod
-    asks ``pool: b``. Returns (scheduler, pods, recorder, nodes, queue)."""
+    asks ``pool: b``; ``partitions``: Slurm's partitions' nodes, if any. Returns (scheduler, pods, recorder,
+    nodes, queue)."""
     from informer_fakes import StoreInformer
 
     from scheduler.assembly import attach_placement_feed, ready_slurm_nodes
-    from scheduler.placement import NodePlacement
+    from scheduler.placement import NodePlacement, PartitionNodes
+    from sunk.model.slurm import Partition
 
     slurmd_pods = StoreInformer([slurmd_pod(f"node{i}", f"worker-{i}") for i in (1, 2, 3)])
     nodes = StoreInformer([{"metadata": {"name": f"worker-{i}", "labels": dict(found)}}
                            for i, found in enumerate(labels, 1) if found is not None])
     slurmd = SlurmdNodes(slurmd_pods)
-    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd_pods.list()), nodes.get, slurmd.ready_slurm_node_on)
+    listed = None if partitions is None else PartitionNodes(
+        lambda: tuple(Partition(name, nodes) for name, nodes in partitions.items()))
+    placement = NodePlacement(lambda: ready_slurm_nodes(slurmd_pods.list()), nodes.get, slurmd.ready_slurm_node_on,
+                              partitions=listed)
     scheduler, pods, _jobs, recorder, _binds = build(slurmd=slurmd, node_placement=placement)
     pods[0]["spec"]["nodeSelector"] = {"pool": "b"}
     queue: list[str] = []
@@ -877,8 +883,9 @@ def test_the_slurm_nodes_a_pods_node_selector_rules_out_are_excluded_from_its_jo
 
 
 def test_a_pod_no_node_matches_is_not_submitted_and_waits_for_a_node_that_does(build, writes):
-    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "a"}, {"pool": "a"}, {"pool": "c"}])
-    scheduler.reconcile("uid-a")
+    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "a"}, {"pool": "a"}, {"pool": "c"}],
+                                                           {"batch": ("node1", "node2", "node3")})
+    assert scheduler.reconcile("uid-a") == Result()  # (woken by a Node only: no timer)
     message = ("0/3 Slurm nodes are available: the Nodes their slurmd Pods run on do not match the Pod's "
                "nodeSelector and required node affinity, or have taints it does not tolerate")
     assert scheduler.slurm.submitted == [] and writes == [("unschedulable", "uid-a", message)]
@@ -1000,12 +1007,10 @@ def test_a_pod_every_node_of_which_is_tainted_against_it_waits_and_is_woken_when
 def test_a_pod_whose_partition_has_no_node_left_waits_where_slurm_would_fail_its_job(build, writes):
     """Nodes of another partition are left, but Slurm runs the job in its own (BadConstraints there, for good):
     the Pod waits, is woken by a Node, and looks again after a while for what Slurm's partitions hold."""
-    from scheduler.placement import PARTITIONS_MAX_AGE, PartitionNodes
-    from sunk.model.slurm import Partition
+    from scheduler.placement import PARTITIONS_MAX_AGE
 
-    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "b"}, {"pool": "a"}, {"pool": "b"}])
-    listed = {"batch": ("node1", "node2"), "real": ("node3",)}
-    scheduler.node_placement._partitions = PartitionNodes(lambda: tuple(Partition(n, v) for n, v in listed.items()))
+    scheduler, pods, recorder, nodes, queue = placed_world(build, [{"pool": "b"}, {"pool": "a"}, {"pool": "b"}],
+                                                           {"batch": ("node1", "node2"), "real": ("node3",)})
     pods[0]["metadata"]["annotations"] = {names.ANN_PARTITION: "batch"}
     nodes.put({"metadata": {"name": "worker-1", "labels": {"pool": "b"}}, "spec": {"taints": [
         {"key": "example.com/maintenance", "effect": "NoSchedule"}]}})

@@ -212,13 +212,14 @@ def test_a_partition_with_no_node_left_is_a_problem_though_another_partition_has
     (("node1", "node2"), ("nosuch",), 1, ""),  # (a partition Slurm did not list: Slurm answers)
     (("node1", "node2"), ("batch", "nosuch"), 1, ""),
     (("node1", "node2"), (), 1, ""),  # (no partition named: Slurm's default, which sunk does not know)
-    (("node9",), ("cold",), 1, "0/0 Slurm nodes of partition cold"),  # (its node hosts no slurmd Pod)
+    (("node1", "node2"), ("cold",), 1, ""),  # (no node of it has a Ready slurmd Pod: Slurm answers)
+    (("node1", "node2"), ("batch", "batch"), 1, "0/2 Slurm nodes of partition batch are available"),
 ])
 def test_enough_nodes_left_is_judged_in_any_of_the_jobs_partitions(excluded: Any, partitions: Any, members: int,
                                                                     problem: str) -> None:
     found = in_partitions(Exclusion(excluded), partitions, PARTITIONS, HOSTED, members=members)
     assert found.excluded == excluded and found.problem.startswith(problem) and bool(found.problem) == bool(problem)
-    assert found.partitions == (partitions if problem else ())
+    assert found.partitions == (tuple(dict.fromkeys(partitions)) if problem else ())
 
 
 def test_nothing_excluded_or_a_problem_already_found_is_left_as_it_is() -> None:
