@@ -348,7 +348,7 @@ def assemble(
     # What a Pod's nodeSelector, required node affinity and untolerated taints rule out, from the Nodes' labels
     # and taints (kube-scheduler's filters, and the kubelet's admission: kube-scheduler never sees these Pods).
     placement = NodePlacement(lambda: ready_slurm_nodes(slurmd.list()), nodes.get, slurmd_nodes.ready_slurm_node_on,
-                              partitions=PartitionNodes(slurm.list_partitions))
+                              partitions=PartitionNodes(lambda: slurm.list_partitions()))
     scheduler = PodScheduler(api=api, slurm=slurm, config=config, jobs=index, pods=pod_index,
                              slurmd=slurmd_nodes, recorder=recorder, on_bind=on_bind, on_submit=on_submit,
                              nudge=slurm_jobs.nudge, binder=binder, node_ready=NodeHealth(nodes).ready,
