@@ -10,7 +10,9 @@ rounds' spread):
   selectors and change, not per Pod;
 - a Pod's exclusion found in the cache (every other Pod of the template), with ``--tainted`` tainted Nodes;
 - a Pod that selects nothing while no Node is tainted (the common path: what every Pod pays);
-- a Node event with ``--waiting`` units waiting for a Node to admit them (``NodePlacement.changed``).
+- a Node event with ``--waiting`` units waiting for a Node to admit them (``NodePlacement.changed``);
+- a selecting Pod whose job names a partition (half the nodes): from the cache, and judged against a new list
+  of partitions (the first Pod of a template after a list; the list itself, Slurm's call, is not timed).
 
     python -m benchmarks.placement --nodes 5000 --small 500 --rounds 5
 """
@@ -23,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.placement import NodePlacement
+from scheduler.placement import NodePlacement, PartitionNodes
+from sunk.model.slurm import Partition
 
 TOLERATIONS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
                 "tolerationSeconds": 300},
@@ -46,10 +49,16 @@ def node(i: int, tainted: bool = False) -> dict[str, Any]:
     return {"metadata": {"name": f"w{i}", "labels": labels}, "spec": {"taints": taints}}
 
 
-def world(count: int, tainted: int = 0) -> NodePlacement:
+def world(count: int, tainted: int = 0, partitions_max_age: float | None = None) -> NodePlacement:
+    """``count`` Slurm nodes n0.. on Nodes w0..; with ``partitions_max_age``, Slurm's partitions too: inference
+    (the odd nodes), train (the even ones), listed from memory when that old."""
     nodes = {f"w{i}": node(i, i < tainted) for i in range(count)}
     mapping = {f"n{i}": f"w{i}" for i in range(count)}
-    placement = NodePlacement(lambda: mapping, nodes.get, lambda name: "n" + name[1:] if name in nodes else None)
+    listed = (Partition("inference", tuple(f"n{i}" for i in range(1, count, 2))),
+              Partition("train", tuple(f"n{i}" for i in range(0, count, 2))))
+    partitions = None if partitions_max_age is None else PartitionNodes(lambda: listed, max_age=partitions_max_age)
+    placement = NodePlacement(lambda: mapping, nodes.get, lambda name: "n" + name[1:] if name in nodes else None,
+                              partitions=partitions)
     for each in nodes.values():
         placement.node_changed(None, each)
     return placement
@@ -89,7 +98,11 @@ def main() -> None:
     for unit in range(args.waiting):
         waking.wait(f"unit-{unit}", [SELECTING], 0)
     relabelled = node(1)
-    rows: dict[str, list[float]] = {k: [] for k in ("large", "small", "ratio", "hit", "plain", "wake")}
+    kept_list, new_list = world(args.nodes, partitions_max_age=3600), world(args.nodes, partitions_max_age=-1)
+    kept_list.exclusion([SELECTING], ("inference",))
+    new_list.exclusion([SELECTING], ("inference",))
+    rows: dict[str, list[float]] = {k: [] for k in ("large", "small", "ratio", "hit", "plain", "wake", "in_kept",
+                                                    "in_new")}
     for _ in range(args.rounds):
         rows["large"].append(per_call(fresh(large), 5))
         rows["small"].append(per_call(fresh(small), 50))
@@ -98,6 +111,8 @@ def main() -> None:
         rows["hit"].append(per_call(lambda: cached.exclusion([PLAIN]), 20000))
         rows["plain"].append(per_call(lambda: untainted.exclusion([PLAIN]), 20000))
         rows["wake"].append(per_call(lambda: waking.changed(relabelled), 20))
+        rows["in_kept"].append(per_call(lambda: kept_list.exclusion([SELECTING], ("inference",)), 20000))
+        rows["in_new"].append(per_call(lambda: new_list.exclusion([SELECTING], ("inference",)), 20))
     print(f"selecting Pod, computed afresh, {args.nodes} Slurm nodes: {spread(rows['large'], 1e3, 'ms')}")
     print(f"selecting Pod, computed afresh, {args.small} Slurm nodes: {spread(rows['small'], 1e3, 'ms')}")
     print(f"  ratio {args.nodes} / {args.small}: {spread(rows['ratio'], 1, '')} (nodes ratio "
@@ -105,6 +120,9 @@ def main() -> None:
     print(f"any Pod, from the cache, {args.tainted} tainted Nodes: {spread(rows['hit'], 1e6, 'us')}")
     print(f"a Pod that selects nothing, no tainted Node: {spread(rows['plain'], 1e6, 'us')}")
     print(f"a Node event, {args.waiting} units waiting: {spread(rows['wake'], 1e3, 'ms')}")
+    print(f"selecting Pod in a partition of {args.nodes // 2}, from the cache: {spread(rows['in_kept'], 1e6, 'us')}")
+    print(f"selecting Pod in a partition of {args.nodes // 2}, judged against a new list: "
+          f"{spread(rows['in_new'], 1e3, 'ms')}")
 
 
 if __name__ == "__main__":

@@ -22,3 +22,12 @@ def test_a_node_event_wakes_the_waiting_units_it_admits() -> None:
         world.wait(f"unit-{unit}", [placement.SELECTING], 0)
     assert world.changed(placement.node(1)) == ["unit-0", "unit-1", "unit-2"]
     assert world.changed(placement.node(2)) == []
+
+
+def test_a_partition_judgement_counts_the_nodes_left_in_the_named_partition() -> None:
+    """The selecting Pod is admitted on odd nodes only (inference's): judged in train, none is left."""
+    for max_age in (3600.0, -1.0):
+        world = placement.world(12, partitions_max_age=max_age)
+        assert world.exclusion([placement.SELECTING], ("inference",))[0].problem == ""
+        assert world.exclusion([placement.SELECTING], ("train",))[0].problem.startswith(
+            "0/6 Slurm nodes of partition train are available")
