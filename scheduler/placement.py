@@ -139,7 +139,7 @@ class NodePlacement:
             kept = self._cache.get(key)
             if kept is not None:
                 self._cache.move_to_end(key)
-            tainted = list(self._tainted.items())
+            tainted = list(self._tainted.items()) if kept is None else []
         if kept is None:
             kept = self._compute(demands, tainted, len(pods))
             with self._lock:
@@ -147,6 +147,8 @@ class NodePlacement:
                     self._cache[key] = kept
                     while len(self._cache) > self._cache_size:
                         self._cache.popitem(last=False)
+        if not partitions:
+            return kept.exclusion, generation
         return self._in_partitions(kept, tuple(dict.fromkeys(partitions)), generation, len(pods)), generation
 
     def _compute(self, demands: Sequence[Demand], tainted: Sequence[tuple[str, Obj]], members: int) -> _Kept:
