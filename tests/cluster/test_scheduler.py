@@ -676,7 +676,11 @@ def test_a_lost_started_call_binds_at_the_slurm_caches_own_read(kube_api, dev_cl
 # -- translation: every annotation, as Slurm reports the job ---------------------------------------
 @pytest.fixture
 def reservation(dev_cluster):
+    """A reservation on node2, once node2 is idle: a job the test before ended there may still be completing
+    (its placeholder waits out the kill wait), and the annotated job, user-exclusive, would wait on Resources."""
     name = f"sunk-test-{uuid.uuid4().hex[:6]}"
+    wait_for(lambda: dev_cluster.slurm("sinfo", "-h", "-n", "node2", "-o", "%T").stdout.strip() == "idle", 60,
+             "node2 idle", interval=0.5)
     dev_cluster.slurm("scontrol", "create", "reservation", f"reservationname={name}", "nodes=node2",
                       "users=root,kube", "starttime=now", "duration=60", "flags=ignore_jobs")
     yield name
