@@ -20,12 +20,13 @@ rounds' spread):
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.placement import NodePlacement, PartitionNodes
+from scheduler.placement import PARTITIONS_MAX_AGE, NodePlacement, PartitionNodes
 from sunk.model.slurm import Partition
 
 TOLERATIONS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
@@ -49,16 +50,18 @@ def node(i: int, tainted: bool = False) -> dict[str, Any]:
     return {"metadata": {"name": f"w{i}", "labels": labels}, "spec": {"taints": taints}}
 
 
-def world(count: int, tainted: int = 0, partitions_max_age: float | None = None) -> NodePlacement:
-    """``count`` Slurm nodes n0.. on Nodes w0..; with ``partitions_max_age``, Slurm's partitions too: inference
-    (the odd nodes), train (the even ones), listed from memory when that old."""
+def world(count: int, tainted: int = 0, partitions: str = "") -> NodePlacement:
+    """``count`` Slurm nodes n0.. on Nodes w0..; with ``partitions``, Slurm's partitions too: inference (the odd
+    nodes), train (the even ones), listed from memory once ("kept") or again at every ask ("new": a clock that
+    moves past the list's age each time it is read)."""
     nodes = {f"w{i}": node(i, i < tainted) for i in range(count)}
     mapping = {f"n{i}": f"w{i}" for i in range(count)}
     listed = (Partition("inference", tuple(f"n{i}" for i in range(1, count, 2))),
               Partition("train", tuple(f"n{i}" for i in range(0, count, 2))))
-    partitions = None if partitions_max_age is None else PartitionNodes(lambda: listed, max_age=partitions_max_age)
+    ticks = itertools.count(step=PARTITIONS_MAX_AGE if partitions == "new" else 0)
+    lists = PartitionNodes(lambda: listed, clock=lambda: float(next(ticks))) if partitions else None
     placement = NodePlacement(lambda: mapping, nodes.get, lambda name: "n" + name[1:] if name in nodes else None,
-                              partitions=partitions)
+                              partitions=lists)
     for each in nodes.values():
         placement.node_changed(None, each)
     return placement
@@ -98,7 +101,7 @@ def main() -> None:
     for unit in range(args.waiting):
         waking.wait(f"unit-{unit}", [SELECTING], 0)
     relabelled = node(1)
-    kept_list, new_list = world(args.nodes, partitions_max_age=3600), world(args.nodes, partitions_max_age=-1)
+    kept_list, new_list = world(args.nodes, partitions="kept"), world(args.nodes, partitions="new")
     kept_list.exclusion([SELECTING], ("inference",))
     new_list.exclusion([SELECTING], ("inference",))
     rows: dict[str, list[float]] = {k: [] for k in ("large", "small", "ratio", "hit", "plain", "wake", "in_kept",

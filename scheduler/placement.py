@@ -76,8 +76,9 @@ class PartitionNodes:
         self._read_at = self._failed_at = -math.inf
 
     def current(self, generation: int) -> Optional[PartitionList]:
-        """The list, read again first if due (see the class); None until Slurm has answered once."""
-        with self._lock:  # (held while listing: who asks meanwhile takes that list)
+        """The list, read again first if due (see the class); None until Slurm has answered once, and once the
+        last answer is twice ``max_age`` old (lists failing since: too old to judge by)."""
+        with self._lock:  # (held while listing: who asks meanwhile takes that list, or its failure)
             now = self._clock()
             due = (self._list is None or now - self._read_at > self._max_age
                    or (self._generation < generation and now - self._read_at >= self._min_interval))
@@ -86,22 +87,31 @@ class PartitionNodes:
                     partitions = self._read()
                     nodes = {p.name: frozenset(p.nodes) for p in partitions}
                 except Exception as exc:  # (Slurm's error, or an answer its parser refused: Slurm judges)
-                    self._failed_at = now
+                    self._failed_at = self._clock()  # (when it ended: a read that hung its timeout is not retried
                     log.warning("cannot list Slurm's partitions; placement judged among every node meanwhile: %s",
-                                exc)
+                                exc)  # by the next asker at once)
                 else:
                     self._list = PartitionList((self._list.version + 1) if self._list else 1, nodes)
-                    self._generation, self._read_at = max(self._generation, generation), now
+                    self._generation, self._read_at = max(self._generation, generation), self._clock()
+            if self._list is not None and self._clock() - self._read_at > 2 * self._max_age:
+                return None
             return self._list
+
+    def due_in(self, generation: int) -> float:
+        """Seconds until a list that shows ``generation``'s changes (a new one, if this one is older) is due:
+        when a unit judged to wait by this one looks again."""
+        with self._lock:
+            since = self._clock() - self._read_at
+            wait = self._min_interval - since if self._generation < generation else self._max_age - since
+            return max(wait, 0.0)
 
 
 @define
 class _Kept:
-    """One set of demands' exclusion, the Slurm nodes it was judged among, and its judgement in partitions."""
+    """One set of demands' exclusion, and its judgement in the partitions jobs named (most recent last)."""
 
     exclusion: Exclusion
-    hosted: frozenset[str]
-    judged: dict[tuple[str, ...], tuple[int, Exclusion]] = field(factory=dict)  # partitions -> (list, verdict)
+    judged: OrderedDict[tuple[str, ...], tuple[int, Exclusion]] = field(factory=OrderedDict)  # -> (list, verdict)
 
 
 class NodePlacement:
@@ -123,6 +133,7 @@ class NodePlacement:
         self._generation = 0
         self._waiting: dict[str, tuple[tuple[Demand, ...], str]] = {}  # unit -> its members' demands, and why
         self._tainted: dict[str, Obj] = {}  # Node name -> the Node, for the Nodes with blocking taints
+        self._hosted: Optional[tuple[int, frozenset[str]]] = None  # (generation, the Slurm nodes that may be named)
 
     def exclusion(self, pods: Sequence[Obj], partitions: Sequence[str] = ()) -> tuple[Exclusion, int]:
         """The exclusion for a job in ``partitions`` (none named: Slurm's default, which slurmrestd does not
@@ -152,23 +163,14 @@ class NodePlacement:
         return self._in_partitions(kept, tuple(dict.fromkeys(partitions)), generation, len(pods)), generation
 
     def _compute(self, demands: Sequence[Demand], tainted: Sequence[tuple[str, Obj]], members: int) -> _Kept:
-        hosted: Optional[Mapping[str, str]] = None
-
-        def mapping() -> Mapping[str, str]:
-            nonlocal hosted
-            hosted = self._mapping() if hosted is None else hosted
-            return hosted
-
         if any(d.selects for d in demands):
-            found = node_exclusion(demands, mapping(), self._node, members=members)
-        else:
-            found = taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(mapping()), members=members)
-        judged = found.excluded and not found.problem and self._partitions is not None
-        return _Kept(found, frozenset(mapping()) if judged else frozenset())
+            return _Kept(node_exclusion(demands, self._mapping(), self._node, members=members))
+        return _Kept(taint_exclusion(demands, tainted, self._slurm_node_on, lambda: len(self._mapping()),
+                                     members=members))
 
     def _in_partitions(self, kept: _Kept, partitions: tuple[str, ...], generation: int, members: int) -> Exclusion:
         """``kept``'s exclusion judged in ``partitions`` against the current list (each list judged once)."""
-        if not partitions or not kept.hosted or self._partitions is None:
+        if not kept.exclusion.excluded or kept.exclusion.problem or self._partitions is None:
             return kept.exclusion
         listed = self._partitions.current(generation)
         if listed is None or len(partitions) > MAX_JUDGED_PARTITIONS or any(p not in listed.nodes
@@ -178,12 +180,30 @@ class NodePlacement:
             found = kept.judged.get(partitions)
         if found is not None and found[0] == listed.version:
             return found[1]
-        judged = in_partitions(kept.exclusion, partitions, listed.nodes, kept.hosted, members=members)
+        judged = in_partitions(kept.exclusion, partitions, listed.nodes, self._hosted_at(generation),
+                               members=members)
         with self._lock:
-            if len(kept.judged) >= JUDGED_PARTITION_SETS:
-                kept.judged.clear()
             kept.judged[partitions] = (listed.version, judged)
+            kept.judged.move_to_end(partitions)
+            while len(kept.judged) > JUDGED_PARTITION_SETS:
+                kept.judged.popitem(last=False)
         return judged
+
+    def _hosted_at(self, generation: int) -> frozenset[str]:
+        """The Slurm nodes that may be named, one set per generation (not one per set of demands)."""
+        with self._lock:
+            if self._hosted is not None and self._hosted[0] == generation:
+                return self._hosted[1]
+        hosted = frozenset(self._mapping())
+        with self._lock:
+            if generation == self._generation:
+                self._hosted = (generation, hosted)
+        return hosted
+
+    def recheck_in(self, generation: int) -> float:
+        """When a unit judged to wait in its partitions (as of ``generation``) looks again: when a list that
+        shows that generation's changes, or a list 30 s newer, is due."""
+        return self._partitions.due_in(generation) if self._partitions is not None else PARTITIONS_MAX_AGE
 
     def wait(self, unit: str, pods: Sequence[Obj], generation: int, why: str = "") -> bool:
         """No Node admits ``unit``'s Pods (as of ``generation``), for ``why``: wake it when one may (``changed``).
@@ -223,6 +243,7 @@ class NodePlacement:
         with self._lock:
             self._generation += 1
             self._cache.clear()
+            self._hosted = None
             waiting = list(self._waiting.items())
         if node is None:
             return []

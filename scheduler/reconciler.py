@@ -68,7 +68,7 @@ from .gangs import Workloads, workload_keys
 from .jobindex import JobIndex
 from .metrics import PLACEHOLDER_SUBMISSIONS, STUCK_PODS_RELEASED
 from .outage import outage_event
-from .placement import PARTITIONS_MAX_AGE, NodePlacement
+from .placement import NodePlacement
 from .tokens import hook_token
 from .waiting import WaitCondition, current_condition, wait_condition, waiting_exposition, write_due
 
@@ -87,6 +87,7 @@ LOST_ANSWER_SETTLE = 2.0
 # Slurm refused a job whose exclusion names a node it does not know yet (a slurmd Pod Ready, its slurmd still
 # registering): asked again after this long.
 UNREGISTERED_NODE_RETRY = 5.0
+RECHECK_FLOOR = 0.5  # a unit judged to wait in its partitions looks again no sooner (the next list's time)
 # A job whose cancel Slurm accepted is not cancelled again for this long: the jobs informer may show it
 # active a while yet (in a burst of changes its reads queue up for seconds), and a second cancel is a
 # Slurm call for nothing. Past it, a job still shown active is cancelled again.
@@ -535,7 +536,9 @@ class PodScheduler:
                 # in Slurm (no Kubernetes event says so).
                 if not current:
                     return Result(requeue=True)
-                return Result(requeue_after=PARTITIONS_MAX_AGE) if exclusion.partitions else Result()
+                if exclusion.partitions:
+                    return Result(requeue_after=max(self.node_placement.recheck_in(generation), RECHECK_FLOOR))
+                return Result()
             self.node_placement.settle(owner)
             if exclusion.excluded:
                 # (as one hostlist expression: 5000 names are 70 KB of a request, and of the job's record)

@@ -64,6 +64,7 @@ K8S_DRAIN_PREFIX: Final = "k8s:"
 # The GPUs a Pod asks for and a Node offers through the device plugin (``spec.containers[].resources``,
 # ``status.allocatable``): Slurm's ``gres/gpu``.
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"  # the device plugin's MIG slices (its "mixed" strategy)
 VERIFY_UNDRAIN: Final = "verify-undrain"
 
 # Reboot hook defaults.

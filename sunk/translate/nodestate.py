@@ -109,7 +109,10 @@ def gpu_shortfall(facts: PodSide, node: Node) -> Optional[str]:
     (``status.allocatable``) than Slurm counts on it (a GPU fell off the bus, its plugin went away). Slurm's
     count is static, so it would place a Pod there that the kubelet's admission rejects (OutOfnvidia.com/gpu),
     whose owner makes another, which Slurm places there again: a loop. And a batch job would get a GPU that
-    is not there. None when the Node says nothing of GPUs (no device plugin; DRA's GPUs)."""
+    is not there. None when the Node says nothing sure of whole GPUs (``allocatable_gpus``: none, 0, MIG
+    slices). Compared per Slurm node: one slurmd Pod on a Node, as a NodeSet makes them. An operator who would
+    run the node on the GPUs left (an RMA pending) lowers its count in Slurm (``scontrol update nodename=N
+    gres=gpu:7``): the counts then agree and the drain is lifted."""
     offered = allocatable_gpus(facts.k8s_node)
     if node.gpus_total <= 0 or offered is None or offered >= node.gpus_total:
         return None

@@ -251,23 +251,28 @@ def syncer_slim_node(node: Wire) -> dict[str, Any]:
     - status: conditions, whole with their times (``node_ready``, ``node_view``; the Node controller's
       ``merge_conditions`` and the reboot hook merge-patch the whole list they read through nodes/status:
       a condition dropped here, the kubelet's MemoryPressure say, would be deleted from the Node); of
-      ``allocatable`` the GPUs only (``nodestate.gpu_shortfall``, ``node_view``).
+      ``allocatable`` the whole GPUs only, as ``allocatable_gpus`` reads them (``nodestate.gpu_shortfall``,
+      ``node_view``).
 
     Unlike ``slim_node`` (the scheduler's and the operator's stores) this store is written back from."""
     slim = _slim(node, _NODE_METADATA, _NODE_SPEC, _NODE_STATUS)
-    if gpus := _kept((node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping)
-                     else None, (names.GPU_RESOURCE,)):
-        slim.setdefault("status", {})["allocatable"] = gpus
+    if (gpus := allocatable_gpus(node)) is not None:  # (what that reader makes of them, as it would read it)
+        slim.setdefault("status", {})["allocatable"] = {names.GPU_RESOURCE: str(gpus)}
     return slim
 
 
 def allocatable_gpus(node: Optional[Wire]) -> Optional[int]:
-    """The GPUs the Node's device plugin offers as healthy (``status.allocatable``), or None when it says
-    nothing of them (no device plugin, DRA's GPUs) or what it says is not a whole number."""
+    """The whole GPUs the Node's device plugin offers as healthy (``status.allocatable``), or None when that
+    says nothing sure of them: no count, or not a whole number; 0 (the kubelet reports 0 after its restart until
+    the plugin registers again, while a plugin restarts, and for good once a Node's GPUs move to DRA or to MIG
+    slices); or MIG slices offered beside (``nvidia.com/mig-*``: the whole GPUs are then only some of them)."""
     status = (node or {}).get("status")
     allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
-    value = allocatable.get(names.GPU_RESOURCE) if isinstance(allocatable, Mapping) else None
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6:
+    if not isinstance(allocatable, Mapping) or any(isinstance(k, str) and k.startswith(names.MIG_RESOURCE_PREFIX)
+                                                   for k in allocatable):
+        return None
+    value = allocatable.get(names.GPU_RESOURCE)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6 and int(value) > 0:
         return int(value)
     return None
 

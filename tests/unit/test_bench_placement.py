@@ -26,8 +26,12 @@ def test_a_node_event_wakes_the_waiting_units_it_admits() -> None:
 
 def test_a_partition_judgement_counts_the_nodes_left_in_the_named_partition() -> None:
     """The selecting Pod is admitted on odd nodes only (inference's): judged in train, none is left."""
-    for max_age in (3600.0, -1.0):
-        world = placement.world(12, partitions_max_age=max_age)
+    for lists, versions in (("kept", 1), ("new", 4)):
+        world = placement.world(12, partitions=lists)
         assert world.exclusion([placement.SELECTING], ("inference",))[0].problem == ""
         assert world.exclusion([placement.SELECTING], ("train",))[0].problem.startswith(
             "0/6 Slurm nodes of partition train are available")
+        for _ in range(2):
+            world.exclusion([placement.SELECTING], ("inference",))
+        listed = world._partitions.current(0) if world._partitions is not None else None
+        assert listed is not None and listed.version == versions + (lists == "new")  # ("new": a list each ask)

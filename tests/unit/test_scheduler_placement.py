@@ -180,6 +180,32 @@ def test_a_failed_list_is_not_asked_again_for_a_while_and_slurm_judges_meanwhile
     partitions.fail = SlurmUnavailable("list partitions: connection refused")
     clock.now += 31
     assert problem(placement, {"pool": "a"}, "batch") and partitions.lists == 4  # (the last list kept)
+    clock.now += 30
+    assert problem(placement, {"pool": "a"}, "batch") == "" and partitions.lists == 5  # (too old: Slurm judges)
+
+
+def test_a_list_that_hangs_then_fails_is_not_asked_again_by_the_next_asker() -> None:
+    """Its time is when it ended: askers queued behind a timeout take its failure, not a timeout each."""
+    partitions, clock = Partitions(), Clock()
+
+    def hanging() -> tuple[Partition, ...]:
+        clock.now += 30  # (slurmrestd's read timeout)
+        return partitions()
+
+    listed = PartitionNodes(hanging, clock=clock)
+    partitions.fail = SlurmUnavailable("list partitions: read timed out")
+    assert listed.current(0) is None and listed.current(0) is None and partitions.lists == 1
+
+
+def test_a_unit_judged_on_a_list_older_than_a_change_looks_again_when_the_next_list_is_due() -> None:
+    placement, partitions, clock = partitioned()
+    _found, generation = placement.exclusion([pod({"pool": "a"})], ("batch",))
+    assert placement.recheck_in(generation) == 30.0  # (the list shows this generation: the next in 30 s)
+    clock.now += 0.25
+    placement.changed()
+    found, generation = placement.exclusion([pod({"pool": "a"})], ("batch",))
+    assert found.problem and partitions.lists == 1  # (judged on the list a quarter second old)
+    assert placement.recheck_in(generation) == 0.75  # (a list that shows the change may be read then)
 
 
 def test_what_a_tenant_names_is_left_to_slurm_unless_slurm_listed_it() -> None:

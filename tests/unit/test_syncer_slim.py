@@ -79,6 +79,8 @@ NODES = {
     "a GPU gone": {**fat_node(), "status": {**fat_node()["status"], "allocatable": {"cpu": "127", "memory": "2Ti",
                                                                                   "nvidia.com/gpu": "7"}}},
     "no GPUs": {**fat_node(), "status": {**fat_node()["status"], "allocatable": {"cpu": "127", "memory": "2Ti"}}},
+    "MIG slices": {**fat_node(), "status": {**fat_node()["status"], "allocatable": {
+        "cpu": "127", "nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "42"}}},
 }
 
 

@@ -331,8 +331,8 @@ def test_a_stuck_pod_drain_on_a_down_node_is_left_to_return_to_service():
 
 
 # -- a Node offering fewer healthy GPUs than Slurm counts (its device plugin's allocatable) -----------------------
-def gpu_node(allocatable):
-    status = {"allocatable": {names.GPU_RESOURCE: allocatable}} if allocatable is not None else {}
+def gpu_node(allocatable, **others):
+    status = {"allocatable": {**({names.GPU_RESOURCE: allocatable} if allocatable is not None else {}), **others}}
     return {"metadata": {"name": "worker-1"}, "spec": {}, "status": status}
 
 
@@ -341,17 +341,19 @@ SHORT = f"{K8S} node worker-1 offers 7 of the 8 GPUs Slurm counts (nvidia.com/gp
 
 @pytest.mark.parametrize(("gres", "allocatable", "expected"), [
     ("gpu:h100:8", "7", SHORT),  # (a GPU fell off the bus: the kubelet would reject a Pod asking for 8)
-    ("gpu:h100:8", "0", SHORT.replace("offers 7", "offers 0")),  # (its device plugin went away)
+    ("gpu:h100:8", "0", None),  # (a kubelet restarting, a plugin restarting, GPUs moved to DRA or MIG: unsure)
     ("gpu:h100:8", "8", None),
     ("gpu:h100:8", "9", None),  # (more than Slurm counts: Slurm places less than the Node has, no loop)
     ("gpu:h100:8", None, None),  # (no device plugin: DRA's GPUs, or none)
     ("gpu:h100:8", "7.5", None),  # (not a count: nothing said)
     ("gpu:h100:8", " 7", None),
     ("gpu:h100:8", "٧", None),  # (a digit to str.isdigit, not to the kubelet)
-    ("", "0", None),  # (Slurm counts no GPU there)
+    ("", "4", None),  # (Slurm counts no GPU there)
     ("gpu:a:4,gpu:b:4", "7", SHORT),  # (every type counted)
 ])
 def test_a_node_offering_fewer_gpus_than_slurm_counts_is_drained(gres, allocatable, expected):
+    """One GPU gone of several is what this catches (a GPU off the bus, the common failure): a count of 0 is what
+    a kubelet or plugin restart shows for a moment, and a Node whose GPUs moved to DRA or MIG for good."""
     facts = Facts(slurmd_pod(), k8s_node=gpu_node(allocatable))
     slurm = Node(name="node1", state="IDLE", gres=gres)
     assert nodestate.kubernetes_drain_reason(facts, slurm) == expected
@@ -371,3 +373,9 @@ def test_the_gpu_drain_is_lifted_once_the_node_offers_them_all_again_and_a_perso
     not_ready = nodestate.desired_drain(Facts(slurmd_pod(ready=False), k8s_node=gpu_node("7")), Node(
         name="node1", state="IDLE", gres="gpu:8"))
     assert "is not ready" in not_ready.reason  # (the Pod's readiness said first)
+
+
+def test_a_node_offering_mig_slices_is_not_judged_by_its_whole_gpus():
+    """The device plugin's mixed strategy: the whole GPUs are those not sliced, fewer than Slurm's count."""
+    facts = Facts(slurmd_pod(), k8s_node=gpu_node("2", **{"nvidia.com/mig-1g.10gb": "42"}))
+    assert nodestate.kubernetes_drain_reason(facts, Node(name="node1", state="IDLE", gres="gpu:8")) is None
