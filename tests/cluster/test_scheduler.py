@@ -29,7 +29,7 @@ from syncer_harness import free_port
 from scheduler.config import PENDING_REASON_INTERVAL
 from sunk.kube import client as kc
 from sunk.kube.resources import EVENTS, NODES, PODS, Resource
-from sunk.model import names
+from sunk.model import hostlist, names
 from sunk.slurm.v0042 import parse_job
 from sunk.translate.lock import tolerates_lock
 from sunk_dev import slurmconf
@@ -676,14 +676,13 @@ def test_a_lost_started_call_binds_at_the_slurm_caches_own_read(kube_api, dev_cl
 # -- translation: every annotation, as Slurm reports the job ---------------------------------------
 @pytest.fixture
 def reservation(dev_cluster):
-    """A reservation on node2, once node2 is idle: a job the test before ended there may still be completing
-    (its placeholder waits out the kill wait), and the annotated job, user-exclusive, would wait on Resources."""
+    """(name, node): a reservation on an idle stand-in node. The annotated job is user-exclusive, and the Pods
+    earlier tests leave running until the module's end (as another user) land where Slurm spreads them."""
     name = f"sunk-test-{uuid.uuid4().hex[:6]}"
-    wait_for(lambda: dev_cluster.slurm("sinfo", "-h", "-n", "node2", "-o", "%T").stdout.strip() == "idle", 60,
-             "node2 idle", interval=0.5)
-    dev_cluster.slurm("scontrol", "create", "reservation", f"reservationname={name}", "nodes=node2",
+    node = idle_node(dev_cluster)
+    dev_cluster.slurm("scontrol", "create", "reservation", f"reservationname={name}", f"nodes={node}",
                       "users=root,kube", "starttime=now", "duration=60", "flags=ignore_jobs")
-    yield name
+    yield name, node
     # Slurm keeps a reservation that still has jobs: end them (their Pods go too), then delete it.
     dev_cluster.slurm("scancel", f"--reservation={name}", check=False)
     wait_for(lambda: dev_cluster.slurm("scontrol", "delete", f"reservationname={name}", check=False).returncode == 0,
@@ -691,17 +690,19 @@ def reservation(dev_cluster):
 
 
 def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace, scheduler, reservation):
+    reserved, node = reservation
+    others = [n for n in dev_cluster.layout.node_names if n != node][:2]
     annotations = {
         names.ANN_ACCOUNT: "root",
         names.ANN_COMMENT: "A Kubernetes job",
         names.ANN_CONSTRAINTS: "FAKE_GPU",
         names.ANN_EXCLUSIVE: "user",
-        names.ANN_EXCLUDED_NODES: "node1,node3",
-        names.ANN_REQUIRED_NODES: "node2",
+        names.ANN_EXCLUDED_NODES: ",".join(others),
+        names.ANN_REQUIRED_NODES: node,
         names.ANN_PARTITION: "batch",
         names.ANN_PRIORITY: "4242",
         names.ANN_QOS: "high",
-        names.ANN_RESERVATION: reservation,
+        names.ANN_RESERVATION: reserved,
         names.ANN_USER_ID: "1001",
         names.ANN_CURRENT_WORKING_DIR: "/tmp",
         names.ANN_TIMEOUT: "150",
@@ -712,12 +713,12 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
     assert job["comment"] == "A Kubernetes job"
     assert job["features"] == "FAKE_GPU"
     assert job["shared"] == ["user"]
-    assert job["excluded_nodes"] == "node[1,3]"
-    assert job["required_nodes"] == "node2"
+    assert job["excluded_nodes"] == hostlist.compress(others)
+    assert job["required_nodes"] == node
     assert job["partition"] == "batch"
     assert number(job, "priority") == 4242
     assert job["qos"] == "high"
-    assert job["resv_name"] == reservation
+    assert job["resv_name"] == reserved
     assert (job["user_id"], job["user_name"]) == (1001, "kube")
     assert job["group_id"] == 1001  # user-id without group-id: group = user
     assert job["current_working_directory"] == "/tmp"
@@ -725,8 +726,8 @@ def test_every_annotation_reaches_the_slurm_job(kube_api, dev_cluster, namespace
     assert number(job, "cpus") == 2  # 1500m rounded up
     assert number(job, "memory_per_node") == 1500
     assert job["tres_per_node"] == "gres/gpu:1"
-    wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == k8s_node_for("node2"), 30,
-             "binding to node2's Node")
+    wait_for(lambda: bound(kube_api, namespace, pod["metadata"]["name"]) == k8s_node_for(node), 30,
+             f"binding to {node}'s Node")
 
 
 @pytest.mark.every_release
