@@ -11,7 +11,7 @@ unschedulable Pod back on a Node event, never a walk of every Pod.
 Enough nodes left is judged in the job's partitions (``PartitionNodes``, listed from Slurm only when something is
 excluded and the job names a partition): Slurm fails a job whose partition has no node left, though other
 partitions have some. What a partition holds changes in Slurm without a Kubernetes event: a unit judged to
-wait so looks again when the list is 30 s old, its one timer.
+wait so also looks again when the next list is due (30 s, or a second after a Node change), its one timer.
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ class PartitionNodes:
                     partitions = self._read()
                     nodes = {p.name: frozenset(p.nodes) for p in partitions}
                 except Exception as exc:  # (Slurm's error, or an answer its parser refused: Slurm judges)
-                    self._failed_at = self._clock()  # (when it ended: a read that hung its timeout is not retried
+                    # Timed from its end: a list that hung for its timeout is not asked again by the next asker.
+                    self._failed_at = self._clock()
                     log.warning("cannot list Slurm's partitions; placement judged among every node meanwhile: %s",
-                                exc)  # by the next asker at once)
+                                exc)
                 else:
                     self._list = PartitionList((self._list.version + 1) if self._list else 1, nodes)
                     self._generation, self._read_at = max(self._generation, generation), self._clock()
