@@ -106,7 +106,7 @@ def kubernetes_drain_reason(facts: PodSide, slurm: Optional[Node] = None) -> Opt
 
 def gpu_shortfall(facts: PodSide, node: Node) -> Optional[str]:
     """Why Slurm must not place GPU work on ``node``: its Node's device plugin offers fewer healthy GPUs
-    (``status.allocatable``) than Slurm counts on it (a GPU fell off the bus, its plugin went away). Slurm's
+    (``status.allocatable``) than Slurm counts on it (a GPU fell off the bus, the common failure). Slurm's
     count is static, so it would place a Pod there that the kubelet's admission rejects (OutOfnvidia.com/gpu),
     whose owner makes another, which Slurm places there again: a loop. And a batch job would get a GPU that
     is not there. None when the Node says nothing sure of whole GPUs (``allocatable_gpus``: none, 0, MIG

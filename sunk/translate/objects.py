@@ -256,7 +256,7 @@ def syncer_slim_node(node: Wire) -> dict[str, Any]:
 
     Unlike ``slim_node`` (the scheduler's and the operator's stores) this store is written back from."""
     slim = _slim(node, _NODE_METADATA, _NODE_SPEC, _NODE_STATUS)
-    if (gpus := allocatable_gpus(node)) is not None:  # (what that reader makes of them, as it would read it)
+    if (gpus := allocatable_gpus(node)) is not None:  # (kept as that reader reads it: the same answer from both)
         slim.setdefault("status", {})["allocatable"] = {names.GPU_RESOURCE: str(gpus)}
     return slim
 
