@@ -298,6 +298,12 @@ def set_taint(api, node: str, taint: dict | None, key: str) -> None:
     wait_for(lambda: _retried(write), 10, f"the taint {key} written on {node}")
 
 
+# The exclusion is fixed at submission, from the scheduler's Node informer (docs/translation.md): a Pod created
+# the moment its Nodes are tainted may be submitted before the Node watch brings the taints (seen in CI: 60 ms
+# apart under load). The tests that taint and then create wait this long first.
+NODE_WATCH_LAG = 2.0
+
+
 def _retried(write):
     try:
         return write()
@@ -316,6 +322,7 @@ def test_a_pod_keeps_off_the_nodes_whose_noschedule_taint_it_does_not_tolerate(k
     tainted = [dev_cluster.k8s_node_for(n) for n in ("node1", "node2", "node3")]
     for node in tainted:
         set_taint(kube_api, node, {"key": key, "value": "x", "effect": "NoSchedule"}, key)
+    time.sleep(NODE_WATCH_LAG)
     try:
         pod = create_pod(kube_api, namespace)
         job_id, node = placed(kube_api, dev_cluster, namespace, pod["metadata"]["name"])
@@ -344,6 +351,7 @@ def test_a_pod_whose_partition_has_every_node_tainted_against_it_waits_though_an
     tainted = [dev_cluster.k8s_node_for(n) for n in dev_cluster.layout.node_names]
     for node in tainted:
         set_taint(kube_api, node, {"key": key, "value": "x", "effect": "NoSchedule"}, key)
+    time.sleep(NODE_WATCH_LAG)
     try:
         pod = create_pod(kube_api, namespace, annotations={names.ANN_PARTITION: "batch"})
         name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
